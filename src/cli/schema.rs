@@ -1,0 +1,34 @@
+//! `deepcli schema <agents|channels|bindings>`.
+
+use std::io::Write;
+
+use clap::{Args, ValueEnum};
+
+use super::ExitStatus;
+use crate::config::{FileKind, schema};
+
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// Which file's schema to print.
+    file: SchemaFile,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SchemaFile {
+    Agents,
+    Channels,
+    Bindings,
+}
+
+pub fn run(args: SchemaArgs) -> ExitStatus {
+    let kind = match args.file {
+        SchemaFile::Agents => FileKind::Agents,
+        SchemaFile::Channels => FileKind::Channels,
+        SchemaFile::Bindings => FileKind::Bindings,
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(schema::text(kind).as_bytes()) {
+        Ok(()) => ExitStatus::Success,
+        Err(_) => ExitStatus::Error,
+    }
+}

@@ -1,0 +1,68 @@
+//! `deepcli validate`: the CI gate.
+
+use std::io::Write;
+
+use clap::{Args, ValueEnum};
+
+use super::{ExitStatus, GlobalSettings};
+use crate::report;
+use crate::validate::validate_dir;
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    /// Treat warnings as errors.
+    #[arg(long)]
+    strict: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Diagnostics with source snippets and hints, for people.
+    Human,
+    /// A versioned JSON document.
+    Json,
+    /// GitHub Actions workflow commands that annotate pull requests.
+    Github,
+    /// SARIF 2.1.0, for code scanning.
+    Sarif,
+}
+
+pub fn run(global: &GlobalSettings, args: ValidateArgs) -> ExitStatus {
+    let mut report = match validate_dir(&global.config_dir, &global.load) {
+        Ok(report) => report,
+        Err(e) => {
+            let mut err = anstream::stderr();
+            let _ = writeln!(err, "error: {e}");
+            let _ = writeln!(
+                err,
+                "hint: pass the config directory with --config DIR (or DEEPCLI_CONFIG)"
+            );
+            return ExitStatus::Error;
+        }
+    };
+    if args.strict {
+        report.make_strict();
+    }
+    let text = match args.format {
+        Format::Human => report::human(&report),
+        Format::Json => report::json(&report),
+        Format::Github => report::github(&report),
+        Format::Sarif => report::sarif(&report),
+    };
+    let written = if args.format == Format::Human {
+        anstream::stdout().write_all(text.as_bytes())
+    } else {
+        std::io::stdout().lock().write_all(text.as_bytes())
+    };
+    if written.is_err() {
+        return ExitStatus::Error;
+    }
+    if report.is_valid() {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    }
+}

@@ -1,0 +1,442 @@
+//! Loading a config directory: the three YAML files → one [`Config`].
+//!
+//! The pipeline per file is read (size and UTF-8 checks) → [`yaml::parse`] (span tree) →
+//! misplaced top-level keys → JSON Schema → typed decoding. Every failure is a diagnostic with a
+//! position; nothing here panics on input. An item that fails the schema (one agent, one binding,
+//! one account) is left out of the typed config and the collection it belongs to is marked
+//! [`Completeness`]-incomplete, so the semantic rules can still run on the rest without reporting
+//! references to the missing item as dangling.
+//!
+//! This module reads the files it is given and nothing else: no state, no network.
+
+pub mod model;
+pub mod paths;
+pub mod resolve;
+pub mod schema;
+pub mod source;
+pub mod yaml;
+
+use std::path::{Path, PathBuf};
+
+pub use resolve::{Account, Agent, Binding, Channel, Config};
+pub use source::{FileKind, SourceFile, Sources};
+
+use crate::diagnostic::{Diagnostic, Location, rules};
+use yaml::{Pos, Span, YamlErrorKind};
+
+/// Files larger than this are refused before they are read.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// What loading needs besides the directory.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// The state directory: relative workspace and agentDir paths live under it.
+    pub state_dir: PathBuf,
+    /// What `~` means in paths; `None` leaves `~` paths as written.
+    pub home: Option<PathBuf>,
+}
+
+impl LoadOptions {
+    /// The state dir default (`~/.deepcli`) and `$HOME`.
+    pub fn from_env() -> LoadOptions {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let state_dir = home
+            .as_ref()
+            .map_or_else(|| PathBuf::from(".deepcli"), |h| h.join(".deepcli"));
+        LoadOptions { state_dir, home }
+    }
+}
+
+/// Which collections lost items to schema errors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Completeness {
+    pub agents: bool,
+    pub channels: bool,
+    pub bindings: bool,
+}
+
+impl Completeness {
+    pub fn all() -> Completeness {
+        Completeness {
+            agents: true,
+            channels: true,
+            bindings: true,
+        }
+    }
+}
+
+/// The outcome of loading: the config (as much of it as was valid) and what was found wrong.
+#[derive(Debug)]
+pub struct Loaded {
+    pub config: Config,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Why a directory could not be loaded at all (as opposed to loading with diagnostics).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("config directory `{}` does not exist", .0.display())]
+    NotFound(PathBuf),
+    #[error("`{}` is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("cannot read config directory `{}`: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Loads and schema-checks the config directory `dir`. Semantic rules are not run here: see
+/// `crate::validate`.
+pub fn load(dir: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => return Err(LoadError::NotADirectory(dir.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(LoadError::NotFound(dir.to_path_buf()));
+        }
+        Err(source) => {
+            return Err(LoadError::Io {
+                path: dir.to_path_buf(),
+                source,
+            });
+        }
+    }
+    let mut texts = Vec::new();
+    let mut diagnostics = Vec::new();
+    for kind in FileKind::ALL {
+        let path = dir.join(kind.file_name());
+        match read(&path) {
+            Ok(None) => {}
+            Ok(Some(text)) => texts.push((kind, path, text)),
+            Err(d) => diagnostics.push(*d),
+        }
+    }
+    let Parsed {
+        config,
+        diagnostics: found,
+    } = parse_texts(dir, texts, options);
+    diagnostics.extend(found);
+    Ok(Loaded {
+        config,
+        diagnostics,
+    })
+}
+
+/// Loads from texts already in memory (tests, fuzzing, management edits that validate a
+/// would-be file before writing it). `path`s are used only for messages.
+pub fn load_texts(
+    dir: &Path,
+    texts: Vec<(FileKind, PathBuf, String)>,
+    options: &LoadOptions,
+) -> Loaded {
+    let Parsed {
+        config,
+        diagnostics,
+    } = parse_texts(dir, texts, options);
+    Loaded {
+        config,
+        diagnostics,
+    }
+}
+
+struct Parsed {
+    config: Config,
+    diagnostics: Vec<Diagnostic>,
+}
+
+fn parse_texts(
+    dir: &Path,
+    texts: Vec<(FileKind, PathBuf, String)>,
+    options: &LoadOptions,
+) -> Parsed {
+    let mut diagnostics = Vec::new();
+    let mut sources = Sources::default();
+    let mut decoded = resolve::Decoded::default();
+    let mut complete = Completeness::all();
+    let any_file = !texts.is_empty();
+    for (kind, path, text) in texts {
+        let mut file = SourceFile {
+            kind,
+            path,
+            text,
+            root: None,
+        };
+        match yaml::parse(&file.text) {
+            Ok(root) => file.root = root,
+            Err(e) => {
+                diagnostics.push(yaml_diagnostic(&file, &e));
+                mark_incomplete(&mut complete, kind);
+                sources.files.push(file);
+                continue;
+            }
+        }
+        let mut json = file
+            .root
+            .as_ref()
+            .map_or(serde_json::Value::Null, yaml::Node::to_json);
+        misplaced_keys(&file, &mut json, &mut diagnostics);
+        let schema_errors = schema::validate(&file, &json);
+        let poisoned = drop_poisoned(kind, &mut json, &schema_errors);
+        if poisoned {
+            mark_incomplete(&mut complete, kind);
+        }
+        diagnostics.extend(schema_errors);
+        if let Err(d) = decoded.decode(&file, json) {
+            diagnostics.push(*d);
+            mark_incomplete(&mut complete, kind);
+        }
+        sources.files.push(file);
+    }
+    if !any_file {
+        diagnostics.push(
+            Diagnostic::new(
+                rules::NOTHING_DECLARED,
+                format!(
+                    "`{}` has none of agents.yaml, channels.yaml, bindings.yaml: nothing is declared",
+                    dir.display()
+                ),
+            )
+            .hint("point --config at the directory that holds your config files"),
+        );
+    }
+    let config = resolve::resolve(dir, sources, decoded, complete, options);
+    Parsed {
+        config,
+        diagnostics,
+    }
+}
+
+fn mark_incomplete(complete: &mut Completeness, kind: FileKind) {
+    match kind {
+        FileKind::Agents => complete.agents = false,
+        FileKind::Channels => complete.channels = false,
+        FileKind::Bindings => complete.bindings = false,
+    }
+}
+
+/// Reads one file; `Ok(None)` when it does not exist.
+fn read(path: &Path) -> Result<Option<String>, Box<Diagnostic>> {
+    let whole_file = || Location {
+        file: path.to_path_buf(),
+        pointer: String::new(),
+        span: Span {
+            start: Pos { line: 1, column: 1 },
+            end: Pos { line: 1, column: 1 },
+        },
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Box::new(
+                Diagnostic::new(rules::UNREADABLE_FILE, format!("cannot read the file: {e}"))
+                    .at(whole_file()),
+            ));
+        }
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(Box::new(
+            Diagnostic::new(
+                rules::FILE_TOO_LARGE,
+                format!(
+                    "the file is {} bytes; config files are limited to {MAX_FILE_BYTES} bytes (16 MiB)",
+                    meta.len()
+                ),
+            )
+            .hint("split generated content out of the config, or check that this is the right file")
+            .at(whole_file()),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| {
+        Box::new(
+            Diagnostic::new(rules::UNREADABLE_FILE, format!("cannot read the file: {e}"))
+                .at(whole_file()),
+        )
+    })?;
+    decode_utf8(bytes).map(Some).map_err(|(line, column)| {
+        Box::new(
+            Diagnostic::new(
+                rules::NON_UTF8,
+                "the file is not valid UTF-8 text".to_string(),
+            )
+            .hint("save the file as UTF-8 (YAML files must be Unicode text)")
+            .at(Location {
+                file: path.to_path_buf(),
+                pointer: String::new(),
+                span: Span {
+                    start: Pos { line, column },
+                    end: Pos { line, column },
+                },
+            }),
+        )
+    })
+}
+
+/// UTF-8 text without a leading BOM; on failure, the line and column of the first bad byte.
+pub fn decode_utf8(bytes: Vec<u8>) -> Result<String, (u32, u32)> {
+    match String::from_utf8(bytes) {
+        Ok(mut text) => {
+            if text.starts_with('\u{feff}') {
+                text.drain(..'\u{feff}'.len_utf8());
+            }
+            Ok(text)
+        }
+        Err(e) => {
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            // Safe to decode: this prefix is exactly the valid part.
+            let prefix = std::str::from_utf8(valid).unwrap_or_default();
+            let line = prefix.matches('\n').count() + 1;
+            let column = prefix.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            Err((
+                u32::try_from(line).unwrap_or(u32::MAX),
+                u32::try_from(column).unwrap_or(u32::MAX),
+            ))
+        }
+    }
+}
+
+fn yaml_diagnostic(file: &SourceFile, e: &yaml::YamlError) -> Diagnostic {
+    let (rule, hint) = match e.kind {
+        YamlErrorKind::Syntax => (
+            rules::YAML_SYNTAX,
+            "check indentation, colons and quotes near this position",
+        ),
+        YamlErrorKind::Tab => (
+            rules::YAML_TAB,
+            "YAML indents with spaces only: replace the tab with spaces",
+        ),
+        YamlErrorKind::DuplicateKey => (
+            rules::DUPLICATE_KEY,
+            "a YAML loader would silently keep only the last value: remove or rename one",
+        ),
+        YamlErrorKind::AliasLimit => (
+            rules::ALIAS_LIMIT,
+            "write the values out instead of nesting aliases",
+        ),
+        YamlErrorKind::TooDeep => (
+            rules::YAML_TOO_DEEP,
+            "config files need only a few levels of nesting",
+        ),
+        YamlErrorKind::MultipleDocuments => (
+            rules::YAML_SYNTAX,
+            "remove the `---` separator and everything after it, or merge the documents",
+        ),
+        YamlErrorKind::UnsupportedKey => (rules::YAML_SYNTAX, "use a plain string as the key"),
+        YamlErrorKind::UnsupportedTag => (
+            rules::YAML_SYNTAX,
+            "remove the tag; write the value plainly",
+        ),
+    };
+    let mut d = Diagnostic::new(rule, e.message.clone())
+        .hint(hint)
+        .at(file.location("", e.span));
+    if let Some(first) = e.related {
+        d = d.related(file.location("", first), "first defined here");
+    }
+    d
+}
+
+/// A top-level key that belongs in another file (`bindings:` in agents.yaml) is reported as
+/// such and removed, so the schema does not report it a second time as unknown.
+fn misplaced_keys(file: &SourceFile, json: &mut serde_json::Value, out: &mut Vec<Diagnostic>) {
+    let serde_json::Value::Object(map) = json else {
+        return;
+    };
+    let misplaced: Vec<(String, FileKind)> = map
+        .keys()
+        .filter_map(|key| {
+            FileKind::owning(key)
+                .filter(|owner| *owner != file.kind)
+                .map(|owner| (key.clone(), owner))
+        })
+        .collect();
+    for (key, owner) in misplaced {
+        map.shift_remove(&key);
+        out.push(
+            Diagnostic::new(
+                rules::WRONG_FILE,
+                format!(
+                    "`{key}` belongs in {}, not {}",
+                    owner.file_name(),
+                    file.kind.file_name()
+                ),
+            )
+            .hint(format!("move the `{key}:` block to {}", owner.file_name()))
+            .at(file.locate_key(&format!("/{key}"))),
+        );
+    }
+}
+
+/// Removes the items that schema errors point into (one agent, binding, channel or account) so
+/// the rest can be decoded. Returns whether anything was removed. An error above item level
+/// (the root, `agents.defaults`, `session`) empties the whole file.
+fn drop_poisoned(kind: FileKind, json: &mut serde_json::Value, errors: &[Diagnostic]) -> bool {
+    if errors.is_empty() {
+        return false;
+    }
+    let mut items: Vec<String> = Vec::new();
+    for d in errors {
+        let pointer = d.location.as_ref().map_or("", |l| l.pointer.as_str());
+        match item_pointer(kind, pointer) {
+            Some(item) => items.push(item),
+            None => {
+                *json = serde_json::Value::Null;
+                return true;
+            }
+        }
+    }
+    items.sort();
+    items.dedup();
+    // Remove from the back so earlier sequence indices stay valid.
+    for item in items.iter().rev() {
+        let (parent, last) = item.rsplit_once('/').unwrap_or(("", item));
+        let last = yaml::pointer_tokens(&format!("/{last}"))
+            .next()
+            .map(|t| t.into_owned())
+            .unwrap_or_default();
+        match json.pointer_mut(parent) {
+            Some(serde_json::Value::Array(list)) => {
+                if let Ok(i) = last.parse::<usize>() {
+                    if i < list.len() {
+                        list[i] = serde_json::Value::Null;
+                    }
+                }
+            }
+            Some(serde_json::Value::Object(map)) => {
+                map.shift_remove(&last);
+            }
+            _ => {}
+        }
+    }
+    // Nulls stand in for removed sequence items so that indices (and with them pointers and
+    // binding numbers) stay those of the file.
+    true
+}
+
+/// The pointer of the item an error pointer falls in, if it falls in one.
+fn item_pointer(kind: FileKind, pointer: &str) -> Option<String> {
+    let tokens: Vec<_> = yaml::pointer_tokens(pointer).collect();
+    let depth = match (kind, tokens.first().map(|t| t.as_ref())) {
+        (FileKind::Agents, Some("agents")) if tokens.get(1).map(|t| t.as_ref()) == Some("list") => {
+            3
+        }
+        (FileKind::Channels, Some("channels"))
+            if tokens.get(2).map(|t| t.as_ref()) == Some("accounts") =>
+        {
+            4
+        }
+        (FileKind::Channels, Some("channels")) => 2,
+        (FileKind::Bindings, Some("bindings")) => 2,
+        _ => return None,
+    };
+    if tokens.len() < depth {
+        return None;
+    }
+    Some(
+        tokens[..depth]
+            .iter()
+            .map(|t| format!("/{}", yaml::escape_pointer_token(t)))
+            .collect(),
+    )
+}

@@ -1,0 +1,429 @@
+//! Typed shapes of the three files, exactly as written (camelCase, unknown keys rejected).
+//!
+//! These are decoded only after the JSON Schema accepted the file, so a decoding error here
+//! means the schema and these types disagree: a bug, reported as such. Defaults and path
+//! resolution happen in `resolve`, not here.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AgentsFile {
+    #[serde(default)]
+    pub agents: AgentsSection,
+    #[serde(default)]
+    pub tools: ToolsSection,
+    #[serde(default)]
+    pub session: SessionSection,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AgentsSection {
+    #[serde(default)]
+    pub defaults: AgentDefaults,
+    #[serde(default)]
+    pub list: Vec<AgentSpec>,
+}
+
+/// Fields every agent inherits unless it sets its own.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AgentDefaults {
+    pub model: Option<Model>,
+    pub skip_bootstrap: Option<bool>,
+    pub runtime: Option<Runtime>,
+    pub tools: Option<AgentTools>,
+    pub sandbox: Option<Sandbox>,
+    pub heartbeat: Option<Heartbeat>,
+    pub group_chat: Option<GroupChat>,
+    pub subagents: Option<Subagents>,
+    pub identity: Option<Identity>,
+}
+
+/// One entry of `agents.list`, as written.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AgentSpec {
+    pub id: String,
+    pub default: Option<bool>,
+    pub name: Option<String>,
+    pub workspace: Option<String>,
+    pub agent_dir: Option<String>,
+    pub model: Option<Model>,
+    pub identity: Option<Identity>,
+    pub runtime: Option<Runtime>,
+    pub tools: Option<AgentTools>,
+    pub subagents: Option<Subagents>,
+    pub sandbox: Option<Sandbox>,
+    pub heartbeat: Option<Heartbeat>,
+    pub group_chat: Option<GroupChat>,
+    pub protect: Option<bool>,
+    pub skip_bootstrap: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Model {
+    Id(String),
+    WithFallbacks {
+        primary: String,
+        #[serde(default)]
+        fallbacks: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Identity {
+    pub name: Option<String>,
+    pub emoji: Option<String>,
+    pub theme: Option<String>,
+    pub avatar: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeKind {
+    Acp,
+    Process,
+    #[default]
+    None,
+}
+
+impl RuntimeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuntimeKind::Acp => "acp",
+            RuntimeKind::Process => "process",
+            RuntimeKind::None => "none",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Runtime {
+    #[serde(default)]
+    pub kind: RuntimeKind,
+    pub command: Option<Vec<String>>,
+    #[serde(default)]
+    pub env: IndexMap<String, EnvValue>,
+    pub cwd: Option<String>,
+}
+
+/// An environment value: plain text, or a secret reference resolved at spawn time.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum EnvValue {
+    Text(String),
+    Secret(SecretRef),
+}
+
+/// A reference to a secret; never the secret itself.
+#[derive(Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(tag = "source", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SecretRef {
+    Env { id: String },
+    File { path: String },
+}
+
+impl std::fmt::Debug for SecretRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretRef::Env { id } => write!(f, "env:{id}"),
+            SecretRef::File { path } => write!(f, "file:{path}"),
+        }
+    }
+}
+
+/// A secret field as written: a reference, the `"${VAR}"` shorthand, or (an error the validator
+/// reports) an inline value. The inline text is kept only so the validator can say so; it is
+/// never printed, serialized or stored.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Secret {
+    Ref(SecretRef),
+    Inline(String),
+}
+
+impl Secret {
+    /// Parses a string secret: `${VAR}` is an env reference, anything else is inline.
+    pub fn from_text(text: &str) -> Secret {
+        let var = text
+            .strip_prefix("${")
+            .and_then(|rest| rest.strip_suffix('}'))
+            .filter(|v| is_env_name(v));
+        match var {
+            Some(id) => Secret::Ref(SecretRef::Env { id: id.to_string() }),
+            None => Secret::Inline(text.to_string()),
+        }
+    }
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Secret::Ref(r) => r.fmt(f),
+            Secret::Inline(_) => f.write_str("<inline secret, redacted>"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Ref(SecretRef),
+        }
+        Ok(match Raw::deserialize(d)? {
+            Raw::Text(text) => Secret::from_text(&text),
+            Raw::Ref(r) => Secret::Ref(r),
+        })
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Secret::Ref(r) => r.serialize(s),
+            Secret::Inline(_) => s.serialize_str("<redacted>"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AgentTools {
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+    pub elevated: Option<Elevated>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Elevated {
+    pub enabled: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Subagents {
+    #[serde(default)]
+    pub allow_agents: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Sandbox {
+    pub mode: Option<String>,
+    pub scope: Option<String>,
+    pub workspace_access: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Heartbeat {
+    pub every: Option<String>,
+    pub target: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GroupChat {
+    #[serde(default)]
+    pub mention_patterns: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ToolsSection {
+    pub agent_to_agent: Option<AgentToAgent>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AgentToAgent {
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DmScope {
+    Main,
+    PerPeer,
+    PerChannelPeer,
+    PerAccountChannelPeer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupScope {
+    Main,
+    PerGroup,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SessionSection {
+    pub dm_scope: Option<DmScope>,
+    pub group_scope: Option<GroupScope>,
+    pub main_key: Option<String>,
+    #[serde(default)]
+    pub identity_links: IndexMap<String, Vec<String>>,
+    pub max_ping_pong_turns: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChannelsFile {
+    #[serde(default)]
+    pub channels: IndexMap<String, ChannelSpec>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChannelSpec {
+    pub enabled: Option<bool>,
+    pub default_account: Option<String>,
+    #[serde(default)]
+    pub accounts: IndexMap<String, AccountSpec>,
+}
+
+/// The secret fields an account may carry, in the order the schema lists them.
+pub const SECRET_FIELDS: &[&str] = &[
+    "botToken",
+    "appToken",
+    "userToken",
+    "signingSecret",
+    "webhookSecret",
+    "token",
+    "password",
+    "apiKey",
+    "clientSecret",
+];
+
+// No `deny_unknown_fields`: serde cannot combine it with `flatten`. The schema has already
+// rejected unknown keys, so the flattened map holds exactly the secret fields.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountSpec {
+    pub name: Option<String>,
+    pub enabled: Option<bool>,
+    /// Secret fields by their YAML name (`botToken`, …), in file order.
+    #[serde(flatten)]
+    pub secrets: IndexMap<String, Secret>,
+    pub dm_policy: Option<DmPolicy>,
+    pub allow_from: Option<Vec<String>>,
+    pub group_policy: Option<GroupPolicy>,
+    pub group_allow_from: Option<Vec<String>>,
+    pub require_mention: Option<bool>,
+    pub allow_bots: Option<AllowBots>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DmPolicy {
+    Pairing,
+    Allowlist,
+    Open,
+    Disabled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupPolicy {
+    Open,
+    Allowlist,
+    Disabled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum AllowBots {
+    Bool(bool),
+    Mentions(MentionsOnly),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MentionsOnly {
+    Mentions,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BindingsFile {
+    #[serde(default)]
+    pub bindings: Vec<BindingSpec>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BindingType {
+    #[default]
+    Route,
+    Acp,
+}
+
+/// One entry of `bindings`, as written.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BindingSpec {
+    #[serde(default, rename = "type")]
+    pub kind: BindingType,
+    pub agent_id: String,
+    pub comment: Option<String>,
+    #[serde(rename = "match")]
+    pub matcher: MatchSpec,
+    pub session: Option<SessionOverride>,
+    pub acp: Option<AcpSpec>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MatchSpec {
+    pub channel: String,
+    pub account_id: Option<String>,
+    pub peer: Option<PeerSpec>,
+    pub guild_id: Option<String>,
+    pub team_id: Option<String>,
+    pub roles: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerSpec {
+    pub kind: String,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SessionOverride {
+    pub dm_scope: Option<DmScope>,
+    pub group_scope: Option<GroupScope>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AcpSpec {
+    pub mode: Option<String>,
+    pub label: Option<String>,
+    pub cwd: Option<String>,
+}

@@ -1,0 +1,147 @@
+//! The three config files as read from disk: their text and span trees, kept beside the typed
+//! config so that any later stage can turn a JSON pointer back into `file:line:col`.
+
+use std::path::PathBuf;
+
+use super::yaml::{self, Node, Pos, Span};
+use crate::diagnostic::Location;
+
+/// Which of the three config files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FileKind {
+    Agents,
+    Channels,
+    Bindings,
+}
+
+impl FileKind {
+    pub const ALL: [FileKind; 3] = [FileKind::Agents, FileKind::Channels, FileKind::Bindings];
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            FileKind::Agents => "agents.yaml",
+            FileKind::Channels => "channels.yaml",
+            FileKind::Bindings => "bindings.yaml",
+        }
+    }
+
+    /// The top-level keys this file may hold.
+    pub fn top_keys(self) -> &'static [&'static str] {
+        match self {
+            FileKind::Agents => &["agents", "tools", "session"],
+            FileKind::Channels => &["channels"],
+            FileKind::Bindings => &["bindings"],
+        }
+    }
+
+    /// The file a top-level key belongs in.
+    pub fn owning(key: &str) -> Option<FileKind> {
+        FileKind::ALL
+            .into_iter()
+            .find(|kind| kind.top_keys().contains(&key))
+    }
+
+    /// `agents`, `channels` or `bindings`: the name of its schema.
+    pub fn schema_name(self) -> &'static str {
+        match self {
+            FileKind::Agents => "agents",
+            FileKind::Channels => "channels",
+            FileKind::Bindings => "bindings",
+        }
+    }
+}
+
+/// One config file that exists on disk.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    pub kind: FileKind,
+    pub path: PathBuf,
+    pub text: String,
+    /// `None` for an empty file or one that did not parse.
+    pub root: Option<Node>,
+}
+
+impl SourceFile {
+    /// The location of the node at `pointer`, or of its nearest existing ancestor.
+    pub fn locate(&self, pointer: &str) -> Location {
+        let mut span = self.root.as_ref().map(|r| r.span).unwrap_or_default();
+        if let Some(root) = &self.root {
+            let mut node = root;
+            for token in yaml::pointer_tokens(pointer) {
+                match node.child(&token) {
+                    Some(child) => node = child,
+                    None => break,
+                }
+                span = node.span;
+            }
+        }
+        if span.start.line == 0 {
+            span = Span {
+                start: Pos { line: 1, column: 1 },
+                end: Pos { line: 1, column: 1 },
+            };
+        }
+        self.location(pointer, span)
+    }
+
+    /// The location of the *key* of the mapping entry at `pointer` (`/agents/list/0/id` → the
+    /// `id` key), falling back to [`SourceFile::locate`].
+    pub fn locate_key(&self, pointer: &str) -> Location {
+        let (parent, last) = match pointer.rsplit_once('/') {
+            Some(split) => split,
+            None => return self.locate(pointer),
+        };
+        let key = yaml::pointer_tokens(&format!("/{last}"))
+            .next()
+            .map(|t| t.into_owned())
+            .unwrap_or_default();
+        let entry = self
+            .root
+            .as_ref()
+            .and_then(|r| r.pointer(parent))
+            .and_then(|p| p.entry(&key));
+        match entry {
+            Some(entry) => self.location(pointer, entry.key_span),
+            None => self.locate(pointer),
+        }
+    }
+
+    pub fn location(&self, pointer: &str, span: Span) -> Location {
+        Location {
+            file: self.path.clone(),
+            pointer: pointer.to_string(),
+            span,
+        }
+    }
+
+    /// The text of a 1-based line, without its line break.
+    pub fn line(&self, line: u32) -> Option<&str> {
+        self.text.lines().nth((line as usize).checked_sub(1)?)
+    }
+}
+
+/// The config files that were found, at most one of each kind.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    pub files: Vec<SourceFile>,
+}
+
+impl Sources {
+    pub fn get(&self, kind: FileKind) -> Option<&SourceFile> {
+        self.files.iter().find(|f| f.kind == kind)
+    }
+
+    /// The file at `path`, for renderers that show source lines.
+    pub fn by_path(&self, path: &std::path::Path) -> Option<&SourceFile> {
+        self.files.iter().find(|f| f.path == path)
+    }
+
+    /// Locates `pointer` in the file of `kind`; a file that does not exist gets line 1.
+    pub fn locate(&self, kind: FileKind, pointer: &str) -> Option<Location> {
+        self.get(kind).map(|f| f.locate(pointer))
+    }
+
+    pub fn locate_key(&self, kind: FileKind, pointer: &str) -> Option<Location> {
+        self.get(kind).map(|f| f.locate_key(pointer))
+    }
+}

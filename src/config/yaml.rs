@@ -1,0 +1,656 @@
+//! YAML text → a tree of [`Node`]s, each with its source span.
+//!
+//! This is the only place that reads YAML. It keeps what a validator needs and what the usual
+//! loaders throw away: a span for every node, the YAML type of every scalar (`42` is an integer,
+//! `"42"` a string), and hard failures for duplicate keys, alias bombs, deep nesting and multiple
+//! documents — each a [`YamlError`] with a position, never a panic.
+//!
+//! It must not know about deepcli's config shape: that is for `schema` and `model`.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span as RawSpan, Tag};
+
+/// Deepest nesting accepted. deepcli's files need six levels; anything near this bound is a
+/// mistake or an attack, and keeping it small keeps every recursive walk of the tree shallow.
+pub const MAX_DEPTH: usize = 64;
+
+/// Most nodes that aliases may add by expansion, in one file. Real configs use a handful of
+/// anchors; "billion laughs" documents need millions.
+pub const MAX_ALIAS_NODES: usize = 100_000;
+
+/// A position in a file: 1-based line and 1-based column, counted in characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Pos {
+    pub line: u32,
+    pub column: u32,
+}
+
+/// Where a node starts and ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    pub start: Pos,
+    pub end: Pos,
+}
+
+impl Span {
+    fn from_raw(raw: RawSpan) -> Span {
+        Span {
+            start: pos(raw.start),
+            end: pos(raw.end),
+        }
+    }
+
+    fn at(start: Pos) -> Span {
+        Span { start, end: start }
+    }
+}
+
+fn pos(marker: saphyr_parser::Marker) -> Pos {
+    Pos {
+        line: u32::try_from(marker.line()).unwrap_or(u32::MAX),
+        column: u32::try_from(marker.col() + 1).unwrap_or(u32::MAX),
+    }
+}
+
+/// A YAML node with its span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub span: Span,
+    pub value: Value,
+}
+
+/// A YAML value, typed by the YAML 1.2 core schema.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    String(String),
+    Seq(Vec<Node>),
+    Map(Vec<Entry>),
+}
+
+/// One `key: value` pair of a mapping. Keys are strings (a scalar key of another type is kept
+/// as its text, the way JSON would have to), with the key's own span for diagnostics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub key: String,
+    pub key_span: Span,
+    pub value: Node,
+}
+
+/// Why a YAML text could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct YamlError {
+    pub kind: YamlErrorKind,
+    pub message: String,
+    pub span: Span,
+    /// A second place the error involves (the first of two duplicate keys).
+    pub related: Option<Span>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum YamlErrorKind {
+    Syntax,
+    Tab,
+    DuplicateKey,
+    AliasLimit,
+    TooDeep,
+    MultipleDocuments,
+    UnsupportedKey,
+    UnsupportedTag,
+}
+
+impl Node {
+    /// The node at a JSON pointer (`/bindings/3/match`), if there is one.
+    pub fn pointer(&self, pointer: &str) -> Option<&Node> {
+        let mut node = self;
+        for token in pointer_tokens(pointer) {
+            node = node.child(&token)?;
+        }
+        Some(node)
+    }
+
+    /// The direct child named by one pointer token: a mapping key or a sequence index.
+    pub fn child(&self, token: &str) -> Option<&Node> {
+        match &self.value {
+            Value::Map(entries) => entries.iter().find(|e| e.key == token).map(|e| &e.value),
+            Value::Seq(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        }
+    }
+
+    /// The entry of a mapping with this key.
+    pub fn entry(&self, key: &str) -> Option<&Entry> {
+        match &self.value {
+            Value::Map(entries) => entries.iter().find(|e| e.key == key),
+            _ => None,
+        }
+    }
+
+    /// The node as JSON, for schema validation and typed decoding. Keeps YAML types.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match &self.value {
+            Value::Null => J::Null,
+            Value::Bool(b) => J::Bool(*b),
+            Value::Int(i) => J::from(*i),
+            // NaN and infinities have no JSON form; keep their YAML spelling so a schema error
+            // names what was written.
+            Value::Float(f) => serde_json::Number::from_f64(*f)
+                .map(J::Number)
+                .unwrap_or_else(|| J::String(f.to_string())),
+            Value::String(s) => J::String(s.clone()),
+            Value::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),
+            Value::Map(entries) => J::Object(
+                entries
+                    .iter()
+                    .map(|e| (e.key.clone(), e.value.to_json()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// A short name of the node's YAML type, for messages.
+    pub fn type_name(&self) -> &'static str {
+        match self.value {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Int(_) => "integer",
+            Value::Float(_) => "number",
+            Value::String(_) => "string",
+            Value::Seq(_) => "sequence",
+            Value::Map(_) => "mapping",
+        }
+    }
+
+    fn count(&self) -> usize {
+        1 + match &self.value {
+            Value::Seq(items) => items.iter().map(Node::count).sum(),
+            Value::Map(entries) => entries.iter().map(|e| e.value.count()).sum(),
+            _ => 0,
+        }
+    }
+}
+
+/// Splits a JSON pointer into unescaped tokens (`~1` is `/`, `~0` is `~`).
+pub fn pointer_tokens(pointer: &str) -> impl Iterator<Item = Cow<'_, str>> {
+    pointer.split('/').skip(1).map(|token| {
+        if token.contains('~') {
+            Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
+        } else {
+            Cow::Borrowed(token)
+        }
+    })
+}
+
+/// Escapes one JSON pointer token.
+pub fn escape_pointer_token(token: &str) -> Cow<'_, str> {
+    if token.contains(['~', '/']) {
+        Cow::Owned(token.replace('~', "~0").replace('/', "~1"))
+    } else {
+        Cow::Borrowed(token)
+    }
+}
+
+/// Parses one YAML document. An empty text (or one of only comments) is `Ok(None)`.
+pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
+    let mut builder = Builder::default();
+    for event in Parser::new_from_str(text) {
+        let (event, span) = event.map_err(|e| scan_error(text, &e))?;
+        builder.push(event, Span::from_raw(span))?;
+    }
+    Ok(builder.root)
+}
+
+/// A mapping or sequence under construction.
+enum Frame {
+    Seq {
+        anchor: usize,
+        start: Pos,
+        items: Vec<Node>,
+    },
+    Map {
+        anchor: usize,
+        start: Pos,
+        entries: Vec<Entry>,
+        pending_key: Option<(String, Span)>,
+        /// Key → entry index, built once a mapping grows past [`INDEXED_MAP`] entries so that
+        /// duplicate detection stays linear on huge mappings.
+        index: Option<HashMap<String, usize>>,
+    },
+}
+
+/// Below this many entries a linear key scan beats hashing.
+const INDEXED_MAP: usize = 32;
+
+#[derive(Default)]
+struct Builder {
+    stack: Vec<Frame>,
+    anchors: Vec<(usize, Node)>,
+    alias_nodes: usize,
+    documents: usize,
+    root: Option<Node>,
+}
+
+impl Builder {
+    fn push(&mut self, event: Event<'_>, span: Span) -> Result<(), YamlError> {
+        match event {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => Ok(()),
+            Event::DocumentStart(_) => {
+                self.documents += 1;
+                if self.documents > 1 {
+                    return Err(error(
+                        YamlErrorKind::MultipleDocuments,
+                        "a config file holds one YAML document, this is a second one".into(),
+                        span,
+                    ));
+                }
+                Ok(())
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let value = scalar(&text, style, tag.as_deref(), span)?;
+                self.finish(Node { span, value }, anchor)
+            }
+            Event::SequenceStart(anchor, _) => {
+                self.open(span)?;
+                self.stack.push(Frame::Seq {
+                    anchor,
+                    start: span.start,
+                    items: Vec::new(),
+                });
+                Ok(())
+            }
+            Event::MappingStart(anchor, _) => {
+                self.open(span)?;
+                self.stack.push(Frame::Map {
+                    anchor,
+                    start: span.start,
+                    entries: Vec::new(),
+                    pending_key: None,
+                    index: None,
+                });
+                Ok(())
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let Some(frame) = self.stack.pop() else {
+                    return Ok(());
+                };
+                let (anchor, node) = match frame {
+                    Frame::Seq {
+                        anchor,
+                        start,
+                        items,
+                    } => (
+                        anchor,
+                        Node {
+                            span: Span {
+                                start,
+                                end: span.end,
+                            },
+                            value: Value::Seq(items),
+                        },
+                    ),
+                    Frame::Map {
+                        anchor,
+                        start,
+                        entries,
+                        ..
+                    } => (
+                        anchor,
+                        Node {
+                            span: Span {
+                                start,
+                                end: span.end,
+                            },
+                            value: Value::Map(entries),
+                        },
+                    ),
+                };
+                self.finish(node, anchor)
+            }
+            Event::Alias(id) => {
+                let Some((_, target)) = self.anchors.iter().rev().find(|(a, _)| *a == id) else {
+                    return Err(error(
+                        YamlErrorKind::Syntax,
+                        "alias to an unknown anchor".into(),
+                        span,
+                    ));
+                };
+                self.alias_nodes += target.count();
+                if self.alias_nodes > MAX_ALIAS_NODES {
+                    return Err(error(
+                        YamlErrorKind::AliasLimit,
+                        format!(
+                            "aliases expand to more than {MAX_ALIAS_NODES} nodes; this looks like an alias bomb"
+                        ),
+                        span,
+                    ));
+                }
+                let mut node = target.clone();
+                node.span = span;
+                self.finish(node, 0)
+            }
+        }
+    }
+
+    fn open(&self, span: Span) -> Result<(), YamlError> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(error(
+                YamlErrorKind::TooDeep,
+                format!("nesting deeper than {MAX_DEPTH} levels"),
+                Span::at(span.start),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Attaches a completed node to its parent (or makes it the root).
+    fn finish(&mut self, node: Node, anchor: usize) -> Result<(), YamlError> {
+        if anchor != 0 {
+            self.anchors.push((anchor, node.clone()));
+        }
+        match self.stack.last_mut() {
+            None => {
+                self.root = Some(node);
+                Ok(())
+            }
+            Some(Frame::Seq { items, .. }) => {
+                items.push(node);
+                Ok(())
+            }
+            Some(Frame::Map {
+                entries,
+                pending_key,
+                index,
+                ..
+            }) => match pending_key.take() {
+                None => {
+                    let key = key_text(&node)?;
+                    let first = match index {
+                        Some(index) => index.get(&key).map(|&i| &entries[i]),
+                        None => entries.iter().find(|e| e.key == key),
+                    };
+                    if let Some(first) = first {
+                        return Err(YamlError {
+                            kind: YamlErrorKind::DuplicateKey,
+                            message: format!("duplicate key `{key}` in this mapping"),
+                            span: node.span,
+                            related: Some(first.key_span),
+                        });
+                    }
+                    *pending_key = Some((key, node.span));
+                    Ok(())
+                }
+                Some((key, key_span)) => {
+                    if let Some(index) = index {
+                        index.insert(key.clone(), entries.len());
+                    } else if entries.len() + 1 >= INDEXED_MAP {
+                        let mut built: HashMap<String, usize> = entries
+                            .iter()
+                            .enumerate()
+                            .map(|(i, e)| (e.key.clone(), i))
+                            .collect();
+                        built.insert(key.clone(), entries.len());
+                        *index = Some(built);
+                    }
+                    entries.push(Entry {
+                        key,
+                        key_span,
+                        value: node,
+                    });
+                    Ok(())
+                }
+            },
+        }
+    }
+}
+
+fn key_text(node: &Node) -> Result<String, YamlError> {
+    match &node.value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Null => Ok(String::new()),
+        Value::Bool(b) => Ok(b.to_string()),
+        Value::Int(i) => Ok(i.to_string()),
+        Value::Float(f) => Ok(f.to_string()),
+        Value::Seq(_) | Value::Map(_) => Err(error(
+            YamlErrorKind::UnsupportedKey,
+            "a mapping key must be a plain value, not a sequence or mapping".into(),
+            node.span,
+        )),
+    }
+}
+
+fn error(kind: YamlErrorKind, message: String, span: Span) -> YamlError {
+    YamlError {
+        kind,
+        message,
+        span,
+        related: None,
+    }
+}
+
+fn scan_error(text: &str, e: &ScanError) -> YamlError {
+    let at = pos(*e.marker());
+    let line = text
+        .lines()
+        .nth((at.line as usize).saturating_sub(1))
+        .unwrap_or("");
+    let leading = &line[..line.len() - line.trim_start().len()];
+    let kind = if leading.contains('\t') || e.info().contains("tab") {
+        YamlErrorKind::Tab
+    } else {
+        YamlErrorKind::Syntax
+    };
+    error(kind, e.info().to_string(), Span::at(at))
+}
+
+/// Resolves a scalar by the YAML 1.2 core schema: only plain scalars can be null, booleans or
+/// numbers; quoted and block scalars are strings. `!!str` and friends override.
+fn scalar(
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&Tag>,
+    span: Span,
+) -> Result<Value, YamlError> {
+    if let Some(tag) = tag {
+        if !tag.is_yaml_core_schema() {
+            return Err(error(
+                YamlErrorKind::UnsupportedTag,
+                format!("unsupported tag `{tag}`: config files use plain YAML values"),
+                span,
+            ));
+        }
+        let value = match tag.suffix.as_str() {
+            "str" => Some(Value::String(text.to_string())),
+            "null" => plain_null(text).then_some(Value::Null),
+            "bool" => plain_bool(text).map(Value::Bool),
+            "int" => plain_int(text).map(Value::Int),
+            "float" => plain_float(text)
+                .or_else(|| plain_int(text).map(|i| i as f64))
+                .map(Value::Float),
+            _ => None,
+        };
+        return value.ok_or_else(|| {
+            error(
+                YamlErrorKind::UnsupportedTag,
+                format!("`{text}` is not a valid `{tag}` value"),
+                span,
+            )
+        });
+    }
+    if style != ScalarStyle::Plain {
+        return Ok(Value::String(text.to_string()));
+    }
+    Ok(if plain_null(text) {
+        Value::Null
+    } else if let Some(b) = plain_bool(text) {
+        Value::Bool(b)
+    } else if let Some(i) = plain_int(text) {
+        Value::Int(i)
+    } else if let Some(f) = plain_float(text) {
+        Value::Float(f)
+    } else {
+        Value::String(text.to_string())
+    })
+}
+
+fn plain_null(text: &str) -> bool {
+    matches!(text, "" | "~" | "null" | "Null" | "NULL")
+}
+
+fn plain_bool(text: &str) -> Option<bool> {
+    match text {
+        "true" | "True" | "TRUE" => Some(true),
+        "false" | "False" | "FALSE" => Some(false),
+        _ => None,
+    }
+}
+
+fn plain_int(text: &str) -> Option<i64> {
+    let (digits, radix) = if let Some(hex) = text.strip_prefix("0x") {
+        (hex, 16)
+    } else if let Some(oct) = text.strip_prefix("0o") {
+        (oct, 8)
+    } else {
+        let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+        if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        return text.parse().ok();
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    i64::from_str_radix(digits, radix).ok()
+}
+
+fn plain_float(text: &str) -> Option<f64> {
+    match text {
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Some(f64::INFINITY),
+        "-.inf" | "-.Inf" | "-.INF" => return Some(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Some(f64::NAN),
+        _ => {}
+    }
+    // The core schema's float: [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?
+    let body = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let (int_part, frac_part) = match mantissa.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (mantissa, None),
+    };
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = match frac_part {
+        Some(f) => digits(int_part) && digits(f) && !(int_part.is_empty() && f.is_empty()),
+        None => !int_part.is_empty() && digits(int_part),
+    };
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e.strip_prefix(['-', '+']).unwrap_or(e);
+        !e.is_empty() && digits(e)
+    });
+    (mantissa_ok && exponent_ok)
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Node {
+        parse(text).expect("parses").expect("not empty")
+    }
+
+    #[test]
+    fn scalars_keep_their_yaml_types() {
+        let node = load("a: 42\nb: '42'\nc: true\nd: ~\ne: 1.5\nf: 0x1f\ng: 1_000\nh: !!str 7\n");
+        let json = node.to_json();
+        assert_eq!(json["a"], serde_json::json!(42));
+        assert_eq!(json["b"], serde_json::json!("42"));
+        assert_eq!(json["c"], serde_json::json!(true));
+        assert_eq!(json["d"], serde_json::Value::Null);
+        assert_eq!(json["e"], serde_json::json!(1.5));
+        assert_eq!(json["f"], serde_json::json!(31));
+        assert_eq!(json["g"], serde_json::json!("1_000"));
+        assert_eq!(json["h"], serde_json::json!("7"));
+    }
+
+    #[test]
+    fn every_node_has_a_span() {
+        let node = load("bindings:\n  - agentId: main\n    match: {channel: cli}\n");
+        let m = node.pointer("/bindings/0/match/channel").unwrap();
+        assert_eq!(
+            m.span.start,
+            Pos {
+                line: 3,
+                column: 22
+            }
+        );
+        let entry = node.pointer("/bindings/0").unwrap().entry("match").unwrap();
+        assert_eq!(entry.key_span.start, Pos { line: 3, column: 5 });
+    }
+
+    #[test]
+    fn duplicate_keys_are_rejected_at_the_second_key() {
+        let e = parse("a: 1\nb: 2\na: 3\n").unwrap_err();
+        assert_eq!(e.kind, YamlErrorKind::DuplicateKey);
+        assert_eq!(e.span.start, Pos { line: 3, column: 1 });
+        assert_eq!(e.related.unwrap().start, Pos { line: 1, column: 1 });
+    }
+
+    #[test]
+    fn alias_bombs_are_bounded() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let prev = format!("*a{}", i - 1);
+            text.push_str(&format!(
+                "a{i}: &a{i} [{}]\n",
+                vec![prev.as_str(); 10].join(", ")
+            ));
+        }
+        assert_eq!(parse(&text).unwrap_err().kind, YamlErrorKind::AliasLimit);
+    }
+
+    #[test]
+    fn small_aliases_expand() {
+        let node = load("x: &d {a: 1}\ny: *d\n");
+        assert_eq!(node.to_json()["y"]["a"], serde_json::json!(1));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let text = "[".repeat(100_000);
+        assert_eq!(parse(&text).unwrap_err().kind, YamlErrorKind::TooDeep);
+    }
+
+    #[test]
+    fn empty_and_comment_only_files_are_empty() {
+        assert_eq!(parse("").unwrap(), None);
+        assert_eq!(parse("# nothing\n").unwrap(), None);
+    }
+
+    #[test]
+    fn tabs_in_indentation_are_named() {
+        let e = parse("a:\n\tb: 1\n").unwrap_err();
+        assert_eq!(e.kind, YamlErrorKind::Tab);
+    }
+
+    #[test]
+    fn second_document_is_an_error() {
+        let e = parse("a: 1\n---\nb: 2\n").unwrap_err();
+        assert_eq!(e.kind, YamlErrorKind::MultipleDocuments);
+    }
+
+    #[test]
+    fn pointers_unescape() {
+        let node = load("\"a/b\": {\"c~d\": 1}\n");
+        assert!(node.pointer("/a~1b/c~0d").is_some());
+    }
+}

@@ -1,0 +1,175 @@
+//! Id normalization exactly as the router does it (routing.md §2). The validator uses the same
+//! functions, so "two spellings of one conversation" is decided in one place.
+
+use std::borrow::Cow;
+
+/// The account every channel has when none is named.
+pub const DEFAULT_ACCOUNT: &str = "default";
+/// The agent that always exists.
+pub const MAIN_AGENT: &str = "main";
+/// deepcli's alias of `main`.
+pub const PRIMARY_ALIAS: &str = "primary";
+
+const MAX_ID_LEN: usize = 64;
+
+/// `^[a-z0-9][a-z0-9_-]{0,63}$`, case-insensitively.
+fn is_id_shaped(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= MAX_ID_LEN
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[1..]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+}
+
+/// The shared id algorithm: trim; an id-shaped value is lowercased; anything else has every run
+/// of characters outside `[a-z0-9_-]` (after lowercasing) turned into `-`, leading and trailing
+/// `-` stripped and is cut to 64 characters. Empty → `fallback`.
+fn normalize_id<'a>(raw: &'a str, fallback: &'static str) -> Cow<'a, str> {
+    let trimmed = raw.trim();
+    if trimmed.is_empty() {
+        return Cow::Borrowed(fallback);
+    }
+    if is_id_shaped(trimmed) {
+        return if trimmed.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(trimmed.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(trimmed)
+        };
+    }
+    let mut out = String::with_capacity(trimmed.len());
+    let mut in_run = false;
+    for c in trimmed.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-' {
+            out.push(c);
+            in_run = false;
+        } else if !in_run {
+            out.push('-');
+            in_run = true;
+        }
+    }
+    let stripped = out.trim_matches('-');
+    let cut: String = stripped.chars().take(MAX_ID_LEN).collect();
+    if cut.is_empty() {
+        Cow::Borrowed(fallback)
+    } else {
+        Cow::Owned(cut)
+    }
+}
+
+/// Normalizes an account id (`" biz "` → `biz`, `"Bot Main"` → `bot-main`, `""` → `default`).
+pub fn account_id(raw: &str) -> Cow<'_, str> {
+    normalize_id(raw, DEFAULT_ACCOUNT)
+}
+
+/// Normalizes an agent id; `primary` is the alias of `main`.
+pub fn agent_id(raw: &str) -> Cow<'_, str> {
+    let id = normalize_id(raw, MAIN_AGENT);
+    if id == PRIMARY_ALIAS {
+        Cow::Borrowed(MAIN_AGENT)
+    } else {
+        id
+    }
+}
+
+/// Normalizes a channel id: trimmed and lowercased, no aliases.
+pub fn channel(raw: &str) -> Cow<'_, str> {
+    let trimmed = raw.trim();
+    if trimmed.chars().any(char::is_uppercase) {
+        Cow::Owned(trimmed.to_lowercase())
+    } else {
+        Cow::Borrowed(trimmed)
+    }
+}
+
+/// A peer kind after normalization.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PeerKind {
+    Direct,
+    Group,
+    Channel,
+    /// A kind outside the three (say `thread`): kept as given, matches no binding.
+    Other(String),
+}
+
+impl PeerKind {
+    /// Trimmed, lowercased, `dm` → `direct`.
+    pub fn parse(raw: &str) -> PeerKind {
+        let kind = raw.trim().to_lowercase();
+        match kind.as_str() {
+            "direct" | "dm" => PeerKind::Direct,
+            "group" => PeerKind::Group,
+            "channel" => PeerKind::Channel,
+            _ => PeerKind::Other(kind),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            PeerKind::Direct => "direct",
+            PeerKind::Group => "group",
+            PeerKind::Channel => "channel",
+            PeerKind::Other(kind) => kind,
+        }
+    }
+
+    /// The kind class used for matching: `channel` is folded into `group`; `None` for a kind
+    /// that matches nothing.
+    pub fn class(&self) -> Option<PeerClass> {
+        match self {
+            PeerKind::Direct => Some(PeerClass::Direct),
+            PeerKind::Group | PeerKind::Channel => Some(PeerClass::Group),
+            PeerKind::Other(_) => None,
+        }
+    }
+}
+
+/// What peer kinds match each other: `direct` alone, or `group` and `channel` together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PeerClass {
+    Direct,
+    Group,
+}
+
+impl PeerClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeerClass::Direct => "direct",
+            PeerClass::Group => "group",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn account_ids_follow_the_spec_examples() {
+        assert_eq!(account_id(" biz "), "biz");
+        assert_eq!(account_id("Bot Main"), "bot-main");
+        assert_eq!(account_id(""), "default");
+        assert_eq!(account_id("   "), "default");
+        assert_eq!(account_id("!!!"), "default");
+        assert_eq!(account_id("Work"), "work");
+        assert_eq!(account_id("a..b//c"), "a-b-c");
+        assert_eq!(account_id(&"x".repeat(80)).len(), 64);
+        assert_eq!(account_id("-lead"), "lead");
+    }
+
+    #[test]
+    fn primary_is_main() {
+        assert_eq!(agent_id("primary"), "main");
+        assert_eq!(agent_id("Primary"), "main");
+        assert_eq!(agent_id(""), "main");
+        assert_eq!(agent_id("Research Bot"), "research-bot");
+    }
+
+    #[test]
+    fn peer_kinds_fold() {
+        assert_eq!(PeerKind::parse(" DM "), PeerKind::Direct);
+        assert_eq!(PeerKind::parse("channel").class(), Some(PeerClass::Group));
+        assert_eq!(PeerKind::parse("thread").class(), None);
+    }
+}

@@ -1,0 +1,284 @@
+//! Rules over agents.yaml: ids, defaults, paths, runtimes, allow lists, inline env secrets.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::Context;
+use crate::config::model::{EnvValue, RuntimeKind, Secret};
+use crate::config::{Agent, FileKind};
+use crate::diagnostic::{Diagnostic, rules};
+use crate::routing::normalize::PRIMARY_ALIAS;
+
+const FILE: FileKind = FileKind::Agents;
+
+pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    let listed: Vec<&Agent> = cx
+        .config
+        .agents
+        .iter()
+        .filter(|a| a.index.is_some())
+        .collect();
+    ids(cx, &listed, out);
+    defaults(cx, &listed, out);
+    paths(cx, &listed, out);
+    for agent in &listed {
+        runtime(cx, agent, out);
+    }
+    allow_lists(cx, &listed, out);
+}
+
+fn ids(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
+    let mut seen: HashMap<&str, &Agent> = HashMap::new();
+    for agent in listed {
+        let pointer = format!("{}/id", agent.pointer());
+        if agent.id() == PRIMARY_ALIAS {
+            out.push(
+                Diagnostic::new(
+                    rules::RESERVED_AGENT_ID,
+                    "`primary` is reserved: it is the alias of `main`",
+                )
+                .hint("pick another id; bindings that say `primary` route to `main`")
+                .at(cx.at(FILE, &pointer)),
+            );
+        }
+        if let Some(first) = seen.get(agent.id()) {
+            out.push(
+                Diagnostic::new(
+                    rules::DUPLICATE_AGENT_ID,
+                    format!("agent id `{}` is declared twice", agent.id()),
+                )
+                .hint("agent ids must be unique; rename or merge one of the two entries")
+                .at(cx.at(FILE, &pointer))
+                .related(
+                    cx.at(FILE, &format!("{}/id", first.pointer())),
+                    "first declared here",
+                ),
+            );
+        } else {
+            seen.insert(agent.id(), agent);
+        }
+    }
+}
+
+fn defaults(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
+    let marked: Vec<&&Agent> = listed
+        .iter()
+        .filter(|a| a.spec.default == Some(true))
+        .collect();
+    if let Some((first, rest)) = marked.split_first() {
+        for agent in rest {
+            out.push(
+                Diagnostic::new(
+                    rules::MULTIPLE_DEFAULTS,
+                    format!(
+                        "`{}` is marked `default: true`, but so is `{}` before it, which wins",
+                        agent.id(),
+                        first.id()
+                    ),
+                )
+                .hint("mark exactly one agent as the default")
+                .at(cx.at_key(FILE, &format!("{}/default", agent.pointer())))
+                .related(
+                    cx.at_key(FILE, &format!("{}/default", first.pointer())),
+                    "the default agent",
+                ),
+            );
+        }
+    }
+}
+
+/// Two agents must never share an agentDir or a session store: they would read and write each
+/// other's state.
+fn paths(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
+    let mut agent_dirs: HashMap<&PathBuf, &Agent> = HashMap::new();
+    let mut stores: HashMap<&PathBuf, &Agent> = HashMap::new();
+    let mut ids: HashMap<&str, ()> = HashMap::new();
+    for agent in listed {
+        // A duplicate id is already an error; its equal default paths would only repeat it.
+        if ids.insert(agent.id(), ()).is_some() {
+            continue;
+        }
+        let here = |field: &str| {
+            if field == "agentDir" && agent.spec.agent_dir.is_some() {
+                cx.at(FILE, &format!("{}/agentDir", agent.pointer()))
+            } else {
+                cx.at(FILE, &agent.pointer())
+            }
+        };
+        if let Some(first) = agent_dirs.get(&agent.agent_dir) {
+            out.push(
+                Diagnostic::new(
+                    rules::DUPLICATE_AGENT_DIR,
+                    format!(
+                        "`{}` and `{}` both use agentDir {}",
+                        first.id(),
+                        agent.id(),
+                        agent.agent_dir.display()
+                    ),
+                )
+                .hint("give each agent its own agentDir (or leave it unset for <state>/agents/<id>/agent)")
+                .at(here("agentDir"))
+                .related(cx.at(FILE, &first.pointer()), format!("`{}` is declared here", first.id())),
+            );
+            continue;
+        }
+        agent_dirs.insert(&agent.agent_dir, agent);
+        if let Some(first) = stores.get(&agent.sessions_dir) {
+            out.push(
+                Diagnostic::new(
+                    rules::DUPLICATE_SESSION_STORE,
+                    format!(
+                        "`{}` and `{}` share the session store {} (it sits beside the agentDir)",
+                        first.id(),
+                        agent.id(),
+                        agent.sessions_dir.display()
+                    ),
+                )
+                .hint("put the agentDirs in different parent directories, e.g. ~/agents/<id>/agent")
+                .at(here("agentDir"))
+                .related(
+                    cx.at(FILE, &first.pointer()),
+                    format!("`{}` is declared here", first.id()),
+                ),
+            );
+        } else {
+            stores.insert(&agent.sessions_dir, agent);
+        }
+    }
+}
+
+fn runtime(cx: &Context<'_>, agent: &Agent, out: &mut Vec<Diagnostic>) {
+    let Some(runtime) = &agent.spec.runtime else {
+        return;
+    };
+    // An inherited runtime is reported where it is written: in agents.defaults.
+    let base = agent
+        .index
+        .and_then(|i| {
+            cx.config
+                .sources
+                .get(FILE)
+                .and_then(|f| f.root.as_ref())
+                .and_then(|r| r.pointer(&format!("/agents/list/{i}/runtime")))
+                .map(|_| format!("/agents/list/{i}/runtime"))
+        })
+        .unwrap_or_else(|| "/agents/defaults/runtime".to_string());
+    let missing = runtime.command.as_ref().is_none_or(|c| c.is_empty());
+    if runtime.kind != RuntimeKind::None && missing {
+        out.push(
+            Diagnostic::new(
+                rules::RUNTIME_MISSING_COMMAND,
+                format!(
+                    "agent `{}` has `runtime.kind: {}` but no `command` to run",
+                    agent.id(),
+                    runtime.kind.as_str()
+                ),
+            )
+            .hint("add `command: [\"program\", \"arg\"]`, or use `kind: none` for a routing-only agent")
+            .at(cx.at(FILE, &format!("{base}/kind"))),
+        );
+    }
+    for (name, value) in &runtime.env {
+        if let EnvValue::Text(text) = value {
+            if looks_secret(name) && matches!(Secret::from_text(text), Secret::Inline(_)) {
+                out.push(
+                    Diagnostic::new(
+                        rules::INLINE_SECRET,
+                        format!("env `{name}` of agent `{}` holds an inline secret", agent.id()),
+                    )
+                    .hint(format!(
+                        "write `{name}: {{source: env, id: {name}}}` or `\"${{{name}}}\"`, and rotate the value: it is in your git history"
+                    ))
+                    .at(cx.at(FILE, &format!("{base}/env/{name}")))
+                    .redacted(),
+                );
+            }
+        }
+    }
+}
+
+/// An env variable whose name says it carries a credential.
+fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "API_KEY",
+        "APIKEY",
+        "PRIVATE_KEY",
+        "CREDENTIAL",
+    ]
+    .iter()
+    .any(|word| upper.contains(word))
+}
+
+fn allow_lists(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
+    if !cx.config.complete.agents {
+        return;
+    }
+    let mut check = |id: &str, pointer: String, what: &str| {
+        if id == "*" || cx.has_agent(&crate::routing::normalize::agent_id(id)) {
+            return;
+        }
+        let ids = cx.config.agents.iter().map(Agent::id);
+        let d = Diagnostic::new(
+            rules::UNKNOWN_AGENT,
+            format!("{what} names agent `{id}`, which is not declared"),
+        )
+        .at(cx.at(FILE, &pointer));
+        out.push(match crate::suggest::closest(id, ids) {
+            Some(near) => d.hint(format!("did you mean `{near}`?")),
+            None => d.hint("declare the agent in agents.yaml, or remove it from the list"),
+        });
+    };
+    if let Some(a2a) = &cx.config.tools.agent_to_agent {
+        for (i, id) in a2a.allow.iter().enumerate() {
+            check(
+                id,
+                format!("/tools/agentToAgent/allow/{i}"),
+                "`tools.agentToAgent.allow`",
+            );
+        }
+    }
+    for agent in listed {
+        let own = agent.index.and_then(|i| {
+            cx.config
+                .sources
+                .get(FILE)
+                .and_then(|f| f.root.as_ref())
+                .and_then(|r| r.pointer(&format!("/agents/list/{i}/subagents")))
+                .map(|_| format!("/agents/list/{i}/subagents"))
+        });
+        // Inherited lists are checked once, below, at their own place.
+        let (Some(base), Some(sub)) = (own, &agent.spec.subagents) else {
+            continue;
+        };
+        for (i, id) in sub.allow_agents.iter().enumerate() {
+            check(
+                id,
+                format!("{base}/allowAgents/{i}"),
+                "`subagents.allowAgents`",
+            );
+        }
+    }
+    let defaults = cx
+        .config
+        .sources
+        .get(FILE)
+        .and_then(|f| f.root.as_ref())
+        .and_then(|r| r.pointer("/agents/defaults/subagents/allowAgents"))
+        .map(|n| n.to_json());
+    if let Some(serde_json::Value::Array(ids)) = defaults {
+        for (i, id) in ids.iter().enumerate() {
+            if let Some(id) = id.as_str() {
+                check(
+                    id,
+                    format!("/agents/defaults/subagents/allowAgents/{i}"),
+                    "`agents.defaults.subagents.allowAgents`",
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! Rules over bindings.yaml: references, canonical ids, conflicts, unreachable bindings, ACP
+//! bindings, and accounts no binding covers.
+//!
+//! Conflicts and duplicates are found by hashing each binding's match key; unreachable bindings
+//! by grouping bindings by tier key (routing.md §4) and comparing a binding only with the first
+//! few earlier bindings of its own group. Both are linear in the number of bindings.
+
+use std::collections::{HashMap, HashSet};
+
+use super::Context;
+use crate::config::model::BindingType;
+use crate::config::{Binding, FileKind};
+use crate::diagnostic::{Diagnostic, rules};
+use crate::routing::normalize::{self, DEFAULT_ACCOUNT, PeerKind};
+use crate::routing::scope::{AccountPattern, MatchKey, Scope, TierKey};
+
+const FILE: FileKind = FileKind::Bindings;
+
+/// How many earlier bindings of the same tier key a binding is compared with. Real configs have
+/// one or two per key; the bound keeps a pathological file linear.
+const COVER_WINDOW: usize = 32;
+
+pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    let scopes: Vec<(&Binding, Scope)> = cx
+        .config
+        .bindings
+        .iter()
+        .map(|b| (b, Scope::from_spec(&b.spec.matcher)))
+        .collect();
+    for (binding, scope) in &scopes {
+        references(cx, binding, scope, out);
+        spelling(cx, binding, out);
+    }
+    route_overlaps(cx, &scopes, out);
+    acp(cx, &scopes, out);
+    uncovered_accounts(cx, &scopes, out);
+}
+
+fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<Diagnostic>) {
+    let base = binding.pointer();
+    let config = cx.config;
+    let agent = normalize::agent_id(&binding.spec.agent_id);
+    if config.complete.agents && !cx.has_agent(&agent) {
+        let ids = config.agents.iter().map(|a| a.id());
+        let d = Diagnostic::new(
+            rules::UNKNOWN_AGENT,
+            format!(
+                "binding routes to agent `{}`, which is not declared",
+                binding.spec.agent_id
+            ),
+        )
+        .at(cx.at(FILE, &format!("{base}/agentId")));
+        out.push(match crate::suggest::closest(&agent, ids) {
+            Some(near) => d.hint(format!("did you mean `{near}`?")),
+            None => d.hint("declare the agent in agents.yaml (`agents.list`), or fix the id"),
+        });
+    }
+    if !config.complete.channels {
+        return;
+    }
+    let Some(channel) = config.channels.iter().find(|c| c.id == scope.channel) else {
+        if scope.channel != "cli" {
+            let ids = config.channels.iter().map(|c| c.id.as_str());
+            let d = Diagnostic::new(
+                rules::UNKNOWN_CHANNEL,
+                format!(
+                    "channel `{}` is not declared in channels.yaml",
+                    binding.spec.matcher.channel
+                ),
+            )
+            .at(cx.at(FILE, &format!("{base}/match/channel")));
+            out.push(match crate::suggest::closest(&scope.channel, ids) {
+                Some(near) => d.hint(format!("did you mean `{near}`?")),
+                None => d.hint(format!(
+                    "add `{}:` under `channels` in channels.yaml",
+                    scope.channel
+                )),
+            });
+        }
+        return;
+    };
+    if channel.spec.accounts.is_empty() {
+        // A channel without accounts has only its implicit default account.
+        return;
+    }
+    let AccountPattern::Exact(account) = &scope.account else {
+        return;
+    };
+    if channel.accounts().any(|a| &a.normalized == account) {
+        return;
+    }
+    let declared: Vec<&str> = channel.spec.accounts.keys().map(String::as_str).collect();
+    match &binding.spec.matcher.account_id {
+        Some(raw) => {
+            let d = Diagnostic::new(
+                rules::UNKNOWN_ACCOUNT,
+                format!("channel `{}` has no account `{raw}`", channel.id),
+            )
+            .at(cx.at(FILE, &format!("{base}/match/accountId")));
+            out.push(
+                match crate::suggest::closest(raw, declared.iter().copied()) {
+                    Some(near) => d.hint(format!("did you mean `{near}`?")),
+                    None => d.hint(format!("declared accounts: {}", declared.join(", "))),
+                },
+            );
+        }
+        None => {
+            let suggestion = channel
+                .spec
+                .default_account
+                .clone()
+                .or_else(|| declared.first().map(|s| s.to_string()))
+                .unwrap_or_default();
+            out.push(
+                Diagnostic::new(
+                    rules::UNKNOWN_ACCOUNT,
+                    format!(
+                        "this binding has no `accountId`, so it matches only the `{DEFAULT_ACCOUNT}` account, which channel `{}` does not have",
+                        channel.id
+                    ),
+                )
+                .hint(format!(
+                    "add `accountId: {suggestion}` (or `accountId: \"*\"` for every account)"
+                ))
+                .at(cx.at(FILE, &format!("{base}/match"))),
+            );
+        }
+    }
+}
+
+/// Ids that the router normalizes: say what they mean.
+fn spelling(cx: &Context<'_>, binding: &Binding, out: &mut Vec<Diagnostic>) {
+    let base = binding.pointer();
+    let spec = &binding.spec;
+    let mut warn = |pointer: String, what: &str, raw: &str, canonical: &str| {
+        out.push(
+            Diagnostic::new(
+                rules::NON_CANONICAL_ID,
+                format!("{what} `{raw}` is not canonical; it is read as `{canonical}`"),
+            )
+            .hint(format!("write `{canonical}`"))
+            .at(cx.at(FILE, &pointer)),
+        );
+    };
+    let agent = normalize::agent_id(&spec.agent_id);
+    let written = spec.agent_id.as_str();
+    // `primary` is an alias, not a misspelling.
+    if agent != written && written != normalize::PRIMARY_ALIAS {
+        warn(format!("{base}/agentId"), "agent id", written, &agent);
+    }
+    let channel = normalize::channel(&spec.matcher.channel);
+    if channel != spec.matcher.channel {
+        warn(
+            format!("{base}/match/channel"),
+            "channel",
+            &spec.matcher.channel,
+            &channel,
+        );
+    }
+    if let Some(raw) = &spec.matcher.account_id {
+        if raw.trim() != "*" {
+            let account = normalize::account_id(raw);
+            if account != raw.as_str() {
+                warn(
+                    format!("{base}/match/accountId"),
+                    "account id",
+                    raw,
+                    &account,
+                );
+            }
+        }
+    }
+    if let Some(peer) = &spec.matcher.peer {
+        if PeerKind::parse(&peer.kind) == PeerKind::Direct
+            && peer.kind.trim().eq_ignore_ascii_case("dm")
+        {
+            out.push(
+                Diagnostic::new(
+                    rules::LEGACY_PEER_KIND,
+                    "`kind: dm` is the legacy spelling of `direct`",
+                )
+                .hint("write `kind: direct`")
+                .at(cx.at(FILE, &format!("{base}/match/peer/kind"))),
+            );
+        }
+    }
+}
+
+/// Binding conflicts (same match key, different agents) and unreachable bindings (an earlier
+/// binding in the same tier matches all they match).
+fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>) {
+    let mut first_by_key: HashMap<MatchKey, usize> = HashMap::new();
+    let mut by_tier: HashMap<TierKey, Vec<usize>> = HashMap::new();
+    for (i, (binding, scope)) in scopes.iter().enumerate() {
+        if binding.spec.kind != BindingType::Route {
+            continue;
+        }
+        let here = cx.at(FILE, &format!("{}/match", binding.pointer()));
+        let agent = normalize::agent_id(&binding.spec.agent_id);
+        match first_by_key.entry(scope.match_key()) {
+            std::collections::hash_map::Entry::Occupied(entry) => {
+                let (first, _) = scopes[*entry.get()];
+                let there = cx.at(FILE, &format!("{}/match", first.pointer()));
+                let first_agent = normalize::agent_id(&first.spec.agent_id);
+                out.push(if first_agent != agent {
+                    Diagnostic::new(
+                        rules::BINDING_CONFLICT,
+                        format!(
+                            "this conversation is claimed by `{agent}` here and by `{first_agent}` at {}:{}",
+                            there.file.display(),
+                            there.span.start.line
+                        ),
+                    )
+                    .hint("one conversation can have one agent: remove one binding or narrow its match")
+                    .at(here)
+                    .related(there, format!("claimed by `{first_agent}` here"))
+                } else {
+                    Diagnostic::new(
+                        rules::UNREACHABLE_BINDING,
+                        format!("duplicate of the binding at line {}: it can never win", there.span.start.line),
+                    )
+                    .hint("remove this binding")
+                    .at(here)
+                    .related(there, "the binding that always wins")
+                });
+                continue;
+            }
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(i);
+            }
+        }
+        let group = by_tier.entry(scope.tier_key()).or_default();
+        let shadow = group
+            .iter()
+            .take(COVER_WINDOW)
+            .copied()
+            .find(|&j| scopes[j].1.covers(scope));
+        if let Some(j) = shadow {
+            let first = scopes[j].0;
+            let there = cx.at(FILE, &format!("{}/match", first.pointer()));
+            out.push(
+                Diagnostic::new(
+                    rules::UNREACHABLE_BINDING,
+                    format!(
+                        "this binding can never win: the binding at line {} comes first in the {} tier and matches every message it would",
+                        there.span.start.line,
+                        scope.tier().as_str()
+                    ),
+                )
+                .hint("remove it, move it above the wider binding, or narrow the earlier one")
+                .at(here)
+                .related(there, "the wider binding that wins"),
+            );
+        }
+        group.push(i);
+    }
+}
+
+/// ACP bindings: one concrete conversation each, one agent per conversation.
+fn acp(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>) {
+    let mut seen: HashMap<MatchKey, &Binding> = HashMap::new();
+    for (binding, scope) in scopes {
+        if binding.spec.kind != BindingType::Acp {
+            continue;
+        }
+        let base = binding.pointer();
+        let concrete = scope.peer.as_ref().is_some_and(|p| p.id.is_some());
+        if !concrete {
+            let pointer = if scope.peer.is_some() {
+                format!("{base}/match/peer/id")
+            } else {
+                format!("{base}/match")
+            };
+            out.push(
+                Diagnostic::new(
+                    rules::ACP_BINDING_PEER,
+                    "an ACP binding binds one exact conversation, so it needs a concrete `peer.id`",
+                )
+                .hint("add `peer: {kind: channel, id: \"<conversation id>\"}`, or use a route binding")
+                .at(cx.at(FILE, &pointer)),
+            );
+            continue;
+        }
+        let key = scope.match_key();
+        match seen.get(&key) {
+            Some(first)
+                if normalize::agent_id(&first.spec.agent_id)
+                    != normalize::agent_id(&binding.spec.agent_id) =>
+            {
+                let there = cx.at(FILE, &format!("{}/match", first.pointer()));
+                out.push(
+                    Diagnostic::new(
+                        rules::ACP_BINDING_CONFLICT,
+                        format!(
+                            "this conversation is bound to ACP agent `{}` here and to `{}` at line {}",
+                            binding.spec.agent_id,
+                            first.spec.agent_id,
+                            there.span.start.line
+                        ),
+                    )
+                    .hint("a conversation has one persistent ACP session: keep one of the two bindings")
+                    .at(cx.at(FILE, &format!("{base}/match")))
+                    .related(there, "bound here first"),
+                );
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(key, binding);
+            }
+        }
+    }
+}
+
+/// A non-default account that no account-scoped or `*` binding covers sends everything to the
+/// default agent: probably not what a second account was added for.
+fn uncovered_accounts(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>) {
+    if !cx.config.complete.bindings {
+        return;
+    }
+    let mut covered: HashSet<(&str, &AccountPattern)> = HashSet::new();
+    for (binding, scope) in scopes {
+        if binding.spec.kind == BindingType::Route {
+            covered.insert((scope.channel.as_str(), &scope.account));
+        }
+    }
+    for channel in &cx.config.channels {
+        if covered.contains(&(channel.id.as_str(), &AccountPattern::Any)) {
+            continue;
+        }
+        for account in channel.accounts() {
+            if account.normalized == DEFAULT_ACCOUNT
+                || covered.contains(&(
+                    channel.id.as_str(),
+                    &AccountPattern::Exact(account.normalized.clone()),
+                ))
+            {
+                continue;
+            }
+            out.push(
+                Diagnostic::new(
+                    rules::UNCOVERED_ACCOUNT,
+                    format!(
+                        "no binding covers account `{}` of `{}`: its messages go to the default agent `{}`",
+                        account.id, channel.id, cx.config.default_agent
+                    ),
+                )
+                .hint(format!(
+                    "bind it: `{{agentId: <agent>, match: {{channel: {}, accountId: {}}}}}`",
+                    channel.id, account.normalized
+                ))
+                .at(cx.at_key(FileKind::Channels, &account.pointer())),
+            );
+        }
+    }
+}

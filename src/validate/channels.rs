@@ -1,0 +1,142 @@
+//! Rules over channels.yaml: default accounts, DM policies, secrets, platform-specific options.
+
+use super::Context;
+use crate::config::model::{AllowBots, DmPolicy, SECRET_FIELDS, Secret};
+use crate::config::{Channel, FileKind};
+use crate::diagnostic::{Diagnostic, rules};
+use crate::routing::normalize::{self, DEFAULT_ACCOUNT};
+
+const FILE: FileKind = FileKind::Channels;
+
+pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    for channel in &cx.config.channels {
+        default_account(cx, channel, out);
+        for account in channel.accounts() {
+            let base = account.pointer();
+            if account.normalized != account.id {
+                out.push(
+                    Diagnostic::new(
+                        rules::NON_CANONICAL_ID,
+                        format!(
+                            "account id `{}` is not canonical; the router knows it as `{}`",
+                            account.id, account.normalized
+                        ),
+                    )
+                    .hint(format!("rename the key to `{}`", account.normalized))
+                    .at(cx.at_key(FILE, &base)),
+                );
+            }
+            let spec = account.spec;
+            match (spec.dm_policy, &spec.allow_from) {
+                (Some(DmPolicy::Allowlist), None) => out.push(dm_allowlist_empty(cx, &base)),
+                (Some(DmPolicy::Allowlist), Some(list)) if list.is_empty() => {
+                    out.push(dm_allowlist_empty(cx, &base));
+                }
+                (Some(DmPolicy::Open), list)
+                    if !list.iter().flatten().any(|entry| entry.trim() == "*") =>
+                {
+                    out.push(
+                        Diagnostic::new(
+                            rules::DM_OPEN_WITHOUT_WILDCARD,
+                            "`dmPolicy: open` lets anyone message this account, but `allowFrom` does not say `\"*\"`",
+                        )
+                        .hint("add `allowFrom: [\"*\"]` to confirm that anyone may write, or use `dmPolicy: allowlist`")
+                        .at(cx.at(FILE, &format!("{base}/dmPolicy"))),
+                    );
+                }
+                _ => {}
+            }
+            for field in SECRET_FIELDS {
+                if let Some(Secret::Inline(_)) = spec.secrets.get(*field) {
+                    out.push(
+                        Diagnostic::new(
+                            rules::INLINE_SECRET,
+                            format!(
+                                "`{field}` of {}:{} holds an inline secret",
+                                channel.id, account.id
+                            ),
+                        )
+                        .hint(format!(
+                            "write `{field}: {{source: env, id: VAR}}`, `\"${{VAR}}\"` or `{{source: file, path: PATH}}`, and rotate the secret: it is in your git history"
+                        ))
+                        .at(cx.at(FILE, &format!("{base}/{field}")))
+                        .redacted(),
+                    );
+                }
+            }
+            if spec
+                .allow_bots
+                .is_some_and(|a| matches!(a, AllowBots::Mentions(_)))
+                && channel.id != "discord"
+            {
+                out.push(
+                    Diagnostic::new(
+                        rules::ALLOW_BOTS_MENTIONS,
+                        format!(
+                            "`allowBots: mentions` exists only on Discord; {} treats it as `true`",
+                            channel.id
+                        ),
+                    )
+                    .hint("use `allowBots: true` or `false`")
+                    .at(cx.at(FILE, &format!("{base}/allowBots"))),
+                );
+            }
+        }
+    }
+}
+
+fn dm_allowlist_empty(cx: &Context<'_>, base: &str) -> Diagnostic {
+    Diagnostic::new(
+        rules::DM_ALLOWLIST_EMPTY,
+        "`dmPolicy: allowlist` with no `allowFrom` entries: nobody can send direct messages",
+    )
+    .hint("list the allowed sender ids in `allowFrom`, or use `dmPolicy: disabled` to say so")
+    .at(cx.at(FILE, &format!("{base}/dmPolicy")))
+}
+
+/// A channel with several accounts must say which is the default: bindings without an
+/// `accountId` and messages without one go to the `default` account.
+fn default_account(cx: &Context<'_>, channel: &Channel, out: &mut Vec<Diagnostic>) {
+    let normalized: Vec<String> = channel.accounts().map(|a| a.normalized).collect();
+    if let Some(named) = &channel.spec.default_account {
+        if !normalized.contains(&normalize::account_id(named).into_owned()) {
+            let ids = channel.spec.accounts.keys().map(String::as_str);
+            let d = Diagnostic::new(
+                rules::UNKNOWN_ACCOUNT,
+                format!(
+                    "`defaultAccount: {named}` names no account of channel `{}`",
+                    channel.id
+                ),
+            )
+            .at(cx.at(FILE, &format!("{}/defaultAccount", channel.pointer())));
+            out.push(match crate::suggest::closest(named, ids) {
+                Some(near) => d.hint(format!("did you mean `{near}`?")),
+                None => d.hint("name one of the accounts declared under `accounts`"),
+            });
+        }
+        return;
+    }
+    if normalized.len() >= 2 && !normalized.iter().any(|a| a == DEFAULT_ACCOUNT) {
+        let first = channel
+            .spec
+            .accounts
+            .keys()
+            .next()
+            .cloned()
+            .unwrap_or_default();
+        out.push(
+            Diagnostic::new(
+                rules::MISSING_DEFAULT_ACCOUNT,
+                format!(
+                    "channel `{}` has {} accounts but no default: messages and bindings without an account id fall through silently",
+                    channel.id,
+                    normalized.len()
+                ),
+            )
+            .hint(format!(
+                "add `defaultAccount: {first}` to the channel, or name one account `default`"
+            ))
+            .at(cx.at_key(FILE, &format!("{}/accounts", channel.pointer()))),
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! Semantic rules: what JSON Schema cannot say (config.md, "Validation rules").
+//!
+//! Each rule family lives in its own file and appends diagnostics; none does I/O. Cross-item
+//! rules hash their keys (never compare all pairs), so validation stays linear in the number of
+//! bindings. Rules that resolve references into a collection skip that check when the
+//! collection lost items to schema errors, so one typo never cascades into false reports.
+
+mod agents;
+mod bindings;
+mod channels;
+
+use std::path::Path;
+
+use crate::config::{self, Config, FileKind, LoadError, LoadOptions};
+use crate::diagnostic::{self, Diagnostic, Location};
+
+/// A validated config and everything found wrong with it, sorted by position.
+#[derive(Debug)]
+pub struct Report {
+    pub config: Config,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Report {
+    pub fn errors(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    pub fn warnings(&self) -> usize {
+        self.diagnostics.len() - self.errors()
+    }
+
+    pub fn is_valid(&self) -> bool {
+        self.errors() == 0
+    }
+
+    /// Makes every warning an error (`--strict`).
+    pub fn make_strict(&mut self) {
+        diagnostic::make_strict(&mut self.diagnostics);
+    }
+}
+
+/// Loads `dir` and runs every rule.
+pub fn validate_dir(dir: &Path, options: &LoadOptions) -> Result<Report, LoadError> {
+    let loaded = config::load(dir, options)?;
+    Ok(finish(loaded))
+}
+
+/// Runs every rule on an already loaded config.
+pub fn finish(loaded: config::Loaded) -> Report {
+    let config::Loaded {
+        config,
+        mut diagnostics,
+    } = loaded;
+    diagnostics.extend(check(&config));
+    diagnostic::sort(&mut diagnostics);
+    Report {
+        config,
+        diagnostics,
+    }
+}
+
+/// The semantic rules over a loaded config.
+pub fn check(config: &Config) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let cx = Context { config };
+    agents::check(&cx, &mut out);
+    channels::check(&cx, &mut out);
+    bindings::check(&cx, &mut out);
+    out
+}
+
+struct Context<'a> {
+    config: &'a Config,
+}
+
+impl Context<'_> {
+    /// The location of the node at `pointer` in `kind`'s file.
+    fn at(&self, kind: FileKind, pointer: &str) -> Location {
+        self.config
+            .sources
+            .locate(kind, pointer)
+            .unwrap_or_else(|| self.missing_file(kind, pointer))
+    }
+
+    /// The location of the key of the entry at `pointer`.
+    fn at_key(&self, kind: FileKind, pointer: &str) -> Location {
+        self.config
+            .sources
+            .locate_key(kind, pointer)
+            .unwrap_or_else(|| self.missing_file(kind, pointer))
+    }
+
+    fn missing_file(&self, kind: FileKind, pointer: &str) -> Location {
+        Location {
+            file: self.config.dir.join(kind.file_name()),
+            pointer: pointer.to_string(),
+            span: Default::default(),
+        }
+    }
+
+    fn has_agent(&self, id: &str) -> bool {
+        self.config.agents.iter().any(|a| a.id() == id)
+    }
+}
