@@ -66,6 +66,7 @@ pub mod rules {
         BINDING_CONFLICT = "binding-conflict", Error, "Two route bindings with the same match key name different agents.";
         ACP_BINDING_CONFLICT = "acp-binding-conflict", Error, "Two ACP bindings bind one conversation to different agents.";
         ACP_BINDING_PEER = "acp-binding-peer", Error, "An ACP binding has no concrete peer id.";
+        DUPLICATE_ACCOUNT = "duplicate-account", Error, "Two account ids of one channel normalize to the same id.";
         MISSING_DEFAULT_ACCOUNT = "missing-default-account", Error, "A channel with several accounts declares no default account.";
         DM_ALLOWLIST_EMPTY = "dm-allowlist-empty", Error, "`dmPolicy: allowlist` without `allowFrom` lets nobody in.";
         DM_OPEN_WITHOUT_WILDCARD = "dm-open-without-wildcard", Error, "`dmPolicy: open` needs `allowFrom: [\"*\"]` to say so explicitly.";

@@ -103,20 +103,31 @@ pub fn load(dir: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
         }
     }
     let mut texts = Vec::new();
-    let mut diagnostics = Vec::new();
+    let mut unreadable = Vec::new();
     for kind in FileKind::ALL {
         let path = dir.join(kind.file_name());
         match read(&path) {
             Ok(None) => {}
             Ok(Some(text)) => texts.push((kind, path, text)),
-            Err(d) => diagnostics.push(*d),
+            Err(d) => unreadable.push((kind, path, *d)),
         }
     }
+    let any_file = !texts.is_empty() || !unreadable.is_empty();
     let Parsed {
-        config,
-        diagnostics: found,
-    } = parse_texts(dir, texts, options);
-    diagnostics.extend(found);
+        mut config,
+        mut diagnostics,
+    } = parse_texts(dir, texts, any_file, options);
+    // A file that could not be read still counts as a file, with nothing known of its content.
+    for (kind, path, d) in unreadable {
+        mark_incomplete(&mut config.complete, kind);
+        config.sources.files.push(SourceFile {
+            kind,
+            path,
+            text: String::new(),
+            root: None,
+        });
+        diagnostics.push(d);
+    }
     Ok(Loaded {
         config,
         diagnostics,
@@ -130,10 +141,11 @@ pub fn load_texts(
     texts: Vec<(FileKind, PathBuf, String)>,
     options: &LoadOptions,
 ) -> Loaded {
+    let any_file = !texts.is_empty();
     let Parsed {
         config,
         diagnostics,
-    } = parse_texts(dir, texts, options);
+    } = parse_texts(dir, texts, any_file, options);
     Loaded {
         config,
         diagnostics,
@@ -148,13 +160,13 @@ struct Parsed {
 fn parse_texts(
     dir: &Path,
     texts: Vec<(FileKind, PathBuf, String)>,
+    any_file: bool,
     options: &LoadOptions,
 ) -> Parsed {
     let mut diagnostics = Vec::new();
     let mut sources = Sources::default();
     let mut decoded = resolve::Decoded::default();
     let mut complete = Completeness::all();
-    let any_file = !texts.is_empty();
     for (kind, path, text) in texts {
         let mut file = SourceFile {
             kind,
@@ -368,10 +380,13 @@ fn misplaced_keys(file: &SourceFile, json: &mut serde_json::Value, out: &mut Vec
     }
 }
 
-/// Removes the items that schema errors point into (one agent, binding, channel or account) so
-/// the rest can be decoded. Returns whether anything was removed. An error above item level
-/// (the root, `agents.defaults`, `session`) empties the whole file.
+/// Takes the items that schema errors point into (one agent, binding, channel or account) out
+/// of `json` so that the rest can be decoded. An agent keeps its id and an account its key when
+/// those are valid, so references to them still resolve; otherwise the item is gone and the
+/// return value says the collection is incomplete. An error above item level (the root,
+/// `agents.defaults`, `session`) empties the whole file.
 fn drop_poisoned(kind: FileKind, json: &mut serde_json::Value, errors: &[Diagnostic]) -> bool {
+    use serde_json::Value;
     if errors.is_empty() {
         return false;
     }
@@ -381,37 +396,54 @@ fn drop_poisoned(kind: FileKind, json: &mut serde_json::Value, errors: &[Diagnos
         match item_pointer(kind, pointer) {
             Some(item) => items.push(item),
             None => {
-                *json = serde_json::Value::Null;
+                *json = Value::Null;
                 return true;
             }
         }
     }
     items.sort();
     items.dedup();
-    // Remove from the back so earlier sequence indices stay valid.
-    for item in items.iter().rev() {
+    let mut incomplete = false;
+    for item in &items {
         let (parent, last) = item.rsplit_once('/').unwrap_or(("", item));
         let last = yaml::pointer_tokens(&format!("/{last}"))
             .next()
             .map(|t| t.into_owned())
             .unwrap_or_default();
+        let account_level = kind == FileKind::Channels && parent.ends_with("/accounts");
         match json.pointer_mut(parent) {
-            Some(serde_json::Value::Array(list)) => {
-                if let Ok(i) = last.parse::<usize>() {
-                    if i < list.len() {
-                        list[i] = serde_json::Value::Null;
+            // Nulls stand in for removed sequence items so that indices (and with them
+            // pointers and binding numbers) stay those of the file.
+            Some(Value::Array(list)) => {
+                let Some(slot) = last.parse::<usize>().ok().and_then(|i| list.get_mut(i)) else {
+                    continue;
+                };
+                let id = slot
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|id| {
+                        kind == FileKind::Agents && crate::routing::normalize::is_canonical_id(id)
+                    })
+                    .map(str::to_string);
+                *slot = match id {
+                    Some(id) => serde_json::json!({ "id": id }),
+                    None => {
+                        incomplete = true;
+                        Value::Null
                     }
-                }
+                };
             }
-            Some(serde_json::Value::Object(map)) => {
+            Some(Value::Object(map)) if account_level && !last.is_empty() => {
+                map.insert(last, Value::Object(Default::default()));
+            }
+            Some(Value::Object(map)) => {
                 map.shift_remove(&last);
+                incomplete = true;
             }
             _ => {}
         }
     }
-    // Nulls stand in for removed sequence items so that indices (and with them pointers and
-    // binding numbers) stay those of the file.
-    true
+    incomplete
 }
 
 /// The pointer of the item an error pointer falls in, if it falls in one.

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::model::{
-    AccountSpec, AgentSpec, AgentsFile, BindingSpec, ChannelSpec, SessionSection, ToolsSection,
+    AccountSpec, AgentDefaults, AgentSpec, AgentsFile, BindingSpec, ChannelSpec, SessionSection,
+    ToolsSection,
 };
 use super::source::{FileKind, SourceFile, Sources};
 use super::yaml::escape_pointer_token;
@@ -25,6 +26,8 @@ pub struct Config {
     pub agents: Vec<Agent>,
     /// Id of the default agent (routing.md §5).
     pub default_agent: String,
+    /// `agents.defaults` as written (already merged into every agent's effective spec).
+    pub agent_defaults: AgentDefaults,
     pub tools: ToolsSection,
     pub session: SessionSection,
     pub channels: Vec<Channel>,
@@ -222,6 +225,7 @@ pub(super) fn resolve(
         complete,
         agents,
         default_agent,
+        agent_defaults: file.agents.defaults.clone(),
         tools: file.tools,
         session: file.session,
         channels,

@@ -27,6 +27,8 @@ pub fn text(kind: FileKind) -> &'static str {
 
 struct Compiled {
     validators: [Validator; 3],
+    /// The schemas as JSON, for looking up which keys a mapping allows.
+    documents: [serde_json::Value; 3],
     /// Every property name any schema declares, for "did you mean" hints.
     vocabulary: Vec<String>,
 }
@@ -35,21 +37,24 @@ fn compiled() -> &'static Compiled {
     static COMPILED: OnceLock<Compiled> = OnceLock::new();
     COMPILED.get_or_init(|| {
         let mut vocabulary = Vec::new();
-        let validators = FileKind::ALL.map(|kind| {
-            // The schemas are part of the binary and covered by tests: failing here is a build
-            // defect, not an input error.
-            let schema: serde_json::Value =
-                serde_json::from_str(text(kind)).expect("embedded schema is valid JSON");
-            collect_property_names(&schema, &mut vocabulary);
+        // The schemas are part of the binary and covered by tests: failing here is a build
+        // defect, not an input error.
+        let documents = FileKind::ALL.map(|kind| {
+            serde_json::from_str::<serde_json::Value>(text(kind))
+                .expect("embedded schema is valid JSON")
+        });
+        let validators = documents.each_ref().map(|schema| {
+            collect_property_names(schema, &mut vocabulary);
             jsonschema::draft202012::options()
                 .should_validate_formats(false)
-                .build(&schema)
+                .build(schema)
                 .expect("embedded schema compiles")
         });
         vocabulary.sort();
         vocabulary.dedup();
         Compiled {
             validators,
+            documents,
             vocabulary,
         }
     })
@@ -79,8 +84,11 @@ pub fn validate(file: &SourceFile, instance: &serde_json::Value) -> Vec<Diagnost
     let compiled = compiled();
     let validator = &compiled.validators[file.kind as usize];
     let mut out = Vec::new();
+    let document = &compiled.documents[file.kind as usize];
     for error in validator.iter_errors(instance) {
-        diagnose(file, &error, &compiled.vocabulary, &mut out);
+        let allowed = allowed_keys(document, error.schema_path().as_str());
+        let vocabulary = allowed.as_deref().unwrap_or(&compiled.vocabulary);
+        diagnose(file, &error, vocabulary, &mut out);
     }
     out
 }
@@ -169,7 +177,13 @@ fn diagnose(
                 format!("`{value}` is not a valid value for {what}"),
             )
             .at(file.locate(pointer));
-            d = if pattern.contains("a-z0-9][a-z0-9_-]") {
+            d = if pattern == "\\S" {
+                return out.push(
+                    Diagnostic::new(rules::SCHEMA, format!("{what} must not be blank"))
+                        .hint("write the id, or remove the key")
+                        .at(file.locate(pointer)),
+                );
+            } else if pattern.contains("a-z0-9][a-z0-9_-]") {
                 d.hint(format!(
                     "ids are 1–64 lowercase letters, digits, `_` or `-`, starting with a letter or digit (e.g. `{}`)",
                     crate::routing::normalize::agent_id(&value)
@@ -227,6 +241,30 @@ fn diagnose(
         }
     };
     out.push(diagnostic);
+}
+
+/// The keys the schema allows where an `additionalProperties` error arose: the `properties`
+/// beside the failing keyword, following local `$ref`s along the schema path.
+fn allowed_keys(document: &serde_json::Value, schema_path: &str) -> Option<Vec<String>> {
+    let mut node = document;
+    let tokens: Vec<_> = super::yaml::pointer_tokens(schema_path).collect();
+    let (last, path) = tokens.split_last()?;
+    if last != "additionalProperties" {
+        return None;
+    }
+    for token in path {
+        node = if token == "$ref" {
+            let target = node.get("$ref")?.as_str()?.strip_prefix('#')?;
+            document.pointer(target)?
+        } else {
+            match node {
+                serde_json::Value::Array(items) => items.get(token.parse::<usize>().ok()?)?,
+                _ => node.get(token.as_ref())?,
+            }
+        };
+    }
+    let properties = node.get("properties")?.as_object()?;
+    Some(properties.keys().cloned().collect())
 }
 
 fn pointer_is_secret(pointer: &str) -> bool {

@@ -141,6 +141,8 @@ impl Node {
             Value::Int(i) => J::from(*i),
             // NaN and infinities have no JSON form; keep their YAML spelling so a schema error
             // names what was written.
+            // JSON Schema counts 4.0 as an integer; make it one so typed decoding agrees.
+            Value::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => J::from(*f as i64),
             Value::Float(f) => serde_json::Number::from_f64(*f)
                 .map(J::Number)
                 .unwrap_or_else(|| J::String(f.to_string())),
@@ -256,7 +258,8 @@ impl Builder {
                 let value = scalar(&text, style, tag.as_deref(), span)?;
                 self.finish(Node { span, value }, anchor)
             }
-            Event::SequenceStart(anchor, _) => {
+            Event::SequenceStart(anchor, tag) => {
+                collection_tag(tag.as_deref(), span)?;
                 self.open(span)?;
                 self.stack.push(Frame::Seq {
                     anchor,
@@ -265,7 +268,8 @@ impl Builder {
                 });
                 Ok(())
             }
-            Event::MappingStart(anchor, _) => {
+            Event::MappingStart(anchor, tag) => {
+                collection_tag(tag.as_deref(), span)?;
                 self.open(span)?;
                 self.stack.push(Frame::Map {
                     anchor,
@@ -425,6 +429,23 @@ fn key_text(node: &Node) -> Result<String, YamlError> {
     }
 }
 
+/// Mappings and sequences take no tags: `!!map`/`!!seq` say nothing, anything else (`!!set`,
+/// `!custom`) asks for a meaning deepcli does not give.
+fn collection_tag(tag: Option<&Tag>, span: Span) -> Result<(), YamlError> {
+    match tag {
+        Some(tag)
+            if !(tag.is_yaml_core_schema() && matches!(tag.suffix.as_str(), "map" | "seq")) =>
+        {
+            Err(error(
+                YamlErrorKind::UnsupportedTag,
+                format!("unsupported tag `{tag}`: config files use plain YAML values"),
+                span,
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn error(kind: YamlErrorKind, message: String, span: Span) -> YamlError {
     YamlError {
         kind,
@@ -436,17 +457,38 @@ fn error(kind: YamlErrorKind, message: String, span: Span) -> YamlError {
 
 fn scan_error(text: &str, e: &ScanError) -> YamlError {
     let at = pos(*e.marker());
-    let line = text
+    // The scanner notices a tab where it breaks the structure, which can be past it (the end
+    // of the previous token): point at the tab itself when one indents this or the next line.
+    let first = (at.line as usize).saturating_sub(1);
+    let tab = text
         .lines()
-        .nth((at.line as usize).saturating_sub(1))
-        .unwrap_or("");
-    let leading = &line[..line.len() - line.trim_start().len()];
-    let kind = if leading.contains('\t') || e.info().contains("tab") {
-        YamlErrorKind::Tab
-    } else {
-        YamlErrorKind::Syntax
-    };
-    error(kind, e.info().to_string(), Span::at(at))
+        .enumerate()
+        .skip(first)
+        .take(2)
+        .find_map(|(i, line)| {
+            let indent = &line[..line.len() - line.trim_start_matches([' ', '\t']).len()];
+            indent.find('\t').map(|col| Pos {
+                line: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                column: u32::try_from(indent[..col].chars().count() + 1).unwrap_or(u32::MAX),
+            })
+        });
+    match tab {
+        Some(tab) => error(
+            YamlErrorKind::Tab,
+            "a tab indents this line".into(),
+            Span::at(tab),
+        ),
+        None if e.info().contains("tab") => {
+            error(YamlErrorKind::Tab, e.info().to_string(), Span::at(at))
+        }
+        // The scanner's own bound on flow nesting, met before ours when it reads ahead.
+        None if e.info().contains("recursion limit") => error(
+            YamlErrorKind::TooDeep,
+            format!("nesting deeper than {MAX_DEPTH} levels"),
+            Span::at(at),
+        ),
+        None => error(YamlErrorKind::Syntax, e.info().to_string(), Span::at(at)),
+    }
 }
 
 /// Resolves a scalar by the YAML 1.2 core schema: only plain scalars can be null, booleans or
@@ -627,7 +669,8 @@ mod tests {
     #[test]
     fn deep_nesting_is_an_error_not_a_stack_overflow() {
         let text = "[".repeat(100_000);
-        assert_eq!(parse(&text).unwrap_err().kind, YamlErrorKind::TooDeep);
+        let e = parse(&text).unwrap_err();
+        assert_eq!(e.kind, YamlErrorKind::TooDeep, "{e:?}");
     }
 
     #[test]
@@ -640,6 +683,12 @@ mod tests {
     fn tabs_in_indentation_are_named() {
         let e = parse("a:\n\tb: 1\n").unwrap_err();
         assert_eq!(e.kind, YamlErrorKind::Tab);
+        assert_eq!(e.span.start, Pos { line: 2, column: 1 });
+        let e = parse("bindings:\n  - agentId: main\n\tmatch: {channel: cli}\n").unwrap_err();
+        assert_eq!(
+            (e.kind, e.span.start),
+            (YamlErrorKind::Tab, Pos { line: 3, column: 1 })
+        );
     }
 
     #[test]

@@ -12,6 +12,11 @@ pub const PRIMARY_ALIAS: &str = "primary";
 
 const MAX_ID_LEN: usize = 64;
 
+/// `^[a-z0-9][a-z0-9_-]{0,63}$`: an id that normalization leaves as it is.
+pub fn is_canonical_id(id: &str) -> bool {
+    is_id_shaped(id) && !id.bytes().any(|b| b.is_ascii_uppercase())
+}
+
 /// `^[a-z0-9][a-z0-9_-]{0,63}$`, case-insensitively.
 fn is_id_shaped(id: &str) -> bool {
     let bytes = id.as_bytes();

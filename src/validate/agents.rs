@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use super::Context;
-use crate::config::model::{EnvValue, RuntimeKind, Secret};
+use crate::config::model::{EnvValue, Runtime, RuntimeKind, Secret};
+use crate::config::yaml::escape_pointer_token;
 use crate::config::{Agent, FileKind};
 use crate::diagnostic::{Diagnostic, rules};
 use crate::routing::normalize::PRIMARY_ALIAS;
@@ -21,9 +22,7 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     ids(cx, &listed, out);
     defaults(cx, &listed, out);
     paths(cx, &listed, out);
-    for agent in &listed {
-        runtime(cx, agent, out);
-    }
+    runtimes(cx, &listed, out);
     allow_lists(cx, &listed, out);
 }
 
@@ -98,11 +97,12 @@ fn paths(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
         if ids.insert(agent.id(), ()).is_some() {
             continue;
         }
-        let here = |field: &str| {
-            if field == "agentDir" && agent.spec.agent_dir.is_some() {
-                cx.at(FILE, &format!("{}/agentDir", agent.pointer()))
+        // The agentDir key when the agent sets one, else the agent's entry.
+        let dir_of = |a: &Agent| {
+            if a.spec.agent_dir.is_some() {
+                cx.at(FILE, &format!("{}/agentDir", a.pointer()))
             } else {
-                cx.at(FILE, &agent.pointer())
+                cx.at(FILE, &a.pointer())
             }
         };
         if let Some(first) = agent_dirs.get(&agent.agent_dir) {
@@ -117,8 +117,8 @@ fn paths(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
                     ),
                 )
                 .hint("give each agent its own agentDir (or leave it unset for <state>/agents/<id>/agent)")
-                .at(here("agentDir"))
-                .related(cx.at(FILE, &first.pointer()), format!("`{}` is declared here", first.id())),
+                .at(dir_of(agent))
+                .related(dir_of(first), format!("`{}` uses it here", first.id())),
             );
             continue;
         }
@@ -135,11 +135,8 @@ fn paths(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
                     ),
                 )
                 .hint("put the agentDirs in different parent directories, e.g. ~/agents/<id>/agent")
-                .at(here("agentDir"))
-                .related(
-                    cx.at(FILE, &first.pointer()),
-                    format!("`{}` is declared here", first.id()),
-                ),
+                .at(dir_of(agent))
+                .related(dir_of(first), format!("`{}` uses it here", first.id())),
             );
         } else {
             stores.insert(&agent.sessions_dir, agent);
@@ -147,30 +144,40 @@ fn paths(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
     }
 }
 
-fn runtime(cx: &Context<'_>, agent: &Agent, out: &mut Vec<Diagnostic>) {
-    let Some(runtime) = &agent.spec.runtime else {
-        return;
-    };
-    // An inherited runtime is reported where it is written: in agents.defaults.
-    let base = agent
-        .index
-        .and_then(|i| {
-            cx.config
-                .sources
-                .get(FILE)
-                .and_then(|f| f.root.as_ref())
-                .and_then(|r| r.pointer(&format!("/agents/list/{i}/runtime")))
-                .map(|_| format!("/agents/list/{i}/runtime"))
-        })
-        .unwrap_or_else(|| "/agents/defaults/runtime".to_string());
+/// Checks each runtime where it is written: once in `agents.defaults`, and in every agent that
+/// sets its own (an inherited runtime would only repeat the defaults' findings).
+fn runtimes(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
+    if let Some(runtime) = &cx.config.agent_defaults.runtime {
+        runtime_rules(
+            cx,
+            runtime,
+            "/agents/defaults/runtime",
+            "`agents.defaults`",
+            out,
+        );
+    }
+    for agent in listed {
+        let base = format!("{}/runtime", agent.pointer());
+        if let (Some(runtime), true) = (&agent.spec.runtime, cx.exists(FILE, &base)) {
+            runtime_rules(cx, runtime, &base, &format!("agent `{}`", agent.id()), out);
+        }
+    }
+}
+
+fn runtime_rules(
+    cx: &Context<'_>,
+    runtime: &Runtime,
+    base: &str,
+    whose: &str,
+    out: &mut Vec<Diagnostic>,
+) {
     let missing = runtime.command.as_ref().is_none_or(|c| c.is_empty());
     if runtime.kind != RuntimeKind::None && missing {
         out.push(
             Diagnostic::new(
                 rules::RUNTIME_MISSING_COMMAND,
                 format!(
-                    "agent `{}` has `runtime.kind: {}` but no `command` to run",
-                    agent.id(),
+                    "{whose} has `runtime.kind: {}` but no `command` to run",
                     runtime.kind.as_str()
                 ),
             )
@@ -184,12 +191,12 @@ fn runtime(cx: &Context<'_>, agent: &Agent, out: &mut Vec<Diagnostic>) {
                 out.push(
                     Diagnostic::new(
                         rules::INLINE_SECRET,
-                        format!("env `{name}` of agent `{}` holds an inline secret", agent.id()),
+                        format!("env `{name}` of {whose} holds an inline secret"),
                     )
                     .hint(format!(
                         "write `{name}: {{source: env, id: {name}}}` or `\"${{{name}}}\"`, and rotate the value: it is in your git history"
                     ))
-                    .at(cx.at(FILE, &format!("{base}/env/{name}")))
+                    .at(cx.at(FILE, &format!("{base}/env/{}", escape_pointer_token(name))))
                     .redacted(),
                 );
             }
@@ -243,16 +250,9 @@ fn allow_lists(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
         }
     }
     for agent in listed {
-        let own = agent.index.and_then(|i| {
-            cx.config
-                .sources
-                .get(FILE)
-                .and_then(|f| f.root.as_ref())
-                .and_then(|r| r.pointer(&format!("/agents/list/{i}/subagents")))
-                .map(|_| format!("/agents/list/{i}/subagents"))
-        });
         // Inherited lists are checked once, below, at their own place.
-        let (Some(base), Some(sub)) = (own, &agent.spec.subagents) else {
+        let base = format!("{}/subagents", agent.pointer());
+        let (true, Some(sub)) = (cx.exists(FILE, &base), &agent.spec.subagents) else {
             continue;
         };
         for (i, id) in sub.allow_agents.iter().enumerate() {

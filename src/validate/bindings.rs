@@ -206,8 +206,7 @@ fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<
                     Diagnostic::new(
                         rules::BINDING_CONFLICT,
                         format!(
-                            "this conversation is claimed by `{agent}` here and by `{first_agent}` at {}:{}",
-                            there.file.display(),
+                            "this conversation is claimed by `{agent}` here and by `{first_agent}` at line {}",
                             there.span.start.line
                         ),
                     )

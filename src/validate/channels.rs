@@ -1,7 +1,10 @@
 //! Rules over channels.yaml: default accounts, DM policies, secrets, platform-specific options.
 
+use std::collections::HashMap;
+
 use super::Context;
 use crate::config::model::{AllowBots, DmPolicy, SECRET_FIELDS, Secret};
+use crate::config::yaml::escape_pointer_token;
 use crate::config::{Channel, FileKind};
 use crate::diagnostic::{Diagnostic, rules};
 use crate::routing::normalize::{self, DEFAULT_ACCOUNT};
@@ -11,7 +14,27 @@ const FILE: FileKind = FileKind::Channels;
 pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     for channel in &cx.config.channels {
         default_account(cx, channel, out);
+        let mut seen: HashMap<String, String> = HashMap::new();
         for account in channel.accounts() {
+            if let Some(first) = seen.get(&account.normalized) {
+                out.push(
+                    Diagnostic::new(
+                        rules::DUPLICATE_ACCOUNT,
+                        format!(
+                            "accounts `{first}` and `{}` of `{}` are the same account to the router (`{}`)",
+                            account.id, channel.id, account.normalized
+                        ),
+                    )
+                    .hint("account ids are compared normalized (trimmed, lowercased): merge or rename one")
+                    .at(cx.at_key(FILE, &account.pointer()))
+                    .related(
+                        cx.at_key(FILE, &format!("{}/accounts/{}", channel.pointer(), escape_pointer_token(first))),
+                        "the first spelling",
+                    ),
+                );
+            } else {
+                seen.insert(account.normalized.clone(), account.id.to_string());
+            }
             let base = account.pointer();
             if account.normalized != account.id {
                 out.push(
@@ -99,7 +122,10 @@ fn dm_allowlist_empty(cx: &Context<'_>, base: &str) -> Diagnostic {
 fn default_account(cx: &Context<'_>, channel: &Channel, out: &mut Vec<Diagnostic>) {
     let normalized: Vec<String> = channel.accounts().map(|a| a.normalized).collect();
     if let Some(named) = &channel.spec.default_account {
-        if !normalized.contains(&normalize::account_id(named).into_owned()) {
+        let named_id = normalize::account_id(named);
+        // A channel without accounts has exactly its implicit `default` account.
+        let implicit = normalized.is_empty() && named_id == DEFAULT_ACCOUNT;
+        if !implicit && !normalized.contains(&named_id.into_owned()) {
             let ids = channel.spec.accounts.keys().map(String::as_str);
             let d = Diagnostic::new(
                 rules::UNKNOWN_ACCOUNT,

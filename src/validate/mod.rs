@@ -99,6 +99,16 @@ impl Context<'_> {
         }
     }
 
+    /// Whether the file of `kind` has a node at `pointer` (as opposed to an inherited value).
+    fn exists(&self, kind: FileKind, pointer: &str) -> bool {
+        self.config
+            .sources
+            .get(kind)
+            .and_then(|f| f.root.as_ref())
+            .and_then(|r| r.pointer(pointer))
+            .is_some()
+    }
+
     fn has_agent(&self, id: &str) -> bool {
         self.config.agents.iter().any(|a| a.id() == id)
     }
