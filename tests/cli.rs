@@ -1,0 +1,157 @@
+//! The `deepcli` binary end to end: exit codes and snapshots of every output format.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+
+fn deepcli() -> Command {
+    let mut cmd = Command::cargo_bin("deepcli").unwrap();
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", "/home/operator")
+        .env("DEEPCLI_STATE_DIR", "/srv/deepcli-state")
+        .env_remove("DEEPCLI_CONFIG")
+        .env_remove("NO_COLOR");
+    cmd
+}
+
+fn validate(dir: &str, format: &str) -> (i32, String) {
+    let out = deepcli()
+        .args(["validate", "--config", dir, "--format", format])
+        .output()
+        .unwrap();
+    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn the_examples_validate_clean() {
+    for dir in ["examples/quickstart", "examples/multi-account-slack"] {
+        let out = deepcli().args(["validate", "--strict", "--config", dir]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{dir}:\n{stdout}");
+        assert!(stdout.contains("0 errors, 0 warnings in 3 files"), "{stdout}");
+    }
+}
+
+#[test]
+fn broken_human() {
+    let (code, out) = validate("examples/broken", "human");
+    assert_eq!(code, 1);
+    assert!(!out.contains('\x1b'), "no colour when piped");
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn broken_json() {
+    let (code, out) = validate("examples/broken", "json");
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["format_version"], "1");
+    assert_eq!(doc["valid"], false);
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn broken_github() {
+    let (code, out) = validate("examples/broken", "github");
+    assert_eq!(code, 1);
+    assert!(out.lines().all(|l| l.starts_with("::error ") || l.starts_with("::warning ")));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn broken_sarif() {
+    let (code, out) = validate("examples/broken", "sarif");
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["version"], "2.1.0");
+    let rules = doc["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), deepcli::diagnostic::rules::ALL.len(), "one rule entry per rule id");
+    insta::assert_snapshot!(out.replace(env!("CARGO_PKG_VERSION"), "[VERSION]"));
+}
+
+#[test]
+fn the_broken_example_shows_every_semantic_rule() {
+    let (_, out) = validate("examples/broken", "json");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let found: std::collections::BTreeSet<&str> =
+        doc["diagnostics"].as_array().unwrap().iter().map(|d| d["rule"].as_str().unwrap()).collect();
+    // File-level failures (syntax, size, encoding) stop a file, so they have fixtures instead.
+    let file_level = [
+        "unreadable-file", "file-too-large", "non-utf8", "yaml-syntax", "yaml-tab", "duplicate-key",
+        "alias-limit", "yaml-too-deep", "nothing-declared", "duplicate-account",
+    ];
+    for rule in deepcli::diagnostic::rules::ALL {
+        if !file_level.contains(&rule.id) {
+            assert!(found.contains(rule.id), "examples/broken does not show {}", rule.id);
+        }
+    }
+}
+
+#[test]
+fn strict_turns_warnings_into_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bindings.yaml"),
+        "bindings:\n  - agentId: main\n    match: {channel: cli, peer: {kind: dm, id: \"1\"}}\n",
+    )
+    .unwrap();
+    let path = dir.path().to_str().unwrap();
+    deepcli().args(["validate", "--config", path]).assert().code(0);
+    deepcli().args(["validate", "--strict", "--config", path]).assert().code(1);
+}
+
+#[test]
+fn could_not_run_exits_2() {
+    deepcli().args(["validate", "--config", "/nonexistent/deepcli"]).assert().code(2);
+    deepcli().args(["validate", "--format", "xml"]).assert().code(2);
+}
+
+#[test]
+fn config_comes_from_the_environment() {
+    deepcli()
+        .env("DEEPCLI_CONFIG", "examples/quickstart")
+        .arg("validate")
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn an_empty_directory_warns_that_nothing_is_declared() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = deepcli()
+        .args(["validate", "--config", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("warning[nothing-declared]"));
+}
+
+#[test]
+fn schema_prints_the_embedded_schemas() {
+    for (name, file) in [
+        ("agents", "schema/agents.schema.json"),
+        ("channels", "schema/channels.schema.json"),
+        ("bindings", "schema/bindings.schema.json"),
+    ] {
+        let out = deepcli().args(["schema", name]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let on_disk = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), on_disk);
+    }
+}
+
+#[test]
+fn inline_secrets_never_reach_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("channels.yaml"),
+        "channels:\n  telegram:\n    accounts:\n      default: {botToken: \"777:SUPERSECRET\", dmPolicy: open}\n",
+    )
+    .unwrap();
+    for format in ["human", "json", "github", "sarif"] {
+        let (code, out) = validate(dir.path().to_str().unwrap(), format);
+        assert_eq!(code, 1);
+        assert!(out.contains("inline-secret"), "{format}");
+        assert!(!out.contains("SUPERSECRET"), "{format} leaks the secret:\n{out}");
+    }
+}
