@@ -19,16 +19,25 @@ fn validate(dir: &str, format: &str) -> (i32, String) {
         .args(["validate", "--config", dir, "--format", format])
         .output()
         .unwrap();
-    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap())
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
 }
 
 #[test]
 fn the_examples_validate_clean() {
     for dir in ["examples/quickstart", "examples/multi-account-slack"] {
-        let out = deepcli().args(["validate", "--strict", "--config", dir]).output().unwrap();
+        let out = deepcli()
+            .args(["validate", "--strict", "--config", dir])
+            .output()
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{dir}:\n{stdout}");
-        assert!(stdout.contains("0 errors, 0 warnings in 3 files"), "{stdout}");
+        assert!(
+            stdout.contains("0 errors, 0 warnings in 3 files"),
+            "{stdout}"
+        );
     }
 }
 
@@ -54,7 +63,10 @@ fn broken_json() {
 fn broken_github() {
     let (code, out) = validate("examples/broken", "github");
     assert_eq!(code, 1);
-    assert!(out.lines().all(|l| l.starts_with("::error ") || l.starts_with("::warning ")));
+    assert!(
+        out.lines()
+            .all(|l| l.starts_with("::error ") || l.starts_with("::warning "))
+    );
     insta::assert_snapshot!(out);
 }
 
@@ -64,8 +76,14 @@ fn broken_sarif() {
     assert_eq!(code, 1);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["version"], "2.1.0");
-    let rules = doc["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), deepcli::diagnostic::rules::ALL.len(), "one rule entry per rule id");
+    let rules = doc["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        rules.len(),
+        deepcli::diagnostic::rules::ALL.len(),
+        "one rule entry per rule id"
+    );
     insta::assert_snapshot!(out.replace(env!("CARGO_PKG_VERSION"), "[VERSION]"));
 }
 
@@ -73,16 +91,32 @@ fn broken_sarif() {
 fn the_broken_example_shows_every_semantic_rule() {
     let (_, out) = validate("examples/broken", "json");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let found: std::collections::BTreeSet<&str> =
-        doc["diagnostics"].as_array().unwrap().iter().map(|d| d["rule"].as_str().unwrap()).collect();
+    let found: std::collections::BTreeSet<&str> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["rule"].as_str().unwrap())
+        .collect();
     // File-level failures (syntax, size, encoding) stop a file, so they have fixtures instead.
     let file_level = [
-        "unreadable-file", "file-too-large", "non-utf8", "yaml-syntax", "yaml-tab", "duplicate-key",
-        "alias-limit", "yaml-too-deep", "nothing-declared", "duplicate-account",
+        "unreadable-file",
+        "file-too-large",
+        "non-utf8",
+        "yaml-syntax",
+        "yaml-tab",
+        "duplicate-key",
+        "alias-limit",
+        "yaml-too-deep",
+        "nothing-declared",
+        "duplicate-account",
     ];
     for rule in deepcli::diagnostic::rules::ALL {
         if !file_level.contains(&rule.id) {
-            assert!(found.contains(rule.id), "examples/broken does not show {}", rule.id);
+            assert!(
+                found.contains(rule.id),
+                "examples/broken does not show {}",
+                rule.id
+            );
         }
     }
 }
@@ -96,14 +130,26 @@ fn strict_turns_warnings_into_failure() {
     )
     .unwrap();
     let path = dir.path().to_str().unwrap();
-    deepcli().args(["validate", "--config", path]).assert().code(0);
-    deepcli().args(["validate", "--strict", "--config", path]).assert().code(1);
+    deepcli()
+        .args(["validate", "--config", path])
+        .assert()
+        .code(0);
+    deepcli()
+        .args(["validate", "--strict", "--config", path])
+        .assert()
+        .code(1);
 }
 
 #[test]
 fn could_not_run_exits_2() {
-    deepcli().args(["validate", "--config", "/nonexistent/deepcli"]).assert().code(2);
-    deepcli().args(["validate", "--format", "xml"]).assert().code(2);
+    deepcli()
+        .args(["validate", "--config", "/nonexistent/deepcli"])
+        .assert()
+        .code(2);
+    deepcli()
+        .args(["validate", "--format", "xml"])
+        .assert()
+        .code(2);
 }
 
 #[test]
@@ -135,7 +181,8 @@ fn schema_prints_the_embedded_schemas() {
     ] {
         let out = deepcli().args(["schema", name]).output().unwrap();
         assert_eq!(out.status.code(), Some(0));
-        let on_disk = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+        let on_disk =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
         assert_eq!(String::from_utf8(out.stdout).unwrap(), on_disk);
     }
 }
@@ -152,6 +199,9 @@ fn inline_secrets_never_reach_the_output() {
         let (code, out) = validate(dir.path().to_str().unwrap(), format);
         assert_eq!(code, 1);
         assert!(out.contains("inline-secret"), "{format}");
-        assert!(!out.contains("SUPERSECRET"), "{format} leaks the secret:\n{out}");
+        assert!(
+            !out.contains("SUPERSECRET"),
+            "{format} leaks the secret:\n{out}"
+        );
     }
 }

@@ -27,7 +27,10 @@ fn schemas_are_valid_draft_2020_12_with_descriptions() {
         jsonschema::meta::validate(&s).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut missing = Vec::new();
         undocumented(&s, String::new(), &mut missing);
-        assert!(missing.is_empty(), "{name}: properties without description: {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "{name}: properties without description: {missing:?}"
+        );
     }
 }
 
@@ -54,7 +57,9 @@ fn every_example_file_passes_its_schema() {
             let file = root().join(format!("examples/{example}/{name}.yaml"));
             let text = std::fs::read_to_string(&file).unwrap();
             assert!(
-                text.starts_with(&format!("# yaml-language-server: $schema=../../schema/{name}.schema.json")),
+                text.starts_with(&format!(
+                    "# yaml-language-server: $schema=../../schema/{name}.schema.json"
+                )),
                 "{} lacks the modeline",
                 file.display()
             );
@@ -63,7 +68,10 @@ fn every_example_file_passes_its_schema() {
             }
             let validator = jsonschema::validator_for(&schema(name)).unwrap();
             let instance = load_yaml(&file);
-            let errors: Vec<String> = validator.iter_errors(&instance).map(|e| e.to_string()).collect();
+            let errors: Vec<String> = validator
+                .iter_errors(&instance)
+                .map(|e| e.to_string())
+                .collect();
             assert!(errors.is_empty(), "{}: {errors:?}", file.display());
         }
     }
@@ -81,7 +89,11 @@ fn every_schema_error_fixture_fails_its_schema() {
         }
         let file = dir.join(format!("{name}.yaml"));
         let validator = jsonschema::validator_for(&schema(name)).unwrap();
-        assert!(!validator.is_valid(&load_yaml(&file)), "{} passes its schema", file.display());
+        assert!(
+            !validator.is_valid(&load_yaml(&file)),
+            "{} passes its schema",
+            file.display()
+        );
         failing += 1;
     }
     assert!(failing > 0);

@@ -654,7 +654,7 @@ mod tests {
             let prev = format!("*a{}", i - 1);
             text.push_str(&format!(
                 "a{i}: &a{i} [{}]\n",
-                vec![prev.as_str(); 10].join(", ")
+                [prev.as_str(); 10].join(", ")
             ));
         }
         assert_eq!(parse(&text).unwrap_err().kind, YamlErrorKind::AliasLimit);

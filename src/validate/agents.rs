@@ -186,9 +186,11 @@ fn runtime_rules(
         );
     }
     for (name, value) in &runtime.env {
-        if let EnvValue::Text(text) = value {
-            if looks_secret(name) && matches!(Secret::from_text(text), Secret::Inline(_)) {
-                out.push(
+        if let EnvValue::Text(text) = value
+            && looks_secret(name)
+            && matches!(Secret::from_text(text), Secret::Inline(_))
+        {
+            out.push(
                     Diagnostic::new(
                         rules::INLINE_SECRET,
                         format!("env `{name}` of {whose} holds an inline secret"),
@@ -199,7 +201,6 @@ fn runtime_rules(
                     .at(cx.at(FILE, &format!("{base}/env/{}", escape_pointer_token(name))))
                     .redacted(),
                 );
-            }
         }
     }
 }

@@ -157,32 +157,31 @@ fn spelling(cx: &Context<'_>, binding: &Binding, out: &mut Vec<Diagnostic>) {
             &channel,
         );
     }
-    if let Some(raw) = &spec.matcher.account_id {
-        if raw.trim() != "*" {
-            let account = normalize::account_id(raw);
-            if account != raw.as_str() {
-                warn(
-                    format!("{base}/match/accountId"),
-                    "account id",
-                    raw,
-                    &account,
-                );
-            }
-        }
-    }
-    if let Some(peer) = &spec.matcher.peer {
-        if PeerKind::parse(&peer.kind) == PeerKind::Direct
-            && peer.kind.trim().eq_ignore_ascii_case("dm")
-        {
-            out.push(
-                Diagnostic::new(
-                    rules::LEGACY_PEER_KIND,
-                    "`kind: dm` is the legacy spelling of `direct`",
-                )
-                .hint("write `kind: direct`")
-                .at(cx.at(FILE, &format!("{base}/match/peer/kind"))),
+    if let Some(raw) = &spec.matcher.account_id
+        && raw.trim() != "*"
+    {
+        let account = normalize::account_id(raw);
+        if account != raw.as_str() {
+            warn(
+                format!("{base}/match/accountId"),
+                "account id",
+                raw,
+                &account,
             );
         }
+    }
+    if let Some(peer) = &spec.matcher.peer
+        && PeerKind::parse(&peer.kind) == PeerKind::Direct
+        && peer.kind.trim().eq_ignore_ascii_case("dm")
+    {
+        out.push(
+            Diagnostic::new(
+                rules::LEGACY_PEER_KIND,
+                "`kind: dm` is the legacy spelling of `direct`",
+            )
+            .hint("write `kind: direct`")
+            .at(cx.at(FILE, &format!("{base}/match/peer/kind"))),
+        );
     }
 }
 
