@@ -197,7 +197,15 @@ pub fn github(report: &Report) -> String {
             message.push_str(hint);
         }
         for r in &d.related {
-            let _ = write!(message, "\n{}: {}", position(&r.location), r.message);
+            let l = &r.location;
+            let _ = write!(
+                message,
+                "\n{}:{}:{}: {}",
+                path_text(&l.file),
+                l.span.start.line.max(1),
+                l.span.start.column.max(1),
+                r.message
+            );
         }
         let mut props = Vec::new();
         if let Some(l) = &d.location {
@@ -259,6 +267,13 @@ pub fn sarif(report: &Report) -> String {
                 "level": sarif_level(d.severity),
                 "message": {"text": text},
             });
+            // Code scanning rejects results without a location: a finding about the whole
+            // directory points at the directory.
+            if d.location.is_none() {
+                result["locations"] = json!([{
+                    "physicalLocation": {"artifactLocation": {"uri": path_text(&report.config.dir)}},
+                }]);
+            }
             if let Some(l) = &d.location {
                 result["locations"] = json!([sarif_location(l)]);
                 result["partialFingerprints"] = json!({

@@ -21,7 +21,9 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         .collect();
     ids(cx, &listed, out);
     defaults(cx, &listed, out);
-    paths(cx, &listed, out);
+    // The implicit `main` has paths too, and a listed agent can collide with them.
+    let all: Vec<&Agent> = cx.config.agents.iter().collect();
+    paths(cx, &all, out);
     runtimes(cx, &listed, out);
     allow_lists(cx, &listed, out);
 }

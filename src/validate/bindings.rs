@@ -5,7 +5,7 @@
 //! by grouping bindings by tier key (routing.md §4) and comparing a binding only with the first
 //! few earlier bindings of its own group. Both are linear in the number of bindings.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::Context;
 use crate::config::model::BindingType;
@@ -86,7 +86,7 @@ fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<
     let AccountPattern::Exact(account) = &scope.account else {
         return;
     };
-    if channel.accounts().any(|a| &a.normalized == account) {
+    if cx.has_account(&channel.id, account) {
         return;
     }
     let declared: Vec<&str> = channel.spec.accounts.keys().map(String::as_str).collect();
@@ -188,13 +188,13 @@ fn spelling(cx: &Context<'_>, binding: &Binding, out: &mut Vec<Diagnostic>) {
 /// Binding conflicts (same match key, different agents) and unreachable bindings (an earlier
 /// binding in the same tier matches all they match).
 fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>) {
-    let mut first_by_key: HashMap<MatchKey, usize> = HashMap::new();
-    let mut by_tier: HashMap<TierKey, Vec<usize>> = HashMap::new();
+    let mut first_by_key: HashMap<MatchKey, usize> = HashMap::default();
+    let mut by_tier: HashMap<TierKey, Vec<usize>> = HashMap::default();
     for (i, (binding, scope)) in scopes.iter().enumerate() {
         if binding.spec.kind != BindingType::Route {
             continue;
         }
-        let here = cx.at(FILE, &format!("{}/match", binding.pointer()));
+        let here = || cx.at(FILE, &format!("{}/match", binding.pointer()));
         let agent = normalize::agent_id(&binding.spec.agent_id);
         match first_by_key.entry(scope.match_key()) {
             std::collections::hash_map::Entry::Occupied(entry) => {
@@ -210,7 +210,7 @@ fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<
                         ),
                     )
                     .hint("one conversation can have one agent: remove one binding or narrow its match")
-                    .at(here)
+                    .at(here())
                     .related(there, format!("claimed by `{first_agent}` here"))
                 } else {
                     Diagnostic::new(
@@ -218,7 +218,7 @@ fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<
                         format!("duplicate of the binding at line {}: it can never win", there.span.start.line),
                     )
                     .hint("remove this binding")
-                    .at(here)
+                    .at(here())
                     .related(there, "the binding that always wins")
                 });
                 continue;
@@ -246,7 +246,7 @@ fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<
                     ),
                 )
                 .hint("remove it, move it above the wider binding, or narrow the earlier one")
-                .at(here)
+                .at(here())
                 .related(there, "the wider binding that wins"),
             );
         }
@@ -256,7 +256,7 @@ fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<
 
 /// ACP bindings: one concrete conversation each, one agent per conversation.
 fn acp(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>) {
-    let mut seen: HashMap<MatchKey, &Binding> = HashMap::new();
+    let mut seen: HashMap<MatchKey, &Binding> = HashMap::default();
     for (binding, scope) in scopes {
         if binding.spec.kind != BindingType::Acp {
             continue;
@@ -315,7 +315,7 @@ fn uncovered_accounts(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut 
     if !cx.config.complete.bindings {
         return;
     }
-    let mut covered: HashSet<(&str, &AccountPattern)> = HashSet::new();
+    let mut covered: HashSet<(&str, &AccountPattern)> = HashSet::default();
     for (binding, scope) in scopes {
         if binding.spec.kind == BindingType::Route {
             covered.insert((scope.channel.as_str(), &scope.account));

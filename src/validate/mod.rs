@@ -9,6 +9,7 @@ mod agents;
 mod bindings;
 mod channels;
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use crate::config::{self, Config, FileKind, LoadError, LoadOptions};
@@ -63,7 +64,7 @@ pub fn finish(loaded: config::Loaded) -> Report {
 /// The semantic rules over a loaded config.
 pub fn check(config: &Config) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let cx = Context { config };
+    let cx = Context::new(config);
     agents::check(&cx, &mut out);
     channels::check(&cx, &mut out);
     bindings::check(&cx, &mut out);
@@ -72,9 +73,32 @@ pub fn check(config: &Config) -> Vec<Diagnostic> {
 
 struct Context<'a> {
     config: &'a Config,
+    /// Agent ids, for reference checks in O(1).
+    agent_ids: HashSet<&'a str>,
+    /// Each channel's normalized account ids.
+    accounts: HashMap<&'a str, HashSet<String>>,
 }
 
-impl Context<'_> {
+impl<'a> Context<'a> {
+    fn new(config: &'a Config) -> Context<'a> {
+        Context {
+            config,
+            agent_ids: config.agents.iter().map(|a| a.id()).collect(),
+            accounts: config
+                .channels
+                .iter()
+                .map(|c| (c.id.as_str(), c.accounts().map(|a| a.normalized).collect()))
+                .collect(),
+        }
+    }
+
+    /// Whether `channel` declares the (normalized) account `account`.
+    fn has_account(&self, channel: &str, account: &str) -> bool {
+        self.accounts
+            .get(channel)
+            .is_some_and(|a| a.contains(account))
+    }
+
     /// The location of the node at `pointer` in `kind`'s file.
     fn at(&self, kind: FileKind, pointer: &str) -> Location {
         self.config
@@ -110,6 +134,6 @@ impl Context<'_> {
     }
 
     fn has_agent(&self, id: &str) -> bool {
-        self.config.agents.iter().any(|a| a.id() == id)
+        self.agent_ids.contains(id)
     }
 }
