@@ -177,8 +177,17 @@ const SEEDS: &[&str] = &[
     "bindings:\n  - agentId: research\n    match: {channel: telegram, accountId: biz, peer: {kind: dm, id: \"1\"}}\n  - agentId: main\n    match: {channel: discord, guildId: g, roles: [r]}\n",
 ];
 
+/// 2,000 cases per property in the normal run; `PROPTEST_CASES=200000 cargo test --release
+/// --test loader` for a long soak (docs/yaml.md, "Fuzzing").
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
