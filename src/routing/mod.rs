@@ -3,5 +3,11 @@
 //! Pure: no I/O. `normalize` and `scope` are shared with the validator, so that the rules that
 //! judge bindings and the router that follows them read a binding the same way.
 
+pub mod input;
 pub mod normalize;
+pub mod plan;
 pub mod scope;
+pub mod session;
+
+pub use input::{Peer, RouteInput, RouteResult};
+pub use plan::{MatchedBy, RoutingPlan};
