@@ -215,3 +215,20 @@ proptest! {
         check_texts(&texts[0], &texts[1], &texts[2]);
     }
 }
+
+#[test]
+fn the_quote_hint_shows_the_number_as_written() {
+    let texts = vec![(
+        FileKind::Bindings,
+        PathBuf::from("bindings.yaml"),
+        "bindings:\n  - agentId: main\n    match: {channel: cli, peer: {kind: direct, id: 0777}}\n"
+            .to_string(),
+    )];
+    let report = validate::finish(config::load_texts(
+        std::path::Path::new("."),
+        texts,
+        &options(),
+    ));
+    let hint = report.diagnostics[0].hint.as_deref().unwrap();
+    assert!(hint.contains("\"0777\""), "{hint}");
+}

@@ -138,9 +138,14 @@ fn diagnose(
             .at(file.locate(pointer));
             if expected.contains("string") && matches!(node_type, "integer" | "number" | "boolean")
             {
+                // Quote what was written (`0777`), not the parsed value (`777`).
+                let written = d
+                    .location
+                    .as_ref()
+                    .and_then(|l| source_text(file, l.span))
+                    .unwrap_or_else(|| scalar_text(error.instance()));
                 d = d.hint(format!(
-                    "YAML reads this as {node_type}; quote it to make it a string, e.g. \"{}\"",
-                    scalar_text(error.instance())
+                    "YAML reads this as {node_type}; quote it to make it a string, e.g. \"{written}\""
                 ));
             }
             d
@@ -305,6 +310,17 @@ fn type_names(kind: &TypeKind) -> String {
             .collect::<Vec<_>>()
             .join(" or "),
     }
+}
+
+/// The text of a single-line span, as written in the file.
+fn source_text(file: &SourceFile, span: super::yaml::Span) -> Option<String> {
+    if span.start.line != span.end.line || span.end.column <= span.start.column {
+        return None;
+    }
+    let line = file.line(span.start.line)?;
+    let from = span.start.column as usize - 1;
+    let len = (span.end.column - span.start.column) as usize;
+    Some(line.chars().skip(from).take(len).collect())
 }
 
 fn scalar_text(value: &serde_json::Value) -> String {
