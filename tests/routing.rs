@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use deepcli::config::{self, FileKind, LoadOptions};
-use deepcli::routing::scope::{AccountPattern, Scope, Tier};
+use deepcli::routing::scope::{Scope, Tier};
 use deepcli::routing::{Peer, RouteInput, RoutingPlan, normalize};
 use proptest::prelude::*;
 
@@ -345,7 +345,6 @@ fn reference(p: &RoutingPlan, input: &RouteInput) -> (String, &'static str) {
             }
         }
     }
-    let _ = AccountPattern::Any;
     (p.default_agent.clone(), "default")
 }
 

@@ -113,7 +113,7 @@ pub fn load(dir: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
         }
     }
     let any_file = !texts.is_empty() || !unreadable.is_empty();
-    let Parsed {
+    let Loaded {
         mut config,
         mut diagnostics,
     } = parse_texts(dir, texts, any_file, options);
@@ -142,19 +142,7 @@ pub fn load_texts(
     options: &LoadOptions,
 ) -> Loaded {
     let any_file = !texts.is_empty();
-    let Parsed {
-        config,
-        diagnostics,
-    } = parse_texts(dir, texts, any_file, options);
-    Loaded {
-        config,
-        diagnostics,
-    }
-}
-
-struct Parsed {
-    config: Config,
-    diagnostics: Vec<Diagnostic>,
+    parse_texts(dir, texts, any_file, options)
 }
 
 fn parse_texts(
@@ -162,7 +150,7 @@ fn parse_texts(
     texts: Vec<(FileKind, PathBuf, String)>,
     any_file: bool,
     options: &LoadOptions,
-) -> Parsed {
+) -> Loaded {
     let mut diagnostics = Vec::new();
     let mut sources = Sources::default();
     let mut decoded = resolve::Decoded::default();
@@ -213,7 +201,7 @@ fn parse_texts(
         );
     }
     let config = resolve::resolve(dir, sources, decoded, complete, options);
-    Parsed {
+    Loaded {
         config,
         diagnostics,
     }
