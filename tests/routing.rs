@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use deepcli::config::{self, FileKind, LoadOptions};
+use deepcli::config::model::{DmScope, GroupScope};
 use deepcli::routing::scope::{Scope, Tier};
 use deepcli::routing::{Peer, RouteInput, RoutingPlan, normalize};
 use proptest::prelude::*;
@@ -264,7 +265,10 @@ fn main_key_and_primary_alias() {
 // ---- agreement with a linear reference resolver ----
 
 /// routing.md §3–§4 read literally: scan every binding per tier, in config order.
-fn reference(p: &RoutingPlan, input: &RouteInput) -> (String, &'static str) {
+fn reference<'p>(
+    p: &'p RoutingPlan,
+    input: &RouteInput,
+) -> (&'static str, Option<&'p deepcli::routing::plan::CompiledBinding>) {
     let channel = normalize::channel(&input.channel).into_owned();
     let account = normalize::account_id(input.account_id.as_deref().unwrap_or("")).into_owned();
     let candidates: Vec<&deepcli::routing::plan::CompiledBinding> = p
@@ -341,11 +345,71 @@ fn reference(p: &RoutingPlan, input: &RouteInput) -> (String, &'static str) {
                 _ => true,
             };
             if in_tier && keyed && holds(&b.scope, sp) {
-                return (b.agent_id.clone(), name);
+                return (name, Some(*b));
             }
         }
     }
-    (p.default_agent.clone(), "default")
+    ("default", None)
+}
+
+/// The whole result routing.md §6–§7 asks for, from the reference's decision: scope
+/// precedence and session keys written out again, independently of `routing::session`.
+fn reference_result(p: &RoutingPlan, input: &RouteInput) -> serde_json::Value {
+    let (matched_by, binding) = reference(p, input);
+    let agent = binding.map_or(p.default_agent.as_str(), |b| b.agent_id.as_str());
+    let channel = input.channel.trim().to_lowercase();
+    let account = normalize::account_id(input.account_id.as_deref().unwrap_or("")).into_owned();
+    let dm = binding
+        .and_then(|b| b.dm_scope)
+        .or(input.dm_scope)
+        .or(p.session.dm_scope)
+        .unwrap_or(DmScope::Main);
+    let group = binding
+        .and_then(|b| b.group_scope)
+        .or(input.group_scope)
+        .or(p.session.group_scope)
+        .unwrap_or(GroupScope::PerGroup);
+    let main = format!("agent:{agent}:main");
+    let session = match &input.peer {
+        None => main.clone(),
+        Some(peer) => {
+            let kind = peer.kind.trim().to_lowercase();
+            let mut id = peer.id.trim().to_lowercase();
+            if id.is_empty() {
+                id = "unknown".into();
+            }
+            if kind == "direct" || kind == "dm" {
+                match dm {
+                    DmScope::Main => main.clone(),
+                    DmScope::PerPeer => format!("agent:{agent}:direct:{id}"),
+                    DmScope::PerChannelPeer => format!("agent:{agent}:{channel}:direct:{id}"),
+                    DmScope::PerAccountChannelPeer => {
+                        format!("agent:{agent}:{channel}:{account}:direct:{id}")
+                    }
+                }
+            } else if group == GroupScope::Main {
+                main.clone()
+            } else {
+                format!("agent:{agent}:{channel}:{kind}:{id}")
+            }
+        }
+    };
+    serde_json::json!({
+        "agentId": agent,
+        "channel": channel,
+        "accountId": account,
+        "sessionKey": session,
+        "mainSessionKey": main,
+        "lastRoutePolicy": if session == main { "main" } else { "session" },
+        "matchedBy": matched_by,
+        "dmScope": dm,
+        "groupScope": group,
+        "binding": binding.map(|b| serde_json::json!({
+            "file": "bindings.yaml",
+            "line": b.source.line,
+            "index": b.source.index,
+        })),
+    })
 }
 
 fn arb_binding() -> impl Strategy<Value = String> {
@@ -362,8 +426,13 @@ fn arb_binding() -> impl Strategy<Value = String> {
         prop::sample::select(vec!["r1", "r2"]),
         0..3,
     ));
-    (agent, channel, account, peer, guild, team, roles).prop_map(
-        |(agent, channel, account, peer, guild, team, roles)| {
+    let session = prop::option::of(prop::sample::select(vec![
+        "{dmScope: per-peer}",
+        "{groupScope: main}",
+        "{dmScope: per-account-channel-peer, groupScope: per-group}",
+    ]));
+    (agent, channel, account, peer, guild, team, roles, session).prop_map(
+        |(agent, channel, account, peer, guild, team, roles, session)| {
             let mut m = format!("channel: {channel}");
             if let Some(a) = account {
                 m += &format!(", accountId: {a}");
@@ -380,7 +449,8 @@ fn arb_binding() -> impl Strategy<Value = String> {
             if let Some(r) = roles {
                 m += &format!(", roles: [{}]", r.join(", "));
             }
-            format!("  - {{agentId: {agent}, match: {{{m}}}}}\n")
+            let session = session.map_or(String::new(), |s| format!(", session: {s}"));
+            format!("  - {{agentId: {agent}, match: {{{m}}}{session}}}\n")
         },
     )
 }
@@ -411,9 +481,10 @@ fn arb_input() -> impl Strategy<Value = RouteInput> {
             prop::sample::select(vec!["r1".to_string(), "r2".to_string(), "r3".to_string()]),
             0..3,
         ),
+        prop::option::of(prop::sample::select(vec![DmScope::PerPeer, DmScope::Main])),
     )
         .prop_map(
-            |(channel, account, peer, parent, guild, team, roles)| RouteInput {
+            |(channel, account, peer, parent, guild, team, roles, dm_scope)| RouteInput {
                 channel: channel.into(),
                 account_id: account.map(Into::into),
                 peer,
@@ -421,6 +492,7 @@ fn arb_input() -> impl Strategy<Value = RouteInput> {
                 guild_id: guild.map(Into::into),
                 team_id: team.map(Into::into),
                 member_role_ids: roles,
+                dm_scope,
                 ..RouteInput::default()
             },
         )
@@ -436,9 +508,9 @@ proptest! {
     ) {
         let p = plan(AGENTS, &format!("bindings:\n{}", bindings.concat()));
         for input in &inputs {
-            let got = p.resolve(input);
-            let want = reference(&p, input);
-            prop_assert_eq!((got.agent_id.clone(), got.matched_by.as_str()), want, "input {:?}", input);
+            let got = serde_json::to_value(p.resolve(input)).unwrap();
+            let want = reference_result(&p, input);
+            prop_assert_eq!(got, want, "input {:?}", input);
         }
     }
 }

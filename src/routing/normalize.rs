@@ -101,12 +101,16 @@ pub enum PeerKind {
 impl PeerKind {
     /// Trimmed, lowercased, `dm` → `direct`.
     pub fn parse(raw: &str) -> PeerKind {
-        let kind = raw.trim().to_lowercase();
-        match kind.as_str() {
-            "direct" | "dm" => PeerKind::Direct,
-            "group" => PeerKind::Group,
-            "channel" => PeerKind::Channel,
-            _ => PeerKind::Other(kind),
+        let kind = raw.trim();
+        let is = |known: &str| kind.eq_ignore_ascii_case(known);
+        if is("direct") || is("dm") {
+            PeerKind::Direct
+        } else if is("group") {
+            PeerKind::Group
+        } else if is("channel") {
+            PeerKind::Channel
+        } else {
+            PeerKind::Other(kind.to_lowercase())
         }
     }
 

@@ -1,6 +1,13 @@
 //! The compiled routing plan: bindings indexed by channel, account and tier, so that resolving
 //! a message costs a bounded number of hash lookups whatever the number of bindings
 //! (routing.md §3–§5).
+//!
+//! One walk over the tiers ([`RoutingPlan::walk`]) serves both [`RoutingPlan::resolve`] and
+//! [`RoutingPlan::explain`]: the explanation is a trace of the very code that decides, so it can
+//! never tell a different story than the router.
+
+use std::borrow::Cow;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -11,10 +18,10 @@ use super::session::{SessionSettings, session_keys};
 use crate::config::Config;
 use crate::config::model::{BindingType, DmScope, GroupScope};
 
-/// Where a binding is written.
+/// Where a binding is written: the file, the line of its list entry and its index in the file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BindingRef {
-    pub file: String,
+    pub file: Arc<str>,
     pub line: u32,
     pub index: usize,
 }
@@ -29,21 +36,32 @@ pub struct CompiledBinding {
     pub source: BindingRef,
 }
 
-/// The bindings of one channel and one account pattern, by tier. Lists hold indices into
-/// [`RoutingPlan::bindings`], in config order.
+/// Positions in [`RoutingPlan::bindings`], in config order.
+type List = Vec<u32>;
+
+/// The bindings of one channel and one account pattern, by tier.
 #[derive(Debug, Default, Clone)]
 struct TierIndex {
-    peer: HashMap<(PeerClass, String), Vec<usize>>,
-    wildcard: HashMap<PeerClass, Vec<usize>>,
-    guild_roles: HashMap<String, Vec<usize>>,
-    guild: HashMap<String, Vec<usize>>,
-    team: HashMap<String, Vec<usize>>,
-    account: Vec<usize>,
-    channel: Vec<usize>,
+    /// By peer class (`direct`, `group`), then peer id.
+    peer: [HashMap<String, List>; 2],
+    /// By peer class.
+    wildcard: [List; 2],
+    guild_roles: HashMap<String, List>,
+    guild: HashMap<String, List>,
+    team: HashMap<String, List>,
+    account: List,
+    channel: List,
+}
+
+/// The bindings of one channel: exact-account indexes and the `accountId: "*"` index.
+#[derive(Debug, Default, Clone)]
+struct ChannelIndex {
+    exact: HashMap<String, TierIndex>,
+    any: TierIndex,
 }
 
 /// Which tier decided, as OpenClaw names it in `matchedBy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MatchedBy {
     Peer,
     Parent,
@@ -57,6 +75,18 @@ pub enum MatchedBy {
 }
 
 impl MatchedBy {
+    /// The tiers in resolution order (`Default` is what is left when none matches).
+    pub const TIERS: [MatchedBy; 8] = [
+        MatchedBy::Peer,
+        MatchedBy::Parent,
+        MatchedBy::Wildcard,
+        MatchedBy::GuildRoles,
+        MatchedBy::Guild,
+        MatchedBy::Team,
+        MatchedBy::Account,
+        MatchedBy::Channel,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             MatchedBy::Peer => "binding.peer",
@@ -70,6 +100,84 @@ impl MatchedBy {
             MatchedBy::Default => "default",
         }
     }
+
+    pub fn parse(text: &str) -> Option<MatchedBy> {
+        MatchedBy::TIERS
+            .into_iter()
+            .chain([MatchedBy::Default])
+            .find(|m| m.as_str() == text)
+    }
+}
+
+/// Why a candidate binding did not match (the account pattern and the tier key already hold,
+/// by where the binding is indexed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Miss {
+    /// The binding names a peer and the input has none.
+    NoPeer,
+    /// The binding's peer kind is not compatible with the input's.
+    PeerKind,
+    /// The binding's peer id differs from the input's.
+    PeerId,
+    Guild,
+    Team,
+    /// None of the binding's roles is among the input's `memberRoleIds`.
+    Roles,
+}
+
+/// Why a tier was not tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    NoPeer,
+    /// The peer's kind is none of `direct`, `group`, `channel`: it matches no peer binding.
+    UnknownPeerKind,
+    NoParentPeer,
+    NoGuild,
+    NoRoles,
+    NoTeam,
+}
+
+/// What the tier walk reports; [`RoutingPlan::resolve`] listens to nothing, `explain` to all.
+trait Observer {
+    fn skipped(&mut self, _tier: MatchedBy, _why: Skip) {}
+    fn tried(&mut self, _tier: MatchedBy, _key: Option<&str>) {}
+    fn candidate(&mut self, _binding: usize, _verdict: Result<(), Miss>) {}
+}
+
+struct Quiet;
+impl Observer for Quiet {}
+
+/// A route input after normalization (routing.md §2), borrowing from the input where it can.
+struct Query<'a> {
+    channel: Cow<'a, str>,
+    account: Cow<'a, str>,
+    peer: Option<(PeerKind, &'a str)>,
+    parent: Option<(PeerKind, &'a str)>,
+    guild: Option<&'a str>,
+    team: Option<&'a str>,
+    roles: &'a [String],
+}
+
+impl<'a> Query<'a> {
+    fn new(input: &'a RouteInput) -> Query<'a> {
+        let peer = |p: &'a Option<super::Peer>| {
+            p.as_ref().map(|p| (PeerKind::parse(&p.kind), p.id.trim()))
+        };
+        let text = |t: &'a Option<String>| t.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        Query {
+            channel: normalize::channel(&input.channel),
+            account: normalize::account_id(input.account_id.as_deref().unwrap_or("")),
+            peer: peer(&input.peer),
+            parent: peer(&input.parent_peer).filter(|(_, id)| !id.is_empty()),
+            guild: text(&input.guild_id),
+            team: text(&input.team_id),
+            roles: &input.member_role_ids,
+        }
+    }
+
+    fn has_role(&self, role: &str) -> bool {
+        self.roles.iter().any(|r| r.trim() == role)
+    }
 }
 
 /// A compiled, immutable routing plan.
@@ -78,22 +186,18 @@ pub struct RoutingPlan {
     pub bindings: Vec<CompiledBinding>,
     pub default_agent: String,
     pub session: SessionSettings,
-    /// (channel, account pattern) → index.
-    index: HashMap<(String, AccountPattern), TierIndex>,
+    index: HashMap<String, ChannelIndex>,
 }
 
 impl RoutingPlan {
     /// Compiles the route bindings of `config` (ACP bindings take no part in the tiers).
     pub fn compile(config: &Config) -> RoutingPlan {
-        let file = config
-            .sources
-            .get(crate::config::FileKind::Bindings)
-            .map(|f| f.path.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "bindings.yaml".to_string());
-        let root = config
-            .sources
-            .get(crate::config::FileKind::Bindings)
-            .and_then(|f| f.root.as_ref());
+        let source = config.sources.get(crate::config::FileKind::Bindings);
+        let file: Arc<str> = source.map_or_else(
+            || "bindings.yaml".into(),
+            |f| f.path.to_string_lossy().into(),
+        );
+        let root = source.and_then(|f| f.root.as_ref());
         let bindings = config
             .bindings
             .iter()
@@ -125,30 +229,37 @@ impl RoutingPlan {
         default_agent: String,
         session: SessionSettings,
     ) -> RoutingPlan {
-        let mut index: HashMap<(String, AccountPattern), TierIndex> = HashMap::default();
+        let mut index: HashMap<String, ChannelIndex> = HashMap::default();
         for (i, b) in bindings.iter().enumerate() {
+            let i = u32::try_from(i).expect("more than 4 billion bindings");
             let scope = &b.scope;
-            let tiers = index
-                .entry((scope.channel.clone(), scope.account.clone()))
-                .or_default();
+            let channel = match index.get_mut(scope.channel.as_str()) {
+                Some(channel) => channel,
+                None => index.entry(scope.channel.clone()).or_default(),
+            };
+            let tiers = match &scope.account {
+                AccountPattern::Any => &mut channel.any,
+                AccountPattern::Exact(account) => match channel.exact.get_mut(account.as_str()) {
+                    Some(tiers) => tiers,
+                    None => channel.exact.entry(account.clone()).or_default(),
+                },
+            };
             match scope.tier() {
                 Tier::Peer | Tier::Wildcard => {
                     let Some(peer) = &scope.peer else { continue };
-                    // A peer of an unknown kind never matches (routing.md §3).
+                    // A peer of an unknown kind or with an empty id never matches (§3).
                     let Some(class) = peer.kind.class() else {
                         continue;
                     };
                     match &peer.id {
-                        Some(id) if !id.is_empty() => {
-                            tiers.peer.entry((class, id.clone())).or_default().push(i);
-                        }
+                        Some(id) if !id.is_empty() => push(&mut tiers.peer[class as usize], id, i),
                         Some(_) => {}
-                        None => tiers.wildcard.entry(class).or_default().push(i),
+                        None => tiers.wildcard[class as usize].push(i),
                     }
                 }
-                Tier::GuildRoles => push(&mut tiers.guild_roles, scope.guild.as_ref(), i),
-                Tier::Guild => push(&mut tiers.guild, scope.guild.as_ref(), i),
-                Tier::Team => push(&mut tiers.team, scope.team.as_ref(), i),
+                Tier::GuildRoles => push_opt(&mut tiers.guild_roles, scope.guild.as_ref(), i),
+                Tier::Guild => push_opt(&mut tiers.guild, scope.guild.as_ref(), i),
+                Tier::Team => push_opt(&mut tiers.team, scope.team.as_ref(), i),
                 Tier::Account => tiers.account.push(i),
                 Tier::Channel => tiers.channel.push(i),
             }
@@ -163,106 +274,117 @@ impl RoutingPlan {
 
     /// Picks the agent and session for one inbound message.
     pub fn resolve(&self, input: &RouteInput) -> RouteResult {
-        let channel = normalize::channel(&input.channel);
-        let account = normalize::account_id(input.account_id.as_deref().unwrap_or(""));
-        let exact = self.index.get(&(
-            channel.to_string(),
-            AccountPattern::Exact(account.to_string()),
-        ));
-        let any = self.index.get(&(channel.to_string(), AccountPattern::Any));
-        let peer = input
-            .peer
-            .as_ref()
-            .map(|p| (PeerKind::parse(&p.kind), p.id.trim()));
-        let parent = input
-            .parent_peer
-            .as_ref()
-            .map(|p| (PeerKind::parse(&p.kind), p.id.trim()))
-            .filter(|(_, id)| !id.is_empty());
-        let guild = input
-            .guild_id
-            .as_deref()
-            .map(str::trim)
-            .filter(|g| !g.is_empty());
-        let team = input
-            .team_id
-            .as_deref()
-            .map(str::trim)
-            .filter(|t| !t.is_empty());
-        let roles: Vec<&str> = input.member_role_ids.iter().map(|r| r.trim()).collect();
-        let facts = Facts {
-            guild,
-            team,
-            roles: &roles,
-        };
+        let query = Query::new(input);
+        let decided = self.walk(&query, &mut Quiet);
+        self.result(input, query, decided)
+    }
 
-        // Within a tier, the first binding in config order wins: the lower index of the first
-        // match among the exact-account and the `*` candidates.
-        let first = |select: &dyn Fn(&TierIndex) -> Option<&Vec<usize>>,
-                     scope_peer: Option<(&PeerKind, &str)>|
-         -> Option<usize> {
-            let pick = |tiers: Option<&TierIndex>| {
-                tiers.and_then(select).and_then(|list| {
-                    list.iter()
-                        .copied()
-                        .find(|&i| self.bindings[i].matches(scope_peer, &facts))
-                })
+    /// Resolves `input` and records, tier by tier, what was tried and why each candidate
+    /// binding did or did not match.
+    pub fn explain(&self, input: &RouteInput) -> Explanation {
+        let query = Query::new(input);
+        let mut trace = Trace::default();
+        let decided = self.walk(&query, &mut trace);
+        Explanation {
+            result: self.result(input, query, decided),
+            tiers: trace.tiers,
+        }
+    }
+
+    /// The tiers of routing.md §4 in order; inside a tier, the first binding in config order
+    /// (exact-account and `*` candidates merged) whose whole scope matches.
+    fn walk(&self, q: &Query<'_>, obs: &mut impl Observer) -> Option<(usize, MatchedBy)> {
+        let channel = self.index.get(q.channel.as_ref());
+        let exact = channel.and_then(|c| c.exact.get(q.account.as_ref()));
+        let any = channel.map(|c| &c.any);
+        let peer_class = q.peer.as_ref().and_then(|(kind, _)| kind.class());
+        let parent_class = q.parent.as_ref().and_then(|(kind, _)| kind.class());
+        let scope_peer = q.peer.as_ref().map(|(kind, id)| (kind, *id));
+
+        for tier in MatchedBy::TIERS {
+            let skip = match tier {
+                MatchedBy::Peer | MatchedBy::Wildcard => match (&q.peer, peer_class) {
+                    (None, _) => Some(Skip::NoPeer),
+                    (Some(_), None) => Some(Skip::UnknownPeerKind),
+                    _ => None,
+                },
+                MatchedBy::Parent => match (&q.parent, parent_class) {
+                    (None, _) => Some(Skip::NoParentPeer),
+                    (Some(_), None) => Some(Skip::UnknownPeerKind),
+                    _ => None,
+                },
+                MatchedBy::GuildRoles if q.guild.is_none() => Some(Skip::NoGuild),
+                MatchedBy::GuildRoles if q.roles.is_empty() => Some(Skip::NoRoles),
+                MatchedBy::Guild if q.guild.is_none() => Some(Skip::NoGuild),
+                MatchedBy::Team if q.team.is_none() => Some(Skip::NoTeam),
+                _ => None,
             };
-            match (pick(exact), pick(any)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
+            if let Some(why) = skip {
+                obs.skipped(tier, why);
+                continue;
             }
-        };
+            let (key, class, sp) = match tier {
+                MatchedBy::Peer | MatchedBy::Wildcard => {
+                    (q.peer.as_ref().map(|(_, id)| *id), peer_class, scope_peer)
+                }
+                MatchedBy::Parent => (
+                    q.parent.as_ref().map(|(_, id)| *id),
+                    parent_class,
+                    q.parent.as_ref().map(|(kind, id)| (kind, *id)),
+                ),
+                MatchedBy::GuildRoles | MatchedBy::Guild => (q.guild, None, scope_peer),
+                MatchedBy::Team => (q.team, None, scope_peer),
+                _ => (None, None, scope_peer),
+            };
+            obs.tried(tier, key);
+            let a = exact.map_or(&[][..], |t| t.list(tier, key, class));
+            let b = any.map_or(&[][..], |t| t.list(tier, key, class));
+            if let Some(i) = self.first_match(a, b, sp, q, obs) {
+                return Some((i, tier));
+            }
+        }
+        None
+    }
 
-        // A peer's tier key: its kind class (`channel` folded into `group`) and id. A kind
-        // outside the three has no class and matches no peer binding.
-        let keyed = |p: &Option<(PeerKind, &'_ str)>| {
-            p.as_ref().and_then(|(kind, id)| {
-                Some((
-                    (kind.class()?, id.to_string()),
-                    kind.clone(),
-                    id.to_string(),
-                ))
-            })
-        };
-        let peer_key = keyed(&peer);
-        let parent_key = keyed(&parent);
-        let scope_peer = peer.as_ref().map(|(k, id)| (k, *id));
-        let tier = |m: MatchedBy| move |i: usize| (i, m);
-        let decided = peer_key
-            .as_ref()
-            .and_then(|(key, kind, id)| first(&|t| t.peer.get(key), Some((kind, id))))
-            .map(tier(MatchedBy::Peer))
-            .or_else(|| {
-                parent_key
-                    .as_ref()
-                    .and_then(|(key, kind, id)| first(&|t| t.peer.get(key), Some((kind, id))))
-                    .map(tier(MatchedBy::Parent))
-            })
-            .or_else(|| {
-                peer_key
-                    .as_ref()
-                    .and_then(|((class, _), _, _)| first(&|t| t.wildcard.get(class), scope_peer))
-                    .map(tier(MatchedBy::Wildcard))
-            })
-            .or_else(|| {
-                guild
-                    .filter(|_| !roles.is_empty())
-                    .and_then(|g| first(&|t| t.guild_roles.get(g), scope_peer))
-                    .map(tier(MatchedBy::GuildRoles))
-            })
-            .or_else(|| {
-                guild
-                    .and_then(|g| first(&|t| t.guild.get(g), scope_peer))
-                    .map(tier(MatchedBy::Guild))
-            })
-            .or_else(|| {
-                team.and_then(|x| first(&|t| t.team.get(x), scope_peer))
-                    .map(tier(MatchedBy::Team))
-            })
-            .or_else(|| first(&|t| Some(&t.account), scope_peer).map(tier(MatchedBy::Account)))
-            .or_else(|| first(&|t| Some(&t.channel), scope_peer).map(tier(MatchedBy::Channel)));
+    /// The first binding of two config-ordered lists, merged in config order, that matches.
+    fn first_match(
+        &self,
+        mut a: &[u32],
+        mut b: &[u32],
+        scope_peer: Option<(&PeerKind, &str)>,
+        q: &Query<'_>,
+        obs: &mut impl Observer,
+    ) -> Option<usize> {
+        loop {
+            let next = match (a.first(), b.first()) {
+                (Some(&x), Some(&y)) if x < y => {
+                    a = &a[1..];
+                    x
+                }
+                (_, Some(&y)) => {
+                    b = &b[1..];
+                    y
+                }
+                (Some(&x), None) => {
+                    a = &a[1..];
+                    x
+                }
+                (None, None) => return None,
+            } as usize;
+            let verdict = self.bindings[next].check(scope_peer, q);
+            obs.candidate(next, verdict);
+            if verdict.is_ok() {
+                return Some(next);
+            }
+        }
+    }
 
+    fn result(
+        &self,
+        input: &RouteInput,
+        q: Query<'_>,
+        decided: Option<(usize, MatchedBy)>,
+    ) -> RouteResult {
         let binding = decided.map(|(i, _)| &self.bindings[i]);
         let matched_by = decided.map_or(MatchedBy::Default, |(_, m)| m);
         let agent_id = binding.map_or(self.default_agent.as_str(), |b| b.agent_id.as_str());
@@ -279,16 +401,16 @@ impl RoutingPlan {
         let keys = session_keys(
             &self.session,
             agent_id,
-            &channel,
-            &account,
-            peer.as_ref().map(|(k, id)| (k, *id)),
+            &q.channel,
+            &q.account,
+            q.peer.as_ref().map(|(kind, id)| (kind, *id)),
             dm_scope,
             group_scope,
         );
         RouteResult {
             agent_id: agent_id.to_string(),
-            channel: channel.into_owned(),
-            account_id: account.into_owned(),
+            channel: q.channel.into_owned(),
+            account_id: q.account.into_owned(),
             last_route_policy: if keys.session == keys.main {
                 "main"
             } else {
@@ -304,44 +426,129 @@ impl RoutingPlan {
     }
 }
 
-fn push(map: &mut HashMap<String, Vec<usize>>, key: Option<&String>, i: usize) {
-    if let Some(key) = key {
-        map.entry(key.clone()).or_default().push(i);
+impl TierIndex {
+    /// The candidates of `tier` at `key` (`class` is the peer class for the peer tiers).
+    fn list(&self, tier: MatchedBy, key: Option<&str>, class: Option<PeerClass>) -> &[u32] {
+        fn keyed<'t>(map: &'t HashMap<String, List>, key: Option<&str>) -> Option<&'t List> {
+            map.get(key?)
+        }
+        let found = match tier {
+            MatchedBy::Peer | MatchedBy::Parent => class.and_then(|c| keyed(&self.peer[c as usize], key)),
+            MatchedBy::Wildcard => class.map(|c| &self.wildcard[c as usize]),
+            MatchedBy::GuildRoles => keyed(&self.guild_roles, key),
+            MatchedBy::Guild => keyed(&self.guild, key),
+            MatchedBy::Team => keyed(&self.team, key),
+            MatchedBy::Account => Some(&self.account),
+            MatchedBy::Channel => Some(&self.channel),
+            MatchedBy::Default => None,
+        };
+        found.map_or(&[], Vec::as_slice)
     }
 }
 
-/// The parts of an input every binding's scope is checked against.
-pub(crate) struct Facts<'a> {
-    pub guild: Option<&'a str>,
-    pub team: Option<&'a str>,
-    pub roles: &'a [&'a str],
+fn push(map: &mut HashMap<String, List>, key: &str, i: u32) {
+    match map.get_mut(key) {
+        Some(list) => list.push(i),
+        None => {
+            map.insert(key.to_string(), vec![i]);
+        }
+    }
+}
+
+fn push_opt(map: &mut HashMap<String, List>, key: Option<&String>, i: u32) {
+    if let Some(key) = key {
+        push(map, key, i);
+    }
 }
 
 impl CompiledBinding {
     /// Whether every field this binding's `match` sets holds for the input (routing.md §3),
     /// with `scope_peer` as the conversation (the peer, or the parent peer for tier 2). The
-    /// account pattern is already satisfied by where the binding is indexed.
-    pub(crate) fn matches(&self, scope_peer: Option<(&PeerKind, &str)>, facts: &Facts<'_>) -> bool {
+    /// account pattern already holds by where the binding is indexed.
+    fn check(&self, scope_peer: Option<(&PeerKind, &str)>, q: &Query<'_>) -> Result<(), Miss> {
         let s = &self.scope;
         if let Some(pattern) = &s.peer {
             let Some((kind, id)) = scope_peer else {
-                return false;
+                return Err(Miss::NoPeer);
             };
-            let compatible = pattern.kind.class().is_some() && pattern.kind.class() == kind.class();
-            let id_ok = match &pattern.id {
-                None => true,
-                Some(want) => !want.is_empty() && want == id,
-            };
-            if !compatible || !id_ok {
-                return false;
+            if pattern.kind.class().is_none() || pattern.kind.class() != kind.class() {
+                return Err(Miss::PeerKind);
+            }
+            if let Some(want) = &pattern.id
+                && (want.is_empty() || want != id)
+            {
+                return Err(Miss::PeerId);
             }
         }
-        if s.guild.as_deref().is_some_and(|g| Some(g) != facts.guild) {
-            return false;
+        if s.guild.as_deref().is_some_and(|g| Some(g) != q.guild) {
+            return Err(Miss::Guild);
         }
-        if s.team.as_deref().is_some_and(|t| Some(t) != facts.team) {
-            return false;
+        if s.team.as_deref().is_some_and(|t| Some(t) != q.team) {
+            return Err(Miss::Team);
         }
-        s.roles.is_empty() || s.roles.iter().any(|r| facts.roles.contains(&r.as_str()))
+        if !s.roles.is_empty() && !s.roles.iter().any(|r| q.has_role(r)) {
+            return Err(Miss::Roles);
+        }
+        Ok(())
+    }
+}
+
+/// [`RoutingPlan::explain`]'s answer: the result and the trace of every tier.
+#[derive(Debug, Clone)]
+pub struct Explanation {
+    pub result: RouteResult,
+    /// The tiers walked, in order, up to the one that decided.
+    pub tiers: Vec<TierTrace>,
+}
+
+/// One tier of the walk.
+#[derive(Debug, Clone)]
+pub struct TierTrace {
+    pub tier: MatchedBy,
+    pub outcome: TierOutcome,
+}
+
+#[derive(Debug, Clone)]
+pub enum TierOutcome {
+    Skipped(Skip),
+    /// Looked up at `key` (the peer id, guild or team; none for the other tiers); the
+    /// candidates in the order they were checked.
+    Tried {
+        key: Option<String>,
+        candidates: Vec<(usize, Result<(), Miss>)>,
+    },
+}
+
+#[derive(Default)]
+struct Trace {
+    tiers: Vec<TierTrace>,
+}
+
+impl Observer for Trace {
+    fn skipped(&mut self, tier: MatchedBy, why: Skip) {
+        self.tiers.push(TierTrace {
+            tier,
+            outcome: TierOutcome::Skipped(why),
+        });
+    }
+
+    fn tried(&mut self, tier: MatchedBy, key: Option<&str>) {
+        self.tiers.push(TierTrace {
+            tier,
+            outcome: TierOutcome::Tried {
+                key: key.map(str::to_string),
+                candidates: Vec::new(),
+            },
+        });
+    }
+
+    fn candidate(&mut self, binding: usize, verdict: Result<(), Miss>) {
+        if let Some(TierTrace {
+            outcome: TierOutcome::Tried { candidates, .. },
+            ..
+        }) = self.tiers.last_mut()
+        {
+            candidates.push((binding, verdict));
+        }
     }
 }
