@@ -13,6 +13,7 @@
 pub mod cli;
 pub mod config;
 pub mod diagnostic;
+pub mod hash;
 pub mod report;
 pub mod routing;
 pub mod suggest;

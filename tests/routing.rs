@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use deepcli::config::{self, FileKind, LoadOptions};
 use deepcli::config::model::{DmScope, GroupScope};
+use deepcli::config::{self, FileKind, LoadOptions};
 use deepcli::routing::scope::{Scope, Tier};
-use deepcli::routing::{Peer, RouteInput, RoutingPlan, normalize};
+use deepcli::routing::{Peer, RouteInput, RoutingPlan, document, normalize};
 use proptest::prelude::*;
 
 fn plan(agents: &str, bindings: &str) -> RoutingPlan {
@@ -268,7 +268,10 @@ fn main_key_and_primary_alias() {
 fn reference<'p>(
     p: &'p RoutingPlan,
     input: &RouteInput,
-) -> (&'static str, Option<&'p deepcli::routing::plan::CompiledBinding>) {
+) -> (
+    &'static str,
+    Option<&'p deepcli::routing::plan::CompiledBinding>,
+) {
     let channel = normalize::channel(&input.channel).into_owned();
     let account = normalize::account_id(input.account_id.as_deref().unwrap_or("")).into_owned();
     let candidates: Vec<&deepcli::routing::plan::CompiledBinding> = p
@@ -508,9 +511,110 @@ proptest! {
     ) {
         let p = plan(AGENTS, &format!("bindings:\n{}", bindings.concat()));
         for input in &inputs {
-            let got = serde_json::to_value(p.resolve(input)).unwrap();
+            let resolved = p.resolve(input);
+            // --explain runs the same walk: it must never tell another story.
+            prop_assert_eq!(&p.explain(input).result, &resolved);
+            let got = serde_json::to_value(resolved).unwrap();
             let want = reference_result(&p, input);
             prop_assert_eq!(got, want, "input {:?}", input);
         }
     }
+}
+
+// ---- routing-plan.json ----
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// A saved plan routes every input exactly as the plan that wrote it.
+    #[test]
+    fn a_saved_plan_routes_like_the_compiled_one(
+        bindings in prop::collection::vec(arb_binding(), 0..12),
+        inputs in prop::collection::vec(arb_input(), 1..8),
+    ) {
+        let p = plan(AGENTS, &format!("bindings:\n{}", bindings.concat()));
+        let text = p.to_document(3, "sha256:config").to_json();
+        let (meta, loaded) = document::load(&text).unwrap();
+        prop_assert_eq!(meta.generation, 3);
+        prop_assert_eq!(&loaded.bindings, &p.bindings);
+        for input in &inputs {
+            prop_assert_eq!(loaded.resolve(input), p.resolve(input));
+        }
+    }
+}
+
+fn sample_document() -> serde_json::Value {
+    let p = plan(
+        AGENTS,
+        "bindings:\n  - {agentId: a, match: {channel: discord, guildId: g1}}\n  - {type: acp, agentId: b, match: {channel: discord, peer: {kind: channel, id: c1}}}\n",
+    );
+    serde_json::from_str(&p.to_document(1, "sha256:x").to_json()).unwrap()
+}
+
+fn refused(doc: &serde_json::Value) -> String {
+    match document::load(&doc.to_string()) {
+        Ok(_) => panic!("loaded a bad plan: {doc:#}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Re-hashes a hand-edited document so that the check under test is not the hash check.
+fn rehash(doc: &mut serde_json::Value) {
+    let body: document::PlanBody = serde_json::from_value(doc["plan"].clone()).unwrap();
+    doc["content_hash"] = body.hash().into();
+}
+
+#[test]
+fn saved_plans_carry_what_access_needs() {
+    let doc = sample_document();
+    assert_eq!(doc["format_version"], "1.0");
+    assert_eq!(doc["generation"], 1);
+    assert_eq!(doc["config_hash"], "sha256:x");
+    assert!(doc["content_hash"].as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(doc["plan"]["bindings"][0]["tier"], "guild");
+    assert_eq!(doc["plan"]["bindings"][0]["agent"], 1, "agents by index");
+    assert_eq!(doc["plan"]["acp"][0]["peer"]["id"], "c1");
+    let (_, plan) = document::load(&doc.to_string()).unwrap();
+    let input = RouteInput {
+        peer: peer("channel", "c1"),
+        ..input("discord")
+    };
+    assert_eq!(
+        plan.acp_binding(&input).map(|a| a.agent_id.as_str()),
+        Some("b")
+    );
+}
+
+#[test]
+fn saved_plans_are_checked_on_load() {
+    let mut newer = sample_document();
+    newer["format_version"] = "2.1".into();
+    assert!(refused(&newer).contains("newer than this deepcli understands"));
+
+    let mut minor = sample_document();
+    minor["format_version"] = "1.7".into();
+    assert!(document::load(&minor.to_string()).is_ok(), "any 1.x loads");
+
+    let mut tampered = sample_document();
+    tampered["plan"]["bindings"][0]["guildId"] = "g2".into();
+    assert!(refused(&tampered).contains("content hash mismatch"));
+
+    let mut dangling = sample_document();
+    dangling["plan"]["bindings"][0]["agent"] = 99.into();
+    rehash(&mut dangling);
+    assert!(refused(&dangling).contains("agent 99 does not exist"));
+
+    let mut wrong_tier = sample_document();
+    wrong_tier["plan"]["bindings"][0]["tier"] = "team".into();
+    rehash(&mut wrong_tier);
+    assert!(refused(&wrong_tier).contains("but its match puts it in `guild`"));
+
+    let mut no_default = sample_document();
+    no_default["plan"]["defaultAgent"] = "ghost".into();
+    rehash(&mut no_default);
+    assert!(refused(&no_default).contains("default agent `ghost`"));
+
+    let mut unknown_field = sample_document();
+    unknown_field["plan"]["surprise"] = true.into();
+    assert!(refused(&unknown_field).contains("unknown field `surprise`"));
 }

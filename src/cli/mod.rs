@@ -3,6 +3,7 @@
 //! Layers, as in uv: clap structs (no behaviour) → resolved settings → a command function that
 //! takes plain values, calls the library and returns an [`ExitStatus`].
 
+mod route;
 mod schema;
 mod validate;
 
@@ -54,6 +55,8 @@ enum Command {
     /// Check the config files: JSON Schema plus semantic rules, each finding at file:line:col.
     #[command(after_help = EXIT_CODES)]
     Validate(validate::ValidateArgs),
+    /// Show which agent and session a message gets, and with --explain why.
+    Route(Box<route::RouteArgs>),
     /// Print the JSON Schema of one config file.
     Schema(schema::SchemaArgs),
 }
@@ -105,6 +108,7 @@ pub fn run() -> ExitStatus {
     let global = GlobalSettings::resolve(cli.global);
     match cli.command {
         Command::Validate(args) => validate::run(&global, args),
+        Command::Route(args) => route::run(&global, *args),
         Command::Schema(args) => schema::run(args),
     }
 }

@@ -127,6 +127,20 @@ pub struct Sources {
 }
 
 impl Sources {
+    /// The config hash: the three files' names and texts (a missing file counts as absent,
+    /// which differs from empty). Equal hashes mean equal configs, byte for byte.
+    pub fn hash(&self) -> String {
+        let mut hasher = crate::hash::Hasher::default();
+        for kind in FileKind::ALL {
+            hasher.part(kind.file_name().as_bytes());
+            match self.get(kind) {
+                Some(file) => hasher.part(b"present").part(file.text.as_bytes()),
+                None => hasher.part(b"absent"),
+            };
+        }
+        hasher.finish()
+    }
+
     pub fn get(&self, kind: FileKind) -> Option<&SourceFile> {
         self.files.iter().find(|f| f.kind == kind)
     }

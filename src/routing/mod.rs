@@ -3,6 +3,8 @@
 //! Pure: no I/O. `normalize` and `scope` are shared with the validator, so that the rules that
 //! judge bindings and the router that follows them read a binding the same way.
 
+pub mod document;
+pub mod explain;
 pub mod input;
 pub mod normalize;
 pub mod plan;
@@ -10,4 +12,4 @@ pub mod scope;
 pub mod session;
 
 pub use input::{Peer, RouteInput, RouteResult};
-pub use plan::{MatchedBy, RoutingPlan};
+pub use plan::{Explanation, MatchedBy, RoutingPlan};

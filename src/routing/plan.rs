@@ -16,7 +16,7 @@ use super::normalize::{self, PeerClass, PeerKind};
 use super::scope::{AccountPattern, Scope, Tier};
 use super::session::{SessionSettings, session_keys};
 use crate::config::Config;
-use crate::config::model::{BindingType, DmScope, GroupScope};
+use crate::config::model::{BindingType, DmScope, GroupScope, RuntimeKind};
 
 /// Where a binding is written: the file, the line of its list entry and its index in the file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -140,7 +140,7 @@ pub enum Skip {
 /// What the tier walk reports; [`RoutingPlan::resolve`] listens to nothing, `explain` to all.
 trait Observer {
     fn skipped(&mut self, _tier: MatchedBy, _why: Skip) {}
-    fn tried(&mut self, _tier: MatchedBy, _key: Option<&str>) {}
+    fn tried(&mut self, _tier: MatchedBy, _key: Option<&str>, _class: Option<PeerClass>) {}
     fn candidate(&mut self, _binding: usize, _verdict: Result<(), Miss>) {}
 }
 
@@ -180,17 +180,57 @@ impl<'a> Query<'a> {
     }
 }
 
+/// An agent as the Access layer needs it: where it works and what runs it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanAgent {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub workspace: String,
+    pub runtime: RuntimeKind,
+}
+
+/// A `type: acp` binding: one exact conversation bound to a persistent ACP session of its
+/// agent. The tiers never see these; the Access layer consults them first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcpBinding {
+    pub agent_id: String,
+    pub channel: String,
+    /// Normalized; ACP bindings name one account (`default` when omitted).
+    pub account: String,
+    pub peer_kind: PeerKind,
+    pub peer_id: String,
+    pub mode: Option<String>,
+    pub label: Option<String>,
+    pub source: BindingRef,
+}
+
+/// The parts of a plan besides its route bindings.
+#[derive(Debug, Clone, Default)]
+pub struct PlanParts {
+    pub agents: Vec<PlanAgent>,
+    pub default_agent: String,
+    pub session: SessionSettings,
+    pub acp: Vec<AcpBinding>,
+}
+
 /// A compiled, immutable routing plan.
 #[derive(Debug, Clone)]
 pub struct RoutingPlan {
     pub bindings: Vec<CompiledBinding>,
+    pub agents: Vec<PlanAgent>,
     pub default_agent: String,
     pub session: SessionSettings,
+    pub acp: Vec<AcpBinding>,
     index: HashMap<String, ChannelIndex>,
+    /// (channel, account, peer class, peer id) → position in `acp`.
+    acp_index: HashMap<(String, String, PeerClass, String), usize>,
 }
 
 impl RoutingPlan {
-    /// Compiles the route bindings of `config` (ACP bindings take no part in the tiers).
+    /// Compiles the bindings of `config`: route bindings into the tier index, ACP bindings into
+    /// their own exact-conversation table.
     pub fn compile(config: &Config) -> RoutingPlan {
         let source = config.sources.get(crate::config::FileKind::Bindings);
         let file: Arc<str> = source.map_or_else(
@@ -198,37 +238,76 @@ impl RoutingPlan {
             |f| f.path.to_string_lossy().into(),
         );
         let root = source.and_then(|f| f.root.as_ref());
-        let bindings = config
-            .bindings
+        let source_of = |b: &crate::config::resolve::Binding| BindingRef {
+            file: file.clone(),
+            line: root
+                .and_then(|r| r.pointer(&b.pointer()))
+                .map_or(0, |n| n.span.start.line),
+            index: b.index,
+        };
+        let mut bindings = Vec::with_capacity(config.bindings.len());
+        let mut acp = Vec::new();
+        for b in &config.bindings {
+            let agent_id = normalize::agent_id(&b.spec.agent_id).into_owned();
+            let scope = Scope::from_spec(&b.spec.matcher);
+            match b.spec.kind {
+                BindingType::Route => bindings.push(CompiledBinding {
+                    agent_id,
+                    scope,
+                    dm_scope: b.spec.session.as_ref().and_then(|s| s.dm_scope),
+                    group_scope: b.spec.session.as_ref().and_then(|s| s.group_scope),
+                    source: source_of(b),
+                }),
+                BindingType::Acp => {
+                    // The validator requires one concrete conversation; anything else never
+                    // matches and is left out.
+                    let (AccountPattern::Exact(account), Some(peer)) = (scope.account, scope.peer)
+                    else {
+                        continue;
+                    };
+                    let Some(peer_id) = peer.id.filter(|id| !id.is_empty()) else {
+                        continue;
+                    };
+                    acp.push(AcpBinding {
+                        agent_id,
+                        channel: scope.channel,
+                        account,
+                        peer_kind: peer.kind,
+                        peer_id,
+                        mode: b.spec.acp.as_ref().and_then(|a| a.mode.clone()),
+                        label: b.spec.acp.as_ref().and_then(|a| a.label.clone()),
+                        source: source_of(b),
+                    });
+                }
+            }
+        }
+        let agents = config
+            .agents
             .iter()
-            .filter(|b| b.spec.kind == BindingType::Route)
-            .map(|b| CompiledBinding {
-                agent_id: normalize::agent_id(&b.spec.agent_id).into_owned(),
-                scope: Scope::from_spec(&b.spec.matcher),
-                dm_scope: b.spec.session.as_ref().and_then(|s| s.dm_scope),
-                group_scope: b.spec.session.as_ref().and_then(|s| s.group_scope),
-                source: BindingRef {
-                    file: file.clone(),
-                    line: root
-                        .and_then(|r| r.pointer(&b.pointer()))
-                        .map_or(0, |n| n.span.start.line),
-                    index: b.index,
-                },
+            .map(|a| PlanAgent {
+                id: a.id().to_string(),
+                name: a.spec.name.clone(),
+                workspace: a.workspace.to_string_lossy().into_owned(),
+                runtime: a
+                    .spec
+                    .runtime
+                    .as_ref()
+                    .map_or_else(RuntimeKind::default, |r| r.kind),
             })
             .collect();
         RoutingPlan::from_parts(
             bindings,
-            config.default_agent.clone(),
-            SessionSettings::from_config(&config.session),
+            PlanParts {
+                agents,
+                default_agent: config.default_agent.clone(),
+                session: SessionSettings::from_config(&config.session),
+                acp,
+            },
         )
     }
 
     /// Builds the index over already compiled bindings (also used when loading a saved plan).
-    pub fn from_parts(
-        bindings: Vec<CompiledBinding>,
-        default_agent: String,
-        session: SessionSettings,
-    ) -> RoutingPlan {
+    pub fn from_parts(bindings: Vec<CompiledBinding>, parts: PlanParts) -> RoutingPlan {
         let mut index: HashMap<String, ChannelIndex> = HashMap::default();
         for (i, b) in bindings.iter().enumerate() {
             let i = u32::try_from(i).expect("more than 4 billion bindings");
@@ -264,12 +343,44 @@ impl RoutingPlan {
                 Tier::Channel => tiers.channel.push(i),
             }
         }
+        let mut acp_index = HashMap::default();
+        for (i, a) in parts.acp.iter().enumerate() {
+            if let Some(class) = a.peer_kind.class() {
+                let key = (
+                    a.channel.clone(),
+                    a.account.clone(),
+                    class,
+                    a.peer_id.clone(),
+                );
+                // The first binding of a conversation wins, as in the tiers.
+                acp_index.entry(key).or_insert(i);
+            }
+        }
         RoutingPlan {
             bindings,
-            default_agent,
-            session,
+            agents: parts.agents,
+            default_agent: parts.default_agent,
+            session: parts.session,
+            acp: parts.acp,
             index,
+            acp_index,
         }
+    }
+
+    /// The ACP binding of one exact conversation, if any (`matchedBy: binding.acp`).
+    pub fn acp_binding(&self, input: &RouteInput) -> Option<&AcpBinding> {
+        if self.acp_index.is_empty() {
+            return None;
+        }
+        let q = Query::new(input);
+        let (kind, id) = q.peer?;
+        let key = (
+            q.channel.into_owned(),
+            q.account.into_owned(),
+            kind.class()?,
+            id.to_string(),
+        );
+        self.acp_index.get(&key).map(|&i| &self.acp[i])
     }
 
     /// Picks the agent and session for one inbound message.
@@ -285,9 +396,30 @@ impl RoutingPlan {
         let query = Query::new(input);
         let mut trace = Trace::default();
         let decided = self.walk(&query, &mut trace);
+        // Bindings of this channel that the input's account never saw: the classic surprise
+        // is a binding without `accountId`, which covers only the `default` account.
+        let mut elsewhere: Vec<(String, usize)> = Vec::new();
+        let mut channel_bindings = 0;
+        for b in self
+            .bindings
+            .iter()
+            .filter(|b| b.scope.channel == query.channel)
+        {
+            channel_bindings += 1;
+            if let AccountPattern::Exact(account) = &b.scope.account
+                && *account != query.account
+            {
+                match elsewhere.iter_mut().find(|(a, _)| a == account) {
+                    Some((_, n)) => *n += 1,
+                    None => elsewhere.push((account.clone(), 1)),
+                }
+            }
+        }
         Explanation {
             result: self.result(input, query, decided),
             tiers: trace.tiers,
+            channel_bindings,
+            other_accounts: elsewhere,
         }
     }
 
@@ -336,7 +468,7 @@ impl RoutingPlan {
                 MatchedBy::Team => (q.team, None, scope_peer),
                 _ => (None, None, scope_peer),
             };
-            obs.tried(tier, key);
+            obs.tried(tier, key, class);
             let a = exact.map_or(&[][..], |t| t.list(tier, key, class));
             let b = any.map_or(&[][..], |t| t.list(tier, key, class));
             if let Some(i) = self.first_match(a, b, sp, q, obs) {
@@ -433,7 +565,9 @@ impl TierIndex {
             map.get(key?)
         }
         let found = match tier {
-            MatchedBy::Peer | MatchedBy::Parent => class.and_then(|c| keyed(&self.peer[c as usize], key)),
+            MatchedBy::Peer | MatchedBy::Parent => {
+                class.and_then(|c| keyed(&self.peer[c as usize], key))
+            }
             MatchedBy::Wildcard => class.map(|c| &self.wildcard[c as usize]),
             MatchedBy::GuildRoles => keyed(&self.guild_roles, key),
             MatchedBy::Guild => keyed(&self.guild, key),
@@ -499,6 +633,11 @@ pub struct Explanation {
     pub result: RouteResult,
     /// The tiers walked, in order, up to the one that decided.
     pub tiers: Vec<TierTrace>,
+    /// How many route bindings name the input's channel at all.
+    pub channel_bindings: usize,
+    /// Other accounts of the input's channel that have bindings of their own, with how many,
+    /// in config order: they were never candidates.
+    pub other_accounts: Vec<(String, usize)>,
 }
 
 /// One tier of the walk.
@@ -532,11 +671,18 @@ impl Observer for Trace {
         });
     }
 
-    fn tried(&mut self, tier: MatchedBy, key: Option<&str>) {
+    fn tried(&mut self, tier: MatchedBy, key: Option<&str>, class: Option<PeerClass>) {
+        // Peer tiers are keyed by `class:id` (`channel` folded into `group`), the wildcard by
+        // `class:*`.
+        let key = match (tier, class) {
+            (MatchedBy::Wildcard, Some(class)) => Some(format!("{}:*", class.as_str())),
+            (_, Some(class)) => key.map(|k| format!("{}:{k}", class.as_str())),
+            _ => key.map(str::to_string),
+        };
         self.tiers.push(TierTrace {
             tier,
             outcome: TierOutcome::Tried {
-                key: key.map(str::to_string),
+                key,
                 candidates: Vec::new(),
             },
         });

@@ -6,7 +6,7 @@ use crate::config::model::{DmScope, GroupScope, SessionSection};
 
 /// The session settings of agents.yaml that shape keys.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionSettings {
     pub dm_scope: Option<DmScope>,
     pub group_scope: Option<GroupScope>,

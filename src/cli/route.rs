@@ -1,0 +1,408 @@
+//! `deepcli route`: which agent and session a message would get, and why.
+
+use std::fmt::Write as _;
+use std::io::{self, BufRead, BufWriter, Write};
+use std::path::PathBuf;
+
+use anstyle::{AnsiColor, Style};
+use clap::Args;
+use serde_json::json;
+
+use super::{ExitStatus, GlobalSettings};
+use crate::config::model::{DmScope, GroupScope};
+use crate::report;
+use crate::routing::plan::TierOutcome;
+use crate::routing::{Peer, RouteInput, RouteResult, RoutingPlan, document};
+use crate::validate::validate_dir;
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Peers are KIND:ID, split at the first colon (ids may contain colons): direct:+15551234,
+group:-100123, channel:C0123:thread. KIND is direct (or dm), group or channel.
+
+--batch reads one JSON route input per line on stdin, with OpenClaw's field names
+(channel, accountId, peer {kind, id}, parentPeer, guildId, teamId, memberRoleIds,
+dmScope, groupScope), and writes one JSON result per line on stdout. A line that is not a
+route input gets {\"error\": …, \"line\": n} and the batch goes on; the exit code is then 1.
+
+Exit codes:
+  0  routed
+  1  the config has errors (nothing is routed), or a batch line was bad
+  2  the command could not run (bad flags, unreadable config or plan)")]
+pub struct RouteArgs {
+    /// The platform the message arrived on (telegram, discord, slack, …).
+    #[arg(long, required_unless_present = "batch", value_name = "CH")]
+    channel: Option<String>,
+    /// The channel account that received it [default: default].
+    #[arg(long, value_name = "ID")]
+    account: Option<String>,
+    /// The conversation.
+    #[arg(long, value_name = "KIND:ID", value_parser = parse_peer)]
+    peer: Option<Peer>,
+    /// The parent conversation of a thread.
+    #[arg(long, value_name = "KIND:ID", value_parser = parse_peer)]
+    parent_peer: Option<Peer>,
+    /// The Discord guild.
+    #[arg(long, value_name = "ID")]
+    guild: Option<String>,
+    /// The Slack team.
+    #[arg(long, value_name = "ID")]
+    team: Option<String>,
+    /// A role of the sender in the guild (repeatable).
+    #[arg(long = "role", value_name = "ID")]
+    roles: Vec<String>,
+    /// Caller override of the DM session scope: main, per-peer, per-channel-peer,
+    /// per-account-channel-peer.
+    #[arg(long, value_name = "S", value_parser = parse_scope::<DmScope>)]
+    dm_scope: Option<DmScope>,
+    /// Caller override of the group session scope: main, per-group.
+    #[arg(long, value_name = "S", value_parser = parse_scope::<GroupScope>)]
+    group_scope: Option<GroupScope>,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Also show, tier by tier, which bindings were considered and why each did not match.
+    #[arg(long)]
+    explain: bool,
+    /// Route JSON lines from stdin to JSON lines on stdout.
+    #[arg(long, conflicts_with_all = [
+        "channel", "account", "peer", "parent_peer", "guild", "team", "roles",
+        "dm_scope", "group_scope", "json", "explain",
+    ])]
+    batch: bool,
+    /// Route with a published routing-plan.json instead of the config directory.
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
+}
+
+fn parse_peer(text: &str) -> Result<Peer, String> {
+    match text.split_once(':') {
+        Some((kind, id)) if !kind.trim().is_empty() => Ok(Peer {
+            kind: kind.to_string(),
+            id: id.to_string(),
+        }),
+        _ => Err("expected KIND:ID, e.g. direct:+15551234 or channel:C0123".to_string()),
+    }
+}
+
+fn parse_scope<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).map_err(|e| {
+        // serde says "unknown variant `x`, expected one of `a`, `b`": keep the list.
+        let message = e.to_string();
+        message
+            .split_once(", expected ")
+            .map_or(message.clone(), |(_, expected)| {
+                format!("expected {expected}")
+            })
+    })
+}
+
+pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
+    let plan = match load_plan(global, args.plan.as_ref()) {
+        Ok(plan) => plan,
+        Err(status) => return status,
+    };
+    if args.batch {
+        return batch(&plan);
+    }
+    let input = RouteInput {
+        channel: args.channel.unwrap_or_default(),
+        account_id: args.account,
+        peer: args.peer,
+        parent_peer: args.parent_peer,
+        guild_id: args.guild,
+        team_id: args.team,
+        member_role_ids: args.roles,
+        dm_scope: args.dm_scope,
+        group_scope: args.group_scope,
+    };
+    let written = if args.json {
+        let mut value = serde_json::to_value(plan.resolve(&input)).expect("results serialize");
+        if args.explain {
+            let explanation = plan.explain(&input);
+            value["explain"] = explanation.tiers_json(&plan, &input);
+            value["notes"] = json!(notes(&explanation));
+        }
+        let mut out = io::stdout().lock();
+        writeln!(out, "{value:#}")
+    } else {
+        let text = if args.explain {
+            let explanation = plan.explain(&input);
+            let mut text = human(&explanation.result);
+            explain_human(&mut text, &plan, &input, &explanation);
+            text
+        } else {
+            human(&plan.resolve(&input))
+        };
+        anstream::stdout().write_all(text.as_bytes())
+    };
+    if written.is_err() {
+        return ExitStatus::Error;
+    }
+    ExitStatus::Success
+}
+
+/// The plan to route with: compiled from a config without errors, or loaded from a file.
+/// Diagnostics go to stderr: stdout carries only results.
+fn load_plan(
+    global: &GlobalSettings,
+    plan_file: Option<&PathBuf>,
+) -> Result<RoutingPlan, ExitStatus> {
+    let mut err = anstream::stderr();
+    if let Some(path) = plan_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            let _ = writeln!(err, "error: cannot read `{}`: {e}", path.display());
+            ExitStatus::Error
+        })?;
+        return match document::load(&text) {
+            Ok((_, plan)) => Ok(plan),
+            Err(e) => {
+                let _ = writeln!(err, "error: `{}`: {e}", path.display());
+                Err(ExitStatus::Error)
+            }
+        };
+    }
+    let report = validate_dir(&global.config_dir, &global.load).map_err(|e| {
+        let _ = writeln!(err, "error: {e}");
+        let _ = writeln!(
+            err,
+            "hint: pass the config directory with --config DIR (or DEEPCLI_CONFIG)"
+        );
+        ExitStatus::Error
+    })?;
+    if !report.diagnostics.is_empty() {
+        let _ = err.write_all(report::human(&report).as_bytes());
+    }
+    if !report.is_valid() {
+        let _ = writeln!(
+            err,
+            "error: the config has errors; nothing is routed until they are fixed"
+        );
+        return Err(ExitStatus::Failure);
+    }
+    Ok(RoutingPlan::compile(&report.config))
+}
+
+/// JSON lines in, JSON lines out. Output is flushed whenever no more input is buffered, so a
+/// caller that writes one line and waits for the answer gets it.
+fn batch(plan: &RoutingPlan) -> ExitStatus {
+    let stdin = io::stdin();
+    let mut reader = stdin.lock();
+    let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    let mut line = String::new();
+    let mut number = 0usize;
+    let mut bad = 0usize;
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                let _ = out.flush();
+                let _ = writeln!(anstream::stderr(), "error: reading stdin: {e}");
+                return ExitStatus::Error;
+            }
+        }
+        number += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let written = match serde_json::from_str::<RouteInput>(&line) {
+            Ok(input) => {
+                serde_json::to_writer(&mut out, &plan.resolve(&input)).map_err(io::Error::from)
+            }
+            Err(e) => {
+                bad += 1;
+                let error = json!({"error": input_error(&e), "line": number});
+                serde_json::to_writer(&mut out, &error).map_err(io::Error::from)
+            }
+        };
+        let written =
+            written
+                .and_then(|()| out.write_all(b"\n"))
+                .and_then(|()| match reader.fill_buf() {
+                    Ok([]) | Err(_) => out.flush(),
+                    Ok(_) => Ok(()),
+                });
+        if written.is_err() {
+            // The reader went away (a closed pipe): nothing more to say.
+            return ExitStatus::Error;
+        }
+    }
+    if out.flush().is_err() {
+        return ExitStatus::Error;
+    }
+    if bad > 0 {
+        let _ = writeln!(
+            anstream::stderr(),
+            "error: {bad} of {number} lines were not route inputs (see the `error` lines)"
+        );
+        return ExitStatus::Failure;
+    }
+    ExitStatus::Success
+}
+
+/// serde's message without its `at line 1 column N` (the line is always 1 here and would be
+/// mistaken for the batch line), with the column kept.
+fn input_error(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    let message = message
+        .rsplit_once(" at line ")
+        .map_or(message.as_str(), |(m, _)| m);
+    format!("not a route input: {message} (column {})", e.column())
+}
+
+const LABEL: Style = Style::new().bold();
+const AGENT: Style = AnsiColor::Green.on_default().bold();
+const MISS: Style = AnsiColor::Yellow.on_default();
+const HIT: Style = AnsiColor::Green.on_default().bold();
+const DIM: Style = Style::new().dimmed();
+
+fn human(r: &RouteResult) -> String {
+    let mut out = String::new();
+    let decided = match &r.binding {
+        Some(b) => format!(
+            "{} ({}:{}, binding #{})",
+            r.matched_by.as_str(),
+            b.file,
+            b.line,
+            b.index
+        ),
+        None => format!(
+            "{} (no binding matched: the default agent)",
+            r.matched_by.as_str()
+        ),
+    };
+    let rows = [
+        ("agent", format!("{AGENT}{}{AGENT:#}", r.agent_id)),
+        ("matched by", decided),
+        ("session key", r.session_key.clone()),
+        ("main key", r.main_session_key.clone()),
+        ("last route", r.last_route_policy.to_string()),
+        (
+            "scopes",
+            format!(
+                "dmScope {}, groupScope {}",
+                scope_name(&r.dm_scope),
+                scope_name(&r.group_scope)
+            ),
+        ),
+        (
+            "channel",
+            format!("{} (account {})", r.channel, r.account_id),
+        ),
+    ];
+    for (label, value) in rows {
+        let _ = writeln!(out, "{LABEL}{label:<12}{LABEL:#} {value}");
+    }
+    out
+}
+
+fn scope_name<T: serde::Serialize>(scope: &T) -> String {
+    serde_json::to_value(scope)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn explain_human(
+    out: &mut String,
+    plan: &RoutingPlan,
+    input: &RouteInput,
+    explanation: &crate::routing::Explanation,
+) {
+    let _ = writeln!(out, "\n{LABEL}tiers{LABEL:#}");
+    for (n, t) in explanation.tiers.iter().enumerate() {
+        let tier = t.tier.as_str();
+        match &t.outcome {
+            TierOutcome::Skipped(why) => {
+                let _ = writeln!(
+                    out,
+                    "  {}. {tier:<22} {DIM}skipped: {}{DIM:#}",
+                    n + 1,
+                    why.reason(input)
+                );
+            }
+            TierOutcome::Tried { key, candidates } => {
+                let at = key
+                    .as_deref()
+                    .map_or_else(String::new, |k| format!(" at `{k}`"));
+                let count = match candidates.len() {
+                    0 => "no candidates".to_string(),
+                    1 => "1 candidate".to_string(),
+                    n => format!("{n} candidates"),
+                };
+                let _ = writeln!(out, "  {}. {tier:<22} {count}{at}", n + 1);
+                for &(b, verdict) in candidates {
+                    let binding = &plan.bindings[b];
+                    let place = format!("{}:{}", binding.source.file, binding.source.line);
+                    match verdict {
+                        Ok(()) => {
+                            let _ = writeln!(
+                                out,
+                                "       {HIT}match{HIT:#}  {place}  agent {}",
+                                binding.agent_id
+                            );
+                        }
+                        Err(miss) => {
+                            let _ = writeln!(
+                                out,
+                                "       {MISS}miss{MISS:#}   {place}  agent {}: {}",
+                                binding.agent_id,
+                                miss.reason(plan, b, t.tier, input)
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let decided = explanation.tiers.len();
+    if decided < crate::routing::MatchedBy::TIERS.len() {
+        let _ = writeln!(out, "  {DIM}(later tiers are not tried){DIM:#}");
+        return;
+    }
+    let r = &explanation.result;
+    let _ = writeln!(
+        out,
+        "  {}. {:<22} agent {}",
+        decided + 1,
+        "default",
+        r.agent_id
+    );
+    for note in notes(explanation) {
+        let _ = writeln!(
+            out,
+            "{}note:{:#} {note}",
+            Style::new().bold(),
+            Style::new().bold()
+        );
+    }
+}
+
+/// What a person looking at a default route most likely wants to know.
+pub(crate) fn notes(explanation: &crate::routing::Explanation) -> Vec<String> {
+    let r = &explanation.result;
+    if r.binding.is_some() {
+        return Vec::new();
+    }
+    if explanation.channel_bindings == 0 {
+        return vec![format!("no route binding names channel `{}`", r.channel)];
+    }
+    explanation
+        .other_accounts
+        .iter()
+        .map(|(account, n)| {
+            let bindings = if *n == 1 { "binding is" } else { "bindings are" };
+            let hint = if account == "default" {
+                " (a binding without `accountId` covers only the `default` account; use `accountId: \"*\"` for all)"
+            } else {
+                ""
+            };
+            format!(
+                "{n} {} {bindings} for account `{account}`, not `{}`{hint}",
+                r.channel, r.account_id
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,428 @@
+//! `routing-plan.json`: a compiled plan written out so that a standalone Access process can
+//! serve it without the YAML (reconcile.md, state directory).
+//!
+//! ```json
+//! {"format_version": "1.0", "generation": 8, "content_hash": "sha256:…",
+//!  "config_hash": "sha256:…", "plan": {"defaultAgent": …, "agents": […], "session": {…},
+//!  "bindingsFile": "bindings.yaml", "bindings": […], "acp": […]}}
+//! ```
+//!
+//! Bindings are stored in index form: each names its agent by position in `agents`, carries
+//! its normalized match and the tier it sits in. Loading checks the format version (an unknown
+//! major version is refused), the content hash, every agent reference and every tier, then
+//! rebuilds the index: a document that loads routes exactly as the plan that wrote it.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::normalize::{self, PeerKind};
+use super::plan::{AcpBinding, BindingRef, CompiledBinding, PlanAgent, PlanParts, RoutingPlan};
+use super::scope::{AccountPattern, PeerPattern, Scope};
+use super::session::SessionSettings;
+use crate::config::model::{DmScope, GroupScope};
+
+/// The format this build writes. Readers accept any `1.x`.
+pub const FORMAT_VERSION: &str = "1.0";
+const MAJOR: u64 = 1;
+
+/// The document as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanDocument {
+    pub format_version: String,
+    /// Increases by one with every published plan (the state store assigns it).
+    pub generation: u64,
+    /// `sha256:` of the `plan` object as serialized: equal hashes, equal routing.
+    pub content_hash: String,
+    /// The hash of the config files the plan was compiled from.
+    pub config_hash: String,
+    pub plan: PlanBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanBody {
+    pub default_agent: String,
+    pub agents: Vec<PlanAgent>,
+    pub session: SessionSettings,
+    /// The file every binding's `line` and `index` refer to.
+    pub bindings_file: String,
+    pub bindings: Vec<StoredBinding>,
+    #[serde(default)]
+    pub acp: Vec<StoredAcp>,
+}
+
+/// A route binding in index form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoredBinding {
+    /// Position in `agents`.
+    pub agent: usize,
+    pub channel: String,
+    /// A normalized account id, or `*`.
+    pub account_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<StoredPeer>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guild_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dm_scope: Option<DmScope>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_scope: Option<GroupScope>,
+    /// The tier this binding sits in (routing.md §4): checked on load.
+    pub tier: String,
+    pub line: u32,
+    pub index: usize,
+}
+
+/// A peer: `id` is `*` for the wildcard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredPeer {
+    pub kind: String,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoredAcp {
+    pub agent: usize,
+    pub channel: String,
+    pub account_id: String,
+    pub peer: StoredPeer,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub line: u32,
+    pub index: usize,
+}
+
+/// Why a routing-plan document was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("not a routing plan: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error(
+        "routing plan format {found} is newer than this deepcli understands (it reads {MAJOR}.x); upgrade deepcli"
+    )]
+    UnknownMajor { found: String },
+    #[error("`format_version` must look like `1.0`, found `{0}`")]
+    BadVersion(String),
+    #[error("content hash mismatch: the document says {stated}, its plan hashes to {actual}")]
+    HashMismatch { stated: String, actual: String },
+    #[error("{what} {index}: {problem}")]
+    Invalid {
+        what: &'static str,
+        index: usize,
+        problem: String,
+    },
+    #[error("{0}")]
+    Plan(String),
+}
+
+fn peer_kind_name(kind: &PeerKind) -> String {
+    kind.as_str().to_string()
+}
+
+impl RoutingPlan {
+    /// The plan in its stored form, with the generation and config hash it is published with.
+    pub fn to_document(&self, generation: u64, config_hash: &str) -> PlanDocument {
+        let position = |id: &str| self.agents.iter().position(|a| a.id == id);
+        let mut agents = self.agents.clone();
+        // A binding may name an agent that is not listed only in a config that failed
+        // validation; keep the plan self-contained anyway.
+        let mut agent_of = |id: &str| match position(id) {
+            Some(i) => i,
+            None => agents.iter().position(|a| a.id == id).unwrap_or_else(|| {
+                agents.push(PlanAgent {
+                    id: id.to_string(),
+                    name: None,
+                    workspace: String::new(),
+                    runtime: Default::default(),
+                });
+                agents.len() - 1
+            }),
+        };
+        let bindings: Vec<StoredBinding> = self
+            .bindings
+            .iter()
+            .map(|b| StoredBinding {
+                agent: agent_of(&b.agent_id),
+                channel: b.scope.channel.clone(),
+                account_id: match &b.scope.account {
+                    AccountPattern::Any => "*".to_string(),
+                    AccountPattern::Exact(a) => a.clone(),
+                },
+                peer: b.scope.peer.as_ref().map(|p| StoredPeer {
+                    kind: peer_kind_name(&p.kind),
+                    id: p.id.clone().unwrap_or_else(|| "*".to_string()),
+                }),
+                guild_id: b.scope.guild.clone(),
+                team_id: b.scope.team.clone(),
+                roles: b.scope.roles.clone(),
+                dm_scope: b.dm_scope,
+                group_scope: b.group_scope,
+                tier: b.scope.tier().as_str().to_string(),
+                line: b.source.line,
+                index: b.source.index,
+            })
+            .collect();
+        let acp = self
+            .acp
+            .iter()
+            .map(|a| StoredAcp {
+                agent: agent_of(&a.agent_id),
+                channel: a.channel.clone(),
+                account_id: a.account.clone(),
+                peer: StoredPeer {
+                    kind: peer_kind_name(&a.peer_kind),
+                    id: a.peer_id.clone(),
+                },
+                mode: a.mode.clone(),
+                label: a.label.clone(),
+                line: a.source.line,
+                index: a.source.index,
+            })
+            .collect();
+        let bindings_file = self
+            .bindings
+            .first()
+            .map(|b| &b.source.file)
+            .or(self.acp.first().map(|a| &a.source.file))
+            .map_or_else(|| "bindings.yaml".to_string(), |f| f.to_string());
+        let plan = PlanBody {
+            default_agent: self.default_agent.clone(),
+            agents,
+            session: self.session.clone(),
+            bindings_file,
+            bindings,
+            acp,
+        };
+        PlanDocument {
+            format_version: FORMAT_VERSION.to_string(),
+            generation,
+            content_hash: plan.hash(),
+            config_hash: config_hash.to_string(),
+            plan,
+        }
+    }
+}
+
+impl PlanBody {
+    pub fn hash(&self) -> String {
+        let bytes = serde_json::to_vec(self).expect("a plan always serializes");
+        crate::hash::of(&bytes)
+    }
+}
+
+impl PlanDocument {
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("a plan always serializes");
+        text.push('\n');
+        text
+    }
+
+    /// Parses and checks a stored document. The version is read first, so that a newer
+    /// format is refused as such rather than as a shape error.
+    pub fn parse(text: &str) -> Result<PlanDocument, PlanError> {
+        #[derive(Deserialize)]
+        struct Version {
+            format_version: String,
+        }
+        let Version { format_version } = serde_json::from_str(text)?;
+        let major = format_version
+            .split('.')
+            .next()
+            .and_then(|m| m.parse::<u64>().ok())
+            .ok_or_else(|| PlanError::BadVersion(format_version.clone()))?;
+        if major != MAJOR {
+            return Err(PlanError::UnknownMajor {
+                found: format_version,
+            });
+        }
+        let doc: PlanDocument = serde_json::from_str(text)?;
+        let actual = doc.plan.hash();
+        if actual != doc.content_hash {
+            return Err(PlanError::HashMismatch {
+                stated: doc.content_hash,
+                actual,
+            });
+        }
+        Ok(doc)
+    }
+
+    /// Rebuilds the routing plan, checking every reference.
+    pub fn into_plan(self) -> Result<RoutingPlan, PlanError> {
+        let PlanBody {
+            default_agent,
+            agents,
+            session,
+            bindings_file,
+            bindings,
+            acp,
+        } = self.plan;
+        let mut seen = std::collections::HashSet::new();
+        for (index, agent) in agents.iter().enumerate() {
+            if normalize::agent_id(&agent.id) != agent.id.as_str() {
+                return Err(invalid(
+                    "agent",
+                    index,
+                    format!("`{}` is not a normalized agent id", agent.id),
+                ));
+            }
+            if !seen.insert(agent.id.as_str()) {
+                return Err(invalid(
+                    "agent",
+                    index,
+                    format!("`{}` is listed twice", agent.id),
+                ));
+            }
+        }
+        if !seen.contains(default_agent.as_str()) {
+            return Err(PlanError::Plan(format!(
+                "the default agent `{default_agent}` is not among the plan's agents"
+            )));
+        }
+        let file: Arc<str> = bindings_file.into();
+        let agent_id = |what: &'static str, index: usize, agent: usize| {
+            agents.get(agent).map(|a| a.id.clone()).ok_or_else(|| {
+                invalid(
+                    what,
+                    index,
+                    format!(
+                        "agent {agent} does not exist (the plan has {})",
+                        agents.len()
+                    ),
+                )
+            })
+        };
+        let mut compiled = Vec::with_capacity(bindings.len());
+        for (i, b) in bindings.into_iter().enumerate() {
+            let agent_id = agent_id("binding", i, b.agent)?;
+            if b.channel.is_empty() || normalize::channel(&b.channel) != b.channel.as_str() {
+                return Err(invalid(
+                    "binding",
+                    i,
+                    format!("channel `{}` is not normalized", b.channel),
+                ));
+            }
+            let account = match b.account_id.as_str() {
+                "*" => AccountPattern::Any,
+                id if normalize::account_id(id) == id => AccountPattern::Exact(id.to_string()),
+                id => {
+                    return Err(invalid(
+                        "binding",
+                        i,
+                        format!("account `{id}` is not normalized"),
+                    ));
+                }
+            };
+            let mut roles = b.roles;
+            roles.sort();
+            roles.dedup();
+            let scope = Scope {
+                channel: b.channel,
+                account,
+                peer: b.peer.map(|p| PeerPattern {
+                    kind: PeerKind::parse(&p.kind),
+                    id: (p.id != "*").then_some(p.id),
+                }),
+                guild: b.guild_id,
+                team: b.team_id,
+                roles,
+            };
+            if scope.tier().as_str() != b.tier {
+                return Err(invalid(
+                    "binding",
+                    i,
+                    format!(
+                        "stored in tier `{}` but its match puts it in `{}`",
+                        b.tier,
+                        scope.tier().as_str()
+                    ),
+                ));
+            }
+            compiled.push(CompiledBinding {
+                agent_id,
+                scope,
+                dm_scope: b.dm_scope,
+                group_scope: b.group_scope,
+                source: BindingRef {
+                    file: file.clone(),
+                    line: b.line,
+                    index: b.index,
+                },
+            });
+        }
+        let mut acp_bindings = Vec::with_capacity(acp.len());
+        for (i, a) in acp.into_iter().enumerate() {
+            let agent_id = agent_id("acp binding", i, a.agent)?;
+            let peer_kind = PeerKind::parse(&a.peer.kind);
+            if peer_kind.class().is_none() || a.peer.id.is_empty() || a.peer.id == "*" {
+                return Err(invalid(
+                    "acp binding",
+                    i,
+                    "needs one concrete conversation".to_string(),
+                ));
+            }
+            acp_bindings.push(AcpBinding {
+                agent_id,
+                channel: a.channel,
+                account: a.account_id,
+                peer_kind,
+                peer_id: a.peer.id,
+                mode: a.mode,
+                label: a.label,
+                source: BindingRef {
+                    file: file.clone(),
+                    line: a.line,
+                    index: a.index,
+                },
+            });
+        }
+        Ok(RoutingPlan::from_parts(
+            compiled,
+            PlanParts {
+                agents,
+                default_agent,
+                session,
+                acp: acp_bindings,
+            },
+        ))
+    }
+}
+
+fn invalid(what: &'static str, index: usize, problem: String) -> PlanError {
+    PlanError::Invalid {
+        what,
+        index,
+        problem,
+    }
+}
+
+/// What a stored plan says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanMeta {
+    pub format_version: String,
+    pub generation: u64,
+    pub content_hash: String,
+    pub config_hash: String,
+}
+
+/// Loads a stored plan: parse, check, rebuild the index.
+pub fn load(text: &str) -> Result<(PlanMeta, RoutingPlan), PlanError> {
+    let doc = PlanDocument::parse(text)?;
+    let meta = PlanMeta {
+        format_version: doc.format_version.clone(),
+        generation: doc.generation,
+        content_hash: doc.content_hash.clone(),
+        config_hash: doc.config_hash.clone(),
+    };
+    Ok((meta, doc.into_plan()?))
+}

@@ -1,0 +1,420 @@
+//! `deepcli route` end to end: the flag contract, human and JSON output, `--explain`
+//! snapshots, batch mode with malformed lines, configs with errors, and saved plans.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use deepcli::config::{self, LoadOptions};
+use deepcli::routing::RoutingPlan;
+use serde_json::{Value, json};
+
+const FIXTURE: &str = "tests/fixtures/route";
+
+fn deepcli() -> Command {
+    let mut cmd = Command::cargo_bin("deepcli").unwrap();
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", "/home/operator")
+        .env("DEEPCLI_STATE_DIR", "/srv/deepcli-state")
+        .env_remove("DEEPCLI_CONFIG")
+        .env_remove("NO_COLOR");
+    cmd
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn route(args: &[&str]) -> Run {
+    route_stdin(args, "")
+}
+
+fn route_stdin(args: &[&str], stdin: &str) -> Run {
+    let out = deepcli()
+        .arg("route")
+        .args(args)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn json_route(args: &[&str]) -> Value {
+    let mut all = vec!["--config", FIXTURE, "--json"];
+    all.extend_from_slice(args);
+    let run = route(&all);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
+#[test]
+fn human_output_names_agent_session_and_binding() {
+    let run = route(&[
+        "--config",
+        "examples/quickstart",
+        "--channel",
+        "telegram",
+        "--peer",
+        "group:-1001234567890",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.is_empty(), "{}", run.stderr);
+    assert!(!run.stdout.contains('\x1b'), "no colour when piped");
+    insta::assert_snapshot!(run.stdout);
+}
+
+#[test]
+fn json_has_exactly_the_contract_fields() {
+    let v = json_route(&[
+        "--channel",
+        "telegram",
+        "--account",
+        "Biz",
+        "--peer",
+        "dm:111",
+    ]);
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "agentId",
+            "channel",
+            "accountId",
+            "sessionKey",
+            "mainSessionKey",
+            "lastRoutePolicy",
+            "matchedBy",
+            "dmScope",
+            "groupScope",
+            "binding"
+        ]
+    );
+    assert_eq!(
+        v,
+        json!({
+            "agentId": "sales",
+            "channel": "telegram",
+            "accountId": "biz",
+            // The binding's dmScope wins; the identity link maps telegram:111 to alice.
+            "sessionKey": "agent:sales:telegram:biz:direct:alice",
+            "mainSessionKey": "agent:sales:main",
+            "lastRoutePolicy": "session",
+            "matchedBy": "binding.account",
+            "dmScope": "per-account-channel-peer",
+            "groupScope": "per-group",
+            "binding": {"file": "tests/fixtures/route/bindings.yaml", "line": 18, "index": 5}
+        })
+    );
+}
+
+#[test]
+fn peer_ids_split_at_the_first_colon() {
+    let v = json_route(&["--channel", "slack", "--peer", "channel:C0:thread:9"]);
+    assert_eq!(v["sessionKey"], "agent:main:slack:channel:c0:thread:9");
+    let run = route(&[
+        "--config",
+        FIXTURE,
+        "--channel",
+        "slack",
+        "--peer",
+        "nocolon",
+    ]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("expected KIND:ID"), "{}", run.stderr);
+}
+
+#[test]
+fn every_flag_reaches_the_router() {
+    let v = json_route(&[
+        "--channel",
+        "discord",
+        "--guild",
+        "g1",
+        "--role",
+        "member",
+        "--role",
+        "officer",
+        "--peer",
+        "channel:c-general",
+        "--group-scope",
+        "main",
+    ]);
+    assert_eq!(
+        (v["agentId"].as_str(), v["matchedBy"].as_str()),
+        (Some("raid"), Some("binding.guild+roles"))
+    );
+    assert_eq!(v["sessionKey"], "agent:raid:main", "--group-scope main");
+    let v = json_route(&[
+        "--channel",
+        "slack",
+        "--team",
+        "t1",
+        "--peer",
+        "direct:U1",
+        "--dm-scope",
+        "per-peer",
+    ]);
+    assert_eq!(v["agentId"], "ops");
+    // The config's per-channel-peer loses to the caller's override.
+    assert_eq!(v["sessionKey"], "agent:ops:direct:u1");
+    let v = json_route(&[
+        "--channel",
+        "discord",
+        "--guild",
+        "g1",
+        "--peer",
+        "channel:thread-7",
+        "--parent-peer",
+        "channel:c-mod",
+    ]);
+    assert_eq!(v["matchedBy"], "binding.peer.parent");
+    assert_eq!(v["agentId"], "mods");
+}
+
+#[test]
+fn explain_roles_miss() {
+    let run = route(&[
+        "--config",
+        FIXTURE,
+        "--channel",
+        "discord",
+        "--guild",
+        "g1",
+        "--role",
+        "member",
+        "--peer",
+        "channel:c-other",
+        "--explain",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    insta::assert_snapshot!(run.stdout);
+}
+
+#[test]
+fn explain_peer_with_guild_is_no_fallback() {
+    let run = route(&[
+        "--config",
+        FIXTURE,
+        "--channel",
+        "discord",
+        "--guild",
+        "g2",
+        "--peer",
+        "channel:c-mod",
+        "--explain",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    insta::assert_snapshot!(run.stdout);
+}
+
+#[test]
+fn explain_default_names_the_account_pitfall() {
+    let run = route(&[
+        "--config",
+        "examples/quickstart",
+        "--channel",
+        "telegram",
+        "--account",
+        "biz",
+        "--peer",
+        "direct:+1555",
+        "--explain",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    insta::assert_snapshot!(run.stdout);
+}
+
+#[test]
+fn explain_json() {
+    let v = json_route(&[
+        "--channel",
+        "discord",
+        "--peer",
+        "direct:42",
+        "--team",
+        "t1",
+        "--explain",
+    ]);
+    insta::assert_json_snapshot!(v);
+}
+
+#[test]
+fn batch_routes_every_line_and_reports_bad_ones() {
+    let input = [
+        r#"{"channel":"telegram","accountId":"biz","peer":{"kind":"direct","id":111}}"#,
+        "not json",
+        "",
+        r#"{"channel":"discord","guildId":"g1","memberRoleIds":["raider"],"acountId":"x"}"#,
+        r#"{"channel":"discord","guildId":"g1","memberRoleIds":[" raider"],"peer":null}"#,
+        r#"{"peer":{"kind":"direct","id":"1"}}"#,
+        r#"{"channel":"slack","peer":{"kind":"channel","id":"C1"},"dmScope":"sideways"}"#,
+        r#"{"channel":"telegram","parentPeer":{"kind":"group","id":-100},"teamId":null}"#,
+    ]
+    .join("\n");
+    let run = route_stdin(&["--config", FIXTURE, "--batch"], &input);
+    assert_eq!(run.code, 1, "a bad line makes the exit code 1");
+    assert!(
+        run.stderr.contains("4 of 8 lines were not route inputs"),
+        "{}",
+        run.stderr
+    );
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 7, "one output per non-blank input line");
+    let errors: Vec<u64> = lines.iter().filter_map(|l| l["line"].as_u64()).collect();
+    assert_eq!(errors, [2, 4, 6, 7]);
+    assert_eq!(lines[0]["agentId"], "sales");
+    assert_eq!(lines[3]["matchedBy"], "binding.guild+roles");
+    assert_eq!(lines[6]["agentId"], "support");
+    insta::assert_snapshot!(run.stdout);
+}
+
+#[test]
+fn batch_output_equals_single_routes() {
+    let run = route_stdin(
+        &["--config", FIXTURE, "--batch"],
+        "{\"channel\":\"discord\",\"guildId\":\"g1\",\"peer\":{\"kind\":\"channel\",\"id\":\"c-mod\"}}\n",
+    );
+    assert_eq!(run.code, 0);
+    let batch: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let single = json_route(&[
+        "--channel",
+        "discord",
+        "--guild",
+        "g1",
+        "--peer",
+        "channel:c-mod",
+    ]);
+    assert_eq!(batch, single);
+}
+
+#[test]
+fn batch_conflicts_with_single_flags() {
+    let run = route(&["--config", FIXTURE, "--batch", "--channel", "x"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("cannot be used with"), "{}", run.stderr);
+}
+
+#[test]
+fn a_config_with_errors_is_refused() {
+    let run = route(&["--config", "examples/broken", "--channel", "telegram"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.is_empty(), "stdout carries only results");
+    assert!(
+        run.stderr.contains("error[unknown-agent]"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("nothing is routed"), "{}", run.stderr);
+}
+
+#[test]
+fn warnings_go_to_stderr_and_routing_proceeds() {
+    let run = route(&[
+        "--config",
+        "tests/fixtures/rules/legacy-peer-kind/fail",
+        "--channel",
+        "cli",
+        "--peer",
+        "direct:alice",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("warning[legacy-peer-kind]"),
+        "{}",
+        run.stderr
+    );
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["matchedBy"], "binding.peer");
+}
+
+#[test]
+fn undeclared_channels_and_accounts_still_route() {
+    let v = json_route(&[
+        "--channel",
+        "matrix",
+        "--account",
+        "nowhere",
+        "--peer",
+        "group:!Room:hs",
+    ]);
+    assert_eq!(v["agentId"], "main");
+    assert_eq!(v["matchedBy"], "default");
+    assert_eq!(
+        v["sessionKey"], "agent:main:matrix:group:!Room:hs",
+        "matrix keeps case"
+    );
+}
+
+// ---- saved plans ----
+
+fn compiled(dir: &str) -> (RoutingPlan, String) {
+    let options = LoadOptions {
+        state_dir: PathBuf::from("/srv/deepcli-state"),
+        home: Some(PathBuf::from("/home/operator")),
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let loaded = config::load(&root.join(dir), &options).unwrap();
+    let hash = loaded.config.sources.hash();
+    (RoutingPlan::compile(&loaded.config), hash)
+}
+
+fn write_plan(text: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+    file
+}
+
+#[test]
+fn a_saved_plan_routes_like_the_config() {
+    let (plan, hash) = compiled(FIXTURE);
+    let doc = plan.to_document(7, &hash);
+    let file = write_plan(&doc.to_json());
+    let inputs = [
+        r#"{"channel":"telegram","accountId":"biz","peer":{"kind":"direct","id":111}}"#,
+        r#"{"channel":"discord","guildId":"g1","memberRoleIds":["raider"]}"#,
+        r#"{"channel":"discord","guildId":"g2","peer":{"kind":"channel","id":"c-mod"}}"#,
+        r#"{"channel":"slack","teamId":"t1"}"#,
+        r#"{"channel":"discord","peer":{"kind":"dm","id":"5"}}"#,
+    ]
+    .join("\n");
+    let from_config = route_stdin(&["--config", FIXTURE, "--batch"], &inputs);
+    let from_plan = route_stdin(
+        &["--plan", file.path().to_str().unwrap(), "--batch"],
+        &inputs,
+    );
+    assert_eq!(from_plan.code, 0, "{}", from_plan.stderr);
+    // The saved plan records the binding file by the path it was compiled from.
+    let absolute = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(FIXTURE)
+        .join("bindings.yaml");
+    assert_eq!(
+        from_plan.stdout,
+        from_config.stdout.replace(
+            "tests/fixtures/route/bindings.yaml",
+            absolute.to_str().unwrap()
+        )
+    );
+}
+
+#[test]
+fn a_plan_of_an_unknown_major_version_is_refused() {
+    let (plan, hash) = compiled(FIXTURE);
+    let mut doc: Value = serde_json::from_str(&plan.to_document(1, &hash).to_json()).unwrap();
+    doc["format_version"] = json!("2.0");
+    doc["plan"] = json!("a shape this build cannot read");
+    let file = write_plan(&doc.to_string());
+    let run = route(&["--plan", file.path().to_str().unwrap(), "--channel", "x"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("format 2.0 is newer"), "{}", run.stderr);
+}
