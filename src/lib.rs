@@ -4,17 +4,27 @@
 //!
 //! ```text
 //! files ──config::load──▶ Config ──validate──▶ Report
-//!                            └──routing (compile)──▶ RoutingPlan
+//!                            ├──plan::Desired ──plan::diff(state, world)──▶ Plan ──apply──▶ state + disk
+//!                            └──routing (compile)──▶ RoutingPlan ──publish──▶ routing-plan.json
 //! ```
 //!
 //! The library returns values and diagnostics; only `cli` prints.
 #![forbid(unsafe_code)]
+// Errors carry the paths and sources their messages need; they travel only on cold paths, so
+// their size does not matter and boxing them would only add noise.
+#![allow(clippy::result_large_err)]
 
+pub mod apply;
 pub mod cli;
 pub mod config;
 pub mod diagnostic;
+pub mod failpoint;
 pub mod hash;
+pub mod plan;
 pub mod report;
 pub mod routing;
+pub mod state;
 pub mod suggest;
+pub mod trash;
 pub mod validate;
+pub mod workspace;

@@ -128,3 +128,37 @@ pub fn generate(size: Size) -> Generated {
         bindings,
     }
 }
+
+/// How many channel-tier bindings [`generate_routing`] adds: one per channel.
+#[allow(dead_code)] // used by the routing bench and `deepcli-plan-mem`, not by every includer
+pub const CHANNEL_TIER_BINDINGS: usize = CHANNELS.len();
+
+/// The config the routing benchmarks use: `bindings` bindings, sized as the validate bench sizes
+/// them (agents = bindings/10, accounts = max(bindings/100, 3), seed 7).
+///
+/// [`generate`] writes no channel-tier binding (`accountId: "*"` with no peer, guild or team).
+/// This asks it for `bindings - 3` bindings — the first `bindings - 3` of the validate bench's
+/// config of the same size, as the random stream is consumed in order — and appends one
+/// channel-tier binding per channel. `generate` itself is unchanged, so the validate figures
+/// for a seed stay what they were.
+#[allow(dead_code)] // used by the routing bench and `deepcli-plan-mem`, not by every includer
+pub fn generate_routing(bindings: usize) -> Generated {
+    assert!(
+        bindings > CHANNEL_TIER_BINDINGS,
+        "need more than {CHANNEL_TIER_BINDINGS} bindings"
+    );
+    let size = Size {
+        agents: (bindings / 10).max(1),
+        bindings: bindings - CHANNEL_TIER_BINDINGS,
+        accounts: (bindings / 100).max(3),
+        seed: 7,
+    };
+    let mut g = generate(size);
+    for (c, name) in CHANNELS.iter().enumerate() {
+        g.bindings.push_str(&format!(
+            "  - agentId: agent-{}\n    match: {{channel: {name}, accountId: \"*\"}}\n",
+            (c + 1) % size.agents
+        ));
+    }
+    g
+}

@@ -3,8 +3,10 @@
 //! Layers, as in uv: clap structs (no behaviour) → resolved settings → a command function that
 //! takes plain values, calls the library and returns an [`ExitStatus`].
 
+mod plan;
 mod route;
 mod schema;
+mod state;
 mod validate;
 
 use std::path::PathBuf;
@@ -55,6 +57,18 @@ enum Command {
     /// Check the config files: JSON Schema plus semantic rules, each finding at file:line:col.
     #[command(after_help = EXIT_CODES)]
     Validate(validate::ValidateArgs),
+    /// Show what `apply` would change: the config against the live state.
+    Plan(Box<plan::PlanArgs>),
+    /// Converge the world to the config: workspaces, trash moves, routing plan.
+    Apply(plan::ApplyArgs),
+    /// The live state.
+    #[command(subcommand)]
+    State(state::StateCommand),
+    /// The audit trail of applies.
+    History(state::HistoryArgs),
+    /// What deleting agents moved away, and how to put it back.
+    #[command(subcommand)]
+    Trash(state::TrashCommand),
     /// Show which agent and session a message gets, and with --explain why.
     Route(Box<route::RouteArgs>),
     /// Print the JSON Schema of one config file.
@@ -108,7 +122,38 @@ pub fn run() -> ExitStatus {
     let global = GlobalSettings::resolve(cli.global);
     match cli.command {
         Command::Validate(args) => validate::run(&global, args),
+        Command::Plan(args) => plan::plan(&global, *args),
+        Command::Apply(args) => plan::apply(&global, args),
+        Command::State(command) => state::state(&global, command),
+        Command::History(args) => state::history(&global, args),
+        Command::Trash(command) => state::trash(&global, command),
         Command::Route(args) => route::run(&global, *args),
         Command::Schema(args) => schema::run(args),
     }
+}
+
+/// Loads and validates the config directory. Diagnostics go to stderr (stdout carries only
+/// results); a config with errors is refused.
+pub(crate) fn load_valid(
+    global: &GlobalSettings,
+    refusal: &str,
+) -> Result<crate::validate::Report, ExitStatus> {
+    use std::io::Write;
+    let mut err = anstream::stderr();
+    let report = crate::validate::validate_dir(&global.config_dir, &global.load).map_err(|e| {
+        let _ = writeln!(err, "error: {e}");
+        let _ = writeln!(
+            err,
+            "hint: pass the config directory with --config DIR (or DEEPCLI_CONFIG)"
+        );
+        ExitStatus::Error
+    })?;
+    if !report.diagnostics.is_empty() {
+        let _ = err.write_all(crate::report::human(&report).as_bytes());
+    }
+    if !report.is_valid() {
+        let _ = writeln!(err, "error: the config has errors; {refusal}");
+        return Err(ExitStatus::Failure);
+    }
+    Ok(report)
 }

@@ -10,10 +10,8 @@ use serde_json::json;
 
 use super::{ExitStatus, GlobalSettings};
 use crate::config::model::{DmScope, GroupScope};
-use crate::report;
 use crate::routing::plan::TierOutcome;
 use crate::routing::{Peer, RouteInput, RouteResult, RoutingPlan, document};
-use crate::validate::validate_dir;
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -162,24 +160,7 @@ fn load_plan(
             }
         };
     }
-    let report = validate_dir(&global.config_dir, &global.load).map_err(|e| {
-        let _ = writeln!(err, "error: {e}");
-        let _ = writeln!(
-            err,
-            "hint: pass the config directory with --config DIR (or DEEPCLI_CONFIG)"
-        );
-        ExitStatus::Error
-    })?;
-    if !report.diagnostics.is_empty() {
-        let _ = err.write_all(report::human(&report).as_bytes());
-    }
-    if !report.is_valid() {
-        let _ = writeln!(
-            err,
-            "error: the config has errors; nothing is routed until they are fixed"
-        );
-        return Err(ExitStatus::Failure);
-    }
+    let report = super::load_valid(global, "nothing is routed until they are fixed")?;
     Ok(RoutingPlan::compile(&report.config))
 }
 

@@ -1,0 +1,468 @@
+//! Routing-plan figures for `scripts/bench-route`, and the files its batch run needs.
+//!
+//! ```text
+//! deepcli-plan-mem BINDINGS                 # plan memory and compile time, one key=value line
+//! deepcli-plan-mem --write-config DIR BINDINGS   # the routing bench's config, as files
+//! deepcli-plan-mem --emit-inputs DIR N      # N route inputs (JSON lines) hitting every tier
+//! ```
+//!
+//! Memory is counted by a global allocator wrapping the system allocator: bytes requested minus
+//! bytes freed while `RoutingPlan::compile` runs, with the plan kept alive, so what loading the
+//! config allocated is not in the figure and what compile frees again (temporaries) is not
+//! either. It counts requested sizes, not allocator overhead or RSS.
+//!
+//! The config is `generate::generate_routing`, the one `benches/routing.rs` measures.
+
+#[path = "generate.rs"]
+mod generate;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+use deepcli::config::{self, FileKind, LoadOptions};
+use deepcli::routing::scope::{AccountPattern, PeerPattern, Scope, Tier};
+use deepcli::routing::{MatchedBy, Peer, RouteInput, RoutingPlan};
+
+/// The system allocator, counting live bytes, their peak and the number of allocations.
+struct Counting;
+
+static LIVE: AtomicU64 = AtomicU64::new(0);
+static PEAK: AtomicU64 = AtomicU64::new(0);
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+fn grew(bytes: usize) {
+    let live = LIVE.fetch_add(bytes as u64, Relaxed) + bytes as u64;
+    PEAK.fetch_max(live, Relaxed);
+}
+
+// SAFETY: every call is forwarded to `System` with the caller's arguments; the counters have no
+// effect on the memory handed out.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            ALLOCS.fetch_add(1, Relaxed);
+            grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            ALLOCS.fetch_add(1, Relaxed);
+            grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as is; `ptr` came from this allocator with `layout`.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size() as u64, Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded as is; the caller upholds `realloc`'s contract.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_sub(layout.size() as u64, Relaxed);
+            grew(new_size);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const USAGE: &str = "usage: deepcli-plan-mem BINDINGS
+       deepcli-plan-mem --write-config DIR BINDINGS
+       deepcli-plan-mem --emit-inputs DIR N";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let count = |s: &str| s.replace('_', "").parse::<usize>().ok();
+    let result = match args.as_slice() {
+        [n] => count(n).map(measure),
+        ["--write-config", dir, n] => count(n).map(|n| write_config(Path::new(dir), n)),
+        ["--emit-inputs", dir, n] => count(n).map(|n| emit_inputs(Path::new(dir), n)),
+        ["--stats", n] => count(n).map(stats),
+        _ => None,
+    };
+    match result {
+        None => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+        Some(Ok(())) => ExitCode::SUCCESS,
+    }
+}
+
+fn options() -> LoadOptions {
+    LoadOptions {
+        state_dir: PathBuf::from("/srv/deepcli-state"),
+        home: Some(PathBuf::from("/home/operator")),
+    }
+}
+
+/// Prints `bindings=… plan_bytes=… plan_mb=… plan_allocs=… compile_peak_mb=… compile_ms=…`.
+fn measure(bindings: usize) -> Result<(), String> {
+    let g = generate::generate_routing(bindings);
+    let texts = vec![
+        (FileKind::Agents, PathBuf::from("agents.yaml"), g.agents),
+        (
+            FileKind::Channels,
+            PathBuf::from("channels.yaml"),
+            g.channels,
+        ),
+        (
+            FileKind::Bindings,
+            PathBuf::from("bindings.yaml"),
+            g.bindings,
+        ),
+    ];
+    let loaded = config::load_texts(Path::new("."), texts, &options());
+    if let Some(d) = loaded.diagnostics.iter().find(|d| d.is_error()) {
+        return Err(format!("generated config does not load: {d:?}"));
+    }
+
+    let (live0, allocs0) = (LIVE.load(Relaxed), ALLOCS.load(Relaxed));
+    PEAK.store(live0, Relaxed);
+    let plan = RoutingPlan::compile(&loaded.config);
+    let plan_bytes = LIVE.load(Relaxed) - live0;
+    let plan_allocs = ALLOCS.load(Relaxed) - allocs0;
+    let peak_bytes = PEAK.load(Relaxed) - live0;
+    assert_eq!(
+        plan.bindings.len(),
+        bindings,
+        "every generated binding is a route binding"
+    );
+
+    // Compile time: median of 5, the plan's drop outside the timing.
+    let mut ms: Vec<f64> = (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            let p = RoutingPlan::compile(&loaded.config);
+            let elapsed = start.elapsed().as_secs_f64() * 1e3;
+            drop(std::hint::black_box(p));
+            elapsed
+        })
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    let mb = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    println!(
+        "bindings={bindings} plan_bytes={plan_bytes} plan_mb={:.2} plan_allocs={plan_allocs} \
+         bytes_per_binding={:.0} compile_peak_mb={:.2} compile_ms={:.2}",
+        mb(plan_bytes),
+        plan_bytes as f64 / bindings as f64,
+        mb(peak_bytes),
+        ms[2],
+    );
+    drop(plan);
+    Ok(())
+}
+
+fn write_config(dir: &Path, bindings: usize) -> Result<(), String> {
+    let g = generate::generate_routing(bindings);
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text);
+    std::fs::create_dir_all(dir)
+        .and_then(|()| write("agents.yaml", &g.agents))
+        .and_then(|()| write("channels.yaml", &g.channels))
+        .and_then(|()| write("bindings.yaml", &g.bindings))
+        .map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// Loads `dir`, compiles it and prints `n` route inputs as JSON lines (OpenClaw's field names,
+/// absent fields left out), every tier and the default equally often.
+fn emit_inputs(dir: &Path, n: usize) -> Result<(), String> {
+    let loaded = config::load(dir, &options()).map_err(|e| e.to_string())?;
+    if let Some(d) = loaded.diagnostics.iter().find(|d| d.is_error()) {
+        return Err(format!("{} does not load: {d:?}", dir.display()));
+    }
+    let plan = RoutingPlan::compile(&loaded.config);
+    let inputs = mixed_inputs(&plan, n);
+    check_coverage(&plan, &inputs);
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut line = Vec::with_capacity(256);
+    for (input, _) in &inputs {
+        line.clear();
+        serde_json::to_writer(&mut line, &to_json(input)).map_err(|e| e.to_string())?;
+        // What the batch reader will see must be the input meant.
+        let back: RouteInput = serde_json::from_slice(&line).map_err(|e| e.to_string())?;
+        assert_eq!(&back, input, "JSON round trip");
+        line.push(b'\n');
+        out.write_all(&line).map_err(|e| e.to_string())?;
+    }
+    out.flush().map_err(|e| e.to_string())
+}
+
+fn to_json(input: &RouteInput) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let peer = |p: &Peer| json!({"kind": p.kind, "id": p.id});
+    let mut m = serde_json::Map::new();
+    m.insert("channel".into(), Value::from(input.channel.as_str()));
+    if let Some(a) = &input.account_id {
+        m.insert("accountId".into(), Value::from(a.as_str()));
+    }
+    if let Some(p) = &input.peer {
+        m.insert("peer".into(), peer(p));
+    }
+    if let Some(p) = &input.parent_peer {
+        m.insert("parentPeer".into(), peer(p));
+    }
+    if let Some(g) = &input.guild_id {
+        m.insert("guildId".into(), Value::from(g.as_str()));
+    }
+    if let Some(t) = &input.team_id {
+        m.insert("teamId".into(), Value::from(t.as_str()));
+    }
+    if !input.member_role_ids.is_empty() {
+        m.insert("memberRoleIds".into(), json!(input.member_role_ids));
+    }
+    Value::Object(m)
+}
+
+// --- Mixed route inputs. The same code is in benches/routing.rs (a bench cannot include a
+// --- bin's module); keep the two in step.
+
+/// Every `MatchedBy`, in resolution order.
+const TIERS: [MatchedBy; 9] = [
+    MatchedBy::Peer,
+    MatchedBy::Parent,
+    MatchedBy::Wildcard,
+    MatchedBy::GuildRoles,
+    MatchedBy::Guild,
+    MatchedBy::Team,
+    MatchedBy::Account,
+    MatchedBy::Channel,
+    MatchedBy::Default,
+];
+
+/// A channel with no binding in the generated config: its messages go to the default agent.
+const UNBOUND_CHANNEL: &str = "cli";
+
+/// xorshift64*, as in generate.rs.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1) as u64) as usize
+    }
+}
+
+/// The binding tier whose bindings an input must hit for `want` (`None`: the default).
+fn source_tier(want: MatchedBy) -> Option<Tier> {
+    Some(match want {
+        MatchedBy::Peer | MatchedBy::Parent => Tier::Peer,
+        MatchedBy::Wildcard => Tier::Wildcard,
+        MatchedBy::GuildRoles => Tier::GuildRoles,
+        MatchedBy::Guild => Tier::Guild,
+        MatchedBy::Team => Tier::Team,
+        MatchedBy::Account => Tier::Account,
+        MatchedBy::Channel => Tier::Channel,
+        MatchedBy::Default => return None,
+    })
+}
+
+/// `count` inputs, each tier of `TIERS` equally often, in a seeded random order; each with the
+/// tier that must decide it. Built from the plan's bindings, so they hit what is really there.
+fn mixed_inputs(plan: &RoutingPlan, count: usize) -> Vec<(RouteInput, MatchedBy)> {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let of_tier = |tier: Tier| -> Vec<&Scope> {
+        let scopes: Vec<&Scope> = plan
+            .bindings
+            .iter()
+            .map(|b| &b.scope)
+            .filter(|s| s.tier() == tier)
+            .collect();
+        assert!(
+            !scopes.is_empty(),
+            "the config has no {} binding",
+            tier.as_str()
+        );
+        scopes
+    };
+    let candidates: Vec<Vec<&Scope>> = TIERS
+        .iter()
+        .map(|&want| source_tier(want).map(of_tier).unwrap_or_default())
+        .collect();
+    let mut inputs: Vec<(RouteInput, MatchedBy)> = (0..count)
+        .map(|k| {
+            let t = k % TIERS.len();
+            let scope =
+                (!candidates[t].is_empty()).then(|| candidates[t][rng.below(candidates[t].len())]);
+            (input_for(TIERS[t], scope, k), TIERS[t])
+        })
+        .collect();
+    for i in (1..inputs.len()).rev() {
+        inputs.swap(i, rng.below(i + 1));
+    }
+    inputs
+}
+
+/// An input decided by `want`, from a binding of its tier (`scope`; `None` for the default).
+/// Every input carries a conversation, as real messages do; the ones that must miss the peer
+/// tiers get ids no binding names.
+fn input_for(want: MatchedBy, scope: Option<&Scope>, k: usize) -> RouteInput {
+    let peer = |kind: &str, id: String| {
+        Some(Peer {
+            kind: kind.into(),
+            id,
+        })
+    };
+    let pattern_peer = |p: &PeerPattern, id: String| peer(p.kind.as_str(), id);
+    let Some(s) = scope else {
+        return RouteInput {
+            channel: UNBOUND_CHANNEL.into(),
+            peer: peer("direct", format!("dm-{k}")),
+            ..RouteInput::default()
+        };
+    };
+    let mut input = RouteInput {
+        channel: s.channel.clone(),
+        account_id: Some(match &s.account {
+            AccountPattern::Exact(a) => a.clone(),
+            // Every channel has its `default` account.
+            AccountPattern::Any => "default".into(),
+        }),
+        guild_id: s.guild.clone(),
+        team_id: s.team.clone(),
+        // A role the binding does not ask for first, so role matching has to look further.
+        member_role_ids: s
+            .roles
+            .first()
+            .map(|r| vec!["member".to_string(), r.clone()])
+            .unwrap_or_default(),
+        ..RouteInput::default()
+    };
+    let named = s.peer.as_ref();
+    input.peer = match want {
+        MatchedBy::Peer => named.and_then(|p| pattern_peer(p, p.id.clone()?)),
+        MatchedBy::Parent => {
+            input.parent_peer = named.and_then(|p| pattern_peer(p, p.id.clone()?));
+            named.and_then(|p| pattern_peer(p, format!("thread-{k}")))
+        }
+        MatchedBy::Wildcard => named.and_then(|p| pattern_peer(p, format!("w-{k}"))),
+        MatchedBy::GuildRoles | MatchedBy::Guild | MatchedBy::Team => {
+            peer("channel", format!("ch-{k}"))
+        }
+        MatchedBy::Account => peer("direct", format!("dm-{k}")),
+        MatchedBy::Channel => {
+            input.account_id = Some(format!("unbound-{k}"));
+            peer("direct", format!("dm-{k}"))
+        }
+        MatchedBy::Default => unreachable!("the default has no binding"),
+    };
+    input
+}
+
+/// Panics unless every input is decided by its tier and every tier is there.
+fn check_coverage(plan: &RoutingPlan, inputs: &[(RouteInput, MatchedBy)]) {
+    let mut seen = [0usize; TIERS.len()];
+    for (input, want) in inputs {
+        let got = plan.resolve(input).matched_by;
+        assert_eq!(
+            got,
+            *want,
+            "input meant for {} got {}: {input:?}",
+            want.as_str(),
+            got.as_str()
+        );
+        seen[TIERS.iter().position(|t| t == want).expect("a tier")] += 1;
+    }
+    for (tier, n) in TIERS.iter().zip(seen) {
+        assert!(n > 0, "no input is decided by {}", tier.as_str());
+    }
+}
+
+fn stats(bindings: usize) -> Result<(), String> {
+    let g = generate::generate_routing(bindings);
+    let texts = vec![
+        (FileKind::Agents, PathBuf::from("agents.yaml"), g.agents),
+        (
+            FileKind::Channels,
+            PathBuf::from("channels.yaml"),
+            g.channels,
+        ),
+        (
+            FileKind::Bindings,
+            PathBuf::from("bindings.yaml"),
+            g.bindings,
+        ),
+    ];
+    let loaded = config::load_texts(Path::new("."), texts, &options());
+    let plan = RoutingPlan::compile(&loaded.config);
+    let inputs = mixed_inputs(&plan, 9 * 1024);
+    for want in TIERS {
+        let mut n = 0;
+        let mut cands = 0;
+        let mut tried = 0;
+        let mut maxc = 0;
+        for (input, w) in &inputs {
+            if *w != want {
+                continue;
+            }
+            n += 1;
+            let e = plan.explain(input);
+            for t in &e.tiers {
+                if let deepcli::routing::plan::TierOutcome::Tried { candidates, .. } = &t.outcome {
+                    tried += 1;
+                    cands += candidates.len();
+                    maxc = maxc.max(candidates.len());
+                }
+            }
+        }
+        println!(
+            "{:24} tiers tried {:.2} candidates {:.2} max {}",
+            want.as_str(),
+            tried as f64 / n as f64,
+            cands as f64 / n as f64,
+            maxc
+        );
+    }
+    let t = Instant::now();
+    let reps = 200;
+    for _ in 0..reps {
+        for (i, _) in &inputs {
+            std::hint::black_box(plan.resolve(i));
+        }
+    }
+    println!(
+        "resolve avg {:.0} ns (system alloc)",
+        t.elapsed().as_nanos() as f64 / (reps * inputs.len()) as f64
+    );
+    for want in TIERS {
+        let sel: Vec<&RouteInput> = inputs
+            .iter()
+            .filter(|(_, w)| *w == want)
+            .map(|(i, _)| i)
+            .collect();
+        let t = Instant::now();
+        for _ in 0..reps {
+            for i in &sel {
+                std::hint::black_box(plan.resolve(i));
+            }
+        }
+        println!(
+            "  {:24} {:.0} ns",
+            want.as_str(),
+            t.elapsed().as_nanos() as f64 / (reps * sel.len()) as f64
+        );
+    }
+    Ok(())
+}

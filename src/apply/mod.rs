@@ -1,0 +1,408 @@
+//! `deepcli apply`: executes a [`Plan`] against the world and records it in the state.
+//!
+//! Every action is a journal step: recorded as started before anything is touched, and marked
+//! done in the same transaction as the records it changes. Each step is idempotent against what
+//! it finds on disk, so when the process dies anywhere, the next plan sees the world as it is
+//! and the next apply finishes the job: nothing lost, nothing done twice. A trash move resumes
+//! into the entry the crashed attempt started (its name is in the journal).
+
+mod files;
+
+use std::path::{Path, PathBuf};
+
+use crate::plan::{Action, Desired, Plan};
+use crate::state::{
+    AgentRecord, BootstrapRecord, HistoryRecord, PlanRecord, StateError, StateStore, TrashRecord,
+};
+use crate::{failpoint, hash, trash, workspace};
+
+pub use files::write_atomic;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{step}: {message}")]
+    Step { step: String, message: String },
+    #[error("the plan is blocked:\n{0}")]
+    Blocked(String),
+    #[error("the saved plan is stale: {0}. Run `deepcli plan --out FILE` again and review it")]
+    Stale(String),
+    #[error(transparent)]
+    Trash(#[from] trash::TrashError),
+}
+
+/// Who applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Cli,
+    Controller,
+    Rpc,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Cli => "cli",
+            Source::Controller => "controller",
+            Source::Rpc => "rpc",
+        }
+    }
+}
+
+pub struct Context<'a> {
+    pub config_dir: &'a Path,
+    pub source: Source,
+    pub guard: &'a trash::Guard,
+    /// Called after each step with (step, index, total).
+    pub progress: &'a mut dyn FnMut(&str, usize, usize),
+}
+
+/// What an apply did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub serial: u64,
+    pub counts: (u64, u64, u64),
+    pub generation: Option<u64>,
+    pub trashed: Vec<(String, PathBuf)>,
+}
+
+fn step_err(step: &str) -> impl Fn(std::io::Error) -> ApplyError + '_ {
+    move |e| ApplyError::Step {
+        step: step.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Runs `plan`. The caller holds the state lease.
+pub fn apply(
+    store: &mut StateStore,
+    plan: &Plan,
+    desired: &Desired,
+    cx: &mut Context<'_>,
+) -> Result<Applied, ApplyError> {
+    if !plan.blocked.is_empty() {
+        let reasons: Vec<String> = plan
+            .blocked
+            .iter()
+            .map(|b| format!("  {}", b.reason))
+            .collect();
+        return Err(ApplyError::Blocked(reasons.join("\n")));
+    }
+    let serial = store.serial()?;
+    if plan.is_empty() {
+        return Ok(Applied {
+            serial,
+            counts: (0, 0, 0),
+            generation: None,
+            trashed: Vec::new(),
+        });
+    }
+    let serial = serial + 1;
+    let history = HistoryRecord {
+        id: 0,
+        serial,
+        started_at: crate::state::now(),
+        finished_at: None,
+        user: user(),
+        host: crate::state::lease::hostname(),
+        source: cx.source.as_str().to_string(),
+        config_hash: plan.config_hash.clone(),
+        git_commit: git_commit(cx.config_dir),
+        added: 0,
+        changed: 0,
+        removed: 0,
+        outcome: "running".into(),
+        error: None,
+    };
+    let history_id = store.transaction(|tx| tx.start_history(&history))?;
+    let mut applied = Applied {
+        serial,
+        counts: plan.counts(),
+        generation: None,
+        trashed: Vec::new(),
+    };
+    let total = plan.actions.len();
+    for (i, action) in plan.actions.iter().enumerate() {
+        let step = action.step();
+        if let Err(e) = run_step(store, action, desired, serial, &step, cx, &mut applied) {
+            let message = e.to_string();
+            let _ = store.transaction(|tx| {
+                tx.finish_history(history_id, applied.counts, "failed", Some(&message))
+            });
+            return Err(e);
+        }
+        (cx.progress)(&step, i + 1, total);
+    }
+    store.transaction(|tx| {
+        tx.set_serial(serial)?;
+        tx.finish_history(history_id, applied.counts, "applied", None)
+    })?;
+    Ok(applied)
+}
+
+fn run_step(
+    store: &mut StateStore,
+    action: &Action,
+    desired: &Desired,
+    serial: u64,
+    step: &str,
+    cx: &mut Context<'_>,
+    applied: &mut Applied,
+) -> Result<(), ApplyError> {
+    // A delete resumes into the trash entry its crashed attempt started.
+    let resumed = store
+        .unfinished_steps()?
+        .into_iter()
+        .rev()
+        .find(|(_, s, _)| s == step)
+        .and_then(|(_, _, detail)| detail);
+    let detail = match action {
+        Action::DeleteAgent { id, .. } => Some(resumed.unwrap_or_else(|| {
+            trash::unique_entry_name(&store.dir().trash(), id, jiff::Timestamp::now())
+        })),
+        _ => None,
+    };
+    store.journal_start(serial, step, detail.as_deref())?;
+    failpoint::hit(&format!("before:{step}"));
+    let err = step_err(step);
+    match action {
+        Action::CreateAgent { id, files, .. } | Action::UpdateAgent { id, files, .. } => {
+            let agent =
+                desired
+                    .agents
+                    .iter()
+                    .find(|a| &a.id == id)
+                    .ok_or_else(|| ApplyError::Step {
+                        step: step.to_string(),
+                        message: format!("agent `{id}` is not in the config"),
+                    })?;
+            for dir in [&agent.workspace, &agent.agent_dir, &agent.sessions_dir] {
+                files::create_dir(dir).map_err(&err)?;
+            }
+            for file in files {
+                let content = agent.file(&file.name).unwrap_or_default();
+                let replace = file.why == "identity";
+                files::write_file(&file.path, content.as_bytes(), replace).map_err(&err)?;
+                failpoint::hit(&format!("file:{step}:{}", file.name));
+            }
+            files::sync_dir(&agent.workspace).map_err(&err)?;
+            failpoint::hit(&format!("after:{step}"));
+            // Record every bootstrap file that holds exactly what deepcli would write: the
+            // files of this step and those of a crashed attempt alike.
+            let mut records = Vec::new();
+            if !agent.skip_bootstrap {
+                for name in workspace::FILES {
+                    let path = agent.workspace.join(name);
+                    let want = hash::of(agent.file(name).unwrap_or_default().as_bytes());
+                    if std::fs::read(&path).is_ok_and(|b| hash::of(&b) == want) {
+                        records.push(BootstrapRecord {
+                            agent_id: agent.id.clone(),
+                            name: name.to_string(),
+                            path,
+                            hash: want,
+                        });
+                    }
+                }
+            }
+            let record = AgentRecord {
+                id: agent.id.clone(),
+                spec_hash: agent.spec_hash.clone(),
+                spec: agent.spec.clone(),
+                workspace: agent.workspace.clone(),
+                agent_dir: agent.agent_dir.clone(),
+                sessions_dir: agent.sessions_dir.clone(),
+                protect: agent.protect,
+                owns_workspace: true,
+                owns_agent_dir: true,
+                owns_sessions: true,
+                applied_serial: serial,
+            };
+            store.transaction(|tx| {
+                tx.put_agent(&record)?;
+                for r in &records {
+                    tx.put_bootstrap(r)?;
+                }
+                match &agent.runtime {
+                    Some((kind, h)) => tx.want_runtime(&agent.id, kind.as_str(), h, "run")?,
+                    None => tx.want_runtime(&agent.id, "none", "", "stop")?,
+                }
+                tx.finish_step(step)
+            })?;
+        }
+        Action::DeleteAgent { id, moves, .. } => {
+            let entry = detail.unwrap_or_default();
+            stop_runtime(store, id);
+            let items: Vec<trash::TrashItem> = moves
+                .iter()
+                .filter(|m| m.kept.is_none())
+                .map(|m| trash::TrashItem {
+                    label: m.label.clone(),
+                    path: m.path.clone(),
+                })
+                .collect();
+            let kept: Vec<trash::Kept> = moves
+                .iter()
+                .filter_map(|m| {
+                    m.kept.as_ref().map(|why| trash::Kept {
+                        label: m.label.clone(),
+                        path: m.path.clone(),
+                        reason: why.clone(),
+                    })
+                })
+                .collect();
+            let trash_root = store.dir().trash();
+            let manifest =
+                trash::move_to_trash(&trash_root, &entry, id, serial, &items, &kept, cx.guard)?;
+            // The agent's own directory under the state dir, when moving left it empty.
+            if let Some(parent) = moves
+                .iter()
+                .find(|m| m.label == "agentDir")
+                .and_then(|m| m.path.parent())
+            {
+                let _ = std::fs::remove_dir(parent);
+            }
+            failpoint::hit(&format!("after:{step}"));
+            let record = TrashRecord {
+                entry: entry.clone(),
+                agent_id: id.clone(),
+                dir: trash_root.join(&entry),
+                serial,
+                created_at: manifest.created_at.clone(),
+                manifest: serde_json::to_value(&manifest).unwrap_or_default(),
+                restored_at: None,
+            };
+            store.transaction(|tx| {
+                tx.delete_agent(id)?;
+                tx.delete_runtime(id)?;
+                tx.put_trash(&record)?;
+                tx.finish_step(step)
+            })?;
+            applied.trashed.push((entry, trash_root));
+        }
+        Action::AddAccount { channel, account }
+        | Action::ChangeAccount {
+            channel, account, ..
+        } => {
+            let record = desired
+                .accounts
+                .iter()
+                .find(|a| &a.channel == channel && &a.account == account)
+                .cloned();
+            store.transaction(|tx| {
+                if let Some(r) = &record {
+                    tx.put_account(r)?;
+                }
+                tx.finish_step(step)
+            })?;
+        }
+        Action::RemoveAccount { channel, account } => store.transaction(|tx| {
+            tx.delete_account(channel, account)?;
+            tx.finish_step(step)
+        })?,
+        Action::AddBinding { key, .. } | Action::ChangeBinding { key, .. } => {
+            let record = desired
+                .bindings
+                .iter()
+                .find(|b| &b.record.key == key)
+                .map(|b| b.record.clone());
+            store.transaction(|tx| {
+                if let Some(r) = &record {
+                    tx.put_binding(r)?;
+                }
+                tx.finish_step(step)
+            })?;
+        }
+        Action::RemoveBinding { key, .. } => store.transaction(|tx| {
+            tx.delete_binding(key)?;
+            tx.finish_step(step)
+        })?,
+        Action::ForgetTrash { entry, .. } => store.transaction(|tx| {
+            tx.delete_trash(entry)?;
+            tx.finish_step(step)
+        })?,
+        Action::PublishRouting { to, .. } => {
+            let doc = desired.routing.to_document(*to, &desired.config_hash);
+            let path = store.dir().routing_plan();
+            files::write_atomic(&path, doc.to_json().as_bytes()).map_err(&err)?;
+            failpoint::hit(&format!("after:{step}"));
+            let record = PlanRecord {
+                generation: *to,
+                content_hash: doc.content_hash.clone(),
+                config_hash: desired.config_hash.clone(),
+                bindings: desired.routing.bindings.len() as u64,
+                published_at: crate::state::now(),
+            };
+            store.transaction(|tx| {
+                tx.put_plan(&record)?;
+                tx.finish_step(step)
+            })?;
+            applied.generation = Some(*to);
+        }
+    }
+    Ok(())
+}
+
+/// Stops a runtime that state says is running (the controller normally does this; a CLI apply
+/// with no controller must not leave it running against a workspace that moves to trash).
+fn stop_runtime(store: &StateStore, agent_id: &str) {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    let Ok(runtimes) = store.runtimes() else {
+        return;
+    };
+    let Some(pid) = runtimes
+        .iter()
+        .find(|r| r.agent_id == agent_id)
+        .and_then(|r| {
+            let pid = u32::try_from(r.pid?).ok()?;
+            // Only the very process that was started: a reused pid is someone else's.
+            (crate::state::lease::process_start(pid) == r.process_start).then_some(pid)
+        })
+    else {
+        return;
+    };
+    let Ok(raw) = i32::try_from(pid) else {
+        return;
+    };
+    let group = Pid::from_raw(raw);
+    if killpg(group, Signal::SIGTERM).is_err() {
+        return;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if crate::state::lease::process_start(pid).is_none() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = killpg(group, Signal::SIGKILL);
+}
+
+fn user() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+        })
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The commit the config directory is checked out at, when it is a git checkout.
+fn git_commit(dir: &Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .filter(|c| !c.is_empty())
+}

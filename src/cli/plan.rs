@@ -1,0 +1,341 @@
+//! `deepcli plan` and `deepcli apply`: the config against the live state.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{ExitStatus, GlobalSettings, load_valid};
+use crate::apply::{self, ApplyError, Source};
+use crate::plan::render::{self, Paths};
+use crate::plan::{Desired, Options, Plan, World, diff};
+use crate::state::{LeasePurpose, LiveState, StateDir, StateStore};
+use crate::trash::Guard;
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Exit codes:
+  0  no changes (or changes, without --detailed-exitcode)
+  1  error: invalid config, unreadable state, blocked plan
+  2  changes to apply (with --detailed-exitcode)")]
+pub struct PlanArgs {
+    /// Add field-level and file-level diffs under each action.
+    #[arg(long)]
+    diff: bool,
+    /// Print the plan as a versioned JSON document.
+    #[arg(long)]
+    json: bool,
+    /// Save the plan for `deepcli apply FILE`.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Exit 2 when there are changes.
+    #[arg(long)]
+    detailed_exitcode: bool,
+    /// Plan against a `deepcli state export` snapshot instead of the state directory.
+    #[arg(long, value_name = "SNAPSHOT")]
+    live: Option<PathBuf>,
+    /// Let the plan delete protected agents.
+    #[arg(long)]
+    allow_destroy: bool,
+    /// Let the plan delete more than half of the managed agents.
+    #[arg(long)]
+    allow_mass_delete: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Exit codes:
+  0  applied (or nothing to do)
+  1  refused or failed: invalid config, blocked or stale plan, no confirmation
+  2  the command could not run")]
+pub struct ApplyArgs {
+    /// A plan saved by `deepcli plan --out`: apply exactly it, or refuse if it is stale.
+    plan: Option<PathBuf>,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    auto_approve: bool,
+    /// Allow deleting protected agents (to trash).
+    #[arg(long)]
+    allow_destroy: bool,
+    /// Allow deleting more than half of the managed agents (to trash).
+    #[arg(long)]
+    allow_mass_delete: bool,
+}
+
+/// A saved plan: the plan and what it was made against.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedPlan {
+    saved_plan_version: String,
+    plan: Plan,
+}
+
+fn stderr_error(message: impl std::fmt::Display) {
+    let _ = writeln!(anstream::stderr(), "error: {message}");
+}
+
+fn paths(global: &GlobalSettings) -> Paths<'_> {
+    Paths {
+        home: global.load.home.as_deref(),
+    }
+}
+
+fn bindings_file(desired: &Desired) -> String {
+    desired.bindings_file.file_name().map_or_else(
+        || "bindings.yaml".into(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+fn guard(global: &GlobalSettings) -> Guard {
+    Guard::new(
+        &absolute(&global.config_dir),
+        &absolute(&global.load.state_dir),
+        global.load.home.as_deref(),
+    )
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The live state: the database if there is one (a missing one is an empty state, and plan
+/// does not create it).
+fn read_live(state: &StateDir) -> Result<LiveState, ExitStatus> {
+    if !state.db().exists() {
+        return Ok(LiveState::empty());
+    }
+    StateStore::open(state)
+        .and_then(|s| s.snapshot())
+        .map_err(|e| {
+            stderr_error(e);
+            ExitStatus::Failure
+        })
+}
+
+pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
+    let Ok(report) = load_valid(global, "fix them first (nothing was changed)") else {
+        return ExitStatus::Failure;
+    };
+    let desired = Desired::from_config(&report.config);
+    let state = StateDir::new(&global.load.state_dir);
+    let (live, world) = match &args.live {
+        Some(path) => match read_snapshot(path) {
+            Ok(live) => {
+                let world = World::assumed(&live);
+                (live, world)
+            }
+            Err(e) => {
+                stderr_error(e);
+                return ExitStatus::Failure;
+            }
+        },
+        None => {
+            let Ok(live) = read_live(&state) else {
+                return ExitStatus::Failure;
+            };
+            let world = World::observe(&desired, &live, &state);
+            (live, world)
+        }
+    };
+    let guard = guard(global);
+    let plan = diff(
+        &desired,
+        &live,
+        &world,
+        &Options {
+            allow_destroy: args.allow_destroy,
+            allow_mass_delete: args.allow_mass_delete,
+            guard: &guard,
+        },
+    );
+    let text = if args.json {
+        render::json(&plan)
+    } else {
+        render::human(&plan, &paths(global), &bindings_file(&desired), args.diff)
+    };
+    let written = if args.json {
+        std::io::stdout().lock().write_all(text.as_bytes())
+    } else {
+        anstream::stdout().write_all(text.as_bytes())
+    };
+    if written.is_err() {
+        return ExitStatus::Error;
+    }
+    if let Some(out) = &args.out {
+        let saved = SavedPlan {
+            saved_plan_version: crate::plan::FORMAT_VERSION.into(),
+            plan: plan.clone(),
+        };
+        let text = serde_json::to_string_pretty(&saved).unwrap_or_default();
+        if let Err(e) = apply::write_atomic(out, text.as_bytes()) {
+            stderr_error(format!("cannot write `{}`: {e}", out.display()));
+            return ExitStatus::Failure;
+        }
+    }
+    if !plan.blocked.is_empty() {
+        return ExitStatus::Failure;
+    }
+    if args.detailed_exitcode && !plan.is_empty() {
+        return ExitStatus::Error;
+    }
+    ExitStatus::Success
+}
+
+fn read_snapshot(path: &Path) -> Result<LiveState, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let live: LiveState = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "`{}` is not a `deepcli state export` snapshot: {e}",
+            path.display()
+        )
+    })?;
+    if live.format_version != crate::state::SNAPSHOT_FORMAT {
+        return Err(format!(
+            "`{}` has snapshot format {}, this deepcli reads {}",
+            path.display(),
+            live.format_version,
+            crate::state::SNAPSHOT_FORMAT
+        ));
+    }
+    Ok(live)
+}
+
+pub fn apply(global: &GlobalSettings, args: ApplyArgs) -> ExitStatus {
+    match run_apply(global, &args) {
+        Ok(status) => status,
+        Err(e) => {
+            stderr_error(e);
+            ExitStatus::Failure
+        }
+    }
+}
+
+fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, ApplyError> {
+    let saved = match &args.plan {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ApplyError::Stale(format!("cannot read `{}`: {e}", path.display())))?;
+            let saved: SavedPlan = serde_json::from_str(&text).map_err(|e| {
+                ApplyError::Stale(format!("`{}` is not a saved plan: {e}", path.display()))
+            })?;
+            Some(saved.plan)
+        }
+    };
+    let Ok(report) = load_valid(global, "fix them first (nothing was changed)") else {
+        return Ok(ExitStatus::Failure);
+    };
+    let desired = Desired::from_config(&report.config);
+    let state = StateDir::new(&global.load.state_dir);
+    let mut store = StateStore::open(&state)?;
+    store.acquire_lease(LeasePurpose::Apply, Duration::from_secs(3))?;
+    let live = store.snapshot()?;
+    let world = World::observe(&desired, &live, &state);
+    let guard = guard(global);
+    let plan = diff(
+        &desired,
+        &live,
+        &world,
+        &Options {
+            allow_destroy: args.allow_destroy,
+            allow_mass_delete: args.allow_mass_delete,
+            guard: &guard,
+        },
+    );
+    if let Some(saved) = &saved {
+        check_fresh(saved, &plan)?;
+    }
+    let mut out = anstream::stdout();
+    if plan.is_empty() {
+        let _ = writeln!(out, "No changes: the live state matches the config.");
+        return Ok(ExitStatus::Success);
+    }
+    if saved.is_none() || !args.auto_approve {
+        let _ = out.write_all(
+            render::human(&plan, &paths(global), &bindings_file(&desired), false).as_bytes(),
+        );
+    }
+    if !plan.blocked.is_empty() {
+        let reasons: Vec<String> = plan
+            .blocked
+            .iter()
+            .map(|b| format!("  {}", b.reason))
+            .collect();
+        return Err(ApplyError::Blocked(reasons.join("\n")));
+    }
+    if !args.auto_approve && saved.is_none() {
+        if !std::io::stdin().is_terminal() {
+            let _ = writeln!(
+                anstream::stderr(),
+                "error: no terminal to confirm on; review the plan and pass --auto-approve"
+            );
+            return Ok(ExitStatus::Failure);
+        }
+        let _ = write!(out, "\nApply these changes? Only `yes` is accepted: ");
+        let _ = out.flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if answer.trim() != "yes" {
+            let _ = writeln!(out, "Nothing applied.");
+            return Ok(ExitStatus::Failure);
+        }
+    }
+    let terminal = std::io::stderr().is_terminal();
+    let mut progress = |step: &str, i: usize, total: usize| {
+        if terminal {
+            let _ = writeln!(anstream::stderr(), "  [{i}/{total}] {step}");
+        }
+    };
+    let mut cx = apply::Context {
+        config_dir: &global.config_dir,
+        source: Source::Cli,
+        guard: &guard,
+        progress: &mut progress,
+    };
+    let applied = apply::apply(&mut store, &plan, &desired, &mut cx)?;
+    let (add, change, remove) = applied.counts;
+    let generation = applied
+        .generation
+        .map_or_else(String::new, |g| format!(", routing plan generation {g}"));
+    let _ = writeln!(
+        out,
+        "\nApplied: {add} added, {change} changed, {remove} removed (serial {}{generation}).",
+        applied.serial
+    );
+    for (entry, root) in &applied.trashed {
+        let _ = writeln!(
+            out,
+            "Moved to trash: {} (undo: deepcli trash restore {entry})",
+            root.join(entry).display()
+        );
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// A saved plan applies only to the state and config it was made against, and only while the
+/// world still asks for exactly its actions.
+fn check_fresh(saved: &Plan, now: &Plan) -> Result<(), ApplyError> {
+    if !saved.lineage.is_empty() && saved.lineage != now.lineage {
+        return Err(ApplyError::Stale(format!(
+            "it was made for state lineage {}, this state is {}",
+            saved.lineage, now.lineage
+        )));
+    }
+    if saved.serial != now.serial {
+        return Err(ApplyError::Stale(format!(
+            "the state was applied since (serial {} → {})",
+            saved.serial, now.serial
+        )));
+    }
+    if saved.config_hash != now.config_hash {
+        return Err(ApplyError::Stale("the config files changed since".into()));
+    }
+    if saved.actions != now.actions {
+        return Err(ApplyError::Stale(
+            "the world changed since (the same config now plans different actions)".into(),
+        ));
+    }
+    Ok(())
+}

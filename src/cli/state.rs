@@ -1,0 +1,209 @@
+//! `deepcli state export`, `deepcli history` and `deepcli trash list|restore`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use super::{ExitStatus, GlobalSettings};
+use crate::state::{LeasePurpose, StateDir, StateStore};
+use crate::trash;
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Print the live state as JSON (secrets as references), for `deepcli plan --live`.
+    Export,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Print the history as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrashCommand {
+    /// List what deleting agents moved to trash.
+    List {
+        /// Print the entries as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a trash entry's directories back where they were.
+    Restore {
+        /// The entry name, as `deepcli trash list` shows it.
+        entry: String,
+    },
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitStatus {
+    let _ = writeln!(anstream::stderr(), "error: {message}");
+    ExitStatus::Failure
+}
+
+/// The state database, which must already exist: reading commands never create one.
+fn open_existing(global: &GlobalSettings) -> Result<StateStore, ExitStatus> {
+    let dir = StateDir::new(&global.load.state_dir);
+    if !dir.db().exists() {
+        return Err(fail(format!(
+            "no deepcli state in `{}`; run `deepcli apply` first, or pass --state-dir",
+            dir.root().display()
+        )));
+    }
+    StateStore::open(&dir).map_err(fail)
+}
+
+pub fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatus {
+    match command {
+        StateCommand::Export => {
+            let store = match open_existing(global) {
+                Ok(store) => store,
+                Err(status) => return status,
+            };
+            match store.snapshot() {
+                Ok(live) => {
+                    let text = serde_json::to_string_pretty(&live).unwrap_or_default();
+                    let _ = writeln!(std::io::stdout().lock(), "{text}");
+                    ExitStatus::Success
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}
+
+pub fn history(global: &GlobalSettings, args: HistoryArgs) -> ExitStatus {
+    let store = match open_existing(global) {
+        Ok(store) => store,
+        Err(status) => return status,
+    };
+    let records = match store.history() {
+        Ok(records) => records,
+        Err(e) => return fail(e),
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = serde_json::json!({"format_version": "1", "applies": records});
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        );
+        return ExitStatus::Success;
+    }
+    if records.is_empty() {
+        let _ = writeln!(out, "No applies yet.");
+    }
+    for h in &records {
+        let commit = h
+            .git_commit
+            .as_deref()
+            .map_or_else(String::new, |c| format!(" @{}", &c[..c.len().min(12)]));
+        let _ = writeln!(
+            out,
+            "#{:<4} {}  {:<10} {}@{} via {}  +{} ~{} -{}{commit}{}",
+            h.serial,
+            h.started_at,
+            h.outcome,
+            h.user,
+            h.host,
+            h.source,
+            h.added,
+            h.changed,
+            h.removed,
+            h.error
+                .as_deref()
+                .map_or_else(String::new, |e| format!("  error: {e}"))
+        );
+    }
+    ExitStatus::Success
+}
+
+pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
+    let dir = StateDir::new(&global.load.state_dir);
+    match command {
+        TrashCommand::List { json } => {
+            let listing = match trash::scan(&dir.trash()) {
+                Ok(listing) => listing,
+                Err(e) => return fail(e),
+            };
+            let mut out = std::io::stdout().lock();
+            if json {
+                let entries: Vec<_> = listing
+                    .entries
+                    .iter()
+                    .map(|e| serde_json::json!({"entry": e.name, "dir": e.dir, "manifest": e.manifest}))
+                    .collect();
+                let doc = serde_json::json!({"format_version": "1", "entries": entries});
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&doc).unwrap_or_default()
+                );
+                return ExitStatus::Success;
+            }
+            if listing.entries.is_empty() {
+                let _ = writeln!(out, "The trash is empty.");
+            }
+            for e in &listing.entries {
+                let items: Vec<String> = e
+                    .manifest
+                    .items
+                    .iter()
+                    .filter(|i| i.moved)
+                    .map(|i| format!("{} {}", i.label, i.original.display()))
+                    .collect();
+                let state = if e.manifest.is_complete() {
+                    ""
+                } else {
+                    " (incomplete)"
+                };
+                let _ = writeln!(
+                    out,
+                    "{}  agent {}  {}{state}\n    {}",
+                    e.name,
+                    e.manifest.agent_id,
+                    e.manifest.created_at,
+                    items.join("\n    ")
+                );
+            }
+            for u in &listing.unreadable {
+                let _ = writeln!(out, "{}  unreadable: {}", u.name, u.error);
+            }
+            ExitStatus::Success
+        }
+        TrashCommand::Restore { entry } => {
+            let mut store = match StateStore::open(&dir) {
+                Ok(store) => store,
+                Err(e) => return fail(e),
+            };
+            if let Err(e) = store.acquire_lease(LeasePurpose::Trash, Duration::from_secs(3)) {
+                return fail(e);
+            }
+            let guard = trash::Guard::new(
+                &std::path::absolute(&global.config_dir)
+                    .unwrap_or_else(|_| global.config_dir.clone()),
+                &std::path::absolute(dir.root()).unwrap_or_else(|_| dir.root().to_path_buf()),
+                global.load.home.as_deref(),
+            );
+            match trash::restore(&dir.trash(), &entry, &guard) {
+                Ok(manifest) => {
+                    let _ = store.transaction(|tx| tx.mark_restored(&entry));
+                    let mut out = anstream::stdout();
+                    for item in manifest.items.iter().filter(|i| i.moved) {
+                        let _ =
+                            writeln!(out, "restored {} {}", item.label, item.original.display());
+                    }
+                    let _ = writeln!(
+                        out,
+                        "Agent `{}` is not in the live state: list it in agents.yaml again and apply to manage it.",
+                        manifest.agent_id
+                    );
+                    ExitStatus::Success
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! Desired against live: the decisions of reconcile.md, "plan" and "apply", with no I/O.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::desired::{Desired, DesiredAgent};
+use super::observe::{DirState, World};
+use super::{Action, Blocked, Drift, FieldChange, FileWrite, Plan, RuntimeOp, TrashMove};
+use crate::routing::normalize::MAIN_AGENT;
+use crate::state::{AgentRecord, LiveState};
+use crate::{hash, workspace};
+
+/// What the operator allowed, and which paths are never moved.
+pub struct Options<'a> {
+    pub allow_destroy: bool,
+    pub allow_mass_delete: bool,
+    pub guard: &'a crate::trash::Guard,
+}
+
+pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Options<'_>) -> Plan {
+    let mut plan = Plan {
+        format_version: super::FORMAT_VERSION.to_string(),
+        lineage: live.lineage.clone(),
+        serial: live.serial,
+        config_hash: desired.config_hash.clone(),
+        actions: Vec::new(),
+        drift: Vec::new(),
+        blocked: Vec::new(),
+    };
+    let live_agents: HashMap<&str, &AgentRecord> =
+        live.agents.iter().map(|a| (a.id.as_str(), a)).collect();
+    let runtimes: HashMap<&str, &str> = live
+        .runtimes
+        .iter()
+        .filter(|r| r.desired == "run")
+        .map(|r| (r.agent_id.as_str(), r.spec_hash.as_str()))
+        .collect();
+    let recorded: HashMap<(&str, &str), &str> = live
+        .bootstrap
+        .iter()
+        .map(|b| ((b.agent_id.as_str(), b.name.as_str()), b.hash.as_str()))
+        .collect();
+
+    // Bindings removed go first: nothing may route to an agent that is about to go.
+    bindings(desired, live, &mut plan);
+    let removals: Vec<Action> = plan.actions.drain(..).collect();
+    let (binding_removals, binding_rest): (Vec<_>, Vec<_>) = removals
+        .into_iter()
+        .partition(|a| matches!(a, Action::RemoveBinding { .. }));
+    plan.actions.extend(binding_removals);
+
+    for agent in &desired.agents {
+        let runtime = runtime_op(agent, runtimes.get(agent.id.as_str()).copied());
+        match live_agents.get(agent.id.as_str()) {
+            None => plan.actions.push(create(agent, world, runtime)),
+            Some(record) => update(agent, record, world, &recorded, runtime, &mut plan),
+        }
+    }
+    plan.actions.extend(binding_rest);
+    accounts(desired, live, &mut plan);
+
+    // Agents that left the config: runtime stopped, files to trash.
+    let mut deletes = 0usize;
+    for record in &live.agents {
+        if desired.agents.iter().any(|a| a.id == record.id) {
+            continue;
+        }
+        deletes += 1;
+        if record.id == MAIN_AGENT {
+            // `main` always exists in the config; a record of it without a desired agent means
+            // a broken state, never a reason to trash it.
+            continue;
+        }
+        if record.protect && !options.allow_destroy {
+            plan.blocked.push(Blocked {
+                reason: format!(
+                    "agent `{}` is protected (`protect: true` when it was applied); deleting it needs --allow-destroy",
+                    record.id
+                ),
+                flag: Some("--allow-destroy".into()),
+            });
+        }
+        let moves = trash_moves(record, desired, live);
+        for m in moves.iter().filter(|m| m.kept.is_none()) {
+            if let Err(e) = options.guard.check(&m.path) {
+                plan.blocked.push(Blocked {
+                    reason: format!("agent `{}`: {e}", record.id),
+                    flag: None,
+                });
+            }
+        }
+        let runtime = runtimes
+            .contains_key(record.id.as_str())
+            .then_some(RuntimeOp::Stop);
+        plan.actions.push(Action::DeleteAgent {
+            id: record.id.clone(),
+            moves,
+            runtime,
+        });
+    }
+    let managed = live.agents.len();
+    if deletes > 0 && (deletes * 2 > managed || deletes == managed) && !options.allow_mass_delete {
+        plan.blocked.push(Blocked {
+            reason: format!(
+                "this plan deletes {deletes} of {managed} managed agents; an emptied or truncated agents.yaml, or a wrong --config, looks like this. Check the config; if it is meant, pass --allow-mass-delete"
+            ),
+            flag: Some("--allow-mass-delete".into()),
+        });
+    }
+
+    for entry in &live.trash {
+        if entry.restored_at.is_none() && world.trash_dirs.get(&entry.dir) == Some(&false) {
+            plan.drift.push(Drift {
+                object: format!("trash {}", entry.entry),
+                what: vec![format!("{} was removed by hand", entry.dir.display())],
+            });
+            plan.actions.push(Action::ForgetTrash {
+                entry: entry.entry.clone(),
+                dir: entry.dir.clone(),
+            });
+        }
+    }
+
+    routing(desired, live, world, &mut plan);
+    plan
+}
+
+fn runtime_op(agent: &DesiredAgent, live_hash: Option<&str>) -> Option<RuntimeOp> {
+    match (&agent.runtime, live_hash) {
+        (Some(_), None) => Some(RuntimeOp::Start),
+        (Some((_, hash)), Some(live)) if hash != live => Some(RuntimeOp::Restart),
+        (None, Some(_)) => Some(RuntimeOp::Stop),
+        _ => None,
+    }
+}
+
+fn file_write(agent: &DesiredAgent, name: &str, why: &str, old_hash: Option<String>) -> FileWrite {
+    let content = agent.file(name).unwrap_or_default();
+    FileWrite {
+        name: name.to_string(),
+        path: agent.workspace.join(name),
+        why: why.to_string(),
+        hash: hash::of(content.as_bytes()),
+        old_hash,
+    }
+}
+
+/// The bootstrap files a workspace in state `dir` gets: all eight into a brand-new or empty
+/// one, else those that do not exist (never overwrite).
+fn fresh_files(agent: &DesiredAgent, dir: DirState, world: &World, why: &str) -> Vec<FileWrite> {
+    if agent.skip_bootstrap {
+        return Vec::new();
+    }
+    let brand_new = matches!(dir, DirState::Missing | DirState::Empty);
+    workspace::FILES
+        .iter()
+        .filter(|name| brand_new || **name != workspace::FIRST_RUN)
+        .filter(|name| brand_new || world.file(&agent.workspace.join(name)) == Some(None))
+        .map(|name| file_write(agent, name, why, None))
+        .collect()
+}
+
+fn create(agent: &DesiredAgent, world: &World, runtime: Option<RuntimeOp>) -> Action {
+    Action::CreateAgent {
+        id: agent.id.clone(),
+        workspace: agent.workspace.clone(),
+        agent_dir: agent.agent_dir.clone(),
+        sessions_dir: agent.sessions_dir.clone(),
+        files: fresh_files(agent, world.dir(&agent.workspace), world, "new"),
+        runtime,
+    }
+}
+
+fn update(
+    agent: &DesiredAgent,
+    record: &AgentRecord,
+    world: &World,
+    recorded: &HashMap<(&str, &str), &str>,
+    runtime: Option<RuntimeOp>,
+    plan: &mut Plan,
+) {
+    let changes = if record.spec_hash == agent.spec_hash {
+        Vec::new()
+    } else {
+        let mut changes = field_changes(&record.spec, &agent.spec);
+        for (label, from, to) in [
+            ("workspace", &record.workspace, &agent.workspace),
+            ("agentDir", &record.agent_dir, &agent.agent_dir),
+        ] {
+            if from != to {
+                changes.push(FieldChange {
+                    path: format!("{label} (resolved)"),
+                    from: Some(Value::String(from.display().to_string())),
+                    to: Some(Value::String(to.display().to_string())),
+                });
+            }
+        }
+        changes
+    };
+    let mut drift = Vec::new();
+    let mut dirs = Vec::new();
+    let mut files = Vec::new();
+    let moved = record.workspace != agent.workspace;
+    let ws_state = world.dir(&agent.workspace);
+
+    for (label, path, was) in [
+        ("workspace", &agent.workspace, &record.workspace),
+        ("agentDir", &agent.agent_dir, &record.agent_dir),
+        ("sessions", &agent.sessions_dir, &record.sessions_dir),
+    ] {
+        if !world.dir(path).exists() {
+            if world.observed && path == was {
+                drift.push(format!("{label} {} was deleted", path.display()));
+            }
+            dirs.push(path.clone());
+        }
+    }
+
+    if moved || !ws_state.exists() {
+        // A new or recreated workspace is bootstrapped like a brand-new one.
+        let why = if moved { "new" } else { "repair" };
+        files = fresh_files(agent, ws_state, world, why);
+    } else if !agent.skip_bootstrap {
+        for name in workspace::FILES
+            .iter()
+            .filter(|n| **n != workspace::FIRST_RUN)
+        {
+            let path = agent.workspace.join(name);
+            let Some(current) = world.file(&path) else {
+                continue;
+            };
+            let wrote = recorded.get(&(agent.id.as_str(), *name)).copied();
+            let want = hash::of(agent.file(name).unwrap_or_default().as_bytes());
+            match (current, wrote) {
+                (None, Some(_)) => {
+                    drift.push(format!("workspace file {name} was deleted"));
+                    files.push(file_write(agent, name, "repair", None));
+                }
+                (None, None) => files.push(file_write(agent, name, "new", None)),
+                (Some(now), Some(wrote)) if *name == workspace::IDENTITY && now != want => {
+                    if now == wrote {
+                        files.push(file_write(agent, name, "identity", Some(now.to_string())));
+                    } else {
+                        drift.push(format!("{name} edited (kept)"));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let left_behind = if moved && world.dir(&record.workspace).exists() {
+        vec![record.workspace.clone()]
+    } else {
+        Vec::new()
+    };
+    if !drift.is_empty() {
+        plan.drift.push(Drift {
+            object: format!("agent {}", agent.id),
+            what: drift,
+        });
+    }
+    let protect_changed = record.protect != agent.protect;
+    if changes.is_empty()
+        && dirs.is_empty()
+        && files.is_empty()
+        && runtime.is_none()
+        && !protect_changed
+    {
+        return;
+    }
+    plan.actions.push(Action::UpdateAgent {
+        id: agent.id.clone(),
+        changes,
+        dirs,
+        files,
+        runtime,
+        left_behind,
+    });
+}
+
+/// Paths overlap when one is the other or inside it.
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+fn trash_moves(record: &AgentRecord, desired: &Desired, live: &LiveState) -> Vec<TrashMove> {
+    let others: Vec<(&str, [&PathBuf; 3])> = desired
+        .agents
+        .iter()
+        .map(|a| (a.id.as_str(), [&a.workspace, &a.agent_dir, &a.sessions_dir]))
+        .chain(
+            live.agents
+                .iter()
+                .filter(|a| a.id != record.id && !desired.agents.iter().any(|d| d.id == a.id))
+                .map(|a| (a.id.as_str(), [&a.workspace, &a.agent_dir, &a.sessions_dir])),
+        )
+        .filter(|(id, _)| *id != record.id)
+        .collect();
+    [
+        ("workspace", &record.workspace, record.owns_workspace),
+        ("agentDir", &record.agent_dir, record.owns_agent_dir),
+        ("sessions", &record.sessions_dir, record.owns_sessions),
+    ]
+    .into_iter()
+    .map(|(label, path, owned)| {
+        let shared = others
+            .iter()
+            .find(|(_, paths)| paths.iter().any(|p| overlaps(p, path)))
+            .map(|(id, _)| format!("shared with agent `{id}`"));
+        let kept = if owned {
+            shared
+        } else {
+            Some("not created or adopted by deepcli".to_string())
+        };
+        TrashMove {
+            label: label.to_string(),
+            path: path.clone(),
+            kept,
+        }
+    })
+    .collect()
+}
+
+fn accounts(desired: &Desired, live: &LiveState, plan: &mut Plan) {
+    let live_accounts: HashMap<(&str, &str), &crate::state::AccountRecord> = live
+        .channel_accounts
+        .iter()
+        .map(|a| ((a.channel.as_str(), a.account.as_str()), a))
+        .collect();
+    for a in &desired.accounts {
+        match live_accounts.get(&(a.channel.as_str(), a.account.as_str())) {
+            None => plan.actions.push(Action::AddAccount {
+                channel: a.channel.clone(),
+                account: a.account.clone(),
+            }),
+            Some(l) if l.hash != a.hash => plan.actions.push(Action::ChangeAccount {
+                channel: a.channel.clone(),
+                account: a.account.clone(),
+                changes: field_changes(&l.spec, &a.spec),
+            }),
+            Some(_) => {}
+        }
+    }
+    for l in &live.channel_accounts {
+        if !desired
+            .accounts
+            .iter()
+            .any(|a| a.channel == l.channel && a.account == l.account)
+        {
+            plan.actions.push(Action::RemoveAccount {
+                channel: l.channel.clone(),
+                account: l.account.clone(),
+            });
+        }
+    }
+}
+
+fn bindings(desired: &Desired, live: &LiveState, plan: &mut Plan) {
+    let live_bindings: HashMap<&str, &crate::state::BindingRecord> =
+        live.bindings.iter().map(|b| (b.key.as_str(), b)).collect();
+    for b in &live.bindings {
+        if !desired.bindings.iter().any(|d| d.record.key == b.key) {
+            plan.actions.push(Action::RemoveBinding {
+                key: b.key.clone(),
+                describe: describe_record(&b.spec),
+                agent_id: b.agent_id.clone(),
+            });
+        }
+    }
+    for d in &desired.bindings {
+        let r = &d.record;
+        match live_bindings.get(r.key.as_str()) {
+            None => plan.actions.push(Action::AddBinding {
+                key: r.key.clone(),
+                describe: d.describe.clone(),
+                agent_id: r.agent_id.clone(),
+                line: d.line,
+            }),
+            Some(l) if l.spec != r.spec => plan.actions.push(Action::ChangeBinding {
+                key: r.key.clone(),
+                describe: d.describe.clone(),
+                from_agent: l.agent_id.clone(),
+                agent_id: r.agent_id.clone(),
+                changes: field_changes(&l.spec, &r.spec),
+                line: d.line,
+            }),
+            Some(_) => {}
+        }
+    }
+}
+
+fn describe_record(spec: &Value) -> String {
+    serde_json::from_value::<crate::config::model::BindingSpec>(spec.clone())
+        .map(|s| super::desired::describe_binding(&s))
+        .unwrap_or_else(|_| "binding".to_string())
+}
+
+fn routing(desired: &Desired, live: &LiveState, world: &World, plan: &mut Plan) {
+    let published = live.routing.as_ref();
+    let same = published.is_some_and(|p| p.content_hash == desired.routing_hash);
+    let file_ok = world.routing_file.as_deref() == Some(desired.routing_hash.as_str());
+    if same && file_ok {
+        return;
+    }
+    if same && world.observed {
+        plan.drift.push(Drift {
+            object: "routing plan".into(),
+            what: vec![match &world.routing_file {
+                None => "routing-plan.json is missing".to_string(),
+                Some(_) => "routing-plan.json was changed by hand".to_string(),
+            }],
+        });
+    }
+    let changed = plan
+        .actions
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Action::AddBinding { .. }
+                    | Action::ChangeBinding { .. }
+                    | Action::RemoveBinding { .. }
+            )
+        })
+        .count() as u64;
+    let reordered = !same && changed == 0 && published.is_some();
+    plan.actions.push(Action::PublishRouting {
+        from: published.map(|p| p.generation),
+        to: published.map_or(1, |p| p.generation + 1),
+        content_hash: desired.routing_hash.clone(),
+        bindings_changed: changed + u64::from(reordered),
+    });
+}
+
+/// Field-level differences between two JSON values, by dotted path.
+pub fn field_changes(from: &Value, to: &Value) -> Vec<FieldChange> {
+    let mut a = BTreeMap::new();
+    let mut b = BTreeMap::new();
+    flatten("", from, &mut a);
+    flatten("", to, &mut b);
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| FieldChange {
+            path: k.clone(),
+            from: a.get(k).cloned(),
+            to: b.get(k).cloned(),
+        })
+        .collect()
+}
+
+fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, v) in map {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&path, v, out);
+            }
+        }
+        _ => {
+            out.insert(prefix.to_string(), value.clone());
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! `deepcli plan`: the config (desired) against the live state and the world → typed actions
+//! with reasons, and drift (reconcile.md, "plan").
+//!
+//! [`diff`] is pure: the world is observed first ([`World::observe`]) and handed in, so every
+//! decision here is testable without a disk.
+
+pub mod desired;
+mod diff;
+pub mod observe;
+pub mod render;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use desired::Desired;
+pub use diff::{Options, diff};
+pub use observe::World;
+
+/// `format_version` of `plan --json` and saved plans.
+pub const FORMAT_VERSION: &str = "1";
+
+/// What `apply` would do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub format_version: String,
+    /// The state the plan was made against: a saved plan applies only to it.
+    pub lineage: String,
+    pub serial: u64,
+    pub config_hash: String,
+    pub actions: Vec<Action>,
+    /// Things changed outside deepcli; the actions above repair them.
+    pub drift: Vec<Drift>,
+    /// What keeps this plan from being applied as it is.
+    pub blocked: Vec<Blocked>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.actions.is_empty()
+    }
+
+    /// (to add, to change, to remove).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let mut counts = (0, 0, 0);
+        for action in &self.actions {
+            match action.op() {
+                Op::Add => counts.0 += 1,
+                Op::Change => counts.1 += 1,
+                Op::Remove => counts.2 += 1,
+            }
+        }
+        counts
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Add,
+    Change,
+    Remove,
+}
+
+/// One field that differs: `from` / `to` are absent when the field is added / removed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldChange {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<serde_json::Value>,
+}
+
+/// A bootstrap file apply writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileWrite {
+    pub name: String,
+    pub path: PathBuf,
+    /// Why: `new`, `repair` (deleted outside deepcli), `identity` (identity changed).
+    pub why: String,
+    pub hash: String,
+    /// The content on disk now, for `--diff` (identity updates only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_hash: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeOp {
+    Start,
+    Restart,
+    Stop,
+}
+
+/// A path deleting an agent moves to trash, or keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrashMove {
+    pub label: String,
+    pub path: PathBuf,
+    /// Why it stays (shared with another agent); `None`: it moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Action {
+    #[serde(rename_all = "camelCase")]
+    CreateAgent {
+        id: String,
+        workspace: PathBuf,
+        agent_dir: PathBuf,
+        sessions_dir: PathBuf,
+        files: Vec<FileWrite>,
+        runtime: Option<RuntimeOp>,
+    },
+    #[serde(rename_all = "camelCase")]
+    UpdateAgent {
+        id: String,
+        changes: Vec<FieldChange>,
+        /// Directories to (re)create.
+        dirs: Vec<PathBuf>,
+        files: Vec<FileWrite>,
+        runtime: Option<RuntimeOp>,
+        /// Workspaces the agent no longer uses: left where they are.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_behind: Vec<PathBuf>,
+    },
+    #[serde(rename_all = "camelCase")]
+    DeleteAgent {
+        id: String,
+        moves: Vec<TrashMove>,
+        runtime: Option<RuntimeOp>,
+    },
+    #[serde(rename_all = "camelCase")]
+    AddAccount { channel: String, account: String },
+    #[serde(rename_all = "camelCase")]
+    ChangeAccount {
+        channel: String,
+        account: String,
+        changes: Vec<FieldChange>,
+    },
+    #[serde(rename_all = "camelCase")]
+    RemoveAccount { channel: String, account: String },
+    #[serde(rename_all = "camelCase")]
+    AddBinding {
+        key: String,
+        describe: String,
+        agent_id: String,
+        line: u32,
+    },
+    #[serde(rename_all = "camelCase")]
+    ChangeBinding {
+        key: String,
+        describe: String,
+        from_agent: String,
+        agent_id: String,
+        changes: Vec<FieldChange>,
+        line: u32,
+    },
+    #[serde(rename_all = "camelCase")]
+    RemoveBinding {
+        key: String,
+        describe: String,
+        agent_id: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ForgetTrash { entry: String, dir: PathBuf },
+    #[serde(rename_all = "camelCase")]
+    PublishRouting {
+        from: Option<u64>,
+        to: u64,
+        content_hash: String,
+        /// Bindings added, changed or removed (order changes count as one).
+        bindings_changed: u64,
+    },
+}
+
+impl Action {
+    pub fn op(&self) -> Op {
+        match self {
+            Action::CreateAgent { .. } | Action::AddAccount { .. } | Action::AddBinding { .. } => {
+                Op::Add
+            }
+            Action::DeleteAgent { .. }
+            | Action::RemoveAccount { .. }
+            | Action::RemoveBinding { .. }
+            | Action::ForgetTrash { .. } => Op::Remove,
+            _ => Op::Change,
+        }
+    }
+
+    /// The journal step name: stable, unique within a plan.
+    pub fn step(&self) -> String {
+        match self {
+            Action::CreateAgent { id, .. } => format!("agent.create:{id}"),
+            Action::UpdateAgent { id, .. } => format!("agent.update:{id}"),
+            Action::DeleteAgent { id, .. } => format!("agent.delete:{id}"),
+            Action::AddAccount {
+                channel, account, ..
+            } => format!("account.add:{channel}:{account}"),
+            Action::ChangeAccount {
+                channel, account, ..
+            } => format!("account.change:{channel}:{account}"),
+            Action::RemoveAccount { channel, account } => {
+                format!("account.remove:{channel}:{account}")
+            }
+            Action::AddBinding { key, .. } => format!("binding.add:{key}"),
+            Action::ChangeBinding { key, .. } => format!("binding.change:{key}"),
+            Action::RemoveBinding { key, .. } => format!("binding.remove:{key}"),
+            Action::ForgetTrash { entry, .. } => format!("trash.forget:{entry}"),
+            Action::PublishRouting { to, .. } => format!("routing.publish:{to}"),
+        }
+    }
+}
+
+/// Something changed outside deepcli.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Drift {
+    /// `agent main`, `routing plan`, `trash old-bot-20261130T…`.
+    pub object: String,
+    pub what: Vec<String>,
+}
+
+/// A guard that stops the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Blocked {
+    pub reason: String,
+    /// The flag that lets it through, if any (`--allow-destroy`, `--allow-mass-delete`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flag: Option<String>,
+}

@@ -1,0 +1,197 @@
+//! One writer at a time: a lease row that names its holder (pid, host, process start time,
+//! purpose). A second writer waits briefly, then fails naming the holder. A holder that is dead
+//! (same host: its pid is gone or is another process now; another host: no heartbeat for
+//! [`STALE_AFTER`]) is taken over.
+
+use std::time::{Duration, Instant};
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+
+use super::{Result, StateError, StateStore, now};
+
+/// A holder on another host that has not renewed for this long is presumed dead.
+pub const STALE_AFTER: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeasePurpose {
+    Apply,
+    Controller,
+    Trash,
+    Edit,
+}
+
+impl LeasePurpose {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeasePurpose::Apply => "deepcli apply",
+            LeasePurpose::Controller => "deepcli up",
+            LeasePurpose::Trash => "deepcli trash",
+            LeasePurpose::Edit => "deepcli edit",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseHolder {
+    pub pid: u32,
+    pub host: String,
+    pub process_start: Option<String>,
+    pub purpose: String,
+    pub acquired_at: String,
+    pub heartbeat_at: String,
+}
+
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The start time of a process (clock ticks since boot, `/proc/<pid>/stat` field 22): with the
+/// pid it names one process, even after the pid is reused.
+pub fn process_start(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19).map(str::to_string)
+}
+
+impl LeaseHolder {
+    fn is_alive(&self, host: &str) -> bool {
+        if self.host == host {
+            match process_start(self.pid) {
+                None => false,
+                Some(start) => self.process_start.as_deref().is_none_or(|s| s == start),
+            }
+        } else {
+            let stale = jiff::Timestamp::now()
+                .as_second()
+                .saturating_sub(parse_time(&self.heartbeat_at).unwrap_or(0));
+            stale < STALE_AFTER.as_secs() as i64
+        }
+    }
+}
+
+fn parse_time(text: &str) -> Option<i64> {
+    text.parse::<jiff::Timestamp>().ok().map(|t| t.as_second())
+}
+
+impl StateStore {
+    /// Takes the lease, waiting up to `wait` for a live holder to let go.
+    pub fn acquire_lease(&mut self, purpose: LeasePurpose, wait: Duration) -> Result<()> {
+        let deadline = Instant::now() + wait;
+        let host = hostname();
+        let pid = std::process::id();
+        let me = process_start(pid);
+        loop {
+            match self.try_acquire(purpose, &host, pid, me.as_deref())? {
+                None => {
+                    self.holds_lease = true;
+                    return Ok(());
+                }
+                Some(holder) if Instant::now() >= deadline => {
+                    return Err(StateError::Locked(holder));
+                }
+                Some(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// `None` when the lease is now ours; else the live holder.
+    fn try_acquire(
+        &mut self,
+        purpose: LeasePurpose,
+        host: &str,
+        pid: u32,
+        start: Option<&str>,
+    ) -> Result<Option<LeaseHolder>> {
+        let path = self.dir.db();
+        let sql = |source| StateError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        let holder = tx
+            .query_row(
+                "SELECT pid, host, process_start, purpose, acquired_at, heartbeat_at FROM lease WHERE id = 1",
+                [],
+                |r| {
+                    Ok(LeaseHolder {
+                        pid: r.get(0)?,
+                        host: r.get(1)?,
+                        process_start: r.get(2)?,
+                        purpose: r.get(3)?,
+                        acquired_at: r.get(4)?,
+                        heartbeat_at: r.get(5)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(sql)?;
+        if let Some(holder) = holder {
+            let mine = holder.pid == pid && holder.host == host;
+            if !mine && holder.is_alive(host) {
+                return Ok(Some(holder));
+            }
+        }
+        let at = now();
+        tx.execute(
+            "INSERT OR REPLACE INTO lease (id, pid, host, process_start, purpose, acquired_at, heartbeat_at) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?5)",
+            params![pid, host, start, purpose.as_str(), at],
+        )
+        .map_err(sql)?;
+        tx.commit().map_err(sql)?;
+        Ok(None)
+    }
+
+    /// Proves the holder is alive (long-running holders call this periodically).
+    pub fn renew_lease(&mut self) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE lease SET heartbeat_at = ?1 WHERE id = 1 AND pid = ?2 AND host = ?3",
+                params![now(), std::process::id(), hostname()],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    pub fn release_lease(&mut self) -> Result<()> {
+        self.holds_lease = false;
+        self.conn
+            .execute(
+                "DELETE FROM lease WHERE id = 1 AND pid = ?1 AND host = ?2",
+                params![std::process::id(), hostname()],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// Who holds the lease now, if anyone alive does.
+    pub fn lease_holder(&self) -> Result<Option<LeaseHolder>> {
+        let holder = self
+            .conn
+            .query_row(
+                "SELECT pid, host, process_start, purpose, acquired_at, heartbeat_at FROM lease WHERE id = 1",
+                [],
+                |r| {
+                    Ok(LeaseHolder {
+                        pid: r.get(0)?,
+                        host: r.get(1)?,
+                        process_start: r.get(2)?,
+                        purpose: r.get(3)?,
+                        acquired_at: r.get(4)?,
+                        heartbeat_at: r.get(5)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        Ok(holder.filter(|h| h.is_alive(&hostname())))
+    }
+}

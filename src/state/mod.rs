@@ -1,0 +1,732 @@
+//! The live state: what deepcli applied, in SQLite under the state directory (reconcile.md,
+//! "State directory").
+//!
+//! This module owns the database: its migrations, its records, the single-writer lease and the
+//! JSON snapshot (`deepcli state export`). It does not decide anything (that is `plan`) and does
+//! not touch the world beyond the state directory (that is `apply`).
+
+pub mod lease;
+mod paths;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+pub use lease::{LeaseHolder, LeasePurpose};
+pub use paths::StateDir;
+
+/// The newest schema this build knows. A database with a higher `user_version` was written by
+/// a newer deepcli and is refused.
+pub const SCHEMA_VERSION: i64 = 1;
+const MIGRATIONS: [&str; 1] = [include_str!("schema.sql")];
+
+/// `format_version` of `deepcli state export`.
+pub const SNAPSHOT_FORMAT: &str = "1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot create state directory `{}`: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("state database `{}`: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "state directory `{}` was written by a newer deepcli (schema {found}, this build knows up to {SCHEMA_VERSION}); upgrade deepcli, or point --state-dir elsewhere",
+        path.display()
+    )]
+    Newer { path: PathBuf, found: i64 },
+    #[error(
+        "the state is locked by pid {} on {} ({}) since {}; wait for it to finish, or stop it",
+        .0.pid, .0.host, .0.purpose, .0.acquired_at
+    )]
+    Locked(LeaseHolder),
+    #[error("state record is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// The database, open.
+pub struct StateStore {
+    dir: StateDir,
+    conn: Connection,
+    holds_lease: bool,
+}
+
+impl std::fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateStore")
+            .field("dir", &self.dir.root())
+            .finish()
+    }
+}
+
+pub type Result<T, E = StateError> = std::result::Result<T, E>;
+
+/// A managed agent as last applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRecord {
+    pub id: String,
+    pub spec_hash: String,
+    pub spec: serde_json::Value,
+    pub workspace: PathBuf,
+    pub agent_dir: PathBuf,
+    pub sessions_dir: PathBuf,
+    pub protect: bool,
+    pub owns_workspace: bool,
+    pub owns_agent_dir: bool,
+    pub owns_sessions: bool,
+    pub applied_serial: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BootstrapRecord {
+    pub agent_id: String,
+    pub name: String,
+    pub path: PathBuf,
+    pub hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountRecord {
+    pub channel: String,
+    pub account: String,
+    /// The account's fields with secret references only.
+    pub spec: serde_json::Value,
+    pub hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingRecord {
+    /// The binding's identity: its type and normalized match.
+    pub key: String,
+    pub agent_id: String,
+    pub spec: serde_json::Value,
+    pub position: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeRecord {
+    pub agent_id: String,
+    pub kind: String,
+    pub spec_hash: String,
+    /// What apply asked for: `run` or `stop`.
+    pub desired: String,
+    pub status: String,
+    pub pid: Option<i64>,
+    pub process_start: Option<String>,
+    pub started_at: Option<String>,
+    pub restarts: u64,
+    pub last_exit: Option<String>,
+    pub last_error: Option<String>,
+    pub info: Option<serde_json::Value>,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanRecord {
+    pub generation: u64,
+    pub content_hash: String,
+    pub config_hash: String,
+    pub bindings: u64,
+    pub published_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrashRecord {
+    pub entry: String,
+    pub agent_id: String,
+    pub dir: PathBuf,
+    pub serial: u64,
+    pub created_at: String,
+    pub manifest: serde_json::Value,
+    pub restored_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryRecord {
+    pub id: i64,
+    pub serial: u64,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub user: String,
+    pub host: String,
+    pub source: String,
+    pub config_hash: String,
+    pub git_commit: Option<String>,
+    pub added: u64,
+    pub changed: u64,
+    pub removed: u64,
+    pub outcome: String,
+    pub error: Option<String>,
+}
+
+/// Everything `plan` compares the config with: the live state as one value. Also the
+/// `deepcli state export` document, so a CI job can plan against production state without its
+/// database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveState {
+    pub format_version: String,
+    pub lineage: String,
+    pub serial: u64,
+    pub agents: Vec<AgentRecord>,
+    pub bootstrap: Vec<BootstrapRecord>,
+    pub channel_accounts: Vec<AccountRecord>,
+    pub bindings: Vec<BindingRecord>,
+    pub runtimes: Vec<RuntimeRecord>,
+    pub routing: Option<PlanRecord>,
+    pub trash: Vec<TrashRecord>,
+}
+
+impl LiveState {
+    /// The state of a directory nothing was applied to yet.
+    pub fn empty() -> LiveState {
+        LiveState {
+            format_version: SNAPSHOT_FORMAT.to_string(),
+            lineage: String::new(),
+            serial: 0,
+            agents: Vec::new(),
+            bootstrap: Vec::new(),
+            channel_accounts: Vec::new(),
+            bindings: Vec::new(),
+            runtimes: Vec::new(),
+            routing: None,
+            trash: Vec::new(),
+        }
+    }
+}
+
+/// Now, as stored: RFC 3339 UTC with second precision.
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
+}
+
+fn bool_of(v: i64) -> bool {
+    v != 0
+}
+
+impl StateStore {
+    /// Opens (creating when needed) the state database under `dir` and migrates it.
+    pub fn open(dir: &StateDir) -> Result<StateStore> {
+        dir.create()?;
+        let path = dir.db();
+        let sql = |source| StateError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let conn = Connection::open(&path).map_err(sql)?;
+        // WAL with synchronous=NORMAL: a crash of deepcli never loses a committed step; a power
+        // loss may lose the last steps but never corrupts, and the next apply redoes them.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql)?;
+        let mut store = StateStore {
+            dir: dir.clone(),
+            conn,
+            holds_lease: false,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    pub fn dir(&self) -> &StateDir {
+        &self.dir
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> StateError {
+        StateError::Sqlite {
+            path: self.dir.db(),
+            source,
+        }
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let version: i64 = self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| self.sql(e))?;
+        if version > SCHEMA_VERSION {
+            return Err(StateError::Newer {
+                path: self.dir.root().to_path_buf(),
+                found: version,
+            });
+        }
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let path = self.dir.db();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)
+            .map_err(|source| StateError::Sqlite {
+                path: path.clone(),
+                source,
+            })?;
+        let sql = |source| StateError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        // Another process may have migrated while this one waited for the lock.
+        let version: i64 = tx
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(sql)?;
+        for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            tx.execute_batch(migration).map_err(sql)?;
+            if i == 0 {
+                tx.execute(
+                    "INSERT INTO meta (key, value) VALUES ('lineage', ?1), ('serial', '0'), ('created_at', ?2), ('created_by', ?3)",
+                    params![uuid::Uuid::new_v4().to_string(), now(), concat!("deepcli ", env!("CARGO_PKG_VERSION"))],
+                )
+                .map_err(sql)?;
+            }
+            tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(sql)?;
+        }
+        tx.commit().map_err(sql)
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.sql(e))
+    }
+
+    pub fn lineage(&self) -> Result<String> {
+        self.meta("lineage")?
+            .ok_or_else(|| StateError::Corrupt("the lineage is missing".into()))
+    }
+
+    pub fn serial(&self) -> Result<u64> {
+        self.meta("serial")?
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| StateError::Corrupt("the serial is missing".into()))
+    }
+
+    /// Runs `f` in one transaction: every record of an apply step lands together or not at all.
+    pub fn transaction<T>(&mut self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        let path = self.dir.db();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|source| StateError::Sqlite {
+                path: path.clone(),
+                source,
+            })?;
+        let out = f(&Tx {
+            tx: &tx,
+            path: &path,
+        })?;
+        tx.commit()
+            .map_err(|source| StateError::Sqlite { path, source })?;
+        Ok(out)
+    }
+
+    /// The whole live state.
+    pub fn snapshot(&self) -> Result<LiveState> {
+        let conn = &self.conn;
+        let sql = |e| self.sql(e);
+        let json = |text: String| serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+        let agents = conn
+            .prepare("SELECT id, spec_hash, spec, workspace, agent_dir, sessions_dir, protect, owns_workspace, owns_agent_dir, owns_sessions, applied_serial FROM agents ORDER BY id")
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok(AgentRecord {
+                        id: r.get(0)?,
+                        spec_hash: r.get(1)?,
+                        spec: json(r.get(2)?),
+                        workspace: PathBuf::from(r.get::<_, String>(3)?),
+                        agent_dir: PathBuf::from(r.get::<_, String>(4)?),
+                        sessions_dir: PathBuf::from(r.get::<_, String>(5)?),
+                        protect: bool_of(r.get(6)?),
+                        owns_workspace: bool_of(r.get(7)?),
+                        owns_agent_dir: bool_of(r.get(8)?),
+                        owns_sessions: bool_of(r.get(9)?),
+                        applied_serial: r.get(10)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(sql)?;
+        let bootstrap = conn
+            .prepare(
+                "SELECT agent_id, name, path, hash FROM bootstrap_files ORDER BY agent_id, name",
+            )
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok(BootstrapRecord {
+                        agent_id: r.get(0)?,
+                        name: r.get(1)?,
+                        path: PathBuf::from(r.get::<_, String>(2)?),
+                        hash: r.get(3)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(sql)?;
+        let channel_accounts = conn
+            .prepare("SELECT channel, account, spec, hash FROM channel_accounts ORDER BY channel, account")
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok(AccountRecord {
+                        channel: r.get(0)?,
+                        account: r.get(1)?,
+                        spec: json(r.get(2)?),
+                        hash: r.get(3)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(sql)?;
+        let bindings = conn
+            .prepare("SELECT key, agent_id, spec, position FROM bindings ORDER BY position, key")
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok(BindingRecord {
+                        key: r.get(0)?,
+                        agent_id: r.get(1)?,
+                        spec: json(r.get(2)?),
+                        position: r.get(3)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(sql)?;
+        let runtimes = self.runtimes()?;
+        let routing = conn
+            .query_row(
+                "SELECT generation, content_hash, config_hash, bindings, published_at FROM routing_plans ORDER BY generation DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok(PlanRecord {
+                        generation: r.get(0)?,
+                        content_hash: r.get(1)?,
+                        config_hash: r.get(2)?,
+                        bindings: r.get(3)?,
+                        published_at: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(sql)?;
+        let trash = self.trash_records()?;
+        Ok(LiveState {
+            format_version: SNAPSHOT_FORMAT.to_string(),
+            lineage: self.lineage()?,
+            serial: self.serial()?,
+            agents,
+            bootstrap,
+            channel_accounts,
+            bindings,
+            runtimes,
+            routing,
+            trash,
+        })
+    }
+
+    pub fn runtimes(&self) -> Result<Vec<RuntimeRecord>> {
+        let json = |text: Option<String>| text.and_then(|t| serde_json::from_str(&t).ok());
+        self.conn
+            .prepare("SELECT agent_id, kind, spec_hash, desired, status, pid, process_start, started_at, restarts, last_exit, last_error, info, updated_at FROM runtimes ORDER BY agent_id")
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok(RuntimeRecord {
+                        agent_id: r.get(0)?,
+                        kind: r.get(1)?,
+                        spec_hash: r.get(2)?,
+                        desired: r.get(3)?,
+                        status: r.get(4)?,
+                        pid: r.get(5)?,
+                        process_start: r.get(6)?,
+                        started_at: r.get(7)?,
+                        restarts: r.get(8)?,
+                        last_exit: r.get(9)?,
+                        last_error: r.get(10)?,
+                        info: json(r.get(11)?),
+                        updated_at: r.get(12)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| self.sql(e))
+    }
+
+    pub fn trash_records(&self) -> Result<Vec<TrashRecord>> {
+        self.conn
+            .prepare("SELECT entry, agent_id, dir, serial, created_at, manifest, restored_at FROM trash ORDER BY created_at, entry")
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok(TrashRecord {
+                        entry: r.get(0)?,
+                        agent_id: r.get(1)?,
+                        dir: PathBuf::from(r.get::<_, String>(2)?),
+                        serial: r.get(3)?,
+                        created_at: r.get(4)?,
+                        manifest: serde_json::from_str(&r.get::<_, String>(5)?)
+                            .unwrap_or(serde_json::Value::Null),
+                        restored_at: r.get(6)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| self.sql(e))
+    }
+
+    pub fn history(&self) -> Result<Vec<HistoryRecord>> {
+        self.conn
+            .prepare("SELECT id, serial, started_at, finished_at, user, host, source, config_hash, git_commit, added, changed, removed, outcome, error FROM history ORDER BY id")
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok(HistoryRecord {
+                        id: r.get(0)?,
+                        serial: r.get(1)?,
+                        started_at: r.get(2)?,
+                        finished_at: r.get(3)?,
+                        user: r.get(4)?,
+                        host: r.get(5)?,
+                        source: r.get(6)?,
+                        config_hash: r.get(7)?,
+                        git_commit: r.get(8)?,
+                        added: r.get(9)?,
+                        changed: r.get(10)?,
+                        removed: r.get(11)?,
+                        outcome: r.get(12)?,
+                        error: r.get(13)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Journal steps that were started and never finished (a crash), oldest first.
+    pub fn unfinished_steps(&self) -> Result<Vec<(i64, String, Option<String>)>> {
+        self.conn
+            .prepare("SELECT id, step, detail FROM journal WHERE status = 'started' ORDER BY id")
+            .and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Records that a step starts; returns its journal id.
+    pub fn journal_start(&mut self, serial: u64, step: &str, detail: Option<&str>) -> Result<i64> {
+        self.conn
+            .execute(
+                "INSERT INTO journal (serial, step, detail, status, started_at) VALUES (?1, ?2, ?3, 'started', ?4)",
+                params![serial, step, detail, now()],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Marks every started step with this name as done (a resumed step finishes the crashed
+    /// attempt's record too).
+    pub fn journal_finish(&mut self, step: &str, status: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE journal SET status = ?1, finished_at = ?2 WHERE step = ?3 AND status = 'started'",
+                params![status, now(), step],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+}
+
+/// One transaction's writes.
+pub struct Tx<'a> {
+    tx: &'a rusqlite::Transaction<'a>,
+    path: &'a Path,
+}
+
+impl Tx<'_> {
+    fn run(&self, sql: &str, params: impl rusqlite::Params) -> Result<()> {
+        self.tx
+            .execute(sql, params)
+            .map(drop)
+            .map_err(|source| StateError::Sqlite {
+                path: self.path.to_path_buf(),
+                source,
+            })
+    }
+
+    pub fn put_agent(&self, a: &AgentRecord) -> Result<()> {
+        self.run(
+            "INSERT OR REPLACE INTO agents (id, spec_hash, spec, workspace, agent_dir, sessions_dir, protect, owns_workspace, owns_agent_dir, owns_sessions, applied_serial) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                a.id,
+                a.spec_hash,
+                a.spec.to_string(),
+                a.workspace.to_string_lossy(),
+                a.agent_dir.to_string_lossy(),
+                a.sessions_dir.to_string_lossy(),
+                a.protect,
+                a.owns_workspace,
+                a.owns_agent_dir,
+                a.owns_sessions,
+                a.applied_serial
+            ],
+        )
+    }
+
+    pub fn delete_agent(&self, id: &str) -> Result<()> {
+        self.run("DELETE FROM agents WHERE id = ?1", [id])?;
+        self.run("DELETE FROM bootstrap_files WHERE agent_id = ?1", [id])
+    }
+
+    pub fn put_bootstrap(&self, b: &BootstrapRecord) -> Result<()> {
+        self.run(
+            "INSERT OR REPLACE INTO bootstrap_files (agent_id, name, path, hash) VALUES (?1, ?2, ?3, ?4)",
+            params![b.agent_id, b.name, b.path.to_string_lossy(), b.hash],
+        )
+    }
+
+    pub fn delete_bootstrap(&self, agent_id: &str, name: &str) -> Result<()> {
+        self.run(
+            "DELETE FROM bootstrap_files WHERE agent_id = ?1 AND name = ?2",
+            [agent_id, name],
+        )
+    }
+
+    pub fn put_account(&self, a: &AccountRecord) -> Result<()> {
+        self.run(
+            "INSERT OR REPLACE INTO channel_accounts (channel, account, spec, hash) VALUES (?1, ?2, ?3, ?4)",
+            params![a.channel, a.account, a.spec.to_string(), a.hash],
+        )
+    }
+
+    pub fn delete_account(&self, channel: &str, account: &str) -> Result<()> {
+        self.run(
+            "DELETE FROM channel_accounts WHERE channel = ?1 AND account = ?2",
+            [channel, account],
+        )
+    }
+
+    pub fn put_binding(&self, b: &BindingRecord) -> Result<()> {
+        self.run(
+            "INSERT OR REPLACE INTO bindings (key, agent_id, spec, position) VALUES (?1, ?2, ?3, ?4)",
+            params![b.key, b.agent_id, b.spec.to_string(), b.position],
+        )
+    }
+
+    pub fn delete_binding(&self, key: &str) -> Result<()> {
+        self.run("DELETE FROM bindings WHERE key = ?1", [key])
+    }
+
+    /// Records what apply wants for an agent's runtime, keeping what the controller observed.
+    pub fn want_runtime(
+        &self,
+        agent_id: &str,
+        kind: &str,
+        spec_hash: &str,
+        desired: &str,
+    ) -> Result<()> {
+        self.run(
+            "INSERT INTO runtimes (agent_id, kind, spec_hash, desired, status, updated_at) VALUES (?1, ?2, ?3, ?4, 'stopped', ?5)
+             ON CONFLICT (agent_id) DO UPDATE SET kind = ?2, spec_hash = ?3, desired = ?4, updated_at = ?5",
+            params![agent_id, kind, spec_hash, desired, now()],
+        )
+    }
+
+    pub fn delete_runtime(&self, agent_id: &str) -> Result<()> {
+        self.run("DELETE FROM runtimes WHERE agent_id = ?1", [agent_id])
+    }
+
+    pub fn put_plan(&self, p: &PlanRecord) -> Result<()> {
+        self.run(
+            "INSERT OR REPLACE INTO routing_plans (generation, content_hash, config_hash, bindings, published_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![p.generation, p.content_hash, p.config_hash, p.bindings, p.published_at],
+        )
+    }
+
+    pub fn put_trash(&self, t: &TrashRecord) -> Result<()> {
+        self.run(
+            "INSERT OR REPLACE INTO trash (entry, agent_id, dir, serial, created_at, manifest, restored_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                t.entry,
+                t.agent_id,
+                t.dir.to_string_lossy(),
+                t.serial,
+                t.created_at,
+                t.manifest.to_string(),
+                t.restored_at
+            ],
+        )
+    }
+
+    pub fn delete_trash(&self, entry: &str) -> Result<()> {
+        self.run("DELETE FROM trash WHERE entry = ?1", [entry])
+    }
+
+    pub fn mark_restored(&self, entry: &str) -> Result<()> {
+        self.run(
+            "UPDATE trash SET restored_at = ?2 WHERE entry = ?1",
+            params![entry, now()],
+        )
+    }
+
+    /// Marks a journal step done (with the attempts a crash left started).
+    pub fn finish_step(&self, step: &str) -> Result<()> {
+        self.run(
+            "UPDATE journal SET status = 'done', finished_at = ?1 WHERE step = ?2 AND status = 'started'",
+            params![now(), step],
+        )
+    }
+
+    pub fn set_serial(&self, serial: u64) -> Result<()> {
+        self.run(
+            "UPDATE meta SET value = ?1 WHERE key = 'serial'",
+            [serial.to_string()],
+        )
+    }
+
+    pub fn start_history(&self, h: &HistoryRecord) -> Result<i64> {
+        self.run(
+            "INSERT INTO history (serial, started_at, user, host, source, config_hash, git_commit, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running')",
+            params![h.serial, h.started_at, h.user, h.host, h.source, h.config_hash, h.git_commit],
+        )?;
+        Ok(self.tx.last_insert_rowid())
+    }
+
+    pub fn finish_history(
+        &self,
+        id: i64,
+        counts: (u64, u64, u64),
+        outcome: &str,
+        error: Option<&str>,
+    ) -> Result<()> {
+        self.run(
+            "UPDATE history SET finished_at = ?2, added = ?3, changed = ?4, removed = ?5, outcome = ?6, error = ?7 WHERE id = ?1",
+            params![id, now(), counts.0, counts.1, counts.2, outcome, error],
+        )
+    }
+}
+
+impl Drop for StateStore {
+    fn drop(&mut self) {
+        if self.holds_lease {
+            let _ = self.release_lease();
+        }
+    }
+}
