@@ -144,7 +144,8 @@ pub enum Transfer {
 pub enum Refusal {
     #[error("it is a relative path, and deepcli only moves absolute paths")]
     Relative,
-    #[error("it is {what} `{}`", dir.display())]
+    /// `dir` is the path itself, lexically or resolved, so the message does not repeat it.
+    #[error("it is {what}")]
     Is { what: &'static str, dir: PathBuf },
     #[error("it contains {what} `{}`", dir.display())]
     Contains { what: &'static str, dir: PathBuf },
@@ -152,41 +153,50 @@ pub enum Refusal {
     InTrash { dir: PathBuf },
 }
 
+/// A path the [`Guard`] refused, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{}`{} cannot be moved: {reason}", path.display(), self.note())]
+pub struct RefusedPath {
+    pub path: PathBuf,
+    /// The path with symlinks resolved, when that is what the guard refused.
+    pub resolved: Option<PathBuf>,
+    pub reason: Refusal,
+}
+
+impl RefusedPath {
+    fn note(&self) -> String {
+        match &self.resolved {
+            Some(real) => format!(" (which resolves to `{}`)", real.display()),
+            None => String::new(),
+        }
+    }
+}
+
 /// Everything that can go wrong in the trash. Each message names the path involved, and the
-/// ones a user can act on end with a `hint:` line.
+/// ones a user can act on end with a `hint:` line. Refusals are boxed to keep `Result`s small.
 #[derive(Debug, thiserror::Error)]
 pub enum TrashError {
-    #[error("refusing to move `{}`{}: {reason}", path.display(), resolved_note(.resolved))]
-    Refused {
-        path: PathBuf,
-        /// The path with symlinks resolved, when that is what the guard refused.
-        resolved: Option<PathBuf>,
-        reason: Refusal,
-    },
+    #[error("{0}")]
+    Refused(RefusedPath),
     #[error(
-        "refusing to trash agent `{agent_id}`: its {label} `{}`{} is not safe to move: {reason}; nothing was moved\nhint: fix the agent's `workspace`/`agentDir` in agents.yaml so that it points at a directory of its own, then apply again",
-        path.display(),
-        resolved_note(.resolved)
+        "refusing to trash agent `{agent_id}`: its {label} {refused}; nothing was moved\nhint: fix the agent's `workspace`/`agentDir` in agents.yaml so that it points at a directory of its own, then apply again"
     )]
     ItemRefused {
         agent_id: String,
         label: String,
-        path: PathBuf,
-        resolved: Option<PathBuf>,
-        reason: Refusal,
+        refused: Box<RefusedPath>,
     },
     #[error(
-        "refusing to restore trash entry `{entry}`: its {label} would go back to `{}`{}: {reason}; nothing was moved\nhint: `{}` names this path; check that it was not edited by hand",
-        path.display(),
-        resolved_note(.resolved),
+        "refusing to restore trash entry `{entry}`: its {label} would go back to `{}`{}, which {}; nothing was moved\nhint: `{}` names this path; check that it was not edited by hand",
+        .refused.path.display(),
+        .refused.note(),
+        .refused.reason,
         manifest.display()
     )]
     RestoreRefused {
         entry: String,
         label: String,
-        path: PathBuf,
-        resolved: Option<PathBuf>,
-        reason: Refusal,
+        refused: Box<RefusedPath>,
         manifest: PathBuf,
     },
     #[error("`{name}` is not a valid trash entry name: {problem}")]
@@ -226,9 +236,11 @@ pub enum TrashError {
     )]
     NoSuchEntry { name: String, trash_root: PathBuf },
     #[error(
-        "cannot restore trash entry `{entry}`: {} already exist{}; nothing was moved\nhint: move them aside (or delete them), then restore again",
+        "cannot restore trash entry `{entry}`: {} already exist{}; nothing was moved\nhint: move {} aside (or delete {}), then restore again",
         path_list(.paths),
-        if .paths.len() == 1 { "s" } else { "" }
+        if .paths.len() == 1 { "s" } else { "" },
+        if .paths.len() == 1 { "it" } else { "them" },
+        if .paths.len() == 1 { "it" } else { "them" }
     )]
     Conflicts { entry: String, paths: Vec<PathBuf> },
     #[error(
@@ -318,13 +330,6 @@ pub enum TrashError {
     },
 }
 
-fn resolved_note(resolved: &Option<PathBuf>) -> String {
-    match resolved {
-        Some(real) => format!(" (which resolves to `{}`)", real.display()),
-        None => String::new(),
-    }
-}
-
 fn path_list(paths: &[PathBuf]) -> String {
     let mut out = String::new();
     for (i, path) in paths.iter().enumerate() {
@@ -402,22 +407,22 @@ impl Guard {
     pub fn check(&self, path: &Path) -> Result<(), TrashError> {
         match self.refusal(path) {
             None => Ok(()),
-            Some((resolved, reason)) => Err(TrashError::Refused {
-                path: path.to_path_buf(),
-                resolved,
-                reason,
-            }),
+            Some(refused) => Err(TrashError::Refused(refused)),
         }
     }
 
-    /// Why `path` may not move, with its resolved form when only that was refused.
-    fn refusal(&self, path: &Path) -> Option<(Option<PathBuf>, Refusal)> {
+    fn refusal(&self, path: &Path) -> Option<RefusedPath> {
+        let refused = |resolved, reason| RefusedPath {
+            path: path.to_path_buf(),
+            resolved,
+            reason,
+        };
         if !path.is_absolute() {
-            return Some((None, Refusal::Relative));
+            return Some(refused(None, Refusal::Relative));
         }
         let lexical = lexical(path);
         if let Some(reason) = self.refuse(&lexical) {
-            return Some((None, reason));
+            return Some(refused(None, reason));
         }
         // The kernel resolves `link/..` through the link, so canonicalize the path as given;
         // a path that does not exist yet resolves through its deepest existing ancestor.
@@ -425,7 +430,8 @@ impl Guard {
         if real == lexical {
             return None;
         }
-        self.refuse(&real).map(|reason| (Some(real), reason))
+        let reason = self.refuse(&real)?;
+        Some(refused(Some(real), reason))
     }
 
     fn refuse(&self, candidate: &Path) -> Option<Refusal> {
@@ -537,10 +543,12 @@ pub fn entry_name(agent_id: &str, at: Timestamp) -> String {
 }
 
 /// [`entry_name`], with `-2`, `-3`, … appended while a directory of that name exists (two
-/// deletes of one agent id within a second). A name that cannot be inspected counts as taken.
+/// deletes of one agent id within a second). A name that cannot be inspected counts as free:
+/// counting it as taken would loop forever on an unreadable trash root, and `move_to_trash`
+/// then reports the real error.
 pub fn unique_entry_name(trash_root: &Path, agent_id: &str, at: Timestamp) -> String {
     let base = entry_name(agent_id, at);
-    let taken = |name: &str| !matches!(exists(&trash_root.join(name)), Ok(false));
+    let taken = |name: &str| matches!(exists(&trash_root.join(name)), Ok(true));
     if !taken(&base) {
         return base;
     }
@@ -651,13 +659,11 @@ pub fn move_to_trash_with(
         }
     }
     for item in items {
-        if let Some((resolved, reason)) = guard.refusal(&item.path) {
+        if let Some(refused) = guard.refusal(&item.path) {
             return Err(TrashError::ItemRefused {
                 agent_id: agent_id.to_string(),
                 label: item.label.clone(),
-                path: item.path.clone(),
-                resolved,
-                reason,
+                refused: Box::new(refused),
             });
         }
     }
@@ -983,13 +989,11 @@ pub fn restore_with(
             // Never moved, or moved back before a crash stopped the manifest from saying so.
             continue;
         }
-        if let Some((resolved, reason)) = guard.refusal(&item.original) {
+        if let Some(refused) = guard.refusal(&item.original) {
             return Err(TrashError::RestoreRefused {
                 entry: entry.to_string(),
                 label: item.label.clone(),
-                path: item.original.clone(),
-                resolved,
-                reason,
+                refused: Box::new(refused),
                 manifest: dir.join(MANIFEST_FILE),
             });
         }

@@ -418,3 +418,41 @@ fn a_plan_of_an_unknown_major_version_is_refused() {
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("format 2.0 is newer"), "{}", run.stderr);
 }
+
+/// Regression: answers used to wait for stdin to close, so a caller that writes one line and
+/// waits for its answer (a co-process) hung.
+#[test]
+fn batch_answers_each_line_while_stdin_stays_open() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command as Std, Stdio};
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("deepcli"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["route", "--config", FIXTURE, "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap());
+        }
+    });
+    let timeout = std::time::Duration::from_secs(30);
+    for (input, agent) in [
+        (r#"{"channel":"slack","teamId":"t1"}"#, "ops"),
+        (r#"{"channel":"slack"}"#, "main"),
+    ] {
+        writeln!(stdin, "{input}").unwrap();
+        stdin.flush().unwrap();
+        let answer = rx
+            .recv_timeout(timeout)
+            .expect("an answer while stdin is still open");
+        let v: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(v["agentId"], agent);
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

@@ -168,7 +168,7 @@ fn load_plan(
 /// caller that writes one line and waits for the answer gets it.
 fn batch(plan: &RoutingPlan) -> ExitStatus {
     let stdin = io::stdin();
-    let mut reader = stdin.lock();
+    let mut reader = io::BufReader::with_capacity(64 * 1024, stdin.lock());
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
     let mut line = String::new();
     let mut number = 0usize;
@@ -198,13 +198,14 @@ fn batch(plan: &RoutingPlan) -> ExitStatus {
                 serde_json::to_writer(&mut out, &error).map_err(io::Error::from)
             }
         };
-        let written =
-            written
-                .and_then(|()| out.write_all(b"\n"))
-                .and_then(|()| match reader.fill_buf() {
-                    Ok([]) | Err(_) => out.flush(),
-                    Ok(_) => Ok(()),
-                });
+        // Nothing more buffered: the next read may block, so the caller gets its answers now.
+        let written = written.and_then(|()| out.write_all(b"\n")).and_then(|()| {
+            if reader.buffer().is_empty() {
+                out.flush()
+            } else {
+                Ok(())
+            }
+        });
         if written.is_err() {
             // The reader went away (a closed pipe): nothing more to say.
             return ExitStatus::Error;
