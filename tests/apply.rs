@@ -199,7 +199,7 @@ fn identity_updates_an_untouched_file_and_keeps_an_edited_one() {
     let plan = hub.run(&["plan"]);
     assert!(plan.stdout.contains("write IDENTITY.md"), "{}", plan.stdout);
     assert!(
-        plan.stdout.contains("IDENTITY.md edited (kept)"),
+        plan.stdout.contains("IDENTITY.md edited (kept"),
         "{}",
         plan.stdout
     );
@@ -212,6 +212,11 @@ fn identity_updates_an_untouched_file_and_keeps_an_edited_one() {
     );
     let again = hub.run(&["plan", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "{}", again.stdout);
+    assert!(
+        !again.stdout.contains("edited"),
+        "said once, with the change: {}",
+        again.stdout
+    );
 }
 
 #[test]
@@ -358,17 +363,10 @@ fn an_emptied_agents_file_needs_allow_mass_delete() {
 }
 
 #[test]
-fn a_workspace_at_home_is_never_moved() {
+fn a_workspace_at_home_is_refused_before_anything_is_written() {
     let hub = Hub::new();
     let at_home = format!("      workspace: {}\n", hub.home.display());
-    hub.agents(&[
-        agent("main", ""),
-        agent("a", ""),
-        agent("b", ""),
-        agent("risky", &at_home),
-    ]);
-    hub.applied();
-    hub.agents(&[agent("main", ""), agent("a", ""), agent("b", "")]);
+    hub.agents(&[agent("main", ""), agent("risky", &at_home)]);
     let refused = hub.apply(&[]);
     assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
     assert!(
@@ -376,7 +374,14 @@ fn a_workspace_at_home_is_never_moved() {
         "{}",
         refused.stderr
     );
-    assert!(hub.home.join("AGENTS.md").is_file());
+    assert!(
+        !hub.home.join("AGENTS.md").exists(),
+        "nothing bootstrapped into ~"
+    );
+    assert!(
+        !hub.workspace("main").exists(),
+        "a blocked plan applies nothing"
+    );
 }
 
 #[test]
@@ -619,4 +624,54 @@ fn a_crash_at_any_step_converges_on_the_next_apply() {
         );
     }
     assert!(crashed >= 15, "only {crashed} failpoints were hit");
+}
+
+// ---- rendered output ----
+
+fn snapshot_filters(hub: &Hub) -> Vec<(String, String)> {
+    let root = hub.config.parent().unwrap().display().to_string();
+    vec![
+        (regex_escape(&root), "[HUB]".to_string()),
+        (
+            r"sha256:[0-9a-f]{64}".to_string(),
+            "sha256:[HASH]".to_string(),
+        ),
+        (
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}".to_string(),
+            "[LINEAGE]".to_string(),
+        ),
+    ]
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn plan_output() {
+    let hub = Hub::new();
+    crash_scenario_before(&hub);
+    hub.applied();
+    crash_scenario_after(&hub);
+    std::fs::remove_file(hub.workspace("b").join("SOUL.md")).unwrap();
+    let human = hub.run(&["plan", "--diff"]);
+    let json = hub.run(&["plan", "--json"]);
+    assert_eq!((human.code, json.code), (0, 0), "{}", human.stderr);
+    let filters = snapshot_filters(&hub);
+    let filters: Vec<(&str, &str)> = filters
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    insta::with_settings!({filters => filters}, {
+        insta::assert_snapshot!("plan_human", human.stdout);
+        insta::assert_snapshot!("plan_json", json.stdout);
+    });
 }

@@ -115,7 +115,11 @@ pub fn apply(
         outcome: "running".into(),
         error: None,
     };
-    let history_id = store.transaction(|tx| tx.start_history(&history))?;
+    let history_id = store.transaction(|tx| {
+        // An apply that died left its row `running`; this one holds the lease, so it is over.
+        tx.interrupt_history()?;
+        tx.start_history(&history)
+    })?;
     let mut applied = Applied {
         serial,
         counts: plan.counts(),
@@ -123,9 +127,25 @@ pub fn apply(
         trashed: Vec::new(),
     };
     let total = plan.actions.len();
+    // Steps a crashed apply left open, with their details (a delete's trash entry).
+    let open: std::collections::HashMap<String, Option<String>> = store
+        .unfinished_steps()?
+        .into_iter()
+        .map(|(_, step, detail)| (step, detail))
+        .collect();
     for (i, action) in plan.actions.iter().enumerate() {
         let step = action.step();
-        if let Err(e) = run_step(store, action, desired, serial, &step, cx, &mut applied) {
+        let resumed = open.get(&step).cloned().flatten();
+        if let Err(e) = run_step(
+            store,
+            action,
+            desired,
+            serial,
+            &step,
+            resumed,
+            cx,
+            &mut applied,
+        ) {
             let message = e.to_string();
             let _ = store.transaction(|tx| {
                 tx.finish_history(history_id, applied.counts, "failed", Some(&message))
@@ -141,22 +161,18 @@ pub fn apply(
     Ok(applied)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_step(
     store: &mut StateStore,
     action: &Action,
     desired: &Desired,
     serial: u64,
     step: &str,
+    resumed: Option<String>,
     cx: &mut Context<'_>,
     applied: &mut Applied,
 ) -> Result<(), ApplyError> {
     // A delete resumes into the trash entry its crashed attempt started.
-    let resumed = store
-        .unfinished_steps()?
-        .into_iter()
-        .rev()
-        .find(|(_, s, _)| s == step)
-        .and_then(|(_, _, detail)| detail);
     let detail = match action {
         Action::DeleteAgent { id, .. } => Some(resumed.unwrap_or_else(|| {
             trash::unique_entry_name(&store.dir().trash(), id, jiff::Timestamp::now())
@@ -186,7 +202,7 @@ fn run_step(
                 files::write_file(&file.path, content.as_bytes(), replace).map_err(&err)?;
                 failpoint::hit(&format!("file:{step}:{}", file.name));
             }
-            files::sync_dir(&agent.workspace).map_err(&err)?;
+            files::sync_fs(&agent.workspace).map_err(&err)?;
             failpoint::hit(&format!("after:{step}"));
             // Record every bootstrap file that holds exactly what deepcli would write: the
             // files of this step and those of a crashed attempt alike.

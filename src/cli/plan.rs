@@ -9,7 +9,7 @@ use clap::Args;
 use super::{ExitStatus, GlobalSettings, load_valid};
 use crate::apply::{self, ApplyError, Source};
 use crate::plan::render::{self, Paths};
-use crate::plan::{Desired, Options, Plan, World, diff};
+use crate::plan::{Action, Desired, Options, Plan, World, diff};
 use crate::state::{LeasePurpose, LiveState, StateDir, StateStore};
 use crate::trash::Guard;
 
@@ -114,8 +114,9 @@ fn read_live(state: &StateDir) -> Result<LiveState, ExitStatus> {
 }
 
 pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
-    let Ok(report) = load_valid(global, "fix them first (nothing was changed)") else {
-        return ExitStatus::Failure;
+    let report = match load_valid(global, "fix them first (nothing was changed)") {
+        Ok(report) => report,
+        Err(status) => return status,
     };
     let desired = Desired::from_config(&report.config);
     let state = StateDir::new(&global.load.state_dir);
@@ -152,7 +153,13 @@ pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
     let text = if args.json {
         render::json(&plan)
     } else {
-        render::human(&plan, &paths(global), &bindings_file(&desired), args.diff)
+        let diffs = args.diff.then(|| file_diffs(&plan, &desired));
+        render::human(
+            &plan,
+            &paths(global),
+            &bindings_file(&desired),
+            diffs.as_ref(),
+        )
     };
     let written = if args.json {
         std::io::stdout().lock().write_all(text.as_bytes())
@@ -180,6 +187,27 @@ pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
         return ExitStatus::Error;
     }
     ExitStatus::Success
+}
+
+/// What rewriting each existing file would change (identity updates), as text diffs.
+fn file_diffs(plan: &Plan, desired: &Desired) -> render::FileDiffs {
+    let mut diffs = render::FileDiffs::new();
+    for action in &plan.actions {
+        let (Action::CreateAgent { id, files, .. } | Action::UpdateAgent { id, files, .. }) =
+            action
+        else {
+            continue;
+        };
+        let Some(agent) = desired.agents.iter().find(|a| &a.id == id) else {
+            continue;
+        };
+        for f in files {
+            if let (Ok(old), Some(new)) = (std::fs::read_to_string(&f.path), agent.file(&f.name)) {
+                diffs.insert(f.path.clone(), render::file_diff(&old, new, &f.path));
+            }
+        }
+    }
+    diffs
 }
 
 fn read_snapshot(path: &Path) -> Result<LiveState, String> {
@@ -224,8 +252,9 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
             Some(saved.plan)
         }
     };
-    let Ok(report) = load_valid(global, "fix them first (nothing was changed)") else {
-        return Ok(ExitStatus::Failure);
+    let report = match load_valid(global, "fix them first (nothing was changed)") {
+        Ok(report) => report,
+        Err(status) => return Ok(status),
     };
     let desired = Desired::from_config(&report.config);
     let state = StateDir::new(&global.load.state_dir);
@@ -254,7 +283,7 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
     }
     if saved.is_none() || !args.auto_approve {
         let _ = out.write_all(
-            render::human(&plan, &paths(global), &bindings_file(&desired), false).as_bytes(),
+            render::human(&plan, &paths(global), &bindings_file(&desired), None).as_bytes(),
         );
     }
     if !plan.blocked.is_empty() {

@@ -1,6 +1,6 @@
 //! Desired against live: the decisions of reconcile.md, "plan" and "apply", with no I/O.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -52,6 +52,28 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
     plan.actions.extend(binding_removals);
 
     for agent in &desired.agents {
+        let moved = live_agents
+            .get(agent.id.as_str())
+            .is_none_or(|r| r.workspace != agent.workspace || r.agent_dir != agent.agent_dir);
+        if moved {
+            // Bootstrapping into `/`, a home directory or deepcli's own directories would
+            // scatter files there, and deleting the agent later could never move them.
+            for (label, path) in [
+                ("workspace", &agent.workspace),
+                ("agentDir", &agent.agent_dir),
+            ] {
+                if let Err(e) = options.guard.check(path) {
+                    plan.blocked.push(Blocked {
+                        reason: format!(
+                            "agent `{}`: its {label} cannot be {}: {e}",
+                            agent.id,
+                            path.display()
+                        ),
+                        flag: None,
+                    });
+                }
+            }
+        }
         let runtime = runtime_op(agent, runtimes.get(agent.id.as_str()).copied());
         match live_agents.get(agent.id.as_str()) {
             None => plan.actions.push(create(agent, world, runtime)),
@@ -63,8 +85,9 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
 
     // Agents that left the config: runtime stopped, files to trash.
     let mut deletes = 0usize;
+    let wanted: HashSet<&str> = desired.agents.iter().map(|a| a.id.as_str()).collect();
     for record in &live.agents {
-        if desired.agents.iter().any(|a| a.id == record.id) {
+        if wanted.contains(record.id.as_str()) {
             continue;
         }
         deletes += 1;
@@ -242,8 +265,12 @@ fn update(
                 (Some(now), Some(wrote)) if *name == workspace::IDENTITY && now != want => {
                     if now == wrote {
                         files.push(file_write(agent, name, "identity", Some(now.to_string())));
-                    } else {
-                        drift.push(format!("{name} edited (kept)"));
+                    } else if wrote != want && !changes.is_empty() {
+                        // The identity changed in the config, but the file is the operator's
+                        // now: say so with the change, not on every plan after it.
+                        drift.push(format!(
+                            "{name} edited (kept; the new identity is not written)"
+                        ));
                     }
                 }
                 _ => {}
@@ -343,12 +370,13 @@ fn accounts(desired: &Desired, live: &LiveState, plan: &mut Plan) {
             Some(_) => {}
         }
     }
+    let wanted: HashSet<(&str, &str)> = desired
+        .accounts
+        .iter()
+        .map(|a| (a.channel.as_str(), a.account.as_str()))
+        .collect();
     for l in &live.channel_accounts {
-        if !desired
-            .accounts
-            .iter()
-            .any(|a| a.channel == l.channel && a.account == l.account)
-        {
+        if !wanted.contains(&(l.channel.as_str(), l.account.as_str())) {
             plan.actions.push(Action::RemoveAccount {
                 channel: l.channel.clone(),
                 account: l.account.clone(),
@@ -360,8 +388,13 @@ fn accounts(desired: &Desired, live: &LiveState, plan: &mut Plan) {
 fn bindings(desired: &Desired, live: &LiveState, plan: &mut Plan) {
     let live_bindings: HashMap<&str, &crate::state::BindingRecord> =
         live.bindings.iter().map(|b| (b.key.as_str(), b)).collect();
+    let wanted: HashSet<&str> = desired
+        .bindings
+        .iter()
+        .map(|d| d.record.key.as_str())
+        .collect();
     for b in &live.bindings {
-        if !desired.bindings.iter().any(|d| d.record.key == b.key) {
+        if !wanted.contains(b.key.as_str()) {
             plan.actions.push(Action::RemoveBinding {
                 key: b.key.clone(),
                 describe: describe_record(&b.spec),

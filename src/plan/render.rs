@@ -228,8 +228,42 @@ fn line(action: &Action, paths: &Paths<'_>, bindings_file: &str) -> (char, Strin
     }
 }
 
-/// The plan as reconcile.md shows it. `diff` adds field-level lines under each action.
-pub fn human(plan: &Plan, paths: &Paths<'_>, bindings_file: &str, diff: bool) -> String {
+/// A file's change as a unified diff (`similar`), indented under its action.
+pub fn file_diff(old: &str, new: &str, path: &Path) -> String {
+    let name = path.display().to_string();
+    let diff = similar::TextDiff::from_lines(old, new);
+    let text = diff
+        .unified_diff()
+        .context_radius(2)
+        .header(
+            &format!("{name} (on disk)"),
+            &format!("{name} (after apply)"),
+        )
+        .to_string();
+    let mut out = String::new();
+    for line in text.lines() {
+        let style = match line.chars().next() {
+            Some('+') if !line.starts_with("+++") => ADD,
+            Some('-') if !line.starts_with("---") => REMOVE,
+            _ => Style::new(),
+        };
+        let _ = writeln!(out, "        {style}{line}{style:#}");
+    }
+    out
+}
+
+/// Text diffs of the files an action rewrites, keyed by path (`--diff`); the caller reads the
+/// files, so rendering stays free of I/O.
+pub type FileDiffs = std::collections::HashMap<std::path::PathBuf, String>;
+
+/// The plan as reconcile.md shows it. `diff` adds field-level lines under each action, and the
+/// text diffs in `files`.
+pub fn human(
+    plan: &Plan,
+    paths: &Paths<'_>,
+    bindings_file: &str,
+    diff: Option<&FileDiffs>,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{BOLD}deepcli plan — {}{BOLD:#}", summary(plan));
     if !plan.actions.is_empty() {
@@ -242,13 +276,17 @@ pub fn human(plan: &Plan, paths: &Paths<'_>, bindings_file: &str, diff: bool) ->
             '-' => REMOVE,
             _ => CHANGE,
         };
-        let _ = writeln!(out, "  {style}{sign} {object:<26}{style:#} {detail}");
-        if diff {
-            diff_lines(&mut out, action, paths);
+        if detail.is_empty() {
+            let _ = writeln!(out, "  {style}{sign} {object}{style:#}");
+        } else {
+            let _ = writeln!(out, "  {style}{sign} {object:<26}{style:#} {detail}");
+        }
+        if let Some(files) = diff {
+            diff_lines(&mut out, action, paths, files);
         }
     }
     if !plan.drift.is_empty() {
-        let _ = writeln!(out, "\nChanged outside deepcli (will be repaired):");
+        let _ = writeln!(out, "\nChanged outside deepcli:");
         for d in &plan.drift {
             let _ = writeln!(
                 out,
@@ -267,7 +305,7 @@ pub fn human(plan: &Plan, paths: &Paths<'_>, bindings_file: &str, diff: bool) ->
     out
 }
 
-fn diff_lines(out: &mut String, action: &Action, paths: &Paths<'_>) {
+fn diff_lines(out: &mut String, action: &Action, paths: &Paths<'_>, diffs: &FileDiffs) {
     let changes: &[FieldChange] = match action {
         Action::UpdateAgent { changes, .. }
         | Action::ChangeAccount { changes, .. }
@@ -300,6 +338,9 @@ fn diff_lines(out: &mut String, action: &Action, paths: &Paths<'_>) {
                 paths.show(&f.path),
                 f.why
             );
+            if let Some(text) = diffs.get(&f.path) {
+                out.push_str(text);
+            }
         }
     }
 }

@@ -709,6 +709,13 @@ impl Tx<'_> {
         Ok(self.tx.last_insert_rowid())
     }
 
+    pub fn interrupt_history(&self) -> Result<()> {
+        self.run(
+            "UPDATE history SET outcome = 'interrupted', finished_at = ?1 WHERE outcome = 'running'",
+            [now()],
+        )
+    }
+
     pub fn finish_history(
         &self,
         id: i64,

@@ -92,6 +92,8 @@ CREATE TABLE journal (
     started_at  TEXT NOT NULL,
     finished_at TEXT
 );
+-- Steps a crash left open: looked up on every apply, however long the journal grows.
+CREATE INDEX journal_open ON journal (step) WHERE status = 'started';
 
 CREATE TABLE trash (
     entry       TEXT PRIMARY KEY,
