@@ -675,3 +675,40 @@ fn plan_output() {
         insta::assert_snapshot!("plan_json", json.stdout);
     });
 }
+
+#[test]
+fn a_dead_holders_lease_is_taken_over() {
+    let hub = Hub::new();
+    two_agents(&hub);
+    let dir = deepcli::state::StateDir::new(&hub.state);
+    drop(deepcli::state::StateStore::open(&dir).unwrap());
+    // A holder on this host whose process is gone.
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    conn.execute(
+        "INSERT INTO lease (id, pid, host, process_start, purpose, acquired_at, heartbeat_at) VALUES (1, 999999999, ?1, '1', 'deepcli apply', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
+        [deepcli::state::lease::hostname()],
+    )
+    .unwrap();
+    drop(conn);
+    hub.applied();
+}
+
+#[test]
+fn a_state_from_a_newer_deepcli_is_refused() {
+    let hub = Hub::new();
+    two_agents(&hub);
+    hub.applied();
+    let conn = rusqlite::Connection::open(hub.state.join("state.db")).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let run = hub.run(&["plan"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("written by a newer deepcli (schema 99"),
+        "{}",
+        run.stderr
+    );
+    let run = hub.apply(&[]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("upgrade deepcli"), "{}", run.stderr);
+}
