@@ -456,3 +456,32 @@ fn batch_answers_each_line_while_stdin_stays_open() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn an_acp_bound_conversation_is_pointed_out() {
+    let run = route(&[
+        "--config",
+        FIXTURE,
+        "--channel",
+        "discord",
+        "--peer",
+        "channel:c-acp",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("binds this conversation to agent `ops`")
+            && run.stdout.contains("bindings.yaml:25"),
+        "{}",
+        run.stdout
+    );
+    let other = route(&[
+        "--config",
+        FIXTURE,
+        "--channel",
+        "discord",
+        "--peer",
+        "channel:c-other",
+    ]);
+    assert!(!other.stdout.contains("note:"), "{}", other.stdout);
+}

@@ -119,7 +119,9 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
         if args.explain {
             let explanation = plan.explain(&input);
             value["explain"] = explanation.tiers_json(&plan, &input);
-            value["notes"] = json!(notes(&explanation));
+            let mut all = notes(&explanation);
+            all.extend(acp_note(&plan, &input));
+            value["notes"] = json!(all);
         }
         let mut out = io::stdout().lock();
         writeln!(out, "{value:#}")
@@ -132,6 +134,10 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
         } else {
             human(&plan.resolve(&input))
         };
+        let mut text = text;
+        if let Some(note) = acp_note(&plan, &input) {
+            let _ = writeln!(text, "{NOTE}note:{NOTE:#} {note}");
+        }
         anstream::stdout().write_all(text.as_bytes())
     };
     if written.is_err() {
@@ -239,6 +245,7 @@ const AGENT: Style = AnsiColor::Green.on_default().bold();
 const MISS: Style = AnsiColor::Yellow.on_default();
 const HIT: Style = AnsiColor::Green.on_default().bold();
 const DIM: Style = Style::new().dimmed();
+const NOTE: Style = Style::new().bold();
 
 fn human(r: &RouteResult) -> String {
     let mut out = String::new();
@@ -353,13 +360,17 @@ fn explain_human(
         r.agent_id
     );
     for note in notes(explanation) {
-        let _ = writeln!(
-            out,
-            "{}note:{:#} {note}",
-            Style::new().bold(),
-            Style::new().bold()
-        );
+        let _ = writeln!(out, "{NOTE}note:{NOTE:#} {note}");
     }
+}
+
+/// An ACP binding of this exact conversation wins before any tier, in the Access layer.
+fn acp_note(plan: &RoutingPlan, input: &RouteInput) -> Option<String> {
+    let acp = plan.acp_binding(input)?;
+    Some(format!(
+        "an ACP binding ({}:{}) binds this conversation to agent `{}`: the Access layer delivers it there first (matchedBy binding.acp)",
+        acp.source.file, acp.source.line, acp.agent_id
+    ))
 }
 
 /// What a person looking at a default route most likely wants to know.
