@@ -712,3 +712,36 @@ fn a_state_from_a_newer_deepcli_is_refused() {
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("upgrade deepcli"), "{}", run.stderr);
 }
+
+/// Regression: a relative --state-dir recorded relative workspaces, which the trash guard then
+/// refused (and which meant something else from another directory).
+#[test]
+fn a_relative_state_dir_records_absolute_paths() {
+    let hub = Hub::new();
+    two_agents(&hub);
+    let root = hub.config.parent().unwrap();
+    let out = Command::cargo_bin("deepcli")
+        .unwrap()
+        .current_dir(root)
+        .env("HOME", &hub.home)
+        .env_remove("DEEPCLI_STATE_DIR")
+        .args([
+            "--config",
+            "config",
+            "--state-dir",
+            "state",
+            "apply",
+            "--auto-approve",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let state = hub.export();
+    let workspace = state["agents"][0]["workspace"].as_str().unwrap();
+    assert!(Path::new(workspace).is_absolute(), "{workspace}");
+    assert!(hub.workspace("main").join("AGENTS.md").is_file());
+}

@@ -109,6 +109,11 @@ impl GlobalSettings {
         if let Some(state_dir) = args.state_dir {
             load.state_dir = state_dir;
         }
+        // Workspaces and agentDirs resolve under the state directory and are recorded in
+        // state: they must not depend on the directory deepcli happens to run in.
+        if let Ok(absolute) = std::path::absolute(&load.state_dir) {
+            load.state_dir = absolute;
+        }
         GlobalSettings {
             config_dir: args.config,
             load,

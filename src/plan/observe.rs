@@ -1,8 +1,9 @@
 //! What is on disk: the one part of planning that reads the world. Everything it finds is a
 //! plain value, so the diff itself stays pure.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::desired::Desired;
 use crate::state::{LiveState, StateDir};
@@ -54,22 +55,28 @@ impl World {
             observed: true,
             ..World::default()
         };
+        // Whether a workspace is empty matters only where one is about to be bootstrapped:
+        // a new agent, or one whose workspace moved.
+        let applied: HashMap<&str, &Path> = live
+            .agents
+            .iter()
+            .map(|a| (a.id.as_str(), a.workspace.as_path()))
+            .collect();
+        let mut files = Vec::new();
         for a in &desired.agents {
-            world.look_dir(&a.workspace);
-            world.look_dir(&a.agent_dir);
-            world.look_dir(&a.sessions_dir);
-            for name in workspace::FILES {
-                world.look_file(&a.workspace.join(name));
-            }
+            let fresh = applied.get(a.id.as_str()) != Some(&a.workspace.as_path());
+            world.look_dir(&a.workspace, fresh);
+            world.look_dir(&a.agent_dir, false);
+            world.look_dir(&a.sessions_dir, false);
+            files.extend(workspace::FILES.iter().map(|name| a.workspace.join(name)));
         }
         for a in &live.agents {
-            world.look_dir(&a.workspace);
-            world.look_dir(&a.agent_dir);
-            world.look_dir(&a.sessions_dir);
+            world.look_dir(&a.workspace, false);
+            world.look_dir(&a.agent_dir, false);
+            world.look_dir(&a.sessions_dir, false);
         }
-        for b in &live.bootstrap {
-            world.look_file(&b.path);
-        }
+        files.extend(live.bootstrap.iter().map(|b| b.path.clone()));
+        world.look_files(files);
         for t in &live.trash {
             world.trash_dirs.insert(t.dir.clone(), t.dir.is_dir());
         }
@@ -95,12 +102,19 @@ impl World {
         world
     }
 
-    fn look_dir(&mut self, path: &Path) {
-        if self.dirs.contains_key(path) {
+    /// `emptiness`: tell an empty directory from one with entries (else any existing
+    /// directory counts as non-empty, which costs one `stat` instead of a directory read).
+    fn look_dir(&mut self, path: &Path, emptiness: bool) {
+        if self
+            .dirs
+            .get(path)
+            .is_some_and(|s| !emptiness || *s != DirState::NonEmpty)
+        {
             return;
         }
         let state = match std::fs::symlink_metadata(path) {
             Err(_) => DirState::Missing,
+            Ok(meta) if meta.is_dir() && !emptiness => DirState::NonEmpty,
             Ok(meta) if meta.is_dir() => match std::fs::read_dir(path).map(|mut e| e.next()) {
                 Ok(None) => DirState::Empty,
                 _ => DirState::NonEmpty,
@@ -110,12 +124,40 @@ impl World {
         self.dirs.insert(path.to_path_buf(), state);
     }
 
-    fn look_file(&mut self, path: &Path) {
-        if self.files.contains_key(path) {
-            return;
+    /// Hashes files on every core: a hub of a thousand agents has eight thousand of them.
+    fn look_files(&mut self, paths: Vec<PathBuf>) {
+        let mut seen = HashSet::default();
+        let paths: Vec<PathBuf> = paths
+            .into_iter()
+            .filter(|p| seen.insert(p.clone()))
+            .collect();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8);
+        let chunk = paths.len().div_ceil(threads).max(64);
+        let hash_file = |path: &PathBuf| std::fs::read(path).ok().map(|bytes| hash::of(&bytes));
+        let hashed: Vec<Vec<Option<String>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = paths
+                .chunks(chunk)
+                .map(|part| {
+                    (
+                        part,
+                        scope.spawn(move || part.iter().map(hash_file).collect()),
+                    )
+                })
+                .collect();
+            workers
+                .into_iter()
+                // A worker that died is redone here, so every path keeps its own hash.
+                .map(|(part, w)| {
+                    w.join()
+                        .unwrap_or_else(|_| part.iter().map(hash_file).collect())
+                })
+                .collect()
+        });
+        for (path, hash) in paths.into_iter().zip(hashed.into_iter().flatten()) {
+            self.files.insert(path, hash);
         }
-        let hash = std::fs::read(path).ok().map(|bytes| hash::of(&bytes));
-        self.files.insert(path.to_path_buf(), hash);
     }
 }
 
