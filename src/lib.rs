@@ -17,12 +17,14 @@
 pub mod apply;
 pub mod cli;
 pub mod config;
+pub mod demo_agent;
 pub mod diagnostic;
 pub mod failpoint;
 pub mod hash;
 pub mod plan;
 pub mod report;
 pub mod routing;
+pub mod runtime;
 pub mod state;
 pub mod suggest;
 pub mod trash;

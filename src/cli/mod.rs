@@ -73,6 +73,10 @@ enum Command {
     Route(Box<route::RouteArgs>),
     /// Print the JSON Schema of one config file.
     Schema(schema::SchemaArgs),
+    /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
+    /// command: [deepcli, echo-agent]}`).
+    #[command(hide = true)]
+    EchoAgent,
 }
 
 /// How a command ended; the binary turns it into the process exit code.
@@ -134,6 +138,7 @@ pub fn run() -> ExitStatus {
         Command::Trash(command) => state::trash(&global, command),
         Command::Route(args) => route::run(&global, *args),
         Command::Schema(args) => schema::run(args),
+        Command::EchoAgent => echo_agent(),
     }
 }
 
@@ -161,4 +166,24 @@ pub(crate) fn load_valid(
         return Err(ExitStatus::Failure);
     }
     Ok(report)
+}
+
+fn echo_agent() -> ExitStatus {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitStatus::Error;
+        }
+    };
+    match runtime.block_on(crate::demo_agent::serve()) {
+        Ok(()) => ExitStatus::Success,
+        Err(e) => {
+            eprintln!("echo-agent: {e}");
+            ExitStatus::Failure
+        }
+    }
 }

@@ -1,0 +1,129 @@
+//! The client side of an ACP runtime: a connection over the pipes of a child deepcli spawned
+//! itself (the crate's own launcher can set neither a working directory nor a process group),
+//! and the `initialize` handshake that makes the runtime ready.
+
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, Implementation, InitializeRequest, PermissionOptionKind,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+/// How long an agent may take to answer `initialize` (reconcile.md: start timeout).
+pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A live connection to an ACP agent.
+pub struct AcpConnection {
+    pub cx: ConnectionTo<Agent>,
+    /// `session/update` notifications, for whoever prompts (the Access layer).
+    pub updates: mpsc::UnboundedReceiver<SessionNotification>,
+    /// What the agent said about itself: `agentInfo`, `agentCapabilities`, `protocolVersion`.
+    pub info: serde_json::Value,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for AcpConnection {
+    fn drop(&mut self) {
+        // Ends the connection: the agent's stdin closes.
+        self.driver.abort();
+    }
+}
+
+/// Never allows: picks a one-shot reject option, else answers `cancelled` (fail closed).
+fn decide_permission(req: &RequestPermissionRequest) -> RequestPermissionResponse {
+    let reject = [
+        PermissionOptionKind::RejectOnce,
+        PermissionOptionKind::RejectAlways,
+    ]
+    .iter()
+    .find_map(|kind| req.options.iter().find(|o| o.kind == *kind));
+    RequestPermissionResponse::new(match reject {
+        Some(o) => {
+            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(o.option_id.clone()))
+        }
+        None => RequestPermissionOutcome::Cancelled,
+    })
+}
+
+/// Connects over the child's stdin/stdout and runs `initialize` (protocol version 1) within
+/// `timeout`.
+pub async fn connect(
+    child: &mut tokio::process::Child,
+    timeout: Duration,
+) -> Result<AcpConnection, String> {
+    let stdin = child.stdin.take().ok_or("the runtime has no stdin pipe")?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or("the runtime has no stdout pipe")?;
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let (updates_tx, updates) = mpsc::unbounded_channel::<SessionNotification>();
+    let (cx_tx, cx_rx) = oneshot::channel::<ConnectionTo<Agent>>();
+    let driver = tokio::spawn(async move {
+        let result = Client
+            .v1()
+            .name("deepcli")
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    let _ = updates_tx.send(n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async |req: RequestPermissionRequest,
+                       responder: Responder<RequestPermissionResponse>,
+                       _cx| { responder.respond(decide_permission(&req)) },
+                agent_client_protocol::on_receive_request!(),
+            )
+            // Other agent→client requests (fs/*, terminal/*) get "method not found".
+            .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+                let _ = cx_tx.send(cx.clone());
+                cx.incoming_closed().await;
+                Ok(())
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "ACP connection ended");
+        }
+    });
+    let cx = cx_rx
+        .await
+        .map_err(|_| "the ACP connection closed before it opened".to_string())?;
+    let request = InitializeRequest::new(ProtocolVersion::V1)
+        .client_capabilities(ClientCapabilities::default())
+        .client_info(Implementation::new("deepcli", env!("CARGO_PKG_VERSION")));
+    let response = match tokio::time::timeout(timeout, cx.send_request(request).block_task()).await
+    {
+        Err(_) => {
+            driver.abort();
+            return Err(format!(
+                "no answer to `initialize` within {} s",
+                timeout.as_secs()
+            ));
+        }
+        Ok(Err(e)) => {
+            driver.abort();
+            return Err(format!("`initialize` failed: {e}"));
+        }
+        Ok(Ok(response)) => response,
+    };
+    let info = serde_json::json!({
+        "protocolVersion": response.protocol_version,
+        "agentInfo": response.agent_info,
+        "agentCapabilities": response.agent_capabilities,
+        "authMethods": response.auth_methods,
+    });
+    Ok(AcpConnection {
+        cx,
+        updates,
+        info,
+        driver,
+    })
+}

@@ -1,0 +1,239 @@
+//! Runtime supervision (reconcile.md, "Runtimes"): one task per agent whose `runtime.kind` is
+//! `process` or `acp` spawns its command in its own process group, pumps its output into a
+//! size-capped log, restarts it after a crash with exponential backoff, and stops it with the
+//! ladder: close stdin, SIGTERM the group, SIGKILL the group. No child outlives its task.
+//!
+//! This module runs processes and reports what they do; it does not decide which should run
+//! (the controller hands it the desired set) and it does not touch the state database (status
+//! changes go out on a channel).
+
+pub mod acp;
+mod log;
+mod process;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::Agent;
+use crate::config::model::{EnvValue, Runtime, RuntimeKind};
+
+pub use process::{stop_group, stop_pid};
+
+/// Backoff after a crash: 1 s doubling to 5 min, back to 1 s after 10 min of health.
+pub const BACKOFF_START: Duration = Duration::from_secs(1);
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+pub const HEALTHY_AFTER: Duration = Duration::from_secs(600);
+/// How long a runtime may take to exit after SIGTERM before it gets SIGKILL.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a runtime may take to exit after its stdin closes.
+pub const STDIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Everything needed to start one agent's runtime. Its hash decides restarts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeSpec {
+    pub agent_id: String,
+    pub kind: RuntimeKind,
+    pub command: Vec<String>,
+    pub env: Vec<(String, EnvValue)>,
+    pub cwd: PathBuf,
+    /// An isolated `HOME` under the agent's agentDir.
+    pub home: PathBuf,
+    pub log: PathBuf,
+    pub spec_hash: String,
+}
+
+/// The hash of what a runtime is started from: a change restarts it.
+pub fn spec_hash(runtime: &Runtime, workspace: &Path) -> String {
+    let text = serde_json::to_string(runtime).unwrap_or_default();
+    crate::hash::Hasher::default()
+        .part(text.as_bytes())
+        .part(workspace.as_os_str().as_encoded_bytes())
+        .finish()
+}
+
+impl RuntimeSpec {
+    /// The runtime of `agent`, unless it has none to run.
+    pub fn from_agent(agent: &Agent, logs: &Path) -> Option<RuntimeSpec> {
+        let runtime = agent.spec.runtime.as_ref()?;
+        if runtime.kind == RuntimeKind::None {
+            return None;
+        }
+        let cwd = match runtime.cwd.as_deref() {
+            None | Some("workspace") => agent.workspace.clone(),
+            Some(path) => crate::config::paths::resolve(path, &agent.workspace, None),
+        };
+        Some(RuntimeSpec {
+            agent_id: agent.id().to_string(),
+            kind: runtime.kind,
+            command: runtime.command.clone().unwrap_or_default(),
+            env: runtime
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            cwd,
+            home: agent.agent_dir.join("home"),
+            log: logs.join(format!("{}.log", agent.id())),
+            spec_hash: spec_hash(runtime, &agent.workspace),
+        })
+    }
+}
+
+/// What a runtime is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    Starting,
+    Ready,
+    CrashLoop,
+    Failed,
+    Stopped,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Ready => "ready",
+            Phase::CrashLoop => "crash-loop",
+            Phase::Failed => "failed",
+            Phase::Stopped => "stopped",
+        }
+    }
+}
+
+/// One runtime's status, as `deepcli status` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeStatus {
+    pub agent_id: String,
+    pub kind: String,
+    pub status: Phase,
+    pub pid: Option<u32>,
+    pub started_at: Option<String>,
+    pub restarts: u64,
+    pub last_exit: Option<String>,
+    pub last_error: Option<String>,
+    /// What an ACP agent reported at `initialize`: name, version, capabilities.
+    pub info: Option<serde_json::Value>,
+    pub spec_hash: String,
+    /// When a crash-looping runtime starts again.
+    pub next_start: Option<String>,
+}
+
+/// Status changes, for whoever records them.
+pub type Events = mpsc::UnboundedSender<RuntimeStatus>;
+
+type StopAck = oneshot::Sender<()>;
+
+struct Running {
+    spec: RuntimeSpec,
+    stop: oneshot::Sender<StopAck>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The runtimes of one controller.
+pub struct Supervisor {
+    running: BTreeMap<String, Running>,
+    status: Arc<Mutex<BTreeMap<String, RuntimeStatus>>>,
+    events: Events,
+}
+
+impl Supervisor {
+    pub fn new(events: Events) -> Supervisor {
+        Supervisor {
+            running: BTreeMap::new(),
+            status: Arc::default(),
+            events,
+        }
+    }
+
+    /// A snapshot of every runtime's status.
+    pub fn status(&self) -> Vec<RuntimeStatus> {
+        self.status
+            .lock()
+            .map(|s| s.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn status_handle(&self) -> Arc<Mutex<BTreeMap<String, RuntimeStatus>>> {
+        self.status.clone()
+    }
+
+    /// Brings the running set to `desired`: stops what is gone or changed, starts what is new
+    /// or changed.
+    pub async fn converge(&mut self, desired: &[RuntimeSpec]) {
+        let wanted: BTreeMap<&str, &RuntimeSpec> =
+            desired.iter().map(|s| (s.agent_id.as_str(), s)).collect();
+        let stale: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(id, r)| wanted.get(id.as_str()).is_none_or(|s| **s != r.spec))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            self.stop(&id).await;
+        }
+        for spec in desired {
+            if !self.running.contains_key(&spec.agent_id) {
+                self.start(spec.clone());
+            }
+        }
+    }
+
+    fn start(&mut self, spec: RuntimeSpec) {
+        let (stop, stop_rx) = oneshot::channel();
+        let status = self.status.clone();
+        let events = self.events.clone();
+        let task = tokio::spawn(process::supervise(spec.clone(), stop_rx, status, events));
+        self.running
+            .insert(spec.agent_id.clone(), Running { spec, stop, task });
+    }
+
+    /// Stops one runtime and waits until its process group is gone.
+    pub async fn stop(&mut self, agent_id: &str) {
+        let Some(running) = self.running.remove(agent_id) else {
+            return;
+        };
+        let (ack, done) = oneshot::channel();
+        if running.stop.send(ack).is_ok() {
+            let _ = done.await;
+        }
+        let _ = running.task.await;
+        if let Ok(mut status) = self.status.lock() {
+            status.remove(agent_id);
+        }
+    }
+
+    /// Stops everything (shutdown).
+    pub async fn stop_all(&mut self) {
+        let ids: Vec<String> = self.running.keys().cloned().collect();
+        let stops = ids.iter().map(|id| {
+            let running = self.running.remove(id);
+            async move {
+                let Some(running) = running else { return };
+                let (ack, done) = oneshot::channel();
+                if running.stop.send(ack).is_ok() {
+                    let _ = done.await;
+                }
+                let _ = running.task.await;
+            }
+        });
+        futures_join_all(stops).await;
+    }
+}
+
+/// Runs futures concurrently (a stop ladder takes seconds; a hub has many runtimes).
+async fn futures_join_all<F: std::future::Future<Output = ()> + Send + 'static>(
+    futures: impl Iterator<Item = F>,
+) {
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    for h in handles {
+        let _ = h.await;
+    }
+}
