@@ -17,6 +17,7 @@
 pub mod apply;
 pub mod cli;
 pub mod config;
+pub mod controller;
 pub mod demo_agent;
 pub mod diagnostic;
 pub mod failpoint;

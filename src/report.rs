@@ -61,6 +61,20 @@ pub fn human(report: &Report) -> String {
     out
 }
 
+/// `file:line:col: error[rule]: message` on one line, without styles (logs, status).
+pub fn one_line(d: &Diagnostic) -> String {
+    let place = d
+        .location
+        .as_ref()
+        .map_or_else(String::new, |l| format!("{}: ", position(l)));
+    format!(
+        "{place}{}[{}]: {}",
+        d.severity.as_str(),
+        d.rule.id,
+        d.message
+    )
+}
+
 fn render_human(out: &mut String, d: &Diagnostic, sources: &Sources, secrets: &[&Location]) {
     let style = match d.severity {
         Severity::Error => ERROR,

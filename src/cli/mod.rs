@@ -7,6 +7,7 @@ mod plan;
 mod route;
 mod schema;
 mod state;
+mod up;
 mod validate;
 
 use std::path::PathBuf;
@@ -57,6 +58,10 @@ enum Command {
     /// Check the config files: JSON Schema plus semantic rules, each finding at file:line:col.
     #[command(after_help = EXIT_CODES)]
     Validate(validate::ValidateArgs),
+    /// Run the controller: apply, watch the config, supervise runtimes, serve the API.
+    Up(up::UpArgs),
+    /// The controller's status, or the state's when no controller runs.
+    Status(up::StatusArgs),
     /// Show what `apply` would change: the config against the live state.
     Plan(Box<plan::PlanArgs>),
     /// Converge the world to the config: workspaces, trash moves, routing plan.
@@ -131,6 +136,8 @@ pub fn run() -> ExitStatus {
     let global = GlobalSettings::resolve(cli.global);
     match cli.command {
         Command::Validate(args) => validate::run(&global, args),
+        Command::Up(args) => up::up(&global, args),
+        Command::Status(args) => up::status(&global, args),
         Command::Plan(args) => plan::plan(&global, *args),
         Command::Apply(args) => plan::apply(&global, args),
         Command::State(command) => state::state(&global, command),

@@ -312,6 +312,10 @@ impl StateStore {
             .map_err(|e| self.sql(e))
     }
 
+    pub fn meta_value(&self, key: &str) -> Result<Option<String>> {
+        self.meta(key)
+    }
+
     pub fn lineage(&self) -> Result<String> {
         self.meta("lineage")?
             .ok_or_else(|| StateError::Corrupt("the lineage is missing".into()))
@@ -691,6 +695,37 @@ impl Tx<'_> {
         self.run(
             "UPDATE journal SET status = 'done', finished_at = ?1 WHERE step = ?2 AND status = 'started'",
             params![now(), step],
+        )
+    }
+
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.run(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+            [key, value],
+        )
+    }
+
+    /// Records what the supervisor observed of a runtime (keeps what apply asked for).
+    pub fn observe_runtime(&self, r: &crate::runtime::RuntimeStatus) -> Result<()> {
+        let process_start = r.pid.and_then(lease::process_start);
+        self.run(
+            "INSERT INTO runtimes (agent_id, kind, spec_hash, desired, status, pid, process_start, started_at, restarts, last_exit, last_error, info, updated_at)
+             VALUES (?1, ?2, ?3, 'run', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT (agent_id) DO UPDATE SET status = ?4, pid = ?5, process_start = ?6, started_at = ?7, restarts = ?8, last_exit = ?9, last_error = ?10, info = ?11, updated_at = ?12",
+            params![
+                r.agent_id,
+                r.kind,
+                r.spec_hash,
+                r.status.as_str(),
+                r.pid,
+                process_start,
+                r.started_at,
+                r.restarts,
+                r.last_exit,
+                r.last_error,
+                r.info.as_ref().map(|i| i.to_string()),
+                now()
+            ],
         )
     }
 

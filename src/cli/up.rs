@@ -1,0 +1,222 @@
+//! `deepcli up` and `deepcli status`.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde_json::Value;
+
+use super::{ExitStatus, GlobalSettings};
+use crate::controller::{self, ControllerOptions};
+use crate::state::{StateDir, StateStore};
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Where the HTTP API listens.
+    #[arg(long, default_value = "127.0.0.1:7430", value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Log format (RUST_LOG selects what is logged).
+    #[arg(long, value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
+    /// Seconds between resyncs that repair drift and catch missed file events.
+    #[arg(long, default_value_t = 60, value_name = "SECS")]
+    resync: u64,
+    /// How long to let a burst of file events settle before reloading.
+    #[arg(long, default_value_t = 200, value_name = "MS")]
+    debounce_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print the status as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(colour)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Human => builder.try_init(),
+    };
+}
+
+pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
+    init_logging(args.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = writeln!(
+                anstream::stderr(),
+                "error: cannot start the async runtime: {e}"
+            );
+            return ExitStatus::Error;
+        }
+    };
+    let options = ControllerOptions {
+        config_dir: global.config_dir.clone(),
+        load: global.load.clone(),
+        listen: args.listen,
+        resync: Duration::from_secs(args.resync.max(1)),
+        debounce: Duration::from_millis(args.debounce_ms),
+    };
+    match runtime.block_on(controller::run(options)) {
+        Ok(()) => ExitStatus::Success,
+        Err(e) => {
+            let _ = writeln!(anstream::stderr(), "error: {e}");
+            ExitStatus::Failure
+        }
+    }
+}
+
+/// `GET path` on the controller, with the operator token; `None` when nobody answers.
+fn get(addr: &str, path: &str, token: &str) -> Option<String> {
+    let addr: SocketAddr = addr.parse().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
+    let dir = StateDir::new(&global.load.state_dir);
+    if !dir.db().exists() {
+        let _ = writeln!(
+            anstream::stderr(),
+            "error: no deepcli state in `{}`; start `deepcli up` or run `deepcli apply`",
+            dir.root().display()
+        );
+        return ExitStatus::Failure;
+    }
+    let store = match StateStore::open(&dir) {
+        Ok(store) => store,
+        Err(e) => {
+            let _ = writeln!(anstream::stderr(), "error: {e}");
+            return ExitStatus::Failure;
+        }
+    };
+    let live = store.lease_holder().ok().flatten();
+    let from_controller = live
+        .filter(|h| h.purpose == crate::state::LeasePurpose::Controller.as_str())
+        .and_then(|_| store.meta_value("controller_addr").ok().flatten())
+        .and_then(|addr| {
+            let token = controller::operator_token(&dir).ok()?;
+            get(&addr, "/v1/status", &token)
+        })
+        .and_then(|body| serde_json::from_str::<Value>(&body).ok());
+    let doc = match from_controller {
+        Some(mut doc) => {
+            doc["source"] = "controller".into();
+            doc
+        }
+        None => {
+            let Ok(snapshot) = store.snapshot() else {
+                return ExitStatus::Failure;
+            };
+            serde_json::json!({
+                "source": "state",
+                "serial": snapshot.serial,
+                "routingGeneration": snapshot.routing.as_ref().map(|r| r.generation),
+                "agents": snapshot.agents.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
+                "runtimes": snapshot.runtimes,
+                "controller": Value::Null,
+            })
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        );
+        return ExitStatus::Success;
+    }
+    let _ = out.write_all(human(&doc).as_bytes());
+    ExitStatus::Success
+}
+
+fn human(doc: &Value) -> String {
+    let mut out = String::new();
+    let text = |v: &Value| match v {
+        Value::Null => "—".to_string(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if doc["source"] == "controller" {
+        out.push_str(&format!(
+            "controller   pid {} since {} (config {})\n",
+            text(&doc["pid"]),
+            text(&doc["startedAt"]),
+            text(&doc["configDir"])
+        ));
+        out.push_str(&format!(
+            "config       {} applied {}\n",
+            text(&doc["configHash"]),
+            text(&doc["appliedAt"])
+        ));
+    } else {
+        out.push_str("controller   not running (status from the state database)\n");
+    }
+    out.push_str(&format!(
+        "state        serial {}, routing plan generation {}\n",
+        text(&doc["serial"]),
+        text(&doc["routingGeneration"])
+    ));
+    if let Some(rejected) = doc.get("rejected").filter(|r| !r.is_null()) {
+        out.push_str(&format!(
+            "rejected     edit {} since {} (the last good config keeps running):\n",
+            text(&rejected["configHash"]),
+            text(&rejected["since"])
+        ));
+        for d in rejected["diagnostics"].as_array().into_iter().flatten() {
+            out.push_str(&format!("               {}\n", text(d)));
+        }
+    }
+    for b in doc["blocked"].as_array().into_iter().flatten() {
+        out.push_str(&format!("blocked      {}\n", text(b)));
+    }
+    let runtimes = doc["runtimes"].as_array().cloned().unwrap_or_default();
+    if runtimes.is_empty() {
+        out.push_str("runtimes     none\n");
+    }
+    for r in &runtimes {
+        out.push_str(&format!(
+            "runtime      {:<16} {:<11} pid {:<8} restarts {}  since {}{}\n",
+            text(&r["agentId"]),
+            text(&r["status"]),
+            text(&r["pid"]),
+            text(&r["restarts"]),
+            text(&r["startedAt"]),
+            r.get("lastError")
+                .filter(|e| !e.is_null())
+                .map_or_else(String::new, |e| format!("  last error: {}", text(e)))
+        ));
+    }
+    out
+}

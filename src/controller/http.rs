@@ -1,0 +1,87 @@
+//! The controller's HTTP surface so far: `GET /healthz`, `GET /v1/status` and `GET /metrics`
+//! (operator token). The Access endpoints join it with the Access layer.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+
+use super::Shared;
+
+fn authorized(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(token) if constant_time_eq(token.as_bytes(), shared.token.as_bytes()) => Ok(()),
+        _ => Err((
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "missing or wrong operator token: send `Authorization: Bearer <token>` (DEEPCLI_OPERATOR_TOKEN or <state>/operator-token)"})),
+        )
+            .into_response()),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn status(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Err(denied) = authorized(&shared, &headers) {
+        return denied;
+    }
+    let status = shared.status.read().map(|s| s.clone()).unwrap_or_default();
+    Json(status).into_response()
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Err(denied) = authorized(&shared, &headers) {
+        return denied;
+    }
+    let s = shared.status.read().map(|s| s.clone()).unwrap_or_default();
+    let ready = s
+        .runtimes
+        .iter()
+        .filter(|r| r.status == crate::runtime::Phase::Ready)
+        .count();
+    let text = format!(
+        "# TYPE deepcli_reconciles_total counter\ndeepcli_reconciles_total {}\n\
+         # TYPE deepcli_config_rejections_total counter\ndeepcli_config_rejections_total {}\n\
+         # TYPE deepcli_config_rejected gauge\ndeepcli_config_rejected {}\n\
+         # TYPE deepcli_routing_generation gauge\ndeepcli_routing_generation {}\n\
+         # TYPE deepcli_runtimes_ready gauge\ndeepcli_runtimes_ready {ready}\n\
+         # TYPE deepcli_runtimes gauge\ndeepcli_runtimes {}\n",
+        s.reconciles,
+        s.rejections,
+        u8::from(s.rejected.is_some()),
+        s.routing_generation.unwrap_or(0),
+        s.runtimes.len(),
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+pub(super) async fn serve(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/v1/status", get(status))
+        .route("/metrics", get(metrics))
+        .with_state(shared);
+    let stop = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(error = %e, "HTTP server failed");
+    }
+}

@@ -1,0 +1,450 @@
+//! `deepcli up`: the controller (reconcile.md, "Controller"). One long-lived process that holds
+//! the state lease, applies the config, watches the config directory and re-applies on every
+//! save, keeps the last good config when an edit is invalid, supervises runtimes, resyncs
+//! periodically, and serves its status over HTTP.
+//!
+//! Reconciles run one at a time on one loop: a change that arrives during one runs right after
+//! it. The blocking parts (loading, planning, applying: SQLite and the disk) run on the blocking
+//! pool with the state store behind a mutex only this loop takes.
+
+mod http;
+pub mod status;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use crate::apply::{self, Source};
+use crate::config::{FileKind, LoadOptions};
+use crate::plan::{Action, Desired, Options, World, diff};
+use crate::runtime::{RuntimeSpec, RuntimeStatus, Supervisor};
+use crate::state::{LeasePurpose, StateDir, StateError, StateStore};
+use crate::trash::Guard;
+pub use status::{ControllerStatus, Rejection};
+
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    pub config_dir: PathBuf,
+    pub load: LoadOptions,
+    pub listen: SocketAddr,
+    pub resync: Duration,
+    pub debounce: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("cannot watch `{}`: {source}", path.display())]
+    Watch {
+        path: PathBuf,
+        source: notify::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot create the operator token `{}`: {source}", path.display())]
+    Token {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+struct Shared {
+    status: RwLock<ControllerStatus>,
+    token: String,
+}
+
+/// The operator token: `DEEPCLI_OPERATOR_TOKEN`, else `<state>/operator-token` (created on
+/// first start, mode 0600).
+pub fn operator_token(state: &StateDir) -> Result<String, ControllerError> {
+    if let Ok(token) = std::env::var("DEEPCLI_OPERATOR_TOKEN")
+        && !token.trim().is_empty()
+    {
+        return Ok(token.trim().to_string());
+    }
+    let path = state.root().join("operator-token");
+    if let Ok(token) = std::fs::read_to_string(&path) {
+        return Ok(token.trim().to_string());
+    }
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |source| ControllerError::Token {
+        path: path.clone(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(err)?;
+    file.write_all(token.as_bytes()).map_err(err)?;
+    Ok(token)
+}
+
+fn is_config_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| FileKind::ALL.iter().any(|k| k.file_name() == n))
+}
+
+/// Runs the controller until SIGINT or SIGTERM.
+pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
+    let state = StateDir::new(&options.load.state_dir);
+    let mut store = StateStore::open(&state)?;
+    store.acquire_lease(LeasePurpose::Controller, Duration::from_millis(500))?;
+    let token = operator_token(&state)?;
+
+    // Runtimes a killed controller left behind: found by pid and start time, stopped.
+    for record in store.runtimes()? {
+        if let Some(pid) = record.pid.and_then(|p| u32::try_from(p).ok())
+            && crate::runtime::stop_pid(pid, record.process_start.as_deref()).await
+        {
+            tracing::info!(agent = %record.agent_id, pid, "stopped a runtime left by an earlier controller");
+        }
+    }
+
+    let shared = Arc::new(Shared {
+        status: RwLock::new(ControllerStatus {
+            pid: std::process::id(),
+            started_at: crate::state::now(),
+            config_dir: options.config_dir.display().to_string(),
+            state_dir: state.root().display().to_string(),
+            serial: store.serial()?,
+            ..ControllerStatus::default()
+        }),
+        token,
+    });
+    let store = Arc::new(Mutex::new(store));
+
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| ControllerError::Listen {
+            addr: options.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().unwrap_or(options.listen);
+    record_address(&store, addr);
+    tracing::info!(%addr, config = %options.config_dir.display(), "deepcli up");
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(http::serve(listener, shared.clone(), shutdown_rx));
+
+    // Watch the directory, not the files: an editor's rename-over save replaces the inode.
+    let (events_tx, mut events) = mpsc::unbounded_channel::<()>();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event
+            && event.paths.iter().any(|p| is_config_file(p))
+        {
+            let _ = events_tx.send(());
+        }
+    })
+    .map_err(|source| ControllerError::Watch {
+        path: options.config_dir.clone(),
+        source,
+    })?;
+    watcher
+        .watch(&options.config_dir, RecursiveMode::NonRecursive)
+        .map_err(|source| ControllerError::Watch {
+            path: options.config_dir.clone(),
+            source,
+        })?;
+
+    let (runtime_tx, mut runtime_events) = mpsc::unbounded_channel::<RuntimeStatus>();
+    let mut supervisor = Supervisor::new(runtime_tx);
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|source| ControllerError::Listen { addr, source })?;
+    let mut resync = tokio::time::interval(options.resync);
+    resync.tick().await;
+    let mut heartbeat = tokio::time::interval(Duration::from_secs(10));
+    let mut pending = true;
+    loop {
+        if pending {
+            pending = false;
+            reconcile(&options, &store, &shared, &mut supervisor).await;
+        }
+        tokio::select! {
+            Some(()) = events.recv() => {
+                // Debounce: an editor's save is several events; let them settle.
+                tokio::time::sleep(options.debounce).await;
+                while events.try_recv().is_ok() {}
+                pending = true;
+            }
+            _ = resync.tick() => pending = true,
+            _ = heartbeat.tick() => {
+                let store = store.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Ok(mut s) = store.lock() {
+                        let _ = s.renew_lease();
+                    }
+                }).await;
+            }
+            Some(status) = runtime_events.recv() => {
+                let mut batch = vec![status];
+                while let Ok(s) = runtime_events.try_recv() {
+                    batch.push(s);
+                }
+                record_runtimes(&store, batch).await;
+                if let Ok(mut s) = shared.status.write() {
+                    s.runtimes = supervisor.status();
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break,
+            _ = sigterm.recv() => break,
+        }
+    }
+    tracing::info!("stopping runtimes");
+    supervisor.stop_all().await;
+    let mut rest = Vec::new();
+    while let Ok(s) = runtime_events.try_recv() {
+        rest.push(s);
+    }
+    record_runtimes(&store, rest).await;
+    let _ = shutdown_tx.send(true);
+    let _ = server.await;
+    drop(watcher);
+    if let Ok(mut s) = store.lock() {
+        let _ = s.release_lease();
+    }
+    tracing::info!("deepcli up: stopped");
+    Ok(())
+}
+
+fn record_address(store: &Arc<Mutex<StateStore>>, addr: SocketAddr) {
+    if let Ok(mut s) = store.lock() {
+        let _ = s.transaction(|tx| tx.set_meta("controller_addr", &addr.to_string()));
+    }
+}
+
+async fn record_runtimes(store: &Arc<Mutex<StateStore>>, batch: Vec<RuntimeStatus>) {
+    if batch.is_empty() {
+        return;
+    }
+    let store = store.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Ok(mut s) = store.lock() {
+            let _ = s.transaction(|tx| {
+                for status in &batch {
+                    tx.observe_runtime(status)?;
+                }
+                Ok(())
+            });
+        }
+    })
+    .await;
+}
+
+/// What one reconcile found, from the blocking part.
+enum Found {
+    Rejected(Rejection),
+    Planned {
+        desired: Box<Desired>,
+        plan: Box<crate::plan::Plan>,
+        runtimes: Vec<RuntimeSpec>,
+        agents: Vec<String>,
+    },
+    Failed(String),
+}
+
+async fn reconcile(
+    options: &ControllerOptions,
+    store: &Arc<Mutex<StateStore>>,
+    shared: &Arc<Shared>,
+    supervisor: &mut Supervisor,
+) {
+    let found = {
+        let options = options.clone();
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || find(&options, &store))
+            .await
+            .unwrap_or_else(|e| Found::Failed(format!("reconcile panicked: {e}")))
+    };
+    match found {
+        Found::Failed(error) => {
+            tracing::error!(%error, "reconcile failed");
+            if let Ok(mut s) = shared.status.write() {
+                s.last_error = Some(error);
+            }
+        }
+        Found::Rejected(rejection) => {
+            let mut s = match shared.status.write() {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+            // Once per change, not once per resync.
+            if s.rejected.as_ref().map(|r| &r.config_hash) != Some(&rejection.config_hash) {
+                tracing::warn!(
+                    hash = %rejection.config_hash,
+                    errors = rejection.diagnostics.len(),
+                    first = rejection.diagnostics.first().map(String::as_str).unwrap_or(""),
+                    "config edit rejected; the last good config keeps running"
+                );
+                s.rejections += 1;
+                s.rejected = Some(rejection);
+            }
+        }
+        Found::Planned {
+            desired,
+            plan,
+            runtimes,
+            agents,
+        } => {
+            if !plan.blocked.is_empty() {
+                let reasons: Vec<String> = plan.blocked.iter().map(|b| b.reason.clone()).collect();
+                if let Ok(mut s) = shared.status.write() {
+                    if s.blocked != reasons {
+                        tracing::warn!(reasons = ?reasons, "plan blocked: waiting for an operator");
+                    }
+                    s.blocked = reasons;
+                    s.rejected = None;
+                }
+                return;
+            }
+            // A deleted agent's runtime stops before its files go to trash.
+            for action in &plan.actions {
+                if let Action::DeleteAgent { id, .. } = action {
+                    supervisor.stop(id).await;
+                }
+            }
+            let applied = {
+                let store = store.clone();
+                let config_dir = options.config_dir.clone();
+                let guard = guard(options);
+                let plan = plan.clone();
+                let desired = desired.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut store = store
+                        .lock()
+                        .map_err(|_| "state store poisoned".to_string())?;
+                    let mut progress = |_: &str, _: usize, _: usize| {};
+                    let mut cx = apply::Context {
+                        config_dir: &config_dir,
+                        source: Source::Controller,
+                        guard: &guard,
+                        progress: &mut progress,
+                    };
+                    apply::apply(&mut store, &plan, &desired, &mut cx).map_err(|e| e.to_string())
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("apply panicked: {e}")))
+            };
+            match applied {
+                Err(error) => {
+                    tracing::error!(%error, "apply failed; the next reconcile retries");
+                    if let Ok(mut s) = shared.status.write() {
+                        s.last_error = Some(error);
+                    }
+                }
+                Ok(applied) => {
+                    if !plan.is_empty() {
+                        tracing::info!(
+                            serial = applied.serial,
+                            generation = ?applied.generation,
+                            actions = plan.actions.len(),
+                            "applied"
+                        );
+                    }
+                    if let Ok(mut s) = shared.status.write() {
+                        s.reconciles += 1;
+                        s.serial = applied.serial;
+                        if let Some(g) = applied.generation {
+                            s.routing_generation = Some(g);
+                        }
+                        if s.config_hash.as_deref() != Some(desired.config_hash.as_str()) {
+                            s.applied_at = Some(crate::state::now());
+                        }
+                        s.config_hash = Some(desired.config_hash.clone());
+                        s.rejected = None;
+                        s.blocked.clear();
+                        s.last_error = None;
+                        s.agents = agents;
+                    }
+                    supervisor.converge(&runtimes).await;
+                    if let Ok(mut s) = shared.status.write() {
+                        s.runtimes = supervisor.status();
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn guard(options: &ControllerOptions) -> Guard {
+    Guard::new(
+        &std::path::absolute(&options.config_dir).unwrap_or_else(|_| options.config_dir.clone()),
+        &options.load.state_dir,
+        options.load.home.as_deref(),
+    )
+}
+
+/// Load, validate, plan: the blocking part of a reconcile.
+fn find(options: &ControllerOptions, store: &Arc<Mutex<StateStore>>) -> Found {
+    let report = match crate::validate::validate_dir(&options.config_dir, &options.load) {
+        Ok(report) => report,
+        Err(e) => return Found::Failed(e.to_string()),
+    };
+    if !report.is_valid() {
+        let diagnostics = report
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(crate::report::one_line)
+            .collect();
+        return Found::Rejected(Rejection {
+            config_hash: report.config.sources.hash(),
+            since: crate::state::now(),
+            diagnostics,
+        });
+    }
+    let desired = Desired::from_config(&report.config);
+    let state = StateDir::new(&options.load.state_dir);
+    let live = match store
+        .lock()
+        .map_err(|_| "state store poisoned".to_string())
+        .and_then(|s| s.snapshot().map_err(|e| e.to_string()))
+    {
+        Ok(live) => live,
+        Err(e) => return Found::Failed(e),
+    };
+    let world = World::observe(&desired, &live, &state);
+    let guard = guard(options);
+    let plan = diff(
+        &desired,
+        &live,
+        &world,
+        &Options {
+            allow_destroy: false,
+            allow_mass_delete: false,
+            guard: &guard,
+        },
+    );
+    let runtimes = report
+        .config
+        .agents
+        .iter()
+        .filter_map(|a| RuntimeSpec::from_agent(a, &state.logs()))
+        .collect();
+    let agents = report
+        .config
+        .agents
+        .iter()
+        .map(|a| a.id().to_string())
+        .collect();
+    Found::Planned {
+        desired: Box::new(desired),
+        plan: Box::new(plan),
+        runtimes,
+        agents,
+    }
+}

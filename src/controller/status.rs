@@ -1,0 +1,38 @@
+//! What the controller reports (`GET /v1/status`, `deepcli status`).
+
+use serde::Serialize;
+
+use crate::runtime::RuntimeStatus;
+
+/// An edit the controller refused: the last good config keeps running.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rejection {
+    pub config_hash: String,
+    pub since: String,
+    /// `file:line:col: error[rule]: message`, one per error.
+    pub diagnostics: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerStatus {
+    pub pid: u32,
+    pub started_at: String,
+    pub config_dir: String,
+    pub state_dir: String,
+    /// The config in force: its hash and when it was applied.
+    pub config_hash: Option<String>,
+    pub applied_at: Option<String>,
+    pub serial: u64,
+    pub routing_generation: Option<u64>,
+    /// The edit on disk that was refused, while it is still there.
+    pub rejected: Option<Rejection>,
+    /// A plan that waits for an operator (mass delete, protected agent, unsafe path).
+    pub blocked: Vec<String>,
+    pub agents: Vec<String>,
+    pub runtimes: Vec<RuntimeStatus>,
+    pub reconciles: u64,
+    pub rejections: u64,
+    pub last_error: Option<String>,
+}
