@@ -74,6 +74,20 @@ fn step_err(step: &str) -> impl Fn(std::io::Error) -> ApplyError + '_ {
     }
 }
 
+/// A plan that a guard stopped is not applied: the reasons say what to check or which flag
+/// lets it through.
+pub fn refuse_blocked(plan: &Plan) -> Result<(), ApplyError> {
+    if plan.blocked.is_empty() {
+        return Ok(());
+    }
+    let reasons: Vec<String> = plan
+        .blocked
+        .iter()
+        .map(|b| format!("  {}", b.reason))
+        .collect();
+    Err(ApplyError::Blocked(reasons.join("\n")))
+}
+
 /// Runs `plan`. The caller holds the state lease.
 pub fn apply(
     store: &mut StateStore,
@@ -81,14 +95,7 @@ pub fn apply(
     desired: &Desired,
     cx: &mut Context<'_>,
 ) -> Result<Applied, ApplyError> {
-    if !plan.blocked.is_empty() {
-        let reasons: Vec<String> = plan
-            .blocked
-            .iter()
-            .map(|b| format!("  {}", b.reason))
-            .collect();
-        return Err(ApplyError::Blocked(reasons.join("\n")));
-    }
+    refuse_blocked(plan)?;
     let serial = store.serial()?;
     if plan.is_empty() {
         return Ok(Applied {

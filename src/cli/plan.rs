@@ -11,7 +11,6 @@ use crate::apply::{self, ApplyError, Source};
 use crate::plan::render::{self, Paths};
 use crate::plan::{Action, Desired, Options, Plan, World, diff};
 use crate::state::{LeasePurpose, LiveState, StateDir, StateStore};
-use crate::trash::Guard;
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -87,16 +86,26 @@ fn bindings_file(desired: &Desired) -> String {
     )
 }
 
-fn guard(global: &GlobalSettings) -> Guard {
-    Guard::new(
-        &absolute(&global.config_dir),
-        &absolute(&global.load.state_dir),
-        global.load.home.as_deref(),
+/// The plan for this config, state and world, with the operator's allowances.
+fn plan_for(
+    global: &GlobalSettings,
+    desired: &Desired,
+    live: &LiveState,
+    world: &World,
+    allow_destroy: bool,
+    allow_mass_delete: bool,
+) -> Plan {
+    let guard = crate::plan::guard(&global.config_dir, &global.load);
+    diff(
+        desired,
+        live,
+        world,
+        &Options {
+            allow_destroy,
+            allow_mass_delete,
+            guard: &guard,
+        },
     )
-}
-
-fn absolute(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// The live state: the database if there is one (a missing one is an empty state, and plan
@@ -139,16 +148,13 @@ pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
             (live, world)
         }
     };
-    let guard = guard(global);
-    let plan = diff(
+    let plan = plan_for(
+        global,
         &desired,
         &live,
         &world,
-        &Options {
-            allow_destroy: args.allow_destroy,
-            allow_mass_delete: args.allow_mass_delete,
-            guard: &guard,
-        },
+        args.allow_destroy,
+        args.allow_mass_delete,
     );
     let text = if args.json {
         render::json(&plan)
@@ -262,16 +268,13 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
     store.acquire_lease(LeasePurpose::Apply, Duration::from_secs(3))?;
     let live = store.snapshot()?;
     let world = World::observe(&desired, &live, &state);
-    let guard = guard(global);
-    let plan = diff(
+    let plan = plan_for(
+        global,
         &desired,
         &live,
         &world,
-        &Options {
-            allow_destroy: args.allow_destroy,
-            allow_mass_delete: args.allow_mass_delete,
-            guard: &guard,
-        },
+        args.allow_destroy,
+        args.allow_mass_delete,
     );
     if let Some(saved) = &saved {
         check_fresh(saved, &plan)?;
@@ -286,14 +289,7 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
             render::human(&plan, &paths(global), &bindings_file(&desired), None).as_bytes(),
         );
     }
-    if !plan.blocked.is_empty() {
-        let reasons: Vec<String> = plan
-            .blocked
-            .iter()
-            .map(|b| format!("  {}", b.reason))
-            .collect();
-        return Err(ApplyError::Blocked(reasons.join("\n")));
-    }
+    apply::refuse_blocked(&plan)?;
     if !args.auto_approve && saved.is_none() {
         if !std::io::stdin().is_terminal() {
             let _ = writeln!(
@@ -317,6 +313,7 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
             let _ = writeln!(anstream::stderr(), "  [{i}/{total}] {step}");
         }
     };
+    let guard = crate::plan::guard(&global.config_dir, &global.load);
     let mut cx = apply::Context {
         config_dir: &global.config_dir,
         source: Source::Cli,

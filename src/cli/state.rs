@@ -181,12 +181,7 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
             if let Err(e) = store.acquire_lease(LeasePurpose::Trash, Duration::from_secs(3)) {
                 return fail(e);
             }
-            let guard = trash::Guard::new(
-                &std::path::absolute(&global.config_dir)
-                    .unwrap_or_else(|_| global.config_dir.clone()),
-                &std::path::absolute(dir.root()).unwrap_or_else(|_| dir.root().to_path_buf()),
-                global.load.home.as_deref(),
-            );
+            let guard = crate::plan::guard(&global.config_dir, &global.load);
             match trash::restore(&dir.trash(), &entry, &guard) {
                 Ok(manifest) => {
                     let _ = store.transaction(|tx| tx.mark_restored(&entry));

@@ -381,11 +381,7 @@ async fn reconcile(
 }
 
 fn guard(options: &ControllerOptions) -> Guard {
-    Guard::new(
-        &std::path::absolute(&options.config_dir).unwrap_or_else(|_| options.config_dir.clone()),
-        &options.load.state_dir,
-        options.load.home.as_deref(),
-    )
+    crate::plan::guard(&options.config_dir, &options.load)
 }
 
 /// Load, validate, plan: the blocking part of a reconcile.

@@ -17,6 +17,20 @@ pub use desired::Desired;
 pub use diff::{Options, diff};
 pub use observe::World;
 
+/// The trash guard for a config and state directory: `/`, home directories, and these two
+/// directories (absolute) and their ancestors are never moved or bootstrapped into.
+pub fn guard(
+    config_dir: &std::path::Path,
+    load: &crate::config::LoadOptions,
+) -> crate::trash::Guard {
+    let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    crate::trash::Guard::new(
+        &absolute(config_dir),
+        &absolute(&load.state_dir),
+        load.home.as_deref(),
+    )
+}
+
 /// `format_version` of `plan --json` and saved plans.
 pub const FORMAT_VERSION: &str = "1";
 

@@ -79,6 +79,20 @@ fn parse_time(text: &str) -> Option<i64> {
     text.parse::<jiff::Timestamp>().ok().map(|t| t.as_second())
 }
 
+const HOLDER_SQL: &str =
+    "SELECT pid, host, process_start, purpose, acquired_at, heartbeat_at FROM lease WHERE id = 1";
+
+fn holder_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseHolder> {
+    Ok(LeaseHolder {
+        pid: r.get(0)?,
+        host: r.get(1)?,
+        process_start: r.get(2)?,
+        purpose: r.get(3)?,
+        acquired_at: r.get(4)?,
+        heartbeat_at: r.get(5)?,
+    })
+}
+
 impl StateStore {
     /// Takes the lease, waiting up to `wait` for a live holder to let go.
     pub fn acquire_lease(&mut self, purpose: LeasePurpose, wait: Duration) -> Result<()> {
@@ -118,20 +132,7 @@ impl StateStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
         let holder = tx
-            .query_row(
-                "SELECT pid, host, process_start, purpose, acquired_at, heartbeat_at FROM lease WHERE id = 1",
-                [],
-                |r| {
-                    Ok(LeaseHolder {
-                        pid: r.get(0)?,
-                        host: r.get(1)?,
-                        process_start: r.get(2)?,
-                        purpose: r.get(3)?,
-                        acquired_at: r.get(4)?,
-                        heartbeat_at: r.get(5)?,
-                    })
-                },
-            )
+            .query_row(HOLDER_SQL, [], holder_row)
             .optional()
             .map_err(sql)?;
         if let Some(holder) = holder {
@@ -176,20 +177,7 @@ impl StateStore {
     pub fn lease_holder(&self) -> Result<Option<LeaseHolder>> {
         let holder = self
             .conn
-            .query_row(
-                "SELECT pid, host, process_start, purpose, acquired_at, heartbeat_at FROM lease WHERE id = 1",
-                [],
-                |r| {
-                    Ok(LeaseHolder {
-                        pid: r.get(0)?,
-                        host: r.get(1)?,
-                        process_start: r.get(2)?,
-                        purpose: r.get(3)?,
-                        acquired_at: r.get(4)?,
-                        heartbeat_at: r.get(5)?,
-                    })
-                },
-            )
+            .query_row(HOLDER_SQL, [], holder_row)
             .optional()
             .map_err(|e| self.sql(e))?;
         Ok(holder.filter(|h| h.is_alive(&hostname())))
