@@ -420,25 +420,28 @@ fn apply_without_a_terminal_needs_auto_approve() {
 
 #[test]
 fn a_second_writer_fails_naming_the_holder() {
+    use deepcli::state::LeasePurpose;
     let hub = Hub::new();
     two_agents(&hub);
     let dir = deepcli::state::StateDir::new(&hub.state);
     let mut store = deepcli::state::StateStore::open(&dir).unwrap();
-    store
-        .acquire_lease(
-            deepcli::state::LeasePurpose::Controller,
-            std::time::Duration::ZERO,
-        )
-        .unwrap();
-    let run = hub.apply(&[]);
-    assert_eq!(run.code, 1);
-    let me = std::process::id().to_string();
-    assert!(
-        run.stderr.contains(&format!("locked by pid {me}")) && run.stderr.contains("deepcli up"),
-        "{}",
-        run.stderr
-    );
-    store.release_lease().unwrap();
+    let me = std::process::id();
+    for (purpose, says) in [
+        (LeasePurpose::Apply, format!("locked by pid {me} on")),
+        (
+            LeasePurpose::Controller,
+            format!("a controller (deepcli up, pid {me}"),
+        ),
+    ] {
+        store
+            .acquire_lease(purpose, std::time::Duration::ZERO)
+            .unwrap();
+        let run = hub.apply(&[]);
+        assert_eq!(run.code, 1);
+        assert!(run.stderr.contains(&says), "{purpose:?}: {}", run.stderr);
+        assert!(!hub.workspace("main").exists(), "nothing applied");
+        store.release_lease().unwrap();
+    }
     hub.applied();
 }
 

@@ -265,7 +265,20 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
     let desired = Desired::from_config(&report.config);
     let state = StateDir::new(&global.load.state_dir);
     let mut store = StateStore::open(&state)?;
-    store.acquire_lease(LeasePurpose::Apply, Duration::from_secs(3))?;
+    match store.acquire_lease(LeasePurpose::Apply, Duration::from_secs(3)) {
+        Err(crate::state::StateError::Locked(holder))
+            if holder.purpose == LeasePurpose::Controller.as_str() =>
+        {
+            let _ = writeln!(
+                anstream::stderr(),
+                "error: a controller (deepcli up, pid {} on {}) manages this state and applies every saved change itself; nothing was applied\nhint: see what it did with `deepcli status`",
+                holder.pid,
+                holder.host
+            );
+            return Ok(ExitStatus::Failure);
+        }
+        other => other?,
+    }
     let live = store.snapshot()?;
     let world = World::observe(&desired, &live, &state);
     let plan = plan_for(
