@@ -94,7 +94,6 @@ fn main() -> ExitCode {
         [n] => count(n).map(measure),
         ["--write-config", dir, n] => count(n).map(|n| write_config(Path::new(dir), n)),
         ["--emit-inputs", dir, n] => count(n).map(|n| emit_inputs(Path::new(dir), n)),
-        ["--stats", n] => count(n).map(stats),
         _ => None,
     };
     match result {
@@ -388,81 +387,4 @@ fn check_coverage(plan: &RoutingPlan, inputs: &[(RouteInput, MatchedBy)]) {
     for (tier, n) in TIERS.iter().zip(seen) {
         assert!(n > 0, "no input is decided by {}", tier.as_str());
     }
-}
-
-fn stats(bindings: usize) -> Result<(), String> {
-    let g = generate::generate_routing(bindings);
-    let texts = vec![
-        (FileKind::Agents, PathBuf::from("agents.yaml"), g.agents),
-        (
-            FileKind::Channels,
-            PathBuf::from("channels.yaml"),
-            g.channels,
-        ),
-        (
-            FileKind::Bindings,
-            PathBuf::from("bindings.yaml"),
-            g.bindings,
-        ),
-    ];
-    let loaded = config::load_texts(Path::new("."), texts, &options());
-    let plan = RoutingPlan::compile(&loaded.config);
-    let inputs = mixed_inputs(&plan, 9 * 1024);
-    for want in TIERS {
-        let mut n = 0;
-        let mut cands = 0;
-        let mut tried = 0;
-        let mut maxc = 0;
-        for (input, w) in &inputs {
-            if *w != want {
-                continue;
-            }
-            n += 1;
-            let e = plan.explain(input);
-            for t in &e.tiers {
-                if let deepcli::routing::plan::TierOutcome::Tried { candidates, .. } = &t.outcome {
-                    tried += 1;
-                    cands += candidates.len();
-                    maxc = maxc.max(candidates.len());
-                }
-            }
-        }
-        println!(
-            "{:24} tiers tried {:.2} candidates {:.2} max {}",
-            want.as_str(),
-            tried as f64 / n as f64,
-            cands as f64 / n as f64,
-            maxc
-        );
-    }
-    let t = Instant::now();
-    let reps = 200;
-    for _ in 0..reps {
-        for (i, _) in &inputs {
-            std::hint::black_box(plan.resolve(i));
-        }
-    }
-    println!(
-        "resolve avg {:.0} ns (system alloc)",
-        t.elapsed().as_nanos() as f64 / (reps * inputs.len()) as f64
-    );
-    for want in TIERS {
-        let sel: Vec<&RouteInput> = inputs
-            .iter()
-            .filter(|(_, w)| *w == want)
-            .map(|(i, _)| i)
-            .collect();
-        let t = Instant::now();
-        for _ in 0..reps {
-            for i in &sel {
-                std::hint::black_box(plan.resolve(i));
-            }
-        }
-        println!(
-            "  {:24} {:.0} ns",
-            want.as_str(),
-            t.elapsed().as_nanos() as f64 / (reps * sel.len()) as f64
-        );
-    }
-    Ok(())
 }
