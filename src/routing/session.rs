@@ -48,6 +48,9 @@ impl SessionSettings {
 
     /// The canonical name a direct peer is linked to, if any.
     fn linked(&self, channel: &str, peer_id: &str) -> Option<&str> {
+        if self.identity_links.is_empty() {
+            return None;
+        }
         let bare = peer_id.to_lowercase();
         let scoped = format!("{channel}:{peer_id}").to_lowercase();
         self.identity_links
@@ -62,6 +65,29 @@ pub struct SessionKeys {
     pub main: String,
 }
 
+/// `parts` joined with `:` into one allocation (no formatting machinery: this is on the path of
+/// every message).
+fn key(parts: &[&str]) -> String {
+    let len = parts.iter().map(|p| p.len() + 1).sum::<usize>();
+    let mut out = String::with_capacity(len);
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push(':');
+        }
+        out.push_str(part);
+    }
+    out
+}
+
+/// Lowercased, borrowing when it already is.
+fn lower(id: &str) -> std::borrow::Cow<'_, str> {
+    if id.chars().any(char::is_uppercase) {
+        std::borrow::Cow::Owned(id.to_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(id)
+    }
+}
+
 /// The session key and main session key of a resolved route.
 pub fn session_keys(
     settings: &SessionSettings,
@@ -72,7 +98,7 @@ pub fn session_keys(
     dm_scope: DmScope,
     group_scope: GroupScope,
 ) -> SessionKeys {
-    let main = settings.main_key(agent_id);
+    let main = key(&["agent", agent_id, &settings.main_key]);
     let session = match peer {
         None => main.clone(),
         Some((PeerKind::Direct, id)) => {
@@ -82,16 +108,18 @@ pub fn session_keys(
             } else {
                 settings.linked(channel, id)
             };
-            let mut peer_id = linked.unwrap_or(id).to_lowercase();
-            if peer_id.is_empty() {
-                peer_id = "unknown".to_string();
-            }
+            let peer_id = lower(linked.unwrap_or(id));
+            let peer_id = if peer_id.is_empty() {
+                "unknown"
+            } else {
+                &peer_id
+            };
             match dm_scope {
                 DmScope::Main => main.clone(),
-                DmScope::PerPeer => format!("agent:{agent_id}:direct:{peer_id}"),
-                DmScope::PerChannelPeer => format!("agent:{agent_id}:{channel}:direct:{peer_id}"),
+                DmScope::PerPeer => key(&["agent", agent_id, "direct", peer_id]),
+                DmScope::PerChannelPeer => key(&["agent", agent_id, channel, "direct", peer_id]),
                 DmScope::PerAccountChannelPeer => {
-                    format!("agent:{agent_id}:{channel}:{account_id}:direct:{peer_id}")
+                    key(&["agent", agent_id, channel, account_id, "direct", peer_id])
                 }
             }
         }
@@ -101,15 +129,17 @@ pub fn session_keys(
                 let id = id.trim();
                 let keeps_case = (channel == "signal" && *kind == PeerKind::Group)
                     || (channel == "matrix" && matches!(kind, PeerKind::Group | PeerKind::Channel));
-                let mut peer_id = if keeps_case {
-                    id.to_string()
+                let peer_id = if keeps_case {
+                    std::borrow::Cow::Borrowed(id)
                 } else {
-                    id.to_lowercase()
+                    lower(id)
                 };
-                if peer_id.is_empty() {
-                    peer_id = "unknown".to_string();
-                }
-                format!("agent:{agent_id}:{channel}:{}:{peer_id}", kind.as_str())
+                let peer_id = if peer_id.is_empty() {
+                    "unknown"
+                } else {
+                    &peer_id
+                };
+                key(&["agent", agent_id, channel, kind.as_str(), peer_id])
             }
         },
     };
