@@ -133,21 +133,26 @@ fn peer_kind_name(kind: &PeerKind) -> String {
 impl RoutingPlan {
     /// The plan in its stored form, with the generation and config hash it is published with.
     pub fn to_document(&self, generation: u64, config_hash: &str) -> PlanDocument {
-        let position = |id: &str| self.agents.iter().position(|a| a.id == id);
         let mut agents = self.agents.clone();
+        let mut positions: std::collections::HashMap<String, usize> = agents
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.id.clone(), i))
+            .collect();
         // A binding may name an agent that is not listed only in a config that failed
         // validation; keep the plan self-contained anyway.
-        let mut agent_of = |id: &str| match position(id) {
-            Some(i) => i,
-            None => agents.iter().position(|a| a.id == id).unwrap_or_else(|| {
+        let mut agent_of = |id: &str| match positions.get(id) {
+            Some(&i) => i,
+            None => {
                 agents.push(PlanAgent {
                     id: id.to_string(),
                     name: None,
                     workspace: String::new(),
                     runtime: Default::default(),
                 });
+                positions.insert(id.to_string(), agents.len() - 1);
                 agents.len() - 1
-            }),
+            }
         };
         let bindings: Vec<StoredBinding> = self
             .bindings
