@@ -6,8 +6,8 @@
 //! deepcli-plan-mem --emit-inputs DIR N      # N route inputs (JSON lines) hitting every tier
 //! ```
 //!
-//! Memory is counted by a global allocator wrapping the system allocator: bytes requested minus
-//! bytes freed while `RoutingPlan::compile` runs, with the plan kept alive, so what loading the
+//! Memory is counted by a global allocator wrapping the system allocator (`cap`): bytes live
+//! after `RoutingPlan::compile` minus before, with the plan kept alive, so what loading the
 //! config allocated is not in the figure and what compile frees again (temporaries) is not
 //! either. It counts requested sizes, not allocator overhead or RSS.
 //!
@@ -16,71 +16,21 @@
 #[path = "generate.rs"]
 mod generate;
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::System;
+
+use cap::Cap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use deepcli::config::{self, FileKind, LoadOptions};
 use deepcli::routing::scope::{AccountPattern, PeerPattern, Scope, Tier};
 use deepcli::routing::{MatchedBy, Peer, RouteInput, RoutingPlan};
 
-/// The system allocator, counting live bytes, their peak and the number of allocations.
-struct Counting;
-
-static LIVE: AtomicU64 = AtomicU64::new(0);
-static PEAK: AtomicU64 = AtomicU64::new(0);
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-fn grew(bytes: usize) {
-    let live = LIVE.fetch_add(bytes as u64, Relaxed) + bytes as u64;
-    PEAK.fetch_max(live, Relaxed);
-}
-
-// SAFETY: every call is forwarded to `System` with the caller's arguments; the counters have no
-// effect on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            ALLOCS.fetch_add(1, Relaxed);
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            ALLOCS.fetch_add(1, Relaxed);
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as is; `ptr` came from this allocator with `layout`.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as u64, Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded as is; the caller upholds `realloc`'s contract.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_sub(layout.size() as u64, Relaxed);
-            grew(new_size);
-        }
-        p
-    }
-}
-
+/// The system allocator, counting live bytes (the `cap` crate: no `unsafe` here).
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: Cap<System> = Cap::new(System, usize::MAX);
 
 const USAGE: &str = "usage: deepcli-plan-mem BINDINGS
        deepcli-plan-mem --write-config DIR BINDINGS
@@ -116,7 +66,7 @@ fn options() -> LoadOptions {
     }
 }
 
-/// Prints `bindings=… plan_bytes=… plan_mb=… plan_allocs=… compile_peak_mb=… compile_ms=…`.
+/// Prints `bindings=… plan_bytes=… plan_mb=… bytes_per_binding=… compile_ms=…`.
 fn measure(bindings: usize) -> Result<(), String> {
     let g = generate::generate_routing(bindings);
     let texts = vec![
@@ -137,12 +87,9 @@ fn measure(bindings: usize) -> Result<(), String> {
         return Err(format!("generated config does not load: {d:?}"));
     }
 
-    let (live0, allocs0) = (LIVE.load(Relaxed), ALLOCS.load(Relaxed));
-    PEAK.store(live0, Relaxed);
+    let live0 = GLOBAL.allocated();
     let plan = RoutingPlan::compile(&loaded.config);
-    let plan_bytes = LIVE.load(Relaxed) - live0;
-    let plan_allocs = ALLOCS.load(Relaxed) - allocs0;
-    let peak_bytes = PEAK.load(Relaxed) - live0;
+    let plan_bytes = (GLOBAL.allocated() - live0) as u64;
     assert_eq!(
         plan.bindings.len(),
         bindings,
@@ -162,11 +109,10 @@ fn measure(bindings: usize) -> Result<(), String> {
     ms.sort_by(f64::total_cmp);
     let mb = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     println!(
-        "bindings={bindings} plan_bytes={plan_bytes} plan_mb={:.2} plan_allocs={plan_allocs} \
-         bytes_per_binding={:.0} compile_peak_mb={:.2} compile_ms={:.2}",
+        "bindings={bindings} plan_bytes={plan_bytes} plan_mb={:.2} \
+         bytes_per_binding={:.0} compile_ms={:.2}",
         mb(plan_bytes),
         plan_bytes as f64 / bindings as f64,
-        mb(peak_bytes),
         ms[2],
     );
     drop(plan);
