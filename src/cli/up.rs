@@ -125,7 +125,7 @@ pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
         .filter(|h| h.purpose == crate::state::LeasePurpose::Controller.as_str())
         .and_then(|_| store.meta_value("controller_addr").ok().flatten())
         .and_then(|addr| {
-            let token = controller::operator_token(&dir).ok()?;
+            let token = controller::read_operator_token(&dir)?;
             get(&addr, "/v1/status", &token)
         })
         .and_then(|body| serde_json::from_str::<Value>(&body).ok());

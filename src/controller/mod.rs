@@ -61,18 +61,26 @@ struct Shared {
     token: String,
 }
 
-/// The operator token: `DEEPCLI_OPERATOR_TOKEN`, else `<state>/operator-token` (created on
-/// first start, mode 0600).
-pub fn operator_token(state: &StateDir) -> Result<String, ControllerError> {
+/// The operator token as a client finds it: `DEEPCLI_OPERATOR_TOKEN`, else the token file.
+/// Never creates one.
+pub fn read_operator_token(state: &StateDir) -> Option<String> {
     if let Ok(token) = std::env::var("DEEPCLI_OPERATOR_TOKEN")
         && !token.trim().is_empty()
     {
-        return Ok(token.trim().to_string());
+        return Some(token.trim().to_string());
+    }
+    std::fs::read_to_string(state.root().join("operator-token"))
+        .ok()
+        .map(|t| t.trim().to_string())
+}
+
+/// The operator token: `DEEPCLI_OPERATOR_TOKEN`, else `<state>/operator-token` (created on
+/// first start, mode 0600).
+pub fn operator_token(state: &StateDir) -> Result<String, ControllerError> {
+    if let Some(token) = read_operator_token(state) {
+        return Ok(token);
     }
     let path = state.root().join("operator-token");
-    if let Ok(token) = std::fs::read_to_string(&path) {
-        return Ok(token.trim().to_string());
-    }
     let token = format!(
         "{}{}",
         uuid::Uuid::new_v4().simple(),
