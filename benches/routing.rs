@@ -8,10 +8,9 @@
 mod generate;
 
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use deepcli::config::{self, FileKind, LoadOptions, Loaded};
+use deepcli::config::Loaded;
 use deepcli::routing::{RouteInput, RoutingPlan};
 use deepcli::validate;
 
@@ -23,25 +22,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const INPUTS: usize = 9 * 1024;
 
 fn load(bindings: usize) -> Loaded {
-    let g = generate::generate_routing(bindings);
-    let texts = vec![
-        (FileKind::Agents, PathBuf::from("agents.yaml"), g.agents),
-        (
-            FileKind::Channels,
-            PathBuf::from("channels.yaml"),
-            g.channels,
-        ),
-        (
-            FileKind::Bindings,
-            PathBuf::from("bindings.yaml"),
-            g.bindings,
-        ),
-    ];
-    let options = LoadOptions {
-        state_dir: PathBuf::from("/srv/deepcli-state"),
-        home: Some(PathBuf::from("/home/operator")),
-    };
-    let loaded = config::load_texts(Path::new("."), texts, &options);
+    let loaded = route_inputs::load_generated(bindings);
     let errors: Vec<_> = loaded
         .diagnostics
         .iter()

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use deepcli::config::{self, FileKind, LoadOptions};
+use deepcli::config::{self, LoadOptions};
 use deepcli::routing::{Peer, RouteInput, RoutingPlan};
 
 /// The system allocator, counting live bytes (the `cap` crate: no `unsafe` here).
@@ -71,21 +71,7 @@ fn options() -> LoadOptions {
 
 /// Prints `bindings=… plan_bytes=… plan_mb=… bytes_per_binding=… compile_ms=…`.
 fn measure(bindings: usize) -> Result<(), String> {
-    let g = generate::generate_routing(bindings);
-    let texts = vec![
-        (FileKind::Agents, PathBuf::from("agents.yaml"), g.agents),
-        (
-            FileKind::Channels,
-            PathBuf::from("channels.yaml"),
-            g.channels,
-        ),
-        (
-            FileKind::Bindings,
-            PathBuf::from("bindings.yaml"),
-            g.bindings,
-        ),
-    ];
-    let loaded = config::load_texts(Path::new("."), texts, &options());
+    let loaded = route_inputs::load_generated(bindings);
     if let Some(d) = loaded.diagnostics.iter().find(|d| d.is_error()) {
         return Err(format!("generated config does not load: {d:?}"));
     }

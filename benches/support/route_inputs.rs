@@ -2,36 +2,56 @@
 //! that every tier (and the default) really decides some of them, and checked to.
 //! Included by `benches/routing.rs` and `benches/support/plan_mem.rs`.
 
+use std::path::{Path, PathBuf};
+
+use deepcli::config::{self, FileKind, LoadOptions, Loaded};
 use deepcli::routing::scope::{AccountPattern, PeerPattern, Scope, Tier};
+
+use super::generate::Rng;
 use deepcli::routing::{MatchedBy, Peer, RouteInput, RoutingPlan};
 
-/// Every `MatchedBy`, in resolution order.
-const TIERS: [MatchedBy; 9] = [
-    MatchedBy::Peer,
-    MatchedBy::Parent,
-    MatchedBy::Wildcard,
-    MatchedBy::GuildRoles,
-    MatchedBy::Guild,
-    MatchedBy::Team,
-    MatchedBy::Account,
-    MatchedBy::Channel,
-    MatchedBy::Default,
-];
+/// Every outcome: the router's tiers in resolution order, then the default.
+const TIERS: [MatchedBy; 9] = {
+    let t = MatchedBy::TIERS;
+    [
+        t[0],
+        t[1],
+        t[2],
+        t[3],
+        t[4],
+        t[5],
+        t[6],
+        t[7],
+        MatchedBy::Default,
+    ]
+};
+
+/// The generated routing config of `bindings` bindings (`generate::generate_routing`), loaded
+/// as the benches load it.
+pub fn load_generated(bindings: usize) -> Loaded {
+    let g = super::generate::generate_routing(bindings);
+    let texts = vec![
+        (FileKind::Agents, PathBuf::from("agents.yaml"), g.agents),
+        (
+            FileKind::Channels,
+            PathBuf::from("channels.yaml"),
+            g.channels,
+        ),
+        (
+            FileKind::Bindings,
+            PathBuf::from("bindings.yaml"),
+            g.bindings,
+        ),
+    ];
+    let options = LoadOptions {
+        state_dir: PathBuf::from("/srv/deepcli-state"),
+        home: Some(PathBuf::from("/home/operator")),
+    };
+    config::load_texts(Path::new("."), texts, &options)
+}
 
 /// A channel with no binding in the generated config: its messages go to the default agent.
 const UNBOUND_CHANNEL: &str = "cli";
-
-/// xorshift64*, as in generate.rs.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1) as u64) as usize
-    }
-}
 
 /// The binding tier whose bindings an input must hit for `want` (`None`: the default).
 fn source_tier(want: MatchedBy) -> Option<Tier> {
