@@ -17,8 +17,49 @@ fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("deepcli")
 }
 
+fn controller(
+    home: &Path,
+    config: &Path,
+    state: &Path,
+    configure: impl FnOnce(&mut Command),
+) -> Child {
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "--config",
+        config.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ])
+    .args(["up", "--listen", "127.0.0.1:0", "--debounce-ms", "100"])
+    .env("HOME", home)
+    .env("NO_COLOR", "1")
+    .env_remove("RUST_LOG")
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    configure(&mut cmd);
+    cmd.spawn().unwrap()
+}
+
+/// A file of the ACP peers that `scripts/test` installs into `.npm-peers/`.
+fn peer(path: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join(path);
+    assert!(
+        path.exists(),
+        "`{}` is missing: run the tests with scripts/test, which installs the ACP test peers \
+         (tests/peers/package-lock.json) into .npm-peers/",
+        path.display()
+    );
+    path
+}
+
 impl Up {
     fn start(agents: &str, bindings: &str) -> Up {
+        Up::start_with(agents, bindings, |_| {})
+    }
+
+    /// Writes the config and starts `deepcli up` on it; `configure` adds to the command.
+    fn start_with(agents: &str, bindings: &str, configure: impl FnOnce(&mut Command)) -> Up {
         let tmp = tempfile::tempdir().unwrap();
         let config = tmp.path().join("config");
         let state = tmp.path().join("state");
@@ -30,26 +71,35 @@ impl Up {
             "channels:\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n",
         )
         .unwrap();
-        let child = Command::new(bin())
-            .args([
-                "--config",
-                config.to_str().unwrap(),
-                "--state-dir",
-                state.to_str().unwrap(),
-            ])
-            .args(["up", "--listen", "127.0.0.1:0", "--debounce-ms", "100"])
-            .env("HOME", tmp.path())
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let child = controller(tmp.path(), &config, &state, configure);
         Up {
             child,
             _tmp: tmp,
             config,
             state,
         }
+    }
+
+    /// A new controller on the same directories (after the last one died).
+    fn restart(&mut self, configure: impl FnOnce(&mut Command)) {
+        let home = self._tmp.path().to_path_buf();
+        self.child = controller(&home, &self.config, &self.state, configure);
+    }
+
+    /// `deepcli status --json` from the state database (no controller running).
+    fn recorded(&self) -> Value {
+        let out = Command::new(bin())
+            .args([
+                "--state-dir",
+                self.state.to_str().unwrap(),
+                "status",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["source"], "state", "{doc:#}");
+        doc
     }
 
     fn status(&self) -> Option<Value> {
@@ -95,7 +145,7 @@ impl Up {
         std::fs::rename(&tmp, self.config.join(name)).unwrap();
     }
 
-    fn terminate(mut self) -> std::process::ExitStatus {
+    fn terminate(&mut self) -> std::process::ExitStatus {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -116,6 +166,14 @@ impl Drop for Up {
     }
 }
 
+fn wait_until(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn alive(pid: u64) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
@@ -125,7 +183,7 @@ const AGENTS: &str = "agents:\n  list:\n    - id: main\n    - id: ops\n";
 
 #[test]
 fn edits_reload_and_an_invalid_edit_keeps_the_last_good_config() {
-    let up = Up::start(AGENTS, "bindings: []\n");
+    let mut up = Up::start(AGENTS, "bindings: []\n");
     up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
     up.write_by_rename(
         "bindings.yaml",
@@ -163,8 +221,8 @@ fn edits_reload_and_an_invalid_edit_keeps_the_last_good_config() {
 
 #[test]
 fn runtimes_are_supervised_restarted_and_stopped() {
-    let agents = "agents:\n  list:\n    - id: main\n    - id: echo\n      runtime: {kind: acp, command: [deepcli, echo-agent]}\n    - id: worker\n      runtime: {kind: process, command: [sh, -c, \"sleep 600 & exec sleep 601\"]}\n";
-    let up = Up::start(agents, "bindings: []\n");
+    let agents = "agents:\n  list:\n    - id: main\n    - id: echo\n      runtime: {kind: acp, command: [deepcli, echo-agent]}\n    - id: worker\n      runtime: {kind: process, command: [sh, -c, \"echo to-stdout; echo to-stderr >&2; sleep 600 & exec sleep 601\"]}\n";
+    let mut up = Up::start(agents, "bindings: []\n");
     let ready = |id: &'static str| {
         move |s: &Value| Up::runtime(s, id).is_some_and(|r| r["status"] == "ready")
     };
@@ -179,6 +237,11 @@ fn runtimes_are_supervised_restarted_and_stopped() {
     let first = Up::runtime(&doc, "worker").unwrap()["pid"]
         .as_u64()
         .unwrap();
+    let log = up.state.join("logs/worker.log");
+    wait_until("the worker's output in its log", || {
+        std::fs::read_to_string(&log)
+            .is_ok_and(|l| l.contains("to-stdout") && l.contains("to-stderr"))
+    });
 
     // A crash is restarted (after the first backoff step).
     nix::sys::signal::kill(
@@ -245,4 +308,192 @@ fn a_second_controller_is_refused_naming_the_holder() {
             && stderr.contains("deepcli up"),
         "{stderr}"
     );
+}
+
+fn pid_of(doc: &Value, id: &str) -> u64 {
+    Up::runtime(doc, id).unwrap()["pid"].as_u64().unwrap()
+}
+
+/// The echo agent written on the official ACP TypeScript SDK: its `initialize` answer is what
+/// the status shows, and closing its stdin stops it (the first rung of the stop ladder).
+#[test]
+fn an_agent_on_the_acp_typescript_sdk_is_ready_and_stops_when_its_stdin_closes() {
+    let agent = peer("tests/peers/sdk-echo-agent.mjs");
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
+        agent.display()
+    );
+    let mut up = Up::start(&agents, "bindings: []\n");
+    let doc = up.wait_for("the SDK agent ready", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    let sdk = Up::runtime(&doc, "sdk").unwrap();
+    assert_eq!(sdk["info"]["agentInfo"]["name"], "sdk-echo", "{sdk:#}");
+    assert_eq!(sdk["info"]["protocolVersion"], 1);
+    assert_eq!(sdk["info"]["agentCapabilities"]["loadSession"], true);
+    assert!(
+        sdk["info"].get("authenticated").is_none(),
+        "no auth method offered"
+    );
+    let pid = pid_of(&doc, "sdk");
+
+    assert!(up.terminate().success());
+    assert!(!alive(pid));
+    let recorded = up.recorded();
+    let sdk = Up::runtime(&recorded, "sdk").unwrap();
+    assert_eq!(sdk["status"], "stopped", "{sdk:#}");
+    assert_eq!(
+        sdk["lastExit"], "exit code 0",
+        "it left on stdin EOF, before any signal"
+    );
+}
+
+/// codex-acp from the npm registry: authenticated with the env auth method whose variable its
+/// config passes (a secret reference, resolved at spawn), ready, and stopped by SIGTERM since it
+/// ignores stdin EOF.
+#[test]
+fn codex_acp_is_authenticated_from_its_env_and_stopped_by_sigterm() {
+    let codex = peer(".npm-peers/node_modules/.bin/codex-acp");
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: codex\n      runtime:\n        kind: acp\n        command: [\"{}\"]\n        env: {{OPENAI_API_KEY: {{source: env, id: DEEPCLI_TEST_OPENAI_KEY}}}}\n",
+        codex.display()
+    );
+    let secret = "sk-deepcli-test-not-a-real-key";
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let log = stderr.reopen().unwrap();
+    let mut up = Up::start_with(&agents, "bindings: []\n", |cmd| {
+        cmd.env("DEEPCLI_TEST_OPENAI_KEY", secret)
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("CODEX_API_KEY")
+            .env("RUST_LOG", "debug")
+            .stderr(log);
+    });
+    let doc = up.wait_for("codex-acp ready", |s| {
+        Up::runtime(s, "codex").is_some_and(|r| r["status"] == "ready")
+    });
+    let codex = Up::runtime(&doc, "codex").unwrap();
+    assert_eq!(codex["info"]["agentInfo"]["name"], "codex-acp", "{codex:#}");
+    assert_eq!(codex["info"]["authenticated"], "openai-api-key");
+    let pid = pid_of(&doc, "codex");
+
+    // Stopping: its stdin closes, it stays, SIGTERM ends it (before SIGKILL would).
+    assert!(up.terminate().success());
+    assert!(!alive(pid));
+    let recorded = up.recorded();
+    let codex = Up::runtime(&recorded, "codex").unwrap();
+    assert_eq!(codex["status"], "stopped", "{codex:#}");
+    assert_eq!(codex["lastExit"], "killed by signal 15", "{codex:#}");
+    let logs = std::fs::read_to_string(stderr.path()).unwrap()
+        + &std::fs::read_to_string(up.state.join("logs/codex.log")).unwrap_or_default();
+    assert!(logs.contains("codex"), "the log is the one written");
+    assert!(!logs.contains(secret), "the secret is never logged");
+}
+
+/// `kill -9` in the middle of an apply (after a deleted agent's files went to trash, before the
+/// trash entry and the new routing generation were recorded): the next controller stops the
+/// runtimes the dead one left, resumes the journal and converges.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs --features failpoints (scripts/test sets it)"
+)]
+fn a_controller_killed_mid_apply_converges_on_the_next_start() {
+    let runtime = "runtime: {kind: process, command: [sleep, \"600\"]}";
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: keep\n      {runtime}\n    - id: gone\n      {runtime}\n"
+    );
+    let mark = tempfile::tempdir().unwrap();
+    let paused = mark.path().join("paused");
+    let mut up = Up::start_with(&agents, "bindings: []\n", |cmd| {
+        cmd.env("DEEPCLI_FAILPOINT", "after:agent.delete:gone")
+            .env("DEEPCLI_FAILPOINT_PAUSE", &paused);
+    });
+    let doc = up.wait_for("both runtimes ready", |s| {
+        ["keep", "gone"]
+            .iter()
+            .all(|id| Up::runtime(s, id).is_some_and(|r| r["status"] == "ready"))
+    });
+    let keep = pid_of(&doc, "keep");
+    assert_eq!(doc["routingGeneration"], 1);
+
+    let edited = format!(
+        "agents:\n  list:\n    - id: main\n    - id: keep\n      {runtime}\n    - id: fresh\n      {runtime}\n"
+    );
+    up.write_by_rename("agents.yaml", &edited);
+    wait_until("the apply to reach the failpoint", || paused.exists());
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    assert!(
+        alive(keep),
+        "a killed controller leaves its runtimes behind"
+    );
+    assert!(
+        !up.state.join("workspaces/gone").exists(),
+        "moved before the kill"
+    );
+
+    up.restart(|_| {});
+    let doc = up.wait_for("convergence", |s| {
+        s["routingGeneration"] == 2
+            && ["keep", "fresh"]
+                .iter()
+                .all(|id| Up::runtime(s, id).is_some_and(|r| r["status"] == "ready"))
+    });
+    assert!(!alive(keep), "the runtime left behind was stopped");
+    assert_ne!(pid_of(&doc, "keep"), keep);
+    assert!(Up::runtime(&doc, "gone").is_none());
+    assert!(up.state.join("workspaces/fresh/AGENTS.md").exists());
+    let trash: Vec<_> = std::fs::read_dir(up.state.join("trash"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(trash.len(), 1, "one trash entry, not two: {trash:?}");
+    assert!(trash[0].starts_with("gone"), "{trash:?}");
+    let plan = std::fs::read_to_string(up.state.join("routing-plan.json")).unwrap();
+    assert!(plan.contains("\"generation\": 2"));
+    assert!(up.terminate().success());
+
+    // Nothing is left to do.
+    let out = Command::new(bin())
+        .args([
+            "--config",
+            up.config.to_str().unwrap(),
+            "--state-dir",
+            up.state.to_str().unwrap(),
+            "plan",
+            "--detailed-exitcode",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// `--log-format json`: one JSON object per line, with the level and the message.
+#[test]
+fn logs_are_json_lines_with_log_format_json() {
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let log = stderr.reopen().unwrap();
+    let mut up = Up::start_with(AGENTS, "bindings: []\n", |cmd| {
+        cmd.arg("--log-format").arg("json").stderr(log);
+    });
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    assert!(up.terminate().success());
+    let text = std::fs::read_to_string(stderr.path()).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let messages: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l["fields"]["message"].as_str())
+        .collect();
+    for want in ["deepcli up", "applied", "deepcli up: stopped"] {
+        assert!(messages.contains(&want), "{want:?} not in {messages:?}");
+    }
+    assert!(lines.iter().all(|l| l["level"].is_string()));
 }

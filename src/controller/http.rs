@@ -35,15 +35,14 @@ async fn status(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     if let Err(denied) = authorized(&shared, &headers) {
         return denied;
     }
-    let status = shared.status.read().map(|s| s.clone()).unwrap_or_default();
-    Json(status).into_response()
+    Json(shared.snapshot()).into_response()
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     if let Err(denied) = authorized(&shared, &headers) {
         return denied;
     }
-    let s = shared.status.read().map(|s| s.clone()).unwrap_or_default();
+    let s = shared.snapshot();
     let ready = s
         .runtimes
         .iter()

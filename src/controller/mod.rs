@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use crate::apply::{self, Source};
 use crate::config::{FileKind, LoadOptions};
 use crate::plan::{Action, Desired, Options, World, diff};
-use crate::runtime::{RuntimeSpec, RuntimeStatus, Supervisor};
+use crate::runtime::{RuntimeMap, RuntimeSpec, RuntimeStatus, Supervisor};
 use crate::state::{LeasePurpose, StateDir, StateError, StateStore};
 use crate::trash::Guard;
 pub use status::{ControllerStatus, Rejection};
@@ -49,6 +49,8 @@ pub enum ControllerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot start the runtime recorder thread: {0}")]
+    Thread(std::io::Error),
     #[error("cannot create the operator token `{}`: {source}", path.display())]
     Token {
         path: PathBuf,
@@ -58,7 +60,22 @@ pub enum ControllerError {
 
 struct Shared {
     status: RwLock<ControllerStatus>,
+    /// The supervisor's live runtime statuses, read on every status request.
+    runtimes: RuntimeMap,
     token: String,
+}
+
+impl Shared {
+    /// The status as served: the controller's record plus the runtimes as they are now.
+    fn snapshot(&self) -> ControllerStatus {
+        let mut status = self.status.read().map(|s| s.clone()).unwrap_or_default();
+        status.runtimes = self
+            .runtimes
+            .lock()
+            .map(|r| r.values().cloned().collect())
+            .unwrap_or_default();
+        status
+    }
 }
 
 /// The operator token as a client finds it: `DEEPCLI_OPERATOR_TOKEN`, else the token file.
@@ -124,7 +141,11 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         }
     }
 
+    let (runtime_tx, runtime_events) = mpsc::unbounded_channel::<RuntimeStatus>();
+    let mut supervisor = Supervisor::new(runtime_tx);
+    let recorder = record_runtimes(&state, runtime_events)?;
     let shared = Arc::new(Shared {
+        runtimes: supervisor.status_handle(),
         status: RwLock::new(ControllerStatus {
             pid: std::process::id(),
             started_at: crate::state::now(),
@@ -169,8 +190,6 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
             source,
         })?;
 
-    let (runtime_tx, mut runtime_events) = mpsc::unbounded_channel::<RuntimeStatus>();
-    let mut supervisor = Supervisor::new(runtime_tx);
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|source| ControllerError::Listen { addr, source })?;
     let mut resync = tokio::time::interval(options.resync);
@@ -198,27 +217,15 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
                     }
                 }).await;
             }
-            Some(status) = runtime_events.recv() => {
-                let mut batch = vec![status];
-                while let Ok(s) = runtime_events.try_recv() {
-                    batch.push(s);
-                }
-                record_runtimes(&store, batch).await;
-                if let Ok(mut s) = shared.status.write() {
-                    s.runtimes = supervisor.status();
-                }
-            }
             _ = tokio::signal::ctrl_c() => break,
             _ = sigterm.recv() => break,
         }
     }
     tracing::info!("stopping runtimes");
     supervisor.stop_all().await;
-    let mut rest = Vec::new();
-    while let Ok(s) = runtime_events.try_recv() {
-        rest.push(s);
-    }
-    record_runtimes(&store, rest).await;
+    // The last sender goes with the supervisor: the recorder writes what is left and ends.
+    drop(supervisor);
+    let _ = tokio::task::spawn_blocking(move || recorder.join()).await;
     let _ = shutdown_tx.send(true);
     let _ = server.await;
     drop(watcher);
@@ -235,22 +242,35 @@ fn record_address(store: &Arc<Mutex<StateStore>>, addr: SocketAddr) {
     }
 }
 
-async fn record_runtimes(store: &Arc<Mutex<StateStore>>, batch: Vec<RuntimeStatus>) {
-    if batch.is_empty() {
-        return;
-    }
-    let store = store.clone();
-    let _ = tokio::task::spawn_blocking(move || {
-        if let Ok(mut s) = store.lock() {
-            let _ = s.transaction(|tx| {
-                for status in &batch {
-                    tx.observe_runtime(status)?;
+/// Records runtime status changes in the state database as they happen, on a thread with its
+/// own connection: a pid must be on record before anything else can go wrong (a controller
+/// killed mid-apply leaves its runtimes to the next one, which finds them by pid and start
+/// time), so it may not wait for an apply that holds the controller's connection.
+fn record_runtimes(
+    state: &StateDir,
+    mut events: mpsc::UnboundedReceiver<RuntimeStatus>,
+) -> Result<std::thread::JoinHandle<()>, ControllerError> {
+    let mut store = StateStore::open(state)?;
+    let thread = std::thread::Builder::new()
+        .name("runtime-recorder".into())
+        .spawn(move || {
+            while let Some(first) = events.blocking_recv() {
+                let mut batch = vec![first];
+                while let Ok(next) = events.try_recv() {
+                    batch.push(next);
                 }
-                Ok(())
-            });
-        }
-    })
-    .await;
+                let written = store.transaction(|tx| {
+                    batch
+                        .iter()
+                        .try_for_each(|status| tx.observe_runtime(status))
+                });
+                if let Err(e) = written {
+                    tracing::error!(error = %e, "cannot record runtime status");
+                }
+            }
+        })
+        .map_err(ControllerError::Thread)?;
+    Ok(thread)
 }
 
 /// What one reconcile found, from the blocking part.
@@ -379,9 +399,6 @@ async fn reconcile(
                         s.agents = agents;
                     }
                     supervisor.converge(&runtimes).await;
-                    if let Ok(mut s) = shared.status.write() {
-                        s.runtimes = supervisor.status();
-                    }
                 }
             }
         }

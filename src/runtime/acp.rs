@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, Implementation, InitializeRequest, PermissionOptionKind,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionNotification,
+    AuthenticateRequest, ClientCapabilities, Implementation, InitializeRequest, InitializeResponse,
+    PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, ByteStreams, Client};
+use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
@@ -51,11 +51,45 @@ fn decide_permission(req: &RequestPermissionRequest) -> RequestPermissionRespons
     })
 }
 
+fn untyped(method: &str, params: &impl serde::Serialize) -> Result<UntypedMessage, String> {
+    UntypedMessage::new(method, params).map_err(|e| format!("cannot encode `{method}`: {e}"))
+}
+
+/// The first `env_var` auth method of an `initialize` answer whose variables are all set.
+fn env_auth_method(
+    initialize: &serde_json::Value,
+    has_env: &impl Fn(&str) -> bool,
+) -> Option<String> {
+    initialize
+        .get("authMethods")?
+        .as_array()?
+        .iter()
+        .filter(|m| m.get("type").and_then(|t| t.as_str()) == Some("env_var"))
+        .find(|m| {
+            m.get("vars")
+                .and_then(|v| v.as_array())
+                .is_some_and(|vars| {
+                    !vars.is_empty()
+                        && vars
+                            .iter()
+                            .all(|v| v.get("name").and_then(|n| n.as_str()).is_some_and(&has_env))
+                })
+        })?
+        .get("id")?
+        .as_str()
+        .map(str::to_string)
+}
+
 /// Connects over the child's stdin/stdout and runs `initialize` (protocol version 1) within
 /// `timeout`.
+///
+/// When the agent offers an `env_var` auth method whose variables are all in the runtime's
+/// environment (`has_env`), it is authenticated with that method before it counts as ready:
+/// an agent that wants an API key gets the one its config passes, and nothing is guessed.
 pub async fn connect(
     child: &mut tokio::process::Child,
     timeout: Duration,
+    has_env: impl Fn(&str) -> bool,
 ) -> Result<AcpConnection, String> {
     let stdin = child.stdin.take().ok_or("the runtime has no stdin pipe")?;
     let stdout = child
@@ -99,8 +133,37 @@ pub async fn connect(
     let request = InitializeRequest::new(ProtocolVersion::V1)
         .client_capabilities(ClientCapabilities::default())
         .client_info(Implementation::new("deepcli", env!("CARGO_PKG_VERSION")));
-    let response = match tokio::time::timeout(timeout, cx.send_request(request).block_task()).await
-    {
+    let ready = async {
+        // Sent untyped so that deepcli sees the agent's auth methods as written: the typed v1
+        // schema folds unknown method types (such as `env_var`) into plain methods.
+        let raw = cx
+            .send_request(untyped("initialize", &request)?)
+            .block_task()
+            .await
+            .map_err(|e| format!("`initialize` failed: {e}"))?;
+        let response: InitializeResponse = serde_json::from_value(raw.clone())
+            .map_err(|e| format!("`initialize` answered something that is not ACP: {e}"))?;
+        let mut info = serde_json::json!({
+            "protocolVersion": response.protocol_version,
+            "agentInfo": response.agent_info,
+            "agentCapabilities": response.agent_capabilities,
+            "authMethods": raw.get("authMethods").cloned().unwrap_or_default(),
+        });
+        if let Some(method) = env_auth_method(&raw, &has_env) {
+            cx.send_request(AuthenticateRequest::new(method.clone()))
+                .block_task()
+                .await
+                .map_err(|e| format!("`authenticate` with `{method}` failed: {e}"))?;
+            info["authenticated"] = method.into();
+        }
+        Ok::<_, String>(info)
+    };
+    let info = match tokio::time::timeout(timeout, ready).await {
+        Ok(Ok(info)) => info,
+        Ok(Err(e)) => {
+            driver.abort();
+            return Err(e);
+        }
         Err(_) => {
             driver.abort();
             return Err(format!(
@@ -108,18 +171,7 @@ pub async fn connect(
                 timeout.as_secs()
             ));
         }
-        Ok(Err(e)) => {
-            driver.abort();
-            return Err(format!("`initialize` failed: {e}"));
-        }
-        Ok(Ok(response)) => response,
     };
-    let info = serde_json::json!({
-        "protocolVersion": response.protocol_version,
-        "agentInfo": response.agent_info,
-        "agentCapabilities": response.agent_capabilities,
-        "authMethods": response.auth_methods,
-    });
     Ok(AcpConnection {
         cx,
         updates,

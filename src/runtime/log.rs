@@ -40,6 +40,9 @@ impl Log {
         }
         if let Some(file) = &mut self.file {
             file.write_all(bytes).await?;
+            // tokio's File writes in the background: flush so the log is on disk now, for
+            // whoever tails it, and not lost when the runtime ends.
+            file.flush().await?;
             self.written += bytes.len() as u64;
         }
         Ok(())
@@ -74,5 +77,45 @@ pub async fn pump(mut from: impl AsyncRead + Unpin, log: std::sync::Arc<tokio::s
                 let _ = log.lock().await.write(&buf[..n]).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_past_its_cap_rotates_into_one_older_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("logs/a.log");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut log = Log::open(&path, 10).await.unwrap();
+            log.write(b"one-\n").await.unwrap();
+            log.write(b"two-\n").await.unwrap();
+            // 16 bytes would pass the cap: `one-two-` moves to a.log.1.
+            log.write(b"three\n").await.unwrap();
+            // Again: `three` replaces it in a.log.1; there is never a third file.
+            log.write(b"four\n").await.unwrap();
+            // Exactly at the cap: no rotation.
+            log.write(b"five\n").await.unwrap();
+            // A line longer than the cap still goes in, alone.
+            log.write(b"a-very-long-line\n").await.unwrap();
+        });
+        let read = |name: &str| std::fs::read_to_string(dir.path().join("logs").join(name));
+        assert_eq!(read("a.log").unwrap(), "a-very-long-line\n");
+        assert_eq!(read("a.log.1").unwrap(), "four\nfive\n");
+        assert!(read("a.log.2").is_err());
+
+        // Reopened, it counts what is already there.
+        rt.block_on(async {
+            let mut log = Log::open(&path, 20).await.unwrap();
+            log.write(b"six\n").await.unwrap();
+        });
+        assert_eq!(read("a.log").unwrap(), "six\n");
+        assert_eq!(read("a.log.1").unwrap(), "a-very-long-line\n");
     }
 }

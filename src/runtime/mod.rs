@@ -126,6 +126,9 @@ pub struct RuntimeStatus {
     pub next_start: Option<String>,
 }
 
+/// Every runtime's status by agent id, kept current by the supervising tasks.
+pub type RuntimeMap = Arc<Mutex<BTreeMap<String, RuntimeStatus>>>;
+
 /// Status changes, for whoever records them.
 pub type Events = mpsc::UnboundedSender<RuntimeStatus>;
 
@@ -140,7 +143,7 @@ struct Running {
 /// The runtimes of one controller.
 pub struct Supervisor {
     running: BTreeMap<String, Running>,
-    status: Arc<Mutex<BTreeMap<String, RuntimeStatus>>>,
+    status: RuntimeMap,
     events: Events,
 }
 
@@ -161,7 +164,7 @@ impl Supervisor {
             .unwrap_or_default()
     }
 
-    pub fn status_handle(&self) -> Arc<Mutex<BTreeMap<String, RuntimeStatus>>> {
+    pub fn status_handle(&self) -> RuntimeMap {
         self.status.clone()
     }
 

@@ -254,8 +254,17 @@ pub(super) async fn supervise(
                 let pid = spawned.pid;
                 let ready = match spec.kind {
                     RuntimeKind::Acp => {
-                        match super::acp::connect(&mut spawned.child, super::acp::START_TIMEOUT)
-                            .await
+                        // What the child's environment holds: the configured env on top of ours.
+                        let has_env = |name: &str| {
+                            spec.env.iter().any(|(k, _)| k == name)
+                                || std::env::var_os(name).is_some()
+                        };
+                        match super::acp::connect(
+                            &mut spawned.child,
+                            super::acp::START_TIMEOUT,
+                            has_env,
+                        )
+                        .await
                         {
                             Ok(connection) => {
                                 let info = connection.info.clone();

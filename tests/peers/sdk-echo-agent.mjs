@@ -1,0 +1,117 @@
+#!/usr/bin/env node
+// An echo agent on the official ACP TypeScript SDK (`@agentclientprotocol/sdk`, installed pinned
+// into .npm-peers/ by scripts/test). deepcli's integration tests run it so that the framing, the
+// validation and the error codes deepcli meets come from the reference implementation.
+//
+// It answers a prompt with "echo: <text>" in two `agent_message_chunk` updates, counts the turns
+// of each session, and keeps its sessions in `.sdk-echo-sessions.json` in its working directory
+// so that `session/load` works after a restart (it advertises `loadSession`). Prompts that start
+// with a word do more:
+//   slow        waits until `session/cancel` (or 60 s), then stops with `cancelled`
+//   permission  asks the client for permission and replies with the outcome
+//   crash       exits the process with code 3
+
+import { readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { randomUUID } from "node:crypto";
+import { Readable, Writable } from "node:stream";
+import { pathToFileURL } from "node:url";
+
+// The SDK lives in <repo>/.npm-peers, not next to this file.
+const peers = new URL("../../.npm-peers/package.json", import.meta.url);
+const sdkPath = createRequire(peers).resolve("@agentclientprotocol/sdk");
+const { agent, methods, ndJsonStream, RequestError } = await import(pathToFileURL(sdkPath).href);
+const sdkVersion = JSON.parse(
+  readFileSync(new URL("../../.npm-peers/node_modules/@agentclientprotocol/sdk/package.json", import.meta.url)),
+).version;
+
+const store = ".sdk-echo-sessions.json";
+const sessions = (() => {
+  try {
+    return JSON.parse(readFileSync(store, "utf8"));
+  } catch {
+    return {};
+  }
+})();
+const save = () => writeFileSync(store, JSON.stringify(sessions));
+const cancels = new Map();
+
+const text = (prompt) =>
+  prompt
+    .filter((block) => block.type === "text")
+    .map((block) => block.text)
+    .join("");
+
+const say = (client, sessionId, chunk) =>
+  client.notify(methods.client.session.update, {
+    sessionId,
+    update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: chunk } },
+  });
+
+const app = agent({ name: "sdk-echo" })
+  .onRequest(methods.agent.initialize, () => ({
+    protocolVersion: 1,
+    agentCapabilities: { loadSession: true },
+    agentInfo: { name: "sdk-echo", version: sdkVersion },
+    authMethods: [],
+  }))
+  .onRequest(methods.agent.session.new, () => {
+    const sessionId = randomUUID();
+    sessions[sessionId] = 0;
+    save();
+    return { sessionId };
+  })
+  .onRequest(methods.agent.session.load, ({ params }) => {
+    if (!(params.sessionId in sessions)) {
+      throw RequestError.invalidParams({ sessionId: params.sessionId }, "unknown session");
+    }
+    return {};
+  })
+  .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
+    const { sessionId } = params;
+    if (!(sessionId in sessions)) {
+      throw RequestError.invalidParams({ sessionId }, "unknown session");
+    }
+    const said = text(params.prompt);
+    sessions[sessionId] += 1;
+    save();
+    const turn = sessions[sessionId];
+    if (said.startsWith("crash")) {
+      process.exit(3);
+    }
+    if (said.startsWith("slow")) {
+      const cancelled = await new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(false), 60_000);
+        cancels.set(sessionId, () => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+      cancels.delete(sessionId);
+      if (cancelled) {
+        return { stopReason: "cancelled" };
+      }
+    }
+    if (said.startsWith("permission")) {
+      const answer = await client.request(methods.client.session.requestPermission, {
+        sessionId,
+        toolCall: { toolCallId: "t1", title: "delete everything", kind: "delete", status: "pending" },
+        options: [
+          { optionId: "allow", name: "Allow", kind: "allow_once" },
+          { optionId: "reject", name: "Reject", kind: "reject_once" },
+        ],
+      });
+      const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
+      await say(client, sessionId, `permission: ${outcome}`);
+      return { stopReason: "end_turn" };
+    }
+    await say(client, sessionId, "echo: ");
+    await say(client, sessionId, `${said} (turn ${turn})`);
+    return { stopReason: "end_turn" };
+  })
+  .onNotification(methods.agent.session.cancel, ({ params }) => {
+    cancels.get(params.sessionId)?.();
+  });
+
+const connection = app.connect(ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
+await connection.closed;
