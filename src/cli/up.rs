@@ -25,6 +25,33 @@ pub struct UpArgs {
     /// How long to let a burst of file events settle before reloading.
     #[arg(long, default_value_t = 200, value_name = "MS")]
     debounce_ms: u64,
+    #[command(flatten)]
+    access: AccessArgs,
+}
+
+/// How the Access API takes messages (`deepcli up` and `deepcli access serve`).
+#[derive(Debug, Args)]
+pub struct AccessArgs {
+    /// How long an agent may take to answer a message before the prompt is cancelled.
+    #[arg(long, default_value_t = 120_000, value_name = "MS")]
+    prompt_timeout_ms: u64,
+    /// The largest request body accepted (413 above).
+    #[arg(long, default_value_t = 1024 * 1024, value_name = "BYTES")]
+    body_limit: usize,
+    /// Messages that may wait per session behind the one being answered (429 above).
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    queue_limit: usize,
+}
+
+impl AccessArgs {
+    pub fn settings(&self) -> crate::access::AccessSettings {
+        crate::access::AccessSettings {
+            body_limit: self.body_limit,
+            prompt_timeout: Duration::from_millis(self.prompt_timeout_ms),
+            queue_limit: self.queue_limit,
+            ..crate::access::AccessSettings::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -77,6 +104,7 @@ pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
         listen: args.listen,
         resync: Duration::from_secs(args.resync.max(1)),
         debounce: Duration::from_millis(args.debounce_ms),
+        access: args.access.settings(),
     };
     match runtime.block_on(controller::run(options)) {
         Ok(()) => ExitStatus::Success,

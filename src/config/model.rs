@@ -325,6 +325,8 @@ pub const SECRET_FIELDS: &[&str] = &[
 pub struct AccountSpec {
     pub name: Option<String>,
     pub enabled: Option<bool>,
+    /// Where the Access layer also POSTs each reply (signed like inbound calls).
+    pub reply_url: Option<String>,
     /// Secret fields by their YAML name (`botToken`, …), in file order.
     #[serde(flatten)]
     pub secrets: IndexMap<String, Secret>,

@@ -4,31 +4,15 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::json;
 
 use super::Shared;
 
 fn authorized(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match given {
-        Some(token) if constant_time_eq(token.as_bytes(), shared.token.as_bytes()) => Ok(()),
-        _ => Err((
-            StatusCode::UNAUTHORIZED,
-            Json(json!({"error": "missing or wrong operator token: send `Authorization: Bearer <token>` (DEEPCLI_OPERATOR_TOKEN or <state>/operator-token)"})),
-        )
-            .into_response()),
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    crate::access::http::operator(&shared.token, headers)
 }
 
 async fn status(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
@@ -54,13 +38,17 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
          # TYPE deepcli_config_rejected gauge\ndeepcli_config_rejected {}\n\
          # TYPE deepcli_routing_generation gauge\ndeepcli_routing_generation {}\n\
          # TYPE deepcli_runtimes_ready gauge\ndeepcli_runtimes_ready {ready}\n\
-         # TYPE deepcli_runtimes gauge\ndeepcli_runtimes {}\n",
+         # TYPE deepcli_runtimes gauge\ndeepcli_runtimes {}\n\
+         # TYPE deepcli_runtime_restarts_total counter\ndeepcli_runtime_restarts_total {}\n",
         s.reconciles,
         s.rejections,
         u8::from(s.rejected.is_some()),
         s.routing_generation.unwrap_or(0),
         s.runtimes.len(),
+        s.runtimes.iter().map(|r| r.restarts).sum::<u64>(),
     );
+    let mut text = text;
+    shared.access.metrics.render(&mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -73,7 +61,11 @@ pub(super) async fn serve(
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/v1/status", get(status))
         .route("/metrics", get(metrics))
-        .with_state(shared);
+        .with_state(shared.clone())
+        .merge(crate::access::http::router(
+            shared.access.clone(),
+            Arc::from(shared.token.as_str()),
+        ));
     let stop = async move {
         let _ = shutdown.wait_for(|stop| *stop).await;
     };

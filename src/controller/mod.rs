@@ -18,6 +18,8 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use crate::access::store::AccessStore;
+use crate::access::{Access, AccessPlan};
 use crate::apply::{self, Source};
 use crate::config::{FileKind, LoadOptions};
 use crate::plan::{Action, Desired, Options, World, diff};
@@ -33,6 +35,7 @@ pub struct ControllerOptions {
     pub listen: SocketAddr,
     pub resync: Duration,
     pub debounce: Duration,
+    pub access: crate::access::AccessSettings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +63,7 @@ pub enum ControllerError {
 
 struct Shared {
     status: RwLock<ControllerStatus>,
+    access: Arc<Access>,
     /// The supervisor's live runtime statuses, read on every status request.
     runtimes: RuntimeMap,
     token: String,
@@ -119,6 +123,9 @@ pub fn operator_token(state: &StateDir) -> Result<String, ControllerError> {
     Ok(token)
 }
 
+/// How long a shutdown waits for requests in flight.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
 fn is_config_file(path: &Path) -> bool {
     path.file_name()
         .and_then(|n| n.to_str())
@@ -144,7 +151,13 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     let (runtime_tx, runtime_events) = mpsc::unbounded_channel::<RuntimeStatus>();
     let mut supervisor = Supervisor::new(runtime_tx);
     let recorder = record_runtimes(&state, runtime_events)?;
+    let access = Arc::new(Access::new(
+        AccessStore::open(&state)?,
+        Some((supervisor.acp_handle(), supervisor.status_handle())),
+        options.access.clone(),
+    ));
     let shared = Arc::new(Shared {
+        access,
         runtimes: supervisor.status_handle(),
         status: RwLock::new(ControllerStatus {
             pid: std::process::id(),
@@ -221,13 +234,19 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
             _ = sigterm.recv() => break,
         }
     }
+    // In-flight requests finish first (their runtimes are still there), new ones are refused.
+    let _ = shutdown_tx.send(true);
+    if tokio::time::timeout(SHUTDOWN_GRACE, server).await.is_err() {
+        tracing::warn!(
+            "requests still in flight after {} s; stopping anyway",
+            SHUTDOWN_GRACE.as_secs()
+        );
+    }
     tracing::info!("stopping runtimes");
     supervisor.stop_all().await;
     // The last sender goes with the supervisor: the recorder writes what is left and ends.
     drop(supervisor);
     let _ = tokio::task::spawn_blocking(move || recorder.join()).await;
-    let _ = shutdown_tx.send(true);
-    let _ = server.await;
     drop(watcher);
     if let Ok(mut s) = store.lock() {
         let _ = s.release_lease();
@@ -281,6 +300,10 @@ enum Found {
         plan: Box<crate::plan::Plan>,
         runtimes: Vec<RuntimeSpec>,
         agents: Vec<String>,
+        /// The config, for the Access plan once it is applied.
+        config: Box<crate::config::Config>,
+        /// The routing generation published before this reconcile.
+        generation: Option<u64>,
     },
     Failed(String),
 }
@@ -327,6 +350,8 @@ async fn reconcile(
             plan,
             runtimes,
             agents,
+            config,
+            generation,
         } => {
             if !plan.blocked.is_empty() {
                 let reasons: Vec<String> = plan.blocked.iter().map(|b| b.reason.clone()).collect();
@@ -350,7 +375,6 @@ async fn reconcile(
                 let config_dir = options.config_dir.clone();
                 let guard = guard(options);
                 let plan = plan.clone();
-                let desired = desired.clone();
                 tokio::task::spawn_blocking(move || {
                     let mut store = store
                         .lock()
@@ -362,7 +386,9 @@ async fn reconcile(
                         guard: &guard,
                         progress: &mut progress,
                     };
-                    apply::apply(&mut store, &plan, &desired, &mut cx).map_err(|e| e.to_string())
+                    apply::apply(&mut store, &plan, &desired, &mut cx)
+                        .map(|applied| (applied, desired))
+                        .map_err(|e| e.to_string())
                 })
                 .await
                 .unwrap_or_else(|e| Err(format!("apply panicked: {e}")))
@@ -374,7 +400,11 @@ async fn reconcile(
                         s.last_error = Some(error);
                     }
                 }
-                Ok(applied) => {
+                Ok((applied, desired)) => {
+                    let config_hash = desired.config_hash.clone();
+                    if let Some(g) = applied.generation.or(generation) {
+                        serve_plan(&shared.access, *desired, &config, g).await;
+                    }
                     if !plan.is_empty() {
                         tracing::info!(
                             serial = applied.serial,
@@ -389,10 +419,10 @@ async fn reconcile(
                         if let Some(g) = applied.generation {
                             s.routing_generation = Some(g);
                         }
-                        if s.config_hash.as_deref() != Some(desired.config_hash.as_str()) {
+                        if s.config_hash.as_deref() != Some(config_hash.as_str()) {
                             s.applied_at = Some(crate::state::now());
                         }
-                        s.config_hash = Some(desired.config_hash.clone());
+                        s.config_hash = Some(config_hash);
                         s.rejected = None;
                         s.blocked.clear();
                         s.last_error = None;
@@ -403,6 +433,30 @@ async fn reconcile(
             }
         }
     }
+}
+
+/// Puts the applied config's routing in force for the Access layer, unless it already is.
+async fn serve_plan(
+    access: &Arc<Access>,
+    desired: Desired,
+    config: &crate::config::Config,
+    generation: u64,
+) {
+    let config_hash = config.sources.hash();
+    if access
+        .plan()
+        .is_some_and(|p| p.generation == generation && p.config_hash == config_hash)
+    {
+        return;
+    }
+    let routing = desired.routing;
+    let content_hash = routing.to_document(generation, &config_hash).content_hash;
+    access.swap(AccessPlan::from_config(
+        config,
+        routing,
+        generation,
+        content_hash,
+    ));
 }
 
 fn guard(options: &ControllerOptions) -> Guard {
@@ -429,6 +483,7 @@ fn find(options: &ControllerOptions, store: &Arc<Mutex<StateStore>>) -> Found {
         });
     }
     let desired = Desired::from_config(&report.config);
+    let config = Box::new(report.config);
     let state = StateDir::new(&options.load.state_dir);
     let live = match store
         .lock()
@@ -450,22 +505,18 @@ fn find(options: &ControllerOptions, store: &Arc<Mutex<StateStore>>) -> Found {
             guard: &guard,
         },
     );
-    let runtimes = report
-        .config
+    let runtimes = config
         .agents
         .iter()
         .filter_map(|a| RuntimeSpec::from_agent(a, &state.logs()))
         .collect();
-    let agents = report
-        .config
-        .agents
-        .iter()
-        .map(|a| a.id().to_string())
-        .collect();
+    let agents = config.agents.iter().map(|a| a.id().to_string()).collect();
     Found::Planned {
         desired: Box::new(desired),
         plan: Box::new(plan),
         runtimes,
         agents,
+        config,
+        generation: live.routing.as_ref().map(|r| r.generation),
     }
 }

@@ -2,6 +2,8 @@
 //! itself (the crate's own launcher can set neither a working directory nor a process group),
 //! and the `initialize` handshake that makes the runtime ready.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
@@ -18,12 +20,36 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 /// How long an agent may take to answer `initialize` (reconcile.md: start timeout).
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Who listens to which session's `session/update` notifications (by ACP session id).
+pub type Subscribers = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<SessionNotification>>>>;
+
+/// What the Access layer needs to talk to a ready ACP runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct AcpHandle {
+    pub cx: ConnectionTo<Agent>,
+    /// Where a session's updates go while someone prompts it.
+    pub subscribers: Subscribers,
+    /// What the agent said about itself: `agentInfo`, `agentCapabilities`, `protocolVersion`.
+    pub info: serde_json::Value,
+    /// The ACP sessions opened (new or loaded) in this process: a restarted runtime has none.
+    pub open: Arc<Mutex<HashSet<String>>>,
+    /// The runtime's working directory (`cwd` of `session/new`).
+    pub cwd: std::path::PathBuf,
+    /// Which process this is: changes with every start.
+    pub pid: u32,
+}
+
+impl AcpHandle {
+    /// Whether the agent said it can resume a session (`session/load`).
+    pub fn loads_sessions(&self) -> bool {
+        self.info["agentCapabilities"]["loadSession"] == true
+    }
+}
+
 /// A live connection to an ACP agent.
 pub struct AcpConnection {
     pub cx: ConnectionTo<Agent>,
-    /// `session/update` notifications, for whoever prompts (the Access layer).
-    pub updates: mpsc::UnboundedReceiver<SessionNotification>,
-    /// What the agent said about itself: `agentInfo`, `agentCapabilities`, `protocolVersion`.
+    pub subscribers: Subscribers,
     pub info: serde_json::Value,
     driver: tokio::task::JoinHandle<()>,
 }
@@ -97,7 +123,8 @@ pub async fn connect(
         .take()
         .ok_or("the runtime has no stdout pipe")?;
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
-    let (updates_tx, updates) = mpsc::unbounded_channel::<SessionNotification>();
+    let subscribers = Subscribers::default();
+    let listeners = subscribers.clone();
     let (cx_tx, cx_rx) = oneshot::channel::<ConnectionTo<Agent>>();
     let driver = tokio::spawn(async move {
         let result = Client
@@ -105,7 +132,12 @@ pub async fn connect(
             .name("deepcli")
             .on_receive_notification(
                 async move |n: SessionNotification, _cx| {
-                    let _ = updates_tx.send(n);
+                    // Updates of a session nobody prompts (a `session/load` replay) are dropped.
+                    if let Ok(map) = listeners.lock()
+                        && let Some(to) = map.get(&*n.session_id.0)
+                    {
+                        let _ = to.send(n);
+                    }
                     Ok(())
                 },
                 agent_client_protocol::on_receive_notification!(),
@@ -174,7 +206,7 @@ pub async fn connect(
     };
     Ok(AcpConnection {
         cx,
-        updates,
+        subscribers,
         info,
         driver,
     })

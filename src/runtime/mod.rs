@@ -129,6 +129,9 @@ pub struct RuntimeStatus {
 /// Every runtime's status by agent id, kept current by the supervising tasks.
 pub type RuntimeMap = Arc<Mutex<BTreeMap<String, RuntimeStatus>>>;
 
+/// The ready ACP runtimes by agent id, for the Access layer to deliver to.
+pub type AcpMap = Arc<Mutex<BTreeMap<String, acp::AcpHandle>>>;
+
 /// Status changes, for whoever records them.
 pub type Events = mpsc::UnboundedSender<RuntimeStatus>;
 
@@ -144,6 +147,7 @@ struct Running {
 pub struct Supervisor {
     running: BTreeMap<String, Running>,
     status: RuntimeMap,
+    acp: AcpMap,
     events: Events,
 }
 
@@ -152,6 +156,7 @@ impl Supervisor {
         Supervisor {
             running: BTreeMap::new(),
             status: Arc::default(),
+            acp: Arc::default(),
             events,
         }
     }
@@ -166,6 +171,10 @@ impl Supervisor {
 
     pub fn status_handle(&self) -> RuntimeMap {
         self.status.clone()
+    }
+
+    pub fn acp_handle(&self) -> AcpMap {
+        self.acp.clone()
     }
 
     /// Brings the running set to `desired`: stops what is gone or changed, starts what is new
@@ -191,9 +200,13 @@ impl Supervisor {
 
     fn start(&mut self, spec: RuntimeSpec) {
         let (stop, stop_rx) = oneshot::channel();
-        let status = self.status.clone();
-        let events = self.events.clone();
-        let task = tokio::spawn(process::supervise(spec.clone(), stop_rx, status, events));
+        let report = process::Reporter::new(&spec, self.status.clone(), self.events.clone());
+        let task = tokio::spawn(process::supervise(
+            spec.clone(),
+            stop_rx,
+            report,
+            self.acp.clone(),
+        ));
         self.running
             .insert(spec.agent_id.clone(), Running { spec, stop, task });
     }

@@ -194,13 +194,37 @@ pub async fn stop_pid(pid: u32, process_start: Option<&str>) -> bool {
     true
 }
 
-struct Reporter {
+pub(super) struct Reporter {
     status: Arc<Mutex<BTreeMap<String, RuntimeStatus>>>,
     events: Events,
     current: RuntimeStatus,
 }
 
 impl Reporter {
+    pub(super) fn new(
+        spec: &RuntimeSpec,
+        status: Arc<Mutex<BTreeMap<String, RuntimeStatus>>>,
+        events: Events,
+    ) -> Reporter {
+        Reporter {
+            status,
+            events,
+            current: RuntimeStatus {
+                agent_id: spec.agent_id.clone(),
+                kind: spec.kind.as_str().to_string(),
+                status: Phase::Starting,
+                pid: None,
+                started_at: None,
+                restarts: 0,
+                last_exit: None,
+                last_error: None,
+                info: None,
+                spec_hash: spec.spec_hash.clone(),
+                next_start: None,
+            },
+        }
+    }
+
     fn publish(&mut self, change: impl FnOnce(&mut RuntimeStatus)) {
         change(&mut self.current);
         if let Ok(mut map) = self.status.lock() {
@@ -214,26 +238,19 @@ impl Reporter {
 pub(super) async fn supervise(
     spec: RuntimeSpec,
     mut stop: oneshot::Receiver<StopAck>,
-    status: Arc<Mutex<BTreeMap<String, RuntimeStatus>>>,
-    events: Events,
+    mut report: Reporter,
+    acp: super::AcpMap,
 ) {
-    let mut report = Reporter {
-        status,
-        events,
-        current: RuntimeStatus {
-            agent_id: spec.agent_id.clone(),
-            kind: spec.kind.as_str().to_string(),
-            status: Phase::Starting,
-            pid: None,
-            started_at: None,
-            restarts: 0,
-            last_exit: None,
-            last_error: None,
-            info: None,
-            spec_hash: spec.spec_hash.clone(),
-            next_start: None,
-        },
-    };
+    // Whatever way this task ends, its runtime is no longer there to deliver to.
+    struct Unlist<'a>(&'a super::AcpMap, &'a str);
+    impl Drop for Unlist<'_> {
+        fn drop(&mut self) {
+            if let Ok(mut map) = self.0.lock() {
+                map.remove(self.1);
+            }
+        }
+    }
+    let _unlist = Unlist(&acp, &spec.agent_id);
     let mut backoff = BACKOFF_START;
     loop {
         report.publish(|s| {
@@ -268,6 +285,17 @@ pub(super) async fn supervise(
                         {
                             Ok(connection) => {
                                 let info = connection.info.clone();
+                                let handle = super::acp::AcpHandle {
+                                    cx: connection.cx.clone(),
+                                    subscribers: connection.subscribers.clone(),
+                                    info: info.clone(),
+                                    open: Arc::default(),
+                                    cwd: spec.cwd.clone(),
+                                    pid,
+                                };
+                                if let Ok(mut map) = acp.lock() {
+                                    map.insert(spec.agent_id.clone(), handle);
+                                }
                                 spawned.acp = Some(connection);
                                 Ok(Some(info))
                             }
@@ -298,6 +326,9 @@ pub(super) async fn supervise(
                         });
                         tokio::select! {
                             exit = spawned.child.wait() => {
+                                if let Ok(mut map) = acp.lock() {
+                                    map.remove(&spec.agent_id);
+                                }
                                 // The leader died; take anything it left in its group along.
                                 signal_group(pid, Signal::SIGKILL);
                                 let exit = describe_exit(exit);
@@ -309,6 +340,9 @@ pub(super) async fn supervise(
                                 Err(())
                             }
                             ack = &mut stop => {
+                                if let Ok(mut map) = acp.lock() {
+                                    map.remove(&spec.agent_id);
+                                }
                                 let exit = stop_child(spawned).await;
                                 report.publish(|s| {
                                     s.status = Phase::Stopped;

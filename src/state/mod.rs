@@ -18,8 +18,8 @@ pub use paths::StateDir;
 
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
-pub const SCHEMA_VERSION: i64 = 1;
-const MIGRATIONS: [&str; 1] = [include_str!("schema.sql")];
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+const MIGRATIONS: [&str; 2] = [include_str!("schema.sql"), include_str!("access.sql")];
 
 /// `format_version` of `deepcli state export`.
 pub const SNAPSHOT_FORMAT: &str = "1";

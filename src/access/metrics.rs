@@ -1,0 +1,95 @@
+//! The Access layer's Prometheus metrics: requests by status, route decisions by `matchedBy`,
+//! delivery latency. Counters are atomics or short-held maps; rendering is text.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds of the delivery latency buckets, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+#[derive(Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    routes: Mutex<BTreeMap<&'static str, u64>>,
+    latency: [AtomicU64; BUCKETS.len()],
+    latency_count: AtomicU64,
+    latency_sum_us: AtomicU64,
+    pub duplicates: AtomicU64,
+    pub reply_failures: AtomicU64,
+}
+
+impl Metrics {
+    pub fn request(&self, endpoint: &'static str, status: u16) {
+        if let Ok(mut map) = self.requests.lock() {
+            *map.entry((endpoint, status)).or_default() += 1;
+        }
+    }
+
+    pub fn route(&self, matched_by: &'static str) {
+        if let Ok(mut map) = self.routes.lock() {
+            *map.entry(matched_by).or_default() += 1;
+        }
+    }
+
+    pub fn delivered(&self, took: Duration) {
+        let seconds = took.as_secs_f64();
+        for (bound, count) in BUCKETS.iter().zip(&self.latency) {
+            if seconds <= *bound {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.latency_count.fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Appends the Prometheus text of these metrics to `out`.
+    pub fn render(&self, out: &mut String) {
+        out.push_str("# TYPE deepcli_access_requests_total counter\n");
+        if let Ok(map) = self.requests.lock() {
+            for ((endpoint, status), n) in map.iter() {
+                let _ = writeln!(
+                    out,
+                    "deepcli_access_requests_total{{endpoint=\"{endpoint}\",status=\"{status}\"}} {n}"
+                );
+            }
+        }
+        out.push_str("# TYPE deepcli_route_decisions_total counter\n");
+        if let Ok(map) = self.routes.lock() {
+            for (matched_by, n) in map.iter() {
+                let _ = writeln!(
+                    out,
+                    "deepcli_route_decisions_total{{matched_by=\"{matched_by}\"}} {n}"
+                );
+            }
+        }
+        out.push_str("# TYPE deepcli_delivery_seconds histogram\n");
+        for (bound, count) in BUCKETS.iter().zip(&self.latency) {
+            let _ = writeln!(
+                out,
+                "deepcli_delivery_seconds_bucket{{le=\"{bound}\"}} {}",
+                count.load(Ordering::Relaxed)
+            );
+        }
+        let count = self.latency_count.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "deepcli_delivery_seconds_bucket{{le=\"+Inf\"}} {count}\n\
+             deepcli_delivery_seconds_sum {}\n\
+             deepcli_delivery_seconds_count {count}",
+            self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE deepcli_duplicate_deliveries_total counter\ndeepcli_duplicate_deliveries_total {}\n\
+             # TYPE deepcli_reply_sink_failures_total counter\ndeepcli_reply_sink_failures_total {}",
+            self.duplicates.load(Ordering::Relaxed),
+            self.reply_failures.load(Ordering::Relaxed),
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! The reply sink: a reply also goes to the channel account's `replyUrl`, POSTed and signed
+//! like an inbound call (`X-Deepcli-Signature`), retried with backoff, and kept as a dead
+//! letter in the state database when it keeps failing. It runs in the background: the response
+//! to the inbound call never waits for it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::store::{AccessStore, DeliveryKey};
+
+/// The waits between attempts: 4 attempts in all.
+const RETRIES: [Duration; 3] = [
+    Duration::from_millis(200),
+    Duration::from_secs(1),
+    Duration::from_secs(5),
+];
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+pub struct ReplySink {
+    client: Client<HttpConnector, Full<bytes::Bytes>>,
+    store: Arc<AccessStore>,
+}
+
+impl ReplySink {
+    pub fn new(store: Arc<AccessStore>) -> ReplySink {
+        ReplySink {
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            store,
+        }
+    }
+
+    /// Sends `body` to `url` in the background.
+    pub fn send(&self, url: String, secret: Vec<u8>, key: DeliveryKey, body: serde_json::Value) {
+        let sink = self.clone();
+        tokio::spawn(async move {
+            let body = body.to_string();
+            let signature = super::sign(&secret, body.as_bytes());
+            let mut last_error = String::new();
+            let mut attempts = 0;
+            for wait in std::iter::once(Duration::ZERO).chain(RETRIES) {
+                tokio::time::sleep(wait).await;
+                attempts += 1;
+                match sink.post(&url, &signature, &body).await {
+                    Ok(()) => return,
+                    Err(e) => last_error = e,
+                }
+            }
+            tracing::warn!(%url, message = %key.2, error = %last_error, attempts, "reply sink failed; kept as a dead letter");
+            let store = sink.store.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                store.dead_letter(&key, &url, &body, attempts, &last_error)
+            })
+            .await;
+        });
+    }
+
+    async fn post(&self, url: &str, signature: &str, body: &str) -> Result<(), String> {
+        let request = hyper::Request::post(url)
+            .header("content-type", "application/json")
+            .header("x-deepcli-signature", signature)
+            .body(Full::new(bytes::Bytes::from(body.to_string())))
+            .map_err(|e| format!("bad reply URL: {e}"))?;
+        let response = tokio::time::timeout(ATTEMPT_TIMEOUT, self.client.request(request))
+            .await
+            .map_err(|_| format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs()))?
+            .map_err(|e| e.to_string())?;
+        let status = response.status();
+        let _ = response.into_body().collect().await;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("HTTP {status}"))
+        }
+    }
+}

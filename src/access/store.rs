@@ -1,0 +1,236 @@
+//! The Access layer's rows in the state database (migration 2): sessions, the persistent
+//! sessions of `acp` bindings, transcripts, deliveries (idempotency) and dead letters.
+//!
+//! A connection of its own, so that a delivery never waits for an apply; every call is short
+//! and runs on the blocking pool.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::state::{StateDir, StateError, StateStore};
+
+pub struct AccessStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+/// One transcript row to append.
+pub struct Turn {
+    /// `inbound`, `agent`, `inter_session` or `acp`.
+    pub provenance: &'static str,
+    pub message_id: Option<String>,
+    pub sender: Option<serde_json::Value>,
+    pub text: String,
+    pub route: Option<serde_json::Value>,
+}
+
+impl Turn {
+    /// A line about the session itself (how it was opened), provenance `acp`.
+    pub fn note(text: String) -> Turn {
+        Turn {
+            provenance: "acp",
+            message_id: None,
+            sender: None,
+            text,
+            route: None,
+        }
+    }
+}
+
+/// A transcript row as read back.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TranscriptRow {
+    pub provenance: String,
+    pub message_id: Option<String>,
+    pub text: String,
+    pub at: String,
+}
+
+/// A delivered envelope's key: channel, account id, message id.
+pub type DeliveryKey = (String, String, String);
+
+impl AccessStore {
+    /// Opens the state database (migrating it) with a connection for the Access layer.
+    pub fn open(dir: &StateDir) -> Result<AccessStore, StateError> {
+        drop(StateStore::open(dir)?);
+        let path = dir.db();
+        let sql = |source| StateError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let conn = Connection::open(&path).map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql)?;
+        Ok(AccessStore {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StateError> {
+        let mut conn = self
+            .conn
+            .lock()
+            .map_err(|_| StateError::Corrupt("access store lock poisoned".into()))?;
+        f(&mut conn).map_err(|source| StateError::Sqlite {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// The response first sent for this envelope, if it was delivered.
+    pub fn delivered(&self, key: &DeliveryKey) -> Result<Option<String>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT response FROM deliveries WHERE channel = ?1 AND account_id = ?2 AND message_id = ?3",
+                params![key.0, key.1, key.2],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
+    /// The runtime session a session key maps to.
+    pub fn runtime_session(&self, session_key: &str) -> Result<Option<String>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT runtime_session_id FROM sessions WHERE session_key = ?1",
+                [session_key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map(Option::flatten)
+        })
+    }
+
+    pub fn set_runtime_session(
+        &self,
+        session_key: &str,
+        agent_id: &str,
+        runtime_session_id: &str,
+    ) -> Result<(), StateError> {
+        let now = crate::state::now();
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO sessions (session_key, agent_id, runtime_session_id, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?4)
+                 ON CONFLICT (session_key) DO UPDATE SET agent_id = ?2, runtime_session_id = ?3, updated_at = ?4",
+                params![session_key, agent_id, runtime_session_id, now],
+            )
+            .map(drop)
+        })
+    }
+
+    /// The session key of an `acp` binding: `agent:<id>:acp:<uuid>`, the UUID made on first use.
+    pub fn acp_session_key(&self, binding_key: &str, agent_id: &str) -> Result<String, StateError> {
+        let fresh =
+            crate::routing::session::spawned_key(agent_id, crate::routing::session::Spawned::Acp);
+        let now = crate::state::now();
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO acp_bindings (binding_key, session_key, created_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (binding_key) DO NOTHING",
+                params![binding_key, fresh, now],
+            )?;
+            c.query_row(
+                "SELECT session_key FROM acp_bindings WHERE binding_key = ?1",
+                [binding_key],
+                |r| r.get(0),
+            )
+        })
+    }
+
+    /// The last `limit` turns of a session, oldest first.
+    pub fn transcript(
+        &self,
+        session_key: &str,
+        limit: usize,
+    ) -> Result<Vec<TranscriptRow>, StateError> {
+        self.with(|c| {
+            let mut rows = c
+                .prepare(
+                    "SELECT provenance, message_id, text, at FROM transcript WHERE session_key = ?1
+                     ORDER BY id DESC LIMIT ?2",
+                )?
+                .query_map(params![session_key, limit as i64], |r| {
+                    Ok(TranscriptRow {
+                        provenance: r.get(0)?,
+                        message_id: r.get(1)?,
+                        text: r.get(2)?,
+                        at: r.get(3)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            rows.reverse();
+            Ok(rows)
+        })
+    }
+
+    /// Appends turns to a transcript and, when `delivery` is given, records the delivery with
+    /// the response that was sent: one transaction, so a redelivery finds both or neither.
+    pub fn record(
+        &self,
+        session_key: &str,
+        turns: &[Turn],
+        delivery: Option<(&DeliveryKey, &str)>,
+    ) -> Result<(), StateError> {
+        let now = crate::state::now();
+        self.with(|c| {
+            let tx = c.transaction()?;
+            for t in turns {
+                tx.execute(
+                    "INSERT INTO transcript (session_key, provenance, message_id, sender, text, route, at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![
+                        session_key,
+                        t.provenance,
+                        t.message_id,
+                        t.sender.as_ref().map(|s| s.to_string()),
+                        t.text,
+                        t.route.as_ref().map(|r| r.to_string()),
+                        now
+                    ],
+                )?;
+            }
+            if let Some((key, response)) = delivery {
+                tx.execute(
+                    "INSERT INTO deliveries (channel, account_id, message_id, session_key, response, at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![key.0, key.1, key.2, session_key, response, now],
+                )?;
+            }
+            tx.commit()
+        })
+    }
+
+    pub fn dead_letter(
+        &self,
+        key: &DeliveryKey,
+        url: &str,
+        body: &str,
+        attempts: u32,
+        last_error: &str,
+    ) -> Result<(), StateError> {
+        let now = crate::state::now();
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO dead_letters (channel, account_id, message_id, url, body, attempts, last_error, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![key.0, key.1, key.2, url, body, attempts, last_error, now],
+            )
+            .map(drop)
+        })
+    }
+
+    pub fn dead_letters(&self) -> Result<u64, StateError> {
+        self.with(|c| c.query_row("SELECT count(*) FROM dead_letters", [], |r| r.get(0)))
+    }
+}

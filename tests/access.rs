@@ -1,0 +1,554 @@
+//! The Access layer end to end: `deepcli up` serving `POST /v1/inbound`, delivering to real ACP
+//! runtimes (the demo echo agent and the echo agent on the official TypeScript SDK), with
+//! sessions, transcripts and deliveries in the state database.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Up, peer};
+use serde_json::{Value, json};
+
+const SECRET: &str = "quickstart-webhook-secret";
+
+/// One HTTP call: status, plan generation header, JSON body.
+fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Option<u64>, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let url = format!("http://{addr}{path}");
+    let response = if method == "GET" {
+        let mut req = agent.get(&url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.call()
+    } else {
+        let mut req = agent.post(&url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send(body)
+    }
+    .unwrap();
+    let status = response.status().as_u16();
+    let generation = response
+        .headers()
+        .get("x-deepcli-plan-generation")
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let text = response.into_body().read_to_string().unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, generation, body)
+}
+
+/// `POST /v1/inbound` signed with `secret`.
+fn inbound(addr: SocketAddr, secret: &str, envelope: &Value) -> (u16, Value) {
+    let body = envelope.to_string();
+    let signature = deepcli::access::sign(secret.as_bytes(), body.as_bytes());
+    let (status, _, body) = call(
+        addr,
+        "POST",
+        "/v1/inbound",
+        &[
+            ("x-deepcli-signature", &signature),
+            ("content-type", "application/json"),
+        ],
+        body.as_bytes(),
+    );
+    (status, body)
+}
+
+fn token(state: &Path) -> String {
+    std::fs::read_to_string(state.join("operator-token")).unwrap()
+}
+
+fn envelope(peer: Value, message_id: &str, text: &str) -> Value {
+    json!({"channel": "telegram", "peer": peer, "messageId": message_id,
+           "sender": {"id": "u-7", "name": "Ada"}, "text": text})
+}
+
+fn group(id: &str) -> Value {
+    json!({"kind": "group", "id": id})
+}
+
+/// The transcript of a session key: (provenance, text) in order.
+fn transcript(state: &Path, session_key: &str) -> Vec<(String, String)> {
+    let db = rusqlite::Connection::open(state.join("state.db")).unwrap();
+    let mut stmt = db
+        .prepare("SELECT provenance, text FROM transcript WHERE session_key = ?1 ORDER BY id")
+        .unwrap();
+    stmt.query_map([session_key], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn runtime_session(state: &Path, session_key: &str) -> String {
+    let db = rusqlite::Connection::open(state.join("state.db")).unwrap();
+    db.query_row(
+        "SELECT runtime_session_id FROM sessions WHERE session_key = ?1",
+        [session_key],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// `deepcli up` on the bundled quickstart, its webhook secret set.
+fn quickstart(configure: impl FnOnce(&mut std::process::Command)) -> Up {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let (agents, channels, bindings) = (
+        read("agents.yaml"),
+        read("channels.yaml"),
+        read("bindings.yaml"),
+    );
+    let up = Up::start_files(
+        &[
+            ("agents.yaml", &agents),
+            ("channels.yaml", &channels),
+            ("bindings.yaml", &bindings),
+        ],
+        |cmd| {
+            cmd.env("DEEPCLI_WEBHOOK_SECRET", SECRET)
+                .args(["--body-limit", "4096"]);
+            configure(cmd);
+        },
+    );
+    up.wait_for("research ready", |s| {
+        Up::runtime(s, "research").is_some_and(|r| r["status"] == "ready")
+    });
+    up
+}
+
+fn metric(addr: SocketAddr, state: &Path, name: &str) -> f64 {
+    let (_, _, text) = call(
+        addr,
+        "GET",
+        "/metrics",
+        &[("authorization", &format!("Bearer {}", token(state)))],
+        b"",
+    );
+    text.as_str()
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn a_signed_envelope_gets_a_reply_in_a_persistent_session() {
+    let up = quickstart(|_| {});
+    let research = "-1001234567890";
+
+    let (status, first) = inbound(up.addr, SECRET, &envelope(group(research), "m-1", "hello"));
+    assert_eq!(status, 200, "{first:#}");
+    assert_eq!(first["reply"]["text"], "echo: hello");
+    assert_eq!(first["duplicate"], false);
+    assert_eq!(first["route"]["agentId"], "research");
+    assert_eq!(first["route"]["matchedBy"], "binding.peer");
+    let key = first["sessionKey"].as_str().unwrap();
+    assert_eq!(key, format!("agent:research:telegram:group:{research}"));
+
+    // The same peer: the same session, both turns in its transcript.
+    let (status, second) = inbound(up.addr, SECRET, &envelope(group(research), "m-2", "again"));
+    assert_eq!(status, 200, "{second:#}");
+    assert_eq!(second["sessionKey"], key);
+    let turns = transcript(&up.state, key);
+    let said: Vec<(&str, &str)> = turns
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .filter(|(p, _)| *p != "acp")
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("inbound", "hello"),
+            ("agent", "echo: hello"),
+            ("inbound", "again"),
+            ("agent", "echo: again")
+        ]
+    );
+    let session = runtime_session(&up.state, key);
+
+    // A thread of that peer: another session key and another runtime session.
+    let mut threaded = envelope(group(research), "m-3", "in a thread");
+    threaded["threadId"] = "T-9".into();
+    let (status, third) = inbound(up.addr, SECRET, &threaded);
+    assert_eq!(status, 200, "{third:#}");
+    let thread_key = format!("{key}:thread:t-9");
+    assert_eq!(third["sessionKey"], thread_key.as_str());
+    assert_ne!(runtime_session(&up.state, &thread_key), session);
+
+    // A different peer goes to `main`, which has no runtime: routed, 202, no reply.
+    let (status, other) = inbound(up.addr, SECRET, &envelope(group("-100999"), "m-4", "hi"));
+    assert_eq!(status, 202, "{other:#}");
+    assert_eq!(other["route"]["agentId"], "main");
+    assert!(other["reply"].is_null());
+    assert!(
+        other["note"]
+            .as_str()
+            .unwrap()
+            .contains("no runtime managed here")
+    );
+    assert_ne!(other["sessionKey"], key);
+}
+
+#[test]
+fn refusals_say_why_and_route_nothing() {
+    let up = quickstart(|_| {});
+    let good = envelope(group("-1001234567890"), "m-1", "hello");
+    let body = good.to_string();
+    let routed = || metric(up.addr, &up.state, "deepcli_route_decisions_total");
+    let before = routed();
+
+    let post = |headers: &[(&str, &str)], body: &[u8]| {
+        let (status, _, value) = call(up.addr, "POST", "/v1/inbound", headers, body);
+        (status, value)
+    };
+    let (status, missing) = post(&[], body.as_bytes());
+    assert_eq!(status, 401);
+    assert!(
+        missing["error"]
+            .as_str()
+            .unwrap()
+            .contains("X-Deepcli-Signature")
+    );
+    let wrong = deepcli::access::sign(b"not the secret", body.as_bytes());
+    let (status, wrong) = post(&[("x-deepcli-signature", &wrong)], body.as_bytes());
+    assert_eq!(status, 401);
+    assert!(
+        wrong["error"].as_str().unwrap().contains("does not match"),
+        "{wrong}"
+    );
+    assert_eq!(routed(), before, "nothing was routed");
+
+    let unknown = json!({"channel": "slack", "messageId": "m", "text": "x"});
+    let (status, body) = inbound(up.addr, SECRET, &unknown);
+    assert_eq!(status, 404);
+    assert!(
+        body["error"].as_str().unwrap().contains("slack/default"),
+        "{body}"
+    );
+
+    let big = envelope(group("1"), "m-big", &"x".repeat(5000));
+    let (status, body) = inbound(up.addr, SECRET, &big);
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["limit"], 4096);
+
+    let signature = deepcli::access::sign(SECRET.as_bytes(), b"{not json");
+    let (status, body) = post(&[("x-deepcli-signature", &signature)], b"{not json");
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("not an envelope")
+    );
+
+    let (status, body) = inbound(
+        up.addr,
+        SECRET,
+        &json!({"channel": "telegram", "text": "no id"}),
+    );
+    assert_eq!(status, 400);
+    assert_eq!(body["field"], "messageId", "{body}");
+
+    // The operator endpoints want the token.
+    let (status, _, _) = call(up.addr, "GET", "/v1/plan", &[], b"");
+    assert_eq!(status, 401);
+    let auth = format!("Bearer {}", token(&up.state));
+    let (status, generation, plan) =
+        call(up.addr, "GET", "/v1/plan", &[("authorization", &auth)], b"");
+    assert_eq!(status, 200);
+    assert_eq!(plan["generation"], 1);
+    assert_eq!(generation, Some(1), "the generation header");
+    let (status, _, route) = call(
+        up.addr,
+        "POST",
+        "/v1/route",
+        &[("authorization", &auth)],
+        br#"{"channel": "telegram", "peer": {"kind": "group", "id": "-1001234567890"}}"#,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(route["agentId"], "research");
+}
+
+#[test]
+fn an_acp_binding_keeps_its_session_across_a_controller_restart() {
+    let mut up = quickstart(|_| {});
+    let dm = json!({"kind": "direct", "id": "111111111"});
+    let (status, first) = inbound(up.addr, SECRET, &envelope(dm.clone(), "d-1", "remember me"));
+    assert_eq!(status, 200, "{first:#}");
+    assert_eq!(first["route"]["matchedBy"], "binding.acp");
+    assert_eq!(first["route"]["agentId"], "research");
+    let key = first["sessionKey"].as_str().unwrap().to_string();
+    assert!(key.starts_with("agent:research:acp:"), "{key}");
+
+    assert!(up.terminate().success());
+    up.restart(|cmd| {
+        cmd.env("DEEPCLI_WEBHOOK_SECRET", SECRET);
+    });
+    up.wait_for("research ready again", |s| {
+        Up::runtime(s, "research").is_some_and(|r| r["status"] == "ready")
+    });
+    let (status, second) = inbound(up.addr, SECRET, &envelope(dm, "d-2", "still there?"));
+    assert_eq!(status, 200, "{second:#}");
+    assert_eq!(second["sessionKey"], key.as_str(), "the same session");
+    // The demo agent cannot load sessions: a new one got the transcript as context.
+    let reply = second["reply"]["text"].as_str().unwrap();
+    assert!(
+        reply.contains("remember me") && reply.contains("still there?"),
+        "{reply}"
+    );
+    let notes: Vec<String> = transcript(&up.state, &key)
+        .into_iter()
+        .filter(|(p, _)| p == "acp")
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[1].contains("were given as context"), "{notes:?}");
+}
+
+#[test]
+fn a_runtime_that_is_down_gets_a_503() {
+    let agents = "agents:\n  list:\n    - id: main\n    - id: broken\n      runtime: {kind: acp, command: [\"false\"]}\n";
+    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let bindings = "bindings:\n  - {agentId: broken, match: {channel: slack}}\n";
+    let up = Up::start_files(
+        &[
+            ("agents.yaml", agents),
+            ("channels.yaml", channels),
+            ("bindings.yaml", bindings),
+        ],
+        |cmd| {
+            cmd.env("HOOK", SECRET);
+        },
+    );
+    up.wait_for("the crash loop", |s| {
+        Up::runtime(s, "broken").is_some_and(|r| r["status"] == "crash-loop")
+    });
+    let message = json!({"channel": "slack", "peer": {"kind": "direct", "id": "u1"}, "messageId": "x-1", "text": "hi"});
+    let started = Instant::now();
+    let (status, body) = inbound(up.addr, SECRET, &message);
+    assert_eq!(status, 503, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(10), "no hang");
+    assert_eq!(body["agentId"], "broken");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("send it again later")
+    );
+}
+
+/// The echo agent on the ACP TypeScript SDK: counts turns per session, can load sessions, and
+/// answers `slow` only when cancelled.
+fn sdk_up(configure: impl FnOnce(&mut std::process::Command)) -> Up {
+    let agent = peer("tests/peers/sdk-echo-agent.mjs");
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
+        agent.display()
+    );
+    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack}}\n";
+    let up = Up::start_files(
+        &[
+            ("agents.yaml", &agents),
+            ("channels.yaml", channels),
+            ("bindings.yaml", bindings),
+        ],
+        |cmd| {
+            cmd.env("HOOK", SECRET);
+            configure(cmd);
+        },
+    );
+    up.wait_for("the SDK agent ready", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    up
+}
+
+fn slack(peer: &str, message_id: &str, text: &str) -> Value {
+    json!({"channel": "slack", "peer": {"kind": "direct", "id": peer}, "messageId": message_id, "text": text})
+}
+
+#[test]
+fn a_redelivered_envelope_reaches_the_agent_once_even_when_deliveries_race() {
+    let up = sdk_up(|_| {});
+    let message = slack("u1", "race-1", "once");
+    let answers: Vec<(u16, Value)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| s.spawn(|| inbound(up.addr, SECRET, &message)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        answers.iter().all(|(status, _)| *status == 200),
+        "{answers:?}"
+    );
+    let firsts = answers
+        .iter()
+        .filter(|(_, b)| b["duplicate"] == false)
+        .count();
+    assert_eq!(firsts, 1, "{answers:?}");
+    for (_, body) in &answers {
+        assert_eq!(body["reply"]["text"], "echo: once (turn 1)");
+    }
+    // Later, a plain redelivery: the stored reply.
+    let (status, again) = inbound(up.addr, SECRET, &message);
+    assert_eq!(status, 200);
+    assert_eq!(again["duplicate"], true);
+    assert_eq!(again["reply"]["text"], "echo: once (turn 1)");
+    // The agent saw one prompt: the next message is its second turn.
+    let (_, next) = inbound(up.addr, SECRET, &slack("u1", "race-2", "next"));
+    assert_eq!(next["reply"]["text"], "echo: next (turn 2)", "{next}");
+}
+
+#[test]
+fn a_slow_prompt_times_out_and_the_agent_gets_session_cancel() {
+    let mut up = sdk_up(|cmd| {
+        cmd.args(["--prompt-timeout-ms", "1500"]);
+    });
+    let (status, body) = inbound(up.addr, SECRET, &slack("u2", "slow-1", "slow please"));
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["cancelled"], true);
+    assert_eq!(
+        body["stopReason"], "cancelled",
+        "the agent stopped its turn because it received session/cancel"
+    );
+    // Not recorded as delivered: sending it again is a new attempt.
+    let (_, retry) = inbound(up.addr, SECRET, &slack("u2", "slow-1", "fast now"));
+    assert_eq!(retry["duplicate"], false, "{retry}");
+    assert_eq!(retry["reply"]["text"], "echo: fast now (turn 2)");
+
+    // The SDK agent loads sessions: after a restart the same runtime session resumes.
+    let key = retry["sessionKey"].as_str().unwrap().to_string();
+    let session = runtime_session(&up.state, &key);
+    assert!(up.terminate().success());
+    up.restart(|cmd| {
+        cmd.env("HOOK", SECRET);
+    });
+    up.wait_for("the SDK agent ready again", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    let (status, resumed) = inbound(up.addr, SECRET, &slack("u2", "slow-2", "back"));
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(resumed["reply"]["text"], "echo: back (turn 3)");
+    assert_eq!(runtime_session(&up.state, &key), session);
+    let notes: Vec<String> = transcript(&up.state, &key)
+        .into_iter()
+        .filter(|(p, _)| p == "acp")
+        .map(|(_, t)| t)
+        .collect();
+    assert!(notes.last().unwrap().contains("session/load"), "{notes:?}");
+}
+
+#[test]
+fn permission_requests_are_refused() {
+    let up = sdk_up(|_| {});
+    let (status, body) = inbound(up.addr, SECRET, &slack("u3", "p-1", "permission?"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reply"]["text"], "permission: reject");
+}
+
+/// Requests run without pause while bindings.yaml is rewritten 10 times a second: none fails,
+/// and each is routed entirely by the plan whose generation it names.
+#[test]
+fn plans_swap_under_load_without_a_failed_or_mixed_request() {
+    let agents = "agents:\n  list:\n    - id: main\n    - id: a\n    - id: b\n";
+    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    // Plan A sends the peer to `a` by its binding at line 2, plan B to `b` at line 3.
+    let plan_a =
+        "bindings:\n  - {agentId: a, match: {channel: slack, peer: {kind: direct, id: p}}}\n";
+    let plan_b = "bindings:\n  - {agentId: main, match: {channel: slack, peer: {kind: direct, id: q}}}\n  - {agentId: b, match: {channel: slack, peer: {kind: direct, id: p}}}\n";
+    let up = Up::start_files(
+        &[
+            ("agents.yaml", agents),
+            ("channels.yaml", channels),
+            ("bindings.yaml", plan_a),
+        ],
+        |cmd| {
+            cmd.env("HOOK", SECRET);
+        },
+    );
+    up.wait_for("the first plan", |s| s["routingGeneration"] == 1);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (results, rewrites) = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut n = 0;
+            while n < 30 {
+                std::thread::sleep(Duration::from_millis(100));
+                up.write_by_rename("bindings.yaml", if n % 2 == 0 { plan_b } else { plan_a });
+                n += 1;
+            }
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            n
+        });
+        let clients: Vec<_> = (0..3)
+            .map(|c| {
+                let stop = &stop;
+                let up = &up;
+                s.spawn(move || {
+                    let mut seen = Vec::new();
+                    let mut i = 0;
+                    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                        i += 1;
+                        let message = json!({"channel": "slack", "peer": {"kind": "direct", "id": "p"},
+                                             "messageId": format!("{c}-{i}"), "text": "x"});
+                        let body = message.to_string();
+                        let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+                        let (status, generation, value) = call(
+                            up.addr,
+                            "POST",
+                            "/v1/inbound",
+                            &[("x-deepcli-signature", &signature)],
+                            body.as_bytes(),
+                        );
+                        seen.push((status, generation, value));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        let results: Vec<_> = clients
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        (results, writer.join().unwrap())
+    });
+    assert_eq!(rewrites, 30);
+    assert!(results.len() > 100, "only {} requests", results.len());
+    let mut generations = std::collections::BTreeSet::new();
+    for (status, generation, body) in &results {
+        assert_eq!(*status, 202, "{body}");
+        let generation = generation.expect("every response names its plan");
+        generations.insert(generation);
+        let route = &body["route"];
+        // Generations alternate A (odd) and B (even): the agent and the binding both from it.
+        let (agent, line) = if generation % 2 == 1 {
+            ("a", 2)
+        } else {
+            ("b", 3)
+        };
+        assert_eq!(route["agentId"], agent, "generation {generation}: {route}");
+        assert_eq!(
+            route["binding"]["line"], line,
+            "generation {generation}: {route}"
+        );
+    }
+    assert!(
+        generations.len() >= 5,
+        "requests saw only generations {generations:?}"
+    );
+}

@@ -1,0 +1,208 @@
+//! The harness of the controller tests: `deepcli up` as a child process on a temp config, its
+//! status, and the ACP peers `scripts/test` installs.
+#![allow(dead_code)] // each test file uses a part
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub struct Up {
+    pub child: Child,
+    pub _tmp: tempfile::TempDir,
+    pub config: PathBuf,
+    pub state: PathBuf,
+    /// Where its HTTP API listens.
+    pub addr: std::net::SocketAddr,
+}
+
+/// A loopback address with a free port (the controller is told it, so the test knows it).
+pub fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("deepcli")
+}
+
+pub fn controller(
+    home: &Path,
+    config: &Path,
+    state: &Path,
+    addr: std::net::SocketAddr,
+    configure: impl FnOnce(&mut Command),
+) -> Child {
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "--config",
+        config.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ])
+    .args(["up", "--listen", &addr.to_string(), "--debounce-ms", "100"])
+    .env("HOME", home)
+    .env("NO_COLOR", "1")
+    .env_remove("RUST_LOG")
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    configure(&mut cmd);
+    cmd.spawn().unwrap()
+}
+
+/// A file of the ACP peers that `scripts/test` installs into `.npm-peers/`.
+pub fn peer(path: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join(path);
+    assert!(
+        path.exists(),
+        "`{}` is missing: run the tests with scripts/test, which installs the ACP test peers \
+         (tests/peers/package-lock.json) into .npm-peers/",
+        path.display()
+    );
+    path
+}
+
+impl Up {
+    pub fn start(agents: &str, bindings: &str) -> Up {
+        Up::start_with(agents, bindings, |_| {})
+    }
+
+    /// Writes the config and starts `deepcli up` on it; `configure` adds to the command.
+    pub fn start_with(agents: &str, bindings: &str, configure: impl FnOnce(&mut Command)) -> Up {
+        let channels = "channels:\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n";
+        Up::start_files(
+            &[
+                ("agents.yaml", agents),
+                ("bindings.yaml", bindings),
+                ("channels.yaml", channels),
+            ],
+            configure,
+        )
+    }
+
+    /// Starts `deepcli up` on a config directory holding `files`.
+    pub fn start_files(files: &[(&str, &str)], configure: impl FnOnce(&mut Command)) -> Up {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = tmp.path().join("config");
+        let state = tmp.path().join("state");
+        std::fs::create_dir_all(&config).unwrap();
+        for (name, text) in files {
+            std::fs::write(config.join(name), text).unwrap();
+        }
+        let addr = free_addr();
+        let child = controller(tmp.path(), &config, &state, addr, configure);
+        Up {
+            child,
+            _tmp: tmp,
+            config,
+            state,
+            addr,
+        }
+    }
+
+    /// A new controller on the same directories (after the last one died).
+    pub fn restart(&mut self, configure: impl FnOnce(&mut Command)) {
+        let home = self._tmp.path().to_path_buf();
+        self.child = controller(&home, &self.config, &self.state, self.addr, configure);
+    }
+
+    /// `deepcli status --json` from the state database (no controller running).
+    pub fn recorded(&self) -> Value {
+        let out = Command::new(bin())
+            .args([
+                "--state-dir",
+                self.state.to_str().unwrap(),
+                "status",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["source"], "state", "{doc:#}");
+        doc
+    }
+
+    pub fn status(&self) -> Option<Value> {
+        let out = Command::new(bin())
+            .args([
+                "--state-dir",
+                self.state.to_str().unwrap(),
+                "status",
+                "--json",
+            ])
+            .output()
+            .ok()?;
+        let doc: Value = serde_json::from_slice(&out.stdout).ok()?;
+        (doc["source"] == "controller").then_some(doc)
+    }
+
+    /// Polls the status until `check` holds (30 s at most).
+    pub fn wait_for(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = Value::Null;
+        while Instant::now() < deadline {
+            if let Some(doc) = self.status() {
+                if check(&doc) {
+                    return doc;
+                }
+                last = doc;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("timed out waiting for {what}; last status:\n{last:#}");
+    }
+
+    pub fn runtime<'a>(doc: &'a Value, id: &str) -> Option<&'a Value> {
+        doc["runtimes"]
+            .as_array()?
+            .iter()
+            .find(|r| r["agentId"] == id)
+    }
+
+    pub fn write_by_rename(&self, name: &str, text: &str) {
+        let tmp = self.config.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, self.config.join(name)).unwrap();
+    }
+
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the controller did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn wait_until(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn alive(pid: u64) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}
+
+pub fn pid_of(doc: &Value, id: &str) -> u64 {
+    Up::runtime(doc, id).unwrap()["pid"].as_u64().unwrap()
+}
