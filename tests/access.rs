@@ -552,3 +552,194 @@ fn plans_swap_under_load_without_a_failed_or_mixed_request() {
         "requests saw only generations {generations:?}"
     );
 }
+
+/// Receives one HTTP request on a loopback port: (headers in lower case, body).
+fn one_request() -> (String, std::sync::mpsc::Receiver<(String, String)>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/replies", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut headers = String::new();
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            let lower = line.to_lowercase();
+            if let Some(n) = lower.strip_prefix("content-length:") {
+                length = n.trim().parse().unwrap();
+            }
+            headers.push_str(&lower);
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut stream = stream;
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        tx.send((headers, String::from_utf8(body).unwrap()))
+            .unwrap();
+    });
+    (url, rx)
+}
+
+#[test]
+fn replies_go_to_the_reply_url_signed_or_become_dead_letters() {
+    let agent = peer("tests/peers/sdk-echo-agent.mjs");
+    let (url, received) = one_request();
+    let closed = common::free_addr();
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
+        agent.display()
+    );
+    let channels = format!(
+        "channels:\n  slack:\n    accounts:\n      default: {{webhookSecret: {{source: env, id: HOOK}}, replyUrl: \"{url}\"}}\n      gone: {{webhookSecret: {{source: env, id: HOOK}}, replyUrl: \"http://{closed}/nobody\"}}\n"
+    );
+    let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack, accountId: \"*\"}}\n";
+    let up = Up::start_files(
+        &[
+            ("agents.yaml", &agents),
+            ("channels.yaml", &channels),
+            ("bindings.yaml", bindings),
+        ],
+        |cmd| {
+            cmd.env("HOOK", SECRET);
+        },
+    );
+    up.wait_for("the SDK agent ready", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    let (status, body) = inbound(up.addr, SECRET, &slack("u9", "r-1", "to the sink"));
+    assert_eq!(status, 200, "{body}");
+    let (headers, sent) = received.recv_timeout(Duration::from_secs(20)).unwrap();
+    let signature = deepcli::access::sign(SECRET.as_bytes(), sent.as_bytes());
+    assert!(
+        headers.contains(&format!("x-deepcli-signature: {signature}")),
+        "{headers}"
+    );
+    let sent: Value = serde_json::from_str(&sent).unwrap();
+    assert_eq!(sent["reply"]["text"], "echo: to the sink (turn 1)");
+    assert_eq!(sent["messageId"], "r-1");
+    assert_eq!(sent["sessionKey"], body["sessionKey"]);
+
+    // Nobody listens at the other account's URL: after the retries, a dead letter.
+    let mut gone = slack("u9", "r-2", "lost?");
+    gone["accountId"] = "gone".into();
+    let (status, body) = inbound(up.addr, SECRET, &gone);
+    assert_eq!(
+        status, 200,
+        "the reply is in the response all the same: {body}"
+    );
+    let db = up.state.join("state.db");
+    common::wait_until("the dead letter", || {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT attempts FROM dead_letters WHERE message_id = 'r-2'",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+            })
+            .is_ok_and(|attempts| attempts == 4)
+    });
+    assert_eq!(
+        metric(up.addr, &up.state, "deepcli_reply_sink_failures_total"),
+        1.0
+    );
+}
+
+/// `deepcli access serve --plan`: a published plan served on its own, reloaded when a new
+/// generation is published, kept when the file turns bad.
+#[test]
+fn access_serve_serves_a_published_plan_and_follows_its_generations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, state) = (tmp.path().join("config"), tmp.path().join("state"));
+    std::fs::create_dir_all(&config).unwrap();
+    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    std::fs::write(config.join("channels.yaml"), channels).unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n    - id: ops\n",
+    )
+    .unwrap();
+    let write_bindings = |agent: &str| {
+        std::fs::write(
+            config.join("bindings.yaml"),
+            format!("bindings:\n  - {{agentId: {agent}, match: {{channel: slack}}}}\n"),
+        )
+        .unwrap();
+    };
+    let apply = || {
+        let out = std::process::Command::new(common::bin())
+            .args([
+                "--config",
+                config.to_str().unwrap(),
+                "--state-dir",
+                state.to_str().unwrap(),
+            ])
+            .args(["apply", "--auto-approve"])
+            .env("HOME", tmp.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    write_bindings("ops");
+    apply();
+    let addr = common::free_addr();
+    let mut serve = std::process::Command::new(common::bin())
+        .args(["--state-dir", state.to_str().unwrap(), "access", "serve"])
+        .args(["--plan", state.join("routing-plan.json").to_str().unwrap()])
+        .args(["--listen", &addr.to_string()])
+        .env("HOOK", SECRET)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let message = json!({"channel": "slack", "messageId": "s-1", "text": "hi"});
+    let agent_of = |id: &str| {
+        let mut m = message.clone();
+        m["messageId"] = id.into();
+        let (status, body) = inbound(addr, SECRET, &m);
+        assert_eq!(status, 202, "{body}");
+        assert!(
+            body["note"]
+                .as_str()
+                .unwrap()
+                .contains("no runtime managed here")
+        );
+        body["route"]["agentId"].as_str().unwrap().to_string()
+    };
+    common::wait_until("access serve listening", || {
+        std::net::TcpStream::connect(addr).is_ok()
+    });
+    assert_eq!(agent_of("s-1"), "ops");
+
+    write_bindings("main");
+    apply();
+    let n = std::cell::Cell::new(1);
+    common::wait_until("generation 2 served", || {
+        n.set(n.get() + 1);
+        agent_of(&format!("s-{}", n.get())) == "main"
+    });
+    let auth = format!("Bearer {}", token(&state));
+    let (_, _, plan) = call(addr, "GET", "/v1/plan", &[("authorization", &auth)], b"");
+    assert_eq!(plan["generation"], 2);
+
+    std::fs::write(state.join("routing-plan.json"), "{ broken").unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(
+        agent_of("s-last"),
+        "main",
+        "the plan in force keeps serving"
+    );
+    let _ = serve.kill();
+    let _ = serve.wait();
+}

@@ -20,7 +20,8 @@ pub struct Metrics {
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
     pub duplicates: AtomicU64,
-    pub reply_failures: AtomicU64,
+    /// Replies that became dead letters.
+    pub reply_failures: std::sync::Arc<AtomicU64>,
 }
 
 impl Metrics {

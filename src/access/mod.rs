@@ -15,6 +15,7 @@ pub mod http;
 pub mod metrics;
 pub mod plan;
 mod reply;
+pub mod serve;
 pub mod store;
 
 use std::collections::HashMap;
@@ -157,14 +158,15 @@ impl Access {
         settings: AccessSettings,
     ) -> Access {
         let store = Arc::new(store);
+        let metrics = metrics::Metrics::default();
         Access {
             plan: ArcSwapOption::empty(),
-            reply: reply::ReplySink::new(store.clone()),
+            reply: reply::ReplySink::new(store.clone(), metrics.reply_failures.clone()),
             store,
             runtimes,
             queues: Mutex::default(),
             inflight: Mutex::default(),
-            metrics: metrics::Metrics::default(),
+            metrics,
             settings,
         }
     }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use crate::config::Config;
 use crate::config::model::{RuntimeKind, Secret, SecretRef};
+use crate::routing::document::{PlanMeta, StoredAccount};
 use crate::routing::{RoutingPlan, normalize};
 
 /// A channel account as the Access layer sees it.
@@ -56,6 +57,28 @@ pub fn resolve_secret(secret: &SecretRef) -> Result<String, String> {
     }
 }
 
+/// The accounts section of the routing plan document: every declared channel account, with
+/// its webhook secret as a reference.
+pub fn stored_accounts(config: &Config) -> Vec<StoredAccount> {
+    let mut out = Vec::new();
+    for channel in &config.channels {
+        let channel_on = channel.spec.enabled != Some(false);
+        for account in channel.accounts() {
+            out.push(StoredAccount {
+                channel: normalize::channel(&channel.id).into_owned(),
+                account_id: account.normalized.clone(),
+                enabled: channel_on && account.spec.enabled != Some(false),
+                webhook_secret: match account.spec.secrets.get("webhookSecret") {
+                    Some(Secret::Ref(r)) => Some(r.clone()),
+                    _ => None,
+                },
+                reply_url: account.spec.reply_url.clone(),
+            });
+        }
+    }
+    out
+}
+
 impl AccessPlan {
     /// The plan of `config`, whose routing is already compiled into `routing`.
     pub fn from_config(
@@ -64,49 +87,66 @@ impl AccessPlan {
         generation: u64,
         content_hash: String,
     ) -> AccessPlan {
-        let mut accounts = HashMap::new();
-        for channel in &config.channels {
-            let channel_on = channel.spec.enabled != Some(false);
-            for account in channel.accounts() {
-                let field = format!(
-                    "channels.{}.accounts.{}.webhookSecret",
-                    channel.id, account.id
-                );
-                let webhook_secret = match account.spec.secrets.get("webhookSecret") {
-                    Some(Secret::Ref(r)) => resolve_secret(r)
-                        .map(String::into_bytes)
-                        .map_err(|e| format!("`{field}`: {e}")),
-                    Some(Secret::Inline(_)) => Err(format!("`{field}` is written inline")),
-                    None => Err(format!("`{field}` is not set")),
-                };
-                accounts.insert(
-                    (
-                        normalize::channel(&channel.id).into_owned(),
-                        account.normalized.clone(),
-                    ),
-                    AccountAccess {
-                        enabled: channel_on && account.spec.enabled != Some(false),
-                        webhook_secret,
-                        reply_url: account.spec.reply_url.clone(),
-                    },
-                );
-            }
-        }
         let runtimes = config
             .agents
             .iter()
             .filter_map(|a| Some((a.id().to_string(), a.spec.runtime.as_ref()?.kind)))
             .collect();
+        AccessPlan::new(
+            routing,
+            &stored_accounts(config),
+            runtimes,
+            PlanMeta {
+                format_version: String::new(),
+                generation,
+                content_hash,
+                config_hash: config.sources.hash(),
+            },
+            (config.agents.len(), config.bindings.len()),
+        )
+    }
+
+    /// A plan from its parts; webhook secrets are resolved now.
+    pub fn new(
+        routing: RoutingPlan,
+        accounts: &[StoredAccount],
+        runtimes: HashMap<String, RuntimeKind>,
+        meta: PlanMeta,
+        (agents, bindings): (usize, usize),
+    ) -> AccessPlan {
+        let accounts = accounts
+            .iter()
+            .map(|a| {
+                let field = format!(
+                    "channels.{}.accounts.{}.webhookSecret",
+                    a.channel, a.account_id
+                );
+                let webhook_secret = match &a.webhook_secret {
+                    Some(r) => resolve_secret(r)
+                        .map(String::into_bytes)
+                        .map_err(|e| format!("`{field}`: {e}")),
+                    None => Err(format!("`{field}` is not set")),
+                };
+                (
+                    (a.channel.clone(), a.account_id.clone()),
+                    AccountAccess {
+                        enabled: a.enabled,
+                        webhook_secret,
+                        reply_url: a.reply_url.clone(),
+                    },
+                )
+            })
+            .collect();
         AccessPlan {
             routing,
-            agents: config.agents.len(),
-            bindings: config.bindings.len(),
-            generation,
-            content_hash,
-            config_hash: config.sources.hash(),
+            generation: meta.generation,
+            content_hash: meta.content_hash,
+            config_hash: meta.config_hash,
             loaded_at: crate::state::now(),
             accounts,
             runtimes,
+            agents,
+            bindings,
         }
     }
 

@@ -25,13 +25,15 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ReplySink {
     client: Client<HttpConnector, Full<bytes::Bytes>>,
     store: Arc<AccessStore>,
+    failures: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ReplySink {
-    pub fn new(store: Arc<AccessStore>) -> ReplySink {
+    pub fn new(store: Arc<AccessStore>, failures: Arc<std::sync::atomic::AtomicU64>) -> ReplySink {
         ReplySink {
             client: Client::builder(TokioExecutor::new()).build_http(),
             store,
+            failures,
         }
     }
 
@@ -51,6 +53,8 @@ impl ReplySink {
                     Err(e) => last_error = e,
                 }
             }
+            sink.failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::warn!(%url, message = %key.2, error = %last_error, attempts, "reply sink failed; kept as a dead letter");
             let store = sink.store.clone();
             let _ = tokio::task::spawn_blocking(move || {

@@ -345,7 +345,7 @@ fn run_step(
             tx.finish_step(step)
         })?,
         Action::PublishRouting { to, .. } => {
-            let doc = desired.routing.to_document(*to, &desired.config_hash);
+            let doc = desired.routing_document(*to);
             let path = store.dir().routing_plan();
             files::write_atomic(&path, doc.to_json().as_bytes()).map_err(&err)?;
             failpoint::hit(&format!("after:{step}"));

@@ -3,6 +3,7 @@
 //! Layers, as in uv: clap structs (no behaviour) → resolved settings → a command function that
 //! takes plain values, calls the library and returns an [`ExitStatus`].
 
+mod access;
 mod plan;
 mod route;
 mod schema;
@@ -60,6 +61,9 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Run the controller: apply, watch the config, supervise runtimes, serve the API.
     Up(up::UpArgs),
+    /// The Access API on its own: `deepcli access serve --plan routing-plan.json`.
+    #[command(subcommand)]
+    Access(access::AccessCommand),
     /// The controller's status, or the state's when no controller runs.
     Status(up::StatusArgs),
     /// Show what `apply` would change: the config against the live state.
@@ -138,6 +142,7 @@ pub fn run() -> ExitStatus {
         Command::Validate(args) => validate::run(&global, args),
         Command::Up(args) => up::up(&global, args),
         Command::Status(args) => up::status(&global, args),
+        Command::Access(command) => access::run(&global, command),
         Command::Plan(args) => plan::plan(&global, *args),
         Command::Apply(args) => plan::apply(&global, args),
         Command::State(command) => state::state(&global, command),

@@ -55,7 +55,7 @@ impl AccessArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum LogFormat {
+pub enum LogFormat {
     Human,
     Json,
 }
@@ -67,7 +67,7 @@ pub struct StatusArgs {
     json: bool,
 }
 
-fn init_logging(format: LogFormat) {
+pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::config::model::{BindingSpec, BindingType, RuntimeKind};
 use crate::config::{Config, FileKind};
 use crate::routing::RoutingPlan;
+use crate::routing::document::{PlanDocument, StoredAccount};
 use crate::routing::scope::Scope;
 use crate::state::{AccountRecord, BindingRecord};
 use crate::{hash, workspace};
@@ -55,6 +56,8 @@ pub struct Desired {
     pub routing: RoutingPlan,
     /// The content hash of the routing plan as it would be published.
     pub routing_hash: String,
+    /// The accounts section of the published plan (for the Access layer).
+    pub routing_accounts: Vec<StoredAccount>,
     pub bindings_file: PathBuf,
 }
 
@@ -155,19 +158,28 @@ impl Desired {
             })
             .collect();
 
-        let routing = RoutingPlan::compile(config);
-        let config_hash = config.sources.hash();
-        let routing_hash = routing.to_document(0, &config_hash).content_hash;
-        Desired {
-            config_hash,
+        let mut desired = Desired {
+            config_hash: config.sources.hash(),
             agents,
             accounts,
             bindings,
-            routing,
-            routing_hash,
+            routing: RoutingPlan::compile(config),
+            routing_hash: String::new(),
+            routing_accounts: crate::access::plan::stored_accounts(config),
             bindings_file: source
                 .map_or_else(|| config.dir.join("bindings.yaml"), |f| f.path.clone()),
-        }
+        };
+        desired.routing_hash = desired.routing_document(0).content_hash;
+        desired
+    }
+
+    /// The routing plan document to publish as `generation`: the compiled plan plus the
+    /// accounts the Access layer needs.
+    pub fn routing_document(&self, generation: u64) -> PlanDocument {
+        let mut doc = self.routing.to_document(generation, &self.config_hash);
+        doc.plan.accounts = self.routing_accounts.clone();
+        doc.content_hash = doc.plan.hash();
+        doc
     }
 }
 

@@ -51,6 +51,24 @@ pub struct PlanBody {
     pub bindings: Vec<StoredBinding>,
     #[serde(default)]
     pub acp: Vec<StoredAcp>,
+    /// The channel accounts the Access layer lets messages in from (secret references only),
+    /// so that a standalone `deepcli access serve --plan` needs nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accounts: Vec<StoredAccount>,
+}
+
+/// A channel account as the Access layer needs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoredAccount {
+    /// Normalized channel and account ids.
+    pub channel: String,
+    pub account_id: String,
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret: Option<crate::config::model::SecretRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_url: Option<String>,
 }
 
 /// A route binding in index form.
@@ -208,6 +226,7 @@ impl RoutingPlan {
             bindings_file,
             bindings,
             acp,
+            accounts: Vec::new(),
         };
         PlanDocument {
             format_version: FORMAT_VERSION.to_string(),
@@ -271,6 +290,7 @@ impl PlanDocument {
             bindings_file,
             bindings,
             acp,
+            accounts: _,
         } = self.plan;
         let mut seen = std::collections::HashSet::new();
         for (index, agent) in agents.iter().enumerate() {

@@ -1,0 +1,66 @@
+//! `deepcli access serve`: the Access API on a published routing plan.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::up::{AccessArgs, LogFormat, init_logging};
+use super::{ExitStatus, GlobalSettings};
+use crate::state::StateDir;
+
+#[derive(Debug, Subcommand)]
+pub enum AccessCommand {
+    /// Serve the Access API on a published routing plan (no config, no runtimes); reload it
+    /// when its generation changes.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The routing plan to serve (`<state>/routing-plan.json` as `deepcli apply` publishes it).
+    #[arg(long, value_name = "FILE")]
+    plan: PathBuf,
+    /// Where the HTTP API listens.
+    #[arg(long, default_value = "127.0.0.1:7430", value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Log format (RUST_LOG selects what is logged).
+    #[arg(long, value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
+    #[command(flatten)]
+    access: AccessArgs,
+}
+
+pub fn run(global: &GlobalSettings, command: AccessCommand) -> ExitStatus {
+    let AccessCommand::Serve(args) = command;
+    init_logging(args.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = writeln!(
+                anstream::stderr(),
+                "error: cannot start the async runtime: {e}"
+            );
+            return ExitStatus::Error;
+        }
+    };
+    let state = StateDir::new(&global.load.state_dir);
+    let served = runtime.block_on(crate::access::serve::run(
+        args.plan,
+        state,
+        args.listen,
+        args.access.settings(),
+    ));
+    match served {
+        Ok(()) => ExitStatus::Success,
+        Err(e) => {
+            let _ = writeln!(anstream::stderr(), "error: {e}");
+            ExitStatus::Failure
+        }
+    }
+}
