@@ -12,7 +12,15 @@ const AGENTS: &str = "agents:\n  list:\n    - id: main\n    - id: ops\n";
 #[test]
 fn edits_reload_and_an_invalid_edit_keeps_the_last_good_config() {
     let mut up = Up::start(AGENTS, "bindings: []\n");
-    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    let first = up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    // Reading the files (as every reconcile does) is not a change: the controller stays idle.
+    std::fs::read_to_string(up.config.join("agents.yaml")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let idle = up.status().unwrap();
+    assert_eq!(
+        idle["reconciles"], first["reconciles"],
+        "no reconcile without a change"
+    );
     up.write_by_rename(
         "bindings.yaml",
         "bindings:\n  - {agentId: ops, match: {channel: slack}}\n",

@@ -186,7 +186,10 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     // Watch the directory, not the files: an editor's rename-over save replaces the inode.
     let (events_tx, mut events) = mpsc::unbounded_channel::<()>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        // Only changes count: inotify also reports opens and reads (`Access`), and the
+        // controller reads the files itself on every reconcile.
         if let Ok(event) = event
+            && !matches!(event.kind, notify::EventKind::Access(_))
             && event.paths.iter().any(|p| is_config_file(p))
         {
             let _ = events_tx.send(());
@@ -508,7 +511,7 @@ fn find(options: &ControllerOptions, store: &Arc<Mutex<StateStore>>) -> Found {
     let runtimes = config
         .agents
         .iter()
-        .filter_map(|a| RuntimeSpec::from_agent(a, &state.logs()))
+        .filter_map(|a| RuntimeSpec::from_agent(a, &state.logs(), options.load.home.as_deref()))
         .collect();
     let agents = config.agents.iter().map(|a| a.id().to_string()).collect();
     Found::Planned {

@@ -58,14 +58,15 @@ pub fn spec_hash(runtime: &Runtime, workspace: &Path) -> String {
 
 impl RuntimeSpec {
     /// The runtime of `agent`, unless it has none to run.
-    pub fn from_agent(agent: &Agent, logs: &Path) -> Option<RuntimeSpec> {
+    /// `home` expands a `~/` cwd, as it does the config's other paths.
+    pub fn from_agent(agent: &Agent, logs: &Path, home: Option<&Path>) -> Option<RuntimeSpec> {
         let runtime = agent.spec.runtime.as_ref()?;
         if runtime.kind == RuntimeKind::None {
             return None;
         }
         let cwd = match runtime.cwd.as_deref() {
             None | Some("workspace") => agent.workspace.clone(),
-            Some(path) => crate::config::paths::resolve(path, &agent.workspace, None),
+            Some(path) => crate::config::paths::resolve(path, &agent.workspace, home),
         };
         Some(RuntimeSpec {
             agent_id: agent.id().to_string(),

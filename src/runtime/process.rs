@@ -15,7 +15,7 @@ use super::{
     BACKOFF_MAX, BACKOFF_START, Events, HEALTHY_AFTER, Phase, RuntimeSpec, RuntimeStatus,
     STDIN_GRACE, STOP_TIMEOUT, StopAck,
 };
-use crate::config::model::{EnvValue, RuntimeKind, SecretRef};
+use crate::config::model::{EnvValue, RuntimeKind, Secret, SecretRef};
 
 /// Why a runtime could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +48,15 @@ fn environment(spec: &RuntimeSpec) -> Result<Vec<(String, String)>, SpawnError> 
     spec.env
         .iter()
         .map(|(name, value)| {
-            let value = match value {
+            // `"${VAR}"` is the short form of `{source: env, id: VAR}`, as for secrets.
+            let shorthand = match value {
+                EnvValue::Text(text) => match Secret::from_text(text) {
+                    Secret::Ref(r) => Some(EnvValue::Secret(r)),
+                    Secret::Inline(_) => None,
+                },
+                EnvValue::Secret(_) => None,
+            };
+            let value = match shorthand.as_ref().unwrap_or(value) {
                 EnvValue::Text(text) => text.clone(),
                 EnvValue::Secret(SecretRef::Env { id }) => {
                     std::env::var(id).map_err(|_| SpawnError::MissingEnv {
@@ -387,5 +395,56 @@ pub(super) async fn supervise(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_values_resolve_references_and_the_short_form_at_spawn() {
+        let spec = RuntimeSpec {
+            agent_id: "a".into(),
+            kind: RuntimeKind::Process,
+            command: vec!["true".into()],
+            env: vec![
+                ("SHORT".into(), EnvValue::Text("${PATH}".into())),
+                (
+                    "LONG".into(),
+                    EnvValue::Secret(SecretRef::Env { id: "PATH".into() }),
+                ),
+                ("PLAIN".into(), EnvValue::Text("info".into())),
+                ("NOT_A_NAME".into(), EnvValue::Text("${not a name}".into())),
+            ],
+            cwd: "/".into(),
+            home: "/".into(),
+            log: "/dev/null".into(),
+            spec_hash: String::new(),
+        };
+        let path = std::env::var("PATH").unwrap();
+        let env = environment(&spec).unwrap();
+        assert_eq!(
+            env,
+            [
+                ("SHORT".to_string(), path.clone()),
+                ("LONG".to_string(), path),
+                ("PLAIN".to_string(), "info".to_string()),
+                ("NOT_A_NAME".to_string(), "${not a name}".to_string()),
+            ]
+        );
+
+        let missing = RuntimeSpec {
+            env: vec![(
+                "KEY".into(),
+                EnvValue::Text("${DEEPCLI_SURELY_UNSET_VAR}".into()),
+            )],
+            ..spec
+        };
+        let error = environment(&missing).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "env `KEY`: environment variable `DEEPCLI_SURELY_UNSET_VAR` is not set"
+        );
     }
 }
