@@ -3,6 +3,8 @@
 //! Layers, as in uv: clap structs (no behaviour) → resolved settings → a command function that
 //! takes plain values, calls the library and returns an [`ExitStatus`].
 
+mod agents;
+mod channels;
 mod plan;
 mod route;
 mod schema;
@@ -78,6 +80,12 @@ enum Command {
     Route(Box<route::RouteArgs>),
     /// Print the JSON Schema of one config file.
     Schema(schema::SchemaArgs),
+    /// Manage agents and their bindings (edits agents.yaml and bindings.yaml losslessly).
+    #[command(subcommand, after_help = agents::MANAGE_EXIT_CODES)]
+    Agents(agents::AgentsCommand),
+    /// Manage channel accounts (edits channels.yaml losslessly; references only).
+    #[command(subcommand, after_help = agents::MANAGE_EXIT_CODES)]
+    Channels(channels::ChannelsCommand),
     /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
     /// command: [deepcli, echo-agent]}`).
     #[command(hide = true)]
@@ -145,6 +153,8 @@ pub fn run() -> ExitStatus {
         Command::Trash(command) => state::trash(&global, command),
         Command::Route(args) => route::run(&global, *args),
         Command::Schema(args) => schema::run(args),
+        Command::Agents(command) => agents::run(&global, command),
+        Command::Channels(command) => channels::run(&global, command),
         Command::EchoAgent => echo_agent(),
     }
 }
