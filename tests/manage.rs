@@ -231,8 +231,8 @@ fn add_with_binds_keeps_the_files_formatting() {
     ]);
     ok(&run);
     insta::assert_json_snapshot!("add", run.json(&hub));
-    insta::assert_snapshot!("add_agents_yaml", hub.file("agents.yaml"));
-    insta::assert_snapshot!("add_bindings_yaml", hub.file("bindings.yaml"));
+    insta::assert_snapshot!("add_agents_yaml", hub.scrub(&hub.file("agents.yaml")));
+    insta::assert_snapshot!("add_bindings_yaml", hub.scrub(&hub.file("bindings.yaml")));
     let again = hub.run(&["agents", "add", "ops-bot"]);
     assert_eq!(again.code, 1);
     assert!(again.stderr.contains("already exists"), "{}", again.stderr);
@@ -281,7 +281,10 @@ fn bind_skips_upgrades_and_refuses_conflicts() {
     ]);
     ok(&run);
     insta::assert_json_snapshot!("bind_upgrade", run.json(&hub));
-    insta::assert_snapshot!("bind_upgrade_bindings_yaml", hub.file("bindings.yaml"));
+    insta::assert_snapshot!(
+        "bind_upgrade_bindings_yaml",
+        hub.scrub(&hub.file("bindings.yaml"))
+    );
 }
 
 #[test]
@@ -358,7 +361,10 @@ fn unbind_reports_removed_missing_and_conflicts() {
     ]);
     ok(&run);
     insta::assert_json_snapshot!("unbind", run.json(&hub));
-    insta::assert_snapshot!("unbind_bindings_yaml", hub.file("bindings.yaml"));
+    insta::assert_snapshot!(
+        "unbind_bindings_yaml",
+        hub.scrub(&hub.file("bindings.yaml"))
+    );
 }
 
 #[test]
@@ -378,8 +384,11 @@ fn delete_prunes_bindings_and_allow_lists() {
     let run = hub.run(&["agents", "delete", "helper", "--force", "--json"]);
     ok(&run);
     insta::assert_json_snapshot!("delete", run.json(&hub));
-    insta::assert_snapshot!("delete_agents_yaml", hub.file("agents.yaml"));
-    insta::assert_snapshot!("delete_bindings_yaml", hub.file("bindings.yaml"));
+    insta::assert_snapshot!("delete_agents_yaml", hub.scrub(&hub.file("agents.yaml")));
+    insta::assert_snapshot!(
+        "delete_bindings_yaml",
+        hub.scrub(&hub.file("bindings.yaml"))
+    );
     ok(&hub.run(&["validate"]));
 }
 
@@ -404,7 +413,10 @@ fn set_identity_reads_identity_md_and_flags_win() {
     ]);
     ok(&run);
     insta::assert_json_snapshot!("set_identity", run.json(&hub));
-    insta::assert_snapshot!("set_identity_agents_yaml", hub.file("agents.yaml"));
+    insta::assert_snapshot!(
+        "set_identity_agents_yaml",
+        hub.scrub(&hub.file("agents.yaml"))
+    );
     // main's flow-style identity is edited in place.
     let run = hub.run(&[
         "agents",
@@ -492,7 +504,10 @@ fn channels_list_status_capabilities_logs() {
     let run = hub.run(&["channels", "list", "--json"]);
     ok(&run);
     insta::assert_json_snapshot!("channels_list", run.json(&hub));
-    let run = hub.run_env(&["channels", "status", "--json"], &[("TELEGRAM_BOT_TOKEN", "set")]);
+    let run = hub.run_env(
+        &["channels", "status", "--json"],
+        &[("TELEGRAM_BOT_TOKEN", "set")],
+    );
     ok(&run);
     insta::assert_json_snapshot!("channels_status", run.json(&hub));
     // A probe is bounded and says what it saw; the sandbox may have no network, so only the
@@ -609,7 +624,10 @@ fn channels_add_writes_references_and_moves_the_single_account() {
     ]);
     ok(&run);
     insta::assert_json_snapshot!("channels_add_discord_second", run.json(&hub));
-    insta::assert_snapshot!("channels_add_channels_yaml", hub.file("channels.yaml"));
+    insta::assert_snapshot!(
+        "channels_add_channels_yaml",
+        hub.scrub(&hub.file("channels.yaml"))
+    );
     ok(&hub.run(&["validate"]));
 }
 
@@ -660,7 +678,10 @@ fn channels_remove_disables_or_deletes() {
         "--json",
     ]);
     ok(&run);
-    insta::assert_snapshot!("channels_remove_channels_yaml", hub.file("channels.yaml"));
+    insta::assert_snapshot!(
+        "channels_remove_channels_yaml",
+        hub.scrub(&hub.file("channels.yaml"))
+    );
     let run = hub.run(&["channels", "remove", "--channel", "cli", "--json"]);
     ok(&run);
     assert!(

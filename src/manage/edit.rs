@@ -592,12 +592,17 @@ impl Doc {
         };
         let key_off = self.offset(last.key_span.start);
         let indent = self.column_of(key_off);
-        let end = self.block_end(
-            self.line_of(key_off),
-            indent,
-            matches!(last.value.value, Value::Seq(_)),
-        );
+        let first = self.line_of(key_off);
+        let end = self.block_end(first, indent, matches!(last.value.value, Value::Seq(_)));
+        // Entries separated by blank lines get a blank line before the new one too.
+        let spaced = entries.len() >= 2 && {
+            let start = self.with_leading_comments(first, indent);
+            start > 0 && self.line_text(start - 1).trim().is_empty()
+        };
         let mut out = String::new();
+        if spaced {
+            out.push('\n');
+        }
         render_entries(&[(k.to_string(), value.clone())], indent, &mut out);
         self.insert_lines(end, &out);
         Ok(())

@@ -51,6 +51,7 @@ pub fn parse(text: &str) -> IdentityFields {
             || (value.starts_with('[') && value.ends_with(']'))
             || value.starts_with('_')
             || value.starts_with("{{")
+            || matches!(value, "—" | "-" | "–")
         {
             continue;
         }
