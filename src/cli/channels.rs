@@ -36,7 +36,7 @@ pub enum ChannelsCommand {
         json: bool,
     },
     /// Add an account to a channel, with credentials as references only.
-    Add(AddArgs),
+    Add(Box<AddArgs>),
     /// Disable an account (or a whole channel); with --delete, remove it.
     Remove(RemoveArgs),
     /// The last lines of the channels' logs.
