@@ -23,6 +23,7 @@ pub mod demo_agent;
 pub mod diagnostic;
 pub mod failpoint;
 pub mod hash;
+pub mod manage;
 pub mod plan;
 pub mod report;
 pub mod routing;

@@ -743,3 +743,80 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
     let _ = serve.kill();
     let _ = serve.wait();
 }
+
+/// `POST /rpc` on the controller: operator token, the management methods, and a write that the
+/// controller then applies like any edit.
+#[test]
+fn operator_json_rpc_edits_the_files_and_the_controller_applies_them() {
+    let agents = "agents:\n  list:\n    - id: main\n    - id: ops\n";
+    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let bindings = "# who answers what\nbindings: []\n";
+    let up = Up::start_files(
+        &[
+            ("agents.yaml", agents),
+            ("channels.yaml", channels),
+            ("bindings.yaml", bindings),
+        ],
+        |cmd| {
+            cmd.env("HOOK", SECRET);
+        },
+    );
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    let rpc = |body: Value, auth: Option<&str>| {
+        let bearer = auth.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = bearer
+            .as_deref()
+            .map(|b| vec![("authorization", b)])
+            .unwrap_or_default();
+        let (status, _, answer) = call(
+            up.addr,
+            "POST",
+            "/rpc",
+            &headers,
+            body.to_string().as_bytes(),
+        );
+        (status, answer)
+    };
+    let bind = json!({"jsonrpc": "2.0", "id": 1, "method": "_mustang.agent/agents/bind",
+                      "params": {"agentId": "ops", "bind": ["slack"]}});
+    assert_eq!(rpc(bind.clone(), None).0, 401);
+    let token = token(&up.state);
+    let (status, answer) = rpc(bind, Some(&token));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["id"], 1);
+    assert!(
+        answer["result"]["added"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1),
+        "{answer}"
+    );
+    let text = std::fs::read_to_string(up.config.join("bindings.yaml")).unwrap();
+    assert!(
+        text.starts_with("# who answers what\n"),
+        "the comment survives: {text}"
+    );
+
+    up.wait_for("the RPC edit applied", |s| s["routingGeneration"] == 2);
+    let (status, routed) = inbound(
+        up.addr,
+        SECRET,
+        &json!({"channel": "slack", "messageId": "r", "text": "x"}),
+    );
+    assert_eq!(status, 202);
+    assert_eq!(routed["route"]["agentId"], "ops");
+
+    // A batch, and an unknown method's standard error.
+    let (status, answers) = rpc(
+        json!([
+            {"jsonrpc": "2.0", "id": "a", "method": "_mustang.agent/agents/list", "params": {}},
+            {"jsonrpc": "2.0", "id": "b", "method": "_mustang.agent/agents/nope"}
+        ]),
+        Some(&token),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        answers[0]["result"].is_object() || answers[0]["result"].is_array(),
+        "{answers}"
+    );
+    assert_eq!(answers[1]["error"]["code"], -32601, "{answers}");
+}

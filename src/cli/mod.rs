@@ -4,6 +4,8 @@
 //! takes plain values, calls the library and returns an [`ExitStatus`].
 
 mod access;
+mod agents;
+mod channels;
 mod plan;
 mod route;
 mod schema;
@@ -82,6 +84,12 @@ enum Command {
     Route(Box<route::RouteArgs>),
     /// Print the JSON Schema of one config file.
     Schema(schema::SchemaArgs),
+    /// Manage agents and their bindings (edits agents.yaml and bindings.yaml losslessly).
+    #[command(subcommand, after_help = agents::MANAGE_EXIT_CODES)]
+    Agents(agents::AgentsCommand),
+    /// Manage channel accounts (edits channels.yaml losslessly; references only).
+    #[command(subcommand, after_help = agents::MANAGE_EXIT_CODES)]
+    Channels(channels::ChannelsCommand),
     /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
     /// command: [deepcli, echo-agent]}`).
     #[command(hide = true)]
@@ -150,6 +158,8 @@ pub fn run() -> ExitStatus {
         Command::Trash(command) => state::trash(&global, command),
         Command::Route(args) => route::run(&global, *args),
         Command::Schema(args) => schema::run(args),
+        Command::Agents(command) => agents::run(&global, command),
+        Command::Channels(command) => channels::run(&global, command),
         Command::EchoAgent => echo_agent(),
     }
 }

@@ -131,6 +131,22 @@ fn get(addr: &str, path: &str, token: &str) -> Option<String> {
     head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
 
+/// The running controller's `/v1/status` document, when a controller holds this state's
+/// lease and answers (also what `agents list` and `channels status` show as live status).
+pub(crate) fn controller_status(dir: &StateDir, store: &StateStore) -> Option<Value> {
+    store
+        .lease_holder()
+        .ok()
+        .flatten()
+        .filter(|h| h.purpose == crate::state::LeasePurpose::Controller.as_str())
+        .and_then(|_| store.meta_value("controller_addr").ok().flatten())
+        .and_then(|addr| {
+            let token = controller::read_operator_token(dir)?;
+            get(&addr, "/v1/status", &token)
+        })
+        .and_then(|body| serde_json::from_str::<Value>(&body).ok())
+}
+
 pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
     let dir = StateDir::new(&global.load.state_dir);
     if !dir.db().exists() {
@@ -148,16 +164,7 @@ pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
             return ExitStatus::Failure;
         }
     };
-    let live = store.lease_holder().ok().flatten();
-    let from_controller = live
-        .filter(|h| h.purpose == crate::state::LeasePurpose::Controller.as_str())
-        .and_then(|_| store.meta_value("controller_addr").ok().flatten())
-        .and_then(|addr| {
-            let token = controller::read_operator_token(&dir)?;
-            get(&addr, "/v1/status", &token)
-        })
-        .and_then(|body| serde_json::from_str::<Value>(&body).ok());
-    let doc = match from_controller {
+    let doc = match controller_status(&dir, &store) {
         Some(mut doc) => {
             doc["source"] = "controller".into();
             doc

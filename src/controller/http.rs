@@ -52,6 +52,37 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
+/// `POST /rpc`: the operator JSON-RPC (management.md). Writes edit the files; the watcher
+/// then applies them like any other edit.
+async fn rpc(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    if let Err(denied) = authorized(&shared, &headers) {
+        return denied;
+    }
+    let limit = shared.access.settings.body_limit;
+    let Ok(body) = axum::body::to_bytes(body, limit).await else {
+        return (
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            Json(serde_json::json!({"error": format!("the body is over the limit of {limit} bytes")})),
+        )
+            .into_response();
+    };
+    let cx = shared.manage.clone();
+    match tokio::task::spawn_blocking(move || crate::manage::rpc::handle(&cx, &body)).await {
+        Ok(Some(answer)) => Json(answer).into_response(),
+        // Only notifications: JSON-RPC answers nothing.
+        Ok(None) => axum::http::StatusCode::NO_CONTENT.into_response(),
+        Err(e) => (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            Json(serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32603, "message": format!("internal error: {e}")}})),
+        )
+            .into_response(),
+    }
+}
+
 pub(super) async fn serve(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
@@ -61,6 +92,7 @@ pub(super) async fn serve(
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/v1/status", get(status))
         .route("/metrics", get(metrics))
+        .route("/rpc", axum::routing::post(rpc))
         .with_state(shared.clone())
         .merge(crate::access::http::router(
             shared.access.clone(),

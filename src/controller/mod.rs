@@ -64,6 +64,8 @@ pub enum ControllerError {
 struct Shared {
     status: RwLock<ControllerStatus>,
     access: Arc<Access>,
+    /// What `POST /rpc` works on: the config directory this controller watches.
+    manage: crate::manage::ManageContext,
     /// The supervisor's live runtime statuses, read on every status request.
     runtimes: RuntimeMap,
     token: String,
@@ -156,15 +158,27 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         Some((supervisor.acp_handle(), supervisor.status_handle())),
         options.access.clone(),
     ));
-    let shared = Arc::new(Shared {
+    let serial = store.serial()?;
+    let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| Shared {
         access,
+        manage: {
+            let mut cx =
+                crate::manage::ManageContext::new(&options.config_dir, options.load.clone());
+            // Management calls see the live status from here, not over HTTP.
+            let me = me.clone();
+            cx.live = Some(Arc::new(move || {
+                me.upgrade()
+                    .and_then(|shared| serde_json::to_value(shared.snapshot()).ok())
+            }));
+            cx
+        },
         runtimes: supervisor.status_handle(),
         status: RwLock::new(ControllerStatus {
             pid: std::process::id(),
             started_at: crate::state::now(),
             config_dir: options.config_dir.display().to_string(),
             state_dir: state.root().display().to_string(),
-            serial: store.serial()?,
+            serial,
             ..ControllerStatus::default()
         }),
         token,

@@ -1,0 +1,308 @@
+//! `deepcli channels …`: arguments → `manage::channels` → JSON or a few lines of text.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use super::agents::{WriteArgs, context, fail, print_json, print_written};
+use super::{ExitStatus, GlobalSettings};
+use crate::manage::{channels, rpc};
+
+#[derive(Debug, Subcommand)]
+pub enum ChannelsCommand {
+    /// The channels and accounts of channels.yaml (credential references, never values).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Per account: enabled, credentials referenced and present, live status; --probe checks
+    /// that the platform's API answers.
+    Status {
+        /// Connect to each platform's API host (DNS + TCP, no credentials sent).
+        #[arg(long)]
+        probe: bool,
+        /// Bound of each probe, in milliseconds (at most 30000).
+        #[arg(long, value_name = "MS", default_value_t = rpc::DEFAULT_PROBE_TIMEOUT_MS)]
+        timeout: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What each platform supports (threads, several accounts, bot-to-bot mentions, …).
+    Capabilities {
+        #[arg(long, value_name = "NAME")]
+        channel: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add an account to a channel, with credentials as references only.
+    Add(Box<AddArgs>),
+    /// Disable an account (or a whole channel); with --delete, remove it.
+    Remove(RemoveArgs),
+    /// The last lines of the channels' logs.
+    Logs {
+        #[arg(long, value_name = "NAME")]
+        channel: Option<String>,
+        #[arg(long, value_name = "N", default_value_t = rpc::DEFAULT_LOG_LINES)]
+        lines: usize,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Credential flags: each takes a reference (`env:VAR`, `file:/path` or `${VAR}`), never the
+/// secret itself.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    #[arg(long, value_name = "NAME")]
+    channel: String,
+    /// The account id [default: default].
+    #[arg(long, value_name = "ID")]
+    account: Option<String>,
+    /// Display name of the account.
+    #[arg(long, value_name = "DISPLAY")]
+    name: Option<String>,
+    #[arg(long, value_name = "REF")]
+    bot_token: Option<String>,
+    #[arg(long, value_name = "REF")]
+    app_token: Option<String>,
+    #[arg(long, value_name = "REF")]
+    user_token: Option<String>,
+    #[arg(long, value_name = "REF")]
+    signing_secret: Option<String>,
+    #[arg(long, value_name = "REF")]
+    webhook_secret: Option<String>,
+    #[arg(long, value_name = "REF")]
+    token: Option<String>,
+    #[arg(long, value_name = "REF")]
+    password: Option<String>,
+    #[arg(long, value_name = "REF")]
+    api_key: Option<String>,
+    #[arg(long, value_name = "REF")]
+    client_secret: Option<String>,
+    #[command(flatten)]
+    write: WriteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    #[arg(long, value_name = "NAME")]
+    channel: String,
+    #[arg(long, value_name = "ID")]
+    account: Option<String>,
+    /// Remove it from channels.yaml instead of disabling it.
+    #[arg(long)]
+    delete: bool,
+    #[command(flatten)]
+    write: WriteArgs,
+}
+
+pub fn run(global: &GlobalSettings, command: ChannelsCommand) -> ExitStatus {
+    let ctx = context(global);
+    let mut out = anstream::stdout();
+    match command {
+        ChannelsCommand::List { json } => match channels::list(&ctx) {
+            Ok(r) if json => {
+                print_json(&r);
+                ExitStatus::Success
+            }
+            Ok(r) => {
+                if r.channels.is_empty() {
+                    let _ = writeln!(out, "No channels.");
+                }
+                for c in &r.channels {
+                    let _ = writeln!(
+                        out,
+                        "{}{}  ({} bindings)",
+                        c.channel,
+                        if c.enabled { "" } else { " (disabled)" },
+                        c.bindings
+                    );
+                    for a in &c.accounts {
+                        let creds: Vec<String> = a
+                            .credentials
+                            .iter()
+                            .map(|c| format!("{}={}", c.field, c.reference))
+                            .collect();
+                        let _ = writeln!(
+                            out,
+                            "  {}{}{}  {}",
+                            a.id,
+                            if a.default { " (default)" } else { "" },
+                            if a.enabled { "" } else { " (disabled)" },
+                            creds.join(" ")
+                        );
+                    }
+                }
+                ExitStatus::Success
+            }
+            Err(e) => fail(&e),
+        },
+        ChannelsCommand::Status {
+            probe,
+            timeout,
+            json,
+        } => {
+            let timeout = Duration::from_millis(timeout.min(rpc::MAX_PROBE_TIMEOUT_MS));
+            match channels::status(&ctx, probe, timeout) {
+                Ok(r) if json => {
+                    print_json(&r);
+                    ExitStatus::Success
+                }
+                Ok(r) => {
+                    for a in &r.accounts {
+                        let missing: Vec<&str> = a
+                            .credentials
+                            .iter()
+                            .filter(|c| c.present != Some(true))
+                            .map(|c| c.reference.as_str())
+                            .collect();
+                        let _ = writeln!(
+                            out,
+                            "{}:{}  {}  {}{}",
+                            a.channel,
+                            a.account,
+                            if a.enabled { "enabled" } else { "disabled" },
+                            if missing.is_empty() {
+                                "credentials present".to_string()
+                            } else {
+                                format!("missing {}", missing.join(", "))
+                            },
+                            a.probe.as_ref().map_or(String::new(), |p| format!(
+                                "  probe: {}{}",
+                                p.result,
+                                p.error
+                                    .as_ref()
+                                    .map_or(String::new(), |e| format!(" ({e})"))
+                            ))
+                        );
+                    }
+                    ExitStatus::Success
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        ChannelsCommand::Capabilities { channel, json } => {
+            match channels::capabilities(channel.as_deref()) {
+                Ok(r) if json => {
+                    print_json(&r);
+                    ExitStatus::Success
+                }
+                Ok(r) => {
+                    let yn = |b: bool| if b { "yes" } else { "no" };
+                    let _ = writeln!(
+                        out,
+                        "{:<11} {:<8} {:<13} {:<12} {:<17} credentials",
+                        "channel", "threads", "multiAccount", "bot-to-bot", "allowBots:mentions"
+                    );
+                    for c in &r.channels {
+                        let _ = writeln!(
+                            out,
+                            "{:<11} {:<8} {:<13} {:<12} {:<17} {}",
+                            c.channel,
+                            yn(c.threads),
+                            yn(c.multi_account),
+                            yn(c.bot_to_bot_mentions),
+                            yn(c.allow_bots_mentions),
+                            c.credentials.join(", ")
+                        );
+                    }
+                    ExitStatus::Success
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        ChannelsCommand::Add(args) => {
+            let mut credentials = indexmap::IndexMap::new();
+            for (field, value) in [
+                ("botToken", args.bot_token),
+                ("appToken", args.app_token),
+                ("userToken", args.user_token),
+                ("signingSecret", args.signing_secret),
+                ("webhookSecret", args.webhook_secret),
+                ("token", args.token),
+                ("password", args.password),
+                ("apiKey", args.api_key),
+                ("clientSecret", args.client_secret),
+            ] {
+                if let Some(value) = value {
+                    credentials.insert(field.to_string(), value);
+                }
+            }
+            let request = channels::AddRequest {
+                channel: args.channel,
+                account: args.account,
+                name: args.name,
+                credentials,
+                dry_run: args.write.dry_run,
+            };
+            match channels::add(&ctx, &request) {
+                Ok(r) if args.write.json => {
+                    print_json(&r);
+                    ExitStatus::Success
+                }
+                Ok(r) => {
+                    if let Some(old) = &r.moved_to_default {
+                        let _ = writeln!(
+                            out,
+                            "Account `{old}` of `{}` is now `default` (same settings), so messages without an account id keep their route.",
+                            r.channel
+                        );
+                    }
+                    if let Some(old) = &r.default_account {
+                        let _ = writeln!(
+                            out,
+                            "Set `defaultAccount: {old}` on `{}` so messages without an account id keep their route.",
+                            r.channel
+                        );
+                    }
+                    print_written(&r.written);
+                    ExitStatus::Success
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        ChannelsCommand::Remove(args) => {
+            let request = channels::RemoveRequest {
+                channel: args.channel,
+                account: args.account,
+                delete: args.delete,
+                dry_run: args.write.dry_run,
+            };
+            match channels::remove(&ctx, &request) {
+                Ok(r) if args.write.json => {
+                    print_json(&r);
+                    ExitStatus::Success
+                }
+                Ok(r) => {
+                    print_written(&r.written);
+                    ExitStatus::Success
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        ChannelsCommand::Logs {
+            channel,
+            lines,
+            json,
+        } => match channels::logs(&ctx, channel.as_deref(), lines) {
+            Ok(r) if json => {
+                print_json(&r);
+                ExitStatus::Success
+            }
+            Ok(r) => {
+                if r.logs.is_empty() {
+                    let _ = writeln!(out, "No channel logs in {}.", r.dir.display());
+                }
+                for log in &r.logs {
+                    let _ = writeln!(out, "==> {} <==", log.file.display());
+                    for line in &log.lines {
+                        let _ = writeln!(out, "{line}");
+                    }
+                }
+                ExitStatus::Success
+            }
+            Err(e) => fail(&e),
+        },
+    }
+}

@@ -1,0 +1,644 @@
+//! `channels list | status | capabilities | add | remove | logs`: the service functions and
+//! their result shapes. Channel config and credentials live in channels.yaml; route ownership
+//! lives only in bindings.yaml (`agents bind`).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::capabilities::{self, Capabilities};
+use super::edit::{Yaml, key};
+use super::files::Change;
+use super::{ManageContext, ManageError, Result, Written, did_you_mean};
+use crate::config::model::{SECRET_FIELDS, Secret, SecretRef};
+use crate::config::{Channel, Config, FileKind};
+use crate::routing::normalize::{self, DEFAULT_ACCOUNT};
+
+// ---- results ---------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialView {
+    pub field: String,
+    /// `env:TELEGRAM_BOT_TOKEN`, `file:/run/secrets/x`, or `inline` (an error the validator
+    /// reports; the value is never shown).
+    pub reference: String,
+    /// Whether the env var is set / the file exists (`status` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub present: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountView {
+    pub id: String,
+    pub name: Option<String>,
+    pub enabled: bool,
+    pub default: bool,
+    pub credentials: Vec<CredentialView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelView {
+    pub channel: String,
+    pub enabled: bool,
+    pub default_account: String,
+    pub accounts: Vec<AccountView>,
+    /// How many bindings route this channel.
+    pub bindings: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelsList {
+    pub channels: Vec<ChannelView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountStatus {
+    pub channel: String,
+    pub account: String,
+    pub enabled: bool,
+    /// Every credential is referenced and its env var / file is there.
+    pub configured: bool,
+    pub credentials: Vec<CredentialView>,
+    /// What the controller reports for this account, if it reports anything.
+    pub live: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Probe {
+    /// `reachable`, `unreachable`, `local` (nothing to reach), `skipped` (disabled or no
+    /// known endpoint).
+    pub result: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusResult {
+    pub accounts: Vec<AccountStatus>,
+    /// `controller`, `state`, or null.
+    pub status_source: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilitiesResult {
+    pub channels: Vec<Capabilities>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddResult {
+    pub channel: String,
+    pub account: String,
+    /// The channel was not declared before.
+    pub created_channel: bool,
+    /// The one existing account was renamed to `default` (its values kept) as the channel got
+    /// its second account, so that messages without an account id keep their route.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_to_default: Option<String>,
+    /// The one existing account became `defaultAccount` (bindings name it, so it kept its id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_account: Option<String>,
+    pub credentials: Vec<CredentialView>,
+    pub written: Written,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoveResult {
+    pub channel: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// `disabled` or `deleted`.
+    pub action: &'static str,
+    pub written: Written,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogFile {
+    pub channel: String,
+    pub file: PathBuf,
+    pub lines: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsResult {
+    pub logs: Vec<LogFile>,
+    /// The directory channel logs are read from.
+    pub dir: PathBuf,
+}
+
+// ---- requests --------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AddRequest {
+    pub channel: String,
+    #[serde(default)]
+    pub account: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Secret field → reference (`env:VAR`, `file:/path`, `${VAR}`).
+    #[serde(default)]
+    pub credentials: indexmap::IndexMap<String, String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RemoveRequest {
+    pub channel: String,
+    #[serde(default)]
+    pub account: Option<String>,
+    #[serde(default)]
+    pub delete: bool,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+fn reference_text(secret: &Secret) -> String {
+    match secret {
+        Secret::Ref(SecretRef::Env { id }) => format!("env:{id}"),
+        Secret::Ref(SecretRef::File { path }) => format!("file:{path}"),
+        Secret::Inline(_) => "inline".to_string(),
+    }
+}
+
+fn present(secret: &Secret) -> bool {
+    match secret {
+        Secret::Ref(SecretRef::Env { id }) => std::env::var_os(id).is_some_and(|v| !v.is_empty()),
+        Secret::Ref(SecretRef::File { path }) => std::path::Path::new(path).is_file(),
+        Secret::Inline(_) => false,
+    }
+}
+
+fn default_account(channel: &Channel) -> String {
+    channel
+        .spec
+        .default_account
+        .clone()
+        .unwrap_or_else(|| DEFAULT_ACCOUNT.to_string())
+}
+
+fn find_channel<'c>(config: &'c Config, name: &str) -> Result<&'c Channel> {
+    let wanted = normalize::channel(name);
+    config
+        .channels
+        .iter()
+        .find(|c| normalize::channel(&c.id) == wanted)
+        .ok_or_else(|| {
+            ManageError::not_found(
+                format!("channels.yaml declares no channel `{name}`"),
+                did_you_mean(name, config.channels.iter().map(|c| c.id.as_str()))
+                    .or_else(|| Some("add it with `deepcli channels add --channel NAME`".into())),
+            )
+        })
+}
+
+/// Parses a credential reference; a literal secret is refused.
+pub fn parse_reference(field: &str, raw: &str) -> Result<SecretRef> {
+    let text = raw.trim();
+    let hint = format!(
+        "pass a reference, never the secret: --{} env:VAR, file:/path or '${{VAR}}'",
+        kebab(field)
+    );
+    if let Some(id) = text.strip_prefix("env:") {
+        if let Secret::Ref(r) = Secret::from_text(&format!("${{{id}}}")) {
+            return Ok(r);
+        }
+        return Err(ManageError::usage(
+            format!("`{field}`: `env:{id}` is not an environment variable name"),
+            hint,
+        ));
+    }
+    if let Some(path) = text.strip_prefix("file:") {
+        if path.is_empty() {
+            return Err(ManageError::usage(
+                format!("`{field}`: `file:` needs a path"),
+                hint,
+            ));
+        }
+        return Ok(SecretRef::File {
+            path: path.to_string(),
+        });
+    }
+    match Secret::from_text(text) {
+        Secret::Ref(r) => Ok(r),
+        Secret::Inline(_) => Err(ManageError::refused(
+            format!(
+                "`{field}` looks like a literal secret; deepcli writes references only (the value was not written or shown)"
+            ),
+            hint,
+        )),
+    }
+}
+
+fn kebab(field: &str) -> String {
+    let mut out = String::new();
+    for c in field.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('-');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn reference_yaml(r: &SecretRef) -> Yaml {
+    match r {
+        SecretRef::Env { id } => Yaml::FlowMap(vec![
+            ("source".into(), Yaml::str("env")),
+            ("id".into(), Yaml::str(id)),
+        ]),
+        SecretRef::File { path } => Yaml::FlowMap(vec![
+            ("source".into(), Yaml::str("file")),
+            ("path".into(), Yaml::str(path)),
+        ]),
+    }
+}
+
+// ---- read-only commands ----------------------------------------------------------------------
+
+pub fn list(ctx: &ManageContext) -> Result<ChannelsList> {
+    let config = Change::read(ctx)?.current(ctx);
+    Ok(ChannelsList {
+        channels: config
+            .channels
+            .iter()
+            .map(|c| channel_view(&config, c))
+            .collect(),
+    })
+}
+
+fn channel_view(config: &Config, c: &Channel) -> ChannelView {
+    let default = default_account(c);
+    let mut accounts: Vec<AccountView> = c
+        .accounts()
+        .map(|a| AccountView {
+            id: a.id.to_string(),
+            name: a.spec.name.clone(),
+            enabled: a.spec.enabled != Some(false),
+            default: a.normalized == normalize::account_id(&default),
+            credentials: a
+                .spec
+                .secrets
+                .iter()
+                .map(|(field, s)| CredentialView {
+                    field: field.clone(),
+                    reference: reference_text(s),
+                    present: None,
+                })
+                .collect(),
+        })
+        .collect();
+    if accounts.is_empty() {
+        // A channel without accounts has exactly its implicit `default` account.
+        accounts.push(AccountView {
+            id: DEFAULT_ACCOUNT.to_string(),
+            name: None,
+            enabled: true,
+            default: true,
+            credentials: Vec::new(),
+        });
+    }
+    ChannelView {
+        channel: c.id.clone(),
+        enabled: c.spec.enabled != Some(false),
+        default_account: default,
+        accounts,
+        bindings: config
+            .bindings
+            .iter()
+            .filter(|b| normalize::channel(&b.spec.matcher.channel) == normalize::channel(&c.id))
+            .count(),
+    }
+}
+
+pub fn status(ctx: &ManageContext, probe: bool, timeout: Duration) -> Result<StatusResult> {
+    let config = Change::read(ctx)?.current(ctx);
+    let live = super::live::read(ctx);
+    let mut accounts = Vec::new();
+    for c in &config.channels {
+        let view = channel_view(&config, c);
+        for a in view.accounts {
+            let spec = c.spec.accounts.get(&a.id);
+            let credentials: Vec<CredentialView> = spec
+                .map(|s| {
+                    s.secrets
+                        .iter()
+                        .map(|(field, secret)| CredentialView {
+                            field: field.clone(),
+                            reference: reference_text(secret),
+                            present: Some(present(secret)),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let enabled = view.enabled && a.enabled;
+            let configured = credentials.iter().all(|c| c.present == Some(true));
+            let live_account = live
+                .channels
+                .as_ref()
+                .and_then(|ch| ch.get(&c.id))
+                .and_then(|ch| {
+                    ch.get("accounts")
+                        .and_then(|acc| acc.get(&a.id))
+                        .or(Some(ch))
+                })
+                .cloned();
+            accounts.push(AccountStatus {
+                channel: c.id.clone(),
+                account: a.id.clone(),
+                enabled,
+                configured,
+                credentials,
+                live: live_account,
+                probe: probe.then(|| run_probe(&c.id, enabled, timeout)),
+            });
+        }
+    }
+    Ok(StatusResult {
+        accounts,
+        status_source: live.source,
+    })
+}
+
+/// A bounded reachability check of the platform's API endpoint: DNS and a TCP connect, both
+/// within `timeout`. It sends nothing and uses no credential; "reachable" means the platform's
+/// API host answers from here, not that the token is good.
+fn run_probe(channel: &str, enabled: bool, timeout: Duration) -> Probe {
+    let skipped = |error: &str| Probe {
+        result: "skipped",
+        target: None,
+        error: Some(error.to_string()),
+        elapsed_ms: None,
+    };
+    if !enabled {
+        return skipped("the account is disabled");
+    }
+    if normalize::channel(channel) == "cli" {
+        return Probe {
+            result: "local",
+            target: None,
+            error: None,
+            elapsed_ms: None,
+        };
+    }
+    let Some(target) = capabilities::probe_host(channel) else {
+        return skipped("deepcli knows no API endpoint for this platform");
+    };
+    let started = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // DNS resolution cannot be given a timeout; run it on a thread and stop waiting.
+    std::thread::spawn(move || {
+        use std::net::ToSocketAddrs;
+        let _ = tx.send(target.to_socket_addrs().map(|a| a.collect::<Vec<_>>()));
+    });
+    let outcome = match rx.recv_timeout(timeout) {
+        Err(_) => Err("timed out resolving the host".to_string()),
+        Ok(Err(e)) => Err(format!("cannot resolve the host: {e}")),
+        Ok(Ok(addrs)) => {
+            let left = timeout.saturating_sub(started.elapsed());
+            match addrs.first() {
+                None => Err("the host has no address".to_string()),
+                Some(_) if left.is_zero() => Err("timed out".to_string()),
+                Some(addr) => std::net::TcpStream::connect_timeout(addr, left)
+                    .map(|_| ())
+                    .map_err(|e| format!("cannot connect: {e}")),
+            }
+        }
+    };
+    let elapsed_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+    match outcome {
+        Ok(()) => Probe {
+            result: "reachable",
+            target: Some(target.to_string()),
+            error: None,
+            elapsed_ms,
+        },
+        Err(error) => Probe {
+            result: "unreachable",
+            target: Some(target.to_string()),
+            error: Some(error),
+            elapsed_ms,
+        },
+    }
+}
+
+pub fn capabilities(channel: Option<&str>) -> Result<CapabilitiesResult> {
+    let channels = match channel {
+        None => capabilities::TABLE.to_vec(),
+        Some(name) => vec![capabilities::lookup(name).cloned().ok_or_else(|| {
+            ManageError::not_found(
+                format!("deepcli knows no platform `{name}`"),
+                did_you_mean(name, capabilities::TABLE.iter().map(|c| c.channel)).or_else(|| {
+                    Some(format!(
+                        "known platforms: {}",
+                        capabilities::TABLE
+                            .iter()
+                            .map(|c| c.channel)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                }),
+            )
+        })?],
+    };
+    Ok(CapabilitiesResult { channels })
+}
+
+/// The last `lines` lines of each channel's log, `<state>/logs/channels/<channel>.log`.
+pub fn logs(ctx: &ManageContext, channel: Option<&str>, lines: usize) -> Result<LogsResult> {
+    let config = Change::read(ctx)?.current(ctx);
+    let dir = ctx.state_dir().logs().join("channels");
+    let channels: Vec<String> = match channel {
+        Some(name) => vec![find_channel(&config, name)?.id.clone()],
+        None => config.channels.iter().map(|c| c.id.clone()).collect(),
+    };
+    let mut logs = Vec::new();
+    for c in channels {
+        let file = dir.join(format!("{c}.log"));
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let all: Vec<&str> = text.lines().collect();
+        let from = all.len().saturating_sub(lines);
+        logs.push(LogFile {
+            channel: c,
+            file,
+            lines: all[from..].iter().map(|l| l.to_string()).collect(),
+        });
+    }
+    Ok(LogsResult { logs, dir })
+}
+
+// ---- add / remove ----------------------------------------------------------------------------
+
+pub fn add(ctx: &ManageContext, request: &AddRequest) -> Result<AddResult> {
+    let channel_name = request.channel.trim().to_string();
+    if channel_name.is_empty() || channel_name.contains(char::is_whitespace) {
+        return Err(ManageError::usage(
+            format!("`{channel_name}` is not a channel id"),
+            "pass --channel NAME, e.g. --channel telegram",
+        ));
+    }
+    let account = request
+        .account
+        .clone()
+        .unwrap_or_else(|| DEFAULT_ACCOUNT.to_string());
+    let mut refs = Vec::new();
+    for (field, raw) in &request.credentials {
+        if !SECRET_FIELDS.contains(&field.as_str()) {
+            return Err(ManageError::usage(
+                format!("`{field}` is not a credential field"),
+                format!("credential fields are {}", SECRET_FIELDS.join(", ")),
+            ));
+        }
+        refs.push((field.clone(), parse_reference(field, raw)?));
+    }
+    let mut change = Change::read(ctx)?;
+    let config = change.current(ctx);
+    let existing = config
+        .channels
+        .iter()
+        .find(|c| normalize::channel(&c.id) == normalize::channel(&channel_name));
+    let channel_key = existing.map_or(channel_name.clone(), |c| c.id.clone());
+    let accounts_path = [key("channels"), key(&channel_key), key("accounts")];
+    let mut moved_to_default = None;
+    let mut default_account_set = None;
+    if let Some(c) = existing {
+        let wanted = normalize::account_id(&account);
+        if c.accounts().any(|a| a.normalized == wanted) {
+            return Err(ManageError::refused(
+                format!("channel `{}` already has an account `{account}`", c.id),
+                "remove it first (`deepcli channels remove --channel … --account … --delete`), or pick another --account",
+            ));
+        }
+        let ids: Vec<String> = c.spec.accounts.keys().cloned().collect();
+        let new_is_default = wanted == DEFAULT_ACCOUNT;
+        if c.spec.default_account.is_none() && !new_is_default {
+            match ids.as_slice() {
+                // The implicit `default` account becomes an explicit one.
+                [] => change.edit(FileKind::Channels, |doc| {
+                    let mut p = accounts_path.to_vec();
+                    p.push(key(DEFAULT_ACCOUNT));
+                    doc.set(&p, &Yaml::FlowMap(Vec::new()))
+                })?,
+                [only] if normalize::account_id(only) != DEFAULT_ACCOUNT => {
+                    let only_id = normalize::account_id(only).into_owned();
+                    let referenced = config.bindings.iter().any(|b| {
+                        b.spec
+                            .matcher
+                            .account_id
+                            .as_deref()
+                            .is_some_and(|a| normalize::account_id(a) == only_id)
+                    });
+                    if referenced {
+                        change.edit(FileKind::Channels, |doc| {
+                            doc.set(
+                                &[key("channels"), key(&channel_key), key("defaultAccount")],
+                                &Yaml::str(only),
+                            )
+                        })?;
+                        default_account_set = Some(only.clone());
+                    } else {
+                        change.edit(FileKind::Channels, |doc| {
+                            doc.rename_key(&accounts_path, only, DEFAULT_ACCOUNT)
+                        })?;
+                        moved_to_default = Some(only.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut fields = Vec::new();
+    if let Some(name) = &request.name {
+        fields.push(("name".to_string(), Yaml::str(name)));
+    }
+    for (field, r) in &refs {
+        fields.push((field.clone(), reference_yaml(r)));
+    }
+    let value = if fields.is_empty() {
+        Yaml::FlowMap(Vec::new())
+    } else {
+        Yaml::Map(fields)
+    };
+    change.edit(FileKind::Channels, |doc| {
+        let mut p = accounts_path.to_vec();
+        p.push(key(&account));
+        doc.set(&p, &value)
+    })?;
+    let written = change.commit(ctx, request.dry_run)?;
+    Ok(AddResult {
+        channel: channel_key,
+        account,
+        created_channel: existing.is_none(),
+        moved_to_default,
+        default_account: default_account_set,
+        credentials: refs
+            .iter()
+            .map(|(field, r)| CredentialView {
+                field: field.clone(),
+                reference: reference_text(&Secret::Ref(r.clone())),
+                present: None,
+            })
+            .collect(),
+        written,
+    })
+}
+
+pub fn remove(ctx: &ManageContext, request: &RemoveRequest) -> Result<RemoveResult> {
+    let mut change = Change::read(ctx)?;
+    let config = change.current(ctx);
+    let c = find_channel(&config, &request.channel)?;
+    let mut path = vec![key("channels"), key(&c.id)];
+    if let Some(account) = &request.account {
+        let wanted = normalize::account_id(account);
+        let Some(a) = c.accounts().find(|a| a.normalized == wanted) else {
+            return Err(ManageError::not_found(
+                format!("channel `{}` has no account `{account}`", c.id),
+                did_you_mean(account, c.spec.accounts.keys().map(String::as_str)),
+            ));
+        };
+        path.push(key("accounts"));
+        path.push(key(a.id));
+    }
+    let action = if request.delete {
+        change.edit(FileKind::Channels, |doc| doc.remove(&path))?;
+        "deleted"
+    } else {
+        path.push(key("enabled"));
+        change.edit(FileKind::Channels, |doc| doc.set(&path, &Yaml::Bool(false)))?;
+        "disabled"
+    };
+    let written = change.commit(ctx, request.dry_run)?;
+    Ok(RemoveResult {
+        channel: c.id.clone(),
+        account: request.account.clone(),
+        action,
+        written,
+    })
+}

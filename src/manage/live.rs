@@ -1,0 +1,71 @@
+//! Live runtime status for `agents list` and `channels status`: from the running controller
+//! (its `/v1/status` document, through [`super::ManageContext::live`]) or, without one, from
+//! the state database. Never starts anything and never creates the state.
+
+use serde_json::Value;
+
+use super::ManageContext;
+use crate::state::StateStore;
+
+/// Where live status came from.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    /// `controller`, `state`, or `None` when there is neither.
+    pub source: Option<&'static str>,
+    /// Per agent id: `{status, pid, restarts, lastError}`.
+    pub runtimes: Vec<(String, Value)>,
+    /// The controller's `channels` section, when it reports one.
+    pub channels: Option<Value>,
+}
+
+impl Live {
+    pub fn runtime(&self, agent: &str) -> Option<&Value> {
+        self.runtimes
+            .iter()
+            .find(|(id, _)| id == agent)
+            .map(|(_, v)| v)
+    }
+}
+
+fn summary(r: &Value) -> Value {
+    serde_json::json!({
+        "status": r.get("status").cloned().unwrap_or(Value::Null),
+        "pid": r.get("pid").cloned().unwrap_or(Value::Null),
+        "restarts": r.get("restarts").cloned().unwrap_or(Value::Null),
+        "lastError": r.get("lastError").cloned().unwrap_or(Value::Null),
+    })
+}
+
+pub fn read(ctx: &ManageContext) -> Live {
+    if let Some(doc) = ctx.live.as_ref().and_then(|f| f()) {
+        let runtimes = doc["runtimes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| Some((r["agentId"].as_str()?.to_string(), summary(r))))
+            .collect();
+        return Live {
+            source: Some("controller"),
+            runtimes,
+            channels: doc.get("channels").cloned(),
+        };
+    }
+    let dir = ctx.state_dir();
+    if !dir.db().exists() {
+        return Live::default();
+    }
+    let Ok(runtimes) = StateStore::open(&dir).and_then(|s| s.runtimes()) else {
+        return Live::default();
+    };
+    Live {
+        source: Some("state"),
+        runtimes: runtimes
+            .iter()
+            .filter_map(|r| {
+                let v = serde_json::to_value(r).ok()?;
+                Some((r.agent_id.clone(), summary(&v)))
+            })
+            .collect(),
+        channels: None,
+    }
+}

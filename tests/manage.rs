@@ -1,0 +1,878 @@
+//! `deepcli agents …` / `channels …` end to end with the real binary on temp copies of
+//! `tests/fixtures/manage/hub`: every command's JSON result (snapshot), its exit code, and the
+//! files afterwards (snapshots showing comments and formatting kept around the change);
+//! conflicts and invalid edits write nothing; an outside edit between read and write is caught;
+//! the seed scenario through `apply` and trash; and the JSON-RPC dispatcher answering exactly
+//! what the CLI prints, method by method.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use assert_cmd::Command;
+use deepcli::config::LoadOptions;
+use deepcli::manage::{self, ManageContext, ManageError};
+use serde_json::{Value, json};
+
+const FIXTURE: &str = "tests/fixtures/manage/hub";
+
+struct Hub {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self, hub: &Hub) -> Value {
+        serde_json::from_str(&hub.scrub(&self.stdout))
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+}
+
+impl Hub {
+    fn new() -> Hub {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let config = root.join("config");
+        std::fs::create_dir_all(&config).unwrap();
+        for name in ["agents.yaml", "channels.yaml", "bindings.yaml"] {
+            std::fs::copy(Path::new(FIXTURE).join(name), config.join(name)).unwrap();
+        }
+        Hub { _tmp: tmp, root }
+    }
+
+    fn config(&self) -> PathBuf {
+        self.root.join("config")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.root.join("state")
+    }
+
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.config().join(name)).unwrap()
+    }
+
+    fn files(&self) -> [String; 3] {
+        ["agents.yaml", "channels.yaml", "bindings.yaml"].map(|n| self.file(n))
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        text.replace(&self.root.display().to_string(), "[TMP]")
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.run_env(args, &[])
+    }
+
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = Command::cargo_bin("deepcli").unwrap();
+        cmd.current_dir(&self.root)
+            .env("HOME", self.root.join("home"))
+            .env("DEEPCLI_CONFIG", self.config())
+            .env("DEEPCLI_STATE_DIR", self.state())
+            .env("NO_COLOR", "1")
+            .env_remove("DEEPCLI_OPERATOR_TOKEN")
+            .env_remove("DEEPCLI_MANAGE_EDIT_BEFORE_WRITE")
+            .env_remove("TELEGRAM_WORK_TOKEN")
+            .env_remove("SLACK_ACME_TOKEN")
+            .env_remove("TELEGRAM_BOT_TOKEN")
+            .args(args)
+            .write_stdin("");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    fn ctx(&self) -> ManageContext {
+        ManageContext::new(
+            self.config(),
+            LoadOptions {
+                state_dir: self.state(),
+                home: Some(self.root.join("home")),
+            },
+        )
+    }
+}
+
+fn ok(run: &Run) {
+    assert_eq!(
+        run.code, 0,
+        "stdout: {}\nstderr: {}",
+        run.stdout, run.stderr
+    );
+}
+
+// ---- the seed scenario -----------------------------------------------------------------------
+
+#[test]
+fn seed_scenario_add_identity_bind_unbind_list_delete_then_apply_trashes_research() {
+    let hub = Hub::new();
+    let ws = hub.root.join("ws-research");
+    let ws = ws.to_str().unwrap();
+
+    let add = hub.run(&["agents", "add", "research", "--workspace", ws, "--json"]);
+    ok(&add);
+    insta::assert_json_snapshot!("seed_add", add.json(&hub));
+
+    let identity = hub.run(&[
+        "agents",
+        "set-identity",
+        "research",
+        "--name",
+        "Research",
+        "--theme",
+        "curious and thorough",
+        "--json",
+    ]);
+    ok(&identity);
+    insta::assert_json_snapshot!("seed_set_identity", identity.json(&hub));
+
+    let bind = hub.run(&["agents", "bind", "research", "--bind", "cli", "--json"]);
+    ok(&bind);
+    insta::assert_json_snapshot!("seed_bind", bind.json(&hub));
+
+    let bindings = hub.run(&["agents", "bindings", "--agent", "research", "--json"]);
+    ok(&bindings);
+    insta::assert_json_snapshot!("seed_bindings", bindings.json(&hub));
+
+    let unbind = hub.run(&["agents", "unbind", "research", "--all", "--json"]);
+    ok(&unbind);
+    insta::assert_json_snapshot!("seed_unbind_all", unbind.json(&hub));
+
+    let apply = hub.run(&["apply", "--auto-approve"]);
+    ok(&apply);
+    let research_ws = PathBuf::from(ws);
+    assert!(research_ws.is_dir(), "apply created research's workspace");
+
+    let list = hub.run(&["agents", "list", "--bindings", "--json"]);
+    ok(&list);
+    insta::assert_json_snapshot!("seed_list", list.json(&hub));
+
+    let delete = hub.run(&["agents", "delete", "research", "--force", "--json"]);
+    ok(&delete);
+    insta::assert_json_snapshot!("seed_delete", delete.json(&hub));
+    let [agents, channels, bindings] = hub.files();
+    assert_eq!(
+        agents,
+        std::fs::read_to_string(Path::new(FIXTURE).join("agents.yaml")).unwrap()
+    );
+    assert_eq!(
+        channels,
+        std::fs::read_to_string(Path::new(FIXTURE).join("channels.yaml")).unwrap()
+    );
+    assert_eq!(
+        bindings,
+        std::fs::read_to_string(Path::new(FIXTURE).join("bindings.yaml")).unwrap()
+    );
+
+    let apply = hub.run(&["apply", "--auto-approve"]);
+    ok(&apply);
+    assert!(!research_ws.exists(), "research's workspace went to trash");
+    let trash = hub.run(&["trash", "list", "--json"]);
+    let trash: Value = serde_json::from_str(&trash.stdout).unwrap();
+    let text = trash.to_string();
+    for path in delete.json(&hub)["trash"].as_array().unwrap() {
+        let path = path
+            .as_str()
+            .unwrap()
+            .replace("[TMP]", &hub.root.display().to_string());
+        assert!(text.contains(&path), "{path} is in the trash: {text}");
+    }
+    assert_eq!(delete.json(&hub)["trash"].as_array().unwrap().len(), 3);
+    assert!(
+        hub.state().join("workspaces/main").is_dir(),
+        "main is untouched"
+    );
+}
+
+// ---- agents ----------------------------------------------------------------------------------
+
+#[test]
+fn add_with_binds_keeps_the_files_formatting() {
+    let hub = Hub::new();
+    let run = hub.run(&[
+        "agents",
+        "add",
+        "Ops Bot",
+        "--model",
+        "openai/gpt-4.1",
+        "--bind",
+        "telegram:work",
+        "--json",
+    ]);
+    // telegram:work belongs to helper: a conflict, nothing written.
+    assert_eq!(run.code, 1);
+    insta::assert_json_snapshot!("add_conflict", run.json(&hub));
+    assert_eq!(
+        hub.file("agents.yaml"),
+        std::fs::read_to_string(Path::new(FIXTURE).join("agents.yaml")).unwrap()
+    );
+
+    let run = hub.run(&[
+        "agents",
+        "add",
+        "Ops Bot",
+        "--agent-dir",
+        "agents/ops",
+        "--bind",
+        "cli",
+        "--json",
+    ]);
+    ok(&run);
+    insta::assert_json_snapshot!("add", run.json(&hub));
+    insta::assert_snapshot!("add_agents_yaml", hub.scrub(&hub.file("agents.yaml")));
+    insta::assert_snapshot!("add_bindings_yaml", hub.scrub(&hub.file("bindings.yaml")));
+    let again = hub.run(&["agents", "add", "ops-bot"]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+}
+
+#[test]
+fn bind_skips_upgrades_and_refuses_conflicts() {
+    let hub = Hub::new();
+    // main has `{channel: telegram}`: telegram (= telegram:default) is skipped, and a
+    // channel-only binding of main upgrades in place when main binds an account.
+    let run = hub.run(&[
+        "agents", "bind", "main", "--bind", "telegram", "--bind", "cli", "--json",
+    ]);
+    ok(&run);
+    insta::assert_json_snapshot!("bind_skip_add", run.json(&hub));
+
+    let before = hub.files();
+    let run = hub.run(&[
+        "agents",
+        "bind",
+        "main",
+        "--bind",
+        "slack:acme",
+        "--bind",
+        "cli",
+        "--json",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    insta::assert_json_snapshot!("bind_conflict", run.json(&hub));
+    assert_eq!(hub.files(), before, "a conflict writes nothing");
+
+    // Upgrade: helper's channel-only... main's `{channel: telegram}` becomes account-scoped.
+    std::fs::write(
+        hub.config().join("channels.yaml"),
+        hub.file("channels.yaml")
+            .replace("      work:\n", "      personal: {}\n\n      work:\n"),
+    )
+    .unwrap();
+    let run = hub.run(&[
+        "agents",
+        "bind",
+        "main",
+        "--bind",
+        "telegram:personal",
+        "--json",
+    ]);
+    ok(&run);
+    insta::assert_json_snapshot!("bind_upgrade", run.json(&hub));
+    insta::assert_snapshot!(
+        "bind_upgrade_bindings_yaml",
+        hub.scrub(&hub.file("bindings.yaml"))
+    );
+}
+
+#[test]
+fn malformed_binds_are_usage_errors() {
+    let hub = Hub::new();
+    for bad in [":work", "telegram:", "tele gram", "a:b:c"] {
+        let run = hub.run(&["agents", "bind", "main", "--bind", bad]);
+        assert_eq!(run.code, 2, "{bad}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("hint: write --bind CHANNEL"),
+            "{}",
+            run.stderr
+        );
+    }
+    let run = hub.run(&["agents", "bind", "nobody", "--bind", "cli"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("there is no agent `nobody`"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn an_edit_that_would_be_invalid_is_refused_with_file_and_line() {
+    let hub = Hub::new();
+    let before = hub.files();
+    let run = hub.run(&["agents", "bind", "main", "--bind", "discord"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("bindings.yaml:19:"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("error[unknown-channel]"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("nothing was written"), "{}", run.stderr);
+    assert_eq!(hub.files(), before);
+}
+
+#[test]
+fn dry_run_prints_the_diff_and_writes_nothing() {
+    let hub = Hub::new();
+    let before = hub.files();
+    let run = hub.run(&[
+        "agents",
+        "unbind",
+        "helper",
+        "--bind",
+        "telegram:work",
+        "--dry-run",
+    ]);
+    ok(&run);
+    insta::assert_snapshot!("unbind_dry_run_diff", run.stdout);
+    assert_eq!(hub.files(), before);
+}
+
+#[test]
+fn unbind_reports_removed_missing_and_conflicts() {
+    let hub = Hub::new();
+    let before = hub.files();
+    let run = hub.run(&["agents", "unbind", "helper", "--bind", "telegram", "--json"]);
+    assert_eq!(run.code, 1);
+    insta::assert_json_snapshot!("unbind_conflict", run.json(&hub));
+    assert_eq!(hub.files(), before);
+    let run = hub.run(&[
+        "agents",
+        "unbind",
+        "helper",
+        "--bind",
+        "slack:acme",
+        "--bind",
+        "discord",
+        "--json",
+    ]);
+    ok(&run);
+    insta::assert_json_snapshot!("unbind", run.json(&hub));
+    insta::assert_snapshot!(
+        "unbind_bindings_yaml",
+        hub.scrub(&hub.file("bindings.yaml"))
+    );
+}
+
+#[test]
+fn delete_prunes_bindings_and_allow_lists() {
+    let hub = Hub::new();
+    let run = hub.run(&["agents", "delete", "main", "--force"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("`main` cannot be deleted"),
+        "{}",
+        run.stderr
+    );
+    let run = hub.run(&["agents", "delete", "helper"]);
+    assert_eq!(run.code, 2, "no terminal, no --force");
+    assert!(run.stderr.contains("needs --force"), "{}", run.stderr);
+
+    let run = hub.run(&["agents", "delete", "helper", "--force", "--json"]);
+    ok(&run);
+    insta::assert_json_snapshot!("delete", run.json(&hub));
+    insta::assert_snapshot!("delete_agents_yaml", hub.scrub(&hub.file("agents.yaml")));
+    insta::assert_snapshot!(
+        "delete_bindings_yaml",
+        hub.scrub(&hub.file("bindings.yaml"))
+    );
+    ok(&hub.run(&["validate"]));
+}
+
+#[test]
+fn set_identity_reads_identity_md_and_flags_win() {
+    let hub = Hub::new();
+    let file = hub.root.join("IDENTITY.md");
+    std::fs::write(
+        &file,
+        "# IDENTITY.md\n\n- **Name:** Helper Bee\n- Emoji: 🐝\n- Vibe: busy\n- Avatar: (none yet)\n",
+    )
+    .unwrap();
+    let run = hub.run(&[
+        "agents",
+        "set-identity",
+        "helper",
+        "--identity-file",
+        file.to_str().unwrap(),
+        "--emoji",
+        "🍯",
+        "--json",
+    ]);
+    ok(&run);
+    insta::assert_json_snapshot!("set_identity", run.json(&hub));
+    insta::assert_snapshot!(
+        "set_identity_agents_yaml",
+        hub.scrub(&hub.file("agents.yaml"))
+    );
+    // main's flow-style identity is edited in place.
+    let run = hub.run(&[
+        "agents",
+        "set-identity",
+        "main",
+        "--theme",
+        "calm",
+        "--name",
+        "Main Hub",
+    ]);
+    ok(&run);
+    assert!(
+        hub.file("agents.yaml")
+            .contains("identity: {name: Main Hub, emoji: \"🦀\", theme: calm}\n"),
+        "{}",
+        hub.file("agents.yaml")
+    );
+    let run = hub.run(&["agents", "set-identity", "helper"]);
+    assert_eq!(run.code, 2, "nothing to set");
+}
+
+#[test]
+fn list_merges_identity_md_and_runtime_status_from_state() {
+    let hub = Hub::new();
+    ok(&hub.run(&["apply", "--auto-approve"]));
+    // helper has no identity in the config: IDENTITY.md (the bootstrap template, filled) has it.
+    std::fs::write(
+        hub.state().join("workspaces/helper/IDENTITY.md"),
+        "- Name: Helper From File\n- Emoji: 🧰\n",
+    )
+    .unwrap();
+    let run = hub.run(&["agents", "list", "--json"]);
+    ok(&run);
+    insta::assert_json_snapshot!("list", run.json(&hub));
+    let human = hub.run(&["agents", "list"]);
+    ok(&human);
+    assert!(human.stdout.contains("main (default)"), "{}", human.stdout);
+}
+
+// ---- outside edits ---------------------------------------------------------------------------
+
+#[test]
+fn an_outside_edit_between_read_and_write_is_detected_library() {
+    let hub = Hub::new();
+    let mut ctx = hub.ctx();
+    ctx.before_write = Some(Arc::new(|path: &Path| {
+        let text = std::fs::read_to_string(path).unwrap();
+        std::fs::write(path, format!("{text}# someone else\n")).unwrap();
+    }));
+    let targets = manage::agents::parse_binds(&["cli"]).unwrap();
+    let err = manage::agents::bind(&ctx, "main", &targets, false).unwrap_err();
+    assert!(matches!(err, ManageError::Stale(_)), "{err}");
+    let bindings = hub.file("bindings.yaml");
+    assert!(
+        bindings.ends_with("# someone else\n"),
+        "the outside edit stays"
+    );
+    assert!(!bindings.contains("channel: cli"), "ours was not written");
+}
+
+#[test]
+fn an_outside_edit_between_read_and_write_is_detected_cli() {
+    let hub = Hub::new();
+    let run = hub.run_env(
+        &["agents", "bind", "main", "--bind", "cli"],
+        &[("DEEPCLI_MANAGE_EDIT_BEFORE_WRITE", "bindings.yaml")],
+    );
+    if cfg!(feature = "failpoints") {
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr
+                .contains("changed on disk while this command ran"),
+            "{}",
+            run.stderr
+        );
+        assert!(!hub.file("bindings.yaml").contains("channel: cli"));
+    }
+}
+
+// ---- channels --------------------------------------------------------------------------------
+
+#[test]
+fn channels_list_status_capabilities_logs() {
+    let hub = Hub::new();
+    let run = hub.run(&["channels", "list", "--json"]);
+    ok(&run);
+    insta::assert_json_snapshot!("channels_list", run.json(&hub));
+    let run = hub.run_env(
+        &["channels", "status", "--json"],
+        &[("TELEGRAM_BOT_TOKEN", "set")],
+    );
+    ok(&run);
+    insta::assert_json_snapshot!("channels_status", run.json(&hub));
+    // A probe is bounded and says what it saw; the sandbox may have no network, so only the
+    // shape is checked.
+    let run = hub.run(&[
+        "channels",
+        "status",
+        "--probe",
+        "--timeout",
+        "300",
+        "--json",
+    ]);
+    ok(&run);
+    for a in run.json(&hub)["accounts"].as_array().unwrap() {
+        let result = a["probe"]["result"].as_str().unwrap();
+        assert!(
+            ["reachable", "unreachable", "local"].contains(&result),
+            "{a}"
+        );
+        if result == "unreachable" {
+            assert!(a["probe"]["error"].is_string());
+        }
+    }
+    let run = hub.run(&["channels", "capabilities", "--channel", "discord", "--json"]);
+    ok(&run);
+    insta::assert_json_snapshot!("channels_capabilities_discord", run.json(&hub));
+    let run = hub.run(&["channels", "capabilities", "--channel", "dicsord"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("did you mean `discord`?"),
+        "{}",
+        run.stderr
+    );
+    std::fs::create_dir_all(hub.state().join("logs/channels")).unwrap();
+    std::fs::write(
+        hub.state().join("logs/channels/telegram.log"),
+        "one\ntwo\nthree\n",
+    )
+    .unwrap();
+    let run = hub.run(&[
+        "channels",
+        "logs",
+        "--channel",
+        "telegram",
+        "--lines",
+        "2",
+        "--json",
+    ]);
+    ok(&run);
+    insta::assert_json_snapshot!("channels_logs", run.json(&hub));
+}
+
+#[test]
+fn channels_add_writes_references_and_moves_the_single_account() {
+    let hub = Hub::new();
+    let before = hub.files();
+    let run = hub.run(&[
+        "channels",
+        "add",
+        "--channel",
+        "slack",
+        "--account",
+        "beta",
+        "--bot-token",
+        "xoxb-123-secret",
+    ]);
+    assert_eq!(run.code, 1);
+    assert!(
+        !run.stderr.contains("xoxb"),
+        "the secret is never echoed: {}",
+        run.stderr
+    );
+    assert_eq!(hub.files(), before);
+
+    // slack has one account `acme` that a binding names: it becomes defaultAccount.
+    let run = hub.run(&[
+        "channels",
+        "add",
+        "--channel",
+        "slack",
+        "--account",
+        "beta",
+        "--bot-token",
+        "env:SLACK_BETA",
+        "--app-token",
+        "file:/run/secrets/slack-beta",
+        "--json",
+    ]);
+    ok(&run);
+    insta::assert_json_snapshot!("channels_add_slack", run.json(&hub));
+    // A new channel with an implicit default account, then a second account: moved to default.
+    let run = hub.run(&[
+        "channels",
+        "add",
+        "--channel",
+        "discord",
+        "--account",
+        "guild",
+        "--name",
+        "Guild bot",
+        "--token",
+        "${DISCORD_GUILD}",
+        "--json",
+    ]);
+    ok(&run);
+    let run = hub.run(&[
+        "channels",
+        "add",
+        "--channel",
+        "discord",
+        "--account",
+        "other",
+        "--json",
+    ]);
+    ok(&run);
+    insta::assert_json_snapshot!("channels_add_discord_second", run.json(&hub));
+    insta::assert_snapshot!(
+        "channels_add_channels_yaml",
+        hub.scrub(&hub.file("channels.yaml"))
+    );
+    ok(&hub.run(&["validate"]));
+}
+
+#[test]
+fn channels_remove_disables_or_deletes() {
+    let hub = Hub::new();
+    let run = hub.run(&[
+        "channels",
+        "remove",
+        "--channel",
+        "telegram",
+        "--account",
+        "work",
+        "--json",
+    ]);
+    ok(&run);
+    insta::assert_json_snapshot!("channels_remove_disable", run.json(&hub));
+    assert!(hub.file("channels.yaml").contains(
+        "      work:\n        botToken: \"${TELEGRAM_WORK_TOKEN}\"\n        enabled: false\n"
+    ));
+    // Deleting an account a binding routes is refused by validation (bindings own routes).
+    let before = hub.files();
+    let run = hub.run(&[
+        "channels",
+        "remove",
+        "--channel",
+        "telegram",
+        "--account",
+        "work",
+        "--delete",
+    ]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("error[unknown-account]"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(hub.files(), before);
+    ok(&hub.run(&["agents", "unbind", "helper", "--bind", "telegram:work"]));
+    let run = hub.run(&[
+        "channels",
+        "remove",
+        "--channel",
+        "telegram",
+        "--account",
+        "work",
+        "--delete",
+        "--json",
+    ]);
+    ok(&run);
+    insta::assert_snapshot!(
+        "channels_remove_channels_yaml",
+        hub.scrub(&hub.file("channels.yaml"))
+    );
+    let run = hub.run(&["channels", "remove", "--channel", "cli", "--json"]);
+    ok(&run);
+    assert!(
+        hub.file("channels.yaml")
+            .contains("  cli: {enabled: false}   # the local terminal\n")
+    );
+}
+
+// ---- JSON-RPC --------------------------------------------------------------------------------
+
+fn rpc(hub: &Hub, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let answer = manage::rpc::handle(&hub.ctx(), body.to_string().as_bytes()).unwrap();
+    assert_eq!(answer["id"], 7);
+    let text = hub.scrub(&answer.to_string());
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Runs the same call through the CLI on one hub and the dispatcher on another, and compares
+/// the results and the files afterwards.
+fn parity(cli: &[&str], method: &str, params: Value) {
+    let a = Hub::new();
+    let b = Hub::new();
+    let run = a.run(cli);
+    let answer = rpc(&b, method, params);
+    let result = answer
+        .get("result")
+        .unwrap_or_else(|| panic!("{method}: {answer}"));
+    assert_eq!(&run.json(&a), result, "{method}: CLI and RPC agree");
+    assert_eq!(a.files(), b.files(), "{method}: same files");
+}
+
+#[test]
+fn rpc_answers_what_the_cli_prints_for_every_method() {
+    parity(
+        &["agents", "list", "--bindings", "--json"],
+        "_mustang.agent/agents/list",
+        json!({"bindings": true}),
+    );
+    parity(
+        &[
+            "agents", "add", "ops", "--model", "m/x", "--bind", "cli", "--json",
+        ],
+        "_mustang.agent/agents/create",
+        json!({"name": "ops", "model": "m/x", "bind": ["cli"]}),
+    );
+    parity(
+        &["agents", "delete", "helper", "--force", "--json"],
+        "_mustang.agent/agents/delete",
+        json!({"agentId": "helper", "force": true}),
+    );
+    parity(
+        &[
+            "agents",
+            "set-identity",
+            "helper",
+            "--name",
+            "H",
+            "--emoji",
+            "🐝",
+            "--json",
+        ],
+        "_mustang.agent/agents/set_identity",
+        json!({"agentId": "helper", "name": "H", "emoji": "🐝"}),
+    );
+    parity(
+        &["agents", "bindings", "--agent", "helper", "--json"],
+        "_mustang.agent/agents/list_bindings",
+        json!({"agentId": "helper"}),
+    );
+    parity(
+        &["agents", "bind", "helper", "--bind", "cli", "--json"],
+        "_mustang.agent/agents/bind",
+        json!({"agentId": "helper", "bind": ["cli"]}),
+    );
+    parity(
+        &["agents", "bind", "helper", "--bind", "telegram", "--json"],
+        "_mustang.agent/agents/bind",
+        json!({"agentId": "helper", "bind": ["telegram"]}),
+    );
+    parity(
+        &["agents", "unbind", "helper", "--all", "--json"],
+        "_mustang.agent/agents/unbind",
+        json!({"agentId": "helper", "all": true}),
+    );
+    parity(
+        &["channels", "list", "--json"],
+        "_mustang.agent/channels/list",
+        json!({}),
+    );
+    parity(
+        &["channels", "status", "--json"],
+        "_mustang.agent/channels/status",
+        json!({}),
+    );
+    parity(
+        &["channels", "capabilities", "--json"],
+        "_mustang.agent/channels/capabilities",
+        json!({}),
+    );
+    parity(
+        &["channels", "logs", "--json"],
+        "_mustang.agent/channels/logs",
+        json!({}),
+    );
+    parity(
+        &[
+            "channels",
+            "add",
+            "--channel",
+            "telegram",
+            "--account",
+            "x",
+            "--bot-token",
+            "env:X",
+            "--json",
+        ],
+        "_mustang.agent/channels/add",
+        json!({"channel": "telegram", "account": "x", "credentials": {"botToken": "env:X"}}),
+    );
+    parity(
+        &[
+            "channels",
+            "remove",
+            "--channel",
+            "slack",
+            "--account",
+            "acme",
+            "--json",
+        ],
+        "_mustang.agent/channels/remove",
+        json!({"channel": "slack", "account": "acme"}),
+    );
+    // `update` has no CLI twin: it is the same edits as set-identity and bind together.
+    let a = Hub::new();
+    ok(&a.run(&["agents", "set-identity", "helper", "--name", "H"]));
+    ok(&a.run(&["agents", "bind", "helper", "--bind", "cli"]));
+    let b = Hub::new();
+    let answer = rpc(
+        &b,
+        "_mustang.agent/agents/update",
+        json!({"agentId": "helper", "patch": {"identity": {"name": "H"}, "bindings": {"add": ["cli"]}}}),
+    );
+    insta::assert_json_snapshot!("rpc_update", answer);
+    assert_eq!(a.files(), b.files());
+}
+
+#[test]
+fn rpc_errors_batches_and_notifications() {
+    let hub = Hub::new();
+    let ctx = hub.ctx();
+    let call = |body: &str| manage::rpc::handle(&ctx, body.as_bytes());
+    assert_eq!(call("{nope").unwrap()["error"]["code"], -32700);
+    assert_eq!(call("[]").unwrap()["error"]["code"], -32600);
+    assert_eq!(
+        call(r#"{"id":1,"method":"_mustang.agent/agents/list"}"#).unwrap()["error"]["code"],
+        -32600
+    );
+    assert_eq!(
+        call(r#"{"jsonrpc":"2.0","id":1,"method":"_mustang.agent/agents/fly"}"#).unwrap()["error"]
+            ["code"],
+        -32601
+    );
+    assert_eq!(
+        call(r#"{"jsonrpc":"2.0","id":1,"method":"_mustang.agent/agents/bind","params":{"agent":"x"}}"#).unwrap()["error"]["code"],
+        -32602
+    );
+    assert_eq!(
+        call(r#"{"jsonrpc":"2.0","id":1,"method":"_mustang.agent/agents/bind","params":{"agentId":"main","bind":[":x"]}}"#).unwrap()["error"]["code"],
+        -32602
+    );
+    let invalid = call(r#"{"jsonrpc":"2.0","id":"a","method":"_mustang.agent/agents/bind","params":{"agentId":"main","bind":["discord"]}}"#).unwrap();
+    assert_eq!(invalid["error"]["code"], -32003);
+    assert!(
+        invalid["error"]["data"]["diagnostics"].is_object()
+            || invalid["error"]["data"]["diagnostics"].is_array()
+    );
+    let refused = call(r#"{"jsonrpc":"2.0","id":2,"method":"_mustang.agent/agents/delete","params":{"agentId":"helper"}}"#).unwrap();
+    assert_eq!(refused["error"]["code"], -32002);
+    // A notification runs but gets no answer; a batch answers its requests only, in order.
+    assert!(call(r#"{"jsonrpc":"2.0","method":"_mustang.agent/agents/bind","params":{"agentId":"main","bind":["cli"]}}"#).is_none());
+    assert!(hub.file("bindings.yaml").contains("channel: cli"));
+    let batch = call(
+        r#"[{"jsonrpc":"2.0","id":1,"method":"_mustang.agent/channels/capabilities","params":{"channel":"cli"}},
+            {"jsonrpc":"2.0","method":"_mustang.agent/channels/list"},
+            {"jsonrpc":"2.0","id":2,"method":"nope"}, 5]"#,
+    )
+    .unwrap();
+    let batch = batch.as_array().unwrap();
+    assert_eq!(batch.len(), 3);
+    assert_eq!(batch[0]["result"]["channels"][0]["channel"], "cli");
+    assert_eq!(batch[1]["error"]["code"], -32601);
+    assert_eq!(batch[2]["error"]["code"], -32600);
+}
