@@ -140,32 +140,132 @@ pub fn apply(
         .into_iter()
         .map(|(_, step, detail)| (step, detail))
         .collect();
-    for (i, action) in plan.actions.iter().enumerate() {
-        let step = action.step();
-        let resumed = open.get(&step).cloned().flatten();
-        if let Err(e) = run_step(
-            store,
-            action,
-            desired,
-            serial,
-            &step,
-            resumed,
-            cx,
-            &mut applied,
-        ) {
-            let message = e.to_string();
-            let _ = store.transaction(|tx| {
-                tx.finish_history(history_id, applied.counts, "failed", Some(&message))
-            });
-            return Err(e);
+    let records = Records::new(desired);
+    let mut i = 0;
+    while i < plan.actions.len() {
+        // A run of steps that only write the database commits as one transaction: all of it
+        // or none, so it needs no `started` mark (its journal rows are written `done`).
+        let batch = plan.actions[i..]
+            .iter()
+            .take(DB_BATCH)
+            .take_while(|a| records.db_only(a))
+            .count();
+        let done = if batch > 0 {
+            run_db_steps(store, &plan.actions[i..i + batch], &records, serial).map(|()| batch)
+        } else {
+            let action = &plan.actions[i];
+            let step = action.step();
+            let resumed = open.get(&step).cloned().flatten();
+            run_step(
+                store,
+                action,
+                desired,
+                serial,
+                &step,
+                resumed,
+                cx,
+                &mut applied,
+            )
+            .map(|()| 1)
+        };
+        match done {
+            Ok(n) => {
+                i += n;
+                (cx.progress)(&plan.actions[i - 1].step(), i, total);
+            }
+            Err(e) => {
+                let message = e.to_string();
+                let _ = store.transaction(|tx| {
+                    tx.finish_history(history_id, applied.counts, "failed", Some(&message))
+                });
+                return Err(e);
+            }
         }
-        (cx.progress)(&step, i + 1, total);
     }
     store.transaction(|tx| {
         tx.set_serial(serial)?;
         tx.finish_history(history_id, applied.counts, "applied", None)
     })?;
     Ok(applied)
+}
+
+/// How many database-only steps one transaction holds at most.
+const DB_BATCH: usize = 2000;
+
+/// The records of the desired config by key, looked up once per step.
+struct Records<'a> {
+    bindings: std::collections::HashMap<&'a str, &'a crate::state::BindingRecord>,
+    accounts: std::collections::HashMap<(&'a str, &'a str), &'a crate::state::AccountRecord>,
+}
+
+impl<'a> Records<'a> {
+    fn new(desired: &'a Desired) -> Records<'a> {
+        Records {
+            bindings: desired
+                .bindings
+                .iter()
+                .map(|b| (b.record.key.as_str(), &b.record))
+                .collect(),
+            accounts: desired
+                .accounts
+                .iter()
+                .map(|a| ((a.channel.as_str(), a.account.as_str()), a))
+                .collect(),
+        }
+    }
+
+    /// Whether a step touches nothing but the database.
+    fn db_only(&self, action: &Action) -> bool {
+        matches!(
+            action,
+            Action::AddAccount { .. }
+                | Action::ChangeAccount { .. }
+                | Action::RemoveAccount { .. }
+                | Action::AddBinding { .. }
+                | Action::ChangeBinding { .. }
+                | Action::RemoveBinding { .. }
+                | Action::ForgetTrash { .. }
+        )
+    }
+}
+
+/// Runs database-only steps in one transaction.
+fn run_db_steps(
+    store: &mut StateStore,
+    actions: &[Action],
+    records: &Records<'_>,
+    serial: u64,
+) -> Result<(), ApplyError> {
+    store.transaction(|tx| {
+        for action in actions {
+            let step = action.step();
+            failpoint::hit(&format!("before:{step}"));
+            match action {
+                Action::AddAccount { channel, account }
+                | Action::ChangeAccount {
+                    channel, account, ..
+                } => {
+                    if let Some(r) = records.accounts.get(&(channel.as_str(), account.as_str())) {
+                        tx.put_account(r)?;
+                    }
+                }
+                Action::RemoveAccount { channel, account } => {
+                    tx.delete_account(channel, account)?
+                }
+                Action::AddBinding { key, .. } | Action::ChangeBinding { key, .. } => {
+                    if let Some(r) = records.bindings.get(key.as_str()) {
+                        tx.put_binding(r)?;
+                    }
+                }
+                Action::RemoveBinding { key, .. } => tx.delete_binding(key)?,
+                Action::ForgetTrash { entry, .. } => tx.delete_trash(entry)?,
+                _ => {}
+            }
+            tx.journal_done(serial, &step)?;
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -303,47 +403,19 @@ fn run_step(
             })?;
             applied.trashed.push((entry, trash_root));
         }
-        Action::AddAccount { channel, account }
-        | Action::ChangeAccount {
-            channel, account, ..
-        } => {
-            let record = desired
-                .accounts
-                .iter()
-                .find(|a| &a.channel == channel && &a.account == account)
-                .cloned();
-            store.transaction(|tx| {
-                if let Some(r) = &record {
-                    tx.put_account(r)?;
-                }
-                tx.finish_step(step)
-            })?;
+        // Database-only steps run in batches (`run_db_steps`), never here.
+        Action::AddAccount { .. }
+        | Action::ChangeAccount { .. }
+        | Action::RemoveAccount { .. }
+        | Action::AddBinding { .. }
+        | Action::ChangeBinding { .. }
+        | Action::RemoveBinding { .. }
+        | Action::ForgetTrash { .. } => {
+            return Err(ApplyError::Step {
+                step: step.to_string(),
+                message: "a database-only step reached the one-step path".into(),
+            });
         }
-        Action::RemoveAccount { channel, account } => store.transaction(|tx| {
-            tx.delete_account(channel, account)?;
-            tx.finish_step(step)
-        })?,
-        Action::AddBinding { key, .. } | Action::ChangeBinding { key, .. } => {
-            let record = desired
-                .bindings
-                .iter()
-                .find(|b| &b.record.key == key)
-                .map(|b| b.record.clone());
-            store.transaction(|tx| {
-                if let Some(r) = &record {
-                    tx.put_binding(r)?;
-                }
-                tx.finish_step(step)
-            })?;
-        }
-        Action::RemoveBinding { key, .. } => store.transaction(|tx| {
-            tx.delete_binding(key)?;
-            tx.finish_step(step)
-        })?,
-        Action::ForgetTrash { entry, .. } => store.transaction(|tx| {
-            tx.delete_trash(entry)?;
-            tx.finish_step(step)
-        })?,
         Action::PublishRouting { to, .. } => {
             let doc = desired.routing_document(*to);
             let path = store.dir().routing_plan();

@@ -691,6 +691,18 @@ impl Tx<'_> {
     }
 
     /// Marks a journal step done (with the attempts a crash left started).
+    /// Journals a step done in this very transaction (it needs no `started` mark: its effects
+    /// commit with it).
+    pub fn journal_done(&self, serial: u64, step: &str) -> Result<()> {
+        let now = now();
+        self.run(
+            "INSERT INTO journal (serial, step, status, started_at, finished_at) VALUES (?1, ?2, 'done', ?3, ?3)",
+            params![serial, step, now],
+        )?;
+        // A crashed attempt's record of the same step is finished too.
+        self.finish_step(step)
+    }
+
     pub fn finish_step(&self, step: &str) -> Result<()> {
         self.run(
             "UPDATE journal SET status = 'done', finished_at = ?1 WHERE step = ?2 AND status = 'started'",
