@@ -329,3 +329,22 @@ fn logs_are_json_lines_with_log_format_json() {
     }
     assert!(lines.iter().all(|l| l["level"].is_string()));
 }
+
+/// A runtime that cannot start at all is `failed` (not `crash-loop`), says why, and is retried.
+#[test]
+fn a_runtime_that_cannot_start_is_failed_and_says_why() {
+    let agents = "agents:\n  list:\n    - id: main\n    - id: ghost\n      runtime: {kind: process, command: [deepcli-no-such-program]}\n";
+    let up = Up::start(agents, "bindings: []\n");
+    let doc = up.wait_for("the failure", |s| {
+        Up::runtime(s, "ghost").is_some_and(|r| r["status"] == "failed")
+    });
+    let ghost = Up::runtime(&doc, "ghost").unwrap();
+    assert!(
+        ghost["lastError"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot start `deepcli-no-such-program`"),
+        "{ghost:#}"
+    );
+    assert!(ghost["nextStart"].is_string(), "it is retried: {ghost:#}");
+}

@@ -242,12 +242,15 @@ fn human(doc: &Value) -> String {
     }
     for r in &runtimes {
         out.push_str(&format!(
-            "runtime      {:<16} {:<11} pid {:<8} restarts {}  since {}{}\n",
+            "runtime      {:<16} {:<11} pid {:<8} restarts {}  since {}{}{}\n",
             text(&r["agentId"]),
             text(&r["status"]),
             text(&r["pid"]),
             text(&r["restarts"]),
             text(&r["startedAt"]),
+            r.get("nextStart")
+                .filter(|e| !e.is_null())
+                .map_or_else(String::new, |e| format!("  next start {}", text(e))),
             r.get("lastError")
                 .filter(|e| !e.is_null())
                 .map_or_else(String::new, |e| format!("  last error: {}", text(e)))

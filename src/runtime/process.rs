@@ -266,14 +266,15 @@ pub(super) async fn supervise(
             s.next_start = None;
         });
         let started = Instant::now();
-        let outcome: Result<std::convert::Infallible, ()> = match spawn(&spec).await {
+        // Why this attempt ended: it could not start at all (`failed`), or it ran and stopped.
+        let outcome: Result<std::convert::Infallible, Phase> = match spawn(&spec).await {
             Err(e) => {
                 tracing::warn!(agent = %spec.agent_id, error = %e, "runtime failed to start");
                 report.publish(|s| {
                     s.pid = None;
                     s.last_error = Some(e.to_string());
                 });
-                Err(())
+                Err(Phase::Failed)
             }
             Ok(mut spawned) => {
                 let pid = spawned.pid;
@@ -321,7 +322,7 @@ pub(super) async fn supervise(
                             s.pid = None;
                             s.last_exit = Some(exit);
                         });
-                        Err(())
+                        Err(Phase::CrashLoop)
                     }
                     Ok(info) => {
                         tracing::info!(agent = %spec.agent_id, pid, "runtime ready");
@@ -345,7 +346,7 @@ pub(super) async fn supervise(
                                     s.pid = None;
                                     s.last_exit = Some(exit);
                                 });
-                                Err(())
+                                Err(Phase::CrashLoop)
                             }
                             ack = &mut stop => {
                                 if let Ok(mut map) = acp.lock() {
@@ -367,7 +368,7 @@ pub(super) async fn supervise(
                 }
             }
         };
-        let Err(()) = outcome;
+        let Err(phase) = outcome;
         if started.elapsed() >= HEALTHY_AFTER {
             backoff = BACKOFF_START;
         }
@@ -378,7 +379,7 @@ pub(super) async fn supervise(
             .map(|t| t.round(jiff::Unit::Second).unwrap_or(t).to_string())
             .ok();
         report.publish(|s| {
-            s.status = Phase::CrashLoop;
+            s.status = phase;
             s.restarts += 1;
             s.next_start = next;
         });
