@@ -32,8 +32,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::config::model::{DmScope, GroupScope, RuntimeKind};
-use crate::routing::{Peer, RouteInput, normalize};
+use crate::config::model::RuntimeKind;
+use crate::routing::{RouteInput, normalize};
 use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
 pub use plan::AccessPlan;
@@ -84,50 +84,30 @@ impl AccessError {
     }
 }
 
-/// `POST /v1/inbound`'s body (access.md, "Envelope").
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// `POST /v1/inbound`'s body (access.md, "Envelope"): the route input's fields (as
+/// `deepcli route --batch` reads them) plus the message's own.
+#[derive(Debug, Clone)]
 pub struct Envelope {
-    pub channel: String,
-    #[serde(default)]
-    pub account_id: Option<String>,
-    #[serde(default)]
-    pub peer: Option<Peer>,
-    #[serde(default)]
-    pub parent_peer: Option<Peer>,
-    #[serde(default)]
-    pub guild_id: Option<String>,
-    #[serde(default)]
-    pub team_id: Option<String>,
-    #[serde(default)]
-    pub member_role_ids: Vec<String>,
-    #[serde(default)]
+    pub route: RouteInput,
     pub thread_id: Option<String>,
     pub message_id: String,
-    #[serde(default)]
     pub sender: Option<Value>,
     pub text: String,
-    #[serde(default)]
-    pub dm_scope: Option<DmScope>,
-    #[serde(default)]
-    pub group_scope: Option<GroupScope>,
 }
 
-impl Envelope {
-    fn route_input(&self) -> RouteInput {
-        RouteInput {
-            channel: self.channel.clone(),
-            account_id: self.account_id.clone(),
-            peer: self.peer.clone(),
-            parent_peer: self.parent_peer.clone(),
-            guild_id: self.guild_id.clone(),
-            team_id: self.team_id.clone(),
-            member_role_ids: self.member_role_ids.clone(),
-            dm_scope: self.dm_scope,
-            group_scope: self.group_scope,
-        }
-    }
+/// The fields an envelope has beyond the route input.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageFields {
+    #[serde(default)]
+    thread_id: Option<String>,
+    message_id: String,
+    #[serde(default)]
+    sender: Option<Value>,
+    text: String,
 }
+
+const MESSAGE_FIELDS: [&str; 4] = ["threadId", "messageId", "sender", "text"];
 
 /// What a delivery produced: the response body and its status.
 type Outcome = Result<Value, AccessError>;
@@ -219,9 +199,9 @@ impl Access {
         signature: Option<&str>,
     ) -> Outcome {
         let envelope = parse_envelope(body)?;
-        let input = envelope.route_input();
-        let result = plan.routing.resolve(&input);
-        let channel = normalize::channel(&envelope.channel).into_owned();
+        let input = &envelope.route;
+        let result = plan.routing.resolve(input);
+        let channel = normalize::channel(&input.channel).into_owned();
         let account_id = result.account_id.to_string();
 
         // The account decides who may speak for it: nothing is routed before it has.
@@ -436,7 +416,7 @@ impl Access {
                 key.clone(),
                 json!({
                     "channel": key.0, "accountId": key.1, "messageId": key.2,
-                    "sessionKey": session_key, "peer": envelope.peer, "threadId": envelope.thread_id,
+                    "sessionKey": session_key, "peer": envelope.route.peer, "threadId": envelope.thread_id,
                     "reply": {"text": reply_text},
                 }),
             );
@@ -648,9 +628,10 @@ fn as_duplicate(stored: &str) -> Value {
     v
 }
 
-/// Parses an envelope; a 400 names the field that is wrong.
+/// Parses an envelope; a 400 names the field that is wrong. The route fields are read by
+/// [`RouteInput`] itself, so an unknown field is refused as it is by `route --batch`.
 pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
-    let envelope: Envelope = serde_json::from_slice(body).map_err(|e| {
+    let refuse = |e: serde_json::Error| {
         let message = e.to_string();
         let message = message
             .rsplit_once(" at line ")
@@ -669,10 +650,18 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
             Some(f) => error.with("field", f),
             None => error,
         }
-    })?;
+    };
+    let mut fields: serde_json::Map<String, Value> =
+        serde_json::from_slice(body).map_err(refuse)?;
+    let own: serde_json::Map<String, Value> = MESSAGE_FIELDS
+        .iter()
+        .filter_map(|k| Some((k.to_string(), fields.remove(*k)?)))
+        .collect();
+    let message = MessageFields::deserialize(Value::Object(own)).map_err(refuse)?;
+    let route = RouteInput::deserialize(Value::Object(fields)).map_err(refuse)?;
     for (field, value) in [
-        ("channel", &envelope.channel),
-        ("messageId", &envelope.message_id),
+        ("channel", &route.channel),
+        ("messageId", &message.message_id),
     ] {
         if value.trim().is_empty() {
             return Err(
@@ -681,7 +670,13 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
             );
         }
     }
-    Ok(envelope)
+    Ok(Envelope {
+        route,
+        thread_id: message.thread_id,
+        message_id: message.message_id,
+        sender: message.sender,
+        text: message.text,
+    })
 }
 
 /// Checks `X-Deepcli-Signature: sha256=<hex HMAC-SHA256 of the body>` against the account's

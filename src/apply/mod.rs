@@ -403,19 +403,6 @@ fn run_step(
             })?;
             applied.trashed.push((entry, trash_root));
         }
-        // Database-only steps run in batches (`run_db_steps`), never here.
-        Action::AddAccount { .. }
-        | Action::ChangeAccount { .. }
-        | Action::RemoveAccount { .. }
-        | Action::AddBinding { .. }
-        | Action::ChangeBinding { .. }
-        | Action::RemoveBinding { .. }
-        | Action::ForgetTrash { .. } => {
-            return Err(ApplyError::Step {
-                step: step.to_string(),
-                message: "a database-only step reached the one-step path".into(),
-            });
-        }
         Action::PublishRouting { to, .. } => {
             let doc = desired.routing_document(*to);
             let path = store.dir().routing_plan();
@@ -433,6 +420,13 @@ fn run_step(
                 tx.finish_step(step)
             })?;
             applied.generation = Some(*to);
+        }
+        // Database-only steps run in batches (`run_db_steps`), never here.
+        _ => {
+            return Err(ApplyError::Step {
+                step: step.to_string(),
+                message: "a database-only step reached the one-step path".into(),
+            });
         }
     }
     Ok(())

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::up::{AccessArgs, LogFormat, init_logging};
+use super::up::{AccessArgs, LogFormat, async_runtime, init_logging};
 use super::{ExitStatus, GlobalSettings};
 use crate::state::StateDir;
 
@@ -35,19 +35,9 @@ pub struct ServeArgs {
 pub fn run(global: &GlobalSettings, command: AccessCommand) -> ExitStatus {
     let AccessCommand::Serve(args) = command;
     init_logging(args.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            let _ = writeln!(
-                anstream::stderr(),
-                "error: cannot start the async runtime: {e}"
-            );
-            return ExitStatus::Error;
-        }
+        Err(status) => return status,
     };
     let state = StateDir::new(&global.load.state_dir);
     let served = runtime.block_on(crate::access::serve::run(

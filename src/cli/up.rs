@@ -82,21 +82,27 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
-pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
-    init_logging(args.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+/// The async runtime of the long-running commands (two workers: the machine's I/O and the
+/// blocking pool do the rest).
+pub(super) fn async_runtime() -> Result<tokio::runtime::Runtime, ExitStatus> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
+        .map_err(|e| {
             let _ = writeln!(
                 anstream::stderr(),
                 "error: cannot start the async runtime: {e}"
             );
-            return ExitStatus::Error;
-        }
+            ExitStatus::Error
+        })
+}
+
+pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
+    init_logging(args.log_format);
+    let runtime = match async_runtime() {
+        Ok(runtime) => runtime,
+        Err(status) => return status,
     };
     let options = ControllerOptions {
         config_dir: global.config_dir.clone(),

@@ -74,11 +74,21 @@ impl Up {
     /// Writes the config and starts `deepcli up` on it; `configure` adds to the command.
     pub fn start_with(agents: &str, bindings: &str, configure: impl FnOnce(&mut Command)) -> Up {
         let channels = "channels:\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n";
+        Up::start_config(agents, channels, bindings, configure)
+    }
+
+    /// Starts `deepcli up` on the three files.
+    pub fn start_config(
+        agents: &str,
+        channels: &str,
+        bindings: &str,
+        configure: impl FnOnce(&mut Command),
+    ) -> Up {
         Up::start_files(
             &[
                 ("agents.yaml", agents),
-                ("bindings.yaml", bindings),
                 ("channels.yaml", channels),
+                ("bindings.yaml", bindings),
             ],
             configure,
         )
@@ -110,23 +120,8 @@ impl Up {
         self.child = controller(&home, &self.config, &self.state, self.addr, configure);
     }
 
-    /// `deepcli status --json` from the state database (no controller running).
-    pub fn recorded(&self) -> Value {
-        let out = Command::new(bin())
-            .args([
-                "--state-dir",
-                self.state.to_str().unwrap(),
-                "status",
-                "--json",
-            ])
-            .output()
-            .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(doc["source"], "state", "{doc:#}");
-        doc
-    }
-
-    pub fn status(&self) -> Option<Value> {
+    /// `deepcli status --json`, whichever source answered.
+    fn status_json(&self) -> Option<Value> {
         let out = Command::new(bin())
             .args([
                 "--state-dir",
@@ -136,7 +131,19 @@ impl Up {
             ])
             .output()
             .ok()?;
-        let doc: Value = serde_json::from_slice(&out.stdout).ok()?;
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// The status from the state database (no controller running).
+    pub fn recorded(&self) -> Value {
+        let doc = self.status_json().unwrap_or_default();
+        assert_eq!(doc["source"], "state", "{doc:#}");
+        doc
+    }
+
+    /// The running controller's status.
+    pub fn status(&self) -> Option<Value> {
+        let doc = self.status_json()?;
         (doc["source"] == "controller").then_some(doc)
     }
 
