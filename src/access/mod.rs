@@ -225,7 +225,7 @@ impl Access {
 
         // The route: an `acp` binding of this exact conversation first, then the tiers.
         let mut route = serde_json::to_value(&result).unwrap_or_default();
-        let (agent_id, mut session_key) = match plan.routing.acp_binding(&input) {
+        let (agent_id, mut session_key) = match plan.routing.acp_binding(input) {
             Some(acp) => {
                 let binding_key = format!(
                     "{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
