@@ -302,32 +302,17 @@ pub fn run(global: &GlobalSettings, command: AgentsCommand) -> ExitStatus {
                 Err(e) => return fail(&e),
             };
             match agents::bind(&ctx, &args.agent_id, &targets, args.write.dry_run) {
-                Ok(result) => {
-                    let conflicts = !result.conflicts.is_empty();
-                    if args.write.json {
-                        print_json(&result);
-                    } else {
-                        let mut out = anstream::stdout();
-                        for (what, list) in [
-                            ("added", &result.added),
-                            ("updated", &result.updated),
-                            ("skipped (already bound)", &result.skipped),
-                        ] {
-                            if !list.is_empty() {
-                                let _ = writeln!(out, "{what}: {}", list.join(", "));
-                            }
-                        }
-                        print_conflicts(&result.conflicts);
-                        if !conflicts {
-                            print_written(&result.written);
-                        }
-                    }
-                    if conflicts {
-                        ExitStatus::Failure
-                    } else {
-                        ExitStatus::Success
-                    }
-                }
+                Ok(result) => report_binding_change(
+                    &result,
+                    args.write.json,
+                    &[
+                        ("added", &result.added),
+                        ("updated", &result.updated),
+                        ("skipped (already bound)", &result.skipped),
+                    ],
+                    &result.conflicts,
+                    &result.written,
+                ),
                 Err(e) => fail(&e),
             }
         }
@@ -337,30 +322,13 @@ pub fn run(global: &GlobalSettings, command: AgentsCommand) -> ExitStatus {
                 Err(e) => return fail(&e),
             };
             match agents::unbind(&ctx, &args.agent_id, &targets, args.all, args.write.dry_run) {
-                Ok(result) => {
-                    let conflicts = !result.conflicts.is_empty();
-                    if args.write.json {
-                        print_json(&result);
-                    } else {
-                        let mut out = anstream::stdout();
-                        for (what, list) in
-                            [("removed", &result.removed), ("not bound", &result.missing)]
-                        {
-                            if !list.is_empty() {
-                                let _ = writeln!(out, "{what}: {}", list.join(", "));
-                            }
-                        }
-                        print_conflicts(&result.conflicts);
-                        if !conflicts {
-                            print_written(&result.written);
-                        }
-                    }
-                    if conflicts {
-                        ExitStatus::Failure
-                    } else {
-                        ExitStatus::Success
-                    }
-                }
+                Ok(result) => report_binding_change(
+                    &result,
+                    args.write.json,
+                    &[("removed", &result.removed), ("not bound", &result.missing)],
+                    &result.conflicts,
+                    &result.written,
+                ),
                 Err(e) => fail(&e),
             }
         }
@@ -425,6 +393,35 @@ fn confirm(agent: &str) -> bool {
         let _ = writeln!(err, "Nothing deleted.");
     }
     yes
+}
+
+/// Prints what `bind` or `unbind` did (or its JSON); conflicts fail the command.
+fn report_binding_change(
+    result: &impl serde::Serialize,
+    json: bool,
+    lists: &[(&str, &Vec<String>)],
+    conflicts: &[agents::Conflict],
+    written: &manage::Written,
+) -> ExitStatus {
+    if json {
+        print_json(result);
+    } else {
+        let mut out = anstream::stdout();
+        for (what, list) in lists {
+            if !list.is_empty() {
+                let _ = writeln!(out, "{what}: {}", list.join(", "));
+            }
+        }
+        print_conflicts(conflicts);
+        if conflicts.is_empty() {
+            print_written(written);
+        }
+    }
+    if conflicts.is_empty() {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    }
 }
 
 fn print_conflicts(conflicts: &[agents::Conflict]) {
