@@ -275,6 +275,31 @@ fn refusals_say_why_and_route_nothing() {
     );
     assert_eq!(status, 200);
     assert_eq!(route["agentId"], "research");
+
+    // Each call is a line in the channel's log, which `deepcli channels logs` shows.
+    let (status, _) = inbound(up.addr, SECRET, &good);
+    assert_eq!(status, 200);
+    let out = std::process::Command::new(common::bin())
+        .args(["--config", up.config.to_str().unwrap()])
+        .args(["--state-dir", up.state.to_str().unwrap()])
+        .args(["channels", "logs", "--channel", "telegram", "--json"])
+        .output()
+        .unwrap();
+    let logs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lines: Vec<&str> = logs["logs"][0]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        lines[0].contains(" 401 missing `X-Deepcli-Signature"),
+        "{lines:?}"
+    );
+    assert!(
+        lines.last().unwrap().contains(" 200 account=default session=agent:research:telegram:group:-1001234567890 agent=research matchedBy=binding.peer"),
+        "{lines:?}"
+    );
 }
 
 #[test]

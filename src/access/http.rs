@@ -77,9 +77,11 @@ async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Access
 
 async fn inbound(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
     let access = &cx.access;
+    let mut bytes = axum::body::Bytes::new();
     let (generation, outcome) = match read_body(body, access.settings.body_limit).await {
         Err(e) => (None, Err(e)),
-        Ok(bytes) => {
+        Ok(read) => {
+            bytes = read;
             let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
             access.inbound(&bytes, signature).await
         }
@@ -92,6 +94,34 @@ async fn inbound(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Respo
         Err(e) => (e.status, e.body),
     };
     access.metrics.request("inbound", status.as_u16());
+    if status.is_client_error() || status.is_server_error() {
+        // A refusal is logged on the channel the body names, when it names one.
+        let channel = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| Some(v.get("channel")?.as_str()?.to_string()));
+        if let Some(channel) = channel {
+            let error = body["error"].as_str().unwrap_or("-");
+            access
+                .log_channel(&channel, &format!("{} {error}", status.as_u16()))
+                .await;
+        }
+    } else if let Some(channel) = body["route"]["channel"].as_str() {
+        let route = &body["route"];
+        let line = format!(
+            "{} account={} session={} agent={} matchedBy={}{}",
+            status.as_u16(),
+            route["accountId"].as_str().unwrap_or("-"),
+            body["sessionKey"].as_str().unwrap_or("-"),
+            route["agentId"].as_str().unwrap_or("-"),
+            route["matchedBy"].as_str().unwrap_or("-"),
+            if body["duplicate"] == true {
+                " duplicate"
+            } else {
+                ""
+            },
+        );
+        access.log_channel(channel, &line).await;
+    }
     json_response(status, generation, body)
 }
 

@@ -129,11 +129,15 @@ pub struct Access {
     pub metrics: metrics::Metrics,
     pub settings: AccessSettings,
     reply: reply::ReplySink,
+    /// `<state>/logs/channels/<channel>.log`: one line per inbound call (`deepcli channels logs`).
+    channel_logs: tokio::sync::Mutex<HashMap<String, crate::runtime::log::Log>>,
+    logs_dir: std::path::PathBuf,
 }
 
 impl Access {
     pub fn new(
         store: AccessStore,
+        state: &crate::state::StateDir,
         runtimes: Option<(AcpMap, RuntimeMap)>,
         settings: AccessSettings,
     ) -> Access {
@@ -148,6 +152,39 @@ impl Access {
             inflight: Mutex::default(),
             metrics,
             settings,
+            channel_logs: tokio::sync::Mutex::default(),
+            logs_dir: state.logs().join("channels"),
+        }
+    }
+
+    /// Appends one line about an inbound call to its channel's log (size-capped, rotated).
+    pub async fn log_channel(&self, channel: &str, line: &str) {
+        let channel = normalize::channel(channel);
+        // A channel name becomes a file name: keep it to safe characters.
+        if channel.is_empty()
+            || !channel
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return;
+        }
+        let mut logs = self.channel_logs.lock().await;
+        if !logs.contains_key(channel.as_ref()) {
+            let path = self.logs_dir.join(format!("{channel}.log"));
+            match crate::runtime::log::Log::open(&path, crate::runtime::log::MAX_BYTES).await {
+                Ok(log) => {
+                    logs.insert(channel.to_string(), log);
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot open a channel log");
+                    return;
+                }
+            }
+        }
+        if let Some(log) = logs.get_mut(channel.as_ref()) {
+            let _ = log
+                .write(format!("{} {line}\n", crate::state::now()).as_bytes())
+                .await;
         }
     }
 

@@ -97,7 +97,12 @@ pub async fn run(
     settings: AccessSettings,
 ) -> Result<(), ServeError> {
     let first = load(&plan)?;
-    let access = Arc::new(Access::new(AccessStore::open(&state)?, None, settings));
+    let access = Arc::new(Access::new(
+        AccessStore::open(&state)?,
+        &state,
+        None,
+        settings,
+    ));
     access.swap(first);
     let token: Arc<str> = Arc::from(crate::controller::operator_token(&state)?);
     let listener = tokio::net::TcpListener::bind(listen)

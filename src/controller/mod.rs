@@ -155,6 +155,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     let recorder = record_runtimes(&state, runtime_events)?;
     let access = Arc::new(Access::new(
         AccessStore::open(&state)?,
+        &state,
         Some((supervisor.acp_handle(), supervisor.status_handle())),
         options.access.clone(),
     ));

@@ -8,7 +8,7 @@
 //! changes go out on a channel).
 
 pub mod acp;
-mod log;
+pub(crate) mod log;
 mod process;
 
 use std::collections::BTreeMap;
