@@ -27,7 +27,8 @@
 //! and one request in flight; `--duration SECS` or `--requests N`; `--warmup SECS` of
 //! unrecorded load first; `--threads N` client runtime threads; `--watch NAME=PID` (repeatable)
 //! reports that process's CPU (utime+stime from `/proc/PID/stat`) over the measured window, as
-//! does the client itself (`client`).
+//! does the client itself (`client`), also as CPU µs per successful request (`cpu_us_per_ok`,
+//! from 100 Hz ticks: coarse over short windows).
 //!
 //! Prints one JSON object: `requests`, `ok`, `errors` (every answer that is not a success, and
 //! transport failures), `status` (count per HTTP status), `rps` (successes per second of the
@@ -379,7 +380,7 @@ fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Resul
             .max()
             .unwrap_or(end);
         let window = if duration.is_some() { end } else { last } - measure_from;
-        let hz = 100.0; // USER_HZ on Linux
+        let hz = 100.0; // USER_HZ on Linux (cpu_us_per_ok assumes it too)
         let pct = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (Some(a), Some(b)) => json!(((b - a) as f64 / hz / window.as_secs_f64() * 1000.0)
                 .round()
@@ -387,14 +388,19 @@ fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Resul
             _ => Value::Null,
         };
         let mut cpu = serde_json::Map::new();
-        for ((name, pid), before) in watch.iter().zip(cpu0) {
-            cpu.insert(name.clone(), pct(before, cpu_ticks(*pid)));
+        let mut ticks = serde_json::Map::new();
+        let watched = watch
+            .iter()
+            .map(|(name, pid)| (name.as_str(), *pid))
+            .chain([("client", std::process::id() as i32)]);
+        for ((name, pid), before) in watched.zip(cpu0.into_iter().chain([self0])) {
+            let after = cpu_ticks(pid);
+            cpu.insert(name.to_string(), pct(before, after));
+            if let (Some(a), Some(b)) = (before, after) {
+                ticks.insert(name.to_string(), json!(b - a));
+            }
         }
-        cpu.insert(
-            "client".into(),
-            pct(self0, cpu_ticks(std::process::id() as i32)),
-        );
-        Ok::<_, String>((tallies, cpu, load_start, load_end, window))
+        Ok::<_, String>((tallies, (cpu, ticks), load_start, load_end, window))
     })?;
 
     let mut all = Tally::default();
@@ -449,7 +455,12 @@ fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Resul
         "p999_ms": pct(99.9),
         "max_ms": pct(100.0),
         "mean_ms": mean,
-        "cpu_pct": cpu,
+        "cpu_pct": cpu.0,
+        // CPU time per successful request, µs: what the figure costs whatever the machine's load.
+        "cpu_us_per_ok": cpu.1.iter().map(|(name, t)| {
+            let us = t.as_u64().unwrap_or(0) as f64 * 10_000.0 / all.ok.max(1) as f64;
+            (name.clone(), json!(us.round()))
+        }).collect::<serde_json::Map<_, _>>(),
         "loadavg_start": load_start,
         "loadavg_end": load_end,
     });
