@@ -55,7 +55,10 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 #[derive(Parser)]
-#[command(name = "deepcli-load", about = "Load generator for the Access API (bench-tools)")]
+#[command(
+    name = "deepcli-load",
+    about = "Load generator for the Access API (bench-tools)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -238,8 +241,7 @@ fn route(load: LoadArgs, token_file: &Path, inputs: &Path) -> Result<(), String>
         .map_err(|e| format!("{}: {e}", token_file.display()))?
         .trim()
         .to_string();
-    let text =
-        std::fs::read_to_string(inputs).map_err(|e| format!("{}: {e}", inputs.display()))?;
+    let text = std::fs::read_to_string(inputs).map_err(|e| format!("{}: {e}", inputs.display()))?;
     let inputs: Vec<Bytes> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -323,8 +325,7 @@ fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Resul
                 .ok_or_else(|| format!("--watch {w}: not NAME=PID"))?;
             Ok((
                 name.to_string(),
-                pid.parse()
-                    .map_err(|_| format!("--watch {w}: not a pid"))?,
+                pid.parse().map_err(|_| format!("--watch {w}: not a pid"))?,
             ))
         })
         .collect::<Result<_, String>>()?;
@@ -382,9 +383,9 @@ fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Resul
         let window = if duration.is_some() { end } else { last } - measure_from;
         let hz = 100.0; // USER_HZ on Linux (cpu_us_per_ok assumes it too)
         let pct = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(a), Some(b)) => json!(((b - a) as f64 / hz / window.as_secs_f64() * 1000.0)
-                .round()
-                / 10.0),
+            (Some(a), Some(b)) => {
+                json!(((b - a) as f64 / hz / window.as_secs_f64() * 1000.0).round() / 10.0)
+            }
             _ => Value::Null,
         };
         let mut cpu = serde_json::Map::new();
@@ -554,7 +555,9 @@ async fn worker(shared: Arc<Shared>, index: usize, workers: usize) -> Tally {
         };
         seq += 1;
         let Ok(request) = request else {
-            tally.first_error.get_or_insert("could not build a request".into());
+            tally
+                .first_error
+                .get_or_insert("could not build a request".into());
             break;
         };
         if sender.is_none() {
