@@ -1,7 +1,7 @@
 //! `deepcli route`: which agent and session a message would get, and why.
 
 use std::fmt::Write as _;
-use std::io::{self, BufRead, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use anstyle::{AnsiColor, Style};
@@ -172,29 +172,41 @@ fn load_plan(
 
 /// JSON lines in, JSON lines out. Output is flushed whenever no more input is buffered, so a
 /// caller that writes one line and waits for the answer gets it.
+///
+/// Lines are cut out of one reused input buffer and answered into one output buffer: nothing
+/// is allocated per line but what the input and the result themselves need.
 fn batch(plan: &RoutingPlan) -> ExitStatus {
-    let stdin = io::stdin();
-    let mut reader = io::BufReader::with_capacity(64 * 1024, stdin.lock());
+    let mut stdin = io::stdin().lock();
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
-    let mut line = String::new();
+    let mut lines = LineBuffer::with_capacity(64 * 1024);
     let mut number = 0usize;
     let mut bad = 0usize;
     loop {
-        line.clear();
-        match reader.read_line(&mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
+        let line = match lines.next_line(&mut stdin) {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
             Err(e) => {
                 let _ = out.flush();
                 let _ = writeln!(anstream::stderr(), "error: reading stdin: {e}");
                 return ExitStatus::Error;
             }
-        }
+        };
         number += 1;
+        let line = match std::str::from_utf8(line) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = out.flush();
+                let _ = writeln!(
+                    anstream::stderr(),
+                    "error: reading stdin: stream did not contain valid UTF-8"
+                );
+                return ExitStatus::Error;
+            }
+        };
         if line.trim().is_empty() {
             continue;
         }
-        let written = match serde_json::from_str::<RouteInput>(&line) {
+        let written = match serde_json::from_str::<RouteInput>(line) {
             Ok(input) => {
                 serde_json::to_writer(&mut out, &plan.resolve(&input)).map_err(io::Error::from)
             }
@@ -206,7 +218,7 @@ fn batch(plan: &RoutingPlan) -> ExitStatus {
         };
         // Nothing more buffered: the next read may block, so the caller gets its answers now.
         let written = written.and_then(|()| out.write_all(b"\n")).and_then(|()| {
-            if reader.buffer().is_empty() {
+            if lines.is_drained() {
                 out.flush()
             } else {
                 Ok(())
@@ -228,6 +240,71 @@ fn batch(plan: &RoutingPlan) -> ExitStatus {
         return ExitStatus::Failure;
     }
     ExitStatus::Success
+}
+
+/// Lines of a byte stream, each with its `\n` (the last one may lack it), cut out of one
+/// buffer that is refilled only when it holds no complete line.
+struct LineBuffer {
+    buf: Vec<u8>,
+    /// Where the unread bytes start.
+    start: usize,
+}
+
+impl LineBuffer {
+    fn with_capacity(capacity: usize) -> LineBuffer {
+        LineBuffer {
+            buf: Vec::with_capacity(capacity),
+            start: 0,
+        }
+    }
+
+    /// Whether every byte read so far has been handed out as a line.
+    fn is_drained(&self) -> bool {
+        self.start == self.buf.len()
+    }
+
+    fn next_line(&mut self, from: &mut impl io::Read) -> io::Result<Option<&[u8]>> {
+        let mut searched = 0;
+        loop {
+            let unread = &self.buf[self.start..];
+            if let Some(end) = unread[searched..].iter().position(|&b| b == b'\n') {
+                let line = self.start..self.start + searched + end + 1;
+                self.start = line.end;
+                return Ok(Some(&self.buf[line]));
+            }
+            searched = unread.len();
+            // No complete line: keep the partial one at the front and read more behind it.
+            self.buf.drain(..self.start);
+            self.start = 0;
+            if self.buf.len() == self.buf.capacity() {
+                self.buf.reserve(self.buf.capacity());
+            }
+            let len = self.buf.len();
+            self.buf.resize(self.buf.capacity(), 0);
+            let read = loop {
+                match from.read(&mut self.buf[len..]) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => break other,
+                }
+            };
+            match read {
+                Ok(0) => {
+                    self.buf.truncate(len);
+                    if len == 0 {
+                        return Ok(None);
+                    }
+                    // The last line, without its newline.
+                    self.start = len;
+                    return Ok(Some(&self.buf[..len]));
+                }
+                Ok(n) => self.buf.truncate(len + n),
+                Err(e) => {
+                    self.buf.truncate(len);
+                    return Err(e);
+                }
+            }
+        }
+    }
 }
 
 /// serde's message without its `at line 1 column N` (the line is always 1 here and would be
@@ -265,8 +342,8 @@ fn human(r: &RouteResult) -> String {
     let rows = [
         ("agent", format!("{AGENT}{}{AGENT:#}", r.agent_id)),
         ("matched by", decided),
-        ("session key", r.session_key.clone()),
-        ("main key", r.main_session_key.clone()),
+        ("session key", r.session_key.to_string()),
+        ("main key", r.main_session_key.to_string()),
         ("last route", r.last_route_policy.to_string()),
         (
             "scopes",

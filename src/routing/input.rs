@@ -3,6 +3,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::plan::{BindingRef, MatchedBy};
+use super::shared_str::SharedStr;
 use crate::config::model::{DmScope, GroupScope};
 
 /// A conversation: `{kind, id}`. Ids that arrive as JSON numbers become their decimal string.
@@ -49,14 +50,16 @@ pub struct RouteInput {
     pub group_scope: Option<GroupScope>,
 }
 
-/// Which agent and session a message belongs to.
+/// Which agent and session a message belongs to. The strings are shared with the plan where
+/// they can be (agent ids, main keys, known channels and accounts): a result costs few
+/// allocations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteResult {
-    pub agent_id: String,
-    pub channel: String,
-    pub account_id: String,
-    pub session_key: String,
-    pub main_session_key: String,
+    pub agent_id: SharedStr,
+    pub channel: SharedStr,
+    pub account_id: SharedStr,
+    pub session_key: SharedStr,
+    pub main_session_key: SharedStr,
     pub last_route_policy: &'static str,
     pub matched_by: MatchedBy,
     pub dm_scope: DmScope,

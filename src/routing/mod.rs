@@ -5,11 +5,14 @@
 
 pub mod document;
 pub mod explain;
+mod index;
 pub mod input;
 pub mod normalize;
 pub mod plan;
 pub mod scope;
 pub mod session;
+pub mod shared_str;
 
 pub use input::{Peer, RouteInput, RouteResult};
 pub use plan::{Explanation, MatchedBy, RoutingPlan};
+pub use shared_str::SharedStr;

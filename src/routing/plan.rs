@@ -1,6 +1,6 @@
-//! The compiled routing plan: bindings indexed by channel, account and tier, so that resolving
-//! a message costs a bounded number of hash lookups whatever the number of bindings
-//! (routing.md §3–§5).
+//! The compiled routing plan: bindings indexed by channel, account and tier ([`TierIndex`]), so
+//! that resolving a message costs a bounded number of hash lookups whatever the number of
+//! bindings (routing.md §3–§5).
 //!
 //! One walk over the tiers ([`RoutingPlan::walk`]) serves both [`RoutingPlan::resolve`] and
 //! [`RoutingPlan::explain`]: the explanation is a trace of the very code that decides, so it can
@@ -11,10 +11,12 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::index::{Located, Slot, Symbols, TierIndex, Unkeyed};
 use super::input::{RouteInput, RouteResult};
 use super::normalize::{self, PeerClass, PeerKind};
-use super::scope::{AccountPattern, Scope, Tier};
-use super::session::{SessionSettings, session_keys};
+use super::scope::{AccountPattern, Scope};
+use super::session::{SessionSettings, write_session_key};
+use super::shared_str::SharedStr;
 use crate::config::Config;
 use crate::config::model::{BindingType, DmScope, GroupScope, RuntimeKind};
 
@@ -34,30 +36,6 @@ pub struct CompiledBinding {
     pub dm_scope: Option<DmScope>,
     pub group_scope: Option<GroupScope>,
     pub source: BindingRef,
-}
-
-/// Positions in [`RoutingPlan::bindings`], in config order.
-type List = Vec<u32>;
-
-/// The bindings of one channel and one account pattern, by tier.
-#[derive(Debug, Default, Clone)]
-struct TierIndex {
-    /// By peer class (`direct`, `group`), then peer id.
-    peer: [HashMap<String, List>; 2],
-    /// By peer class.
-    wildcard: [List; 2],
-    guild_roles: HashMap<String, List>,
-    guild: HashMap<String, List>,
-    team: HashMap<String, List>,
-    account: List,
-    channel: List,
-}
-
-/// The bindings of one channel: exact-account indexes and the `accountId: "*"` index.
-#[derive(Debug, Default, Clone)]
-struct ChannelIndex {
-    exact: HashMap<String, TierIndex>,
-    any: TierIndex,
 }
 
 /// Which tier decided, as OpenClaw names it in `matchedBy`.
@@ -139,13 +117,18 @@ pub enum Skip {
 
 /// What the tier walk reports; [`RoutingPlan::resolve`] listens to nothing, `explain` to all.
 trait Observer {
+    /// Whether to walk whole tiers. Resolving skips the wildcard bindings of other guilds and
+    /// teams, which cannot match; an explanation lists them with their reason.
+    const WHOLE_TIERS: bool;
     fn skipped(&mut self, _tier: MatchedBy, _why: Skip) {}
     fn tried(&mut self, _tier: MatchedBy, _key: Option<&str>, _class: Option<PeerClass>) {}
     fn candidate(&mut self, _binding: usize, _verdict: Result<(), Miss>) {}
 }
 
 struct Quiet;
-impl Observer for Quiet {}
+impl Observer for Quiet {
+    const WHOLE_TIERS: bool = false;
+}
 
 /// A route input after normalization (routing.md §2), borrowing from the input where it can.
 struct Query<'a> {
@@ -156,6 +139,12 @@ struct Query<'a> {
     guild: Option<&'a str>,
     team: Option<&'a str>,
     roles: &'a [String],
+}
+
+/// A query as the index sees it: where its channel and account sit, its ids as symbols.
+struct Lookup<'i> {
+    at: Located<'i>,
+    syms: Symbols,
 }
 
 impl<'a> Query<'a> {
@@ -175,8 +164,31 @@ impl<'a> Query<'a> {
         }
     }
 
-    fn has_role(&self, role: &str) -> bool {
-        self.roles.iter().any(|r| r.trim() == role)
+    /// Looks the query up in `index`; nothing more when no binding names its channel.
+    fn lookup<'i>(&self, index: &'i TierIndex) -> Lookup<'i> {
+        let at = index.locate(&self.channel, &self.account);
+        if at.is_empty() {
+            return Lookup {
+                at,
+                syms: Symbols::default(),
+            };
+        }
+        let peer_sym = |p: &Option<(PeerKind, &str)>| match p {
+            Some((kind, id)) if kind.class().is_some() => index.sym(id),
+            _ => None,
+        };
+        let syms = Symbols {
+            peer: peer_sym(&self.peer),
+            parent: peer_sym(&self.parent),
+            guild: self.guild.and_then(|g| index.sym(g)),
+            team: self.team.and_then(|t| index.sym(t)),
+            roles: self
+                .roles
+                .iter()
+                .filter_map(|r| index.sym(r.trim()))
+                .collect(),
+        };
+        Lookup { at, syms }
     }
 }
 
@@ -223,7 +235,7 @@ pub struct RoutingPlan {
     pub default_agent: String,
     pub session: SessionSettings,
     pub acp: Vec<AcpBinding>,
-    index: HashMap<String, ChannelIndex>,
+    index: TierIndex,
     /// (channel, account, peer class, peer id) → position in `acp`.
     acp_index: HashMap<(String, String, PeerClass, String), usize>,
 }
@@ -308,41 +320,7 @@ impl RoutingPlan {
 
     /// Builds the index over already compiled bindings (also used when loading a saved plan).
     pub fn from_parts(bindings: Vec<CompiledBinding>, parts: PlanParts) -> RoutingPlan {
-        let mut index: HashMap<String, ChannelIndex> = HashMap::default();
-        for (i, b) in bindings.iter().enumerate() {
-            let i = u32::try_from(i).expect("more than 4 billion bindings");
-            let scope = &b.scope;
-            let channel = match index.get_mut(scope.channel.as_str()) {
-                Some(channel) => channel,
-                None => index.entry(scope.channel.clone()).or_default(),
-            };
-            let tiers = match &scope.account {
-                AccountPattern::Any => &mut channel.any,
-                AccountPattern::Exact(account) => match channel.exact.get_mut(account.as_str()) {
-                    Some(tiers) => tiers,
-                    None => channel.exact.entry(account.clone()).or_default(),
-                },
-            };
-            match scope.tier() {
-                Tier::Peer | Tier::Wildcard => {
-                    let Some(peer) = &scope.peer else { continue };
-                    // A peer of an unknown kind or with an empty id never matches (§3).
-                    let Some(class) = peer.kind.class() else {
-                        continue;
-                    };
-                    match &peer.id {
-                        Some(id) if !id.is_empty() => push(&mut tiers.peer[class as usize], id, i),
-                        Some(_) => {}
-                        None => tiers.wildcard[class as usize].push(i),
-                    }
-                }
-                Tier::GuildRoles => push_opt(&mut tiers.guild_roles, scope.guild.as_ref(), i),
-                Tier::Guild => push_opt(&mut tiers.guild, scope.guild.as_ref(), i),
-                Tier::Team => push_opt(&mut tiers.team, scope.team.as_ref(), i),
-                Tier::Account => tiers.account.push(i),
-                Tier::Channel => tiers.channel.push(i),
-            }
-        }
+        let index = TierIndex::build(&bindings, &parts.default_agent, &parts.session.main_key);
         let mut acp_index = HashMap::default();
         for (i, a) in parts.acp.iter().enumerate() {
             if let Some(class) = a.peer_kind.class() {
@@ -386,8 +364,9 @@ impl RoutingPlan {
     /// Picks the agent and session for one inbound message.
     pub fn resolve(&self, input: &RouteInput) -> RouteResult {
         let query = Query::new(input);
-        let decided = self.walk(&query, &mut Quiet);
-        self.result(input, query, decided)
+        let lookup = query.lookup(&self.index);
+        let decided = self.walk(&query, &lookup, &mut Quiet);
+        self.result(input, &query, &lookup, decided)
     }
 
     /// Resolves `input` and records, tier by tier, what was tried and why each candidate
@@ -395,7 +374,8 @@ impl RoutingPlan {
     pub fn explain(&self, input: &RouteInput) -> Explanation {
         let query = Query::new(input);
         let mut trace = Trace::default();
-        let decided = self.walk(&query, &mut trace);
+        let lookup = query.lookup(&self.index);
+        let decided = self.walk(&query, &lookup, &mut trace);
         // Bindings of this channel that the input's account never saw: the classic surprise
         // is a binding without `accountId`, which covers only the `default` account.
         let mut elsewhere: Vec<(String, usize)> = Vec::new();
@@ -416,7 +396,7 @@ impl RoutingPlan {
             }
         }
         Explanation {
-            result: self.result(input, query, decided),
+            result: self.result(input, &query, &lookup, decided),
             tiers: trace.tiers,
             channel_bindings,
             other_accounts: elsewhere,
@@ -425,13 +405,23 @@ impl RoutingPlan {
 
     /// The tiers of routing.md §4 in order; inside a tier, the first binding in config order
     /// (exact-account and `*` candidates merged) whose whole scope matches.
-    fn walk(&self, q: &Query<'_>, obs: &mut impl Observer) -> Option<(usize, MatchedBy)> {
-        let channel = self.index.get(q.channel.as_ref());
-        let exact = channel.and_then(|c| c.exact.get(q.account.as_ref()));
-        let any = channel.map(|c| &c.any);
+    fn walk<O: Observer>(
+        &self,
+        q: &Query<'_>,
+        Lookup { at, syms }: &Lookup<'_>,
+        obs: &mut O,
+    ) -> Option<(usize, MatchedBy)> {
+        let (at, syms) = (*at, syms);
+        let index = &self.index;
         let peer_class = q.peer.as_ref().and_then(|(kind, _)| kind.class());
         let parent_class = q.parent.as_ref().and_then(|(kind, _)| kind.class());
-        let scope_peer = q.peer.as_ref().map(|(kind, id)| (kind, *id));
+        let both = |slot: Slot, sym| {
+            [
+                index.keyed(at.exact, slot, sym),
+                index.keyed(at.any, slot, sym),
+            ]
+        };
+        let unkeyed = |list: Unkeyed| [index.unkeyed(at.exact, list), index.unkeyed(at.any, list)];
 
         for tier in MatchedBy::TIERS {
             let skip = match tier {
@@ -455,55 +445,76 @@ impl RoutingPlan {
                 obs.skipped(tier, why);
                 continue;
             }
-            let (key, class, sp) = match tier {
-                MatchedBy::Peer | MatchedBy::Wildcard => {
-                    (q.peer.as_ref().map(|(_, id)| *id), peer_class, scope_peer)
+            let found = match tier {
+                MatchedBy::Peer | MatchedBy::Parent => {
+                    let (peer, sym, class) = if tier == MatchedBy::Peer {
+                        (&q.peer, syms.peer, peer_class)
+                    } else {
+                        (&q.parent, syms.parent, parent_class)
+                    };
+                    let Some(class) = class else { continue };
+                    obs.tried(tier, peer.as_ref().map(|(_, id)| *id), Some(class));
+                    self.first_match(both(Slot::Peer(class), sym), syms, obs)
                 }
-                MatchedBy::Parent => (
-                    q.parent.as_ref().map(|(_, id)| *id),
-                    parent_class,
-                    q.parent.as_ref().map(|(kind, id)| (kind, *id)),
-                ),
-                MatchedBy::GuildRoles | MatchedBy::Guild => (q.guild, None, scope_peer),
-                MatchedBy::Team => (q.team, None, scope_peer),
-                _ => (None, None, scope_peer),
+                MatchedBy::Wildcard => {
+                    let Some(class) = peer_class else { continue };
+                    obs.tried(tier, q.peer.as_ref().map(|(_, id)| *id), Some(class));
+                    if O::WHOLE_TIERS {
+                        self.first_match(unkeyed(Unkeyed::Wildcard(class)), syms, obs)
+                    } else {
+                        let [a, b] = unkeyed(Unkeyed::WildcardOpen(class));
+                        let [c, d] = both(Slot::WildcardGuild(class), syms.guild);
+                        let [e, f] = both(Slot::WildcardTeam(class), syms.team);
+                        self.first_match([a, b, c, d, e, f], syms, obs)
+                    }
+                }
+                MatchedBy::GuildRoles | MatchedBy::Guild | MatchedBy::Team => {
+                    let (slot, key, sym) = match tier {
+                        MatchedBy::GuildRoles => (Slot::GuildRoles, q.guild, syms.guild),
+                        MatchedBy::Guild => (Slot::Guild, q.guild, syms.guild),
+                        _ => (Slot::Team, q.team, syms.team),
+                    };
+                    obs.tried(tier, key, None);
+                    self.first_match(both(slot, sym), syms, obs)
+                }
+                MatchedBy::Account | MatchedBy::Channel => {
+                    obs.tried(tier, None, None);
+                    let list = if tier == MatchedBy::Account {
+                        Unkeyed::Account
+                    } else {
+                        Unkeyed::Channel
+                    };
+                    self.first_match(unkeyed(list), syms, obs)
+                }
+                MatchedBy::Default => None,
             };
-            obs.tried(tier, key, class);
-            let a = exact.map_or(&[][..], |t| t.list(tier, key, class));
-            let b = any.map_or(&[][..], |t| t.list(tier, key, class));
-            if let Some(i) = self.first_match(a, b, sp, q, obs) {
+            if let Some(i) = found {
                 return Some((i, tier));
             }
         }
         None
     }
 
-    /// The first binding of two config-ordered lists, merged in config order, that matches.
-    fn first_match(
+    /// The first binding of config-ordered lists, merged in config order, that matches.
+    fn first_match<const N: usize>(
         &self,
-        mut a: &[u32],
-        mut b: &[u32],
-        scope_peer: Option<(&PeerKind, &str)>,
-        q: &Query<'_>,
+        mut lists: [&[u32]; N],
+        syms: &Symbols,
         obs: &mut impl Observer,
     ) -> Option<usize> {
         loop {
-            let next = match (a.first(), b.first()) {
-                (Some(&x), Some(&y)) if x < y => {
-                    a = &a[1..];
-                    x
+            let mut head: Option<(usize, u32)> = None;
+            for (k, list) in lists.iter().enumerate() {
+                if let Some(&first) = list.first()
+                    && head.is_none_or(|(_, best)| first < best)
+                {
+                    head = Some((k, first));
                 }
-                (_, Some(&y)) => {
-                    b = &b[1..];
-                    y
-                }
-                (Some(&x), None) => {
-                    a = &a[1..];
-                    x
-                }
-                (None, None) => return None,
-            } as usize;
-            let verdict = self.bindings[next].check(scope_peer, q);
+            }
+            let (k, next) = head?;
+            lists[k] = &lists[k][1..];
+            let next = next as usize;
+            let verdict = self.index.check(next, syms);
             obs.candidate(next, verdict);
             if verdict.is_ok() {
                 return Some(next);
@@ -514,117 +525,61 @@ impl RoutingPlan {
     fn result(
         &self,
         input: &RouteInput,
-        q: Query<'_>,
+        q: &Query<'_>,
+        lookup: &Lookup<'_>,
         decided: Option<(usize, MatchedBy)>,
     ) -> RouteResult {
-        let binding = decided.map(|(i, _)| &self.bindings[i]);
+        let entry = decided.map(|(i, _)| self.index.entry(i));
         let matched_by = decided.map_or(MatchedBy::Default, |(_, m)| m);
-        let agent_id = binding.map_or(self.default_agent.as_str(), |b| b.agent_id.as_str());
-        let dm_scope = binding
-            .and_then(|b| b.dm_scope)
+        let agent = entry.map_or_else(|| self.index.default_agent(), |e| self.index.agent(e.agent));
+        let dm_scope = entry
+            .and_then(|e| e.dm_scope)
             .or(input.dm_scope)
             .or(self.session.dm_scope)
             .unwrap_or(DmScope::Main);
-        let group_scope = binding
-            .and_then(|b| b.group_scope)
+        let group_scope = entry
+            .and_then(|e| e.group_scope)
             .or(input.group_scope)
             .or(self.session.group_scope)
             .unwrap_or(GroupScope::PerGroup);
-        let keys = session_keys(
-            &self.session,
-            agent_id,
-            &q.channel,
-            &q.account,
-            q.peer.as_ref().map(|(kind, id)| (kind, *id)),
-            dm_scope,
-            group_scope,
-        );
+        let session_key = SESSION_KEY.with_borrow_mut(|key| {
+            let is_peer_key = write_session_key(
+                &self.session,
+                &agent.id,
+                &q.channel,
+                &q.account,
+                q.peer.as_ref().map(|(kind, id)| (kind, *id)),
+                dm_scope,
+                group_scope,
+                key,
+            );
+            (is_peer_key && key.as_str() != agent.main_key.as_str())
+                .then(|| SharedStr::from(key.as_str()))
+        });
+        let last_route_policy = if session_key.is_some() {
+            "session"
+        } else {
+            "main"
+        };
+        let (channel, account_id) = self.index.names(&lookup.at, &q.channel, &q.account);
         RouteResult {
-            agent_id: agent_id.to_string(),
-            channel: q.channel.into_owned(),
-            account_id: q.account.into_owned(),
-            last_route_policy: if keys.session == keys.main {
-                "main"
-            } else {
-                "session"
-            },
-            session_key: keys.session,
-            main_session_key: keys.main,
+            agent_id: agent.id.clone(),
+            channel,
+            account_id,
+            session_key: session_key.unwrap_or_else(|| agent.main_key.clone()),
+            main_session_key: agent.main_key.clone(),
+            last_route_policy,
             matched_by,
             dm_scope,
             group_scope,
-            binding: binding.map(|b| b.source.clone()),
+            binding: decided.map(|(i, _)| self.index.source(i)),
         }
     }
 }
 
-impl TierIndex {
-    /// The candidates of `tier` at `key` (`class` is the peer class for the peer tiers).
-    fn list(&self, tier: MatchedBy, key: Option<&str>, class: Option<PeerClass>) -> &[u32] {
-        fn keyed<'t>(map: &'t HashMap<String, List>, key: Option<&str>) -> Option<&'t List> {
-            map.get(key?)
-        }
-        let found = match tier {
-            MatchedBy::Peer | MatchedBy::Parent => {
-                class.and_then(|c| keyed(&self.peer[c as usize], key))
-            }
-            MatchedBy::Wildcard => class.map(|c| &self.wildcard[c as usize]),
-            MatchedBy::GuildRoles => keyed(&self.guild_roles, key),
-            MatchedBy::Guild => keyed(&self.guild, key),
-            MatchedBy::Team => keyed(&self.team, key),
-            MatchedBy::Account => Some(&self.account),
-            MatchedBy::Channel => Some(&self.channel),
-            MatchedBy::Default => None,
-        };
-        found.map_or(&[], Vec::as_slice)
-    }
-}
-
-fn push(map: &mut HashMap<String, List>, key: &str, i: u32) {
-    match map.get_mut(key) {
-        Some(list) => list.push(i),
-        None => {
-            map.insert(key.to_string(), vec![i]);
-        }
-    }
-}
-
-fn push_opt(map: &mut HashMap<String, List>, key: Option<&String>, i: u32) {
-    if let Some(key) = key {
-        push(map, key, i);
-    }
-}
-
-impl CompiledBinding {
-    /// Whether every field this binding's `match` sets holds for the input (routing.md §3),
-    /// with `scope_peer` as the conversation (the peer, or the parent peer for tier 2). The
-    /// account pattern already holds by where the binding is indexed.
-    fn check(&self, scope_peer: Option<(&PeerKind, &str)>, q: &Query<'_>) -> Result<(), Miss> {
-        let s = &self.scope;
-        if let Some(pattern) = &s.peer {
-            let Some((kind, id)) = scope_peer else {
-                return Err(Miss::NoPeer);
-            };
-            if pattern.kind.class().is_none() || pattern.kind.class() != kind.class() {
-                return Err(Miss::PeerKind);
-            }
-            if let Some(want) = &pattern.id
-                && (want.is_empty() || want != id)
-            {
-                return Err(Miss::PeerId);
-            }
-        }
-        if s.guild.as_deref().is_some_and(|g| Some(g) != q.guild) {
-            return Err(Miss::Guild);
-        }
-        if s.team.as_deref().is_some_and(|t| Some(t) != q.team) {
-            return Err(Miss::Team);
-        }
-        if !s.roles.is_empty() && !s.roles.iter().any(|r| q.has_role(r)) {
-            return Err(Miss::Roles);
-        }
-        Ok(())
-    }
+thread_local! {
+    /// Where session keys are built before they are shared: one buffer per thread, reused.
+    static SESSION_KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 /// [`RoutingPlan::explain`]'s answer: the result and the trace of every tier.
@@ -664,6 +619,8 @@ struct Trace {
 }
 
 impl Observer for Trace {
+    const WHOLE_TIERS: bool = true;
+
     fn skipped(&mut self, tier: MatchedBy, why: Skip) {
         self.tiers.push(TierTrace {
             tier,

@@ -65,27 +65,84 @@ pub struct SessionKeys {
     pub main: String,
 }
 
-/// `parts` joined with `:` into one allocation (no formatting machinery: this is on the path of
-/// every message).
-fn key(parts: &[&str]) -> String {
-    let len = parts.iter().map(|p| p.len() + 1).sum::<usize>();
-    let mut out = String::with_capacity(len);
+/// Appends `id` lowercased as the router lowercases peer ids: only an id with an uppercase
+/// character changes (an ASCII id without one is copied as it is).
+fn push_lower(out: &mut String, id: &str) {
+    if id.is_ascii() {
+        let start = out.len();
+        out.push_str(id);
+        out[start..].make_ascii_lowercase();
+    } else if id.chars().any(char::is_uppercase) {
+        out.push_str(&id.to_lowercase());
+    } else {
+        out.push_str(id);
+    }
+}
+
+/// Appends `parts` joined with `:` (no formatting machinery: this is on the path of every
+/// message).
+fn push_parts(out: &mut String, parts: &[&str]) {
     for (i, part) in parts.iter().enumerate() {
         if i > 0 {
             out.push(':');
         }
         out.push_str(part);
     }
-    out
 }
 
-/// Lowercased, borrowing when it already is.
-fn lower(id: &str) -> std::borrow::Cow<'_, str> {
-    if id.chars().any(char::is_uppercase) {
-        std::borrow::Cow::Owned(id.to_lowercase())
-    } else {
-        std::borrow::Cow::Borrowed(id)
+/// Writes the session key of a resolved route into `out` (cleared first), unless the scopes
+/// make it the main key `agent:<agentId>:<mainKey>`: then `out` is left empty and the answer
+/// is `false`.
+#[allow(clippy::too_many_arguments)] // the facts of routing.md §6, each a plain value
+pub fn write_session_key(
+    settings: &SessionSettings,
+    agent_id: &str,
+    channel: &str,
+    account_id: &str,
+    peer: Option<(&PeerKind, &str)>,
+    dm_scope: DmScope,
+    group_scope: GroupScope,
+    out: &mut String,
+) -> bool {
+    out.clear();
+    let Some((kind, id)) = peer else {
+        return false;
+    };
+    let id = id.trim();
+    if *kind == PeerKind::Direct {
+        if dm_scope == DmScope::Main {
+            return false;
+        }
+        let id = settings.linked(channel, id).unwrap_or(id);
+        match dm_scope {
+            DmScope::Main => return false,
+            DmScope::PerPeer => push_parts(out, &["agent", agent_id, "direct", ""]),
+            DmScope::PerChannelPeer => push_parts(out, &["agent", agent_id, channel, "direct", ""]),
+            DmScope::PerAccountChannelPeer => {
+                push_parts(out, &["agent", agent_id, channel, account_id, "direct", ""]);
+            }
+        }
+        if id.is_empty() {
+            out.push_str("unknown");
+        } else {
+            push_lower(out, id);
+        }
+        return true;
     }
+    if group_scope == GroupScope::Main {
+        return false;
+    }
+    push_parts(out, &["agent", agent_id, channel, kind.as_str(), ""]);
+    let keeps_case = (channel == "signal" && *kind == PeerKind::Group)
+        || (channel == "matrix" && matches!(kind, PeerKind::Group | PeerKind::Channel));
+    if id.is_empty() {
+        out.push_str("unknown");
+    } else if keeps_case {
+        out.push_str(id);
+    } else {
+        push_lower(out, id);
+    }
+    true
 }
 
 /// The session key and main session key of a resolved route.
@@ -98,51 +155,21 @@ pub fn session_keys(
     dm_scope: DmScope,
     group_scope: GroupScope,
 ) -> SessionKeys {
-    let main = key(&["agent", agent_id, &settings.main_key]);
-    let session = match peer {
-        None => main.clone(),
-        Some((PeerKind::Direct, id)) => {
-            let id = id.trim();
-            let linked = if dm_scope == DmScope::Main {
-                None
-            } else {
-                settings.linked(channel, id)
-            };
-            let peer_id = lower(linked.unwrap_or(id));
-            let peer_id = if peer_id.is_empty() {
-                "unknown"
-            } else {
-                &peer_id
-            };
-            match dm_scope {
-                DmScope::Main => main.clone(),
-                DmScope::PerPeer => key(&["agent", agent_id, "direct", peer_id]),
-                DmScope::PerChannelPeer => key(&["agent", agent_id, channel, "direct", peer_id]),
-                DmScope::PerAccountChannelPeer => {
-                    key(&["agent", agent_id, channel, account_id, "direct", peer_id])
-                }
-            }
-        }
-        Some((kind, id)) => match group_scope {
-            GroupScope::Main => main.clone(),
-            GroupScope::PerGroup => {
-                let id = id.trim();
-                let keeps_case = (channel == "signal" && *kind == PeerKind::Group)
-                    || (channel == "matrix" && matches!(kind, PeerKind::Group | PeerKind::Channel));
-                let peer_id = if keeps_case {
-                    std::borrow::Cow::Borrowed(id)
-                } else {
-                    lower(id)
-                };
-                let peer_id = if peer_id.is_empty() {
-                    "unknown"
-                } else {
-                    &peer_id
-                };
-                key(&["agent", agent_id, channel, kind.as_str(), peer_id])
-            }
-        },
-    };
+    let main = settings.main_key(agent_id);
+    let mut session = String::new();
+    let is_peer_key = write_session_key(
+        settings,
+        agent_id,
+        channel,
+        account_id,
+        peer,
+        dm_scope,
+        group_scope,
+        &mut session,
+    );
+    if !is_peer_key {
+        session.clone_from(&main);
+    }
     SessionKeys { session, main }
 }
 
