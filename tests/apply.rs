@@ -748,3 +748,49 @@ fn a_relative_state_dir_records_absolute_paths() {
     assert!(Path::new(workspace).is_absolute(), "{workspace}");
     assert!(hub.workspace("main").join("AGENTS.md").is_file());
 }
+
+/// The published plan does not depend on how `--config` is spelled: applied with an absolute
+/// path, planned with a relative one, there is nothing to do.
+#[test]
+fn the_config_path_spelling_does_not_change_the_published_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("hub");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n",
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("bindings.yaml"),
+        "bindings:\n  - {agentId: main, match: {channel: cli}}\n",
+    )
+    .unwrap();
+    let deepcli = |args: &[&str]| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("deepcli"))
+            .current_dir(tmp.path())
+            .args(["--state-dir", tmp.path().join("state").to_str().unwrap()])
+            .args(args)
+            .env("HOME", tmp.path())
+            .output()
+            .unwrap()
+    };
+    let applied = deepcli(&[
+        "--config",
+        config.to_str().unwrap(),
+        "apply",
+        "--auto-approve",
+    ]);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let planned = deepcli(&["--config", "hub", "plan", "--detailed-exitcode"]);
+    assert_eq!(
+        planned.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&planned.stdout)
+    );
+}

@@ -178,6 +178,11 @@ impl Desired {
     pub fn routing_document(&self, generation: u64) -> PlanDocument {
         let mut doc = self.routing.to_document(generation, &self.config_hash);
         doc.plan.accounts = self.routing_accounts.clone();
+        // The file as an absolute path: `--config hub` and `--config /srv/hub` publish the same
+        // plan (the hash would otherwise change with the spelling).
+        if let Ok(path) = std::path::absolute(&self.bindings_file) {
+            doc.plan.bindings_file = path.display().to_string();
+        }
         doc.content_hash = doc.plan.hash();
         doc
     }
