@@ -5,5 +5,30 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    long_running_setup();
     deepcli::cli::run().into()
+}
+
+/// The long-running commands (`up`, `access serve`) give the memory of each reconcile back to
+/// the system when it is done. mimalloc frees pages only after a delay and only on threads that
+/// keep allocating, so an idle controller kept the peak of its last reconcile (about 600 MB at
+/// 100,000 bindings, against 160 MB live). Its options are read once, from the environment, when
+/// it starts: so the process sets `MIMALLOC_PURGE_DELAY=0` and executes itself again, once
+/// (same pid, same arguments).
+fn long_running_setup() {
+    use std::os::unix::process::CommandExt;
+    const KEY: &str = "MIMALLOC_PURGE_DELAY";
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let long_running = args.iter().skip(1).any(|a| a == "up" || a == "serve");
+    if !long_running || std::env::var_os(KEY).is_some() {
+        return;
+    }
+    let Ok(me) = std::env::current_exe() else {
+        return;
+    };
+    // `exec` returns only when it failed: then run as we are.
+    let _ = std::process::Command::new(me)
+        .args(&args[1..])
+        .env(KEY, "0")
+        .exec();
 }
