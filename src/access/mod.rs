@@ -339,9 +339,20 @@ impl Access {
                 });
             }
         };
-        let outcome = self
-            .deliver(plan, &envelope, &key, &agent_id, &session_key, route)
-            .await;
+        // Checked again now that this request owns the key: a delivery that finished between
+        // the first check and taking the key recorded itself before it let the key go.
+        let recorded = {
+            let key = key.clone();
+            self.blocking(move |store| store.delivered(&key)).await
+        };
+        let outcome = match recorded {
+            Ok(Some(response)) => Ok(as_duplicate(&response)),
+            Ok(None) => {
+                self.deliver(plan, &envelope, &key, &agent_id, &session_key, route)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         let _ = sender.send(Some(outcome.clone()));
         if let Ok(mut inflight) = self.inflight.lock() {
             inflight.remove(&key);
