@@ -241,7 +241,9 @@ impl Access {
         let channel = normalize::channel(&input.channel).into_owned();
         let account_id = result.account_id.to_string();
 
-        // The account decides who may speak for it: nothing is routed before it has.
+        // The account decides who may speak for it. The route above is pure and only names the
+        // account (normalized as the router does); nothing is counted, recorded or delivered
+        // before the account has authenticated the call.
         let Some(account) = plan.accounts.get(&(channel.clone(), account_id.clone())) else {
             return Err(AccessError::new(
                 StatusCode::NOT_FOUND,
