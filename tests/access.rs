@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Up, peer};
+use common::Up;
 use serde_json::{Value, json};
 
 const SECRET: &str = "quickstart-webhook-secret";
@@ -366,11 +366,7 @@ fn a_runtime_that_is_down_gets_a_503() {
 /// The echo agent on the ACP TypeScript SDK: counts turns per session, can load sessions, and
 /// answers `slow` only when cancelled.
 fn sdk_up(configure: impl FnOnce(&mut std::process::Command)) -> Up {
-    let agent = peer("tests/peers/sdk-echo-agent.mjs");
-    let agents = format!(
-        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
-        agent.display()
-    );
+    let agents = common::sdk_agents();
     let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
     let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack}}\n";
     let up = Up::start_config(&agents, channels, bindings, |cmd| {
@@ -594,13 +590,9 @@ fn one_request() -> (String, std::sync::mpsc::Receiver<(String, String)>) {
 
 #[test]
 fn replies_go_to_the_reply_url_signed_or_become_dead_letters() {
-    let agent = peer("tests/peers/sdk-echo-agent.mjs");
     let (url, received) = one_request();
     let closed = common::free_addr();
-    let agents = format!(
-        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
-        agent.display()
-    );
+    let agents = common::sdk_agents();
     let channels = format!(
         "channels:\n  slack:\n    accounts:\n      default: {{webhookSecret: {{source: env, id: HOOK}}, replyUrl: \"{url}\"}}\n      gone: {{webhookSecret: {{source: env, id: HOOK}}, replyUrl: \"http://{closed}/nobody\"}}\n"
     );

@@ -150,11 +150,7 @@ fn a_second_controller_is_refused_naming_the_holder() {
 /// the status shows, and closing its stdin stops it (the first rung of the stop ladder).
 #[test]
 fn an_agent_on_the_acp_typescript_sdk_is_ready_and_stops_when_its_stdin_closes() {
-    let agent = peer("tests/peers/sdk-echo-agent.mjs");
-    let agents = format!(
-        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
-        agent.display()
-    );
+    let agents = common::sdk_agents();
     let mut up = Up::start(&agents, "bindings: []\n");
     let doc = up.wait_for("the SDK agent ready", |s| {
         Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")

@@ -148,7 +148,7 @@ pub fn apply(
         let batch = plan.actions[i..]
             .iter()
             .take(DB_BATCH)
-            .take_while(|a| records.db_only(a))
+            .take_while(|a| Records::db_only(a))
             .count();
         let done = if batch > 0 {
             run_db_steps(store, &plan.actions[i..i + batch], &records, serial).map(|()| batch)
@@ -215,7 +215,7 @@ impl<'a> Records<'a> {
     }
 
     /// Whether a step touches nothing but the database.
-    fn db_only(&self, action: &Action) -> bool {
+    fn db_only(action: &Action) -> bool {
         matches!(
             action,
             Action::AddAccount { .. }

@@ -53,6 +53,16 @@ pub fn controller(
     cmd.spawn().unwrap()
 }
 
+/// agents.yaml with `main` and `sdk`, an acp runtime running the echo agent written on the ACP
+/// TypeScript SDK (`tests/peers/sdk-echo-agent.mjs`).
+pub fn sdk_agents() -> String {
+    let agent = peer("tests/peers/sdk-echo-agent.mjs");
+    format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
+        agent.display()
+    )
+}
+
 /// A file of the ACP peers that `scripts/test` installs into `.npm-peers/`.
 pub fn peer(path: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
