@@ -79,13 +79,21 @@ pub fn stored_accounts(config: &Config) -> Vec<StoredAccount> {
     out
 }
 
+/// What the published routing plan says of itself.
+pub struct Published<'a> {
+    pub generation: u64,
+    pub content_hash: &'a str,
+    pub config_hash: &'a str,
+    pub accounts: &'a [StoredAccount],
+}
+
 impl AccessPlan {
-    /// The plan of `config`, whose routing is already compiled into `routing`.
+    /// The plan of `config`, whose routing is already compiled into `routing` and published as
+    /// `published`.
     pub fn from_config(
         config: &Config,
         routing: RoutingPlan,
-        generation: u64,
-        content_hash: String,
+        published: Published<'_>,
     ) -> AccessPlan {
         let runtimes = config
             .agents
@@ -94,13 +102,13 @@ impl AccessPlan {
             .collect();
         AccessPlan::new(
             routing,
-            &stored_accounts(config),
+            published.accounts,
             runtimes,
             PlanMeta {
                 format_version: String::new(),
-                generation,
-                content_hash,
-                config_hash: config.sources.hash(),
+                generation: published.generation,
+                content_hash: published.content_hash.to_string(),
+                config_hash: published.config_hash.to_string(),
             },
             (config.agents.len(), config.bindings.len()),
         )

@@ -404,13 +404,12 @@ fn run_step(
             applied.trashed.push((entry, trash_root));
         }
         Action::PublishRouting { to, .. } => {
-            let doc = desired.routing_document(*to);
             let path = store.dir().routing_plan();
-            files::write_atomic(&path, doc.to_json().as_bytes()).map_err(&err)?;
+            files::write_atomic(&path, desired.routing_json(*to).as_bytes()).map_err(&err)?;
             failpoint::hit(&format!("after:{step}"));
             let record = PlanRecord {
                 generation: *to,
-                content_hash: doc.content_hash.clone(),
+                content_hash: desired.routing_hash.clone(),
                 config_hash: desired.config_hash.clone(),
                 bindings: desired.routing.bindings.len() as u64,
                 published_at: crate::state::now(),

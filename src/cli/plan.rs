@@ -80,10 +80,12 @@ fn paths(global: &GlobalSettings) -> Paths<'_> {
 }
 
 fn bindings_file(desired: &Desired) -> String {
-    desired.bindings_file.file_name().map_or_else(
-        || "bindings.yaml".into(),
-        |n| n.to_string_lossy().into_owned(),
-    )
+    std::path::Path::new(&desired.routing_body.bindings_file)
+        .file_name()
+        .map_or_else(
+            || "bindings.yaml".into(),
+            |n| n.to_string_lossy().into_owned(),
+        )
 }
 
 /// The plan for this config, state and world, with the operator's allowances.
@@ -144,7 +146,7 @@ pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
             let Ok(live) = read_live(&state) else {
                 return ExitStatus::Failure;
             };
-            let world = World::observe(&desired, &live, &state);
+            let world = World::observe(&desired.agents, &live, &state);
             (live, world)
         }
     };
@@ -280,7 +282,7 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
         other => other?,
     }
     let live = store.snapshot()?;
-    let world = World::observe(&desired, &live, &state);
+    let world = World::observe(&desired.agents, &live, &state);
     let plan = plan_for(
         global,
         &desired,

@@ -154,6 +154,7 @@ impl Decoded {
                     .and_then(|agents| agents.shift_remove("list"));
                 self.agents = serde_json::from_value(json).map_err(internal)?;
                 if let Some(serde_json::Value::Array(items)) = list {
+                    self.agent_list.reserve(items.len());
                     for (index, item) in items.into_iter().enumerate() {
                         if !item.is_null() {
                             let spec = serde_json::from_value(item).map_err(internal)?;
@@ -176,6 +177,7 @@ impl Decoded {
                     Some(serde_json::Value::Array(items)) => items,
                     _ => Vec::new(),
                 };
+                self.bindings.reserve(items.len());
                 for (index, item) in items.into_iter().enumerate() {
                     if item.is_null() {
                         continue;

@@ -18,10 +18,12 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use crate::access::plan::Published;
 use crate::access::store::AccessStore;
 use crate::access::{Access, AccessPlan};
 use crate::apply::{self, Source};
 use crate::config::{FileKind, LoadOptions};
+use crate::plan::observe::HashCache;
 use crate::plan::{Action, Desired, Options, World, diff};
 use crate::runtime::{RuntimeMap, RuntimeSpec, RuntimeStatus, Supervisor};
 use crate::state::{LeasePurpose, StateDir, StateError, StateStore};
@@ -227,10 +229,12 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     resync.tick().await;
     let mut heartbeat = tokio::time::interval(Duration::from_secs(10));
     let mut pending = true;
+    // Bootstrap file hashes, kept between reconciles: an unchanged file is not read again.
+    let hashes = Arc::new(Mutex::new(HashCache::default()));
     loop {
         if pending {
             pending = false;
-            reconcile(&options, &store, &shared, &mut supervisor).await;
+            reconcile(&options, (&store, &hashes), &shared, &mut supervisor).await;
         }
         tokio::select! {
             Some(()) = events.recv() => {
@@ -328,14 +332,15 @@ enum Found {
 
 async fn reconcile(
     options: &ControllerOptions,
-    store: &Arc<Mutex<StateStore>>,
+    (store, hashes): (&Arc<Mutex<StateStore>>, &Arc<Mutex<HashCache>>),
     shared: &Arc<Shared>,
     supervisor: &mut Supervisor,
 ) {
     let found = {
         let options = options.clone();
         let store = store.clone();
-        tokio::task::spawn_blocking(move || find(&options, &store))
+        let hashes = hashes.clone();
+        tokio::task::spawn_blocking(move || find(&options, &store, &hashes))
             .await
             .unwrap_or_else(|e| Found::Failed(format!("reconcile panicked: {e}")))
     };
@@ -388,6 +393,7 @@ async fn reconcile(
                     supervisor.stop(id).await;
                 }
             }
+            let mut stages = Stages::start();
             let applied = {
                 let store = store.clone();
                 let config_dir = options.config_dir.clone();
@@ -418,10 +424,12 @@ async fn reconcile(
                         s.last_error = Some(error);
                     }
                 }
-                Ok((applied, desired)) => {
+                Ok((applied, mut desired)) => {
+                    stages.done("apply");
                     let config_hash = desired.config_hash.clone();
                     if let Some(g) = applied.generation.or(generation) {
-                        serve_plan(&shared.access, *desired, &config, g).await;
+                        serve_plan(&shared.access, &mut desired, &config, g);
+                        stages.done("serve");
                     }
                     if !plan.is_empty() {
                         tracing::info!(
@@ -447,6 +455,7 @@ async fn reconcile(
                         s.agents = agents;
                     }
                     supervisor.converge(&runtimes).await;
+                    drop_in_background((desired, config, plan));
                 }
             }
         }
@@ -454,26 +463,29 @@ async fn reconcile(
 }
 
 /// Puts the applied config's routing in force for the Access layer, unless it already is.
-async fn serve_plan(
+/// Its routing plan is taken out of `desired`; the rest is dropped later, after the status says
+/// what is served.
+fn serve_plan(
     access: &Arc<Access>,
-    desired: Desired,
+    desired: &mut Desired,
     config: &crate::config::Config,
     generation: u64,
 ) {
-    let config_hash = config.sources.hash();
     if access
         .plan()
-        .is_some_and(|p| p.generation == generation && p.config_hash == config_hash)
+        .is_some_and(|p| p.generation == generation && p.config_hash == desired.config_hash)
     {
         return;
     }
-    let routing = desired.routing;
-    let content_hash = routing.to_document(generation, &config_hash).content_hash;
     access.swap(AccessPlan::from_config(
         config,
-        routing,
-        generation,
-        content_hash,
+        std::mem::take(&mut desired.routing),
+        Published {
+            generation,
+            content_hash: &desired.routing_hash,
+            config_hash: &desired.config_hash,
+            accounts: &desired.routing_body.accounts,
+        },
     ));
 }
 
@@ -482,8 +494,27 @@ fn guard(options: &ControllerOptions) -> Guard {
 }
 
 /// Load, validate, plan: the blocking part of a reconcile.
-fn find(options: &ControllerOptions, store: &Arc<Mutex<StateStore>>) -> Found {
-    let report = match crate::validate::validate_dir(&options.config_dir, &options.load) {
+fn find(
+    options: &ControllerOptions,
+    store: &Arc<Mutex<StateStore>>,
+    hashes: &Mutex<HashCache>,
+) -> Found {
+    let mut stages = Stages::start();
+    // The state is read while the files are parsed and checked: neither needs the other.
+    let (report, live) = std::thread::scope(|scope| {
+        let live = scope.spawn(|| {
+            store
+                .lock()
+                .map_err(|_| "state store poisoned".to_string())
+                .and_then(|s| s.snapshot().map_err(|e| e.to_string()))
+        });
+        let report = crate::validate::validate_dir(&options.config_dir, &options.load);
+        let live = live
+            .join()
+            .unwrap_or_else(|_| Err("reading the state panicked".to_string()));
+        (report, live)
+    });
+    let report = match report {
         Ok(report) => report,
         Err(e) => return Found::Failed(e.to_string()),
     };
@@ -500,18 +531,28 @@ fn find(options: &ControllerOptions, store: &Arc<Mutex<StateStore>>) -> Found {
             diagnostics,
         });
     }
-    let desired = Desired::from_config(&report.config);
-    let config = Box::new(report.config);
-    let state = StateDir::new(&options.load.state_dir);
-    let live = match store
-        .lock()
-        .map_err(|_| "state store poisoned".to_string())
-        .and_then(|s| s.snapshot().map_err(|e| e.to_string()))
-    {
+    let live = match live {
         Ok(live) => live,
         Err(e) => return Found::Failed(e),
     };
-    let world = World::observe(&desired, &live, &state);
+    stages.done("validate");
+    let config = Box::new(report.config);
+    let state = StateDir::new(&options.load.state_dir);
+    // The disk is looked at (by the agents' paths) while the rest of the desired state is built.
+    let agents = Desired::agents(&config);
+    let (world, mut desired) = std::thread::scope(|scope| {
+        let world = scope.spawn(|| match hashes.lock() {
+            Ok(mut hashes) => World::observe_with(&agents, &live, &state, &mut hashes),
+            Err(_) => World::observe(&agents, &live, &state),
+        });
+        let desired = Desired::without_agents(&config);
+        let world = world
+            .join()
+            .unwrap_or_else(|_| World::observe(&agents, &live, &state));
+        (world, desired)
+    });
+    desired.agents = agents;
+    stages.done("desired+observe");
     let guard = guard(options);
     let plan = diff(
         &desired,
@@ -529,12 +570,47 @@ fn find(options: &ControllerOptions, store: &Arc<Mutex<StateStore>>) -> Found {
         .filter_map(|a| RuntimeSpec::from_agent(a, &state.logs(), options.load.home.as_deref()))
         .collect();
     let agents = config.agents.iter().map(|a| a.id().to_string()).collect();
+    stages.done("diff");
+    let generation = live.routing.as_ref().map(|r| r.generation);
+    drop_in_background((live, world));
     Found::Planned {
         desired: Box::new(desired),
         plan: Box::new(plan),
         runtimes,
         agents,
         config,
-        generation: live.routing.as_ref().map(|r| r.generation),
+        generation,
+    }
+}
+
+/// Frees a reconcile's large values on a thread of their own: at ten thousand bindings that
+/// takes tens of milliseconds the new plan should not wait for.
+fn drop_in_background<T: Send + 'static>(value: T) {
+    // When no thread can be started, the closure is dropped at once, and the value with it.
+    let _ = std::thread::Builder::new()
+        .name("deepcli-drop".into())
+        .spawn(move || drop(value));
+}
+
+/// Times the stages of a reconcile for the debug log (`RUST_LOG=deepcli=debug`).
+struct Stages {
+    last: std::time::Instant,
+}
+
+impl Stages {
+    fn start() -> Stages {
+        Stages {
+            last: std::time::Instant::now(),
+        }
+    }
+
+    fn done(&mut self, stage: &'static str) {
+        let now = std::time::Instant::now();
+        tracing::debug!(
+            stage,
+            ms = (now - self.last).as_secs_f64() * 1e3,
+            "reconcile stage"
+        );
+        self.last = now;
     }
 }

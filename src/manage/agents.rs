@@ -912,7 +912,7 @@ fn trash_preview(
     let live = crate::state::StateStore::open(&state)?.snapshot()?;
     let would_be = change.validate(ctx).config;
     let desired = crate::plan::Desired::from_config(&would_be);
-    let world = crate::plan::World::observe(&desired, &live, &state);
+    let world = crate::plan::World::observe(&desired.agents, &live, &state);
     let guard = crate::plan::guard(&ctx.config_dir, &ctx.load);
     let plan = crate::plan::diff(
         &desired,

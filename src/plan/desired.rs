@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::config::model::{BindingSpec, BindingType, RuntimeKind};
 use crate::config::{Config, FileKind};
 use crate::routing::RoutingPlan;
-use crate::routing::document::{PlanDocument, StoredAccount};
+use crate::routing::document::PlanBody;
 use crate::routing::scope::Scope;
 use crate::state::{AccountRecord, BindingRecord};
 use crate::{hash, workspace};
@@ -54,17 +54,25 @@ pub struct Desired {
     pub accounts: Vec<AccountRecord>,
     pub bindings: Vec<DesiredBinding>,
     pub routing: RoutingPlan,
-    /// The content hash of the routing plan as it would be published.
+    /// The routing plan as it is published (`plan` of routing-plan.json), built once.
+    pub routing_body: PlanBody,
+    /// Its content hash.
     pub routing_hash: String,
-    /// The accounts section of the published plan (for the Access layer).
-    pub routing_accounts: Vec<StoredAccount>,
-    pub bindings_file: PathBuf,
 }
 
 impl Desired {
     /// Everything `plan` needs from a config that validated without errors.
     pub fn from_config(config: &Config) -> Desired {
-        let agents = config
+        Desired {
+            agents: Desired::agents(config),
+            ..Desired::without_agents(config)
+        }
+    }
+
+    /// The agents part of [`Desired::from_config`], which is what observing the world needs:
+    /// the controller looks at the disk while it builds the rest.
+    pub fn agents(config: &Config) -> Vec<DesiredAgent> {
+        config
             .agents
             .iter()
             .map(|agent| {
@@ -106,8 +114,11 @@ impl Desired {
                     runtime,
                 }
             })
-            .collect();
+            .collect()
+    }
 
+    /// [`Desired::from_config`] with no agents.
+    pub fn without_agents(config: &Config) -> Desired {
         let accounts = config
             .channels
             .iter()
@@ -131,7 +142,11 @@ impl Desired {
 
         let source = config.sources.get(FileKind::Bindings);
         let root = source.and_then(|f| f.root.as_ref());
-        let mut seen = std::collections::HashMap::<String, usize>::new();
+        let mut seen: rustc_hash::FxHashMap<String, usize> =
+            rustc_hash::FxHashMap::with_capacity_and_hasher(
+                config.bindings.len(),
+                Default::default(),
+            );
         let bindings = config
             .bindings
             .iter()
@@ -158,33 +173,33 @@ impl Desired {
             })
             .collect();
 
-        let mut desired = Desired {
-            config_hash: config.sources.hash(),
-            agents,
-            accounts,
-            bindings,
-            routing: RoutingPlan::compile(config),
-            routing_hash: String::new(),
-            routing_accounts: crate::access::plan::stored_accounts(config),
-            bindings_file: source
-                .map_or_else(|| config.dir.join("bindings.yaml"), |f| f.path.clone()),
-        };
-        desired.routing_hash = desired.routing_document(0).content_hash;
-        desired
-    }
-
-    /// The routing plan document to publish as `generation`: the compiled plan plus the
-    /// accounts the Access layer needs.
-    pub fn routing_document(&self, generation: u64) -> PlanDocument {
-        let mut doc = self.routing.to_document(generation, &self.config_hash);
-        doc.plan.accounts = self.routing_accounts.clone();
+        let routing = RoutingPlan::compile(config);
+        // The published plan: the compiled one plus the accounts the Access layer needs.
+        let mut routing_body = routing.to_body();
+        routing_body.accounts = crate::access::plan::stored_accounts(config);
         // The file as an absolute path: `--config hub` and `--config /srv/hub` publish the same
         // plan (the hash would otherwise change with the spelling).
-        if let Ok(path) = std::path::absolute(&self.bindings_file) {
-            doc.plan.bindings_file = path.display().to_string();
+        let bindings_file =
+            source.map_or_else(|| config.dir.join("bindings.yaml"), |f| f.path.clone());
+        if let Ok(path) = std::path::absolute(&bindings_file) {
+            routing_body.bindings_file = path.display().to_string();
         }
-        doc.content_hash = doc.plan.hash();
-        doc
+        let routing_hash = routing_body.hash();
+        Desired {
+            config_hash: config.sources.hash(),
+            agents: Vec::new(),
+            accounts,
+            bindings,
+            routing,
+            routing_body,
+            routing_hash,
+        }
+    }
+
+    /// `routing-plan.json` as published as `generation`.
+    pub fn routing_json(&self, generation: u64) -> String {
+        self.routing_body
+            .document_json(generation, &self.routing_hash, &self.config_hash)
     }
 }
 
@@ -203,16 +218,17 @@ pub fn binding_key(spec: &BindingSpec) -> String {
         let class = p.kind.class().map_or(p.kind.as_str(), |c| c.as_str());
         format!("{class}:{}", p.id.as_deref().unwrap_or("*"))
     });
-    serde_json::json!([
+    // A tuple is written as the JSON array it is.
+    serde_json::to_string(&(
         kind,
-        scope.channel,
-        account,
-        peer,
-        scope.guild,
-        scope.team,
-        scope.roles
-    ])
-    .to_string()
+        &scope.channel,
+        &account,
+        &peer,
+        &scope.guild,
+        &scope.team,
+        &scope.roles,
+    ))
+    .expect("strings always serialize")
 }
 
 /// `telegram:personal`, `discord guild 123 roles [456]`, `slack:default peer channel:C1`.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::desired::Desired;
+use super::desired::DesiredAgent;
 use crate::state::{LiveState, StateDir};
 use crate::{hash, workspace};
 
@@ -49,8 +49,18 @@ impl World {
         self.files.get(path).map(|h| h.as_deref())
     }
 
-    /// Looks at every path the desired and the live state mention.
-    pub fn observe(desired: &Desired, live: &LiveState, state: &StateDir) -> World {
+    /// Looks at every path the desired agents and the live state mention.
+    pub fn observe(desired: &[DesiredAgent], live: &LiveState, state: &StateDir) -> World {
+        World::observe_with(desired, live, state, &mut HashCache::default())
+    }
+
+    /// [`World::observe`], reading again only the files `cache` cannot vouch for.
+    pub fn observe_with(
+        desired: &[DesiredAgent],
+        live: &LiveState,
+        state: &StateDir,
+        cache: &mut HashCache,
+    ) -> World {
         let mut world = World {
             observed: true,
             ..World::default()
@@ -63,7 +73,7 @@ impl World {
             .map(|a| (a.id.as_str(), a.workspace.as_path()))
             .collect();
         let mut files = Vec::new();
-        for a in &desired.agents {
+        for a in desired {
             let fresh = applied.get(a.id.as_str()) != Some(&a.workspace.as_path());
             world.look_dir(&a.workspace, fresh);
             world.look_dir(&a.agent_dir, false);
@@ -76,7 +86,7 @@ impl World {
             world.look_dir(&a.sessions_dir, false);
         }
         files.extend(live.bootstrap.iter().map(|b| b.path.clone()));
-        world.look_files(files);
+        world.look_files(files, cache);
         for t in &live.trash {
             world.trash_dirs.insert(t.dir.clone(), t.dir.is_dir());
         }
@@ -125,7 +135,7 @@ impl World {
     }
 
     /// Hashes files on every core: a hub of a thousand agents has eight thousand of them.
-    fn look_files(&mut self, paths: Vec<PathBuf>) {
+    fn look_files(&mut self, paths: Vec<PathBuf>, cache: &mut HashCache) {
         let mut seen = HashSet::default();
         let paths: Vec<PathBuf> = paths
             .into_iter()
@@ -135,29 +145,90 @@ impl World {
             .map_or(1, |n| n.get())
             .min(8);
         let chunk = paths.len().div_ceil(threads).max(64);
-        let hash_file = |path: &PathBuf| std::fs::read(path).ok().map(|bytes| hash::of(&bytes));
-        let hashed: Vec<Vec<Option<String>>> = std::thread::scope(|scope| {
+        let known = &*cache;
+        let look = |path: &PathBuf| known.look(path);
+        let looked: Vec<Vec<Looked>> = std::thread::scope(|scope| {
             let workers: Vec<_> = paths
                 .chunks(chunk)
-                .map(|part| {
-                    (
-                        part,
-                        scope.spawn(move || part.iter().map(hash_file).collect()),
-                    )
-                })
+                .map(|part| (part, scope.spawn(move || part.iter().map(look).collect())))
                 .collect();
             workers
                 .into_iter()
                 // A worker that died is redone here, so every path keeps its own hash.
-                .map(|(part, w)| {
-                    w.join()
-                        .unwrap_or_else(|_| part.iter().map(hash_file).collect())
-                })
+                .map(|(part, w)| w.join().unwrap_or_else(|_| part.iter().map(look).collect()))
                 .collect()
         });
-        for (path, hash) in paths.into_iter().zip(hashed.into_iter().flatten()) {
+        let mut entries = HashMap::default();
+        for (path, looked) in paths.into_iter().zip(looked.into_iter().flatten()) {
+            let hash = looked.map(|(stamp, hash)| {
+                if let Some(stamp) = stamp {
+                    entries.insert(path.clone(), (stamp, hash.clone()));
+                }
+                hash
+            });
             self.files.insert(path, hash);
         }
+        // What was not looked at this time is forgotten.
+        cache.entries = entries;
+    }
+}
+
+/// What [`HashCache::look`] found: `None` for a missing or unreadable file, else the stamp to
+/// remember the hash by (`None`: too fresh to remember) and the hash.
+type Looked = Option<(Option<Stamp>, String)>;
+
+/// File hashes remembered by what `stat` says of each file, for a long-running controller: a
+/// file whose device, inode, size, mtime and ctime are unchanged is not read again. A hash is
+/// remembered only for a file last changed two seconds before it was read, so a write in the
+/// same clock tick as the read cannot go unseen (git's "racy" index entries).
+#[derive(Debug)]
+pub struct HashCache {
+    entries: HashMap<PathBuf, (Stamp, String)>,
+    settled: std::time::Duration,
+}
+
+impl Default for HashCache {
+    fn default() -> HashCache {
+        HashCache {
+            entries: HashMap::default(),
+            settled: std::time::Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl HashCache {
+    fn look(&self, path: &PathBuf) -> Looked {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        let stamp = Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        };
+        if let Some((known, hash)) = self.entries.get(path)
+            && *known == stamp
+        {
+            return Some((Some(stamp), hash.clone()));
+        }
+        let hash = hash::of(&std::fs::read(path).ok()?);
+        let changed = std::time::UNIX_EPOCH
+            + std::time::Duration::new(
+                u64::try_from(stamp.ctime.0).unwrap_or(0),
+                u32::try_from(stamp.ctime.1).unwrap_or(0),
+            );
+        let settled = changed + self.settled <= std::time::SystemTime::now();
+        Some((settled.then_some(stamp), hash))
     }
 }
 
@@ -171,4 +242,49 @@ fn routing_hash(path: &Path) -> Option<String> {
     serde_json::from_str::<Head>(&text)
         .ok()
         .map(|h| h.content_hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn look_all(cache: &mut HashCache, paths: &[PathBuf]) -> Vec<Option<String>> {
+        let mut world = World::default();
+        world.look_files(paths.to_vec(), cache);
+        paths.iter().map(|p| world.files[p].clone()).collect()
+    }
+
+    #[test]
+    fn a_remembered_hash_follows_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.md"), dir.path().join("missing.md"));
+        std::fs::write(&a, "one").unwrap();
+        let mut cache = HashCache {
+            settled: std::time::Duration::ZERO,
+            ..HashCache::default()
+        };
+        let paths = [a.clone(), b];
+        assert_eq!(look_all(&mut cache, &paths), [Some(hash::of(b"one")), None]);
+        assert!(
+            cache.entries.contains_key(&a),
+            "a settled file is remembered"
+        );
+        // Same size, new content, a clock tick later: the stamp differs, the file is read.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&a, "two").unwrap();
+        assert_eq!(look_all(&mut cache, &paths)[0], Some(hash::of(b"two")));
+        std::fs::remove_file(&a).unwrap();
+        assert_eq!(look_all(&mut cache, &paths)[0], None);
+        assert!(cache.entries.is_empty(), "a missing file is forgotten");
+    }
+
+    #[test]
+    fn a_file_changed_just_now_is_not_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.md");
+        std::fs::write(&a, "fresh").unwrap();
+        let mut cache = HashCache::default();
+        assert_eq!(look_all(&mut cache, &[a]), [Some(hash::of(b"fresh"))]);
+        assert!(cache.entries.is_empty());
+    }
 }

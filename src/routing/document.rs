@@ -151,6 +151,18 @@ fn peer_kind_name(kind: &PeerKind) -> String {
 impl RoutingPlan {
     /// The plan in its stored form, with the generation and config hash it is published with.
     pub fn to_document(&self, generation: u64, config_hash: &str) -> PlanDocument {
+        let plan = self.to_body();
+        PlanDocument {
+            format_version: FORMAT_VERSION.to_string(),
+            generation,
+            content_hash: plan.hash(),
+            config_hash: config_hash.to_string(),
+            plan,
+        }
+    }
+
+    /// The `plan` object of the stored form (no accounts: those come from channels.yaml).
+    pub fn to_body(&self) -> PlanBody {
         let mut agents = self.agents.clone();
         let mut positions: std::collections::HashMap<String, usize> = agents
             .iter()
@@ -219,7 +231,7 @@ impl RoutingPlan {
             .map(|b| &b.source.file)
             .or(self.acp.first().map(|a| &a.source.file))
             .map_or_else(|| "bindings.yaml".to_string(), |f| f.to_string());
-        let plan = PlanBody {
+        PlanBody {
             default_agent: self.default_agent.clone(),
             agents,
             session: self.session.clone(),
@@ -227,21 +239,38 @@ impl RoutingPlan {
             bindings,
             acp,
             accounts: Vec::new(),
-        };
-        PlanDocument {
-            format_version: FORMAT_VERSION.to_string(),
-            generation,
-            content_hash: plan.hash(),
-            config_hash: config_hash.to_string(),
-            plan,
         }
     }
 }
 
 impl PlanBody {
     pub fn hash(&self) -> String {
-        let bytes = serde_json::to_vec(self).expect("a plan always serializes");
-        crate::hash::of(&bytes)
+        let mut hasher = crate::hash::Writer::default();
+        serde_json::to_writer(&mut hasher, self).expect("a plan always serializes");
+        hasher.finish()
+    }
+
+    /// The document of this body as published (what [`PlanDocument::to_json`] writes), without
+    /// copying the body.
+    pub fn document_json(&self, generation: u64, content_hash: &str, config_hash: &str) -> String {
+        #[derive(Serialize)]
+        struct Document<'a> {
+            format_version: &'a str,
+            generation: u64,
+            content_hash: &'a str,
+            config_hash: &'a str,
+            plan: &'a PlanBody,
+        }
+        let mut text = serde_json::to_string_pretty(&Document {
+            format_version: FORMAT_VERSION,
+            generation,
+            content_hash,
+            config_hash,
+            plan: self,
+        })
+        .expect("a plan always serializes");
+        text.push('\n');
+        text
     }
 }
 

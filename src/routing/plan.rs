@@ -227,8 +227,8 @@ pub struct PlanParts {
     pub acp: Vec<AcpBinding>,
 }
 
-/// A compiled, immutable routing plan.
-#[derive(Debug, Clone)]
+/// A compiled, immutable routing plan (the default one has no bindings and no agents).
+#[derive(Debug, Clone, Default)]
 pub struct RoutingPlan {
     pub bindings: Vec<CompiledBinding>,
     pub agents: Vec<PlanAgent>,

@@ -188,7 +188,8 @@ fn spelling(cx: &Context<'_>, binding: &Binding, out: &mut Vec<Diagnostic>) {
 /// Binding conflicts (same match key, different agents) and unreachable bindings (an earlier
 /// binding in the same tier matches all they match).
 fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>) {
-    let mut first_by_key: HashMap<MatchKey, usize> = HashMap::default();
+    let mut first_by_key: HashMap<MatchKey, usize> =
+        HashMap::with_capacity_and_hasher(scopes.len(), Default::default());
     let mut by_tier: HashMap<TierKey, Vec<usize>> = HashMap::default();
     for (i, (binding, scope)) in scopes.iter().enumerate() {
         if binding.spec.kind != BindingType::Route {
