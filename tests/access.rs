@@ -266,6 +266,13 @@ fn refusals_say_why_and_route_nothing() {
     assert_eq!(status, 200);
     assert_eq!(plan["generation"], 1);
     assert_eq!(generation, Some(1), "the generation header");
+    let published: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(up.state.join("routing-plan.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        plan["contentHash"], published["content_hash"],
+        "the plan served is the plan published"
+    );
     let (status, _, route) = call(
         up.addr,
         "POST",
