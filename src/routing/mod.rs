@@ -5,6 +5,7 @@
 
 pub mod document;
 pub mod explain;
+mod id_table;
 mod index;
 pub mod input;
 pub mod normalize;
