@@ -22,7 +22,6 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::id_table::{IdHash, IdTable};
 use super::normalize::{self, DEFAULT_ACCOUNT, PeerClass};
 use super::plan::{BindingRef, CompiledBinding, Miss};
 use super::scope::{AccountPattern, Tier};
@@ -118,14 +117,14 @@ const SPILLED: u32 = u32::MAX - 1;
 
 /// The keyed lists of one id: the only one inline (`key` a [`place_key`], `run` its list), or
 /// several in [`TierIndex::places`].
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 struct Places {
     key: u32,
     run: Run,
 }
 
 /// What the index knows of one id: its symbol and the lists keyed on it.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(super) struct IdInfo {
     pub sym: Sym,
     places: Places,
@@ -222,9 +221,8 @@ impl Located<'_> {
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct TierIndex {
-    /// The ids while building; moved into `ids` at the end.
-    interned: HashMap<SharedStr, IdInfo>,
-    ids: IdTable<IdInfo>,
+    /// Keys are [`SharedStr`]s so that a short id is compared where the table holds it.
+    ids: HashMap<SharedStr, IdInfo>,
     channels: HashMap<SharedStr, Channel>,
     /// The places of ids keyed on in several, per id sorted by place key.
     places: Vec<(u32, Run)>,
@@ -346,7 +344,7 @@ impl TierIndex {
                 key: NO_PLACE,
                 run: Run::default(),
             };
-            index.interned.len()
+            index.ids.len()
         ];
         let mut rest = places.as_slice();
         let mut of_sym: Vec<(u32, Run)> = Vec::new();
@@ -379,10 +377,9 @@ impl TierIndex {
                 }
             };
         }
-        for info in index.interned.values_mut() {
+        for info in index.ids.values_mut() {
             info.places = by_sym[info.sym as usize];
         }
-        index.ids = IdTable::build(std::mem::take(&mut index.interned).into_iter());
         unkeyed.sort_by_key(|&(context, list, _)| (context, list.number()));
         let mut rest = unkeyed.as_slice();
         while let Some(&(context, list, _)) = rest.first() {
@@ -398,11 +395,11 @@ impl TierIndex {
     }
 
     fn intern(&mut self, id: &str) -> Sym {
-        if let Some(info) = self.interned.get(id) {
+        if let Some(info) = self.ids.get(id) {
             return info.sym;
         }
-        let sym = Sym::try_from(self.interned.len()).expect("fewer than 4 billion ids");
-        self.interned.insert(
+        let sym = Sym::try_from(self.ids.len()).expect("fewer than 4 billion ids");
+        self.ids.insert(
             id.into(),
             IdInfo {
                 sym,
@@ -512,23 +509,7 @@ impl TierIndex {
 
     /// What the index knows of an id (normalized), if any binding names it.
     pub fn id(&self, id: &str) -> Option<&IdInfo> {
-        self.ids.get(id, IdHash::of(id))
-    }
-
-    /// [`TierIndex::id`] of several ids at once: their cache misses overlap.
-    pub fn ids<const N: usize>(&self, ids: [Option<&str>; N]) -> [Option<&IdInfo>; N] {
-        let hashes = ids.map(|id| id.map(IdHash::of));
-        let mut touched = 0;
-        for hash in hashes.iter().flatten() {
-            touched ^= self.ids.touch(*hash);
-        }
-        std::hint::black_box(touched);
-        let mut at = 0;
-        ids.map(|id| {
-            let hash = hashes[at];
-            at += 1;
-            self.ids.get(id?, hash?)
-        })
+        self.ids.get(id)
     }
 
     /// A keyed list of a context.

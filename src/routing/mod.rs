@@ -5,7 +5,6 @@
 
 pub mod document;
 pub mod explain;
-mod id_table;
 mod index;
 pub mod input;
 pub mod normalize;

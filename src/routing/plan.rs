@@ -175,17 +175,17 @@ impl<'a> Query<'a> {
                 syms: Symbols::default(),
             };
         }
-        let peer_id = |p: &Option<(PeerKind, &'a str)>| match p {
-            Some((kind, id)) if kind.class().is_some() => Some(*id),
+        let peer_id = |p: &Option<(PeerKind, &str)>| match p {
+            Some((kind, id)) if kind.class().is_some() => index.id(id),
             _ => None,
         };
-        let [peer, parent, guild, team] = index.ids([
+        let syms = Symbols::new(
             peer_id(&self.peer),
             peer_id(&self.parent),
-            self.guild,
-            self.team,
-        ]);
-        let syms = Symbols::new(peer, parent, guild, team, self.roles);
+            self.guild.and_then(|g| index.id(g)),
+            self.team.and_then(|t| index.id(t)),
+            self.roles,
+        );
         Lookup { at, syms }
     }
 }
