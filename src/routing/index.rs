@@ -5,8 +5,10 @@
 //!   once: a [`Sym`]. An input's ids are looked up once per message; an id no binding names is
 //!   no symbol, so its tiers cost nothing.
 //! * A context is one channel with one account pattern (an exact account, or `*`). Its keyed
-//!   tiers (peer, guild+roles, guild, team) live in one table keyed by (context, slot, symbol);
-//!   its unkeyed lists (account, channel, wildcard) in the context itself.
+//!   tiers (peer, guild+roles, guild, team) are kept with the id they are keyed on: the id's
+//!   record ([`IdInfo`]) holds its symbol and its (context, slot) places, the only one inline.
+//!   So one hash lookup per id of the message finds both what the checks compare and every
+//!   list keyed on it; its unkeyed lists (account, channel, wildcard) live in the context.
 //! * A list is a run of binding positions in config order inside one flat array.
 //! * A binding's own checks (guild, team, roles) and what its result needs are one small
 //!   [`Entry`], so checking a candidate reads one cache line.
@@ -20,7 +22,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::normalize::{DEFAULT_ACCOUNT, PeerClass};
+use super::normalize::{self, DEFAULT_ACCOUNT, PeerClass};
 use super::plan::{BindingRef, CompiledBinding, Miss};
 use super::scope::{AccountPattern, Tier};
 use super::shared_str::SharedStr;
@@ -94,12 +96,39 @@ impl Unkeyed {
     }
 }
 
-/// (context, slot, symbol) as one number: 28 bits of context, 4 of slot, 32 of symbol.
+/// (symbol, context, slot) as one number: 32 bits of symbol, 28 of context, 4 of slot, so that
+/// sorting groups the places of one id together.
 fn key(context: ContextId, slot: Slot, sym: Sym) -> u64 {
-    (u64::from(context) << 36) | (slot.number() << 32) | u64::from(sym)
+    (u64::from(sym) << 32) | u64::from(place_key(context, slot))
+}
+
+/// (context, slot) as one number: 28 bits of context, 4 of slot.
+fn place_key(context: ContextId, slot: Slot) -> u32 {
+    (context << 4) | slot.number() as u32
 }
 
 const MAX_CONTEXTS: usize = 1 << 28;
+
+/// [`Places::key`] of an id no list is keyed on (a role, say).
+const NO_PLACE: u32 = u32::MAX;
+/// [`Places::key`] of an id keyed on in several places: `run` is a run of
+/// [`TierIndex::places`]. (No place key is this large: slots stop at 8.)
+const SPILLED: u32 = u32::MAX - 1;
+
+/// The keyed lists of one id: the only one inline (`key` a [`place_key`], `run` its list), or
+/// several in [`TierIndex::places`].
+#[derive(Debug, Clone, Copy)]
+struct Places {
+    key: u32,
+    run: Run,
+}
+
+/// What the index knows of one id: its symbol and the lists keyed on it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct IdInfo {
+    pub sym: Sym,
+    places: Places,
+}
 
 /// What resolving needs of one route binding, besides where it is indexed.
 #[derive(Debug, Clone, Copy)]
@@ -112,7 +141,7 @@ pub(super) struct Entry {
     /// Position in [`TierIndex::files`].
     file: u32,
     line: u32,
-    index: usize,
+    index: u32,
     pub dm_scope: Option<DmScope>,
     pub group_scope: Option<GroupScope>,
 }
@@ -140,14 +169,39 @@ struct Channel {
     accounts: HashMap<SharedStr, (SharedStr, ContextId)>,
 }
 
-/// The ids of one message as symbols (`None`: absent, or named by no binding).
+/// The ids of one message as the index knows them (`None`: absent, or named by no binding).
+/// Role ids are looked up only when a candidate asks for roles.
 #[derive(Debug, Default)]
-pub(super) struct Symbols {
-    pub peer: Option<Sym>,
-    pub parent: Option<Sym>,
-    pub guild: Option<Sym>,
-    pub team: Option<Sym>,
-    pub roles: Vec<Sym>,
+pub(super) struct Symbols<'i, 'a> {
+    pub peer: Option<&'i IdInfo>,
+    pub parent: Option<&'i IdInfo>,
+    pub guild: Option<&'i IdInfo>,
+    pub team: Option<&'i IdInfo>,
+    pub role_ids: &'a [String],
+    roles: std::cell::OnceCell<smallvec::SmallVec<[Sym; 8]>>,
+}
+
+impl<'i, 'a> Symbols<'i, 'a> {
+    pub fn new(
+        peer: Option<&'i IdInfo>,
+        parent: Option<&'i IdInfo>,
+        guild: Option<&'i IdInfo>,
+        team: Option<&'i IdInfo>,
+        role_ids: &'a [String],
+    ) -> Self {
+        Symbols {
+            peer,
+            parent,
+            guild,
+            team,
+            role_ids,
+            roles: std::cell::OnceCell::new(),
+        }
+    }
+}
+
+fn sym_of(info: Option<&IdInfo>) -> Option<Sym> {
+    info.map(|i| i.sym)
 }
 
 /// Where a message's channel and account sit in the index.
@@ -168,9 +222,10 @@ impl Located<'_> {
 #[derive(Debug, Clone, Default)]
 pub(super) struct TierIndex {
     /// Keys are [`SharedStr`]s so that a short id is compared where the table holds it.
-    syms: HashMap<SharedStr, Sym>,
+    ids: HashMap<SharedStr, IdInfo>,
     channels: HashMap<SharedStr, Channel>,
-    keyed: HashMap<u64, Run>,
+    /// The places of ids keyed on in several, per id sorted by place key.
+    places: Vec<(u32, Run)>,
     contexts: Vec<Context>,
     /// Binding positions, list after list.
     lists: Vec<u32>,
@@ -241,7 +296,7 @@ impl TierIndex {
                 agent,
                 file,
                 line: b.source.line,
-                index: b.source.index,
+                index: u32::try_from(b.source.index).expect("fewer than 4 billion bindings"),
                 dm_scope: b.dm_scope,
                 group_scope: b.group_scope,
             });
@@ -280,18 +335,50 @@ impl TierIndex {
             }
         }
 
-        // Group the keyed places into runs; a stable sort keeps config order inside a key.
+        // Group the keyed places into runs, and the runs by id; a stable sort keeps config
+        // order inside a key.
         places.sort_by_key(|&(k, _)| k);
         index.lists.reserve_exact(places.len() + unkeyed.len());
-        index.keyed.reserve(places.len());
+        let mut by_sym: Vec<Places> = vec![
+            Places {
+                key: NO_PLACE,
+                run: Run::default(),
+            };
+            index.ids.len()
+        ];
         let mut rest = places.as_slice();
+        let mut of_sym: Vec<(u32, Run)> = Vec::new();
         while let Some(&(k, _)) = rest.first() {
-            let len = rest.iter().take_while(|(other, _)| *other == k).count();
-            let positions: Vec<u32> = rest[..len].iter().map(|&(_, i)| i).collect();
-            let run = index.push_run(&positions);
-            index.keyed.insert(k, run);
-            index.contexts[(k >> 36) as usize].keyed |= 1 << ((k >> 32) & 0xf);
-            rest = &rest[len..];
+            let sym = (k >> 32) as Sym;
+            of_sym.clear();
+            while let Some(&(k, _)) = rest.first().filter(|(k, _)| (k >> 32) as Sym == sym) {
+                let len = rest.iter().take_while(|(other, _)| *other == k).count();
+                let run = index.push_run(rest[..len].iter().map(|&(_, i)| i), len);
+                let place = k as u32;
+                of_sym.push((place, run));
+                index.contexts[(place >> 4) as usize].keyed |= 1 << (place & 0xf);
+                rest = &rest[len..];
+            }
+            by_sym[sym as usize] = match of_sym.as_slice() {
+                [(key, run)] => Places {
+                    key: *key,
+                    run: *run,
+                },
+                many => {
+                    let start = run_number(index.places.len());
+                    index.places.extend_from_slice(many);
+                    Places {
+                        key: SPILLED,
+                        run: Run {
+                            start,
+                            len: run_number(many.len()),
+                        },
+                    }
+                }
+            };
+        }
+        for info in index.ids.values_mut() {
+            info.places = by_sym[info.sym as usize];
         }
         unkeyed.sort_by_key(|&(context, list, _)| (context, list.number()));
         let mut rest = unkeyed.as_slice();
@@ -300,8 +387,7 @@ impl TierIndex {
                 .iter()
                 .take_while(|(c, l, _)| *c == context && *l == list)
                 .count();
-            let positions: Vec<u32> = rest[..len].iter().map(|&(_, _, i)| i).collect();
-            let run = index.push_run(&positions);
+            let run = index.push_run(rest[..len].iter().map(|&(_, _, i)| i), len);
             index.contexts[context as usize].unkeyed[list.number()] = run;
             rest = &rest[len..];
         }
@@ -309,11 +395,20 @@ impl TierIndex {
     }
 
     fn intern(&mut self, id: &str) -> Sym {
-        if let Some(&sym) = self.syms.get(id) {
-            return sym;
+        if let Some(info) = self.ids.get(id) {
+            return info.sym;
         }
-        let sym = Sym::try_from(self.syms.len()).expect("fewer than 4 billion ids");
-        self.syms.insert(id.into(), sym);
+        let sym = Sym::try_from(self.ids.len()).expect("fewer than 4 billion ids");
+        self.ids.insert(
+            id.into(),
+            IdInfo {
+                sym,
+                places: Places {
+                    key: NO_PLACE,
+                    run: Run::default(),
+                },
+            },
+        );
         sym
     }
 
@@ -361,18 +456,19 @@ impl TierIndex {
         run_number(n)
     }
 
-    fn push_run(&mut self, positions: &[u32]) -> Run {
-        if let [only] = positions {
+    /// A run of the `len` binding positions of `positions`.
+    fn push_run(&mut self, mut positions: impl Iterator<Item = u32>, len: usize) -> Run {
+        if len == 1 {
             return Run {
-                start: *only,
+                start: positions.next().expect("a run of one"),
                 len: 1,
             };
         }
         let start = self.lists.len();
-        self.lists.extend_from_slice(positions);
+        self.lists.extend(positions);
         Run {
             start: run_number(start),
-            len: run_number(positions.len()),
+            len: run_number(len),
         }
     }
 
@@ -411,21 +507,36 @@ impl TierIndex {
         (channel, account)
     }
 
-    pub fn sym(&self, id: &str) -> Option<Sym> {
-        self.syms.get(id).copied()
+    /// What the index knows of an id (normalized), if any binding names it.
+    pub fn id(&self, id: &str) -> Option<&IdInfo> {
+        self.ids.get(id)
     }
 
     /// A keyed list of a context.
-    pub fn keyed(&self, context: Option<ContextId>, slot: Slot, sym: Option<Sym>) -> &[u32] {
-        match (context, sym) {
-            (Some(context), Some(sym))
-                if self.contexts[context as usize].keyed & (1 << slot.number()) != 0 =>
-            {
-                self.keyed
-                    .get(&key(context, slot, sym))
-                    .map_or(&[], |run| self.run(run))
-            }
-            _ => &[],
+    pub fn keyed<'r>(
+        &'r self,
+        context: Option<ContextId>,
+        slot: Slot,
+        id: Option<&'r IdInfo>,
+    ) -> &'r [u32] {
+        let (Some(context), Some(id)) = (context, id) else {
+            return &[];
+        };
+        if self.contexts[context as usize].keyed & (1 << slot.number()) == 0 {
+            return &[];
+        }
+        let want = place_key(context, slot);
+        let places = &id.places;
+        if places.key == want {
+            return self.run(&places.run);
+        }
+        if places.key != SPILLED {
+            return &[];
+        }
+        let spilled = &self.places[places.run.start as usize..][..places.run.len as usize];
+        match spilled.binary_search_by_key(&want, |&(key, _)| key) {
+            Ok(at) => self.run(&spilled[at].1),
+            Err(_) => &[],
         }
     }
 
@@ -442,7 +553,7 @@ impl TierIndex {
         BindingRef {
             file: self.files[e.file as usize].clone(),
             line: e.line,
-            index: e.index,
+            index: e.index as usize,
         }
     }
 
@@ -460,16 +571,24 @@ impl TierIndex {
 
     /// Whether binding `b`'s guild, team and roles hold for the message. Its account pattern,
     /// tier key and peer already hold by where it is indexed.
-    pub fn check(&self, b: usize, q: &Symbols) -> Result<(), Miss> {
+    pub fn check(&self, b: usize, q: &Symbols<'_, '_>) -> Result<(), Miss> {
         let e = &self.entries[b];
-        if e.guild != UNSET && Some(e.guild) != q.guild {
+        if e.guild != UNSET && Some(e.guild) != sym_of(q.guild) {
             return Err(Miss::Guild);
         }
-        if e.team != UNSET && Some(e.team) != q.team {
+        if e.team != UNSET && Some(e.team) != sym_of(q.team) {
             return Err(Miss::Team);
         }
-        if e.roles.len > 0 && !self.run_roles(e.roles).iter().any(|r| q.roles.contains(r)) {
-            return Err(Miss::Roles);
+        if e.roles.len > 0 {
+            let roles = q.roles.get_or_init(|| {
+                q.role_ids
+                    .iter()
+                    .filter_map(|r| self.id(normalize::trim(r)).map(|i| i.sym))
+                    .collect()
+            });
+            if !self.run_roles(e.roles).iter().any(|r| roles.contains(r)) {
+                return Err(Miss::Roles);
+            }
         }
         Ok(())
     }

@@ -12,6 +12,19 @@ pub const PRIMARY_ALIAS: &str = "primary";
 
 const MAX_ID_LEN: usize = 64;
 
+/// `str::trim`, with a fast path for the common id that starts and ends with an ASCII character
+/// that is not white space (an ASCII byte is a whole character in UTF-8, so nothing can be
+/// trimmed then).
+#[inline]
+pub fn trim(s: &str) -> &str {
+    let solid = |b: u8| b.is_ascii() && !char::from(b).is_whitespace();
+    match s.as_bytes() {
+        [first, .., last] if solid(*first) && solid(*last) => s,
+        [only] if solid(*only) => s,
+        _ => s.trim(),
+    }
+}
+
 /// `^[a-z0-9][a-z0-9_-]{0,63}$`: an id that normalization leaves as it is.
 pub fn is_canonical_id(id: &str) -> bool {
     is_id_shaped(id) && !id.bytes().any(|b| b.is_ascii_uppercase())
@@ -32,7 +45,7 @@ fn is_id_shaped(id: &str) -> bool {
 /// of characters outside `[a-z0-9_-]` (after lowercasing) turned into `-`, leading and trailing
 /// `-` stripped and is cut to 64 characters. Empty → `fallback`.
 fn normalize_id<'a>(raw: &'a str, fallback: &'static str) -> Cow<'a, str> {
-    let trimmed = raw.trim();
+    let trimmed = trim(raw);
     if trimmed.is_empty() {
         return Cow::Borrowed(fallback);
     }
@@ -80,8 +93,13 @@ pub fn agent_id(raw: &str) -> Cow<'_, str> {
 
 /// Normalizes a channel id: trimmed and lowercased, no aliases.
 pub fn channel(raw: &str) -> Cow<'_, str> {
-    let trimmed = raw.trim();
-    if trimmed.chars().any(char::is_uppercase) {
+    let trimmed = trim(raw);
+    let upper = if trimmed.is_ascii() {
+        trimmed.bytes().any(|b| b.is_ascii_uppercase())
+    } else {
+        trimmed.chars().any(char::is_uppercase)
+    };
+    if upper {
         Cow::Owned(trimmed.to_lowercase())
     } else {
         Cow::Borrowed(trimmed)
@@ -101,7 +119,7 @@ pub enum PeerKind {
 impl PeerKind {
     /// Trimmed, lowercased, `dm` → `direct`.
     pub fn parse(raw: &str) -> PeerKind {
-        let kind = raw.trim();
+        let kind = trim(raw);
         let is = |known: &str| kind.eq_ignore_ascii_case(known);
         if is("direct") || is("dm") {
             PeerKind::Direct
@@ -173,6 +191,29 @@ mod tests {
         assert_eq!(agent_id("Primary"), "main");
         assert_eq!(agent_id(""), "main");
         assert_eq!(agent_id("Research Bot"), "research-bot");
+    }
+
+    #[test]
+    fn trim_is_str_trim() {
+        for s in [
+            "",
+            " ",
+            "a",
+            " a",
+            "a ",
+            "\u{b}a",
+            "a\u{b}",
+            "\u{a0}a\u{3000}",
+            "é",
+            " é ",
+            "ab",
+            "a b",
+            "\u{85}x",
+            "x\u{2028}",
+            "\t\n",
+        ] {
+            assert_eq!(trim(s), s.trim(), "{s:?}");
+        }
     }
 
     #[test]

@@ -142,17 +142,19 @@ struct Query<'a> {
 }
 
 /// A query as the index sees it: where its channel and account sit, its ids as symbols.
-struct Lookup<'i> {
+struct Lookup<'i, 'a> {
     at: Located<'i>,
-    syms: Symbols,
+    syms: Symbols<'i, 'a>,
 }
 
 impl<'a> Query<'a> {
     fn new(input: &'a RouteInput) -> Query<'a> {
         let peer = |p: &'a Option<super::Peer>| {
-            p.as_ref().map(|p| (PeerKind::parse(&p.kind), p.id.trim()))
+            p.as_ref()
+                .map(|p| (PeerKind::parse(&p.kind), normalize::trim(&p.id)))
         };
-        let text = |t: &'a Option<String>| t.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        let text =
+            |t: &'a Option<String>| t.as_deref().map(normalize::trim).filter(|t| !t.is_empty());
         Query {
             channel: normalize::channel(&input.channel),
             account: normalize::account_id(input.account_id.as_deref().unwrap_or("")),
@@ -165,7 +167,7 @@ impl<'a> Query<'a> {
     }
 
     /// Looks the query up in `index`; nothing more when no binding names its channel.
-    fn lookup<'i>(&self, index: &'i TierIndex) -> Lookup<'i> {
+    fn lookup<'i>(&self, index: &'i TierIndex) -> Lookup<'i, 'a> {
         let at = index.locate(&self.channel, &self.account);
         if at.is_empty() {
             return Lookup {
@@ -173,21 +175,17 @@ impl<'a> Query<'a> {
                 syms: Symbols::default(),
             };
         }
-        let peer_sym = |p: &Option<(PeerKind, &str)>| match p {
-            Some((kind, id)) if kind.class().is_some() => index.sym(id),
+        let peer_id = |p: &Option<(PeerKind, &str)>| match p {
+            Some((kind, id)) if kind.class().is_some() => index.id(id),
             _ => None,
         };
-        let syms = Symbols {
-            peer: peer_sym(&self.peer),
-            parent: peer_sym(&self.parent),
-            guild: self.guild.and_then(|g| index.sym(g)),
-            team: self.team.and_then(|t| index.sym(t)),
-            roles: self
-                .roles
-                .iter()
-                .filter_map(|r| index.sym(r.trim()))
-                .collect(),
-        };
+        let syms = Symbols::new(
+            peer_id(&self.peer),
+            peer_id(&self.parent),
+            self.guild.and_then(|g| index.id(g)),
+            self.team.and_then(|t| index.id(t)),
+            self.roles,
+        );
         Lookup { at, syms }
     }
 }
@@ -408,7 +406,7 @@ impl RoutingPlan {
     fn walk<O: Observer>(
         &self,
         q: &Query<'_>,
-        Lookup { at, syms }: &Lookup<'_>,
+        Lookup { at, syms }: &Lookup<'_, '_>,
         obs: &mut O,
     ) -> Option<(usize, MatchedBy)> {
         let (at, syms) = (*at, syms);
@@ -499,7 +497,7 @@ impl RoutingPlan {
     fn first_match<const N: usize>(
         &self,
         mut lists: [&[u32]; N],
-        syms: &Symbols,
+        syms: &Symbols<'_, '_>,
         obs: &mut impl Observer,
     ) -> Option<usize> {
         loop {
@@ -526,7 +524,7 @@ impl RoutingPlan {
         &self,
         input: &RouteInput,
         q: &Query<'_>,
-        lookup: &Lookup<'_>,
+        lookup: &Lookup<'_, '_>,
         decided: Option<(usize, MatchedBy)>,
     ) -> RouteResult {
         let entry = decided.map(|(i, _)| self.index.entry(i));

@@ -108,7 +108,7 @@ pub fn write_session_key(
     let Some((kind, id)) = peer else {
         return false;
     };
-    let id = id.trim();
+    let id = super::normalize::trim(id);
     if *kind == PeerKind::Direct {
         if dm_scope == DmScope::Main {
             return false;
