@@ -500,59 +500,68 @@ fn find(
     hashes: &Mutex<HashCache>,
 ) -> Found {
     let mut stages = Stages::start();
-    // The state is read while the files are parsed and checked: neither needs the other.
-    let (report, live) = std::thread::scope(|scope| {
+    // The state is read while the files are parsed: neither needs the other.
+    let (loaded, live) = std::thread::scope(|scope| {
         let live = scope.spawn(|| {
             store
                 .lock()
                 .map_err(|_| "state store poisoned".to_string())
                 .and_then(|s| s.snapshot().map_err(|e| e.to_string()))
         });
-        let report = crate::validate::validate_dir(&options.config_dir, &options.load);
+        let loaded = crate::config::load(&options.config_dir, &options.load);
         let live = live
             .join()
             .unwrap_or_else(|_| Err("reading the state panicked".to_string()));
-        (report, live)
+        (loaded, live)
     });
-    let report = match report {
-        Ok(report) => report,
+    let loaded = match loaded {
+        Ok(loaded) => loaded,
         Err(e) => return Found::Failed(e.to_string()),
     };
-    if !report.is_valid() {
-        let diagnostics = report
-            .diagnostics
-            .iter()
-            .filter(|d| d.is_error())
-            .map(crate::report::one_line)
-            .collect();
-        return Found::Rejected(Rejection {
-            config_hash: report.config.sources.hash(),
-            since: crate::state::now(),
-            diagnostics,
-        });
+    stages.done("load");
+    if loaded.diagnostics.iter().any(|d| d.is_error()) {
+        return rejected(crate::validate::finish(loaded));
     }
     let live = match live {
         Ok(live) => live,
         Err(e) => return Found::Failed(e),
     };
-    stages.done("validate");
-    let config = Box::new(report.config);
+    let crate::config::Loaded {
+        config,
+        mut diagnostics,
+    } = loaded;
     let state = StateDir::new(&options.load.state_dir);
-    // The disk is looked at (by the agents' paths) while the rest of the desired state is built.
+    // The config loaded cleanly, so the desired state can be built while the semantic rules
+    // run: it is thrown away if they find an error. The disk is looked at (by the agents'
+    // paths) meanwhile too.
     let agents = Desired::agents(&config);
-    let (world, mut desired) = std::thread::scope(|scope| {
+    let (rules, world, mut desired) = std::thread::scope(|scope| {
+        let rules = scope.spawn(|| crate::validate::check(&config));
         let world = scope.spawn(|| match hashes.lock() {
             Ok(mut hashes) => World::observe_with(&agents, &live, &state, &mut hashes),
             Err(_) => World::observe(&agents, &live, &state),
         });
         let desired = Desired::without_agents(&config);
+        let rules = rules
+            .join()
+            .unwrap_or_else(|_| crate::validate::check(&config));
         let world = world
             .join()
             .unwrap_or_else(|_| World::observe(&agents, &live, &state));
-        (world, desired)
+        (rules, world, desired)
     });
+    diagnostics.extend(rules);
+    if diagnostics.iter().any(|d| d.is_error()) {
+        crate::diagnostic::sort(&mut diagnostics);
+        drop_in_background((live, world, desired, agents));
+        return rejected(crate::validate::Report {
+            config,
+            diagnostics,
+        });
+    }
     desired.agents = agents;
-    stages.done("desired+observe");
+    let config = Box::new(config);
+    stages.done("check+desired+observe");
     let guard = guard(options);
     let plan = diff(
         &desired,
@@ -581,6 +590,21 @@ fn find(
         config,
         generation,
     }
+}
+
+/// A config that did not validate: the errors, one line each, and its hash.
+fn rejected(report: crate::validate::Report) -> Found {
+    let diagnostics = report
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(crate::report::one_line)
+        .collect();
+    Found::Rejected(Rejection {
+        config_hash: report.config.sources.hash(),
+        since: crate::state::now(),
+        diagnostics,
+    })
 }
 
 /// Frees a reconcile's large values on a thread of their own: at ten thousand bindings that
