@@ -542,12 +542,13 @@ fn find(
             Err(_) => World::observe(&agents, &live, &state),
         });
         let desired = Desired::without_agents(&config);
+        // A panic on either thread is the reconcile's (`spawn_blocking` reports it).
         let rules = rules
             .join()
-            .unwrap_or_else(|_| crate::validate::check(&config));
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
         let world = world
             .join()
-            .unwrap_or_else(|_| World::observe(&agents, &live, &state));
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
         (rules, world, desired)
     });
     diagnostics.extend(rules);

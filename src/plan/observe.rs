@@ -197,7 +197,7 @@ impl Default for HashCache {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp {
+struct Stamp {
     dev: u64,
     ino: u64,
     size: u64,
