@@ -609,6 +609,12 @@ fn saved_plans_are_checked_on_load() {
     rehash(&mut wrong_tier);
     assert!(refused(&wrong_tier).contains("but its match puts it in `guild`"));
 
+    // Positions are 32-bit in the index: a larger one is refused, never a panic.
+    let mut far = sample_document();
+    far["plan"]["bindings"][0]["index"] = 5_000_000_000u64.into();
+    rehash(&mut far);
+    assert!(refused(&far).contains("index 5000000000 is out of range"));
+
     let mut no_default = sample_document();
     no_default["plan"]["defaultAgent"] = "ghost".into();
     rehash(&mut no_default);

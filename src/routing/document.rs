@@ -402,6 +402,13 @@ impl PlanDocument {
                     ),
                 ));
             }
+            if u32::try_from(b.index).is_err() {
+                return Err(invalid(
+                    "binding",
+                    i,
+                    format!("index {} is out of range", b.index),
+                ));
+            }
             compiled.push(CompiledBinding {
                 agent_id,
                 scope,
