@@ -144,6 +144,13 @@ pub enum PlanError {
     Plan(String),
 }
 
+/// A document as written to disk: pretty JSON with a final newline.
+fn pretty(document: &impl Serialize) -> String {
+    let mut text = serde_json::to_string_pretty(document).expect("a plan always serializes");
+    text.push('\n');
+    text
+}
+
 fn peer_kind_name(kind: &PeerKind) -> String {
     kind.as_str().to_string()
 }
@@ -261,24 +268,19 @@ impl PlanBody {
             config_hash: &'a str,
             plan: &'a PlanBody,
         }
-        let mut text = serde_json::to_string_pretty(&Document {
+        pretty(&Document {
             format_version: FORMAT_VERSION,
             generation,
             content_hash,
             config_hash,
             plan: self,
         })
-        .expect("a plan always serializes");
-        text.push('\n');
-        text
     }
 }
 
 impl PlanDocument {
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).expect("a plan always serializes");
-        text.push('\n');
-        text
+        pretty(self)
     }
 
     /// Parses and checks a stored document. The version is read first, so that a newer
