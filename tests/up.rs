@@ -55,6 +55,34 @@ fn edits_reload_and_an_invalid_edit_keeps_the_last_good_config() {
     assert!(up.terminate().success());
 }
 
+/// The controller plans ahead while a save settles; a write after that start must win, and
+/// the half-written file must never be judged.
+#[test]
+fn a_save_in_two_writes_is_applied_whole() {
+    let mut up = Up::start_with(AGENTS, "bindings: []\n", |cmd| {
+        cmd.args(["--debounce-ms", "2000"]);
+    });
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    let path = up.config.join("bindings.yaml");
+    // Invalid on its own (no agent `nobody`), and planned ahead ~20 ms after it is written.
+    std::fs::write(
+        &path,
+        "bindings:\n  - {agentId: nobody, match: {channel: slack}}\n",
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    std::fs::write(
+        &path,
+        "bindings:\n  - {agentId: ops, match: {channel: slack}}\n",
+    )
+    .unwrap();
+    let doc = up.wait_for("the reload", |s| s["routingGeneration"] == 2);
+    assert_eq!(doc["rejections"], 0, "the first write was never judged");
+    let plan = std::fs::read_to_string(up.state.join("routing-plan.json")).unwrap();
+    assert!(plan.contains("\"ops\""), "the second write is served");
+    assert!(up.terminate().success());
+}
+
 #[test]
 fn runtimes_are_supervised_restarted_and_stopped() {
     let agents = "agents:\n  list:\n    - id: main\n    - id: echo\n      runtime: {kind: acp, command: [deepcli, echo-agent]}\n    - id: worker\n      runtime: {kind: process, command: [sh, -c, \"echo to-stdout; echo to-stderr >&2; sleep 600 & exec sleep 601\"]}\n";

@@ -22,8 +22,14 @@ pub struct UpArgs {
     /// Seconds between resyncs that repair drift and catch missed file events.
     #[arg(long, default_value_t = 60, value_name = "SECS")]
     resync: u64,
-    /// How long to let a burst of file events settle before reloading.
-    #[arg(long, default_value_t = 200, value_name = "MS")]
+    /// How long to let a burst of file events settle before reloading (the last one given
+    /// counts).
+    #[arg(
+        long,
+        default_value_t = 200,
+        value_name = "MS",
+        overrides_with = "debounce_ms"
+    )]
     debounce_ms: u64,
     #[command(flatten)]
     access: AccessArgs,

@@ -231,16 +231,23 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     let mut pending = true;
     // Bootstrap file hashes, kept between reconciles: an unchanged file is not read again.
     let hashes = Arc::new(Mutex::new(HashCache::default()));
+    // The reconcile's blocking part, started during the debounce (see `debounce`).
+    let mut ahead = None;
     loop {
         if pending {
             pending = false;
-            reconcile(&options, (&store, &hashes), &shared, &mut supervisor).await;
+            reconcile(
+                &options,
+                (&store, &hashes),
+                &shared,
+                &mut supervisor,
+                ahead.take(),
+            )
+            .await;
         }
         tokio::select! {
             Some(()) = events.recv() => {
-                // Debounce: an editor's save is several events; let them settle.
-                tokio::time::sleep(options.debounce).await;
-                while events.try_recv().is_ok() {}
+                ahead = debounce(&mut events, &options, (&store, &hashes)).await;
                 pending = true;
             }
             _ = resync.tick() => pending = true,
@@ -330,20 +337,77 @@ enum Found {
     Failed(String),
 }
 
+/// How long file events must pause before [`debounce`] looks ahead.
+const LOOK_AHEAD_AFTER: Duration = Duration::from_millis(20);
+
+/// Most look-aheads in one debounce: a file written again and again costs no more.
+const LOOK_AHEADS: usize = 2;
+
+/// Lets the events of a save settle: `options.debounce` from the first one, as the
+/// reconcile must not read a file an editor is still writing.
+///
+/// Nothing is applied meanwhile, but the reconcile's blocking part ([`find`], which only reads)
+/// starts early: once the events pause for [`LOOK_AHEAD_AFTER`], on the files as they are then.
+/// An event after it started means the files may have changed under it, so it is dropped (it
+/// runs out on its own) and looked for again, or left to the reconcile. What comes back is a
+/// look-ahead that no event followed: the reconcile uses it, so a large config's load and
+/// plan take place inside the debounce rather than after it.
+async fn debounce(
+    events: &mut mpsc::UnboundedReceiver<()>,
+    options: &ControllerOptions,
+    (store, hashes): (&Arc<Mutex<StateStore>>, &Arc<Mutex<HashCache>>),
+) -> Option<tokio::task::JoinHandle<Found>> {
+    use tokio::time::Instant;
+    let deadline = Instant::now() + options.debounce;
+    let mut ahead = None;
+    let mut started = 0;
+    loop {
+        let wake = match ahead {
+            None if started < LOOK_AHEADS => deadline.min(Instant::now() + LOOK_AHEAD_AFTER),
+            _ => deadline,
+        };
+        match tokio::time::timeout_at(wake, events.recv()).await {
+            Ok(Some(())) => {
+                if ahead.take().is_some() {
+                    tracing::debug!("file event during a look-ahead: dropped");
+                }
+            }
+            // The watcher is gone (shutting down): nothing more can arrive.
+            Ok(None) => return ahead,
+            Err(_) if Instant::now() >= deadline => return ahead,
+            Err(_) => {
+                started += 1;
+                ahead = Some(start_find(options, store, hashes));
+            }
+        }
+    }
+}
+
+/// Runs [`find`] on the blocking pool.
+fn start_find(
+    options: &ControllerOptions,
+    store: &Arc<Mutex<StateStore>>,
+    hashes: &Arc<Mutex<HashCache>>,
+) -> tokio::task::JoinHandle<Found> {
+    let options = options.clone();
+    let store = store.clone();
+    let hashes = hashes.clone();
+    tokio::task::spawn_blocking(move || find(&options, &store, &hashes))
+}
+
+/// One reconcile: find what to do (or take the look-ahead of the debounce), apply it, serve
+/// the new routing plan and converge the runtimes.
 async fn reconcile(
     options: &ControllerOptions,
     (store, hashes): (&Arc<Mutex<StateStore>>, &Arc<Mutex<HashCache>>),
     shared: &Arc<Shared>,
     supervisor: &mut Supervisor,
+    ahead: Option<tokio::task::JoinHandle<Found>>,
 ) {
-    let found = {
-        let options = options.clone();
-        let store = store.clone();
-        let hashes = hashes.clone();
-        tokio::task::spawn_blocking(move || find(&options, &store, &hashes))
-            .await
-            .unwrap_or_else(|e| Found::Failed(format!("reconcile panicked: {e}")))
-    };
+    let found = ahead
+        .unwrap_or_else(|| start_find(options, store, hashes))
+        .await
+        .unwrap_or_else(|e| Found::Failed(format!("reconcile panicked: {e}")));
     match found {
         Found::Failed(error) => {
             tracing::error!(%error, "reconcile failed");
