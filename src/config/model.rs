@@ -390,10 +390,13 @@ pub struct BindingSpec {
     #[serde(default, rename = "type")]
     pub kind: BindingType,
     pub agent_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     #[serde(rename = "match")]
     pub matcher: MatchSpec,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionOverride>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub acp: Option<AcpSpec>,
 }
 
@@ -401,10 +404,15 @@ pub struct BindingSpec {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MatchSpec {
     pub channel: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub account_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub peer: Option<PeerSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub guild_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub team_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub roles: Option<Vec<String>>,
 }
 
@@ -418,14 +426,19 @@ pub struct PeerSpec {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SessionOverride {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub dm_scope: Option<DmScope>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub group_scope: Option<GroupScope>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AcpSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
 }

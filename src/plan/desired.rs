@@ -11,7 +11,7 @@ use crate::config::{Config, FileKind};
 use crate::routing::RoutingPlan;
 use crate::routing::document::PlanBody;
 use crate::routing::scope::Scope;
-use crate::state::{AccountRecord, BindingRecord};
+use crate::state::{AccountRecord, BindingRecord, JsonText};
 use crate::{hash, workspace};
 
 #[derive(Debug, Clone)]
@@ -155,8 +155,6 @@ impl Desired {
                 let n = seen.entry(base.clone()).or_default();
                 *n += 1;
                 let key = if *n == 1 { base } else { format!("{base}#{n}") };
-                let mut spec = serde_json::to_value(&b.spec).unwrap_or(Value::Null);
-                strip_nulls(&mut spec);
                 DesiredBinding {
                     describe: describe_binding(&b.spec),
                     line: root
@@ -166,7 +164,8 @@ impl Desired {
                         key,
                         agent_id: crate::routing::normalize::agent_id(&b.spec.agent_id)
                             .into_owned(),
-                        spec,
+                        // The binding types skip unset options, as `strip_nulls` would.
+                        spec: JsonText::of(&b.spec),
                         position: b.index as u64,
                     },
                 }
@@ -267,5 +266,54 @@ pub fn strip_nulls(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(strip_nulls),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::model::{AcpSpec, MatchSpec, PeerSpec, SessionOverride};
+
+    /// A stored binding spec is what `strip_nulls` leaves of it, so specs stored by earlier
+    /// builds compare equal as text.
+    #[test]
+    fn binding_specs_are_stored_without_nulls() {
+        let bare = BindingSpec {
+            kind: BindingType::Route,
+            agent_id: "ops".into(),
+            comment: None,
+            matcher: MatchSpec {
+                channel: "slack".into(),
+                ..MatchSpec::default()
+            },
+            session: Some(SessionOverride::default()),
+            acp: None,
+        };
+        let full = BindingSpec {
+            kind: BindingType::Acp,
+            comment: Some("c".into()),
+            matcher: MatchSpec {
+                channel: "slack".into(),
+                account_id: Some("a".into()),
+                peer: Some(PeerSpec {
+                    kind: "direct".into(),
+                    id: "u1".into(),
+                }),
+                guild_id: Some("g".into()),
+                team_id: Some("t".into()),
+                roles: Some(vec![]),
+            },
+            acp: Some(AcpSpec {
+                mode: Some("persistent".into()),
+                label: None,
+                cwd: Some("/w".into()),
+            }),
+            ..bare.clone()
+        };
+        for spec in [bare, full] {
+            let mut value = serde_json::to_value(&spec).unwrap();
+            strip_nulls(&mut value);
+            assert_eq!(JsonText::of(&spec).as_str(), value.to_string());
+        }
     }
 }

@@ -397,7 +397,7 @@ fn bindings(desired: &Desired, live: &LiveState, plan: &mut Plan) {
         if !wanted.contains(b.key.as_str()) {
             plan.actions.push(Action::RemoveBinding {
                 key: b.key.clone(),
-                describe: describe_record(&b.spec),
+                describe: describe_record(&b.spec.value()),
                 agent_id: b.agent_id.clone(),
             });
         }
@@ -411,12 +411,12 @@ fn bindings(desired: &Desired, live: &LiveState, plan: &mut Plan) {
                 agent_id: r.agent_id.clone(),
                 line: d.line,
             }),
-            Some(l) if l.spec != r.spec => plan.actions.push(Action::ChangeBinding {
+            Some(l) if !l.spec.same(&r.spec) => plan.actions.push(Action::ChangeBinding {
                 key: r.key.clone(),
                 describe: d.describe.clone(),
                 from_agent: l.agent_id.clone(),
                 agent_id: r.agent_id.clone(),
-                changes: field_changes(&l.spec, &r.spec),
+                changes: field_changes(&l.spec.value(), &r.spec.value()),
                 line: d.line,
             }),
             Some(_) => {}

@@ -109,8 +109,57 @@ pub struct BindingRecord {
     /// The binding's identity: its type and normalized match.
     pub key: String,
     pub agent_id: String,
-    pub spec: serde_json::Value,
+    pub spec: JsonText,
     pub position: u64,
+}
+
+/// A JSON document kept as the compact text it is stored as: read, compared and written back
+/// without being parsed (a config has tens of thousands of binding specs, and a reconcile
+/// compares them all). It is exported as the JSON it holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JsonText(Box<serde_json::value::RawValue>);
+
+impl JsonText {
+    /// `value` as compact JSON: what [`StateStore`] stores.
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> JsonText {
+        serde_json::value::to_raw_value(value)
+            .map(JsonText)
+            .unwrap_or_else(|_| JsonText::null())
+    }
+
+    /// Stored text; text that is not JSON (a damaged row) reads as `null`, as a parsed value
+    /// would.
+    pub fn from_text(text: String) -> JsonText {
+        serde_json::value::RawValue::from_string(text)
+            .map(JsonText)
+            .unwrap_or_else(|_| JsonText::null())
+    }
+
+    fn null() -> JsonText {
+        JsonText(serde_json::value::RawValue::NULL.to_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The document parsed, for field-by-field comparisons.
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(self.as_str()).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The same document, whatever the spacing or key order of its text.
+    pub fn same(&self, other: &JsonText) -> bool {
+        self == other || self.value() == other.value()
+    }
+}
+
+/// The same text.
+impl PartialEq for JsonText {
+    fn eq(&self, other: &JsonText) -> bool {
+        self.as_str() == other.as_str()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -409,7 +458,7 @@ impl StateStore {
                     Ok(BindingRecord {
                         key: r.get(0)?,
                         agent_id: r.get(1)?,
-                        spec: json(r.get(2)?),
+                        spec: JsonText::from_text(r.get(2)?),
                         position: r.get(3)?,
                     })
                 })?
@@ -630,7 +679,7 @@ impl Tx<'_> {
     pub fn put_binding(&self, b: &BindingRecord) -> Result<()> {
         self.run(
             "INSERT OR REPLACE INTO bindings (key, agent_id, spec, position) VALUES (?1, ?2, ?3, ?4)",
-            params![b.key, b.agent_id, b.spec.to_string(), b.position],
+            params![b.key, b.agent_id, b.spec.as_str(), b.position],
         )
     }
 
@@ -782,5 +831,25 @@ impl Drop for StateStore {
         if self.holds_lease {
             let _ = self.release_lease();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JsonText;
+
+    #[test]
+    fn json_text_is_compared_as_text_then_as_json() {
+        let stored = JsonText::from_text(r#"{"b": 2, "a": [1]}"#.to_string());
+        let fresh = JsonText::of(&serde_json::json!({"a": [1], "b": 2}));
+        assert_ne!(stored, fresh, "the texts differ");
+        assert!(stored.same(&fresh), "the documents do not");
+        assert!(!stored.same(&JsonText::of(&serde_json::json!({"a": [2], "b": 2}))));
+        assert_eq!(JsonText::from_text("{oops".into()).as_str(), "null");
+        assert_eq!(
+            serde_json::to_string(&fresh).unwrap(),
+            r#"{"a":[1],"b":2}"#,
+            "exported as the JSON it holds"
+        );
     }
 }
