@@ -64,7 +64,7 @@ fn a_save_in_two_writes_is_applied_whole() {
     });
     up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
     let path = up.config.join("bindings.yaml");
-    // Invalid on its own (no agent `nobody`), and planned ahead ~20 ms after it is written.
+    // Invalid on its own (no agent `nobody`), and planned ahead ~10 ms after it is written.
     std::fs::write(
         &path,
         "bindings:\n  - {agentId: nobody, match: {channel: slack}}\n",

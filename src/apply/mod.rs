@@ -51,7 +51,8 @@ impl Source {
 }
 
 pub struct Context<'a> {
-    pub config_dir: &'a Path,
+    /// The commit the config directory is checked out at ([`git_commit`]), for the history.
+    pub git_commit: Option<String>,
     pub source: Source,
     pub guard: &'a trash::Guard,
     /// Called after each step with (step, index, total).
@@ -115,7 +116,7 @@ pub fn apply(
         host: crate::state::lease::hostname(),
         source: cx.source.as_str().to_string(),
         config_hash: plan.config_hash.clone(),
-        git_commit: git_commit(cx.config_dir),
+        git_commit: cx.git_commit.clone(),
         added: 0,
         changed: 0,
         removed: 0,
@@ -481,7 +482,7 @@ fn user() -> String {
 }
 
 /// The commit the config directory is checked out at, when it is a git checkout.
-fn git_commit(dir: &Path) -> Option<String> {
+pub fn git_commit(dir: &Path) -> Option<String> {
     let out = std::process::Command::new("git")
         .arg("-C")
         .arg(dir)

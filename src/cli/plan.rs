@@ -330,7 +330,7 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
     };
     let guard = crate::plan::guard(&global.config_dir, &global.load);
     let mut cx = apply::Context {
-        config_dir: &global.config_dir,
+        git_commit: apply::git_commit(&global.config_dir),
         source: Source::Cli,
         guard: &guard,
         progress: &mut progress,

@@ -333,12 +333,14 @@ enum Found {
         config: Box<crate::config::Config>,
         /// The routing generation published before this reconcile.
         generation: Option<u64>,
+        /// The commit of the config directory, for the history.
+        git_commit: Option<String>,
     },
     Failed(String),
 }
 
 /// How long file events must pause before [`debounce`] looks ahead.
-const LOOK_AHEAD_AFTER: Duration = Duration::from_millis(20);
+const LOOK_AHEAD_AFTER: Duration = Duration::from_millis(10);
 
 /// Most look-aheads in one debounce: a file written again and again costs no more.
 const LOOK_AHEADS: usize = 2;
@@ -439,6 +441,7 @@ async fn reconcile(
             agents,
             config,
             generation,
+            git_commit,
         } => {
             if !plan.blocked.is_empty() {
                 let reasons: Vec<String> = plan.blocked.iter().map(|b| b.reason.clone()).collect();
@@ -460,7 +463,6 @@ async fn reconcile(
             let mut stages = Stages::start();
             let applied = {
                 let store = store.clone();
-                let config_dir = options.config_dir.clone();
                 let guard = guard(options);
                 let plan = plan.clone();
                 tokio::task::spawn_blocking(move || {
@@ -469,7 +471,7 @@ async fn reconcile(
                         .map_err(|_| "state store poisoned".to_string())?;
                     let mut progress = |_: &str, _: usize, _: usize| {};
                     let mut cx = apply::Context {
-                        config_dir: &config_dir,
+                        git_commit,
                         source: Source::Controller,
                         guard: &guard,
                         progress: &mut progress,
@@ -564,19 +566,21 @@ fn find(
     hashes: &Mutex<HashCache>,
 ) -> Found {
     let mut stages = Stages::start();
-    // The state is read while the files are parsed: neither needs the other.
-    let (loaded, live) = std::thread::scope(|scope| {
+    // The state is read, and git asked for the commit, while the files are parsed: none
+    // needs the others.
+    let (loaded, live, git_commit) = std::thread::scope(|scope| {
         let live = scope.spawn(|| {
             store
                 .lock()
                 .map_err(|_| "state store poisoned".to_string())
                 .and_then(|s| s.snapshot().map_err(|e| e.to_string()))
         });
+        let git_commit = scope.spawn(|| apply::git_commit(&options.config_dir));
         let loaded = crate::config::load(&options.config_dir, &options.load);
         let live = live
             .join()
             .unwrap_or_else(|_| Err("reading the state panicked".to_string()));
-        (loaded, live)
+        (loaded, live, git_commit.join().ok().flatten())
     });
     let loaded = match loaded {
         Ok(loaded) => loaded,
@@ -628,16 +632,28 @@ fn find(
     let config = Box::new(config);
     stages.done("check+desired+observe");
     let guard = guard(options);
-    let plan = diff(
-        &desired,
-        &live,
-        &world,
-        &Options {
-            allow_destroy: false,
-            allow_mass_delete: false,
-            guard: &guard,
-        },
-    );
+    // When the routing changed, the document the apply will publish is rendered while the
+    // plan is made.
+    let published = live.routing.as_ref();
+    let next = published.map_or(1, |r| r.generation + 1);
+    let changed = published.map(|r| r.content_hash.as_str()) != Some(desired.routing_hash.as_str());
+    let (plan, document) = std::thread::scope(|scope| {
+        let desired = &desired;
+        let document = changed.then(|| scope.spawn(move || desired.render_routing(next)));
+        let plan = diff(
+            desired,
+            &live,
+            &world,
+            &Options {
+                allow_destroy: false,
+                allow_mass_delete: false,
+                guard: &guard,
+            },
+        );
+        let document = document.map(|d| d.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        (plan, document)
+    });
+    desired.routing_document = document.map(|d| (next, d));
     let runtimes = config
         .agents
         .iter()
@@ -654,6 +670,7 @@ fn find(
         agents,
         config,
         generation,
+        git_commit,
     }
 }
 

@@ -58,6 +58,8 @@ pub struct Desired {
     pub routing_body: PlanBody,
     /// Its content hash.
     pub routing_hash: String,
+    /// `routing-plan.json` rendered ahead for a generation ([`Desired::routing_json`]).
+    pub routing_document: Option<(u64, String)>,
 }
 
 impl Desired {
@@ -192,11 +194,21 @@ impl Desired {
             routing,
             routing_body,
             routing_hash,
+            routing_document: None,
         }
     }
 
-    /// `routing-plan.json` as published as `generation`.
-    pub fn routing_json(&self, generation: u64) -> String {
+    /// `routing-plan.json` as published as `generation`: the one rendered ahead, if it was
+    /// rendered for that generation.
+    pub fn routing_json(&self, generation: u64) -> std::borrow::Cow<'_, str> {
+        match &self.routing_document {
+            Some((g, text)) if *g == generation => std::borrow::Cow::Borrowed(text),
+            _ => std::borrow::Cow::Owned(self.render_routing(generation)),
+        }
+    }
+
+    /// Renders `routing-plan.json` as `generation`.
+    pub fn render_routing(&self, generation: u64) -> String {
         self.routing_body
             .document_json(generation, &self.routing_hash, &self.config_hash)
     }
