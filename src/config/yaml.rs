@@ -12,6 +12,8 @@ use std::collections::HashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span as RawSpan, Tag};
 
+mod parallel;
+
 /// Deepest nesting accepted. deepcli's files need six levels; anything near this bound is a
 /// mistake or an attack, and keeping it small keeps every recursive walk of the tree shallow.
 pub const MAX_DEPTH: usize = 64;
@@ -200,13 +202,37 @@ pub fn escape_pointer_token(token: &str) -> Cow<'_, str> {
 }
 
 /// Parses one YAML document. An empty text (or one of only comments) is `Ok(None)`.
+///
+/// A large file whose bulk is one block sequence (the list of bindings.yaml) is parsed on
+/// several threads ([`parallel`]) into the same tree, spans included. Whatever that cannot
+/// vouch for, errors included, is parsed whole, so an error is always the whole parse's.
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
+    if let Some(root) = parallel::parse(text) {
+        return Ok(Some(root));
+    }
+    run(text).map(|parsed| parsed.root)
+}
+
+/// One parse of a text, with what the limits of a larger tree it becomes part of need.
+struct Parsed {
+    root: Option<Node>,
+    /// Nodes added by alias expansion.
+    alias_nodes: usize,
+    /// The deepest nesting of collections (1: the root is one).
+    depth: usize,
+}
+
+fn run(text: &str) -> Result<Parsed, YamlError> {
     let mut builder = Builder::default();
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| scan_error(text, &e))?;
         builder.push(event, Span::from_raw(span))?;
     }
-    Ok(builder.root)
+    Ok(Parsed {
+        root: builder.root,
+        alias_nodes: builder.alias_nodes,
+        depth: builder.depth,
+    })
 }
 
 /// A mapping or sequence under construction.
@@ -235,6 +261,8 @@ struct Builder {
     stack: Vec<Frame>,
     anchors: Vec<(usize, Node)>,
     alias_nodes: usize,
+    /// The deepest the stack has been.
+    depth: usize,
     documents: usize,
     root: Option<Node>,
 }
@@ -261,6 +289,7 @@ impl Builder {
             Event::SequenceStart(anchor, tag) => {
                 collection_tag(tag.as_deref(), span)?;
                 self.open(span)?;
+                self.depth = self.depth.max(self.stack.len() + 1);
                 self.stack.push(Frame::Seq {
                     anchor,
                     start: span.start,
@@ -271,6 +300,7 @@ impl Builder {
             Event::MappingStart(anchor, tag) => {
                 collection_tag(tag.as_deref(), span)?;
                 self.open(span)?;
+                self.depth = self.depth.max(self.stack.len() + 1);
                 self.stack.push(Frame::Map {
                     anchor,
                     start: span.start,
