@@ -32,6 +32,10 @@ fn route(args: &[&str]) -> Run {
 }
 
 fn route_stdin(args: &[&str], stdin: &str) -> Run {
+    route_stdin_bytes(args, stdin.as_bytes())
+}
+
+fn route_stdin_bytes(args: &[&str], stdin: &[u8]) -> Run {
     let out = deepcli()
         .arg("route")
         .args(args)
@@ -276,6 +280,61 @@ fn batch_routes_every_line_and_reports_bad_ones() {
     assert_eq!(lines[3]["matchedBy"], "binding.guild+roles");
     assert_eq!(lines[6]["agentId"], "support");
     insta::assert_snapshot!(run.stdout);
+}
+
+/// A large batch is answered in pieces on several threads: in order, with every bad line
+/// numbered where it is, as a small one is.
+#[test]
+fn a_large_batch_is_answered_in_order() {
+    let lines = [
+        r#"{"channel":"telegram","accountId":"biz","peer":{"kind":"direct","id":111}}"#,
+        "not json",
+        r#"{"channel":"discord","guildId":"g1","memberRoleIds":["raider"]}"#,
+        r#"{"channel":"slack","peer":{"kind":"channel","id":"C1"},"dmScope":"sideways"}"#,
+    ];
+    let copies = 5000;
+    let input = (lines.join("\n") + "\n").repeat(copies);
+    let run = route_stdin(&["--config", FIXTURE, "--batch"], &input);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr
+            .contains(&format!("{} of {} lines", 2 * copies, 4 * copies)),
+        "{}",
+        run.stderr
+    );
+    let small = route_stdin(
+        &["--config", FIXTURE, "--batch"],
+        &(lines.join("\n") + "\n"),
+    );
+    let small: Vec<Value> = small
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let out: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(out.len(), 4 * copies);
+    for (i, answer) in out.iter().enumerate() {
+        let mut expected = small[i % 4].clone();
+        if let Some(line) = expected.get_mut("line") {
+            *line = json!(i + 1);
+        }
+        assert_eq!(answer, &expected, "line {}", i + 1);
+    }
+
+    // A line that is not UTF-8 ends the batch there, after the answers before it.
+    let mut bytes = input.into_bytes();
+    let cut = bytes.len() * 3 / 4;
+    let at = cut + bytes[cut..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    bytes.insert(at, 0xff);
+    let line = bytes[..at].iter().filter(|&&b| b == b'\n').count();
+    let run = route_stdin_bytes(&["--config", FIXTURE, "--batch"], &bytes);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("valid UTF-8"), "{}", run.stderr);
+    assert_eq!(run.stdout.lines().count(), line);
 }
 
 #[test]

@@ -170,9 +170,19 @@ pub(crate) fn load_valid(
     global: &GlobalSettings,
     refusal: &str,
 ) -> Result<crate::validate::Report, ExitStatus> {
+    load_valid_with(global, refusal, |_| ()).map(|(report, ())| report)
+}
+
+/// [`load_valid`], running `alongside` on the loaded config while the rules run (on another
+/// thread); what it made is dropped when the rules find an error.
+pub(crate) fn load_valid_with<T: Send>(
+    global: &GlobalSettings,
+    refusal: &str,
+    alongside: impl FnOnce(&crate::config::Config) -> T + Send,
+) -> Result<(crate::validate::Report, T), ExitStatus> {
     use std::io::Write;
     let mut err = anstream::stderr();
-    let report = crate::validate::validate_dir(&global.config_dir, &global.load).map_err(|e| {
+    let loaded = crate::config::load(&global.config_dir, &global.load).map_err(|e| {
         let _ = writeln!(err, "error: {e}");
         let _ = writeln!(
             err,
@@ -180,14 +190,35 @@ pub(crate) fn load_valid(
         );
         ExitStatus::Error
     })?;
+    let crate::config::Loaded {
+        config,
+        mut diagnostics,
+    } = loaded;
+    // The rules run on a config that did not load cleanly too (they say more); `alongside`
+    // only on one that did.
+    let clean = !diagnostics.iter().any(|d| d.is_error());
+    let (rules, made) = std::thread::scope(|scope| {
+        let made = clean.then(|| scope.spawn(|| alongside(&config)));
+        let rules = crate::validate::check(&config);
+        let made = made.map(|m| m.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        (rules, made)
+    });
+    diagnostics.extend(rules);
+    crate::diagnostic::sort(&mut diagnostics);
+    let report = crate::validate::Report {
+        config,
+        diagnostics,
+    };
     if !report.diagnostics.is_empty() {
         let _ = err.write_all(crate::report::human(&report).as_bytes());
     }
-    if !report.is_valid() {
-        let _ = writeln!(err, "error: the config has errors; {refusal}");
-        return Err(ExitStatus::Failure);
+    match made {
+        Some(made) if report.is_valid() => Ok((report, made)),
+        _ => {
+            let _ = writeln!(err, "error: the config has errors; {refusal}");
+            Err(ExitStatus::Failure)
+        }
     }
-    Ok(report)
 }
 
 fn echo_agent() -> ExitStatus {

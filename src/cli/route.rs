@@ -1,7 +1,7 @@
 //! `deepcli route`: which agent and session a message would get, and why.
 
 use std::fmt::Write as _;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anstyle::{AnsiColor, Style};
@@ -166,35 +166,44 @@ fn load_plan(
             }
         };
     }
-    let report = super::load_valid(global, "nothing is routed until they are fixed")?;
-    Ok(RoutingPlan::compile(&report.config))
+    // The plan is compiled while the rules run.
+    let (_, plan) = super::load_valid_with(
+        global,
+        "nothing is routed until they are fixed",
+        RoutingPlan::compile,
+    )?;
+    Ok(plan)
 }
 
-/// JSON lines in, JSON lines out. Output is flushed whenever no more input is buffered, so a
+/// JSON lines in, JSON lines out. Input is taken a block at a time (every complete line
+/// buffered), and the answers to a block are written and flushed before the next read, so a
 /// caller that writes one line and waits for the answer gets it.
 ///
-/// Lines are cut out of one reused input buffer and answered into one output buffer: nothing
-/// is allocated per line but what the input and the result themselves need.
+/// A large block is cut at line ends into a piece per core, whose answers are made side by
+/// side and written in order: the output is what one thread would write.
 fn batch(plan: &RoutingPlan) -> ExitStatus {
     let mut stdin = io::stdin().lock();
-    let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
-    let mut lines = LineBuffer::with_capacity(64 * 1024);
+    let mut out = io::stdout().lock();
+    let mut lines = LineBuffer::with_capacity(256 * 1024);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut number = 0usize;
     let mut bad = 0usize;
     loop {
-        let line = match lines.next_line(&mut stdin) {
-            Ok(Some(line)) => line,
+        let block = match lines.next_block(&mut stdin) {
+            Ok(Some(block)) => block,
             Ok(None) => break,
             Err(e) => {
-                let _ = out.flush();
                 let _ = writeln!(anstream::stderr(), "error: reading stdin: {e}");
                 return ExitStatus::Error;
             }
         };
-        number += 1;
-        let line = match std::str::from_utf8(line) {
-            Ok(line) => line,
-            Err(_) => {
+        for piece in answer_block(plan, block, number, threads) {
+            bad += piece.bad;
+            if out.write_all(&piece.out).is_err() {
+                // The reader went away (a closed pipe): nothing more to say.
+                return ExitStatus::Error;
+            }
+            if piece.not_utf8 {
                 let _ = out.flush();
                 let _ = writeln!(
                     anstream::stderr(),
@@ -202,35 +211,11 @@ fn batch(plan: &RoutingPlan) -> ExitStatus {
                 );
                 return ExitStatus::Error;
             }
-        };
-        if line.trim().is_empty() {
-            continue;
         }
-        let written = match serde_json::from_str::<RouteInput>(line) {
-            Ok(input) => {
-                serde_json::to_writer(&mut out, &plan.resolve(&input)).map_err(io::Error::from)
-            }
-            Err(e) => {
-                bad += 1;
-                let error = json!({"error": input_error(&e), "line": number});
-                serde_json::to_writer(&mut out, &error).map_err(io::Error::from)
-            }
-        };
-        // Nothing more buffered: the next read may block, so the caller gets its answers now.
-        let written = written.and_then(|()| out.write_all(b"\n")).and_then(|()| {
-            if lines.is_drained() {
-                out.flush()
-            } else {
-                Ok(())
-            }
-        });
-        if written.is_err() {
-            // The reader went away (a closed pipe): nothing more to say.
+        number += lines_in(block);
+        if out.flush().is_err() {
             return ExitStatus::Error;
         }
-    }
-    if out.flush().is_err() {
-        return ExitStatus::Error;
     }
     if bad > 0 {
         let _ = writeln!(
@@ -242,8 +227,100 @@ fn batch(plan: &RoutingPlan) -> ExitStatus {
     ExitStatus::Success
 }
 
-/// Lines of a byte stream, each with its `\n` (the last one may lack it), cut out of one
-/// buffer that is refilled only when it holds no complete line.
+/// The answers to the lines of one piece of input.
+struct Answered {
+    out: Vec<u8>,
+    /// Lines that were not route inputs.
+    bad: usize,
+    /// A line was not UTF-8: `out` answers the lines before it, and the batch ends.
+    not_utf8: bool,
+}
+
+/// Pieces smaller than this are not worth a thread.
+const MIN_PIECE: usize = 32 * 1024;
+
+/// Answers `block`, whose first line is line `first + 1` of the input, in up to `threads`
+/// pieces on as many threads.
+fn answer_block(plan: &RoutingPlan, block: &[u8], first: usize, threads: usize) -> Vec<Answered> {
+    let pieces = cut_at_lines(block, (block.len() / MIN_PIECE).clamp(1, threads));
+    let mut firsts = Vec::with_capacity(pieces.len());
+    let mut next = first;
+    for piece in &pieces {
+        firsts.push(next);
+        next += lines_in(piece);
+    }
+    std::thread::scope(|scope| {
+        let others: Vec<_> = pieces[1..]
+            .iter()
+            .zip(&firsts[1..])
+            .map(|(&piece, &first)| scope.spawn(move || answer(plan, piece, first)))
+            .collect();
+        let mut answered = vec![answer(plan, pieces[0], firsts[0])];
+        answered.extend(
+            others
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
+        );
+        answered
+    })
+}
+
+/// `bytes` cut after line ends into `n` pieces of about equal size (fewer when the lines run
+/// out); never none.
+fn cut_at_lines(bytes: &[u8], n: usize) -> Vec<&[u8]> {
+    let mut pieces = Vec::with_capacity(n);
+    let mut rest = bytes;
+    for left in (1..n).rev() {
+        let target = rest.len() / (left + 1);
+        let Some(end) = rest[target..].iter().position(|&b| b == b'\n') else {
+            break;
+        };
+        let (piece, after) = rest.split_at(target + end + 1);
+        pieces.push(piece);
+        rest = after;
+    }
+    if !rest.is_empty() || pieces.is_empty() {
+        pieces.push(rest);
+    }
+    pieces
+}
+
+/// Lines in `bytes`, the last one counted without its newline.
+fn lines_in(bytes: &[u8]) -> usize {
+    bytes.split_inclusive(|&b| b == b'\n').count()
+}
+
+/// Answers the lines of `piece`, the first of which is line `first + 1` of the input.
+fn answer(plan: &RoutingPlan, piece: &[u8], first: usize) -> Answered {
+    let mut answered = Answered {
+        out: Vec::with_capacity(piece.len() * 3),
+        bad: 0,
+        not_utf8: false,
+    };
+    for (number, line) in (first + 1..).zip(piece.split_inclusive(|&b| b == b'\n')) {
+        let Ok(line) = std::str::from_utf8(line) else {
+            answered.not_utf8 = true;
+            break;
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        // Writing JSON into a Vec cannot fail.
+        let _ = match serde_json::from_str::<RouteInput>(line) {
+            Ok(input) => serde_json::to_writer(&mut answered.out, &plan.resolve(&input)),
+            Err(e) => {
+                answered.bad += 1;
+                let error = json!({"error": input_error(&e), "line": number});
+                serde_json::to_writer(&mut answered.out, &error)
+            }
+        };
+        answered.out.push(b'\n');
+    }
+    answered
+}
+
+/// Blocks of whole lines of a byte stream, each line with its `\n` (the last one may lack
+/// it), cut out of one buffer that is refilled only when it holds no complete line.
 struct LineBuffer {
     buf: Vec<u8>,
     /// Where the unread bytes start.
@@ -258,19 +335,16 @@ impl LineBuffer {
         }
     }
 
-    /// Whether every byte read so far has been handed out as a line.
-    fn is_drained(&self) -> bool {
-        self.start == self.buf.len()
-    }
-
-    fn next_line(&mut self, from: &mut impl io::Read) -> io::Result<Option<&[u8]>> {
+    /// Every complete line buffered, read first when there is none; at the end of the input
+    /// the last line without its newline; `None` once everything was handed out.
+    fn next_block(&mut self, from: &mut impl io::Read) -> io::Result<Option<&[u8]>> {
         let mut searched = 0;
         loop {
             let unread = &self.buf[self.start..];
-            if let Some(end) = unread[searched..].iter().position(|&b| b == b'\n') {
-                let line = self.start..self.start + searched + end + 1;
-                self.start = line.end;
-                return Ok(Some(&self.buf[line]));
+            if let Some(end) = unread[searched..].iter().rposition(|&b| b == b'\n') {
+                let block = self.start..self.start + searched + end + 1;
+                self.start = block.end;
+                return Ok(Some(&self.buf[block]));
             }
             searched = unread.len();
             // No complete line: keep the partial one at the front and read more behind it.
