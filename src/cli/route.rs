@@ -167,11 +167,15 @@ fn load_plan(
         };
     }
     // The plan is compiled while the rules run.
-    let (_, plan) = super::load_valid_with(
+    let (report, plan) = super::load_valid_with(
         global,
         "nothing is routed until they are fixed",
         RoutingPlan::compile,
     )?;
+    // Freeing a large config takes tens of milliseconds the first answer need not wait for.
+    let _ = std::thread::Builder::new()
+        .name("deepcli-drop".into())
+        .spawn(move || drop(report));
     Ok(plan)
 }
 

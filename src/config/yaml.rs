@@ -56,6 +56,9 @@ fn pos(marker: saphyr_parser::Marker) -> Pos {
     }
 }
 
+/// Sequences this long are converted [`Node::to_json`] on two threads.
+const PARALLEL_ITEMS: usize = 8192;
+
 /// A YAML node with its span.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
@@ -149,6 +152,20 @@ impl Node {
                 .map(J::Number)
                 .unwrap_or_else(|| J::String(f.to_string())),
             Value::String(s) => J::String(s.clone()),
+            Value::Seq(items) if items.len() >= PARALLEL_ITEMS => {
+                // A long list (bindings) is converted in halves side by side.
+                let (front, back) = items.split_at(items.len() / 2);
+                let (mut front, back) = std::thread::scope(|scope| {
+                    let back = scope.spawn(|| back.iter().map(Node::to_json).collect::<Vec<_>>());
+                    let front: Vec<_> = front.iter().map(Node::to_json).collect();
+                    (front, back.join())
+                });
+                match back {
+                    Ok(back) => front.extend(back),
+                    Err(e) => std::panic::resume_unwind(e),
+                }
+                J::Array(front)
+            }
             Value::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),
             Value::Map(entries) => J::Object(
                 entries
@@ -725,6 +742,15 @@ mod tests {
     fn second_document_is_an_error() {
         let e = parse("a: 1\n---\nb: 2\n").unwrap_err();
         assert_eq!(e.kind, YamlErrorKind::MultipleDocuments);
+    }
+
+    #[test]
+    fn a_long_list_converts_in_order() {
+        let n = PARALLEL_ITEMS + 7;
+        let text: String = (0..n).map(|i| format!("- {{a: {i}}}\n")).collect();
+        let expected: Vec<serde_json::Value> =
+            (0..n).map(|i| serde_json::json!({ "a": i })).collect();
+        assert_eq!(load(&text).to_json(), serde_json::Value::Array(expected));
     }
 
     #[test]
