@@ -30,6 +30,7 @@ pub mod routing;
 pub mod runtime;
 pub mod state;
 pub mod suggest;
+pub mod threads;
 pub mod trash;
 pub mod validate;
 pub mod workspace;

@@ -190,25 +190,7 @@ pub(crate) fn load_valid_with<T: Send>(
         );
         ExitStatus::Error
     })?;
-    let crate::config::Loaded {
-        config,
-        mut diagnostics,
-    } = loaded;
-    // The rules run on a config that did not load cleanly too (they say more); `alongside`
-    // only on one that did.
-    let clean = !diagnostics.iter().any(|d| d.is_error());
-    let (rules, made) = std::thread::scope(|scope| {
-        let made = clean.then(|| scope.spawn(|| alongside(&config)));
-        let rules = crate::validate::check(&config);
-        let made = made.map(|m| m.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-        (rules, made)
-    });
-    diagnostics.extend(rules);
-    crate::diagnostic::sort(&mut diagnostics);
-    let report = crate::validate::Report {
-        config,
-        diagnostics,
-    };
+    let (report, made) = crate::validate::finish_with(loaded, alongside);
     if !report.diagnostics.is_empty() {
         let _ = err.write_all(crate::report::human(&report).as_bytes());
     }

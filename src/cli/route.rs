@@ -172,10 +172,7 @@ fn load_plan(
         "nothing is routed until they are fixed",
         RoutingPlan::compile,
     )?;
-    // Freeing a large config takes tens of milliseconds the first answer need not wait for.
-    let _ = std::thread::Builder::new()
-        .name("deepcli-drop".into())
-        .spawn(move || drop(report));
+    crate::threads::drop_in_background(report);
     Ok(plan)
 }
 
@@ -201,7 +198,8 @@ fn batch(plan: &RoutingPlan) -> ExitStatus {
                 return ExitStatus::Error;
             }
         };
-        for piece in answer_block(plan, block, number, threads) {
+        let (answered, lines_read) = answer_block(plan, block, number, threads);
+        for piece in answered {
             bad += piece.bad;
             if out.write_all(&piece.out).is_err() {
                 // The reader went away (a closed pipe): nothing more to say.
@@ -216,7 +214,7 @@ fn batch(plan: &RoutingPlan) -> ExitStatus {
                 return ExitStatus::Error;
             }
         }
-        number += lines_in(block);
+        number += lines_read;
         if out.flush().is_err() {
             return ExitStatus::Error;
         }
@@ -244,8 +242,13 @@ struct Answered {
 const MIN_PIECE: usize = 32 * 1024;
 
 /// Answers `block`, whose first line is line `first + 1` of the input, in up to `threads`
-/// pieces on as many threads.
-fn answer_block(plan: &RoutingPlan, block: &[u8], first: usize, threads: usize) -> Vec<Answered> {
+/// pieces on as many threads; and how many lines it holds.
+fn answer_block(
+    plan: &RoutingPlan,
+    block: &[u8],
+    first: usize,
+    threads: usize,
+) -> (Vec<Answered>, usize) {
     let pieces = cut_at_lines(block, (block.len() / MIN_PIECE).clamp(1, threads));
     let mut firsts = Vec::with_capacity(pieces.len());
     let mut next = first;
@@ -253,7 +256,7 @@ fn answer_block(plan: &RoutingPlan, block: &[u8], first: usize, threads: usize) 
         firsts.push(next);
         next += lines_in(piece);
     }
-    std::thread::scope(|scope| {
+    let answered = std::thread::scope(|scope| {
         let others: Vec<_> = pieces[1..]
             .iter()
             .zip(&firsts[1..])
@@ -266,7 +269,8 @@ fn answer_block(plan: &RoutingPlan, block: &[u8], first: usize, threads: usize) 
                 .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
         );
         answered
-    })
+    });
+    (answered, next - first)
 }
 
 /// `bytes` cut after line ends into `n` pieces of about equal size (fewer when the lines run

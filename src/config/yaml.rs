@@ -155,15 +155,9 @@ impl Node {
             Value::Seq(items) if items.len() >= PARALLEL_ITEMS => {
                 // A long list (bindings) is converted in halves side by side.
                 let (front, back) = items.split_at(items.len() / 2);
-                let (mut front, back) = std::thread::scope(|scope| {
-                    let back = scope.spawn(|| back.iter().map(Node::to_json).collect::<Vec<_>>());
-                    let front: Vec<_> = front.iter().map(Node::to_json).collect();
-                    (front, back.join())
-                });
-                match back {
-                    Ok(back) => front.extend(back),
-                    Err(e) => std::panic::resume_unwind(e),
-                }
+                let convert = |items: &[Node]| items.iter().map(Node::to_json).collect::<Vec<_>>();
+                let (mut front, back) = crate::threads::join(|| convert(front), || convert(back));
+                front.extend(back);
                 J::Array(front)
             }
             Value::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),

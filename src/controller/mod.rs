@@ -27,6 +27,7 @@ use crate::plan::observe::HashCache;
 use crate::plan::{Action, Desired, Options, World, diff};
 use crate::runtime::{RuntimeMap, RuntimeSpec, RuntimeStatus, Supervisor};
 use crate::state::{LeasePurpose, StateDir, StateError, StateStore};
+use crate::threads;
 use crate::trash::Guard;
 pub use status::{ControllerStatus, Rejection};
 
@@ -521,7 +522,7 @@ async fn reconcile(
                         s.agents = agents;
                     }
                     supervisor.converge(&runtimes).await;
-                    drop_in_background((desired, config, plan));
+                    threads::drop_in_background((desired, config, plan));
                 }
             }
         }
@@ -594,42 +595,30 @@ fn find(
         Ok(live) => live,
         Err(e) => return Found::Failed(e),
     };
-    let crate::config::Loaded {
-        config,
-        mut diagnostics,
-    } = loaded;
     let state = StateDir::new(&options.load.state_dir);
     // The config loaded cleanly, so the desired state can be built while the semantic rules
     // run: it is thrown away if they find an error. The disk is looked at (by the agents'
-    // paths) meanwhile too.
-    let agents = Desired::agents(&config);
-    let (rules, world, mut desired) = std::thread::scope(|scope| {
-        let rules = scope.spawn(|| crate::validate::check(&config));
-        let world = scope.spawn(|| match hashes.lock() {
-            Ok(mut hashes) => World::observe_with(&agents, &live, &state, &mut hashes),
-            Err(_) => World::observe(&agents, &live, &state),
-        });
-        let desired = Desired::without_agents(&config);
-        // A panic on either thread is the reconcile's (`spawn_blocking` reports it).
-        let rules = rules
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        let world = world
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (rules, world, desired)
+    // paths) meanwhile too. A panic on any thread is the reconcile's (`spawn_blocking`
+    // reports it).
+    let agents = Desired::agents(&loaded.config);
+    let (report, made) = crate::validate::finish_with(loaded, |config| {
+        threads::join(
+            || Desired::without_agents(config),
+            || match hashes.lock() {
+                Ok(mut hashes) => World::observe_with(&agents, &live, &state, &mut hashes),
+                Err(_) => World::observe(&agents, &live, &state),
+            },
+        )
     });
-    diagnostics.extend(rules);
-    if diagnostics.iter().any(|d| d.is_error()) {
-        crate::diagnostic::sort(&mut diagnostics);
-        drop_in_background((live, world, desired, agents));
-        return rejected(crate::validate::Report {
-            config,
-            diagnostics,
-        });
-    }
+    let (mut desired, world) = match made {
+        Some(made) if report.is_valid() => made,
+        made => {
+            threads::drop_in_background((live, made, agents));
+            return rejected(report);
+        }
+    };
     desired.agents = agents;
-    let config = Box::new(config);
+    let config = Box::new(report.config);
     stages.done("check+desired+observe");
     let guard = guard(options);
     // When the routing changed, the document the apply will publish is rendered while the
@@ -637,22 +626,15 @@ fn find(
     let published = live.routing.as_ref();
     let next = published.map_or(1, |r| r.generation + 1);
     let changed = published.map(|r| r.content_hash.as_str()) != Some(desired.routing_hash.as_str());
-    let (plan, document) = std::thread::scope(|scope| {
-        let desired = &desired;
-        let document = changed.then(|| scope.spawn(move || desired.render_routing(next)));
-        let plan = diff(
-            desired,
-            &live,
-            &world,
-            &Options {
-                allow_destroy: false,
-                allow_mass_delete: false,
-                guard: &guard,
-            },
-        );
-        let document = document.map(|d| d.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-        (plan, document)
-    });
+    let diff_options = Options {
+        allow_destroy: false,
+        allow_mass_delete: false,
+        guard: &guard,
+    };
+    let (plan, document) = threads::join(
+        || diff(&desired, &live, &world, &diff_options),
+        || changed.then(|| desired.render_routing(next)),
+    );
     desired.routing_document = document.map(|d| (next, d));
     let runtimes = config
         .agents
@@ -662,7 +644,7 @@ fn find(
     let agents = config.agents.iter().map(|a| a.id().to_string()).collect();
     stages.done("diff");
     let generation = live.routing.as_ref().map(|r| r.generation);
-    drop_in_background((live, world));
+    threads::drop_in_background((live, world));
     Found::Planned {
         desired: Box::new(desired),
         plan: Box::new(plan),
@@ -687,15 +669,6 @@ fn rejected(report: crate::validate::Report) -> Found {
         since: crate::state::now(),
         diagnostics,
     })
-}
-
-/// Frees a reconcile's large values on a thread of their own: at ten thousand bindings that
-/// takes tens of milliseconds the new plan should not wait for.
-fn drop_in_background<T: Send + 'static>(value: T) {
-    // When no thread can be started, the closure is dropped at once, and the value with it.
-    let _ = std::thread::Builder::new()
-        .name("deepcli-drop".into())
-        .spawn(move || drop(value));
 }
 
 /// Times the stages of a reconcile for the debug log (`RUST_LOG=deepcli=debug`).

@@ -49,16 +49,32 @@ pub fn validate_dir(dir: &Path, options: &LoadOptions) -> Result<Report, LoadErr
 
 /// Runs every rule on an already loaded config.
 pub fn finish(loaded: config::Loaded) -> Report {
+    finish_with(loaded, |_| ()).0
+}
+
+/// [`finish`], running `alongside` on the config while the rules run (on another thread),
+/// if it loaded without errors. What it made is the caller's to drop when the report has
+/// errors.
+pub fn finish_with<T: Send>(
+    loaded: config::Loaded,
+    alongside: impl FnOnce(&Config) -> T + Send,
+) -> (Report, Option<T>) {
     let config::Loaded {
         config,
         mut diagnostics,
     } = loaded;
-    diagnostics.extend(check(&config));
+    let clean = !diagnostics.iter().any(Diagnostic::is_error);
+    let (rules, made) =
+        crate::threads::join(|| check(&config), || clean.then(|| alongside(&config)));
+    diagnostics.extend(rules);
     diagnostic::sort(&mut diagnostics);
-    Report {
-        config,
-        diagnostics,
-    }
+    (
+        Report {
+            config,
+            diagnostics,
+        },
+        made,
+    )
 }
 
 /// The semantic rules over a loaded config.
