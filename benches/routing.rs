@@ -77,10 +77,43 @@ fn resolve(c: &mut Criterion) {
     group.finish();
 }
 
+/// The floor under `resolve` at size: one load whose address depends on the previous one, over
+/// a working set that fits in this machine's caches (256 KiB) and over one the size of a
+/// 100,000-binding plan (32 MiB). A resolution cannot be faster than the dependent touches of
+/// memory it must make; `scripts/bench-route` prints this beside the resolve figures.
+fn memory(c: &mut Criterion) {
+    let mut group = c.benchmark_group("routing/memory");
+    for kib in [256usize, 32 * 1024] {
+        let next = chase(kib * 1024 / 64);
+        group.bench_function(BenchmarkId::from_parameter(kib), |b| {
+            let mut at = 0;
+            b.iter(|| {
+                at = next[at][0];
+                at
+            })
+        });
+    }
+    group.finish();
+}
+
+/// `lines` cache lines, each holding the index of the next in one random cycle through all.
+fn chase(lines: usize) -> Vec<[usize; 8]> {
+    let mut rng = generate::Rng(0x2545_F491_4F6C_DD1D);
+    let mut order: Vec<usize> = (0..lines).collect();
+    for i in (1..lines).rev() {
+        order.swap(i, rng.below(i + 1));
+    }
+    let mut next = vec![[0usize; 8]; lines];
+    for (k, &line) in order.iter().enumerate() {
+        next[line][0] = order[(k + 1) % lines];
+    }
+    next
+}
+
 #[path = "support/route_inputs.rs"]
 mod route_inputs;
 
 use route_inputs::{check_coverage, mixed_inputs};
 
-criterion_group!(benches, compile, resolve);
+criterion_group!(benches, compile, resolve, memory);
 criterion_main!(benches);

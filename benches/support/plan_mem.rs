@@ -4,6 +4,7 @@
 //! deepcli-plan-mem BINDINGS                 # plan memory and compile time, one key=value line
 //! deepcli-plan-mem --write-config DIR BINDINGS   # the routing bench's config, as files
 //! deepcli-plan-mem --emit-inputs DIR N      # N route inputs (JSON lines) hitting every tier
+//! deepcli-plan-mem --write-plan DIR FILE     # DIR's compiled plan as routing-plan.json
 //! ```
 //!
 //! Memory is counted by a global allocator wrapping the system allocator (`cap`): bytes live
@@ -37,7 +38,8 @@ static GLOBAL: Cap<System> = Cap::new(System, usize::MAX);
 
 const USAGE: &str = "usage: deepcli-plan-mem BINDINGS
        deepcli-plan-mem --write-config DIR BINDINGS
-       deepcli-plan-mem --emit-inputs DIR N";
+       deepcli-plan-mem --emit-inputs DIR N
+       deepcli-plan-mem --write-plan DIR FILE";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         [n] => count(n).map(measure),
         ["--write-config", dir, n] => count(n).map(|n| write_config(Path::new(dir), n)),
         ["--emit-inputs", dir, n] => count(n).map(|n| emit_inputs(Path::new(dir), n)),
+        ["--write-plan", dir, file] => Some(write_plan(Path::new(dir), Path::new(file))),
         _ => None,
     };
     match result {
@@ -118,14 +121,25 @@ fn write_config(dir: &Path, bindings: usize) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
-/// Loads `dir`, compiles it and prints `n` route inputs as JSON lines (OpenClaw's field names,
-/// absent fields left out), every tier and the default equally often.
-fn emit_inputs(dir: &Path, n: usize) -> Result<(), String> {
+/// `dir` loaded and compiled, refused with its first error.
+fn compile_dir(dir: &Path) -> Result<RoutingPlan, String> {
     let loaded = config::load(dir, &options()).map_err(|e| e.to_string())?;
     if let Some(d) = loaded.diagnostics.iter().find(|d| d.is_error()) {
         return Err(format!("{} does not load: {d:?}", dir.display()));
     }
-    let plan = RoutingPlan::compile(&loaded.config);
+    Ok(RoutingPlan::compile(&loaded.config))
+}
+
+/// Writes the plan of `dir` as `deepcli apply` would (generation 1), for `route --plan`.
+fn write_plan(dir: &Path, file: &Path) -> Result<(), String> {
+    let text = compile_dir(dir)?.to_document(1, "bench").to_json();
+    std::fs::write(file, text).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// Loads `dir`, compiles it and prints `n` route inputs as JSON lines (OpenClaw's field names,
+/// absent fields left out), every tier and the default equally often.
+fn emit_inputs(dir: &Path, n: usize) -> Result<(), String> {
+    let plan = compile_dir(dir)?;
     let inputs = mixed_inputs(&plan, n);
     check_coverage(&plan, &inputs);
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());

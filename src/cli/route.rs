@@ -313,15 +313,15 @@ fn answer(plan: &RoutingPlan, piece: &[u8], first: usize) -> Answered {
         if line.trim().is_empty() {
             continue;
         }
-        // Writing JSON into a Vec cannot fail.
-        let _ = match serde_json::from_str::<RouteInput>(line) {
-            Ok(input) => serde_json::to_writer(&mut answered.out, &plan.resolve(&input)),
+        match serde_json::from_str::<RouteInput>(line) {
+            Ok(input) => plan.resolve(&input).write_json(&mut answered.out),
             Err(e) => {
                 answered.bad += 1;
                 let error = json!({"error": input_error(&e), "line": number});
-                serde_json::to_writer(&mut answered.out, &error)
+                // Writing JSON into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut answered.out, &error);
             }
-        };
+        }
         answered.out.push(b'\n');
     }
     answered

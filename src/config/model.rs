@@ -278,6 +278,28 @@ pub enum GroupScope {
     PerGroup,
 }
 
+impl DmScope {
+    /// As written in YAML and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DmScope::Main => "main",
+            DmScope::PerPeer => "per-peer",
+            DmScope::PerChannelPeer => "per-channel-peer",
+            DmScope::PerAccountChannelPeer => "per-account-channel-peer",
+        }
+    }
+}
+
+impl GroupScope {
+    /// As written in YAML and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupScope::Main => "main",
+            GroupScope::PerGroup => "per-group",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SessionSection {
