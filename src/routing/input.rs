@@ -172,21 +172,20 @@ fn write_plain(out: &mut Vec<u8>, text: &str) {
 }
 
 /// Whether no byte of `bytes` is one JSON escapes: `"`, `\` or a control character below
-/// 0x20. Eight bytes at a time, with the classic bit tricks: `x - 0x01…` borrows into a byte's
-/// top bit exactly where the byte of `x` was 0, so `has_zero(w ^ c)` finds bytes equal to `c`
-/// and `has_zero` of `w` with every byte lowered by 0x20 finds those below 0x20.
+/// 0x20. Eight bytes at a time: subtracting `n` from every byte of a word borrows into the top
+/// bit of each byte that was below `n`, and `& !w` drops the bytes whose top bit was set
+/// already; so `below(w, 0x20)` finds control characters and `below(w ^ c, 1)` finds bytes
+/// equal to `c`. (A borrow can only follow a byte that was below `n`, so the answer is exact.)
 fn needs_no_escape(bytes: &[u8]) -> bool {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
-    let below_space = |w: u64| w.wrapping_sub(ONES * 0x20) & !w & HIGHS != 0;
+    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGHS != 0;
+    let quotes = ONES * u64::from(b'"');
+    let backslashes = ONES * u64::from(b'\\');
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
         let w = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
-        if below_space(w)
-            || has_zero(w ^ (ONES * u64::from(b'"')))
-            || has_zero(w ^ (ONES * u64::from(b'\\')))
-        {
+        if below(w, 0x20) || below(w ^ quotes, 1) || below(w ^ backslashes, 1) {
             return false;
         }
     }
@@ -290,17 +289,25 @@ mod tests {
 
     #[test]
     fn needs_no_escape_finds_every_byte_json_escapes() {
+        let escaped = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
         for b in 0..=255u8 {
-            let escaped = b < 0x20 || b == b'"' || b == b'\\';
             for at in 0..17 {
                 let mut bytes = vec![b'a'; 17];
                 bytes[at] = b;
-                assert_eq!(needs_no_escape(&bytes), !escaped, "byte {b:#x} at {at}");
+                assert_eq!(needs_no_escape(&bytes), !escaped(b), "byte {b:#x} at {at}");
                 assert_eq!(
-                    needs_no_escape(&bytes[..at + 1]),
-                    !escaped,
+                    needs_no_escape(&bytes[..=at]),
+                    !escaped(b),
                     "byte {b:#x} last"
                 );
+            }
+        }
+        // Every pair of neighbours inside one word, where a borrow could leak.
+        for first in 0..=255u8 {
+            for second in 0..=255u8 {
+                let bytes = [b'a', b'a', b'a', first, second, b'a', b'a', b'a'];
+                let want = !escaped(first) && !escaped(second);
+                assert_eq!(needs_no_escape(&bytes), want, "{first:#x} {second:#x}");
             }
         }
         assert!(needs_no_escape(b""));
