@@ -431,8 +431,8 @@ fn human(r: &RouteResult) -> String {
             "scopes",
             format!(
                 "dmScope {}, groupScope {}",
-                scope_name(&r.dm_scope),
-                scope_name(&r.group_scope)
+                r.dm_scope.as_str(),
+                r.group_scope.as_str()
             ),
         ),
         (
@@ -444,13 +444,6 @@ fn human(r: &RouteResult) -> String {
         let _ = writeln!(out, "{LABEL}{label:<12}{LABEL:#} {value}");
     }
     out
-}
-
-fn scope_name<T: serde::Serialize>(scope: &T) -> String {
-    serde_json::to_value(scope)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 fn explain_human(
