@@ -386,6 +386,11 @@ fn sdk_up(configure: impl FnOnce(&mut std::process::Command)) -> Up {
     up
 }
 
+/// A message in a Slack channel: a session of its own (DMs share the main session by default).
+fn slack_group(peer: &str, message_id: &str, text: &str) -> Value {
+    json!({"channel": "slack", "peer": {"kind": "group", "id": peer}, "messageId": message_id, "text": text})
+}
+
 fn slack(peer: &str, message_id: &str, text: &str) -> Value {
     json!({"channel": "slack", "peer": {"kind": "direct", "id": peer}, "messageId": message_id, "text": text})
 }
@@ -459,6 +464,132 @@ fn a_slow_prompt_times_out_and_the_agent_gets_session_cancel() {
         .map(|(_, t)| t)
         .collect();
     assert!(notes.last().unwrap().contains("session/load"), "{notes:?}");
+}
+
+/// Two conversations with the SDK agent numbering its sessions per process (`s-1`, `s-2`, …)
+/// and unable to load them; its runtime is killed and restarted in between. The restarted
+/// runtime hands out `s-1` again: a stored id must not count as open in it.
+#[test]
+fn replies_do_not_cross_between_conversations_after_a_runtime_restart() {
+    let agent = common::peer("tests/peers/sdk-echo-agent.mjs");
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"], env: {{SDK_ECHO_SEQUENTIAL: \"1\"}}}}\n",
+        agent.display()
+    );
+    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack}}\n";
+    let up = Up::start_config(&agents, channels, bindings, |cmd| {
+        cmd.env("HOOK", SECRET);
+    });
+    let ready = |s: &Value| Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready");
+    let status = up.wait_for("the SDK agent ready", ready);
+    let pid = common::pid_of(&status, "sdk");
+
+    let (_, a1) = inbound(up.addr, SECRET, &slack_group("alice", "a-1", "from alice"));
+    let (_, b1) = inbound(up.addr, SECRET, &slack_group("bob", "b-1", "from bob"));
+    assert_eq!(a1["reply"]["text"], "echo: from alice (turn 1)", "{a1}");
+    assert_eq!(b1["reply"]["text"], "echo: from bob (turn 1)", "{b1}");
+    let (alice, bob) = (
+        a1["sessionKey"].as_str().unwrap(),
+        b1["sessionKey"].as_str().unwrap(),
+    );
+    assert_eq!(
+        (
+            runtime_session(&up.state, alice),
+            runtime_session(&up.state, bob)
+        ),
+        ("s-1".to_string(), "s-2".to_string())
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    up.wait_for("the SDK agent restarted", |s| {
+        ready(s) && common::pid_of(s, "sdk") != pid
+    });
+
+    // Bob first: the new process gives him `s-1`, Alice's id in the old one.
+    let (_, b2) = inbound(up.addr, SECRET, &slack_group("bob", "b-2", "bob again"));
+    let (_, a2) = inbound(up.addr, SECRET, &slack_group("alice", "a-2", "alice again"));
+    for (reply, own, other) in [(&b2, "from bob", "alice"), (&a2, "from alice", "bob")] {
+        let text = reply["reply"]["text"].as_str().unwrap();
+        assert!(
+            text.contains(own) && !text.contains(other) && text.ends_with("(turn 1)"),
+            "each conversation gets a new session of its own, with its own turns: {text}"
+        );
+    }
+    assert_ne!(
+        runtime_session(&up.state, alice),
+        runtime_session(&up.state, bob)
+    );
+}
+
+/// Platform message ids are unique per conversation only: message 42 of one chat is not
+/// message 42 of another.
+#[test]
+fn the_same_message_id_in_two_chats_is_two_messages() {
+    let up = sdk_up(|_| {});
+    let (status, first) = inbound(up.addr, SECRET, &slack_group("chat-a", "42", "to chat a"));
+    assert_eq!(status, 200, "{first}");
+    let (status, second) = inbound(up.addr, SECRET, &slack_group("chat-b", "42", "to chat b"));
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["duplicate"], false, "{second}");
+    assert_eq!(second["reply"]["text"], "echo: to chat b (turn 1)");
+    assert_ne!(second["sessionKey"], first["sessionKey"]);
+
+    // A thread of chat a is another conversation too; chat a itself still deduplicates.
+    let mut threaded = slack("chat-a", "42", "in a thread");
+    threaded["threadId"] = "t-1".into();
+    let (_, third) = inbound(up.addr, SECRET, &threaded);
+    assert_eq!(third["duplicate"], false, "{third}");
+    assert_eq!(third["reply"]["text"], "echo: in a thread (turn 1)");
+    let (_, again) = inbound(up.addr, SECRET, &slack_group("chat-a", "42", "to chat a"));
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(again["reply"]["text"], "echo: to chat a (turn 1)");
+}
+
+/// Telegram and Discord ids are integers past 2^53; as floats, neighbours would share a
+/// session. Integers keep their exact decimal text, and a number that cannot be kept exactly
+/// is refused instead of rounded.
+#[test]
+fn numeric_peer_ids_keep_their_exact_decimal_text() {
+    let up = sdk_up(|_| {});
+    let numeric = |id: &str, message_id: &str| {
+        let body = format!(
+            r#"{{"channel":"slack","peer":{{"kind":"group","id":{id}}},"messageId":{message_id},"text":"hi"}}"#
+        );
+        let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+        let (status, _, value) = call(
+            up.addr,
+            "POST",
+            "/v1/inbound",
+            &[("x-deepcli-signature", &signature)],
+            body.as_bytes(),
+        );
+        (status, value)
+    };
+    let (status, low) = numeric("9007199254740992", "7");
+    assert_eq!(status, 200, "{low}");
+    let (status, high) = numeric("9007199254740993", "7");
+    assert_eq!(status, 200, "{high}");
+    assert_eq!(high["duplicate"], false, "{high}");
+    assert_eq!(
+        high["sessionKey"], "agent:sdk:slack:group:9007199254740993",
+        "{high}"
+    );
+    assert_ne!(low["sessionKey"], high["sessionKey"]);
+
+    let (status, refused) = numeric("100000000000000000001", "8");
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("send it as a string"),
+        "{refused}"
+    );
 }
 
 #[test]

@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::config::model::RuntimeKind;
-use crate::routing::{RouteInput, normalize};
+use crate::routing::{RouteInput, input, normalize};
 use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
 pub use plan::AccessPlan;
@@ -99,8 +99,9 @@ pub struct Envelope {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct MessageFields {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "input::optional_string_or_integer")]
     thread_id: Option<String>,
+    #[serde(deserialize_with = "input::string_or_integer")]
     message_id: String,
     #[serde(default)]
     sender: Option<Value>,
@@ -289,11 +290,9 @@ impl Access {
             }
             None => (result.agent_id.to_string(), result.session_key.to_string()),
         };
-        if let Some(thread) = envelope.thread_id.as_deref().map(str::trim)
-            && !thread.is_empty()
-        {
-            session_key.push_str(":thread:");
-            session_key.push_str(&thread.to_lowercase());
+        let thread_id = envelope.thread_id.as_deref().map_or("", str::trim);
+        if !thread_id.is_empty() {
+            session_key = crate::routing::session::with_thread(&session_key, thread_id);
         }
         self.metrics.route(match route["matchedBy"].as_str() {
             Some("binding.acp") => "binding.acp",
@@ -301,7 +300,17 @@ impl Access {
         });
 
         // Idempotency: delivered before, or being delivered right now.
-        let key: DeliveryKey = (channel, account_id, envelope.message_id.clone());
+        let peer = input.peer.as_ref();
+        let key = DeliveryKey {
+            channel,
+            account_id,
+            peer_kind: peer.map_or(String::new(), |p| {
+                normalize::PeerKind::parse(&p.kind).as_str().to_string()
+            }),
+            peer_id: peer.map_or(String::new(), |p| p.id.clone()),
+            thread_id: thread_id.to_string(),
+            message_id: envelope.message_id.clone(),
+        };
         let done = {
             let key = key.clone();
             self.blocking(move |store| store.delivered(&key)).await?
@@ -457,7 +466,9 @@ impl Access {
         }
         self.metrics.delivered(started.elapsed());
         if let Some(reply_text) = reply_text
-            && let Some(account) = plan.accounts.get(&(key.0.clone(), key.1.clone()))
+            && let Some(account) = plan
+                .accounts
+                .get(&(key.channel.clone(), key.account_id.clone()))
             && let (Some(url), Ok(secret)) = (&account.reply_url, &account.webhook_secret)
         {
             self.reply.send(
@@ -465,7 +476,7 @@ impl Access {
                 secret.clone(),
                 key.clone(),
                 json!({
-                    "channel": key.0, "accountId": key.1, "messageId": key.2,
+                    "channel": key.channel, "accountId": key.account_id, "messageId": key.message_id,
                     "sessionKey": session_key, "peer": envelope.route.peer, "threadId": envelope.thread_id,
                     "reply": {"text": reply_text},
                 }),
@@ -518,6 +529,102 @@ impl Access {
         ))
     }
 
+    /// The runtime session `session_key` speaks in, opened in this runtime instance if it is
+    /// not yet: resumed with `session/load` when the agent can and nothing else here holds that
+    /// id, else a new session whose first prompt carries this conversation's recent turns.
+    /// Returns the session id, the text to prompt with, and notes for the transcript.
+    ///
+    /// A stored id counts as open only for the runtime instance that issued it: a restarted
+    /// runtime may hand the same ids to other conversations.
+    async fn open_session(
+        &self,
+        handle: &AcpHandle,
+        agent_id: &str,
+        session_key: &str,
+        text: &str,
+    ) -> Result<(String, String, Vec<String>), AccessError> {
+        let known = {
+            let key = session_key.to_string();
+            self.blocking(move |s| s.runtime_session(&key)).await?
+        };
+        if let Some(known) = &known
+            && known.instance.as_deref() == Some(handle.instance.as_str())
+            && handle.holder(&known.id).as_deref() == Some(session_key)
+        {
+            return Ok((known.id.clone(), text.to_string(), Vec::new()));
+        }
+        let gone = |e: agent_client_protocol::Error| {
+            AccessError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "agent `{agent_id}`'s runtime failed to open a session: {e}; send it again later"
+                ),
+            )
+        };
+        let mut notes = Vec::new();
+        let mut opened = None;
+        if let Some(known) = &known
+            && handle.loads_sessions()
+            && handle.claim(&known.id, session_key)
+        {
+            let request = LoadSessionRequest::new(known.id.clone(), handle.cwd.clone());
+            if handle.cx.send_request(request).block_task().await.is_ok() {
+                notes.push(format!(
+                    "runtime session {} resumed with session/load (pid {})",
+                    known.id, handle.pid
+                ));
+                opened = Some((known.id.clone(), text.to_string()));
+            } else {
+                handle.release(&known.id);
+            }
+        }
+        let (id, prompt_text) = match opened {
+            Some(opened) => opened,
+            None => {
+                let created = handle
+                    .cx
+                    .send_request(NewSessionRequest::new(handle.cwd.clone()))
+                    .block_task()
+                    .await
+                    .map_err(gone)?;
+                let id = created.session_id.0.to_string();
+                if !handle.claim(&id, session_key) {
+                    return Err(AccessError::new(
+                        StatusCode::BAD_GATEWAY,
+                        format!(
+                            "agent `{agent_id}` opened runtime session `{id}`, which it already gave another conversation: it reuses session ids within one process, so this message was not delivered"
+                        ),
+                    ));
+                }
+                if known.is_some() {
+                    let key = session_key.to_string();
+                    let limit = self.settings.context_turns;
+                    let history = self.blocking(move |s| s.transcript(&key, limit)).await?;
+                    let turns: Vec<&store::TranscriptRow> = history
+                        .iter()
+                        .filter(|r| r.provenance == "inbound" || r.provenance == "agent")
+                        .collect();
+                    notes.push(format!(
+                        "new runtime session {id} (the runtime cannot resume the old one): the last {} turns were given as context",
+                        turns.len()
+                    ));
+                    (id, context_prompt(&turns, text))
+                } else {
+                    notes.push(format!("new runtime session {id}"));
+                    (id, text.to_string())
+                }
+            }
+        };
+        let session = store::RuntimeSession {
+            id: id.clone(),
+            instance: Some(handle.instance.clone()),
+        };
+        let (key, agent) = (session_key.to_string(), agent_id.to_string());
+        self.blocking(move |s| s.set_runtime_session(&key, &agent, &session))
+            .await?;
+        Ok((id, prompt_text, notes))
+    }
+
     /// Prompts the agent in the runtime session of `session_key`; returns the reply and notes
     /// about how the session was opened (for the transcript).
     async fn prompt(
@@ -533,67 +640,9 @@ impl Access {
                 format!("agent `{agent_id}`'s runtime failed the prompt: {e}; send it again later"),
             )
         };
-        let mut notes = Vec::new();
-        let known = {
-            let key = session_key.to_string();
-            self.blocking(move |s| s.runtime_session(&key)).await?
-        };
-        let is_open = |id: &str| handle.open.lock().is_ok_and(|o| o.contains(id));
-        let mut prompt_text = text.to_string();
-        let session_id = match known {
-            Some(id) if is_open(&id) => id,
-            known => {
-                let mut loaded = None;
-                if let Some(id) = &known
-                    && handle.loads_sessions()
-                {
-                    let request = LoadSessionRequest::new(id.clone(), handle.cwd.clone());
-                    if handle.cx.send_request(request).block_task().await.is_ok() {
-                        notes.push(format!(
-                            "runtime session {id} resumed with session/load (pid {})",
-                            handle.pid
-                        ));
-                        loaded = Some(id.clone());
-                    }
-                }
-                match loaded {
-                    Some(id) => id,
-                    None => {
-                        let created = handle
-                            .cx
-                            .send_request(NewSessionRequest::new(handle.cwd.clone()))
-                            .block_task()
-                            .await
-                            .map_err(gone)?;
-                        let id = created.session_id.0.to_string();
-                        if known.is_some() {
-                            let key = session_key.to_string();
-                            let limit = self.settings.context_turns;
-                            let history = self.blocking(move |s| s.transcript(&key, limit)).await?;
-                            let turns: Vec<&store::TranscriptRow> = history
-                                .iter()
-                                .filter(|r| r.provenance == "inbound" || r.provenance == "agent")
-                                .collect();
-                            notes.push(format!(
-                                "new runtime session {id} (the agent cannot load the old one): the last {} turns were given as context",
-                                turns.len()
-                            ));
-                            prompt_text = context_prompt(&turns, text);
-                        } else {
-                            notes.push(format!("new runtime session {id}"));
-                        }
-                        let (key, agent, sid) =
-                            (session_key.to_string(), agent_id.to_string(), id.clone());
-                        self.blocking(move |s| s.set_runtime_session(&key, &agent, &sid))
-                            .await?;
-                        id
-                    }
-                }
-            }
-        };
-        if let Ok(mut open) = handle.open.lock() {
-            open.insert(session_id.clone());
-        }
+        let (session_id, prompt_text, notes) = self
+            .open_session(&handle, agent_id, session_key, text)
+            .await?;
 
         let (tx, mut updates) = tokio::sync::mpsc::unbounded_channel();
         if let Ok(mut subs) = handle.subscribers.lock() {

@@ -55,7 +55,7 @@ impl ReplySink {
             }
             sink.failures
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(%url, message = %key.2, error = %last_error, attempts, "reply sink failed; kept as a dead letter");
+            tracing::warn!(%url, message = %key.message_id, error = %last_error, attempts, "reply sink failed; kept as a dead letter");
             let store = sink.store.clone();
             let _ = tokio::task::spawn_blocking(move || {
                 store.dead_letter(&key, &url, &body, attempts, &last_error)

@@ -49,8 +49,29 @@ pub struct TranscriptRow {
     pub at: String,
 }
 
-/// A delivered envelope's key: channel, account id, message id.
-pub type DeliveryKey = (String, String, String);
+/// A delivered envelope's key: its conversation (channel, account, peer, thread) and the
+/// platform's message id, which is unique only within a conversation (Telegram numbers
+/// messages per chat, Slack per channel).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DeliveryKey {
+    pub channel: String,
+    pub account_id: String,
+    /// The normalized peer kind; empty when the envelope named no peer.
+    pub peer_kind: String,
+    /// The peer id as sent; empty when the envelope named no peer.
+    pub peer_id: String,
+    /// The thread id, trimmed; empty when none.
+    pub thread_id: String,
+    pub message_id: String,
+}
+
+/// The runtime session a session key maps to, and the runtime instance that issued it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeSession {
+    pub id: String,
+    /// `None` for a mapping recorded before instances were (state migration 3).
+    pub instance: Option<String>,
+}
 
 impl AccessStore {
     /// Opens the state database (migrating it) with a connection for the Access layer.
@@ -90,8 +111,16 @@ impl AccessStore {
     pub fn delivered(&self, key: &DeliveryKey) -> Result<Option<String>, StateError> {
         self.with(|c| {
             c.query_row(
-                "SELECT response FROM deliveries WHERE channel = ?1 AND account_id = ?2 AND message_id = ?3",
-                params![key.0, key.1, key.2],
+                "SELECT response FROM deliveries WHERE channel = ?1 AND account_id = ?2
+                 AND peer_kind = ?3 AND peer_id = ?4 AND thread_id = ?5 AND message_id = ?6",
+                params![
+                    key.channel,
+                    key.account_id,
+                    key.peer_kind,
+                    key.peer_id,
+                    key.thread_id,
+                    key.message_id
+                ],
                 |r| r.get(0),
             )
             .optional()
@@ -99,31 +128,36 @@ impl AccessStore {
     }
 
     /// The runtime session a session key maps to.
-    pub fn runtime_session(&self, session_key: &str) -> Result<Option<String>, StateError> {
+    pub fn runtime_session(&self, session_key: &str) -> Result<Option<RuntimeSession>, StateError> {
         self.with(|c| {
             c.query_row(
-                "SELECT runtime_session_id FROM sessions WHERE session_key = ?1",
+                "SELECT runtime_session_id, runtime_instance FROM sessions WHERE session_key = ?1",
                 [session_key],
-                |r| r.get(0),
+                |r| {
+                    let id: Option<String> = r.get(0)?;
+                    let instance: Option<String> = r.get(1)?;
+                    Ok(id.map(|id| RuntimeSession { id, instance }))
+                },
             )
             .optional()
             .map(Option::flatten)
         })
     }
 
+    /// Maps a session key to `session`, a runtime session of `session.instance`.
     pub fn set_runtime_session(
         &self,
         session_key: &str,
         agent_id: &str,
-        runtime_session_id: &str,
+        session: &RuntimeSession,
     ) -> Result<(), StateError> {
         let now = crate::state::now();
         self.with(|c| {
             c.execute(
-                "INSERT INTO sessions (session_key, agent_id, runtime_session_id, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?4)
-                 ON CONFLICT (session_key) DO UPDATE SET agent_id = ?2, runtime_session_id = ?3, updated_at = ?4",
-                params![session_key, agent_id, runtime_session_id, now],
+                "INSERT INTO sessions (session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+                 ON CONFLICT (session_key) DO UPDATE SET agent_id = ?2, runtime_session_id = ?3, runtime_instance = ?4, updated_at = ?5",
+                params![session_key, agent_id, session.id, session.instance, now],
             )
             .map(drop)
         })
@@ -202,9 +236,19 @@ impl AccessStore {
             }
             if let Some((key, response)) = delivery {
                 tx.execute(
-                    "INSERT INTO deliveries (channel, account_id, message_id, session_key, response, at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![key.0, key.1, key.2, session_key, response, now],
+                    "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    params![
+                        key.channel,
+                        key.account_id,
+                        key.peer_kind,
+                        key.peer_id,
+                        key.thread_id,
+                        key.message_id,
+                        session_key,
+                        response,
+                        now
+                    ],
                 )?;
             }
             tx.commit()
@@ -222,9 +266,21 @@ impl AccessStore {
         let now = crate::state::now();
         self.with(|c| {
             c.execute(
-                "INSERT INTO dead_letters (channel, account_id, message_id, url, body, attempts, last_error, at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![key.0, key.1, key.2, url, body, attempts, last_error, now],
+                "INSERT INTO dead_letters (channel, account_id, peer_kind, peer_id, thread_id, message_id, url, body, attempts, last_error, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    key.channel,
+                    key.account_id,
+                    key.peer_kind,
+                    key.peer_id,
+                    key.thread_id,
+                    key.message_id,
+                    url,
+                    body,
+                    attempts,
+                    last_error,
+                    now
+                ],
             )
             .map(drop)
         })

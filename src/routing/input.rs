@@ -6,28 +6,59 @@ use super::plan::{BindingRef, MatchedBy};
 use super::shared_str::SharedStr;
 use crate::config::model::{DmScope, GroupScope};
 
-/// A conversation: `{kind, id}`. Ids that arrive as JSON numbers become their decimal string.
+/// A conversation: `{kind, id}`. Ids that arrive as JSON integers become their exact decimal
+/// text.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 pub struct Peer {
     pub kind: String,
-    #[serde(deserialize_with = "string_or_number")]
+    #[serde(deserialize_with = "string_or_integer")]
     pub id: String,
 }
 
-fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    d.deserialize_any(StringOrNumber)
+/// An id sent as a string or a JSON integer, as the integer's exact decimal text. serde_json
+/// reads an integer that fits 64 bits exactly and anything else (a fraction, an exponent, more
+/// digits) as a float, which would round: two chats' ids could become one. Those are refused
+/// with a message that says to send the id as a string.
+pub fn string_or_integer<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    d.deserialize_any(StringOrInteger)
 }
 
-/// A string, or a JSON number as its decimal text as `serde_json::Number` prints it. (An
-/// untagged enum would say the same in more than twice the instructions: it buffers the value
-/// first.)
-struct StringOrNumber;
+/// [`string_or_integer`] for an optional field.
+pub fn optional_string_or_integer<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<String>, D::Error> {
+    struct Optional;
+    impl<'de> serde::de::Visitor<'de> for Optional {
+        type Value = Option<String>;
 
-impl serde::de::Visitor<'_> for StringOrNumber {
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string, an integer or null")
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Option<String>, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<String>, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<String>, D::Error> {
+            string_or_integer(d).map(Some)
+        }
+    }
+    d.deserialize_option(Optional)
+}
+
+/// A string, or a JSON integer as its decimal text. (An untagged enum would say the same in
+/// more than twice the instructions: it buffers the value first.)
+struct StringOrInteger;
+
+impl serde::de::Visitor<'_> for StringOrInteger {
     type Value = String;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a string or a number")
+        f.write_str("a string or an integer")
     }
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
@@ -39,17 +70,17 @@ impl serde::de::Visitor<'_> for StringOrNumber {
     }
 
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
-        Ok(serde_json::Number::from(v).to_string())
+        Ok(itoa::Buffer::new().format(v).to_string())
     }
 
     fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
-        Ok(serde_json::Number::from(v).to_string())
+        Ok(itoa::Buffer::new().format(v).to_string())
     }
 
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<String, E> {
-        serde_json::Number::from_f64(v)
-            .map(|n| n.to_string())
-            .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Float(v), &self))
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<String, E> {
+        Err(E::custom(
+            "an id sent as a number must be an integer of at most 64 bits (a larger or fractional number cannot be kept exactly): send it as a string",
+        ))
     }
 }
 
@@ -276,15 +307,39 @@ mod tests {
         assert_eq!(id(r#""a\"b""#), Ok("a\"b".into()));
         assert_eq!(id("42"), Ok("42".into()));
         assert_eq!(id("-7"), Ok("-7".into()));
-        assert_eq!(id("1.5"), Ok("1.5".into()));
-        assert_eq!(id("100000000000000000000"), Ok("1e+20".into()));
+        assert_eq!(id("9007199254740993"), Ok("9007199254740993".into()));
+        assert_eq!(
+            id("18446744073709551615"),
+            Ok("18446744073709551615".into())
+        );
+        assert_eq!(
+            id("-9223372036854775808"),
+            Ok("-9223372036854775808".into())
+        );
         let refused = id("true").unwrap_err();
         assert!(
-            refused.contains("expected a string or a number"),
+            refused.contains("expected a string or an integer"),
             "{refused}"
         );
         assert!(id("null").is_err());
         assert!(id("[1]").is_err());
+    }
+
+    #[test]
+    fn peer_ids_beyond_64_bits_are_refused_not_rounded() {
+        // As floats, both would be 1e20: two chats sharing one session.
+        for json in [
+            "100000000000000000000",
+            "100000000000000000001",
+            "1.5",
+            "1e3",
+        ] {
+            let refused =
+                serde_json::from_str::<Peer>(&format!(r#"{{"kind":"group","id":{json}}}"#))
+                    .unwrap_err()
+                    .to_string();
+            assert!(refused.contains("send it as a string"), "{json}: {refused}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! itself (the crate's own launcher can set neither a working directory nor a process group),
 //! and the `initialize` handshake that makes the runtime ready.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,15 +31,59 @@ pub struct AcpHandle {
     pub subscribers: Subscribers,
     /// What the agent said about itself: `agentInfo`, `agentCapabilities`, `protocolVersion`.
     pub info: serde_json::Value,
-    /// The ACP sessions opened (new or loaded) in this process: a restarted runtime has none.
-    pub open: Arc<Mutex<HashSet<String>>>,
+    /// The ACP sessions opened (new or loaded) in this process, each with the session key it
+    /// serves: a restarted runtime has none.
+    pub open: Arc<Mutex<HashMap<String, String>>>,
     /// The runtime's working directory (`cwd` of `session/new`).
     pub cwd: std::path::PathBuf,
     /// Which process this is: changes with every start.
     pub pid: u32,
+    /// This start of the runtime, unique across restarts and controllers: a runtime session id
+    /// means something only to the instance that issued it.
+    pub instance: String,
 }
 
 impl AcpHandle {
+    /// The handle of a freshly connected runtime: a new instance with no session open.
+    pub fn new(connection: &AcpConnection, cwd: std::path::PathBuf, pid: u32) -> AcpHandle {
+        AcpHandle {
+            cx: connection.cx.clone(),
+            subscribers: connection.subscribers.clone(),
+            info: connection.info.clone(),
+            open: Arc::default(),
+            cwd,
+            pid,
+            instance: uuid::Uuid::new_v4().to_string(),
+        }
+    }
+
+    /// The session key runtime session `id` serves in this instance, if it is open here.
+    pub fn holder(&self, id: &str) -> Option<String> {
+        self.open.lock().ok()?.get(id).cloned()
+    }
+
+    /// Marks runtime session `id` as serving `session_key` in this instance; false when it
+    /// already serves another session key (a runtime session is never shared).
+    pub fn claim(&self, id: &str, session_key: &str) -> bool {
+        let Ok(mut open) = self.open.lock() else {
+            return false;
+        };
+        match open.get(id) {
+            Some(holder) => holder == session_key,
+            None => {
+                open.insert(id.to_string(), session_key.to_string());
+                true
+            }
+        }
+    }
+
+    /// Forgets a claim whose session could not be opened.
+    pub fn release(&self, id: &str) {
+        if let Ok(mut open) = self.open.lock() {
+            open.remove(id);
+        }
+    }
+
     /// Whether the agent said it can resume a session (`session/load`).
     pub fn loads_sessions(&self) -> bool {
         self.info["agentCapabilities"]["loadSession"] == true

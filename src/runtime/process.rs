@@ -294,14 +294,8 @@ pub(super) async fn supervise(
                         {
                             Ok(connection) => {
                                 let info = connection.info.clone();
-                                let handle = super::acp::AcpHandle {
-                                    cx: connection.cx.clone(),
-                                    subscribers: connection.subscribers.clone(),
-                                    info: info.clone(),
-                                    open: Arc::default(),
-                                    cwd: spec.cwd.clone(),
-                                    pid,
-                                };
+                                let handle =
+                                    super::acp::AcpHandle::new(&connection, spec.cwd.clone(), pid);
                                 if let Ok(mut map) = acp.lock() {
                                     map.insert(spec.agent_id.clone(), handle);
                                 }

@@ -19,7 +19,11 @@ pub use paths::StateDir;
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 2] = [include_str!("schema.sql"), include_str!("access.sql")];
+const MIGRATIONS: [&str; 3] = [
+    include_str!("schema.sql"),
+    include_str!("access.sql"),
+    include_str!("conversations.sql"),
+];
 
 /// `format_version` of `deepcli state export`.
 pub const SNAPSHOT_FORMAT: &str = "1";
@@ -836,7 +840,51 @@ impl Drop for StateStore {
 
 #[cfg(test)]
 mod tests {
-    use super::JsonText;
+    use super::{JsonText, MIGRATIONS, StateDir, StateStore};
+
+    /// A database of migration 2 (before runtime instances and conversation-keyed deliveries)
+    /// opens migrated, its deliveries and sessions kept.
+    #[test]
+    fn a_migration_2_database_keeps_its_deliveries_and_sessions() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        std::fs::create_dir_all(tmp.path()).unwrap();
+        {
+            let conn = rusqlite::Connection::open(dir.db()).unwrap();
+            for m in &MIGRATIONS[..2] {
+                conn.execute_batch(m).unwrap();
+            }
+            conn.execute_batch(
+                "INSERT INTO meta VALUES ('lineage', 'l'), ('serial', '0');
+                 INSERT INTO deliveries VALUES ('telegram', 'default', '42', 'k', '{}', 't');
+                 INSERT INTO sessions VALUES ('k', 'main', 'echo-1', 't', 't');
+                 PRAGMA user_version = 2;",
+            )
+            .unwrap();
+        }
+        drop(StateStore::open(&dir).unwrap());
+        let conn = rusqlite::Connection::open(dir.db()).unwrap();
+        let delivery: (String, String, String) = conn
+            .query_row(
+                "SELECT peer_kind || '|' || peer_id || '|' || thread_id, message_id, session_key FROM deliveries",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(delivery, ("||".into(), "42".into(), "k".into()));
+        let session: (String, Option<String>) = conn
+            .query_row(
+                "SELECT runtime_session_id, runtime_instance FROM sessions",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            session,
+            ("echo-1".into(), None),
+            "no instance: never taken as open"
+        );
+    }
 
     #[test]
     fn json_text_is_compared_as_text_then_as_json() {

@@ -5,8 +5,9 @@
 //
 // It answers a prompt with "echo: <text>" in two `agent_message_chunk` updates, counts the turns
 // of each session, and keeps its sessions in `.sdk-echo-sessions.json` in its working directory
-// so that `session/load` works after a restart (it advertises `loadSession`). Prompts that start
-// with a word do more:
+// so that `session/load` works after a restart (it advertises `loadSession`). With
+// SDK_ECHO_SEQUENTIAL=1 it numbers its sessions `s-1`, `s-2`, … per process, keeps nothing and
+// cannot load sessions, as many real agents do. Prompts that start with a word do more:
 //   slow        waits until `session/cancel` (or 60 s), then stops with `cancelled`
 //   permission  asks the client for permission and replies with the outcome
 //   crash       exits the process with code 3
@@ -25,15 +26,17 @@ const sdkVersion = JSON.parse(
   readFileSync(new URL("../../.npm-peers/node_modules/@agentclientprotocol/sdk/package.json", import.meta.url)),
 ).version;
 
+const sequential = process.env.SDK_ECHO_SEQUENTIAL === "1";
+let issued = 0;
 const store = ".sdk-echo-sessions.json";
 const sessions = (() => {
   try {
-    return JSON.parse(readFileSync(store, "utf8"));
+    return sequential ? {} : JSON.parse(readFileSync(store, "utf8"));
   } catch {
     return {};
   }
 })();
-const save = () => writeFileSync(store, JSON.stringify(sessions));
+const save = () => sequential || writeFileSync(store, JSON.stringify(sessions));
 const cancels = new Map();
 
 const text = (prompt) =>
@@ -51,12 +54,12 @@ const say = (client, sessionId, chunk) =>
 const app = agent({ name: "sdk-echo" })
   .onRequest(methods.agent.initialize, () => ({
     protocolVersion: 1,
-    agentCapabilities: { loadSession: true },
+    agentCapabilities: { loadSession: !sequential },
     agentInfo: { name: "sdk-echo", version: sdkVersion },
     authMethods: [],
   }))
   .onRequest(methods.agent.session.new, () => {
-    const sessionId = randomUUID();
+    const sessionId = sequential ? `s-${++issued}` : randomUUID();
     sessions[sessionId] = 0;
     save();
     return { sessionId };
