@@ -23,6 +23,8 @@ pub mod demo_agent;
 pub mod diagnostic;
 pub mod failpoint;
 pub mod hash;
+pub mod http_server;
+pub mod log_line;
 pub mod manage;
 pub mod plan;
 pub mod report;

@@ -93,6 +93,20 @@ fn transcript(state: &Path, session_key: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Whether a runtime session was opened for `session_key`: its delivery holds the session's
+/// turn and is about to prompt.
+fn session_opened(state: &Path, session_key: &str) -> bool {
+    let Ok(db) = rusqlite::Connection::open(state.join("state.db")) else {
+        return false;
+    };
+    db.query_row(
+        "SELECT count(*) FROM sessions WHERE session_key = ?1",
+        [session_key],
+        |r| r.get::<_, i64>(0),
+    )
+    .is_ok_and(|n| n == 1)
+}
+
 fn runtime_session(state: &Path, session_key: &str) -> String {
     let db = rusqlite::Connection::open(state.join("state.db")).unwrap();
     db.query_row(
@@ -221,17 +235,19 @@ fn refusals_say_why_and_route_nothing() {
     let (status, wrong) = post(&[("x-deepcli-signature", &wrong)], body.as_bytes());
     assert_eq!(status, 401);
     assert!(
-        wrong["error"].as_str().unwrap().contains("does not match"),
+        wrong["error"].as_str().unwrap().contains("does not verify"),
         "{wrong}"
     );
     assert_eq!(routed(), before, "nothing was routed");
 
+    // An undeclared account answers as a wrong signature does; the operator's log says which.
     let unknown = json!({"channel": "slack", "messageId": "m", "text": "x"});
     let (status, body) = inbound(up.addr, SECRET, &unknown);
-    assert_eq!(status, 404);
+    assert_eq!((status, &body), (401, &wrong));
+    let log = std::fs::read_to_string(up.state.join("logs/access.log")).unwrap();
     assert!(
-        body["error"].as_str().unwrap().contains("slack/default"),
-        "{body}"
+        log.contains("channel=slack 401 unknown channel account `slack/default`"),
+        "{log}"
     );
 
     let big = envelope(group("1"), "m-big", &"x".repeat(5000));
@@ -939,4 +955,224 @@ fn operator_json_rpc_edits_the_files_and_the_controller_applies_them() {
         "{answers}"
     );
     assert_eq!(answers[1]["error"]["code"], -32601, "{answers}");
+}
+
+/// `deepcli up` with two Slack accounts: `default` signs with [`SECRET`], `b`'s secret
+/// variable is not set.
+fn two_accounts(configure: impl FnOnce(&mut std::process::Command)) -> Up {
+    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n      b: {webhookSecret: {source: env, id: UNSET_HOOK_VARIABLE}}\n";
+    let up = Up::start_config(
+        "agents:\n  list:\n    - id: main\n",
+        channels,
+        "bindings: []\n",
+        |cmd| {
+            cmd.env("HOOK", SECRET).env_remove("UNSET_HOOK_VARIABLE");
+            configure(cmd);
+        },
+    );
+    up.wait_for("the first apply", |s| !s["routingGeneration"].is_null());
+    up
+}
+
+fn count_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// An unauthenticated caller cannot tell an undeclared account, an account without a usable
+/// secret and a wrong signature apart, nor learn where a secret comes from.
+#[test]
+fn unauthenticated_callers_cannot_tell_accounts_apart() {
+    let up = two_accounts(|_| {});
+    let message = |account: &str| {
+        json!({"channel": "slack", "accountId": account, "peer": {"kind": "group", "id": "c1"},
+               "messageId": "m-1", "text": "hi"})
+    };
+    let answers: Vec<(u16, Value)> = ["default", "b", "nosuch"]
+        .iter()
+        .map(|account| inbound(up.addr, "a guess", &message(account)))
+        .collect();
+    assert_eq!(answers[0].0, 401);
+    assert!(
+        answers.iter().all(|a| a == &answers[0]),
+        "all alike: {answers:?}"
+    );
+    let said = answers[0].1.to_string();
+    for secret_detail in ["UNSET_HOOK_VARIABLE", "HOOK", "webhookSecret`", "nosuch"] {
+        assert!(!said.contains(secret_detail), "{said}");
+    }
+    // Signed with the right secret, `b` is still refused alike: it takes no messages.
+    let (status, b) = inbound(up.addr, SECRET, &message("b"));
+    assert_eq!((status, &b), (401, &answers[0].1));
+    // The operator's log tells them apart.
+    let log = std::fs::read_to_string(up.state.join("logs/channels/slack.log")).unwrap();
+    assert!(
+        log.contains("wrong `X-Deepcli-Signature` for channel account `slack/default`"),
+        "{log}"
+    );
+    assert!(
+        log.contains("`slack/b` takes no messages") && log.contains("UNSET_HOOK_VARIABLE"),
+        "{log}"
+    );
+    assert!(
+        log.contains("unknown channel account `slack/nosuch`"),
+        "{log}"
+    );
+}
+
+/// Callers choose channel names: 500 calls naming 500 channels open no file and hold no
+/// descriptor each; their lines go to one size-capped log.
+#[test]
+fn junk_channel_names_open_no_files() {
+    let up = two_accounts(|_| {});
+    let pid = up.child.id();
+    let (status, _) = inbound(up.addr, "x", &slack_group("c", "warm-up", "x"));
+    assert_eq!(status, 401);
+    let before = count_fds(pid);
+    for i in 0..500 {
+        let junk = json!({"channel": format!("junk{i}"), "messageId": "m", "text": "x"});
+        let (status, _) = inbound(up.addr, "x", &junk);
+        assert_eq!(status, 401);
+    }
+    let files: Vec<String> = std::fs::read_dir(up.state.join("logs/channels"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, ["slack.log"], "only declared channels get a log");
+    let log = std::fs::read_to_string(up.state.join("logs/access.log")).unwrap();
+    assert_eq!(
+        log.lines().filter(|l| l.contains("channel=junk")).count(),
+        500
+    );
+    let after = count_fds(pid);
+    assert!(
+        after < before + 20,
+        "descriptors: {before} before, {after} after"
+    );
+}
+
+/// Nothing a caller sends can start a line of its own in a log.
+#[test]
+fn log_lines_cannot_be_forged() {
+    let up = two_accounts(|_| {});
+    let forged = "\n2026-01-01T00:00:00Z 200 account=a session=forged";
+    for body in [
+        json!({"channel": format!("slack{forged}"), "messageId": "m", "text": "x"}),
+        json!({"channel": "slack", "accountId": format!("b{forged}"), "messageId": "m", "text": "x"}),
+        json!({"channel": "slack", format!("field{forged}"): 1, "messageId": "m", "text": "x"}),
+    ] {
+        let (status, _) = inbound(up.addr, SECRET, &body);
+        assert!(status == 401 || status == 400, "{status}");
+    }
+    for log in ["logs/access.log", "logs/channels/slack.log"] {
+        let Ok(text) = std::fs::read_to_string(up.state.join(log)) else {
+            continue;
+        };
+        for line in text.lines() {
+            assert!(
+                !line.contains("session=forged") || line.contains("\\n2026"),
+                "{log}: {line}"
+            );
+            assert!(
+                !line.starts_with("2026-01-01"),
+                "{log}: a forged line: {line}"
+            );
+        }
+    }
+}
+
+/// Connections that send nothing, stop half-way through their headers or sit idle after a
+/// request are closed after `--idle-timeout-ms`; they do not hold descriptors forever.
+#[test]
+fn idle_and_slow_connections_are_closed() {
+    use std::io::{Read, Write};
+    let up = two_accounts(|cmd| {
+        cmd.args(["--idle-timeout-ms", "300"]);
+    });
+    let pid = up.child.id();
+    let before = count_fds(pid);
+    let mut connections: Vec<std::net::TcpStream> = (0..100)
+        .map(|_| std::net::TcpStream::connect(up.addr).unwrap())
+        .collect();
+    connections[0]
+        .write_all(b"POST /v1/inbound HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    connections[1]
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    for (i, c) in connections.iter_mut().enumerate() {
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut buf = Vec::new();
+        // Ends when the server closes the connection (EOF); a read timeout fails the test.
+        let read = c.read_to_end(&mut buf);
+        assert!(read.is_ok(), "connection {i} was not closed: {read:?}");
+        if i == 1 {
+            assert!(
+                String::from_utf8_lossy(&buf).contains("200 OK"),
+                "answered, then closed when idle"
+            );
+        }
+    }
+    common::wait_until("the descriptors given back", || {
+        count_fds(pid) <= before + 2
+    });
+}
+
+/// With `--queue-limit 2`, two messages wait behind the one being answered and the next is
+/// refused: the limit is the number that may wait, not one more.
+#[test]
+fn the_queue_limit_is_the_number_that_may_wait() {
+    let up = sdk_up(|cmd| {
+        cmd.args(["--queue-limit", "2", "--prompt-timeout-ms", "8000"]);
+    });
+    let waiting = || metric(up.addr, &up.state, "deepcli_access_waiting_messages");
+    std::thread::scope(|s| {
+        let first = s.spawn(|| inbound(up.addr, SECRET, &slack_group("q", "q-0", "slow")));
+        common::wait_until("the slow prompt to hold the session", || {
+            session_opened(&up.state, "agent:sdk:slack:group:q")
+        });
+        let waiters: Vec<_> = (1..=2)
+            .map(|i| {
+                let message = slack_group("q", &format!("q-{i}"), &format!("waits {i}"));
+                s.spawn(move || inbound(up.addr, SECRET, &message))
+            })
+            .collect();
+        common::wait_until("two messages waiting", || waiting() == 2.0);
+        let (status, refused) = inbound(up.addr, SECRET, &slack_group("q", "q-3", "one more"));
+        assert_eq!(status, 429, "{refused}");
+        assert_eq!(refused["sessionKey"], "agent:sdk:slack:group:q");
+        let (status, _) = first.join().unwrap();
+        assert_eq!(status, 504, "the slow prompt timed out");
+        for waiter in waiters {
+            let (status, body) = waiter.join().unwrap();
+            assert_eq!(status, 200, "{body}");
+        }
+    });
+}
+
+/// A caller that hangs up while its message is being answered does not cancel the delivery
+/// half-way: a redelivery gets the first delivery's outcome, not an error.
+#[test]
+fn a_caller_that_hangs_up_does_not_strand_its_delivery() {
+    use std::io::Write;
+    let up = sdk_up(|cmd| {
+        cmd.args(["--prompt-timeout-ms", "2000"]);
+    });
+    let body = slack_group("h", "hang-1", "slow").to_string();
+    let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+    let mut stream = std::net::TcpStream::connect(up.addr).unwrap();
+    write!(
+        stream,
+        "POST /v1/inbound HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Deepcli-Signature: {signature}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    common::wait_until("the prompt to reach the agent", || {
+        session_opened(&up.state, "agent:sdk:slack:group:h")
+    });
+    drop(stream);
+    let (status, again) = inbound(up.addr, SECRET, &slack_group("h", "hang-1", "slow"));
+    assert_eq!(status, 504, "the first delivery's outcome: {again}");
+    assert_eq!(again["cancelled"], true, "{again}");
 }

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use super::{Access, AccessError};
+use super::{Access, AccessError, Unauthenticated};
 use crate::routing::RouteInput;
 
 pub const GENERATION_HEADER: &str = "x-deepcli-plan-generation";
@@ -64,64 +64,140 @@ fn json_response(status: StatusCode, generation: Option<u64>, body: Value) -> Re
     response
 }
 
-/// Reads the body up to the limit; over it, a 413 that says the limit.
-async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, AccessError> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
-        AccessError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body is over the limit of {limit} bytes"),
-        )
-        .with("limit", limit)
-    })
+/// Reads the body up to the limit (413 over it), each chunk within the idle timeout (408).
+pub(crate) async fn read_body(
+    body: Body,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<axum::body::Bytes, AccessError> {
+    use http_body_util::BodyExt;
+    let mut body = http_body_util::Limited::new(body, limit);
+    let mut bytes = bytes::BytesMut::new();
+    loop {
+        let frame = tokio::time::timeout(timeout, body.frame())
+            .await
+            .map_err(|_| AccessError::SlowBody {
+                seconds: timeout.as_secs(),
+            })?;
+        match frame {
+            None => return Ok(bytes.freeze()),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Some(Err(_)) => return Err(AccessError::TooLarge { limit }),
+        }
+    }
 }
+
+/// The response to a refusal. An unauthenticated caller learns nothing about the accounts: an
+/// unknown account, one without a usable secret and a wrong signature answer alike; the
+/// operator's log has the difference.
+impl IntoResponse for AccessError {
+    fn into_response(self) -> Response {
+        let (status, body) = refusal(&self);
+        json_response(status, None, body)
+    }
+}
+
+fn refusal(e: &AccessError) -> (StatusCode, Value) {
+    let said = |status: StatusCode| (status, json!({"error": e.to_string()}));
+    match e {
+        AccessError::NoPlan => said(StatusCode::SERVICE_UNAVAILABLE),
+        AccessError::TooLarge { limit } => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!({"error": e.to_string(), "limit": limit}),
+        ),
+        AccessError::SlowBody { .. } => said(StatusCode::REQUEST_TIMEOUT),
+        AccessError::BadEnvelope { field, .. } => {
+            let (status, mut body) = said(StatusCode::BAD_REQUEST);
+            if let Some(field) = field {
+                body["field"] = field.as_str().into();
+            }
+            (status, body)
+        }
+        AccessError::Unauthenticated(
+            Unauthenticated::MissingSignature | Unauthenticated::MalformedSignature,
+        ) => said(StatusCode::UNAUTHORIZED),
+        AccessError::Unauthenticated(_) => {
+            (StatusCode::UNAUTHORIZED, json!({"error": NOT_VERIFIED}))
+        }
+        AccessError::Disabled { .. } => said(StatusCode::FORBIDDEN),
+        AccessError::QueueFull { session_key, .. } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({"error": e.to_string(), "sessionKey": session_key}),
+        ),
+        AccessError::RuntimeDown {
+            agent_id, status, ..
+        } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": e.to_string(), "agentId": agent_id, "runtimeStatus": status}),
+        ),
+        AccessError::RuntimeFailed { .. } => said(StatusCode::SERVICE_UNAVAILABLE),
+        AccessError::SessionReused { .. } => said(StatusCode::BAD_GATEWAY),
+        AccessError::TimedOut { stop_reason, .. } => (
+            StatusCode::GATEWAY_TIMEOUT,
+            json!({"error": e.to_string(), "cancelled": true, "stopReason": stop_reason}),
+        ),
+        AccessError::Internal(_) => said(StatusCode::INTERNAL_SERVER_ERROR),
+    }
+}
+
+/// What an unauthenticated caller is told when the envelope's account did not verify it.
+const NOT_VERIFIED: &str = "wrong `X-Deepcli-Signature`: it does not verify with the webhookSecret of the channel account the envelope names (the operator's log says why)";
 
 async fn inbound(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
     let access = &cx.access;
     let mut bytes = axum::body::Bytes::new();
-    let (generation, outcome) = match read_body(body, access.settings.body_limit).await {
-        Err(e) => (None, Err(e)),
-        Ok(read) => {
-            bytes = read;
-            let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
-            access.inbound(&bytes, signature).await
+    let settings = &access.settings;
+    let (generation, outcome) =
+        match read_body(body, settings.body_limit, settings.idle_timeout).await {
+            Err(e) => (None, Err(e)),
+            Ok(read) => {
+                bytes = read;
+                let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
+                access.inbound(&bytes, signature).await
+            }
+        };
+    let (status, body, line) = match outcome {
+        Ok(body) => {
+            let status = if body["reply"].is_null() && body["duplicate"] == false {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            let route = &body["route"];
+            let line = format!(
+                "{} account={} session={} agent={} matchedBy={}{}",
+                status.as_u16(),
+                route["accountId"].as_str().unwrap_or("-"),
+                body["sessionKey"].as_str().unwrap_or("-"),
+                route["agentId"].as_str().unwrap_or("-"),
+                route["matchedBy"].as_str().unwrap_or("-"),
+                if body["duplicate"] == true {
+                    " duplicate"
+                } else {
+                    ""
+                },
+            );
+            (status, body, line)
         }
-    };
-    let (status, body) = match outcome {
-        Ok(body) if body["reply"].is_null() && body["duplicate"] == false => {
-            (StatusCode::ACCEPTED, body)
+        Err(e) => {
+            let (status, body) = refusal(&e);
+            // The log says it all: which account, and why it did not verify.
+            (status, body, format!("{} {e}", status.as_u16()))
         }
-        Ok(body) => (StatusCode::OK, body),
-        Err(e) => (e.status, e.body),
     };
     access.metrics.request("inbound", status.as_u16());
-    if status.is_client_error() || status.is_server_error() {
-        // A refusal is logged on the channel the body names, when it names one.
-        let channel = serde_json::from_slice::<Value>(&bytes)
+    // Logged on the channel the body names (a refusal's body may not name one).
+    let channel = match body["route"]["channel"].as_str() {
+        Some(channel) => Some(channel.to_string()),
+        None => serde_json::from_slice::<Value>(&bytes)
             .ok()
-            .and_then(|v| Some(v.get("channel")?.as_str()?.to_string()));
-        if let Some(channel) = channel {
-            let error = body["error"].as_str().unwrap_or("-");
-            access
-                .log_channel(&channel, &format!("{} {error}", status.as_u16()))
-                .await;
-        }
-    } else if let Some(channel) = body["route"]["channel"].as_str() {
-        let route = &body["route"];
-        let line = format!(
-            "{} account={} session={} agent={} matchedBy={}{}",
-            status.as_u16(),
-            route["accountId"].as_str().unwrap_or("-"),
-            body["sessionKey"].as_str().unwrap_or("-"),
-            route["agentId"].as_str().unwrap_or("-"),
-            route["matchedBy"].as_str().unwrap_or("-"),
-            if body["duplicate"] == true {
-                " duplicate"
-            } else {
-                ""
-            },
-        );
-        access.log_channel(channel, &line).await;
-    }
+            .and_then(|v| Some(v.get("channel")?.as_str()?.to_string())),
+    };
+    access.log_call(channel.as_deref(), &line).await;
     json_response(status, generation, body)
 }
 
@@ -131,8 +207,14 @@ async fn route(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Respons
         return denied;
     }
     let access = &cx.access;
-    let response = match read_body(body, access.settings.body_limit).await {
-        Err(e) => json_response(e.status, None, e.body),
+    let response = match read_body(
+        body,
+        access.settings.body_limit,
+        access.settings.idle_timeout,
+    )
+    .await
+    {
+        Err(e) => e.into_response(),
         Ok(bytes) => match (access.plan(), serde_json::from_slice::<RouteInput>(&bytes)) {
             (None, _) => json_response(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -20,6 +20,8 @@ pub struct Metrics {
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
     pub duplicates: AtomicU64,
+    /// Messages waiting behind another of their session, now.
+    pub waiting: AtomicU64,
     /// Replies that became dead letters.
     pub reply_failures: std::sync::Arc<AtomicU64>,
 }
@@ -88,9 +90,11 @@ impl Metrics {
         let _ = writeln!(
             out,
             "# TYPE deepcli_duplicate_deliveries_total counter\ndeepcli_duplicate_deliveries_total {}\n\
-             # TYPE deepcli_reply_sink_failures_total counter\ndeepcli_reply_sink_failures_total {}",
+             # TYPE deepcli_reply_sink_failures_total counter\ndeepcli_reply_sink_failures_total {}\n\
+             # TYPE deepcli_access_waiting_messages gauge\ndeepcli_access_waiting_messages {}",
             self.duplicates.load(Ordering::Relaxed),
             self.reply_failures.load(Ordering::Relaxed),
+            self.waiting.load(Ordering::Relaxed),
         );
     }
 }

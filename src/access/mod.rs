@@ -11,6 +11,7 @@
 //! * A delivered envelope is recorded with its response; a redelivery, also a concurrent one,
 //!   gets that response with `duplicate: true` and never reaches the agent again.
 
+mod error;
 pub mod http;
 pub mod metrics;
 pub mod plan;
@@ -27,7 +28,6 @@ use agent_client_protocol::v1::schema::{
     SessionUpdate,
 };
 use arc_swap::ArcSwapOption;
-use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -36,6 +36,7 @@ use crate::config::model::RuntimeKind;
 use crate::routing::{RouteInput, input, normalize};
 use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
+pub use error::{AccessError, Unauthenticated};
 pub use plan::AccessPlan;
 use store::{AccessStore, DeliveryKey, Turn};
 
@@ -50,6 +51,9 @@ pub struct AccessSettings {
     pub queue_limit: usize,
     /// How many transcript turns a new runtime session gets as context.
     pub context_turns: usize,
+    /// How long a connection may stay idle, or take to send a request's headers or the next
+    /// part of its body, before it is closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for AccessSettings {
@@ -59,28 +63,8 @@ impl Default for AccessSettings {
             prompt_timeout: Duration::from_secs(120),
             queue_limit: 32,
             context_turns: 20,
+            idle_timeout: Duration::from_secs(30),
         }
-    }
-}
-
-/// A refusal or a failure, as the HTTP response says it.
-#[derive(Debug, Clone)]
-pub struct AccessError {
-    pub status: StatusCode,
-    pub body: Value,
-}
-
-impl AccessError {
-    fn new(status: StatusCode, message: impl Into<String>) -> AccessError {
-        AccessError {
-            status,
-            body: json!({"error": message.into()}),
-        }
-    }
-
-    fn with(mut self, key: &str, value: impl Into<Value>) -> AccessError {
-        self.body[key] = value.into();
-        self
     }
 }
 
@@ -110,6 +94,9 @@ struct MessageFields {
 
 const MESSAGE_FIELDS: [&str; 4] = ["threadId", "messageId", "sender", "text"];
 
+/// Call logs open at once, at most.
+const MAX_OPEN_LOGS: usize = 64;
+
 /// What a delivery produced: the response body and its status.
 type Outcome = Result<Value, AccessError>;
 
@@ -130,8 +117,8 @@ pub struct Access {
     pub metrics: metrics::Metrics,
     pub settings: AccessSettings,
     reply: reply::ReplySink,
-    /// `<state>/logs/channels/<channel>.log`: one line per inbound call (`deepcli channels logs`).
-    channel_logs: tokio::sync::Mutex<HashMap<String, crate::runtime::log::Log>>,
+    /// The open logs of inbound calls, by path ([`Access::log_call`]).
+    call_logs: tokio::sync::Mutex<HashMap<std::path::PathBuf, crate::runtime::log::Log>>,
     logs_dir: std::path::PathBuf,
 }
 
@@ -153,28 +140,48 @@ impl Access {
             inflight: Mutex::default(),
             metrics,
             settings,
-            channel_logs: tokio::sync::Mutex::default(),
-            logs_dir: state.logs().join("channels"),
+            call_logs: tokio::sync::Mutex::default(),
+            logs_dir: state.logs(),
         }
     }
 
-    /// Appends one line about an inbound call to its channel's log (size-capped, rotated).
-    pub async fn log_channel(&self, channel: &str, line: &str) {
-        let channel = normalize::channel(channel);
-        // A channel name becomes a file name: keep it to safe characters.
-        if channel.is_empty()
-            || !channel
-                .chars()
+    /// Appends one line about an inbound call to the log of the channel it names
+    /// (`<state>/logs/channels/<channel>.log`, which `deepcli channels logs` shows) when the
+    /// plan in force declares that channel; to `<state>/logs/access.log` otherwise (no channel,
+    /// or one nobody declared: callers choose those names, so they get no file of their own).
+    /// Every field is escaped: one call, one line. Logs are size-capped and rotated.
+    pub async fn log_call(&self, channel: Option<&str>, line: &str) {
+        let declared = channel.map(normalize::channel).filter(|c| {
+            c.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return;
-        }
-        let mut logs = self.channel_logs.lock().await;
-        if !logs.contains_key(channel.as_ref()) {
-            let path = self.logs_dir.join(format!("{channel}.log"));
+                && self.plan().is_some_and(|p| p.declares_channel(c))
+        });
+        let now = crate::state::now();
+        let line = crate::log_line::escape(line);
+        let (path, text) = match declared {
+            Some(channel) => (
+                self.logs_dir
+                    .join("channels")
+                    .join(format!("{channel}.log")),
+                format!("{now} {line}\n"),
+            ),
+            None => (
+                self.logs_dir.join("access.log"),
+                format!(
+                    "{now} channel={} {line}\n",
+                    crate::log_line::escape(channel.unwrap_or("-"))
+                ),
+            ),
+        };
+        let mut logs = self.call_logs.lock().await;
+        if !logs.contains_key(&path) {
+            // Bounded however many channels plans have declared over time.
+            if logs.len() >= MAX_OPEN_LOGS {
+                logs.clear();
+            }
             match crate::runtime::log::Log::open(&path, crate::runtime::log::MAX_BYTES).await {
                 Ok(log) => {
-                    logs.insert(channel.to_string(), log);
+                    logs.insert(path.clone(), log);
                 }
                 Err(e) => {
                     tracing::warn!(path = %path.display(), error = %e, "cannot open a channel log");
@@ -182,10 +189,8 @@ impl Access {
                 }
             }
         }
-        if let Some(log) = logs.get_mut(channel.as_ref()) {
-            let _ = log
-                .write(format!("{} {line}\n", crate::state::now()).as_bytes())
-                .await;
+        if let Some(log) = logs.get_mut(&path) {
+            let _ = log.write(text.as_bytes()).await;
         }
     }
 
@@ -207,12 +212,7 @@ impl Access {
     }
 
     fn current(&self) -> Result<Arc<AccessPlan>, AccessError> {
-        self.plan().ok_or_else(|| {
-            AccessError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "no routing plan is in force yet: the first apply has not finished",
-            )
-        })
+        self.plan().ok_or(AccessError::NoPlan)
     }
 
     /// Handles one envelope: authenticate, route, deliver, record. `signature` is the
@@ -246,21 +246,20 @@ impl Access {
         // account (normalized as the router does); nothing is counted, recorded or delivered
         // before the account has authenticated the call.
         let Some(account) = plan.accounts.get(&(channel.clone(), account_id.clone())) else {
-            return Err(AccessError::new(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "unknown channel account `{channel}/{account_id}`: declare it in channels.yaml (channels.{channel}.accounts.{account_id})"
-                ),
+            return Err(AccessError::Unauthenticated(
+                Unauthenticated::UnknownAccount {
+                    channel,
+                    account: account_id,
+                },
             ));
         };
-        verify_signature(account, body, signature)?;
+        verify_signature(account, (&channel, &account_id), body, signature)
+            .map_err(AccessError::Unauthenticated)?;
         if !account.enabled {
-            return Err(AccessError::new(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "channel account `{channel}/{account_id}` is disabled (enabled: false in channels.yaml)"
-                ),
-            ));
+            return Err(AccessError::Disabled {
+                channel,
+                account: account_id,
+            });
         }
 
         // The route: an `acp` binding of this exact conversation first, then the tiers.
@@ -350,25 +349,32 @@ impl Access {
                 });
             }
         };
-        // Checked again now that this request owns the key: a delivery that finished between
-        // the first check and taking the key recorded itself before it let the key go.
-        let recorded = {
-            let key = key.clone();
-            self.blocking(move |store| store.delivered(&key)).await
-        };
-        let outcome = match recorded {
-            Ok(Some(response)) => Ok(as_duplicate(&response)),
-            Ok(None) => {
-                self.deliver(plan, &envelope, &key, &agent_id, &session_key, route)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
-        let _ = sender.send(Some(outcome.clone()));
-        if let Ok(mut inflight) = self.inflight.lock() {
-            inflight.remove(&key);
-        }
-        outcome
+        // The delivery runs as a task of its own: a caller that hangs up does not cancel a
+        // prompt half-way, and the key is always let go, with the outcome for whoever waits.
+        let this = self.clone();
+        let (plan, envelope) = (plan.clone(), envelope.clone());
+        let delivery = tokio::spawn(async move {
+            let _let_go = LetGo(&this.inflight, &key);
+            // Checked again now that this request owns the key: a delivery that finished
+            // between the first check and taking the key recorded itself before it let it go.
+            let recorded = {
+                let key = key.clone();
+                this.blocking(move |store| store.delivered(&key)).await
+            };
+            let outcome = match recorded {
+                Ok(Some(response)) => Ok(as_duplicate(&response)),
+                Ok(None) => {
+                    this.deliver(&plan, &envelope, &key, &agent_id, &session_key, route)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            let _ = sender.send(Some(outcome.clone()));
+            outcome
+        });
+        delivery
+            .await
+            .unwrap_or_else(|e| Err(internal(&format!("the delivery failed: {e}"))))
     }
 
     async fn blocking<T: Send + 'static>(
@@ -392,27 +398,26 @@ impl Access {
         route: Value,
     ) -> Outcome {
         let started = Instant::now();
+        use std::sync::atomic::Ordering::SeqCst;
         let queue = self.queue(session_key);
-        let waiting = queue
-            .waiting
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let turn = if waiting > self.settings.queue_limit {
-            None
-        } else {
-            Some(queue.turn.lock().await)
-        };
-        queue
-            .waiting
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        let Some(_turn) = turn else {
-            return Err(AccessError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "session `{session_key}` has {} messages waiting: send this one again later",
-                    self.settings.queue_limit
-                ),
-            )
-            .with("sessionKey", session_key));
+        let _turn = match queue.turn.try_lock() {
+            Ok(turn) => turn,
+            Err(_) => {
+                // Busy: this message waits, if fewer than the limit already do.
+                let waiting = queue.waiting.fetch_add(1, SeqCst);
+                self.metrics.waiting.fetch_add(1, SeqCst);
+                let turn = if waiting < self.settings.queue_limit {
+                    Some(queue.turn.lock().await)
+                } else {
+                    None
+                };
+                queue.waiting.fetch_sub(1, SeqCst);
+                self.metrics.waiting.fetch_sub(1, SeqCst);
+                turn.ok_or_else(|| AccessError::QueueFull {
+                    session_key: session_key.to_string(),
+                    limit: self.settings.queue_limit,
+                })?
+            }
         };
 
         let kind = plan.runtime(agent_id);
@@ -499,7 +504,7 @@ impl Access {
 
     fn runtime(&self, agent_id: &str) -> Result<AcpHandle, AccessError> {
         let Some((acp, status)) = &self.runtimes else {
-            return Err(internal("no runtimes are managed here"));
+            return Err(AccessError::Internal("no runtimes are managed here".into()));
         };
         if let Some(handle) = acp.lock().ok().and_then(|m| m.get(agent_id).cloned()) {
             return Ok(handle);
@@ -518,15 +523,11 @@ impl Access {
             }
             None => "its runtime is not running".to_string(),
         };
-        Err(AccessError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("agent `{agent_id}` cannot take messages now: {why}; send it again later"),
-        )
-        .with("agentId", agent_id)
-        .with(
-            "runtimeStatus",
-            phase.map_or("stopped", |s| s.status.as_str()),
-        ))
+        Err(AccessError::RuntimeDown {
+            agent_id: agent_id.to_string(),
+            status: phase.map_or("stopped", |s| s.status.as_str()),
+            why,
+        })
     }
 
     /// The runtime session `session_key` speaks in, opened in this runtime instance if it is
@@ -553,13 +554,10 @@ impl Access {
         {
             return Ok((known.id.clone(), text.to_string(), Vec::new()));
         }
-        let gone = |e: agent_client_protocol::Error| {
-            AccessError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "agent `{agent_id}`'s runtime failed to open a session: {e}; send it again later"
-                ),
-            )
+        let gone = |e: agent_client_protocol::Error| AccessError::RuntimeFailed {
+            agent_id: agent_id.to_string(),
+            what: "to open a session",
+            message: e.to_string(),
         };
         let mut notes = Vec::new();
         let mut opened = None;
@@ -589,12 +587,10 @@ impl Access {
                     .map_err(gone)?;
                 let id = created.session_id.0.to_string();
                 if !handle.claim(&id, session_key) {
-                    return Err(AccessError::new(
-                        StatusCode::BAD_GATEWAY,
-                        format!(
-                            "agent `{agent_id}` opened runtime session `{id}`, which it already gave another conversation: it reuses session ids within one process, so this message was not delivered"
-                        ),
-                    ));
+                    return Err(AccessError::SessionReused {
+                        agent_id: agent_id.to_string(),
+                        session_id: id,
+                    });
                 }
                 if known.is_some() {
                     let key = session_key.to_string();
@@ -634,11 +630,10 @@ impl Access {
         text: &str,
     ) -> Result<(String, Vec<String>), AccessError> {
         let handle = self.runtime(agent_id)?;
-        let gone = |e: agent_client_protocol::Error| {
-            AccessError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("agent `{agent_id}`'s runtime failed the prompt: {e}; send it again later"),
-            )
+        let gone = |e: agent_client_protocol::Error| AccessError::RuntimeFailed {
+            agent_id: agent_id.to_string(),
+            what: "the prompt",
+            message: e.to_string(),
         };
         let (session_id, prompt_text, notes) = self
             .open_session(&handle, agent_id, session_key, text)
@@ -672,15 +667,11 @@ impl Access {
                     .ok()
                     .and_then(Result::ok)
                     .map(|r| serde_json::to_value(r.stop_reason).unwrap_or_default());
-                return Err(AccessError::new(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    format!(
-                        "agent `{agent_id}` did not answer within {} s: the prompt was cancelled (session/cancel); send it again later",
-                        timeout.as_secs_f64()
-                    ),
-                )
-                .with("cancelled", true)
-                .with("stopReason", stop.unwrap_or(Value::Null)));
+                return Err(AccessError::TimedOut {
+                    agent_id: agent_id.to_string(),
+                    seconds: timeout.as_secs_f64(),
+                    stop_reason: stop,
+                });
             }
         };
         let mut reply = String::new();
@@ -693,6 +684,23 @@ impl Access {
         }
         tracing::debug!(agent = agent_id, session = session_key, stop = ?response.stop_reason, "prompt answered");
         Ok((reply, notes))
+    }
+}
+
+/// Lets an in-flight delivery key go when the delivery ends, however it ends (a panic too):
+/// a key left behind would answer every redelivery "the first delivery vanished".
+struct LetGo<'a>(
+    &'a Mutex<HashMap<DeliveryKey, watch::Receiver<Option<Outcome>>>>,
+    &'a DeliveryKey,
+);
+
+impl Drop for LetGo<'_> {
+    fn drop(&mut self) {
+        let mut inflight = match self.0.lock() {
+            Ok(inflight) => inflight,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        inflight.remove(self.1);
     }
 }
 
@@ -715,10 +723,7 @@ fn context_prompt(turns: &[&store::TranscriptRow], text: &str) -> String {
 }
 
 fn internal(what: &str) -> AccessError {
-    AccessError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        format!("internal error: {what}"),
-    )
+    AccessError::Internal(what.to_string())
 }
 
 fn as_duplicate(stored: &str) -> Value {
@@ -741,14 +746,7 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
             .nth(1)
             .filter(|_| message.contains("field"))
             .map(str::to_string);
-        let error = AccessError::new(
-            StatusCode::BAD_REQUEST,
-            format!("not an envelope: {message}"),
-        );
-        match field {
-            Some(f) => error.with("field", f),
-            None => error,
-        }
+        AccessError::BadEnvelope { message, field }
     };
     let mut fields: serde_json::Map<String, Value> =
         serde_json::from_slice(body).map_err(refuse)?;
@@ -763,10 +761,7 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
         ("messageId", &message.message_id),
     ] {
         if value.trim().is_empty() {
-            return Err(
-                AccessError::new(StatusCode::BAD_REQUEST, format!("`{field}` is empty"))
-                    .with("field", field),
-            );
+            return Err(AccessError::bad_field(field, format!("`{field}` is empty")));
         }
     }
     Ok(Envelope {
@@ -778,35 +773,38 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
     })
 }
 
-/// Checks `X-Deepcli-Signature: sha256=<hex HMAC-SHA256 of the body>` against the account's
-/// webhook secret, in constant time.
+/// Checks `X-Deepcli-Signature: sha256=<hex HMAC-SHA256 of the body>` against the webhook
+/// secret of `account` (`channel/account_id`), in constant time.
 fn verify_signature(
     account: &plan::AccountAccess,
+    (channel, account_id): (&str, &str),
     body: &[u8],
     signature: Option<&str>,
-) -> Result<(), AccessError> {
+) -> Result<(), Unauthenticated> {
     use hmac::Mac;
-    let unauthorized = |m: String| AccessError::new(StatusCode::UNAUTHORIZED, m);
-    let secret = account
-        .webhook_secret
-        .as_ref()
-        .map_err(|why| unauthorized(format!("this account cannot authenticate calls: {why}")))?;
-    let Some(given) = signature else {
-        return Err(unauthorized(
-            "missing `X-Deepcli-Signature: sha256=<hex HMAC-SHA256 of the body with the account's webhookSecret>`".into(),
-        ));
-    };
+    let names = || (channel.to_string(), account_id.to_string());
+    let secret = account.webhook_secret.as_ref().map_err(|why| {
+        let (channel, account) = names();
+        Unauthenticated::NoSecret {
+            channel,
+            account,
+            why: why.clone(),
+        }
+    })?;
+    let given = signature.ok_or(Unauthenticated::MissingSignature)?;
     let bytes = given
         .trim()
         .strip_prefix("sha256=")
         .and_then(hex_decode)
-        .ok_or_else(|| unauthorized("`X-Deepcli-Signature` is not `sha256=<hex>`".into()))?;
-    let mut mac =
-        hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).map_err(|_| internal("HMAC key"))?;
+        .ok_or(Unauthenticated::MalformedSignature)?;
+    let wrong = || {
+        let (channel, account) = names();
+        Unauthenticated::WrongSignature { channel, account }
+    };
+    // HMAC takes a key of any length: this cannot fail.
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).map_err(|_| wrong())?;
     mac.update(body);
-    mac.verify_slice(&bytes).map_err(|_| {
-        unauthorized("wrong `X-Deepcli-Signature`: it does not match the body and the account's webhookSecret".into())
-    })
+    mac.verify_slice(&bytes).map_err(|_| wrong())
 }
 
 /// `sha256=<hex>` of `body` with `secret`: what a caller sends (and the reply sink signs with).

@@ -158,6 +158,11 @@ impl AccessPlan {
         }
     }
 
+    /// Whether a channel (normalized) has accounts declared in this plan.
+    pub fn declares_channel(&self, channel: &str) -> bool {
+        self.accounts.keys().any(|(c, _)| c == channel)
+    }
+
     pub fn runtime(&self, agent_id: &str) -> RuntimeKind {
         self.runtimes
             .get(agent_id)

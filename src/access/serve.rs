@@ -122,6 +122,7 @@ pub async fn run(
             token: token.clone(),
         })
         .merge(super::http::router(access.clone(), token));
+    let idle = access.settings.idle_timeout;
     let watcher = tokio::spawn(watch(plan, access));
     let stop = async {
         let mut term =
@@ -131,11 +132,9 @@ pub async fn run(
             Some(()) = async { term.as_mut()?.recv().await } => {}
         }
     };
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await;
+    crate::http_server::serve(listener, app, idle, stop).await;
     watcher.abort();
-    served.map_err(|source| ServeError::Listen { addr, source })
+    Ok(())
 }
 
 /// Swaps in the plan file's new generations as they appear.

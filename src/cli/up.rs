@@ -47,6 +47,10 @@ pub struct AccessArgs {
     /// Messages that may wait per session behind the one being answered (429 above).
     #[arg(long, default_value_t = 32, value_name = "N")]
     queue_limit: usize,
+    /// How long a connection may stay idle, or take to send a request's headers or the next
+    /// part of its body, before it is closed.
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    idle_timeout_ms: u64,
 }
 
 impl AccessArgs {
@@ -55,6 +59,7 @@ impl AccessArgs {
             body_limit: self.body_limit,
             prompt_timeout: Duration::from_millis(self.prompt_timeout_ms),
             queue_limit: self.queue_limit,
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
             ..crate::access::AccessSettings::default()
         }
     }
@@ -84,7 +89,7 @@ pub fn init_logging(format: LogFormat) {
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
-        LogFormat::Human => builder.try_init(),
+        LogFormat::Human => builder.fmt_fields(crate::log_line::fields()).try_init(),
     };
 }
 

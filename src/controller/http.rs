@@ -62,13 +62,16 @@ async fn rpc(
     if let Err(denied) = authorized(&shared, &headers) {
         return denied;
     }
-    let limit = shared.access.settings.body_limit;
-    let Ok(body) = axum::body::to_bytes(body, limit).await else {
-        return (
-            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-            Json(serde_json::json!({"error": format!("the body is over the limit of {limit} bytes")})),
-        )
-            .into_response();
+    let settings = &shared.access.settings;
+    let body = match crate::access::http::read_body(
+        body,
+        settings.body_limit,
+        settings.idle_timeout,
+    )
+    .await
+    {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
     };
     let cx = shared.manage.clone();
     match tokio::task::spawn_blocking(move || crate::manage::rpc::handle(&cx, &body)).await {
@@ -101,10 +104,6 @@ pub(super) async fn serve(
     let stop = async move {
         let _ = shutdown.wait_for(|stop| *stop).await;
     };
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-    {
-        tracing::error!(error = %e, "HTTP server failed");
-    }
+    let idle = shared.access.settings.idle_timeout;
+    crate::http_server::serve(listener, app, idle, stop).await;
 }

@@ -57,6 +57,8 @@ pub enum ControllerError {
     },
     #[error("cannot start the runtime recorder thread: {0}")]
     Thread(std::io::Error),
+    #[error("cannot listen for SIGTERM: {0}")]
+    Signal(std::io::Error),
     #[error("cannot create the operator token `{}`: {source}", path.display())]
     Token {
         path: PathBuf,
@@ -225,7 +227,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         })?;
 
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|source| ControllerError::Listen { addr, source })?;
+        .map_err(ControllerError::Signal)?;
     let mut resync = tokio::time::interval(options.resync);
     resync.tick().await;
     let mut heartbeat = tokio::time::interval(Duration::from_secs(10));
