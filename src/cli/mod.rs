@@ -142,9 +142,23 @@ impl GlobalSettings {
     }
 }
 
-/// Parses the arguments and runs the command.
-pub fn run() -> ExitStatus {
-    let cli = Cli::parse();
+/// Parses the arguments; on bad ones (and `--help`, `--version`) prints and exits.
+pub fn parse() -> Cli {
+    Cli::parse()
+}
+
+impl Cli {
+    /// `up` and `access serve`: the commands that run until stopped.
+    pub fn is_long_running(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Up(_) | Command::Access(access::AccessCommand::Serve(_))
+        )
+    }
+}
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> ExitStatus {
     let global = GlobalSettings::resolve(cli.global);
     match cli.command {
         Command::Validate(args) => validate::run(&global, args),
