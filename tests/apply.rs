@@ -794,3 +794,173 @@ fn the_config_path_spelling_does_not_change_the_published_plan() {
         String::from_utf8_lossy(&planned.stdout)
     );
 }
+
+/// Every file and directory under `dir`, with its bytes and mode: what "nothing was changed"
+/// compares.
+fn contents(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let bytes = if meta.is_dir() {
+                dirs.push(path.clone());
+                Vec::new()
+            } else {
+                std::fs::read(&path).unwrap()
+            };
+            out.insert(path, (bytes, meta.permissions().mode() & 0o7777));
+        }
+    }
+    out
+}
+
+/// A `state.db` that cannot be the state is refused by every command that reads it: exit 2, the
+/// file and what is wrong with it named, the recovery steps pointed at, and nothing changed.
+fn assert_refused(hub: &Hub, what: &str) {
+    let before = contents(&hub.state);
+    let db = hub.state.join("state.db");
+    let commands: [&[&str]; 6] = [
+        &["plan"],
+        &["apply", "--auto-approve"],
+        &["status"],
+        &["history"],
+        &["state", "export"],
+        &["trash", "restore", "main-20260101T000000Z"],
+    ];
+    for args in commands {
+        let run = hub.run(args);
+        assert_eq!(
+            run.code, 2,
+            "{what}: {args:?}:\n{}{}",
+            run.stdout, run.stderr
+        );
+        assert!(
+            run.stderr
+                .contains(&format!("state database `{}` {what}", db.display())),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr
+                .contains("see docs/state.md#an-empty-or-damaged-statedb"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(
+            contents(&hub.state),
+            before,
+            "{what}: {args:?} changed the state directory"
+        );
+    }
+    // With --detailed-exitcode, 2 means "changes to apply": a plan that could not run is 1.
+    let run = hub.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(run.code, 1, "{what}: {}", run.stderr);
+}
+
+/// Regression: a zero-byte state.db was a fresh start: `plan` showed every agent as new and
+/// wrote a new database into the file, `apply` started a new lineage.
+#[test]
+fn an_empty_state_db_is_an_error_not_a_fresh_start() {
+    let hub = Hub::new();
+    two_agents(&hub);
+    std::fs::create_dir_all(&hub.state).unwrap();
+    std::fs::write(hub.state.join("state.db"), "").unwrap();
+    assert_refused(&hub, "is empty (0 bytes)");
+    assert!(!hub.workspace("main").exists(), "nothing was applied");
+    // The controller refuses it too, before it serves or applies anything.
+    let out = Command::cargo_bin("deepcli")
+        .unwrap()
+        .env("HOME", &hub.home)
+        .env("DEEPCLI_CONFIG", &hub.config)
+        .env("DEEPCLI_STATE_DIR", &hub.state)
+        .args(["up", "--listen", "127.0.0.1:0"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(hub.state.join("state.db")).unwrap(), b"");
+}
+
+/// Regression: garbage, a cut-off database and another program's SQLite file were opened as
+/// the state: SQLite errors with exit 1 at best, and the other program's database got
+/// deepcli's tables written into it.
+#[test]
+fn a_state_db_that_is_not_a_deepcli_state_is_an_error_and_stays_untouched() {
+    let hub = Hub::new();
+    two_agents(&hub);
+    hub.applied();
+    let db = hub.state.join("state.db");
+    let good = std::fs::read(&db).unwrap();
+    assert!(good.len() >= 4 * 4096, "{} bytes", good.len());
+
+    std::fs::write(
+        &db,
+        "these are not the bytes you are looking for\n".repeat(100),
+    )
+    .unwrap();
+    assert_refused(&hub, "is not an SQLite database");
+
+    std::fs::write(&db, &good[..60]).unwrap();
+    assert_refused(
+        &hub,
+        "is truncated: 60 bytes, shorter than an SQLite header",
+    );
+
+    let half = good.len() / 2;
+    std::fs::write(&db, &good[..half]).unwrap();
+    assert_refused(
+        &hub,
+        &format!(
+            "is truncated: {half} bytes, where its header says {}",
+            good.len()
+        ),
+    );
+
+    std::fs::remove_file(&db).unwrap();
+    let other = rusqlite::Connection::open(&db).unwrap();
+    other
+        .execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO notes (text) VALUES ('mine');")
+        .unwrap();
+    drop(other);
+    assert_refused(
+        &hub,
+        "is an SQLite database but not a deepcli state (it has no `meta` table with a lineage)",
+    );
+
+    // Damage past what opening reads is found when the page is read: the same exit and hint.
+    std::fs::write(&db, &good).unwrap();
+    let page: u64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'agents'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mut damaged = good.clone();
+    let at = (page as usize - 1) * 4096;
+    damaged[at..at + 4096].fill(0xff);
+    std::fs::write(&db, &damaged).unwrap();
+    for args in [&["plan"][..], &["state", "export"]] {
+        let run = hub.run(args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!(
+                "state database `{}`: database disk image is malformed",
+                db.display()
+            )) && run
+                .stderr
+                .contains("see docs/state.md#an-empty-or-damaged-statedb"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+}
