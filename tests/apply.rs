@@ -964,3 +964,89 @@ fn a_state_db_that_is_not_a_deepcli_state_is_an_error_and_stays_untouched() {
         );
     }
 }
+
+/// Regression: state.db, its WAL and shared memory, the logs and the trash were 0644/0755
+/// (transcripts are in the database): the files deepcli keeps are private to their owner when
+/// created, and made so when found otherwise.
+#[test]
+fn state_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    // The usual umask, under which files are created world-readable unless asked otherwise.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    let mode = |path: &Path| {
+        std::fs::metadata(path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let hub = Hub::new();
+    hub.agents(&[agent("main", ""), agent("research", ""), agent("extra", "")]);
+    hub.bindings(BINDINGS);
+    hub.applied();
+    hub.agents(&[agent("main", ""), agent("research", "")]);
+    hub.applied();
+    let state = &hub.state;
+    let db = state.join("state.db");
+    // A reader's connection makes SQLite create the WAL and shared memory files, with the
+    // database's mode.
+    let reader = rusqlite::Connection::open(&db).unwrap();
+    let _: i64 = reader
+        .query_row("SELECT count(*) FROM agents", [], |r| r.get(0))
+        .unwrap();
+    let private_files = [
+        "state.db",
+        "state.db-wal",
+        "state.db-shm",
+        "routing-plan.json",
+    ];
+    for name in private_files {
+        assert_eq!(mode(&state.join(name)), 0o600, "{name} when created");
+    }
+    assert_eq!(mode(state), 0o700, "the state directory when created");
+    assert_eq!(mode(&state.join("trash")), 0o700, "trash/ when created");
+
+    // Made by an older deepcli, or loosened by hand: fixed on the next open (even a plan's).
+    let loosen = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    std::fs::create_dir_all(state.join("logs/channels")).unwrap();
+    std::fs::write(state.join("logs/worker.log"), "out\n").unwrap();
+    std::fs::write(state.join("logs/worker.log.1"), "older\n").unwrap();
+    std::fs::write(state.join("logs/channels/slack.log"), "in\n").unwrap();
+    std::fs::write(state.join("operator-token"), "t0ken").unwrap();
+    let loose_files = [
+        "state.db",
+        "state.db-wal",
+        "state.db-shm",
+        "routing-plan.json",
+        "operator-token",
+        "logs/worker.log",
+        "logs/worker.log.1",
+        "logs/channels/slack.log",
+    ];
+    let loose_dirs = ["trash", "logs", "logs/channels"];
+    for name in loose_files {
+        loosen(&state.join(name), 0o644);
+    }
+    for name in loose_dirs {
+        loosen(&state.join(name), 0o755);
+    }
+    loosen(state, 0o755);
+    let plan = hub.run(&["plan"]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    for name in loose_files {
+        assert_eq!(mode(&state.join(name)), 0o600, "{name} after an open");
+    }
+    for name in loose_dirs {
+        assert_eq!(mode(&state.join(name)), 0o700, "{name}/ after an open");
+    }
+    assert_eq!(
+        mode(state),
+        0o755,
+        "an existing state directory keeps its mode: it may be anyone's directory"
+    );
+    // Workspaces are the operator's: they keep whatever mode they have.
+    assert_eq!(mode(&hub.workspace("main")), 0o755);
+    drop(reader);
+}

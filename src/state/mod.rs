@@ -41,6 +41,11 @@ pub enum StateError {
     /// An existing file that cannot be the state; it is left as it is.
     #[error("state database `{}` {damage}; nothing was changed", path.display())]
     Damaged { path: PathBuf, damage: Damage },
+    #[error("cannot make `{}` private to its owner: {source}", path.display())]
+    Private {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("state database `{}`: {source}", path.display())]
     Sqlite {
         path: PathBuf,
@@ -65,7 +70,7 @@ impl StateError {
     /// opened, or damage SQLite found further in while reading.
     pub fn is_unusable(&self) -> bool {
         match self {
-            StateError::Damaged { .. } => true,
+            StateError::Damaged { .. } | StateError::Private { .. } => true,
             StateError::Sqlite { source, .. } => matches!(
                 source.sqlite_error_code(),
                 Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
@@ -77,6 +82,9 @@ impl StateError {
     /// What the operator can do about it.
     pub fn hint(&self) -> Option<&'static str> {
         match self {
+            StateError::Private { .. } => Some(
+                "deepcli takes group and other permissions off its own files in the state directory, so it must own them: see docs/state.md#file-modes",
+            ),
             _ if self.is_unusable() => Some(
                 "restore state.db from a backup, or move it aside to start a new state (or point --state-dir elsewhere): see docs/state.md#an-empty-or-damaged-statedb",
             ),
@@ -323,6 +331,8 @@ impl StateStore {
             .map_err(sql)?;
         // Before anything writes to it (the journal mode is written into the file).
         damage::check(&conn, &path)?;
+        // Before SQLite creates a WAL and shared memory file: they get the database's mode.
+        dir.make_private()?;
         // WAL with synchronous=NORMAL: a crash of deepcli never loses a committed step; a power
         // loss may lose the last steps but never corrupts, and the next apply redoes them.
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -628,6 +638,7 @@ pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
 /// an existing one that is empty was damaged by something else. A process that lost the race
 /// to create it uses the winner's.
 fn create(dir: &StateDir) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let path = dir.db();
     let io = |source| StateError::Create {
         path: path.clone(),
@@ -637,8 +648,12 @@ fn create(dir: &StateDir) -> Result<()> {
         path: path.clone(),
         source,
     };
-    // The name goes when `fresh` is dropped, linked or not.
+    // The name goes when `fresh` is dropped, linked or not. Created 0600 (tempfile's mode,
+    // said here too), so its journal is, and so will its WAL and shared memory be.
     let fresh = tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(
+            crate::owner_only::FILE_MODE,
+        ))
         .prefix("state.db.new-")
         .tempfile_in(dir.root())
         .map_err(io)?
