@@ -935,6 +935,16 @@ fn a_state_db_that_is_not_a_deepcli_state_is_an_error_and_stays_untouched() {
         "is an SQLite database but not a deepcli state (it has no `meta` table with a lineage)",
     );
 
+    // The database deleted, its write-ahead log left: SQLite would replay the log onto the next
+    // new database.
+    std::fs::remove_file(&db).unwrap();
+    std::fs::write(hub.state.join("state.db-wal"), &good[..4096]).unwrap();
+    assert_refused(
+        &hub,
+        "is missing, but its write-ahead log `state.db-wal` is there",
+    );
+    std::fs::remove_file(hub.state.join("state.db-wal")).unwrap();
+
     // Damage past what opening reads is found when the page is read: the same exit and hint.
     std::fs::write(&db, &good).unwrap();
     let page: u64 = rusqlite::Connection::open(&db)

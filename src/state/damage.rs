@@ -14,6 +14,9 @@ use super::StateError;
 pub enum Damage {
     #[error("is empty (0 bytes)")]
     Empty,
+    /// SQLite would replay the log onto whatever database is made next: a mix of two states.
+    #[error("is missing, but its write-ahead log `state.db-wal` is there")]
+    WalWithoutDb,
     #[error("cannot be read: {0}")]
     Unreadable(std::io::Error),
     #[error("is not a regular file")]
@@ -48,7 +51,10 @@ fn look(db: &Path) -> Result<bool, Damage> {
         Ok(meta) => meta,
         // A dangling symlink is something, not "no state yet".
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && db.symlink_metadata().is_err() => {
-            return Ok(false);
+            return match std::fs::metadata(wal_path(db)) {
+                Ok(wal) if wal.len() > 0 => Err(Damage::WalWithoutDb),
+                _ => Ok(false),
+            };
         }
         Err(e) => return Err(Damage::Unreadable(e)),
     };
