@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension};
 
-use super::StateError;
+use super::{StateDir, StateError};
 
 /// Why an existing `state.db` cannot be the state. Reads after "state database `<path>`".
 #[derive(Debug, thiserror::Error)]
@@ -40,18 +40,19 @@ const MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// The size of the database header (sqlite.org/fileformat.html, 1.3).
 const HEADER: usize = 100;
 
-/// What is at `db` before SQLite opens it: `Ok(false)` when nothing is (a new state), `Ok(true)`
-/// for a file that looks like a whole SQLite database. Reads only.
-pub(super) fn inspect(db: &Path) -> Result<bool, StateError> {
-    look(db).map_err(|damage| damaged(db, damage))
+/// What is at `dir`'s `state.db` before SQLite opens it: `Ok(false)` when nothing is, nor a WAL
+/// (a new state), `Ok(true)` for a file that looks like a whole SQLite database. Reads only.
+pub(super) fn inspect(dir: &StateDir) -> Result<bool, StateError> {
+    let db = dir.db();
+    look(&db, &dir.db_wal()).map_err(|damage| damaged(&db, damage))
 }
 
-fn look(db: &Path) -> Result<bool, Damage> {
+fn look(db: &Path, wal: &Path) -> Result<bool, Damage> {
     let meta = match std::fs::metadata(db) {
         Ok(meta) => meta,
         // A dangling symlink is something, not "no state yet".
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && db.symlink_metadata().is_err() => {
-            return match std::fs::metadata(wal_path(db)) {
+            return match std::fs::metadata(wal) {
                 Ok(wal) if wal.len() > 0 => Err(Damage::WalWithoutDb),
                 _ => Ok(false),
             };
@@ -86,8 +87,7 @@ fn look(db: &Path) -> Result<bool, Damage> {
         size => u64::from(size),
     };
     let pages = u64::from(be32(28));
-    let wal = wal_path(db);
-    let wal_empty = std::fs::metadata(&wal).map_or(true, |m| m.len() == 0);
+    let wal_empty = std::fs::metadata(wal).map_or(true, |m| m.len() == 0);
     if be32(24) == be32(92) && pages > 0 && wal_empty && len < page_size * pages {
         return Err(Damage::Truncated {
             len,
@@ -95,12 +95,6 @@ fn look(db: &Path) -> Result<bool, Damage> {
         });
     }
     Ok(true)
-}
-
-fn wal_path(db: &Path) -> std::path::PathBuf {
-    let mut wal = db.as_os_str().to_owned();
-    wal.push("-wal");
-    wal.into()
 }
 
 /// That the open database at `db` is a deepcli state: SQLite can read its schema, and it has

@@ -319,7 +319,7 @@ impl StateStore {
     pub fn open(dir: &StateDir) -> Result<StateStore> {
         dir.create()?;
         let path = dir.db();
-        if !damage::inspect(&path)? {
+        if !damage::inspect(dir)? {
             create(dir)?;
         }
         let sql = |source| StateError::Sqlite {
@@ -352,7 +352,7 @@ impl StateStore {
     /// [`StateStore::open`] for commands that only read: `None` when there is no database, and
     /// none is created.
     pub fn open_existing(dir: &StateDir) -> Result<Option<StateStore>> {
-        if !damage::inspect(&dir.db())? {
+        if !damage::inspect(dir)? {
             return Ok(None);
         }
         StateStore::open(dir).map(Some)

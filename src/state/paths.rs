@@ -39,9 +39,14 @@ impl StateDir {
         self.root.join("operator-token")
     }
 
-    /// A file SQLite keeps next to the database: `-wal`, `-shm`.
-    fn beside_db(&self, suffix: &str) -> PathBuf {
-        self.root.join(format!("state.db{suffix}"))
+    /// The database's write-ahead log, which SQLite keeps next to it.
+    pub fn db_wal(&self) -> PathBuf {
+        self.root.join("state.db-wal")
+    }
+
+    /// The database's shared memory index, next to it too.
+    pub fn db_shm(&self) -> PathBuf {
+        self.root.join("state.db-shm")
     }
 
     /// Takes group and other permissions off what deepcli keeps here for itself: the database
@@ -59,8 +64,8 @@ impl StateDir {
         };
         for path in [
             self.db(),
-            self.beside_db("-wal"),
-            self.beside_db("-shm"),
+            self.db_wal(),
+            self.db_shm(),
             self.routing_plan(),
             self.operator_token(),
             self.trash(),
