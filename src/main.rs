@@ -5,8 +5,11 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    long_running_setup();
-    deepcli::cli::run().into()
+    let cli = deepcli::cli::parse();
+    if cli.is_long_running() {
+        purge_freed_memory();
+    }
+    deepcli::cli::run(cli).into()
 }
 
 /// The long-running commands (`up`, `access serve`) give the memory of each reconcile back to
@@ -14,13 +17,12 @@ fn main() -> ExitCode {
 /// keep allocating, so an idle controller kept the peak of its last reconcile (about 600 MB at
 /// 100,000 bindings, against 160 MB live). Its options are read once, from the environment, when
 /// it starts: so the process sets `MIMALLOC_PURGE_DELAY=0` and executes itself again, once
-/// (same pid, same arguments).
-fn long_running_setup() {
+/// (same pid, same arguments). Which command runs is clap's answer, not a look at the words
+/// (`deepcli --state-dir up plan` is a plan).
+fn purge_freed_memory() {
     use std::os::unix::process::CommandExt;
     const KEY: &str = "MIMALLOC_PURGE_DELAY";
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let long_running = args.iter().skip(1).any(|a| a == "up" || a == "serve");
-    if !long_running || std::env::var_os(KEY).is_some() {
+    if std::env::var_os(KEY).is_some() {
         return;
     }
     let Ok(me) = std::env::current_exe() else {
@@ -28,7 +30,7 @@ fn long_running_setup() {
     };
     // `exec` returns only when it failed: then run as we are.
     let _ = std::process::Command::new(me)
-        .args(&args[1..])
+        .args(std::env::args_os().skip(1))
         .env(KEY, "0")
         .exec();
 }

@@ -778,7 +778,9 @@ fn open_entry(
             }
         }
     } else {
-        fs::create_dir_all(trash_root).map_err(|e| io_err("create", trash_root, e))?;
+        // Private: the entries hold transcripts and workspaces of deleted agents.
+        crate::owner_only::create_dir_all(trash_root)
+            .map_err(|e| io_err("create", trash_root, e))?;
         fs::create_dir(dir).map_err(|e| io_err("create", dir, e))?;
         sync_dir(trash_root)?;
     }

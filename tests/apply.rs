@@ -794,3 +794,269 @@ fn the_config_path_spelling_does_not_change_the_published_plan() {
         String::from_utf8_lossy(&planned.stdout)
     );
 }
+
+/// Every file and directory under `dir`, with its bytes and mode: what "nothing was changed"
+/// compares.
+fn contents(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let bytes = if meta.is_dir() {
+                dirs.push(path.clone());
+                Vec::new()
+            } else {
+                std::fs::read(&path).unwrap()
+            };
+            out.insert(path, (bytes, meta.permissions().mode() & 0o7777));
+        }
+    }
+    out
+}
+
+/// A `state.db` that cannot be the state is refused by every command that reads it: exit 2, the
+/// file and what is wrong with it named, the recovery steps pointed at, and nothing changed.
+fn assert_refused(hub: &Hub, what: &str) {
+    let before = contents(&hub.state);
+    let db = hub.state.join("state.db");
+    let commands: [&[&str]; 6] = [
+        &["plan"],
+        &["apply", "--auto-approve"],
+        &["status"],
+        &["history"],
+        &["state", "export"],
+        &["trash", "restore", "main-20260101T000000Z"],
+    ];
+    for args in commands {
+        let run = hub.run(args);
+        assert_eq!(
+            run.code, 2,
+            "{what}: {args:?}:\n{}{}",
+            run.stdout, run.stderr
+        );
+        assert!(
+            run.stderr
+                .contains(&format!("state database `{}` {what}", db.display())),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr
+                .contains("see docs/state.md#an-empty-or-damaged-statedb"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(
+            contents(&hub.state),
+            before,
+            "{what}: {args:?} changed the state directory"
+        );
+    }
+    // With --detailed-exitcode, 2 means "changes to apply": a plan that could not run is 1.
+    let run = hub.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(run.code, 1, "{what}: {}", run.stderr);
+}
+
+/// Regression: a zero-byte state.db was a fresh start: `plan` showed every agent as new and
+/// wrote a new database into the file, `apply` started a new lineage.
+#[test]
+fn an_empty_state_db_is_an_error_not_a_fresh_start() {
+    let hub = Hub::new();
+    two_agents(&hub);
+    std::fs::create_dir_all(&hub.state).unwrap();
+    std::fs::write(hub.state.join("state.db"), "").unwrap();
+    assert_refused(&hub, "is empty (0 bytes)");
+    assert!(!hub.workspace("main").exists(), "nothing was applied");
+    // The controller refuses it too, before it serves or applies anything.
+    let out = Command::cargo_bin("deepcli")
+        .unwrap()
+        .env("HOME", &hub.home)
+        .env("DEEPCLI_CONFIG", &hub.config)
+        .env("DEEPCLI_STATE_DIR", &hub.state)
+        .args(["up", "--listen", "127.0.0.1:0"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(hub.state.join("state.db")).unwrap(), b"");
+}
+
+/// Regression: garbage, a cut-off database and another program's SQLite file were opened as
+/// the state: SQLite errors with exit 1 at best, and the other program's database got
+/// deepcli's tables written into it.
+#[test]
+fn a_state_db_that_is_not_a_deepcli_state_is_an_error_and_stays_untouched() {
+    let hub = Hub::new();
+    two_agents(&hub);
+    hub.applied();
+    let db = hub.state.join("state.db");
+    let good = std::fs::read(&db).unwrap();
+    assert!(good.len() >= 4 * 4096, "{} bytes", good.len());
+
+    std::fs::write(
+        &db,
+        "these are not the bytes you are looking for\n".repeat(100),
+    )
+    .unwrap();
+    assert_refused(&hub, "is not an SQLite database");
+
+    std::fs::write(&db, &good[..60]).unwrap();
+    assert_refused(
+        &hub,
+        "is truncated: 60 bytes, shorter than an SQLite header",
+    );
+
+    let half = good.len() / 2;
+    std::fs::write(&db, &good[..half]).unwrap();
+    assert_refused(
+        &hub,
+        &format!(
+            "is truncated: {half} bytes, where its header says {}",
+            good.len()
+        ),
+    );
+
+    std::fs::remove_file(&db).unwrap();
+    let other = rusqlite::Connection::open(&db).unwrap();
+    other
+        .execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO notes (text) VALUES ('mine');")
+        .unwrap();
+    drop(other);
+    assert_refused(
+        &hub,
+        "is an SQLite database but not a deepcli state (it has no `meta` table with a lineage)",
+    );
+
+    // The database deleted, its write-ahead log left: SQLite would replay the log onto the next
+    // new database.
+    std::fs::remove_file(&db).unwrap();
+    std::fs::write(hub.state.join("state.db-wal"), &good[..4096]).unwrap();
+    assert_refused(
+        &hub,
+        "is missing, but its write-ahead log `state.db-wal` is there",
+    );
+    std::fs::remove_file(hub.state.join("state.db-wal")).unwrap();
+
+    // Damage past what opening reads is found when the page is read: the same exit and hint.
+    std::fs::write(&db, &good).unwrap();
+    let page: u64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'agents'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mut damaged = good.clone();
+    let at = (page as usize - 1) * 4096;
+    damaged[at..at + 4096].fill(0xff);
+    std::fs::write(&db, &damaged).unwrap();
+    for args in [&["plan"][..], &["state", "export"]] {
+        let run = hub.run(args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!(
+                "state database `{}`: database disk image is malformed",
+                db.display()
+            )) && run
+                .stderr
+                .contains("see docs/state.md#an-empty-or-damaged-statedb"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+}
+
+/// Regression: state.db, its WAL and shared memory, the logs and the trash were 0644/0755
+/// (transcripts are in the database): the files deepcli keeps are private to their owner when
+/// created, and made so when found otherwise.
+#[test]
+fn state_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    // The usual umask, under which files are created world-readable unless asked otherwise.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    let mode = |path: &Path| {
+        std::fs::metadata(path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let hub = Hub::new();
+    hub.agents(&[agent("main", ""), agent("research", ""), agent("extra", "")]);
+    hub.bindings(BINDINGS);
+    hub.applied();
+    hub.agents(&[agent("main", ""), agent("research", "")]);
+    hub.applied();
+    let state = &hub.state;
+    let db = state.join("state.db");
+    // A reader's connection makes SQLite create the WAL and shared memory files, with the
+    // database's mode.
+    let reader = rusqlite::Connection::open(&db).unwrap();
+    let _: i64 = reader
+        .query_row("SELECT count(*) FROM agents", [], |r| r.get(0))
+        .unwrap();
+    let private_files = [
+        "state.db",
+        "state.db-wal",
+        "state.db-shm",
+        "routing-plan.json",
+    ];
+    for name in private_files {
+        assert_eq!(mode(&state.join(name)), 0o600, "{name} when created");
+    }
+    assert_eq!(mode(state), 0o700, "the state directory when created");
+    assert_eq!(mode(&state.join("trash")), 0o700, "trash/ when created");
+
+    // Made by an older deepcli, or loosened by hand: fixed on the next open (even a plan's).
+    let loosen = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    std::fs::create_dir_all(state.join("logs/channels")).unwrap();
+    std::fs::write(state.join("logs/worker.log"), "out\n").unwrap();
+    std::fs::write(state.join("logs/worker.log.1"), "older\n").unwrap();
+    std::fs::write(state.join("logs/channels/slack.log"), "in\n").unwrap();
+    std::fs::write(state.join("operator-token"), "t0ken").unwrap();
+    let loose_files = [
+        "state.db",
+        "state.db-wal",
+        "state.db-shm",
+        "routing-plan.json",
+        "operator-token",
+        "logs/worker.log",
+        "logs/worker.log.1",
+        "logs/channels/slack.log",
+    ];
+    let loose_dirs = ["trash", "logs", "logs/channels"];
+    for name in loose_files {
+        loosen(&state.join(name), 0o644);
+    }
+    for name in loose_dirs {
+        loosen(&state.join(name), 0o755);
+    }
+    loosen(state, 0o755);
+    let plan = hub.run(&["plan"]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    for name in loose_files {
+        assert_eq!(mode(&state.join(name)), 0o600, "{name} after an open");
+    }
+    for name in loose_dirs {
+        assert_eq!(mode(&state.join(name)), 0o700, "{name}/ after an open");
+    }
+    assert_eq!(
+        mode(state),
+        0o755,
+        "an existing state directory keeps its mode: it may be anyone's directory"
+    );
+    // Workspaces are the operator's: they keep whatever mode they have.
+    assert_eq!(mode(&hub.workspace("main")), 0o755);
+    drop(reader);
+}

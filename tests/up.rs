@@ -372,3 +372,97 @@ fn a_runtime_that_cannot_start_is_failed_and_says_why() {
     );
     assert!(ghost["nextStart"].is_string(), "it is retried: {ghost:#}");
 }
+
+/// Regression: runtime logs and the operator token were world-readable under the usual umask;
+/// the controller's database files too.
+#[test]
+fn runtime_logs_and_the_operator_token_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    let mode = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let agents = "agents:\n  list:\n    - id: main\n    - id: worker\n      runtime: {kind: process, command: [sh, -c, \"echo to-stdout; exec sleep 600\"]}\n";
+    let mut up = Up::start(agents, "bindings: []\n");
+    up.wait_for("the worker ready", |s| {
+        Up::runtime(s, "worker").is_some_and(|r| r["status"] == "ready")
+    });
+    let log = up.state.join("logs/worker.log");
+    wait_until("the worker's output in its log", || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("to-stdout"))
+    });
+    // The controller holds its connections open: the WAL and shared memory files exist.
+    for name in [
+        "logs/worker.log",
+        "operator-token",
+        "state.db",
+        "state.db-wal",
+        "state.db-shm",
+        "routing-plan.json",
+    ] {
+        assert_eq!(mode(&up.state.join(name)), 0o600, "{name}");
+    }
+    assert_eq!(mode(&up.state.join("logs")), 0o700, "logs/");
+    assert_eq!(mode(&up.state), 0o700, "the state directory");
+    assert!(up.terminate().success());
+}
+
+/// Regression: `main` executed itself again (to set the allocator's purge delay) whenever any
+/// argument was `up` or `serve`, e.g. a state directory named `up`. Whether it did shows in the
+/// environment of the running process.
+#[test]
+fn an_argument_named_up_does_not_reexec() {
+    use std::io::{BufRead, Write};
+    const KEY: &str = "MIMALLOC_PURGE_DELAY";
+    let environ = |pid: u32| std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let has_key = |env: &[u8]| {
+        env.split(|b| *b == 0)
+            .any(|var| var.starts_with(format!("{KEY}=").as_bytes()))
+    };
+
+    // `deepcli up` does (what the test can see).
+    let up = Up::start_with(AGENTS, "bindings: []\n", |cmd| {
+        cmd.env_remove(KEY);
+    });
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    assert!(
+        has_key(&environ(up.child.id())),
+        "`deepcli up` re-executed itself"
+    );
+    drop(up);
+
+    // A command whose arguments only contain `up` or `serve` does not: the echo agent, once it
+    // has answered `initialize`, is the image that will run.
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [["--state-dir", "up"], ["--config", "serve"]] {
+        let mut agent = Command::new(bin())
+            .current_dir(tmp.path())
+            .args(args)
+            .arg("echo-agent")
+            .env_remove(KEY)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = agent.stdin.take().unwrap();
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":1,"clientCapabilities":{{}}}}}}"#
+        )
+        .unwrap();
+        let mut answer = String::new();
+        std::io::BufReader::new(agent.stdout.take().unwrap())
+            .read_line(&mut answer)
+            .unwrap();
+        assert!(answer.contains("deepcli-echo"), "{args:?}: {answer}");
+        let env = environ(agent.id());
+        drop(stdin);
+        assert!(agent.wait().unwrap().success());
+        assert!(!has_key(&env), "{args:?}: it executed itself again");
+    }
+}

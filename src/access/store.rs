@@ -82,7 +82,7 @@ impl AccessStore {
             path: path.clone(),
             source,
         };
-        let conn = Connection::open(&path).map_err(sql)?;
+        let conn = crate::state::connect(&path).map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))

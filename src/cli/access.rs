@@ -48,6 +48,7 @@ pub fn run(global: &GlobalSettings, command: AccessCommand) -> ExitStatus {
     ));
     match served {
         Ok(()) => ExitStatus::Success,
+        Err(crate::access::serve::ServeError::State(e)) => super::state_error(&e),
         Err(e) => {
             let _ = writeln!(anstream::stderr(), "error: {e}");
             ExitStatus::Failure

@@ -136,10 +136,7 @@ pub(crate) fn context(global: &GlobalSettings) -> ManageContext {
     let mut ctx = ManageContext::new(&global.config_dir, global.load.clone());
     let dir = ctx.state_dir();
     ctx.live = Some(std::sync::Arc::new(move || {
-        if !dir.db().exists() {
-            return None;
-        }
-        let store = crate::state::StateStore::open(&dir).ok()?;
+        let store = crate::state::StateStore::open_existing(&dir).ok()??;
         super::up::controller_status(&dir, &store)
     }));
     ctx

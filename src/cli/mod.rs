@@ -24,7 +24,7 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success (for validate: the config is valid; warnings allowed unless --strict)
   1  the config is invalid, or the command failed
-  2  the command could not run (bad flags, unreadable config directory)";
+  2  the command could not run (bad flags, unreadable config directory, damaged state database)";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -142,9 +142,23 @@ impl GlobalSettings {
     }
 }
 
-/// Parses the arguments and runs the command.
-pub fn run() -> ExitStatus {
-    let cli = Cli::parse();
+/// Parses the arguments; on bad ones (and `--help`, `--version`) prints and exits.
+pub fn parse() -> Cli {
+    Cli::parse()
+}
+
+impl Cli {
+    /// `up` and `access serve`: the commands that run until stopped.
+    pub fn is_long_running(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Up(_) | Command::Access(access::AccessCommand::Serve(_))
+        )
+    }
+}
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> ExitStatus {
     let global = GlobalSettings::resolve(cli.global);
     match cli.command {
         Command::Validate(args) => validate::run(&global, args),
@@ -200,6 +214,22 @@ pub(crate) fn load_valid_with<T: Send>(
             let _ = writeln!(err, "error: the config has errors; {refusal}");
             Err(ExitStatus::Failure)
         }
+    }
+}
+
+/// Prints a state error with its hint and says how the command ends: a state that cannot be
+/// used at all means the command could not run.
+pub(crate) fn state_error(e: &crate::state::StateError) -> ExitStatus {
+    use std::io::Write;
+    let mut err = anstream::stderr();
+    let _ = writeln!(err, "error: {e}");
+    if let Some(hint) = e.hint() {
+        let _ = writeln!(err, "hint: {hint}");
+    }
+    if e.is_unusable() {
+        ExitStatus::Error
+    } else {
+        ExitStatus::Failure
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{ExitStatus, GlobalSettings, load_valid};
+use super::{ExitStatus, GlobalSettings, load_valid, state_error};
 use crate::apply::{self, ApplyError, Source};
 use crate::plan::render::{self, Paths};
 use crate::plan::{Action, Desired, Options, Plan, World, diff};
@@ -16,8 +16,10 @@ use crate::state::{LeasePurpose, LiveState, StateDir, StateStore};
 #[command(after_help = "\
 Exit codes:
   0  no changes (or changes, without --detailed-exitcode)
-  1  error: invalid config, unreadable state, blocked plan
-  2  changes to apply (with --detailed-exitcode)")]
+  1  error: invalid config, unreadable snapshot, blocked plan; with --detailed-exitcode,
+     also a plan that could not run
+  2  changes to apply (with --detailed-exitcode); without it, the plan could not run
+     (unreadable config directory, damaged state database)")]
 pub struct PlanArgs {
     /// Add field-level and file-level diffs under each action.
     #[arg(long)]
@@ -113,22 +115,25 @@ fn plan_for(
 /// The live state: the database if there is one (a missing one is an empty state, and plan
 /// does not create it).
 fn read_live(state: &StateDir) -> Result<LiveState, ExitStatus> {
-    if !state.db().exists() {
-        return Ok(LiveState::empty());
+    match StateStore::open_existing(state).and_then(|s| s.map(|s| s.snapshot()).transpose()) {
+        Ok(live) => Ok(live.unwrap_or_else(LiveState::empty)),
+        Err(e) => Err(state_error(&e)),
     }
-    StateStore::open(state)
-        .and_then(|s| s.snapshot())
-        .map_err(|e| {
-            stderr_error(e);
-            ExitStatus::Failure
-        })
 }
 
 pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
-    let report = match load_valid(global, "fix them first (nothing was changed)") {
-        Ok(report) => report,
-        Err(status) => return status,
-    };
+    match make_plan(global, &args) {
+        Ok(changes) if changes && args.detailed_exitcode => ExitStatus::Error,
+        Ok(_) => ExitStatus::Success,
+        // With --detailed-exitcode, 2 says "changes to apply": a plan that could not run fails.
+        Err(ExitStatus::Error) if args.detailed_exitcode => ExitStatus::Failure,
+        Err(status) => status,
+    }
+}
+
+/// Prints (and saves) the plan; whether it has changes, or how the command ends without one.
+fn make_plan(global: &GlobalSettings, args: &PlanArgs) -> Result<bool, ExitStatus> {
+    let report = load_valid(global, "fix them first (nothing was changed)")?;
     let desired = Desired::from_config(&report.config);
     let state = StateDir::new(&global.load.state_dir);
     let (live, world) = match &args.live {
@@ -139,13 +144,11 @@ pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
             }
             Err(e) => {
                 stderr_error(e);
-                return ExitStatus::Failure;
+                return Err(ExitStatus::Failure);
             }
         },
         None => {
-            let Ok(live) = read_live(&state) else {
-                return ExitStatus::Failure;
-            };
+            let live = read_live(&state)?;
             let world = World::observe(&desired.agents, &live, &state);
             (live, world)
         }
@@ -175,7 +178,7 @@ pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
         anstream::stdout().write_all(text.as_bytes())
     };
     if written.is_err() {
-        return ExitStatus::Error;
+        return Err(ExitStatus::Error);
     }
     if let Some(out) = &args.out {
         let saved = SavedPlan {
@@ -185,16 +188,13 @@ pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
         let text = serde_json::to_string_pretty(&saved).unwrap_or_default();
         if let Err(e) = apply::write_atomic(out, text.as_bytes()) {
             stderr_error(format!("cannot write `{}`: {e}", out.display()));
-            return ExitStatus::Failure;
+            return Err(ExitStatus::Failure);
         }
     }
     if !plan.blocked.is_empty() {
-        return ExitStatus::Failure;
+        return Err(ExitStatus::Failure);
     }
-    if args.detailed_exitcode && !plan.is_empty() {
-        return ExitStatus::Error;
-    }
-    ExitStatus::Success
+    Ok(!plan.is_empty())
 }
 
 /// What rewriting each existing file would change (identity updates), as text diffs.
@@ -241,6 +241,7 @@ fn read_snapshot(path: &Path) -> Result<LiveState, String> {
 pub fn apply(global: &GlobalSettings, args: ApplyArgs) -> ExitStatus {
     match run_apply(global, &args) {
         Ok(status) => status,
+        Err(ApplyError::State(e)) => state_error(&e),
         Err(e) => {
             stderr_error(e);
             ExitStatus::Failure

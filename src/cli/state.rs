@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{ExitStatus, GlobalSettings};
+use super::{ExitStatus, GlobalSettings, state_error};
 use crate::state::{LeasePurpose, StateDir, StateStore};
 use crate::trash;
 
@@ -45,13 +45,14 @@ fn fail(message: impl std::fmt::Display) -> ExitStatus {
 /// The state database, which must already exist: reading commands never create one.
 fn open_existing(global: &GlobalSettings) -> Result<StateStore, ExitStatus> {
     let dir = StateDir::new(&global.load.state_dir);
-    if !dir.db().exists() {
-        return Err(fail(format!(
+    match StateStore::open_existing(&dir) {
+        Ok(Some(store)) => Ok(store),
+        Ok(None) => Err(fail(format!(
             "no deepcli state in `{}`; run `deepcli apply` first, or pass --state-dir",
             dir.root().display()
-        )));
+        ))),
+        Err(e) => Err(state_error(&e)),
     }
-    StateStore::open(&dir).map_err(fail)
 }
 
 pub fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatus {
@@ -67,7 +68,7 @@ pub fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatus {
                     let _ = writeln!(std::io::stdout().lock(), "{text}");
                     ExitStatus::Success
                 }
-                Err(e) => fail(e),
+                Err(e) => state_error(&e),
             }
         }
     }
@@ -80,7 +81,7 @@ pub fn history(global: &GlobalSettings, args: HistoryArgs) -> ExitStatus {
     };
     let records = match store.history() {
         Ok(records) => records,
-        Err(e) => return fail(e),
+        Err(e) => return state_error(&e),
     };
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -176,10 +177,10 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
         TrashCommand::Restore { entry } => {
             let mut store = match StateStore::open(&dir) {
                 Ok(store) => store,
-                Err(e) => return fail(e),
+                Err(e) => return state_error(&e),
             };
             if let Err(e) = store.acquire_lease(LeasePurpose::Trash, Duration::from_secs(3)) {
-                return fail(e);
+                return state_error(&e);
             }
             let guard = crate::plan::guard(&global.config_dir, &global.load);
             match trash::restore(&dir.trash(), &entry, &guard) {

@@ -125,6 +125,7 @@ pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
     };
     match runtime.block_on(controller::run(options)) {
         Ok(()) => ExitStatus::Success,
+        Err(controller::ControllerError::State(e)) => super::state_error(&e),
         Err(e) => {
             let _ = writeln!(anstream::stderr(), "error: {e}");
             ExitStatus::Failure
@@ -166,20 +167,17 @@ pub(crate) fn controller_status(dir: &StateDir, store: &StateStore) -> Option<Va
 
 pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
     let dir = StateDir::new(&global.load.state_dir);
-    if !dir.db().exists() {
-        let _ = writeln!(
-            anstream::stderr(),
-            "error: no deepcli state in `{}`; start `deepcli up` or run `deepcli apply`",
-            dir.root().display()
-        );
-        return ExitStatus::Failure;
-    }
-    let store = match StateStore::open(&dir) {
-        Ok(store) => store,
-        Err(e) => {
-            let _ = writeln!(anstream::stderr(), "error: {e}");
+    let store = match StateStore::open_existing(&dir) {
+        Ok(Some(store)) => store,
+        Ok(None) => {
+            let _ = writeln!(
+                anstream::stderr(),
+                "error: no deepcli state in `{}`; start `deepcli up` or run `deepcli apply`",
+                dir.root().display()
+            );
             return ExitStatus::Failure;
         }
+        Err(e) => return super::state_error(&e),
     };
     let doc = match controller_status(&dir, &store) {
         Some(mut doc) => {
@@ -187,8 +185,9 @@ pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
             doc
         }
         None => {
-            let Ok(snapshot) = store.snapshot() else {
-                return ExitStatus::Failure;
+            let snapshot = match store.snapshot() {
+                Ok(snapshot) => snapshot,
+                Err(e) => return super::state_error(&e),
             };
             serde_json::json!({
                 "source": "state",

@@ -97,7 +97,7 @@ pub fn read_operator_token(state: &StateDir) -> Option<String> {
     {
         return Some(token.trim().to_string());
     }
-    std::fs::read_to_string(state.root().join("operator-token"))
+    std::fs::read_to_string(state.operator_token())
         .ok()
         .map(|t| t.trim().to_string())
 }
@@ -108,7 +108,7 @@ pub fn operator_token(state: &StateDir) -> Result<String, ControllerError> {
     if let Some(token) = read_operator_token(state) {
         return Ok(token);
     }
-    let path = state.root().join("operator-token");
+    let path = state.operator_token();
     let token = format!(
         "{}{}",
         uuid::Uuid::new_v4().simple(),
@@ -123,7 +123,7 @@ pub fn operator_token(state: &StateDir) -> Result<String, ControllerError> {
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(crate::owner_only::FILE_MODE)
         .open(&path)
         .map_err(err)?;
     file.write_all(token.as_bytes()).map_err(err)?;

@@ -906,10 +906,10 @@ fn trash_preview(
     id: &str,
 ) -> Result<(Vec<PathBuf>, Vec<KeptPath>)> {
     let state = ctx.state_dir();
-    if !state.db().exists() {
+    let Some(store) = crate::state::StateStore::open_existing(&state)? else {
         return Ok((Vec::new(), Vec::new()));
-    }
-    let live = crate::state::StateStore::open(&state)?.snapshot()?;
+    };
+    let live = store.snapshot()?;
     let would_be = change.validate(ctx).config;
     let desired = crate::plan::Desired::from_config(&would_be);
     let world = crate::plan::World::observe(&desired.agents, &live, &state);

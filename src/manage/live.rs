@@ -51,10 +51,10 @@ pub fn read(ctx: &ManageContext) -> Live {
         };
     }
     let dir = ctx.state_dir();
-    if !dir.db().exists() {
+    let Ok(Some(store)) = StateStore::open_existing(&dir) else {
         return Live::default();
-    }
-    let Ok(runtimes) = StateStore::open(&dir).and_then(|s| s.runtimes()) else {
+    };
+    let Ok(runtimes) = store.runtimes() else {
         return Live::default();
     };
     Live {

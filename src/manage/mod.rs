@@ -169,6 +169,7 @@ impl ManageError {
             ManageError::Load(_) => {
                 Some("pass the config directory with --config DIR (or DEEPCLI_CONFIG)".into())
             }
+            ManageError::State(e) => e.hint().map(str::to_string),
             _ => None,
         }
     }
@@ -177,6 +178,7 @@ impl ManageError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ManageError::Usage { .. } | ManageError::Load(_) => 2,
+            ManageError::State(e) if e.is_unusable() => 2,
             _ => 1,
         }
     }

@@ -1,9 +1,13 @@
-//! A runtime's output in `<state>/logs/<id>.log`, size-capped: when the file passes the cap it
-//! becomes `<id>.log.1` (replacing the previous one) and a new file starts.
+//! A runtime's output in `<state>/logs/<id>.log` (and a channel's in
+//! `<state>/logs/channels/<channel>.log`), size-capped: when the file passes the cap it becomes
+//! `<id>.log.1` (replacing the previous one) and a new file starts. Private to its owner: the
+//! files are 0600 and their directory 0700, and an older log is made so when opened.
 
 use std::path::{Path, PathBuf};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use crate::owner_only;
 
 /// The cap of one log file.
 pub const MAX_BYTES: u64 = 8 * 1024 * 1024;
@@ -15,16 +19,39 @@ pub struct Log {
     cap: u64,
 }
 
+/// Where a log goes when it passes its cap.
+fn rotated(path: &Path) -> PathBuf {
+    let mut old = path.as_os_str().to_owned();
+    old.push(".1");
+    old.into()
+}
+
+/// The log's directory, created private, and the log and its older file made private, before
+/// the log is opened for writing.
+fn make_private(path: &Path) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        owner_only::create_dir_all(dir)?;
+    }
+    owner_only::restrict(path)?;
+    owner_only::restrict(&rotated(path))
+}
+
+async fn create(path: &Path) -> std::io::Result<tokio::fs::File> {
+    tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(owner_only::FILE_MODE)
+        .open(path)
+        .await
+}
+
 impl Log {
     pub async fn open(path: &Path, cap: u64) -> std::io::Result<Log> {
-        if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir).await?;
-        }
-        let file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .await?;
+        let owned = path.to_path_buf();
+        tokio::task::spawn_blocking(move || make_private(&owned))
+            .await
+            .map_err(std::io::Error::other)??;
+        let file = create(path).await?;
         let written = file.metadata().await.map_or(0, |m| m.len());
         Ok(Log {
             path: path.to_path_buf(),
@@ -52,16 +79,8 @@ impl Log {
         if let Some(mut file) = self.file.take() {
             file.flush().await?;
         }
-        let mut old = self.path.clone().into_os_string();
-        old.push(".1");
-        tokio::fs::rename(&self.path, &old).await?;
-        self.file = Some(
-            tokio::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.path)
-                .await?,
-        );
+        tokio::fs::rename(&self.path, rotated(&self.path)).await?;
+        self.file = Some(create(&self.path).await?);
         self.written = 0;
         Ok(())
     }
@@ -117,5 +136,47 @@ mod tests {
         });
         assert_eq!(read("a.log").unwrap(), "six\n");
         assert_eq!(read("a.log.1").unwrap(), "a-very-long-line\n");
+    }
+
+    /// Regression: logs (which hold whatever runtimes and channels print) were created 0644 in
+    /// a 0755 directory; they are private to their owner, and an older log is made so.
+    #[test]
+    fn a_log_is_private_to_its_owner() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // Under the usual umask, which would let everyone read a file created without a mode.
+        nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+        let new = dir.path().join("logs/channels/slack.log");
+        rt.block_on(async {
+            let mut log = Log::open(&new, MAX_BYTES).await.unwrap();
+            log.write(b"hello\n").await.unwrap();
+        });
+        assert_eq!(mode(&new), 0o600);
+        assert_eq!(mode(&dir.path().join("logs/channels")), 0o700);
+        assert_eq!(mode(&dir.path().join("logs")), 0o700);
+
+        let old = dir.path().join("old/worker.log");
+        std::fs::create_dir_all(old.parent().unwrap()).unwrap();
+        std::fs::write(&old, "out\n").unwrap();
+        std::fs::write(dir.path().join("old/worker.log.1"), "older\n").unwrap();
+        let loose = std::fs::Permissions::from_mode(0o644);
+        std::fs::set_permissions(&old, loose.clone()).unwrap();
+        std::fs::set_permissions(dir.path().join("old/worker.log.1"), loose).unwrap();
+        std::fs::set_permissions(
+            old.parent().unwrap(),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        rt.block_on(async {
+            Log::open(&old, MAX_BYTES).await.unwrap();
+        });
+        assert_eq!(mode(&old), 0o600);
+        assert_eq!(mode(&dir.path().join("old/worker.log.1")), 0o600);
+        assert_eq!(mode(old.parent().unwrap()), 0o700);
     }
 }

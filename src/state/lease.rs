@@ -1,7 +1,7 @@
 //! One writer at a time: a lease row that names its holder (pid, host, process start time,
 //! purpose). A second writer waits briefly, then fails naming the holder. A holder that is dead
-//! (same host: its pid is gone or is another process now; another host: no heartbeat for
-//! [`STALE_AFTER`]) is taken over.
+//! (same host: its pid is gone, a zombie, or another process now; another host: no heartbeat
+//! for [`STALE_AFTER`]) is taken over.
 
 use std::time::{Duration, Instant};
 
@@ -50,21 +50,44 @@ pub fn hostname() -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
+/// A process as `/proc/<pid>/stat` shows it.
+struct ProcStat {
+    /// Field 3: `R`, `S`, `D`, … and `Z` (zombie: exited, not yet reaped) or `X` (dead).
+    state: char,
+    /// Field 22: the start time in clock ticks since boot.
+    start: String,
+}
+
+impl ProcStat {
+    fn read(pid: u32) -> Option<ProcStat> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name (field 2) is in parentheses and may contain spaces.
+        let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let state = fields.next()?.chars().next()?;
+        let start = fields.nth(18)?.to_string();
+        Some(ProcStat { state, start })
+    }
+
+    /// Exited: a zombie keeps its `/proc` entry (and start time) until its parent reaps it,
+    /// which may take a while, but it holds nothing and will never renew a lease.
+    fn has_exited(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
+}
+
 /// The start time of a process (clock ticks since boot, `/proc/<pid>/stat` field 22): with the
-/// pid it names one process, even after the pid is reused.
+/// pid it names one process, even after the pid is reused. A zombie has one too.
 pub fn process_start(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may contain spaces.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19).map(str::to_string)
+    ProcStat::read(pid).map(|p| p.start)
 }
 
 impl LeaseHolder {
     fn is_alive(&self, host: &str) -> bool {
         if self.host == host {
-            match process_start(self.pid) {
+            match ProcStat::read(self.pid) {
                 None => false,
-                Some(start) => self.process_start.as_deref().is_none_or(|s| s == start),
+                Some(p) if p.has_exited() => false,
+                Some(p) => self.process_start.as_deref().is_none_or(|s| s == p.start),
             }
         } else {
             let stale = jiff::Timestamp::now()
@@ -181,5 +204,51 @@ impl StateStore {
             .optional()
             .map_err(|e| self.sql(e))?;
         Ok(holder.filter(|h| h.is_alive(&hostname())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state letter of `/proc/<pid>/stat` (field 3).
+    fn proc_state(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+    }
+
+    /// Regression: a holder killed with SIGKILL whose parent had not reaped it yet still had a
+    /// `/proc` entry with its start time, so its lease blocked the next writer until the
+    /// parent got round to it.
+    #[test]
+    fn a_zombie_lease_holder_is_dead() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let host = hostname();
+        let holder = LeaseHolder {
+            pid,
+            host: host.clone(),
+            process_start: process_start(pid),
+            purpose: LeasePurpose::Controller.as_str().to_string(),
+            acquired_at: now(),
+            heartbeat_at: now(),
+        };
+        assert!(holder.process_start.is_some());
+        assert!(holder.is_alive(&host), "a running holder is alive");
+
+        // SIGKILL, and no wait: the child stays a zombie until it is reaped below.
+        child.kill().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while proc_state(pid) != Some('Z') {
+            assert!(Instant::now() < deadline, "the child never became a zombie");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(process_start(pid), holder.process_start, "still in /proc");
+        assert!(!holder.is_alive(&host), "a zombie holder is dead");
+        child.wait().unwrap();
+        assert!(!holder.is_alive(&host), "a reaped holder is dead");
     }
 }

@@ -5,14 +5,16 @@
 //! JSON snapshot (`deepcli state export`). It does not decide anything (that is `plan`) and does
 //! not touch the world beyond the state directory (that is `apply`).
 
+mod damage;
 pub mod lease;
 mod paths;
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
+pub use damage::Damage;
 pub use lease::{LeaseHolder, LeasePurpose};
 pub use paths::StateDir;
 
@@ -35,6 +37,19 @@ pub enum StateError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot create the state database `{}`: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// An existing file that cannot be the state; it is left as it is.
+    #[error("state database `{}` {damage}; nothing was changed", path.display())]
+    Damaged { path: PathBuf, damage: Damage },
+    #[error("cannot make `{}` private to its owner: {source}", path.display())]
+    Private {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("state database `{}`: {source}", path.display())]
     Sqlite {
         path: PathBuf,
@@ -52,6 +67,34 @@ pub enum StateError {
     Locked(LeaseHolder),
     #[error("state record is corrupt: {0}")]
     Corrupt(String),
+}
+
+impl StateError {
+    /// The state cannot be used at all, so the command could not run (exit 2): refused when
+    /// opened, or damage SQLite found further in while reading.
+    pub fn is_unusable(&self) -> bool {
+        match self {
+            StateError::Damaged { .. } | StateError::Private { .. } => true,
+            StateError::Sqlite { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            ),
+            _ => false,
+        }
+    }
+
+    /// What the operator can do about it.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            StateError::Private { .. } => Some(
+                "deepcli takes group and other permissions off its own files in the state directory, so it must own them: see docs/state.md#file-modes",
+            ),
+            _ if self.is_unusable() => Some(
+                "restore state.db from a backup, or move it aside to start a new state (or point --state-dir elsewhere): see docs/state.md#an-empty-or-damaged-statedb",
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// The database, open.
@@ -274,15 +317,26 @@ fn bool_of(v: i64) -> bool {
 }
 
 impl StateStore {
-    /// Opens (creating when needed) the state database under `dir` and migrates it.
+    /// Opens the state database under `dir` and migrates it; creates it only when there is no
+    /// file at all. An existing file that is not a deepcli state is refused, untouched
+    /// ([`Damage`]).
     pub fn open(dir: &StateDir) -> Result<StateStore> {
         dir.create()?;
         let path = dir.db();
+        if !damage::inspect(dir)? {
+            create(dir)?;
+        }
         let sql = |source| StateError::Sqlite {
             path: path.clone(),
             source,
         };
-        let conn = Connection::open(&path).map_err(sql)?;
+        let mut conn = connect(&path).map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql)?;
+        // Before anything writes to it (the journal mode is written into the file).
+        damage::check(&conn, &path)?;
+        // Before SQLite creates a WAL and shared memory file: they get the database's mode.
+        dir.make_private()?;
         // WAL with synchronous=NORMAL: a crash of deepcli never loses a committed step; a power
         // loss may lose the last steps but never corrupts, and the next apply redoes them.
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -291,15 +345,21 @@ impl StateStore {
             .map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(sql)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(sql)?;
-        let mut store = StateStore {
+        migrate(&mut conn, dir)?;
+        Ok(StateStore {
             dir: dir.clone(),
             conn,
             holds_lease: false,
-        };
-        store.migrate()?;
-        Ok(store)
+        })
+    }
+
+    /// [`StateStore::open`] for commands that only read: `None` when there is no database, and
+    /// none is created.
+    pub fn open_existing(dir: &StateDir) -> Result<Option<StateStore>> {
+        if !damage::inspect(dir)? {
+            return Ok(None);
+        }
+        StateStore::open(dir).map(Some)
     }
 
     pub fn dir(&self) -> &StateDir {
@@ -311,51 +371,6 @@ impl StateStore {
             path: self.dir.db(),
             source,
         }
-    }
-
-    fn migrate(&mut self) -> Result<()> {
-        let version: i64 = self
-            .conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(|e| self.sql(e))?;
-        if version > SCHEMA_VERSION {
-            return Err(StateError::Newer {
-                path: self.dir.root().to_path_buf(),
-                found: version,
-            });
-        }
-        if version == SCHEMA_VERSION {
-            return Ok(());
-        }
-        let path = self.dir.db();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)
-            .map_err(|source| StateError::Sqlite {
-                path: path.clone(),
-                source,
-            })?;
-        let sql = |source| StateError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        // Another process may have migrated while this one waited for the lock.
-        let version: i64 = tx
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(sql)?;
-        for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            tx.execute_batch(migration).map_err(sql)?;
-            if i == 0 {
-                tx.execute(
-                    "INSERT INTO meta (key, value) VALUES ('lineage', ?1), ('serial', '0'), ('created_at', ?2), ('created_by', ?3)",
-                    params![uuid::Uuid::new_v4().to_string(), now(), concat!("deepcli ", env!("CARGO_PKG_VERSION"))],
-                )
-                .map_err(sql)?;
-            }
-            tx.pragma_update(None, "user_version", (i + 1) as i64)
-                .map_err(sql)?;
-        }
-        tx.commit().map_err(sql)
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>> {
@@ -609,6 +624,96 @@ impl StateStore {
             .map_err(|e| self.sql(e))?;
         Ok(())
     }
+}
+
+/// A connection to the existing database at `path`. Never creates one: a file that went away
+/// is an error, not a new state.
+pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+}
+
+/// Makes a new state database: migrated in a file of its own, then linked into place whole.
+/// `state.db` is never there half made (a crash leaves a stray `state.db.new-*` at most), so
+/// an existing one that is empty was damaged by something else. A process that lost the race
+/// to create it uses the winner's.
+fn create(dir: &StateDir) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.db();
+    let io = |source| StateError::Create {
+        path: path.clone(),
+        source,
+    };
+    let sql = |source| StateError::Sqlite {
+        path: path.clone(),
+        source,
+    };
+    // The name goes when `fresh` is dropped, linked or not. Created 0600 (tempfile's mode,
+    // said here too), so its journal is, and so will its WAL and shared memory be.
+    let fresh = tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(
+            crate::owner_only::FILE_MODE,
+        ))
+        .prefix("state.db.new-")
+        .tempfile_in(dir.root())
+        .map_err(io)?
+        .into_temp_path();
+    let mut conn = Connection::open(&fresh).map_err(sql)?;
+    migrate(&mut conn, dir)?;
+    // Closing commits nothing more: every migration committed (and synced) already.
+    conn.close().map_err(|(_, e)| sql(e))?;
+    match std::fs::hard_link(&fresh, &path) {
+        Ok(()) => std::fs::File::open(dir.root())
+            .and_then(|d| d.sync_all())
+            .map_err(io),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// Brings the database up to [`SCHEMA_VERSION`]; refuses one written by a newer deepcli.
+fn migrate(conn: &mut Connection, dir: &StateDir) -> Result<()> {
+    let path = dir.db();
+    let sql = |source| StateError::Sqlite {
+        path: path.clone(),
+        source,
+    };
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sql)?;
+    if version > SCHEMA_VERSION {
+        return Err(StateError::Newer {
+            path: dir.root().to_path_buf(),
+            found: version,
+        });
+    }
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)
+        .map_err(sql)?;
+    // Another process may have migrated while this one waited for the lock.
+    let version: i64 = tx
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sql)?;
+    for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(migration).map_err(sql)?;
+        if i == 0 {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('lineage', ?1), ('serial', '0'), ('created_at', ?2), ('created_by', ?3)",
+                params![uuid::Uuid::new_v4().to_string(), now(), concat!("deepcli ", env!("CARGO_PKG_VERSION"))],
+            )
+            .map_err(sql)?;
+        }
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(sql)?;
+    }
+    tx.commit().map_err(sql)
 }
 
 /// One transaction's writes.

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::StateError;
+use crate::owner_only;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateDir {
@@ -34,7 +35,63 @@ impl StateDir {
         self.root.join("logs")
     }
 
-    /// Creates the directory, private to its owner: it holds transcripts and tokens.
+    pub fn operator_token(&self) -> PathBuf {
+        self.root.join("operator-token")
+    }
+
+    /// The database's write-ahead log, which SQLite keeps next to it.
+    pub fn db_wal(&self) -> PathBuf {
+        self.root.join("state.db-wal")
+    }
+
+    /// The database's shared memory index, next to it too.
+    pub fn db_shm(&self) -> PathBuf {
+        self.root.join("state.db-shm")
+    }
+
+    /// Takes group and other permissions off what deepcli keeps here for itself: the database
+    /// with its WAL and shared memory (SQLite creates those with the database's mode, so the
+    /// database goes first), the routing plan, the operator token, the trash directory, and the
+    /// logs directory with every log in it. The directory itself keeps its mode when it already
+    /// existed: it may be anyone's (`--state-dir /srv`); what deepcli keeps in it is private
+    /// anyway.
+    pub fn make_private(&self) -> Result<(), StateError> {
+        let restrict = |path: &Path| {
+            owner_only::restrict(path).map_err(|source| StateError::Private {
+                path: path.to_path_buf(),
+                source,
+            })
+        };
+        for path in [
+            self.db(),
+            self.db_wal(),
+            self.db_shm(),
+            self.routing_plan(),
+            self.operator_token(),
+            self.trash(),
+        ] {
+            restrict(&path)?;
+        }
+        // Symlinks inside logs/ are not followed: what they point at is not deepcli's.
+        let mut dirs = vec![self.logs()];
+        while let Some(dir) = dirs.pop() {
+            restrict(&dir)?;
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                match entry.file_type() {
+                    Ok(kind) if kind.is_dir() => dirs.push(entry.path()),
+                    Ok(kind) if kind.is_file() => restrict(&entry.path())?,
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates the directory (and missing parents) 0700: it holds transcripts and tokens. An
+    /// existing one is left as it is.
     pub fn create(&self) -> Result<(), StateError> {
         use std::os::unix::fs::DirBuilderExt;
         let err = |source| StateError::CreateDir {
