@@ -876,3 +876,19 @@ fn rpc_errors_batches_and_notifications() {
     assert_eq!(batch[1]["error"]["code"], -32601);
     assert_eq!(batch[2]["error"]["code"], -32600);
 }
+
+/// A management edit rewrites a config file through a temporary file: it keeps the mode the
+/// file had (it used to come back 0600, the temporary file's, locking a shared checkout's group
+/// out).
+#[test]
+fn a_management_edit_keeps_the_files_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let hub = Hub::new();
+    let agents = hub.config().join("agents.yaml");
+    std::fs::set_permissions(&agents, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let run = hub.run(&["agents", "add", "writer", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(hub.file("agents.yaml").contains("writer"));
+    let mode = std::fs::metadata(&agents).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o664, "{mode:o}");
+}

@@ -1,6 +1,7 @@
 //! Writing files so that a crash leaves either the old content or the new, never a torn file.
 
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 pub fn create_dir(path: &Path) -> std::io::Result<()> {
@@ -10,13 +11,15 @@ pub fn create_dir(path: &Path) -> std::io::Result<()> {
 /// Writes `bytes` to `path` through a temporary file in the same directory, then renamed
 /// (replacing) or hard-linked (never replacing: an existing file wins). A reader never sees a
 /// torn file. Durability is the caller's: [`sync_fs`] once after a batch of files costs one
-/// flush instead of one per file.
+/// flush instead of one per file. The file gets the mode [`shared_mode`] gives.
 pub fn write_file(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".deepcli-")
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(shared_mode(path)))?;
     if replace {
         tmp.persist(path).map_err(|e| e.error)?;
     } else {
@@ -30,16 +33,53 @@ pub fn write_file(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<(
 }
 
 /// Replaces `path` atomically and durably: the content is synced before the rename, and the
-/// rename after it.
+/// rename after it. The file keeps the mode it had; a new one gets the mode a plain create
+/// would (0666 less the umask), as an operator's config file or a plan saved with `--out`
+/// should.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_mode(path, bytes, shared_mode(path))
+}
+
+/// [`write_atomic`] for a file only its owner may read (0600), from its first byte on.
+pub fn write_atomic_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_mode(path, bytes, crate::owner_only::FILE_MODE)
+}
+
+fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".deepcli-")
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
+    // Set on the temporary file, before the rename: the new content is never visible with
+    // another mode.
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     sync_dir(dir)
+}
+
+/// The mode of a file written for the operator: the mode `path` has now, or, for a new file,
+/// 0666 less the process's umask. (Temporary files are created 0600, which would make every
+/// rewritten config file private.)
+fn shared_mode(path: &Path) -> u32 {
+    match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions().mode() & 0o7777,
+        Err(_) => 0o666 & !umask(),
+    }
+}
+
+/// The umask, read without changing it (`umask(2)` can only be read by setting it, which would
+/// race with other threads creating files).
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+            u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
+        })
+        .unwrap_or(0o022)
 }
 
 /// Flushes the filesystem that holds `path`: everything written so far is durable before the

@@ -406,9 +406,10 @@ fn run_step(
         }
         Action::PublishRouting { to, .. } => {
             let path = store.dir().routing_plan();
-            // 0600, the mode tempfile creates with: the plan names every account, the peers
-            // bindings match and the reply URLs (StateDir::make_private holds it there).
-            files::write_atomic(&path, desired.routing_json(*to).as_bytes()).map_err(&err)?;
+            // Private: the plan names every account, the peers bindings match and the reply
+            // URLs.
+            files::write_atomic_private(&path, desired.routing_json(*to).as_bytes())
+                .map_err(&err)?;
             failpoint::hit(&format!("after:{step}"));
             let record = PlanRecord {
                 generation: *to,
