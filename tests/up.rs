@@ -409,6 +409,9 @@ fn a_runtime_killed_while_starting_is_stopped_by_the_next_controller() {
     wait_until("the runtime left while starting to be stopped", || {
         leader.gone()
     });
+    up.wait_for("the first reconcile", |s| {
+        s["reconciles"].as_u64() >= Some(1)
+    });
     assert!(up.terminate().success());
 }
 
@@ -503,8 +506,11 @@ fn a_killed_controllers_successor_reaps_grandchildren() {
     let dir = tempfile::tempdir().unwrap();
     let (pids, leader_file) = (dir.path().join("pids"), dir.path().join("leader"));
     let _left = Leftovers(vec![pids.clone(), leader_file.clone()]);
+    // Each grandchild writes its own pid once it is what it will be (after `setsid`); the
+    // runtime is ready (and so recorded) only after all three did.
+    let grandchild = format!("sh -c 'echo $$ >> {}; exec sleep 600'", pids.display());
     let script = format!(
-        "echo $$ >> {l}; (setsid sleep 600 & echo $! >> {p}); setsid sleep 600 & echo $! >> {p}; sleep 600 & echo $! >> {p}; exec {bin} echo-agent",
+        "echo $$ >> {l}; (setsid {grandchild} &); setsid {grandchild} & {grandchild} & while [ $(cat {p} 2>/dev/null | wc -l) -lt 3 ]; do sleep 0.01; done; exec {bin} echo-agent",
         l = leader_file.display(),
         p = pids.display(),
         bin = bin().display()
