@@ -85,8 +85,21 @@ fn a_save_in_two_writes_is_applied_whole() {
 
 #[test]
 fn runtimes_are_supervised_restarted_and_stopped() {
-    let agents = "agents:\n  list:\n    - id: main\n    - id: echo\n      runtime: {kind: acp, command: [deepcli, echo-agent]}\n    - id: worker\n      runtime: {kind: process, command: [sh, -c, \"echo to-stdout; echo to-stderr >&2; sleep 600 & exec sleep 601\"]}\n";
-    let mut up = Up::start(agents, "bindings: []\n");
+    // The worker's grandchild writes its pid, so the test sees it go with each worker.
+    let dir = tempfile::tempdir().unwrap();
+    let grandchildren = dir.path().join("grandchildren");
+    let _left = Leftovers(vec![grandchildren.clone()]);
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: echo\n      runtime: {{kind: acp, command: [deepcli, echo-agent]}}\n    - id: worker\n      runtime: {{kind: process, command: [sh, -c, \"echo to-stdout; echo to-stderr >&2; sleep 600 & echo $! >> {}; exec sleep 601\"]}}\n",
+        grandchildren.display()
+    );
+    let grandchild = |n: usize| {
+        wait_until("the worker's grandchild", || {
+            pids_in(&grandchildren).len() > n
+        });
+        Proc::running(pids_in(&grandchildren)[n])
+    };
+    let mut up = Up::start(&agents, "bindings: []\n");
     let ready = |id: &'static str| {
         move |s: &Value| Up::runtime(s, id).is_some_and(|r| r["status"] == "ready")
     };
@@ -101,6 +114,7 @@ fn runtimes_are_supervised_restarted_and_stopped() {
     let first = Up::runtime(&doc, "worker").unwrap()["pid"]
         .as_u64()
         .unwrap();
+    let first_grandchild = grandchild(0);
     let log = up.state.join("logs/worker.log");
     wait_until("the worker's output in its log", || {
         std::fs::read_to_string(&log)
@@ -120,6 +134,11 @@ fn runtimes_are_supervised_restarted_and_stopped() {
         .as_u64()
         .unwrap();
     assert_ne!(first, second);
+    assert!(
+        first_grandchild.gone(),
+        "the crashed worker's grandchild is gone"
+    );
+    let second_grandchild = grandchild(1);
 
     // A changed command restarts it with the new spec.
     let changed = agents.replace("sleep 601", "sleep 602");
@@ -132,6 +151,8 @@ fn runtimes_are_supervised_restarted_and_stopped() {
         .as_u64()
         .unwrap();
     assert!(!alive(second), "the old runtime is gone");
+    assert!(second_grandchild.gone(), "with its grandchild");
+    let third_grandchild = grandchild(2);
 
     // A deleted agent: runtime stopped, then its files in trash.
     let without = "agents:\n  list:\n    - id: main\n    - id: echo\n      runtime: {kind: acp, command: [deepcli, echo-agent]}\n";
@@ -140,6 +161,7 @@ fn runtimes_are_supervised_restarted_and_stopped() {
         Up::runtime(s, "worker").is_none() && s["agents"].as_array().is_some_and(|a| a.len() == 2)
     });
     assert!(!alive(third), "its runtime stopped");
+    assert!(third_grandchild.gone(), "with its grandchild");
     assert!(!up.state.join("workspaces/worker").exists());
     let trash: Vec<_> = std::fs::read_dir(up.state.join("trash")).unwrap().collect();
     assert_eq!(trash.len(), 1, "the worker's files are in trash");
