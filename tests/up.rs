@@ -4,7 +4,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{Up, alive, bin, peer, pid_of, wait_until};
+use common::{Leftovers, Proc, Up, alive, bin, peer, pid_of, pids_in, wait_until};
 use serde_json::Value;
 
 const AGENTS: &str = "agents:\n  list:\n    - id: main\n    - id: ops\n";
@@ -85,8 +85,21 @@ fn a_save_in_two_writes_is_applied_whole() {
 
 #[test]
 fn runtimes_are_supervised_restarted_and_stopped() {
-    let agents = "agents:\n  list:\n    - id: main\n    - id: echo\n      runtime: {kind: acp, command: [deepcli, echo-agent]}\n    - id: worker\n      runtime: {kind: process, command: [sh, -c, \"echo to-stdout; echo to-stderr >&2; sleep 600 & exec sleep 601\"]}\n";
-    let mut up = Up::start(agents, "bindings: []\n");
+    // The worker's grandchild writes its pid, so the test sees it go with each worker.
+    let dir = tempfile::tempdir().unwrap();
+    let grandchildren = dir.path().join("grandchildren");
+    let _left = Leftovers(vec![grandchildren.clone()]);
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: echo\n      runtime: {{kind: acp, command: [deepcli, echo-agent]}}\n    - id: worker\n      runtime: {{kind: process, command: [sh, -c, \"echo to-stdout; echo to-stderr >&2; sleep 600 & echo $! >> {}; exec sleep 601\"]}}\n",
+        grandchildren.display()
+    );
+    let grandchild = |n: usize| {
+        wait_until("the worker's grandchild", || {
+            pids_in(&grandchildren).len() > n
+        });
+        Proc::running(pids_in(&grandchildren)[n])
+    };
+    let mut up = Up::start(&agents, "bindings: []\n");
     let ready = |id: &'static str| {
         move |s: &Value| Up::runtime(s, id).is_some_and(|r| r["status"] == "ready")
     };
@@ -101,6 +114,7 @@ fn runtimes_are_supervised_restarted_and_stopped() {
     let first = Up::runtime(&doc, "worker").unwrap()["pid"]
         .as_u64()
         .unwrap();
+    let first_grandchild = grandchild(0);
     let log = up.state.join("logs/worker.log");
     wait_until("the worker's output in its log", || {
         std::fs::read_to_string(&log)
@@ -120,6 +134,11 @@ fn runtimes_are_supervised_restarted_and_stopped() {
         .as_u64()
         .unwrap();
     assert_ne!(first, second);
+    assert!(
+        first_grandchild.gone(),
+        "the crashed worker's grandchild is gone"
+    );
+    let second_grandchild = grandchild(1);
 
     // A changed command restarts it with the new spec.
     let changed = agents.replace("sleep 601", "sleep 602");
@@ -132,6 +151,8 @@ fn runtimes_are_supervised_restarted_and_stopped() {
         .as_u64()
         .unwrap();
     assert!(!alive(second), "the old runtime is gone");
+    assert!(second_grandchild.gone(), "with its grandchild");
+    let third_grandchild = grandchild(2);
 
     // A deleted agent: runtime stopped, then its files in trash.
     let without = "agents:\n  list:\n    - id: main\n    - id: echo\n      runtime: {kind: acp, command: [deepcli, echo-agent]}\n";
@@ -140,6 +161,7 @@ fn runtimes_are_supervised_restarted_and_stopped() {
         Up::runtime(s, "worker").is_none() && s["agents"].as_array().is_some_and(|a| a.len() == 2)
     });
     assert!(!alive(third), "its runtime stopped");
+    assert!(third_grandchild.gone(), "with its grandchild");
     assert!(!up.state.join("workspaces/worker").exists());
     let trash: Vec<_> = std::fs::read_dir(up.state.join("trash")).unwrap().collect();
     assert_eq!(trash.len(), 1, "the worker's files are in trash");
@@ -465,4 +487,177 @@ fn an_argument_named_up_does_not_reexec() {
         assert!(agent.wait().unwrap().success());
         assert!(!has_key(&env), "{args:?}: it executed itself again");
     }
+}
+
+/// The `sh -c` runtime `script` for agent `id`, as a line of agents.yaml.
+fn sh_runtime(kind: &str, script: &str) -> String {
+    format!("runtime: {{kind: {kind}, command: [sh, -c, \"{script}\"]}}")
+}
+
+/// Regression (issue 15): a runtime's pid was recorded only once it was ready, so a runtime
+/// left by a controller killed while it was `starting` (an ACP agent that had not answered
+/// `initialize` yet) ran on: the next controller did not know it.
+#[test]
+fn a_runtime_killed_while_starting_is_stopped_by_the_next_controller() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader_file = dir.path().join("leader");
+    let _left = Leftovers(vec![leader_file.clone()]);
+    // It never answers `initialize`: `starting` for 15 s.
+    let script = format!("echo $$ >> {}; exec sleep 600", leader_file.display());
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: slow\n      {}\n",
+        sh_runtime("acp", &script)
+    );
+    let mut up = Up::start(&agents, "bindings: []\n");
+    wait_until("the runtime started and recorded as starting", || {
+        !pids_in(&leader_file).is_empty()
+            && common::recorded_runtime(&up.state, "slow").is_some_and(|(s, _)| s == "starting")
+    });
+    let leader = Proc::running(pids_in(&leader_file)[0]);
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    assert!(
+        !leader.gone(),
+        "a killed controller leaves its runtime behind"
+    );
+
+    up.restart(|_| {});
+    wait_until("the runtime left while starting to be stopped", || {
+        leader.gone()
+    });
+    up.wait_for("the first reconcile", |s| {
+        s["reconciles"].as_u64() >= Some(1)
+    });
+    assert!(up.terminate().success());
+}
+
+/// Issue 24: "no child outlives its runtime" held for the runtime's process group only; a
+/// grandchild that called `setsid` (a session and group of its own) survived every stop.
+#[test]
+fn a_grandchild_that_calls_setsid_is_reaped_on_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = |id: &str| dir.path().join(id);
+    let leaders = dir.path().join("leaders");
+    let _left = Leftovers(vec![files("a"), files("b"), leaders.clone()]);
+    let runtime = |id: &str| {
+        let pids = files(id).display().to_string();
+        sh_runtime(
+            "process",
+            &format!(
+                "echo $$ >> {leaders}; setsid sleep 600 & echo $! >> {pids}; sleep 600 & echo $! >> {pids}; exec sleep 601",
+                leaders = leaders.display()
+            ),
+        )
+    };
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: a\n      {}\n    - id: b\n      {}\n",
+        runtime("a"),
+        runtime("b")
+    );
+    let mut up = Up::start(&agents, "bindings: []\n");
+    let grandchildren = |id: &str| {
+        wait_until("the grandchildren's pids", || {
+            pids_in(&files(id)).len() == 2
+        });
+        pids_in(&files(id))
+            .into_iter()
+            .map(Proc::running)
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (grandchildren("a"), grandchildren("b"));
+
+    // Stopped because the config no longer asks for it.
+    let without_a = agents.replace(&format!("\n      {}", runtime("a")), "");
+    up.write_by_rename("agents.yaml", &without_a);
+    up.wait_for("a's runtime to stop", |s| {
+        Up::runtime(s, "a").is_none() && Up::runtime(s, "b").is_some()
+    });
+    for p in &a {
+        assert!(p.gone(), "{p:?} outlived its runtime's stop");
+    }
+
+    // Stopped because the controller stops.
+    assert!(up.terminate().success());
+    for p in &b {
+        assert!(p.gone(), "{p:?} outlived the controller's shutdown");
+    }
+}
+
+/// Issue 24: a runtime that crashes is started again only once everything it started is gone,
+/// including a grandchild in a session of its own.
+#[test]
+fn grandchildren_are_gone_after_a_crash_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pids, go) = (dir.path().join("pids"), dir.path().join("go"));
+    let _left = Leftovers(vec![pids.clone()]);
+    // The first attempt waits for `go`, so the test can look at its grandchildren; every
+    // attempt then exits 3 at once.
+    let script = format!(
+        "setsid sleep 600 & echo $! >> {p}; sleep 600 & echo $! >> {p}; while [ ! -e {g} ]; do sleep 0.05; done; exit 3",
+        p = pids.display(),
+        g = go.display()
+    );
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: crashy\n      {}\n",
+        sh_runtime("process", &script)
+    );
+    let mut up = Up::start(&agents, "bindings: []\n");
+    wait_until("the first attempt's grandchildren", || {
+        pids_in(&pids).len() == 2
+    });
+    let first: Vec<Proc> = pids_in(&pids).into_iter().map(Proc::running).collect();
+    std::fs::write(&go, "").unwrap();
+    wait_until("a second attempt", || pids_in(&pids).len() >= 4);
+    for p in &first {
+        assert!(p.gone(), "{p:?} outlived the crash of its runtime");
+    }
+    assert!(up.terminate().success());
+}
+
+/// Issue 24: a controller killed with `kill -9` leaves its runtimes running; the next one stops
+/// them, and with them every process they started: a grandchild in a session of its own, and
+/// one whose parent exited (orphaned, so no longer found under the runtime).
+#[test]
+fn a_killed_controllers_successor_reaps_grandchildren() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pids, leader_file) = (dir.path().join("pids"), dir.path().join("leader"));
+    let _left = Leftovers(vec![pids.clone(), leader_file.clone()]);
+    // Each grandchild writes its own pid once it is what it will be (after `setsid`); the
+    // runtime is ready (and so recorded) only after all three did.
+    let grandchild = format!("sh -c 'echo $$ >> {}; exec sleep 600'", pids.display());
+    let script = format!(
+        "echo $$ >> {l}; (setsid {grandchild} &); setsid {grandchild} & {grandchild} & while [ $(cat {p} 2>/dev/null | wc -l) -lt 3 ]; do sleep 0.01; done; exec {bin} echo-agent",
+        l = leader_file.display(),
+        p = pids.display(),
+        bin = bin().display()
+    );
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: agent\n      {}\n",
+        sh_runtime("acp", &script)
+    );
+    let mut up = Up::start(&agents, "bindings: []\n");
+    wait_until("the runtime recorded as ready", || {
+        common::recorded_runtime(&up.state, "agent").is_some_and(|(s, _)| s == "ready")
+    });
+    let leader = Proc::running(pids_in(&leader_file)[0]);
+    let grandchildren: Vec<Proc> = pids_in(&pids).into_iter().map(Proc::running).collect();
+    assert_eq!(grandchildren.len(), 3);
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    // (The echo agent itself may leave on its stdin's EOF.)
+    assert!(
+        grandchildren.iter().all(|p| !p.gone()),
+        "a killed controller leaves its runtime's processes behind"
+    );
+
+    up.restart(|_| {});
+    up.wait_for("the runtime started again", |s| {
+        Up::runtime(s, "agent")
+            .is_some_and(|r| r["status"] == "ready" && r["pid"].as_u64() != Some(leader.pid))
+    });
+    assert!(leader.gone(), "the runtime left behind was stopped");
+    for p in &grandchildren {
+        assert!(p.gone(), "{p:?} outlived its runtime's controller");
+    }
+    assert!(up.terminate().success());
 }

@@ -146,14 +146,11 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     store.acquire_lease(LeasePurpose::Controller, Duration::from_millis(500))?;
     let token = operator_token(&state)?;
 
-    // Runtimes a killed controller left behind: found by pid and start time, stopped.
-    for record in store.runtimes()? {
-        if let Some(pid) = record.pid.and_then(|p| u32::try_from(p).ok())
-            && crate::runtime::stop_pid(pid, record.process_start.as_deref()).await
-        {
-            tracing::info!(agent = %record.agent_id, pid, "stopped a runtime left by an earlier controller");
-        }
+    // Orphans of runtimes are re-parented here rather than to init, so none is lost.
+    if !crate::runtime::adopt_orphans() {
+        tracing::debug!("cannot become the child subreaper; orphans of runtimes go to init");
     }
+    stop_leftovers(&store).await?;
 
     let (runtime_tx, runtime_events) = mpsc::unbounded_channel::<RuntimeStatus>();
     let mut supervisor = Supervisor::new(runtime_tx);
@@ -260,6 +257,8 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
                     if let Ok(mut s) = store.lock() {
                         let _ = s.renew_lease();
                     }
+                    // Orphans of runtimes that died since: not left as zombies.
+                    crate::runtime::reap_adopted();
                 }).await;
             }
             _ = tokio::signal::ctrl_c() => break,
@@ -284,6 +283,47 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         let _ = s.release_lease();
     }
     tracing::info!("deepcli up: stopped");
+    Ok(())
+}
+
+/// Stops what a killed controller left running: each runtime it recorded (by pid and start
+/// time) with every process it started, side by side; then forgets them.
+async fn stop_leftovers(store: &StateStore) -> Result<(), ControllerError> {
+    let stops: Vec<_> = store
+        .runtime_processes()?
+        .into_iter()
+        .map(|record| {
+            tokio::spawn(async move {
+                let leader = record.pid.map(|pid| crate::runtime::ProcessId {
+                    pid,
+                    start: record.process_start.clone().unwrap_or_default(),
+                });
+                let left = crate::runtime::stop_leftover(
+                    leader,
+                    record.escaped.clone(),
+                    crate::runtime::STOP_TIMEOUT,
+                )
+                .await;
+                (record, left)
+            })
+        })
+        .collect();
+    for stop in stops {
+        let Ok((record, left)) = stop.await else {
+            continue;
+        };
+        match left {
+            None => {}
+            Some(0) => {
+                tracing::info!(agent = %record.agent_id, pid = ?record.pid, "stopped a runtime left by an earlier controller");
+            }
+            Some(n) => {
+                tracing::warn!(agent = %record.agent_id, processes = n, "a runtime left by an earlier controller outlived SIGKILL; kept on record");
+                continue;
+            }
+        }
+        store.forget_runtime_processes(&record.agent_id, left.is_some())?;
+    }
     Ok(())
 }
 

@@ -1,7 +1,8 @@
 //! Runtime supervision (reconcile.md, "Runtimes"): one task per agent whose `runtime.kind` is
 //! `process` or `acp` spawns its command in its own process group, pumps its output into a
 //! size-capped log, restarts it after a crash with exponential backoff, and stops it with the
-//! ladder: close stdin, SIGTERM the group, SIGKILL the group. No child outlives its task.
+//! ladder: close stdin, SIGTERM the tree, SIGKILL the tree. No process a runtime started
+//! outlives it, in its group or not (`tree.rs`).
 //!
 //! This module runs processes and reports what they do; it does not decide which should run
 //! (the controller hands it the desired set) and it does not touch the state database (status
@@ -10,6 +11,7 @@
 pub mod acp;
 pub(crate) mod log;
 mod process;
+mod tree;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::Agent;
 use crate::config::model::{EnvValue, Runtime, RuntimeKind};
 
-pub use process::{stop_group, stop_pid};
+pub use process::stop_leftover;
+pub use tree::{AGENT_ENV, ProcessId, adopt_orphans, reap_adopted};
 
 /// Backoff after a crash: 1 s doubling to 5 min, back to 1 s after 10 min of health.
 pub const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -32,6 +35,8 @@ pub const HEALTHY_AFTER: Duration = Duration::from_secs(600);
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a runtime may take to exit after its stdin closes.
 pub const STDIN_GRACE: Duration = Duration::from_secs(2);
+/// How often a running runtime's processes outside its group are looked for and recorded.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// Everything needed to start one agent's runtime. Its hash decides restarts.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,6 +121,14 @@ pub struct RuntimeStatus {
     pub kind: String,
     pub status: Phase,
     pub pid: Option<u32>,
+    /// The start time of `pid`: with it, names the process even after the pid is reused.
+    #[serde(skip)]
+    pub process_start: Option<String>,
+    /// Its processes outside its process group (`setsid`, `setpgid`) as last looked for, and
+    /// any a stop could not kill: on record so that the controller after a killed one stops
+    /// them too.
+    #[serde(skip)]
+    pub escaped: Vec<ProcessId>,
     pub started_at: Option<String>,
     pub restarts: u64,
     pub last_exit: Option<String>,

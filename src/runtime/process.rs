@@ -5,15 +5,15 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 
 use super::log::{Log, MAX_BYTES, pump};
+use super::tree::{AGENT_ENV, Leader, ProcessId, Tree};
 use super::{
     BACKOFF_MAX, BACKOFF_START, Events, HEALTHY_AFTER, Phase, RuntimeSpec, RuntimeStatus,
-    STDIN_GRACE, STOP_TIMEOUT, StopAck,
+    STDIN_GRACE, STOP_TIMEOUT, SWEEP_EVERY, StopAck,
 };
 use crate::config::model::{EnvValue, RuntimeKind, Secret, SecretRef};
 
@@ -90,6 +90,10 @@ fn program(name: &str) -> std::path::PathBuf {
 struct Spawned {
     child: Child,
     pid: u32,
+    /// Keeps the leader known as tokio's to wait for (see [`Leader`]) until it is dropped.
+    _leader: Leader,
+    /// Everything the runtime started.
+    tree: Tree,
     /// The ACP connection of an `acp` runtime (dropping it closes the agent's stdin).
     acp: Option<super::acp::AcpConnection>,
 }
@@ -111,17 +115,24 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
         .current_dir(&spec.cwd)
         .env("HOME", &spec.home)
         .envs(env)
+        // After the configured env, so it is always this: tells this runtime's orphans.
+        .env(AGENT_ENV, &spec.agent_id)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group: a stop reaches every process it started.
         .process_group(0)
         .kill_on_drop(false);
-    let mut child = cmd.spawn().map_err(|source| SpawnError::Spawn {
+    let (mut child, leader) = Leader::spawn(&mut cmd).map_err(|source| SpawnError::Spawn {
         program: first.clone(),
         source,
     })?;
     let pid = child.id().unwrap_or(0);
+    // Not reaped yet, so readable even if it exited already.
+    let id = ProcessId::of(pid).unwrap_or(ProcessId {
+        pid,
+        start: String::new(),
+    });
     if let Some(stderr) = child.stderr.take() {
         tokio::spawn(pump(stderr, log.clone()));
     }
@@ -134,6 +145,8 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
     Ok(Spawned {
         child,
         pid,
+        _leader: leader,
+        tree: Tree::new(id, Some(spec.agent_id.clone()), []),
         acp: None,
     })
 }
@@ -150,56 +163,65 @@ fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> String {
     }
 }
 
-/// The stop ladder: close stdin, give it [`STDIN_GRACE`], SIGTERM the group, give it
-/// [`STOP_TIMEOUT`], SIGKILL the group.
-async fn stop_child(mut spawned: Spawned) -> String {
+/// The stop ladder: close stdin, give it [`STDIN_GRACE`], SIGTERM the tree, give it
+/// [`STOP_TIMEOUT`], SIGKILL the tree. However the leader went, the rest of its tree goes with it.
+/// Returns how the leader exited, and what of the tree could not be killed (normally nothing).
+async fn stop_child(mut spawned: Spawned) -> (String, Vec<ProcessId>) {
     drop(spawned.acp.take());
     drop(spawned.child.stdin.take());
-    if let Ok(status) = tokio::time::timeout(STDIN_GRACE, spawned.child.wait()).await {
-        signal_group(spawned.pid, Signal::SIGKILL);
-        return describe_exit(status);
-    }
-    signal_group(spawned.pid, Signal::SIGTERM);
-    if let Ok(status) = tokio::time::timeout(STOP_TIMEOUT, spawned.child.wait()).await {
-        // The leader is gone; anything it left in its group goes too.
-        signal_group(spawned.pid, Signal::SIGKILL);
-        return describe_exit(status);
-    }
-    signal_group(spawned.pid, Signal::SIGKILL);
-    describe_exit(spawned.child.wait().await)
-}
-
-fn signal_group(pid: u32, signal: Signal) {
-    if let Ok(raw) = i32::try_from(pid)
-        && raw > 0
-    {
-        let _ = killpg(Pid::from_raw(raw), signal);
-    }
-}
-
-/// Stops a process group left by an earlier controller (found by pid and start time):
-/// SIGTERM, then SIGKILL after `timeout`.
-pub async fn stop_group(pid: u32, timeout: Duration) {
-    signal_group(pid, Signal::SIGTERM);
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if crate::state::lease::process_start(pid).is_none() {
-            break;
+    let status = match tokio::time::timeout(STDIN_GRACE, spawned.child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            spawned.tree.signal(Signal::SIGTERM);
+            match tokio::time::timeout(STOP_TIMEOUT, spawned.child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    spawned.tree.kill().await;
+                    spawned.child.wait().await
+                }
+            }
         }
+    };
+    kill_tree(&mut spawned.tree).await;
+    (describe_exit(status), spawned.tree.escaped())
+}
+
+/// SIGKILL to whatever is left of a runtime whose leader is gone.
+async fn kill_tree(tree: &mut Tree) {
+    let left = tree.kill().await;
+    if left > 0 {
+        tracing::warn!(
+            processes = left,
+            "processes of a runtime still alive after SIGKILL; kept on record"
+        );
+    }
+}
+
+/// Stops what a killed controller left of a runtime: its leader (by pid and start time, when
+/// on record) and every process of its tree, found or recorded. SIGTERM, up to `timeout` for
+/// them to go, SIGKILL. `None` when nothing of it was left; else how many processes outlived
+/// SIGKILL (normally 0).
+pub async fn stop_leftover(
+    leader: Option<ProcessId>,
+    escaped: Vec<ProcessId>,
+    timeout: Duration,
+) -> Option<usize> {
+    // Pid 0 stands for "no leader on record": the tree is then what escaped it.
+    let leader = leader.unwrap_or(ProcessId {
+        pid: 0,
+        start: String::new(),
+    });
+    // Its orphans were re-parented to init, not to this controller: no adoptee to look for.
+    let mut tree = Tree::new(leader, None, escaped);
+    if !tree.alive() {
+        return None;
+    }
+    tree.signal(Signal::SIGTERM);
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline && tree.alive() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    signal_group(pid, Signal::SIGKILL);
-}
-
-/// [`stop_group`] for a recorded runtime, only if the pid is still the process that was
-/// started (a reused pid belongs to someone else).
-pub async fn stop_pid(pid: u32, process_start: Option<&str>) -> bool {
-    let now = crate::state::lease::process_start(pid);
-    if now.is_none() || now.as_deref() != process_start {
-        return false;
-    }
-    stop_group(pid, STOP_TIMEOUT).await;
-    true
+    Some(tree.kill().await)
 }
 
 pub(super) struct Reporter {
@@ -222,6 +244,8 @@ impl Reporter {
                 kind: spec.kind.as_str().to_string(),
                 status: Phase::Starting,
                 pid: None,
+                process_start: None,
+                escaped: Vec::new(),
                 started_at: None,
                 restarts: 0,
                 last_exit: None,
@@ -261,108 +285,28 @@ pub(super) async fn supervise(
     let _unlist = Unlist(&acp, &spec.agent_id);
     let mut backoff = BACKOFF_START;
     loop {
-        report.publish(|s| {
-            s.status = Phase::Starting;
-            s.next_start = None;
-        });
         let started = Instant::now();
         // Why this attempt ended: it could not start at all (`failed`), or it ran and stopped.
-        let outcome: Result<std::convert::Infallible, Phase> = match spawn(&spec).await {
+        let phase = match spawn(&spec).await {
             Err(e) => {
                 tracing::warn!(agent = %spec.agent_id, error = %e, "runtime failed to start");
                 report.publish(|s| {
                     s.pid = None;
+                    s.process_start = None;
                     s.last_error = Some(e.to_string());
                 });
-                Err(Phase::Failed)
+                Phase::Failed
             }
-            Ok(mut spawned) => {
-                let pid = spawned.pid;
-                let ready = match spec.kind {
-                    RuntimeKind::Acp => {
-                        // What the child's environment holds: the configured env on top of ours.
-                        let has_env = |name: &str| {
-                            spec.env.iter().any(|(k, _)| k == name)
-                                || std::env::var_os(name).is_some()
-                        };
-                        match super::acp::connect(
-                            &mut spawned.child,
-                            super::acp::START_TIMEOUT,
-                            has_env,
-                        )
-                        .await
-                        {
-                            Ok(connection) => {
-                                let info = connection.info.clone();
-                                let handle =
-                                    super::acp::AcpHandle::new(&connection, spec.cwd.clone(), pid);
-                                if let Ok(mut map) = acp.lock() {
-                                    map.insert(spec.agent_id.clone(), handle);
-                                }
-                                spawned.acp = Some(connection);
-                                Ok(Some(info))
-                            }
-                            Err(e) => Err(e),
-                        }
+            Ok(spawned) => match attempt(&spec, spawned, &mut stop, &mut report, &acp).await {
+                Attempt::Ended => Phase::CrashLoop,
+                Attempt::Stopped(ack) => {
+                    if let Some(ack) = ack {
+                        let _ = ack.send(());
                     }
-                    _ => Ok(None),
-                };
-                match ready {
-                    Err(e) => {
-                        tracing::warn!(agent = %spec.agent_id, error = %e, "runtime not ready");
-                        report.publish(|s| s.last_error = Some(e));
-                        let exit = stop_child(spawned).await;
-                        report.publish(|s| {
-                            s.pid = None;
-                            s.last_exit = Some(exit);
-                        });
-                        Err(Phase::CrashLoop)
-                    }
-                    Ok(info) => {
-                        tracing::info!(agent = %spec.agent_id, pid, "runtime ready");
-                        report.publish(|s| {
-                            s.status = Phase::Ready;
-                            s.pid = Some(pid);
-                            s.started_at = Some(crate::state::now());
-                            s.info = info;
-                            s.last_error = None;
-                        });
-                        tokio::select! {
-                            exit = spawned.child.wait() => {
-                                if let Ok(mut map) = acp.lock() {
-                                    map.remove(&spec.agent_id);
-                                }
-                                // The leader died; take anything it left in its group along.
-                                signal_group(pid, Signal::SIGKILL);
-                                let exit = describe_exit(exit);
-                                tracing::warn!(agent = %spec.agent_id, %exit, "runtime exited");
-                                report.publish(|s| {
-                                    s.pid = None;
-                                    s.last_exit = Some(exit);
-                                });
-                                Err(Phase::CrashLoop)
-                            }
-                            ack = &mut stop => {
-                                if let Ok(mut map) = acp.lock() {
-                                    map.remove(&spec.agent_id);
-                                }
-                                let exit = stop_child(spawned).await;
-                                report.publish(|s| {
-                                    s.status = Phase::Stopped;
-                                    s.pid = None;
-                                    s.last_exit = Some(exit);
-                                });
-                                if let Ok(ack) = ack {
-                                    let _ = ack.send(());
-                                }
-                                return;
-                            }
-                        }
-                    }
+                    return;
                 }
-            }
+            },
         };
-        let Err(phase) = outcome;
         if started.elapsed() >= HEALTHY_AFTER {
             backoff = BACKOFF_START;
         }
@@ -391,6 +335,138 @@ pub(super) async fn supervise(
             }
         }
     }
+}
+
+/// How one run of a spawned runtime ended.
+enum Attempt {
+    /// It exited or was not ready in time: everything it started is gone; start it again.
+    Ended,
+    /// It was told to stop, and did (with whom to tell).
+    Stopped(Option<StopAck>),
+}
+
+/// One spawned runtime from `starting` until it ends or is told to stop.
+async fn attempt(
+    spec: &RuntimeSpec,
+    mut spawned: Spawned,
+    stop: &mut oneshot::Receiver<StopAck>,
+    report: &mut Reporter,
+    acp: &super::AcpMap,
+) -> Attempt {
+    let pid = spawned.pid;
+    // On record from the start: a controller killed now leaves it to the next one.
+    let start = Some(spawned.tree.leader().start.clone()).filter(|s| !s.is_empty());
+    report.publish(|s| {
+        s.status = Phase::Starting;
+        s.pid = Some(pid);
+        s.process_start = start.clone();
+        s.escaped.clear();
+        s.next_start = None;
+    });
+    let info = match spec.kind {
+        RuntimeKind::Acp => {
+            // What the child's environment holds: the configured env on top of ours.
+            let has_env = |name: &str| {
+                spec.env.iter().any(|(k, _)| k == name) || std::env::var_os(name).is_some()
+            };
+            let connected = tokio::select! {
+                connected = super::acp::connect(
+                    &mut spawned.child,
+                    super::acp::START_TIMEOUT,
+                    has_env,
+                ) => connected,
+                ack = &mut *stop => return stopped(spawned, report, acp, ack.ok()).await,
+            };
+            match connected {
+                Ok(connection) => {
+                    let info = connection.info.clone();
+                    let handle = super::acp::AcpHandle::new(&connection, spec.cwd.clone(), pid);
+                    if let Ok(mut map) = acp.lock() {
+                        map.insert(spec.agent_id.clone(), handle);
+                    }
+                    spawned.acp = Some(connection);
+                    Some(info)
+                }
+                Err(e) => {
+                    tracing::warn!(agent = %spec.agent_id, error = %e, "runtime not ready");
+                    report.publish(|s| s.last_error = Some(e));
+                    let (exit, escaped) = stop_child(spawned).await;
+                    report.publish(|s| {
+                        s.pid = None;
+                        s.process_start = None;
+                        s.escaped = escaped;
+                        s.last_exit = Some(exit);
+                    });
+                    return Attempt::Ended;
+                }
+            }
+        }
+        _ => None,
+    };
+    // What it started on the way is on record with `ready`.
+    spawned.tree.sweep(Duration::ZERO).await;
+    tracing::info!(agent = %spec.agent_id, pid, "runtime ready");
+    let escaped = spawned.tree.escaped();
+    report.publish(|s| {
+        s.status = Phase::Ready;
+        s.started_at = Some(crate::state::now());
+        s.info = info;
+        s.last_error = None;
+        s.escaped = escaped;
+    });
+    let mut sweeps =
+        tokio::time::interval_at(tokio::time::Instant::now() + SWEEP_EVERY, SWEEP_EVERY);
+    sweeps.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            exit = spawned.child.wait() => {
+                if let Ok(mut map) = acp.lock() {
+                    map.remove(&spec.agent_id);
+                }
+                // The leader died; take everything it started along.
+                kill_tree(&mut spawned.tree).await;
+                let exit = describe_exit(exit);
+                tracing::warn!(agent = %spec.agent_id, %exit, "runtime exited");
+                let escaped = spawned.tree.escaped();
+                report.publish(|s| {
+                    s.pid = None;
+                    s.process_start = None;
+                    s.escaped = escaped;
+                    s.last_exit = Some(exit);
+                });
+                return Attempt::Ended;
+            }
+            ack = &mut *stop => return stopped(spawned, report, acp, ack.ok()).await,
+            _ = sweeps.tick() => {
+                // Shared with the other runtimes' sweeps: one look at /proc serves them all.
+                if spawned.tree.sweep(SWEEP_EVERY / 2).await {
+                    let escaped = spawned.tree.escaped();
+                    report.publish(|s| s.escaped = escaped);
+                }
+            }
+        }
+    }
+}
+
+/// Stops a runtime that was told to.
+async fn stopped(
+    spawned: Spawned,
+    report: &mut Reporter,
+    acp: &super::AcpMap,
+    ack: Option<StopAck>,
+) -> Attempt {
+    if let Ok(mut map) = acp.lock() {
+        map.remove(&report.current.agent_id);
+    }
+    let (exit, escaped) = stop_child(spawned).await;
+    report.publish(|s| {
+        s.status = Phase::Stopped;
+        s.pid = None;
+        s.process_start = None;
+        s.escaped = escaped;
+        s.last_exit = Some(exit);
+    });
+    Attempt::Stopped(ack)
 }
 
 #[cfg(test)]

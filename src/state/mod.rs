@@ -21,10 +21,11 @@ pub use paths::StateDir;
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
+    include_str!("runtime_processes.sql"),
 ];
 
 /// `format_version` of `deepcli state export`.
@@ -226,6 +227,15 @@ pub struct RuntimeRecord {
     pub last_error: Option<String>,
     pub info: Option<serde_json::Value>,
     pub updated_at: String,
+}
+
+/// A runtime's processes as the state recorded them: the leader, and what left its group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeProcesses {
+    pub agent_id: String,
+    pub pid: Option<u32>,
+    pub process_start: Option<String>,
+    pub escaped: Vec<crate::runtime::ProcessId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -541,6 +551,42 @@ impl StateStore {
                 .collect::<rusqlite::Result<Vec<_>>>()
             })
             .map_err(|e| self.sql(e))
+    }
+
+    /// The processes each runtime had on record (a killed controller's are left to the next).
+    pub fn runtime_processes(&self) -> Result<Vec<RuntimeProcesses>> {
+        let escaped = |text: Option<String>| {
+            text.and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default()
+        };
+        self.conn
+            .prepare("SELECT agent_id, pid, process_start, escaped FROM runtimes WHERE pid IS NOT NULL OR escaped IS NOT NULL ORDER BY agent_id")
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok(RuntimeProcesses {
+                        agent_id: r.get(0)?,
+                        pid: r.get(1)?,
+                        process_start: r.get(2)?,
+                        escaped: escaped(r.get(3)?),
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Forgets a runtime's processes once they are gone; `stopped` when this process stopped
+    /// them.
+    pub fn forget_runtime_processes(&self, agent_id: &str, stopped: bool) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE runtimes SET pid = NULL, process_start = NULL, escaped = NULL,
+                 status = CASE WHEN ?2 THEN 'stopped' ELSE status END, updated_at = ?3
+                 WHERE agent_id = ?1",
+                params![agent_id, stopped, now()],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
     }
 
     pub fn trash_records(&self) -> Result<Vec<TrashRecord>> {
@@ -877,11 +923,17 @@ impl Tx<'_> {
 
     /// Records what the supervisor observed of a runtime (keeps what apply asked for).
     pub fn observe_runtime(&self, r: &crate::runtime::RuntimeStatus) -> Result<()> {
-        let process_start = r.pid.and_then(lease::process_start);
+        let process_start = r
+            .process_start
+            .clone()
+            .or_else(|| r.pid.and_then(lease::process_start));
+        let escaped = (!r.escaped.is_empty())
+            .then(|| serde_json::to_string(&r.escaped).ok())
+            .flatten();
         self.run(
-            "INSERT INTO runtimes (agent_id, kind, spec_hash, desired, status, pid, process_start, started_at, restarts, last_exit, last_error, info, updated_at)
-             VALUES (?1, ?2, ?3, 'run', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-             ON CONFLICT (agent_id) DO UPDATE SET status = ?4, pid = ?5, process_start = ?6, started_at = ?7, restarts = ?8, last_exit = ?9, last_error = ?10, info = ?11, updated_at = ?12",
+            "INSERT INTO runtimes (agent_id, kind, spec_hash, desired, status, pid, process_start, started_at, restarts, last_exit, last_error, info, updated_at, escaped)
+             VALUES (?1, ?2, ?3, 'run', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+             ON CONFLICT (agent_id) DO UPDATE SET status = ?4, pid = ?5, process_start = ?6, started_at = ?7, restarts = ?8, last_exit = ?9, last_error = ?10, info = ?11, updated_at = ?12, escaped = ?13",
             params![
                 r.agent_id,
                 r.kind,
@@ -894,7 +946,8 @@ impl Tx<'_> {
                 r.last_exit,
                 r.last_error,
                 r.info.as_ref().map(|i| i.to_string()),
-                now()
+                now(),
+                escaped
             ],
         )
     }

@@ -223,3 +223,83 @@ pub fn alive(pid: u64) -> bool {
 pub fn pid_of(doc: &Value, id: &str) -> u64 {
     Up::runtime(doc, id).unwrap()["pid"].as_u64().unwrap()
 }
+
+/// One process, named by its pid and start time (`/proc/<pid>/stat` field 22), so a pid reused
+/// by another process is not mistaken for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: u64,
+    pub start: String,
+}
+
+/// `/proc/<pid>/stat` after the command name: state, ppid, pgrp, session, …
+fn stat_fields(pid: u64) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    Some(after.split_whitespace().map(str::to_string).collect())
+}
+
+impl Proc {
+    /// The running process `pid` (panics when there is none: the test expected one).
+    pub fn running(pid: u64) -> Proc {
+        let fields = stat_fields(pid).unwrap_or_else(|| panic!("no process {pid}"));
+        assert_ne!(fields[0], "Z", "process {pid} is a zombie already");
+        Proc {
+            pid,
+            start: fields[19].clone(),
+        }
+    }
+
+    /// Gone: no such pid, a zombie (dead, not yet reaped), or the pid of another process now.
+    pub fn gone(&self) -> bool {
+        match stat_fields(self.pid) {
+            None => true,
+            Some(fields) => fields[0] == "Z" || fields[19] != self.start,
+        }
+    }
+}
+
+/// The pids a runtime's script wrote, one per line (an incomplete last line is left out).
+pub fn pids_in(path: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Kills what a test's runtimes may have left behind when the test fails: every `sleep` whose
+/// pid is in one of `files` (read when dropped, so declare it after the temp dir).
+#[derive(Default)]
+pub struct Leftovers(pub Vec<PathBuf>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for pid in self.0.iter().flat_map(|f| pids_in(f)) {
+            let sleeping = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.starts_with(b"sleep\0"));
+            if sleeping {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+/// A runtime's row in the state database, as the controller recorded it (`status`, `pid`).
+pub fn recorded_runtime(state: &Path, agent: &str) -> Option<(String, Option<i64>)> {
+    let db = rusqlite::Connection::open_with_flags(
+        state.join("state.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .ok()?;
+    db.query_row(
+        "SELECT status, pid FROM runtimes WHERE agent_id = ?1",
+        [agent],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .ok()
+}
