@@ -24,6 +24,7 @@ pub mod diagnostic;
 pub mod failpoint;
 pub mod hash;
 pub mod manage;
+mod mounts;
 pub mod plan;
 pub mod report;
 pub mod routing;
