@@ -4,7 +4,9 @@
 //! done in the same transaction as the records it changes. Each step is idempotent against what
 //! it finds on disk, so when the process dies anywhere, the next plan sees the world as it is
 //! and the next apply finishes the job: nothing lost, nothing done twice. A trash move resumes
-//! into the entry the crashed attempt started (its name is in the journal).
+//! into the entry the crashed attempt started (its name is in the journal); a create or update
+//! resumes with what the crashed attempt found on disk before it created any directory (also in
+//! the journal), so a directory it created is still recorded as created, not as adopted.
 
 mod files;
 
