@@ -936,6 +936,11 @@ fn move_files(
         let name = entry.name.clone();
         let from = original.join(&name);
         let to = stored.join(&name);
+        if is_dir(&from)? {
+            // A directory where deepcli wrote a file is the user's now, like the rest of the
+            // directory around it: it stays (the plan saw no file there either).
+            continue;
+        }
         if exists(&from)? && !exists(&stored)? {
             fs::create_dir(&stored).map_err(|e| io_err("create", &stored, e))?;
             sync_dir(dir)?;
@@ -1097,10 +1102,11 @@ fn open_entry(
             Some(names) => {
                 let mut files = Vec::with_capacity(names.len());
                 for name in names {
+                    let path = item.path.join(name);
                     files.push(ManifestFile {
                         name: name.clone(),
                         moved: false,
-                        existed: exists(&item.path.join(name))?,
+                        existed: exists(&path)? && !is_dir(&path)?,
                     });
                 }
                 Some(files)
@@ -1701,6 +1707,22 @@ fn hash_file(path: &Path) -> Result<String, TrashError> {
 fn exists(path: &Path) -> Result<bool, TrashError> {
     match fs::symlink_metadata(path) {
         Ok(_) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(io_err("inspect", path, e)),
+    }
+}
+
+/// Whether `path` is a directory itself (a symlink to one is not).
+fn is_dir(path: &Path) -> Result<bool, TrashError> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) => Ok(meta.is_dir()),
         Err(e)
             if matches!(
                 e.kind(),

@@ -1064,6 +1064,22 @@ fn resume_after_a_file_moved_before_the_manifest_said_so() {
     );
 }
 
+/// The plan shows no file where the user put a directory in place of one of deepcli's files;
+/// the move must not take it either.
+#[test]
+fn a_directory_in_place_of_deepclis_file_stays() {
+    let w = World::new();
+    let (project, item) = project(&w);
+    write(&project.join("TOOLS.md/mine.txt"), "the user's\n");
+    let manifest = trash_agent(&w, "a", &[item], Transfer::Auto);
+    let tools = &manifest.items[0].files.as_ref().unwrap()[2];
+    assert!(!tools.moved && !tools.existed, "{tools:?}");
+    assert_eq!(read(&project.join("TOOLS.md/mine.txt")), "the user's\n");
+    trash::restore(&w.trash, ENTRY, &w.guard()).unwrap();
+    assert_eq!(read(&project.join("TOOLS.md/mine.txt")), "the user's\n");
+    assert_eq!(read(&project.join("AGENTS.md")), "deepcli's\n");
+}
+
 #[test]
 fn restoring_a_file_refuses_when_it_exists_again() {
     let w = World::new();
