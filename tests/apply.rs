@@ -920,6 +920,42 @@ fn plan_against_an_exported_snapshot() {
     assert_eq!(doc["actions"][0]["id"], "new");
 }
 
+/// A snapshot exported before directory origins were recorded (format 1, `owns*` flags) still
+/// previews; its directories count as `unknown`, so a delete keeps them and moves the files.
+#[test]
+fn a_snapshot_from_before_directory_origins_still_previews() {
+    let hub = Hub::new();
+    hub.agents(&[agent("main", ""), agent("a", ""), agent("b", "")]);
+    hub.applied();
+    let mut state = hub.export();
+    assert_eq!(state["formatVersion"], "2");
+    state["formatVersion"] = "1".into();
+    for a in state["agents"].as_array_mut().unwrap() {
+        let a = a.as_object_mut().unwrap();
+        for (old, new) in [
+            ("workspaceOrigin", "ownsWorkspace"),
+            ("agentDirOrigin", "ownsAgentDir"),
+            ("sessionsOrigin", "ownsSessions"),
+        ] {
+            a.remove(old);
+            a.insert(new.into(), true.into());
+        }
+    }
+    let snapshot = hub.state.with_extension("snapshot.json");
+    std::fs::write(&snapshot, state.to_string()).unwrap();
+    hub.agents(&[agent("main", ""), agent("a", "")]);
+    let plan = hub.run(&["plan", "--live", snapshot.to_str().unwrap(), "--json"]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    let delete = delete_action(&plan.stdout, "b");
+    let workspace = trash_move(&delete, "workspace");
+    assert_eq!(workspace["origin"], "unknown", "{workspace}");
+    assert_eq!(
+        workspace["files"].as_array().unwrap().len(),
+        8,
+        "{workspace}"
+    );
+}
+
 #[test]
 fn a_config_with_errors_plans_nothing() {
     let hub = Hub::new();
