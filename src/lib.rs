@@ -26,6 +26,7 @@ pub mod hash;
 pub mod http_server;
 pub mod log_line;
 pub mod manage;
+mod mounts;
 pub(crate) mod owner_only;
 pub mod plan;
 pub mod report;

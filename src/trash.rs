@@ -1,21 +1,24 @@
 //! The trash: the filesystem side of deleting an agent (reconcile.md, apply, "Trash").
 //!
-//! Deleting an agent never loses data. Its workspace, agentDir and sessions directory are moved
-//! into `<state>/trash/<id>-<utc-stamp>/`, next to a `manifest.json` that says where each one
-//! came from, and `restore` puts them back.
+//! Deleting an agent never loses data. The directories deepcli created for it (workspace,
+//! agentDir, sessions) are moved into `<state>/trash/<id>-<utc-stamp>/`; from a directory that
+//! existed before deepcli, only the files deepcli wrote into it are moved, and the directory
+//! stays. A `manifest.json` beside them says where each came from, and `restore` puts them back.
 //!
 //! This module owns that layout: the entry names, the manifest, the moves (a `rename`, or
 //! copy, sync, verify and only then remove when the paths are on different filesystems), and
-//! the [`Guard`] that keeps `/`, home directories and deepcli's own directories from ever being
-//! moved. It must not decide *what* to trash (the plan does; a workspace shared with another
-//! agent arrives as [`Kept`]), touch the state database (the caller records entries there), or
-//! print anything.
+//! the [`Guard`] that keeps `/`, home directories, system trees, mount points and deepcli's own
+//! directories from ever being moved. It must not decide *what* to trash (the plan does: a
+//! workspace shared with another agent arrives as [`Kept`], a directory deepcli did not create
+//! as a [`TrashItem`] with `files`), touch the state database (the caller records entries
+//! there), or print anything.
 //!
 //! Crash safety. Every step leaves the disk in a state from which calling the same function
 //! again finishes the job, and no step deletes a byte that does not also exist somewhere else:
 //!
 //! * the entry directory and a manifest listing every item (`moved: false`) exist before
-//!   anything moves, and the manifest is rewritten (atomically) after each item moves;
+//!   anything moves, and the manifest is rewritten (atomically) after each item, or each file
+//!   of an item that moves file by file, has moved;
 //! * a copy is built under a staging name (`.<name>.deepcli-partial`, next to the destination)
 //!   and renamed to its final name only once verified, so a leftover staging tree is always a
 //!   disposable duplicate of an original that still exists;
@@ -33,8 +36,14 @@ use std::path::{Component, Path, PathBuf};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-/// The manifest format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+use crate::{failpoint, mounts};
+
+/// The newest manifest format this build reads and writes. Version 2 added items that move
+/// file by file ([`ManifestItem::files`]); an entry without one is still written as version 1,
+/// so that an older deepcli can restore it.
+pub const FORMAT_VERSION: u32 = 2;
+/// The format of an entry whose items all moved whole.
+const WHOLE_ITEMS_FORMAT: u32 = 1;
 /// The manifest's name inside an entry directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// Where a manifest is written before it is renamed over [`MANIFEST_FILE`].
@@ -49,6 +58,20 @@ pub struct TrashItem {
     pub label: String,
     /// The absolute original path.
     pub path: PathBuf,
+    /// `None`: the whole path moves. `Some(names)`: `path` is a directory deepcli did not
+    /// create, which stays where it is; only these files in it (deepcli's own) move.
+    pub files: Option<Vec<String>>,
+}
+
+impl TrashItem {
+    /// A path that moves whole.
+    pub fn whole(label: impl Into<String>, path: impl Into<PathBuf>) -> TrashItem {
+        TrashItem {
+            label: label.into(),
+            path: path.into(),
+            files: None,
+        }
+    }
 }
 
 /// A path deliberately left in place, recorded so the manifest tells the whole story.
@@ -85,6 +108,20 @@ pub struct ManifestItem {
     pub moved: bool,
     /// Whether the original existed when the entry was made; a missing one is recorded, not
     /// an error.
+    pub existed: bool,
+    /// Present when `original` is a directory that stayed where it was (deepcli did not create
+    /// it) and only these files of it moved; `stored` is then a directory holding them, and
+    /// `moved` says that every one of them that existed is in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<ManifestFile>>,
+}
+
+/// One file of an item that moves file by file.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ManifestFile {
+    /// Its name, in the original directory and in the item's stored directory alike.
+    pub name: String,
+    pub moved: bool,
     pub existed: bool,
 }
 
@@ -151,6 +188,23 @@ pub enum Refusal {
     Contains { what: &'static str, dir: PathBuf },
     #[error("it lies inside deepcli's trash `{}`", dir.display())]
     InTrash { dir: PathBuf },
+    /// A tree the system owns whole (`/etc`, `/usr`, …): nothing in it is an agent's.
+    #[error("it lies inside the system directory `{}`", tree.display())]
+    InSystemTree { tree: PathBuf },
+    #[error("it is a mount point (a filesystem is mounted on it)")]
+    MountPoint,
+    #[error("it contains the mount point `{}`", dir.display())]
+    ContainsMountPoint { dir: PathBuf },
+}
+
+impl Refusal {
+    /// Whether a mount is what stands in the way: unmounting it lifts the refusal.
+    pub fn is_mount(&self) -> bool {
+        matches!(
+            self,
+            Refusal::MountPoint | Refusal::ContainsMountPoint { .. }
+        )
+    }
 }
 
 /// A path the [`Guard`] refused, and why.
@@ -164,6 +218,11 @@ pub struct RefusedPath {
 }
 
 impl RefusedPath {
+    /// The path in backticks, with what it resolves to when that is what was refused.
+    pub fn subject(&self) -> String {
+        format!("`{}`{}", self.path.display(), self.note())
+    }
+
     fn note(&self) -> String {
         match &self.resolved {
             Some(real) => format!(" (which resolves to `{}`)", real.display()),
@@ -315,10 +374,16 @@ pub enum TrashError {
         source: serde_json::Error,
     },
     #[error(
-        "trash manifest `{}` has format_version {found}, but this deepcli reads version {FORMAT_VERSION}\nhint: upgrade deepcli",
+        "trash manifest `{}` has format_version {found}, but this deepcli reads versions 1 to {FORMAT_VERSION}\nhint: upgrade deepcli",
         path.display()
     )]
     ManifestVersion { path: PathBuf, found: u32 },
+    #[error("trash item `{label}`: file name `{name}` {problem}")]
+    BadFileName {
+        label: String,
+        name: String,
+        problem: &'static str,
+    },
     #[error(
         "restored every item of `{}`, but it still holds {}; the directory was left in place\nhint: look at what is left, then delete the directory by hand",
         dir.display(),
@@ -352,12 +417,23 @@ fn io_err(action: &'static str, path: &Path, source: io::Error) -> TrashError {
 // ---------------------------------------------------------------------------------------------
 // Guard
 
-/// The paths deepcli must never move: `/`, home directories, its config, state and trash
-/// directories, and anything containing one of them.
+/// The paths deepcli must never move: `/`, home directories, system trees, mount points, its
+/// config, state and trash directories, and anything containing one of them.
 #[derive(Clone, Debug)]
 pub struct Guard {
     protected: Vec<Protected>,
     trash: Vec<PathBuf>,
+    /// The mount table, read when a directory is first checked.
+    mounts: std::sync::OnceLock<Vec<PathBuf>>,
+}
+
+/// What is about to move: a directory (whole) or one file deepcli wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Moving {
+    Dir,
+    /// A file deepcli wrote into a directory that stays. Only the rules about what the path
+    /// *is* apply: taking deepcli's own file out of `/etc` moves nothing of the system's.
+    File,
 }
 
 #[derive(Clone, Debug)]
@@ -397,21 +473,37 @@ impl Guard {
             what: "deepcli's trash directory",
             forms: trash.clone(),
         });
-        Guard { protected, trash }
+        Guard {
+            protected,
+            trash,
+            mounts: std::sync::OnceLock::new(),
+        }
     }
 
-    /// Refuses `/`, a home directory (the given home, `/root` and any direct child of
-    /// `/home`), the config dir, the state dir, the trash root, anything inside the trash
-    /// root, or an ancestor of any of them; also refuses relative paths. Both the lexically
-    /// normalized path and the path with symlinks resolved are checked.
+    /// Refuses, as a directory to move whole or to bootstrap: `/`, a home directory (the given
+    /// home, `/root` and any direct child of `/home`), a system tree or anything inside one
+    /// ([`system_tree`]), a mount point or a directory with one inside it, the config dir, the
+    /// state dir, the trash root, anything inside the trash root, or an ancestor of any of
+    /// them; also refuses relative paths. Both the lexically normalized path and the path with
+    /// symlinks resolved are checked.
     pub fn check(&self, path: &Path) -> Result<(), TrashError> {
-        match self.refusal(path) {
+        match self.refusal(path, Moving::Dir) {
             None => Ok(()),
             Some(refused) => Err(TrashError::Refused(refused)),
         }
     }
 
-    fn refusal(&self, path: &Path) -> Option<RefusedPath> {
+    /// Refuses, as one file deepcli wrote and now moves out of a directory that stays: a
+    /// relative path, a path inside the trash, or one that *is* a protected directory. Where
+    /// the file lies does not matter: it is deepcli's.
+    pub fn check_file(&self, path: &Path) -> Result<(), TrashError> {
+        match self.refusal(path, Moving::File) {
+            None => Ok(()),
+            Some(refused) => Err(TrashError::Refused(refused)),
+        }
+    }
+
+    fn refusal(&self, path: &Path, moving: Moving) -> Option<RefusedPath> {
         let refused = |resolved, reason| RefusedPath {
             path: path.to_path_buf(),
             resolved,
@@ -421,20 +513,35 @@ impl Guard {
             return Some(refused(None, Refusal::Relative));
         }
         let lexical = lexical(path);
-        if let Some(reason) = self.refuse(&lexical) {
+        if let Some(reason) = self.refuse(&lexical, moving) {
             return Some(refused(None, reason));
         }
         // The kernel resolves `link/..` through the link, so canonicalize the path as given;
         // a path that does not exist yet resolves through its deepest existing ancestor.
-        let real = fs::canonicalize(path).ok().or_else(|| resolve(&lexical))?;
-        if real == lexical {
+        let real = fs::canonicalize(path).ok().or_else(|| resolve(&lexical));
+        let resolved = real.clone().filter(|real| *real != lexical);
+        if let Some(real) = &resolved
+            && let Some(reason) = self.refuse(real, moving)
+        {
+            return Some(refused(resolved.clone(), reason));
+        }
+        if moving == Moving::File {
             return None;
         }
-        let reason = self.refuse(&real)?;
-        Some(refused(Some(real), reason))
+        // The mount table names mount points with symlinks resolved.
+        let real = real.unwrap_or(lexical);
+        let table = self.mounts.get_or_init(mounts::mount_points);
+        let reason = if mounts::is_mount_point(&real, table) {
+            Refusal::MountPoint
+        } else {
+            Refusal::ContainsMountPoint {
+                dir: mounts::mount_inside(&real, table)?.to_path_buf(),
+            }
+        };
+        Some(refused(resolved, reason))
     }
 
-    fn refuse(&self, candidate: &Path) -> Option<Refusal> {
+    fn refuse(&self, candidate: &Path, moving: Moving) -> Option<Refusal> {
         let homes = Path::new("/home");
         if candidate.parent().is_none() {
             return Some(Refusal::Is {
@@ -453,6 +560,11 @@ impl Guard {
                 what: "a home directory",
                 dir: candidate.to_path_buf(),
             });
+        }
+        if moving == Moving::Dir
+            && let Some(reason) = system_tree(candidate)
+        {
+            return Some(reason);
         }
         for protected in &self.protected {
             for form in &protected.forms {
@@ -476,6 +588,44 @@ impl Guard {
             .iter()
             .find(|trash| candidate.starts_with(trash))
             .map(|trash| Refusal::InTrash { dir: trash.clone() })
+    }
+}
+
+/// Whether an absolute, lexically normal path is a system tree: refused as a workspace or
+/// agentDir, and never moved.
+///
+/// * `/etc`, `/usr`, `/bin`, `/sbin`, `/lib`, `/lib32`, `/lib64`, `/libx32`, `/libexec`,
+///   `/boot`, `/proc`, `/sys`, `/dev` and `/run` belong to the system (its packages, its kernel,
+///   its boot, its runtime state) with everything inside them: no agent's directory lies there.
+/// * `/var`, `/opt`, `/srv`, `/tmp`, `/mnt` and `/media` are refused themselves, and so are the
+///   directories directly in `/var` (`/var/lib`, `/var/log`, `/var/tmp`, …), which the system
+///   shares out; below those, an operator's own places are fine: `/srv/agents/x`,
+///   `/opt/hub/agents/x`, `/var/lib/deepcli/x`, a temporary directory in `/tmp`.
+pub fn system_tree(path: &Path) -> Option<Refusal> {
+    let mut parts = path
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)));
+    let top = parts.next()?.as_os_str().to_str()?;
+    let depth = 1 + parts.count();
+    let tree = Path::new("/").join(top);
+    let lib = top.strip_prefix("lib").is_some_and(|rest| {
+        matches!(rest, "" | "x32" | "exec") || rest.bytes().all(|b| b.is_ascii_digit())
+    });
+    let owned = lib
+        || matches!(
+            top,
+            "etc" | "usr" | "bin" | "sbin" | "boot" | "proc" | "sys" | "dev" | "run"
+        );
+    let shared = matches!(top, "var" | "opt" | "srv" | "tmp" | "mnt" | "media");
+    if depth == 1 && (owned || shared) || depth == 2 && top == "var" {
+        Some(Refusal::Is {
+            what: "a system directory",
+            dir: path.to_path_buf(),
+        })
+    } else if owned {
+        Some(Refusal::InSystemTree { tree })
+    } else {
+        None
     }
 }
 
@@ -603,6 +753,28 @@ fn check_label(label: &str) -> Result<(), TrashError> {
     }
 }
 
+/// A file of an item that moves file by file: one plain name in the item's directory, which
+/// cannot collide with a staging name.
+fn check_file_name(label: &str, name: &str) -> Result<(), TrashError> {
+    let problem = if name.is_empty() {
+        Some("is empty")
+    } else if name.contains('/') || name.contains('\0') {
+        Some("must be a single file name")
+    } else if name.starts_with('.') {
+        Some("may not start with `.`")
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(TrashError::BadFileName {
+            label: label.to_string(),
+            name: name.to_string(),
+            problem,
+        }),
+        None => Ok(()),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Moving into the trash
 
@@ -610,8 +782,9 @@ fn check_label(label: &str) -> Result<(), TrashError> {
 ///
 /// Every item is checked with `guard` before anything moves, and one refusal refuses the
 /// whole call. An item whose original does not exist is recorded (`existed: false`) and
-/// skipped. Calling again with the same `entry` after a crash finishes the job (see the module
-/// documentation); the existing manifest, with its `created_at` and `serial`, is reused.
+/// skipped; so is a file of an item that moves file by file. Calling again with the same
+/// `entry` after a crash finishes the job (see the module documentation); the existing
+/// manifest, with its `created_at` and `serial`, is reused.
 pub fn move_to_trash(
     trash_root: &Path,
     entry: &str,
@@ -657,9 +830,31 @@ pub fn move_to_trash_with(
                 problem: "is given twice",
             });
         }
+        for (j, name) in item.files.iter().flatten().enumerate() {
+            check_file_name(&item.label, name)?;
+            if item
+                .files
+                .iter()
+                .flatten()
+                .take(j)
+                .any(|other| other == name)
+            {
+                return Err(TrashError::BadFileName {
+                    label: item.label.clone(),
+                    name: name.clone(),
+                    problem: "is given twice",
+                });
+            }
+        }
     }
     for item in items {
-        if let Some(refused) = guard.refusal(&item.path) {
+        let refused = match &item.files {
+            None => guard.refusal(&item.path, Moving::Dir),
+            Some(files) => files
+                .iter()
+                .find_map(|name| guard.refusal(&item.path.join(name), Moving::File)),
+        };
+        if let Some(refused) = refused {
             return Err(TrashError::ItemRefused {
                 agent_id: agent_id.to_string(),
                 label: item.label.clone(),
@@ -677,20 +872,17 @@ pub fn move_to_trash_with(
         if item.moved {
             continue;
         }
+        if item.files.is_some() {
+            move_files(&dir, &mut manifest, index, transfer)?;
+            continue;
+        }
+        let label = item.label.clone();
         let original = item.original.clone();
         let stored = dir.join(&item.stored);
-        let in_place = exists(&original)?;
-        let in_trash = exists(&stored)?;
-        match (in_place, in_trash) {
-            // Never existed, or vanished since the manifest was written: nothing to move.
-            (false, false) => continue,
-            // Moved before a crash stopped the manifest from saying so.
-            (false, true) => {}
-            (true, false) => move_path(&original, &stored, transfer)?,
-            (true, true) => {
-                settle_both(&manifest.items[index].label, &original, &stored, transfer)?
-            }
+        if !move_one(&label, &original, &stored, transfer)? {
+            continue;
         }
+        failpoint::hit(&format!("trash.moved:{label}"));
         let item = &mut manifest.items[index];
         item.existed = true;
         item.moved = true;
@@ -699,26 +891,111 @@ pub fn move_to_trash_with(
     Ok(manifest)
 }
 
+/// Moves `original` to `stored` unless that already happened; `false` when neither exists
+/// (never existed, or vanished since the manifest was written: nothing to move).
+fn move_one(
+    label: &str,
+    original: &Path,
+    stored: &Path,
+    transfer: Transfer,
+) -> Result<bool, TrashError> {
+    match (exists(original)?, exists(stored)?) {
+        (false, false) => return Ok(false),
+        // Moved before a crash stopped the manifest from saying so.
+        (false, true) => {}
+        (true, false) => move_path(original, stored, transfer)?,
+        (true, true) => settle_both(label, original, stored, transfer)?,
+    }
+    Ok(true)
+}
+
+/// Moves the files of an item that moves file by file into its stored directory, one by one,
+/// rewriting the manifest after each.
+fn move_files(
+    dir: &Path,
+    manifest: &mut Manifest,
+    index: usize,
+    transfer: Transfer,
+) -> Result<(), TrashError> {
+    let item = &manifest.items[index];
+    let label = item.label.clone();
+    let original = item.original.clone();
+    let stored = dir.join(&item.stored);
+    let count = item.files.as_ref().map_or(0, Vec::len);
+    for file in 0..count {
+        let Some(entry) = manifest.items[index]
+            .files
+            .as_ref()
+            .and_then(|files| files.get(file))
+        else {
+            break;
+        };
+        if entry.moved {
+            continue;
+        }
+        let name = entry.name.clone();
+        let from = original.join(&name);
+        let to = stored.join(&name);
+        if is_dir(&from)? {
+            // A directory where deepcli wrote a file is the user's now, like the rest of the
+            // directory around it: it stays (the plan saw no file there either).
+            continue;
+        }
+        if exists(&from)? && !exists(&stored)? {
+            fs::create_dir(&stored).map_err(|e| io_err("create", &stored, e))?;
+            sync_dir(dir)?;
+        }
+        if !move_one(&label, &from, &to, transfer)? {
+            continue;
+        }
+        failpoint::hit(&format!("trash.moved:{label}/{name}"));
+        if let Some(entry) = manifest.items[index]
+            .files
+            .as_mut()
+            .and_then(|files| files.get_mut(file))
+        {
+            entry.existed = true;
+            entry.moved = true;
+        }
+        write_manifest(dir, manifest)?;
+    }
+    manifest.items[index].moved = true;
+    write_manifest(dir, manifest)
+}
+
 /// Refuses items nested in one another: moving the outer one would take the inner one along,
-/// and the manifest could not say where it went.
+/// and the manifest could not say where it went. A file of an item that moves file by file
+/// counts as a path of its own; the directory around it does not move.
 fn check_overlap(agent_id: &str, items: &[TrashItem]) -> Result<(), TrashError> {
-    for (i, a) in items.iter().enumerate() {
-        for b in &items[i + 1..] {
-            let (pa, pb) = (lexical(&a.path), lexical(&b.path));
-            let pair = if pb.starts_with(&pa) {
-                Some((a, b))
-            } else if pa.starts_with(&pb) {
-                Some((b, a))
+    let moving: Vec<(&TrashItem, PathBuf)> = items
+        .iter()
+        .flat_map(|item| {
+            let paths: Vec<PathBuf> = match &item.files {
+                None => vec![lexical(&item.path)],
+                Some(files) => files.iter().map(|f| lexical(&item.path.join(f))).collect(),
+            };
+            paths.into_iter().map(move |p| (item, p))
+        })
+        .collect();
+    for (i, (a, pa)) in moving.iter().enumerate() {
+        for (b, pb) in &moving[i + 1..] {
+            if std::ptr::eq(*a, *b) {
+                continue;
+            }
+            let pair = if pb.starts_with(pa) {
+                Some(((a, pa), (b, pb)))
+            } else if pa.starts_with(pb) {
+                Some(((b, pb), (a, pa)))
             } else {
                 None
             };
-            if let Some((outer, inner)) = pair {
+            if let Some(((outer, outer_path), (inner, inner_path))) = pair {
                 return Err(TrashError::Overlap {
                     agent_id: agent_id.to_string(),
                     outer_label: outer.label.clone(),
-                    outer: outer.path.clone(),
+                    outer: outer_path.clone(),
                     inner_label: inner.label.clone(),
-                    inner: inner.path.clone(),
+                    inner: inner_path.clone(),
                 });
             }
         }
@@ -739,14 +1016,27 @@ fn open_entry(
     let manifest_path = dir.join(MANIFEST_FILE);
     if exists(&manifest_path)? {
         let manifest = read_manifest(dir)?;
-        let mut on_disk: Vec<(&str, &Path)> = manifest
+        type Described<'a> = (&'a str, &'a Path, Option<Vec<&'a str>>);
+        let mut on_disk: Vec<Described<'_>> = manifest
             .items
             .iter()
-            .map(|i| (i.label.as_str(), i.original.as_path()))
+            .map(|i| {
+                let files = i
+                    .files
+                    .as_ref()
+                    .map(|f| f.iter().map(|f| f.name.as_str()).collect());
+                (i.label.as_str(), i.original.as_path(), files)
+            })
             .collect();
-        let mut asked: Vec<(&str, &Path)> = items
+        let mut asked: Vec<Described<'_>> = items
             .iter()
-            .map(|i| (i.label.as_str(), i.path.as_path()))
+            .map(|i| {
+                let files = i
+                    .files
+                    .as_ref()
+                    .map(|f| f.iter().map(String::as_str).collect());
+                (i.label.as_str(), i.path.as_path(), files)
+            })
             .collect();
         on_disk.sort();
         asked.sort();
@@ -762,6 +1052,9 @@ fn open_entry(
         }
         for item in &manifest.items {
             check_label(&item.stored)?;
+            for file in item.files.iter().flatten() {
+                check_file_name(&item.label, &file.name)?;
+            }
         }
         return Ok(manifest);
     }
@@ -785,8 +1078,13 @@ fn open_entry(
         sync_dir(trash_root)?;
     }
 
+    let by_file = items.iter().any(|i| i.files.is_some());
     let mut manifest = Manifest {
-        format_version: FORMAT_VERSION,
+        format_version: if by_file {
+            FORMAT_VERSION
+        } else {
+            WHOLE_ITEMS_FORMAT
+        },
         agent_id: agent_id.to_string(),
         created_at: Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
         serial,
@@ -801,12 +1099,28 @@ fn open_entry(
             .collect(),
     };
     for item in items {
+        let files = match &item.files {
+            None => None,
+            Some(names) => {
+                let mut files = Vec::with_capacity(names.len());
+                for name in names {
+                    let path = item.path.join(name);
+                    files.push(ManifestFile {
+                        name: name.clone(),
+                        moved: false,
+                        existed: exists(&path)? && !is_dir(&path)?,
+                    });
+                }
+                Some(files)
+            }
+        };
         manifest.items.push(ManifestItem {
             label: item.label.clone(),
             original: item.path.clone(),
             stored: item.label.clone(),
             moved: false,
             existed: exists(&item.path)?,
+            files,
         });
     }
     write_manifest(dir, &manifest)?;
@@ -853,7 +1167,7 @@ pub fn read_manifest(entry_dir: &Path) -> Result<Manifest, TrashError> {
             path: path.clone(),
             source,
         })?;
-    if manifest.format_version != FORMAT_VERSION {
+    if !(WHOLE_ITEMS_FORMAT..=FORMAT_VERSION).contains(&manifest.format_version) {
         return Err(TrashError::ManifestVersion {
             path,
             found: manifest.format_version,
@@ -971,38 +1285,66 @@ pub fn restore_with(
     let before = read_manifest(&dir)?;
     let mut manifest = before.clone();
 
-    // Decide everything before moving anything, so a refusal leaves the entry untouched.
+    // Decide everything before moving anything, so a refusal leaves the entry untouched. A
+    // unit is an item that moved whole, or one file of an item that moved file by file.
     let mut to_restore = Vec::new();
     let mut conflicts = Vec::new();
     for (index, item) in manifest.items.iter().enumerate() {
         check_label(&item.stored)?;
-        let stored = dir.join(&item.stored);
-        let in_trash = exists(&stored)?;
-        let in_place = exists(&item.original)?;
-        if !in_trash {
-            if item.moved && !in_place {
-                return Err(TrashError::StoredMissing {
+        let units: Vec<(Option<usize>, bool, PathBuf, PathBuf)> = match &item.files {
+            None => vec![(
+                None,
+                item.moved,
+                dir.join(&item.stored),
+                item.original.clone(),
+            )],
+            Some(files) => {
+                let mut units = Vec::with_capacity(files.len());
+                for (f, file) in files.iter().enumerate() {
+                    check_file_name(&item.label, &file.name)?;
+                    units.push((
+                        Some(f),
+                        file.moved,
+                        dir.join(&item.stored).join(&file.name),
+                        item.original.join(&file.name),
+                    ));
+                }
+                units
+            }
+        };
+        let moving = if item.files.is_some() {
+            Moving::File
+        } else {
+            Moving::Dir
+        };
+        for (file, moved, stored, original) in units {
+            let in_trash = exists(&stored)?;
+            let in_place = exists(&original)?;
+            if !in_trash {
+                if moved && !in_place {
+                    return Err(TrashError::StoredMissing {
+                        entry: entry.to_string(),
+                        label: item.label.clone(),
+                        stored,
+                        original,
+                    });
+                }
+                // Never moved, or moved back before a crash stopped the manifest from saying so.
+                continue;
+            }
+            if let Some(refused) = guard.refusal(&original, moving) {
+                return Err(TrashError::RestoreRefused {
                     entry: entry.to_string(),
                     label: item.label.clone(),
-                    stored,
-                    original: item.original.clone(),
+                    refused: Box::new(refused),
+                    manifest: dir.join(MANIFEST_FILE),
                 });
             }
-            // Never moved, or moved back before a crash stopped the manifest from saying so.
-            continue;
-        }
-        if let Some(refused) = guard.refusal(&item.original) {
-            return Err(TrashError::RestoreRefused {
-                entry: entry.to_string(),
-                label: item.label.clone(),
-                refused: Box::new(refused),
-                manifest: dir.join(MANIFEST_FILE),
-            });
-        }
-        if in_place {
-            conflicts.push(item.original.clone());
-        } else {
-            to_restore.push(index);
+            if in_place {
+                conflicts.push(original);
+            } else {
+                to_restore.push((index, file, stored, original));
+            }
         }
     }
     if !conflicts.is_empty() {
@@ -1012,15 +1354,23 @@ pub fn restore_with(
         });
     }
 
-    for index in to_restore {
-        let item = &manifest.items[index];
-        let stored = dir.join(&item.stored);
-        let original = item.original.clone();
+    for (index, file, stored, original) in to_restore {
         if let Some(parent) = original.parent() {
             fs::create_dir_all(parent).map_err(|e| io_err("create", parent, e))?;
         }
         move_path(&stored, &original, transfer)?;
-        manifest.items[index].moved = false;
+        let item = &mut manifest.items[index];
+        match file.and_then(|f| item.files.as_mut()?.get_mut(f)) {
+            Some(file) => file.moved = false,
+            None => item.moved = false,
+        }
+        if item
+            .files
+            .as_ref()
+            .is_some_and(|files| files.iter().all(|f| !f.moved))
+        {
+            item.moved = false;
+        }
         write_manifest(&dir, &manifest)?;
     }
 
@@ -1028,14 +1378,32 @@ pub fn restore_with(
     Ok(before)
 }
 
-/// Removes a restored entry: staging leftovers and the manifest, then the (now empty)
-/// directory. Anything else found there is left alone and reported.
+/// Removes a restored entry: staging leftovers, the emptied directories of items that moved
+/// file by file, and the manifest, then the (now empty) directory. Anything else found there
+/// is left alone and reported.
 fn remove_entry_dir(trash_root: &Path, dir: &Path, manifest: &Manifest) -> Result<(), TrashError> {
     for item in &manifest.items {
-        if let Some(staging) = staging_path(&dir.join(&item.stored))
-            && exists(&staging)?
-        {
-            remove_tree(&staging)?;
+        let stored = dir.join(&item.stored);
+        let mut leftovers = vec![staging_path(&stored)];
+        for file in item.files.iter().flatten() {
+            leftovers.push(staging_path(&stored.join(&file.name)));
+        }
+        for staging in leftovers.into_iter().flatten() {
+            if exists(&staging)? {
+                remove_tree(&staging)?;
+            }
+        }
+        if item.files.is_some() {
+            match fs::remove_dir(&stored) {
+                Ok(()) => {}
+                // What is still in it is reported below.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::DirectoryNotEmpty
+                    ) => {}
+                Err(e) => return Err(io_err("remove", &stored, e)),
+            }
         }
     }
     let leftover: Vec<PathBuf> = read_dir_sorted(dir)?
@@ -1341,6 +1709,22 @@ fn hash_file(path: &Path) -> Result<String, TrashError> {
 fn exists(path: &Path) -> Result<bool, TrashError> {
     match fs::symlink_metadata(path) {
         Ok(_) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(io_err("inspect", path, e)),
+    }
+}
+
+/// Whether `path` is a directory itself (a symlink to one is not).
+fn is_dir(path: &Path) -> Result<bool, TrashError> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) => Ok(meta.is_dir()),
         Err(e)
             if matches!(
                 e.kind(),

@@ -384,6 +384,456 @@ fn a_workspace_at_home_is_refused_before_anything_is_written() {
     );
 }
 
+// ---- directories deepcli did not create ----
+
+/// The `delete-agent` action for `id` in `plan --json`.
+fn delete_action(plan_json: &str, id: &str) -> Value {
+    let doc: Value = serde_json::from_str(plan_json).unwrap();
+    doc["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "delete-agent" && a["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no delete of {id}: {plan_json}"))
+}
+
+fn trash_move<'a>(action: &'a Value, label: &str) -> &'a Value {
+    action["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["label"] == label)
+        .unwrap_or_else(|| panic!("no {label} in {action}"))
+}
+
+/// Regression (issue 15, item 3): a workspace that already existed (a user's project folder)
+/// was moved to trash whole when its agent was deleted. Only the files deepcli wrote into it may
+/// go, an edited one included, and the plan must say so.
+#[test]
+fn deleting_an_agent_with_an_adopted_workspace_moves_only_deepclis_files() {
+    let hub = Hub::new();
+    let project = hub.home.join("project");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("README.md"), "my project\n").unwrap();
+    std::fs::write(project.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let ws = format!("      workspace: {}\n", project.display());
+    hub.agents(&[agent("main", ""), agent("a", ""), agent("ext", &ws)]);
+    hub.applied();
+    let written: Vec<&str> = deepcli::workspace::FILES
+        .iter()
+        .copied()
+        .filter(|n| *n != "BOOTSTRAP.md")
+        .collect();
+    for name in &written {
+        assert!(project.join(name).is_file(), "{name}");
+    }
+    assert!(
+        !project.join("BOOTSTRAP.md").exists(),
+        "not an empty folder"
+    );
+    let state = hub.export();
+    let ext = state["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "ext")
+        .unwrap();
+    assert_eq!(ext["workspaceOrigin"], "adopted", "{ext}");
+    assert_eq!(ext["agentDirOrigin"], "created", "{ext}");
+
+    // The user edits one of deepcli's files and adds one of their own.
+    std::fs::write(project.join("SOUL.md"), "edited by me\n").unwrap();
+    std::fs::write(project.join("later.md"), "mine too\n").unwrap();
+    hub.agents(&[agent("main", ""), agent("a", "")]);
+
+    let plan = hub.run(&["plan"]);
+    assert_eq!(plan.code, 0, "{}{}", plan.stdout, plan.stderr);
+    let line = plan
+        .stdout
+        .lines()
+        .find(|l| l.contains("- agent ext"))
+        .unwrap_or_else(|| panic!("{}", plan.stdout));
+    assert!(
+        line.contains(
+            "→ trash: agentDir, sessions; from workspace ~/project: AGENTS.md, SOUL.md (edited), "
+        ),
+        "{line}"
+    );
+    assert!(
+        line.contains("(workspace existed before deepcli: kept)"),
+        "{line}"
+    );
+    let json = hub.run(&["plan", "--json"]);
+    let delete = delete_action(&json.stdout, "ext");
+    let workspace = trash_move(&delete, "workspace");
+    assert_eq!(workspace["origin"], "adopted", "{workspace}");
+    assert_eq!(workspace["kept"], "existed before deepcli", "{workspace}");
+    let files: Vec<(&str, &str)> = workspace["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["name"].as_str().unwrap(), f["state"].as_str().unwrap()))
+        .collect();
+    let want: Vec<(&str, &str)> = written
+        .iter()
+        .map(|n| (*n, if *n == "SOUL.md" { "edited" } else { "written" }))
+        .collect();
+    assert_eq!(files, want);
+    let agent_dir = trash_move(&delete, "agentDir");
+    assert_eq!(agent_dir["origin"], "created");
+    assert!(agent_dir.get("kept").is_none(), "{agent_dir}");
+
+    let run = hub.applied();
+    assert!(run.stdout.contains("Moved to trash"), "{}", run.stdout);
+    assert!(project.is_dir(), "the project folder stays");
+    assert_eq!(
+        std::fs::read_to_string(project.join("README.md")).unwrap(),
+        "my project\n"
+    );
+    assert!(project.join("src/main.rs").is_file());
+    assert!(project.join("later.md").is_file());
+    for name in &written {
+        assert!(!project.join(name).exists(), "{name} went to trash");
+    }
+    assert!(!hub.state.join("agents/ext").exists(), "created dirs moved");
+
+    let list = hub.run(&["trash", "list", "--json"]);
+    let doc: Value = serde_json::from_str(&list.stdout).unwrap();
+    let entry = doc["entries"][0]["entry"].as_str().unwrap().to_string();
+    let item = doc["entries"][0]["manifest"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["label"] == "workspace")
+        .unwrap()
+        .clone();
+    assert_eq!(item["original"], project.display().to_string(), "{item}");
+    assert_eq!(item["files"].as_array().unwrap().len(), written.len());
+    let stored = hub.state.join("trash").join(&entry).join("workspace");
+    assert_eq!(
+        std::fs::read_to_string(stored.join("SOUL.md")).unwrap(),
+        "edited by me\n",
+        "the edited file is in the trash, as edited"
+    );
+    let human = hub.run(&["trash", "list"]);
+    assert!(
+        human.stdout.contains(&format!(
+            "workspace {}: AGENTS.md, SOUL.md",
+            project.display()
+        )),
+        "{}",
+        human.stdout
+    );
+
+    let restore = hub.run(&["trash", "restore", &entry]);
+    assert_eq!(restore.code, 0, "{}{}", restore.stdout, restore.stderr);
+    assert_eq!(
+        std::fs::read_to_string(project.join("SOUL.md")).unwrap(),
+        "edited by me\n"
+    );
+    for name in &written {
+        assert!(project.join(name).is_file(), "{name} is back");
+    }
+    assert!(project.join("README.md").is_file() && project.join("later.md").is_file());
+    assert!(!hub.state.join("trash").join(&entry).exists());
+}
+
+/// Regression: deleting an agent removed the parent of its agentDir when the moves left it
+/// empty, even a directory that existed before deepcli.
+#[test]
+fn deleting_an_agent_never_removes_a_directory_it_did_not_create() {
+    let hub = Hub::new();
+    let bots = hub.home.join("bots");
+    std::fs::create_dir_all(&bots).unwrap();
+    let dir = format!("      agentDir: {}\n", bots.join("agent").display());
+    hub.agents(&[agent("main", ""), agent("a", ""), agent("b", &dir)]);
+    hub.applied();
+    assert!(bots.join("agent").is_dir() && bots.join("sessions").is_dir());
+    hub.agents(&[agent("main", ""), agent("a", "")]);
+    let plan = hub.run(&["plan"]);
+    assert!(
+        plan.stdout
+            .contains("→ trash: workspace, agentDir, sessions"),
+        "deepcli made these: {}",
+        plan.stdout
+    );
+    hub.applied();
+    assert!(!bots.join("agent").exists() && !bots.join("sessions").exists());
+    assert!(bots.is_dir(), "the folder deepcli found stays, even empty");
+}
+
+/// Regression (issue 15, item 3): system trees were refused only as `/` is, so an agent could be
+/// bootstrapped into `/etc` or `/usr/share/…` and later move it to trash.
+#[test]
+fn a_system_tree_workspace_is_refused_at_plan() {
+    let hub = Hub::new();
+    let refused = [
+        ("etc", "workspace", "/etc"),
+        ("etcsub", "workspace", "/etc/deepcli/agents/x"),
+        ("usr", "workspace", "/usr/share/agents/x"),
+        ("var", "workspace", "/var"),
+        ("varlib", "workspace", "/var/lib"),
+        ("bin", "workspace", "/bin"),
+        ("sbin", "workspace", "/sbin"),
+        ("lib", "workspace", "/lib"),
+        ("lib64", "workspace", "/lib64"),
+        ("libx32", "agentDir", "/libx32"),
+        ("boot", "workspace", "/boot/x"),
+        ("opt", "workspace", "/opt"),
+        ("srv", "workspace", "/srv"),
+        ("proc", "workspace", "/proc/x"),
+        ("sys", "workspace", "/sys"),
+        ("dev", "workspace", "/dev/x"),
+        ("run", "workspace", "/run/agents/x"),
+        ("tmp", "workspace", "/tmp"),
+        ("usrdir", "agentDir", "/usr/local/lib/agent"),
+    ];
+    let allowed = [
+        ("srvok", "/srv/agents/x"),
+        ("optok", "/opt/hub/agents/x"),
+        ("varok", "/var/lib/deepcli/agents/x"),
+    ];
+    let mut list = vec![agent("main", "")];
+    for (id, key, path) in refused {
+        list.push(agent(id, &format!("      {key}: {path}\n")));
+    }
+    for (id, path) in allowed {
+        list.push(agent(id, &format!("      workspace: {path}\n")));
+    }
+    let tmp_sub = hub.home.parent().unwrap().join("in-tmp");
+    list.push(agent(
+        "tmpok",
+        &format!("      workspace: {}\n", tmp_sub.display()),
+    ));
+    hub.agents(&list);
+    let plan = hub.run(&["plan"]);
+    assert_eq!(plan.code, 1, "{}{}", plan.stdout, plan.stderr);
+    let blocked = plan
+        .stdout
+        .split("Blocked:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("not blocked: {}", plan.stdout));
+    for (id, key, path) in refused {
+        let line = blocked
+            .lines()
+            .find(|l| l.contains(&format!("agent `{id}`:")))
+            .unwrap_or_else(|| panic!("{id} ({path}) was not refused:\n{blocked}"));
+        assert!(line.contains(&format!("`{path}`")), "{line}");
+        assert!(line.contains(key), "{line}");
+        assert!(line.contains("system"), "{line}");
+        assert!(line.contains("agents.yaml"), "says how to fix it: {line}");
+    }
+    for id in ["srvok", "optok", "varok", "tmpok"] {
+        assert!(
+            !blocked.contains(&format!("agent `{id}`")),
+            "{id} is a fine place:\n{blocked}"
+        );
+    }
+    assert!(!hub.state.join("state.db").exists(), "plan writes nothing");
+}
+
+/// Runs `script` with `sh` in a new user and mount namespace, where it may mount a tmpfs, with
+/// the hub's environment; `$1` is the deepcli binary. `None` (the caller skips, saying so) where
+/// this system does not allow such namespaces.
+fn in_mount_namespace(hub: &Hub, script: &str) -> Option<std::process::Output> {
+    let probe = std::process::Command::new("unshare")
+        .args(["-rm", "true"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: `unshare -rm` is not available here, so no mount can be made");
+        return None;
+    }
+    let out = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", script, "sh"])
+        .arg(assert_cmd::cargo::cargo_bin("deepcli"))
+        .env("HOME", &hub.home)
+        .env("DEEPCLI_CONFIG", &hub.config)
+        .env("DEEPCLI_STATE_DIR", &hub.state)
+        .env("NO_COLOR", "1")
+        .env_remove("DEEPCLI_FAILPOINT")
+        .output()
+        .unwrap();
+    Some(out)
+}
+
+/// Regression (issue 15, item 3): a workspace that is a mount point, or that has a filesystem
+/// mounted inside it, is refused: moving it could only empty the mounted filesystem.
+#[test]
+fn a_mount_point_workspace_is_refused() {
+    let hub = Hub::new();
+    let volume = hub.home.join("volume");
+    std::fs::create_dir_all(&volume).unwrap();
+    let ws = format!("      workspace: {}\n", volume.display());
+    hub.agents(&[agent("main", ""), agent("a", ""), agent("vol", &ws)]);
+    let script = format!(
+        "mount -t tmpfs tmpfs '{v}' || exit 99; \"$1\" apply --auto-approve; echo \"rc=$?\"; ls -A '{v}'",
+        v = volume.display()
+    );
+    let Some(out) = in_mount_namespace(&hub, &script) else {
+        return;
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("rc=1"), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!("`{}`", volume.display())) && stderr.contains("mount point"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("agent `vol`") && stderr.contains("workspace"),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("AGENTS.md"),
+        "nothing written into the mount: {stdout}"
+    );
+    assert!(
+        !hub.workspace("main").exists(),
+        "a blocked plan applies nothing"
+    );
+
+    // A workspace deepcli created, with a filesystem mounted inside it since.
+    hub.agents(&[agent("main", ""), agent("a", ""), agent("data", "")]);
+    hub.applied();
+    let inner = hub.workspace("data").join("disk");
+    std::fs::create_dir_all(&inner).unwrap();
+    hub.agents(&[agent("main", ""), agent("a", "")]);
+    let script = format!(
+        "mount -t tmpfs tmpfs '{i}' || exit 99; echo kept > '{i}/file'; \"$1\" apply --auto-approve; echo \"rc=$?\"; ls -A '{i}'",
+        i = inner.display()
+    );
+    let Some(out) = in_mount_namespace(&hub, &script) else {
+        return;
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("rc=1"), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!("`{}`", inner.display())) && stderr.contains("mount point"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("file"),
+        "the mounted filesystem is untouched: {stdout}"
+    );
+    assert!(
+        hub.workspace("data").join("AGENTS.md").is_file(),
+        "nothing moved"
+    );
+}
+
+/// Regression (issue 15, item 3): a state written before deepcli recorded who created each
+/// directory keeps working. Its default directories (under the state directory) count as
+/// created; any other may have existed before, so it is kept and only deepcli's files move.
+#[test]
+fn a_state_from_before_directory_origins_is_migrated() {
+    let hub = Hub::new();
+    let project = hub.home.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("README.md"), "mine\n").unwrap();
+    std::fs::write(project.join("AGENTS.md"), "deepcli wrote this\n").unwrap();
+    let old_ws = hub.workspace("old");
+    for id in ["main", "a", "old", "ext"] {
+        for dir in ["agent", "sessions"] {
+            std::fs::create_dir_all(hub.state.join("agents").join(id).join(dir)).unwrap();
+        }
+        if id != "ext" {
+            std::fs::create_dir_all(hub.workspace(id)).unwrap();
+            std::fs::write(hub.workspace(id).join("AGENTS.md"), "deepcli wrote this\n").unwrap();
+        }
+    }
+    // The state as deepcli wrote it before this change: schema 2, every `owns_*` 1.
+    let conn = rusqlite::Connection::open(hub.state.join("state.db")).unwrap();
+    conn.execute_batch(include_str!("../src/state/schema.sql"))
+        .unwrap();
+    conn.execute_batch(include_str!("../src/state/access.sql"))
+        .unwrap();
+    conn.execute_batch(
+        "INSERT INTO meta (key, value) VALUES ('lineage', '11f061e0-efec-4c46-8428-2a376640962c'), ('serial', '3'), ('created_at', '2026-11-30T06:07:20Z'), ('created_by', 'deepcli 0.1.0');",
+    )
+    .unwrap();
+    conn.pragma_update(None, "user_version", 2).unwrap();
+    let hash = deepcli::hash::of(b"deepcli wrote this\n");
+    for (id, workspace) in [
+        ("main", hub.workspace("main")),
+        ("a", hub.workspace("a")),
+        ("old", old_ws.clone()),
+        ("ext", project.clone()),
+    ] {
+        let agent_dir = hub.state.join("agents").join(id).join("agent");
+        let sessions = hub.state.join("agents").join(id).join("sessions");
+        conn.execute(
+            "INSERT INTO agents (id, spec_hash, spec, workspace, agent_dir, sessions_dir, protect, owns_workspace, owns_agent_dir, owns_sessions, applied_serial) VALUES (?1, 'sha256:0', '{}', ?2, ?3, ?4, 0, 1, 1, 1, 3)",
+            rusqlite::params![
+                id,
+                workspace.to_str().unwrap(),
+                agent_dir.to_str().unwrap(),
+                sessions.to_str().unwrap()
+            ],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO bootstrap_files (agent_id, name, path, hash) VALUES (?1, 'AGENTS.md', ?2, ?3)",
+            rusqlite::params![id, workspace.join("AGENTS.md").to_str().unwrap(), hash],
+        )
+        .unwrap();
+    }
+    drop(conn);
+
+    let state = hub.export();
+    let origins: Vec<(&str, &str, &str, &str)> = state["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap(),
+                a["workspaceOrigin"].as_str().unwrap(),
+                a["agentDirOrigin"].as_str().unwrap(),
+                a["sessionsOrigin"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        origins,
+        [
+            ("a", "created", "created", "created"),
+            ("ext", "unknown", "created", "created"),
+            ("main", "created", "created", "created"),
+            ("old", "created", "created", "created"),
+        ]
+    );
+
+    hub.agents(&[agent("main", ""), agent("a", ""), agent("b", "")]);
+    let plan = hub.run(&["plan", "--json"]);
+    assert_eq!(plan.code, 0, "{}{}", plan.stdout, plan.stderr);
+    let old = delete_action(&plan.stdout, "old");
+    for label in ["workspace", "agentDir", "sessions"] {
+        let m = trash_move(&old, label);
+        assert_eq!(m["origin"], "created", "{m}");
+        assert!(m.get("kept").is_none(), "{m}");
+    }
+    let ext = delete_action(&plan.stdout, "ext");
+    let ws = trash_move(&ext, "workspace");
+    assert_eq!(ws["origin"], "unknown", "{ws}");
+    assert_eq!(ws["files"][0]["name"], "AGENTS.md", "{ws}");
+    assert_eq!(trash_move(&ext, "agentDir")["origin"], "created");
+    let human = hub.run(&["plan"]);
+    assert!(
+        human.stdout.contains(
+            "workspace may have existed before deepcli (applied by an older version): kept"
+        ),
+        "{}",
+        human.stdout
+    );
+
+    hub.applied();
+    assert!(!old_ws.exists(), "a default workspace moves whole");
+    assert!(project.join("README.md").is_file(), "the project stays");
+    assert!(!project.join("AGENTS.md").exists(), "deepcli's file went");
+}
+
 #[test]
 fn a_stale_saved_plan_is_refused() {
     let hub = Hub::new();
@@ -470,6 +920,42 @@ fn plan_against_an_exported_snapshot() {
     assert_eq!(doc["actions"][0]["id"], "new");
 }
 
+/// A snapshot exported before directory origins were recorded (format 1, `owns*` flags) still
+/// previews; its directories count as `unknown`, so a delete keeps them and moves the files.
+#[test]
+fn a_snapshot_from_before_directory_origins_still_previews() {
+    let hub = Hub::new();
+    hub.agents(&[agent("main", ""), agent("a", ""), agent("b", "")]);
+    hub.applied();
+    let mut state = hub.export();
+    assert_eq!(state["formatVersion"], "2");
+    state["formatVersion"] = "1".into();
+    for a in state["agents"].as_array_mut().unwrap() {
+        let a = a.as_object_mut().unwrap();
+        for (old, new) in [
+            ("workspaceOrigin", "ownsWorkspace"),
+            ("agentDirOrigin", "ownsAgentDir"),
+            ("sessionsOrigin", "ownsSessions"),
+        ] {
+            a.remove(old);
+            a.insert(new.into(), true.into());
+        }
+    }
+    let snapshot = hub.state.with_extension("snapshot.json");
+    std::fs::write(&snapshot, state.to_string()).unwrap();
+    hub.agents(&[agent("main", ""), agent("a", "")]);
+    let plan = hub.run(&["plan", "--live", snapshot.to_str().unwrap(), "--json"]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    let delete = delete_action(&plan.stdout, "b");
+    let workspace = trash_move(&delete, "workspace");
+    assert_eq!(workspace["origin"], "unknown", "{workspace}");
+    assert_eq!(
+        workspace["files"].as_array().unwrap().len(),
+        8,
+        "{workspace}"
+    );
+}
+
 #[test]
 fn a_config_with_errors_plans_nothing() {
     let hub = Hub::new();
@@ -512,6 +998,8 @@ fn fingerprint(hub: &Hub) -> (Value, BTreeMap<String, String>) {
     }
     let mut files = BTreeMap::new();
     walk(&hub.state, &hub.state, &mut files);
+    // The adopted project folder, outside the state directory.
+    walk(hub.config.parent().unwrap(), &hub.home, &mut files);
     let mut renamed = BTreeMap::new();
     for (path, hash) in files {
         let mut path = path;
@@ -544,14 +1032,30 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
     }
 }
 
+/// A project folder that existed before deepcli, with the user's own file in it.
+fn project(hub: &Hub) -> PathBuf {
+    hub.home.join("project")
+}
+
 fn crash_scenario_before(hub: &Hub) {
+    let project = project(hub);
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("README.md"), "the user's\n").unwrap();
     hub.agents(&[
         agent("main", "      identity: {name: Old}\n"),
         agent("a", ""),
         agent("b", ""),
         agent("gone", ""),
+        agent("ext", &format!("      workspace: {}\n", project.display())),
     ]);
     hub.bindings(BINDINGS.replace("research", "a").as_str());
+}
+
+/// What happens between the two applies: the user writes into `gone`'s workspace and edits a
+/// bootstrap file in the adopted project folder.
+fn crash_scenario_edits(hub: &Hub) {
+    std::fs::write(hub.workspace("gone").join("notes.txt"), "keep me").unwrap();
+    std::fs::write(project(hub).join("SOUL.md"), "edited\n").unwrap();
 }
 
 fn crash_scenario_after(hub: &Hub) {
@@ -577,17 +1081,23 @@ fn a_crash_at_any_step_converges_on_the_next_apply() {
     let reference = Hub::at(&root);
     crash_scenario_before(&reference);
     reference.applied();
-    std::fs::write(reference.workspace("gone").join("notes.txt"), "keep me").unwrap();
+    crash_scenario_edits(&reference);
     crash_scenario_after(&reference);
     reference.applied();
+    let left: Vec<_> = std::fs::read_dir(project(&reference))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["README.md"], "only deepcli's files left the project");
     let want = fingerprint(&reference);
 
     let mut crashed = 0;
+    let mut points = Vec::new();
     for n in 1.. {
         let hub = Hub::at(&root);
         crash_scenario_before(&hub);
         hub.applied();
-        std::fs::write(hub.workspace("gone").join("notes.txt"), "keep me").unwrap();
+        crash_scenario_edits(&hub);
         crash_scenario_after(&hub);
         let n = n.to_string();
         let run = hub.run_env(&["apply", "--auto-approve"], &[("DEEPCLI_FAILPOINT", &n)]);
@@ -600,6 +1110,9 @@ fn a_crash_at_any_step_converges_on_the_next_apply() {
             "failpoint {n}: {}",
             run.stderr
         );
+        if let Some(name) = run.stderr.split('`').nth(1) {
+            points.push(name.to_string());
+        }
         let resumed = hub.apply(&[]);
         assert_eq!(
             resumed.code, 0,
@@ -626,7 +1139,24 @@ fn a_crash_at_any_step_converges_on_the_next_apply() {
             plan.stdout
         );
     }
-    assert!(crashed >= 15, "only {crashed} failpoints were hit");
+    assert!(
+        crashed >= 33,
+        "only {crashed} failpoints were hit: {points:?}"
+    );
+    // Crashes between a move into the trash and the manifest saying so: each file deepcli
+    // wrote into the adopted project (the edited one too) and each directory moved whole.
+    for point in [
+        "trash.moved:workspace/AGENTS.md",
+        "trash.moved:workspace/SOUL.md",
+        "trash.moved:workspace/MEMORY.md",
+        "trash.moved:workspace",
+        "trash.moved:sessions",
+    ] {
+        assert!(
+            points.iter().any(|p| p == point),
+            "{point} not hit: {points:?}"
+        );
+    }
 }
 
 // ---- rendered output ----

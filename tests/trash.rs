@@ -6,8 +6,8 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use deepcli::trash::{
-    self, Guard, Kept, Manifest, ManifestItem, Refusal, RefusedPath, Transfer, TrashError,
-    TrashItem,
+    self, Guard, Kept, Manifest, ManifestFile, ManifestItem, Refusal, RefusedPath, Transfer,
+    TrashError, TrashItem,
 };
 use tempfile::TempDir;
 
@@ -68,10 +68,7 @@ impl World {
 
 fn items(list: &[(&str, &Path)]) -> Vec<TrashItem> {
     list.iter()
-        .map(|(label, path)| TrashItem {
-            label: label.to_string(),
-            path: path.to_path_buf(),
-        })
+        .map(|(label, path)| TrashItem::whole(*label, *path))
         .collect()
 }
 
@@ -132,6 +129,61 @@ fn the_guard_refuses_root_homes_and_deepcli_directories() {
             "{} was refused: {:?}",
             path.display(),
             guard.check(&path)
+        );
+    }
+}
+
+/// Regression (issue 15, item 3): only `/` and homes were refused, so `/etc` or `/usr/share/x`
+/// could be moved to trash whole.
+#[test]
+fn the_guard_refuses_system_trees() {
+    let w = World::new();
+    let guard = w.guard();
+    for path in [
+        "/etc",
+        "/etc/deepcli/agents/x",
+        "/usr",
+        "/usr/local/share/x",
+        "/var",
+        "/var/lib",
+        "/var/tmp",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/lib/x86_64-linux-gnu",
+        "/boot",
+        "/boot/efi",
+        "/opt",
+        "/srv",
+        "/proc",
+        "/proc/self",
+        "/sys/kernel",
+        "/dev",
+        "/dev/shm/x",
+        "/run",
+        "/run/user/1000/x",
+        "/tmp",
+        "/tmp/../etc",
+    ] {
+        let err = guard
+            .check(Path::new(path))
+            .expect_err(&format!("{path} was allowed"));
+        assert!(err.to_string().contains("system"), "{path}: {err}");
+    }
+    for path in [
+        "/srv/agents/x",
+        "/opt/hub/agents/x",
+        "/var/lib/deepcli/agents/x",
+        "/tmp/agents/x",
+        "/library/x",
+    ] {
+        assert!(
+            guard.check(Path::new(path)).is_ok(),
+            "{path} was refused: {:?}",
+            guard.check(Path::new(path))
         );
     }
 }
@@ -535,6 +587,7 @@ fn fresh_manifest(agent: &[TrashItem], created_at: &str) -> Manifest {
                 stored: i.label.clone(),
                 moved: false,
                 existed: true,
+                files: None,
             })
             .collect(),
         kept: vec![],
@@ -878,4 +931,231 @@ fn refusal_messages_say_what_where_and_how_to_fix() {
         message.replace(&w.root.display().to_string(), "<tmp>"),
         "`<tmp>` cannot be moved: it contains a home directory `<tmp>/home`"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A directory deepcli did not create: only its files move
+
+/// A project folder that existed before deepcli, with the user's files and three of deepcli's
+/// bootstrap files in it; the item moves deepcli's files (one of them already gone).
+fn project(w: &World) -> (PathBuf, TrashItem) {
+    let project = w.home.join("project");
+    write(&project.join("README.md"), "the user's\n");
+    write(&project.join("src/main.rs"), "fn main() {}\n");
+    write(&project.join("AGENTS.md"), "deepcli's\n");
+    write(&project.join("SOUL.md"), "edited by the user\n");
+    let item = TrashItem {
+        label: "workspace".into(),
+        path: project.clone(),
+        files: Some(vec![
+            "AGENTS.md".into(),
+            "SOUL.md".into(),
+            "TOOLS.md".into(),
+        ]),
+    };
+    (project, item)
+}
+
+fn kept_project(project: &Path) -> [Kept; 1] {
+    [Kept {
+        label: "workspace".into(),
+        path: project.to_path_buf(),
+        reason: "existed before deepcli".into(),
+    }]
+}
+
+/// Regression (issue 15, item 3): the whole project folder went to trash.
+#[test]
+fn moving_only_deepclis_files_leaves_the_directory_and_restore_puts_them_back() {
+    for transfer in [Transfer::Auto, Transfer::ForceCopy] {
+        let w = World::new();
+        let (project, item) = project(&w);
+        let mut agent = w.agent("a");
+        agent[0] = item;
+        let manifest = trash::move_to_trash_with(
+            &w.trash,
+            ENTRY,
+            "a",
+            5,
+            &agent,
+            &kept_project(&project),
+            &w.guard(),
+            transfer,
+        )
+        .unwrap();
+        assert_eq!(
+            manifest.format_version, 2,
+            "an entry older deepclis cannot read"
+        );
+        assert!(manifest.is_complete());
+        let files = manifest.items[0].files.as_ref().unwrap();
+        let flags: Vec<(&str, bool, bool)> = files
+            .iter()
+            .map(|f| (f.name.as_str(), f.moved, f.existed))
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                ("AGENTS.md", true, true),
+                ("SOUL.md", true, true),
+                ("TOOLS.md", false, false)
+            ]
+        );
+        assert_eq!(manifest.items[0].original, project);
+        assert_eq!(manifest.kept[0].reason, "existed before deepcli");
+        // The folder and the user's files stay; deepcli's are in the entry.
+        assert_eq!(read(&project.join("README.md")), "the user's\n");
+        assert!(project.join("src/main.rs").exists());
+        assert!(!project.join("AGENTS.md").exists() && !project.join("SOUL.md").exists());
+        let stored = w.trash.join(ENTRY).join("workspace");
+        assert_eq!(read(&stored.join("SOUL.md")), "edited by the user\n");
+        assert_eq!(read(&stored.join("AGENTS.md")), "deepcli's\n");
+        assert!(!agent[1].path.exists(), "agentDir moved whole");
+
+        let listed = trash::list(&w.trash).unwrap();
+        assert_eq!(listed[0].manifest, manifest);
+        trash::restore_with(&w.trash, ENTRY, &w.guard(), transfer).unwrap();
+        assert_eq!(read(&project.join("SOUL.md")), "edited by the user\n");
+        assert_eq!(read(&project.join("AGENTS.md")), "deepcli's\n");
+        assert!(!project.join("TOOLS.md").exists());
+        assert_eq!(read(&agent[1].path.join("auth.json")), "{}\n");
+        assert!(!w.trash.join(ENTRY).exists());
+    }
+}
+
+#[test]
+fn resume_after_a_file_moved_before_the_manifest_said_so() {
+    let w = World::new();
+    let (project, item) = project(&w);
+    let agent = [item];
+    let mut manifest = fresh_manifest(&agent, "2026-11-30T05:36:00Z");
+    manifest.format_version = 2;
+    manifest.items[0].files = Some(
+        ["AGENTS.md", "SOUL.md", "TOOLS.md"]
+            .iter()
+            .map(|name| ManifestFile {
+                name: name.to_string(),
+                moved: false,
+                existed: *name != "TOOLS.md",
+            })
+            .collect(),
+    );
+    let dir = plant_manifest(&w, &manifest);
+    // AGENTS.md reached the trash; the crash came before the manifest was rewritten. SOUL.md
+    // was copied across filesystems and the original not yet removed.
+    write(&dir.join("workspace/AGENTS.md"), "deepcli's\n");
+    fs::remove_file(project.join("AGENTS.md")).unwrap();
+    write(&dir.join("workspace/SOUL.md"), "edited by the user\n");
+    let manifest = resume(&w, &agent).unwrap();
+    assert!(manifest.is_complete());
+    assert_eq!(manifest.created_at, "2026-11-30T05:36:00Z");
+    assert!(!project.join("SOUL.md").exists());
+    assert_eq!(read(&dir.join("workspace/SOUL.md")), "edited by the user\n");
+    assert_eq!(read(&dir.join("workspace/AGENTS.md")), "deepcli's\n");
+    assert_eq!(read(&project.join("README.md")), "the user's\n");
+
+    // Asking for other files than the entry holds is not a resume.
+    let mut other = agent.clone();
+    other[0].files = Some(vec!["AGENTS.md".into()]);
+    let err = resume(&w, &other).unwrap_err();
+    assert!(
+        matches!(err, TrashError::ManifestMismatch { .. }),
+        "{err:?}"
+    );
+}
+
+/// The plan shows no file where the user put a directory in place of one of deepcli's files;
+/// the move must not take it either.
+#[test]
+fn a_directory_in_place_of_deepclis_file_stays() {
+    let w = World::new();
+    let (project, item) = project(&w);
+    write(&project.join("TOOLS.md/mine.txt"), "the user's\n");
+    let manifest = trash_agent(&w, "a", &[item], Transfer::Auto);
+    let tools = &manifest.items[0].files.as_ref().unwrap()[2];
+    assert!(!tools.moved && !tools.existed, "{tools:?}");
+    assert_eq!(read(&project.join("TOOLS.md/mine.txt")), "the user's\n");
+    trash::restore(&w.trash, ENTRY, &w.guard()).unwrap();
+    assert_eq!(read(&project.join("TOOLS.md/mine.txt")), "the user's\n");
+    assert_eq!(read(&project.join("AGENTS.md")), "deepcli's\n");
+}
+
+#[test]
+fn restoring_a_file_refuses_when_it_exists_again() {
+    let w = World::new();
+    let (project, item) = project(&w);
+    trash_agent(&w, "a", &[item], Transfer::Auto);
+    write(&project.join("SOUL.md"), "written since\n");
+    let err = trash::restore(&w.trash, ENTRY, &w.guard()).unwrap_err();
+    let TrashError::Conflicts { paths, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(paths, &[project.join("SOUL.md")]);
+    assert!(!project.join("AGENTS.md").exists(), "nothing moved back");
+    assert_eq!(read(&project.join("SOUL.md")), "written since\n");
+    assert!(w.trash.join(ENTRY).join("workspace/AGENTS.md").exists());
+}
+
+#[test]
+fn file_names_must_be_plain_and_files_may_not_lie_inside_a_moved_directory() {
+    let w = World::new();
+    let (project, mut item) = project(&w);
+    for bad in ["../escape", ".hidden", "", "a/b"] {
+        item.files = Some(vec![bad.into()]);
+        let err = trash::move_to_trash(&w.trash, ENTRY, "a", 1, &[item.clone()], &[], &w.guard())
+            .unwrap_err();
+        assert!(
+            matches!(err, TrashError::BadFileName { .. }),
+            "{bad}: {err:?}"
+        );
+    }
+    // A directory that moves whole may not hold a file that moves on its own.
+    let outer = w.root.join("outer");
+    write(&outer.join("ws/AGENTS.md"), "deepcli's\n");
+    let nested = [
+        TrashItem::whole("agentDir", &outer),
+        TrashItem {
+            label: "workspace".into(),
+            path: outer.join("ws"),
+            files: Some(vec!["AGENTS.md".into()]),
+        },
+    ];
+    let err = trash::move_to_trash(&w.trash, ENTRY, "a", 1, &nested, &[], &w.guard()).unwrap_err();
+    let TrashError::Overlap {
+        outer: o, inner, ..
+    } = &err
+    else {
+        panic!("{err:?}");
+    };
+    assert_eq!((o, inner), (&outer, &outer.join("ws/AGENTS.md")));
+    assert!(outer.join("ws/AGENTS.md").exists());
+    assert!(!w.trash.exists(), "nothing moved");
+    assert!(project.join("AGENTS.md").exists());
+}
+
+#[test]
+fn deepclis_own_files_may_leave_a_system_tree_but_not_the_trash() {
+    let w = World::new();
+    let guard = w.guard();
+    assert!(guard.check(Path::new("/etc")).is_err());
+    assert!(guard.check_file(Path::new("/etc/AGENTS.md")).is_ok());
+    assert!(guard.check_file(Path::new("relative/AGENTS.md")).is_err());
+    let in_trash = w.trash.join("x-1/workspace/AGENTS.md");
+    let err = guard.check_file(&in_trash).unwrap_err();
+    assert!(err.to_string().contains("inside deepcli's trash"), "{err}");
+}
+
+#[test]
+fn a_manifest_from_a_newer_deepcli_is_refused() {
+    let w = World::new();
+    let agent = w.agent("a");
+    let mut manifest = fresh_manifest(&agent, "2026-11-30T05:36:00Z");
+    manifest.format_version = 3;
+    let dir = plant_manifest(&w, &manifest);
+    let err = trash::read_manifest(&dir).unwrap_err();
+    assert!(
+        matches!(err, TrashError::ManifestVersion { found: 3, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("upgrade deepcli"), "{err}");
 }

@@ -4,15 +4,21 @@
 //! done in the same transaction as the records it changes. Each step is idempotent against what
 //! it finds on disk, so when the process dies anywhere, the next plan sees the world as it is
 //! and the next apply finishes the job: nothing lost, nothing done twice. A trash move resumes
-//! into the entry the crashed attempt started (its name is in the journal).
+//! into the entry the crashed attempt started (its name is in the journal); a create or update
+//! resumes with what the crashed attempt found on disk before it created any directory (also in
+//! the journal), so a directory it created is still recorded as created, not as adopted.
 
 mod files;
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
+use crate::plan::desired::DesiredAgent;
 use crate::plan::{Action, Desired, Plan};
 use crate::state::{
-    AgentRecord, BootstrapRecord, HistoryRecord, PlanRecord, StateError, StateStore, TrashRecord,
+    AgentRecord, BootstrapRecord, DirOrigin, HistoryRecord, PlanRecord, StateError, StateStore,
+    TrashRecord,
 };
 use crate::{failpoint, hash, trash, workspace};
 
@@ -280,27 +286,63 @@ fn run_step(
     cx: &mut Context<'_>,
     applied: &mut Applied,
 ) -> Result<(), ApplyError> {
-    // A delete resumes into the trash entry its crashed attempt started.
+    let agent =
+        match action {
+            Action::CreateAgent { id, .. } | Action::UpdateAgent { id, .. } => {
+                Some(desired.agents.iter().find(|a| &a.id == id).ok_or_else(|| {
+                    ApplyError::Step {
+                        step: step.to_string(),
+                        message: format!("agent `{id}` is not in the config"),
+                    }
+                })?)
+            }
+            _ => None,
+        };
+    // A delete resumes into the trash entry its crashed attempt started; a create or update
+    // resumes with what its crashed attempt found on disk before it created anything.
+    let found = agent.map(|agent| DirsBefore::find(agent, resumed.as_deref()));
     let detail = match action {
         Action::DeleteAgent { id, .. } => Some(resumed.unwrap_or_else(|| {
             trash::unique_entry_name(&store.dir().trash(), id, jiff::Timestamp::now())
         })),
-        _ => None,
+        _ => found
+            .as_ref()
+            .and_then(|found| serde_json::to_string(found).ok()),
     };
     store.journal_start(serial, step, detail.as_deref())?;
     failpoint::hit(&format!("before:{step}"));
     let err = step_err(step);
     match action {
-        Action::CreateAgent { id, files, .. } | Action::UpdateAgent { id, files, .. } => {
-            let agent =
-                desired
-                    .agents
-                    .iter()
-                    .find(|a| &a.id == id)
-                    .ok_or_else(|| ApplyError::Step {
-                        step: step.to_string(),
-                        message: format!("agent `{id}` is not in the config"),
-                    })?;
+        Action::CreateAgent { files, .. } | Action::UpdateAgent { files, .. } => {
+            let (Some(agent), Some(found)) = (agent, found) else {
+                return Err(ApplyError::Step {
+                    step: step.to_string(),
+                    message: "an agent step without its agent".into(),
+                });
+            };
+            let applied_before = store.agent(&agent.id)?;
+            let origin = |path: &std::path::Path, was: Option<(&std::path::Path, DirOrigin)>| {
+                match was {
+                    // The same directory as last applied keeps its origin, even if it was
+                    // deleted by hand and is being recreated.
+                    Some((was, origin)) if was == path => origin,
+                    _ if found.existed(path) => DirOrigin::Adopted,
+                    _ => DirOrigin::Created,
+                }
+            };
+            let applied = applied_before.as_ref();
+            let workspace_origin = origin(
+                &agent.workspace,
+                applied.map(|a| (a.workspace.as_path(), a.workspace_origin)),
+            );
+            let agent_dir_origin = origin(
+                &agent.agent_dir,
+                applied.map(|a| (a.agent_dir.as_path(), a.agent_dir_origin)),
+            );
+            let sessions_origin = origin(
+                &agent.sessions_dir,
+                applied.map(|a| (a.sessions_dir.as_path(), a.sessions_origin)),
+            );
             for dir in [&agent.workspace, &agent.agent_dir, &agent.sessions_dir] {
                 files::create_dir(dir).map_err(&err)?;
             }
@@ -337,9 +379,9 @@ fn run_step(
                 agent_dir: agent.agent_dir.clone(),
                 sessions_dir: agent.sessions_dir.clone(),
                 protect: agent.protect,
-                owns_workspace: true,
-                owns_agent_dir: true,
-                owns_sessions: true,
+                workspace_origin,
+                agent_dir_origin,
+                sessions_origin,
                 applied_serial: serial,
             };
             store.transaction(|tx| {
@@ -357,12 +399,19 @@ fn run_step(
         Action::DeleteAgent { id, moves, .. } => {
             let entry = detail.unwrap_or_default();
             stop_runtime(store, id);
+            // A directory deepcli did not create stays; the files deepcli wrote into it go (all
+            // of them, those already gone included, so that a resumed step asks for what its
+            // crashed attempt asked for).
             let items: Vec<trash::TrashItem> = moves
                 .iter()
-                .filter(|m| m.kept.is_none())
+                .filter(|m| m.kept.is_none() || !m.files.is_empty())
                 .map(|m| trash::TrashItem {
                     label: m.label.clone(),
                     path: m.path.clone(),
+                    files: m
+                        .kept
+                        .is_some()
+                        .then(|| m.files.iter().map(|f| f.name.clone()).collect()),
                 })
                 .collect();
             let kept: Vec<trash::Kept> = moves
@@ -378,13 +427,18 @@ fn run_step(
             let trash_root = store.dir().trash();
             let manifest =
                 trash::move_to_trash(&trash_root, &entry, id, serial, &items, &kept, cx.guard)?;
-            // The agent's own directory under the state dir, when moving left it empty.
-            if let Some(parent) = moves
+            // The agent's own directory under the state dir, when moving left it empty; never
+            // the parent of an agentDir elsewhere, which deepcli may have found there.
+            let root = store.dir().root();
+            let own = std::path::absolute(root)
+                .unwrap_or_else(|_| root.to_path_buf())
+                .join("agents")
+                .join(id);
+            if moves
                 .iter()
-                .find(|m| m.label == "agentDir")
-                .and_then(|m| m.path.parent())
+                .any(|m| m.label == "agentDir" && m.path.parent() == Some(own.as_path()))
             {
-                let _ = std::fs::remove_dir(parent);
+                let _ = std::fs::remove_dir(&own);
             }
             failpoint::hit(&format!("after:{step}"));
             let record = TrashRecord {
@@ -433,6 +487,41 @@ fn run_step(
         }
     }
     Ok(())
+}
+
+/// Whether each of an agent's directories existed before its create or update step first
+/// touched it: one that did is adopted, never moved to trash whole. Journaled as the step's
+/// detail before anything is created, so that a resumed step reads what its crashed attempt
+/// found instead of mistaking a directory that attempt created for one that was there before.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct DirsBefore {
+    dirs: Vec<(PathBuf, bool)>,
+}
+
+impl DirsBefore {
+    /// The agent's directories as the crashed attempt (`resumed`, its journal detail) found
+    /// them, and the others as they are now.
+    fn find(agent: &DesiredAgent, resumed: Option<&str>) -> DirsBefore {
+        let earlier: DirsBefore = resumed
+            .and_then(|detail| serde_json::from_str(detail).ok())
+            .unwrap_or_default();
+        let dirs = [&agent.workspace, &agent.agent_dir, &agent.sessions_dir]
+            .into_iter()
+            .map(|path| {
+                let existed = earlier
+                    .dirs
+                    .iter()
+                    .find(|(p, _)| p == path)
+                    .map_or_else(|| std::fs::symlink_metadata(path).is_ok(), |(_, e)| *e);
+                (path.clone(), existed)
+            })
+            .collect();
+        DirsBefore { dirs }
+    }
+
+    fn existed(&self, path: &Path) -> bool {
+        self.dirs.iter().any(|(p, existed)| p == path && *existed)
+    }
 }
 
 /// Stops a runtime that state says is running (the controller normally does this; a CLI apply

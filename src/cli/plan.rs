@@ -227,12 +227,12 @@ fn read_snapshot(path: &Path) -> Result<LiveState, String> {
             path.display()
         )
     })?;
-    if live.format_version != crate::state::SNAPSHOT_FORMAT {
+    if !crate::state::SNAPSHOT_FORMATS.contains(&live.format_version.as_str()) {
         return Err(format!(
             "`{}` has snapshot format {}, this deepcli reads {}",
             path.display(),
             live.format_version,
-            crate::state::SNAPSHOT_FORMAT
+            crate::state::SNAPSHOT_FORMATS.join(" and ")
         ));
     }
     Ok(live)

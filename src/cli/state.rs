@@ -153,7 +153,7 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
                     .items
                     .iter()
                     .filter(|i| i.moved)
-                    .map(|i| format!("{} {}", i.label, i.original.display()))
+                    .filter_map(moved_item)
                     .collect();
                 let state = if e.manifest.is_complete() {
                     ""
@@ -188,8 +188,9 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
                     let _ = store.transaction(|tx| tx.mark_restored(&entry));
                     let mut out = anstream::stdout();
                     for item in manifest.items.iter().filter(|i| i.moved) {
-                        let _ =
-                            writeln!(out, "restored {} {}", item.label, item.original.display());
+                        if let Some(line) = moved_item(item) {
+                            let _ = writeln!(out, "restored {line}");
+                        }
                     }
                     let _ = writeln!(
                         out,
@@ -202,4 +203,19 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
             }
         }
     }
+}
+
+/// `workspace /path` for an item that moved whole, `workspace /path: AGENTS.md, SOUL.md` for
+/// one whose directory stayed and only deepcli's files moved; `None` when none of them did.
+fn moved_item(item: &trash::ManifestItem) -> Option<String> {
+    let place = format!("{} {}", item.label, item.original.display());
+    let Some(files) = &item.files else {
+        return Some(place);
+    };
+    let names: Vec<&str> = files
+        .iter()
+        .filter(|f| f.moved)
+        .map(|f| f.name.as_str())
+        .collect();
+    (!names.is_empty()).then(|| format!("{place}: {}", names.join(", ")))
 }

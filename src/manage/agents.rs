@@ -931,6 +931,13 @@ fn trash_preview(
             && a == id
         {
             for m in moves {
+                // From a directory deepcli did not create, only its own files go.
+                trash.extend(
+                    m.files
+                        .into_iter()
+                        .filter(|f| f.state != crate::plan::FileState::Missing)
+                        .map(|f| f.path),
+                );
                 match m.kept {
                     None => trash.push(m.path),
                     Some(reason) => kept.push(KeptPath {

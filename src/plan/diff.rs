@@ -7,9 +7,12 @@ use serde_json::Value;
 
 use super::desired::{Desired, DesiredAgent};
 use super::observe::{DirState, World};
-use super::{Action, Blocked, Drift, FieldChange, FileWrite, Plan, RuntimeOp, TrashMove};
+use super::{
+    Action, Blocked, Drift, FieldChange, FileMove, FileState, FileWrite, Plan, RuntimeOp, TrashMove,
+};
 use crate::routing::normalize::MAIN_AGENT;
-use crate::state::{AgentRecord, LiveState};
+use crate::state::{AgentRecord, DirOrigin, LiveState};
+use crate::trash::{RefusedPath, TrashError};
 use crate::{hash, workspace};
 
 /// What the operator allowed, and which paths are never moved.
@@ -52,32 +55,44 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
     plan.actions.extend(binding_removals);
 
     for agent in &desired.agents {
-        let moved = live_agents
-            .get(agent.id.as_str())
-            .is_none_or(|r| r.workspace != agent.workspace || r.agent_dir != agent.agent_dir);
-        if moved {
-            // Bootstrapping into `/`, a home directory or deepcli's own directories would
-            // scatter files there, and deleting the agent later could never move them.
+        let runtime = runtime_op(agent, runtimes.get(agent.id.as_str()).copied());
+        let before = plan.actions.len();
+        let moved = match live_agents.get(agent.id.as_str()) {
+            None => {
+                plan.actions.push(create(agent, world, runtime));
+                true
+            }
+            Some(record) => {
+                update(agent, record, world, &recorded, runtime, &mut plan);
+                record.workspace != agent.workspace || record.agent_dir != agent.agent_dir
+            }
+        };
+        let writes = match plan.actions.get(before) {
+            Some(Action::CreateAgent { .. }) => true,
+            Some(Action::UpdateAgent { dirs, files, .. }) => {
+                moved || !dirs.is_empty() || !files.is_empty()
+            }
+            _ => false,
+        };
+        if writes {
+            // Bootstrapping into `/`, a home directory, a system tree, a mount point or
+            // deepcli's own directories would scatter files there, and deleting the agent
+            // later could never move them.
+            let mut agent_dir_refused = false;
             for (label, path) in [
                 ("workspace", &agent.workspace),
                 ("agentDir", &agent.agent_dir),
+                ("sessions", &agent.sessions_dir),
             ] {
-                if let Err(e) = options.guard.check(path) {
-                    plan.blocked.push(Blocked {
-                        reason: format!(
-                            "agent `{}`: its {label} cannot be {}: {e}",
-                            agent.id,
-                            path.display()
-                        ),
-                        flag: None,
-                    });
+                // The sessions directory follows the agentDir: one refusal says it all.
+                if label == "sessions" && agent_dir_refused {
+                    continue;
+                }
+                if let Err(TrashError::Refused(refused)) = options.guard.check(path) {
+                    agent_dir_refused |= label == "agentDir";
+                    plan.blocked.push(refused_dir(&agent.id, label, &refused));
                 }
             }
-        }
-        let runtime = runtime_op(agent, runtimes.get(agent.id.as_str()).copied());
-        match live_agents.get(agent.id.as_str()) {
-            None => plan.actions.push(create(agent, world, runtime)),
-            Some(record) => update(agent, record, world, &recorded, runtime, &mut plan),
         }
     }
     plan.actions.extend(binding_rest);
@@ -105,13 +120,19 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
                 flag: Some("--allow-destroy".into()),
             });
         }
-        let moves = trash_moves(record, desired, live);
-        for m in moves.iter().filter(|m| m.kept.is_none()) {
-            if let Err(e) = options.guard.check(&m.path) {
-                plan.blocked.push(Blocked {
-                    reason: format!("agent `{}`: {e}", record.id),
-                    flag: None,
-                });
+        let moves = trash_moves(record, desired, live, world);
+        for m in &moves {
+            if m.kept.is_none()
+                && let Err(TrashError::Refused(refused)) = options.guard.check(&m.path)
+            {
+                plan.blocked
+                    .push(refused_move(&record.id, &m.label, &refused));
+            }
+            for f in m.files.iter().filter(|f| f.state != FileState::Missing) {
+                if let Err(TrashError::Refused(refused)) = options.guard.check_file(&f.path) {
+                    plan.blocked
+                        .push(refused_move(&record.id, &m.label, &refused));
+                }
             }
         }
         let runtime = runtimes
@@ -148,6 +169,64 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
 
     routing(desired, live, world, &mut plan);
     plan
+}
+
+/// The config key that sets an agent's directory: the sessions directory lies beside the
+/// agentDir.
+fn config_key(label: &str) -> &'static str {
+    match label {
+        "workspace" => "workspace",
+        _ => "agentDir",
+    }
+}
+
+/// A directory deepcli would bootstrap or create for an agent, and must not: where, why, and
+/// what to change.
+fn refused_dir(agent: &str, label: &str, refused: &RefusedPath) -> Blocked {
+    let (what, beside) = match label {
+        "sessions" => ("sessions directory", " (beside its agentDir)"),
+        other => (other, ""),
+    };
+    let key = config_key(label);
+    let place = if refused.reason == crate::trash::Refusal::MountPoint {
+        format!(
+            "a directory inside the mounted filesystem (e.g. `{}`)",
+            refused.path.join(agent).display()
+        )
+    } else {
+        "a directory of its own (below /srv, /opt/<name>, /var/lib/<name>, a home directory or the state directory)".to_string()
+    };
+    Blocked {
+        reason: format!(
+            "agent `{agent}`: its {what} {}{beside} is refused: {}, and deepcli neither writes into nor moves one. hint: set `{key}` of agent `{agent}` in agents.yaml to {place}, or remove `{key}` to use the default",
+            refused.subject(),
+            refused.reason
+        ),
+        flag: None,
+    }
+}
+
+/// A deleted agent's path that the guard will not move: the plan stops, and says how to get
+/// the agent deleted.
+fn refused_move(agent: &str, label: &str, refused: &RefusedPath) -> Blocked {
+    let fix = if let crate::trash::Refusal::ContainsMountPoint { dir } = &refused.reason {
+        format!("unmount `{}`, then apply again", dir.display())
+    } else if refused.reason.is_mount() {
+        "unmount it, then apply again".to_string()
+    } else {
+        format!(
+            "list the agent again with `{}` pointing at a directory of its own, apply (the old directory is left in place), then remove it",
+            config_key(label)
+        )
+    };
+    Blocked {
+        reason: format!(
+            "agent `{agent}`: its {label} {} cannot be moved to trash: {}; nothing is moved. hint: {fix}",
+            refused.subject(),
+            refused.reason
+        ),
+        flag: None,
+    }
 }
 
 fn runtime_op(agent: &DesiredAgent, live_hash: Option<&str>) -> Option<RuntimeOp> {
@@ -312,7 +391,15 @@ fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
-fn trash_moves(record: &AgentRecord, desired: &Desired, live: &LiveState) -> Vec<TrashMove> {
+/// What deleting `record` does with each of its directories: a directory another agent also
+/// uses stays; one deepcli created moves whole; one it did not create stays, and the files
+/// deepcli wrote into it (its bootstrap files, as recorded) move out of it.
+fn trash_moves(
+    record: &AgentRecord,
+    desired: &Desired,
+    live: &LiveState,
+    world: &World,
+) -> Vec<TrashMove> {
     let others: Vec<(&str, [&PathBuf; 3])> = desired
         .agents
         .iter()
@@ -326,28 +413,76 @@ fn trash_moves(record: &AgentRecord, desired: &Desired, live: &LiveState) -> Vec
         .filter(|(id, _)| *id != record.id)
         .collect();
     [
-        ("workspace", &record.workspace, record.owns_workspace),
-        ("agentDir", &record.agent_dir, record.owns_agent_dir),
-        ("sessions", &record.sessions_dir, record.owns_sessions),
+        ("workspace", &record.workspace, record.workspace_origin),
+        ("agentDir", &record.agent_dir, record.agent_dir_origin),
+        ("sessions", &record.sessions_dir, record.sessions_origin),
     ]
     .into_iter()
-    .map(|(label, path, owned)| {
+    .map(|(label, path, origin)| {
         let shared = others
             .iter()
             .find(|(_, paths)| paths.iter().any(|p| overlaps(p, path)))
             .map(|(id, _)| format!("shared with agent `{id}`"));
-        let kept = if owned {
-            shared
-        } else {
-            Some("not created or adopted by deepcli".to_string())
+        let (kept, files) = match (shared, origin) {
+            // The other agent still uses the bootstrap files too.
+            (Some(shared), _) => (Some(shared), Vec::new()),
+            (None, DirOrigin::Created) => (None, Vec::new()),
+            (None, DirOrigin::Adopted) => (
+                Some("existed before deepcli".to_string()),
+                deepcli_files(record, label, live, world),
+            ),
+            (None, DirOrigin::Unknown) => (
+                Some("may have existed before deepcli (applied by an older version)".to_string()),
+                deepcli_files(record, label, live, world),
+            ),
         };
         TrashMove {
             label: label.to_string(),
             path: path.clone(),
+            origin,
             kept,
+            files,
         }
     })
     .collect()
+}
+
+/// The files deepcli wrote into one of `record`'s directories, in bootstrap order: the
+/// bootstrap files recorded for the agent at their place in its workspace (a record left at
+/// an older workspace is not this directory's). deepcli writes nothing else there, and nothing
+/// into the agentDir or sessions directory.
+fn deepcli_files(
+    record: &AgentRecord,
+    label: &str,
+    live: &LiveState,
+    world: &World,
+) -> Vec<FileMove> {
+    if label != "workspace" {
+        return Vec::new();
+    }
+    let mut files: Vec<(usize, FileMove)> = live
+        .bootstrap
+        .iter()
+        .filter(|b| b.agent_id == record.id && b.path == record.workspace.join(&b.name))
+        .filter_map(|b| {
+            let order = workspace::FILES.iter().position(|n| *n == b.name)?;
+            let state = match world.file(&b.path) {
+                Some(None) => FileState::Missing,
+                Some(Some(now)) if now != b.hash => FileState::Edited,
+                _ => FileState::Written,
+            };
+            Some((
+                order,
+                FileMove {
+                    name: b.name.clone(),
+                    path: b.path.clone(),
+                    state,
+                },
+            ))
+        })
+        .collect();
+    files.sort_by_key(|(order, _)| *order);
+    files.into_iter().map(|(_, f)| f).collect()
 }
 
 fn accounts(desired: &Desired, live: &LiveState, plan: &mut Plan) {

@@ -108,15 +108,45 @@ pub enum RuntimeOp {
     Stop,
 }
 
-/// A path deleting an agent moves to trash, or keeps.
+/// One of a deleted agent's directories: moved to trash whole, or kept (with deepcli's own
+/// files in it moved out when deepcli did not create it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TrashMove {
     pub label: String,
     pub path: PathBuf,
-    /// Why it stays (shared with another agent); `None`: it moves.
+    /// Who made the directory, as recorded when the agent was applied.
+    #[serde(default)]
+    pub origin: crate::state::DirOrigin,
+    /// Why the directory stays (shared with another agent, or deepcli did not create it);
+    /// `None`: it moves to trash whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept: Option<String>,
+    /// The files deepcli wrote into a directory that stays because deepcli did not create it:
+    /// these move to trash, the directory and everything else in it stay.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileMove>,
+}
+
+/// A file deepcli wrote, moved to trash out of a directory that stays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileMove {
+    pub name: String,
+    pub path: PathBuf,
+    pub state: FileState,
+}
+
+/// A file deepcli wrote, as found now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileState {
+    /// As deepcli wrote it.
+    Written,
+    /// Changed since: it goes to trash all the same, so nothing is lost.
+    Edited,
+    /// Gone already: nothing to move.
+    Missing,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use std::path::Path;
 use anstyle::{AnsiColor, Style};
 use serde_json::{Value, json};
 
-use super::{Action, FieldChange, Plan, RuntimeOp};
+use super::{Action, FieldChange, FileState, Plan, RuntimeOp};
 
 const ADD: Style = AnsiColor::Green.on_default();
 const CHANGE: Style = AnsiColor::Yellow.on_default();
@@ -126,15 +126,43 @@ fn line(action: &Action, paths: &Paths<'_>, bindings_file: &str) -> (char, Strin
             ('~', format!("agent {id}"), parts.join("; "))
         }
         Action::DeleteAgent { id, moves, runtime } => {
-            let moved: Vec<&str> = moves
+            // Directories that move whole, then the files deepcli wrote into each directory
+            // that stays: `from workspace ~/project: AGENTS.md, SOUL.md (edited)`.
+            let mut moved: Vec<String> = moves
                 .iter()
                 .filter(|m| m.kept.is_none())
-                .map(|m| m.label.as_str())
+                .map(|m| m.label.clone())
                 .collect();
+            let whole = moved.len();
+            for m in moves.iter().filter(|m| m.kept.is_some()) {
+                let files: Vec<String> = m
+                    .files
+                    .iter()
+                    .filter_map(|f| match f.state {
+                        FileState::Written => Some(f.name.clone()),
+                        FileState::Edited => Some(format!("{} (edited)", f.name)),
+                        FileState::Missing => None,
+                    })
+                    .collect();
+                if !files.is_empty() {
+                    moved.push(format!(
+                        "from {} {}: {}",
+                        m.label,
+                        paths.show(&m.path),
+                        files.join(", ")
+                    ));
+                }
+            }
             let mut detail = if moved.is_empty() {
                 "nothing to move".to_string()
             } else {
-                format!("→ trash: {}", moved.join(", "))
+                let (dirs, files) = moved.split_at(whole);
+                let mut text = format!("→ trash: {}", dirs.join(", "));
+                for (i, part) in files.iter().enumerate() {
+                    text.push_str(if i == 0 && dirs.is_empty() { "" } else { "; " });
+                    text.push_str(part);
+                }
+                text
             };
             let kept: Vec<String> = moves
                 .iter()

@@ -21,15 +21,21 @@ pub use paths::StateDir;
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
     include_str!("runtime_processes.sql"),
+    include_str!("origins.sql"),
 ];
+/// The migration that records who created each directory ([`DirOrigin`]).
+const ORIGINS_MIGRATION: usize = 4;
 
-/// `format_version` of `deepcli state export`.
-pub const SNAPSHOT_FORMAT: &str = "1";
+/// `format_version` of `deepcli state export`. Version 2 replaced the agents' `owns*` flags with
+/// `*Origin`; a version 1 snapshot is still read, its directories' origins `unknown`.
+pub const SNAPSHOT_FORMAT: &str = "2";
+/// The snapshot formats `plan --live` reads.
+pub const SNAPSHOT_FORMATS: [&str; 2] = ["1", "2"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -126,10 +132,48 @@ pub struct AgentRecord {
     pub agent_dir: PathBuf,
     pub sessions_dir: PathBuf,
     pub protect: bool,
-    pub owns_workspace: bool,
-    pub owns_agent_dir: bool,
-    pub owns_sessions: bool,
+    /// Who made each directory: only one deepcli created goes to trash whole.
+    #[serde(default)]
+    pub workspace_origin: DirOrigin,
+    #[serde(default)]
+    pub agent_dir_origin: DirOrigin,
+    #[serde(default)]
+    pub sessions_origin: DirOrigin,
     pub applied_serial: u64,
+}
+
+/// Who made one of an agent's directories.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DirOrigin {
+    /// deepcli made it, for this agent: deleting the agent moves it to trash whole.
+    Created,
+    /// It existed before deepcli's first apply for the agent: it is never moved; only the
+    /// files deepcli wrote into it go to trash.
+    Adopted,
+    /// Applied by a deepcli that did not record it; treated as adopted.
+    #[default]
+    Unknown,
+}
+
+impl DirOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DirOrigin::Created => "created",
+            DirOrigin::Adopted => "adopted",
+            DirOrigin::Unknown => "unknown",
+        }
+    }
+
+    /// The stored text; anything else (which the schema's CHECK rules out) reads as `unknown`,
+    /// the cautious answer.
+    fn parse(text: &str) -> DirOrigin {
+        match text {
+            "created" => DirOrigin::Created,
+            "adopted" => DirOrigin::Adopted,
+            _ => DirOrigin::Unknown,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -326,6 +370,73 @@ fn bool_of(v: i64) -> bool {
     v != 0
 }
 
+const AGENT_COLUMNS: &str = "id, spec_hash, spec, workspace, agent_dir, sessions_dir, protect, workspace_origin, agent_dir_origin, sessions_origin, applied_serial";
+
+fn agent_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
+    Ok(AgentRecord {
+        id: r.get(0)?,
+        spec_hash: r.get(1)?,
+        spec: serde_json::from_str(&r.get::<_, String>(2)?).unwrap_or(serde_json::Value::Null),
+        workspace: PathBuf::from(r.get::<_, String>(3)?),
+        agent_dir: PathBuf::from(r.get::<_, String>(4)?),
+        sessions_dir: PathBuf::from(r.get::<_, String>(5)?),
+        protect: bool_of(r.get(6)?),
+        workspace_origin: DirOrigin::parse(&r.get::<_, String>(7)?),
+        agent_dir_origin: DirOrigin::parse(&r.get::<_, String>(8)?),
+        sessions_origin: DirOrigin::parse(&r.get::<_, String>(9)?),
+        applied_serial: r.get(10)?,
+    })
+}
+
+/// Migration 3: an agent's directories at deepcli's default layout under the state directory
+/// were made by deepcli (nobody else puts a directory there), so an upgrade keeps moving them to
+/// trash whole. Every other directory stays `unknown`: it may be a user's folder.
+fn mark_default_layout_created(
+    tx: &rusqlite::Transaction<'_>,
+    root: &Path,
+) -> rusqlite::Result<()> {
+    let mut roots = vec![std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf())];
+    if let Ok(real) = std::fs::canonicalize(root)
+        && !roots.contains(&real)
+    {
+        roots.push(real);
+    }
+    let agents: Vec<(String, String, String, String)> = tx
+        .prepare("SELECT id, workspace, agent_dir, sessions_dir FROM agents")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (id, workspace, agent_dir, sessions) in agents {
+        for (column, path, default) in [
+            (
+                "workspace_origin",
+                workspace,
+                ["workspaces", id.as_str()].as_slice(),
+            ),
+            (
+                "agent_dir_origin",
+                agent_dir,
+                ["agents", id.as_str(), "agent"].as_slice(),
+            ),
+            (
+                "sessions_origin",
+                sessions,
+                ["agents", id.as_str(), "sessions"].as_slice(),
+            ),
+        ] {
+            let at_default = roots.iter().any(|root| {
+                Path::new(&path) == default.iter().fold(root.clone(), |p, c| p.join(c))
+            });
+            if at_default {
+                tx.execute(
+                    &format!("UPDATE agents SET {column} = 'created' WHERE id = ?1"),
+                    [&id],
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl StateStore {
     /// Opens the state database under `dir` and migrates it; creates it only when there is no
     /// file at all. An existing file that is not a deepcli state is refused, untouched
@@ -430,24 +541,10 @@ impl StateStore {
         let sql = |e| self.sql(e);
         let json = |text: String| serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
         let agents = conn
-            .prepare("SELECT id, spec_hash, spec, workspace, agent_dir, sessions_dir, protect, owns_workspace, owns_agent_dir, owns_sessions, applied_serial FROM agents ORDER BY id")
+            .prepare(&format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY id"))
             .and_then(|mut s| {
-                s.query_map([], |r| {
-                    Ok(AgentRecord {
-                        id: r.get(0)?,
-                        spec_hash: r.get(1)?,
-                        spec: json(r.get(2)?),
-                        workspace: PathBuf::from(r.get::<_, String>(3)?),
-                        agent_dir: PathBuf::from(r.get::<_, String>(4)?),
-                        sessions_dir: PathBuf::from(r.get::<_, String>(5)?),
-                        protect: bool_of(r.get(6)?),
-                        owns_workspace: bool_of(r.get(7)?),
-                        owns_agent_dir: bool_of(r.get(8)?),
-                        owns_sessions: bool_of(r.get(9)?),
-                        applied_serial: r.get(10)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
+                s.query_map([], agent_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
             })
             .map_err(sql)?;
         let bootstrap = conn
@@ -524,6 +621,18 @@ impl StateStore {
             routing,
             trash,
         })
+    }
+
+    /// One agent as last applied.
+    pub fn agent(&self, id: &str) -> Result<Option<AgentRecord>> {
+        self.conn
+            .query_row(
+                &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?1"),
+                [id],
+                agent_row,
+            )
+            .optional()
+            .map_err(|e| self.sql(e))
     }
 
     pub fn runtimes(&self) -> Result<Vec<RuntimeRecord>> {
@@ -749,6 +858,9 @@ fn migrate(conn: &mut Connection, dir: &StateDir) -> Result<()> {
         .map_err(sql)?;
     for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(migration).map_err(sql)?;
+        if i == ORIGINS_MIGRATION {
+            mark_default_layout_created(&tx, dir.root()).map_err(sql)?;
+        }
         if i == 0 {
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES ('lineage', ?1), ('serial', '0'), ('created_at', ?2), ('created_by', ?3)",
@@ -781,7 +893,7 @@ impl Tx<'_> {
 
     pub fn put_agent(&self, a: &AgentRecord) -> Result<()> {
         self.run(
-            "INSERT OR REPLACE INTO agents (id, spec_hash, spec, workspace, agent_dir, sessions_dir, protect, owns_workspace, owns_agent_dir, owns_sessions, applied_serial) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            &format!("INSERT OR REPLACE INTO agents ({AGENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
             params![
                 a.id,
                 a.spec_hash,
@@ -790,9 +902,9 @@ impl Tx<'_> {
                 a.agent_dir.to_string_lossy(),
                 a.sessions_dir.to_string_lossy(),
                 a.protect,
-                a.owns_workspace,
-                a.owns_agent_dir,
-                a.owns_sessions,
+                a.workspace_origin.as_str(),
+                a.agent_dir_origin.as_str(),
+                a.sessions_origin.as_str(),
                 a.applied_serial
             ],
         )
