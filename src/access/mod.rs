@@ -741,7 +741,9 @@ fn verify_signature(
     let secret = account
         .webhook_secret
         .as_ref()
-        .map_err(|why| unauthorized(format!("this account cannot authenticate calls: {why}")))?;
+        // Why is the operator's to read (`deepcli status`, the log): it names the variable or
+        // file the secret lives in.
+        .map_err(|_| unauthorized("this account takes no messages: it has no usable webhookSecret (`deepcli status` tells the operator why)".into()))?;
     let Some(given) = signature else {
         return Err(unauthorized(
             "missing `X-Deepcli-Signature: sha256=<hex HMAC-SHA256 of the body with the account's webhookSecret>`".into(),
