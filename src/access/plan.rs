@@ -243,7 +243,10 @@ mod tests {
         };
         let accounts = [
             account("empty", Some(file_secret(dir.path(), "e", "\n"))),
-            account("good", Some(file_secret(dir.path(), "g", "good\n"))),
+            account(
+                "good",
+                Some(file_secret(dir.path(), "g", "resolved-value\n")),
+            ),
             account("unset", None),
         ];
         let plan = AccessPlan::new(
@@ -262,12 +265,17 @@ mod tests {
         assert!(plan.accounts[&key("empty")].webhook_secret.is_err());
         assert_eq!(
             plan.accounts[&key("good")].webhook_secret.as_deref(),
-            Ok(&b"good"[..])
+            Ok(&b"resolved-value"[..])
         );
         // An account without a webhookSecret takes no calls either, but it was written that
         // way: only unusable references are the operator's to hear about.
         assert!(plan.accounts[&key("unset")].webhook_secret.is_err());
         assert_eq!(plan.closed.len(), 1, "{:?}", plan.closed);
+        let shown = format!("{plan:?}");
+        assert!(
+            !shown.contains("resolved-value"),
+            "the resolved secret is shown: {shown}"
+        );
         assert!(
             plan.closed[0].starts_with("telegram/empty: "),
             "{:?}",
