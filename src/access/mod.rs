@@ -741,9 +741,11 @@ fn verify_signature(
     let secret = account
         .webhook_secret
         .as_ref()
-        // Why is the operator's to read (`deepcli status`, the log): it names the variable or
-        // file the secret lives in.
-        .map_err(|_| unauthorized("this account takes no messages: it has no usable webhookSecret (`deepcli status` tells the operator why)".into()))?;
+        // Why is the operator's to read (the log, `closedAccounts` in the status): it names
+        // the variable or file the secret lives in.
+        .map_err(|_| {
+            unauthorized("this account takes no messages: it has no usable webhookSecret".into())
+        })?;
     let Some(given) = signature else {
         return Err(unauthorized(
             "missing `X-Deepcli-Signature: sha256=<hex HMAC-SHA256 of the body with the account's webhookSecret>`".into(),

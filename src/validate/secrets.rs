@@ -634,7 +634,7 @@ pub(crate) fn scrub(diagnostics: &mut [Diagnostic], sources: &Sources) {
     let mask = |text: &mut String| {
         for secret in &secrets {
             if text.contains(secret.as_str()) {
-                *text = text.replace(secret.as_str(), MASK);
+                *text = mask_word(text, secret);
             }
         }
     };
@@ -647,6 +647,23 @@ pub(crate) fn scrub(diagnostics: &mut [Diagnostic], sources: &Sources) {
             mask(&mut r.message);
         }
     }
+}
+
+/// `text` with every occurrence of `secret` that is not part of a longer word masked: a
+/// short inline value (`test`) must not cut into `latest`.
+fn mask_word(text: &str, secret: &str) -> String {
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(secret) {
+        let end = at + secret.len();
+        let inside = word(rest[..at].chars().next_back()) || word(rest[end..].chars().next());
+        out.push_str(&rest[..at]);
+        out.push_str(if inside { secret } else { MASK });
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The string a redacted finding points at: the scalar, or the mapping key.
@@ -703,6 +720,15 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn a_quoted_secret_is_masked_but_not_the_words_that_contain_it() {
+        assert_eq!(
+            mask_word("`test` is not the latest test: test", "test"),
+            "`<redacted>` is not the latest <redacted>: <redacted>"
+        );
+        assert_eq!(mask_word("no secret here", "test"), "no secret here");
     }
 
     #[test]
