@@ -123,7 +123,7 @@ fn empty_secret(
     base: &str,
 ) -> Diagnostic {
     let why = if field == "webhookSecret" {
-        ": a call signed with the empty key would pass, so this account would take no messages"
+        ": anybody can sign with the empty key, so this account would take no messages"
     } else {
         ""
     };
