@@ -71,6 +71,7 @@ pub mod rules {
         DM_ALLOWLIST_EMPTY = "dm-allowlist-empty", Error, "`dmPolicy: allowlist` without `allowFrom` lets nobody in.";
         DM_OPEN_WITHOUT_WILDCARD = "dm-open-without-wildcard", Error, "`dmPolicy: open` needs `allowFrom: [\"*\"]` to say so explicitly.";
         INLINE_SECRET = "inline-secret", Error, "A secret is written inline instead of as a reference.";
+        EMPTY_SECRET = "empty-secret", Error, "A secret field is empty or only whitespace.";
         RUNTIME_MISSING_COMMAND = "runtime-missing-command", Error, "An acp or process runtime has no command.";
         MULTIPLE_DEFAULTS = "multiple-defaults", Warning, "Several agents are marked `default: true`; the first wins.";
         UNREACHABLE_BINDING = "unreachable-binding", Warning, "An earlier binding in the same tier always wins over this one.";
@@ -78,6 +79,7 @@ pub mod rules {
         NON_CANONICAL_ID = "non-canonical-id", Warning, "An id is not in canonical form and is normalized.";
         LEGACY_PEER_KIND = "legacy-peer-kind", Warning, "`peer.kind: dm` is the legacy spelling of `direct`.";
         ALLOW_BOTS_MENTIONS = "allow-bots-mentions", Warning, "`allowBots: mentions` only exists on Discord.";
+        POSSIBLE_SECRET = "possible-secret", Warning, "A string looks like it may hold a credential.";
         NOTHING_DECLARED = "nothing-declared", Warning, "The config directory has none of the three config files.";
     }
 

@@ -118,6 +118,24 @@ fn columns(l: &Location, line: &str) -> (usize, usize) {
     (col, end.max(col + 1))
 }
 
+/// The 0-based character range a secret covers on line `number` (`text`): a scalar may run
+/// over several lines, and each of them may be shown under another finding.
+fn masked_columns(secret: &Location, number: u32, text: &str) -> Option<(usize, usize)> {
+    let (start, end) = (secret.span.start, secret.span.end);
+    if number == start.line {
+        return Some(columns(secret, text));
+    }
+    if number < start.line || number > end.line {
+        return None;
+    }
+    let to = if number == end.line {
+        end.column.saturating_sub(1) as usize
+    } else {
+        text.chars().count()
+    };
+    (to > 0).then_some((0, to))
+}
+
 fn position(l: &Location) -> String {
     format!(
         "{}:{}:{}",
@@ -139,8 +157,8 @@ fn snippet(out: &mut String, location: &Location, sources: &Sources, secrets: &[
     };
     let masked: Vec<(usize, usize)> = secrets
         .iter()
-        .filter(|s| s.file == location.file && s.span.start.line == start.line)
-        .map(|s| columns(s, line))
+        .filter(|s| s.file == location.file)
+        .filter_map(|s| masked_columns(s, start.line, line))
         .collect();
     // Tabs become one space so that the underline lines up character for character.
     let text: String = line

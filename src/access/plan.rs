@@ -40,6 +40,10 @@ pub struct AccessPlan {
     pub accounts: HashMap<(String, String), AccountAccess>,
     /// What runs each agent (absent: `none`).
     pub runtimes: HashMap<String, RuntimeKind>,
+    /// The accounts whose `webhookSecret` is referenced but unusable (unset, unreadable,
+    /// empty): `channel/account: why`, for the operator. Their callers only hear that the
+    /// account takes no messages.
+    pub closed: Vec<String>,
     /// How many agents and bindings the plan holds.
     pub agents: usize,
     pub bindings: usize,
@@ -55,6 +59,25 @@ pub fn resolve_secret(secret: &SecretRef) -> Result<String, String> {
             .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
             .map_err(|e| format!("cannot read secret file `{path}`: {e}")),
     }
+}
+
+/// Resolves a `webhookSecret`: a secret that is empty or only whitespace (a file holding
+/// only a line break, a variable set to "") is refused, since an HMAC with the empty key is
+/// one anybody can compute.
+pub fn resolve_webhook_secret(secret: &SecretRef) -> Result<Vec<u8>, String> {
+    let value = resolve_secret(secret)?;
+    if !value.trim().is_empty() {
+        return Ok(value.into_bytes());
+    }
+    let what = if value.is_empty() {
+        "is empty"
+    } else {
+        "holds only whitespace"
+    };
+    Err(match secret {
+        SecretRef::Env { id } => format!("environment variable `{id}` {what}"),
+        SecretRef::File { path } => format!("secret file `{path}` {what}"),
+    })
 }
 
 /// The accounts section of the routing plan document: every declared channel account, with
@@ -122,6 +145,7 @@ impl AccessPlan {
         meta: PlanMeta,
         (agents, bindings): (usize, usize),
     ) -> AccessPlan {
+        let mut closed = Vec::new();
         let accounts = accounts
             .iter()
             .map(|a| {
@@ -130,9 +154,14 @@ impl AccessPlan {
                     a.channel, a.account_id
                 );
                 let webhook_secret = match &a.webhook_secret {
-                    Some(r) => resolve_secret(r)
-                        .map(String::into_bytes)
-                        .map_err(|e| format!("`{field}`: {e}")),
+                    Some(r) => resolve_webhook_secret(r).map_err(|e| {
+                        let account = format!("{}/{}", a.channel, a.account_id);
+                        let why = format!("`{field}`: {e}");
+                        // Said once per plan, where the secret is resolved.
+                        tracing::warn!(%account, %why, "this channel account takes no messages");
+                        closed.push(format!("{account}: {why}"));
+                        why
+                    }),
                     None => Err(format!("`{field}` is not set")),
                 };
                 (
@@ -153,6 +182,7 @@ impl AccessPlan {
             loaded_at: crate::state::now(),
             accounts,
             runtimes,
+            closed,
             agents,
             bindings,
         }
@@ -168,5 +198,94 @@ impl AccessPlan {
             .get(agent_id)
             .copied()
             .unwrap_or(RuntimeKind::None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_secret(dir: &std::path::Path, name: &str, text: &str) -> SecretRef {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        SecretRef::File {
+            path: path.display().to_string(),
+        }
+    }
+
+    #[test]
+    fn an_empty_or_blank_webhook_secret_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text, why) in [
+            ("empty", "", "is empty"),
+            ("newline", "\n", "is empty"),
+            ("crlf", "\r\n", "is empty"),
+            ("blank", " \t \n", "holds only whitespace"),
+        ] {
+            let secret = file_secret(dir.path(), name, text);
+            let error = resolve_webhook_secret(&secret).unwrap_err();
+            assert!(error.ends_with(why), "{name}: {error}");
+            assert!(error.contains(name), "{name}: names the file: {error}");
+        }
+    }
+
+    #[test]
+    fn a_webhook_secret_keeps_all_but_its_trailing_line_break() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = file_secret(dir.path(), "s", " s3cret \n");
+        assert_eq!(resolve_webhook_secret(&secret).unwrap(), b" s3cret ");
+    }
+
+    #[test]
+    fn an_account_with_an_unusable_secret_is_closed_and_says_why_to_the_operator() {
+        let dir = tempfile::tempdir().unwrap();
+        let account = |id: &str, secret: Option<SecretRef>| StoredAccount {
+            channel: "telegram".into(),
+            account_id: id.into(),
+            enabled: true,
+            webhook_secret: secret,
+            reply_url: None,
+        };
+        let accounts = [
+            account("empty", Some(file_secret(dir.path(), "e", "\n"))),
+            account(
+                "good",
+                Some(file_secret(dir.path(), "g", "resolved-value\n")),
+            ),
+            account("unset", None),
+        ];
+        let plan = AccessPlan::new(
+            RoutingPlan::default(),
+            &accounts,
+            HashMap::new(),
+            PlanMeta {
+                format_version: String::new(),
+                generation: 1,
+                content_hash: String::new(),
+                config_hash: String::new(),
+            },
+            (0, 0),
+        );
+        let key = |id: &str| ("telegram".to_string(), id.to_string());
+        assert!(plan.accounts[&key("empty")].webhook_secret.is_err());
+        assert_eq!(
+            plan.accounts[&key("good")].webhook_secret.as_deref(),
+            Ok(&b"resolved-value"[..])
+        );
+        // An account without a webhookSecret takes no calls either, but it was written that
+        // way: only unusable references are the operator's to hear about.
+        assert!(plan.accounts[&key("unset")].webhook_secret.is_err());
+        assert_eq!(plan.closed.len(), 1, "{:?}", plan.closed);
+        let shown = format!("{plan:?}");
+        assert!(
+            !shown.contains("resolved-value"),
+            "the resolved secret is shown: {shown}"
+        );
+        assert!(
+            plan.closed[0].starts_with("telegram/empty: "),
+            "{:?}",
+            plan.closed
+        );
+        assert!(plan.closed[0].ends_with("is empty"), "{:?}", plan.closed);
     }
 }

@@ -252,6 +252,9 @@ fn human(doc: &Value) -> String {
     for b in doc["blocked"].as_array().into_iter().flatten() {
         out.push_str(&format!("blocked      {}\n", text(b)));
     }
+    for c in doc["closedAccounts"].as_array().into_iter().flatten() {
+        out.push_str(&format!("closed       {} (takes no messages)\n", text(c)));
+    }
     let runtimes = doc["runtimes"].as_array().cloned().unwrap_or_default();
     if runtimes.is_empty() {
         out.push_str("runtimes     none\n");

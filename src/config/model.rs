@@ -464,3 +464,73 @@ pub struct AcpSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VALUE: &str = "sk-proj-DO-NOT-PRINT-0123456789";
+
+    #[test]
+    fn an_inline_secret_is_never_shown_by_debug_or_serialize() {
+        let secret = Secret::from_text(VALUE);
+        assert!(matches!(secret, Secret::Inline(_)));
+        for shown in [
+            format!("{secret:?}"),
+            format!("{secret:#?}"),
+            serde_json::to_string(&secret).unwrap(),
+        ] {
+            assert!(!shown.contains("DO-NOT-PRINT"), "{shown}");
+            assert!(shown.contains("redacted"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn an_account_holding_an_inline_secret_never_shows_it() {
+        // Decoded the way the loader decodes channels.yaml, then shown every way it can be.
+        let account: AccountSpec = serde_json::from_value(serde_json::json!({
+            "botToken": VALUE,
+            "webhookSecret": {"source": "env", "id": "WEBHOOK"},
+        }))
+        .unwrap();
+        let file = ChannelsFile {
+            channels: [(
+                "telegram".to_string(),
+                ChannelSpec {
+                    accounts: [("default".to_string(), account)].into_iter().collect(),
+                    ..ChannelSpec::default()
+                },
+            )]
+            .into_iter()
+            .collect(),
+        };
+        for shown in [
+            format!("{file:?}"),
+            format!("{file:#?}"),
+            serde_json::to_string(&file).unwrap(),
+            serde_json::to_string_pretty(&file).unwrap(),
+        ] {
+            assert!(!shown.contains("DO-NOT-PRINT"), "{shown}");
+            // References are shown as references.
+            assert!(shown.contains("WEBHOOK"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn a_reference_is_shown_as_a_reference() {
+        let env = Secret::from_text("${OPENAI_API_KEY}");
+        assert_eq!(format!("{env:?}"), "env:OPENAI_API_KEY");
+        assert_eq!(
+            serde_json::to_string(&env).unwrap(),
+            r#"{"source":"env","id":"OPENAI_API_KEY"}"#
+        );
+        let file = Secret::Ref(SecretRef::File {
+            path: "/run/secrets/x".into(),
+        });
+        assert_eq!(format!("{file:?}"), "file:/run/secrets/x");
+        assert_eq!(
+            serde_json::to_string(&file).unwrap(),
+            r#"{"source":"file","path":"/run/secrets/x"}"#
+        );
+    }
+}

@@ -278,7 +278,7 @@ fn pointer_is_secret(pointer: &str) -> bool {
 }
 
 /// "`match.peer.kind`" style names for messages; the root is "the file".
-fn describe(pointer: &str) -> String {
+pub(crate) fn describe(pointer: &str) -> String {
     if pointer.is_empty() {
         return "the file".to_string();
     }

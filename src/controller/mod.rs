@@ -560,6 +560,11 @@ async fn reconcile(
                         s.config_hash = Some(config_hash);
                         s.rejected = None;
                         s.blocked.clear();
+                        s.closed_accounts = shared
+                            .access
+                            .plan()
+                            .map(|p| p.closed.clone())
+                            .unwrap_or_default();
                         s.last_error = None;
                         s.agents = agents;
                     }

@@ -30,6 +30,10 @@ pub struct ControllerStatus {
     pub rejected: Option<Rejection>,
     /// A plan that waits for an operator (mass delete, protected agent, unsafe path).
     pub blocked: Vec<String>,
+    /// Channel accounts that take no messages because their `webhookSecret` reference is
+    /// unusable (unset, unreadable, empty): `channel/account: why`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub closed_accounts: Vec<String>,
     pub agents: Vec<String>,
     pub runtimes: Vec<RuntimeStatus>,
     pub reconciles: u64,

@@ -190,6 +190,8 @@ fn runtime_rules(
     for (name, value) in &runtime.env {
         if let EnvValue::Text(text) = value
             && looks_secret(name)
+            // An empty value holds no secret (it may be there to blank an inherited one).
+            && !text.trim().is_empty()
             && matches!(Secret::from_text(text), Secret::Inline(_))
         {
             out.push(

@@ -70,7 +70,12 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 _ => {}
             }
             for field in SECRET_FIELDS {
-                if let Some(Secret::Inline(_)) = spec.secrets.get(*field) {
+                let Some(Secret::Inline(text)) = spec.secrets.get(*field) else {
+                    continue;
+                };
+                if text.trim().is_empty() {
+                    out.push(empty_secret(cx, channel, account.id, field, &base));
+                } else {
                     out.push(
                         Diagnostic::new(
                             rules::INLINE_SECRET,
@@ -106,6 +111,30 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
+
+/// An empty secret holds nothing to leak, but it is no credential either: an empty
+/// `webhookSecret` would let anyone sign with the empty key.
+fn empty_secret(
+    cx: &Context<'_>,
+    channel: &Channel,
+    account: &str,
+    field: &str,
+    base: &str,
+) -> Diagnostic {
+    let why = if field == "webhookSecret" {
+        ": anybody can sign with the empty key, so this account would take no messages"
+    } else {
+        ""
+    };
+    Diagnostic::new(
+        rules::EMPTY_SECRET,
+        format!("`{field}` of {}:{account} is empty{why}", channel.id),
+    )
+    .hint(format!(
+        "reference the secret: `{field}: {{source: env, id: VAR}}`, `\"${{VAR}}\"` or `{{source: file, path: PATH}}`; or remove the key"
+    ))
+    .at(cx.at(FILE, &format!("{base}/{field}")))
 }
 
 fn dm_allowlist_empty(cx: &Context<'_>, base: &str) -> Diagnostic {

@@ -8,6 +8,7 @@
 mod agents;
 mod bindings;
 mod channels;
+mod secrets;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -68,6 +69,7 @@ pub fn finish_with<T: Send>(
         crate::threads::join(|| check(&config), || clean.then(|| alongside(&config)));
     diagnostics.extend(rules);
     diagnostic::sort(&mut diagnostics);
+    secrets::scrub(&mut diagnostics, &config.sources);
     (
         Report {
             config,
@@ -84,6 +86,8 @@ pub fn check(config: &Config) -> Vec<Diagnostic> {
     agents::check(&cx, &mut out);
     channels::check(&cx, &mut out);
     bindings::check(&cx, &mut out);
+    // Last: it skips what the field rules above already reported.
+    secrets::check(&cx, &mut out);
     out
 }
 
