@@ -27,6 +27,7 @@ pub mod http_server;
 pub mod log_line;
 pub mod manage;
 mod mounts;
+pub mod os;
 pub(crate) mod owner_only;
 pub mod plan;
 pub mod report;

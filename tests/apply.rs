@@ -1232,7 +1232,7 @@ fn a_dead_holders_lease_is_taken_over() {
     let conn = rusqlite::Connection::open(dir.db()).unwrap();
     conn.execute(
         "INSERT INTO lease (id, pid, host, process_start, purpose, acquired_at, heartbeat_at) VALUES (1, 999999999, ?1, '1', 'deepcli apply', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
-        [deepcli::state::lease::hostname()],
+        [deepcli::os::hostname()],
     )
     .unwrap();
     drop(conn);

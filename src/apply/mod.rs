@@ -119,7 +119,7 @@ pub fn apply(
         started_at: crate::state::now(),
         finished_at: None,
         user: user(),
-        host: crate::state::lease::hostname(),
+        host: crate::os::hostname(),
         source: cx.source.as_str().to_string(),
         config_hash: plan.config_hash.clone(),
         git_commit: cx.git_commit.clone(),
@@ -538,7 +538,7 @@ fn stop_runtime(store: &StateStore, agent_id: &str) {
         .and_then(|r| {
             let pid = u32::try_from(r.pid?).ok()?;
             // Only the very process that was started: a reused pid is someone else's.
-            (crate::state::lease::process_start(pid) == r.process_start).then_some(pid)
+            (crate::os::process_start(pid) == r.process_start).then_some(pid)
         })
     else {
         return;
@@ -552,7 +552,7 @@ fn stop_runtime(store: &StateStore, agent_id: &str) {
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while std::time::Instant::now() < deadline {
-        if crate::state::lease::process_start(pid).is_none() {
+        if crate::os::process_start(pid).is_none() {
             return;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
-use serde::{Deserialize, Serialize};
+
+pub use crate::os::ProcessId;
+use crate::os::ProcStat;
 
 /// The variable every runtime gets with its agent id; an orphan that still carries it is
 /// known to be that runtime's after its parent exited.
@@ -40,56 +42,10 @@ pub const AGENT_ENV: &str = "DEEPCLI_AGENT_ID";
 /// How long [`Tree::kill`] keeps killing a tree that forks faster than it dies.
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
-/// One process: a pid and its start time (clock ticks since boot), which together name it even
-/// after the pid is reused.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ProcessId {
-    pub pid: u32,
-    pub start: String,
-}
-
-impl ProcessId {
-    /// The running (or dead, not yet reaped) process `pid`.
-    pub fn of(pid: u32) -> Option<ProcessId> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        parse_stat(pid, &text).map(|s| ProcessId {
-            pid,
-            start: s.start,
-        })
-    }
-}
-
-/// What `/proc/<pid>/stat` says of a process.
-#[derive(Debug, Clone, PartialEq)]
-struct Stat {
-    pid: u32,
-    /// Dead, not yet reaped.
-    zombie: bool,
-    ppid: u32,
-    pgrp: u32,
-    session: u32,
-    start: String,
-}
-
-fn parse_stat(pid: u32, text: &str) -> Option<Stat> {
-    // The command name (field 2) is in parentheses and may hold spaces and parentheses.
-    let after = text.get(text.rfind(')')? + 1..)?;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let number = |i: usize| fields.get(i).and_then(|f| f.parse::<u32>().ok());
-    Some(Stat {
-        pid,
-        zombie: matches!(fields.first(), Some(&"Z") | Some(&"X")),
-        ppid: number(1)?,
-        pgrp: number(2)?,
-        session: number(3)?,
-        start: fields.get(19)?.to_string(),
-    })
-}
-
 /// Every process `/proc` showed at one moment.
 #[derive(Debug, Default)]
 struct Procs {
-    by_pid: HashMap<u32, Stat>,
+    by_pid: HashMap<u32, ProcStat>,
     /// Whether `/proc` could be read at all (else signals go to the leader's group only).
     readable: bool,
 }
@@ -103,8 +59,7 @@ impl Procs {
             .filter_map(|entry| {
                 let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
                 // Gone since the listing: skipped.
-                let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-                parse_stat(pid, &text).map(|s| (pid, s))
+                ProcStat::read(pid).map(|s| (pid, s))
             })
             .collect();
         Procs {
@@ -214,7 +169,7 @@ impl Tree {
 
     /// The tree's processes in `procs`, zombies included (their group and session ids still
     /// count).
-    fn members<'p>(&self, procs: &'p Procs, observer: &Observer<'_>) -> Vec<&'p Stat> {
+    fn members<'p>(&self, procs: &'p Procs, observer: &Observer<'_>) -> Vec<&'p ProcStat> {
         // Pid 0 is "no leader on record"; group and session 0 are the kernel's.
         let anchors = || {
             std::iter::once(&self.leader)
@@ -275,7 +230,7 @@ impl Tree {
             return false;
         }
         let members = self.members(procs, observer);
-        let live: Vec<&Stat> = members.iter().copied().filter(|p| !p.zombie).collect();
+        let live: Vec<&ProcStat> = members.iter().copied().filter(|p| !p.zombie).collect();
         let mut escaped: BTreeSet<ProcessId> = live
             .iter()
             .filter(|p| p.pgrp != self.leader.pid && p.pid != self.leader.pid)
@@ -320,7 +275,7 @@ impl Tree {
 
     /// The live processes signalled.
     fn signal_members(&self, procs: &Procs, observer: &Observer<'_>, signal: Signal) -> usize {
-        let live: Vec<&Stat> = self
+        let live: Vec<&ProcStat> = self
             .members(procs, observer)
             .into_iter()
             .filter(|p| !p.zombie)
@@ -445,8 +400,8 @@ pub fn reap_adopted() {
 mod tests {
     use super::*;
 
-    fn stat(pid: u32, ppid: u32, pgrp: u32, session: u32) -> Stat {
-        Stat {
+    fn stat(pid: u32, ppid: u32, pgrp: u32, session: u32) -> ProcStat {
+        ProcStat {
             pid,
             zombie: false,
             ppid,
@@ -463,7 +418,7 @@ mod tests {
         }
     }
 
-    fn procs(list: &[Stat]) -> Procs {
+    fn procs(list: &[ProcStat]) -> Procs {
         Procs {
             by_pid: list.iter().map(|s| (s.pid, s.clone())).collect(),
             readable: true,
@@ -496,8 +451,8 @@ mod tests {
     fn stat_lines_parse_with_any_command_name() {
         let line = "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 1000 10 18446744073709551615";
         assert_eq!(
-            parse_stat(4242, line),
-            Some(Stat {
+            ProcStat::parse(4242, line),
+            Some(ProcStat {
                 pid: 4242,
                 zombie: false,
                 ppid: 1,
@@ -506,7 +461,7 @@ mod tests {
                 start: "987654".into(),
             })
         );
-        assert_eq!(parse_stat(1, "1 (truncated) S 0"), None);
+        assert_eq!(ProcStat::parse(1, "1 (truncated) S 0"), None);
     }
 
     #[test]

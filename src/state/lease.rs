@@ -3,6 +3,7 @@
 //! (same host: its pid is gone, a zombie, or another process now; another host: no heartbeat
 //! for [`STALE_AFTER`]) is taken over.
 
+use crate::os::hostname;
 use std::time::{Duration, Instant};
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
@@ -43,50 +44,12 @@ pub struct LeaseHolder {
     pub heartbeat_at: String,
 }
 
-pub fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "localhost".to_string())
-}
-
-/// A process as `/proc/<pid>/stat` shows it.
-struct ProcStat {
-    /// Field 3: `R`, `S`, `D`, … and `Z` (zombie: exited, not yet reaped) or `X` (dead).
-    state: char,
-    /// Field 22: the start time in clock ticks since boot.
-    start: String,
-}
-
-impl ProcStat {
-    fn read(pid: u32) -> Option<ProcStat> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The command name (field 2) is in parentheses and may contain spaces.
-        let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-        let state = fields.next()?.chars().next()?;
-        let start = fields.nth(18)?.to_string();
-        Some(ProcStat { state, start })
-    }
-
-    /// Exited: a zombie keeps its `/proc` entry (and start time) until its parent reaps it,
-    /// which may take a while, but it holds nothing and will never renew a lease.
-    fn has_exited(&self) -> bool {
-        matches!(self.state, 'Z' | 'X')
-    }
-}
-
-/// The start time of a process (clock ticks since boot, `/proc/<pid>/stat` field 22): with the
-/// pid it names one process, even after the pid is reused. A zombie has one too.
-pub fn process_start(pid: u32) -> Option<String> {
-    ProcStat::read(pid).map(|p| p.start)
-}
-
 impl LeaseHolder {
     fn is_alive(&self, host: &str) -> bool {
         if self.host == host {
-            match ProcStat::read(self.pid) {
+            match crate::os::ProcStat::read(self.pid) {
                 None => false,
-                Some(p) if p.has_exited() => false,
+                Some(p) if p.zombie => false,
                 Some(p) => self.process_start.as_deref().is_none_or(|s| s == p.start),
             }
         } else {
@@ -122,7 +85,7 @@ impl StateStore {
         let deadline = Instant::now() + wait;
         let host = hostname();
         let pid = std::process::id();
-        let me = process_start(pid);
+        let me = crate::os::process_start(pid);
         loop {
             match self.try_acquire(purpose, &host, pid, me.as_deref())? {
                 None => {
@@ -231,7 +194,7 @@ mod tests {
         let holder = LeaseHolder {
             pid,
             host: host.clone(),
-            process_start: process_start(pid),
+            process_start: crate::os::process_start(pid),
             purpose: LeasePurpose::Controller.as_str().to_string(),
             acquired_at: now(),
             heartbeat_at: now(),
@@ -246,7 +209,7 @@ mod tests {
             assert!(Instant::now() < deadline, "the child never became a zombie");
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert_eq!(process_start(pid), holder.process_start, "still in /proc");
+        assert_eq!(crate::os::process_start(pid), holder.process_start, "still in /proc");
         assert!(!holder.is_alive(&host), "a zombie holder is dead");
         child.wait().unwrap();
         assert!(!holder.is_alive(&host), "a reaped holder is dead");

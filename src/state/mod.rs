@@ -1038,7 +1038,7 @@ impl Tx<'_> {
         let process_start = r
             .process_start
             .clone()
-            .or_else(|| r.pid.and_then(lease::process_start));
+            .or_else(|| r.pid.and_then(crate::os::process_start));
         let escaped = (!r.escaped.is_empty())
             .then(|| serde_json::to_string(&r.escaped).ok())
             .flatten();
