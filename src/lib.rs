@@ -17,10 +17,12 @@
 pub mod access;
 pub mod apply;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod demo_agent;
 pub mod diagnostic;
+pub mod durable;
 pub mod failpoint;
 pub mod hash;
 pub mod http_server;

@@ -1748,9 +1748,7 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, TrashError> {
 
 /// Makes a directory's entries (a rename into or out of it) durable.
 fn sync_dir(dir: &Path) -> Result<(), TrashError> {
-    File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| io_err("sync", dir, e))
+    crate::durable::sync_dir(dir).map_err(|e| io_err("sync", dir, e))
 }
 
 fn sync_parent(path: &Path) -> Result<(), TrashError> {

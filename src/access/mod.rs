@@ -156,7 +156,7 @@ impl Access {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
                 && self.plan().is_some_and(|p| p.declares_channel(c))
         });
-        let now = crate::state::now();
+        let now = crate::clock::now();
         let line = crate::log_line::escape(line);
         let (path, text) = match declared {
             Some(channel) => (

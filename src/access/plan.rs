@@ -179,7 +179,7 @@ impl AccessPlan {
             generation: meta.generation,
             content_hash: meta.content_hash,
             config_hash: meta.config_hash,
-            loaded_at: crate::state::now(),
+            loaded_at: crate::clock::now(),
             accounts,
             runtimes,
             closed,

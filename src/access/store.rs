@@ -151,7 +151,7 @@ impl AccessStore {
         agent_id: &str,
         session: &RuntimeSession,
     ) -> Result<(), StateError> {
-        let now = crate::state::now();
+        let now = crate::clock::now();
         self.with(|c| {
             c.execute(
                 "INSERT INTO sessions (session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at)
@@ -167,7 +167,7 @@ impl AccessStore {
     pub fn acp_session_key(&self, binding_key: &str, agent_id: &str) -> Result<String, StateError> {
         let fresh =
             crate::routing::session::spawned_key(agent_id, crate::routing::session::Spawned::Acp);
-        let now = crate::state::now();
+        let now = crate::clock::now();
         self.with(|c| {
             c.execute(
                 "INSERT INTO acp_bindings (binding_key, session_key, created_at) VALUES (?1, ?2, ?3)
@@ -216,7 +216,7 @@ impl AccessStore {
         turns: &[Turn],
         delivery: Option<(&DeliveryKey, &str)>,
     ) -> Result<(), StateError> {
-        let now = crate::state::now();
+        let now = crate::clock::now();
         self.with(|c| {
             let tx = c.transaction()?;
             for t in turns {
@@ -263,7 +263,7 @@ impl AccessStore {
         attempts: u32,
         last_error: &str,
     ) -> Result<(), StateError> {
-        let now = crate::state::now();
+        let now = crate::clock::now();
         self.with(|c| {
             c.execute(
                 "INSERT INTO dead_letters (channel, account_id, peer_kind, peer_id, thread_id, message_id, url, body, attempts, last_error, at)

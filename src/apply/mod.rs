@@ -8,7 +8,6 @@
 //! resumes with what the crashed attempt found on disk before it created any directory (also in
 //! the journal), so a directory it created is still recorded as created, not as adopted.
 
-mod files;
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +21,6 @@ use crate::state::{
 };
 use crate::{failpoint, hash, trash, workspace};
 
-pub use files::write_atomic;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -116,7 +114,7 @@ pub fn apply(
     let history = HistoryRecord {
         id: 0,
         serial,
-        started_at: crate::state::now(),
+        started_at: crate::clock::now(),
         finished_at: None,
         user: user(),
         host: crate::os::hostname(),
@@ -344,15 +342,15 @@ fn run_step(
                 applied.map(|a| (a.sessions_dir.as_path(), a.sessions_origin)),
             );
             for dir in [&agent.workspace, &agent.agent_dir, &agent.sessions_dir] {
-                files::create_dir(dir).map_err(&err)?;
+                std::fs::create_dir_all(dir).map_err(&err)?;
             }
             for file in files {
                 let content = agent.file(&file.name).unwrap_or_default();
                 let replace = file.why == "identity";
-                files::write_file(&file.path, content.as_bytes(), replace).map_err(&err)?;
+                crate::durable::write_file(&file.path, content.as_bytes(), replace).map_err(&err)?;
                 failpoint::hit(&format!("file:{step}:{}", file.name));
             }
-            files::sync_fs(&agent.workspace).map_err(&err)?;
+            crate::durable::sync_fs(&agent.workspace).map_err(&err)?;
             failpoint::hit(&format!("after:{step}"));
             // Record every bootstrap file that holds exactly what deepcli would write: the
             // files of this step and those of a crashed attempt alike.
@@ -462,7 +460,7 @@ fn run_step(
             let path = store.dir().routing_plan();
             // Private: the plan names every account, the peers bindings match and the reply
             // URLs.
-            files::write_atomic_private(&path, desired.routing_json(*to).as_bytes())
+            crate::durable::write_atomic_private(&path, desired.routing_json(*to).as_bytes())
                 .map_err(&err)?;
             failpoint::hit(&format!("after:{step}"));
             let record = PlanRecord {
@@ -470,7 +468,7 @@ fn run_step(
                 content_hash: desired.routing_hash.clone(),
                 config_hash: desired.config_hash.clone(),
                 bindings: desired.routing.bindings.len() as u64,
-                published_at: crate::state::now(),
+                published_at: crate::clock::now(),
             };
             store.transaction(|tx| {
                 tx.put_plan(&record)?;

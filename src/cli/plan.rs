@@ -186,7 +186,7 @@ fn make_plan(global: &GlobalSettings, args: &PlanArgs) -> Result<bool, ExitStatu
             plan: plan.clone(),
         };
         let text = serde_json::to_string_pretty(&saved).unwrap_or_default();
-        if let Err(e) = apply::write_atomic(out, text.as_bytes()) {
+        if let Err(e) = crate::durable::write_atomic(out, text.as_bytes()) {
             stderr_error(format!("cannot write `{}`: {e}", out.display()));
             return Err(ExitStatus::Failure);
         }

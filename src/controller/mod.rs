@@ -178,7 +178,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         runtimes: supervisor.status_handle(),
         status: RwLock::new(ControllerStatus {
             pid: std::process::id(),
-            started_at: crate::state::now(),
+            started_at: crate::clock::now(),
             config_dir: options.config_dir.display().to_string(),
             state_dir: state.root().display().to_string(),
             serial,
@@ -555,7 +555,7 @@ async fn reconcile(
                             s.routing_generation = Some(g);
                         }
                         if s.config_hash.as_deref() != Some(config_hash.as_str()) {
-                            s.applied_at = Some(crate::state::now());
+                            s.applied_at = Some(crate::clock::now());
                         }
                         s.config_hash = Some(config_hash);
                         s.rejected = None;
@@ -713,7 +713,7 @@ fn rejected(report: crate::validate::Report) -> Found {
         .collect();
     Found::Rejected(Rejection {
         config_hash: report.config.sources.hash(),
-        since: crate::state::now(),
+        since: crate::clock::now(),
         diagnostics,
     })
 }

@@ -168,7 +168,7 @@ impl Change {
         }
         for kind in &changed {
             let (_, path, _, doc) = &self.files[Self::slot(*kind)];
-            crate::apply::write_atomic(path, doc.text.as_bytes()).map_err(|source| {
+            crate::durable::write_atomic(path, doc.text.as_bytes()).map_err(|source| {
                 ManageError::Io {
                     context: format!("cannot write `{}`", path.display()),
                     source,

@@ -409,7 +409,7 @@ async fn attempt(
     let escaped = spawned.tree.escaped();
     report.publish(|s| {
         s.status = Phase::Ready;
-        s.started_at = Some(crate::state::now());
+        s.started_at = Some(crate::clock::now());
         s.info = info;
         s.last_error = None;
         s.escaped = escaped;

@@ -360,11 +360,7 @@ impl LiveState {
 }
 
 /// Now, as stored: RFC 3339 UTC with second precision.
-pub fn now() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
-}
+pub use crate::clock::now;
 
 fn bool_of(v: i64) -> bool {
     v != 0
@@ -822,9 +818,7 @@ fn create(dir: &StateDir) -> Result<()> {
     // Closing commits nothing more: every migration committed (and synced) already.
     conn.close().map_err(|(_, e)| sql(e))?;
     match std::fs::hard_link(&fresh, &path) {
-        Ok(()) => std::fs::File::open(dir.root())
-            .and_then(|d| d.sync_all())
-            .map_err(io),
+        Ok(()) => crate::durable::sync_dir(dir.root()).map_err(io),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(io(e)),
     }

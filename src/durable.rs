@@ -1,12 +1,9 @@
-//! Writing files so that a crash leaves either the old content or the new, never a torn file.
+//! Writing files so that a crash leaves either the old content or the new, never a torn file,
+//! and making what was written durable. A leaf: it knows files and modes, nothing of deepcli.
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-
-pub fn create_dir(path: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(path)
-}
 
 /// Writes `bytes` to `path` through a temporary file in the same directory, then renamed
 /// (replacing) or hard-linked (never replacing: an existing file wins). A reader never sees a
