@@ -26,6 +26,7 @@ pub mod durable;
 pub mod failpoint;
 pub mod hash;
 pub mod http_server;
+pub mod ids;
 pub mod log_line;
 pub mod manage;
 mod mounts;

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use deepcli::config::model::{DmScope, GroupScope};
 use deepcli::config::{self, FileKind, LoadOptions};
+use deepcli::ids;
 use deepcli::routing::scope::{Scope, Tier};
-use deepcli::routing::{Peer, RouteInput, RoutingPlan, document, normalize};
+use deepcli::routing::{Peer, RouteInput, RoutingPlan, document};
 use proptest::prelude::*;
 
 fn plan(agents: &str, bindings: &str) -> RoutingPlan {
@@ -272,8 +273,8 @@ fn reference<'p>(
     &'static str,
     Option<&'p deepcli::routing::plan::CompiledBinding>,
 ) {
-    let channel = normalize::channel(&input.channel).into_owned();
-    let account = normalize::account_id(input.account_id.as_deref().unwrap_or("")).into_owned();
+    let channel = ids::channel(&input.channel).into_owned();
+    let account = ids::account_id(input.account_id.as_deref().unwrap_or("")).into_owned();
     let candidates: Vec<&deepcli::routing::plan::CompiledBinding> = p
         .bindings
         .iter()
@@ -281,7 +282,7 @@ fn reference<'p>(
         .collect();
     let kind_of = |p: &Option<Peer>| {
         p.as_ref()
-            .map(|p| (normalize::PeerKind::parse(&p.kind), p.id.trim().to_string()))
+            .map(|p| (ids::PeerKind::parse(&p.kind), p.id.trim().to_string()))
     };
     let peer = kind_of(&input.peer);
     let parent = kind_of(&input.parent_peer).filter(|(_, id)| !id.is_empty());
@@ -300,7 +301,7 @@ fn reference<'p>(
         .iter()
         .map(|r| r.trim().to_string())
         .collect();
-    let holds = |s: &Scope, sp: &Option<(normalize::PeerKind, String)>| {
+    let holds = |s: &Scope, sp: &Option<(ids::PeerKind, String)>| {
         let peer_ok = match (&s.peer, sp) {
             (None, _) => true,
             (Some(_), None) => false,
@@ -315,7 +316,7 @@ fn reference<'p>(
             && s.team.as_deref().is_none_or(|t| Some(t) == team)
             && (s.roles.is_empty() || s.roles.iter().any(|r| roles.contains(r)))
     };
-    type ScopePeer = Option<(normalize::PeerKind, String)>;
+    type ScopePeer = Option<(ids::PeerKind, String)>;
     let tiers: [(bool, Tier, &'static str, &ScopePeer); 8] = [
         (peer.is_some(), Tier::Peer, "binding.peer", &peer),
         (parent.is_some(), Tier::Peer, "binding.peer.parent", &parent),
@@ -361,7 +362,7 @@ fn reference_result(p: &RoutingPlan, input: &RouteInput) -> serde_json::Value {
     let (matched_by, binding) = reference(p, input);
     let agent = binding.map_or(p.default_agent.as_str(), |b| b.agent_id.as_str());
     let channel = input.channel.trim().to_lowercase();
-    let account = normalize::account_id(input.account_id.as_deref().unwrap_or("")).into_owned();
+    let account = ids::account_id(input.account_id.as_deref().unwrap_or("")).into_owned();
     let dm = binding
         .and_then(|b| b.dm_scope)
         .or(input.dm_scope)

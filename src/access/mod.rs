@@ -33,7 +33,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::config::model::RuntimeKind;
-use crate::routing::{RouteInput, input, normalize};
+use crate::ids;
+use crate::routing::{RouteInput, input};
 use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
 pub use error::{AccessError, Unauthenticated};
@@ -151,7 +152,7 @@ impl Access {
     /// or one nobody declared: callers choose those names, so they get no file of their own).
     /// Every field is escaped: one call, one line. Logs are size-capped and rotated.
     pub async fn log_call(&self, channel: Option<&str>, line: &str) {
-        let declared = channel.map(normalize::channel).filter(|c| {
+        let declared = channel.map(ids::channel).filter(|c| {
             c.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
                 && self.plan().is_some_and(|p| p.declares_channel(c))
@@ -239,7 +240,7 @@ impl Access {
         let envelope = parse_envelope(body)?;
         let input = &envelope.route;
         let result = plan.routing.resolve(input);
-        let channel = normalize::channel(&input.channel).into_owned();
+        let channel = ids::channel(&input.channel).into_owned();
         let account_id = result.account_id.to_string();
 
         // The account decides who may speak for it. The route above is pure and only names the
@@ -304,7 +305,7 @@ impl Access {
             channel,
             account_id,
             peer_kind: peer.map_or(String::new(), |p| {
-                normalize::PeerKind::parse(&p.kind).as_str().to_string()
+                ids::PeerKind::parse(&p.kind).as_str().to_string()
             }),
             peer_id: peer.map_or(String::new(), |p| p.id.clone()),
             thread_id: thread_id.to_string(),

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 
 use crate::config::Config;
 use crate::config::model::{RuntimeKind, Secret, SecretRef};
+use crate::ids;
+use crate::routing::RoutingPlan;
 use crate::routing::document::{PlanMeta, StoredAccount};
-use crate::routing::{RoutingPlan, normalize};
 
 /// A channel account as the Access layer sees it.
 #[derive(Clone)]
@@ -88,7 +89,7 @@ pub fn stored_accounts(config: &Config) -> Vec<StoredAccount> {
         let channel_on = channel.spec.enabled != Some(false);
         for account in channel.accounts() {
             out.push(StoredAccount {
-                channel: normalize::channel(&channel.id).into_owned(),
+                channel: ids::channel(&channel.id).into_owned(),
                 account_id: account.normalized.clone(),
                 enabled: channel_on && account.spec.enabled != Some(false),
                 webhook_secret: match account.spec.secrets.get("webhookSecret") {

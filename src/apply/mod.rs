@@ -8,7 +8,6 @@
 //! resumes with what the crashed attempt found on disk before it created any directory (also in
 //! the journal), so a directory it created is still recorded as created, not as adopted.
 
-
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -20,7 +19,6 @@ use crate::state::{
     TrashRecord,
 };
 use crate::{failpoint, hash, trash, workspace};
-
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -347,7 +345,8 @@ fn run_step(
             for file in files {
                 let content = agent.file(&file.name).unwrap_or_default();
                 let replace = file.why == "identity";
-                crate::durable::write_file(&file.path, content.as_bytes(), replace).map_err(&err)?;
+                crate::durable::write_file(&file.path, content.as_bytes(), replace)
+                    .map_err(&err)?;
                 failpoint::hit(&format!("file:{step}:{}", file.name));
             }
             crate::durable::sync_fs(&agent.workspace).map_err(&err)?;

@@ -409,9 +409,7 @@ fn drop_poisoned(kind: FileKind, json: &mut serde_json::Value, errors: &[Diagnos
                 let id = slot
                     .get("id")
                     .and_then(Value::as_str)
-                    .filter(|id| {
-                        kind == FileKind::Agents && crate::routing::normalize::is_canonical_id(id)
-                    })
+                    .filter(|id| kind == FileKind::Agents && crate::ids::is_canonical_id(id))
                     .map(str::to_string);
                 *slot = match id {
                     Some(id) => serde_json::json!({ "id": id }),

@@ -11,7 +11,7 @@ use super::source::{FileKind, SourceFile, Sources};
 use super::yaml::escape_pointer_token;
 use super::{Completeness, LoadOptions, paths};
 use crate::diagnostic::{Diagnostic, rules};
-use crate::routing::normalize::{self, MAIN_AGENT};
+use crate::ids::{self, MAIN_AGENT};
 
 /// The whole config: what later stages (routing, plan, apply, controller) consume.
 #[derive(Debug, Clone)]
@@ -76,7 +76,7 @@ impl Channel {
         self.spec.accounts.iter().map(|(id, spec)| Account {
             channel: &self.id,
             id,
-            normalized: normalize::account_id(id).into_owned(),
+            normalized: ids::account_id(id).into_owned(),
             spec,
         })
     }

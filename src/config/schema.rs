@@ -191,7 +191,7 @@ fn diagnose(
             } else if pattern.contains("a-z0-9][a-z0-9_-]") {
                 d.hint(format!(
                     "ids are 1–64 lowercase letters, digits, `_` or `-`, starting with a letter or digit (e.g. `{}`)",
-                    crate::routing::normalize::agent_id(&value)
+                    crate::ids::agent_id(&value)
                 ))
             } else {
                 d.hint(format!("it must match the pattern `{pattern}`"))
@@ -208,7 +208,7 @@ fn diagnose(
             )
             .hint(format!(
                 "names here are 1–64 lowercase letters, digits, `_` or `-` (e.g. `{}`)",
-                crate::routing::normalize::account_id(&key)
+                crate::ids::account_id(&key)
             ))
             .at(file.locate_key(&key_pointer))
         }

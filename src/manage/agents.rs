@@ -13,7 +13,7 @@ use super::identity::{self, IdentityFields};
 use super::{ManageContext, ManageError, Result, Written, did_you_mean};
 use crate::config::model::{BindingSpec, BindingType, MatchSpec, Model};
 use crate::config::{Config, FileKind};
-use crate::routing::normalize::{self, MAIN_AGENT};
+use crate::ids::{self, MAIN_AGENT};
 use crate::routing::scope::{MatchKey, Scope};
 
 // ---- --bind CHANNEL[:ACCOUNT] ---------------------------------------------------------------
@@ -276,11 +276,11 @@ pub struct SetIdentityRequest {
 // ---- helpers ---------------------------------------------------------------------------------
 
 fn find_agent<'c>(config: &'c Config, id: &str) -> Result<&'c crate::config::Agent> {
-    let wanted = normalize::agent_id(id);
+    let wanted = ids::agent_id(id);
     config
         .agents
         .iter()
-        .find(|a| normalize::agent_id(a.id()) == wanted)
+        .find(|a| ids::agent_id(a.id()) == wanted)
         .ok_or_else(|| {
             ManageError::not_found(
                 format!("there is no agent `{id}`"),
@@ -307,7 +307,7 @@ fn match_key(m: &MatchSpec) -> MatchKey {
 }
 
 fn same_agent(a: &str, b: &str) -> bool {
-    normalize::agent_id(a) == normalize::agent_id(b)
+    ids::agent_id(a) == ids::agent_id(b)
 }
 
 /// `{channel: telegram}` and nothing else.
@@ -494,8 +494,7 @@ fn plan_bind(
                 is_route(&b.spec)
                     && same_agent(&b.spec.agent_id, agent)
                     && channel_only(&b.spec.matcher)
-                    && normalize::channel(&b.spec.matcher.channel)
-                        == normalize::channel(&target.channel)
+                    && ids::channel(&b.spec.matcher.channel) == ids::channel(&target.channel)
                     && !upgraded.contains(&b.index)
             })
         });
@@ -638,8 +637,8 @@ pub fn unbind(
 
 pub fn add(ctx: &ManageContext, request: &AddRequest) -> Result<AddResult> {
     let name = request.name.trim();
-    let id = normalize::agent_id(name).into_owned();
-    if !normalize::is_canonical_id(&id) {
+    let id = ids::agent_id(name).into_owned();
+    if !ids::is_canonical_id(&id) {
         return Err(ManageError::usage(
             format!("`{name}` cannot be an agent id"),
             "an agent id is lowercase letters, digits, `_` and `-`, starting with a letter or digit (at most 64)",

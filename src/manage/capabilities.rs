@@ -112,13 +112,13 @@ pub const TABLE: &[Capabilities] = &[
 ];
 
 pub fn lookup(channel: &str) -> Option<&'static Capabilities> {
-    let channel = crate::routing::normalize::channel(channel);
+    let channel = crate::ids::channel(channel);
     TABLE.iter().find(|c| c.channel == channel)
 }
 
 /// Where `channels status --probe` connects to see whether the platform answers.
 pub fn probe_host(channel: &str) -> Option<&'static str> {
-    Some(match crate::routing::normalize::channel(channel).as_ref() {
+    Some(match crate::ids::channel(channel).as_ref() {
         "telegram" => "api.telegram.org:443",
         "discord" => "discord.com:443",
         "slack" => "slack.com:443",

@@ -14,7 +14,7 @@ use super::files::Change;
 use super::{ManageContext, ManageError, Result, Written, did_you_mean};
 use crate::config::model::{SECRET_FIELDS, Secret, SecretRef};
 use crate::config::{Channel, Config, FileKind};
-use crate::routing::normalize::{self, DEFAULT_ACCOUNT};
+use crate::ids::{self, DEFAULT_ACCOUNT};
 
 // ---- results ---------------------------------------------------------------------------------
 
@@ -201,11 +201,11 @@ fn default_account(channel: &Channel) -> String {
 }
 
 fn find_channel<'c>(config: &'c Config, name: &str) -> Result<&'c Channel> {
-    let wanted = normalize::channel(name);
+    let wanted = ids::channel(name);
     config
         .channels
         .iter()
-        .find(|c| normalize::channel(&c.id) == wanted)
+        .find(|c| ids::channel(&c.id) == wanted)
         .ok_or_else(|| {
             ManageError::not_found(
                 format!("channels.yaml declares no channel `{name}`"),
@@ -300,7 +300,7 @@ fn channel_view(config: &Config, c: &Channel) -> ChannelView {
             id: a.id.to_string(),
             name: a.spec.name.clone(),
             enabled: a.spec.enabled != Some(false),
-            default: a.normalized == normalize::account_id(&default),
+            default: a.normalized == ids::account_id(&default),
             credentials: a
                 .spec
                 .secrets
@@ -331,7 +331,7 @@ fn channel_view(config: &Config, c: &Channel) -> ChannelView {
         bindings: config
             .bindings
             .iter()
-            .filter(|b| normalize::channel(&b.spec.matcher.channel) == normalize::channel(&c.id))
+            .filter(|b| ids::channel(&b.spec.matcher.channel) == ids::channel(&c.id))
             .count(),
     }
 }
@@ -398,7 +398,7 @@ fn run_probe(channel: &str, enabled: bool, timeout: Duration) -> Probe {
     if !enabled {
         return skipped("the account is disabled");
     }
-    if normalize::channel(channel) == "cli" {
+    if ids::channel(channel) == "cli" {
         return Probe {
             result: "local",
             target: None,
@@ -523,13 +523,13 @@ pub fn add(ctx: &ManageContext, request: &AddRequest) -> Result<AddResult> {
     let existing = config
         .channels
         .iter()
-        .find(|c| normalize::channel(&c.id) == normalize::channel(&channel_name));
+        .find(|c| ids::channel(&c.id) == ids::channel(&channel_name));
     let channel_key = existing.map_or(channel_name.clone(), |c| c.id.clone());
     let accounts_path = [key("channels"), key(&channel_key), key("accounts")];
     let mut moved_to_default = None;
     let mut default_account_set = None;
     if let Some(c) = existing {
-        let wanted = normalize::account_id(&account);
+        let wanted = ids::account_id(&account);
         if c.accounts().any(|a| a.normalized == wanted) {
             return Err(ManageError::refused(
                 format!("channel `{}` already has an account `{account}`", c.id),
@@ -546,14 +546,14 @@ pub fn add(ctx: &ManageContext, request: &AddRequest) -> Result<AddResult> {
                     p.push(key(DEFAULT_ACCOUNT));
                     doc.set(&p, &Yaml::FlowMap(Vec::new()))
                 })?,
-                [only] if normalize::account_id(only) != DEFAULT_ACCOUNT => {
-                    let only_id = normalize::account_id(only).into_owned();
+                [only] if ids::account_id(only) != DEFAULT_ACCOUNT => {
+                    let only_id = ids::account_id(only).into_owned();
                     let referenced = config.bindings.iter().any(|b| {
                         b.spec
                             .matcher
                             .account_id
                             .as_deref()
-                            .is_some_and(|a| normalize::account_id(a) == only_id)
+                            .is_some_and(|a| ids::account_id(a) == only_id)
                     });
                     if referenced {
                         change.edit(FileKind::Channels, |doc| {
@@ -616,7 +616,7 @@ pub fn remove(ctx: &ManageContext, request: &RemoveRequest) -> Result<RemoveResu
     let c = find_channel(&config, &request.channel)?;
     let mut path = vec![key("channels"), key(&c.id)];
     if let Some(account) = &request.account {
-        let wanted = normalize::account_id(account);
+        let wanted = ids::account_id(account);
         let Some(a) = c.accounts().find(|a| a.normalized == wanted) else {
             return Err(ManageError::not_found(
                 format!("channel `{}` has no account `{account}`", c.id),

@@ -164,8 +164,7 @@ impl Desired {
                         .map_or(0, |n| n.span.start.line),
                     record: BindingRecord {
                         key,
-                        agent_id: crate::routing::normalize::agent_id(&b.spec.agent_id)
-                            .into_owned(),
+                        agent_id: crate::ids::agent_id(&b.spec.agent_id).into_owned(),
                         // The binding types skip unset options, as `strip_nulls` would.
                         spec: JsonText::of(&b.spec),
                         position: b.index as u64,

@@ -10,7 +10,7 @@ use super::observe::{DirState, World};
 use super::{
     Action, Blocked, Drift, FieldChange, FileMove, FileState, FileWrite, Plan, RuntimeOp, TrashMove,
 };
-use crate::routing::normalize::MAIN_AGENT;
+use crate::ids::MAIN_AGENT;
 use crate::state::{AgentRecord, DirOrigin, LiveState};
 use crate::trash::{RefusedPath, TrashError};
 use crate::{hash, workspace};

@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::normalize::{self, PeerKind};
 use super::plan::{AcpBinding, BindingRef, CompiledBinding, PlanAgent, PlanParts, RoutingPlan};
 use super::scope::{AccountPattern, PeerPattern, Scope};
 use super::session::SessionSettings;
 use crate::config::model::{DmScope, GroupScope};
+use crate::ids::{self, PeerKind};
 
 /// The format this build writes. Readers accept any `1.x`.
 pub const FORMAT_VERSION: &str = "1.0";
@@ -325,7 +325,7 @@ impl PlanDocument {
         } = self.plan;
         let mut seen = std::collections::HashSet::new();
         for (index, agent) in agents.iter().enumerate() {
-            if normalize::agent_id(&agent.id) != agent.id.as_str() {
+            if ids::agent_id(&agent.id) != agent.id.as_str() {
                 return Err(invalid(
                     "agent",
                     index,
@@ -361,7 +361,7 @@ impl PlanDocument {
         let mut compiled = Vec::with_capacity(bindings.len());
         for (i, b) in bindings.into_iter().enumerate() {
             let agent_id = agent_id("binding", i, b.agent)?;
-            if b.channel.is_empty() || normalize::channel(&b.channel) != b.channel.as_str() {
+            if b.channel.is_empty() || ids::channel(&b.channel) != b.channel.as_str() {
                 return Err(invalid(
                     "binding",
                     i,
@@ -370,7 +370,7 @@ impl PlanDocument {
             }
             let account = match b.account_id.as_str() {
                 "*" => AccountPattern::Any,
-                id if normalize::account_id(id) == id => AccountPattern::Exact(id.to_string()),
+                id if ids::account_id(id) == id => AccountPattern::Exact(id.to_string()),
                 id => {
                     return Err(invalid(
                         "binding",

@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::input::RouteInput;
-use super::normalize::PeerKind;
 use super::plan::{Explanation, MatchedBy, Miss, RoutingPlan, Skip, TierOutcome};
+use crate::ids::PeerKind;
 
 impl Skip {
     pub fn reason(self, input: &RouteInput) -> String {

@@ -22,11 +22,11 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::normalize::{self, DEFAULT_ACCOUNT, PeerClass};
 use super::plan::{BindingRef, CompiledBinding, Miss};
 use super::scope::{AccountPattern, Tier};
 use super::shared_str::SharedStr;
 use crate::config::model::{DmScope, GroupScope};
+use crate::ids::{self, DEFAULT_ACCOUNT, PeerClass};
 
 /// An interned id of the bindings' matches.
 pub(super) type Sym = u32;
@@ -583,7 +583,7 @@ impl TierIndex {
             let roles = q.roles.get_or_init(|| {
                 q.role_ids
                     .iter()
-                    .filter_map(|r| self.id(normalize::trim(r)).map(|i| i.sym))
+                    .filter_map(|r| self.id(ids::trim(r)).map(|i| i.sym))
                     .collect()
             });
             if !self.run_roles(e.roles).iter().any(|r| roles.contains(r)) {

@@ -7,7 +7,6 @@ pub mod document;
 pub mod explain;
 mod index;
 pub mod input;
-pub mod normalize;
 pub mod plan;
 pub mod scope;
 pub mod session;

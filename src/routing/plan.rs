@@ -13,12 +13,12 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::index::{Located, Slot, Symbols, TierIndex, Unkeyed};
 use super::input::{RouteInput, RouteResult};
-use super::normalize::{self, PeerClass, PeerKind};
 use super::scope::{AccountPattern, Scope};
 use super::session::{SessionSettings, write_session_key};
 use super::shared_str::SharedStr;
 use crate::config::Config;
 use crate::config::model::{BindingType, DmScope, GroupScope, RuntimeKind};
+use crate::ids::{self, PeerClass, PeerKind};
 
 /// Where a binding is written: the file, the line of its list entry and its index in the file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -151,13 +151,12 @@ impl<'a> Query<'a> {
     fn new(input: &'a RouteInput) -> Query<'a> {
         let peer = |p: &'a Option<super::Peer>| {
             p.as_ref()
-                .map(|p| (PeerKind::parse(&p.kind), normalize::trim(&p.id)))
+                .map(|p| (PeerKind::parse(&p.kind), ids::trim(&p.id)))
         };
-        let text =
-            |t: &'a Option<String>| t.as_deref().map(normalize::trim).filter(|t| !t.is_empty());
+        let text = |t: &'a Option<String>| t.as_deref().map(ids::trim).filter(|t| !t.is_empty());
         Query {
-            channel: normalize::channel(&input.channel),
-            account: normalize::account_id(input.account_id.as_deref().unwrap_or("")),
+            channel: ids::channel(&input.channel),
+            account: ids::account_id(input.account_id.as_deref().unwrap_or("")),
             peer: peer(&input.peer),
             parent: peer(&input.parent_peer).filter(|(_, id)| !id.is_empty()),
             guild: text(&input.guild_id),
@@ -258,7 +257,7 @@ impl RoutingPlan {
         let mut bindings = Vec::with_capacity(config.bindings.len());
         let mut acp = Vec::new();
         for b in &config.bindings {
-            let agent_id = normalize::agent_id(&b.spec.agent_id).into_owned();
+            let agent_id = ids::agent_id(&b.spec.agent_id).into_owned();
             let scope = Scope::from_spec(&b.spec.matcher);
             match b.spec.kind {
                 BindingType::Route => bindings.push(CompiledBinding {

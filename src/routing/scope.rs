@@ -1,8 +1,8 @@
 //! A route binding's `match`, normalized the way the router reads it: its tier (routing.md §4),
 //! the key it is indexed by inside that tier, and its match key (config.md, "Binding conflict").
 
-use super::normalize::{self, PeerClass, PeerKind};
 use crate::config::model::MatchSpec;
+use crate::ids::{self, PeerClass, PeerKind};
 
 /// Which accounts a binding covers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -17,8 +17,8 @@ impl AccountPattern {
     pub fn parse(raw: Option<&str>) -> AccountPattern {
         match raw.map(str::trim) {
             Some("*") => AccountPattern::Any,
-            Some(id) => AccountPattern::Exact(normalize::account_id(id).into_owned()),
-            None => AccountPattern::Exact(normalize::DEFAULT_ACCOUNT.to_string()),
+            Some(id) => AccountPattern::Exact(ids::account_id(id).into_owned()),
+            None => AccountPattern::Exact(ids::DEFAULT_ACCOUNT.to_string()),
         }
     }
 
@@ -125,7 +125,7 @@ impl Scope {
         roles.sort();
         roles.dedup();
         Scope {
-            channel: normalize::channel(&spec.channel).into_owned(),
+            channel: ids::channel(&spec.channel).into_owned(),
             account: AccountPattern::parse(spec.account_id.as_deref()),
             peer: spec.peer.as_ref().map(|p| {
                 let id = p.id.trim();

@@ -1,8 +1,8 @@
 //! Session keys (routing.md §6): main keys, peer keys per scope, identity links, thread
 //! suffixes and the keys of spawned sessions.
 
-use super::normalize::PeerKind;
 use crate::config::model::{DmScope, GroupScope, SessionSection};
+use crate::ids::PeerKind;
 
 /// The session settings of agents.yaml that shape keys.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -108,7 +108,7 @@ pub fn write_session_key(
     let Some((kind, id)) = peer else {
         return false;
     };
-    let id = super::normalize::trim(id);
+    let id = crate::ids::trim(id);
     if *kind == PeerKind::Direct {
         if dm_scope == DmScope::Main {
             return false;

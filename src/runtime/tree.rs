@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-pub use crate::os::ProcessId;
 use crate::os::ProcStat;
+pub use crate::os::ProcessId;
 
 /// The variable every runtime gets with its agent id; an orphan that still carries it is
 /// known to be that runtime's after its parent exited.

@@ -209,7 +209,11 @@ mod tests {
             assert!(Instant::now() < deadline, "the child never became a zombie");
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert_eq!(crate::os::process_start(pid), holder.process_start, "still in /proc");
+        assert_eq!(
+            crate::os::process_start(pid),
+            holder.process_start,
+            "still in /proc"
+        );
         assert!(!holder.is_alive(&host), "a zombie holder is dead");
         child.wait().unwrap();
         assert!(!holder.is_alive(&host), "a reaped holder is dead");

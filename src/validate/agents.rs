@@ -8,7 +8,7 @@ use crate::config::model::{EnvValue, Runtime, RuntimeKind, Secret};
 use crate::config::yaml::escape_pointer_token;
 use crate::config::{Agent, FileKind};
 use crate::diagnostic::{Diagnostic, rules};
-use crate::routing::normalize::PRIMARY_ALIAS;
+use crate::ids::PRIMARY_ALIAS;
 
 const FILE: FileKind = FileKind::Agents;
 
@@ -231,7 +231,7 @@ fn allow_lists(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
         return;
     }
     let mut check = |id: &str, pointer: String, what: &str| {
-        if id == "*" || cx.has_agent(&crate::routing::normalize::agent_id(id)) {
+        if id == "*" || cx.has_agent(&crate::ids::agent_id(id)) {
             return;
         }
         let ids = cx.config.agents.iter().map(Agent::id);

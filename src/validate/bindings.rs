@@ -11,7 +11,7 @@ use super::Context;
 use crate::config::model::BindingType;
 use crate::config::{Binding, FileKind};
 use crate::diagnostic::{Diagnostic, rules};
-use crate::routing::normalize::{self, DEFAULT_ACCOUNT, PeerKind};
+use crate::ids::{self, DEFAULT_ACCOUNT, PeerKind};
 use crate::routing::scope::{AccountPattern, MatchKey, Scope, TierKey};
 
 const FILE: FileKind = FileKind::Bindings;
@@ -39,7 +39,7 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<Diagnostic>) {
     let base = binding.pointer();
     let config = cx.config;
-    let agent = normalize::agent_id(&binding.spec.agent_id);
+    let agent = ids::agent_id(&binding.spec.agent_id);
     if config.complete.agents && !cx.has_agent(&agent) {
         let ids = config.agents.iter().map(|a| a.id());
         let d = Diagnostic::new(
@@ -142,13 +142,13 @@ fn spelling(cx: &Context<'_>, binding: &Binding, out: &mut Vec<Diagnostic>) {
             .at(cx.at(FILE, &pointer)),
         );
     };
-    let agent = normalize::agent_id(&spec.agent_id);
+    let agent = ids::agent_id(&spec.agent_id);
     let written = spec.agent_id.as_str();
     // `primary` is an alias, not a misspelling.
-    if agent != written && written != normalize::PRIMARY_ALIAS {
+    if agent != written && written != ids::PRIMARY_ALIAS {
         warn(format!("{base}/agentId"), "agent id", written, &agent);
     }
-    let channel = normalize::channel(&spec.matcher.channel);
+    let channel = ids::channel(&spec.matcher.channel);
     if channel != spec.matcher.channel {
         warn(
             format!("{base}/match/channel"),
@@ -160,7 +160,7 @@ fn spelling(cx: &Context<'_>, binding: &Binding, out: &mut Vec<Diagnostic>) {
     if let Some(raw) = &spec.matcher.account_id
         && raw.trim() != "*"
     {
-        let account = normalize::account_id(raw);
+        let account = ids::account_id(raw);
         if account != raw.as_str() {
             warn(
                 format!("{base}/match/accountId"),
@@ -196,12 +196,12 @@ fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<
             continue;
         }
         let here = || cx.at(FILE, &format!("{}/match", binding.pointer()));
-        let agent = normalize::agent_id(&binding.spec.agent_id);
+        let agent = ids::agent_id(&binding.spec.agent_id);
         match first_by_key.entry(scope.match_key()) {
             std::collections::hash_map::Entry::Occupied(entry) => {
                 let (first, _) = scopes[*entry.get()];
                 let there = cx.at(FILE, &format!("{}/match", first.pointer()));
-                let first_agent = normalize::agent_id(&first.spec.agent_id);
+                let first_agent = ids::agent_id(&first.spec.agent_id);
                 out.push(if first_agent != agent {
                     Diagnostic::new(
                         rules::BINDING_CONFLICT,
@@ -283,8 +283,7 @@ fn acp(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>
         let key = scope.match_key();
         match seen.get(&key) {
             Some(first)
-                if normalize::agent_id(&first.spec.agent_id)
-                    != normalize::agent_id(&binding.spec.agent_id) =>
+                if ids::agent_id(&first.spec.agent_id) != ids::agent_id(&binding.spec.agent_id) =>
             {
                 let there = cx.at(FILE, &format!("{}/match", first.pointer()));
                 out.push(

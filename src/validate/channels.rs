@@ -7,7 +7,7 @@ use crate::config::model::{AllowBots, DmPolicy, SECRET_FIELDS, Secret};
 use crate::config::yaml::escape_pointer_token;
 use crate::config::{Channel, FileKind};
 use crate::diagnostic::{Diagnostic, rules};
-use crate::routing::normalize::{self, DEFAULT_ACCOUNT};
+use crate::ids::{self, DEFAULT_ACCOUNT};
 
 const FILE: FileKind = FileKind::Channels;
 
@@ -151,7 +151,7 @@ fn dm_allowlist_empty(cx: &Context<'_>, base: &str) -> Diagnostic {
 fn default_account(cx: &Context<'_>, channel: &Channel, out: &mut Vec<Diagnostic>) {
     let normalized: Vec<String> = channel.accounts().map(|a| a.normalized).collect();
     if let Some(named) = &channel.spec.default_account {
-        let named_id = normalize::account_id(named);
+        let named_id = ids::account_id(named);
         // A channel without accounts has exactly its implicit `default` account.
         let implicit = normalized.is_empty() && named_id == DEFAULT_ACCOUNT;
         if !implicit && !normalized.contains(&named_id.into_owned()) {

@@ -1,4 +1,5 @@
-//! Id normalization exactly as the router does it (routing.md §2). The validator uses the same
+//! Id normalization exactly as the router does it (routing.md §2): channels, accounts, agents
+//! and peer kinds. A leaf below config, validation, routing and Access, which all use these
 //! functions, so "two spellings of one conversation" is decided in one place.
 
 use std::borrow::Cow;
