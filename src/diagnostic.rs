@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::config::yaml::Span;
+use crate::span::Span;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -36,6 +36,7 @@ pub mod plan;
 pub mod report;
 pub mod routing;
 pub mod runtime;
+pub mod span;
 pub mod state;
 pub mod suggest;
 pub mod threads;

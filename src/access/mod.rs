@@ -37,6 +37,7 @@ use crate::ids;
 use crate::routing::{RouteInput, input};
 use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
+use crate::state::Provenance;
 pub use error::{AccessError, Unauthenticated};
 pub use plan::AccessPlan;
 use store::{AccessStore, DeliveryKey, Turn};
@@ -450,7 +451,7 @@ impl Access {
             .map(Turn::note)
             .collect();
         turns.push(Turn {
-            provenance: "inbound",
+            provenance: Provenance::Inbound,
             message_id: Some(envelope.message_id.clone()),
             sender: envelope.sender.clone(),
             text: envelope.text.clone(),
@@ -458,7 +459,7 @@ impl Access {
         });
         if let Some(text) = &reply_text {
             turns.push(Turn {
-                provenance: "agent",
+                provenance: Provenance::Agent,
                 message_id: None,
                 sender: None,
                 text: text.clone(),
@@ -599,7 +600,7 @@ impl Access {
                     let history = self.blocking(move |s| s.transcript(&key, limit)).await?;
                     let turns: Vec<&store::TranscriptRow> = history
                         .iter()
-                        .filter(|r| r.provenance == "inbound" || r.provenance == "agent")
+                        .filter(|r| matches!(r.provenance, Provenance::Inbound | Provenance::Agent))
                         .collect();
                     notes.push(format!(
                         "new runtime session {id} (the runtime cannot resume the old one): the last {} turns were given as context",
@@ -711,7 +712,7 @@ fn context_prompt(turns: &[&store::TranscriptRow], text: &str) -> String {
         "[deepcli: this conversation continues an earlier session the agent no longer has. The recent transcript, oldest first:]\n",
     );
     for t in turns {
-        let who = if t.provenance == "agent" {
+        let who = if t.provenance == Provenance::Agent {
             "agent"
         } else {
             "user"

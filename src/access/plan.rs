@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 
 use crate::config::Config;
-use crate::config::model::{RuntimeKind, Secret, SecretRef};
-use crate::ids;
+use crate::config::model::{RuntimeKind, SecretRef};
 use crate::routing::RoutingPlan;
 use crate::routing::document::{PlanMeta, StoredAccount};
 
@@ -79,28 +78,6 @@ pub fn resolve_webhook_secret(secret: &SecretRef) -> Result<Vec<u8>, String> {
         SecretRef::Env { id } => format!("environment variable `{id}` {what}"),
         SecretRef::File { path } => format!("secret file `{path}` {what}"),
     })
-}
-
-/// The accounts section of the routing plan document: every declared channel account, with
-/// its webhook secret as a reference.
-pub fn stored_accounts(config: &Config) -> Vec<StoredAccount> {
-    let mut out = Vec::new();
-    for channel in &config.channels {
-        let channel_on = channel.spec.enabled != Some(false);
-        for account in channel.accounts() {
-            out.push(StoredAccount {
-                channel: ids::channel(&channel.id).into_owned(),
-                account_id: account.normalized.clone(),
-                enabled: channel_on && account.spec.enabled != Some(false),
-                webhook_secret: match account.spec.secrets.get("webhookSecret") {
-                    Some(Secret::Ref(r)) => Some(r.clone()),
-                    _ => None,
-                },
-                reply_url: account.spec.reply_url.clone(),
-            });
-        }
-    }
-    out
 }
 
 /// What the published routing plan says of itself.

@@ -38,8 +38,6 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error(transparent)]
-    Token(#[from] crate::controller::ControllerError),
 }
 
 /// Reads and checks a published plan.
@@ -104,7 +102,7 @@ pub async fn run(
         settings,
     ));
     access.swap(first);
-    let token: Arc<str> = Arc::from(crate::controller::operator_token(&state)?);
+    let token: Arc<str> = Arc::from(crate::state::operator_token(&state)?);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|source| ServeError::Listen {

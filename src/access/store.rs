@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::state::{StateDir, StateError, StateStore};
+use crate::state::{Provenance, StateDir, StateError, StateStore};
 
 pub struct AccessStore {
     conn: Mutex<Connection>,
@@ -18,8 +18,7 @@ pub struct AccessStore {
 
 /// One transcript row to append.
 pub struct Turn {
-    /// `inbound`, `agent`, `inter_session` or `acp`.
-    pub provenance: &'static str,
+    pub provenance: Provenance,
     pub message_id: Option<String>,
     pub sender: Option<serde_json::Value>,
     pub text: String,
@@ -30,7 +29,7 @@ impl Turn {
     /// A line about the session itself (how it was opened), provenance `acp`.
     pub fn note(text: String) -> Turn {
         Turn {
-            provenance: "acp",
+            provenance: Provenance::Acp,
             message_id: None,
             sender: None,
             text,
@@ -43,7 +42,7 @@ impl Turn {
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TranscriptRow {
-    pub provenance: String,
+    pub provenance: Provenance,
     pub message_id: Option<String>,
     pub text: String,
     pub at: String,

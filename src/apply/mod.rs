@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::plan::desired::DesiredAgent;
 use crate::plan::{Action, Desired, Plan};
 use crate::state::{
-    AgentRecord, BootstrapRecord, DirOrigin, HistoryRecord, PlanRecord, StateError, StateStore,
-    TrashRecord,
+    AgentRecord, BootstrapRecord, DirOrigin, HistoryRecord, Outcome, PlanRecord, StateError,
+    StateStore, TrashRecord, Wanted,
 };
 use crate::{failpoint, hash, trash, workspace};
 
@@ -122,7 +122,7 @@ pub fn apply(
         added: 0,
         changed: 0,
         removed: 0,
-        outcome: "running".into(),
+        outcome: Outcome::Running,
         error: None,
     };
     let history_id = store.transaction(|tx| {
@@ -179,7 +179,7 @@ pub fn apply(
             Err(e) => {
                 let message = e.to_string();
                 let _ = store.transaction(|tx| {
-                    tx.finish_history(history_id, applied.counts, "failed", Some(&message))
+                    tx.finish_history(history_id, applied.counts, Outcome::Failed, Some(&message))
                 });
                 return Err(e);
             }
@@ -187,7 +187,7 @@ pub fn apply(
     }
     store.transaction(|tx| {
         tx.set_serial(serial)?;
-        tx.finish_history(history_id, applied.counts, "applied", None)
+        tx.finish_history(history_id, applied.counts, Outcome::Applied, None)
     })?;
     Ok(applied)
 }
@@ -344,7 +344,7 @@ fn run_step(
             }
             for file in files {
                 let content = agent.file(&file.name).unwrap_or_default();
-                let replace = file.why == "identity";
+                let replace = file.why == crate::plan::WriteReason::Identity;
                 crate::durable::write_file(&file.path, content.as_bytes(), replace)
                     .map_err(&err)?;
                 failpoint::hit(&format!("file:{step}:{}", file.name));
@@ -387,8 +387,8 @@ fn run_step(
                     tx.put_bootstrap(r)?;
                 }
                 match &agent.runtime {
-                    Some((kind, h)) => tx.want_runtime(&agent.id, kind.as_str(), h, "run")?,
-                    None => tx.want_runtime(&agent.id, "none", "", "stop")?,
+                    Some((kind, h)) => tx.want_runtime(&agent.id, kind.as_str(), h, Wanted::Run)?,
+                    None => tx.want_runtime(&agent.id, "none", "", Wanted::Stop)?,
                 }
                 tx.finish_step(step)
             })?;

@@ -270,7 +270,7 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
     let mut store = StateStore::open(&state)?;
     match store.acquire_lease(LeasePurpose::Apply, Duration::from_secs(3)) {
         Err(crate::state::StateError::Locked(holder))
-            if holder.purpose == LeasePurpose::Controller.as_str() =>
+            if holder.purpose == LeasePurpose::Controller =>
         {
             let _ = writeln!(
                 anstream::stderr(),

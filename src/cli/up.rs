@@ -156,10 +156,10 @@ pub(crate) fn controller_status(dir: &StateDir, store: &StateStore) -> Option<Va
         .lease_holder()
         .ok()
         .flatten()
-        .filter(|h| h.purpose == crate::state::LeasePurpose::Controller.as_str())
+        .filter(|h| h.purpose == crate::state::LeasePurpose::Controller)
         .and_then(|_| store.meta_value("controller_addr").ok().flatten())
         .and_then(|addr| {
-            let token = controller::read_operator_token(dir)?;
+            let token = crate::state::read_operator_token(dir)?;
             get(&addr, "/v1/status", &token)
         })
         .and_then(|body| serde_json::from_str::<Value>(&body).ok())

@@ -22,30 +22,12 @@ pub const MAX_DEPTH: usize = 64;
 /// anchors; "billion laughs" documents need millions.
 pub const MAX_ALIAS_NODES: usize = 100_000;
 
-/// A position in a file: 1-based line and 1-based column, counted in characters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Pos {
-    pub line: u32,
-    pub column: u32,
-}
+pub use crate::span::{Pos, Span};
 
-/// Where a node starts and ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Span {
-    pub start: Pos,
-    pub end: Pos,
-}
-
-impl Span {
-    fn from_raw(raw: RawSpan) -> Span {
-        Span {
-            start: pos(raw.start),
-            end: pos(raw.end),
-        }
-    }
-
-    fn at(start: Pos) -> Span {
-        Span { start, end: start }
+fn span_of(raw: RawSpan) -> Span {
+    Span {
+        start: pos(raw.start),
+        end: pos(raw.end),
     }
 }
 
@@ -237,7 +219,7 @@ fn run(text: &str) -> Result<Parsed, YamlError> {
     let mut builder = Builder::default();
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| scan_error(text, &e))?;
-        builder.push(event, Span::from_raw(span))?;
+        builder.push(event, span_of(span))?;
     }
     Ok(Parsed {
         root: builder.root,

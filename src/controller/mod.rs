@@ -59,11 +59,6 @@ pub enum ControllerError {
     Thread(std::io::Error),
     #[error("cannot listen for SIGTERM: {0}")]
     Signal(std::io::Error),
-    #[error("cannot create the operator token `{}`: {source}", path.display())]
-    Token {
-        path: PathBuf,
-        source: std::io::Error,
-    },
 }
 
 struct Shared {
@@ -89,47 +84,6 @@ impl Shared {
     }
 }
 
-/// The operator token as a client finds it: `DEEPCLI_OPERATOR_TOKEN`, else the token file.
-/// Never creates one.
-pub fn read_operator_token(state: &StateDir) -> Option<String> {
-    if let Ok(token) = std::env::var("DEEPCLI_OPERATOR_TOKEN")
-        && !token.trim().is_empty()
-    {
-        return Some(token.trim().to_string());
-    }
-    std::fs::read_to_string(state.operator_token())
-        .ok()
-        .map(|t| t.trim().to_string())
-}
-
-/// The operator token: `DEEPCLI_OPERATOR_TOKEN`, else `<state>/operator-token` (created on
-/// first start, mode 0600).
-pub fn operator_token(state: &StateDir) -> Result<String, ControllerError> {
-    if let Some(token) = read_operator_token(state) {
-        return Ok(token);
-    }
-    let path = state.operator_token();
-    let token = format!(
-        "{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    );
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |source| ControllerError::Token {
-        path: path.clone(),
-        source,
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(crate::owner_only::FILE_MODE)
-        .open(&path)
-        .map_err(err)?;
-    file.write_all(token.as_bytes()).map_err(err)?;
-    Ok(token)
-}
-
 /// How long a shutdown waits for requests in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
@@ -144,7 +98,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     let state = StateDir::new(&options.load.state_dir);
     let mut store = StateStore::open(&state)?;
     store.acquire_lease(LeasePurpose::Controller, Duration::from_millis(500))?;
-    let token = operator_token(&state)?;
+    let token = crate::state::operator_token(&state)?;
 
     // Orphans of runtimes are re-parented here rather than to init, so none is lost.
     if !crate::runtime::adopt_orphans() {
@@ -353,7 +307,7 @@ fn record_runtimes(
                 let written = store.transaction(|tx| {
                     batch
                         .iter()
-                        .try_for_each(|status| tx.observe_runtime(status))
+                        .try_for_each(|status| tx.observe_runtime(&status.observation()))
                 });
                 if let Err(e) = written {
                     tracing::error!(error = %e, "cannot record runtime status");

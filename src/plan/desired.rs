@@ -176,7 +176,7 @@ impl Desired {
         let routing = RoutingPlan::compile(config);
         // The published plan: the compiled one plus the accounts the Access layer needs.
         let mut routing_body = routing.to_body();
-        routing_body.accounts = crate::access::plan::stored_accounts(config);
+        routing_body.accounts = crate::routing::document::StoredAccount::all_of(config);
         // The file as an absolute path: `--config hub` and `--config /srv/hub` publish the same
         // plan (the hash would otherwise change with the spelling).
         let bindings_file =

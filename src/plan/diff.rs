@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::desired::{Desired, DesiredAgent};
 use super::observe::{DirState, World};
 use super::{
-    Action, Blocked, Drift, FieldChange, FileMove, FileState, FileWrite, Plan, RuntimeOp, TrashMove,
+    Action, Blocked, Drift, FieldChange, FileMove, FileState, FileWrite, Plan, RuntimeOp,
+    TrashMove, WriteReason,
 };
 use crate::ids::MAIN_AGENT;
 use crate::state::{AgentRecord, DirOrigin, LiveState};
@@ -37,7 +38,7 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
     let runtimes: HashMap<&str, &str> = live
         .runtimes
         .iter()
-        .filter(|r| r.desired == "run")
+        .filter(|r| r.desired == crate::state::Wanted::Run)
         .map(|r| (r.agent_id.as_str(), r.spec_hash.as_str()))
         .collect();
     let recorded: HashMap<(&str, &str), &str> = live
@@ -238,12 +239,17 @@ fn runtime_op(agent: &DesiredAgent, live_hash: Option<&str>) -> Option<RuntimeOp
     }
 }
 
-fn file_write(agent: &DesiredAgent, name: &str, why: &str, old_hash: Option<String>) -> FileWrite {
+fn file_write(
+    agent: &DesiredAgent,
+    name: &str,
+    why: WriteReason,
+    old_hash: Option<String>,
+) -> FileWrite {
     let content = agent.file(name).unwrap_or_default();
     FileWrite {
         name: name.to_string(),
         path: agent.workspace.join(name),
-        why: why.to_string(),
+        why,
         hash: hash::of(content.as_bytes()),
         old_hash,
     }
@@ -251,7 +257,12 @@ fn file_write(agent: &DesiredAgent, name: &str, why: &str, old_hash: Option<Stri
 
 /// The bootstrap files a workspace in state `dir` gets: all eight into a brand-new or empty
 /// one, else those that do not exist (never overwrite).
-fn fresh_files(agent: &DesiredAgent, dir: DirState, world: &World, why: &str) -> Vec<FileWrite> {
+fn fresh_files(
+    agent: &DesiredAgent,
+    dir: DirState,
+    world: &World,
+    why: WriteReason,
+) -> Vec<FileWrite> {
     if agent.skip_bootstrap {
         return Vec::new();
     }
@@ -270,7 +281,7 @@ fn create(agent: &DesiredAgent, world: &World, runtime: Option<RuntimeOp>) -> Ac
         workspace: agent.workspace.clone(),
         agent_dir: agent.agent_dir.clone(),
         sessions_dir: agent.sessions_dir.clone(),
-        files: fresh_files(agent, world.dir(&agent.workspace), world, "new"),
+        files: fresh_files(agent, world.dir(&agent.workspace), world, WriteReason::New),
         runtime,
     }
 }
@@ -322,7 +333,11 @@ fn update(
 
     if moved || !ws_state.exists() {
         // A new or recreated workspace is bootstrapped like a brand-new one.
-        let why = if moved { "new" } else { "repair" };
+        let why = if moved {
+            WriteReason::New
+        } else {
+            WriteReason::Repair
+        };
         files = fresh_files(agent, ws_state, world, why);
     } else if !agent.skip_bootstrap {
         for name in workspace::FILES
@@ -338,12 +353,17 @@ fn update(
             match (current, wrote) {
                 (None, Some(_)) => {
                     drift.push(format!("workspace file {name} was deleted"));
-                    files.push(file_write(agent, name, "repair", None));
+                    files.push(file_write(agent, name, WriteReason::Repair, None));
                 }
-                (None, None) => files.push(file_write(agent, name, "new", None)),
+                (None, None) => files.push(file_write(agent, name, WriteReason::New, None)),
                 (Some(now), Some(wrote)) if *name == workspace::IDENTITY && now != want => {
                     if now == wrote {
-                        files.push(file_write(agent, name, "identity", Some(now.to_string())));
+                        files.push(file_write(
+                            agent,
+                            name,
+                            WriteReason::Identity,
+                            Some(now.to_string()),
+                        ));
                     } else if wrote != want && !changes.is_empty() {
                         // The identity changed in the config, but the file is the operator's
                         // now: say so with the change, not on every plan after it.

@@ -86,14 +86,36 @@ pub struct FieldChange {
     pub to: Option<serde_json::Value>,
 }
 
+/// Why apply writes a bootstrap file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteReason {
+    /// The workspace is new, or the file was never written.
+    New,
+    /// The file was deleted outside deepcli.
+    Repair,
+    /// The agent's identity changed: `IDENTITY.md`, while it still has the hash deepcli wrote,
+    /// is rewritten (the only file that ever is).
+    Identity,
+}
+
+impl std::fmt::Display for WriteReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WriteReason::New => "new",
+            WriteReason::Repair => "repair",
+            WriteReason::Identity => "identity",
+        })
+    }
+}
+
 /// A bootstrap file apply writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FileWrite {
     pub name: String,
     pub path: PathBuf,
-    /// Why: `new`, `repair` (deleted outside deepcli), `identity` (identity changed).
-    pub why: String,
+    pub why: WriteReason,
     pub hash: String,
     /// The content on disk now, for `--diff` (identity updates only).
     #[serde(default, skip_serializing_if = "Option::is_none")]

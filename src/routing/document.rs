@@ -71,6 +71,30 @@ pub struct StoredAccount {
     pub reply_url: Option<String>,
 }
 
+impl StoredAccount {
+    /// The accounts section of the document: every channel account `config` declares, with
+    /// its webhook secret as a reference.
+    pub fn all_of(config: &crate::config::Config) -> Vec<StoredAccount> {
+        let mut out = Vec::new();
+        for channel in &config.channels {
+            let channel_on = channel.spec.enabled != Some(false);
+            for account in channel.accounts() {
+                out.push(StoredAccount {
+                    channel: ids::channel(&channel.id).into_owned(),
+                    account_id: account.normalized.clone(),
+                    enabled: channel_on && account.spec.enabled != Some(false),
+                    webhook_secret: match account.spec.secrets.get("webhookSecret") {
+                        Some(crate::config::model::Secret::Ref(r)) => Some(r.clone()),
+                        _ => None,
+                    },
+                    reply_url: account.spec.reply_url.clone(),
+                });
+            }
+        }
+        out
+    }
+}
+
 /// A route binding in index form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -90,28 +90,7 @@ impl RuntimeSpec {
     }
 }
 
-/// What a runtime is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    Starting,
-    Ready,
-    CrashLoop,
-    Failed,
-    Stopped,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Starting => "starting",
-            Phase::Ready => "ready",
-            Phase::CrashLoop => "crash-loop",
-            Phase::Failed => "failed",
-            Phase::Stopped => "stopped",
-        }
-    }
-}
+pub use crate::state::RuntimePhase as Phase;
 
 /// One runtime's status, as `deepcli status` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -138,6 +117,26 @@ pub struct RuntimeStatus {
     pub spec_hash: String,
     /// When a crash-looping runtime starts again.
     pub next_start: Option<String>,
+}
+
+impl RuntimeStatus {
+    /// This status as the state records it.
+    pub fn observation(&self) -> crate::state::RuntimeObservation<'_> {
+        crate::state::RuntimeObservation {
+            agent_id: &self.agent_id,
+            kind: &self.kind,
+            spec_hash: &self.spec_hash,
+            status: self.status,
+            pid: self.pid,
+            process_start: self.process_start.as_deref(),
+            escaped: &self.escaped,
+            started_at: self.started_at.as_deref(),
+            restarts: self.restarts,
+            last_exit: self.last_exit.as_deref(),
+            last_error: self.last_error.as_deref(),
+            info: self.info.as_ref(),
+        }
+    }
 }
 
 /// Every runtime's status by agent id, kept current by the supervising tasks.

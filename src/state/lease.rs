@@ -9,29 +9,10 @@ use std::time::{Duration, Instant};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
-use super::{Result, StateError, StateStore, now};
+use super::{LeasePurpose, Result, StateError, StateStore, now};
 
 /// A holder on another host that has not renewed for this long is presumed dead.
 pub const STALE_AFTER: Duration = Duration::from_secs(60);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeasePurpose {
-    Apply,
-    Controller,
-    Trash,
-    Edit,
-}
-
-impl LeasePurpose {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LeasePurpose::Apply => "deepcli apply",
-            LeasePurpose::Controller => "deepcli up",
-            LeasePurpose::Trash => "deepcli trash",
-            LeasePurpose::Edit => "deepcli edit",
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -39,7 +20,7 @@ pub struct LeaseHolder {
     pub pid: u32,
     pub host: String,
     pub process_start: Option<String>,
-    pub purpose: String,
+    pub purpose: LeasePurpose,
     pub acquired_at: String,
     pub heartbeat_at: String,
 }
@@ -130,7 +111,7 @@ impl StateStore {
         let at = now();
         tx.execute(
             "INSERT OR REPLACE INTO lease (id, pid, host, process_start, purpose, acquired_at, heartbeat_at) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?5)",
-            params![pid, host, start, purpose.as_str(), at],
+            params![pid, host, start, purpose, at],
         )
         .map_err(sql)?;
         tx.commit().map_err(sql)?;
@@ -195,7 +176,7 @@ mod tests {
             pid,
             host: host.clone(),
             process_start: crate::os::process_start(pid),
-            purpose: LeasePurpose::Controller.as_str().to_string(),
+            purpose: LeasePurpose::Controller,
             acquired_at: now(),
             heartbeat_at: now(),
         };

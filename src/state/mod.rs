@@ -8,6 +8,8 @@
 mod damage;
 pub mod lease;
 mod paths;
+mod stored;
+mod token;
 
 use std::path::{Path, PathBuf};
 
@@ -15,8 +17,10 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 pub use damage::Damage;
-pub use lease::{LeaseHolder, LeasePurpose};
+pub use lease::LeaseHolder;
 pub use paths::StateDir;
+pub use stored::{LeasePurpose, Outcome, Provenance, RuntimePhase, Wanted};
+pub use token::{operator_token, read_operator_token};
 
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
@@ -74,6 +78,11 @@ pub enum StateError {
     Locked(LeaseHolder),
     #[error("state record is corrupt: {0}")]
     Corrupt(String),
+    #[error("cannot create the operator token `{}`: {source}", path.display())]
+    Token {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl StateError {
@@ -260,9 +269,9 @@ pub struct RuntimeRecord {
     pub agent_id: String,
     pub kind: String,
     pub spec_hash: String,
-    /// What apply asked for: `run` or `stop`.
-    pub desired: String,
-    pub status: String,
+    /// What apply asked for.
+    pub desired: Wanted,
+    pub status: RuntimePhase,
     pub pid: Option<i64>,
     pub process_start: Option<String>,
     pub started_at: Option<String>,
@@ -273,13 +282,30 @@ pub struct RuntimeRecord {
     pub updated_at: String,
 }
 
+/// A runtime as the controller saw it, to record (`runtime::RuntimeStatus::observation`).
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimeObservation<'a> {
+    pub agent_id: &'a str,
+    pub kind: &'a str,
+    pub spec_hash: &'a str,
+    pub status: RuntimePhase,
+    pub pid: Option<u32>,
+    pub process_start: Option<&'a str>,
+    pub escaped: &'a [crate::os::ProcessId],
+    pub started_at: Option<&'a str>,
+    pub restarts: u64,
+    pub last_exit: Option<&'a str>,
+    pub last_error: Option<&'a str>,
+    pub info: Option<&'a serde_json::Value>,
+}
+
 /// A runtime's processes as the state recorded them: the leader, and what left its group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeProcesses {
     pub agent_id: String,
     pub pid: Option<u32>,
     pub process_start: Option<String>,
-    pub escaped: Vec<crate::runtime::ProcessId>,
+    pub escaped: Vec<crate::os::ProcessId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -319,7 +345,7 @@ pub struct HistoryRecord {
     pub added: u64,
     pub changed: u64,
     pub removed: u64,
-    pub outcome: String,
+    pub outcome: Outcome,
     pub error: Option<String>,
 }
 
@@ -954,7 +980,7 @@ impl Tx<'_> {
         agent_id: &str,
         kind: &str,
         spec_hash: &str,
-        desired: &str,
+        desired: Wanted,
     ) -> Result<()> {
         self.run(
             "INSERT INTO runtimes (agent_id, kind, spec_hash, desired, status, updated_at) VALUES (?1, ?2, ?3, ?4, 'stopped', ?5)
@@ -1028,10 +1054,11 @@ impl Tx<'_> {
     }
 
     /// Records what the supervisor observed of a runtime (keeps what apply asked for).
-    pub fn observe_runtime(&self, r: &crate::runtime::RuntimeStatus) -> Result<()> {
+    /// Records what the controller saw a runtime do.
+    pub fn observe_runtime(&self, r: &RuntimeObservation<'_>) -> Result<()> {
         let process_start = r
             .process_start
-            .clone()
+            .map(str::to_string)
             .or_else(|| r.pid.and_then(crate::os::process_start));
         let escaped = (!r.escaped.is_empty())
             .then(|| serde_json::to_string(&r.escaped).ok())
@@ -1044,14 +1071,14 @@ impl Tx<'_> {
                 r.agent_id,
                 r.kind,
                 r.spec_hash,
-                r.status.as_str(),
+                r.status,
                 r.pid,
                 process_start,
                 r.started_at,
                 r.restarts,
                 r.last_exit,
                 r.last_error,
-                r.info.as_ref().map(|i| i.to_string()),
+                r.info.map(|i| i.to_string()),
                 now(),
                 escaped
             ],
@@ -1084,7 +1111,7 @@ impl Tx<'_> {
         &self,
         id: i64,
         counts: (u64, u64, u64),
-        outcome: &str,
+        outcome: Outcome,
         error: Option<&str>,
     ) -> Result<()> {
         self.run(

@@ -1,0 +1,135 @@
+//! The words the state database stores for states and kinds, each an enum: written with
+//! `ToSql`, read back with `FromSql` (a word this build does not know is a corrupt record, not a
+//! silent default), serialized as the same word.
+
+/// An enum whose variants are stored as fixed words.
+macro_rules! stored_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $( $(#[$vmeta])* #[serde(rename = $text)] $variant, )+
+        }
+
+        impl $name {
+            /// The stored word.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $text, )+
+                }
+            }
+
+            /// The variant a stored word names.
+            pub fn parse(text: &str) -> Option<$name> {
+                match text {
+                    $( $text => Some($name::$variant), )+
+                    _ => None,
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl rusqlite::ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(self.as_str().into())
+            }
+        }
+
+        impl rusqlite::types::FromSql for $name {
+            fn column_result(
+                value: rusqlite::types::ValueRef<'_>,
+            ) -> rusqlite::types::FromSqlResult<$name> {
+                let text = value.as_str()?;
+                $name::parse(text).ok_or_else(|| {
+                    rusqlite::types::FromSqlError::Other(
+                        format!(concat!("`{}` is not a ", stringify!($name)), text).into(),
+                    )
+                })
+            }
+        }
+    };
+}
+
+stored_enum! {
+    /// What a runtime is doing.
+    pub enum RuntimePhase {
+        Starting = "starting",
+        Ready = "ready",
+        CrashLoop = "crash-loop",
+        Failed = "failed",
+        Stopped = "stopped",
+    }
+}
+
+stored_enum! {
+    /// What apply asked of an agent's runtime.
+    pub enum Wanted {
+        Run = "run",
+        Stop = "stop",
+    }
+}
+
+stored_enum! {
+    /// Where a transcript row came from.
+    pub enum Provenance {
+        /// A message from a chat platform, through the Access API.
+        Inbound = "inbound",
+        /// The agent's reply.
+        Agent = "agent",
+        /// A message from another session, through the Hub.
+        InterSession = "inter_session",
+        /// A line about the runtime session itself (how it was opened).
+        Acp = "acp",
+    }
+}
+
+stored_enum! {
+    /// How an apply ended, as `deepcli history` shows it.
+    pub enum Outcome {
+        Running = "running",
+        Applied = "applied",
+        Failed = "failed",
+        /// The process died while it ran; the next apply found it so.
+        Interrupted = "interrupted",
+    }
+}
+
+stored_enum! {
+    /// Why the state is locked.
+    pub enum LeasePurpose {
+        Apply = "deepcli apply",
+        Controller = "deepcli up",
+        Trash = "deepcli trash",
+        Edit = "deepcli edit",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_word_reads_back_as_its_variant_and_an_unknown_one_is_corrupt() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let back: RuntimePhase = conn
+            .query_row("SELECT ?1", [RuntimePhase::CrashLoop], |r| r.get(0))
+            .unwrap();
+        assert_eq!(back, RuntimePhase::CrashLoop);
+        let unknown = conn.query_row("SELECT 'crashing'", [], |r| r.get::<_, RuntimePhase>(0));
+        assert!(unknown.is_err());
+        assert_eq!(
+            serde_json::to_string(&Provenance::InterSession).unwrap(),
+            "\"inter_session\""
+        );
+    }
+}
