@@ -1,0 +1,165 @@
+//! The crate's layers, held by a test (rust-analyzer keeps its boundaries this way): every
+//! `crate::<module>` reference in `src/` must be an edge the layer table in ARCHITECTURE.md
+//! allows, every module must have a row there, and the table itself must have no cycle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The table under `## Layers` in ARCHITECTURE.md: module → the modules it may use.
+fn allowed() -> BTreeMap<String, BTreeSet<String>> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("ARCHITECTURE.md")).unwrap();
+    let section = text
+        .split("\n## Layers\n")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a `## Layers` section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let names = |cell: &str| -> BTreeSet<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut table = BTreeMap::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').collect();
+        assert!(cells.len() >= 3, "a layer row has two cells: {line}");
+        for module in names(cells[1]) {
+            let before = table.insert(module.clone(), names(cells[2]));
+            assert!(before.is_none(), "`{module}` has two rows in the layer table");
+        }
+    }
+    assert!(!table.is_empty(), "the layer table has no rows");
+    table
+}
+
+/// Every `crate::<module>` a module's files name (comments aside): module → (used, where).
+fn edges() -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let src = Path::new(ROOT).join("src");
+    let mut files = Vec::new();
+    let mut dirs = vec![src.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap();
+        let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_string();
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let used = out.entry(module.clone()).or_default();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            let at = || format!("{}:{}", rel.display(), n + 1);
+            for (i, _) in code.match_indices("crate::") {
+                let rest = &code[i + "crate::".len()..];
+                let named: Vec<&str> = match rest.strip_prefix('{') {
+                    // `crate::{a, b::c}`: the first segment of each item.
+                    Some(group) => group
+                        .split('}')
+                        .next()
+                        .unwrap_or("")
+                        .split(',')
+                        .map(|item| item.trim().split("::").next().unwrap_or("").trim())
+                        .collect(),
+                    None => vec![
+                        rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                            .next()
+                            .unwrap_or(""),
+                    ],
+                };
+                for name in named {
+                    let name = name.split_whitespace().next().unwrap_or("");
+                    if !name.is_empty() && name != "self" && name != module {
+                        used.entry(name.to_string()).or_insert_with(at);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_module_uses_only_the_layers_below_it() {
+    let allowed = allowed();
+    let mut wrong = Vec::new();
+    for (module, used) in edges() {
+        let Some(may) = allowed.get(&module) else {
+            wrong.push(format!(
+                "`{module}` has no row in ARCHITECTURE.md's layer table"
+            ));
+            continue;
+        };
+        for (target, at) in used {
+            if !may.contains(&target) {
+                wrong.push(format!(
+                    "{at}: `{module}` uses `{target}`, which the layer table does not allow"
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "move the shared piece down, or change the table in ARCHITECTURE.md (## Layers) on \
+         purpose:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_layer_table_names_real_modules_and_has_no_cycle() {
+    let allowed = allowed();
+    let modules: BTreeSet<String> = edges().into_keys().collect();
+    for (module, may) in &allowed {
+        assert!(
+            modules.contains(module),
+            "the layer table names `{module}`, which is not a module of src/"
+        );
+        for target in may {
+            assert!(
+                allowed.contains_key(target),
+                "`{module}` may use `{target}`, which has no row"
+            );
+        }
+    }
+    // Depth-first: a module on the current path reached again is a cycle.
+    fn visit<'a>(
+        module: &'a str,
+        allowed: &'a BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) {
+        if done.contains(module) {
+            return;
+        }
+        if let Some(at) = path.iter().position(|m| *m == module) {
+            panic!("the layer table has a cycle: {}", path[at..].join(" → "));
+        }
+        path.push(module);
+        for target in &allowed[module] {
+            visit(target, allowed, path, done);
+        }
+        path.pop();
+        done.insert(module);
+    }
+    let mut done = BTreeSet::new();
+    for module in allowed.keys() {
+        visit(module, &allowed, &mut Vec::new(), &mut done);
+    }
+}
