@@ -24,12 +24,21 @@ use crate::{failpoint, hash, trash, workspace};
 pub enum ApplyError {
     #[error(transparent)]
     State(#[from] StateError),
+    /// A step's effect on disk failed.
+    #[error("{step}: {source}")]
+    Step {
+        step: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A plan that does not fit the config it is applied with (a bug, or a plan made for
+    /// another config).
     #[error("{step}: {message}")]
-    Step { step: String, message: String },
+    Mismatch { step: String, message: String },
     #[error("the plan is blocked:\n{0}")]
     Blocked(String),
-    #[error("the saved plan is stale: {0}. Run `deepcli plan --out FILE` again and review it")]
-    Stale(String),
+    #[error(transparent)]
+    Saved(#[from] crate::plan::saved::SavedError),
     #[error(transparent)]
     Trash(#[from] trash::TrashError),
 }
@@ -71,9 +80,9 @@ pub struct Applied {
 }
 
 fn step_err(step: &str) -> impl Fn(std::io::Error) -> ApplyError + '_ {
-    move |e| ApplyError::Step {
+    move |source| ApplyError::Step {
         step: step.to_string(),
-        message: e.to_string(),
+        source,
     }
 }
 
@@ -282,18 +291,17 @@ fn run_step(
     cx: &mut Context<'_>,
     applied: &mut Applied,
 ) -> Result<(), ApplyError> {
-    let agent =
-        match action {
-            Action::CreateAgent { id, .. } | Action::UpdateAgent { id, .. } => {
-                Some(desired.agents.iter().find(|a| &a.id == id).ok_or_else(|| {
-                    ApplyError::Step {
-                        step: step.to_string(),
-                        message: format!("agent `{id}` is not in the config"),
-                    }
-                })?)
-            }
-            _ => None,
-        };
+    let agent = match action {
+        Action::CreateAgent { id, .. } | Action::UpdateAgent { id, .. } => {
+            Some(desired.agents.iter().find(|a| &a.id == id).ok_or_else(|| {
+                ApplyError::Mismatch {
+                    step: step.to_string(),
+                    message: format!("agent `{id}` is not in the config"),
+                }
+            })?)
+        }
+        _ => None,
+    };
     // A delete resumes into the trash entry its crashed attempt started; a create or update
     // resumes with what its crashed attempt found on disk before it created anything.
     let found = agent.map(|agent| DirsBefore::find(agent, resumed.as_deref()));
@@ -311,7 +319,7 @@ fn run_step(
     match action {
         Action::CreateAgent { files, .. } | Action::UpdateAgent { files, .. } => {
             let (Some(agent), Some(found)) = (agent, found) else {
-                return Err(ApplyError::Step {
+                return Err(ApplyError::Mismatch {
                     step: step.to_string(),
                     message: "an agent step without its agent".into(),
                 });
@@ -477,7 +485,7 @@ fn run_step(
         }
         // Database-only steps run in batches (`run_db_steps`), never here.
         _ => {
-            return Err(ApplyError::Step {
+            return Err(ApplyError::Mismatch {
                 step: step.to_string(),
                 message: "a database-only step reached the one-step path".into(),
             });

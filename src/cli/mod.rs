@@ -178,17 +178,9 @@ pub fn run(cli: Cli) -> ExitStatus {
     }
 }
 
-/// Loads and validates the config directory. Diagnostics go to stderr (stdout carries only
-/// results); a config with errors is refused.
-pub(crate) fn load_valid(
-    global: &GlobalSettings,
-    refusal: &str,
-) -> Result<crate::validate::Report, ExitStatus> {
-    load_valid_with(global, refusal, |_| ()).map(|(report, ())| report)
-}
-
-/// [`load_valid`], running `alongside` on the loaded config while the rules run (on another
-/// thread); what it made is dropped when the rules find an error.
+/// Loads and validates the config directory, running `alongside` on the loaded config while the
+/// rules run (on another thread); what it made is dropped when the rules find an error.
+/// Diagnostics go to stderr (stdout carries only results); a config with errors is refused.
 pub(crate) fn load_valid_with<T: Send>(
     global: &GlobalSettings,
     refusal: &str,

@@ -1,16 +1,17 @@
 //! `deepcli plan` and `deepcli apply`: the config against the live state.
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 
-use super::{ExitStatus, GlobalSettings, load_valid, state_error};
+use super::{ExitStatus, GlobalSettings, state_error};
 use crate::apply::{self, ApplyError, Source};
 use crate::plan::render::{self, Paths};
-use crate::plan::{Action, Desired, Options, Plan, World, diff};
-use crate::state::{LeasePurpose, LiveState, StateDir, StateStore};
+use crate::plan::saved::{self, SavedPlan};
+use crate::plan::{Action, Desired, Inputs, Options, Plan, PrepareError, Prepared, Sight};
+use crate::state::{LeasePurpose, StateDir, StateStore};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -64,13 +65,6 @@ pub struct ApplyArgs {
     allow_mass_delete: bool,
 }
 
-/// A saved plan: the plan and what it was made against.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct SavedPlan {
-    saved_plan_version: String,
-    plan: Plan,
-}
-
 fn stderr_error(message: impl std::fmt::Display) {
     let _ = writeln!(anstream::stderr(), "error: {message}");
 }
@@ -90,35 +84,72 @@ fn bindings_file(desired: &Desired) -> String {
         )
 }
 
-/// The plan for this config, state and world, with the operator's allowances.
-fn plan_for(
+/// The plan of the config directory against `live`, with the operator's allowances. Its
+/// diagnostics go to stderr (stdout carries only results); a config with errors is refused.
+fn prepare<L>(
     global: &GlobalSettings,
-    desired: &Desired,
-    live: &LiveState,
-    world: &World,
-    allow_destroy: bool,
-    allow_mass_delete: bool,
-) -> Plan {
+    live: L,
+    sight: Sight<'_>,
+    (allow_destroy, allow_mass_delete): (bool, bool),
+    render_routing: bool,
+) -> Result<Prepared, ExitStatus>
+where
+    L: FnOnce() -> Result<Option<crate::state::LiveState>, crate::state::StateError> + Send,
+{
     let guard = crate::plan::guard(&global.config_dir, &global.load);
-    diff(
-        desired,
+    let state = StateDir::new(&global.load.state_dir);
+    let prepared = crate::plan::prepare(Inputs {
+        config: crate::plan::Source::Dir {
+            dir: &global.config_dir,
+            load: &global.load,
+        },
         live,
-        world,
-        &Options {
+        state: &state,
+        sight,
+        options: Options {
             allow_destroy,
             allow_mass_delete,
             guard: &guard,
         },
-    )
-}
-
-/// The live state: the database if there is one (a missing one is an empty state, and plan
-/// does not create it).
-fn read_live(state: &StateDir) -> Result<LiveState, ExitStatus> {
-    match StateStore::open_existing(state).and_then(|s| s.map(|s| s.snapshot()).transpose()) {
-        Ok(live) => Ok(live.unwrap_or_else(LiveState::empty)),
-        Err(e) => Err(state_error(&e)),
+        render_routing,
+    });
+    let mut err = anstream::stderr();
+    let report = match &prepared {
+        Ok(prepared) => Some(&prepared.report),
+        Err(PrepareError::Rejected(report)) => Some(&**report),
+        Err(_) => None,
+    };
+    if let Some(report) = report.filter(|r| !r.diagnostics.is_empty()) {
+        let _ = err.write_all(crate::report::human(report).as_bytes());
     }
+    prepared.map_err(|e| match e {
+        PrepareError::Load(e) => {
+            let _ = writeln!(err, "error: {e}");
+            let _ = writeln!(
+                err,
+                "hint: pass the config directory with --config DIR (or DEEPCLI_CONFIG)"
+            );
+            ExitStatus::Error
+        }
+        PrepareError::Rejected(_) => {
+            let _ = writeln!(
+                err,
+                "error: the config has errors; fix them first (nothing was changed)"
+            );
+            ExitStatus::Failure
+        }
+        PrepareError::State(crate::state::StateError::Locked(holder))
+            if holder.purpose == LeasePurpose::Controller =>
+        {
+            let _ = writeln!(
+                err,
+                "error: a controller (deepcli up, pid {} on {}) manages this state and applies every saved change itself; nothing was applied\nhint: see what it did with `deepcli status`",
+                holder.pid, holder.host
+            );
+            ExitStatus::Failure
+        }
+        PrepareError::State(e) => state_error(&e),
+    })
 }
 
 pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
@@ -133,34 +164,30 @@ pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
 
 /// Prints (and saves) the plan; whether it has changes, or how the command ends without one.
 fn make_plan(global: &GlobalSettings, args: &PlanArgs) -> Result<bool, ExitStatus> {
-    let report = load_valid(global, "fix them first (nothing was changed)")?;
-    let desired = Desired::from_config(&report.config);
     let state = StateDir::new(&global.load.state_dir);
-    let (live, world) = match &args.live {
-        Some(path) => match read_snapshot(path) {
-            Ok(live) => {
-                let world = World::assumed(&live);
-                (live, world)
-            }
-            Err(e) => {
+    let allowances = (args.allow_destroy, args.allow_mass_delete);
+    let Prepared { plan, desired, .. } = match &args.live {
+        Some(path) => {
+            // Read first: a snapshot that does not load is the answer, whatever the config.
+            let live = saved::read_snapshot(path).map_err(|e| {
                 stderr_error(e);
-                return Err(ExitStatus::Failure);
-            }
-        },
-        None => {
-            let live = read_live(&state)?;
-            let world = World::observe(&desired.agents, &live, &state);
-            (live, world)
+                ExitStatus::Failure
+            })?;
+            prepare(global, || Ok(Some(live)), Sight::Assumed, allowances, false)?
         }
+        // A missing database is an empty state; plan does not create one.
+        None => prepare(
+            global,
+            || {
+                StateStore::open_existing(&state)?
+                    .map(|s| s.snapshot())
+                    .transpose()
+            },
+            Sight::Observe(None),
+            allowances,
+            false,
+        )?,
     };
-    let plan = plan_for(
-        global,
-        &desired,
-        &live,
-        &world,
-        args.allow_destroy,
-        args.allow_mass_delete,
-    );
     let text = if args.json {
         render::json(&plan)
     } else {
@@ -180,21 +207,19 @@ fn make_plan(global: &GlobalSettings, args: &PlanArgs) -> Result<bool, ExitStatu
     if written.is_err() {
         return Err(ExitStatus::Error);
     }
+    let blocked = !plan.blocked.is_empty();
+    let changes = !plan.is_empty();
     if let Some(out) = &args.out {
-        let saved = SavedPlan {
-            saved_plan_version: crate::plan::FORMAT_VERSION.into(),
-            plan: plan.clone(),
-        };
-        let text = serde_json::to_string_pretty(&saved).unwrap_or_default();
+        let text = SavedPlan::new(plan).to_json();
         if let Err(e) = crate::durable::write_atomic(out, text.as_bytes()) {
             stderr_error(format!("cannot write `{}`: {e}", out.display()));
             return Err(ExitStatus::Failure);
         }
     }
-    if !plan.blocked.is_empty() {
+    if blocked {
         return Err(ExitStatus::Failure);
     }
-    Ok(!plan.is_empty())
+    Ok(changes)
 }
 
 /// What rewriting each existing file would change (identity updates), as text diffs.
@@ -218,26 +243,6 @@ fn file_diffs(plan: &Plan, desired: &Desired) -> render::FileDiffs {
     diffs
 }
 
-fn read_snapshot(path: &Path) -> Result<LiveState, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    let live: LiveState = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "`{}` is not a `deepcli state export` snapshot: {e}",
-            path.display()
-        )
-    })?;
-    if !crate::state::SNAPSHOT_FORMATS.contains(&live.format_version.as_str()) {
-        return Err(format!(
-            "`{}` has snapshot format {}, this deepcli reads {}",
-            path.display(),
-            live.format_version,
-            crate::state::SNAPSHOT_FORMATS.join(" and ")
-        ));
-    }
-    Ok(live)
-}
-
 pub fn apply(global: &GlobalSettings, args: ApplyArgs) -> ExitStatus {
     match run_apply(global, &args) {
         Ok(status) => status,
@@ -250,50 +255,32 @@ pub fn apply(global: &GlobalSettings, args: ApplyArgs) -> ExitStatus {
 }
 
 fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, ApplyError> {
-    let saved = match &args.plan {
-        None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| ApplyError::Stale(format!("cannot read `{}`: {e}", path.display())))?;
-            let saved: SavedPlan = serde_json::from_str(&text).map_err(|e| {
-                ApplyError::Stale(format!("`{}` is not a saved plan: {e}", path.display()))
-            })?;
-            Some(saved.plan)
-        }
-    };
-    let report = match load_valid(global, "fix them first (nothing was changed)") {
-        Ok(report) => report,
+    let saved = args.plan.as_deref().map(SavedPlan::read).transpose()?;
+    let state = StateDir::new(&global.load.state_dir);
+    // The lease is taken before the state is read: nothing applies in between.
+    let mut store = None;
+    let prepared = prepare(
+        global,
+        || {
+            let mut opened = StateStore::open(&state)?;
+            opened.acquire_lease(LeasePurpose::Apply, Duration::from_secs(3))?;
+            let live = opened.snapshot()?;
+            store = Some(opened);
+            Ok(Some(live))
+        },
+        Sight::Observe(None),
+        (args.allow_destroy, args.allow_mass_delete),
+        true,
+    );
+    let Prepared { plan, desired, .. } = match prepared {
+        Ok(prepared) => prepared,
         Err(status) => return Ok(status),
     };
-    let desired = Desired::from_config(&report.config);
-    let state = StateDir::new(&global.load.state_dir);
-    let mut store = StateStore::open(&state)?;
-    match store.acquire_lease(LeasePurpose::Apply, Duration::from_secs(3)) {
-        Err(crate::state::StateError::Locked(holder))
-            if holder.purpose == LeasePurpose::Controller =>
-        {
-            let _ = writeln!(
-                anstream::stderr(),
-                "error: a controller (deepcli up, pid {} on {}) manages this state and applies every saved change itself; nothing was applied\nhint: see what it did with `deepcli status`",
-                holder.pid,
-                holder.host
-            );
-            return Ok(ExitStatus::Failure);
-        }
-        other => other?,
-    }
-    let live = store.snapshot()?;
-    let world = World::observe(&desired.agents, &live, &state);
-    let plan = plan_for(
-        global,
-        &desired,
-        &live,
-        &world,
-        args.allow_destroy,
-        args.allow_mass_delete,
-    );
+    let Some(mut store) = store else {
+        return Ok(ExitStatus::Failure);
+    };
     if let Some(saved) = &saved {
-        check_fresh(saved, &plan)?;
+        saved.check_fresh(&plan)?;
     }
     let mut out = anstream::stdout();
     if plan.is_empty() {
@@ -354,30 +341,4 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
         );
     }
     Ok(ExitStatus::Success)
-}
-
-/// A saved plan applies only to the state and config it was made against, and only while the
-/// world still asks for exactly its actions.
-fn check_fresh(saved: &Plan, now: &Plan) -> Result<(), ApplyError> {
-    if !saved.lineage.is_empty() && saved.lineage != now.lineage {
-        return Err(ApplyError::Stale(format!(
-            "it was made for state lineage {}, this state is {}",
-            saved.lineage, now.lineage
-        )));
-    }
-    if saved.serial != now.serial {
-        return Err(ApplyError::Stale(format!(
-            "the state was applied since (serial {} → {})",
-            saved.serial, now.serial
-        )));
-    }
-    if saved.config_hash != now.config_hash {
-        return Err(ApplyError::Stale("the config files changed since".into()));
-    }
-    if saved.actions != now.actions {
-        return Err(ApplyError::Stale(
-            "the world changed since (the same config now plans different actions)".into(),
-        ));
-    }
-    Ok(())
 }

@@ -24,7 +24,7 @@ use crate::access::{Access, AccessPlan};
 use crate::apply::{self, Source};
 use crate::config::{FileKind, LoadOptions};
 use crate::plan::observe::HashCache;
-use crate::plan::{Action, Desired, Options, World, diff};
+use crate::plan::{Action, Desired, Inputs, Options, PrepareError, Prepared, Sight, Stages};
 use crate::runtime::{RuntimeMap, RuntimeSpec, RuntimeStatus, Supervisor};
 use crate::state::{LeasePurpose, StateDir, StateError, StateStore};
 use crate::threads;
@@ -567,83 +567,52 @@ fn find(
     store: &Arc<Mutex<StateStore>>,
     hashes: &Mutex<HashCache>,
 ) -> Found {
-    let mut stages = Stages::start();
-    // The state is read, and git asked for the commit, while the files are parsed: none
-    // needs the others.
-    let (loaded, live, git_commit) = std::thread::scope(|scope| {
-        let live = scope.spawn(|| {
-            store
-                .lock()
-                .map_err(|_| "state store poisoned".to_string())
-                .and_then(|s| s.snapshot().map_err(|e| e.to_string()))
-        });
-        let git_commit = scope.spawn(|| apply::git_commit(&options.config_dir));
-        let loaded = crate::config::load(&options.config_dir, &options.load);
-        let live = live
-            .join()
-            .unwrap_or_else(|_| Err("reading the state panicked".to_string()));
-        (loaded, live, git_commit.join().ok().flatten())
-    });
-    let loaded = match loaded {
-        Ok(loaded) => loaded,
+    let state = StateDir::new(&options.load.state_dir);
+    let guard = guard(options);
+    // git is asked for the commit while the plan is made.
+    let (prepared, git_commit) = threads::join(
+        || {
+            crate::plan::prepare(Inputs {
+                config: crate::plan::Source::Dir {
+                    dir: &options.config_dir,
+                    load: &options.load,
+                },
+                live: || {
+                    let store = store.lock().map_err(|_| {
+                        crate::state::StateError::Corrupt("state store poisoned".into())
+                    })?;
+                    store.snapshot().map(Some)
+                },
+                state: &state,
+                sight: Sight::Observe(Some(hashes)),
+                options: Options {
+                    allow_destroy: false,
+                    allow_mass_delete: false,
+                    guard: &guard,
+                },
+                render_routing: true,
+            })
+        },
+        || apply::git_commit(&options.config_dir),
+    );
+    let Prepared {
+        report,
+        desired,
+        live,
+        world,
+        plan,
+    } = match prepared {
+        Ok(prepared) => prepared,
+        Err(PrepareError::Rejected(report)) => return rejected(*report),
         Err(e) => return Found::Failed(e.to_string()),
     };
-    stages.done("load");
-    if loaded.diagnostics.iter().any(|d| d.is_error()) {
-        return rejected(crate::validate::finish(loaded));
-    }
-    let live = match live {
-        Ok(live) => live,
-        Err(e) => return Found::Failed(e),
-    };
-    let state = StateDir::new(&options.load.state_dir);
-    // The config loaded cleanly, so the desired state can be built while the semantic rules
-    // run: it is thrown away if they find an error. The disk is looked at (by the agents'
-    // paths) meanwhile too. A panic on any thread is the reconcile's (`spawn_blocking`
-    // reports it).
-    let agents = Desired::agents(&loaded.config);
-    let (report, made) = crate::validate::finish_with(loaded, |config| {
-        threads::join(
-            || Desired::without_agents(config),
-            || match hashes.lock() {
-                Ok(mut hashes) => World::observe_with(&agents, &live, &state, &mut hashes),
-                Err(_) => World::observe(&agents, &live, &state),
-            },
-        )
-    });
-    let (mut desired, world) = match made {
-        Some(made) if report.is_valid() => made,
-        made => {
-            threads::drop_in_background((live, made, agents));
-            return rejected(report);
-        }
-    };
-    desired.agents = agents;
     let config = Box::new(report.config);
-    stages.done("check+desired+observe");
-    let guard = guard(options);
-    // When the routing changed, the document the apply will publish is rendered while the
-    // plan is made.
-    let published = live.routing.as_ref();
-    let next = published.map_or(1, |r| r.generation + 1);
-    let changed = published.map(|r| r.content_hash.as_str()) != Some(desired.routing_hash.as_str());
-    let diff_options = Options {
-        allow_destroy: false,
-        allow_mass_delete: false,
-        guard: &guard,
-    };
-    let (plan, document) = threads::join(
-        || diff(&desired, &live, &world, &diff_options),
-        || changed.then(|| desired.render_routing(next)),
-    );
-    desired.routing_document = document.map(|d| (next, d));
     let runtimes = config
         .agents
         .iter()
         .filter_map(|a| RuntimeSpec::from_agent(a, &state.logs(), options.load.home.as_deref()))
         .collect();
     let agents = config.agents.iter().map(|a| a.id().to_string()).collect();
-    stages.done("diff");
     let generation = live.routing.as_ref().map(|r| r.generation);
     threads::drop_in_background((live, world));
     Found::Planned {
@@ -670,27 +639,4 @@ fn rejected(report: crate::validate::Report) -> Found {
         since: crate::clock::now(),
         diagnostics,
     })
-}
-
-/// Times the stages of a reconcile for the debug log (`RUST_LOG=deepcli=debug`).
-struct Stages {
-    last: std::time::Instant,
-}
-
-impl Stages {
-    fn start() -> Stages {
-        Stages {
-            last: std::time::Instant::now(),
-        }
-    }
-
-    fn done(&mut self, stage: &'static str) {
-        let now = std::time::Instant::now();
-        tracing::debug!(
-            stage,
-            ms = (now - self.last).as_secs_f64() * 1e3,
-            "reconcile stage"
-        );
-        self.last = now;
-    }
 }

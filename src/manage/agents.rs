@@ -908,21 +908,23 @@ fn trash_preview(
     let Some(store) = crate::state::StateStore::open_existing(&state)? else {
         return Ok((Vec::new(), Vec::new()));
     };
-    let live = store.snapshot()?;
-    let would_be = change.validate(ctx).config;
-    let desired = crate::plan::Desired::from_config(&would_be);
-    let world = crate::plan::World::observe(&desired.agents, &live, &state);
     let guard = crate::plan::guard(&ctx.config_dir, &ctx.load);
-    let plan = crate::plan::diff(
-        &desired,
-        &live,
-        &world,
-        &crate::plan::Options {
+    let prepared = crate::plan::prepare(crate::plan::Inputs {
+        config: crate::plan::Source::Checked(Box::new(change.validate(ctx))),
+        live: move || store.snapshot().map(Some),
+        state: &state,
+        sight: crate::plan::Sight::Observe(None),
+        options: crate::plan::Options {
             allow_destroy: true,
             allow_mass_delete: true,
             guard: &guard,
         },
-    );
+        render_routing: false,
+    });
+    // The change was validated before this preview: a refusal here says nothing new.
+    let Ok(crate::plan::Prepared { plan, .. }) = prepared else {
+        return Ok((Vec::new(), Vec::new()));
+    };
     let mut trash = Vec::new();
     let mut kept = Vec::new();
     for action in plan.actions {

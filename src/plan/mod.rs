@@ -7,7 +7,9 @@
 pub mod desired;
 mod diff;
 pub mod observe;
+mod prepare;
 pub mod render;
+pub mod saved;
 
 use std::path::PathBuf;
 
@@ -16,6 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use desired::Desired;
 pub use diff::{Options, diff};
 pub use observe::World;
+pub use prepare::{Inputs, PrepareError, Prepared, Sight, Source, Stages, prepare};
 
 /// The trash guard for a config and state directory: `/`, home directories, and these two
 /// directories (absolute) and their ancestors are never moved or bootstrapped into.

@@ -1,0 +1,197 @@
+//! The one assembly of planning, for `plan`, `apply`, the controller's reconcile and the
+//! management service's trash preview: load → rules → desired state → world → diff.
+//!
+//! Independent stages run side by side: the live state is read while the files are parsed; the
+//! semantic rules run while the desired state is built and the disk observed (their results are
+//! dropped when a rule finds an error); the routing document a changed plan will publish is
+//! rendered while the plan is diffed. Each caller keeps only what is its own: printing and
+//! prompts, threads and look-ahead, a preview.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use super::observe::HashCache;
+use super::{Desired, Options, Plan, World, diff};
+use crate::config::{self, LoadOptions};
+use crate::state::{LiveState, StateDir, StateError};
+use crate::threads;
+use crate::validate::{self, Report};
+
+/// Where the config comes from.
+pub enum Source<'a> {
+    /// Loaded from a directory, then checked.
+    Dir {
+        dir: &'a Path,
+        load: &'a LoadOptions,
+    },
+    /// Already checked (a management edit's would-be config).
+    Checked(Box<Report>),
+}
+
+/// How the world is known.
+pub enum Sight<'a> {
+    /// Looked at on disk, by the agents' paths (through a hash cache kept between calls when
+    /// given).
+    Observe(Option<&'a Mutex<HashCache>>),
+    /// Taken from the live state as recorded (a plan against a `state export` snapshot).
+    Assumed,
+}
+
+/// What to plan with.
+pub struct Inputs<'a, L> {
+    pub config: Source<'a>,
+    /// Reads the live state; runs while the files are parsed. `None`: no state yet.
+    pub live: L,
+    pub state: &'a StateDir,
+    pub sight: Sight<'a>,
+    pub options: Options<'a>,
+    /// Render the routing document a changed plan will publish (apply does; `plan` needs
+    /// only its hash).
+    pub render_routing: bool,
+}
+
+/// A plan and everything it was made from.
+pub struct Prepared {
+    /// The checked config and its warnings.
+    pub report: Report,
+    pub desired: Desired,
+    pub live: LiveState,
+    pub world: World,
+    pub plan: Plan,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// The config directory could not be read at all.
+    #[error(transparent)]
+    Load(#[from] config::LoadError),
+    /// The config has errors: nothing was planned.
+    #[error("the config has {} errors", .0.errors())]
+    Rejected(Box<Report>),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+/// Plans `inputs`.
+pub fn prepare<L>(inputs: Inputs<'_, L>) -> Result<Prepared, PrepareError>
+where
+    L: FnOnce() -> Result<Option<LiveState>, StateError> + Send,
+{
+    let Inputs {
+        config,
+        live,
+        state,
+        sight,
+        options,
+        render_routing,
+    } = inputs;
+    let mut stages = Stages::start();
+    let (config, live) = match config {
+        Source::Dir { dir, load } => {
+            let (loaded, live) = threads::join(|| config::load(dir, load), live);
+            (Config::Loaded(loaded?), live)
+        }
+        Source::Checked(report) => (Config::Checked(*report), live()),
+    };
+    stages.done("load");
+    let live = match live {
+        Ok(live) => live.unwrap_or_else(LiveState::empty),
+        // A config with errors is the first thing to say, as it is without a state.
+        Err(e) => {
+            let report = match config {
+                Config::Loaded(loaded) => validate::finish(loaded),
+                Config::Checked(report) => report,
+            };
+            return Err(match report.is_valid() {
+                true => PrepareError::State(e),
+                false => PrepareError::Rejected(Box::new(report)),
+            });
+        }
+    };
+    let observe = |agents: &[super::desired::DesiredAgent], live: &LiveState| match sight {
+        Sight::Assumed => World::assumed(live),
+        Sight::Observe(None) => World::observe(agents, live, state),
+        Sight::Observe(Some(hashes)) => match hashes.lock() {
+            Ok(mut hashes) => World::observe_with(agents, live, state, &mut hashes),
+            Err(_) => World::observe(agents, live, state),
+        },
+    };
+    let (report, mut desired, world) = match config {
+        Config::Checked(report) => {
+            if !report.is_valid() {
+                return Err(PrepareError::Rejected(Box::new(report)));
+            }
+            let desired = Desired::from_config(&report.config);
+            let world = observe(&desired.agents, &live);
+            (report, desired, world)
+        }
+        Config::Loaded(loaded) => {
+            if loaded.diagnostics.iter().any(|d| d.is_error()) {
+                return Err(PrepareError::Rejected(Box::new(validate::finish(loaded))));
+            }
+            // The config loaded cleanly, so the desired state is built and the disk observed
+            // while the semantic rules run: both are thrown away if a rule finds an error.
+            let agents = Desired::agents(&loaded.config);
+            let (report, made) = validate::finish_with(loaded, |config| {
+                threads::join(
+                    || Desired::without_agents(config),
+                    || observe(&agents, &live),
+                )
+            });
+            match made {
+                Some((mut desired, world)) if report.is_valid() => {
+                    desired.agents = agents;
+                    (report, desired, world)
+                }
+                made => {
+                    threads::drop_in_background((live, made, agents));
+                    return Err(PrepareError::Rejected(Box::new(report)));
+                }
+            }
+        }
+    };
+    stages.done("check+desired+observe");
+    // When the routing changed, the document an apply will publish is rendered while the plan
+    // is made.
+    let published = live.routing.as_ref();
+    let next = published.map_or(1, |r| r.generation + 1);
+    let changed = published.map(|r| r.content_hash.as_str()) != Some(desired.routing_hash.as_str());
+    let (plan, document) = threads::join(
+        || diff(&desired, &live, &world, &options),
+        || (render_routing && changed).then(|| desired.render_routing(next)),
+    );
+    desired.routing_document = document.map(|d| (next, d));
+    stages.done("diff");
+    Ok(Prepared {
+        report,
+        desired,
+        live,
+        world,
+        plan,
+    })
+}
+
+/// The config as far as it got before the rules.
+enum Config {
+    Loaded(config::Loaded),
+    Checked(Report),
+}
+
+/// Times the stages of a plan, or of a reconcile, for the debug log (`RUST_LOG=deepcli=debug`).
+pub struct Stages {
+    last: std::time::Instant,
+}
+
+impl Stages {
+    pub fn start() -> Stages {
+        Stages {
+            last: std::time::Instant::now(),
+        }
+    }
+
+    pub fn done(&mut self, stage: &'static str) {
+        let now = std::time::Instant::now();
+        tracing::debug!(stage, ms = (now - self.last).as_secs_f64() * 1e3, "stage");
+        self.last = now;
+    }
+}
