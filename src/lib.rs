@@ -15,31 +15,34 @@
 #![allow(clippy::result_large_err)]
 
 pub mod access;
-pub mod apply;
-pub mod cli;
-pub mod clock;
+pub(crate) mod apply;
+mod cli;
+pub(crate) mod clock;
 pub mod config;
-pub mod controller;
-pub mod demo_agent;
+pub(crate) mod controller;
+pub(crate) mod demo_agent;
 pub mod diagnostic;
-pub mod durable;
-pub mod failpoint;
+pub(crate) mod durable;
+pub(crate) mod failpoint;
 pub mod hash;
-pub mod http_server;
+pub(crate) mod http_server;
 pub mod ids;
-pub mod log_line;
+pub(crate) mod log_line;
 pub mod manage;
-mod mounts;
+pub(crate) mod mounts;
 pub mod os;
 pub(crate) mod owner_only;
-pub mod plan;
+pub(crate) mod plan;
 pub mod report;
 pub mod routing;
-pub mod runtime;
+pub(crate) mod runtime;
 pub mod span;
 pub mod state;
-pub mod suggest;
-pub mod threads;
+pub(crate) mod suggest;
+pub(crate) mod threads;
 pub mod trash;
 pub mod validate;
 pub mod workspace;
+
+/// The command line: what the `deepcli` binary runs.
+pub use cli::{Cli, parse as parse_args, run as run_cli};

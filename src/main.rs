@@ -5,11 +5,11 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = deepcli::cli::parse();
+    let cli = deepcli::parse_args();
     if cli.is_long_running() {
         purge_freed_memory();
     }
-    deepcli::cli::run(cli).into()
+    deepcli::run_cli(cli).into()
 }
 
 /// The long-running commands (`up`, `access serve`) give the memory of each reconcile back to

@@ -48,7 +48,6 @@ pub enum ApplyError {
 pub enum Source {
     Cli,
     Controller,
-    Rpc,
 }
 
 impl Source {
@@ -56,7 +55,6 @@ impl Source {
         match self {
             Source::Cli => "cli",
             Source::Controller => "controller",
-            Source::Rpc => "rpc",
         }
     }
 }

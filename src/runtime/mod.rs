@@ -25,7 +25,7 @@ use crate::config::Agent;
 use crate::config::model::{EnvValue, Runtime, RuntimeKind};
 
 pub use process::stop_leftover;
-pub use tree::{AGENT_ENV, ProcessId, adopt_orphans, reap_adopted};
+pub use tree::{ProcessId, adopt_orphans, reap_adopted};
 
 /// Backoff after a crash: 1 s doubling to 5 min, back to 1 s after 10 min of health.
 pub const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -172,14 +172,6 @@ impl Supervisor {
             acp: Arc::default(),
             events,
         }
-    }
-
-    /// A snapshot of every runtime's status.
-    pub fn status(&self) -> Vec<RuntimeStatus> {
-        self.status
-            .lock()
-            .map(|s| s.values().cloned().collect())
-            .unwrap_or_default()
     }
 
     pub fn status_handle(&self) -> RuntimeMap {
