@@ -11,7 +11,7 @@ use serde_json::json;
 use super::{ExitStatus, GlobalSettings};
 use crate::config::model::{DmScope, GroupScope};
 use crate::routing::plan::TierOutcome;
-use crate::routing::{Peer, RouteInput, RouteResult, RoutingPlan, document};
+use crate::routing::{Peer, RouteInput, RouteResult, RoutingPlan, batch, document};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -176,227 +176,27 @@ fn load_plan(
     Ok(plan)
 }
 
-/// JSON lines in, JSON lines out. Input is taken a block at a time (every complete line
-/// buffered), and the answers to a block are written and flushed before the next read, so a
-/// caller that writes one line and waits for the answer gets it.
-///
-/// A large block is cut at line ends into a piece per core, whose answers are made side by
-/// side and written in order: the output is what one thread would write.
+/// JSON lines on stdin answered on stdout ([`batch::run`]); a bad line is an answer, the exit
+/// code says there were some.
 fn batch(plan: &RoutingPlan) -> ExitStatus {
-    let mut stdin = io::stdin().lock();
-    let mut out = io::stdout().lock();
-    let mut lines = LineBuffer::with_capacity(256 * 1024);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut number = 0usize;
-    let mut bad = 0usize;
-    loop {
-        let block = match lines.next_block(&mut stdin) {
-            Ok(Some(block)) => block,
-            Ok(None) => break,
-            Err(e) => {
-                let _ = writeln!(anstream::stderr(), "error: reading stdin: {e}");
-                return ExitStatus::Error;
-            }
-        };
-        let (answered, lines_read) = answer_block(plan, block, number, threads);
-        for piece in answered {
-            bad += piece.bad;
-            if out.write_all(&piece.out).is_err() {
-                // The reader went away (a closed pipe): nothing more to say.
-                return ExitStatus::Error;
-            }
-            if piece.not_utf8 {
-                let _ = out.flush();
-                let _ = writeln!(
-                    anstream::stderr(),
-                    "error: reading stdin: stream did not contain valid UTF-8"
-                );
-                return ExitStatus::Error;
-            }
+    let mut err = anstream::stderr();
+    match batch::run(plan, &mut io::stdin().lock(), &mut io::stdout().lock()) {
+        Ok(done) if done.bad > 0 => {
+            let _ = writeln!(
+                err,
+                "error: {} of {} lines were not route inputs (see the `error` lines)",
+                done.bad, done.lines
+            );
+            ExitStatus::Failure
         }
-        number += lines_read;
-        if out.flush().is_err() {
-            return ExitStatus::Error;
+        Ok(_) => ExitStatus::Success,
+        // The reader went away (a closed pipe): nothing more to say.
+        Err(batch::BatchError::Write(_)) => ExitStatus::Error,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            ExitStatus::Error
         }
     }
-    if bad > 0 {
-        let _ = writeln!(
-            anstream::stderr(),
-            "error: {bad} of {number} lines were not route inputs (see the `error` lines)"
-        );
-        return ExitStatus::Failure;
-    }
-    ExitStatus::Success
-}
-
-/// The answers to the lines of one piece of input.
-struct Answered {
-    out: Vec<u8>,
-    /// Lines that were not route inputs.
-    bad: usize,
-    /// A line was not UTF-8: `out` answers the lines before it, and the batch ends.
-    not_utf8: bool,
-}
-
-/// Pieces smaller than this are not worth a thread.
-const MIN_PIECE: usize = 32 * 1024;
-
-/// Answers `block`, whose first line is line `first + 1` of the input, in up to `threads`
-/// pieces on as many threads; and how many lines it holds.
-fn answer_block(
-    plan: &RoutingPlan,
-    block: &[u8],
-    first: usize,
-    threads: usize,
-) -> (Vec<Answered>, usize) {
-    let pieces = cut_at_lines(block, (block.len() / MIN_PIECE).clamp(1, threads));
-    let mut firsts = Vec::with_capacity(pieces.len());
-    let mut next = first;
-    for piece in &pieces {
-        firsts.push(next);
-        next += lines_in(piece);
-    }
-    let answered = std::thread::scope(|scope| {
-        let others: Vec<_> = pieces[1..]
-            .iter()
-            .zip(&firsts[1..])
-            .map(|(&piece, &first)| scope.spawn(move || answer(plan, piece, first)))
-            .collect();
-        let mut answered = vec![answer(plan, pieces[0], firsts[0])];
-        answered.extend(
-            others
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
-        );
-        answered
-    });
-    (answered, next - first)
-}
-
-/// `bytes` cut after line ends into `n` pieces of about equal size (fewer when the lines run
-/// out); never none.
-fn cut_at_lines(bytes: &[u8], n: usize) -> Vec<&[u8]> {
-    let mut pieces = Vec::with_capacity(n);
-    let mut rest = bytes;
-    for left in (1..n).rev() {
-        let target = rest.len() / (left + 1);
-        let Some(end) = rest[target..].iter().position(|&b| b == b'\n') else {
-            break;
-        };
-        let (piece, after) = rest.split_at(target + end + 1);
-        pieces.push(piece);
-        rest = after;
-    }
-    if !rest.is_empty() || pieces.is_empty() {
-        pieces.push(rest);
-    }
-    pieces
-}
-
-/// Lines in `bytes`, the last one counted without its newline.
-fn lines_in(bytes: &[u8]) -> usize {
-    bytes.split_inclusive(|&b| b == b'\n').count()
-}
-
-/// Answers the lines of `piece`, the first of which is line `first + 1` of the input.
-fn answer(plan: &RoutingPlan, piece: &[u8], first: usize) -> Answered {
-    let mut answered = Answered {
-        out: Vec::with_capacity(piece.len() * 3),
-        bad: 0,
-        not_utf8: false,
-    };
-    for (number, line) in (first + 1..).zip(piece.split_inclusive(|&b| b == b'\n')) {
-        let Ok(line) = std::str::from_utf8(line) else {
-            answered.not_utf8 = true;
-            break;
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<RouteInput>(line) {
-            Ok(input) => plan.resolve(&input).write_json(&mut answered.out),
-            Err(e) => {
-                answered.bad += 1;
-                let error = json!({"error": input_error(&e), "line": number});
-                // Writing JSON into a Vec cannot fail.
-                let _ = serde_json::to_writer(&mut answered.out, &error);
-            }
-        }
-        answered.out.push(b'\n');
-    }
-    answered
-}
-
-/// Blocks of whole lines of a byte stream, each line with its `\n` (the last one may lack
-/// it), cut out of one buffer that is refilled only when it holds no complete line.
-struct LineBuffer {
-    buf: Vec<u8>,
-    /// Where the unread bytes start.
-    start: usize,
-}
-
-impl LineBuffer {
-    fn with_capacity(capacity: usize) -> LineBuffer {
-        LineBuffer {
-            buf: Vec::with_capacity(capacity),
-            start: 0,
-        }
-    }
-
-    /// Every complete line buffered, read first when there is none; at the end of the input
-    /// the last line without its newline; `None` once everything was handed out.
-    fn next_block(&mut self, from: &mut impl io::Read) -> io::Result<Option<&[u8]>> {
-        let mut searched = 0;
-        loop {
-            let unread = &self.buf[self.start..];
-            if let Some(end) = unread[searched..].iter().rposition(|&b| b == b'\n') {
-                let block = self.start..self.start + searched + end + 1;
-                self.start = block.end;
-                return Ok(Some(&self.buf[block]));
-            }
-            searched = unread.len();
-            // No complete line: keep the partial one at the front and read more behind it.
-            self.buf.drain(..self.start);
-            self.start = 0;
-            if self.buf.len() == self.buf.capacity() {
-                self.buf.reserve(self.buf.capacity());
-            }
-            let len = self.buf.len();
-            self.buf.resize(self.buf.capacity(), 0);
-            let read = loop {
-                match from.read(&mut self.buf[len..]) {
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    other => break other,
-                }
-            };
-            match read {
-                Ok(0) => {
-                    self.buf.truncate(len);
-                    if len == 0 {
-                        return Ok(None);
-                    }
-                    // The last line, without its newline.
-                    self.start = len;
-                    return Ok(Some(&self.buf[..len]));
-                }
-                Ok(n) => self.buf.truncate(len + n),
-                Err(e) => {
-                    self.buf.truncate(len);
-                    return Err(e);
-                }
-            }
-        }
-    }
-}
-
-/// serde's message without its `at line 1 column N` (the line is always 1 here and would be
-/// mistaken for the batch line), with the column kept.
-fn input_error(e: &serde_json::Error) -> String {
-    let message = e.to_string();
-    let message = message
-        .rsplit_once(" at line ")
-        .map_or(message.as_str(), |(m, _)| m);
-    format!("not a route input: {message} (column {})", e.column())
 }
 
 const LABEL: Style = Style::new().bold();

@@ -3,6 +3,7 @@
 //! Pure: no I/O. `normalize` and `scope` are shared with the validator, so that the rules that
 //! judge bindings and the router that follows them read a binding the same way.
 
+pub mod batch;
 pub mod document;
 pub mod explain;
 mod index;
