@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::plan::desired::DesiredAgent;
 use crate::plan::{Action, Desired, Plan};
 use crate::state::{
-    AgentRecord, BootstrapRecord, DirOrigin, HistoryRecord, Outcome, PlanRecord, StateError,
+    AgentRecord, BootstrapRecord, DirOrigin, HistoryRecord, LeasePurpose, Outcome, PlanRecord, StateError,
     StateStore, TrashRecord, Wanted,
 };
 use crate::{failpoint, hash, trash, workspace};
@@ -41,6 +41,13 @@ pub enum ApplyError {
     Saved(#[from] crate::plan::saved::SavedError),
     #[error(transparent)]
     Trash(#[from] trash::TrashError),
+    /// The effect happened; recording it in the state failed.
+    #[error("{what}, but the state could not record it: {source}")]
+    Unrecorded {
+        what: String,
+        #[source]
+        source: StateError,
+    },
 }
 
 /// Who applies.
@@ -589,4 +596,24 @@ pub fn git_commit(dir: &Path) -> Option<String> {
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
         .filter(|c| !c.is_empty())
+}
+
+/// `deepcli trash restore ENTRY`: puts a trash entry's files back where they came from (under
+/// the lease, the guard checked again at each path) and records in the state that it was
+/// restored. A restore whose record could not be written is an error: the files are back, and
+/// the message says so.
+pub fn restore(
+    store: &mut StateStore,
+    entry: &str,
+    guard: &trash::Guard,
+) -> Result<trash::Manifest, ApplyError> {
+    store.acquire_lease(LeasePurpose::Trash, std::time::Duration::from_secs(3))?;
+    let manifest = trash::restore(&store.dir().trash(), entry, guard)?;
+    store
+        .transaction(|tx| tx.mark_restored(entry))
+        .map_err(|e| ApplyError::Unrecorded {
+            what: format!("trash entry `{entry}` was restored"),
+            source: e,
+        })?;
+    Ok(manifest)
 }

@@ -1,12 +1,11 @@
 //! `deepcli state export`, `deepcli history` and `deepcli trash list|restore`.
 
 use std::io::Write;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
 use super::{ExitStatus, GlobalSettings, state_error};
-use crate::state::{LeasePurpose, StateDir, StateStore};
+use crate::state::{StateDir, StateStore};
 use crate::trash;
 
 #[derive(Debug, Subcommand)]
@@ -179,28 +178,24 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
                 Ok(store) => store,
                 Err(e) => return state_error(&e),
             };
-            if let Err(e) = store.acquire_lease(LeasePurpose::Trash, Duration::from_secs(3)) {
-                return state_error(&e);
-            }
             let guard = crate::plan::guard(&global.config_dir, &global.load);
-            match trash::restore(&dir.trash(), &entry, &guard) {
-                Ok(manifest) => {
-                    let _ = store.transaction(|tx| tx.mark_restored(&entry));
-                    let mut out = anstream::stdout();
-                    for item in manifest.items.iter().filter(|i| i.moved) {
-                        if let Some(line) = moved_item(item) {
-                            let _ = writeln!(out, "restored {line}");
-                        }
-                    }
-                    let _ = writeln!(
-                        out,
-                        "Agent `{}` is not in the live state: list it in agents.yaml again and apply to manage it.",
-                        manifest.agent_id
-                    );
-                    ExitStatus::Success
+            let manifest = match crate::apply::restore(&mut store, &entry, &guard) {
+                Ok(manifest) => manifest,
+                Err(crate::apply::ApplyError::State(e)) => return state_error(&e),
+                Err(e) => return fail(e),
+            };
+            let mut out = anstream::stdout();
+            for item in manifest.items.iter().filter(|i| i.moved) {
+                if let Some(line) = moved_item(item) {
+                    let _ = writeln!(out, "restored {line}");
                 }
-                Err(e) => fail(e),
             }
+            let _ = writeln!(
+                out,
+                "Agent `{}` is not in the live state: list it in agents.yaml again and apply to manage it.",
+                manifest.agent_id
+            );
+            ExitStatus::Success
         }
     }
 }
