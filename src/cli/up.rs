@@ -1,6 +1,6 @@
 //! `deepcli up` and `deepcli status`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -8,6 +8,8 @@ use clap::{Args, ValueEnum};
 use serde_json::Value;
 
 use super::{ExitStatus, GlobalSettings};
+use crate::controller::client::Client;
+use crate::controller::status::ControllerStatus;
 use crate::controller::{self, ControllerOptions};
 use crate::state::{StateDir, StateStore};
 
@@ -133,36 +135,10 @@ pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
     }
 }
 
-/// `GET path` on the controller, with the operator token; `None` when nobody answers.
-fn get(addr: &str, path: &str, token: &str) -> Option<String> {
-    let addr: SocketAddr = addr.parse().ok()?;
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
-}
-
-/// The running controller's `/v1/status` document, when a controller holds this state's
-/// lease and answers (also what `agents list` and `channels status` show as live status).
-pub(crate) fn controller_status(dir: &StateDir, store: &StateStore) -> Option<Value> {
-    store
-        .lease_holder()
-        .ok()
-        .flatten()
-        .filter(|h| h.purpose == crate::state::LeasePurpose::Controller)
-        .and_then(|_| store.meta_value("controller_addr").ok().flatten())
-        .and_then(|addr| {
-            let token = crate::state::read_operator_token(dir)?;
-            get(&addr, "/v1/status", &token)
-        })
-        .and_then(|body| serde_json::from_str::<Value>(&body).ok())
+/// The running controller's status, when a controller holds this state's lease and answers
+/// (also what `agents list` and `channels status` show as live status).
+pub(crate) fn controller_status(dir: &StateDir, store: &StateStore) -> Option<ControllerStatus> {
+    Client::find(dir, store)?.status().ok()
 }
 
 pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
@@ -180,7 +156,8 @@ pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
         Err(e) => return super::state_error(&e),
     };
     let doc = match controller_status(&dir, &store) {
-        Some(mut doc) => {
+        Some(status) => {
+            let mut doc = serde_json::to_value(status).unwrap_or_default();
             doc["source"] = "controller".into();
             doc
         }

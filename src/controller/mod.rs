@@ -7,6 +7,7 @@
 //! it. The blocking parts (loading, planning, applying: SQLite and the disk) run on the blocking
 //! pool with the state store behind a mutex only this loop takes.
 
+pub mod client;
 mod http;
 pub mod status;
 
@@ -283,7 +284,7 @@ async fn stop_leftovers(store: &StateStore) -> Result<(), ControllerError> {
 
 fn record_address(store: &Arc<Mutex<StateStore>>, addr: SocketAddr) {
     if let Ok(mut s) = store.lock() {
-        let _ = s.transaction(|tx| tx.set_meta("controller_addr", &addr.to_string()));
+        let _ = s.transaction(|tx| tx.set_meta(client::ADDR_KEY, &addr.to_string()));
     }
 }
 

@@ -1,11 +1,11 @@
 //! What the controller reports (`GET /v1/status`, `deepcli status`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::runtime::RuntimeStatus;
 
 /// An edit the controller refused: the last good config keeps running.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Rejection {
     pub config_hash: String,
@@ -14,7 +14,7 @@ pub struct Rejection {
     pub diagnostics: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ControllerStatus {
     pub pid: u32,
@@ -32,7 +32,7 @@ pub struct ControllerStatus {
     pub blocked: Vec<String>,
     /// Channel accounts that take no messages because their `webhookSecret` reference is
     /// unusable (unset, unreadable, empty): `channel/account: why`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub closed_accounts: Vec<String>,
     pub agents: Vec<String>,
     pub runtimes: Vec<RuntimeStatus>,

@@ -1,0 +1,139 @@
+//! A client of the running controller, for commands that ask it rather than the state database
+//! (`deepcli status`, live status in `agents list` and `channels status`). The controller is
+//! found through the state: the lease says a controller holds it, the state records where it
+//! listens, and the operator token authorizes the call.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode, header};
+use hyper_util::rt::TokioIo;
+
+use super::status::ControllerStatus;
+use crate::state::{LeasePurpose, StateDir, StateStore};
+
+/// The state key the controller records its address under.
+pub(crate) const ADDR_KEY: &str = "controller_addr";
+
+/// How long a connection may take: a controller on loopback answers at once or not at all.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long an answer may take.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a running controller listens, and the token it takes.
+#[derive(Debug, Clone)]
+pub struct Client {
+    addr: SocketAddr,
+    token: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the controller at {addr}: {source}")]
+    Connect {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the controller at {addr} did not answer within {} s", ANSWER_TIMEOUT.as_secs())]
+    Timeout { addr: SocketAddr },
+    #[error("talking to the controller at {addr}: {source}")]
+    Http {
+        addr: SocketAddr,
+        source: hyper::Error,
+    },
+    #[error("the controller answered {status}: {body}")]
+    Refused { status: StatusCode, body: String },
+    #[error("the controller's answer is not what this deepcli expects: {0}")]
+    Decode(#[from] serde_json::Error),
+    #[error("cannot start a runtime to talk to the controller: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl Client {
+    /// The controller that holds `store`'s lease, when one does and has recorded its address
+    /// and a token is at hand; `None` otherwise (no controller runs on this state).
+    pub fn find(dir: &StateDir, store: &StateStore) -> Option<Client> {
+        let holder = store.lease_holder().ok().flatten()?;
+        if holder.purpose != LeasePurpose::Controller {
+            return None;
+        }
+        let addr = store.meta_value(ADDR_KEY).ok().flatten()?.parse().ok()?;
+        let token = crate::state::read_operator_token(dir)?;
+        Some(Client { addr, token })
+    }
+
+    /// `GET /v1/status`.
+    pub fn status(&self) -> Result<ControllerStatus, ClientError> {
+        let body = self.call(Method::GET, "/v1/status", None)?;
+        Ok(serde_json::from_slice(&body)?)
+    }
+
+    /// `method path` with the operator token (and a JSON body), waiting for the answer; the
+    /// body of a 2xx answer, else [`ClientError::Refused`].
+    pub fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<Bytes, ClientError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ClientError::Runtime)?;
+        runtime.block_on(self.request(method, path, body))
+    }
+
+    async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<Bytes, ClientError> {
+        let addr = self.addr;
+        let http = |source| ClientError::Http { addr, source };
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::Connect {
+                addr,
+                source: std::io::ErrorKind::TimedOut.into(),
+            })?
+            .map_err(|source| ClientError::Connect { addr, source })?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(http)?;
+        tokio::spawn(connection);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, addr.to_string())
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.token));
+        if body.is_some() {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        // A request of a method, a path and two known headers always builds.
+        let Ok(request) = request.body(Full::new(body.unwrap_or_default())) else {
+            return Err(ClientError::Refused {
+                status: StatusCode::BAD_REQUEST,
+                body: format!("cannot build a request for `{path}`"),
+            });
+        };
+        let answer = async {
+            let response = sender.send_request(request).await.map_err(http)?;
+            let status = response.status();
+            let body = response.into_body().collect().await.map_err(http)?;
+            Ok::<_, ClientError>((status, body.to_bytes()))
+        };
+        let (status, body) = tokio::time::timeout(ANSWER_TIMEOUT, answer)
+            .await
+            .map_err(|_| ClientError::Timeout { addr })??;
+        if !status.is_success() {
+            return Err(ClientError::Refused {
+                status,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            });
+        }
+        Ok(body)
+    }
+}
