@@ -497,9 +497,13 @@ fn replies_do_not_cross_between_conversations_after_a_runtime_restart() {
     let up = Up::start_config(&agents, channels, bindings, |cmd| {
         cmd.env("HOOK", SECRET);
     });
-    let ready = |s: &Value| Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready");
-    let status = up.wait_for("the SDK agent ready", ready);
-    let pid = common::pid_of(&status, "sdk");
+    let ready_pid = |s: &Value| {
+        Up::runtime(s, "sdk")
+            .filter(|r| r["status"] == "ready")
+            .and_then(|r| r["pid"].as_u64())
+    };
+    let status = up.wait_for("the SDK agent ready", |s| ready_pid(s).is_some());
+    let pid = ready_pid(&status).unwrap();
 
     let (_, a1) = inbound(up.addr, SECRET, &slack_group("alice", "a-1", "from alice"));
     let (_, b1) = inbound(up.addr, SECRET, &slack_group("bob", "b-1", "from bob"));
@@ -523,7 +527,7 @@ fn replies_do_not_cross_between_conversations_after_a_runtime_restart() {
     )
     .unwrap();
     up.wait_for("the SDK agent restarted", |s| {
-        ready(s) && common::pid_of(s, "sdk") != pid
+        ready_pid(s).is_some_and(|p| p != pid)
     });
 
     // Bob first: the new process gives him `s-1`, Alice's id in the old one.

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::plan::desired::DesiredAgent;
 use crate::plan::{Action, Desired, Plan};
 use crate::state::{
-    AgentRecord, BootstrapRecord, DirOrigin, HistoryRecord, LeasePurpose, Outcome, PlanRecord, StateError,
-    StateStore, TrashRecord, Wanted,
+    AgentRecord, BootstrapRecord, DirOrigin, HistoryRecord, LeasePurpose, Outcome, PlanRecord,
+    StateError, StateStore, TrashRecord, Wanted,
 };
 use crate::{failpoint, hash, trash, workspace};
 

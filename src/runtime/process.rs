@@ -429,6 +429,8 @@ async fn attempt(
                 tracing::warn!(agent = %spec.agent_id, %exit, "runtime exited");
                 let escaped = spawned.tree.escaped();
                 report.publish(|s| {
+                    // Not `ready` a moment longer than its process is there.
+                    s.status = Phase::CrashLoop;
                     s.pid = None;
                     s.process_start = None;
                     s.escaped = escaped;

@@ -510,10 +510,20 @@ impl StateStore {
     }
 
     fn sql(&self, source: rusqlite::Error) -> StateError {
-        StateError::Sqlite {
-            path: self.dir.db(),
-            source,
-        }
+        sql_error(self.dir.db(), source)
+    }
+
+    /// Every row `sql` selects, each made by `row`.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.query_map(params, row)?.collect())
+            .map_err(|e| self.sql(e))
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>> {
@@ -559,62 +569,50 @@ impl StateStore {
 
     /// The whole live state.
     pub fn snapshot(&self) -> Result<LiveState> {
-        let conn = &self.conn;
-        let sql = |e| self.sql(e);
-        let json = |text: String| serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
-        let agents = conn
-            .prepare(&format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY id"))
-            .and_then(|mut s| {
-                s.query_map([], agent_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(sql)?;
-        let bootstrap = conn
-            .prepare(
-                "SELECT agent_id, name, path, hash FROM bootstrap_files ORDER BY agent_id, name",
-            )
-            .and_then(|mut s| {
-                s.query_map([], |r| {
-                    Ok(BootstrapRecord {
-                        agent_id: r.get(0)?,
-                        name: r.get(1)?,
-                        path: PathBuf::from(r.get::<_, String>(2)?),
-                        hash: r.get(3)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(sql)?;
-        let channel_accounts = conn
-            .prepare("SELECT channel, account, spec, hash FROM channel_accounts ORDER BY channel, account")
-            .and_then(|mut s| {
-                s.query_map([], |r| {
-                    Ok(AccountRecord {
-                        channel: r.get(0)?,
-                        account: r.get(1)?,
-                        spec: json(r.get(2)?),
-                        hash: r.get(3)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(sql)?;
-        let bindings = conn
-            .prepare("SELECT key, agent_id, spec, position FROM bindings ORDER BY position, key")
-            .and_then(|mut s| {
-                s.query_map([], |r| {
-                    Ok(BindingRecord {
-                        key: r.get(0)?,
-                        agent_id: r.get(1)?,
-                        spec: JsonText::from_text(r.get(2)?),
-                        position: r.get(3)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(sql)?;
+        let agents = self.rows(
+            &format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY id"),
+            [],
+            agent_row,
+        )?;
+        let bootstrap = self.rows(
+            "SELECT agent_id, name, path, hash FROM bootstrap_files ORDER BY agent_id, name",
+            [],
+            |r| {
+                Ok(BootstrapRecord {
+                    agent_id: r.get(0)?,
+                    name: r.get(1)?,
+                    path: PathBuf::from(r.get::<_, String>(2)?),
+                    hash: r.get(3)?,
+                })
+            },
+        )?;
+        let channel_accounts = self.rows(
+            "SELECT channel, account, spec, hash FROM channel_accounts ORDER BY channel, account",
+            [],
+            |r| {
+                Ok(AccountRecord {
+                    channel: r.get(0)?,
+                    account: r.get(1)?,
+                    spec: r.get::<_, Json<_>>(2)?.0,
+                    hash: r.get(3)?,
+                })
+            },
+        )?;
+        let bindings = self.rows(
+            "SELECT key, agent_id, spec, position FROM bindings ORDER BY position, key",
+            [],
+            |r| {
+                Ok(BindingRecord {
+                    key: r.get(0)?,
+                    agent_id: r.get(1)?,
+                    spec: JsonText::from_text(r.get(2)?),
+                    position: r.get(3)?,
+                })
+            },
+        )?;
         let runtimes = self.runtimes()?;
-        let routing = conn
+        let routing = self
+            .conn
             .query_row(
                 "SELECT generation, content_hash, config_hash, bindings, published_at FROM routing_plans ORDER BY generation DESC LIMIT 1",
                 [],
@@ -629,7 +627,7 @@ impl StateStore {
                 },
             )
             .optional()
-            .map_err(sql)?;
+            .map_err(|e| self.sql(e))?;
         let trash = self.trash_records()?;
         Ok(LiveState {
             format_version: SNAPSHOT_FORMAT.to_string(),
@@ -658,52 +656,46 @@ impl StateStore {
     }
 
     pub fn runtimes(&self) -> Result<Vec<RuntimeRecord>> {
-        let json = |text: Option<String>| text.and_then(|t| serde_json::from_str(&t).ok());
-        self.conn
-            .prepare("SELECT agent_id, kind, spec_hash, desired, status, pid, process_start, started_at, restarts, last_exit, last_error, info, updated_at FROM runtimes ORDER BY agent_id")
-            .and_then(|mut s| {
-                s.query_map([], |r| {
-                    Ok(RuntimeRecord {
-                        agent_id: r.get(0)?,
-                        kind: r.get(1)?,
-                        spec_hash: r.get(2)?,
-                        desired: r.get(3)?,
-                        status: r.get(4)?,
-                        pid: r.get(5)?,
-                        process_start: r.get(6)?,
-                        started_at: r.get(7)?,
-                        restarts: r.get(8)?,
-                        last_exit: r.get(9)?,
-                        last_error: r.get(10)?,
-                        info: json(r.get(11)?),
-                        updated_at: r.get(12)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(|e| self.sql(e))
+        self.rows(
+            "SELECT agent_id, kind, spec_hash, desired, status, pid, process_start, started_at, restarts, last_exit, last_error, info, updated_at FROM runtimes ORDER BY agent_id",
+            [],
+            |r| {
+                Ok(RuntimeRecord {
+                    agent_id: r.get(0)?,
+                    kind: r.get(1)?,
+                    spec_hash: r.get(2)?,
+                    desired: r.get(3)?,
+                    status: r.get(4)?,
+                    pid: r.get(5)?,
+                    process_start: r.get(6)?,
+                    started_at: r.get(7)?,
+                    restarts: r.get(8)?,
+                    last_exit: r.get(9)?,
+                    last_error: r.get(10)?,
+                    info: r.get::<_, Option<Json<_>>>(11)?.map(|j| j.0),
+                    updated_at: r.get(12)?,
+                })
+            },
+        )
     }
 
     /// The processes each runtime had on record (a killed controller's are left to the next).
     pub fn runtime_processes(&self) -> Result<Vec<RuntimeProcesses>> {
-        let escaped = |text: Option<String>| {
-            text.and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or_default()
-        };
-        self.conn
-            .prepare("SELECT agent_id, pid, process_start, escaped FROM runtimes WHERE pid IS NOT NULL OR escaped IS NOT NULL ORDER BY agent_id")
-            .and_then(|mut s| {
-                s.query_map([], |r| {
-                    Ok(RuntimeProcesses {
-                        agent_id: r.get(0)?,
-                        pid: r.get(1)?,
-                        process_start: r.get(2)?,
-                        escaped: escaped(r.get(3)?),
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(|e| self.sql(e))
+        self.rows(
+            "SELECT agent_id, pid, process_start, escaped FROM runtimes WHERE pid IS NOT NULL OR escaped IS NOT NULL ORDER BY agent_id",
+            [],
+            |r| {
+                Ok(RuntimeProcesses {
+                    agent_id: r.get(0)?,
+                    pid: r.get(1)?,
+                    process_start: r.get(2)?,
+                    escaped: r
+                        .get::<_, Option<Json<_>>>(3)?
+                        .map(|j| j.0)
+                        .unwrap_or_default(),
+                })
+            },
+        )
     }
 
     /// Forgets a runtime's processes once they are gone; `stopped` when this process stopped
@@ -721,62 +713,55 @@ impl StateStore {
     }
 
     pub fn trash_records(&self) -> Result<Vec<TrashRecord>> {
-        self.conn
-            .prepare("SELECT entry, agent_id, dir, serial, created_at, manifest, restored_at FROM trash ORDER BY created_at, entry")
-            .and_then(|mut s| {
-                s.query_map([], |r| {
-                    Ok(TrashRecord {
-                        entry: r.get(0)?,
-                        agent_id: r.get(1)?,
-                        dir: PathBuf::from(r.get::<_, String>(2)?),
-                        serial: r.get(3)?,
-                        created_at: r.get(4)?,
-                        manifest: serde_json::from_str(&r.get::<_, String>(5)?)
-                            .unwrap_or(serde_json::Value::Null),
-                        restored_at: r.get(6)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(|e| self.sql(e))
+        self.rows(
+            "SELECT entry, agent_id, dir, serial, created_at, manifest, restored_at FROM trash ORDER BY created_at, entry",
+            [],
+            |r| {
+                Ok(TrashRecord {
+                    entry: r.get(0)?,
+                    agent_id: r.get(1)?,
+                    dir: PathBuf::from(r.get::<_, String>(2)?),
+                    serial: r.get(3)?,
+                    created_at: r.get(4)?,
+                    manifest: r.get::<_, Json<_>>(5)?.0,
+                    restored_at: r.get(6)?,
+                })
+            },
+        )
     }
 
     pub fn history(&self) -> Result<Vec<HistoryRecord>> {
-        self.conn
-            .prepare("SELECT id, serial, started_at, finished_at, user, host, source, config_hash, git_commit, added, changed, removed, outcome, error FROM history ORDER BY id")
-            .and_then(|mut s| {
-                s.query_map([], |r| {
-                    Ok(HistoryRecord {
-                        id: r.get(0)?,
-                        serial: r.get(1)?,
-                        started_at: r.get(2)?,
-                        finished_at: r.get(3)?,
-                        user: r.get(4)?,
-                        host: r.get(5)?,
-                        source: r.get(6)?,
-                        config_hash: r.get(7)?,
-                        git_commit: r.get(8)?,
-                        added: r.get(9)?,
-                        changed: r.get(10)?,
-                        removed: r.get(11)?,
-                        outcome: r.get(12)?,
-                        error: r.get(13)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(|e| self.sql(e))
+        self.rows(
+            "SELECT id, serial, started_at, finished_at, user, host, source, config_hash, git_commit, added, changed, removed, outcome, error FROM history ORDER BY id",
+            [],
+            |r| {
+                Ok(HistoryRecord {
+                    id: r.get(0)?,
+                    serial: r.get(1)?,
+                    started_at: r.get(2)?,
+                    finished_at: r.get(3)?,
+                    user: r.get(4)?,
+                    host: r.get(5)?,
+                    source: r.get(6)?,
+                    config_hash: r.get(7)?,
+                    git_commit: r.get(8)?,
+                    added: r.get(9)?,
+                    changed: r.get(10)?,
+                    removed: r.get(11)?,
+                    outcome: r.get(12)?,
+                    error: r.get(13)?,
+                })
+            },
+        )
     }
 
     /// Journal steps that were started and never finished (a crash), oldest first.
     pub fn unfinished_steps(&self) -> Result<Vec<(i64, String, Option<String>)>> {
-        self.conn
-            .prepare("SELECT id, step, detail FROM journal WHERE status = 'started' ORDER BY id")
-            .and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(|e| self.sql(e))
+        self.rows(
+            "SELECT id, step, detail FROM journal WHERE status = 'started' ORDER BY id",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
     }
 
     /// Records that a step starts; returns its journal id.
@@ -892,6 +877,31 @@ fn migrate(conn: &mut Connection, dir: &StateDir) -> Result<()> {
             .map_err(sql)?;
     }
     tx.commit().map_err(sql)
+}
+
+/// A database error at `path`; a column that does not hold what its record needs (a JSON column
+/// that does not parse, a word no variant has) is a corrupt record.
+fn sql_error(path: PathBuf, source: rusqlite::Error) -> StateError {
+    match source {
+        rusqlite::Error::FromSqlConversionFailure(column, _, e) => StateError::Corrupt(format!(
+            "`{}`: column {column} of a record: {e}",
+            path.display()
+        )),
+        source => StateError::Sqlite { path, source },
+    }
+}
+
+/// A JSON column read as `T`: text that does not parse is a conversion failure (a corrupt
+/// record), never a silent `null`.
+struct Json<T>(T);
+
+impl<T: serde::de::DeserializeOwned> rusqlite::types::FromSql for Json<T> {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        serde_json::from_str(text)
+            .map(Json)
+            .map_err(|e| rusqlite::types::FromSqlError::Other(Box::new(e)))
+    }
 }
 
 /// One transaction's writes.
@@ -1132,6 +1142,36 @@ impl Drop for StateStore {
 #[cfg(test)]
 mod tests {
     use super::{JsonText, MIGRATIONS, StateDir, StateStore};
+
+    /// A JSON column that does not parse is a corrupt record, not a `null` passed on.
+    #[test]
+    fn a_corrupt_json_row_is_corrupt_not_null() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = StateStore::open(&dir).unwrap();
+        store
+            .conn
+            .execute(
+                "INSERT INTO runtimes (agent_id, kind, spec_hash, desired, status, info, updated_at)
+                 VALUES ('a', 'acp', 'h', 'run', 'ready', '{oops', 't')",
+                [],
+            )
+            .unwrap();
+        let err = store.snapshot().unwrap_err();
+        assert!(
+            matches!(&err, super::StateError::Corrupt(m) if m.contains("column 11")),
+            "{err}"
+        );
+        let other = store
+            .conn
+            .execute("UPDATE runtimes SET info = NULL, status = 'dancing'", [])
+            .map(drop);
+        assert!(other.is_ok());
+        assert!(matches!(
+            store.snapshot(),
+            Err(super::StateError::Corrupt(_))
+        ));
+    }
 
     /// A database of migration 2 (before runtime instances and conversation-keyed deliveries)
     /// opens migrated, its deliveries and sessions kept.
