@@ -16,6 +16,7 @@ pub mod http;
 pub mod metrics;
 pub mod plan;
 mod reply;
+mod route;
 pub mod serve;
 pub mod store;
 
@@ -265,8 +266,8 @@ impl Access {
         }
 
         // The route: an `acp` binding of this exact conversation first, then the tiers.
-        let mut route = serde_json::to_value(&result).unwrap_or_default();
-        let (agent_id, mut session_key) = match plan.routing.acp_binding(input) {
+        let acp = match plan.routing.acp_binding(input) {
+            None => None,
             Some(acp) => {
                 let binding_key = format!(
                     "{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
@@ -276,29 +277,27 @@ impl Access {
                     acp.peer_kind.as_str(),
                     acp.peer_id
                 );
-                let key = self
+                let session_key = self
                     .blocking({
                         let agent = acp.agent_id.clone();
                         move |store| store.acp_session_key(&binding_key, &agent)
                     })
                     .await?;
-                route["agentId"] = acp.agent_id.clone().into();
-                route["sessionKey"] = key.clone().into();
-                route["matchedBy"] = "binding.acp".into();
-                route["lastRoutePolicy"] = "session".into();
-                route["binding"] = serde_json::to_value(&acp.source).unwrap_or_default();
-                (acp.agent_id.clone(), key)
+                Some(route::AcpRoute {
+                    agent_id: acp.agent_id.clone(),
+                    session_key,
+                    binding: acp.source.clone(),
+                })
             }
-            None => (result.agent_id.to_string(), result.session_key.to_string()),
         };
+        let route = route::Route { result, acp };
+        let agent_id = route.agent_id().to_string();
         let thread_id = envelope.thread_id.as_deref().map_or("", str::trim);
-        if !thread_id.is_empty() {
-            session_key = crate::routing::session::with_thread(&session_key, thread_id);
-        }
-        self.metrics.route(match route["matchedBy"].as_str() {
-            Some("binding.acp") => "binding.acp",
-            _ => result.matched_by.as_str(),
-        });
+        let session_key = match thread_id {
+            "" => route.session_key().to_string(),
+            thread => crate::routing::session::with_thread(route.session_key(), thread),
+        };
+        self.metrics.route(route.matched_by());
 
         // Idempotency: delivered before, or being delivered right now.
         let peer = input.peer.as_ref();
@@ -397,7 +396,7 @@ impl Access {
         key: &DeliveryKey,
         agent_id: &str,
         session_key: &str,
-        route: Value,
+        route: route::Route,
     ) -> Outcome {
         let started = Instant::now();
         use std::sync::atomic::Ordering::SeqCst;
