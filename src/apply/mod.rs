@@ -320,7 +320,7 @@ fn run_step(
     };
     store.journal_start(serial, step, detail.as_deref())?;
     failpoint::hit(&format!("before:{step}"));
-    let err = step_err(step);
+    let at = Step { serial, name: step };
     match action {
         Action::CreateAgent { files, .. } | Action::UpdateAgent { files, .. } => {
             let (Some(agent), Some(found)) = (agent, found) else {
@@ -329,173 +329,219 @@ fn run_step(
                     message: "an agent step without its agent".into(),
                 });
             };
-            let applied_before = store.agent(&agent.id)?;
-            let origin = |path: &std::path::Path, was: Option<(&std::path::Path, DirOrigin)>| {
-                match was {
-                    // The same directory as last applied keeps its origin, even if it was
-                    // deleted by hand and is being recreated.
-                    Some((was, origin)) if was == path => origin,
-                    _ if found.existed(path) => DirOrigin::Adopted,
-                    _ => DirOrigin::Created,
-                }
-            };
-            let applied = applied_before.as_ref();
-            let workspace_origin = origin(
-                &agent.workspace,
-                applied.map(|a| (a.workspace.as_path(), a.workspace_origin)),
-            );
-            let agent_dir_origin = origin(
-                &agent.agent_dir,
-                applied.map(|a| (a.agent_dir.as_path(), a.agent_dir_origin)),
-            );
-            let sessions_origin = origin(
-                &agent.sessions_dir,
-                applied.map(|a| (a.sessions_dir.as_path(), a.sessions_origin)),
-            );
-            for dir in [&agent.workspace, &agent.agent_dir, &agent.sessions_dir] {
-                std::fs::create_dir_all(dir).map_err(&err)?;
-            }
-            for file in files {
-                let content = agent.file(&file.name).unwrap_or_default();
-                let replace = file.why == crate::plan::WriteReason::Identity;
-                crate::durable::write_file(&file.path, content.as_bytes(), replace)
-                    .map_err(&err)?;
-                failpoint::hit(&format!("file:{step}:{}", file.name));
-            }
-            crate::durable::sync_fs(&agent.workspace).map_err(&err)?;
-            failpoint::hit(&format!("after:{step}"));
-            // Record every bootstrap file that holds exactly what deepcli would write: the
-            // files of this step and those of a crashed attempt alike.
-            let mut records = Vec::new();
-            if !agent.skip_bootstrap {
-                for name in workspace::FILES {
-                    let path = agent.workspace.join(name);
-                    let want = hash::of(agent.file(name).unwrap_or_default().as_bytes());
-                    if std::fs::read(&path).is_ok_and(|b| hash::of(&b) == want) {
-                        records.push(BootstrapRecord {
-                            agent_id: agent.id.clone(),
-                            name: name.to_string(),
-                            path,
-                            hash: want,
-                        });
-                    }
-                }
-            }
-            let record = AgentRecord {
-                id: agent.id.clone(),
-                spec_hash: agent.spec_hash.clone(),
-                spec: agent.spec.clone(),
-                workspace: agent.workspace.clone(),
-                agent_dir: agent.agent_dir.clone(),
-                sessions_dir: agent.sessions_dir.clone(),
-                protect: agent.protect,
-                workspace_origin,
-                agent_dir_origin,
-                sessions_origin,
-                applied_serial: serial,
-            };
-            store.transaction(|tx| {
-                tx.put_agent(&record)?;
-                for r in &records {
-                    tx.put_bootstrap(r)?;
-                }
-                match &agent.runtime {
-                    Some((kind, h)) => tx.want_runtime(&agent.id, kind.as_str(), h, Wanted::Run)?,
-                    None => tx.want_runtime(&agent.id, "none", "", Wanted::Stop)?,
-                }
-                tx.finish_step(step)
-            })?;
+            write_agent(store, agent, files, &found, at)
         }
         Action::DeleteAgent { id, moves, .. } => {
             let entry = detail.unwrap_or_default();
-            stop_runtime(store, id);
-            // A directory deepcli did not create stays; the files deepcli wrote into it go (all
-            // of them, those already gone included, so that a resumed step asks for what its
-            // crashed attempt asked for).
-            let items: Vec<trash::TrashItem> = moves
-                .iter()
-                .filter(|m| m.kept.is_none() || !m.files.is_empty())
-                .map(|m| trash::TrashItem {
-                    label: m.label.clone(),
-                    path: m.path.clone(),
-                    files: m
-                        .kept
-                        .is_some()
-                        .then(|| m.files.iter().map(|f| f.name.clone()).collect()),
-                })
-                .collect();
-            let kept: Vec<trash::Kept> = moves
-                .iter()
-                .filter_map(|m| {
-                    m.kept.as_ref().map(|why| trash::Kept {
-                        label: m.label.clone(),
-                        path: m.path.clone(),
-                        reason: why.clone(),
-                    })
-                })
-                .collect();
-            let trash_root = store.dir().trash();
-            let manifest =
-                trash::move_to_trash(&trash_root, &entry, id, serial, &items, &kept, cx.guard)?;
-            // The agent's own directory under the state dir, when moving left it empty; never
-            // the parent of an agentDir elsewhere, which deepcli may have found there.
-            let root = store.dir().root();
-            let own = std::path::absolute(root)
-                .unwrap_or_else(|_| root.to_path_buf())
-                .join("agents")
-                .join(id);
-            if moves
-                .iter()
-                .any(|m| m.label == "agentDir" && m.path.parent() == Some(own.as_path()))
-            {
-                let _ = std::fs::remove_dir(&own);
-            }
-            failpoint::hit(&format!("after:{step}"));
-            let record = TrashRecord {
-                entry: entry.clone(),
-                agent_id: id.clone(),
-                dir: trash_root.join(&entry),
-                serial,
-                created_at: manifest.created_at.clone(),
-                manifest: serde_json::to_value(&manifest).unwrap_or_default(),
-                restored_at: None,
-            };
-            store.transaction(|tx| {
-                tx.delete_agent(id)?;
-                tx.delete_runtime(id)?;
-                tx.put_trash(&record)?;
-                tx.finish_step(step)
-            })?;
+            let trash_root = delete_agent(store, id, moves, &entry, at, cx.guard)?;
             applied.trashed.push((entry, trash_root));
+            Ok(())
         }
         Action::PublishRouting { to, .. } => {
-            let path = store.dir().routing_plan();
-            // Private: the plan names every account, the peers bindings match and the reply
-            // URLs.
-            crate::durable::write_atomic_private(&path, desired.routing_json(*to).as_bytes())
-                .map_err(&err)?;
-            failpoint::hit(&format!("after:{step}"));
-            let record = PlanRecord {
-                generation: *to,
-                content_hash: desired.routing_hash.clone(),
-                config_hash: desired.config_hash.clone(),
-                bindings: desired.routing.bindings.len() as u64,
-                published_at: crate::clock::now(),
-            };
-            store.transaction(|tx| {
-                tx.put_plan(&record)?;
-                tx.finish_step(step)
-            })?;
+            publish_routing(store, desired, *to, at)?;
             applied.generation = Some(*to);
+            Ok(())
         }
         // Database-only steps run in batches (`run_db_steps`), never here.
-        _ => {
-            return Err(ApplyError::Mismatch {
-                step: step.to_string(),
-                message: "a database-only step reached the one-step path".into(),
-            });
+        _ => Err(ApplyError::Mismatch {
+            step: step.to_string(),
+            message: "a database-only step reached the one-step path".into(),
+        }),
+    }
+}
+
+/// Which journal step an effect belongs to.
+#[derive(Clone, Copy)]
+struct Step<'a> {
+    serial: u64,
+    name: &'a str,
+}
+
+/// Creates or updates an agent: its directories, its bootstrap files, then its records (and
+/// the step's `done`) in one transaction.
+fn write_agent(
+    store: &mut StateStore,
+    agent: &crate::plan::desired::DesiredAgent,
+    files: &[crate::plan::FileWrite],
+    found: &DirsBefore,
+    at: Step<'_>,
+) -> Result<(), ApplyError> {
+    let (serial, step) = (at.serial, at.name);
+    let err = step_err(step);
+    let applied_before = store.agent(&agent.id)?;
+    let origin = |path: &std::path::Path, was: Option<(&std::path::Path, DirOrigin)>| {
+        match was {
+            // The same directory as last applied keeps its origin, even if it was deleted by
+            // hand and is being recreated.
+            Some((was, origin)) if was == path => origin,
+            _ if found.existed(path) => DirOrigin::Adopted,
+            _ => DirOrigin::Created,
+        }
+    };
+    let applied = applied_before.as_ref();
+    let workspace_origin = origin(
+        &agent.workspace,
+        applied.map(|a| (a.workspace.as_path(), a.workspace_origin)),
+    );
+    let agent_dir_origin = origin(
+        &agent.agent_dir,
+        applied.map(|a| (a.agent_dir.as_path(), a.agent_dir_origin)),
+    );
+    let sessions_origin = origin(
+        &agent.sessions_dir,
+        applied.map(|a| (a.sessions_dir.as_path(), a.sessions_origin)),
+    );
+    for dir in [&agent.workspace, &agent.agent_dir, &agent.sessions_dir] {
+        std::fs::create_dir_all(dir).map_err(&err)?;
+    }
+    for file in files {
+        let content = agent.file(&file.name).unwrap_or_default();
+        let replace = file.why == crate::plan::WriteReason::Identity;
+        crate::durable::write_file(&file.path, content.as_bytes(), replace).map_err(&err)?;
+        failpoint::hit(&format!("file:{step}:{}", file.name));
+    }
+    crate::durable::sync_fs(&agent.workspace).map_err(&err)?;
+    failpoint::hit(&format!("after:{step}"));
+    // Record every bootstrap file that holds exactly what deepcli would write: the files of
+    // this step and those of a crashed attempt alike.
+    let mut records = Vec::new();
+    if !agent.skip_bootstrap {
+        for name in workspace::FILES {
+            let path = agent.workspace.join(name);
+            let want = hash::of(agent.file(name).unwrap_or_default().as_bytes());
+            if std::fs::read(&path).is_ok_and(|b| hash::of(&b) == want) {
+                records.push(BootstrapRecord {
+                    agent_id: agent.id.clone(),
+                    name: name.to_string(),
+                    path,
+                    hash: want,
+                });
+            }
         }
     }
+    let record = AgentRecord {
+        id: agent.id.clone(),
+        spec_hash: agent.spec_hash.clone(),
+        spec: agent.spec.clone(),
+        workspace: agent.workspace.clone(),
+        agent_dir: agent.agent_dir.clone(),
+        sessions_dir: agent.sessions_dir.clone(),
+        protect: agent.protect,
+        workspace_origin,
+        agent_dir_origin,
+        sessions_origin,
+        applied_serial: serial,
+    };
+    store.transaction(|tx| {
+        tx.put_agent(&record)?;
+        for r in &records {
+            tx.put_bootstrap(r)?;
+        }
+        match &agent.runtime {
+            Some((kind, h)) => tx.want_runtime(&agent.id, kind.as_str(), h, Wanted::Run)?,
+            None => tx.want_runtime(&agent.id, "none", "", Wanted::Stop)?,
+        }
+        tx.finish_step(step)
+    })
+    .map_err(ApplyError::from)
+}
+
+/// Deletes an agent: its directories (or, from one deepcli did not create, the files it wrote
+/// there) into trash entry `entry`, then its records in one transaction. Returns the trash
+/// root.
+fn delete_agent(
+    store: &mut StateStore,
+    id: &str,
+    moves: &[crate::plan::TrashMove],
+    entry: &str,
+    at: Step<'_>,
+    guard: &trash::Guard,
+) -> Result<PathBuf, ApplyError> {
+    let (serial, step) = (at.serial, at.name);
+    stop_runtime(store, id);
+    // A directory deepcli did not create stays; the files deepcli wrote into it go (all of
+    // them, those already gone included, so that a resumed step asks for what its crashed
+    // attempt asked for).
+    let items: Vec<trash::TrashItem> = moves
+        .iter()
+        .filter(|m| m.kept.is_none() || !m.files.is_empty())
+        .map(|m| trash::TrashItem {
+            label: m.label.clone(),
+            path: m.path.clone(),
+            files: m
+                .kept
+                .is_some()
+                .then(|| m.files.iter().map(|f| f.name.clone()).collect()),
+        })
+        .collect();
+    let kept: Vec<trash::Kept> = moves
+        .iter()
+        .filter_map(|m| {
+            m.kept.as_ref().map(|why| trash::Kept {
+                label: m.label.clone(),
+                path: m.path.clone(),
+                reason: why.clone(),
+            })
+        })
+        .collect();
+    let trash_root = store.dir().trash();
+    let manifest = trash::move_to_trash(&trash_root, entry, id, serial, &items, &kept, guard)?;
+    // The agent's own directory under the state dir, when moving left it empty; never the
+    // parent of an agentDir elsewhere, which deepcli may have found there.
+    let root = store.dir().root();
+    let own = std::path::absolute(root)
+        .unwrap_or_else(|_| root.to_path_buf())
+        .join("agents")
+        .join(id);
+    if moves
+        .iter()
+        .any(|m| m.label == "agentDir" && m.path.parent() == Some(own.as_path()))
+    {
+        let _ = std::fs::remove_dir(&own);
+    }
+    failpoint::hit(&format!("after:{step}"));
+    let record = TrashRecord {
+        entry: entry.to_string(),
+        agent_id: id.to_string(),
+        dir: trash_root.join(entry),
+        serial,
+        created_at: manifest.created_at.clone(),
+        manifest: serde_json::to_value(&manifest).unwrap_or_default(),
+        restored_at: None,
+    };
+    store.transaction(|tx| {
+        tx.delete_agent(id)?;
+        tx.delete_runtime(id)?;
+        tx.put_trash(&record)?;
+        tx.finish_step(step)
+    })?;
+    Ok(trash_root)
+}
+
+/// Publishes routing plan generation `to`: the document, then its record.
+fn publish_routing(
+    store: &mut StateStore,
+    desired: &Desired,
+    to: u64,
+    at: Step<'_>,
+) -> Result<(), ApplyError> {
+    let step = at.name;
+    let path = store.dir().routing_plan();
+    // Private: the plan names every account, the peers bindings match and the reply URLs.
+    crate::durable::write_atomic_private(&path, desired.routing_json(to).as_bytes())
+        .map_err(step_err(step))?;
+    failpoint::hit(&format!("after:{step}"));
+    let record = PlanRecord {
+        generation: to,
+        content_hash: desired.routing_hash.clone(),
+        config_hash: desired.config_hash.clone(),
+        bindings: desired.routing.bindings.len() as u64,
+        published_at: crate::clock::now(),
+    };
+    store.transaction(|tx| {
+        tx.put_plan(&record)?;
+        tx.finish_step(step)
+    })?;
     Ok(())
 }
 
