@@ -55,6 +55,34 @@ fn edits_reload_and_an_invalid_edit_keeps_the_last_good_config() {
     assert!(up.terminate().success());
 }
 
+/// A controller started on state that is already applied serves the published plan: its status
+/// and metrics say which generation, as the `/v1/plan` answer and the response headers do (they
+/// said none).
+#[test]
+fn a_restarted_controller_reports_the_routing_generation_in_force() {
+    let mut up = Up::start(AGENTS, "bindings: []\n");
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    assert!(up.terminate().success());
+    up.restart(|_| {});
+    let status = up.wait_for("the restarted controller's first reconcile", |s| {
+        s["reconciles"].as_u64() > Some(0)
+    });
+    assert_eq!(status["routingGeneration"], 1, "{status:#}");
+    let token = std::fs::read_to_string(up.state.join("operator-token")).unwrap();
+    let metrics = ureq::get(format!("http://{}/metrics", up.addr))
+        .header("authorization", &format!("Bearer {token}"))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        metrics.lines().any(|l| l == "deepcli_routing_generation 1"),
+        "{metrics}"
+    );
+    assert!(up.terminate().success());
+}
+
 /// The controller plans ahead while a save settles; a write after that start must win, and
 /// the half-written file must never be judged.
 #[test]

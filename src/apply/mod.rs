@@ -432,18 +432,19 @@ fn write_agent(
         sessions_origin,
         applied_serial: serial,
     };
-    store.transaction(|tx| {
-        tx.put_agent(&record)?;
-        for r in &records {
-            tx.put_bootstrap(r)?;
-        }
-        match &agent.runtime {
-            Some((kind, h)) => tx.want_runtime(&agent.id, kind.as_str(), h, Wanted::Run)?,
-            None => tx.want_runtime(&agent.id, "none", "", Wanted::Stop)?,
-        }
-        tx.finish_step(step)
-    })
-    .map_err(ApplyError::from)
+    store
+        .transaction(|tx| {
+            tx.put_agent(&record)?;
+            for r in &records {
+                tx.put_bootstrap(r)?;
+            }
+            match &agent.runtime {
+                Some((kind, h)) => tx.want_runtime(&agent.id, kind.as_str(), h, Wanted::Run)?,
+                None => tx.want_runtime(&agent.id, "none", "", Wanted::Stop)?,
+            }
+            tx.finish_step(step)
+        })
+        .map_err(ApplyError::from)
 }
 
 /// Deletes an agent: its directories (or, from one deepcli did not create, the files it wrote

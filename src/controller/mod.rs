@@ -25,7 +25,7 @@ use crate::access::{Access, AccessPlan};
 use crate::apply::{self, Source};
 use crate::config::{FileKind, LoadOptions};
 use crate::plan::observe::HashCache;
-use crate::plan::{Action, Desired, Inputs, Options, PrepareError, Prepared, Sight, Stages};
+use crate::plan::{Action, Desired, Inputs, Options, Plan, PrepareError, Prepared, Sight, Stages};
 use crate::runtime::{RuntimeMap, RuntimeSpec, RuntimeStatus, Supervisor};
 use crate::state::{LeasePurpose, StateDir, StateError, StateStore};
 use crate::threads;
@@ -322,19 +322,22 @@ fn record_runtimes(
 /// What one reconcile found, from the blocking part.
 enum Found {
     Rejected(Rejection),
-    Planned {
-        desired: Box<Desired>,
-        plan: Box<crate::plan::Plan>,
-        runtimes: Vec<RuntimeSpec>,
-        agents: Vec<String>,
-        /// The config, for the Access plan once it is applied.
-        config: Box<crate::config::Config>,
-        /// The routing generation published before this reconcile.
-        generation: Option<u64>,
-        /// The commit of the config directory, for the history.
-        git_commit: Option<String>,
-    },
+    Planned(Box<Planned>),
     Failed(String),
+}
+
+/// A plan to apply, and what applying it needs.
+struct Planned {
+    desired: Desired,
+    plan: Plan,
+    runtimes: Vec<RuntimeSpec>,
+    agents: Vec<String>,
+    /// The config, for the Access plan once it is applied.
+    config: crate::config::Config,
+    /// The routing generation published before this reconcile.
+    generation: Option<u64>,
+    /// The commit of the config directory, for the history.
+    git_commit: Option<String>,
 }
 
 /// How long file events must pause before [`debounce`] looks ahead.
@@ -409,126 +412,165 @@ async fn reconcile(
         .await
         .unwrap_or_else(|e| Found::Failed(format!("reconcile panicked: {e}")));
     match found {
-        Found::Failed(error) => {
-            tracing::error!(%error, "reconcile failed");
+        Found::Failed(error) => record_error(shared, error),
+        Found::Rejected(rejection) => record_rejection(shared, rejection),
+        Found::Planned(planned) if !planned.plan.blocked.is_empty() => {
+            record_blocked(shared, &planned.plan)
+        }
+        Found::Planned(planned) => {
+            apply_planned(options, store, shared, supervisor, *planned).await
+        }
+    }
+}
+
+fn record_error(shared: &Shared, error: String) {
+    tracing::error!(%error, "reconcile failed");
+    if let Ok(mut s) = shared.status.write() {
+        s.last_error = Some(error);
+    }
+}
+
+/// An edit the rules refused: said once per change, not once per resync.
+fn record_rejection(shared: &Shared, rejection: Rejection) {
+    let Ok(mut s) = shared.status.write() else {
+        return;
+    };
+    if s.rejected.as_ref().map(|r| &r.config_hash) != Some(&rejection.config_hash) {
+        tracing::warn!(
+            hash = %rejection.config_hash,
+            errors = rejection.diagnostics.len(),
+            first = rejection.diagnostics.first().map(String::as_str).unwrap_or(""),
+            "config edit rejected; the last good config keeps running"
+        );
+        s.rejections += 1;
+        s.rejected = Some(rejection);
+    }
+}
+
+/// A plan that waits for an operator: nothing is applied, the runtimes keep running.
+fn record_blocked(shared: &Shared, plan: &Plan) {
+    let reasons: Vec<String> = plan.blocked.iter().map(|b| b.reason.clone()).collect();
+    let Ok(mut s) = shared.status.write() else {
+        return;
+    };
+    if s.blocked != reasons {
+        tracing::warn!(
+            reasons = %reasons.join("; "),
+            "plan blocked: waiting for an operator; nothing was applied"
+        );
+    }
+    if s.rejected.take().is_some() {
+        tracing::info!("the rejected edit is fixed (the plan it makes is blocked)");
+    }
+    s.blocked = reasons;
+}
+
+/// Applies a plan (its deleted agents' runtimes stopped first), puts its routing in force and
+/// converges the runtimes.
+async fn apply_planned(
+    options: &ControllerOptions,
+    store: &Arc<Mutex<StateStore>>,
+    shared: &Arc<Shared>,
+    supervisor: &mut Supervisor,
+    planned: Planned,
+) {
+    let Planned {
+        desired,
+        plan,
+        runtimes,
+        agents,
+        config,
+        generation,
+        git_commit,
+    } = planned;
+    // A deleted agent's runtime stops before its files go to trash.
+    for action in &plan.actions {
+        if let Action::DeleteAgent { id, .. } = action {
+            supervisor.stop(id).await;
+        }
+    }
+    let mut stages = Stages::start();
+    let applied = {
+        let store = store.clone();
+        let guard = guard(options);
+        let plan = plan.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut store = store
+                .lock()
+                .map_err(|_| "state store poisoned".to_string())?;
+            let mut progress = |_: &str, _: usize, _: usize| {};
+            let mut cx = apply::Context {
+                git_commit,
+                source: Source::Controller,
+                guard: &guard,
+                progress: &mut progress,
+            };
+            apply::apply(&mut store, &plan, &desired, &mut cx)
+                .map(|applied| (applied, desired))
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("apply panicked: {e}")))
+    };
+    let (applied, mut desired) = match applied {
+        Ok(applied) => applied,
+        Err(error) => {
+            tracing::error!(%error, "apply failed; the next reconcile retries");
             if let Ok(mut s) = shared.status.write() {
                 s.last_error = Some(error);
             }
+            return;
         }
-        Found::Rejected(rejection) => {
-            let mut s = match shared.status.write() {
-                Ok(s) => s,
-                Err(_) => return,
-            };
-            // Once per change, not once per resync.
-            if s.rejected.as_ref().map(|r| &r.config_hash) != Some(&rejection.config_hash) {
-                tracing::warn!(
-                    hash = %rejection.config_hash,
-                    errors = rejection.diagnostics.len(),
-                    first = rejection.diagnostics.first().map(String::as_str).unwrap_or(""),
-                    "config edit rejected; the last good config keeps running"
-                );
-                s.rejections += 1;
-                s.rejected = Some(rejection);
-            }
-        }
-        Found::Planned {
-            desired,
-            plan,
-            runtimes,
-            agents,
-            config,
-            generation,
-            git_commit,
-        } => {
-            if !plan.blocked.is_empty() {
-                let reasons: Vec<String> = plan.blocked.iter().map(|b| b.reason.clone()).collect();
-                if let Ok(mut s) = shared.status.write() {
-                    if s.blocked != reasons {
-                        tracing::warn!(reasons = ?reasons, "plan blocked: waiting for an operator");
-                    }
-                    s.blocked = reasons;
-                    s.rejected = None;
-                }
-                return;
-            }
-            // A deleted agent's runtime stops before its files go to trash.
-            for action in &plan.actions {
-                if let Action::DeleteAgent { id, .. } = action {
-                    supervisor.stop(id).await;
-                }
-            }
-            let mut stages = Stages::start();
-            let applied = {
-                let store = store.clone();
-                let guard = guard(options);
-                let plan = plan.clone();
-                tokio::task::spawn_blocking(move || {
-                    let mut store = store
-                        .lock()
-                        .map_err(|_| "state store poisoned".to_string())?;
-                    let mut progress = |_: &str, _: usize, _: usize| {};
-                    let mut cx = apply::Context {
-                        git_commit,
-                        source: Source::Controller,
-                        guard: &guard,
-                        progress: &mut progress,
-                    };
-                    apply::apply(&mut store, &plan, &desired, &mut cx)
-                        .map(|applied| (applied, desired))
-                        .map_err(|e| e.to_string())
-                })
-                .await
-                .unwrap_or_else(|e| Err(format!("apply panicked: {e}")))
-            };
-            match applied {
-                Err(error) => {
-                    tracing::error!(%error, "apply failed; the next reconcile retries");
-                    if let Ok(mut s) = shared.status.write() {
-                        s.last_error = Some(error);
-                    }
-                }
-                Ok((applied, mut desired)) => {
-                    stages.done("apply");
-                    let config_hash = desired.config_hash.clone();
-                    if let Some(g) = applied.generation.or(generation) {
-                        serve_plan(&shared.access, &mut desired, &config, g);
-                        stages.done("serve");
-                    }
-                    if !plan.is_empty() {
-                        tracing::info!(
-                            serial = applied.serial,
-                            generation = ?applied.generation,
-                            actions = plan.actions.len(),
-                            "applied"
-                        );
-                    }
-                    if let Ok(mut s) = shared.status.write() {
-                        s.reconciles += 1;
-                        s.serial = applied.serial;
-                        if let Some(g) = applied.generation {
-                            s.routing_generation = Some(g);
-                        }
-                        if s.config_hash.as_deref() != Some(config_hash.as_str()) {
-                            s.applied_at = Some(crate::clock::now());
-                        }
-                        s.config_hash = Some(config_hash);
-                        s.rejected = None;
-                        s.blocked.clear();
-                        s.closed_accounts = shared
-                            .access
-                            .plan()
-                            .map(|p| p.closed.clone())
-                            .unwrap_or_default();
-                        s.last_error = None;
-                        s.agents = agents;
-                    }
-                    supervisor.converge(&runtimes).await;
-                    threads::drop_in_background((desired, config, plan));
-                }
-            }
+    };
+    stages.done("apply");
+    let config_hash = desired.config_hash.clone();
+    // The generation in force: the one just published, else the one the state had (a
+    // restart on applied state publishes nothing and still serves it).
+    let in_force = applied.generation.or(generation);
+    if let Some(g) = in_force {
+        serve_plan(&shared.access, &mut desired, &config, g);
+        stages.done("serve");
+    }
+    if !plan.is_empty() {
+        match applied.generation {
+            Some(g) => tracing::info!(
+                serial = applied.serial,
+                generation = g,
+                actions = plan.actions.len(),
+                "applied"
+            ),
+            None => tracing::info!(
+                serial = applied.serial,
+                actions = plan.actions.len(),
+                "applied"
+            ),
         }
     }
+    if let Ok(mut s) = shared.status.write() {
+        s.reconciles += 1;
+        s.serial = applied.serial;
+        s.routing_generation = in_force;
+        if s.config_hash.as_deref() != Some(config_hash.as_str()) {
+            s.applied_at = Some(crate::clock::now());
+        }
+        s.config_hash = Some(config_hash);
+        if s.rejected.take().is_some() {
+            tracing::info!("the rejected edit is fixed: the config on disk is applied");
+        }
+        if !s.blocked.is_empty() {
+            s.blocked.clear();
+            tracing::info!("the blocked plan is cleared: the config on disk is applied");
+        }
+        s.closed_accounts = shared
+            .access
+            .plan()
+            .map(|p| p.closed.clone())
+            .unwrap_or_default();
+        s.last_error = None;
+        s.agents = agents;
+    }
+    supervisor.converge(&runtimes).await;
+    threads::drop_in_background((desired, config, plan));
 }
 
 /// Puts the applied config's routing in force for the Access layer, unless it already is.
@@ -607,7 +649,7 @@ fn find(
         Err(PrepareError::Rejected(report)) => return rejected(*report),
         Err(e) => return Found::Failed(e.to_string()),
     };
-    let config = Box::new(report.config);
+    let config = report.config;
     let runtimes = config
         .agents
         .iter()
@@ -616,15 +658,15 @@ fn find(
     let agents = config.agents.iter().map(|a| a.id().to_string()).collect();
     let generation = live.routing.as_ref().map(|r| r.generation);
     threads::drop_in_background((live, world));
-    Found::Planned {
-        desired: Box::new(desired),
-        plan: Box::new(plan),
+    Found::Planned(Box::new(Planned {
+        desired,
+        plan,
         runtimes,
         agents,
         config,
         generation,
         git_commit,
-    }
+    }))
 }
 
 /// A config that did not validate: the errors, one line each, and its hash.
