@@ -240,32 +240,25 @@ impl Access {
         signature: Option<&str>,
     ) -> Outcome {
         let envelope = parse_envelope(body)?;
-        let input = &envelope.route;
-        let result = plan.routing.resolve(input);
-        let channel = ids::channel(&input.channel).into_owned();
-        let account_id = result.account_id.to_string();
-
-        // The account decides who may speak for it. The route above is pure and only names the
+        let result = plan.routing.resolve(&envelope.route);
+        // The account decides who may speak for it. The route is pure and only names the
         // account (normalized as the router does); nothing is counted, recorded or delivered
         // before the account has authenticated the call.
-        let Some(account) = plan.accounts.get(&(channel.clone(), account_id.clone())) else {
-            return Err(AccessError::Unauthenticated(
-                Unauthenticated::UnknownAccount {
-                    channel,
-                    account: account_id,
-                },
-            ));
-        };
-        verify_signature(account, (&channel, &account_id), body, signature)
-            .map_err(AccessError::Unauthenticated)?;
-        if !account.enabled {
-            return Err(AccessError::Disabled {
-                channel,
-                account: account_id,
-            });
-        }
+        authenticate(plan, &envelope.route, &result, body, signature)?;
+        let route = self.route(plan, &envelope.route, result).await?;
+        self.metrics.route(route.matched_by());
+        let key = DeliveryKey::of(&envelope, &route.result);
+        self.deliver_once(plan, envelope, route, key).await
+    }
 
-        // The route: an `acp` binding of this exact conversation first, then the tiers.
+    /// Where an authenticated envelope goes: an `acp` binding of its exact conversation first
+    /// (its persistent session made on first use), then the tiers' `result`.
+    async fn route(
+        &self,
+        plan: &AccessPlan,
+        input: &RouteInput,
+        result: crate::routing::RouteResult,
+    ) -> Result<route::Route, AccessError> {
         let acp = match plan.routing.acp_binding(input) {
             None => None,
             Some(acp) => {
@@ -290,27 +283,18 @@ impl Access {
                 })
             }
         };
-        let route = route::Route { result, acp };
-        let agent_id = route.agent_id().to_string();
-        let thread_id = envelope.thread_id.as_deref().map_or("", str::trim);
-        let session_key = match thread_id {
-            "" => route.session_key().to_string(),
-            thread => crate::routing::session::with_thread(route.session_key(), thread),
-        };
-        self.metrics.route(route.matched_by());
+        Ok(route::Route { result, acp })
+    }
 
-        // Idempotency: delivered before, or being delivered right now.
-        let peer = input.peer.as_ref();
-        let key = DeliveryKey {
-            channel,
-            account_id,
-            peer_kind: peer.map_or(String::new(), |p| {
-                ids::PeerKind::parse(&p.kind).as_str().to_string()
-            }),
-            peer_id: peer.map_or(String::new(), |p| p.id.clone()),
-            thread_id: thread_id.to_string(),
-            message_id: envelope.message_id.clone(),
-        };
+    /// Delivers an envelope once: a redelivery of one delivered before gets the response first
+    /// sent; one racing a delivery in flight waits for that delivery's outcome.
+    async fn deliver_once(
+        self: &Arc<Self>,
+        plan: &Arc<AccessPlan>,
+        envelope: Envelope,
+        route: route::Route,
+        key: DeliveryKey,
+    ) -> Outcome {
         let done = {
             let key = key.clone();
             self.blocking(move |store| store.delivered(&key)).await?
@@ -340,11 +324,10 @@ impl Access {
                     .ok()
                     .flatten()
                     .unwrap_or_else(|| Err(internal("the first delivery vanished")));
-                return outcome.map(|v| {
+                return outcome.map(|mut v| {
                     self.metrics
                         .duplicates
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let mut v = v;
                     v["duplicate"] = true.into();
                     v
                 });
@@ -353,7 +336,7 @@ impl Access {
         // The delivery runs as a task of its own: a caller that hangs up does not cancel a
         // prompt half-way, and the key is always let go, with the outcome for whoever waits.
         let this = self.clone();
-        let (plan, envelope) = (plan.clone(), envelope.clone());
+        let plan = plan.clone();
         let delivery = tokio::spawn(async move {
             let _let_go = LetGo(&this.inflight, &key);
             // Checked again now that this request owns the key: a delivery that finished
@@ -364,10 +347,7 @@ impl Access {
             };
             let outcome = match recorded {
                 Ok(Some(response)) => Ok(as_duplicate(&response)),
-                Ok(None) => {
-                    this.deliver(&plan, &envelope, &key, &agent_id, &session_key, route)
-                        .await
-                }
+                Ok(None) => this.deliver(&plan, &envelope, &key, route).await,
                 Err(e) => Err(e),
             };
             let _ = sender.send(Some(outcome.clone()));
@@ -394,10 +374,15 @@ impl Access {
         plan: &Arc<AccessPlan>,
         envelope: &Envelope,
         key: &DeliveryKey,
-        agent_id: &str,
-        session_key: &str,
         route: route::Route,
     ) -> Outcome {
+        let agent_id = route.agent_id().to_string();
+        let agent_id = agent_id.as_str();
+        let session_key = match key.thread_id.as_str() {
+            "" => route.session_key().to_string(),
+            thread => crate::routing::session::with_thread(route.session_key(), thread),
+        };
+        let session_key = session_key.as_str();
         let started = Instant::now();
         use std::sync::atomic::Ordering::SeqCst;
         let queue = self.queue(session_key);
@@ -772,6 +757,36 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
         sender: message.sender,
         text: message.text,
     })
+}
+
+/// Lets an envelope in: its channel account (the one the route names) is declared, verifies
+/// the signature, and is enabled.
+fn authenticate(
+    plan: &AccessPlan,
+    input: &RouteInput,
+    result: &crate::routing::RouteResult,
+    body: &[u8],
+    signature: Option<&str>,
+) -> Result<(), AccessError> {
+    let channel = ids::channel(&input.channel).into_owned();
+    let account_id = result.account_id.to_string();
+    let Some(account) = plan.accounts.get(&(channel.clone(), account_id.clone())) else {
+        return Err(AccessError::Unauthenticated(
+            Unauthenticated::UnknownAccount {
+                channel,
+                account: account_id,
+            },
+        ));
+    };
+    verify_signature(account, (&channel, &account_id), body, signature)
+        .map_err(AccessError::Unauthenticated)?;
+    if !account.enabled {
+        return Err(AccessError::Disabled {
+            channel,
+            account: account_id,
+        });
+    }
+    Ok(())
 }
 
 /// Checks `X-Deepcli-Signature: sha256=<hex HMAC-SHA256 of the body>` against the webhook

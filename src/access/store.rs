@@ -64,6 +64,29 @@ pub struct DeliveryKey {
     pub message_id: String,
 }
 
+impl DeliveryKey {
+    /// The key of an envelope that `result` routed: its conversation (the channel normalized,
+    /// the account the route names) and its message id.
+    pub fn of(envelope: &super::Envelope, result: &crate::routing::RouteResult) -> DeliveryKey {
+        let input = &envelope.route;
+        let peer = input.peer.as_ref();
+        DeliveryKey {
+            channel: crate::ids::channel(&input.channel).into_owned(),
+            account_id: result.account_id.to_string(),
+            peer_kind: peer.map_or(String::new(), |p| {
+                crate::ids::PeerKind::parse(&p.kind).as_str().to_string()
+            }),
+            peer_id: peer.map_or(String::new(), |p| p.id.clone()),
+            thread_id: envelope
+                .thread_id
+                .as_deref()
+                .map_or("", str::trim)
+                .to_string(),
+            message_id: envelope.message_id.clone(),
+        }
+    }
+}
+
 /// The runtime session a session key maps to, and the runtime instance that issued it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeSession {
