@@ -950,8 +950,26 @@ fn operator_json_rpc_edits_the_files_and_the_controller_applies_them() {
         Some(&token),
     );
     assert_eq!(status, 200);
-    assert!(
-        answers[0]["result"].is_object() || answers[0]["result"].is_array(),
+    assert_eq!(answers[0]["id"], "a", "{answers}");
+    let list = &answers[0]["result"];
+    assert_eq!(list["defaultAgent"], "main", "{answers}");
+    assert_eq!(list["statusSource"], "controller", "{answers}");
+    // The listing knows the binding the RPC edit above added.
+    let routes: Vec<(&Value, &Value)> = list["agents"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no agents: {answers}"))
+        .iter()
+        .map(|a| (&a["id"], &a["routes"]))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            (
+                &json!("main"),
+                &json!(["default (messages no binding matches)"])
+            ),
+            (&json!("ops"), &json!(["slack"])),
+        ],
         "{answers}"
     );
     assert_eq!(answers[1]["error"]["code"], -32601, "{answers}");
