@@ -487,7 +487,7 @@ fn a_slow_prompt_times_out_and_the_agent_gets_session_cancel() {
 /// runtime hands out `s-1` again: a stored id must not count as open in it.
 #[test]
 fn replies_do_not_cross_between_conversations_after_a_runtime_restart() {
-    let agent = common::peer("tests/peers/sdk-echo-agent.mjs");
+    let agent = common::sdk_echo_agent();
     let agents = format!(
         "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"], env: {{SDK_ECHO_SEQUENTIAL: \"1\"}}}}\n",
         agent.display()
