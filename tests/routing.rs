@@ -576,7 +576,11 @@ fn the_reference_reads_the_spec() {
     assert_eq!(spec_account(Some(" biz ")), "biz");
     assert_eq!(spec_account(Some("Bot Main")), "bot-main");
     assert_eq!(spec_account(Some("a..b//c")), "a-b-c");
-    assert_eq!(spec_account(Some("a-!b")), "a--b", "an allowed `-` is not part of a run");
+    assert_eq!(
+        spec_account(Some("a-!b")),
+        "a--b",
+        "an allowed `-` is not part of a run"
+    );
     assert_eq!(spec_account(Some("!!!")), "default");
     assert_eq!(spec_account(None), "default");
     assert_eq!(spec_account(Some(&"X".repeat(80))), "x".repeat(64));
