@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use deepcli::config::yaml::{self, Pos};
 use deepcli::config::{self, FileKind, LoadError, LoadOptions};
 use deepcli::validate::{self, validate_dir};
 use proptest::prelude::*;
@@ -161,13 +162,96 @@ fn check_texts(agents: &str, channels: &str, bindings: &str) {
         texts,
         &options(),
     ));
+    let text_of = |l: &deepcli::diagnostic::Location| match l.file.to_str() {
+        Some("agents.yaml") => agents,
+        Some("channels.yaml") => channels,
+        Some("bindings.yaml") => bindings,
+        other => panic!("a diagnostic about {other:?}, which was not loaded"),
+    };
     for d in &report.diagnostics {
         let l = d
             .location
             .as_ref()
             .expect("diagnostics on files have a location");
-        assert!(l.span.start.line >= 1, "{d:?}");
-        let _ = deepcli::report::human(&report);
+        let related = d.related.iter().map(|r| &r.location);
+        for l in std::iter::once(l).chain(related) {
+            let text = text_of(l);
+            for pos in [l.span.start, l.span.end] {
+                assert_inside(text, pos, d);
+            }
+        }
+    }
+    let _ = deepcli::report::human(&report);
+}
+
+/// A position is inside `text`: a line it has, and a column of that line or just after its
+/// last character (where a missing value or the end of the file is reported). Lines end where
+/// YAML ends them, at `\n`, `\r\n` or a lone `\r`; columns count characters. (Positions
+/// carry no byte offsets.)
+fn assert_inside(text: &str, pos: Pos, d: &deepcli::diagnostic::Diagnostic) {
+    let lines: Vec<&str> = text
+        .split("\r\n")
+        .flat_map(|l| l.split(['\n', '\r']))
+        .collect();
+    let line = (pos.line as usize)
+        .checked_sub(1)
+        .and_then(|i| lines.get(i))
+        .unwrap_or_else(|| {
+            panic!(
+                "line {} is outside the file ({} lines): {d:?}\n{text:?}",
+                pos.line,
+                lines.len()
+            )
+        });
+    let columns = line.chars().count() + 1;
+    assert!(
+        (1..=columns).contains(&(pos.column as usize)),
+        "column {} is outside line {} ({} characters): {d:?}\n{text:?}",
+        pos.column,
+        pos.line,
+        columns - 1
+    );
+}
+
+/// Regression (found by the fuzzers once they checked positions against the file): at the end
+/// of a file without a final line break the YAML scanner stands one line past the end, and
+/// errors and the ends of nodes were reported there (`a: b\nc` at 3:1 in a file of two lines,
+/// the root of `- x` ending at 2:1).
+#[test]
+fn an_error_at_the_end_of_a_file_without_a_final_newline_is_inside_it() {
+    for (text, at) in [
+        ("{a", (1, 3)),
+        ("%!", (1, 3)),
+        ("a: b\nc", (2, 2)),
+        ("a: b\r\nc", (2, 2)),
+        ("agents:\n  list: [a,", (2, 12)),
+    ] {
+        let e = yaml::parse(text).unwrap_err();
+        assert_eq!(
+            (e.span.start.line, e.span.start.column),
+            at,
+            "{text:?}: {e:?}"
+        );
+    }
+    // The nodes that end at the end of such a file: the root and its last descendants.
+    for (text, end) in [
+        ("- x", (1, 4)),
+        ("a:\n  - x", (2, 6)),
+        ("a: |\n  x", (2, 4)),
+    ] {
+        let root = yaml::parse(text).unwrap().unwrap();
+        let mut ends = vec![root.span.end];
+        let mut node = &root;
+        while let Some(last) = match &node.value {
+            yaml::Value::Seq(items) => items.last(),
+            yaml::Value::Map(entries) => entries.last().map(|e| &e.value),
+            _ => None,
+        } {
+            ends.push(last.span.end);
+            node = last;
+        }
+        let ends: Vec<(u32, u32)> = ends.iter().map(|p| (p.line, p.column)).collect();
+        assert!(ends.iter().all(|&e| e == end), "{text:?}: {ends:?}");
     }
 }
 
