@@ -265,6 +265,20 @@ fn inside(text: &str, parsed: Result<Option<Node>, YamlError>) -> Result<Option<
     }
 }
 
+/// The whole-file parse, never cut in pieces: what [`parse`] must always agree with. For the
+/// equivalence test of the public loading path (`tests/loader.rs`).
+#[doc(hidden)]
+pub fn parse_whole(text: &str) -> Result<Option<Node>, YamlError> {
+    inside(text, run(text).map(|parsed| parsed.root))
+}
+
+/// Whether [`parse`] cuts `text` in pieces on this machine, so that the same test knows it
+/// tested the cut.
+#[doc(hidden)]
+pub fn is_cut(text: &str) -> bool {
+    parallel::parse(text).is_some()
+}
+
 /// One parse of a text, with what the limits of a larger tree it becomes part of need.
 struct Parsed {
     root: Option<Node>,
