@@ -487,7 +487,7 @@ fn a_slow_prompt_times_out_and_the_agent_gets_session_cancel() {
 /// runtime hands out `s-1` again: a stored id must not count as open in it.
 #[test]
 fn replies_do_not_cross_between_conversations_after_a_runtime_restart() {
-    let agent = common::peer("tests/peers/sdk-echo-agent.mjs");
+    let agent = common::sdk_echo_agent();
     let agents = format!(
         "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"], env: {{SDK_ECHO_SEQUENTIAL: \"1\"}}}}\n",
         agent.display()
@@ -954,8 +954,26 @@ fn operator_json_rpc_edits_the_files_and_the_controller_applies_them() {
         Some(&token),
     );
     assert_eq!(status, 200);
-    assert!(
-        answers[0]["result"].is_object() || answers[0]["result"].is_array(),
+    assert_eq!(answers[0]["id"], "a", "{answers}");
+    let list = &answers[0]["result"];
+    assert_eq!(list["defaultAgent"], "main", "{answers}");
+    assert_eq!(list["statusSource"], "controller", "{answers}");
+    // The listing knows the binding the RPC edit above added.
+    let routes: Vec<(&Value, &Value)> = list["agents"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no agents: {answers}"))
+        .iter()
+        .map(|a| (&a["id"], &a["routes"]))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            (
+                &json!("main"),
+                &json!(["default (messages no binding matches)"])
+            ),
+            (&json!("ops"), &json!(["slack"])),
+        ],
         "{answers}"
     );
     assert_eq!(answers[1]["error"]["code"], -32601, "{answers}");

@@ -5,8 +5,6 @@ use std::path::{Path, PathBuf};
 
 use deepcli::config::model::{DmScope, GroupScope};
 use deepcli::config::{self, FileKind, LoadOptions};
-use deepcli::ids;
-use deepcli::routing::scope::{Scope, Tier};
 use deepcli::routing::{Peer, RouteInput, RoutingPlan, document};
 use proptest::prelude::*;
 
@@ -264,115 +262,271 @@ fn main_key_and_primary_alias() {
 }
 
 // ---- agreement with a linear reference resolver ----
+//
+// The reference below is written from routing.md (docs/routing.md and the spec it follows)
+// and shares no code with the router: it reads the bindings as the generator wrote them, not
+// as the library compiled them, and normalizes ids, peer kinds and tiers itself. A tier or
+// normalization bug in the library is then wrong on one side only.
 
-/// routing.md §3–§4 read literally: scan every binding per tier, in config order.
-fn reference<'p>(
-    p: &'p RoutingPlan,
-    input: &RouteInput,
-) -> (
-    &'static str,
-    Option<&'p deepcli::routing::plan::CompiledBinding>,
-) {
-    let channel = ids::channel(&input.channel).into_owned();
-    let account = ids::account_id(input.account_id.as_deref().unwrap_or("")).into_owned();
-    let candidates: Vec<&deepcli::routing::plan::CompiledBinding> = p
-        .bindings
-        .iter()
-        .filter(|b| b.scope.channel == channel && b.scope.account.matches(&account))
-        .collect();
-    let kind_of = |p: &Option<Peer>| {
-        p.as_ref()
-            .map(|p| (ids::PeerKind::parse(&p.kind), p.id.trim().to_string()))
+/// A route binding as written in bindings.yaml (one flow mapping per line).
+#[derive(Debug, Clone)]
+struct RefBinding {
+    agent: &'static str,
+    channel: &'static str,
+    account: Option<&'static str>,
+    /// Kind and id, as written.
+    peer: Option<(&'static str, &'static str)>,
+    guild: Option<&'static str>,
+    team: Option<&'static str>,
+    roles: Option<Vec<&'static str>>,
+    dm_scope: Option<&'static str>,
+    group_scope: Option<&'static str>,
+}
+
+impl RefBinding {
+    /// The binding's line: a flow mapping with every string double-quoted.
+    fn yaml(&self) -> String {
+        let q = |s: &str| serde_json::to_string(s).unwrap();
+        let mut m = format!("channel: {}", q(self.channel));
+        if let Some(a) = self.account {
+            m += &format!(", accountId: {}", q(a));
+        }
+        if let Some((kind, id)) = self.peer {
+            m += &format!(", peer: {{kind: {}, id: {}}}", q(kind), q(id));
+        }
+        if let Some(g) = self.guild {
+            m += &format!(", guildId: {}", q(g));
+        }
+        if let Some(t) = self.team {
+            m += &format!(", teamId: {}", q(t));
+        }
+        if let Some(roles) = &self.roles {
+            let roles: Vec<String> = roles.iter().map(|r| q(r)).collect();
+            m += &format!(", roles: [{}]", roles.join(", "));
+        }
+        let mut session = Vec::new();
+        if let Some(dm) = self.dm_scope {
+            session.push(format!("dmScope: {dm}"));
+        }
+        if let Some(group) = self.group_scope {
+            session.push(format!("groupScope: {group}"));
+        }
+        let session = if session.is_empty() {
+            String::new()
+        } else {
+            format!(", session: {{{}}}", session.join(", "))
+        };
+        format!(
+            "  - {{agentId: {}, match: {{{m}}}{session}}}\n",
+            q(self.agent)
+        )
+    }
+}
+
+fn bindings_yaml(bindings: &[RefBinding]) -> String {
+    let lines: String = bindings.iter().map(RefBinding::yaml).collect();
+    format!("bindings:\n{lines}")
+}
+
+/// routing.md §2: trimmed; empty → the fallback; `^[a-z0-9][a-z0-9_-]{0,63}$` in any case is
+/// lowercased; anything else is lowercased, each run of characters outside `[a-z0-9_-]` becomes
+/// one `-`, `-` at either end goes, and it is cut to 64 characters (empty → the fallback).
+fn spec_id(raw: &str, fallback: &str) -> String {
+    let id = raw.trim();
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
+    let lower = id.to_lowercase();
+    let first_ok = lower
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let shaped = first_ok && lower.len() <= 64 && lower.chars().all(allowed) && id.is_ascii();
+    let out = if shaped {
+        lower
+    } else {
+        let mut out = String::new();
+        let mut in_run = false;
+        for c in lower.chars() {
+            if allowed(c) {
+                out.push(c);
+            } else if !in_run {
+                out.push('-');
+            }
+            in_run = !allowed(c);
+        }
+        out.trim_matches('-').chars().take(64).collect()
     };
-    let peer = kind_of(&input.peer);
-    let parent = kind_of(&input.parent_peer).filter(|(_, id)| !id.is_empty());
-    let guild = input
-        .guild_id
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
-    let team = input
-        .team_id
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
-    let roles: Vec<String> = input
-        .member_role_ids
-        .iter()
-        .map(|r| r.trim().to_string())
-        .collect();
-    let holds = |s: &Scope, sp: &Option<(ids::PeerKind, String)>| {
-        let peer_ok = match (&s.peer, sp) {
+    if out.is_empty() {
+        fallback.to_string()
+    } else {
+        out
+    }
+}
+
+fn spec_account(raw: Option<&str>) -> String {
+    spec_id(raw.unwrap_or(""), "default")
+}
+
+fn spec_agent(raw: &str) -> String {
+    match spec_id(raw, "main").as_str() {
+        "primary" => "main".to_string(),
+        id => id.to_string(),
+    }
+}
+
+fn spec_channel(raw: &str) -> String {
+    raw.trim().to_lowercase()
+}
+
+/// Which peer kinds match each other (§2): `direct` (`dm`) alone, `group` and `channel`
+/// together; any other kind matches nothing.
+fn kind_class(raw: &str) -> Option<&'static str> {
+    match raw.trim().to_lowercase().as_str() {
+        "direct" | "dm" => Some("direct"),
+        "group" | "channel" => Some("group"),
+        _ => None,
+    }
+}
+
+/// routing.md §4's tiers, in resolution order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RefTier {
+    Peer,
+    Wildcard,
+    GuildRoles,
+    Guild,
+    Team,
+    Account,
+    Channel,
+}
+
+impl RefBinding {
+    /// The first rule of §4 that applies.
+    fn tier(&self) -> RefTier {
+        let roles = self.roles.as_ref().is_some_and(|r| !r.is_empty());
+        match self.peer {
+            Some((_, id)) if id.trim() == "*" => RefTier::Wildcard,
+            Some(_) => RefTier::Peer,
+            None if self.guild.is_some() && roles => RefTier::GuildRoles,
+            None if self.guild.is_some() => RefTier::Guild,
+            None if self.team.is_some() => RefTier::Team,
+            None if self.account.map(str::trim) != Some("*") => RefTier::Account,
+            None => RefTier::Channel,
+        }
+    }
+
+    /// §3: the binding covers the input's channel and account.
+    fn is_candidate(&self, input: &RouteInput) -> bool {
+        let account_ok = match self.account.map(str::trim) {
+            Some("*") => true,
+            written => spec_account(written) == spec_account(input.account_id.as_deref()),
+        };
+        spec_channel(self.channel) == spec_channel(&input.channel) && account_ok
+    }
+
+    /// §3: every field the binding sets holds, with `peer` as the scope peer.
+    fn holds(&self, input: &RouteInput, peer: Option<&Peer>) -> bool {
+        let peer_ok = match (self.peer, peer) {
             (None, _) => true,
             (Some(_), None) => false,
-            (Some(want), Some((kind, id))) => {
-                want.kind.class().is_some()
-                    && want.kind.class() == kind.class()
-                    && want.id.as_ref().is_none_or(|w| !w.is_empty() && w == id)
+            (Some((kind, id)), Some(p)) => {
+                kind_class(kind).is_some()
+                    && kind_class(kind) == kind_class(&p.kind)
+                    && (id.trim() == "*" || id.trim() == p.id.trim())
             }
         };
-        peer_ok
-            && s.guild.as_deref().is_none_or(|g| Some(g) == guild)
-            && s.team.as_deref().is_none_or(|t| Some(t) == team)
-            && (s.roles.is_empty() || s.roles.iter().any(|r| roles.contains(r)))
-    };
-    type ScopePeer = Option<(ids::PeerKind, String)>;
-    let tiers: [(bool, Tier, &'static str, &ScopePeer); 8] = [
-        (peer.is_some(), Tier::Peer, "binding.peer", &peer),
-        (parent.is_some(), Tier::Peer, "binding.peer.parent", &parent),
+        let same = |mine: Option<&str>, theirs: &Option<String>| {
+            mine.is_none_or(|m| Some(m.trim()) == theirs.as_deref().map(str::trim))
+        };
+        let roles_ok = match &self.roles {
+            Some(roles) if !roles.is_empty() => roles
+                .iter()
+                .any(|r| input.member_role_ids.iter().any(|m| m == r)),
+            _ => true,
+        };
+        peer_ok && same(self.guild, &input.guild_id) && same(self.team, &input.team_id) && roles_ok
+    }
+}
+
+/// routing.md §4 read literally: try the tiers in order; in each, scan every binding in config
+/// order. The decision: `matchedBy` and the index of the binding.
+fn reference(bindings: &[RefBinding], input: &RouteInput) -> (&'static str, Option<usize>) {
+    let non_empty = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.trim().is_empty());
+    let peer = input.peer.as_ref();
+    let parent = input
+        .parent_peer
+        .as_ref()
+        .filter(|p| !p.id.trim().is_empty());
+    let guild = non_empty(&input.guild_id);
+    let tiers: [(bool, RefTier, &'static str, Option<&Peer>); 8] = [
+        (peer.is_some(), RefTier::Peer, "binding.peer", peer),
+        (
+            parent.is_some(),
+            RefTier::Peer,
+            "binding.peer.parent",
+            parent,
+        ),
         (
             peer.is_some(),
-            Tier::Wildcard,
+            RefTier::Wildcard,
             "binding.peer.wildcard",
-            &peer,
+            peer,
         ),
         (
-            guild.is_some() && !roles.is_empty(),
-            Tier::GuildRoles,
+            guild && !input.member_role_ids.is_empty(),
+            RefTier::GuildRoles,
             "binding.guild+roles",
-            &peer,
+            peer,
         ),
-        (guild.is_some(), Tier::Guild, "binding.guild", &peer),
-        (team.is_some(), Tier::Team, "binding.team", &peer),
-        (true, Tier::Account, "binding.account", &peer),
-        (true, Tier::Channel, "binding.channel", &peer),
+        (guild, RefTier::Guild, "binding.guild", peer),
+        (
+            non_empty(&input.team_id),
+            RefTier::Team,
+            "binding.team",
+            peer,
+        ),
+        (true, RefTier::Account, "binding.account", peer),
+        (true, RefTier::Channel, "binding.channel", peer),
     ];
-    for (enabled, tier, name, sp) in tiers {
+    for (enabled, tier, name, scope_peer) in tiers {
         if !enabled {
             continue;
         }
-        for b in &candidates {
-            let in_tier = b.scope.tier() == tier;
-            let keyed = match tier {
-                Tier::GuildRoles | Tier::Guild => b.scope.guild.as_deref() == guild,
-                Tier::Team => b.scope.team.as_deref() == team,
-                _ => true,
-            };
-            if in_tier && keyed && holds(&b.scope, sp) {
-                return (name, Some(*b));
-            }
+        let found = bindings
+            .iter()
+            .position(|b| b.tier() == tier && b.is_candidate(input) && b.holds(input, scope_peer));
+        if let Some(i) = found {
+            return (name, Some(i));
         }
     }
     ("default", None)
 }
 
-/// The whole result routing.md §6–§7 asks for, from the reference's decision: scope
-/// precedence and session keys written out again, independently of `routing::session`.
-fn reference_result(p: &RoutingPlan, input: &RouteInput) -> serde_json::Value {
-    let (matched_by, binding) = reference(p, input);
-    let agent = binding.map_or(p.default_agent.as_str(), |b| b.agent_id.as_str());
-    let channel = input.channel.trim().to_lowercase();
-    let account = ids::account_id(input.account_id.as_deref().unwrap_or("")).into_owned();
+/// The whole result routing.md §6–§7 asks for, from the reference's decision. [`AGENTS`] has
+/// no `default: true` and no `session` block: the default agent is the first listed, `main`,
+/// and the scopes default to `main` and `per-group`.
+fn reference_result(bindings: &[RefBinding], input: &RouteInput) -> serde_json::Value {
+    let (matched_by, index) = reference(bindings, input);
+    let binding = index.map(|i| &bindings[i]);
+    let agent = binding.map_or("main".to_string(), |b| spec_agent(b.agent));
+    let channel = spec_channel(&input.channel);
+    let account = spec_account(input.account_id.as_deref());
+    let wire = |v: serde_json::Value| v.as_str().map(str::to_string);
     let dm = binding
-        .and_then(|b| b.dm_scope)
-        .or(input.dm_scope)
-        .or(p.session.dm_scope)
-        .unwrap_or(DmScope::Main);
+        .and_then(|b| b.dm_scope.map(str::to_string))
+        .or_else(|| {
+            input
+                .dm_scope
+                .and_then(|s| wire(serde_json::to_value(s).unwrap()))
+        })
+        .unwrap_or_else(|| "main".to_string());
     let group = binding
-        .and_then(|b| b.group_scope)
-        .or(input.group_scope)
-        .or(p.session.group_scope)
-        .unwrap_or(GroupScope::PerGroup);
+        .and_then(|b| b.group_scope.map(str::to_string))
+        .or_else(|| {
+            input
+                .group_scope
+                .and_then(|s| wire(serde_json::to_value(s).unwrap()))
+        })
+        .unwrap_or_else(|| "per-group".to_string());
     let main = format!("agent:{agent}:main");
     let session = match &input.peer {
         None => main.clone(),
@@ -382,16 +536,14 @@ fn reference_result(p: &RoutingPlan, input: &RouteInput) -> serde_json::Value {
             if id.is_empty() {
                 id = "unknown".into();
             }
-            if kind == "direct" || kind == "dm" {
-                match dm {
-                    DmScope::Main => main.clone(),
-                    DmScope::PerPeer => format!("agent:{agent}:direct:{id}"),
-                    DmScope::PerChannelPeer => format!("agent:{agent}:{channel}:direct:{id}"),
-                    DmScope::PerAccountChannelPeer => {
-                        format!("agent:{agent}:{channel}:{account}:direct:{id}")
-                    }
+            if kind_class(&kind) == Some("direct") {
+                match dm.as_str() {
+                    "main" => main.clone(),
+                    "per-peer" => format!("agent:{agent}:direct:{id}"),
+                    "per-channel-peer" => format!("agent:{agent}:{channel}:direct:{id}"),
+                    _ => format!("agent:{agent}:{channel}:{account}:direct:{id}"),
                 }
-            } else if group == GroupScope::Main {
+            } else if group == "main" {
                 main.clone()
             } else {
                 format!("agent:{agent}:{channel}:{kind}:{id}")
@@ -408,53 +560,106 @@ fn reference_result(p: &RoutingPlan, input: &RouteInput) -> serde_json::Value {
         "matchedBy": matched_by,
         "dmScope": dm,
         "groupScope": group,
-        "binding": binding.map(|b| serde_json::json!({
+        // One binding per line, after the `bindings:` line.
+        "binding": index.map(|i| serde_json::json!({
             "file": "bindings.yaml",
-            "line": b.source.line,
-            "index": b.source.index,
+            "line": i + 2,
+            "index": i,
         })),
     })
 }
 
-fn arb_binding() -> impl Strategy<Value = String> {
-    let agent = prop::sample::select(vec!["a", "b", "x", "y", "main"]);
-    let channel = prop::sample::select(vec!["discord", "telegram"]);
-    let account = prop::option::of(prop::sample::select(vec!["\"*\"", "default", "biz"]));
+/// The reference's own reading of routing.md §2–§4 on cases it states outright, so that the
+/// property below compares the router with something known to read the spec right.
+#[test]
+fn the_reference_reads_the_spec() {
+    assert_eq!(spec_account(Some(" biz ")), "biz");
+    assert_eq!(spec_account(Some("Bot Main")), "bot-main");
+    assert_eq!(spec_account(Some("a..b//c")), "a-b-c");
+    assert_eq!(
+        spec_account(Some("a-!b")),
+        "a--b",
+        "an allowed `-` is not part of a run"
+    );
+    assert_eq!(spec_account(Some("!!!")), "default");
+    assert_eq!(spec_account(None), "default");
+    assert_eq!(spec_account(Some(&"X".repeat(80))), "x".repeat(64));
+    assert_eq!(spec_agent("Primary"), "main");
+    assert_eq!(spec_channel(" Discord "), "discord");
+    assert_eq!(kind_class(" DM "), Some("direct"));
+    assert_eq!(kind_class("channel"), kind_class("group"));
+    assert_eq!(kind_class("thread"), None);
+    let b = |peer, guild, team, roles: Option<Vec<&'static str>>, account| RefBinding {
+        agent: "a",
+        channel: "discord",
+        account,
+        peer,
+        guild,
+        team,
+        roles,
+        dm_scope: None,
+        group_scope: None,
+    };
+    let tiers = [
+        b(
+            Some(("channel", "c1")),
+            Some("g1"),
+            None,
+            Some(vec!["r"]),
+            Some("*"),
+        ),
+        b(Some(("direct", "*")), Some("g1"), None, None, None),
+        b(None, Some("g1"), Some("t1"), Some(vec!["r"]), None),
+        b(None, Some("g1"), None, Some(vec![]), None),
+        b(None, None, Some("t1"), None, Some("*")),
+        b(None, None, None, None, None),
+        b(None, None, None, None, Some("biz")),
+        b(None, None, None, None, Some("*")),
+    ]
+    .map(|b| b.tier());
+    use RefTier::*;
+    assert_eq!(
+        tiers,
+        [
+            Peer, Wildcard, GuildRoles, Guild, Team, Account, Account, Channel
+        ]
+    );
+}
+
+fn arb_binding() -> impl Strategy<Value = RefBinding> {
+    let agent = prop::sample::select(vec!["a", "b", "x", "y", "main", "primary", " B "]);
+    let channel = prop::sample::select(vec!["discord", "telegram", "Discord", " telegram "]);
+    let account = prop::option::of(prop::sample::select(vec![
+        "*", "default", "biz", "Biz", " biz ", "Bot Main",
+    ]));
     let peer = prop::option::of((
         prop::sample::select(vec!["direct", "group", "channel", "dm"]),
-        prop::sample::select(vec!["p1", "p2", "\"*\""]),
+        prop::sample::select(vec!["p1", "p2", "*", "P1", " p2 "]),
     ));
-    let guild = prop::option::of(prop::sample::select(vec!["g1", "g2"]));
+    let guild = prop::option::of(prop::sample::select(vec!["g1", "g2", " g1 "]));
     let team = prop::option::of(prop::sample::select(vec!["t1"]));
     let roles = prop::option::of(prop::collection::vec(
         prop::sample::select(vec!["r1", "r2"]),
         0..3,
     ));
-    let session = prop::option::of(prop::sample::select(vec![
-        "{dmScope: per-peer}",
-        "{groupScope: main}",
-        "{dmScope: per-account-channel-peer, groupScope: per-group}",
-    ]));
+    let session = prop::sample::select(vec![
+        (None, None),
+        (Some("per-peer"), None),
+        (None, Some("main")),
+        (Some("per-account-channel-peer"), Some("per-group")),
+        (Some("per-channel-peer"), None),
+    ]);
     (agent, channel, account, peer, guild, team, roles, session).prop_map(
-        |(agent, channel, account, peer, guild, team, roles, session)| {
-            let mut m = format!("channel: {channel}");
-            if let Some(a) = account {
-                m += &format!(", accountId: {a}");
-            }
-            if let Some((k, id)) = peer {
-                m += &format!(", peer: {{kind: {k}, id: {id}}}");
-            }
-            if let Some(g) = guild {
-                m += &format!(", guildId: {g}");
-            }
-            if let Some(t) = team {
-                m += &format!(", teamId: {t}");
-            }
-            if let Some(r) = roles {
-                m += &format!(", roles: [{}]", r.join(", "));
-            }
-            let session = session.map_or(String::new(), |s| format!(", session: {s}"));
-            format!("  - {{agentId: {agent}, match: {{{m}}}{session}}}\n")
+        |(agent, channel, account, peer, guild, team, roles, (dm_scope, group_scope))| RefBinding {
+            agent,
+            channel,
+            account,
+            peer,
+            guild,
+            team,
+            roles,
+            dm_scope,
+            group_scope,
         },
     )
 }
@@ -462,8 +667,16 @@ fn arb_binding() -> impl Strategy<Value = String> {
 fn arb_input() -> impl Strategy<Value = RouteInput> {
     let opt_peer = || {
         prop::option::of((
-            prop::sample::select(vec!["direct", "group", "channel", "dm", "thread"]),
-            prop::sample::select(vec!["p1", "p2", "p3", ""]),
+            prop::sample::select(vec![
+                "direct",
+                "group",
+                "channel",
+                "dm",
+                "thread",
+                "DM",
+                " channel ",
+            ]),
+            prop::sample::select(vec!["p1", "p2", "p3", "", "P1", " p1 "]),
         ))
         .prop_map(|p| {
             p.map(|(k, id)| Peer {
@@ -473,31 +686,41 @@ fn arb_input() -> impl Strategy<Value = RouteInput> {
         })
     };
     (
-        prop::sample::select(vec!["discord", "telegram", "Discord"]),
+        prop::sample::select(vec!["discord", "telegram", "Discord", " telegram"]),
         prop::option::of(prop::sample::select(vec![
-            "default", "biz", "Biz", "other", "",
+            "default", "biz", "Biz", "other", "", " biz ", "bot main", "BOT-MAIN",
         ])),
         opt_peer(),
         opt_peer(),
-        prop::option::of(prop::sample::select(vec!["g1", "g2", ""])),
+        prop::option::of(prop::sample::select(vec!["g1", "g2", "", " g1"])),
         prop::option::of(prop::sample::select(vec!["t1", "t2"])),
         prop::collection::vec(
             prop::sample::select(vec!["r1".to_string(), "r2".to_string(), "r3".to_string()]),
             0..3,
         ),
-        prop::option::of(prop::sample::select(vec![DmScope::PerPeer, DmScope::Main])),
+        prop::option::of(prop::sample::select(vec![
+            DmScope::PerPeer,
+            DmScope::Main,
+            DmScope::PerChannelPeer,
+        ])),
+        prop::option::of(prop::sample::select(vec![
+            GroupScope::Main,
+            GroupScope::PerGroup,
+        ])),
     )
         .prop_map(
-            |(channel, account, peer, parent, guild, team, roles, dm_scope)| RouteInput {
-                channel: channel.into(),
-                account_id: account.map(Into::into),
-                peer,
-                parent_peer: parent,
-                guild_id: guild.map(Into::into),
-                team_id: team.map(Into::into),
-                member_role_ids: roles,
-                dm_scope,
-                ..RouteInput::default()
+            |(channel, account, peer, parent, guild, team, roles, dm_scope, group_scope)| {
+                RouteInput {
+                    channel: channel.into(),
+                    account_id: account.map(Into::into),
+                    peer,
+                    parent_peer: parent,
+                    guild_id: guild.map(Into::into),
+                    team_id: team.map(Into::into),
+                    member_role_ids: roles,
+                    dm_scope,
+                    group_scope,
+                }
             },
         )
 }
@@ -510,13 +733,14 @@ proptest! {
         bindings in prop::collection::vec(arb_binding(), 0..12),
         inputs in prop::collection::vec(arb_input(), 1..8),
     ) {
-        let p = plan(AGENTS, &format!("bindings:\n{}", bindings.concat()));
+        let p = plan(AGENTS, &bindings_yaml(&bindings));
+        prop_assert_eq!(p.bindings.len(), bindings.len(), "every binding compiles");
         for input in &inputs {
             let resolved = p.resolve(input);
             // --explain runs the same walk: it must never tell another story.
             prop_assert_eq!(&p.explain(input).result, &resolved);
             let got = serde_json::to_value(resolved).unwrap();
-            let want = reference_result(&p, input);
+            let want = reference_result(&bindings, input);
             prop_assert_eq!(got, want, "input {:?}", input);
         }
     }
@@ -533,7 +757,7 @@ proptest! {
         bindings in prop::collection::vec(arb_binding(), 0..12),
         inputs in prop::collection::vec(arb_input(), 1..8),
     ) {
-        let p = plan(AGENTS, &format!("bindings:\n{}", bindings.concat()));
+        let p = plan(AGENTS, &bindings_yaml(&bindings));
         let text = p.to_document(3, "sha256:config").to_json();
         let (meta, loaded) = document::load(&text).unwrap();
         prop_assert_eq!(meta.generation, 3);

@@ -1,13 +1,14 @@
-//! Every rule has a failing and a passing fixture under `tests/fixtures/rules/<rule-id>/`.
+//! Every rule has a failing and a passing fixture under `tests/fixtures/rules/<rule-id>/`, and a
+//! section in docs/config.md; a schema error in one item does not cascade into other reports.
 //!
 //! `fail/expected.txt` lists, one per line, `<file>:<line>:<col> <rule-id>` for exactly the
 //! diagnostics of that rule the directory must produce; `pass/` must produce none of that rule.
 
 use std::path::{Path, PathBuf};
 
-use deepcli::config::LoadOptions;
-use deepcli::diagnostic::rules;
-use deepcli::validate::validate_dir;
+use deepcli::config::{self, FileKind, LoadOptions};
+use deepcli::diagnostic::{Severity, rules};
+use deepcli::validate::{self, validate_dir};
 
 fn options() -> LoadOptions {
     LoadOptions {
@@ -99,6 +100,238 @@ fn passing_fixtures_do_not_report_their_rule() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// ---- docs/config.md ----
+
+/// `docs/config.md` with its fenced code blocks blanked out (their `# agents.yaml` lines are not
+/// headings).
+fn config_md_outside_code() -> Vec<String> {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/config.md"))
+            .expect("docs/config.md");
+    let mut fenced = false;
+    text.lines()
+        .map(|line| {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                return String::new();
+            }
+            if fenced {
+                String::new()
+            } else {
+                line.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The lines of config.md's `## Validation rules` section, up to the next `## ` heading.
+fn rules_section() -> Vec<String> {
+    let lines = config_md_outside_code();
+    let start = lines
+        .iter()
+        .position(|l| l == "## Validation rules")
+        .expect("docs/config.md has a `## Validation rules` section");
+    lines[start + 1..]
+        .iter()
+        .take_while(|l| !l.starts_with("## "))
+        .cloned()
+        .collect()
+}
+
+/// A rule's section in config.md is a `### <rule-id>` heading (GitHub anchors it `#<rule-id>`,
+/// which SARIF's `helpUri` and the human output's links point at) under `## Validation rules`,
+/// whose first paragraph opens with its severity: `**Error.**` or `**Warning.**`. Every rule of
+/// the catalogue has exactly one, in catalogue order, and no section names a rule that does not
+/// exist.
+#[test]
+fn every_rule_has_its_section_in_config_md() {
+    let section = rules_section();
+    let mut documented: Vec<(String, Option<String>)> = Vec::new();
+    for (i, line) in section.iter().enumerate() {
+        let Some(id) = line.strip_prefix("### ") else {
+            continue;
+        };
+        let first_paragraph = section[i + 1..]
+            .iter()
+            .find(|l| !l.trim().is_empty())
+            .cloned();
+        documented.push((id.trim().to_string(), first_paragraph));
+    }
+    let ids: Vec<&str> = documented.iter().map(|(id, _)| id.as_str()).collect();
+    let catalogue: Vec<&str> = rules::ALL.iter().map(|r| r.id).collect();
+    let missing: Vec<&&str> = catalogue.iter().filter(|id| !ids.contains(id)).collect();
+    let unknown: Vec<&&str> = ids.iter().filter(|id| !catalogue.contains(id)).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "docs/config.md, `## Validation rules`: no `### <id>` section for {missing:?}; sections \
+         for ids the catalogue (src/diagnostic.rs) does not have: {unknown:?}"
+    );
+    assert_eq!(ids, catalogue, "sections in catalogue order, each once");
+    for ((id, first), rule) in documented.iter().zip(rules::ALL) {
+        let severity = match rule.severity {
+            Severity::Error => "**Error.**",
+            Severity::Warning => "**Warning.**",
+        };
+        assert!(
+            first.as_deref().is_some_and(|p| p.starts_with(severity)),
+            "docs/config.md `### {id}` must open with {severity}, found {first:?}"
+        );
+    }
+}
+
+/// The table at the top of `## Validation rules` lists every rule once, in catalogue order,
+/// linked to its section and with its default severity.
+#[test]
+fn the_rule_table_in_config_md_matches_the_catalogue() {
+    let rows: Vec<(String, String)> = rules_section()
+        .iter()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.strip_prefix('|')?.split('|').map(str::trim).collect();
+            let link = cells.first()?.strip_prefix("[`")?;
+            let (id, anchor) = link.split_once("`](#")?;
+            assert_eq!(
+                anchor.strip_suffix(')'),
+                Some(id),
+                "the table links `{id}` to another section: {line}"
+            );
+            Some((id.to_string(), cells.get(1)?.to_string()))
+        })
+        .collect();
+    let catalogue: Vec<(String, String)> = rules::ALL
+        .iter()
+        .map(|r| (r.id.to_string(), r.severity.as_str().to_string()))
+        .collect();
+    assert_eq!(rows, catalogue);
+}
+
+// ---- one typo, one report ----
+
+/// A hub where one agent, one channel and one binding fail the schema (the lines marked
+/// `# lost`), and everything else refers to what they might have declared. The agent's id is
+/// itself the typo, so not even its id survives.
+const AGENTS_LOSING_ONE: &str = "\
+agents:
+  list:
+    - id: main
+      subagents: {allowAgents: [helper-bot]}
+    - id: ops
+    - {id: Helper Bot, model: m/x}   # lost
+tools:
+  agentToAgent: {enabled: true, allow: [main, helper-bot]}
+";
+const CHANNELS_LOSING_ONE: &str = "\
+channels:
+  telegram:
+    accounts:
+      default: {botToken: {source: env, id: TG}}
+      work: {botToken: not-a-reference}
+  discord: {enabled: \"yes\"}   # lost
+";
+const BINDINGS_LOSING_ONE: &str = "\
+bindings:
+  - agentId: helper-bot
+    match: {channel: telegram}
+  - agentId: main
+    match: {channel: discord, guildId: g1}
+  - agentId: main
+    match: {channel: telegram, accountId: ghost}
+  - agentId: main
+    match: {channel: telegram, peer: {kind: group, id: \"g\"}}
+  - agentId: ops
+    match: {channel: telegram, peer: {kind: group, id: \"g\"}}
+  - {agentId: ops, match: {channel: telegram, accountId: 42}}   # lost
+";
+
+/// `file:line:col rule` of every diagnostic of the three texts, in report order.
+fn findings(agents: &str, channels: &str, bindings: &str) -> Vec<String> {
+    let texts = vec![
+        (
+            FileKind::Agents,
+            PathBuf::from("agents.yaml"),
+            agents.to_string(),
+        ),
+        (
+            FileKind::Channels,
+            PathBuf::from("channels.yaml"),
+            channels.to_string(),
+        ),
+        (
+            FileKind::Bindings,
+            PathBuf::from("bindings.yaml"),
+            bindings.to_string(),
+        ),
+    ];
+    let report = validate::finish(config::load_texts(Path::new("."), texts, &options()));
+    report
+        .diagnostics
+        .iter()
+        .map(|d| {
+            let l = d
+                .location
+                .as_ref()
+                .expect("a finding in a file has a location");
+            format!(
+                "{}:{}:{} {}",
+                l.file.display(),
+                l.span.start.line,
+                l.span.start.column,
+                d.rule.id
+            )
+        })
+        .collect()
+}
+
+fn without_lost_lines(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.ends_with("# lost"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// ARCHITECTURE.md: a rule that resolves references into a collection stays silent when that
+/// collection lost items to schema errors. Here agents, channels and bindings each lost one:
+/// the binding to `helper-bot`, both allow lists naming it, the binding on `discord`, the one
+/// on account `ghost` and the uncovered `work` account are not reported, since the lost items
+/// may be what they mean; the schema errors themselves and the findings that need no lost item
+/// (an inline secret, a binding conflict) still are.
+#[test]
+fn a_collection_that_lost_items_to_schema_errors_does_not_cascade() {
+    assert_eq!(
+        findings(AGENTS_LOSING_ONE, CHANNELS_LOSING_ONE, BINDINGS_LOSING_ONE),
+        [
+            "agents.yaml:6:12 schema",
+            "bindings.yaml:11:12 binding-conflict",
+            "bindings.yaml:12:58 schema",
+            "channels.yaml:5:24 inline-secret",
+            "channels.yaml:6:22 schema",
+        ]
+    );
+}
+
+/// The control: the same files without the lost items, so no collection is incomplete. Every
+/// reference the test above expects to stay silent is now reported, so that silence is the
+/// completeness check's doing and not the fixture's.
+#[test]
+fn the_same_references_are_reported_when_nothing_was_lost() {
+    assert_eq!(
+        findings(
+            &without_lost_lines(AGENTS_LOSING_ONE),
+            &without_lost_lines(CHANNELS_LOSING_ONE),
+            &without_lost_lines(BINDINGS_LOSING_ONE)
+        ),
+        [
+            "agents.yaml:4:33 unknown-agent",
+            "agents.yaml:7:47 unknown-agent",
+            "bindings.yaml:2:14 unknown-agent",
+            "bindings.yaml:5:22 unknown-channel",
+            "bindings.yaml:7:43 unknown-account",
+            "bindings.yaml:11:12 binding-conflict",
+            "channels.yaml:5:7 uncovered-account",
+            "channels.yaml:5:24 inline-secret",
+        ]
+    );
 }
 
 // Secrets: empty secret fields, credentials recognised by their shape wherever a string is

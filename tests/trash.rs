@@ -543,27 +543,91 @@ fn move_path_will_not_overwrite() {
     assert_eq!(read(&w.root.join("b")), "b\n");
 }
 
-/// Runs only where the temp dir and /dev/shm are different filesystems, so that `rename`
-/// really fails with EXDEV.
+/// A directory on a filesystem other than the temp dir's, gone with the value.
+enum OtherFilesystem {
+    /// A temp dir in `/dev/shm`, where that is its own filesystem.
+    Shm(TempDir),
+    /// A tmpfs this test mounted (as root, where mounting is permitted).
+    Mounted(TempDir),
+}
+
+impl OtherFilesystem {
+    fn path(&self) -> &Path {
+        match self {
+            OtherFilesystem::Shm(dir) | OtherFilesystem::Mounted(dir) => dir.path(),
+        }
+    }
+
+    /// Every second filesystem this machine offers: `/dev/shm` and a tmpfs of our own.
+    fn all(near: &Path) -> Vec<OtherFilesystem> {
+        use std::os::unix::fs::MetadataExt;
+        let here = fs::metadata(near).unwrap().dev();
+        let mut found = Vec::new();
+        if fs::metadata("/dev/shm").is_ok_and(|m| m.dev() != here)
+            && let Ok(dir) = tempfile::tempdir_in("/dev/shm")
+        {
+            found.push(OtherFilesystem::Shm(dir));
+        }
+        let point = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=16m", "deepcli-test"])
+            .arg(point.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if mounted {
+            found.push(OtherFilesystem::Mounted(point));
+        }
+        found
+    }
+}
+
+impl Drop for OtherFilesystem {
+    fn drop(&mut self) {
+        if let OtherFilesystem::Mounted(point) = self {
+            let _ = std::process::Command::new("umount")
+                .arg(point.path())
+                .status();
+        }
+    }
+}
+
+/// `rename` really fails with EXDEV, and the move copies, verifies and removes: from
+/// `/dev/shm` when it is another filesystem, and from a tmpfs the test mounts when it may
+/// (both, here). Without either it fails rather than pass having tested nothing;
+/// `DEEPCLI_TEST_SKIP_CROSS_FS=1` skips it knowingly, and says so.
 #[test]
 fn a_real_cross_filesystem_move_copies() {
     use std::os::unix::fs::MetadataExt;
     let w = World::new();
-    let Ok(shm) = fs::metadata("/dev/shm") else {
-        return;
-    };
-    if shm.dev() == fs::metadata(&w.root).unwrap().dev() {
-        return;
+    let others = OtherFilesystem::all(&w.root);
+    if others.is_empty() {
+        let why = "no second filesystem: /dev/shm is on the temp dir's filesystem (or missing) \
+                   and `mount -t tmpfs` is not permitted";
+        if std::env::var_os("DEEPCLI_TEST_SKIP_CROSS_FS").is_some() {
+            eprintln!("SKIPPED a_real_cross_filesystem_move_copies: {why}");
+            return;
+        }
+        panic!(
+            "{why}; set TMPDIR to another filesystem than /dev/shm, run as root, or skip this \
+             test knowingly with DEEPCLI_TEST_SKIP_CROSS_FS=1"
+        );
     }
-    let Ok(other) = tempfile::tempdir_in("/dev/shm") else {
-        return;
-    };
-    let from = other.path().join("ws");
-    write(&from.join("a/b.txt"), "across\n");
-    let to = w.root.join("ws");
-    trash::move_path(&from, &to, Transfer::Auto).unwrap();
-    assert_eq!(read(&to.join("a/b.txt")), "across\n");
-    assert!(!from.exists());
+    for (n, other) in others.iter().enumerate() {
+        let from = other.path().join("ws");
+        write(&from.join("a/b.txt"), "across\n");
+        let to = w.root.join(format!("ws-{n}"));
+        assert_ne!(
+            fs::metadata(&from).unwrap().dev(),
+            fs::metadata(&w.root).unwrap().dev(),
+            "not another filesystem: {}",
+            from.display()
+        );
+        trash::move_path(&from, &to, Transfer::Auto).unwrap();
+        assert_eq!(read(&to.join("a/b.txt")), "across\n");
+        assert!(!from.exists());
+        assert!(!w.root.join(format!(".ws-{n}.deepcli-partial")).exists());
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{Leftovers, Proc, Up, alive, bin, peer, pid_of, pids_in, wait_until};
+use common::{Leftovers, Proc, Up, alive, bin, pid_of, pids_in, wait_until};
 use serde_json::Value;
 
 const AGENTS: &str = "agents:\n  list:\n    - id: main\n    - id: ops\n";
@@ -259,7 +259,7 @@ fn an_agent_on_the_acp_typescript_sdk_is_ready_and_stops_when_its_stdin_closes()
 /// ignores stdin EOF.
 #[test]
 fn codex_acp_is_authenticated_from_its_env_and_stopped_by_sigterm() {
-    let codex = peer(".npm-peers/node_modules/.bin/codex-acp");
+    let codex = common::codex_acp();
     let agents = format!(
         "agents:\n  list:\n    - id: main\n    - id: codex\n      runtime:\n        kind: acp\n        command: [\"{}\"]\n        env: {{OPENAI_API_KEY: {{source: env, id: DEEPCLI_TEST_OPENAI_KEY}}}}\n",
         codex.display()

@@ -200,10 +200,65 @@ pub fn escape_pointer_token(token: &str) -> Cow<'_, str> {
 /// several threads ([`parallel`]) into the same tree, spans included. Whatever that cannot
 /// vouch for, errors included, is parsed whole, so an error is always the whole parse's.
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
-    if let Some(root) = parallel::parse(text) {
-        return Ok(Some(root));
+    let parsed = match parallel::parse(text) {
+        Some(root) => Ok(Some(root)),
+        None => run(text).map(|parsed| parsed.root),
+    };
+    inside(text, parsed)
+}
+
+/// Keeps every position inside `text`. Where a text does not end with a line break, the
+/// scanner ends it on the line after its last one: the nodes that end there (the root and its
+/// last child, that child's last child, …) and an error found there are put just after the
+/// last character instead.
+fn inside(text: &str, parsed: Result<Option<Node>, YamlError>) -> Result<Option<Node>, YamlError> {
+    if text.is_empty() || text.ends_with(['\n', '\r']) {
+        return parsed;
     }
-    run(text).map(|parsed| parsed.root)
+    let end = end_of(text);
+    let clamp = |pos: &mut Pos| *pos = (*pos).min(end);
+    match parsed {
+        Ok(mut root) => {
+            let mut node = root.as_mut();
+            while let Some(n) = node {
+                clamp(&mut n.span.start);
+                clamp(&mut n.span.end);
+                node = match &mut n.value {
+                    Value::Seq(items) => items.last_mut(),
+                    Value::Map(entries) => entries.last_mut().map(|e| {
+                        clamp(&mut e.key_span.start);
+                        clamp(&mut e.key_span.end);
+                        &mut e.value
+                    }),
+                    _ => None,
+                };
+            }
+            Ok(root)
+        }
+        Err(mut e) => {
+            clamp(&mut e.span.start);
+            clamp(&mut e.span.end);
+            if let Some(related) = &mut e.related {
+                clamp(&mut related.start);
+                clamp(&mut related.end);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The whole-file parse, never cut in pieces: what [`parse`] must always agree with. For the
+/// equivalence test of the public loading path (`tests/loader.rs`).
+#[doc(hidden)]
+pub fn parse_whole(text: &str) -> Result<Option<Node>, YamlError> {
+    inside(text, run(text).map(|parsed| parsed.root))
+}
+
+/// Whether [`parse`] cuts `text` in pieces on this machine, so that the same test knows it
+/// tested the cut.
+#[doc(hidden)]
+pub fn is_cut(text: &str) -> bool {
+    parallel::parse(text).is_some()
 }
 
 /// One parse of a text, with what the limits of a larger tree it becomes part of need.
@@ -512,6 +567,23 @@ fn scan_error(text: &str, e: &ScanError) -> YamlError {
         ),
         None => error(YamlErrorKind::Syntax, e.info().to_string(), Span::at(at)),
     }
+}
+
+/// Just after the last character of `text`, with lines broken where YAML breaks them (`\n`,
+/// `\r\n`, a lone `\r`).
+fn end_of(text: &str) -> Pos {
+    let mut end = Pos { line: 1, column: 1 };
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let lone_cr = c == '\r' && chars.peek() != Some(&'\n');
+        if c == '\n' || lone_cr {
+            end.line = end.line.saturating_add(1);
+            end.column = 1;
+        } else if c != '\r' {
+            end.column = end.column.saturating_add(1);
+        }
+    }
+    end
 }
 
 /// Resolves a scalar by the YAML 1.2 core schema: only plain scalars can be null, booleans or

@@ -406,15 +406,16 @@ fn run_probe(channel: &str, enabled: bool, timeout: Duration) -> Probe {
             elapsed_ms: None,
         };
     }
-    let Some(target) = capabilities::probe_host(channel) else {
+    let Some(target) = probe_target(channel) else {
         return skipped("deepcli knows no API endpoint for this platform");
     };
     let started = Instant::now();
     let (tx, rx) = std::sync::mpsc::channel();
     // DNS resolution cannot be given a timeout; run it on a thread and stop waiting.
+    let host = target.clone();
     std::thread::spawn(move || {
         use std::net::ToSocketAddrs;
-        let _ = tx.send(target.to_socket_addrs().map(|a| a.collect::<Vec<_>>()));
+        let _ = tx.send(host.to_socket_addrs().map(|a| a.collect::<Vec<_>>()));
     });
     let outcome = match rx.recv_timeout(timeout) {
         Err(_) => Err("timed out resolving the host".to_string()),
@@ -434,17 +435,38 @@ fn run_probe(channel: &str, enabled: bool, timeout: Duration) -> Probe {
     match outcome {
         Ok(()) => Probe {
             result: "reachable",
-            target: Some(target.to_string()),
+            target: Some(target),
             error: None,
             elapsed_ms,
         },
         Err(error) => Probe {
             result: "unreachable",
-            target: Some(target.to_string()),
+            target: Some(target),
             error: Some(error),
             elapsed_ms,
         },
     }
+}
+
+#[cfg(not(feature = "failpoints"))]
+fn probe_target(channel: &str) -> Option<String> {
+    capabilities::probe_host(channel).map(str::to_string)
+}
+
+/// With the `failpoints` feature, `DEEPCLI_PROBE_TARGETS=telegram=127.0.0.1:4000,slack=…` puts
+/// a platform's probe on another address: the binary-level test of the probe's results, which
+/// cannot depend on the network.
+#[cfg(feature = "failpoints")]
+fn probe_target(channel: &str) -> Option<String> {
+    let overridden = std::env::var("DEEPCLI_PROBE_TARGETS")
+        .ok()
+        .and_then(|list| {
+            list.split(',').find_map(|pair| {
+                let (name, target) = pair.split_once('=')?;
+                (name == ids::channel(channel)).then(|| target.to_string())
+            })
+        });
+    overridden.or_else(|| capabilities::probe_host(channel).map(str::to_string))
 }
 
 pub fn capabilities(channel: Option<&str>) -> Result<CapabilitiesResult> {

@@ -56,24 +56,105 @@ pub fn controller(
 /// agents.yaml with `main` and `sdk`, an acp runtime running the echo agent written on the ACP
 /// TypeScript SDK (`tests/peers/sdk-echo-agent.mjs`).
 pub fn sdk_agents() -> String {
-    let agent = peer("tests/peers/sdk-echo-agent.mjs");
     format!(
         "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
-        agent.display()
+        sdk_echo_agent().display()
     )
 }
 
-/// A file of the ACP peers that `scripts/test` installs into `.npm-peers/`.
-pub fn peer(path: &str) -> PathBuf {
+/// The echo agent on the ACP TypeScript SDK, once the SDK it imports is installed in
+/// `.npm-peers/` and `node` runs: a missing peer fails here, at once, and not as a runtime that
+/// never gets ready.
+pub fn sdk_echo_agent() -> PathBuf {
+    node();
+    npm_peer("@agentclientprotocol/sdk");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join(path);
+    root.join("tests/peers/sdk-echo-agent.mjs")
+}
+
+/// codex-acp's command in `.npm-peers/`, once it and the binary package it runs for this
+/// platform are installed and `node` runs.
+pub fn codex_acp() -> PathBuf {
+    node();
+    let package = npm_peer("@zed-industries/codex-acp");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(package.join("package.json")).unwrap())
+            .unwrap();
+    // The launcher runs `@zed-industries/codex-acp-<platform>-<arch>`, an optional dependency
+    // that npm installs for this machine only.
+    let os = match std::env::consts::OS {
+        "macos" => "darwin",
+        "windows" => "win32",
+        os => os,
+    };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        arch => arch,
+    };
+    let binary = format!("@zed-industries/codex-acp-{os}-{arch}");
+    let Some(want) = manifest["optionalDependencies"][&binary].as_str() else {
+        panic!("codex-acp has no binary package for this machine (`{binary}`)");
+    };
+    let installed = installed_version(&binary);
     assert!(
-        path.exists(),
-        "`{}` is missing: run the tests with scripts/test, which installs the ACP test peers \
-         (tests/peers/package-lock.json) into .npm-peers/",
-        path.display()
+        installed.as_deref() == Some(want),
+        "`{binary}` {want}, the codex-acp binary for this machine, is not installed in \
+         .npm-peers/ (found {}): {PEERS_HINT}",
+        installed.as_deref().unwrap_or("nothing")
     );
-    path
+    let command =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".npm-peers/node_modules/.bin/codex-acp");
+    assert!(
+        command.exists(),
+        "`{}` is missing: {PEERS_HINT}",
+        command.display()
+    );
+    command
+}
+
+const PEERS_HINT: &str = "run the tests with scripts/test, which installs the ACP test peers \
+     (tests/peers/package-lock.json) into .npm-peers/";
+
+/// The directory of an npm package of `.npm-peers/`, checked to be installed at the version
+/// `tests/peers/package.json` pins.
+pub fn npm_peer(name: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let pins: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("tests/peers/package.json")).unwrap(),
+    )
+    .unwrap();
+    let Some(pinned) = pins["dependencies"][name].as_str() else {
+        panic!("`{name}` is not an ACP test peer: tests/peers/package.json does not pin it");
+    };
+    match installed_version(name) {
+        Some(version) if version == pinned => root.join(".npm-peers/node_modules").join(name),
+        Some(version) => panic!(
+            "`{name}` {version} is installed in .npm-peers/, but tests/peers/package.json pins \
+             {pinned}: {PEERS_HINT}"
+        ),
+        None => panic!("`{name}` {pinned} is not installed in .npm-peers/: {PEERS_HINT}"),
+    }
+}
+
+/// The version in `.npm-peers/node_modules/<name>/package.json`, if there is one.
+fn installed_version(name: &str) -> Option<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = root
+        .join(".npm-peers/node_modules")
+        .join(name)
+        .join("package.json");
+    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(manifest).ok()?).ok()?;
+    manifest["version"].as_str().map(str::to_string)
+}
+
+/// `node` runs (the ACP peers are node programs).
+fn node() {
+    let version = Command::new("node").arg("--version").output();
+    assert!(
+        version.as_ref().is_ok_and(|out| out.status.success()),
+        "`node --version` failed ({version:?}): the ACP test peers need node 20 or later on PATH"
+    );
 }
 
 impl Up {
