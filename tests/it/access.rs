@@ -2,13 +2,11 @@
 //! runtimes (the demo echo agent and the echo agent on the official TypeScript SDK), with
 //! sessions, transcripts and deliveries in the state database.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::Up;
+use crate::common::Up;
 use serde_json::{Value, json};
 
 const SECRET: &str = "quickstart-webhook-secret";
@@ -302,7 +300,7 @@ fn refusals_say_why_and_route_nothing() {
     // Each call is a line in the channel's log, which `deepcli channels logs` shows.
     let (status, _) = inbound(up.addr, SECRET, &good);
     assert_eq!(status, 200);
-    let out = std::process::Command::new(common::bin())
+    let out = std::process::Command::new(crate::common::bin())
         .args(["--config", up.config.to_str().unwrap()])
         .args(["--state-dir", up.state.to_str().unwrap()])
         .args(["channels", "logs", "--channel", "telegram", "--json"])
@@ -389,7 +387,7 @@ fn a_runtime_that_is_down_gets_a_503() {
 /// The echo agent on the ACP TypeScript SDK: counts turns per session, can load sessions, and
 /// answers `slow` only when cancelled.
 fn sdk_up(configure: impl FnOnce(&mut std::process::Command)) -> Up {
-    let agents = common::sdk_agents();
+    let agents = crate::common::sdk_agents();
     let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
     let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack}}\n";
     let up = Up::start_config(&agents, channels, bindings, |cmd| {
@@ -487,7 +485,7 @@ fn a_slow_prompt_times_out_and_the_agent_gets_session_cancel() {
 /// runtime hands out `s-1` again: a stored id must not count as open in it.
 #[test]
 fn replies_do_not_cross_between_conversations_after_a_runtime_restart() {
-    let agent = common::sdk_echo_agent();
+    let agent = crate::common::sdk_echo_agent();
     let agents = format!(
         "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"], env: {{SDK_ECHO_SEQUENTIAL: \"1\"}}}}\n",
         agent.display()
@@ -749,8 +747,8 @@ fn one_request() -> (String, std::sync::mpsc::Receiver<(String, String)>) {
 #[test]
 fn replies_go_to_the_reply_url_signed_or_become_dead_letters() {
     let (url, received) = one_request();
-    let closed = common::free_addr();
-    let agents = common::sdk_agents();
+    let closed = crate::common::free_addr();
+    let agents = crate::common::sdk_agents();
     let channels = format!(
         "channels:\n  slack:\n    accounts:\n      default: {{webhookSecret: {{source: env, id: HOOK}}, replyUrl: \"{url}\"}}\n      gone: {{webhookSecret: {{source: env, id: HOOK}}, replyUrl: \"http://{closed}/nobody\"}}\n"
     );
@@ -783,7 +781,7 @@ fn replies_go_to_the_reply_url_signed_or_become_dead_letters() {
         "the reply is in the response all the same: {body}"
     );
     let db = up.state.join("state.db");
-    common::wait_until("the dead letter", || {
+    crate::common::wait_until("the dead letter", || {
         rusqlite::Connection::open(&db)
             .and_then(|c| {
                 c.query_row(
@@ -822,7 +820,7 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
         .unwrap();
     };
     let apply = || {
-        let out = std::process::Command::new(common::bin())
+        let out = std::process::Command::new(crate::common::bin())
             .args([
                 "--config",
                 config.to_str().unwrap(),
@@ -841,8 +839,8 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
     };
     write_bindings("ops");
     apply();
-    let addr = common::free_addr();
-    let mut serve = std::process::Command::new(common::bin())
+    let addr = crate::common::free_addr();
+    let mut serve = std::process::Command::new(crate::common::bin())
         .args(["--state-dir", state.to_str().unwrap(), "access", "serve"])
         .args(["--plan", state.join("routing-plan.json").to_str().unwrap()])
         .args(["--listen", &addr.to_string()])
@@ -864,7 +862,7 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
         );
         body["route"]["agentId"].as_str().unwrap().to_string()
     };
-    common::wait_until("access serve listening", || {
+    crate::common::wait_until("access serve listening", || {
         std::net::TcpStream::connect(addr).is_ok()
     });
     assert_eq!(agent_of("s-1"), "ops");
@@ -872,7 +870,7 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
     write_bindings("main");
     apply();
     let n = std::cell::Cell::new(1);
-    common::wait_until("generation 2 served", || {
+    crate::common::wait_until("generation 2 served", || {
         n.set(n.get() + 1);
         agent_of(&format!("s-{}", n.get())) == "main"
     });
@@ -1136,7 +1134,7 @@ fn idle_and_slow_connections_are_closed() {
             );
         }
     }
-    common::wait_until("the descriptors given back", || {
+    crate::common::wait_until("the descriptors given back", || {
         count_fds(pid) <= before + 2
     });
 }
@@ -1151,7 +1149,7 @@ fn the_queue_limit_is_the_number_that_may_wait() {
     let waiting = || metric(up.addr, &up.state, "deepcli_access_waiting_messages");
     std::thread::scope(|s| {
         let first = s.spawn(|| inbound(up.addr, SECRET, &slack_group("q", "q-0", "slow")));
-        common::wait_until("the slow prompt to hold the session", || {
+        crate::common::wait_until("the slow prompt to hold the session", || {
             session_opened(&up.state, "agent:sdk:slack:group:q")
         });
         let waiters: Vec<_> = (1..=2)
@@ -1160,7 +1158,7 @@ fn the_queue_limit_is_the_number_that_may_wait() {
                 s.spawn(move || inbound(up.addr, SECRET, &message))
             })
             .collect();
-        common::wait_until("two messages waiting", || waiting() == 2.0);
+        crate::common::wait_until("two messages waiting", || waiting() == 2.0);
         let (status, refused) = inbound(up.addr, SECRET, &slack_group("q", "q-3", "one more"));
         assert_eq!(status, 429, "{refused}");
         assert_eq!(refused["sessionKey"], "agent:sdk:slack:group:q");
@@ -1190,7 +1188,7 @@ fn a_caller_that_hangs_up_does_not_strand_its_delivery() {
         body.len()
     )
     .unwrap();
-    common::wait_until("the prompt to reach the agent", || {
+    crate::common::wait_until("the prompt to reach the agent", || {
         session_opened(&up.state, "agent:sdk:slack:group:h")
     });
     drop(stream);

@@ -1,10 +1,8 @@
 //! `deepcli up` end to end: the real binary on a temp config, edited while it runs.
 
-mod common;
-
 use std::process::Command;
 
-use common::{Leftovers, Proc, Up, alive, bin, pid_of, pids_in, wait_until};
+use crate::common::{Leftovers, Proc, Up, alive, bin, pid_of, pids_in, wait_until};
 use serde_json::Value;
 
 const AGENTS: &str = "agents:\n  list:\n    - id: main\n    - id: ops\n";
@@ -228,7 +226,7 @@ fn a_second_controller_is_refused_naming_the_holder() {
 /// the status shows, and closing its stdin stops it (the first rung of the stop ladder).
 #[test]
 fn an_agent_on_the_acp_typescript_sdk_is_ready_and_stops_when_its_stdin_closes() {
-    let agents = common::sdk_agents();
+    let agents = crate::common::sdk_agents();
     let mut up = Up::start(&agents, "bindings: []\n");
     let doc = up.wait_for("the SDK agent ready", |s| {
         Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
@@ -259,7 +257,7 @@ fn an_agent_on_the_acp_typescript_sdk_is_ready_and_stops_when_its_stdin_closes()
 /// ignores stdin EOF.
 #[test]
 fn codex_acp_is_authenticated_from_its_env_and_stopped_by_sigterm() {
-    let codex = common::codex_acp();
+    let codex = crate::common::codex_acp();
     let agents = format!(
         "agents:\n  list:\n    - id: main\n    - id: codex\n      runtime:\n        kind: acp\n        command: [\"{}\"]\n        env: {{OPENAI_API_KEY: {{source: env, id: DEEPCLI_TEST_OPENAI_KEY}}}}\n",
         codex.display()
@@ -539,7 +537,7 @@ fn a_runtime_killed_while_starting_is_stopped_by_the_next_controller() {
     let mut up = Up::start(&agents, "bindings: []\n");
     wait_until("the runtime started and recorded as starting", || {
         !pids_in(&leader_file).is_empty()
-            && common::recorded_runtime(&up.state, "slow").is_some_and(|(s, _)| s == "starting")
+            && crate::common::recorded_runtime(&up.state, "slow").is_some_and(|(s, _)| s == "starting")
     });
     let leader = Proc::running(pids_in(&leader_file)[0]);
     up.child.kill().unwrap();
@@ -665,7 +663,7 @@ fn a_killed_controllers_successor_reaps_grandchildren() {
     );
     let mut up = Up::start(&agents, "bindings: []\n");
     wait_until("the runtime recorded as ready", || {
-        common::recorded_runtime(&up.state, "agent").is_some_and(|(s, _)| s == "ready")
+        crate::common::recorded_runtime(&up.state, "agent").is_some_and(|(s, _)| s == "ready")
     });
     let leader = Proc::running(pids_in(&leader_file)[0]);
     let grandchildren: Vec<Proc> = pids_in(&pids).into_iter().map(Proc::running).collect();

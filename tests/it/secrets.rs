@@ -1,8 +1,6 @@
 //! Secrets end to end: an account whose webhook secret resolves to nothing takes no messages,
 //! and referenced secrets with real values never reach an output, a file or a log.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,7 +8,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::Up;
+use crate::common::Up;
 use serde_json::{Value, json};
 
 /// One HTTP call: status and body (JSON when it parses, else the text).
@@ -219,7 +217,7 @@ impl Seen {
 
     /// Runs the binary with the secrets in its environment; keeps stdout and stderr.
     fn run(&mut self, hub: &Hub, secrets: &Secrets, args: &[&str]) -> std::process::Output {
-        let mut cmd = Command::new(common::bin());
+        let mut cmd = Command::new(crate::common::bin());
         cmd.args(["--config", hub.config.to_str().unwrap()])
             .args(["--state-dir", hub.state.to_str().unwrap()])
             .args(args)
@@ -458,8 +456,8 @@ fn referenced_secrets_appear_in_no_output_file_or_log() {
         captures.path().join("up.stdout"),
         captures.path().join("up.stderr"),
     );
-    let addr = common::free_addr();
-    let child = common::controller(&hub.home, &hub.config, &hub.state, addr, |cmd| {
+    let addr = crate::common::free_addr();
+    let child = crate::common::controller(&hub.home, &hub.config, &hub.state, addr, |cmd| {
         for (name, value) in &secrets.env {
             cmd.env(name, value);
         }
@@ -479,7 +477,7 @@ fn referenced_secrets_appear_in_no_output_file_or_log() {
     });
 
     // The secrets were resolved for real: the runtime's environment holds them.
-    let pid = common::pid_of(&status, "main");
+    let pid = crate::common::pid_of(&status, "main");
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
     for (name, value) in [
         ("FROM_ENV", &secrets.runtime_env),
@@ -520,7 +518,7 @@ fn referenced_secrets_appear_in_no_output_file_or_log() {
     seen.add("inbound duplicate", answer.to_string());
 
     // The reply sink got the reply, signed with the webhook secret.
-    common::wait_until("the reply POST", || !replies.lock().unwrap().is_empty());
+    crate::common::wait_until("the reply POST", || !replies.lock().unwrap().is_empty());
     let request = replies.lock().unwrap()[0].clone();
     let text = String::from_utf8_lossy(&request).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();

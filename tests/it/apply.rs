@@ -745,9 +745,9 @@ fn a_state_from_before_directory_origins_is_migrated() {
     }
     // The state as deepcli wrote it before this change: schema 2, every `owns_*` 1.
     let conn = rusqlite::Connection::open(hub.state.join("state.db")).unwrap();
-    conn.execute_batch(include_str!("../src/state/schema.sql"))
+    conn.execute_batch(include_str!("../../src/state/schema.sql"))
         .unwrap();
-    conn.execute_batch(include_str!("../src/state/access.sql"))
+    conn.execute_batch(include_str!("../../src/state/access.sql"))
         .unwrap();
     conn.execute_batch(
         "INSERT INTO meta (key, value) VALUES ('lineage', '11f061e0-efec-4c46-8428-2a376640962c'), ('serial', '3'), ('created_at', '2026-11-30T06:07:20Z'), ('created_by', 'deepcli 0.1.0');",

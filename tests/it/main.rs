@@ -1,0 +1,18 @@
+//! The integration tests, linked as one binary: the real `deepcli` binary driven end to end
+//! (temp dirs, real SQLite, real child processes, HTTP on loopback, the ACP peers `scripts/test`
+//! installs), and the library's public surface tested from outside.
+
+mod common;
+mod access;
+mod apply;
+mod cli;
+mod loader;
+mod manage;
+mod route;
+mod routing;
+mod rules;
+mod schemas;
+mod secrets;
+mod tidy;
+mod trash;
+mod up;
