@@ -16,6 +16,8 @@ use crate::state::{LeasePurpose, StateDir, StateStore};
 
 /// The state key the controller records its address under.
 pub(crate) const ADDR_KEY: &str = "controller_addr";
+/// The state key of the pid of the controller that recorded [`ADDR_KEY`].
+pub(crate) const PID_KEY: &str = "controller_pid";
 
 /// How long a connection may take: a controller on loopback answers at once or not at all.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);

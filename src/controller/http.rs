@@ -23,6 +23,7 @@ async fn status(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    use std::sync::atomic::Ordering::Relaxed;
     if let Err(denied) = authorized(&shared, &headers) {
         return denied;
     }
@@ -39,13 +40,18 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
          # TYPE deepcli_routing_generation gauge\ndeepcli_routing_generation {}\n\
          # TYPE deepcli_runtimes_ready gauge\ndeepcli_runtimes_ready {ready}\n\
          # TYPE deepcli_runtimes gauge\ndeepcli_runtimes {}\n\
-         # TYPE deepcli_runtime_restarts_total counter\ndeepcli_runtime_restarts_total {}\n",
+         # TYPE deepcli_runtime_restarts_total counter\ndeepcli_runtime_restarts_total {}\n\
+         # TYPE deepcli_config_file_events_total counter\n\
+         deepcli_config_file_events_total{{kind=\"change\"}} {}\n\
+         deepcli_config_file_events_total{{kind=\"ignored\"}} {}\n",
         s.reconciles,
         s.rejections,
         u8::from(s.rejected.is_some()),
         s.routing_generation.unwrap_or(0),
         s.runtimes.len(),
         s.runtimes.iter().map(|r| r.restarts).sum::<u64>(),
+        shared.file_events.changes.load(Relaxed),
+        shared.file_events.ignored.load(Relaxed),
     );
     let mut text = text;
     shared.access.metrics.render(&mut text);

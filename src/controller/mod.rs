@@ -70,6 +70,15 @@ struct Shared {
     /// The supervisor's live runtime statuses, read on every status request.
     runtimes: RuntimeMap,
     token: String,
+    /// File events on the config files: changes (each starts a reload), and reads (`Access`,
+    /// ignored: the controller reads the files itself).
+    file_events: FileEvents,
+}
+
+#[derive(Default)]
+struct FileEvents {
+    changes: std::sync::atomic::AtomicU64,
+    ignored: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -140,6 +149,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
             ..ControllerStatus::default()
         }),
         token,
+        file_events: FileEvents::default(),
     });
     let store = Arc::new(Mutex::new(store));
 
@@ -157,13 +167,19 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
 
     // Watch the directory, not the files: an editor's rename-over save replaces the inode.
     let (events_tx, mut events) = mpsc::unbounded_channel::<()>();
+    let counted = shared.clone();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Ok(event) = event else { return };
+        if !event.paths.iter().any(|p| is_config_file(p)) {
+            return;
+        }
         // Only changes count: inotify also reports opens and reads (`Access`), and the
         // controller reads the files itself on every reconcile.
-        if let Ok(event) = event
-            && !matches!(event.kind, notify::EventKind::Access(_))
-            && event.paths.iter().any(|p| is_config_file(p))
-        {
+        if matches!(event.kind, notify::EventKind::Access(_)) {
+            counted.file_events.ignored.fetch_add(1, Relaxed);
+        } else {
+            counted.file_events.changes.fetch_add(1, Relaxed);
             let _ = events_tx.send(());
         }
     })
@@ -284,7 +300,12 @@ async fn stop_leftovers(store: &StateStore) -> Result<(), ControllerError> {
 
 fn record_address(store: &Arc<Mutex<StateStore>>, addr: SocketAddr) {
     if let Ok(mut s) = store.lock() {
-        let _ = s.transaction(|tx| tx.set_meta(client::ADDR_KEY, &addr.to_string()));
+        // Which controller listens there, so that a client (or a test) that reads the address
+        // after a restart can tell it from the last one's.
+        let _ = s.transaction(|tx| {
+            tx.set_meta(client::ADDR_KEY, &addr.to_string())?;
+            tx.set_meta(client::PID_KEY, &std::process::id().to_string())
+        });
     }
 }
 

@@ -839,15 +839,16 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
     };
     write_bindings("ops");
     apply();
-    let addr = crate::common::free_addr();
     let mut serve = std::process::Command::new(crate::common::bin())
         .args(["--state-dir", state.to_str().unwrap(), "access", "serve"])
         .args(["--plan", state.join("routing-plan.json").to_str().unwrap()])
-        .args(["--listen", &addr.to_string()])
+        .args(["--listen", "127.0.0.1:0"])
         .env("HOOK", SECRET)
-        .stderr(std::process::Stdio::null())
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let (addr, log) = crate::common::listening_in_log(&mut serve);
     let message = json!({"channel": "slack", "messageId": "s-1", "text": "hi"});
     let agent_of = |id: &str| {
         let mut m = message.clone();
@@ -879,7 +880,14 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
     assert_eq!(plan["generation"], 2);
 
     std::fs::write(state.join("routing-plan.json"), "{ broken").unwrap();
-    std::thread::sleep(Duration::from_millis(1200));
+    let refused = log
+        .iter()
+        .find(|line| line.contains("routing plan not reloaded"))
+        .unwrap();
+    assert!(
+        refused.contains("the plan in force keeps serving"),
+        "{refused}"
+    );
     assert_eq!(
         agent_of("s-last"),
         "main",

@@ -2,10 +2,10 @@
 //! (temp dirs, real SQLite, real child processes, HTTP on loopback, the ACP peers `scripts/test`
 //! installs), and the library's public surface tested from outside.
 
-mod common;
 mod access;
 mod apply;
 mod cli;
+mod common;
 mod loader;
 mod manage;
 mod route;

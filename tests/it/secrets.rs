@@ -456,8 +456,7 @@ fn referenced_secrets_appear_in_no_output_file_or_log() {
         captures.path().join("up.stdout"),
         captures.path().join("up.stderr"),
     );
-    let addr = crate::common::free_addr();
-    let child = crate::common::controller(&hub.home, &hub.config, &hub.state, addr, |cmd| {
+    let child = crate::common::controller(&hub.home, &hub.config, &hub.state, |cmd| {
         for (name, value) in &secrets.env {
             cmd.env(name, value);
         }
@@ -465,6 +464,7 @@ fn referenced_secrets_appear_in_no_output_file_or_log() {
             .stdout(std::fs::File::create(&stdout).unwrap())
             .stderr(std::fs::File::create(&stderr).unwrap());
     });
+    let addr = crate::common::listening(&hub.state, child.id());
     let mut up = Up {
         child,
         _tmp: tempfile::tempdir().unwrap(),

@@ -11,9 +11,13 @@ const AGENTS: &str = "agents:\n  list:\n    - id: main\n    - id: ops\n";
 fn edits_reload_and_an_invalid_edit_keeps_the_last_good_config() {
     let mut up = Up::start(AGENTS, "bindings: []\n");
     let first = up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
-    // Reading the files (as every reconcile does) is not a change: the controller stays idle.
+    // Reading the files (as every reconcile does) is not a change: the controller sees the
+    // read, counts it as ignored, and stays idle.
+    let ignored =
+        || metric_value(&up, "deepcli_config_file_events_total{kind=\"ignored\"}").unwrap_or(0.0);
+    let before = ignored();
     std::fs::read_to_string(up.config.join("agents.yaml")).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    wait_until("the read seen and ignored", || ignored() > before);
     let idle = up.status().unwrap();
     assert_eq!(
         idle["reconciles"], first["reconciles"],
@@ -51,6 +55,20 @@ fn edits_reload_and_an_invalid_edit_keeps_the_last_good_config() {
     up.write_by_rename("bindings.yaml", &text);
     up.wait_for("the rejection to clear", |s| s["rejected"].is_null());
     assert!(up.terminate().success());
+}
+
+/// A metric of the running controller (`GET /metrics` with the operator token).
+fn metric_value(up: &Up, name: &str) -> Option<f64> {
+    let token = std::fs::read_to_string(up.state.join("operator-token")).ok()?;
+    let text = ureq::get(format!("http://{}/metrics", up.addr))
+        .header("authorization", &format!("Bearer {token}"))
+        .call()
+        .ok()?
+        .into_body()
+        .read_to_string()
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
 }
 
 /// A controller started on state that is already applied serves the published plan: its status
@@ -537,7 +555,8 @@ fn a_runtime_killed_while_starting_is_stopped_by_the_next_controller() {
     let mut up = Up::start(&agents, "bindings: []\n");
     wait_until("the runtime started and recorded as starting", || {
         !pids_in(&leader_file).is_empty()
-            && crate::common::recorded_runtime(&up.state, "slow").is_some_and(|(s, _)| s == "starting")
+            && crate::common::recorded_runtime(&up.state, "slow")
+                .is_some_and(|(s, _)| s == "starting")
     });
     let leader = Proc::running(pids_in(&leader_file)[0]);
     up.child.kill().unwrap();

@@ -17,7 +17,8 @@ pub struct Up {
     pub addr: std::net::SocketAddr,
 }
 
-/// A loopback address with a free port (the controller is told it, so the test knows it).
+/// A loopback address nothing listens on (a port bound and let go): for a peer that must be
+/// unreachable, never for a server to listen on.
 pub fn free_addr() -> std::net::SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -25,15 +26,75 @@ pub fn free_addr() -> std::net::SocketAddr {
         .unwrap()
 }
 
+/// Where the controller `pid` on `state` listens: it binds port 0 and records the address it
+/// got, with its pid, in the state (a restarted controller's address is not the last one's).
+pub fn listening(state: &Path, pid: u32) -> std::net::SocketAddr {
+    let read = || {
+        let db = rusqlite::Connection::open_with_flags(
+            state.join("state.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .ok()?;
+        let meta = |key: &str| {
+            db.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| {
+                r.get::<_, String>(0)
+            })
+            .ok()
+        };
+        (meta("controller_pid")? == pid.to_string())
+            .then(|| meta("controller_addr")?.parse().ok())
+            .flatten()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(addr) = read() {
+            return addr;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "controller {pid} recorded no address"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Reads a child's piped stderr until a log line names the address it listens on
+/// (`addr=HOST:PORT`); the lines after it arrive on the receiver (drained on a thread, so the
+/// child never blocks on a full pipe).
+pub fn listening_in_log(
+    child: &mut Child,
+) -> (std::net::SocketAddr, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the server logged no address before it ended")
+            .unwrap();
+        if let Some(at) = line.find("addr=") {
+            let text = line[at + 5..].split_whitespace().next().unwrap_or("");
+            break text.trim_matches('"').parse().unwrap();
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (addr, rx)
+}
+
 pub fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("deepcli")
 }
 
+/// `deepcli up` on port 0 of loopback ([`listening`] tells where it went).
 pub fn controller(
     home: &Path,
     config: &Path,
     state: &Path,
-    addr: std::net::SocketAddr,
     configure: impl FnOnce(&mut Command),
 ) -> Child {
     let mut cmd = Command::new(bin());
@@ -43,7 +104,7 @@ pub fn controller(
         "--state-dir",
         state.to_str().unwrap(),
     ])
-    .args(["up", "--listen", &addr.to_string(), "--debounce-ms", "100"])
+    .args(["up", "--listen", "127.0.0.1:0", "--debounce-ms", "100"])
     .env("HOME", home)
     .env("NO_COLOR", "1")
     .env_remove("RUST_LOG")
@@ -194,8 +255,8 @@ impl Up {
         for (name, text) in files {
             std::fs::write(config.join(name), text).unwrap();
         }
-        let addr = free_addr();
-        let child = controller(tmp.path(), &config, &state, addr, configure);
+        let child = controller(tmp.path(), &config, &state, configure);
+        let addr = listening(&state, child.id());
         Up {
             child,
             _tmp: tmp,
@@ -208,7 +269,8 @@ impl Up {
     /// A new controller on the same directories (after the last one died).
     pub fn restart(&mut self, configure: impl FnOnce(&mut Command)) {
         let home = self._tmp.path().to_path_buf();
-        self.child = controller(&home, &self.config, &self.state, self.addr, configure);
+        self.child = controller(&home, &self.config, &self.state, configure);
+        self.addr = listening(&self.state, self.child.id());
     }
 
     /// `deepcli status --json`, whichever source answered.
