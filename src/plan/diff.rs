@@ -33,18 +33,11 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
         drift: Vec::new(),
         blocked: Vec::new(),
     };
-    let live_agents: HashMap<&str, &AgentRecord> =
-        live.agents.iter().map(|a| (a.id.as_str(), a)).collect();
     let runtimes: HashMap<&str, &str> = live
         .runtimes
         .iter()
         .filter(|r| r.desired == crate::state::Wanted::Run)
         .map(|r| (r.agent_id.as_str(), r.spec_hash.as_str()))
-        .collect();
-    let recorded: HashMap<(&str, &str), &str> = live
-        .bootstrap
-        .iter()
-        .map(|b| ((b.agent_id.as_str(), b.name.as_str()), b.hash.as_str()))
         .collect();
 
     // Bindings removed go first: nothing may route to an agent that is about to go.
@@ -54,7 +47,31 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
         .into_iter()
         .partition(|a| matches!(a, Action::RemoveBinding { .. }));
     plan.actions.extend(binding_removals);
+    agents(desired, live, world, &runtimes, options, &mut plan);
+    plan.actions.extend(binding_rest);
+    accounts(desired, live, &mut plan);
+    deletions(desired, live, world, &runtimes, options, &mut plan);
+    forgotten_trash(live, world, &mut plan);
+    routing(desired, live, world, &mut plan);
+    plan
+}
 
+/// Agents to create or update; a write into a directory the guard refuses blocks the plan.
+fn agents(
+    desired: &Desired,
+    live: &LiveState,
+    world: &World,
+    runtimes: &HashMap<&str, &str>,
+    options: &Options<'_>,
+    plan: &mut Plan,
+) {
+    let live_agents: HashMap<&str, &AgentRecord> =
+        live.agents.iter().map(|a| (a.id.as_str(), a)).collect();
+    let recorded: HashMap<(&str, &str), &str> = live
+        .bootstrap
+        .iter()
+        .map(|b| ((b.agent_id.as_str(), b.name.as_str()), b.hash.as_str()))
+        .collect();
     for agent in &desired.agents {
         let runtime = runtime_op(agent, runtimes.get(agent.id.as_str()).copied());
         let before = plan.actions.len();
@@ -64,7 +81,7 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
                 true
             }
             Some(record) => {
-                update(agent, record, world, &recorded, runtime, &mut plan);
+                update(agent, record, world, &recorded, runtime, plan);
                 record.workspace != agent.workspace || record.agent_dir != agent.agent_dir
             }
         };
@@ -75,31 +92,40 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
             }
             _ => false,
         };
-        if writes {
-            // Bootstrapping into `/`, a home directory, a system tree, a mount point or
-            // deepcli's own directories would scatter files there, and deleting the agent
-            // later could never move them.
-            let mut agent_dir_refused = false;
-            for (label, path) in [
-                ("workspace", &agent.workspace),
-                ("agentDir", &agent.agent_dir),
-                ("sessions", &agent.sessions_dir),
-            ] {
-                // The sessions directory follows the agentDir: one refusal says it all.
-                if label == "sessions" && agent_dir_refused {
-                    continue;
-                }
-                if let Err(TrashError::Refused(refused)) = options.guard.check(path) {
-                    agent_dir_refused |= label == "agentDir";
-                    plan.blocked.push(refused_dir(&agent.id, label, &refused));
-                }
+        if !writes {
+            continue;
+        }
+        // Bootstrapping into `/`, a home directory, a system tree, a mount point or deepcli's
+        // own directories would scatter files there, and deleting the agent later could never
+        // move them.
+        let mut agent_dir_refused = false;
+        for (label, path) in [
+            ("workspace", &agent.workspace),
+            ("agentDir", &agent.agent_dir),
+            ("sessions", &agent.sessions_dir),
+        ] {
+            // The sessions directory follows the agentDir: one refusal says it all.
+            if label == "sessions" && agent_dir_refused {
+                continue;
+            }
+            if let Err(TrashError::Refused(refused)) = options.guard.check(path) {
+                agent_dir_refused |= label == "agentDir";
+                plan.blocked.push(refused_dir(&agent.id, label, &refused));
             }
         }
     }
-    plan.actions.extend(binding_rest);
-    accounts(desired, live, &mut plan);
+}
 
-    // Agents that left the config: runtime stopped, files to trash.
+/// Agents that left the config: runtime stopped, files to trash. A protected agent, a path the
+/// guard refuses and a mass delete block the plan.
+fn deletions(
+    desired: &Desired,
+    live: &LiveState,
+    world: &World,
+    runtimes: &HashMap<&str, &str>,
+    options: &Options<'_>,
+    plan: &mut Plan,
+) {
     let mut deletes = 0usize;
     let wanted: HashSet<&str> = desired.agents.iter().map(|a| a.id.as_str()).collect();
     for record in &live.agents {
@@ -154,7 +180,10 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
             flag: Some("--allow-mass-delete".into()),
         });
     }
+}
 
+/// Trash entries whose directory was removed by hand: drift, and forgotten.
+fn forgotten_trash(live: &LiveState, world: &World, plan: &mut Plan) {
     for entry in &live.trash {
         if entry.restored_at.is_none() && world.trash_dirs.get(&entry.dir) == Some(&false) {
             plan.drift.push(Drift {
@@ -167,9 +196,6 @@ pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Option
             });
         }
     }
-
-    routing(desired, live, world, &mut plan);
-    plan
 }
 
 /// The config key that sets an agent's directory: the sessions directory lies beside the
