@@ -10,13 +10,7 @@ use std::path::Path;
 /// torn file. Durability is the caller's: [`sync_fs`] once after a batch of files costs one
 /// flush instead of one per file. The file gets the mode [`shared_mode`] gives.
 pub fn write_file(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".deepcli-")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(shared_mode(path)))?;
+    let tmp = temp_beside(path, bytes, shared_mode(path))?;
     if replace {
         tmp.persist(path).map_err(|e| e.error)?;
     } else {
@@ -27,6 +21,19 @@ pub fn write_file(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<(
         }
     }
     Ok(())
+}
+
+/// A temporary file in `path`'s directory holding `bytes`, with `mode` set before anything
+/// can see it under its final name.
+fn temp_beside(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<tempfile::NamedTempFile> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".deepcli-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    Ok(tmp)
 }
 
 /// Replaces `path` atomically and durably: the content is synced before the rename, and the
@@ -43,18 +50,10 @@ pub fn write_atomic_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".deepcli-")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    // Set on the temporary file, before the rename: the new content is never visible with
-    // another mode.
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    let tmp = temp_beside(path, bytes, mode)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
-    sync_dir(dir)
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
 /// The mode of a file written for the operator: the mode `path` has now, or, for a new file,

@@ -378,7 +378,7 @@ pub enum TrashError {
         path.display()
     )]
     ManifestVersion { path: PathBuf, found: u32 },
-    #[error("trash item `{label}`: file name `{name}` {problem}")]
+    #[error("trash item `{label}`: `{name}` is not a valid file name: {problem}")]
     BadFileName {
         label: String,
         name: String,
@@ -713,21 +713,26 @@ pub fn unique_entry_name(trash_root: &Path, agent_id: &str, at: Timestamp) -> St
 }
 
 fn check_entry_name(name: &str) -> Result<(), TrashError> {
-    let problem = if name.is_empty() {
-        Some("it is empty")
-    } else if name.contains('/') || name.contains('\0') {
-        Some("it must be a single directory name")
-    } else if name.starts_with('.') {
-        Some("names starting with `.` are reserved for deepcli's temporary files")
-    } else {
-        None
-    };
-    match problem {
+    match plain_name_problem(name) {
         Some(problem) => Err(TrashError::BadEntryName {
             name: name.to_string(),
             problem,
         }),
         None => Ok(()),
+    }
+}
+
+/// What keeps `name` from being one plain entry of a directory: empty, a path, or a name
+/// starting with `.` (reserved for deepcli's staging and temporary files).
+fn plain_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.contains('/') || name.contains('\0') {
+        Some("it must be a single name, not a path")
+    } else if name.starts_with('.') {
+        Some("names starting with `.` are reserved for deepcli's temporary files")
+    } else {
+        None
     }
 }
 
@@ -756,16 +761,7 @@ fn check_label(label: &str) -> Result<(), TrashError> {
 /// A file of an item that moves file by file: one plain name in the item's directory, which
 /// cannot collide with a staging name.
 fn check_file_name(label: &str, name: &str) -> Result<(), TrashError> {
-    let problem = if name.is_empty() {
-        Some("is empty")
-    } else if name.contains('/') || name.contains('\0') {
-        Some("must be a single file name")
-    } else if name.starts_with('.') {
-        Some("may not start with `.`")
-    } else {
-        None
-    };
-    match problem {
+    match plain_name_problem(name) {
         Some(problem) => Err(TrashError::BadFileName {
             label: label.to_string(),
             name: name.to_string(),
