@@ -892,3 +892,130 @@ fn a_management_edit_keeps_the_files_mode() {
     let mode = std::fs::metadata(&agents).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o664, "{mode:o}");
 }
+
+// ---- human output ----------------------------------------------------------------------------
+
+/// Runs each command on `hub` in turn and writes what a person sees: the command, its exit
+/// code, stdout and stderr.
+fn transcript(hub: &Hub, commands: &[&[&str]]) -> String {
+    let mut text = String::new();
+    for args in commands {
+        let run = hub.run(args);
+        text.push_str(&format!(
+            "$ deepcli {}\n[exit {}]\n",
+            args.join(" "),
+            run.code
+        ));
+        for (name, out) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+            if !out.is_empty() {
+                text.push_str(&format!("--- {name}\n{}", hub.scrub(out)));
+                if !out.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// What people read from every `agents …` command, dry runs included.
+#[test]
+fn agents_human_output() {
+    let hub = Hub::new();
+    insta::assert_snapshot!(transcript(
+        &hub,
+        &[
+            &["agents", "list"],
+            &["agents", "bindings"],
+            &["agents", "bindings", "--agent", "nobody"],
+            &["agents", "add", "Ops Bot", "--bind", "cli", "--dry-run"],
+            &["agents", "add", "Ops Bot", "--bind", "telegram:work"],
+            &["agents", "add", "Ops Bot"],
+            &[
+                "agents",
+                "set-identity",
+                "ops-bot",
+                "--name",
+                "Ops",
+                "--dry-run"
+            ],
+            &["agents", "set-identity", "ops-bot", "--name", "Ops"],
+            &["agents", "set-identity", "ops-bot", "--name", "Ops"],
+            &["agents", "bind", "ops-bot", "--bind", "cli", "--dry-run"],
+            &["agents", "bind", "ops-bot", "--bind", "cli"],
+            &[
+                "agents", "bind", "ops-bot", "--bind", "cli", "--bind", "telegram"
+            ],
+            &["agents", "bind", "ops-bot", "--bind", "discord"],
+            &[
+                "agents",
+                "unbind",
+                "helper",
+                "--bind",
+                "slack:acme",
+                "--bind",
+                "discord",
+                "--dry-run"
+            ],
+            &["agents", "unbind", "helper", "--bind", "telegram"],
+            &["agents", "delete", "helper", "--force", "--dry-run"],
+            &["agents", "delete", "ops-bot", "--force"],
+        ],
+    ));
+}
+
+/// What people read from every `channels …` command, dry runs included.
+#[test]
+fn channels_human_output() {
+    let hub = Hub::new();
+    insta::assert_snapshot!(transcript(
+        &hub,
+        &[
+            &["channels", "list"],
+            &["channels", "status"],
+            &["channels", "capabilities", "--channel", "slack"],
+            &["channels", "logs"],
+            &[
+                "channels",
+                "add",
+                "--channel",
+                "slack",
+                "--account",
+                "beta",
+                "--bot-token",
+                "env:SLACK_BETA",
+                "--dry-run"
+            ],
+            &[
+                "channels",
+                "add",
+                "--channel",
+                "discord",
+                "--account",
+                "guild",
+                "--token",
+                "env:DISCORD_GUILD"
+            ],
+            &[
+                "channels",
+                "add",
+                "--channel",
+                "discord",
+                "--account",
+                "other",
+                "--dry-run"
+            ],
+            &[
+                "channels",
+                "remove",
+                "--channel",
+                "telegram",
+                "--account",
+                "work",
+                "--dry-run"
+            ],
+            &["channels", "remove", "--channel", "cli"],
+        ],
+    ));
+}
