@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::agents::{WriteArgs, context, fail, print_json, print_written};
+use super::emit::{WriteArgs, context, emit, print_written};
 use super::{ExitStatus, GlobalSettings};
 use crate::manage::{channels, rpc};
 
@@ -99,210 +99,196 @@ pub struct RemoveArgs {
 
 pub fn run(global: &GlobalSettings, command: ChannelsCommand) -> ExitStatus {
     let ctx = context(global);
-    let mut out = anstream::stdout();
     match command {
-        ChannelsCommand::List { json } => match channels::list(&ctx) {
-            Ok(r) if json => {
-                print_json(&r);
-                ExitStatus::Success
-            }
-            Ok(r) => {
-                if r.channels.is_empty() {
-                    let _ = writeln!(out, "No channels.");
-                }
-                for c in &r.channels {
-                    let _ = writeln!(
-                        out,
-                        "{}{}  ({} bindings)",
-                        c.channel,
-                        if c.enabled { "" } else { " (disabled)" },
-                        c.bindings
-                    );
-                    for a in &c.accounts {
-                        let creds: Vec<String> = a
-                            .credentials
-                            .iter()
-                            .map(|c| format!("{}={}", c.field, c.reference))
-                            .collect();
-                        let _ = writeln!(
-                            out,
-                            "  {}{}{}  {}",
-                            a.id,
-                            if a.default { " (default)" } else { "" },
-                            if a.enabled { "" } else { " (disabled)" },
-                            creds.join(" ")
-                        );
-                    }
-                }
-                ExitStatus::Success
-            }
-            Err(e) => fail(&e),
-        },
+        ChannelsCommand::List { json } => emit(channels::list(&ctx), json, human_list),
         ChannelsCommand::Status {
             probe,
             timeout,
             json,
         } => {
             let timeout = Duration::from_millis(timeout.min(rpc::MAX_PROBE_TIMEOUT_MS));
-            match channels::status(&ctx, probe, timeout) {
-                Ok(r) if json => {
-                    print_json(&r);
-                    ExitStatus::Success
-                }
-                Ok(r) => {
-                    for a in &r.accounts {
-                        let missing: Vec<&str> = a
-                            .credentials
-                            .iter()
-                            .filter(|c| c.present != Some(true))
-                            .map(|c| c.reference.as_str())
-                            .collect();
-                        let _ = writeln!(
-                            out,
-                            "{}:{}  {}  {}{}",
-                            a.channel,
-                            a.account,
-                            if a.enabled { "enabled" } else { "disabled" },
-                            if missing.is_empty() {
-                                "credentials present".to_string()
-                            } else {
-                                format!("missing {}", missing.join(", "))
-                            },
-                            a.probe.as_ref().map_or(String::new(), |p| format!(
-                                "  probe: {}{}",
-                                p.result,
-                                p.error
-                                    .as_ref()
-                                    .map_or(String::new(), |e| format!(" ({e})"))
-                            ))
-                        );
-                    }
-                    ExitStatus::Success
-                }
-                Err(e) => fail(&e),
-            }
+            emit(channels::status(&ctx, probe, timeout), json, human_status)
         }
-        ChannelsCommand::Capabilities { channel, json } => {
-            match channels::capabilities(channel.as_deref()) {
-                Ok(r) if json => {
-                    print_json(&r);
-                    ExitStatus::Success
-                }
-                Ok(r) => {
-                    let yn = |b: bool| if b { "yes" } else { "no" };
-                    let _ = writeln!(
-                        out,
-                        "{:<11} {:<8} {:<13} {:<12} {:<17} credentials",
-                        "channel", "threads", "multiAccount", "bot-to-bot", "allowBots:mentions"
-                    );
-                    for c in &r.channels {
-                        let _ = writeln!(
-                            out,
-                            "{:<11} {:<8} {:<13} {:<12} {:<17} {}",
-                            c.channel,
-                            yn(c.threads),
-                            yn(c.multi_account),
-                            yn(c.bot_to_bot_mentions),
-                            yn(c.allow_bots_mentions),
-                            c.credentials.join(", ")
-                        );
-                    }
-                    ExitStatus::Success
-                }
-                Err(e) => fail(&e),
-            }
-        }
+        ChannelsCommand::Capabilities { channel, json } => emit(
+            channels::capabilities(channel.as_deref()),
+            json,
+            human_capabilities,
+        ),
         ChannelsCommand::Add(args) => {
-            let mut credentials = indexmap::IndexMap::new();
-            for (field, value) in [
-                ("botToken", args.bot_token),
-                ("appToken", args.app_token),
-                ("userToken", args.user_token),
-                ("signingSecret", args.signing_secret),
-                ("webhookSecret", args.webhook_secret),
-                ("token", args.token),
-                ("password", args.password),
-                ("apiKey", args.api_key),
-                ("clientSecret", args.client_secret),
-            ] {
-                if let Some(value) = value {
-                    credentials.insert(field.to_string(), value);
-                }
-            }
-            let request = channels::AddRequest {
-                channel: args.channel,
-                account: args.account,
-                name: args.name,
-                credentials,
-                dry_run: args.write.dry_run,
-            };
-            match channels::add(&ctx, &request) {
-                Ok(r) if args.write.json => {
-                    print_json(&r);
-                    ExitStatus::Success
-                }
-                Ok(r) => {
-                    if let Some(old) = &r.moved_to_default {
-                        let _ = writeln!(
-                            out,
-                            "Account `{old}` of `{}` is now `default` (same settings), so messages without an account id keep their route.",
-                            r.channel
-                        );
-                    }
-                    if let Some(old) = &r.default_account {
-                        let _ = writeln!(
-                            out,
-                            "Set `defaultAccount: {old}` on `{}` so messages without an account id keep their route.",
-                            r.channel
-                        );
-                    }
-                    print_written(&r.written);
-                    ExitStatus::Success
-                }
-                Err(e) => fail(&e),
-            }
+            let json = args.write.json;
+            emit(channels::add(&ctx, &args.request()), json, human_add)
         }
         ChannelsCommand::Remove(args) => {
-            let request = channels::RemoveRequest {
-                channel: args.channel,
-                account: args.account,
-                delete: args.delete,
-                dry_run: args.write.dry_run,
-            };
-            match channels::remove(&ctx, &request) {
-                Ok(r) if args.write.json => {
-                    print_json(&r);
-                    ExitStatus::Success
-                }
-                Ok(r) => {
-                    print_written(&r.written);
-                    ExitStatus::Success
-                }
-                Err(e) => fail(&e),
-            }
+            let json = args.write.json;
+            emit(channels::remove(&ctx, &args.request()), json, human_remove)
         }
         ChannelsCommand::Logs {
             channel,
             lines,
             json,
-        } => match channels::logs(&ctx, channel.as_deref(), lines) {
-            Ok(r) if json => {
-                print_json(&r);
-                ExitStatus::Success
+        } => emit(
+            channels::logs(&ctx, channel.as_deref(), lines),
+            json,
+            human_logs,
+        ),
+    }
+}
+
+impl AddArgs {
+    fn request(self) -> channels::AddRequest {
+        let mut credentials = indexmap::IndexMap::new();
+        for (field, value) in [
+            ("botToken", self.bot_token),
+            ("appToken", self.app_token),
+            ("userToken", self.user_token),
+            ("signingSecret", self.signing_secret),
+            ("webhookSecret", self.webhook_secret),
+            ("token", self.token),
+            ("password", self.password),
+            ("apiKey", self.api_key),
+            ("clientSecret", self.client_secret),
+        ] {
+            if let Some(value) = value {
+                credentials.insert(field.to_string(), value);
             }
-            Ok(r) => {
-                if r.logs.is_empty() {
-                    let _ = writeln!(out, "No channel logs in {}.", r.dir.display());
-                }
-                for log in &r.logs {
-                    let _ = writeln!(out, "==> {} <==", log.file.display());
-                    for line in &log.lines {
-                        let _ = writeln!(out, "{line}");
-                    }
-                }
-                ExitStatus::Success
-            }
-            Err(e) => fail(&e),
-        },
+        }
+        channels::AddRequest {
+            channel: self.channel,
+            account: self.account,
+            name: self.name,
+            credentials,
+            dry_run: self.write.dry_run,
+        }
+    }
+}
+
+impl RemoveArgs {
+    fn request(self) -> channels::RemoveRequest {
+        channels::RemoveRequest {
+            channel: self.channel,
+            account: self.account,
+            delete: self.delete,
+            dry_run: self.write.dry_run,
+        }
+    }
+}
+
+fn human_list(r: &channels::ChannelsList) {
+    let mut out = anstream::stdout();
+    if r.channels.is_empty() {
+        let _ = writeln!(out, "No channels.");
+    }
+    for c in &r.channels {
+        let _ = writeln!(
+            out,
+            "{}{}  ({} bindings)",
+            c.channel,
+            if c.enabled { "" } else { " (disabled)" },
+            c.bindings
+        );
+        for a in &c.accounts {
+            let creds: Vec<String> = a
+                .credentials
+                .iter()
+                .map(|c| format!("{}={}", c.field, c.reference))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {}{}{}  {}",
+                a.id,
+                if a.default { " (default)" } else { "" },
+                if a.enabled { "" } else { " (disabled)" },
+                creds.join(" ")
+            );
+        }
+    }
+}
+
+fn human_status(r: &channels::StatusResult) {
+    let mut out = anstream::stdout();
+    for a in &r.accounts {
+        let missing: Vec<&str> = a
+            .credentials
+            .iter()
+            .filter(|c| c.present != Some(true))
+            .map(|c| c.reference.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}:{}  {}  {}{}",
+            a.channel,
+            a.account,
+            if a.enabled { "enabled" } else { "disabled" },
+            if missing.is_empty() {
+                "credentials present".to_string()
+            } else {
+                format!("missing {}", missing.join(", "))
+            },
+            a.probe.as_ref().map_or(String::new(), |p| format!(
+                "  probe: {}{}",
+                p.result,
+                p.error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!(" ({e})"))
+            ))
+        );
+    }
+}
+
+fn human_capabilities(r: &channels::CapabilitiesResult) {
+    let mut out = anstream::stdout();
+    let yn = |b: bool| if b { "yes" } else { "no" };
+    let _ = writeln!(
+        out,
+        "{:<11} {:<8} {:<13} {:<12} {:<17} credentials",
+        "channel", "threads", "multiAccount", "bot-to-bot", "allowBots:mentions"
+    );
+    for c in &r.channels {
+        let _ = writeln!(
+            out,
+            "{:<11} {:<8} {:<13} {:<12} {:<17} {}",
+            c.channel,
+            yn(c.threads),
+            yn(c.multi_account),
+            yn(c.bot_to_bot_mentions),
+            yn(c.allow_bots_mentions),
+            c.credentials.join(", ")
+        );
+    }
+}
+
+fn human_add(r: &channels::AddResult) {
+    let mut out = anstream::stdout();
+    if let Some(old) = &r.moved_to_default {
+        let _ = writeln!(
+            out,
+            "Account `{old}` of `{}` is now `default` (same settings), so messages without an account id keep their route.",
+            r.channel
+        );
+    }
+    if let Some(old) = &r.default_account {
+        let _ = writeln!(
+            out,
+            "Set `defaultAccount: {old}` on `{}` so messages without an account id keep their route.",
+            r.channel
+        );
+    }
+    print_written(&r.written);
+}
+
+fn human_remove(r: &channels::RemoveResult) {
+    print_written(&r.written);
+}
+
+fn human_logs(r: &channels::LogsResult) {
+    let mut out = anstream::stdout();
+    if r.logs.is_empty() {
+        let _ = writeln!(out, "No channel logs in {}.", r.dir.display());
+    }
+    for log in &r.logs {
+        let _ = writeln!(out, "==> {} <==", log.file.display());
+        for line in &log.lines {
+            let _ = writeln!(out, "{line}");
+        }
     }
 }

@@ -6,6 +6,7 @@
 mod access;
 mod agents;
 mod channels;
+mod emit;
 mod plan;
 mod route;
 mod schema;
@@ -85,10 +86,10 @@ enum Command {
     /// Print the JSON Schema of one config file.
     Schema(schema::SchemaArgs),
     /// Manage agents and their bindings (edits agents.yaml and bindings.yaml losslessly).
-    #[command(subcommand, after_help = agents::MANAGE_EXIT_CODES)]
+    #[command(subcommand, after_help = emit::MANAGE_EXIT_CODES)]
     Agents(agents::AgentsCommand),
     /// Manage channel accounts (edits channels.yaml losslessly; references only).
-    #[command(subcommand, after_help = agents::MANAGE_EXIT_CODES)]
+    #[command(subcommand, after_help = emit::MANAGE_EXIT_CODES)]
     Channels(channels::ChannelsCommand),
     /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
     /// command: [deepcli, echo-agent]}`).
