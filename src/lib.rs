@@ -33,6 +33,7 @@ pub(crate) mod mounts;
 pub mod os;
 pub(crate) mod owner_only;
 pub(crate) mod plan;
+pub(crate) mod plural;
 pub mod report;
 pub mod routing;
 pub(crate) mod runtime;

@@ -1019,3 +1019,34 @@ fn channels_human_output() {
         ],
     ));
 }
+
+/// A count of one took a plural noun: "1 errors", "(1 bindings)", "1 agentToAgent.allow
+/// entries".
+#[test]
+fn a_count_of_one_takes_a_singular_noun() {
+    let hub = Hub::new();
+    let text = transcript(
+        &hub,
+        &[
+            &["channels", "list"],
+            &["agents", "bind", "main", "--bind", "discord"],
+            &["agents", "delete", "helper", "--force", "--dry-run"],
+        ],
+    );
+    for wrong in [
+        "1 errors",
+        "(1 bindings)",
+        "1 agentToAgent.allow entries",
+        "1 subagents.allowAgents entries",
+    ] {
+        assert!(!text.contains(wrong), "`{wrong}` in:\n{text}");
+    }
+    for right in [
+        "(1 error)",
+        "(1 binding)",
+        "1 agentToAgent.allow entry",
+        "1 subagents.allowAgents entry",
+    ] {
+        assert!(text.contains(right), "no `{right}` in:\n{text}");
+    }
+}

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use super::emit::{WriteArgs, context, emit, print_written};
 use super::{ExitStatus, GlobalSettings};
 use crate::manage::{self, agents};
+use crate::plural::plural;
 
 #[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
@@ -364,8 +365,19 @@ fn human_delete(result: &agents::DeleteResult) {
     let mut out = anstream::stdout();
     let _ = writeln!(
         out,
-        "Removed agent `{}`: {} bindings, {} agentToAgent.allow entries, {} subagents.allowAgents entries.",
-        result.agent_id, result.removed_bindings, result.removed_allow, result.removed_allow_agents
+        "Removed agent `{}`: {}, {}, {}.",
+        result.agent_id,
+        plural(result.removed_bindings, "binding", "bindings"),
+        plural(
+            result.removed_allow,
+            "agentToAgent.allow entry",
+            "agentToAgent.allow entries"
+        ),
+        plural(
+            result.removed_allow_agents,
+            "subagents.allowAgents entry",
+            "subagents.allowAgents entries"
+        ),
     );
     for path in &result.trash {
         let _ = writeln!(out, "  the next apply moves to trash: {}", path.display());

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use super::emit::{WriteArgs, context, emit, print_written};
 use super::{ExitStatus, GlobalSettings};
 use crate::manage::{channels, rpc};
+use crate::plural::plural;
 
 #[derive(Debug, Subcommand)]
 pub enum ChannelsCommand {
@@ -181,10 +182,10 @@ fn human_list(r: &channels::ChannelsList) {
     for c in &r.channels {
         let _ = writeln!(
             out,
-            "{}{}  ({} bindings)",
+            "{}{}  ({})",
             c.channel,
             if c.enabled { "" } else { " (disabled)" },
-            c.bindings
+            plural(c.bindings, "binding", "bindings")
         );
         for a in &c.accounts {
             let creds: Vec<String> = a

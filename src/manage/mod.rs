@@ -102,7 +102,10 @@ pub enum ManageError {
         hint: Option<String>,
     },
     /// The edit would make the config invalid; nothing was written.
-    #[error("the change would make the config invalid ({errors} errors); nothing was written")]
+    #[error(
+        "the change would make the config invalid ({}); nothing was written",
+        crate::plural::plural(*.errors, "error", "errors")
+    )]
     Invalid {
         errors: usize,
         /// The diagnostics as `validate --format human` renders them (file:line:col).
