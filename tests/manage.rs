@@ -1050,3 +1050,82 @@ fn a_count_of_one_takes_a_singular_noun() {
         assert!(text.contains(right), "no `{right}` in:\n{text}");
     }
 }
+
+/// Dry runs spoke in the past tense ("Removed agent …", "added: cli"): every line of a dry run
+/// says what would happen, the JSON says `dryRun: true`, and nothing is written.
+#[test]
+fn dry_runs_say_what_would_happen() {
+    let hub = Hub::new();
+    ok(&hub.run(&[
+        "channels",
+        "add",
+        "--channel",
+        "discord",
+        "--account",
+        "guild",
+    ]));
+    let before = hub.files();
+    let dry_runs: &[&[&str]] = &[
+        &["agents", "add", "Ops Bot", "--bind", "cli", "--dry-run"],
+        &[
+            "agents",
+            "set-identity",
+            "helper",
+            "--name",
+            "H",
+            "--dry-run",
+        ],
+        &["agents", "bind", "helper", "--bind", "cli", "--dry-run"],
+        &["agents", "unbind", "helper", "--all", "--dry-run"],
+        &["agents", "delete", "helper", "--force", "--dry-run"],
+        &[
+            "channels",
+            "add",
+            "--channel",
+            "slack",
+            "--account",
+            "beta",
+            "--dry-run",
+        ],
+        &[
+            "channels",
+            "add",
+            "--channel",
+            "discord",
+            "--account",
+            "other",
+            "--dry-run",
+        ],
+        &["channels", "remove", "--channel", "cli", "--dry-run"],
+    ];
+    for args in dry_runs {
+        let run = hub.run(args);
+        ok(&run);
+        let said: Vec<&str> = run.stdout.lines().filter(|l| !is_diff_line(l)).collect();
+        assert!(!said.is_empty(), "{args:?} says nothing but the diff");
+        for line in &said {
+            let lower = line.to_lowercase();
+            assert!(
+                lower.contains("would")
+                    || lower.starts_with("not bound")
+                    || lower.starts_with("already bound"),
+                "{args:?}: `{line}` does not say what would happen"
+            );
+        }
+        let mut json_args = args.to_vec();
+        json_args.push("--json");
+        let doc = hub.run(&json_args).json(&hub);
+        assert_eq!(doc["written"]["dryRun"], true, "{args:?}: {doc}");
+        assert!(doc["written"]["diff"].is_string(), "{args:?}: {doc}");
+        assert_eq!(hub.files(), before, "{args:?} wrote");
+    }
+}
+
+/// A line of a unified diff (`--- a/x`, `+++ b/x`, `@@ … @@`, ` `, `+`, `-`).
+fn is_diff_line(line: &str) -> bool {
+    line.starts_with("--- ")
+        || line.starts_with("+++ ")
+        || line.starts_with("@@ ")
+        || line.starts_with([' ', '+', '-'])
+        || line.is_empty()
+}

@@ -309,14 +309,18 @@ fn human_add(result: &agents::AddResult) {
         return;
     }
     print_written(&result.written);
-    if !result.written.dry_run {
-        let _ = writeln!(
+    let (agent, workspace) = (&result.agent_id, result.workspace.display());
+    let _ = if result.written.dry_run {
+        writeln!(
             anstream::stdout(),
-            "Added agent `{}` (workspace {}); `deepcli apply` creates it.",
-            result.agent_id,
-            result.workspace.display()
-        );
-    }
+            "Would add agent `{agent}` (workspace {workspace}); `deepcli apply` would then create it."
+        )
+    } else {
+        writeln!(
+            anstream::stdout(),
+            "Added agent `{agent}` (workspace {workspace}); `deepcli apply` creates it."
+        )
+    };
 }
 
 fn human_set_identity(result: &agents::SetIdentityResult) {
@@ -326,9 +330,12 @@ fn human_set_identity(result: &agents::SetIdentityResult) {
 fn human_bind(result: &agents::BindResult) {
     human_binding_change(
         &[
-            ("added", &result.added),
-            ("updated", &result.updated),
-            ("skipped (already bound)", &result.skipped),
+            (["added", "would add"], &result.added),
+            (["updated", "would update"], &result.updated),
+            (
+                ["skipped (already bound)", "already bound"],
+                &result.skipped,
+            ),
         ],
         &result.conflicts,
         &result.written,
@@ -337,21 +344,27 @@ fn human_bind(result: &agents::BindResult) {
 
 fn human_unbind(result: &agents::UnbindResult) {
     human_binding_change(
-        &[("removed", &result.removed), ("not bound", &result.missing)],
+        &[
+            (["removed", "would remove"], &result.removed),
+            (["not bound", "not bound"], &result.missing),
+        ],
         &result.conflicts,
         &result.written,
     );
 }
 
-/// What `bind` or `unbind` did to which binds; conflicts instead of the files when there are.
+/// What `bind` or `unbind` did to which binds — or would do, with --dry-run or when a conflict
+/// stopped it (each list has both wordings) — then the conflicts, or else the files.
 fn human_binding_change(
-    lists: &[(&str, &Vec<String>)],
+    lists: &[([&str; 2], &Vec<String>)],
     conflicts: &[agents::Conflict],
     written: &manage::Written,
 ) {
     let mut out = anstream::stdout();
-    for (what, list) in lists {
+    let done = !written.dry_run && conflicts.is_empty();
+    for ([did, would], list) in lists {
         if !list.is_empty() {
+            let what = if done { did } else { would };
             let _ = writeln!(out, "{what}: {}", list.join(", "));
         }
     }
@@ -363,9 +376,11 @@ fn human_binding_change(
 
 fn human_delete(result: &agents::DeleteResult) {
     let mut out = anstream::stdout();
+    let dry_run = result.written.dry_run;
     let _ = writeln!(
         out,
-        "Removed agent `{}`: {}, {}, {}.",
+        "{} agent `{}`: {}, {}, {}.",
+        if dry_run { "Would remove" } else { "Removed" },
         result.agent_id,
         plural(result.removed_bindings, "binding", "bindings"),
         plural(
@@ -379,11 +394,16 @@ fn human_delete(result: &agents::DeleteResult) {
             "subagents.allowAgents entries"
         ),
     );
+    let (trash, stays) = if dry_run {
+        ("would move to trash on the next apply", "would stay")
+    } else {
+        ("the next apply moves to trash", "stays")
+    };
     for path in &result.trash {
-        let _ = writeln!(out, "  the next apply moves to trash: {}", path.display());
+        let _ = writeln!(out, "  {trash}: {}", path.display());
     }
     for k in &result.kept {
-        let _ = writeln!(out, "  stays: {} ({})", k.path.display(), k.reason);
+        let _ = writeln!(out, "  {stays}: {} ({})", k.path.display(), k.reason);
     }
     print_written(&result.written);
 }

@@ -260,18 +260,20 @@ fn human_capabilities(r: &channels::CapabilitiesResult) {
 
 fn human_add(r: &channels::AddResult) {
     let mut out = anstream::stdout();
+    let channel = &r.channel;
+    let dry_run = r.written.dry_run;
     if let Some(old) = &r.moved_to_default {
+        let becomes = if dry_run { "would become" } else { "is now" };
         let _ = writeln!(
             out,
-            "Account `{old}` of `{}` is now `default` (same settings), so messages without an account id keep their route.",
-            r.channel
+            "Account `{old}` of `{channel}` {becomes} `default` (same settings), so messages without an account id keep their route."
         );
     }
     if let Some(old) = &r.default_account {
+        let set = if dry_run { "Would set" } else { "Set" };
         let _ = writeln!(
             out,
-            "Set `defaultAccount: {old}` on `{}` so messages without an account id keep their route.",
-            r.channel
+            "{set} `defaultAccount: {old}` on `{channel}` so messages without an account id keep their route."
         );
     }
     print_written(&r.written);

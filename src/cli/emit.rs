@@ -124,15 +124,21 @@ fn print_json<T: Serialize>(value: &T) {
     );
 }
 
-/// Prints what a write did: the diff with --dry-run, else the files written.
+/// Prints what a write did: with --dry-run, the diff and the files it would write; else the
+/// files written.
 pub(crate) fn print_written(written: &manage::Written) {
     let mut out = anstream::stdout();
     match &written.diff {
         Some(diff) if diff.is_empty() => {
-            let _ = writeln!(out, "No changes.");
+            let _ = writeln!(out, "Nothing would change: the files already say so.");
         }
         Some(diff) => {
             let _ = out.write_all(diff.as_bytes());
+            let _ = writeln!(
+                out,
+                "Would write {}; nothing was written (--dry-run).",
+                written.files.join(", ")
+            );
         }
         None if written.files.is_empty() => {
             let _ = writeln!(out, "No changes: the files already say so.");
