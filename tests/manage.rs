@@ -324,6 +324,33 @@ fn an_edit_that_would_be_invalid_is_refused_with_file_and_line() {
     assert_eq!(hub.files(), before);
 }
 
+/// The diagnostics of a refused edit point at the file as the command would have written it
+/// (bindings.yaml:19 is the appended binding, past the end of the file on disk): the output
+/// said nothing of it.
+#[test]
+fn a_refused_edit_says_its_positions_are_in_the_would_be_file() {
+    let hub = Hub::new();
+    let run = hub.run(&["agents", "add", "Ops", "--bind", "discord"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains(
+            "note: line numbers in agents.yaml and bindings.yaml are those of the files as this \
+             command would have written them, not as they are on disk"
+        ),
+        "{}",
+        run.stderr
+    );
+    let run = hub.run(&["agents", "bind", "main", "--bind", "discord"]);
+    assert!(
+        run.stderr.contains(
+            "note: line numbers in bindings.yaml are those of the file as this command would \
+             have written it, not as it is on disk"
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn dry_run_prints_the_diff_and_writes_nothing() {
     let hub = Hub::new();

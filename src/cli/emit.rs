@@ -103,8 +103,25 @@ pub(crate) fn emit<T: Outcome>(
 /// Prints a failure (diagnostics of an invalid edit included) and maps it to an exit status.
 pub(crate) fn fail(e: &ManageError) -> ExitStatus {
     let mut err = anstream::stderr();
-    if let ManageError::Invalid { rendered, .. } = e {
+    if let ManageError::Invalid {
+        rendered, edited, ..
+    } = e
+    {
         let _ = err.write_all(rendered.as_bytes());
+        // The diagnostics point into the would-be text: a line the edit added may be past the
+        // end of the file on disk.
+        let _ = match edited.as_slice() {
+            [] => Ok(()),
+            [file] => writeln!(
+                err,
+                "note: line numbers in {file} are those of the file as this command would have written it, not as it is on disk"
+            ),
+            [files @ .., last] => writeln!(
+                err,
+                "note: line numbers in {} and {last} are those of the files as this command would have written them, not as they are on disk",
+                files.join(", ")
+            ),
+        };
     }
     let _ = writeln!(err, "error: {e}");
     if let Some(hint) = e.hint() {

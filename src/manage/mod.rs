@@ -108,6 +108,9 @@ pub enum ManageError {
     )]
     Invalid {
         errors: usize,
+        /// The files the edit changed (`bindings.yaml`): positions in them are those of the
+        /// would-be text, which was not written.
+        edited: Vec<String>,
         /// The diagnostics as `validate --format human` renders them (file:line:col).
         rendered: String,
         /// The diagnostics as `validate --format json` renders them.
