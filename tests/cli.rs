@@ -205,3 +205,20 @@ fn inline_secrets_never_reach_the_output() {
         );
     }
 }
+
+/// The top-level help: commands, global options, exit codes. A flag without a description shows
+/// up here in review.
+#[test]
+fn help() {
+    let out = deepcli().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap());
+}
+
+/// One command's help: its own flags, then the global options it reads.
+#[test]
+fn help_agents_add() {
+    let out = deepcli().args(["agents", "add", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap());
+}
