@@ -46,4 +46,4 @@ pub mod validate;
 pub mod workspace;
 
 /// The command line: what the `deepcli` binary runs.
-pub use cli::{Cli, parse as parse_args, run as run_cli};
+pub use cli::{Cli, command as cli_command, parse as parse_args, run as run_cli};

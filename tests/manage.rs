@@ -1156,3 +1156,56 @@ fn is_diff_line(line: &str) -> bool {
         || line.starts_with([' ', '+', '-'])
         || line.is_empty()
 }
+
+/// `--quiet` silences what a command says about what it did ("Wrote …", "Added agent …",
+/// "No changes", apply's summary); answers (lists, JSON, --dry-run diffs) and errors stay.
+#[test]
+fn quiet_keeps_answers_and_errors_only() {
+    let hub = Hub::new();
+    let run = hub.run(&["--quiet", "agents", "add", "ops"]);
+    ok(&run);
+    assert_eq!(run.stdout, "", "a write says nothing");
+    assert!(hub.file("agents.yaml").contains("id: ops"));
+
+    let run = hub.run(&["agents", "bind", "ops", "--bind", "cli", "--dry-run", "-q"]);
+    ok(&run);
+    assert!(
+        run.stdout.starts_with("--- a/bindings.yaml\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.to_lowercase().contains("would"),
+        "only the diff: {}",
+        run.stdout
+    );
+
+    assert_eq!(
+        hub.run(&["agents", "list", "-q"]).stdout,
+        hub.run(&["agents", "list"]).stdout,
+        "a list is the answer"
+    );
+    let quiet = hub.run(&[
+        "agents", "bind", "ops", "--bind", "telegram", "--json", "-q",
+    ]);
+    let loud = hub.run(&["agents", "bind", "ops", "--bind", "telegram", "--json"]);
+    assert_eq!(
+        (quiet.code, &quiet.stdout),
+        (1, &loud.stdout),
+        "JSON unaffected"
+    );
+
+    let run = hub.run(&["agents", "bind", "nobody", "--bind", "cli", "-q"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("error: there is no agent `nobody`"),
+        "{}",
+        run.stderr
+    );
+
+    for _ in 0..2 {
+        let run = hub.run(&["apply", "--auto-approve", "--quiet"]);
+        ok(&run);
+        assert_eq!(run.stdout, "", "apply (then no changes) says nothing");
+    }
+}

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::emit::{WriteArgs, context, emit, print_written};
-use super::{ExitStatus, GlobalSettings};
+use super::{ExitStatus, GlobalSettings, Output};
 use crate::manage::{self, agents};
 use crate::plural::plural;
 
@@ -17,6 +17,7 @@ pub enum AgentsCommand {
         /// Include each agent's bindings.
         #[arg(long)]
         bindings: bool,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -26,8 +27,10 @@ pub enum AgentsCommand {
     SetIdentity(SetIdentityArgs),
     /// The bindings, of every agent or one.
     Bindings {
+        /// Only this agent's bindings.
         #[arg(long, value_name = "ID")]
         agent: Option<String>,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -43,13 +46,17 @@ pub enum AgentsCommand {
 pub struct AddArgs {
     /// The agent's name; its id is the name normalized (lowercase, `-` for other characters).
     name: String,
+    /// The agent's workspace, made absolute [default: <state>/workspaces/<id>].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
+    /// The agent's primary model, e.g. openai/gpt-4.1 [default: agents.defaults.model].
     #[arg(long, value_name = "ID")]
     model: Option<String>,
+    /// The directory of the agent's private state, made absolute [default:
+    /// <state>/agents/<id>/agent].
     #[arg(long, value_name = "DIR")]
     agent_dir: Option<PathBuf>,
-    /// CHANNEL or CHANNEL:ACCOUNT; repeatable.
+    /// Route CHANNEL (its default account) or CHANNEL:ACCOUNT to the new agent; repeatable.
     #[arg(long = "bind", value_name = "CHANNEL[:ACCOUNT]")]
     bind: Vec<String>,
     #[command(flatten)]
@@ -58,6 +65,7 @@ pub struct AddArgs {
 
 #[derive(Debug, Args)]
 pub struct SetIdentityArgs {
+    /// The agent's id.
     agent_id: String,
     /// Read `- Name:`/`- Emoji:`/`- Theme:`/`- Avatar:` from the workspace's IDENTITY.md.
     #[arg(long)]
@@ -65,12 +73,16 @@ pub struct SetIdentityArgs {
     /// Read them from this file instead.
     #[arg(long, value_name = "PATH")]
     identity_file: Option<PathBuf>,
+    /// The identity's name (flags win over the file).
     #[arg(long, value_name = "N")]
     name: Option<String>,
+    /// The identity's emoji.
     #[arg(long, value_name = "E")]
     emoji: Option<String>,
+    /// A short description of the agent's tone and personality.
     #[arg(long, value_name = "T")]
     theme: Option<String>,
+    /// An avatar image: a path relative to the workspace, or a URL.
     #[arg(long, value_name = "A")]
     avatar: Option<String>,
     #[command(flatten)]
@@ -79,8 +91,9 @@ pub struct SetIdentityArgs {
 
 #[derive(Debug, Args)]
 pub struct BindArgs {
+    /// The agent's id.
     agent_id: String,
-    /// CHANNEL or CHANNEL:ACCOUNT; repeatable.
+    /// Route CHANNEL (its default account) or CHANNEL:ACCOUNT to the agent; repeatable.
     #[arg(long = "bind", value_name = "CHANNEL[:ACCOUNT]", required = true)]
     bind: Vec<String>,
     #[command(flatten)]
@@ -89,8 +102,9 @@ pub struct BindArgs {
 
 #[derive(Debug, Args)]
 pub struct UnbindArgs {
+    /// The agent's id.
     agent_id: String,
-    /// CHANNEL or CHANNEL:ACCOUNT; repeatable.
+    /// Remove the agent's binding of CHANNEL or CHANNEL:ACCOUNT; repeatable.
     #[arg(
         long = "bind",
         value_name = "CHANNEL[:ACCOUNT]",
@@ -107,6 +121,7 @@ pub struct UnbindArgs {
 
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
+    /// The agent's id.
     agent_id: String,
     /// Do not ask (required without a terminal).
     #[arg(long)]
@@ -130,22 +145,27 @@ fn absolute(path: PathBuf) -> String {
 
 pub fn run(global: &GlobalSettings, command: AgentsCommand) -> ExitStatus {
     let ctx = context(global);
+    let out = global.output;
     match command {
-        AgentsCommand::List { bindings, json } => emit(agents::list(&ctx, bindings), json, |r| {
-            human_list(r, bindings)
-        }),
+        AgentsCommand::List { bindings, json } => {
+            emit(out, agents::list(&ctx, bindings), json, |r, out| {
+                human_list(r, bindings, out)
+            })
+        }
         AgentsCommand::Bindings { agent, json } => emit(
+            out,
             agents::bindings(&ctx, agent.as_deref()),
             json,
             human_bindings,
         ),
         AgentsCommand::Add(args) => {
             let json = args.write.json;
-            emit(agents::add(&ctx, &args.request()), json, human_add)
+            emit(out, agents::add(&ctx, &args.request()), json, human_add)
         }
         AgentsCommand::SetIdentity(args) => {
             let json = args.write.json;
             emit(
+                out,
                 agents::set_identity(&ctx, &args.request()),
                 json,
                 human_set_identity,
@@ -155,20 +175,20 @@ pub fn run(global: &GlobalSettings, command: AgentsCommand) -> ExitStatus {
             let result = agents::parse_binds(&args.bind).and_then(|targets| {
                 agents::bind(&ctx, &args.agent_id, &targets, args.write.dry_run)
             });
-            emit(result, args.write.json, human_bind)
+            emit(out, result, args.write.json, human_bind)
         }
         AgentsCommand::Unbind(args) => {
             let result = agents::parse_binds(&args.bind).and_then(|targets| {
                 agents::unbind(&ctx, &args.agent_id, &targets, args.all, args.write.dry_run)
             });
-            emit(result, args.write.json, human_unbind)
+            emit(out, result, args.write.json, human_unbind)
         }
         AgentsCommand::Delete(args) => {
             if !args.force && !args.write.dry_run && !confirm(&args.agent_id) {
                 return ExitStatus::Error;
             }
             let result = agents::delete(&ctx, &args.agent_id, args.write.dry_run);
-            emit(result, args.write.json, human_delete)
+            emit(out, result, args.write.json, human_delete)
         }
     }
 }
@@ -247,8 +267,8 @@ fn print_conflicts(conflicts: &[agents::Conflict]) {
     }
 }
 
-fn human_list(result: &agents::ListResult, with_bindings: bool) {
-    let mut out = anstream::stdout();
+fn human_list(result: &agents::ListResult, with_bindings: bool, out: Output) {
+    let mut out = out.answer();
     for a in &result.agents {
         let identity = [&a.identity.emoji, &a.identity.name]
             .iter()
@@ -289,8 +309,8 @@ fn human_list(result: &agents::ListResult, with_bindings: bool) {
     }
 }
 
-fn human_bindings(result: &agents::BindingsResult) {
-    let mut out = anstream::stdout();
+fn human_bindings(result: &agents::BindingsResult, out: Output) {
+    let mut out = out.answer();
     if result.bindings.is_empty() {
         let _ = writeln!(out, "No bindings.");
     }
@@ -303,31 +323,31 @@ fn human_bindings(result: &agents::BindingsResult) {
     }
 }
 
-fn human_add(result: &agents::AddResult) {
+fn human_add(result: &agents::AddResult, out: Output) {
     print_conflicts(&result.bindings.conflicts);
     if !result.bindings.conflicts.is_empty() {
         return;
     }
-    print_written(&result.written);
+    print_written(&result.written, out);
     let (agent, workspace) = (&result.agent_id, result.workspace.display());
     let _ = if result.written.dry_run {
         writeln!(
-            anstream::stdout(),
+            out.note(),
             "Would add agent `{agent}` (workspace {workspace}); `deepcli apply` would then create it."
         )
     } else {
         writeln!(
-            anstream::stdout(),
+            out.note(),
             "Added agent `{agent}` (workspace {workspace}); `deepcli apply` creates it."
         )
     };
 }
 
-fn human_set_identity(result: &agents::SetIdentityResult) {
-    print_written(&result.written);
+fn human_set_identity(result: &agents::SetIdentityResult, out: Output) {
+    print_written(&result.written, out);
 }
 
-fn human_bind(result: &agents::BindResult) {
+fn human_bind(result: &agents::BindResult, out: Output) {
     human_binding_change(
         &[
             (["added", "would add"], &result.added),
@@ -339,10 +359,11 @@ fn human_bind(result: &agents::BindResult) {
         ],
         &result.conflicts,
         &result.written,
+        out,
     );
 }
 
-fn human_unbind(result: &agents::UnbindResult) {
+fn human_unbind(result: &agents::UnbindResult, out: Output) {
     human_binding_change(
         &[
             (["removed", "would remove"], &result.removed),
@@ -350,6 +371,7 @@ fn human_unbind(result: &agents::UnbindResult) {
         ],
         &result.conflicts,
         &result.written,
+        out,
     );
 }
 
@@ -359,26 +381,27 @@ fn human_binding_change(
     lists: &[([&str; 2], &Vec<String>)],
     conflicts: &[agents::Conflict],
     written: &manage::Written,
+    out: Output,
 ) {
-    let mut out = anstream::stdout();
+    let mut notes = out.note();
     let done = !written.dry_run && conflicts.is_empty();
     for ([did, would], list) in lists {
         if !list.is_empty() {
             let what = if done { did } else { would };
-            let _ = writeln!(out, "{what}: {}", list.join(", "));
+            let _ = writeln!(notes, "{what}: {}", list.join(", "));
         }
     }
     print_conflicts(conflicts);
     if conflicts.is_empty() {
-        print_written(written);
+        print_written(written, out);
     }
 }
 
-fn human_delete(result: &agents::DeleteResult) {
-    let mut out = anstream::stdout();
+fn human_delete(result: &agents::DeleteResult, out: Output) {
+    let mut notes = out.note();
     let dry_run = result.written.dry_run;
     let _ = writeln!(
-        out,
+        notes,
         "{} agent `{}`: {}, {}, {}.",
         if dry_run { "Would remove" } else { "Removed" },
         result.agent_id,
@@ -400,10 +423,10 @@ fn human_delete(result: &agents::DeleteResult) {
         ("the next apply moves to trash", "stays")
     };
     for path in &result.trash {
-        let _ = writeln!(out, "  {trash}: {}", path.display());
+        let _ = writeln!(notes, "  {trash}: {}", path.display());
     }
     for k in &result.kept {
-        let _ = writeln!(out, "  {stays}: {} ({})", k.path.display(), k.reason);
+        let _ = writeln!(notes, "  {stays}: {} ({})", k.path.display(), k.reason);
     }
-    print_written(&result.written);
+    print_written(&result.written, out);
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use super::emit::{WriteArgs, context, emit, print_written};
-use super::{ExitStatus, GlobalSettings};
+use super::{ExitStatus, GlobalSettings, Output};
 use crate::manage::{channels, rpc};
 use crate::plural::plural;
 
@@ -14,6 +14,7 @@ use crate::plural::plural;
 pub enum ChannelsCommand {
     /// The channels and accounts of channels.yaml (credential references, never values).
     List {
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -26,13 +27,16 @@ pub enum ChannelsCommand {
         /// Bound of each probe, in milliseconds (at most 30000).
         #[arg(long, value_name = "MS", default_value_t = rpc::DEFAULT_PROBE_TIMEOUT_MS)]
         timeout: u64,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
     /// What each platform supports (threads, several accounts, bot-to-bot mentions, …).
     Capabilities {
+        /// Only this platform (telegram, slack, discord, …).
         #[arg(long, value_name = "NAME")]
         channel: Option<String>,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -42,10 +46,13 @@ pub enum ChannelsCommand {
     Remove(RemoveArgs),
     /// The last lines of the channels' logs.
     Logs {
+        /// Only this channel's log.
         #[arg(long, value_name = "NAME")]
         channel: Option<String>,
+        /// How many of the last lines to show, per channel.
         #[arg(long, value_name = "N", default_value_t = rpc::DEFAULT_LOG_LINES)]
         lines: usize,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -54,7 +61,11 @@ pub enum ChannelsCommand {
 /// Credential flags: each takes a reference (`env:VAR`, `file:/path` or `${VAR}`), never the
 /// secret itself.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+REF is where the secret is, never the secret: env:VAR, file:/path or ${VAR}. A literal
+secret is refused, and neither written nor echoed.")]
 pub struct AddArgs {
+    /// The platform: telegram, slack, discord, … (`deepcli channels capabilities` lists them).
     #[arg(long, value_name = "NAME")]
     channel: String,
     /// The account id [default: default].
@@ -63,22 +74,31 @@ pub struct AddArgs {
     /// Display name of the account.
     #[arg(long, value_name = "DISPLAY")]
     name: Option<String>,
+    /// The bot token (Slack, Telegram).
     #[arg(long, value_name = "REF")]
     bot_token: Option<String>,
+    /// The app-level token (Slack).
     #[arg(long, value_name = "REF")]
     app_token: Option<String>,
+    /// The user token (Slack).
     #[arg(long, value_name = "REF")]
     user_token: Option<String>,
+    /// The request signing secret (Slack).
     #[arg(long, value_name = "REF")]
     signing_secret: Option<String>,
+    /// The webhook secret (Telegram); the Access API checks inbound signatures with it.
     #[arg(long, value_name = "REF")]
     webhook_secret: Option<String>,
+    /// The token (Discord, Matrix, WhatsApp).
     #[arg(long, value_name = "REF")]
     token: Option<String>,
+    /// The password (Matrix, Signal).
     #[arg(long, value_name = "REF")]
     password: Option<String>,
+    /// The API key (Google Chat, WhatsApp).
     #[arg(long, value_name = "REF")]
     api_key: Option<String>,
+    /// The client secret (Google Chat, Microsoft Teams).
     #[arg(long, value_name = "REF")]
     client_secret: Option<String>,
     #[command(flatten)]
@@ -87,8 +107,10 @@ pub struct AddArgs {
 
 #[derive(Debug, Args)]
 pub struct RemoveArgs {
+    /// The channel (platform) of channels.yaml.
     #[arg(long, value_name = "NAME")]
     channel: String,
+    /// The account; without it, the whole channel.
     #[arg(long, value_name = "ID")]
     account: Option<String>,
     /// Remove it from channels.yaml instead of disabling it.
@@ -100,34 +122,47 @@ pub struct RemoveArgs {
 
 pub fn run(global: &GlobalSettings, command: ChannelsCommand) -> ExitStatus {
     let ctx = context(global);
+    let out = global.output;
     match command {
-        ChannelsCommand::List { json } => emit(channels::list(&ctx), json, human_list),
+        ChannelsCommand::List { json } => emit(out, channels::list(&ctx), json, human_list),
         ChannelsCommand::Status {
             probe,
             timeout,
             json,
         } => {
             let timeout = Duration::from_millis(timeout.min(rpc::MAX_PROBE_TIMEOUT_MS));
-            emit(channels::status(&ctx, probe, timeout), json, human_status)
+            emit(
+                out,
+                channels::status(&ctx, probe, timeout),
+                json,
+                human_status,
+            )
         }
         ChannelsCommand::Capabilities { channel, json } => emit(
+            out,
             channels::capabilities(channel.as_deref()),
             json,
             human_capabilities,
         ),
         ChannelsCommand::Add(args) => {
             let json = args.write.json;
-            emit(channels::add(&ctx, &args.request()), json, human_add)
+            emit(out, channels::add(&ctx, &args.request()), json, human_add)
         }
         ChannelsCommand::Remove(args) => {
             let json = args.write.json;
-            emit(channels::remove(&ctx, &args.request()), json, human_remove)
+            emit(
+                out,
+                channels::remove(&ctx, &args.request()),
+                json,
+                human_remove,
+            )
         }
         ChannelsCommand::Logs {
             channel,
             lines,
             json,
         } => emit(
+            out,
             channels::logs(&ctx, channel.as_deref(), lines),
             json,
             human_logs,
@@ -174,8 +209,8 @@ impl RemoveArgs {
     }
 }
 
-fn human_list(r: &channels::ChannelsList) {
-    let mut out = anstream::stdout();
+fn human_list(r: &channels::ChannelsList, out: Output) {
+    let mut out = out.answer();
     if r.channels.is_empty() {
         let _ = writeln!(out, "No channels.");
     }
@@ -205,8 +240,8 @@ fn human_list(r: &channels::ChannelsList) {
     }
 }
 
-fn human_status(r: &channels::StatusResult) {
-    let mut out = anstream::stdout();
+fn human_status(r: &channels::StatusResult, out: Output) {
+    let mut out = out.answer();
     for a in &r.accounts {
         let missing: Vec<&str> = a
             .credentials
@@ -236,8 +271,8 @@ fn human_status(r: &channels::StatusResult) {
     }
 }
 
-fn human_capabilities(r: &channels::CapabilitiesResult) {
-    let mut out = anstream::stdout();
+fn human_capabilities(r: &channels::CapabilitiesResult, out: Output) {
+    let mut out = out.answer();
     let yn = |b: bool| if b { "yes" } else { "no" };
     let _ = writeln!(
         out,
@@ -258,33 +293,33 @@ fn human_capabilities(r: &channels::CapabilitiesResult) {
     }
 }
 
-fn human_add(r: &channels::AddResult) {
-    let mut out = anstream::stdout();
+fn human_add(r: &channels::AddResult, out: Output) {
+    let mut notes = out.note();
     let channel = &r.channel;
     let dry_run = r.written.dry_run;
     if let Some(old) = &r.moved_to_default {
         let becomes = if dry_run { "would become" } else { "is now" };
         let _ = writeln!(
-            out,
+            notes,
             "Account `{old}` of `{channel}` {becomes} `default` (same settings), so messages without an account id keep their route."
         );
     }
     if let Some(old) = &r.default_account {
         let set = if dry_run { "Would set" } else { "Set" };
         let _ = writeln!(
-            out,
+            notes,
             "{set} `defaultAccount: {old}` on `{channel}` so messages without an account id keep their route."
         );
     }
-    print_written(&r.written);
+    print_written(&r.written, out);
 }
 
-fn human_remove(r: &channels::RemoveResult) {
-    print_written(&r.written);
+fn human_remove(r: &channels::RemoveResult, out: Output) {
+    print_written(&r.written, out);
 }
 
-fn human_logs(r: &channels::LogsResult) {
-    let mut out = anstream::stdout();
+fn human_logs(r: &channels::LogsResult, out: Output) {
+    let mut out = out.answer();
     if r.logs.is_empty() {
         let _ = writeln!(out, "No channel logs in {}.", r.dir.display());
     }

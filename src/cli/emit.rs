@@ -8,7 +8,7 @@ use std::io::Write;
 use clap::Args;
 use serde::Serialize;
 
-use super::{ExitStatus, GlobalSettings};
+use super::{ExitStatus, GlobalSettings, Output};
 use crate::manage::{self, ManageContext, ManageError, agents, channels};
 
 pub(crate) const MANAGE_EXIT_CODES: &str = "\
@@ -78,11 +78,12 @@ impl Outcome for agents::UnbindResult {
 }
 
 /// Prints a management call's result — its JSON document with `--json`, else what `human`
-/// writes — or its failure, and says how the command ends.
+/// writes to `out` — or its failure, and says how the command ends.
 pub(crate) fn emit<T: Outcome>(
+    out: Output,
     result: manage::Result<T>,
     json: bool,
-    human: impl FnOnce(&T),
+    human: impl FnOnce(&T, Output),
 ) -> ExitStatus {
     let result = match result {
         Ok(result) => result,
@@ -91,7 +92,7 @@ pub(crate) fn emit<T: Outcome>(
     if json {
         print_json(&result);
     } else {
-        human(&result);
+        human(&result, out);
     }
     if result.refused() {
         ExitStatus::Failure
@@ -141,27 +142,27 @@ fn print_json<T: Serialize>(value: &T) {
     );
 }
 
-/// Prints what a write did: with --dry-run, the diff and the files it would write; else the
-/// files written.
-pub(crate) fn print_written(written: &manage::Written) {
-    let mut out = anstream::stdout();
+/// Prints what a write did: with --dry-run, the diff (the answer) and the files it would
+/// write; else the files written.
+pub(crate) fn print_written(written: &manage::Written, out: Output) {
+    let mut notes = out.note();
     match &written.diff {
         Some(diff) if diff.is_empty() => {
-            let _ = writeln!(out, "Nothing would change: the files already say so.");
+            let _ = writeln!(notes, "Nothing would change: the files already say so.");
         }
         Some(diff) => {
-            let _ = out.write_all(diff.as_bytes());
+            let _ = out.answer().write_all(diff.as_bytes());
             let _ = writeln!(
-                out,
+                notes,
                 "Would write {}; nothing was written (--dry-run).",
                 written.files.join(", ")
             );
         }
         None if written.files.is_empty() => {
-            let _ = writeln!(out, "No changes: the files already say so.");
+            let _ = writeln!(notes, "No changes: the files already say so.");
         }
         None => {
-            let _ = writeln!(out, "Wrote {}.", written.files.join(", "));
+            let _ = writeln!(notes, "Wrote {}.", written.files.join(", "));
         }
     }
 }
