@@ -33,6 +33,7 @@ pub(crate) mod mounts;
 pub mod os;
 pub(crate) mod owner_only;
 pub(crate) mod plan;
+pub(crate) mod plural;
 pub mod report;
 pub mod routing;
 pub(crate) mod runtime;
@@ -45,4 +46,4 @@ pub mod validate;
 pub mod workspace;
 
 /// The command line: what the `deepcli` binary runs.
-pub use cli::{Cli, parse as parse_args, run as run_cli};
+pub use cli::{Cli, command as cli_command, parse as parse_args, run as run_cli};

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::config::Sources;
 use crate::diagnostic::{self, Diagnostic, Location, Severity};
+use crate::plural::plural;
 use crate::validate::Report;
 
 /// The `format_version` of the JSON document; bump the major on breaking changes.
@@ -25,12 +26,11 @@ const HINT: Style = AnsiColor::Cyan.on_default().bold();
 
 /// `2 errors, 1 warning in 3 files`.
 pub fn summary(report: &Report) -> String {
-    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     format!(
         "{}, {} in {}",
-        plural(report.errors(), "error"),
-        plural(report.warnings(), "warning"),
-        plural(report.config.sources.files.len(), "file")
+        plural(report.errors(), "error", "errors"),
+        plural(report.warnings(), "warning", "warnings"),
+        plural(report.config.sources.files.len(), "file", "files")
     )
 }
 

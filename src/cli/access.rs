@@ -34,7 +34,7 @@ pub struct ServeArgs {
 
 pub fn run(global: &GlobalSettings, command: AccessCommand) -> ExitStatus {
     let AccessCommand::Serve(args) = command;
-    init_logging(args.log_format);
+    init_logging(args.log_format, global.output);
     let runtime = match async_runtime() {
         Ok(runtime) => runtime,
         Err(status) => return status,

@@ -4,17 +4,11 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use serde::Serialize;
 
-use super::{ExitStatus, GlobalSettings};
-use crate::manage::{self, ManageContext, ManageError, agents};
-
-pub(crate) const MANAGE_EXIT_CODES: &str = "\
-Exit codes:
-  0  done (or, with --dry-run, the diff printed)
-  1  refused or failed: a conflict, an unknown agent, an edit that would make the config
-     invalid, a file changed by someone else meanwhile; nothing was written
-  2  could not run: bad flags (a malformed --bind), unreadable config directory";
+use super::emit::{WriteArgs, context, emit, print_written};
+use super::{ExitStatus, GlobalSettings, Output};
+use crate::manage::{self, agents};
+use crate::plural::plural;
 
 #[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
@@ -23,6 +17,7 @@ pub enum AgentsCommand {
         /// Include each agent's bindings.
         #[arg(long)]
         bindings: bool,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -32,8 +27,10 @@ pub enum AgentsCommand {
     SetIdentity(SetIdentityArgs),
     /// The bindings, of every agent or one.
     Bindings {
+        /// Only this agent's bindings.
         #[arg(long, value_name = "ID")]
         agent: Option<String>,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -46,26 +43,20 @@ pub enum AgentsCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct WriteArgs {
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// Show the diff of the files instead of writing them.
-    #[arg(long)]
-    pub(crate) dry_run: bool,
-}
-
-#[derive(Debug, Args)]
 pub struct AddArgs {
     /// The agent's name; its id is the name normalized (lowercase, `-` for other characters).
     name: String,
+    /// The agent's workspace, made absolute [default: <state>/workspaces/<id>].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
+    /// The agent's primary model, e.g. openai/gpt-4.1 [default: agents.defaults.model].
     #[arg(long, value_name = "ID")]
     model: Option<String>,
+    /// The directory of the agent's private state, made absolute [default:
+    /// <state>/agents/<id>/agent].
     #[arg(long, value_name = "DIR")]
     agent_dir: Option<PathBuf>,
-    /// CHANNEL or CHANNEL:ACCOUNT; repeatable.
+    /// Route CHANNEL (its default account) or CHANNEL:ACCOUNT to the new agent; repeatable.
     #[arg(long = "bind", value_name = "CHANNEL[:ACCOUNT]")]
     bind: Vec<String>,
     #[command(flatten)]
@@ -74,6 +65,7 @@ pub struct AddArgs {
 
 #[derive(Debug, Args)]
 pub struct SetIdentityArgs {
+    /// The agent's id.
     agent_id: String,
     /// Read `- Name:`/`- Emoji:`/`- Theme:`/`- Avatar:` from the workspace's IDENTITY.md.
     #[arg(long)]
@@ -81,12 +73,16 @@ pub struct SetIdentityArgs {
     /// Read them from this file instead.
     #[arg(long, value_name = "PATH")]
     identity_file: Option<PathBuf>,
+    /// The identity's name (flags win over the file).
     #[arg(long, value_name = "N")]
     name: Option<String>,
+    /// The identity's emoji.
     #[arg(long, value_name = "E")]
     emoji: Option<String>,
+    /// A short description of the agent's tone and personality.
     #[arg(long, value_name = "T")]
     theme: Option<String>,
+    /// An avatar image: a path relative to the workspace, or a URL.
     #[arg(long, value_name = "A")]
     avatar: Option<String>,
     #[command(flatten)]
@@ -95,8 +91,9 @@ pub struct SetIdentityArgs {
 
 #[derive(Debug, Args)]
 pub struct BindArgs {
+    /// The agent's id.
     agent_id: String,
-    /// CHANNEL or CHANNEL:ACCOUNT; repeatable.
+    /// Route CHANNEL (its default account) or CHANNEL:ACCOUNT to the agent; repeatable.
     #[arg(long = "bind", value_name = "CHANNEL[:ACCOUNT]", required = true)]
     bind: Vec<String>,
     #[command(flatten)]
@@ -105,8 +102,9 @@ pub struct BindArgs {
 
 #[derive(Debug, Args)]
 pub struct UnbindArgs {
+    /// The agent's id.
     agent_id: String,
-    /// CHANNEL or CHANNEL:ACCOUNT; repeatable.
+    /// Remove the agent's binding of CHANNEL or CHANNEL:ACCOUNT; repeatable.
     #[arg(
         long = "bind",
         value_name = "CHANNEL[:ACCOUNT]",
@@ -123,66 +121,13 @@ pub struct UnbindArgs {
 
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
+    /// The agent's id.
     agent_id: String,
     /// Do not ask (required without a terminal).
     #[arg(long)]
     force: bool,
     #[command(flatten)]
     write: WriteArgs,
-}
-
-/// The management context of the CLI: live status from a running controller over HTTP.
-pub(crate) fn context(global: &GlobalSettings) -> ManageContext {
-    let mut ctx = ManageContext::new(&global.config_dir, global.load.clone());
-    let dir = ctx.state_dir();
-    ctx.live = Some(std::sync::Arc::new(move || {
-        let store = crate::state::StateStore::open_existing(&dir).ok()??;
-        serde_json::to_value(super::up::controller_status(&dir, &store)?).ok()
-    }));
-    ctx
-}
-
-/// Prints a failure (diagnostics of an invalid edit included) and maps it to an exit status.
-pub(crate) fn fail(e: &ManageError) -> ExitStatus {
-    let mut err = anstream::stderr();
-    if let ManageError::Invalid { rendered, .. } = e {
-        let _ = err.write_all(rendered.as_bytes());
-    }
-    let _ = writeln!(err, "error: {e}");
-    if let Some(hint) = e.hint() {
-        let _ = writeln!(err, "hint: {hint}");
-    }
-    match e.exit_code() {
-        2 => ExitStatus::Error,
-        _ => ExitStatus::Failure,
-    }
-}
-
-pub(crate) fn print_json<T: Serialize>(value: &T) {
-    let _ = writeln!(
-        std::io::stdout().lock(),
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    );
-}
-
-/// Prints what a write did: the diff with --dry-run, else the files written.
-pub(crate) fn print_written(written: &manage::Written) {
-    let mut out = anstream::stdout();
-    match &written.diff {
-        Some(diff) if diff.is_empty() => {
-            let _ = writeln!(out, "No changes.");
-        }
-        Some(diff) => {
-            let _ = out.write_all(diff.as_bytes());
-        }
-        None if written.files.is_empty() => {
-            let _ = writeln!(out, "No changes: the files already say so.");
-        }
-        None => {
-            let _ = writeln!(out, "Wrote {}.", written.files.join(", "));
-        }
-    }
 }
 
 /// Paths given on the command line are relative to where the command runs; in agents.yaml a
@@ -200,166 +145,78 @@ fn absolute(path: PathBuf) -> String {
 
 pub fn run(global: &GlobalSettings, command: AgentsCommand) -> ExitStatus {
     let ctx = context(global);
+    let out = global.output;
     match command {
-        AgentsCommand::List { bindings, json } => match agents::list(&ctx, bindings) {
-            Ok(result) if json => {
-                print_json(&result);
-                ExitStatus::Success
-            }
-            Ok(result) => {
-                human_list(&result, bindings);
-                ExitStatus::Success
-            }
-            Err(e) => fail(&e),
-        },
-        AgentsCommand::Bindings { agent, json } => match agents::bindings(&ctx, agent.as_deref()) {
-            Ok(result) if json => {
-                print_json(&result);
-                ExitStatus::Success
-            }
-            Ok(result) => {
-                let mut out = anstream::stdout();
-                if result.bindings.is_empty() {
-                    let _ = writeln!(out, "No bindings.");
-                }
-                for b in &result.bindings {
-                    let _ = writeln!(
-                        out,
-                        "{:<16} {:<40} {}",
-                        b.agent_id, b.description, b.location
-                    );
-                }
-                ExitStatus::Success
-            }
-            Err(e) => fail(&e),
-        },
+        AgentsCommand::List { bindings, json } => {
+            emit(out, agents::list(&ctx, bindings), json, |r, out| {
+                human_list(r, bindings, out)
+            })
+        }
+        AgentsCommand::Bindings { agent, json } => emit(
+            out,
+            agents::bindings(&ctx, agent.as_deref()),
+            json,
+            human_bindings,
+        ),
         AgentsCommand::Add(args) => {
-            let request = agents::AddRequest {
-                name: args.name,
-                workspace: args.workspace.map(absolute),
-                model: args.model,
-                agent_dir: args.agent_dir.map(absolute),
-                bind: args.bind,
-                dry_run: args.write.dry_run,
-            };
-            match agents::add(&ctx, &request) {
-                Ok(result) => {
-                    let conflicts = !result.bindings.conflicts.is_empty();
-                    if args.write.json {
-                        print_json(&result);
-                    } else {
-                        print_conflicts(&result.bindings.conflicts);
-                        if !conflicts {
-                            print_written(&result.written);
-                            if !request.dry_run {
-                                let _ = writeln!(
-                                    anstream::stdout(),
-                                    "Added agent `{}` (workspace {}); `deepcli apply` creates it.",
-                                    result.agent_id,
-                                    result.workspace.display()
-                                );
-                            }
-                        }
-                    }
-                    if conflicts {
-                        ExitStatus::Failure
-                    } else {
-                        ExitStatus::Success
-                    }
-                }
-                Err(e) => fail(&e),
-            }
+            let json = args.write.json;
+            emit(out, agents::add(&ctx, &args.request()), json, human_add)
         }
         AgentsCommand::SetIdentity(args) => {
-            let request = agents::SetIdentityRequest {
-                agent_id: args.agent_id,
-                from_identity: args.from_identity,
-                identity_file: args.identity_file,
-                name: args.name,
-                emoji: args.emoji,
-                theme: args.theme,
-                avatar: args.avatar,
-                dry_run: args.write.dry_run,
-            };
-            match agents::set_identity(&ctx, &request) {
-                Ok(result) if args.write.json => {
-                    print_json(&result);
-                    ExitStatus::Success
-                }
-                Ok(result) => {
-                    print_written(&result.written);
-                    ExitStatus::Success
-                }
-                Err(e) => fail(&e),
-            }
+            let json = args.write.json;
+            emit(
+                out,
+                agents::set_identity(&ctx, &args.request()),
+                json,
+                human_set_identity,
+            )
         }
         AgentsCommand::Bind(args) => {
-            let targets = match agents::parse_binds(&args.bind) {
-                Ok(t) => t,
-                Err(e) => return fail(&e),
-            };
-            match agents::bind(&ctx, &args.agent_id, &targets, args.write.dry_run) {
-                Ok(result) => report_binding_change(
-                    &result,
-                    args.write.json,
-                    &[
-                        ("added", &result.added),
-                        ("updated", &result.updated),
-                        ("skipped (already bound)", &result.skipped),
-                    ],
-                    &result.conflicts,
-                    &result.written,
-                ),
-                Err(e) => fail(&e),
-            }
+            let result = agents::parse_binds(&args.bind).and_then(|targets| {
+                agents::bind(&ctx, &args.agent_id, &targets, args.write.dry_run)
+            });
+            emit(out, result, args.write.json, human_bind)
         }
         AgentsCommand::Unbind(args) => {
-            let targets = match agents::parse_binds(&args.bind) {
-                Ok(t) => t,
-                Err(e) => return fail(&e),
-            };
-            match agents::unbind(&ctx, &args.agent_id, &targets, args.all, args.write.dry_run) {
-                Ok(result) => report_binding_change(
-                    &result,
-                    args.write.json,
-                    &[("removed", &result.removed), ("not bound", &result.missing)],
-                    &result.conflicts,
-                    &result.written,
-                ),
-                Err(e) => fail(&e),
-            }
+            let result = agents::parse_binds(&args.bind).and_then(|targets| {
+                agents::unbind(&ctx, &args.agent_id, &targets, args.all, args.write.dry_run)
+            });
+            emit(out, result, args.write.json, human_unbind)
         }
         AgentsCommand::Delete(args) => {
             if !args.force && !args.write.dry_run && !confirm(&args.agent_id) {
                 return ExitStatus::Error;
             }
-            match agents::delete(&ctx, &args.agent_id, args.write.dry_run) {
-                Ok(result) if args.write.json => {
-                    print_json(&result);
-                    ExitStatus::Success
-                }
-                Ok(result) => {
-                    let mut out = anstream::stdout();
-                    let _ = writeln!(
-                        out,
-                        "Removed agent `{}`: {} bindings, {} agentToAgent.allow entries, {} subagents.allowAgents entries.",
-                        result.agent_id,
-                        result.removed_bindings,
-                        result.removed_allow,
-                        result.removed_allow_agents
-                    );
-                    for path in &result.trash {
-                        let _ =
-                            writeln!(out, "  the next apply moves to trash: {}", path.display());
-                    }
-                    for k in &result.kept {
-                        let _ = writeln!(out, "  stays: {} ({})", k.path.display(), k.reason);
-                    }
-                    print_written(&result.written);
-                    ExitStatus::Success
-                }
-                Err(e) => fail(&e),
-            }
+            let result = agents::delete(&ctx, &args.agent_id, args.write.dry_run);
+            emit(out, result, args.write.json, human_delete)
+        }
+    }
+}
+
+impl AddArgs {
+    fn request(self) -> agents::AddRequest {
+        agents::AddRequest {
+            name: self.name,
+            workspace: self.workspace.map(absolute),
+            model: self.model,
+            agent_dir: self.agent_dir.map(absolute),
+            bind: self.bind,
+            dry_run: self.write.dry_run,
+        }
+    }
+}
+
+impl SetIdentityArgs {
+    fn request(self) -> agents::SetIdentityRequest {
+        agents::SetIdentityRequest {
+            agent_id: self.agent_id,
+            from_identity: self.from_identity,
+            identity_file: self.identity_file,
+            name: self.name,
+            emoji: self.emoji,
+            theme: self.theme,
+            avatar: self.avatar,
+            dry_run: self.write.dry_run,
         }
     }
 }
@@ -392,35 +249,6 @@ fn confirm(agent: &str) -> bool {
     yes
 }
 
-/// Prints what `bind` or `unbind` did (or its JSON); conflicts fail the command.
-fn report_binding_change(
-    result: &impl serde::Serialize,
-    json: bool,
-    lists: &[(&str, &Vec<String>)],
-    conflicts: &[agents::Conflict],
-    written: &manage::Written,
-) -> ExitStatus {
-    if json {
-        print_json(result);
-    } else {
-        let mut out = anstream::stdout();
-        for (what, list) in lists {
-            if !list.is_empty() {
-                let _ = writeln!(out, "{what}: {}", list.join(", "));
-            }
-        }
-        print_conflicts(conflicts);
-        if conflicts.is_empty() {
-            print_written(written);
-        }
-    }
-    if conflicts.is_empty() {
-        ExitStatus::Success
-    } else {
-        ExitStatus::Failure
-    }
-}
-
 fn print_conflicts(conflicts: &[agents::Conflict]) {
     let mut err = anstream::stderr();
     for c in conflicts {
@@ -439,8 +267,8 @@ fn print_conflicts(conflicts: &[agents::Conflict]) {
     }
 }
 
-fn human_list(result: &agents::ListResult, with_bindings: bool) {
-    let mut out = anstream::stdout();
+fn human_list(result: &agents::ListResult, with_bindings: bool, out: Output) {
+    let mut out = out.answer();
     for a in &result.agents {
         let identity = [&a.identity.emoji, &a.identity.name]
             .iter()
@@ -479,4 +307,126 @@ fn human_list(result: &agents::ListResult, with_bindings: bool) {
             }
         }
     }
+}
+
+fn human_bindings(result: &agents::BindingsResult, out: Output) {
+    let mut out = out.answer();
+    if result.bindings.is_empty() {
+        let _ = writeln!(out, "No bindings.");
+    }
+    for b in &result.bindings {
+        let _ = writeln!(
+            out,
+            "{:<16} {:<40} {}",
+            b.agent_id, b.description, b.location
+        );
+    }
+}
+
+fn human_add(result: &agents::AddResult, out: Output) {
+    print_conflicts(&result.bindings.conflicts);
+    if !result.bindings.conflicts.is_empty() {
+        return;
+    }
+    print_written(&result.written, out);
+    let (agent, workspace) = (&result.agent_id, result.workspace.display());
+    let _ = if result.written.dry_run {
+        writeln!(
+            out.note(),
+            "Would add agent `{agent}` (workspace {workspace}); `deepcli apply` would then create it."
+        )
+    } else {
+        writeln!(
+            out.note(),
+            "Added agent `{agent}` (workspace {workspace}); `deepcli apply` creates it."
+        )
+    };
+}
+
+fn human_set_identity(result: &agents::SetIdentityResult, out: Output) {
+    print_written(&result.written, out);
+}
+
+fn human_bind(result: &agents::BindResult, out: Output) {
+    human_binding_change(
+        &[
+            (["added", "would add"], &result.added),
+            (["updated", "would update"], &result.updated),
+            (
+                ["skipped (already bound)", "already bound"],
+                &result.skipped,
+            ),
+        ],
+        &result.conflicts,
+        &result.written,
+        out,
+    );
+}
+
+fn human_unbind(result: &agents::UnbindResult, out: Output) {
+    human_binding_change(
+        &[
+            (["removed", "would remove"], &result.removed),
+            (["not bound", "not bound"], &result.missing),
+        ],
+        &result.conflicts,
+        &result.written,
+        out,
+    );
+}
+
+/// What `bind` or `unbind` did to which binds — or would do, with --dry-run or when a conflict
+/// stopped it (each list has both wordings) — then the conflicts, or else the files.
+fn human_binding_change(
+    lists: &[([&str; 2], &Vec<String>)],
+    conflicts: &[agents::Conflict],
+    written: &manage::Written,
+    out: Output,
+) {
+    let mut notes = out.note();
+    let done = !written.dry_run && conflicts.is_empty();
+    for ([did, would], list) in lists {
+        if !list.is_empty() {
+            let what = if done { did } else { would };
+            let _ = writeln!(notes, "{what}: {}", list.join(", "));
+        }
+    }
+    print_conflicts(conflicts);
+    if conflicts.is_empty() {
+        print_written(written, out);
+    }
+}
+
+fn human_delete(result: &agents::DeleteResult, out: Output) {
+    let mut notes = out.note();
+    let dry_run = result.written.dry_run;
+    let _ = writeln!(
+        notes,
+        "{} agent `{}`: {}, {}, {}.",
+        if dry_run { "Would remove" } else { "Removed" },
+        result.agent_id,
+        plural(result.removed_bindings, "binding", "bindings"),
+        plural(
+            result.removed_allow,
+            "agentToAgent.allow entry",
+            "agentToAgent.allow entries"
+        ),
+        plural(
+            result.removed_allow_agents,
+            "subagents.allowAgents entry",
+            "subagents.allowAgents entries"
+        ),
+    );
+    let (trash, stays) = if dry_run {
+        ("would move to trash on the next apply", "would stay")
+    } else {
+        ("the next apply moves to trash", "stays")
+    };
+    for path in &result.trash {
+        let _ = writeln!(notes, "  {trash}: {}", path.display());
+    }
+    for k in &result.kept {
+        let _ = writeln!(notes, "  {stays}: {} ({})", k.path.display(), k.reason);
+    }
+    print_written(&result.written, out);
 }

@@ -5,14 +5,16 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::agents::{WriteArgs, context, fail, print_json, print_written};
-use super::{ExitStatus, GlobalSettings};
+use super::emit::{WriteArgs, context, emit, print_written};
+use super::{ExitStatus, GlobalSettings, Output};
 use crate::manage::{channels, rpc};
+use crate::plural::plural;
 
 #[derive(Debug, Subcommand)]
 pub enum ChannelsCommand {
     /// The channels and accounts of channels.yaml (credential references, never values).
     List {
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -25,13 +27,16 @@ pub enum ChannelsCommand {
         /// Bound of each probe, in milliseconds (at most 30000).
         #[arg(long, value_name = "MS", default_value_t = rpc::DEFAULT_PROBE_TIMEOUT_MS)]
         timeout: u64,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
     /// What each platform supports (threads, several accounts, bot-to-bot mentions, …).
     Capabilities {
+        /// Only this platform (telegram, slack, discord, …).
         #[arg(long, value_name = "NAME")]
         channel: Option<String>,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -41,10 +46,13 @@ pub enum ChannelsCommand {
     Remove(RemoveArgs),
     /// The last lines of the channels' logs.
     Logs {
+        /// Only this channel's log.
         #[arg(long, value_name = "NAME")]
         channel: Option<String>,
+        /// How many of the last lines to show, per channel.
         #[arg(long, value_name = "N", default_value_t = rpc::DEFAULT_LOG_LINES)]
         lines: usize,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -53,7 +61,11 @@ pub enum ChannelsCommand {
 /// Credential flags: each takes a reference (`env:VAR`, `file:/path` or `${VAR}`), never the
 /// secret itself.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+REF is where the secret is, never the secret: env:VAR, file:/path or ${VAR}. A literal
+secret is refused, and neither written nor echoed.")]
 pub struct AddArgs {
+    /// The platform: telegram, slack, discord, … (`deepcli channels capabilities` lists them).
     #[arg(long, value_name = "NAME")]
     channel: String,
     /// The account id [default: default].
@@ -62,22 +74,31 @@ pub struct AddArgs {
     /// Display name of the account.
     #[arg(long, value_name = "DISPLAY")]
     name: Option<String>,
+    /// The bot token (Slack, Telegram).
     #[arg(long, value_name = "REF")]
     bot_token: Option<String>,
+    /// The app-level token (Slack).
     #[arg(long, value_name = "REF")]
     app_token: Option<String>,
+    /// The user token (Slack).
     #[arg(long, value_name = "REF")]
     user_token: Option<String>,
+    /// The request signing secret (Slack).
     #[arg(long, value_name = "REF")]
     signing_secret: Option<String>,
+    /// The webhook secret (Telegram); the Access API checks inbound signatures with it.
     #[arg(long, value_name = "REF")]
     webhook_secret: Option<String>,
+    /// The token (Discord, Matrix, WhatsApp).
     #[arg(long, value_name = "REF")]
     token: Option<String>,
+    /// The password (Matrix, Signal).
     #[arg(long, value_name = "REF")]
     password: Option<String>,
+    /// The API key (Google Chat, WhatsApp).
     #[arg(long, value_name = "REF")]
     api_key: Option<String>,
+    /// The client secret (Google Chat, Microsoft Teams).
     #[arg(long, value_name = "REF")]
     client_secret: Option<String>,
     #[command(flatten)]
@@ -86,8 +107,10 @@ pub struct AddArgs {
 
 #[derive(Debug, Args)]
 pub struct RemoveArgs {
+    /// The channel (platform) of channels.yaml.
     #[arg(long, value_name = "NAME")]
     channel: String,
+    /// The account; without it, the whole channel.
     #[arg(long, value_name = "ID")]
     account: Option<String>,
     /// Remove it from channels.yaml instead of disabling it.
@@ -99,210 +122,211 @@ pub struct RemoveArgs {
 
 pub fn run(global: &GlobalSettings, command: ChannelsCommand) -> ExitStatus {
     let ctx = context(global);
-    let mut out = anstream::stdout();
+    let out = global.output;
     match command {
-        ChannelsCommand::List { json } => match channels::list(&ctx) {
-            Ok(r) if json => {
-                print_json(&r);
-                ExitStatus::Success
-            }
-            Ok(r) => {
-                if r.channels.is_empty() {
-                    let _ = writeln!(out, "No channels.");
-                }
-                for c in &r.channels {
-                    let _ = writeln!(
-                        out,
-                        "{}{}  ({} bindings)",
-                        c.channel,
-                        if c.enabled { "" } else { " (disabled)" },
-                        c.bindings
-                    );
-                    for a in &c.accounts {
-                        let creds: Vec<String> = a
-                            .credentials
-                            .iter()
-                            .map(|c| format!("{}={}", c.field, c.reference))
-                            .collect();
-                        let _ = writeln!(
-                            out,
-                            "  {}{}{}  {}",
-                            a.id,
-                            if a.default { " (default)" } else { "" },
-                            if a.enabled { "" } else { " (disabled)" },
-                            creds.join(" ")
-                        );
-                    }
-                }
-                ExitStatus::Success
-            }
-            Err(e) => fail(&e),
-        },
+        ChannelsCommand::List { json } => emit(out, channels::list(&ctx), json, human_list),
         ChannelsCommand::Status {
             probe,
             timeout,
             json,
         } => {
             let timeout = Duration::from_millis(timeout.min(rpc::MAX_PROBE_TIMEOUT_MS));
-            match channels::status(&ctx, probe, timeout) {
-                Ok(r) if json => {
-                    print_json(&r);
-                    ExitStatus::Success
-                }
-                Ok(r) => {
-                    for a in &r.accounts {
-                        let missing: Vec<&str> = a
-                            .credentials
-                            .iter()
-                            .filter(|c| c.present != Some(true))
-                            .map(|c| c.reference.as_str())
-                            .collect();
-                        let _ = writeln!(
-                            out,
-                            "{}:{}  {}  {}{}",
-                            a.channel,
-                            a.account,
-                            if a.enabled { "enabled" } else { "disabled" },
-                            if missing.is_empty() {
-                                "credentials present".to_string()
-                            } else {
-                                format!("missing {}", missing.join(", "))
-                            },
-                            a.probe.as_ref().map_or(String::new(), |p| format!(
-                                "  probe: {}{}",
-                                p.result,
-                                p.error
-                                    .as_ref()
-                                    .map_or(String::new(), |e| format!(" ({e})"))
-                            ))
-                        );
-                    }
-                    ExitStatus::Success
-                }
-                Err(e) => fail(&e),
-            }
+            emit(
+                out,
+                channels::status(&ctx, probe, timeout),
+                json,
+                human_status,
+            )
         }
-        ChannelsCommand::Capabilities { channel, json } => {
-            match channels::capabilities(channel.as_deref()) {
-                Ok(r) if json => {
-                    print_json(&r);
-                    ExitStatus::Success
-                }
-                Ok(r) => {
-                    let yn = |b: bool| if b { "yes" } else { "no" };
-                    let _ = writeln!(
-                        out,
-                        "{:<11} {:<8} {:<13} {:<12} {:<17} credentials",
-                        "channel", "threads", "multiAccount", "bot-to-bot", "allowBots:mentions"
-                    );
-                    for c in &r.channels {
-                        let _ = writeln!(
-                            out,
-                            "{:<11} {:<8} {:<13} {:<12} {:<17} {}",
-                            c.channel,
-                            yn(c.threads),
-                            yn(c.multi_account),
-                            yn(c.bot_to_bot_mentions),
-                            yn(c.allow_bots_mentions),
-                            c.credentials.join(", ")
-                        );
-                    }
-                    ExitStatus::Success
-                }
-                Err(e) => fail(&e),
-            }
-        }
+        ChannelsCommand::Capabilities { channel, json } => emit(
+            out,
+            channels::capabilities(channel.as_deref()),
+            json,
+            human_capabilities,
+        ),
         ChannelsCommand::Add(args) => {
-            let mut credentials = indexmap::IndexMap::new();
-            for (field, value) in [
-                ("botToken", args.bot_token),
-                ("appToken", args.app_token),
-                ("userToken", args.user_token),
-                ("signingSecret", args.signing_secret),
-                ("webhookSecret", args.webhook_secret),
-                ("token", args.token),
-                ("password", args.password),
-                ("apiKey", args.api_key),
-                ("clientSecret", args.client_secret),
-            ] {
-                if let Some(value) = value {
-                    credentials.insert(field.to_string(), value);
-                }
-            }
-            let request = channels::AddRequest {
-                channel: args.channel,
-                account: args.account,
-                name: args.name,
-                credentials,
-                dry_run: args.write.dry_run,
-            };
-            match channels::add(&ctx, &request) {
-                Ok(r) if args.write.json => {
-                    print_json(&r);
-                    ExitStatus::Success
-                }
-                Ok(r) => {
-                    if let Some(old) = &r.moved_to_default {
-                        let _ = writeln!(
-                            out,
-                            "Account `{old}` of `{}` is now `default` (same settings), so messages without an account id keep their route.",
-                            r.channel
-                        );
-                    }
-                    if let Some(old) = &r.default_account {
-                        let _ = writeln!(
-                            out,
-                            "Set `defaultAccount: {old}` on `{}` so messages without an account id keep their route.",
-                            r.channel
-                        );
-                    }
-                    print_written(&r.written);
-                    ExitStatus::Success
-                }
-                Err(e) => fail(&e),
-            }
+            let json = args.write.json;
+            emit(out, channels::add(&ctx, &args.request()), json, human_add)
         }
         ChannelsCommand::Remove(args) => {
-            let request = channels::RemoveRequest {
-                channel: args.channel,
-                account: args.account,
-                delete: args.delete,
-                dry_run: args.write.dry_run,
-            };
-            match channels::remove(&ctx, &request) {
-                Ok(r) if args.write.json => {
-                    print_json(&r);
-                    ExitStatus::Success
-                }
-                Ok(r) => {
-                    print_written(&r.written);
-                    ExitStatus::Success
-                }
-                Err(e) => fail(&e),
-            }
+            let json = args.write.json;
+            emit(
+                out,
+                channels::remove(&ctx, &args.request()),
+                json,
+                human_remove,
+            )
         }
         ChannelsCommand::Logs {
             channel,
             lines,
             json,
-        } => match channels::logs(&ctx, channel.as_deref(), lines) {
-            Ok(r) if json => {
-                print_json(&r);
-                ExitStatus::Success
+        } => emit(
+            out,
+            channels::logs(&ctx, channel.as_deref(), lines),
+            json,
+            human_logs,
+        ),
+    }
+}
+
+impl AddArgs {
+    fn request(self) -> channels::AddRequest {
+        let mut credentials = indexmap::IndexMap::new();
+        for (field, value) in [
+            ("botToken", self.bot_token),
+            ("appToken", self.app_token),
+            ("userToken", self.user_token),
+            ("signingSecret", self.signing_secret),
+            ("webhookSecret", self.webhook_secret),
+            ("token", self.token),
+            ("password", self.password),
+            ("apiKey", self.api_key),
+            ("clientSecret", self.client_secret),
+        ] {
+            if let Some(value) = value {
+                credentials.insert(field.to_string(), value);
             }
-            Ok(r) => {
-                if r.logs.is_empty() {
-                    let _ = writeln!(out, "No channel logs in {}.", r.dir.display());
-                }
-                for log in &r.logs {
-                    let _ = writeln!(out, "==> {} <==", log.file.display());
-                    for line in &log.lines {
-                        let _ = writeln!(out, "{line}");
-                    }
-                }
-                ExitStatus::Success
-            }
-            Err(e) => fail(&e),
-        },
+        }
+        channels::AddRequest {
+            channel: self.channel,
+            account: self.account,
+            name: self.name,
+            credentials,
+            dry_run: self.write.dry_run,
+        }
+    }
+}
+
+impl RemoveArgs {
+    fn request(self) -> channels::RemoveRequest {
+        channels::RemoveRequest {
+            channel: self.channel,
+            account: self.account,
+            delete: self.delete,
+            dry_run: self.write.dry_run,
+        }
+    }
+}
+
+fn human_list(r: &channels::ChannelsList, out: Output) {
+    let mut out = out.answer();
+    if r.channels.is_empty() {
+        let _ = writeln!(out, "No channels.");
+    }
+    for c in &r.channels {
+        let _ = writeln!(
+            out,
+            "{}{}  ({})",
+            c.channel,
+            if c.enabled { "" } else { " (disabled)" },
+            plural(c.bindings, "binding", "bindings")
+        );
+        for a in &c.accounts {
+            let creds: Vec<String> = a
+                .credentials
+                .iter()
+                .map(|c| format!("{}={}", c.field, c.reference))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {}{}{}  {}",
+                a.id,
+                if a.default { " (default)" } else { "" },
+                if a.enabled { "" } else { " (disabled)" },
+                creds.join(" ")
+            );
+        }
+    }
+}
+
+fn human_status(r: &channels::StatusResult, out: Output) {
+    let mut out = out.answer();
+    for a in &r.accounts {
+        let missing: Vec<&str> = a
+            .credentials
+            .iter()
+            .filter(|c| c.present != Some(true))
+            .map(|c| c.reference.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}:{}  {}  {}{}",
+            a.channel,
+            a.account,
+            if a.enabled { "enabled" } else { "disabled" },
+            if missing.is_empty() {
+                "credentials present".to_string()
+            } else {
+                format!("missing {}", missing.join(", "))
+            },
+            a.probe.as_ref().map_or(String::new(), |p| format!(
+                "  probe: {}{}",
+                p.result,
+                p.error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!(" ({e})"))
+            ))
+        );
+    }
+}
+
+fn human_capabilities(r: &channels::CapabilitiesResult, out: Output) {
+    let mut out = out.answer();
+    let yn = |b: bool| if b { "yes" } else { "no" };
+    let _ = writeln!(
+        out,
+        "{:<11} {:<8} {:<13} {:<12} {:<17} credentials",
+        "channel", "threads", "multiAccount", "bot-to-bot", "allowBots:mentions"
+    );
+    for c in &r.channels {
+        let _ = writeln!(
+            out,
+            "{:<11} {:<8} {:<13} {:<12} {:<17} {}",
+            c.channel,
+            yn(c.threads),
+            yn(c.multi_account),
+            yn(c.bot_to_bot_mentions),
+            yn(c.allow_bots_mentions),
+            c.credentials.join(", ")
+        );
+    }
+}
+
+fn human_add(r: &channels::AddResult, out: Output) {
+    let mut notes = out.note();
+    let channel = &r.channel;
+    let dry_run = r.written.dry_run;
+    if let Some(old) = &r.moved_to_default {
+        let becomes = if dry_run { "would become" } else { "is now" };
+        let _ = writeln!(
+            notes,
+            "Account `{old}` of `{channel}` {becomes} `default` (same settings), so messages without an account id keep their route."
+        );
+    }
+    if let Some(old) = &r.default_account {
+        let set = if dry_run { "Would set" } else { "Set" };
+        let _ = writeln!(
+            notes,
+            "{set} `defaultAccount: {old}` on `{channel}` so messages without an account id keep their route."
+        );
+    }
+    print_written(&r.written, out);
+}
+
+fn human_remove(r: &channels::RemoveResult, out: Output) {
+    print_written(&r.written, out);
+}
+
+fn human_logs(r: &channels::LogsResult, out: Output) {
+    let mut out = out.answer();
+    if r.logs.is_empty() {
+        let _ = writeln!(out, "No channel logs in {}.", r.dir.display());
+    }
+    for log in &r.logs {
+        let _ = writeln!(out, "==> {} <==", log.file.display());
+        for line in &log.lines {
+            let _ = writeln!(out, "{line}");
+        }
     }
 }

@@ -6,6 +6,8 @@
 mod access;
 mod agents;
 mod channels;
+mod emit;
+mod output;
 mod plan;
 mod route;
 mod schema;
@@ -16,22 +18,39 @@ mod validate;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::config::LoadOptions;
+use output::Color;
+pub(crate) use output::Output;
 
-const EXIT_CODES: &str = "\
+macro_rules! exit_codes {
+    () => {
+        "\
 Exit codes:
   0  success (for validate: the config is valid; warnings allowed unless --strict)
   1  the config is invalid, or the command failed
-  2  the command could not run (bad flags, unreadable config directory, damaged state database)";
+  2  the command could not run (bad flags, unreadable config directory, damaged state database)"
+    };
+}
+
+const EXIT_CODES: &str = exit_codes!();
+
+const AFTER_HELP: &str = concat!(
+    "\
+Global options go before or after the command. A command's help lists the ones it reads; it
+accepts the others and ignores them, so an alias can pass the same ones to every command.
+
+",
+    exit_codes!()
+);
 
 #[derive(Debug, Parser)]
 #[command(
     name = "deepcli",
     version,
     about = "Declarative reconciler and control plane for multi-agent chat hubs",
-    after_help = EXIT_CODES
+    after_help = AFTER_HELP
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -40,7 +59,11 @@ pub struct Cli {
     command: Command,
 }
 
+/// The flags every command takes, before or after its name. A command that does not read one
+/// of the two directories does not show it in its help ([`UNREAD`]), but accepts it: a wrapper
+/// or alias can pass the same flags to every command.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 struct GlobalArgs {
     /// The config directory holding agents.yaml, channels.yaml and bindings.yaml.
     #[arg(
@@ -51,10 +74,30 @@ struct GlobalArgs {
         value_name = "DIR"
     )]
     config: PathBuf,
-    /// The state directory [default: ~/.deepcli].
+    /// The state directory (state database, default workspaces, logs, trash) [default:
+    /// ~/.deepcli].
     #[arg(long, global = true, env = "DEEPCLI_STATE_DIR", value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// When to colour the output: auto colours a terminal, unless NO_COLOR is set or
+    /// CLICOLOR_FORCE forces it.
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto, value_name = "WHEN")]
+    color: Color,
+    /// Print only results and errors: no "Wrote …", "No changes", progress or notes.
+    #[arg(short, long, global = true)]
+    quiet: bool,
 }
+
+/// Commands that do not read a global directory flag: it is hidden from their help (and
+/// accepted, and ignored). By command path, then the flags' ids.
+const UNREAD: &[(&[&str], &[&str])] = &[
+    (&["status"], &["config"]),
+    (&["history"], &["config"]),
+    (&["state"], &["config"]),
+    (&["trash", "list"], &["config"]),
+    (&["access"], &["config"]),
+    (&["schema"], &["config", "state_dir"]),
+    (&["channels", "capabilities"], &["config", "state_dir"]),
+];
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -85,10 +128,10 @@ enum Command {
     /// Print the JSON Schema of one config file.
     Schema(schema::SchemaArgs),
     /// Manage agents and their bindings (edits agents.yaml and bindings.yaml losslessly).
-    #[command(subcommand, after_help = agents::MANAGE_EXIT_CODES)]
+    #[command(subcommand, after_help = emit::MANAGE_EXIT_CODES)]
     Agents(agents::AgentsCommand),
     /// Manage channel accounts (edits channels.yaml losslessly; references only).
-    #[command(subcommand, after_help = agents::MANAGE_EXIT_CODES)]
+    #[command(subcommand, after_help = emit::MANAGE_EXIT_CODES)]
     Channels(channels::ChannelsCommand),
     /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
     /// command: [deepcli, echo-agent]}`).
@@ -122,6 +165,7 @@ impl From<ExitStatus> for ExitCode {
 pub struct GlobalSettings {
     pub config_dir: PathBuf,
     pub load: LoadOptions,
+    pub(crate) output: Output,
 }
 
 impl GlobalSettings {
@@ -138,13 +182,58 @@ impl GlobalSettings {
         GlobalSettings {
             config_dir: args.config,
             load,
+            output: Output { quiet: args.quiet },
         }
+    }
+}
+
+/// The command tree `deepcli` parses with: [`Cli`]'s, with the global flags a command does not
+/// read hidden from its help.
+pub fn command() -> clap::Command {
+    let mut command = Cli::command();
+    for (path, ids) in UNREAD {
+        let hidden: Vec<clap::Arg> = command
+            .get_arguments()
+            .filter(|a| ids.contains(&a.get_id().as_str()))
+            .map(|a| a.clone().hide(true))
+            .collect();
+        // The subcommand's own copy, hidden: clap propagates a global flag only to commands
+        // that lack one, and the copy (global too) is what the command's subcommands get.
+        command = at(command, path, &|sub| {
+            hidden.iter().cloned().fold(sub, clap::Command::arg)
+        });
+    }
+    command
+}
+
+/// `command` with `change` applied to its subcommand at `path`.
+fn at(
+    command: clap::Command,
+    path: &[&str],
+    change: &dyn Fn(clap::Command) -> clap::Command,
+) -> clap::Command {
+    match path {
+        [] => change(command),
+        [name, rest @ ..] => command.mut_subcommand(name, |sub| at(sub, rest, change)),
     }
 }
 
 /// Parses the arguments; on bad ones (and `--help`, `--version`) prints and exits.
 pub fn parse() -> Cli {
-    Cli::parse()
+    let mut command = command();
+    let parsed = command
+        .try_get_matches_from_mut(std::env::args_os())
+        .and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches));
+    match parsed {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap answers these before the arguments are read: find --color for it alone.
+            if let Some(color) = Color::among(std::env::args_os()) {
+                color.apply();
+            }
+            e.format(&mut command).exit()
+        }
+    }
 }
 
 impl Cli {
@@ -159,6 +248,7 @@ impl Cli {
 
 /// Runs the parsed command.
 pub fn run(cli: Cli) -> ExitStatus {
+    cli.global.color.apply();
     let global = GlobalSettings::resolve(cli.global);
     match cli.command {
         Command::Validate(args) => validate::run(&global, args),

@@ -282,18 +282,25 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
     if let Some(saved) = &saved {
         saved.check_fresh(&plan)?;
     }
-    let mut out = anstream::stdout();
+    let output = global.output;
+    let mut out = output.answer();
+    let mut notes = output.note();
     if plan.is_empty() {
-        let _ = writeln!(out, "No changes: the live state matches the config.");
+        let _ = writeln!(notes, "No changes: the live state matches the config.");
         return Ok(ExitStatus::Success);
     }
+    let asks = !args.auto_approve && saved.is_none();
     if saved.is_none() || !args.auto_approve {
-        let _ = out.write_all(
-            render::human(&plan, &paths(global), &bindings_file(&desired), None).as_bytes(),
-        );
+        let text = render::human(&plan, &paths(global), &bindings_file(&desired), None);
+        // The plan is what the question asks about: --quiet does not hide it then.
+        let _ = if asks {
+            out.write_all(text.as_bytes())
+        } else {
+            notes.write_all(text.as_bytes())
+        };
     }
     apply::refuse_blocked(&plan)?;
-    if !args.auto_approve && saved.is_none() {
+    if asks {
         if !std::io::stdin().is_terminal() {
             let _ = writeln!(
                 anstream::stderr(),
@@ -310,7 +317,7 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
             return Ok(ExitStatus::Failure);
         }
     }
-    let terminal = std::io::stderr().is_terminal();
+    let terminal = std::io::stderr().is_terminal() && !output.quiet;
     let mut progress = |step: &str, i: usize, total: usize| {
         if terminal {
             let _ = writeln!(anstream::stderr(), "  [{i}/{total}] {step}");
@@ -329,13 +336,13 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
         .generation
         .map_or_else(String::new, |g| format!(", routing plan generation {g}"));
     let _ = writeln!(
-        out,
+        notes,
         "\nApplied: {add} added, {change} changed, {remove} removed (serial {}{generation}).",
         applied.serial
     );
     for (entry, root) in &applied.trashed {
         let _ = writeln!(
-            out,
+            notes,
             "Moved to trash: {} (undo: deepcli trash restore {entry})",
             root.join(entry).display()
         );

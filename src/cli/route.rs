@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::{ExitStatus, GlobalSettings};
 use crate::config::model::{DmScope, GroupScope};
+use crate::plural::plural;
 use crate::routing::plan::TierOutcome;
 use crate::routing::{Peer, RouteInput, RouteResult, RoutingPlan, batch, document};
 
@@ -184,8 +185,14 @@ fn batch(plan: &RoutingPlan) -> ExitStatus {
         Ok(done) if done.bad > 0 => {
             let _ = writeln!(
                 err,
-                "error: {} of {} lines were not route inputs (see the `error` lines)",
-                done.bad, done.lines
+                "error: {} of {} {} (see the `error` lines)",
+                done.bad,
+                plural(done.lines, "line", "lines"),
+                if done.bad == 1 {
+                    "was not a route input"
+                } else {
+                    "were not route inputs"
+                }
             );
             ExitStatus::Failure
         }
@@ -270,8 +277,7 @@ fn explain_human(
                     .map_or_else(String::new, |k| format!(" at `{k}`"));
                 let count = match candidates.len() {
                     0 => "no candidates".to_string(),
-                    1 => "1 candidate".to_string(),
-                    n => format!("{n} candidates"),
+                    n => plural(n, "candidate", "candidates"),
                 };
                 let _ = writeln!(out, "  {}. {tier:<22} {count}{at}", n + 1);
                 for &(b, verdict) in candidates {

@@ -15,8 +15,11 @@ pub struct SchemaArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum SchemaFile {
+    /// agents.yaml: agents, their identity, workspace, model and runtime.
     Agents,
+    /// channels.yaml: platform accounts and their credential references.
     Channels,
+    /// bindings.yaml: which agent answers which conversation.
     Bindings,
 }
 

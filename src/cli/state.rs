@@ -184,14 +184,14 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
                 Err(crate::apply::ApplyError::State(e)) => return state_error(&e),
                 Err(e) => return fail(e),
             };
-            let mut out = anstream::stdout();
+            let mut notes = global.output.note();
             for item in manifest.items.iter().filter(|i| i.moved) {
                 if let Some(line) = moved_item(item) {
-                    let _ = writeln!(out, "restored {line}");
+                    let _ = writeln!(notes, "restored {line}");
                 }
             }
             let _ = writeln!(
-                out,
+                notes,
                 "Agent `{}` is not in the live state: list it in agents.yaml again and apply to manage it.",
                 manifest.agent_id
             );

@@ -69,7 +69,9 @@ impl AccessArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
+    /// One line per event, for people.
     Human,
+    /// One JSON object per event, for log collectors.
     Json,
 }
 
@@ -80,11 +82,13 @@ pub struct StatusArgs {
     json: bool,
 }
 
-pub fn init_logging(format: LogFormat) {
+/// Logs to stderr: what RUST_LOG selects, else `info` (`warn` with --quiet), coloured as
+/// --color says.
+pub fn init_logging(format: LogFormat, output: super::Output) {
+    let default = if output.quiet { "warn" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    use std::io::IsTerminal;
-    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let colour = anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)
@@ -112,7 +116,7 @@ pub(super) fn async_runtime() -> Result<tokio::runtime::Runtime, ExitStatus> {
 }
 
 pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
-    init_logging(args.log_format);
+    init_logging(args.log_format, global.output);
     let runtime = match async_runtime() {
         Ok(runtime) => runtime,
         Err(status) => return status,

@@ -127,6 +127,7 @@ impl Change {
                 serde_json::from_str(&crate::report::json(&report)).unwrap_or_default();
             return Err(ManageError::Invalid {
                 errors: report.errors(),
+                edited: names,
                 rendered,
                 diagnostics,
             });

@@ -102,9 +102,15 @@ pub enum ManageError {
         hint: Option<String>,
     },
     /// The edit would make the config invalid; nothing was written.
-    #[error("the change would make the config invalid ({errors} errors); nothing was written")]
+    #[error(
+        "the change would make the config invalid ({}); nothing was written",
+        crate::plural::plural(*.errors, "error", "errors")
+    )]
     Invalid {
         errors: usize,
+        /// The files the edit changed (`bindings.yaml`): positions in them are those of the
+        /// would-be text, which was not written.
+        edited: Vec<String>,
         /// The diagnostics as `validate --format human` renders them (file:line:col).
         rendered: String,
         /// The diagnostics as `validate --format json` renders them.

@@ -8,6 +8,7 @@ use anstyle::{AnsiColor, Style};
 use serde_json::{Value, json};
 
 use super::{Action, FieldChange, FileState, Plan, RuntimeOp};
+use crate::plural::plural;
 
 const ADD: Style = AnsiColor::Green.on_default();
 const CHANGE: Style = AnsiColor::Yellow.on_default();
@@ -28,10 +29,6 @@ impl Paths<'_> {
             None => path.display().to_string(),
         }
     }
-}
-
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// `3 to add, 1 to change, 1 to remove (to trash)` or `no changes`.

@@ -205,3 +205,149 @@ fn inline_secrets_never_reach_the_output() {
         );
     }
 }
+
+/// The top-level help: commands, global options, exit codes. A flag without a description shows
+/// up here in review.
+#[test]
+fn help() {
+    let out = deepcli().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap());
+}
+
+/// One command's help: its own flags, then the global options it reads.
+#[test]
+fn help_agents_add() {
+    let out = deepcli()
+        .args(["agents", "add", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap());
+}
+
+/// Every command, flag and positional of `deepcli` has a description: `channels add
+/// --bot-token`, `agents add --workspace` and others had none.
+#[test]
+fn every_command_and_argument_has_help_text() {
+    let mut command = deepcli::cli_command();
+    command.build();
+    let mut missing = Vec::new();
+    undescribed(&command, "deepcli", &mut missing);
+    assert!(
+        missing.is_empty(),
+        "without help text:\n  {}",
+        missing.join("\n  ")
+    );
+}
+
+fn undescribed(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+    if command.get_about().is_none() && !command.is_hide_set() {
+        missing.push(path.to_string());
+    }
+    for arg in command.get_arguments().filter(|a| !a.is_hide_set()) {
+        let name = arg
+            .get_long()
+            .map(|l| format!("--{l}"))
+            .unwrap_or_else(|| format!("<{}>", arg.get_id()));
+        if arg.get_help().is_none() && arg.get_long_help().is_none() {
+            missing.push(format!("{path} {name}"));
+        }
+    }
+    for sub in command.get_subcommands() {
+        undescribed(sub, &format!("{path} {}", sub.get_name()), missing);
+    }
+}
+
+fn broken_human_with(args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = deepcli();
+    cmd.env_remove("CLICOLOR_FORCE")
+        .env_remove("CLICOLOR")
+        .args(["validate", "--config", "examples/broken"])
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    String::from_utf8(cmd.output().unwrap().stdout).unwrap()
+}
+
+/// `--color auto|always|never`; auto follows NO_COLOR and CLICOLOR_FORCE, the flag wins over
+/// both.
+#[test]
+fn color_flag_and_environment() {
+    let coloured = |s: &str| s.contains('\x1b');
+    assert!(!coloured(&broken_human_with(&[], &[])), "auto: a pipe");
+    assert!(coloured(&broken_human_with(
+        &[],
+        &[("CLICOLOR_FORCE", "1")]
+    )));
+    assert!(!coloured(&broken_human_with(
+        &[],
+        &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]
+    )));
+    assert!(coloured(&broken_human_with(&["--color", "always"], &[])));
+    assert!(coloured(&broken_human_with(
+        &["--color=always"],
+        &[("NO_COLOR", "1")]
+    )));
+    assert!(!coloured(&broken_human_with(
+        &["--color", "never"],
+        &[("CLICOLOR_FORCE", "1")]
+    )));
+    // clap's help is printed before the arguments are read; it follows the flag too.
+    let help = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = deepcli();
+        cmd.env_remove("CLICOLOR_FORCE").args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        String::from_utf8(cmd.output().unwrap().stdout).unwrap()
+    };
+    assert!(coloured(&help(&["--color", "always", "--help"], &[])));
+    assert!(!coloured(&help(
+        &["agents", "--help", "--color=never"],
+        &[("CLICOLOR_FORCE", "1")]
+    )));
+    deepcli()
+        .args(["--color", "sometimes", "schema", "agents"])
+        .assert()
+        .code(2);
+}
+
+/// A command that does not read a global directory flag does not show it (`status` reads no
+/// config, `schema` neither directory), and still accepts it, so that an alias can pass the
+/// same flags to every command.
+#[test]
+fn help_shows_only_the_global_flags_a_command_reads() {
+    let help = |args: &[&str]| {
+        let out = deepcli().args(args).arg("--help").output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let status = help(&["status"]);
+    assert!(!status.contains("--config"), "{status}");
+    assert!(status.contains("--state-dir"), "{status}");
+    assert!(status.contains("Global options:"), "{status}");
+    let export = help(&["state", "export"]);
+    assert!(!export.contains("--config"), "{export}");
+    let schema = help(&["schema"]);
+    assert!(
+        !schema.contains("--config") && !schema.contains("--state-dir"),
+        "{schema}"
+    );
+    assert!(
+        schema.contains("--quiet") && schema.contains("--color"),
+        "{schema}"
+    );
+    let restore = help(&["trash", "restore"]);
+    assert!(
+        restore.contains("--config"),
+        "restore reads the config: {restore}"
+    );
+    let out = deepcli()
+        .args([
+            "--config", "nowhere", "schema", "bindings", "--config", "nowhere",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -325,6 +325,33 @@ fn an_edit_that_would_be_invalid_is_refused_with_file_and_line() {
     assert_eq!(hub.files(), before);
 }
 
+/// The diagnostics of a refused edit point at the file as the command would have written it
+/// (bindings.yaml:19 is the appended binding, past the end of the file on disk): the output
+/// said nothing of it.
+#[test]
+fn a_refused_edit_says_its_positions_are_in_the_would_be_file() {
+    let hub = Hub::new();
+    let run = hub.run(&["agents", "add", "Ops", "--bind", "discord"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains(
+            "note: line numbers in agents.yaml and bindings.yaml are those of the files as this \
+             command would have written them, not as they are on disk"
+        ),
+        "{}",
+        run.stderr
+    );
+    let run = hub.run(&["agents", "bind", "main", "--bind", "discord"]);
+    assert!(
+        run.stderr.contains(
+            "note: line numbers in bindings.yaml are those of the file as this command would \
+             have written it, not as it is on disk"
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn dry_run_prints_the_diff_and_writes_nothing() {
     let hub = Hub::new();
@@ -997,4 +1024,294 @@ fn a_management_edit_keeps_the_files_mode() {
     assert!(hub.file("agents.yaml").contains("writer"));
     let mode = std::fs::metadata(&agents).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o664, "{mode:o}");
+}
+
+// ---- human output ----------------------------------------------------------------------------
+
+/// Runs each command on `hub` in turn and writes what a person sees: the command, its exit
+/// code, stdout and stderr.
+fn transcript(hub: &Hub, commands: &[&[&str]]) -> String {
+    let mut text = String::new();
+    for args in commands {
+        let run = hub.run(args);
+        text.push_str(&format!(
+            "$ deepcli {}\n[exit {}]\n",
+            args.join(" "),
+            run.code
+        ));
+        for (name, out) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+            if !out.is_empty() {
+                text.push_str(&format!("--- {name}\n{}", hub.scrub(out)));
+                if !out.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// What people read from every `agents …` command, dry runs included.
+#[test]
+fn agents_human_output() {
+    let hub = Hub::new();
+    insta::assert_snapshot!(transcript(
+        &hub,
+        &[
+            &["agents", "list"],
+            &["agents", "bindings"],
+            &["agents", "bindings", "--agent", "nobody"],
+            &["agents", "add", "Ops Bot", "--bind", "cli", "--dry-run"],
+            &["agents", "add", "Ops Bot", "--bind", "telegram:work"],
+            &["agents", "add", "Ops Bot"],
+            &[
+                "agents",
+                "set-identity",
+                "ops-bot",
+                "--name",
+                "Ops",
+                "--dry-run"
+            ],
+            &["agents", "set-identity", "ops-bot", "--name", "Ops"],
+            &["agents", "set-identity", "ops-bot", "--name", "Ops"],
+            &["agents", "bind", "ops-bot", "--bind", "cli", "--dry-run"],
+            &["agents", "bind", "ops-bot", "--bind", "cli"],
+            &[
+                "agents", "bind", "ops-bot", "--bind", "cli", "--bind", "telegram"
+            ],
+            &["agents", "bind", "ops-bot", "--bind", "discord"],
+            &[
+                "agents",
+                "unbind",
+                "helper",
+                "--bind",
+                "slack:acme",
+                "--bind",
+                "discord",
+                "--dry-run"
+            ],
+            &["agents", "unbind", "helper", "--bind", "telegram"],
+            &["agents", "delete", "helper", "--force", "--dry-run"],
+            &["agents", "delete", "ops-bot", "--force"],
+        ],
+    ));
+}
+
+/// What people read from every `channels …` command, dry runs included.
+#[test]
+fn channels_human_output() {
+    let hub = Hub::new();
+    insta::assert_snapshot!(transcript(
+        &hub,
+        &[
+            &["channels", "list"],
+            &["channels", "status"],
+            &["channels", "capabilities", "--channel", "slack"],
+            &["channels", "logs"],
+            &[
+                "channels",
+                "add",
+                "--channel",
+                "slack",
+                "--account",
+                "beta",
+                "--bot-token",
+                "env:SLACK_BETA",
+                "--dry-run"
+            ],
+            &[
+                "channels",
+                "add",
+                "--channel",
+                "discord",
+                "--account",
+                "guild",
+                "--token",
+                "env:DISCORD_GUILD"
+            ],
+            &[
+                "channels",
+                "add",
+                "--channel",
+                "discord",
+                "--account",
+                "other",
+                "--dry-run"
+            ],
+            &[
+                "channels",
+                "remove",
+                "--channel",
+                "telegram",
+                "--account",
+                "work",
+                "--dry-run"
+            ],
+            &["channels", "remove", "--channel", "cli"],
+        ],
+    ));
+}
+
+/// A count of one took a plural noun: "1 errors", "(1 bindings)", "1 agentToAgent.allow
+/// entries".
+#[test]
+fn a_count_of_one_takes_a_singular_noun() {
+    let hub = Hub::new();
+    let text = transcript(
+        &hub,
+        &[
+            &["channels", "list"],
+            &["agents", "bind", "main", "--bind", "discord"],
+            &["agents", "delete", "helper", "--force", "--dry-run"],
+        ],
+    );
+    for wrong in [
+        "1 errors",
+        "(1 bindings)",
+        "1 agentToAgent.allow entries",
+        "1 subagents.allowAgents entries",
+    ] {
+        assert!(!text.contains(wrong), "`{wrong}` in:\n{text}");
+    }
+    for right in [
+        "(1 error)",
+        "(1 binding)",
+        "1 agentToAgent.allow entry",
+        "1 subagents.allowAgents entry",
+    ] {
+        assert!(text.contains(right), "no `{right}` in:\n{text}");
+    }
+}
+
+/// Dry runs spoke in the past tense ("Removed agent …", "added: cli"): every line of a dry run
+/// says what would happen, the JSON says `dryRun: true`, and nothing is written.
+#[test]
+fn dry_runs_say_what_would_happen() {
+    let hub = Hub::new();
+    ok(&hub.run(&[
+        "channels",
+        "add",
+        "--channel",
+        "discord",
+        "--account",
+        "guild",
+    ]));
+    let before = hub.files();
+    let dry_runs: &[&[&str]] = &[
+        &["agents", "add", "Ops Bot", "--bind", "cli", "--dry-run"],
+        &[
+            "agents",
+            "set-identity",
+            "helper",
+            "--name",
+            "H",
+            "--dry-run",
+        ],
+        &["agents", "bind", "helper", "--bind", "cli", "--dry-run"],
+        &["agents", "unbind", "helper", "--all", "--dry-run"],
+        &["agents", "delete", "helper", "--force", "--dry-run"],
+        &[
+            "channels",
+            "add",
+            "--channel",
+            "slack",
+            "--account",
+            "beta",
+            "--dry-run",
+        ],
+        &[
+            "channels",
+            "add",
+            "--channel",
+            "discord",
+            "--account",
+            "other",
+            "--dry-run",
+        ],
+        &["channels", "remove", "--channel", "cli", "--dry-run"],
+    ];
+    for args in dry_runs {
+        let run = hub.run(args);
+        ok(&run);
+        let said: Vec<&str> = run.stdout.lines().filter(|l| !is_diff_line(l)).collect();
+        assert!(!said.is_empty(), "{args:?} says nothing but the diff");
+        for line in &said {
+            let lower = line.to_lowercase();
+            assert!(
+                lower.contains("would")
+                    || lower.starts_with("not bound")
+                    || lower.starts_with("already bound"),
+                "{args:?}: `{line}` does not say what would happen"
+            );
+        }
+        let mut json_args = args.to_vec();
+        json_args.push("--json");
+        let doc = hub.run(&json_args).json(&hub);
+        assert_eq!(doc["written"]["dryRun"], true, "{args:?}: {doc}");
+        assert!(doc["written"]["diff"].is_string(), "{args:?}: {doc}");
+        assert_eq!(hub.files(), before, "{args:?} wrote");
+    }
+}
+
+/// A line of a unified diff (`--- a/x`, `+++ b/x`, `@@ … @@`, ` `, `+`, `-`).
+fn is_diff_line(line: &str) -> bool {
+    line.starts_with("--- ")
+        || line.starts_with("+++ ")
+        || line.starts_with("@@ ")
+        || line.starts_with([' ', '+', '-'])
+        || line.is_empty()
+}
+
+/// `--quiet` silences what a command says about what it did ("Wrote …", "Added agent …",
+/// "No changes", apply's summary); answers (lists, JSON, --dry-run diffs) and errors stay.
+#[test]
+fn quiet_keeps_answers_and_errors_only() {
+    let hub = Hub::new();
+    let run = hub.run(&["--quiet", "agents", "add", "ops"]);
+    ok(&run);
+    assert_eq!(run.stdout, "", "a write says nothing");
+    assert!(hub.file("agents.yaml").contains("id: ops"));
+
+    let run = hub.run(&["agents", "bind", "ops", "--bind", "cli", "--dry-run", "-q"]);
+    ok(&run);
+    assert!(
+        run.stdout.starts_with("--- a/bindings.yaml\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.to_lowercase().contains("would"),
+        "only the diff: {}",
+        run.stdout
+    );
+
+    assert_eq!(
+        hub.run(&["agents", "list", "-q"]).stdout,
+        hub.run(&["agents", "list"]).stdout,
+        "a list is the answer"
+    );
+    let quiet = hub.run(&[
+        "agents", "bind", "ops", "--bind", "telegram", "--json", "-q",
+    ]);
+    let loud = hub.run(&["agents", "bind", "ops", "--bind", "telegram", "--json"]);
+    assert_eq!(
+        (quiet.code, &quiet.stdout),
+        (1, &loud.stdout),
+        "JSON unaffected"
+    );
+
+    let run = hub.run(&["agents", "bind", "nobody", "--bind", "cli", "-q"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("error: there is no agent `nobody`"),
+        "{}",
+        run.stderr
+    );
+
+    for _ in 0..2 {
+        let run = hub.run(&["apply", "--auto-approve", "--quiet"]);
+        ok(&run);
+        assert_eq!(run.stdout, "", "apply (then no changes) says nothing");
+    }
 }

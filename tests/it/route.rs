@@ -282,6 +282,18 @@ fn batch_routes_every_line_and_reports_bad_ones() {
     insta::assert_snapshot!(run.stdout);
 }
 
+/// One bad line of one was reported as "1 of 1 lines were not route inputs".
+#[test]
+fn batch_counts_one_bad_line_in_the_singular() {
+    let run = route_stdin(&["--config", FIXTURE, "--batch"], "not json\n");
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("1 of 1 line was not a route input"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// A large batch is answered in pieces on several threads: in order, with every bad line
 /// numbered where it is, as a small one is.
 #[test]
