@@ -587,8 +587,8 @@ impl Access {
                         .filter(|r| matches!(r.provenance, Provenance::Inbound | Provenance::Agent))
                         .collect();
                     notes.push(format!(
-                        "new runtime session {id} (the runtime cannot resume the old one): the last {} turns were given as context",
-                        turns.len()
+                        "new runtime session {id} (the runtime cannot resume the old one): the last {} given as context",
+                        crate::plural::plural(turns.len(), "turn was", "turns were")
                     ));
                     (id, context_prompt(&turns, text))
                 } else {
