@@ -421,10 +421,11 @@ impl Access {
         });
         if reply.is_none() {
             response["delivered"] = false.into();
-            response["note"] = match (kind, managed) {
-                (RuntimeKind::Acp, false) => "no runtime managed here: this process serves a routing plan only".into(),
-                (RuntimeKind::Process, _) => format!("agent `{agent_id}` runs a process runtime, which takes no prompts: no runtime managed here to deliver to").into(),
-                _ => format!("agent `{agent_id}` has runtime kind none: no runtime managed here; the route is the answer").into(),
+            response["note"] = match (managed, kind) {
+                // A standalone server knows the routes, not what runs the agents.
+                (false, _) => "this server runs no runtimes (standalone `deepcli access serve`): the route is the answer".into(),
+                (true, RuntimeKind::Process) => format!("agent `{agent_id}` runs a process runtime, which takes no prompts: nothing here to deliver to; the route is the answer").into(),
+                (true, _) => format!("agent `{agent_id}` has no runtime (runtime kind none): the route is the answer").into(),
             };
         }
         let sent = response.to_string();

@@ -204,7 +204,7 @@ fn a_signed_envelope_gets_a_reply_in_a_persistent_session() {
         other["note"]
             .as_str()
             .unwrap()
-            .contains("no runtime managed here")
+            .contains("has no runtime (runtime kind none)")
     );
     assert_ne!(other["sessionKey"], key);
 }
@@ -809,7 +809,8 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
     std::fs::write(config.join("channels.yaml"), channels).unwrap();
     std::fs::write(
         config.join("agents.yaml"),
-        "agents:\n  list:\n    - id: main\n    - id: ops\n",
+        // `ops` runs an ACP agent under `up`; a standalone server runs none.
+        "agents:\n  list:\n    - id: main\n    - id: ops\n      runtime: {kind: acp, command: [deepcli, echo-agent]}\n",
     )
     .unwrap();
     let write_bindings = |agent: &str| {
@@ -855,11 +856,10 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
         m["messageId"] = id.into();
         let (status, body) = inbound(addr, SECRET, &m);
         assert_eq!(status, 202, "{body}");
+        let note = body["note"].as_str().unwrap();
         assert!(
-            body["note"]
-                .as_str()
-                .unwrap()
-                .contains("no runtime managed here")
+            note.starts_with("this server runs no runtimes (standalone"),
+            "whatever the agent's runtime kind: {note}"
         );
         body["route"]["agentId"].as_str().unwrap().to_string()
     };
