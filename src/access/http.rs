@@ -33,6 +33,24 @@ pub fn router(access: Arc<Access>, token: Arc<str>) -> Router {
         .with_state(Ctx { access, token })
 }
 
+/// The answer to a path no endpoint serves: JSON, like every other refusal.
+pub(crate) async fn no_such_endpoint(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    json_response(
+        StatusCode::NOT_FOUND,
+        None,
+        json!({"error": format!("no endpoint `{method} {}`: see docs/access.md and docs/controller.md for the endpoints", uri.path())}),
+    )
+}
+
+/// The answer to a method an endpoint does not take.
+pub(crate) async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    json_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        None,
+        json!({"error": format!("`{}` does not take `{method}`: see docs/access.md and docs/controller.md", uri.path())}),
+    )
+}
+
 /// Compares in constant time (tokens, signatures).
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

@@ -719,8 +719,9 @@ fn as_duplicate(stored: &str) -> Value {
     v
 }
 
-/// Parses an envelope; a 400 names the field that is wrong. The route fields are read by
-/// [`RouteInput`] itself, so an unknown field is refused as it is by `route --batch`.
+/// Parses an envelope; a 400 names the field that is wrong. Unknown fields are refused (a typo
+/// does not pass silently) and reported together with the missing ones, each unknown one with
+/// the field it was probably meant to be.
 pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
     let refuse = |e: serde_json::Error| {
         let message = e.to_string();
@@ -737,6 +738,7 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
     };
     let mut fields: serde_json::Map<String, Value> =
         serde_json::from_slice(body).map_err(refuse)?;
+    check_field_names(&fields)?;
     let own: serde_json::Map<String, Value> = MESSAGE_FIELDS
         .iter()
         .filter_map(|k| Some((k.to_string(), fields.remove(*k)?)))
@@ -757,6 +759,39 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
         message_id: message.message_id,
         sender: message.sender,
         text: message.text,
+    })
+}
+
+/// Every unknown and every missing field of an envelope, in one refusal.
+fn check_field_names(fields: &serde_json::Map<String, Value>) -> Result<(), AccessError> {
+    const REQUIRED: [&str; 3] = ["channel", "messageId", "text"];
+    let known = || input::ROUTE_INPUT_FIELDS.iter().chain(&MESSAGE_FIELDS).copied();
+    let mut problems = Vec::new();
+    let mut first = None;
+    for name in fields.keys().filter(|k| !known().any(|f| f == k.as_str())) {
+        // Only a field the envelope lacks can be what a typo meant.
+        let meant = crate::suggest::closest(name, known().filter(|f| !fields.contains_key(*f)));
+        problems.push(match meant {
+            Some(meant) => format!("unknown field `{name}` (did you mean `{meant}`?)"),
+            None => format!("unknown field `{name}`"),
+        });
+        first.get_or_insert_with(|| name.clone());
+    }
+    for name in REQUIRED.iter().filter(|f| !fields.contains_key(**f)) {
+        problems.push(format!("missing field `{name}`"));
+        first.get_or_insert_with(|| name.to_string());
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let all: Vec<String> = known().map(|f| format!("`{f}`")).collect();
+    Err(AccessError::BadEnvelope {
+        message: format!(
+            "{}; an envelope's fields are {}",
+            problems.join("; "),
+            all.join(", ")
+        ),
+        field: first,
     })
 }
 

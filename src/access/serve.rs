@@ -119,7 +119,9 @@ pub async fn run(
             access: access.clone(),
             token: token.clone(),
         })
-        .merge(super::http::router(access.clone(), token));
+        .merge(super::http::router(access.clone(), token))
+        .fallback(super::http::no_such_endpoint)
+        .method_not_allowed_fallback(super::http::wrong_method);
     let idle = access.settings.idle_timeout;
     let watcher = tokio::spawn(watch(plan, access));
     let stop = async {

@@ -106,7 +106,9 @@ pub(super) async fn serve(
         .merge(crate::access::http::router(
             shared.access.clone(),
             Arc::from(shared.token.as_str()),
-        ));
+        ))
+        .fallback(crate::access::http::no_such_endpoint)
+        .method_not_allowed_fallback(crate::access::http::wrong_method);
     let stop = async move {
         let _ = shutdown.wait_for(|stop| *stop).await;
     };

@@ -84,6 +84,19 @@ impl serde::de::Visitor<'_> for StringOrInteger {
     }
 }
 
+/// The JSON fields of a [`RouteInput`], as it reads them (a test holds the list to the type).
+pub const ROUTE_INPUT_FIELDS: [&str; 9] = [
+    "channel",
+    "accountId",
+    "peer",
+    "parentPeer",
+    "guildId",
+    "teamId",
+    "memberRoleIds",
+    "dmScope",
+    "groupScope",
+];
+
 /// An inbound message's routing facts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -323,6 +336,21 @@ mod tests {
         );
         assert!(id("null").is_err());
         assert!(id("[1]").is_err());
+    }
+
+    #[test]
+    fn route_input_fields_are_the_fields_it_reads() {
+        for field in ROUTE_INPUT_FIELDS {
+            let refused = serde_json::from_str::<RouteInput>(&format!(r#"{{"{field}": 1}}"#))
+                .unwrap_err()
+                .to_string();
+            assert!(!refused.contains("unknown field"), "{field}: {refused}");
+        }
+        let refused = serde_json::from_str::<RouteInput>(r#"{"channel": "x", "other": 1}"#)
+            .unwrap_err()
+            .to_string();
+        let expected = ROUTE_INPUT_FIELDS.map(|f| format!("`{f}`")).join(", ");
+        assert!(refused.contains(&expected), "{refused}");
     }
 
     #[test]

@@ -1204,3 +1204,34 @@ fn a_caller_that_hangs_up_does_not_strand_its_delivery() {
     assert_eq!(status, 504, "the first delivery's outcome: {again}");
     assert_eq!(again["cancelled"], true, "{again}");
 }
+
+/// Every refusal is JSON, unknown paths and methods too; a misspelt field is named as unknown
+/// (with what it was probably meant to be) beside the field it leaves missing, and the valid
+/// fields are all listed.
+#[test]
+fn refusals_are_json_and_name_every_wrong_field() {
+    let up = two_accounts(|_| {});
+    let (status, _, body) = call(up.addr, "GET", "/v1/nothing-here", &[], b"");
+    assert_eq!(status, 404);
+    assert!(
+        body["error"].as_str().unwrap().contains("/v1/nothing-here"),
+        "{body}"
+    );
+    let (status, _, body) = call(up.addr, "GET", "/v1/inbound", &[], b"");
+    assert_eq!(status, 405);
+    assert!(body["error"].as_str().unwrap().contains("GET"), "{body}");
+
+    let typo = json!({"channel": "slack", "messageId": "m", "txt": "hello"});
+    let (status, body) = inbound(up.addr, SECRET, &typo);
+    assert_eq!(status, 400, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains("unknown field `txt` (did you mean `text`?)")
+            && error.contains("missing field `text`"),
+        "{error}"
+    );
+    for field in ["threadId", "messageId", "sender", "text", "peer", "groupScope"] {
+        assert!(error.contains(&format!("`{field}`")), "{field} listed: {error}");
+    }
+    assert_eq!(body["field"], "txt");
+}
