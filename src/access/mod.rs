@@ -765,7 +765,12 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
 /// Every unknown and every missing field of an envelope, in one refusal.
 fn check_field_names(fields: &serde_json::Map<String, Value>) -> Result<(), AccessError> {
     const REQUIRED: [&str; 3] = ["channel", "messageId", "text"];
-    let known = || input::ROUTE_INPUT_FIELDS.iter().chain(&MESSAGE_FIELDS).copied();
+    let known = || {
+        input::ROUTE_INPUT_FIELDS
+            .iter()
+            .chain(&MESSAGE_FIELDS)
+            .copied()
+    };
     let mut problems = Vec::new();
     let mut first = None;
     for name in fields.keys().filter(|k| !known().any(|f| f == k.as_str())) {

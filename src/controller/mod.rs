@@ -544,6 +544,13 @@ async fn apply_planned(
         }
     };
     stages.done("apply");
+    for (entry, root) in &applied.trashed {
+        tracing::info!(
+            path = %root.join(entry).display(),
+            restore = %format!("deepcli trash restore {entry}"),
+            "an agent's files moved to trash"
+        );
+    }
     let config_hash = desired.config_hash.clone();
     // The generation in force: the one just published, else the one the state had (a
     // restart on applied state publishes nothing and still serves it).

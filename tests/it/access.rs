@@ -1230,8 +1230,18 @@ fn refusals_are_json_and_name_every_wrong_field() {
             && error.contains("missing field `text`"),
         "{error}"
     );
-    for field in ["threadId", "messageId", "sender", "text", "peer", "groupScope"] {
-        assert!(error.contains(&format!("`{field}`")), "{field} listed: {error}");
+    for field in [
+        "threadId",
+        "messageId",
+        "sender",
+        "text",
+        "peer",
+        "groupScope",
+    ] {
+        assert!(
+            error.contains(&format!("`{field}`")),
+            "{field} listed: {error}"
+        );
     }
     assert_eq!(body["field"], "txt");
 }

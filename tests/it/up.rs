@@ -404,6 +404,11 @@ fn logs_are_json_lines_with_log_format_json() {
         cmd.arg("--log-format").arg("json").stderr(log);
     });
     up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    // A deleted agent: where its files went and how to get them back are in the log.
+    up.write_by_rename("agents.yaml", "agents:\n  list:\n    - id: main\n");
+    up.wait_for("ops deleted", |s| {
+        s["agents"].as_array().is_some_and(|a| a.len() == 1)
+    });
     assert!(up.terminate().success());
     let text = std::fs::read_to_string(stderr.path()).unwrap();
     let lines: Vec<Value> = text
@@ -417,6 +422,22 @@ fn logs_are_json_lines_with_log_format_json() {
     for want in ["deepcli up", "applied", "deepcli up: stopped"] {
         assert!(messages.contains(&want), "{want:?} not in {messages:?}");
     }
+    let trashed = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "an agent's files moved to trash")
+        .unwrap_or_else(|| panic!("no trash line in {messages:?}"));
+    let restore = trashed["fields"]["restore"].as_str().unwrap();
+    assert!(
+        restore.starts_with("deepcli trash restore ops-"),
+        "{trashed}"
+    );
+    assert!(
+        trashed["fields"]["path"]
+            .as_str()
+            .unwrap()
+            .contains("/trash/ops-"),
+        "{trashed}"
+    );
     assert!(lines.iter().all(|l| l["level"].is_string()));
 }
 
