@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use super::{Access, AccessError, Unauthenticated};
+use super::{Access, AccessError, Caller, Unauthenticated};
 use crate::routing::RouteInput;
 
 pub const GENERATION_HEADER: &str = "x-deepcli-plan-generation";
@@ -28,6 +28,7 @@ struct Ctx {
 pub fn router(access: Arc<Access>, token: Arc<str>) -> Router {
     Router::new()
         .route("/v1/inbound", post(inbound))
+        .route("/v1/send", post(operator_send))
         .route("/v1/route", post(route))
         .route("/v1/plan", get(plan))
         .with_state(Ctx { access, token })
@@ -165,7 +166,26 @@ fn refusal(e: &AccessError) -> (StatusCode, Value) {
 /// What an unauthenticated caller is told when the envelope's account did not verify it.
 const NOT_VERIFIED: &str = "wrong `X-Deepcli-Signature`: it does not verify with the webhookSecret of the channel account the envelope names (the operator's log says why)";
 
+/// `POST /v1/inbound`: an envelope signed by its channel account.
 async fn inbound(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
+    let signature = headers
+        .get(SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    answer_envelope(&cx, body, Caller::Signed(signature.as_deref())).await
+}
+
+/// `POST /v1/send`: an envelope the operator hands in (`deepcli inbound send`), authenticated
+/// by the operator token instead of the account's signature.
+async fn operator_send(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
+    if let Err(denied) = operator(&cx.token, &headers) {
+        cx.access.metrics.request("send", 401);
+        return denied;
+    }
+    answer_envelope(&cx, body, Caller::Operator).await
+}
+
+async fn answer_envelope(cx: &Ctx, body: Body, caller: Caller<'_>) -> Response {
     let access = &cx.access;
     let mut bytes = axum::body::Bytes::new();
     let settings = &access.settings;
@@ -174,8 +194,7 @@ async fn inbound(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Respo
             Err(e) => (None, Err(e)),
             Ok(read) => {
                 bytes = read;
-                let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
-                access.inbound(&bytes, signature).await
+                access.inbound(&bytes, caller).await
             }
         };
     let (status, body, line) = match outcome {
@@ -202,12 +221,20 @@ async fn inbound(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Respo
             (status, body, line)
         }
         Err(e) => {
-            let (status, body) = refusal(&e);
+            let (status, mut body) = refusal(&e);
+            // The operator is told the whole reason an unauthenticated caller is not.
+            if let Caller::Operator = caller {
+                body["error"] = e.to_string().into();
+            }
             // The log says it all: which account, and why it did not verify.
             (status, body, format!("{} {e}", status.as_u16()))
         }
     };
-    access.metrics.request("inbound", status.as_u16());
+    let endpoint = match caller {
+        Caller::Signed(_) => "inbound",
+        Caller::Operator => "send",
+    };
+    access.metrics.request(endpoint, status.as_u16());
     // Logged on the channel the body names (a refusal's body may not name one).
     let channel = match body["route"]["channel"].as_str() {
         Some(channel) => Some(channel.to_string()),

@@ -218,33 +218,32 @@ impl Access {
         self.plan().ok_or(AccessError::NoPlan)
     }
 
-    /// Handles one envelope: authenticate, route, deliver, record. `signature` is the
-    /// `X-Deepcli-Signature` header.
+    /// Handles one envelope: authenticate, route, deliver, record.
     pub async fn inbound(
         self: &Arc<Self>,
         body: &[u8],
-        signature: Option<&str>,
+        caller: Caller<'_>,
     ) -> (Option<u64>, Outcome) {
         let plan = match self.current() {
             Ok(plan) => plan,
             Err(e) => return (None, Err(e)),
         };
         let generation = Some(plan.generation);
-        (generation, self.inbound_with(&plan, body, signature).await)
+        (generation, self.inbound_with(&plan, body, caller).await)
     }
 
     async fn inbound_with(
         self: &Arc<Self>,
         plan: &Arc<AccessPlan>,
         body: &[u8],
-        signature: Option<&str>,
+        caller: Caller<'_>,
     ) -> Outcome {
         let envelope = parse_envelope(body)?;
         let result = plan.routing.resolve(&envelope.route);
         // The account decides who may speak for it. The route is pure and only names the
         // account (normalized as the router does); nothing is counted, recorded or delivered
         // before the account has authenticated the call.
-        authenticate(plan, &envelope.route, &result, body, signature)?;
+        authenticate(plan, &envelope.route, &result, body, caller)?;
         let route = self.route(plan, &envelope.route, result).await?;
         self.metrics.route(route.matched_by());
         let key = DeliveryKey::of(&envelope, &route.result);
@@ -800,14 +799,24 @@ fn check_field_names(fields: &serde_json::Map<String, Value>) -> Result<(), Acce
     })
 }
 
+/// Who hands an envelope in.
+#[derive(Debug, Clone, Copy)]
+pub enum Caller<'a> {
+    /// A platform (or its adapter), with the `X-Deepcli-Signature` header it sent, if any.
+    Signed(Option<&'a str>),
+    /// The operator, authenticated by the operator token (`deepcli inbound send`): speaks for
+    /// any declared, enabled account without its secret.
+    Operator,
+}
+
 /// Lets an envelope in: its channel account (the one the route names) is declared, verifies
-/// the signature, and is enabled.
+/// the signature (unless the operator hands it in), and is enabled.
 fn authenticate(
     plan: &AccessPlan,
     input: &RouteInput,
     result: &crate::routing::RouteResult,
     body: &[u8],
-    signature: Option<&str>,
+    caller: Caller<'_>,
 ) -> Result<(), AccessError> {
     let channel = ids::channel(&input.channel).into_owned();
     let account_id = result.account_id.to_string();
@@ -819,8 +828,10 @@ fn authenticate(
             },
         ));
     };
-    verify_signature(account, (&channel, &account_id), body, signature)
-        .map_err(AccessError::Unauthenticated)?;
+    if let Caller::Signed(signature) = caller {
+        verify_signature(account, (&channel, &account_id), body, signature)
+            .map_err(AccessError::Unauthenticated)?;
+    }
     if !account.enabled {
         return Err(AccessError::Disabled {
             channel,

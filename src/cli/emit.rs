@@ -134,7 +134,7 @@ pub(crate) fn fail(e: &ManageError) -> ExitStatus {
     }
 }
 
-fn print_json<T: Serialize>(value: &T) {
+pub(super) fn print_json<T: Serialize>(value: &T) {
     let _ = writeln!(
         std::io::stdout().lock(),
         "{}",

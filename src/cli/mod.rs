@@ -7,6 +7,7 @@ mod access;
 mod agents;
 mod channels;
 mod emit;
+mod inbound;
 mod output;
 mod plan;
 mod route;
@@ -111,6 +112,9 @@ enum Command {
     Access(access::AccessCommand),
     /// The controller's status, or the state's when no controller runs.
     Status(up::StatusArgs),
+    /// Messages into the hub through the running controller (`inbound send`).
+    #[command(subcommand)]
+    Inbound(inbound::InboundCommand),
     /// Show what `apply` would change: the config against the live state.
     Plan(Box<plan::PlanArgs>),
     /// Converge the world to the config: workspaces, trash moves, routing plan.
@@ -254,6 +258,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Validate(args) => validate::run(&global, args),
         Command::Up(args) => up::up(&global, args),
         Command::Status(args) => up::status(&global, args),
+        Command::Inbound(command) => inbound::run(&global, command),
         Command::Access(command) => access::run(&global, command),
         Command::Plan(args) => plan::plan(&global, *args),
         Command::Apply(args) => plan::apply(&global, args),

@@ -74,7 +74,7 @@ pub struct RouteArgs {
     plan: Option<PathBuf>,
 }
 
-fn parse_peer(text: &str) -> Result<Peer, String> {
+pub(crate) fn parse_peer(text: &str) -> Result<Peer, String> {
     match text.split_once(':') {
         Some((kind, id)) if !kind.trim().is_empty() => Ok(Peer {
             kind: kind.to_string(),

@@ -1245,3 +1245,64 @@ fn refusals_are_json_and_name_every_wrong_field() {
     }
     assert_eq!(body["field"], "txt");
 }
+
+/// The README's second terminal: with nothing but `deepcli up` on the quickstart running (no
+/// webhook secret set anywhere), `deepcli inbound send` reaches the echo agent through the
+/// controller and prints its reply. Without a controller it says how to start one.
+#[test]
+fn inbound_send_reaches_the_agent_through_the_running_controller() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let up = Up::start_config(
+        &read("agents.yaml"),
+        &read("channels.yaml"),
+        &read("bindings.yaml"),
+        |cmd| {
+            cmd.env_remove("DEEPCLI_WEBHOOK_SECRET");
+        },
+    );
+    up.wait_for("research ready", |s| {
+        Up::runtime(s, "research").is_some_and(|r| r["status"] == "ready")
+    });
+    let send = |state: &Path, args: &[&str]| {
+        std::process::Command::new(crate::common::bin())
+            .args(["--state-dir", state.to_str().unwrap(), "inbound", "send"])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("DEEPCLI_OPERATOR_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let out = send(
+        &up.state,
+        &[
+            "--channel",
+            "telegram",
+            "--peer",
+            "group:-1001234567890",
+            "hello there",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("agent research"), "{stdout}");
+    assert!(stdout.contains("echo: hello there"), "{stdout}");
+
+    // An undeclared channel is refused as the API refuses it: exit 1, the reason said.
+    let out = send(&up.state, &["--channel", "telegarm", "hi"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown channel account `telegarm/default`"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let nowhere = tempfile::tempdir().unwrap();
+    let out = send(nowhere.path(), &["--channel", "telegram", "hi"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("deepcli up"));
+}
