@@ -8,6 +8,7 @@ pub mod document;
 pub mod explain;
 mod index;
 pub mod input;
+mod json;
 pub mod plan;
 pub mod scope;
 pub mod session;
