@@ -14,6 +14,7 @@ pub mod scope;
 pub mod session;
 pub mod shared_str;
 
+pub use index::IndexError;
 pub use input::{Peer, RouteInput, RouteResult};
 pub use plan::{Explanation, MatchedBy, RoutingPlan};
 pub use shared_str::SharedStr;
