@@ -57,7 +57,8 @@ fn resolve(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     for bindings in [1_000usize, 100_000] {
         let loaded = load(bindings);
-        let plan = RoutingPlan::compile(&loaded.config);
+        let plan =
+            RoutingPlan::compile(&loaded.config).expect("the generated config fits the index");
         drop(loaded);
         let mixed = mixed_inputs(&plan, INPUTS);
         check_coverage(&plan, &mixed);

@@ -80,7 +80,7 @@ fn measure(bindings: usize) -> Result<(), String> {
     }
 
     let live0 = GLOBAL.allocated();
-    let plan = RoutingPlan::compile(&loaded.config);
+    let plan = RoutingPlan::compile(&loaded.config).map_err(|e| e.to_string())?;
     let plan_bytes = (GLOBAL.allocated() - live0) as u64;
     assert_eq!(
         plan.bindings.len(),
@@ -127,7 +127,7 @@ fn compile_dir(dir: &Path) -> Result<RoutingPlan, String> {
     if let Some(d) = loaded.diagnostics.iter().find(|d| d.is_error()) {
         return Err(format!("{} does not load: {d:?}", dir.display()));
     }
-    Ok(RoutingPlan::compile(&loaded.config))
+    RoutingPlan::compile(&loaded.config).map_err(|e| e.to_string())
 }
 
 /// Writes the plan of `dir` as `deepcli apply` would (generation 1), for `route --plan`.

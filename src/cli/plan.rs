@@ -149,6 +149,10 @@ where
             ExitStatus::Failure
         }
         PrepareError::State(e) => state_error(&e),
+        PrepareError::Routing(e) => {
+            let _ = writeln!(err, "error: {e}; nothing was changed");
+            ExitStatus::Failure
+        }
     })
 }
 

@@ -174,7 +174,10 @@ fn load_plan(
         RoutingPlan::compile,
     )?;
     crate::threads::drop_in_background(report);
-    Ok(plan)
+    plan.map_err(|e| {
+        let _ = writeln!(err, "error: {e}");
+        ExitStatus::Failure
+    })
 }
 
 /// JSON lines on stdin answered on stdout ([`batch::run`]); a bad line is an answer, the exit

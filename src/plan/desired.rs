@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use crate::config::model::{BindingSpec, BindingType, RuntimeKind};
 use crate::config::{Config, FileKind};
-use crate::routing::RoutingPlan;
 use crate::routing::document::PlanBody;
 use crate::routing::scope::Scope;
+use crate::routing::{IndexError, RoutingPlan};
 use crate::state::{AccountRecord, BindingRecord, JsonText};
 use crate::{hash, workspace};
 
@@ -63,12 +63,13 @@ pub struct Desired {
 }
 
 impl Desired {
-    /// Everything `plan` needs from a config that validated without errors.
-    pub fn from_config(config: &Config) -> Desired {
-        Desired {
+    /// Everything `plan` needs from a config that validated without errors. Refused only for
+    /// bindings that outgrow the routing index.
+    pub fn from_config(config: &Config) -> Result<Desired, IndexError> {
+        Ok(Desired {
             agents: Desired::agents(config),
-            ..Desired::without_agents(config)
-        }
+            ..Desired::without_agents(config)?
+        })
     }
 
     /// The agents part of [`Desired::from_config`], which is what observing the world needs:
@@ -120,7 +121,7 @@ impl Desired {
     }
 
     /// [`Desired::from_config`] with no agents.
-    pub fn without_agents(config: &Config) -> Desired {
+    pub fn without_agents(config: &Config) -> Result<Desired, IndexError> {
         let accounts = config
             .channels
             .iter()
@@ -173,7 +174,7 @@ impl Desired {
             })
             .collect();
 
-        let routing = RoutingPlan::compile(config);
+        let routing = RoutingPlan::compile(config)?;
         // The published plan: the compiled one plus the accounts the Access layer needs.
         let mut routing_body = routing.to_body();
         routing_body.accounts = crate::routing::document::StoredAccount::all_of(config);
@@ -185,7 +186,7 @@ impl Desired {
             routing_body.bindings_file = path.display().to_string();
         }
         let routing_hash = routing_body.hash();
-        Desired {
+        Ok(Desired {
             config_hash: config.sources.hash(),
             agents: Vec::new(),
             accounts,
@@ -194,7 +195,7 @@ impl Desired {
             routing_body,
             routing_hash,
             routing_document: None,
-        }
+        })
     }
 
     /// `routing-plan.json` as published as `generation`: the one rendered ahead, if it was

@@ -70,6 +70,9 @@ pub enum PrepareError {
     Rejected(Box<Report>),
     #[error(transparent)]
     State(#[from] StateError),
+    /// The config is valid but its bindings outgrow the routing index.
+    #[error(transparent)]
+    Routing(#[from] crate::routing::IndexError),
 }
 
 /// Plans `inputs`.
@@ -121,7 +124,7 @@ where
             if !report.is_valid() {
                 return Err(PrepareError::Rejected(Box::new(report)));
             }
-            let desired = Desired::from_config(&report.config);
+            let desired = Desired::from_config(&report.config)?;
             let world = observe(&desired.agents, &live);
             (report, desired, world)
         }
@@ -139,9 +142,13 @@ where
                 )
             });
             match made {
-                Some((mut desired, world)) if report.is_valid() => {
+                Some((Ok(mut desired), world)) if report.is_valid() => {
                     desired.agents = agents;
                     (report, desired, world)
+                }
+                Some((Err(e), world)) if report.is_valid() => {
+                    threads::drop_in_background((live, world, agents));
+                    return Err(PrepareError::Routing(e));
                 }
                 made => {
                     threads::drop_in_background((live, made, agents));

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::index::IndexError;
 use super::plan::{AcpBinding, BindingRef, CompiledBinding, PlanAgent, PlanParts, RoutingPlan};
 use super::scope::{AccountPattern, PeerPattern, Scope};
 use super::session::SessionSettings;
@@ -166,6 +167,8 @@ pub enum PlanError {
     },
     #[error("{0}")]
     Plan(String),
+    #[error(transparent)]
+    Index(#[from] IndexError),
 }
 
 /// A document as written to disk: pretty JSON with a final newline.
@@ -481,7 +484,7 @@ impl PlanDocument {
                 session,
                 acp: acp_bindings,
             },
-        ))
+        )?)
     }
 }
 

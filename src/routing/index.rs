@@ -18,6 +18,10 @@
 //! the message's guild and team and at those without either. `--explain` walks the whole tier,
 //! so that it shows every binding that did not match and why.
 //!
+//! Index numbers (binding positions, symbols, runs) are `u32`, and a place is a context and a
+//! slot packed into one: only [`PlaceKey`] and [`IndexKey`] know the packing. Building refuses
+//! a plan that outgrows them with an [`IndexError`].
+//!
 //! Must not decide anything: the walk over the tiers is `plan.rs`.
 
 use rustc_hash::FxHashMap as HashMap;
@@ -30,11 +34,8 @@ use crate::ids::{self, DEFAULT_ACCOUNT, PeerClass};
 
 /// An interned id of the bindings' matches.
 pub(super) type Sym = u32;
-/// "No constraint" in an [`Entry`].
+/// "No constraint" in an [`Entry`]. [`number`] never gives it, so no id is interned as it.
 const UNSET: Sym = Sym::MAX;
-
-/// A context: one channel with one account pattern.
-type ContextId = u32;
 
 /// A run of [`TierIndex::lists`]; a run of one holds its binding position itself in `start`,
 /// so the most common list costs no second read.
@@ -42,6 +43,143 @@ type ContextId = u32;
 struct Run {
     start: u32,
     len: u32,
+}
+
+/// Why a plan cannot be indexed: it has more of something than the index's fixed-width numbers
+/// can count. Index numbers are `u32` (and a context shares one with a slot), which keeps an
+/// entry and an id's record small. Config files are too small to come near (16 MiB at most), but
+/// a saved plan has no such bound.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the routing index holds at most {limit} {what}; this plan has more")]
+pub struct IndexError {
+    what: Counted,
+    limit: u64,
+}
+
+/// What an [`IndexError`] ran out of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    Bindings,
+    ChannelAccounts,
+    Ids,
+    Agents,
+    Roles,
+    ListEntries,
+    Files,
+}
+
+impl std::fmt::Display for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Counted::Bindings => "route bindings",
+            Counted::ChannelAccounts => {
+                "channel accounts in bindings (a channel with one `accountId`, or with `*`)"
+            }
+            Counted::Ids => "distinct peer, guild, team and role ids in bindings",
+            Counted::Agents => "agents named by bindings",
+            Counted::Roles => "role ids over all bindings",
+            Counted::ListEntries => "entries in its binding lists",
+            Counted::Files => "binding files",
+        })
+    }
+}
+
+/// The most of anything the index numbers with a `u32`: numbers stop one short of `u32::MAX`,
+/// which stays free for [`UNSET`].
+const U32_NUMBERS: usize = u32::MAX as usize;
+
+/// `n` as an index number (a position, a length or a symbol), if it is one.
+fn number(n: usize, what: Counted) -> Result<u32, IndexError> {
+    if n < U32_NUMBERS {
+        // Below `u32::MAX`, so exact.
+        Ok(n as u32)
+    } else {
+        Err(IndexError {
+            what,
+            limit: U32_NUMBERS as u64,
+        })
+    }
+}
+
+/// A context: one channel with one account pattern. Below [`ContextId::LIMIT`], so that a
+/// [`PlaceKey`] holds it with a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct ContextId(u32);
+
+impl ContextId {
+    const LIMIT: usize = 1 << (u32::BITS - PlaceKey::SLOT_BITS);
+
+    fn new(n: usize) -> Result<ContextId, IndexError> {
+        if n < ContextId::LIMIT {
+            // Below 2^28, so exact.
+            Ok(ContextId(n as u32))
+        } else {
+            Err(IndexError {
+                what: Counted::ChannelAccounts,
+                limit: ContextId::LIMIT as u64,
+            })
+        }
+    }
+
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Where a keyed list sits, a context and a slot, in one `u32` (the context above 4 bits of
+/// slot): an id's record holds its only place inline, and a spilled id's places are ordered
+/// and searched by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct PlaceKey(u32);
+
+impl PlaceKey {
+    const SLOT_BITS: u32 = 4;
+    /// The key of an id no list is keyed on (a role, say).
+    const NONE: PlaceKey = PlaceKey(u32::MAX);
+    /// The key of an id keyed on in several places: its record's run is a run of
+    /// [`TierIndex::places`].
+    const SPILLED: PlaceKey = PlaceKey(u32::MAX - 1);
+
+    const fn encode(context: ContextId, slot: Slot) -> PlaceKey {
+        PlaceKey((context.0 << PlaceKey::SLOT_BITS) | slot.number())
+    }
+
+    fn context(self) -> ContextId {
+        ContextId(self.0 >> PlaceKey::SLOT_BITS)
+    }
+
+    /// The slot's bit in [`Context::keyed`].
+    fn slot_bit(self) -> u16 {
+        1 << (self.0 & ((1 << PlaceKey::SLOT_BITS) - 1))
+    }
+}
+
+// Every slot fits its bits, and no encoded key is a sentinel.
+const _: () = {
+    assert!(Slot::MAX_NUMBER < 1 << PlaceKey::SLOT_BITS);
+    assert!(Slot::MAX_NUMBER < u16::BITS);
+    let last = ContextId((ContextId::LIMIT - 1) as u32);
+    assert!(PlaceKey::encode(last, Slot::Team).0 < PlaceKey::SPILLED.0);
+};
+
+/// An id and one of its places in one `u64`, the id above: sorting keys groups the places of
+/// one id together, in place-key order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct IndexKey(u64);
+
+impl IndexKey {
+    fn encode(sym: Sym, place: PlaceKey) -> IndexKey {
+        IndexKey((u64::from(sym) << 32) | u64::from(place.0))
+    }
+
+    fn sym(self) -> Sym {
+        (self.0 >> 32) as Sym
+    }
+
+    fn place(self) -> PlaceKey {
+        // The low half, by construction.
+        PlaceKey(self.0 as u32)
+    }
 }
 
 /// The keyed lists of a context, by what they are keyed on.
@@ -59,16 +197,22 @@ pub(super) enum Slot {
 }
 
 impl Slot {
-    fn number(self) -> u64 {
-        let class = |c: PeerClass| c as u64;
+    const MAX_NUMBER: u32 = 8;
+
+    const fn number(self) -> u32 {
         match self {
-            Slot::Peer(c) => class(c),
-            Slot::WildcardGuild(c) => 2 + class(c),
-            Slot::WildcardTeam(c) => 4 + class(c),
+            Slot::Peer(c) => c as u32,
+            Slot::WildcardGuild(c) => 2 + c as u32,
+            Slot::WildcardTeam(c) => 4 + c as u32,
             Slot::GuildRoles => 6,
             Slot::Guild => 7,
-            Slot::Team => 8,
+            Slot::Team => Slot::MAX_NUMBER,
         }
+    }
+
+    /// The slot's bit in [`Context::keyed`].
+    fn bit(self) -> u16 {
+        1 << self.number()
     }
 }
 
@@ -96,31 +240,19 @@ impl Unkeyed {
     }
 }
 
-/// (symbol, context, slot) as one number: 32 bits of symbol, 28 of context, 4 of slot, so that
-/// sorting groups the places of one id together.
-fn key(context: ContextId, slot: Slot, sym: Sym) -> u64 {
-    (u64::from(sym) << 32) | u64::from(place_key(context, slot))
-}
-
-/// (context, slot) as one number: 28 bits of context, 4 of slot.
-fn place_key(context: ContextId, slot: Slot) -> u32 {
-    (context << 4) | slot.number() as u32
-}
-
-const MAX_CONTEXTS: usize = 1 << 28;
-
-/// [`Places::key`] of an id no list is keyed on (a role, say).
-const NO_PLACE: u32 = u32::MAX;
-/// [`Places::key`] of an id keyed on in several places: `run` is a run of
-/// [`TierIndex::places`]. (No place key is this large: slots stop at 8.)
-const SPILLED: u32 = u32::MAX - 1;
-
-/// The keyed lists of one id: the only one inline (`key` a [`place_key`], `run` its list), or
-/// several in [`TierIndex::places`].
+/// The keyed lists of one id: none ([`PlaceKey::NONE`]), the only one inline (`key` its place,
+/// `run` its list), or several in [`TierIndex::places`] ([`PlaceKey::SPILLED`]).
 #[derive(Debug, Clone, Copy)]
 struct Places {
-    key: u32,
+    key: PlaceKey,
     run: Run,
+}
+
+impl Places {
+    const NONE: Places = Places {
+        key: PlaceKey::NONE,
+        run: Run { start: 0, len: 0 },
+    };
 }
 
 /// What the index knows of one id: its symbol and the lists keyed on it.
@@ -225,7 +357,7 @@ pub(super) struct TierIndex {
     ids: HashMap<SharedStr, IdInfo>,
     channels: HashMap<SharedStr, Channel>,
     /// The places of ids keyed on in several, per id sorted by place key.
-    places: Vec<(u32, Run)>,
+    places: Vec<(PlaceKey, Run)>,
     contexts: Vec<Context>,
     /// Binding positions, list after list.
     lists: Vec<u32>,
@@ -242,53 +374,64 @@ pub(super) struct TierIndex {
 
 /// Where a binding goes: a keyed list or an unkeyed one of a context.
 enum Place {
-    Keyed(u64),
+    Keyed(IndexKey),
     Unkeyed(ContextId, Unkeyed),
 }
 
 impl TierIndex {
     /// Indexes `bindings` (config order); `default_agent` and the agents the bindings name get
     /// their keys built with `main_key`.
-    pub fn build(bindings: &[CompiledBinding], default_agent: &str, main_key: &str) -> TierIndex {
+    pub fn build(
+        bindings: &[CompiledBinding],
+        default_agent: &str,
+        main_key: &str,
+    ) -> Result<TierIndex, IndexError> {
         let mut index = TierIndex {
             default_account: SharedStr::from(DEFAULT_ACCOUNT),
             ..TierIndex::default()
         };
         let mut numbers: HashMap<String, u32> = HashMap::default();
-        let mut agent_number = |index: &mut TierIndex, id: &str| -> u32 {
+        let mut agent_number = |index: &mut TierIndex, id: &str| -> Result<u32, IndexError> {
             if let Some(&n) = numbers.get(id) {
-                return n;
+                return Ok(n);
             }
-            let n = u32::try_from(index.agents.len()).expect("fewer agents than bindings");
+            let n = number(index.agents.len(), Counted::Agents)?;
             index.agents.push(AgentKeys {
                 id: SharedStr::from(id),
                 main_key: SharedStr::from(format!("agent:{id}:{main_key}")),
             });
             numbers.insert(id.to_string(), n);
-            n
+            Ok(n)
         };
-        index.default_agent = agent_number(&mut index, default_agent);
+        index.default_agent = agent_number(&mut index, default_agent)?;
 
-        let mut places: Vec<(u64, u32)> = Vec::with_capacity(bindings.len() + bindings.len() / 8);
+        let mut places: Vec<(IndexKey, u32)> =
+            Vec::with_capacity(bindings.len() + bindings.len() / 8);
         let mut unkeyed: Vec<(ContextId, Unkeyed, u32)> = Vec::new();
         index.entries.reserve_exact(bindings.len());
         for (i, b) in bindings.iter().enumerate() {
-            let i = u32::try_from(i).expect("more than 4 billion bindings");
+            let i = number(i, Counted::Bindings)?;
             let scope = &b.scope;
-            let guild = scope.guild.as_deref().map_or(UNSET, |g| index.intern(g));
-            let team = scope.team.as_deref().map_or(UNSET, |t| index.intern(t));
+            let guild = match scope.guild.as_deref() {
+                Some(g) => index.intern(g)?,
+                None => UNSET,
+            };
+            let team = match scope.team.as_deref() {
+                Some(t) => index.intern(t)?,
+                None => UNSET,
+            };
             let start = index.roles.len();
             for role in &scope.roles {
-                let sym = index.intern(role);
+                let sym = index.intern(role)?;
                 index.roles.push(sym);
             }
             index.roles[start..].sort_unstable();
             let roles = Run {
-                start: run_number(start),
-                len: run_number(index.roles.len() - start),
+                start: number(start, Counted::Roles)?,
+                len: number(index.roles.len() - start, Counted::Roles)?,
             };
-            let agent = agent_number(&mut index, &b.agent_id);
-            let file = index.file_number(&b.source.file);
+            let agent = agent_number(&mut index, &b.agent_id)?;
+            let file = index.file_number(&b.source.file)?;
             index.entries.push(Entry {
                 guild,
                 team,
@@ -296,11 +439,14 @@ impl TierIndex {
                 agent,
                 file,
                 line: b.source.line,
-                index: u32::try_from(b.source.index).expect("fewer than 4 billion bindings"),
+                index: number(b.source.index, Counted::Bindings)?,
                 dm_scope: b.dm_scope,
                 group_scope: b.group_scope,
             });
-            let context = index.context(&scope.channel, &scope.account);
+            let context = index.context(&scope.channel, &scope.account)?;
+            let keyed = move |slot, sym| {
+                Place::Keyed(IndexKey::encode(sym, PlaceKey::encode(context, slot)))
+            };
             let place = match scope.tier() {
                 Tier::Peer | Tier::Wildcard => {
                     // A peer of an unknown kind or with an empty id never matches (§3).
@@ -310,22 +456,22 @@ impl TierIndex {
                     };
                     match peer.id.as_deref() {
                         Some("") => continue,
-                        Some(id) => Place::Keyed(key(context, Slot::Peer(class), index.intern(id))),
+                        Some(id) => keyed(Slot::Peer(class), index.intern(id)?),
                         None => {
                             unkeyed.push((context, Unkeyed::Wildcard(class), i));
                             if guild != UNSET {
-                                Place::Keyed(key(context, Slot::WildcardGuild(class), guild))
+                                keyed(Slot::WildcardGuild(class), guild)
                             } else if team != UNSET {
-                                Place::Keyed(key(context, Slot::WildcardTeam(class), team))
+                                keyed(Slot::WildcardTeam(class), team)
                             } else {
                                 Place::Unkeyed(context, Unkeyed::WildcardOpen(class))
                             }
                         }
                     }
                 }
-                Tier::GuildRoles => Place::Keyed(key(context, Slot::GuildRoles, guild)),
-                Tier::Guild => Place::Keyed(key(context, Slot::Guild, guild)),
-                Tier::Team => Place::Keyed(key(context, Slot::Team, team)),
+                Tier::GuildRoles => keyed(Slot::GuildRoles, guild),
+                Tier::Guild => keyed(Slot::Guild, guild),
+                Tier::Team => keyed(Slot::Team, team),
                 Tier::Account => Place::Unkeyed(context, Unkeyed::Account),
                 Tier::Channel => Place::Unkeyed(context, Unkeyed::Channel),
             };
@@ -339,24 +485,18 @@ impl TierIndex {
         // order inside a key.
         places.sort_by_key(|&(k, _)| k);
         index.lists.reserve_exact(places.len() + unkeyed.len());
-        let mut by_sym: Vec<Places> = vec![
-            Places {
-                key: NO_PLACE,
-                run: Run::default(),
-            };
-            index.ids.len()
-        ];
+        let mut by_sym: Vec<Places> = vec![Places::NONE; index.ids.len()];
         let mut rest = places.as_slice();
-        let mut of_sym: Vec<(u32, Run)> = Vec::new();
+        let mut of_sym: Vec<(PlaceKey, Run)> = Vec::new();
         while let Some(&(k, _)) = rest.first() {
-            let sym = (k >> 32) as Sym;
+            let sym = k.sym();
             of_sym.clear();
-            while let Some(&(k, _)) = rest.first().filter(|(k, _)| (k >> 32) as Sym == sym) {
+            while let Some(&(k, _)) = rest.first().filter(|(k, _)| k.sym() == sym) {
                 let len = rest.iter().take_while(|(other, _)| *other == k).count();
-                let run = index.push_run(rest[..len].iter().map(|&(_, i)| i), len);
-                let place = k as u32;
+                let run = index.push_run(rest[..len].iter().map(|&(_, i)| i), len)?;
+                let place = k.place();
                 of_sym.push((place, run));
-                index.contexts[(place >> 4) as usize].keyed |= 1 << (place & 0xf);
+                index.contexts[place.context().index()].keyed |= place.slot_bit();
                 rest = &rest[len..];
             }
             by_sym[sym as usize] = match of_sym.as_slice() {
@@ -365,13 +505,13 @@ impl TierIndex {
                     run: *run,
                 },
                 many => {
-                    let start = run_number(index.places.len());
+                    let start = number(index.places.len(), Counted::ListEntries)?;
                     index.places.extend_from_slice(many);
                     Places {
-                        key: SPILLED,
+                        key: PlaceKey::SPILLED,
                         run: Run {
                             start,
-                            len: run_number(many.len()),
+                            len: number(many.len(), Counted::ListEntries)?,
                         },
                     }
                 }
@@ -387,33 +527,35 @@ impl TierIndex {
                 .iter()
                 .take_while(|(c, l, _)| *c == context && *l == list)
                 .count();
-            let run = index.push_run(rest[..len].iter().map(|&(_, _, i)| i), len);
-            index.contexts[context as usize].unkeyed[list.number()] = run;
+            let run = index.push_run(rest[..len].iter().map(|&(_, _, i)| i), len)?;
+            index.contexts[context.index()].unkeyed[list.number()] = run;
             rest = &rest[len..];
         }
-        index
+        Ok(index)
     }
 
-    fn intern(&mut self, id: &str) -> Sym {
+    fn intern(&mut self, id: &str) -> Result<Sym, IndexError> {
         if let Some(info) = self.ids.get(id) {
-            return info.sym;
+            return Ok(info.sym);
         }
-        let sym = Sym::try_from(self.ids.len()).expect("fewer than 4 billion ids");
+        let sym = number(self.ids.len(), Counted::Ids)?;
         self.ids.insert(
             id.into(),
             IdInfo {
                 sym,
-                places: Places {
-                    key: NO_PLACE,
-                    run: Run::default(),
-                },
+                places: Places::NONE,
             },
         );
-        sym
+        Ok(sym)
     }
 
-    fn context(&mut self, channel: &str, account: &AccountPattern) -> ContextId {
-        let next = ContextId::try_from(self.contexts.len()).expect("fewer contexts than bindings");
+    fn context(
+        &mut self,
+        channel: &str,
+        account: &AccountPattern,
+    ) -> Result<ContextId, IndexError> {
+        // Only a context not seen before needs a new number, and may find none left.
+        let next = self.contexts.len();
         let entry = match self.channels.get_mut(channel) {
             Some(entry) => entry,
             None => self.channels.entry(channel.into()).or_insert(Channel {
@@ -421,30 +563,31 @@ impl TierIndex {
                 ..Channel::default()
             }),
         };
-        let found = match account {
-            AccountPattern::Any => *entry.any.get_or_insert(next),
-            AccountPattern::Exact(account) => match entry.accounts.get(account.as_str()) {
-                Some(&(_, context)) => context,
-                None => {
-                    entry.accounts.insert(
-                        account.as_str().into(),
-                        (SharedStr::from(account.as_str()), next),
-                    );
-                    next
-                }
-            },
+        let known = match account {
+            AccountPattern::Any => entry.any,
+            AccountPattern::Exact(account) => entry
+                .accounts
+                .get(account.as_str())
+                .map(|&(_, context)| context),
         };
-        if found == next {
-            assert!(
-                self.contexts.len() < MAX_CONTEXTS,
-                "too many channel accounts"
-            );
-            self.contexts.push(Context::default());
+        if let Some(context) = known {
+            return Ok(context);
         }
-        found
+        let context = ContextId::new(next)?;
+        match account {
+            AccountPattern::Any => entry.any = Some(context),
+            AccountPattern::Exact(account) => {
+                entry.accounts.insert(
+                    account.as_str().into(),
+                    (SharedStr::from(account.as_str()), context),
+                );
+            }
+        }
+        self.contexts.push(Context::default());
+        Ok(context)
     }
 
-    fn file_number(&mut self, file: &std::sync::Arc<str>) -> u32 {
+    fn file_number(&mut self, file: &std::sync::Arc<str>) -> Result<u32, IndexError> {
         let known = self
             .files
             .iter()
@@ -453,23 +596,27 @@ impl TierIndex {
             self.files.push(file.clone());
             self.files.len() - 1
         });
-        run_number(n)
+        number(n, Counted::Files)
     }
 
     /// A run of the `len` binding positions of `positions`.
-    fn push_run(&mut self, mut positions: impl Iterator<Item = u32>, len: usize) -> Run {
+    fn push_run(
+        &mut self,
+        mut positions: impl Iterator<Item = u32>,
+        len: usize,
+    ) -> Result<Run, IndexError> {
         if len == 1 {
-            return Run {
-                start: positions.next().expect("a run of one"),
+            return Ok(Run {
+                start: positions.next().expect("`positions` has `len` items"),
                 len: 1,
-            };
+            });
         }
-        let start = self.lists.len();
+        let start = number(self.lists.len(), Counted::ListEntries)?;
         self.lists.extend(positions);
-        Run {
-            start: run_number(start),
-            len: run_number(len),
-        }
+        Ok(Run {
+            start,
+            len: number(len, Counted::ListEntries)?,
+        })
     }
 
     fn run<'r>(&'r self, run: &'r Run) -> &'r [u32] {
@@ -522,15 +669,15 @@ impl TierIndex {
         let (Some(context), Some(id)) = (context, id) else {
             return &[];
         };
-        if self.contexts[context as usize].keyed & (1 << slot.number()) == 0 {
+        if self.contexts[context.index()].keyed & slot.bit() == 0 {
             return &[];
         }
-        let want = place_key(context, slot);
+        let want = PlaceKey::encode(context, slot);
         let places = &id.places;
         if places.key == want {
             return self.run(&places.run);
         }
-        if places.key != SPILLED {
+        if places.key != PlaceKey::SPILLED {
             return &[];
         }
         let spilled = &self.places[places.run.start as usize..][..places.run.len as usize];
@@ -543,7 +690,7 @@ impl TierIndex {
     /// An unkeyed list of a context.
     pub fn unkeyed(&self, context: Option<ContextId>, list: Unkeyed) -> &[u32] {
         context.map_or(&[], |c| {
-            self.run(&self.contexts[c as usize].unkeyed[list.number()])
+            self.run(&self.contexts[c.index()].unkeyed[list.number()])
         })
     }
 
@@ -598,6 +745,98 @@ impl TierIndex {
     }
 }
 
-fn run_number(n: usize) -> u32 {
-    u32::try_from(n).expect("fewer than 4 billion list entries")
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const SLOTS: [Slot; 9] = [
+        Slot::Peer(PeerClass::Direct),
+        Slot::Peer(PeerClass::Group),
+        Slot::WildcardGuild(PeerClass::Direct),
+        Slot::WildcardGuild(PeerClass::Group),
+        Slot::WildcardTeam(PeerClass::Direct),
+        Slot::WildcardTeam(PeerClass::Group),
+        Slot::GuildRoles,
+        Slot::Guild,
+        Slot::Team,
+    ];
+
+    #[test]
+    fn slots_have_distinct_bits() {
+        let bits = SLOTS.iter().fold(0u16, |seen, slot| {
+            assert_eq!(seen & slot.bit(), 0, "{slot:?}");
+            seen | slot.bit()
+        });
+        assert_eq!(bits.count_ones() as usize, SLOTS.len());
+    }
+
+    #[test]
+    fn too_many_channel_accounts_is_an_error() {
+        let last = ContextId::LIMIT - 1;
+        assert_eq!(ContextId::new(last).map(ContextId::index), Ok(last));
+        let refused = ContextId::new(ContextId::LIMIT).unwrap_err();
+        assert_eq!(refused.what, Counted::ChannelAccounts);
+        assert_eq!(
+            refused.to_string(),
+            "the routing index holds at most 268435456 channel accounts in bindings \
+             (a channel with one `accountId`, or with `*`); this plan has more"
+        );
+    }
+
+    #[test]
+    fn index_numbers_stop_below_unset() {
+        assert_eq!(number(0, Counted::Bindings), Ok(0));
+        assert_eq!(number(U32_NUMBERS - 1, Counted::Ids), Ok(UNSET - 1));
+        for n in [U32_NUMBERS, usize::MAX] {
+            let refused = number(n, Counted::Bindings).unwrap_err();
+            assert_eq!(
+                refused.to_string(),
+                "the routing index holds at most 4294967295 route bindings; this plan has more"
+            );
+        }
+    }
+
+    fn key() -> impl Strategy<Value = (Sym, ContextId, Slot)> {
+        let edges = |max: u32| prop_oneof![0..4u32, (max - 4)..max, 0..max];
+        (
+            edges(UNSET),
+            edges(ContextId::LIMIT as u32).prop_map(ContextId),
+            prop::sample::select(SLOTS.to_vec()),
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn keys_decode_what_they_encode((sym, context, slot) in key()) {
+            let place = PlaceKey::encode(context, slot);
+            prop_assert_ne!(place, PlaceKey::NONE);
+            prop_assert_ne!(place, PlaceKey::SPILLED);
+            prop_assert_eq!(place.context(), context);
+            prop_assert_eq!(place.slot_bit(), slot.bit());
+            let key = IndexKey::encode(sym, place);
+            prop_assert_eq!(key.sym(), sym);
+            prop_assert_eq!(key.place(), place);
+        }
+
+        /// What building relies on: sorted keys hold each id's places together, in the order
+        /// [`TierIndex::keyed`] searches them.
+        #[test]
+        fn keys_sort_by_id_then_place(keys in prop::collection::vec(key(), 0..64)) {
+            let mut packed: Vec<IndexKey> = keys
+                .iter()
+                .map(|&(sym, context, slot)| IndexKey::encode(sym, PlaceKey::encode(context, slot)))
+                .collect();
+            packed.sort();
+            let mut plain = keys.clone();
+            plain.sort_by_key(|&(sym, context, slot)| (sym, context, slot.number()));
+            let decoded: Vec<_> = packed.iter().map(|k| (k.sym(), k.place())).collect();
+            let expected: Vec<_> = plain
+                .iter()
+                .map(|&(sym, context, slot)| (sym, PlaceKey::encode(context, slot)))
+                .collect();
+            prop_assert_eq!(decoded, expected);
+        }
+    }
 }

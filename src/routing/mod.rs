@@ -8,11 +8,13 @@ pub mod document;
 pub mod explain;
 mod index;
 pub mod input;
+mod json;
 pub mod plan;
 pub mod scope;
 pub mod session;
 pub mod shared_str;
 
+pub use index::IndexError;
 pub use input::{Peer, RouteInput, RouteResult};
 pub use plan::{Explanation, MatchedBy, RoutingPlan};
 pub use shared_str::SharedStr;

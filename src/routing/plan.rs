@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::index::{Located, Slot, Symbols, TierIndex, Unkeyed};
+use super::index::{IndexError, Located, Slot, Symbols, TierIndex, Unkeyed};
 use super::input::{RouteInput, RouteResult};
 use super::scope::{AccountPattern, Scope};
 use super::session::{SessionSettings, write_session_key};
@@ -239,8 +239,8 @@ pub struct RoutingPlan {
 
 impl RoutingPlan {
     /// Compiles the bindings of `config`: route bindings into the tier index, ACP bindings into
-    /// their own exact-conversation table.
-    pub fn compile(config: &Config) -> RoutingPlan {
+    /// their own exact-conversation table. Refused only for a config that outgrows the index.
+    pub fn compile(config: &Config) -> Result<RoutingPlan, IndexError> {
         let source = config.sources.get(crate::config::FileKind::Bindings);
         let file: Arc<str> = source.map_or_else(
             || "bindings.yaml".into(),
@@ -316,8 +316,11 @@ impl RoutingPlan {
     }
 
     /// Builds the index over already compiled bindings (also used when loading a saved plan).
-    pub fn from_parts(bindings: Vec<CompiledBinding>, parts: PlanParts) -> RoutingPlan {
-        let index = TierIndex::build(&bindings, &parts.default_agent, &parts.session.main_key);
+    pub fn from_parts(
+        bindings: Vec<CompiledBinding>,
+        parts: PlanParts,
+    ) -> Result<RoutingPlan, IndexError> {
+        let index = TierIndex::build(&bindings, &parts.default_agent, &parts.session.main_key)?;
         let mut acp_index = HashMap::default();
         for (i, a) in parts.acp.iter().enumerate() {
             if let Some(class) = a.peer_kind.class() {
@@ -331,7 +334,7 @@ impl RoutingPlan {
                 acp_index.entry(key).or_insert(i);
             }
         }
-        RoutingPlan {
+        Ok(RoutingPlan {
             bindings,
             agents: parts.agents,
             default_agent: parts.default_agent,
@@ -339,7 +342,7 @@ impl RoutingPlan {
             acp: parts.acp,
             index,
             acp_index,
-        }
+        })
     }
 
     /// The ACP binding of one exact conversation, if any (`matchedBy: binding.acp`).

@@ -437,7 +437,8 @@ fn compiled(dir: &str) -> (RoutingPlan, String) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let loaded = config::load(&root.join(dir), &options).unwrap();
     let hash = loaded.config.sources.hash();
-    (RoutingPlan::compile(&loaded.config), hash)
+    let plan = RoutingPlan::compile(&loaded.config).expect("a test config fits the routing index");
+    (plan, hash)
 }
 
 fn write_plan(text: &str) -> tempfile::NamedTempFile {

@@ -26,7 +26,7 @@ fn plan(agents: &str, bindings: &str) -> RoutingPlan {
         home: None,
     };
     let loaded = config::load_texts(Path::new("."), texts, &options);
-    RoutingPlan::compile(&loaded.config)
+    RoutingPlan::compile(&loaded.config).expect("a test config fits the routing index")
 }
 
 fn input(channel: &str) -> RouteInput {
