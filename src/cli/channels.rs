@@ -131,12 +131,13 @@ pub fn run(global: &GlobalSettings, command: ChannelsCommand) -> ExitStatus {
             json,
         } => {
             let timeout = Duration::from_millis(timeout.min(rpc::MAX_PROBE_TIMEOUT_MS));
-            emit(
-                out,
-                channels::status(&ctx, probe, timeout),
-                json,
-                human_status,
-            )
+            // A running controller holds the credentials that count: it answers (its
+            // environment, its files, its live view of each account).
+            let status = match ask_controller(global, probe, timeout) {
+                Some(status) => Ok(status),
+                None => channels::status(&ctx, probe, timeout),
+            };
+            emit(out, status, json, human_status)
         }
         ChannelsCommand::Capabilities { channel, json } => emit(
             out,
@@ -240,9 +241,48 @@ fn human_list(r: &channels::ChannelsList, out: Output) {
     }
 }
 
+/// `channels/status` answered by the running controller, if one runs on this state.
+fn ask_controller(
+    global: &GlobalSettings,
+    probe: bool,
+    timeout: Duration,
+) -> Option<channels::StatusResult> {
+    let dir = crate::state::StateDir::new(&global.load.state_dir);
+    let store = crate::state::StateStore::open_existing(&dir).ok()??;
+    let client = crate::controller::client::Client::find(&dir, &store)?;
+    let request = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "_mustang.agent/channels/status",
+        "params": {"probe": probe, "timeoutMs": timeout.as_millis() as u64},
+    });
+    let body = client
+        .call(
+            hyper::Method::POST,
+            "/rpc",
+            Some(request.to_string().into()),
+        )
+        .ok()?;
+    let answer: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    serde_json::from_value(answer.get("result")?.clone()).ok()
+}
+
 fn human_status(r: &channels::StatusResult, out: Output) {
     let mut out = out.answer();
+    let _ = writeln!(
+        out,
+        "{}",
+        match r.status_source.as_deref() {
+            Some("controller") => "credentials as the running controller finds them",
+            _ => "no controller runs: credentials as this shell finds them (env, files)",
+        }
+    );
     for a in &r.accounts {
+        let inbound = a.live.as_ref().and_then(|l| {
+            let state = l["inbound"].as_str()?;
+            Some(match l["reason"].as_str() {
+                Some(reason) => format!("  inbound: {state} ({reason})"),
+                None => format!("  inbound: {state}"),
+            })
+        });
         let missing: Vec<&str> = a
             .credentials
             .iter()
@@ -251,7 +291,7 @@ fn human_status(r: &channels::StatusResult, out: Output) {
             .collect();
         let _ = writeln!(
             out,
-            "{}:{}  {}  {}{}",
+            "{}:{}  {}  {}{}{}",
             a.channel,
             a.account,
             if a.enabled { "enabled" } else { "disabled" },
@@ -260,6 +300,7 @@ fn human_status(r: &channels::StatusResult, out: Output) {
             } else {
                 format!("missing {}", missing.join(", "))
             },
+            inbound.unwrap_or_default(),
             a.probe.as_ref().map_or(String::new(), |p| format!(
                 "  probe: {}{}",
                 p.result,

@@ -90,6 +90,27 @@ impl Shared {
             .lock()
             .map(|r| r.values().cloned().collect())
             .unwrap_or_default();
+        if let Some(plan) = self.access.plan() {
+            for ((channel, account), access) in &plan.accounts {
+                let (inbound, reason) = match (&access.webhook_secret, access.enabled) {
+                    (_, false) => ("disabled", None),
+                    (Ok(_), true) => ("open", None),
+                    (Err(why), true) => ("closed", Some(why.clone())),
+                };
+                status
+                    .channels
+                    .entry(channel.clone())
+                    .or_default()
+                    .accounts
+                    .insert(
+                        account.clone(),
+                        status::AccountLive {
+                            inbound: inbound.to_string(),
+                            reason,
+                        },
+                    );
+            }
+        }
         status
     }
 }

@@ -1,5 +1,7 @@
 //! What the controller reports (`GET /v1/status`, `deepcli status`).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::runtime::RuntimeStatus;
@@ -36,7 +38,28 @@ pub struct ControllerStatus {
     pub closed_accounts: Vec<String>,
     pub agents: Vec<String>,
     pub runtimes: Vec<RuntimeStatus>,
+    /// Each channel account as the controller serves it (normalized ids).
+    #[serde(default)]
+    pub channels: BTreeMap<String, ChannelLive>,
     pub reconciles: u64,
     pub rejections: u64,
     pub last_error: Option<String>,
+}
+
+/// A channel's accounts as the controller serves them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelLive {
+    pub accounts: BTreeMap<String, AccountLive>,
+}
+
+/// One channel account, live: whether the Access API takes its signed messages now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountLive {
+    /// `open` (signed messages are taken), `closed` (no usable `webhookSecret`: `reason` says
+    /// why) or `disabled` (`enabled: false`).
+    pub inbound: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }

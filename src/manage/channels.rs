@@ -18,7 +18,7 @@ use crate::ids::{self, DEFAULT_ACCOUNT};
 
 // ---- results ---------------------------------------------------------------------------------
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CredentialView {
     pub field: String,
@@ -57,7 +57,7 @@ pub struct ChannelsList {
     pub channels: Vec<ChannelView>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AccountStatus {
     pub channel: String,
@@ -72,12 +72,12 @@ pub struct AccountStatus {
     pub probe: Option<Probe>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Probe {
     /// `reachable`, `unreachable`, `local` (nothing to reach), `skipped` (disabled or no
     /// known endpoint).
-    pub result: &'static str,
+    pub result: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -86,12 +86,12 @@ pub struct Probe {
     pub elapsed_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusResult {
     pub accounts: Vec<AccountStatus>,
     /// `controller`, `state`, or null.
-    pub status_source: Option<&'static str>,
+    pub status_source: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -358,15 +358,12 @@ pub fn status(ctx: &ManageContext, probe: bool, timeout: Duration) -> Result<Sta
                 .unwrap_or_default();
             let enabled = view.enabled && a.enabled;
             let configured = credentials.iter().all(|c| c.present == Some(true));
+            // The controller keys its channels and accounts by their normalized ids.
             let live_account = live
                 .channels
                 .as_ref()
-                .and_then(|ch| ch.get(&c.id))
-                .and_then(|ch| {
-                    ch.get("accounts")
-                        .and_then(|acc| acc.get(&a.id))
-                        .or(Some(ch))
-                })
+                .and_then(|ch| ch.get(ids::channel(&c.id).as_ref()))
+                .and_then(|ch| ch.get("accounts")?.get(ids::account_id(&a.id).as_ref()))
                 .cloned();
             accounts.push(AccountStatus {
                 channel: c.id.clone(),
@@ -381,7 +378,7 @@ pub fn status(ctx: &ManageContext, probe: bool, timeout: Duration) -> Result<Sta
     }
     Ok(StatusResult {
         accounts,
-        status_source: live.source,
+        status_source: live.source.map(str::to_string),
     })
 }
 
@@ -390,7 +387,7 @@ pub fn status(ctx: &ManageContext, probe: bool, timeout: Duration) -> Result<Sta
 /// API host answers from here, not that the token is good.
 fn run_probe(channel: &str, enabled: bool, timeout: Duration) -> Probe {
     let skipped = |error: &str| Probe {
-        result: "skipped",
+        result: "skipped".into(),
         target: None,
         error: Some(error.to_string()),
         elapsed_ms: None,
@@ -400,7 +397,7 @@ fn run_probe(channel: &str, enabled: bool, timeout: Duration) -> Probe {
     }
     if ids::channel(channel) == "cli" {
         return Probe {
-            result: "local",
+            result: "local".into(),
             target: None,
             error: None,
             elapsed_ms: None,
@@ -434,13 +431,13 @@ fn run_probe(channel: &str, enabled: bool, timeout: Duration) -> Probe {
     let elapsed_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
     match outcome {
         Ok(()) => Probe {
-            result: "reachable",
+            result: "reachable".into(),
             target: Some(target),
             error: None,
             elapsed_ms,
         },
         Err(error) => Probe {
-            result: "unreachable",
+            result: "unreachable".into(),
             target: Some(target),
             error: Some(error),
             elapsed_ms,

@@ -1306,3 +1306,50 @@ fn inbound_send_reaches_the_agent_through_the_running_controller() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("deepcli up"));
 }
+
+/// `channels status` while a controller runs reports what the controller sees: credentials in
+/// its environment (not the shell's), and whether each account takes signed messages.
+#[test]
+fn channels_status_asks_the_running_controller() {
+    let up = two_accounts(|_| {});
+    let out = std::process::Command::new(crate::common::bin())
+        .args(["--config", up.config.to_str().unwrap()])
+        .args(["--state-dir", up.state.to_str().unwrap()])
+        .args(["channels", "status", "--json"])
+        .env_remove("HOOK")
+        .env_remove("DEEPCLI_OPERATOR_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["statusSource"], "controller", "{status:#}");
+    let account = |id: &str| {
+        status["accounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["account"] == id)
+            .unwrap()
+            .clone()
+    };
+    let default = account("default");
+    assert_eq!(
+        default["configured"], true,
+        "HOOK is set where the controller runs: {default:#}"
+    );
+    assert_eq!(default["live"]["inbound"], "open", "{default:#}");
+    let b = account("b");
+    assert_eq!(b["configured"], false, "{b:#}");
+    assert_eq!(b["live"]["inbound"], "closed", "{b:#}");
+    assert!(
+        b["live"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("UNSET_HOOK_VARIABLE"),
+        "{b:#}"
+    );
+}
