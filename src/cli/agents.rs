@@ -330,17 +330,23 @@ fn human_add(result: &agents::AddResult, out: Output) {
     }
     print_written(&result.written, out);
     let (agent, workspace) = (&result.agent_id, result.workspace.display());
-    let _ = if result.written.dry_run {
-        writeln!(
-            out.note(),
-            "Would add agent `{agent}` (workspace {workspace}); `deepcli apply` would then create it."
-        )
-    } else {
-        writeln!(
-            out.note(),
-            "Added agent `{agent}` (workspace {workspace}); `deepcli apply` creates it."
-        )
+    let dry = result.written.dry_run;
+    let next = match &result.applied_by {
+        agents::AppliedBy::Controller { pid } => format!(
+            "the controller running on this state (pid {pid}) {} as soon as it sees the edit",
+            if dry { "would apply it" } else { "applies it" }
+        ),
+        agents::AppliedBy::Apply { state_dir } => format!(
+            "no controller runs on state directory {}: `deepcli apply` there {} (or `deepcli up`, which applies every edit)",
+            state_dir.display(),
+            if dry { "would create it" } else { "creates it" }
+        ),
     };
+    let done = if dry { "Would add" } else { "Added" };
+    let _ = writeln!(
+        out.note(),
+        "{done} agent `{agent}` (workspace {workspace}); {next}."
+    );
 }
 
 fn human_set_identity(result: &agents::SetIdentityResult, out: Output) {

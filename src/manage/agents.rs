@@ -162,6 +162,19 @@ pub struct AddResult {
     pub listed_main: bool,
     pub bindings: BindResult,
     pub written: Written,
+    /// Who creates the agent's directories next: the controller running on the state
+    /// directory (its pid), or, without one, `deepcli apply` there.
+    pub applied_by: AppliedBy,
+}
+
+/// Who applies a management edit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase", tag = "by")]
+pub enum AppliedBy {
+    /// `deepcli up` runs on the state directory: it applies the edit as soon as it sees it.
+    Controller { pid: u32 },
+    /// No controller runs on the state directory: `deepcli apply` there does.
+    Apply { state_dir: PathBuf },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -695,6 +708,7 @@ pub fn add(ctx: &ManageContext, request: &AddRequest) -> Result<AddResult> {
             dry_run: request.dry_run,
             ..Written::default()
         },
+        applied_by: applied_by(ctx),
     };
     if result.bindings.conflicts.is_empty() {
         result.written = change.commit(ctx, request.dry_run)?;
@@ -1118,4 +1132,15 @@ pub fn update(ctx: &ManageContext, request: &UpdateRequest) -> Result<UpdateResu
         unbound,
         written,
     })
+}
+
+/// Who applies an edit made now: the controller that runs on the state directory, if one does.
+fn applied_by(ctx: &ManageContext) -> AppliedBy {
+    let live = super::live::read(ctx);
+    match live.controller_pid {
+        Some(pid) => AppliedBy::Controller { pid },
+        None => AppliedBy::Apply {
+            state_dir: ctx.state_dir().root().to_path_buf(),
+        },
+    }
 }

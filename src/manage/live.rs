@@ -16,6 +16,8 @@ pub struct Live {
     pub runtimes: Vec<(String, Value)>,
     /// The controller's `channels` section, when it reports one.
     pub channels: Option<Value>,
+    /// The pid of the controller that answered.
+    pub controller_pid: Option<u32>,
 }
 
 impl Live {
@@ -48,6 +50,7 @@ pub fn read(ctx: &ManageContext) -> Live {
             source: Some("controller"),
             runtimes,
             channels: doc.get("channels").cloned(),
+            controller_pid: doc["pid"].as_u64().and_then(|p| u32::try_from(p).ok()),
         };
     }
     let dir = ctx.state_dir();
@@ -67,5 +70,6 @@ pub fn read(ctx: &ManageContext) -> Live {
             })
             .collect(),
         channels: None,
+        controller_pid: None,
     }
 }

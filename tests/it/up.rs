@@ -727,3 +727,31 @@ fn a_killed_controllers_successor_reaps_grandchildren() {
     }
     assert!(up.terminate().success());
 }
+
+/// `agents add` while a controller runs on the state says the controller applies it (it used
+/// to send the user to `deepcli apply`, which is refused while `up` runs) — and it does.
+#[test]
+fn agents_add_under_a_running_controller_says_who_applies_it() {
+    let up = Up::start(AGENTS, "bindings: []\n");
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    let out = Command::new(bin())
+        .args(["--config", up.config.to_str().unwrap()])
+        .args(["--state-dir", up.state.to_str().unwrap()])
+        .args(["agents", "add", "writer", "--json"])
+        .env_remove("DEEPCLI_OPERATOR_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let added: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(added["appliedBy"]["by"], "controller", "{added:#}");
+    assert_eq!(added["appliedBy"]["pid"], up.child.id(), "{added:#}");
+    up.wait_for("writer applied by the controller", |s| {
+        s["agents"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "writer"))
+    });
+}
