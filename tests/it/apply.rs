@@ -1239,6 +1239,107 @@ fn a_dead_holders_lease_is_taken_over() {
     hub.applied();
 }
 
+/// Writes the lease row as a holder left it: `pid` on `host`, started at `start`, its last
+/// heartbeat `quiet_for` ago.
+fn plant_lease(
+    dir: &deepcli::state::StateDir,
+    pid: u32,
+    host: &str,
+    start: &str,
+    quiet_for: std::time::Duration,
+) {
+    let heartbeat = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::try_from(quiet_for).unwrap())
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    conn.execute(
+        "INSERT OR REPLACE INTO lease (id, pid, host, process_start, purpose, acquired_at, heartbeat_at) VALUES (1, ?1, ?2, ?3, 'deepcli up', ?4, ?4)",
+        rusqlite::params![pid, host, start, heartbeat],
+    )
+    .unwrap();
+}
+
+/// A holder is dead, and its lease taken over, when its pid now names another process (same
+/// pid, another start time), or when it is on another host and has not renewed for 60 s.
+/// The same rows with the holder still alive (its own start time; a recent heartbeat) are
+/// refused, so neither takeover is a lease that never held.
+#[test]
+fn a_lease_is_taken_over_when_the_holders_pid_was_reused_or_its_host_went_quiet() {
+    use deepcli::state::{LeasePurpose, StateError, StateStore};
+    use std::time::Duration;
+    let hub = Hub::new();
+    two_agents(&hub);
+    let dir = deepcli::state::StateDir::new(&hub.state);
+    drop(StateStore::open(&dir).unwrap());
+    // A live process of this host: the pid every planted holder claims.
+    struct Live(std::process::Child);
+    impl Drop for Live {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let live = Live(
+        std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap(),
+    );
+    let pid = live.0.id();
+    let start = deepcli::os::process_start(pid).unwrap();
+    let here = deepcli::os::hostname();
+    let elsewhere = format!("{here}-not");
+    for (what, host, start, quiet, taken_over) in [
+        (
+            "this host, the holder itself",
+            &here,
+            start.as_str(),
+            0,
+            false,
+        ),
+        ("this host, its pid reused", &here, "1", 0, true),
+        ("another host, renewed 30 s ago", &elsewhere, "1", 30, false),
+        (
+            "another host, quiet for 2 min",
+            &elsewhere,
+            start.as_str(),
+            120,
+            true,
+        ),
+    ] {
+        plant_lease(&dir, pid, host, start, Duration::from_secs(quiet));
+        let mut store = StateStore::open(&dir).unwrap();
+        match store.acquire_lease(LeasePurpose::Apply, Duration::ZERO) {
+            Ok(()) => {
+                assert!(taken_over, "{what}: a live holder's lease was taken");
+                let holder = store.lease_holder().unwrap();
+                assert_eq!(
+                    holder.map(|h| (h.pid, h.host)),
+                    Some((std::process::id(), here.clone())),
+                    "{what}: the new holder is on record"
+                );
+                store.release_lease().unwrap();
+            }
+            Err(StateError::Locked(holder)) => {
+                assert!(!taken_over, "{what}: a dead holder kept the lease");
+                assert_eq!((holder.pid, &holder.host), (pid, host), "{what}");
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+
+    // The binary takes both dead holders' leases over, and applies.
+    plant_lease(&dir, pid, &here, "1", Duration::ZERO);
+    hub.applied();
+    plant_lease(&dir, pid, &elsewhere, &start, Duration::from_secs(120));
+    std::fs::remove_dir_all(hub.workspace("main")).unwrap();
+    let run = hub.applied();
+    assert!(run.stdout.contains("recreate"), "{}", run.stdout);
+    assert!(hub.workspace("main").join("AGENTS.md").exists());
+}
+
 #[test]
 fn a_state_from_a_newer_deepcli_is_refused() {
     let hub = Hub::new();
