@@ -706,3 +706,82 @@ fn a_killed_controllers_successor_reaps_grandchildren() {
     }
     assert!(up.terminate().success());
 }
+
+/// Issue 24: a reload that deletes most agents (an agents.yaml emptied by mistake) is a plan
+/// that waits for an operator. Nothing of it is applied — neither the deletes nor the agent it
+/// adds — the runtimes keep running, the status says why, and fixing the file unblocks it.
+#[test]
+fn a_mass_delete_under_up_is_blocked_and_a_fixed_config_unblocks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let leaders = dir.path().join("leaders");
+    let _left = Leftovers(vec![leaders.clone()]);
+    let runtime = sh_runtime(
+        "process",
+        &format!("echo $$ >> {}; exec sleep 600", leaders.display()),
+    );
+    let agents = |ids: &[&str]| {
+        let mut text = "agents:\n  list:\n    - id: main\n".to_string();
+        for id in ids {
+            text.push_str(&format!("    - id: {id}\n      {runtime}\n"));
+        }
+        text
+    };
+    let mut up = Up::start(&agents(&["a", "b", "c"]), "bindings: []\n");
+    let ready = |s: &Value, id: &str| Up::runtime(s, id).is_some_and(|r| r["status"] == "ready");
+    let before = up.wait_for("three runtimes ready", |s| {
+        ["a", "b", "c"].iter().all(|id| ready(s, id))
+    });
+    let pids: Vec<u64> = ["a", "b", "c"]
+        .iter()
+        .map(|id| pid_of(&before, id))
+        .collect();
+
+    // Three of four agents deleted, one added.
+    up.write_by_rename("agents.yaml", &agents(&["d"]));
+    let blocked = up.wait_for("the plan blocked", |s| {
+        s["blocked"].as_array().is_some_and(|b| !b.is_empty())
+    });
+    let reason = blocked["blocked"][0].as_str().unwrap();
+    assert!(
+        reason.contains("deletes 3 of 4 managed agents") && reason.contains("--allow-mass-delete"),
+        "{reason}"
+    );
+    for key in ["serial", "routingGeneration", "configHash", "agents"] {
+        assert_eq!(blocked[key], before[key], "{key}: nothing was applied");
+    }
+    for (id, pid) in ["a", "b", "c"].iter().zip(&pids) {
+        assert!(ready(&blocked, id), "{id} keeps running: {blocked:#}");
+        assert_eq!(pid_of(&blocked, id), *pid, "{id} was not restarted");
+        assert!(alive(*pid), "{id}'s process is there");
+        assert!(up.state.join("workspaces").join(id).exists(), "{id} stays");
+    }
+    assert!(Up::runtime(&blocked, "d").is_none(), "{blocked:#}");
+    assert!(!up.state.join("workspaces/d").exists(), "the add waits too");
+    let human = Command::new(bin())
+        .args(["--state-dir", up.state.to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        human
+            .lines()
+            .any(|l| l.starts_with("blocked") && l.contains("deletes 3 of 4 managed agents")),
+        "{human}"
+    );
+
+    // The file fixed (the agents back, the new one kept): applied, and unblocked.
+    up.write_by_rename("agents.yaml", &agents(&["a", "b", "c", "d"]));
+    let fixed = up.wait_for("the fixed config applied", |s| {
+        s["blocked"].as_array().is_some_and(|b| b.is_empty()) && ready(s, "d")
+    });
+    assert_eq!(
+        fixed["serial"].as_u64(),
+        before["serial"].as_u64().map(|s| s + 1),
+        "{fixed:#}"
+    );
+    assert!(up.state.join("workspaces/d/AGENTS.md").exists());
+    for (id, pid) in ["a", "b", "c"].iter().zip(&pids) {
+        assert_eq!(pid_of(&fixed, id), *pid, "{id} ran on throughout");
+    }
+    assert!(up.terminate().success());
+}
