@@ -409,16 +409,35 @@ fn slack(peer: &str, message_id: &str, text: &str) -> Value {
     json!({"channel": "slack", "peer": {"kind": "direct", "id": peer}, "messageId": message_id, "text": text})
 }
 
+/// Six copies of one envelope sent at once (released together by a barrier) while their
+/// session is busy with a slow prompt, so that every copy is in flight before the first can be
+/// answered: one delivery reaches the agent, and the five others get its answer.
 #[test]
 fn a_redelivered_envelope_reaches_the_agent_once_even_when_deliveries_race() {
-    let up = sdk_up(|_| {});
-    let message = slack("u1", "race-1", "once");
-    let answers: Vec<(u16, Value)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..6)
-            .map(|_| s.spawn(|| inbound(up.addr, SECRET, &message)))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let up = sdk_up(|cmd| {
+        cmd.args(["--prompt-timeout-ms", "5000"]);
     });
+    let message = slack_group("race", "race-1", "once");
+    let copies = 6;
+    let barrier = std::sync::Barrier::new(copies);
+    let duplicates = || metric(up.addr, &up.state, "deepcli_duplicate_deliveries_total");
+    let (slow, answers) = std::thread::scope(|s| {
+        let slow = s.spawn(|| inbound(up.addr, SECRET, &slack_group("race", "race-0", "slow")));
+        crate::common::wait_until("the slow prompt to hold the session", || {
+            session_opened(&up.state, "agent:sdk:slack:group:race")
+        });
+        let handles: Vec<_> = (0..copies)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    inbound(up.addr, SECRET, &message)
+                })
+            })
+            .collect();
+        let answers: Vec<(u16, Value)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        (slow.join().unwrap(), answers)
+    });
+    assert_eq!(slow.0, 504, "the slow prompt timed out: {}", slow.1);
     assert!(
         answers.iter().all(|(status, _)| *status == 200),
         "{answers:?}"
@@ -429,16 +448,57 @@ fn a_redelivered_envelope_reaches_the_agent_once_even_when_deliveries_race() {
         .count();
     assert_eq!(firsts, 1, "{answers:?}");
     for (_, body) in &answers {
-        assert_eq!(body["reply"]["text"], "echo: once (turn 1)");
+        assert_eq!(body["reply"]["text"], "echo: once (turn 2)");
     }
+    assert_eq!(
+        duplicates(),
+        (copies - 1) as f64,
+        "every other copy waited for the first delivery (none was answered from the store)"
+    );
     // Later, a plain redelivery: the stored reply.
     let (status, again) = inbound(up.addr, SECRET, &message);
     assert_eq!(status, 200);
     assert_eq!(again["duplicate"], true);
-    assert_eq!(again["reply"]["text"], "echo: once (turn 1)");
-    // The agent saw one prompt: the next message is its second turn.
-    let (_, next) = inbound(up.addr, SECRET, &slack("u1", "race-2", "next"));
-    assert_eq!(next["reply"]["text"], "echo: next (turn 2)", "{next}");
+    assert_eq!(again["reply"]["text"], "echo: once (turn 2)");
+    // The agent saw one prompt of it: the next message is its third turn.
+    let (_, next) = inbound(up.addr, SECRET, &slack_group("race", "race-2", "next"));
+    assert_eq!(next["reply"]["text"], "echo: next (turn 3)", "{next}");
+}
+
+/// A delivery is recorded before it is answered: after the controller is killed and started
+/// again, a redelivery gets the stored response with `duplicate: true`, and the agent never
+/// sees the message again (it loads its session, so its turns carry on).
+#[test]
+fn a_redelivery_after_a_controller_restart_gets_the_stored_response() {
+    let mut up = sdk_up(|_| {});
+    let message = slack_group("again", "a-1", "before the restart");
+    let (status, first) = inbound(up.addr, SECRET, &message);
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["reply"]["text"], "echo: before the restart (turn 1)");
+
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    up.restart(|cmd| {
+        cmd.env("HOOK", SECRET);
+    });
+    up.wait_for("the SDK agent ready again", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    let (status, again) = inbound(up.addr, SECRET, &message);
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["duplicate"], true, "{again}");
+    for key in ["route", "sessionKey", "reply"] {
+        assert_eq!(again[key], first[key], "{key}: the stored response");
+    }
+    let (_, next) = inbound(up.addr, SECRET, &slack_group("again", "a-2", "after"));
+    assert_eq!(next["reply"]["text"], "echo: after (turn 2)", "{next}");
+    let key = first["sessionKey"].as_str().unwrap();
+    let inbound_turns: Vec<String> = transcript(&up.state, key)
+        .into_iter()
+        .filter(|(p, _)| p == "inbound")
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(inbound_turns, ["before the restart", "after"]);
 }
 
 #[test]
