@@ -1239,6 +1239,143 @@ fn the_queue_limit_is_the_number_that_may_wait() {
     });
 }
 
+/// A message whose prompt the SDK agent holds until `release` exists: the session stays busy
+/// for as long as the test wants, and no longer.
+fn hold(peer: &str, message_id: &str, release: &Path) -> Value {
+    slack_group(peer, message_id, &format!("hold {}", release.display()))
+}
+
+/// The (inbound, agent) turns of a session, in transcript order, which must alternate: each
+/// reply right after its message.
+fn exchanges(state: &Path, session_key: &str) -> Vec<(String, String)> {
+    let turns: Vec<(String, String)> = transcript(state, session_key)
+        .into_iter()
+        .filter(|(p, _)| p != "acp")
+        .collect();
+    turns
+        .chunks(2)
+        .map(|pair| match pair {
+            [(p1, said), (p2, reply)] if p1 == "inbound" && p2 == "agent" => {
+                (said.clone(), reply.clone())
+            }
+            _ => panic!("turns do not alternate message, reply: {turns:?}"),
+        })
+        .collect()
+}
+
+/// Issue 24: per session key, messages are answered one at a time in the order they arrived.
+/// The order of arrival is made known: while a held prompt keeps the session busy, each
+/// message is sent only once the one before it is seen waiting (the
+/// `deepcli_access_waiting_messages` gauge); then the hold is released. The agent's turns, the
+/// replies and the transcript all follow that order.
+#[test]
+fn messages_to_one_session_are_answered_in_arrival_order() {
+    let up = sdk_up(|_| {});
+    let release = up._tmp.path().join("release");
+    let waiting = || metric(up.addr, &up.state, "deepcli_access_waiting_messages");
+    let n = 8;
+    let (held, answers) = std::thread::scope(|s| {
+        let held = s.spawn(|| inbound(up.addr, SECRET, &hold("fifo", "f-0", &release)));
+        crate::common::wait_until("the held prompt to hold the session", || {
+            session_opened(&up.state, "agent:sdk:slack:group:fifo")
+        });
+        let mut answers = Vec::new();
+        for i in 1..=n {
+            let message = slack_group("fifo", &format!("f-{i}"), &format!("message {i}"));
+            answers.push(s.spawn(move || inbound(up.addr, SECRET, &message)));
+            crate::common::wait_until(&format!("message {i} waiting"), || {
+                waiting() == f64::from(i)
+            });
+        }
+        std::fs::write(&release, "").unwrap();
+        let answers: Vec<(u16, Value)> = answers.into_iter().map(|h| h.join().unwrap()).collect();
+        (held.join().unwrap(), answers)
+    });
+    assert_eq!(held.0, 200, "{}", held.1);
+    for (i, (status, body)) in (1..=n).zip(&answers) {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(
+            body["reply"]["text"],
+            format!("echo: message {i} (turn {})", i + 1),
+            "the agent saw message {i} as its turn {}",
+            i + 1
+        );
+    }
+    let said: Vec<String> = exchanges(&up.state, "agent:sdk:slack:group:fifo")
+        .into_iter()
+        .map(|(said, _)| said)
+        .collect();
+    let mut want = vec![format!("hold {}", release.display())];
+    want.extend((1..=n).map(|i| format!("message {i}")));
+    assert_eq!(said, want, "the transcript's order");
+    assert_eq!(waiting(), 0.0);
+}
+
+/// Issue 24: messages sent to one session at the same moment (released together by a
+/// barrier) while it is busy all wait — the gauge shows every one of them waiting at once, so
+/// they really overlap — and are then answered one at a time: each reply is its own message's
+/// whole echo (two prompts in one session at once would mix their chunks), the agent's turns
+/// are one each, and the transcript has each reply right after its message, in turn order.
+#[test]
+fn concurrent_messages_to_one_session_are_answered_one_at_a_time() {
+    let up = sdk_up(|_| {});
+    let release = up._tmp.path().join("release");
+    let waiting = || metric(up.addr, &up.state, "deepcli_access_waiting_messages");
+    let n: u32 = 8;
+    let barrier = std::sync::Barrier::new(n as usize);
+    let (held, answers) = std::thread::scope(|s| {
+        let held = s.spawn(|| inbound(up.addr, SECRET, &hold("burst", "b-0", &release)));
+        crate::common::wait_until("the held prompt to hold the session", || {
+            session_opened(&up.state, "agent:sdk:slack:group:burst")
+        });
+        let answers: Vec<_> = (1..=n)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let message = slack_group("burst", &format!("b-{i}"), &format!("burst {i}"));
+                    barrier.wait();
+                    inbound(up.addr, SECRET, &message)
+                })
+            })
+            .collect();
+        crate::common::wait_until("every message waiting at once", || {
+            waiting() == f64::from(n)
+        });
+        std::fs::write(&release, "").unwrap();
+        let answers: Vec<(u16, Value)> = answers.into_iter().map(|h| h.join().unwrap()).collect();
+        (held.join().unwrap(), answers)
+    });
+    assert_eq!(held.0, 200, "{}", held.1);
+    let mut turns = Vec::new();
+    for (i, (status, body)) in (1..=n).zip(&answers) {
+        assert_eq!(*status, 200, "{body}");
+        let text = body["reply"]["text"].as_str().unwrap();
+        let turn = text
+            .strip_prefix(&format!("echo: burst {i} (turn "))
+            .and_then(|rest| rest.strip_suffix(')'))
+            .and_then(|t| t.parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("message {i}'s reply is not its own echo: {text}"));
+        turns.push(turn);
+    }
+    let mut sorted = turns.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (2..=n + 1).collect::<Vec<_>>(),
+        "one turn each: {turns:?}"
+    );
+    let exchanges = exchanges(&up.state, "agent:sdk:slack:group:burst");
+    assert_eq!(exchanges.len(), n as usize + 1, "{exchanges:?}");
+    for (k, (said, reply)) in exchanges.iter().enumerate().skip(1) {
+        assert_eq!(
+            reply,
+            &format!("echo: {said} (turn {})", k + 1),
+            "the transcript's turn {}",
+            k + 1
+        );
+    }
+}
+
 /// A caller that hangs up while its message is being answered does not cancel the delivery
 /// half-way: a redelivery gets the first delivery's outcome, not an error.
 #[test]
