@@ -520,6 +520,171 @@ fn the_same_message_id_on_another_account_is_another_message() {
     }
 }
 
+/// Issue 24: the route the Access API gives — `POST /v1/route`, and the `route` of an inbound
+/// message's answer — is exactly what `deepcli route --json` prints for the same input, on
+/// every tier of the route fixture (an `acp` binding's inbound route aside, as documented).
+#[test]
+fn the_access_route_is_what_deepcli_route_json_prints() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/route");
+    let read = |name: &str| std::fs::read_to_string(fixture.join(name)).unwrap();
+    let hook = "{webhookSecret: {source: env, id: HOOK}}";
+    let channels = format!(
+        "channels:\n  discord:\n    accounts:\n      default: {hook}\n  slack:\n    accounts:\n      default: {hook}\n  telegram:\n    accounts:\n      default: {hook}\n      biz: {hook}\n"
+    );
+    let up = Up::start_config(
+        &read("agents.yaml"),
+        &channels,
+        &read("bindings.yaml"),
+        |cmd| {
+            cmd.env("HOOK", SECRET);
+        },
+    );
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    let auth = format!("Bearer {}", token(&up.state));
+    // (flags of `deepcli route`, the same input as JSON, whether it has an acp binding)
+    let cases: &[(&[&str], Value, bool)] = &[
+        (
+            &["--channel", "telegram", "--peer", "direct:111"],
+            json!({"channel": "telegram", "peer": {"kind": "direct", "id": "111"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "telegram",
+                "--account",
+                "biz",
+                "--peer",
+                "direct:111",
+            ],
+            json!({"channel": "telegram", "accountId": "biz", "peer": {"kind": "direct", "id": "111"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "discord",
+                "--guild",
+                "g1",
+                "--peer",
+                "channel:c-mod",
+            ],
+            json!({"channel": "discord", "guildId": "g1", "peer": {"kind": "channel", "id": "c-mod"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "discord",
+                "--guild",
+                "g1",
+                "--role",
+                "officer",
+                "--peer",
+                "group:x",
+            ],
+            json!({"channel": "discord", "guildId": "g1", "memberRoleIds": ["officer"], "peer": {"kind": "group", "id": "x"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "discord",
+                "--guild",
+                "g1",
+                "--peer",
+                "channel:t-1",
+                "--parent-peer",
+                "channel:c-mod",
+            ],
+            json!({"channel": "discord", "guildId": "g1", "peer": {"kind": "channel", "id": "t-1"}, "parentPeer": {"kind": "channel", "id": "c-mod"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "discord",
+                "--guild",
+                "g2",
+                "--peer",
+                "channel:c-mod",
+            ],
+            json!({"channel": "discord", "guildId": "g2", "peer": {"kind": "channel", "id": "c-mod"}}),
+            false,
+        ),
+        (
+            &["--channel", "discord", "--peer", "direct:222"],
+            json!({"channel": "discord", "peer": {"kind": "direct", "id": "222"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "slack",
+                "--team",
+                "t1",
+                "--peer",
+                "channel:C1",
+                "--group-scope",
+                "main",
+            ],
+            json!({"channel": "slack", "teamId": "t1", "peer": {"kind": "channel", "id": "C1"}, "groupScope": "main"}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "Slack",
+                "--peer",
+                "direct:U9",
+                "--dm-scope",
+                "per-peer",
+            ],
+            json!({"channel": "Slack", "peer": {"kind": "direct", "id": "U9"}, "dmScope": "per-peer"}),
+            false,
+        ),
+        (
+            &["--channel", "discord", "--peer", "channel:c-acp"],
+            json!({"channel": "discord", "peer": {"kind": "channel", "id": "c-acp"}}),
+            true,
+        ),
+    ];
+    for (i, (flags, input, acp)) in cases.iter().enumerate() {
+        let out = std::process::Command::new(crate::common::bin())
+            .args(["--config", up.config.to_str().unwrap(), "route", "--json"])
+            .args(*flags)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+        let (status, _, served) = call(
+            up.addr,
+            "POST",
+            "/v1/route",
+            &[("authorization", &auth)],
+            input.to_string().as_bytes(),
+        );
+        assert_eq!(status, 200, "{flags:?}: {served}");
+        assert_eq!(served, cli, "/v1/route for {flags:?}");
+
+        let mut message = input.clone();
+        message["messageId"] = format!("r-{i}").into();
+        message["text"] = "hi".into();
+        let (status, answer) = inbound(up.addr, SECRET, &message);
+        assert_eq!(status, 202, "{flags:?}: {answer}");
+        if *acp {
+            assert_eq!(answer["route"]["matchedBy"], "binding.acp", "{answer}");
+        } else {
+            assert_eq!(answer["route"], cli, "/v1/inbound for {flags:?}");
+        }
+    }
+}
+
 /// The echo agent on the ACP TypeScript SDK: counts turns per session, can load sessions, and
 /// answers `slow` only when cancelled.
 fn sdk_up(configure: impl FnOnce(&mut std::process::Command)) -> Up {
