@@ -940,6 +940,7 @@ fn move_files(
         if exists(&from)? && !exists(&stored)? {
             fs::create_dir(&stored).map_err(|e| io_err("create", &stored, e))?;
             sync_dir(dir)?;
+            failpoint::hit(&format!("trash.stored:{label}"));
         }
         if !move_one(&label, &from, &to, transfer)? {
             continue;
@@ -1072,6 +1073,7 @@ fn open_entry(
             .map_err(|e| io_err("create", trash_root, e))?;
         fs::create_dir(dir).map_err(|e| io_err("create", dir, e))?;
         sync_dir(trash_root)?;
+        failpoint::hit(&format!("trash.entry:{agent_id}"));
     }
 
     let by_file = items.iter().any(|i| i.files.is_some());
@@ -1188,6 +1190,11 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), TrashError> {
         .map_err(|e| io_err("write", &tmp, e))?;
     file.sync_all().map_err(|e| io_err("sync", &tmp, e))?;
     drop(file);
+    // A crash point before an entry's first manifest is in place (the temporary one is).
+    #[cfg(feature = "failpoints")]
+    if !path.exists() {
+        failpoint::hit(&format!("trash.manifest:{}", manifest.agent_id));
+    }
     fs::rename(&tmp, &path).map_err(|source| TrashError::Move {
         from: tmp.clone(),
         to: path.clone(),
@@ -1440,7 +1447,7 @@ pub fn move_path(from: &Path, to: &Path, transfer: Transfer) -> Result<(), Trash
             to: to.to_path_buf(),
         });
     }
-    if transfer == Transfer::Auto {
+    if transfer == Transfer::Auto && !failpoint::other_filesystem(from) {
         match fs::rename(from, to) {
             Ok(()) => {
                 sync_parent(to)?;
@@ -1472,7 +1479,21 @@ fn copy_then_remove(from: &Path, to: &Path) -> Result<(), TrashError> {
     if exists(&staging)? {
         remove_tree(&staging)?;
     }
-    let copied = copy_tree(from, &staging)
+    // Crash points (failpoints) inside the copy: after the first file of a directory, with the
+    // copy verified under its staging name, after it is renamed into place, and after the
+    // first child of a directory's original is removed.
+    let name = to
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let whole_dir = is_dir(from)?;
+    let mut first = whole_dir;
+    let mut partial = || {
+        if std::mem::take(&mut first) {
+            failpoint::hit(&format!("trash.copy.partial:{name}"));
+        }
+    };
+    let copied = copy_tree(from, &staging, &mut partial)
         .and_then(|()| sync_parent(&staging))
         .and_then(|()| verify_copy(from, &staging));
     if let Err(e) = copied {
@@ -1481,13 +1502,20 @@ fn copy_then_remove(from: &Path, to: &Path) -> Result<(), TrashError> {
         let _ = remove_tree(&staging);
         return Err(e);
     }
+    failpoint::hit(&format!("trash.copy.staged:{name}"));
     fs::rename(&staging, to).map_err(|source| TrashError::Move {
         from: staging.clone(),
         to: to.to_path_buf(),
         source,
     })?;
     sync_parent(to)?;
-    remove_tree(from)?;
+    failpoint::hit(&format!("trash.copy.renamed:{name}"));
+    let mut first = whole_dir;
+    remove_tree_then(from, &mut || {
+        if std::mem::take(&mut first) {
+            failpoint::hit(&format!("trash.copy.removing:{name}"));
+        }
+    })?;
     sync_parent(from)
 }
 
@@ -1500,7 +1528,8 @@ fn staging_path(path: &Path) -> Option<PathBuf> {
     Some(path.with_file_name(staged))
 }
 
-fn copy_tree(from: &Path, to: &Path) -> Result<(), TrashError> {
+/// Copies `from` to `to`, calling `copied` after each regular file.
+fn copy_tree(from: &Path, to: &Path, copied: &mut dyn FnMut()) -> Result<(), TrashError> {
     let meta = fs::symlink_metadata(from).map_err(|e| io_err("inspect", from, e))?;
     let kind = meta.file_type();
     if kind.is_symlink() {
@@ -1510,7 +1539,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), TrashError> {
         fs::create_dir(to).map_err(|e| io_err("create", to, e))?;
         for child in read_dir_sorted(from)? {
             if let Some(name) = child.file_name() {
-                copy_tree(&child, &to.join(name))?;
+                copy_tree(&child, &to.join(name), copied)?;
             }
         }
         // Permissions last: a read-only directory must still take its children first.
@@ -1527,6 +1556,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), TrashError> {
         File::open(to)
             .and_then(|f| f.sync_all())
             .map_err(|e| io_err("sync", to, e))?;
+        copied();
     } else {
         return Err(TrashError::Unsupported {
             path: from.to_path_buf(),
@@ -1554,6 +1584,11 @@ fn special_kind(kind: &fs::FileType) -> &'static str {
 /// Removes a file, a symlink (never what it points to) or a directory tree. Directories are
 /// made writable first, since a copied tree keeps read-only directories read-only.
 fn remove_tree(path: &Path) -> Result<(), TrashError> {
+    remove_tree_then(path, &mut || {})
+}
+
+/// [`remove_tree`], calling `removed` after each child of a directory `path` is gone.
+fn remove_tree_then(path: &Path, removed: &mut dyn FnMut()) -> Result<(), TrashError> {
     let meta = fs::symlink_metadata(path).map_err(|e| io_err("inspect", path, e))?;
     if !meta.is_dir() {
         return fs::remove_file(path).map_err(|e| io_err("remove", path, e));
@@ -1565,6 +1600,7 @@ fn remove_tree(path: &Path) -> Result<(), TrashError> {
     }
     for child in read_dir_sorted(path)? {
         remove_tree(&child)?;
+        removed();
     }
     fs::remove_dir(path).map_err(|e| io_err("remove", path, e))
 }

@@ -38,6 +38,26 @@ pub const STDIN_GRACE: Duration = Duration::from_secs(2);
 /// How often a running runtime's processes outside its group are looked for and recorded.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
+/// A supervision timing: `default`, unless the `failpoints` feature is on and
+/// `DEEPCLI_FAILPOINT_RUNTIME_MS` names it (`backoff_start=50,stop_timeout=300`: milliseconds
+/// for `backoff_start`, `backoff_max`, `healthy_after`, `stdin_grace`, `stop_timeout`), so that
+/// a test of the backoff or the stop ladder takes moments rather than minutes.
+fn timing(name: &str, default: Duration) -> Duration {
+    #[cfg(feature = "failpoints")]
+    if let Ok(list) = std::env::var("DEEPCLI_FAILPOINT_RUNTIME_MS") {
+        for pair in list.split(',') {
+            if let Some((key, ms)) = pair.split_once('=')
+                && key.trim() == name
+                && let Ok(ms) = ms.trim().parse()
+            {
+                return Duration::from_millis(ms);
+            }
+        }
+    }
+    let _ = name;
+    default
+}
+
 /// Everything needed to start one agent's runtime. Its hash decides restarts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuntimeSpec {

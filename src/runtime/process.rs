@@ -169,11 +169,13 @@ fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> String {
 async fn stop_child(mut spawned: Spawned) -> (String, Vec<ProcessId>) {
     drop(spawned.acp.take());
     drop(spawned.child.stdin.take());
-    let status = match tokio::time::timeout(STDIN_GRACE, spawned.child.wait()).await {
+    let grace = super::timing("stdin_grace", STDIN_GRACE);
+    let status = match tokio::time::timeout(grace, spawned.child.wait()).await {
         Ok(status) => status,
         Err(_) => {
             spawned.tree.signal(Signal::SIGTERM);
-            match tokio::time::timeout(STOP_TIMEOUT, spawned.child.wait()).await {
+            let timeout = super::timing("stop_timeout", STOP_TIMEOUT);
+            match tokio::time::timeout(timeout, spawned.child.wait()).await {
                 Ok(status) => status,
                 Err(_) => {
                     spawned.tree.kill().await;
@@ -283,7 +285,12 @@ pub(super) async fn supervise(
         }
     }
     let _unlist = Unlist(&acp, &spec.agent_id);
-    let mut backoff = BACKOFF_START;
+    let (backoff_start, backoff_max, healthy_after) = (
+        super::timing("backoff_start", BACKOFF_START),
+        super::timing("backoff_max", BACKOFF_MAX),
+        super::timing("healthy_after", HEALTHY_AFTER),
+    );
+    let mut backoff = backoff_start;
     loop {
         let started = Instant::now();
         // Why this attempt ended: it could not start at all (`failed`), or it ran and stopped.
@@ -307,11 +314,11 @@ pub(super) async fn supervise(
                 }
             },
         };
-        if started.elapsed() >= HEALTHY_AFTER {
-            backoff = BACKOFF_START;
+        if started.elapsed() >= healthy_after {
+            backoff = backoff_start;
         }
         let wait = backoff;
-        backoff = (backoff * 2).min(BACKOFF_MAX);
+        backoff = (backoff * 2).min(backoff_max);
         let next = jiff::Timestamp::now()
             .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
             .map(|t| t.round(jiff::Unit::Second).unwrap_or(t).to_string())
@@ -321,6 +328,12 @@ pub(super) async fn supervise(
             s.restarts += 1;
             s.next_start = next;
         });
+        tracing::debug!(
+            agent = %spec.agent_id,
+            restarts = report.current.restarts,
+            wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            "runtime starts again after its backoff"
+        );
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             ack = &mut stop => {

@@ -384,6 +384,307 @@ fn a_runtime_that_is_down_gets_a_503() {
     );
 }
 
+/// Issue 24: the Access API listens before the first apply has finished; until a plan is in
+/// force, an inbound message and a route get 503 — even with the new routing-plan.json already
+/// on disk, as the first apply is held (a failpoint pauses it) between writing it and
+/// recording it. Released, the apply finishes and the same message is routed.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs --features failpoints (scripts/test sets it)"
+)]
+fn before_the_first_plan_is_in_force_messages_get_503() {
+    let mark = tempfile::tempdir().unwrap();
+    let paused = mark.path().join("paused");
+    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let up = Up::start_config(
+        "agents:\n  list:\n    - id: main\n",
+        channels,
+        "bindings: []\n",
+        |cmd| {
+            cmd.env("HOOK", SECRET)
+                .env("DEEPCLI_FAILPOINT", "after:routing.publish:1")
+                .env("DEEPCLI_FAILPOINT_PAUSE", &paused);
+        },
+    );
+    crate::common::wait_until("the first apply to reach the failpoint", || paused.exists());
+    assert!(
+        up.state.join("routing-plan.json").exists(),
+        "written, not in force"
+    );
+    let message = slack_group("early", "e-1", "too early");
+    let (status, body) = inbound(up.addr, SECRET, &message);
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("no routing plan is in force yet"),
+        "{body}"
+    );
+    let auth = format!("Bearer {}", token(&up.state));
+    let route = br#"{"channel": "slack", "peer": {"kind": "group", "id": "early"}}"#;
+    let (status, generation, body) = call(
+        up.addr,
+        "POST",
+        "/v1/route",
+        &[("authorization", &auth)],
+        route,
+    );
+    assert_eq!((status, generation), (503, None), "{body}");
+    assert!(up.status().unwrap()["routingGeneration"].is_null());
+
+    std::fs::remove_file(&paused).unwrap();
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    let (status, body) = inbound(up.addr, SECRET, &message);
+    assert_eq!(status, 202, "routed now: {body}");
+    assert_eq!(body["route"]["agentId"], "main");
+    assert_eq!(body["duplicate"], false, "the 503 recorded nothing: {body}");
+}
+
+/// Issue 24: an account that is disabled, or whose channel is, refuses a correctly signed
+/// message with 403 and routes nothing; a wrong signature to it is still 401 (only a caller
+/// that signed correctly learns that it is disabled); an enabled account of the same channel
+/// takes the message.
+#[test]
+fn a_disabled_account_or_channel_gets_403() {
+    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n      off: {enabled: false, webhookSecret: {source: env, id: HOOK}}\n  telegram:\n    enabled: false\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let up = Up::start_config(
+        "agents:\n  list:\n    - id: main\n",
+        channels,
+        "bindings: []\n",
+        |cmd| {
+            cmd.env("HOOK", SECRET);
+        },
+    );
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    let routed = || metric(up.addr, &up.state, "deepcli_route_decisions_total");
+    let mut off = slack_group("c1", "m-1", "hi");
+    off["accountId"] = "off".into();
+    let telegram = envelope(group("-100"), "m-1", "hi");
+
+    for (what, message) in [
+        ("a disabled account", &off),
+        ("a disabled channel", &telegram),
+    ] {
+        let (status, body) = inbound(up.addr, "not the secret", message);
+        assert_eq!(status, 401, "{what}, wrongly signed: {body}");
+        let (status, body) = inbound(up.addr, SECRET, message);
+        assert_eq!(status, 403, "{what}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().contains("is disabled"),
+            "{what}: {body}"
+        );
+    }
+    assert_eq!(routed(), 0.0, "nothing was routed");
+    let (status, body) = inbound(up.addr, SECRET, &slack_group("c1", "m-1", "hi"));
+    assert_eq!(status, 202, "the enabled account: {body}");
+    assert_eq!(routed(), 1.0);
+}
+
+/// Issue 24: the idempotency key holds the account: message 42 on one account of a channel is
+/// not message 42 on another, though both land in the same session.
+#[test]
+fn the_same_message_id_on_another_account_is_another_message() {
+    let agents = crate::common::sdk_agents();
+    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n      b: {webhookSecret: {source: env, id: HOOK}}\n";
+    let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack, accountId: \"*\"}}\n";
+    let up = Up::start_config(&agents, channels, bindings, |cmd| {
+        cmd.env("HOOK", SECRET);
+    });
+    up.wait_for("the SDK agent ready", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    let on = |account: &str, text: &str| {
+        let mut message = slack_group("shared", "42", text);
+        message["accountId"] = account.into();
+        message
+    };
+    let (status, first) = inbound(up.addr, SECRET, &on("default", "on default"));
+    assert_eq!(status, 200, "{first}");
+    let (status, second) = inbound(up.addr, SECRET, &on("b", "on b"));
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["duplicate"], false, "{second}");
+    assert_eq!(second["route"]["accountId"], "b");
+    assert_eq!(second["reply"]["text"], "echo: on b (turn 2)", "{second}");
+    assert_eq!(second["sessionKey"], first["sessionKey"], "one session");
+    // Each account still deduplicates its own.
+    for (account, reply) in [
+        ("default", "echo: on default (turn 1)"),
+        ("b", "echo: on b (turn 2)"),
+    ] {
+        let (status, again) = inbound(up.addr, SECRET, &on(account, "again"));
+        assert_eq!(status, 200, "{again}");
+        assert_eq!(again["duplicate"], true, "{account}: {again}");
+        assert_eq!(again["reply"]["text"], reply, "{account}");
+    }
+}
+
+/// Issue 24: the route the Access API gives — `POST /v1/route`, and the `route` of an inbound
+/// message's answer — is exactly what `deepcli route --json` prints for the same input, on
+/// every tier of the route fixture (an `acp` binding's inbound route aside, as documented).
+#[test]
+fn the_access_route_is_what_deepcli_route_json_prints() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/route");
+    let read = |name: &str| std::fs::read_to_string(fixture.join(name)).unwrap();
+    let hook = "{webhookSecret: {source: env, id: HOOK}}";
+    let channels = format!(
+        "channels:\n  discord:\n    accounts:\n      default: {hook}\n  slack:\n    accounts:\n      default: {hook}\n  telegram:\n    accounts:\n      default: {hook}\n      biz: {hook}\n"
+    );
+    let up = Up::start_config(
+        &read("agents.yaml"),
+        &channels,
+        &read("bindings.yaml"),
+        |cmd| {
+            cmd.env("HOOK", SECRET);
+        },
+    );
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    let auth = format!("Bearer {}", token(&up.state));
+    // (flags of `deepcli route`, the same input as JSON, whether it has an acp binding)
+    let cases: &[(&[&str], Value, bool)] = &[
+        (
+            &["--channel", "telegram", "--peer", "direct:111"],
+            json!({"channel": "telegram", "peer": {"kind": "direct", "id": "111"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "telegram",
+                "--account",
+                "biz",
+                "--peer",
+                "direct:111",
+            ],
+            json!({"channel": "telegram", "accountId": "biz", "peer": {"kind": "direct", "id": "111"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "discord",
+                "--guild",
+                "g1",
+                "--peer",
+                "channel:c-mod",
+            ],
+            json!({"channel": "discord", "guildId": "g1", "peer": {"kind": "channel", "id": "c-mod"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "discord",
+                "--guild",
+                "g1",
+                "--role",
+                "officer",
+                "--peer",
+                "group:x",
+            ],
+            json!({"channel": "discord", "guildId": "g1", "memberRoleIds": ["officer"], "peer": {"kind": "group", "id": "x"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "discord",
+                "--guild",
+                "g1",
+                "--peer",
+                "channel:t-1",
+                "--parent-peer",
+                "channel:c-mod",
+            ],
+            json!({"channel": "discord", "guildId": "g1", "peer": {"kind": "channel", "id": "t-1"}, "parentPeer": {"kind": "channel", "id": "c-mod"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "discord",
+                "--guild",
+                "g2",
+                "--peer",
+                "channel:c-mod",
+            ],
+            json!({"channel": "discord", "guildId": "g2", "peer": {"kind": "channel", "id": "c-mod"}}),
+            false,
+        ),
+        (
+            &["--channel", "discord", "--peer", "direct:222"],
+            json!({"channel": "discord", "peer": {"kind": "direct", "id": "222"}}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "slack",
+                "--team",
+                "t1",
+                "--peer",
+                "channel:C1",
+                "--group-scope",
+                "main",
+            ],
+            json!({"channel": "slack", "teamId": "t1", "peer": {"kind": "channel", "id": "C1"}, "groupScope": "main"}),
+            false,
+        ),
+        (
+            &[
+                "--channel",
+                "Slack",
+                "--peer",
+                "direct:U9",
+                "--dm-scope",
+                "per-peer",
+            ],
+            json!({"channel": "Slack", "peer": {"kind": "direct", "id": "U9"}, "dmScope": "per-peer"}),
+            false,
+        ),
+        (
+            &["--channel", "discord", "--peer", "channel:c-acp"],
+            json!({"channel": "discord", "peer": {"kind": "channel", "id": "c-acp"}}),
+            true,
+        ),
+    ];
+    for (i, (flags, input, acp)) in cases.iter().enumerate() {
+        let out = std::process::Command::new(crate::common::bin())
+            .args(["--config", up.config.to_str().unwrap(), "route", "--json"])
+            .args(*flags)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+        let (status, _, served) = call(
+            up.addr,
+            "POST",
+            "/v1/route",
+            &[("authorization", &auth)],
+            input.to_string().as_bytes(),
+        );
+        assert_eq!(status, 200, "{flags:?}: {served}");
+        assert_eq!(served, cli, "/v1/route for {flags:?}");
+
+        let mut message = input.clone();
+        message["messageId"] = format!("r-{i}").into();
+        message["text"] = "hi".into();
+        let (status, answer) = inbound(up.addr, SECRET, &message);
+        assert_eq!(status, 202, "{flags:?}: {answer}");
+        if *acp {
+            assert_eq!(answer["route"]["matchedBy"], "binding.acp", "{answer}");
+        } else {
+            assert_eq!(answer["route"], cli, "/v1/inbound for {flags:?}");
+        }
+    }
+}
+
 /// The echo agent on the ACP TypeScript SDK: counts turns per session, can load sessions, and
 /// answers `slow` only when cancelled.
 fn sdk_up(configure: impl FnOnce(&mut std::process::Command)) -> Up {
@@ -409,16 +710,35 @@ fn slack(peer: &str, message_id: &str, text: &str) -> Value {
     json!({"channel": "slack", "peer": {"kind": "direct", "id": peer}, "messageId": message_id, "text": text})
 }
 
+/// Six copies of one envelope sent at once (released together by a barrier) while their
+/// session is busy with a slow prompt, so that every copy is in flight before the first can be
+/// answered: one delivery reaches the agent, and the five others get its answer.
 #[test]
 fn a_redelivered_envelope_reaches_the_agent_once_even_when_deliveries_race() {
-    let up = sdk_up(|_| {});
-    let message = slack("u1", "race-1", "once");
-    let answers: Vec<(u16, Value)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..6)
-            .map(|_| s.spawn(|| inbound(up.addr, SECRET, &message)))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let up = sdk_up(|cmd| {
+        cmd.args(["--prompt-timeout-ms", "5000"]);
     });
+    let message = slack_group("race", "race-1", "once");
+    let copies = 6;
+    let barrier = std::sync::Barrier::new(copies);
+    let duplicates = || metric(up.addr, &up.state, "deepcli_duplicate_deliveries_total");
+    let (slow, answers) = std::thread::scope(|s| {
+        let slow = s.spawn(|| inbound(up.addr, SECRET, &slack_group("race", "race-0", "slow")));
+        crate::common::wait_until("the slow prompt to hold the session", || {
+            session_opened(&up.state, "agent:sdk:slack:group:race")
+        });
+        let handles: Vec<_> = (0..copies)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    inbound(up.addr, SECRET, &message)
+                })
+            })
+            .collect();
+        let answers: Vec<(u16, Value)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        (slow.join().unwrap(), answers)
+    });
+    assert_eq!(slow.0, 504, "the slow prompt timed out: {}", slow.1);
     assert!(
         answers.iter().all(|(status, _)| *status == 200),
         "{answers:?}"
@@ -429,16 +749,57 @@ fn a_redelivered_envelope_reaches_the_agent_once_even_when_deliveries_race() {
         .count();
     assert_eq!(firsts, 1, "{answers:?}");
     for (_, body) in &answers {
-        assert_eq!(body["reply"]["text"], "echo: once (turn 1)");
+        assert_eq!(body["reply"]["text"], "echo: once (turn 2)");
     }
+    assert_eq!(
+        duplicates(),
+        (copies - 1) as f64,
+        "every other copy waited for the first delivery (none was answered from the store)"
+    );
     // Later, a plain redelivery: the stored reply.
     let (status, again) = inbound(up.addr, SECRET, &message);
     assert_eq!(status, 200);
     assert_eq!(again["duplicate"], true);
-    assert_eq!(again["reply"]["text"], "echo: once (turn 1)");
-    // The agent saw one prompt: the next message is its second turn.
-    let (_, next) = inbound(up.addr, SECRET, &slack("u1", "race-2", "next"));
-    assert_eq!(next["reply"]["text"], "echo: next (turn 2)", "{next}");
+    assert_eq!(again["reply"]["text"], "echo: once (turn 2)");
+    // The agent saw one prompt of it: the next message is its third turn.
+    let (_, next) = inbound(up.addr, SECRET, &slack_group("race", "race-2", "next"));
+    assert_eq!(next["reply"]["text"], "echo: next (turn 3)", "{next}");
+}
+
+/// A delivery is recorded before it is answered: after the controller is killed and started
+/// again, a redelivery gets the stored response with `duplicate: true`, and the agent never
+/// sees the message again (it loads its session, so its turns carry on).
+#[test]
+fn a_redelivery_after_a_controller_restart_gets_the_stored_response() {
+    let mut up = sdk_up(|_| {});
+    let message = slack_group("again", "a-1", "before the restart");
+    let (status, first) = inbound(up.addr, SECRET, &message);
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["reply"]["text"], "echo: before the restart (turn 1)");
+
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    up.restart(|cmd| {
+        cmd.env("HOOK", SECRET);
+    });
+    up.wait_for("the SDK agent ready again", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    let (status, again) = inbound(up.addr, SECRET, &message);
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["duplicate"], true, "{again}");
+    for key in ["route", "sessionKey", "reply"] {
+        assert_eq!(again[key], first[key], "{key}: the stored response");
+    }
+    let (_, next) = inbound(up.addr, SECRET, &slack_group("again", "a-2", "after"));
+    assert_eq!(next["reply"]["text"], "echo: after (turn 2)", "{next}");
+    let key = first["sessionKey"].as_str().unwrap();
+    let inbound_turns: Vec<String> = transcript(&up.state, key)
+        .into_iter()
+        .filter(|(p, _)| p == "inbound")
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(inbound_turns, ["before the restart", "after"]);
 }
 
 #[test]
@@ -1177,6 +1538,143 @@ fn the_queue_limit_is_the_number_that_may_wait() {
             assert_eq!(status, 200, "{body}");
         }
     });
+}
+
+/// A message whose prompt the SDK agent holds until `release` exists: the session stays busy
+/// for as long as the test wants, and no longer.
+fn hold(peer: &str, message_id: &str, release: &Path) -> Value {
+    slack_group(peer, message_id, &format!("hold {}", release.display()))
+}
+
+/// The (inbound, agent) turns of a session, in transcript order, which must alternate: each
+/// reply right after its message.
+fn exchanges(state: &Path, session_key: &str) -> Vec<(String, String)> {
+    let turns: Vec<(String, String)> = transcript(state, session_key)
+        .into_iter()
+        .filter(|(p, _)| p != "acp")
+        .collect();
+    turns
+        .chunks(2)
+        .map(|pair| match pair {
+            [(p1, said), (p2, reply)] if p1 == "inbound" && p2 == "agent" => {
+                (said.clone(), reply.clone())
+            }
+            _ => panic!("turns do not alternate message, reply: {turns:?}"),
+        })
+        .collect()
+}
+
+/// Issue 24: per session key, messages are answered one at a time in the order they arrived.
+/// The order of arrival is made known: while a held prompt keeps the session busy, each
+/// message is sent only once the one before it is seen waiting (the
+/// `deepcli_access_waiting_messages` gauge); then the hold is released. The agent's turns, the
+/// replies and the transcript all follow that order.
+#[test]
+fn messages_to_one_session_are_answered_in_arrival_order() {
+    let up = sdk_up(|_| {});
+    let release = up._tmp.path().join("release");
+    let waiting = || metric(up.addr, &up.state, "deepcli_access_waiting_messages");
+    let n = 8;
+    let (held, answers) = std::thread::scope(|s| {
+        let held = s.spawn(|| inbound(up.addr, SECRET, &hold("fifo", "f-0", &release)));
+        crate::common::wait_until("the held prompt to hold the session", || {
+            session_opened(&up.state, "agent:sdk:slack:group:fifo")
+        });
+        let mut answers = Vec::new();
+        for i in 1..=n {
+            let message = slack_group("fifo", &format!("f-{i}"), &format!("message {i}"));
+            answers.push(s.spawn(move || inbound(up.addr, SECRET, &message)));
+            crate::common::wait_until(&format!("message {i} waiting"), || {
+                waiting() == f64::from(i)
+            });
+        }
+        std::fs::write(&release, "").unwrap();
+        let answers: Vec<(u16, Value)> = answers.into_iter().map(|h| h.join().unwrap()).collect();
+        (held.join().unwrap(), answers)
+    });
+    assert_eq!(held.0, 200, "{}", held.1);
+    for (i, (status, body)) in (1..=n).zip(&answers) {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(
+            body["reply"]["text"],
+            format!("echo: message {i} (turn {})", i + 1),
+            "the agent saw message {i} as its turn {}",
+            i + 1
+        );
+    }
+    let said: Vec<String> = exchanges(&up.state, "agent:sdk:slack:group:fifo")
+        .into_iter()
+        .map(|(said, _)| said)
+        .collect();
+    let mut want = vec![format!("hold {}", release.display())];
+    want.extend((1..=n).map(|i| format!("message {i}")));
+    assert_eq!(said, want, "the transcript's order");
+    assert_eq!(waiting(), 0.0);
+}
+
+/// Issue 24: messages sent to one session at the same moment (released together by a
+/// barrier) while it is busy all wait — the gauge shows every one of them waiting at once, so
+/// they really overlap — and are then answered one at a time: each reply is its own message's
+/// whole echo (two prompts in one session at once would mix their chunks), the agent's turns
+/// are one each, and the transcript has each reply right after its message, in turn order.
+#[test]
+fn concurrent_messages_to_one_session_are_answered_one_at_a_time() {
+    let up = sdk_up(|_| {});
+    let release = up._tmp.path().join("release");
+    let waiting = || metric(up.addr, &up.state, "deepcli_access_waiting_messages");
+    let n: u32 = 8;
+    let barrier = std::sync::Barrier::new(n as usize);
+    let (held, answers) = std::thread::scope(|s| {
+        let held = s.spawn(|| inbound(up.addr, SECRET, &hold("burst", "b-0", &release)));
+        crate::common::wait_until("the held prompt to hold the session", || {
+            session_opened(&up.state, "agent:sdk:slack:group:burst")
+        });
+        let answers: Vec<_> = (1..=n)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let message = slack_group("burst", &format!("b-{i}"), &format!("burst {i}"));
+                    barrier.wait();
+                    inbound(up.addr, SECRET, &message)
+                })
+            })
+            .collect();
+        crate::common::wait_until("every message waiting at once", || {
+            waiting() == f64::from(n)
+        });
+        std::fs::write(&release, "").unwrap();
+        let answers: Vec<(u16, Value)> = answers.into_iter().map(|h| h.join().unwrap()).collect();
+        (held.join().unwrap(), answers)
+    });
+    assert_eq!(held.0, 200, "{}", held.1);
+    let mut turns = Vec::new();
+    for (i, (status, body)) in (1..=n).zip(&answers) {
+        assert_eq!(*status, 200, "{body}");
+        let text = body["reply"]["text"].as_str().unwrap();
+        let turn = text
+            .strip_prefix(&format!("echo: burst {i} (turn "))
+            .and_then(|rest| rest.strip_suffix(')'))
+            .and_then(|t| t.parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("message {i}'s reply is not its own echo: {text}"));
+        turns.push(turn);
+    }
+    let mut sorted = turns.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (2..=n + 1).collect::<Vec<_>>(),
+        "one turn each: {turns:?}"
+    );
+    let exchanges = exchanges(&up.state, "agent:sdk:slack:group:burst");
+    assert_eq!(exchanges.len(), n as usize + 1, "{exchanges:?}");
+    for (k, (said, reply)) in exchanges.iter().enumerate().skip(1) {
+        assert_eq!(
+            reply,
+            &format!("echo: {said} (turn {})", k + 1),
+            "the transcript's turn {}",
+            k + 1
+        );
+    }
 }
 
 /// A caller that hangs up while its message is being answered does not cancel the delivery

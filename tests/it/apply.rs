@@ -13,6 +13,8 @@ struct Hub {
     config: PathBuf,
     state: PathBuf,
     home: PathBuf,
+    /// Set for every command the hub runs.
+    env: Vec<(String, String)>,
 }
 
 struct Run {
@@ -55,6 +57,7 @@ impl Hub {
             config,
             state,
             home,
+            env: Vec::new(),
         }
     }
 
@@ -79,6 +82,9 @@ impl Hub {
             .env("NO_COLOR", "1")
             .env_remove("DEEPCLI_FAILPOINT")
             .args(args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -1050,15 +1056,38 @@ fn project(hub: &Hub) -> PathBuf {
     hub.home.join("project")
 }
 
+/// `gone`'s workspace: outside the state directory, under the home that the crash test
+/// treats as another filesystem.
+fn elsewhere(hub: &Hub) -> PathBuf {
+    hub.home.join("elsewhere/gone")
+}
+
 fn crash_scenario_before(hub: &Hub) {
     let project = project(hub);
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(project.join("README.md"), "the user's\n").unwrap();
+    std::fs::write(
+        hub.config.join("channels.yaml"),
+        "channels:\n  telegram:\n    accounts:\n      default: {botToken: {source: env, id: TG_TOKEN}}\n      biz: {botToken: {source: env, id: TG_BIZ_TOKEN}}\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n",
+    )
+    .unwrap();
     hub.agents(&[
         agent("main", "      identity: {name: Old}\n"),
-        agent("a", ""),
-        agent("b", ""),
-        agent("gone", ""),
+        agent(
+            "a",
+            "      runtime: {kind: process, command: [sleep, \"600\"]}\n",
+        ),
+        agent(
+            "b",
+            "      runtime: {kind: acp, command: [deepcli, echo-agent]}\n",
+        ),
+        agent(
+            "gone",
+            &format!(
+                "      workspace: {}\n      runtime: {{kind: process, command: [sleep, \"600\"]}}\n",
+                elsewhere(hub).display()
+            ),
+        ),
         agent("ext", &format!("      workspace: {}\n", project.display())),
     ]);
     hub.bindings(BINDINGS.replace("research", "a").as_str());
@@ -1067,19 +1096,148 @@ fn crash_scenario_before(hub: &Hub) {
 /// What happens between the two applies: the user writes into `gone`'s workspace and edits a
 /// bootstrap file in the adopted project folder.
 fn crash_scenario_edits(hub: &Hub) {
-    std::fs::write(hub.workspace("gone").join("notes.txt"), "keep me").unwrap();
+    std::fs::write(elsewhere(hub).join("notes.txt"), "keep me").unwrap();
     std::fs::write(project(hub).join("SOUL.md"), "edited\n").unwrap();
 }
 
+/// Every kind of step: an identity update, a runtime changed and one removed, an agent added
+/// with a runtime, two deleted (one with a workspace deepcli created, one from an adopted
+/// folder), an account added, one changed, one removed, bindings and the routing plan.
 fn crash_scenario_after(hub: &Hub) {
+    std::fs::write(
+        hub.config.join("channels.yaml"),
+        "channels:\n  telegram:\n    accounts:\n      default: {name: Telegram main, botToken: {source: env, id: TG_TOKEN}}\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n      ops: {botToken: {source: env, id: SLACK_OPS_TOKEN}}\n",
+    )
+    .unwrap();
     hub.agents(&[
         agent("main", "      identity: {name: New}\n"),
-        agent("a", ""),
+        agent(
+            "a",
+            "      runtime: {kind: process, command: [sleep, \"601\"]}\n",
+        ),
         agent("b", ""),
-        agent("fresh", ""),
+        agent(
+            "fresh",
+            "      runtime: {kind: process, command: [sleep, \"600\"]}\n",
+        ),
     ]);
     hub.bindings("bindings:\n  - agentId: fresh\n    match: {channel: slack}\n");
 }
+
+/// `cp -a from to`: modes and times kept.
+fn copy_tree(from: &Path, to: &Path) {
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "cp -a {} {}",
+        from.display(),
+        to.display()
+    );
+}
+
+impl Hub {
+    /// Another handle on the same directories (no temp dir of its own).
+    fn handle(&self) -> Hub {
+        Hub {
+            _tmp: None,
+            config: self.config.clone(),
+            state: self.state.clone(),
+            home: self.home.clone(),
+            env: self.env.clone(),
+        }
+    }
+}
+
+/// A hub for the crash test: its home counts as another filesystem, so what the deletes take
+/// from it (`gone`'s workspace, `ext`'s files) travels by copy, verify and remove.
+fn crash_hub(root: &Path) -> Hub {
+    let mut hub = Hub::at(root);
+    hub.env = vec![(
+        "DEEPCLI_FAILPOINT_OTHER_FS".into(),
+        hub.home.display().to_string(),
+    )];
+    hub
+}
+
+/// Every failpoint the crash scenario's second apply passes, in order: a failpoint that
+/// vanishes, or one added, fails the test until this list says so.
+const CRASH_POINTS: &[&str] = &[
+    // The old binding, in a transaction of its own.
+    r#"before:binding.remove:["route","telegram","*","",null,null,[]]"#,
+    // An identity update; a runtime changed; a runtime removed; an agent added with one.
+    "before:agent.update:main",
+    "file:agent.update:main:IDENTITY.md",
+    "after:agent.update:main",
+    "before:agent.update:a",
+    "after:agent.update:a",
+    "before:agent.update:b",
+    "after:agent.update:b",
+    "before:agent.create:fresh",
+    "file:agent.create:fresh:BOOTSTRAP.md",
+    "file:agent.create:fresh:AGENTS.md",
+    "file:agent.create:fresh:SOUL.md",
+    "file:agent.create:fresh:IDENTITY.md",
+    "file:agent.create:fresh:USER.md",
+    "file:agent.create:fresh:TOOLS.md",
+    "file:agent.create:fresh:HEARTBEAT.md",
+    "file:agent.create:fresh:MEMORY.md",
+    "after:agent.create:fresh",
+    // The new binding and the accounts (changed, added, removed): one transaction.
+    r#"before:binding.add:["route","slack","default","",null,null,[]]"#,
+    "before:account.change:telegram:default",
+    "before:account.add:slack:ops",
+    "before:account.remove:telegram:biz",
+    // `ext`: deepcli's files leave the adopted project one by one, each by copy; its
+    // agentDir and sessions are renamed.
+    "before:agent.delete:ext",
+    "trash.entry:ext",
+    "trash.manifest:ext",
+    "trash.stored:workspace",
+    "trash.copy.staged:AGENTS.md",
+    "trash.copy.renamed:AGENTS.md",
+    "trash.moved:workspace/AGENTS.md",
+    "trash.copy.staged:SOUL.md",
+    "trash.copy.renamed:SOUL.md",
+    "trash.moved:workspace/SOUL.md",
+    "trash.copy.staged:IDENTITY.md",
+    "trash.copy.renamed:IDENTITY.md",
+    "trash.moved:workspace/IDENTITY.md",
+    "trash.copy.staged:USER.md",
+    "trash.copy.renamed:USER.md",
+    "trash.moved:workspace/USER.md",
+    "trash.copy.staged:TOOLS.md",
+    "trash.copy.renamed:TOOLS.md",
+    "trash.moved:workspace/TOOLS.md",
+    "trash.copy.staged:HEARTBEAT.md",
+    "trash.copy.renamed:HEARTBEAT.md",
+    "trash.moved:workspace/HEARTBEAT.md",
+    "trash.copy.staged:MEMORY.md",
+    "trash.copy.renamed:MEMORY.md",
+    "trash.moved:workspace/MEMORY.md",
+    "trash.moved:agentDir",
+    "trash.moved:sessions",
+    "after:agent.delete:ext",
+    // `gone`: its workspace is copied whole; agentDir and sessions are renamed.
+    "before:agent.delete:gone",
+    "trash.entry:gone",
+    "trash.manifest:gone",
+    "trash.copy.partial:workspace",
+    "trash.copy.staged:workspace",
+    "trash.copy.renamed:workspace",
+    "trash.copy.removing:workspace",
+    "trash.moved:workspace",
+    "trash.moved:agentDir",
+    "trash.moved:sessions",
+    "after:agent.delete:gone",
+    // The routing plan.
+    "before:routing.publish:2",
+    "after:routing.publish:2",
+];
 
 /// Kills `apply` at every failpoint in turn; after each crash a second apply must converge to
 /// exactly what an uninterrupted apply leaves.
@@ -1091,41 +1249,51 @@ fn crash_scenario_after(hub: &Hub) {
 fn a_crash_at_any_step_converges_on_the_next_apply() {
     let base = tempfile::tempdir().unwrap();
     let root = base.path().join("hub");
-    let reference = Hub::at(&root);
-    crash_scenario_before(&reference);
-    reference.applied();
-    crash_scenario_edits(&reference);
-    crash_scenario_after(&reference);
+    // The hub as the second apply finds it, made once; each run starts from a copy of it at
+    // the same path (the state records absolute paths).
+    let pristine = base.path().join("pristine");
+    let hub = crash_hub(&root);
+    crash_scenario_before(&hub);
+    hub.applied();
+    crash_scenario_edits(&hub);
+    crash_scenario_after(&hub);
+    copy_tree(&root, &pristine);
+    let fresh = || {
+        std::fs::remove_dir_all(&root).unwrap();
+        copy_tree(&pristine, &root);
+        hub.handle()
+    };
+
+    let reference = fresh();
     reference.applied();
     let left: Vec<_> = std::fs::read_dir(project(&reference))
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(left, ["README.md"], "only deepcli's files left the project");
+    assert!(
+        !elsewhere(&reference).exists(),
+        "gone's workspace went to trash"
+    );
     let want = fingerprint(&reference);
 
-    let mut crashed = 0;
     let mut points = Vec::new();
     for n in 1.. {
-        let hub = Hub::at(&root);
-        crash_scenario_before(&hub);
-        hub.applied();
-        crash_scenario_edits(&hub);
-        crash_scenario_after(&hub);
+        let hub = fresh();
         let n = n.to_string();
         let run = hub.run_env(&["apply", "--auto-approve"], &[("DEEPCLI_FAILPOINT", &n)]);
         if run.code == 0 {
             break;
         }
-        crashed += 1;
-        assert!(
-            run.stderr.contains("failpoint"),
-            "failpoint {n}: {}",
-            run.stderr
-        );
-        if let Some(name) = run.stderr.split('`').nth(1) {
-            points.push(name.to_string());
-        }
+        let name = run
+            .stderr
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!("failpoint {n} `"))?
+                    .strip_suffix("`: aborting")
+            })
+            .unwrap_or_else(|| panic!("apply {n} failed, not at failpoint {n}: {}", run.stderr));
+        points.push(name.to_string());
         let resumed = hub.apply(&[]);
         assert_eq!(
             resumed.code, 0,
@@ -1134,42 +1302,21 @@ fn a_crash_at_any_step_converges_on_the_next_apply() {
         );
         let got = fingerprint(&hub);
         assert_eq!(
-            got.0,
-            want.0,
-            "state after crashing at failpoint {n} ({})",
-            run.stderr.trim()
+            got.0, want.0,
+            "state after crashing at failpoint {n} ({name})"
         );
         assert_eq!(
-            got.1,
-            want.1,
-            "files after crashing at failpoint {n} ({})",
-            run.stderr.trim()
+            got.1, want.1,
+            "files after crashing at failpoint {n} ({name})"
         );
         let plan = hub.run(&["plan", "--detailed-exitcode"]);
         assert_eq!(
             plan.code, 0,
-            "converged after failpoint {n}: {}",
+            "converged after failpoint {n} ({name}): {}",
             plan.stdout
         );
     }
-    assert!(
-        crashed >= 33,
-        "only {crashed} failpoints were hit: {points:?}"
-    );
-    // Crashes between a move into the trash and the manifest saying so: each file deepcli
-    // wrote into the adopted project (the edited one too) and each directory moved whole.
-    for point in [
-        "trash.moved:workspace/AGENTS.md",
-        "trash.moved:workspace/SOUL.md",
-        "trash.moved:workspace/MEMORY.md",
-        "trash.moved:workspace",
-        "trash.moved:sessions",
-    ] {
-        assert!(
-            points.iter().any(|p| p == point),
-            "{point} not hit: {points:?}"
-        );
-    }
+    assert_eq!(points, CRASH_POINTS, "the failpoints passed, in order");
 }
 
 // ---- rendered output ----
@@ -1237,6 +1384,107 @@ fn a_dead_holders_lease_is_taken_over() {
     .unwrap();
     drop(conn);
     hub.applied();
+}
+
+/// Writes the lease row as a holder left it: `pid` on `host`, started at `start`, its last
+/// heartbeat `quiet_for` ago.
+fn plant_lease(
+    dir: &deepcli::state::StateDir,
+    pid: u32,
+    host: &str,
+    start: &str,
+    quiet_for: std::time::Duration,
+) {
+    let heartbeat = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::try_from(quiet_for).unwrap())
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    conn.execute(
+        "INSERT OR REPLACE INTO lease (id, pid, host, process_start, purpose, acquired_at, heartbeat_at) VALUES (1, ?1, ?2, ?3, 'deepcli up', ?4, ?4)",
+        rusqlite::params![pid, host, start, heartbeat],
+    )
+    .unwrap();
+}
+
+/// A holder is dead, and its lease taken over, when its pid now names another process (same
+/// pid, another start time), or when it is on another host and has not renewed for 60 s.
+/// The same rows with the holder still alive (its own start time; a recent heartbeat) are
+/// refused, so neither takeover is a lease that never held.
+#[test]
+fn a_lease_is_taken_over_when_the_holders_pid_was_reused_or_its_host_went_quiet() {
+    use deepcli::state::{LeasePurpose, StateError, StateStore};
+    use std::time::Duration;
+    let hub = Hub::new();
+    two_agents(&hub);
+    let dir = deepcli::state::StateDir::new(&hub.state);
+    drop(StateStore::open(&dir).unwrap());
+    // A live process of this host: the pid every planted holder claims.
+    struct Live(std::process::Child);
+    impl Drop for Live {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let live = Live(
+        std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap(),
+    );
+    let pid = live.0.id();
+    let start = deepcli::os::process_start(pid).unwrap();
+    let here = deepcli::os::hostname();
+    let elsewhere = format!("{here}-not");
+    for (what, host, start, quiet, taken_over) in [
+        (
+            "this host, the holder itself",
+            &here,
+            start.as_str(),
+            0,
+            false,
+        ),
+        ("this host, its pid reused", &here, "1", 0, true),
+        ("another host, renewed 30 s ago", &elsewhere, "1", 30, false),
+        (
+            "another host, quiet for 2 min",
+            &elsewhere,
+            start.as_str(),
+            120,
+            true,
+        ),
+    ] {
+        plant_lease(&dir, pid, host, start, Duration::from_secs(quiet));
+        let mut store = StateStore::open(&dir).unwrap();
+        match store.acquire_lease(LeasePurpose::Apply, Duration::ZERO) {
+            Ok(()) => {
+                assert!(taken_over, "{what}: a live holder's lease was taken");
+                let holder = store.lease_holder().unwrap();
+                assert_eq!(
+                    holder.map(|h| (h.pid, h.host)),
+                    Some((std::process::id(), here.clone())),
+                    "{what}: the new holder is on record"
+                );
+                store.release_lease().unwrap();
+            }
+            Err(StateError::Locked(holder)) => {
+                assert!(!taken_over, "{what}: a dead holder kept the lease");
+                assert_eq!((holder.pid, &holder.host), (pid, host), "{what}");
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+
+    // The binary takes both dead holders' leases over, and applies.
+    plant_lease(&dir, pid, &here, "1", Duration::ZERO);
+    hub.applied();
+    plant_lease(&dir, pid, &elsewhere, &start, Duration::from_secs(120));
+    std::fs::remove_dir_all(hub.workspace("main")).unwrap();
+    let run = hub.applied();
+    assert!(run.stdout.contains("recreate"), "{}", run.stdout);
+    assert!(hub.workspace("main").join("AGENTS.md").exists());
 }
 
 #[test]

@@ -755,3 +755,209 @@ fn agents_add_under_a_running_controller_says_who_applies_it() {
             .is_some_and(|a| a.iter().any(|x| x == "writer"))
     });
 }
+
+/// Issue 24: a reload that deletes most agents (an agents.yaml emptied by mistake) is a plan
+/// that waits for an operator. Nothing of it is applied — neither the deletes nor the agent it
+/// adds — the runtimes keep running, the status says why, and fixing the file unblocks it.
+#[test]
+fn a_mass_delete_under_up_is_blocked_and_a_fixed_config_unblocks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let leaders = dir.path().join("leaders");
+    let _left = Leftovers(vec![leaders.clone()]);
+    let runtime = sh_runtime(
+        "process",
+        &format!("echo $$ >> {}; exec sleep 600", leaders.display()),
+    );
+    let agents = |ids: &[&str]| {
+        let mut text = "agents:\n  list:\n    - id: main\n".to_string();
+        for id in ids {
+            text.push_str(&format!("    - id: {id}\n      {runtime}\n"));
+        }
+        text
+    };
+    let mut up = Up::start(&agents(&["a", "b", "c"]), "bindings: []\n");
+    let ready = |s: &Value, id: &str| Up::runtime(s, id).is_some_and(|r| r["status"] == "ready");
+    let before = up.wait_for("three runtimes ready", |s| {
+        ["a", "b", "c"].iter().all(|id| ready(s, id))
+    });
+    let pids: Vec<u64> = ["a", "b", "c"]
+        .iter()
+        .map(|id| pid_of(&before, id))
+        .collect();
+
+    // Three of four agents deleted, one added.
+    up.write_by_rename("agents.yaml", &agents(&["d"]));
+    let blocked = up.wait_for("the plan blocked", |s| {
+        s["blocked"].as_array().is_some_and(|b| !b.is_empty())
+    });
+    let reason = blocked["blocked"][0].as_str().unwrap();
+    assert!(
+        reason.contains("deletes 3 of 4 managed agents") && reason.contains("--allow-mass-delete"),
+        "{reason}"
+    );
+    for key in ["serial", "routingGeneration", "configHash", "agents"] {
+        assert_eq!(blocked[key], before[key], "{key}: nothing was applied");
+    }
+    for (id, pid) in ["a", "b", "c"].iter().zip(&pids) {
+        assert!(ready(&blocked, id), "{id} keeps running: {blocked:#}");
+        assert_eq!(pid_of(&blocked, id), *pid, "{id} was not restarted");
+        assert!(alive(*pid), "{id}'s process is there");
+        assert!(up.state.join("workspaces").join(id).exists(), "{id} stays");
+    }
+    assert!(Up::runtime(&blocked, "d").is_none(), "{blocked:#}");
+    assert!(!up.state.join("workspaces/d").exists(), "the add waits too");
+    let human = Command::new(bin())
+        .args(["--state-dir", up.state.to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        human
+            .lines()
+            .any(|l| l.starts_with("blocked") && l.contains("deletes 3 of 4 managed agents")),
+        "{human}"
+    );
+
+    // The file fixed (the agents back, the new one kept): applied, and unblocked.
+    up.write_by_rename("agents.yaml", &agents(&["a", "b", "c", "d"]));
+    let fixed = up.wait_for("the fixed config applied", |s| {
+        s["blocked"].as_array().is_some_and(|b| b.is_empty()) && ready(s, "d")
+    });
+    assert_eq!(
+        fixed["serial"].as_u64(),
+        before["serial"].as_u64().map(|s| s + 1),
+        "{fixed:#}"
+    );
+    assert!(up.state.join("workspaces/d/AGENTS.md").exists());
+    for (id, pid) in ["a", "b", "c"].iter().zip(&pids) {
+        assert_eq!(pid_of(&fixed, id), *pid, "{id} ran on throughout");
+    }
+    assert!(up.terminate().success());
+}
+
+/// The waits the controller logged before each new start of `agent`'s runtime (its JSON log,
+/// at debug level for the runtime module), in order.
+fn backoff_waits(log: &std::path::Path, agent: &str) -> Vec<u64> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| {
+            l["fields"]["message"] == "runtime starts again after its backoff"
+                && l["fields"]["agent"] == agent
+        })
+        .filter_map(|l| l["fields"]["wait_ms"].as_u64())
+        .collect()
+}
+
+/// Issue 24: a runtime that keeps crashing waits twice as long before each new start, up to the
+/// cap; after a run of the healthy time, the wait starts again from the first step. Timings
+/// are shortened (failpoints) to 50 ms doubling to 400 ms, healthy after 2 s; the waits are read
+/// from the controller's log, the attempts from the runtime's own record.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs --features failpoints (scripts/test sets it)"
+)]
+fn the_backoff_doubles_to_its_cap_and_starts_over_after_a_healthy_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    // Every attempt exits 1 at once, but the sixth, which runs longer than the healthy time.
+    let script = format!(
+        "echo start >> {s}; n=$(($(wc -l < {s}))); if [ $n -eq 6 ]; then sleep 2.2; fi; exit 1",
+        s = starts.display()
+    );
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: crashy\n      {}\n",
+        sh_runtime("process", &script)
+    );
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let log = stderr.reopen().unwrap();
+    let mut up = Up::start_with(&agents, "bindings: []\n", |cmd| {
+        cmd.env(
+            "DEEPCLI_FAILPOINT_RUNTIME_MS",
+            "backoff_start=50,backoff_max=400,healthy_after=2000",
+        )
+        .env("RUST_LOG", "info,deepcli::runtime=debug")
+        .args(["--log-format", "json"])
+        .stderr(log);
+    });
+    wait_until("eight restarts", || {
+        backoff_waits(stderr.path(), "crashy").len() >= 8
+    });
+    let waits = backoff_waits(stderr.path(), "crashy");
+    assert_eq!(
+        waits[..8],
+        [50, 100, 200, 400, 400, 50, 100, 200],
+        "doubling to the cap; the sixth attempt ran 2.2 s"
+    );
+    let doc = up.wait_for("the status to count them", |s| {
+        Up::runtime(s, "crashy").is_some_and(|r| r["restarts"].as_u64() >= Some(8))
+    });
+    let crashy = Up::runtime(&doc, "crashy").unwrap();
+    assert_eq!(crashy["lastExit"], "exit code 1", "{crashy:#}");
+    let attempts = std::fs::read_to_string(&starts).unwrap().lines().count();
+    assert!(attempts >= 8, "each restart is an attempt: {attempts}");
+    assert!(up.terminate().success());
+}
+
+/// Issue 24: the last rung of the stop ladder. A runtime that stays when its stdin closes and
+/// traps SIGTERM (it notes the signal, and goes on) is killed with SIGKILL once the stop
+/// timeout (shortened with failpoints) is over, and the controller's stop completes.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs --features failpoints (scripts/test sets it)"
+)]
+fn a_runtime_that_ignores_sigterm_is_killed_after_the_stop_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (leader, signals) = (dir.path().join("leader"), dir.path().join("signals"));
+    let _group = KillGroups(leader.clone());
+    let script = format!(
+        "trap 'echo TERM >> {signals}' TERM; echo $$ >> {leader}; while :; do sleep 0.05; done",
+        signals = signals.display(),
+        leader = leader.display()
+    );
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: stubborn\n      {}\n",
+        sh_runtime("process", &script)
+    );
+    let mut up = Up::start_with(&agents, "bindings: []\n", |cmd| {
+        cmd.env(
+            "DEEPCLI_FAILPOINT_RUNTIME_MS",
+            "stdin_grace=100,stop_timeout=500",
+        );
+    });
+    up.wait_for("the runtime ready", |s| {
+        Up::runtime(s, "stubborn").is_some_and(|r| r["status"] == "ready")
+    });
+    wait_until("the runtime's pid", || !pids_in(&leader).is_empty());
+    let stubborn = Proc::running(pids_in(&leader)[0]);
+
+    assert!(up.terminate().success(), "the controller stopped");
+    assert!(stubborn.gone(), "the runtime is gone");
+    let said = std::fs::read_to_string(&signals).unwrap_or_default();
+    assert!(
+        said.lines().any(|l| l == "TERM"),
+        "SIGTERM came first, and was survived: {said:?}"
+    );
+    let recorded = up.recorded();
+    let stubborn = Up::runtime(&recorded, "stubborn").unwrap();
+    assert_eq!(stubborn["status"], "stopped", "{stubborn:#}");
+    assert_eq!(stubborn["lastExit"], "killed by signal 9", "{stubborn:#}");
+}
+
+/// Kills, when a test ends (failed or not), the process groups whose leaders' pids are in the
+/// file: a runtime that outlives its controller must not outlive the test.
+struct KillGroups(std::path::PathBuf);
+
+impl Drop for KillGroups {
+    fn drop(&mut self) {
+        for pid in pids_in(&self.0) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}

@@ -9,10 +9,11 @@
 // SDK_ECHO_SEQUENTIAL=1 it numbers its sessions `s-1`, `s-2`, … per process, keeps nothing and
 // cannot load sessions, as many real agents do. Prompts that start with a word do more:
 //   slow        waits until `session/cancel` (or 60 s), then stops with `cancelled`
+//   hold PATH   waits until the file PATH exists, then echoes (a session the test keeps busy)
 //   permission  asks the client for permission and replies with the outcome
 //   crash       exits the process with code 3
 
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { randomUUID } from "node:crypto";
 import { Readable, Writable } from "node:stream";
@@ -94,6 +95,13 @@ const app = agent({ name: "sdk-echo" })
       if (cancelled) {
         return { stopReason: "cancelled" };
       }
+    }
+    if (said.startsWith("hold ")) {
+      const path = said.slice("hold ".length).trim();
+      await new Promise((resolve) => {
+        const look = () => (existsSync(path) ? resolve() : setTimeout(look, 20));
+        look();
+      });
     }
     if (said.startsWith("permission")) {
       const answer = await client.request(methods.client.session.requestPermission, {
