@@ -6,6 +6,7 @@ mod access;
 mod apply;
 mod cli;
 mod common;
+mod first_run;
 mod loader;
 mod manage;
 mod route;
