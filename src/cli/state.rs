@@ -36,6 +36,39 @@ pub enum TrashCommand {
     },
 }
 
+/// `formatVersion` of `history --json`. 2: `formatVersion` (it was `format_version`).
+const HISTORY_FORMAT: &str = "2";
+/// `formatVersion` of `trash list --json`. 2: every key camelCase (`formatVersion`, and the
+/// manifests' `formatVersion`, `agentId`, `createdAt`).
+const TRASH_LIST_FORMAT: &str = "2";
+
+/// A manifest as `trash list --json` shows it: in camelCase like every JSON deepcli prints.
+/// `manifest.json` itself keeps its snake_case keys: it is the entry's own record, and a
+/// deepcli of manifest format 1 must still restore what a newer one wrote in that format.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListedManifest<'a> {
+    format_version: u32,
+    agent_id: &'a str,
+    created_at: &'a str,
+    serial: u64,
+    items: &'a [trash::ManifestItem],
+    kept: &'a [trash::KeptItem],
+}
+
+impl<'a> ListedManifest<'a> {
+    fn of(manifest: &'a trash::Manifest) -> ListedManifest<'a> {
+        ListedManifest {
+            format_version: manifest.format_version,
+            agent_id: &manifest.agent_id,
+            created_at: &manifest.created_at,
+            serial: manifest.serial,
+            items: &manifest.items,
+            kept: &manifest.kept,
+        }
+    }
+}
+
 fn fail(message: impl std::fmt::Display) -> ExitStatus {
     let _ = writeln!(anstream::stderr(), "error: {message}");
     ExitStatus::Failure
@@ -84,7 +117,7 @@ pub fn history(global: &GlobalSettings, args: HistoryArgs) -> ExitStatus {
     };
     let mut out = std::io::stdout().lock();
     if args.json {
-        let doc = serde_json::json!({"format_version": "1", "applies": records});
+        let doc = serde_json::json!({"formatVersion": HISTORY_FORMAT, "applies": records});
         let _ = writeln!(
             out,
             "{}",
@@ -133,9 +166,10 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
                 let entries: Vec<_> = listing
                     .entries
                     .iter()
-                    .map(|e| serde_json::json!({"entry": e.name, "dir": e.dir, "manifest": e.manifest}))
+                    .map(|e| serde_json::json!({"entry": e.name, "dir": e.dir, "manifest": ListedManifest::of(&e.manifest)}))
                     .collect();
-                let doc = serde_json::json!({"format_version": "1", "entries": entries});
+                let doc =
+                    serde_json::json!({"formatVersion": TRASH_LIST_FORMAT, "entries": entries});
                 let _ = writeln!(
                     out,
                     "{}",

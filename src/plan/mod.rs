@@ -34,8 +34,9 @@ pub fn guard(
     )
 }
 
-/// `format_version` of `plan --json` and saved plans.
-pub const FORMAT_VERSION: &str = "1";
+/// `formatVersion` of `plan --json` and saved plans. Version 2 spells every key in camelCase
+/// (`formatVersion`, `configHash`, `savedPlanVersion`; version 1 had a few in snake_case).
+pub const FORMAT_VERSION: &str = "2";
 
 /// What `apply` would do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,6 +7,7 @@ mod apply;
 mod cli;
 mod common;
 mod first_run;
+mod json_keys;
 mod loader;
 mod manage;
 mod route;

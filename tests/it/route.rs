@@ -482,12 +482,12 @@ fn a_saved_plan_routes_like_the_config() {
 fn a_plan_of_an_unknown_major_version_is_refused() {
     let (plan, hash) = compiled(FIXTURE);
     let mut doc: Value = serde_json::from_str(&plan.to_document(1, &hash).to_json()).unwrap();
-    doc["format_version"] = json!("2.0");
+    doc["formatVersion"] = json!("3.0");
     doc["plan"] = json!("a shape this build cannot read");
     let file = write_plan(&doc.to_string());
     let run = route(&["--plan", file.path().to_str().unwrap(), "--channel", "x"]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("format 2.0 is newer"), "{}", run.stderr);
+    assert!(run.stderr.contains("format 3.0 is newer"), "{}", run.stderr);
 }
 
 /// Regression: answers used to wait for stdin to close, so a caller that writes one line and
