@@ -78,12 +78,6 @@ impl Hub {
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
     }
-
-    fn ok(&self, args: &[&str]) -> Run {
-        let run = self.run(args);
-        assert_eq!(run.code, 0, "{args:?}:\n{}{}", run.stdout, run.stderr);
-        run
-    }
 }
 
 /// `plan --out plan.json` as gitops.md shows it: a bare file name is in the current directory
