@@ -1006,7 +1006,7 @@ fn fingerprint(hub: &Hub) -> (Value, BTreeMap<String, String>) {
             t.remove(key);
         }
         let manifest = t.get_mut("manifest").unwrap().as_object_mut().unwrap();
-        manifest.remove("created_at");
+        manifest.remove("createdAt");
         manifest.remove("serial");
     }
     let mut files = BTreeMap::new();
