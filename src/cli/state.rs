@@ -79,12 +79,16 @@ fn open_existing(global: &GlobalSettings) -> Result<StateStore, ExitStatus> {
     let dir = StateDir::new(&global.load.state_dir);
     match StateStore::open_existing(&dir) {
         Ok(Some(store)) => Ok(store),
-        Ok(None) => Err(fail(format!(
-            "no deepcli state in `{}`; run `deepcli apply` first, or pass --state-dir",
-            dir.root().display()
-        ))),
+        Ok(None) => Err(no_state(&dir)),
         Err(e) => Err(state_error(&e)),
     }
+}
+
+fn no_state(dir: &StateDir) -> ExitStatus {
+    fail(format!(
+        "no deepcli state in `{}`; run `deepcli apply` first, or pass --state-dir",
+        dir.root().display()
+    ))
 }
 
 pub fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatus {
@@ -157,6 +161,10 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
     let dir = StateDir::new(&global.load.state_dir);
     match command {
         TrashCommand::List { json } => {
+            // The trash outlives a lost state.db: only a directory with neither is no state.
+            if !dir.db().exists() && !dir.trash().exists() {
+                return no_state(&dir);
+            }
             let listing = match trash::scan(&dir.trash()) {
                 Ok(listing) => listing,
                 Err(e) => return fail(e),
@@ -208,12 +216,15 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
             ExitStatus::Success
         }
         TrashCommand::Restore { entry } => {
-            let mut store = match StateStore::open(&dir) {
-                Ok(store) => store,
+            let guard = crate::plan::guard(&global.config_dir, &global.load);
+            let restored = match StateStore::open_existing(&dir) {
+                Ok(Some(mut store)) => crate::apply::restore(&mut store, &entry, &guard),
+                // No state.db (lost, see state.md): no lease to take and no record to mark;
+                // the entry's manifest is all there is. None is created for it.
+                Ok(None) => trash::restore(&dir.trash(), &entry, &guard).map_err(Into::into),
                 Err(e) => return state_error(&e),
             };
-            let guard = crate::plan::guard(&global.config_dir, &global.load);
-            let manifest = match crate::apply::restore(&mut store, &entry, &guard) {
+            let manifest = match restored {
                 Ok(manifest) => manifest,
                 Err(crate::apply::ApplyError::State(e)) => return state_error(&e),
                 Err(e) => return fail(e),

@@ -14,6 +14,16 @@ use crate::controller::{self, ControllerOptions};
 use crate::state::{StateDir, StateStore};
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+--allow-destroy and --allow-mass-delete let through the guard of the plan the controller's
+first apply makes (start it with them after `deepcli status` shows such a plan blocked, once
+you have checked the config); every later plan is guarded again.
+
+Exit codes:
+  0  stopped by SIGINT or SIGTERM
+  1  failed: the state is locked by another writer, the address cannot be listened on
+  2  could not run: unreadable or empty config directory, damaged state database; nothing
+     was created")]
 pub struct UpArgs {
     /// Where the HTTP API listens.
     #[arg(long, default_value = "127.0.0.1:7430", value_name = "ADDR")]
@@ -33,6 +43,19 @@ pub struct UpArgs {
         overrides_with = "debounce_ms"
     )]
     debounce_ms: u64,
+    /// Let the plan of the controller's first apply delete protected agents; every later plan
+    /// is guarded again.
+    #[arg(long)]
+    allow_destroy: bool,
+    /// Let the plan of the controller's first apply delete more than half of the managed
+    /// agents; every later plan is guarded again.
+    #[arg(long)]
+    allow_mass_delete: bool,
+    /// Run on a config directory that holds none of agents.yaml, channels.yaml, bindings.yaml
+    /// (a hub of only the implicit agent `main`); without it that is an error at start, and a
+    /// rejected edit later.
+    #[arg(long)]
+    allow_empty: bool,
     #[command(flatten)]
     access: AccessArgs,
 }
@@ -128,10 +151,32 @@ pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
         resync: Duration::from_secs(args.resync.max(1)),
         debounce: Duration::from_millis(args.debounce_ms),
         access: args.access.settings(),
+        first_apply: controller::FirstApply {
+            allow_destroy: args.allow_destroy,
+            allow_mass_delete: args.allow_mass_delete,
+        },
+        allow_empty: args.allow_empty,
     };
     match runtime.block_on(controller::run(options)) {
         Ok(()) => ExitStatus::Success,
         Err(controller::ControllerError::State(e)) => super::state_error(&e),
+        // As `validate` and `plan` say it, before anything was created.
+        Err(e @ controller::ControllerError::Config(_)) => {
+            let _ = writeln!(anstream::stderr(), "error: {e}");
+            let _ = writeln!(
+                anstream::stderr(),
+                "hint: pass the config directory with --config DIR (or DEEPCLI_CONFIG)"
+            );
+            ExitStatus::Error
+        }
+        Err(e @ controller::ControllerError::Empty(_)) => {
+            let _ = writeln!(anstream::stderr(), "error: {e}");
+            let _ = writeln!(
+                anstream::stderr(),
+                "hint: point --config (or DEEPCLI_CONFIG) at the directory that holds your config files; to run a hub of only the implicit agent `main`, pass --allow-empty"
+            );
+            ExitStatus::Error
+        }
         Err(e) => {
             let _ = writeln!(anstream::stderr(), "error: {e}");
             ExitStatus::Failure

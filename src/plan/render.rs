@@ -324,7 +324,7 @@ pub fn human(
     if !plan.blocked.is_empty() {
         let _ = writeln!(out, "\n{REMOVE}Blocked:{REMOVE:#}");
         for b in &plan.blocked {
-            let _ = writeln!(out, "  {}", b.reason);
+            let _ = writeln!(out, "  {}", b.for_cli());
         }
     }
     out
