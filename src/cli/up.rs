@@ -99,8 +99,21 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+The status comes from the running controller, or, when none runs, from the state database:
+then a runtime recorded as running whose process is gone shows as `gone`.
+
+Health (the `health` line; `health` in --json, with `status` and `reasons`) is degraded when
+the config on disk is rejected, a plan is blocked waiting for an operator, the last reconcile
+failed, a runtime is in a crash loop or cannot start, or a channel account takes no messages;
+and, when no controller runs, when a runtime the config asks for is not running.
+
+Exit codes (for health checks; --json exits the same way):
+  0  healthy
+  1  degraded: the health line says why
+  2  could not run: no state in the directory, or a damaged state database")]
 pub struct StatusArgs {
-    /// Print the status as JSON.
+    /// Print the status as JSON (with `health`).
     #[arg(long)]
     json: bool,
 }
@@ -192,6 +205,11 @@ pub(crate) fn controller_status(dir: &StateDir, store: &StateStore) -> Option<Co
 
 pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
     let dir = StateDir::new(&global.load.state_dir);
+    // A health check that cannot read the state cannot tell: 2, not "degraded".
+    let could_not_run = |e: &crate::state::StateError| {
+        super::state_error(e);
+        ExitStatus::Error
+    };
     let store = match StateStore::open_existing(&dir) {
         Ok(Some(store)) => store,
         Ok(None) => {
@@ -200,31 +218,46 @@ pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
                 "error: no deepcli state in `{}`; start `deepcli up` or run `deepcli apply`",
                 dir.root().display()
             );
-            return ExitStatus::Failure;
+            return ExitStatus::Error;
         }
-        Err(e) => return super::state_error(&e),
+        Err(e) => return could_not_run(&e),
     };
-    let doc = match controller_status(&dir, &store) {
-        Some(status) => {
+    let (doc, health) = match ask_controller(&dir, &store) {
+        Ok(status) => {
+            let health = status.health();
             let mut doc = serde_json::to_value(status).unwrap_or_default();
             doc["source"] = "controller".into();
-            doc
+            (doc, health)
         }
-        None => {
+        Err(unanswered) => {
             let snapshot = match store.snapshot() {
                 Ok(snapshot) => snapshot,
-                Err(e) => return super::state_error(&e),
+                Err(e) => return could_not_run(&e),
             };
-            serde_json::json!({
+            // Pids are the word of the controller that holds the state, when one does.
+            let runtimes: Vec<_> = if unanswered.is_some() {
+                snapshot.runtimes
+            } else {
+                snapshot
+                    .runtimes
+                    .into_iter()
+                    .map(crate::state::RuntimeRecord::seen_now)
+                    .collect()
+            };
+            let health = crate::controller::Health::of_state(&runtimes, unanswered);
+            let doc = serde_json::json!({
                 "source": "state",
                 "serial": snapshot.serial,
                 "routingGeneration": snapshot.routing.as_ref().map(|r| r.generation),
                 "agents": snapshot.agents.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
-                "runtimes": snapshot.runtimes,
+                "runtimes": runtimes,
                 "controller": Value::Null,
-            })
+            });
+            (doc, health)
         }
     };
+    let mut doc = doc;
+    doc["health"] = serde_json::to_value(&health).unwrap_or_default();
     let mut out = std::io::stdout().lock();
     if args.json {
         let _ = writeln!(
@@ -232,10 +265,37 @@ pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
             "{}",
             serde_json::to_string_pretty(&doc).unwrap_or_default()
         );
-        return ExitStatus::Success;
+    } else {
+        let _ = out.write_all(human(&doc).as_bytes());
     }
-    let _ = out.write_all(human(&doc).as_bytes());
-    ExitStatus::Success
+    match health.status {
+        crate::controller::HealthStatus::Healthy => ExitStatus::Success,
+        crate::controller::HealthStatus::Degraded => ExitStatus::Failure,
+    }
+}
+
+/// The status of the controller that holds `store`'s lease. `Err(None)`: no controller holds
+/// it; `Err(Some(why))`: one does, and does not answer.
+fn ask_controller(dir: &StateDir, store: &StateStore) -> Result<ControllerStatus, Option<String>> {
+    let holder = store.lease_holder().ok().flatten();
+    let Some(holder) = holder.filter(|h| h.purpose == crate::state::LeasePurpose::Controller)
+    else {
+        return Err(None);
+    };
+    let unanswered = |why: String| {
+        Some(format!(
+            "a controller (pid {} on {}) holds this state but {why}; the status below is what the state database recorded",
+            holder.pid, holder.host
+        ))
+    };
+    let Some(client) = Client::find(dir, store) else {
+        return Err(unanswered(
+            "its address or operator token cannot be found".into(),
+        ));
+    };
+    client
+        .status()
+        .map_err(|e| unanswered(format!("does not answer: {e}")))
 }
 
 fn human(doc: &Value) -> String {
@@ -245,6 +305,13 @@ fn human(doc: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
+    out.push_str(&format!(
+        "health       {}\n",
+        text(&doc["health"]["status"])
+    ));
+    for reason in doc["health"]["reasons"].as_array().into_iter().flatten() {
+        out.push_str(&format!("               {}\n", text(reason)));
+    }
     if doc["source"] == "controller" {
         out.push_str(&format!(
             "controller   pid {} since {} (config {})\n",

@@ -30,7 +30,7 @@ use crate::runtime::{RuntimeMap, RuntimeSpec, RuntimeStatus, Supervisor};
 use crate::state::{LeasePurpose, StateDir, StateError, StateStore};
 use crate::threads;
 use crate::trash::Guard;
-pub use status::{ControllerStatus, Rejection};
+pub use status::{ControllerStatus, Health, HealthStatus, Rejection};
 
 #[derive(Debug, Clone)]
 pub struct ControllerOptions {
@@ -104,7 +104,8 @@ struct FileEvents {
 }
 
 impl Shared {
-    /// The status as served: the controller's record plus the runtimes as they are now.
+    /// The status as served: the controller's record plus the runtimes as they are now, and
+    /// what a health check makes of both.
     fn snapshot(&self) -> ControllerStatus {
         let mut status = self.status.read().map(|s| s.clone()).unwrap_or_default();
         status.runtimes = self
@@ -112,6 +113,7 @@ impl Shared {
             .lock()
             .map(|r| r.values().cloned().collect())
             .unwrap_or_default();
+        status.health = status.health();
         status
     }
 }

@@ -284,6 +284,33 @@ pub struct RuntimeRecord {
     pub updated_at: String,
 }
 
+impl RuntimeRecord {
+    /// The record as a reader without a controller sees it now: a runtime recorded `starting`
+    /// or `ready` whose process is not running any more (no such pid, a zombie, or the pid
+    /// reused by another process, told by its start time) is [`RuntimePhase::Gone`]. Only for
+    /// a state no live controller holds: the controller's own word is the status, and a
+    /// controller on another host has pids this host cannot see.
+    pub fn seen_now(mut self) -> RuntimeRecord {
+        let running = matches!(self.status, RuntimePhase::Starting | RuntimePhase::Ready);
+        if running && !self.process_runs() {
+            self.status = RuntimePhase::Gone;
+        }
+        self
+    }
+
+    /// Whether the recorded process still runs on this host (no pid: it does not).
+    fn process_runs(&self) -> bool {
+        let Some(pid) = self.pid.and_then(|p| u32::try_from(p).ok()) else {
+            return false;
+        };
+        match crate::os::ProcStat::read(pid) {
+            None => false,
+            Some(p) if p.zombie => false,
+            Some(p) => self.process_start.as_deref().is_none_or(|s| s == p.start),
+        }
+    }
+}
+
 /// A runtime as the controller saw it, to record (`runtime::RuntimeStatus::observation`).
 #[derive(Debug, Clone, Copy)]
 pub struct RuntimeObservation<'a> {

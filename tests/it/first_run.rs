@@ -503,6 +503,11 @@ fn a_mass_delete_under_up_is_let_through_once_by_restarting_with_the_flag() {
         .args(["--state-dir", up.state.to_str().unwrap(), "status"])
         .output()
         .unwrap();
+    assert_eq!(
+        human.status.code(),
+        Some(1),
+        "a blocked plan degrades the hub"
+    );
     let human = String::from_utf8_lossy(&human.stdout);
     assert!(
         human.contains("blocked      this plan deletes 2 of 3"),

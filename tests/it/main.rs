@@ -15,6 +15,7 @@ mod routing;
 mod rules;
 mod schemas;
 mod secrets;
+mod status;
 mod tidy;
 mod trash;
 mod up;
