@@ -320,6 +320,46 @@ fn reading_commands_on_a_missing_state_create_nothing_and_agree() {
         assert_eq!(run.stderr, expected, "{args:?}");
         assert_eq!(run.stdout, "", "{args:?}");
     }
+    // `status` is a health check: no state means it cannot tell (2).
+    for args in [&["status"][..], &["status", "--json"]] {
+        let run = hub.fails_creating_nothing(args, 2);
+        assert!(
+            run.stderr.starts_with("error: no deepcli state in"),
+            "{}",
+            run.stderr
+        );
+    }
+    for args in [
+        &["agents", "list", "--json"][..],
+        &["channels", "status", "--json"],
+    ] {
+        let run = hub.run(args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        assert!(!hub.state.exists(), "{args:?} made the state directory");
+    }
+}
+
+/// When state.db was lost, the trash still lists and restores (state.md), and restoring makes
+/// no new state: there is nothing to lease or record.
+#[test]
+fn trash_restore_without_a_state_db_creates_none() {
+    let hub = Hub::at(Start::Applied);
+    hub.write("agents.yaml", &agents(&["main"]));
+    hub.write("bindings.yaml", "bindings: []\n");
+    let run = hub.run(&["apply", "--auto-approve"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for name in ["state.db", "state.db-wal", "state.db-shm"] {
+        let _ = std::fs::remove_file(hub.state.join(name));
+    }
+    assert!(!hub.state.join("workspaces/research").exists());
+    let list = hub.run(&["trash", "list", "--json"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    let entry = doc["entries"][0]["entry"].as_str().unwrap().to_string();
+    let restore = hub.run(&["trash", "restore", &entry]);
+    assert_eq!(restore.code, 0, "{}", restore.stderr);
+    assert!(hub.state.join("workspaces/research/SOUL.md").is_file());
+    assert!(!hub.state.join("state.db").exists(), "no state was made");
 }
 
 #[test]
