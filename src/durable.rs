@@ -26,10 +26,10 @@ pub fn write_file(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<(
 /// A temporary file in `path`'s directory holding `bytes`, with `mode` set before anything
 /// can see it under its final name.
 fn temp_beside(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<tempfile::NamedTempFile> {
-    let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".deepcli-")
-        .tempfile_in(dir)?;
+        .tempfile_in(dir_of(path))
+        .map_err(without_temp_name)?;
     tmp.write_all(bytes)?;
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(mode))?;
@@ -53,7 +53,27 @@ fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()
     let tmp = temp_beside(path, bytes, mode)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    sync_dir(dir_of(path))
+}
+
+/// The directory `path` is in: its parent, or `.` for a bare file name (whose parent is the
+/// empty path, which no system call takes).
+pub fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
+/// tempfile's error without the ` at path "<dir>/.deepcli-…"` it appends: the caller names the
+/// file it was writing, and the temporary name means nothing to a reader. (tempfile keeps the
+/// original error private, so its text is all there is to go by.)
+fn without_temp_name(e: std::io::Error) -> std::io::Error {
+    let text = e.to_string();
+    match text.rsplit_once(" at path ") {
+        Some((message, _)) => std::io::Error::new(e.kind(), message),
+        None => e,
+    }
 }
 
 /// The mode of a file written for the operator: the mode `path` has now, or, for a new file,
@@ -85,6 +105,35 @@ pub fn sync_fs(path: &Path) -> std::io::Result<()> {
     nix::unistd::syncfs(&file).map_err(std::io::Error::from)
 }
 
+/// Makes `dir`'s entries durable (a rename into it, a file created in it). The empty path, a
+/// bare file name's parent, is the current directory.
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
     std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_file_name_is_in_the_current_directory() {
+        assert_eq!(dir_of(Path::new("plan.json")), Path::new("."));
+        assert_eq!(dir_of(Path::new("./plan.json")), Path::new("."));
+        assert_eq!(dir_of(Path::new("out/plan.json")), Path::new("out"));
+        assert_eq!(dir_of(Path::new("/plan.json")), Path::new("/"));
+        assert!(sync_dir(Path::new("")).is_ok());
+    }
+
+    #[test]
+    fn a_failed_write_names_no_temporary_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = write_atomic(&tmp.path().join("missing/plan.json"), b"{}").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert!(!e.to_string().contains(".deepcli-"), "{e}");
+    }
 }

@@ -15,8 +15,9 @@ use crate::diagnostic::{self, Diagnostic, Location, Severity};
 use crate::plural::plural;
 use crate::validate::Report;
 
-/// The `format_version` of the JSON document; bump the major on breaking changes.
-pub const JSON_FORMAT_VERSION: &str = "1";
+/// The `formatVersion` of the JSON document; bump the major on breaking changes. Version 2
+/// renamed `format_version` to `formatVersion` (every key deepcli writes is camelCase).
+pub const JSON_FORMAT_VERSION: &str = "2";
 
 const BOLD: Style = Style::new().bold();
 const ERROR: Style = AnsiColor::Red.on_default().bold();
@@ -188,7 +189,7 @@ fn snippet(out: &mut String, location: &Location, sources: &Sources, secrets: &[
 pub fn json(report: &Report) -> String {
     let diagnostics: Vec<_> = report.diagnostics.iter().map(json_diagnostic).collect();
     let doc = json!({
-        "format_version": JSON_FORMAT_VERSION,
+        "formatVersion": JSON_FORMAT_VERSION,
         "valid": report.is_valid(),
         "errors": report.errors(),
         "warnings": report.warnings(),

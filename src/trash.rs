@@ -1785,7 +1785,7 @@ fn sync_dir(dir: &Path) -> Result<(), TrashError> {
 
 fn sync_parent(path: &Path) -> Result<(), TrashError> {
     match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
-        _ => Ok(()),
+        Some(_) => sync_dir(crate::durable::dir_of(path)),
+        None => Ok(()),
     }
 }

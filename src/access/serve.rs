@@ -95,6 +95,13 @@ pub async fn run(
     settings: AccessSettings,
 ) -> Result<(), ServeError> {
     let first = load(&plan)?;
+    // Listening first: a server that cannot start creates no state and no token.
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: listen,
+            source,
+        })?;
     let access = Arc::new(Access::new(
         AccessStore::open(&state)?,
         &state,
@@ -103,12 +110,6 @@ pub async fn run(
     ));
     access.swap(first);
     let token: Arc<str> = Arc::from(crate::state::operator_token(&state)?);
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|source| ServeError::Listen {
-            addr: listen,
-            source,
-        })?;
     let addr = listener.local_addr().unwrap_or(listen);
     tracing::info!(%addr, plan = %plan.display(), "deepcli access serve");
 

@@ -100,7 +100,7 @@ pub fn refuse_blocked(plan: &Plan) -> Result<(), ApplyError> {
     let reasons: Vec<String> = plan
         .blocked
         .iter()
-        .map(|b| format!("  {}", b.reason))
+        .map(|b| format!("  {}", b.for_cli()))
         .collect();
     Err(ApplyError::Blocked(reasons.join("\n")))
 }

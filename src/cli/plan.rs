@@ -20,7 +20,7 @@ Exit codes:
   1  error: invalid config, unreadable snapshot, blocked plan; with --detailed-exitcode,
      also a plan that could not run
   2  changes to apply (with --detailed-exitcode); without it, the plan could not run
-     (unreadable config directory, damaged state database)")]
+     (unreadable or empty config directory, damaged state database)")]
 pub struct PlanArgs {
     /// Add field-level and file-level diffs under each action.
     #[arg(long)]
@@ -43,6 +43,10 @@ pub struct PlanArgs {
     /// Let the plan delete more than half of the managed agents.
     #[arg(long)]
     allow_mass_delete: bool,
+    /// Plan a config directory that holds none of agents.yaml, channels.yaml, bindings.yaml
+    /// (a hub of only the implicit agent `main`); without it that is an error.
+    #[arg(long)]
+    allow_empty: bool,
 }
 
 #[derive(Debug, Args)]
@@ -50,7 +54,8 @@ pub struct PlanArgs {
 Exit codes:
   0  applied (or nothing to do)
   1  refused or failed: invalid config, blocked or stale plan, no confirmation
-  2  the command could not run")]
+  2  the command could not run (unreadable or empty config directory, damaged state
+     database)")]
 pub struct ApplyArgs {
     /// A plan saved by `deepcli plan --out`: apply exactly it, or refuse if it is stale.
     plan: Option<PathBuf>,
@@ -63,6 +68,18 @@ pub struct ApplyArgs {
     /// Allow deleting more than half of the managed agents (to trash).
     #[arg(long)]
     allow_mass_delete: bool,
+    /// Apply a config directory that holds none of agents.yaml, channels.yaml, bindings.yaml
+    /// (a hub of only the implicit agent `main`); without it that is an error.
+    #[arg(long)]
+    allow_empty: bool,
+}
+
+/// What the operator allowed a plan to do.
+#[derive(Debug, Clone, Copy, Default)]
+struct Allowances {
+    destroy: bool,
+    mass_delete: bool,
+    empty: bool,
 }
 
 fn stderr_error(message: impl std::fmt::Display) {
@@ -90,7 +107,7 @@ fn prepare<L>(
     global: &GlobalSettings,
     live: L,
     sight: Sight<'_>,
-    (allow_destroy, allow_mass_delete): (bool, bool),
+    allow: Allowances,
     render_routing: bool,
 ) -> Result<Prepared, ExitStatus>
 where
@@ -107,8 +124,9 @@ where
         state: &state,
         sight,
         options: Options {
-            allow_destroy,
-            allow_mass_delete,
+            allow_destroy: allow.destroy,
+            allow_mass_delete: allow.mass_delete,
+            allow_empty: allow.empty,
             guard: &guard,
         },
         render_routing,
@@ -128,6 +146,14 @@ where
             let _ = writeln!(
                 err,
                 "hint: pass the config directory with --config DIR (or DEEPCLI_CONFIG)"
+            );
+            ExitStatus::Error
+        }
+        PrepareError::Empty { .. } => {
+            let _ = writeln!(err, "error: {e}");
+            let _ = writeln!(
+                err,
+                "hint: point --config (or DEEPCLI_CONFIG) at the directory that holds your config files; for a hub of only the implicit agent `main`, pass --allow-empty"
             );
             ExitStatus::Error
         }
@@ -169,7 +195,11 @@ pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
 /// Prints (and saves) the plan; whether it has changes, or how the command ends without one.
 fn make_plan(global: &GlobalSettings, args: &PlanArgs) -> Result<bool, ExitStatus> {
     let state = StateDir::new(&global.load.state_dir);
-    let allowances = (args.allow_destroy, args.allow_mass_delete);
+    let allowances = Allowances {
+        destroy: args.allow_destroy,
+        mass_delete: args.allow_mass_delete,
+        empty: args.allow_empty,
+    };
     let Prepared { plan, desired, .. } = match &args.live {
         Some(path) => {
             // Read first: a snapshot that does not load is the answer, whatever the config.
@@ -226,6 +256,23 @@ fn make_plan(global: &GlobalSettings, args: &PlanArgs) -> Result<bool, ExitStatu
     Ok(changes)
 }
 
+/// The state a plan made against no state is applied to: created now, and leased. `None` (and
+/// said why) when another deepcli created it and applied meanwhile: the plan no longer fits.
+fn new_state(state: &StateDir, plan: &Plan) -> Result<Option<StateStore>, ApplyError> {
+    let mut store = StateStore::open(state)?;
+    store.acquire_lease(LeasePurpose::Apply, Duration::from_secs(3))?;
+    let serial = store.serial()?;
+    if serial != plan.serial {
+        stderr_error(format!(
+            "another deepcli applied to `{}` while this plan was made (serial {} → {serial}); nothing was applied. Run `deepcli apply` again",
+            state.root().display(),
+            plan.serial
+        ));
+        return Ok(None);
+    }
+    Ok(Some(store))
+}
+
 /// What rewriting each existing file would change (identity updates), as text diffs.
 fn file_diffs(plan: &Plan, desired: &Desired) -> render::FileDiffs {
     let mut diffs = render::FileDiffs::new();
@@ -261,27 +308,32 @@ pub fn apply(global: &GlobalSettings, args: ApplyArgs) -> ExitStatus {
 fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, ApplyError> {
     let saved = args.plan.as_deref().map(SavedPlan::read).transpose()?;
     let state = StateDir::new(&global.load.state_dir);
-    // The lease is taken before the state is read: nothing applies in between.
+    // An existing state is leased before it is read: nothing applies in between. A missing one
+    // is planned as empty and made only once the plan is to be applied, so that a refused
+    // apply (invalid config, blocked plan, no confirmation) creates nothing.
     let mut store = None;
     let prepared = prepare(
         global,
         || {
-            let mut opened = StateStore::open(&state)?;
+            let Some(mut opened) = StateStore::open_existing(&state)? else {
+                return Ok(None);
+            };
             opened.acquire_lease(LeasePurpose::Apply, Duration::from_secs(3))?;
             let live = opened.snapshot()?;
             store = Some(opened);
             Ok(Some(live))
         },
         Sight::Observe(None),
-        (args.allow_destroy, args.allow_mass_delete),
+        Allowances {
+            destroy: args.allow_destroy,
+            mass_delete: args.allow_mass_delete,
+            empty: args.allow_empty,
+        },
         true,
     );
     let Prepared { plan, desired, .. } = match prepared {
         Ok(prepared) => prepared,
         Err(status) => return Ok(status),
-    };
-    let Some(mut store) = store else {
-        return Ok(ExitStatus::Failure);
     };
     if let Some(saved) = &saved {
         saved.check_fresh(&plan)?;
@@ -321,6 +373,13 @@ fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, Ap
             return Ok(ExitStatus::Failure);
         }
     }
+    let mut store = match store {
+        Some(store) => store,
+        None => match new_state(&state, &plan)? {
+            Some(store) => store,
+            None => return Ok(ExitStatus::Failure),
+        },
+    };
     let terminal = std::io::stderr().is_terminal() && !output.quiet;
     let mut progress = |step: &str, i: usize, total: usize| {
         if terminal {

@@ -11,6 +11,7 @@ use serde_json::json;
 use super::{ExitStatus, GlobalSettings};
 use crate::config::model::{DmScope, GroupScope};
 use crate::plural::plural;
+use crate::routing::declared::{Declared, Undeclared};
 use crate::routing::plan::TierOutcome;
 use crate::routing::{Peer, RouteInput, RouteResult, RoutingPlan, batch, document};
 
@@ -24,9 +25,16 @@ group:-100123, channel:C0123:thread. KIND is direct (or dm), group or channel.
 dmScope, groupScope), and writes one JSON result per line on stdout. A line that is not a
 route input gets {\"error\": …, \"line\": n} and the batch goes on; the exit code is then 1.
 
+A route to a channel channels.yaml does not declare, or to an account its channel does not
+list, is still answered (routing follows the bindings), with a warning on stderr: the Access
+API refuses such messages (404). --batch warns once, at the end, naming each undeclared
+channel account and how many lines went to it. With --plan, the plan's accounts section (and
+the channels its bindings name) stand for channels.yaml; a plan without one is not checked.
+
 Exit codes:
   0  routed
-  1  the config has errors (nothing is routed), or a batch line was bad
+  1  the config has errors (nothing is routed), a batch line was bad, or (with --strict) a
+     route named an undeclared channel or account
   2  the command could not run (bad flags, unreadable config or plan)")]
 pub struct RouteArgs {
     /// The platform the message arrived on (telegram, discord, slack, …).
@@ -72,6 +80,9 @@ pub struct RouteArgs {
     /// Route with a published routing-plan.json instead of the config directory.
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
+    /// Exit 1 when a route names a channel or account that channels.yaml does not declare.
+    #[arg(long)]
+    strict: bool,
 }
 
 pub(crate) fn parse_peer(text: &str) -> Result<Peer, String> {
@@ -97,12 +108,17 @@ fn parse_scope<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> 
 }
 
 pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
-    let plan = match load_plan(global, args.plan.as_ref()) {
-        Ok(plan) => plan,
+    let (plan, declared) = match load_plan(global, args.plan.as_ref()) {
+        Ok(loaded) => loaded,
         Err(status) => return status,
     };
+    let place = if args.plan.is_some() {
+        "the routing plan"
+    } else {
+        "channels.yaml"
+    };
     if args.batch {
-        return batch(&plan);
+        return batch(&plan, declared.as_ref().map(|d| (d, place)), args.strict);
     }
     let input = RouteInput {
         channel: args.channel.unwrap_or_default(),
@@ -144,28 +160,77 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
     if written.is_err() {
         return ExitStatus::Error;
     }
-    ExitStatus::Success
+    let result = plan.resolve(&input);
+    let undeclared = declared
+        .as_ref()
+        .and_then(|d| Some((d, d.check(&result.channel, &result.account_id)?)));
+    match undeclared {
+        Some((declared, undeclared)) => {
+            warn_undeclared(declared, &undeclared, place);
+            if args.strict {
+                ExitStatus::Failure
+            } else {
+                ExitStatus::Success
+            }
+        }
+        None => ExitStatus::Success,
+    }
 }
 
-/// The plan to route with: compiled from a config without errors, or loaded from a file.
-/// Diagnostics go to stderr: stdout carries only results.
+/// `warning: …` and a `hint: …` for a route the Access API would refuse.
+fn warn_undeclared(declared: &Declared, undeclared: &Undeclared, place: &str) {
+    let mut err = anstream::stderr();
+    let what = match undeclared {
+        Undeclared::Channel { channel } => {
+            format!("channel `{channel}` is not declared in {place}")
+        }
+        Undeclared::Account { channel, account } => {
+            format!("channel `{channel}` has no account `{account}` in {place}")
+        }
+    };
+    let _ = writeln!(
+        err,
+        "{WARNING}warning:{WARNING:#} {what}: the Access API refuses its messages (404); routed by the bindings all the same"
+    );
+    let hint = match (declared.closest(undeclared), undeclared) {
+        (Some(close), _) => format!("did you mean `{close}`?"),
+        (None, Undeclared::Channel { channel }) => {
+            format!("declare `{channel}` under `channels` in channels.yaml, or check the name")
+        }
+        (None, Undeclared::Account { channel, .. }) => format!(
+            "`{channel}` lists the accounts {}; pass one with --account",
+            declared
+                .accounts(channel)
+                .iter()
+                .map(|a| format!("`{a}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let _ = writeln!(err, "  {HINT}hint:{HINT:#} {hint}");
+}
+
+/// The plan to route with: compiled from a config without errors, or loaded from a file; and
+/// what the hub declares, when that can be told. Diagnostics go to stderr: stdout carries only
+/// results.
 fn load_plan(
     global: &GlobalSettings,
     plan_file: Option<&PathBuf>,
-) -> Result<RoutingPlan, ExitStatus> {
+) -> Result<(RoutingPlan, Option<Declared>), ExitStatus> {
     let mut err = anstream::stderr();
     if let Some(path) = plan_file {
         let text = std::fs::read_to_string(path).map_err(|e| {
             let _ = writeln!(err, "error: cannot read `{}`: {e}", path.display());
             ExitStatus::Error
         })?;
-        return match document::load(&text) {
-            Ok((_, plan)) => Ok(plan),
-            Err(e) => {
-                let _ = writeln!(err, "error: `{}`: {e}", path.display());
-                Err(ExitStatus::Error)
-            }
-        };
+        let loaded = document::PlanDocument::parse(&text).and_then(|doc| {
+            let declared = Declared::of_plan(&doc.plan);
+            Ok((doc.into_plan()?, declared))
+        });
+        return loaded.map_err(|e| {
+            let _ = writeln!(err, "error: `{}`: {e}", path.display());
+            ExitStatus::Error
+        });
     }
     // The plan is compiled while the rules run.
     let (report, plan) = super::load_valid_with(
@@ -173,18 +238,50 @@ fn load_plan(
         "nothing is routed until they are fixed",
         RoutingPlan::compile,
     )?;
+    let declared = Declared::of_config(&report.config);
     crate::threads::drop_in_background(report);
-    plan.map_err(|e| {
+    let plan = plan.map_err(|e| {
         let _ = writeln!(err, "error: {e}");
         ExitStatus::Failure
-    })
+    })?;
+    Ok((plan, Some(declared)))
 }
 
+/// Most undeclared channel accounts a batch's warning names.
+const NAMED: usize = 10;
+
 /// JSON lines on stdin answered on stdout ([`batch::run`]); a bad line is an answer, the exit
-/// code says there were some.
-fn batch(plan: &RoutingPlan) -> ExitStatus {
+/// code says there were some. Routes to undeclared channel accounts are counted and told in
+/// one warning at the end, not one per line.
+fn batch(plan: &RoutingPlan, declared: Option<(&Declared, &str)>, strict: bool) -> ExitStatus {
     let mut err = anstream::stderr();
-    match batch::run(plan, &mut io::stdin().lock(), &mut io::stdout().lock()) {
+    let done = batch::run(
+        plan,
+        declared.map(|(d, _)| d),
+        &mut io::stdin().lock(),
+        &mut io::stdout().lock(),
+    );
+    if let (Ok(done), Some((_, place))) = (&done, declared)
+        && !done.undeclared.is_empty()
+    {
+        let lines: usize = done.undeclared.values().sum();
+        let mut named: Vec<String> = done
+            .undeclared
+            .iter()
+            .take(NAMED)
+            .map(|(u, n)| format!("{u} ({})", plural(*n, "line", "lines")))
+            .collect();
+        if done.undeclared.len() > NAMED {
+            named.push(format!("and {} more", done.undeclared.len() - NAMED));
+        }
+        let _ = writeln!(
+            err,
+            "{WARNING}warning:{WARNING:#} {lines} of {} went to channel accounts {place} does not declare, whose messages the Access API refuses (404): {}",
+            plural(done.lines, "line", "lines"),
+            named.join(", ")
+        );
+    }
+    match done {
         Ok(done) if done.bad > 0 => {
             let _ = writeln!(
                 err,
@@ -199,6 +296,7 @@ fn batch(plan: &RoutingPlan) -> ExitStatus {
             );
             ExitStatus::Failure
         }
+        Ok(done) if strict && !done.undeclared.is_empty() => ExitStatus::Failure,
         Ok(_) => ExitStatus::Success,
         // The reader went away (a closed pipe): nothing more to say.
         Err(batch::BatchError::Write(_)) => ExitStatus::Error,
@@ -215,6 +313,8 @@ const MISS: Style = AnsiColor::Yellow.on_default();
 const HIT: Style = AnsiColor::Green.on_default().bold();
 const DIM: Style = Style::new().dimmed();
 const NOTE: Style = Style::new().bold();
+const WARNING: Style = AnsiColor::Yellow.on_default().bold();
+const HINT: Style = AnsiColor::Cyan.on_default().bold();
 
 fn human(r: &RouteResult) -> String {
     let mut out = String::new();

@@ -36,6 +36,39 @@ pub enum TrashCommand {
     },
 }
 
+/// `formatVersion` of `history --json`. 2: `formatVersion` (it was `format_version`).
+const HISTORY_FORMAT: &str = "2";
+/// `formatVersion` of `trash list --json`. 2: every key camelCase (`formatVersion`, and the
+/// manifests' `formatVersion`, `agentId`, `createdAt`).
+const TRASH_LIST_FORMAT: &str = "2";
+
+/// A manifest as `trash list --json` shows it: in camelCase like every JSON deepcli prints.
+/// `manifest.json` itself keeps its snake_case keys: it is the entry's own record, and a
+/// deepcli of manifest format 1 must still restore what a newer one wrote in that format.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListedManifest<'a> {
+    format_version: u32,
+    agent_id: &'a str,
+    created_at: &'a str,
+    serial: u64,
+    items: &'a [trash::ManifestItem],
+    kept: &'a [trash::KeptItem],
+}
+
+impl<'a> ListedManifest<'a> {
+    fn of(manifest: &'a trash::Manifest) -> ListedManifest<'a> {
+        ListedManifest {
+            format_version: manifest.format_version,
+            agent_id: &manifest.agent_id,
+            created_at: &manifest.created_at,
+            serial: manifest.serial,
+            items: &manifest.items,
+            kept: &manifest.kept,
+        }
+    }
+}
+
 fn fail(message: impl std::fmt::Display) -> ExitStatus {
     let _ = writeln!(anstream::stderr(), "error: {message}");
     ExitStatus::Failure
@@ -46,12 +79,16 @@ fn open_existing(global: &GlobalSettings) -> Result<StateStore, ExitStatus> {
     let dir = StateDir::new(&global.load.state_dir);
     match StateStore::open_existing(&dir) {
         Ok(Some(store)) => Ok(store),
-        Ok(None) => Err(fail(format!(
-            "no deepcli state in `{}`; run `deepcli apply` first, or pass --state-dir",
-            dir.root().display()
-        ))),
+        Ok(None) => Err(no_state(&dir)),
         Err(e) => Err(state_error(&e)),
     }
+}
+
+fn no_state(dir: &StateDir) -> ExitStatus {
+    fail(format!(
+        "no deepcli state in `{}`; run `deepcli apply` first, or pass --state-dir",
+        dir.root().display()
+    ))
 }
 
 pub fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatus {
@@ -84,7 +121,7 @@ pub fn history(global: &GlobalSettings, args: HistoryArgs) -> ExitStatus {
     };
     let mut out = std::io::stdout().lock();
     if args.json {
-        let doc = serde_json::json!({"format_version": "1", "applies": records});
+        let doc = serde_json::json!({"formatVersion": HISTORY_FORMAT, "applies": records});
         let _ = writeln!(
             out,
             "{}",
@@ -124,6 +161,10 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
     let dir = StateDir::new(&global.load.state_dir);
     match command {
         TrashCommand::List { json } => {
+            // The trash outlives a lost state.db: only a directory with neither is no state.
+            if !dir.db().exists() && !dir.trash().exists() {
+                return no_state(&dir);
+            }
             let listing = match trash::scan(&dir.trash()) {
                 Ok(listing) => listing,
                 Err(e) => return fail(e),
@@ -133,9 +174,10 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
                 let entries: Vec<_> = listing
                     .entries
                     .iter()
-                    .map(|e| serde_json::json!({"entry": e.name, "dir": e.dir, "manifest": e.manifest}))
+                    .map(|e| serde_json::json!({"entry": e.name, "dir": e.dir, "manifest": ListedManifest::of(&e.manifest)}))
                     .collect();
-                let doc = serde_json::json!({"format_version": "1", "entries": entries});
+                let doc =
+                    serde_json::json!({"formatVersion": TRASH_LIST_FORMAT, "entries": entries});
                 let _ = writeln!(
                     out,
                     "{}",
@@ -174,12 +216,15 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
             ExitStatus::Success
         }
         TrashCommand::Restore { entry } => {
-            let mut store = match StateStore::open(&dir) {
-                Ok(store) => store,
+            let guard = crate::plan::guard(&global.config_dir, &global.load);
+            let restored = match StateStore::open_existing(&dir) {
+                Ok(Some(mut store)) => crate::apply::restore(&mut store, &entry, &guard),
+                // No state.db (lost, see state.md): no lease to take and no record to mark;
+                // the entry's manifest is all there is. None is created for it.
+                Ok(None) => trash::restore(&dir.trash(), &entry, &guard).map_err(Into::into),
                 Err(e) => return state_error(&e),
             };
-            let guard = crate::plan::guard(&global.config_dir, &global.load);
-            let manifest = match crate::apply::restore(&mut store, &entry, &guard) {
+            let manifest = match restored {
                 Ok(manifest) => manifest,
                 Err(crate::apply::ApplyError::State(e)) => return state_error(&e),
                 Err(e) => return fail(e),

@@ -14,6 +14,16 @@ use crate::controller::{self, ControllerOptions};
 use crate::state::{StateDir, StateStore};
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+--allow-destroy and --allow-mass-delete let through the guard of the plan the controller's
+first apply makes (start it with them after `deepcli status` shows such a plan blocked, once
+you have checked the config); every later plan is guarded again.
+
+Exit codes:
+  0  stopped by SIGINT or SIGTERM
+  1  failed: the state is locked by another writer, the address cannot be listened on
+  2  could not run: unreadable or empty config directory, damaged state database; nothing
+     was created")]
 pub struct UpArgs {
     /// Where the HTTP API listens.
     #[arg(long, default_value = "127.0.0.1:7430", value_name = "ADDR")]
@@ -33,6 +43,19 @@ pub struct UpArgs {
         overrides_with = "debounce_ms"
     )]
     debounce_ms: u64,
+    /// Let the plan of the controller's first apply delete protected agents; every later plan
+    /// is guarded again.
+    #[arg(long)]
+    allow_destroy: bool,
+    /// Let the plan of the controller's first apply delete more than half of the managed
+    /// agents; every later plan is guarded again.
+    #[arg(long)]
+    allow_mass_delete: bool,
+    /// Run on a config directory that holds none of agents.yaml, channels.yaml, bindings.yaml
+    /// (a hub of only the implicit agent `main`); without it that is an error at start, and a
+    /// rejected edit later.
+    #[arg(long)]
+    allow_empty: bool,
     #[command(flatten)]
     access: AccessArgs,
 }
@@ -76,8 +99,21 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+The status comes from the running controller, or, when none runs, from the state database:
+then a runtime recorded as running whose process is gone shows as `gone`.
+
+Health (the `health` line; `health` in --json, with `status` and `reasons`) is degraded when
+the config on disk is rejected, a plan is blocked waiting for an operator, the last reconcile
+failed, a runtime is in a crash loop or cannot start, or a channel account takes no messages;
+and, when no controller runs, when a runtime the config asks for is not running.
+
+Exit codes (for health checks; --json exits the same way):
+  0  healthy
+  1  degraded: the health line says why
+  2  could not run: no state in the directory, or a damaged state database")]
 pub struct StatusArgs {
-    /// Print the status as JSON.
+    /// Print the status as JSON (with `health`).
     #[arg(long)]
     json: bool,
 }
@@ -128,10 +164,32 @@ pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
         resync: Duration::from_secs(args.resync.max(1)),
         debounce: Duration::from_millis(args.debounce_ms),
         access: args.access.settings(),
+        first_apply: controller::FirstApply {
+            allow_destroy: args.allow_destroy,
+            allow_mass_delete: args.allow_mass_delete,
+        },
+        allow_empty: args.allow_empty,
     };
     match runtime.block_on(controller::run(options)) {
         Ok(()) => ExitStatus::Success,
         Err(controller::ControllerError::State(e)) => super::state_error(&e),
+        // As `validate` and `plan` say it, before anything was created.
+        Err(e @ controller::ControllerError::Config(_)) => {
+            let _ = writeln!(anstream::stderr(), "error: {e}");
+            let _ = writeln!(
+                anstream::stderr(),
+                "hint: pass the config directory with --config DIR (or DEEPCLI_CONFIG)"
+            );
+            ExitStatus::Error
+        }
+        Err(e @ controller::ControllerError::Empty(_)) => {
+            let _ = writeln!(anstream::stderr(), "error: {e}");
+            let _ = writeln!(
+                anstream::stderr(),
+                "hint: point --config (or DEEPCLI_CONFIG) at the directory that holds your config files; to run a hub of only the implicit agent `main`, pass --allow-empty"
+            );
+            ExitStatus::Error
+        }
         Err(e) => {
             let _ = writeln!(anstream::stderr(), "error: {e}");
             ExitStatus::Failure
@@ -147,6 +205,11 @@ pub(crate) fn controller_status(dir: &StateDir, store: &StateStore) -> Option<Co
 
 pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
     let dir = StateDir::new(&global.load.state_dir);
+    // A health check that cannot read the state cannot tell: 2, not "degraded".
+    let could_not_run = |e: &crate::state::StateError| {
+        super::state_error(e);
+        ExitStatus::Error
+    };
     let store = match StateStore::open_existing(&dir) {
         Ok(Some(store)) => store,
         Ok(None) => {
@@ -155,31 +218,46 @@ pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
                 "error: no deepcli state in `{}`; start `deepcli up` or run `deepcli apply`",
                 dir.root().display()
             );
-            return ExitStatus::Failure;
+            return ExitStatus::Error;
         }
-        Err(e) => return super::state_error(&e),
+        Err(e) => return could_not_run(&e),
     };
-    let doc = match controller_status(&dir, &store) {
-        Some(status) => {
+    let (doc, health) = match ask_controller(&dir, &store) {
+        Ok(status) => {
+            let health = status.health();
             let mut doc = serde_json::to_value(status).unwrap_or_default();
             doc["source"] = "controller".into();
-            doc
+            (doc, health)
         }
-        None => {
+        Err(unanswered) => {
             let snapshot = match store.snapshot() {
                 Ok(snapshot) => snapshot,
-                Err(e) => return super::state_error(&e),
+                Err(e) => return could_not_run(&e),
             };
-            serde_json::json!({
+            // Pids are the word of the controller that holds the state, when one does.
+            let runtimes: Vec<_> = if unanswered.is_some() {
+                snapshot.runtimes
+            } else {
+                snapshot
+                    .runtimes
+                    .into_iter()
+                    .map(crate::state::RuntimeRecord::seen_now)
+                    .collect()
+            };
+            let health = crate::controller::Health::of_state(&runtimes, unanswered);
+            let doc = serde_json::json!({
                 "source": "state",
                 "serial": snapshot.serial,
                 "routingGeneration": snapshot.routing.as_ref().map(|r| r.generation),
                 "agents": snapshot.agents.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
-                "runtimes": snapshot.runtimes,
+                "runtimes": runtimes,
                 "controller": Value::Null,
-            })
+            });
+            (doc, health)
         }
     };
+    let mut doc = doc;
+    doc["health"] = serde_json::to_value(&health).unwrap_or_default();
     let mut out = std::io::stdout().lock();
     if args.json {
         let _ = writeln!(
@@ -187,10 +265,37 @@ pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
             "{}",
             serde_json::to_string_pretty(&doc).unwrap_or_default()
         );
-        return ExitStatus::Success;
+    } else {
+        let _ = out.write_all(human(&doc).as_bytes());
     }
-    let _ = out.write_all(human(&doc).as_bytes());
-    ExitStatus::Success
+    match health.status {
+        crate::controller::HealthStatus::Healthy => ExitStatus::Success,
+        crate::controller::HealthStatus::Degraded => ExitStatus::Failure,
+    }
+}
+
+/// The status of the controller that holds `store`'s lease. `Err(None)`: no controller holds
+/// it; `Err(Some(why))`: one does, and does not answer.
+fn ask_controller(dir: &StateDir, store: &StateStore) -> Result<ControllerStatus, Option<String>> {
+    let holder = store.lease_holder().ok().flatten();
+    let Some(holder) = holder.filter(|h| h.purpose == crate::state::LeasePurpose::Controller)
+    else {
+        return Err(None);
+    };
+    let unanswered = |why: String| {
+        Some(format!(
+            "a controller (pid {} on {}) holds this state but {why}; the status below is what the state database recorded",
+            holder.pid, holder.host
+        ))
+    };
+    let Some(client) = Client::find(dir, store) else {
+        return Err(unanswered(
+            "its address or operator token cannot be found".into(),
+        ));
+    };
+    client
+        .status()
+        .map_err(|e| unanswered(format!("does not answer: {e}")))
 }
 
 fn human(doc: &Value) -> String {
@@ -200,6 +305,13 @@ fn human(doc: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
+    out.push_str(&format!(
+        "health       {}\n",
+        text(&doc["health"]["status"])
+    ));
+    for reason in doc["health"]["reasons"].as_array().into_iter().flatten() {
+        out.push_str(&format!("               {}\n", text(reason)));
+    }
     if doc["source"] == "controller" {
         out.push_str(&format!(
             "controller   pid {} since {} (config {})\n",

@@ -86,22 +86,38 @@ pub enum LoadError {
     },
 }
 
+/// That `dir` is a directory, as [`load`] checks it first.
+fn is_dir(dir: &Path) -> Result<(), LoadError> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(LoadError::NotADirectory(dir.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(LoadError::NotFound(dir.to_path_buf()))
+        }
+        Err(source) => Err(LoadError::Io {
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Whether `dir` is a config directory [`load`] can read, and holds any of the three files:
+/// what `deepcli up` checks before it creates anything. Reads no file.
+pub fn check_dir(dir: &Path) -> Result<bool, LoadError> {
+    is_dir(dir)?;
+    std::fs::read_dir(dir).map_err(|source| LoadError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    Ok(FileKind::ALL
+        .iter()
+        .any(|k| std::fs::symlink_metadata(dir.join(k.file_name())).is_ok()))
+}
+
 /// Loads and schema-checks the config directory `dir`. Semantic rules are not run here: see
 /// `crate::validate`.
 pub fn load(dir: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
-    match std::fs::metadata(dir) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(_) => return Err(LoadError::NotADirectory(dir.to_path_buf())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(LoadError::NotFound(dir.to_path_buf()));
-        }
-        Err(source) => {
-            return Err(LoadError::Io {
-                path: dir.to_path_buf(),
-                source,
-            });
-        }
-    }
+    is_dir(dir)?;
     let mut texts = Vec::new();
     let mut unreadable = Vec::new();
     for kind in FileKind::ALL {

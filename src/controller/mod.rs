@@ -30,7 +30,7 @@ use crate::runtime::{RuntimeMap, RuntimeSpec, RuntimeStatus, Supervisor};
 use crate::state::{LeasePurpose, StateDir, StateError, StateStore};
 use crate::threads;
 use crate::trash::Guard;
-pub use status::{ControllerStatus, Rejection};
+pub use status::{ControllerStatus, Health, HealthStatus, Rejection};
 
 #[derive(Debug, Clone)]
 pub struct ControllerOptions {
@@ -40,10 +40,32 @@ pub struct ControllerOptions {
     pub resync: Duration,
     pub debounce: Duration,
     pub access: crate::access::AccessSettings,
+    /// What the operator allowed the plan of the controller's first apply: after it, every
+    /// plan is guarded again (an allowance that outlived the plan it was meant for would let a
+    /// later bad edit through).
+    pub first_apply: FirstApply,
+    /// Apply a config directory that holds none of the three files, on start and after.
+    pub allow_empty: bool,
+}
+
+/// Guards lifted for one apply, as `deepcli up --allow-destroy --allow-mass-delete` asks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FirstApply {
+    pub allow_destroy: bool,
+    pub allow_mass_delete: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
+    /// The config directory cannot be watched or read: found before anything is created.
+    #[error(transparent)]
+    Config(#[from] crate::config::LoadError),
+    /// The config directory holds none of the three files, and `--allow-empty` was not given.
+    #[error(
+        "config directory `{}` has none of agents.yaml, channels.yaml, bindings.yaml; nothing was started",
+        .0.display()
+    )]
+    Empty(PathBuf),
     #[error(transparent)]
     State(#[from] StateError),
     #[error("cannot watch `{}`: {source}", path.display())]
@@ -72,7 +94,7 @@ struct Shared {
     token: String,
     /// File events on the config files: changes (each starts a reload), and reads (`Access`,
     /// ignored: the controller reads the files itself).
-    file_events: FileEvents,
+    file_events: Arc<FileEvents>,
 }
 
 #[derive(Default)]
@@ -82,7 +104,8 @@ struct FileEvents {
 }
 
 impl Shared {
-    /// The status as served: the controller's record plus the runtimes as they are now.
+    /// The status as served: the controller's record plus the runtimes as they are now, and
+    /// what a health check makes of both.
     fn snapshot(&self) -> ControllerStatus {
         let mut status = self.status.read().map(|s| s.clone()).unwrap_or_default();
         status.runtimes = self
@@ -111,6 +134,7 @@ impl Shared {
                     );
             }
         }
+        status.health = status.health();
         status
     }
 }
@@ -125,7 +149,53 @@ fn is_config_file(path: &Path) -> bool {
 }
 
 /// Runs the controller until SIGINT or SIGTERM.
+///
+/// What can fail without a state is tried before the state is opened (the config directory,
+/// the listener, the watch), so a controller that cannot start creates no state directory,
+/// `state.db` or operator token.
 pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
+    if !crate::config::check_dir(&options.config_dir)? && !options.allow_empty {
+        return Err(ControllerError::Empty(options.config_dir.clone()));
+    }
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| ControllerError::Listen {
+            addr: options.listen,
+            source,
+        })?;
+    // Watch the directory, not the files: an editor's rename-over save replaces the inode.
+    // Events that arrive before the loop runs wait in the channel.
+    let file_events = Arc::new(FileEvents::default());
+    let (events_tx, mut events) = mpsc::unbounded_channel::<()>();
+    let counted = file_events.clone();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Ok(event) = event else { return };
+        if !event.paths.iter().any(|p| is_config_file(p)) {
+            return;
+        }
+        // Only changes count: inotify also reports opens and reads (`Access`), and the
+        // controller reads the files itself on every reconcile.
+        if matches!(event.kind, notify::EventKind::Access(_)) {
+            counted.ignored.fetch_add(1, Relaxed);
+        } else {
+            counted.changes.fetch_add(1, Relaxed);
+            let _ = events_tx.send(());
+        }
+    })
+    .map_err(|source| ControllerError::Watch {
+        path: options.config_dir.clone(),
+        source,
+    })?;
+    watcher
+        .watch(&options.config_dir, RecursiveMode::NonRecursive)
+        .map_err(|source| ControllerError::Watch {
+            path: options.config_dir.clone(),
+            source,
+        })?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(ControllerError::Signal)?;
+
     let state = StateDir::new(&options.load.state_dir);
     let mut store = StateStore::open(&state)?;
     store.acquire_lease(LeasePurpose::Controller, Duration::from_millis(500))?;
@@ -170,53 +240,16 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
             ..ControllerStatus::default()
         }),
         token,
-        file_events: FileEvents::default(),
+        file_events,
     });
     let store = Arc::new(Mutex::new(store));
 
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .map_err(|source| ControllerError::Listen {
-            addr: options.listen,
-            source,
-        })?;
     let addr = listener.local_addr().unwrap_or(options.listen);
     record_address(&store, addr);
     tracing::info!(%addr, config = %options.config_dir.display(), "deepcli up");
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(http::serve(listener, shared.clone(), shutdown_rx));
 
-    // Watch the directory, not the files: an editor's rename-over save replaces the inode.
-    let (events_tx, mut events) = mpsc::unbounded_channel::<()>();
-    let counted = shared.clone();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        use std::sync::atomic::Ordering::Relaxed;
-        let Ok(event) = event else { return };
-        if !event.paths.iter().any(|p| is_config_file(p)) {
-            return;
-        }
-        // Only changes count: inotify also reports opens and reads (`Access`), and the
-        // controller reads the files itself on every reconcile.
-        if matches!(event.kind, notify::EventKind::Access(_)) {
-            counted.file_events.ignored.fetch_add(1, Relaxed);
-        } else {
-            counted.file_events.changes.fetch_add(1, Relaxed);
-            let _ = events_tx.send(());
-        }
-    })
-    .map_err(|source| ControllerError::Watch {
-        path: options.config_dir.clone(),
-        source,
-    })?;
-    watcher
-        .watch(&options.config_dir, RecursiveMode::NonRecursive)
-        .map_err(|source| ControllerError::Watch {
-            path: options.config_dir.clone(),
-            source,
-        })?;
-
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(ControllerError::Signal)?;
     let mut resync = tokio::time::interval(options.resync);
     resync.tick().await;
     let mut heartbeat = tokio::time::interval(Duration::from_secs(10));
@@ -225,21 +258,27 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     let hashes = Arc::new(Mutex::new(HashCache::default()));
     // The reconcile's blocking part, started during the debounce (see `debounce`).
     let mut ahead = None;
+    // The guards `--allow-*` lift, until the first apply.
+    let mut first_apply = options.first_apply;
     loop {
         if pending {
             pending = false;
-            reconcile(
+            let applied = reconcile(
                 &options,
                 (&store, &hashes),
                 &shared,
                 &mut supervisor,
-                ahead.take(),
+                (ahead.take(), first_apply),
             )
             .await;
+            if applied && first_apply != FirstApply::default() {
+                tracing::info!("the first apply is done: every plan is guarded again");
+                first_apply = FirstApply::default();
+            }
         }
         tokio::select! {
             Some(()) = events.recv() => {
-                ahead = debounce(&mut events, &options, (&store, &hashes)).await;
+                ahead = debounce(&mut events, &options, (&store, &hashes), first_apply).await;
                 pending = true;
             }
             _ = resync.tick() => pending = true,
@@ -401,6 +440,7 @@ async fn debounce(
     events: &mut mpsc::UnboundedReceiver<()>,
     options: &ControllerOptions,
     (store, hashes): (&Arc<Mutex<StateStore>>, &Arc<Mutex<HashCache>>),
+    first_apply: FirstApply,
 ) -> Option<tokio::task::JoinHandle<Found>> {
     use tokio::time::Instant;
     let deadline = Instant::now() + options.debounce;
@@ -422,7 +462,7 @@ async fn debounce(
             Err(_) if Instant::now() >= deadline => return ahead,
             Err(_) => {
                 started += 1;
-                ahead = Some(start_find(options, store, hashes));
+                ahead = Some(start_find(options, store, hashes, first_apply));
             }
         }
     }
@@ -433,24 +473,25 @@ fn start_find(
     options: &ControllerOptions,
     store: &Arc<Mutex<StateStore>>,
     hashes: &Arc<Mutex<HashCache>>,
+    first_apply: FirstApply,
 ) -> tokio::task::JoinHandle<Found> {
     let options = options.clone();
     let store = store.clone();
     let hashes = hashes.clone();
-    tokio::task::spawn_blocking(move || find(&options, &store, &hashes))
+    tokio::task::spawn_blocking(move || find(&options, &store, &hashes, first_apply))
 }
 
 /// One reconcile: find what to do (or take the look-ahead of the debounce), apply it, serve
-/// the new routing plan and converge the runtimes.
+/// the new routing plan and converge the runtimes. Whether a plan was applied.
 async fn reconcile(
     options: &ControllerOptions,
     (store, hashes): (&Arc<Mutex<StateStore>>, &Arc<Mutex<HashCache>>),
     shared: &Arc<Shared>,
     supervisor: &mut Supervisor,
-    ahead: Option<tokio::task::JoinHandle<Found>>,
-) {
+    (ahead, first_apply): (Option<tokio::task::JoinHandle<Found>>, FirstApply),
+) -> bool {
     let found = ahead
-        .unwrap_or_else(|| start_find(options, store, hashes))
+        .unwrap_or_else(|| start_find(options, store, hashes, first_apply))
         .await
         .unwrap_or_else(|e| Found::Failed(format!("reconcile panicked: {e}")));
     match found {
@@ -460,9 +501,10 @@ async fn reconcile(
             record_blocked(shared, &planned.plan)
         }
         Found::Planned(planned) => {
-            apply_planned(options, store, shared, supervisor, *planned).await
+            return apply_planned(options, store, shared, supervisor, *planned).await;
         }
     }
+    false
 }
 
 fn record_error(shared: &Shared, error: String) {
@@ -491,7 +533,7 @@ fn record_rejection(shared: &Shared, rejection: Rejection) {
 
 /// A plan that waits for an operator: nothing is applied, the runtimes keep running.
 fn record_blocked(shared: &Shared, plan: &Plan) {
-    let reasons: Vec<String> = plan.blocked.iter().map(|b| b.reason.clone()).collect();
+    let reasons: Vec<String> = plan.blocked.iter().map(|b| b.for_controller()).collect();
     let Ok(mut s) = shared.status.write() else {
         return;
     };
@@ -508,14 +550,14 @@ fn record_blocked(shared: &Shared, plan: &Plan) {
 }
 
 /// Applies a plan (its deleted agents' runtimes stopped first), puts its routing in force and
-/// converges the runtimes.
+/// converges the runtimes. Whether the plan was applied.
 async fn apply_planned(
     options: &ControllerOptions,
     store: &Arc<Mutex<StateStore>>,
     shared: &Arc<Shared>,
     supervisor: &mut Supervisor,
     planned: Planned,
-) {
+) -> bool {
     let Planned {
         desired,
         plan,
@@ -561,7 +603,7 @@ async fn apply_planned(
             if let Ok(mut s) = shared.status.write() {
                 s.last_error = Some(error);
             }
-            return;
+            return false;
         }
     };
     stages.done("apply");
@@ -620,6 +662,7 @@ async fn apply_planned(
     }
     supervisor.converge(&runtimes).await;
     threads::drop_in_background((desired, config, plan));
+    true
 }
 
 /// Puts the applied config's routing in force for the Access layer, unless it already is.
@@ -658,6 +701,7 @@ fn find(
     options: &ControllerOptions,
     store: &Arc<Mutex<StateStore>>,
     hashes: &Mutex<HashCache>,
+    first_apply: FirstApply,
 ) -> Found {
     let state = StateDir::new(&options.load.state_dir);
     let guard = guard(options);
@@ -678,8 +722,9 @@ fn find(
                 state: &state,
                 sight: Sight::Observe(Some(hashes)),
                 options: Options {
-                    allow_destroy: false,
-                    allow_mass_delete: false,
+                    allow_destroy: first_apply.allow_destroy,
+                    allow_mass_delete: first_apply.allow_mass_delete,
+                    allow_empty: options.allow_empty,
                     guard: &guard,
                 },
                 render_routing: true,
@@ -696,6 +741,19 @@ fn find(
     } = match prepared {
         Ok(prepared) => prepared,
         Err(PrepareError::Rejected(report)) => return rejected(*report),
+        Err(PrepareError::Empty { dir, config_hash }) => {
+            let e = PrepareError::Empty {
+                dir,
+                config_hash: config_hash.clone(),
+            };
+            return Found::Rejected(Rejection {
+                config_hash,
+                since: crate::clock::now(),
+                diagnostics: vec![format!(
+                    "{e}: an empty config directory is not applied; put the config files back, or restart the controller with `deepcli up --allow-empty` to run a hub of only the implicit agent `main`"
+                )],
+            });
+        }
         Err(e) => return Found::Failed(e.to_string()),
     };
     let config = report.config;

@@ -1,10 +1,12 @@
-//! What the controller reports (`GET /v1/status`, `deepcli status`).
+//! What the controller reports (`GET /v1/status`, `deepcli status`), and what a health check
+//! makes of it: healthy, or degraded with the reasons.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::runtime::RuntimeStatus;
+use crate::runtime::{Phase, RuntimeStatus};
+use crate::state::{RuntimeRecord, Wanted};
 
 /// An edit the controller refused: the last good config keeps running.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +46,129 @@ pub struct ControllerStatus {
     pub reconciles: u64,
     pub rejections: u64,
     pub last_error: Option<String>,
+    /// What the rest says for a health check ([`ControllerStatus::health`]), as served.
+    #[serde(default)]
+    pub health: Health,
+}
+
+/// Whether the hub does all its config asks, for a health check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthStatus {
+    #[default]
+    Healthy,
+    /// Something the config asks for is not done, and waits for an operator or a fix:
+    /// `reasons` say what.
+    Degraded,
+}
+
+/// `status` and, when degraded, why: one short sentence per reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    pub status: HealthStatus,
+    pub reasons: Vec<String>,
+}
+
+impl Health {
+    fn of(reasons: Vec<String>) -> Health {
+        Health {
+            status: if reasons.is_empty() {
+                HealthStatus::Healthy
+            } else {
+                HealthStatus::Degraded
+            },
+            reasons,
+        }
+    }
+
+    /// What a state no controller answers for says: every runtime the last apply asked to run
+    /// and that does not run (with a controller that holds the state and does not answer, why).
+    /// `runtimes` as [`RuntimeRecord::seen_now`] sees them.
+    pub fn of_state(runtimes: &[RuntimeRecord], unanswered: Option<String>) -> Health {
+        let mut reasons: Vec<String> = unanswered.into_iter().collect();
+        for r in runtimes.iter().filter(|r| r.desired == Wanted::Run) {
+            let pid = r.pid.map_or_else(String::new, |p| format!(" (pid {p})"));
+            reasons.push(match r.status {
+                Phase::Gone => format!(
+                    "runtime `{}`{pid} is gone: its controller stopped without stopping it; start `deepcli up`",
+                    r.agent_id
+                ),
+                Phase::Starting | Phase::Ready => format!(
+                    "runtime `{}`{pid} runs without a controller: nothing delivers messages to it; start `deepcli up`, which stops it and starts it again",
+                    r.agent_id
+                ),
+                _ => format!(
+                    "runtime `{}` is not running: no controller runs; start `deepcli up`",
+                    r.agent_id
+                ),
+            });
+        }
+        Health::of(reasons)
+    }
+}
+
+impl ControllerStatus {
+    /// Degraded while an edit is rejected, a plan is blocked, the last reconcile failed, a
+    /// runtime crash-loops or cannot start, or a channel account takes no messages.
+    pub fn health(&self) -> Health {
+        let mut reasons = Vec::new();
+        if let Some(rejected) = &self.rejected {
+            reasons.push(format!(
+                "the config on disk is rejected ({}); the last good config keeps running",
+                crate::plural::plural(rejected.diagnostics.len(), "error", "errors")
+            ));
+        }
+        if !self.blocked.is_empty() {
+            reasons.push(
+                "a plan is blocked by a guard and waits for an operator (see `blocked`)".into(),
+            );
+        }
+        if let Some(error) = &self.last_error {
+            reasons.push(format!("the last reconcile failed: {error}"));
+        }
+        for r in &self.runtimes {
+            match r.status {
+                Phase::CrashLoop => reasons.push(format!(
+                    "runtime `{}` is in a crash loop ({})",
+                    r.agent_id,
+                    crate::plural::plural(r.restarts as usize, "restart", "restarts")
+                )),
+                Phase::Failed => reasons.push(format!("runtime `{}` cannot start", r.agent_id)),
+                _ => {}
+            }
+        }
+        for account in &self.closed_accounts {
+            reasons.push(format!("channel account {account} (takes no messages)"));
+        }
+        Health::of(reasons)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rejected_edit_or_a_blocked_plan_degrades() {
+        let mut status = ControllerStatus::default();
+        assert_eq!(status.health(), Health::default());
+        status.blocked = vec!["this plan deletes 2 of 3 managed agents".into()];
+        status.rejected = Some(Rejection {
+            config_hash: "sha256:x".into(),
+            since: "now".into(),
+            diagnostics: vec!["a".into()],
+        });
+        let health = status.health();
+        assert_eq!(health.status, HealthStatus::Degraded);
+        assert_eq!(
+            health.reasons,
+            [
+                "the config on disk is rejected (1 error); the last good config keeps running",
+                "a plan is blocked by a guard and waits for an operator (see `blocked`)"
+            ]
+        );
+    }
 }
 
 /// A channel's accounts as the controller serves them.

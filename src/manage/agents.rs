@@ -931,6 +931,7 @@ fn trash_preview(
         options: crate::plan::Options {
             allow_destroy: true,
             allow_mass_delete: true,
+            allow_empty: true,
             guard: &guard,
         },
         render_routing: false,

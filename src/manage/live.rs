@@ -60,6 +60,21 @@ pub fn read(ctx: &ManageContext) -> Live {
     let Ok(runtimes) = store.runtimes() else {
         return Live::default();
     };
+    // Without a controller holding the state, a recorded process that is gone shows as gone
+    // (as `deepcli status` shows it); with one that did not answer, its record stands.
+    let controlled = store
+        .lease_holder()
+        .ok()
+        .flatten()
+        .is_some_and(|h| h.purpose == crate::state::LeasePurpose::Controller);
+    let runtimes: Vec<_> = if controlled {
+        runtimes
+    } else {
+        runtimes
+            .into_iter()
+            .map(crate::state::RuntimeRecord::seen_now)
+            .collect()
+    };
     Live {
         source: Some("state"),
         runtimes: runtimes

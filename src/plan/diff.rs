@@ -20,6 +20,9 @@ use crate::{hash, workspace};
 pub struct Options<'a> {
     pub allow_destroy: bool,
     pub allow_mass_delete: bool,
+    /// Plan a config directory that holds none of the three files (checked by
+    /// [`super::prepare`]: the diff itself does not know the files).
+    pub allow_empty: bool,
     pub guard: &'a crate::trash::Guard,
 }
 
@@ -141,7 +144,7 @@ fn deletions(
         if record.protect && !options.allow_destroy {
             plan.blocked.push(Blocked {
                 reason: format!(
-                    "agent `{}` is protected (`protect: true` when it was applied); deleting it needs --allow-destroy",
+                    "this plan deletes agent `{}`, which is protected (`protect: true` when it was applied)",
                     record.id
                 ),
                 flag: Some("--allow-destroy".into()),
@@ -175,7 +178,7 @@ fn deletions(
     if deletes > 0 && (deletes * 2 > managed || deletes == managed) && !options.allow_mass_delete {
         plan.blocked.push(Blocked {
             reason: format!(
-                "this plan deletes {deletes} of {managed} managed agents; an emptied or truncated agents.yaml, or a wrong --config, looks like this. Check the config; if it is meant, pass --allow-mass-delete"
+                "this plan deletes {deletes} of {managed} managed agents; an emptied or truncated agents.yaml, or a wrong --config, looks like this. Check the config"
             ),
             flag: Some("--allow-mass-delete".into()),
         });

@@ -34,8 +34,9 @@ pub fn guard(
     )
 }
 
-/// `format_version` of `plan --json` and saved plans.
-pub const FORMAT_VERSION: &str = "1";
+/// `formatVersion` of `plan --json` and saved plans. Version 2 spells every key in camelCase
+/// (`formatVersion`, `configHash`, `savedPlanVersion`; version 1 had a few in snake_case).
+pub const FORMAT_VERSION: &str = "2";
 
 /// What `apply` would do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -299,8 +300,31 @@ pub struct Drift {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Blocked {
+    /// What the guard saw (and, for a guard no flag lifts, what to change).
     pub reason: String,
     /// The flag that lets it through, if any (`--allow-destroy`, `--allow-mass-delete`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flag: Option<String>,
+}
+
+impl Blocked {
+    /// For `deepcli plan` and `apply`: the reason, and the flag to pass when it is meant.
+    pub fn for_cli(&self) -> String {
+        match &self.flag {
+            Some(flag) => format!("{}; if it is meant, pass {flag}", self.reason),
+            None => self.reason.clone(),
+        }
+    }
+
+    /// For `deepcli status` while `deepcli up` runs, which takes no flag per plan: the reason,
+    /// and how to let one plan through.
+    pub fn for_controller(&self) -> String {
+        match &self.flag {
+            Some(flag) => format!(
+                "{}; if it is meant, stop `deepcli up` and start it again with `deepcli up {flag}`: the flag lets through only the plan its first apply makes, later plans are guarded again",
+                self.reason
+            ),
+            None => self.reason.clone(),
+        }
+    }
 }

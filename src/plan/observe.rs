@@ -232,10 +232,12 @@ impl HashCache {
     }
 }
 
-/// The `content_hash` a published plan states (its integrity is checked by whoever loads it).
+/// The content hash a published plan states (its integrity is checked by whoever loads it),
+/// in either format's spelling.
 fn routing_hash(path: &Path) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Head {
+        #[serde(rename = "contentHash", alias = "content_hash")]
         content_hash: String,
     }
     let text = std::fs::read_to_string(path).ok()?;
@@ -286,5 +288,25 @@ mod tests {
         let mut cache = HashCache::default();
         assert_eq!(look_all(&mut cache, &[a]), [Some(hash::of(b"fresh"))]);
         assert!(cache.entries.is_empty());
+    }
+
+    /// A plan published in format 1 (snake_case keys) is the same plan: no republish after an
+    /// upgrade.
+    #[test]
+    fn a_published_plan_states_its_hash_in_either_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, new) = (dir.path().join("1.json"), dir.path().join("2.json"));
+        std::fs::write(
+            &old,
+            r#"{"format_version": "1.0", "content_hash": "sha256:a"}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            &new,
+            r#"{"formatVersion": "2.0", "contentHash": "sha256:a"}"#,
+        )
+        .unwrap();
+        assert_eq!(routing_hash(&old).as_deref(), Some("sha256:a"));
+        assert_eq!(routing_hash(&new).as_deref(), Some("sha256:a"));
     }
 }

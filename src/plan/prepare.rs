@@ -68,6 +68,14 @@ pub enum PrepareError {
     /// The config has errors: nothing was planned.
     #[error("the config has {} errors", .0.errors())]
     Rejected(Box<Report>),
+    /// The config directory holds none of the three files, and that was not allowed: a wrong
+    /// `--config` looks like this, and would plan a hub of only the implicit `main`.
+    #[error("config directory `{}` has none of agents.yaml, channels.yaml, bindings.yaml; nothing was planned", dir.display())]
+    Empty {
+        dir: std::path::PathBuf,
+        /// The hash of the (empty) config, as a rejection names it.
+        config_hash: String,
+    },
     #[error(transparent)]
     State(#[from] StateError),
     /// The config is valid but its bindings outgrow the routing index.
@@ -92,7 +100,14 @@ where
     let (config, live) = match config {
         Source::Dir { dir, load } => {
             let (loaded, live) = threads::join(|| config::load(dir, load), live);
-            (Config::Loaded(loaded?), live)
+            let loaded = loaded?;
+            if loaded.config.sources.files.is_empty() && !options.allow_empty {
+                return Err(PrepareError::Empty {
+                    dir: dir.to_path_buf(),
+                    config_hash: loaded.config.sources.hash(),
+                });
+            }
+            (Config::Loaded(loaded), live)
         }
         Source::Checked(report) => (Config::Checked(*report), live()),
     };

@@ -324,7 +324,7 @@ pub fn human(
     if !plan.blocked.is_empty() {
         let _ = writeln!(out, "\n{REMOVE}Blocked:{REMOVE:#}");
         for b in &plan.blocked {
-            let _ = writeln!(out, "  {}", b.reason);
+            let _ = writeln!(out, "  {}", b.for_cli());
         }
     }
     out
@@ -374,10 +374,10 @@ fn diff_lines(out: &mut String, action: &Action, paths: &Paths<'_>, diffs: &File
 pub fn json(plan: &Plan) -> String {
     let (add, change, remove) = plan.counts();
     let doc = json!({
-        "format_version": super::FORMAT_VERSION,
+        "formatVersion": super::FORMAT_VERSION,
         "lineage": plan.lineage,
         "serial": plan.serial,
-        "config_hash": plan.config_hash,
+        "configHash": plan.config_hash,
         "summary": {"add": add, "change": change, "remove": remove},
         "actions": plan.actions,
         "drift": plan.drift,

@@ -9,9 +9,12 @@ use serde::{Deserialize, Serialize};
 use super::{FORMAT_VERSION, Plan};
 use crate::state::{LiveState, SNAPSHOT_FORMATS};
 
-/// A saved plan: the plan and what it was made against.
+/// A saved plan: the plan and what it was made against. One saved by a deepcli of plan format
+/// 1 (`saved_plan_version`) is read too.
 #[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SavedPlan {
+    #[serde(alias = "saved_plan_version")]
     saved_plan_version: String,
     pub plan: Plan,
 }
@@ -29,7 +32,7 @@ pub enum SavedError {
         what: &'static str,
         message: String,
     },
-    #[error("`{}` has snapshot format {found}, this deepcli reads {}", path.display(), SNAPSHOT_FORMATS.join(" and "))]
+    #[error("`{}` has snapshot format {found}, this deepcli reads {}", path.display(), SNAPSHOT_FORMATS.join(", "))]
     Format {
         path: std::path::PathBuf,
         found: String,
@@ -110,4 +113,31 @@ fn read(path: &Path) -> Result<String, SavedError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_saved_in_format_1_is_read() {
+        let plan = crate::plan::Plan {
+            format_version: "1".into(),
+            lineage: "l".into(),
+            serial: 3,
+            config_hash: "sha256:c".into(),
+            actions: Vec::new(),
+            drift: Vec::new(),
+            blocked: Vec::new(),
+        };
+        let text = serde_json::json!({"saved_plan_version": "1", "plan": plan}).to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.json");
+        std::fs::write(&path, text).unwrap();
+        let saved = SavedPlan::read(&path).unwrap();
+        assert_eq!(saved.plan, plan);
+        let written: serde_json::Value =
+            serde_json::from_str(&SavedPlan::new(plan).to_json()).unwrap();
+        assert_eq!(written["savedPlanVersion"], FORMAT_VERSION);
+    }
 }

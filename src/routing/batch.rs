@@ -5,19 +5,24 @@
 //!
 //! [`RouteResult::write_json`]: super::RouteResult::write_json
 
+use std::collections::BTreeMap;
 use std::io;
 
 use serde_json::json;
 
+use super::declared::{Declared, Undeclared};
 use super::{RouteInput, RoutingPlan};
 
 /// How a batch ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Done {
     /// Lines read.
     pub lines: usize,
     /// Lines that were not route inputs (each answered with an `error` line).
     pub bad: usize,
+    /// The routes to channel accounts the hub does not declare, with how many lines each (only
+    /// when the batch was given what is declared).
+    pub undeclared: BTreeMap<Undeclared, usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -38,19 +43,27 @@ pub enum BatchError {
 ///
 /// A large block is cut at line ends into a piece per core, whose answers are made side by
 /// side and written in order: the output is what one thread would write.
+///
+/// With `declared`, each route's channel account is looked up in it, and the ones it lacks are
+/// counted in [`Done::undeclared`] (one lookup per line; the answers are the same).
 pub fn run(
     plan: &RoutingPlan,
+    declared: Option<&Declared>,
     input: &mut impl io::Read,
     out: &mut impl io::Write,
 ) -> Result<Done, BatchError> {
     let mut lines = LineBuffer::with_capacity(256 * 1024);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut number = 0usize;
-    let mut bad = 0usize;
+    let mut done = Done::default();
+    let within = Within { plan, declared };
     while let Some(block) = lines.next_block(input).map_err(BatchError::Read)? {
-        let (answered, lines_read) = answer_block(plan, block, number, threads);
+        let (answered, lines_read) = answer_block(within, block, number, threads);
         for piece in answered {
-            bad += piece.bad;
+            done.bad += piece.bad;
+            for (undeclared, n) in piece.undeclared {
+                *done.undeclared.entry(undeclared).or_default() += n;
+            }
             out.write_all(&piece.out).map_err(BatchError::Write)?;
             if piece.not_utf8 {
                 out.flush().map_err(BatchError::Write)?;
@@ -60,7 +73,15 @@ pub fn run(
         number += lines_read;
         out.flush().map_err(BatchError::Write)?;
     }
-    Ok(Done { lines: number, bad })
+    done.lines = number;
+    Ok(done)
+}
+
+/// What every line is answered with: the plan, and what the hub declares.
+#[derive(Clone, Copy)]
+struct Within<'a> {
+    plan: &'a RoutingPlan,
+    declared: Option<&'a Declared>,
 }
 
 /// The answers to the lines of one piece of input.
@@ -68,6 +89,8 @@ struct Answered {
     out: Vec<u8>,
     /// Lines that were not route inputs.
     bad: usize,
+    /// Lines routed to channel accounts the hub does not declare.
+    undeclared: BTreeMap<Undeclared, usize>,
     /// A line was not UTF-8: `out` answers the lines before it, and the batch ends.
     not_utf8: bool,
 }
@@ -78,7 +101,7 @@ const MIN_PIECE: usize = 32 * 1024;
 /// Answers `block`, whose first line is line `first + 1` of the input, in up to `threads`
 /// pieces on as many threads; and how many lines it holds.
 fn answer_block(
-    plan: &RoutingPlan,
+    within: Within<'_>,
     block: &[u8],
     first: usize,
     threads: usize,
@@ -94,9 +117,9 @@ fn answer_block(
         let others: Vec<_> = pieces[1..]
             .iter()
             .zip(&firsts[1..])
-            .map(|(&piece, &first)| scope.spawn(move || answer(plan, piece, first)))
+            .map(|(&piece, &first)| scope.spawn(move || answer(within, piece, first)))
             .collect();
-        let mut answered = vec![answer(plan, pieces[0], firsts[0])];
+        let mut answered = vec![answer(within, pieces[0], firsts[0])];
         answered.extend(
             others
                 .into_iter()
@@ -133,10 +156,11 @@ fn lines_in(bytes: &[u8]) -> usize {
 }
 
 /// Answers the lines of `piece`, the first of which is line `first + 1` of the input.
-fn answer(plan: &RoutingPlan, piece: &[u8], first: usize) -> Answered {
+fn answer(within: Within<'_>, piece: &[u8], first: usize) -> Answered {
     let mut answered = Answered {
         out: Vec::with_capacity(piece.len() * 3),
         bad: 0,
+        undeclared: BTreeMap::new(),
         not_utf8: false,
     };
     for (number, line) in (first + 1..).zip(piece.split_inclusive(|&b| b == b'\n')) {
@@ -148,7 +172,16 @@ fn answer(plan: &RoutingPlan, piece: &[u8], first: usize) -> Answered {
             continue;
         }
         match serde_json::from_str::<RouteInput>(line) {
-            Ok(input) => plan.resolve(&input).write_json(&mut answered.out),
+            Ok(input) => {
+                let result = within.plan.resolve(&input);
+                if let Some(undeclared) = within
+                    .declared
+                    .and_then(|d| d.check(&result.channel, &result.account_id))
+                {
+                    *answered.undeclared.entry(undeclared).or_default() += 1;
+                }
+                result.write_json(&mut answered.out);
+            }
             Err(e) => {
                 answered.bad += 1;
                 let error = json!({"error": input_error(&e), "line": number});

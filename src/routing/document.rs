@@ -2,10 +2,14 @@
 //! serve it without the YAML (reconcile.md, state directory).
 //!
 //! ```json
-//! {"format_version": "1.0", "generation": 8, "content_hash": "sha256:…",
-//!  "config_hash": "sha256:…", "plan": {"defaultAgent": …, "agents": […], "session": {…},
+//! {"formatVersion": "2.0", "generation": 8, "contentHash": "sha256:…",
+//!  "configHash": "sha256:…", "plan": {"defaultAgent": …, "agents": […], "session": {…},
 //!  "bindingsFile": "bindings.yaml", "bindings": […], "acp": […]}}
 //! ```
+//!
+//! Format 1 spelled the four keys around `plan` in snake_case (`format_version`,
+//! `content_hash`, `config_hash`); 2 spells them in camelCase like every other JSON deepcli
+//! writes. The `plan` object, and so the content hash, is the same in both; both are read.
 //!
 //! Bindings are stored in index form: each names its agent by position in `agents`, carries
 //! its normalized match and the tier it sits in. Loading checks the format version (an unknown
@@ -23,20 +27,24 @@ use super::session::SessionSettings;
 use crate::config::model::{DmScope, GroupScope};
 use crate::ids::{self, PeerKind};
 
-/// The format this build writes. Readers accept any `1.x`.
-pub const FORMAT_VERSION: &str = "1.0";
-const MAJOR: u64 = 1;
+/// The format this build writes. Readers accept any `1.x` and `2.x`.
+pub const FORMAT_VERSION: &str = "2.0";
+/// The major versions this build reads: 1 (snake_case keys around `plan`) and 2.
+const MAJORS: std::ops::RangeInclusive<u64> = 1..=2;
 
-/// The document as stored.
+/// The document as stored (format 1's key spellings are read too).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PlanDocument {
+    #[serde(alias = "format_version")]
     pub format_version: String,
     /// Increases by one with every published plan (the state store assigns it).
     pub generation: u64,
     /// `sha256:` of the `plan` object as serialized: equal hashes, equal routing.
+    #[serde(alias = "content_hash")]
     pub content_hash: String,
     /// The hash of the config files the plan was compiled from.
+    #[serde(alias = "config_hash")]
     pub config_hash: String,
     pub plan: PlanBody,
 }
@@ -152,10 +160,12 @@ pub enum PlanError {
     #[error("not a routing plan: {0}")]
     Json(#[from] serde_json::Error),
     #[error(
-        "routing plan format {found} is newer than this deepcli understands (it reads {MAJOR}.x); upgrade deepcli"
+        "routing plan format {found} is newer than this deepcli understands (it reads {}.x to {}.x); upgrade deepcli",
+        MAJORS.start(),
+        MAJORS.end()
     )]
     UnknownMajor { found: String },
-    #[error("`format_version` must look like `1.0`, found `{0}`")]
+    #[error("`formatVersion` must look like `{FORMAT_VERSION}`, found `{0}`")]
     BadVersion(String),
     #[error("content hash mismatch: the document says {stated}, its plan hashes to {actual}")]
     HashMismatch { stated: String, actual: String },
@@ -288,6 +298,7 @@ impl PlanBody {
     /// copying the body.
     pub fn document_json(&self, generation: u64, content_hash: &str, config_hash: &str) -> String {
         #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
         struct Document<'a> {
             format_version: &'a str,
             generation: u64,
@@ -315,6 +326,7 @@ impl PlanDocument {
     pub fn parse(text: &str) -> Result<PlanDocument, PlanError> {
         #[derive(Deserialize)]
         struct Version {
+            #[serde(rename = "formatVersion", alias = "format_version")]
             format_version: String,
         }
         let Version { format_version } = serde_json::from_str(text)?;
@@ -323,7 +335,7 @@ impl PlanDocument {
             .next()
             .and_then(|m| m.parse::<u64>().ok())
             .ok_or_else(|| PlanError::BadVersion(format_version.clone()))?;
-        if major != MAJOR {
+        if !MAJORS.contains(&major) {
             return Err(PlanError::UnknownMajor {
                 found: format_version,
             });

@@ -4,6 +4,7 @@
 //! judge bindings and the router that follows them read a binding the same way.
 
 pub mod batch;
+pub mod declared;
 pub mod document;
 pub mod explain;
 mod index;

@@ -35,11 +35,13 @@ const MIGRATIONS: [&str; 5] = [
 /// The migration that records who created each directory ([`DirOrigin`]).
 const ORIGINS_MIGRATION: usize = 4;
 
-/// `format_version` of `deepcli state export`. Version 2 replaced the agents' `owns*` flags with
-/// `*Origin`; a version 1 snapshot is still read, its directories' origins `unknown`.
-pub const SNAPSHOT_FORMAT: &str = "2";
+/// `formatVersion` of `deepcli state export`. Version 2 replaced the agents' `owns*` flags with
+/// `*Origin`; a version 1 snapshot is still read, its directories' origins `unknown`. Version 3
+/// prints the trash entries' manifests in camelCase, like every other key (`manifest.json` and
+/// the database keep the file's own spelling).
+pub const SNAPSHOT_FORMAT: &str = "3";
 /// The snapshot formats `plan --live` reads.
-pub const SNAPSHOT_FORMATS: [&str; 2] = ["1", "2"];
+pub const SNAPSHOT_FORMATS: [&str; 3] = ["1", "2", "3"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -282,6 +284,33 @@ pub struct RuntimeRecord {
     pub updated_at: String,
 }
 
+impl RuntimeRecord {
+    /// The record as a reader without a controller sees it now: a runtime recorded `starting`
+    /// or `ready` whose process is not running any more (no such pid, a zombie, or the pid
+    /// reused by another process, told by its start time) is [`RuntimePhase::Gone`]. Only for
+    /// a state no live controller holds: the controller's own word is the status, and a
+    /// controller on another host has pids this host cannot see.
+    pub fn seen_now(mut self) -> RuntimeRecord {
+        let running = matches!(self.status, RuntimePhase::Starting | RuntimePhase::Ready);
+        if running && !self.process_runs() {
+            self.status = RuntimePhase::Gone;
+        }
+        self
+    }
+
+    /// Whether the recorded process still runs on this host (no pid: it does not).
+    fn process_runs(&self) -> bool {
+        let Some(pid) = self.pid.and_then(|p| u32::try_from(p).ok()) else {
+            return false;
+        };
+        match crate::os::ProcStat::read(pid) {
+            None => false,
+            Some(p) if p.zombie => false,
+            Some(p) => self.process_start.as_deref().is_none_or(|s| s == p.start),
+        }
+    }
+}
+
 /// A runtime as the controller saw it, to record (`runtime::RuntimeStatus::observation`).
 #[derive(Debug, Clone, Copy)]
 pub struct RuntimeObservation<'a> {
@@ -326,8 +355,40 @@ pub struct TrashRecord {
     pub dir: PathBuf,
     pub serial: u64,
     pub created_at: String,
+    /// The entry's `manifest.json` as it was recorded; shown with camelCase keys.
+    #[serde(serialize_with = "camel_case_keys")]
     pub manifest: serde_json::Value,
     pub restored_at: Option<String>,
+}
+
+/// `value` with every object key in camelCase (`agent_id` → `agentId`): a record kept in
+/// another document's spelling, shown in the one every JSON deepcli prints uses.
+fn camel_case_keys<S: serde::Serializer>(
+    value: &serde_json::Value,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    fn camel(value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(key, v)| {
+                        let mut words = key.split('_');
+                        let mut out = words.next().unwrap_or_default().to_string();
+                        for word in words {
+                            let mut chars = word.chars();
+                            out.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+                            out.push_str(chars.as_str());
+                        }
+                        (out, camel(v))
+                    })
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(camel).collect()),
+            other => other.clone(),
+        }
+    }
+    serde::Serialize::serialize(&camel(value), serializer)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -68,6 +68,10 @@ stored_enum! {
         CrashLoop = "crash-loop",
         Failed = "failed",
         Stopped = "stopped",
+        /// Never recorded: what a reader of the state says of a runtime recorded `starting` or
+        /// `ready` whose process no longer runs, when no controller runs to say otherwise (its
+        /// controller was killed). See [`super::RuntimeRecord::seen_now`].
+        Gone = "gone",
     }
 }
 

@@ -284,7 +284,7 @@ fn refusals_say_why_and_route_nothing() {
         serde_json::from_slice(&std::fs::read(up.state.join("routing-plan.json")).unwrap())
             .unwrap();
     assert_eq!(
-        plan["contentHash"], published["content_hash"],
+        plan["contentHash"], published["contentHash"],
         "the plan served is the plan published"
     );
     let (status, _, route) = call(

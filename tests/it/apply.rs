@@ -933,7 +933,7 @@ fn plan_against_an_exported_snapshot() {
     let plan = hub.run(&["plan", "--live", snapshot.to_str().unwrap(), "--json"]);
     assert_eq!(plan.code, 0, "{}", plan.stderr);
     let doc: Value = serde_json::from_str(&plan.stdout).unwrap();
-    assert_eq!(doc["format_version"], "1");
+    assert_eq!(doc["formatVersion"], "2");
     assert_eq!(doc["summary"]["add"], 1);
     assert_eq!(doc["actions"][0]["action"], "create-agent");
     assert_eq!(doc["actions"][0]["id"], "new");
@@ -947,7 +947,7 @@ fn a_snapshot_from_before_directory_origins_still_previews() {
     hub.agents(&[agent("main", ""), agent("a", ""), agent("b", "")]);
     hub.applied();
     let mut state = hub.export();
-    assert_eq!(state["formatVersion"], "2");
+    assert_eq!(state["formatVersion"], "3");
     state["formatVersion"] = "1".into();
     for a in state["agents"].as_array_mut().unwrap() {
         let a = a.as_object_mut().unwrap();
@@ -1012,7 +1012,7 @@ fn fingerprint(hub: &Hub) -> (Value, BTreeMap<String, String>) {
             t.remove(key);
         }
         let manifest = t.get_mut("manifest").unwrap().as_object_mut().unwrap();
-        manifest.remove("created_at");
+        manifest.remove("createdAt");
         manifest.remove("serial");
     }
     let mut files = BTreeMap::new();

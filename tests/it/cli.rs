@@ -54,7 +54,7 @@ fn broken_json() {
     let (code, out) = validate("examples/broken", "json");
     assert_eq!(code, 1);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(doc["format_version"], "1");
+    assert_eq!(doc["formatVersion"], "2");
     assert_eq!(doc["valid"], false);
     insta::assert_snapshot!(out);
 }

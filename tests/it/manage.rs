@@ -975,7 +975,7 @@ fn rpc_errors_batches_and_notifications() {
     assert_eq!(
         diagnostics,
         json!({
-            "format_version": "1",
+            "formatVersion": "2",
             "valid": false,
             "errors": 1,
             "warnings": 0,

@@ -483,12 +483,12 @@ fn a_saved_plan_routes_like_the_config() {
 fn a_plan_of_an_unknown_major_version_is_refused() {
     let (plan, hash) = compiled(FIXTURE);
     let mut doc: Value = serde_json::from_str(&plan.to_document(1, &hash).to_json()).unwrap();
-    doc["format_version"] = json!("2.0");
+    doc["formatVersion"] = json!("3.0");
     doc["plan"] = json!("a shape this build cannot read");
     let file = write_plan(&doc.to_string());
     let run = route(&["--plan", file.path().to_str().unwrap(), "--channel", "x"]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("format 2.0 is newer"), "{}", run.stderr);
+    assert!(run.stderr.contains("format 3.0 is newer"), "{}", run.stderr);
 }
 
 /// Regression: answers used to wait for stdin to close, so a caller that writes one line and
@@ -556,4 +556,113 @@ fn an_acp_bound_conversation_is_pointed_out() {
         "channel:c-other",
     ]);
     assert!(!other.stdout.contains("note:"), "{}", other.stdout);
+}
+
+/// Regression: `--channel telegarm` was routed silently (exit 0) while the Access API answers
+/// 404 for the same input. It is still routed, with a warning naming the likely fix; `--strict`
+/// fails it.
+#[test]
+fn an_undeclared_channel_or_account_is_routed_with_a_warning() {
+    let typo = route(&["--config", FIXTURE, "--channel", "telegarm"]);
+    assert_eq!(typo.code, 0, "{}", typo.stderr);
+    assert!(
+        typo.stdout.contains("channel      telegarm"),
+        "{}",
+        typo.stdout
+    );
+    assert_eq!(
+        typo.stderr,
+        "warning: channel `telegarm` is not declared in channels.yaml: the Access API refuses its messages (404); routed by the bindings all the same\n  hint: did you mean `telegram`?\n"
+    );
+    let strict = route(&[
+        "--config",
+        FIXTURE,
+        "--channel",
+        "telegarm",
+        "--strict",
+        "--json",
+    ]);
+    assert_eq!(strict.code, 1, "{}", strict.stderr);
+    let answer: Value = serde_json::from_str(&strict.stdout).unwrap();
+    assert_eq!(answer["channel"], "telegarm", "the route is still answered");
+
+    let account = route(&[
+        "--config",
+        FIXTURE,
+        "--channel",
+        "telegram",
+        "--account",
+        "work",
+    ]);
+    assert_eq!(account.code, 0);
+    assert_eq!(
+        account.stderr,
+        "warning: channel `telegram` has no account `work` in channels.yaml: the Access API refuses its messages (404); routed by the bindings all the same\n  hint: `telegram` lists the accounts `biz`, `default`; pass one with --account\n"
+    );
+    let declared = route(&[
+        "--config",
+        FIXTURE,
+        "--channel",
+        "Telegram",
+        "--account",
+        "BIZ",
+        "--strict",
+    ]);
+    assert_eq!(declared.code, 0, "{}", declared.stderr);
+    assert_eq!(declared.stderr, "", "ids are compared normalized");
+}
+
+/// A batch warns once, at the end, with each undeclared channel account and its line count:
+/// not once per line. `--strict` makes the batch fail.
+#[test]
+fn a_batch_names_undeclared_channels_once() {
+    let lines = "{\"channel\": \"telegarm\"}\n{\"channel\": \"telegram\"}\n{\"channel\": \"telegarm\", \"peer\": {\"kind\": \"direct\", \"id\": \"1\"}}\n{\"channel\": \"telegram\", \"accountId\": \"work\"}\n";
+    let run = route_stdin(&["--config", FIXTURE, "--batch"], lines);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout.lines().count(), 4, "every line is answered");
+    assert_eq!(
+        run.stderr,
+        "warning: 3 of 4 lines went to channel accounts channels.yaml does not declare, whose messages the Access API refuses (404): telegarm (2 lines), telegram/work (1 line)\n"
+    );
+    let strict = route_stdin(&["--config", FIXTURE, "--batch", "--strict"], lines);
+    assert_eq!(strict.code, 1);
+    assert_eq!(strict.stdout, run.stdout);
+    let clean = route_stdin(
+        &["--config", FIXTURE, "--batch", "--strict"],
+        "{\"channel\": \"slack\"}\n",
+    );
+    assert_eq!((clean.code, clean.stderr.as_str()), (0, ""));
+}
+
+/// With `--plan`, the plan's accounts section stands for channels.yaml.
+#[test]
+fn a_published_plan_tells_undeclared_channels_too() {
+    let options = LoadOptions {
+        state_dir: PathBuf::from("/srv/deepcli-state"),
+        home: Some(PathBuf::from("/home/operator")),
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let loaded = config::load(&root.join(FIXTURE), &options).unwrap();
+    let mut body = RoutingPlan::compile(&loaded.config).unwrap().to_body();
+    body.accounts = deepcli::routing::document::StoredAccount::all_of(&loaded.config);
+    let file = write_plan(&body.document_json(1, &body.hash(), "sha256:x"));
+    let path = file.path().to_str().unwrap();
+    let typo = route(&["--plan", path, "--channel", "telegarm", "--strict"]);
+    assert_eq!(typo.code, 1);
+    assert!(
+        typo.stderr
+            .starts_with("warning: channel `telegarm` is not declared in the routing plan"),
+        "{}",
+        typo.stderr
+    );
+    let known = route(&[
+        "--plan",
+        path,
+        "--channel",
+        "telegram",
+        "--account",
+        "biz",
+        "--strict",
+    ]);
+    assert_eq!((known.code, known.stderr.as_str()), (0, ""));
 }

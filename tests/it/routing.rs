@@ -786,16 +786,16 @@ fn refused(doc: &serde_json::Value) -> String {
 /// Re-hashes a hand-edited document so that the check under test is not the hash check.
 fn rehash(doc: &mut serde_json::Value) {
     let body: document::PlanBody = serde_json::from_value(doc["plan"].clone()).unwrap();
-    doc["content_hash"] = body.hash().into();
+    doc["contentHash"] = body.hash().into();
 }
 
 #[test]
 fn saved_plans_carry_what_access_needs() {
     let doc = sample_document();
-    assert_eq!(doc["format_version"], "1.0");
+    assert_eq!(doc["formatVersion"], "2.0");
     assert_eq!(doc["generation"], 1);
-    assert_eq!(doc["config_hash"], "sha256:x");
-    assert!(doc["content_hash"].as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(doc["configHash"], "sha256:x");
+    assert!(doc["contentHash"].as_str().unwrap().starts_with("sha256:"));
     assert_eq!(doc["plan"]["bindings"][0]["tier"], "guild");
     assert_eq!(doc["plan"]["bindings"][0]["agent"], 1, "agents by index");
     assert_eq!(doc["plan"]["acp"][0]["peer"]["id"], "c1");
@@ -813,12 +813,27 @@ fn saved_plans_carry_what_access_needs() {
 #[test]
 fn saved_plans_are_checked_on_load() {
     let mut newer = sample_document();
-    newer["format_version"] = "2.1".into();
+    newer["formatVersion"] = "3.1".into();
     assert!(refused(&newer).contains("newer than this deepcli understands"));
 
     let mut minor = sample_document();
-    minor["format_version"] = "1.7".into();
-    assert!(document::load(&minor.to_string()).is_ok(), "any 1.x loads");
+    minor["formatVersion"] = "2.7".into();
+    assert!(document::load(&minor.to_string()).is_ok(), "any 2.x loads");
+
+    // Format 1 spelled the keys around `plan` in snake_case; its plans still load.
+    let mut first = sample_document();
+    let doc = first.as_object_mut().unwrap();
+    for (old, new) in [
+        ("formatVersion", "format_version"),
+        ("contentHash", "content_hash"),
+        ("configHash", "config_hash"),
+    ] {
+        let value = doc.remove(old).unwrap();
+        doc.insert(new.into(), value);
+    }
+    doc["format_version"] = "1.7".into();
+    let (meta, _) = document::load(&first.to_string()).expect("a 1.x plan loads");
+    assert_eq!(meta.format_version, "1.7");
 
     let mut tampered = sample_document();
     tampered["plan"]["bindings"][0]["guildId"] = "g2".into();
