@@ -345,9 +345,14 @@ async fn stop_leftovers(store: &StateStore) -> Result<(), ControllerError> {
         };
         match left {
             None => {}
-            Some(0) => {
-                tracing::info!(agent = %record.agent_id, pid = ?record.pid, "stopped a runtime left by an earlier controller");
-            }
+            Some(0) => match record.pid {
+                Some(pid) => {
+                    tracing::info!(agent = %record.agent_id, pid, "stopped a runtime left by an earlier controller")
+                }
+                None => {
+                    tracing::info!(agent = %record.agent_id, "stopped a runtime left by an earlier controller")
+                }
+            },
             Some(n) => {
                 tracing::warn!(agent = %record.agent_id, processes = n, "a runtime left by an earlier controller outlived SIGKILL; kept on record");
                 continue;
