@@ -179,8 +179,9 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
                 Err(e) => return state_error(&e),
             };
             let guard = crate::plan::guard(&global.config_dir, &global.load);
-            let manifest = match crate::apply::restore(&mut store, &entry, &guard) {
-                Ok(manifest) => manifest,
+            let (manifest, conversations) = match crate::apply::restore(&mut store, &entry, &guard)
+            {
+                Ok(restored) => (restored.manifest, restored.conversations),
                 Err(crate::apply::ApplyError::State(e)) => return state_error(&e),
                 Err(e) => return fail(e),
             };
@@ -189,6 +190,13 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
                 if let Some(line) = moved_item(item) {
                     let _ = writeln!(notes, "restored {line}");
                 }
+            }
+            if conversations > 0 {
+                let _ = writeln!(
+                    notes,
+                    "restored {} (session map, transcripts, delivery records)",
+                    crate::plural::plural(conversations, "conversation", "conversations")
+                );
             }
             let _ = writeln!(
                 notes,

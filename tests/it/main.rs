@@ -6,6 +6,7 @@ mod access;
 mod apply;
 mod cli;
 mod common;
+mod config_keys;
 mod loader;
 mod manage;
 mod route;

@@ -1,0 +1,233 @@
+//! Config keys that act (issue 18, "Every config key acts, or says it does not"), end to end:
+//! `deepcli up` with the echo agent on the official ACP TypeScript SDK
+//! (`tests/peers/sdk-echo-agent.mjs`), signed envelopes through `POST /v1/inbound`, and what
+//! the state database and `deepcli status` say afterwards. Model application, `acp.mode:
+//! oneshot`, `acp.cwd`/`label`, heartbeats, and an agent's conversations going to trash with it.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::{Up, bin, sdk_echo_agent};
+use serde_json::{Value, json};
+
+const SECRET: &str = "config-keys-webhook-secret";
+
+/// channels.yaml: one Telegram account whose webhook secret is [`SECRET`], replies POSTed to
+/// `reply_url` when given.
+fn channels(reply_url: Option<&str>) -> String {
+    let reply = reply_url.map_or(String::new(), |u| format!("        replyUrl: \"{u}\"\n"));
+    format!(
+        "channels:\n  telegram:\n    accounts:\n      default:\n        webhookSecret: {{source: env, id: DEEPCLI_TEST_SECRET}}\n{reply}"
+    )
+}
+
+/// An agent entry running the SDK echo agent, with `extra` (YAML lines, indented six spaces).
+fn sdk_agent(id: &str, extra: &str) -> String {
+    format!(
+        "    - id: {id}\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n{extra}",
+        sdk_echo_agent().display()
+    )
+}
+
+fn start(agents: &str, bindings: &str, env: &[(&str, &str)]) -> Up {
+    start_with_channels(agents, &channels(None), bindings, env)
+}
+
+fn start_with_channels(agents: &str, channels: &str, bindings: &str, env: &[(&str, &str)]) -> Up {
+    Up::start_config(agents, channels, bindings, |cmd| {
+        cmd.env("DEEPCLI_TEST_SECRET", SECRET);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+    })
+}
+
+fn wait_ready(up: &Up, id: &str) -> Value {
+    up.wait_for(&format!("{id} ready"), |s| {
+        Up::runtime(s, id).is_some_and(|r| r["status"] == "ready")
+    })
+}
+
+/// `POST /v1/inbound`, signed: (status, body).
+fn inbound(addr: SocketAddr, envelope: &Value) -> (u16, Value) {
+    let body = envelope.to_string();
+    let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let response = agent
+        .post(&format!("http://{addr}/v1/inbound"))
+        .header("x-deepcli-signature", &signature)
+        .header("content-type", "application/json")
+        .send(body.as_bytes())
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.into_body().read_to_string().unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn message(peer: Value, id: &str, text: &str) -> Value {
+    json!({"channel": "telegram", "peer": peer, "messageId": id, "text": text})
+}
+
+fn group(id: &str) -> Value {
+    json!({"kind": "group", "id": id})
+}
+
+/// The reply text of a delivered message (asserting it was delivered).
+fn reply(up: &Up, envelope: &Value) -> String {
+    let (status, body) = inbound(up.addr, envelope);
+    assert_eq!(status, 200, "{body:#}");
+    body["reply"]["text"].as_str().unwrap().to_string()
+}
+
+fn db(state: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(state.join("state.db")).unwrap()
+}
+
+/// (provenance, text) of a session key's transcript, in order.
+fn transcript(state: &Path, session_key: &str) -> Vec<(String, String)> {
+    let db = db(state);
+    let mut stmt = db
+        .prepare("SELECT provenance, text FROM transcript WHERE session_key = ?1 ORDER BY id")
+        .unwrap();
+    stmt.query_map([session_key], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn count(state: &Path, sql: &str) -> i64 {
+    db(state).query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+fn deepcli(up: &Up, args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .args(["--config", up.config.to_str().unwrap()])
+        .args(["--state-dir", up.state.to_str().unwrap()])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+// ---- deleting an agent takes its conversations to trash ----
+
+#[test]
+fn a_recreated_agent_starts_clean_and_restore_brings_the_conversations_back() {
+    let agents = |with_sdk: bool| {
+        let mut text = "agents:\n  list:\n    - id: main\n".to_string();
+        if with_sdk {
+            text.push_str(&sdk_agent("sdk", ""));
+        }
+        text
+    };
+    let bindings = |with_sdk: bool| match with_sdk {
+        true => {
+            "bindings:\n  - agentId: sdk\n    match: {channel: telegram, peer: {kind: group, id: \"-100\"}}\n"
+        }
+        false => "bindings: []\n",
+    };
+    let mut up = start(&agents(true), bindings(true), &[]);
+    wait_ready(&up, "sdk");
+    let key = "agent:sdk:telegram:group:-100";
+    assert_eq!(
+        reply(&up, &message(group("-100"), "m-1", "hello")),
+        "echo: hello (turn 1)"
+    );
+    let remove = |up: &Up| {
+        up.write_by_rename("bindings.yaml", bindings(false));
+        up.write_by_rename("agents.yaml", &agents(false));
+        up.wait_for("sdk deleted", |s| {
+            s["agents"].as_array().is_some_and(|a| a.len() == 1) && Up::runtime(s, "sdk").is_none()
+        });
+    };
+    remove(&up);
+    // Its conversation left the live tables with it, into its trash entry.
+    assert_eq!(transcript(&up.state, key), []);
+    assert_eq!(
+        count(
+            &up.state,
+            "SELECT count(*) FROM sessions WHERE agent_id = 'sdk'"
+        ),
+        0
+    );
+    assert_eq!(
+        count(&up.state, "SELECT count(*) FROM trash_transcript"),
+        3,
+        "how the session opened, the inbound message and the reply"
+    );
+
+    // A new agent with the same id is not handed the deleted agent's conversation.
+    up.write_by_rename("agents.yaml", &agents(true));
+    up.write_by_rename("bindings.yaml", bindings(true));
+    wait_ready(&up, "sdk");
+    let again = reply(&up, &message(group("-100"), "m-2", "again"));
+    assert_eq!(again, "echo: again (turn 1)", "no earlier turns as context");
+    // The same message id as the deleted agent's first message is a new message now.
+    assert_eq!(
+        reply(&up, &message(group("-100"), "m-1", "hello")),
+        "echo: hello (turn 2)"
+    );
+
+    // Deleted again: the second conversation goes to a second entry.
+    remove(&up);
+    up.terminate();
+    let entries: Vec<String> = {
+        let db = db(&up.state);
+        let mut stmt = db
+            .prepare("SELECT entry FROM trash WHERE agent_id = 'sdk' ORDER BY serial")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(entries.len(), 2, "{entries:?}");
+
+    // Restoring the first entry puts its files and its conversation back.
+    let out = deepcli(&up, &["trash", "restore", &entries[0]]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("restored 1 conversation"), "{said}");
+    let turns: Vec<(String, String)> = transcript(&up.state, key)
+        .into_iter()
+        .filter(|(p, _)| p != "acp")
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            ("inbound".to_string(), "hello".to_string()),
+            ("agent".to_string(), "echo: hello (turn 1)".to_string())
+        ]
+    );
+    assert_eq!(
+        count(
+            &up.state,
+            "SELECT count(*) FROM deliveries WHERE message_id = 'm-1'"
+        ),
+        1
+    );
+
+    // The second holds the same conversation, which is in use again: refused, nothing moved.
+    let out = deepcli(&up, &["trash", "restore", &entries[1]]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("in use again"), "{said}");
+    assert!(said.contains(key), "{said}");
+    assert!(
+        up.state
+            .join("trash")
+            .join(&entries[1])
+            .join("workspace")
+            .exists(),
+        "the refused entry keeps its files"
+    );
+}
