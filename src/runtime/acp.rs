@@ -88,6 +88,12 @@ impl AcpHandle {
     pub fn loads_sessions(&self) -> bool {
         self.info["agentCapabilities"]["loadSession"] == true
     }
+
+    /// Whether the agent said it can close a session (`session/close`,
+    /// `sessionCapabilities.close`).
+    pub fn closes_sessions(&self) -> bool {
+        self.info["agentCapabilities"]["sessionCapabilities"]["close"].is_object()
+    }
 }
 
 /// A live connection to an ACP agent.

@@ -81,6 +81,10 @@ fn group(id: &str) -> Value {
     json!({"kind": "group", "id": id})
 }
 
+fn direct(id: &str) -> Value {
+    json!({"kind": "direct", "id": id})
+}
+
 /// The reply text of a delivered message (asserting it was delivered).
 fn reply(up: &Up, envelope: &Value) -> String {
     let (status, body) = inbound(up.addr, envelope);
@@ -230,4 +234,88 @@ fn a_recreated_agent_starts_clean_and_restore_brings_the_conversations_back() {
             .exists(),
         "the refused entry keeps its files"
     );
+}
+
+// ---- acp bindings: mode, cwd, label ----
+
+#[test]
+fn a_oneshot_acp_binding_gets_a_fresh_session_per_message_closed_after_the_reply() {
+    let agents = format!("agents:\n  list:\n    - id: main\n{}", sdk_agent("sdk", ""));
+    let bindings = "bindings:
+  - type: acp
+    agentId: sdk
+    match: {channel: telegram, peer: {kind: direct, id: \"111\"}}
+    acp: {mode: oneshot, label: one-room, cwd: rooms/one}
+  - type: acp
+    agentId: sdk
+    match: {channel: telegram, peer: {kind: direct, id: \"222\"}}
+    acp: {mode: persistent, label: two-room}
+";
+    let up = start(&agents, bindings, &[]);
+    wait_ready(&up, "sdk");
+    let workspace = up.state.join("workspaces/sdk");
+
+    // acp.cwd is the session's working directory (relative to the workspace, made if missing).
+    let (status, first) = inbound(up.addr, &message(direct("111"), "m-1", "cwd"));
+    assert_eq!(status, 200, "{first:#}");
+    assert_eq!(
+        first["reply"]["text"],
+        format!("cwd: {}", workspace.join("rooms/one").display())
+    );
+    assert_eq!(
+        first["route"]["acp"],
+        json!({"mode": "oneshot", "label": "one-room"})
+    );
+    // Each message its own session: every reply is that session's first turn.
+    assert_eq!(
+        reply(&up, &message(direct("111"), "m-2", "hello")),
+        "echo: hello (turn 1)"
+    );
+    assert_eq!(
+        reply(&up, &message(direct("111"), "m-3", "again")),
+        "echo: again (turn 1)"
+    );
+    // Closed after each reply (the agent logs each close to the runtime's log) ...
+    let log = up.state.join("logs/sdk.log");
+    let closes = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("sdk-echo: closed session")
+            .count()
+    };
+    crate::common::wait_until("three sessions closed", || closes() == 3);
+    // ... and never kept in the session map.
+    let key = first["sessionKey"].as_str().unwrap();
+    assert_eq!(
+        count(
+            &up.state,
+            &format!("SELECT count(*) FROM sessions WHERE session_key = '{key}'")
+        ),
+        0
+    );
+    let notes: Vec<String> = transcript(&up.state, key)
+        .into_iter()
+        .filter(|(p, _)| p == "acp")
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(notes.len(), 6, "{notes:#?}");
+    assert!(
+        notes[0].contains("`one-room`"),
+        "the label names it: {notes:#?}"
+    );
+    assert!(notes[0].contains("oneshot"), "{notes:#?}");
+    assert!(notes[1].ends_with("closed after the reply"), "{notes:#?}");
+
+    // A persistent binding keeps its session; without acp.cwd it is the runtime's.
+    let (_, persistent) = inbound(up.addr, &message(direct("222"), "p-1", "cwd"));
+    assert_eq!(
+        persistent["reply"]["text"],
+        format!("cwd: {}", workspace.display())
+    );
+    assert_eq!(persistent["route"]["acp"]["mode"], "persistent");
+    assert_eq!(
+        reply(&up, &message(direct("222"), "p-2", "hello")),
+        "echo: hello (turn 2)"
+    );
+    assert_eq!(closes(), 3, "a persistent session stays open");
 }

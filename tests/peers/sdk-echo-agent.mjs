@@ -7,10 +7,13 @@
 // of each session, and keeps its sessions in `.sdk-echo-sessions.json` in its working directory
 // so that `session/load` works after a restart (it advertises `loadSession`). With
 // SDK_ECHO_SEQUENTIAL=1 it numbers its sessions `s-1`, `s-2`, … per process, keeps nothing and
-// cannot load sessions, as many real agents do. Prompts that start with a word do more:
+// cannot load sessions, as many real agents do. It offers `session/close`
+// (`sessionCapabilities.close`) and says on stderr (the runtime's log) which session it closed.
+// Prompts that start with a word do more:
 //   slow        waits until `session/cancel` (or 60 s), then stops with `cancelled`
 //   permission  asks the client for permission and replies with the outcome
 //   crash       exits the process with code 3
+//   cwd         replies `cwd: <the session's working directory>`
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -38,6 +41,8 @@ const sessions = (() => {
 })();
 const save = () => sequential || writeFileSync(store, JSON.stringify(sessions));
 const cancels = new Map();
+// The working directory each session was opened (or loaded) with.
+const cwds = new Map();
 
 const text = (prompt) =>
   prompt
@@ -54,13 +59,14 @@ const say = (client, sessionId, chunk) =>
 const app = agent({ name: "sdk-echo" })
   .onRequest(methods.agent.initialize, () => ({
     protocolVersion: 1,
-    agentCapabilities: { loadSession: !sequential },
+    agentCapabilities: { loadSession: !sequential, sessionCapabilities: { close: {} } },
     agentInfo: { name: "sdk-echo", version: sdkVersion },
     authMethods: [],
   }))
-  .onRequest(methods.agent.session.new, () => {
+  .onRequest(methods.agent.session.new, ({ params }) => {
     const sessionId = sequential ? `s-${++issued}` : randomUUID();
     sessions[sessionId] = 0;
+    cwds.set(sessionId, params.cwd);
     save();
     return { sessionId };
   })
@@ -68,6 +74,17 @@ const app = agent({ name: "sdk-echo" })
     if (!(params.sessionId in sessions)) {
       throw RequestError.invalidParams({ sessionId: params.sessionId }, "unknown session");
     }
+    cwds.set(params.sessionId, params.cwd);
+    return {};
+  })
+  .onRequest(methods.agent.session.close, ({ params }) => {
+    if (!(params.sessionId in sessions)) {
+      throw RequestError.invalidParams({ sessionId: params.sessionId }, "unknown session");
+    }
+    delete sessions[params.sessionId];
+    cwds.delete(params.sessionId);
+    save();
+    console.error(`sdk-echo: closed session ${params.sessionId}`);
     return {};
   })
   .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
@@ -106,6 +123,10 @@ const app = agent({ name: "sdk-echo" })
       });
       const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
       await say(client, sessionId, `permission: ${outcome}`);
+      return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("cwd")) {
+      await say(client, sessionId, `cwd: ${cwds.get(sessionId)}`);
       return { stopReason: "end_turn" };
     }
     await say(client, sessionId, "echo: ");
