@@ -14,6 +14,7 @@
 mod error;
 pub mod http;
 pub mod metrics;
+mod model;
 pub mod plan;
 mod reply;
 mod route;
@@ -103,6 +104,13 @@ const MAX_OPEN_LOGS: usize = 64;
 /// What a delivery produced: the response body and its status.
 type Outcome = Result<Value, AccessError>;
 
+/// An agent's `model` as last applied to one of its sessions, in one runtime instance.
+struct AppliedModel {
+    instance: String,
+    wanted: Vec<String>,
+    report: crate::runtime::acp::ModelReport,
+}
+
 /// One session key's FIFO: a lock held while its message is handled, and how many wait.
 #[derive(Default)]
 struct SessionQueue {
@@ -120,6 +128,8 @@ pub struct Access {
     pub metrics: metrics::Metrics,
     pub settings: AccessSettings,
     reply: reply::ReplySink,
+    /// What became of each agent's `model` in its runtime, by agent id.
+    models: Mutex<HashMap<String, AppliedModel>>,
     /// The open logs of inbound calls, by path ([`Access::log_call`]).
     call_logs: tokio::sync::Mutex<HashMap<std::path::PathBuf, crate::runtime::log::Log>>,
     logs_dir: std::path::PathBuf,
@@ -141,6 +151,7 @@ impl Access {
             runtimes,
             queues: Mutex::default(),
             inflight: Mutex::default(),
+            models: Mutex::default(),
             metrics,
             settings,
             call_logs: tokio::sync::Mutex::default(),
@@ -574,7 +585,11 @@ impl Access {
             && handle.claim(&known.id, session_key)
         {
             let request = LoadSessionRequest::new(known.id.clone(), cwd.clone());
-            if handle.cx.send_request(request).block_task().await.is_ok() {
+            if let Ok(loaded) = handle.cx.send_request(request).block_task().await {
+                handle.set_session_model(
+                    &known.id,
+                    model::selection(loaded.config_options.as_deref()),
+                );
                 notes.push(format!(
                     "runtime session{label} {} resumed with session/load (pid {})",
                     known.id, handle.pid
@@ -600,6 +615,7 @@ impl Access {
                         session_id: id,
                     });
                 }
+                handle.set_session_model(&id, model::selection(created.config_options.as_deref()));
                 if options.oneshot {
                     notes.push(format!(
                         "new runtime session{label} {id} for this message only (acp.mode: oneshot)"
@@ -650,6 +666,7 @@ impl Access {
         let (session_id, prompt_text, mut notes) = self
             .open_session(&handle, agent_id, session_key, text, options)
             .await?;
+        notes.extend(self.apply_model(&handle, agent_id, &session_id).await);
         let answered = self
             .prompt_in(&handle, agent_id, session_key, &session_id, prompt_text)
             .await;
@@ -657,6 +674,71 @@ impl Access {
             notes.push(close_session(&handle, &session_id).await);
         }
         answered.map(|reply| (reply, notes))
+    }
+
+    /// Applies the agent's `model` (as the plan in force says now) to an open runtime
+    /// session, unless it was applied there already: on a new session, and again after the
+    /// config's model changed (no restart: the agent switches). Returns a note for the
+    /// transcript when it applied something or could not.
+    async fn apply_model(
+        &self,
+        handle: &AcpHandle,
+        agent_id: &str,
+        session_id: &str,
+    ) -> Option<String> {
+        let wanted = self
+            .plan()
+            .and_then(|p| p.models.get(agent_id).map(model::candidates))
+            .unwrap_or_default();
+        let session = handle.session_model(session_id).unwrap_or_default();
+        if wanted.is_empty() || session.wanted == wanted {
+            return None;
+        }
+        let (session, report) = model::apply(handle, session_id, session, &wanted).await;
+        handle.set_session_model(session_id, session);
+        let note = match (&report.applied, &report.why) {
+            (Some(applied), None) => format!("model `{applied}` applied"),
+            (Some(applied), Some(why)) => format!("model `{applied}` applied, {why}"),
+            (None, why) => format!("model not applied: {}", why.as_deref().unwrap_or("")),
+        };
+        if let Ok(mut models) = self.models.lock() {
+            models.insert(
+                agent_id.to_string(),
+                AppliedModel {
+                    instance: handle.instance.clone(),
+                    wanted,
+                    report,
+                },
+            );
+        }
+        Some(note)
+    }
+
+    /// What became of agent `agent_id`'s `model`, for `deepcli status`: `None` when it sets
+    /// none. Not applied, with why, when its runtime cannot take one; pending until its
+    /// runtime's first session opens (or its next message, after the model changed).
+    pub fn model_report(&self, agent_id: &str) -> Option<crate::runtime::acp::ModelReport> {
+        let plan = self.plan()?;
+        let wanted = model::candidates(plan.models.get(agent_id)?);
+        let not_applied = |why: &str| crate::runtime::acp::ModelReport {
+            wanted: wanted.first().cloned().unwrap_or_default(),
+            applied: None,
+            why: Some(why.to_string()),
+        };
+        if let Err(why) = plan.runtime(agent_id).applies_model() {
+            return Some(not_applied(why));
+        }
+        let instance = self
+            .runtimes
+            .as_ref()
+            .and_then(|(acp, _)| Some(acp.lock().ok()?.get(agent_id)?.instance.clone()));
+        let applied = self.models.lock().ok().and_then(|models| {
+            let m = models.get(agent_id)?;
+            (Some(&m.instance) == instance.as_ref() && m.wanted == wanted).then(|| m.report.clone())
+        });
+        Some(applied.unwrap_or_else(|| {
+            not_applied("pending: deepcli applies it in the agent's next session (a message or a heartbeat opens one)")
+        }))
     }
 
     /// One `session/prompt` in an open runtime session: the reply assembled from its agent

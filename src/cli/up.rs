@@ -255,6 +255,13 @@ fn human(doc: &Value) -> String {
                 .filter(|e| !e.is_null())
                 .map_or_else(String::new, |e| format!("  last error: {}", text(e)))
         ));
+        if let Some(model) = r.get("model").filter(|m| !m.is_null()) {
+            out.push_str(&format!(
+                "               model {}{}\n",
+                text(&model["wanted"]),
+                super::agents::model_status(Some(model))
+            ));
+        }
     }
     out
 }

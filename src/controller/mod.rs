@@ -90,6 +90,9 @@ impl Shared {
             .lock()
             .map(|r| r.values().cloned().collect())
             .unwrap_or_default();
+        for runtime in &mut status.runtimes {
+            runtime.model = self.access.model_report(&runtime.agent_id);
+        }
         if let Some(plan) = self.access.plan() {
             for ((channel, account), access) in &plan.accounts {
                 let (inbound, reason) = match (&access.webhook_secret, access.enabled) {

@@ -319,3 +319,115 @@ fn a_oneshot_acp_binding_gets_a_fresh_session_per_message_closed_after_the_reply
     );
     assert_eq!(closes(), 3, "a persistent session stays open");
 }
+
+// ---- model ----
+
+#[test]
+fn the_model_is_applied_through_acp_with_fallbacks_and_switched_without_a_restart() {
+    let models = "      runtime:\n        kind: acp\n        command: [node, \"{agent}\"]\n        env: {SDK_ECHO_MODELS: \"echo-default,echo-large,echo-small,echo-tiny\", SDK_ECHO_REFUSE_MODELS: echo-large}\n";
+    let agents = |sdk_model: &str| {
+        format!(
+            "agents:\n  list:\n    - id: main\n    - id: sdk\n      model: {sdk_model}\n{}{}    - id: cfg\n      model: other/model\n",
+            models.replace("{agent}", &sdk_echo_agent().display().to_string()),
+            sdk_agent("plain", "      model: some/model\n"),
+        )
+    };
+    let bindings = "bindings:
+  - agentId: sdk
+    match: {channel: telegram, peer: {kind: group, id: \"-1\"}}
+  - agentId: plain
+    match: {channel: telegram, peer: {kind: group, id: \"-2\"}}
+";
+    let up = start(
+        &agents("{primary: vendor/echo-missing, fallbacks: [echo-large, echo/echo-small]}"),
+        bindings,
+        &[],
+    );
+    wait_ready(&up, "plain");
+    let status = wait_ready(&up, "sdk");
+    let pid = Up::runtime(&status, "sdk").unwrap()["pid"].clone();
+    let model = |status: &Value, id: &str| Up::runtime(status, id).unwrap()["model"].clone();
+    let pending = model(&status, "sdk");
+    assert_eq!(pending["wanted"], "vendor/echo-missing", "{pending:#}");
+    assert_eq!(pending["applied"], Value::Null, "{pending:#}");
+    assert!(
+        pending["why"].as_str().unwrap().starts_with("pending"),
+        "{pending:#}"
+    );
+
+    // The primary is not offered, the first fallback is refused, the second (named with a
+    // provider the agent leaves out) is applied.
+    assert_eq!(
+        reply(&up, &message(group("-1"), "m-1", "hello")),
+        "echo: hello (turn 1) [model echo-small]"
+    );
+    // An agent that offers no model selection says so.
+    assert_eq!(
+        reply(&up, &message(group("-2"), "m-2", "hello")),
+        "echo: hello (turn 1)"
+    );
+    let status = up.status().unwrap();
+    let applied = model(&status, "sdk");
+    assert_eq!(applied["applied"], "echo-small", "{applied:#}");
+    let why = applied["why"].as_str().unwrap();
+    assert!(
+        why.contains("`vendor/echo-missing` is not offered"),
+        "{why}"
+    );
+    assert!(why.contains("`echo-large` was refused: "), "{why}");
+    assert!(why.contains("model echo-large is unavailable"), "{why}");
+    let plain = model(&status, "plain");
+    assert_eq!(plain["applied"], Value::Null, "{plain:#}");
+    assert!(
+        plain["why"]
+            .as_str()
+            .unwrap()
+            .contains("the agent offers no model selection"),
+        "{plain:#}"
+    );
+    let human = String::from_utf8(deepcli(&up, &["status"]).stdout).unwrap();
+    assert!(
+        human.contains("model vendor/echo-missing → echo-small (a fallback: "),
+        "{human}"
+    );
+    assert!(
+        human.contains("model some/model (model not applied: the agent offers no model selection"),
+        "{human}"
+    );
+    let list = String::from_utf8(deepcli(&up, &["agents", "list"]).stdout).unwrap();
+    assert!(
+        list.contains("model      other/model (model not applied: `runtime.kind: none`"),
+        "{list}"
+    );
+    assert!(
+        list.contains("model      vendor/echo-missing → echo-small"),
+        "{list}"
+    );
+
+    // A new model is switched to in the open session: same process, same session.
+    up.write_by_rename("agents.yaml", &agents("echo-tiny"));
+    up.wait_for("the new model in force", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["model"]["wanted"] == "echo-tiny")
+    });
+    assert_eq!(
+        reply(&up, &message(group("-1"), "m-3", "again")),
+        "echo: again (turn 2) [model echo-tiny]"
+    );
+    let status = up.status().unwrap();
+    assert_eq!(
+        Up::runtime(&status, "sdk").unwrap()["pid"],
+        pid,
+        "not restarted"
+    );
+    assert_eq!(model(&status, "sdk")["applied"], "echo-tiny");
+    let notes: Vec<String> = transcript(&up.state, "agent:sdk:telegram:group:-1")
+        .into_iter()
+        .filter(|(p, _)| p == "acp")
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(
+        notes.last().unwrap(),
+        "model `echo-tiny` applied",
+        "{notes:#?}"
+    );
+}
