@@ -12,6 +12,7 @@
 //!   gets that response with `duplicate: true` and never reaches the agent again.
 
 mod error;
+mod heartbeat;
 pub mod http;
 pub mod metrics;
 mod model;
@@ -41,6 +42,7 @@ use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
 use crate::state::Provenance;
 pub use error::{AccessError, Unauthenticated};
+pub use heartbeat::{Beat, HEARTBEAT_OK};
 pub use plan::AccessPlan;
 use store::{AccessStore, DeliveryKey, Turn};
 

@@ -263,5 +263,20 @@ fn human(doc: &Value) -> String {
             ));
         }
     }
+    for (agent, h) in doc["heartbeats"].as_object().into_iter().flatten() {
+        let n = |key: &str| h[key].as_u64().unwrap_or(0);
+        out.push_str(&format!(
+            "heartbeat    {agent:<16} every {}: {} ({} ok, {} delivered, {} kept, {} failed), {} skipped; last {}: {}\n",
+            text(&h["every"]),
+            crate::plural::plural(n("beats"), "beat", "beats"),
+            n("ok"),
+            n("delivered"),
+            n("kept"),
+            n("failed"),
+            n("skipped"),
+            text(&h["lastAt"]),
+            text(&h["last"]),
+        ));
+    }
     out
 }

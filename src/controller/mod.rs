@@ -8,6 +8,7 @@
 //! pool with the state store behind a mutex only this loop takes.
 
 pub mod client;
+pub mod heartbeat;
 mod http;
 pub mod status;
 
@@ -69,6 +70,8 @@ struct Shared {
     manage: crate::manage::ManageContext,
     /// The supervisor's live runtime statuses, read on every status request.
     runtimes: RuntimeMap,
+    /// What each agent's heartbeats did.
+    heartbeats: heartbeat::HeartbeatReports,
     token: String,
     /// File events on the config files: changes (each starts a reload), and reads (`Access`,
     /// ignored: the controller reads the files itself).
@@ -93,6 +96,11 @@ impl Shared {
         for runtime in &mut status.runtimes {
             runtime.model = self.access.model_report(&runtime.agent_id);
         }
+        status.heartbeats = self
+            .heartbeats
+            .lock()
+            .map(|h| h.clone())
+            .unwrap_or_default();
         if let Some(plan) = self.access.plan() {
             for ((channel, account), access) in &plan.accounts {
                 let (inbound, reason) = match (&access.webhook_secret, access.enabled) {
@@ -142,6 +150,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
 
     let (runtime_tx, runtime_events) = mpsc::unbounded_channel::<RuntimeStatus>();
     let mut supervisor = Supervisor::new(runtime_tx);
+    let mut heartbeats = heartbeat::Heartbeats::new();
     let recorder = record_runtimes(&state, runtime_events)?;
     let access = Arc::new(Access::new(
         AccessStore::open(&state)?,
@@ -164,6 +173,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
             cx
         },
         runtimes: supervisor.status_handle(),
+        heartbeats: heartbeats.reports(),
         status: RwLock::new(ControllerStatus {
             pid: std::process::id(),
             started_at: crate::clock::now(),
@@ -235,7 +245,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
                 &options,
                 (&store, &hashes),
                 &shared,
-                &mut supervisor,
+                (&mut supervisor, &mut heartbeats),
                 ahead.take(),
             )
             .await;
@@ -269,6 +279,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         );
     }
     tracing::info!("stopping runtimes");
+    heartbeats.stop_all();
     supervisor.stop_all().await;
     // The last sender goes with the supervisor: the recorder writes what is left and ends.
     drop(supervisor);
@@ -376,6 +387,7 @@ struct Planned {
     desired: Desired,
     plan: Plan,
     runtimes: Vec<RuntimeSpec>,
+    heartbeats: Vec<heartbeat::HeartbeatSpec>,
     agents: Vec<String>,
     /// The config, for the Access plan once it is applied.
     config: crate::config::Config,
@@ -449,7 +461,7 @@ async fn reconcile(
     options: &ControllerOptions,
     (store, hashes): (&Arc<Mutex<StateStore>>, &Arc<Mutex<HashCache>>),
     shared: &Arc<Shared>,
-    supervisor: &mut Supervisor,
+    (supervisor, heartbeats): (&mut Supervisor, &mut heartbeat::Heartbeats),
     ahead: Option<tokio::task::JoinHandle<Found>>,
 ) {
     let found = ahead
@@ -463,7 +475,7 @@ async fn reconcile(
             record_blocked(shared, &planned.plan)
         }
         Found::Planned(planned) => {
-            apply_planned(options, store, shared, supervisor, *planned).await
+            apply_planned(options, store, shared, (supervisor, heartbeats), *planned).await
         }
     }
 }
@@ -516,13 +528,14 @@ async fn apply_planned(
     options: &ControllerOptions,
     store: &Arc<Mutex<StateStore>>,
     shared: &Arc<Shared>,
-    supervisor: &mut Supervisor,
+    (supervisor, heartbeats): (&mut Supervisor, &mut heartbeat::Heartbeats),
     planned: Planned,
 ) {
     let Planned {
         desired,
         plan,
         runtimes,
+        heartbeats: beats,
         agents,
         config,
         generation,
@@ -622,6 +635,7 @@ async fn apply_planned(
         s.agents = agents;
     }
     supervisor.converge(&runtimes).await;
+    heartbeats.converge(beats, &shared.access);
     threads::drop_in_background((desired, config, plan));
 }
 
@@ -707,6 +721,7 @@ fn find(
         .iter()
         .filter_map(|a| RuntimeSpec::from_agent(a, &state.logs(), options.load.home.as_deref()))
         .collect();
+    let heartbeats = heartbeat::specs(&config);
     let agents = config.agents.iter().map(|a| a.id().to_string()).collect();
     let generation = live.routing.as_ref().map(|r| r.generation);
     threads::drop_in_background((live, world));
@@ -714,6 +729,7 @@ fn find(
         desired,
         plan,
         runtimes,
+        heartbeats,
         agents,
         config,
         generation,

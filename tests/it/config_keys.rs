@@ -431,3 +431,142 @@ fn the_model_is_applied_through_acp_with_fallbacks_and_switched_without_a_restar
         "{notes:#?}"
     );
 }
+
+// ---- heartbeat ----
+
+/// A reply sink on a loopback port that answers 200 to every POST and hands over each body.
+fn recorder() -> (String, std::sync::mpsc::Receiver<Value>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/replies", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(n) = line.to_lowercase().strip_prefix("content-length:") {
+                    length = n.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            if tx
+                .send(serde_json::from_slice(&body).unwrap_or(Value::Null))
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+#[test]
+fn heartbeats_prompt_the_main_session_swallow_heartbeat_ok_and_send_the_rest_on() {
+    let (url, posts) = recorder();
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n{}",
+        sdk_agent("sdk", "      heartbeat: {every: 1s}\n")
+    );
+    let bindings = "bindings:
+  - agentId: sdk
+    match: {channel: telegram, peer: {kind: group, id: \"-5\"}}
+  - agentId: sdk
+    match: {channel: telegram, peer: {kind: direct, id: \"7\"}}
+";
+    let up = Up::start_config(&agents, &channels(Some(&url)), bindings, |cmd| {
+        cmd.env("DEEPCLI_TEST_SECRET", SECRET)
+            .args(["--prompt-timeout-ms", "3000"]);
+    });
+    wait_ready(&up, "sdk");
+    let heartbeat = |s: &Value| s["heartbeats"]["sdk"].clone();
+    let count = |s: &Value, what: &str| heartbeat(s)[what].as_u64().unwrap_or(0);
+
+    // Before the agent had a message, an answer has nowhere to go: it stays in the transcript
+    // of the main session, which the heartbeat prompted with HEARTBEAT.md.
+    let status = up.wait_for("a heartbeat kept", |s| count(s, "kept") >= 1);
+    let last = heartbeat(&status)["last"].as_str().unwrap().to_string();
+    assert!(last.contains("no external route yet"), "{last}");
+    assert_eq!(heartbeat(&status)["every"], "1s");
+    let main = transcript(&up.state, "agent:sdk:main");
+    assert!(
+        main.iter()
+            .any(|(p, t)| p == "heartbeat" && t.contains("# HEARTBEAT.md")),
+        "{main:#?}"
+    );
+
+    // A delivered message makes its conversation the agent's last external route: the next
+    // answers go there, through the account's reply sink.
+    reply(&up, &message(group("-5"), "m-1", "hello"));
+    let sent = loop {
+        let post = posts.recv_timeout(Duration::from_secs(30)).unwrap();
+        if post["heartbeat"] == true {
+            break post;
+        }
+        assert_eq!(post["messageId"], "m-1", "{post:#}");
+    };
+    assert_eq!(
+        sent["sessionKey"], "agent:sdk:telegram:group:-5",
+        "{sent:#}"
+    );
+    assert_eq!(
+        sent["peer"],
+        json!({"kind": "group", "id": "-5"}),
+        "{sent:#}"
+    );
+    let text = sent["reply"]["text"].as_str().unwrap();
+    assert!(text.starts_with("echo: [deepcli heartbeat"), "{text}");
+    let status = up.wait_for("a heartbeat delivered", |s| count(s, "delivered") >= 1);
+    assert!(
+        heartbeat(&status)["last"]
+            .as_str()
+            .unwrap()
+            .contains("telegram/default group:-5"),
+        "{status:#}"
+    );
+    assert!(
+        transcript(&up.state, "agent:sdk:telegram:group:-5")
+            .iter()
+            .any(|(p, t)| p == "agent" && t == text),
+        "the answer is in the conversation it went to"
+    );
+
+    // `HEARTBEAT_OK` is swallowed.
+    std::fs::write(
+        up.state.join("workspaces/sdk/HEARTBEAT.md"),
+        "# HEARTBEAT.md\n\nreply: HEARTBEAT_OK\n",
+    )
+    .unwrap();
+    up.wait_for("two heartbeats answered HEARTBEAT_OK", |s| {
+        count(s, "ok") >= 2
+    });
+    while let Ok(post) = posts.try_recv() {
+        assert_ne!(post["reply"]["text"], "HEARTBEAT_OK", "{post:#}");
+    }
+
+    // Skipped while the main session is busy (a direct message: dmScope main).
+    let busy = up.status().map(|s| count(&s, "skipped")).unwrap_or(0);
+    let addr = up.addr;
+    let slow = std::thread::spawn(move || inbound(addr, &message(direct("7"), "m-2", "slow")));
+    let status = up.wait_for("a heartbeat skipped", |s| count(s, "skipped") > busy);
+    let last = heartbeat(&status)["last"].as_str().unwrap().to_string();
+    assert!(last.contains("agent:sdk:main is busy"), "{last}");
+    let (code, body) = slow.join().unwrap();
+    assert_eq!(code, 504, "{body:#}");
+
+    let human = String::from_utf8(deepcli(&up, &["status"]).stdout).unwrap();
+    assert!(
+        human.contains("heartbeat    sdk              every 1s: "),
+        "{human}"
+    );
+}

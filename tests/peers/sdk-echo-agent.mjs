@@ -18,6 +18,8 @@
 //   permission  asks the client for permission and replies with the outcome
 //   crash       exits the process with code 3
 //   cwd         replies `cwd: <the session's working directory>`
+// and a prompt with a line `reply: <text>` anywhere (a HEARTBEAT.md, say) is answered with
+// exactly <text>.
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -158,6 +160,11 @@ const app = agent({ name: "sdk-echo" })
       });
       const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
       await say(client, sessionId, `permission: ${outcome}`);
+      return { stopReason: "end_turn" };
+    }
+    const scripted = said.split("\n").find((line) => line.startsWith("reply: "));
+    if (scripted !== undefined) {
+      await say(client, sessionId, scripted.slice("reply: ".length));
       return { stopReason: "end_turn" };
     }
     if (said.startsWith("cwd")) {
