@@ -696,12 +696,17 @@ impl Access {
         if wanted.is_empty() || session.wanted == wanted {
             return None;
         }
+        let offers = session.option.is_some();
         let (session, report) = model::apply(handle, session_id, session, &wanted).await;
         handle.set_session_model(session_id, session);
+        // An agent that offers no model selection is said once, in the status, not in every
+        // session's transcript.
         let note = match (&report.applied, &report.why) {
-            (Some(applied), None) => format!("model `{applied}` applied"),
-            (Some(applied), Some(why)) => format!("model `{applied}` applied, {why}"),
-            (None, why) => format!("model not applied: {}", why.as_deref().unwrap_or("")),
+            (Some(applied), None) => Some(format!("model `{applied}` applied")),
+            (Some(applied), Some(why)) => Some(format!("model `{applied}` applied, {why}")),
+            (None, why) => {
+                offers.then(|| format!("model not applied: {}", why.as_deref().unwrap_or("")))
+            }
         };
         if let Ok(mut models) = self.models.lock() {
             models.insert(
@@ -713,7 +718,7 @@ impl Access {
                 },
             );
         }
-        Some(note)
+        note
     }
 
     /// What became of agent `agent_id`'s `model`, for `deepcli status`: `None` when it sets

@@ -91,7 +91,10 @@ fn defaults_paths_and_the_implicit_main_are_resolved() {
     let report = validate::finish(loaded);
     // The models are resolved, and not enforced (these agents run nothing): only that is said.
     assert!(
-        report.diagnostics.iter().all(|d| d.rule.id == "not-enforced"),
+        report
+            .diagnostics
+            .iter()
+            .all(|d| d.rule.id == "not-enforced"),
         "{:?}",
         report.diagnostics
     );
