@@ -81,6 +81,7 @@ pub mod rules {
         ALLOW_BOTS_MENTIONS = "allow-bots-mentions", Warning, "`allowBots: mentions` only exists on Discord.";
         POSSIBLE_SECRET = "possible-secret", Warning, "A string looks like it may hold a credential.";
         NOTHING_DECLARED = "nothing-declared", Warning, "The config directory has none of the three config files.";
+        NOT_ENFORCED = "not-enforced", Warning, "A key deepcli accepts but does not act on (for the agent's runtime kind).";
     }
 
     /// The rule with this id.

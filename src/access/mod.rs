@@ -12,8 +12,10 @@
 //!   gets that response with `duplicate: true` and never reaches the agent again.
 
 mod error;
+mod heartbeat;
 pub mod http;
 pub mod metrics;
+mod model;
 pub mod plan;
 mod reply;
 mod route;
@@ -25,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    SessionUpdate,
+    CancelNotification, CloseSessionRequest, ContentBlock, LoadSessionRequest, NewSessionRequest,
+    PromptRequest, SessionUpdate,
 };
 use arc_swap::ArcSwapOption;
 use serde::Deserialize;
@@ -40,6 +42,7 @@ use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
 use crate::state::Provenance;
 pub use error::{AccessError, Unauthenticated};
+pub use heartbeat::{Beat, HEARTBEAT_OK};
 pub use plan::AccessPlan;
 use store::{AccessStore, DeliveryKey, Turn};
 
@@ -103,6 +106,13 @@ const MAX_OPEN_LOGS: usize = 64;
 /// What a delivery produced: the response body and its status.
 type Outcome = Result<Value, AccessError>;
 
+/// An agent's `model` as last applied to one of its sessions, in one runtime instance.
+struct AppliedModel {
+    instance: String,
+    wanted: Vec<String>,
+    report: crate::runtime::acp::ModelReport,
+}
+
 /// One session key's FIFO: a lock held while its message is handled, and how many wait.
 #[derive(Default)]
 struct SessionQueue {
@@ -120,6 +130,8 @@ pub struct Access {
     pub metrics: metrics::Metrics,
     pub settings: AccessSettings,
     reply: reply::ReplySink,
+    /// What became of each agent's `model` in its runtime, by agent id.
+    models: Mutex<HashMap<String, AppliedModel>>,
     /// The open logs of inbound calls, by path ([`Access::log_call`]).
     call_logs: tokio::sync::Mutex<HashMap<std::path::PathBuf, crate::runtime::log::Log>>,
     logs_dir: std::path::PathBuf,
@@ -141,6 +153,7 @@ impl Access {
             runtimes,
             queues: Mutex::default(),
             inflight: Mutex::default(),
+            models: Mutex::default(),
             metrics,
             settings,
             call_logs: tokio::sync::Mutex::default(),
@@ -279,6 +292,9 @@ impl Access {
                     agent_id: acp.agent_id.clone(),
                     session_key,
                     binding: acp.source.clone(),
+                    oneshot: acp.mode.as_deref() == Some("oneshot"),
+                    label: acp.label.clone(),
+                    cwd: plan.acp_cwds.get(&acp.source.index).cloned(),
                 })
             }
         };
@@ -408,7 +424,11 @@ impl Access {
         let kind = plan.runtime(agent_id);
         let managed = self.runtimes.is_some();
         let reply = if kind == RuntimeKind::Acp && managed {
-            Some(self.prompt(agent_id, session_key, &envelope.text).await?)
+            let options = route.session_options();
+            Some(
+                self.prompt(agent_id, session_key, &envelope.text, &options)
+                    .await?,
+            )
         } else {
             None
         };
@@ -523,14 +543,20 @@ impl Access {
     ///
     /// A stored id counts as open only for the runtime instance that issued it: a restarted
     /// runtime may hand the same ids to other conversations.
+    ///
+    /// A `oneshot` session is always new, carries no earlier turns and is not kept in the
+    /// session map: [`Access::prompt`] closes it after the reply.
     async fn open_session(
         &self,
         handle: &AcpHandle,
         agent_id: &str,
         session_key: &str,
         text: &str,
+        options: &route::SessionOptions,
     ) -> Result<(String, String, Vec<String>), AccessError> {
-        let known = {
+        let known = if options.oneshot {
+            None
+        } else {
             let key = session_key.to_string();
             self.blocking(move |s| s.runtime_session(&key)).await?
         };
@@ -545,16 +571,29 @@ impl Access {
             what: "to open a session",
             message: e.to_string(),
         };
+        let cwd = options.cwd.clone().unwrap_or_else(|| handle.cwd.clone());
+        if options.cwd.is_some() {
+            // As a runtime's own `cwd`, a session's is made when missing.
+            let _ = tokio::fs::create_dir_all(&cwd).await;
+        }
+        let label = options
+            .label
+            .as_ref()
+            .map_or(String::new(), |l| format!(" `{l}`"));
         let mut notes = Vec::new();
         let mut opened = None;
         if let Some(known) = &known
             && handle.loads_sessions()
             && handle.claim(&known.id, session_key)
         {
-            let request = LoadSessionRequest::new(known.id.clone(), handle.cwd.clone());
-            if handle.cx.send_request(request).block_task().await.is_ok() {
+            let request = LoadSessionRequest::new(known.id.clone(), cwd.clone());
+            if let Ok(loaded) = handle.cx.send_request(request).block_task().await {
+                handle.set_session_model(
+                    &known.id,
+                    model::selection(loaded.config_options.as_deref()),
+                );
                 notes.push(format!(
-                    "runtime session {} resumed with session/load (pid {})",
+                    "runtime session{label} {} resumed with session/load (pid {})",
                     known.id, handle.pid
                 ));
                 opened = Some((known.id.clone(), text.to_string()));
@@ -567,7 +606,7 @@ impl Access {
             None => {
                 let created = handle
                     .cx
-                    .send_request(NewSessionRequest::new(handle.cwd.clone()))
+                    .send_request(NewSessionRequest::new(cwd))
                     .block_task()
                     .await
                     .map_err(gone)?;
@@ -578,7 +617,13 @@ impl Access {
                         session_id: id,
                     });
                 }
-                if known.is_some() {
+                handle.set_session_model(&id, model::selection(created.config_options.as_deref()));
+                if options.oneshot {
+                    notes.push(format!(
+                        "new runtime session{label} {id} for this message only (acp.mode: oneshot)"
+                    ));
+                    (id, text.to_string())
+                } else if known.is_some() {
                     let key = session_key.to_string();
                     let limit = self.settings.context_turns;
                     let history = self.blocking(move |s| s.transcript(&key, limit)).await?;
@@ -587,47 +632,140 @@ impl Access {
                         .filter(|r| matches!(r.provenance, Provenance::Inbound | Provenance::Agent))
                         .collect();
                     notes.push(format!(
-                        "new runtime session {id} (the runtime cannot resume the old one): the last {} given as context",
+                        "new runtime session{label} {id} (the runtime cannot resume the old one): the last {} given as context",
                         crate::plural::plural(turns.len(), "turn was", "turns were")
                     ));
                     (id, context_prompt(&turns, text))
                 } else {
-                    notes.push(format!("new runtime session {id}"));
+                    notes.push(format!("new runtime session{label} {id}"));
                     (id, text.to_string())
                 }
             }
         };
-        let session = store::RuntimeSession {
-            id: id.clone(),
-            instance: Some(handle.instance.clone()),
-        };
-        let (key, agent) = (session_key.to_string(), agent_id.to_string());
-        self.blocking(move |s| s.set_runtime_session(&key, &agent, &session))
-            .await?;
+        if !options.oneshot {
+            let session = store::RuntimeSession {
+                id: id.clone(),
+                instance: Some(handle.instance.clone()),
+            };
+            let (key, agent) = (session_key.to_string(), agent_id.to_string());
+            self.blocking(move |s| s.set_runtime_session(&key, &agent, &session))
+                .await?;
+        }
         Ok((id, prompt_text, notes))
     }
 
     /// Prompts the agent in the runtime session of `session_key`; returns the reply and notes
-    /// about how the session was opened (for the transcript).
+    /// about how the session was opened (for the transcript). A `oneshot` session is closed
+    /// after the reply, however the prompt ended.
     async fn prompt(
         &self,
         agent_id: &str,
         session_key: &str,
         text: &str,
+        options: &route::SessionOptions,
     ) -> Result<(String, Vec<String>), AccessError> {
         let handle = self.runtime(agent_id)?;
+        let (session_id, prompt_text, mut notes) = self
+            .open_session(&handle, agent_id, session_key, text, options)
+            .await?;
+        notes.extend(self.apply_model(&handle, agent_id, &session_id).await);
+        let answered = self
+            .prompt_in(&handle, agent_id, session_key, &session_id, prompt_text)
+            .await;
+        if options.oneshot {
+            notes.push(close_session(&handle, &session_id).await);
+        }
+        answered.map(|reply| (reply, notes))
+    }
+
+    /// Applies the agent's `model` (as the plan in force says now) to an open runtime
+    /// session, unless it was applied there already: on a new session, and again after the
+    /// config's model changed (no restart: the agent switches). Returns a note for the
+    /// transcript when it applied something or could not.
+    async fn apply_model(
+        &self,
+        handle: &AcpHandle,
+        agent_id: &str,
+        session_id: &str,
+    ) -> Option<String> {
+        let wanted = self
+            .plan()
+            .and_then(|p| p.models.get(agent_id).map(model::candidates))
+            .unwrap_or_default();
+        let session = handle.session_model(session_id).unwrap_or_default();
+        if wanted.is_empty() || session.wanted == wanted {
+            return None;
+        }
+        let offers = session.option.is_some();
+        let (session, report) = model::apply(handle, session_id, session, &wanted).await;
+        handle.set_session_model(session_id, session);
+        // An agent that offers no model selection is said once, in the status, not in every
+        // session's transcript.
+        let note = match (&report.applied, &report.why) {
+            (Some(applied), None) => Some(format!("model `{applied}` applied")),
+            (Some(applied), Some(why)) => Some(format!("model `{applied}` applied, {why}")),
+            (None, why) => {
+                offers.then(|| format!("model not applied: {}", why.as_deref().unwrap_or("")))
+            }
+        };
+        if let Ok(mut models) = self.models.lock() {
+            models.insert(
+                agent_id.to_string(),
+                AppliedModel {
+                    instance: handle.instance.clone(),
+                    wanted,
+                    report,
+                },
+            );
+        }
+        note
+    }
+
+    /// What became of agent `agent_id`'s `model`, for `deepcli status`: `None` when it sets
+    /// none. Not applied, with why, when its runtime cannot take one; pending until its
+    /// runtime's first session opens (or its next message, after the model changed).
+    pub fn model_report(&self, agent_id: &str) -> Option<crate::runtime::acp::ModelReport> {
+        let plan = self.plan()?;
+        let wanted = model::candidates(plan.models.get(agent_id)?);
+        let not_applied = |why: &str| crate::runtime::acp::ModelReport {
+            wanted: wanted.first().cloned().unwrap_or_default(),
+            applied: None,
+            why: Some(why.to_string()),
+        };
+        if let Err(why) = plan.runtime(agent_id).applies_model() {
+            return Some(not_applied(why));
+        }
+        let instance = self
+            .runtimes
+            .as_ref()
+            .and_then(|(acp, _)| Some(acp.lock().ok()?.get(agent_id)?.instance.clone()));
+        let applied = self.models.lock().ok().and_then(|models| {
+            let m = models.get(agent_id)?;
+            (Some(&m.instance) == instance.as_ref() && m.wanted == wanted).then(|| m.report.clone())
+        });
+        Some(applied.unwrap_or_else(|| {
+            not_applied("pending: deepcli applies it in the agent's next session (a message or a heartbeat opens one)")
+        }))
+    }
+
+    /// One `session/prompt` in an open runtime session: the reply assembled from its agent
+    /// message chunks, cancelled after the prompt timeout.
+    async fn prompt_in(
+        &self,
+        handle: &AcpHandle,
+        agent_id: &str,
+        session_key: &str,
+        session_id: &str,
+        prompt_text: String,
+    ) -> Result<String, AccessError> {
         let gone = |e: agent_client_protocol::Error| AccessError::RuntimeFailed {
             agent_id: agent_id.to_string(),
             what: "the prompt",
             message: e.to_string(),
         };
-        let (session_id, prompt_text, notes) = self
-            .open_session(&handle, agent_id, session_key, text)
-            .await?;
-
         let (tx, mut updates) = tokio::sync::mpsc::unbounded_channel();
         if let Ok(mut subs) = handle.subscribers.lock() {
-            subs.insert(session_id.clone(), tx);
+            subs.insert(session_id.to_string(), tx);
         }
         struct Unsubscribe<'a>(&'a AcpHandle, &'a str);
         impl Drop for Unsubscribe<'_> {
@@ -637,16 +775,16 @@ impl Access {
                 }
             }
         }
-        let _unsubscribe = Unsubscribe(&handle, &session_id);
+        let _unsubscribe = Unsubscribe(handle, session_id);
 
-        let request = PromptRequest::new(session_id.clone(), vec![prompt_text.into()]);
+        let request = PromptRequest::new(session_id.to_string(), vec![prompt_text.into()]);
         let answer = handle.cx.send_request(request).block_task();
         tokio::pin!(answer);
         let timeout = self.settings.prompt_timeout;
         let response = tokio::select! {
             r = &mut answer => r.map_err(gone)?,
             () = tokio::time::sleep(timeout) => {
-                let _ = handle.cx.send_notification(CancelNotification::new(session_id.clone()));
+                let _ = handle.cx.send_notification(CancelNotification::new(session_id.to_string()));
                 // The agent answers a cancelled prompt with stopReason `cancelled`.
                 let stop = tokio::time::timeout(Duration::from_secs(5), &mut answer)
                     .await
@@ -669,7 +807,29 @@ impl Access {
             }
         }
         tracing::debug!(agent = agent_id, session = session_key, stop = ?response.stop_reason, "prompt answered");
-        Ok((reply, notes))
+        Ok(reply)
+    }
+}
+
+/// Ends a oneshot runtime session: `session/close` when the agent offers it
+/// (`sessionCapabilities.close`), else only forgotten here; says which for the transcript.
+async fn close_session(handle: &AcpHandle, session_id: &str) -> String {
+    handle.release(session_id);
+    if !handle.closes_sessions() {
+        return format!(
+            "runtime session {session_id} forgotten after the reply (the agent offers no session/close)"
+        );
+    }
+    let request = CloseSessionRequest::new(session_id.to_string());
+    match tokio::time::timeout(
+        Duration::from_secs(5),
+        handle.cx.send_request(request).block_task(),
+    )
+    .await
+    {
+        Ok(Ok(_)) => format!("runtime session {session_id} closed after the reply"),
+        Ok(Err(e)) => format!("runtime session {session_id}: session/close failed: {e}"),
+        Err(_) => format!("runtime session {session_id}: no answer to session/close within 5 s"),
     }
 }
 

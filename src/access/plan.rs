@@ -3,9 +3,10 @@
 //! runtime kind). Built from the config by the controller, swapped atomically on every apply.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use crate::config::Config;
-use crate::config::model::{RuntimeKind, SecretRef};
+use crate::config::model::{BindingType, Model, RuntimeKind, SecretRef};
 use crate::routing::RoutingPlan;
 use crate::routing::document::{PlanMeta, StoredAccount};
 
@@ -40,6 +41,11 @@ pub struct AccessPlan {
     pub accounts: HashMap<(String, String), AccountAccess>,
     /// What runs each agent (absent: `none`).
     pub runtimes: HashMap<String, RuntimeKind>,
+    /// Each agent's `model` (absent: none set), applied to its ACP sessions.
+    pub models: HashMap<String, Model>,
+    /// The session working directory of each `acp` binding that sets `acp.cwd`, resolved, by
+    /// the binding's index in bindings.yaml.
+    pub acp_cwds: HashMap<usize, PathBuf>,
     /// The accounts whose `webhookSecret` is referenced but unusable (unset, unreadable,
     /// empty): `channel/account: why`, for the operator. Their callers only hear that the
     /// account takes no messages.
@@ -80,6 +86,15 @@ pub fn resolve_webhook_secret(secret: &SecretRef) -> Result<Vec<u8>, String> {
     })
 }
 
+/// An `acp` binding's `acp.cwd`: `workspace` is the agent's workspace; `~/…` is under the home
+/// directory; an absolute path is itself; a relative one is relative to the workspace.
+pub fn session_cwd(cwd: &str, workspace: &Path, home: Option<&Path>) -> PathBuf {
+    match cwd {
+        "workspace" => workspace.to_path_buf(),
+        _ => crate::config::paths::resolve(cwd, workspace, home),
+    }
+}
+
 /// What the published routing plan says of itself.
 pub struct Published<'a> {
     pub generation: u64,
@@ -101,7 +116,24 @@ impl AccessPlan {
             .iter()
             .filter_map(|a| Some((a.id().to_string(), a.spec.runtime.as_ref()?.kind)))
             .collect();
-        AccessPlan::new(
+        let models = config
+            .agents
+            .iter()
+            .filter_map(|a| Some((a.id().to_string(), a.spec.model.clone()?)))
+            .collect();
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let acp_cwds = config
+            .bindings
+            .iter()
+            .filter(|b| b.spec.kind == BindingType::Acp)
+            .filter_map(|b| {
+                let cwd = b.spec.acp.as_ref()?.cwd.as_deref()?;
+                let agent = crate::ids::agent_id(&b.spec.agent_id);
+                let agent = config.agents.iter().find(|a| a.id() == agent)?;
+                Some((b.index, session_cwd(cwd, &agent.workspace, home.as_deref())))
+            })
+            .collect();
+        let mut plan = AccessPlan::new(
             routing,
             published.accounts,
             runtimes,
@@ -112,7 +144,10 @@ impl AccessPlan {
                 config_hash: published.config_hash.to_string(),
             },
             (config.agents.len(), config.bindings.len()),
-        )
+        );
+        plan.models = models;
+        plan.acp_cwds = acp_cwds;
+        plan
     }
 
     /// A plan from its parts; webhook secrets are resolved now.
@@ -160,6 +195,8 @@ impl AccessPlan {
             loaded_at: crate::clock::now(),
             accounts,
             runtimes,
+            models: HashMap::new(),
+            acp_cwds: HashMap::new(),
             closed,
             agents,
             bindings,

@@ -7,11 +7,28 @@ use serde::Serialize;
 use crate::routing::RouteResult;
 use crate::routing::plan::BindingRef;
 
-/// An `acp` binding that took a message: its agent and persistent session.
+/// An `acp` binding that took a message: its agent, its session key, and how its runtime
+/// sessions are held (`acp.mode`, `acp.label`, `acp.cwd`).
 pub struct AcpRoute {
     pub agent_id: String,
     pub session_key: String,
     pub binding: BindingRef,
+    /// `acp.mode: oneshot`: a fresh runtime session per message, closed after the reply.
+    pub oneshot: bool,
+    /// `acp.label`: names the session in the response and the transcript.
+    pub label: Option<String>,
+    /// `acp.cwd`, resolved: the working directory of its runtime sessions.
+    pub cwd: Option<std::path::PathBuf>,
+}
+
+/// How the runtime session of a delivery is held.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// A fresh runtime session for this message, closed after the reply.
+    pub oneshot: bool,
+    pub label: Option<String>,
+    /// The session's working directory, when not the runtime's.
+    pub cwd: Option<std::path::PathBuf>,
 }
 
 pub struct Route {
@@ -35,6 +52,19 @@ impl Route {
         }
     }
 
+    /// How the runtime session of this route is held: an `acp` binding's settings, else the
+    /// defaults (persistent, the runtime's working directory).
+    pub fn session_options(&self) -> SessionOptions {
+        match &self.acp {
+            Some(acp) => SessionOptions {
+                oneshot: acp.oneshot,
+                label: acp.label.clone(),
+                cwd: acp.cwd.clone(),
+            },
+            None => SessionOptions::default(),
+        }
+    }
+
     pub fn matched_by(&self) -> &'static str {
         match &self.acp {
             Some(_) => "binding.acp",
@@ -47,7 +77,7 @@ impl Serialize for Route {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let r = &self.result;
-        let mut st = s.serialize_struct("Route", 10)?;
+        let mut st = s.serialize_struct("Route", 11)?;
         st.serialize_field("agentId", self.agent_id())?;
         st.serialize_field("channel", &r.channel)?;
         st.serialize_field("accountId", &r.account_id)?;
@@ -65,7 +95,16 @@ impl Serialize for Route {
         st.serialize_field("dmScope", &r.dm_scope)?;
         st.serialize_field("groupScope", &r.group_scope)?;
         match &self.acp {
-            Some(acp) => st.serialize_field("binding", &acp.binding)?,
+            Some(acp) => {
+                st.serialize_field("binding", &acp.binding)?;
+                st.serialize_field(
+                    "acp",
+                    &serde_json::json!({
+                        "mode": if acp.oneshot { "oneshot" } else { "persistent" },
+                        "label": acp.label,
+                    }),
+                )?;
+            }
             None => st.serialize_field("binding", &r.binding)?,
         }
         st.end()

@@ -1,5 +1,6 @@
-//! The Access layer's rows in the state database (migration 2): sessions, the persistent
-//! sessions of `acp` bindings, transcripts, deliveries (idempotency) and dead letters.
+//! The Access layer's rows in the state database (migrations 2, 3, 6): sessions, the persistent
+//! sessions of `acp` bindings, transcripts, deliveries (idempotency), each agent's last external
+//! route (where heartbeat replies go) and dead letters.
 //!
 //! A connection of its own, so that a delivery never waits for an apply; every call is short
 //! and runs on the blocking pool.
@@ -85,6 +86,26 @@ impl DeliveryKey {
             message_id: envelope.message_id.clone(),
         }
     }
+}
+
+/// The conversation an agent last took a message from (state table `agent_routes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastRoute {
+    pub session_key: String,
+    pub channel: String,
+    pub account_id: String,
+    /// Normalized; empty when the envelope named no peer.
+    pub peer_kind: String,
+    pub peer_id: String,
+    /// Empty when none.
+    pub thread_id: String,
+    pub at: String,
+}
+
+/// The agent a session key belongs to: `agent:<id>:…`.
+fn agent_of(session_key: &str) -> Option<&str> {
+    let rest = session_key.strip_prefix("agent:")?;
+    rest.split_once(':').map(|(agent, _)| agent)
 }
 
 /// The runtime session a session key maps to, and the runtime instance that issued it.
@@ -257,6 +278,25 @@ impl AccessStore {
                 )?;
             }
             if let Some((key, response)) = delivery {
+                // The agent's last external route: where its heartbeat replies go.
+                if let Some(agent) = agent_of(session_key) {
+                    tx.execute(
+                        "INSERT INTO agent_routes (agent_id, session_key, channel, account_id, peer_kind, peer_id, thread_id, at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                         ON CONFLICT (agent_id) DO UPDATE SET session_key = ?2, channel = ?3, account_id = ?4,
+                             peer_kind = ?5, peer_id = ?6, thread_id = ?7, at = ?8",
+                        params![
+                            agent,
+                            session_key,
+                            key.channel,
+                            key.account_id,
+                            key.peer_kind,
+                            key.peer_id,
+                            key.thread_id,
+                            now
+                        ],
+                    )?;
+                }
                 tx.execute(
                     "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -274,6 +314,30 @@ impl AccessStore {
                 )?;
             }
             tx.commit()
+        })
+    }
+
+    /// Agent `agent_id`'s last external route: the conversation of the last message delivered
+    /// to it from a channel account.
+    pub fn last_route(&self, agent_id: &str) -> Result<Option<LastRoute>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at
+                 FROM agent_routes WHERE agent_id = ?1",
+                [agent_id],
+                |r| {
+                    Ok(LastRoute {
+                        session_key: r.get(0)?,
+                        channel: r.get(1)?,
+                        account_id: r.get(2)?,
+                        peer_kind: r.get(3)?,
+                        peer_id: r.get(4)?,
+                        thread_id: r.get(5)?,
+                        at: r.get(6)?,
+                    })
+                },
+            )
+            .optional()
         })
     }
 

@@ -37,6 +37,12 @@ pub enum ApplyError {
     Mismatch { step: String, message: String },
     #[error("the plan is blocked:\n{0}")]
     Blocked(String),
+    /// A restore would put conversations back that the live state holds again.
+    #[error(
+        "trash entry `{entry}` holds conversations that are in use again: {}; nothing was restored",
+        keys.join(", ")
+    )]
+    RestoreConflict { entry: String, keys: Vec<String> },
     #[error(transparent)]
     Saved(#[from] crate::plan::saved::SavedError),
     #[error(transparent)]
@@ -513,6 +519,8 @@ fn delete_agent(
     store.transaction(|tx| {
         tx.delete_agent(id)?;
         tx.delete_runtime(id)?;
+        // Its conversations go with it: a new agent with this id starts clean.
+        tx.trash_access(id, entry)?;
         tx.put_trash(&record)?;
         tx.finish_step(step)
     })?;
@@ -645,22 +653,47 @@ pub fn git_commit(dir: &Path) -> Option<String> {
         .filter(|c| !c.is_empty())
 }
 
+/// What a restore put back.
+#[derive(Debug)]
+pub struct Restored {
+    pub manifest: trash::Manifest,
+    /// How many of the agent's conversations (session map, transcripts, delivery records) came
+    /// back into the Access tables.
+    pub conversations: u64,
+}
+
 /// `deepcli trash restore ENTRY`: puts a trash entry's files back where they came from (under
-/// the lease, the guard checked again at each path) and records in the state that it was
-/// restored. A restore whose record could not be written is an error: the files are back, and
-/// the message says so.
+/// the lease, the guard checked again at each path) and its conversations back into the
+/// Access tables, and records in the state that it was restored. Refused, with nothing moved,
+/// when a conversation it holds is in use again (an agent with the same id talked in it since).
+/// A restore whose record could not be written is an error: the files are back, and the
+/// message says so.
 pub fn restore(
     store: &mut StateStore,
     entry: &str,
     guard: &trash::Guard,
-) -> Result<trash::Manifest, ApplyError> {
+) -> Result<Restored, ApplyError> {
     store.acquire_lease(LeasePurpose::Trash, std::time::Duration::from_secs(3))?;
+    let keys = store.access_restore_conflicts(entry)?;
+    if !keys.is_empty() {
+        return Err(ApplyError::RestoreConflict {
+            entry: entry.to_string(),
+            keys,
+        });
+    }
+    let conversations = store.trashed_conversations(entry)?;
     let manifest = trash::restore(&store.dir().trash(), entry, guard)?;
     store
-        .transaction(|tx| tx.mark_restored(entry))
+        .transaction(|tx| {
+            tx.restore_access(entry)?;
+            tx.mark_restored(entry)
+        })
         .map_err(|e| ApplyError::Unrecorded {
             what: format!("trash entry `{entry}` was restored"),
             source: e,
         })?;
-    Ok(manifest)
+    Ok(Restored {
+        manifest,
+        conversations,
+    })
 }

@@ -267,6 +267,22 @@ fn print_conflicts(conflicts: &[agents::Conflict]) {
     }
 }
 
+/// ` (applied)`, ` → gpt-4.1 (a fallback: …)` or ` (model not applied: why)`.
+pub(super) fn model_status(status: Option<&serde_json::Value>) -> String {
+    let Some(status) = status else {
+        return String::new();
+    };
+    let why = status["why"].as_str();
+    match (status["applied"].as_str(), why) {
+        (Some(applied), _) if Some(applied) != status["wanted"].as_str() => match why {
+            Some(why) => format!(" → {applied} ({why})"),
+            None => format!(" → {applied}"),
+        },
+        (Some(_), _) => " (applied)".to_string(),
+        (None, why) => format!(" (model not applied: {})", why.unwrap_or("unknown")),
+    }
+}
+
 fn human_list(result: &agents::ListResult, with_bindings: bool, out: Output) {
     let mut out = out.answer();
     for a in &result.agents {
@@ -290,7 +306,12 @@ fn human_list(result: &agents::ListResult, with_bindings: bool, out: Output) {
         );
         let _ = writeln!(out, "  workspace  {}", a.workspace.display());
         let _ = writeln!(out, "  agentDir   {}", a.agent_dir.display());
-        let _ = writeln!(out, "  model      {}", a.model.as_deref().unwrap_or("—"));
+        let _ = writeln!(
+            out,
+            "  model      {}{}",
+            a.model.as_deref().unwrap_or("—"),
+            model_status(a.model_status.as_ref())
+        );
         let _ = writeln!(out, "  runtime    {} ({status})", a.runtime.kind);
         let _ = writeln!(
             out,

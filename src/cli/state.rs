@@ -218,14 +218,18 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
         TrashCommand::Restore { entry } => {
             let guard = crate::plan::guard(&global.config_dir, &global.load);
             let restored = match StateStore::open_existing(&dir) {
-                Ok(Some(mut store)) => crate::apply::restore(&mut store, &entry, &guard),
+                Ok(Some(mut store)) => crate::apply::restore(&mut store, &entry, &guard)
+                    .map(|r| (r.manifest, r.conversations)),
                 // No state.db (lost, see state.md): no lease to take and no record to mark;
-                // the entry's manifest is all there is. None is created for it.
-                Ok(None) => trash::restore(&dir.trash(), &entry, &guard).map_err(Into::into),
+                // the entry's manifest is all there is (its conversations were in the lost
+                // database). None is created for it.
+                Ok(None) => trash::restore(&dir.trash(), &entry, &guard)
+                    .map(|m| (m, 0))
+                    .map_err(Into::into),
                 Err(e) => return state_error(&e),
             };
-            let manifest = match restored {
-                Ok(manifest) => manifest,
+            let (manifest, conversations) = match restored {
+                Ok(restored) => restored,
                 Err(crate::apply::ApplyError::State(e)) => return state_error(&e),
                 Err(e) => return fail(e),
             };
@@ -234,6 +238,13 @@ pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
                 if let Some(line) = moved_item(item) {
                     let _ = writeln!(notes, "restored {line}");
                 }
+            }
+            if conversations > 0 {
+                let _ = writeln!(
+                    notes,
+                    "restored {} (session map, transcripts, delivery records)",
+                    crate::plural::plural(conversations, "conversation", "conversations")
+                );
             }
             let _ = writeln!(
                 notes,

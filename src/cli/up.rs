@@ -367,6 +367,28 @@ fn human(doc: &Value) -> String {
                 .filter(|e| !e.is_null())
                 .map_or_else(String::new, |e| format!("  last error: {}", text(e)))
         ));
+        if let Some(model) = r.get("model").filter(|m| !m.is_null()) {
+            out.push_str(&format!(
+                "               model {}{}\n",
+                text(&model["wanted"]),
+                super::agents::model_status(Some(model))
+            ));
+        }
+    }
+    for (agent, h) in doc["heartbeats"].as_object().into_iter().flatten() {
+        let n = |key: &str| h[key].as_u64().unwrap_or(0);
+        out.push_str(&format!(
+            "heartbeat    {agent:<16} every {}: {} ({} ok, {} delivered, {} kept, {} failed), {} skipped; last {}: {}\n",
+            text(&h["every"]),
+            crate::plural::plural(n("beats"), "beat", "beats"),
+            n("ok"),
+            n("delivered"),
+            n("kept"),
+            n("failed"),
+            n("skipped"),
+            text(&h["lastAt"]),
+            text(&h["last"]),
+        ));
     }
     out
 }

@@ -100,6 +100,20 @@ impl RuntimeKind {
             RuntimeKind::None => "none",
         }
     }
+
+    /// Whether deepcli can apply an agent's `model` to a runtime of this kind (through ACP),
+    /// and why not.
+    pub fn applies_model(self) -> Result<(), &'static str> {
+        match self {
+            RuntimeKind::Acp => Ok(()),
+            RuntimeKind::Process => Err(
+                "a `process` runtime takes no model from deepcli: deepcli applies `model` through ACP (`runtime.kind: acp`)",
+            ),
+            RuntimeKind::None => Err(
+                "`runtime.kind: none`: deepcli runs nothing to apply it to; whatever runs the agent must read it",
+            ),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

@@ -8,6 +8,7 @@
 //! pool with the state store behind a mutex only this loop takes.
 
 pub mod client;
+pub mod heartbeat;
 mod http;
 pub mod status;
 
@@ -91,6 +92,8 @@ struct Shared {
     manage: crate::manage::ManageContext,
     /// The supervisor's live runtime statuses, read on every status request.
     runtimes: RuntimeMap,
+    /// What each agent's heartbeats did.
+    heartbeats: heartbeat::HeartbeatReports,
     token: String,
     /// File events on the config files: changes (each starts a reload), and reads (`Access`,
     /// ignored: the controller reads the files itself).
@@ -112,6 +115,14 @@ impl Shared {
             .runtimes
             .lock()
             .map(|r| r.values().cloned().collect())
+            .unwrap_or_default();
+        for runtime in &mut status.runtimes {
+            runtime.model = self.access.model_report(&runtime.agent_id);
+        }
+        status.heartbeats = self
+            .heartbeats
+            .lock()
+            .map(|h| h.clone())
             .unwrap_or_default();
         if let Some(plan) = self.access.plan() {
             for ((channel, account), access) in &plan.accounts {
@@ -209,6 +220,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
 
     let (runtime_tx, runtime_events) = mpsc::unbounded_channel::<RuntimeStatus>();
     let mut supervisor = Supervisor::new(runtime_tx);
+    let mut heartbeats = heartbeat::Heartbeats::new();
     let recorder = record_runtimes(&state, runtime_events)?;
     let access = Arc::new(Access::new(
         AccessStore::open(&state)?,
@@ -231,6 +243,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
             cx
         },
         runtimes: supervisor.status_handle(),
+        heartbeats: heartbeats.reports(),
         status: RwLock::new(ControllerStatus {
             pid: std::process::id(),
             started_at: crate::clock::now(),
@@ -267,7 +280,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
                 &options,
                 (&store, &hashes),
                 &shared,
-                &mut supervisor,
+                (&mut supervisor, &mut heartbeats),
                 (ahead.take(), first_apply),
             )
             .await;
@@ -305,6 +318,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         );
     }
     tracing::info!("stopping runtimes");
+    heartbeats.stop_all();
     supervisor.stop_all().await;
     // The last sender goes with the supervisor: the recorder writes what is left and ends.
     drop(supervisor);
@@ -417,6 +431,7 @@ struct Planned {
     desired: Desired,
     plan: Plan,
     runtimes: Vec<RuntimeSpec>,
+    heartbeats: Vec<heartbeat::HeartbeatSpec>,
     agents: Vec<String>,
     /// The config, for the Access plan once it is applied.
     config: crate::config::Config,
@@ -492,7 +507,7 @@ async fn reconcile(
     options: &ControllerOptions,
     (store, hashes): (&Arc<Mutex<StateStore>>, &Arc<Mutex<HashCache>>),
     shared: &Arc<Shared>,
-    supervisor: &mut Supervisor,
+    (supervisor, heartbeats): (&mut Supervisor, &mut heartbeat::Heartbeats),
     (ahead, first_apply): (Option<tokio::task::JoinHandle<Found>>, FirstApply),
 ) -> bool {
     let found = ahead
@@ -506,7 +521,7 @@ async fn reconcile(
             record_blocked(shared, &planned.plan)
         }
         Found::Planned(planned) => {
-            return apply_planned(options, store, shared, supervisor, *planned).await;
+            return apply_planned(options, store, shared, (supervisor, heartbeats), *planned).await;
         }
     }
     false
@@ -560,13 +575,14 @@ async fn apply_planned(
     options: &ControllerOptions,
     store: &Arc<Mutex<StateStore>>,
     shared: &Arc<Shared>,
-    supervisor: &mut Supervisor,
+    (supervisor, heartbeats): (&mut Supervisor, &mut heartbeat::Heartbeats),
     planned: Planned,
 ) -> bool {
     let Planned {
         desired,
         plan,
         runtimes,
+        heartbeats: beats,
         agents,
         config,
         generation,
@@ -666,6 +682,7 @@ async fn apply_planned(
         s.agents = agents;
     }
     supervisor.converge(&runtimes).await;
+    heartbeats.converge(beats, &shared.access);
     threads::drop_in_background((desired, config, plan));
     true
 }
@@ -767,6 +784,7 @@ fn find(
         .iter()
         .filter_map(|a| RuntimeSpec::from_agent(a, &state.logs(), options.load.home.as_deref()))
         .collect();
+    let heartbeats = heartbeat::specs(&config);
     let agents = config.agents.iter().map(|a| a.id().to_string()).collect();
     let generation = live.routing.as_ref().map(|r| r.generation);
     threads::drop_in_background((live, world));
@@ -774,6 +792,7 @@ fn find(
         desired,
         plan,
         runtimes,
+        heartbeats,
         agents,
         config,
         generation,

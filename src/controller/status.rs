@@ -40,6 +40,10 @@ pub struct ControllerStatus {
     pub closed_accounts: Vec<String>,
     pub agents: Vec<String>,
     pub runtimes: Vec<RuntimeStatus>,
+    /// What each agent's heartbeats did, by agent id (agents with `heartbeat.every` and an
+    /// `acp` runtime).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub heartbeats: BTreeMap<String, super::heartbeat::HeartbeatReport>,
     /// Each channel account as the controller serves it (normalized ids).
     #[serde(default)]
     pub channels: BTreeMap<String, ChannelLive>,

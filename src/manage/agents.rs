@@ -223,6 +223,10 @@ pub struct AgentView {
     pub workspace: PathBuf,
     pub agent_dir: PathBuf,
     pub model: Option<String>,
+    /// What became of `model`: `{wanted, applied, why}` (`applied` null: not applied, `why`
+    /// says why); absent when the agent sets no model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_status: Option<Value>,
     pub runtime: RuntimeView,
     /// One line per route: `telegram:work`, `default (messages no binding matches)`.
     pub routes: Vec<String>,
@@ -411,6 +415,25 @@ pub fn list(ctx: &ManageContext, with_bindings: bool) -> Result<ListResult> {
                 .as_ref()
                 .map_or("none", |r| r.kind.as_str());
             let runtime_live = live.runtime(agent.id());
+            let model_status = agent.spec.model.as_ref().map(|model| {
+                let wanted = match model {
+                    Model::Id(id) => id.clone(),
+                    Model::WithFallbacks { primary, .. } => primary.clone(),
+                };
+                let kind = agent.spec.runtime.as_ref().map(|r| r.kind).unwrap_or_default();
+                let live = runtime_live
+                    .map(|r| r["model"].clone())
+                    .filter(|m| !m.is_null());
+                match (kind.applies_model(), live) {
+                    (Err(why), _) => serde_json::json!({"wanted": wanted, "applied": null, "why": why}),
+                    (Ok(()), Some(live)) => live,
+                    (Ok(()), None) => serde_json::json!({
+                        "wanted": wanted,
+                        "applied": null,
+                        "why": "unknown here: `deepcli up` applies it to the agent's ACP sessions and reports it while it runs",
+                    }),
+                }
+            });
             AgentView {
                 id: agent.id().to_string(),
                 name: agent.spec.name.clone(),
@@ -420,6 +443,7 @@ pub fn list(ctx: &ManageContext, with_bindings: bool) -> Result<ListResult> {
                 workspace: agent.workspace.clone(),
                 agent_dir: agent.agent_dir.clone(),
                 model: model_text(&agent.spec.model),
+                model_status,
                 runtime: RuntimeView {
                     kind,
                     status: runtime_live.map(|r| r["status"].clone()),

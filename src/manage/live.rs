@@ -12,7 +12,8 @@ use crate::state::StateStore;
 pub struct Live {
     /// `controller`, `state`, or `None` when there is neither.
     pub source: Option<&'static str>,
-    /// Per agent id: `{status, pid, restarts, lastError}`.
+    /// Per agent id: `{status, pid, restarts, lastError, model}` (`model`: what became of the
+    /// agent's `model`, from a controller only).
     pub runtimes: Vec<(String, Value)>,
     /// The controller's `channels` section, when it reports one.
     pub channels: Option<Value>,
@@ -35,6 +36,7 @@ fn summary(r: &Value) -> Value {
         "pid": r.get("pid").cloned().unwrap_or(Value::Null),
         "restarts": r.get("restarts").cloned().unwrap_or(Value::Null),
         "lastError": r.get("lastError").cloned().unwrap_or(Value::Null),
+        "model": r.get("model").cloned().unwrap_or(Value::Null),
     })
 }
 

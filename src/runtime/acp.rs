@@ -41,6 +41,36 @@ pub struct AcpHandle {
     /// This start of the runtime, unique across restarts and controllers: a runtime session id
     /// means something only to the instance that issued it.
     pub instance: String,
+    /// The model option of each session open here, and what deepcli applied through it.
+    pub models: Arc<Mutex<HashMap<String, SessionModel>>>,
+}
+
+/// A runtime session's model selection (ACP session config option of category `model`), and
+/// the config model deepcli last applied through it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionModel {
+    /// The config's `model` it was applied for (its candidates, in order): a changed config
+    /// is applied again.
+    pub wanted: Vec<String>,
+    /// The option's `configId` and the values it offers; `None` when the session offers no
+    /// model selection.
+    pub option: Option<(String, Vec<String>)>,
+    /// The option's current value, as the agent last said.
+    pub current: Option<String>,
+}
+
+/// What became of an agent's `model` (`deepcli status`, `agents list`): the model in use, a
+/// fallback and why, or why none could be applied.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelReport {
+    /// The model the config asks for (`model`, or `model.primary`).
+    pub wanted: String,
+    /// The model deepcli applied (the primary or a fallback); `None`: not applied.
+    pub applied: Option<String>,
+    /// Why `applied` is not `wanted`, or why nothing is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 impl AcpHandle {
@@ -54,6 +84,7 @@ impl AcpHandle {
             cwd,
             pid,
             instance: uuid::Uuid::new_v4().to_string(),
+            models: Arc::default(),
         }
     }
 
@@ -77,16 +108,36 @@ impl AcpHandle {
         }
     }
 
-    /// Forgets a claim whose session could not be opened.
+    /// Forgets a claim whose session could not be opened, or a session closed.
     pub fn release(&self, id: &str) {
         if let Ok(mut open) = self.open.lock() {
             open.remove(id);
+        }
+        if let Ok(mut models) = self.models.lock() {
+            models.remove(id);
+        }
+    }
+
+    /// The model selection of session `id`, as last seen.
+    pub fn session_model(&self, id: &str) -> Option<SessionModel> {
+        self.models.lock().ok()?.get(id).cloned()
+    }
+
+    pub fn set_session_model(&self, id: &str, model: SessionModel) {
+        if let Ok(mut models) = self.models.lock() {
+            models.insert(id.to_string(), model);
         }
     }
 
     /// Whether the agent said it can resume a session (`session/load`).
     pub fn loads_sessions(&self) -> bool {
         self.info["agentCapabilities"]["loadSession"] == true
+    }
+
+    /// Whether the agent said it can close a session (`session/close`,
+    /// `sessionCapabilities.close`).
+    pub fn closes_sessions(&self) -> bool {
+        self.info["agentCapabilities"]["sessionCapabilities"]["close"].is_object()
     }
 }
 

@@ -137,6 +137,10 @@ pub struct RuntimeStatus {
     pub spec_hash: String,
     /// When a crash-looping runtime starts again.
     pub next_start: Option<String>,
+    /// What became of the agent's `model` in this runtime (set by the controller from what
+    /// the Access layer applied; absent when the agent sets no model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<acp::ModelReport>,
 }
 
 impl RuntimeStatus {

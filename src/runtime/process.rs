@@ -255,6 +255,7 @@ impl Reporter {
                 info: None,
                 spec_hash: spec.spec_hash.clone(),
                 next_start: None,
+                model: None,
             },
         }
     }

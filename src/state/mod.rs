@@ -25,13 +25,30 @@ pub use token::{operator_token, read_operator_token};
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
     include_str!("runtime_processes.sql"),
     include_str!("origins.sql"),
+    include_str!("agent_access.sql"),
 ];
+/// The Access tables whose rows of an agent go to its trash entry (`trash_<table>` holds them).
+const TRASHED_ACCESS_TABLES: [&str; 5] = [
+    "sessions",
+    "transcript",
+    "deliveries",
+    "acp_bindings",
+    "agent_routes",
+];
+const SESSION_COLUMNS: &str =
+    "session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at";
+const TRANSCRIPT_COLUMNS: &str = "id, session_key, provenance, message_id, sender, text, route, at";
+const DELIVERY_COLUMNS: &str =
+    "channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at";
+const ACP_BINDING_COLUMNS: &str = "binding_key, session_key, created_at";
+const ROUTE_COLUMNS: &str =
+    "agent_id, session_key, channel, account_id, peer_kind, peer_id, thread_id, at";
 /// The migration that records who created each directory ([`DirOrigin`]).
 const ORIGINS_MIGRATION: usize = 4;
 
@@ -773,6 +790,41 @@ impl StateStore {
         Ok(())
     }
 
+    /// The session keys (and `acp` bindings) of trash entry `entry` that the live tables hold
+    /// again — a new agent with the same id talked in the same conversations since — so that a
+    /// restore cannot put the entry's rows back without mixing two agents' conversations.
+    pub fn access_restore_conflicts(&self, entry: &str) -> Result<Vec<String>> {
+        self.rows(
+            "SELECT session_key FROM trash_sessions t WHERE entry = ?1
+                 AND EXISTS (SELECT 1 FROM sessions l WHERE l.session_key = t.session_key)
+             UNION SELECT session_key FROM trash_transcript t WHERE entry = ?1
+                 AND EXISTS (SELECT 1 FROM transcript l WHERE l.session_key = t.session_key)
+             UNION SELECT session_key FROM trash_deliveries t WHERE entry = ?1
+                 AND EXISTS (SELECT 1 FROM deliveries l WHERE l.channel = t.channel
+                     AND l.account_id = t.account_id AND l.peer_kind = t.peer_kind
+                     AND l.peer_id = t.peer_id AND l.thread_id = t.thread_id
+                     AND l.message_id = t.message_id)
+             UNION SELECT session_key FROM trash_acp_bindings t WHERE entry = ?1
+                 AND EXISTS (SELECT 1 FROM acp_bindings l WHERE l.binding_key = t.binding_key)
+             ORDER BY 1",
+            [entry],
+            |r| r.get(0),
+        )
+    }
+
+    /// How many conversations (session keys with a transcript or a session) trash entry
+    /// `entry` holds.
+    pub fn trashed_conversations(&self, entry: &str) -> Result<u64> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM (SELECT session_key FROM trash_sessions WHERE entry = ?1
+                 UNION SELECT session_key FROM trash_transcript WHERE entry = ?1)",
+                [entry],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.sql(e))
+    }
+
     pub fn trash_records(&self) -> Result<Vec<TrashRecord>> {
         self.rows(
             "SELECT entry, agent_id, dir, serial, created_at, manifest, restored_at FROM trash ORDER BY created_at, entry",
@@ -1086,7 +1138,14 @@ impl Tx<'_> {
         )
     }
 
+    /// Forgets a trash entry, with the conversations it held.
     pub fn delete_trash(&self, entry: &str) -> Result<()> {
+        for table in TRASHED_ACCESS_TABLES {
+            self.run(
+                &format!("DELETE FROM trash_{table} WHERE entry = ?1"),
+                [entry],
+            )?;
+        }
         self.run("DELETE FROM trash WHERE entry = ?1", [entry])
     }
 
@@ -1095,6 +1154,81 @@ impl Tx<'_> {
             "UPDATE trash SET restored_at = ?2 WHERE entry = ?1",
             params![entry, now()],
         )
+    }
+
+    /// Moves agent `agent_id`'s Access rows — its session map, transcripts, delivery records,
+    /// `acp` binding sessions and last route — into trash entry `entry`: a new agent with the
+    /// same id finds none of its conversations. Idempotent (a resumed delete moves nothing
+    /// twice: what moved is gone from the live tables).
+    pub fn trash_access(&self, agent_id: &str, entry: &str) -> Result<()> {
+        let prefix = format!("agent:{agent_id}:");
+        // `substr`, not LIKE: ids may hold `_`, which LIKE reads as a wildcard.
+        let mine = "substr(session_key, 1, length(?2)) = ?2";
+        self.run(
+            &format!(
+                "INSERT INTO trash_sessions (entry, {SESSION_COLUMNS}) SELECT ?1, {SESSION_COLUMNS} FROM sessions WHERE agent_id = ?3 OR {mine}"
+            ),
+            params![entry, prefix, agent_id],
+        )?;
+        self.run(
+            &format!("DELETE FROM sessions WHERE agent_id = ?1 OR {mine}"),
+            params![agent_id, prefix],
+        )?;
+        for (table, columns) in [
+            ("transcript", TRANSCRIPT_COLUMNS),
+            ("deliveries", DELIVERY_COLUMNS),
+            ("acp_bindings", ACP_BINDING_COLUMNS),
+        ] {
+            self.run(
+                &format!(
+                    "INSERT INTO trash_{table} (entry, {columns}) SELECT ?1, {columns} FROM {table} WHERE {mine}"
+                ),
+                params![entry, prefix],
+            )?;
+            self.run(
+                &format!("DELETE FROM {table} WHERE substr(session_key, 1, length(?1)) = ?1"),
+                [&prefix],
+            )?;
+        }
+        self.run(
+            &format!(
+                "INSERT INTO trash_agent_routes (entry, {ROUTE_COLUMNS}) SELECT ?1, {ROUTE_COLUMNS} FROM agent_routes WHERE agent_id = ?2"
+            ),
+            params![entry, agent_id],
+        )?;
+        self.run("DELETE FROM agent_routes WHERE agent_id = ?1", [agent_id])
+    }
+
+    /// Moves the Access rows trash entry `entry` holds back into the live tables (a restore).
+    /// An agent's last route that a newer one replaced meanwhile stays replaced. The caller
+    /// checked [`StateStore::access_restore_conflicts`] first.
+    pub fn restore_access(&self, entry: &str) -> Result<()> {
+        for (table, columns) in [
+            ("sessions", SESSION_COLUMNS),
+            ("transcript", TRANSCRIPT_COLUMNS),
+            ("deliveries", DELIVERY_COLUMNS),
+            ("acp_bindings", ACP_BINDING_COLUMNS),
+        ] {
+            self.run(
+                &format!(
+                    "INSERT INTO {table} ({columns}) SELECT {columns} FROM trash_{table} WHERE entry = ?1"
+                ),
+                [entry],
+            )?;
+        }
+        self.run(
+            &format!(
+                "INSERT OR IGNORE INTO agent_routes ({ROUTE_COLUMNS}) SELECT {ROUTE_COLUMNS} FROM trash_agent_routes WHERE entry = ?1"
+            ),
+            [entry],
+        )?;
+        for table in TRASHED_ACCESS_TABLES {
+            self.run(
+                &format!("DELETE FROM trash_{table} WHERE entry = ?1"),
+                [entry],
+            )?;
+        }
+        Ok(())
     }
 
     /// Marks a journal step done (with the attempts a crash left started).

@@ -94,6 +94,8 @@ stored_enum! {
         InterSession = "inter_session",
         /// A line about the runtime session itself (how it was opened).
         Acp = "acp",
+        /// A heartbeat prompt of the controller, and the agent's answer to it.
+        Heartbeat = "heartbeat",
     }
 }
 

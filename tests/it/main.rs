@@ -6,6 +6,7 @@ mod access;
 mod apply;
 mod cli;
 mod common;
+mod config_keys;
 mod first_run;
 mod json_keys;
 mod loader;

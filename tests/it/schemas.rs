@@ -98,3 +98,517 @@ fn every_schema_error_fixture_fails_its_schema() {
     }
     assert!(failing > 0);
 }
+
+// ---- every key acts, or says it does not ----
+
+/// What deepcli does with a config key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Acts {
+    /// deepcli itself acts on it (the code that reads it).
+    Enforced(&'static str),
+    /// deepcli hands it to the agent's runtime (how).
+    Passed(&'static str),
+    /// Accepted and acted on by nothing: `validate` warns (`not-enforced`), for this reason.
+    NotEnforced(&'static str),
+    /// Never read, on purpose (why).
+    Reserved(&'static str),
+    /// An inbound policy key: enforced by the policy module (src/policy, added beside this
+    /// work). Keys of this kind may be absent from the schema until that merges.
+    Policy,
+}
+
+use Acts::*;
+
+/// Every property of the three schemas. `agents.list[].X` stands for `agents.defaults.X` too
+/// (the defaults take a subset of the agent's keys and mean the same); a secret reference
+/// (`$defs/secretRef`) is one key, not three.
+const KEYS: &[(&str, Acts)] = &[
+    // agents.yaml
+    ("agents", Enforced("config::resolve: the agents")),
+    (
+        "agents.defaults",
+        Enforced("config::resolve: inherited by every agent that leaves a key unset"),
+    ),
+    (
+        "agents.list",
+        Enforced("config::resolve: the agents, plus an implicit main"),
+    ),
+    (
+        "agents.list[].id",
+        Enforced("config::resolve, routing, apply: the agent's id"),
+    ),
+    (
+        "agents.list[].default",
+        Enforced("config::resolve::default_agent: receives unmatched messages"),
+    ),
+    (
+        "agents.list[].name",
+        Passed(
+            "workspace: IDENTITY.md (when identity.name is unset); also routing-plan.json and agents list",
+        ),
+    ),
+    (
+        "agents.list[].workspace",
+        Enforced("config::paths, apply: the workspace directory"),
+    ),
+    (
+        "agents.list[].agentDir",
+        Enforced("config::paths, apply: the agent's directory, its runtime's HOME"),
+    ),
+    (
+        "agents.list[].model",
+        Passed(
+            "access::model: set in each ACP session (session/set_config_option); not-enforced for other runtime kinds",
+        ),
+    ),
+    (
+        "agents.list[].model.primary",
+        Passed("access::model: tried first"),
+    ),
+    (
+        "agents.list[].model.fallbacks",
+        Passed("access::model: tried in order after the primary"),
+    ),
+    (
+        "agents.list[].skipBootstrap",
+        Enforced("plan::desired: no bootstrap files"),
+    ),
+    (
+        "agents.list[].runtime",
+        Enforced("runtime: what the controller runs"),
+    ),
+    (
+        "agents.list[].runtime.kind",
+        Enforced("runtime, access: acp, process or nothing"),
+    ),
+    (
+        "agents.list[].runtime.command",
+        Passed("runtime::process: the program started; not-enforced with kind none"),
+    ),
+    (
+        "agents.list[].runtime.env",
+        Passed("runtime::process: the runtime's environment; not-enforced with kind none"),
+    ),
+    (
+        "agents.list[].runtime.cwd",
+        Passed("runtime::process: the runtime's working directory; not-enforced with kind none"),
+    ),
+    (
+        "agents.list[].tools",
+        NotEnforced("deepcli passes no tool policy to a runtime"),
+    ),
+    (
+        "agents.list[].tools.profile",
+        NotEnforced("deepcli passes no tool policy to a runtime"),
+    ),
+    (
+        "agents.list[].tools.allow",
+        NotEnforced("deepcli passes no tool policy to a runtime"),
+    ),
+    (
+        "agents.list[].tools.deny",
+        NotEnforced("deepcli passes no tool policy to a runtime"),
+    ),
+    (
+        "agents.list[].tools.elevated",
+        NotEnforced("deepcli passes no tool policy to a runtime"),
+    ),
+    (
+        "agents.list[].tools.elevated.enabled",
+        NotEnforced("deepcli passes no tool policy to a runtime"),
+    ),
+    (
+        "agents.list[].subagents",
+        NotEnforced("deepcli starts no subagents"),
+    ),
+    (
+        "agents.list[].subagents.allowAgents",
+        NotEnforced("deepcli starts no subagents (validate checks the names)"),
+    ),
+    (
+        "agents.list[].sandbox",
+        NotEnforced("deepcli runs runtimes without a sandbox (mode: off says so, silently)"),
+    ),
+    (
+        "agents.list[].sandbox.mode",
+        NotEnforced("deepcli runs runtimes without a sandbox"),
+    ),
+    (
+        "agents.list[].sandbox.scope",
+        NotEnforced("deepcli runs runtimes without a sandbox"),
+    ),
+    (
+        "agents.list[].sandbox.workspaceAccess",
+        NotEnforced("deepcli runs runtimes without a sandbox"),
+    ),
+    ("agents.list[].heartbeat", Enforced("controller::heartbeat")),
+    (
+        "agents.list[].heartbeat.every",
+        Enforced(
+            "controller::heartbeat: the cadence of the main session's heartbeat prompt (acp runtimes; not-enforced otherwise)",
+        ),
+    ),
+    (
+        "agents.list[].heartbeat.target",
+        NotEnforced("a heartbeat's answer always goes to the agent's last external route"),
+    ),
+    (
+        "agents.list[].groupChat",
+        NotEnforced("deepcli's inbound path does not read it"),
+    ),
+    (
+        "agents.list[].groupChat.mentionPatterns",
+        NotEnforced("deepcli's inbound path does not read it"),
+    ),
+    (
+        "agents.list[].identity",
+        Passed("workspace: IDENTITY.md in the agent's workspace"),
+    ),
+    (
+        "agents.list[].identity.name",
+        Passed("workspace: IDENTITY.md"),
+    ),
+    (
+        "agents.list[].identity.emoji",
+        Passed("workspace: IDENTITY.md"),
+    ),
+    (
+        "agents.list[].identity.theme",
+        Passed("workspace: IDENTITY.md"),
+    ),
+    (
+        "agents.list[].identity.avatar",
+        Passed("workspace: IDENTITY.md"),
+    ),
+    (
+        "agents.list[].protect",
+        Enforced("plan::diff: deleting the agent needs --allow-destroy"),
+    ),
+    ("tools", Enforced("config: holds agentToAgent")),
+    (
+        "tools.agentToAgent",
+        NotEnforced("deepcli has no agent-to-agent messaging"),
+    ),
+    (
+        "tools.agentToAgent.enabled",
+        NotEnforced("deepcli has no agent-to-agent messaging"),
+    ),
+    (
+        "tools.agentToAgent.allow",
+        NotEnforced("deepcli has no agent-to-agent messaging (validate checks the names)"),
+    ),
+    ("session", Enforced("routing::session")),
+    (
+        "session.dmScope",
+        Enforced("routing::session: direct-message session keys"),
+    ),
+    (
+        "session.groupScope",
+        Enforced("routing::session: group session keys"),
+    ),
+    (
+        "session.mainKey",
+        Enforced("routing::session: the main session's key (heartbeats prompt it)"),
+    ),
+    (
+        "session.identityLinks",
+        Enforced("routing::session: one person's ids share a session"),
+    ),
+    (
+        "session.maxPingPongTurns",
+        NotEnforced("deepcli has no agent-to-agent messaging to limit"),
+    ),
+    // channels.yaml
+    (
+        "channels",
+        Enforced("routing::document, access::plan: the channels"),
+    ),
+    (
+        "channels.*.enabled",
+        Enforced("access::plan: a disabled channel's accounts answer 403"),
+    ),
+    (
+        "channels.*.defaultAccount",
+        Enforced("routing: the account bindings without accountId mean"),
+    ),
+    (
+        "channels.*.accounts",
+        Enforced("routing, access::plan: the accounts"),
+    ),
+    (
+        "channels.*.accounts.*.name",
+        Enforced("manage::channels: shown by channels list"),
+    ),
+    (
+        "channels.*.accounts.*.enabled",
+        Enforced("access::plan: a disabled account answers 403"),
+    ),
+    (
+        "channels.*.accounts.*.botToken",
+        Enforced(
+            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
+        ),
+    ),
+    (
+        "channels.*.accounts.*.appToken",
+        Enforced(
+            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
+        ),
+    ),
+    (
+        "channels.*.accounts.*.userToken",
+        Enforced(
+            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
+        ),
+    ),
+    (
+        "channels.*.accounts.*.signingSecret",
+        Enforced(
+            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
+        ),
+    ),
+    (
+        "channels.*.accounts.*.webhookSecret",
+        Enforced("access: authenticates POST /v1/inbound, signs the reply sink's calls"),
+    ),
+    (
+        "channels.*.accounts.*.replyUrl",
+        Enforced("access::reply: where replies and heartbeat answers are POSTed"),
+    ),
+    (
+        "channels.*.accounts.*.token",
+        Enforced(
+            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
+        ),
+    ),
+    (
+        "channels.*.accounts.*.password",
+        Enforced(
+            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
+        ),
+    ),
+    (
+        "channels.*.accounts.*.apiKey",
+        Enforced(
+            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
+        ),
+    ),
+    (
+        "channels.*.accounts.*.clientSecret",
+        Enforced(
+            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
+        ),
+    ),
+    ("dmPolicy", Policy),
+    ("allowFrom", Policy),
+    ("groupPolicy", Policy),
+    ("groups", Policy),
+    ("groupAllowFrom", Policy),
+    ("requireMention", Policy),
+    ("mentionPatterns", Policy),
+    ("implicitMentions", Policy),
+    ("requireExplicitMention", Policy),
+    ("allowBots", Policy),
+    ("botUserId", Policy),
+    ("historyLimit", Policy),
+    ("botLoopProtection", Policy),
+    // bindings.yaml
+    ("bindings", Enforced("routing::plan: the bindings")),
+    (
+        "bindings[].type",
+        Enforced("routing::plan: route tiers or an acp binding"),
+    ),
+    ("bindings[].agentId", Enforced("routing: the agent")),
+    ("bindings[].comment", Reserved("a note for humans")),
+    ("bindings[].match", Enforced("routing::scope: the match")),
+    ("bindings[].match.channel", Enforced("routing::scope")),
+    ("bindings[].match.accountId", Enforced("routing::scope")),
+    ("bindings[].match.peer", Enforced("routing::scope")),
+    ("bindings[].match.peer.kind", Enforced("routing::scope")),
+    ("bindings[].match.peer.id", Enforced("routing::scope")),
+    ("bindings[].match.guildId", Enforced("routing::scope")),
+    ("bindings[].match.teamId", Enforced("routing::scope")),
+    ("bindings[].match.roles", Enforced("routing::scope")),
+    (
+        "bindings[].session",
+        Enforced("routing::session: per-binding scope"),
+    ),
+    ("bindings[].session.dmScope", Enforced("routing::session")),
+    (
+        "bindings[].session.groupScope",
+        Enforced("routing::session"),
+    ),
+    (
+        "bindings[].acp",
+        Enforced(
+            "access: the acp binding's sessions (not-enforced on a route binding or a non-acp agent)",
+        ),
+    ),
+    (
+        "bindings[].acp.mode",
+        Enforced("access: oneshot opens and closes a session per message"),
+    ),
+    (
+        "bindings[].acp.label",
+        Enforced("access: names the session in responses and the transcript"),
+    ),
+    (
+        "bindings[].acp.cwd",
+        Passed("access: the cwd of the binding's ACP sessions"),
+    ),
+];
+
+/// Every property path of `schema` in the table's terms.
+fn properties(schema: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    fn walk(
+        node: &serde_json::Value,
+        path: &str,
+        defs: &serde_json::Value,
+        out: &mut std::collections::BTreeSet<String>,
+    ) {
+        let Some(map) = node.as_object() else { return };
+        if let Some(reference) = map.get("$ref").and_then(|r| r.as_str()) {
+            let name = reference.rsplit('/').next().unwrap();
+            // A secret reference is one value, not three keys.
+            if name != "secretRef" {
+                walk(&defs[name], path, defs, out);
+            }
+        }
+        if let Some(props) = map.get("properties").and_then(|p| p.as_object()) {
+            for (key, prop) in props {
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                out.insert(child.clone());
+                walk(prop, &child, defs, out);
+            }
+        }
+        if let Some(more) = map.get("additionalProperties").filter(|a| a.is_object()) {
+            walk(more, &format!("{path}.*"), defs, out);
+        }
+        if let Some(items) = map.get("items") {
+            walk(items, &format!("{path}[]"), defs, out);
+        }
+        for key in ["allOf", "anyOf", "oneOf"] {
+            for sub in map
+                .get(key)
+                .and_then(|s| s.as_array())
+                .into_iter()
+                .flatten()
+            {
+                walk(sub, path, defs, out);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk(schema, "", &schema["$defs"], &mut out);
+    // The defaults mean what the agent's keys mean.
+    out.into_iter()
+        .map(|p| p.replacen("agents.defaults.", "agents.list[].", 1))
+        .collect()
+}
+
+/// An inbound policy key: a channels.yaml path with a policy key's name in it (at the
+/// account, the channel or a group: the policy module decides where).
+fn policy_key(path: &str) -> bool {
+    path.starts_with("channels.")
+        && path.split(['.', '[']).any(|part| {
+            KEYS.iter()
+                .any(|(key, acts)| *acts == Policy && *key == part.trim_end_matches(']'))
+        })
+}
+
+#[test]
+fn every_schema_key_is_read_by_code_or_listed_as_not_enforced() {
+    let mut in_schemas = std::collections::BTreeSet::new();
+    for name in ["agents", "channels", "bindings"] {
+        in_schemas.extend(properties(&schema(name)));
+    }
+    let listed = |path: &str| KEYS.iter().any(|(key, _)| *key == path);
+    let missing: Vec<&String> = in_schemas
+        .iter()
+        .filter(|p| !listed(p) && !policy_key(p))
+        .collect();
+    let gone: Vec<&str> = KEYS
+        .iter()
+        .filter(|(key, acts)| *acts != Policy && !in_schemas.contains(*key))
+        .map(|(key, _)| *key)
+        .collect();
+    assert!(
+        missing.is_empty() && gone.is_empty(),
+        "schema keys that no row of KEYS lists (read them, or list them as not enforced with a \
+         `not-enforced` warning): {missing:#?}\nrows of KEYS that no schema has: {gone:#?}"
+    );
+}
+
+#[test]
+fn every_key_that_is_not_enforced_is_one_validate_warns_about() {
+    let warned: Vec<&str> = deepcli::validate::not_enforced::UNENFORCED
+        .iter()
+        .map(|u| u.key)
+        .collect();
+    // A key is warned about when it, or the key it sits in, is.
+    let covered = |key: &str| {
+        warned
+            .iter()
+            .any(|w| key == *w || key.starts_with(&format!("{w}.")))
+    };
+    for (key, acts) in KEYS {
+        assert_eq!(
+            matches!(acts, NotEnforced(_)),
+            covered(key),
+            "`{key}` is {acts:?} in KEYS, but validate's `not-enforced` list {} it",
+            if covered(key) { "has" } else { "lacks" }
+        );
+    }
+    for w in &warned {
+        assert!(
+            KEYS.iter().any(|(key, _)| key == w),
+            "validate warns about `{w}`, which KEYS does not list"
+        );
+    }
+}
+
+/// docs/config.md, "What each key does": every key with what deepcli does with it, as KEYS
+/// says.
+#[test]
+fn config_md_says_what_each_key_does() {
+    let text = std::fs::read_to_string(root().join("docs/config.md")).unwrap();
+    let start = text
+        .find("\n## What each key does\n")
+        .expect("docs/config.md has a `## What each key does` section");
+    let section = &text[start + 1..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
+    let mut rows = std::collections::BTreeMap::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        let key = cells[0].trim_start_matches("| ").trim_matches('`');
+        rows.insert(
+            key.to_string(),
+            cells.get(1).copied().unwrap_or("").to_string(),
+        );
+    }
+    let mut wrong = Vec::new();
+    for (key, acts) in KEYS {
+        let want = match acts {
+            // The policy module documents its keys (the ones the schema has now are listed).
+            Policy => continue,
+            Enforced(_) => "enforced by deepcli",
+            Passed(_) => "passed to the runtime",
+            NotEnforced(_) => "not enforced",
+            Reserved(_) => "not read",
+        };
+        match rows.get(*key) {
+            Some(said) if said.starts_with(want) => {}
+            Some(said) => wrong.push(format!("`{key}`: says `{said}`, KEYS says {acts:?}")),
+            None => wrong.push(format!("`{key}`: no row")),
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/config.md, What each key does:\n{}",
+        wrong.join("\n")
+    );
+}

@@ -7,11 +7,20 @@
 // of each session, and keeps its sessions in `.sdk-echo-sessions.json` in its working directory
 // so that `session/load` works after a restart (it advertises `loadSession`). With
 // SDK_ECHO_SEQUENTIAL=1 it numbers its sessions `s-1`, `s-2`, … per process, keeps nothing and
-// cannot load sessions, as many real agents do. Prompts that start with a word do more:
+// cannot load sessions, as many real agents do. It offers `session/close`
+// (`sessionCapabilities.close`) and says on stderr (the runtime's log) which session it closed.
+// With SDK_ECHO_MODELS=a,b,c every session offers a model selection (a session config option
+// of category `model`, the first model current), `session/set_config_option` switches it
+// (refusing the models in SDK_ECHO_REFUSE_MODELS=x,y as unusable), and every echo ends with
+// ` [model <the session's model>]`.
+// Prompts that start with a word do more:
 //   slow        waits until `session/cancel` (or 60 s), then stops with `cancelled`
 //   hold PATH   waits until the file PATH exists, then echoes (a session the test keeps busy)
 //   permission  asks the client for permission and replies with the outcome
 //   crash       exits the process with code 3
+//   cwd         replies `cwd: <the session's working directory>`
+// and a prompt with a line `reply: <text>` anywhere (a HEARTBEAT.md, say) is answered with
+// exactly <text>.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -39,6 +48,27 @@ const sessions = (() => {
 })();
 const save = () => sequential || writeFileSync(store, JSON.stringify(sessions));
 const cancels = new Map();
+// The working directory each session was opened (or loaded) with.
+const cwds = new Map();
+const list = (name) => (process.env[name] ?? "").split(",").filter((m) => m !== "");
+const models = list("SDK_ECHO_MODELS");
+const refused = list("SDK_ECHO_REFUSE_MODELS");
+// The model of each session, when models are offered.
+const sessionModels = new Map();
+const modelOf = (sessionId) => sessionModels.get(sessionId) ?? models[0];
+const configOptions = (sessionId) =>
+  models.length === 0
+    ? undefined
+    : [
+        {
+          id: "model",
+          name: "Model",
+          category: "model",
+          type: "select",
+          currentValue: modelOf(sessionId),
+          options: models.map((m) => ({ value: m, name: m })),
+        },
+      ];
 
 const text = (prompt) =>
   prompt
@@ -55,20 +85,44 @@ const say = (client, sessionId, chunk) =>
 const app = agent({ name: "sdk-echo" })
   .onRequest(methods.agent.initialize, () => ({
     protocolVersion: 1,
-    agentCapabilities: { loadSession: !sequential },
+    agentCapabilities: { loadSession: !sequential, sessionCapabilities: { close: {} } },
     agentInfo: { name: "sdk-echo", version: sdkVersion },
     authMethods: [],
   }))
-  .onRequest(methods.agent.session.new, () => {
+  .onRequest(methods.agent.session.new, ({ params }) => {
     const sessionId = sequential ? `s-${++issued}` : randomUUID();
     sessions[sessionId] = 0;
+    cwds.set(sessionId, params.cwd);
     save();
-    return { sessionId };
+    return { sessionId, configOptions: configOptions(sessionId) };
   })
   .onRequest(methods.agent.session.load, ({ params }) => {
     if (!(params.sessionId in sessions)) {
       throw RequestError.invalidParams({ sessionId: params.sessionId }, "unknown session");
     }
+    cwds.set(params.sessionId, params.cwd);
+    return { configOptions: configOptions(params.sessionId) };
+  })
+  .onRequest(methods.agent.session.setConfigOption, ({ params }) => {
+    const { sessionId, configId, value } = params;
+    if (!(sessionId in sessions) || configId !== "model" || !models.includes(value)) {
+      throw RequestError.invalidParams({ sessionId, configId, value }, "no such option or value");
+    }
+    if (refused.includes(value)) {
+      throw RequestError.invalidParams({ value }, `model ${value} is unavailable`);
+    }
+    sessionModels.set(sessionId, value);
+    console.error(`sdk-echo: session ${sessionId} model ${value}`);
+    return { configOptions: configOptions(sessionId) };
+  })
+  .onRequest(methods.agent.session.close, ({ params }) => {
+    if (!(params.sessionId in sessions)) {
+      throw RequestError.invalidParams({ sessionId: params.sessionId }, "unknown session");
+    }
+    delete sessions[params.sessionId];
+    cwds.delete(params.sessionId);
+    save();
+    console.error(`sdk-echo: closed session ${params.sessionId}`);
     return {};
   })
   .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
@@ -116,8 +170,18 @@ const app = agent({ name: "sdk-echo" })
       await say(client, sessionId, `permission: ${outcome}`);
       return { stopReason: "end_turn" };
     }
+    const scripted = said.split("\n").find((line) => line.startsWith("reply: "));
+    if (scripted !== undefined) {
+      await say(client, sessionId, scripted.slice("reply: ".length));
+      return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("cwd")) {
+      await say(client, sessionId, `cwd: ${cwds.get(sessionId)}`);
+      return { stopReason: "end_turn" };
+    }
     await say(client, sessionId, "echo: ");
-    await say(client, sessionId, `${said} (turn ${turn})`);
+    const model = models.length === 0 ? "" : ` [model ${modelOf(sessionId)}]`;
+    await say(client, sessionId, `${said} (turn ${turn})${model}`);
     return { stopReason: "end_turn" };
   })
   .onNotification(methods.agent.session.cancel, ({ params }) => {

@@ -1,0 +1,167 @@
+//! One heartbeat (controller.md, "Heartbeats"): the agent's `HEARTBEAT.md` as a prompt in its
+//! main session, unless that session is busy. An answer of exactly `HEARTBEAT_OK` is swallowed;
+//! any other goes to the agent's last external route — the conversation of the last message
+//! delivered to it — through that account's reply sink, and into that conversation's
+//! transcript. The controller keeps the cadence; this says what one beat did.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::route::SessionOptions;
+use super::store::{DeliveryKey, LastRoute, Turn};
+use super::{Access, AccessError};
+use crate::config::model::RuntimeKind;
+use crate::state::Provenance;
+
+/// The answer that says "nothing to report": swallowed (surrounding whitespace aside).
+pub const HEARTBEAT_OK: &str = "HEARTBEAT_OK";
+
+/// What one heartbeat did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Beat {
+    /// The agent answered `HEARTBEAT_OK`: nothing was sent anywhere.
+    Ok,
+    /// The answer went to the agent's last external route (`channel/account peer`).
+    Delivered(String),
+    /// The answer is only in the transcripts: there is no route to send it on (why).
+    Kept(String),
+    /// Not prompted (why): the main session is busy, the runtime is not ready, no
+    /// `HEARTBEAT.md`.
+    Skipped(String),
+    /// The prompt failed (why).
+    Failed(String),
+}
+
+/// The prompt of a heartbeat: what the agent is asked, and its `HEARTBEAT.md`.
+fn prompt(heartbeat_md: &str) -> String {
+    format!(
+        "[deepcli heartbeat: this is a periodic wake-up, not a message from anyone. Do what your HEARTBEAT.md below asks. If nothing needs saying, reply exactly {HEARTBEAT_OK}; anything else you reply is sent to the conversation you last had.]\n{heartbeat_md}"
+    )
+}
+
+impl Access {
+    /// Prompts agent `agent_id`'s main session with `heartbeat_md`, unless the session is busy
+    /// (a message is being answered in it, or waits for it), and sends the answer on.
+    pub async fn heartbeat(self: &Arc<Self>, agent_id: &str, heartbeat_md: &str) -> Beat {
+        let Some(plan) = self.plan() else {
+            return Beat::Skipped("no config in force yet".into());
+        };
+        if plan.runtime(agent_id) != RuntimeKind::Acp || self.runtimes.is_none() {
+            return Beat::Skipped("the agent has no ACP runtime here".into());
+        }
+        let main = plan.routing.session.main_key(agent_id);
+        let queue = self.queue(&main);
+        let busy = queue.waiting.load(std::sync::atomic::Ordering::SeqCst) > 0;
+        let Some(_turn) = queue.turn.try_lock().ok().filter(|_| !busy) else {
+            return Beat::Skipped(format!("the main session {main} is busy"));
+        };
+        let text = prompt(heartbeat_md);
+        let answer = self
+            .prompt(agent_id, &main, &text, &SessionOptions::default())
+            .await;
+        let (reply, notes) = match answer {
+            Ok(answer) => answer,
+            Err(e @ AccessError::RuntimeDown { .. }) => return Beat::Skipped(e.to_string()),
+            Err(e) => return Beat::Failed(e.to_string()),
+        };
+        let mut turns: Vec<Turn> = notes.into_iter().map(Turn::note).collect();
+        for said in [text, reply.clone()] {
+            turns.push(Turn {
+                provenance: Provenance::Heartbeat,
+                message_id: None,
+                sender: None,
+                text: said,
+                route: None,
+            });
+        }
+        if let Err(e) = self
+            .blocking({
+                let main = main.clone();
+                move |s| s.record(&main, &turns, None)
+            })
+            .await
+        {
+            return Beat::Failed(e.to_string());
+        }
+        if reply.trim() == HEARTBEAT_OK {
+            return Beat::Ok;
+        }
+        let route = {
+            let agent = agent_id.to_string();
+            self.blocking(move |s| s.last_route(&agent)).await
+        };
+        match route {
+            Err(e) => Beat::Failed(e.to_string()),
+            Ok(None) => Beat::Kept(format!(
+                "no external route yet (no message was delivered to the agent): the answer is in the transcript of {main}"
+            )),
+            Ok(Some(route)) => self.send_on(&plan, &route, reply).await,
+        }
+    }
+
+    /// Sends a heartbeat's answer to `route`: into its conversation's transcript, and to its
+    /// account's `replyUrl` when it has one.
+    async fn send_on(&self, plan: &super::AccessPlan, route: &LastRoute, reply: String) -> Beat {
+        let peer = (!route.peer_id.is_empty())
+            .then(|| json!({"kind": route.peer_kind, "id": route.peer_id}));
+        let at = crate::clock::now();
+        let turn = Turn {
+            provenance: Provenance::Agent,
+            message_id: None,
+            sender: None,
+            text: reply.clone(),
+            route: Some(json!({"heartbeat": true, "at": at})),
+        };
+        let recorded = {
+            let key = route.session_key.clone();
+            self.blocking(move |s| s.record(&key, &[turn], None)).await
+        };
+        if let Err(e) = recorded {
+            return Beat::Failed(e.to_string());
+        }
+        let place = format!(
+            "{}/{} {}",
+            route.channel,
+            route.account_id,
+            peer.as_ref().map_or("(no peer)".to_string(), |_| format!(
+                "{}:{}",
+                route.peer_kind, route.peer_id
+            ))
+        );
+        let account = plan
+            .accounts
+            .get(&(route.channel.clone(), route.account_id.clone()));
+        let Some((url, secret)) = account.and_then(|a| {
+            Some((
+                a.reply_url.clone()?,
+                a.webhook_secret.as_ref().ok()?.clone(),
+            ))
+        }) else {
+            return Beat::Kept(format!(
+                "{place} has no reply sink (a `replyUrl` and a usable `webhookSecret`): the answer is in the transcript of {}",
+                route.session_key
+            ));
+        };
+        let key = DeliveryKey {
+            channel: route.channel.clone(),
+            account_id: route.account_id.clone(),
+            peer_kind: route.peer_kind.clone(),
+            peer_id: route.peer_id.clone(),
+            thread_id: route.thread_id.clone(),
+            message_id: format!("heartbeat:{at}"),
+        };
+        let thread = (!route.thread_id.is_empty()).then(|| route.thread_id.clone());
+        self.reply.send(
+            url,
+            secret,
+            key,
+            json!({
+                "channel": route.channel, "accountId": route.account_id, "messageId": null,
+                "sessionKey": route.session_key, "peer": peer, "threadId": thread,
+                "reply": {"text": reply}, "heartbeat": true,
+            }),
+        );
+        Beat::Delivered(place)
+    }
+}

@@ -1,0 +1,296 @@
+//! `not-enforced`: keys the schema accepts but deepcli does not act on, at least not for the
+//! agent's runtime kind (config.md, "What each key does"). Each is a warning at the key, with
+//! what would enforce it: a config must not look as if it restricted, scheduled or selected
+//! something that nothing does.
+//!
+//! [`UNENFORCED`] lists the keys deepcli never acts on; `tests/it/schemas.rs` holds every schema
+//! property against it, so that a new key is either read by code or listed here.
+
+use super::Context;
+use crate::config::model::{BindingType, RuntimeKind};
+use crate::config::{Agent, FileKind};
+use crate::diagnostic::{Diagnostic, rules};
+
+const AGENTS: FileKind = FileKind::Agents;
+
+/// A key deepcli never acts on, whatever the runtime: where it is (a path in the schema's
+/// terms, `agents.list[].` standing for `agents.defaults.` too), why, and what would act on it.
+pub struct Unenforced {
+    pub key: &'static str,
+    pub why: &'static str,
+    pub enforce: &'static str,
+}
+
+/// The keys deepcli accepts and never acts on.
+pub const UNENFORCED: &[Unenforced] = &[
+    Unenforced {
+        key: "agents.list[].tools",
+        why: "deepcli passes no tool policy to a runtime (it only refuses every permission request the agent asks)",
+        enforce: "configure tools in the agent itself (codex's config.toml, Claude Code's settings.json, …)",
+    },
+    Unenforced {
+        key: "agents.list[].sandbox",
+        why: "deepcli runs runtimes without a sandbox of its own",
+        enforce: "use the agent's own sandbox (e.g. `codex --sandbox workspace-write` in `runtime.command`) or run deepcli in a container",
+    },
+    Unenforced {
+        key: "agents.list[].subagents",
+        why: "deepcli starts no subagents (it only checks that the names exist)",
+        enforce: "the runtime decides which agents it may start",
+    },
+    Unenforced {
+        key: "agents.list[].groupChat",
+        why: "deepcli's inbound path does not read it",
+        enforce: "have the platform adapter decide what counts as a mention",
+    },
+    Unenforced {
+        key: "agents.list[].heartbeat.target",
+        why: "a heartbeat's answer always goes to the agent's last conversation",
+        enforce: "remove it; see controller.md, Heartbeats",
+    },
+    Unenforced {
+        key: "tools.agentToAgent",
+        why: "deepcli has no agent-to-agent messaging (it only checks that the names exist)",
+        enforce: "the runtimes decide whom they message",
+    },
+    Unenforced {
+        key: "session.maxPingPongTurns",
+        why: "deepcli has no agent-to-agent messaging to limit",
+        enforce: "the runtimes decide when to stop answering each other",
+    },
+];
+
+pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    let listed: Vec<&Agent> = cx
+        .config
+        .agents
+        .iter()
+        .filter(|a| a.index.is_some())
+        .collect();
+    for key in UNENFORCED {
+        match key.key.strip_prefix("agents.list[].") {
+            Some(field) => agent_key(cx, &listed, key, field, out),
+            None => {
+                let pointer = format!("/{}", key.key.replace('.', "/"));
+                if cx.exists(AGENTS, &pointer) {
+                    out.push(warning(cx, AGENTS, &pointer, key.key, key));
+                }
+            }
+        }
+    }
+    kind_keys(cx, &listed, out);
+    acp_settings(cx, out);
+}
+
+fn warning(
+    cx: &Context<'_>,
+    file: FileKind,
+    pointer: &str,
+    shown: &str,
+    key: &Unenforced,
+) -> Diagnostic {
+    Diagnostic::new(
+        rules::NOT_ENFORCED,
+        format!("`{shown}` is not enforced: {}", key.why),
+    )
+    .hint(key.enforce)
+    .at(cx.at_key(file, pointer))
+}
+
+/// An agent-level key: once in `agents.defaults`, and in each agent that writes its own.
+fn agent_key(
+    cx: &Context<'_>,
+    listed: &[&Agent],
+    key: &Unenforced,
+    field: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    let relative = field.replace('.', "/");
+    // `sandbox: {mode: off}` says what deepcli does: nothing is sandboxed.
+    let sandboxing = |agent: Option<&Agent>| {
+        let sandbox = match agent {
+            Some(a) => a.spec.sandbox.as_ref(),
+            None => cx.config.agent_defaults.sandbox.as_ref(),
+        };
+        field != "sandbox"
+            || sandbox
+                .and_then(|s| s.mode.as_deref())
+                .is_some_and(|m| m != "off")
+    };
+    let pointer = format!("/agents/defaults/{relative}");
+    if cx.exists(AGENTS, &pointer) && sandboxing(None) {
+        out.push(warning(
+            cx,
+            AGENTS,
+            &pointer,
+            &format!("agents.defaults.{field}"),
+            key,
+        ));
+    }
+    for agent in listed {
+        let pointer = format!("{}/{relative}", agent.pointer());
+        if cx.exists(AGENTS, &pointer) && sandboxing(Some(agent)) {
+            out.push(warning(cx, AGENTS, &pointer, field, key));
+        }
+    }
+}
+
+fn kind_of(agent: &Agent) -> RuntimeKind {
+    agent
+        .spec
+        .runtime
+        .as_ref()
+        .map(|r| r.kind)
+        .unwrap_or_default()
+}
+
+/// Keys that act for one runtime kind only: `model` and `heartbeat.every` (through ACP), and
+/// `runtime.command`, `env`, `cwd` (for a runtime that runs).
+fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
+    let heartbeat_why = |kind: RuntimeKind| {
+        format!(
+            "a heartbeat prompts an ACP session, and `runtime.kind: {}` has none",
+            kind.as_str()
+        )
+    };
+    // Set in `agents.defaults`: reported there, naming the agents that inherit it in vain.
+    // (An agent inherits a key as a whole: one that sets its own `heartbeat` inherits none of
+    // `agents.defaults.heartbeat`.)
+    let inheriting = |key: &str| -> Vec<&Agent> {
+        cx.config
+            .agents
+            .iter()
+            .filter(|a| kind_of(a) != RuntimeKind::Acp)
+            .filter(|a| !cx.exists(AGENTS, &format!("{}/{key}", a.pointer())))
+            .collect()
+    };
+    for (field, key, shown) in [
+        ("model", "model", "model"),
+        ("heartbeat/every", "heartbeat", "heartbeat.every"),
+    ] {
+        let pointer = format!("/agents/defaults/{field}");
+        if !cx.exists(AGENTS, &pointer) {
+            continue;
+        }
+        let agents = inheriting(key);
+        if agents.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = agents.iter().map(|a| format!("`{}`", a.id())).collect();
+        out.push(
+            Diagnostic::new(
+                rules::NOT_ENFORCED,
+                format!(
+                    "`agents.defaults.{shown}` is not enforced for {}: deepcli applies it only to `runtime.kind: acp`",
+                    names.join(", ")
+                ),
+            )
+            .hint("give those agents an `acp` runtime, or set the key only on agents that have one")
+            .at(cx.at_key(AGENTS, &pointer)),
+        );
+    }
+    for agent in listed {
+        let kind = kind_of(agent);
+        let base = agent.pointer();
+        if let Err(why) = kind.applies_model()
+            && cx.exists(AGENTS, &format!("{base}/model"))
+        {
+            out.push(
+                Diagnostic::new(
+                    rules::NOT_ENFORCED,
+                    format!("`model` of agent `{}` is not applied: {why}", agent.id()),
+                )
+                .hint("use `runtime.kind: acp` with an agent that offers a model selection, or pass the model to the program in `command` or `env`")
+                .at(cx.at_key(AGENTS, &format!("{base}/model"))),
+            );
+        }
+        if kind != RuntimeKind::Acp && cx.exists(AGENTS, &format!("{base}/heartbeat/every")) {
+            out.push(
+                Diagnostic::new(
+                    rules::NOT_ENFORCED,
+                    format!(
+                        "`heartbeat.every` of agent `{}` is not run: {}",
+                        agent.id(),
+                        heartbeat_why(kind)
+                    ),
+                )
+                .hint("use `runtime.kind: acp`, or remove the heartbeat")
+                .at(cx.at_key(AGENTS, &format!("{base}/heartbeat/every"))),
+            );
+        }
+    }
+    // A runtime that runs nothing: its `command`, `env` and `cwd` do nothing.
+    let runtimes = std::iter::once((
+        "/agents/defaults/runtime".to_string(),
+        cx.config.agent_defaults.runtime.as_ref(),
+    ))
+    .chain(
+        listed
+            .iter()
+            .map(|a| (format!("{}/runtime", a.pointer()), a.spec.runtime.as_ref())),
+    );
+    for (base, runtime) in runtimes {
+        if runtime.is_none_or(|r| r.kind != RuntimeKind::None) {
+            continue;
+        }
+        for field in ["command", "env", "cwd"] {
+            let pointer = format!("{base}/{field}");
+            if cx.exists(AGENTS, &pointer) {
+                out.push(
+                    Diagnostic::new(
+                        rules::NOT_ENFORCED,
+                        format!(
+                            "`runtime.{field}` does nothing: `runtime.kind: none` runs no process"
+                        ),
+                    )
+                    .hint("set `kind: acp` or `kind: process` to run it, or remove the key")
+                    .at(cx.at_key(AGENTS, &pointer)),
+                );
+            }
+        }
+    }
+}
+
+/// `acp` settings of a binding: they hold an ACP session of a `type: acp` binding whose agent
+/// has an `acp` runtime, and nothing else.
+fn acp_settings(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    for binding in &cx.config.bindings {
+        let pointer = format!("{}/acp", binding.pointer());
+        if binding.spec.acp.is_none() || !cx.exists(FileKind::Bindings, &pointer) {
+            continue;
+        }
+        let why = if binding.spec.kind == BindingType::Route {
+            Some((
+                "a `type: route` binding holds no ACP session of its own".to_string(),
+                "add `type: acp` (with a concrete `match.peer`), or remove `acp`",
+            ))
+        } else {
+            let agent = crate::ids::agent_id(&binding.spec.agent_id);
+            cx.config
+                .agents
+                .iter()
+                .find(|a| a.id() == agent)
+                .map(kind_of)
+                .filter(|k| *k != RuntimeKind::Acp)
+                .map(|kind| {
+                    (
+                        format!(
+                            "agent `{agent}` has `runtime.kind: {}`, so its messages are routed, never delivered to a session",
+                            kind.as_str()
+                        ),
+                        "give the agent an `acp` runtime, or remove `acp`",
+                    )
+                })
+        };
+        if let Some((why, hint)) = why {
+            out.push(
+                Diagnostic::new(
+                    rules::NOT_ENFORCED,
+                    format!("the binding's `acp` settings are not enforced: {why}"),
+                )
+                .hint(hint)
+                .at(cx.at_key(FileKind::Bindings, &pointer)),
+            );
+        }
+    }
+}
