@@ -342,16 +342,6 @@ pub fn export(config: &Config) -> Exported {
         .enumerate()
     {
         let path = format!("bindings.yaml bindings[{i}]");
-        let channel = b
-            .get("match")
-            .and_then(|m| m.get("channel"))
-            .and_then(Value::as_str)
-            .map(|c| ids::channel(c).into_owned())
-            .unwrap_or_default();
-        if !OPENCLAW_CHANNELS.contains(&channel.as_str()) {
-            x.leave(path, format!("OpenClaw has no `{channel}` channel"));
-            continue;
-        }
         let mut out = x.pick(
             b,
             &["type", "agentId", "comment", "match", "session", "acp"],
@@ -378,7 +368,7 @@ pub fn export(config: &Config) -> Exported {
     {
         let path = format!("channels.yaml channels.{name}");
         if !OPENCLAW_CHANNELS.contains(&name.as_str()) {
-            x.leave(path, format!("OpenClaw has no `{name}` channel"));
+            x.leave(path, format!("OpenClaw ships no `{name}` channel (a plugin may provide it; its bindings are exported)"));
             continue;
         }
         if name == "msteams" {

@@ -54,7 +54,7 @@ pub fn key_path(key: &str) -> String {
         && key
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        && !key.starts_with(|c: char| c.is_ascii_digit());
+        && !key.starts_with(|c: char| c.is_ascii_digit() || c == '-');
     if bare {
         key.to_string()
     } else {
@@ -83,6 +83,8 @@ pub struct Mapped {
 
 struct Mapper<'a> {
     root: &'a Value,
+    /// OpenClaw's default agent, if it has one.
+    default_agent: Option<String>,
     unsupported: Vec<Unsupported>,
     secrets: Vec<SecretVar>,
     notes: Vec<String>,
@@ -1042,17 +1044,14 @@ impl<'a> Mapper<'a> {
             return None;
         }
         let acp = route::is_acp(b);
-        let kind = b.get("type").and_then(Value::as_str).map(str::trim);
-        if let Some(k) = kind
-            && k != "acp"
-            && k != "route"
+        if let Some(t) = b.get("type").filter(|_| !acp)
+            && t.as_str() != Some("route")
         {
             self.unsupported(
-                path.into(),
-                b,
-                format!("OpenClaw has no `{k}` binding type it routes with"),
+                format!("{path}.type"),
+                t,
+                "OpenClaw routes a binding of any type but `acp` as a route binding; imported as one",
             );
-            return None;
         }
         let Some(m) = b.get("match").filter(|m| matches!(m, Value::Object(_))) else {
             self.unsupported(path.into(), b, "OpenClaw ignores a binding without a match");
@@ -1071,23 +1070,34 @@ impl<'a> Mapper<'a> {
             );
             return None;
         }
-        let Some(agent) = b
+        let mut agent_comment = Vec::new();
+        let agent = match b
             .get("agentId")
             .and_then(Value::as_id)
             .filter(|a| !a.trim().is_empty())
-        else {
-            self.unsupported(
-                path.into(),
-                b,
-                "a binding without agentId routes nowhere in deepcli",
-            );
-            return None;
+        {
+            Some(agent) => agent,
+            // OpenClaw sends the messages of a binding without agentId to its default agent.
+            None => match &self.default_agent {
+                Some(d) => {
+                    agent_comment.push("openclaw.json names no agentId: OpenClaw routes this binding to its default agent".to_string());
+                    d.clone()
+                }
+                None => {
+                    self.unsupported(
+                        path.into(),
+                        b,
+                        "a binding without agentId, and no default agent for it: OpenClaw refuses its messages",
+                    );
+                    return None;
+                }
+            },
         };
         let mut out = Node::map();
         if acp {
             out.set("type", Node::str("acp"));
         }
-        out.set("agentId", Node::str(route::agent_id(&agent)));
+        out.set_commented("agentId", Node::str(route::agent_id(&agent)), agent_comment);
         if let Some(c) = b.get("comment").and_then(Value::as_str) {
             out.set("comment", Node::str(c));
         }
@@ -1300,6 +1310,7 @@ fn bound_accounts(root: &Value) -> std::collections::BTreeMap<String, BTreeSet<S
 pub fn map(root: &Value, router: &Router) -> Mapped {
     let mut m = Mapper {
         root,
+        default_agent: router.default_agent().map(str::to_string),
         unsupported: Vec::new(),
         secrets: Vec::new(),
         notes: Vec::new(),

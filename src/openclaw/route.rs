@@ -470,11 +470,9 @@ fn kind_matches(binding: &PeerKind, input: &PeerKind) -> bool {
         )
 }
 
+/// OpenClaw's `isAcpBinding`: `type` is exactly `"acp"`; any other type is a route binding.
 pub fn is_acp(binding: &Value) -> bool {
-    binding
-        .get("type")
-        .and_then(Value::as_str)
-        .is_some_and(|t| t.trim() == "acp")
+    binding.get("type").and_then(Value::as_str) == Some("acp")
 }
 
 /// OpenClaw's owner of unmatched messages: with `agents.ownership: "explicit"` the
