@@ -306,6 +306,11 @@ pub fn export(config: &Config) -> Exported {
         .cloned()
         .unwrap_or_default();
     if !listed.is_empty() {
+        // A marked default stays marked; deepcli's implicit one (the first agent) becomes
+        // OpenClaw's explicit owner of unmatched messages, so an import gives back the same.
+        let marked = listed
+            .iter()
+            .any(|a| a.get("default").and_then(Value::as_bool) == Some(true));
         let mut list = Vec::new();
         let mut has_main = false;
         for (i, a) in listed.iter().enumerate() {
@@ -314,16 +319,25 @@ pub fn export(config: &Config) -> Exported {
             list.push(x.agent(
                 a,
                 &format!("agents.yaml agents.list[{i}]"),
-                id == config.default_agent,
+                marked && id == config.default_agent,
             ));
+        }
+        if !marked {
+            agents.insert("ownership".into(), json!("explicit"));
+            let defaults = agents
+                .entry("defaults")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(d) = defaults.as_object_mut() {
+                d.insert(
+                    "systemAgent".into(),
+                    json!({"agentId": config.default_agent}),
+                );
+            }
         }
         if !has_main {
             // deepcli's `main` always exists; OpenClaw knows only the agents it lists.
             let mut main = Map::new();
             main.insert("id".into(), json!(ids::MAIN_AGENT));
-            if config.default_agent == ids::MAIN_AGENT {
-                main.insert("default".into(), Value::Bool(true));
-            }
             list.push(Value::Object(main));
         }
         agents.insert("list".into(), Value::Array(list));

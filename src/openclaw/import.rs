@@ -250,6 +250,11 @@ impl<'a> Mapper<'a> {
         }
 
         let default_agent = router.default_agent().map(str::to_string);
+        let owner = route::workspace_owner(self.root, roster.as_deref());
+        let first_listed = roster
+            .as_ref()
+            .and_then(|r| r.first())
+            .map(|(raw, _, _)| route::agent_id(raw));
         let mut list = Vec::new();
         let mut listed = HashSet::new();
         for (raw, entry, path) in roster.iter().flatten() {
@@ -263,7 +268,13 @@ impl<'a> Mapper<'a> {
             }
             let mut agent = Node::map();
             agent.set("id", Node::str(id.clone()));
-            if default_agent.as_deref() == Some(id.as_str()) && !listed.contains(&id) {
+            // deepcli's default is the first agent unless one is marked: mark OpenClaw's
+            // default where that rule would not find it, or where openclaw.json marks it.
+            let marked = entry.get("default").and_then(Value::as_bool) == Some(true);
+            if default_agent.as_deref() == Some(id.as_str())
+                && !listed.contains(&id)
+                && (marked || first_listed.as_deref() != Some(id.as_str()))
+            {
                 agent.set_commented("default", Node::Bool(true), vec![default_reason(self.root)]);
             }
             if id == ids::PRIMARY_ALIAS {
@@ -277,7 +288,7 @@ impl<'a> Mapper<'a> {
             if entry.get("workspace").is_none()
                 && let Some(root) = &workspace_root
             {
-                let ws = if default_agent.as_deref() == Some(id.as_str()) {
+                let ws = if owner.as_deref() == Some(id.as_str()) {
                     root.clone()
                 } else {
                     format!("{}/{id}", root.trim_end_matches('/'))

@@ -140,7 +140,7 @@ pub enum Json5Error {
     NotUtf8,
     #[error("objects and arrays nest deeper than {limit} levels (line {line})")]
     TooDeep { limit: usize, line: usize },
-    #[error("not JSON5: {message}")]
+    #[error("not JSON5{}: {message}", at(*line, *column))]
     Syntax {
         message: String,
         line: Option<usize>,
@@ -148,6 +148,14 @@ pub enum Json5Error {
     },
     #[error("the top level is {shape}, not an object")]
     NotAnObject { shape: String },
+}
+
+fn at(line: Option<usize>, column: Option<usize>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(" (line {l}, column {c})"),
+        (Some(l), None) => format!(" (line {l})"),
+        _ => String::new(),
+    }
 }
 
 /// Parses `openclaw.json` bytes.

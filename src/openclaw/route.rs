@@ -522,3 +522,36 @@ pub fn default_agent(root: &Value, roster: Option<&[(String, &Value, String)]>) 
     }
     marked().or_else(sole)
 }
+
+/// The agent whose workspace is `agents.defaults.workspace` itself (OpenClaw's legacy data
+/// owner: the one marked agent, else the sole one; with explicit ownership only the sole one).
+/// Every other agent's is `<agents.defaults.workspace>/<id>`.
+pub fn workspace_owner(
+    root: &Value,
+    roster: Option<&[(String, &Value, String)]>,
+) -> Option<String> {
+    let explicit = root
+        .get("agents")
+        .and_then(|a| a.get("ownership"))
+        .and_then(Value::as_str)
+        == Some("explicit");
+    let sole = match roster {
+        None => Some(ids::MAIN_AGENT.to_string()),
+        Some([(raw, _, _)]) => Some(agent_id(raw)),
+        Some(_) => None,
+    };
+    if explicit {
+        return sole;
+    }
+    let marked: Vec<&String> = roster
+        .unwrap_or_default()
+        .iter()
+        .filter(|(_, v, _)| v.get("default").and_then(Value::as_bool) == Some(true))
+        .map(|(raw, _, _)| raw)
+        .collect();
+    if marked.len() == 1 {
+        Some(agent_id(marked[0]))
+    } else {
+        sole
+    }
+}
