@@ -197,15 +197,15 @@ pub fn export(global: &GlobalSettings, command: ExportCommand) -> ExitStatus {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
-    if let Some(path) = &args.out {
-        if let Err(e) = crate::durable::write_file(path, result.text.as_bytes(), true) {
-            let _ = writeln!(
-                anstream::stderr(),
-                "error: cannot write `{}`: {e}",
-                path.display()
-            );
-            return ExitStatus::Failure;
-        }
+    if let Some(path) = &args.out
+        && let Err(e) = crate::durable::write_file(path, result.text.as_bytes(), true)
+    {
+        let _ = writeln!(
+            anstream::stderr(),
+            "error: cannot write `{}`: {e}",
+            path.display()
+        );
+        return ExitStatus::Failure;
     }
     if args.json {
         print_json(&result);

@@ -287,13 +287,13 @@ pub fn export(config: &Config) -> Exported {
             "agents.yaml agents.defaults",
             "OpenClaw's agents.defaults has no `{key}`",
         );
-        if let Some(gc) = defaults.remove("groupChat") {
-            if let Some(p) = gc.get("mentionPatterns") {
-                root.insert(
-                    "messages".into(),
-                    json!({"groupChat": {"mentionPatterns": p}}),
-                );
-            }
+        if let Some(gc) = defaults.remove("groupChat")
+            && let Some(p) = gc.get("mentionPatterns")
+        {
+            root.insert(
+                "messages".into(),
+                json!({"groupChat": {"mentionPatterns": p}}),
+            );
         }
         if !defaults.is_empty() {
             agents.insert("defaults".into(), Value::Object(defaults));

@@ -815,16 +815,21 @@ impl<'a> Mapper<'a> {
             Node::Map(e) => e.iter().filter(|e| e.value.is_some()).count(),
             _ => 0,
         };
-        if count >= 2 && !node_accounts.has(ids::DEFAULT_ACCOUNT) && !out.has("defaultAccount") {
-            if let Node::Map(entries) = &node_accounts
-                && let Some(first) = entries.iter().find(|e| e.value.is_some())
-            {
-                out.set_commented(
-                    "defaultAccount",
-                    Node::str(first.key.clone()),
-                    vec!["deepcli needs a default account when there are several; OpenClaw takes the first".into()],
-                );
-            }
+        if count >= 2
+            && !node_accounts.has(ids::DEFAULT_ACCOUNT)
+            && !out.has("defaultAccount")
+            && let Node::Map(entries) = &node_accounts
+            && let Some(first) = entries.iter().find(|e| e.value.is_some())
+        {
+            out.set_commented(
+                "defaultAccount",
+                Node::str(first.key.clone()),
+                vec!["deepcli needs a default account when there are several: the first is chosen, check it".into()],
+            );
+            self.notes.push(format!(
+                "{path} has several accounts and none called `default`: deepcli needs one, so defaultAccount is set to `{}` (bindings without accountId still match only an account called `default`, as in OpenClaw)",
+                first.key
+            ));
         }
         if count > 0 {
             accounts.clear();

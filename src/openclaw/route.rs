@@ -206,11 +206,14 @@ fn peer_key(kind: &PeerKind, id: &str) -> String {
     format!("{kind}:{id}")
 }
 
+/// One channel's route bindings: by normalized account, and those for any account (`*`).
+type ChannelBindings = (HashMap<String, Vec<usize>>, Vec<usize>);
+
 /// OpenClaw's router over one `openclaw.json`.
 pub struct Router {
     bindings: Vec<Binding>,
     /// channel → (normalized account → binding positions, `*` binding positions).
-    by_channel: HashMap<String, (HashMap<String, Vec<usize>>, Vec<usize>)>,
+    by_channel: HashMap<String, ChannelBindings>,
     tiers: std::cell::RefCell<HashMap<(String, String), std::rc::Rc<Tiers>>>,
     /// Normalized id → the id OpenClaw answers with; empty when the config lists no agents.
     agents: HashMap<String, String>,
@@ -232,8 +235,7 @@ impl Router {
         }
         let default_agent = default_agent(root, roster.as_deref());
         let mut bindings = Vec::new();
-        let mut by_channel: HashMap<String, (HashMap<String, Vec<usize>>, Vec<usize>)> =
-            HashMap::new();
+        let mut by_channel: HashMap<String, ChannelBindings> = HashMap::new();
         for b in root.get("bindings").map(Value::items).unwrap_or_default() {
             if !matches!(b, Value::Object(_)) || is_acp(b) {
                 continue;
