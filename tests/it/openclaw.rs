@@ -152,6 +152,52 @@ fn the_agreement_check_agrees_on_every_fixture() {
     }
 }
 
+/// The check itself: files that route one binding elsewhere are a disagreement naming it.
+#[test]
+fn a_disagreement_names_the_binding() {
+    let name = "multi-account-slack.json5";
+    let imported = import(name);
+    let text = |file: &str| {
+        imported
+            .files
+            .iter()
+            .find(|f| f.name == file)
+            .unwrap()
+            .text
+            .clone()
+    };
+    // bindings[1] (#eng on the workers app) now goes to the researcher.
+    let bindings = text("bindings.yaml").replacen("- agentId: coder", "- agentId: researcher", 1);
+    let dir = Path::new("/imported");
+    let texts = vec![
+        (
+            deepcli::config::FileKind::Agents,
+            dir.join("agents.yaml"),
+            text("agents.yaml"),
+        ),
+        (
+            deepcli::config::FileKind::Channels,
+            dir.join("channels.yaml"),
+            text("channels.yaml"),
+        ),
+        (
+            deepcli::config::FileKind::Bindings,
+            dir.join("bindings.yaml"),
+            bindings,
+        ),
+    ];
+    let loaded = deepcli::config::load_texts(dir, texts, &options());
+    let plan = RoutingPlan::compile(&loaded.config).unwrap();
+    let root = json5::parse(&fixture(name)).unwrap();
+    let router = Router::new(&root);
+    let a = openclaw::agree::check(&root, &router, &plan, &openclaw::agree::probes(&root));
+    let probes: Vec<&str> = a.disagreements.iter().map(|d| d.probe.as_str()).collect();
+    assert_eq!(probes, ["bindings[1]"], "{a:#?}");
+    assert_eq!(a.disagreements[0].openclaw.agent_id, "coder");
+    assert_eq!(a.disagreements[0].deepcli.agent_id, "researcher");
+    assert_eq!(a.agreed + 1, a.total);
+}
+
 /// import → export → OpenClaw: the table's round trip, run through real OpenClaw.
 #[test]
 fn import_then_export_keeps_openclaws_routes() {
@@ -550,6 +596,30 @@ fn json_rpc_imports_and_exports_as_the_cli_does() {
     let answer = rpc::handle(&ctx, body.to_string().as_bytes()).unwrap();
     let result = &answer["result"];
     assert_eq!(result["valid"], true, "{answer}");
+    // The CLI's --json document is the same (but for where the files went).
+    let cli_dir = tempfile::tempdir().unwrap();
+    let r = import_cli(
+        "tests/fixtures/openclaw/multi-account-slack.json5",
+        cli_dir.path(),
+        &["--json"],
+    );
+    let scrub = |v: &Value, dir: &Path| {
+        let text = v.to_string().replace(&dir.display().to_string(), "[OUT]");
+        serde_json::from_str::<Value>(&text.replace("multi-account-slack.json5", "openclaw.json"))
+            .unwrap()
+    };
+    assert_eq!(
+        scrub(&serde_json::from_str(&r.stdout).unwrap(), cli_dir.path()),
+        scrub(result, dir.path())
+    );
+    for file in ["agents.yaml", "channels.yaml", "bindings.yaml"] {
+        let read = |d: &Path| {
+            std::fs::read_to_string(d.join(file))
+                .unwrap()
+                .replace("multi-account-slack.json5", "openclaw.json")
+        };
+        assert_eq!(read(cli_dir.path()), read(dir.path()), "{file}");
+    }
     assert_eq!(result["routes"]["agreed"], result["routes"]["total"]);
     assert!(dir.path().join("bindings.yaml").exists());
     // A second import into the same directory is refused without force.
