@@ -52,12 +52,16 @@ const validate = await findExport("validateConfigObjectWithPlugins");
 const sha = (text) => "sha256:" + createHash("sha256").update(text).digest("hex");
 const PROBE = "openclaw-import-probe";
 
+// A config OpenClaw accepts is routed as the gateway routes it: the validated config. One it
+// refuses (older shapes: numeric peer ids, `kind: "dm"`) is routed as written, but with the
+// normalization every accepted config gets that changes routes: `session.mainKey` is always
+// "main" in 2026.9.
 function validated(raw) {
-  // Validation logs warnings through OpenClaw's logger; keep stdout for the table.
   const r = validate(structuredClone(raw));
-  return r.ok
-    ? { ok: true, config: r.config, issues: [] }
-    : { ok: false, config: raw, issues: r.issues.map((i) => `${i.path}: ${i.message}`) };
+  if (r.ok) return { ok: true, config: r.config, issues: [] };
+  const config = structuredClone(raw);
+  if (config.session && typeof config.session === "object") delete config.session.mainKey;
+  return { ok: false, config, issues: r.issues.map((i) => `${i.path}: ${i.message}`) };
 }
 
 function inputs(raw) {

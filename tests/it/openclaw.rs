@@ -166,8 +166,15 @@ fn a_disagreement_names_the_binding() {
             .text
             .clone()
     };
-    // bindings[1] (#eng on the workers app) now goes to the researcher.
-    let bindings = text("bindings.yaml").replacen("- agentId: coder", "- agentId: researcher", 1);
+    // bindings[1] (#eng on the workers app) now goes to the researcher, and bindings[0]'s
+    // direct messages share the main session.
+    let bindings = text("bindings.yaml")
+        .replacen("- agentId: coder", "- agentId: researcher", 1)
+        .replacen(
+            "    match: {channel: slack}\n",
+            "    match: {channel: slack}\n    session: {dmScope: main}\n",
+            1,
+        );
     let dir = Path::new("/imported");
     let texts = vec![
         (
@@ -192,10 +199,27 @@ fn a_disagreement_names_the_binding() {
     let router = Router::new(&root);
     let a = openclaw::agree::check(&root, &router, &plan, &openclaw::agree::probes(&root));
     let probes: Vec<&str> = a.disagreements.iter().map(|d| d.probe.as_str()).collect();
-    assert_eq!(probes, ["bindings[1]"], "{a:#?}");
-    assert_eq!(a.disagreements[0].openclaw.agent_id, "coder");
-    assert_eq!(a.disagreements[0].deepcli.agent_id, "researcher");
-    assert_eq!(a.agreed + 1, a.total);
+    // The unmatched direct message on the default account is bindings[0]'s too.
+    assert_eq!(
+        probes,
+        [
+            "bindings[0] (direct message)",
+            "bindings[1]",
+            "unmatched slack message"
+        ],
+        "{a:#?}"
+    );
+    let [session, agent, _] = &a.disagreements[..] else {
+        unreachable!()
+    };
+    assert_eq!(session.openclaw.agent_id, session.deepcli.agent_id);
+    assert_eq!(
+        session.deepcli.session_key.as_deref(),
+        Some("agent:orchestrator:main")
+    );
+    assert_eq!(agent.openclaw.agent_id, "coder");
+    assert_eq!(agent.deepcli.agent_id, "researcher");
+    assert_eq!(a.agreed + 3, a.total);
 }
 
 /// import → export → OpenClaw: the table's round trip, run through real OpenClaw.
