@@ -718,7 +718,12 @@ impl<'a> Mapper<'a> {
                     out.set_commented("groups", groups, vec![format!("from {p}")]);
                 }
                 "name" | "tokenFile" => own_default.push((k, v)),
-                k if SECRET_FIELDS.contains(&k) => own_default.push((k, v)),
+                k if SECRET_FIELDS.contains(&k) || k == "accessToken" => own_default.push((k, v)),
+                "guilds" | "channels" => self.unsupported(
+                    p,
+                    v,
+                    "per-guild and per-channel settings (keyed by name or id) have no deepcli form: write them as `groups.<conversation id>` entries (requireMention, allowFrom, …) in channels.yaml",
+                ),
                 k if POLICY_KEYS.contains(&k) => {
                     shared.retain(|(sk, _, _)| *sk != k);
                     shared.push((k, v, p));
@@ -861,6 +866,12 @@ impl<'a> Mapper<'a> {
             "name" | "enabled" => {
                 if let Some(n) = to_node(v) {
                     out.set(k, n);
+                }
+            }
+            // Matrix's access token: deepcli's generic `token` credential.
+            "accessToken" if !out.has("token") => {
+                if let Some(n) = self.secret(channel, account, "token", v, path) {
+                    out.set_commented("token", n, vec![format!("from {path}")]);
                 }
             }
             "tokenFile" => match v.as_str() {
