@@ -1,5 +1,5 @@
 //! The agreement check: every binding's match of the original `openclaw.json`, and each
-//! channel's unmatched message, routed by OpenClaw's rules ([`super::route::Router`]) on the
+//! channel's direct message on its default account, routed by OpenClaw's rules ([`super::route::Router`]) on the
 //! original and by deepcli's router on the imported files. Equal agent ids and session keys
 //! (ACP bindings: equal agents) or it is a disagreement naming the binding.
 
@@ -16,15 +16,15 @@ pub const PROBE_ID: &str = "openclaw-import-probe";
 /// One input the check routes, and what it stands for.
 #[derive(Debug, Clone)]
 pub struct Probe {
-    /// `bindings[3]` or `unmatched telegram message`.
+    /// `bindings[3]` or `a telegram direct message (default account)`.
     pub label: String,
     pub input: RouteInput,
     /// An ACP binding's conversation: only the agent is compared.
     pub acp: bool,
 }
 
-/// The inputs for one `openclaw.json`: each binding's match, then one unmatched direct message
-/// per channel.
+/// The inputs for one `openclaw.json`: each binding's match, then a direct message on each
+/// channel's default account (where no binding matches, the default agent's).
 pub fn probes(root: &Value) -> Vec<Probe> {
     let mut out = Vec::new();
     let mut channels: Vec<String> = Vec::new();
@@ -126,7 +126,7 @@ pub fn probes(root: &Value) -> Vec<Probe> {
     }
     for channel in channels {
         out.push(Probe {
-            label: format!("unmatched {channel} message"),
+            label: format!("a {channel} direct message (default account)"),
             input: RouteInput {
                 channel,
                 peer: Some(Peer {

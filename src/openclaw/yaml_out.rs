@@ -271,6 +271,28 @@ fn plain_ok(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever a string holds, deepcli's own YAML reader reads back that string, as a
+        /// block value, a flow list item and a key.
+        #[test]
+        fn every_string_reads_back_as_itself(s in "(?s:.{0,16})|\\PC{0,16}|[ -~]{0,16}|[@:#,\\[\\]{}&*!|>'\"%-]{1,4}") {
+            prop_assume!(s != "a" && s != "b");
+            let mut root = Node::map();
+            root.set("a", Node::str(s.clone()));
+            root.set("b", Node::strs([s.clone(), "x".to_string()]));
+            root.set(s.clone(), Node::Bool(true));
+            let text = render(&[], &root);
+            let parsed = crate::config::yaml::parse(&text)
+                .unwrap_or_else(|e| panic!("{text}: {e:?}"))
+                .unwrap()
+                .to_json();
+            prop_assert_eq!(&parsed["a"], &serde_json::json!(s), "{}", text);
+            prop_assert_eq!(&parsed["b"][0], &serde_json::json!(s), "{}", text);
+            prop_assert_eq!(&parsed[s.as_str()], &serde_json::json!(true), "{}", text);
+        }
+    }
 
     #[test]
     fn strings_are_quoted_only_where_yaml_would_misread_them() {
@@ -300,6 +322,29 @@ mod tests {
             "telegram:1",
         ] {
             assert!(scalar_text(quoted).starts_with('"'), "{quoted}");
+        }
+    }
+
+    #[test]
+    fn control_and_odd_characters_read_back() {
+        for s in [
+            "\x7f",
+            "\u{85}",
+            "\u{feff}x",
+            "\u{2028}",
+            "a\tb",
+            "\r\n",
+            "\0",
+            "\\",
+        ] {
+            let mut root = Node::map();
+            root.set("a", Node::str(s));
+            let text = render(&[], &root);
+            let parsed = crate::config::yaml::parse(&text)
+                .unwrap_or_else(|e| panic!("{s:?} → {text}: {e:?}"))
+                .unwrap()
+                .to_json();
+            assert_eq!(parsed["a"], serde_json::json!(s), "{text}");
         }
     }
 

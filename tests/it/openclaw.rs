@@ -199,13 +199,13 @@ fn a_disagreement_names_the_binding() {
     let router = Router::new(&root);
     let a = openclaw::agree::check(&root, &router, &plan, &openclaw::agree::probes(&root));
     let probes: Vec<&str> = a.disagreements.iter().map(|d| d.probe.as_str()).collect();
-    // The unmatched direct message on the default account is bindings[0]'s too.
+    // A direct message on the default account is bindings[0]'s too.
     assert_eq!(
         probes,
         [
             "bindings[0] (direct message)",
             "bindings[1]",
-            "unmatched slack message"
+            "a slack direct message (default account)"
         ],
         "{a:#?}"
     );
