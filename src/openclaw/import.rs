@@ -43,6 +43,7 @@ const GROUP_KEYS: &[&str] = &[
     "allowBots",
     "historyLimit",
     "implicitMentions",
+    "botLoopProtection",
 ];
 
 /// `channels.<x>` keys that are not channels.
@@ -608,7 +609,7 @@ impl<'a> Mapper<'a> {
                 _ => self.unsupported(
                     p,
                     v,
-                    "deepcli's session section keys sessions only (dmScope, groupScope, mainKey, identityLinks, maxPingPongTurns)",
+                    "deepcli's session section keys sessions only (dmScope, groupScope, identityLinks, maxPingPongTurns)",
                 ),
             }
         }

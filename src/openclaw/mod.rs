@@ -201,6 +201,29 @@ pub fn import_bytes(
     let probes = agree::probes(&root);
     let agreement = agree::check(&root, &router, &plan, &probes);
     unsupported.sort_by(|a, b| a.path.cmp(&b.path));
+    // A setting pushed down into several accounts is refused once per account: say it once.
+    let mut merged: Vec<Unsupported> = Vec::with_capacity(unsupported.len());
+    let mut repeats = 0usize;
+    for u in unsupported {
+        match merged.last_mut() {
+            Some(last) if last.path == u.path => repeats += 1,
+            _ => {
+                if repeats > 0
+                    && let Some(last) = merged.last_mut()
+                {
+                    last.why.push_str(&format!(" (and {repeats} more)"));
+                }
+                repeats = 0;
+                merged.push(u);
+            }
+        }
+    }
+    if repeats > 0
+        && let Some(last) = merged.last_mut()
+    {
+        last.why.push_str(&format!(" (and {repeats} more)"));
+    }
+    let unsupported = merged;
     Ok(Imported {
         files,
         unsupported,
