@@ -30,6 +30,7 @@ pub mod ids;
 pub(crate) mod log_line;
 pub mod manage;
 pub(crate) mod mounts;
+pub mod openclaw;
 pub mod os;
 pub(crate) mod owner_only;
 pub(crate) mod plan;

@@ -8,6 +8,7 @@ mod agents;
 mod channels;
 mod emit;
 mod inbound;
+mod openclaw;
 mod output;
 mod plan;
 mod route;
@@ -97,6 +98,7 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["trash", "list"], &["config"]),
     (&["access"], &["config"]),
     (&["schema"], &["config", "state_dir"]),
+    (&["import"], &["config"]),
     (&["channels", "capabilities"], &["config", "state_dir"]),
 ];
 
@@ -137,6 +139,12 @@ enum Command {
     /// Manage channel accounts (edits channels.yaml losslessly; references only).
     #[command(subcommand, after_help = emit::MANAGE_EXIT_CODES)]
     Channels(channels::ChannelsCommand),
+    /// Bring a config in from another tool: `import openclaw openclaw.json`.
+    #[command(subcommand)]
+    Import(openclaw::ImportCommand),
+    /// Write the config out for another tool: `export openclaw`.
+    #[command(subcommand)]
+    Export(openclaw::ExportCommand),
     /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
     /// command: [deepcli, echo-agent]}`).
     #[command(hide = true)]
@@ -269,6 +277,8 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Schema(args) => schema::run(args),
         Command::Agents(command) => agents::run(&global, command),
         Command::Channels(command) => channels::run(&global, command),
+        Command::Import(command) => openclaw::import(&global, command),
+        Command::Export(command) => openclaw::export(&global, command),
         Command::EchoAgent => echo_agent(),
     }
 }

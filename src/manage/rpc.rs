@@ -37,6 +37,8 @@ pub const METHODS: &[&str] = &[
     "_mustang.agent/channels/logs",
     "_mustang.agent/channels/add",
     "_mustang.agent/channels/remove",
+    "_mustang.agent/config/import_openclaw",
+    "_mustang.agent/config/export_openclaw",
 ];
 
 /// Handles one HTTP body: a request or a batch. `None` when nothing is to be sent back (only
@@ -298,6 +300,23 @@ fn call(ctx: &ManageContext, method: &str, p: Value) -> Result<Value, Failure> {
         }
         "channels/add" => to_json(channels::add(ctx, &params(p)?)?),
         "channels/remove" => to_json(channels::remove(ctx, &params(p)?)?),
+        "config/import_openclaw" => {
+            let p: ImportOpenclawParams = params(p)?;
+            let out = p
+                .out
+                .map_or_else(|| ctx.config_dir.clone(), std::path::PathBuf::from);
+            to_json(super::openclaw::import_openclaw(
+                &ctx.load,
+                p.source.as_bytes(),
+                "openclaw.json",
+                &out,
+                p.force,
+            )?)
+        }
+        "config/export_openclaw" => {
+            let p: ExportOpenclawParams = params(p)?;
+            to_json(super::openclaw::export_openclaw(ctx, p.json5)?)
+        }
         _ => Err(Failure::MethodNotFound),
     }
 }
@@ -305,3 +324,22 @@ fn call(ctx: &ManageContext, method: &str, p: Value) -> Result<Value, Failure> {
 #[derive(serde::Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct ListNone {}
+
+/// `config/import_openclaw`: the text of an `openclaw.json`, and where the files go (the
+/// config directory unless `out` names another).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ImportOpenclawParams {
+    source: String,
+    #[serde(default)]
+    out: Option<String>,
+    #[serde(default)]
+    force: bool,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ExportOpenclawParams {
+    #[serde(default)]
+    json5: bool,
+}

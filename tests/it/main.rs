@@ -11,6 +11,7 @@ mod first_run;
 mod json_keys;
 mod loader;
 mod manage;
+mod openclaw;
 mod route;
 mod routing;
 mod rules;
