@@ -12,6 +12,7 @@
 //!   gets that response with `duplicate: true` and never reaches the agent again.
 
 mod error;
+mod gate;
 pub mod http;
 pub mod metrics;
 pub mod plan;
@@ -80,6 +81,8 @@ pub struct Envelope {
     pub message_id: String,
     pub sender: Option<Value>,
     pub text: String,
+    /// What the inbound policy reads: sender id, `isBot`, `mentions`, `replyToSenderId`.
+    pub facts: gate::EnvelopeFacts,
 }
 
 /// The fields an envelope has beyond the route input.
@@ -93,9 +96,20 @@ struct MessageFields {
     #[serde(default)]
     sender: Option<Value>,
     text: String,
+    #[serde(default)]
+    mentions: Option<Value>,
+    #[serde(default)]
+    reply_to_sender_id: Option<Value>,
 }
 
-const MESSAGE_FIELDS: [&str; 4] = ["threadId", "messageId", "sender", "text"];
+const MESSAGE_FIELDS: [&str; 6] = [
+    "threadId",
+    "messageId",
+    "sender",
+    "text",
+    "mentions",
+    "replyToSenderId",
+];
 
 /// Call logs open at once, at most.
 const MAX_OPEN_LOGS: usize = 64;
@@ -120,6 +134,8 @@ pub struct Access {
     pub metrics: metrics::Metrics,
     pub settings: AccessSettings,
     reply: reply::ReplySink,
+    /// Bot-loop protection's counts per bot pair (policy.md).
+    bot_loop: crate::policy::bot_loop::BotLoopGuard,
     /// The open logs of inbound calls, by path ([`Access::log_call`]).
     call_logs: tokio::sync::Mutex<HashMap<std::path::PathBuf, crate::runtime::log::Log>>,
     logs_dir: std::path::PathBuf,
@@ -143,6 +159,7 @@ impl Access {
             inflight: Mutex::default(),
             metrics,
             settings,
+            bot_loop: Default::default(),
             call_logs: tokio::sync::Mutex::default(),
             logs_dir: state.logs(),
         }
@@ -346,7 +363,12 @@ impl Access {
             };
             let outcome = match recorded {
                 Ok(Some(response)) => Ok(as_duplicate(&response)),
-                Ok(None) => this.deliver(&plan, &envelope, &key, route).await,
+                // The inbound policy decides whether the agent gets it (policy.md).
+                Ok(None) => match this.gate(&plan, &envelope, &route, &key).await {
+                    Ok(Some(gated)) => Ok(gated),
+                    Ok(None) => this.deliver(&plan, &envelope, &key, route).await,
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
             let _ = sender.send(Some(outcome.clone()));
@@ -377,10 +399,7 @@ impl Access {
     ) -> Outcome {
         let agent_id = route.agent_id().to_string();
         let agent_id = agent_id.as_str();
-        let session_key = match key.thread_id.as_str() {
-            "" => route.session_key().to_string(),
-            thread => crate::routing::session::with_thread(route.session_key(), thread),
-        };
+        let session_key = gate::session_key(&route, key);
         let session_key = session_key.as_str();
         let started = Instant::now();
         use std::sync::atomic::Ordering::SeqCst;
@@ -408,9 +427,20 @@ impl Access {
         let kind = plan.runtime(agent_id);
         let managed = self.runtimes.is_some();
         let reply = if kind == RuntimeKind::Acp && managed {
-            Some(self.prompt(agent_id, session_key, &envelope.text).await?)
+            // Group messages kept while the agent was not mentioned come first.
+            let context = self.take_context(session_key).await?;
+            let text = match &context.text {
+                Some(kept) => format!("{kept}{}", envelope.text),
+                None => envelope.text.clone(),
+            };
+            let answered = self.prompt(agent_id, session_key, &text).await?;
+            Some((answered, context.last_id))
         } else {
             None
+        };
+        let (reply, given) = match reply {
+            Some((answered, given)) => (Some(answered), given),
+            None => (None, None),
         };
         let mut response = json!({
             "route": route,
@@ -454,6 +484,9 @@ impl Access {
             let (session_key, key) = (session_key.to_string(), key.clone());
             self.blocking(move |store| store.record(&session_key, &turns, Some((&key, &sent))))
                 .await?;
+        }
+        if let Some(last_id) = given {
+            self.forget_context(session_key, last_id).await?;
         }
         self.metrics.delivered(started.elapsed());
         if let Some(reply_text) = reply_text
@@ -743,6 +776,11 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
         .filter_map(|k| Some((k.to_string(), fields.remove(*k)?)))
         .collect();
     let message = MessageFields::deserialize(Value::Object(own)).map_err(refuse)?;
+    let facts = gate::facts(
+        message.sender.as_ref(),
+        message.mentions.as_ref(),
+        message.reply_to_sender_id.as_ref(),
+    )?;
     let route = RouteInput::deserialize(Value::Object(fields)).map_err(refuse)?;
     for (field, value) in [
         ("channel", &route.channel),
@@ -758,6 +796,7 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
         message_id: message.message_id,
         sender: message.sender,
         text: message.text,
+        facts,
     })
 }
 

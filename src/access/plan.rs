@@ -47,6 +47,9 @@ pub struct AccessPlan {
     /// How many agents and bindings the plan holds.
     pub agents: usize,
     pub bindings: usize,
+    /// The inbound policy of every account (policy.md). Empty for a plan loaded from a
+    /// published file (`access serve`, which delivers nothing): nothing is gated there.
+    pub policy: crate::policy::PolicyPlan,
 }
 
 /// Resolves a secret reference now; the value lives only in memory.
@@ -101,7 +104,7 @@ impl AccessPlan {
             .iter()
             .filter_map(|a| Some((a.id().to_string(), a.spec.runtime.as_ref()?.kind)))
             .collect();
-        AccessPlan::new(
+        let mut plan = AccessPlan::new(
             routing,
             published.accounts,
             runtimes,
@@ -112,7 +115,9 @@ impl AccessPlan {
                 config_hash: published.config_hash.to_string(),
             },
             (config.agents.len(), config.bindings.len()),
-        )
+        );
+        plan.policy = crate::policy::PolicyPlan::compile(config);
+        plan
     }
 
     /// A plan from its parts; webhook secrets are resolved now.
@@ -163,6 +168,7 @@ impl AccessPlan {
             closed,
             agents,
             bindings,
+            policy: crate::policy::PolicyPlan::default(),
         }
     }
 

@@ -115,7 +115,7 @@ impl AccessStore {
         })
     }
 
-    fn with<T>(
+    pub(super) fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {

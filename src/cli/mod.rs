@@ -9,8 +9,10 @@ mod channels;
 mod emit;
 mod inbound;
 mod output;
+mod pairing;
 mod plan;
 mod route;
+mod route_gate;
 mod schema;
 mod state;
 mod up;
@@ -98,6 +100,7 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["access"], &["config"]),
     (&["schema"], &["config", "state_dir"]),
     (&["channels", "capabilities"], &["config", "state_dir"]),
+    (&["pairing"], &["config"]),
 ];
 
 #[derive(Debug, Subcommand)]
@@ -137,6 +140,9 @@ enum Command {
     /// Manage channel accounts (edits channels.yaml losslessly; references only).
     #[command(subcommand, after_help = emit::MANAGE_EXIT_CODES)]
     Channels(channels::ChannelsCommand),
+    /// Answer senders who asked to pair (dmPolicy: pairing): list, approve, revoke.
+    #[command(subcommand, after_help = emit::PAIRING_EXIT_CODES)]
+    Pairing(pairing::PairingCommand),
     /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
     /// command: [deepcli, echo-agent]}`).
     #[command(hide = true)]
@@ -269,6 +275,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Schema(args) => schema::run(args),
         Command::Agents(command) => agents::run(&global, command),
         Command::Channels(command) => channels::run(&global, command),
+        Command::Pairing(command) => pairing::run(&global, command),
         Command::EchoAgent => echo_agent(),
     }
 }

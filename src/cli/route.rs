@@ -11,6 +11,7 @@ use serde_json::json;
 use super::{ExitStatus, GlobalSettings};
 use crate::config::model::{DmScope, GroupScope};
 use crate::plural::plural;
+use crate::policy::PolicyPlan;
 use crate::routing::plan::TierOutcome;
 use crate::routing::{Peer, RouteInput, RouteResult, RoutingPlan, batch, document};
 
@@ -60,9 +61,22 @@ pub struct RouteArgs {
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
-    /// Also show, tier by tier, which bindings were considered and why each did not match.
+    /// Also show, tier by tier, which bindings were considered and why each did not match;
+    /// with --sender, --bot, --mention or --text also the inbound policy's gate.
     #[arg(long)]
     explain: bool,
+    /// With --explain: who sends the message (the gate checks allowFrom, groupAllowFrom).
+    #[arg(long, value_name = "ID", requires = "explain")]
+    sender: Option<String>,
+    /// With --explain: the sender is a bot (allowBots).
+    #[arg(long, requires = "explain")]
+    bot: bool,
+    /// With --explain: a user id the message mentions natively (repeatable).
+    #[arg(long = "mention", value_name = "ID", requires = "explain")]
+    mentions: Vec<String>,
+    /// With --explain: the message's text (mention patterns are checked against it).
+    #[arg(long, value_name = "TEXT", requires = "explain")]
+    text: Option<String>,
     /// Route JSON lines from stdin to JSON lines on stdout.
     #[arg(long, conflicts_with_all = [
         "channel", "account", "peer", "parent_peer", "guild", "team", "roles",
@@ -97,10 +111,12 @@ fn parse_scope<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> 
 }
 
 pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
-    let plan = match load_plan(global, args.plan.as_ref()) {
+    let (plan, policy) = match load_plan(global, args.plan.as_ref()) {
         Ok(plan) => plan,
         Err(status) => return status,
     };
+    let gate_asked = args.explain
+        && (args.sender.is_some() || args.bot || !args.mentions.is_empty() || args.text.is_some());
     if args.batch {
         return batch(&plan);
     }
@@ -115,6 +131,20 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
         dm_scope: args.dm_scope,
         group_scope: args.group_scope,
     };
+    let gate = gate_asked.then(|| {
+        let result = plan.resolve(&input);
+        super::route_gate::explain(
+            policy.as_ref(),
+            &input,
+            &result,
+            &super::route_gate::Sent {
+                sender: args.sender.as_deref(),
+                bot: args.bot,
+                mentions: &args.mentions,
+                text: args.text.as_deref().unwrap_or(""),
+            },
+        )
+    });
     let written = if args.json {
         let mut value = serde_json::to_value(plan.resolve(&input)).expect("results serialize");
         if args.explain {
@@ -123,6 +153,9 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
             let mut all = notes(&explanation);
             all.extend(acp_note(&plan, &input));
             value["notes"] = json!(all);
+        }
+        if let Some(gate) = &gate {
+            value["gate"] = gate.json();
         }
         let mut out = io::stdout().lock();
         writeln!(out, "{value:#}")
@@ -139,6 +172,9 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
         if let Some(note) = acp_note(&plan, &input) {
             let _ = writeln!(text, "{NOTE}note:{NOTE:#} {note}");
         }
+        if let Some(gate) = &gate {
+            gate.human(&mut text);
+        }
         anstream::stdout().write_all(text.as_bytes())
     };
     if written.is_err() {
@@ -147,12 +183,13 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
     ExitStatus::Success
 }
 
-/// The plan to route with: compiled from a config without errors, or loaded from a file.
-/// Diagnostics go to stderr: stdout carries only results.
+/// The plan to route with: compiled from a config without errors, or loaded from a file; and
+/// the inbound policy, which only the config has. Diagnostics go to stderr: stdout carries
+/// only results.
 fn load_plan(
     global: &GlobalSettings,
     plan_file: Option<&PathBuf>,
-) -> Result<RoutingPlan, ExitStatus> {
+) -> Result<(RoutingPlan, Option<PolicyPlan>), ExitStatus> {
     let mut err = anstream::stderr();
     if let Some(path) = plan_file {
         let text = std::fs::read_to_string(path).map_err(|e| {
@@ -160,7 +197,7 @@ fn load_plan(
             ExitStatus::Error
         })?;
         return match document::load(&text) {
-            Ok((_, plan)) => Ok(plan),
+            Ok((_, plan)) => Ok((plan, None)),
             Err(e) => {
                 let _ = writeln!(err, "error: `{}`: {e}", path.display());
                 Err(ExitStatus::Error)
@@ -168,13 +205,12 @@ fn load_plan(
         };
     }
     // The plan is compiled while the rules run.
-    let (report, plan) = super::load_valid_with(
-        global,
-        "nothing is routed until they are fixed",
-        RoutingPlan::compile,
-    )?;
+    let (report, (plan, policy)) =
+        super::load_valid_with(global, "nothing is routed until they are fixed", |config| {
+            (RoutingPlan::compile(config), PolicyPlan::compile(config))
+        })?;
     crate::threads::drop_in_background(report);
-    plan.map_err(|e| {
+    plan.map(|plan| (plan, Some(policy))).map_err(|e| {
         let _ = writeln!(err, "error: {e}");
         ExitStatus::Failure
     })

@@ -17,6 +17,7 @@ pub mod edit;
 pub mod files;
 pub mod identity;
 pub mod live;
+pub mod pairing;
 pub mod rpc;
 
 use std::path::{Path, PathBuf};

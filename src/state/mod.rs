@@ -7,6 +7,7 @@
 
 mod damage;
 pub mod lease;
+pub mod pairing;
 mod paths;
 mod stored;
 mod token;
@@ -25,12 +26,13 @@ pub use token::{operator_token, read_operator_token};
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
     include_str!("runtime_processes.sql"),
     include_str!("origins.sql"),
+    include_str!("policy.sql"),
 ];
 /// The migration that records who created each directory ([`DirOrigin`]).
 const ORIGINS_MIGRATION: usize = 4;

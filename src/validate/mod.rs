@@ -8,6 +8,7 @@
 mod agents;
 mod bindings;
 mod channels;
+mod policy;
 mod secrets;
 
 use std::collections::{HashMap, HashSet};
@@ -85,6 +86,7 @@ pub fn check(config: &Config) -> Vec<Diagnostic> {
     let cx = Context::new(config);
     agents::check(&cx, &mut out);
     channels::check(&cx, &mut out);
+    policy::check(&cx, &mut out);
     bindings::check(&cx, &mut out);
     // Last: it skips what the field rules above already reported.
     secrets::check(&cx, &mut out);

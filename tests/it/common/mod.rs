@@ -225,7 +225,8 @@ impl Up {
 
     /// Writes the config and starts `deepcli up` on it; `configure` adds to the command.
     pub fn start_with(agents: &str, bindings: &str, configure: impl FnOnce(&mut Command)) -> Up {
-        let channels = "channels:\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n";
+        // The inbound policy opened wide: these are tests of the controller, not of the policy.
+        let channels = "channels:\n  defaults: {dmPolicy: open, allowFrom: [\"*\"], groupPolicy: open, requireMention: false}\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n";
         Up::start_config(agents, channels, bindings, configure)
     }
 
