@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod loader;
 mod manage;
+mod policy;
 mod route;
 mod routing;
 mod rules;
