@@ -148,7 +148,8 @@ pub struct AgentMentions {
 /// gates with, and `deepcli route --explain` explains with.
 #[derive(Debug, Default)]
 pub struct PolicyPlan {
-    accounts: HashMap<(String, String), AccountPolicy>,
+    /// By normalized channel, then account: looked up by `&str`, nothing allocated.
+    accounts: HashMap<String, HashMap<String, AccountPolicy>>,
     agents: HashMap<String, AgentMentions>,
 }
 
@@ -227,8 +228,7 @@ impl PolicyPlan {
     /// The policy of a channel account (normalized ids); `None` for the `cli` channel (the
     /// operator's own) and for accounts the config does not declare.
     pub fn account(&self, channel: &str, account: &str) -> Option<&AccountPolicy> {
-        self.accounts
-            .get(&(channel.to_string(), account.to_string()))
+        self.accounts.get(channel)?.get(account)
     }
 
     /// The patterns that count as mentioning `agent_id` when channels.yaml sets none.
@@ -270,7 +270,7 @@ impl PolicyPlan {
             spec: &config.channel_defaults,
             pointer: format!("/channels/{}", crate::config::model::CHANNEL_DEFAULTS),
         };
-        let mut accounts = HashMap::new();
+        let mut accounts: HashMap<String, HashMap<String, AccountPolicy>> = HashMap::new();
         for channel in &config.channels {
             let channel_id = ids::channel(&channel.id).into_owned();
             if channel_id == "cli" {
@@ -302,8 +302,8 @@ impl PolicyPlan {
                         value: id.into(),
                         rule: cx.rule(&format!("{pointer}/botUserId")),
                     });
-                accounts.insert(
-                    (channel_id.clone(), account.normalized.clone()),
+                accounts.entry(channel_id.clone()).or_default().insert(
+                    account.normalized.clone(),
                     AccountPolicy {
                         base: cx.resolve(&levels, &builtin),
                         bot_user_id,
