@@ -10,13 +10,15 @@
 //! `replyToSenderId`), checked when the envelope is parsed, and the kept context handed to a
 //! prompt ([`Access::take_context`]).
 
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
 use super::store::{AccessStore, DeliveryKey};
 use super::{Access, AccessError, AccessPlan, Envelope, route::Route};
-use crate::policy::bot_loop::{BotPair, Counted};
+use crate::policy::bot_loop::{BotLoopGuard, BotPair, Counted};
 use crate::policy::{self, AgentPatterns, Conversation, Message, Reason, Unless, Verdict};
 use crate::state::pairing::{self as records, Requested};
 
@@ -142,6 +144,50 @@ pub(super) fn session_key(route: &Route, key: &DeliveryKey) -> String {
     }
 }
 
+/// What the inbound policy keeps in memory.
+pub(super) struct PolicyState {
+    bot_loop: BotLoopGuard,
+    /// The session keys that have kept context in the state database: only this Access layer
+    /// writes them, so a delivery to any other session needs no query.
+    kept: Mutex<HashSet<String>>,
+}
+
+impl PolicyState {
+    /// The state, with the sessions that have kept context read from the database (a
+    /// restarted controller gives them to the agent all the same).
+    pub(super) fn load(store: &AccessStore) -> PolicyState {
+        let kept = store
+            .with(|conn| records::sessions_with_kept(conn))
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot read the kept context: it is given again only once more is kept");
+                Vec::new()
+            });
+        PolicyState {
+            bot_loop: BotLoopGuard::default(),
+            kept: Mutex::new(kept.into_iter().collect()),
+        }
+    }
+
+    fn has_kept(&self, session_key: &str) -> bool {
+        match self.kept.lock() {
+            Ok(kept) => kept.contains(session_key),
+            Err(poisoned) => poisoned.into_inner().contains(session_key),
+        }
+    }
+
+    fn set_kept(&self, session_key: &str, any: bool) {
+        let mut kept = match self.kept.lock() {
+            Ok(kept) => kept,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if any {
+            kept.insert(session_key.to_string());
+        } else {
+            kept.remove(session_key);
+        }
+    }
+}
+
 /// The context kept for a session, as the prompt gets it, and how much of it to forget once
 /// the prompt was answered.
 pub(super) struct Context {
@@ -197,8 +243,9 @@ impl Access {
             _ => None,
         };
         let now = Instant::now();
-        let muted = pair.as_ref().is_some_and(|p| self.bot_loop.muted(p, now));
-        let session_key = session_key(route, key);
+        let muted = pair
+            .as_ref()
+            .is_some_and(|p| self.policy.bot_loop.muted(p, now));
         let gate = match policy::decide(&view, agent, &message, muted) {
             Verdict::Deliver => None,
             Verdict::Gated { gate, unless } => {
@@ -213,7 +260,7 @@ impl Access {
                             .await?
                     }
                     (Some(Unless::ThreadAnswered), _) => {
-                        let k = session_key.clone();
+                        let k = session_key(route, key);
                         self.blocking_conn(move |conn| records::answered_in(conn, &k))
                             .await?
                     }
@@ -228,7 +275,7 @@ impl Access {
             // A bot's message that gets through counts for its pair.
             (None, Some(pair)) => {
                 let limits = &view.account.base.bot_loop;
-                match self.bot_loop.count(pair, now, &limits.value) {
+                match self.policy.bot_loop.count(pair, now, &limits.value) {
                     Counted::Within => return Ok(None),
                     Counted::Tripped { cooldown_secs } => {
                         self.bot_loop_tripped(pair, cooldown_secs).await;
@@ -240,6 +287,7 @@ impl Access {
                 }
             }
         };
+        let session_key = session_key(route, key);
         let mut gated = json!({"reason": gate.reason.as_str(), "rule": &*gate.rule});
         let mut reply = Value::Null;
         match gate.reason {
@@ -281,6 +329,7 @@ impl Access {
                     records::keep(conn, &k, &id, sender.as_deref(), &text, limit)
                 })
                 .await?;
+                self.policy.set_kept(&session_key, limit > 0);
             }
             _ => {}
         }
@@ -372,6 +421,12 @@ impl Access {
 
     /// The context kept for `session_key`, as the text to put before the message.
     pub(super) async fn take_context(&self, session_key: &str) -> Result<Context, AccessError> {
+        if !self.policy.has_kept(session_key) {
+            return Ok(Context {
+                text: None,
+                last_id: None,
+            });
+        }
         let k = session_key.to_string();
         let kept = self
             .blocking_conn(move |conn| records::kept(conn, &k))
@@ -415,8 +470,14 @@ impl Access {
         last_id: i64,
     ) -> Result<(), AccessError> {
         let k = session_key.to_string();
-        self.blocking_conn(move |conn| records::forget_kept(conn, &k, last_id))
-            .await
+        let left = self
+            .blocking_conn(move |conn| {
+                records::forget_kept(conn, &k, last_id)?;
+                records::kept(conn, &k).map(|rest| !rest.is_empty())
+            })
+            .await?;
+        self.policy.set_kept(session_key, left);
+        Ok(())
     }
 
     async fn blocking_conn<T: Send + 'static>(

@@ -134,8 +134,8 @@ pub struct Access {
     pub metrics: metrics::Metrics,
     pub settings: AccessSettings,
     reply: reply::ReplySink,
-    /// Bot-loop protection's counts per bot pair (policy.md).
-    bot_loop: crate::policy::bot_loop::BotLoopGuard,
+    /// The inbound policy's state in memory: bot-loop counts, sessions with kept context.
+    policy: gate::PolicyState,
     /// The open logs of inbound calls, by path ([`Access::log_call`]).
     call_logs: tokio::sync::Mutex<HashMap<std::path::PathBuf, crate::runtime::log::Log>>,
     logs_dir: std::path::PathBuf,
@@ -150,6 +150,7 @@ impl Access {
     ) -> Access {
         let store = Arc::new(store);
         let metrics = metrics::Metrics::default();
+        let policy = gate::PolicyState::load(&store);
         Access {
             plan: ArcSwapOption::empty(),
             reply: reply::ReplySink::new(store.clone(), metrics.reply_failures.clone()),
@@ -159,7 +160,7 @@ impl Access {
             inflight: Mutex::default(),
             metrics,
             settings,
-            bot_loop: Default::default(),
+            policy,
             call_logs: tokio::sync::Mutex::default(),
             logs_dir: state.logs(),
         }

@@ -27,7 +27,7 @@ pub(super) struct Sent<'a> {
 pub(super) enum GateView {
     /// Routed with a published plan: the policy is the config's.
     NoPolicy,
-    /// The `cli` channel, or an account channels.yaml does not declare.
+    /// An account channels.yaml does not declare.
     NotGated { channel: String, account: String },
     /// The verdict, and whether the sender is a bot.
     Verdict(Verdict, bool),
@@ -108,9 +108,6 @@ impl GateView {
 
     fn not_gated(&self) -> String {
         match self {
-            GateView::NotGated { channel, account } if channel == "cli" => {
-                "the `cli` channel is the operator's own: nothing is gated".to_string()
-            }
             GateView::NotGated { channel, account } => format!(
                 "channels.yaml declares no account `{channel}/{account}`: the Access API refuses the message before any gate (401)"
             ),

@@ -225,8 +225,8 @@ impl AccountPolicy {
 }
 
 impl PolicyPlan {
-    /// The policy of a channel account (normalized ids); `None` for the `cli` channel (the
-    /// operator's own) and for accounts the config does not declare.
+    /// The policy of a channel account (normalized ids); `None` for accounts the config does
+    /// not declare.
     pub fn account(&self, channel: &str, account: &str) -> Option<&AccountPolicy> {
         self.accounts.get(channel)?.get(account)
     }
@@ -273,9 +273,6 @@ impl PolicyPlan {
         let mut accounts: HashMap<String, HashMap<String, AccountPolicy>> = HashMap::new();
         for channel in &config.channels {
             let channel_id = ids::channel(&channel.id).into_owned();
-            if channel_id == "cli" {
-                continue;
-            }
             let builtin = Builtin::of(&channel_id);
             let channel_level = Level {
                 spec: &channel.spec.policy,
@@ -284,14 +281,17 @@ impl PolicyPlan {
             let groups = Arc::new(cx.groups(channel));
             for account in channel.accounts() {
                 let pointer = account.pointer();
-                let levels = [
+                let mut levels = vec![
                     Level {
                         spec: &account.spec.policy,
                         pointer: pointer.clone(),
                     },
                     channel_level.clone(),
-                    defaults.clone(),
                 ];
+                // The `cli` channel is the operator's own: only what it sets itself applies.
+                if builtin.inherits_defaults {
+                    levels.push(defaults.clone());
+                }
                 let bot_user_id = account
                     .spec
                     .bot_user_id
@@ -332,20 +332,38 @@ struct Level<'a> {
 struct Builtin {
     dm_policy: DmPolicy,
     allow_from: &'static [&'static str],
+    group_policy: GroupPolicy,
+    require_mention: bool,
+    inherits_defaults: bool,
 }
 
 impl Builtin {
+    /// Chat platforms and the generic envelope API.
+    const CHAT: Builtin = Builtin {
+        dm_policy: DmPolicy::Pairing,
+        allow_from: &[],
+        group_policy: GroupPolicy::Allowlist,
+        require_mention: true,
+        inherits_defaults: true,
+    };
+
     fn of(channel: &str) -> Builtin {
         match channel {
             // A peer's token is its admission.
             "a2a" => Builtin {
                 dm_policy: DmPolicy::Open,
                 allow_from: &["*"],
+                ..Builtin::CHAT
             },
-            _ => Builtin {
-                dm_policy: DmPolicy::Pairing,
-                allow_from: &[],
+            // The operator: nothing is gated unless the `cli` channel says so itself.
+            "cli" => Builtin {
+                dm_policy: DmPolicy::Open,
+                allow_from: &["*"],
+                group_policy: GroupPolicy::Open,
+                require_mention: false,
+                inherits_defaults: false,
             },
+            _ => Builtin::CHAT,
         }
     }
 }
@@ -428,8 +446,8 @@ impl Cx<'_> {
             group_policy: or(
                 self.first(levels, "groupPolicy", |s| s.group_policy),
                 "groupPolicy",
-                GroupPolicy::Allowlist,
-                "allowlist",
+                builtin.group_policy,
+                builtin.group_policy.as_str(),
             ),
             group_allow_from: self.first(levels, "groupAllowFrom", |s| {
                 s.group_allow_from.as_ref().map(senders)
@@ -437,8 +455,12 @@ impl Cx<'_> {
             require_mention: or(
                 self.first(levels, "requireMention", |s| s.require_mention),
                 "requireMention",
-                true,
-                "true",
+                builtin.require_mention,
+                if builtin.require_mention {
+                    "true"
+                } else {
+                    "false"
+                },
             ),
             mention_patterns: self.first(levels, "mentionPatterns", |s| {
                 s.mention_patterns.as_deref().map(patterns)

@@ -458,18 +458,40 @@ fn channel_mention_patterns_win_over_the_agents_and_the_derived_one() {
 }
 
 #[test]
-fn a2a_senders_are_admitted_by_their_token_and_cli_is_not_gated() {
-    let channels = "channels:\n  cli: {}\n  a2a:\n    accounts:\n      default: {}\n";
+fn a2a_senders_are_admitted_by_their_token_and_cli_only_by_what_it_sets() {
+    let channels = "channels:\n  defaults: {dmPolicy: disabled, groupPolicy: disabled}\n  cli:\n    accounts:\n      default: {}\n      strict: {dmPolicy: allowlist, allowFrom: [\"me\"]}\n  a2a:\n    accounts:\n      default: {dmPolicy: open, allowFrom: [\"*\"]}\n";
     let p = plan(channels, AGENTS);
-    let account = p.account("a2a", "default").unwrap();
+    let verdict = |channel: &str, account: &str, message: &Message<'_>| {
+        let policy = p.account(channel, account).unwrap();
+        decide(
+            &policy.view(Some("g"), None),
+            AgentPatterns::default(),
+            message,
+            false,
+        )
+    };
+    assert_eq!(verdict("a2a", "default", &dm("peer")), Verdict::Deliver);
+    // channels.defaults does not reach the operator's own channel…
+    assert_eq!(verdict("cli", "default", &dm("anyone")), Verdict::Deliver);
+    assert_eq!(
+        verdict("cli", "default", &in_group("anyone", "hi")),
+        Verdict::Deliver
+    );
+    // …what the cli channel sets itself does.
+    assert_eq!(
+        said(&verdict("cli", "strict", &dm("anyone"))).0,
+        "dm-not-allowed"
+    );
+    let a2a = "channels:\n  a2a:\n    accounts:\n      default: {}\n";
+    let p = plan(a2a, AGENTS);
+    let policy = p.account("a2a", "default").unwrap();
     let v = decide(
-        &account.view(None, None),
+        &policy.view(None, None),
         AgentPatterns::default(),
         &dm("peer"),
         false,
     );
-    assert_eq!(v, Verdict::Deliver);
-    assert!(p.account("cli", "default").is_none());
+    assert_eq!(v, Verdict::Deliver, "a2a's built-in default is open");
 }
 
 #[test]

@@ -400,6 +400,12 @@ pub fn kept(conn: &Connection, session_key: &str) -> rusqlite::Result<Vec<KeptMe
     .collect()
 }
 
+/// The sessions that have kept messages.
+pub fn sessions_with_kept(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare("SELECT DISTINCT session_key FROM kept_context")?;
+    stmt.query_map([], |r| r.get(0))?.collect()
+}
+
 /// Forgets the kept messages of `session_key` up to `last_id` (those given to the agent).
 pub fn forget_kept(conn: &Connection, session_key: &str, last_id: i64) -> rusqlite::Result<()> {
     conn.execute(

@@ -30,11 +30,14 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         let channel_level = (&channel.spec.policy, channel.pointer());
         places.push(channel_level.clone());
         for account in channel.accounts() {
-            let levels = [
+            let mut levels = vec![
                 (&account.spec.policy, account.pointer()),
                 channel_level.clone(),
-                defaults.clone(),
             ];
+            // The `cli` channel takes only what it sets itself (policy::settings).
+            if crate::ids::channel(&channel.id) != "cli" {
+                levels.push(defaults.clone());
+            }
             dm_policy(cx, &levels, &mut reported, out);
             bot_loop(cx, channel, &levels, &mut reported, out);
             places.push((&account.spec.policy, account.pointer()));

@@ -577,6 +577,15 @@ fn group_messages_not_addressed_to_the_agent_are_its_context_next_time() {
         inbound(&up, &said("c-3", "third aside")).1["duplicate"],
         true
     );
+    // Kept in the state database: a restarted controller gives them all the same.
+    let mut up = up;
+    assert!(up.terminate().success());
+    up.restart(|cmd| {
+        cmd.env("HOOK", SECRET);
+    });
+    up.wait_for("helper ready again", |s| {
+        Up::runtime(s, "helper").is_some_and(|r| r["status"] == "ready")
+    });
 
     let answer = reply(&inbound(
         &up,
