@@ -58,7 +58,7 @@ pub struct SendArgs {
     /// is one message, answered once.
     #[arg(long, value_name = "ID")]
     message_id: Option<String>,
-    /// Print the whole answer (route, session key, reply) as JSON.
+    /// Print the whole answer (route, session key, reply or why it was gated) as JSON.
     #[arg(long)]
     json: bool,
     /// The message.
