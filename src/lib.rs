@@ -35,6 +35,7 @@ pub mod os;
 pub(crate) mod owner_only;
 pub(crate) mod plan;
 pub(crate) mod plural;
+pub mod policy;
 pub mod report;
 pub mod routing;
 pub(crate) mod runtime;

@@ -10,8 +10,10 @@ mod emit;
 mod inbound;
 mod openclaw;
 mod output;
+mod pairing;
 mod plan;
 mod route;
+mod route_gate;
 mod schema;
 mod state;
 mod up;
@@ -100,6 +102,7 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["schema"], &["config", "state_dir"]),
     (&["import"], &["config"]),
     (&["channels", "capabilities"], &["config", "state_dir"]),
+    (&["pairing"], &["config"]),
 ];
 
 #[derive(Debug, Subcommand)]
@@ -145,6 +148,9 @@ enum Command {
     /// Write the config out for another tool: `export openclaw`.
     #[command(subcommand)]
     Export(openclaw::ExportCommand),
+    /// Answer senders who asked to pair (dmPolicy: pairing): list, approve, revoke.
+    #[command(subcommand, after_help = emit::PAIRING_EXIT_CODES)]
+    Pairing(pairing::PairingCommand),
     /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
     /// command: [deepcli, echo-agent]}`).
     #[command(hide = true)]
@@ -279,6 +285,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Channels(command) => channels::run(&global, command),
         Command::Import(command) => openclaw::import(&global, command),
         Command::Export(command) => openclaw::export(&global, command),
+        Command::Pairing(command) => pairing::run(&global, command),
         Command::EchoAgent => echo_agent(),
     }
 }

@@ -18,6 +18,7 @@ pub mod files;
 pub mod identity;
 pub mod live;
 pub mod openclaw;
+pub mod pairing;
 pub mod rpc;
 
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
-//! The operator JSON-RPC 2.0 dispatcher: `_mustang.agent/agents/*` and
-//! `_mustang.agent/channels/*` (management.md) over the same service functions as the CLI,
+//! The operator JSON-RPC 2.0 dispatcher: `_mustang.agent/agents/*`,
+//! `_mustang.agent/channels/*` and `_mustang.agent/pairing/*` (management.md, policy.md) over the same service functions as the CLI,
 //! returning the same result shapes. Transport-free: the controller mounts [`handle`] at
 //! `POST /rpc` behind the operator token.
 //!
@@ -10,7 +10,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{ManageContext, ManageError, agents, channels};
+use super::{ManageContext, ManageError, agents, channels, pairing};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -39,6 +39,9 @@ pub const METHODS: &[&str] = &[
     "_mustang.agent/channels/remove",
     "_mustang.agent/config/import_openclaw",
     "_mustang.agent/config/export_openclaw",
+    "_mustang.agent/pairing/list",
+    "_mustang.agent/pairing/approve",
+    "_mustang.agent/pairing/revoke",
 ];
 
 /// Handles one HTTP body: a request or a batch. `None` when nothing is to be sent back (only
@@ -317,6 +320,9 @@ fn call(ctx: &ManageContext, method: &str, p: Value) -> Result<Value, Failure> {
             let p: ExportOpenclawParams = params(p)?;
             to_json(super::openclaw::export_openclaw(ctx, p.json5)?)
         }
+        "pairing/list" => to_json(pairing::list(ctx, &params(p)?)?),
+        "pairing/approve" => to_json(pairing::approve(ctx, &params(p)?)?),
+        "pairing/revoke" => to_json(pairing::revoke(ctx, &params(p)?)?),
         _ => Err(Failure::MethodNotFound),
     }
 }

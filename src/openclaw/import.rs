@@ -63,7 +63,19 @@ pub fn key_path(key: &str) -> String {
     }
 }
 
-fn child(path: &str, key: &str) -> String {
+/// Sender ids written as numbers (OpenClaw takes Telegram's numeric ids either way) as the
+/// strings deepcli's allowlists hold: dropping one instead would widen who may speak.
+fn ids_as_strings(list: &mut Node) {
+    if let Node::Seq(items) = list {
+        for item in items {
+            if let Node::Int(n) = &item.value {
+                item.value = Node::Str(n.to_string());
+            }
+        }
+    }
+}
+
+pub(super) fn child(path: &str, key: &str) -> String {
     let k = key_path(key);
     if k.starts_with('[') || path.is_empty() {
         format!("{path}{k}")
@@ -194,7 +206,10 @@ impl<'a> Mapper<'a> {
         let mut out = Node::map();
         for (k, val) in v.entries() {
             if keys.contains(&k.as_str()) {
-                if let Some(node) = to_node(val) {
+                if let Some(mut node) = to_node(val) {
+                    if matches!(k.as_str(), "allowFrom" | "groupAllowFrom") {
+                        ids_as_strings(&mut node);
+                    }
                     out.set(k.clone(), node);
                 }
             } else {
@@ -848,7 +863,18 @@ impl<'a> Mapper<'a> {
         let mut out = Node::map();
         for (id, g) in v.entries() {
             let p = child(path, id);
-            let node = self.copy_keys(g, &p, GROUP_KEYS, "per-group settings");
+            let mut node = self.copy_keys(g, &p, GROUP_KEYS, "per-group settings");
+            // OpenClaw's per-group `allowFrom` is who may speak in that group: deepcli's
+            // `groupAllowFrom` (a group entry has no DM allowlist).
+            if !node.has("groupAllowFrom")
+                && let Some(senders) = node.take("allowFrom")
+            {
+                node.set_commented(
+                    "groupAllowFrom",
+                    senders,
+                    vec![format!("from {}", child(&p, "allowFrom"))],
+                );
+            }
             out.set(id.clone(), node);
         }
         out

@@ -315,7 +315,7 @@ fn remove(tree: &mut Node, pointer: &str) -> Option<(String, String)> {
                 if t.parse::<usize>().is_ok() {
                     p.push_str(&format!("[{t}]"));
                 } else {
-                    p.push_str(&format!(".{}", import::key_path(t)));
+                    p = import::child(&p, t);
                 }
             }
             p

@@ -94,6 +94,19 @@ impl Node {
         }
     }
 
+    /// Removes `key` from a mapping and answers its value.
+    pub fn take(&mut self, key: &str) -> Option<Node> {
+        match self {
+            Node::Map(entries) => {
+                let i = entries
+                    .iter()
+                    .position(|e| e.key == key && e.value.is_some())?;
+                entries.remove(i).value
+            }
+            _ => None,
+        }
+    }
+
     pub fn has(&self, key: &str) -> bool {
         matches!(self, Node::Map(entries) if entries.iter().any(|e| e.key == key && e.value.is_some()))
     }

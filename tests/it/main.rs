@@ -12,6 +12,7 @@ mod json_keys;
 mod loader;
 mod manage;
 mod openclaw;
+mod policy;
 mod route;
 mod routing;
 mod rules;
