@@ -349,22 +349,8 @@ impl Access {
         }
         self.metrics
             .gated(&key.channel, &key.account_id, gate.reason.as_str());
-        if let Some(text) = reply["text"].as_str()
-            && let Some(account) = plan
-                .accounts
-                .get(&(key.channel.clone(), key.account_id.clone()))
-            && let (Some(url), Ok(secret)) = (&account.reply_url, &account.webhook_secret)
-        {
-            self.reply.send(
-                url.clone(),
-                secret.clone(),
-                key.clone(),
-                json!({
-                    "channel": key.channel, "accountId": key.account_id, "messageId": key.message_id,
-                    "sessionKey": session_key, "peer": envelope.route.peer, "threadId": envelope.thread_id,
-                    "reply": {"text": text},
-                }),
-            );
+        if let Some(text) = reply["text"].as_str() {
+            self.send_reply(plan, key, envelope, &session_key, text);
         }
         Ok(Some(response))
     }

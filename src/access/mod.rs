@@ -507,10 +507,25 @@ impl Access {
             self.forget_context(session_key, last_id).await?;
         }
         self.metrics.delivered(started.elapsed());
-        if let Some(reply_text) = reply_text
-            && let Some(account) = plan
-                .accounts
-                .get(&(key.channel.clone(), key.account_id.clone()))
+        if let Some(reply_text) = reply_text {
+            self.send_reply(plan, key, envelope, session_key, &reply_text);
+        }
+        Ok(response)
+    }
+
+    /// Hands `text`, the answer to `envelope`, to the reply sink when its account has a
+    /// `replyUrl` (and a webhook secret to sign with).
+    fn send_reply(
+        &self,
+        plan: &AccessPlan,
+        key: &DeliveryKey,
+        envelope: &Envelope,
+        session_key: &str,
+        text: &str,
+    ) {
+        if let Some(account) = plan
+            .accounts
+            .get(&(key.channel.clone(), key.account_id.clone()))
             && let (Some(url), Ok(secret)) = (&account.reply_url, &account.webhook_secret)
         {
             self.reply.send(
@@ -520,11 +535,10 @@ impl Access {
                 json!({
                     "channel": key.channel, "accountId": key.account_id, "messageId": key.message_id,
                     "sessionKey": session_key, "peer": envelope.route.peer, "threadId": envelope.thread_id,
-                    "reply": {"text": reply_text},
+                    "reply": {"text": text},
                 }),
             );
         }
-        Ok(response)
     }
 
     fn queue(&self, session_key: &str) -> Arc<SessionQueue> {
