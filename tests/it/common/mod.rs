@@ -107,6 +107,8 @@ pub fn controller(
     .args(["up", "--listen", "127.0.0.1:0", "--debounce-ms", "100"])
     .env("HOME", home)
     .env("NO_COLOR", "1")
+    // No test reaches a real platform: an account without an `apiBase` gets a closed port.
+    .env("DEEPCLI_FAILPOINT_PLATFORM_API", "http://127.0.0.1:9")
     .env_remove("RUST_LOG")
     .stdout(Stdio::null())
     .stderr(Stdio::null());
