@@ -327,6 +327,7 @@ pub async fn take(running: &Arc<Running>, payload: Value) -> Result<(), String> 
     if fresh.first() == Some(&true) {
         dispatch(running, id, payload, false);
     } else {
+        running.event_taken();
         running
             .log(&format!("redelivery event={id} (taken before)"))
             .await;
@@ -513,14 +514,21 @@ async fn blocking<T: Send + 'static>(
 
 /// The discussion settings of a thread, if its channel has any.
 fn discussion(running: &Running, mapped: &Mapped) -> Option<(ThreadKey, u32, String, u32)> {
-    let thread = mapped.thread_ts.as_ref()?;
+    discussion_in(running, mapped, mapped.thread_ts.as_deref()?)
+}
+
+fn discussion_in(
+    running: &Running,
+    mapped: &Mapped,
+    thread: &str,
+) -> Option<(ThreadKey, u32, String, u32)> {
     let d = running.spec.discussion_for(&mapped.conversation)?;
     Some((
         ThreadKey {
             channel: running.spec.channel.clone(),
             team_id: mapped.team_id.clone(),
             conversation: mapped.conversation.clone(),
-            thread_id: thread.clone(),
+            thread_id: thread.to_string(),
         },
         d.max_rounds.unwrap_or(MAX_ROUNDS),
         d.close_marker
@@ -639,8 +647,33 @@ async fn handle(running: &Arc<Running>, mapped: Mapped, replayed: bool) {
         thread_id: mapped.thread_ts.clone().unwrap_or_default(),
         message_id: mapped.ts.clone(),
     };
-    if post_reply(running, &mapped, text, key).await {
-        count_round(running, &mapped, text).await;
+    // The thread the reply goes to: the message's, or the one the reply starts.
+    let thread = mapped
+        .thread_ts
+        .clone()
+        .or_else(|| (running.spec.reply_to_mode != ReplyToMode::Off).then(|| mapped.ts.clone()));
+    let round = match thread
+        .as_deref()
+        .and_then(|t| discussion_in(running, &mapped, t))
+    {
+        None => None,
+        Some(d) => match reserve_round(running, &d, text).await {
+            Some(reached) => Some((d, reached)),
+            None => {
+                running
+                    .log(&format!(
+                        "held reply-to={} thread={} why=discussion-paused (a human reply re-opens it)",
+                        mapped.ts, d.0.thread_id
+                    ))
+                    .await;
+                return;
+            }
+        },
+    };
+    if post_reply(running, &mapped, text, key).await
+        && let Some((d, reached)) = round
+    {
+        after_round(running, &mapped, &d, text, reached).await;
     }
 }
 
@@ -719,31 +752,39 @@ async fn post(
     }
 }
 
-/// Seed 001: a bot reply posted in a discussed thread is a round. At `maxRounds` (or after
-/// `stallRounds` replies that repeat the last one) bot messages there stop being delivered
-/// and one notice asks a human to step in; a reply with the close marker closes the thread.
-async fn count_round(running: &Arc<Running>, mapped: &Mapped, reply: &str) {
-    let Some((key, max_rounds, marker, stall_rounds)) = discussion(running, mapped) else {
-        return;
-    };
+type DiscussionOf = (ThreadKey, u32, String, u32);
+
+/// Seed 001: a bot reply in a discussed thread is a round, reserved before it is posted (none
+/// once the thread is paused or closed, so at most `maxRounds` are posted); one with the close
+/// marker closes the thread. Whether this reply may go, and whether it reached `maxRounds`.
+async fn reserve_round(running: &Arc<Running>, d: &DiscussionOf, reply: &str) -> Option<bool> {
+    let (key, max_rounds, marker, _) = d.clone();
+    let closes = reply.contains(&marker);
     let k = key.clone();
-    let Some((mut thread, mut reached)) =
-        blocking(running, move |s| s.count_round(&k, max_rounds)).await
-    else {
-        return;
-    };
-    if reply.contains(&marker) && thread.state == ThreadState::Open {
-        thread.state = ThreadState::Closed;
-        let (k, t) = (key.clone(), thread.clone());
-        blocking(running, move |s| s.set_thread(&k, &t)).await;
+    let (thread, reached) = blocking(running, move |s| s.reserve_round(&k, max_rounds, closes))
+        .await
+        .flatten()?;
+    if closes {
         running
             .log(&format!(
                 "discussion closed thread={} by=close-marker rounds={}",
                 key.thread_id, thread.rounds
             ))
             .await;
-        return;
     }
+    Some(reached)
+}
+
+/// After a round was posted: a stall (`stallRounds` replies repeating the one before) pauses
+/// the thread like `maxRounds`; the first to pause it posts the one notice.
+async fn after_round(
+    running: &Arc<Running>,
+    mapped: &Mapped,
+    d: &DiscussionOf,
+    reply: &str,
+    mut reached: bool,
+) {
+    let (key, max_rounds, _, stall_rounds) = d.clone();
     let stalled = {
         let normalized = reply.trim().to_string();
         match running.cx.stalls.lock() {
@@ -759,11 +800,15 @@ async fn count_round(running: &Arc<Running>, mapped: &Mapped, reply: &str) {
             Err(_) => false,
         }
     };
-    if stalled && thread.state == ThreadState::Open {
-        thread.state = ThreadState::Limit;
-        let (k, t) = (key.clone(), thread.clone());
-        blocking(running, move |s| s.set_thread(&k, &t)).await;
-        reached = true;
+    if stalled && !reached {
+        let k = key.clone();
+        let thread = blocking(running, move |s| s.thread(&k)).await.flatten();
+        if let Some(mut t) = thread.filter(|t| t.state == ThreadState::Open) {
+            t.state = ThreadState::Limit;
+            let k = key.clone();
+            blocking(running, move |s| s.set_thread(&k, &t)).await;
+            reached = true;
+        }
     }
     if !reached {
         return;
@@ -782,9 +827,8 @@ async fn count_round(running: &Arc<Running>, mapped: &Mapped, reply: &str) {
     );
     running
         .log(&format!(
-            "discussion paused thread={} rounds={} why={}",
+            "discussion paused thread={} why={}",
             key.thread_id,
-            thread.rounds,
             if stalled { "stall" } else { "max-rounds" }
         ))
         .await;

@@ -290,13 +290,16 @@ impl AdapterStore {
         })
     }
 
-    /// Counts one bot reply in a thread, atomically (two bot accounts post in one thread):
-    /// the thread after it, and whether this reply is the one that reached `max_rounds`.
-    pub fn count_round(
+    /// Reserves one bot reply in a thread, atomically (two bot accounts post in one thread):
+    /// refused (`None`) when the thread is not open; else the thread after it, and whether
+    /// this reply is the one that reached `max_rounds`. A reply that holds the close marker
+    /// (`closes`) closes the thread in the same step, so no other bot's reply follows it.
+    pub fn reserve_round(
         &self,
         key: &ThreadKey,
         max_rounds: u32,
-    ) -> Result<(Thread, bool), StateError> {
+        closes: bool,
+    ) -> Result<Option<(Thread, bool)>, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             let tx = c.transaction()?;
@@ -309,12 +312,18 @@ impl AdapterStore {
                 )
                 .optional()?;
             let (rounds, state, notice) = before.unwrap_or((0, "open".into(), 0));
-            let rounds = rounds.saturating_add(1);
-            let mut state = ThreadState::parse(&state);
-            let reached = state == ThreadState::Open && rounds >= max_rounds;
-            if reached {
-                state = ThreadState::Limit;
+            if ThreadState::parse(&state) != ThreadState::Open {
+                return Ok(None);
             }
+            let rounds = rounds.saturating_add(1);
+            let reached = !closes && rounds >= max_rounds;
+            let state = if closes {
+                ThreadState::Closed
+            } else if reached {
+                ThreadState::Limit
+            } else {
+                ThreadState::Open
+            };
             tx.execute(
                 "INSERT INTO discussions (channel, team_id, conversation, thread_id, rounds, state, notice_sent, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -323,14 +332,14 @@ impl AdapterStore {
                 params![key.channel, key.team_id, key.conversation, key.thread_id, rounds, state.as_str(), notice, now],
             )?;
             tx.commit()?;
-            Ok((
+            Ok(Some((
                 Thread {
                     rounds,
                     state,
                     notice_sent: notice != 0,
                 },
                 reached,
-            ))
+            )))
         })
     }
 

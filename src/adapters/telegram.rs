@@ -302,6 +302,11 @@ pub async fn take(running: &Arc<Running>, update: Value) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     if fresh.first() == Some(&true) {
         dispatch(running, id, update, false);
+    } else {
+        running.event_taken();
+        running
+            .log(&format!("redelivery update={id} (taken before)"))
+            .await;
     }
     Ok(())
 }
