@@ -36,7 +36,7 @@ fn channels(server: &Server, account: &str, channel: &str) -> String {
     )
 }
 
-fn start(server: &Server, channels: &str, apps: &[&App]) -> Up {
+fn start(_server: &Server, channels: &str, apps: &[&App]) -> Up {
     let apps: Vec<App> = apps.iter().map(|a| (*a).clone()).collect();
     Up::start_config(&agents(), channels, BINDINGS, move |cmd| {
         for (n, app) in apps.iter().enumerate() {
@@ -329,12 +329,17 @@ fn slack_http_events_are_verified_and_deduplicated() {
     };
     let event = json!({"type": "message", "channel": "D0ALPHA", "channel_type": "im", "user": "U0HUMAN",
         "text": "over http", "ts": "1700000999.000100", "team": "T0TEAM"});
+    // chat.postMessage answers 429 once: Retry-After is waited out.
+    fake.rate_limit_next_posts(1);
     let payload = fake.deliver(&alpha_app, event);
     fake.send_payload(&alpha_app, &payload, 1);
-    fake.wait("alpha's answer", |f| f.posted_by(&alpha).len() == 1);
+    fake.wait("alpha's answer", |f| f.posted_by(&alpha).len() == 2);
+    assert!(
+        channel_log(&up, "slack").contains("rate-limited method=chat.postMessage retry_after_s=1")
+    );
     // The event, Slack's retry of it, and alpha's own reply.
     settled(&up, &[("alpha", 3), ("beta", 1)]);
-    assert_eq!(fake.posted_by(&alpha).len(), 1);
+    assert_eq!(fake.posted_by(&alpha).len(), 2, "the 429 and the reply");
     assert!(
         fake.posts().iter().all(|(_, status, _)| *status == 200),
         "{:?}",

@@ -67,7 +67,7 @@ pub struct Fake {
 pub struct Server {
     pub fake: Fake,
     pub addr: SocketAddr,
-    pub runtime: tokio::runtime::Runtime,
+    _runtime: tokio::runtime::Runtime,
 }
 
 impl Server {
@@ -106,7 +106,7 @@ impl Server {
         Server {
             fake,
             addr,
-            runtime,
+            _runtime: runtime,
         }
     }
 
@@ -142,6 +142,7 @@ impl Fake {
         });
     }
 
+    #[allow(dead_code)] // for `channels resolve`
     pub fn directory(&self, users: Vec<Value>, channels: Vec<Value>) {
         self.with(|i| {
             i.users = users;
@@ -431,6 +432,7 @@ async fn api(
     }
 }
 
+#[allow(clippy::result_large_err)] // tungstenite's handshake callback type
 async fn socket(fake: Fake, stream: tokio::net::TcpStream) {
     let mut name = String::new();
     let callback = |request: &tokio_tungstenite::tungstenite::handshake::server::Request,
