@@ -238,7 +238,7 @@ pub fn specs(config: &Config) -> Vec<AdapterSpec> {
 }
 
 /// The bot an account speaks as, from `getMe` / `auth.test`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Identity {
     pub bot_user_id: String,
@@ -552,11 +552,32 @@ async fn supervise(running: Arc<Running>) {
     }
     let mut wait = backoff_start();
     loop {
+        if logged_out(&running).await {
+            running.set_state(
+                ConnectionState::Disabled,
+                Some(format!(
+                    "logged out: `deepcli channels login --channel {} --account {}` connects it again",
+                    running.spec.channel, running.spec.account
+                )),
+            );
+            forget_endpoint(&running);
+            running.log("logged-out").await;
+            while logged_out(&running).await {
+                tokio::time::sleep(LOGOUT_CHECK).await;
+            }
+            wait = backoff_start();
+        }
         running.set_state(ConnectionState::Connecting, None);
         let started = tokio::time::Instant::now();
-        let stop = match running.spec.platform {
-            Platform::Telegram => telegram::connect(&running).await,
-            Platform::Slack => slack::connect(&running).await,
+        let connection = async {
+            match running.spec.platform {
+                Platform::Telegram => telegram::connect(&running).await,
+                Platform::Slack => slack::connect(&running).await,
+            }
+        };
+        let stop = tokio::select! {
+            stop = connection => stop,
+            () = until_logged_out(&running) => continue,
         };
         if started.elapsed() >= HEALTHY_AFTER {
             wait = backoff_start();
@@ -575,6 +596,41 @@ async fn supervise(running: Arc<Running>) {
             .await;
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(backoff_max());
+    }
+}
+
+/// How often a connection looks whether `channels logout` took it down (or `login` back up).
+const LOGOUT_CHECK: Duration = Duration::from_secs(1);
+
+async fn logged_out(running: &Running) -> bool {
+    let (store, c, a) = (
+        running.cx.store.clone(),
+        running.spec.channel.clone(),
+        running.spec.account.clone(),
+    );
+    tokio::task::spawn_blocking(move || store.logged_out(&c, &a))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(false)
+}
+
+async fn until_logged_out(running: &Running) {
+    while !logged_out(running).await {
+        tokio::time::sleep(LOGOUT_CHECK).await;
+    }
+}
+
+fn forget_endpoint(running: &Running) {
+    running
+        .cx
+        .access
+        .set_live_bot(&running.spec.channel, &running.spec.account, None);
+    if let Ok(mut endpoints) = running.cx.endpoints.write() {
+        endpoints.remove(&running.spec.key());
+    }
+    if let Ok(mut me) = running.identity.write() {
+        *me = None;
     }
 }
 

@@ -122,11 +122,28 @@ pub async fn call(
     method: &str,
     body: &Value,
 ) -> Result<Value, ApiError> {
-    let response = http
+    let request = http
         .post(format!("{base}/{method}"))
         .bearer_auth(token)
-        .json(body)
-        .timeout(Duration::from_secs(30))
+        .timeout(Duration::from_secs(30));
+    // Slack takes JSON bodies for its write methods only: the others get a form.
+    let request = if matches!(method, "chat.postMessage") {
+        request.json(body)
+    } else {
+        let fields: Vec<(String, String)> = body
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                )
+            })
+            .collect();
+        request.form(&fields)
+    };
+    let response = request
         .send()
         .await
         .map_err(|e| ApiError::Transport(super::transport_error(e)))?;
@@ -268,6 +285,10 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
             Some("events_api") => {
                 let payload = frame["payload"].clone();
                 let taken = take(running, payload).await;
+                if let Err(e) = &taken {
+                    tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, error = %e, "an event could not be recorded; Slack delivers it again");
+                    running.log(&format!("not-recorded error={e}")).await;
+                }
                 // Acknowledged once recorded: an event not recorded is delivered again.
                 if taken.is_ok()
                     && let Some(envelope_id) = frame["envelope_id"].as_str()

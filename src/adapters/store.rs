@@ -136,7 +136,9 @@ impl AdapterStore {
     ) -> Result<Vec<bool>, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
-            let tx = c.transaction()?;
+            // Immediate: a read that turns into a write in WAL mode could fail at once with
+            // SQLITE_BUSY if another connection wrote meanwhile; this waits its turn instead.
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let mut fresh = Vec::with_capacity(events.len());
             {
                 let mut seq: i64 = tx.query_row(
@@ -229,6 +231,42 @@ impl AdapterStore {
         })
     }
 
+    /// `channels logout` (true) or `login` (false).
+    pub fn set_logged_out(
+        &self,
+        channel: &str,
+        account: &str,
+        out: bool,
+    ) -> Result<(), StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            if out {
+                c.execute(
+                    "INSERT OR REPLACE INTO adapter_logouts (channel, account_id, at) VALUES (?1, ?2, ?3)",
+                    params![channel, account, now],
+                )
+            } else {
+                c.execute(
+                    "DELETE FROM adapter_logouts WHERE channel = ?1 AND account_id = ?2",
+                    params![channel, account],
+                )
+            }
+            .map(drop)
+        })
+    }
+
+    pub fn logged_out(&self, channel: &str, account: &str) -> Result<bool, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT 1 FROM adapter_logouts WHERE channel = ?1 AND account_id = ?2",
+                params![channel, account],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|r| r.is_some())
+        })
+    }
+
     pub fn identity(&self, channel: &str, account: &str) -> Result<Option<Recorded>, StateError> {
         self.with(|c| {
             c.query_row(
@@ -302,7 +340,9 @@ impl AdapterStore {
     ) -> Result<Option<(Thread, bool)>, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
-            let tx = c.transaction()?;
+            // Immediate: a read that turns into a write in WAL mode could fail at once with
+            // SQLITE_BUSY if another connection wrote meanwhile; this waits its turn instead.
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let before: Option<(u32, String, i64)> = tx
                 .query_row(
                     "SELECT rounds, state, notice_sent FROM discussions

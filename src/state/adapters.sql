@@ -48,3 +48,12 @@ CREATE TABLE discussions (
     updated_at  TEXT NOT NULL,
     PRIMARY KEY (channel, team_id, conversation, thread_id)
 );
+
+-- Accounts `channels logout` took off the platform: their connection stays down until
+-- `channels login`.
+CREATE TABLE adapter_logouts (
+    channel    TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    at         TEXT NOT NULL,
+    PRIMARY KEY (channel, account_id)
+);

@@ -142,7 +142,6 @@ impl Fake {
         });
     }
 
-    #[allow(dead_code)] // for `channels resolve`
     pub fn directory(&self, users: Vec<Value>, channels: Vec<Value>) {
         self.with(|i| {
             i.users = users;
@@ -344,6 +343,26 @@ fn channel_type(channel: &str) -> &'static str {
     }
 }
 
+/// Percent-decoding of a form field (`+` is a space).
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+                out.push(u8::from_str_radix(hex, 16).unwrap_or(b'?'));
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn bearer(headers: &HeaderMap) -> String {
     headers
         .get("authorization")
@@ -360,7 +379,28 @@ async fn api(
     body: axum::body::Bytes,
 ) -> Response {
     let token = bearer(&headers);
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let form = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    // Like Slack: JSON for write methods, a form for the rest.
+    let body: Value = if form {
+        Value::Object(
+            String::from_utf8_lossy(&body)
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .filter_map(|p| {
+                    let (k, v) = p.split_once('=')?;
+                    Some((decode(k), Value::String(decode(v))))
+                })
+                .collect(),
+        )
+    } else {
+        serde_json::from_slice(&body).unwrap_or(Value::Null)
+    };
+    if form == (method == "chat.postMessage") {
+        return Json(json!({"ok": false, "error": "invalid_form_data"})).into_response();
+    }
     fake.with(|i| {
         i.calls.push(Call {
             method: method.clone(),
@@ -424,6 +464,7 @@ async fn api(
             };
             // Two per page: resolve must follow the cursor.
             let start: usize = body["cursor"].as_str().and_then(|c| c.parse().ok()).unwrap_or(0);
+            assert_eq!(body["limit"], "200", "{body}");
             let page: Vec<Value> = items.iter().skip(start).take(2).cloned().collect();
             let next = if start + 2 < items.len() { (start + 2).to_string() } else { String::new() };
             Json(json!({"ok": true, key: page, "response_metadata": {"next_cursor": next}})).into_response()

@@ -413,3 +413,73 @@ fn a_refused_telegram_token_is_auth_failed_and_degrades_the_hub() {
     let log = channel_log(&up, "telegram");
     assert!(!log.contains("TEST-token"), "{log}");
 }
+
+/// `channels logout` takes the running controller's connection down (and deletes the
+/// webhook, forgets the identity); `channels login` checks the token, records the identity and
+/// lets it connect again; `status --probe` reports the live connection.
+#[test]
+fn telegram_logout_and_login_while_the_controller_runs() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let up = start(&server, &channels(&server, "", ""));
+    connected(&up);
+    let out = deepcli(&up, &["channels", "status", "--probe", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["accounts"][0]["probe"],
+        json!({"result": "connected", "bot": format!("{BOT_ID} ({BOT_NAME})")}),
+        "{doc:#}"
+    );
+    let deletes = fake.calls_of("deleteWebhook").len();
+    let out = deepcli(
+        &up,
+        &["channels", "logout", "--channel", "telegram", "--json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["forgotIdentity"], true, "{doc:#}");
+    assert_eq!(doc["webhookDeleted"], json!({"Ok": true}), "{doc:#}");
+    assert_eq!(fake.calls_of("deleteWebhook").len(), deletes + 1);
+    let status = up.wait_for("the connection down", |s| {
+        adapter(s, "telegram", "default")["state"] == "disabled"
+    });
+    assert!(
+        adapter(&status, "telegram", "default")["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("channels login"),
+        "{status:#}"
+    );
+    // Nothing polls while logged out: a message waits for the login.
+    let polls = fake.calls_of("getUpdates").len();
+    fake.message(private(4), user(4), "hello?", json!({}));
+    let out = deepcli(&up, &["channels", "login", "--channel", "telegram"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("bot {BOT_ID} ({BOT_NAME}); recorded")),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    connected(&up);
+    assert!(fake.calls_of("getUpdates").len() > polls);
+    // The pairing code for the message that waited.
+    fake.wait_sent(1);
+    // A refused token: login says so and exits 1.
+    fake.refuse_token(true);
+    let out = deepcli(&up, &["channels", "login", "--channel", "telegram"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Unauthorized"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
