@@ -483,3 +483,48 @@ fn telegram_logout_and_login_while_the_controller_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A changed credential starts the connection again with it (read at the next reconcile); a
+/// disabled account's connection stops; enabled again, it connects.
+#[test]
+fn a_telegram_connection_follows_credential_changes_and_enabled() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "999:wrong\n").unwrap();
+    let yaml = |extra: &str| {
+        format!(
+            "channels:\n  telegram:\n    accounts:\n      default:\n        botToken: {{source: file, path: {}}}\n        apiBase: \"{}\"\n{extra}",
+            token.display(),
+            server.base()
+        )
+    };
+    let up = Up::start_config(&sdk_agents(), &yaml(""), ALL_TO_SDK, |cmd| {
+        cmd.args(["--resync", "1"])
+            .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+    });
+    up.wait_for("the wrong token refused", |s| {
+        adapter(s, "telegram", "default")["state"] == "auth_failed"
+    });
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    connected(&up);
+
+    up.write_by_rename("channels.yaml", &yaml("        enabled: false\n"));
+    up.wait_for("the account disabled", |s| {
+        adapter(s, "telegram", "default")["state"] == "disabled"
+    });
+    // Stopped: no poll after the next one that was in flight.
+    let polls = fake.calls_of("getUpdates").len();
+    // Two resyncs later (over 1 s: a running poller asks every second at least)…
+    let reconciles = up.status().unwrap()["reconciles"].as_u64().unwrap();
+    up.wait_for("two resyncs", |s| {
+        s["reconciles"].as_u64().unwrap_or(0) >= reconciles + 2
+    });
+    assert!(
+        fake.calls_of("getUpdates").len() <= polls + 1,
+        "polling went on"
+    );
+    up.write_by_rename("channels.yaml", &yaml(""));
+    connected(&up);
+}
