@@ -45,7 +45,7 @@ pub fn verify(
         .trim()
         .parse()
         .map_err(|_| "X-Slack-Request-Timestamp is not a number")?;
-    if (now - at).abs() > REPLAY_WINDOW_SECS {
+    if now.saturating_sub(at).saturating_abs() > REPLAY_WINDOW_SECS {
         return Err(
             "stale X-Slack-Request-Timestamp (more than 5 minutes off): refused as a replay",
         );
@@ -903,6 +903,10 @@ mod tests {
                 .contains("missing")
         );
         assert!(verify(b"s3cret", Some("x"), Some(&sig), body, 0).is_err());
+        // Timestamps at the ends of the range: refused, no overflow.
+        for ts in [i64::MIN.to_string(), i64::MAX.to_string()] {
+            assert!(verify(b"s3cret", Some(&ts), Some(&sig), body, 1_000_000).is_err());
+        }
         assert!(
             verify(b"s3cret", Some("1000000"), Some("v0=zz"), body, 1_000_000)
                 .unwrap_err()
