@@ -98,6 +98,12 @@ fn a_telegram_dm_pairs_then_reaches_the_agent() {
         sent[1]["reply_parameters"]["message_id"],
         second["message"]["message_id"]
     );
+    let human = deepcli(&up, &["status"]);
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        human.contains(&format!("adapter      telegram/default         connected   polling  bot {BOT_ID} ({BOT_NAME})  last event ")),
+        "{human}"
+    );
     let status = up.status().unwrap();
     let live = adapter(&status, "telegram", "default");
     assert_eq!(live["events"], 2, "{live:#}");
