@@ -299,6 +299,63 @@ pub struct Cx {
     /// Seed 001's stall detection: per discussed thread, the last bot reply and how many
     /// replies in a row repeated it.
     stalls: Mutex<HashMap<store::ThreadKey, (String, u32)>>,
+    /// One lane per conversation, kept across reconnects and restarts of a connection.
+    lanes: lanes::Lanes,
+    /// The events dispatched and not finished, by (channel, account, event id): a replay of
+    /// the inbox after a reconnect skips them (they are in a lane already).
+    in_hand: Mutex<std::collections::HashSet<(String, String, String)>>,
+}
+
+impl Cx {
+    /// Claims an event for handling: false when it is in hand already.
+    fn claim(&self, spec: &AdapterSpec, event_id: &str) -> bool {
+        let mut in_hand = match self.in_hand.lock() {
+            Ok(h) => h,
+            Err(p) => p.into_inner(),
+        };
+        in_hand.insert((
+            spec.channel.clone(),
+            spec.account.clone(),
+            event_id.to_string(),
+        ))
+    }
+
+    fn release(&self, spec: &AdapterSpec, event_id: &str) {
+        let mut in_hand = match self.in_hand.lock() {
+            Ok(h) => h,
+            Err(p) => p.into_inner(),
+        };
+        in_hand.remove(&(
+            spec.channel.clone(),
+            spec.account.clone(),
+            event_id.to_string(),
+        ));
+    }
+
+    /// Runs `job` in the lane of `spec`'s conversation `lane`, then lets the event go: out of
+    /// the inbox, out of hand.
+    fn run_in_lane(
+        self: &Arc<Self>,
+        spec: &AdapterSpec,
+        lane: &str,
+        event_id: String,
+        job: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let cx = self.clone();
+        let spec = spec.clone();
+        let key = format!("{}/{}/{lane}", spec.channel, spec.account);
+        self.lanes.run(key, async move {
+            job.await;
+            let (store, c, a, id) = (
+                cx.store.clone(),
+                spec.channel.clone(),
+                spec.account.clone(),
+                event_id.clone(),
+            );
+            let _ = tokio::task::spawn_blocking(move || store.done(&c, &a, &id)).await;
+            cx.release(&spec, &event_id);
+        });
+    }
 }
 
 /// One running account: its spec, identity and lanes.
@@ -306,7 +363,6 @@ pub struct Running {
     pub spec: AdapterSpec,
     pub cx: Arc<Cx>,
     identity: RwLock<Option<Identity>>,
-    lanes: lanes::Lanes,
 }
 
 impl Running {
@@ -434,6 +490,8 @@ impl Adapters {
                 live: LiveMap::default(),
                 endpoints: RwLock::default(),
                 stalls: Mutex::default(),
+                lanes: lanes::Lanes::default(),
+                in_hand: Mutex::default(),
             }),
             running: HashMap::new(),
         }
@@ -485,7 +543,6 @@ impl Adapters {
                 spec: spec.clone(),
                 cx: self.cx.clone(),
                 identity: RwLock::new(None),
-                lanes: lanes::Lanes::default(),
             });
             tracing::info!(channel = %key.0, account = %key.1, mode = spec.mode.as_str(), "platform adapter started");
             let task = tokio::spawn(supervise(running));

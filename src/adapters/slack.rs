@@ -488,6 +488,10 @@ pub fn mentions(text: &str) -> Vec<String> {
 }
 
 fn dispatch(running: &Arc<Running>, event_id: String, payload: Value, replayed: bool) {
+    // A replay after a reconnect skips what a lane holds already.
+    if !running.cx.claim(&running.spec, &event_id) {
+        return;
+    }
     running.event_taken();
     let identity = running.identity().unwrap_or_default();
     let mapped = map(
@@ -499,23 +503,21 @@ fn dispatch(running: &Arc<Running>, event_id: String, payload: Value, replayed: 
     let lane = mapped
         .as_ref()
         .map_or_else(|_| "-".to_string(), |m| m.lane.clone());
-    let running = running.clone();
-    running.clone().lanes.run(lane, async move {
-        match mapped {
-            Ok(mapped) => handle(&running, mapped, replayed).await,
-            Err(why) => {
-                running
-                    .log(&format!("ignored event={event_id} why={why}"))
-                    .await;
+    let job = {
+        let running = running.clone();
+        let event_id = event_id.clone();
+        async move {
+            match mapped {
+                Ok(mapped) => handle(&running, mapped, replayed).await,
+                Err(why) => {
+                    running
+                        .log(&format!("ignored event={event_id} why={why}"))
+                        .await;
+                }
             }
         }
-        let (store, c, a) = (
-            running.cx.store.clone(),
-            running.spec.channel.clone(),
-            running.spec.account.clone(),
-        );
-        let _ = tokio::task::spawn_blocking(move || store.done(&c, &a, &event_id)).await;
-    });
+    };
+    running.cx.run_in_lane(&running.spec, &lane, event_id, job);
 }
 
 async fn blocking<T: Send + 'static>(

@@ -459,6 +459,10 @@ fn utf16_slice(text: &str, offset: usize, length: usize) -> Option<String> {
 }
 
 fn dispatch(running: &Arc<Running>, event_id: String, update: Value, replayed: bool) {
+    // A replay after a reconnect skips what a lane holds already.
+    if !running.cx.claim(&running.spec, &event_id) {
+        return;
+    }
     running.event_taken();
     let identity = running.identity().unwrap_or_default();
     let mapped = map(
@@ -471,24 +475,22 @@ fn dispatch(running: &Arc<Running>, event_id: String, update: Value, replayed: b
         Ok(m) => m.lane.clone(),
         Err(_) => String::from("-"),
     };
-    let running = running.clone();
-    running.clone().lanes.run(lane, async move {
-        match mapped {
-            Ok(mapped) => handle(&running, mapped, replayed).await,
-            Err(why) => {
-                tracing::debug!(update = %event_id, %why, "telegram update not handed in");
-                running
-                    .log(&format!("ignored update={event_id} why={why}"))
-                    .await;
+    let job = {
+        let running = running.clone();
+        let event_id = event_id.clone();
+        async move {
+            match mapped {
+                Ok(mapped) => handle(&running, mapped, replayed).await,
+                Err(why) => {
+                    tracing::debug!(update = %event_id, %why, "telegram update not handed in");
+                    running
+                        .log(&format!("ignored update={event_id} why={why}"))
+                        .await;
+                }
             }
         }
-        let (store, c, a) = (
-            running.cx.store.clone(),
-            running.spec.channel.clone(),
-            running.spec.account.clone(),
-        );
-        let _ = tokio::task::spawn_blocking(move || store.done(&c, &a, &event_id)).await;
-    });
+    };
+    running.cx.run_in_lane(&running.spec, &lane, event_id, job);
 }
 
 /// Hands an update in at the Access door, and posts the reply its answer holds.
