@@ -3,7 +3,8 @@
 //! Slack Web API on loopback.
 //!
 //! * telegram: polling mode, the shipped demo agent (`deepcli echo-agent`), CHATS private
-//!   chats; messages offered open-loop at RATE per second for SECS seconds, round-robin over
+//!   chats, each its own session (`dmScope: per-channel-peer`; with the default `main` every
+//!   DM shares one session, whose FIFO serializes them all); messages offered open-loop at RATE per second for SECS seconds, round-robin over
 //!   the chats. Per message, the time from the update being offered to `getUpdates` until its
 //!   `sendMessage` arrives; throughput = answered / time from the first offer to the last
 //!   answer.
@@ -160,7 +161,7 @@ fn start(work: &Path, channel: &str, channels: &str) -> Controller {
     std::fs::write(
         config.join("agents.yaml"),
         format!(
-            "agents:\n  list:\n    - id: demo\n      runtime: {{kind: acp, command: [\"{}\", echo-agent]}}\n",
+            "agents:\n  list:\n    - id: demo\n      runtime: {{kind: acp, command: [\"{}\", echo-agent]}}\nsession:\n  dmScope: per-channel-peer\n",
             bin.display()
         ),
     )
@@ -265,7 +266,7 @@ async fn ready(http: &reqwest::Client, work: &Path, c: &Controller) {
 
 async fn telegram(work: &Path) -> Value {
     let chats = env("CHATS", 100) as i64;
-    let rate = env("RATE", 500);
+    let rate = env("RATE", 1000);
     let secs = env("SECS", 10);
     let tg: Shared<Telegram> = Arc::default();
     let addr = serve(
