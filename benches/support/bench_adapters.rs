@@ -4,10 +4,10 @@
 //!
 //! * telegram: polling mode, the shipped demo agent (`deepcli echo-agent`), CHATS private
 //!   chats, each its own session (`dmScope: per-channel-peer`; with the default `main` every
-//!   DM shares one session, whose FIFO serializes them all); messages offered open-loop at RATE per second for SECS seconds, round-robin over
-//!   the chats. Per message, the time from the update being offered to `getUpdates` until its
-//!   `sendMessage` arrives; throughput = answered / time from the first offer to the last
-//!   answer.
+//!   DM shares one session, whose FIFO serializes them all); messages offered open-loop at
+//!   RATE per second for SECS seconds, round-robin over the chats. Per message, the time
+//!   from the update being offered to `getUpdates` until its `sendMessage` arrives;
+//!   throughput = answered / time from the first offer to the last answer.
 //! * slack: `mode: http`, EVENTS_RATE signed Events API POSTs per second for EVENTS_SECS seconds
 //!   (DMs over CHATS conversations) on CONC keep-alive connections; the ack latency of each POST
 //!   (recorded, then 200), and how many replies `chat.postMessage` got by the end.
