@@ -404,14 +404,14 @@ fn human_logout(r: &channels::LogoutResult, out: Output) {
         "{}/{}: logged out; the controller's connection stays down until `deepcli channels login --channel {} --account {}`",
         r.channel, r.account, r.channel, r.account
     );
-    match &r.webhook_deleted {
-        Some(Ok(_)) => {
+    match (r.webhook_deleted, &r.webhook_error) {
+        (Some(true), _) => {
             let _ = writeln!(out, "Telegram webhook deleted.");
         }
-        Some(Err(why)) => {
+        (_, Some(why)) => {
             let _ = writeln!(out, "Telegram webhook not deleted: {why}");
         }
-        None => {}
+        _ => {}
     }
 }
 

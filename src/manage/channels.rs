@@ -772,9 +772,11 @@ pub struct LogoutResult {
     pub account: String,
     /// A recorded identity was forgotten.
     pub forgot_identity: bool,
-    /// Telegram: `deleteWebhook` answered (or why not).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub webhook_deleted: Option<std::result::Result<bool, String>>,
+    /// Telegram: whether `deleteWebhook` succeeded, and why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_deleted: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -899,13 +901,14 @@ pub fn logout(
         }
         None => false,
     };
-    let webhook_deleted = (spec.platform == crate::adapters::Platform::Telegram)
-        .then(|| crate::adapters::probe::delete_webhook_now(&spec, timeout).map(|()| true));
+    let deleted = (spec.platform == crate::adapters::Platform::Telegram)
+        .then(|| crate::adapters::probe::delete_webhook_now(&spec, timeout));
     Ok(LogoutResult {
         channel: spec.channel,
         account: spec.account,
         forgot_identity,
-        webhook_deleted,
+        webhook_deleted: deleted.as_ref().map(Result::is_ok),
+        webhook_error: deleted.and_then(Result::err),
     })
 }
 
