@@ -459,3 +459,40 @@ fn slack_names_resolve_through_the_directory() {
     assert_eq!(answer["result"]["names"][0]["id"], "C01", "{answer:#}");
     assert_eq!(answer["result"]["account"], "alpha");
 }
+
+/// Bots repeating each other stall a discussion: after `stallRounds` replies that repeat the
+/// one before, the thread is paused like at `maxRounds`, with one notice.
+#[test]
+fn two_slack_bots_repeating_each_other_stall_the_discussion() {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    let up = start(
+        &server,
+        &channels(
+            &server,
+            "        replyToMode: all\n        allowBots: true\n        discussion: {maxRounds: 10, stallRounds: 1}\n",
+            "    requireMention: false\n",
+        ),
+        &[&alpha, &beta],
+    );
+    both_connected(&up);
+    // Both agents answer exactly "same" (the echo agent's scripted reply).
+    fake.human("C0STALL", "U0HUMAN", "reply: same", None);
+    fake.wait("the notice", |f| {
+        f.posted()
+            .iter()
+            .any(|c| text(&c.body).contains("repeated themselves"))
+    });
+    // 1 human + 2 replies + 1 notice, each seen by both apps.
+    settled(&up, &[("alpha", 4), ("beta", 4)]);
+    let texts: Vec<String> = fake.posted().iter().map(|c| text(&c.body)).collect();
+    assert_eq!(
+        texts.iter().filter(|t| *t == "same").count(),
+        2,
+        "{texts:?}"
+    );
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    assert!(channel_log(&up, "slack").contains("why=stall"));
+}
