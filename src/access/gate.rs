@@ -208,6 +208,21 @@ impl Access {
         let Some(account) = plan.policy.account(&key.channel, &key.account_id) else {
             return Ok(None);
         };
+        // The bot's id as its adapter learnt it stands in for an unset `botUserId`.
+        let learnt;
+        let account = match (
+            &account.bot_user_id,
+            self.live_bot(&key.channel, &key.account_id),
+        ) {
+            (None, Some(bot)) => {
+                learnt = account.with_bot_user_id(
+                    &bot,
+                    "the bot's id as its platform adapter learnt it (getMe / auth.test)",
+                );
+                &learnt
+            }
+            _ => account,
+        };
         let facts = &envelope.facts;
         let input = &envelope.route;
         let conversation = Conversation::of_peer_kind(input.peer.as_ref().map(|p| p.kind.as_str()));

@@ -151,6 +151,9 @@ pub struct Access {
     /// The open logs of inbound calls, by path ([`Access::log_call`]).
     call_logs: tokio::sync::Mutex<HashMap<std::path::PathBuf, crate::runtime::log::Log>>,
     logs_dir: std::path::PathBuf,
+    /// Each account's bot user id as its platform adapter learnt it (`getMe`, `auth.test`),
+    /// by (channel, account): the policy's `botUserId` where channels.yaml sets none.
+    live_bots: Mutex<HashMap<(String, String), Arc<str>>>,
 }
 
 impl Access {
@@ -176,7 +179,36 @@ impl Access {
             policy,
             call_logs: tokio::sync::Mutex::default(),
             logs_dir: state.logs(),
+            live_bots: Mutex::default(),
         }
+    }
+
+    /// Records (or forgets, with `None`) the bot user id an adapter learnt for an account
+    /// (normalized ids): self-loop, mentions and replies to the bot count by it when
+    /// channels.yaml sets no `botUserId`.
+    pub fn set_live_bot(&self, channel: &str, account: &str, bot_user_id: Option<&str>) {
+        let mut bots = match self.live_bots.lock() {
+            Ok(bots) => bots,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let key = (channel.to_string(), account.to_string());
+        match bot_user_id {
+            Some(id) => {
+                bots.insert(key, Arc::from(id));
+            }
+            None => {
+                bots.remove(&key);
+            }
+        }
+    }
+
+    fn live_bot(&self, channel: &str, account: &str) -> Option<Arc<str>> {
+        let bots = match self.live_bots.lock() {
+            Ok(bots) => bots,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        bots.get(&(channel.to_string(), account.to_string()))
+            .cloned()
     }
 
     /// Appends one line about an inbound call to the log of the channel it names
@@ -1018,6 +1050,10 @@ pub enum Caller<'a> {
     /// The operator, authenticated by the operator token (`deepcli inbound send`): speaks for
     /// any declared, enabled account without its secret.
     Operator,
+    /// A platform adapter the controller runs for the account (`crate::adapters`): the
+    /// platform authenticated the event (Slack's signature, Telegram's secret token, or the
+    /// adapter's own connection), so no `X-Deepcli-Signature` is asked for.
+    Adapter,
 }
 
 /// Lets an envelope in: its channel account (the one the route names) is declared, verifies

@@ -55,6 +55,7 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
     );
     let mut text = text;
     shared.access.metrics.render(&mut text);
+    crate::adapters::render_metrics(&shared.adapters.live, &mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -107,6 +108,7 @@ pub(super) async fn serve(
             shared.access.clone(),
             Arc::from(shared.token.as_str()),
         ))
+        .merge(crate::adapters::web::router(shared.adapters.clone()))
         .fallback(crate::access::http::no_such_endpoint)
         .method_not_allowed_fallback(crate::access::http::wrong_method);
     let stop = async move {

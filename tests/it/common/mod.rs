@@ -107,6 +107,8 @@ pub fn controller(
     .args(["up", "--listen", "127.0.0.1:0", "--debounce-ms", "100"])
     .env("HOME", home)
     .env("NO_COLOR", "1")
+    // No test reaches a real platform: an account without an `apiBase` gets a closed port.
+    .env("DEEPCLI_FAILPOINT_PLATFORM_API", "http://127.0.0.1:9")
     .env_remove("RUST_LOG")
     .stdout(Stdio::null())
     .stderr(Stdio::null());
@@ -226,7 +228,8 @@ impl Up {
     /// Writes the config and starts `deepcli up` on it; `configure` adds to the command.
     pub fn start_with(agents: &str, bindings: &str, configure: impl FnOnce(&mut Command)) -> Up {
         // The inbound policy opened wide: these are tests of the controller, not of the policy.
-        let channels = "channels:\n  defaults: {dmPolicy: open, allowFrom: [\"*\"], groupPolicy: open, requireMention: false}\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n";
+        // The account is a bridge's: the tests sign envelopes themselves.
+        let channels = "channels:\n  defaults: {dmPolicy: open, allowFrom: [\"*\"], groupPolicy: open, requireMention: false}\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}, mode: bridge}\n";
         Up::start_config(agents, channels, bindings, configure)
     }
 
