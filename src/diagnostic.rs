@@ -70,6 +70,8 @@ pub mod rules {
         MISSING_DEFAULT_ACCOUNT = "missing-default-account", Error, "A channel with several accounts declares no default account.";
         DM_ALLOWLIST_EMPTY = "dm-allowlist-empty", Error, "`dmPolicy: allowlist` without `allowFrom` lets nobody in.";
         DM_OPEN_WITHOUT_WILDCARD = "dm-open-without-wildcard", Error, "`dmPolicy: open` needs `allowFrom: [\"*\"]` to say so explicitly.";
+        INVALID_MENTION_PATTERN = "invalid-mention-pattern", Error, "A mention pattern is not a regex deepcli can run, or is too large.";
+        UNKNOWN_ACCESS_GROUP = "unknown-access-group", Error, "An allowlist names an access group that is not declared.";
         INLINE_SECRET = "inline-secret", Error, "A secret is written inline instead of as a reference.";
         EMPTY_SECRET = "empty-secret", Error, "A secret field is empty or only whitespace.";
         RUNTIME_MISSING_COMMAND = "runtime-missing-command", Error, "An acp or process runtime has no command.";
@@ -78,7 +80,7 @@ pub mod rules {
         UNCOVERED_ACCOUNT = "uncovered-account", Warning, "A non-default account has no binding; its messages go to the default agent.";
         NON_CANONICAL_ID = "non-canonical-id", Warning, "An id is not in canonical form and is normalized.";
         LEGACY_PEER_KIND = "legacy-peer-kind", Warning, "`peer.kind: dm` is the legacy spelling of `direct`.";
-        ALLOW_BOTS_MENTIONS = "allow-bots-mentions", Warning, "`allowBots: mentions` only exists on Discord.";
+        BOT_LOOP_RISK = "bot-loop-risk", Warning, "`requireMention: false` and `allowBots: true` with bot-loop protection off.";
         POSSIBLE_SECRET = "possible-secret", Warning, "A string looks like it may hold a credential.";
         NOTHING_DECLARED = "nothing-declared", Warning, "The config directory has none of the three config files.";
         NOT_ENFORCED = "not-enforced", Warning, "A key deepcli accepts but does not act on (for the agent's runtime kind).";

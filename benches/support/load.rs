@@ -10,7 +10,9 @@
 //!   `deepcli-plan-mem --write-config` writes) without the generator's placeholder `process`
 //!   runtimes, plus an agent `echo` running the shipped echo agent (`acp`,
 //!   `[deepcli, echo-agent]`), a channel `webchat` whose `default` account has
-//!   `webhookSecret: {source: env, id: VAR}`, and a binding of that account to `echo`.
+//!   `webhookSecret: {source: env, id: VAR}` and `dmPolicy: allowlist` with 10,000 senders in
+//!   `allowFrom` (`bench-peer-0` … `bench-peer-9999`: the inbound stage's peers are among
+//!   them), and a binding of that account to `echo`.
 //! * `route` drives `POST /v1/route` with the operator token, cycling through route inputs
 //!   (JSON lines, e.g. `deepcli-plan-mem --emit-inputs`); worker `i` starts at line
 //!   `i * lines / concurrency`. Only 200 counts as success; `matchedBy` of every answer is
@@ -53,6 +55,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+
+/// Senders in the `webchat` account's `allowFrom`.
+const ALLOW_FROM: usize = 10_000;
 
 #[derive(Parser)]
 #[command(
@@ -197,9 +202,13 @@ fn write_config(dir: &Path, bindings: usize, secret_env: &str) -> Result<(), Str
         at,
         "    - id: echo\n      name: Echo\n      runtime: {kind: acp, command: [deepcli, echo-agent]}\n",
     );
+    // The inbound policy as a real hub has it: an allowlist of ALLOW_FROM senders, among them
+    // every peer the inbound stage speaks for (`bench-peer-<i>`), each message checked.
+    let allow_from: Vec<String> = (0..ALLOW_FROM).map(|i| format!("bench-peer-{i}")).collect();
     let mut channels = g.channels;
     channels.push_str(&format!(
-        "  webchat:\n    accounts:\n      default:\n        webhookSecret: {{source: env, id: {secret_env}}}\n"
+        "  webchat:\n    accounts:\n      default:\n        webhookSecret: {{source: env, id: {secret_env}}}\n        dmPolicy: allowlist\n        allowFrom: [{}]\n",
+        allow_from.join(", ")
     ));
     let mut bindings = g.bindings;
     bindings.push_str("  - agentId: echo\n    match: {channel: webchat, accountId: default}\n");

@@ -199,14 +199,25 @@ async fn answer_envelope(cx: &Ctx, body: Body, caller: Caller<'_>) -> Response {
         };
     let (status, body, line) = match outcome {
         Ok(body) => {
-            let status = if body["reply"].is_null() && body["duplicate"] == false {
-                StatusCode::ACCEPTED
-            } else {
-                StatusCode::OK
-            };
+            // A gated envelope is answered: a platform must not retry it (policy.md).
+            let gated = &body["gated"];
+            let status =
+                if body["reply"].is_null() && body["duplicate"] == false && !gated.is_object() {
+                    StatusCode::ACCEPTED
+                } else {
+                    StatusCode::OK
+                };
             let route = &body["route"];
+            // Never the pairing code.
+            let gate = match gated["reason"].as_str() {
+                Some(reason) => format!(
+                    " gated={reason} rule={}",
+                    gated["rule"].as_str().unwrap_or("-")
+                ),
+                None => String::new(),
+            };
             let line = format!(
-                "{} account={} session={} agent={} matchedBy={}{}",
+                "{} account={} session={} agent={} matchedBy={}{gate}{}",
                 status.as_u16(),
                 route["accountId"].as_str().unwrap_or("-"),
                 body["sessionKey"].as_str().unwrap_or("-"),

@@ -1,5 +1,7 @@
 //! The Access layer's Prometheus metrics: requests by status, route decisions by `matchedBy`,
-//! delivery latency. Counters are atomics or short-held maps; rendering is text.
+//! delivery latency, envelopes the inbound policy gated (by channel, account and reason) and
+//! bot-loop trips. Counters are atomics or short-held maps; rendering is text. The channel and
+//! account labels are those of declared accounts only (a gated envelope was authenticated).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -16,6 +18,8 @@ const BUCKETS: [f64; 12] = [
 pub struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
     routes: Mutex<BTreeMap<&'static str, u64>>,
+    gated: Mutex<BTreeMap<(String, String, &'static str), u64>>,
+    bot_loop_trips: Mutex<BTreeMap<(String, String), u64>>,
     latency: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
@@ -36,6 +40,21 @@ impl Metrics {
     pub fn route(&self, matched_by: &'static str) {
         if let Ok(mut map) = self.routes.lock() {
             *map.entry(matched_by).or_default() += 1;
+        }
+    }
+
+    /// An envelope the inbound policy did not deliver.
+    pub fn gated(&self, channel: &str, account: &str, reason: &'static str) {
+        if let Ok(mut map) = self.gated.lock() {
+            *map.entry((channel.to_string(), account.to_string(), reason))
+                .or_default() += 1;
+        }
+    }
+
+    pub fn bot_loop_tripped(&self, channel: &str, account: &str) {
+        if let Ok(mut map) = self.bot_loop_trips.lock() {
+            *map.entry((channel.to_string(), account.to_string()))
+                .or_default() += 1;
         }
     }
 
@@ -71,6 +90,28 @@ impl Metrics {
                 );
             }
         }
+        out.push_str("# TYPE deepcli_inbound_gated_total counter\n");
+        if let Ok(map) = self.gated.lock() {
+            for ((channel, account, reason), n) in map.iter() {
+                let _ = writeln!(
+                    out,
+                    "deepcli_inbound_gated_total{{channel=\"{}\",account=\"{}\",reason=\"{reason}\"}} {n}",
+                    label(channel),
+                    label(account)
+                );
+            }
+        }
+        out.push_str("# TYPE deepcli_bot_loop_trips_total counter\n");
+        if let Ok(map) = self.bot_loop_trips.lock() {
+            for ((channel, account), n) in map.iter() {
+                let _ = writeln!(
+                    out,
+                    "deepcli_bot_loop_trips_total{{channel=\"{}\",account=\"{}\"}} {n}",
+                    label(channel),
+                    label(account)
+                );
+            }
+        }
         out.push_str("# TYPE deepcli_delivery_seconds histogram\n");
         for (bound, count) in BUCKETS.iter().zip(&self.latency) {
             let _ = writeln!(
@@ -97,4 +138,12 @@ impl Metrics {
             self.waiting.load(Ordering::Relaxed),
         );
     }
+}
+
+/// A label value in the text format: backslash, double quote and line feed escaped.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

@@ -12,6 +12,7 @@
 //!   gets that response with `duplicate: true` and never reaches the agent again.
 
 mod error;
+mod gate;
 mod heartbeat;
 pub mod http;
 pub mod metrics;
@@ -83,6 +84,8 @@ pub struct Envelope {
     pub message_id: String,
     pub sender: Option<Value>,
     pub text: String,
+    /// What the inbound policy reads: sender id, `isBot`, `mentions`, `replyToSenderId`.
+    pub facts: gate::EnvelopeFacts,
 }
 
 /// The fields an envelope has beyond the route input.
@@ -96,9 +99,20 @@ struct MessageFields {
     #[serde(default)]
     sender: Option<Value>,
     text: String,
+    #[serde(default)]
+    mentions: Option<Value>,
+    #[serde(default)]
+    reply_to_sender_id: Option<Value>,
 }
 
-const MESSAGE_FIELDS: [&str; 4] = ["threadId", "messageId", "sender", "text"];
+const MESSAGE_FIELDS: [&str; 6] = [
+    "threadId",
+    "messageId",
+    "sender",
+    "text",
+    "mentions",
+    "replyToSenderId",
+];
 
 /// Call logs open at once, at most.
 const MAX_OPEN_LOGS: usize = 64;
@@ -132,6 +146,8 @@ pub struct Access {
     reply: reply::ReplySink,
     /// What became of each agent's `model` in its runtime, by agent id.
     models: Mutex<HashMap<String, AppliedModel>>,
+    /// The inbound policy's state in memory: bot-loop counts, sessions with kept context.
+    policy: gate::PolicyState,
     /// The open logs of inbound calls, by path ([`Access::log_call`]).
     call_logs: tokio::sync::Mutex<HashMap<std::path::PathBuf, crate::runtime::log::Log>>,
     logs_dir: std::path::PathBuf,
@@ -146,6 +162,7 @@ impl Access {
     ) -> Access {
         let store = Arc::new(store);
         let metrics = metrics::Metrics::default();
+        let policy = gate::PolicyState::load(&store);
         Access {
             plan: ArcSwapOption::empty(),
             reply: reply::ReplySink::new(store.clone(), metrics.reply_failures.clone()),
@@ -156,6 +173,7 @@ impl Access {
             models: Mutex::default(),
             metrics,
             settings,
+            policy,
             call_logs: tokio::sync::Mutex::default(),
             logs_dir: state.logs(),
         }
@@ -362,7 +380,12 @@ impl Access {
             };
             let outcome = match recorded {
                 Ok(Some(response)) => Ok(as_duplicate(&response)),
-                Ok(None) => this.deliver(&plan, &envelope, &key, route).await,
+                // The inbound policy decides whether the agent gets it (policy.md).
+                Ok(None) => match this.gate(&plan, &envelope, &route, &key).await {
+                    Ok(Some(gated)) => Ok(gated),
+                    Ok(None) => this.deliver(&plan, &envelope, &key, route).await,
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
             let _ = sender.send(Some(outcome.clone()));
@@ -393,10 +416,7 @@ impl Access {
     ) -> Outcome {
         let agent_id = route.agent_id().to_string();
         let agent_id = agent_id.as_str();
-        let session_key = match key.thread_id.as_str() {
-            "" => route.session_key().to_string(),
-            thread => crate::routing::session::with_thread(route.session_key(), thread),
-        };
+        let session_key = gate::session_key(&route, key);
         let session_key = session_key.as_str();
         let started = Instant::now();
         use std::sync::atomic::Ordering::SeqCst;
@@ -425,12 +445,20 @@ impl Access {
         let managed = self.runtimes.is_some();
         let reply = if kind == RuntimeKind::Acp && managed {
             let options = route.session_options();
-            Some(
-                self.prompt(agent_id, session_key, &envelope.text, &options)
-                    .await?,
-            )
+            // Group messages kept while the agent was not mentioned come first.
+            let context = self.take_context(session_key).await?;
+            let text = match &context.text {
+                Some(kept) => format!("{kept}{}", envelope.text),
+                None => envelope.text.clone(),
+            };
+            let answered = self.prompt(agent_id, session_key, &text, &options).await?;
+            Some((answered, context.last_id))
         } else {
             None
+        };
+        let (reply, given) = match reply {
+            Some((answered, given)) => (Some(answered), given),
+            None => (None, None),
         };
         let mut response = json!({
             "route": route,
@@ -474,6 +502,9 @@ impl Access {
             let (session_key, key) = (session_key.to_string(), key.clone());
             self.blocking(move |store| store.record(&session_key, &turns, Some((&key, &sent))))
                 .await?;
+        }
+        if let Some(last_id) = given {
+            self.forget_context(session_key, last_id).await?;
         }
         self.metrics.delivered(started.elapsed());
         if let Some(reply_text) = reply_text
@@ -903,6 +934,11 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
         .filter_map(|k| Some((k.to_string(), fields.remove(*k)?)))
         .collect();
     let message = MessageFields::deserialize(Value::Object(own)).map_err(refuse)?;
+    let facts = gate::facts(
+        message.sender.as_ref(),
+        message.mentions.as_ref(),
+        message.reply_to_sender_id.as_ref(),
+    )?;
     let route = RouteInput::deserialize(Value::Object(fields)).map_err(refuse)?;
     for (field, value) in [
         ("channel", &route.channel),
@@ -918,6 +954,7 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
         message_id: message.message_id,
         sender: message.sender,
         text: message.text,
+        facts,
     })
 }
 

@@ -53,6 +53,9 @@ pub struct AccessPlan {
     /// How many agents and bindings the plan holds.
     pub agents: usize,
     pub bindings: usize,
+    /// The inbound policy of every account (policy.md). Empty for a plan loaded from a
+    /// published file (`access serve`, which delivers nothing): nothing is gated there.
+    pub policy: crate::policy::PolicyPlan,
 }
 
 /// Resolves a secret reference now; the value lives only in memory.
@@ -147,6 +150,7 @@ impl AccessPlan {
         );
         plan.models = models;
         plan.acp_cwds = acp_cwds;
+        plan.policy = crate::policy::PolicyPlan::compile(config);
         plan
     }
 
@@ -200,6 +204,7 @@ impl AccessPlan {
             closed,
             agents,
             bindings,
+            policy: crate::policy::PolicyPlan::default(),
         }
     }
 

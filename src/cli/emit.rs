@@ -9,7 +9,7 @@ use clap::Args;
 use serde::Serialize;
 
 use super::{ExitStatus, GlobalSettings, Output};
-use crate::manage::{self, ManageContext, ManageError, agents, channels};
+use crate::manage::{self, ManageContext, ManageError, agents, channels, pairing};
 
 pub(crate) const MANAGE_EXIT_CODES: &str = "\
 Exit codes:
@@ -17,6 +17,13 @@ Exit codes:
   1  refused or failed: a conflict, an unknown agent, an edit that would make the config
      invalid, a file changed by someone else meanwhile; nothing was written
   2  could not run: bad flags (a malformed --bind), unreadable config directory";
+
+pub(crate) const PAIRING_EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  refused: no pending request has the code (or too many wrong codes: approve pauses),
+     the sender is not paired
+  2  could not run: bad flags, a code that cannot be one, a damaged state database";
 
 #[derive(Debug, Args)]
 pub struct WriteArgs {
@@ -58,6 +65,9 @@ impl Outcome for channels::CapabilitiesResult {}
 impl Outcome for channels::AddResult {}
 impl Outcome for channels::RemoveResult {}
 impl Outcome for channels::LogsResult {}
+impl Outcome for pairing::PairingList {}
+impl Outcome for pairing::Approved {}
+impl Outcome for pairing::Revoked {}
 
 impl Outcome for agents::AddResult {
     fn refused(&self) -> bool {

@@ -21,9 +21,13 @@ pub enum InboundCommand {
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
+The inbound policy applies as to any message (docs/config.md, \"Inbound policy\"): in a group
+that requires a mention, mention the bot with --mention ID (its botUserId) or in the text.
+
 Exit codes:
   0  delivered and answered, or routed to an agent without a runtime (the route is the answer)
-  1  refused: the answer says why (an undeclared or disabled account, a runtime down, …)
+  1  refused: the answer says why (an undeclared or disabled account, a runtime down, …), or
+     gated by the inbound policy (the reason and the setting that decided are printed)
   2  no controller runs on this state directory, or it could not be reached")]
 pub struct SendArgs {
     /// The channel: a key of `channels` in channels.yaml.
@@ -41,11 +45,20 @@ pub struct SendArgs {
     /// Who sends it [default: operator].
     #[arg(long, value_name = "ID")]
     sender: Option<String>,
+    /// The sender is a bot (`sender.isBot`).
+    #[arg(long)]
+    bot: bool,
+    /// A user id the message mentions natively, e.g. the account's botUserId (repeatable).
+    #[arg(long = "mention", value_name = "ID")]
+    mentions: Vec<String>,
+    /// The message replies to one by this user id (`replyToSenderId`).
+    #[arg(long, value_name = "ID")]
+    reply_to: Option<String>,
     /// The platform's message id [default: a new one]; the same id twice in one conversation
     /// is one message, answered once.
     #[arg(long, value_name = "ID")]
     message_id: Option<String>,
-    /// Print the whole answer (route, session key, reply) as JSON.
+    /// Print the whole answer (route, session key, reply or why it was gated) as JSON.
     #[arg(long)]
     json: bool,
     /// The message.
@@ -69,7 +82,7 @@ pub fn run(global: &GlobalSettings, command: InboundCommand) -> ExitStatus {
         );
         return ExitStatus::Error;
     };
-    let envelope = json!({
+    let mut envelope = json!({
         "channel": args.channel,
         "accountId": args.account,
         "peer": args.peer,
@@ -78,6 +91,15 @@ pub fn run(global: &GlobalSettings, command: InboundCommand) -> ExitStatus {
         "sender": {"id": args.sender.unwrap_or_else(|| "operator".into())},
         "text": args.text,
     });
+    if args.bot {
+        envelope["sender"]["isBot"] = true.into();
+    }
+    if !args.mentions.is_empty() {
+        envelope["mentions"] = json!(args.mentions);
+    }
+    if let Some(to) = args.reply_to {
+        envelope["replyToSenderId"] = to.into();
+    }
     let answer = client.call(
         hyper::Method::POST,
         "/v1/send",
@@ -105,7 +127,11 @@ pub fn run(global: &GlobalSettings, command: InboundCommand) -> ExitStatus {
     let answer: Value = serde_json::from_slice(&body).unwrap_or_default();
     if args.json {
         super::emit::print_json(&answer);
-        return ExitStatus::Success;
+        return if answer["gated"].is_object() {
+            ExitStatus::Failure
+        } else {
+            ExitStatus::Success
+        };
     }
     let mut out = anstream::stdout();
     let route = &answer["route"];
@@ -117,6 +143,28 @@ pub fn run(global: &GlobalSettings, command: InboundCommand) -> ExitStatus {
         answer["sessionKey"].as_str().unwrap_or("?"),
         route["matchedBy"].as_str().unwrap_or("?"),
     );
+    let gated = &answer["gated"];
+    if let Some(reason) = gated["reason"].as_str() {
+        let _ = writeln!(
+            out,
+            "not delivered: {reason} (decided by {})",
+            gated["rule"].as_str().unwrap_or("?")
+        );
+        if let Some(code) = gated["pairingCode"].as_str() {
+            let _ = writeln!(
+                out,
+                "pairing code {code}: approve it with `deepcli pairing approve {} {code}`",
+                args.channel
+            );
+        }
+        if reason == "not-mentioned" {
+            let _ = writeln!(
+                out,
+                "(kept as context for the agent's next answer in this conversation; mention the bot with --mention ID or in the text)"
+            );
+        }
+        return ExitStatus::Failure;
+    }
     match answer["reply"]["text"].as_str() {
         Some(reply) => {
             let _ = writeln!(out, "{reply}");

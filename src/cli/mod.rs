@@ -8,9 +8,12 @@ mod agents;
 mod channels;
 mod emit;
 mod inbound;
+mod openclaw;
 mod output;
+mod pairing;
 mod plan;
 mod route;
+mod route_gate;
 mod schema;
 mod state;
 mod up;
@@ -97,7 +100,9 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["trash", "list"], &["config"]),
     (&["access"], &["config"]),
     (&["schema"], &["config", "state_dir"]),
+    (&["import"], &["config"]),
     (&["channels", "capabilities"], &["config", "state_dir"]),
+    (&["pairing"], &["config"]),
 ];
 
 #[derive(Debug, Subcommand)]
@@ -137,6 +142,15 @@ enum Command {
     /// Manage channel accounts (edits channels.yaml losslessly; references only).
     #[command(subcommand, after_help = emit::MANAGE_EXIT_CODES)]
     Channels(channels::ChannelsCommand),
+    /// Bring a config in from another tool: `import openclaw openclaw.json`.
+    #[command(subcommand)]
+    Import(openclaw::ImportCommand),
+    /// Write the config out for another tool: `export openclaw`.
+    #[command(subcommand)]
+    Export(openclaw::ExportCommand),
+    /// Answer senders who asked to pair (dmPolicy: pairing): list, approve, revoke.
+    #[command(subcommand, after_help = emit::PAIRING_EXIT_CODES)]
+    Pairing(pairing::PairingCommand),
     /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
     /// command: [deepcli, echo-agent]}`).
     #[command(hide = true)]
@@ -269,6 +283,9 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Schema(args) => schema::run(args),
         Command::Agents(command) => agents::run(&global, command),
         Command::Channels(command) => channels::run(&global, command),
+        Command::Import(command) => openclaw::import(&global, command),
+        Command::Export(command) => openclaw::export(&global, command),
+        Command::Pairing(command) => pairing::run(&global, command),
         Command::EchoAgent => echo_agent(),
     }
 }

@@ -11,6 +11,7 @@ use serde_json::json;
 use super::{ExitStatus, GlobalSettings};
 use crate::config::model::{DmScope, GroupScope};
 use crate::plural::plural;
+use crate::policy::PolicyPlan;
 use crate::routing::declared::{Declared, Undeclared};
 use crate::routing::plan::TierOutcome;
 use crate::routing::{Peer, RouteInput, RouteResult, RoutingPlan, batch, document};
@@ -68,9 +69,22 @@ pub struct RouteArgs {
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
-    /// Also show, tier by tier, which bindings were considered and why each did not match.
+    /// Also show, tier by tier, which bindings were considered and why each did not match;
+    /// with --sender, --bot, --mention or --text also the inbound policy's gate.
     #[arg(long)]
     explain: bool,
+    /// With --explain: who sends the message (the gate checks allowFrom, groupAllowFrom).
+    #[arg(long, value_name = "ID", requires = "explain")]
+    sender: Option<String>,
+    /// With --explain: the sender is a bot (allowBots).
+    #[arg(long, requires = "explain")]
+    bot: bool,
+    /// With --explain: a user id the message mentions natively (repeatable).
+    #[arg(long = "mention", value_name = "ID", requires = "explain")]
+    mentions: Vec<String>,
+    /// With --explain: the message's text (mention patterns are checked against it).
+    #[arg(long, value_name = "TEXT", requires = "explain")]
+    text: Option<String>,
     /// Route JSON lines from stdin to JSON lines on stdout.
     #[arg(long, conflicts_with_all = [
         "channel", "account", "peer", "parent_peer", "guild", "team", "roles",
@@ -108,7 +122,11 @@ fn parse_scope<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> 
 }
 
 pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
-    let (plan, declared) = match load_plan(global, args.plan.as_ref()) {
+    let Loaded {
+        plan,
+        declared,
+        policy,
+    } = match load_plan(global, args.plan.as_ref()) {
         Ok(loaded) => loaded,
         Err(status) => return status,
     };
@@ -117,6 +135,8 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
     } else {
         "channels.yaml"
     };
+    let gate_asked = args.explain
+        && (args.sender.is_some() || args.bot || !args.mentions.is_empty() || args.text.is_some());
     if args.batch {
         return batch(&plan, declared.as_ref().map(|d| (d, place)), args.strict);
     }
@@ -131,6 +151,20 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
         dm_scope: args.dm_scope,
         group_scope: args.group_scope,
     };
+    let gate = gate_asked.then(|| {
+        let result = plan.resolve(&input);
+        super::route_gate::explain(
+            policy.as_ref(),
+            &input,
+            &result,
+            &super::route_gate::Sent {
+                sender: args.sender.as_deref(),
+                bot: args.bot,
+                mentions: &args.mentions,
+                text: args.text.as_deref().unwrap_or(""),
+            },
+        )
+    });
     let written = if args.json {
         let mut value = serde_json::to_value(plan.resolve(&input)).expect("results serialize");
         if args.explain {
@@ -139,6 +173,9 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
             let mut all = notes(&explanation);
             all.extend(acp_note(&plan, &input));
             value["notes"] = json!(all);
+        }
+        if let Some(gate) = &gate {
+            value["gate"] = gate.json();
         }
         let mut out = io::stdout().lock();
         writeln!(out, "{value:#}")
@@ -154,6 +191,9 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
         let mut text = text;
         if let Some(note) = acp_note(&plan, &input) {
             let _ = writeln!(text, "{NOTE}note:{NOTE:#} {note}");
+        }
+        if let Some(gate) = &gate {
+            gate.human(&mut text);
         }
         anstream::stdout().write_all(text.as_bytes())
     };
@@ -210,13 +250,18 @@ fn warn_undeclared(declared: &Declared, undeclared: &Undeclared, place: &str) {
     let _ = writeln!(err, "  {HINT}hint:{HINT:#} {hint}");
 }
 
-/// The plan to route with: compiled from a config without errors, or loaded from a file; and
-/// what the hub declares, when that can be told. Diagnostics go to stderr: stdout carries only
-/// results.
-fn load_plan(
-    global: &GlobalSettings,
-    plan_file: Option<&PathBuf>,
-) -> Result<(RoutingPlan, Option<Declared>), ExitStatus> {
+/// What `route` routes with.
+struct Loaded {
+    plan: RoutingPlan,
+    /// What the hub declares, when that can be told.
+    declared: Option<Declared>,
+    /// The inbound policy, which only the config has.
+    policy: Option<PolicyPlan>,
+}
+
+/// The plan to route with: compiled from a config without errors, or loaded from a file.
+/// Diagnostics go to stderr: stdout carries only results.
+fn load_plan(global: &GlobalSettings, plan_file: Option<&PathBuf>) -> Result<Loaded, ExitStatus> {
     let mut err = anstream::stderr();
     if let Some(path) = plan_file {
         let text = std::fs::read_to_string(path).map_err(|e| {
@@ -225,7 +270,11 @@ fn load_plan(
         })?;
         let loaded = document::PlanDocument::parse(&text).and_then(|doc| {
             let declared = Declared::of_plan(&doc.plan);
-            Ok((doc.into_plan()?, declared))
+            Ok(Loaded {
+                plan: doc.into_plan()?,
+                declared,
+                policy: None,
+            })
         });
         return loaded.map_err(|e| {
             let _ = writeln!(err, "error: `{}`: {e}", path.display());
@@ -233,18 +282,21 @@ fn load_plan(
         });
     }
     // The plan is compiled while the rules run.
-    let (report, plan) = super::load_valid_with(
-        global,
-        "nothing is routed until they are fixed",
-        RoutingPlan::compile,
-    )?;
+    let (report, (plan, policy)) =
+        super::load_valid_with(global, "nothing is routed until they are fixed", |config| {
+            (RoutingPlan::compile(config), PolicyPlan::compile(config))
+        })?;
     let declared = Declared::of_config(&report.config);
     crate::threads::drop_in_background(report);
     let plan = plan.map_err(|e| {
         let _ = writeln!(err, "error: {e}");
         ExitStatus::Failure
     })?;
-    Ok((plan, Some(declared)))
+    Ok(Loaded {
+        plan,
+        declared: Some(declared),
+        policy: Some(policy),
+    })
 }
 
 /// Most undeclared channel accounts a batch's warning names.

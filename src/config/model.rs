@@ -332,13 +332,100 @@ pub struct ChannelsFile {
     pub channels: IndexMap<String, ChannelSpec>,
 }
 
+/// The key of `channels` that holds the inbound policy every channel inherits (policy.md):
+/// not a channel.
+pub const CHANNEL_DEFAULTS: &str = "defaults";
+
+// No `deny_unknown_fields`: serde cannot combine it with `flatten`. The schema has already
+// rejected unknown keys.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct ChannelSpec {
     pub enabled: Option<bool>,
     pub default_account: Option<String>,
     #[serde(default)]
     pub accounts: IndexMap<String, AccountSpec>,
+    /// Per-conversation overrides by group or channel id; `"*"` for every group.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub groups: IndexMap<String, GroupSpec>,
+    /// The channel level of the inbound policy.
+    #[serde(flatten)]
+    pub policy: PolicySpec,
+}
+
+/// The inbound policy keys (policy.md) as written at one level: `channels.defaults`, a
+/// channel, or an account. Every key is optional: a level that does not set one inherits it.
+// No `deny_unknown_fields`: it is flattened into the channel and the account.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dm_policy: Option<DmPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_from: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_policy: Option<GroupPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_allow_from: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_mention: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mention_patterns: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub implicit_mentions: Option<ImplicitMentions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_explicit_mention: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_bots: Option<AllowBots>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bot_loop_protection: Option<BotLoopProtection>,
+}
+
+/// `channels.<ch>.groups.<id>`: what one group (or `"*"`: every group) overrides.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GroupSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_mention: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_allow_from: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mention_patterns: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub implicit_mentions: Option<ImplicitMentions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_explicit_mention: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_bots: Option<AllowBots>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_limit: Option<u32>,
+}
+
+/// Which messages count as a mention without naming the bot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImplicitMentions {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to_bot: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_participation: Option<bool>,
+}
+
+/// Two bots answering each other: how many of one bot's messages an account takes in a window
+/// before the pair is muted, and for how long.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BotLoopProtection {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_events_per_window: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_seconds: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cooldown_seconds: Option<u32>,
 }
 
 /// The secret fields an account may carry, in the order the schema lists them.
@@ -363,15 +450,15 @@ pub struct AccountSpec {
     pub enabled: Option<bool>,
     /// Where the Access layer also POSTs each reply (signed like inbound calls).
     pub reply_url: Option<String>,
+    /// The platform's id of this account's bot: the self-loop filter and native mentions.
+    pub bot_user_id: Option<String>,
+    /// The account level of the inbound policy. Before `secrets`: a flattened struct takes its
+    /// keys out of what the flattened map after it sees.
+    #[serde(flatten)]
+    pub policy: PolicySpec,
     /// Secret fields by their YAML name (`botToken`, …), in file order.
     #[serde(flatten)]
     pub secrets: IndexMap<String, Secret>,
-    pub dm_policy: Option<DmPolicy>,
-    pub allow_from: Option<Vec<String>>,
-    pub group_policy: Option<GroupPolicy>,
-    pub group_allow_from: Option<Vec<String>>,
-    pub require_mention: Option<bool>,
-    pub allow_bots: Option<AllowBots>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -402,6 +489,45 @@ pub enum AllowBots {
 #[serde(rename_all = "lowercase")]
 pub enum MentionsOnly {
     Mentions,
+}
+
+impl DmPolicy {
+    /// As written in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DmPolicy::Pairing => "pairing",
+            DmPolicy::Allowlist => "allowlist",
+            DmPolicy::Open => "open",
+            DmPolicy::Disabled => "disabled",
+        }
+    }
+}
+
+impl GroupPolicy {
+    /// As written in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupPolicy::Open => "open",
+            GroupPolicy::Allowlist => "allowlist",
+            GroupPolicy::Disabled => "disabled",
+        }
+    }
+}
+
+impl AllowBots {
+    /// `"mentions"`: a bot's message counts only when it mentions this account's bot.
+    pub fn only_mentions(self) -> bool {
+        matches!(self, AllowBots::Mentions(MentionsOnly::Mentions))
+    }
+
+    /// As written in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AllowBots::Bool(true) => "true",
+            AllowBots::Bool(false) => "false",
+            AllowBots::Mentions(_) => "mentions",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -528,6 +654,40 @@ mod tests {
             // References are shown as references.
             assert!(shown.contains("WEBHOOK"), "{shown}");
         }
+    }
+
+    #[test]
+    fn an_account_sorts_its_keys_into_policy_and_secrets() {
+        let account: AccountSpec = serde_json::from_value(serde_json::json!({
+            "botToken": {"source": "env", "id": "T"},
+            "dmPolicy": "pairing",
+            "allowFrom": ["1"],
+            "botUserId": "B1",
+            "implicitMentions": {"replyToBot": false},
+            "botLoopProtection": {"cooldownSeconds": 5},
+        }))
+        .unwrap();
+        assert_eq!(account.secrets.keys().collect::<Vec<_>>(), ["botToken"]);
+        assert_eq!(account.policy.dm_policy, Some(DmPolicy::Pairing));
+        assert_eq!(
+            account.policy.allow_from.as_deref(),
+            Some(&["1".to_string()][..])
+        );
+        assert_eq!(account.bot_user_id.as_deref(), Some("B1"));
+        assert_eq!(
+            account
+                .policy
+                .implicit_mentions
+                .and_then(|i| i.reply_to_bot),
+            Some(false)
+        );
+        assert_eq!(
+            account
+                .policy
+                .bot_loop_protection
+                .and_then(|b| b.cooldown_seconds),
+            Some(5)
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::model::{
-    AccountSpec, AgentDefaults, AgentSpec, AgentsFile, BindingSpec, ChannelSpec, SessionSection,
-    ToolsSection,
+    AccountSpec, AgentDefaults, AgentSpec, AgentsFile, BindingSpec, CHANNEL_DEFAULTS, ChannelSpec,
+    PolicySpec, SessionSection, ToolsSection,
 };
 use super::source::{FileKind, SourceFile, Sources};
 use super::yaml::escape_pointer_token;
@@ -31,6 +31,8 @@ pub struct Config {
     pub tools: ToolsSection,
     pub session: SessionSection,
     pub channels: Vec<Channel>,
+    /// `channels.defaults`: the inbound policy every channel inherits (policy.md).
+    pub channel_defaults: PolicySpec,
     pub bindings: Vec<Binding>,
 }
 
@@ -122,6 +124,7 @@ pub(super) struct Decoded {
     /// `agents.list` entries with their positions in the file.
     agent_list: Vec<(usize, AgentSpec)>,
     channels: Vec<Channel>,
+    channel_defaults: PolicySpec,
     bindings: Vec<Binding>,
 }
 
@@ -166,11 +169,15 @@ impl Decoded {
             FileKind::Channels => {
                 let file: super::model::ChannelsFile =
                     serde_json::from_value(json).map_err(internal)?;
-                self.channels = file
-                    .channels
-                    .into_iter()
-                    .map(|(id, spec)| Channel { id, spec })
-                    .collect();
+                self.channels = Vec::with_capacity(file.channels.len());
+                for (id, spec) in file.channels {
+                    // The schema lets `defaults` hold only policy keys.
+                    if id == CHANNEL_DEFAULTS {
+                        self.channel_defaults = spec.policy;
+                    } else {
+                        self.channels.push(Channel { id, spec });
+                    }
+                }
             }
             FileKind::Bindings => {
                 let items = match json.get_mut("bindings").map(serde_json::Value::take) {
@@ -202,6 +209,7 @@ pub(super) fn resolve(
         agents: file,
         agent_list,
         channels,
+        channel_defaults,
         bindings,
     } = decoded;
     let defaults = &file.agents.defaults;
@@ -231,6 +239,7 @@ pub(super) fn resolve(
         tools: file.tools,
         session: file.session,
         channels,
+        channel_defaults,
         bindings,
     }
 }

@@ -14,7 +14,8 @@ pub struct Capabilities {
     pub multi_account: bool,
     /// Bots can see and answer other bots' mentions.
     pub bot_to_bot_mentions: bool,
-    /// `allowBots: mentions` is honoured (elsewhere it means `true`).
+    /// `allowBots: mentions` is honoured: deepcli gates on the mentions the adapter reports,
+    /// so on every platform that has bots.
     pub allow_bots_mentions: bool,
     /// Guilds with roles (`match.guildId`, `match.roles`).
     pub guilds_and_roles: bool,
@@ -64,49 +65,49 @@ pub const TABLE: &[Capabilities] = &[
     caps(
         "googlechat",
         "Google Chat",
-        [true, true, false, false, false, false, true],
+        [true, true, false, true, false, false, true],
         &["apiKey", "clientSecret"],
     ),
     caps(
         "imessage",
         "iMessage",
-        [false, false, false, false, false, false, true],
+        [false, false, false, true, false, false, true],
         &[],
     ),
     caps(
         "matrix",
         "Matrix",
-        [true, true, true, false, false, false, true],
+        [true, true, true, true, false, false, true],
         &["token", "password"],
     ),
     caps(
         "msteams",
         "Microsoft Teams",
-        [true, true, false, false, false, true, true],
+        [true, true, false, true, false, true, true],
         &["clientSecret"],
     ),
     caps(
         "signal",
         "Signal",
-        [false, true, false, false, false, false, true],
+        [false, true, false, true, false, false, true],
         &["password"],
     ),
     caps(
         "slack",
         "Slack",
-        [true, true, true, false, false, true, true],
+        [true, true, true, true, false, true, true],
         &["botToken", "appToken", "userToken", "signingSecret"],
     ),
     caps(
         "telegram",
         "Telegram",
-        [true, true, false, false, false, false, true],
+        [true, true, false, true, false, false, true],
         &["botToken", "webhookSecret"],
     ),
     caps(
         "whatsapp",
         "WhatsApp",
-        [false, true, false, false, false, false, true],
+        [false, true, false, true, false, false, true],
         &["token", "apiKey"],
     ),
 ];

@@ -38,6 +38,9 @@ pub struct AccountView {
     pub enabled: bool,
     pub default: bool,
     pub credentials: Vec<CredentialView>,
+    /// Senders the operator approved by pairing (`deepcli pairing approve`), from the state
+    /// database: they may send direct messages besides `allowFrom`.
+    pub paired_senders: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -283,13 +286,20 @@ fn reference_yaml(r: &SecretRef) -> Yaml {
 
 pub fn list(ctx: &ManageContext) -> Result<ChannelsList> {
     let config = Change::read(ctx)?.current(ctx);
-    Ok(ChannelsList {
-        channels: config
-            .channels
-            .iter()
-            .map(|c| channel_view(&config, c))
-            .collect(),
-    })
+    let paired = super::pairing::paired_by_account(ctx)?;
+    let mut channels: Vec<ChannelView> = config
+        .channels
+        .iter()
+        .map(|c| channel_view(&config, c))
+        .collect();
+    for c in &mut channels {
+        let channel = ids::channel(&c.channel).into_owned();
+        for a in &mut c.accounts {
+            let key = (channel.clone(), ids::account_id(&a.id).into_owned());
+            a.paired_senders = paired.get(&key).cloned().unwrap_or_default();
+        }
+    }
+    Ok(ChannelsList { channels })
 }
 
 fn channel_view(config: &Config, c: &Channel) -> ChannelView {
@@ -311,6 +321,7 @@ fn channel_view(config: &Config, c: &Channel) -> ChannelView {
                     present: None,
                 })
                 .collect(),
+            paired_senders: Vec::new(),
         })
         .collect();
     if accounts.is_empty() {
@@ -321,6 +332,7 @@ fn channel_view(config: &Config, c: &Channel) -> ChannelView {
             enabled: true,
             default: true,
             credentials: Vec::new(),
+            paired_senders: Vec::new(),
         });
     }
     ChannelView {
@@ -521,6 +533,12 @@ pub fn add(ctx: &ManageContext, request: &AddRequest) -> Result<AddResult> {
         return Err(ManageError::usage(
             format!("`{channel_name}` is not a channel id"),
             "pass --channel NAME, e.g. --channel telegram",
+        ));
+    }
+    if ids::channel(&channel_name) == crate::config::model::CHANNEL_DEFAULTS {
+        return Err(ManageError::usage(
+            "`channels.defaults` is not a channel: it holds the inbound policy every channel inherits",
+            "pass the platform's name, e.g. --channel telegram",
         ));
     }
     let account = request

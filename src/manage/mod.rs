@@ -17,6 +17,8 @@ pub mod edit;
 pub mod files;
 pub mod identity;
 pub mod live;
+pub mod openclaw;
+pub mod pairing;
 pub mod rpc;
 
 use std::path::{Path, PathBuf};

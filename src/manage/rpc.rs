@@ -1,5 +1,5 @@
-//! The operator JSON-RPC 2.0 dispatcher: `_mustang.agent/agents/*` and
-//! `_mustang.agent/channels/*` (management.md) over the same service functions as the CLI,
+//! The operator JSON-RPC 2.0 dispatcher: `_mustang.agent/agents/*`,
+//! `_mustang.agent/channels/*` and `_mustang.agent/pairing/*` (management.md, policy.md) over the same service functions as the CLI,
 //! returning the same result shapes. Transport-free: the controller mounts [`handle`] at
 //! `POST /rpc` behind the operator token.
 //!
@@ -10,7 +10,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{ManageContext, ManageError, agents, channels};
+use super::{ManageContext, ManageError, agents, channels, pairing};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -37,6 +37,11 @@ pub const METHODS: &[&str] = &[
     "_mustang.agent/channels/logs",
     "_mustang.agent/channels/add",
     "_mustang.agent/channels/remove",
+    "_mustang.agent/config/import_openclaw",
+    "_mustang.agent/config/export_openclaw",
+    "_mustang.agent/pairing/list",
+    "_mustang.agent/pairing/approve",
+    "_mustang.agent/pairing/revoke",
 ];
 
 /// Handles one HTTP body: a request or a batch. `None` when nothing is to be sent back (only
@@ -298,6 +303,26 @@ fn call(ctx: &ManageContext, method: &str, p: Value) -> Result<Value, Failure> {
         }
         "channels/add" => to_json(channels::add(ctx, &params(p)?)?),
         "channels/remove" => to_json(channels::remove(ctx, &params(p)?)?),
+        "config/import_openclaw" => {
+            let p: ImportOpenclawParams = params(p)?;
+            let out = p
+                .out
+                .map_or_else(|| ctx.config_dir.clone(), std::path::PathBuf::from);
+            to_json(super::openclaw::import_openclaw(
+                &ctx.load,
+                p.source.as_bytes(),
+                "openclaw.json",
+                &out,
+                p.force,
+            )?)
+        }
+        "config/export_openclaw" => {
+            let p: ExportOpenclawParams = params(p)?;
+            to_json(super::openclaw::export_openclaw(ctx, p.json5)?)
+        }
+        "pairing/list" => to_json(pairing::list(ctx, &params(p)?)?),
+        "pairing/approve" => to_json(pairing::approve(ctx, &params(p)?)?),
+        "pairing/revoke" => to_json(pairing::revoke(ctx, &params(p)?)?),
         _ => Err(Failure::MethodNotFound),
     }
 }
@@ -305,3 +330,22 @@ fn call(ctx: &ManageContext, method: &str, p: Value) -> Result<Value, Failure> {
 #[derive(serde::Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct ListNone {}
+
+/// `config/import_openclaw`: the text of an `openclaw.json`, and where the files go (the
+/// config directory unless `out` names another).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ImportOpenclawParams {
+    source: String,
+    #[serde(default)]
+    out: Option<String>,
+    #[serde(default)]
+    force: bool,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ExportOpenclawParams {
+    #[serde(default)]
+    json5: bool,
+}

@@ -7,6 +7,7 @@
 
 mod damage;
 pub mod lease;
+pub mod pairing;
 mod paths;
 mod stored;
 mod token;
@@ -28,13 +29,14 @@ pub use token::{operator_token, read_operator_token};
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 8] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
     include_str!("runtime_processes.sql"),
     include_str!("origins.sql"),
     include_str!("agent_access.sql"),
+    include_str!("policy.sql"),
     include_str!("hub.sql"),
 ];
 /// The Access tables whose rows of an agent go to its trash entry (`trash_<table>` holds them).

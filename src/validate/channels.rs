@@ -1,9 +1,10 @@
-//! Rules over channels.yaml: default accounts, DM policies, secrets, platform-specific options.
+//! Rules over channels.yaml: default accounts, account ids, secrets. The inbound policy's rules
+//! are `policy.rs`'s.
 
 use std::collections::HashMap;
 
 use super::Context;
-use crate::config::model::{AllowBots, DmPolicy, SECRET_FIELDS, Secret};
+use crate::config::model::{SECRET_FIELDS, Secret};
 use crate::config::yaml::escape_pointer_token;
 use crate::config::{Channel, FileKind};
 use crate::diagnostic::{Diagnostic, rules};
@@ -50,25 +51,6 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 );
             }
             let spec = account.spec;
-            match (spec.dm_policy, &spec.allow_from) {
-                (Some(DmPolicy::Allowlist), None) => out.push(dm_allowlist_empty(cx, &base)),
-                (Some(DmPolicy::Allowlist), Some(list)) if list.is_empty() => {
-                    out.push(dm_allowlist_empty(cx, &base));
-                }
-                (Some(DmPolicy::Open), list)
-                    if !list.iter().flatten().any(|entry| entry.trim() == "*") =>
-                {
-                    out.push(
-                        Diagnostic::new(
-                            rules::DM_OPEN_WITHOUT_WILDCARD,
-                            "`dmPolicy: open` lets anyone message this account, but `allowFrom` does not say `\"*\"`",
-                        )
-                        .hint("add `allowFrom: [\"*\"]` to confirm that anyone may write, or use `dmPolicy: allowlist`")
-                        .at(cx.at(FILE, &format!("{base}/dmPolicy"))),
-                    );
-                }
-                _ => {}
-            }
             for field in SECRET_FIELDS {
                 let Some(Secret::Inline(text)) = spec.secrets.get(*field) else {
                     continue;
@@ -91,23 +73,6 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                         .redacted(),
                     );
                 }
-            }
-            if spec
-                .allow_bots
-                .is_some_and(|a| matches!(a, AllowBots::Mentions(_)))
-                && channel.id != "discord"
-            {
-                out.push(
-                    Diagnostic::new(
-                        rules::ALLOW_BOTS_MENTIONS,
-                        format!(
-                            "`allowBots: mentions` exists only on Discord; {} treats it as `true`",
-                            channel.id
-                        ),
-                    )
-                    .hint("use `allowBots: true` or `false`")
-                    .at(cx.at(FILE, &format!("{base}/allowBots"))),
-                );
             }
         }
     }
@@ -135,15 +100,6 @@ fn empty_secret(
         "reference the secret: `{field}: {{source: env, id: VAR}}`, `\"${{VAR}}\"` or `{{source: file, path: PATH}}`; or remove the key"
     ))
     .at(cx.at(FILE, &format!("{base}/{field}")))
-}
-
-fn dm_allowlist_empty(cx: &Context<'_>, base: &str) -> Diagnostic {
-    Diagnostic::new(
-        rules::DM_ALLOWLIST_EMPTY,
-        "`dmPolicy: allowlist` with no `allowFrom` entries: nobody can send direct messages",
-    )
-    .hint("list the allowed sender ids in `allowFrom`, or use `dmPolicy: disabled` to say so")
-    .at(cx.at(FILE, &format!("{base}/dmPolicy")))
 }
 
 /// A channel with several accounts must say which is the default: bindings without an

@@ -9,6 +9,7 @@ mod agents;
 mod bindings;
 mod channels;
 pub mod not_enforced;
+mod policy;
 mod secrets;
 
 use std::collections::{HashMap, HashSet};
@@ -86,6 +87,7 @@ pub fn check(config: &Config) -> Vec<Diagnostic> {
     let cx = Context::new(config);
     agents::check(&cx, &mut out);
     channels::check(&cx, &mut out);
+    policy::check(&cx, &mut out);
     bindings::check(&cx, &mut out);
     not_enforced::check(&cx, &mut out);
     // Last: it skips what the field rules above already reported.

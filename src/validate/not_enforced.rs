@@ -39,11 +39,6 @@ pub const UNENFORCED: &[Unenforced] = &[
         enforce: "the runtime decides which agents it may start",
     },
     Unenforced {
-        key: "agents.list[].groupChat",
-        why: "deepcli's inbound path does not read it",
-        enforce: "have the platform adapter decide what counts as a mention",
-    },
-    Unenforced {
         key: "agents.list[].heartbeat.target",
         why: "a heartbeat's answer always goes to the agent's last conversation",
         enforce: "remove it; see controller.md, Heartbeats",

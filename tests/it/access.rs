@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::Up;
+use crate::common::{Up, open};
 use serde_json::{Value, json};
 
 const SECRET: &str = "quickstart-webhook-secret";
@@ -70,9 +70,16 @@ fn token(state: &Path) -> String {
     std::fs::read_to_string(state.join("operator-token")).unwrap()
 }
 
+/// The quickstart's bot (`botUserId`) and the one sender its `allowFrom` lets in.
+const QUICKSTART_BOT: &str = "7000000001";
+const QUICKSTART_SENDER: &str = "111111111";
+
+/// A message of the quickstart's allowed sender that mentions its bot: the inbound policy lets
+/// it through in a direct chat and in the listed group.
 fn envelope(peer: Value, message_id: &str, text: &str) -> Value {
     json!({"channel": "telegram", "peer": peer, "messageId": message_id,
-           "sender": {"id": "u-7", "name": "Ada"}, "text": text})
+           "sender": {"id": QUICKSTART_SENDER, "name": "Ada"}, "mentions": [QUICKSTART_BOT],
+           "text": text})
 }
 
 fn group(id: &str) -> Value {
@@ -195,8 +202,9 @@ fn a_signed_envelope_gets_a_reply_in_a_persistent_session() {
     assert_eq!(third["sessionKey"], thread_key.as_str());
     assert_ne!(runtime_session(&up.state, &thread_key), session);
 
-    // A different peer goes to `main`, which has no runtime: routed, 202, no reply.
-    let (status, other) = inbound(up.addr, SECRET, &envelope(group("-100999"), "m-4", "hi"));
+    // Another chat goes to `main`, which has no runtime: routed, 202, no reply.
+    let elsewhere = json!({"kind": "direct", "id": "222222222"});
+    let (status, other) = inbound(up.addr, SECRET, &envelope(elsewhere, "m-4", "hi"));
     assert_eq!(status, 202, "{other:#}");
     assert_eq!(other["route"]["agentId"], "main");
     assert!(other["reply"].is_null());
@@ -362,7 +370,9 @@ fn an_acp_binding_keeps_its_session_across_a_controller_restart() {
 #[test]
 fn a_runtime_that_is_down_gets_a_503() {
     let agents = "agents:\n  list:\n    - id: main\n    - id: broken\n      runtime: {kind: acp, command: [\"false\"]}\n";
-    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
     let bindings = "bindings:\n  - {agentId: broken, match: {channel: slack}}\n";
     let up = Up::start_config(agents, channels, bindings, |cmd| {
         cmd.env("HOOK", SECRET);
@@ -396,7 +406,9 @@ fn a_runtime_that_is_down_gets_a_503() {
 fn before_the_first_plan_is_in_force_messages_get_503() {
     let mark = tempfile::tempdir().unwrap();
     let paused = mark.path().join("paused");
-    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
     let up = Up::start_config(
         "agents:\n  list:\n    - id: main\n",
         channels,
@@ -448,7 +460,9 @@ fn before_the_first_plan_is_in_force_messages_get_503() {
 /// takes the message.
 #[test]
 fn a_disabled_account_or_channel_gets_403() {
-    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n      off: {enabled: false, webhookSecret: {source: env, id: HOOK}}\n  telegram:\n    enabled: false\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n      off: {enabled: false, webhookSecret: {source: env, id: HOOK}}\n  telegram:\n    enabled: false\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
     let up = Up::start_config(
         "agents:\n  list:\n    - id: main\n",
         channels,
@@ -487,7 +501,9 @@ fn a_disabled_account_or_channel_gets_403() {
 #[test]
 fn the_same_message_id_on_another_account_is_another_message() {
     let agents = crate::common::sdk_agents();
-    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n      b: {webhookSecret: {source: env, id: HOOK}}\n";
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n      b: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
     let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack, accountId: \"*\"}}\n";
     let up = Up::start_config(&agents, channels, bindings, |cmd| {
         cmd.env("HOOK", SECRET);
@@ -528,9 +544,9 @@ fn the_access_route_is_what_deepcli_route_json_prints() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/route");
     let read = |name: &str| std::fs::read_to_string(fixture.join(name)).unwrap();
     let hook = "{webhookSecret: {source: env, id: HOOK}}";
-    let channels = format!(
+    let channels = open(&format!(
         "channels:\n  discord:\n    accounts:\n      default: {hook}\n  slack:\n    accounts:\n      default: {hook}\n  telegram:\n    accounts:\n      default: {hook}\n      biz: {hook}\n"
-    );
+    ));
     let up = Up::start_config(
         &read("agents.yaml"),
         &channels,
@@ -689,7 +705,9 @@ fn the_access_route_is_what_deepcli_route_json_prints() {
 /// answers `slow` only when cancelled.
 fn sdk_up(configure: impl FnOnce(&mut std::process::Command)) -> Up {
     let agents = crate::common::sdk_agents();
-    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
     let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack}}\n";
     let up = Up::start_config(&agents, channels, bindings, |cmd| {
         cmd.env("HOOK", SECRET);
@@ -851,7 +869,9 @@ fn replies_do_not_cross_between_conversations_after_a_runtime_restart() {
         "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"], env: {{SDK_ECHO_SEQUENTIAL: \"1\"}}}}\n",
         agent.display()
     );
-    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
     let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack}}\n";
     let up = Up::start_config(&agents, channels, bindings, |cmd| {
         cmd.env("HOOK", SECRET);
@@ -984,7 +1004,9 @@ fn permission_requests_are_refused() {
 #[test]
 fn plans_swap_under_load_without_a_failed_or_mixed_request() {
     let agents = "agents:\n  list:\n    - id: main\n    - id: a\n    - id: b\n";
-    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
     // Plan A sends the peer to `a` by its binding at line 2, plan B to `b` at line 3.
     let plan_a =
         "bindings:\n  - {agentId: a, match: {channel: slack, peer: {kind: direct, id: p}}}\n";
@@ -1110,9 +1132,9 @@ fn replies_go_to_the_reply_url_signed_or_become_dead_letters() {
     let (url, received) = one_request();
     let closed = crate::common::free_addr();
     let agents = crate::common::sdk_agents();
-    let channels = format!(
+    let channels = open(&format!(
         "channels:\n  slack:\n    accounts:\n      default: {{webhookSecret: {{source: env, id: HOOK}}, replyUrl: \"{url}\"}}\n      gone: {{webhookSecret: {{source: env, id: HOOK}}, replyUrl: \"http://{closed}/nobody\"}}\n"
-    );
+    ));
     let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack, accountId: \"*\"}}\n";
     let up = Up::start_config(&agents, &channels, bindings, |cmd| {
         cmd.env("HOOK", SECRET);
@@ -1166,7 +1188,9 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
     let tmp = tempfile::tempdir().unwrap();
     let (config, state) = (tmp.path().join("config"), tmp.path().join("state"));
     std::fs::create_dir_all(&config).unwrap();
-    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
     std::fs::write(config.join("channels.yaml"), channels).unwrap();
     std::fs::write(
         config.join("agents.yaml"),
@@ -1263,7 +1287,9 @@ fn access_serve_serves_a_published_plan_and_follows_its_generations() {
 #[test]
 fn operator_json_rpc_edits_the_files_and_the_controller_applies_them() {
     let agents = "agents:\n  list:\n    - id: main\n    - id: ops\n";
-    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n";
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
     let bindings = "# who answers what\nbindings: []\n";
     let up = Up::start_config(agents, channels, bindings, |cmd| {
         cmd.env("HOOK", SECRET);
@@ -1349,7 +1375,9 @@ fn operator_json_rpc_edits_the_files_and_the_controller_applies_them() {
 /// `deepcli up` with two Slack accounts: `default` signs with [`SECRET`], `b`'s secret
 /// variable is not set.
 fn two_accounts(configure: impl FnOnce(&mut std::process::Command)) -> Up {
-    let channels = "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n      b: {webhookSecret: {source: env, id: UNSET_HOOK_VARIABLE}}\n";
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n      b: {webhookSecret: {source: env, id: UNSET_HOOK_VARIABLE}}\n",
+    );
     let up = Up::start_config(
         "agents:\n  list:\n    - id: main\n",
         channels,
@@ -1771,15 +1799,23 @@ fn inbound_send_reaches_the_agent_through_the_running_controller() {
             .output()
             .unwrap()
     };
+    // The quickstart's group answers its allowed sender when mentioned (requireMention):
+    // unmentioned, the message is gated, exit 1, and kept as context.
+    let group = ["--channel", "telegram", "--peer", "group:-1001234567890"];
     let out = send(
         &up.state,
-        &[
-            "--channel",
-            "telegram",
-            "--peer",
-            "group:-1001234567890",
-            "hello there",
-        ],
+        &[&group[..], &["--sender", "111111111", "hello there"]].concat(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("not delivered: not-mentioned (decided by channels.telegram.accounts.default.requireMention (channels.yaml:"),
+        "{stdout}"
+    );
+    // As the README sends it: mentioned by name.
+    let out = send(
+        &up.state,
+        &[&group[..], &["--sender", "111111111", "@Research hello"]].concat(),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -1788,7 +1824,29 @@ fn inbound_send_reaches_the_agent_through_the_running_controller() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("agent research"), "{stdout}");
-    assert!(stdout.contains("echo: hello there"), "{stdout}");
+    assert!(stdout.contains("echo: "), "{stdout}");
+    assert!(
+        stdout.contains("111111111: hello there"),
+        "the kept message as context: {stdout}"
+    );
+    assert!(stdout.ends_with("@Research hello\n"), "{stdout}");
+    // By id: --mention the bot.
+    let out = send(
+        &up.state,
+        &[
+            &group[..],
+            &[
+                "--sender",
+                "111111111",
+                "--mention",
+                "7000000001",
+                "hi again",
+            ],
+        ]
+        .concat(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("echo: hi again"), "{stdout}");
 
     // An undeclared channel is refused as the API refuses it: exit 1, the reason said.
     let out = send(&up.state, &["--channel", "telegarm", "hi"]);

@@ -15,12 +15,12 @@ use serde_json::{Value, json};
 const SECRET: &str = "config-keys-webhook-secret";
 
 /// channels.yaml: one Telegram account whose webhook secret is [`SECRET`], replies POSTed to
-/// `reply_url` when given.
+/// `reply_url` when given, the inbound policy open.
 fn channels(reply_url: Option<&str>) -> String {
     let reply = reply_url.map_or(String::new(), |u| format!("        replyUrl: \"{u}\"\n"));
-    format!(
+    crate::common::open(&format!(
         "channels:\n  telegram:\n    accounts:\n      default:\n        webhookSecret: {{source: env, id: DEEPCLI_TEST_SECRET}}\n{reply}"
-    )
+    ))
 }
 
 /// An agent entry running the SDK echo agent, with `extra` (YAML lines, indented six spaces).

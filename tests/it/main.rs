@@ -11,6 +11,8 @@ mod first_run;
 mod json_keys;
 mod loader;
 mod manage;
+mod openclaw;
+mod policy;
 mod route;
 mod routing;
 mod rules;

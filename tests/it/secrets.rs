@@ -82,7 +82,7 @@ fn an_empty_webhook_secret_takes_no_messages() {
     std::fs::write(&blank, "  \t \r\n").unwrap();
     let log = dir.path().join("controller.log");
     let channels = format!(
-        "channels:\n  telegram:\n    accounts:\n      default:\n        webhookSecret: {{source: env, id: DEEPCLI_TEST_EMPTY_SECRET}}\n      newline:\n        webhookSecret: {{source: file, path: {}}}\n      blank:\n        webhookSecret: {{source: file, path: {}}}\n      good:\n        webhookSecret: {{source: env, id: DEEPCLI_TEST_GOOD_SECRET}}\n",
+        "channels:\n  defaults: {{dmPolicy: open, allowFrom: [\"*\"]}}\n  telegram:\n    accounts:\n      default:\n        webhookSecret: {{source: env, id: DEEPCLI_TEST_EMPTY_SECRET}}\n      newline:\n        webhookSecret: {{source: file, path: {}}}\n      blank:\n        webhookSecret: {{source: file, path: {}}}\n      good:\n        webhookSecret: {{source: env, id: DEEPCLI_TEST_GOOD_SECRET}}\n",
         newline.display(),
         blank.display()
     );
@@ -359,7 +359,7 @@ fn referenced_secrets_appear_in_no_output_file_or_log() {
     std::fs::write(
         hub.config.join("channels.yaml"),
         format!(
-            "channels:\n  telegram:\n    accounts:\n      default:\n        botToken: {{source: env, id: DEEPCLI_TEST_BOT_TOKEN}}\n        webhookSecret: {{source: env, id: DEEPCLI_TEST_WEBHOOK}}\n        replyUrl: \"http://{sink}/reply\"\n      personal:\n        botToken: \"${{DEEPCLI_TEST_PERSONAL_TOKEN}}\"\n        webhookSecret: {{source: file, path: {}}}\n",
+            "channels:\n  defaults: {{dmPolicy: open, allowFrom: [\"*\"]}}\n  telegram:\n    accounts:\n      default:\n        botToken: {{source: env, id: DEEPCLI_TEST_BOT_TOKEN}}\n        webhookSecret: {{source: env, id: DEEPCLI_TEST_WEBHOOK}}\n        replyUrl: \"http://{sink}/reply\"\n      personal:\n        botToken: \"${{DEEPCLI_TEST_PERSONAL_TOKEN}}\"\n        webhookSecret: {{source: file, path: {}}}\n",
             secrets.file("webhook").display()
         ),
     )

@@ -225,7 +225,8 @@ impl Up {
 
     /// Writes the config and starts `deepcli up` on it; `configure` adds to the command.
     pub fn start_with(agents: &str, bindings: &str, configure: impl FnOnce(&mut Command)) -> Up {
-        let channels = "channels:\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n";
+        // The inbound policy opened wide: these are tests of the controller, not of the policy.
+        let channels = "channels:\n  defaults: {dmPolicy: open, allowFrom: [\"*\"], groupPolicy: open, requireMention: false}\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n";
         Up::start_config(agents, channels, bindings, configure)
     }
 
@@ -445,4 +446,14 @@ pub fn recorded_runtime(state: &Path, agent: &str) -> Option<(String, Option<i64
         |r| Ok((r.get(0)?, r.get(1)?)),
     )
     .ok()
+}
+
+/// The inbound policy opened wide (`channels.defaults`): for tests of delivery, not of the
+/// policy (`policy.rs` tests that).
+pub const OPEN_DOOR: &str =
+    "  defaults: {dmPolicy: open, allowFrom: [\"*\"], groupPolicy: open, requireMention: false}\n";
+
+/// `channels` (a channels.yaml text) with [`OPEN_DOOR`].
+pub fn open(channels: &str) -> String {
+    channels.replacen("channels:\n", &format!("channels:\n{OPEN_DOOR}"), 1)
 }

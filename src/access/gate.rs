@@ -1,0 +1,553 @@
+//! The inbound policy at the Access door (policy.md): between routing (and the idempotency
+//! check) and delivery, [`Access::gate`] asks `policy::decide` whether the agent gets the
+//! envelope, looks up what only the state knows when the verdict depends on it (a pairing
+//! approval, whether the agent answered in a thread), and for a gated envelope makes the
+//! answer — `200 {"delivered": false, "gated": {"reason", "rule"}, …}` — records it like a
+//! delivered one (the same `messageId` gets the same answer), counts it and, for
+//! `not-mentioned`, keeps the message as context for the session's next answer.
+//!
+//! Also here: the envelope's policy fields (`sender.id`, `sender.isBot`, `mentions`,
+//! `replyToSenderId`), checked when the envelope is parsed, and the kept context handed to a
+//! prompt ([`Access::take_context`]).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::store::{AccessStore, DeliveryKey};
+use super::{Access, AccessError, AccessPlan, Envelope, route::Route};
+use crate::policy::bot_loop::{BotLoopGuard, BotPair, Counted};
+use crate::policy::{self, AgentPatterns, Conversation, Message, Reason, Unless, Verdict};
+use crate::state::pairing::{self as records, Requested};
+
+/// At most this many ids in `mentions`.
+pub const MAX_MENTIONS: usize = 1000;
+
+/// What an envelope says about its sender and mentions, checked.
+#[derive(Debug, Clone, Default)]
+pub struct EnvelopeFacts {
+    pub sender_id: Option<String>,
+    pub sender_name: Option<String>,
+    pub is_bot: bool,
+    pub mentions: Vec<String>,
+    pub reply_to_sender_id: Option<String>,
+}
+
+/// Reads the policy fields of an envelope: `sender` (an object: `id` a string or an integer,
+/// `isBot` a boolean, `name` and anything else kept as given), `mentions` (ids, at most
+/// [`MAX_MENTIONS`]) and `replyToSenderId`. A field of the wrong shape is a 400 naming it.
+pub fn facts(
+    sender: Option<&Value>,
+    mentions: Option<&Value>,
+    reply_to: Option<&Value>,
+) -> Result<EnvelopeFacts, AccessError> {
+    let mut out = EnvelopeFacts::default();
+    match sender {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(s)) => {
+            out.sender_id = id_text(s.get("id"), "sender.id")?;
+            out.sender_name = s.get("name").and_then(Value::as_str).map(str::to_string);
+            out.is_bot = match s.get("isBot") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => {
+                    return Err(AccessError::bad_field(
+                        "sender.isBot",
+                        format!("`sender.isBot` must be true or false, not {other}"),
+                    ));
+                }
+            };
+        }
+        Some(other) => {
+            return Err(AccessError::bad_field(
+                "sender",
+                format!(
+                    "`sender` must be an object like {{\"id\": \"u-7\", \"name\": \"Ada\", \"isBot\": false}}, not {}",
+                    shape(other)
+                ),
+            ));
+        }
+    }
+    match mentions {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            if items.len() > MAX_MENTIONS {
+                return Err(AccessError::bad_field(
+                    "mentions",
+                    format!(
+                        "`mentions` lists {} ids; at most {MAX_MENTIONS} are taken",
+                        items.len()
+                    ),
+                ));
+            }
+            for (i, item) in items.iter().enumerate() {
+                match id_text(Some(item), "mentions")? {
+                    Some(id) => out.mentions.push(id),
+                    None => {
+                        return Err(AccessError::bad_field(
+                            "mentions",
+                            format!("`mentions[{i}]` is null: list the mentioned user ids"),
+                        ));
+                    }
+                }
+            }
+        }
+        Some(other) => {
+            return Err(AccessError::bad_field(
+                "mentions",
+                format!(
+                    "`mentions` must be a list of user ids, like [\"U123\"], not {}",
+                    shape(other)
+                ),
+            ));
+        }
+    }
+    out.reply_to_sender_id = id_text(reply_to, "replyToSenderId")?;
+    Ok(out)
+}
+
+/// An id: a non-empty string, or an integer kept as its exact decimal text.
+fn id_text(value: Option<&Value>, field: &str) -> Result<Option<String>, AccessError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(n.to_string())),
+        Some(other) => Err(AccessError::bad_field(
+            field.split('[').next().unwrap_or(field),
+            format!(
+                "`{field}` must be a non-empty string or an integer, not {}",
+                shape(other)
+            ),
+        )),
+    }
+}
+
+fn shape(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(s) if s.trim().is_empty() => "an empty string",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The session key an envelope speaks in: the route's, with its thread.
+pub(super) fn session_key(route: &Route, key: &DeliveryKey) -> String {
+    match key.thread_id.as_str() {
+        "" => route.session_key().to_string(),
+        thread => crate::routing::session::with_thread(route.session_key(), thread),
+    }
+}
+
+/// What the inbound policy keeps in memory.
+pub(super) struct PolicyState {
+    bot_loop: BotLoopGuard,
+    /// The session keys that have kept context in the state database: only this Access layer
+    /// writes them, so a delivery to any other session needs no query.
+    kept: Mutex<HashSet<String>>,
+}
+
+impl PolicyState {
+    /// The state, with the sessions that have kept context read from the database (a
+    /// restarted controller gives them to the agent all the same).
+    pub(super) fn load(store: &AccessStore) -> PolicyState {
+        let kept = store
+            .with(|conn| records::sessions_with_kept(conn))
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot read the kept context: it is given again only once more is kept");
+                Vec::new()
+            });
+        PolicyState {
+            bot_loop: BotLoopGuard::default(),
+            kept: Mutex::new(kept.into_iter().collect()),
+        }
+    }
+
+    fn has_kept(&self, session_key: &str) -> bool {
+        match self.kept.lock() {
+            Ok(kept) => kept.contains(session_key),
+            Err(poisoned) => poisoned.into_inner().contains(session_key),
+        }
+    }
+
+    fn set_kept(&self, session_key: &str, any: bool) {
+        let mut kept = match self.kept.lock() {
+            Ok(kept) => kept,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if any {
+            kept.insert(session_key.to_string());
+        } else {
+            kept.remove(session_key);
+        }
+    }
+}
+
+/// The context kept for a session, as the prompt gets it, and how much of it to forget once
+/// the prompt was answered.
+pub(super) struct Context {
+    pub text: Option<String>,
+    pub last_id: Option<i64>,
+}
+
+impl Access {
+    /// The policy's verdict on an authenticated, routed envelope that was not delivered
+    /// before: `None` to deliver it, else the gated answer (recorded and counted).
+    pub(super) async fn gate(
+        &self,
+        plan: &AccessPlan,
+        envelope: &Envelope,
+        route: &Route,
+        key: &DeliveryKey,
+    ) -> Result<Option<Value>, AccessError> {
+        let Some(account) = plan.policy.account(&key.channel, &key.account_id) else {
+            return Ok(None);
+        };
+        let facts = &envelope.facts;
+        let input = &envelope.route;
+        let conversation = Conversation::of_peer_kind(input.peer.as_ref().map(|p| p.kind.as_str()));
+        let (group, parent) = match conversation {
+            Conversation::Direct => (None, None),
+            Conversation::Group => (
+                input.peer.as_ref().map(|p| p.id.as_str()),
+                input.parent_peer.as_ref().map(|p| p.id.as_str()),
+            ),
+        };
+        let view = account.view(group, parent);
+        let message = Message {
+            conversation,
+            sender_id: facts.sender_id.as_deref(),
+            is_bot: facts.is_bot,
+            mentions: &facts.mentions,
+            reply_to_sender_id: facts.reply_to_sender_id.as_deref(),
+            in_thread: !key.thread_id.is_empty(),
+            text: &envelope.text,
+        };
+        let agent = AgentPatterns {
+            mentions: plan
+                .policy
+                .agent(route.agent_id())
+                .and_then(|a| a.mentions.as_ref()),
+        };
+        let pair = match (facts.is_bot, &facts.sender_id) {
+            (true, Some(sender)) => Some(BotPair {
+                channel: key.channel.clone(),
+                account: key.account_id.clone(),
+                sender: sender.trim().to_string(),
+            }),
+            _ => None,
+        };
+        let now = Instant::now();
+        let muted = pair
+            .as_ref()
+            .is_some_and(|p| self.policy.bot_loop.muted(p, now));
+        let gate = match policy::decide(&view, agent, &message, muted) {
+            Verdict::Deliver => None,
+            Verdict::Gated { gate, unless } => {
+                let through = match (unless, &facts.sender_id) {
+                    (Some(Unless::SenderPaired), Some(sender)) => {
+                        let (c, a, s) = (
+                            key.channel.clone(),
+                            key.account_id.clone(),
+                            sender.trim().to_string(),
+                        );
+                        self.blocking_conn(move |conn| records::is_paired(conn, &c, &a, &s))
+                            .await?
+                    }
+                    (Some(Unless::ThreadAnswered), _) => {
+                        let k = session_key(route, key);
+                        self.blocking_conn(move |conn| records::answered_in(conn, &k))
+                            .await?
+                    }
+                    _ => false,
+                };
+                (!through).then_some(gate)
+            }
+        };
+        let gate = match (gate, &pair) {
+            (Some(gate), _) => gate,
+            (None, None) => return Ok(None),
+            // A bot's message that gets through counts for its pair.
+            (None, Some(pair)) => {
+                let limits = &view.account.base.bot_loop;
+                match self.policy.bot_loop.count(pair, now, &limits.value) {
+                    Counted::Within => return Ok(None),
+                    Counted::Tripped { cooldown_secs } => {
+                        self.bot_loop_tripped(pair, cooldown_secs).await;
+                        policy::Gate {
+                            reason: Reason::BotLoop,
+                            rule: limits.rule.clone(),
+                        }
+                    }
+                }
+            }
+        };
+        let session_key = session_key(route, key);
+        let mut gated = json!({"reason": gate.reason.as_str(), "rule": &*gate.rule});
+        let mut reply = Value::Null;
+        match gate.reason {
+            Reason::PairingRequired => match &facts.sender_id {
+                Some(sender) => {
+                    match self
+                        .pairing_request(key, sender, facts.sender_name.as_deref())
+                        .await?
+                    {
+                        Requested::Created { code, expires_at } => {
+                            reply = json!({"text": policy::pairing::reply_text(&code)});
+                            gated["pairingCode"] = code.into();
+                            gated["expiresAt"] = records::unix_to_text(expires_at).into();
+                        }
+                        Requested::Pending { expires_at } => {
+                            gated["pairingPending"] = true.into();
+                            gated["expiresAt"] = records::unix_to_text(expires_at).into();
+                        }
+                        Requested::RateLimited { retry_at } => {
+                            gated["pairingRateLimited"] = true.into();
+                            gated["retryAt"] = records::unix_to_text(retry_at).into();
+                        }
+                    }
+                }
+                None => {
+                    gated["note"] =
+                        "the envelope names no `sender.id`: there is nobody to pair".into();
+                }
+            },
+            Reason::NotMentioned => {
+                let limit = view.history_limit().value;
+                let (k, id, sender, text) = (
+                    session_key.clone(),
+                    envelope.message_id.clone(),
+                    envelope.sender.as_ref().map(Value::to_string),
+                    envelope.text.clone(),
+                );
+                self.blocking_conn_mut(move |conn| {
+                    records::keep(conn, &k, &id, sender.as_deref(), &text, limit)
+                })
+                .await?;
+                self.policy.set_kept(&session_key, limit > 0);
+            }
+            _ => {}
+        }
+        let response = json!({
+            "route": route,
+            "sessionKey": session_key,
+            "delivered": false,
+            "gated": gated,
+            "reply": reply,
+            "duplicate": false,
+        });
+        {
+            let sent = response.to_string();
+            let (k, key) = (session_key.clone(), key.clone());
+            self.blocking(move |store| store.record(&k, &[], Some((&key, &sent))))
+                .await?;
+        }
+        self.metrics
+            .gated(&key.channel, &key.account_id, gate.reason.as_str());
+        if let Some(text) = reply["text"].as_str()
+            && let Some(account) = plan
+                .accounts
+                .get(&(key.channel.clone(), key.account_id.clone()))
+            && let (Some(url), Ok(secret)) = (&account.reply_url, &account.webhook_secret)
+        {
+            self.reply.send(
+                url.clone(),
+                secret.clone(),
+                key.clone(),
+                json!({
+                    "channel": key.channel, "accountId": key.account_id, "messageId": key.message_id,
+                    "sessionKey": session_key, "peer": envelope.route.peer, "threadId": envelope.thread_id,
+                    "reply": {"text": text},
+                }),
+            );
+        }
+        Ok(Some(response))
+    }
+
+    async fn pairing_request(
+        &self,
+        key: &DeliveryKey,
+        sender: &str,
+        name: Option<&str>,
+    ) -> Result<Requested, AccessError> {
+        let code = policy::pairing::new_code().ok_or_else(|| {
+            AccessError::Internal(
+                "the operating system gave no random bytes for a pairing code".into(),
+            )
+        })?;
+        let (channel, account, sender, name) = (
+            key.channel.clone(),
+            key.account_id.clone(),
+            sender.trim().to_string(),
+            name.map(str::to_string),
+        );
+        self.blocking_conn_mut(move |conn| {
+            let who = records::Sender {
+                channel: &channel,
+                account_id: &account,
+                sender_id: &sender,
+                sender_name: name.as_deref(),
+            };
+            records::request(conn, &who, &code, records::unix_now(), &PAIRING_LIMITS)
+        })
+        .await
+    }
+
+    /// Tells the operator that a pair was muted: the controller's log, the channel's log and
+    /// `deepcli_bot_loop_trips_total`.
+    async fn bot_loop_tripped(&self, pair: &BotPair, cooldown_secs: u64) {
+        tracing::warn!(
+            channel = %pair.channel,
+            account = %pair.account,
+            bot = %pair.sender,
+            cooldown_secs,
+            "bot-loop protection tripped: the bot and this account answered each other too often; the bot is muted"
+        );
+        self.metrics.bot_loop_tripped(&pair.channel, &pair.account);
+        self.log_call(
+            Some(&pair.channel),
+            &format!(
+                "bot-loop tripped account={} bot={} muted for {cooldown_secs} s (botLoopProtection)",
+                pair.account, pair.sender
+            ),
+        )
+        .await;
+    }
+
+    /// The context kept for `session_key`, as the text to put before the message.
+    pub(super) async fn take_context(&self, session_key: &str) -> Result<Context, AccessError> {
+        if !self.policy.has_kept(session_key) {
+            return Ok(Context {
+                text: None,
+                last_id: None,
+            });
+        }
+        let k = session_key.to_string();
+        let kept = self
+            .blocking_conn(move |conn| records::kept(conn, &k))
+            .await?;
+        let Some(last) = kept.last() else {
+            return Ok(Context {
+                text: None,
+                last_id: None,
+            });
+        };
+        let last_id = last.id;
+        let mut text = format!(
+            "[deepcli: {} in this conversation since the agent last answered, not addressed to it, oldest first:]\n",
+            crate::plural::plural(kept.len(), "message was said", "messages were said")
+        );
+        for m in &kept {
+            let who = m
+                .sender
+                .as_deref()
+                .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                .and_then(|s| {
+                    s.get("name")
+                        .and_then(Value::as_str)
+                        .or_else(|| s.get("id").and_then(Value::as_str))
+                        .map(str::to_string)
+                })
+                .unwrap_or_else(|| "someone".to_string());
+            text.push_str(&format!("{who}: {}\n", m.text));
+        }
+        text.push_str("[deepcli: the message to answer:]\n");
+        Ok(Context {
+            text: Some(text),
+            last_id: Some(last_id),
+        })
+    }
+
+    /// Forgets the context given with a prompt that was answered.
+    pub(super) async fn forget_context(
+        &self,
+        session_key: &str,
+        last_id: i64,
+    ) -> Result<(), AccessError> {
+        let k = session_key.to_string();
+        let left = self
+            .blocking_conn(move |conn| {
+                records::forget_kept(conn, &k, last_id)?;
+                records::kept(conn, &k).map(|rest| !rest.is_empty())
+            })
+            .await?;
+        self.policy.set_kept(session_key, left);
+        Ok(())
+    }
+
+    async fn blocking_conn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, AccessError> {
+        self.blocking(move |store: &AccessStore| store.with(|c| f(c)))
+            .await
+    }
+
+    async fn blocking_conn_mut<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, AccessError> {
+        self.blocking(move |store: &AccessStore| store.with(f))
+            .await
+    }
+}
+
+/// The pairing limits of policy.md.
+const PAIRING_LIMITS: records::Limits = records::Limits {
+    ttl_secs: policy::pairing::CODE_TTL_SECS,
+    max_pending: policy::pairing::MAX_PENDING,
+    codes_per_sender_per_hour: policy::pairing::CODES_PER_SENDER_PER_HOUR,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_fields_of_the_wrong_shape_are_refused_by_name() {
+        let field = |r: Result<EnvelopeFacts, AccessError>| match r {
+            Err(AccessError::BadEnvelope { field, message }) => {
+                (field.unwrap_or_default(), message)
+            }
+            other => panic!("{other:?}"),
+        };
+        let (f, m) = field(facts(Some(&json!("u-7")), None, None));
+        assert_eq!(f, "sender");
+        assert!(m.contains("must be an object"), "{m}");
+        let (f, _) = field(facts(Some(&json!({"id": ["x"]})), None, None));
+        assert_eq!(f, "sender.id");
+        let (f, _) = field(facts(Some(&json!({"id": "u", "isBot": "yes"})), None, None));
+        assert_eq!(f, "sender.isBot");
+        let (f, m) = field(facts(None, Some(&json!("U1")), None));
+        assert_eq!(f, "mentions");
+        assert!(m.contains("a list of user ids"), "{m}");
+        let (f, m) = field(facts(None, Some(&json!(["U1", {"id": 2}])), None));
+        assert_eq!(f, "mentions");
+        assert!(m.contains("`mentions`"), "{m}");
+        let (f, _) = field(facts(None, Some(&json!(["U1", ""])), None));
+        assert_eq!(f, "mentions");
+        let (f, _) = field(facts(None, Some(&json!([null])), None));
+        assert_eq!(f, "mentions");
+        let many: Vec<String> = (0..=MAX_MENTIONS).map(|i| format!("U{i}")).collect();
+        let (f, m) = field(facts(None, Some(&json!(many)), None));
+        assert_eq!(f, "mentions");
+        assert!(m.contains("at most 1000"), "{m}");
+        let (f, _) = field(facts(None, None, Some(&json!(1.5))));
+        assert_eq!(f, "replyToSenderId");
+        let ok = facts(
+            Some(&json!({"id": 42, "name": "Ada", "isBot": true, "extra": 1})),
+            Some(&json!(["U1", 7])),
+            Some(&json!("B1")),
+        )
+        .unwrap();
+        assert_eq!(ok.sender_id.as_deref(), Some("42"));
+        assert!(ok.is_bot);
+        assert_eq!(ok.mentions, ["U1", "7"]);
+        assert_eq!(ok.reply_to_sender_id.as_deref(), Some("B1"));
+    }
+}

@@ -1,0 +1,488 @@
+//! A config → an `openclaw.json` fragment OpenClaw 2026.9 accepts and routes the same way:
+//! agents (the default marked), bindings, channels with SecretRefs, session, tools.
+//!
+//! Read from the files as written (not the resolved config, which would copy defaults into
+//! every agent). What OpenClaw has no key for is left out and listed, with why. Which account
+//! keys each OpenClaw channel takes was read off OpenClaw's own validator
+//! (`scripts/openclaw-routes.mjs` checks every exported fixture with it).
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::config::{Config, FileKind};
+use crate::ids;
+
+/// The channel ids OpenClaw 2026.9 ships (`bundledChannelIds`); it refuses others.
+pub const OPENCLAW_CHANNELS: &[&str] = &[
+    "a2a",
+    "buzz",
+    "clickclack",
+    "discord",
+    "feishu",
+    "googlechat",
+    "imessage",
+    "irc",
+    "line",
+    "matrix",
+    "mattermost",
+    "msteams",
+    "nextcloud-talk",
+    "nostr",
+    "raft",
+    "reef",
+    "signal",
+    "slack",
+    "sms",
+    "synology-chat",
+    "telegram",
+    "tlon",
+    "twitch",
+    "whatsapp",
+    "zalo",
+    "zalouser",
+];
+
+/// The account keys (of those deepcli has) that OpenClaw's channel accounts take.
+fn account_keys(channel: &str) -> &'static [&'static str] {
+    const BASE: &[&str] = &["name", "enabled", "dmPolicy", "allowFrom", "groupPolicy"];
+    match channel {
+        "telegram" => &[
+            "name",
+            "enabled",
+            "botToken",
+            "webhookSecret",
+            "dmPolicy",
+            "allowFrom",
+            "groupPolicy",
+            "groupAllowFrom",
+            "historyLimit",
+            "groups",
+        ],
+        "discord" => &[
+            "name",
+            "enabled",
+            "token",
+            "dmPolicy",
+            "allowFrom",
+            "groupPolicy",
+            "allowBots",
+            "historyLimit",
+        ],
+        "slack" => &[
+            "name",
+            "enabled",
+            "botToken",
+            "appToken",
+            "userToken",
+            "signingSecret",
+            "dmPolicy",
+            "allowFrom",
+            "groupPolicy",
+            "requireMention",
+            "allowBots",
+            "historyLimit",
+        ],
+        "whatsapp" | "signal" | "imessage" => &[
+            "name",
+            "enabled",
+            "dmPolicy",
+            "allowFrom",
+            "groupPolicy",
+            "groupAllowFrom",
+            "historyLimit",
+            "groups",
+        ],
+        "googlechat" => &[
+            "name",
+            "enabled",
+            "dmPolicy",
+            "allowFrom",
+            "groupPolicy",
+            "groupAllowFrom",
+            "requireMention",
+            "allowBots",
+            "historyLimit",
+            "groups",
+        ],
+        "matrix" => &[
+            "name",
+            "enabled",
+            "password",
+            "token",
+            "dmPolicy",
+            "allowFrom",
+            "groupPolicy",
+            "groupAllowFrom",
+            "requireMention",
+            "allowBots",
+            "historyLimit",
+            "groups",
+        ],
+        _ => BASE,
+    }
+}
+
+/// Something of the config that the export leaves out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftOut {
+    /// Where it is in deepcli's files (`agents.yaml agents.list[0].runtime`).
+    pub path: String,
+    pub why: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Exported {
+    /// The `openclaw.json` fragment.
+    pub value: Value,
+    pub left_out: Vec<LeftOut>,
+}
+
+impl Exported {
+    /// As JSON (pretty), or as JSON5 (unquoted keys, trailing commas).
+    pub fn text(&self, json5: bool) -> String {
+        let mut text = if json5 {
+            json5::to_string(&self.value).unwrap_or_default()
+        } else {
+            serde_json::to_string_pretty(&self.value).unwrap_or_default()
+        };
+        text.push('\n');
+        text
+    }
+}
+
+struct Exporter {
+    left_out: Vec<LeftOut>,
+    file_providers: Map<String, Value>,
+}
+
+fn written(config: &Config, kind: FileKind) -> Value {
+    config
+        .sources
+        .get(kind)
+        .and_then(|f| f.root.as_ref())
+        .map_or(Value::Null, |n| n.to_json())
+}
+
+impl Exporter {
+    fn leave(&mut self, path: String, why: impl Into<String>) {
+        self.left_out.push(LeftOut {
+            path,
+            why: why.into(),
+        });
+    }
+
+    /// Copies `keys` of `from`, leaving out (and listing) the rest.
+    fn pick(&mut self, from: &Value, keys: &[&str], path: &str, why: &str) -> Map<String, Value> {
+        let mut out = Map::new();
+        for (k, v) in from.as_object().into_iter().flatten() {
+            if keys.contains(&k.as_str()) {
+                out.insert(k.clone(), v.clone());
+            } else {
+                self.leave(format!("{path}.{k}"), why.replace("{key}", k));
+            }
+        }
+        out
+    }
+
+    fn secret(&mut self, v: &Value, path: &str) -> Option<Value> {
+        let env = |id: &str| json!({"source": "env", "provider": "default", "id": id});
+        let valid_env = |id: &str| {
+            id.starts_with(|c: char| c.is_ascii_uppercase())
+                && id.len() <= 128
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        };
+        let (source, id) = match v {
+            Value::String(s) => match crate::config::model::Secret::from_text(s) {
+                crate::config::model::Secret::Ref(crate::config::model::SecretRef::Env { id }) => {
+                    ("env", id)
+                }
+                _ => return None,
+            },
+            Value::Object(o) => (
+                if o.get("source") == Some(&json!("file")) {
+                    "file"
+                } else {
+                    "env"
+                },
+                o.get("id")
+                    .or_else(|| o.get("path"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            ),
+            _ => return None,
+        };
+        if source == "env" {
+            if valid_env(&id) {
+                return Some(env(&id));
+            }
+            self.leave(
+                path.to_string(),
+                format!("OpenClaw's env references take upper-case names only (`{id}`)"),
+            );
+            return None;
+        }
+        let name = format!("deepcli-file-{}", self.file_providers.len() + 1);
+        self.file_providers.insert(
+            name.clone(),
+            json!({"source": "file", "path": id, "mode": "singleValue"}),
+        );
+        Some(json!({"source": "file", "provider": name, "id": "value"}))
+    }
+
+    fn agent(&mut self, a: &Value, path: &str, default: bool) -> Value {
+        let mut out = self.pick(
+            a,
+            &[
+                "id",
+                "name",
+                "workspace",
+                "agentDir",
+                "model",
+                "identity",
+                "tools",
+                "subagents",
+                "sandbox",
+                "heartbeat",
+                "groupChat",
+                "default",
+            ],
+            path,
+            "OpenClaw's agents have no `{key}` (deepcli only)",
+        );
+        out.remove("default");
+        if default {
+            out.insert("default".into(), Value::Bool(true));
+        }
+        Value::Object(out)
+    }
+}
+
+/// Exports a loaded (valid) config.
+pub fn export(config: &Config) -> Exported {
+    let mut x = Exporter {
+        left_out: Vec::new(),
+        file_providers: Map::new(),
+    };
+    let mut root = Map::new();
+    let agents_file = written(config, FileKind::Agents);
+    let channels_file = written(config, FileKind::Channels);
+    let bindings_file = written(config, FileKind::Bindings);
+
+    // agents
+    let mut agents = Map::new();
+    if let Some(d) = agents_file.get("agents").and_then(|a| a.get("defaults")) {
+        let mut defaults = x.pick(
+            d,
+            &[
+                "model",
+                "subagents",
+                "sandbox",
+                "heartbeat",
+                "skipBootstrap",
+                "groupChat",
+            ],
+            "agents.yaml agents.defaults",
+            "OpenClaw's agents.defaults has no `{key}`",
+        );
+        if let Some(gc) = defaults.remove("groupChat")
+            && let Some(p) = gc.get("mentionPatterns")
+        {
+            root.insert(
+                "messages".into(),
+                json!({"groupChat": {"mentionPatterns": p}}),
+            );
+        }
+        if !defaults.is_empty() {
+            agents.insert("defaults".into(), Value::Object(defaults));
+        }
+    }
+    let listed: Vec<Value> = agents_file
+        .get("agents")
+        .and_then(|a| a.get("list"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if !listed.is_empty() {
+        // A marked default stays marked; deepcli's implicit one (the first agent) becomes
+        // OpenClaw's explicit owner of unmatched messages, so an import gives back the same.
+        let marked = listed
+            .iter()
+            .any(|a| a.get("default").and_then(Value::as_bool) == Some(true));
+        let mut list = Vec::new();
+        let mut has_main = false;
+        for (i, a) in listed.iter().enumerate() {
+            let id = a.get("id").and_then(Value::as_str).unwrap_or("");
+            has_main |= id == ids::MAIN_AGENT;
+            list.push(x.agent(
+                a,
+                &format!("agents.yaml agents.list[{i}]"),
+                marked && id == config.default_agent,
+            ));
+        }
+        if !marked {
+            agents.insert("ownership".into(), json!("explicit"));
+            let defaults = agents
+                .entry("defaults")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(d) = defaults.as_object_mut() {
+                d.insert(
+                    "systemAgent".into(),
+                    json!({"agentId": config.default_agent}),
+                );
+            }
+        }
+        if !has_main {
+            // deepcli's `main` always exists; OpenClaw knows only the agents it lists.
+            let mut main = Map::new();
+            main.insert("id".into(), json!(ids::MAIN_AGENT));
+            list.push(Value::Object(main));
+        }
+        agents.insert("list".into(), Value::Array(list));
+    }
+    if !agents.is_empty() {
+        root.insert("agents".into(), Value::Object(agents));
+    }
+
+    // bindings
+    let mut bindings = Vec::new();
+    for (i, b) in bindings_file
+        .get("bindings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let path = format!("bindings.yaml bindings[{i}]");
+        let mut out = x.pick(
+            b,
+            &["type", "agentId", "comment", "match", "session", "acp"],
+            &path,
+            "OpenClaw's bindings have no `{key}`",
+        );
+        if let Some(Value::String(agent)) = out.get("agentId") {
+            let agent = ids::agent_id(agent).into_owned();
+            out.insert("agentId".into(), json!(agent));
+        }
+        if out.get("type") == Some(&json!("route")) {
+            out.remove("type");
+        }
+        bindings.push(Value::Object(out));
+    }
+
+    // channels
+    let mut channels = Map::new();
+    for (name, ch) in channels_file
+        .get("channels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let path = format!("channels.yaml channels.{name}");
+        if !OPENCLAW_CHANNELS.contains(&name.as_str()) {
+            x.leave(path, format!("OpenClaw ships no `{name}` channel (a plugin may provide it; its bindings are exported)"));
+            continue;
+        }
+        if name == "msteams" {
+            x.leave(path, "OpenClaw's msteams channel has no accounts");
+            continue;
+        }
+        let mut out = Map::new();
+        if let Some(e) = ch.get("enabled") {
+            out.insert("enabled".into(), e.clone());
+        }
+        if let Some(d) = ch.get("defaultAccount") {
+            out.insert("defaultAccount".into(), d.clone());
+        }
+        for k in ch.as_object().into_iter().flatten().map(|(k, _)| k) {
+            if !["enabled", "defaultAccount", "accounts"].contains(&k.as_str()) {
+                x.leave(
+                    format!("{path}.{k}"),
+                    format!("not exported to OpenClaw's {name} channel"),
+                );
+            }
+        }
+        let keys = account_keys(name);
+        let mut accounts = Map::new();
+        for (id, acc) in ch
+            .get("accounts")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let apath = format!("{path}.accounts.{id}");
+            let mut a = Map::new();
+            for (k, v) in acc.as_object().into_iter().flatten() {
+                if !keys.contains(&k.as_str()) {
+                    x.leave(
+                        format!("{apath}.{k}"),
+                        format!("OpenClaw's {name} accounts have no `{k}`"),
+                    );
+                    continue;
+                }
+                if crate::config::model::SECRET_FIELDS.contains(&k.as_str()) {
+                    if let Some(r) = x.secret(v, &format!("{apath}.{k}")) {
+                        a.insert(k.clone(), r);
+                    }
+                } else {
+                    a.insert(k.clone(), v.clone());
+                }
+            }
+            accounts.insert(id.clone(), Value::Object(a));
+        }
+        if !accounts.is_empty() {
+            out.insert("accounts".into(), Value::Object(accounts));
+        }
+        channels.insert(name.clone(), Value::Object(out));
+    }
+    if !channels.is_empty() {
+        root.insert("channels".into(), Value::Object(channels));
+    }
+    if !bindings.is_empty() {
+        root.insert("bindings".into(), Value::Array(bindings));
+    }
+
+    // session and tools
+    if let Some(s) = agents_file.get("session") {
+        let mut session = x.pick(
+            s,
+            &["dmScope", "groupScope", "identityLinks", "mainKey"],
+            "agents.yaml session",
+            "OpenClaw has no session.{key} (OpenClaw retired it; deepcli only)",
+        );
+        if let Some(k) = session.remove("mainKey")
+            && k.as_str().map(|k| k.trim().to_lowercase()) != Some("main".into())
+        {
+            x.leave(
+                "agents.yaml session.mainKey".into(),
+                "OpenClaw 2026.9 ignores session.mainKey (its main session is always `main`): main-session keys differ",
+            );
+        }
+        if !session.is_empty() {
+            root.insert("session".into(), Value::Object(session));
+        }
+    }
+    if let Some(t) = agents_file.get("tools") {
+        let tools = x.pick(
+            t,
+            &["agentToAgent", "sessions"],
+            "agents.yaml tools",
+            "OpenClaw has no tools.{key}",
+        );
+        if !tools.is_empty() {
+            root.insert("tools".into(), Value::Object(tools));
+        }
+    }
+    if !x.file_providers.is_empty() {
+        root.insert(
+            "secrets".into(),
+            json!({"providers": Value::Object(std::mem::take(&mut x.file_providers))}),
+        );
+    }
+    Exported {
+        value: Value::Object(root),
+        left_out: x.left_out,
+    }
+}
