@@ -341,6 +341,29 @@ impl AccessStore {
         })
     }
 
+    /// The external conversation session `session_key` last took a delivered envelope from.
+    pub fn session_route(&self, session_key: &str) -> Result<Option<LastRoute>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at
+                 FROM deliveries WHERE session_key = ?1 ORDER BY at DESC, rowid DESC LIMIT 1",
+                [session_key],
+                |r| {
+                    Ok(LastRoute {
+                        session_key: r.get(0)?,
+                        channel: r.get(1)?,
+                        account_id: r.get(2)?,
+                        peer_kind: r.get(3)?,
+                        peer_id: r.get(4)?,
+                        thread_id: r.get(5)?,
+                        at: r.get(6)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
     pub fn dead_letter(
         &self,
         key: &DeliveryKey,

@@ -12,8 +12,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use crate::state::{
-    ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode, StateDir, StateError,
-    StateStore,
+    ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode, StateDir, StateError, StateStore,
 };
 
 pub struct HubStore {
@@ -842,7 +841,12 @@ mod tests {
         // Opened again: the new token replaces the old one.
         assert_eq!(store.add_token("sha256:2", &owner).unwrap(), 1);
         assert_eq!(store.token_owner("sha256:1").unwrap(), None);
-        assert_eq!(store.revoke_session_tokens("agent:a:main", "closed").unwrap(), 1);
+        assert_eq!(
+            store
+                .revoke_session_tokens("agent:a:main", "closed")
+                .unwrap(),
+            1
+        );
         assert_eq!(store.token_owner("sha256:2").unwrap(), None);
         assert_eq!(store.live_tokens().unwrap(), 0);
     }
@@ -882,7 +886,11 @@ mod tests {
         let events = store.run_events("r1").unwrap();
         assert_eq!(events.len(), 5, "{events:?}");
         assert_eq!(events[4].state, None);
-        assert!(events[4].note.contains("ignored: completed after cancelled"));
+        assert!(
+            events[4]
+                .note
+                .contains("ignored: completed after cancelled")
+        );
         assert_eq!(
             store.transition("nope", RunState::Running, &o).unwrap(),
             Moved::Missing

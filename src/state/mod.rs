@@ -21,8 +21,8 @@ pub use damage::Damage;
 pub use lease::LeaseHolder;
 pub use paths::StateDir;
 pub use stored::{
-    ChildKind, Cleanup, LeasePurpose, Outcome, Provenance, RunKind, RunState, RuntimePhase, SpawnMode,
-    Wanted,
+    ChildKind, Cleanup, LeasePurpose, Outcome, Provenance, RunKind, RunState, RuntimePhase,
+    SpawnMode, Wanted,
 };
 pub use token::{operator_token, read_operator_token};
 

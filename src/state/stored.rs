@@ -181,7 +181,10 @@ impl RunState {
     pub fn may_become(self, next: RunState) -> bool {
         use RunState::*;
         match self {
-            Accepted => matches!(next, Running | Failed | CancelRequested | Cancelled | Uncertain),
+            Accepted => matches!(
+                next,
+                Running | Failed | CancelRequested | Cancelled | Uncertain
+            ),
             Running | AwaitingInput | AwaitingApproval => matches!(
                 next,
                 AwaitingInput
