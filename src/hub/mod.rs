@@ -107,6 +107,8 @@ pub struct Hub {
     live: Mutex<HashMap<String, Arc<LiveRun>>>,
     /// Spawned runs not final, hub-wide (`subagents.maxConcurrent`).
     active_spawns: AtomicUsize,
+    /// How long a cancelled turn has to confirm before its run is `uncertain`.
+    cancel_grace: std::time::Duration,
     pub metrics: HubMetrics,
 }
 
@@ -128,6 +130,10 @@ impl Hub {
             exe,
             live: Mutex::default(),
             active_spawns: AtomicUsize::new(0),
+            cancel_grace: std::env::var("DEEPCLI_HUB_CANCEL_GRACE_MS")
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map_or(runs::CANCEL_GRACE, std::time::Duration::from_millis),
             metrics: HubMetrics::default(),
         });
         access.set_mcp_door(Arc::new(Door(Arc::downgrade(&hub))));

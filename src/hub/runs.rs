@@ -21,7 +21,7 @@ pub const NO_REPLY: &str = "NO_REPLY";
 pub const ANNOUNCE_SKIP: &str = "ANNOUNCE_SKIP";
 
 /// How long a cancelled turn has to confirm (`stopReason: cancelled`) before the run is
-/// `uncertain`.
+/// `uncertain`, unless `DEEPCLI_HUB_CANCEL_GRACE_MS` says otherwise.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 /// An empty reply or a stop token.
@@ -324,7 +324,7 @@ impl Hub {
 
     /// Cancels run `run_id`: withdrawn if its turn has not begun (`cancelled`); else
     /// `cancel_requested` and ACP `session/cancel`, then `cancelled` when the runtime confirms
-    /// within [`CANCEL_GRACE`], `uncertain` when it does not.
+    /// within the cancel grace ([`CANCEL_GRACE`]), `uncertain` when it does not.
     pub(super) async fn cancel_run(self: &Arc<Self>, run_id: &str) -> Result<RunRecord, CallError> {
         let id = run_id.to_string();
         let Some(run) = self.db(move |s| s.run(&id)).await? else {
@@ -380,15 +380,15 @@ impl Hub {
             )
             .await;
         }
-        let record = self.wait_run(run_id, CANCEL_GRACE).await?;
+        let record = self.wait_run(run_id, self.cancel_grace).await?;
         if record.state == RunState::CancelRequested {
             self.move_run(
                 run_id,
                 RunState::Uncertain,
                 Outcome {
                     note: format!(
-                        "the runtime did not confirm the cancel within {} s",
-                        CANCEL_GRACE.as_secs()
+                        "the runtime did not confirm the cancel within {} ms",
+                        self.cancel_grace.as_millis()
                     ),
                     ..Outcome::default()
                 },
