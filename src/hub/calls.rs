@@ -121,7 +121,7 @@ impl Hub {
 
     fn agents_list(&self, caller: &Caller) -> Value {
         let p = self.policy();
-        let leaf = caller.depth >= p.max_spawn_depth;
+        let leaf = caller.depth >= p.limits(&caller.agent_id).max_spawn_depth;
         let agents: Vec<Value> = p
             .agents
             .values()
@@ -482,13 +482,14 @@ impl Hub {
             .agent_id
             .clone()
             .map_or_else(|| caller.agent_id.clone(), |a| a.trim().to_string());
+        let limits = p.limits(&caller.agent_id);
         let depth = caller.depth + 1;
-        if depth > p.max_spawn_depth {
+        if depth > limits.max_spawn_depth {
             return Ok(forbidden(&Denial::new(
                 Reason::DepthExceeded,
                 format!(
-                    "a child here would be at depth {depth}; subagents.maxSpawnDepth is {}",
-                    p.max_spawn_depth
+                    "a child here would be at depth {depth}; subagents.maxSpawnDepth of `{}` is {}",
+                    caller.agent_id, limits.max_spawn_depth
                 ),
             )));
         }
@@ -536,26 +537,18 @@ impl Hub {
             })
             .await?
         };
-        if active_children >= p.max_children {
+        if active_children >= limits.max_children {
             return Ok(forbidden(&Denial::new(
                 Reason::TooManyChildren,
                 format!(
                     "this session already has {active_children} active children; subagents.maxChildrenPerAgent is {}: wait for one (subagents wait) or cancel one",
-                    p.max_children
+                    limits.max_children
                 ),
             )));
         }
-        // Taken now, so that a storm of spawns cannot all pass the check at once.
-        let taken = self.active_spawns.fetch_add(1, Relaxed);
-        if taken >= p.max_concurrent {
-            self.active_spawns.fetch_sub(1, Relaxed);
-            return Ok(forbidden(&Denial::new(
-                Reason::BudgetExceeded,
-                format!(
-                    "the hub already runs {taken} spawned runs; subagents.maxConcurrent is {}: try again when one finished",
-                    p.max_concurrent
-                ),
-            )));
+        // Taken now, under one lock, so that a storm of spawns cannot all pass at once.
+        if let Err(denial) = self.take_spawn_slot(&caller.agent_id) {
+            return Ok(forbidden(&denial));
         }
         let kind = match args.runtime.unwrap_or(SpawnRuntime::Subagent) {
             SpawnRuntime::Subagent => ChildKind::Subagent,
@@ -574,7 +567,7 @@ impl Hub {
                 .run_timeout_seconds
                 .filter(|s| *s > 0)
                 .map(Duration::from_secs)
-                .or(p.run_timeout),
+                .or(limits.run_timeout),
             task: args.task,
         };
         match self.start_spawn(caller, spawn).await {
@@ -585,7 +578,7 @@ impl Hub {
                 "mode": mode,
             })),
             Err(e) => {
-                self.active_spawns.fetch_sub(1, Relaxed);
+                self.free_spawn_slot(&caller.agent_id);
                 Err(e)
             }
         }
@@ -656,6 +649,7 @@ impl Hub {
 
     async fn session_status(&self, caller: &Caller) -> Result<Value, CallError> {
         let p = self.policy();
+        let limits = p.limits(&caller.agent_id);
         let key = caller.session_key.clone();
         let child = self.db(move |s| s.child(&key)).await?;
         let parent = caller.session_key.clone();
@@ -681,9 +675,9 @@ impl Hub {
             "parentSessionKey": child.as_ref().map(|c| c.parent_session_key.clone()),
             "label": child.as_ref().and_then(|c| c.label.clone()),
             "budget": {
-                "children": {"active": active, "max": p.max_children},
+                "children": {"active": active, "max": limits.max_children},
                 "concurrent": {"active": self.active_spawns.load(Relaxed), "max": p.max_concurrent},
-                "depth": {"at": caller.depth, "max": p.max_spawn_depth},
+                "depth": {"at": caller.depth, "max": limits.max_spawn_depth},
             },
         }))
     }

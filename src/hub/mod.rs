@@ -107,6 +107,8 @@ pub struct Hub {
     live: Mutex<HashMap<String, Arc<LiveRun>>>,
     /// Spawned runs not final, hub-wide (`subagents.maxConcurrent`).
     active_spawns: AtomicUsize,
+    /// The same, by requester agent (an agent's own `subagents.maxConcurrent`).
+    spawns_by_agent: Mutex<HashMap<String, usize>>,
     /// How long a cancelled turn has to confirm before its run is `uncertain`.
     cancel_grace: std::time::Duration,
     pub metrics: HubMetrics,
@@ -130,6 +132,7 @@ impl Hub {
             exe,
             live: Mutex::default(),
             active_spawns: AtomicUsize::new(0),
+            spawns_by_agent: Mutex::default(),
             cancel_grace: std::env::var("DEEPCLI_HUB_CANCEL_GRACE_MS")
                 .ok()
                 .and_then(|ms| ms.parse().ok())
@@ -205,7 +208,7 @@ impl Hub {
 
     /// The tools `caller` gets (a leaf gets no `sessions_spawn`).
     pub fn tools_for(&self, caller: &Caller) -> Vec<Value> {
-        tools::definitions(caller.depth >= self.policy().max_spawn_depth)
+        tools::definitions(caller.depth >= self.policy().limits(&caller.agent_id).max_spawn_depth)
     }
 
     /// A new token for a runtime session of `agent_id` serving `session_key`; the session's
@@ -222,6 +225,55 @@ impl Hub {
             Err(e) => {
                 tracing::error!(error = %e, "hub: cannot record a session token");
                 None
+            }
+        }
+    }
+
+    /// Takes a spawned-run slot for agent `agent_id` within the hub's and the agent's
+    /// `maxConcurrent`; a refusal says which limit held.
+    fn take_spawn_slot(&self, agent_id: &str) -> Result<(), policy::Denial> {
+        let p = self.policy();
+        let mut by_agent = match self.spawns_by_agent.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let hub_wide = self.active_spawns.load(Relaxed);
+        if hub_wide >= p.max_concurrent {
+            return Err(policy::Denial::new(
+                Reason::BudgetExceeded,
+                format!(
+                    "the hub already runs {hub_wide} spawned runs; subagents.maxConcurrent (agents.defaults) is {}: try again when one finished",
+                    p.max_concurrent
+                ),
+            ));
+        }
+        let mine = by_agent.get(agent_id).copied().unwrap_or(0);
+        if let Some(cap) = p.limits(agent_id).max_concurrent
+            && mine >= cap
+        {
+            return Err(policy::Denial::new(
+                Reason::BudgetExceeded,
+                format!(
+                    "agent `{agent_id}` already runs {mine} spawned runs; its subagents.maxConcurrent is {cap}"
+                ),
+            ));
+        }
+        self.active_spawns.fetch_add(1, Relaxed);
+        *by_agent.entry(agent_id.to_string()).or_default() += 1;
+        Ok(())
+    }
+
+    /// Gives a spawned-run slot back.
+    fn free_spawn_slot(&self, agent_id: &str) {
+        let mut by_agent = match self.spawns_by_agent.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        self.active_spawns.fetch_sub(1, Relaxed);
+        if let Some(n) = by_agent.get_mut(agent_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                by_agent.remove(agent_id);
             }
         }
     }
@@ -256,8 +308,6 @@ impl Hub {
                 "agentToAgent": {"enabled": p.a2a_enabled, "allow": p.a2a_allow},
                 "visibility": p.visibility.as_str(),
                 "maxPingPongTurns": p.max_ping_pong,
-                "maxSpawnDepth": p.max_spawn_depth,
-                "maxChildrenPerAgent": p.max_children,
                 "maxConcurrent": p.max_concurrent,
             },
         })

@@ -101,6 +101,30 @@ impl Visibility {
     }
 }
 
+/// An agent's spawn limits (`subagents.*`, its own or `agents.defaults`').
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// `maxSpawnDepth`: a session at this depth is a leaf.
+    pub max_spawn_depth: u32,
+    /// `maxChildrenPerAgent`: active children of one session.
+    pub max_children: usize,
+    /// `maxConcurrent` on the agent: active spawned runs of its sessions together.
+    pub max_concurrent: Option<usize>,
+    /// `runTimeoutSeconds`: a child's run limit when the spawn names none.
+    pub run_timeout: Option<Duration>,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_spawn_depth: DEFAULT_SPAWN_DEPTH,
+            max_children: DEFAULT_CHILDREN,
+            max_concurrent: None,
+            run_timeout: None,
+        }
+    }
+}
+
 /// One agent as the Hub sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HubAgent {
@@ -111,6 +135,7 @@ pub struct HubAgent {
     pub runtime: RuntimeKind,
     /// `subagents.allowAgents`; `None`: unset (only its own agent).
     pub allow_agents: Option<Vec<String>>,
+    pub limits: Limits,
 }
 
 /// Everything the Hub decides by, from one config.
@@ -122,11 +147,8 @@ pub struct HubPolicy {
     pub a2a_allow: Vec<String>,
     pub visibility: Visibility,
     pub max_ping_pong: u32,
-    pub max_spawn_depth: u32,
-    pub max_children: usize,
+    /// Spawned runs active in the whole hub (`agents.defaults.subagents.maxConcurrent`).
     pub max_concurrent: usize,
-    /// `None`: no run timeout of the Hub's own (the Access layer's prompt timeout holds).
-    pub run_timeout: Option<Duration>,
     /// Each agent's main session key.
     pub main_keys: BTreeMap<String, String>,
 }
@@ -139,10 +161,7 @@ impl Default for HubPolicy {
             a2a_allow: Vec::new(),
             visibility: Visibility::All,
             max_ping_pong: DEFAULT_PING_PONG,
-            max_spawn_depth: DEFAULT_SPAWN_DEPTH,
-            max_children: DEFAULT_CHILDREN,
             max_concurrent: DEFAULT_CONCURRENT,
-            run_timeout: None,
             main_keys: BTreeMap::new(),
         }
     }
@@ -164,6 +183,23 @@ impl HubPolicy {
             let spec = &agent.spec;
             let id = agent.id().to_string();
             policy.main_keys.insert(id.clone(), main_key(&id));
+            let sub = spec.subagents.as_ref();
+            let identity = spec.identity.as_ref();
+            let limits = Limits {
+                max_spawn_depth: sub
+                    .and_then(|s| s.max_spawn_depth)
+                    .unwrap_or(DEFAULT_SPAWN_DEPTH),
+                max_children: sub
+                    .and_then(|s| s.max_children_per_agent)
+                    .unwrap_or(DEFAULT_CHILDREN),
+                // The defaults' maxConcurrent is the hub's; an agent's own caps that agent
+                // (inherited from the defaults, it caps nothing the hub's does not).
+                max_concurrent: sub.and_then(|s| s.max_concurrent),
+                run_timeout: sub
+                    .and_then(|s| s.run_timeout_seconds)
+                    .filter(|s| *s > 0)
+                    .map(Duration::from_secs),
+            };
             policy.agents.insert(
                 id.clone(),
                 HubAgent {
@@ -171,22 +207,48 @@ impl HubPolicy {
                     name: spec
                         .name
                         .clone()
-                        .or_else(|| spec.identity.as_ref().and_then(|i| i.name.clone())),
-                    description: spec.identity.as_ref().and_then(|i| i.theme.clone()),
-                    when_to_use: None,
+                        .or_else(|| identity.and_then(|i| i.name.clone())),
+                    description: identity.and_then(|i| i.description.clone()),
+                    when_to_use: identity.and_then(|i| i.when_to_use.clone()),
                     runtime: spec.runtime.as_ref().map_or(RuntimeKind::None, |r| r.kind),
-                    allow_agents: spec.subagents.as_ref().map(|s| s.allow_agents.clone()),
+                    allow_agents: sub.map(|s| s.allow_agents.clone()),
+                    limits,
                 },
             );
+        }
+        if let Some(max) = config
+            .agent_defaults
+            .subagents
+            .as_ref()
+            .and_then(|s| s.max_concurrent)
+        {
+            policy.max_concurrent = max;
         }
         if let Some(a2a) = &config.tools.agent_to_agent {
             policy.a2a_enabled = a2a.enabled.unwrap_or(true);
             policy.a2a_allow = a2a.allow.clone();
         }
+        if let Some(visibility) = config.tools.sessions.as_ref().and_then(|s| s.visibility) {
+            use crate::config::model::SessionVisibility as V;
+            policy.visibility = match visibility {
+                V::SelfOnly => Visibility::SelfOnly,
+                V::Tree => Visibility::Tree,
+                V::Agent => Visibility::Agent,
+                V::All => Visibility::All,
+            };
+        }
         if let Some(turns) = config.session.max_ping_pong_turns {
             policy.max_ping_pong = turns.min(MAX_PING_PONG);
         }
         policy
+    }
+
+    /// The spawn limits of agent `agent_id` (the defaults for an agent not in the config).
+    pub fn limits(&self, agent_id: &str) -> Limits {
+        self.agents
+            .get(agent_id)
+            .map(|a| a.limits.clone())
+            .unwrap_or_default()
     }
 
     /// `tools.agentToAgent` between two agents; the same agent always may.
@@ -256,6 +318,7 @@ mod tests {
                     when_to_use: None,
                     runtime: RuntimeKind::Acp,
                     allow_agents: None,
+                    limits: Limits::default(),
                 },
             );
         }

@@ -569,7 +569,7 @@ impl Hub {
         }
         self.metrics.spawns.fetch_add(1, Relaxed);
         let live = self.register(&run.run_id);
-        let max_depth = self.policy().max_spawn_depth;
+        let max_depth = self.policy().limits(&parent.agent_id).max_spawn_depth;
         let prompt = format!(
             "{}\n# Subagent Context\nYou are a subagent spawned by {}/{} (depth {} of at most {max_depth}). Your task is below. Work on it alone; report back only through your final answer, which is delivered to your parent once. You never speak for your parent and never write to external chats.{}\n\n# Task\n{}",
             framing(Some(parent), super::tools::SESSIONS_SPAWN),
@@ -596,7 +596,7 @@ impl Hub {
             let begun = Instant::now();
             hub.deliver_run(&run, Some(&parent), &live, Some(prompt), Some(options))
                 .await;
-            hub.active_spawns.fetch_sub(1, Relaxed);
+            hub.free_spawn_slot(&parent.agent_id);
             hub.finish(&run.run_id, begun);
             hub.announce(&run.run_id, &parent, &child).await;
         });
