@@ -51,6 +51,9 @@ pub struct InternalMessage {
     /// transcript row's `route` column.
     pub meta: Value,
     pub options: SessionOptions,
+    /// Waits for its turn however many messages wait before it (the queue limit is for
+    /// callers who can send again later; an announce of a finished run cannot).
+    pub unbounded: bool,
 }
 
 impl Access {
@@ -107,7 +110,7 @@ impl Access {
             Err(_) => {
                 let waiting = queue.waiting.fetch_add(1, SeqCst);
                 self.metrics.waiting.fetch_add(1, SeqCst);
-                let turn = if waiting < self.settings.queue_limit {
+                let turn = if message.unbounded || waiting < self.settings.queue_limit {
                     Some(queue.turn.lock().await)
                 } else {
                     None

@@ -67,6 +67,7 @@ pub struct ListArgs {
     /// Only sessions of this kind (main, group, subagent, acp, other).
     #[arg(long, value_name = "KIND")]
     kind: Option<String>,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -75,6 +76,7 @@ pub struct ListArgs {
 pub struct KeyArgs {
     /// The session key (agent:<id>:…).
     session_key: String,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -86,6 +88,7 @@ pub struct HistoryArgs {
     /// Most messages [default: 50].
     #[arg(long)]
     limit: Option<usize>,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -99,6 +102,7 @@ pub struct SendArgs {
     /// How long to wait for the reply, in seconds (0: only queue it) [default: 30].
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<u64>,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -110,6 +114,7 @@ pub struct CloseArgs {
     /// Also move its transcript to the trash tables.
     #[arg(long)]
     trash: bool,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -126,6 +131,7 @@ pub struct RunsArgs {
     /// Only runs not yet final.
     #[arg(long)]
     active: bool,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -134,6 +140,7 @@ pub struct RunsArgs {
 pub struct RunArgs {
     /// The run id.
     run_id: String,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }

@@ -24,6 +24,9 @@ pub const ANNOUNCE_SKIP: &str = "ANNOUNCE_SKIP";
 /// `uncertain`, unless `DEEPCLI_HUB_CANCEL_GRACE_MS` says otherwise.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
+/// How often an announce tries a parent whose runtime is not ready (every 500 ms).
+const ANNOUNCE_ATTEMPTS: u32 = 120;
+
 /// An empty reply or a stop token.
 pub fn is_stop(reply: &str) -> bool {
     matches!(reply.trim(), "" | REPLY_SKIP | NO_REPLY | ANNOUNCE_SKIP)
@@ -173,6 +176,7 @@ impl Hub {
             prompt,
             meta,
             options: options.unwrap_or_default(),
+            unbounded: false,
         };
         let hub = self.clone();
         let (run_id, target, requester) = (
@@ -404,6 +408,14 @@ impl Hub {
     /// a stop token; then the announce step in the target.
     async fn reply_back(self: &Arc<Self>, run: &RunRecord, from: &Caller, reply: String) {
         let max = self.policy().max_ping_pong;
+        if max == 0 {
+            self.note(
+                &run.run_id,
+                "reply-back loop and announce step off (session.maxPingPongTurns: 0)".into(),
+            )
+            .await;
+            return;
+        }
         let target = Caller {
             agent_id: run.target_agent_id.clone(),
             session_key: run.target_session_key.clone(),
@@ -495,6 +507,7 @@ impl Hub {
             text,
             meta,
             options: SessionOptions::default(),
+            unbounded: false,
         };
         match self
             .access
@@ -652,11 +665,29 @@ impl Hub {
             text,
             meta,
             options: SessionOptions::default(),
+            unbounded: true,
         };
-        let answer = self
-            .access
-            .deliver_internal(&parent.agent_id, &parent.session_key, message, || Ok(()))
-            .await;
+        // A parent whose runtime is (re)starting — after a controller restart, say — is
+        // waited for a while: the announce is said once, not dropped.
+        let mut attempts = 0;
+        let answer = loop {
+            let answer = self
+                .access
+                .deliver_internal(
+                    &parent.agent_id,
+                    &parent.session_key,
+                    message.clone(),
+                    || Ok(()),
+                )
+                .await;
+            match answer {
+                Err(AccessError::RuntimeDown { .. }) if attempts < ANNOUNCE_ATTEMPTS => {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                answer => break answer,
+            }
+        };
         match answer {
             Ok(answer) if !is_stop(&answer.text) => {
                 let beat = self

@@ -22,7 +22,8 @@ fn agents(alpha_env: &str, alpha_more: &str, extra: &str) -> String {
     )
 }
 
-const BINDINGS: &str = "bindings:\n  - {agentId: alpha, match: {channel: slack, peer: {kind: group, id: ga}}}\n  - {agentId: beta, match: {channel: slack, peer: {kind: group, id: gb}}}\n";
+/// beta answers Slack group gb; alpha every other Slack conversation (a session per group).
+const BINDINGS: &str = "bindings:\n  - {agentId: beta, match: {channel: slack, peer: {kind: group, id: gb}}}\n  - {agentId: alpha, match: {channel: slack}}\n";
 
 /// The session key of alpha's conversation (its Slack group).
 const ALPHA: &str = "agent:alpha:slack:group:ga";
@@ -119,7 +120,12 @@ fn say(up: &Up, group: &str, text: &str) -> String {
 
 /// Alpha calls `tool` with `args` over its MCP server; the tool's result.
 fn tool(up: &Up, tool: &str, args: Value) -> Value {
-    let reply = say(up, "ga", &format!("mcp {tool} {args}"));
+    tool_in(up, "ga", tool, args)
+}
+
+/// The agent of Slack group `group` calls `tool`; the result.
+fn tool_in(up: &Up, group: &str, tool: &str, args: Value) -> Value {
+    let reply = say(up, group, &format!("mcp {tool} {args}"));
     let Some(json) = reply.strip_prefix("mcp: ") else {
         panic!("the tool call failed: {reply}");
     };
@@ -575,7 +581,7 @@ fn a_deleted_agents_session_is_refused_as_target_deleted() {
     // beta goes (its binding first); the controller applies it.
     up.write_by_rename(
         "bindings.yaml",
-        "bindings:\n  - {agentId: alpha, match: {channel: slack, peer: {kind: group, id: ga}}}\n",
+        "bindings:\n  - {agentId: alpha, match: {channel: slack}}\n",
     );
     let only_alpha = agents("", "", "");
     let only_alpha = &only_alpha[..only_alpha.find("    - id: beta").unwrap()];
@@ -674,4 +680,207 @@ fn the_operator_speaks_into_sessions_and_lists_sessions_and_runs() {
     assert_eq!(listed["count"], 1, "{listed}");
     let status = get(&up, "/v1/status");
     assert_eq!(status["hub"]["sends"], 1, "{status:#}");
+}
+
+#[test]
+fn visibility_limits_what_sessions_a_caller_sees_and_addresses() {
+    let up = hub_up(
+        &agents(
+            "",
+            "",
+            "tools: {sessions: {visibility: tree}}\nsession: {maxPingPongTurns: 0}\n",
+        ),
+        |_| {},
+    );
+    assert!(say(&up, "gb", "hello").starts_with("echo: "));
+    let child = tool(
+        &up,
+        "sessions_spawn",
+        json!({"task": "reply: ok", "label": "kid", "mode": "session"}),
+    );
+    let child_key = child["childSessionKey"].as_str().unwrap().to_string();
+    tool(&up, "subagents", json!({"action": "wait", "target": "kid"}));
+    let listed = tool(&up, "sessions_list", json!({"includeLastMessage": true}));
+    let keys: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionKey"].as_str().unwrap())
+        .collect();
+    assert!(
+        keys.contains(&ALPHA) && keys.contains(&child_key.as_str()),
+        "{listed:#}"
+    );
+    assert!(!keys.contains(&"agent:beta:slack:group:gb"), "{listed:#}");
+    let kid = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionKey"] == child_key.as_str())
+        .unwrap();
+    assert_eq!(kid["kind"], "subagent");
+    assert_eq!(kid["label"], "kid");
+    assert_eq!(kid["lastMessage"]["text"], "ok");
+    // Another agent's session, by key: refused.
+    let denied = tool(
+        &up,
+        "sessions_history",
+        json!({"sessionKey": "agent:beta:slack:group:gb"}),
+    );
+    assert_eq!(denied["reason"], "visibility_restricted", "{denied}");
+    let denied = tool(
+        &up,
+        "sessions_send",
+        json!({"sessionKey": "agent:beta:slack:group:gb", "message": "hi"}),
+    );
+    assert_eq!(denied["reason"], "visibility_restricted", "{denied}");
+    // Its own child: visible, addressable by label, history newest last.
+    let again = tool(
+        &up,
+        "sessions_send",
+        json!({"label": "kid", "message": "reply: by label"}),
+    );
+    assert_eq!(again["reply"], "by label", "{again}");
+    let history = tool(&up, "sessions_history", json!({"sessionKey": child_key}));
+    let texts: Vec<&str> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts[..4],
+        ["reply: ok", "ok", "reply: by label", "by label"],
+        "{history:#}"
+    );
+    // A child may not speak into an external conversation.
+    let denied = tool(
+        &up,
+        "sessions_send",
+        json!({"label": "kid", "message": format!("mcp sessions_send {}", json!({"sessionKey": ALPHA, "message": "hi"}))}),
+    );
+    assert!(
+        denied["reply"]
+            .as_str()
+            .unwrap()
+            .contains("\"reason\":\"visibility_restricted\""),
+        "{denied}"
+    );
+}
+
+#[test]
+fn spawn_limits_hold_under_a_storm_and_nothing_leaks() {
+    let limits = "agents:\n  defaults:\n    subagents: {maxConcurrent: 3, maxChildrenPerAgent: 1, maxSpawnDepth: 1}\n  list:";
+    let up = hub_up(
+        &agents("", "", "").replacen("agents:\n  list:", limits, 1),
+        |_| {},
+    );
+    // One session: its second active child is refused.
+    let first = tool(&up, "sessions_spawn", json!({"task": "slow"}));
+    assert_eq!(first["status"], "accepted", "{first}");
+    let second = tool(&up, "sessions_spawn", json!({"task": "slow"}));
+    assert_eq!(second["reason"], "too_many_children", "{second}");
+    // Eight sessions spawn at once: two more fit the hub's three.
+    let results: Vec<Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let up = &up;
+                s.spawn(move || {
+                    tool_in(
+                        up,
+                        &format!("storm{i}"),
+                        "sessions_spawn",
+                        json!({"task": "slow"}),
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let accepted = results.iter().filter(|r| r["status"] == "accepted").count();
+    let over = results
+        .iter()
+        .filter(|r| r["reason"] == "budget_exceeded")
+        .count();
+    assert_eq!((accepted, over), (2, 6), "{results:#?}");
+    // A child at the depth limit is a leaf: no sessions_spawn among its tools.
+    let status = get(&up, "/v1/status");
+    assert_eq!(status["hub"]["activeSpawns"], 3, "{status:#}");
+    // Everything cancelled: no run, slot or waiter is left behind.
+    let runs = get(&up, "/v1/runs?active=true");
+    for run in runs["runs"].as_array().unwrap() {
+        let auth = operator(&up);
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "_mustang.agent/sessions/cancel",
+            "params": {"sessionKey": run["targetSessionKey"]}})
+        .to_string();
+        let (status, answer) = http(
+            up.addr,
+            "POST",
+            "/rpc",
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            &body,
+        );
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(
+            answer["result"]["runs"][0]["state"], "cancelled",
+            "{answer}"
+        );
+    }
+    crate::common::wait_until("no active spawn", || {
+        let status = get(&up, "/v1/status");
+        status["hub"]["activeSpawns"] == 0 && status["hub"]["activeRuns"] == 0
+    });
+    assert_eq!(get(&up, "/v1/runs?active=true")["count"], 0);
+    // Now there is room again; the child is a leaf (maxSpawnDepth 1).
+    let leaf = tool(&up, "sessions_spawn", json!({"task": "mcp-tools"}));
+    let run = run_until(&up, leaf["runId"].as_str().unwrap(), |r| {
+        r["state"] == "completed"
+    });
+    let tools = run["reply"].as_str().unwrap();
+    assert!(tools.starts_with("mcp-tools: agents_list,"), "{tools}");
+    assert!(!tools.contains("sessions_spawn"), "{tools}");
+}
+
+/// codex-acp (a real ACP agent from the npm registry) takes the `mcpServers` deepcli passes at
+/// `session/new`: the session opens.
+#[test]
+fn codex_acp_accepts_the_hub_mcp_server_at_session_new() {
+    let codex = crate::common::codex_acp();
+    let agents = format!(
+        "agents:\n  list:\n    - id: alpha\n      runtime:\n        kind: acp\n        command: [\"{}\"]\n        env: {{OPENAI_API_KEY: not-a-real-key}}\n    - id: beta\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
+        codex.display(),
+        sdk_echo_agent().display()
+    );
+    let up = hub_up(&agents, |cmd| {
+        cmd.env_remove("OPENAI_API_KEY")
+            .env_remove("CODEX_API_KEY")
+            .args(["--prompt-timeout-ms", "5000"]);
+    });
+    let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "ga"},
+        "messageId": "codex-1", "sender": {"id": "u1"}, "text": "hello"});
+    let body = envelope.to_string();
+    let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+    let _ = http(
+        up.addr,
+        "POST",
+        "/v1/inbound",
+        &[
+            ("x-deepcli-signature", &signature),
+            ("content-type", "application/json"),
+        ],
+        &body,
+    );
+    crate::common::wait_until("codex opened the session", || {
+        transcript(&up.state, ALPHA)
+            .iter()
+            .any(|(p, t, _)| p == "acp" && t.starts_with("new runtime session"))
+    });
+    let status = get(&up, "/v1/status");
+    assert!(
+        status["hub"]["liveTokens"].as_u64().unwrap() >= 1,
+        "{status:#}"
+    );
 }

@@ -33,6 +33,13 @@
 //   mcp-tools              replies `mcp-tools: <the tool names, comma-separated>`
 //   mcp-stale TOOL {json}  as `mcp`, with the server config of the first session this process
 //                          opened (a token that may since have been revoked)
+// and, for scripts/bench-hub:
+//   bench-reply            replies `bench:<µs this handler took>`
+//   bench-send N AGENT     N sessions_send of `bench-reply` to AGENT's main session, one after
+//                          another; replies `bench-send: {"n", "overheadUs": [sorted round trip
+//                          minus the target's own µs]}`
+//   bench-spawn N          N sessions_spawn (mode run, cleanup delete, task `reply: ok`), each
+//                          retried while a limit refuses it; replies `bench-spawn: {"n", "ms"}`
 // A message from another session starts with an `[Inter-session message]` line (the Hub's
 // framing): commands are read after it.
 
@@ -154,6 +161,7 @@ const app = agent({ name: "sdk-echo" })
     if (!(sessionId in sessions)) {
       throw RequestError.invalidParams({ sessionId }, "unknown session");
     }
+    const begun = process.hrtime.bigint();
     const full = text(params.prompt);
     const said = commandText(full);
     sessions[sessionId] += 1;
@@ -199,6 +207,14 @@ const app = agent({ name: "sdk-echo" })
       });
       const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
       await say(client, sessionId, `permission: ${outcome}`);
+      return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("bench-reply")) {
+      await say(client, sessionId, `bench:${(process.hrtime.bigint() - begun) / 1000n}`);
+      return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("bench-send ") || said.startsWith("bench-spawn ")) {
+      await say(client, sessionId, await bench(sessionId, said.split("\n")[0]));
       return { stopReason: "end_turn" };
     }
     const mcpLine = said.split("\n").find((line) => /^mcp(-stale|-tools)?( |$)/.test(line));
@@ -299,6 +315,43 @@ async function mcpCommand(sessionId, line) {
   } catch (e) {
     return `mcp-error: ${e.message}`;
   }
+}
+
+async function bench(sessionId, line) {
+  const [word, count, agentId] = line.split(" ");
+  const n = Number(count);
+  const server = (mcpServers.get(sessionId) ?? []).find((s) => s.name === "deepcli");
+  const mcp = await mcpClient(server);
+  const call = async (name, args) => (await mcp.callTool({ name, arguments: args })).structuredContent;
+  if (word === "bench-send") {
+    const overhead = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = process.hrtime.bigint();
+      const result = await call("sessions_send", { agentId, message: "bench-reply", timeoutSeconds: 60 });
+      const roundTrip = Number((process.hrtime.bigint() - t0) / 1000n);
+      const own = Number(String(result.reply ?? "").replace("bench:", ""));
+      if (result.status !== "ok" || Number.isNaN(own)) {
+        return `bench-error: ${JSON.stringify(result)}`;
+      }
+      overhead.push(roundTrip - own);
+    }
+    overhead.sort((a, b) => a - b);
+    return `bench-send: ${JSON.stringify({ n, overheadUs: overhead })}`;
+  }
+  const t0 = Date.now();
+  let refused = 0;
+  for (let i = 0; i < n; ) {
+    const result = await call("sessions_spawn", { task: "reply: ok", mode: "run", cleanup: "delete" });
+    if (result.status === "accepted") {
+      i++;
+    } else if (result.status === "forbidden") {
+      refused++;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    } else {
+      return `bench-error: ${JSON.stringify(result)}`;
+    }
+  }
+  return `bench-spawn: ${JSON.stringify({ n, refused, ms: Date.now() - t0 })}`;
 }
 
 const connection = app.connect(ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
