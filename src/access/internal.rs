@@ -7,8 +7,10 @@
 //! The Access layer does not know the Hub: the controller hands it a [`McpDoor`], and the Hub
 //! calls the methods here. Policy is the Hub's; this only delivers.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
+use std::task::Poll;
 use std::time::Instant;
 
 use agent_client_protocol::v1::schema::{CancelNotification, McpServer};
@@ -86,7 +88,8 @@ impl Access {
     }
 
     /// Delivers `message` into `session_key` of agent `agent_id` in the session's turn (its
-    /// FIFO, shared with inbound envelopes) and returns the agent's answer. `started` is
+    /// FIFO, shared with inbound envelopes) and returns the agent's answer. `queued` is
+    /// dropped once the message holds its place in the FIFO (or was refused). `started` is
     /// called when the turn begins (the message stopped waiting); when it refuses, the message
     /// is withdrawn, unprompted and unrecorded. The message and the answer go into the
     /// session's transcript, the answer with the same provenance record.
@@ -95,6 +98,7 @@ impl Access {
         agent_id: &str,
         session_key: &str,
         message: InternalMessage,
+        queued: Option<tokio::sync::oneshot::Sender<()>>,
         started: impl FnOnce() -> Result<(), String>,
     ) -> Result<Answer, AccessError> {
         let plan = self.current()?;
@@ -105,13 +109,27 @@ impl Access {
         }
         let begun = Instant::now();
         let queue = self.queue(session_key);
+        // `queued` is let go (dropped) once this message has its place in the FIFO: the
+        // caller may then accept the session's next message, which lines up behind it.
+        let mut queued = queued;
         let _turn = match queue.turn.try_lock() {
-            Ok(turn) => turn,
+            Ok(turn) => {
+                drop(queued.take());
+                turn
+            }
             Err(_) => {
                 let waiting = queue.waiting.fetch_add(1, SeqCst);
                 self.metrics.waiting.fetch_add(1, SeqCst);
                 let turn = if message.unbounded || waiting < self.settings.queue_limit {
-                    Some(queue.turn.lock().await)
+                    // The first poll puts this waiter in the lock's (first-come) queue.
+                    let mut lock = std::pin::pin!(queue.turn.lock());
+                    let first =
+                        std::future::poll_fn(|cx| Poll::Ready(lock.as_mut().poll(cx))).await;
+                    drop(queued.take());
+                    Some(match first {
+                        Poll::Ready(turn) => turn,
+                        Poll::Pending => lock.await,
+                    })
                 } else {
                     None
                 };

@@ -105,6 +105,8 @@ pub struct Hub {
     /// The deepcli binary the stdio servers run.
     exe: PathBuf,
     live: Mutex<HashMap<String, Arc<LiveRun>>>,
+    /// Per target session: runs are accepted one at a time (see `runs::start_send`).
+    accepting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Spawned runs not final, hub-wide (`subagents.maxConcurrent`).
     active_spawns: AtomicUsize,
     /// The same, by requester agent (an agent's own `subagents.maxConcurrent`).
@@ -131,6 +133,7 @@ impl Hub {
             endpoint: OnceLock::new(),
             exe,
             live: Mutex::default(),
+            accepting: Mutex::default(),
             active_spawns: AtomicUsize::new(0),
             spawns_by_agent: Mutex::default(),
             cancel_grace: std::env::var("DEEPCLI_HUB_CANCEL_GRACE_MS")

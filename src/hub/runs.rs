@@ -126,6 +126,11 @@ impl Hub {
             updated_at: now,
         };
         let run_id = run.run_id.clone();
+        // Runs into one session are accepted one at a time, each until its message holds its
+        // place in the session's FIFO: the session answers them in the order they were
+        // accepted.
+        let gate = self.acceptance(key);
+        let _accepting = gate.lock().await;
         {
             let run = run.clone();
             self.db(move |s| s.insert_run(&run)).await?;
@@ -133,17 +138,33 @@ impl Hub {
         self.metrics.sends.fetch_add(1, Relaxed);
         let live = self.register(&run_id);
         let hub = self.clone();
+        let (queued, in_line) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let begun = Instant::now();
             let reply = hub
-                .deliver_run(&run, from.as_ref(), &live, None, None)
+                .deliver_run(&run, from.as_ref(), &live, None, None, Some(queued))
                 .await;
             hub.finish(&run.run_id, begun);
             if let (Some(reply), Some(from)) = (reply, from) {
                 hub.reply_back(&run, &from, reply).await;
             }
         });
+        // Dropped when the message is in line (or its delivery ended).
+        let _ = in_line.await;
         Ok(run_id)
+    }
+
+    /// The lock that orders the acceptance of runs into session `key`.
+    fn acceptance(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut gates = match self.accepting.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        // Forget the gates nobody holds (bounded memory across many sessions).
+        if gates.len() > 4096 {
+            gates.retain(|_, g| Arc::strong_count(g) > 1);
+        }
+        gates.entry(key.to_string()).or_default().clone()
     }
 
     /// Delivers a run's message into its target and records how it ended; the reply when it
@@ -155,6 +176,7 @@ impl Hub {
         live: &Arc<LiveRun>,
         prompt: Option<String>,
         options: Option<SessionOptions>,
+        queued: Option<tokio::sync::oneshot::Sender<()>>,
     ) -> Option<String> {
         let meta = json!({
             "kind": if from.is_some() { "inter_session" } else { "operator" },
@@ -217,6 +239,7 @@ impl Hub {
                 &run.target_agent_id,
                 &run.target_session_key,
                 message,
+                queued,
                 started,
             )
             .await;
@@ -511,7 +534,7 @@ impl Hub {
         };
         match self
             .access
-            .deliver_internal(&to.agent_id, &to.session_key, message, || Ok(()))
+            .deliver_internal(&to.agent_id, &to.session_key, message, None, || Ok(()))
             .await
         {
             Ok(answer) => Some(answer.text),
@@ -607,8 +630,15 @@ impl Hub {
         let result = (child_key.clone(), run.run_id.clone());
         tokio::spawn(async move {
             let begun = Instant::now();
-            hub.deliver_run(&run, Some(&parent), &live, Some(prompt), Some(options))
-                .await;
+            hub.deliver_run(
+                &run,
+                Some(&parent),
+                &live,
+                Some(prompt),
+                Some(options),
+                None,
+            )
+            .await;
             hub.free_spawn_slot(&parent.agent_id);
             hub.finish(&run.run_id, begun);
             hub.announce(&run.run_id, &parent, &child).await;
@@ -677,6 +707,7 @@ impl Hub {
                     &parent.agent_id,
                     &parent.session_key,
                     message.clone(),
+                    None,
                     || Ok(()),
                 )
                 .await;
