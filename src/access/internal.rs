@@ -222,6 +222,26 @@ impl Access {
         }
     }
 
+    /// Per agent (of the session key), messages waiting in its sessions' FIFOs plus those
+    /// being handled.
+    pub fn queue_depths(&self) -> std::collections::HashMap<String, usize> {
+        let queues = match self.queues.lock() {
+            Ok(q) => q,
+            Err(p) => p.into_inner(),
+        };
+        let mut out = std::collections::HashMap::new();
+        for (key, q) in queues.iter() {
+            let Some(agent) = super::store::agent_of_key(key) else {
+                continue;
+            };
+            let depth = q.waiting.load(SeqCst) + usize::from(q.turn.try_lock().is_err());
+            if depth > 0 {
+                *out.entry(agent.to_string()).or_default() += depth;
+            }
+        }
+        out
+    }
+
     /// Messages waiting in a session's FIFO, plus the one being handled.
     pub fn queue_depth(&self, session_key: &str) -> usize {
         let queues = match self.queues.lock() {

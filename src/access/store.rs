@@ -108,6 +108,11 @@ fn agent_of(session_key: &str) -> Option<&str> {
     rest.split_once(':').map(|(agent, _)| agent)
 }
 
+/// [`agent_of`], for the rest of the Access layer.
+pub(super) fn agent_of_key(session_key: &str) -> Option<&str> {
+    agent_of(session_key)
+}
+
 /// The runtime session a session key maps to, and the runtime instance that issued it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeSession {

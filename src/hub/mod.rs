@@ -90,6 +90,8 @@ pub struct HubMetrics {
 
 /// A run this controller is carrying out.
 struct LiveRun {
+    /// The agent the run delivers to.
+    target_agent: String,
     /// `true` once the run is final.
     done: watch::Sender<bool>,
     /// A cancel asked for before the turn began: the message is withdrawn.
@@ -299,7 +301,28 @@ impl Hub {
             .map(|d| d.clone())
             .unwrap_or_default();
         let p = self.policy();
+        let depths = self.access.queue_depths();
+        let mut active: HashMap<String, usize> = HashMap::new();
+        if let Ok(live) = self.live.lock() {
+            for run in live.values() {
+                *active.entry(run.target_agent.clone()).or_default() += 1;
+            }
+        }
+        let agents: serde_json::Map<String, Value> = p
+            .agents
+            .keys()
+            .map(|id| {
+                (
+                    id.clone(),
+                    json!({
+                        "queueDepth": depths.get(id).copied().unwrap_or(0),
+                        "activeRuns": active.get(id).copied().unwrap_or(0),
+                    }),
+                )
+            })
+            .collect();
         json!({
+            "agents": agents,
             "calls": self.metrics.calls.load(Relaxed),
             "sends": self.metrics.sends.load(Relaxed),
             "spawns": self.metrics.spawns.load(Relaxed),

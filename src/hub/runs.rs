@@ -57,9 +57,10 @@ fn framing(from: Option<&Caller>, tool: &str) -> String {
 }
 
 impl Hub {
-    fn register(&self, run_id: &str) -> Arc<LiveRun> {
+    fn register(&self, run_id: &str, target_agent: &str) -> Arc<LiveRun> {
         let (done, _) = tokio::sync::watch::channel(false);
         let live = Arc::new(LiveRun {
+            target_agent: target_agent.to_string(),
             done,
             cancelled: std::sync::atomic::AtomicBool::new(false),
         });
@@ -136,7 +137,7 @@ impl Hub {
             self.db(move |s| s.insert_run(&run)).await?;
         }
         self.metrics.sends.fetch_add(1, Relaxed);
-        let live = self.register(&run_id);
+        let live = self.register(&run_id, agent);
         let hub = self.clone();
         let (queued, in_line) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
@@ -604,7 +605,7 @@ impl Hub {
             .await?;
         }
         self.metrics.spawns.fetch_add(1, Relaxed);
-        let live = self.register(&run.run_id);
+        let live = self.register(&run.run_id, &spawn.agent);
         let max_depth = self.policy().limits(&parent.agent_id).max_spawn_depth;
         let prompt = format!(
             "{}\n# Subagent Context\nYou are a subagent spawned by {}/{} (depth {} of at most {max_depth}). Your task is below. Work on it alone; report back only through your final answer, which is delivered to your parent once. You never speak for your parent and never write to external chats.{}\n\n# Task\n{}",

@@ -680,6 +680,28 @@ fn the_operator_speaks_into_sessions_and_lists_sessions_and_runs() {
     assert_eq!(listed["count"], 1, "{listed}");
     let status = get(&up, "/v1/status");
     assert_eq!(status["hub"]["sends"], 1, "{status:#}");
+    // agents list --json: each agent's queue depth and active runs, from the controller.
+    let out = std::process::Command::new(crate::common::bin())
+        .args([
+            "--config",
+            up.config.to_str().unwrap(),
+            "--state-dir",
+            up.state.to_str().unwrap(),
+            "agents",
+            "list",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let beta = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "beta")
+        .unwrap();
+    assert_eq!(beta["runtime"]["queueDepth"], 0, "{listed:#}");
+    assert_eq!(beta["runtime"]["activeRuns"], 0, "{listed:#}");
 }
 
 #[test]
@@ -891,4 +913,51 @@ fn codex_acp_accepts_the_hub_mcp_server_at_session_new() {
         status["hub"]["liveTokens"].as_u64().unwrap() >= 1,
         "{status:#}"
     );
+}
+
+#[test]
+fn concurrent_sends_are_delivered_once_each_in_the_order_the_hub_accepted_them() {
+    let up = hub_up(&agents("", "", "session: {maxPingPongTurns: 0}\n"), |_| {});
+    let auth = operator(&up);
+    let answers: Vec<(String, Value)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..24)
+            .map(|i| {
+                let (up, auth) = (&up, auth.clone());
+                s.spawn(move || {
+                    let text = format!("reply: m{i}");
+                    let body = json!({"jsonrpc": "2.0", "id": i, "method": "_mustang.agent/sessions/send",
+                        "params": {"sessionKey": format!("agent:beta:fifo:{}", i % 3), "message": text}})
+                    .to_string();
+                    let (_, answer) = http(up.addr, "POST", "/rpc", &[("authorization", &auth)], &body);
+                    (text, answer)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (text, answer) in &answers {
+        assert_eq!(
+            answer["result"]["reply"].as_str(),
+            text.strip_prefix("reply: "),
+            "{answer}"
+        );
+    }
+    let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
+    for s in 0..3 {
+        let key = format!("agent:beta:fifo:{s}");
+        let accepted: Vec<String> = db
+            .prepare("SELECT message FROM hub_runs WHERE target_session_key = ?1 ORDER BY rowid")
+            .unwrap()
+            .query_map([&key], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let delivered: Vec<String> = transcript(&up.state, &key)
+            .into_iter()
+            .filter(|(p, _, _)| p == "operator")
+            .map(|(_, t, _)| t)
+            .collect();
+        assert_eq!(accepted.len(), 8);
+        assert_eq!(delivered, accepted, "{key}");
+    }
 }
