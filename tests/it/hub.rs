@@ -548,6 +548,23 @@ fn a_cancel_ends_cancelled_when_confirmed_and_uncertain_when_not() {
         "{run:#}"
     );
 
+    // A run over its runTimeoutSeconds: timed out (and cancelled in the runtime), announced.
+    let timed = tool(
+        &up,
+        "sessions_spawn",
+        json!({"task": "slow", "label": "t1", "runTimeoutSeconds": 1}),
+    );
+    let run = run_until(&up, timed["runId"].as_str().unwrap(), |r| {
+        has_note(r, "announced to the parent")
+    });
+    assert_eq!(run["state"], "timed_out", "{run:#}");
+    assert!(
+        transcript(&up.state, ALPHA)
+            .iter()
+            .any(|(_, _, m)| m["runId"] == run["runId"] && m["status"] == "timeout"),
+        "the parent heard of the timeout"
+    );
+
     // The stubborn child never confirms: uncertain, and its late answer cannot revive it.
     let stubborn = tool(
         &up,
