@@ -198,9 +198,13 @@ impl Hub {
 
     async fn sessions_list(&self, caller: &Caller, args: ListArgs) -> Result<Value, CallError> {
         let limit = args.limit.unwrap_or(50).clamp(1, MAX_LIST);
-        let since = args.active_minutes.map(|m| {
-            let cutoff = jiff::Timestamp::now() - jiff::SignedDuration::from_secs((m * 60) as i64);
-            cutoff.to_string()
+        // At most ten years back: any larger window is all of it.
+        let since = args.active_minutes.and_then(|m| {
+            let seconds = m.min(10 * 366 * 24 * 60).saturating_mul(60);
+            jiff::Timestamp::now()
+                .checked_sub(jiff::SignedDuration::from_secs(seconds as i64))
+                .ok()
+                .map(|t| t.to_string())
         });
         let mut all = self.db(|s| s.known_sessions()).await?;
         all.sort_by(|a, b| b.last_at.cmp(&a.last_at));
@@ -566,7 +570,7 @@ impl Hub {
             timeout: args
                 .run_timeout_seconds
                 .filter(|s| *s > 0)
-                .map(Duration::from_secs)
+                .map(|s| Duration::from_secs(s.min(86_400)))
                 .or(limits.run_timeout),
             task: args.task,
         };
