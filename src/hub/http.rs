@@ -181,7 +181,14 @@ async fn run(State(cx): State<Ctx>, headers: HeaderMap, Path(id): Path<String>) 
 /// The Hub's routes.
 pub fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
     let mcp_hub = hub.clone();
+    // rmcp answers loopback hosts only (DNS rebinding); the address agents are given is
+    // allowed too, when the controller listens elsewhere.
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+    if let Some(authority) = hub.endpoint().and_then(|e| e.strip_prefix("http://")) {
+        hosts.push(authority.to_string());
+    }
     let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_max_request_body_bytes(BODY_LIMIT);

@@ -159,6 +159,11 @@ impl Hub {
         let _ = self.endpoint.set(format!("http://{ip}:{}", addr.port()));
     }
 
+    /// The controller's base URL agents are given, once it listens.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.get().map(String::as_str)
+    }
+
     /// Puts a new policy in force (after every apply).
     pub fn swap(&self, policy: HubPolicy) {
         self.policy.store(Arc::new(policy));
