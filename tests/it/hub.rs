@@ -978,3 +978,89 @@ fn concurrent_sends_are_delivered_once_each_in_the_order_the_hub_accepted_them()
         assert_eq!(delivered, accepted, "{key}");
     }
 }
+
+/// A reply sink that takes every POST; each body arrives on the receiver.
+fn sink() -> (String, std::sync::mpsc::Receiver<Value>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/replies", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(n) = line.to_lowercase().strip_prefix("content-length:") {
+                    length = n.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let mut stream = stream;
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            if tx
+                .send(serde_json::from_slice(&body).unwrap_or(Value::Null))
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+#[test]
+fn the_announce_step_posts_to_the_targets_conversation_through_the_reply_sink() {
+    let (url, posted) = sink();
+    let channels = open(&format!(
+        "channels:\n  slack:\n    accounts:\n      default: {{webhookSecret: {{source: env, id: HOOK}}, replyUrl: \"{url}\"}}\n"
+    ));
+    let up = Up::start_config(
+        &agents("", "", "session: {maxPingPongTurns: 1}\n"),
+        &channels,
+        BINDINGS,
+        |cmd| {
+            cmd.env("HOOK", SECRET);
+        },
+    );
+    for id in ["alpha", "beta"] {
+        up.wait_for(&format!("{id} ready"), |s| {
+            Up::runtime(s, id).is_some_and(|r| r["status"] == "ready")
+        });
+    }
+    // beta's conversation in Slack group gb: its external route.
+    assert!(say(&up, "gb", "hello").starts_with("echo: "));
+    let sent = tool(
+        &up,
+        "sessions_send",
+        json!({"sessionKey": "agent:beta:slack:group:gb", "message": "reply: pong"}),
+    );
+    assert_eq!(sent["reply"], "pong", "{sent}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let announce = loop {
+        let body = posted
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("no announce reached the reply sink");
+        if body["announce"] == true {
+            break body;
+        }
+    };
+    assert_eq!(
+        announce["sessionKey"], "agent:beta:slack:group:gb",
+        "{announce}"
+    );
+    assert_eq!(announce["peer"]["id"], "gb");
+    let text = announce["reply"]["text"].as_str().unwrap();
+    assert!(text.contains("announce step"), "{text}");
+    let run = get(
+        &up,
+        &format!("/v1/runs/{}", sent["runId"].as_str().unwrap()),
+    );
+    assert!(has_note(&run, "announce step: Delivered"), "{run:#}");
+}
