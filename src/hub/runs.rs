@@ -279,6 +279,19 @@ impl Hub {
                     },
                 )
             }
+            // The runtime died mid-turn: whatever it did is unknown.
+            Err(
+                e @ AccessError::RuntimeFailed {
+                    what: "the prompt", ..
+                },
+            ) => (
+                RunState::Uncertain,
+                Outcome {
+                    error: Some(e.to_string()),
+                    note: "the runtime failed during the turn: its outcome cannot be known".into(),
+                    ..Outcome::default()
+                },
+            ),
             Err(e @ AccessError::TimedOut { .. }) => (
                 RunState::TimedOut,
                 Outcome {

@@ -515,6 +515,17 @@ fn a_spawned_subagent_reports_back_once_and_is_deleted_when_asked() {
         json!({"sessionKey": key, "message": "reply: still here"}),
     );
     assert_eq!(again["reply"], "still here", "{again}");
+
+    // A runtime that dies mid-turn: the run's outcome is unknown, so it is uncertain.
+    let crash = tool(
+        &up,
+        "sessions_spawn",
+        json!({"task": "crash", "agentId": "beta"}),
+    );
+    let run = run_until(&up, crash["runId"].as_str().unwrap(), |r| {
+        r["state"] == "uncertain" || r["state"] == "failed" || r["state"] == "completed"
+    });
+    assert_eq!(run["state"], "uncertain", "{run:#}");
 }
 
 #[test]
