@@ -48,6 +48,9 @@ struct Cli {
     sends: usize,
     #[arg(long, default_value_t = 1000)]
     spawns: usize,
+    /// Spawn rounds of `spawns` each (RSS after each): tells growth from a high-water mark.
+    #[arg(long, default_value_t = 1)]
+    spawn_rounds: usize,
     /// Where the config and state go (a temp dir by default).
     #[arg(long)]
     work: Option<PathBuf>,
@@ -133,11 +136,15 @@ impl Controller {
     }
 
     fn rss_kb(&self) -> u64 {
+        self.proc_status("VmRSS:")
+    }
+
+    fn proc_status(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
     }
@@ -392,27 +399,44 @@ fn settle(up: &Controller, spawns: usize) {
     }
 }
 
-fn spawn_stage(up: &Controller, n: usize) -> Value {
+fn spawn_stage(up: &Controller, n: usize, rounds: usize) -> Value {
     let warm = up.say("gs", "bench-spawn 50", 0);
     assert!(warm.starts_with("bench-spawn: "), "{warm}");
     settle(up, 50);
-    std::thread::sleep(Duration::from_secs(1));
+    // Idle worker threads of the warm-up gone first (tokio's keep-alive is 10 s).
+    std::thread::sleep(Duration::from_secs(12));
     let rss_before = up.rss_kb();
     let tokens_before = up.get("/v1/status")["hub"]["liveTokens"].clone();
     let procs_before = children_of(up.child.id());
     let begun = Instant::now();
-    let reply = up.say("gs", &format!("bench-spawn {n}"), 1);
-    assert!(reply.starts_with("bench-spawn: "), "{reply}");
-    settle(up, 50 + n);
+    let mut reply = String::new();
+    let mut rss_rounds = Vec::new();
+    for round in 0..rounds.max(1) {
+        reply = up.say("gs", &format!("bench-spawn {n}"), 1 + round);
+        assert!(reply.starts_with("bench-spawn: "), "{reply}");
+        settle(up, 50 + n * (round + 1));
+        rss_rounds.push(json!({"rss_kb": up.rss_kb(), "threads": up.proc_status("Threads:")}));
+    }
     let elapsed = begun.elapsed();
-    std::thread::sleep(Duration::from_secs(1));
-    let rss_after = up.rss_kb();
+    // RSS right after the last announce holds what idle worker threads keep; they go after
+    // their keep-alive (tokio: 10 s). Watch it come back, at most 60 s.
+    let settled = Instant::now();
+    let mut rss_after = up.rss_kb();
+    while rss_after as f64 > rss_before as f64 * 1.1 && settled.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(500));
+        rss_after = up.rss_kb();
+    }
+    let back_after_ms = settled.elapsed().as_millis();
     let status = up.get("/v1/status");
     json!({
         "spawned": n,
+        "rss_kb_after_each_round": rss_rounds,
         "agent": serde_json::from_str::<Value>(reply.trim_start_matches("bench-spawn: ")).unwrap_or_default(),
         "wall_ms_until_all_announced": elapsed.as_millis(),
         "rss_kb_before": rss_before, "rss_kb_after": rss_after,
+        "rss_back_within_10pct_after_ms": back_after_ms,
+        "threads_after": up.proc_status("Threads:"),
         "rss_growth_pct": (rss_after as f64 - rss_before as f64) * 100.0 / rss_before.max(1) as f64,
         "live_tokens_before": tokens_before, "live_tokens_after": status["hub"]["liveTokens"],
         "active_runs_after": status["hub"]["activeRuns"], "active_spawns_after": status["hub"]["activeSpawns"],
@@ -428,7 +452,7 @@ fn main() -> ExitCode {
     let send_stdio = send_stage(&up, "ga", cli.sends);
     let send_http = send_stage(&up, "gg", cli.sends);
     let concurrent = concurrent_stage(&up);
-    let spawn = spawn_stage(&up, cli.spawns);
+    let spawn = spawn_stage(&up, cli.spawns, cli.spawn_rounds);
     let out = json!({
         "send_stdio": send_stdio,
         "send_http": send_http,
