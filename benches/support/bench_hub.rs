@@ -15,7 +15,9 @@
 //!   for the reply. The caller times each round trip; beta reports how long its own handler
 //!   took; the hub overhead of a call is the difference — the MCP transport both ways (and the
 //!   `deepcli hub mcp` forwarder for stdio), the Hub, its run records in SQLite, the session
-//!   FIFO and ACP to beta and back. p50/p99/max in ms.
+//!   FIFO and ACP to beta and back. p50/p99/max in ms. Beside it, the Hub's own time as the
+//!   controller measures it (`/v1/status` `hub.sendOverhead`: the call's time at the Hub minus
+//!   the target runtime's turn, ACP included), after the stdio stage and after both.
 //! * `concurrent`: 200 `sessions/send` (the Hub's operator send: the same runs, FIFO and
 //!   delivery as `sessions_send`) at once across 50 sessions of beta, 4 each; every reply is
 //!   checked, then the transcripts: each message delivered exactly once, and in each session
@@ -450,12 +452,16 @@ fn main() -> ExitCode {
     let work = cli.work.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     let up = start(&cli, &work);
     let send_stdio = send_stage(&up, "ga", cli.sends);
+    let hub_stdio = up.get("/v1/status")["hub"]["sendOverhead"].clone();
     let send_http = send_stage(&up, "gg", cli.sends);
+    let hub_both = up.get("/v1/status")["hub"]["sendOverhead"].clone();
     let concurrent = concurrent_stage(&up);
     let spawn = spawn_stage(&up, cli.spawns, cli.spawn_rounds);
     let out = json!({
         "send_stdio": send_stdio,
         "send_http": send_http,
+        "hub_own_time_after_stdio_stage": hub_stdio,
+        "hub_own_time_after_both_stages": hub_both,
         "concurrent": concurrent,
         "spawn": spawn,
     });

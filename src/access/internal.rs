@@ -38,6 +38,9 @@ pub struct Answer {
     pub text: String,
     /// The `stopReason` the runtime gave (`end_turn`, `cancelled`, …), when it gave one.
     pub stop_reason: Option<String>,
+    /// How long the runtime took: from opening (or finding) the session to the prompt's
+    /// answer — the agent's time and ACP's, none of the queue's.
+    pub runtime_time: std::time::Duration,
 }
 
 /// A message the Hub (or the operator) puts into a session.
@@ -142,9 +145,14 @@ impl Access {
             }
         };
         started().map_err(AccessError::Withdrawn)?;
+        let prompted = Instant::now();
         let answered = self
             .prompt_answer(agent_id, session_key, &message.prompt, &message.options)
-            .await;
+            .await
+            .map(|(mut answer, notes)| {
+                answer.runtime_time = prompted.elapsed();
+                (answer, notes)
+            });
         let (answer, notes) = match answered {
             Ok((answer, notes)) => (Ok(answer), notes),
             Err(e) => (Err(e), Vec::new()),

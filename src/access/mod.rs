@@ -875,6 +875,7 @@ impl Access {
         Ok(Answer {
             text: reply,
             stop_reason,
+            runtime_time: Duration::ZERO,
         })
     }
 }

@@ -398,6 +398,7 @@ impl Hub {
         caller: &Caller,
         args: SendArgs,
     ) -> Result<Value, CallError> {
+        let begun = std::time::Instant::now();
         if args.message.len() > MAX_MESSAGE_BYTES {
             return Ok(error(format!(
                 "the message is {} bytes; the limit is {MAX_MESSAGE_BYTES} bytes (64 KiB): send less, or put it in a file and send its path",
@@ -437,9 +438,18 @@ impl Hub {
         if wait == 0 {
             return Ok(json!({"runId": run, "status": "accepted", "sessionKey": key}));
         }
+        let live = self.live_run(&run);
         let record = self
             .wait_run(&run, Duration::from_secs(wait.min(MAX_WAIT_SECONDS)))
             .await?;
+        // The Hub's own share of the call: all of it but the target runtime's turn.
+        if record.state == RunState::Completed
+            && let Some(live) = live
+        {
+            let runtime = live.runtime_us.load(Relaxed);
+            let total = begun.elapsed().as_micros() as u64;
+            self.metrics.send_overhead(total.saturating_sub(runtime));
+        }
         Ok(send_result(&record, &key))
     }
 

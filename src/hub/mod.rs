@@ -86,12 +86,47 @@ pub struct HubMetrics {
     pub run_millis: AtomicU64,
     /// Token checks that failed (unknown, revoked or malformed tokens).
     pub bad_tokens: AtomicU64,
+    /// The Hub's own time in the last waited-for sends, in µs: the call's time at the Hub
+    /// minus the target runtime's (newest last, at most [`OVERHEAD_SAMPLES`]).
+    pub send_overhead_us: Mutex<std::collections::VecDeque<u64>>,
+}
+
+/// How many send overheads `/v1/status` summarizes.
+pub const OVERHEAD_SAMPLES: usize = 4096;
+
+impl HubMetrics {
+    pub(crate) fn send_overhead(&self, micros: u64) {
+        if let Ok(mut samples) = self.send_overhead_us.lock() {
+            if samples.len() >= OVERHEAD_SAMPLES {
+                samples.pop_front();
+            }
+            samples.push_back(micros);
+        }
+    }
+
+    /// `{samples, p50Us, p99Us, maxUs}` of the send overheads kept.
+    fn send_overhead_summary(&self) -> Value {
+        let mut samples: Vec<u64> = self
+            .send_overhead_us
+            .lock()
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        samples.sort_unstable();
+        let at = |p: f64| {
+            samples
+                .get(((samples.len().saturating_sub(1)) as f64 * p).round() as usize)
+                .copied()
+        };
+        json!({"samples": samples.len(), "p50Us": at(0.5), "p99Us": at(0.99), "maxUs": samples.last()})
+    }
 }
 
 /// A run this controller is carrying out.
 struct LiveRun {
     /// The agent the run delivers to.
     target_agent: String,
+    /// The target runtime's time for the run's turn, µs (once answered).
+    runtime_us: AtomicU64,
     /// `true` once the run is final.
     done: watch::Sender<bool>,
     /// A cancel asked for before the turn began: the message is withdrawn.
@@ -335,6 +370,7 @@ impl Hub {
             "activeSpawns": self.active_spawns.load(Relaxed),
             "liveTokens": live_tokens,
             "denials": denials,
+            "sendOverhead": self.metrics.send_overhead_summary(),
             "policy": {
                 "agentToAgent": {"enabled": p.a2a_enabled, "allow": p.a2a_allow},
                 "visibility": p.visibility.as_str(),

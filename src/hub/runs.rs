@@ -5,6 +5,7 @@
 //! reply-back loop and the announce step; after a spawn, the announce into the parent.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,7 @@ impl Hub {
         let (done, _) = tokio::sync::watch::channel(false);
         let live = Arc::new(LiveRun {
             target_agent: target_agent.to_string(),
+            runtime_us: AtomicU64::new(0),
             done,
             cancelled: std::sync::atomic::AtomicBool::new(false),
         });
@@ -244,6 +246,10 @@ impl Hub {
                 started,
             )
             .await;
+        if let Ok(answer) = &answer {
+            live.runtime_us
+                .store(answer.runtime_time.as_micros() as u64, Relaxed);
+        }
         let (next, outcome) = match answer {
             Ok(answer) if answer.stop_reason.as_deref() == Some("cancelled") => (
                 RunState::Cancelled,
@@ -343,6 +349,11 @@ impl Hub {
             }
             _ => None,
         }
+    }
+
+    /// The target runtime's time of a run still carried out here (0 when unknown).
+    pub(super) fn live_run(&self, run_id: &str) -> Option<Arc<LiveRun>> {
+        self.live.lock().ok().and_then(|l| l.get(run_id).cloned())
     }
 
     /// Waits until run `run_id` is final or `timeout` passes; the record as it is then.
