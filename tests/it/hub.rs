@@ -516,6 +516,39 @@ fn a_spawned_subagent_reports_back_once_and_is_deleted_when_asked() {
     );
     assert_eq!(again["reply"], "still here", "{again}");
 
+    // A child speaks to the Hub with its own token: its identity, depth and parent.
+    let me = tool(
+        &up,
+        "sessions_spawn",
+        json!({"task": "mcp session_status {}", "label": "me"}),
+    );
+    let run = run_until(&up, me["runId"].as_str().unwrap(), |r| {
+        r["state"] == "completed"
+    });
+    let status: Value =
+        serde_json::from_str(run["reply"].as_str().unwrap().trim_start_matches("mcp: ")).unwrap();
+    assert_eq!(status["sessionKey"], me["childSessionKey"], "{status}");
+    assert_eq!(status["depth"], 1);
+    assert_eq!(status["parentSessionKey"], ALPHA);
+    assert_eq!(status["label"], "me");
+    // `cwd`: the child's session works there.
+    let dir = tempfile::tempdir().unwrap();
+    let at = tool(
+        &up,
+        "sessions_spawn",
+        json!({"task": "cwd", "cwd": dir.path().join("work")}),
+    );
+    let run = run_until(&up, at["runId"].as_str().unwrap(), |r| {
+        r["state"] == "completed"
+    });
+    assert_eq!(
+        run["reply"],
+        format!("cwd: {}", dir.path().join("work").display()),
+        "{run:#}"
+    );
+    let relative = tool(&up, "sessions_spawn", json!({"task": "cwd", "cwd": "work"}));
+    assert_eq!(relative["status"], "error", "{relative}");
+
     // A runtime that dies mid-turn: the run's outcome is unknown, so it is uncertain.
     let crash = tool(
         &up,
