@@ -29,6 +29,10 @@ pub trait McpDoor: Send + Sync {
     /// serves `session_key`, being opened now; `http`: the agent takes MCP over HTTP
     /// (`mcpCapabilities.http`). Each call may mint a new capability token for the session.
     fn servers(&self, agent_id: &str, session_key: &str, http: bool) -> Vec<Value>;
+
+    /// The runtime session of `session_key` was closed (a `oneshot` session after its
+    /// reply): what was given for it is withdrawn.
+    fn closed(&self, session_key: &str);
 }
 
 /// A runtime's answer to one prompt.
@@ -218,7 +222,11 @@ impl Access {
         {
             return None;
         }
-        Some(super::close_session(&handle, &known.id).await)
+        let note = super::close_session(&handle, &known.id).await;
+        if let Some(door) = self.door.get() {
+            door.closed(session_key);
+        }
+        Some(note)
     }
 
     /// What agent `agent_id`'s runtime is doing: `ready`, or its phase (`starting`, …).

@@ -736,6 +736,9 @@ impl Access {
             .await;
         if options.oneshot {
             notes.push(close_session(&handle, &session_id).await);
+            if let Some(door) = self.door.get() {
+                door.closed(session_key);
+            }
         }
         answered.map(|reply| (reply, notes))
     }

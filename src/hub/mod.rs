@@ -440,6 +440,18 @@ impl Hub {
 struct Door(std::sync::Weak<Hub>);
 
 impl McpDoor for Door {
+    fn closed(&self, session_key: &str) {
+        let Some(hub) = self.0.upgrade() else {
+            return;
+        };
+        if let Err(e) = hub
+            .store
+            .revoke_session_tokens(session_key, "its runtime session was closed")
+        {
+            tracing::error!(error = %e, "hub: cannot revoke a closed session's token");
+        }
+    }
+
     fn servers(&self, agent_id: &str, session_key: &str, http: bool) -> Vec<Value> {
         let Some(hub) = self.0.upgrade() else {
             return Vec::new();

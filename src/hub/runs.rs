@@ -771,18 +771,22 @@ impl Hub {
     /// Closes a session: its runtime session ended, its tokens revoked, a child marked
     /// closed; `trash`: its transcript moved to the trash tables. A note on what happened.
     pub async fn close_session(&self, agent_id: &str, key: &str, trash: bool) -> Value {
+        let k = key.to_string();
+        let tokens = self
+            .db(move |s| s.revoke_session_tokens(&k, "the session was closed"))
+            .await;
         let runtime = self.access.close_runtime_session(agent_id, key).await;
         let k = key.to_string();
         let done = self
             .db(move |s| {
-                let tokens = s.revoke_session_tokens(&k, "the session was closed")?;
                 let child = s.close_child(&k)?;
                 if trash {
                     s.trash_session(&k)?;
                 }
-                Ok((tokens, child))
+                Ok(child)
             })
-            .await;
+            .await
+            .and_then(|child| Ok((tokens?, child)));
         match done {
             Ok((tokens, child)) => json!({
                 "sessionKey": key,
