@@ -741,6 +741,15 @@ fn the_operator_speaks_into_sessions_and_lists_sessions_and_runs() {
     assert_eq!(listed["count"], 1, "{listed}");
     let status = get(&up, "/v1/status");
     assert_eq!(status["hub"]["sends"], 1, "{status:#}");
+    let out = std::process::Command::new(crate::common::bin())
+        .args(["--state-dir", up.state.to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        human.contains("hub          0 tool calls, 1 send, 0 spawns; 0 runs active (0 spawned);"),
+        "{human}"
+    );
     // agents list --json: each agent's queue depth and active runs, from the controller.
     let out = std::process::Command::new(crate::common::bin())
         .args([
