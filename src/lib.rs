@@ -27,6 +27,7 @@ pub(crate) mod durable;
 pub(crate) mod failpoint;
 pub mod hash;
 pub(crate) mod http_server;
+pub mod hub;
 pub mod ids;
 pub(crate) mod log_line;
 pub mod manage;

@@ -99,6 +99,10 @@ pub enum AccessError {
         seconds: f64,
         stop_reason: Option<serde_json::Value>,
     },
+    /// A message the Hub withdrew when its turn came (a cancel, or policy that changed while
+    /// it waited): it never reached the runtime.
+    #[error("the message was withdrawn before it reached the agent: {0}")]
+    Withdrawn(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -96,13 +96,20 @@ impl Access {
             Ok(None) => Beat::Kept(format!(
                 "no external route yet (no message was delivered to the agent): the answer is in the transcript of {main}"
             )),
-            Ok(Some(route)) => self.send_on(&plan, &route, reply).await,
+            Ok(Some(route)) => self.send_on(&plan, &route, reply, "heartbeat").await,
         }
     }
 
     /// Sends a heartbeat's answer to `route`: into its conversation's transcript, and to its
     /// account's `replyUrl` when it has one.
-    async fn send_on(&self, plan: &super::AccessPlan, route: &LastRoute, reply: String) -> Beat {
+    /// `why` (`heartbeat`, `announce`) marks the transcript row and the sink's body.
+    pub(super) async fn send_on(
+        &self,
+        plan: &super::AccessPlan,
+        route: &LastRoute,
+        reply: String,
+        why: &'static str,
+    ) -> Beat {
         let peer = (!route.peer_id.is_empty())
             .then(|| json!({"kind": route.peer_kind, "id": route.peer_id}));
         let at = crate::clock::now();
@@ -111,7 +118,7 @@ impl Access {
             message_id: None,
             sender: None,
             text: reply.clone(),
-            route: Some(json!({"heartbeat": true, "at": at})),
+            route: Some(json!({why: true, "at": at})),
         };
         let recorded = {
             let key = route.session_key.clone();
@@ -149,7 +156,7 @@ impl Access {
             peer_kind: route.peer_kind.clone(),
             peer_id: route.peer_id.clone(),
             thread_id: route.thread_id.clone(),
-            message_id: format!("heartbeat:{at}"),
+            message_id: format!("{why}:{at}"),
         };
         let thread = (!route.thread_id.is_empty()).then(|| route.thread_id.clone());
         self.reply.send(
@@ -159,7 +166,7 @@ impl Access {
             json!({
                 "channel": route.channel, "accountId": route.account_id, "messageId": null,
                 "sessionKey": route.session_key, "peer": peer, "threadId": thread,
-                "reply": {"text": reply}, "heartbeat": true,
+                "reply": {"text": reply}, why: true,
             }),
         );
         Beat::Delivered(place)

@@ -159,6 +159,7 @@ fn refusal(e: &AccessError) -> (StatusCode, Value) {
             StatusCode::GATEWAY_TIMEOUT,
             json!({"error": e.to_string(), "cancelled": true, "stopReason": stop_reason}),
         ),
+        AccessError::Withdrawn(_) => said(StatusCode::CONFLICT),
         AccessError::Internal(_) => said(StatusCode::INTERNAL_SERVER_ERROR),
     }
 }

@@ -15,6 +15,7 @@ mod error;
 mod gate;
 mod heartbeat;
 pub mod http;
+mod internal;
 pub mod metrics;
 mod model;
 pub mod plan;
@@ -44,7 +45,9 @@ use crate::runtime::{AcpMap, RuntimeMap};
 use crate::state::Provenance;
 pub use error::{AccessError, Unauthenticated};
 pub use heartbeat::{Beat, HEARTBEAT_OK};
+pub use internal::{Answer, InternalMessage, McpDoor};
 pub use plan::AccessPlan;
+pub use route::SessionOptions;
 use store::{AccessStore, DeliveryKey, Turn};
 
 /// How the Access layer behaves; `deepcli up` and `deepcli access serve` set it from flags.
@@ -154,6 +157,8 @@ pub struct Access {
     /// Each account's bot user id as its platform adapter learnt it (`getMe`, `auth.test`),
     /// by (channel, account): the policy's `botUserId` where channels.yaml sets none.
     live_bots: Mutex<HashMap<(String, String), Arc<str>>>,
+    /// What gives every runtime session its MCP servers (the Hub), once the controller set it.
+    door: std::sync::OnceLock<Arc<dyn McpDoor>>,
 }
 
 impl Access {
@@ -180,6 +185,7 @@ impl Access {
             call_logs: tokio::sync::Mutex::default(),
             logs_dir: state.logs(),
             live_bots: Mutex::default(),
+            door: std::sync::OnceLock::new(),
         }
     }
 
@@ -663,7 +669,8 @@ impl Access {
             && handle.loads_sessions()
             && handle.claim(&known.id, session_key)
         {
-            let request = LoadSessionRequest::new(known.id.clone(), cwd.clone());
+            let request = LoadSessionRequest::new(known.id.clone(), cwd.clone())
+                .mcp_servers(self.mcp_servers(handle, agent_id, session_key));
             if let Ok(loaded) = handle.cx.send_request(request).block_task().await {
                 handle.set_session_model(
                     &known.id,
@@ -683,7 +690,11 @@ impl Access {
             None => {
                 let created = handle
                     .cx
-                    .send_request(NewSessionRequest::new(cwd))
+                    .send_request(NewSessionRequest::new(cwd).mcp_servers(self.mcp_servers(
+                        handle,
+                        agent_id,
+                        session_key,
+                    )))
                     .block_task()
                     .await
                     .map_err(gone)?;
@@ -741,16 +752,39 @@ impl Access {
         text: &str,
         options: &route::SessionOptions,
     ) -> Result<(String, Vec<String>), AccessError> {
+        self.prompt_answer(agent_id, session_key, text, options)
+            .await
+            .map(|(answer, notes)| (answer.text, notes))
+    }
+
+    /// [`Access::prompt`], with the stop reason the runtime gave.
+    async fn prompt_answer(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        text: &str,
+        options: &route::SessionOptions,
+    ) -> Result<(Answer, Vec<String>), AccessError> {
         let handle = self.runtime(agent_id)?;
         let (session_id, prompt_text, mut notes) = self
             .open_session(&handle, agent_id, session_key, text, options)
             .await?;
         notes.extend(self.apply_model(&handle, agent_id, &session_id).await);
         let answered = self
-            .prompt_in(&handle, agent_id, session_key, &session_id, prompt_text)
+            .prompt_in(
+                &handle,
+                agent_id,
+                session_key,
+                &session_id,
+                prompt_text,
+                options.timeout.unwrap_or(self.settings.prompt_timeout),
+            )
             .await;
         if options.oneshot {
             notes.push(close_session(&handle, &session_id).await);
+            if let Some(door) = self.door.get() {
+                door.closed(session_key);
+            }
         }
         answered.map(|reply| (reply, notes))
     }
@@ -834,7 +868,8 @@ impl Access {
         session_key: &str,
         session_id: &str,
         prompt_text: String,
-    ) -> Result<String, AccessError> {
+        timeout: Duration,
+    ) -> Result<Answer, AccessError> {
         let gone = |e: agent_client_protocol::Error| AccessError::RuntimeFailed {
             agent_id: agent_id.to_string(),
             what: "the prompt",
@@ -857,7 +892,6 @@ impl Access {
         let request = PromptRequest::new(session_id.to_string(), vec![prompt_text.into()]);
         let answer = handle.cx.send_request(request).block_task();
         tokio::pin!(answer);
-        let timeout = self.settings.prompt_timeout;
         let response = tokio::select! {
             r = &mut answer => r.map_err(gone)?,
             () = tokio::time::sleep(timeout) => {
@@ -884,7 +918,14 @@ impl Access {
             }
         }
         tracing::debug!(agent = agent_id, session = session_key, stop = ?response.stop_reason, "prompt answered");
-        Ok(reply)
+        let stop_reason = serde_json::to_value(response.stop_reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string));
+        Ok(Answer {
+            text: reply,
+            stop_reason,
+            runtime_time: Duration::ZERO,
+        })
     }
 }
 

@@ -29,6 +29,9 @@ pub struct SessionOptions {
     pub label: Option<String>,
     /// The session's working directory, when not the runtime's.
     pub cwd: Option<std::path::PathBuf>,
+    /// How long the prompt may take, when not the Access layer's prompt timeout (a spawn's
+    /// `runTimeoutSeconds`).
+    pub timeout: Option<std::time::Duration>,
 }
 
 pub struct Route {
@@ -60,6 +63,7 @@ impl Route {
                 oneshot: acp.oneshot,
                 label: acp.label.clone(),
                 cwd: acp.cwd.clone(),
+                timeout: None,
             },
             None => SessionOptions::default(),
         }

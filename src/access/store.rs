@@ -108,6 +108,11 @@ fn agent_of(session_key: &str) -> Option<&str> {
     rest.split_once(':').map(|(agent, _)| agent)
 }
 
+/// [`agent_of`], for the rest of the Access layer.
+pub(super) fn agent_of_key(session_key: &str) -> Option<&str> {
+    agent_of(session_key)
+}
+
 /// The runtime session a session key maps to, and the runtime instance that issued it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeSession {
@@ -325,6 +330,29 @@ impl AccessStore {
                 "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at
                  FROM agent_routes WHERE agent_id = ?1",
                 [agent_id],
+                |r| {
+                    Ok(LastRoute {
+                        session_key: r.get(0)?,
+                        channel: r.get(1)?,
+                        account_id: r.get(2)?,
+                        peer_kind: r.get(3)?,
+                        peer_id: r.get(4)?,
+                        thread_id: r.get(5)?,
+                        at: r.get(6)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
+    /// The external conversation session `session_key` last took a delivered envelope from.
+    pub fn session_route(&self, session_key: &str) -> Result<Option<LastRoute>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at
+                 FROM deliveries WHERE session_key = ?1 ORDER BY at DESC, rowid DESC LIMIT 1",
+                [session_key],
                 |r| {
                     Ok(LastRoute {
                         session_key: r.get(0)?,

@@ -7,6 +7,7 @@ mod access;
 mod agents;
 mod channels;
 mod emit;
+mod hub;
 mod inbound;
 mod openclaw;
 mod output;
@@ -103,6 +104,9 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["import"], &["config"]),
     (&["channels", "capabilities"], &["config", "state_dir"]),
     (&["pairing"], &["config"]),
+    (&["sessions"], &["config"]),
+    (&["runs"], &["config"]),
+    (&["hub"], &["config", "state_dir"]),
 ];
 
 #[derive(Debug, Subcommand)]
@@ -151,6 +155,16 @@ enum Command {
     /// Answer senders who asked to pair (dmPolicy: pairing): list, approve, revoke.
     #[command(subcommand, after_help = emit::PAIRING_EXIT_CODES)]
     Pairing(pairing::PairingCommand),
+    /// Sessions of the running hub: list, show, history, send (as the operator), cancel,
+    /// close.
+    #[command(subcommand)]
+    Sessions(hub::SessionsCommand),
+    /// Runs of the Hub (sessions_send, sessions_spawn): list, show.
+    #[command(subcommand)]
+    Runs(hub::RunsCommand),
+    /// The Hub's MCP server on stdio (`hub mcp`), which agents start.
+    #[command(subcommand, hide = true)]
+    Hub(hub::HubCommand),
     /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
     /// command: [deepcli, echo-agent]}`).
     #[command(hide = true)]
@@ -286,6 +300,9 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Import(command) => openclaw::import(&global, command),
         Command::Export(command) => openclaw::export(&global, command),
         Command::Pairing(command) => pairing::run(&global, command),
+        Command::Sessions(command) => hub::sessions(&global, command),
+        Command::Runs(command) => hub::runs(&global, command),
+        Command::Hub(command) => hub::hub(command),
         Command::EchoAgent => echo_agent(),
     }
 }

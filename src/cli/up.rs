@@ -417,5 +417,29 @@ fn human(doc: &Value) -> String {
             text(&h["last"]),
         ));
     }
+    let hub = &doc["hub"];
+    if hub.is_object() {
+        let n = |key: &str| hub[key].as_u64().unwrap_or(0);
+        let denials: u64 = hub["denials"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, v)| v.as_u64())
+            .sum();
+        out.push_str(&format!(
+            "hub          {}, {}, {}; {} active ({} spawned); {}; {}\n",
+            crate::plural::plural(n("calls") as usize, "tool call", "tool calls"),
+            crate::plural::plural(n("sends") as usize, "send", "sends"),
+            crate::plural::plural(n("spawns") as usize, "spawn", "spawns"),
+            crate::plural::plural(n("activeRuns") as usize, "run", "runs"),
+            n("activeSpawns"),
+            crate::plural::plural(
+                n("liveTokens") as usize,
+                "live session token",
+                "live session tokens"
+            ),
+            crate::plural::plural(denials as usize, "denial", "denials"),
+        ));
+    }
     out
 }

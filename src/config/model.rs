@@ -81,6 +81,10 @@ pub struct Identity {
     pub emoji: Option<String>,
     pub theme: Option<String>,
     pub avatar: Option<String>,
+    /// What the agent is for: the Hub's `agents_list` shows it.
+    pub description: Option<String>,
+    /// When another agent should turn to this one: the Hub's `agents_list` shows it.
+    pub when_to_use: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -238,6 +242,10 @@ pub struct Elevated {
 pub struct Subagents {
     #[serde(default)]
     pub allow_agents: Vec<String>,
+    pub max_spawn_depth: Option<u32>,
+    pub max_children_per_agent: Option<usize>,
+    pub max_concurrent: Option<usize>,
+    pub run_timeout_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -266,6 +274,25 @@ pub struct GroupChat {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ToolsSection {
     pub agent_to_agent: Option<AgentToAgent>,
+    pub sessions: Option<SessionsTools>,
+}
+
+/// `tools.sessions`: what the Hub's session tools may see.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SessionsTools {
+    pub visibility: Option<SessionVisibility>,
+}
+
+/// `tools.sessions.visibility`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionVisibility {
+    #[serde(rename = "self")]
+    SelfOnly,
+    Tree,
+    Agent,
+    All,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

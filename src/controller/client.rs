@@ -38,8 +38,8 @@ pub enum ClientError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("the controller at {addr} did not answer within {} s", ANSWER_TIMEOUT.as_secs())]
-    Timeout { addr: SocketAddr },
+    #[error("the controller at {addr} did not answer within {seconds} s")]
+    Timeout { addr: SocketAddr, seconds: u64 },
     #[error("talking to the controller at {addr}: {source}")]
     Http {
         addr: SocketAddr,
@@ -80,11 +80,23 @@ impl Client {
         path: &str,
         body: Option<Bytes>,
     ) -> Result<Bytes, ClientError> {
+        self.call_within(method, path, body, ANSWER_TIMEOUT)
+    }
+
+    /// [`Client::call`] for an answer that may take `wait` (a message sent into a session
+    /// waits for its reply).
+    pub fn call_within(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        wait: Duration,
+    ) -> Result<Bytes, ClientError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(ClientError::Runtime)?;
-        runtime.block_on(self.request(method, path, body))
+        runtime.block_on(self.request(method, path, body, wait))
     }
 
     async fn request(
@@ -92,6 +104,7 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<Bytes>,
+        wait: Duration,
     ) -> Result<Bytes, ClientError> {
         let addr = self.addr;
         let http = |source| ClientError::Http { addr, source };
@@ -127,9 +140,13 @@ impl Client {
             let body = response.into_body().collect().await.map_err(http)?;
             Ok::<_, ClientError>((status, body.to_bytes()))
         };
-        let (status, body) = tokio::time::timeout(ANSWER_TIMEOUT, answer)
-            .await
-            .map_err(|_| ClientError::Timeout { addr })??;
+        let (status, body) =
+            tokio::time::timeout(wait, answer)
+                .await
+                .map_err(|_| ClientError::Timeout {
+                    addr,
+                    seconds: wait.as_secs(),
+                })??;
         if !status.is_success() {
             return Err(ClientError::Refused {
                 status,

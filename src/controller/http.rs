@@ -56,6 +56,7 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
     let mut text = text;
     shared.access.metrics.render(&mut text);
     crate::adapters::render_metrics(&shared.adapters.live, &mut text);
+    shared.hub.render_metrics(&mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -80,6 +81,9 @@ async fn rpc(
         Ok(body) => body,
         Err(e) => return e.into_response(),
     };
+    if let Some(answer) = hub_rpc(&shared, &body).await {
+        return Json(answer).into_response();
+    }
     let cx = shared.manage.clone();
     match tokio::task::spawn_blocking(move || crate::manage::rpc::handle(&cx, &body)).await {
         Ok(Some(answer)) => Json(answer).into_response(),
@@ -91,6 +95,32 @@ async fn rpc(
         )
             .into_response(),
     }
+}
+
+/// A single JSON-RPC request for the Hub's operator methods (`sessions/*`, `runs/*`), which
+/// need the running Hub: answered here; anything else goes to the management service.
+async fn hub_rpc(shared: &Shared, body: &[u8]) -> Option<serde_json::Value> {
+    use serde_json::json;
+    let request: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let method = request["method"]
+        .as_str()?
+        .strip_prefix(crate::manage::rpc::PREFIX)?;
+    if !(method.starts_with("sessions/") || method.starts_with("runs/"))
+        || request["jsonrpc"] != "2.0"
+    {
+        return None;
+    }
+    let id = request
+        .get("id")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    let params = request.get("params").cloned().unwrap_or(json!({}));
+    Some(match shared.hub.operator(method, params).await {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.rpc_code(), "message": e.to_string()}})
+        }
+    })
 }
 
 pub(super) async fn serve(
@@ -109,6 +139,10 @@ pub(super) async fn serve(
             Arc::from(shared.token.as_str()),
         ))
         .merge(crate::adapters::web::router(shared.adapters.clone()))
+        .merge(crate::hub::http::router(
+            shared.hub.clone(),
+            Arc::from(shared.token.as_str()),
+        ))
         .fallback(crate::access::http::no_such_endpoint)
         .method_not_allowed_fallback(crate::access::http::wrong_method);
     let stop = async move {

@@ -88,6 +88,8 @@ pub enum ControllerError {
 struct Shared {
     status: RwLock<ControllerStatus>,
     access: Arc<Access>,
+    /// Agents working with agents (hub.md): the MCP door, tools, runs.
+    hub: Arc<crate::hub::Hub>,
     /// What `POST /rpc` works on: the config directory this controller watches.
     manage: crate::manage::ManageContext,
     /// The supervisor's live runtime statuses, read on every status request.
@@ -157,6 +159,7 @@ impl Shared {
                 entry.adapter = serde_json::to_value(live).ok();
             }
         }
+        status.hub = Some(self.hub.status());
         status.health = status.health();
         status
     }
@@ -245,8 +248,10 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         crate::adapters::store::AdapterStore::open(&state)?,
     );
     let serial = store.serial()?;
+    let hub = crate::hub::Hub::open(&state, access.clone())?;
     let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| Shared {
         access,
+        hub,
         manage: {
             let mut cx =
                 crate::manage::ManageContext::new(&options.config_dir, options.load.clone());
@@ -275,6 +280,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     let store = Arc::new(Mutex::new(store));
 
     let addr = listener.local_addr().unwrap_or(options.listen);
+    shared.hub.set_endpoint(addr);
     record_address(&store, addr);
     tracing::info!(%addr, config = %options.config_dir.display(), "deepcli up");
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -290,6 +296,9 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     let mut ahead = None;
     // The guards `--allow-*` lift, until the first apply.
     let mut first_apply = options.first_apply;
+    // The runs the last controller left unfinished are reconciled once the first config is
+    // in force (their parents are told through the runtimes it starts).
+    let mut runs_reconciled = false;
     loop {
         if pending {
             pending = false;
@@ -301,6 +310,16 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
                 (ahead.take(), first_apply),
             )
             .await;
+            if !runs_reconciled && shared.access.plan().is_some() {
+                runs_reconciled = true;
+                let n = shared.hub.reconcile_unfinished().await;
+                if n > 0 {
+                    tracing::warn!(
+                        runs = n,
+                        "hub: runs left unfinished by the last controller are uncertain"
+                    );
+                }
+            }
             if applied && first_apply != FirstApply::default() {
                 tracing::info!("the first apply is done: every plan is guarded again");
                 first_apply = FirstApply::default();
@@ -675,6 +694,19 @@ async fn apply_planned(
     if let Some(g) = in_force {
         serve_plan(&shared.access, &mut desired, &config, g);
         stages.done("serve");
+    }
+    if let Some(plan) = shared.access.plan() {
+        let session = &plan.routing.session;
+        shared
+            .hub
+            .swap(crate::hub::HubPolicy::from_config(&config, |id| {
+                session.main_key(id)
+            }));
+    }
+    for action in &plan.actions {
+        if let Action::DeleteAgent { id, .. } = action {
+            shared.hub.agent_deleted(id).await;
+        }
     }
     if !plan.is_empty() {
         match applied.generation {

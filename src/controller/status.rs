@@ -47,6 +47,10 @@ pub struct ControllerStatus {
     /// Each channel account as the controller serves it (normalized ids).
     #[serde(default)]
     pub channels: BTreeMap<String, ChannelLive>,
+    /// The Hub's figures (hub.md): calls, sends, spawns, runs, live tokens, denials by
+    /// reason, the policy in force. Only a running controller has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub: Option<serde_json::Value>,
     pub reconciles: u64,
     pub rejections: u64,
     pub last_error: Option<String>,

@@ -241,6 +241,13 @@ pub struct RuntimeView {
     /// The live status (`running`, `backoff`, …); null when unknown.
     pub status: Option<Value>,
     pub pid: Option<Value>,
+    /// Messages waiting in the agent's sessions, plus those being answered (from a running
+    /// controller only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_depth: Option<Value>,
+    /// Hub runs into the agent's sessions not yet final (from a running controller only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_runs: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -448,6 +455,12 @@ pub fn list(ctx: &ManageContext, with_bindings: bool) -> Result<ListResult> {
                     kind,
                     status: runtime_live.map(|r| r["status"].clone()),
                     pid: runtime_live.map(|r| r["pid"].clone()),
+                    queue_depth: runtime_live
+                        .and_then(|r| r.get("queueDepth").cloned())
+                        .filter(|v| !v.is_null()),
+                    active_runs: runtime_live
+                        .and_then(|r| r.get("activeRuns").cloned())
+                        .filter(|v| !v.is_null()),
                 },
                 routes,
                 bindings: with_bindings.then(|| mine.iter().map(|b| view(&config, b)).collect()),

@@ -46,7 +46,18 @@ pub fn read(ctx: &ManageContext) -> Live {
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|r| Some((r["agentId"].as_str()?.to_string(), summary(r))))
+            .filter_map(|r| {
+                let id = r["agentId"].as_str()?.to_string();
+                let mut summary = summary(r);
+                // The Hub's figures of the agent: queue depth and active runs.
+                let hub = &doc["hub"]["agents"][&id];
+                for key in ["queueDepth", "activeRuns"] {
+                    if let Some(v) = hub.get(key) {
+                        summary[key] = v.clone();
+                    }
+                }
+                Some((id, summary))
+            })
             .collect();
         return Live {
             source: Some("controller"),

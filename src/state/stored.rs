@@ -96,6 +96,109 @@ stored_enum! {
         Acp = "acp",
         /// A heartbeat prompt of the controller, and the agent's answer to it.
         Heartbeat = "heartbeat",
+        /// A message the operator spoke into a session (`deepcli sessions send`).
+        Operator = "operator",
+    }
+}
+
+stored_enum! {
+    /// Where a Hub run is (hub.md, "Run states"): `accepted → running → (awaiting_input |
+    /// awaiting_approval) → completed | failed | timed_out | cancel_requested → cancelled |
+    /// uncertain`.
+    pub enum RunState {
+        /// Taken by the Hub, waiting in the target session's FIFO.
+        Accepted = "accepted",
+        /// Its turn is running in the target's runtime.
+        Running = "running",
+        AwaitingInput = "awaiting_input",
+        AwaitingApproval = "awaiting_approval",
+        Completed = "completed",
+        Failed = "failed",
+        TimedOut = "timed_out",
+        /// A cancel was sent; the runtime has not confirmed it yet.
+        CancelRequested = "cancel_requested",
+        /// The runtime confirmed the cancel (or the run never reached it).
+        Cancelled = "cancelled",
+        /// The outcome cannot be known: a cancel the runtime never confirmed, a runtime that
+        /// died mid-turn, a controller restart during the run. Never retried.
+        Uncertain = "uncertain",
+    }
+}
+
+stored_enum! {
+    /// What started a Hub run.
+    pub enum RunKind {
+        /// A message into an existing session (`sessions_send`, or the operator's).
+        Send = "send",
+        /// A new child session and its task (`sessions_spawn`).
+        Spawn = "spawn",
+    }
+}
+
+stored_enum! {
+    /// How a spawned child lives (`sessions_spawn` `mode`).
+    pub enum SpawnMode {
+        /// Works on its task; its final reply is announced to the parent.
+        Run = "run",
+        /// Stays open after its first reply, for more messages.
+        Session = "session",
+    }
+}
+
+stored_enum! {
+    /// What becomes of a `mode: run` child after its announce (`sessions_spawn` `cleanup`).
+    pub enum Cleanup {
+        /// Closed, its token revoked, its transcript moved to the trash tables.
+        Delete = "delete",
+        Keep = "keep",
+    }
+}
+
+stored_enum! {
+    /// Which runtime a child session was spawned on (`sessions_spawn` `runtime`).
+    pub enum ChildKind {
+        /// `agent:<id>:subagent:<uuid>` on the target agent's runtime.
+        Subagent = "subagent",
+        /// `agent:<id>:acp:<uuid>` on an ACP agent.
+        Acp = "acp",
+    }
+}
+
+impl RunState {
+    /// A final state: nothing moves a run out of it (a late event is recorded and ignored).
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            RunState::Completed
+                | RunState::Failed
+                | RunState::TimedOut
+                | RunState::Cancelled
+                | RunState::Uncertain
+        )
+    }
+
+    /// Whether a run may go from `self` to `next` (hub.md's graph).
+    pub fn may_become(self, next: RunState) -> bool {
+        use RunState::*;
+        match self {
+            Accepted => matches!(
+                next,
+                Running | Failed | CancelRequested | Cancelled | Uncertain
+            ),
+            Running | AwaitingInput | AwaitingApproval => matches!(
+                next,
+                AwaitingInput
+                    | AwaitingApproval
+                    | Running
+                    | Completed
+                    | Failed
+                    | TimedOut
+                    | CancelRequested
+                    | Uncertain
+            ),
+            CancelRequested => matches!(next, Cancelled | Uncertain),
+            Completed | Failed | TimedOut | Cancelled | Uncertain => false,
+        }
     }
 }
 

@@ -34,24 +34,9 @@ pub const UNENFORCED: &[Unenforced] = &[
         enforce: "use the agent's own sandbox (e.g. `codex --sandbox workspace-write` in `runtime.command`) or run deepcli in a container",
     },
     Unenforced {
-        key: "agents.list[].subagents",
-        why: "deepcli starts no subagents (it only checks that the names exist)",
-        enforce: "the runtime decides which agents it may start",
-    },
-    Unenforced {
         key: "agents.list[].heartbeat.target",
         why: "a heartbeat's answer always goes to the agent's last conversation",
         enforce: "remove it; see controller.md, Heartbeats",
-    },
-    Unenforced {
-        key: "tools.agentToAgent",
-        why: "deepcli has no agent-to-agent messaging (it only checks that the names exist)",
-        enforce: "the runtimes decide whom they message",
-    },
-    Unenforced {
-        key: "session.maxPingPongTurns",
-        why: "deepcli has no agent-to-agent messaging to limit",
-        enforce: "the runtimes decide when to stop answering each other",
     },
 ];
 

@@ -9,6 +9,7 @@ mod cli;
 mod common;
 mod config_keys;
 mod first_run;
+mod hub;
 mod json_keys;
 mod loader;
 mod manage;

@@ -301,10 +301,7 @@ fn a_collection_that_lost_items_to_schema_errors_does_not_cascade() {
     assert_eq!(
         findings(AGENTS_LOSING_ONE, CHANNELS_LOSING_ONE, BINDINGS_LOSING_ONE),
         [
-            // `subagents` and `tools.agentToAgent` are not enforced, lost items or not.
-            "agents.yaml:4:7 not-enforced",
             "agents.yaml:6:12 schema",
-            "agents.yaml:8:3 not-enforced",
             "bindings.yaml:11:12 binding-conflict",
             "bindings.yaml:12:58 schema",
             "channels.yaml:5:24 inline-secret",
@@ -325,9 +322,7 @@ fn the_same_references_are_reported_when_nothing_was_lost() {
             &without_lost_lines(BINDINGS_LOSING_ONE)
         ),
         [
-            "agents.yaml:4:7 not-enforced",
             "agents.yaml:4:33 unknown-agent",
-            "agents.yaml:7:3 not-enforced",
             "agents.yaml:7:47 unknown-agent",
             "bindings.yaml:2:14 unknown-agent",
             "bindings.yaml:5:22 unknown-channel",

@@ -219,11 +219,27 @@ const KEYS: &[(&str, Acts)] = &[
     ),
     (
         "agents.list[].subagents",
-        NotEnforced("deepcli starts no subagents"),
+        Enforced("hub::policy: what the agent may spawn through sessions_spawn"),
     ),
     (
         "agents.list[].subagents.allowAgents",
-        NotEnforced("deepcli starts no subagents (validate checks the names)"),
+        Enforced("hub::policy: which other agents sessions_spawn may run children on"),
+    ),
+    (
+        "agents.list[].subagents.maxSpawnDepth",
+        Enforced("hub: depth_exceeded; a session at the limit gets no sessions_spawn"),
+    ),
+    (
+        "agents.list[].subagents.maxChildrenPerAgent",
+        Enforced("hub: too_many_children, per requester session"),
+    ),
+    (
+        "agents.list[].subagents.maxConcurrent",
+        Enforced("hub: budget_exceeded (the defaults': hub-wide; an agent's: its own runs)"),
+    ),
+    (
+        "agents.list[].subagents.runTimeoutSeconds",
+        Enforced("hub: a child's run timeout when sessions_spawn names none"),
     ),
     (
         "agents.list[].sandbox",
@@ -281,21 +297,37 @@ const KEYS: &[(&str, Acts)] = &[
         Passed("workspace: IDENTITY.md"),
     ),
     (
+        "agents.list[].identity.description",
+        Enforced("hub: agents_list's description"),
+    ),
+    (
+        "agents.list[].identity.whenToUse",
+        Enforced("hub: agents_list's whenToUse"),
+    ),
+    (
         "agents.list[].protect",
         Enforced("plan::diff: deleting the agent needs --allow-destroy"),
     ),
-    ("tools", Enforced("config: holds agentToAgent")),
+    ("tools", Enforced("config: holds agentToAgent and sessions")),
     (
         "tools.agentToAgent",
-        NotEnforced("deepcli has no agent-to-agent messaging"),
+        Enforced("hub::policy: agent-to-agent messaging"),
     ),
     (
         "tools.agentToAgent.enabled",
-        NotEnforced("deepcli has no agent-to-agent messaging"),
+        Enforced("hub::policy: agent_to_agent_disabled, on every call and at delivery"),
     ),
     (
         "tools.agentToAgent.allow",
-        NotEnforced("deepcli has no agent-to-agent messaging (validate checks the names)"),
+        Enforced("hub::policy: agent_to_agent_not_allowed (validate checks the names)"),
+    ),
+    (
+        "tools.sessions",
+        Enforced("hub: what the session tools may see"),
+    ),
+    (
+        "tools.sessions.visibility",
+        Enforced("hub: visibility_restricted (self, tree, agent, all)"),
     ),
     ("session", Enforced("routing::session")),
     (
@@ -316,7 +348,7 @@ const KEYS: &[(&str, Acts)] = &[
     ),
     (
         "session.maxPingPongTurns",
-        NotEnforced("deepcli has no agent-to-agent messaging to limit"),
+        Enforced("hub::runs: the reply-back loop's turns after sessions_send"),
     ),
     // channels.yaml
     (

@@ -15,12 +15,33 @@
 // ` [model <the session's model>]`.
 // Prompts that start with a word do more:
 //   slow        waits until `session/cancel` (or 60 s), then stops with `cancelled`
+//   stubborn    ignores `session/cancel` and answers after 3 s
 //   hold PATH   waits until the file PATH exists, then echoes (a session the test keeps busy)
 //   permission  asks the client for permission and replies with the outcome
 //   crash       exits the process with code 3
 //   cwd         replies `cwd: <the session's working directory>`
 // and a prompt with a line `reply: <text>` anywhere (a HEARTBEAT.md, say) is answered with
-// exactly <text>.
+// exactly <text> (`\n` in it stands for a line break).
+//
+// The Hub (deepcli's `deepcli` MCP server, which deepcli names in `mcpServers` at session/new
+// and session/load): with SDK_ECHO_MCP_HTTP=1 the agent advertises `mcpCapabilities.http`.
+// A prompt line
+//   mcp TOOL {json}        calls TOOL with those arguments through the official MCP TypeScript
+//                          SDK client (`@modelcontextprotocol/sdk`) over the server this session
+//                          was given (stdio or streamable HTTP), and replies `mcp: <result JSON>`
+//                          (the structured content), or `mcp-error: <message>`
+//   mcp-tools              replies `mcp-tools: <the tool names, comma-separated>`
+//   mcp-stale TOOL {json}  as `mcp`, with the server config of the first session this process
+//                          opened (a token that may since have been revoked)
+// and, for scripts/bench-hub:
+//   bench-reply            replies `bench:<µs this handler took>`
+//   bench-send N AGENT     N sessions_send of `bench-reply` to AGENT's main session, one after
+//                          another; replies `bench-send: {"n", "overheadUs": [sorted round trip
+//                          minus the target's own µs]}`
+//   bench-spawn N          N sessions_spawn (mode run, cleanup delete, task `reply: ok`), each
+//                          retried while a limit refuses it; replies `bench-spawn: {"n", "ms"}`
+// A message from another session starts with an `[Inter-session message]` line (the Hub's
+// framing): commands are read after it.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -48,6 +69,10 @@ const sessions = (() => {
 })();
 const save = () => sequential || writeFileSync(store, JSON.stringify(sessions));
 const cancels = new Map();
+// The MCP servers each session was given, and the first ever given (mcp-stale).
+const mcpServers = new Map();
+let firstServers;
+const mcpHttp = process.env.SDK_ECHO_MCP_HTTP === "1";
 // The working directory each session was opened (or loaded) with.
 const cwds = new Map();
 const list = (name) => (process.env[name] ?? "").split(",").filter((m) => m !== "");
@@ -85,7 +110,11 @@ const say = (client, sessionId, chunk) =>
 const app = agent({ name: "sdk-echo" })
   .onRequest(methods.agent.initialize, () => ({
     protocolVersion: 1,
-    agentCapabilities: { loadSession: !sequential, sessionCapabilities: { close: {} } },
+    agentCapabilities: {
+      loadSession: !sequential,
+      sessionCapabilities: { close: {} },
+      mcpCapabilities: { http: mcpHttp, sse: false },
+    },
     agentInfo: { name: "sdk-echo", version: sdkVersion },
     authMethods: [],
   }))
@@ -93,6 +122,7 @@ const app = agent({ name: "sdk-echo" })
     const sessionId = sequential ? `s-${++issued}` : randomUUID();
     sessions[sessionId] = 0;
     cwds.set(sessionId, params.cwd);
+    rememberServers(sessionId, params.mcpServers);
     save();
     return { sessionId, configOptions: configOptions(sessionId) };
   })
@@ -101,6 +131,7 @@ const app = agent({ name: "sdk-echo" })
       throw RequestError.invalidParams({ sessionId: params.sessionId }, "unknown session");
     }
     cwds.set(params.sessionId, params.cwd);
+    rememberServers(params.sessionId, params.mcpServers);
     return { configOptions: configOptions(params.sessionId) };
   })
   .onRequest(methods.agent.session.setConfigOption, ({ params }) => {
@@ -130,12 +161,20 @@ const app = agent({ name: "sdk-echo" })
     if (!(sessionId in sessions)) {
       throw RequestError.invalidParams({ sessionId }, "unknown session");
     }
-    const said = text(params.prompt);
+    const begun = process.hrtime.bigint();
+    const full = text(params.prompt);
+    const said = commandText(full);
     sessions[sessionId] += 1;
     save();
     const turn = sessions[sessionId];
     if (said.startsWith("crash")) {
       process.exit(3);
+    }
+    if (said.startsWith("stubborn")) {
+      // Ignores session/cancel: answers after 3 s whatever happens.
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      await say(client, sessionId, "stubborn: done anyway");
+      return { stopReason: "end_turn" };
     }
     if (said.startsWith("slow")) {
       const cancelled = await new Promise((resolve) => {
@@ -170,9 +209,22 @@ const app = agent({ name: "sdk-echo" })
       await say(client, sessionId, `permission: ${outcome}`);
       return { stopReason: "end_turn" };
     }
+    if (said.startsWith("bench-reply")) {
+      await say(client, sessionId, `bench:${(process.hrtime.bigint() - begun) / 1000n}`);
+      return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("bench-send ") || said.startsWith("bench-spawn ")) {
+      await say(client, sessionId, await bench(sessionId, said.split("\n")[0]));
+      return { stopReason: "end_turn" };
+    }
+    const mcpLine = said.split("\n").find((line) => /^mcp(-stale|-tools)?( |$)/.test(line));
+    if (mcpLine !== undefined) {
+      await say(client, sessionId, await mcpCommand(sessionId, mcpLine));
+      return { stopReason: "end_turn" };
+    }
     const scripted = said.split("\n").find((line) => line.startsWith("reply: "));
     if (scripted !== undefined) {
-      await say(client, sessionId, scripted.slice("reply: ".length));
+      await say(client, sessionId, scripted.slice("reply: ".length).replaceAll("\\n", "\n"));
       return { stopReason: "end_turn" };
     }
     if (said.startsWith("cwd")) {
@@ -181,12 +233,126 @@ const app = agent({ name: "sdk-echo" })
     }
     await say(client, sessionId, "echo: ");
     const model = models.length === 0 ? "" : ` [model ${modelOf(sessionId)}]`;
-    await say(client, sessionId, `${said} (turn ${turn})${model}`);
+    await say(client, sessionId, `${full} (turn ${turn})${model}`);
     return { stopReason: "end_turn" };
   })
   .onNotification(methods.agent.session.cancel, ({ params }) => {
     cancels.get(params.sessionId)?.();
   });
+
+// Where the commands are: after the Hub's framing line, and in a spawned child's prompt after
+// its `# Task` heading.
+function commandText(said) {
+  const [first, ...rest] = said.split("\n");
+  const body = /^\[(Inter-session|Operator) message\]/.test(first) ? rest.join("\n") : said;
+  const task = body.indexOf("\n# Task\n");
+  return task === -1 ? body : body.slice(task + "\n# Task\n".length);
+}
+
+function rememberServers(sessionId, servers) {
+  const list = servers ?? [];
+  mcpServers.set(sessionId, list);
+  if (firstServers === undefined && list.length > 0) {
+    firstServers = list;
+  }
+}
+
+let mcpSdk;
+async function loadMcp() {
+  if (mcpSdk === undefined) {
+    const root = new URL("../../.npm-peers/node_modules/@modelcontextprotocol/sdk/dist/esm/client/", import.meta.url);
+    const [index, stdio, http] = await Promise.all([
+      import(new URL("index.js", root).href),
+      import(new URL("stdio.js", root).href),
+      import(new URL("streamableHttp.js", root).href),
+    ]);
+    mcpSdk = { Client: index.Client, Stdio: stdio.StdioClientTransport, Http: http.StreamableHTTPClientTransport };
+  }
+  return mcpSdk;
+}
+
+// One MCP client per server config, kept while the process lives.
+const mcpClients = new Map();
+async function mcpClient(server) {
+  const key = JSON.stringify(server);
+  if (!mcpClients.has(key)) {
+    const { Client, Stdio, Http } = await loadMcp();
+    const transport =
+      server.type === "http"
+        ? new Http(new URL(server.url), {
+            requestInit: { headers: Object.fromEntries((server.headers ?? []).map((h) => [h.name, h.value])) },
+          })
+        : new Stdio({
+            command: server.command,
+            args: server.args,
+            env: { ...process.env, ...Object.fromEntries((server.env ?? []).map((e) => [e.name, e.value])) },
+            stderr: "inherit",
+          });
+    const mcp = new Client({ name: "sdk-echo", version: sdkVersion });
+    await mcp.connect(transport);
+    mcpClients.set(key, mcp);
+  }
+  return mcpClients.get(key);
+}
+
+async function mcpCommand(sessionId, line) {
+  try {
+    const [word, tool, ...rest] = line.split(" ");
+    const servers = word === "mcp-stale" ? firstServers : mcpServers.get(sessionId);
+    const server = (servers ?? []).find((s) => s.name === "deepcli");
+    if (server === undefined) {
+      return "mcp-error: this session was given no `deepcli` MCP server";
+    }
+    const mcp = await mcpClient(server);
+    if (word === "mcp-tools") {
+      const { tools } = await mcp.listTools();
+      return `mcp-tools: ${tools.map((t) => t.name).join(",")}`;
+    }
+    const args = rest.length === 0 ? {} : JSON.parse(rest.join(" "));
+    const result = await mcp.callTool({ name: tool, arguments: args });
+    const body = result.structuredContent ?? result.content?.map((c) => c.text).join("");
+    return `${result.isError ? "mcp-error" : "mcp"}: ${typeof body === "string" ? body : JSON.stringify(body)}`;
+  } catch (e) {
+    return `mcp-error: ${e.message}`;
+  }
+}
+
+async function bench(sessionId, line) {
+  const [word, count, agentId] = line.split(" ");
+  const n = Number(count);
+  const server = (mcpServers.get(sessionId) ?? []).find((s) => s.name === "deepcli");
+  const mcp = await mcpClient(server);
+  const call = async (name, args) => (await mcp.callTool({ name, arguments: args })).structuredContent;
+  if (word === "bench-send") {
+    const overhead = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = process.hrtime.bigint();
+      const result = await call("sessions_send", { agentId, message: "bench-reply", timeoutSeconds: 60 });
+      const roundTrip = Number((process.hrtime.bigint() - t0) / 1000n);
+      const own = Number(String(result.reply ?? "").replace("bench:", ""));
+      if (result.status !== "ok" || Number.isNaN(own)) {
+        return `bench-error: ${JSON.stringify(result)}`;
+      }
+      overhead.push(roundTrip - own);
+    }
+    overhead.sort((a, b) => a - b);
+    return `bench-send: ${JSON.stringify({ n, overheadUs: overhead })}`;
+  }
+  const t0 = Date.now();
+  let refused = 0;
+  for (let i = 0; i < n; ) {
+    const result = await call("sessions_spawn", { task: "reply: ok", mode: "run", cleanup: "delete" });
+    if (result.status === "accepted") {
+      i++;
+    } else if (result.status === "forbidden") {
+      refused++;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    } else {
+      return `bench-error: ${JSON.stringify(result)}`;
+    }
+  }
+  return `bench-spawn: ${JSON.stringify({ n, refused, ms: Date.now() - t0 })}`;
+}
 
 const connection = app.connect(ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
 await connection.closed;

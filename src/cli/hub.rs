@@ -1,0 +1,405 @@
+//! `deepcli sessions …`, `deepcli runs …` (the Hub's operator surface, through the running
+//! controller's JSON-RPC: one service) and `deepcli hub mcp` (the stdio MCP server deepcli
+//! names in every ACP session it opens; agents start it, people do not).
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::{ExitStatus, GlobalSettings};
+use crate::controller::client::{Client, ClientError};
+use crate::state::{StateDir, StateStore};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  refused or failed: the message says why (an unknown session or run, bad arguments)
+  2  no controller runs on this state directory, or it could not be reached";
+
+#[derive(Debug, Subcommand)]
+pub enum HubCommand {
+    /// The `deepcli` MCP server on stdio, forwarding to the controller (DEEPCLI_HUB_URL,
+    /// DEEPCLI_HUB_TOKEN). deepcli names it in every ACP session it opens; agents start it.
+    Mcp,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Every session the hub knows: key, agent, kind, label, last activity, queue depth.
+    #[command(after_help = EXIT_CODES)]
+    List(ListArgs),
+    /// One session: its place in a spawn tree, its children, its latest runs.
+    #[command(after_help = EXIT_CODES)]
+    Show(KeyArgs),
+    /// A session's transcript, oldest first.
+    #[command(after_help = EXIT_CODES)]
+    History(HistoryArgs),
+    /// Speak into a session as the operator (provenance `operator`) and wait for the reply.
+    #[command(after_help = EXIT_CODES)]
+    Send(SendArgs),
+    /// Cancel what runs in a session: its unfinished runs (cancelled, or uncertain when the
+    /// runtime does not confirm), else the turn running there.
+    #[command(after_help = EXIT_CODES)]
+    Cancel(KeyArgs),
+    /// Close a session: its runtime session ended, its tokens revoked (--trash: its
+    /// transcript moved to the trash tables).
+    #[command(after_help = EXIT_CODES)]
+    Close(CloseArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Runs (one per sessions_send or sessions_spawn), newest first.
+    #[command(after_help = EXIT_CODES)]
+    List(RunsArgs),
+    /// One run with every state it went through.
+    #[command(after_help = EXIT_CODES)]
+    Show(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this agent's sessions.
+    #[arg(long, value_name = "ID")]
+    agent: Option<String>,
+    /// Only sessions of this kind (main, group, subagent, acp, other).
+    #[arg(long, value_name = "KIND")]
+    kind: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// The session key (agent:<id>:…).
+    session_key: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The session key.
+    session_key: String,
+    /// Most messages [default: 50].
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The session key.
+    session_key: String,
+    /// The message.
+    message: String,
+    /// How long to wait for the reply, in seconds (0: only queue it) [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CloseArgs {
+    /// The session key.
+    session_key: String,
+    /// Also move its transcript to the trash tables.
+    #[arg(long)]
+    trash: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Only runs in this state (accepted, running, completed, failed, timed_out,
+    /// cancel_requested, cancelled, uncertain).
+    #[arg(long, value_name = "STATE")]
+    state: Option<String>,
+    /// Only runs from or to this agent.
+    #[arg(long, value_name = "ID")]
+    agent: Option<String>,
+    /// Only runs not yet final.
+    #[arg(long)]
+    active: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The run id.
+    run_id: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn hub(command: HubCommand) -> ExitStatus {
+    let HubCommand::Mcp = command;
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitStatus::Error;
+        }
+    };
+    match runtime.block_on(crate::hub::mcp::serve_stdio()) {
+        Ok(()) => ExitStatus::Success,
+        Err(e) => {
+            eprintln!("deepcli hub mcp: {e}");
+            ExitStatus::Error
+        }
+    }
+}
+
+/// One JSON-RPC call of the Hub's operator service; the result, or how the command ends.
+fn rpc(
+    global: &GlobalSettings,
+    method: &str,
+    params: Value,
+    wait: Duration,
+) -> Result<Value, ExitStatus> {
+    let mut err = anstream::stderr();
+    let dir = StateDir::new(&global.load.state_dir);
+    let client = match StateStore::open_existing(&dir) {
+        Ok(Some(store)) => Client::find(&dir, &store),
+        Ok(None) => None,
+        Err(e) => return Err(super::state_error(&e)),
+    };
+    let Some(client) = client else {
+        let _ = writeln!(
+            err,
+            "error: no controller runs on state directory `{}`\nhint: sessions and runs live in the running controller: start one with `deepcli up`, or pass the --state-dir it runs with",
+            dir.root().display()
+        );
+        return Err(ExitStatus::Error);
+    };
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": format!("{}{method}", crate::manage::rpc::PREFIX), "params": params});
+    let body = match client.call_within(
+        hyper::Method::POST,
+        "/rpc",
+        Some(request.to_string().into()),
+        wait + Duration::from_secs(15),
+    ) {
+        Ok(body) => body,
+        Err(e @ (ClientError::Connect { .. } | ClientError::Timeout { .. })) => {
+            let _ = writeln!(err, "error: {e}");
+            return Err(ExitStatus::Error);
+        }
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return Err(ExitStatus::Failure);
+        }
+    };
+    let answer: Value = serde_json::from_slice(&body).unwrap_or_default();
+    if let Some(error) = answer.get("error") {
+        let _ = writeln!(
+            err,
+            "error: {}",
+            error["message"]
+                .as_str()
+                .unwrap_or("the controller refused")
+        );
+        return Err(ExitStatus::Failure);
+    }
+    Ok(answer["result"].clone())
+}
+
+fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> ExitStatus {
+    if json {
+        super::emit::print_json(result);
+    } else {
+        let _ = anstream::stdout().write_all(human(result).as_bytes());
+    }
+    ExitStatus::Success
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+pub fn sessions(global: &GlobalSettings, command: SessionsCommand) -> ExitStatus {
+    let quick = Duration::from_secs(5);
+    let outcome = match &command {
+        SessionsCommand::List(a) => rpc(
+            global,
+            "sessions/list",
+            json!({"agentId": a.agent, "kind": a.kind}),
+            quick,
+        )
+        .map(|r| (r, a.json)),
+        SessionsCommand::Show(a) => rpc(
+            global,
+            "sessions/show",
+            json!({"sessionKey": a.session_key}),
+            quick,
+        )
+        .map(|r| (r, a.json)),
+        SessionsCommand::History(a) => rpc(
+            global,
+            "sessions/history",
+            json!({"sessionKey": a.session_key, "limit": a.limit}),
+            quick,
+        )
+        .map(|r| (r, a.json)),
+        SessionsCommand::Send(a) => {
+            let wait = a.timeout.unwrap_or(30);
+            rpc(
+                global,
+                "sessions/send",
+                json!({"sessionKey": a.session_key, "message": a.message, "timeoutSeconds": wait}),
+                Duration::from_secs(wait),
+            )
+            .map(|r| (r, a.json))
+        }
+        SessionsCommand::Cancel(a) => rpc(
+            global,
+            "sessions/cancel",
+            json!({"sessionKey": a.session_key}),
+            Duration::from_secs(30),
+        )
+        .map(|r| (r, a.json)),
+        SessionsCommand::Close(a) => rpc(
+            global,
+            "sessions/close",
+            json!({"sessionKey": a.session_key, "trash": a.trash}),
+            quick,
+        )
+        .map(|r| (r, a.json)),
+    };
+    let (result, json) = match outcome {
+        Ok(done) => done,
+        Err(status) => return status,
+    };
+    match command {
+        SessionsCommand::List(_) => show(&result, json, |r| {
+            let mut out = String::new();
+            for s in r["sessions"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "{}  {}  {}  last {}  queue {}{}\n",
+                    text(&s["sessionKey"]),
+                    text(&s["agentId"]),
+                    text(&s["kind"]),
+                    text(&s["lastActivity"]),
+                    text(&s["queueDepth"]),
+                    s["label"]
+                        .as_str()
+                        .map_or(String::new(), |l| format!("  label {l}"))
+                ));
+            }
+            if out.is_empty() {
+                out.push_str("No sessions.\n");
+            }
+            out
+        }),
+        SessionsCommand::History(_) => show(&result, json, |r| {
+            let mut out = String::new();
+            for m in r["messages"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "{} [{}] {}\n",
+                    text(&m["at"]),
+                    text(&m["provenance"]),
+                    text(&m["text"])
+                ));
+            }
+            out
+        }),
+        SessionsCommand::Send(_) => {
+            let ok = result["status"] == "ok" || result["status"] == "no_reply";
+            let status = show(&result, json, |r| match r["reply"].as_str() {
+                Some(reply) => format!("{reply}\n"),
+                None => format!(
+                    "{} (run {}){}\n",
+                    text(&r["status"]),
+                    text(&r["runId"]),
+                    r["error"]
+                        .as_str()
+                        .map_or(String::new(), |e| format!(": {e}"))
+                ),
+            });
+            if ok || result["status"] == "accepted" {
+                status
+            } else {
+                ExitStatus::Failure
+            }
+        }
+        _ => show(&result, json, |r| {
+            serde_json::to_string_pretty(r).unwrap_or_default() + "\n"
+        }),
+    }
+}
+
+pub fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus {
+    let quick = Duration::from_secs(5);
+    match command {
+        RunsCommand::List(a) => {
+            match rpc(
+                global,
+                "runs/list",
+                json!({"state": a.state, "agentId": a.agent, "active": a.active}),
+                quick,
+            ) {
+                Ok(result) => show(&result, a.json, |r| {
+                    let mut out = String::new();
+                    for run in r["runs"].as_array().into_iter().flatten() {
+                        out.push_str(&format!(
+                            "{}  {}  {}  {} -> {}  {}\n",
+                            text(&run["runId"]),
+                            text(&run["state"]),
+                            text(&run["sourceTool"]),
+                            text(&run["requesterSessionKey"]),
+                            text(&run["targetSessionKey"]),
+                            text(&run["createdAt"]),
+                        ));
+                    }
+                    if out.is_empty() {
+                        out.push_str("No runs.\n");
+                    }
+                    out
+                }),
+                Err(status) => status,
+            }
+        }
+        RunsCommand::Show(a) => match rpc(global, "runs/show", json!({"runId": a.run_id}), quick) {
+            Ok(result) => show(&result, a.json, |r| {
+                let mut out = format!(
+                    "run {}: {} ({})\n  from {}\n  to   {}\n",
+                    text(&r["runId"]),
+                    text(&r["state"]),
+                    text(&r["sourceTool"]),
+                    text(&r["requesterSessionKey"]),
+                    text(&r["targetSessionKey"])
+                );
+                for e in r["events"].as_array().into_iter().flatten() {
+                    out.push_str(&format!(
+                        "  {} {} {}\n",
+                        text(&e["at"]),
+                        text(&e["state"]),
+                        text(&e["note"])
+                    ));
+                }
+                out
+            }),
+            Err(status) => status,
+        },
+    }
+}

@@ -1,0 +1,758 @@
+//! What each tool does (hub.md, "Tools"): decode the arguments, resolve the target, check
+//! policy, and answer in OpenClaw's result shapes. A refusal is a result
+//! (`{status: "forbidden", error, reason}`), counted by reason.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::policy::{Denial, Reason, Visibility};
+use super::store::{ChildSession, agent_of};
+use super::tools::{self, *};
+use super::{CallError, Caller, Hub};
+use crate::config::model::RuntimeKind;
+use crate::state::{ChildKind, Cleanup, Provenance, RunState, SpawnMode};
+
+/// A session's kind, from its key (`sessions_list`'s `kind`).
+pub(super) fn kind_of(session_key: &str) -> &'static str {
+    let rest: Vec<&str> = session_key.split(':').collect();
+    match rest.as_slice() {
+        ["agent", _, "main"] => "main",
+        ["agent", _, "subagent", ..] => "subagent",
+        ["agent", _, "acp", ..] => "acp",
+        parts if parts.iter().any(|p| matches!(*p, "group" | "channel")) => "group",
+        _ => "other",
+    }
+}
+
+/// `{status: forbidden, error, reason}`.
+fn forbidden(denial: &Denial) -> Value {
+    json!({"status": "forbidden", "error": denial.error, "reason": denial.reason.as_str()})
+}
+
+fn error(message: impl Into<String>) -> Value {
+    json!({"status": "error", "error": message.into()})
+}
+
+static SECRETS: std::sync::LazyLock<Vec<regex::Regex>> = std::sync::LazyLock::new(|| {
+    [
+        r"dch_[0-9a-f]{64}",
+        r"sk-[A-Za-z0-9_\-]{20,}",
+        r"(?i)bearer\s+[A-Za-z0-9._~+/\-]{16,}=*",
+        r"gh[pousr]_[A-Za-z0-9]{30,}",
+        r"xox[abposr]-[A-Za-z0-9\-]{10,}",
+        r"AKIA[0-9A-Z]{16}",
+    ]
+    .iter()
+    .filter_map(|p| regex::Regex::new(p).ok())
+    .collect()
+});
+
+/// Text with anything that looks like a credential replaced by `[redacted]`.
+pub(super) fn redact(text: &str) -> String {
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for re in SECRETS.iter() {
+        if re.is_match(&out) {
+            out = std::borrow::Cow::Owned(re.replace_all(&out, "[redacted]").into_owned());
+        }
+    }
+    out.into_owned()
+}
+
+/// At most `max` characters of `text`, with `…` when cut.
+pub(super) fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+impl Hub {
+    /// One tool call from `caller`.
+    pub async fn call(
+        self: &Arc<Self>,
+        caller: &Caller,
+        tool: &str,
+        args: Value,
+    ) -> Result<Value, CallError> {
+        self.metrics.calls.fetch_add(1, Relaxed);
+        let result = match tool {
+            AGENTS_LIST => {
+                decode::<NoArgs>(tool, args).map_err(CallError::BadArguments)?;
+                self.agents_list(caller)
+            }
+            SESSIONS_LIST => {
+                self.sessions_list(caller, decode(tool, args).map_err(CallError::BadArguments)?)
+                    .await?
+            }
+            SESSIONS_HISTORY => {
+                self.sessions_history(caller, decode(tool, args).map_err(CallError::BadArguments)?)
+                    .await?
+            }
+            SESSIONS_SEND => {
+                self.sessions_send(caller, decode(tool, args).map_err(CallError::BadArguments)?)
+                    .await?
+            }
+            SESSIONS_SPAWN => {
+                self.sessions_spawn(caller, decode(tool, args).map_err(CallError::BadArguments)?)
+                    .await?
+            }
+            SUBAGENTS => {
+                self.subagents(caller, decode(tool, args).map_err(CallError::BadArguments)?)
+                    .await?
+            }
+            SESSION_STATUS => {
+                decode::<NoArgs>(tool, args).map_err(CallError::BadArguments)?;
+                self.session_status(caller).await?
+            }
+            other => return Err(CallError::UnknownTool(other.to_string())),
+        };
+        if result["status"] == "forbidden"
+            && let Some(reason) = Reason::ALL
+                .into_iter()
+                .find(|r| result["reason"] == r.as_str())
+        {
+            self.denied(reason);
+        }
+        Ok(result)
+    }
+
+    fn agents_list(&self, caller: &Caller) -> Value {
+        let p = self.policy();
+        let leaf = caller.depth >= p.limits(&caller.agent_id).max_spawn_depth;
+        let agents: Vec<Value> = p
+            .agents
+            .values()
+            .filter_map(|a| {
+                let acp = a.runtime == RuntimeKind::Acp;
+                let can_send = acp && p.agent_to_agent(&caller.agent_id, &a.id).is_ok();
+                let can_spawn = acp && !leaf && p.may_spawn_on(&caller.agent_id, &a.id).is_ok();
+                let me = a.id == caller.agent_id;
+                (me || can_send || can_spawn).then(|| {
+                    json!({
+                        "id": a.id,
+                        "name": a.name,
+                        "description": a.description,
+                        "whenToUse": a.when_to_use,
+                        "runtimeKind": a.runtime.as_str(),
+                        "canSend": can_send,
+                        "canSpawn": can_spawn,
+                        "status": self.access.runtime_phase(&a.id),
+                        "self": me,
+                    })
+                })
+            })
+            .collect();
+        let allow_any =
+            p.a2a_enabled && (p.a2a_allow.is_empty() || p.a2a_allow.iter().any(|a| a == "*"));
+        json!({"requester": caller.agent_id, "allowAny": allow_any, "agents": agents})
+    }
+
+    /// Whether `caller` may see session `key` (of agent `agent`): visibility, then
+    /// agentToAgent for another agent's session.
+    async fn may_see(&self, caller: &Caller, key: &str, agent: &str) -> Result<(), Denial> {
+        let p = self.policy();
+        let restricted = || {
+            Denial::new(
+                Reason::VisibilityRestricted,
+                format!(
+                    "session `{key}` is not visible to you (tools.sessions.visibility: {})",
+                    p.visibility.as_str()
+                ),
+            )
+        };
+        let visible = match p.visibility {
+            Visibility::All => true,
+            Visibility::Agent => agent == caller.agent_id,
+            Visibility::SelfOnly => key == caller.session_key,
+            Visibility::Tree => {
+                key == caller.session_key || self.descends_from(key, &caller.session_key).await
+            }
+        };
+        if !visible {
+            return Err(restricted());
+        }
+        p.agent_to_agent(&caller.agent_id, agent)
+    }
+
+    /// Whether session `key` was spawned, directly or further down, from `ancestor`.
+    pub(super) async fn descends_from(&self, key: &str, ancestor: &str) -> bool {
+        let (key, ancestor) = (key.to_string(), ancestor.to_string());
+        self.db(move |s| {
+            let mut at = key;
+            // Bounded: a tree is never deeper than the spawn depth limit (at most a few).
+            for _ in 0..64 {
+                match s.child(&at)? {
+                    Some(child) if child.parent_session_key == ancestor => return Ok(true),
+                    Some(child) => at = child.parent_session_key,
+                    None => return Ok(false),
+                }
+            }
+            Ok(false)
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    async fn sessions_list(&self, caller: &Caller, args: ListArgs) -> Result<Value, CallError> {
+        let limit = args.limit.unwrap_or(50).clamp(1, MAX_LIST);
+        // At most ten years back: any larger window is all of it.
+        let since = args.active_minutes.and_then(|m| {
+            let seconds = m.min(10 * 366 * 24 * 60).saturating_mul(60);
+            jiff::Timestamp::now()
+                .checked_sub(jiff::SignedDuration::from_secs(seconds as i64))
+                .ok()
+                .map(|t| t.to_string())
+        });
+        let mut all = self.db(|s| s.known_sessions()).await?;
+        all.sort_by(|a, b| b.last_at.cmp(&a.last_at));
+        let mut out = Vec::new();
+        for s in all {
+            if out.len() >= limit {
+                break;
+            }
+            let kind = kind_of(&s.session_key);
+            if args.agent_id.as_ref().is_some_and(|a| *a != s.agent_id)
+                || args
+                    .kinds
+                    .as_ref()
+                    .is_some_and(|k| !k.iter().any(|k| k == kind))
+                || since
+                    .as_ref()
+                    .is_some_and(|t| s.last_at.as_deref().is_none_or(|at| at < t.as_str()))
+                || self
+                    .may_see(caller, &s.session_key, &s.agent_id)
+                    .await
+                    .is_err()
+            {
+                continue;
+            }
+            let child = {
+                let key = s.session_key.clone();
+                self.db(move |st| st.child(&key)).await?
+            };
+            let mut entry = json!({
+                "sessionKey": s.session_key,
+                "agentId": s.agent_id,
+                "kind": kind,
+                "label": child.as_ref().and_then(|c| c.label.clone()),
+                "lastActivity": s.last_at,
+                "self": s.session_key == caller.session_key,
+            });
+            if let Some(c) = &child {
+                entry["parentSessionKey"] = c.parent_session_key.clone().into();
+            }
+            if args.include_last_message
+                && let Some((provenance, text)) = &s.last_message
+            {
+                entry["lastMessage"] =
+                    json!({"provenance": provenance, "text": shorten(&redact(text), 280)});
+            }
+            out.push(entry);
+        }
+        Ok(json!({"count": out.len(), "sessions": out}))
+    }
+
+    /// The agent of a session key, checked against the config: `Err` is the result to give.
+    async fn target_agent(&self, key: &str) -> Result<String, Value> {
+        let Some(agent) = agent_of(key) else {
+            return Err(error(format!(
+                "`{key}` is not a session key (they look like agent:<id>:main)"
+            )));
+        };
+        if self.policy().agents.contains_key(agent) {
+            return Ok(agent.to_string());
+        }
+        let a = agent.to_string();
+        let trashed = self
+            .db(move |s| s.agent_in_trash(&a))
+            .await
+            .unwrap_or(false);
+        if trashed {
+            Err(forbidden(&Denial::new(
+                Reason::TargetDeleted,
+                format!("agent `{agent}` was deleted: its sessions take no messages"),
+            )))
+        } else {
+            Err(error(format!(
+                "there is no agent `{agent}` (agents_list names the agents you can reach)"
+            )))
+        }
+    }
+
+    async fn sessions_history(
+        &self,
+        caller: &Caller,
+        args: HistoryArgs,
+    ) -> Result<Value, CallError> {
+        let key = args.session_key.trim().to_string();
+        let agent = match agent_of(&key) {
+            Some(agent) => agent.to_string(),
+            None => return Ok(error(format!("`{key}` is not a session key"))),
+        };
+        if let Err(denial) = self.may_see(caller, &key, &agent).await {
+            return Ok(forbidden(&denial));
+        }
+        let limit = args.limit.unwrap_or(20).clamp(1, 200);
+        let offset = args.offset.unwrap_or(0);
+        let rows = {
+            let key = key.clone();
+            self.db(move |s| s.history(&key, limit, offset)).await?
+        };
+        let mut messages = Vec::new();
+        let mut bytes = 0;
+        let mut truncated = false;
+        // Newest first until the cap, then back in order.
+        for row in rows.iter().rev() {
+            if row.provenance == Provenance::Acp && !args.include_tools {
+                continue;
+            }
+            let text = redact(&row.text);
+            bytes += text.len() + 64;
+            if bytes > HISTORY_CAP_BYTES {
+                truncated = true;
+                break;
+            }
+            messages.push(json!({
+                "id": row.id,
+                "provenance": row.provenance,
+                "at": row.at,
+                "text": text,
+            }));
+        }
+        messages.reverse();
+        Ok(json!({
+            "sessionKey": key,
+            "messages": messages,
+            "truncated": truncated,
+            "capBytes": HISTORY_CAP_BYTES,
+        }))
+    }
+
+    /// The session a send goes to: by key, label or agent id (its main session).
+    async fn send_target(
+        &self,
+        caller: &Caller,
+        args: &SendArgs,
+    ) -> Result<(String, String), Value> {
+        let named = [&args.session_key, &args.label, &args.agent_id]
+            .iter()
+            .filter(|a| a.is_some())
+            .count();
+        if named != 1 {
+            return Err(error(
+                "name exactly one target: sessionKey, label (of a session you spawned) or agentId (its main session)",
+            ));
+        }
+        let key = if let Some(key) = &args.session_key {
+            let key = key.trim().to_string();
+            let agent = self.target_agent(&key).await?;
+            let main = self.policy().main_keys.get(&agent).cloned();
+            let exists = {
+                let k = key.clone();
+                self.db(move |s| s.session_exists(&k))
+                    .await
+                    .unwrap_or(false)
+            };
+            if !exists && main.as_deref() != Some(key.as_str()) {
+                return Err(error(format!(
+                    "there is no session `{key}` (sessions_list names the sessions you can see)"
+                )));
+            }
+            key
+        } else if let Some(label) = &args.label {
+            let (label, parent) = (label.clone(), caller.session_key.clone());
+            let found: Vec<ChildSession> = self
+                .db(move |s| s.child_by_label(None, &label))
+                .await
+                .unwrap_or_default();
+            // Own children first, then any visible one.
+            let own = found.iter().find(|c| c.parent_session_key == parent);
+            match own.or(found.first()) {
+                Some(child) => child.session_key.clone(),
+                None => {
+                    return Err(error(format!(
+                        "no open session is labelled `{}`",
+                        args.label.as_deref().unwrap_or("")
+                    )));
+                }
+            }
+        } else {
+            let agent = args.agent_id.as_deref().unwrap_or("").trim();
+            match self.policy().main_keys.get(agent) {
+                Some(main) => main.clone(),
+                None => {
+                    self.target_agent(&format!("agent:{agent}:main")).await?;
+                    return Err(error(format!("there is no agent `{agent}`")));
+                }
+            }
+        };
+        let agent = self.target_agent(&key).await?;
+        Ok((agent, key))
+    }
+
+    async fn sessions_send(
+        self: &Arc<Self>,
+        caller: &Caller,
+        args: SendArgs,
+    ) -> Result<Value, CallError> {
+        let begun = std::time::Instant::now();
+        if args.message.len() > MAX_MESSAGE_BYTES {
+            return Ok(error(format!(
+                "the message is {} bytes; the limit is {MAX_MESSAGE_BYTES} bytes (64 KiB): send less, or put it in a file and send its path",
+                args.message.len()
+            )));
+        }
+        let (agent, key) = match self.send_target(caller, &args).await {
+            Ok(target) => target,
+            Err(result) => return Ok(result),
+        };
+        if key == caller.session_key {
+            return Ok(error(
+                "that is your own session: a message to yourself would wait behind your own turn",
+            ));
+        }
+        if let Err(denial) = self.may_see(caller, &key, &agent).await {
+            return Ok(forbidden(&denial));
+        }
+        if let Some(denial) = self.child_to_external(caller, &key).await {
+            return Ok(forbidden(&denial));
+        }
+        if self.policy().agents.get(&agent).map(|a| a.runtime) != Some(RuntimeKind::Acp) {
+            return Ok(error(format!(
+                "agent `{agent}` has no ACP runtime: it takes no messages"
+            )));
+        }
+        let wait = args.timeout_seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
+        let run = self
+            .start_send(
+                Some(caller.clone()),
+                &agent,
+                &key,
+                args.message,
+                tools::SESSIONS_SEND,
+            )
+            .await?;
+        if wait == 0 {
+            return Ok(json!({"runId": run, "status": "accepted", "sessionKey": key}));
+        }
+        let live = self.live_run(&run);
+        let record = self
+            .wait_run(&run, Duration::from_secs(wait.min(MAX_WAIT_SECONDS)))
+            .await?;
+        // The Hub's own share of the call: all of it but the target runtime's turn.
+        if record.state == RunState::Completed
+            && let Some(live) = live
+        {
+            let runtime = live.runtime_us.load(Relaxed);
+            let total = begun.elapsed().as_micros() as u64;
+            self.metrics.send_overhead(total.saturating_sub(runtime));
+        }
+        Ok(send_result(&record, &key))
+    }
+
+    /// A child may not speak into an external conversation (hub.md: children never get
+    /// `sessions_send` to their parent's external conversation).
+    async fn child_to_external(&self, caller: &Caller, key: &str) -> Option<Denial> {
+        if caller.depth == 0 {
+            return None;
+        }
+        let k = key.to_string();
+        let external = self
+            .access
+            .store()
+            .session_route(&k)
+            .ok()
+            .flatten()
+            .is_some();
+        external.then(|| {
+            Denial::new(
+                Reason::VisibilityRestricted,
+                format!(
+                    "`{key}` is an external conversation: a spawned session reports back through its final answer and never speaks into chats"
+                ),
+            )
+        })
+    }
+
+    async fn sessions_spawn(
+        self: &Arc<Self>,
+        caller: &Caller,
+        args: SpawnArgs,
+    ) -> Result<Value, CallError> {
+        if args.task.len() > MAX_MESSAGE_BYTES {
+            return Ok(error(format!(
+                "the task is {} bytes; the limit is {MAX_MESSAGE_BYTES} bytes (64 KiB)",
+                args.task.len()
+            )));
+        }
+        if args.task.trim().is_empty() {
+            return Ok(error("`task` is empty: say what the child should do"));
+        }
+        let p = self.policy();
+        let agent = args
+            .agent_id
+            .clone()
+            .map_or_else(|| caller.agent_id.clone(), |a| a.trim().to_string());
+        let limits = p.limits(&caller.agent_id);
+        let depth = caller.depth + 1;
+        if depth > limits.max_spawn_depth {
+            return Ok(forbidden(&Denial::new(
+                Reason::DepthExceeded,
+                format!(
+                    "a child here would be at depth {depth}; subagents.maxSpawnDepth of `{}` is {}",
+                    caller.agent_id, limits.max_spawn_depth
+                ),
+            )));
+        }
+        if !p.agents.contains_key(&agent) {
+            return Ok(
+                match self.target_agent(&format!("agent:{agent}:main")).await {
+                    Err(result) => result,
+                    Ok(_) => error(format!("there is no agent `{agent}`")),
+                },
+            );
+        }
+        if let Err(denial) = p.may_spawn_on(&caller.agent_id, &agent) {
+            return Ok(forbidden(&denial));
+        }
+        if p.agents.get(&agent).map(|a| a.runtime) != Some(RuntimeKind::Acp) {
+            return Ok(error(format!(
+                "agent `{agent}` has no ACP runtime: nothing can be spawned on it"
+            )));
+        }
+        let cwd = match &args.cwd {
+            Some(cwd) if !std::path::Path::new(cwd).is_absolute() => {
+                return Ok(error(format!(
+                    "`cwd` must be an absolute path, not `{cwd}`"
+                )));
+            }
+            cwd => cwd.clone(),
+        };
+        if let Some(label) = &args.label
+            && (label.trim().is_empty() || label.len() > 64)
+        {
+            return Ok(error("`label` must be 1 to 64 characters"));
+        }
+        let active_children = {
+            let parent = caller.session_key.clone();
+            self.db(move |s| {
+                let mut n = 0;
+                for child in s.children_of(&parent)? {
+                    if child.closed_at.is_none()
+                        && s.run(&child.run_id)?.is_some_and(|r| !r.state.is_final())
+                    {
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            })
+            .await?
+        };
+        if active_children >= limits.max_children {
+            return Ok(forbidden(&Denial::new(
+                Reason::TooManyChildren,
+                format!(
+                    "this session already has {active_children} active children; subagents.maxChildrenPerAgent is {}: wait for one (subagents wait) or cancel one",
+                    limits.max_children
+                ),
+            )));
+        }
+        // Taken now, under one lock, so that a storm of spawns cannot all pass at once.
+        if let Err(denial) = self.take_spawn_slot(&caller.agent_id) {
+            return Ok(forbidden(&denial));
+        }
+        let kind = match args.runtime.unwrap_or(SpawnRuntime::Subagent) {
+            SpawnRuntime::Subagent => ChildKind::Subagent,
+            SpawnRuntime::Acp => ChildKind::Acp,
+        };
+        let mode = args.mode.unwrap_or(SpawnMode::Run);
+        let spawn = super::runs::Spawn {
+            agent,
+            kind,
+            depth,
+            label: args.label.map(|l| l.trim().to_string()),
+            cwd,
+            mode,
+            cleanup: args.cleanup.unwrap_or(Cleanup::Keep),
+            timeout: args
+                .run_timeout_seconds
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(s.min(86_400)))
+                .or(limits.run_timeout),
+            task: args.task,
+        };
+        match self.start_spawn(caller, spawn).await {
+            Ok((child, run)) => Ok(json!({
+                "status": "accepted",
+                "childSessionKey": child,
+                "runId": run,
+                "mode": mode,
+            })),
+            Err(e) => {
+                self.free_spawn_slot(&caller.agent_id);
+                Err(e)
+            }
+        }
+    }
+
+    async fn subagents(
+        self: &Arc<Self>,
+        caller: &Caller,
+        args: SubagentsArgs,
+    ) -> Result<Value, CallError> {
+        let parent = caller.session_key.clone();
+        let children = self.db(move |s| s.children_of(&parent)).await?;
+        let mut listed = Vec::new();
+        for child in &children {
+            let run_id = child.run_id.clone();
+            let run = self.db(move |s| s.run(&run_id)).await?;
+            listed.push((child.clone(), run));
+        }
+        let describe = |child: &ChildSession, run: &Option<crate::hub::store::RunRecord>| {
+            json!({
+                "sessionKey": child.session_key,
+                "agentId": child.agent_id,
+                "label": child.label,
+                "runId": child.run_id,
+                "mode": child.mode,
+                "state": run.as_ref().map(|r| r.state),
+                "closed": child.closed_at.is_some(),
+                "createdAt": child.created_at,
+            })
+        };
+        if args.action == SubagentsAction::List {
+            let all: Vec<Value> = listed.iter().map(|(c, r)| describe(c, r)).collect();
+            return Ok(json!({"status": "ok", "children": all}));
+        }
+        let Some(target) = args.target.as_deref().map(str::trim) else {
+            return Ok(error(
+                "`target` is required for wait and cancel: a child's runId, sessionKey or label",
+            ));
+        };
+        let Some((child, _)) = listed.iter().find(|(c, _)| {
+            c.run_id == target || c.session_key == target || c.label.as_deref() == Some(target)
+        }) else {
+            return Ok(error(format!(
+                "`{target}` is none of your children (subagents list names them)"
+            )));
+        };
+        let record = match args.action {
+            SubagentsAction::Wait => {
+                let wait = args.timeout_seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
+                self.wait_run(
+                    &child.run_id,
+                    Duration::from_secs(wait.min(MAX_WAIT_SECONDS)),
+                )
+                .await?
+            }
+            _ => self.cancel_run(&child.run_id).await?,
+        };
+        Ok(json!({
+            "status": "ok",
+            "runId": record.run_id,
+            "sessionKey": child.session_key,
+            "state": record.state,
+            "final": record.state.is_final(),
+            "reply": record.reply,
+            "error": record.error,
+        }))
+    }
+
+    async fn session_status(&self, caller: &Caller) -> Result<Value, CallError> {
+        let p = self.policy();
+        let limits = p.limits(&caller.agent_id);
+        let key = caller.session_key.clone();
+        let child = self.db(move |s| s.child(&key)).await?;
+        let parent = caller.session_key.clone();
+        let children = self.db(move |s| s.children_of(&parent)).await?;
+        let mut active = 0;
+        for c in &children {
+            let run_id = c.run_id.clone();
+            if self
+                .db(move |s| s.run(&run_id))
+                .await?
+                .is_some_and(|r| !r.state.is_final())
+            {
+                active += 1;
+            }
+        }
+        Ok(json!({
+            "sessionKey": caller.session_key,
+            "agentId": caller.agent_id,
+            "kind": kind_of(&caller.session_key),
+            "model": self.access.model_report(&caller.agent_id),
+            "queueDepth": self.access.queue_depth(&caller.session_key),
+            "depth": caller.depth,
+            "parentSessionKey": child.as_ref().map(|c| c.parent_session_key.clone()),
+            "label": child.as_ref().and_then(|c| c.label.clone()),
+            "budget": {
+                "children": {"active": active, "max": limits.max_children},
+                "concurrent": {"active": self.active_spawns.load(Relaxed), "max": p.max_concurrent},
+                "depth": {"at": caller.depth, "max": limits.max_spawn_depth},
+            },
+        }))
+    }
+}
+
+/// `sessions_send`'s result for a run as it stands.
+pub(super) fn send_result(run: &crate::hub::store::RunRecord, key: &str) -> Value {
+    let mut out = json!({"runId": run.run_id, "sessionKey": key});
+    let status = match run.state {
+        RunState::Completed => {
+            let reply = run.reply.clone().unwrap_or_default();
+            if super::runs::is_stop(&reply) {
+                "no_reply"
+            } else {
+                out["reply"] = reply.into();
+                "ok"
+            }
+        }
+        RunState::TimedOut => "timeout",
+        RunState::Failed | RunState::Cancelled | RunState::Uncertain => {
+            out["error"] = run
+                .error
+                .clone()
+                .unwrap_or_else(|| format!("the run ended {}", run.state))
+                .into();
+            "error"
+        }
+        // Still going: the wait ran out.
+        _ => "timeout",
+    };
+    out["status"] = status.into();
+    out["state"] = json!(run.state);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_kinds_come_from_keys() {
+        assert_eq!(kind_of("agent:a:main"), "main");
+        assert_eq!(kind_of("agent:a:subagent:x"), "subagent");
+        assert_eq!(kind_of("agent:a:acp:x"), "acp");
+        assert_eq!(kind_of("agent:a:slack:group:c1"), "group");
+        assert_eq!(kind_of("agent:a:slack:direct:u1"), "other");
+    }
+
+    #[test]
+    fn secrets_are_redacted_and_long_text_shortened() {
+        let token = format!("dch_{}", "a".repeat(64));
+        let text = format!(
+            "token {token} and Bearer abcdefghijklmnopqrstu and sk-abcdefghijklmnopqrstuvwx"
+        );
+        let out = redact(&text);
+        assert!(
+            !out.contains(&token) && !out.contains("abcdefghijklmnopqrstu"),
+            "{out}"
+        );
+        assert_eq!(out.matches("[redacted]").count(), 3, "{out}");
+        assert_eq!(shorten("héllo", 2), "hé…");
+        assert_eq!(shorten("hi", 5), "hi");
+    }
+}

@@ -1,0 +1,220 @@
+//! The Hub's HTTP routes, merged into the controller's server:
+//!
+//! * `/mcp` — MCP streamable HTTP (rmcp, stateless, JSON answers) for agents that take MCP
+//!   over HTTP; `Authorization: Bearer <session token>`, checked here before rmcp sees the
+//!   request (401 otherwise).
+//! * `POST /v1/hub/tools`, `POST /v1/hub/call` — what `deepcli hub mcp` forwards to, with the
+//!   same session token.
+//! * `GET /v1/sessions`, `GET /v1/runs`, `GET /v1/runs/{id}` — the operator's (operator token).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+
+use super::mcp::HttpServer;
+use super::operator::{OperatorError, RunsParams, SessionsParams};
+use super::{Caller, Hub};
+
+/// The largest body `/mcp` and `/v1/hub/call` take: a 64 KiB message, JSON-escaped, fits.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+#[derive(Clone)]
+struct Ctx {
+    hub: Arc<Hub>,
+    operator_token: Arc<str>,
+}
+
+fn unauthorized(message: &str) -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        Json(json!({"error": message})),
+    )
+        .into_response()
+}
+
+const NO_TOKEN: &str = "no valid session token: the Hub takes `Authorization: Bearer <token>` with the token deepcli gave this session (a closed session's token is revoked)";
+
+async fn session_caller(hub: &Hub, headers: &HeaderMap) -> Option<Caller> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let token = super::token::from_bearer(value)?;
+    hub.caller(token).await
+}
+
+/// Lets a `/mcp` request through only with a live session token; the caller rides along in the
+/// request's extensions (rmcp hands the handler the request's parts).
+async fn mcp_auth(State(cx): State<Ctx>, mut request: Request, next: Next) -> Response {
+    match session_caller(&cx.hub, request.headers()).await {
+        Some(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        None => unauthorized(NO_TOKEN),
+    }
+}
+
+async fn read_json(body: Body) -> Result<Value, Response> {
+    let bytes = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Json(json!({"error": format!("the body is over {BODY_LIMIT} bytes"), "limit": BODY_LIMIT})),
+        )
+            .into_response()
+    })?;
+    if bytes.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": format!("not JSON: {e}")})),
+        )
+            .into_response()
+    })
+}
+
+async fn tools(State(cx): State<Ctx>, headers: HeaderMap) -> Response {
+    let Some(caller) = session_caller(&cx.hub, &headers).await else {
+        return unauthorized(NO_TOKEN);
+    };
+    Json(json!({"tools": cx.hub.tools_for(&caller)})).into_response()
+}
+
+async fn call(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
+    let Some(caller) = session_caller(&cx.hub, &headers).await else {
+        return unauthorized(NO_TOKEN);
+    };
+    let doc = match read_json(body).await {
+        Ok(doc) => doc,
+        Err(refused) => return refused,
+    };
+    let Some(name) = doc["name"].as_str() else {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": "missing `name`: the tool to call"})),
+        )
+            .into_response();
+    };
+    let outcome = cx
+        .hub
+        .call(
+            &caller,
+            name,
+            doc.get("arguments").cloned().unwrap_or(Value::Null),
+        )
+        .await;
+    Json(super::mcp::forward_body(name, outcome)).into_response()
+}
+
+fn operator_answer(outcome: Result<Value, OperatorError>) -> Response {
+    match outcome {
+        Ok(doc) => Json(doc).into_response(),
+        Err(e) => (
+            StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            Json(json!({"error": e.to_string()})),
+        )
+            .into_response(),
+    }
+}
+
+async fn sessions(
+    State(cx): State<Ctx>,
+    headers: HeaderMap,
+    Query(p): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    if let Err(denied) = crate::access::http::operator(&cx.operator_token, &headers) {
+        return denied;
+    }
+    let params = SessionsParams {
+        agent_id: p.get("agentId").cloned(),
+        kind: p.get("kind").cloned(),
+        limit: p.get("limit").and_then(|l| l.parse().ok()),
+    };
+    operator_answer(cx.hub.operator_sessions(params).await)
+}
+
+async fn runs(
+    State(cx): State<Ctx>,
+    headers: HeaderMap,
+    Query(p): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    if let Err(denied) = crate::access::http::operator(&cx.operator_token, &headers) {
+        return denied;
+    }
+    let state = match p.get("state") {
+        None => None,
+        Some(s) => match serde_json::from_value(json!(s)) {
+            Ok(state) => Some(state),
+            Err(_) => {
+                return operator_answer(Err(OperatorError::Params(format!(
+                    "unknown run state `{s}`"
+                ))));
+            }
+        },
+    };
+    let params = RunsParams {
+        state,
+        agent_id: p.get("agentId").cloned(),
+        session_key: p.get("sessionKey").cloned(),
+        active: p.get("active").is_some_and(|a| a == "true" || a == "1"),
+        limit: p.get("limit").and_then(|l| l.parse().ok()),
+    };
+    operator_answer(cx.hub.operator_runs(params).await)
+}
+
+async fn run(State(cx): State<Ctx>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if let Err(denied) = crate::access::http::operator(&cx.operator_token, &headers) {
+        return denied;
+    }
+    operator_answer(cx.hub.operator("runs/show", json!({"runId": id})).await)
+}
+
+/// The Hub's routes.
+pub fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
+    let mcp_hub = hub.clone();
+    // rmcp answers loopback hosts only (DNS rebinding); the address agents are given is
+    // allowed too, when the controller listens elsewhere.
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+    if let Some(authority) = hub.endpoint().and_then(|e| e.strip_prefix("http://")) {
+        hosts.push(authority.to_string());
+    }
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_max_request_body_bytes(BODY_LIMIT);
+    config.sse_keep_alive = None;
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(HttpServer {
+                hub: mcp_hub.clone(),
+            })
+        },
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    let cx = Ctx {
+        hub,
+        operator_token,
+    };
+    let mcp = Router::new()
+        .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(cx.clone(), mcp_auth));
+    Router::new()
+        .route("/v1/hub/tools", post(tools))
+        .route("/v1/hub/call", post(call))
+        .route("/v1/sessions", get(sessions))
+        .route("/v1/runs", get(runs))
+        .route("/v1/runs/{id}", get(run))
+        .with_state(cx)
+        .merge(mcp)
+}

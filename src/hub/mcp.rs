@@ -1,0 +1,263 @@
+//! The `deepcli` MCP server (hub.md, "How an agent reaches the Hub"), on the official `rmcp`
+//! crate: [`HttpServer`] answers MCP streamable HTTP at `/mcp` inside the controller (the caller
+//! is the session whose bearer token the request carries, checked before rmcp sees it);
+//! [`StdioServer`] is `deepcli hub mcp`, a small process an agent starts that speaks MCP on
+//! stdio and forwards `tools/list` and `tools/call` to the controller over loopback HTTP with
+//! the session token from its environment. The tools and their answers are the Hub's, the same
+//! over both.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, header};
+use hyper_util::rt::TokioIo;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use super::{CallError, Caller, Hub};
+
+fn info() -> ServerConfig {
+    let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+    config.server_info = Implementation::new(super::SERVER_NAME, env!("CARGO_PKG_VERSION"));
+    config.instructions = Some(
+        "deepcli's Hub: work with the other agents of this hub. agents_list shows who you can reach; sessions_send messages a session and waits for its reply; sessions_spawn starts a child session on a task and announces its result to you; subagents lists, waits for and cancels your children; session_status describes your own session.".into(),
+    );
+    config
+}
+
+/// Tool definitions (JSON) as rmcp's `Tool`s.
+fn as_tools(defs: Vec<Value>) -> Result<ListToolsResult, ErrorData> {
+    let tools: Vec<Tool> = defs
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<Result<_, _>>()
+        .map_err(|e| ErrorData::internal_error(format!("tool definitions: {e}"), None))?;
+    Ok(ListToolsResult::with_all_items(tools))
+}
+
+/// A call's outcome as MCP: a result (an `isError` one for bad arguments, so the model can
+/// correct itself), or a JSON-RPC error for an unknown tool.
+fn as_response(outcome: Result<Value, CallError>) -> Result<CallToolResponse, ErrorData> {
+    match outcome {
+        Ok(result) => Ok(CallToolResult::structured(result).into()),
+        Err(e @ CallError::BadArguments(_)) => Ok(CallToolResult::structured_error(
+            json!({"status": "error", "error": e.to_string()}),
+        )
+        .into()),
+        Err(e @ CallError::UnknownTool(_)) => Err(ErrorData::invalid_params(e.to_string(), None)),
+        Err(e @ CallError::Internal(_)) => Err(ErrorData::internal_error(e.to_string(), None)),
+    }
+}
+
+/// The `/mcp` server: one per request (stateless streamable HTTP).
+#[derive(Clone)]
+pub struct HttpServer {
+    pub hub: Arc<Hub>,
+}
+
+/// The caller the `/mcp` route found from the bearer token.
+fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>().cloned())
+        .ok_or_else(|| ErrorData::invalid_request("no session token", None))
+}
+
+impl ServerHandler for HttpServer {
+    fn get_info(&self) -> ServerConfig {
+        info()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let caller = caller_of(&context)?;
+        as_tools(self.hub.tools_for(&caller))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = caller_of(&context)?;
+        let args = request.arguments.map_or(Value::Null, Value::Object);
+        as_response(self.hub.call(&caller, &request.name, args).await)
+    }
+}
+
+/// `deepcli hub mcp`: MCP on stdio, forwarded to the controller.
+#[derive(Clone)]
+pub struct StdioServer {
+    url: String,
+    token: String,
+}
+
+/// How long one forwarded call may take: a send may wait up to an hour for its reply.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(3700);
+
+impl StdioServer {
+    /// From the environment the controller gave it ([`super::URL_ENV`], [`super::TOKEN_ENV`]).
+    pub fn from_env() -> Result<StdioServer, String> {
+        let get = |name: &str| {
+            std::env::var(name).map_err(|_| {
+                format!("`{name}` is not set: `deepcli hub mcp` is started by an agent that deepcli gave it to, with the session's token")
+            })
+        };
+        let url = get(super::URL_ENV)?;
+        let token = get(super::TOKEN_ENV)?;
+        let authority = url
+            .strip_prefix("http://")
+            .ok_or_else(|| format!("`{}` must be an http:// URL, not `{url}`", super::URL_ENV))?;
+        if authority.is_empty() || authority.contains('/') {
+            return Err(format!(
+                "`{}` must be http://HOST:PORT, not `{url}`",
+                super::URL_ENV
+            ));
+        }
+        Ok(StdioServer {
+            url: authority.to_string(),
+            token,
+        })
+    }
+
+    /// `POST path` to the controller with the session token; the JSON answer.
+    async fn post(&self, path: &str, body: Value) -> Result<Value, ErrorData> {
+        let failed = |what: String| ErrorData::internal_error(what, None);
+        let stream = tokio::net::TcpStream::connect(&self.url)
+            .await
+            .map_err(|e| {
+                failed(format!(
+                    "cannot reach the deepcli controller at {}: {e}",
+                    self.url
+                ))
+            })?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        tokio::spawn(connection);
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header(header::HOST, self.url.as_str())
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| failed(e.to_string()))?;
+        let answer = async {
+            let response = sender
+                .send_request(request)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let status = response.status();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| failed(e.to_string()))?
+                .to_bytes();
+            Ok::<_, ErrorData>((status, body))
+        };
+        let (status, body) = tokio::time::timeout(FORWARD_TIMEOUT, answer)
+            .await
+            .map_err(|_| failed("the controller did not answer in time".into()))??;
+        let doc: Value = serde_json::from_slice(&body).unwrap_or_else(
+            |_| json!({"error": {"kind": "internal", "message": String::from_utf8_lossy(&body)}}),
+        );
+        if status == hyper::StatusCode::UNAUTHORIZED {
+            return Err(ErrorData::invalid_request(
+                "the session token was refused (revoked when its session closed, or not deepcli's)",
+                None,
+            ));
+        }
+        Ok(doc)
+    }
+}
+
+impl ServerHandler for StdioServer {
+    fn get_info(&self) -> ServerConfig {
+        info()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let doc = self.post("/v1/hub/tools", json!({})).await?;
+        let tools = doc["tools"].as_array().cloned().unwrap_or_default();
+        as_tools(tools)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let doc = self
+            .post(
+                "/v1/hub/call",
+                json!({"name": request.name, "arguments": request.arguments}),
+            )
+            .await?;
+        as_response(forwarded(doc))
+    }
+}
+
+/// The controller's answer to `/v1/hub/call`, back as the call's outcome.
+fn forwarded(doc: Value) -> Result<Value, CallError> {
+    if let Some(result) = doc.get("result") {
+        return Ok(result.clone());
+    }
+    let message = doc["error"]["message"].as_str().unwrap_or("").to_string();
+    Err(match doc["error"]["kind"].as_str() {
+        Some("unknown_tool") => CallError::UnknownTool(
+            doc["error"]["tool"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        ),
+        Some("bad_arguments") => CallError::BadArguments(message),
+        _ => CallError::Internal(message),
+    })
+}
+
+/// The outcome of a call as `/v1/hub/call` answers it.
+pub fn forward_body(tool: &str, outcome: Result<Value, CallError>) -> Value {
+    match outcome {
+        Ok(result) => json!({"result": result}),
+        Err(e) => {
+            let kind = match &e {
+                CallError::UnknownTool(_) => "unknown_tool",
+                CallError::BadArguments(_) => "bad_arguments",
+                CallError::Internal(_) => "internal",
+            };
+            json!({"error": {"kind": kind, "message": e.to_string(), "tool": tool}})
+        }
+    }
+}
+
+/// Runs `deepcli hub mcp` until stdin closes.
+pub async fn serve_stdio() -> Result<(), String> {
+    use rmcp::ServiceExt;
+    let server = StdioServer::from_env()?;
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("MCP on stdio: {e}"))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| format!("MCP on stdio: {e}"))?;
+    Ok(())
+}

@@ -1,0 +1,486 @@
+//! The Hub (hub.md): agents working with agents. It resolves a tool call's target, checks
+//! policy, writes provenance and correlation ids, and hands the message to the target
+//! session's FIFO — the Access layer's, so one session never runs two turns at once. It runs no
+//! model and keeps no queue of its own beyond the runs crash recovery needs.
+//!
+//! Beside Access, below the controller: the controller builds it, swaps its policy after every
+//! apply and mounts its HTTP routes; the Access layer knows it only as the [`McpDoor`] that
+//! gives every ACP session the `deepcli` MCP server. A caller's identity comes only from its
+//! session capability token ([`token`]), never from tool arguments.
+//!
+//! * `policy.rs` — the decisions and their reason codes, pure.
+//! * `tools.rs` — the tool definitions and their typed arguments.
+//! * `calls.rs` — what each tool does.
+//! * `runs.rs` — runs: delivery, states, the reply-back loop, announces, cancel, restart.
+//! * `mcp.rs` — the MCP servers (rmcp): HTTP at `/mcp`, and `deepcli hub mcp` on stdio.
+//! * `http.rs` — the HTTP routes: `/mcp`, the stdio forwarder's `/v1/hub/*`, and the
+//!   operator's `/v1/sessions`, `/v1/runs`.
+//! * `operator.rs` — the operator's service (`sessions/*`, `runs/*`).
+
+mod calls;
+pub mod http;
+pub mod mcp;
+pub mod operator;
+pub mod policy;
+mod runs;
+pub mod store;
+pub mod token;
+pub mod tools;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arc_swap::ArcSwap;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::access::{Access, McpDoor};
+use crate::state::{StateDir, StateError};
+pub use policy::{HubPolicy, Reason};
+use store::{HubStore, TokenOwner};
+
+/// The MCP server's name in every session's `mcpServers`.
+pub const SERVER_NAME: &str = "deepcli";
+/// The stdio server's environment: the controller's base URL and the session token.
+pub const URL_ENV: &str = "DEEPCLI_HUB_URL";
+pub const TOKEN_ENV: &str = "DEEPCLI_HUB_TOKEN";
+
+/// The session a tool call comes from, as its token says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub agent_id: String,
+    pub session_key: String,
+    /// 0 for a session the Hub did not spawn; a child's is its parent's plus one.
+    pub depth: u32,
+}
+
+/// What went wrong with a call itself (not a refusal, which is a result).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("unknown tool `{0}`; the tools are {tools}", tools = tools::ALL.join(", "))]
+    UnknownTool(String),
+    /// Arguments that do not fit the tool's schema: the message says how.
+    #[error("{0}")]
+    BadArguments(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<StateError> for CallError {
+    fn from(e: StateError) -> CallError {
+        CallError::Internal(e.to_string())
+    }
+}
+
+/// Counters for `/metrics` and `/v1/status`.
+#[derive(Default)]
+pub struct HubMetrics {
+    pub calls: AtomicU64,
+    pub sends: AtomicU64,
+    pub spawns: AtomicU64,
+    pub denials: Mutex<BTreeMap<&'static str, u64>>,
+    /// Finished runs: how many, and their durations in milliseconds, summed.
+    pub runs_finished: AtomicU64,
+    pub run_millis: AtomicU64,
+    /// Token checks that failed (unknown, revoked or malformed tokens).
+    pub bad_tokens: AtomicU64,
+    /// The Hub's own time in the last waited-for sends, in µs: the call's time at the Hub
+    /// minus the target runtime's (newest last, at most [`OVERHEAD_SAMPLES`]).
+    pub send_overhead_us: Mutex<std::collections::VecDeque<u64>>,
+}
+
+/// How many send overheads `/v1/status` summarizes.
+pub const OVERHEAD_SAMPLES: usize = 4096;
+
+impl HubMetrics {
+    pub(crate) fn send_overhead(&self, micros: u64) {
+        if let Ok(mut samples) = self.send_overhead_us.lock() {
+            if samples.len() >= OVERHEAD_SAMPLES {
+                samples.pop_front();
+            }
+            samples.push_back(micros);
+        }
+    }
+
+    /// `{samples, p50Us, p99Us, maxUs}` of the send overheads kept.
+    fn send_overhead_summary(&self) -> Value {
+        let mut samples: Vec<u64> = self
+            .send_overhead_us
+            .lock()
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        samples.sort_unstable();
+        let at = |p: f64| {
+            samples
+                .get(((samples.len().saturating_sub(1)) as f64 * p).round() as usize)
+                .copied()
+        };
+        json!({"samples": samples.len(), "p50Us": at(0.5), "p99Us": at(0.99), "maxUs": samples.last()})
+    }
+}
+
+/// A run this controller is carrying out.
+struct LiveRun {
+    /// The agent the run delivers to.
+    target_agent: String,
+    /// The target runtime's time for the run's turn, µs (once answered).
+    runtime_us: AtomicU64,
+    /// `true` once the run is final.
+    done: watch::Sender<bool>,
+    /// A cancel asked for before the turn began: the message is withdrawn.
+    cancelled: AtomicBool,
+}
+
+pub struct Hub {
+    store: Arc<HubStore>,
+    access: Arc<Access>,
+    policy: ArcSwap<HubPolicy>,
+    /// The controller's base URL on loopback (`http://127.0.0.1:<port>`), once it listens.
+    endpoint: OnceLock<String>,
+    /// The deepcli binary the stdio servers run.
+    exe: PathBuf,
+    live: Mutex<HashMap<String, Arc<LiveRun>>>,
+    /// Per target session: runs are accepted one at a time (see `runs::start_send`).
+    accepting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Spawned runs not final, hub-wide (`subagents.maxConcurrent`).
+    active_spawns: AtomicUsize,
+    /// The same, by requester agent (an agent's own `subagents.maxConcurrent`).
+    spawns_by_agent: Mutex<HashMap<String, usize>>,
+    /// How long a cancelled turn has to confirm before its run is `uncertain`.
+    cancel_grace: std::time::Duration,
+    pub metrics: HubMetrics,
+}
+
+impl Hub {
+    /// The Hub of a controller on `state`, delivering through `access`. Every token of an
+    /// earlier controller is revoked (its runtimes, which held them, are gone).
+    pub fn open(state: &StateDir, access: Arc<Access>) -> Result<Arc<Hub>, StateError> {
+        let store = HubStore::open(state)?;
+        let revoked = store.revoke_all_tokens("the controller restarted")?;
+        if revoked > 0 {
+            tracing::info!(revoked, "hub: tokens of the last controller revoked");
+        }
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("deepcli"));
+        let hub = Arc::new(Hub {
+            store: Arc::new(store),
+            access: access.clone(),
+            policy: ArcSwap::from_pointee(HubPolicy::default()),
+            endpoint: OnceLock::new(),
+            exe,
+            live: Mutex::default(),
+            accepting: Mutex::default(),
+            active_spawns: AtomicUsize::new(0),
+            spawns_by_agent: Mutex::default(),
+            cancel_grace: std::env::var("DEEPCLI_HUB_CANCEL_GRACE_MS")
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map_or(runs::CANCEL_GRACE, std::time::Duration::from_millis),
+            metrics: HubMetrics::default(),
+        });
+        access.set_mcp_door(Arc::new(Door(Arc::downgrade(&hub))));
+        Ok(hub)
+    }
+
+    /// Where the controller listens: the stdio servers forward there (on loopback).
+    pub fn set_endpoint(&self, addr: std::net::SocketAddr) {
+        let ip = match addr.ip() {
+            std::net::IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
+            std::net::IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_string(),
+            std::net::IpAddr::V4(ip) => ip.to_string(),
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        };
+        let _ = self.endpoint.set(format!("http://{ip}:{}", addr.port()));
+    }
+
+    /// The controller's base URL agents are given, once it listens.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.get().map(String::as_str)
+    }
+
+    /// Puts a new policy in force (after every apply).
+    pub fn swap(&self, policy: HubPolicy) {
+        self.policy.store(Arc::new(policy));
+    }
+
+    pub fn policy(&self) -> Arc<HubPolicy> {
+        self.policy.load_full()
+    }
+
+    pub fn store(&self) -> &HubStore {
+        &self.store
+    }
+
+    /// Runs `f` on the store, on the blocking pool.
+    async fn db<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&HubStore) -> Result<T, StateError> + Send + 'static,
+    ) -> Result<T, CallError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| CallError::Internal(e.to_string()))?
+            .map_err(CallError::from)
+    }
+
+    /// Who holds `token`: `None` for anything but a live token.
+    pub async fn caller(&self, token: &str) -> Option<Caller> {
+        let Some(hash) = token::hash(token) else {
+            self.metrics.bad_tokens.fetch_add(1, Relaxed);
+            return None;
+        };
+        let found = self
+            .db(move |s| {
+                let Some(owner) = s.token_owner(&hash)? else {
+                    return Ok(None);
+                };
+                let depth = s.child(&owner.session_key)?.map_or(0, |c| c.depth);
+                Ok(Some(Caller {
+                    agent_id: owner.agent_id,
+                    session_key: owner.session_key,
+                    depth,
+                }))
+            })
+            .await
+            .ok()
+            .flatten();
+        if found.is_none() {
+            self.metrics.bad_tokens.fetch_add(1, Relaxed);
+        }
+        found
+    }
+
+    /// The tools `caller` gets (a leaf gets no `sessions_spawn`).
+    pub fn tools_for(&self, caller: &Caller) -> Vec<Value> {
+        tools::definitions(caller.depth >= self.policy().limits(&caller.agent_id).max_spawn_depth)
+    }
+
+    /// A new token for a runtime session of `agent_id` serving `session_key`; the session's
+    /// earlier tokens are revoked.
+    fn mint(&self, agent_id: &str, session_key: &str) -> Option<String> {
+        let token = token::mint().ok()?;
+        let hash = token::hash(&token)?;
+        let owner = TokenOwner {
+            agent_id: agent_id.to_string(),
+            session_key: session_key.to_string(),
+        };
+        match self.store.add_token(&hash, &owner) {
+            Ok(_) => Some(token),
+            Err(e) => {
+                tracing::error!(error = %e, "hub: cannot record a session token");
+                None
+            }
+        }
+    }
+
+    /// Takes a spawned-run slot for agent `agent_id` within the hub's and the agent's
+    /// `maxConcurrent`; a refusal says which limit held.
+    fn take_spawn_slot(&self, agent_id: &str) -> Result<(), policy::Denial> {
+        let p = self.policy();
+        let mut by_agent = match self.spawns_by_agent.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let hub_wide = self.active_spawns.load(Relaxed);
+        if hub_wide >= p.max_concurrent {
+            return Err(policy::Denial::new(
+                Reason::BudgetExceeded,
+                format!(
+                    "the hub already runs {hub_wide} spawned runs; subagents.maxConcurrent (agents.defaults) is {}: try again when one finished",
+                    p.max_concurrent
+                ),
+            ));
+        }
+        let mine = by_agent.get(agent_id).copied().unwrap_or(0);
+        if let Some(cap) = p.limits(agent_id).max_concurrent
+            && mine >= cap
+        {
+            return Err(policy::Denial::new(
+                Reason::BudgetExceeded,
+                format!(
+                    "agent `{agent_id}` already runs {mine} spawned runs; its subagents.maxConcurrent is {cap}"
+                ),
+            ));
+        }
+        self.active_spawns.fetch_add(1, Relaxed);
+        *by_agent.entry(agent_id.to_string()).or_default() += 1;
+        Ok(())
+    }
+
+    /// Gives a spawned-run slot back.
+    fn free_spawn_slot(&self, agent_id: &str) {
+        let mut by_agent = match self.spawns_by_agent.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        self.active_spawns.fetch_sub(1, Relaxed);
+        if let Some(n) = by_agent.get_mut(agent_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                by_agent.remove(agent_id);
+            }
+        }
+    }
+
+    /// Counts a refusal.
+    fn denied(&self, reason: Reason) {
+        if let Ok(mut d) = self.metrics.denials.lock() {
+            *d.entry(reason.as_str()).or_default() += 1;
+        }
+    }
+
+    /// The Hub's figures for `/v1/status`.
+    pub fn status(&self) -> Value {
+        let live_tokens = self.store.live_tokens().unwrap_or(0);
+        let active_runs = self.live.lock().map_or(0, |l| l.len());
+        let denials: BTreeMap<&str, u64> = self
+            .metrics
+            .denials
+            .lock()
+            .map(|d| d.clone())
+            .unwrap_or_default();
+        let p = self.policy();
+        let depths = self.access.queue_depths();
+        let mut active: HashMap<String, usize> = HashMap::new();
+        if let Ok(live) = self.live.lock() {
+            for run in live.values() {
+                *active.entry(run.target_agent.clone()).or_default() += 1;
+            }
+        }
+        let agents: serde_json::Map<String, Value> = p
+            .agents
+            .keys()
+            .map(|id| {
+                (
+                    id.clone(),
+                    json!({
+                        "queueDepth": depths.get(id).copied().unwrap_or(0),
+                        "activeRuns": active.get(id).copied().unwrap_or(0),
+                    }),
+                )
+            })
+            .collect();
+        json!({
+            "agents": agents,
+            "calls": self.metrics.calls.load(Relaxed),
+            "sends": self.metrics.sends.load(Relaxed),
+            "spawns": self.metrics.spawns.load(Relaxed),
+            "activeRuns": active_runs,
+            "activeSpawns": self.active_spawns.load(Relaxed),
+            "liveTokens": live_tokens,
+            "denials": denials,
+            "sendOverhead": self.metrics.send_overhead_summary(),
+            "policy": {
+                "agentToAgent": {"enabled": p.a2a_enabled, "allow": p.a2a_allow},
+                "visibility": p.visibility.as_str(),
+                "maxPingPongTurns": p.max_ping_pong,
+                "maxConcurrent": p.max_concurrent,
+            },
+        })
+    }
+
+    /// The Hub's lines of `/metrics` (Prometheus text).
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write;
+        let m = &self.metrics;
+        let _ = write!(
+            out,
+            "# TYPE deepcli_hub_calls_total counter\ndeepcli_hub_calls_total {}\n\
+             # TYPE deepcli_hub_sends_total counter\ndeepcli_hub_sends_total {}\n\
+             # TYPE deepcli_hub_spawns_total counter\ndeepcli_hub_spawns_total {}\n\
+             # TYPE deepcli_hub_bad_tokens_total counter\ndeepcli_hub_bad_tokens_total {}\n\
+             # TYPE deepcli_hub_active_runs gauge\ndeepcli_hub_active_runs {}\n\
+             # TYPE deepcli_hub_run_duration_seconds summary\n\
+             deepcli_hub_run_duration_seconds_sum {:.3}\n\
+             deepcli_hub_run_duration_seconds_count {}\n\
+             # TYPE deepcli_hub_denials_total counter\n",
+            m.calls.load(Relaxed),
+            m.sends.load(Relaxed),
+            m.spawns.load(Relaxed),
+            m.bad_tokens.load(Relaxed),
+            self.live.lock().map_or(0, |l| l.len()),
+            m.run_millis.load(Relaxed) as f64 / 1000.0,
+            m.runs_finished.load(Relaxed),
+        );
+        let denials = m.denials.lock().map(|d| d.clone()).unwrap_or_default();
+        for reason in Reason::ALL {
+            let _ = writeln!(
+                out,
+                "deepcli_hub_denials_total{{reason=\"{}\"}} {}",
+                reason.as_str(),
+                denials.get(reason.as_str()).copied().unwrap_or(0)
+            );
+        }
+    }
+
+    /// Agent `agent_id` was deleted: its sessions' tokens are revoked, its children closed,
+    /// its unfinished runs ended (`failed`: the target is gone).
+    pub async fn agent_deleted(self: &Arc<Self>, agent_id: &str) {
+        let agent = agent_id.to_string();
+        let done = self
+            .db(move |s| {
+                let tokens = s.revoke_agent_tokens(&agent, "the agent was deleted")?;
+                let children = s.close_agent_children(&agent)?;
+                Ok((tokens, children))
+            })
+            .await;
+        if let Ok((tokens, children)) = done {
+            tracing::info!(
+                agent = agent_id,
+                tokens,
+                children,
+                "hub: a deleted agent's tokens revoked and children closed"
+            );
+        }
+    }
+}
+
+/// The Hub as the Access layer's [`McpDoor`]; weak, so the Access layer does not keep the Hub.
+struct Door(std::sync::Weak<Hub>);
+
+impl McpDoor for Door {
+    fn closed(&self, session_key: &str) {
+        let Some(hub) = self.0.upgrade() else {
+            return;
+        };
+        if let Err(e) = hub
+            .store
+            .revoke_session_tokens(session_key, "its runtime session was closed")
+        {
+            tracing::error!(error = %e, "hub: cannot revoke a closed session's token");
+        }
+    }
+
+    fn servers(&self, agent_id: &str, session_key: &str, http: bool) -> Vec<Value> {
+        let Some(hub) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        let Some(endpoint) = hub.endpoint.get() else {
+            return Vec::new();
+        };
+        let Some(token) = hub.mint(agent_id, session_key) else {
+            return Vec::new();
+        };
+        // One server, `deepcli`: over HTTP where the agent takes it (no process per session),
+        // else the stdio forwarder.
+        if http {
+            vec![json!({
+                "type": "http",
+                "name": SERVER_NAME,
+                "url": format!("{endpoint}/mcp"),
+                "headers": [{"name": "Authorization", "value": format!("Bearer {token}")}],
+            })]
+        } else {
+            vec![json!({
+                "name": SERVER_NAME,
+                "command": hub.exe.display().to_string(),
+                "args": ["hub", "mcp"],
+                "env": [
+                    {"name": URL_ENV, "value": endpoint},
+                    {"name": TOKEN_ENV, "value": token},
+                ],
+            })]
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! The Hub's policy (hub.md, "Policy"): who may message whom, who may see which session, who may
+//! spawn what, and the limits. Built from the config on every apply and swapped whole; the
+//! decisions are pure functions of it and of the facts the caller hands in, each denial with
+//! its reason code.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::config::model::RuntimeKind;
+
+/// `session.maxPingPongTurns` when unset.
+pub const DEFAULT_PING_PONG: u32 = 5;
+/// The most reply-back turns, whatever the config says (hub.md: max 10).
+pub const MAX_PING_PONG: u32 = 10;
+/// `subagents.maxSpawnDepth` when unset.
+pub const DEFAULT_SPAWN_DEPTH: u32 = 3;
+/// `subagents.maxChildrenPerAgent` when unset: active children per requester session.
+pub const DEFAULT_CHILDREN: usize = 5;
+/// `subagents.maxConcurrent` when unset: active spawned runs in the whole hub.
+pub const DEFAULT_CONCURRENT: usize = 8;
+
+/// Why the Hub refused a call (the `reason` of a `forbidden` result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    AgentToAgentDisabled,
+    AgentToAgentNotAllowed,
+    VisibilityRestricted,
+    SpawnNotAllowed,
+    DepthExceeded,
+    TooManyChildren,
+    TargetDeleted,
+    BudgetExceeded,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 8] = [
+        Reason::AgentToAgentDisabled,
+        Reason::AgentToAgentNotAllowed,
+        Reason::VisibilityRestricted,
+        Reason::SpawnNotAllowed,
+        Reason::DepthExceeded,
+        Reason::TooManyChildren,
+        Reason::TargetDeleted,
+        Reason::BudgetExceeded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::AgentToAgentDisabled => "agent_to_agent_disabled",
+            Reason::AgentToAgentNotAllowed => "agent_to_agent_not_allowed",
+            Reason::VisibilityRestricted => "visibility_restricted",
+            Reason::SpawnNotAllowed => "spawn_not_allowed",
+            Reason::DepthExceeded => "depth_exceeded",
+            Reason::TooManyChildren => "too_many_children",
+            Reason::TargetDeleted => "target_deleted",
+            Reason::BudgetExceeded => "budget_exceeded",
+        }
+    }
+}
+
+/// A refusal: the reason code and a sentence for the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    pub reason: Reason,
+    pub error: String,
+}
+
+impl Denial {
+    pub fn new(reason: Reason, error: impl Into<String>) -> Denial {
+        Denial {
+            reason,
+            error: error.into(),
+        }
+    }
+}
+
+/// `tools.sessions.visibility`: which sessions a caller may see and address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Visibility {
+    /// Only its own session.
+    SelfOnly,
+    /// Its own session and the ones it spawned (and theirs).
+    Tree,
+    /// Every session of its own agent.
+    Agent,
+    /// Every session (other agents' still need agentToAgent).
+    #[default]
+    All,
+}
+
+impl Visibility {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Visibility::SelfOnly => "self",
+            Visibility::Tree => "tree",
+            Visibility::Agent => "agent",
+            Visibility::All => "all",
+        }
+    }
+}
+
+/// An agent's spawn limits (`subagents.*`, its own or `agents.defaults`').
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// `maxSpawnDepth`: a session at this depth is a leaf.
+    pub max_spawn_depth: u32,
+    /// `maxChildrenPerAgent`: active children of one session.
+    pub max_children: usize,
+    /// `maxConcurrent` on the agent: active spawned runs of its sessions together.
+    pub max_concurrent: Option<usize>,
+    /// `runTimeoutSeconds`: a child's run limit when the spawn names none.
+    pub run_timeout: Option<Duration>,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_spawn_depth: DEFAULT_SPAWN_DEPTH,
+            max_children: DEFAULT_CHILDREN,
+            max_concurrent: None,
+            run_timeout: None,
+        }
+    }
+}
+
+/// One agent as the Hub sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubAgent {
+    pub id: String,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub when_to_use: Option<String>,
+    pub runtime: RuntimeKind,
+    /// `subagents.allowAgents`; `None`: unset (only its own agent).
+    pub allow_agents: Option<Vec<String>>,
+    pub limits: Limits,
+}
+
+/// Everything the Hub decides by, from one config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubPolicy {
+    pub agents: BTreeMap<String, HubAgent>,
+    pub a2a_enabled: bool,
+    /// Empty: every agent.
+    pub a2a_allow: Vec<String>,
+    pub visibility: Visibility,
+    pub max_ping_pong: u32,
+    /// Spawned runs active in the whole hub (`agents.defaults.subagents.maxConcurrent`).
+    pub max_concurrent: usize,
+    /// Each agent's main session key.
+    pub main_keys: BTreeMap<String, String>,
+}
+
+impl Default for HubPolicy {
+    fn default() -> HubPolicy {
+        HubPolicy {
+            agents: BTreeMap::new(),
+            a2a_enabled: true,
+            a2a_allow: Vec::new(),
+            visibility: Visibility::All,
+            max_ping_pong: DEFAULT_PING_PONG,
+            max_concurrent: DEFAULT_CONCURRENT,
+            main_keys: BTreeMap::new(),
+        }
+    }
+}
+
+/// Whether `id` is named by `patterns` (`*` matches all; `prefix*` a prefix).
+fn listed(patterns: &[String], id: &str) -> bool {
+    patterns.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => id.starts_with(prefix),
+        None => p == id,
+    })
+}
+
+impl HubPolicy {
+    /// The policy of `config`; `main_key` names an agent's main session.
+    pub fn from_config(config: &Config, main_key: impl Fn(&str) -> String) -> HubPolicy {
+        let mut policy = HubPolicy::default();
+        for agent in &config.agents {
+            let spec = &agent.spec;
+            let id = agent.id().to_string();
+            policy.main_keys.insert(id.clone(), main_key(&id));
+            let sub = spec.subagents.as_ref();
+            let identity = spec.identity.as_ref();
+            let limits = Limits {
+                max_spawn_depth: sub
+                    .and_then(|s| s.max_spawn_depth)
+                    .unwrap_or(DEFAULT_SPAWN_DEPTH),
+                max_children: sub
+                    .and_then(|s| s.max_children_per_agent)
+                    .unwrap_or(DEFAULT_CHILDREN),
+                // The defaults' maxConcurrent is the hub's; an agent's own caps that agent
+                // (inherited from the defaults, it caps nothing the hub's does not).
+                max_concurrent: sub.and_then(|s| s.max_concurrent),
+                run_timeout: sub
+                    .and_then(|s| s.run_timeout_seconds)
+                    .filter(|s| *s > 0)
+                    .map(Duration::from_secs),
+            };
+            policy.agents.insert(
+                id.clone(),
+                HubAgent {
+                    id,
+                    name: spec
+                        .name
+                        .clone()
+                        .or_else(|| identity.and_then(|i| i.name.clone())),
+                    description: identity.and_then(|i| i.description.clone()),
+                    when_to_use: identity.and_then(|i| i.when_to_use.clone()),
+                    runtime: spec.runtime.as_ref().map_or(RuntimeKind::None, |r| r.kind),
+                    allow_agents: sub.map(|s| s.allow_agents.clone()),
+                    limits,
+                },
+            );
+        }
+        if let Some(max) = config
+            .agent_defaults
+            .subagents
+            .as_ref()
+            .and_then(|s| s.max_concurrent)
+        {
+            policy.max_concurrent = max;
+        }
+        if let Some(a2a) = &config.tools.agent_to_agent {
+            policy.a2a_enabled = a2a.enabled.unwrap_or(true);
+            policy.a2a_allow = a2a.allow.clone();
+        }
+        if let Some(visibility) = config.tools.sessions.as_ref().and_then(|s| s.visibility) {
+            use crate::config::model::SessionVisibility as V;
+            policy.visibility = match visibility {
+                V::SelfOnly => Visibility::SelfOnly,
+                V::Tree => Visibility::Tree,
+                V::Agent => Visibility::Agent,
+                V::All => Visibility::All,
+            };
+        }
+        if let Some(turns) = config.session.max_ping_pong_turns {
+            policy.max_ping_pong = turns.min(MAX_PING_PONG);
+        }
+        policy
+    }
+
+    /// The spawn limits of agent `agent_id` (the defaults for an agent not in the config).
+    pub fn limits(&self, agent_id: &str) -> Limits {
+        self.agents
+            .get(agent_id)
+            .map(|a| a.limits.clone())
+            .unwrap_or_default()
+    }
+
+    /// `tools.agentToAgent` between two agents; the same agent always may.
+    pub fn agent_to_agent(&self, requester: &str, target: &str) -> Result<(), Denial> {
+        if requester == target {
+            return Ok(());
+        }
+        if !self.a2a_enabled {
+            return Err(Denial::new(
+                Reason::AgentToAgentDisabled,
+                format!(
+                    "agent-to-agent messaging is off (tools.agentToAgent.enabled: false): `{requester}` may not reach `{target}`"
+                ),
+            ));
+        }
+        if !self.a2a_allow.is_empty() {
+            for (who, id) in [("requester", requester), ("target", target)] {
+                if !listed(&self.a2a_allow, id) {
+                    return Err(Denial::new(
+                        Reason::AgentToAgentNotAllowed,
+                        format!(
+                            "the {who} `{id}` is not in tools.agentToAgent.allow, so `{requester}` may not reach `{target}`"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `subagents.allowAgents` of `requester`: may it spawn on `target`?
+    pub fn may_spawn_on(&self, requester: &str, target: &str) -> Result<(), Denial> {
+        if requester == target {
+            return Ok(());
+        }
+        let allowed = self
+            .agents
+            .get(requester)
+            .and_then(|a| a.allow_agents.as_ref())
+            .is_some_and(|allow| listed(allow, target));
+        if allowed {
+            Ok(())
+        } else {
+            Err(Denial::new(
+                Reason::SpawnNotAllowed,
+                format!(
+                    "`{requester}` may not spawn on `{target}`: it is not in `{requester}`'s subagents.allowAgents"
+                ),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> HubPolicy {
+        let mut p = HubPolicy::default();
+        for id in ["a", "b", "c"] {
+            p.agents.insert(
+                id.into(),
+                HubAgent {
+                    id: id.into(),
+                    name: None,
+                    description: None,
+                    when_to_use: None,
+                    runtime: RuntimeKind::Acp,
+                    allow_agents: None,
+                    limits: Limits::default(),
+                },
+            );
+        }
+        p
+    }
+
+    #[test]
+    fn agent_to_agent_is_open_by_default_and_the_allow_list_binds_both_ends() {
+        let mut p = policy();
+        assert!(p.agent_to_agent("a", "b").is_ok());
+        p.a2a_allow = vec!["a".into(), "b".into()];
+        assert!(p.agent_to_agent("a", "b").is_ok());
+        let denied = p.agent_to_agent("a", "c").unwrap_err();
+        assert_eq!(denied.reason, Reason::AgentToAgentNotAllowed);
+        assert!(denied.error.contains("target `c`"), "{}", denied.error);
+        assert_eq!(
+            p.agent_to_agent("c", "a").unwrap_err().reason,
+            Reason::AgentToAgentNotAllowed
+        );
+        p.a2a_allow = vec!["*".into()];
+        assert!(p.agent_to_agent("c", "a").is_ok());
+        p.a2a_enabled = false;
+        assert_eq!(
+            p.agent_to_agent("a", "b").unwrap_err().reason,
+            Reason::AgentToAgentDisabled
+        );
+        // The same agent skips it.
+        assert!(p.agent_to_agent("a", "a").is_ok());
+    }
+
+    #[test]
+    fn spawning_on_another_agent_needs_allow_agents() {
+        let mut p = policy();
+        assert!(p.may_spawn_on("a", "a").is_ok());
+        assert_eq!(
+            p.may_spawn_on("a", "b").unwrap_err().reason,
+            Reason::SpawnNotAllowed
+        );
+        p.agents.get_mut("a").unwrap().allow_agents = Some(vec!["b".into()]);
+        assert!(p.may_spawn_on("a", "b").is_ok());
+        assert!(p.may_spawn_on("a", "c").is_err());
+        p.agents.get_mut("a").unwrap().allow_agents = Some(vec!["*".into()]);
+        assert!(p.may_spawn_on("a", "c").is_ok());
+    }
+}

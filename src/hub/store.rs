@@ -1,0 +1,909 @@
+//! The Hub's rows in the state database (migration 8): capability tokens (hashed), spawned
+//! child sessions, runs and their events; and what it reads of the Access layer's rows
+//! (sessions, transcripts, the conversation a session last took a message from).
+//!
+//! A connection of its own, so that no tool call waits for an apply or a delivery's record;
+//! every call is short and runs on the blocking pool.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use crate::state::{
+    ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode, StateDir, StateError, StateStore,
+};
+
+pub struct HubStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+/// Who holds a live token: the one identity the Hub acts for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TokenOwner {
+    pub agent_id: String,
+    pub session_key: String,
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    pub run_id: String,
+    pub kind: RunKind,
+    pub source_tool: String,
+    pub state: RunState,
+    pub requester_agent_id: Option<String>,
+    pub requester_session_key: Option<String>,
+    pub target_agent_id: String,
+    pub target_session_key: String,
+    pub correlation_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<SpawnMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<Cleanup>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    pub message: String,
+    pub reply: Option<String>,
+    pub error: Option<String>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub updated_at: String,
+}
+
+const RUN_COLUMNS: &str = "run_id, kind, source_tool, state, requester_agent_id, requester_session_key, target_agent_id, target_session_key, correlation_id, mode, cleanup, timeout_seconds, message, reply, error, created_at, started_at, finished_at, updated_at";
+
+fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+    Ok(RunRecord {
+        run_id: r.get(0)?,
+        kind: r.get(1)?,
+        source_tool: r.get(2)?,
+        state: r.get(3)?,
+        requester_agent_id: r.get(4)?,
+        requester_session_key: r.get(5)?,
+        target_agent_id: r.get(6)?,
+        target_session_key: r.get(7)?,
+        correlation_id: r.get(8)?,
+        mode: r.get(9)?,
+        cleanup: r.get(10)?,
+        timeout_seconds: r.get(11)?,
+        message: r.get(12)?,
+        reply: r.get(13)?,
+        error: r.get(14)?,
+        created_at: r.get(15)?,
+        started_at: r.get(16)?,
+        finished_at: r.get(17)?,
+        updated_at: r.get(18)?,
+    })
+}
+
+/// One thing that happened to a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunEvent {
+    pub at: String,
+    /// The state the run entered; `None` for a note (a late event, ignored).
+    pub state: Option<RunState>,
+    pub note: String,
+}
+
+/// What a transition did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    /// The run went from this state to the one asked.
+    From(RunState),
+    /// The run is in this state, which may not become the one asked: nothing changed but a
+    /// note (a late event cannot revive a finished run).
+    Refused(RunState),
+    /// No such run.
+    Missing,
+}
+
+/// What a transition writes besides the state.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub reply: Option<String>,
+    pub error: Option<String>,
+    pub note: String,
+}
+
+/// A session `sessions_spawn` made.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildSession {
+    pub session_key: String,
+    pub agent_id: String,
+    pub kind: ChildKind,
+    pub parent_session_key: String,
+    pub parent_agent_id: String,
+    pub depth: u32,
+    pub label: Option<String>,
+    pub cwd: Option<String>,
+    pub mode: SpawnMode,
+    pub cleanup: Cleanup,
+    pub run_id: String,
+    pub created_at: String,
+    pub closed_at: Option<String>,
+}
+
+const CHILD_COLUMNS: &str = "session_key, agent_id, kind, parent_session_key, parent_agent_id, depth, label, cwd, mode, cleanup, run_id, created_at, closed_at";
+
+fn child_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChildSession> {
+    Ok(ChildSession {
+        session_key: r.get(0)?,
+        agent_id: r.get(1)?,
+        kind: r.get(2)?,
+        parent_session_key: r.get(3)?,
+        parent_agent_id: r.get(4)?,
+        depth: r.get(5)?,
+        label: r.get(6)?,
+        cwd: r.get(7)?,
+        mode: r.get(8)?,
+        cleanup: r.get(9)?,
+        run_id: r.get(10)?,
+        created_at: r.get(11)?,
+        closed_at: r.get(12)?,
+    })
+}
+
+/// A session as the listings see it: every session key with a runtime session, a transcript or
+/// a spawn behind it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownSession {
+    pub session_key: String,
+    /// The agent the key names (`agent:<id>:…`), else the one recorded.
+    pub agent_id: String,
+    /// When it last had a message or was opened.
+    pub last_at: Option<String>,
+    pub last_message: Option<(Provenance, String)>,
+    /// Whether a runtime session is on record for it.
+    pub opened: bool,
+}
+
+/// A transcript row as the Hub shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryRow {
+    pub id: i64,
+    pub provenance: Provenance,
+    pub message_id: Option<String>,
+    pub sender: Option<serde_json::Value>,
+    pub text: String,
+    pub at: String,
+}
+
+/// The conversation a session last took a message from (a delivered envelope's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRoute {
+    pub channel: String,
+    pub account_id: String,
+    pub peer_kind: String,
+    pub peer_id: String,
+    pub thread_id: String,
+}
+
+/// Which runs a listing wants.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub state: Option<RunState>,
+    pub requester_session_key: Option<String>,
+    pub target_session_key: Option<String>,
+    pub agent_id: Option<String>,
+    /// Only runs not yet final.
+    pub active: bool,
+    pub limit: usize,
+}
+
+/// The agent a session key names: `agent:<id>:…`.
+pub fn agent_of(session_key: &str) -> Option<&str> {
+    let rest = session_key.strip_prefix("agent:")?;
+    let (agent, rest) = rest.split_once(':')?;
+    (!agent.is_empty() && !rest.is_empty()).then_some(agent)
+}
+
+/// The trash entry a closed child's transcript goes to.
+pub fn trashed_entry(session_key: &str) -> String {
+    format!("session:{session_key}")
+}
+
+impl HubStore {
+    /// Opens the state database (migrating it) with a connection for the Hub.
+    pub fn open(dir: &StateDir) -> Result<HubStore, StateError> {
+        drop(StateStore::open(dir)?);
+        let path = dir.db();
+        let sql = |source| StateError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let conn = crate::state::connect(&path).map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql)?;
+        Ok(HubStore {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StateError> {
+        let mut conn = self
+            .conn
+            .lock()
+            .map_err(|_| StateError::Corrupt("hub store lock poisoned".into()))?;
+        f(&mut conn).map_err(|source| StateError::Sqlite {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    // ---- tokens ----
+
+    /// Records a new token (its hash) for `owner`, revoking the session's earlier ones: the
+    /// session was opened again, and only its newest runtime session holds a token. Returns
+    /// how many were revoked.
+    pub fn add_token(&self, hash: &str, owner: &TokenOwner) -> Result<usize, StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let revoked = tx.execute(
+                "UPDATE hub_tokens SET revoked_at = ?2, revoked_why = 'superseded: the session was opened again'
+                 WHERE session_key = ?1 AND revoked_at IS NULL",
+                params![owner.session_key, now],
+            )?;
+            tx.execute(
+                "INSERT INTO hub_tokens (token_hash, agent_id, session_key, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![hash, owner.agent_id, owner.session_key, now],
+            )?;
+            tx.commit()?;
+            Ok(revoked)
+        })
+    }
+
+    /// Who holds the live token with this hash.
+    pub fn token_owner(&self, hash: &str) -> Result<Option<TokenOwner>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT agent_id, session_key FROM hub_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
+                [hash],
+                |r| {
+                    Ok(TokenOwner {
+                        agent_id: r.get(0)?,
+                        session_key: r.get(1)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
+    /// Revokes the live tokens of one session; how many.
+    pub fn revoke_session_tokens(&self, session_key: &str, why: &str) -> Result<usize, StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            c.execute(
+                "UPDATE hub_tokens SET revoked_at = ?2, revoked_why = ?3 WHERE session_key = ?1 AND revoked_at IS NULL",
+                params![session_key, now, why],
+            )
+        })
+    }
+
+    /// Revokes the live tokens of every session of an agent; how many.
+    pub fn revoke_agent_tokens(&self, agent_id: &str, why: &str) -> Result<usize, StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            c.execute(
+                "UPDATE hub_tokens SET revoked_at = ?2, revoked_why = ?3 WHERE agent_id = ?1 AND revoked_at IS NULL",
+                params![agent_id, now, why],
+            )
+        })
+    }
+
+    /// Revokes every live token; how many.
+    pub fn revoke_all_tokens(&self, why: &str) -> Result<usize, StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            c.execute(
+                "UPDATE hub_tokens SET revoked_at = ?1, revoked_why = ?2 WHERE revoked_at IS NULL",
+                params![now, why],
+            )
+        })
+    }
+
+    /// How many tokens are live.
+    pub fn live_tokens(&self) -> Result<u64, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT count(*) FROM hub_tokens WHERE revoked_at IS NULL",
+                [],
+                |r| r.get(0),
+            )
+        })
+    }
+
+    // ---- runs ----
+
+    /// Records a new run, `accepted`.
+    pub fn insert_run(&self, run: &RunRecord) -> Result<(), StateError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO hub_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+                ),
+                params![
+                    run.run_id,
+                    run.kind,
+                    run.source_tool,
+                    run.state,
+                    run.requester_agent_id,
+                    run.requester_session_key,
+                    run.target_agent_id,
+                    run.target_session_key,
+                    run.correlation_id,
+                    run.mode,
+                    run.cleanup,
+                    run.timeout_seconds,
+                    run.message,
+                    run.reply,
+                    run.error,
+                    run.created_at,
+                    run.started_at,
+                    run.finished_at,
+                    run.updated_at
+                ],
+            )?;
+            tx.execute(
+                "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, ?3, ?4)",
+                params![run.run_id, run.created_at, run.state, "accepted by the Hub"],
+            )?;
+            tx.commit()
+        })
+    }
+
+    /// Moves a run to `next` if its graph allows it from where it is (one transaction); else
+    /// records the attempt as a note and leaves it.
+    pub fn transition(
+        &self,
+        run_id: &str,
+        next: RunState,
+        outcome: &Outcome,
+    ) -> Result<Moved, StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let current: Option<RunState> = tx
+                .query_row(
+                    "SELECT state FROM hub_runs WHERE run_id = ?1",
+                    [run_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(current) = current else {
+                return Ok(Moved::Missing);
+            };
+            if !current.may_become(next) {
+                let note = format!(
+                    "ignored: {next} after {current}{}{}",
+                    if outcome.note.is_empty() { "" } else { ": " },
+                    outcome.note
+                );
+                tx.execute(
+                    "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, NULL, ?3)",
+                    params![run_id, now, note],
+                )?;
+                tx.commit()?;
+                return Ok(Moved::Refused(current));
+            }
+            let started = next == RunState::Running;
+            tx.execute(
+                "UPDATE hub_runs SET state = ?2, updated_at = ?3,
+                     reply = coalesce(?4, reply), error = coalesce(?5, error),
+                     started_at = CASE WHEN ?6 AND started_at IS NULL THEN ?3 ELSE started_at END,
+                     finished_at = CASE WHEN ?7 THEN ?3 ELSE finished_at END
+                 WHERE run_id = ?1",
+                params![
+                    run_id,
+                    next,
+                    now,
+                    outcome.reply,
+                    outcome.error,
+                    started,
+                    next.is_final()
+                ],
+            )?;
+            tx.execute(
+                "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, ?3, ?4)",
+                params![run_id, now, next, outcome.note],
+            )?;
+            tx.commit()?;
+            Ok(Moved::From(current))
+        })
+    }
+
+    /// Adds a note to a run's events.
+    pub fn note(&self, run_id: &str, note: &str) -> Result<(), StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, NULL, ?3)",
+                params![run_id, now, note],
+            )
+            .map(drop)
+        })
+    }
+
+    pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM hub_runs WHERE run_id = ?1"),
+                [run_id],
+                run_row,
+            )
+            .optional()
+        })
+    }
+
+    /// Runs, newest first.
+    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StateError> {
+        let limit = if filter.limit == 0 { 100 } else { filter.limit };
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM hub_runs
+                 WHERE (?1 IS NULL OR state = ?1)
+                   AND (?2 IS NULL OR requester_session_key = ?2)
+                   AND (?3 IS NULL OR target_session_key = ?3)
+                   AND (?4 IS NULL OR target_agent_id = ?4 OR requester_agent_id = ?4)
+                   AND (NOT ?5 OR state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain'))
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?6"
+            ))?;
+            stmt.query_map(
+                params![
+                    filter.state,
+                    filter.requester_session_key,
+                    filter.target_session_key,
+                    filter.agent_id,
+                    filter.active,
+                    limit as i64
+                ],
+                run_row,
+            )?
+            .collect()
+        })
+    }
+
+    /// Every run not yet in a final state, oldest first (what a restart reconciles).
+    pub fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StateError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM hub_runs
+                 WHERE state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain')
+                 ORDER BY created_at, rowid"
+            ))?;
+            stmt.query_map([], run_row)?.collect()
+        })
+    }
+
+    pub fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StateError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT at, state, note FROM hub_run_events WHERE run_id = ?1 ORDER BY id",
+            )?;
+            stmt.query_map([run_id], |r| {
+                Ok(RunEvent {
+                    at: r.get(0)?,
+                    state: r.get(1)?,
+                    note: r.get(2)?,
+                })
+            })?
+            .collect()
+        })
+    }
+
+    // ---- child sessions ----
+
+    pub fn insert_child(&self, child: &ChildSession) -> Result<(), StateError> {
+        self.with(|c| {
+            c.execute(
+                &format!(
+                    "INSERT INTO hub_sessions ({CHILD_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+                ),
+                params![
+                    child.session_key,
+                    child.agent_id,
+                    child.kind,
+                    child.parent_session_key,
+                    child.parent_agent_id,
+                    child.depth,
+                    child.label,
+                    child.cwd,
+                    child.mode,
+                    child.cleanup,
+                    child.run_id,
+                    child.created_at,
+                    child.closed_at
+                ],
+            )
+            .map(drop)
+        })
+    }
+
+    pub fn child(&self, session_key: &str) -> Result<Option<ChildSession>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                &format!("SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE session_key = ?1"),
+                [session_key],
+                child_row,
+            )
+            .optional()
+        })
+    }
+
+    /// Every child session, open or closed.
+    pub fn children(&self) -> Result<Vec<ChildSession>, StateError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {CHILD_COLUMNS} FROM hub_sessions ORDER BY created_at, rowid"
+            ))?;
+            stmt.query_map([], child_row)?.collect()
+        })
+    }
+
+    /// The children of one session (open or closed), oldest first.
+    pub fn children_of(&self, parent: &str) -> Result<Vec<ChildSession>, StateError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE parent_session_key = ?1 ORDER BY created_at, rowid"
+            ))?;
+            stmt.query_map([parent], child_row)?.collect()
+        })
+    }
+
+    /// The open child session labelled `label` of agent `agent_id`, the newest when several.
+    pub fn child_by_label(
+        &self,
+        agent_id: Option<&str>,
+        label: &str,
+    ) -> Result<Vec<ChildSession>, StateError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE label = ?1 AND closed_at IS NULL
+                 AND (?2 IS NULL OR agent_id = ?2) ORDER BY created_at DESC, rowid DESC"
+            ))?;
+            stmt.query_map(params![label, agent_id], child_row)?
+                .collect()
+        })
+    }
+
+    /// Marks a child closed; whether it was open.
+    pub fn close_child(&self, session_key: &str) -> Result<bool, StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            c.execute(
+                "UPDATE hub_sessions SET closed_at = ?2 WHERE session_key = ?1 AND closed_at IS NULL",
+                params![session_key, now],
+            )
+            .map(|n| n > 0)
+        })
+    }
+
+    /// Marks every open child session of agent `agent_id` closed (the agent was deleted).
+    pub fn close_agent_children(&self, agent_id: &str) -> Result<usize, StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            c.execute(
+                "UPDATE hub_sessions SET closed_at = ?2 WHERE agent_id = ?1 AND closed_at IS NULL",
+                params![agent_id, now],
+            )
+        })
+    }
+
+    /// Moves a session's transcript and session row into the trash tables, under entry
+    /// `session:<key>` (`cleanup: delete`): the session is gone from every listing, its words
+    /// kept for the operator.
+    pub fn trash_session(&self, session_key: &str) -> Result<(), StateError> {
+        let entry = trashed_entry(session_key);
+        self.with(|c| {
+            let tx = c.transaction()?;
+            tx.execute(
+                "INSERT INTO trash_transcript (entry, id, session_key, provenance, message_id, sender, text, route, at)
+                 SELECT ?1, id, session_key, provenance, message_id, sender, text, route, at FROM transcript WHERE session_key = ?2",
+                params![entry, session_key],
+            )?;
+            tx.execute("DELETE FROM transcript WHERE session_key = ?1", [session_key])?;
+            tx.execute(
+                "INSERT INTO trash_sessions (entry, session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at)
+                 SELECT ?1, session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at FROM sessions WHERE session_key = ?2",
+                params![entry, session_key],
+            )?;
+            tx.execute("DELETE FROM sessions WHERE session_key = ?1", [session_key])?;
+            tx.commit()
+        })
+    }
+
+    // ---- what the Hub reads of the Access layer's rows ----
+
+    /// Every session key with a runtime session, a transcript, or an open spawn.
+    pub fn known_sessions(&self) -> Result<Vec<KnownSession>, StateError> {
+        self.with(|c| {
+            let mut out: std::collections::BTreeMap<String, KnownSession> =
+                std::collections::BTreeMap::new();
+            let entry = |key: &str, agent: Option<String>| KnownSession {
+                session_key: key.to_string(),
+                agent_id: agent_of(key)
+                    .map(str::to_string)
+                    .or(agent)
+                    .unwrap_or_default(),
+                last_at: None,
+                last_message: None,
+                opened: false,
+            };
+            let mut stmt = c.prepare("SELECT session_key, agent_id, updated_at FROM sessions")?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?;
+            for row in rows {
+                let (key, agent, at) = row?;
+                let e = out
+                    .entry(key.clone())
+                    .or_insert_with(|| entry(&key, Some(agent)));
+                e.opened = true;
+                e.last_at = Some(at);
+            }
+            let mut stmt = c.prepare(
+                "SELECT session_key, agent_id, created_at FROM hub_sessions WHERE closed_at IS NULL",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?;
+            for row in rows {
+                let (key, agent, at) = row?;
+                let e = out
+                    .entry(key.clone())
+                    .or_insert_with(|| entry(&key, Some(agent)));
+                if e.last_at.as_deref().is_none_or(|t| t < at.as_str()) {
+                    e.last_at = Some(at);
+                }
+            }
+            let mut stmt = c.prepare(
+                "SELECT t.session_key, t.provenance, t.text, t.at FROM transcript t
+                 JOIN (SELECT session_key, max(id) AS last FROM transcript GROUP BY session_key) l
+                 ON t.id = l.last",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Provenance>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })?;
+            for row in rows {
+                let (key, provenance, text, at) = row?;
+                let e = out.entry(key.clone()).or_insert_with(|| entry(&key, None));
+                if e.last_at.as_deref().is_none_or(|t| t <= at.as_str()) {
+                    e.last_at = Some(at);
+                }
+                e.last_message = Some((provenance, text));
+            }
+            Ok(out.into_values().filter(|s| !s.agent_id.is_empty()).collect())
+        })
+    }
+
+    /// Whether a session key has a runtime session, a transcript or an open spawn.
+    pub fn session_exists(&self, session_key: &str) -> Result<bool, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT EXISTS (SELECT 1 FROM sessions WHERE session_key = ?1)
+                     OR EXISTS (SELECT 1 FROM transcript WHERE session_key = ?1)
+                     OR EXISTS (SELECT 1 FROM hub_sessions WHERE session_key = ?1 AND closed_at IS NULL)",
+                [session_key],
+                |r| r.get(0),
+            )
+        })
+    }
+
+    /// A page of a session's transcript, newest last: the `limit` rows before the newest
+    /// `offset`. From the trash tables when the session was trashed (`cleanup: delete`).
+    pub fn history(
+        &self,
+        session_key: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<HistoryRow>, StateError> {
+        self.with(|c| {
+            let read = |sql: &str, key: &str| -> rusqlite::Result<Vec<HistoryRow>> {
+                let mut stmt = c.prepare(sql)?;
+                let rows = stmt.query_map(params![key, limit as i64, offset as i64], |r| {
+                    Ok(HistoryRow {
+                        id: r.get(0)?,
+                        provenance: r.get(1)?,
+                        message_id: r.get(2)?,
+                        sender: r
+                            .get::<_, Option<String>>(3)?
+                            .and_then(|s| serde_json::from_str(&s).ok()),
+                        text: r.get(4)?,
+                        at: r.get(5)?,
+                    })
+                })?;
+                rows.collect()
+            };
+            let mut rows = read(
+                "SELECT id, provenance, message_id, sender, text, at FROM transcript
+                 WHERE session_key = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3",
+                session_key,
+            )?;
+            if rows.is_empty() && offset == 0 {
+                rows = read(
+                    "SELECT id, provenance, message_id, sender, text, at FROM trash_transcript
+                     WHERE entry = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3",
+                    &trashed_entry(session_key),
+                )?;
+            }
+            rows.reverse();
+            Ok(rows)
+        })
+    }
+
+    /// The conversation a session last took a delivered envelope from.
+    pub fn session_route(&self, session_key: &str) -> Result<Option<SessionRoute>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT channel, account_id, peer_kind, peer_id, thread_id FROM deliveries
+                 WHERE session_key = ?1 ORDER BY at DESC, rowid DESC LIMIT 1",
+                [session_key],
+                |r| {
+                    Ok(SessionRoute {
+                        channel: r.get(0)?,
+                        account_id: r.get(1)?,
+                        peer_kind: r.get(2)?,
+                        peer_id: r.get(3)?,
+                        thread_id: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
+    /// Whether an agent with this id was deleted (its entry is in the trash).
+    pub fn agent_in_trash(&self, agent_id: &str) -> Result<bool, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT EXISTS (SELECT 1 FROM trash WHERE agent_id = ?1)",
+                [agent_id],
+                |r| r.get(0),
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, HubStore) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = HubStore::open(&dir).unwrap();
+        (tmp, store)
+    }
+
+    fn run(id: &str) -> RunRecord {
+        let now = crate::clock::now();
+        RunRecord {
+            run_id: id.into(),
+            kind: RunKind::Send,
+            source_tool: "sessions_send".into(),
+            state: RunState::Accepted,
+            requester_agent_id: Some("a".into()),
+            requester_session_key: Some("agent:a:main".into()),
+            target_agent_id: "b".into(),
+            target_session_key: "agent:b:main".into(),
+            correlation_id: "c".into(),
+            mode: None,
+            cleanup: None,
+            timeout_seconds: None,
+            message: "hi".into(),
+            reply: None,
+            error: None,
+            created_at: now.clone(),
+            started_at: None,
+            finished_at: None,
+            updated_at: now,
+        }
+    }
+
+    #[test]
+    fn a_token_is_found_by_its_hash_until_revoked_or_superseded() {
+        let (_tmp, store) = store();
+        let owner = TokenOwner {
+            agent_id: "a".into(),
+            session_key: "agent:a:main".into(),
+        };
+        assert_eq!(store.add_token("sha256:1", &owner).unwrap(), 0);
+        assert_eq!(store.token_owner("sha256:1").unwrap(), Some(owner.clone()));
+        // Opened again: the new token replaces the old one.
+        assert_eq!(store.add_token("sha256:2", &owner).unwrap(), 1);
+        assert_eq!(store.token_owner("sha256:1").unwrap(), None);
+        assert_eq!(
+            store
+                .revoke_session_tokens("agent:a:main", "closed")
+                .unwrap(),
+            1
+        );
+        assert_eq!(store.token_owner("sha256:2").unwrap(), None);
+        assert_eq!(store.live_tokens().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_final_run_is_never_revived_and_the_attempt_is_noted() {
+        let (_tmp, store) = store();
+        store.insert_run(&run("r1")).unwrap();
+        let o = Outcome::default();
+        assert_eq!(
+            store.transition("r1", RunState::Running, &o).unwrap(),
+            Moved::From(RunState::Accepted)
+        );
+        assert_eq!(
+            store
+                .transition("r1", RunState::CancelRequested, &o)
+                .unwrap(),
+            Moved::From(RunState::Running)
+        );
+        assert_eq!(
+            store.transition("r1", RunState::Cancelled, &o).unwrap(),
+            Moved::From(RunState::CancelRequested)
+        );
+        let late = Outcome {
+            reply: Some("late words".into()),
+            note: "the runtime answered end_turn".into(),
+            ..Outcome::default()
+        };
+        assert_eq!(
+            store.transition("r1", RunState::Completed, &late).unwrap(),
+            Moved::Refused(RunState::Cancelled)
+        );
+        let record = store.run("r1").unwrap().unwrap();
+        assert_eq!(record.state, RunState::Cancelled);
+        assert_eq!(record.reply, None);
+        assert!(record.finished_at.is_some());
+        let events = store.run_events("r1").unwrap();
+        assert_eq!(events.len(), 5, "{events:?}");
+        assert_eq!(events[4].state, None);
+        assert!(
+            events[4]
+                .note
+                .contains("ignored: completed after cancelled")
+        );
+        assert_eq!(
+            store.transition("nope", RunState::Running, &o).unwrap(),
+            Moved::Missing
+        );
+        assert!(store.unfinished_runs().unwrap().is_empty());
+    }
+
+    #[test]
+    fn session_keys_name_their_agent() {
+        assert_eq!(agent_of("agent:main:main"), Some("main"));
+        assert_eq!(agent_of("agent:a:subagent:x"), Some("a"));
+        assert_eq!(agent_of("agent::main"), None);
+        assert_eq!(agent_of("agent:a"), None);
+        assert_eq!(agent_of("nope"), None);
+    }
+}

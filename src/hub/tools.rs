@@ -1,0 +1,229 @@
+//! The tools the Hub offers over MCP (hub.md, "Tools"): their names, descriptions and input
+//! schemas (written for a model to use them unprompted), and the typed arguments each call is
+//! decoded into. Names, parameters and result shapes follow OpenClaw.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The longest message `sessions_send` carries, and the longest task `sessions_spawn` gives.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// `sessions_send`'s wait when `timeoutSeconds` is not given.
+pub const DEFAULT_WAIT_SECONDS: u64 = 30;
+/// The longest wait a call may ask for.
+pub const MAX_WAIT_SECONDS: u64 = 3600;
+/// The most sessions `sessions_list` returns.
+pub const MAX_LIST: usize = 200;
+/// The most bytes `sessions_history` returns.
+pub const HISTORY_CAP_BYTES: usize = 80 * 1024;
+
+pub const AGENTS_LIST: &str = "agents_list";
+pub const SESSIONS_LIST: &str = "sessions_list";
+pub const SESSIONS_HISTORY: &str = "sessions_history";
+pub const SESSIONS_SEND: &str = "sessions_send";
+pub const SESSIONS_SPAWN: &str = "sessions_spawn";
+pub const SUBAGENTS: &str = "subagents";
+pub const SESSION_STATUS: &str = "session_status";
+
+pub const ALL: [&str; 7] = [
+    AGENTS_LIST,
+    SESSIONS_LIST,
+    SESSIONS_HISTORY,
+    SESSIONS_SEND,
+    SESSIONS_SPAWN,
+    SUBAGENTS,
+    SESSION_STATUS,
+];
+
+/// The MCP tool definitions (`name`, `description`, `inputSchema`) a caller gets; a leaf (a
+/// session at the deepest spawn depth) gets no `sessions_spawn`.
+pub fn definitions(leaf: bool) -> Vec<Value> {
+    let mut tools = vec![
+        json!({
+            "name": AGENTS_LIST,
+            "description": "List the other agents of this hub that you may work with: their ids, names, what they are for, whether you may message them (canSend) or spawn work on them (canSpawn), and whether their runtime is up. Call this first when a task needs another agent.",
+            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false}
+        }),
+        json!({
+            "name": SESSIONS_LIST,
+            "description": "List the sessions (conversations) you may see: your own, the ones you spawned, and other agents' where policy allows. Each has a sessionKey you can pass to sessions_history or sessions_send.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "properties": {
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST, "description": "Most sessions to return (default 50, at most 200), most recently active first."},
+                "agentId": {"type": "string", "description": "Only this agent's sessions."},
+                "kinds": {"type": "array", "items": {"type": "string", "enum": ["main", "group", "subagent", "acp", "other"]}, "description": "Only sessions of these kinds."},
+                "activeMinutes": {"type": "integer", "minimum": 1, "description": "Only sessions active within this many minutes."},
+                "includeLastMessage": {"type": "boolean", "description": "Include each session's last message (shortened)."}
+            }}
+        }),
+        json!({
+            "name": SESSIONS_HISTORY,
+            "description": "Read a session's transcript, oldest first and newest last (at most 80 KB; secrets are redacted). Use it to catch up on what another session said before messaging it.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["sessionKey"], "properties": {
+                "sessionKey": {"type": "string", "description": "The session to read (from sessions_list)."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "Most messages (default 20)."},
+                "offset": {"type": "integer", "minimum": 0, "description": "Skip this many of the newest messages (to page back)."},
+                "includeTools": {"type": "boolean", "description": "Also include the notes deepcli recorded about the session (how it was opened, errors)."}
+            }}
+        }),
+        json!({
+            "name": SESSIONS_SEND,
+            "description": "Send a message to another agent's session and (by default) wait for its reply. Address it by sessionKey, by the label of a session you spawned, or by agentId (that agent's main session). The reply comes back in `reply`. With timeoutSeconds 0 the message is only queued (status accepted). The other agent sees it as a message from you, not from the user.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["message"], "properties": {
+                "message": {"type": "string", "maxLength": MAX_MESSAGE_BYTES, "description": "What to say (at most 64 KiB)."},
+                "sessionKey": {"type": "string", "description": "The target session's key."},
+                "label": {"type": "string", "description": "The label of a session spawned with sessions_spawn."},
+                "agentId": {"type": "string", "description": "An agent id: its main session."},
+                "timeoutSeconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS, "description": "How long to wait for the reply (default 30; 0 = don't wait)."}
+            }}
+        }),
+        json!({
+            "name": SESSIONS_SPAWN,
+            "description": "Start a child session that works on a task in the background, on your own agent or on another one you are allowed to use (see agents_list canSpawn). Returns at once with the child's sessionKey and runId; when the child finishes, its final answer is delivered to you as a message (subagent_announce). Use subagents to list, wait for or cancel children.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["task"], "properties": {
+                "task": {"type": "string", "maxLength": MAX_MESSAGE_BYTES, "description": "What the child should do, self-contained (it does not see your conversation)."},
+                "agentId": {"type": "string", "description": "The agent to run the child on (default: your own)."},
+                "runtime": {"type": "string", "enum": ["subagent", "acp"], "description": "subagent (default): a subagent session on the agent's runtime; acp: an ACP session of an ACP agent."},
+                "label": {"type": "string", "maxLength": 64, "description": "A short name to address the child by later."},
+                "mode": {"type": "string", "enum": ["run", "session"], "description": "run (default): one task, then done; session: stays open for more sessions_send messages."},
+                "cleanup": {"type": "string", "enum": ["delete", "keep"], "description": "After a run-mode child finishes: delete closes it and trashes its transcript; keep (default) leaves it readable."},
+                "runTimeoutSeconds": {"type": "integer", "minimum": 0, "maximum": 86400, "description": "Stop the child's run after this many seconds (0 = no limit beyond the hub's)."},
+                "cwd": {"type": "string", "description": "Absolute working directory for the child session (default: the agent's workspace)."}
+            }}
+        }),
+        json!({
+            "name": SUBAGENTS,
+            "description": "Manage the children you spawned: list them with their run states, wait for one to finish, or cancel one. A cancel the runtime does not confirm ends as `uncertain`, never as `cancelled`.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["action"], "properties": {
+                "action": {"type": "string", "enum": ["list", "wait", "cancel"], "description": "What to do."},
+                "target": {"type": "string", "description": "wait/cancel: the child's runId, sessionKey or label."},
+                "timeoutSeconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS, "description": "wait: how long to wait (default 30)."}
+            }}
+        }),
+        json!({
+            "name": SESSION_STATUS,
+            "description": "Your own session: its key, your agent id, model, how many messages wait in its queue, its spawn depth and parent, and how much of the spawn budget you use.",
+            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false}
+        }),
+    ];
+    if leaf {
+        tools.retain(|t| t["name"] != SESSIONS_SPAWN);
+    }
+    tools
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ListArgs {
+    pub limit: Option<usize>,
+    pub agent_id: Option<String>,
+    pub kinds: Option<Vec<String>>,
+    pub active_minutes: Option<u64>,
+    #[serde(default)]
+    pub include_last_message: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HistoryArgs {
+    pub session_key: String,
+    pub limit: Option<usize>,
+    pub offset: Option<usize>,
+    #[serde(default)]
+    pub include_tools: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SendArgs {
+    pub message: String,
+    pub session_key: Option<String>,
+    pub label: Option<String>,
+    pub agent_id: Option<String>,
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SpawnArgs {
+    pub task: String,
+    pub agent_id: Option<String>,
+    pub runtime: Option<SpawnRuntime>,
+    pub label: Option<String>,
+    pub mode: Option<crate::state::SpawnMode>,
+    pub cleanup: Option<crate::state::Cleanup>,
+    pub run_timeout_seconds: Option<u64>,
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpawnRuntime {
+    Subagent,
+    Acp,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SubagentsArgs {
+    pub action: SubagentsAction,
+    pub target: Option<String>,
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubagentsAction {
+    List,
+    Wait,
+    Cancel,
+}
+
+/// Decodes a call's arguments; the error names what is wrong, for the model.
+pub fn decode<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result<T, String> {
+    let args = if args.is_null() { json!({}) } else { args };
+    serde_json::from_value(args).map_err(|e| {
+        let message = e.to_string();
+        let message = message
+            .rsplit_once(" at line ")
+            .map_or(message.as_str(), |(m, _)| m)
+            .to_string();
+        format!("bad arguments for `{tool}`: {message}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_a_described_object_schema_and_a_leaf_cannot_spawn() {
+        let all = definitions(false);
+        assert_eq!(all.len(), ALL.len());
+        for tool in &all {
+            assert!(tool["description"].as_str().unwrap().len() > 40, "{tool}");
+            assert_eq!(tool["inputSchema"]["type"], "object");
+            for (name, prop) in tool["inputSchema"]["properties"].as_object().unwrap() {
+                assert!(prop["description"].is_string(), "{name} of {tool}");
+            }
+        }
+        assert!(
+            !definitions(true)
+                .iter()
+                .any(|t| t["name"] == SESSIONS_SPAWN)
+        );
+    }
+
+    #[test]
+    fn bad_arguments_say_what_is_wrong() {
+        let e = decode::<SendArgs>(SESSIONS_SEND, json!({"mesage": "hi"})).unwrap_err();
+        assert!(e.contains("unknown field `mesage`"), "{e}");
+        let e = decode::<SendArgs>(SESSIONS_SEND, json!({"message": 3})).unwrap_err();
+        assert!(e.contains("invalid type"), "{e}");
+        let e = decode::<SpawnArgs>(SESSIONS_SPAWN, json!({"task": "x", "mode": "forever"}))
+            .unwrap_err();
+        assert!(e.contains("unknown variant `forever`"), "{e}");
+    }
+}
