@@ -284,6 +284,41 @@ pub struct AdapterLive {
     pub dead_letters: u64,
 }
 
+/// The seed-001 discussions in the conversation `session_key` names, for `sessions show`:
+/// each thread's bot rounds and state (only the session's own thread when the key names one).
+/// Empty when the key names no platform conversation or nothing was discussed in it.
+pub fn discussions(cx: &Cx, session_key: &str) -> Vec<serde_json::Value> {
+    // agent:<agent>:<channel>:<kind>:<conversation>[:thread:<thread id>]
+    let parts: Vec<&str> = session_key.splitn(7, ':').collect();
+    let (channel, conversation) = match parts.as_slice() {
+        ["agent", _, channel, _, conversation, ..] => (*channel, *conversation),
+        _ => return Vec::new(),
+    };
+    let thread = match parts.as_slice() {
+        [.., "thread", thread] if parts.len() == 7 => Some(*thread),
+        _ => None,
+    };
+    let threads = match cx.store.threads_of(channel, conversation) {
+        Ok(threads) => threads,
+        Err(e) => {
+            tracing::warn!(error = %e, "sessions show: the discussions could not be read");
+            return Vec::new();
+        }
+    };
+    threads
+        .into_iter()
+        .filter(|(id, _)| thread.is_none_or(|t| t.eq_ignore_ascii_case(id)))
+        .map(|(id, t)| {
+            serde_json::json!({
+                "threadId": id,
+                "rounds": t.rounds,
+                "state": t.state.as_str(),
+                "noticeSent": t.notice_sent,
+            })
+        })
+        .collect()
+}
+
 /// Every account's live adapter status, by (channel, account).
 pub type LiveMap = Arc<RwLock<BTreeMap<(String, String), AdapterLive>>>;
 

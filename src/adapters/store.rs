@@ -396,6 +396,7 @@ impl AdapterStore {
     }
 
     /// Every discussion of a conversation's threads, for `sessions show`: thread id → state.
+    /// The conversation is matched without regard to case: session keys are lower case.
     pub fn threads_of(
         &self,
         channel: &str,
@@ -404,7 +405,7 @@ impl AdapterStore {
         self.with(|c| {
             let mut q = c.prepare(
                 "SELECT thread_id, rounds, state, notice_sent FROM discussions
-                 WHERE channel = ?1 AND conversation = ?2 ORDER BY thread_id",
+                 WHERE channel = ?1 AND conversation = ?2 COLLATE NOCASE ORDER BY thread_id",
             )?;
             q.query_map(params![channel, conversation], |r| {
                 Ok((

@@ -115,8 +115,25 @@ async fn hub_rpc(shared: &Shared, body: &[u8]) -> Option<serde_json::Value> {
         .cloned()
         .unwrap_or(serde_json::Value::Null);
     let params = request.get("params").cloned().unwrap_or(json!({}));
+    let session_key = (method == "sessions/show")
+        .then(|| params["sessionKey"].as_str().map(str::to_string))
+        .flatten();
     Some(match shared.hub.operator(method, params).await {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Ok(mut result) => {
+            // A platform thread's discussion (adapters.md, seed 001) is the adapters' to tell.
+            if let Some(key) = session_key {
+                let adapters = shared.adapters.clone();
+                let threads = tokio::task::spawn_blocking(move || {
+                    crate::adapters::discussions(&adapters, &key)
+                })
+                .await
+                .unwrap_or_default();
+                if !threads.is_empty() {
+                    result["discussions"] = threads.into();
+                }
+            }
+            json!({"jsonrpc": "2.0", "id": id, "result": result})
+        }
         Err(e) => {
             json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.rpc_code(), "message": e.to_string()}})
         }

@@ -221,6 +221,27 @@ fn two_slack_bots_in_one_thread_stop_at_max_rounds_and_at_the_close_marker() {
     let log = channel_log(&up, "slack");
     assert!(log.contains("discussion paused"), "{log}");
     assert!(log.contains("why=discussion-"), "{log}");
+    // `sessions show` tells the thread's rounds and state, for every session in the channel.
+    let listed = deepcli(&up, &["sessions", "list", "--json"]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let keys: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["sessionKey"].as_str())
+        .filter(|k| k.contains(":slack:") && k.contains("c0disc"))
+        .collect();
+    assert!(!keys.is_empty(), "{listed:#}");
+    for key in keys {
+        let shown = deepcli(&up, &["sessions", "show", key, "--json"]);
+        assert!(shown.status.success(), "{shown:?}");
+        let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        assert_eq!(
+            shown["discussions"],
+            json!([{"threadId": thread, "rounds": 4, "state": "limit", "noticeSent": true}]),
+            "{shown:#}"
+        );
+    }
 
     // A human re-opens it: four more rounds, one more notice.
     fake.human("C0DISC", "U0HUMAN", "go on", Some(&thread));
