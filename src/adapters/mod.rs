@@ -452,6 +452,51 @@ impl Running {
         self.set_state(ConnectionState::Connected, None);
     }
 
+    /// What an earlier run took into the inbox and did not finish, oldest first.
+    async fn pending(&self) -> Vec<(String, serde_json::Value)> {
+        let (store, c, a) = (
+            self.cx.store.clone(),
+            self.spec.channel.clone(),
+            self.spec.account.clone(),
+        );
+        let pending = tokio::task::spawn_blocking(move || store.pending(&c, &a))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        pending
+            .into_iter()
+            .filter_map(|p| Some((p.event_id, serde_json::from_str(&p.body).ok()?)))
+            .collect()
+    }
+
+    /// Records one event (`what` `id`, e.g. `event` or `update`) in the inbox: whether it is
+    /// new. A redelivery of one taken before is counted and logged.
+    async fn take_one(
+        &self,
+        what: &str,
+        id: &str,
+        body: &serde_json::Value,
+    ) -> Result<bool, String> {
+        let (store, c, a, events) = (
+            self.cx.store.clone(),
+            self.spec.channel.clone(),
+            self.spec.account.clone(),
+            vec![(id.to_string(), body.to_string())],
+        );
+        let fresh = tokio::task::spawn_blocking(move || store.take(&c, &a, &events, None))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        let fresh = fresh.first() == Some(&true);
+        if !fresh {
+            self.event_taken();
+            self.log(&format!("redelivery {what}={id} (taken before)"))
+                .await;
+        }
+        Ok(fresh)
+    }
+
     fn event_taken(&self) {
         self.update(|l| {
             l.events += 1;

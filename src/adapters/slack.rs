@@ -311,20 +311,8 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
 }
 
 async fn replay(running: &Arc<Running>) {
-    let (store, c, a) = (
-        running.cx.store.clone(),
-        running.spec.channel.clone(),
-        running.spec.account.clone(),
-    );
-    let pending = tokio::task::spawn_blocking(move || store.pending(&c, &a))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    for p in pending {
-        if let Ok(payload) = serde_json::from_str(&p.body) {
-            dispatch(running, p.event_id, payload, true);
-        }
+    for (id, payload) in running.pending().await {
+        dispatch(running, id, payload, true);
     }
 }
 
@@ -335,23 +323,8 @@ pub async fn take(running: &Arc<Running>, payload: Value) -> Result<(), String> 
         .as_str()
         .ok_or("the event has no `event_id`")?
         .to_string();
-    let (store, c, a, events) = (
-        running.cx.store.clone(),
-        running.spec.channel.clone(),
-        running.spec.account.clone(),
-        vec![(id.clone(), payload.to_string())],
-    );
-    let fresh = tokio::task::spawn_blocking(move || store.take(&c, &a, &events, None))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    if fresh.first() == Some(&true) {
+    if running.take_one("event", &id, &payload).await? {
         dispatch(running, id, payload, false);
-    } else {
-        running.event_taken();
-        running
-            .log(&format!("redelivery event={id} (taken before)"))
-            .await;
     }
     Ok(())
 }

@@ -261,52 +261,25 @@ async fn poll(running: &Arc<Running>, api: &Api<'_>) -> Stop {
 
 /// Hands in again what an earlier run took and did not finish.
 async fn replay(running: &Arc<Running>) {
-    let (store, c, a) = (
-        running.cx.store.clone(),
-        running.spec.channel.clone(),
-        running.spec.account.clone(),
-    );
-    let pending = tokio::task::spawn_blocking(move || store.pending(&c, &a))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
+    let pending = running.pending().await;
     if !pending.is_empty() {
         running
             .log(&format!("replaying updates={}", pending.len()))
             .await;
     }
-    for p in pending {
-        if let Ok(update) = serde_json::from_str(&p.body) {
-            dispatch(running, p.event_id, update, true);
-        }
+    for (id, update) in pending {
+        dispatch(running, id, update, true);
     }
 }
 
-/// Takes one update from the webhook: recorded, then handled in its chat's lane. Whether it
-/// was new.
+/// Takes one update from the webhook: recorded, then handled in its chat's lane.
 pub async fn take(running: &Arc<Running>, update: Value) -> Result<(), String> {
     let id = update["update_id"]
         .as_i64()
         .ok_or("the update has no `update_id`")?
         .to_string();
-    let (store, c, a, events) = (
-        running.cx.store.clone(),
-        running.spec.channel.clone(),
-        running.spec.account.clone(),
-        vec![(id.clone(), update.to_string())],
-    );
-    let fresh = tokio::task::spawn_blocking(move || store.take(&c, &a, &events, None))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    if fresh.first() == Some(&true) {
+    if running.take_one("update", &id, &update).await? {
         dispatch(running, id, update, false);
-    } else {
-        running.event_taken();
-        running
-            .log(&format!("redelivery update={id} (taken before)"))
-            .await;
     }
     Ok(())
 }
