@@ -5,16 +5,12 @@
 //! A connection of its own, so that a delivery never waits for an apply; every call is short
 //! and runs on the blocking pool.
 
-use std::path::PathBuf;
-use std::sync::Mutex;
-
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::state::{Provenance, StateDir, StateError, StateStore};
+use crate::state::{Provenance, StateDir, StateError};
 
 pub struct AccessStore {
-    conn: Mutex<Connection>,
-    path: PathBuf,
+    db: crate::state::LayerConnection,
 }
 
 /// One transcript row to append.
@@ -124,20 +120,8 @@ pub struct RuntimeSession {
 impl AccessStore {
     /// Opens the state database (migrating it) with a connection for the Access layer.
     pub fn open(dir: &StateDir) -> Result<AccessStore, StateError> {
-        drop(StateStore::open(dir)?);
-        let path = dir.db();
-        let sql = |source| StateError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let conn = crate::state::connect(&path).map_err(sql)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sql)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(sql)?;
         Ok(AccessStore {
-            conn: Mutex::new(conn),
-            path,
+            db: crate::state::LayerConnection::open(dir, "access")?,
         })
     }
 
@@ -145,14 +129,7 @@ impl AccessStore {
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
-        let mut conn = self
-            .conn
-            .lock()
-            .map_err(|_| StateError::Corrupt("access store lock poisoned".into()))?;
-        f(&mut conn).map_err(|source| StateError::Sqlite {
-            path: self.path.clone(),
-            source,
-        })
+        self.db.with(f)
     }
 
     /// The response first sent for this envelope, if it was delivered.

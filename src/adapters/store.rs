@@ -5,16 +5,12 @@
 //! A connection of its own (as the Access layer has): an event is taken while an apply runs.
 //! Every call is short; callers run it on the blocking pool.
 
-use std::path::PathBuf;
-use std::sync::Mutex;
-
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::state::{StateDir, StateError, StateStore};
+use crate::state::{StateDir, StateError};
 
 pub struct AdapterStore {
-    conn: Mutex<Connection>,
-    path: PathBuf,
+    db: crate::state::LayerConnection,
 }
 
 /// One event in the inbox.
@@ -81,20 +77,8 @@ pub struct Thread {
 
 impl AdapterStore {
     pub fn open(dir: &StateDir) -> Result<AdapterStore, StateError> {
-        drop(StateStore::open(dir)?);
-        let path = dir.db();
-        let sql = |source| StateError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let conn = crate::state::connect(&path).map_err(sql)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sql)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(sql)?;
         Ok(AdapterStore {
-            conn: Mutex::new(conn),
-            path,
+            db: crate::state::LayerConnection::open(dir, "adapter")?,
         })
     }
 
@@ -102,14 +86,7 @@ impl AdapterStore {
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
-        let mut conn = self
-            .conn
-            .lock()
-            .map_err(|_| StateError::Corrupt("adapter store lock poisoned".into()))?;
-        f(&mut conn).map_err(|source| StateError::Sqlite {
-            path: self.path.clone(),
-            source,
-        })
+        self.db.with(f)
     }
 
     /// The next `getUpdates` offset recorded for an account.

@@ -5,19 +5,15 @@
 //! A connection of its own, so that no tool call waits for an apply or a delivery's record;
 //! every call is short and runs on the blocking pool.
 
-use std::path::PathBuf;
-use std::sync::Mutex;
-
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use crate::state::{
-    ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode, StateDir, StateError, StateStore,
+    ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode, StateDir, StateError,
 };
 
 pub struct HubStore {
-    conn: Mutex<Connection>,
-    path: PathBuf,
+    db: crate::state::LayerConnection,
 }
 
 /// Who holds a live token: the one identity the Hub acts for.
@@ -213,20 +209,8 @@ pub fn trashed_entry(session_key: &str) -> String {
 impl HubStore {
     /// Opens the state database (migrating it) with a connection for the Hub.
     pub fn open(dir: &StateDir) -> Result<HubStore, StateError> {
-        drop(StateStore::open(dir)?);
-        let path = dir.db();
-        let sql = |source| StateError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let conn = crate::state::connect(&path).map_err(sql)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sql)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(sql)?;
         Ok(HubStore {
-            conn: Mutex::new(conn),
-            path,
+            db: crate::state::LayerConnection::open(dir, "hub")?,
         })
     }
 
@@ -234,14 +218,7 @@ impl HubStore {
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
-        let mut conn = self
-            .conn
-            .lock()
-            .map_err(|_| StateError::Corrupt("hub store lock poisoned".into()))?;
-        f(&mut conn).map_err(|source| StateError::Sqlite {
-            path: self.path.clone(),
-            source,
-        })
+        self.db.with(f)
     }
 
     // ---- tokens ----

@@ -6,6 +6,7 @@
 //! not touch the world beyond the state directory (that is `apply`).
 
 mod damage;
+mod layer;
 pub mod lease;
 pub mod pairing;
 mod paths;
@@ -18,6 +19,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 pub use damage::Damage;
+pub use layer::LayerConnection;
 pub use lease::LeaseHolder;
 pub use paths::StateDir;
 pub use stored::{
