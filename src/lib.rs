@@ -15,6 +15,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod access;
+pub mod adapters;
 pub(crate) mod apply;
 mod cli;
 pub(crate) mod clock;

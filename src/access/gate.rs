@@ -208,6 +208,21 @@ impl Access {
         let Some(account) = plan.policy.account(&key.channel, &key.account_id) else {
             return Ok(None);
         };
+        // The bot's id as its adapter learnt it stands in for an unset `botUserId`.
+        let learnt;
+        let account = match (
+            &account.bot_user_id,
+            self.live_bot(&key.channel, &key.account_id),
+        ) {
+            (None, Some(bot)) => {
+                learnt = account.with_bot_user_id(
+                    &bot,
+                    "the bot's id as its platform adapter learnt it (getMe / auth.test)",
+                );
+                &learnt
+            }
+            _ => account,
+        };
         let facts = &envelope.facts;
         let input = &envelope.route;
         let conversation = Conversation::of_peer_kind(input.peer.as_ref().map(|p| p.kind.as_str()));
@@ -349,22 +364,8 @@ impl Access {
         }
         self.metrics
             .gated(&key.channel, &key.account_id, gate.reason.as_str());
-        if let Some(text) = reply["text"].as_str()
-            && let Some(account) = plan
-                .accounts
-                .get(&(key.channel.clone(), key.account_id.clone()))
-            && let (Some(url), Ok(secret)) = (&account.reply_url, &account.webhook_secret)
-        {
-            self.reply.send(
-                url.clone(),
-                secret.clone(),
-                key.clone(),
-                json!({
-                    "channel": key.channel, "accountId": key.account_id, "messageId": key.message_id,
-                    "sessionKey": session_key, "peer": envelope.route.peer, "threadId": envelope.thread_id,
-                    "reply": {"text": text},
-                }),
-            );
+        if let Some(text) = reply["text"].as_str() {
+            self.send_reply(plan, key, envelope, &session_key, text);
         }
         Ok(Some(response))
     }

@@ -188,16 +188,34 @@ async fn operator_send(State(cx): State<Ctx>, headers: HeaderMap, body: Body) ->
 
 async fn answer_envelope(cx: &Ctx, body: Body, caller: Caller<'_>) -> Response {
     let access = &cx.access;
-    let mut bytes = axum::body::Bytes::new();
     let settings = &access.settings;
-    let (generation, outcome) =
+    let (status, generation, body) =
         match read_body(body, settings.body_limit, settings.idle_timeout).await {
-            Err(e) => (None, Err(e)),
-            Ok(read) => {
-                bytes = read;
-                access.inbound(&bytes, caller).await
+            Err(e) => answered(access, &[], caller, (None, Err(e))).await,
+            Ok(bytes) => {
+                let outcome = access.inbound(&bytes, caller).await;
+                answered(access, &bytes, caller, outcome).await
             }
         };
+    json_response(status, generation, body)
+}
+
+/// Hands in an envelope a platform adapter made (`Caller::Adapter`): answered, counted and
+/// logged on its channel like one POSTed to `/v1/inbound`. The status is the one
+/// `/v1/inbound` would answer.
+pub async fn hand_in(access: &Arc<Access>, envelope: &[u8]) -> (StatusCode, Value) {
+    let outcome = access.inbound(envelope, Caller::Adapter).await;
+    let (status, _, body) = answered(access, envelope, Caller::Adapter, outcome).await;
+    (status, body)
+}
+
+/// The status and body of an envelope's outcome; counts it and logs one line on its channel.
+async fn answered(
+    access: &Arc<Access>,
+    bytes: &[u8],
+    caller: Caller<'_>,
+    (generation, outcome): (Option<u64>, Result<Value, AccessError>),
+) -> (StatusCode, Option<u64>, Value) {
     let (status, body, line) = match outcome {
         Ok(body) => {
             // A gated envelope is answered: a platform must not retry it (policy.md).
@@ -235,7 +253,7 @@ async fn answer_envelope(cx: &Ctx, body: Body, caller: Caller<'_>) -> Response {
         Err(e) => {
             let (status, mut body) = refusal(&e);
             // The operator is told the whole reason an unauthenticated caller is not.
-            if let Caller::Operator = caller {
+            if let Caller::Operator | Caller::Adapter = caller {
                 body["error"] = e.to_string().into();
             }
             // The log says it all: which account, and why it did not verify.
@@ -245,17 +263,18 @@ async fn answer_envelope(cx: &Ctx, body: Body, caller: Caller<'_>) -> Response {
     let endpoint = match caller {
         Caller::Signed(_) => "inbound",
         Caller::Operator => "send",
+        Caller::Adapter => "adapter",
     };
     access.metrics.request(endpoint, status.as_u16());
     // Logged on the channel the body names (a refusal's body may not name one).
     let channel = match body["route"]["channel"].as_str() {
         Some(channel) => Some(channel.to_string()),
-        None => serde_json::from_slice::<Value>(&bytes)
+        None => serde_json::from_slice::<Value>(bytes)
             .ok()
             .and_then(|v| Some(v.get("channel")?.as_str()?.to_string())),
     };
     access.log_call(channel.as_deref(), &line).await;
-    json_response(status, generation, body)
+    (status, generation, body)
 }
 
 async fn route(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {

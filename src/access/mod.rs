@@ -154,6 +154,9 @@ pub struct Access {
     /// The open logs of inbound calls, by path ([`Access::log_call`]).
     call_logs: tokio::sync::Mutex<HashMap<std::path::PathBuf, crate::runtime::log::Log>>,
     logs_dir: std::path::PathBuf,
+    /// Each account's bot user id as its platform adapter learnt it (`getMe`, `auth.test`),
+    /// by (channel, account): the policy's `botUserId` where channels.yaml sets none.
+    live_bots: Mutex<HashMap<(String, String), Arc<str>>>,
     /// What gives every runtime session its MCP servers (the Hub), once the controller set it.
     door: std::sync::OnceLock<Arc<dyn McpDoor>>,
 }
@@ -181,8 +184,37 @@ impl Access {
             policy,
             call_logs: tokio::sync::Mutex::default(),
             logs_dir: state.logs(),
+            live_bots: Mutex::default(),
             door: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Records (or forgets, with `None`) the bot user id an adapter learnt for an account
+    /// (normalized ids): self-loop, mentions and replies to the bot count by it when
+    /// channels.yaml sets no `botUserId`.
+    pub fn set_live_bot(&self, channel: &str, account: &str, bot_user_id: Option<&str>) {
+        let mut bots = match self.live_bots.lock() {
+            Ok(bots) => bots,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let key = (channel.to_string(), account.to_string());
+        match bot_user_id {
+            Some(id) => {
+                bots.insert(key, Arc::from(id));
+            }
+            None => {
+                bots.remove(&key);
+            }
+        }
+    }
+
+    fn live_bot(&self, channel: &str, account: &str) -> Option<Arc<str>> {
+        let bots = match self.live_bots.lock() {
+            Ok(bots) => bots,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        bots.get(&(channel.to_string(), account.to_string()))
+            .cloned()
     }
 
     /// Appends one line about an inbound call to the log of the channel it names
@@ -513,10 +545,25 @@ impl Access {
             self.forget_context(session_key, last_id).await?;
         }
         self.metrics.delivered(started.elapsed());
-        if let Some(reply_text) = reply_text
-            && let Some(account) = plan
-                .accounts
-                .get(&(key.channel.clone(), key.account_id.clone()))
+        if let Some(reply_text) = reply_text {
+            self.send_reply(plan, key, envelope, session_key, &reply_text);
+        }
+        Ok(response)
+    }
+
+    /// Hands `text`, the answer to `envelope`, to the reply sink when its account has a
+    /// `replyUrl` (and a webhook secret to sign with).
+    fn send_reply(
+        &self,
+        plan: &AccessPlan,
+        key: &DeliveryKey,
+        envelope: &Envelope,
+        session_key: &str,
+        text: &str,
+    ) {
+        if let Some(account) = plan
+            .accounts
+            .get(&(key.channel.clone(), key.account_id.clone()))
             && let (Some(url), Ok(secret)) = (&account.reply_url, &account.webhook_secret)
         {
             self.reply.send(
@@ -526,11 +573,10 @@ impl Access {
                 json!({
                     "channel": key.channel, "accountId": key.account_id, "messageId": key.message_id,
                     "sessionKey": session_key, "peer": envelope.route.peer, "threadId": envelope.thread_id,
-                    "reply": {"text": reply_text},
+                    "reply": {"text": text},
                 }),
             );
         }
-        Ok(response)
     }
 
     fn queue(&self, session_key: &str) -> Arc<SessionQueue> {
@@ -1045,6 +1091,10 @@ pub enum Caller<'a> {
     /// The operator, authenticated by the operator token (`deepcli inbound send`): speaks for
     /// any declared, enabled account without its secret.
     Operator,
+    /// A platform adapter the controller runs for the account (`crate::adapters`): the
+    /// platform authenticated the event (Slack's signature, Telegram's secret token, or the
+    /// adapter's own connection), so no `X-Deepcli-Signature` is asked for.
+    Adapter,
 }
 
 /// Lets an envelope in: its channel account (the one the route names) is declared, verifies

@@ -44,6 +44,15 @@ pub enum ChannelsCommand {
     Add(Box<AddArgs>),
     /// Disable an account (or a whole channel); with --delete, remove it.
     Remove(RemoveArgs),
+    /// Check an account's credentials with the platform (Slack auth.test, Telegram getMe),
+    /// record the bot identity, and let a logged-out account connect again.
+    Login(LoginArgs),
+    /// Take an account's connection down until `login` and forget its identity (Telegram:
+    /// also deleteWebhook).
+    Logout(LoginArgs),
+    /// Turn names (`@alice`, `#eng`) into the ids bindings need, through the platform's
+    /// directory.
+    Resolve(ResolveArgs),
     /// The last lines of the channels' logs.
     Logs {
         /// Only this channel's log.
@@ -106,6 +115,44 @@ pub struct AddArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The channel (slack or telegram).
+    #[arg(long, value_name = "NAME")]
+    channel: String,
+    /// The account; without it, the channel's default account.
+    #[arg(long, value_name = "ID")]
+    account: Option<String>,
+    /// How long the platform may take, in milliseconds (at most 30000).
+    #[arg(long, value_name = "MS", default_value_t = 15_000)]
+    timeout: u64,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResolveArgs {
+    /// The names: `@user` or `#channel` (or plain, with --kind).
+    #[arg(required = true, value_name = "NAME")]
+    names: Vec<String>,
+    /// The channel (slack or telegram).
+    #[arg(long, value_name = "NAME")]
+    channel: String,
+    /// The account whose token reads the directory; default: the channel's default account.
+    #[arg(long, value_name = "ID")]
+    account: Option<String>,
+    /// What the names are: user, group or channel (default: `#name` a channel, else a user).
+    #[arg(long, value_name = "KIND")]
+    kind: Option<String>,
+    /// How long the platform may take, in milliseconds (at most 30000).
+    #[arg(long, value_name = "MS", default_value_t = 15_000)]
+    timeout: u64,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct RemoveArgs {
     /// The channel (platform) of channels.yaml.
     #[arg(long, value_name = "NAME")]
@@ -157,6 +204,47 @@ pub fn run(global: &GlobalSettings, command: ChannelsCommand) -> ExitStatus {
                 json,
                 human_remove,
             )
+        }
+        ChannelsCommand::Login(args) => {
+            let request = channels::AccountRequest {
+                channel: args.channel,
+                account: args.account,
+            };
+            let timeout = Duration::from_millis(args.timeout.min(rpc::PLATFORM_TIMEOUT_MS));
+            let params = serde_json::json!({"channel": request.channel, "account": request.account, "timeoutMs": timeout.as_millis() as u64});
+            let result = match ask(global, "channels/login", params) {
+                Some(answer) => answer,
+                None => channels::login(&ctx, &request, timeout),
+            };
+            emit(out, result, args.json, human_login)
+        }
+        ChannelsCommand::Logout(args) => {
+            let request = channels::AccountRequest {
+                channel: args.channel,
+                account: args.account,
+            };
+            let timeout = Duration::from_millis(args.timeout.min(rpc::PLATFORM_TIMEOUT_MS));
+            let params = serde_json::json!({"channel": request.channel, "account": request.account, "timeoutMs": timeout.as_millis() as u64});
+            let result = match ask(global, "channels/logout", params) {
+                Some(answer) => answer,
+                None => channels::logout(&ctx, &request, timeout),
+            };
+            emit(out, result, args.json, human_logout)
+        }
+        ChannelsCommand::Resolve(args) => {
+            let request = channels::ResolveRequest {
+                channel: args.channel,
+                account: args.account,
+                names: args.names,
+                kind: args.kind,
+            };
+            let timeout = Duration::from_millis(args.timeout.min(rpc::PLATFORM_TIMEOUT_MS));
+            let params = serde_json::json!({"channel": request.channel, "account": request.account, "names": request.names, "kind": request.kind, "timeoutMs": timeout.as_millis() as u64});
+            let result = match ask(global, "channels/resolve", params) {
+                Some(answer) => answer,
+                None => channels::resolve(&ctx, &request, timeout),
+            };
+            emit(out, result, args.json, human_resolve)
         }
         ChannelsCommand::Logs {
             channel,
@@ -263,6 +351,90 @@ fn ask_controller(
         .ok()?;
     let answer: serde_json::Value = serde_json::from_slice(&body).ok()?;
     serde_json::from_value(answer.get("result")?.clone()).ok()
+}
+
+/// Asks the running controller (its environment holds the credentials that count) to run a
+/// management method; `None` when no controller answers, so the caller runs it here. A
+/// refusal the controller answers is this command's refusal.
+fn ask<T: serde::de::DeserializeOwned>(
+    global: &GlobalSettings,
+    method: &str,
+    params: serde_json::Value,
+) -> Option<crate::manage::Result<T>> {
+    let dir = crate::state::StateDir::new(&global.load.state_dir);
+    let store = crate::state::StateStore::open_existing(&dir).ok()??;
+    let client = crate::controller::client::Client::find(&dir, &store)?;
+    let request = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": format!("{}{method}", rpc::PREFIX), "params": params,
+    });
+    let body = client
+        .call(
+            hyper::Method::POST,
+            "/rpc",
+            Some(request.to_string().into()),
+        )
+        .ok()?;
+    let answer: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    if let Some(result) = answer.get("result") {
+        return serde_json::from_value(result.clone()).ok().map(Ok);
+    }
+    let error = answer.get("error")?;
+    let message = error["message"].as_str().unwrap_or("refused").to_string();
+    let hint = error["data"]["hint"].as_str().map(str::to_string);
+    Some(Err(crate::manage::ManageError::Refused { message, hint }))
+}
+
+fn human_login(r: &channels::LoginResult, out: Output) {
+    let mut out = out.answer();
+    let _ = writeln!(
+        out,
+        "{}/{}: the platform knows these credentials as bot {} ({}){}",
+        r.channel,
+        r.account,
+        r.identity.bot_user_id,
+        r.identity.name.as_deref().unwrap_or("no name"),
+        if r.recorded { "; recorded" } else { "" }
+    );
+}
+
+fn human_logout(r: &channels::LogoutResult, out: Output) {
+    let mut out = out.answer();
+    let _ = writeln!(
+        out,
+        "{}/{}: logged out; the controller's connection stays down until `deepcli channels login --channel {} --account {}`",
+        r.channel, r.account, r.channel, r.account
+    );
+    match (r.webhook_deleted, &r.webhook_error) {
+        (Some(true), _) => {
+            let _ = writeln!(out, "Telegram webhook deleted.");
+        }
+        (_, Some(why)) => {
+            let _ = writeln!(out, "Telegram webhook not deleted: {why}");
+        }
+        _ => {}
+    }
+}
+
+fn human_resolve(r: &channels::ResolveResult, out: Output) {
+    let mut out = out.answer();
+    for n in &r.names {
+        let line = match (n.status.as_str(), &n.id) {
+            ("found", Some(id)) => format!("{}\t{id}", n.name),
+            ("ambiguous", _) => {
+                let c: Vec<String> = n
+                    .candidates
+                    .iter()
+                    .map(|c| format!("{} ({})", c.id, c.name))
+                    .collect();
+                format!("{}\tambiguous: {}", n.name, c.join(", "))
+            }
+            _ => match &n.note {
+                Some(note) => format!("{}\tnot found ({note})", n.name),
+                None => format!("{}\tnot found", n.name),
+            },
+        };
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 fn human_status(r: &channels::StatusResult, out: Output) {

@@ -65,6 +65,15 @@ impl Outcome for channels::CapabilitiesResult {}
 impl Outcome for channels::AddResult {}
 impl Outcome for channels::RemoveResult {}
 impl Outcome for channels::LogsResult {}
+impl Outcome for channels::LoginResult {}
+impl Outcome for channels::LogoutResult {}
+
+/// A name not found, or ambiguous, fails the command (exit 1): a script cannot bind it.
+impl Outcome for channels::ResolveResult {
+    fn refused(&self) -> bool {
+        self.names.iter().any(|n| n.status != "found")
+    }
+}
 impl Outcome for pairing::PairingList {}
 impl Outcome for pairing::Approved {}
 impl Outcome for pairing::Revoked {}

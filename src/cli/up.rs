@@ -348,6 +348,33 @@ fn human(doc: &Value) -> String {
     for c in doc["closedAccounts"].as_array().into_iter().flatten() {
         out.push_str(&format!("closed       {} (takes no messages)\n", text(c)));
     }
+    for (channel, c) in doc["channels"].as_object().into_iter().flatten() {
+        for (account, a) in c["accounts"].as_object().into_iter().flatten() {
+            let adapter = &a["adapter"];
+            if adapter.is_null() {
+                continue;
+            }
+            let bot = &adapter["identity"];
+            out.push_str(&format!(
+                "adapter      {:<24} {:<11} {}{}{}\n",
+                format!("{channel}/{account}"),
+                text(&adapter["state"]),
+                text(&adapter["mode"]),
+                if bot.is_null() {
+                    String::new()
+                } else {
+                    format!("  bot {} ({})", text(&bot["botUserId"]), text(&bot["name"]))
+                },
+                adapter
+                    .get("lastEventAt")
+                    .filter(|e| !e.is_null())
+                    .map_or_else(String::new, |e| format!("  last event {}", text(e)))
+            ));
+            if let Some(e) = adapter.get("lastError").filter(|e| !e.is_null()) {
+                out.push_str(&format!("               last error: {}\n", text(e)));
+            }
+        }
+    }
     let runtimes = doc["runtimes"].as_array().cloned().unwrap_or_default();
     if runtimes.is_empty() {
         out.push_str("runtimes     none\n");

@@ -428,6 +428,9 @@ pub struct GroupSpec {
     pub allow_bots: Option<AllowBots>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history_limit: Option<u32>,
+    /// Seed 001's discussions in this Slack channel (over the account's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discussion: Option<Discussion>,
 }
 
 /// Which messages count as a mention without naming the bot.
@@ -479,6 +482,23 @@ pub struct AccountSpec {
     pub reply_url: Option<String>,
     /// The platform's id of this account's bot: the self-loop filter and native mentions.
     pub bot_user_id: Option<String>,
+    /// How the platform adapter talks to the platform: Slack `socket` (default) or `http`,
+    /// Telegram `polling` (default) or `webhook`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<AdapterMode>,
+    /// The platform API's base URL (proxies, tests); default the platform's public API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    /// Telegram webhook mode: the public URL Telegram POSTs updates to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
+    /// Slack: where replies go: `off` (in the message's thread if it has one, default),
+    /// `first` (the first reply starts a thread), `all` (every reply in a thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to_mode: Option<ReplyToMode>,
+    /// Seed 001's A2A discussions between bots in one thread (Slack).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discussion: Option<Discussion>,
     /// The account level of the inbound policy. Before `secrets`: a flattened struct takes its
     /// keys out of what the flattened map after it sees.
     #[serde(flatten)]
@@ -486,6 +506,56 @@ pub struct AccountSpec {
     /// Secret fields by their YAML name (`botToken`, …), in file order.
     #[serde(flatten)]
     pub secrets: IndexMap<String, Secret>,
+}
+
+/// `channels.<ch>.accounts.<id>.mode`: the transport a platform adapter uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdapterMode {
+    /// Slack Socket Mode (the default for Slack).
+    Socket,
+    /// Slack's HTTP Events API.
+    Http,
+    /// Telegram `getUpdates` long polling (the default for Telegram).
+    Polling,
+    /// Telegram webhooks.
+    Webhook,
+    /// No built-in adapter: an external bridge signs envelopes to `/v1/inbound`.
+    Bridge,
+}
+
+impl AdapterMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdapterMode::Socket => "socket",
+            AdapterMode::Http => "http",
+            AdapterMode::Polling => "polling",
+            AdapterMode::Webhook => "webhook",
+            AdapterMode::Bridge => "bridge",
+        }
+    }
+}
+
+/// `replyToMode`: whether a reply starts a thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplyToMode {
+    #[default]
+    Off,
+    First,
+    All,
+}
+
+/// `discussion`: how long bots may talk among themselves in one thread.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Discussion {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_marker: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_rounds: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]

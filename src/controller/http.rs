@@ -55,6 +55,7 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
     );
     let mut text = text;
     shared.access.metrics.render(&mut text);
+    crate::adapters::render_metrics(&shared.adapters.live, &mut text);
     shared.hub.render_metrics(&mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
@@ -137,6 +138,7 @@ pub(super) async fn serve(
             shared.access.clone(),
             Arc::from(shared.token.as_str()),
         ))
+        .merge(crate::adapters::web::router(shared.adapters.clone()))
         .merge(crate::hub::http::router(
             shared.hub.clone(),
             Arc::from(shared.token.as_str()),

@@ -96,6 +96,8 @@ struct Shared {
     runtimes: RuntimeMap,
     /// What each agent's heartbeats did.
     heartbeats: heartbeat::HeartbeatReports,
+    /// The platform adapters' live status, and what their HTTP endpoints share.
+    adapters: Arc<crate::adapters::Cx>,
     token: String,
     /// File events on the config files: changes (each starts a reload), and reads (`Access`,
     /// ignored: the controller reads the files itself).
@@ -143,8 +145,18 @@ impl Shared {
                         status::AccountLive {
                             inbound: inbound.to_string(),
                             reason,
+                            adapter: None,
                         },
                     );
+            }
+        }
+        for ((channel, account), live) in crate::adapters::snapshot(&self.adapters.live) {
+            if let Some(entry) = status
+                .channels
+                .get_mut(&channel)
+                .and_then(|c| c.accounts.get_mut(&account))
+            {
+                entry.adapter = serde_json::to_value(live).ok();
             }
         }
         status.hub = Some(self.hub.status());
@@ -231,6 +243,10 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         Some((supervisor.acp_handle(), supervisor.status_handle())),
         options.access.clone(),
     ));
+    let mut adapters = crate::adapters::Adapters::new(
+        access.clone(),
+        crate::adapters::store::AdapterStore::open(&state)?,
+    );
     let serial = store.serial()?;
     let hub = crate::hub::Hub::open(&state, access.clone())?;
     let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| Shared {
@@ -249,6 +265,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         },
         runtimes: supervisor.status_handle(),
         heartbeats: heartbeats.reports(),
+        adapters: adapters.cx(),
         status: RwLock::new(ControllerStatus {
             pid: std::process::id(),
             started_at: crate::clock::now(),
@@ -289,7 +306,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
                 &options,
                 (&store, &hashes),
                 &shared,
-                (&mut supervisor, &mut heartbeats),
+                (&mut supervisor, &mut heartbeats, &mut adapters),
                 (ahead.take(), first_apply),
             )
             .await;
@@ -337,6 +354,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         );
     }
     tracing::info!("stopping runtimes");
+    adapters.stop_all();
     heartbeats.stop_all();
     supervisor.stop_all().await;
     // The last sender goes with the supervisor: the recorder writes what is left and ends.
@@ -526,7 +544,11 @@ async fn reconcile(
     options: &ControllerOptions,
     (store, hashes): (&Arc<Mutex<StateStore>>, &Arc<Mutex<HashCache>>),
     shared: &Arc<Shared>,
-    (supervisor, heartbeats): (&mut Supervisor, &mut heartbeat::Heartbeats),
+    (supervisor, heartbeats, adapters): (
+        &mut Supervisor,
+        &mut heartbeat::Heartbeats,
+        &mut crate::adapters::Adapters,
+    ),
     (ahead, first_apply): (Option<tokio::task::JoinHandle<Found>>, FirstApply),
 ) -> bool {
     let found = ahead
@@ -540,7 +562,14 @@ async fn reconcile(
             record_blocked(shared, &planned.plan)
         }
         Found::Planned(planned) => {
-            return apply_planned(options, store, shared, (supervisor, heartbeats), *planned).await;
+            return apply_planned(
+                options,
+                store,
+                shared,
+                (supervisor, heartbeats, adapters),
+                *planned,
+            )
+            .await;
         }
     }
     false
@@ -594,7 +623,11 @@ async fn apply_planned(
     options: &ControllerOptions,
     store: &Arc<Mutex<StateStore>>,
     shared: &Arc<Shared>,
-    (supervisor, heartbeats): (&mut Supervisor, &mut heartbeat::Heartbeats),
+    (supervisor, heartbeats, adapters): (
+        &mut Supervisor,
+        &mut heartbeat::Heartbeats,
+        &mut crate::adapters::Adapters,
+    ),
     planned: Planned,
 ) -> bool {
     let Planned {
@@ -715,6 +748,8 @@ async fn apply_planned(
     }
     supervisor.converge(&runtimes).await;
     heartbeats.converge(beats, &shared.access);
+    // The platform connections start after the routing they deliver by is in force.
+    adapters.converge(crate::adapters::specs(&config));
     threads::drop_in_background((desired, config, plan));
     true
 }

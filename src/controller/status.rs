@@ -149,6 +149,20 @@ impl ControllerStatus {
         for account in &self.closed_accounts {
             reasons.push(format!("channel account {account} (takes no messages)"));
         }
+        for (channel, live) in &self.channels {
+            for (account, a) in &live.accounts {
+                if let Some(adapter) = &a.adapter
+                    && adapter["state"] == "auth_failed"
+                {
+                    reasons.push(format!(
+                        "channel account {channel}/{account} cannot connect to the platform: {}",
+                        adapter["lastError"]
+                            .as_str()
+                            .unwrap_or("credentials refused")
+                    ));
+                }
+            }
+        }
         Health::of(reasons)
     }
 }
@@ -195,4 +209,7 @@ pub struct AccountLive {
     pub inbound: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The platform adapter the controller runs for the account (Slack, Telegram).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<serde_json::Value>,
 }

@@ -87,6 +87,9 @@ pub struct Probe {
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elapsed_ms: Option<u64>,
+    /// Slack and Telegram: the bot the credentials belong to (`id` and name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bot: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -383,8 +386,11 @@ pub fn status(ctx: &ManageContext, probe: bool, timeout: Duration) -> Result<Sta
                 enabled,
                 configured,
                 credentials,
+                probe: probe.then(|| {
+                    adapter_probe(ctx, &c.id, &a.id, enabled, live_account.as_ref(), timeout)
+                        .unwrap_or_else(|| run_probe(&c.id, enabled, timeout))
+                }),
                 live: live_account,
-                probe: probe.then(|| run_probe(&c.id, enabled, timeout)),
             });
         }
     }
@@ -392,6 +398,68 @@ pub fn status(ctx: &ManageContext, probe: bool, timeout: Duration) -> Result<Sta
         accounts,
         status_source: live.source.map(str::to_string),
     })
+}
+
+/// Slack and Telegram: the controller's live connection when it reports one connected, else a
+/// real credential check (`getMe` / `auth.test`; `mode: bridge` accounts too: their token is
+/// the bridge's). `None` for other channels.
+fn adapter_probe(
+    ctx: &ManageContext,
+    channel: &str,
+    account: &str,
+    enabled: bool,
+    live: Option<&Value>,
+    timeout: Duration,
+) -> Option<Probe> {
+    crate::adapters::Platform::of(&ids::channel(channel))?;
+    let probe = |result: &str, error: Option<String>, bot: Option<String>, elapsed_ms| Probe {
+        result: result.into(),
+        target: None,
+        error,
+        elapsed_ms,
+        bot,
+    };
+    if !enabled {
+        return Some(probe(
+            "skipped",
+            Some("the account is disabled".into()),
+            None,
+            None,
+        ));
+    }
+    let adapter = live.map(|l| &l["adapter"]);
+    if let Some(adapter) = adapter.filter(|a| a["state"] == "connected") {
+        let id = &adapter["identity"];
+        return Some(probe(
+            "connected",
+            None,
+            id["botUserId"]
+                .as_str()
+                .map(|b| format!("{b} ({})", id["name"].as_str().unwrap_or("-"))),
+            None,
+        ));
+    }
+    let spec = adapter_spec(ctx, channel, Some(account)).ok()?;
+    let started = Instant::now();
+    let resolved = spec.bot_token.is_ok();
+    let checked = crate::adapters::probe::check_now(&spec, timeout);
+    let elapsed_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+    let mut out = match checked {
+        Ok(identity) => probe(
+            "authenticated",
+            None,
+            Some(format!(
+                "{} ({})",
+                identity.bot_user_id,
+                identity.name.as_deref().unwrap_or("-")
+            )),
+            elapsed_ms,
+        ),
+        Err(why) => probe("refused", Some(why), None, elapsed_ms),
+    };
+    // Said only when a call was made.
+    out.target = resolved.then_some(spec.api_base);
+    Some(out)
 }
 
 /// A bounded reachability check of the platform's API endpoint: DNS and a TCP connect, both
@@ -403,6 +471,7 @@ fn run_probe(channel: &str, enabled: bool, timeout: Duration) -> Probe {
         target: None,
         error: Some(error.to_string()),
         elapsed_ms: None,
+        bot: None,
     };
     if !enabled {
         return skipped("the account is disabled");
@@ -413,6 +482,7 @@ fn run_probe(channel: &str, enabled: bool, timeout: Duration) -> Probe {
             target: None,
             error: None,
             elapsed_ms: None,
+            bot: None,
         };
     }
     let Some(target) = probe_target(channel) else {
@@ -447,12 +517,14 @@ fn run_probe(channel: &str, enabled: bool, timeout: Duration) -> Probe {
             target: Some(target),
             error: None,
             elapsed_ms,
+            bot: None,
         },
         Err(error) => Probe {
             result: "unreachable".into(),
             target: Some(target),
             error: Some(error),
             elapsed_ms,
+            bot: None,
         },
     }
 }
@@ -678,4 +750,220 @@ pub fn remove(ctx: &ManageContext, request: &RemoveRequest) -> Result<RemoveResu
         action,
         written,
     })
+}
+
+// ---- login | logout | resolve (the platform adapters) ----------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginResult {
+    pub channel: String,
+    pub account: String,
+    /// The bot the platform says the credentials belong to.
+    pub identity: crate::adapters::Identity,
+    /// Whether the identity was recorded in the state (not without a state directory).
+    pub recorded: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogoutResult {
+    pub channel: String,
+    pub account: String,
+    /// A recorded identity was forgotten.
+    pub forgot_identity: bool,
+    /// Telegram: whether `deleteWebhook` succeeded, and why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_deleted: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolveResult {
+    pub channel: String,
+    pub account: String,
+    pub names: Vec<crate::adapters::probe::Resolution>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AccountRequest {
+    pub channel: String,
+    #[serde(default)]
+    pub account: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResolveRequest {
+    pub channel: String,
+    #[serde(default)]
+    pub account: Option<String>,
+    pub names: Vec<String>,
+    /// `user`, `group` or `channel`; else `@name` a user and `#name` a channel.
+    #[serde(default)]
+    pub kind: Option<String>,
+}
+
+/// The adapter spec of a declared Slack or Telegram account (the channel's default account
+/// when none is named).
+fn adapter_spec(
+    ctx: &ManageContext,
+    channel: &str,
+    account: Option<&str>,
+) -> Result<crate::adapters::AdapterSpec> {
+    let config = Change::read(ctx)?.current(ctx);
+    let declared = find_channel(&config, channel)?;
+    let channel_id = ids::channel(&declared.id).into_owned();
+    if crate::adapters::Platform::of(&channel_id).is_none() {
+        return Err(ManageError::refused(
+            format!(
+                "deepcli has no built-in adapter for channel `{}`: only slack and telegram",
+                declared.id
+            ),
+            "an external bridge holds this channel's credentials",
+        ));
+    }
+    let account = account.map_or_else(|| default_account(declared), str::to_string);
+    let normalized = ids::account_id(&account).into_owned();
+    if !declared.accounts().any(|a| a.normalized == normalized) {
+        return Err(ManageError::not_found(
+            format!("channel `{}` has no account `{account}`", declared.id),
+            did_you_mean(&account, declared.spec.accounts.keys().map(String::as_str)),
+        ));
+    }
+    let mut config = config;
+    // A `bridge` account's credentials are checked all the same.
+    for c in &mut config.channels {
+        for a in c.spec.accounts.values_mut() {
+            a.mode = None;
+        }
+    }
+    crate::adapters::specs(&config)
+        .into_iter()
+        .find(|s| s.channel == channel_id && s.account == normalized)
+        .ok_or_else(|| ManageError::not_found(format!("no account `{account}`"), None))
+}
+
+fn platform_refused(what: &str, why: String) -> ManageError {
+    ManageError::refused(
+        format!("{what}: {why}"),
+        "check the credential references (`deepcli channels status`) and `apiBase`",
+    )
+}
+
+/// `channels login`: checks the credentials with the platform (`getMe` / `auth.test`),
+/// records the bot identity, and lets a logged-out account connect again.
+pub fn login(
+    ctx: &ManageContext,
+    request: &AccountRequest,
+    timeout: Duration,
+) -> Result<LoginResult> {
+    let spec = adapter_spec(ctx, &request.channel, request.account.as_deref())?;
+    let identity = crate::adapters::probe::check_now(&spec, timeout)
+        .map_err(|why| platform_refused("the platform refused the credentials", why))?;
+    let recorded = match adapter_store(ctx)? {
+        Some(store) => {
+            store
+                .record_identity(&spec.channel, &spec.account, &identity)
+                .and_then(|()| store.set_logged_out(&spec.channel, &spec.account, false))
+                .map_err(state_error)?;
+            true
+        }
+        None => false,
+    };
+    Ok(LoginResult {
+        channel: spec.channel,
+        account: spec.account,
+        identity,
+        recorded,
+    })
+}
+
+/// `channels logout`: the controller's connection goes down and stays down until `login`;
+/// the recorded identity is forgotten; Telegram's webhook is deleted.
+pub fn logout(
+    ctx: &ManageContext,
+    request: &AccountRequest,
+    timeout: Duration,
+) -> Result<LogoutResult> {
+    let spec = adapter_spec(ctx, &request.channel, request.account.as_deref())?;
+    let forgot_identity = match adapter_store(ctx)? {
+        Some(store) => {
+            store
+                .set_logged_out(&spec.channel, &spec.account, true)
+                .map_err(state_error)?;
+            store
+                .forget_identity(&spec.channel, &spec.account)
+                .map_err(state_error)?
+        }
+        None => false,
+    };
+    let deleted = (spec.platform == crate::adapters::Platform::Telegram)
+        .then(|| crate::adapters::probe::delete_webhook_now(&spec, timeout));
+    Ok(LogoutResult {
+        channel: spec.channel,
+        account: spec.account,
+        forgot_identity,
+        webhook_deleted: deleted.as_ref().map(Result::is_ok),
+        webhook_error: deleted.and_then(Result::err),
+    })
+}
+
+/// `channels resolve`: names to ids through the platform's directory.
+pub fn resolve(
+    ctx: &ManageContext,
+    request: &ResolveRequest,
+    timeout: Duration,
+) -> Result<ResolveResult> {
+    if request.names.is_empty() {
+        return Err(ManageError::usage(
+            "nothing to resolve",
+            "name at least one `@user` or `#channel`",
+        ));
+    }
+    if let Some(kind) = &request.kind
+        && !["user", "group", "channel"].contains(&kind.as_str())
+    {
+        return Err(ManageError::usage(
+            format!("unknown kind `{kind}`"),
+            "--kind user, group or channel",
+        ));
+    }
+    let spec = adapter_spec(ctx, &request.channel, request.account.as_deref())?;
+    let names = crate::adapters::probe::resolve_now(
+        &spec,
+        request.names.clone(),
+        request.kind.clone(),
+        timeout,
+    )
+    .map_err(|why| platform_refused("the platform's directory could not be read", why))?;
+    Ok(ResolveResult {
+        channel: spec.channel,
+        account: spec.account,
+        names,
+    })
+}
+
+/// The adapters' rows of an existing state (none is created here).
+fn adapter_store(ctx: &ManageContext) -> Result<Option<crate::adapters::store::AdapterStore>> {
+    let dir = ctx.state_dir();
+    match crate::state::StateStore::open_existing(&dir).map_err(state_error)? {
+        None => Ok(None),
+        Some(store) => {
+            drop(store);
+            crate::adapters::store::AdapterStore::open(&dir)
+                .map(Some)
+                .map_err(state_error)
+        }
+    }
+}
+
+fn state_error(e: crate::state::StateError) -> ManageError {
+    ManageError::Io {
+        context: "the state database".into(),
+        source: std::io::Error::other(e.to_string()),
+    }
 }

@@ -37,6 +37,9 @@ pub const METHODS: &[&str] = &[
     "_mustang.agent/channels/logs",
     "_mustang.agent/channels/add",
     "_mustang.agent/channels/remove",
+    "_mustang.agent/channels/login",
+    "_mustang.agent/channels/logout",
+    "_mustang.agent/channels/resolve",
     "_mustang.agent/config/import_openclaw",
     "_mustang.agent/config/export_openclaw",
     "_mustang.agent/pairing/list",
@@ -217,6 +220,37 @@ struct StatusParams {
     timeout_ms: Option<u64>,
 }
 
+/// `channels/login|logout`: the account, and how long the platform may take.
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct LoginParams {
+    channel: String,
+    #[serde(default)]
+    account: Option<String>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ResolveParams {
+    channel: String,
+    #[serde(default)]
+    account: Option<String>,
+    names: Vec<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+/// How long a call to a platform may take (login, logout, resolve), at most.
+pub const PLATFORM_TIMEOUT_MS: u64 = 30_000;
+
+fn platform_timeout(ms: Option<u64>) -> std::time::Duration {
+    std::time::Duration::from_millis(ms.unwrap_or(15_000).min(PLATFORM_TIMEOUT_MS))
+}
+
 #[derive(serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ChannelParams {
@@ -303,6 +337,33 @@ fn call(ctx: &ManageContext, method: &str, p: Value) -> Result<Value, Failure> {
         }
         "channels/add" => to_json(channels::add(ctx, &params(p)?)?),
         "channels/remove" => to_json(channels::remove(ctx, &params(p)?)?),
+        "channels/login" | "channels/logout" => {
+            let p: LoginParams = params(p)?;
+            let request = channels::AccountRequest {
+                channel: p.channel,
+                account: p.account,
+            };
+            let timeout = platform_timeout(p.timeout_ms);
+            if method.ends_with("login") {
+                to_json(channels::login(ctx, &request, timeout)?)
+            } else {
+                to_json(channels::logout(ctx, &request, timeout)?)
+            }
+        }
+        "channels/resolve" => {
+            let p: ResolveParams = params(p)?;
+            let timeout = platform_timeout(p.timeout_ms);
+            to_json(channels::resolve(
+                ctx,
+                &channels::ResolveRequest {
+                    channel: p.channel,
+                    account: p.account,
+                    names: p.names,
+                    kind: p.kind,
+                },
+                timeout,
+            )?)
+        }
         "config/import_openclaw" => {
             let p: ImportOpenclawParams = params(p)?;
             let out = p

@@ -89,7 +89,7 @@ pub const BOT_LOOP_DEFAULT: BotLoopLimits = BotLoopLimits {
 pub const HISTORY_LIMIT_DEFAULT: u32 = 50;
 
 /// An account's settings, resolved through account > channel > defaults > built-in.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Resolved {
     pub dm_policy: Sourced<DmPolicy>,
     pub allow_from: Sourced<Arc<Senders>>,
@@ -212,6 +212,19 @@ impl View<'_> {
 }
 
 impl AccountPolicy {
+    /// This policy with `bot_user_id` as the bot's id (a platform adapter learnt it), `why`
+    /// naming where it came from in gate answers.
+    pub fn with_bot_user_id(&self, bot_user_id: &str, why: &str) -> AccountPolicy {
+        AccountPolicy {
+            base: self.base.clone(),
+            bot_user_id: Some(Sourced {
+                value: bot_user_id.into(),
+                rule: why.into(),
+            }),
+            groups: self.groups.clone(),
+        }
+    }
+
     /// The settings for a conversation in group `group_id` (or its parent, a thread's group).
     pub fn view(&self, group_id: Option<&str>, parent_id: Option<&str>) -> View<'_> {
         let groups = &*self.groups;

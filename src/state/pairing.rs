@@ -64,6 +64,19 @@ pub struct PairedSender {
     pub approved_at: String,
 }
 
+impl PairedSender {
+    /// A row of `channel, account_id, sender_id, sender_name, approved_at`.
+    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PairedSender> {
+        Ok(PairedSender {
+            channel: r.get(0)?,
+            account_id: r.get(1)?,
+            sender_id: r.get(2)?,
+            sender_name: r.get(3)?,
+            approved_at: r.get(4)?,
+        })
+    }
+}
+
 /// How many wrong codes `approve` takes in a window.
 #[derive(Debug, Clone, Copy)]
 pub struct Guesses {
@@ -220,16 +233,8 @@ pub fn paired(
          WHERE (?1 IS NULL OR channel = ?1) AND (?2 IS NULL OR account_id = ?2)
          ORDER BY channel, account_id, approved_at, sender_id",
     )?;
-    stmt.query_map(params![channel, account_id], |r| {
-        Ok(PairedSender {
-            channel: r.get(0)?,
-            account_id: r.get(1)?,
-            sender_id: r.get(2)?,
-            sender_name: r.get(3)?,
-            approved_at: r.get(4)?,
-        })
-    })?
-    .collect()
+    stmt.query_map(params![channel, account_id], PairedSender::from_row)?
+        .collect()
 }
 
 /// Approves the pending request of `channel` (and `account_id`, if given) whose code is
@@ -329,15 +334,10 @@ pub fn revoke(
             "DELETE FROM paired_senders WHERE channel = ?1 AND sender_id = ?2 AND (?3 IS NULL OR account_id = ?3)
              RETURNING channel, account_id, sender_id, sender_name, approved_at",
         )?;
-        stmt.query_map(params![channel, sender_id, account_id], |r| {
-            Ok(PairedSender {
-                channel: r.get(0)?,
-                account_id: r.get(1)?,
-                sender_id: r.get(2)?,
-                sender_name: r.get(3)?,
-                approved_at: r.get(4)?,
-            })
-        })?
+        stmt.query_map(
+            params![channel, sender_id, account_id],
+            PairedSender::from_row,
+        )?
         .collect::<rusqlite::Result<Vec<_>>>()?
     };
     tx.execute(

@@ -60,6 +60,94 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     }
     kind_keys(cx, &listed, out);
     acp_settings(cx, out);
+    adapter_keys(cx, out);
+}
+
+/// The platform adapter keys (adapters.md) where no adapter reads them: on a channel deepcli
+/// has no built-in adapter for (only `slack` and `telegram`), in `mode: bridge`, or a key of
+/// the other platform (`webhookUrl` is Telegram's, `replyToMode` and `discussion` Slack's).
+fn adapter_keys(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    use crate::config::model::AdapterMode;
+    const CHANNELS: FileKind = FileKind::Channels;
+    for channel in &cx.config.channels {
+        let platform = match crate::ids::channel(&channel.id).as_ref() {
+            "slack" => Some("slack"),
+            "telegram" => Some("telegram"),
+            _ => None,
+        };
+        for account in channel.accounts() {
+            let base = account.pointer();
+            let mode = account.spec.mode;
+            let modes: &[AdapterMode] = match platform {
+                Some("slack") => &[AdapterMode::Socket, AdapterMode::Http],
+                Some(_) => &[AdapterMode::Polling, AdapterMode::Webhook],
+                None => &[],
+            };
+            for key in ["mode", "apiBase", "webhookUrl", "replyToMode", "discussion"] {
+                let pointer = format!("{base}/{key}");
+                if !cx.exists(CHANNELS, &pointer) {
+                    continue;
+                }
+                let why = match (platform, mode) {
+                    (_, Some(AdapterMode::Bridge)) if key == "mode" => None,
+                    (None, _) => Some(format!(
+                        "deepcli has no built-in adapter for channel `{}` (only slack and telegram): an external bridge delivers its messages",
+                        channel.id
+                    )),
+                    (Some(_), Some(AdapterMode::Bridge)) => Some(
+                        "`mode: bridge` runs no built-in adapter for this account".to_string(),
+                    ),
+                    (Some(p), Some(m)) if key == "mode" && !modes.contains(&m) => Some(format!(
+                        "`{}` is not a {p} mode (it takes {}): the adapter cannot connect",
+                        m.as_str(),
+                        modes.iter().map(|m| format!("`{}`", m.as_str())).collect::<Vec<_>>().join(" or ")
+                    )),
+                    (Some("slack"), _) if key == "webhookUrl" => {
+                        Some("`webhookUrl` is Telegram's webhook mode; Slack's Events API URL is set in the Slack app".to_string())
+                    }
+                    (Some("telegram"), _) if key == "replyToMode" || key == "discussion" => {
+                        Some(format!("`{key}` is read by the Slack adapter only"))
+                    }
+                    (Some("telegram"), m) if key == "webhookUrl" && m != Some(AdapterMode::Webhook) => {
+                        Some("`webhookUrl` is read in `mode: webhook` only".to_string())
+                    }
+                    _ => None,
+                };
+                if let Some(why) = why {
+                    out.push(
+                        Diagnostic::new(
+                            rules::NOT_ENFORCED,
+                            format!(
+                                "`{key}` of account `{}/{}` is not enforced: {why}",
+                                channel.id, account.id
+                            ),
+                        )
+                        .hint("remove it, or see docs/channels.md for what each platform takes")
+                        .at(cx.at_key(CHANNELS, &pointer)),
+                    );
+                }
+            }
+        }
+        if platform != Some("slack") {
+            for (id, group) in &channel.spec.groups {
+                if group.discussion.is_some() {
+                    let pointer = format!(
+                        "{}/groups/{}/discussion",
+                        channel.pointer(),
+                        id.replace('~', "~0").replace('/', "~1")
+                    );
+                    out.push(
+                        Diagnostic::new(
+                            rules::NOT_ENFORCED,
+                            format!("`discussion` of group `{id}` on channel `{}` is not enforced: the Slack adapter alone reads it", channel.id),
+                        )
+                        .hint("remove it")
+                        .at(cx.at_key(CHANNELS, &pointer)),
+                    );
+                }
+            }
+        }
+    }
 }
 
 fn warning(

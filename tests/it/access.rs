@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::{Up, open};
+use crate::common::{Up, open, transcript};
 use serde_json::{Value, json};
 
 const SECRET: &str = "quickstart-webhook-secret";
@@ -19,51 +19,13 @@ fn call(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Option<u64>, Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into();
-    let url = format!("http://{addr}{path}");
-    let response = if method == "GET" {
-        let mut req = agent.get(&url);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        req.call()
-    } else {
-        let mut req = agent.post(&url);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        req.send(body)
-    }
-    .unwrap();
-    let status = response.status().as_u16();
-    let generation = response
-        .headers()
-        .get("x-deepcli-plan-generation")
-        .and_then(|v| v.to_str().ok()?.parse().ok());
-    let text = response.into_body().read_to_string().unwrap();
-    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (status, generation, body)
+    let answer = crate::common::http(addr, method, path, headers, body);
+    (answer.status, answer.generation, answer.body)
 }
 
 /// `POST /v1/inbound` signed with `secret`.
 fn inbound(addr: SocketAddr, secret: &str, envelope: &Value) -> (u16, Value) {
-    let body = envelope.to_string();
-    let signature = deepcli::access::sign(secret.as_bytes(), body.as_bytes());
-    let (status, _, body) = call(
-        addr,
-        "POST",
-        "/v1/inbound",
-        &[
-            ("x-deepcli-signature", &signature),
-            ("content-type", "application/json"),
-        ],
-        body.as_bytes(),
-    );
-    (status, body)
+    crate::common::signed_inbound(addr, secret.as_bytes(), envelope)
 }
 
 fn token(state: &Path) -> String {
@@ -84,18 +46,6 @@ fn envelope(peer: Value, message_id: &str, text: &str) -> Value {
 
 fn group(id: &str) -> Value {
     json!({"kind": "group", "id": id})
-}
-
-/// The transcript of a session key: (provenance, text) in order.
-fn transcript(state: &Path, session_key: &str) -> Vec<(String, String)> {
-    let db = rusqlite::Connection::open(state.join("state.db")).unwrap();
-    let mut stmt = db
-        .prepare("SELECT provenance, text FROM transcript WHERE session_key = ?1 ORDER BY id")
-        .unwrap();
-    stmt.query_map([session_key], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
 }
 
 /// Whether a runtime session was opened for `session_key`: its delivery holds the session's

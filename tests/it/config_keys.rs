@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::{Up, bin, sdk_echo_agent};
+use crate::common::{Up, bin, sdk_echo_agent, transcript};
 use serde_json::{Value, json};
 
 const SECRET: &str = "config-keys-webhook-secret";
@@ -94,18 +94,6 @@ fn reply(up: &Up, envelope: &Value) -> String {
 
 fn db(state: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(state.join("state.db")).unwrap()
-}
-
-/// (provenance, text) of a session key's transcript, in order.
-fn transcript(state: &Path, session_key: &str) -> Vec<(String, String)> {
-    let db = db(state);
-    let mut stmt = db
-        .prepare("SELECT provenance, text FROM transcript WHERE session_key = ?1 ORDER BY id")
-        .unwrap();
-    stmt.query_map([session_key], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
 }
 
 fn count(state: &Path, sql: &str) -> i64 {

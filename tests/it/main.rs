@@ -3,6 +3,7 @@
 //! installs), and the library's public surface tested from outside.
 
 mod access;
+mod adapters;
 mod apply;
 mod cli;
 mod common;

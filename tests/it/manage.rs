@@ -576,8 +576,10 @@ fn channels_list_status_capabilities_logs() {
     insta::assert_json_snapshot!("channels_logs", run.json(&hub));
 }
 
-/// `--probe` per account, each kind of result: the platforms' API hosts are put on loopback
-/// (`DEEPCLI_PROBE_TARGETS`, a `failpoints` hook), Telegram's on a listener and Slack's on a
+/// `--probe` per account, each kind of result. Slack and Telegram accounts get a real
+/// credential check (`getMe` / `auth.test`, here refused before any call: their tokens are not
+/// set); other platforms a reachability check of their API host, put on loopback
+/// (`DEEPCLI_PROBE_TARGETS`, a `failpoints` hook), Discord's on a listener and WhatsApp's on a
 /// port where nothing listens, so the results do not depend on the network.
 #[test]
 #[cfg_attr(
@@ -589,7 +591,7 @@ fn channels_status_probe_says_what_it_saw_per_account() {
     let channels = hub.file("channels.yaml").replace(
         "        botToken: \"${TELEGRAM_WORK_TOKEN}\"\n",
         "        botToken: \"${TELEGRAM_WORK_TOKEN}\"\n        enabled: false\n",
-    ) + "  matrix: {}\n";
+    ) + "  matrix: {}\n  discord: {}\n  whatsapp: {}\n";
     std::fs::write(hub.config().join("channels.yaml"), channels).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let open = listener.local_addr().unwrap().to_string();
@@ -598,7 +600,7 @@ fn channels_status_probe_says_what_it_saw_per_account() {
         .local_addr()
         .unwrap()
         .to_string();
-    let targets = format!("telegram={open},slack={closed}");
+    let targets = format!("discord={open},whatsapp={closed}");
     let run = hub.run_env(
         &[
             "channels",
@@ -633,7 +635,7 @@ fn channels_status_probe_says_what_it_saw_per_account() {
     }
     let refused = probes
         .iter()
-        .find(|(account, ..)| account == "slack/acme")
+        .find(|(account, ..)| account == "whatsapp/default")
         .and_then(|(_, p, _)| p["error"].as_str())
         .unwrap_or_default()
         .to_string();
@@ -647,7 +649,7 @@ fn channels_status_probe_says_what_it_saw_per_account() {
             ("cli/default".to_string(), json!({"result": "local"}), None),
             (
                 "telegram/default".to_string(),
-                json!({"result": "reachable", "target": open}),
+                json!({"result": "refused", "error": "`botToken`: environment variable `TELEGRAM_BOT_TOKEN` is not set"}),
                 Some(true)
             ),
             (
@@ -657,13 +659,23 @@ fn channels_status_probe_says_what_it_saw_per_account() {
             ),
             (
                 "slack/acme".to_string(),
-                json!({"result": "unreachable", "target": closed, "error": refused}),
+                json!({"result": "refused", "error": "`botToken`: environment variable `SLACK_ACME_TOKEN` is not set"}),
                 Some(true)
             ),
             (
                 "matrix/default".to_string(),
                 json!({"result": "skipped", "error": "deepcli knows no API endpoint for this platform"}),
                 None
+            ),
+            (
+                "discord/default".to_string(),
+                json!({"result": "reachable", "target": open}),
+                Some(true)
+            ),
+            (
+                "whatsapp/default".to_string(),
+                json!({"result": "unreachable", "target": closed, "error": refused}),
+                Some(true)
             ),
         ]
     );

@@ -14,7 +14,7 @@ use crate::common::{Up, bin};
 
 const SECRET: &str = "policy-webhook-secret";
 
-/// One HTTP call: status and JSON body (text when it is not JSON).
+/// One HTTP call: status and body (JSON when it parses, else the text).
 fn call(
     addr: SocketAddr,
     method: &str,
@@ -22,48 +22,13 @@ fn call(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into();
-    let url = format!("http://{addr}{path}");
-    let response = if method == "GET" {
-        let mut req = agent.get(&url);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        req.call()
-    } else {
-        let mut req = agent.post(&url);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        req.send(body)
-    }
-    .unwrap();
-    let status = response.status().as_u16();
-    let text = response.into_body().read_to_string().unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    let answer = crate::common::http(addr, method, path, headers, body);
+    (answer.status, answer.body)
 }
 
 /// `POST /v1/inbound`, signed.
 fn inbound(up: &Up, envelope: &Value) -> (u16, Value) {
-    let body = envelope.to_string();
-    let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
-    call(
-        up.addr,
-        "POST",
-        "/v1/inbound",
-        &[
-            ("x-deepcli-signature", &signature),
-            ("content-type", "application/json"),
-        ],
-        body.as_bytes(),
-    )
+    crate::common::signed_inbound(up.addr, SECRET.as_bytes(), envelope)
 }
 
 fn token(up: &Up) -> String {

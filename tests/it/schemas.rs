@@ -378,14 +378,12 @@ const KEYS: &[(&str, Acts)] = &[
     (
         "channels.*.accounts.*.botToken",
         Enforced(
-            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
+            "adapters: the Slack and Telegram adapters call the platform with it (auth.test, getMe, chat.postMessage, sendMessage); channels status resolves and checks it",
         ),
     ),
     (
         "channels.*.accounts.*.appToken",
-        Enforced(
-            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
-        ),
+        Enforced("adapters::slack: apps.connections.open for Socket Mode"),
     ),
     (
         "channels.*.accounts.*.userToken",
@@ -395,13 +393,45 @@ const KEYS: &[(&str, Acts)] = &[
     ),
     (
         "channels.*.accounts.*.signingSecret",
-        Enforced(
-            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
-        ),
+        Enforced("adapters::slack: verifies POST /v1/slack/<account>/events (v0 signature)"),
     ),
     (
         "channels.*.accounts.*.webhookSecret",
-        Enforced("access: authenticates POST /v1/inbound, signs the reply sink's calls"),
+        Enforced(
+            "access: authenticates POST /v1/inbound, signs the reply sink's calls; adapters::telegram: setWebhook's secret_token, checked on POST /v1/telegram/<account>/webhook",
+        ),
+    ),
+    (
+        "channels.*.accounts.*.mode",
+        Enforced("adapters: the transport of the account's platform adapter, or none (bridge)"),
+    ),
+    (
+        "channels.*.accounts.*.apiBase",
+        Enforced("adapters: the platform API every call of the adapter goes to"),
+    ),
+    (
+        "channels.*.accounts.*.webhookUrl",
+        Enforced("adapters::telegram: registered with setWebhook in webhook mode"),
+    ),
+    (
+        "channels.*.accounts.*.replyToMode",
+        Enforced("adapters::slack: whether a reply starts a thread"),
+    ),
+    (
+        "channels.*.accounts.*.discussion",
+        Enforced("adapters::slack: seed 001's discussions per thread"),
+    ),
+    (
+        "channels.*.accounts.*.discussion.maxRounds",
+        Enforced("adapters::slack: bot replies per thread before bot messages are held"),
+    ),
+    (
+        "channels.*.accounts.*.discussion.closeMarker",
+        Enforced("adapters::slack: the text that closes a thread's discussion"),
+    ),
+    (
+        "channels.*.accounts.*.discussion.stallRounds",
+        Enforced("adapters::slack: repeated replies that pause a thread's discussion"),
     ),
     (
         "channels.*.accounts.*.replyUrl",

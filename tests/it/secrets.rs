@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crate::common::Up;
 use serde_json::{Value, json};
@@ -19,46 +18,13 @@ fn call(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into();
-    let url = format!("http://{addr}{path}");
-    let response = if method == "GET" {
-        let mut req = agent.get(&url);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        req.call()
-    } else {
-        let mut req = agent.post(&url);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        req.send(body)
-    }
-    .unwrap();
-    let status = response.status().as_u16();
-    let text = response.into_body().read_to_string().unwrap();
-    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (status, body)
+    let answer = crate::common::http(addr, method, path, headers, body);
+    (answer.status, answer.body)
 }
 
 /// `POST /v1/inbound` of `envelope`, signed with `secret`.
 fn inbound(addr: SocketAddr, secret: &[u8], envelope: &Value) -> (u16, Value) {
-    let body = envelope.to_string();
-    let signature = deepcli::access::sign(secret, body.as_bytes());
-    call(
-        addr,
-        "POST",
-        "/v1/inbound",
-        &[
-            ("x-deepcli-signature", &signature),
-            ("content-type", "application/json"),
-        ],
-        body.as_bytes(),
-    )
+    crate::common::signed_inbound(addr, secret, envelope)
 }
 
 fn envelope(account: &str, message_id: &str) -> Value {

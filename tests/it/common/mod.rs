@@ -107,6 +107,8 @@ pub fn controller(
     .args(["up", "--listen", "127.0.0.1:0", "--debounce-ms", "100"])
     .env("HOME", home)
     .env("NO_COLOR", "1")
+    // No test reaches a real platform: an account without an `apiBase` gets a closed port.
+    .env("DEEPCLI_FAILPOINT_PLATFORM_API", "http://127.0.0.1:9")
     .env_remove("RUST_LOG")
     .stdout(Stdio::null())
     .stderr(Stdio::null());
@@ -226,7 +228,8 @@ impl Up {
     /// Writes the config and starts `deepcli up` on it; `configure` adds to the command.
     pub fn start_with(agents: &str, bindings: &str, configure: impl FnOnce(&mut Command)) -> Up {
         // The inbound policy opened wide: these are tests of the controller, not of the policy.
-        let channels = "channels:\n  defaults: {dmPolicy: open, allowFrom: [\"*\"], groupPolicy: open, requireMention: false}\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}}\n";
+        // The account is a bridge's: the tests sign envelopes themselves.
+        let channels = "channels:\n  defaults: {dmPolicy: open, allowFrom: [\"*\"], groupPolicy: open, requireMention: false}\n  slack:\n    accounts:\n      default: {botToken: {source: env, id: SLACK_TOKEN}, mode: bridge}\n";
         Up::start_config(agents, channels, bindings, configure)
     }
 
@@ -456,4 +459,84 @@ pub const OPEN_DOOR: &str =
 /// `channels` (a channels.yaml text) with [`OPEN_DOOR`].
 pub fn open(channels: &str) -> String {
     channels.replacen("channels:\n", &format!("channels:\n{OPEN_DOOR}"), 1)
+}
+
+/// An HTTP answer.
+pub struct Answer {
+    pub status: u16,
+    /// The `x-deepcli-plan-generation` header, when there is one.
+    pub generation: Option<u64>,
+    /// JSON when it parses, else the text.
+    pub body: Value,
+}
+
+/// One HTTP call to `addr`: GET, or any other method as a POST of `body`.
+pub fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let url = format!("http://{addr}{path}");
+    let response = if method == "GET" {
+        let mut req = agent.get(&url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.call()
+    } else {
+        let mut req = agent.post(&url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send(body)
+    }
+    .unwrap();
+    let status = response.status().as_u16();
+    let generation = response
+        .headers()
+        .get("x-deepcli-plan-generation")
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let text = response.into_body().read_to_string().unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    Answer {
+        status,
+        generation,
+        body,
+    }
+}
+
+/// `POST /v1/inbound` of `envelope`, signed with `secret`: status and body.
+pub fn signed_inbound(addr: std::net::SocketAddr, secret: &[u8], envelope: &Value) -> (u16, Value) {
+    let body = envelope.to_string();
+    let signature = deepcli::access::sign(secret, body.as_bytes());
+    let answer = http(
+        addr,
+        "POST",
+        "/v1/inbound",
+        &[
+            ("x-deepcli-signature", &signature),
+            ("content-type", "application/json"),
+        ],
+        body.as_bytes(),
+    );
+    (answer.status, answer.body)
+}
+
+/// (provenance, text) of a session key's transcript, in order.
+pub fn transcript(state: &Path, session_key: &str) -> Vec<(String, String)> {
+    let db = rusqlite::Connection::open(state.join("state.db")).unwrap();
+    let mut stmt = db
+        .prepare("SELECT provenance, text FROM transcript WHERE session_key = ?1 ORDER BY id")
+        .unwrap();
+    stmt.query_map([session_key], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
 }

@@ -1,0 +1,156 @@
+//! What every adapter does with a reply: whether to post it at all (`NO_REPLY`, empty), how to
+//! cut a long one at the platform's limit, how long to wait on a rate limit, and the dead
+//! letter a reply becomes when it cannot be sent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::access::Access;
+use crate::access::store::DeliveryKey;
+
+/// The reply an agent gives when it has nothing to say (seed 001 §3): never posted.
+pub const NO_REPLY: &str = "NO_REPLY";
+
+/// Attempts of one chunk, at most, rate limits and transient failures included.
+pub const ATTEMPTS: u32 = 5;
+
+/// The longest `retry_after` honoured; a platform asking for more gets a dead letter.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Whether a reply is posted: not when it is empty or exactly `NO_REPLY`.
+pub fn postable(text: &str) -> bool {
+    let trimmed = text.trim();
+    !trimmed.is_empty() && trimmed != NO_REPLY
+}
+
+/// Cuts `text` into pieces of at most `limit` units (`measure` counts a piece), on a paragraph
+/// break if one falls in the second half of the piece, else a line break, else a space, else
+/// anywhere (between characters). Nothing is lost but the break the cut fell on.
+pub fn split(text: &str, limit: usize, measure: fn(&str) -> usize) -> Vec<String> {
+    let limit = limit.max(1);
+    let mut out = Vec::new();
+    let mut rest = text;
+    while measure(rest) > limit {
+        // The longest prefix within the limit, on a character boundary.
+        let mut end = 0;
+        let mut units = 0;
+        for (i, c) in rest.char_indices() {
+            let mut buf = [0u8; 4];
+            let w = measure(c.encode_utf8(&mut buf));
+            if units + w > limit {
+                break;
+            }
+            units += w;
+            end = i + c.len_utf8();
+        }
+        if end == 0 {
+            // One character wider than the limit: taken alone.
+            end = rest.chars().next().map_or(rest.len(), char::len_utf8);
+        }
+        let head = &rest[..end];
+        let half = head.len() / 2;
+        let cut = ["\n\n", "\n", " "].iter().find_map(|sep| {
+            head.rfind(sep)
+                .filter(|&at| at >= half)
+                .map(|at| (at, sep.len()))
+        });
+        let (piece, skip) = match cut {
+            Some((at, len)) => (&rest[..at], at + len),
+            None => (head, end),
+        };
+        if !piece.trim().is_empty() {
+            out.push(piece.to_string());
+        }
+        rest = &rest[skip..];
+    }
+    if !rest.trim().is_empty() {
+        out.push(rest.to_string());
+    }
+    out
+}
+
+/// Characters (Unicode scalar values).
+pub fn chars(text: &str) -> usize {
+    text.chars().count()
+}
+
+/// UTF-16 code units: how Telegram counts a message's length.
+pub fn utf16(text: &str) -> usize {
+    text.encode_utf16().count()
+}
+
+/// Keeps a reply that cannot be sent as a dead letter, with the reason, and says so in the
+/// channel's log (`deepcli channels logs`).
+pub async fn dead_letter(
+    access: &Arc<Access>,
+    key: DeliveryKey,
+    target: String,
+    body: String,
+    attempts: u32,
+    error: String,
+) {
+    let line = format!(
+        "dead-letter account={} peer={}:{} message={} target={target} attempts={attempts} error={error}",
+        key.account_id, key.peer_kind, key.peer_id, key.message_id
+    );
+    tracing::warn!(channel = %key.channel, account = %key.account_id, message = %key.message_id, %error, "a reply could not be sent; kept as a dead letter");
+    access
+        .metrics
+        .reply_failures
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let channel = key.channel.clone();
+    let store = access.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        store
+            .store()
+            .dead_letter(&key, &target, &body, attempts, &error)
+    })
+    .await;
+    access.log_call(Some(&channel), &line).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_reply_and_empty_are_not_posted() {
+        assert!(!postable("NO_REPLY"));
+        assert!(!postable("  NO_REPLY\n"));
+        assert!(!postable(" \n"));
+        assert!(postable("NO_REPLY, said the bot"));
+    }
+
+    #[test]
+    fn a_long_text_is_cut_on_paragraphs_then_lines_within_the_limit() {
+        let para = "a".repeat(30);
+        let text = format!("{para}\n\n{para}\n\n{para}");
+        let pieces = split(&text, 70, chars);
+        assert_eq!(pieces, [format!("{para}\n\n{para}"), para.clone()]);
+        let lines = format!("{para}\n{para}\n{para}");
+        assert_eq!(split(&lines, 40, chars), [para.clone(), para.clone(), para]);
+        let word = "x".repeat(25);
+        assert_eq!(
+            split(&word, 10, chars),
+            ["x".repeat(10), "x".repeat(10), "x".repeat(5)]
+        );
+        assert_eq!(split("short", 4096, chars), ["short"]);
+        assert!(split("", 10, chars).is_empty());
+    }
+
+    #[test]
+    fn pieces_are_measured_in_the_platforms_units_and_never_cut_a_character() {
+        // 🙂 is two UTF-16 units: 3 of them fill 6 units.
+        let text = "🙂".repeat(5);
+        let pieces = split(&text, 6, utf16);
+        assert_eq!(pieces, ["🙂🙂🙂", "🙂🙂"]);
+        for p in split(&"é".repeat(9000), 4096, utf16) {
+            assert!(utf16(&p) <= 4096);
+        }
+        let total: usize = split(&"é".repeat(9000), 4096, utf16)
+            .iter()
+            .map(|p| chars(p))
+            .sum();
+        assert_eq!(total, 9000);
+    }
+}

@@ -1,0 +1,334 @@
+//! What the management service asks a platform, outside any connection: a real credential
+//! check (`channels login`, `channels status --probe` when no controller reports the account
+//! connected: `getMe` / `auth.test`), `deleteWebhook` (`channels logout`), and `resolve`:
+//! human names to the ids bindings need, page by page through the platform's directory.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{AdapterSpec, Identity, Platform};
+
+/// Checks the account's bot token with the platform; the bot's identity, or why not.
+pub async fn check(http: &reqwest::Client, spec: &AdapterSpec) -> Result<Identity, String> {
+    let token = spec
+        .bot_token
+        .as_ref()
+        .map_err(|why| format!("`botToken`: {why}"))?;
+    match spec.platform {
+        Platform::Telegram => {
+            let api = super::telegram::Api {
+                http,
+                base: &spec.api_base,
+                token: &token.0,
+            };
+            super::telegram::get_me(&api)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        Platform::Slack => super::slack::auth_test(http, &spec.api_base, &token.0)
+            .await
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// Runs `f` on a runtime of its own, on a thread of its own (callers may be on a runtime's
+/// blocking pool), within `timeout`.
+fn on_own_runtime<T: Send + 'static>(
+    timeout: Duration,
+    f: impl FnOnce(
+        reqwest::Client,
+    )
+        -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, String>> + Send>>
+    + Send
+    + 'static,
+) -> Result<T, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start: {e}"))?;
+        runtime.block_on(async move {
+            let http = reqwest::Client::builder()
+                .timeout(timeout)
+                .build()
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            tokio::time::timeout(timeout, f(http))
+                .await
+                .map_err(|_| format!("no answer within {} s", timeout.as_secs()))?
+        })
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the platform check failed".into()))
+}
+
+/// [`check`] from synchronous code.
+pub fn check_now(spec: &AdapterSpec, timeout: Duration) -> Result<Identity, String> {
+    let spec = spec.clone();
+    on_own_runtime(timeout, move |http| {
+        Box::pin(async move { check(&http, &spec).await })
+    })
+}
+
+/// `deleteWebhook` (Telegram's `channels logout`).
+pub fn delete_webhook_now(spec: &AdapterSpec, timeout: Duration) -> Result<(), String> {
+    let spec = spec.clone();
+    on_own_runtime(timeout, move |http| {
+        Box::pin(async move {
+            let token = spec
+                .bot_token
+                .as_ref()
+                .map_err(|why| format!("`botToken`: {why}"))?;
+            super::telegram::delete_webhook(&http, &spec.api_base, &token.0)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    })
+}
+
+/// What a name turned into.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resolution {
+    /// As given.
+    pub name: String,
+    /// `user`, `group` or `channel`.
+    pub kind: String,
+    /// `found`, `not-found` or `ambiguous`.
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// For `ambiguous`: every match; for `not-found`: a note.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<Candidate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub id: String,
+    pub name: String,
+}
+
+/// The kind a name means: `--kind`, else `@name` a user and `#name` a channel.
+pub fn kind_of(name: &str, kind: Option<&str>) -> String {
+    match kind {
+        Some(k) => k.to_string(),
+        None if name.starts_with('#') => "channel".into(),
+        None => "user".into(),
+    }
+}
+
+/// Most directory pages read for one resolve (Slack answers up to 200 entries a page).
+const MAX_PAGES: usize = 200;
+
+/// Every entry of a paged Slack list method (`users.list` → `members`, `conversations.list`
+/// → `channels`), following `response_metadata.next_cursor`.
+async fn slack_directory(
+    http: &reqwest::Client,
+    spec: &AdapterSpec,
+    method: &str,
+    key: &str,
+    extra: Value,
+) -> Result<Vec<Value>, String> {
+    let token = spec
+        .bot_token
+        .as_ref()
+        .map_err(|why| format!("`botToken`: {why}"))?;
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    for _ in 0..MAX_PAGES {
+        let mut body = extra.clone();
+        body["limit"] = 200.into();
+        if !cursor.is_empty() {
+            body["cursor"] = cursor.clone().into();
+        }
+        let page = loop {
+            match super::slack::call(http, &spec.api_base, &token.0, method, &body).await {
+                Ok(page) => break page,
+                Err(super::slack::ApiError::RateLimited(wait))
+                    if wait <= Duration::from_secs(30) =>
+                {
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => return Err(format!("{method}: {e}")),
+            }
+        };
+        out.extend(page[key].as_array().into_iter().flatten().cloned());
+        cursor = page["response_metadata"]["next_cursor"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if cursor.is_empty() {
+            return Ok(out);
+        }
+    }
+    Ok(out)
+}
+
+fn matched(name: &str, kind: String, hits: Vec<Candidate>, note: Option<String>) -> Resolution {
+    let (status, id) = match hits.len() {
+        0 => ("not-found", None),
+        1 => ("found", Some(hits[0].id.clone())),
+        _ => ("ambiguous", None),
+    };
+    Resolution {
+        name: name.to_string(),
+        kind,
+        status: status.to_string(),
+        id,
+        candidates: if hits.len() > 1 { hits } else { Vec::new() },
+        note: if status == "not-found" { note } else { None },
+    }
+}
+
+/// Resolves `names` on the account's platform.
+pub async fn resolve(
+    http: &reqwest::Client,
+    spec: &AdapterSpec,
+    names: &[String],
+    kind: Option<&str>,
+) -> Result<Vec<Resolution>, String> {
+    let mut out = Vec::new();
+    match spec.platform {
+        Platform::Slack => {
+            let wants = |k: &str| names.iter().any(|n| kind_of(n, kind) == k);
+            let users = if wants("user") {
+                slack_directory(http, spec, "users.list", "members", json!({})).await?
+            } else {
+                Vec::new()
+            };
+            let channels = if wants("channel") || wants("group") {
+                slack_directory(
+                    http,
+                    spec,
+                    "conversations.list",
+                    "channels",
+                    json!({"types": "public_channel,private_channel,mpim", "exclude_archived": true}),
+                )
+                .await?
+            } else {
+                Vec::new()
+            };
+            for name in names {
+                let k = kind_of(name, kind);
+                let bare = name.trim().trim_start_matches(['@', '#']).to_lowercase();
+                let hits: Vec<Candidate> = if k == "user" {
+                    users
+                        .iter()
+                        .filter(|u| u["deleted"] != true)
+                        .filter(|u| {
+                            [
+                                &u["name"],
+                                &u["profile"]["display_name"],
+                                &u["real_name"],
+                                &u["id"],
+                            ]
+                            .iter()
+                            .any(|v| v.as_str().is_some_and(|s| s.to_lowercase() == bare))
+                        })
+                        .map(|u| Candidate {
+                            id: u["id"].as_str().unwrap_or_default().to_string(),
+                            name: u["real_name"]
+                                .as_str()
+                                .or(u["name"].as_str())
+                                .unwrap_or_default()
+                                .to_string(),
+                        })
+                        .collect()
+                } else {
+                    channels
+                        .iter()
+                        .filter(|c| {
+                            [&c["name"], &c["id"]]
+                                .iter()
+                                .any(|v| v.as_str().is_some_and(|s| s.to_lowercase() == bare))
+                        })
+                        .map(|c| Candidate {
+                            id: c["id"].as_str().unwrap_or_default().to_string(),
+                            name: c["name"].as_str().unwrap_or_default().to_string(),
+                        })
+                        .collect()
+                };
+                out.push(matched(name, k, hits, None));
+            }
+        }
+        Platform::Telegram => {
+            let token = spec
+                .bot_token
+                .as_ref()
+                .map_err(|why| format!("`botToken`: {why}"))?;
+            let api = super::telegram::Api {
+                http,
+                base: &spec.api_base,
+                token: &token.0,
+            };
+            for name in names {
+                let k = kind_of(name, kind);
+                let bare = name.trim();
+                if bare
+                    .trim_start_matches('-')
+                    .chars()
+                    .all(|c| c.is_ascii_digit())
+                    && !bare.is_empty()
+                {
+                    out.push(matched(
+                        name,
+                        k,
+                        vec![Candidate {
+                            id: bare.into(),
+                            name: bare.into(),
+                        }],
+                        None,
+                    ));
+                    continue;
+                }
+                let chat = format!("@{}", bare.trim_start_matches(['@', '#']));
+                let hits = match api
+                    .call(
+                        "getChat",
+                        &json!({"chat_id": chat}),
+                        Duration::from_secs(15),
+                    )
+                    .await
+                {
+                    Ok(c) => c["id"]
+                        .as_i64()
+                        .map(|id| Candidate {
+                            id: id.to_string(),
+                            name: c["title"]
+                                .as_str()
+                                .or(c["username"].as_str())
+                                .unwrap_or_default()
+                                .to_string(),
+                        })
+                        .into_iter()
+                        .collect(),
+                    Err(super::telegram::ApiError::Refused { .. }) => Vec::new(),
+                    Err(e) => return Err(format!("getChat: {e}")),
+                };
+                let note = (k == "user").then(|| {
+                    "Telegram has no user directory: a user's numeric id shows in `deepcli pairing list` and `channels logs`".to_string()
+                });
+                out.push(matched(name, k, hits, note));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`resolve`] from synchronous code.
+pub fn resolve_now(
+    spec: &AdapterSpec,
+    names: Vec<String>,
+    kind: Option<String>,
+    timeout: Duration,
+) -> Result<Vec<Resolution>, String> {
+    let spec = spec.clone();
+    on_own_runtime(timeout, move |http| {
+        Box::pin(async move { resolve(&http, &spec, &names, kind.as_deref()).await })
+    })
+}

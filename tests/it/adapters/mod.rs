@@ -1,0 +1,83 @@
+//! The platform adapters end to end (adapters.md): `deepcli up` connecting by itself to local
+//! fakes of the Telegram Bot API and the Slack Web API / Socket Mode / Events API that record
+//! every call, delivering to the echo agent on the ACP TypeScript SDK, and posting its
+//! replies back. No test reaches a real platform.
+
+mod slack;
+mod slack_fake;
+mod telegram;
+mod telegram_fake;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::{Up, bin};
+
+/// Shortened timings: Telegram long polls of 1 s, reconnects after 100 ms.
+pub const FAST: &str = "telegram_poll_s=1,adapter_backoff_ms=100";
+
+/// `deepcli <args>` on the controller's directories.
+pub fn deepcli(up: &Up, args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .args([
+            "--config",
+            up.config.to_str().unwrap(),
+            "--state-dir",
+            up.state.to_str().unwrap(),
+        ])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("DEEPCLI_OPERATOR_TOKEN")
+        .output()
+        .unwrap()
+}
+
+/// The live adapter of `channel/account` in a status document.
+pub fn adapter<'a>(doc: &'a Value, channel: &str, account: &str) -> &'a Value {
+    &doc["channels"][channel]["accounts"][account]["adapter"]
+}
+
+/// The lines of `channels logs` for `channel`.
+pub fn channel_log(up: &Up, channel: &str) -> String {
+    let out = deepcli(
+        up,
+        &["channels", "logs", "--channel", channel, "--lines", "500"],
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Adapter keys nothing reads are `not-enforced` warnings, each at its key: a channel without
+/// a built-in adapter, `mode: bridge`, the other platform's keys, the other platform's mode.
+#[test]
+fn adapter_keys_nothing_reads_are_reported_not_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("channels.yaml"),
+        "channels:\n  discord:\n    accounts:\n      default: {token: \"${D}\", mode: socket, apiBase: \"http://127.0.0.1:1\"}\n  telegram:\n    accounts:\n      default: {botToken: \"${T}\", mode: socket, replyToMode: all, webhookUrl: \"https://x.example/hook\"}\n      old: {botToken: \"${T2}\", mode: bridge, apiBase: \"http://127.0.0.1:1\"}\n    groups:\n      \"-100\": {discussion: {maxRounds: 3}}\n  slack:\n    accounts:\n      default: {botToken: \"${S}\", appToken: \"${A}\", webhookUrl: \"https://x.example/hook\", discussion: {maxRounds: 3}}\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["validate", "--config", dir.path().to_str().unwrap()])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for expected in [
+        "channels.yaml:4:32: warning[not-enforced]: `mode` of account `discord/default` is not enforced: deepcli has no built-in adapter for channel `discord`",
+        "`apiBase` of account `discord/default` is not enforced",
+        "`mode` of account `telegram/default` is not enforced: `socket` is not a telegram mode (it takes `polling` or `webhook`)",
+        "`replyToMode` of account `telegram/default` is not enforced: `replyToMode` is read by the Slack adapter only",
+        "`webhookUrl` of account `telegram/default` is not enforced: `webhookUrl` is read in `mode: webhook` only",
+        "`apiBase` of account `telegram/old` is not enforced: `mode: bridge` runs no built-in adapter",
+        "`discussion` of group `-100` on channel `telegram` is not enforced",
+        "`webhookUrl` of account `slack/default` is not enforced",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    assert!(
+        !text.contains("`discussion` of account `slack/default`"),
+        "{text}"
+    );
+    assert!(!text.contains("`mode` of account `telegram/old`"), "{text}");
+}

@@ -1,0 +1,498 @@
+//! Slack through the fake: two bot accounts (two Slack apps) in one workspace, each bound to
+//! its own echo agent — seed 001 appendix B: a human mention, a thread reply, the round limit
+//! and the close marker, a second channel — over Socket Mode and the Events API; signatures
+//! and replays refused; a dropped WebSocket and a `disconnect` reconnected.
+
+use serde_json::{Value, json};
+
+use super::slack_fake::{App, Fake, Server};
+use super::{FAST, adapter, channel_log, deepcli};
+use crate::common::{Up, sdk_echo_agent};
+
+/// Two echo agents: `alpha` and `beta`.
+fn agents() -> String {
+    let agent = sdk_echo_agent();
+    format!(
+        "agents:\n  list:\n    - id: main\n    - id: alpha\n      runtime: {{kind: acp, command: [node, \"{0}\"]}}\n    - id: beta\n      runtime: {{kind: acp, command: [node, \"{0}\"]}}\n",
+        agent.display()
+    )
+}
+
+const BINDINGS: &str = "bindings:\n  - agentId: alpha\n    match: {channel: slack, accountId: alpha}\n  - agentId: beta\n    match: {channel: slack, accountId: beta}\n";
+
+/// channels.yaml: the two apps as accounts `alpha` and `beta` on the fake; `account` adds
+/// keys to both accounts, `channel` to the channel.
+fn channels(server: &Server, account: &str, channel: &str) -> String {
+    let one = |id: &str, n: u32| {
+        format!(
+            "      {id}:\n        botToken: {{source: env, id: SLACK_BOT_{n}}}\n        appToken: {{source: env, id: SLACK_APP_{n}}}\n        apiBase: \"{}\"\n{account}",
+            server.base()
+        )
+    };
+    format!(
+        "channels:\n  slack:\n    defaultAccount: alpha\n    groupPolicy: open\n{channel}    accounts:\n{}{}",
+        one("alpha", 1),
+        one("beta", 2)
+    )
+}
+
+fn start(_server: &Server, channels: &str, apps: &[&App]) -> Up {
+    let apps: Vec<App> = apps.iter().map(|a| (*a).clone()).collect();
+    Up::start_config(&agents(), channels, BINDINGS, move |cmd| {
+        for (n, app) in apps.iter().enumerate() {
+            cmd.env(format!("SLACK_BOT_{}", n + 1), &app.bot_token)
+                .env(format!("SLACK_APP_{}", n + 1), &app.app_token);
+        }
+        cmd.env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+    })
+}
+
+fn both_connected(up: &Up) -> Value {
+    up.wait_for("both Slack apps connected", |s| {
+        ["alpha", "beta"]
+            .iter()
+            .all(|a| adapter(s, "slack", a)["state"] == "connected")
+    })
+}
+
+fn text(v: &Value) -> String {
+    v["text"].as_str().unwrap_or_default().to_string()
+}
+
+/// Every event the fake sent has been taken and handled: each app saw its count and the
+/// inbox is empty.
+fn settled(up: &Up, counts: &[(&str, u64)]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(s) = up.status()
+            && counts
+                .iter()
+                .all(|(a, n)| adapter(&s, "slack", a)["events"].as_u64() == Some(*n))
+            && inbox(up) == 0
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "events not handled: {counts:?}; the channel's log:\n{}",
+            channel_log(up, "slack")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn inbox(up: &Up) -> i64 {
+    let db = rusqlite::Connection::open_with_flags(
+        up.state.join("state.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    db.query_row("SELECT count(*) FROM adapter_inbox", [], |r| r.get(0))
+        .unwrap_or(-1)
+}
+
+/// Appendix B 1, 2 and 4 over Socket Mode: a human's mention is answered by the bot it
+/// names only (once, though Slack sends `message` and `app_mention`), in a thread; a reply in
+/// that thread naming the other bot is answered by that one only (`requireExplicitMention`);
+/// a second channel is a conversation of its own. Every envelope is acknowledged.
+#[test]
+fn slack_mentions_threads_and_a_second_channel_over_socket_mode() {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    let up = start(
+        &server,
+        &channels(
+            &server,
+            "        replyToMode: first\n",
+            "    requireExplicitMention: true\n",
+        ),
+        &[&alpha, &beta],
+    );
+    let status = both_connected(&up);
+    let live = adapter(&status, "slack", "alpha");
+    assert_eq!(live["identity"]["botUserId"], alpha.user_id, "{live:#}");
+    assert_eq!(live["identity"]["teamId"], "T0TEAM");
+    assert_eq!(live["mode"], "socket");
+
+    // 1. A human mentions alpha in #main.
+    let asked = fake.human(
+        "C0MAIN",
+        "U0HUMAN",
+        &format!("<@{}> plan the release", alpha.user_id),
+        None,
+    );
+    fake.wait("alpha's answer", |f| f.posted_by(&alpha).len() == 1);
+    let answer = &fake.posted_by(&alpha)[0];
+    assert!(
+        text(answer).starts_with(&format!("echo: <@{}> plan the release", alpha.user_id)),
+        "{answer:#}"
+    );
+    assert_eq!(answer["channel"], "C0MAIN");
+    assert_eq!(
+        answer["thread_ts"],
+        asked.as_str(),
+        "replyToMode first: a thread under the message"
+    );
+
+    // 2. In that thread the human asks beta.
+    fake.human(
+        "C0MAIN",
+        "U0HUMAN",
+        &format!("<@{}> review it", beta.user_id),
+        Some(&asked),
+    );
+    fake.wait("beta's answer", |f| f.posted_by(&beta).len() == 1);
+    let answer = &fake.posted_by(&beta)[0];
+    assert_eq!(answer["thread_ts"], asked.as_str());
+    assert!(text(answer).contains("review it"));
+
+    // 4. A second channel: beta, asked there, starts a conversation of its own (turn 1).
+    fake.human(
+        "C0SECOND",
+        "U0HUMAN",
+        &format!("<@{}> hello", beta.user_id),
+        None,
+    );
+    fake.wait("beta's answer in #second", |f| {
+        f.posted_by(&beta).len() == 2
+    });
+    let second = &fake.posted_by(&beta)[1];
+    assert_eq!(second["channel"], "C0SECOND");
+    assert!(text(second).contains("(turn 1)"), "{second:#}");
+
+    // Every message reaches both apps, and an app_mention the app it names (the echoes name
+    // the bot they answer for): alpha 3 humans + 3 bot posts + 2 mentions, beta 3 + 3 + 4.
+    settled(&up, &[("alpha", 8), ("beta", 10)]);
+    assert_eq!(
+        fake.posted_by(&alpha).len(),
+        1,
+        "alpha answered once (message + app_mention), not in beta's thread turn"
+    );
+    assert_eq!(fake.posted_by(&beta).len(), 2);
+    // Acknowledged once recorded: the last acks may still be on their way.
+    fake.wait("every envelope acknowledged", |f| f.acks().len() == 18);
+    let log = channel_log(&up, "slack");
+    assert!(log.contains("gated=not-mentioned"), "{log}");
+    assert!(log.contains("gated=self "), "{log}");
+}
+
+/// Appendix B 3: two bots talking in a thread stop after `maxRounds` bot replies, and one
+/// notice asks a human to step in; a human reply re-opens the discussion; a reply holding the
+/// close marker ends it, and no bot answers after it.
+#[test]
+fn two_slack_bots_in_one_thread_stop_at_max_rounds_and_at_the_close_marker() {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    let up = start(
+        &server,
+        &channels(
+            &server,
+            "        replyToMode: all\n        allowBots: true\n",
+            "    requireMention: false\n    groups:\n      C0DISC:\n        discussion: {maxRounds: 4, closeMarker: \"echo: STOP\"}\n",
+        ),
+        &[&alpha, &beta],
+    );
+    both_connected(&up);
+    let thread = fake.human("C0DISC", "U0HUMAN", "let us discuss", None);
+    fake.wait("the notice", |f| {
+        f.posted()
+            .iter()
+            .any(|c| text(&c.body).starts_with("This discussion is paused"))
+    });
+    // 1 human + 4 rounds + 1 notice, each seen by both apps.
+    settled(&up, &[("alpha", 6), ("beta", 6)]);
+    let posted = fake.posted();
+    let rounds: Vec<&Value> = posted
+        .iter()
+        .map(|c| &c.body)
+        .filter(|b| text(b).starts_with("echo: "))
+        .collect();
+    assert_eq!(rounds.len(), 4, "{posted:#?}");
+    assert!(rounds.iter().all(|b| b["thread_ts"] == thread.as_str()));
+    let notices = posted
+        .iter()
+        .filter(|c| text(&c.body).starts_with("This discussion is paused"))
+        .count();
+    assert_eq!(notices, 1);
+    let log = channel_log(&up, "slack");
+    assert!(log.contains("discussion paused"), "{log}");
+    assert!(log.contains("why=discussion-"), "{log}");
+
+    // A human re-opens it: four more rounds, one more notice.
+    fake.human("C0DISC", "U0HUMAN", "go on", Some(&thread));
+    settled(&up, &[("alpha", 12), ("beta", 12)]);
+    assert_eq!(fake.posted().len(), 10, "{:#?}", fake.posted());
+
+    // A reply with the close marker ends it at once: the other bot's reply is not posted.
+    fake.human("C0DISC", "U0HUMAN", "STOP", Some(&thread));
+    settled(&up, &[("alpha", 14), ("beta", 14)]);
+    let after: Vec<String> = fake.posted()[10..].iter().map(|c| text(&c.body)).collect();
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert!(after[0].starts_with("echo: STOP"), "{after:?}");
+    assert!(channel_log(&up, "slack").contains("by=close-marker"));
+}
+
+/// A dropped WebSocket and a `disconnect` request: the adapter opens a new connection and
+/// events after it are delivered.
+#[test]
+fn a_dropped_slack_socket_reconnects() {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    let up = start(&server, &channels(&server, "", ""), &[&alpha, &beta]);
+    both_connected(&up);
+    let opens = |f: &Fake| {
+        f.calls()
+            .iter()
+            .filter(|c| c.method == "apps.connections.open" && c.token == alpha.app_token)
+            .count()
+    };
+    assert_eq!(opens(fake), 1);
+    fake.drop_sockets(&alpha);
+    fake.wait("a new socket after the drop", |f| {
+        opens(f) == 2 && f.sockets(&alpha) == 1
+    });
+    fake.ask_reconnect(&alpha);
+    fake.wait("a new socket after disconnect", |f| {
+        opens(f) == 3 && f.sockets(&alpha) == 1
+    });
+    up.wait_for("alpha connected again", |s| {
+        adapter(s, "slack", "alpha")["state"] == "connected"
+            && adapter(s, "slack", "alpha")["connects"].as_u64() >= Some(3)
+    });
+    fake.human(
+        "C0MAIN",
+        "U0HUMAN",
+        &format!("<@{}> still there?", alpha.user_id),
+        None,
+    );
+    fake.wait("alpha's answer", |f| f.posted_by(&alpha).len() == 1);
+    assert!(channel_log(&up, "slack").contains("Slack asked to reconnect (refresh_requested)"));
+}
+
+/// The Events API: url_verification answered; a bad signature, a stale timestamp and a
+/// missing one refused; Slack's retry of an event (same event_id) answered once; acks sent
+/// before delivery.
+#[test]
+fn slack_http_events_are_verified_and_deduplicated() {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    let dir = tempfile::tempdir().unwrap();
+    let secret_file = dir.path().join("signing");
+    std::fs::write(&secret_file, "signing-secret-1\n").unwrap();
+    let up = start(
+        &server,
+        &channels(
+            &server,
+            &format!(
+                "        mode: http\n        signingSecret: {{source: file, path: {}}}\n",
+                secret_file.display()
+            ),
+            "    dmPolicy: open\n    allowFrom: [\"*\"]\n",
+        ),
+        &[&alpha, &beta],
+    );
+    both_connected(&up);
+    assert!(
+        fake.calls()
+            .iter()
+            .all(|c| c.method != "apps.connections.open"),
+        "no socket in http mode"
+    );
+    let url = |account: &str| format!("http://{}/v1/slack/{account}/events", up.addr);
+    fake.set_http("alpha", Some((url("alpha"), "signing-secret-1".into())));
+    fake.set_http("beta", Some((url("beta"), "signing-secret-1".into())));
+    let now = jiff::Timestamp::now().as_second();
+    let challenge =
+        json!({"type": "url_verification", "challenge": "c-123", "token": "x"}).to_string();
+    assert_eq!(
+        fake.post_signed(&url("alpha"), "signing-secret-1", now, &challenge, 0)
+            .0,
+        200
+    );
+    assert_eq!(
+        fake.post_signed(&url("alpha"), "wrong-secret", now, &challenge, 0)
+            .0,
+        401
+    );
+    assert_eq!(
+        fake.post_signed(&url("alpha"), "signing-secret-1", now - 301, &challenge, 0)
+            .0,
+        401
+    );
+    assert_eq!(fake.post_raw(&url("alpha"), &[], &challenge).0, 401);
+    assert_eq!(
+        fake.post_signed(&url("nobody"), "signing-secret-1", now, &challenge, 0)
+            .0,
+        404
+    );
+
+    let alpha_app = App {
+        http: Some((url("alpha"), "signing-secret-1".into())),
+        ..alpha.clone()
+    };
+    let event = json!({"type": "message", "channel": "D0ALPHA", "channel_type": "im", "user": "U0HUMAN",
+        "text": "over http", "ts": "1700000999.000100", "team": "T0TEAM"});
+    // chat.postMessage answers 429 once: Retry-After is waited out.
+    fake.rate_limit_next_posts(1);
+    let payload = fake.deliver(&alpha_app, event);
+    fake.send_payload(&alpha_app, &payload, 1);
+    fake.wait("alpha's answer", |f| f.posted_by(&alpha).len() == 2);
+    assert!(
+        channel_log(&up, "slack").contains("rate-limited method=chat.postMessage retry_after_s=1")
+    );
+    // The event, Slack's retry of it, and alpha's own reply.
+    settled(&up, &[("alpha", 3), ("beta", 1)]);
+    assert_eq!(fake.posted_by(&alpha).len(), 2, "the 429 and the reply");
+    assert!(
+        fake.posts().iter().all(|(_, status, _)| *status == 200),
+        "{:?}",
+        fake.posts()
+    );
+    let log = channel_log(&up, "slack");
+    assert!(log.contains("why=stale X-Slack-Request-Timestamp"), "{log}");
+    assert!(log.contains("why=wrong X-Slack-Signature"), "{log}");
+    let out = deepcli(&up, &["channels", "status", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["accounts"][0]["live"]["adapter"]["mode"], "http",
+        "{doc:#}"
+    );
+}
+
+/// `channels resolve` pages through the workspace directory (two entries a page in the fake)
+/// and says per name found, not found, or ambiguous with the candidates; the CLI and the
+/// JSON-RPC method answer alike.
+#[test]
+fn slack_names_resolve_through_the_directory() {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    fake.directory(
+        vec![
+            json!({"id": "U01", "name": "alice", "real_name": "Alice A", "profile": {"display_name": "alice"}}),
+            json!({"id": "U02", "name": "bob", "real_name": "Bob", "profile": {"display_name": "bobby"}}),
+            json!({"id": "U03", "name": "sam1", "real_name": "Sam", "profile": {"display_name": "sam"}}),
+            json!({"id": "U04", "name": "sam2", "real_name": "Sam", "profile": {"display_name": "sam"}}),
+            json!({"id": "U05", "name": "gone", "deleted": true, "profile": {}}),
+        ],
+        vec![
+            json!({"id": "C01", "name": "general"}),
+            json!({"id": "C02", "name": "eng"}),
+            json!({"id": "C03", "name": "random"}),
+        ],
+    );
+    let up = start(&server, &channels(&server, "", ""), &[&alpha, &beta]);
+    both_connected(&up);
+    let out = deepcli(
+        &up,
+        &[
+            "channels",
+            "resolve",
+            "@alice",
+            "@bobby",
+            "#eng",
+            "@sam",
+            "@gone",
+            "#nope",
+            "--channel",
+            "slack",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a name not resolved fails the command"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["names"],
+        json!([
+            {"name": "@alice", "kind": "user", "status": "found", "id": "U01"},
+            {"name": "@bobby", "kind": "user", "status": "found", "id": "U02"},
+            {"name": "#eng", "kind": "channel", "status": "found", "id": "C02"},
+            {"name": "@sam", "kind": "user", "status": "ambiguous", "candidates": [{"id": "U03", "name": "Sam"}, {"id": "U04", "name": "Sam"}]},
+            {"name": "@gone", "kind": "user", "status": "not-found"},
+            {"name": "#nope", "kind": "channel", "status": "not-found"},
+        ]),
+        "{doc:#}"
+    );
+    let pages = fake
+        .calls()
+        .iter()
+        .filter(|c| c.method == "users.list")
+        .count();
+    assert_eq!(pages, 3, "five users, two a page");
+    let out = deepcli(
+        &up,
+        &["channels", "resolve", "#general", "--channel", "slack"],
+    );
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "#general\tC01\n");
+    // The same through the controller's JSON-RPC.
+    let token = std::fs::read_to_string(up.state.join("operator-token")).unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let answer: Value = serde_json::from_str(
+        &agent
+            .post(format!("http://{}/rpc", up.addr))
+            .header("authorization", &format!("Bearer {}", token.trim()))
+            .content_type("application/json")
+            .send(json!({"jsonrpc": "2.0", "id": 1, "method": "_mustang.agent/channels/resolve", "params": {"channel": "slack", "names": ["#general"]}}).to_string())
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(answer["result"]["names"][0]["id"], "C01", "{answer:#}");
+    assert_eq!(answer["result"]["account"], "alpha");
+}
+
+/// Bots repeating each other stall a discussion: after `stallRounds` replies that repeat the
+/// one before, the thread is paused like at `maxRounds`, with one notice.
+#[test]
+fn two_slack_bots_repeating_each_other_stall_the_discussion() {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    let up = start(
+        &server,
+        &channels(
+            &server,
+            "        replyToMode: all\n        allowBots: true\n        discussion: {maxRounds: 10, stallRounds: 1}\n",
+            "    requireMention: false\n",
+        ),
+        &[&alpha, &beta],
+    );
+    both_connected(&up);
+    // Both agents answer exactly "same" (the echo agent's scripted reply).
+    fake.human("C0STALL", "U0HUMAN", "reply: same", None);
+    fake.wait("the notice", |f| {
+        f.posted()
+            .iter()
+            .any(|c| text(&c.body).contains("repeated themselves"))
+    });
+    // 1 human + 2 replies + 1 notice, each seen by both apps.
+    settled(&up, &[("alpha", 4), ("beta", 4)]);
+    let texts: Vec<String> = fake.posted().iter().map(|c| text(&c.body)).collect();
+    assert_eq!(
+        texts.iter().filter(|t| *t == "same").count(),
+        2,
+        "{texts:?}"
+    );
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    assert!(channel_log(&up, "slack").contains("why=stall"));
+}

@@ -1,0 +1,536 @@
+//! Telegram through the fake Bot API: polling from the first `deleteWebhook` to the reply,
+//! DM pairing, group mention gating, redelivery, rate limits and dead letters, a controller
+//! killed mid-reply, webhook mode and a refused token.
+
+use serde_json::{Value, json};
+
+use super::telegram_fake::{BOT_ID, BOT_NAME, Fake, Server, TOKEN};
+use super::{FAST, adapter, channel_log, deepcli};
+use crate::common::{Up, sdk_agents};
+
+const ALL_TO_SDK: &str = "bindings:\n  - agentId: sdk\n    match: {channel: telegram}\n";
+
+/// channels.yaml with one Telegram account on the fake; `extra` adds keys to the account,
+/// `channel` to the channel.
+fn channels(server: &Server, extra: &str, channel: &str) -> String {
+    format!(
+        "channels:\n  telegram:\n{channel}    accounts:\n      default:\n        botToken: {{source: env, id: TG_TOKEN}}\n        apiBase: \"{}\"\n{extra}",
+        server.base()
+    )
+}
+
+fn start(_server: &Server, channels: &str) -> Up {
+    Up::start_config(&sdk_agents(), channels, ALL_TO_SDK, |cmd| {
+        cmd.env("TG_TOKEN", TOKEN)
+            .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+    })
+}
+
+fn connected(up: &Up) -> Value {
+    up.wait_for("the Telegram adapter connected", |s| {
+        adapter(s, "telegram", "default")["state"] == "connected"
+    })
+}
+
+fn private(id: i64) -> Value {
+    json!({"id": id, "type": "private", "first_name": "Ada"})
+}
+
+fn user(id: i64) -> Value {
+    json!({"id": id, "is_bot": false, "first_name": "Ada"})
+}
+
+fn texts(sent: &[Value]) -> Vec<String> {
+    sent.iter()
+        .map(|s| s["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// A DM from a stranger gets a pairing code by sendMessage; once the operator approves it,
+/// the next DM reaches the agent and its reply comes back in the chat, as a reply to it.
+#[test]
+fn a_telegram_dm_pairs_then_reaches_the_agent() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let up = start(&server, &channels(&server, "", ""));
+    let status = connected(&up);
+    let live = adapter(&status, "telegram", "default");
+    assert_eq!(
+        live["identity"]["botUserId"],
+        BOT_ID.to_string(),
+        "{live:#}"
+    );
+    assert_eq!(live["identity"]["name"], BOT_NAME);
+    assert_eq!(live["mode"], "polling");
+    // deleteWebhook first, then getMe, then polling.
+    let methods: Vec<String> = fake.calls().iter().map(|c| c.method.clone()).collect();
+    assert_eq!(&methods[..2], ["deleteWebhook", "getMe"], "{methods:?}");
+    assert_eq!(methods[2], "getUpdates");
+
+    fake.message(private(42), user(42), "hello", json!({}));
+    let sent = fake.wait_sent(1);
+    let pairing = sent[0]["text"].as_str().unwrap();
+    assert!(pairing.contains("pairing code"), "{pairing}");
+    assert_eq!(sent[0]["chat_id"], 42);
+    let code = pairing
+        .split("code is ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .unwrap()
+        .to_string();
+    let out = deepcli(&up, &["pairing", "approve", "telegram", &code]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let second = fake.message(private(42), user(42), "hello again", json!({}));
+    let sent = fake.wait_sent(2);
+    assert!(
+        sent[1]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("echo: hello again"),
+        "{sent:#?}"
+    );
+    assert_eq!(
+        sent[1]["reply_parameters"]["message_id"],
+        second["message"]["message_id"]
+    );
+    let human = deepcli(&up, &["status"]);
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        human.contains(&format!("adapter      telegram/default         connected   polling  bot {BOT_ID} ({BOT_NAME})  last event ")),
+        "{human}"
+    );
+    let status = up.status().unwrap();
+    let live = adapter(&status, "telegram", "default");
+    assert_eq!(live["events"], 2, "{live:#}");
+    assert_eq!(live["posted"], 2, "{live:#}");
+    assert!(live["lastEventAt"].is_string());
+}
+
+/// In a group only a message that mentions the bot (by its @username, or a reply to it)
+/// reaches the agent; the others are kept as context, never answered.
+#[test]
+fn a_telegram_group_message_needs_a_mention() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let up = start(&server, &channels(&server, "", "    groupPolicy: open\n"));
+    connected(&up);
+    let group = json!({"id": -100_500, "type": "supergroup", "title": "Team"});
+    fake.message(group.clone(), user(7), "talking among ourselves", json!({}));
+    let mention = format!("@{BOT_NAME} what do you think?");
+    fake.message(
+        group.clone(),
+        user(7),
+        &mention,
+        json!({"entities": [{"type": "mention", "offset": 0, "length": BOT_NAME.len() + 1}]}),
+    );
+    let sent = fake.wait_sent(1);
+    let text = sent[0]["text"].as_str().unwrap();
+    // The kept message is context for the answered one.
+    assert!(text.contains("talking among ourselves"), "{text}");
+    assert!(text.contains(&mention), "{text}");
+    // A reply to one of the bot's messages counts as a mention too.
+    fake.message(
+        group.clone(),
+        user(7),
+        "and this?",
+        json!({"reply_to_message": {"message_id": 1, "from": {"id": BOT_ID, "is_bot": true}}}),
+    );
+    let sent = fake.wait_sent(2);
+    assert!(sent[1]["text"].as_str().unwrap().contains("and this?"));
+    assert!(channel_log(&up, "telegram").contains("gated=not-mentioned"));
+    assert_eq!(fake.sent().len(), 2);
+}
+
+/// The same message delivered again in a new update reaches the agent once and is answered
+/// once. (An update Telegram redelivers with its update_id is one the offset has not confirmed:
+/// the inbox takes it once; the webhook test sends one twice.)
+#[test]
+fn a_redelivered_telegram_update_is_answered_once() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let up = start(
+        &server,
+        &channels(
+            &server,
+            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
+            "",
+        ),
+    );
+    connected(&up);
+    let first = fake.message(private(5), user(5), "once", json!({}));
+    fake.wait_sent(1);
+    let mut again = first.clone();
+    again.as_object_mut().unwrap().remove("update_id");
+    fake.push(again);
+    // A later message in the same chat is handled after them, in order.
+    fake.message(private(5), user(5), "twice", json!({}));
+    let sent = fake.wait_sent(2);
+    assert_eq!(
+        texts(&sent)
+            .iter()
+            .map(|t| t.split(" (turn").next().unwrap().to_string())
+            .collect::<Vec<_>>(),
+        ["echo: once", "echo: twice"]
+    );
+    let status = up.status().unwrap();
+    assert_eq!(adapter(&status, "telegram", "default")["events"], 3);
+    assert!(channel_log(&up, "telegram").contains(" duplicate"));
+    assert_eq!(fake.sent().len(), 2);
+}
+
+/// A 429 on sendMessage is waited out (retry_after) and the reply sent; a chat that cannot be
+/// written to makes a dead letter with the reason, shown by `channels logs`; a long reply is
+/// cut into 4,096-unit pieces; NO_REPLY is not posted.
+#[test]
+fn telegram_replies_honour_rate_limits_split_and_dead_letter() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let up = start(
+        &server,
+        &channels(
+            &server,
+            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
+            "",
+        ),
+    );
+    connected(&up);
+    fake.rate_limit_next_sends(1);
+    fake.message(private(8), user(8), "limited", json!({}));
+    let sent = fake.wait_sent(1);
+    assert!(
+        sent[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("echo: limited")
+    );
+    assert_eq!(
+        fake.calls_of("sendMessage").len(),
+        2,
+        "one 429, then the reply"
+    );
+    assert!(
+        channel_log(&up, "telegram").contains("rate-limited method=sendMessage retry_after_s=1")
+    );
+
+    fake.message(private(8), user(8), "reply: NO_REPLY", json!({}));
+    // One line (the echo agent scripts a one-line reply), cut at the space.
+    let long = format!("{} {}", "a".repeat(3000), "b".repeat(3000));
+    fake.message(private(8), user(8), &format!("reply: {long}"), json!({}));
+    let sent = fake.wait_sent(3);
+    assert_eq!(
+        texts(&sent[1..]),
+        ["a".repeat(3000), "b".repeat(3000)],
+        "NO_REPLY is not posted; the long one in two"
+    );
+
+    fake.unwritable(9);
+    fake.message(private(9), user(9), "nobody hears", json!({}));
+    up.wait_for("the dead letter", |s| {
+        adapter(s, "telegram", "default")["deadLetters"] == 1
+    });
+    let log = channel_log(&up, "telegram");
+    assert!(log.contains("dead-letter"), "{log}");
+    assert!(log.contains("chat not found"), "{log}");
+    assert!(log.contains("target=telegram:sendMessage"), "{log}");
+    let metrics = metrics(&up);
+    assert!(
+        metrics.contains(
+            "deepcli_adapter_dead_letters_total{channel=\"telegram\",account=\"default\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains(
+        "deepcli_adapter_connected{channel=\"telegram\",account=\"default\",state=\"connected\"} 1"
+    ));
+}
+
+fn metrics(up: &Up) -> String {
+    let token = std::fs::read_to_string(up.state.join("operator-token")).unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    agent
+        .get(format!("http://{}/metrics", up.addr))
+        .header("authorization", &format!("Bearer {}", token.trim()))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap()
+}
+
+/// A controller killed while a reply was on its way: the next one neither loses the reply
+/// nor answers twice, and polls on from the recorded offset.
+#[test]
+fn a_controller_killed_mid_reply_neither_loses_nor_repeats() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let mut up = start(
+        &server,
+        &channels(
+            &server,
+            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
+            "",
+        ),
+    );
+    connected(&up);
+    fake.message(private(3), user(3), "first", json!({}));
+    fake.wait_sent(1);
+    fake.hold_sends(true);
+    let second = fake.message(private(3), user(3), "second", json!({}));
+    fake.wait("the reply to `second` on its way", |f| {
+        f.calls_of("sendMessage").len() == 2
+    });
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    fake.hold_sends(false);
+    let polls_before = fake.calls_of("getUpdates").len();
+    up.restart(|cmd| {
+        cmd.env("TG_TOKEN", TOKEN)
+            .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+    });
+    fake.message(private(3), user(3), "third", json!({}));
+    let sent = fake.wait_sent(3);
+    let said: Vec<String> = texts(&sent)
+        .iter()
+        .map(|t| t.split(" (turn").next().unwrap().to_string())
+        .collect();
+    assert_eq!(said, ["echo: first", "echo: second", "echo: third"]);
+    // The first poll after the restart starts past `second`: recorded, not asked again.
+    let after = &fake.calls_of("getUpdates")[polls_before];
+    assert_eq!(
+        after.body["offset"],
+        second["update_id"].as_i64().unwrap() + 1,
+        "{:#?}",
+        after.body
+    );
+    up.wait_for("nothing more to send", |_| fake.sent().len() == 3);
+}
+
+/// Webhook mode: setWebhook with the secret token, updates POSTed to the controller; a wrong
+/// or missing secret token is refused.
+#[test]
+fn telegram_webhook_mode_checks_the_secret_token() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("hook");
+    std::fs::write(&secret, "hook-secret-value\n").unwrap();
+    let up = start(
+        &server,
+        &channels(
+            &server,
+            &format!(
+                "        mode: webhook\n        webhookUrl: \"https://hub.example.com/v1/telegram/default/webhook\"\n        webhookSecret: {{source: file, path: {}}}\n        dmPolicy: open\n        allowFrom: [\"*\"]\n",
+                secret.display()
+            ),
+            "",
+        ),
+    );
+    connected(&up);
+    let set = fake.calls_of("setWebhook");
+    assert_eq!(set.len(), 1);
+    assert_eq!(
+        set[0].body["url"],
+        "https://hub.example.com/v1/telegram/default/webhook"
+    );
+    assert_eq!(set[0].body["secret_token"], "hook-secret-value");
+    assert!(
+        fake.calls_of("getUpdates").is_empty(),
+        "no polling in webhook mode"
+    );
+
+    let update = json!({"update_id": 77, "message": {"message_id": 1, "chat": private(11), "from": user(11), "text": "via webhook"}});
+    let post = |secret: Option<&str>| {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut request = agent.post(format!("http://{}/v1/telegram/default/webhook", up.addr));
+        if let Some(s) = secret {
+            request = request.header("x-telegram-bot-api-secret-token", s);
+        }
+        request
+            .content_type("application/json")
+            .send(update.to_string())
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(post(None), 401);
+    assert_eq!(post(Some("hook-secret-valuX")), 401);
+    assert_eq!(post(Some("hook-secret-value")), 200);
+    // Telegram retrying the same update: taken once.
+    assert_eq!(post(Some("hook-secret-value")), 200);
+    let sent = fake.wait_sent(1);
+    assert!(
+        sent[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("echo: via webhook")
+    );
+    assert!(channel_log(&up, "telegram").contains("why=wrong-secret-token"));
+    up.wait_for("one reply only", |s| {
+        adapter(s, "telegram", "default")["posted"] == 1
+    });
+    assert_eq!(fake.sent().len(), 1);
+}
+
+/// A token the platform refuses: `auth_failed`, the hub degraded with the reason; a token
+/// that does not resolve is never sent anywhere.
+#[test]
+fn a_refused_telegram_token_is_auth_failed_and_degrades_the_hub() {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    fake.refuse_token(true);
+    let up = start(&server, &channels(&server, "", ""));
+    let status = up.wait_for("auth_failed", |s| {
+        adapter(s, "telegram", "default")["state"] == "auth_failed"
+    });
+    let live = adapter(&status, "telegram", "default");
+    assert!(
+        live["lastError"].as_str().unwrap().contains("Unauthorized"),
+        "{live:#}"
+    );
+    assert_eq!(status["health"]["status"], "degraded");
+    assert!(
+        status["health"]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("telegram/default cannot connect"),
+        "{status:#}"
+    );
+    // Fixed on the platform's side: the backoff tries again and connects.
+    fake.refuse_token(false);
+    connected(&up);
+    let out = deepcli(&up, &["channels", "status", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["accounts"][0]["live"]["adapter"]["state"], "connected",
+        "{doc:#}"
+    );
+    // The token never reaches a log.
+    let log = channel_log(&up, "telegram");
+    assert!(!log.contains("TEST-token"), "{log}");
+}
+
+/// `channels logout` takes the running controller's connection down (and deletes the
+/// webhook, forgets the identity); `channels login` checks the token, records the identity and
+/// lets it connect again; `status --probe` reports the live connection.
+#[test]
+fn telegram_logout_and_login_while_the_controller_runs() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let up = start(&server, &channels(&server, "", ""));
+    connected(&up);
+    let out = deepcli(&up, &["channels", "status", "--probe", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["accounts"][0]["probe"],
+        json!({"result": "connected", "bot": format!("{BOT_ID} ({BOT_NAME})")}),
+        "{doc:#}"
+    );
+    let deletes = fake.calls_of("deleteWebhook").len();
+    let out = deepcli(
+        &up,
+        &["channels", "logout", "--channel", "telegram", "--json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["forgotIdentity"], true, "{doc:#}");
+    assert_eq!(doc["webhookDeleted"], true, "{doc:#}");
+    assert_eq!(fake.calls_of("deleteWebhook").len(), deletes + 1);
+    let status = up.wait_for("the connection down", |s| {
+        adapter(s, "telegram", "default")["state"] == "disabled"
+    });
+    assert!(
+        adapter(&status, "telegram", "default")["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("channels login"),
+        "{status:#}"
+    );
+    // Nothing polls while logged out: a message waits for the login.
+    let polls = fake.calls_of("getUpdates").len();
+    fake.message(private(4), user(4), "hello?", json!({}));
+    let out = deepcli(&up, &["channels", "login", "--channel", "telegram"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("bot {BOT_ID} ({BOT_NAME}); recorded")),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    connected(&up);
+    assert!(fake.calls_of("getUpdates").len() > polls);
+    // The pairing code for the message that waited.
+    fake.wait_sent(1);
+    // A refused token: login says so and exits 1.
+    fake.refuse_token(true);
+    let out = deepcli(&up, &["channels", "login", "--channel", "telegram"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Unauthorized"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A changed credential starts the connection again with it (read at the next reconcile); a
+/// disabled account's connection stops; enabled again, it connects.
+#[test]
+fn a_telegram_connection_follows_credential_changes_and_enabled() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "999:wrong\n").unwrap();
+    let yaml = |extra: &str| {
+        format!(
+            "channels:\n  telegram:\n    accounts:\n      default:\n        botToken: {{source: file, path: {}}}\n        apiBase: \"{}\"\n{extra}",
+            token.display(),
+            server.base()
+        )
+    };
+    let up = Up::start_config(&sdk_agents(), &yaml(""), ALL_TO_SDK, |cmd| {
+        cmd.args(["--resync", "1"])
+            .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+    });
+    up.wait_for("the wrong token refused", |s| {
+        adapter(s, "telegram", "default")["state"] == "auth_failed"
+    });
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    connected(&up);
+
+    up.write_by_rename("channels.yaml", &yaml("        enabled: false\n"));
+    up.wait_for("the account disabled", |s| {
+        adapter(s, "telegram", "default")["state"] == "disabled"
+    });
+    // Stopped: no poll after the next one that was in flight.
+    let polls = fake.calls_of("getUpdates").len();
+    // Two resyncs later (over 1 s: a running poller asks every second at least)…
+    let reconciles = up.status().unwrap()["reconciles"].as_u64().unwrap();
+    up.wait_for("two resyncs", |s| {
+        s["reconciles"].as_u64().unwrap_or(0) >= reconciles + 2
+    });
+    assert!(
+        fake.calls_of("getUpdates").len() <= polls + 1,
+        "polling went on"
+    );
+    up.write_by_rename("channels.yaml", &yaml(""));
+    connected(&up);
+}

@@ -1,0 +1,288 @@
+//! A local fake of the Telegram Bot API (the methods deepcli uses: getMe, deleteWebhook,
+//! setWebhook, getUpdates with long polling and offsets confirmed as Telegram confirms them,
+//! sendMessage), on axum over loopback, recording every call. Tests queue updates, script
+//! refusals (a 429 with `retry_after`, a chat that cannot be written to) and hold sends.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+pub const TOKEN: &str = "123456:TEST-token";
+pub const BOT_ID: i64 = 999_001;
+pub const BOT_NAME: &str = "deep_test_bot";
+
+/// One recorded call: the method and its JSON body.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: String,
+    pub body: Value,
+    /// sendMessage: whether the fake answered it (a held one the client left is not).
+    pub answered: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    calls: Vec<Call>,
+    /// Updates not confirmed yet (an offset past them confirms them).
+    updates: VecDeque<Value>,
+    next_update: i64,
+    next_message: i64,
+    /// sendMessage calls to answer 429 (retry_after 1) before answering ok.
+    rate_limits: u32,
+    /// Chats sendMessage refuses with 400.
+    unwritable: Vec<i64>,
+    /// While set, sendMessage waits for release.
+    hold_sends: bool,
+    /// The token refused: every call answers 401.
+    refuse_token: bool,
+}
+
+#[derive(Clone)]
+pub struct Fake {
+    inner: Arc<Mutex<Inner>>,
+    wake: Arc<tokio::sync::Notify>,
+    released: Arc<tokio::sync::Notify>,
+}
+
+pub struct Server {
+    pub fake: Fake,
+    pub addr: SocketAddr,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let fake = Fake {
+            inner: Arc::new(Mutex::new(Inner {
+                next_update: 1000,
+                next_message: 1,
+                ..Inner::default()
+            })),
+            wake: Arc::default(),
+            released: Arc::default(),
+        };
+        let app = Router::new()
+            .route("/{bot}/{method}", axum::routing::post(api))
+            .with_state(fake.clone());
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        runtime.spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Server {
+            fake,
+            addr,
+            _runtime: runtime,
+        }
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Fake {
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        f(&mut self.inner.lock().unwrap())
+    }
+
+    /// Queues an update; returns its update_id.
+    pub fn push(&self, update: Value) -> i64 {
+        let id = self.with(|i| {
+            let id = i.next_update;
+            i.next_update += 1;
+            let mut update = update;
+            update["update_id"] = id.into();
+            i.updates.push_back(update);
+            id
+        });
+        self.wake.notify_waiters();
+        id
+    }
+
+    /// A text message; returns the update.
+    pub fn message(&self, chat: Value, from: Value, text: &str, extra: Value) -> Value {
+        let message_id = self.with(|i| {
+            i.next_message += 1;
+            i.next_message
+        });
+        let mut message =
+            json!({"message_id": message_id, "date": 1, "chat": chat, "from": from, "text": text});
+        if let Value::Object(extra) = extra {
+            for (k, v) in extra {
+                message[k] = v;
+            }
+        }
+        let mut update = json!({"message": message});
+        let id = self.push(update.clone());
+        update["update_id"] = id.into();
+        update
+    }
+
+    pub fn rate_limit_next_sends(&self, n: u32) {
+        self.with(|i| i.rate_limits = n);
+    }
+
+    pub fn unwritable(&self, chat: i64) {
+        self.with(|i| i.unwritable.push(chat));
+    }
+
+    pub fn hold_sends(&self, hold: bool) {
+        self.with(|i| i.hold_sends = hold);
+        if !hold {
+            self.released.notify_waiters();
+        }
+    }
+
+    pub fn refuse_token(&self, refuse: bool) {
+        self.with(|i| i.refuse_token = refuse);
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.with(|i| i.calls.clone())
+    }
+
+    pub fn calls_of(&self, method: &str) -> Vec<Call> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.method == method)
+            .collect()
+    }
+
+    /// The texts of sendMessage calls answered ok, in order.
+    pub fn sent(&self) -> Vec<Value> {
+        self.calls_of("sendMessage")
+            .into_iter()
+            .filter(|c| c.answered)
+            .map(|c| c.body)
+            .collect()
+    }
+
+    /// Waits until `check` holds of the recorded calls (30 s at most).
+    pub fn wait(&self, what: &str, check: impl Fn(&Fake) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !check(self) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; calls: {:#?}",
+                self.calls()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for `n` answered sendMessage calls and returns them.
+    pub fn wait_sent(&self, n: usize) -> Vec<Value> {
+        self.wait(&format!("{n} sendMessage"), |f| f.sent().len() >= n);
+        self.sent()
+    }
+}
+
+fn ok(result: Value) -> Response {
+    Json(json!({"ok": true, "result": result})).into_response()
+}
+
+fn error(status: u16, description: &str, extra: Value) -> Response {
+    let mut body = json!({"ok": false, "error_code": status, "description": description});
+    if !extra.is_null() {
+        body["parameters"] = extra;
+    }
+    (
+        axum::http::StatusCode::from_u16(status).unwrap(),
+        Json(body),
+    )
+        .into_response()
+}
+
+async fn api(
+    State(fake): State<Fake>,
+    Path((bot, method)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let index = fake.with(|i| {
+        i.calls.push(Call {
+            method: method.clone(),
+            body: body.clone(),
+            answered: method != "sendMessage",
+        });
+        i.calls.len() - 1
+    });
+    if bot != format!("bot{TOKEN}") || fake.with(|i| i.refuse_token) {
+        return error(401, "Unauthorized", Value::Null);
+    }
+    match method.as_str() {
+        "getMe" => {
+            ok(json!({"id": BOT_ID, "is_bot": true, "first_name": "Deep", "username": BOT_NAME}))
+        }
+        "deleteWebhook" | "setWebhook" => ok(json!(true)),
+        "getUpdates" => {
+            let offset = body["offset"].as_i64();
+            let timeout = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0).min(5));
+            let deadline = tokio::time::Instant::now() + timeout;
+            loop {
+                let notified = fake.wake.notified();
+                let ready: Vec<Value> = fake.with(|i| {
+                    // An offset confirms every update before it: Telegram forgets them.
+                    if let Some(offset) = offset {
+                        i.updates
+                            .retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+                    }
+                    i.updates.iter().take(100).cloned().collect()
+                });
+                if !ready.is_empty() || tokio::time::Instant::now() >= deadline {
+                    return ok(Value::Array(ready));
+                }
+                let _ = tokio::time::timeout_at(deadline, notified).await;
+            }
+        }
+        "sendMessage" => {
+            loop {
+                let released = fake.released.notified();
+                if !fake.with(|i| i.hold_sends) {
+                    break;
+                }
+                released.await;
+            }
+            let chat = body["chat_id"].as_i64().unwrap_or(0);
+            let refusal = fake.with(|i| {
+                if i.unwritable.contains(&chat) {
+                    Some((400, "Bad Request: chat not found"))
+                } else if i.rate_limits > 0 {
+                    i.rate_limits -= 1;
+                    Some((429, "Too Many Requests: retry after 1"))
+                } else {
+                    None
+                }
+            });
+            match refusal {
+                Some((429, d)) => error(429, d, json!({"retry_after": 1})),
+                Some((code, d)) => error(code, d, Value::Null),
+                None => {
+                    let message_id = fake.with(|i| {
+                        i.calls[index].answered = true;
+                        i.next_message += 1;
+                        i.next_message
+                    });
+                    ok(
+                        json!({"message_id": message_id, "chat": {"id": chat}, "text": body["text"]}),
+                    )
+                }
+            }
+        }
+        _ => error(404, "Not Found: method not found", Value::Null),
+    }
+}
