@@ -1,4 +1,4 @@
-//! The Hub's rows in the state database (migration 8): capability tokens (hashed), spawned
+//! The Hub's rows in the state database (migration 9): capability tokens (hashed), spawned
 //! child sessions, runs and their events; and what it reads of the Access layer's rows
 //! (sessions, transcripts, the conversation a session last took a message from).
 //!

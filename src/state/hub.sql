@@ -1,4 +1,4 @@
--- deepcli state, migration 8: the Hub (hub.md). Session capability tokens (hashed), the child
+-- deepcli state, migration 9: the Hub (hub.md). Session capability tokens (hashed), the child
 -- sessions the Hub spawned, and runs (one sessions_send or sessions_spawn each) with what
 -- happened to them, so that a restarted controller knows which runs it must reconcile.
 
