@@ -51,32 +51,8 @@ fn http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(120)))
-        .build()
-        .into();
-    let url = format!("http://{addr}{path}");
-    let response = if method == "GET" {
-        let mut req = agent.get(&url);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        req.call()
-    } else {
-        let mut req = agent.post(&url);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        req.send(body.as_bytes())
-    }
-    .unwrap();
-    let status = response.status().as_u16();
-    let text = response.into_body().read_to_string().unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    let answer = crate::common::http(addr, method, path, headers, body.as_bytes());
+    (answer.status, answer.body)
 }
 
 fn operator(up: &Up) -> String {

@@ -480,7 +480,7 @@ pub fn http(
 ) -> Answer {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
+        .timeout_global(Some(Duration::from_secs(120)))
         .build()
         .into();
     let url = format!("http://{addr}{path}");
