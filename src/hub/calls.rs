@@ -180,20 +180,9 @@ impl Hub {
     /// Whether session `key` was spawned, directly or further down, from `ancestor`.
     pub(super) async fn descends_from(&self, key: &str, ancestor: &str) -> bool {
         let (key, ancestor) = (key.to_string(), ancestor.to_string());
-        self.db(move |s| {
-            let mut at = key;
-            // Bounded: a tree is never deeper than the spawn depth limit (at most a few).
-            for _ in 0..64 {
-                match s.child(&at)? {
-                    Some(child) if child.parent_session_key == ancestor => return Ok(true),
-                    Some(child) => at = child.parent_session_key,
-                    None => return Ok(false),
-                }
-            }
-            Ok(false)
-        })
-        .await
-        .unwrap_or(false)
+        self.db(move |s| s.descends_from(&key, &ancestor))
+            .await
+            .unwrap_or(false)
     }
 
     async fn sessions_list(&self, caller: &Caller, args: ListArgs) -> Result<Value, CallError> {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::policy::{Reason, Visibility};
 use super::store::{ChildSession, Outcome, RunRecord};
 use super::{CallError, Caller, Hub, LiveRun};
 use crate::access::{AccessError, InternalMessage, SessionOptions};
@@ -209,6 +210,15 @@ impl Hub {
             run.target_agent_id.clone(),
             run.requester_agent_id.clone(),
         );
+        // A send addressed another session: whether the sender may still see it.
+        let addressed = (run.source_tool == "sessions_send")
+            .then(|| {
+                Some((
+                    run.requester_session_key.clone()?,
+                    run.target_session_key.clone(),
+                ))
+            })
+            .flatten();
         let live_now = live.clone();
         // Policy again at delivery: the config may have changed while the message waited.
         let started = move || {
@@ -224,6 +234,24 @@ impl Hub {
             {
                 hub.denied(denial.reason);
                 return Err(format!("{} ({})", denial.error, denial.reason.as_str()));
+            }
+            if let (Some(requester), Some((from_key, to_key))) = (&requester, &addressed) {
+                let visible = match p.visibility {
+                    Visibility::All => true,
+                    Visibility::Agent => target == *requester,
+                    Visibility::SelfOnly => to_key == from_key,
+                    Visibility::Tree => {
+                        to_key == from_key
+                            || hub.store.descends_from(to_key, from_key).unwrap_or(false)
+                    }
+                };
+                if !visible {
+                    hub.denied(Reason::VisibilityRestricted);
+                    return Err(format!(
+                        "session `{to_key}` is no longer visible to `{from_key}` (tools.sessions.visibility: {}) (visibility_restricted)",
+                        p.visibility.as_str()
+                    ));
+                }
             }
             // A short write under the store's own lock, as the turn begins.
             let _ = hub.store.transition(

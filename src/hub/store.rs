@@ -512,6 +512,20 @@ impl HubStore {
         })
     }
 
+    /// Whether session `key` was spawned, at any depth, from session `ancestor`.
+    pub fn descends_from(&self, key: &str, ancestor: &str) -> Result<bool, StateError> {
+        let mut at = key.to_string();
+        // Bounded: a tree is never deeper than the spawn depth limit (at most a few).
+        for _ in 0..64 {
+            match self.child(&at)? {
+                Some(child) if child.parent_session_key == ancestor => return Ok(true),
+                Some(child) => at = child.parent_session_key,
+                None => return Ok(false),
+            }
+        }
+        Ok(false)
+    }
+
     pub fn child(&self, session_key: &str) -> Result<Option<ChildSession>, StateError> {
         self.with(|c| {
             c.query_row(

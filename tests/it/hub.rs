@@ -836,6 +836,74 @@ fn visibility_limits_what_sessions_a_caller_sees_and_addresses() {
     );
 }
 
+/// Policy holds again at delivery: a send accepted while beta's session was visible to alpha,
+/// then restricted (`visibility: self`) while it waited behind a busy turn, is refused when its
+/// turn comes, and never reaches beta.
+#[test]
+fn a_waiting_send_is_refused_at_delivery_when_visibility_changed_meanwhile() {
+    let mut up = hub_up(
+        &agents("", "", "tools: {sessions: {visibility: all}}\n"),
+        |_| {},
+    );
+    assert!(say(&up, "gb", "hello").starts_with("echo: "));
+    const GB: &str = "agent:beta:slack:group:gb";
+    let depth = |up: &Up| {
+        get(up, "/v1/sessions")["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["sessionKey"] == GB)
+            .map_or(0, |s| s["queueDepth"].as_u64().unwrap())
+    };
+    // beta's conversation is kept busy until `release` exists.
+    let release = up.state.join("release-gb");
+    let holder = {
+        let (addr, text) = (up.addr, format!("hold {}", release.display()));
+        std::thread::spawn(move || {
+            let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "gb"},
+                "messageId": "hold-1", "sender": {"id": "u1"}, "text": text});
+            crate::common::signed_inbound(addr, SECRET.as_bytes(), &envelope)
+        })
+    };
+    crate::common::wait_until("beta's turn held", || depth(&up) >= 1);
+    let sent = tool(
+        &up,
+        "sessions_send",
+        json!({"sessionKey": GB, "message": "reply: too late", "timeoutSeconds": 0}),
+    );
+    assert_eq!(sent["status"], "accepted", "{sent}");
+    let run_id = sent["runId"].as_str().unwrap().to_string();
+    crate::common::wait_until("the send waiting in line", || depth(&up) >= 2);
+    let before = get(&up, "/v1/status")["configHash"].clone();
+    up.write_by_rename(
+        "agents.yaml",
+        &agents("", "", "tools: {sessions: {visibility: self}}\n"),
+    );
+    up.wait_for("visibility self applied", |s| {
+        s["configHash"] != before && s["rejected"].is_null()
+    });
+    std::fs::write(&release, "").unwrap();
+    let (status, _) = holder.join().unwrap();
+    assert_eq!(status, 200);
+    let run = run_until(&up, &run_id, |r| {
+        !matches!(r["state"].as_str(), Some("accepted" | "running"))
+    });
+    assert_eq!(run["state"], "failed", "{run:#}");
+    assert!(
+        run["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("visibility_restricted")),
+        "{run:#}"
+    );
+    assert!(
+        !transcript(&up.state, GB)
+            .iter()
+            .any(|(_, text, _)| text.contains("too late")),
+        "the refused message reached beta"
+    );
+    let _ = up.terminate();
+}
+
 #[test]
 fn spawn_limits_hold_under_a_storm_and_nothing_leaks() {
     let limits = "agents:\n  defaults:\n    subagents: {maxConcurrent: 3, maxChildrenPerAgent: 1, maxSpawnDepth: 1}\n  list:";
