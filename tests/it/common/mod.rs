@@ -97,6 +97,14 @@ pub fn controller(
     state: &Path,
     configure: impl FnOnce(&mut Command),
 ) -> Child {
+    // Only a failpoints build honours the closed platform port below: without it, a Telegram
+    // or Slack account in a test's config would reach the real platform.
+    if !cfg!(feature = "failpoints") {
+        panic!(
+            "the integration tests run `deepcli up` and need `--features failpoints` (no test \
+             may reach a real platform): run scripts/test"
+        );
+    }
     let mut cmd = Command::new(bin());
     cmd.args([
         "--config",
