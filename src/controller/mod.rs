@@ -156,6 +156,13 @@ impl Shared {
                 .get_mut(&channel)
                 .and_then(|c| c.accounts.get_mut(&account))
             {
+                // `inbound` is the signed `POST /v1/inbound`; this account's messages come
+                // through its adapter whatever it says.
+                if entry.inbound == "closed"
+                    && let Some(why) = &mut entry.reason
+                {
+                    why.push_str(" (only signed POST /v1/inbound is closed: the platform adapter delivers this account's messages)");
+                }
                 entry.adapter = serde_json::to_value(live).ok();
             }
         }

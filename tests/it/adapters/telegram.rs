@@ -415,6 +415,16 @@ fn a_refused_telegram_token_is_auth_failed_and_degrades_the_hub() {
         doc["accounts"][0]["live"]["adapter"]["state"], "connected",
         "{doc:#}"
     );
+    // No webhookSecret: signed POST /v1/inbound is closed, which the status says is not how
+    // this account's messages arrive.
+    let live = &doc["accounts"][0]["live"];
+    assert_eq!(live["inbound"], "closed", "{doc:#}");
+    assert!(
+        live["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("the platform adapter delivers this account's messages")),
+        "{doc:#}"
+    );
     // The token never reaches a log.
     let log = channel_log(&up, "telegram");
     assert!(!log.contains("TEST-token"), "{log}");
