@@ -98,7 +98,13 @@ pub enum AccessError {
         agent_id: String,
         seconds: f64,
         stop_reason: Option<serde_json::Value>,
+        /// The runtime confirmed the cancel (stopReason `cancelled`); else it is uncertain.
+        confirmed: bool,
+        why: super::CancelWhy,
     },
+    /// A budget of the agent (budgets.md) refused the turn; nothing reached the runtime.
+    #[error("{0}")]
+    BudgetExceeded(super::budget::Refusal),
     /// A message the Hub withdrew when its turn came (a cancel, or policy that changed while
     /// it waited): it never reached the runtime.
     #[error("the message was withdrawn before it reached the agent: {0}")]

@@ -159,6 +159,13 @@ fn refusal(e: &AccessError) -> (StatusCode, Value) {
             StatusCode::GATEWAY_TIMEOUT,
             json!({"error": e.to_string(), "cancelled": true, "stopReason": stop_reason}),
         ),
+        AccessError::BudgetExceeded(refusal) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({
+                "error": e.to_string(), "reason": "budget_exceeded", "budget": refusal.limit,
+                "agentId": refusal.agent_id, "retryAfter": refusal.retry_after,
+            }),
+        ),
         AccessError::Withdrawn(_) => said(StatusCode::CONFLICT),
         AccessError::Internal(_) => said(StatusCode::INTERNAL_SERVER_ERROR),
     }

@@ -45,6 +45,9 @@ pub struct Answer {
     /// How long the runtime took: from opening (or finding) the session to the prompt's
     /// answer — the agent's time and ACP's, none of the queue's.
     pub runtime_time: std::time::Duration,
+    /// The turn as its agent's budgets counted it (with the usage its runtime reported),
+    /// recorded with the turn's transcript rows.
+    pub counted: Option<super::store::CountedTurn>,
 }
 
 /// A message the Hub (or the operator) puts into a session.
@@ -180,7 +183,8 @@ impl Access {
             Err(e) => turns.push(Turn::note(format!("the message got no answer: {e}"))),
         }
         let key = session_key.to_string();
-        self.blocking(move |store| store.record(&key, &turns, None))
+        let counted = answer.as_ref().ok().and_then(|a| a.counted.clone());
+        self.blocking(move |store| store.record_turn(&key, &turns, None, counted.as_ref()))
             .await?;
         self.metrics.delivered(begun.elapsed());
         answer

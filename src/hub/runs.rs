@@ -201,7 +201,10 @@ impl Hub {
             text: run.message.clone(),
             prompt,
             meta,
-            options: options.unwrap_or_default(),
+            options: SessionOptions {
+                run_id: Some(run.run_id.clone()),
+                ..options.unwrap_or_default()
+            },
             unbounded: false,
         };
         let hub = self.clone();
@@ -677,6 +680,7 @@ impl Hub {
             label: spawn.label.clone(),
             cwd: spawn.cwd.as_ref().map(std::path::PathBuf::from),
             timeout: spawn.timeout,
+            run_id: None,
         };
         let hub = self.clone();
         let parent = parent.clone();
