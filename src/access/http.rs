@@ -155,9 +155,17 @@ fn refusal(e: &AccessError) -> (StatusCode, Value) {
         ),
         AccessError::RuntimeFailed { .. } => said(StatusCode::SERVICE_UNAVAILABLE),
         AccessError::SessionReused { .. } => said(StatusCode::BAD_GATEWAY),
-        AccessError::TimedOut { stop_reason, .. } => (
+        AccessError::TimedOut {
+            stop_reason,
+            confirmed,
+            ..
+        } => (
             StatusCode::GATEWAY_TIMEOUT,
-            json!({"error": e.to_string(), "cancelled": true, "stopReason": stop_reason}),
+            json!({
+                "error": e.to_string(), "cancelled": true, "stopReason": stop_reason,
+                "cancel": if *confirmed { "confirmed" } else { "uncertain" },
+                "state": "uncertain",
+            }),
         ),
         AccessError::BudgetExceeded(refusal) => (
             StatusCode::TOO_MANY_REQUESTS,

@@ -1,0 +1,229 @@
+//! Budgets, cancels and the audit trail end to end (budgets.md): `deepcli up` with the echo
+//! agent on the official ACP TypeScript SDK, its Hub tools called through the official MCP
+//! TypeScript SDK client, inbound envelopes signed over loopback HTTP, counters read back from
+//! the real state database after a controller restart.
+
+use serde_json::{Value, json};
+
+use crate::common::{Up, wait_until};
+use crate::hub::{SECRET, agents, hub_up, run_until, tool};
+
+/// A signed envelope from Slack group `group` with message id `id`: the status and body.
+fn inbound(up: &Up, group: &str, id: &str, text: &str) -> (u16, Value) {
+    let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": group},
+        "messageId": id, "sender": {"id": "u1"}, "text": text});
+    let body = envelope.to_string();
+    let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+    crate::hub::http(
+        up.addr,
+        "POST",
+        "/v1/inbound",
+        &[
+            ("x-deepcli-signature", &signature),
+            ("content-type", "application/json"),
+        ],
+        &body,
+    )
+}
+
+/// alpha with `budgets` (a YAML flow mapping).
+fn budgeted(budgets: &str) -> String {
+    agents("", &format!("      budgets: {budgets}\n"), "")
+}
+
+fn db(up: &Up) -> rusqlite::Connection {
+    rusqlite::Connection::open(up.state.join("state.db")).unwrap()
+}
+
+fn refusals(up: &Up, budget: &str) -> i64 {
+    db(up)
+        .query_row(
+            "SELECT count(*) FROM budget_events WHERE kind = 'refusal' AND budget = ?1",
+            [budget],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+fn alpha_budgets(up: &Up) -> Value {
+    let doc = up.wait_for("alpha's budgets", |s| {
+        Up::runtime(s, "alpha").is_some_and(|r| r["budgets"].is_object())
+    });
+    Up::runtime(&doc, "alpha").unwrap()["budgets"].clone()
+}
+
+#[test]
+fn turns_per_hour_refuses_with_429_and_a_restart_does_not_reset_it() {
+    let mut up = hub_up(&budgeted("{turnsPerHour: 2}"), |_| {});
+    for n in 0..2 {
+        let (status, body) = inbound(&up, "ga", &format!("t-{n}"), "hello");
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = inbound(&up, "ga", "t-2", "hello");
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["reason"], "budget_exceeded", "{body}");
+    assert_eq!(body["budget"], "turnsPerHour", "{body}");
+    let retry = body["retryAfter"].as_u64().unwrap();
+    assert!((3000..=3600).contains(&retry), "{body}");
+    // Another conversation of the same agent counts against the same budget.
+    let (status, _) = inbound(&up, "gc", "t-3", "hello");
+    assert_eq!(status, 429);
+    assert_eq!(refusals(&up, "turnsPerHour"), 2);
+    assert_eq!(alpha_budgets(&up)["turnsLastHour"], 2);
+
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    up.restart(|cmd| {
+        cmd.env("HOOK", SECRET);
+    });
+    up.wait_for("alpha ready", |s| {
+        Up::runtime(s, "alpha").is_some_and(|r| r["status"] == "ready")
+    });
+    let (status, body) = inbound(&up, "ga", "t-4", "hello");
+    assert_eq!(status, 429, "a restart reset the budget: {body}");
+    assert_eq!(refusals(&up, "turnsPerHour"), 3);
+    // beta has no budget.
+    let (status, _) = inbound(&up, "gb", "t-5", "hello");
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn concurrent_turns_refuse_a_second_turn_while_one_runs() {
+    let up = hub_up(&budgeted("{concurrentTurns: 1}"), |_| {});
+    let gate = up.state.join("release");
+    let held = {
+        let (addr, gate) = (up.addr, gate.clone());
+        let text = format!("hold {}", gate.display());
+        std::thread::spawn(move || {
+            let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "ga"},
+                "messageId": "c-0", "sender": {"id": "u1"}, "text": text});
+            let body = envelope.to_string();
+            let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+            crate::hub::http(
+                addr,
+                "POST",
+                "/v1/inbound",
+                &[("x-deepcli-signature", &signature)],
+                &body,
+            )
+        })
+    };
+    wait_until("the held turn runs", || {
+        alpha_budgets(&up)["runningTurns"] == 1
+    });
+    let (status, body) = inbound(&up, "gc", "c-1", "hello");
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["budget"], "concurrentTurns", "{body}");
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(held.join().unwrap().0, 200);
+    let (status, body) = inbound(&up, "gc", "c-2", "hello");
+    assert_eq!(status, 200, "the permit was not given back: {body}");
+}
+
+#[test]
+fn spawns_per_hour_refuses_the_hub_tool_with_budget_exceeded() {
+    let up = hub_up(&budgeted("{spawnsPerHour: 1}"), |_| {});
+    let first = tool(&up, "sessions_spawn", json!({"task": "reply: ok"}));
+    assert_eq!(first["status"], "accepted", "{first}");
+    let second = tool(&up, "sessions_spawn", json!({"task": "reply: ok"}));
+    assert_eq!(second["status"], "forbidden", "{second}");
+    assert_eq!(second["reason"], "budget_exceeded", "{second}");
+    assert_eq!(second["budget"], "spawnsPerHour", "{second}");
+    assert!(second["retryAfter"].as_u64().unwrap() > 0);
+    assert_eq!(refusals(&up, "spawnsPerHour"), 1);
+    run_until(&up, first["runId"].as_str().unwrap(), |r| {
+        r["state"] == "completed"
+    });
+}
+
+#[test]
+fn turn_seconds_cancels_a_slow_turn_and_its_redelivery_answers_with_the_state() {
+    let up = hub_up(&budgeted("{turnSeconds: 1}"), |_| {});
+    // The SDK agent confirms the cancel: 504, cancel confirmed, the message still uncertain.
+    let (status, body) = inbound(&up, "ga", "slow-1", "slow");
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["cancelled"], true, "{body}");
+    assert_eq!(body["cancel"], "confirmed", "{body}");
+    // Redelivered: answered with its state, never prompted again.
+    let (status, again) = inbound(&up, "ga", "slow-1", "slow");
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(again["state"], "uncertain", "{again}");
+    assert_eq!(again["cancel"], "confirmed", "{again}");
+    let prompted: i64 = db(&up)
+        .query_row(
+            "SELECT count(*) FROM transcript WHERE message_id = 'slow-1'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(prompted, 1, "the redelivery reached the agent again");
+
+    // The stubborn agent ignores the cancel: uncertain.
+    let (status, body) = inbound(&up, "ga", "stubborn-1", "stubborn");
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["cancel"], "uncertain", "{body}");
+    let cancels: Vec<(String, String)> = {
+        let conn = db(&up);
+        let mut stmt = conn
+            .prepare("SELECT why, state FROM turn_cancels ORDER BY id")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(
+        cancels,
+        [
+            ("turnSeconds".to_string(), "confirmed".to_string()),
+            ("turnSeconds".to_string(), "uncertain".to_string())
+        ]
+    );
+    // The session takes the next message.
+    let (status, _) = inbound(&up, "ga", "after", "hello");
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn unreported_usage_is_unknown_and_reported_cost_is_enforced() {
+    let up = hub_up(
+        &budgeted("{tokensPerDay: 1000, costPerDayUsd: 0.5}"),
+        |_| {},
+    );
+    let (status, _) = inbound(&up, "ga", "u-0", "hello");
+    assert_eq!(status, 200);
+    let budgets = alpha_budgets(&up);
+    assert_eq!(budgets["tokensToday"], "unknown", "{budgets:#}");
+    assert_eq!(budgets["costTodayUsd"], "unknown", "{budgets:#}");
+    let notes = budgets["notes"].to_string();
+    assert!(notes.contains("tokensPerDay is not enforceable"), "{notes}");
+    assert!(
+        notes.contains("costPerDayUsd is not enforceable"),
+        "{notes}"
+    );
+    let human = std::process::Command::new(env!("CARGO_BIN_EXE_deepcli"))
+        .args(["--state-dir", up.state.to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        human.contains("tokens unknown/1000 today, cost unknown/0.5 USD today"),
+        "{human}"
+    );
+
+    // The SDK agent reports a running cost: 0.3, then 0.6 in total.
+    assert_eq!(inbound(&up, "ga", "u-1", "usage 0.3").0, 200);
+    assert_eq!(alpha_budgets(&up)["costTodayUsd"], 0.3);
+    assert_eq!(inbound(&up, "ga", "u-2", "usage 0.3").0, 200);
+    let budgets = alpha_budgets(&up);
+    assert!(
+        (budgets["costTodayUsd"].as_f64().unwrap() - 0.6).abs() < 1e-9,
+        "{budgets:#}"
+    );
+    let (status, body) = inbound(&up, "ga", "u-3", "hello");
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["budget"], "costPerDayUsd", "{body}");
+    // Tokens were never reported: still unknown, not 0.
+    assert_eq!(alpha_budgets(&up)["tokensToday"], "unknown");
+}
