@@ -211,6 +211,72 @@ impl Access {
             .is_ok()
     }
 
+    /// The operator cancels the turn running in `session_key` (`deepcli sessions cancel`):
+    /// ACP `session/cancel`, then `confirmed` when the turn ends with stopReason `cancelled`
+    /// within `grace`, `uncertain` when it ends otherwise or not at all (then it stays
+    /// recorded as `requested` until it ends). Recorded in `turn_cancels`.
+    pub async fn cancel_running_turn(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        grace: std::time::Duration,
+    ) -> super::CancelState {
+        use super::CancelState;
+        let rx = self
+            .running
+            .lock()
+            .ok()
+            .and_then(|m| m.get(session_key).map(|tx| tx.subscribe()));
+        let Some(mut rx) = rx else {
+            return CancelState::NotRunning;
+        };
+        let id = {
+            let (agent, key) = (agent_id.to_string(), session_key.to_string());
+            self.blocking(move |s| s.cancel_requested(&agent, &key, None, "operator"))
+                .await
+                .ok()
+        };
+        if !self.cancel_turn(agent_id, session_key).await {
+            return CancelState::NotRunning;
+        }
+        let ended = tokio::time::timeout(grace, rx.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|stop| stop.clone());
+        let (state, note) = match ended {
+            Some(Some(stop)) if stop == "cancelled" => (
+                CancelState::Confirmed,
+                "the runtime stopped the turn (stopReason cancelled)".to_string(),
+            ),
+            Some(stop) => (
+                CancelState::Uncertain,
+                format!(
+                    "the turn ended with stopReason {} instead of cancelled",
+                    stop.as_deref().unwrap_or("none")
+                ),
+            ),
+            None => (
+                CancelState::Uncertain,
+                format!(
+                    "the runtime did not end the turn within {} ms",
+                    grace.as_millis()
+                ),
+            ),
+        };
+        if let Some(id) = id {
+            let word = if state == CancelState::Confirmed {
+                "confirmed"
+            } else {
+                "uncertain"
+            };
+            let _ = self
+                .blocking(move |s| s.cancel_decided(id, word, &note))
+                .await;
+        }
+        state
+    }
+
     /// Ends `session_key`'s runtime session (`session/close` where the agent offers it) and
     /// forgets it; a note on what happened, `None` when it was not open.
     pub async fn close_runtime_session(&self, agent_id: &str, session_key: &str) -> Option<String> {

@@ -162,6 +162,8 @@ pub struct Access {
     door: std::sync::OnceLock<Arc<dyn McpDoor>>,
     /// Every agent's budget counters (budgets.md), loaded from the state database.
     budgets: budget::Budgets,
+    /// The turns running now, by session key: each ends with the stop reason its runtime gave.
+    running: RunningTurns,
 }
 
 impl Access {
@@ -185,6 +187,7 @@ impl Access {
         };
         Access {
             budgets,
+            running: RunningTurns::default(),
             plan: ArcSwapOption::empty(),
             reply: reply::ReplySink::new(store.clone(), metrics.reply_failures.clone()),
             store,
@@ -1087,8 +1090,14 @@ impl Access {
         let request = PromptRequest::new(session_id.to_string(), vec![prompt_text.into()]);
         let answer = handle.cx.send_request(request).block_task();
         tokio::pin!(answer);
+        // The turn, for an operator's cancel (`deepcli sessions cancel`) to wait on its end.
+        let ended = Running::start(&self.running, session_key);
         let response = tokio::select! {
-            r = &mut answer => r.map_err(gone)?,
+            r = &mut answer => {
+                let r = r.map_err(gone)?;
+                ended.end(serde_json::to_value(r.stop_reason).ok().and_then(|v| v.as_str().map(str::to_string)));
+                r
+            }
             () = tokio::time::sleep(timeout) => {
                 let cancel = {
                     let (agent, key, run, why) = (
@@ -1167,6 +1176,67 @@ impl Access {
             totals,
         ))
     }
+}
+
+/// The turns running now, by session key: each one's end (its stop reason, `None` for a turn
+/// that ended without one) for whoever waits on it.
+type RunningTurns = Mutex<HashMap<String, watch::Sender<Option<Option<String>>>>>;
+
+/// A running turn's entry in [`RunningTurns`], taken out however the turn ends.
+struct Running<'a> {
+    turns: &'a RunningTurns,
+    session_key: &'a str,
+    tx: watch::Sender<Option<Option<String>>>,
+}
+
+impl<'a> Running<'a> {
+    fn start(turns: &'a RunningTurns, session_key: &'a str) -> Running<'a> {
+        let (tx, _) = watch::channel(None);
+        if let Ok(mut map) = turns.lock() {
+            map.insert(session_key.to_string(), tx.clone());
+        }
+        Running {
+            turns,
+            session_key,
+            tx,
+        }
+    }
+
+    fn end(&self, stop_reason: Option<String>) {
+        self.tx.send_replace(Some(stop_reason));
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if self.tx.borrow().is_none() {
+            self.tx.send_replace(Some(None));
+        }
+        let mut map = match self.turns.lock() {
+            Ok(map) => map,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if map
+            .get(self.session_key)
+            .is_some_and(|tx| tx.same_channel(&self.tx))
+        {
+            map.remove(self.session_key);
+        }
+    }
+}
+
+/// What came of an operator's cancel of the turn running in a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelState {
+    /// No turn was running there: nothing to cancel.
+    NotRunning,
+    /// `session/cancel` was sent; the turn has not ended yet.
+    Requested,
+    /// The runtime ended the turn with stopReason `cancelled`.
+    Confirmed,
+    /// The turn ended otherwise (or not within the grace): what it did is not known.
+    Uncertain,
 }
 
 /// How long a cancelled turn has to confirm (stopReason `cancelled`) before the cancel is

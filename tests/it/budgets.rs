@@ -227,3 +227,106 @@ fn unreported_usage_is_unknown_and_reported_cost_is_enforced() {
     // Tokens were never reported: still unknown, not 0.
     assert_eq!(alpha_budgets(&up)["tokensToday"], "unknown");
 }
+
+/// `deepcli <args>` against the controller of `up`: its stdout, and whether it succeeded.
+fn cli(up: &Up, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_deepcli"))
+        .args(["--state-dir", up.state.to_str().unwrap()])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Sends `text` into Slack group `group` on a thread of its own; its answer when joined.
+fn in_background(
+    up: &Up,
+    group: &str,
+    id: &str,
+    text: &str,
+) -> std::thread::JoinHandle<(u16, Value)> {
+    let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": group},
+        "messageId": id, "sender": {"id": "u1"}, "text": text});
+    let addr = up.addr;
+    std::thread::spawn(move || {
+        let body = envelope.to_string();
+        let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+        crate::hub::http(
+            addr,
+            "POST",
+            "/v1/inbound",
+            &[("x-deepcli-signature", &signature)],
+            &body,
+        )
+    })
+}
+
+#[test]
+fn operator_cancels_are_confirmed_or_uncertain_as_the_runtime_answers() {
+    let up = hub_up(&budgeted("{concurrentTurns: 10}"), |cmd| {
+        cmd.env("DEEPCLI_HUB_CANCEL_GRACE_MS", "1000");
+    });
+    let key = crate::hub::ALPHA;
+    // Nothing runs yet.
+    let (ok, out) = cli(&up, &["sessions", "cancel", key]);
+    assert!(ok, "{out}");
+    assert_eq!(out, "nothing runs in this session\n");
+
+    // An inbound turn the SDK agent stops when told: confirmed.
+    let slow = in_background(&up, "ga", "k-1", "slow");
+    wait_until("the slow turn runs", || {
+        alpha_budgets(&up)["runningTurns"] == 1
+    });
+    let (ok, out) = cli(&up, &["sessions", "cancel", key, "--json"]);
+    assert!(ok, "{out}");
+    let answer: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(answer["turnCancel"], "confirmed", "{answer}");
+    assert_eq!(slow.join().unwrap().0, 200);
+
+    // One that ignores session/cancel: uncertain.
+    let stubborn = in_background(&up, "ga", "k-2", "stubborn");
+    wait_until("the stubborn turn runs", || {
+        alpha_budgets(&up)["runningTurns"] == 1
+    });
+    let (ok, out) = cli(&up, &["sessions", "cancel", key]);
+    assert!(ok, "{out}");
+    assert_eq!(out, "turn: cancel uncertain\n");
+    let (status, body) = stubborn.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reply"]["text"], "stubborn: done anyway");
+    let states: Vec<(String, String)> = {
+        let conn = db(&up);
+        let mut stmt = conn
+            .prepare("SELECT why, state FROM turn_cancels ORDER BY id")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(
+        states,
+        [
+            ("operator".to_string(), "confirmed".to_string()),
+            ("operator".to_string(), "uncertain".to_string())
+        ]
+    );
+
+    // A run, by id.
+    let spawned = tool(
+        &up,
+        "sessions_spawn",
+        json!({"task": "slow", "label": "c1"}),
+    );
+    let run_id = spawned["runId"].as_str().unwrap().to_string();
+    run_until(&up, &run_id, |r| r["state"] == "running");
+    let (ok, out) = cli(&up, &["runs", "cancel", &run_id]);
+    assert!(ok, "{out}");
+    assert_eq!(out, format!("run {run_id}: cancelled (cancel confirmed)\n"));
+    let (ok, _) = cli(&up, &["runs", "cancel", "no-such-run"]);
+    assert!(!ok, "an unknown run is an error");
+}
