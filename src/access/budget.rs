@@ -22,7 +22,7 @@ const DAY_MS: i64 = 86_400_000;
 pub const MICROS_PER_USD: f64 = 1_000_000.0;
 
 /// One agent's limits, as its `budgets` (or `agents.defaults.budgets`) sets them.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BudgetLimits {
     pub turns_per_hour: Option<u32>,
     pub concurrent_turns: Option<u32>,
@@ -30,6 +30,30 @@ pub struct BudgetLimits {
     pub spawns_per_hour: Option<u32>,
     pub tokens_per_day: Option<u64>,
     pub cost_per_day_micros: Option<u64>,
+    /// Loop pause bounds, read by the Hub: sends between two sessions within `loop_window`,
+    /// and sends by one tree of sessions.
+    pub loop_turns: Option<u32>,
+    pub loop_window: Duration,
+    pub tree_turns: Option<u32>,
+}
+
+/// `loopWindowSeconds` when unset.
+pub const DEFAULT_LOOP_WINDOW: Duration = Duration::from_secs(600);
+
+impl Default for BudgetLimits {
+    fn default() -> BudgetLimits {
+        BudgetLimits {
+            turns_per_hour: None,
+            concurrent_turns: None,
+            turn_seconds: None,
+            spawns_per_hour: None,
+            tokens_per_day: None,
+            cost_per_day_micros: None,
+            loop_turns: None,
+            loop_window: DEFAULT_LOOP_WINDOW,
+            tree_turns: None,
+        }
+    }
 }
 
 impl BudgetLimits {
@@ -43,6 +67,11 @@ impl BudgetLimits {
             cost_per_day_micros: spec
                 .cost_per_day_usd
                 .map(|usd| (usd * MICROS_PER_USD).round() as u64),
+            loop_turns: spec.loop_turns,
+            loop_window: spec
+                .loop_window_seconds
+                .map_or(DEFAULT_LOOP_WINDOW, Duration::from_secs),
+            tree_turns: spec.tree_turns,
         }
     }
 }
@@ -505,7 +534,7 @@ mod tests {
             spawns_per_hour: Some(1),
             tokens_per_day: Some(100),
             cost_per_day_micros: Some(500_000),
-            turn_seconds: None,
+            ..BudgetLimits::default()
         }
     }
 

@@ -320,7 +320,8 @@ impl Access {
         }
     }
 
-    fn limits(&self, agent_id: &str) -> budget::BudgetLimits {
+    /// Agent `agent_id`'s budgets as the plan in force sets them (none: no limits).
+    pub fn limits(&self, agent_id: &str) -> budget::BudgetLimits {
         self.plan()
             .and_then(|p| p.budgets.get(agent_id).cloned())
             .unwrap_or_default()

@@ -61,6 +61,13 @@ pub enum RunsCommand {
     /// is `confirmed` when the runtime stops the turn, `uncertain` when it does not.
     #[command(after_help = EXIT_CODES)]
     Cancel(RunArgs),
+    /// Resume a run a loop pause holds (state `paused`): it is delivered, and the loop's count
+    /// starts over.
+    #[command(after_help = EXIT_CODES)]
+    Resume(RunArgs),
+    /// Stop a run a loop pause holds: it is cancelled, never delivered.
+    #[command(after_help = EXIT_CODES)]
+    Stop(RunArgs),
 }
 
 #[derive(Debug, Args)]
@@ -400,6 +407,8 @@ pub fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus {
                 Err(status) => status,
             }
         }
+        RunsCommand::Resume(a) => decide(global, "runs/resume", &a),
+        RunsCommand::Stop(a) => decide(global, "runs/stop", &a),
         RunsCommand::Cancel(a) => match rpc(
             global,
             "runs/cancel",
@@ -438,5 +447,20 @@ pub fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus {
             }),
             Err(status) => status,
         },
+    }
+}
+
+/// `runs resume|stop`: the operator's decision on a paused run; the run as it is then.
+fn decide(global: &GlobalSettings, method: &str, a: &RunArgs) -> ExitStatus {
+    match rpc(
+        global,
+        method,
+        json!({"runId": a.run_id}),
+        Duration::from_secs(30),
+    ) {
+        Ok(result) => show(&result, a.json, |r| {
+            format!("run {}: {}\n", text(&r["runId"]), text(&r["state"]))
+        }),
+        Err(status) => status,
     }
 }

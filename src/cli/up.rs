@@ -443,6 +443,14 @@ fn human(doc: &Value) -> String {
             ),
             crate::plural::plural(denials as usize, "denial", "denials"),
         ));
+        for pause in hub["loopPauses"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "loop paused  run {}: {}; decide with `deepcli runs resume|stop {}`\n",
+                text(&pause["runId"]),
+                text(&pause["why"]),
+                text(&pause["runId"]),
+            ));
+        }
     }
     out
 }

@@ -260,6 +260,9 @@ pub struct Budgets {
     pub spawns_per_hour: Option<u32>,
     pub tokens_per_day: Option<u64>,
     pub cost_per_day_usd: Option<f64>,
+    pub loop_turns: Option<u32>,
+    pub loop_window_seconds: Option<u64>,
+    pub tree_turns: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

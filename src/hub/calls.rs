@@ -417,6 +417,11 @@ impl Hub {
         if let Err(refusal) = self.access.budget_allows_turn(&agent) {
             return Ok(self.over_budget(&refusal, caller).await);
         }
+        if let Some(trip) = self.loop_trip(caller, &key).await? {
+            return self
+                .pause_send(caller, (&agent, &key), args.message, trip)
+                .await;
+        }
         let wait = args.timeout_seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
         let run = self
             .start_send(

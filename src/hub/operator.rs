@@ -177,6 +177,20 @@ impl Hub {
                 Ok(self.close_session(&agent, &p.session_key, p.trash).await)
             }
             "runs/list" => self.operator_runs(params(p)?).await,
+            "runs/resume" | "runs/stop" => {
+                let p: RunParams = params(p)?;
+                let decided = if method == "runs/resume" {
+                    self.resume_run(&p.run_id).await
+                } else {
+                    self.stop_run(&p.run_id).await
+                };
+                match decided {
+                    Ok(Some(run)) => Ok(run_json(&run)),
+                    Ok(None) => Err(OperatorError::NotFound(format!("no run `{}`", p.run_id))),
+                    Err(CallError::BadArguments(why)) => Err(OperatorError::Params(why)),
+                    Err(e) => Err(e.into()),
+                }
+            }
             "runs/cancel" => {
                 let p: RunParams = params(p)?;
                 let id = p.run_id.clone();

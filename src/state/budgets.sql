@@ -34,3 +34,21 @@ CREATE TABLE turn_cancels (
     decided_at  TEXT
 );
 CREATE INDEX turn_cancels_by_session ON turn_cancels (session_key);
+
+-- A loop the Hub paused (budgets.md, "Loop pauses"): two sessions waking each other past
+-- budgets.loopTurns within budgets.loopWindowSeconds, or a tree of sessions whose runs passed
+-- budgets.treeTurns. The send that passed it waits as a `paused` run until the operator
+-- decides (`deepcli runs resume|stop <run id>`); counting starts over after a decision.
+CREATE TABLE loop_pauses (
+    run_id      TEXT PRIMARY KEY,     -- the paused run
+    kind        TEXT NOT NULL,        -- pair | tree
+    scope       TEXT NOT NULL,        -- pair: the two session keys, sorted, joined by a space; tree: its root
+    count       INTEGER NOT NULL,     -- what was counted when it paused
+    bound       INTEGER NOT NULL,     -- the bound it passed
+    state       TEXT NOT NULL,        -- paused | resumed | stopped
+    created_at  TEXT NOT NULL,
+    decided_at  TEXT,
+    after_rowid INTEGER,              -- decided: the last hub_runs rowid then; counting resumes after it
+    note        TEXT
+);
+CREATE INDEX loop_pauses_by_scope ON loop_pauses (scope, created_at);

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::common::{Up, wait_until};
-use crate::hub::{SECRET, agents, hub_up, run_until, tool};
+use crate::hub::{SECRET, agents, get, hub_up, run_until, tool};
 
 /// A signed envelope from Slack group `group` with message id `id`: the status and body.
 fn inbound(up: &Up, group: &str, id: &str, text: &str) -> (u16, Value) {
@@ -329,4 +329,83 @@ fn operator_cancels_are_confirmed_or_uncertain_as_the_runtime_answers() {
     assert_eq!(out, format!("run {run_id}: cancelled (cancel confirmed)\n"));
     let (ok, _) = cli(&up, &["runs", "cancel", "no-such-run"]);
     assert!(!ok, "an unknown run is an error");
+}
+
+#[test]
+fn a_loop_between_two_sessions_is_paused_then_resumed_and_stopped() {
+    let up = hub_up(
+        &agents(
+            "",
+            "      budgets: {loopTurns: 2}\n",
+            "session:\n  maxPingPongTurns: 0\n",
+        ),
+        |_| {},
+    );
+    let send = || {
+        tool(
+            &up,
+            "sessions_send",
+            json!({"agentId": "beta", "message": "reply: pong", "timeoutSeconds": 30}),
+        )
+    };
+    for _ in 0..2 {
+        let sent = send();
+        assert_eq!(sent["status"], "ok", "{sent}");
+    }
+    let paused = send();
+    assert_eq!(paused["status"], "paused", "{paused}");
+    let run_id = paused["runId"].as_str().unwrap().to_string();
+    let run = get(&up, &format!("/v1/runs/{run_id}"));
+    assert_eq!(run["state"], "paused", "{run:#}");
+    // Not delivered: beta's main session got two messages, not three.
+    let delivered = |n: &str| {
+        crate::hub::transcript(&up.state, "agent:beta:main")
+            .iter()
+            .filter(|(p, t, _)| p == "inter_session" && t == n)
+            .count()
+    };
+    assert_eq!(delivered("reply: pong"), 2);
+    // The operator sees it, and so does the conversation the loop started from.
+    let (_, listed) = cli(&up, &["runs", "list", "--state", "paused"]);
+    assert!(listed.contains(&run_id), "{listed}");
+    let (_, status) = cli(&up, &["status"]);
+    assert!(
+        status.contains(&format!("loop paused  run {run_id}: loop paused: sessions")),
+        "{status}"
+    );
+    assert!(
+        crate::hub::transcript(&up.state, crate::hub::ALPHA)
+            .iter()
+            .any(|(_, t, _)| t.contains("loop paused") && t.contains(&run_id)),
+        "the origin conversation was not told"
+    );
+    let (ok, _) = cli(&up, &["runs", "stop", "no-such-run"]);
+    assert!(!ok);
+
+    // Resumed: delivered now, and the count starts over.
+    let (ok, out) = cli(&up, &["runs", "resume", &run_id]);
+    assert!(ok, "{out}");
+    run_until(&up, &run_id, |r| r["state"] == "completed");
+    assert_eq!(delivered("reply: pong"), 3);
+    let again = send();
+    assert_eq!(
+        again["status"], "ok",
+        "the count did not start over: {again}"
+    );
+    let (ok, out) = cli(&up, &["runs", "resume", &run_id]);
+    assert!(!ok, "a completed run cannot be resumed: {out}");
+
+    // Paused again, then stopped: never delivered.
+    let stopped = (0..4)
+        .map(|_| send())
+        .find(|r| r["status"] == "paused")
+        .expect("the loop was paused again");
+    let stopped_id = stopped["runId"].as_str().unwrap();
+    let before = delivered("reply: pong");
+    let (ok, out) = cli(&up, &["runs", "stop", stopped_id]);
+    assert!(ok, "{out}");
+    assert_eq!(out, format!("run {stopped_id}: cancelled\n"));
+    assert_eq!(delivered("reply: pong"), before);
+    let (_, status) = cli(&up, &["status"]);
+    assert!(!status.contains("loop paused  run"), "{status}");
 }

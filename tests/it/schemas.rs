@@ -278,6 +278,18 @@ const KEYS: &[(&str, Acts)] = &[
         ),
     ),
     (
+        "agents.list[].budgets.loopTurns",
+        Enforced("hub::loops: a send past it waits as a paused run for the operator"),
+    ),
+    (
+        "agents.list[].budgets.loopWindowSeconds",
+        Enforced("hub::loops: the window loopTurns counts in"),
+    ),
+    (
+        "agents.list[].budgets.treeTurns",
+        Enforced("hub::loops: a send past it waits as a paused run for the operator"),
+    ),
+    (
         "agents.list[].sandbox",
         NotEnforced("deepcli runs runtimes without a sandbox (mode: off says so, silently)"),
     ),
