@@ -186,6 +186,17 @@ impl Hub {
         Ok(hub)
     }
 
+    /// The audit timeline (budgets.md) `filter` asks for: `{count, events}`.
+    pub async fn audit(
+        &self,
+        filter: crate::state::audit::AuditFilter,
+    ) -> Result<Value, CallError> {
+        let events = self
+            .db(move |s| s.with(|c| crate::state::audit::timeline(c, &filter)))
+            .await?;
+        Ok(json!({"count": events.len(), "events": events}))
+    }
+
     /// Where the controller listens: the stdio servers forward there (on loopback).
     pub fn set_endpoint(&self, addr: std::net::SocketAddr) {
         let ip = match addr.ip() {

@@ -5,6 +5,7 @@
 //! JSON snapshot (`deepcli state export`). It does not decide anything (that is `plan`) and does
 //! not touch the world beyond the state directory (that is `apply`).
 
+pub mod audit;
 mod damage;
 mod layer;
 pub mod lease;

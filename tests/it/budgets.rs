@@ -85,6 +85,17 @@ fn turns_per_hour_refuses_with_429_and_a_restart_does_not_reset_it() {
     // beta has no budget.
     let (status, _) = inbound(&up, "gb", "t-5", "hello");
     assert_eq!(status, 200);
+    // The refusals are in the audit trail, by agent.
+    let (_, audit) = cli(&up, &["audit", "--agent", "alpha"]);
+    assert_eq!(
+        audit
+            .matches("refused by turnsPerHour: agent `alpha` is over its budget")
+            .count(),
+        3,
+        "{audit}"
+    );
+    let (_, beta) = cli(&up, &["audit", "--agent", "beta"]);
+    assert!(!beta.contains("refused"), "{beta}");
 }
 
 #[test]
@@ -180,6 +191,12 @@ fn turn_seconds_cancels_a_slow_turn_and_its_redelivery_answers_with_the_state() 
             ("turnSeconds".to_string(), "uncertain".to_string())
         ]
     );
+    let (_, audit) = cli(&up, &["audit", "--session", crate::hub::ALPHA]);
+    assert!(
+        audit.contains("message slow-1 → agent:alpha:slack:group:ga (route binding.account): uncertain (the turn was cancelled after its time; cancel confirmed)"),
+        "{audit}"
+    );
+    assert!(audit.contains("cancel (turnSeconds): uncertain"), "{audit}");
     // The session takes the next message.
     let (status, _) = inbound(&up, "ga", "after", "hello");
     assert_eq!(status, 200);
@@ -408,4 +425,72 @@ fn a_loop_between_two_sessions_is_paused_then_resumed_and_stopped() {
     assert_eq!(delivered("reply: pong"), before);
     let (_, status) = cli(&up, &["status"]);
     assert!(!status.contains("loop paused  run"), "{status}");
+    let (_, audit) = cli(&up, &["audit", "--run", &run_id]);
+    assert!(audit.contains("loop paused: sessions"), "{audit}");
+    assert!(
+        audit.contains("the operator resumed the paused run"),
+        "{audit}"
+    );
+    let (_, audit) = cli(&up, &["audit", "--run", stopped_id]);
+    assert!(
+        audit.contains("the operator stopped the paused run"),
+        "{audit}"
+    );
+}
+
+#[test]
+fn the_audit_tells_a_spawned_runs_story_without_copying_its_text() {
+    let up = hub_up(&agents("", "", "session:\n  maxPingPongTurns: 0\n"), |_| {});
+    let spawned = tool(
+        &up,
+        "sessions_spawn",
+        json!({"task": "reply: the secret plan", "label": "a1"}),
+    );
+    let run_id = spawned["runId"].as_str().unwrap().to_string();
+    run_until(&up, &run_id, |r| {
+        crate::hub::has_note(r, "announced to the parent")
+    });
+
+    let (ok, human) = cli(&up, &["audit", "--run", &run_id]);
+    assert!(ok, "{human}");
+    assert!(
+        !human.contains("the secret plan"),
+        "transcript text copied: {human}"
+    );
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]");
+    settings.add_filter(
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        "[UUID]",
+    );
+    settings.add_filter(r"transcript#\d+", "transcript#[ID]");
+    settings.bind(|| insta::assert_snapshot!("audit_spawned_run", human));
+
+    // The same timeline as JSON and over HTTP (operator token only).
+    let (ok, out) = cli(&up, &["audit", "--run", &run_id, "--json"]);
+    assert!(ok);
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    let served = get(&up, &format!("/v1/audit?runId={run_id}"));
+    assert_eq!(served["count"], doc["count"]);
+    assert_eq!(served["events"], doc["events"]);
+    let kinds: Vec<&str> = doc["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"spawn"), "{doc:#}");
+    let (status, _) = crate::hub::http(up.addr, "GET", "/v1/audit", &[], "");
+    assert_eq!(status, 401);
+
+    // By agent: the inbound message that carried the tool call, with its route.
+    let (_, by_agent) = cli(&up, &["audit", "--agent", "alpha"]);
+    assert!(
+        by_agent.contains("slack/default group:ga message") && by_agent.contains("(route "),
+        "{by_agent}"
+    );
+    let (_, later) = cli(&up, &["audit", "--since", "2999-01-01T00:00:00Z"]);
+    assert_eq!(later, "Nothing recorded.\n");
+    let (ok, _) = cli(&up, &["audit", "--since", "yesterday"]);
+    assert!(!ok, "a bad --since is an error");
 }
