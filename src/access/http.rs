@@ -74,7 +74,16 @@ pub fn operator(token: &str, headers: &HeaderMap) -> Result<(), Response> {
 }
 
 fn json_response(status: StatusCode, generation: Option<u64>, body: Value) -> Response {
+    // A budget's refusal says when to come back in the header HTTP clients read, too.
+    let retry_after = (status == StatusCode::TOO_MANY_REQUESTS)
+        .then(|| body["retryAfter"].as_u64())
+        .flatten();
     let mut response = (status, axum::Json(body)).into_response();
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
     if let Some(g) = generation {
         response
             .headers_mut()
