@@ -92,7 +92,7 @@ pub enum AccessError {
     /// The prompt took too long and was cancelled; `stop_reason` is what the agent answered
     /// the cancel with, if it did.
     #[error(
-        "agent `{agent_id}` did not answer within {seconds} s: the prompt was cancelled (session/cancel); send it again later"
+        "agent `{agent_id}` did not answer within {seconds} s: the prompt was cancelled (session/cancel); what it did is uncertain, so this message is not prompted again: send a new one to ask again"
     )]
     TimedOut {
         agent_id: String,

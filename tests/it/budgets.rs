@@ -76,9 +76,11 @@ fn turns_per_hour_refuses_with_429_and_a_restart_does_not_reset_it() {
     up.restart(|cmd| {
         cmd.env("HOOK", SECRET);
     });
-    up.wait_for("alpha ready", |s| {
-        Up::runtime(s, "alpha").is_some_and(|r| r["status"] == "ready")
-    });
+    for id in ["alpha", "beta"] {
+        up.wait_for(&format!("{id} ready"), |s| {
+            Up::runtime(s, id).is_some_and(|r| r["status"] == "ready")
+        });
+    }
     let (status, body) = inbound(&up, "ga", "t-4", "hello");
     assert_eq!(status, 429, "a restart reset the budget: {body}");
     assert_eq!(refusals(&up, "turnsPerHour"), 3);
