@@ -496,3 +496,41 @@ fn the_audit_tells_a_spawned_runs_story_without_copying_its_text() {
     let (ok, _) = cli(&up, &["audit", "--since", "yesterday"]);
     assert!(!ok, "a bad --since is an error");
 }
+
+#[test]
+fn a_spawn_tree_past_its_total_is_paused() {
+    let up = hub_up(
+        &agents(
+            "",
+            "      budgets: {treeTurns: 2}\n",
+            "session:\n  maxPingPongTurns: 0\n",
+        ),
+        |_| {},
+    );
+    // A child of alpha's conversation sends once; the root sends once: the tree's two runs.
+    let child = tool(
+        &up,
+        "sessions_spawn",
+        json!({"task": "mcp sessions_send {\"agentId\": \"beta\", \"message\": \"reply: one\"}", "label": "t1"}),
+    );
+    run_until(&up, child["runId"].as_str().unwrap(), |r| {
+        r["state"] == "completed"
+    });
+    let sent = tool(
+        &up,
+        "sessions_send",
+        json!({"agentId": "beta", "message": "reply: two"}),
+    );
+    assert_eq!(sent["status"], "ok", "{sent}");
+    let paused = tool(
+        &up,
+        "sessions_send",
+        json!({"agentId": "beta", "message": "reply: three"}),
+    );
+    assert_eq!(paused["status"], "paused", "{paused}");
+    let why = paused["error"].as_str().unwrap();
+    assert!(
+        why.contains("the sessions of the tree under agent:alpha:slack:group:ga have started 2 runs (budgets.treeTurns 2)"),
+        "{why}"
+    );
+}
