@@ -45,6 +45,9 @@ pub struct Answer {
     /// How long the runtime took: from opening (or finding) the session to the prompt's
     /// answer — the agent's time and ACP's, none of the queue's.
     pub runtime_time: std::time::Duration,
+    /// The turn as its agent's budgets counted it (with the usage its runtime reported),
+    /// recorded with the turn's transcript rows.
+    pub counted: Option<super::store::CountedTurn>,
 }
 
 /// A message the Hub (or the operator) puts into a session.
@@ -180,7 +183,8 @@ impl Access {
             Err(e) => turns.push(Turn::note(format!("the message got no answer: {e}"))),
         }
         let key = session_key.to_string();
-        self.blocking(move |store| store.record(&key, &turns, None))
+        let counted = answer.as_ref().ok().and_then(|a| a.counted.clone());
+        self.blocking(move |store| store.record_turn(&key, &turns, None, counted.as_ref()))
             .await?;
         self.metrics.delivered(begun.elapsed());
         answer
@@ -205,6 +209,72 @@ impl Access {
             .cx
             .send_notification(CancelNotification::new(known.id))
             .is_ok()
+    }
+
+    /// The operator cancels the turn running in `session_key` (`deepcli sessions cancel`):
+    /// ACP `session/cancel`, then `confirmed` when the turn ends with stopReason `cancelled`
+    /// within `grace`, `uncertain` when it ends otherwise or not at all (then it stays
+    /// recorded as `requested` until it ends). Recorded in `turn_cancels`.
+    pub async fn cancel_running_turn(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        grace: std::time::Duration,
+    ) -> super::CancelState {
+        use super::CancelState;
+        let rx = self
+            .running
+            .lock()
+            .ok()
+            .and_then(|m| m.get(session_key).map(|tx| tx.subscribe()));
+        let Some(mut rx) = rx else {
+            return CancelState::NotRunning;
+        };
+        let id = {
+            let (agent, key) = (agent_id.to_string(), session_key.to_string());
+            self.blocking(move |s| s.cancel_requested(&agent, &key, None, "operator"))
+                .await
+                .ok()
+        };
+        if !self.cancel_turn(agent_id, session_key).await {
+            return CancelState::NotRunning;
+        }
+        let ended = tokio::time::timeout(grace, rx.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|stop| stop.clone());
+        let (state, note) = match ended {
+            Some(Some(stop)) if stop == "cancelled" => (
+                CancelState::Confirmed,
+                "the runtime stopped the turn (stopReason cancelled)".to_string(),
+            ),
+            Some(stop) => (
+                CancelState::Uncertain,
+                format!(
+                    "the turn ended with stopReason {} instead of cancelled",
+                    stop.as_deref().unwrap_or("none")
+                ),
+            ),
+            None => (
+                CancelState::Uncertain,
+                format!(
+                    "the runtime did not end the turn within {} ms",
+                    grace.as_millis()
+                ),
+            ),
+        };
+        if let Some(id) = id {
+            let word = if state == CancelState::Confirmed {
+                "confirmed"
+            } else {
+                "uncertain"
+            };
+            let _ = self
+                .blocking(move |s| s.cancel_decided(id, word, &note))
+                .await;
+        }
+        state
     }
 
     /// Ends `session_key`'s runtime session (`session/close` where the agent offers it) and

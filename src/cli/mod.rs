@@ -5,6 +5,7 @@
 
 mod access;
 mod agents;
+mod audit;
 mod channels;
 mod emit;
 mod hub;
@@ -159,9 +160,13 @@ enum Command {
     /// close.
     #[command(subcommand)]
     Sessions(hub::SessionsCommand),
-    /// Runs of the Hub (sessions_send, sessions_spawn): list, show.
+    /// Runs of the Hub (sessions_send, sessions_spawn): list, show, cancel, resume, stop.
     #[command(subcommand)]
     Runs(hub::RunsCommand),
+    /// What happened, as one timeline from the state database: inbound messages, routes,
+    /// sends and spawns, budget refusals, loop pauses, cancels, applies.
+    #[command(after_help = EXIT_CODES)]
+    Audit(audit::AuditArgs),
     /// The Hub's MCP server on stdio (`hub mcp`), which agents start.
     #[command(subcommand, hide = true)]
     Hub(hub::HubCommand),
@@ -302,6 +307,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Pairing(command) => pairing::run(&global, command),
         Command::Sessions(command) => hub::sessions(&global, command),
         Command::Runs(command) => hub::runs(&global, command),
+        Command::Audit(args) => audit::run(&global, args),
         Command::Hub(command) => hub::hub(command),
         Command::EchoAgent => echo_agent(),
     }

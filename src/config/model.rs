@@ -39,6 +39,7 @@ pub struct AgentDefaults {
     pub heartbeat: Option<Heartbeat>,
     pub group_chat: Option<GroupChat>,
     pub subagents: Option<Subagents>,
+    pub budgets: Option<Budgets>,
     pub identity: Option<Identity>,
 }
 
@@ -56,6 +57,7 @@ pub struct AgentSpec {
     pub runtime: Option<Runtime>,
     pub tools: Option<AgentTools>,
     pub subagents: Option<Subagents>,
+    pub budgets: Option<Budgets>,
     pub sandbox: Option<Sandbox>,
     pub heartbeat: Option<Heartbeat>,
     pub group_chat: Option<GroupChat>,
@@ -246,6 +248,21 @@ pub struct Subagents {
     pub max_children_per_agent: Option<usize>,
     pub max_concurrent: Option<usize>,
     pub run_timeout_seconds: Option<u64>,
+}
+
+/// `budgets` (budgets.md): limits checked before each turn; unset keys limit nothing.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Budgets {
+    pub turns_per_hour: Option<u32>,
+    pub concurrent_turns: Option<u32>,
+    pub turn_seconds: Option<u64>,
+    pub spawns_per_hour: Option<u32>,
+    pub tokens_per_day: Option<u64>,
+    pub cost_per_day_usd: Option<f64>,
+    pub loop_turns: Option<u32>,
+    pub loop_window_seconds: Option<u64>,
+    pub tree_turns: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

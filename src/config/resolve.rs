@@ -262,6 +262,7 @@ fn agent(
             .clone()
             .or_else(|| defaults.group_chat.clone()),
         subagents: own.subagents.clone().or_else(|| defaults.subagents.clone()),
+        budgets: own.budgets.clone().or_else(|| defaults.budgets.clone()),
         identity: own.identity.clone().or_else(|| defaults.identity.clone()),
         ..own.clone()
     };

@@ -122,6 +122,11 @@ impl Shared {
             .unwrap_or_default();
         for runtime in &mut status.runtimes {
             runtime.model = self.access.model_report(&runtime.agent_id);
+            let budgeted = self
+                .access
+                .plan()
+                .is_some_and(|p| p.budgets.contains_key(&runtime.agent_id));
+            runtime.budgets = budgeted.then(|| self.access.budget_report(&runtime.agent_id));
         }
         status.heartbeats = self
             .heartbeats

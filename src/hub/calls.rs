@@ -414,6 +414,14 @@ impl Hub {
                 "agent `{agent}` has no ACP runtime: it takes no messages"
             )));
         }
+        if let Err(refusal) = self.access.budget_allows_turn(&agent) {
+            return Ok(self.over_budget(&refusal, caller).await);
+        }
+        if let Some(trip) = self.loop_trip(caller, &key).await? {
+            return self
+                .pause_send(caller, (&agent, &key), args.message, trip)
+                .await;
+        }
         let wait = args.timeout_seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
         let run = self
             .start_send(
@@ -549,6 +557,17 @@ impl Hub {
                 ),
             )));
         }
+        // The child's first turn must fit its agent's budgets, and the spawn the caller's.
+        if let Err(refusal) = self.access.budget_allows_turn(&agent) {
+            return Ok(self.over_budget(&refusal, caller).await);
+        }
+        if let Err(refusal) = self
+            .access
+            .budget_spawn(&caller.agent_id, &caller.session_key)
+            .await
+        {
+            return Ok(self.over_budget(&refusal, caller).await);
+        }
         // Taken now, under one lock, so that a storm of spawns cannot all pass at once.
         if let Err(denial) = self.take_spawn_slot(&caller.agent_id) {
             return Ok(forbidden(&denial));
@@ -585,6 +604,23 @@ impl Hub {
                 Err(e)
             }
         }
+    }
+
+    /// A budget's refusal as a tool result (`forbidden`, reason `budget_exceeded`, which
+    /// budget and when to try again), recorded and counted.
+    async fn over_budget(
+        &self,
+        refusal: &crate::access::budget::Refusal,
+        caller: &Caller,
+    ) -> Value {
+        self.denied(Reason::BudgetExceeded);
+        self.access
+            .refused(refusal, Some(&caller.session_key), None)
+            .await;
+        let mut result = forbidden(&Denial::new(Reason::BudgetExceeded, refusal.to_string()));
+        result["budget"] = refusal.limit.as_str().into();
+        result["retryAfter"] = refusal.retry_after.into();
+        result
     }
 
     async fn subagents(

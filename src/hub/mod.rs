@@ -12,6 +12,8 @@
 //! * `tools.rs` — the tool definitions and their typed arguments.
 //! * `calls.rs` — what each tool does.
 //! * `runs.rs` — runs: delivery, states, the reply-back loop, announces, cancel, restart.
+//! * `loops.rs` — loop pauses across runs (budgets.md): a send past a bound waits, `paused`,
+//!   for the operator.
 //! * `mcp.rs` — the MCP servers (rmcp): HTTP at `/mcp`, and `deepcli hub mcp` on stdio.
 //! * `http.rs` — the HTTP routes: `/mcp`, the stdio forwarder's `/v1/hub/*`, and the
 //!   operator's `/v1/sessions`, `/v1/runs`.
@@ -19,6 +21,7 @@
 
 mod calls;
 pub mod http;
+mod loops;
 pub mod mcp;
 pub mod operator;
 pub mod policy;
@@ -181,6 +184,17 @@ impl Hub {
         });
         access.set_mcp_door(Arc::new(Door(Arc::downgrade(&hub))));
         Ok(hub)
+    }
+
+    /// The audit timeline (budgets.md) `filter` asks for: `{count, events}`.
+    pub async fn audit(
+        &self,
+        filter: crate::state::audit::AuditFilter,
+    ) -> Result<Value, CallError> {
+        let events = self
+            .db(move |s| s.with(|c| crate::state::audit::timeline(c, &filter)))
+            .await?;
+        Ok(json!({"count": events.len(), "events": events}))
     }
 
     /// Where the controller listens: the stdio servers forward there (on loopback).
@@ -369,6 +383,9 @@ impl Hub {
             "activeRuns": active_runs,
             "activeSpawns": self.active_spawns.load(Relaxed),
             "liveTokens": live_tokens,
+            "loopPauses": self.store.open_pauses().unwrap_or_default().into_iter()
+                .map(|(run_id, why)| json!({"runId": run_id, "why": why}))
+                .collect::<Vec<_>>(),
             "denials": denials,
             "sendOverhead": self.metrics.send_overhead_summary(),
             "policy": {

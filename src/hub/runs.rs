@@ -92,7 +92,7 @@ impl Hub {
         }
     }
 
-    async fn note(&self, run_id: &str, note: String) {
+    pub(super) async fn note(&self, run_id: &str, note: String) {
         let id = run_id.to_string();
         let _ = self.db(move |s| s.note(&id, &note)).await;
     }
@@ -130,12 +130,28 @@ impl Hub {
             updated_at: now,
         };
         let run_id = run.run_id.clone();
+        self.accept_send(run, from, true).await?;
+        Ok(run_id)
+    }
+
+    /// Accepts send `run` (inserting its record when `insert`, else it is on record already:
+    /// a paused run resumed) and starts delivering it; returns once its message holds its place
+    /// in the target session's FIFO.
+    pub(super) async fn accept_send(
+        self: &Arc<Self>,
+        run: RunRecord,
+        from: Option<Caller>,
+        insert: bool,
+    ) -> Result<(), CallError> {
+        let (agent, key) = (run.target_agent_id.clone(), run.target_session_key.clone());
+        let (agent, key) = (agent.as_str(), key.as_str());
+        let run_id = run.run_id.clone();
         // Runs into one session are accepted one at a time, each until its message holds its
         // place in the session's FIFO: the session answers them in the order they were
         // accepted.
         let gate = self.acceptance(key);
         let _accepting = gate.lock().await;
-        {
+        if insert {
             let run = run.clone();
             self.db(move |s| s.insert_run(&run)).await?;
         }
@@ -155,7 +171,7 @@ impl Hub {
         });
         // Dropped when the message is in line (or its delivery ended).
         let _ = in_line.await;
-        Ok(run_id)
+        Ok(())
     }
 
     /// The lock that orders the acceptance of runs into session `key`.
@@ -201,7 +217,10 @@ impl Hub {
             text: run.message.clone(),
             prompt,
             meta,
-            options: options.unwrap_or_default(),
+            options: SessionOptions {
+                run_id: Some(run.run_id.clone()),
+                ..options.unwrap_or_default()
+            },
             unbounded: false,
         };
         let hub = self.clone();
@@ -677,6 +696,7 @@ impl Hub {
             label: spawn.label.clone(),
             cwd: spawn.cwd.as_ref().map(std::path::PathBuf::from),
             timeout: spawn.timeout,
+            run_id: None,
         };
         let hub = self.clone();
         let parent = parent.clone();

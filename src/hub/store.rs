@@ -214,7 +214,7 @@ impl HubStore {
         })
     }
 
-    fn with<T>(
+    pub(super) fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
@@ -461,7 +461,7 @@ impl HubStore {
         self.with(|c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {RUN_COLUMNS} FROM hub_runs
-                 WHERE state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain')
+                 WHERE state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain', 'paused')
                  ORDER BY created_at, rowid"
             ))?;
             stmt.query_map([], run_row)?.collect()

@@ -141,6 +141,10 @@ pub struct RuntimeStatus {
     /// the Access layer applied; absent when the agent sets no model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<acp::ModelReport>,
+    /// The agent's budget counters against its `budgets` (set by the controller from the
+    /// Access layer; absent when the agent sets none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<serde_json::Value>,
 }
 
 impl RuntimeStatus {

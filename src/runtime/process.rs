@@ -256,6 +256,7 @@ impl Reporter {
                 spec_hash: spec.spec_hash.clone(),
                 next_start: None,
                 model: None,
+                budgets: None,
             },
         }
     }

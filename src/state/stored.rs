@@ -110,6 +110,8 @@ stored_enum! {
         Accepted = "accepted",
         /// Its turn is running in the target's runtime.
         Running = "running",
+        /// Held by a loop pause (budgets.md) until the operator resumes or stops it.
+        Paused = "paused",
         AwaitingInput = "awaiting_input",
         AwaitingApproval = "awaiting_approval",
         Completed = "completed",
@@ -197,6 +199,7 @@ impl RunState {
                     | Uncertain
             ),
             CancelRequested => matches!(next, Cancelled | Uncertain),
+            Paused => matches!(next, Accepted | Cancelled),
             Completed | Failed | TimedOut | Cancelled | Uncertain => false,
         }
     }

@@ -242,6 +242,54 @@ const KEYS: &[(&str, Acts)] = &[
         Enforced("hub: a child's run timeout when sessions_spawn names none"),
     ),
     (
+        "agents.list[].budgets",
+        Enforced(
+            "access::budget: checked before every turn, and by the hub before a send or spawn",
+        ),
+    ),
+    (
+        "agents.list[].budgets.turnsPerHour",
+        Enforced(
+            "access::budget: turns in the last hour; inbound 429 retryAfter, hub budget_exceeded",
+        ),
+    ),
+    (
+        "agents.list[].budgets.concurrentTurns",
+        Enforced("access::budget: turns running at once"),
+    ),
+    (
+        "agents.list[].budgets.turnSeconds",
+        Enforced("access: a longer turn is cancelled with session/cancel"),
+    ),
+    (
+        "agents.list[].budgets.spawnsPerHour",
+        Enforced("hub: sessions_spawn calls in the last hour (budget_exceeded)"),
+    ),
+    (
+        "agents.list[].budgets.tokensPerDay",
+        Enforced(
+            "access::budget: tokens the runtime reports; unknown otherwise (usage-budget-unenforceable)",
+        ),
+    ),
+    (
+        "agents.list[].budgets.costPerDayUsd",
+        Enforced(
+            "access::budget: USD cost the runtime reports; unknown otherwise (usage-budget-unenforceable)",
+        ),
+    ),
+    (
+        "agents.list[].budgets.loopTurns",
+        Enforced("hub::loops: a send past it waits as a paused run for the operator"),
+    ),
+    (
+        "agents.list[].budgets.loopWindowSeconds",
+        Enforced("hub::loops: the window loopTurns counts in"),
+    ),
+    (
+        "agents.list[].budgets.treeTurns",
+        Enforced("hub::loops: a send past it waits as a paused run for the operator"),
+    ),
+    (
         "agents.list[].sandbox",
         NotEnforced("deepcli runs runtimes without a sandbox (mode: off says so, silently)"),
     ),

@@ -20,6 +20,8 @@
 //   permission  asks the client for permission and replies with the outcome
 //   crash       exits the process with code 3
 //   cwd         replies `cwd: <the session's working directory>`
+//   usage USD   reports the session's running cost grown by USD dollars (an ACP `usage_update`
+//               with `cost: {amount: <the session's total>, currency: "USD"}`), then echoes
 // and a prompt with a line `reply: <text>` anywhere (a HEARTBEAT.md, say) is answered with
 // exactly <text> (`\n` in it stands for a line break).
 //
@@ -69,6 +71,8 @@ const sessions = (() => {
 })();
 const save = () => sequential || writeFileSync(store, JSON.stringify(sessions));
 const cancels = new Map();
+// The running cost each session reported (`usage`).
+const costs = new Map();
 // The MCP servers each session was given, and the first ever given (mcp-stale).
 const mcpServers = new Map();
 let firstServers;
@@ -226,6 +230,15 @@ const app = agent({ name: "sdk-echo" })
     if (scripted !== undefined) {
       await say(client, sessionId, scripted.slice("reply: ".length).replaceAll("\\n", "\n"));
       return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("usage ")) {
+      const spent = Number(said.slice("usage ".length).trim().split(/\s/)[0]);
+      const total = (costs.get(sessionId) ?? 0) + spent;
+      costs.set(sessionId, total);
+      await client.notify(methods.client.session.update, {
+        sessionId,
+        update: { sessionUpdate: "usage_update", used: 1000, size: 200000, cost: { amount: total, currency: "USD" } },
+      });
     }
     if (said.startsWith("cwd")) {
       await say(client, sessionId, `cwd: ${cwds.get(sessionId)}`);
