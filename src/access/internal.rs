@@ -210,6 +210,9 @@ impl Access {
     /// Ends `session_key`'s runtime session (`session/close` where the agent offers it) and
     /// forgets it; a note on what happened, `None` when it was not open.
     pub async fn close_runtime_session(&self, agent_id: &str, session_key: &str) -> Option<String> {
+        if let Some(door) = self.approval_door() {
+            door.session_closed(session_key).await;
+        }
         let handle = self.runtime(agent_id).ok()?;
         let key = session_key.to_string();
         let known = self

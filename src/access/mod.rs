@@ -11,6 +11,7 @@
 //! * A delivered envelope is recorded with its response; a redelivery, also a concurrent one,
 //!   gets that response with `duplicate: true` and never reaches the agent again.
 
+mod approval_door;
 mod error;
 mod gate;
 mod heartbeat;
@@ -43,6 +44,7 @@ use crate::routing::{RouteInput, input};
 use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
 use crate::state::Provenance;
+pub use approval_door::{ApprovalDoor, ChatCommand, TurnOrigin};
 pub use error::{AccessError, Unauthenticated};
 pub use heartbeat::{Beat, HEARTBEAT_OK};
 pub use internal::{Answer, InternalMessage, McpDoor};
@@ -159,6 +161,10 @@ pub struct Access {
     live_bots: Mutex<HashMap<(String, String), Arc<str>>>,
     /// What gives every runtime session its MCP servers (the Hub), once the controller set it.
     door: std::sync::OnceLock<Arc<dyn McpDoor>>,
+    /// What decides approvals (approvals.md), once the controller set it.
+    approvals: std::sync::OnceLock<Arc<dyn ApprovalDoor>>,
+    /// The conversation each running turn answers, by session key.
+    origins: Mutex<HashMap<String, TurnOrigin>>,
 }
 
 impl Access {
@@ -186,6 +192,8 @@ impl Access {
             logs_dir: state.logs(),
             live_bots: Mutex::default(),
             door: std::sync::OnceLock::new(),
+            approvals: std::sync::OnceLock::new(),
+            origins: Mutex::default(),
         }
     }
 
@@ -418,6 +426,14 @@ impl Access {
             };
             let outcome = match recorded {
                 Ok(Some(response)) => Ok(as_duplicate(&response)),
+                // An approval command never reaches an agent, and never waits behind the turn
+                // that asked (approvals.md).
+                Ok(None)
+                    if this.approval_door().is_some()
+                        && ChatCommand::parse(&envelope.text).is_some() =>
+                {
+                    this.approval_command(&plan, &envelope, &key, &route).await
+                }
                 // The inbound policy decides whether the agent gets it (policy.md).
                 Ok(None) => match this.gate(&plan, &envelope, &route, &key).await {
                     Ok(Some(gated)) => Ok(gated),
@@ -489,8 +505,21 @@ impl Access {
                 Some(kept) => format!("{kept}{}", envelope.text),
                 None => envelope.text.clone(),
             };
-            let answered = self.prompt(agent_id, session_key, &text, &options).await?;
-            Some((answered, context.last_id))
+            self.set_turn_origin(
+                session_key,
+                Some(TurnOrigin {
+                    channel: key.channel.clone(),
+                    account_id: key.account_id.clone(),
+                    message_id: envelope.message_id.clone(),
+                    peer: serde_json::to_value(&envelope.route.peer).unwrap_or_default(),
+                    thread_id: envelope.thread_id.clone(),
+                    sender_id: envelope.facts.sender_id.clone(),
+                    key: key.clone(),
+                }),
+            );
+            let answered = self.prompt(agent_id, session_key, &text, &options).await;
+            self.set_turn_origin(session_key, None);
+            Some((answered?, context.last_id))
         } else {
             None
         };
@@ -780,6 +809,9 @@ impl Access {
                 options.timeout.unwrap_or(self.settings.prompt_timeout),
             )
             .await;
+        if let Some(door) = self.approval_door() {
+            door.turn_ended(session_key);
+        }
         if options.oneshot {
             notes.push(close_session(&handle, &session_id).await);
             if let Some(door) = self.door.get() {
@@ -892,9 +924,16 @@ impl Access {
         let request = PromptRequest::new(session_id.to_string(), vec![prompt_text.into()]);
         let answer = handle.cx.send_request(request).block_task();
         tokio::pin!(answer);
+        struct Forget<'a>(&'a AcpHandle, &'a str);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                self.0.waits.forget(self.1);
+            }
+        }
+        let _forget = Forget(handle, session_id);
         let response = tokio::select! {
             r = &mut answer => r.map_err(gone)?,
-            () = tokio::time::sleep(timeout) => {
+            () = person_aware_timeout(handle, session_id, timeout) => {
                 let _ = handle.cx.send_notification(CancelNotification::new(session_id.to_string()));
                 // The agent answers a cancelled prompt with stopReason `cancelled`.
                 let stop = tokio::time::timeout(Duration::from_secs(5), &mut answer)
@@ -926,6 +965,30 @@ impl Access {
             stop_reason,
             runtime_time: Duration::ZERO,
         })
+    }
+}
+
+/// Sleeps until `timeout` of the prompt's own time has passed: time the session spends
+/// waiting for a person (a permission request out for approval) does not count
+/// (`permissions.timeoutSeconds` bounds that wait instead).
+async fn person_aware_timeout(handle: &AcpHandle, session_id: &str, timeout: Duration) {
+    let started = Instant::now();
+    let mut changes = handle.waits.subscribe();
+    loop {
+        let (waited, waiting) = handle.waits.waited(session_id);
+        if waiting {
+            // Nothing runs out while a person is asked: wake when that ends.
+            let _ = changes.changed().await;
+            continue;
+        }
+        let deadline = started + timeout + waited;
+        if Instant::now() >= deadline {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline.into()) => {}
+            _ = changes.changed() => {}
+        }
     }
 }
 

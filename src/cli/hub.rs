@@ -168,7 +168,7 @@ pub fn hub(command: HubCommand) -> ExitStatus {
 }
 
 /// One JSON-RPC call of the Hub's operator service; the result, or how the command ends.
-fn rpc(
+pub(super) fn rpc(
     global: &GlobalSettings,
     method: &str,
     params: Value,
@@ -220,7 +220,7 @@ fn rpc(
     Ok(answer["result"].clone())
 }
 
-fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> ExitStatus {
+pub(super) fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> ExitStatus {
     if json {
         super::emit::print_json(result);
     } else {
@@ -229,7 +229,7 @@ fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> Exi
     ExitStatus::Success
 }
 
-fn text(v: &Value) -> String {
+pub(super) fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),

@@ -5,6 +5,7 @@
 
 mod access;
 mod agents;
+mod approvals;
 mod channels;
 mod emit;
 mod hub;
@@ -162,6 +163,10 @@ enum Command {
     /// Runs of the Hub (sessions_send, sessions_spawn): list, show.
     #[command(subcommand)]
     Runs(hub::RunsCommand),
+    /// What agents asked a person for (permission requests, management requests): list,
+    /// show, approve, deny; the allow_always rules: rules, revoke.
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCommand),
     /// The Hub's MCP server on stdio (`hub mcp`), which agents start.
     #[command(subcommand, hide = true)]
     Hub(hub::HubCommand),
@@ -302,6 +307,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Pairing(command) => pairing::run(&global, command),
         Command::Sessions(command) => hub::sessions(&global, command),
         Command::Runs(command) => hub::runs(&global, command),
+        Command::Approvals(command) => approvals::run(&global, command),
         Command::Hub(command) => hub::hub(command),
         Command::EchoAgent => echo_agent(),
     }

@@ -263,6 +263,10 @@ fn agent(
             .or_else(|| defaults.group_chat.clone()),
         subagents: own.subagents.clone().or_else(|| defaults.subagents.clone()),
         identity: own.identity.clone().or_else(|| defaults.identity.clone()),
+        permissions: own
+            .permissions
+            .clone()
+            .or_else(|| defaults.permissions.clone()),
         ..own.clone()
     };
     let state = &options.state_dir;

@@ -16,7 +16,9 @@
 //! * `http.rs` — the HTTP routes: `/mcp`, the stdio forwarder's `/v1/hub/*`, and the
 //!   operator's `/v1/sessions`, `/v1/runs`.
 //! * `operator.rs` — the operator's service (`sessions/*`, `runs/*`).
+//! * `approval.rs` — `awaiting_approval` runs and the `management_request` tool's door.
 
+mod approval;
 mod calls;
 pub mod http;
 pub mod mcp;
@@ -38,6 +40,7 @@ use tokio::sync::watch;
 
 use crate::access::{Access, McpDoor};
 use crate::state::{StateDir, StateError};
+pub use approval::ManagementDoor;
 pub use policy::{HubPolicy, Reason};
 use store::{HubStore, TokenOwner};
 
@@ -151,6 +154,8 @@ pub struct Hub {
     /// How long a cancelled turn has to confirm before its run is `uncertain`.
     cancel_grace: std::time::Duration,
     pub metrics: HubMetrics,
+    /// Who takes `management_request` (the approvals service), once the controller set it.
+    management: OnceLock<Arc<dyn ManagementDoor>>,
 }
 
 impl Hub {
@@ -178,6 +183,7 @@ impl Hub {
                 .and_then(|ms| ms.parse().ok())
                 .map_or(runs::CANCEL_GRACE, std::time::Duration::from_millis),
             metrics: HubMetrics::default(),
+            management: OnceLock::new(),
         });
         access.set_mcp_door(Arc::new(Door(Arc::downgrade(&hub))));
         Ok(hub)

@@ -126,6 +126,30 @@ stored_enum! {
 }
 
 stored_enum! {
+    /// Where an approval stands (approvals.md): pending until a person, a mode or a rule
+    /// decides, it expires, or it is voided (withdrawn, session closed, permissions changed).
+    pub enum ApprovalState {
+        Pending = "pending",
+        Approved = "approved",
+        Denied = "denied",
+        /// Nobody answered within `timeoutSeconds`, or nobody could be asked: denied.
+        Expired = "expired",
+        /// What it was bound to changed before a decision: denied to the agent.
+        Void = "void",
+    }
+}
+
+stored_enum! {
+    /// What asked for an approval.
+    pub enum ApprovalSource {
+        /// An ACP `session/request_permission` of the agent's runtime.
+        Permission = "permission",
+        /// The Hub tool `management_request`.
+        Management = "management",
+    }
+}
+
+stored_enum! {
     /// What started a Hub run.
     pub enum RunKind {
         /// A message into an existing session (`sessions_send`, or the operator's).
