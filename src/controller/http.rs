@@ -156,9 +156,9 @@ async fn approvals_list(
             "limit" => match v.parse::<u64>() {
                 Ok(n) => n.into(),
                 Err(_) => {
-                    return approvals_answer(Err(crate::approvals::ApprovalError::Params(format!(
-                        "`limit` must be a number, not `{v}`"
-                    ))));
+                    return approvals_answer(Err(crate::approvals::ApprovalError::Params(
+                        format!("`limit` must be a number, not `{v}`"),
+                    )));
                 }
             },
             _ => v.into(),

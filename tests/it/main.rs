@@ -5,6 +5,7 @@
 mod access;
 mod adapters;
 mod apply;
+mod approvals;
 mod cli;
 mod common;
 mod config_keys;

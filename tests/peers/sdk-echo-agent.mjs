@@ -17,7 +17,9 @@
 //   slow        waits until `session/cancel` (or 60 s), then stops with `cancelled`
 //   stubborn    ignores `session/cancel` and answers after 3 s
 //   hold PATH   waits until the file PATH exists, then echoes (a session the test keeps busy)
-//   permission  asks the client for permission and replies with the outcome
+//   permission [KIND TITLE]  asks the client for permission about a tool call (default
+//               delete "delete everything"; all four option kinds offered) and replies
+//               `permission: <the optionId chosen, or cancelled>`
 //   crash       exits the process with code 3
 //   cwd         replies `cwd: <the session's working directory>`
 // and a prompt with a line `reply: <text>` anywhere (a HEARTBEAT.md, say) is answered with
@@ -197,12 +199,25 @@ const app = agent({ name: "sdk-echo" })
       });
     }
     if (said.startsWith("permission")) {
+      // `permission KIND TITLE…` asks about a tool call of that kind and title (default:
+      // delete "delete everything"), offering all four option kinds.
+      const words = said.split("\n")[0].split(" ").filter((w) => w !== "");
+      const kind = words[0] === "permission" && words.length > 1 ? words[1] : "delete";
+      const title = words[0] === "permission" && words.length > 2 ? words.slice(2).join(" ") : "delete everything";
       const answer = await client.request(methods.client.session.requestPermission, {
         sessionId,
-        toolCall: { toolCallId: "t1", title: "delete everything", kind: "delete", status: "pending" },
+        toolCall: {
+          toolCallId: `t${turn}`,
+          title,
+          kind,
+          status: "pending",
+          content: [{ type: "content", content: { type: "text", text: `${kind}: ${title}` } }],
+        },
         options: [
           { optionId: "allow", name: "Allow", kind: "allow_once" },
+          { optionId: "allow-always", name: "Always allow", kind: "allow_always" },
           { optionId: "reject", name: "Reject", kind: "reject_once" },
+          { optionId: "reject-always", name: "Always reject", kind: "reject_always" },
         ],
       });
       const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
