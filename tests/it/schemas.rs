@@ -306,7 +306,9 @@ const KEYS: &[(&str, Acts)] = &[
     ),
     (
         "agents.list[].permissions",
-        Enforced("approvals: what the runtime's permission requests and management requests get (acp runtimes; not-enforced otherwise)"),
+        Enforced(
+            "approvals: what the runtime's permission requests and management requests get (acp runtimes; not-enforced otherwise)",
+        ),
     ),
     (
         "agents.list[].permissions.mode",
@@ -322,7 +324,9 @@ const KEYS: &[(&str, Acts)] = &[
     ),
     (
         "agents.list[].permissions.route",
-        Enforced("approvals: where a pending approval is announced; origin without a conversation denies"),
+        Enforced(
+            "approvals: where a pending approval is announced; origin without a conversation denies",
+        ),
     ),
     (
         "agents.list[].protect",

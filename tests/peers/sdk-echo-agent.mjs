@@ -36,6 +36,9 @@
 //   mcp-stale TOOL {json}  as `mcp`, with the server config of the first session this process
 //                          opened (a token that may since have been revoked)
 // and, for scripts/bench-hub:
+//   bench-permission       asks for permission (execute "bench <turn>", allow_once and
+//                          reject_once offered) and replies `bench-permission: <optionId> <µs
+//                          from the request to its answer>` (scripts/bench-approvals)
 //   bench-reply            replies `bench:<µs this handler took>`
 //   bench-send N AGENT     N sessions_send of `bench-reply` to AGENT's main session, one after
 //                          another; replies `bench-send: {"n", "overheadUs": [sorted round trip
@@ -222,6 +225,21 @@ const app = agent({ name: "sdk-echo" })
       });
       const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
       await say(client, sessionId, `permission: ${outcome}`);
+      return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("bench-permission")) {
+      const asked = process.hrtime.bigint();
+      const answer = await client.request(methods.client.session.requestPermission, {
+        sessionId,
+        toolCall: { toolCallId: `b${turn}`, title: `bench ${turn}`, kind: "execute", status: "pending" },
+        options: [
+          { optionId: "allow", name: "Allow", kind: "allow_once" },
+          { optionId: "reject", name: "Reject", kind: "reject_once" },
+        ],
+      });
+      const waited = (process.hrtime.bigint() - asked) / 1000n;
+      const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
+      await say(client, sessionId, `bench-permission: ${outcome} ${waited}`);
       return { stopReason: "end_turn" };
     }
     if (said.startsWith("bench-reply")) {
