@@ -184,7 +184,7 @@ pub(super) fn rpc(
     let Some(client) = client else {
         let _ = writeln!(
             err,
-            "error: no controller runs on state directory `{}`\nhint: sessions and runs live in the running controller: start one with `deepcli up`, or pass the --state-dir it runs with",
+            "error: no controller runs on state directory `{}`\nhint: sessions, runs and approvals live in the running controller: start one with `deepcli up`, or pass the --state-dir it runs with",
             dir.root().display()
         );
         return Err(ExitStatus::Error);

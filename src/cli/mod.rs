@@ -163,8 +163,7 @@ enum Command {
     /// Runs of the Hub (sessions_send, sessions_spawn): list, show.
     #[command(subcommand)]
     Runs(hub::RunsCommand),
-    /// What agents asked a person for (permission requests, management requests): list,
-    /// show, approve, deny; the allow_always rules: rules, revoke.
+    /// What agents ask a person for: list, show, approve, deny; allow_always rules, revoke.
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
     /// The Hub's MCP server on stdio (`hub mcp`), which agents start.
