@@ -250,6 +250,13 @@ impl Approvals {
         }
     }
 
+    /// The controller is stopping: nothing it waits for will be answered by a person now, so
+    /// every pending approval is void (the runtimes get a deny and their turns end, which lets
+    /// the requests in flight finish).
+    pub async fn stop(&self) {
+        self.void_where("the controller stopped", |_| true).await;
+    }
+
     /// Puts the agents' `permissions` of a newly applied config in force: a pending approval
     /// of an agent whose permissions changed (or which is gone) is void.
     pub async fn swap(&self, config: &crate::config::Config) {

@@ -365,8 +365,10 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
             _ = sigterm.recv() => break,
         }
     }
-    // In-flight requests finish first (their runtimes are still there), new ones are refused.
+    // In-flight requests finish first (their runtimes are still there), new ones are refused;
+    // none waits for a person any more.
     let _ = shutdown_tx.send(true);
+    shared.approvals.stop().await;
     if tokio::time::timeout(SHUTDOWN_GRACE, server).await.is_err() {
         tracing::warn!(
             "requests still in flight after {} s; stopping anyway",

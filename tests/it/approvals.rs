@@ -240,10 +240,53 @@ fn a_denied_request_gets_the_reject_option_and_an_unanswered_one_expires_denied(
     let up = up("timeoutSeconds: 2", None, |_| {});
     let asked = send(&up, "u-1", "m-1", "permission edit src/main.rs");
     let id = pending(&up, 1)[0]["id"].as_str().unwrap().to_string();
-    let (code, out, err) = cli(&up.state, &["approvals", "deny", &id]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert_eq!(reply(asked), "permission: reject");
-    assert_eq!(show(&up, &id)["approval"]["decision"], "reject_once");
+    // Through HTTP this time, with --always's body: the runtime gets reject_always.
+    let auth = operator(&up);
+    let wrong = crate::common::http(
+        up.addr,
+        "POST",
+        &format!("/v1/approvals/{id}/maybe"),
+        &[("authorization", &auth)],
+        b"",
+    );
+    assert_eq!(wrong.status, 400, "{}", wrong.body);
+    let missing = crate::common::http(
+        up.addr,
+        "POST",
+        "/v1/approvals/nosuchid00/deny",
+        &[("authorization", &auth)],
+        b"",
+    );
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    let denied = crate::common::http(
+        up.addr,
+        "POST",
+        &format!("/v1/approvals/{id}/deny"),
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+        ],
+        br#"{"always": true}"#,
+    );
+    assert_eq!(denied.status, 200, "{}", denied.body);
+    assert_eq!(denied.body["approval"]["state"], "denied");
+    assert_eq!(reply(asked), "permission: reject-always");
+    assert_eq!(show(&up, &id)["approval"]["decision"], "reject_always");
+    // Denied: no rule is made.
+    assert!(
+        cli_json(&up.state, &["approvals", "rules"])["rules"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let again = crate::common::http(
+        up.addr,
+        "POST",
+        &format!("/v1/approvals/{id}/approve"),
+        &[("authorization", &auth)],
+        b"",
+    );
+    assert_eq!(again.status, 409, "{}", again.body);
 
     // Nobody answers: denied after timeoutSeconds (fail closed).
     let asked = send(&up, "u-2", "m-2", "permission edit src/lib.rs");
@@ -446,6 +489,59 @@ fn always_makes_a_rule_that_allows_the_next_request_until_it_is_revoked() {
     assert_ne!(again, id);
     cli_json(&up.state, &["approvals", "deny", &again]);
     assert_eq!(reply(asked), "permission: reject");
+}
+
+#[test]
+fn a_stopping_controller_denies_what_waits_and_its_successor_voids_what_a_killed_one_left() {
+    let mut up = up("timeoutSeconds: 600", None, |_| {});
+    // SIGTERM: the waiting turn is answered (deny) and the controller stops in time.
+    let asked = send(&up, "u-1", "m-1", "permission execute make deploy");
+    let id = pending(&up, 1)[0]["id"].as_str().unwrap().to_string();
+    assert!(up.terminate().success());
+    assert_eq!(reply(asked), "permission: reject");
+    up.restart(|cmd| {
+        cmd.env("HOOK", SECRET);
+    });
+    up.wait_for("the SDK agent ready", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    let stopped = show(&up, &id);
+    assert_eq!(stopped["approval"]["state"], "void", "{stopped}");
+    assert!(
+        stopped["approval"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("the controller stopped"),
+        "{stopped}"
+    );
+
+    // kill -9: nothing answered; the next controller voids it at start. (In a group: a
+    // session of its own, whose first prompt carries no earlier turns.)
+    let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "g-9"},
+        "sender": {"id": "u-1"}, "messageId": "m-2", "text": "permission execute make deploy"});
+    let addr = up.addr;
+    let _asked = std::thread::spawn(move || {
+        crate::common::signed_inbound(addr, SECRET.as_bytes(), &envelope)
+    });
+    let id = pending(&up, 1)[0]["id"].as_str().unwrap().to_string();
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    up.restart(|cmd| {
+        cmd.env("HOOK", SECRET);
+    });
+    up.wait_for("the SDK agent ready", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    let void = show(&up, &id);
+    assert_eq!(void["approval"]["state"], "void", "{void}");
+    assert!(
+        void["approval"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("the controller restarted"),
+        "{void}"
+    );
+    assert!(pending_now(&up).is_empty());
 }
 
 #[test]
