@@ -27,8 +27,8 @@ pub trait ApprovalDoor: Send + Sync {
     /// Session `session_key` is being closed: its pending approvals are void.
     fn session_closed(&self, session_key: &str) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
-    /// A turn of `session_key` ended (answered, cancelled, timed out or failed): a permission
-    /// request still pending in it was withdrawn.
+    /// A turn of `session_key` ended (answered, cancelled, timed out or failed) or is being
+    /// cancelled: a permission request still pending in it is withdrawn (answered `cancelled`).
     fn turn_ended(&self, session_key: &str);
 }
 

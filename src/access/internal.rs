@@ -201,10 +201,16 @@ impl Access {
         {
             return false;
         }
-        handle
+        let sent = handle
             .cx
             .send_notification(CancelNotification::new(known.id))
-            .is_ok()
+            .is_ok();
+        // ACP: a client that cancels answers the turn's pending permission requests
+        // `cancelled`; their approvals are void.
+        if let Some(door) = self.approval_door() {
+            door.turn_ended(session_key);
+        }
+        sent
     }
 
     /// Ends `session_key`'s runtime session (`session/close` where the agent offers it) and

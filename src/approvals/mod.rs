@@ -102,12 +102,15 @@ struct Verdict {
     always: bool,
     /// The management request's result (approved and run).
     result: Option<Value>,
+    /// The turn was cancelled: ACP's `cancelled` outcome rather than a reject option.
+    cancelled: bool,
 }
 
 /// A request waiting in this process for its decision.
 struct Waiter {
     tx: oneshot::Sender<Verdict>,
     session_key: Option<String>,
+    source: crate::state::ApprovalSource,
 }
 
 pub struct Approvals {

@@ -143,6 +143,7 @@ impl Approvals {
                 Waiter {
                     tx,
                     session_key: record.session_key.clone(),
+                    source: record.source,
                 },
             );
         }
@@ -235,6 +236,16 @@ impl Approvals {
 
     /// Voids the pending approvals that `which` picks (waited on here or not), with `why`.
     async fn void_where(&self, why: &str, which: impl Fn(&ApprovalRecord) -> bool) {
+        self.void_with(why, which, Verdict::deny()).await;
+    }
+
+    /// [`Approvals::void_where`], the waiting requests told `verdict`.
+    async fn void_with(
+        &self,
+        why: &str,
+        which: impl Fn(&ApprovalRecord) -> bool,
+        verdict: Verdict,
+    ) {
         let Ok(pending) = self.db(|s| s.pending()).await else {
             return;
         };
@@ -245,7 +256,7 @@ impl Approvals {
                 .await
             {
                 tracing::info!(approval = %record.id, agent = %record.agent_id, why, "approval void");
-                self.settle(&record, Verdict::deny()).await;
+                self.settle(&record, verdict.clone()).await;
             }
         }
     }
@@ -421,6 +432,7 @@ impl Approvals {
                 allow,
                 always,
                 result,
+                cancelled: false,
             },
         )
         .await;
@@ -531,6 +543,7 @@ impl Approvals {
                 allow: record.state == ApprovalState::Approved,
                 always: false,
                 result: None,
+                cancelled: false,
             },
             Ok(Filed::Pending(_, rx)) => rx.await.unwrap_or_else(|_| Verdict::deny()),
             Err(e) => {
@@ -671,6 +684,14 @@ impl Verdict {
             allow: false,
             always: false,
             result: None,
+            cancelled: false,
+        }
+    }
+
+    fn cancelled() -> Verdict {
+        Verdict {
+            cancelled: true,
+            ..Verdict::deny()
         }
     }
 }
@@ -678,6 +699,9 @@ impl Verdict {
 /// The ACP answer to a verdict: the matching option, else `cancelled` (the agent offered no
 /// option of that direction; never an allow it did not offer).
 fn answer(options: &Value, verdict: &Verdict) -> RequestPermissionResponse {
+    if verdict.cancelled {
+        return RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled);
+    }
     RequestPermissionResponse::new(
         match policy::option_for(options, verdict.allow, verdict.always) {
             Some((option_id, _)) => {
@@ -757,22 +781,29 @@ impl ApprovalDoor for Door {
             return;
         };
         // Only permission requests die with the turn; a management request outlives its call.
-        let waits = approvals.waiting.lock().is_ok_and(|w| {
-            w.values()
-                .any(|waiter| waiter.session_key.as_deref() == Some(session_key))
-        });
-        if !waits {
+        // The ids are taken now: a request of the session's next turn is not this turn's.
+        let ids: Vec<String> = approvals
+            .waiting
+            .lock()
+            .map(|w| {
+                w.iter()
+                    .filter(|(_, waiter)| {
+                        waiter.source == ApprovalSource::Permission
+                            && waiter.session_key.as_deref() == Some(session_key)
+                    })
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if ids.is_empty() {
             return;
         }
-        let key = session_key.to_string();
         tokio::spawn(async move {
             approvals
-                .void_where(
-                    "withdrawn: the turn that asked ended (cancelled, timed out or failed)",
-                    |r| {
-                        r.source == ApprovalSource::Permission
-                            && r.session_key.as_deref() == Some(key.as_str())
-                    },
+                .void_with(
+                    "withdrawn: the turn that asked was cancelled or ended",
+                    |r| ids.contains(&r.id),
+                    Verdict::cancelled(),
                 )
                 .await;
         });

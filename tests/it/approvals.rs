@@ -434,6 +434,25 @@ fn closing_the_session_voids_its_pending_approval() {
 }
 
 #[test]
+fn cancelling_the_turn_withdraws_its_request_and_the_runtime_gets_cancelled() {
+    let up = up("timeoutSeconds: 60", None, |_| {});
+    let asked = send(&up, "u-1", "m-1", "permission execute make deploy");
+    let id = pending(&up, 1)[0]["id"].as_str().unwrap().to_string();
+    let (code, out, err) = cli(&up.state, &["sessions", "cancel", "agent:sdk:main"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(reply(asked), "permission: cancelled");
+    let void = show(&up, &id);
+    assert_eq!(void["approval"]["state"], "void", "{void}");
+    assert!(
+        void["approval"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("withdrawn"),
+        "{void}"
+    );
+}
+
+#[test]
 fn changed_permissions_void_a_pending_approval() {
     let up = up("timeoutSeconds: 60", None, |_| {});
     let asked = send(&up, "u-1", "m-1", "permission execute make deploy");
