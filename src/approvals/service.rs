@@ -827,7 +827,7 @@ mod tests {
                 &Verdict {
                     allow,
                     always,
-                    result: None,
+                    ..Verdict::deny()
                 },
             ))
             .unwrap()["outcome"]
@@ -838,5 +838,8 @@ mod tests {
         assert_eq!(pick(false, true)["optionId"], "no");
         let none = serde_json::to_value(answer(&json!([]), &Verdict::deny())).unwrap();
         assert_eq!(none["outcome"]["outcome"], "cancelled");
+        // A cancelled turn's request: `cancelled`, whatever was offered.
+        let cancelled = serde_json::to_value(answer(&options, &Verdict::cancelled())).unwrap();
+        assert_eq!(cancelled["outcome"]["outcome"], "cancelled");
     }
 }
