@@ -17,6 +17,7 @@
 pub mod access;
 pub mod adapters;
 pub(crate) mod apply;
+pub(crate) mod approvals;
 mod cli;
 pub(crate) mod clock;
 pub mod config;

@@ -1,4 +1,4 @@
-//! Budgets (budgets.md): what an agent's sessions may use — turns per hour, turns at once, a
+//! Budgets (approvals.md): what an agent's sessions may use — turns per hour, turns at once, a
 //! turn's length, spawns per hour, tokens and cost per UTC day — checked before each turn is
 //! delivered, by the Access layer for every turn (inbound, Hub, operator) and by the Hub for
 //! spawns.

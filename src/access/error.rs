@@ -102,7 +102,7 @@ pub enum AccessError {
         confirmed: bool,
         why: super::CancelWhy,
     },
-    /// A budget of the agent (budgets.md) refused the turn; nothing reached the runtime.
+    /// A budget of the agent (approvals.md) refused the turn; nothing reached the runtime.
     #[error("{0}")]
     BudgetExceeded(super::budget::Refusal),
     /// A message the Hub withdrew when its turn came (a cancel, or policy that changed while

@@ -205,10 +205,16 @@ impl Access {
         {
             return false;
         }
-        handle
+        let sent = handle
             .cx
             .send_notification(CancelNotification::new(known.id))
-            .is_ok()
+            .is_ok();
+        // ACP: a client that cancels answers the turn's pending permission requests
+        // `cancelled`; their approvals are void.
+        if let Some(door) = self.approval_door() {
+            door.turn_ended(session_key);
+        }
+        sent
     }
 
     /// The operator cancels the turn running in `session_key` (`deepcli sessions cancel`):
@@ -280,6 +286,9 @@ impl Access {
     /// Ends `session_key`'s runtime session (`session/close` where the agent offers it) and
     /// forgets it; a note on what happened, `None` when it was not open.
     pub async fn close_runtime_session(&self, agent_id: &str, session_key: &str) -> Option<String> {
+        if let Some(door) = self.approval_door() {
+            door.session_closed(session_key).await;
+        }
         let handle = self.runtime(agent_id).ok()?;
         let key = session_key.to_string();
         let known = self

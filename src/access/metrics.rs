@@ -24,7 +24,7 @@ pub struct Metrics {
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
     pub duplicates: AtomicU64,
-    /// Turns and spawns a budget refused (budgets.md).
+    /// Turns and spawns a budget refused (approvals.md).
     pub budget_refusals: AtomicU64,
     /// Messages waiting behind another of their session, now.
     pub waiting: AtomicU64,

@@ -11,6 +11,7 @@
 //! * A delivered envelope is recorded with its response; a redelivery, also a concurrent one,
 //!   gets that response with `duplicate: true` and never reaches the agent again.
 
+mod approval_door;
 pub mod budget;
 mod error;
 mod gate;
@@ -44,6 +45,7 @@ use crate::routing::{RouteInput, input};
 use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
 use crate::state::Provenance;
+pub use approval_door::{ApprovalDoor, ChatCommand, TurnOrigin};
 pub use error::{AccessError, Unauthenticated};
 pub use heartbeat::{Beat, HEARTBEAT_OK};
 pub use internal::{Answer, InternalMessage, McpDoor};
@@ -160,10 +162,14 @@ pub struct Access {
     live_bots: Mutex<HashMap<(String, String), Arc<str>>>,
     /// What gives every runtime session its MCP servers (the Hub), once the controller set it.
     door: std::sync::OnceLock<Arc<dyn McpDoor>>,
-    /// Every agent's budget counters (budgets.md), loaded from the state database.
+    /// Every agent's budget counters (approvals.md), loaded from the state database.
     budgets: budget::Budgets,
     /// The turns running now, by session key: each ends with the stop reason its runtime gave.
     running: RunningTurns,
+    /// What decides approvals (approvals.md), once the controller set it.
+    approvals: std::sync::OnceLock<Arc<dyn ApprovalDoor>>,
+    /// The conversation each running turn answers, by session key.
+    origins: Mutex<HashMap<String, TurnOrigin>>,
 }
 
 impl Access {
@@ -202,6 +208,8 @@ impl Access {
             logs_dir: state.logs(),
             live_bots: Mutex::default(),
             door: std::sync::OnceLock::new(),
+            approvals: std::sync::OnceLock::new(),
+            origins: Mutex::default(),
         }
     }
 
@@ -299,7 +307,7 @@ impl Access {
         &self.store
     }
 
-    /// Records a budget's refusal (budgets.md: every refusal is recorded) and counts it.
+    /// Records a budget's refusal (approvals.md: every refusal is recorded) and counts it.
     pub async fn refused(
         &self,
         refusal: &budget::Refusal,
@@ -495,6 +503,14 @@ impl Access {
             };
             let outcome = match recorded {
                 Ok(Some(response)) => Ok(as_duplicate(&response)),
+                // An approval command never reaches an agent, and never waits behind the turn
+                // that asked (approvals.md).
+                Ok(None)
+                    if this.approval_door().is_some()
+                        && ChatCommand::parse(&envelope.text).is_some() =>
+                {
+                    this.approval_command(&plan, &envelope, &key, &route).await
+                }
                 // The inbound policy decides whether the agent gets it (policy.md).
                 Ok(None) => match this.gate(&plan, &envelope, &route, &key).await {
                     Ok(Some(gated)) => Ok(gated),
@@ -567,10 +583,23 @@ impl Access {
                 Some(kept) => format!("{kept}{}", envelope.text),
                 None => envelope.text.clone(),
             };
-            let answered = match self
+            self.set_turn_origin(
+                session_key,
+                Some(TurnOrigin {
+                    channel: key.channel.clone(),
+                    account_id: key.account_id.clone(),
+                    message_id: envelope.message_id.clone(),
+                    peer: serde_json::to_value(&envelope.route.peer).unwrap_or_default(),
+                    thread_id: envelope.thread_id.clone(),
+                    sender_id: envelope.facts.sender_id.clone(),
+                    key: key.clone(),
+                }),
+            );
+            let answered = self
                 .prompt_answer(agent_id, session_key, &text, &options)
-                .await
-            {
+                .await;
+            self.set_turn_origin(session_key, None);
+            let answered = match answered {
                 Ok((answer, notes)) => {
                     counted = answer.counted;
                     (answer.text, notes)
@@ -950,6 +979,9 @@ impl Access {
         let answered = self
             .prompt_in(&handle, &turn, &session_id, prompt_text, timeout)
             .await;
+        if let Some(door) = self.approval_door() {
+            door.turn_ended(session_key);
+        }
         // What the turn used, as its runtime reported it (unknown when it did not).
         let (totals, answered) = match answered {
             Ok((answer, totals)) => (totals, Ok(answer)),
@@ -1091,6 +1123,13 @@ impl Access {
         let request = PromptRequest::new(session_id.to_string(), vec![prompt_text.into()]);
         let answer = handle.cx.send_request(request).block_task();
         tokio::pin!(answer);
+        struct Forget<'a>(&'a AcpHandle, &'a str);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                self.0.waits.forget(self.1);
+            }
+        }
+        let _forget = Forget(handle, session_id);
         // The turn, for an operator's cancel (`deepcli sessions cancel`) to wait on its end.
         let ended = Running::start(&self.running, session_key);
         let response = tokio::select! {
@@ -1099,7 +1138,7 @@ impl Access {
                 ended.end(serde_json::to_value(r.stop_reason).ok().and_then(|v| v.as_str().map(str::to_string)));
                 r
             }
-            () = tokio::time::sleep(timeout) => {
+            () = person_aware_timeout(handle, session_id, timeout) => {
                 let cancel = {
                     let (agent, key, run, why) = (
                         agent_id.to_string(),
@@ -1222,6 +1261,30 @@ impl Drop for Running<'_> {
             .is_some_and(|tx| tx.same_channel(&self.tx))
         {
             map.remove(self.session_key);
+        }
+    }
+}
+
+/// Sleeps until `timeout` of the prompt's own time has passed: time the session spends
+/// waiting for a person (a permission request out for approval) does not count
+/// (`permissions.timeoutSeconds` bounds that wait instead).
+async fn person_aware_timeout(handle: &AcpHandle, session_id: &str, timeout: Duration) {
+    let started = Instant::now();
+    let mut changes = handle.waits.subscribe();
+    loop {
+        let (waited, waiting) = handle.waits.waited(session_id);
+        if waiting {
+            // Nothing runs out while a person is asked: wake when that ends.
+            let _ = changes.changed().await;
+            continue;
+        }
+        let deadline = started + timeout + waited;
+        if Instant::now() >= deadline {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline.into()) => {}
+            _ = changes.changed() => {}
         }
     }
 }

@@ -235,6 +235,35 @@ impl AccessStore {
 
     /// Appends turns to a transcript and, when `delivery` is given, records the delivery with
     /// the response that was sent: one transaction, so a redelivery finds both or neither.
+    /// Records an answered envelope that reached no agent (an approval command): its response
+    /// only, so a redelivery gets it again; no transcript turn, no last route.
+    pub fn record_answer_only(
+        &self,
+        session_key: &str,
+        key: &DeliveryKey,
+        response: &str,
+    ) -> Result<(), StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    key.channel,
+                    key.account_id,
+                    key.peer_kind,
+                    key.peer_id,
+                    key.thread_id,
+                    key.message_id,
+                    session_key,
+                    response,
+                    now
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
     pub fn record(
         &self,
         session_key: &str,

@@ -1,4 +1,4 @@
-//! `deepcli audit`: the audit timeline (budgets.md) from the state database, oldest first —
+//! `deepcli audit`: the audit timeline (approvals.md) from the state database, oldest first —
 //! readable, or `--json` as `GET /v1/audit` serves it. Reads only; works whether or not a
 //! controller runs.
 

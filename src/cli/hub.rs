@@ -179,7 +179,7 @@ pub fn hub(command: HubCommand) -> ExitStatus {
 }
 
 /// One JSON-RPC call of the Hub's operator service; the result, or how the command ends.
-fn rpc(
+pub(super) fn rpc(
     global: &GlobalSettings,
     method: &str,
     params: Value,
@@ -195,7 +195,7 @@ fn rpc(
     let Some(client) = client else {
         let _ = writeln!(
             err,
-            "error: no controller runs on state directory `{}`\nhint: sessions and runs live in the running controller: start one with `deepcli up`, or pass the --state-dir it runs with",
+            "error: no controller runs on state directory `{}`\nhint: sessions, runs and approvals live in the running controller: start one with `deepcli up`, or pass the --state-dir it runs with",
             dir.root().display()
         );
         return Err(ExitStatus::Error);
@@ -231,7 +231,7 @@ fn rpc(
     Ok(answer["result"].clone())
 }
 
-fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> ExitStatus {
+pub(super) fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> ExitStatus {
     if json {
         super::emit::print_json(result);
     } else {
@@ -240,7 +240,7 @@ fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> Exi
     ExitStatus::Success
 }
 
-fn text(v: &Value) -> String {
+pub(super) fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),

@@ -41,6 +41,7 @@ pub struct AgentDefaults {
     pub subagents: Option<Subagents>,
     pub budgets: Option<Budgets>,
     pub identity: Option<Identity>,
+    pub permissions: Option<Permissions>,
 }
 
 /// One entry of `agents.list`, as written.
@@ -63,6 +64,7 @@ pub struct AgentSpec {
     pub group_chat: Option<GroupChat>,
     pub protect: Option<bool>,
     pub skip_bootstrap: Option<bool>,
+    pub permissions: Option<Permissions>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -250,7 +252,7 @@ pub struct Subagents {
     pub run_timeout_seconds: Option<u64>,
 }
 
-/// `budgets` (budgets.md): limits checked before each turn; unset keys limit nothing.
+/// `budgets` (approvals.md): limits checked before each turn; unset keys limit nothing.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Budgets {
@@ -278,6 +280,66 @@ pub struct Sandbox {
 pub struct Heartbeat {
     pub every: Option<String>,
     pub target: Option<String>,
+}
+
+/// `permissions` (approvals.md): what deepcli answers when the agent's runtime asks for
+/// permission, and who may answer for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Permissions {
+    pub mode: Option<PermissionMode>,
+    pub timeout_seconds: Option<u64>,
+    pub approvers: Option<Vec<String>>,
+    pub route: Option<ApprovalRoute>,
+}
+
+/// `permissions.mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PermissionMode {
+    /// Every request waits for a person.
+    #[default]
+    Ask,
+    /// Read-kind tool calls (`read`, `search`) are allowed; the rest wait for a person.
+    ApproveReads,
+    /// Every request is allowed.
+    ApproveAll,
+    /// Every request is rejected.
+    DenyAll,
+}
+
+impl PermissionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::Ask => "ask",
+            PermissionMode::ApproveReads => "approve-reads",
+            PermissionMode::ApproveAll => "approve-all",
+            PermissionMode::DenyAll => "deny-all",
+        }
+    }
+}
+
+/// `permissions.route`: where a pending approval is announced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalRoute {
+    /// The conversation whose message caused the turn (and the operator's CLI and API).
+    Origin,
+    /// The operator's CLI and API only.
+    #[default]
+    Operator,
+    /// Both.
+    Both,
+}
+
+impl ApprovalRoute {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalRoute::Origin => "origin",
+            ApprovalRoute::Operator => "operator",
+            ApprovalRoute::Both => "both",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

@@ -264,6 +264,10 @@ fn agent(
         subagents: own.subagents.clone().or_else(|| defaults.subagents.clone()),
         budgets: own.budgets.clone().or_else(|| defaults.budgets.clone()),
         identity: own.identity.clone().or_else(|| defaults.identity.clone()),
+        permissions: own
+            .permissions
+            .clone()
+            .or_else(|| defaults.permissions.clone()),
         ..own.clone()
     };
     let state = &options.state_dir;

@@ -107,6 +107,13 @@ impl Hub {
                 decode::<NoArgs>(tool, args).map_err(CallError::BadArguments)?;
                 self.session_status(caller).await?
             }
+            MANAGEMENT_REQUEST => {
+                self.management_request(
+                    caller,
+                    decode(tool, args).map_err(CallError::BadArguments)?,
+                )
+                .await?
+            }
             other => return Err(CallError::UnknownTool(other.to_string())),
         };
         if result["status"] == "forbidden"

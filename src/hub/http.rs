@@ -180,7 +180,7 @@ async fn run(State(cx): State<Ctx>, headers: HeaderMap, Path(id): Path<String>) 
 }
 
 /// `GET /v1/audit?agentId=&sessionKey=&runId=&since=&limit=`: the audit timeline
-/// (budgets.md), as `deepcli audit --json` prints it.
+/// (approvals.md), as `deepcli audit --json` prints it.
 async fn audit(
     State(cx): State<Ctx>,
     headers: HeaderMap,

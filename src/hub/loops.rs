@@ -1,4 +1,4 @@
-//! Loop pauses (budgets.md, "Loop pauses"): two sessions that keep waking each other across
+//! Loop pauses (approvals.md, "Loop pauses"): two sessions that keep waking each other across
 //! runs, or a tree of sessions that keeps starting runs, are paused for a person. The send
 //! that would pass the bound is recorded as a `paused` run and not delivered; the operator
 //! (and the tree's external conversation, when it has one) is told; `deepcli runs resume` or

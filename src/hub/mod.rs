@@ -12,13 +12,15 @@
 //! * `tools.rs` — the tool definitions and their typed arguments.
 //! * `calls.rs` — what each tool does.
 //! * `runs.rs` — runs: delivery, states, the reply-back loop, announces, cancel, restart.
-//! * `loops.rs` — loop pauses across runs (budgets.md): a send past a bound waits, `paused`,
+//! * `loops.rs` — loop pauses across runs (approvals.md): a send past a bound waits, `paused`,
 //!   for the operator.
 //! * `mcp.rs` — the MCP servers (rmcp): HTTP at `/mcp`, and `deepcli hub mcp` on stdio.
 //! * `http.rs` — the HTTP routes: `/mcp`, the stdio forwarder's `/v1/hub/*`, and the
 //!   operator's `/v1/sessions`, `/v1/runs`.
 //! * `operator.rs` — the operator's service (`sessions/*`, `runs/*`).
+//! * `approval.rs` — `awaiting_approval` runs and the `management_request` tool's door.
 
+mod approval;
 mod calls;
 pub mod http;
 mod loops;
@@ -41,6 +43,7 @@ use tokio::sync::watch;
 
 use crate::access::{Access, McpDoor};
 use crate::state::{StateDir, StateError};
+pub use approval::ManagementDoor;
 pub use policy::{HubPolicy, Reason};
 use store::{HubStore, TokenOwner};
 
@@ -154,6 +157,8 @@ pub struct Hub {
     /// How long a cancelled turn has to confirm before its run is `uncertain`.
     cancel_grace: std::time::Duration,
     pub metrics: HubMetrics,
+    /// Who takes `management_request` (the approvals service), once the controller set it.
+    management: OnceLock<Arc<dyn ManagementDoor>>,
 }
 
 impl Hub {
@@ -181,12 +186,13 @@ impl Hub {
                 .and_then(|ms| ms.parse().ok())
                 .map_or(runs::CANCEL_GRACE, std::time::Duration::from_millis),
             metrics: HubMetrics::default(),
+            management: OnceLock::new(),
         });
         access.set_mcp_door(Arc::new(Door(Arc::downgrade(&hub))));
         Ok(hub)
     }
 
-    /// The audit timeline (budgets.md) `filter` asks for: `{count, events}`.
+    /// The audit timeline (approvals.md) `filter` asks for: `{count, events}`.
     pub async fn audit(
         &self,
         filter: crate::state::audit::AuditFilter,

@@ -316,7 +316,7 @@ impl Hub {
     }
 }
 
-/// A run's state after a cancel, in the cancel's own words (budgets.md, "Cancel states").
+/// A run's state after a cancel, in the cancel's own words (approvals.md, "Cancel states").
 fn cancel_word(state: RunState) -> &'static str {
     match state {
         RunState::CancelRequested => "requested",

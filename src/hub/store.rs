@@ -456,6 +456,18 @@ impl HubStore {
         })
     }
 
+    /// The newest run delivering to `session_key` that is in `state`.
+    pub fn run_in(&self, session_key: &str, state: RunState) -> Result<Option<String>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT run_id FROM hub_runs WHERE target_session_key = ?1 AND state = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                params![session_key, state],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
     /// Every run not yet in a final state, oldest first (what a restart reconciles).
     pub fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StateError> {
         self.with(|c| {

@@ -189,6 +189,7 @@ pub struct Supervisor {
     running: BTreeMap<String, Running>,
     status: RuntimeMap,
     acp: AcpMap,
+    broker: acp::BrokerSlot,
     events: Events,
 }
 
@@ -198,6 +199,7 @@ impl Supervisor {
             running: BTreeMap::new(),
             status: Arc::default(),
             acp: Arc::default(),
+            broker: Arc::default(),
             events,
         }
     }
@@ -208,6 +210,11 @@ impl Supervisor {
 
     pub fn acp_handle(&self) -> AcpMap {
         self.acp.clone()
+    }
+
+    /// Where the runtimes started from now on find who answers their permission requests.
+    pub fn broker_slot(&self) -> acp::BrokerSlot {
+        self.broker.clone()
     }
 
     /// Brings the running set to `desired`: stops what is gone or changed, starts what is new
@@ -239,6 +246,7 @@ impl Supervisor {
             stop_rx,
             report,
             self.acp.clone(),
+            self.broker.clone(),
         ));
         self.running
             .insert(spec.agent_id.clone(), Running { spec, stop, task });

@@ -276,6 +276,7 @@ pub(super) async fn supervise(
     mut stop: oneshot::Receiver<StopAck>,
     mut report: Reporter,
     acp: super::AcpMap,
+    broker: super::acp::BrokerSlot,
 ) {
     // Whatever way this task ends, its runtime is no longer there to deliver to.
     struct Unlist<'a>(&'a super::AcpMap, &'a str);
@@ -306,15 +307,17 @@ pub(super) async fn supervise(
                 });
                 Phase::Failed
             }
-            Ok(spawned) => match attempt(&spec, spawned, &mut stop, &mut report, &acp).await {
-                Attempt::Ended => Phase::CrashLoop,
-                Attempt::Stopped(ack) => {
-                    if let Some(ack) = ack {
-                        let _ = ack.send(());
+            Ok(spawned) => {
+                match attempt(&spec, spawned, &mut stop, &mut report, (&acp, &broker)).await {
+                    Attempt::Ended => Phase::CrashLoop,
+                    Attempt::Stopped(ack) => {
+                        if let Some(ack) = ack {
+                            let _ = ack.send(());
+                        }
+                        return;
                     }
-                    return;
                 }
-            },
+            }
         };
         if started.elapsed() >= healthy_after {
             backoff = backoff_start;
@@ -366,7 +369,7 @@ async fn attempt(
     mut spawned: Spawned,
     stop: &mut oneshot::Receiver<StopAck>,
     report: &mut Reporter,
-    acp: &super::AcpMap,
+    (acp, broker): (&super::AcpMap, &super::acp::BrokerSlot),
 ) -> Attempt {
     let pid = spawned.pid;
     // On record from the start: a controller killed now leaves it to the next one.
@@ -389,6 +392,7 @@ async fn attempt(
                     &mut spawned.child,
                     super::acp::START_TIMEOUT,
                     has_env,
+                    (&spec.agent_id, broker.clone()),
                 ) => connected,
                 ack = &mut *stop => return stopped(spawned, report, acp, ack.ok()).await,
             };

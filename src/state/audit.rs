@@ -1,4 +1,4 @@
-//! The audit trail (budgets.md, "Audit"): one timeline, oldest first, put together from what
+//! The audit trail (approvals.md, "Audit"): one timeline, oldest first, put together from what
 //! the state database already records — config applies, inbound deliveries and their route,
 //! Hub runs (sends and spawns with their correlation ids) and every state they entered — and
 //! the records of budgets, cancels and loop pauses. Read only.
@@ -19,7 +19,7 @@ use super::{Result, StateError, StateStore};
 #[serde(rename_all = "camelCase")]
 pub struct AuditEvent {
     pub at: String,
-    /// `apply`, `inbound`, `send`, `spawn`, `run`, `budget`, `cancel`, `loop`.
+    /// `apply`, `inbound`, `send`, `spawn`, `run`, `budget`, `cancel`, `loop`, `approval`.
     pub kind: &'static str,
     /// The sessions it involves (source first), for the filters and the reader.
     pub sessions: Vec<String>,
@@ -57,6 +57,7 @@ pub const SOURCES: &[(&str, Source)] = &[
     ("budgets", budget_refusals),
     ("cancels", cancels),
     ("loops", loop_pauses),
+    ("approvals", approvals),
 ];
 
 fn since(filter: &AuditFilter) -> &str {
@@ -308,6 +309,58 @@ fn budget_refusals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<
                 r.get::<_, String>(6)?
             ),
             refs: vec![format!("budget_events#{}", r.get::<_, i64>(0)?)],
+        })
+    })?;
+    rows.collect()
+}
+
+/// What happened to each approval an agent asked for: asked (what, its content hash), announced,
+/// decided (by whom, which option), refused chat senders, expired, voided, a management
+/// request's result. The action itself stays in its `approvals` row.
+fn approvals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut stmt = conn.prepare(
+        "SELECT e.id, e.at, e.event, e.actor, e.note, a.id, a.source, a.agent_id, a.session_key,
+                a.run_id, a.content_hash, a.decision
+         FROM approval_events e JOIN approvals a ON a.id = e.approval_id
+         WHERE e.at >= ?1 ORDER BY e.id",
+    )?;
+    let rows = stmt.query_map([since(filter)], |r| {
+        let event: String = r.get(2)?;
+        let actor: Option<String> = r.get(3)?;
+        let note: String = r.get(4)?;
+        let id: String = r.get(5)?;
+        let source: String = r.get(6)?;
+        let agent: String = r.get(7)?;
+        let session: Option<String> = r.get(8)?;
+        let hash: String = r.get(10)?;
+        let decision: Option<String> = r.get(11)?;
+        let what = match source.as_str() {
+            "management" => "management request",
+            _ => "permission request",
+        };
+        let mut summary = match event.as_str() {
+            // The hash's first 12 hex digits name the content well enough to read.
+            "asked" => format!("{what} {id} asked ({})", hash.get(..19).unwrap_or(&hash)),
+            "decided" | "auto" => format!(
+                "{what} {id} {event}: {}",
+                decision.as_deref().unwrap_or("answered")
+            ),
+            _ => format!("{what} {id} {event}"),
+        };
+        if let Some(actor) = actor {
+            summary.push_str(&format!(" by {actor}"));
+        }
+        if !note.is_empty() {
+            summary.push_str(&format!(": {note}"));
+        }
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "approval",
+            sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
+            run_id: r.get(9)?,
+            correlation_id: None,
+            summary,
+            refs: vec![format!("approvals#{id}"), format!("approval_events#{}", r.get::<_, i64>(0)?)],
         })
     })?;
     rows.collect()

@@ -1,4 +1,4 @@
--- deepcli state, migration 11: budgets, cancels and loop pauses (budgets.md). What a budget
+-- deepcli state, migration 11: budgets, cancels and loop pauses (approvals.md). What a budget
 -- counts, and what it refused, so that a restarted controller counts on and the audit trail
 -- (`deepcli audit`) can tell it; the cancels of turns and their outcome.
 
@@ -35,7 +35,7 @@ CREATE TABLE turn_cancels (
 );
 CREATE INDEX turn_cancels_by_session ON turn_cancels (session_key);
 
--- A loop the Hub paused (budgets.md, "Loop pauses"): two sessions waking each other past
+-- A loop the Hub paused (approvals.md, "Loop pauses"): two sessions waking each other past
 -- budgets.loopTurns within budgets.loopWindowSeconds, or a tree of sessions whose runs passed
 -- budgets.treeTurns. The send that passed it waits as a `paused` run until the operator
 -- decides (`deepcli runs resume|stop <run id>`); counting starts over after a decision.

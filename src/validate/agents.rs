@@ -29,7 +29,7 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     usage_budgets(cx, &all, out);
 }
 
-/// A token or cost budget counts only what a runtime reports (budgets.md): a `process` or
+/// A token or cost budget counts only what a runtime reports (approvals.md): a `process` or
 /// `none` runtime takes no prompts and reports nothing, so such a budget can never be
 /// enforced. Whether an ACP runtime reports usage is known only once it did: `deepcli status`
 /// says, per agent.

@@ -948,14 +948,6 @@ fn numeric_peer_ids_keep_their_exact_decimal_text() {
     );
 }
 
-#[test]
-fn permission_requests_are_refused() {
-    let up = sdk_up(|_| {});
-    let (status, body) = inbound(up.addr, SECRET, &slack("u3", "p-1", "permission?"));
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["reply"]["text"], "permission: reject");
-}
-
 /// Requests run without pause while bindings.yaml is rewritten 10 times a second: none fails,
 /// and each is routed entirely by the plan whose generation it names.
 #[test]

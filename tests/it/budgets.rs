@@ -1,4 +1,4 @@
-//! Budgets, cancels and the audit trail end to end (budgets.md): `deepcli up` with the echo
+//! Budgets, cancels and the audit trail end to end (approvals.md): `deepcli up` with the echo
 //! agent on the official ACP TypeScript SDK, its Hub tools called through the official MCP
 //! TypeScript SDK client, inbound envelopes signed over loopback HTTP, counters read back from
 //! the real state database after a controller restart.

@@ -5,6 +5,7 @@
 mod access;
 mod adapters;
 mod apply;
+mod approvals;
 mod budgets;
 mod cli;
 mod common;

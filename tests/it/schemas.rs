@@ -353,6 +353,30 @@ const KEYS: &[(&str, Acts)] = &[
         Enforced("hub: agents_list's whenToUse"),
     ),
     (
+        "agents.list[].permissions",
+        Enforced(
+            "approvals: what the runtime's permission requests and management requests get (acp runtimes; not-enforced otherwise)",
+        ),
+    ),
+    (
+        "agents.list[].permissions.mode",
+        Enforced("approvals::policy: ask, approve-reads, approve-all, deny-all"),
+    ),
+    (
+        "agents.list[].permissions.timeoutSeconds",
+        Enforced("approvals: a pending approval expires, denied, after it"),
+    ),
+    (
+        "agents.list[].permissions.approvers",
+        Enforced("approvals: who may answer /approve and /deny from a chat"),
+    ),
+    (
+        "agents.list[].permissions.route",
+        Enforced(
+            "approvals: where a pending approval is announced; origin without a conversation denies",
+        ),
+    ),
+    (
         "agents.list[].protect",
         Enforced("plan::diff: deleting the agent needs --allow-destroy"),
     ),

@@ -17,7 +17,9 @@
 //   slow        waits until `session/cancel` (or 60 s), then stops with `cancelled`
 //   stubborn    ignores `session/cancel` and answers after 3 s
 //   hold PATH   waits until the file PATH exists, then echoes (a session the test keeps busy)
-//   permission  asks the client for permission and replies with the outcome
+//   permission [KIND TITLE]  asks the client for permission about a tool call (default
+//               delete "delete everything"; all four option kinds offered) and replies
+//               `permission: <the optionId chosen, or cancelled>`
 //   crash       exits the process with code 3
 //   cwd         replies `cwd: <the session's working directory>`
 //   usage USD   reports the session's running cost grown by USD dollars (an ACP `usage_update`
@@ -36,6 +38,9 @@
 //   mcp-stale TOOL {json}  as `mcp`, with the server config of the first session this process
 //                          opened (a token that may since have been revoked)
 // and, for scripts/bench-hub:
+//   bench-permission       asks for permission (execute "bench <turn>", allow_once and
+//                          reject_once offered) and replies `bench-permission: <optionId> <µs
+//                          from the request to its answer>` (scripts/bench-approvals)
 //   bench-reply            replies `bench:<µs this handler took>`
 //   bench-send N AGENT     N sessions_send of `bench-reply` to AGENT's main session, one after
 //                          another; replies `bench-send: {"n", "overheadUs": [sorted round trip
@@ -201,16 +206,44 @@ const app = agent({ name: "sdk-echo" })
       });
     }
     if (said.startsWith("permission")) {
+      // `permission KIND TITLE…` asks about a tool call of that kind and title (default:
+      // delete "delete everything"), offering all four option kinds.
+      const words = said.split("\n")[0].split(" ").filter((w) => w !== "");
+      const kind = words[0] === "permission" && words.length > 1 ? words[1] : "delete";
+      const title = words[0] === "permission" && words.length > 2 ? words.slice(2).join(" ") : "delete everything";
       const answer = await client.request(methods.client.session.requestPermission, {
         sessionId,
-        toolCall: { toolCallId: "t1", title: "delete everything", kind: "delete", status: "pending" },
+        toolCall: {
+          toolCallId: `t${turn}`,
+          title,
+          kind,
+          status: "pending",
+          content: [{ type: "content", content: { type: "text", text: `${kind}: ${title}` } }],
+        },
+        options: [
+          { optionId: "allow", name: "Allow", kind: "allow_once" },
+          { optionId: "allow-always", name: "Always allow", kind: "allow_always" },
+          { optionId: "reject", name: "Reject", kind: "reject_once" },
+          { optionId: "reject-always", name: "Always reject", kind: "reject_always" },
+        ],
+      });
+      const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
+      await say(client, sessionId, `permission: ${outcome}`);
+      return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("bench-permission")) {
+      const asked = process.hrtime.bigint();
+      const answer = await client.request(methods.client.session.requestPermission, {
+        sessionId,
+        toolCall: { toolCallId: `b${turn}`, title: `bench ${turn}`, kind: "execute", status: "pending" },
         options: [
           { optionId: "allow", name: "Allow", kind: "allow_once" },
           { optionId: "reject", name: "Reject", kind: "reject_once" },
         ],
       });
+      const waited = (process.hrtime.bigint() - asked) / 1000n;
       const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
-      await say(client, sessionId, `permission: ${outcome}`);
+      await say(client, sessionId, `bench-permission: ${outcome} ${waited}`);
       return { stopReason: "end_turn" };
     }
     if (said.startsWith("bench-reply")) {
