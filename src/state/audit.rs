@@ -360,7 +360,10 @@ fn approvals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Au
             run_id: r.get(9)?,
             correlation_id: None,
             summary,
-            refs: vec![format!("approvals#{id}"), format!("approval_events#{}", r.get::<_, i64>(0)?)],
+            refs: vec![
+                format!("approvals#{id}"),
+                format!("approval_events#{}", r.get::<_, i64>(0)?),
+            ],
         })
     })?;
     rows.collect()

@@ -305,6 +305,29 @@ fn a_denied_request_gets_the_reject_option_and_an_unanswered_one_expires_denied(
     let (code, _, err) = cli(&up.state, &["approvals", "approve", &id]);
     assert_eq!(code, 1);
     assert!(err.contains("expired already"), "{err}");
+
+    // The audit timeline tells both: asked, decided by the operator, expired — and copies no
+    // action (the title stays in the approvals row).
+    let audit = cli_json(&up.state, &["audit", "--agent", "sdk"]);
+    let approvals: Vec<&str> = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "approval")
+        .map(|e| e["summary"].as_str().unwrap())
+        .collect();
+    let said = |what: &str| approvals.iter().filter(|s| s.contains(what)).count();
+    assert_eq!(said(" asked (sha256:"), 2, "{approvals:#?}");
+    assert_eq!(
+        said("decided: reject_always by operator"),
+        1,
+        "{approvals:#?}"
+    );
+    assert_eq!(said(&format!("{id} expired")), 1, "{approvals:#?}");
+    assert!(
+        approvals.iter().all(|s| !s.contains("src/")),
+        "{approvals:#?}"
+    );
 }
 
 #[test]
