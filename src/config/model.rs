@@ -357,6 +357,35 @@ pub struct SessionSection {
 pub struct ChannelsFile {
     #[serde(default)]
     pub channels: IndexMap<String, ChannelSpec>,
+    /// The hub as an A2A server (docs/a2a.md): which agents it exposes, to which peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<A2aSpec>,
+}
+
+/// channels.yaml `a2a:` — the hub as an Agent2Agent server (docs/a2a.md).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct A2aSpec {
+    /// The agents that get an Agent Card and a JSON-RPC endpoint (`/a2a/<id>/`); the first is
+    /// also the card at `/.well-known/agent-card.json`.
+    #[serde(default)]
+    pub expose: Vec<String>,
+    /// Who may call, by peer name: each with its bearer token.
+    #[serde(default)]
+    pub peers: IndexMap<String, A2aPeer>,
+}
+
+/// One A2A peer: its bearer token, the exposed agents it may reach, its rate limit.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct A2aPeer {
+    pub token: Secret,
+    /// Exposed agents this peer may reach; unset: every exposed agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_agents: Option<Vec<String>>,
+    /// JSON-RPC requests this peer may make per minute (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
 }
 
 /// The key of `channels` that holds the inbound policy every channel inherits (policy.md):
@@ -740,6 +769,7 @@ mod tests {
             )]
             .into_iter()
             .collect(),
+            a2a: None,
         };
         for shown in [
             format!("{file:?}"),

@@ -90,6 +90,8 @@ struct Shared {
     access: Arc<Access>,
     /// Agents working with agents (hub.md): the MCP door, tools, runs.
     hub: Arc<crate::hub::Hub>,
+    /// The hub as an A2A server (a2a.md): cards, JSON-RPC, tasks as Hub runs.
+    a2a: Arc<crate::a2a::A2a>,
     /// What `POST /rpc` works on: the config directory this controller watches.
     manage: crate::manage::ManageContext,
     /// The supervisor's live runtime statuses, read on every status request.
@@ -167,6 +169,7 @@ impl Shared {
             }
         }
         status.hub = Some(self.hub.status());
+        status.a2a = Some(self.a2a.status());
         status.health = status.health();
         status
     }
@@ -256,9 +259,11 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     );
     let serial = store.serial()?;
     let hub = crate::hub::Hub::open(&state, access.clone())?;
+    let a2a = crate::a2a::A2a::open(&state, hub.clone())?;
     let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| Shared {
         access,
         hub,
+        a2a,
         manage: {
             let mut cx =
                 crate::manage::ManageContext::new(&options.config_dir, options.load.clone());
@@ -710,6 +715,7 @@ async fn apply_planned(
                 session.main_key(id)
             }));
     }
+    shared.a2a.swap(crate::a2a::A2aPlan::from_config(&config));
     for action in &plan.actions {
         if let Action::DeleteAgent { id, .. } = action {
             shared.hub.agent_deleted(id).await;

@@ -17,6 +17,7 @@
 //!   operator's `/v1/sessions`, `/v1/runs`.
 //! * `operator.rs` — the operator's service (`sessions/*`, `runs/*`).
 
+pub mod a2a;
 mod calls;
 pub mod http;
 pub mod mcp;
