@@ -519,7 +519,7 @@ impl A2a {
             },
         };
         let state = match text("status") {
-            None => None,
+            None | Some("TASK_STATE_UNSPECIFIED") => None,
             Some(s) => Some(
                 state::parse(s)
                     .ok_or_else(|| {

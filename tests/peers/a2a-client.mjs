@@ -123,7 +123,7 @@ try {
       const errors = [];
       for (let i = 0; i < Number(args[0]); i++) {
         try {
-          await client.listTasks({ pageSize: 1 });
+          await client.listTasks({ contextId: "", status: 0, pageSize: 1, pageToken: "" });
           ok += 1;
         } catch (e) {
           errors.push(String(e?.message ?? e));
