@@ -20,7 +20,11 @@
 //   subscribe TASK                resubscribeTask; one line per event
 //   burst N                       N listTasks one after another: {ok, errors: [messages]}
 //   streams N TEXT                N sendMessageStream at once: {n, events: [count per stream],
-//                                 finals: [last state per stream], ms}
+//                                 finals: [last state per stream], artifacts: [count per stream],
+//                                 ms}
+//   bench N                       N blocking sends of `bench-reply` (the echo agent answers
+//                                 `bench:<µs its handler took>`), one after another, in one
+//                                 context: {n, overheadUs: [sorted round trip minus that µs]}
 // An error the SDK throws is printed as {"error": message, "kind": the SDK's error class} and
 // the exit code is 2.
 
@@ -155,6 +159,22 @@ try {
         artifacts: runs.map((r) => r.filter((e) => e.artifactUpdate).length),
         ms: Date.now() - started,
       });
+      break;
+    }
+    case "bench": {
+      const overheadUs = [];
+      const contextId = `bench-${randomUUID()}`;
+      for (let i = 0; i < Number(args[0]); i++) {
+        const t0 = process.hrtime.bigint();
+        const task = sdk.Task.toJSON(await client.sendMessage({ message: message("bench-reply", contextId) }));
+        const roundTrip = Number((process.hrtime.bigint() - t0) / 1000n);
+        const reply = task.artifacts?.[0]?.parts?.[0]?.text ?? "";
+        const own = Number(reply.replace(/^echo: /, "").replace("bench:", ""));
+        if (!reply.startsWith("bench:") || Number.isNaN(own)) throw new Error(`not a bench reply: ${reply}`);
+        overheadUs.push(roundTrip - own);
+      }
+      overheadUs.sort((a, b) => a - b);
+      out({ n: overheadUs.length, overheadUs });
       break;
     }
     default:
