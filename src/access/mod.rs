@@ -159,6 +159,8 @@ pub struct Access {
     live_bots: Mutex<HashMap<(String, String), Arc<str>>>,
     /// What gives every runtime session its MCP servers (the Hub), once the controller set it.
     door: std::sync::OnceLock<Arc<dyn McpDoor>>,
+    /// The ready A2A remotes (`runtime.kind: a2a`): set once by the controller.
+    remotes: std::sync::OnceLock<crate::runtime::a2a::RemoteMap>,
 }
 
 impl Access {
@@ -186,6 +188,7 @@ impl Access {
             logs_dir: state.logs(),
             live_bots: Mutex::default(),
             door: std::sync::OnceLock::new(),
+            remotes: std::sync::OnceLock::new(),
         }
     }
 
@@ -765,6 +768,12 @@ impl Access {
         text: &str,
         options: &route::SessionOptions,
     ) -> Result<(Answer, Vec<String>), AccessError> {
+        if self.plan().map(|p| p.runtime(agent_id)) == Some(RuntimeKind::A2a) {
+            return self
+                .prompt_remote(agent_id, session_key, text, options)
+                .await
+                .map(|answer| (answer, Vec::new()));
+        }
         let handle = self.runtime(agent_id)?;
         let (session_id, prompt_text, mut notes) = self
             .open_session(&handle, agent_id, session_key, text, options)

@@ -92,6 +92,8 @@ pub struct Identity {
 pub enum RuntimeKind {
     Acp,
     Process,
+    /// A remote agent reached over A2A (docs/a2a.md): `url` is its JSON-RPC endpoint.
+    A2a,
     #[default]
     None,
 }
@@ -101,8 +103,14 @@ impl RuntimeKind {
         match self {
             RuntimeKind::Acp => "acp",
             RuntimeKind::Process => "process",
+            RuntimeKind::A2a => "a2a",
             RuntimeKind::None => "none",
         }
+    }
+
+    /// Whether deepcli can prompt an agent of this kind (an ACP session, or an A2A remote).
+    pub fn takes_prompts(self) -> bool {
+        matches!(self, RuntimeKind::Acp | RuntimeKind::A2a)
     }
 
     /// Whether deepcli can apply an agent's `model` to a runtime of this kind (through ACP),
@@ -112,6 +120,9 @@ impl RuntimeKind {
             RuntimeKind::Acp => Ok(()),
             RuntimeKind::Process => Err(
                 "a `process` runtime takes no model from deepcli: deepcli applies `model` through ACP (`runtime.kind: acp`)",
+            ),
+            RuntimeKind::A2a => Err(
+                "an `a2a` runtime is a remote agent: A2A gives deepcli no way to choose its model",
             ),
             RuntimeKind::None => Err(
                 "`runtime.kind: none`: deepcli runs nothing to apply it to; whatever runs the agent must read it",
@@ -129,6 +140,12 @@ pub struct Runtime {
     #[serde(default)]
     pub env: IndexMap<String, EnvValue>,
     pub cwd: Option<String>,
+    /// `kind: a2a`: the remote agent's JSON-RPC endpoint, as its Agent Card names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `kind: a2a`: the bearer token deepcli sends to the remote agent (a secret reference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Secret>,
 }
 
 /// An environment value: plain text, or a secret reference resolved at spawn time.

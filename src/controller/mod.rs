@@ -253,6 +253,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         Some((supervisor.acp_handle(), supervisor.status_handle())),
         options.access.clone(),
     ));
+    access.set_remotes(supervisor.remote_handle());
     let mut adapters = crate::adapters::Adapters::new(
         access.clone(),
         crate::adapters::store::AdapterStore::open(&state)?,

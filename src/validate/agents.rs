@@ -174,7 +174,7 @@ fn runtime_rules(
     out: &mut Vec<Diagnostic>,
 ) {
     let missing = runtime.command.as_ref().is_none_or(|c| c.is_empty());
-    if runtime.kind != RuntimeKind::None && missing {
+    if matches!(runtime.kind, RuntimeKind::Acp | RuntimeKind::Process) && missing {
         out.push(
             Diagnostic::new(
                 rules::RUNTIME_MISSING_COMMAND,

@@ -488,3 +488,225 @@ fn bad_json_rpc_is_answered_with_its_error_and_changes_nothing() {
     let (_, got) = rpc(&up, &call("tasks/get", json!({"id": id})), &[]);
     assert_eq!(got["result"]["status"]["state"], "completed", "{got:#}");
 }
+
+/// The scripted remote A2A agent on the SDK's server (tests/peers/a2a-remote.mjs), stopped
+/// when dropped; what it prints on stderr (each cancel it got) is in `log`.
+struct RemoteAgent {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl RemoteAgent {
+    fn start(env: &[(&str, &str)]) -> RemoteAgent {
+        npm_peer("express");
+        let dir = tempfile::tempdir().unwrap();
+        let port_file = dir.path().join("port");
+        let log = dir.path().join("stderr");
+        let script =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a-remote.mjs");
+        let child = Command::new("node")
+            .arg(script)
+            .arg(&port_file)
+            .envs(env.iter().copied())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        common::wait_until("the remote A2A agent listening", || port_file.exists());
+        let port = std::fs::read_to_string(&port_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        RemoteAgent {
+            child,
+            port,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/a2a", self.port)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RemoteAgent {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn remote_up(remote: &RemoteAgent) -> Up {
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n    - id: remote\n      runtime: {{kind: a2a, url: \"{}\", token: {{source: env, id: REMOTE_TOKEN}}}}\n# One message, one reply: no reply-back loop (it would speak to the remote too).\nsession: {{maxPingPongTurns: 0}}\n",
+        common::sdk_echo_agent().display(),
+        remote.url()
+    );
+    Up::start_config(&agents, "", "bindings: []\n", |c| {
+        c.env("REMOTE_TOKEN", "remote-secret-token")
+            .env("DEEPCLI_FAILPOINT_RUNTIME_MS", "a2a_card_every=200");
+    })
+}
+
+/// `deepcli sessions <args…> --json` against `up`.
+fn sessions(up: &Up, args: &[&str]) -> Value {
+    let out = Command::new(common::bin())
+        .args(["--state-dir", up.state.to_str().unwrap(), "sessions"])
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn runtime_of(up: &Up, id: &str) -> Value {
+    Up::runtime(&up.status().unwrap(), id)
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_local_agent_sessions_sends_to_a_remote_a2a_agent_which_cancel_reaches_and_whose_fall_fails_runs()
+ {
+    let mut remote = RemoteAgent::start(&[("A2A_REMOTE_TOKEN", "remote-secret-token")]);
+    let up = remote_up(&remote);
+    let doc = up.wait_for("the remote ready and the echo agent ready", |doc| {
+        ["remote", "sdk"]
+            .iter()
+            .all(|id| Up::runtime(doc, id).is_some_and(|r| r["status"] == "ready"))
+    });
+    let status = Up::runtime(&doc, "remote").unwrap();
+    assert_eq!(status["kind"], "a2a", "{status:#}");
+    assert_eq!(status["info"]["card"]["name"], "Remote", "{status:#}");
+    assert_eq!(
+        status["info"]["card"]["url"],
+        remote.url().as_str(),
+        "{status:#}"
+    );
+
+    // A scripted local agent calls sessions_send (through the Hub's MCP server) to the remote.
+    let send = |text: &str| {
+        let said = sessions(
+            &up,
+            &[
+                "send",
+                "agent:sdk:main",
+                &format!("mcp sessions_send {{\"agentId\":\"remote\",\"message\":\"{text}\"}}"),
+            ],
+        );
+        let reply = said["reply"].as_str().unwrap_or_default().to_string();
+        let result: Value =
+            serde_json::from_str(reply.strip_prefix("mcp: ").unwrap_or("null")).unwrap_or_default();
+        assert!(!result.is_null(), "{said:#}");
+        result
+    };
+    let first = send("hello remote");
+    assert_eq!(first["status"], "ok", "{first:#}");
+    assert_eq!(
+        first["reply"], "remote: hello remote (context turn 1)",
+        "{first:#}"
+    );
+    // The session's messages go in one contextId.
+    let second = send("and again");
+    assert_eq!(
+        second["reply"], "remote: and again (context turn 2)",
+        "{second:#}"
+    );
+
+    // Cancel reaches the remote as CancelTask; it confirms, the run is cancelled.
+    let started = sessions(
+        &up,
+        &["send", "agent:remote:main", "slow", "--timeout", "0"],
+    );
+    assert!(started["runId"].is_string(), "{started:#}");
+    common::wait_until("the remote working on it", || {
+        sessions(&up, &["show", "agent:remote:main"])
+            .to_string()
+            .contains("running")
+    });
+    let cancelled = sessions(&up, &["cancel", "agent:remote:main"]);
+    assert!(
+        cancelled.to_string().contains("\"cancelled\""),
+        "{cancelled:#}"
+    );
+    let log = std::fs::read_to_string(&remote.log).unwrap();
+    assert!(
+        log.contains("cancel "),
+        "the remote got no CancelTask: {log}"
+    );
+
+    // The remote goes down mid-task: the run's outcome is unknown (never `completed`), the
+    // status says the remote is unreachable, and a message then fails at once, cleanly.
+    let started = sessions(
+        &up,
+        &["send", "agent:remote:main", "slow", "--timeout", "0"],
+    );
+    let run = started["runId"].as_str().unwrap().to_string();
+    common::wait_until("the remote working on it", || {
+        sessions(&up, &["show", "agent:remote:main"])
+            .to_string()
+            .contains("running")
+    });
+    remote.stop();
+    let token = token(&up);
+    common::wait_until("the run ended", || {
+        let doc = http(
+            up.addr,
+            "GET",
+            &format!("/v1/runs/{run}"),
+            &[("authorization", &format!("Bearer {token}"))],
+            b"",
+        )
+        .body;
+        doc["state"] == "uncertain"
+    });
+    common::wait_until("the status saying the remote is down", || {
+        let r = runtime_of(&up, "remote");
+        r["status"] == "failed"
+            && r["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("cannot read the agent card"))
+    });
+    let down = send("anyone?");
+    assert_eq!(down["status"], "error", "{down:#}");
+    assert!(
+        down["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot take messages now"),
+        "{down:#}"
+    );
+}
+
+#[test]
+fn a_remote_whose_card_names_another_url_is_an_error_in_the_status() {
+    let remote = RemoteAgent::start(&[("A2A_REMOTE_CARD_URL", "http://elsewhere.example/a2a")]);
+    let up = remote_up(&remote);
+    let doc = up.wait_for("the remote refused", |doc| {
+        Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "failed")
+    });
+    let status = Up::runtime(&doc, "remote").unwrap();
+    let why = status["lastError"].as_str().unwrap();
+    assert!(
+        why.contains("`http://elsewhere.example/a2a` — not `runtime.url`"),
+        "{why}"
+    );
+    let said = sessions(&up, &["send", "agent:remote:main", "hello"]);
+    assert!(
+        said.to_string().contains("cannot take messages now"),
+        "{said:#}"
+    );
+}

@@ -194,6 +194,14 @@ const KEYS: &[(&str, Acts)] = &[
         Passed("runtime::process: the runtime's working directory; not-enforced with kind none"),
     ),
     (
+        "agents.list[].runtime.url",
+        Enforced("runtime::a2a: the remote's endpoint; its card is read and checked against it"),
+    ),
+    (
+        "agents.list[].runtime.token",
+        Enforced("runtime::a2a: the bearer token sent to the remote agent"),
+    ),
+    (
         "agents.list[].tools",
         NotEnforced("deepcli passes no tool policy to a runtime"),
     ),
