@@ -19,7 +19,6 @@ use serde_json::Value;
 use super::route::SessionOptions;
 use super::store::{LastRoute, Turn};
 use super::{Access, AccessError, Beat};
-use crate::config::model::RuntimeKind;
 use crate::runtime::acp::AcpHandle;
 use crate::state::Provenance;
 
@@ -112,9 +111,9 @@ impl Access {
         started: impl FnOnce() -> Result<(), String>,
     ) -> Result<Answer, AccessError> {
         let plan = self.current()?;
-        if plan.runtime(agent_id) != RuntimeKind::Acp || self.runtimes.is_none() {
+        if !plan.runtime(agent_id).takes_prompts() || self.runtimes.is_none() {
             return Err(AccessError::Internal(format!(
-                "agent `{agent_id}` has no ACP runtime here: it takes no prompts"
+                "agent `{agent_id}` has no ACP or A2A runtime here: it takes no prompts"
             )));
         }
         let begun = Instant::now();
@@ -193,6 +192,9 @@ impl Access {
     /// Asks the runtime to cancel the turn running in `session_key` (ACP `session/cancel`).
     /// Whether a cancel was sent: false when the session is not open in the agent's runtime.
     pub async fn cancel_turn(&self, agent_id: &str, session_key: &str) -> bool {
+        if let Some(remote) = self.remote(agent_id) {
+            return remote.cancel(session_key).await;
+        }
         let Ok(handle) = self.runtime(agent_id) else {
             return false;
         };
@@ -367,6 +369,78 @@ impl Access {
                 "{session_key} has no external conversation: nothing was posted"
             )),
             Ok(Some(route)) => self.send_on(&plan, &route, text, why).await,
+        }
+    }
+}
+
+impl Access {
+    /// Sets the ready A2A remotes the controller's supervisor keeps; only the first call counts.
+    pub fn set_remotes(&self, remotes: crate::runtime::a2a::RemoteMap) {
+        let _ = self.remotes.set(remotes);
+    }
+
+    fn remote(&self, agent_id: &str) -> Option<Arc<crate::runtime::a2a::Remote>> {
+        self.remotes.get()?.lock().ok()?.get(agent_id).cloned()
+    }
+
+    /// A prompt to a remote A2A agent (`runtime.kind: a2a`): one streamed task in the
+    /// session's `contextId`. A task that failed is an error; one the remote may have begun
+    /// when the stream broke is the runtime failing during the prompt (its outcome unknown).
+    pub(super) async fn prompt_remote(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        text: &str,
+        options: &SessionOptions,
+    ) -> Result<Answer, AccessError> {
+        let Some(remote) = self.remote(agent_id) else {
+            // Not ready: the status says why.
+            return Err(match self.runtime(agent_id) {
+                Err(e) => e,
+                Ok(_) => AccessError::Internal(format!("agent `{agent_id}` has no A2A remote")),
+            });
+        };
+        let begun = Instant::now();
+        let timeout = options.timeout.unwrap_or(self.settings.prompt_timeout);
+        let answered = tokio::time::timeout(timeout, remote.prompt(session_key, text)).await;
+        let failed = |what, message| AccessError::RuntimeFailed {
+            agent_id: agent_id.to_string(),
+            what,
+            message,
+        };
+        match answered {
+            Err(_) => {
+                // The stream is gone with the timeout: whether the remote stopped is not known.
+                remote.cancel(session_key).await;
+                Err(AccessError::TimedOut {
+                    agent_id: agent_id.to_string(),
+                    seconds: timeout.as_secs_f64(),
+                    stop_reason: None,
+                    confirmed: false,
+                    why: super::CancelWhy::Timeout,
+                })
+            }
+            Ok(Err((true, why))) => Err(failed("the prompt", why)),
+            Ok(Err((false, why))) => Err(failed("to take the message", why)),
+            Ok(Ok(answer)) => {
+                let stop_reason = match answer.state.as_str() {
+                    "TASK_STATE_COMPLETED" => "end_turn",
+                    "TASK_STATE_INPUT_REQUIRED" => "input_required",
+                    "TASK_STATE_CANCELED" => "cancelled",
+                    other => {
+                        return Err(failed(
+                            "the task",
+                            format!("the remote task ended {other}: {}", answer.text),
+                        ));
+                    }
+                };
+                Ok(Answer {
+                    text: answer.text,
+                    stop_reason: Some(stop_reason.to_string()),
+                    runtime_time: begun.elapsed(),
+                    counted: None,
+                })
+            }
         }
     }
 }

@@ -170,6 +170,8 @@ pub struct Access {
     approvals: std::sync::OnceLock<Arc<dyn ApprovalDoor>>,
     /// The conversation each running turn answers, by session key.
     origins: Mutex<HashMap<String, TurnOrigin>>,
+    /// The ready A2A remotes (`runtime.kind: a2a`): set once by the controller.
+    remotes: std::sync::OnceLock<crate::runtime::a2a::RemoteMap>,
 }
 
 impl Access {
@@ -210,6 +212,7 @@ impl Access {
             door: std::sync::OnceLock::new(),
             approvals: std::sync::OnceLock::new(),
             origins: Mutex::default(),
+            remotes: std::sync::OnceLock::new(),
         }
     }
 
@@ -947,7 +950,12 @@ impl Access {
         text: &str,
         options: &route::SessionOptions,
     ) -> Result<(Answer, Vec<String>), AccessError> {
-        let handle = self.runtime(agent_id)?;
+        let remote = self.plan().map(|p| p.runtime(agent_id)) == Some(RuntimeKind::A2a);
+        let handle = if remote {
+            None
+        } else {
+            Some(self.runtime(agent_id)?)
+        };
         let limits = self
             .plan()
             .and_then(|p| p.budgets.get(agent_id).cloned())
@@ -960,6 +968,51 @@ impl Access {
                     .await;
                 return Err(AccessError::BudgetExceeded(refusal));
             }
+        };
+        let Some(handle) = handle else {
+            // A remote A2A agent: its budgets count its turns; it reports no usage (unknown).
+            let mut options = options.clone();
+            let timeout = options.timeout.unwrap_or(self.settings.prompt_timeout);
+            let turn_seconds = limits.turn_seconds.filter(|limit| *limit < timeout);
+            options.timeout = Some(turn_seconds.unwrap_or(timeout));
+            let answered = match self
+                .prompt_remote(agent_id, session_key, text, &options)
+                .await
+            {
+                Err(AccessError::TimedOut {
+                    why: _,
+                    agent_id,
+                    seconds,
+                    stop_reason,
+                    confirmed,
+                }) if turn_seconds.is_some() => Err(AccessError::TimedOut {
+                    agent_id,
+                    seconds,
+                    stop_reason,
+                    confirmed,
+                    why: CancelWhy::TurnSeconds,
+                }),
+                answered => answered,
+            };
+            let counted = store::CountedTurn {
+                agent_id: agent_id.to_string(),
+                at_ms: began,
+                run_id: options.run_id.clone(),
+                usage: budget::TurnUsage::default(),
+            };
+            return match answered {
+                Ok(mut answer) => {
+                    answer.counted = Some(counted);
+                    Ok((answer, Vec::new()))
+                }
+                Err(e) => {
+                    let key = session_key.to_string();
+                    let _ = self
+                        .blocking(move |s| s.record_turn(&key, &[], None, Some(&counted)))
+                        .await;
+                    Err(e)
+                }
+            };
         };
         let (session_id, prompt_text, mut notes) = self
             .open_session(&handle, agent_id, session_key, text, options)

@@ -96,6 +96,8 @@ pub struct Identity {
 pub enum RuntimeKind {
     Acp,
     Process,
+    /// A remote agent reached over A2A (docs/a2a.md): `url` is its JSON-RPC endpoint.
+    A2a,
     #[default]
     None,
 }
@@ -105,8 +107,14 @@ impl RuntimeKind {
         match self {
             RuntimeKind::Acp => "acp",
             RuntimeKind::Process => "process",
+            RuntimeKind::A2a => "a2a",
             RuntimeKind::None => "none",
         }
+    }
+
+    /// Whether deepcli can prompt an agent of this kind (an ACP session, or an A2A remote).
+    pub fn takes_prompts(self) -> bool {
+        matches!(self, RuntimeKind::Acp | RuntimeKind::A2a)
     }
 
     /// Whether deepcli can apply an agent's `model` to a runtime of this kind (through ACP),
@@ -116,6 +124,9 @@ impl RuntimeKind {
             RuntimeKind::Acp => Ok(()),
             RuntimeKind::Process => Err(
                 "a `process` runtime takes no model from deepcli: deepcli applies `model` through ACP (`runtime.kind: acp`)",
+            ),
+            RuntimeKind::A2a => Err(
+                "an `a2a` runtime is a remote agent: A2A gives deepcli no way to choose its model",
             ),
             RuntimeKind::None => Err(
                 "`runtime.kind: none`: deepcli runs nothing to apply it to; whatever runs the agent must read it",
@@ -133,6 +144,12 @@ pub struct Runtime {
     #[serde(default)]
     pub env: IndexMap<String, EnvValue>,
     pub cwd: Option<String>,
+    /// `kind: a2a`: the remote agent's JSON-RPC endpoint, as its Agent Card names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `kind: a2a`: the bearer token deepcli sends to the remote agent (a secret reference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Secret>,
 }
 
 /// An environment value: plain text, or a secret reference resolved at spawn time.
@@ -436,6 +453,35 @@ pub struct SessionSection {
 pub struct ChannelsFile {
     #[serde(default)]
     pub channels: IndexMap<String, ChannelSpec>,
+    /// The hub as an A2A server (docs/a2a.md): which agents it exposes, to which peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<A2aSpec>,
+}
+
+/// channels.yaml `a2a:` — the hub as an Agent2Agent server (docs/a2a.md).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct A2aSpec {
+    /// The agents that get an Agent Card and a JSON-RPC endpoint (`/a2a/<id>/`); the first is
+    /// also the card at `/.well-known/agent-card.json`.
+    #[serde(default)]
+    pub expose: Vec<String>,
+    /// Who may call, by peer name: each with its bearer token.
+    #[serde(default)]
+    pub peers: IndexMap<String, A2aPeer>,
+}
+
+/// One A2A peer: its bearer token, the exposed agents it may reach, its rate limit.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct A2aPeer {
+    pub token: Secret,
+    /// Exposed agents this peer may reach; unset: every exposed agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_agents: Option<Vec<String>>,
+    /// JSON-RPC requests this peer may make per minute (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
 }
 
 /// The key of `channels` that holds the inbound policy every channel inherits (policy.md):
@@ -819,6 +865,7 @@ mod tests {
             )]
             .into_iter()
             .collect(),
+            a2a: None,
         };
         for shown in [
             format!("{file:?}"),

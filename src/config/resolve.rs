@@ -33,6 +33,8 @@ pub struct Config {
     pub channels: Vec<Channel>,
     /// `channels.defaults`: the inbound policy every channel inherits (policy.md).
     pub channel_defaults: PolicySpec,
+    /// channels.yaml `a2a:`: the agents exposed over A2A and their peers (docs/a2a.md).
+    pub a2a: Option<super::model::A2aSpec>,
     pub bindings: Vec<Binding>,
 }
 
@@ -125,6 +127,7 @@ pub(super) struct Decoded {
     agent_list: Vec<(usize, AgentSpec)>,
     channels: Vec<Channel>,
     channel_defaults: PolicySpec,
+    a2a: Option<super::model::A2aSpec>,
     bindings: Vec<Binding>,
 }
 
@@ -170,6 +173,7 @@ impl Decoded {
                 let file: super::model::ChannelsFile =
                     serde_json::from_value(json).map_err(internal)?;
                 self.channels = Vec::with_capacity(file.channels.len());
+                self.a2a = file.a2a;
                 for (id, spec) in file.channels {
                     // The schema lets `defaults` hold only policy keys.
                     if id == CHANNEL_DEFAULTS {
@@ -210,6 +214,7 @@ pub(super) fn resolve(
         agent_list,
         channels,
         channel_defaults,
+        a2a,
         bindings,
     } = decoded;
     let defaults = &file.agents.defaults;
@@ -240,6 +245,7 @@ pub(super) fn resolve(
         session: file.session,
         channels,
         channel_defaults,
+        a2a,
         bindings,
     }
 }

@@ -92,6 +92,8 @@ struct Shared {
     hub: Arc<crate::hub::Hub>,
     /// What agents ask a person for (approvals.md).
     approvals: Arc<crate::approvals::Approvals>,
+    /// The hub as an A2A server (a2a.md): cards, JSON-RPC, tasks as Hub runs.
+    a2a: Arc<crate::a2a::A2a>,
     /// What `POST /rpc` works on: the config directory this controller watches.
     manage: crate::manage::ManageContext,
     /// The supervisor's live runtime statuses, read on every status request.
@@ -174,6 +176,7 @@ impl Shared {
             }
         }
         status.hub = Some(self.hub.status());
+        status.a2a = Some(self.a2a.status());
         status.health = status.health();
         status
     }
@@ -257,6 +260,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         Some((supervisor.acp_handle(), supervisor.status_handle())),
         options.access.clone(),
     ));
+    access.set_remotes(supervisor.remote_handle());
     let mut adapters = crate::adapters::Adapters::new(
         access.clone(),
         crate::adapters::store::AdapterStore::open(&state)?,
@@ -270,10 +274,12 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         supervisor.acp_handle(),
     )?;
     let _ = supervisor.broker_slot().set(approvals.broker());
+    let a2a = crate::a2a::A2a::open(&state, hub.clone())?;
     let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| Shared {
         access,
         hub,
         approvals,
+        a2a,
         manage: {
             let mut cx =
                 crate::manage::ManageContext::new(&options.config_dir, options.load.clone());
@@ -731,6 +737,7 @@ async fn apply_planned(
             }));
     }
     shared.approvals.swap(&config).await;
+    shared.a2a.swap(crate::a2a::A2aPlan::from_config(&config));
     for action in &plan.actions {
         if let Action::DeleteAgent { id, .. } = action {
             shared.hub.agent_deleted(id).await;

@@ -133,7 +133,7 @@ impl Hub {
             .agents
             .values()
             .filter_map(|a| {
-                let acp = a.runtime == RuntimeKind::Acp;
+                let acp = a.runtime.takes_prompts();
                 let can_send = acp && p.agent_to_agent(&caller.agent_id, &a.id).is_ok();
                 let can_spawn = acp && !leaf && p.may_spawn_on(&caller.agent_id, &a.id).is_ok();
                 let me = a.id == caller.agent_id;
@@ -416,9 +416,14 @@ impl Hub {
         if let Some(denial) = self.child_to_external(caller, &key).await {
             return Ok(forbidden(&denial));
         }
-        if self.policy().agents.get(&agent).map(|a| a.runtime) != Some(RuntimeKind::Acp) {
+        if !self
+            .policy()
+            .agents
+            .get(&agent)
+            .is_some_and(|a| a.runtime.takes_prompts())
+        {
             return Ok(error(format!(
-                "agent `{agent}` has no ACP runtime: it takes no messages"
+                "agent `{agent}` has no ACP or A2A runtime: it takes no messages"
             )));
         }
         if let Err(refusal) = self.access.budget_allows_turn(&agent) {
@@ -522,9 +527,16 @@ impl Hub {
         if let Err(denial) = p.may_spawn_on(&caller.agent_id, &agent) {
             return Ok(forbidden(&denial));
         }
-        if p.agents.get(&agent).map(|a| a.runtime) != Some(RuntimeKind::Acp) {
+        let runtime = p.agents.get(&agent).map(|a| a.runtime);
+        // A subagent runs on any runtime that takes prompts (a remote A2A agent too); an
+        // `acp` child needs an ACP runtime.
+        let spawnable = match args.runtime {
+            Some(SpawnRuntime::Acp) => runtime == Some(RuntimeKind::Acp),
+            _ => runtime.is_some_and(RuntimeKind::takes_prompts),
+        };
+        if !spawnable {
             return Ok(error(format!(
-                "agent `{agent}` has no ACP runtime: nothing can be spawned on it"
+                "agent `{agent}` has no runtime this spawn can run on (ACP, or A2A for `runtime: subagent`)"
             )));
         }
         let cwd = match &args.cwd {

@@ -20,6 +20,7 @@
 //! * `operator.rs` — the operator's service (`sessions/*`, `runs/*`).
 //! * `approval.rs` — `awaiting_approval` runs and the `management_request` tool's door.
 
+pub mod a2a;
 mod approval;
 mod calls;
 pub mod http;

@@ -129,6 +129,16 @@ impl Hub {
             finished_at: None,
             updated_at: now,
         };
+        self.launch(run, from).await
+    }
+
+    /// Records `run` `accepted` and starts delivering it; returns once its message holds its
+    /// place in the target session's FIFO. `from`: the requesting session, if any.
+    pub(super) async fn launch(
+        self: &Arc<Self>,
+        run: RunRecord,
+        from: Option<Caller>,
+    ) -> Result<String, CallError> {
         let run_id = run.run_id.clone();
         self.accept_send(run, from, true).await?;
         Ok(run_id)
@@ -198,22 +208,26 @@ impl Hub {
         options: Option<SessionOptions>,
         queued: Option<tokio::sync::oneshot::Sender<()>>,
     ) -> Option<String> {
+        // A message with no requesting session is the operator's, or an A2A peer's.
+        let provenance = match (from, run.source_tool.as_str()) {
+            (Some(_), _) => Provenance::InterSession,
+            (None, super::a2a::SOURCE_TOOL) => Provenance::A2a,
+            (None, _) => Provenance::Operator,
+        };
         let meta = json!({
-            "kind": if from.is_some() { "inter_session" } else { "operator" },
+            "kind": provenance,
             "sourceSessionKey": run.requester_session_key,
             "sourceAgentId": run.requester_agent_id,
             "sourceTool": run.source_tool,
             "runId": run.run_id,
             "correlationId": run.correlation_id,
         });
-        let prompt = prompt
-            .unwrap_or_else(|| format!("{}\n{}", framing(from, &run.source_tool), run.message));
+        let prompt = prompt.unwrap_or_else(|| match provenance {
+            Provenance::A2a => super::a2a::framed(run),
+            _ => format!("{}\n{}", framing(from, &run.source_tool), run.message),
+        });
         let message = InternalMessage {
-            provenance: if from.is_some() {
-                Provenance::InterSession
-            } else {
-                Provenance::Operator
-            },
+            provenance,
             text: run.message.clone(),
             prompt,
             meta,

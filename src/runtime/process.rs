@@ -229,7 +229,7 @@ pub async fn stop_leftover(
 pub(super) struct Reporter {
     status: Arc<Mutex<BTreeMap<String, RuntimeStatus>>>,
     events: Events,
-    current: RuntimeStatus,
+    pub(super) current: RuntimeStatus,
 }
 
 impl Reporter {
@@ -261,7 +261,7 @@ impl Reporter {
         }
     }
 
-    fn publish(&mut self, change: impl FnOnce(&mut RuntimeStatus)) {
+    pub(super) fn publish(&mut self, change: impl FnOnce(&mut RuntimeStatus)) {
         change(&mut self.current);
         if let Ok(mut map) = self.status.lock() {
             map.insert(self.current.agent_id.clone(), self.current.clone());
@@ -513,6 +513,8 @@ mod tests {
             home: "/".into(),
             log: "/dev/null".into(),
             spec_hash: String::new(),
+            url: None,
+            token: None,
         };
         let path = std::env::var("PATH").unwrap();
         let env = environment(&spec).unwrap();

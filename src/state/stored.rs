@@ -98,6 +98,8 @@ stored_enum! {
         Heartbeat = "heartbeat",
         /// A message the operator spoke into a session (`deepcli sessions send`).
         Operator = "operator",
+        /// A message from an A2A peer (a2a.md), and the agent's answer to it.
+        A2a = "a2a",
     }
 }
 

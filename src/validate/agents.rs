@@ -30,8 +30,8 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 /// A token or cost budget counts only what a runtime reports (approvals.md): a `process` or
-/// `none` runtime takes no prompts and reports nothing, so such a budget can never be
-/// enforced. Whether an ACP runtime reports usage is known only once it did: `deepcli status`
+/// `none` runtime takes no prompts and reports nothing, and a remote A2A agent reports no
+/// usage, so such a budget can never be enforced. Whether an ACP runtime reports usage is known only once it did: `deepcli status`
 /// says, per agent.
 fn usage_budgets(cx: &Context<'_>, agents: &[&Agent], out: &mut Vec<Diagnostic>) {
     for agent in agents {
@@ -43,9 +43,11 @@ fn usage_budgets(cx: &Context<'_>, agents: &[&Agent], out: &mut Vec<Diagnostic>)
             .runtime
             .as_ref()
             .map_or(RuntimeKind::None, |r| r.kind);
-        if kind == RuntimeKind::Acp {
-            continue;
-        }
+        let why = match kind {
+            RuntimeKind::Acp => continue,
+            RuntimeKind::A2a => "is a remote A2A agent, which reports no usage",
+            _ => "takes no prompts and reports no usage",
+        };
         let own = format!("{}/budgets", agent.pointer());
         let base = if agent.index.is_some() && cx.exists(FILE, &own) {
             own
@@ -63,7 +65,7 @@ fn usage_budgets(cx: &Context<'_>, agents: &[&Agent], out: &mut Vec<Diagnostic>)
                 Diagnostic::new(
                     rules::USAGE_BUDGET_UNENFORCEABLE,
                     format!(
-                        "`budgets.{key}` cannot be enforced for agent `{}`: its runtime (kind {}) takes no prompts and reports no usage, so its usage stays unknown",
+                        "`budgets.{key}` cannot be enforced for agent `{}`: its runtime (kind {}) {why}, so its usage stays unknown",
                         agent.id(),
                         kind.as_str()
                     ),
@@ -221,7 +223,7 @@ fn runtime_rules(
     out: &mut Vec<Diagnostic>,
 ) {
     let missing = runtime.command.as_ref().is_none_or(|c| c.is_empty());
-    if runtime.kind != RuntimeKind::None && missing {
+    if matches!(runtime.kind, RuntimeKind::Acp | RuntimeKind::Process) && missing {
         out.push(
             Diagnostic::new(
                 rules::RUNTIME_MISSING_COMMAND,

@@ -194,6 +194,14 @@ const KEYS: &[(&str, Acts)] = &[
         Passed("runtime::process: the runtime's working directory; not-enforced with kind none"),
     ),
     (
+        "agents.list[].runtime.url",
+        Enforced("runtime::a2a: the remote's endpoint; its card is read and checked against it"),
+    ),
+    (
+        "agents.list[].runtime.token",
+        Enforced("runtime::a2a: the bearer token sent to the remote agent"),
+    ),
+    (
         "agents.list[].tools",
         NotEnforced("deepcli passes no tool policy to a runtime"),
     ),
@@ -536,6 +544,24 @@ const KEYS: &[(&str, Acts)] = &[
     (
         "channels.defaults",
         Enforced("policy::settings: the inbound policy's lowest level"),
+    ),
+    ("a2a", Enforced("a2a: the hub as an A2A server")),
+    (
+        "a2a.expose",
+        Enforced("a2a::A2aPlan: the agents with a card and a JSON-RPC endpoint"),
+    ),
+    ("a2a.peers", Enforced("a2a::A2a::admit: who may call")),
+    (
+        "a2a.peers.*.token",
+        Enforced("a2a::A2a::admit: the peer's bearer token, kept as its SHA-256"),
+    ),
+    (
+        "a2a.peers.*.allowAgents",
+        Enforced("a2a::A2a::admit: the exposed agents the peer may reach (403 otherwise)"),
+    ),
+    (
+        "a2a.peers.*.requestsPerMinute",
+        Enforced("a2a::A2a::admit: the peer's token bucket (429 beyond)"),
     ),
     ("dmPolicy", Policy),
     ("allowFrom", Policy),

@@ -47,7 +47,8 @@
 //                          minus the target's own µs]}`
 //   bench-spawn N          N sessions_spawn (mode run, cleanup delete, task `reply: ok`), each
 //                          retried while a limit refuses it; replies `bench-spawn: {"n", "ms"}`
-// A message from another session starts with an `[Inter-session message]` line (the Hub's
+// A message from another session starts with an `[Inter-session message]` line (an A2A
+// peer's with `[A2A message]`; the Hub's
 // framing): commands are read after it.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -290,7 +291,7 @@ const app = agent({ name: "sdk-echo" })
 // its `# Task` heading.
 function commandText(said) {
   const [first, ...rest] = said.split("\n");
-  const body = /^\[(Inter-session|Operator) message\]/.test(first) ? rest.join("\n") : said;
+  const body = /^\[(Inter-session|Operator|A2A) message\]/.test(first) ? rest.join("\n") : said;
   const task = body.indexOf("\n# Task\n");
   return task === -1 ? body : body.slice(task + "\n# Task\n".length);
 }
