@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::store::RunRecord;
 use super::{CallError, Hub};
-use crate::state::{RunKind, RunState};
+use crate::state::RunKind;
 
 /// The `source_tool` of a run an A2A peer started.
 pub const SOURCE_TOOL: &str = "a2a";
@@ -46,28 +46,14 @@ impl Hub {
                 "there is no agent `{agent}` in the config in force"
             )));
         }
-        let now = crate::clock::now();
-        let run = RunRecord {
-            run_id: uuid::Uuid::new_v4().to_string(),
-            kind: RunKind::Send,
-            source_tool: SOURCE_TOOL.to_string(),
-            state: RunState::Accepted,
-            requester_agent_id: None,
-            requester_session_key: Some(requester(peer)),
-            target_agent_id: agent.to_string(),
-            target_session_key: session_key.to_string(),
-            correlation_id: uuid::Uuid::new_v4().to_string(),
-            mode: None,
-            cleanup: None,
-            timeout_seconds: None,
+        let run = RunRecord::new(
+            RunKind::Send,
+            SOURCE_TOOL,
+            (None, Some(requester(peer))),
+            agent,
+            session_key,
             message,
-            reply: None,
-            error: None,
-            created_at: now.clone(),
-            started_at: None,
-            finished_at: None,
-            updated_at: now,
-        };
+        );
         self.launch(run, None).await
     }
 

@@ -254,27 +254,19 @@ impl Hub {
         message: String,
         trip: Trip,
     ) -> Result<Value, CallError> {
-        let now = crate::clock::now();
         let run = RunRecord {
-            run_id: uuid::Uuid::new_v4().to_string(),
-            kind: RunKind::Send,
-            source_tool: super::tools::SESSIONS_SEND.to_string(),
             state: RunState::Paused,
-            requester_agent_id: Some(caller.agent_id.clone()),
-            requester_session_key: Some(caller.session_key.clone()),
-            target_agent_id: agent.to_string(),
-            target_session_key: key.to_string(),
-            correlation_id: uuid::Uuid::new_v4().to_string(),
-            mode: None,
-            cleanup: None,
-            timeout_seconds: None,
-            message,
-            reply: None,
-            error: None,
-            created_at: now.clone(),
-            started_at: None,
-            finished_at: None,
-            updated_at: now,
+            ..RunRecord::new(
+                RunKind::Send,
+                super::tools::SESSIONS_SEND,
+                (
+                    Some(caller.agent_id.clone()),
+                    Some(caller.session_key.clone()),
+                ),
+                agent,
+                key,
+                message,
+            )
         };
         let sentence = trip.sentence();
         {

@@ -107,28 +107,11 @@ impl Hub {
         message: String,
         tool: &str,
     ) -> Result<String, CallError> {
-        let now = crate::clock::now();
-        let run = RunRecord {
-            run_id: uuid::Uuid::new_v4().to_string(),
-            kind: RunKind::Send,
-            source_tool: tool.to_string(),
-            state: RunState::Accepted,
-            requester_agent_id: from.as_ref().map(|c| c.agent_id.clone()),
-            requester_session_key: from.as_ref().map(|c| c.session_key.clone()),
-            target_agent_id: agent.to_string(),
-            target_session_key: key.to_string(),
-            correlation_id: uuid::Uuid::new_v4().to_string(),
-            mode: None,
-            cleanup: None,
-            timeout_seconds: None,
-            message,
-            reply: None,
-            error: None,
-            created_at: now.clone(),
-            started_at: None,
-            finished_at: None,
-            updated_at: now,
-        };
+        let requester = (
+            from.as_ref().map(|c| c.agent_id.clone()),
+            from.as_ref().map(|c| c.session_key.clone()),
+        );
+        let run = RunRecord::new(RunKind::Send, tool, requester, agent, key, message);
         self.launch(run, from).await
     }
 
@@ -644,27 +627,21 @@ impl Hub {
             ChildKind::Acp => crate::routing::session::Spawned::Acp,
         };
         let child_key = crate::routing::session::spawned_key(&spawn.agent, which);
-        let now = crate::clock::now();
         let run = RunRecord {
-            run_id: uuid::Uuid::new_v4().to_string(),
-            kind: RunKind::Spawn,
-            source_tool: super::tools::SESSIONS_SPAWN.to_string(),
-            state: RunState::Accepted,
-            requester_agent_id: Some(parent.agent_id.clone()),
-            requester_session_key: Some(parent.session_key.clone()),
-            target_agent_id: spawn.agent.clone(),
-            target_session_key: child_key.clone(),
-            correlation_id: uuid::Uuid::new_v4().to_string(),
             mode: Some(spawn.mode),
             cleanup: Some(spawn.cleanup),
             timeout_seconds: spawn.timeout.map(|t| t.as_secs()),
-            message: spawn.task.clone(),
-            reply: None,
-            error: None,
-            created_at: now.clone(),
-            started_at: None,
-            finished_at: None,
-            updated_at: now.clone(),
+            ..RunRecord::new(
+                RunKind::Spawn,
+                super::tools::SESSIONS_SPAWN,
+                (
+                    Some(parent.agent_id.clone()),
+                    Some(parent.session_key.clone()),
+                ),
+                &spawn.agent,
+                &child_key,
+                spawn.task.clone(),
+            )
         };
         let child = ChildSession {
             session_key: child_key.clone(),
@@ -678,7 +655,7 @@ impl Hub {
             mode: spawn.mode,
             cleanup: spawn.cleanup,
             run_id: run.run_id.clone(),
-            created_at: now,
+            created_at: run.created_at.clone(),
             closed_at: None,
         };
         {

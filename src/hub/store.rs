@@ -51,6 +51,42 @@ pub struct RunRecord {
     pub updated_at: String,
 }
 
+impl RunRecord {
+    /// A new run of `kind`, `accepted`, with fresh run and correlation ids: `requester`
+    /// (agent, session; `None` for the operator) asks `agent`'s session `key` with `message`.
+    pub fn new(
+        kind: RunKind,
+        tool: &str,
+        requester: (Option<String>, Option<String>),
+        agent: &str,
+        key: &str,
+        message: String,
+    ) -> RunRecord {
+        let now = crate::clock::now();
+        RunRecord {
+            run_id: uuid::Uuid::new_v4().to_string(),
+            kind,
+            source_tool: tool.to_string(),
+            state: RunState::Accepted,
+            requester_agent_id: requester.0,
+            requester_session_key: requester.1,
+            target_agent_id: agent.to_string(),
+            target_session_key: key.to_string(),
+            correlation_id: uuid::Uuid::new_v4().to_string(),
+            mode: None,
+            cleanup: None,
+            timeout_seconds: None,
+            message,
+            reply: None,
+            error: None,
+            created_at: now.clone(),
+            started_at: None,
+            finished_at: None,
+            updated_at: now,
+        }
+    }
+}
+
 const RUN_COLUMNS: &str = "run_id, kind, source_tool, state, requester_agent_id, requester_session_key, target_agent_id, target_session_key, correlation_id, mode, cleanup, timeout_seconds, message, reply, error, created_at, started_at, finished_at, updated_at";
 
 fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
