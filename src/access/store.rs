@@ -233,8 +233,6 @@ impl AccessStore {
         })
     }
 
-    /// Appends turns to a transcript and, when `delivery` is given, records the delivery with
-    /// the response that was sent: one transaction, so a redelivery finds both or neither.
     /// Records an answered envelope that reached no agent (an approval command): its response
     /// only, so a redelivery gets it again; no transcript turn, no last route.
     pub fn record_answer_only(
@@ -244,26 +242,11 @@ impl AccessStore {
         response: &str,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
-            c.execute(
-                "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![
-                    key.channel,
-                    key.account_id,
-                    key.peer_kind,
-                    key.peer_id,
-                    key.thread_id,
-                    key.message_id,
-                    session_key,
-                    response,
-                    now
-                ],
-            )?;
-            Ok(())
-        })
+        self.with(|c| insert_delivery(c, key, session_key, response, &now))
     }
 
+    /// Appends turns to a transcript and, when `delivery` is given, records the delivery with
+    /// the response that was sent: one transaction, so a redelivery finds both or neither.
     pub fn record(
         &self,
         session_key: &str,
@@ -335,21 +318,7 @@ impl AccessStore {
                         ],
                     )?;
                 }
-                tx.execute(
-                    "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    params![
-                        key.channel,
-                        key.account_id,
-                        key.peer_kind,
-                        key.peer_id,
-                        key.thread_id,
-                        key.message_id,
-                        session_key,
-                        response,
-                        now
-                    ],
-                )?;
+                insert_delivery(&tx, key, session_key, response, &now)?;
             }
             tx.commit()
         })
@@ -560,4 +529,30 @@ impl AccessStore {
             .map(drop)
         })
     }
+}
+
+/// Records a delivered envelope's `response`, for its redelivery (idempotency key `key`).
+fn insert_delivery(
+    c: &rusqlite::Connection,
+    key: &DeliveryKey,
+    session_key: &str,
+    response: &str,
+    at: &str,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            key.channel,
+            key.account_id,
+            key.peer_kind,
+            key.peer_id,
+            key.thread_id,
+            key.message_id,
+            session_key,
+            response,
+            at
+        ],
+    )?;
+    Ok(())
 }
