@@ -84,7 +84,8 @@ pub mod rules {
         POSSIBLE_SECRET = "possible-secret", Warning, "A string looks like it may hold a credential.";
         NOTHING_DECLARED = "nothing-declared", Warning, "The config directory has none of the three config files.";
         USAGE_BUDGET_UNENFORCEABLE = "usage-budget-unenforceable", Warning, "A tokensPerDay or costPerDayUsd budget on an agent whose runtime reports no usage.";
-        A2A_NOT_EXPOSED = "a2a-not-exposed", Warning, "An A2A peer's `allowAgents` names an agent that `a2a.expose` does not list.";
+        A2A_NOT_EXPOSED = "a2a-not-exposed", Warning, "An A2A peer's `allowAgents`, or a binding on channel `a2a`, names an agent that `a2a.expose` does not list.";
+        A2A_BINDING = "a2a-binding", Error, "A binding on channel `a2a` names an account, peer, guild, team or roles that no A2A request has.";
         NOT_ENFORCED = "not-enforced", Warning, "A key deepcli accepts but does not act on (for the agent's runtime kind).";
     }
 

@@ -1,12 +1,17 @@
 //! The A2A server's HTTP routes, merged into the controller's server (a2a.md):
 //!
-//! * `GET /.well-known/agent-card.json` — the first exposed agent's card;
-//! * `GET /a2a/{agentId}/` and `GET /a2a/{agentId}/.well-known/agent-card.json` — its card;
-//! * `POST /a2a/{agentId}/` — the JSON-RPC binding: `SendMessage`, `SendStreamingMessage`
-//!   (SSE), `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask` (SSE), and A2A 0.3's names
-//!   `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe`.
+//! * `GET /.well-known/agent-card.json`, `GET /a2a/` and `GET /a2a/.well-known/agent-card.json`
+//!   — the hub's card: its endpoint `/a2a/` routes each peer by bindings.yaml (channel `a2a`);
+//!   its skills are the exposed agents;
+//! * `GET /a2a/{agentId}/` and `GET /a2a/{agentId}/.well-known/agent-card.json` — an exposed
+//!   agent's card;
+//! * `POST /a2a/` and `POST /a2a/{agentId}/` — the JSON-RPC binding: `SendMessage`,
+//!   `SendStreamingMessage` (SSE), `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask`
+//!   (SSE), and A2A 0.3's names `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`,
+//!   `tasks/resubscribe`.
 //!
-//! The door (bearer token → peer, exposed, allowed, rate) runs before the body is read.
+//! The door (bearer token → peer, route, exposed, allowed, inbound policy, rate) runs before the
+//! body is read.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -20,7 +25,7 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use super::wire::{Wire, state};
-use super::{A2a, Caller, Exposed, Refusal, RpcError};
+use super::{A2a, Caller, Endpoint, Exposed, Refusal, RpcError};
 use crate::state::RunState;
 
 /// The largest request body taken: a 64 KiB message, JSON-escaped, fits.
@@ -28,10 +33,16 @@ pub const BODY_LIMIT: usize = 1024 * 1024;
 
 pub fn router(a2a: Arc<A2a>) -> Router {
     Router::new()
-        .route("/.well-known/agent-card.json", get(root_card))
-        .route("/a2a/{agent}", get(card).post(rpc))
-        .route("/a2a/{agent}/", get(card).post(rpc))
-        .route("/a2a/{agent}/.well-known/agent-card.json", get(card))
+        .route("/.well-known/agent-card.json", get(hub_card))
+        .route("/a2a", get(hub_card).post(routed_rpc))
+        .route("/a2a/", get(hub_card).post(routed_rpc))
+        .route("/a2a/.well-known/agent-card.json", get(hub_card))
+        .route("/a2a/{agent}", get(agent_card_at).post(rpc))
+        .route("/a2a/{agent}/", get(agent_card_at).post(rpc))
+        .route(
+            "/a2a/{agent}/.well-known/agent-card.json",
+            get(agent_card_at),
+        )
         .with_state(a2a)
 }
 
@@ -46,10 +57,40 @@ fn base_url(headers: &HeaderMap) -> String {
 
 /// An exposed agent's Agent Card (A2A 1.0 shape).
 pub fn agent_card(agent: &Exposed, base: &str) -> Value {
-    let url = format!("{base}/a2a/{}/", agent.id);
+    card(
+        &agent.name,
+        &agent.description,
+        &format!("{base}/a2a/{}/", agent.id),
+        base,
+        vec![skill(agent)],
+    )
+}
+
+/// The hub's card: its endpoint `/a2a/` routes each peer by bindings.yaml, to one of the
+/// exposed agents (its skills).
+pub fn hub_card_of(exposed: &[Exposed], base: &str) -> Value {
+    card(
+        "deepcli hub",
+        "This hub's agents. Each peer is answered by the agent the hub's bindings route it to (channel `a2a`); an agent's own card is at /a2a/<agentId>/.",
+        &format!("{base}/a2a/"),
+        base,
+        exposed.iter().map(skill).collect(),
+    )
+}
+
+fn skill(agent: &Exposed) -> Value {
     json!({
+        "id": agent.id,
         "name": agent.name,
-        "description": agent.description,
+        "description": agent.when_to_use.as_deref().unwrap_or(&agent.description),
+        "tags": ["deepcli"],
+    })
+}
+
+fn card(name: &str, description: &str, url: &str, base: &str, skills: Vec<Value>) -> Value {
+    json!({
+        "name": name,
+        "description": description,
         "supportedInterfaces": [
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
@@ -66,12 +107,7 @@ pub fn agent_card(agent: &Exposed, base: &str) -> Value {
         "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain"],
-        "skills": [{
-            "id": agent.id,
-            "name": agent.name,
-            "description": agent.when_to_use.as_deref().unwrap_or(&agent.description),
-            "tags": ["deepcli"],
-        }],
+        "skills": skills,
     })
 }
 
@@ -92,12 +128,19 @@ fn card_response(agent: Option<&Exposed>, headers: &HeaderMap) -> Response {
     }
 }
 
-async fn root_card(State(a2a): State<Arc<A2a>>, headers: HeaderMap) -> Response {
+async fn hub_card(State(a2a): State<Arc<A2a>>, headers: HeaderMap) -> Response {
     let plan = a2a.plan();
-    card_response(plan.exposed.first(), &headers)
+    if plan.exposed.is_empty() {
+        return card_response(None, &headers);
+    }
+    (
+        [(header::CACHE_CONTROL, "max-age=60")],
+        Json(hub_card_of(&plan.exposed, &base_url(&headers))),
+    )
+        .into_response()
 }
 
-async fn card(
+async fn agent_card_at(
     State(a2a): State<Arc<A2a>>,
     Path(agent): Path<String>,
     headers: HeaderMap,
@@ -112,6 +155,19 @@ fn rpc_error(id: &Value, e: &RpcError) -> Value {
 
 /// A refusal at the door: an HTTP status and a JSON-RPC error body saying why.
 fn refused(refusal: Refusal) -> Response {
+    let metadata = match &refusal {
+        Refusal::Gated(gated) => {
+            let mut m = json!({"gate": gated.reason, "rule": gated.rule});
+            if let Some(code) = &gated.pairing_code {
+                m["pairingCode"] = code.as_str().into();
+            }
+            m
+        }
+        Refusal::RoutedNotExposed { agent, matched_by } => {
+            json!({"agent": agent, "matchedBy": matched_by})
+        }
+        _ => json!({}),
+    };
     let (status, reason, message, retry) = match refusal {
         Refusal::Unauthenticated => (
             StatusCode::UNAUTHORIZED,
@@ -131,6 +187,29 @@ fn refused(refusal: Refusal) -> Response {
             "no such agent is exposed over A2A (channels.yaml `a2a.expose`)".to_string(),
             None,
         ),
+        Refusal::RoutedNotExposed { agent, matched_by } => (
+            StatusCode::FORBIDDEN,
+            "PERMISSION_DENIED",
+            format!(
+                "bindings.yaml routes this peer to agent `{agent}` (matched by {matched_by}), which channels.yaml `a2a.expose` does not list: add a binding with `match: {{channel: a2a, peer: {{kind: direct, id: <peer>}}}}` to an exposed agent, or call an agent's own endpoint /a2a/<agentId>/"
+            ),
+            None,
+        ),
+        Refusal::Gated(gated) => (
+            StatusCode::FORBIDDEN,
+            "PERMISSION_DENIED",
+            match &gated.pairing_code {
+                Some(code) => format!(
+                    "the hub's inbound policy refused this peer ({}, {}): give the hub's operator the pairing code {code} to approve (`deepcli pairing approve a2a {code}`)",
+                    gated.reason, gated.rule
+                ),
+                None => format!(
+                    "the hub's inbound policy refused this peer ({}, {}): {}",
+                    gated.reason, gated.rule, gated.hint
+                ),
+            },
+            None,
+        ),
         Refusal::RateLimited(secs) => (
             StatusCode::TOO_MANY_REQUESTS,
             "RATE_LIMITED",
@@ -141,7 +220,7 @@ fn refused(refusal: Refusal) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": null, "error": {
         "code": -32000,
         "message": message,
-        "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "deepcli"}],
+        "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "deepcli", "metadata": metadata}],
     }});
     let mut response = (status, Json(body)).into_response();
     if status == StatusCode::UNAUTHORIZED {
@@ -186,7 +265,15 @@ fn json_rpc(body: Value) -> Response {
 }
 
 async fn rpc(State(a2a): State<Arc<A2a>>, Path(agent): Path<String>, request: Request) -> Response {
-    let caller = match a2a.admit(&agent, bearer(request.headers())) {
+    serve(a2a, Endpoint::Agent(&agent), request).await
+}
+
+async fn routed_rpc(State(a2a): State<Arc<A2a>>, request: Request) -> Response {
+    serve(a2a, Endpoint::Routed, request).await
+}
+
+async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Response {
+    let caller = match a2a.admit(endpoint, bearer(request.headers())).await {
         Ok(c) => c,
         Err(r) => return refused(r),
     };

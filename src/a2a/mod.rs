@@ -1,11 +1,14 @@
 //! The hub as an A2A (Agent2Agent) server (docs/a2a.md): Agent Cards for the agents
-//! channels.yaml's `a2a.expose` lists, and the JSON-RPC binding at `/a2a/<agentId>/`
-//! (`http.rs`). A peer is known by its bearer token alone; its `contextId` is one persistent
-//! session (`agent:<id>:a2a:<peer>:<contextId>`); each of its messages is a Hub run into that
-//! session, so the Hub's FIFO, run states, cancel and records are the task's. A task's state
-//! is read off its runs (`wire.rs`); the task rows are `store.rs`'s.
+//! channels.yaml's `a2a.expose` lists, and the JSON-RPC binding at `/a2a/<agentId>/` and at
+//! `/a2a/`, where bindings.yaml routes each peer (`http.rs`). A peer is known by its bearer
+//! token; then it is a sender on channel `a2a` under the inbound policy (Access's `a2a_*`
+//! methods). Its `contextId` is one persistent session (`agent:<id>:a2a:<peer>:<contextId>`);
+//! each of its messages is a Hub run into that session, so the Hub's FIFO, run states, cancel
+//! and records are the task's. A task's state is read off its runs (`wire.rs`); the task rows
+//! are `store.rs`'s.
 //!
-//! Knows the Hub only through its `a2a_*` methods; never opens a runtime session itself.
+//! Knows the Hub and Access only through their `a2a_*` methods; never opens a runtime session
+//! itself.
 
 pub mod http;
 pub mod store;
@@ -20,6 +23,8 @@ use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::access::Access;
+use crate::access::a2a_door::A2aGated;
 use crate::config::Config;
 use crate::config::model::{A2aSpec, Secret, SecretRef};
 use crate::hub::Hub;
@@ -149,6 +154,10 @@ pub enum Refusal {
     RateLimited(u64),
     /// No exposed agent by that id.
     NotExposed,
+    /// At `/a2a/`: bindings.yaml routes the peer to an agent that is not exposed.
+    RoutedNotExposed { agent: String, matched_by: String },
+    /// The inbound policy (`channels.a2a`) refused the peer.
+    Gated(A2aGated),
 }
 
 /// A JSON-RPC error (A2A's codes, a2a.md).
@@ -183,6 +192,8 @@ pub struct A2aMetrics {
     pub unauthenticated: AtomicU64,
     pub forbidden: AtomicU64,
     pub rate_limited: AtomicU64,
+    /// Refused by the inbound policy (`channels.a2a`).
+    pub gated: AtomicU64,
     pub tasks: AtomicU64,
 }
 
@@ -191,9 +202,11 @@ struct Bucket {
     at: Instant,
 }
 
-/// The A2A server: the plan in force, the task store, the Hub it delivers through.
+/// The A2A server: the plan in force, the task store, the Hub it delivers through, the Access
+/// layer that routes and gates its peers.
 pub struct A2a {
     hub: Arc<Hub>,
+    access: Arc<Access>,
     store: Arc<A2aStore>,
     plan: ArcSwap<A2aPlan>,
     buckets: Mutex<HashMap<String, Bucket>>,
@@ -204,7 +217,19 @@ pub struct A2a {
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub peer: String,
+    /// The agent the request is for: the endpoint's, or the one the peer is routed to.
     pub agent: String,
+    /// At `/a2a/`: the agent came from the route, so the peer's tasks with any agent are its.
+    pub routed: bool,
+}
+
+/// Which endpoint a request came to.
+#[derive(Debug, Clone, Copy)]
+pub enum Endpoint<'a> {
+    /// `/a2a/<agentId>/`: the agent is named.
+    Agent(&'a str),
+    /// `/a2a/`: bindings.yaml routes the peer (channel `a2a`).
+    Routed,
 }
 
 /// A message a peer sent, read from its parts.
@@ -221,9 +246,11 @@ impl A2a {
     pub fn open(
         state: &crate::state::StateDir,
         hub: Arc<Hub>,
+        access: Arc<Access>,
     ) -> Result<Arc<A2a>, crate::state::StateError> {
         Ok(Arc::new(A2a {
             hub,
+            access,
             store: Arc::new(A2aStore::open(state)?),
             plan: ArcSwap::from_pointee(A2aPlan::default()),
             buckets: Mutex::new(HashMap::new()),
@@ -254,30 +281,72 @@ impl A2a {
                 "unauthenticated": self.metrics.unauthenticated.load(Relaxed),
                 "forbidden": self.metrics.forbidden.load(Relaxed),
                 "rateLimited": self.metrics.rate_limited.load(Relaxed),
+                "gated": self.metrics.gated.load(Relaxed),
             },
         })
     }
 
-    /// The door: the bearer token names the peer, the peer must be allowed `agent`, and within
-    /// its rate.
-    pub fn admit(&self, agent: &str, bearer: Option<&str>) -> Result<Caller, Refusal> {
+    /// The door: the bearer token names the peer; the endpoint (or the peer's route) names the
+    /// agent, which must be exposed and in the peer's `allowAgents`; the inbound policy must
+    /// let the peer speak; and the peer must be within its rate. A refused request takes
+    /// nothing from the rate.
+    pub async fn admit(
+        &self,
+        endpoint: Endpoint<'_>,
+        bearer: Option<&str>,
+    ) -> Result<Caller, Refusal> {
         self.metrics.requests.fetch_add(1, Relaxed);
         let plan = self.plan();
         let Some(peer) = bearer.and_then(|t| plan.peer_of(t)) else {
             self.metrics.unauthenticated.fetch_add(1, Relaxed);
             return Err(Refusal::Unauthenticated);
         };
-        if plan.exposed(agent).is_none() {
-            return Err(Refusal::NotExposed);
-        }
-        if peer.allow.as_ref().is_some_and(|a| !a.contains(agent)) {
+        let (agent, routed) = match endpoint {
+            Endpoint::Agent(agent) => {
+                if plan.exposed(agent).is_none() {
+                    return Err(Refusal::NotExposed);
+                }
+                (agent.to_string(), false)
+            }
+            Endpoint::Routed => {
+                let Some(route) = self.access.a2a_route(&peer.name) else {
+                    return Err(Refusal::NotExposed);
+                };
+                if plan.exposed(&route.agent_id).is_none() {
+                    self.metrics.forbidden.fetch_add(1, Relaxed);
+                    return Err(Refusal::RoutedNotExposed {
+                        agent: route.agent_id.to_string(),
+                        matched_by: route.matched_by.as_str().to_string(),
+                    });
+                }
+                (route.agent_id.to_string(), true)
+            }
+        };
+        if peer.allow.as_ref().is_some_and(|a| !a.contains(&agent)) {
             self.metrics.forbidden.fetch_add(1, Relaxed);
             return Err(Refusal::Forbidden);
+        }
+        match self.access.a2a_gate(&peer.name).await {
+            Ok(None) => {}
+            Ok(Some(gated)) => {
+                self.metrics.gated.fetch_add(1, Relaxed);
+                return Err(Refusal::Gated(gated));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, peer = %peer.name, "a2a: cannot read the inbound policy's state; the request is refused");
+                return Err(Refusal::Gated(A2aGated {
+                    reason: "policy-unavailable",
+                    rule: "the state database".into(),
+                    hint: "try again; the controller's log says what failed",
+                    pairing_code: None,
+                }));
+            }
         }
         self.take(peer)?;
         Ok(Caller {
             peer: peer.name.clone(),
-            agent: agent.to_string(),
+            agent,
+            routed,
         })
     }
 
@@ -344,7 +413,7 @@ impl A2a {
         let task = self
             .db(move |s| s.task(&peer, &id))
             .await?
-            .filter(|t| t.agent_id == caller.agent)
+            .filter(|t| caller.routed || t.agent_id == caller.agent)
             .ok_or_else(|| RpcError::task_not_found(task_id))?;
         let runs = self.runs(&task).await?;
         Ok((task, runs))
@@ -398,7 +467,7 @@ impl A2a {
                 .hub
                 .a2a_send(
                     &caller.peer,
-                    &caller.agent,
+                    &task.agent_id,
                     &task.session_key,
                     incoming.text,
                 )
@@ -499,7 +568,8 @@ impl A2a {
         Ok(wire.task(&task, &runs, history, true))
     }
 
-    /// ListTasks: the caller's tasks with its agent, newest first.
+    /// ListTasks: the caller's tasks with its agent (at `/a2a/`: with every agent), newest
+    /// first.
     pub async fn list(&self, caller: &Caller, params: &Value) -> Result<Value, RpcError> {
         let text = |k: &str| {
             params
@@ -547,7 +617,7 @@ impl A2a {
             .unwrap_or(false);
         let filter = TaskFilter {
             peer: caller.peer.clone(),
-            agent: caller.agent.clone(),
+            agent: (!caller.routed).then(|| caller.agent.clone()),
             context_id: text("contextId").map(str::to_string),
             state,
             before,

@@ -29,7 +29,8 @@ pub struct TaskRecord {
 #[derive(Debug, Clone, Default)]
 pub struct TaskFilter {
     pub peer: String,
-    pub agent: String,
+    /// `None`: the peer's tasks with every agent (the routed endpoint).
+    pub agent: Option<String>,
     pub context_id: Option<String>,
     pub state: Option<String>,
     /// Tasks strictly older than this `(updated_us, task_id)` (the page token).
@@ -159,9 +160,12 @@ impl A2aStore {
     /// A page of `filter.peer`'s tasks, newest first, and how many match in all.
     pub fn list(&self, filter: &TaskFilter) -> Result<(Vec<TaskRecord>, usize), StateError> {
         self.db.with(|c| {
-            let mut cond = String::from("peer = ?1 AND agent_id = ?2");
-            let mut args: Vec<rusqlite::types::Value> =
-                vec![filter.peer.clone().into(), filter.agent.clone().into()];
+            let mut cond = String::from("peer = ?1");
+            let mut args: Vec<rusqlite::types::Value> = vec![filter.peer.clone().into()];
+            if let Some(agent) = &filter.agent {
+                args.push(agent.clone().into());
+                cond.push_str(&format!(" AND agent_id = ?{}", args.len()));
+            }
             if let Some(context) = &filter.context_id {
                 args.push(context.clone().into());
                 cond.push_str(&format!(" AND context_id = ?{}", args.len()));

@@ -370,7 +370,7 @@ impl Access {
         Ok(Some(response))
     }
 
-    async fn pairing_request(
+    pub(super) async fn pairing_request(
         &self,
         key: &DeliveryKey,
         sender: &str,

@@ -11,6 +11,7 @@
 //! * A delivered envelope is recorded with its response; a redelivery, also a concurrent one,
 //!   gets that response with `duplicate: true` and never reaches the agent again.
 
+pub mod a2a_door;
 mod approval_door;
 pub mod budget;
 mod error;

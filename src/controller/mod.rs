@@ -274,7 +274,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         supervisor.acp_handle(),
     )?;
     let _ = supervisor.broker_slot().set(approvals.broker());
-    let a2a = crate::a2a::A2a::open(&state, hub.clone())?;
+    let a2a = crate::a2a::A2a::open(&state, hub.clone(), access.clone())?;
     let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| Shared {
         access,
         hub,

@@ -286,6 +286,10 @@ impl PolicyPlan {
         let mut accounts: HashMap<String, HashMap<String, AccountPolicy>> = HashMap::new();
         for channel in &config.channels {
             let channel_id = ids::channel(&channel.id).into_owned();
+            if channel_id == A2A {
+                // The A2A server is one account, compiled below from the channel level.
+                continue;
+            }
             let builtin = Builtin::of(&channel_id);
             let channel_level = Level {
                 spec: &channel.spec.policy,
@@ -325,6 +329,26 @@ impl PolicyPlan {
                 );
             }
         }
+        // A2A peers are senders on channel `a2a`, account `default`, when the hub serves A2A:
+        // `channels.a2a` is their only level (a peer's token is its admission otherwise).
+        if config.a2a.is_some() {
+            let channel = config.channels.iter().find(|c| ids::channel(&c.id) == A2A);
+            let levels: Vec<Level<'_>> = channel
+                .map(|c| Level {
+                    spec: &c.spec.policy,
+                    pointer: c.pointer(),
+                })
+                .into_iter()
+                .collect();
+            accounts.entry(A2A.to_string()).or_default().insert(
+                ids::DEFAULT_ACCOUNT.to_string(),
+                AccountPolicy {
+                    base: cx.resolve(&levels, &Builtin::of(A2A)),
+                    bot_user_id: None,
+                    groups: Arc::new(ChannelGroups::default()),
+                },
+            );
+        }
         let agents = config
             .agents
             .iter()
@@ -340,6 +364,9 @@ struct Level<'a> {
     spec: &'a PolicySpec,
     pointer: String,
 }
+
+/// The channel of A2A peers (a2a.md).
+const A2A: &str = "a2a";
 
 /// The built-in defaults, which differ only on channels whose senders authenticate themselves.
 struct Builtin {
@@ -362,10 +389,11 @@ impl Builtin {
 
     fn of(channel: &str) -> Builtin {
         match channel {
-            // A peer's token is its admission.
-            "a2a" => Builtin {
+            // A peer's token is its admission; `channels.defaults` is for chat platforms.
+            A2A => Builtin {
                 dm_policy: DmPolicy::Open,
                 allow_from: &["*"],
+                inherits_defaults: false,
                 ..Builtin::CHAT
             },
             // The operator: nothing is gated unless the `cli` channel says so itself.

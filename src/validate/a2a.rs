@@ -9,7 +9,12 @@ use crate::diagnostic::{Diagnostic, rules};
 
 const FILE: FileKind = FileKind::Channels;
 
+/// The keys of `channels.a2a` the A2A server acts on: peers are direct senders, with no
+/// groups, mentions, bots or accounts of their own.
+const A2A_POLICY_KEYS: &[&str] = &["dmPolicy", "allowFrom"];
+
 pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    channel_keys(cx, out);
     let Some(a2a) = &cx.config.a2a else {
         return;
     };
@@ -78,5 +83,48 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 );
             }
         }
+    }
+}
+
+/// `channels.a2a`: the inbound policy of A2A peers (policy.md). Only `dmPolicy` and
+/// `allowFrom` act, and only when the `a2a:` block serves A2A at all.
+fn channel_keys(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    let Some(channel) = cx
+        .config
+        .channels
+        .iter()
+        .find(|c| crate::ids::channel(&c.id) == "a2a")
+    else {
+        return;
+    };
+    let base = channel.pointer();
+    if cx.config.a2a.is_none() {
+        out.push(
+            Diagnostic::new(
+                rules::NOT_ENFORCED,
+                "channel `a2a` is not enforced: it is the inbound policy of A2A peers, and channels.yaml has no `a2a:` block, so nothing serves A2A",
+            )
+            .hint("add an `a2a:` block (`expose`, `peers`): see docs/a2a.md")
+            .at(cx.at_key(FILE, &base)),
+        );
+        return;
+    }
+    let Some(keys) = cx.keys(FILE, &base) else {
+        return;
+    };
+    for key in keys {
+        if A2A_POLICY_KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        out.push(
+            Diagnostic::new(
+                rules::NOT_ENFORCED,
+                format!(
+                    "`{key}` of channel `a2a` is not enforced: an A2A peer is a direct sender of the hub's one A2A account, with no groups, mentions, bot flag or accounts of its own"
+                ),
+            )
+            .hint("remove it; `dmPolicy` and `allowFrom` decide which peers may speak (docs/a2a.md)")
+            .at(cx.at_key(FILE, &format!("{base}/{}", escape_pointer_token(&key)))),
+        );
     }
 }

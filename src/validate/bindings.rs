@@ -11,10 +11,12 @@ use super::Context;
 use crate::config::model::BindingType;
 use crate::config::{Binding, FileKind};
 use crate::diagnostic::{Diagnostic, rules};
-use crate::ids::{self, DEFAULT_ACCOUNT, PeerKind};
+use crate::ids::{self, DEFAULT_ACCOUNT, PeerClass, PeerKind};
 use crate::routing::scope::{AccountPattern, MatchKey, Scope, TierKey};
 
 const FILE: FileKind = FileKind::Bindings;
+/// The channel of A2A peers (a2a.md).
+const A2A: &str = "a2a";
 
 /// How many earlier bindings of the same tier key a binding is compared with. Real configs have
 /// one or two per key; the bound keeps a pathological file linear.
@@ -56,6 +58,10 @@ fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<
         });
     }
     if !config.complete.channels {
+        return;
+    }
+    if scope.channel == A2A {
+        a2a_binding(cx, binding, scope, out);
         return;
     }
     let Some(channel) = config.channels.iter().find(|c| c.id == scope.channel) else {
@@ -125,6 +131,107 @@ fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<
                 .at(cx.at(FILE, &format!("{base}/match"))),
             );
         }
+    }
+}
+
+/// A binding on channel `a2a` (a2a.md): the hub's A2A server is its one account, `default`;
+/// its conversations are its peers, `{kind: direct, id: <name in a2a.peers>}`; it answers with
+/// exposed agents only.
+fn a2a_binding(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<Diagnostic>) {
+    let base = binding.pointer();
+    let matcher = &binding.spec.matcher;
+    let Some(a2a) = &cx.config.a2a else {
+        out.push(
+            Diagnostic::new(
+                rules::UNKNOWN_CHANNEL,
+                "channel `a2a` is the hub's A2A server, which channels.yaml does not configure",
+            )
+            .hint("add an `a2a:` block (`expose`, `peers`) to channels.yaml: see docs/a2a.md")
+            .at(cx.at(FILE, &format!("{base}/match/channel"))),
+        );
+        return;
+    };
+    let never = |what: String, hint: String, pointer: &str| {
+        Diagnostic::new(
+            rules::A2A_BINDING,
+            format!("{what}: this binding never matches an A2A request"),
+        )
+        .hint(hint)
+        .at(cx.at(FILE, &format!("{base}/match/{pointer}")))
+    };
+    if let (AccountPattern::Exact(account), Some(raw)) = (&scope.account, &matcher.account_id)
+        && account != DEFAULT_ACCOUNT
+    {
+        out.push(never(
+            format!("channel `a2a` has one account, `{DEFAULT_ACCOUNT}` (the hub's A2A server), not `{raw}`"),
+            "leave out `accountId`".into(),
+            "accountId",
+        ));
+    }
+    if let (Some(peer), Some(raw)) = (&scope.peer, &matcher.peer) {
+        if peer.kind.class() != Some(PeerClass::Direct) {
+            out.push(never(
+                format!("an A2A peer is a direct conversation, not `{}`", raw.kind),
+                "write `peer: {kind: direct, id: <a peer of a2a.peers>}`".into(),
+                "peer/kind",
+            ));
+        } else if let Some(id) = &peer.id
+            && !a2a.peers.contains_key(id)
+        {
+            let d = format!("`a2a.peers` declares no peer `{}`", raw.id);
+            out.push(
+                match crate::suggest::closest(id, a2a.peers.keys().map(String::as_str)) {
+                    Some(near) => never(d, format!("did you mean `{near}`?"), "peer/id"),
+                    None => never(
+                        d,
+                        "name a peer of `a2a.peers` in channels.yaml (the id is the peer's name there)".into(),
+                        "peer/id",
+                    ),
+                },
+            );
+        }
+    }
+    for (key, set) in [
+        ("guildId", matcher.guild_id.is_some()),
+        ("teamId", matcher.team_id.is_some()),
+        ("roles", matcher.roles.is_some()),
+    ] {
+        if set {
+            out.push(never(
+                format!("an A2A request has no `{key}`"),
+                format!("remove `{key}`"),
+                key,
+            ));
+        }
+    }
+    if binding.spec.kind == BindingType::Acp {
+        out.push(
+            Diagnostic::new(
+                rules::NOT_ENFORCED,
+                "an `acp` binding on channel `a2a` is not enforced: each A2A (peer, contextId) is a session of its own",
+            )
+            .hint("write a route binding (leave out `type`) to choose the agent of a peer")
+            .at(cx.at_key(FILE, &format!("{base}/type"))),
+        );
+    } else if !a2a
+        .expose
+        .iter()
+        .any(|e| ids::agent_id(e) == ids::agent_id(&binding.spec.agent_id))
+    {
+        out.push(
+            Diagnostic::new(
+                rules::A2A_NOT_EXPOSED,
+                format!(
+                    "this binding routes A2A peers to agent `{}`, which `a2a.expose` does not list: their requests are refused",
+                    binding.spec.agent_id
+                ),
+            )
+            .hint(format!(
+                "add `{}` to `a2a.expose` in channels.yaml, or route the peers to an exposed agent",
+                binding.spec.agent_id
+            ))
+            .at(cx.at(FILE, &format!("{base}/agentId"))),
+        );
     }
 }
 

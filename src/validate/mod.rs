@@ -159,6 +159,24 @@ impl<'a> Context<'a> {
             .is_some()
     }
 
+    /// The keys of the mapping at `pointer` in `kind`'s file, in file order (`None`: no
+    /// mapping there).
+    fn keys(&self, kind: FileKind, pointer: &str) -> Option<Vec<String>> {
+        let node = self
+            .config
+            .sources
+            .get(kind)?
+            .root
+            .as_ref()?
+            .pointer(pointer)?;
+        match &node.value {
+            crate::config::yaml::Value::Map(entries) => {
+                Some(entries.iter().map(|e| e.key.to_string()).collect())
+            }
+            _ => None,
+        }
+    }
+
     fn has_agent(&self, id: &str) -> bool {
         self.agent_ids.contains(id)
     }

@@ -80,10 +80,11 @@ fn text_of(doc: &Value) -> String {
 fn the_sdk_discovers_the_card_and_sends_streams_gets_and_lists_tasks() {
     let up = up();
     let url = base(&up, "sdk");
-    // Discovery: the root card is the first exposed agent's; the per-agent card names the
-    // JSON-RPC endpoint, streaming and the bearer scheme.
+    // Discovery: the root card is the hub's (its skills are the exposed agents); the
+    // per-agent card names the JSON-RPC endpoint, streaming and the bearer scheme.
     let card = one(&["card", &format!("http://{}/", up.addr), TOKEN]);
-    assert_eq!(card["name"], "Echo", "{card:#}");
+    assert_eq!(card["name"], "deepcli hub", "{card:#}");
+    assert_eq!(card["skills"][0]["name"], "Echo", "{card:#}");
     let card = one(&["card", &url, TOKEN]);
     assert_eq!(card["supportedInterfaces"][0]["url"], url.as_str());
     assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
@@ -708,5 +709,164 @@ fn a_remote_whose_card_names_another_url_is_an_error_in_the_status() {
     assert!(
         said.to_string().contains("cannot take messages now"),
         "{said:#}"
+    );
+}
+
+const ROUTED_CHANNELS: &str = "channels:\n  a2a:\n    dmPolicy: allowlist\n    allowFrom: [partner, vendor]\na2a:\n  expose: [research, writer]\n  peers:\n    partner:\n      token: {source: env, id: PARTNER_TOKEN}\n    vendor:\n      token: {source: env, id: VENDOR_TOKEN}\n    stranger:\n      token: {source: env, id: STRANGER_TOKEN}\n";
+const VENDOR_TOKEN: &str = "vendor-token-0123456789abc";
+const STRANGER_TOKEN: &str = "stranger-token-0123456789";
+
+/// A raw SendMessage to the hub's routed endpoint `/a2a/` as the peer holding `token`.
+fn routed_send(up: &Up, token: &str, text: &str, context: &str) -> (u16, Value) {
+    let auth = format!("Bearer {token}");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": format!("m-{context}-{text}"), "role": "ROLE_USER", "contextId": context,
+        "parts": [{"text": text}],
+    }}});
+    let answer = http(
+        up.addr,
+        "POST",
+        "/a2a/",
+        &[
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    (answer.status, answer.body)
+}
+
+/// The ErrorInfo of a refusal at the door.
+fn error_info(body: &Value) -> &Value {
+    &body["error"]["data"][0]
+}
+
+#[test]
+fn peers_are_routed_by_bindings_and_admitted_by_the_inbound_policy() {
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: research\n      runtime: {{kind: acp, command: [node, \"{0}\"]}}\n    - id: writer\n      runtime: {{kind: acp, command: [node, \"{0}\"]}}\n",
+        common::sdk_echo_agent().display()
+    );
+    let bindings = "bindings:\n  - agentId: research\n    match: {channel: a2a, peer: {kind: direct, id: partner}}\n  - agentId: main\n    match: {channel: a2a, peer: {kind: direct, id: vendor}}\n  - agentId: writer\n    match: {channel: a2a}\n";
+    let up = Up::start_config(&agents, ROUTED_CHANNELS, bindings, |c| {
+        c.env("PARTNER_TOKEN", TOKEN)
+            .env("VENDOR_TOKEN", VENDOR_TOKEN)
+            .env("STRANGER_TOKEN", STRANGER_TOKEN);
+    });
+    up.wait_for("the echo agents ready", |doc| {
+        ["research", "writer"]
+            .iter()
+            .all(|id| Up::runtime(doc, id).is_some_and(|r| r["status"] == "ready"))
+    });
+    let root = format!("http://{}/", up.addr);
+
+    // The hub's card: its endpoint routes; its skills are the exposed agents.
+    let card = one(&["card", &root, TOKEN]);
+    assert_eq!(card["name"], "deepcli hub", "{card:#}");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        format!("http://{}/a2a/", up.addr)
+    );
+    let skills: Vec<&str> = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(skills, ["research", "writer"]);
+
+    // `partner` is bound to `research`: the SDK, given the hub's URL, reaches it.
+    let task = one(&["send", &root, TOKEN, "hello", "p1"]);
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task:#}");
+    assert!(!transcript(&up.state, "agent:research:a2a:partner:p1").is_empty());
+    // The routed endpoint finds the peer's task again.
+    let got = one(&["get", &root, TOKEN, task["id"].as_str().unwrap()]);
+    assert_eq!(got["id"], task["id"], "{got:#}");
+
+    // `vendor` is bound to `main`, which is not exposed: refused, saying which binding.
+    let (status, body) = routed_send(&up, VENDOR_TOKEN, "hi", "v1");
+    assert_eq!(status, 403, "{body:#}");
+    assert_eq!(error_info(&body)["reason"], "PERMISSION_DENIED");
+    assert_eq!(error_info(&body)["metadata"]["agent"], "main", "{body:#}");
+    assert_eq!(error_info(&body)["metadata"]["matchedBy"], "binding.peer");
+    // Its own endpoints stay open to it.
+    let task = one(&["send", &base(&up, "writer"), VENDOR_TOKEN, "direct", "v2"]);
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task:#}");
+
+    // `stranger` is not in `allowFrom`: refused by the policy at both endpoints, naming the
+    // setting and its line.
+    for path in ["/a2a/", "/a2a/writer/"] {
+        let auth = format!("Bearer {STRANGER_TOKEN}");
+        let answer = http(
+            up.addr,
+            "POST",
+            path,
+            &[
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+            ],
+            br#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#,
+        );
+        assert_eq!(answer.status, 403, "{path}: {:#}", answer.body);
+        let info = error_info(&answer.body);
+        assert_eq!(info["metadata"]["gate"], "dm-not-allowed", "{info:#}");
+        assert_eq!(
+            info["metadata"]["rule"],
+            "channels.a2a.allowFrom (channels.yaml:4)"
+        );
+    }
+    let sdk = fails(&["send", &root, STRANGER_TOKEN, "hi"]);
+    assert!(
+        sdk["error"].as_str().unwrap().contains("inbound policy"),
+        "{sdk:#}"
+    );
+
+    // Pairing: the stranger is given a code; the operator approves it; the stranger speaks,
+    // routed by the channel-wide binding to `writer`.
+    up.write_by_rename(
+        "channels.yaml",
+        &ROUTED_CHANNELS.replace("dmPolicy: allowlist", "dmPolicy: pairing"),
+    );
+    let code = std::cell::RefCell::new(None);
+    common::wait_until("the stranger is given a pairing code", || {
+        let (status, body) = routed_send(&up, STRANGER_TOKEN, "hi", "s1");
+        let info = error_info(&body);
+        if status == 403 && info["metadata"]["gate"] == "pairing-required" {
+            *code.borrow_mut() = info["metadata"]["pairingCode"].as_str().map(str::to_string);
+            return true;
+        }
+        false
+    });
+    let code = code
+        .into_inner()
+        .expect("a pairing code on the first refusal");
+    let out = Command::new(common::bin())
+        .args([
+            "--config",
+            up.config.to_str().unwrap(),
+            "--state-dir",
+            up.state.to_str().unwrap(),
+            "pairing",
+            "approve",
+            "a2a",
+            &code,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let task = one(&["send", &root, STRANGER_TOKEN, "paired", "s2"]);
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task:#}");
+    assert!(!transcript(&up.state, "agent:writer:a2a:stranger:s2").is_empty());
+
+    // Nothing refused reached a runtime, and the refusals are counted.
+    assert!(transcript(&up.state, "agent:writer:a2a:stranger:s1").is_empty());
+    let status = up.status().unwrap();
+    assert!(
+        status["a2a"]["refused"]["gated"].as_u64().unwrap() >= 4,
+        "{status:#}"
     );
 }

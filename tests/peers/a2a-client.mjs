@@ -177,6 +177,20 @@ try {
       out({ n: overheadUs.length, overheadUs });
       break;
     }
+    case "bench-get": {
+      // N GetTask calls of one finished task: the round trip of the SDK client, HTTP and the
+      // hub's door and task read, with no agent and no Hub run.
+      const task = sdk.Task.toJSON(await client.sendMessage({ message: message("bench-reply", "") }));
+      const us = [];
+      for (let i = 0; i < Number(args[0]); i++) {
+        const t0 = process.hrtime.bigint();
+        await client.getTask({ id: task.id, historyLength: 0 });
+        us.push(Number((process.hrtime.bigint() - t0) / 1000n));
+      }
+      us.sort((a, b) => a - b);
+      out({ n: us.length, us });
+      break;
+    }
     default:
       throw new Error(`unknown command ${command}`);
   }
