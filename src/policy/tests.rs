@@ -459,9 +459,9 @@ fn channel_mention_patterns_win_over_the_agents_and_the_derived_one() {
 
 #[test]
 fn a2a_senders_are_admitted_by_their_token_and_cli_only_by_what_it_sets() {
-    let channels = "channels:\n  defaults: {dmPolicy: disabled, groupPolicy: disabled}\n  cli:\n    accounts:\n      default: {}\n      strict: {dmPolicy: allowlist, allowFrom: [\"me\"]}\n  a2a:\n    accounts:\n      default: {dmPolicy: open, allowFrom: [\"*\"]}\n";
+    let channels = "channels:\n  defaults: {dmPolicy: disabled, groupPolicy: disabled}\n  cli:\n    accounts:\n      default: {}\n      strict: {dmPolicy: allowlist, allowFrom: [\"me\"]}\na2a:\n  expose: []\n";
     let p = plan(channels, AGENTS);
-    let verdict = |channel: &str, account: &str, message: &Message<'_>| {
+    let verdict = |p: &PolicyPlan, channel: &str, account: &str, message: &Message<'_>| {
         let policy = p.account(channel, account).unwrap();
         decide(
             &policy.view(Some("g"), None),
@@ -470,28 +470,43 @@ fn a2a_senders_are_admitted_by_their_token_and_cli_only_by_what_it_sets() {
             false,
         )
     };
-    assert_eq!(verdict("a2a", "default", &dm("peer")), Verdict::Deliver);
-    // channels.defaults does not reach the operator's own channel…
-    assert_eq!(verdict("cli", "default", &dm("anyone")), Verdict::Deliver);
+    // A2A peers: the token is the admission; channels.defaults does not reach them.
     assert_eq!(
-        verdict("cli", "default", &in_group("anyone", "hi")),
+        verdict(&p, "a2a", "default", &dm("peer")),
+        Verdict::Deliver,
+        "a2a's built-in default is open"
+    );
+    // channels.defaults does not reach the operator's own channel…
+    assert_eq!(
+        verdict(&p, "cli", "default", &dm("anyone")),
+        Verdict::Deliver
+    );
+    assert_eq!(
+        verdict(&p, "cli", "default", &in_group("anyone", "hi")),
         Verdict::Deliver
     );
     // …what the cli channel sets itself does.
     assert_eq!(
-        said(&verdict("cli", "strict", &dm("anyone"))).0,
+        said(&verdict(&p, "cli", "strict", &dm("anyone"))).0,
         "dm-not-allowed"
     );
-    let a2a = "channels:\n  a2a:\n    accounts:\n      default: {}\n";
+    // `channels.a2a` is the A2A peers' level: its dmPolicy and allowFrom decide.
+    let a2a = "channels:\n  a2a:\n    dmPolicy: allowlist\n    allowFrom: [partner]\na2a:\n  expose: []\n";
     let p = plan(a2a, AGENTS);
-    let policy = p.account("a2a", "default").unwrap();
-    let v = decide(
-        &policy.view(None, None),
-        AgentPatterns::default(),
-        &dm("peer"),
-        false,
+    assert_eq!(
+        verdict(&p, "a2a", "default", &dm("partner")),
+        Verdict::Deliver
     );
-    assert_eq!(v, Verdict::Deliver, "a2a's built-in default is open");
+    assert_eq!(
+        said(&verdict(&p, "a2a", "default", &dm("stranger"))),
+        (
+            "dm-not-allowed",
+            "channels.a2a.allowFrom (channels.yaml:4)".to_string()
+        )
+    );
+    // Without an `a2a:` block nothing serves A2A, and nothing is compiled for it.
+    let p = plan("channels:\n  a2a:\n    dmPolicy: disabled\n", AGENTS);
+    assert!(p.account("a2a", "default").is_none());
 }
 
 #[test]

@@ -870,3 +870,51 @@ fn peers_are_routed_by_bindings_and_admitted_by_the_inbound_policy() {
         "{status:#}"
     );
 }
+
+#[test]
+fn a_remote_a2a_agents_turns_count_against_its_budget() {
+    let remote = RemoteAgent::start(&[("A2A_REMOTE_TOKEN", "remote-secret-token")]);
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: remote\n      runtime: {{kind: a2a, url: \"{}\", token: {{source: env, id: REMOTE_TOKEN}}}}\n      budgets: {{turnsPerHour: 1}}\n",
+        remote.url()
+    );
+    let up = Up::start_config(&agents, "", "bindings: []\n", |c| {
+        c.env("REMOTE_TOKEN", "remote-secret-token");
+    });
+    up.wait_for("the remote ready", |doc| {
+        Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "ready")
+    });
+    let first = sessions(&up, &["send", "agent:remote:main", "hello"]);
+    assert_eq!(
+        first["reply"], "remote: hello (context turn 1)",
+        "{first:#}"
+    );
+    // The hour's one turn is spent: the second is refused before it reaches the remote.
+    let second = sessions(&up, &["send", "agent:remote:main", "again"]);
+    assert_eq!(second["status"], "error", "{second:#}");
+    assert!(
+        second["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("over its budget turnsPerHour: 1 of 1"),
+        "{second:#}"
+    );
+    // With room in the budget again, the next message is the remote's second turn in the
+    // context: the refused one never reached it.
+    up.write_by_rename(
+        "agents.yaml",
+        &agents.replace("turnsPerHour: 1", "turnsPerHour: 5"),
+    );
+    let third = std::cell::RefCell::new(Value::Null);
+    common::wait_until("the larger budget in force", || {
+        let said = sessions(&up, &["send", "agent:remote:main", "third"]);
+        let ok = said["status"] != "error";
+        *third.borrow_mut() = said;
+        ok
+    });
+    let third = third.into_inner();
+    assert_eq!(
+        third["reply"], "remote: third (context turn 2)",
+        "{third:#}"
+    );
+}
