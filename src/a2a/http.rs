@@ -423,15 +423,26 @@ async fn send(
 ) -> Result<Value, RpcError> {
     let incoming = super::incoming(params)?;
     let immediately = incoming.return_immediately;
-    let (task, run) = a2a.send(caller, incoming).await?;
-    if !immediately {
-        a2a.hub
-            .a2a_wait(&run, super::BLOCKING_WAIT)
-            .await
-            .map_err(RpcError::internal)?;
+    let (mut task, run) = a2a.send(caller, incoming).await?;
+    if immediately {
+        a2a.watch(task.task_id.clone(), run);
+        let (task, runs) = a2a.load(caller, &task.task_id).await?;
+        return Ok(wire.send_result(wire.task(&task, &runs, None, true)));
     }
-    let (task, runs) = a2a.load(caller, &task.task_id).await?;
-    a2a.note_state(&task, &runs).await;
+    let ended = a2a
+        .hub
+        .a2a_wait(&run, super::BLOCKING_WAIT)
+        .await
+        .map_err(RpcError::internal)?;
+    if !ended.state.is_final() {
+        a2a.watch(task.task_id.clone(), run);
+    }
+    // A new task's one run is the one waited for: nothing to read again.
+    let runs = match task.runs.as_slice() {
+        [(only, _)] if *only == ended.run_id => vec![ended],
+        _ => a2a.runs(&task).await?,
+    };
+    task.state = a2a.note_state(&task, &runs).await.to_string();
     Ok(wire.send_result(wire.task(&task, &runs, None, true)))
 }
 
@@ -443,6 +454,7 @@ async fn stream_send(
 ) -> Result<(String, String), RpcError> {
     let incoming = super::incoming(params)?;
     let (task, run) = a2a.send(caller, incoming).await?;
+    a2a.watch(task.task_id.clone(), run.clone());
     Ok((task.task_id, run))
 }
 

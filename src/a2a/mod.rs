@@ -386,7 +386,7 @@ impl A2a {
             .map_err(RpcError::internal)
     }
 
-    async fn runs(&self, task: &TaskRecord) -> Result<Vec<RunRecord>, RpcError> {
+    pub async fn runs(&self, task: &TaskRecord) -> Result<Vec<RunRecord>, RpcError> {
         let ids: Vec<String> = task.runs.iter().map(|(r, _)| r.clone()).collect();
         let hub = self.hub.clone();
         tokio::task::spawn_blocking(move || {
@@ -420,7 +420,7 @@ impl A2a {
     }
 
     /// Records the state a task is seen in now (ListTasks filters and orders on it).
-    async fn note_state(&self, task: &TaskRecord, runs: &[RunRecord]) -> &'static str {
+    pub async fn note_state(&self, task: &TaskRecord, runs: &[RunRecord]) -> &'static str {
         let (now, _) = wire::task_state(&task.state, runs.last());
         if now != task.state {
             let id = task.task_id.clone();
@@ -430,7 +430,9 @@ impl A2a {
     }
 
     /// SendMessage: a new task, or the next message of one waiting for input. Returns the
-    /// task and its last run's id once the message is in the session's queue.
+    /// task and its last run's id once the message is in the session's queue; the caller
+    /// keeps the task's stored state true ([`A2a::watch`], or [`A2a::note_state`] once the run
+    /// ended).
     pub async fn send(
         &self,
         caller: &Caller,
@@ -465,18 +467,21 @@ impl A2a {
             }
             let run = self
                 .hub
-                .a2a_send(
+                .a2a_run(
                     &caller.peer,
                     &task.agent_id,
                     &task.session_key,
                     incoming.text,
                 )
-                .await
                 .map_err(RpcError::internal)?;
-            let (id, r, m) = (task.task_id.clone(), run.clone(), incoming.message_id);
+            let (id, r, m) = (
+                task.task_id.clone(),
+                run.run_id.clone(),
+                incoming.message_id,
+            );
             self.db(move |s| s.add_run(&id, &r, &m, state::SUBMITTED))
                 .await?;
-            self.watch(task.task_id.clone(), run.clone());
+            let run = self.launch(&task.task_id, run).await?;
             let (task, _) = self.load(caller, task_id).await?;
             return Ok((task, run));
         }
@@ -490,8 +495,7 @@ impl A2a {
         let session_key = format!("agent:{}:a2a:{}:{}", caller.agent, caller.peer, context_id);
         let run = self
             .hub
-            .a2a_send(&caller.peer, &caller.agent, &session_key, incoming.text)
-            .await
+            .a2a_run(&caller.peer, &caller.agent, &session_key, incoming.text)
             .map_err(RpcError::internal)?;
         let task = TaskRecord {
             task_id: uuid::Uuid::new_v4().to_string(),
@@ -502,19 +506,33 @@ impl A2a {
             state: state::SUBMITTED.to_string(),
             created_at: crate::clock::now(),
             updated_us: 0,
-            runs: vec![(run.clone(), incoming.message_id)],
+            runs: vec![(run.run_id.clone(), incoming.message_id)],
         };
         {
             let task = task.clone();
             self.db(move |s| s.insert(&task)).await?;
         }
+        let run = self.launch(&task.task_id, run).await?;
         self.metrics.tasks.fetch_add(1, Relaxed);
-        self.watch(task.task_id.clone(), run.clone());
         Ok((task, run))
     }
 
-    /// Keeps the task's stored state true when its run ends, whoever is listening.
-    fn watch(&self, task_id: String, run_id: String) {
+    /// Starts the run a task's row already names. A run the Hub did not take leaves the task
+    /// failed, with the reason: the task is on record, its message reached nobody.
+    async fn launch(&self, task_id: &str, run: RunRecord) -> Result<String, RpcError> {
+        match self.hub.a2a_launch(run).await {
+            Ok(run) => Ok(run),
+            Err(e) => {
+                let id = task_id.to_string();
+                let _ = self.db(move |s| s.set_state(&id, state::FAILED)).await;
+                Err(RpcError::internal(e))
+            }
+        }
+    }
+
+    /// Keeps the task's stored state true when its run ends, whoever is listening. (A blocking
+    /// send whose run ended while it waited records the state itself.)
+    pub fn watch(&self, task_id: String, run_id: String) {
         let hub = self.hub.clone();
         let store = self.store.clone();
         tokio::spawn(async move {

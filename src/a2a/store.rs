@@ -79,25 +79,26 @@ impl A2aStore {
         self.db.with(|c| {
             let tx = c.transaction()?;
             let now = now_us();
-            tx.execute(
-                &format!("INSERT INTO a2a_tasks ({TASK_COLUMNS}, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?7)"),
-                params![
-                    task.task_id,
-                    task.peer,
-                    task.agent_id,
-                    task.context_id,
-                    task.session_key,
-                    task.state,
-                    task.created_at,
-                    now
-                ],
+            tx.prepare_cached(&format!(
+                "INSERT INTO a2a_tasks ({TASK_COLUMNS}, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?7)"
+            ))?
+            .execute(params![
+                task.task_id,
+                task.peer,
+                task.agent_id,
+                task.context_id,
+                task.session_key,
+                task.state,
+                task.created_at,
+                now
+            ])?;
+            let mut run = tx.prepare_cached(
+                "INSERT INTO a2a_task_runs (task_id, seq, run_id, message_id) VALUES (?1, ?2, ?3, ?4)",
             )?;
             for (seq, (run_id, message_id)) in task.runs.iter().enumerate() {
-                tx.execute(
-                    "INSERT INTO a2a_task_runs (task_id, seq, run_id, message_id) VALUES (?1, ?2, ?3, ?4)",
-                    params![task.task_id, seq as i64, run_id, message_id],
-                )?;
+                run.execute(params![task.task_id, seq as i64, run_id, message_id])?;
             }
+            drop(run);
             tx.commit()
         })
     }
@@ -128,11 +129,11 @@ impl A2aStore {
     /// Records the state a task was seen in, when it changed.
     pub fn set_state(&self, task_id: &str, state: &str) -> Result<(), StateError> {
         self.db.with(|c| {
-            c.execute(
+            c.prepare_cached(
                 "UPDATE a2a_tasks SET state = ?2, updated_at = ?3, updated_us = ?4 \
                  WHERE task_id = ?1 AND state <> ?2",
-                params![task_id, state, crate::clock::now(), now_us()],
-            )
+            )?
+            .execute(params![task_id, state, crate::clock::now(), now_us()])
             .map(drop)
         })
     }
@@ -141,13 +142,10 @@ impl A2aStore {
     pub fn task(&self, peer: &str, task_id: &str) -> Result<Option<TaskRecord>, StateError> {
         self.db.with(|c| {
             let task = c
-                .query_row(
-                    &format!(
-                        "SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE task_id = ?1 AND peer = ?2"
-                    ),
-                    [task_id, peer],
-                    task_row,
-                )
+                .prepare_cached(&format!(
+                    "SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE task_id = ?1 AND peer = ?2"
+                ))?
+                .query_row([task_id, peer], task_row)
                 .optional()?;
             let Some(mut task) = task else {
                 return Ok(None);

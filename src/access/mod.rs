@@ -816,6 +816,13 @@ impl Access {
         text: &str,
         options: &route::SessionOptions,
     ) -> Result<(String, String, Vec<String>), AccessError> {
+        // The session this runtime instance already serves the key with (the common case: a
+        // conversation's next turn) needs no read of the state database.
+        if !options.oneshot
+            && let Some(id) = handle.serving(session_key)
+        {
+            return Ok((id, text.to_string(), Vec::new()));
+        }
         let known = if options.oneshot {
             None
         } else {

@@ -269,54 +269,54 @@ impl AccessStore {
         self.with(|c| {
             let tx = c.transaction()?;
             if let Some(t) = counted {
-                tx.execute(
+                tx.prepare_cached(
                     "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, run_id, tokens, cost_micros)
                      VALUES (?1, 'turn', ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![
-                        t.agent_id,
-                        t.at_ms,
-                        now,
-                        session_key,
-                        t.run_id,
-                        t.usage.tokens.map(|n| n as i64),
-                        t.usage.cost_micros.map(|n| n as i64)
-                    ],
-                )?;
+                )?
+                .execute(params![
+                    t.agent_id,
+                    t.at_ms,
+                    now,
+                    session_key,
+                    t.run_id,
+                    t.usage.tokens.map(|n| n as i64),
+                    t.usage.cost_micros.map(|n| n as i64)
+                ])?;
             }
             for t in turns {
-                tx.execute(
+                tx.prepare_cached(
                     "INSERT INTO transcript (session_key, provenance, message_id, sender, text, route, at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![
-                        session_key,
-                        t.provenance,
-                        t.message_id,
-                        t.sender.as_ref().map(|s| s.to_string()),
-                        t.text,
-                        t.route.as_ref().map(|r| r.to_string()),
-                        now
-                    ],
-                )?;
+                )?
+                .execute(params![
+                    session_key,
+                    t.provenance,
+                    t.message_id,
+                    t.sender.as_ref().map(|s| s.to_string()),
+                    t.text,
+                    t.route.as_ref().map(|r| r.to_string()),
+                    now
+                ])?;
             }
             if let Some((key, response)) = delivery {
                 // The agent's last external route: where its heartbeat replies go.
                 if let Some(agent) = agent_of(session_key) {
-                    tx.execute(
+                    tx.prepare_cached(
                         "INSERT INTO agent_routes (agent_id, session_key, channel, account_id, peer_kind, peer_id, thread_id, at)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                          ON CONFLICT (agent_id) DO UPDATE SET session_key = ?2, channel = ?3, account_id = ?4,
                              peer_kind = ?5, peer_id = ?6, thread_id = ?7, at = ?8",
-                        params![
-                            agent,
-                            session_key,
-                            key.channel,
-                            key.account_id,
-                            key.peer_kind,
-                            key.peer_id,
-                            key.thread_id,
-                            now
-                        ],
-                    )?;
+                    )?
+                    .execute(params![
+                        agent,
+                        session_key,
+                        key.channel,
+                        key.account_id,
+                        key.peer_kind,
+                        key.peer_id,
+                        key.thread_id,
+                        now
+                    ])?;
                 }
                 insert_delivery(&tx, key, session_key, response, &now)?;
             }
@@ -539,20 +539,20 @@ fn insert_delivery(
     response: &str,
     at: &str,
 ) -> rusqlite::Result<()> {
-    c.execute(
+    c.prepare_cached(
         "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![
-            key.channel,
-            key.account_id,
-            key.peer_kind,
-            key.peer_id,
-            key.thread_id,
-            key.message_id,
-            session_key,
-            response,
-            at
-        ],
-    )?;
+    )?
+    .execute(params![
+        key.channel,
+        key.account_id,
+        key.peer_kind,
+        key.peer_id,
+        key.thread_id,
+        key.message_id,
+        session_key,
+        response,
+        at
+    ])?;
     Ok(())
 }

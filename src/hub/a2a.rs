@@ -32,28 +32,34 @@ pub(super) fn framed(run: &RunRecord) -> String {
 }
 
 impl Hub {
-    /// Starts a run carrying A2A peer `peer`'s `message` into `session_key` of `agent`;
-    /// returns its run id once the message holds its place in the session's FIFO.
-    pub async fn a2a_send(
-        self: &Arc<Self>,
+    /// The run that would carry A2A peer `peer`'s `message` into `session_key` of `agent`:
+    /// its id is known before [`Hub::a2a_launch`] starts it, so the task that holds it is on
+    /// record first (and its write does not contend with the run's own).
+    pub fn a2a_run(
+        &self,
         peer: &str,
         agent: &str,
         session_key: &str,
         message: String,
-    ) -> Result<String, CallError> {
+    ) -> Result<RunRecord, CallError> {
         if !self.policy().agents.contains_key(agent) {
             return Err(CallError::BadArguments(format!(
                 "there is no agent `{agent}` in the config in force"
             )));
         }
-        let run = RunRecord::new(
+        Ok(RunRecord::new(
             RunKind::Send,
             SOURCE_TOOL,
             (None, Some(requester(peer))),
             agent,
             session_key,
             message,
-        );
+        ))
+    }
+
+    /// Starts run `run` (from [`Hub::a2a_run`]); returns once its message holds its place in
+    /// the session's FIFO.
+    pub async fn a2a_launch(self: &Arc<Self>, run: RunRecord) -> Result<String, CallError> {
         self.launch(run, None).await
     }
 

@@ -347,11 +347,10 @@ impl HubStore {
     pub fn insert_run(&self, run: &RunRecord) -> Result<(), StateError> {
         self.with(|c| {
             let tx = c.transaction()?;
-            tx.execute(
-                &format!(
-                    "INSERT INTO hub_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
-                ),
-                params![
+            tx.prepare_cached(&format!(
+                "INSERT INTO hub_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+            ))?
+            .execute(params![
                     run.run_id,
                     run.kind,
                     run.source_tool,
@@ -371,12 +370,11 @@ impl HubStore {
                     run.started_at,
                     run.finished_at,
                     run.updated_at
-                ],
-            )?;
-            tx.execute(
+                ])?;
+            tx.prepare_cached(
                 "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, ?3, ?4)",
-                params![run.run_id, run.created_at, run.state, "accepted by the Hub"],
-            )?;
+            )?
+            .execute(params![run.run_id, run.created_at, run.state, "accepted by the Hub"])?;
             tx.commit()
         })
     }
@@ -393,11 +391,8 @@ impl HubStore {
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let current: Option<RunState> = tx
-                .query_row(
-                    "SELECT state FROM hub_runs WHERE run_id = ?1",
-                    [run_id],
-                    |r| r.get(0),
-                )
+                .prepare_cached("SELECT state FROM hub_runs WHERE run_id = ?1")?
+                .query_row([run_id], |r| r.get(0))
                 .optional()?;
             let Some(current) = current else {
                 return Ok(Moved::Missing);
@@ -416,26 +411,26 @@ impl HubStore {
                 return Ok(Moved::Refused(current));
             }
             let started = next == RunState::Running;
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE hub_runs SET state = ?2, updated_at = ?3,
                      reply = coalesce(?4, reply), error = coalesce(?5, error),
                      started_at = CASE WHEN ?6 AND started_at IS NULL THEN ?3 ELSE started_at END,
                      finished_at = CASE WHEN ?7 THEN ?3 ELSE finished_at END
                  WHERE run_id = ?1",
-                params![
-                    run_id,
-                    next,
-                    now,
-                    outcome.reply,
-                    outcome.error,
-                    started,
-                    next.is_final()
-                ],
-            )?;
-            tx.execute(
+            )?
+            .execute(params![
+                run_id,
+                next,
+                now,
+                outcome.reply,
+                outcome.error,
+                started,
+                next.is_final()
+            ])?;
+            tx.prepare_cached(
                 "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, ?3, ?4)",
-                params![run_id, now, next, outcome.note],
-            )?;
+            )?
+            .execute(params![run_id, now, next, outcome.note])?;
             tx.commit()?;
             Ok(Moved::From(current))
         })
@@ -455,11 +450,10 @@ impl HubStore {
 
     pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StateError> {
         self.with(|c| {
-            c.query_row(
-                &format!("SELECT {RUN_COLUMNS} FROM hub_runs WHERE run_id = ?1"),
-                [run_id],
-                run_row,
-            )
+            c.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM hub_runs WHERE run_id = ?1"
+            ))?
+            .query_row([run_id], run_row)
             .optional()
         })
     }

@@ -182,6 +182,18 @@ impl AcpHandle {
         self.open.lock().ok()?.get(id).cloned()
     }
 
+    /// The runtime session that serves `session_key` in this instance, when exactly one does:
+    /// what the state database would say, without asking it.
+    pub fn serving(&self, session_key: &str) -> Option<String> {
+        let open = self.open.lock().ok()?;
+        let mut ids = open
+            .iter()
+            .filter(|(_, key)| *key == session_key)
+            .map(|(id, _)| id);
+        let id = ids.next()?.clone();
+        ids.next().is_none().then_some(id)
+    }
+
     /// Marks runtime session `id` as serving `session_key` in this instance; false when it
     /// already serves another session key (a runtime session is never shared).
     pub fn claim(&self, id: &str, session_key: &str) -> bool {
