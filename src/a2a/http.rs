@@ -273,6 +273,7 @@ async fn routed_rpc(State(a2a): State<Arc<A2a>>, request: Request) -> Response {
 }
 
 async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Response {
+    let begun = std::time::Instant::now();
     let caller = match a2a.admit(endpoint, bearer(request.headers())).await {
         Ok(c) => c,
         Err(r) => return refused(r),
@@ -379,8 +380,14 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
             .map(str::to_string)
             .ok_or_else(|| RpcError::invalid_params("`id` (the task id) is required"))
     };
+    let mut agent_time = None;
     let result = match op {
-        Op::Send => send(&a2a, &caller, wire, &params).await,
+        Op::Send => send(&a2a, &caller, wire, &params)
+            .await
+            .map(|(result, runtime)| {
+                agent_time = runtime;
+                result
+            }),
         Op::Get => match (task_id(), super::history_length(&params)) {
             (Ok(t), Ok(h)) => a2a.get(&caller, wire, &t, h).await,
             (Err(e), _) | (_, Err(e)) => Err(e),
@@ -399,10 +406,25 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
             Err(e) => Err(e),
         },
     };
-    json_rpc(match result {
+    let mut response = json_rpc(match result {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
         Err(e) => rpc_error(&id, &e),
-    })
+    });
+    // A blocking send that completed: the hub's own share of it (W3C Server-Timing), and the
+    // agent's turn beside it.
+    if let Some(agent) = agent_time {
+        let hub = begun.elapsed().saturating_sub(agent);
+        a2a.metrics.send_overhead.add(hub.as_micros() as u64);
+        let timing = format!(
+            "hub;dur={:.3}, agent;dur={:.3}",
+            hub.as_secs_f64() * 1e3,
+            agent.as_secs_f64() * 1e3
+        );
+        if let Ok(v) = HeaderValue::from_str(&timing) {
+            response.headers_mut().insert("server-timing", v);
+        }
+    }
+    response
 }
 
 #[derive(Clone, Copy)]
@@ -415,25 +437,28 @@ enum Op {
     Subscribe,
 }
 
+/// SendMessage; with the agent runtime's time for the turn when the task completed while the
+/// request waited.
 async fn send(
     a2a: &Arc<A2a>,
     caller: &Caller,
     wire: Wire,
     params: &Value,
-) -> Result<Value, RpcError> {
+) -> Result<(Value, Option<std::time::Duration>), RpcError> {
     let incoming = super::incoming(params)?;
     let immediately = incoming.return_immediately;
     let (mut task, run) = a2a.send(caller, incoming).await?;
     if immediately {
         a2a.watch(task.task_id.clone(), run);
         let (task, runs) = a2a.load(caller, &task.task_id).await?;
-        return Ok(wire.send_result(wire.task(&task, &runs, None, true)));
+        return Ok((wire.send_result(wire.task(&task, &runs, None, true)), None));
     }
-    let ended = a2a
+    let (ended, runtime) = a2a
         .hub
-        .a2a_wait(&run, super::BLOCKING_WAIT)
+        .a2a_wait_timed(&run, super::BLOCKING_WAIT)
         .await
         .map_err(RpcError::internal)?;
+    let runtime = runtime.filter(|_| ended.state == RunState::Completed);
     if !ended.state.is_final() {
         a2a.watch(task.task_id.clone(), run);
     }
@@ -443,7 +468,10 @@ async fn send(
         _ => a2a.runs(&task).await?,
     };
     task.state = a2a.note_state(&task, &runs).await.to_string();
-    Ok(wire.send_result(wire.task(&task, &runs, None, true)))
+    Ok((
+        wire.send_result(wire.task(&task, &runs, None, true)),
+        runtime,
+    ))
 }
 
 async fn stream_send(

@@ -195,6 +195,9 @@ pub struct A2aMetrics {
     /// Refused by the inbound policy (`channels.a2a`).
     pub gated: AtomicU64,
     pub tasks: AtomicU64,
+    /// The hub's own time in blocking sends that completed: the request's time in the
+    /// controller minus the agent runtime's turn.
+    pub send_overhead: crate::hub::OverheadSamples,
 }
 
 struct Bucket {
@@ -277,6 +280,7 @@ impl A2a {
             })).collect::<Vec<_>>(),
             "requests": self.metrics.requests.load(Relaxed),
             "tasks": self.metrics.tasks.load(Relaxed),
+            "sendOverhead": self.metrics.send_overhead.summary(),
             "refused": {
                 "unauthenticated": self.metrics.unauthenticated.load(Relaxed),
                 "forbidden": self.metrics.forbidden.load(Relaxed),

@@ -68,6 +68,21 @@ impl Hub {
         self.wait_run(run_id, timeout).await
     }
 
+    /// [`Hub::a2a_wait`], with the target runtime's time for the run's turn when it answered.
+    pub async fn a2a_wait_timed(
+        &self,
+        run_id: &str,
+        timeout: Duration,
+    ) -> Result<(RunRecord, Option<Duration>), CallError> {
+        let live = self.live_run(run_id);
+        let run = self.wait_run(run_id, timeout).await?;
+        let runtime = live
+            .map(|l| l.runtime_us.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|us| *us > 0)
+            .map(Duration::from_micros);
+        Ok((run, runtime))
+    }
+
     /// Cancels run `run_id` as `subagents cancel` does: `cancelled` when withdrawn or
     /// confirmed by the runtime, `uncertain` when the runtime did not confirm.
     pub async fn a2a_cancel(self: &Arc<Self>, run_id: &str) -> Result<RunRecord, CallError> {

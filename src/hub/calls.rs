@@ -457,7 +457,9 @@ impl Hub {
         {
             let runtime = live.runtime_us.load(Relaxed);
             let total = begun.elapsed().as_micros() as u64;
-            self.metrics.send_overhead(total.saturating_sub(runtime));
+            self.metrics
+                .send_overhead
+                .add(total.saturating_sub(runtime));
         }
         Ok(send_result(&record, &key))
     }

@@ -93,17 +93,22 @@ pub struct HubMetrics {
     pub run_millis: AtomicU64,
     /// Token checks that failed (unknown, revoked or malformed tokens).
     pub bad_tokens: AtomicU64,
-    /// The Hub's own time in the last waited-for sends, in µs: the call's time at the Hub
-    /// minus the target runtime's (newest last, at most [`OVERHEAD_SAMPLES`]).
-    pub send_overhead_us: Mutex<std::collections::VecDeque<u64>>,
+    /// The Hub's own time in the last waited-for sends: the call's time at the Hub minus the
+    /// target runtime's.
+    pub send_overhead: OverheadSamples,
 }
 
 /// How many send overheads `/v1/status` summarizes.
 pub const OVERHEAD_SAMPLES: usize = 4096;
 
-impl HubMetrics {
-    pub(crate) fn send_overhead(&self, micros: u64) {
-        if let Ok(mut samples) = self.send_overhead_us.lock() {
+/// The last [`OVERHEAD_SAMPLES`] overheads of a kind of call, in µs, newest last: a call's time
+/// in the controller minus its target runtime's.
+#[derive(Default)]
+pub struct OverheadSamples(Mutex<std::collections::VecDeque<u64>>);
+
+impl OverheadSamples {
+    pub fn add(&self, micros: u64) {
+        if let Ok(mut samples) = self.0.lock() {
             if samples.len() >= OVERHEAD_SAMPLES {
                 samples.pop_front();
             }
@@ -111,10 +116,10 @@ impl HubMetrics {
         }
     }
 
-    /// `{samples, p50Us, p99Us, maxUs}` of the send overheads kept.
-    fn send_overhead_summary(&self) -> Value {
+    /// `{samples, p50Us, p99Us, maxUs}` of the overheads kept.
+    pub fn summary(&self) -> Value {
         let mut samples: Vec<u64> = self
-            .send_overhead_us
+            .0
             .lock()
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
@@ -394,7 +399,7 @@ impl Hub {
                 .map(|(run_id, why)| json!({"runId": run_id, "why": why}))
                 .collect::<Vec<_>>(),
             "denials": denials,
-            "sendOverhead": self.metrics.send_overhead_summary(),
+            "sendOverhead": self.metrics.send_overhead.summary(),
             "policy": {
                 "agentToAgent": {"enabled": p.a2a_enabled, "allow": p.a2a_allow},
                 "visibility": p.visibility.as_str(),

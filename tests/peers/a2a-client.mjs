@@ -24,7 +24,9 @@
 //                                 ms}
 //   bench N                       N blocking sends of `bench-reply` (the echo agent answers
 //                                 `bench:<µs its handler took>`), one after another, in one
-//                                 context: {n, overheadUs: [sorted round trip minus that µs]}
+//                                 context: {n, overheadUs: [sorted round trip minus that µs],
+//                                 hubUs: [sorted hub share from its Server-Timing header]}
+//   bench-get N                   N GetTask calls of one finished task: {n, us: [sorted]}
 // An error the SDK throws is printed as {"error": message, "kind": the SDK's error class} and
 // the exit code is 2.
 
@@ -39,10 +41,16 @@ const { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTr
   await import(pathToFileURL(require.resolve("@a2a-js/sdk/client")).href);
 
 const [command, base, token, ...args] = process.argv.slice(2);
-const authFetch = (input, init = {}) => {
+// The hub's own share of the last response, from its `Server-Timing: hub;dur=<ms>` header.
+let lastHubMs = null;
+const authFetch = async (input, init = {}) => {
   const headers = new Headers(init.headers ?? {});
   if (token && token !== "-") headers.set("Authorization", `Bearer ${token}`);
-  return fetch(input, { ...init, headers });
+  const response = await fetch(input, { ...init, headers });
+  const timing = response.headers.get("server-timing") ?? "";
+  const hub = /(?:^|,)\s*hub;dur=([0-9.]+)/.exec(timing);
+  lastHubMs = hub ? Number(hub[1]) : null;
+  return response;
 };
 const factory = new ClientFactory(
   ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
@@ -163,6 +171,7 @@ try {
     }
     case "bench": {
       const overheadUs = [];
+      const hubUs = [];
       const contextId = `bench-${randomUUID()}`;
       for (let i = 0; i < Number(args[0]); i++) {
         const t0 = process.hrtime.bigint();
@@ -172,9 +181,11 @@ try {
         const own = Number(reply.replace(/^echo: /, "").replace("bench:", ""));
         if (!reply.startsWith("bench:") || Number.isNaN(own)) throw new Error(`not a bench reply: ${reply}`);
         overheadUs.push(roundTrip - own);
+        if (lastHubMs !== null) hubUs.push(Math.round(lastHubMs * 1000));
       }
       overheadUs.sort((a, b) => a - b);
-      out({ n: overheadUs.length, overheadUs });
+      hubUs.sort((a, b) => a - b);
+      out({ n: overheadUs.length, overheadUs, hubUs });
       break;
     }
     case "bench-get": {
