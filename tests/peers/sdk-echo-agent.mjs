@@ -401,5 +401,9 @@ async function bench(sessionId, line) {
   return `bench-spawn: ${JSON.stringify({ n, refused, ms: Date.now() - t0 })}`;
 }
 
+// An agent lives as long as its client: stdin's end (the client closed it, or died) ends the
+// process, whatever else is still open in it.
+process.stdin.on("end", () => process.exit(0));
 const connection = app.connect(ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
 await connection.closed;
+process.exit(0);
