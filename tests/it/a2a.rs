@@ -840,19 +840,7 @@ fn peers_are_routed_by_bindings_and_admitted_by_the_inbound_policy() {
     let code = code
         .into_inner()
         .expect("a pairing code on the first refusal");
-    let out = Command::new(common::bin())
-        .args([
-            "--config",
-            up.config.to_str().unwrap(),
-            "--state-dir",
-            up.state.to_str().unwrap(),
-            "pairing",
-            "approve",
-            "a2a",
-            &code,
-        ])
-        .output()
-        .unwrap();
+    let out = up.deepcli(&["pairing", "approve", "a2a", &code]);
     assert!(
         out.status.success(),
         "{}",

@@ -74,18 +74,7 @@ fn rpc(up: &Up, method: &str, params: Value) -> Value {
 
 /// `deepcli <args>` on the controller's directories.
 fn deepcli(up: &Up, args: &[&str]) -> std::process::Output {
-    Command::new(bin())
-        .args([
-            "--config",
-            up.config.to_str().unwrap(),
-            "--state-dir",
-            up.state.to_str().unwrap(),
-        ])
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("DEEPCLI_OPERATOR_TOKEN")
-        .output()
-        .unwrap()
+    up.deepcli(args)
 }
 
 /// agents.yaml: `helper` (identity name Helper) runs the SDK echo agent.

@@ -335,6 +335,23 @@ impl Up {
             .find(|r| r["agentId"] == id)
     }
 
+    /// Runs `deepcli <args…>` on this controller's config and state directory (no colour, no
+    /// operator token from the environment).
+    pub fn deepcli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(bin())
+            .args([
+                "--config",
+                self.config.to_str().unwrap(),
+                "--state-dir",
+                self.state.to_str().unwrap(),
+            ])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("DEEPCLI_OPERATOR_TOKEN")
+            .output()
+            .unwrap()
+    }
+
     pub fn write_by_rename(&self, name: &str, text: &str) {
         let tmp = self.config.join(format!(".{name}.tmp"));
         std::fs::write(&tmp, text).unwrap();
