@@ -718,12 +718,17 @@ const STRANGER_TOKEN: &str = "stranger-token-0123456789";
 
 /// A raw SendMessage to the hub's routed endpoint `/a2a/` as the peer holding `token`.
 fn routed_send(up: &Up, token: &str, text: &str, context: &str) -> (u16, Value) {
+    let answer = routed_send_answer(up, token, text, context);
+    (answer.status, answer.body)
+}
+
+fn routed_send_answer(up: &Up, token: &str, text: &str, context: &str) -> common::Answer {
     let auth = format!("Bearer {token}");
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
         "messageId": format!("m-{context}-{text}"), "role": "ROLE_USER", "contextId": context,
         "parts": [{"text": text}],
     }}});
-    let answer = http(
+    http(
         up.addr,
         "POST",
         "/a2a/",
@@ -732,8 +737,7 @@ fn routed_send(up: &Up, token: &str, text: &str, context: &str) -> (u16, Value) 
             ("content-type", "application/json"),
         ],
         body.to_string().as_bytes(),
-    );
-    (answer.status, answer.body)
+    )
 }
 
 /// The ErrorInfo of a refusal at the door.
@@ -779,6 +783,14 @@ fn peers_are_routed_by_bindings_and_admitted_by_the_inbound_policy() {
     let task = one(&["send", &root, TOKEN, "hello", "p1"]);
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task:#}");
     assert!(!transcript(&up.state, "agent:research:a2a:partner:p1").is_empty());
+    // A blocking send that completed says the hub's own share and the agent's turn.
+    let answer = routed_send_answer(&up, TOKEN, "timed", "p1");
+    assert_eq!(answer.status, 200, "{:#}", answer.body);
+    let timing = answer.server_timing.unwrap_or_default();
+    assert!(
+        timing.starts_with("hub;dur=") && timing.contains(", agent;dur="),
+        "{timing:?}"
+    );
     // The routed endpoint finds the peer's task again.
     let got = one(&["get", &root, TOKEN, task["id"].as_str().unwrap()]);
     assert_eq!(got["id"], task["id"], "{got:#}");
@@ -855,6 +867,10 @@ fn peers_are_routed_by_bindings_and_admitted_by_the_inbound_policy() {
     let status = up.status().unwrap();
     assert!(
         status["a2a"]["refused"]["gated"].as_u64().unwrap() >= 4,
+        "{status:#}"
+    );
+    assert!(
+        status["a2a"]["sendOverhead"]["samples"].as_u64().unwrap() >= 4,
         "{status:#}"
     );
 }

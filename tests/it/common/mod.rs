@@ -491,6 +491,8 @@ pub struct Answer {
     pub status: u16,
     /// The `x-deepcli-plan-generation` header, when there is one.
     pub generation: Option<u64>,
+    /// The `server-timing` header, when there is one.
+    pub server_timing: Option<String>,
     /// JSON when it parses, else the text.
     pub body: Value,
 }
@@ -528,11 +530,16 @@ pub fn http(
         .headers()
         .get("x-deepcli-plan-generation")
         .and_then(|v| v.to_str().ok()?.parse().ok());
+    let server_timing = response
+        .headers()
+        .get("server-timing")
+        .and_then(|v| Some(v.to_str().ok()?.to_string()));
     let text = response.into_body().read_to_string().unwrap();
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
     Answer {
         status,
         generation,
+        server_timing,
         body,
     }
 }
