@@ -10,7 +10,7 @@
 //!   (SSE), and A2A 0.3's names `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`,
 //!   `tasks/resubscribe`.
 //!
-//! The door (bearer token → peer, route, exposed, allowed, inbound policy, rate) runs before the
+//! The door (bearer token → peer, inbound policy, route, exposed, allowed, rate) runs before the
 //! body is read.
 
 use std::convert::Infallible;

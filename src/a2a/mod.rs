@@ -290,9 +290,9 @@ impl A2a {
         })
     }
 
-    /// The door: the bearer token names the peer; the endpoint (or the peer's route) names the
-    /// agent, which must be exposed and in the peer's `allowAgents`; the inbound policy must
-    /// let the peer speak; and the peer must be within its rate. A refused request takes
+    /// The door: the bearer token names the peer; the inbound policy must let the peer speak;
+    /// the endpoint (or the peer's route) names the agent, which must be exposed and in the
+    /// peer's `allowAgents`; and the peer must be within its rate. A refused request takes
     /// nothing from the rate.
     pub async fn admit(
         &self,
@@ -305,6 +305,23 @@ impl A2a {
             self.metrics.unauthenticated.fetch_add(1, Relaxed);
             return Err(Refusal::Unauthenticated);
         };
+        // The policy first: a peer it shuts out learns nothing of agents or routes.
+        match self.access.a2a_gate(&peer.name).await {
+            Ok(None) => {}
+            Ok(Some(gated)) => {
+                self.metrics.gated.fetch_add(1, Relaxed);
+                return Err(Refusal::Gated(gated));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, peer = %peer.name, "a2a: cannot read the inbound policy's state; the request is refused");
+                return Err(Refusal::Gated(A2aGated {
+                    reason: "policy-unavailable",
+                    rule: "the state database".into(),
+                    hint: "try again; the controller's log says what failed",
+                    pairing_code: None,
+                }));
+            }
+        }
         let (agent, routed) = match endpoint {
             Endpoint::Agent(agent) => {
                 if plan.exposed(agent).is_none() {
@@ -329,22 +346,6 @@ impl A2a {
         if peer.allow.as_ref().is_some_and(|a| !a.contains(&agent)) {
             self.metrics.forbidden.fetch_add(1, Relaxed);
             return Err(Refusal::Forbidden);
-        }
-        match self.access.a2a_gate(&peer.name).await {
-            Ok(None) => {}
-            Ok(Some(gated)) => {
-                self.metrics.gated.fetch_add(1, Relaxed);
-                return Err(Refusal::Gated(gated));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, peer = %peer.name, "a2a: cannot read the inbound policy's state; the request is refused");
-                return Err(Refusal::Gated(A2aGated {
-                    reason: "policy-unavailable",
-                    rule: "the state database".into(),
-                    hint: "try again; the controller's log says what failed",
-                    pairing_code: None,
-                }));
-            }
         }
         self.take(peer)?;
         Ok(Caller {
