@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span as RawSpan, Tag};
 
+pub mod de;
 mod parallel;
 
 /// Deepest nesting accepted. deepcli's files need six levels; anything near this bound is a
