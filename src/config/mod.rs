@@ -378,7 +378,7 @@ fn misplaced_keys(file: &SourceFile, out: &mut Vec<Diagnostic>) -> Vec<String> {
             .hint(format!("move the `{key}:` block to {}", owner.file_name()))
             .at(file.locate_key(&format!("/{key}"))),
         );
-        misplaced.push(key.clone());
+        misplaced.push(key.to_string());
     }
     misplaced
 }

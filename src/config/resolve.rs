@@ -171,7 +171,7 @@ impl Decoded {
         if let yaml::Value::Map(entries) = &root.value {
             hidden
                 .skip
-                .extend(entries.iter().filter(|e| skip.contains(&e.key)));
+                .extend(entries.iter().filter(|e| skip.iter().any(|k| *k == e.key)));
         }
         match file.kind {
             FileKind::Agents => {

@@ -308,7 +308,7 @@ impl<'a> Split<'a> {
                     return Json::Object(
                         entries
                             .iter()
-                            .map(|e| (e.key.clone(), Json::Object(Default::default())))
+                            .map(|e| (e.key.to_string(), Json::Object(Default::default())))
                             .collect(),
                     );
                 }
@@ -321,14 +321,14 @@ impl<'a> Split<'a> {
         };
         let mut map = serde_json::Map::with_capacity(entries.len());
         for entry in entries {
-            if skip.contains(&entry.key) {
+            if skip.iter().any(|k| *k == entry.key) {
                 continue;
             }
             let next: Vec<_> = active
                 .iter()
                 .filter(|(c, step)| match &c.path[*step] {
                     (Step::Key(key), _) => *key == entry.key,
-                    (Step::Any, except) => !except.contains(&entry.key),
+                    (Step::Any, except) => !except.iter().any(|k| *k == entry.key),
                 })
                 .map(|(c, step)| (*c, step + 1))
                 .collect();
@@ -337,7 +337,7 @@ impl<'a> Split<'a> {
             pointer.push_str(&yaml::escape_pointer_token(&entry.key));
             let value = self.rest(&entry.value, pointer, &next, &[]);
             pointer.truncate(len);
-            map.insert(entry.key.clone(), value);
+            map.insert(entry.key.to_string(), value);
         }
         Json::Object(map)
     }

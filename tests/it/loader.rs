@@ -523,7 +523,7 @@ fn misplaced(file: &config::SourceFile) -> Vec<String> {
         Some(yaml::Value::Map(entries)) => entries
             .iter()
             .filter(|e| FileKind::owning(&e.key).is_some_and(|k| k != file.kind))
-            .map(|e| e.key.clone())
+            .map(|e| e.key.to_string())
             .collect(),
         _ => Vec::new(),
     }
