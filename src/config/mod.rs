@@ -1,7 +1,8 @@
 //! Loading a config directory: the three YAML files → one [`Config`].
 //!
 //! The pipeline per file is read (size and UTF-8 checks) → [`yaml::parse`] (span tree) →
-//! misplaced top-level keys → JSON Schema → typed decoding. Every failure is a diagnostic with a
+//! misplaced top-level keys → JSON Schema (item by item, [`schema::validate`]) → typed decoding
+//! straight from the tree ([`yaml::de`]). No stage makes a JSON copy of the whole file. Every failure is a diagnostic with a
 //! position; nothing here panics on input. An item that fails the schema (one agent, one binding,
 //! one account) is left out of the typed config and the collection it belongs to is marked
 //! [`Completeness`]-incomplete, so the semantic rules can still run on the rest without reporting
