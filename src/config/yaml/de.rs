@@ -410,3 +410,52 @@ impl<'de> de::VariantAccess<'de> for VariantAccess<'de> {
         de::Deserializer::deserialize_map(self.de, visitor)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(text: &str) -> Node {
+        super::super::parse(text).unwrap().unwrap()
+    }
+
+    #[test]
+    fn values_read_as_their_json_reads() {
+        // `4.0` is an integer, as JSON Schema counts it; `.inf` has no JSON number: its text.
+        assert_eq!(from_node::<u32>(&node("4.0")).unwrap(), 4);
+        assert_eq!(from_node::<String>(&node(".inf")).unwrap(), "inf");
+        assert_eq!(from_node::<i64>(&node("-7")).unwrap(), -7);
+        assert_eq!(from_node::<Option<bool>>(&node("~")).unwrap(), None);
+        let json = serde_json::json!({"a": [1, "x", null, 1.5]});
+        assert_eq!(
+            from_node::<serde_json::Value>(&node("a: [1, x, ~, 1.5]\n")).unwrap(),
+            json
+        );
+    }
+
+    #[test]
+    fn an_error_carries_the_span_of_the_node_it_arose_in() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct T {
+            a: Vec<u32>,
+        }
+        let e = from_node::<T>(&node("a:\n  - 1\n  - no\n")).unwrap_err();
+        let at = e.span.unwrap().start;
+        assert_eq!((at.line, at.column), (3, 5), "{e:?}");
+    }
+
+    #[test]
+    fn hidden_parts_are_left_out() {
+        let root = node("a: {x: 1}\nb: [1, 2]\nc: 3\n");
+        let Value::Map(entries) = &root.value else {
+            unreachable!()
+        };
+        let hidden = Hidden {
+            empty: vec![&entries[0].value, &entries[1].value],
+            skip: vec![&entries[2]],
+        };
+        let json: serde_json::Value = from_node_hiding(&root, &hidden).unwrap();
+        assert_eq!(json, serde_json::json!({"a": {}, "b": []}));
+    }
+}
