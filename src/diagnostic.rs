@@ -83,6 +83,8 @@ pub mod rules {
         BOT_LOOP_RISK = "bot-loop-risk", Warning, "`requireMention: false` and `allowBots: true` with bot-loop protection off.";
         POSSIBLE_SECRET = "possible-secret", Warning, "A string looks like it may hold a credential.";
         NOTHING_DECLARED = "nothing-declared", Warning, "The config directory has none of the three config files.";
+        USAGE_BUDGET_UNENFORCEABLE = "usage-budget-unenforceable", Warning, "A tokensPerDay or costPerDayUsd budget on an agent whose runtime reports no usage.";
+        A2A_NOT_EXPOSED = "a2a-not-exposed", Warning, "An A2A peer's `allowAgents` names an agent that `a2a.expose` does not list.";
         NOT_ENFORCED = "not-enforced", Warning, "A key deepcli accepts but does not act on (for the agent's runtime kind).";
     }
 

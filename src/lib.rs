@@ -14,9 +14,11 @@
 // their size does not matter and boxing them would only add noise.
 #![allow(clippy::result_large_err)]
 
+pub mod a2a;
 pub mod access;
 pub mod adapters;
 pub(crate) mod apply;
+pub(crate) mod approvals;
 mod cli;
 pub(crate) mod clock;
 pub mod config;

@@ -25,6 +25,9 @@ use axum::response::IntoResponse;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
+#[path = "controller_addr.rs"]
+mod controller_addr;
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -188,34 +191,7 @@ fn start(work: &Path, channel: &str, channels: &str) -> Controller {
         .stderr(std::process::Stdio::inherit())
         .spawn()
         .unwrap();
-    // The address it recorded, with its pid.
-    let db = state.join("state.db");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let addr = loop {
-        let read = || -> Option<SocketAddr> {
-            let c = rusqlite::Connection::open_with_flags(
-                &db,
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-            )
-            .ok()?;
-            let meta = |k: &str| {
-                c.query_row("SELECT value FROM meta WHERE key = ?1", [k], |r| {
-                    r.get::<_, String>(0)
-                })
-                .ok()
-            };
-            (meta("controller_pid")? == child.id().to_string())
-                .then(|| meta("controller_addr")?.parse().ok())?
-        };
-        if let Some(a) = read() {
-            break a;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the controller recorded no address"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let addr = controller_addr::wait(&state, child.id());
     Controller { child, addr }
 }
 

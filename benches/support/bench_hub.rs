@@ -36,6 +36,9 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+
+#[path = "controller_addr.rs"]
+mod controller_addr;
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -204,33 +207,7 @@ fn start(cli: &Cli, work: &Path) -> Controller {
         .stderr(std::fs::File::create(work.join("up.log")).unwrap())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let addr = loop {
-        let found = rusqlite::Connection::open_with_flags(
-            state.join("state.db"),
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .ok()
-        .and_then(|db| {
-            let meta = |k: &str| {
-                db.query_row("SELECT value FROM meta WHERE key = ?1", [k], |r| {
-                    r.get::<_, String>(0)
-                })
-                .ok()
-            };
-            (meta("controller_pid")? == child.id().to_string())
-                .then(|| meta("controller_addr")?.parse().ok())
-                .flatten()
-        });
-        if let Some(addr) = found {
-            break addr;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the controller recorded no address"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let addr = controller_addr::wait(&state, child.id());
     let token = std::fs::read_to_string(state.join("operator-token")).unwrap();
     let controller = Controller {
         child,

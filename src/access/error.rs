@@ -92,13 +92,19 @@ pub enum AccessError {
     /// The prompt took too long and was cancelled; `stop_reason` is what the agent answered
     /// the cancel with, if it did.
     #[error(
-        "agent `{agent_id}` did not answer within {seconds} s: the prompt was cancelled (session/cancel); send it again later"
+        "agent `{agent_id}` did not answer within {seconds} s: the prompt was cancelled (session/cancel); what it did is uncertain, so this message is not prompted again: send a new one to ask again"
     )]
     TimedOut {
         agent_id: String,
         seconds: f64,
         stop_reason: Option<serde_json::Value>,
+        /// The runtime confirmed the cancel (stopReason `cancelled`); else it is uncertain.
+        confirmed: bool,
+        why: super::CancelWhy,
     },
+    /// A budget of the agent (approvals.md) refused the turn; nothing reached the runtime.
+    #[error("{0}")]
+    BudgetExceeded(super::budget::Refusal),
     /// A message the Hub withdrew when its turn came (a cancel, or policy that changed while
     /// it waited): it never reached the runtime.
     #[error("the message was withdrawn before it reached the agent: {0}")]

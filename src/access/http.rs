@@ -74,7 +74,16 @@ pub fn operator(token: &str, headers: &HeaderMap) -> Result<(), Response> {
 }
 
 fn json_response(status: StatusCode, generation: Option<u64>, body: Value) -> Response {
+    // A budget's refusal says when to come back in the header HTTP clients read, too.
+    let retry_after = (status == StatusCode::TOO_MANY_REQUESTS)
+        .then(|| body["retryAfter"].as_u64())
+        .flatten();
     let mut response = (status, axum::Json(body)).into_response();
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
     if let Some(g) = generation {
         response
             .headers_mut()
@@ -155,9 +164,24 @@ fn refusal(e: &AccessError) -> (StatusCode, Value) {
         ),
         AccessError::RuntimeFailed { .. } => said(StatusCode::SERVICE_UNAVAILABLE),
         AccessError::SessionReused { .. } => said(StatusCode::BAD_GATEWAY),
-        AccessError::TimedOut { stop_reason, .. } => (
+        AccessError::TimedOut {
+            stop_reason,
+            confirmed,
+            ..
+        } => (
             StatusCode::GATEWAY_TIMEOUT,
-            json!({"error": e.to_string(), "cancelled": true, "stopReason": stop_reason}),
+            json!({
+                "error": e.to_string(), "cancelled": true, "stopReason": stop_reason,
+                "cancel": if *confirmed { "confirmed" } else { "uncertain" },
+                "state": "uncertain",
+            }),
+        ),
+        AccessError::BudgetExceeded(refusal) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({
+                "error": e.to_string(), "reason": "budget_exceeded", "budget": refusal.limit,
+                "agentId": refusal.agent_id, "retryAfter": refusal.retry_after,
+            }),
         ),
         AccessError::Withdrawn(_) => said(StatusCode::CONFLICT),
         AccessError::Internal(_) => said(StatusCode::INTERNAL_SERVER_ERROR),

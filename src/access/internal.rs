@@ -19,7 +19,6 @@ use serde_json::Value;
 use super::route::SessionOptions;
 use super::store::{LastRoute, Turn};
 use super::{Access, AccessError, Beat};
-use crate::config::model::RuntimeKind;
 use crate::runtime::acp::AcpHandle;
 use crate::state::Provenance;
 
@@ -45,6 +44,9 @@ pub struct Answer {
     /// How long the runtime took: from opening (or finding) the session to the prompt's
     /// answer — the agent's time and ACP's, none of the queue's.
     pub runtime_time: std::time::Duration,
+    /// The turn as its agent's budgets counted it (with the usage its runtime reported),
+    /// recorded with the turn's transcript rows.
+    pub counted: Option<super::store::CountedTurn>,
 }
 
 /// A message the Hub (or the operator) puts into a session.
@@ -109,9 +111,9 @@ impl Access {
         started: impl FnOnce() -> Result<(), String>,
     ) -> Result<Answer, AccessError> {
         let plan = self.current()?;
-        if plan.runtime(agent_id) != RuntimeKind::Acp || self.runtimes.is_none() {
+        if !plan.runtime(agent_id).takes_prompts() || self.runtimes.is_none() {
             return Err(AccessError::Internal(format!(
-                "agent `{agent_id}` has no ACP runtime here: it takes no prompts"
+                "agent `{agent_id}` has no ACP or A2A runtime here: it takes no prompts"
             )));
         }
         let begun = Instant::now();
@@ -180,7 +182,8 @@ impl Access {
             Err(e) => turns.push(Turn::note(format!("the message got no answer: {e}"))),
         }
         let key = session_key.to_string();
-        self.blocking(move |store| store.record(&key, &turns, None))
+        let counted = answer.as_ref().ok().and_then(|a| a.counted.clone());
+        self.blocking(move |store| store.record_turn(&key, &turns, None, counted.as_ref()))
             .await?;
         self.metrics.delivered(begun.elapsed());
         answer
@@ -189,6 +192,9 @@ impl Access {
     /// Asks the runtime to cancel the turn running in `session_key` (ACP `session/cancel`).
     /// Whether a cancel was sent: false when the session is not open in the agent's runtime.
     pub async fn cancel_turn(&self, agent_id: &str, session_key: &str) -> bool {
+        if let Some(remote) = self.remote(agent_id) {
+            return remote.cancel(session_key).await;
+        }
         let Ok(handle) = self.runtime(agent_id) else {
             return false;
         };
@@ -201,15 +207,90 @@ impl Access {
         {
             return false;
         }
-        handle
+        let sent = handle
             .cx
             .send_notification(CancelNotification::new(known.id))
-            .is_ok()
+            .is_ok();
+        // ACP: a client that cancels answers the turn's pending permission requests
+        // `cancelled`; their approvals are void.
+        if let Some(door) = self.approval_door() {
+            door.turn_ended(session_key);
+        }
+        sent
+    }
+
+    /// The operator cancels the turn running in `session_key` (`deepcli sessions cancel`):
+    /// ACP `session/cancel`, then `confirmed` when the turn ends with stopReason `cancelled`
+    /// within `grace`, `uncertain` when it ends otherwise or not at all (then it stays
+    /// recorded as `requested` until it ends). Recorded in `turn_cancels`.
+    pub async fn cancel_running_turn(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        grace: std::time::Duration,
+    ) -> super::CancelState {
+        use super::CancelState;
+        let rx = self
+            .running
+            .lock()
+            .ok()
+            .and_then(|m| m.get(session_key).map(|tx| tx.subscribe()));
+        let Some(mut rx) = rx else {
+            return CancelState::NotRunning;
+        };
+        let id = {
+            let (agent, key) = (agent_id.to_string(), session_key.to_string());
+            self.blocking(move |s| s.cancel_requested(&agent, &key, None, "operator"))
+                .await
+                .ok()
+        };
+        if !self.cancel_turn(agent_id, session_key).await {
+            return CancelState::NotRunning;
+        }
+        let ended = tokio::time::timeout(grace, rx.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|stop| stop.clone());
+        let (state, note) = match ended {
+            Some(Some(stop)) if stop == "cancelled" => (
+                CancelState::Confirmed,
+                "the runtime stopped the turn (stopReason cancelled)".to_string(),
+            ),
+            Some(stop) => (
+                CancelState::Uncertain,
+                format!(
+                    "the turn ended with stopReason {} instead of cancelled",
+                    stop.as_deref().unwrap_or("none")
+                ),
+            ),
+            None => (
+                CancelState::Uncertain,
+                format!(
+                    "the runtime did not end the turn within {} ms",
+                    grace.as_millis()
+                ),
+            ),
+        };
+        if let Some(id) = id {
+            let word = if state == CancelState::Confirmed {
+                "confirmed"
+            } else {
+                "uncertain"
+            };
+            let _ = self
+                .blocking(move |s| s.cancel_decided(id, word, &note))
+                .await;
+        }
+        state
     }
 
     /// Ends `session_key`'s runtime session (`session/close` where the agent offers it) and
     /// forgets it; a note on what happened, `None` when it was not open.
     pub async fn close_runtime_session(&self, agent_id: &str, session_key: &str) -> Option<String> {
+        if let Some(door) = self.approval_door() {
+            door.session_closed(session_key).await;
+        }
         let handle = self.runtime(agent_id).ok()?;
         let key = session_key.to_string();
         let known = self
@@ -288,6 +369,78 @@ impl Access {
                 "{session_key} has no external conversation: nothing was posted"
             )),
             Ok(Some(route)) => self.send_on(&plan, &route, text, why).await,
+        }
+    }
+}
+
+impl Access {
+    /// Sets the ready A2A remotes the controller's supervisor keeps; only the first call counts.
+    pub fn set_remotes(&self, remotes: crate::runtime::a2a::RemoteMap) {
+        let _ = self.remotes.set(remotes);
+    }
+
+    fn remote(&self, agent_id: &str) -> Option<Arc<crate::runtime::a2a::Remote>> {
+        self.remotes.get()?.lock().ok()?.get(agent_id).cloned()
+    }
+
+    /// A prompt to a remote A2A agent (`runtime.kind: a2a`): one streamed task in the
+    /// session's `contextId`. A task that failed is an error; one the remote may have begun
+    /// when the stream broke is the runtime failing during the prompt (its outcome unknown).
+    pub(super) async fn prompt_remote(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        text: &str,
+        options: &SessionOptions,
+    ) -> Result<Answer, AccessError> {
+        let Some(remote) = self.remote(agent_id) else {
+            // Not ready: the status says why.
+            return Err(match self.runtime(agent_id) {
+                Err(e) => e,
+                Ok(_) => AccessError::Internal(format!("agent `{agent_id}` has no A2A remote")),
+            });
+        };
+        let begun = Instant::now();
+        let timeout = options.timeout.unwrap_or(self.settings.prompt_timeout);
+        let answered = tokio::time::timeout(timeout, remote.prompt(session_key, text)).await;
+        let failed = |what, message| AccessError::RuntimeFailed {
+            agent_id: agent_id.to_string(),
+            what,
+            message,
+        };
+        match answered {
+            Err(_) => {
+                // The stream is gone with the timeout: whether the remote stopped is not known.
+                remote.cancel(session_key).await;
+                Err(AccessError::TimedOut {
+                    agent_id: agent_id.to_string(),
+                    seconds: timeout.as_secs_f64(),
+                    stop_reason: None,
+                    confirmed: false,
+                    why: super::CancelWhy::Timeout,
+                })
+            }
+            Ok(Err((true, why))) => Err(failed("the prompt", why)),
+            Ok(Err((false, why))) => Err(failed("to take the message", why)),
+            Ok(Ok(answer)) => {
+                let stop_reason = match answer.state.as_str() {
+                    "TASK_STATE_COMPLETED" => "end_turn",
+                    "TASK_STATE_INPUT_REQUIRED" => "input_required",
+                    "TASK_STATE_CANCELED" => "cancelled",
+                    other => {
+                        return Err(failed(
+                            "the task",
+                            format!("the remote task ended {other}: {}", answer.text),
+                        ));
+                    }
+                };
+                Ok(Answer {
+                    text: answer.text,
+                    stop_reason: Some(stop_reason.to_string()),
+                    runtime_time: begun.elapsed(),
+                    counted: None,
+                })
+            }
         }
     }
 }

@@ -24,6 +24,8 @@ pub struct Metrics {
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
     pub duplicates: AtomicU64,
+    /// Turns and spawns a budget refused (approvals.md).
+    pub budget_refusals: AtomicU64,
     /// Messages waiting behind another of their session, now.
     pub waiting: AtomicU64,
     /// Replies that became dead letters.
@@ -132,10 +134,12 @@ impl Metrics {
             out,
             "# TYPE deepcli_duplicate_deliveries_total counter\ndeepcli_duplicate_deliveries_total {}\n\
              # TYPE deepcli_reply_sink_failures_total counter\ndeepcli_reply_sink_failures_total {}\n\
-             # TYPE deepcli_access_waiting_messages gauge\ndeepcli_access_waiting_messages {}",
+             # TYPE deepcli_access_waiting_messages gauge\ndeepcli_access_waiting_messages {}\n\
+             # TYPE deepcli_budget_refusals_total counter\ndeepcli_budget_refusals_total {}",
             self.duplicates.load(Ordering::Relaxed),
             self.reply_failures.load(Ordering::Relaxed),
             self.waiting.load(Ordering::Relaxed),
+            self.budget_refusals.load(Ordering::Relaxed),
         );
     }
 }

@@ -11,6 +11,8 @@
 //! * A delivered envelope is recorded with its response; a redelivery, also a concurrent one,
 //!   gets that response with `duplicate: true` and never reaches the agent again.
 
+mod approval_door;
+pub mod budget;
 mod error;
 mod gate;
 mod heartbeat;
@@ -43,6 +45,7 @@ use crate::routing::{RouteInput, input};
 use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
 use crate::state::Provenance;
+pub use approval_door::{ApprovalDoor, ChatCommand, TurnOrigin};
 pub use error::{AccessError, Unauthenticated};
 pub use heartbeat::{Beat, HEARTBEAT_OK};
 pub use internal::{Answer, InternalMessage, McpDoor};
@@ -159,6 +162,16 @@ pub struct Access {
     live_bots: Mutex<HashMap<(String, String), Arc<str>>>,
     /// What gives every runtime session its MCP servers (the Hub), once the controller set it.
     door: std::sync::OnceLock<Arc<dyn McpDoor>>,
+    /// Every agent's budget counters (approvals.md), loaded from the state database.
+    budgets: budget::Budgets,
+    /// The turns running now, by session key: each ends with the stop reason its runtime gave.
+    running: RunningTurns,
+    /// What decides approvals (approvals.md), once the controller set it.
+    approvals: std::sync::OnceLock<Arc<dyn ApprovalDoor>>,
+    /// The conversation each running turn answers, by session key.
+    origins: Mutex<HashMap<String, TurnOrigin>>,
+    /// The ready A2A remotes (`runtime.kind: a2a`): set once by the controller.
+    remotes: std::sync::OnceLock<crate::runtime::a2a::RemoteMap>,
 }
 
 impl Access {
@@ -171,7 +184,18 @@ impl Access {
         let store = Arc::new(store);
         let metrics = metrics::Metrics::default();
         let policy = gate::PolicyState::load(&store);
+        let now_ms = budget::now_ms();
+        let budgets = match store.budget_rows(now_ms) {
+            Ok(rows) => budget::Budgets::load(&rows, now_ms),
+            Err(e) => {
+                // Counting from zero would let a restart reset the budgets: said loudly.
+                tracing::error!(error = %e, "cannot read the budget counters; budgets count from now");
+                budget::Budgets::default()
+            }
+        };
         Access {
+            budgets,
+            running: RunningTurns::default(),
             plan: ArcSwapOption::empty(),
             reply: reply::ReplySink::new(store.clone(), metrics.reply_failures.clone()),
             store,
@@ -186,6 +210,9 @@ impl Access {
             logs_dir: state.logs(),
             live_bots: Mutex::default(),
             door: std::sync::OnceLock::new(),
+            approvals: std::sync::OnceLock::new(),
+            origins: Mutex::default(),
+            remotes: std::sync::OnceLock::new(),
         }
     }
 
@@ -281,6 +308,67 @@ impl Access {
 
     pub fn store(&self) -> &AccessStore {
         &self.store
+    }
+
+    /// Records a budget's refusal (approvals.md: every refusal is recorded) and counts it.
+    pub async fn refused(
+        &self,
+        refusal: &budget::Refusal,
+        session_key: Option<&str>,
+        run_id: Option<&str>,
+    ) {
+        self.metrics
+            .budget_refusals
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let row = store::RefusalRow {
+            agent_id: refusal.agent_id.clone(),
+            session_key: session_key.map(str::to_string),
+            run_id: run_id.map(str::to_string),
+            refusal: refusal.clone(),
+        };
+        if let Err(e) = self.blocking(move |s| s.record_refusal(&row)).await {
+            tracing::warn!(error = %e, "cannot record a budget refusal");
+        }
+    }
+
+    /// Agent `agent_id`'s budgets as the plan in force sets them (none: no limits).
+    pub fn limits(&self, agent_id: &str) -> budget::BudgetLimits {
+        self.plan()
+            .and_then(|p| p.budgets.get(agent_id).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Whether agent `agent_id`'s budgets let a turn begin now (nothing is taken): what the
+    /// Hub asks before it accepts a run.
+    pub fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::Refusal> {
+        self.budgets
+            .check_turn(agent_id, &self.limits(agent_id), budget::now_ms())
+    }
+
+    /// Takes a spawn by session `session_key` of agent `agent_id` if the agent's
+    /// `spawnsPerHour` allows, and records it.
+    pub async fn budget_spawn(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+    ) -> Result<(), budget::Refusal> {
+        let now = budget::now_ms();
+        self.budgets
+            .admit_spawn(agent_id, &self.limits(agent_id), now)?;
+        let (agent, key) = (agent_id.to_string(), session_key.to_string());
+        if let Err(e) = self
+            .blocking(move |s| s.record_spawn(&agent, now, &key))
+            .await
+        {
+            tracing::warn!(error = %e, "cannot record a spawn against its budget");
+        }
+        Ok(())
+    }
+
+    /// Agent `agent_id`'s budget counters against its limits (`deepcli status`).
+    pub fn budget_report(&self, agent_id: &str) -> Value {
+        self.budgets
+            .report(agent_id, &self.limits(agent_id), budget::now_ms())
     }
 
     fn current(&self) -> Result<Arc<AccessPlan>, AccessError> {
@@ -418,6 +506,14 @@ impl Access {
             };
             let outcome = match recorded {
                 Ok(Some(response)) => Ok(as_duplicate(&response)),
+                // An approval command never reaches an agent, and never waits behind the turn
+                // that asked (approvals.md).
+                Ok(None)
+                    if this.approval_door().is_some()
+                        && ChatCommand::parse(&envelope.text).is_some() =>
+                {
+                    this.approval_command(&plan, &envelope, &key, &route).await
+                }
                 // The inbound policy decides whether the agent gets it (policy.md).
                 Ok(None) => match this.gate(&plan, &envelope, &route, &key).await {
                     Ok(Some(gated)) => Ok(gated),
@@ -481,6 +577,7 @@ impl Access {
 
         let kind = plan.runtime(agent_id);
         let managed = self.runtimes.is_some();
+        let mut counted = None;
         let reply = if kind == RuntimeKind::Acp && managed {
             let options = route.session_options();
             // Group messages kept while the agent was not mentioned come first.
@@ -489,7 +586,32 @@ impl Access {
                 Some(kept) => format!("{kept}{}", envelope.text),
                 None => envelope.text.clone(),
             };
-            let answered = self.prompt(agent_id, session_key, &text, &options).await?;
+            self.set_turn_origin(
+                session_key,
+                Some(TurnOrigin {
+                    channel: key.channel.clone(),
+                    account_id: key.account_id.clone(),
+                    message_id: envelope.message_id.clone(),
+                    peer: serde_json::to_value(&envelope.route.peer).unwrap_or_default(),
+                    thread_id: envelope.thread_id.clone(),
+                    sender_id: envelope.facts.sender_id.clone(),
+                    key: key.clone(),
+                }),
+            );
+            let answered = self
+                .prompt_answer(agent_id, session_key, &text, &options)
+                .await;
+            self.set_turn_origin(session_key, None);
+            let answered = match answered {
+                Ok((answer, notes)) => {
+                    counted = answer.counted;
+                    (answer.text, notes)
+                }
+                Err(e @ AccessError::TimedOut { .. }) => {
+                    return Err(self.timed_out(envelope, key, session_key, &route, e).await);
+                }
+                Err(e) => return Err(e),
+            };
             Some((answered, context.last_id))
         } else {
             None
@@ -538,8 +660,10 @@ impl Access {
         }
         {
             let (session_key, key) = (session_key.to_string(), key.clone());
-            self.blocking(move |store| store.record(&session_key, &turns, Some((&key, &sent))))
-                .await?;
+            self.blocking(move |store| {
+                store.record_turn(&session_key, &turns, Some((&key, &sent)), counted.as_ref())
+            })
+            .await?;
         }
         if let Some(last_id) = given {
             self.forget_context(session_key, last_id).await?;
@@ -549,6 +673,60 @@ impl Access {
             self.send_reply(plan, key, envelope, session_key, &reply_text);
         }
         Ok(response)
+    }
+
+    /// An inbound message whose turn passed its time and was cancelled: recorded as
+    /// delivered with the state `uncertain` (the agent may have acted before it stopped), so
+    /// that a redelivery (the same message id) is answered with that state and never prompts
+    /// the agent again. The caller gets `e` (504).
+    async fn timed_out(
+        &self,
+        envelope: &Envelope,
+        key: &DeliveryKey,
+        session_key: &str,
+        route: &route::Route,
+        e: AccessError,
+    ) -> AccessError {
+        let AccessError::TimedOut { confirmed, why, .. } = &e else {
+            return e;
+        };
+        let cancel = if *confirmed { "confirmed" } else { "uncertain" };
+        let response = json!({
+            "route": route,
+            "sessionKey": session_key,
+            "reply": null,
+            "duplicate": false,
+            "delivered": true,
+            "state": "uncertain",
+            "cancel": cancel,
+            "error": e.to_string(),
+            "note": format!(
+                "the agent's turn passed its time ({}) and was cancelled (cancel {cancel}); whatever it did is not known, so this message is not prompted again",
+                why.as_str()
+            ),
+        })
+        .to_string();
+        let turns = vec![
+            Turn {
+                provenance: Provenance::Inbound,
+                message_id: Some(envelope.message_id.clone()),
+                sender: envelope.sender.clone(),
+                text: envelope.text.clone(),
+                route: Some(serde_json::to_value(route).unwrap_or_default()),
+            },
+            Turn::note(format!(
+                "the turn was cancelled after its time ({}): cancel {cancel}",
+                why.as_str()
+            )),
+        ];
+        let (k, dk) = (session_key.to_string(), key.clone());
+        if let Err(failed) = self
+            .blocking(move |s| s.record(&k, &turns, Some((&dk, &response))))
+            .await
+        {
+            tracing::warn!(error = %failed, "cannot record a timed-out delivery");
+        }
+        e
     }
 
     /// Hands `text`, the answer to `envelope`, to the reply sink when its account has a
@@ -752,9 +930,16 @@ impl Access {
         text: &str,
         options: &route::SessionOptions,
     ) -> Result<(String, Vec<String>), AccessError> {
-        self.prompt_answer(agent_id, session_key, text, options)
-            .await
-            .map(|(answer, notes)| (answer.text, notes))
+        let (answer, notes) = self
+            .prompt_answer(agent_id, session_key, text, options)
+            .await?;
+        // A heartbeat's turn: its budget row on its own (its transcript rows come later).
+        if let Some(counted) = answer.counted {
+            let key = session_key.to_string();
+            self.blocking(move |s| s.record_turn(&key, &[], None, Some(&counted)))
+                .await?;
+        }
+        Ok((answer.text, notes))
     }
 
     /// [`Access::prompt`], with the stop reason the runtime gave.
@@ -765,21 +950,120 @@ impl Access {
         text: &str,
         options: &route::SessionOptions,
     ) -> Result<(Answer, Vec<String>), AccessError> {
-        let handle = self.runtime(agent_id)?;
+        let remote = self.plan().map(|p| p.runtime(agent_id)) == Some(RuntimeKind::A2a);
+        let handle = if remote {
+            None
+        } else {
+            Some(self.runtime(agent_id)?)
+        };
+        let limits = self
+            .plan()
+            .and_then(|p| p.budgets.get(agent_id).cloned())
+            .unwrap_or_default();
+        let began = budget::now_ms();
+        let _permit = match self.budgets.admit_turn(agent_id, &limits, began) {
+            Ok(permit) => permit,
+            Err(refusal) => {
+                self.refused(&refusal, Some(session_key), options.run_id.as_deref())
+                    .await;
+                return Err(AccessError::BudgetExceeded(refusal));
+            }
+        };
+        let Some(handle) = handle else {
+            // A remote A2A agent: its budgets count its turns; it reports no usage (unknown).
+            let mut options = options.clone();
+            let timeout = options.timeout.unwrap_or(self.settings.prompt_timeout);
+            let turn_seconds = limits.turn_seconds.filter(|limit| *limit < timeout);
+            options.timeout = Some(turn_seconds.unwrap_or(timeout));
+            let answered = match self
+                .prompt_remote(agent_id, session_key, text, &options)
+                .await
+            {
+                Err(AccessError::TimedOut {
+                    why: _,
+                    agent_id,
+                    seconds,
+                    stop_reason,
+                    confirmed,
+                }) if turn_seconds.is_some() => Err(AccessError::TimedOut {
+                    agent_id,
+                    seconds,
+                    stop_reason,
+                    confirmed,
+                    why: CancelWhy::TurnSeconds,
+                }),
+                answered => answered,
+            };
+            let counted = store::CountedTurn {
+                agent_id: agent_id.to_string(),
+                at_ms: began,
+                run_id: options.run_id.clone(),
+                usage: budget::TurnUsage::default(),
+            };
+            return match answered {
+                Ok(mut answer) => {
+                    answer.counted = Some(counted);
+                    Ok((answer, Vec::new()))
+                }
+                Err(e) => {
+                    let key = session_key.to_string();
+                    let _ = self
+                        .blocking(move |s| s.record_turn(&key, &[], None, Some(&counted)))
+                        .await;
+                    Err(e)
+                }
+            };
+        };
         let (session_id, prompt_text, mut notes) = self
             .open_session(&handle, agent_id, session_key, text, options)
             .await?;
         notes.extend(self.apply_model(&handle, agent_id, &session_id).await);
+        let timeout = options.timeout.unwrap_or(self.settings.prompt_timeout);
+        let (timeout, why) = match limits.turn_seconds {
+            Some(limit) if limit < timeout => (limit, CancelWhy::TurnSeconds),
+            _ => (timeout, CancelWhy::Timeout),
+        };
+        let turn = TurnRef {
+            agent_id,
+            session_key,
+            run_id: options.run_id.as_deref(),
+            why,
+        };
         let answered = self
-            .prompt_in(
-                &handle,
-                agent_id,
-                session_key,
-                &session_id,
-                prompt_text,
-                options.timeout.unwrap_or(self.settings.prompt_timeout),
-            )
+            .prompt_in(&handle, &turn, &session_id, prompt_text, timeout)
             .await;
+        if let Some(door) = self.approval_door() {
+            door.turn_ended(session_key);
+        }
+        // What the turn used, as its runtime reported it (unknown when it did not).
+        let (totals, answered) = match answered {
+            Ok((answer, totals)) => (totals, Ok(answer)),
+            Err(e) => (budget::TurnUsage::default(), Err(e)),
+        };
+        let usage = self
+            .budgets
+            .turn_usage(&format!("{}/{session_id}", handle.instance), totals);
+        self.budgets.add_usage(agent_id, usage, budget::now_ms());
+        let counted = store::CountedTurn {
+            agent_id: agent_id.to_string(),
+            at_ms: began,
+            run_id: options.run_id.clone(),
+            usage,
+        };
+        let answered = match answered {
+            Ok(mut answer) => {
+                answer.counted = Some(counted);
+                Ok(answer)
+            }
+            Err(e) => {
+                // No transcript row comes after a failed turn: counted on its own.
+                let key = session_key.to_string();
+                let _ = self
+                    .blocking(move |s| s.record_turn(&key, &[], None, Some(&counted)))
+                    .await;
+                Err(e)
+            }
+        };
         if options.oneshot {
             notes.push(close_session(&handle, &session_id).await);
             if let Some(door) = self.door.get() {
@@ -864,12 +1148,12 @@ impl Access {
     async fn prompt_in(
         &self,
         handle: &AcpHandle,
-        agent_id: &str,
-        session_key: &str,
+        turn: &TurnRef<'_>,
         session_id: &str,
         prompt_text: String,
         timeout: Duration,
-    ) -> Result<Answer, AccessError> {
+    ) -> Result<(Answer, budget::TurnUsage), AccessError> {
+        let (agent_id, session_key) = (turn.agent_id, turn.session_key);
         let gone = |e: agent_client_protocol::Error| AccessError::RuntimeFailed {
             agent_id: agent_id.to_string(),
             what: "the prompt",
@@ -892,41 +1176,214 @@ impl Access {
         let request = PromptRequest::new(session_id.to_string(), vec![prompt_text.into()]);
         let answer = handle.cx.send_request(request).block_task();
         tokio::pin!(answer);
+        struct Forget<'a>(&'a AcpHandle, &'a str);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                self.0.waits.forget(self.1);
+            }
+        }
+        let _forget = Forget(handle, session_id);
+        // The turn, for an operator's cancel (`deepcli sessions cancel`) to wait on its end.
+        let ended = Running::start(&self.running, session_key);
         let response = tokio::select! {
-            r = &mut answer => r.map_err(gone)?,
-            () = tokio::time::sleep(timeout) => {
+            r = &mut answer => {
+                let r = r.map_err(gone)?;
+                ended.end(serde_json::to_value(r.stop_reason).ok().and_then(|v| v.as_str().map(str::to_string)));
+                r
+            }
+            () = person_aware_timeout(handle, session_id, timeout) => {
+                let cancel = {
+                    let (agent, key, run, why) = (
+                        agent_id.to_string(),
+                        session_key.to_string(),
+                        turn.run_id.map(str::to_string),
+                        turn.why.as_str(),
+                    );
+                    self.blocking(move |s| s.cancel_requested(&agent, &key, run.as_deref(), why))
+                        .await
+                        .ok()
+                };
                 let _ = handle.cx.send_notification(CancelNotification::new(session_id.to_string()));
                 // The agent answers a cancelled prompt with stopReason `cancelled`.
-                let stop = tokio::time::timeout(Duration::from_secs(5), &mut answer)
+                let stop = tokio::time::timeout(CANCEL_CONFIRM, &mut answer)
                     .await
                     .ok()
                     .and_then(Result::ok)
                     .map(|r| serde_json::to_value(r.stop_reason).unwrap_or_default());
+                let confirmed = stop.as_ref().is_some_and(|s| s == "cancelled");
+                if let Some(id) = cancel {
+                    let (state, note) = if confirmed {
+                        ("confirmed", format!("the turn passed {} s ({}): the runtime stopped it (stopReason cancelled)", timeout.as_secs_f64(), turn.why.as_str()))
+                    } else {
+                        ("uncertain", format!("the turn passed {} s ({}): the runtime did not confirm the cancel within {} s (stopReason: {})", timeout.as_secs_f64(), turn.why.as_str(), CANCEL_CONFIRM.as_secs(), stop.as_ref().map_or("none".to_string(), Value::to_string)))
+                    };
+                    let _ = self.blocking(move |s| s.cancel_decided(id, state, &note)).await;
+                }
                 return Err(AccessError::TimedOut {
                     agent_id: agent_id.to_string(),
                     seconds: timeout.as_secs_f64(),
                     stop_reason: stop,
+                    confirmed,
+                    why: turn.why,
                 });
             }
         };
+        let mut totals = budget::TurnUsage::default();
         let mut reply = String::new();
         while let Ok(update) = updates.try_recv() {
-            if let SessionUpdate::AgentMessageChunk(chunk) = update.update
-                && let ContentBlock::Text(t) = chunk.content
-            {
-                reply.push_str(&t.text);
+            match update.update {
+                SessionUpdate::AgentMessageChunk(chunk) => {
+                    if let ContentBlock::Text(t) = chunk.content {
+                        reply.push_str(&t.text);
+                    }
+                }
+                // The session's running cost (ACP usage_update); only USD counts against
+                // costPerDayUsd, another unit stays unknown.
+                SessionUpdate::UsageUpdate(usage) => {
+                    if let Some(cost) = usage
+                        .cost
+                        .filter(|c| c.currency.eq_ignore_ascii_case("USD"))
+                    {
+                        totals.cost_micros =
+                            Some((cost.amount.max(0.0) * budget::MICROS_PER_USD).round() as u64);
+                    }
+                }
+                _ => {}
             }
+        }
+        // The session's running token total, where the runtime reports one with its answer.
+        if let Some(usage) = &response.usage {
+            totals.tokens = Some(usage.total_tokens);
         }
         tracing::debug!(agent = agent_id, session = session_key, stop = ?response.stop_reason, "prompt answered");
         let stop_reason = serde_json::to_value(response.stop_reason)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string));
-        Ok(Answer {
-            text: reply,
-            stop_reason,
-            runtime_time: Duration::ZERO,
-        })
+        Ok((
+            Answer {
+                text: reply,
+                stop_reason,
+                runtime_time: Duration::ZERO,
+                counted: None,
+            },
+            totals,
+        ))
     }
+}
+
+/// The turns running now, by session key: each one's end (its stop reason, `None` for a turn
+/// that ended without one) for whoever waits on it.
+type RunningTurns = Mutex<HashMap<String, watch::Sender<Option<Option<String>>>>>;
+
+/// A running turn's entry in [`RunningTurns`], taken out however the turn ends.
+struct Running<'a> {
+    turns: &'a RunningTurns,
+    session_key: &'a str,
+    tx: watch::Sender<Option<Option<String>>>,
+}
+
+impl<'a> Running<'a> {
+    fn start(turns: &'a RunningTurns, session_key: &'a str) -> Running<'a> {
+        let (tx, _) = watch::channel(None);
+        if let Ok(mut map) = turns.lock() {
+            map.insert(session_key.to_string(), tx.clone());
+        }
+        Running {
+            turns,
+            session_key,
+            tx,
+        }
+    }
+
+    fn end(&self, stop_reason: Option<String>) {
+        self.tx.send_replace(Some(stop_reason));
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if self.tx.borrow().is_none() {
+            self.tx.send_replace(Some(None));
+        }
+        let mut map = match self.turns.lock() {
+            Ok(map) => map,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if map
+            .get(self.session_key)
+            .is_some_and(|tx| tx.same_channel(&self.tx))
+        {
+            map.remove(self.session_key);
+        }
+    }
+}
+
+/// Sleeps until `timeout` of the prompt's own time has passed: time the session spends
+/// waiting for a person (a permission request out for approval) does not count
+/// (`permissions.timeoutSeconds` bounds that wait instead).
+async fn person_aware_timeout(handle: &AcpHandle, session_id: &str, timeout: Duration) {
+    let started = Instant::now();
+    let mut changes = handle.waits.subscribe();
+    loop {
+        let (waited, waiting) = handle.waits.waited(session_id);
+        if waiting {
+            // Nothing runs out while a person is asked: wake when that ends.
+            let _ = changes.changed().await;
+            continue;
+        }
+        let deadline = started + timeout + waited;
+        if Instant::now() >= deadline {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline.into()) => {}
+            _ = changes.changed() => {}
+        }
+    }
+}
+
+/// What came of an operator's cancel of the turn running in a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelState {
+    /// No turn was running there: nothing to cancel.
+    NotRunning,
+    /// `session/cancel` was sent; the turn has not ended yet.
+    Requested,
+    /// The runtime ended the turn with stopReason `cancelled`.
+    Confirmed,
+    /// The turn ended otherwise (or not within the grace): what it did is not known.
+    Uncertain,
+}
+
+/// How long a cancelled turn has to confirm (stopReason `cancelled`) before the cancel is
+/// `uncertain`.
+const CANCEL_CONFIRM: Duration = Duration::from_secs(5);
+
+/// Why a turn was cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelWhy {
+    /// The agent's `budgets.turnSeconds`.
+    TurnSeconds,
+    /// The prompt timeout (the Access layer's, or a spawn's run timeout).
+    Timeout,
+}
+
+impl CancelWhy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelWhy::TurnSeconds => "turnSeconds",
+            CancelWhy::Timeout => "timeout",
+        }
+    }
+}
+
+/// The turn a prompt is: whose, in which session, for which run, cancelled why.
+struct TurnRef<'a> {
+    agent_id: &'a str,
+    session_key: &'a str,
+    run_id: Option<&'a str>,
+    why: CancelWhy,
 }
 
 /// Ends a oneshot runtime session: `session/close` when the agent offers it

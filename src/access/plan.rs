@@ -43,6 +43,8 @@ pub struct AccessPlan {
     pub runtimes: HashMap<String, RuntimeKind>,
     /// Each agent's `model` (absent: none set), applied to its ACP sessions.
     pub models: HashMap<String, Model>,
+    /// Each agent's `budgets` (absent: none set).
+    pub budgets: HashMap<String, super::budget::BudgetLimits>,
     /// The session working directory of each `acp` binding that sets `acp.cwd`, resolved, by
     /// the binding's index in bindings.yaml.
     pub acp_cwds: HashMap<usize, PathBuf>,
@@ -124,6 +126,14 @@ impl AccessPlan {
             .iter()
             .filter_map(|a| Some((a.id().to_string(), a.spec.model.clone()?)))
             .collect();
+        let budgets = config
+            .agents
+            .iter()
+            .filter_map(|a| {
+                let limits = super::budget::BudgetLimits::of(a.spec.budgets.as_ref()?);
+                Some((a.id().to_string(), limits))
+            })
+            .collect();
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let acp_cwds = config
             .bindings
@@ -149,6 +159,7 @@ impl AccessPlan {
             (config.agents.len(), config.bindings.len()),
         );
         plan.models = models;
+        plan.budgets = budgets;
         plan.acp_cwds = acp_cwds;
         plan.policy = crate::policy::PolicyPlan::compile(config);
         plan
@@ -200,6 +211,7 @@ impl AccessPlan {
             accounts,
             runtimes,
             models: HashMap::new(),
+            budgets: HashMap::new(),
             acp_cwds: HashMap::new(),
             closed,
             agents,

@@ -32,6 +32,8 @@ pub struct SessionOptions {
     /// How long the prompt may take, when not the Access layer's prompt timeout (a spawn's
     /// `runTimeoutSeconds`).
     pub timeout: Option<std::time::Duration>,
+    /// The Hub run that carries this turn, for the budget and cancel records.
+    pub run_id: Option<String>,
 }
 
 pub struct Route {
@@ -64,6 +66,7 @@ impl Route {
                 label: acp.label.clone(),
                 cwd: acp.cwd.clone(),
                 timeout: None,
+                run_id: None,
             },
             None => SessionOptions::default(),
         }

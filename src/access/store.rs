@@ -233,6 +233,18 @@ impl AccessStore {
         })
     }
 
+    /// Records an answered envelope that reached no agent (an approval command): its response
+    /// only, so a redelivery gets it again; no transcript turn, no last route.
+    pub fn record_answer_only(
+        &self,
+        session_key: &str,
+        key: &DeliveryKey,
+        response: &str,
+    ) -> Result<(), StateError> {
+        let now = crate::clock::now();
+        self.with(|c| insert_delivery(c, key, session_key, response, &now))
+    }
+
     /// Appends turns to a transcript and, when `delivery` is given, records the delivery with
     /// the response that was sent: one transaction, so a redelivery finds both or neither.
     pub fn record(
@@ -241,9 +253,36 @@ impl AccessStore {
         turns: &[Turn],
         delivery: Option<(&DeliveryKey, &str)>,
     ) -> Result<(), StateError> {
+        self.record_turn(session_key, turns, delivery, None)
+    }
+
+    /// [`AccessStore::record`], with the turn's row in `budget_events` (what its runtime
+    /// reported it used) in the same transaction.
+    pub fn record_turn(
+        &self,
+        session_key: &str,
+        turns: &[Turn],
+        delivery: Option<(&DeliveryKey, &str)>,
+        counted: Option<&CountedTurn>,
+    ) -> Result<(), StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             let tx = c.transaction()?;
+            if let Some(t) = counted {
+                tx.execute(
+                    "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, run_id, tokens, cost_micros)
+                     VALUES (?1, 'turn', ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![
+                        t.agent_id,
+                        t.at_ms,
+                        now,
+                        session_key,
+                        t.run_id,
+                        t.usage.tokens.map(|n| n as i64),
+                        t.usage.cost_micros.map(|n| n as i64)
+                    ],
+                )?;
+            }
             for t in turns {
                 tx.execute(
                     "INSERT INTO transcript (session_key, provenance, message_id, sender, text, route, at)
@@ -279,21 +318,7 @@ impl AccessStore {
                         ],
                     )?;
                 }
-                tx.execute(
-                    "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    params![
-                        key.channel,
-                        key.account_id,
-                        key.peer_kind,
-                        key.peer_id,
-                        key.thread_id,
-                        key.message_id,
-                        session_key,
-                        response,
-                        now
-                    ],
-                )?;
+                insert_delivery(&tx, key, session_key, response, &now)?;
             }
             tx.commit()
         })
@@ -380,4 +405,154 @@ impl AccessStore {
     pub fn dead_letters(&self) -> Result<u64, StateError> {
         self.with(|c| c.query_row("SELECT count(*) FROM dead_letters", [], |r| r.get(0)))
     }
+}
+
+/// A turn as `budget_events` records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountedTurn {
+    pub agent_id: String,
+    /// When the turn began, ms since the epoch.
+    pub at_ms: i64,
+    pub run_id: Option<String>,
+    pub usage: super::budget::TurnUsage,
+}
+
+/// A turn or spawn a budget refused, as `budget_events` records it.
+#[derive(Debug, Clone)]
+pub struct RefusalRow {
+    pub agent_id: String,
+    pub session_key: Option<String>,
+    pub run_id: Option<String>,
+    pub refusal: super::budget::Refusal,
+}
+
+impl AccessStore {
+    /// The budget events of the last day, oldest first: what [`super::budget::Budgets::load`]
+    /// counts from after a restart.
+    pub fn budget_rows(&self, now_ms: i64) -> Result<Vec<super::budget::BudgetRow>, StateError> {
+        use super::budget::{BudgetRow, EventKind};
+        self.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT agent_id, kind, at_ms, tokens, cost_micros FROM budget_events
+                 WHERE at_ms > ?1 AND kind IN ('turn', 'spawn') ORDER BY id",
+            )?;
+            let rows = stmt.query_map([now_ms - 2 * 86_400_000], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                ))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (agent_id, kind, at_ms, tokens, cost) = row?;
+                let Some(kind) = EventKind::parse(&kind) else {
+                    continue;
+                };
+                out.push(BudgetRow {
+                    agent_id,
+                    kind,
+                    at_ms,
+                    tokens: tokens.map(|n| n.max(0) as u64),
+                    cost_micros: cost.map(|n| n.max(0) as u64),
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    /// Records a spawn (by session `session_key`) counted against `agent_id`'s
+    /// `spawnsPerHour`.
+    pub fn record_spawn(
+        &self,
+        agent_id: &str,
+        at_ms: i64,
+        session_key: &str,
+    ) -> Result<(), StateError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key)
+                 VALUES (?1, 'spawn', ?2, ?3, ?4)",
+                params![agent_id, at_ms, crate::clock::now(), session_key],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Records a budget's refusal.
+    pub fn record_refusal(&self, row: &RefusalRow) -> Result<(), StateError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, run_id, budget, detail)
+                 VALUES (?1, 'refusal', ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    row.agent_id,
+                    super::budget::now_ms(),
+                    crate::clock::now(),
+                    row.session_key,
+                    row.run_id,
+                    row.refusal.limit.as_str(),
+                    row.refusal.to_string()
+                ],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Records that a cancel of `session_key`'s turn was asked for; its row id.
+    pub fn cancel_requested(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        run_id: Option<&str>,
+        why: &str,
+    ) -> Result<i64, StateError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO turn_cancels (agent_id, session_key, run_id, why, state, requested_at)
+                 VALUES (?1, ?2, ?3, ?4, 'requested', ?5)",
+                params![agent_id, session_key, run_id, why, crate::clock::now()],
+            )?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
+    /// Records what came of cancel `id`: `confirmed` or `uncertain`, with a note.
+    pub fn cancel_decided(&self, id: i64, state: &str, note: &str) -> Result<(), StateError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE turn_cancels SET state = ?2, note = ?3, decided_at = ?4 WHERE id = ?1",
+                params![id, state, note, crate::clock::now()],
+            )
+            .map(drop)
+        })
+    }
+}
+
+/// Records a delivered envelope's `response`, for its redelivery (idempotency key `key`).
+fn insert_delivery(
+    c: &rusqlite::Connection,
+    key: &DeliveryKey,
+    session_key: &str,
+    response: &str,
+    at: &str,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            key.channel,
+            key.account_id,
+            key.peer_kind,
+            key.peer_id,
+            key.thread_id,
+            key.message_id,
+            session_key,
+            response,
+            at
+        ],
+    )?;
+    Ok(())
 }

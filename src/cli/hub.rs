@@ -57,6 +57,17 @@ pub enum RunsCommand {
     /// One run with every state it went through.
     #[command(after_help = EXIT_CODES)]
     Show(RunArgs),
+    /// Cancel a run: withdrawn if its turn has not begun, else ACP session/cancel; the cancel
+    /// is `confirmed` when the runtime stops the turn, `uncertain` when it does not.
+    #[command(after_help = EXIT_CODES)]
+    Cancel(RunArgs),
+    /// Resume a run a loop pause holds (state `paused`): it is delivered, and the loop's count
+    /// starts over.
+    #[command(after_help = EXIT_CODES)]
+    Resume(RunArgs),
+    /// Stop a run a loop pause holds: it is cancelled, never delivered.
+    #[command(after_help = EXIT_CODES)]
+    Stop(RunArgs),
 }
 
 #[derive(Debug, Args)]
@@ -168,7 +179,7 @@ pub fn hub(command: HubCommand) -> ExitStatus {
 }
 
 /// One JSON-RPC call of the Hub's operator service; the result, or how the command ends.
-fn rpc(
+pub(super) fn rpc(
     global: &GlobalSettings,
     method: &str,
     params: Value,
@@ -184,7 +195,7 @@ fn rpc(
     let Some(client) = client else {
         let _ = writeln!(
             err,
-            "error: no controller runs on state directory `{}`\nhint: sessions and runs live in the running controller: start one with `deepcli up`, or pass the --state-dir it runs with",
+            "error: no controller runs on state directory `{}`\nhint: sessions, runs and approvals live in the running controller: start one with `deepcli up`, or pass the --state-dir it runs with",
             dir.root().display()
         );
         return Err(ExitStatus::Error);
@@ -220,7 +231,7 @@ fn rpc(
     Ok(answer["result"].clone())
 }
 
-fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> ExitStatus {
+pub(super) fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> ExitStatus {
     if json {
         super::emit::print_json(result);
     } else {
@@ -229,7 +240,7 @@ fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> Exi
     ExitStatus::Success
 }
 
-fn text(v: &Value) -> String {
+pub(super) fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),
@@ -291,6 +302,23 @@ pub fn sessions(global: &GlobalSettings, command: SessionsCommand) -> ExitStatus
         Err(status) => return status,
     };
     match command {
+        SessionsCommand::Cancel(_) => show(&result, json, |r| {
+            let mut out = String::new();
+            for run in r["runs"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "run {}: {} (cancel {})\n",
+                    text(&run["runId"]),
+                    text(&run["state"]),
+                    text(&run["cancel"])
+                ));
+            }
+            match r["turnCancel"].as_str() {
+                Some("not_running") => out.push_str("nothing runs in this session\n"),
+                Some(state) => out.push_str(&format!("turn: cancel {state}\n")),
+                None => {}
+            }
+            out
+        }),
         SessionsCommand::List(_) => show(&result, json, |r| {
             let mut out = String::new();
             for s in r["sessions"].as_array().into_iter().flatten() {
@@ -379,6 +407,24 @@ pub fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus {
                 Err(status) => status,
             }
         }
+        RunsCommand::Resume(a) => decide(global, "runs/resume", &a),
+        RunsCommand::Stop(a) => decide(global, "runs/stop", &a),
+        RunsCommand::Cancel(a) => match rpc(
+            global,
+            "runs/cancel",
+            json!({"runId": a.run_id}),
+            Duration::from_secs(30),
+        ) {
+            Ok(result) => show(&result, a.json, |r| {
+                format!(
+                    "run {}: {} (cancel {})\n",
+                    text(&r["runId"]),
+                    text(&r["state"]),
+                    text(&r["cancel"])
+                )
+            }),
+            Err(status) => status,
+        },
         RunsCommand::Show(a) => match rpc(global, "runs/show", json!({"runId": a.run_id}), quick) {
             Ok(result) => show(&result, a.json, |r| {
                 let mut out = format!(
@@ -401,5 +447,20 @@ pub fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus {
             }),
             Err(status) => status,
         },
+    }
+}
+
+/// `runs resume|stop`: the operator's decision on a paused run; the run as it is then.
+fn decide(global: &GlobalSettings, method: &str, a: &RunArgs) -> ExitStatus {
+    match rpc(
+        global,
+        method,
+        json!({"runId": a.run_id}),
+        Duration::from_secs(30),
+    ) {
+        Ok(result) => show(&result, a.json, |r| {
+            format!("run {}: {}\n", text(&r["runId"]), text(&r["state"]))
+        }),
+        Err(status) => status,
     }
 }

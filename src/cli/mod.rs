@@ -5,6 +5,8 @@
 
 mod access;
 mod agents;
+mod approvals;
+mod audit;
 mod channels;
 mod emit;
 mod hub;
@@ -159,9 +161,16 @@ enum Command {
     /// close.
     #[command(subcommand)]
     Sessions(hub::SessionsCommand),
-    /// Runs of the Hub (sessions_send, sessions_spawn): list, show.
+    /// Runs of the Hub (sessions_send, sessions_spawn): list, show, cancel, resume, stop.
     #[command(subcommand)]
     Runs(hub::RunsCommand),
+    /// What agents ask a person for: list, show, approve, deny; allow_always rules, revoke.
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCommand),
+    /// What happened, as one timeline from the state database: inbound messages, routes,
+    /// sends and spawns, budget refusals, loop pauses, cancels, applies.
+    #[command(after_help = EXIT_CODES)]
+    Audit(audit::AuditArgs),
     /// The Hub's MCP server on stdio (`hub mcp`), which agents start.
     #[command(subcommand, hide = true)]
     Hub(hub::HubCommand),
@@ -302,6 +311,8 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Pairing(command) => pairing::run(&global, command),
         Command::Sessions(command) => hub::sessions(&global, command),
         Command::Runs(command) => hub::runs(&global, command),
+        Command::Approvals(command) => approvals::run(&global, command),
+        Command::Audit(args) => audit::run(&global, args),
         Command::Hub(command) => hub::hub(command),
         Command::EchoAgent => echo_agent(),
     }

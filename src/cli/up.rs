@@ -401,6 +401,9 @@ fn human(doc: &Value) -> String {
                 super::agents::model_status(Some(model))
             ));
         }
+        if let Some(b) = r.get("budgets").filter(|b| !b.is_null()) {
+            out.push_str(&budget_line(b));
+        }
     }
     for (agent, h) in doc["heartbeats"].as_object().into_iter().flatten() {
         let n = |key: &str| h[key].as_u64().unwrap_or(0);
@@ -439,6 +442,45 @@ fn human(doc: &Value) -> String {
                 "live session tokens"
             ),
             crate::plural::plural(denials as usize, "denial", "denials"),
+        ));
+        for pause in hub["loopPauses"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "loop paused  run {}: {}; decide with `deepcli runs resume|stop {}`\n",
+                text(&pause["runId"]),
+                text(&pause["why"]),
+                text(&pause["runId"]),
+            ));
+        }
+    }
+    out
+}
+
+/// One agent's budgets in `deepcli status`: used of allowed (`-` where no budget is set);
+/// usage a runtime never reported is `unknown`, never 0.
+fn budget_line(b: &Value) -> String {
+    let of = |used: &Value, limit: &Value| {
+        let used = match used {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if limit.is_null() {
+            used
+        } else {
+            format!("{used}/{limit}")
+        }
+    };
+    let mut out = format!(
+        "               budgets turns {} last hour, running {}, spawns {} last hour, tokens {} today, cost {} USD today\n",
+        of(&b["turnsLastHour"], &b["turnsPerHour"]),
+        of(&b["runningTurns"], &b["concurrentTurns"]),
+        of(&b["spawnsLastHour"], &b["spawnsPerHour"]),
+        of(&b["tokensToday"], &b["tokensPerDay"]),
+        of(&b["costTodayUsd"], &b["costPerDayUsd"]),
+    );
+    for note in b["notes"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "               {}\n",
+            note.as_str().unwrap_or_default()
         ));
     }
     out

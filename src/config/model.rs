@@ -39,7 +39,9 @@ pub struct AgentDefaults {
     pub heartbeat: Option<Heartbeat>,
     pub group_chat: Option<GroupChat>,
     pub subagents: Option<Subagents>,
+    pub budgets: Option<Budgets>,
     pub identity: Option<Identity>,
+    pub permissions: Option<Permissions>,
 }
 
 /// One entry of `agents.list`, as written.
@@ -56,11 +58,13 @@ pub struct AgentSpec {
     pub runtime: Option<Runtime>,
     pub tools: Option<AgentTools>,
     pub subagents: Option<Subagents>,
+    pub budgets: Option<Budgets>,
     pub sandbox: Option<Sandbox>,
     pub heartbeat: Option<Heartbeat>,
     pub group_chat: Option<GroupChat>,
     pub protect: Option<bool>,
     pub skip_bootstrap: Option<bool>,
+    pub permissions: Option<Permissions>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -92,6 +96,8 @@ pub struct Identity {
 pub enum RuntimeKind {
     Acp,
     Process,
+    /// A remote agent reached over A2A (docs/a2a.md): `url` is its JSON-RPC endpoint.
+    A2a,
     #[default]
     None,
 }
@@ -101,8 +107,14 @@ impl RuntimeKind {
         match self {
             RuntimeKind::Acp => "acp",
             RuntimeKind::Process => "process",
+            RuntimeKind::A2a => "a2a",
             RuntimeKind::None => "none",
         }
+    }
+
+    /// Whether deepcli can prompt an agent of this kind (an ACP session, or an A2A remote).
+    pub fn takes_prompts(self) -> bool {
+        matches!(self, RuntimeKind::Acp | RuntimeKind::A2a)
     }
 
     /// Whether deepcli can apply an agent's `model` to a runtime of this kind (through ACP),
@@ -112,6 +124,9 @@ impl RuntimeKind {
             RuntimeKind::Acp => Ok(()),
             RuntimeKind::Process => Err(
                 "a `process` runtime takes no model from deepcli: deepcli applies `model` through ACP (`runtime.kind: acp`)",
+            ),
+            RuntimeKind::A2a => Err(
+                "an `a2a` runtime is a remote agent: A2A gives deepcli no way to choose its model",
             ),
             RuntimeKind::None => Err(
                 "`runtime.kind: none`: deepcli runs nothing to apply it to; whatever runs the agent must read it",
@@ -129,6 +144,12 @@ pub struct Runtime {
     #[serde(default)]
     pub env: IndexMap<String, EnvValue>,
     pub cwd: Option<String>,
+    /// `kind: a2a`: the remote agent's JSON-RPC endpoint, as its Agent Card names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `kind: a2a`: the bearer token deepcli sends to the remote agent (a secret reference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Secret>,
 }
 
 /// An environment value: plain text, or a secret reference resolved at spawn time.
@@ -248,6 +269,21 @@ pub struct Subagents {
     pub run_timeout_seconds: Option<u64>,
 }
 
+/// `budgets` (approvals.md): limits checked before each turn; unset keys limit nothing.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Budgets {
+    pub turns_per_hour: Option<u32>,
+    pub concurrent_turns: Option<u32>,
+    pub turn_seconds: Option<u64>,
+    pub spawns_per_hour: Option<u32>,
+    pub tokens_per_day: Option<u64>,
+    pub cost_per_day_usd: Option<f64>,
+    pub loop_turns: Option<u32>,
+    pub loop_window_seconds: Option<u64>,
+    pub tree_turns: Option<u32>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Sandbox {
@@ -261,6 +297,66 @@ pub struct Sandbox {
 pub struct Heartbeat {
     pub every: Option<String>,
     pub target: Option<String>,
+}
+
+/// `permissions` (approvals.md): what deepcli answers when the agent's runtime asks for
+/// permission, and who may answer for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Permissions {
+    pub mode: Option<PermissionMode>,
+    pub timeout_seconds: Option<u64>,
+    pub approvers: Option<Vec<String>>,
+    pub route: Option<ApprovalRoute>,
+}
+
+/// `permissions.mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PermissionMode {
+    /// Every request waits for a person.
+    #[default]
+    Ask,
+    /// Read-kind tool calls (`read`, `search`) are allowed; the rest wait for a person.
+    ApproveReads,
+    /// Every request is allowed.
+    ApproveAll,
+    /// Every request is rejected.
+    DenyAll,
+}
+
+impl PermissionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::Ask => "ask",
+            PermissionMode::ApproveReads => "approve-reads",
+            PermissionMode::ApproveAll => "approve-all",
+            PermissionMode::DenyAll => "deny-all",
+        }
+    }
+}
+
+/// `permissions.route`: where a pending approval is announced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalRoute {
+    /// The conversation whose message caused the turn (and the operator's CLI and API).
+    Origin,
+    /// The operator's CLI and API only.
+    #[default]
+    Operator,
+    /// Both.
+    Both,
+}
+
+impl ApprovalRoute {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalRoute::Origin => "origin",
+            ApprovalRoute::Operator => "operator",
+            ApprovalRoute::Both => "both",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -357,6 +453,35 @@ pub struct SessionSection {
 pub struct ChannelsFile {
     #[serde(default)]
     pub channels: IndexMap<String, ChannelSpec>,
+    /// The hub as an A2A server (docs/a2a.md): which agents it exposes, to which peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<A2aSpec>,
+}
+
+/// channels.yaml `a2a:` — the hub as an Agent2Agent server (docs/a2a.md).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct A2aSpec {
+    /// The agents that get an Agent Card and a JSON-RPC endpoint (`/a2a/<id>/`); the first is
+    /// also the card at `/.well-known/agent-card.json`.
+    #[serde(default)]
+    pub expose: Vec<String>,
+    /// Who may call, by peer name: each with its bearer token.
+    #[serde(default)]
+    pub peers: IndexMap<String, A2aPeer>,
+}
+
+/// One A2A peer: its bearer token, the exposed agents it may reach, its rate limit.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct A2aPeer {
+    pub token: Secret,
+    /// Exposed agents this peer may reach; unset: every exposed agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_agents: Option<Vec<String>>,
+    /// JSON-RPC requests this peer may make per minute (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
 }
 
 /// The key of `channels` that holds the inbound policy every channel inherits (policy.md):
@@ -740,6 +865,7 @@ mod tests {
             )]
             .into_iter()
             .collect(),
+            a2a: None,
         };
         for shown in [
             format!("{file:?}"),

@@ -34,6 +34,8 @@ pub struct Config {
     pub channels: Vec<Channel>,
     /// `channels.defaults`: the inbound policy every channel inherits (policy.md).
     pub channel_defaults: PolicySpec,
+    /// channels.yaml `a2a:`: the agents exposed over A2A and their peers (docs/a2a.md).
+    pub a2a: Option<super::model::A2aSpec>,
     pub bindings: Vec<Binding>,
 }
 
@@ -126,6 +128,7 @@ pub(super) struct Decoded {
     agent_list: Vec<(usize, AgentSpec)>,
     channels: Vec<Channel>,
     channel_defaults: PolicySpec,
+    a2a: Option<super::model::A2aSpec>,
     bindings: Vec<Binding>,
 }
 
@@ -193,6 +196,7 @@ impl Decoded {
                 let file: super::model::ChannelsFile =
                     de::from_node_hiding(root, &hidden).map_err(internal)?;
                 self.channels = Vec::with_capacity(file.channels.len());
+                self.a2a = file.a2a;
                 for (id, spec) in file.channels {
                     // The schema lets `defaults` hold only policy keys.
                     if id == CHANNEL_DEFAULTS {
@@ -356,6 +360,7 @@ pub(super) fn resolve(
         agent_list,
         channels,
         channel_defaults,
+        a2a,
         bindings,
     } = decoded;
     let defaults = &file.agents.defaults;
@@ -386,6 +391,7 @@ pub(super) fn resolve(
         session: file.session,
         channels,
         channel_defaults,
+        a2a,
         bindings,
     }
 }
@@ -408,7 +414,12 @@ fn agent(
             .clone()
             .or_else(|| defaults.group_chat.clone()),
         subagents: own.subagents.clone().or_else(|| defaults.subagents.clone()),
+        budgets: own.budgets.clone().or_else(|| defaults.budgets.clone()),
         identity: own.identity.clone().or_else(|| defaults.identity.clone()),
+        permissions: own
+            .permissions
+            .clone()
+            .or_else(|| defaults.permissions.clone()),
         ..own.clone()
     };
     let state = &options.state_dir;

@@ -29,7 +29,7 @@ impl FileKind {
     pub fn top_keys(self) -> &'static [&'static str] {
         match self {
             FileKind::Agents => &["agents", "tools", "session"],
-            FileKind::Channels => &["channels"],
+            FileKind::Channels => &["channels", "a2a"],
             FileKind::Bindings => &["bindings"],
         }
     }

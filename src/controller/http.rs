@@ -1,9 +1,10 @@
 //! The controller's HTTP surface so far: `GET /healthz`, `GET /v1/status` and `GET /metrics`
-//! (operator token). The Access endpoints join it with the Access layer.
+//! (operator token), the operator's `/v1/approvals` (approvals.md) and `POST /rpc`. The Access
+//! endpoints join it with the Access layer.
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -81,6 +82,9 @@ async fn rpc(
         Ok(body) => body,
         Err(e) => return e.into_response(),
     };
+    if let Some(answer) = approvals_rpc(&shared, &body).await {
+        return Json(answer).into_response();
+    }
     if let Some(answer) = hub_rpc(&shared, &body).await {
         return Json(answer).into_response();
     }
@@ -95,6 +99,175 @@ async fn rpc(
         )
             .into_response(),
     }
+}
+
+/// A single JSON-RPC request for `approvals/*` (approvals.md), which needs the running
+/// approvals service: answered here.
+async fn approvals_rpc(shared: &Arc<Shared>, body: &[u8]) -> Option<serde_json::Value> {
+    use serde_json::json;
+    let request: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let method = request["method"]
+        .as_str()?
+        .strip_prefix(crate::manage::rpc::PREFIX)?;
+    let method = crate::approvals::OperatorMethod::parse(method)?;
+    if request["jsonrpc"] != "2.0" {
+        return None;
+    }
+    let id = request
+        .get("id")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    let params = request.get("params").cloned().unwrap_or(json!({}));
+    Some(match shared.approvals.operator(method, params).await {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.rpc_code(), "message": e.to_string()}})
+        }
+    })
+}
+
+fn approvals_answer(
+    outcome: Result<serde_json::Value, crate::approvals::ApprovalError>,
+) -> Response {
+    match outcome {
+        Ok(doc) => Json(doc).into_response(),
+        Err(e) => (
+            axum::http::StatusCode::from_u16(e.http_status())
+                .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+            Json(serde_json::json!({"error": e.to_string()})),
+        )
+            .into_response(),
+    }
+}
+
+/// `GET /v1/approvals?state=&agentId=&all=&limit=`: pending approvals (or others).
+async fn approvals_list(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    if let Err(denied) = authorized(&shared, &headers) {
+        return denied;
+    }
+    let mut params = serde_json::Map::new();
+    for (k, v) in q {
+        let value = match k.as_str() {
+            "all" => serde_json::Value::Bool(v == "true" || v == "1"),
+            "limit" => match v.parse::<u64>() {
+                Ok(n) => n.into(),
+                Err(_) => {
+                    return approvals_answer(Err(crate::approvals::ApprovalError::Params(
+                        format!("`limit` must be a number, not `{v}`"),
+                    )));
+                }
+            },
+            _ => v.into(),
+        };
+        params.insert(k, value);
+    }
+    approvals_answer(
+        shared
+            .approvals
+            .operator(crate::approvals::OperatorMethod::List, params.into())
+            .await,
+    )
+}
+
+/// `GET /v1/approvals/{id}`: one approval and its events.
+async fn approvals_show(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(denied) = authorized(&shared, &headers) {
+        return denied;
+    }
+    approvals_answer(
+        shared
+            .approvals
+            .operator(
+                crate::approvals::OperatorMethod::Show,
+                serde_json::json!({"id": id}),
+            )
+            .await,
+    )
+}
+
+/// `POST /v1/approvals/{id}/approve` and `…/deny`, body `{"always": bool}` (optional).
+async fn approvals_decide(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path((id, verb)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(denied) = authorized(&shared, &headers) {
+        return denied;
+    }
+    let method = match verb.as_str() {
+        "approve" => crate::approvals::OperatorMethod::Approve,
+        "deny" => crate::approvals::OperatorMethod::Deny,
+        other => {
+            return approvals_answer(Err(crate::approvals::ApprovalError::Params(format!(
+                "no `{other}` on an approval: POST …/approve or …/deny (a rule: POST /v1/approvals/rules/<id>/revoke)"
+            ))));
+        }
+    };
+    let mut params: serde_json::Value = if body.is_empty() {
+        serde_json::json!({})
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            _ => {
+                return approvals_answer(Err(crate::approvals::ApprovalError::Params(
+                    "the body must be a JSON object, for example {\"always\": true}".to_string(),
+                )));
+            }
+        }
+    };
+    params["id"] = id.into();
+    approvals_answer(shared.approvals.operator(method, params).await)
+}
+
+/// `GET /v1/approvals/rules?agentId=&all=`: the `allow_always` rules.
+async fn approvals_rules(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    if let Err(denied) = authorized(&shared, &headers) {
+        return denied;
+    }
+    let mut params =
+        serde_json::json!({"all": q.get("all").is_some_and(|v| v == "true" || v == "1")});
+    if let Some(agent) = q.get("agentId") {
+        params["agentId"] = agent.clone().into();
+    }
+    approvals_answer(
+        shared
+            .approvals
+            .operator(crate::approvals::OperatorMethod::Rules, params)
+            .await,
+    )
+}
+
+/// `POST /v1/approvals/rules/{id}/revoke`.
+async fn approvals_revoke(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(denied) = authorized(&shared, &headers) {
+        return denied;
+    }
+    approvals_answer(
+        shared
+            .approvals
+            .operator(
+                crate::approvals::OperatorMethod::Revoke,
+                serde_json::json!({"ruleId": id}),
+            )
+            .await,
+    )
 }
 
 /// A single JSON-RPC request for the Hub's operator methods (`sessions/*`, `runs/*`), which
@@ -150,6 +323,17 @@ pub(super) async fn serve(
         .route("/v1/status", get(status))
         .route("/metrics", get(metrics))
         .route("/rpc", axum::routing::post(rpc))
+        .route("/v1/approvals", get(approvals_list))
+        .route("/v1/approvals/rules", get(approvals_rules))
+        .route(
+            "/v1/approvals/rules/{id}/revoke",
+            axum::routing::post(approvals_revoke),
+        )
+        .route("/v1/approvals/{id}", get(approvals_show))
+        .route(
+            "/v1/approvals/{id}/{verb}",
+            axum::routing::post(approvals_decide),
+        )
         .with_state(shared.clone())
         .merge(crate::access::http::router(
             shared.access.clone(),
@@ -160,6 +344,7 @@ pub(super) async fn serve(
             shared.hub.clone(),
             Arc::from(shared.token.as_str()),
         ))
+        .merge(crate::a2a::http::router(shared.a2a.clone()))
         .fallback(crate::access::http::no_such_endpoint)
         .method_not_allowed_fallback(crate::access::http::wrong_method);
     let stop = async move {

@@ -90,6 +90,10 @@ struct Shared {
     access: Arc<Access>,
     /// Agents working with agents (hub.md): the MCP door, tools, runs.
     hub: Arc<crate::hub::Hub>,
+    /// What agents ask a person for (approvals.md).
+    approvals: Arc<crate::approvals::Approvals>,
+    /// The hub as an A2A server (a2a.md): cards, JSON-RPC, tasks as Hub runs.
+    a2a: Arc<crate::a2a::A2a>,
     /// What `POST /rpc` works on: the config directory this controller watches.
     manage: crate::manage::ManageContext,
     /// The supervisor's live runtime statuses, read on every status request.
@@ -122,6 +126,11 @@ impl Shared {
             .unwrap_or_default();
         for runtime in &mut status.runtimes {
             runtime.model = self.access.model_report(&runtime.agent_id);
+            let budgeted = self
+                .access
+                .plan()
+                .is_some_and(|p| p.budgets.contains_key(&runtime.agent_id));
+            runtime.budgets = budgeted.then(|| self.access.budget_report(&runtime.agent_id));
         }
         status.heartbeats = self
             .heartbeats
@@ -167,6 +176,7 @@ impl Shared {
             }
         }
         status.hub = Some(self.hub.status());
+        status.a2a = Some(self.a2a.status());
         status.health = status.health();
         status
     }
@@ -250,15 +260,26 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         Some((supervisor.acp_handle(), supervisor.status_handle())),
         options.access.clone(),
     ));
+    access.set_remotes(supervisor.remote_handle());
     let mut adapters = crate::adapters::Adapters::new(
         access.clone(),
         crate::adapters::store::AdapterStore::open(&state)?,
     );
     let serial = store.serial()?;
     let hub = crate::hub::Hub::open(&state, access.clone())?;
+    let approvals = crate::approvals::Approvals::open(
+        &state,
+        access.clone(),
+        hub.clone(),
+        supervisor.acp_handle(),
+    )?;
+    let _ = supervisor.broker_slot().set(approvals.broker());
+    let a2a = crate::a2a::A2a::open(&state, hub.clone())?;
     let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| Shared {
         access,
         hub,
+        approvals,
+        a2a,
         manage: {
             let mut cx =
                 crate::manage::ManageContext::new(&options.config_dir, options.load.clone());
@@ -284,6 +305,9 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         token,
         file_events,
     });
+    shared
+        .approvals
+        .set_executor(Arc::new(Executor(shared.manage.clone())));
     let store = Arc::new(Mutex::new(store));
 
     let addr = listener.local_addr().unwrap_or(options.listen);
@@ -352,8 +376,10 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
             _ = sigterm.recv() => break,
         }
     }
-    // In-flight requests finish first (their runtimes are still there), new ones are refused.
+    // In-flight requests finish first (their runtimes are still there), new ones are refused;
+    // none waits for a person any more.
     let _ = shutdown_tx.send(true);
+    shared.approvals.stop().await;
     if tokio::time::timeout(SHUTDOWN_GRACE, server).await.is_err() {
         tracing::warn!(
             "requests still in flight after {} s; stopping anyway",
@@ -710,6 +736,8 @@ async fn apply_planned(
                 session.main_key(id)
             }));
     }
+    shared.approvals.swap(&config).await;
+    shared.a2a.swap(crate::a2a::A2aPlan::from_config(&config));
     for action in &plan.actions {
         if let Action::DeleteAgent { id, .. } = action {
             shared.hub.agent_deleted(id).await;
@@ -887,4 +915,29 @@ fn rejected(report: crate::validate::Report) -> Found {
         since: crate::clock::now(),
         diagnostics,
     })
+}
+
+/// An approved management request runs through the operator's JSON-RPC dispatcher, exactly as
+/// the operator's own call would (approvals.md, "Management requests").
+struct Executor(crate::manage::ManageContext);
+
+impl crate::approvals::ManagementExecutor for Executor {
+    fn execute(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, serde_json::Value> {
+        let request = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": format!("{}{method}", crate::manage::rpc::PREFIX),
+            "params": params,
+        });
+        let answer = crate::manage::rpc::handle(&self.0, request.to_string().as_bytes())
+            .unwrap_or_else(|| serde_json::json!({"error": {"message": "no answer"}}));
+        match answer.get("result") {
+            Some(result) => Ok(result.clone()),
+            None => Err(answer.get("error").cloned().unwrap_or(answer)),
+        }
+    }
 }

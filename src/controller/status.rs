@@ -51,6 +51,10 @@ pub struct ControllerStatus {
     /// reason, the policy in force. Only a running controller has them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hub: Option<serde_json::Value>,
+    /// The A2A server's figures (a2a.md): exposed agents, peers (whether each token
+    /// resolved), requests, tasks, refusals. Only a running controller has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<serde_json::Value>,
     pub reconciles: u64,
     pub rejections: u64,
     pub last_error: Option<String>,

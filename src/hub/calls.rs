@@ -107,6 +107,13 @@ impl Hub {
                 decode::<NoArgs>(tool, args).map_err(CallError::BadArguments)?;
                 self.session_status(caller).await?
             }
+            MANAGEMENT_REQUEST => {
+                self.management_request(
+                    caller,
+                    decode(tool, args).map_err(CallError::BadArguments)?,
+                )
+                .await?
+            }
             other => return Err(CallError::UnknownTool(other.to_string())),
         };
         if result["status"] == "forbidden"
@@ -126,7 +133,7 @@ impl Hub {
             .agents
             .values()
             .filter_map(|a| {
-                let acp = a.runtime == RuntimeKind::Acp;
+                let acp = a.runtime.takes_prompts();
                 let can_send = acp && p.agent_to_agent(&caller.agent_id, &a.id).is_ok();
                 let can_spawn = acp && !leaf && p.may_spawn_on(&caller.agent_id, &a.id).is_ok();
                 let me = a.id == caller.agent_id;
@@ -409,10 +416,23 @@ impl Hub {
         if let Some(denial) = self.child_to_external(caller, &key).await {
             return Ok(forbidden(&denial));
         }
-        if self.policy().agents.get(&agent).map(|a| a.runtime) != Some(RuntimeKind::Acp) {
+        if !self
+            .policy()
+            .agents
+            .get(&agent)
+            .is_some_and(|a| a.runtime.takes_prompts())
+        {
             return Ok(error(format!(
-                "agent `{agent}` has no ACP runtime: it takes no messages"
+                "agent `{agent}` has no ACP or A2A runtime: it takes no messages"
             )));
+        }
+        if let Err(refusal) = self.access.budget_allows_turn(&agent) {
+            return Ok(self.over_budget(&refusal, caller).await);
+        }
+        if let Some(trip) = self.loop_trip(caller, &key).await? {
+            return self
+                .pause_send(caller, (&agent, &key), args.message, trip)
+                .await;
         }
         let wait = args.timeout_seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
         let run = self
@@ -507,9 +527,16 @@ impl Hub {
         if let Err(denial) = p.may_spawn_on(&caller.agent_id, &agent) {
             return Ok(forbidden(&denial));
         }
-        if p.agents.get(&agent).map(|a| a.runtime) != Some(RuntimeKind::Acp) {
+        let runtime = p.agents.get(&agent).map(|a| a.runtime);
+        // A subagent runs on any runtime that takes prompts (a remote A2A agent too); an
+        // `acp` child needs an ACP runtime.
+        let spawnable = match args.runtime {
+            Some(SpawnRuntime::Acp) => runtime == Some(RuntimeKind::Acp),
+            _ => runtime.is_some_and(RuntimeKind::takes_prompts),
+        };
+        if !spawnable {
             return Ok(error(format!(
-                "agent `{agent}` has no ACP runtime: nothing can be spawned on it"
+                "agent `{agent}` has no runtime this spawn can run on (ACP, or A2A for `runtime: subagent`)"
             )));
         }
         let cwd = match &args.cwd {
@@ -549,6 +576,17 @@ impl Hub {
                 ),
             )));
         }
+        // The child's first turn must fit its agent's budgets, and the spawn the caller's.
+        if let Err(refusal) = self.access.budget_allows_turn(&agent) {
+            return Ok(self.over_budget(&refusal, caller).await);
+        }
+        if let Err(refusal) = self
+            .access
+            .budget_spawn(&caller.agent_id, &caller.session_key)
+            .await
+        {
+            return Ok(self.over_budget(&refusal, caller).await);
+        }
         // Taken now, under one lock, so that a storm of spawns cannot all pass at once.
         if let Err(denial) = self.take_spawn_slot(&caller.agent_id) {
             return Ok(forbidden(&denial));
@@ -585,6 +623,23 @@ impl Hub {
                 Err(e)
             }
         }
+    }
+
+    /// A budget's refusal as a tool result (`forbidden`, reason `budget_exceeded`, which
+    /// budget and when to try again), recorded and counted.
+    async fn over_budget(
+        &self,
+        refusal: &crate::access::budget::Refusal,
+        caller: &Caller,
+    ) -> Value {
+        self.denied(Reason::BudgetExceeded);
+        self.access
+            .refused(refusal, Some(&caller.session_key), None)
+            .await;
+        let mut result = forbidden(&Denial::new(Reason::BudgetExceeded, refusal.to_string()));
+        result["budget"] = refusal.limit.as_str().into();
+        result["retryAfter"] = refusal.retry_after.into();
+        result
     }
 
     async fn subagents(

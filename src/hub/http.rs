@@ -5,7 +5,8 @@
 //!   request (401 otherwise).
 //! * `POST /v1/hub/tools`, `POST /v1/hub/call` — what `deepcli hub mcp` forwards to, with the
 //!   same session token.
-//! * `GET /v1/sessions`, `GET /v1/runs`, `GET /v1/runs/{id}` — the operator's (operator token).
+//! * `GET /v1/sessions`, `GET /v1/runs`, `GET /v1/runs/{id}`, `GET /v1/audit` — the
+//!   operator's (operator token).
 
 use std::sync::Arc;
 
@@ -178,6 +179,31 @@ async fn run(State(cx): State<Ctx>, headers: HeaderMap, Path(id): Path<String>) 
     operator_answer(cx.hub.operator("runs/show", json!({"runId": id})).await)
 }
 
+/// `GET /v1/audit?agentId=&sessionKey=&runId=&since=&limit=`: the audit timeline
+/// (approvals.md), as `deepcli audit --json` prints it.
+async fn audit(
+    State(cx): State<Ctx>,
+    headers: HeaderMap,
+    Query(p): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    if let Err(denied) = crate::access::http::operator(&cx.operator_token, &headers) {
+        return denied;
+    }
+    let since = match p.get("since").map(|s| crate::state::audit::parse_since(s)) {
+        None => None,
+        Some(Ok(since)) => Some(since),
+        Some(Err(why)) => return operator_answer(Err(OperatorError::Params(why))),
+    };
+    let filter = crate::state::audit::AuditFilter {
+        agent_id: p.get("agentId").cloned(),
+        session_key: p.get("sessionKey").cloned(),
+        run_id: p.get("runId").cloned(),
+        since,
+        limit: p.get("limit").and_then(|l| l.parse().ok()),
+    };
+    operator_answer(cx.hub.audit(filter).await.map_err(OperatorError::from))
+}
+
 /// The Hub's routes.
 pub fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
     let mcp_hub = hub.clone();
@@ -215,6 +241,7 @@ pub fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
         .route("/v1/sessions", get(sessions))
         .route("/v1/runs", get(runs))
         .route("/v1/runs/{id}", get(run))
+        .route("/v1/audit", get(audit))
         .with_state(cx)
         .merge(mcp)
 }

@@ -12,13 +12,19 @@
 //! * `tools.rs` — the tool definitions and their typed arguments.
 //! * `calls.rs` — what each tool does.
 //! * `runs.rs` — runs: delivery, states, the reply-back loop, announces, cancel, restart.
+//! * `loops.rs` — loop pauses across runs (approvals.md): a send past a bound waits, `paused`,
+//!   for the operator.
 //! * `mcp.rs` — the MCP servers (rmcp): HTTP at `/mcp`, and `deepcli hub mcp` on stdio.
 //! * `http.rs` — the HTTP routes: `/mcp`, the stdio forwarder's `/v1/hub/*`, and the
 //!   operator's `/v1/sessions`, `/v1/runs`.
 //! * `operator.rs` — the operator's service (`sessions/*`, `runs/*`).
+//! * `approval.rs` — `awaiting_approval` runs and the `management_request` tool's door.
 
+pub mod a2a;
+mod approval;
 mod calls;
 pub mod http;
+mod loops;
 pub mod mcp;
 pub mod operator;
 pub mod policy;
@@ -38,6 +44,7 @@ use tokio::sync::watch;
 
 use crate::access::{Access, McpDoor};
 use crate::state::{StateDir, StateError};
+pub use approval::ManagementDoor;
 pub use policy::{HubPolicy, Reason};
 use store::{HubStore, TokenOwner};
 
@@ -151,6 +158,8 @@ pub struct Hub {
     /// How long a cancelled turn has to confirm before its run is `uncertain`.
     cancel_grace: std::time::Duration,
     pub metrics: HubMetrics,
+    /// Who takes `management_request` (the approvals service), once the controller set it.
+    management: OnceLock<Arc<dyn ManagementDoor>>,
 }
 
 impl Hub {
@@ -178,9 +187,21 @@ impl Hub {
                 .and_then(|ms| ms.parse().ok())
                 .map_or(runs::CANCEL_GRACE, std::time::Duration::from_millis),
             metrics: HubMetrics::default(),
+            management: OnceLock::new(),
         });
         access.set_mcp_door(Arc::new(Door(Arc::downgrade(&hub))));
         Ok(hub)
+    }
+
+    /// The audit timeline (approvals.md) `filter` asks for: `{count, events}`.
+    pub async fn audit(
+        &self,
+        filter: crate::state::audit::AuditFilter,
+    ) -> Result<Value, CallError> {
+        let events = self
+            .db(move |s| s.with(|c| crate::state::audit::timeline(c, &filter)))
+            .await?;
+        Ok(json!({"count": events.len(), "events": events}))
     }
 
     /// Where the controller listens: the stdio servers forward there (on loopback).
@@ -369,6 +390,9 @@ impl Hub {
             "activeRuns": active_runs,
             "activeSpawns": self.active_spawns.load(Relaxed),
             "liveTokens": live_tokens,
+            "loopPauses": self.store.open_pauses().unwrap_or_default().into_iter()
+                .map(|(run_id, why)| json!({"runId": run_id, "why": why}))
+                .collect::<Vec<_>>(),
             "denials": denials,
             "sendOverhead": self.metrics.send_overhead_summary(),
             "policy": {

@@ -177,6 +177,31 @@ impl Hub {
                 Ok(self.close_session(&agent, &p.session_key, p.trash).await)
             }
             "runs/list" => self.operator_runs(params(p)?).await,
+            "runs/resume" | "runs/stop" => {
+                let p: RunParams = params(p)?;
+                let decided = if method == "runs/resume" {
+                    self.resume_run(&p.run_id).await
+                } else {
+                    self.stop_run(&p.run_id).await
+                };
+                match decided {
+                    Ok(Some(run)) => Ok(run_json(&run)),
+                    Ok(None) => Err(OperatorError::NotFound(format!("no run `{}`", p.run_id))),
+                    Err(CallError::BadArguments(why)) => Err(OperatorError::Params(why)),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            "runs/cancel" => {
+                let p: RunParams = params(p)?;
+                let id = p.run_id.clone();
+                if self.db(move |s| s.run(&id)).await?.is_none() {
+                    return Err(OperatorError::NotFound(format!("no run `{}`", p.run_id)));
+                }
+                let run = self.cancel_run(&p.run_id).await?;
+                Ok(
+                    json!({"runId": run.run_id, "state": run.state, "cancel": cancel_word(run.state)}),
+                )
+            }
             "runs/show" => {
                 let p: RunParams = params(p)?;
                 self.run_detail(&p.run_id)
@@ -262,13 +287,17 @@ impl Hub {
         let mut done = Vec::new();
         for run in &runs {
             let record = self.cancel_run(&run.run_id).await?;
-            done.push(json!({"runId": record.run_id, "state": record.state}));
+            done.push(json!({"runId": record.run_id, "state": record.state, "cancel": cancel_word(record.state)}));
         }
         let mut out = json!({"sessionKey": key, "runs": done});
         if runs.is_empty()
             && let Some(agent) = super::store::agent_of(key)
         {
-            out["turnCancelSent"] = self.access.cancel_turn(agent, key).await.into();
+            let state = self
+                .access
+                .cancel_running_turn(agent, key, self.cancel_grace)
+                .await;
+            out["turnCancel"] = json!(state);
         }
         Ok(out)
     }
@@ -284,5 +313,15 @@ impl Hub {
         };
         let runs = self.db(move |s| s.runs(&filter)).await?;
         Ok(json!({"count": runs.len(), "runs": runs.iter().map(run_json).collect::<Vec<_>>()}))
+    }
+}
+
+/// A run's state after a cancel, in the cancel's own words (approvals.md, "Cancel states").
+fn cancel_word(state: RunState) -> &'static str {
+    match state {
+        RunState::CancelRequested => "requested",
+        RunState::Cancelled => "confirmed",
+        RunState::Uncertain => "uncertain",
+        _ => "not_running",
     }
 }

@@ -92,7 +92,7 @@ impl Hub {
         }
     }
 
-    async fn note(&self, run_id: &str, note: String) {
+    pub(super) async fn note(&self, run_id: &str, note: String) {
         let id = run_id.to_string();
         let _ = self.db(move |s| s.note(&id, &note)).await;
     }
@@ -107,35 +107,44 @@ impl Hub {
         message: String,
         tool: &str,
     ) -> Result<String, CallError> {
-        let now = crate::clock::now();
-        let run = RunRecord {
-            run_id: uuid::Uuid::new_v4().to_string(),
-            kind: RunKind::Send,
-            source_tool: tool.to_string(),
-            state: RunState::Accepted,
-            requester_agent_id: from.as_ref().map(|c| c.agent_id.clone()),
-            requester_session_key: from.as_ref().map(|c| c.session_key.clone()),
-            target_agent_id: agent.to_string(),
-            target_session_key: key.to_string(),
-            correlation_id: uuid::Uuid::new_v4().to_string(),
-            mode: None,
-            cleanup: None,
-            timeout_seconds: None,
-            message,
-            reply: None,
-            error: None,
-            created_at: now.clone(),
-            started_at: None,
-            finished_at: None,
-            updated_at: now,
-        };
+        let requester = (
+            from.as_ref().map(|c| c.agent_id.clone()),
+            from.as_ref().map(|c| c.session_key.clone()),
+        );
+        let run = RunRecord::new(RunKind::Send, tool, requester, agent, key, message);
+        self.launch(run, from).await
+    }
+
+    /// Records `run` `accepted` and starts delivering it; returns once its message holds its
+    /// place in the target session's FIFO. `from`: the requesting session, if any.
+    pub(super) async fn launch(
+        self: &Arc<Self>,
+        run: RunRecord,
+        from: Option<Caller>,
+    ) -> Result<String, CallError> {
+        let run_id = run.run_id.clone();
+        self.accept_send(run, from, true).await?;
+        Ok(run_id)
+    }
+
+    /// Accepts send `run` (inserting its record when `insert`, else it is on record already:
+    /// a paused run resumed) and starts delivering it; returns once its message holds its place
+    /// in the target session's FIFO.
+    pub(super) async fn accept_send(
+        self: &Arc<Self>,
+        run: RunRecord,
+        from: Option<Caller>,
+        insert: bool,
+    ) -> Result<(), CallError> {
+        let (agent, key) = (run.target_agent_id.clone(), run.target_session_key.clone());
+        let (agent, key) = (agent.as_str(), key.as_str());
         let run_id = run.run_id.clone();
         // Runs into one session are accepted one at a time, each until its message holds its
         // place in the session's FIFO: the session answers them in the order they were
         // accepted.
         let gate = self.acceptance(key);
         let _accepting = gate.lock().await;
-        {
+        if insert {
             let run = run.clone();
             self.db(move |s| s.insert_run(&run)).await?;
         }
@@ -155,7 +164,7 @@ impl Hub {
         });
         // Dropped when the message is in line (or its delivery ended).
         let _ = in_line.await;
-        Ok(run_id)
+        Ok(())
     }
 
     /// The lock that orders the acceptance of runs into session `key`.
@@ -182,26 +191,33 @@ impl Hub {
         options: Option<SessionOptions>,
         queued: Option<tokio::sync::oneshot::Sender<()>>,
     ) -> Option<String> {
+        // A message with no requesting session is the operator's, or an A2A peer's.
+        let provenance = match (from, run.source_tool.as_str()) {
+            (Some(_), _) => Provenance::InterSession,
+            (None, super::a2a::SOURCE_TOOL) => Provenance::A2a,
+            (None, _) => Provenance::Operator,
+        };
         let meta = json!({
-            "kind": if from.is_some() { "inter_session" } else { "operator" },
+            "kind": provenance,
             "sourceSessionKey": run.requester_session_key,
             "sourceAgentId": run.requester_agent_id,
             "sourceTool": run.source_tool,
             "runId": run.run_id,
             "correlationId": run.correlation_id,
         });
-        let prompt = prompt
-            .unwrap_or_else(|| format!("{}\n{}", framing(from, &run.source_tool), run.message));
+        let prompt = prompt.unwrap_or_else(|| match provenance {
+            Provenance::A2a => super::a2a::framed(run),
+            _ => format!("{}\n{}", framing(from, &run.source_tool), run.message),
+        });
         let message = InternalMessage {
-            provenance: if from.is_some() {
-                Provenance::InterSession
-            } else {
-                Provenance::Operator
-            },
+            provenance,
             text: run.message.clone(),
             prompt,
             meta,
-            options: options.unwrap_or_default(),
+            options: SessionOptions {
+                run_id: Some(run.run_id.clone()),
+                ..options.unwrap_or_default()
+            },
             unbounded: false,
         };
         let hub = self.clone();
@@ -611,27 +627,21 @@ impl Hub {
             ChildKind::Acp => crate::routing::session::Spawned::Acp,
         };
         let child_key = crate::routing::session::spawned_key(&spawn.agent, which);
-        let now = crate::clock::now();
         let run = RunRecord {
-            run_id: uuid::Uuid::new_v4().to_string(),
-            kind: RunKind::Spawn,
-            source_tool: super::tools::SESSIONS_SPAWN.to_string(),
-            state: RunState::Accepted,
-            requester_agent_id: Some(parent.agent_id.clone()),
-            requester_session_key: Some(parent.session_key.clone()),
-            target_agent_id: spawn.agent.clone(),
-            target_session_key: child_key.clone(),
-            correlation_id: uuid::Uuid::new_v4().to_string(),
             mode: Some(spawn.mode),
             cleanup: Some(spawn.cleanup),
             timeout_seconds: spawn.timeout.map(|t| t.as_secs()),
-            message: spawn.task.clone(),
-            reply: None,
-            error: None,
-            created_at: now.clone(),
-            started_at: None,
-            finished_at: None,
-            updated_at: now.clone(),
+            ..RunRecord::new(
+                RunKind::Spawn,
+                super::tools::SESSIONS_SPAWN,
+                (
+                    Some(parent.agent_id.clone()),
+                    Some(parent.session_key.clone()),
+                ),
+                &spawn.agent,
+                &child_key,
+                spawn.task.clone(),
+            )
         };
         let child = ChildSession {
             session_key: child_key.clone(),
@@ -645,7 +655,7 @@ impl Hub {
             mode: spawn.mode,
             cleanup: spawn.cleanup,
             run_id: run.run_id.clone(),
-            created_at: now,
+            created_at: run.created_at.clone(),
             closed_at: None,
         };
         {
@@ -677,6 +687,7 @@ impl Hub {
             label: spawn.label.clone(),
             cwd: spawn.cwd.as_ref().map(std::path::PathBuf::from),
             timeout: spawn.timeout,
+            run_id: None,
         };
         let hub = self.clone();
         let parent = parent.clone();

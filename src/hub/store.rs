@@ -51,6 +51,42 @@ pub struct RunRecord {
     pub updated_at: String,
 }
 
+impl RunRecord {
+    /// A new run of `kind`, `accepted`, with fresh run and correlation ids: `requester`
+    /// (agent, session; `None` for the operator) asks `agent`'s session `key` with `message`.
+    pub fn new(
+        kind: RunKind,
+        tool: &str,
+        requester: (Option<String>, Option<String>),
+        agent: &str,
+        key: &str,
+        message: String,
+    ) -> RunRecord {
+        let now = crate::clock::now();
+        RunRecord {
+            run_id: uuid::Uuid::new_v4().to_string(),
+            kind,
+            source_tool: tool.to_string(),
+            state: RunState::Accepted,
+            requester_agent_id: requester.0,
+            requester_session_key: requester.1,
+            target_agent_id: agent.to_string(),
+            target_session_key: key.to_string(),
+            correlation_id: uuid::Uuid::new_v4().to_string(),
+            mode: None,
+            cleanup: None,
+            timeout_seconds: None,
+            message,
+            reply: None,
+            error: None,
+            created_at: now.clone(),
+            started_at: None,
+            finished_at: None,
+            updated_at: now,
+        }
+    }
+}
+
 const RUN_COLUMNS: &str = "run_id, kind, source_tool, state, requester_agent_id, requester_session_key, target_agent_id, target_session_key, correlation_id, mode, cleanup, timeout_seconds, message, reply, error, created_at, started_at, finished_at, updated_at";
 
 fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
@@ -214,7 +250,7 @@ impl HubStore {
         })
     }
 
-    fn with<T>(
+    pub(super) fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
@@ -456,12 +492,24 @@ impl HubStore {
         })
     }
 
+    /// The newest run delivering to `session_key` that is in `state`.
+    pub fn run_in(&self, session_key: &str, state: RunState) -> Result<Option<String>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT run_id FROM hub_runs WHERE target_session_key = ?1 AND state = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                params![session_key, state],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
     /// Every run not yet in a final state, oldest first (what a restart reconciles).
     pub fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StateError> {
         self.with(|c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {RUN_COLUMNS} FROM hub_runs
-                 WHERE state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain')
+                 WHERE state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain', 'paused')
                  ORDER BY created_at, rowid"
             ))?;
             stmt.query_map([], run_row)?.collect()

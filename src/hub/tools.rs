@@ -23,8 +23,9 @@ pub const SESSIONS_SEND: &str = "sessions_send";
 pub const SESSIONS_SPAWN: &str = "sessions_spawn";
 pub const SUBAGENTS: &str = "subagents";
 pub const SESSION_STATUS: &str = "session_status";
+pub const MANAGEMENT_REQUEST: &str = "management_request";
 
-pub const ALL: [&str; 7] = [
+pub const ALL: [&str; 8] = [
     AGENTS_LIST,
     SESSIONS_LIST,
     SESSIONS_HISTORY,
@@ -32,6 +33,7 @@ pub const ALL: [&str; 7] = [
     SESSIONS_SPAWN,
     SUBAGENTS,
     SESSION_STATUS,
+    MANAGEMENT_REQUEST,
 ];
 
 /// The MCP tool definitions (`name`, `description`, `inputSchema`) a caller gets; a leaf (a
@@ -102,6 +104,15 @@ pub fn definitions(leaf: bool) -> Vec<Value> {
             "name": SESSION_STATUS,
             "description": "Your own session: its key, your agent id, model, how many messages wait in its queue, its spawn depth and parent, and how much of the spawn budget you use.",
             "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false}
+        }),
+        json!({
+            "name": MANAGEMENT_REQUEST,
+            "description": "Ask a person to change this hub's configuration for you: create, update or delete an agent, bind or unbind one, add or remove a channel account, approve or revoke a pairing. You cannot change it yourself: the request waits for an operator or an approver, and runs only if they approve it, exactly as if the operator had made it. The result says approved (with the change's result), denied, expired, or pending with an approvalId when nobody answered yet.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["method", "reason"], "properties": {
+                "method": {"type": "string", "enum": REQUESTABLE_METHODS, "description": "The management method (as the operator's JSON-RPC names it, without its prefix)."},
+                "params": {"type": "object", "description": "The method's parameters, as the operator's JSON-RPC takes them (for example agents/create: {\"agent\": {\"id\": \"writer\"}})."},
+                "reason": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "Why you need it: the person deciding reads this."}
+            }}
         }),
     ];
     if leaf {
@@ -179,6 +190,32 @@ pub enum SubagentsAction {
     List,
     Wait,
     Cancel,
+}
+
+/// The operator JSON-RPC methods an agent may ask for through `management_request`: the ones
+/// that change the config or the pairing records (management.md). Reads, logins and imports
+/// are not requestable.
+pub const REQUESTABLE_METHODS: [&str; 10] = [
+    "agents/create",
+    "agents/update",
+    "agents/delete",
+    "agents/set_identity",
+    "agents/bind",
+    "agents/unbind",
+    "channels/add",
+    "channels/remove",
+    "pairing/approve",
+    "pairing/revoke",
+];
+
+/// `management_request`'s arguments.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ManagementArgs {
+    pub method: String,
+    #[serde(default)]
+    pub params: Value,
+    pub reason: String,
 }
 
 /// Decodes a call's arguments; the error names what is wrong, for the model.

@@ -20,6 +20,92 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 /// How long an agent may take to answer `initialize` (reconcile.md: start timeout).
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Who answers the runtime's `session/request_permission` (the `approvals` module, set by the
+/// controller): it gets the agent, the runtime instance's handle fields it needs, and the
+/// request, and returns the answer to send back. The runtime only carries the question.
+pub trait PermissionBroker: Send + Sync {
+    fn ask(
+        &self,
+        agent_id: String,
+        request: RequestPermissionRequest,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = RequestPermissionResponse> + Send>>;
+}
+
+/// Where the supervisor finds the broker: set once by the controller; a runtime connected
+/// before (or in a process with none, such as a test of the runtime alone) rejects every
+/// request.
+pub type BrokerSlot = Arc<std::sync::OnceLock<Arc<dyn PermissionBroker>>>;
+
+/// The time each ACP session of a runtime spent waiting for a person (a permission request
+/// out to the broker): the Access layer does not count it against the prompt timeout.
+#[derive(Default)]
+pub struct PersonWaits {
+    open: Mutex<HashMap<String, Wait>>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+#[derive(Default)]
+struct Wait {
+    open: usize,
+    since: Option<std::time::Instant>,
+    total: Duration,
+}
+
+impl PersonWaits {
+    fn begin(&self, session_id: &str) {
+        if let Ok(mut map) = self.open.lock() {
+            let w = map.entry(session_id.to_string()).or_default();
+            if w.open == 0 {
+                w.since = Some(std::time::Instant::now());
+            }
+            w.open += 1;
+        }
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    fn end(&self, session_id: &str) {
+        if let Ok(mut map) = self.open.lock()
+            && let Some(w) = map.get_mut(session_id)
+        {
+            w.open = w.open.saturating_sub(1);
+            if w.open == 0
+                && let Some(since) = w.since.take()
+            {
+                w.total += since.elapsed();
+            }
+        }
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// How long session `session_id` has waited for a person so far, and whether it waits now.
+    pub fn waited(&self, session_id: &str) -> (Duration, bool) {
+        let Ok(map) = self.open.lock() else {
+            return (Duration::ZERO, false);
+        };
+        match map.get(session_id) {
+            None => (Duration::ZERO, false),
+            Some(w) => (
+                w.total + w.since.map_or(Duration::ZERO, |s| s.elapsed()),
+                w.open > 0,
+            ),
+        }
+    }
+
+    /// Forgets a session's count (its prompt ended).
+    pub fn forget(&self, session_id: &str) {
+        if let Ok(mut map) = self.open.lock()
+            && map.get(session_id).is_some_and(|w| w.open == 0)
+        {
+            map.remove(session_id);
+        }
+    }
+
+    /// Wakes on every begin and end.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+}
+
 /// Who listens to which session's `session/update` notifications (by ACP session id).
 pub type Subscribers = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<SessionNotification>>>>;
 
@@ -43,6 +129,8 @@ pub struct AcpHandle {
     pub instance: String,
     /// The model option of each session open here, and what deepcli applied through it.
     pub models: Arc<Mutex<HashMap<String, SessionModel>>>,
+    /// Time each session spent waiting for a person.
+    pub waits: Arc<PersonWaits>,
 }
 
 /// A runtime session's model selection (ACP session config option of category `model`), and
@@ -85,6 +173,7 @@ impl AcpHandle {
             pid,
             instance: uuid::Uuid::new_v4().to_string(),
             models: Arc::default(),
+            waits: connection.waits.clone(),
         }
     }
 
@@ -146,6 +235,7 @@ pub struct AcpConnection {
     pub cx: ConnectionTo<Agent>,
     pub subscribers: Subscribers,
     pub info: serde_json::Value,
+    pub waits: Arc<PersonWaits>,
     driver: tokio::task::JoinHandle<()>,
 }
 
@@ -156,8 +246,9 @@ impl Drop for AcpConnection {
     }
 }
 
-/// Never allows: picks a one-shot reject option, else answers `cancelled` (fail closed).
-fn decide_permission(req: &RequestPermissionRequest) -> RequestPermissionResponse {
+/// Never allows: picks a one-shot reject option, else answers `cancelled` (fail closed). The
+/// answer when no broker is set.
+pub fn reject(req: &RequestPermissionRequest) -> RequestPermissionResponse {
     let reject = [
         PermissionOptionKind::RejectOnce,
         PermissionOptionKind::RejectAlways,
@@ -211,6 +302,7 @@ pub async fn connect(
     child: &mut tokio::process::Child,
     timeout: Duration,
     has_env: impl Fn(&str) -> bool,
+    (agent_id, broker): (&str, BrokerSlot),
 ) -> Result<AcpConnection, String> {
     let stdin = child.stdin.take().ok_or("the runtime has no stdin pipe")?;
     let stdout = child
@@ -220,6 +312,9 @@ pub async fn connect(
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
     let subscribers = Subscribers::default();
     let listeners = subscribers.clone();
+    let waits = Arc::new(PersonWaits::default());
+    let asking = waits.clone();
+    let agent_id = agent_id.to_string();
     let (cx_tx, cx_rx) = oneshot::channel::<ConnectionTo<Agent>>();
     let driver = tokio::spawn(async move {
         let result = Client
@@ -238,9 +333,26 @@ pub async fn connect(
                 agent_client_protocol::on_receive_notification!(),
             )
             .on_receive_request(
-                async |req: RequestPermissionRequest,
-                       responder: Responder<RequestPermissionResponse>,
-                       _cx| { responder.respond(decide_permission(&req)) },
+                async move |req: RequestPermissionRequest,
+                            responder: Responder<RequestPermissionResponse>,
+                            _cx| {
+                    let Some(broker) = broker.get().cloned() else {
+                        return responder.respond(reject(&req));
+                    };
+                    // Answered from a task of its own: a person may take minutes, and the
+                    // connection keeps reading meanwhile (the prompt's updates, its cancel).
+                    let session = req.session_id.0.to_string();
+                    let (asking, agent_id) = (asking.clone(), agent_id.clone());
+                    tokio::spawn(async move {
+                        asking.begin(&session);
+                        let answer = broker.ask(agent_id, req).await;
+                        asking.end(&session);
+                        if let Err(e) = responder.respond(answer) {
+                            tracing::debug!(error = %e, "cannot answer a permission request");
+                        }
+                    });
+                    Ok(())
+                },
                 agent_client_protocol::on_receive_request!(),
             )
             // Other agent→client requests (fs/*, terminal/*) get "method not found".
@@ -303,6 +415,7 @@ pub async fn connect(
         cx,
         subscribers,
         info,
+        waits,
         driver,
     })
 }

@@ -8,6 +8,7 @@
 //! (the controller hands it the desired set) and it does not touch the state database (status
 //! changes go out on a channel).
 
+pub mod a2a;
 pub mod acp;
 pub(crate) mod log;
 mod process;
@@ -22,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Agent;
-use crate::config::model::{EnvValue, Runtime, RuntimeKind};
+use crate::config::model::{EnvValue, Runtime, RuntimeKind, Secret, SecretRef};
 
 pub use process::stop_leftover;
 pub use tree::{ProcessId, adopt_orphans, reap_adopted};
@@ -70,6 +71,26 @@ pub struct RuntimeSpec {
     pub home: PathBuf,
     pub log: PathBuf,
     pub spec_hash: String,
+    /// `kind: a2a`: the remote agent's endpoint and the token deepcli sends it.
+    pub url: Option<String>,
+    pub token: Option<Secret>,
+}
+
+/// Resolves a remote's token now (`kind: a2a`); the value lives only in memory.
+pub(crate) fn resolve_token(token: &Secret) -> Result<String, String> {
+    let value = match token {
+        Secret::Inline(_) => return Err("written inline (validate refuses it)".into()),
+        Secret::Ref(SecretRef::Env { id }) => {
+            std::env::var(id).map_err(|_| format!("environment variable `{id}` is not set"))?
+        }
+        Secret::Ref(SecretRef::File { path }) => std::fs::read_to_string(path)
+            .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+            .map_err(|e| format!("cannot read secret file `{path}`: {e}"))?,
+    };
+    if value.trim().is_empty() {
+        return Err("empty".into());
+    }
+    Ok(value)
 }
 
 /// The hash of what a runtime is started from: a change restarts it.
@@ -106,6 +127,8 @@ impl RuntimeSpec {
             home: agent.agent_dir.join("home"),
             log: logs.join(format!("{}.log", agent.id())),
             spec_hash: spec_hash(runtime, &agent.workspace),
+            url: runtime.url.clone(),
+            token: runtime.token.clone(),
         })
     }
 }
@@ -141,6 +164,10 @@ pub struct RuntimeStatus {
     /// the Access layer applied; absent when the agent sets no model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<acp::ModelReport>,
+    /// The agent's budget counters against its `budgets` (set by the controller from the
+    /// Access layer; absent when the agent sets none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<serde_json::Value>,
 }
 
 impl RuntimeStatus {
@@ -185,6 +212,8 @@ pub struct Supervisor {
     running: BTreeMap<String, Running>,
     status: RuntimeMap,
     acp: AcpMap,
+    broker: acp::BrokerSlot,
+    remotes: a2a::RemoteMap,
     events: Events,
 }
 
@@ -194,6 +223,8 @@ impl Supervisor {
             running: BTreeMap::new(),
             status: Arc::default(),
             acp: Arc::default(),
+            broker: Arc::default(),
+            remotes: Arc::default(),
             events,
         }
     }
@@ -204,6 +235,16 @@ impl Supervisor {
 
     pub fn acp_handle(&self) -> AcpMap {
         self.acp.clone()
+    }
+
+    /// Where the runtimes started from now on find who answers their permission requests.
+    pub fn broker_slot(&self) -> acp::BrokerSlot {
+        self.broker.clone()
+    }
+
+    /// The ready A2A remotes (`runtime.kind: a2a`), for the Access layer.
+    pub fn remote_handle(&self) -> a2a::RemoteMap {
+        self.remotes.clone()
     }
 
     /// Brings the running set to `desired`: stops what is gone or changed, starts what is new
@@ -230,12 +271,22 @@ impl Supervisor {
     fn start(&mut self, spec: RuntimeSpec) {
         let (stop, stop_rx) = oneshot::channel();
         let report = process::Reporter::new(&spec, self.status.clone(), self.events.clone());
-        let task = tokio::spawn(process::supervise(
-            spec.clone(),
-            stop_rx,
-            report,
-            self.acp.clone(),
-        ));
+        let task = if spec.kind == RuntimeKind::A2a {
+            tokio::spawn(a2a::supervise(
+                spec.clone(),
+                stop_rx,
+                report,
+                self.remotes.clone(),
+            ))
+        } else {
+            tokio::spawn(process::supervise(
+                spec.clone(),
+                stop_rx,
+                report,
+                self.acp.clone(),
+                self.broker.clone(),
+            ))
+        };
         self.running
             .insert(spec.agent_id.clone(), Running { spec, stop, task });
     }

@@ -229,7 +229,7 @@ pub async fn stop_leftover(
 pub(super) struct Reporter {
     status: Arc<Mutex<BTreeMap<String, RuntimeStatus>>>,
     events: Events,
-    current: RuntimeStatus,
+    pub(super) current: RuntimeStatus,
 }
 
 impl Reporter {
@@ -256,11 +256,12 @@ impl Reporter {
                 spec_hash: spec.spec_hash.clone(),
                 next_start: None,
                 model: None,
+                budgets: None,
             },
         }
     }
 
-    fn publish(&mut self, change: impl FnOnce(&mut RuntimeStatus)) {
+    pub(super) fn publish(&mut self, change: impl FnOnce(&mut RuntimeStatus)) {
         change(&mut self.current);
         if let Ok(mut map) = self.status.lock() {
             map.insert(self.current.agent_id.clone(), self.current.clone());
@@ -275,6 +276,7 @@ pub(super) async fn supervise(
     mut stop: oneshot::Receiver<StopAck>,
     mut report: Reporter,
     acp: super::AcpMap,
+    broker: super::acp::BrokerSlot,
 ) {
     // Whatever way this task ends, its runtime is no longer there to deliver to.
     struct Unlist<'a>(&'a super::AcpMap, &'a str);
@@ -305,15 +307,17 @@ pub(super) async fn supervise(
                 });
                 Phase::Failed
             }
-            Ok(spawned) => match attempt(&spec, spawned, &mut stop, &mut report, &acp).await {
-                Attempt::Ended => Phase::CrashLoop,
-                Attempt::Stopped(ack) => {
-                    if let Some(ack) = ack {
-                        let _ = ack.send(());
+            Ok(spawned) => {
+                match attempt(&spec, spawned, &mut stop, &mut report, (&acp, &broker)).await {
+                    Attempt::Ended => Phase::CrashLoop,
+                    Attempt::Stopped(ack) => {
+                        if let Some(ack) = ack {
+                            let _ = ack.send(());
+                        }
+                        return;
                     }
-                    return;
                 }
-            },
+            }
         };
         if started.elapsed() >= healthy_after {
             backoff = backoff_start;
@@ -365,7 +369,7 @@ async fn attempt(
     mut spawned: Spawned,
     stop: &mut oneshot::Receiver<StopAck>,
     report: &mut Reporter,
-    acp: &super::AcpMap,
+    (acp, broker): (&super::AcpMap, &super::acp::BrokerSlot),
 ) -> Attempt {
     let pid = spawned.pid;
     // On record from the start: a controller killed now leaves it to the next one.
@@ -388,6 +392,7 @@ async fn attempt(
                     &mut spawned.child,
                     super::acp::START_TIMEOUT,
                     has_env,
+                    (&spec.agent_id, broker.clone()),
                 ) => connected,
                 ack = &mut *stop => return stopped(spawned, report, acp, ack.ok()).await,
             };
@@ -508,6 +513,8 @@ mod tests {
             home: "/".into(),
             log: "/dev/null".into(),
             spec_hash: String::new(),
+            url: None,
+            token: None,
         };
         let path = std::env::var("PATH").unwrap();
         let env = environment(&spec).unwrap();

@@ -5,6 +5,8 @@
 //! JSON snapshot (`deepcli state export`). It does not decide anything (that is `plan`) and does
 //! not touch the world beyond the state directory (that is `apply`).
 
+pub mod approvals;
+pub mod audit;
 mod damage;
 mod layer;
 pub mod lease;
@@ -23,15 +25,15 @@ pub use layer::LayerConnection;
 pub use lease::LeaseHolder;
 pub use paths::StateDir;
 pub use stored::{
-    ChildKind, Cleanup, LeasePurpose, Outcome, Provenance, RunKind, RunState, RuntimePhase,
-    SpawnMode, Wanted,
+    ApprovalSource, ApprovalState, ChildKind, Cleanup, LeasePurpose, Outcome, Provenance, RunKind,
+    RunState, RuntimePhase, SpawnMode, Wanted,
 };
 pub use token::{operator_token, read_operator_token};
 
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 9] = [
+const MIGRATIONS: [&str; 12] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
@@ -41,6 +43,9 @@ const MIGRATIONS: [&str; 9] = [
     include_str!("policy.sql"),
     include_str!("adapters.sql"),
     include_str!("hub.sql"),
+    include_str!("approvals.sql"),
+    include_str!("budgets.sql"),
+    include_str!("a2a.sql"),
 ];
 /// The Access tables whose rows of an agent go to its trash entry (`trash_<table>` holds them).
 const TRASHED_ACCESS_TABLES: [&str; 5] = [

@@ -98,6 +98,8 @@ stored_enum! {
         Heartbeat = "heartbeat",
         /// A message the operator spoke into a session (`deepcli sessions send`).
         Operator = "operator",
+        /// A message from an A2A peer (a2a.md), and the agent's answer to it.
+        A2a = "a2a",
     }
 }
 
@@ -110,6 +112,8 @@ stored_enum! {
         Accepted = "accepted",
         /// Its turn is running in the target's runtime.
         Running = "running",
+        /// Held by a loop pause (approvals.md) until the operator resumes or stops it.
+        Paused = "paused",
         AwaitingInput = "awaiting_input",
         AwaitingApproval = "awaiting_approval",
         Completed = "completed",
@@ -122,6 +126,30 @@ stored_enum! {
         /// The outcome cannot be known: a cancel the runtime never confirmed, a runtime that
         /// died mid-turn, a controller restart during the run. Never retried.
         Uncertain = "uncertain",
+    }
+}
+
+stored_enum! {
+    /// Where an approval stands (approvals.md): pending until a person, a mode or a rule
+    /// decides, it expires, or it is voided (withdrawn, session closed, permissions changed).
+    pub enum ApprovalState {
+        Pending = "pending",
+        Approved = "approved",
+        Denied = "denied",
+        /// Nobody answered within `timeoutSeconds`, or nobody could be asked: denied.
+        Expired = "expired",
+        /// What it was bound to changed before a decision: denied to the agent.
+        Void = "void",
+    }
+}
+
+stored_enum! {
+    /// What asked for an approval.
+    pub enum ApprovalSource {
+        /// An ACP `session/request_permission` of the agent's runtime.
+        Permission = "permission",
+        /// The Hub tool `management_request`.
+        Management = "management",
     }
 }
 
@@ -197,6 +225,7 @@ impl RunState {
                     | Uncertain
             ),
             CancelRequested => matches!(next, Cancelled | Uncertain),
+            Paused => matches!(next, Accepted | Cancelled),
             Completed | Failed | TimedOut | Cancelled | Uncertain => false,
         }
     }

@@ -26,6 +26,55 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     paths(cx, &all, out);
     runtimes(cx, &listed, out);
     allow_lists(cx, &listed, out);
+    usage_budgets(cx, &all, out);
+}
+
+/// A token or cost budget counts only what a runtime reports (approvals.md): a `process` or
+/// `none` runtime takes no prompts and reports nothing, and a remote A2A agent reports no
+/// usage, so such a budget can never be enforced. Whether an ACP runtime reports usage is known only once it did: `deepcli status`
+/// says, per agent.
+fn usage_budgets(cx: &Context<'_>, agents: &[&Agent], out: &mut Vec<Diagnostic>) {
+    for agent in agents {
+        let Some(budgets) = &agent.spec.budgets else {
+            continue;
+        };
+        let kind = agent
+            .spec
+            .runtime
+            .as_ref()
+            .map_or(RuntimeKind::None, |r| r.kind);
+        let why = match kind {
+            RuntimeKind::Acp => continue,
+            RuntimeKind::A2a => "is a remote A2A agent, which reports no usage",
+            _ => "takes no prompts and reports no usage",
+        };
+        let own = format!("{}/budgets", agent.pointer());
+        let base = if agent.index.is_some() && cx.exists(FILE, &own) {
+            own
+        } else {
+            "/agents/defaults/budgets".to_string()
+        };
+        for (key, set) in [
+            ("tokensPerDay", budgets.tokens_per_day.is_some()),
+            ("costPerDayUsd", budgets.cost_per_day_usd.is_some()),
+        ] {
+            if !set {
+                continue;
+            }
+            out.push(
+                Diagnostic::new(
+                    rules::USAGE_BUDGET_UNENFORCEABLE,
+                    format!(
+                        "`budgets.{key}` cannot be enforced for agent `{}`: its runtime (kind {}) {why}, so its usage stays unknown",
+                        agent.id(),
+                        kind.as_str()
+                    ),
+                )
+                .hint("give the agent an `acp` runtime that reports usage (ACP usage_update), or remove the budget; `deepcli status` shows what each runtime reported")
+                .at(cx.at(FILE, &format!("{base}/{key}"))),
+            );
+        }
+    }
 }
 
 fn ids(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
@@ -174,7 +223,7 @@ fn runtime_rules(
     out: &mut Vec<Diagnostic>,
 ) {
     let missing = runtime.command.as_ref().is_none_or(|c| c.is_empty());
-    if runtime.kind != RuntimeKind::None && missing {
+    if matches!(runtime.kind, RuntimeKind::Acp | RuntimeKind::Process) && missing {
         out.push(
             Diagnostic::new(
                 rules::RUNTIME_MISSING_COMMAND,

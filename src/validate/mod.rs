@@ -5,6 +5,7 @@
 //! bindings. Rules that resolve references into a collection skip that check when the
 //! collection lost items to schema errors, so one typo never cascades into false reports.
 
+mod a2a;
 mod agents;
 mod bindings;
 mod channels;
@@ -87,6 +88,7 @@ pub fn check(config: &Config) -> Vec<Diagnostic> {
     let cx = Context::new(config);
     agents::check(&cx, &mut out);
     channels::check(&cx, &mut out);
+    a2a::check(&cx, &mut out);
     policy::check(&cx, &mut out);
     bindings::check(&cx, &mut out);
     not_enforced::check(&cx, &mut out);

@@ -212,7 +212,8 @@ fn kind_of(agent: &Agent) -> RuntimeKind {
         .unwrap_or_default()
 }
 
-/// Keys that act for one runtime kind only: `model` and `heartbeat.every` (through ACP), and
+/// Keys that act for one runtime kind only: `model`, `heartbeat.every` and `permissions`
+/// (through ACP), and
 /// `runtime.command`, `env`, `cwd` (for a runtime that runs).
 fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
     let heartbeat_why = |kind: RuntimeKind| {
@@ -235,6 +236,7 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
     for (field, key, shown) in [
         ("model", "model", "model"),
         ("heartbeat/every", "heartbeat", "heartbeat.every"),
+        ("permissions", "permissions", "permissions"),
     ] {
         let pointer = format!("/agents/defaults/{field}");
         if !cx.exists(AGENTS, &pointer) {
@@ -284,6 +286,25 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
                 )
                 .hint("use `runtime.kind: acp`, or remove the heartbeat")
                 .at(cx.at_key(AGENTS, &format!("{base}/heartbeat/every"))),
+            );
+        }
+    }
+    // Permission requests and management requests come from ACP sessions only.
+    for agent in listed {
+        let kind = kind_of(agent);
+        let pointer = format!("{}/permissions", agent.pointer());
+        if kind != RuntimeKind::Acp && cx.exists(AGENTS, &pointer) {
+            out.push(
+                Diagnostic::new(
+                    rules::NOT_ENFORCED,
+                    format!(
+                        "`permissions` of agent `{}` is not enforced: only an ACP runtime asks for permission or reaches the Hub's management_request, and `runtime.kind: {}` is not one",
+                        agent.id(),
+                        kind.as_str()
+                    ),
+                )
+                .hint("use `runtime.kind: acp`, or remove `permissions`")
+                .at(cx.at_key(AGENTS, &pointer)),
             );
         }
     }

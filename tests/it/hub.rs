@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use crate::common::{Up, open, sdk_echo_agent};
 use serde_json::{Value, json};
 
-const SECRET: &str = "hub-webhook-secret";
+pub(crate) const SECRET: &str = "hub-webhook-secret";
 
 /// agents.yaml of `alpha` and `beta` (both the SDK echo agent); `alpha_env` and `extra` (top
 /// level: tools, session) and `alpha_more` (more keys of alpha) added.
-fn agents(alpha_env: &str, alpha_more: &str, extra: &str) -> String {
+pub(crate) fn agents(alpha_env: &str, alpha_more: &str, extra: &str) -> String {
     let agent = sdk_echo_agent();
     format!(
         "agents:\n  list:\n    - id: alpha\n      runtime: {{kind: acp, command: [node, \"{a}\"], env: {{{alpha_env}}}}}\n{alpha_more}    - id: beta\n      runtime: {{kind: acp, command: [node, \"{a}\"]}}\n{extra}",
@@ -23,12 +23,12 @@ fn agents(alpha_env: &str, alpha_more: &str, extra: &str) -> String {
 }
 
 /// beta answers Slack group gb; alpha every other Slack conversation (a session per group).
-const BINDINGS: &str = "bindings:\n  - {agentId: beta, match: {channel: slack, peer: {kind: group, id: gb}}}\n  - {agentId: alpha, match: {channel: slack}}\n";
+pub(crate) const BINDINGS: &str = "bindings:\n  - {agentId: beta, match: {channel: slack, peer: {kind: group, id: gb}}}\n  - {agentId: alpha, match: {channel: slack}}\n";
 
 /// The session key of alpha's conversation (its Slack group).
-const ALPHA: &str = "agent:alpha:slack:group:ga";
+pub(crate) const ALPHA: &str = "agent:alpha:slack:group:ga";
 
-fn hub_up(agents_yaml: &str, configure: impl FnOnce(&mut std::process::Command)) -> Up {
+pub(crate) fn hub_up(agents_yaml: &str, configure: impl FnOnce(&mut std::process::Command)) -> Up {
     let channels = open(
         "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
     );
@@ -44,7 +44,7 @@ fn hub_up(agents_yaml: &str, configure: impl FnOnce(&mut std::process::Command))
     up
 }
 
-fn http(
+pub(crate) fn http(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -55,14 +55,14 @@ fn http(
     (answer.status, answer.body)
 }
 
-fn operator(up: &Up) -> String {
+pub(crate) fn operator(up: &Up) -> String {
     format!(
         "Bearer {}",
         std::fs::read_to_string(up.state.join("operator-token")).unwrap()
     )
 }
 
-fn get(up: &Up, path: &str) -> Value {
+pub(crate) fn get(up: &Up, path: &str) -> Value {
     let auth = operator(up);
     let (status, body) = http(up.addr, "GET", path, &[("authorization", &auth)], "");
     assert_eq!(status, 200, "{path}: {body}");
@@ -70,7 +70,7 @@ fn get(up: &Up, path: &str) -> Value {
 }
 
 /// A message into `group`'s conversation (alpha: ga, beta: gb); the agent's reply.
-fn say(up: &Up, group: &str, text: &str) -> String {
+pub(crate) fn say(up: &Up, group: &str, text: &str) -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": group},
@@ -95,12 +95,12 @@ fn say(up: &Up, group: &str, text: &str) -> String {
 }
 
 /// Alpha calls `tool` with `args` over its MCP server; the tool's result.
-fn tool(up: &Up, tool: &str, args: Value) -> Value {
+pub(crate) fn tool(up: &Up, tool: &str, args: Value) -> Value {
     tool_in(up, "ga", tool, args)
 }
 
 /// The agent of Slack group `group` calls `tool`; the result.
-fn tool_in(up: &Up, group: &str, tool: &str, args: Value) -> Value {
+pub(crate) fn tool_in(up: &Up, group: &str, tool: &str, args: Value) -> Value {
     let reply = say(up, group, &format!("mcp {tool} {args}"));
     let Some(json) = reply.strip_prefix("mcp: ") else {
         panic!("the tool call failed: {reply}");
@@ -109,7 +109,7 @@ fn tool_in(up: &Up, group: &str, tool: &str, args: Value) -> Value {
 }
 
 /// Waits until run `id` is in a final state (or `state`); the run with its events.
-fn run_until(up: &Up, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) fn run_until(up: &Up, id: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let run = get(up, &format!("/v1/runs/{id}"));
@@ -121,7 +121,7 @@ fn run_until(up: &Up, id: &str, done: impl Fn(&Value) -> bool) -> Value {
     }
 }
 
-fn has_note(run: &Value, text: &str) -> bool {
+pub(crate) fn has_note(run: &Value, text: &str) -> bool {
     run["events"]
         .as_array()
         .unwrap()
@@ -130,7 +130,7 @@ fn has_note(run: &Value, text: &str) -> bool {
 }
 
 /// The transcript rows of a session: (provenance, text, route JSON).
-fn transcript(state: &Path, key: &str) -> Vec<(String, String, Value)> {
+pub(crate) fn transcript(state: &Path, key: &str) -> Vec<(String, String, Value)> {
     let db = rusqlite::Connection::open(state.join("state.db")).unwrap();
     let mut stmt = db
         .prepare(
@@ -158,7 +158,7 @@ fn send_waits_for_the_reply_and_the_reply_back_loop_stops_at_the_limit() {
     let tools = say(&up, "ga", "mcp-tools");
     assert_eq!(
         tools,
-        "mcp-tools: agents_list,sessions_list,sessions_history,sessions_send,sessions_spawn,subagents,session_status"
+        "mcp-tools: agents_list,sessions_list,sessions_history,sessions_send,sessions_spawn,subagents,session_status,management_request"
     );
     let directory = tool(&up, "agents_list", json!({}));
     assert_eq!(directory["requester"], "alpha");

@@ -2,9 +2,12 @@
 //! (temp dirs, real SQLite, real child processes, HTTP on loopback, the ACP peers `scripts/test`
 //! installs), and the library's public surface tested from outside.
 
+mod a2a;
 mod access;
 mod adapters;
 mod apply;
+mod approvals;
+mod budgets;
 mod cli;
 mod common;
 mod config_keys;

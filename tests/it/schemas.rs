@@ -194,6 +194,14 @@ const KEYS: &[(&str, Acts)] = &[
         Passed("runtime::process: the runtime's working directory; not-enforced with kind none"),
     ),
     (
+        "agents.list[].runtime.url",
+        Enforced("runtime::a2a: the remote's endpoint; its card is read and checked against it"),
+    ),
+    (
+        "agents.list[].runtime.token",
+        Enforced("runtime::a2a: the bearer token sent to the remote agent"),
+    ),
+    (
         "agents.list[].tools",
         NotEnforced("deepcli passes no tool policy to a runtime"),
     ),
@@ -240,6 +248,54 @@ const KEYS: &[(&str, Acts)] = &[
     (
         "agents.list[].subagents.runTimeoutSeconds",
         Enforced("hub: a child's run timeout when sessions_spawn names none"),
+    ),
+    (
+        "agents.list[].budgets",
+        Enforced(
+            "access::budget: checked before every turn, and by the hub before a send or spawn",
+        ),
+    ),
+    (
+        "agents.list[].budgets.turnsPerHour",
+        Enforced(
+            "access::budget: turns in the last hour; inbound 429 retryAfter, hub budget_exceeded",
+        ),
+    ),
+    (
+        "agents.list[].budgets.concurrentTurns",
+        Enforced("access::budget: turns running at once"),
+    ),
+    (
+        "agents.list[].budgets.turnSeconds",
+        Enforced("access: a longer turn is cancelled with session/cancel"),
+    ),
+    (
+        "agents.list[].budgets.spawnsPerHour",
+        Enforced("hub: sessions_spawn calls in the last hour (budget_exceeded)"),
+    ),
+    (
+        "agents.list[].budgets.tokensPerDay",
+        Enforced(
+            "access::budget: tokens the runtime reports; unknown otherwise (usage-budget-unenforceable)",
+        ),
+    ),
+    (
+        "agents.list[].budgets.costPerDayUsd",
+        Enforced(
+            "access::budget: USD cost the runtime reports; unknown otherwise (usage-budget-unenforceable)",
+        ),
+    ),
+    (
+        "agents.list[].budgets.loopTurns",
+        Enforced("hub::loops: a send past it waits as a paused run for the operator"),
+    ),
+    (
+        "agents.list[].budgets.loopWindowSeconds",
+        Enforced("hub::loops: the window loopTurns counts in"),
+    ),
+    (
+        "agents.list[].budgets.treeTurns",
+        Enforced("hub::loops: a send past it waits as a paused run for the operator"),
     ),
     (
         "agents.list[].sandbox",
@@ -303,6 +359,30 @@ const KEYS: &[(&str, Acts)] = &[
     (
         "agents.list[].identity.whenToUse",
         Enforced("hub: agents_list's whenToUse"),
+    ),
+    (
+        "agents.list[].permissions",
+        Enforced(
+            "approvals: what the runtime's permission requests and management requests get (acp runtimes; not-enforced otherwise)",
+        ),
+    ),
+    (
+        "agents.list[].permissions.mode",
+        Enforced("approvals::policy: ask, approve-reads, approve-all, deny-all"),
+    ),
+    (
+        "agents.list[].permissions.timeoutSeconds",
+        Enforced("approvals: a pending approval expires, denied, after it"),
+    ),
+    (
+        "agents.list[].permissions.approvers",
+        Enforced("approvals: who may answer /approve and /deny from a chat"),
+    ),
+    (
+        "agents.list[].permissions.route",
+        Enforced(
+            "approvals: where a pending approval is announced; origin without a conversation denies",
+        ),
     ),
     (
         "agents.list[].protect",
@@ -464,6 +544,24 @@ const KEYS: &[(&str, Acts)] = &[
     (
         "channels.defaults",
         Enforced("policy::settings: the inbound policy's lowest level"),
+    ),
+    ("a2a", Enforced("a2a: the hub as an A2A server")),
+    (
+        "a2a.expose",
+        Enforced("a2a::A2aPlan: the agents with a card and a JSON-RPC endpoint"),
+    ),
+    ("a2a.peers", Enforced("a2a::A2a::admit: who may call")),
+    (
+        "a2a.peers.*.token",
+        Enforced("a2a::A2a::admit: the peer's bearer token, kept as its SHA-256"),
+    ),
+    (
+        "a2a.peers.*.allowAgents",
+        Enforced("a2a::A2a::admit: the exposed agents the peer may reach (403 otherwise)"),
+    ),
+    (
+        "a2a.peers.*.requestsPerMinute",
+        Enforced("a2a::A2a::admit: the peer's token bucket (429 beyond)"),
     ),
     ("dmPolicy", Policy),
     ("allowFrom", Policy),

@@ -17,9 +17,13 @@
 //   slow        waits until `session/cancel` (or 60 s), then stops with `cancelled`
 //   stubborn    ignores `session/cancel` and answers after 3 s
 //   hold PATH   waits until the file PATH exists, then echoes (a session the test keeps busy)
-//   permission  asks the client for permission and replies with the outcome
+//   permission [KIND TITLE]  asks the client for permission about a tool call (default
+//               delete "delete everything"; all four option kinds offered) and replies
+//               `permission: <the optionId chosen, or cancelled>`
 //   crash       exits the process with code 3
 //   cwd         replies `cwd: <the session's working directory>`
+//   usage USD   reports the session's running cost grown by USD dollars (an ACP `usage_update`
+//               with `cost: {amount: <the session's total>, currency: "USD"}`), then echoes
 // and a prompt with a line `reply: <text>` anywhere (a HEARTBEAT.md, say) is answered with
 // exactly <text> (`\n` in it stands for a line break).
 //
@@ -34,13 +38,17 @@
 //   mcp-stale TOOL {json}  as `mcp`, with the server config of the first session this process
 //                          opened (a token that may since have been revoked)
 // and, for scripts/bench-hub:
+//   bench-permission       asks for permission (execute "bench <turn>", allow_once and
+//                          reject_once offered) and replies `bench-permission: <optionId> <µs
+//                          from the request to its answer>` (scripts/bench-approvals)
 //   bench-reply            replies `bench:<µs this handler took>`
 //   bench-send N AGENT     N sessions_send of `bench-reply` to AGENT's main session, one after
 //                          another; replies `bench-send: {"n", "overheadUs": [sorted round trip
 //                          minus the target's own µs]}`
 //   bench-spawn N          N sessions_spawn (mode run, cleanup delete, task `reply: ok`), each
 //                          retried while a limit refuses it; replies `bench-spawn: {"n", "ms"}`
-// A message from another session starts with an `[Inter-session message]` line (the Hub's
+// A message from another session starts with an `[Inter-session message]` line (an A2A
+// peer's with `[A2A message]`; the Hub's
 // framing): commands are read after it.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -69,6 +77,8 @@ const sessions = (() => {
 })();
 const save = () => sequential || writeFileSync(store, JSON.stringify(sessions));
 const cancels = new Map();
+// The running cost each session reported (`usage`).
+const costs = new Map();
 // The MCP servers each session was given, and the first ever given (mcp-stale).
 const mcpServers = new Map();
 let firstServers;
@@ -197,16 +207,44 @@ const app = agent({ name: "sdk-echo" })
       });
     }
     if (said.startsWith("permission")) {
+      // `permission KIND TITLE…` asks about a tool call of that kind and title (default:
+      // delete "delete everything"), offering all four option kinds.
+      const words = said.split("\n")[0].split(" ").filter((w) => w !== "");
+      const kind = words[0] === "permission" && words.length > 1 ? words[1] : "delete";
+      const title = words[0] === "permission" && words.length > 2 ? words.slice(2).join(" ") : "delete everything";
       const answer = await client.request(methods.client.session.requestPermission, {
         sessionId,
-        toolCall: { toolCallId: "t1", title: "delete everything", kind: "delete", status: "pending" },
+        toolCall: {
+          toolCallId: `t${turn}`,
+          title,
+          kind,
+          status: "pending",
+          content: [{ type: "content", content: { type: "text", text: `${kind}: ${title}` } }],
+        },
+        options: [
+          { optionId: "allow", name: "Allow", kind: "allow_once" },
+          { optionId: "allow-always", name: "Always allow", kind: "allow_always" },
+          { optionId: "reject", name: "Reject", kind: "reject_once" },
+          { optionId: "reject-always", name: "Always reject", kind: "reject_always" },
+        ],
+      });
+      const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
+      await say(client, sessionId, `permission: ${outcome}`);
+      return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("bench-permission")) {
+      const asked = process.hrtime.bigint();
+      const answer = await client.request(methods.client.session.requestPermission, {
+        sessionId,
+        toolCall: { toolCallId: `b${turn}`, title: `bench ${turn}`, kind: "execute", status: "pending" },
         options: [
           { optionId: "allow", name: "Allow", kind: "allow_once" },
           { optionId: "reject", name: "Reject", kind: "reject_once" },
         ],
       });
+      const waited = (process.hrtime.bigint() - asked) / 1000n;
       const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : answer.outcome.outcome;
-      await say(client, sessionId, `permission: ${outcome}`);
+      await say(client, sessionId, `bench-permission: ${outcome} ${waited}`);
       return { stopReason: "end_turn" };
     }
     if (said.startsWith("bench-reply")) {
@@ -227,6 +265,15 @@ const app = agent({ name: "sdk-echo" })
       await say(client, sessionId, scripted.slice("reply: ".length).replaceAll("\\n", "\n"));
       return { stopReason: "end_turn" };
     }
+    if (said.startsWith("usage ")) {
+      const spent = Number(said.slice("usage ".length).trim().split(/\s/)[0]);
+      const total = (costs.get(sessionId) ?? 0) + spent;
+      costs.set(sessionId, total);
+      await client.notify(methods.client.session.update, {
+        sessionId,
+        update: { sessionUpdate: "usage_update", used: 1000, size: 200000, cost: { amount: total, currency: "USD" } },
+      });
+    }
     if (said.startsWith("cwd")) {
       await say(client, sessionId, `cwd: ${cwds.get(sessionId)}`);
       return { stopReason: "end_turn" };
@@ -244,7 +291,7 @@ const app = agent({ name: "sdk-echo" })
 // its `# Task` heading.
 function commandText(said) {
   const [first, ...rest] = said.split("\n");
-  const body = /^\[(Inter-session|Operator) message\]/.test(first) ? rest.join("\n") : said;
+  const body = /^\[(Inter-session|Operator|A2A) message\]/.test(first) ? rest.join("\n") : said;
   const task = body.indexOf("\n# Task\n");
   return task === -1 ? body : body.slice(task + "\n# Task\n".length);
 }

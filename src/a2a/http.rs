@@ -1,0 +1,476 @@
+//! The A2A server's HTTP routes, merged into the controller's server (a2a.md):
+//!
+//! * `GET /.well-known/agent-card.json` — the first exposed agent's card;
+//! * `GET /a2a/{agentId}/` and `GET /a2a/{agentId}/.well-known/agent-card.json` — its card;
+//! * `POST /a2a/{agentId}/` — the JSON-RPC binding: `SendMessage`, `SendStreamingMessage`
+//!   (SSE), `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask` (SSE), and A2A 0.3's names
+//!   `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe`.
+//!
+//! The door (bearer token → peer, exposed, allowed, rate) runs before the body is read.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use super::wire::{Wire, state};
+use super::{A2a, Caller, Exposed, Refusal, RpcError};
+use crate::state::RunState;
+
+/// The largest request body taken: a 64 KiB message, JSON-escaped, fits.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+pub fn router(a2a: Arc<A2a>) -> Router {
+    Router::new()
+        .route("/.well-known/agent-card.json", get(root_card))
+        .route("/a2a/{agent}", get(card).post(rpc))
+        .route("/a2a/{agent}/", get(card).post(rpc))
+        .route("/a2a/{agent}/.well-known/agent-card.json", get(card))
+        .with_state(a2a)
+}
+
+fn base_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or("127.0.0.1");
+    format!("http://{host}")
+}
+
+/// An exposed agent's Agent Card (A2A 1.0 shape).
+pub fn agent_card(agent: &Exposed, base: &str) -> Value {
+    let url = format!("{base}/a2a/{}/", agent.id);
+    json!({
+        "name": agent.name,
+        "description": agent.description,
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ],
+        "provider": {"organization": "deepcli", "url": base},
+        "version": env!("CARGO_PKG_VERSION"),
+        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "securitySchemes": {
+            "bearer": {"httpAuthSecurityScheme": {
+                "scheme": "Bearer",
+                "description": "The token channels.yaml `a2a.peers.<name>.token` names for the calling peer.",
+            }},
+        },
+        "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{
+            "id": agent.id,
+            "name": agent.name,
+            "description": agent.when_to_use.as_deref().unwrap_or(&agent.description),
+            "tags": ["deepcli"],
+        }],
+    })
+}
+
+fn card_response(agent: Option<&Exposed>, headers: &HeaderMap) -> Response {
+    match agent {
+        Some(agent) => (
+            [(header::CACHE_CONTROL, "max-age=60")],
+            Json(agent_card(agent, &base_url(headers))),
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            Json(
+                json!({"error": "no such agent is exposed over A2A (channels.yaml `a2a.expose`)"}),
+            ),
+        )
+            .into_response(),
+    }
+}
+
+async fn root_card(State(a2a): State<Arc<A2a>>, headers: HeaderMap) -> Response {
+    let plan = a2a.plan();
+    card_response(plan.exposed.first(), &headers)
+}
+
+async fn card(
+    State(a2a): State<Arc<A2a>>,
+    Path(agent): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let plan = a2a.plan();
+    card_response(plan.exposed(&agent), &headers)
+}
+
+fn rpc_error(id: &Value, e: &RpcError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}})
+}
+
+/// A refusal at the door: an HTTP status and a JSON-RPC error body saying why.
+fn refused(refusal: Refusal) -> Response {
+    let (status, reason, message, retry) = match refusal {
+        Refusal::Unauthenticated => (
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+            "no valid peer token: send `Authorization: Bearer <token>` with the token channels.yaml `a2a.peers.<name>.token` names".to_string(),
+            None,
+        ),
+        Refusal::Forbidden => (
+            StatusCode::FORBIDDEN,
+            "PERMISSION_DENIED",
+            "this peer may not reach this agent (its `allowAgents` does not list it)".to_string(),
+            None,
+        ),
+        Refusal::NotExposed => (
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+            "no such agent is exposed over A2A (channels.yaml `a2a.expose`)".to_string(),
+            None,
+        ),
+        Refusal::RateLimited(secs) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "RATE_LIMITED",
+            format!("this peer went over its requests per minute (`requestsPerMinute`); retry in {secs} s"),
+            Some(secs),
+        ),
+    };
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {
+        "code": -32000,
+        "message": message,
+        "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "deepcli"}],
+    }});
+    let mut response = (status, Json(body)).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    if let Some(secs) = retry
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    response
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// A2A-Version: absent, 0.3 or 1.0 (patch versions ignored) are served; any other is refused.
+fn version_ok(headers: &HeaderMap) -> Result<(), RpcError> {
+    let Some(v) = headers.get("a2a-version") else {
+        return Ok(());
+    };
+    let v = v.to_str().unwrap_or("?").trim();
+    let major_minor: Vec<&str> = v.splitn(3, '.').take(2).collect();
+    match major_minor.as_slice() {
+        [] | [""] | ["1", "0"] | ["1"] | ["0", "3"] => Ok(()),
+        _ => Err(RpcError::new(
+            -32009,
+            format!(
+                "A2A-Version `{v}` is not supported: this server speaks 1.0 (and 0.3's method names)"
+            ),
+        )),
+    }
+}
+
+fn json_rpc(body: Value) -> Response {
+    Json(body).into_response()
+}
+
+async fn rpc(State(a2a): State<Arc<A2a>>, Path(agent): Path<String>, request: Request) -> Response {
+    let caller = match a2a.admit(&agent, bearer(request.headers())) {
+        Ok(c) => c,
+        Err(r) => return refused(r),
+    };
+    let version = version_ok(request.headers());
+    let bytes = match axum::body::to_bytes(request.into_body(), BODY_LIMIT).await {
+        Ok(b) => b,
+        Err(_) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Json(rpc_error(
+                    &Value::Null,
+                    &RpcError::new(
+                        -32600,
+                        format!("the request body is over {BODY_LIMIT} bytes"),
+                    ),
+                )),
+            )
+                .into_response();
+        }
+    };
+    let request: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return json_rpc(rpc_error(
+                &Value::Null,
+                &RpcError::new(-32700, format!("invalid JSON payload: {e}")),
+            ));
+        }
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let valid_id = matches!(id, Value::String(_) | Value::Number(_));
+    let method = request.get("method").and_then(Value::as_str);
+    let (Some(method), true, Some("2.0")) = (
+        method,
+        valid_id && request.is_object(),
+        request.get("jsonrpc").and_then(Value::as_str),
+    ) else {
+        return json_rpc(rpc_error(
+            &id,
+            &RpcError::new(
+                -32600,
+                "not a JSON-RPC 2.0 request: it needs `jsonrpc: \"2.0\"`, a string or number `id` and a `method` (batches and notifications are not taken)",
+            ),
+        ));
+    };
+    if let Err(e) = version {
+        return json_rpc(rpc_error(&id, &e));
+    }
+    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+    if !params.is_object() {
+        return json_rpc(rpc_error(
+            &id,
+            &RpcError::invalid_params("`params` must be an object"),
+        ));
+    }
+    let (wire, op) = match method {
+        "SendMessage" => (Wire::V1, Op::Send),
+        "SendStreamingMessage" => (Wire::V1, Op::Stream),
+        "GetTask" => (Wire::V1, Op::Get),
+        "ListTasks" => (Wire::V1, Op::List),
+        "CancelTask" => (Wire::V1, Op::Cancel),
+        "SubscribeToTask" => (Wire::V1, Op::Subscribe),
+        "message/send" => (Wire::V03, Op::Send),
+        "message/stream" => (Wire::V03, Op::Stream),
+        "tasks/get" => (Wire::V03, Op::Get),
+        "tasks/cancel" => (Wire::V03, Op::Cancel),
+        "tasks/resubscribe" => (Wire::V03, Op::Subscribe),
+        m if m.contains("PushNotification") || m.starts_with("tasks/pushNotification") => {
+            return json_rpc(rpc_error(
+                &id,
+                &RpcError::new(
+                    -32003,
+                    "push notifications are not supported (capabilities.pushNotifications is false)",
+                ),
+            ));
+        }
+        "GetExtendedAgentCard" | "agent/getAuthenticatedExtendedCard" => {
+            return json_rpc(rpc_error(
+                &id,
+                &RpcError::new(
+                    -32004,
+                    "there is no extended agent card (capabilities.extendedAgentCard is false)",
+                ),
+            ));
+        }
+        other => {
+            return json_rpc(rpc_error(
+                &id,
+                &RpcError::new(
+                    -32601,
+                    format!(
+                        "method `{other}` not found: this server takes SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask (and 0.3's message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe)"
+                    ),
+                ),
+            ));
+        }
+    };
+    let task_id = || {
+        params
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| RpcError::invalid_params("`id` (the task id) is required"))
+    };
+    let result = match op {
+        Op::Send => send(&a2a, &caller, wire, &params).await,
+        Op::Get => match (task_id(), super::history_length(&params)) {
+            (Ok(t), Ok(h)) => a2a.get(&caller, wire, &t, h).await,
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        },
+        Op::List => a2a.list(&caller, &params).await,
+        Op::Cancel => match task_id() {
+            Ok(t) => a2a.cancel(&caller, wire, &t).await,
+            Err(e) => Err(e),
+        },
+        Op::Stream => match stream_send(&a2a, &caller, wire, &params).await {
+            Ok((task_id, run)) => return sse(a2a.clone(), caller, wire, id, task_id, run),
+            Err(e) => Err(e),
+        },
+        Op::Subscribe => match subscribe(&a2a, &caller, task_id()).await {
+            Ok((task_id, run)) => return sse(a2a.clone(), caller, wire, id, task_id, run),
+            Err(e) => Err(e),
+        },
+    };
+    json_rpc(match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => rpc_error(&id, &e),
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Send,
+    Stream,
+    Get,
+    List,
+    Cancel,
+    Subscribe,
+}
+
+async fn send(
+    a2a: &Arc<A2a>,
+    caller: &Caller,
+    wire: Wire,
+    params: &Value,
+) -> Result<Value, RpcError> {
+    let incoming = super::incoming(params)?;
+    let immediately = incoming.return_immediately;
+    let (task, run) = a2a.send(caller, incoming).await?;
+    if !immediately {
+        a2a.hub
+            .a2a_wait(&run, super::BLOCKING_WAIT)
+            .await
+            .map_err(RpcError::internal)?;
+    }
+    let (task, runs) = a2a.load(caller, &task.task_id).await?;
+    a2a.note_state(&task, &runs).await;
+    Ok(wire.send_result(wire.task(&task, &runs, None, true)))
+}
+
+async fn stream_send(
+    a2a: &Arc<A2a>,
+    caller: &Caller,
+    _wire: Wire,
+    params: &Value,
+) -> Result<(String, String), RpcError> {
+    let incoming = super::incoming(params)?;
+    let (task, run) = a2a.send(caller, incoming).await?;
+    Ok((task.task_id, run))
+}
+
+async fn subscribe(
+    a2a: &Arc<A2a>,
+    caller: &Caller,
+    task_id: Result<String, RpcError>,
+) -> Result<(String, String), RpcError> {
+    let task_id = task_id?;
+    let (task, runs) = a2a.load(caller, &task_id).await?;
+    let (now, _) = super::wire::task_state(&task.state, runs.last());
+    if state::is_terminal(now) {
+        return Err(RpcError::new(
+            -32004,
+            format!("task `{task_id}` is {now}: there is nothing more to subscribe to"),
+        ));
+    }
+    let run = runs
+        .last()
+        .map(|r| r.run_id.clone())
+        .ok_or_else(|| RpcError::task_not_found(&task_id))?;
+    Ok((task_id, run))
+}
+
+/// The task's events as Server-Sent Events: the task first, then each change of its run's
+/// state, the artifact and the final status; the stream ends when the task stops working.
+fn sse(
+    a2a: Arc<A2a>,
+    caller: Caller,
+    wire: Wire,
+    id: Value,
+    task_id: String,
+    run_id: String,
+) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Value>(16);
+    tokio::spawn(async move {
+        let emit = |result: Value| {
+            let tx = tx.clone();
+            let id = id.clone();
+            async move {
+                tx.send(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                    .await
+                    .is_ok()
+            }
+        };
+        let fail = |e: RpcError| {
+            let tx = tx.clone();
+            let id = id.clone();
+            async move {
+                let _ = tx.send(rpc_error(&id, &e)).await;
+            }
+        };
+        let (task, runs) = match a2a.load(&caller, &task_id).await {
+            Ok(t) => t,
+            Err(e) => return fail(e).await,
+        };
+        let context_id = task.context_id.clone();
+        if !emit(wire.task_event(wire.task(&task, &runs, None, false))).await {
+            return;
+        }
+        // The task event told the run's state as it was: only changes from it follow.
+        let mut seen = runs.last().map_or(RunState::Accepted, |r| r.state);
+        loop {
+            let run = match a2a
+                .next_state(&run_id, seen, std::time::Duration::from_secs(3600))
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => return fail(e).await,
+            };
+            if run.state == seen && !run.state.is_final() {
+                continue;
+            }
+            seen = run.state;
+            let (now, unknown) = super::wire::run_state(&run);
+            if !run.state.is_final() {
+                if now != state::SUBMITTED {
+                    let status = wire.status(&task_id, &context_id, now, unknown, Some(&run));
+                    if !emit(wire.status_event(&task_id, &context_id, status, false)).await {
+                        return;
+                    }
+                }
+                continue;
+            }
+            // Final: the artifact, then the final status (from the task, which knows a cancel).
+            let (task, runs) = match a2a.load(&caller, &task_id).await {
+                Ok(t) => t,
+                Err(e) => return fail(e).await,
+            };
+            let final_state = a2a.note_state(&task, &runs).await;
+            if final_state == state::COMPLETED
+                && let Some(reply) = &run.reply
+                && !emit(wire.artifact_event(
+                    &task_id,
+                    &context_id,
+                    wire.artifact(&format!("{task_id}-reply"), reply),
+                ))
+                .await
+            {
+                return;
+            }
+            let (st, unknown) = super::wire::task_state(&task.state, runs.last());
+            let status = wire.status(&task_id, &context_id, st, unknown, runs.last());
+            let _ = emit(wire.status_event(&task_id, &context_id, status, true)).await;
+            return;
+        }
+    });
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        let next = rx.recv().await?;
+        Some((
+            Ok::<_, Infallible>(Event::default().data(next.to_string())),
+            rx,
+        ))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}

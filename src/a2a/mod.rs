@@ -1,0 +1,710 @@
+//! The hub as an A2A (Agent2Agent) server (docs/a2a.md): Agent Cards for the agents
+//! channels.yaml's `a2a.expose` lists, and the JSON-RPC binding at `/a2a/<agentId>/`
+//! (`http.rs`). A peer is known by its bearer token alone; its `contextId` is one persistent
+//! session (`agent:<id>:a2a:<peer>:<contextId>`); each of its messages is a Hub run into that
+//! session, so the Hub's FIFO, run states, cancel and records are the task's. A task's state
+//! is read off its runs (`wire.rs`); the task rows are `store.rs`'s.
+//!
+//! Knows the Hub only through its `a2a_*` methods; never opens a runtime session itself.
+
+pub mod http;
+pub mod store;
+pub mod wire;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::config::model::{A2aSpec, Secret, SecretRef};
+use crate::hub::Hub;
+use crate::hub::store::RunRecord;
+use store::{A2aStore, TaskFilter, TaskRecord};
+use wire::{Wire, state};
+
+/// A peer's requests per minute when channels.yaml sets none.
+pub const DEFAULT_PER_MINUTE: u32 = 600;
+/// The longest a blocking `SendMessage` waits for its task to stop working; then it answers
+/// with the task as it is (the peer polls with `GetTask` or subscribes).
+pub const BLOCKING_WAIT: Duration = Duration::from_secs(120);
+/// The most text one message may carry (the Hub's message limit).
+pub const MAX_TEXT_BYTES: usize = crate::hub::tools::MAX_MESSAGE_BYTES;
+/// The longest `contextId` taken (it is part of a session key).
+pub const MAX_CONTEXT_ID: usize = 128;
+/// A peer token shorter than this is refused (the peer takes no requests).
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// An exposed agent: what its card says.
+#[derive(Debug, Clone)]
+pub struct Exposed {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub when_to_use: Option<String>,
+}
+
+/// A peer: its token's hash (or why it has none), the agents it may reach, its rate.
+#[derive(Clone)]
+pub struct Peer {
+    pub name: String,
+    token: Result<[u8; 32], String>,
+    /// `None`: every exposed agent.
+    pub allow: Option<HashSet<String>>,
+    pub per_minute: u32,
+}
+
+/// The A2A configuration in force, swapped whole after every apply.
+#[derive(Clone, Default)]
+pub struct A2aPlan {
+    pub exposed: Vec<Exposed>,
+    pub peers: Vec<Peer>,
+}
+
+fn resolve_token(token: &Secret) -> Result<[u8; 32], String> {
+    let r: &SecretRef = match token {
+        Secret::Ref(r) => r,
+        Secret::Inline(_) => return Err("the token is written inline (validate refuses it)".into()),
+    };
+    let value = crate::access::plan::resolve_secret(r)?;
+    if value.trim().chars().count() < MIN_TOKEN_CHARS {
+        return Err(format!(
+            "the token is shorter than {MIN_TOKEN_CHARS} characters"
+        ));
+    }
+    Ok(Sha256::digest(value.as_bytes()).into())
+}
+
+impl A2aPlan {
+    /// The plan of `config`'s `a2a:` (secrets resolved now, kept only as hashes).
+    pub fn from_config(config: &Config) -> A2aPlan {
+        let Some(A2aSpec { expose, peers }) = &config.a2a else {
+            return A2aPlan::default();
+        };
+        let exposed = expose
+            .iter()
+            .filter_map(|id| config.agents.iter().find(|a| a.id() == id))
+            .map(|agent| {
+                let identity = agent.spec.identity.clone().unwrap_or_default();
+                Exposed {
+                    id: agent.id().to_string(),
+                    name: identity.name.unwrap_or_else(|| agent.id().to_string()),
+                    description: identity
+                        .description
+                        .unwrap_or_else(|| format!("The deepcli agent `{}`.", agent.id())),
+                    when_to_use: identity.when_to_use,
+                }
+            })
+            .collect();
+        let peers = peers
+            .iter()
+            .map(|(name, spec)| Peer {
+                name: name.clone(),
+                token: resolve_token(&spec.token),
+                allow: spec
+                    .allow_agents
+                    .as_ref()
+                    .map(|a| a.iter().cloned().collect()),
+                per_minute: spec.requests_per_minute.unwrap_or(DEFAULT_PER_MINUTE),
+            })
+            .collect();
+        A2aPlan { exposed, peers }
+    }
+
+    pub fn exposed(&self, agent: &str) -> Option<&Exposed> {
+        self.exposed.iter().find(|e| e.id == agent)
+    }
+
+    /// The peer whose token this is (every peer's hash is compared, in constant time each).
+    fn peer_of(&self, token: &str) -> Option<&Peer> {
+        let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for peer in &self.peers {
+            if let Ok(hash) = &peer.token {
+                let diff = hash
+                    .iter()
+                    .zip(&presented)
+                    .fold(0u8, |d, (a, b)| d | (a ^ b));
+                if diff == 0 {
+                    found = Some(peer);
+                }
+            }
+        }
+        found
+    }
+}
+
+/// Why a request was refused before any method ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No token, or one no peer holds.
+    Unauthenticated,
+    /// The peer may not reach this agent (or it is not exposed).
+    Forbidden,
+    /// The peer went over its requests per minute; seconds until the next is taken.
+    RateLimited(u64),
+    /// No exposed agent by that id.
+    NotExposed,
+}
+
+/// A JSON-RPC error (A2A's codes, a2a.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn invalid_params(message: impl Into<String>) -> RpcError {
+        RpcError::new(-32602, message)
+    }
+    pub fn task_not_found(id: &str) -> RpcError {
+        RpcError::new(-32001, format!("no task `{id}` (for this peer)"))
+    }
+    pub fn internal(message: impl std::fmt::Display) -> RpcError {
+        RpcError::new(-32603, format!("internal error: {message}"))
+    }
+}
+
+/// Requests and refusals, for `/v1/status` and `/metrics`.
+#[derive(Default)]
+pub struct A2aMetrics {
+    pub requests: AtomicU64,
+    pub unauthenticated: AtomicU64,
+    pub forbidden: AtomicU64,
+    pub rate_limited: AtomicU64,
+    pub tasks: AtomicU64,
+}
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// The A2A server: the plan in force, the task store, the Hub it delivers through.
+pub struct A2a {
+    hub: Arc<Hub>,
+    store: Arc<A2aStore>,
+    plan: ArcSwap<A2aPlan>,
+    buckets: Mutex<HashMap<String, Bucket>>,
+    pub metrics: A2aMetrics,
+}
+
+/// The caller of a request that passed the door.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub peer: String,
+    pub agent: String,
+}
+
+/// A message a peer sent, read from its parts.
+#[derive(Debug)]
+pub struct Incoming {
+    pub message_id: String,
+    pub text: String,
+    pub context_id: Option<String>,
+    pub task_id: Option<String>,
+    pub return_immediately: bool,
+}
+
+impl A2a {
+    pub fn open(
+        state: &crate::state::StateDir,
+        hub: Arc<Hub>,
+    ) -> Result<Arc<A2a>, crate::state::StateError> {
+        Ok(Arc::new(A2a {
+            hub,
+            store: Arc::new(A2aStore::open(state)?),
+            plan: ArcSwap::from_pointee(A2aPlan::default()),
+            buckets: Mutex::new(HashMap::new()),
+            metrics: A2aMetrics::default(),
+        }))
+    }
+
+    pub fn swap(&self, plan: A2aPlan) {
+        self.plan.store(Arc::new(plan));
+    }
+
+    pub fn plan(&self) -> Arc<A2aPlan> {
+        self.plan.load_full()
+    }
+
+    /// What `/v1/status` shows of the A2A server.
+    pub fn status(&self) -> Value {
+        let plan = self.plan();
+        json!({
+            "exposed": plan.exposed.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+            "peers": plan.peers.iter().map(|p| json!({
+                "name": p.name,
+                "token": match &p.token { Ok(_) => "ok".to_string(), Err(e) => e.clone() },
+            })).collect::<Vec<_>>(),
+            "requests": self.metrics.requests.load(Relaxed),
+            "tasks": self.metrics.tasks.load(Relaxed),
+            "refused": {
+                "unauthenticated": self.metrics.unauthenticated.load(Relaxed),
+                "forbidden": self.metrics.forbidden.load(Relaxed),
+                "rateLimited": self.metrics.rate_limited.load(Relaxed),
+            },
+        })
+    }
+
+    /// The door: the bearer token names the peer, the peer must be allowed `agent`, and within
+    /// its rate.
+    pub fn admit(&self, agent: &str, bearer: Option<&str>) -> Result<Caller, Refusal> {
+        self.metrics.requests.fetch_add(1, Relaxed);
+        let plan = self.plan();
+        let Some(peer) = bearer.and_then(|t| plan.peer_of(t)) else {
+            self.metrics.unauthenticated.fetch_add(1, Relaxed);
+            return Err(Refusal::Unauthenticated);
+        };
+        if plan.exposed(agent).is_none() {
+            return Err(Refusal::NotExposed);
+        }
+        if peer.allow.as_ref().is_some_and(|a| !a.contains(agent)) {
+            self.metrics.forbidden.fetch_add(1, Relaxed);
+            return Err(Refusal::Forbidden);
+        }
+        self.take(peer)?;
+        Ok(Caller {
+            peer: peer.name.clone(),
+            agent: agent.to_string(),
+        })
+    }
+
+    fn take(&self, peer: &Peer) -> Result<(), Refusal> {
+        let mut buckets = match self.buckets.lock() {
+            Ok(b) => b,
+            Err(p) => p.into_inner(),
+        };
+        let cap = f64::from(peer.per_minute);
+        let now = Instant::now();
+        let bucket = buckets.entry(peer.name.clone()).or_insert(Bucket {
+            tokens: cap,
+            at: now,
+        });
+        let rate = cap / 60.0;
+        bucket.tokens =
+            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(cap);
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            return Ok(());
+        }
+        self.metrics.rate_limited.fetch_add(1, Relaxed);
+        Err(Refusal::RateLimited(
+            ((1.0 - bucket.tokens) / rate).ceil().max(1.0) as u64,
+        ))
+    }
+
+    async fn db<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&A2aStore) -> Result<T, crate::state::StateError> + Send + 'static,
+    ) -> Result<T, RpcError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(RpcError::internal)?
+            .map_err(RpcError::internal)
+    }
+
+    async fn runs(&self, task: &TaskRecord) -> Result<Vec<RunRecord>, RpcError> {
+        let ids: Vec<String> = task.runs.iter().map(|(r, _)| r.clone()).collect();
+        let hub = self.hub.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(run) = hub.store().run(&id)? {
+                    out.push(run);
+                }
+            }
+            Ok::<_, crate::state::StateError>(out)
+        })
+        .await
+        .map_err(RpcError::internal)?
+        .map_err(RpcError::internal)
+    }
+
+    /// A task of the caller's, with its runs.
+    pub async fn load(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+    ) -> Result<(TaskRecord, Vec<RunRecord>), RpcError> {
+        let (peer, id) = (caller.peer.clone(), task_id.to_string());
+        let task = self
+            .db(move |s| s.task(&peer, &id))
+            .await?
+            .filter(|t| t.agent_id == caller.agent)
+            .ok_or_else(|| RpcError::task_not_found(task_id))?;
+        let runs = self.runs(&task).await?;
+        Ok((task, runs))
+    }
+
+    /// Records the state a task is seen in now (ListTasks filters and orders on it).
+    async fn note_state(&self, task: &TaskRecord, runs: &[RunRecord]) -> &'static str {
+        let (now, _) = wire::task_state(&task.state, runs.last());
+        if now != task.state {
+            let id = task.task_id.clone();
+            let _ = self.db(move |s| s.set_state(&id, now)).await;
+        }
+        now
+    }
+
+    /// SendMessage: a new task, or the next message of one waiting for input. Returns the
+    /// task and its last run's id once the message is in the session's queue.
+    pub async fn send(
+        &self,
+        caller: &Caller,
+        incoming: Incoming,
+    ) -> Result<(TaskRecord, String), RpcError> {
+        if incoming.text.len() > MAX_TEXT_BYTES {
+            return Err(RpcError::invalid_params(format!(
+                "the message's text is {} bytes; the limit is {MAX_TEXT_BYTES} bytes",
+                incoming.text.len()
+            )));
+        }
+        if let Some(task_id) = &incoming.task_id {
+            let (task, runs) = self.load(caller, task_id).await?;
+            let (now, _) = wire::task_state(&task.state, runs.last());
+            if now != state::INPUT_REQUIRED {
+                return Err(RpcError::new(
+                    -32004,
+                    format!(
+                        "task `{task_id}` is {now}: only a task waiting for input (TASK_STATE_INPUT_REQUIRED) takes another message"
+                    ),
+                ));
+            }
+            if incoming
+                .context_id
+                .as_ref()
+                .is_some_and(|c| *c != task.context_id)
+            {
+                return Err(RpcError::invalid_params(format!(
+                    "task `{task_id}` belongs to contextId `{}`, not the one given",
+                    task.context_id
+                )));
+            }
+            let run = self
+                .hub
+                .a2a_send(
+                    &caller.peer,
+                    &caller.agent,
+                    &task.session_key,
+                    incoming.text,
+                )
+                .await
+                .map_err(RpcError::internal)?;
+            let (id, r, m) = (task.task_id.clone(), run.clone(), incoming.message_id);
+            self.db(move |s| s.add_run(&id, &r, &m, state::SUBMITTED))
+                .await?;
+            self.watch(task.task_id.clone(), run.clone());
+            let (task, _) = self.load(caller, task_id).await?;
+            return Ok((task, run));
+        }
+        let context_id = match incoming.context_id {
+            Some(c) => {
+                check_context_id(&c)?;
+                c
+            }
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        let session_key = format!("agent:{}:a2a:{}:{}", caller.agent, caller.peer, context_id);
+        let run = self
+            .hub
+            .a2a_send(&caller.peer, &caller.agent, &session_key, incoming.text)
+            .await
+            .map_err(RpcError::internal)?;
+        let task = TaskRecord {
+            task_id: uuid::Uuid::new_v4().to_string(),
+            peer: caller.peer.clone(),
+            agent_id: caller.agent.clone(),
+            context_id,
+            session_key,
+            state: state::SUBMITTED.to_string(),
+            created_at: crate::clock::now(),
+            updated_us: 0,
+            runs: vec![(run.clone(), incoming.message_id)],
+        };
+        {
+            let task = task.clone();
+            self.db(move |s| s.insert(&task)).await?;
+        }
+        self.metrics.tasks.fetch_add(1, Relaxed);
+        self.watch(task.task_id.clone(), run.clone());
+        Ok((task, run))
+    }
+
+    /// Keeps the task's stored state true when its run ends, whoever is listening.
+    fn watch(&self, task_id: String, run_id: String) {
+        let hub = self.hub.clone();
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok(run) = hub.a2a_wait(&run_id, Duration::from_secs(3600)).await else {
+                    return;
+                };
+                if run.state.is_final() {
+                    let (now, _) = wire::run_state(&run);
+                    let _ =
+                        tokio::task::spawn_blocking(move || store.set_state(&task_id, now)).await;
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Waits until run `run_id` leaves `seen` (or ends), at most `timeout`; its record then.
+    pub async fn next_state(
+        &self,
+        run_id: &str,
+        seen: crate::state::RunState,
+        timeout: Duration,
+    ) -> Result<RunRecord, RpcError> {
+        let until = Instant::now() + timeout;
+        let mut step = Duration::from_millis(10);
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let run = self
+                .hub
+                .a2a_wait(run_id, step.min(left))
+                .await
+                .map_err(RpcError::internal)?;
+            if run.state != seen || run.state.is_final() || left.is_zero() {
+                return Ok(run);
+            }
+            step = (step * 2).min(Duration::from_millis(250));
+        }
+    }
+
+    /// GetTask.
+    pub async fn get(
+        &self,
+        caller: &Caller,
+        wire: Wire,
+        task_id: &str,
+        history: Option<usize>,
+    ) -> Result<Value, RpcError> {
+        let (task, runs) = self.load(caller, task_id).await?;
+        self.note_state(&task, &runs).await;
+        Ok(wire.task(&task, &runs, history, true))
+    }
+
+    /// ListTasks: the caller's tasks with its agent, newest first.
+    pub async fn list(&self, caller: &Caller, params: &Value) -> Result<Value, RpcError> {
+        let text = |k: &str| {
+            params
+                .get(k)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        let page_size = match params.get("pageSize") {
+            None | Some(Value::Null) => 50,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=100) => n as usize,
+                _ => {
+                    return Err(RpcError::invalid_params(
+                        "`pageSize` must be an integer from 1 to 100",
+                    ));
+                }
+            },
+        };
+        let state = match text("status") {
+            None | Some("TASK_STATE_UNSPECIFIED") => None,
+            Some(s) => Some(
+                state::parse(s)
+                    .ok_or_else(|| {
+                        RpcError::invalid_params(format!(
+                            "`status` `{s}` is not a task state (TASK_STATE_…)"
+                        ))
+                    })?
+                    .to_string(),
+            ),
+        };
+        let before = match text("pageToken") {
+            None => None,
+            Some(t) => Some(
+                t.split_once('.')
+                    .and_then(|(us, id)| Some((us.parse::<i64>().ok()?, id.to_string())))
+                    .ok_or_else(|| {
+                        RpcError::invalid_params("`pageToken` is not one this server gave")
+                    })?,
+            ),
+        };
+        let history = history_length(params)?;
+        let artifacts = params
+            .get("includeArtifacts")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let filter = TaskFilter {
+            peer: caller.peer.clone(),
+            agent: caller.agent.clone(),
+            context_id: text("contextId").map(str::to_string),
+            state,
+            before,
+            limit: page_size + 1,
+        };
+        let (mut tasks, total) = self.db(move |s| s.list(&filter)).await?;
+        let more = tasks.len() > page_size;
+        tasks.truncate(page_size);
+        let next = if more {
+            tasks
+                .last()
+                .map(|t| format!("{}.{}", t.updated_us, t.task_id))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let mut out = Vec::with_capacity(tasks.len());
+        for task in &tasks {
+            let runs = self.runs(task).await?;
+            out.push(Wire::V1.task(task, &runs, history.or(Some(0)), artifacts));
+        }
+        Ok(json!({"tasks": out, "nextPageToken": next, "pageSize": page_size, "totalSize": total}))
+    }
+
+    /// CancelTask: a task waiting for input is canceled here; a working one's run is cancelled
+    /// in its runtime (`canceled` only when the runtime confirmed it).
+    pub async fn cancel(
+        &self,
+        caller: &Caller,
+        wire: Wire,
+        task_id: &str,
+    ) -> Result<Value, RpcError> {
+        let (task, runs) = self.load(caller, task_id).await?;
+        let (now, _) = wire::task_state(&task.state, runs.last());
+        if state::is_terminal(now) {
+            return Err(RpcError::new(
+                -32002,
+                format!("task `{task_id}` is {now}: it cannot be canceled"),
+            ));
+        }
+        if now == state::INPUT_REQUIRED {
+            let id = task.task_id.clone();
+            self.db(move |s| s.set_state(&id, state::CANCELED)).await?;
+        } else if let Some(run) = runs.last() {
+            self.hub
+                .a2a_cancel(&run.run_id)
+                .await
+                .map_err(RpcError::internal)?;
+        }
+        let (task, runs) = self.load(caller, task_id).await?;
+        self.note_state(&task, &runs).await;
+        Ok(wire.task(&task, &runs, None, true))
+    }
+}
+
+/// A `contextId` this server takes: it becomes part of a session key.
+fn check_context_id(c: &str) -> Result<(), RpcError> {
+    let ok = !c.is_empty()
+        && c.len() <= MAX_CONTEXT_ID
+        && c.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(RpcError::invalid_params(format!(
+            "`contextId` must be 1 to {MAX_CONTEXT_ID} characters of letters, digits, `-`, `_` and `.`; leave it out and the server makes one"
+        )))
+    }
+}
+
+/// `historyLength` of a request: `None` when not given.
+pub fn history_length(params: &Value) -> Result<Option<usize>, RpcError> {
+    match params.get("historyLength") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
+            RpcError::invalid_params("`historyLength` must be a non-negative integer")
+        }),
+    }
+}
+
+/// The message of a SendMessage request (`params.message`), in either wire's spelling.
+pub fn incoming(params: &Value) -> Result<Incoming, RpcError> {
+    let Some(message) = params.get("message").filter(|m| m.is_object()) else {
+        return Err(RpcError::invalid_params(
+            "`message` (an object) is required",
+        ));
+    };
+    let message_id = message
+        .get("messageId")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty() && s.len() <= 256)
+        .ok_or_else(|| {
+            RpcError::invalid_params("`message.messageId` (1 to 256 characters) is required")
+        })?
+        .to_string();
+    match message.get("role").and_then(Value::as_str) {
+        Some("ROLE_USER" | "user") => {}
+        other => {
+            return Err(RpcError::invalid_params(format!(
+                "`message.role` must be ROLE_USER (got {})",
+                other.map_or("nothing".to_string(), |r| format!("`{r}`"))
+            )));
+        }
+    }
+    let Some(parts) = message
+        .get("parts")
+        .and_then(Value::as_array)
+        .filter(|p| !p.is_empty())
+    else {
+        return Err(RpcError::invalid_params(
+            "`message.parts` must be a non-empty list",
+        ));
+    };
+    let mut text = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        let piece = if let Some(t) = part.get("text").and_then(Value::as_str) {
+            t.to_string()
+        } else if let Some(data) = part.get("data") {
+            serde_json::to_string(data).map_err(RpcError::internal)?
+        } else if ["raw", "url", "file"].iter().any(|k| part.get(k).is_some()) {
+            return Err(RpcError::new(
+                -32005,
+                format!(
+                    "part {i} is a file: this agent takes text and data parts (text/plain, application/json)"
+                ),
+            ));
+        } else {
+            return Err(RpcError::invalid_params(format!(
+                "part {i} has no `text` or `data`"
+            )));
+        };
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&piece);
+        if text.len() > MAX_TEXT_BYTES {
+            return Err(RpcError::invalid_params(format!(
+                "the message's parts are over {MAX_TEXT_BYTES} bytes of text (the limit, at part {i})"
+            )));
+        }
+    }
+    let field = |k: &str| {
+        message
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    Ok(Incoming {
+        message_id,
+        text,
+        context_id: field("contextId"),
+        task_id: field("taskId"),
+        return_immediately: params
+            .pointer("/configuration/returnImmediately")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            || params.pointer("/configuration/blocking") == Some(&Value::Bool(false)),
+    })
+}

@@ -1,0 +1,305 @@
+//! A2A's JSON shapes (a2a.md): the 1.0 ProtoJSON forms (`TASK_STATE_COMPLETED`, `ROLE_USER`,
+//! parts by their `oneof` field) and, for the 0.3 method names, 0.3's (`kind` discriminators,
+//! lower-case states). Tasks are rendered from what the Hub recorded of their runs. Pure.
+
+use serde_json::{Value, json};
+
+use crate::hub::store::RunRecord;
+use crate::state::RunState;
+
+/// The protocol version a request speaks, told by its method name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// A2A 1.0: `SendMessage`, `GetTask`, …
+    V1,
+    /// A2A 0.3: `message/send`, `tasks/get`, …
+    V03,
+}
+
+/// The line an agent ends its reply with to ask the peer back (`TASK_STATE_INPUT_REQUIRED`).
+pub const INPUT_REQUIRED: &str = "INPUT_REQUIRED";
+
+/// A2A task states, as 1.0 names them.
+pub mod state {
+    pub const SUBMITTED: &str = "TASK_STATE_SUBMITTED";
+    pub const WORKING: &str = "TASK_STATE_WORKING";
+    pub const COMPLETED: &str = "TASK_STATE_COMPLETED";
+    pub const FAILED: &str = "TASK_STATE_FAILED";
+    pub const CANCELED: &str = "TASK_STATE_CANCELED";
+    pub const INPUT_REQUIRED: &str = "TASK_STATE_INPUT_REQUIRED";
+    pub const REJECTED: &str = "TASK_STATE_REJECTED";
+
+    /// Whether nothing more happens to a task in `state`.
+    pub fn is_terminal(state: &str) -> bool {
+        matches!(state, COMPLETED | FAILED | CANCELED | REJECTED)
+    }
+
+    /// A state as ListTasks' `status` filter may name it (1.0 or 0.3 spelling).
+    pub fn parse(name: &str) -> Option<&'static str> {
+        Some(match name {
+            SUBMITTED | "submitted" => SUBMITTED,
+            WORKING | "working" => WORKING,
+            COMPLETED | "completed" => COMPLETED,
+            FAILED | "failed" => FAILED,
+            CANCELED | "canceled" => CANCELED,
+            INPUT_REQUIRED | "input-required" => INPUT_REQUIRED,
+            REJECTED | "rejected" => REJECTED,
+            _ => return None,
+        })
+    }
+}
+
+/// The reply without its `INPUT_REQUIRED` line, and whether it had one.
+pub fn asks_back(reply: &str) -> (String, bool) {
+    let trimmed = reply.trim_end();
+    match trimmed.rsplit_once('\n') {
+        Some((before, last)) if last.trim() == INPUT_REQUIRED => {
+            (before.trim_end().to_string(), true)
+        }
+        None if trimmed.trim() == INPUT_REQUIRED => (String::new(), true),
+        _ => (reply.to_string(), false),
+    }
+}
+
+/// What a run's record says of its task: the A2A state, and whether the outcome is unknown
+/// (a cancel the runtime did not confirm, or a runtime that died mid-turn).
+pub fn run_state(run: &RunRecord) -> (&'static str, bool) {
+    match run.state {
+        // A run a loop pause holds waits for the operator: submitted, not yet worked on.
+        RunState::Accepted | RunState::Paused => (state::SUBMITTED, false),
+        RunState::Running
+        | RunState::AwaitingInput
+        | RunState::AwaitingApproval
+        | RunState::CancelRequested => (state::WORKING, false),
+        RunState::Completed => {
+            let asked = run.reply.as_deref().is_some_and(|r| asks_back(r).1);
+            (
+                if asked {
+                    state::INPUT_REQUIRED
+                } else {
+                    state::COMPLETED
+                },
+                false,
+            )
+        }
+        RunState::Failed | RunState::TimedOut => (state::FAILED, false),
+        RunState::Cancelled => (state::CANCELED, false),
+        RunState::Uncertain => (state::FAILED, true),
+    }
+}
+
+/// A task's state now: its last run's, unless it was cancelled while waiting for input.
+pub fn task_state(stored: &str, last: Option<&RunRecord>) -> (&'static str, bool) {
+    let Some(run) = last else {
+        return (state::SUBMITTED, false);
+    };
+    let (now, unknown) = run_state(run);
+    if now == state::INPUT_REQUIRED && stored == state::CANCELED {
+        return (state::CANCELED, false);
+    }
+    (now, unknown)
+}
+
+impl Wire {
+    fn state(self, s: &str) -> Value {
+        match self {
+            Wire::V1 => s.into(),
+            Wire::V03 => s
+                .strip_prefix("TASK_STATE_")
+                .unwrap_or(s)
+                .to_ascii_lowercase()
+                .replace('_', "-")
+                .into(),
+        }
+    }
+
+    fn text_part(self, text: &str) -> Value {
+        match self {
+            Wire::V1 => json!({"text": text}),
+            Wire::V03 => json!({"kind": "text", "text": text}),
+        }
+    }
+
+    /// A message of the agent (`agent: true`) or the peer.
+    pub fn message(
+        self,
+        id: &str,
+        agent: bool,
+        text: &str,
+        task_id: &str,
+        context_id: &str,
+    ) -> Value {
+        let role = match (self, agent) {
+            (Wire::V1, true) => "ROLE_AGENT",
+            (Wire::V1, false) => "ROLE_USER",
+            (Wire::V03, true) => "agent",
+            (Wire::V03, false) => "user",
+        };
+        let mut m = json!({
+            "messageId": id,
+            "role": role,
+            "parts": [self.text_part(text)],
+            "taskId": task_id,
+            "contextId": context_id,
+        });
+        if self == Wire::V03 {
+            m["kind"] = "message".into();
+        }
+        m
+    }
+
+    pub fn artifact(self, id: &str, text: &str) -> Value {
+        json!({"artifactId": id, "name": "reply", "parts": [self.text_part(text)]})
+    }
+
+    /// A task's status: its state, what the agent said with it, when.
+    pub fn status(
+        self,
+        task_id: &str,
+        context_id: &str,
+        state: &'static str,
+        unknown: bool,
+        last: Option<&RunRecord>,
+    ) -> Value {
+        let mut status = json!({"state": self.state(state)});
+        if let Some(run) = last {
+            status["timestamp"] = run.updated_at.clone().into();
+            let said = match state {
+                state::INPUT_REQUIRED => run.reply.as_deref().map(|r| asks_back(r).0),
+                state::FAILED if unknown => Some(format!(
+                    "deepcli: the outcome is unknown (run {}): {}",
+                    run.state,
+                    run.error.as_deref().unwrap_or(
+                        "a cancel was asked for and the agent's runtime did not confirm it"
+                    )
+                )),
+                state::FAILED => run.error.clone(),
+                _ => None,
+            };
+            if let Some(text) = said {
+                status["message"] = self.message(
+                    &format!("{}-status", run.run_id),
+                    true,
+                    &text,
+                    task_id,
+                    context_id,
+                );
+            }
+        }
+        status
+    }
+
+    /// A task from its record and its runs' records (in order; runs missing from the Hub's
+    /// records are left out). `history`: how many of the latest messages (`None`: all).
+    pub fn task(
+        self,
+        task: &super::store::TaskRecord,
+        runs: &[RunRecord],
+        history: Option<usize>,
+        artifacts: bool,
+    ) -> Value {
+        let last = runs.last();
+        let (state, unknown) = task_state(&task.state, last);
+        let (tid, cid) = (task.task_id.as_str(), task.context_id.as_str());
+        let mut doc = json!({
+            "id": tid,
+            "contextId": cid,
+            "status": self.status(tid, cid, state, unknown, last),
+        });
+        if self == Wire::V03 {
+            doc["kind"] = "task".into();
+        }
+        if artifacts
+            && state == state::COMPLETED
+            && let Some(reply) = last.and_then(|r| r.reply.as_deref())
+        {
+            doc["artifacts"] = json!([self.artifact(&format!("{tid}-reply"), reply)]);
+        }
+        if history != Some(0) {
+            let mut messages = Vec::new();
+            for (run, (_, message_id)) in runs.iter().zip(&task.runs) {
+                messages.push(self.message(message_id, false, &run.message, tid, cid));
+                if let Some(reply) = &run.reply {
+                    let text = asks_back(reply).0;
+                    messages.push(self.message(&run.run_id, true, &text, tid, cid));
+                }
+            }
+            if let Some(n) = history {
+                let skip = messages.len().saturating_sub(n);
+                messages.drain(..skip);
+            }
+            doc["history"] = messages.into();
+        }
+        if unknown {
+            doc["metadata"] = json!({"deepcli": {"runState": last.map(|r| r.state)}});
+        }
+        doc
+    }
+
+    /// SendMessage's result holding a task.
+    pub fn send_result(self, task: Value) -> Value {
+        match self {
+            Wire::V1 => json!({"task": task}),
+            Wire::V03 => task,
+        }
+    }
+
+    /// A stream event holding a task.
+    pub fn task_event(self, task: Value) -> Value {
+        self.send_result(task)
+    }
+
+    /// A stream event: the task's status changed.
+    pub fn status_event(self, task_id: &str, context_id: &str, status: Value, last: bool) -> Value {
+        match self {
+            Wire::V1 => {
+                json!({"statusUpdate": {"taskId": task_id, "contextId": context_id, "status": status}})
+            }
+            Wire::V03 => {
+                json!({"kind": "status-update", "taskId": task_id, "contextId": context_id, "status": status, "final": last})
+            }
+        }
+    }
+
+    /// A stream event: the task's artifact.
+    pub fn artifact_event(self, task_id: &str, context_id: &str, artifact: Value) -> Value {
+        match self {
+            Wire::V1 => {
+                json!({"artifactUpdate": {"taskId": task_id, "contextId": context_id, "artifact": artifact, "lastChunk": true}})
+            }
+            Wire::V03 => {
+                json!({"kind": "artifact-update", "taskId": task_id, "contextId": context_id, "artifact": artifact, "lastChunk": true})
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_required_line_ends_the_reply() {
+        assert_eq!(
+            asks_back("Which city?\nINPUT_REQUIRED\n"),
+            ("Which city?".into(), true)
+        );
+        assert_eq!(asks_back("INPUT_REQUIRED"), (String::new(), true));
+        assert_eq!(
+            asks_back("say INPUT_REQUIRED"),
+            ("say INPUT_REQUIRED".into(), false)
+        );
+        assert_eq!(
+            asks_back("INPUT_REQUIRED\nthen more"),
+            ("INPUT_REQUIRED\nthen more".into(), false)
+        );
+    }
+
+    #[test]
+    fn states_read_in_both_spellings() {
+        assert_eq!(Wire::V03.state(state::INPUT_REQUIRED), "input-required");
+        assert_eq!(state::parse("input-required"), Some(state::INPUT_REQUIRED));
+        assert_eq!(state::parse("TASK_STATE_CANCELED"), Some(state::CANCELED));
+        assert_eq!(state::parse("cancelled"), None);
+    }
+}

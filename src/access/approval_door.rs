@@ -1,0 +1,225 @@
+//! What the Access layer knows of approvals (approvals.md): the conversation whose message a
+//! turn is answering (where a pending approval may be announced), the reply sink that
+//! announces it, and the chat commands `/approve <id>` and `/deny <id>`, which never reach an
+//! agent. The decisions are the `approvals` module's: the controller hands it in as an
+//! [`ApprovalDoor`], as it hands in the Hub's [`super::McpDoor`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::Access;
+use super::store::DeliveryKey;
+
+/// What decides approvals, for the Access layer.
+pub trait ApprovalDoor: Send + Sync {
+    /// A chat message `/approve <id>` or `/deny <id>` (already parsed) from `sender`
+    /// (`<channel>:<senderId>`, `None` when the envelope names no sender): the text to answer
+    /// the chat with.
+    fn chat_command(
+        &self,
+        sender: Option<String>,
+        command: ChatCommand,
+    ) -> Pin<Box<dyn Future<Output = String> + Send>>;
+
+    /// Session `session_key` is being closed: its pending approvals are void.
+    fn session_closed(&self, session_key: &str) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+    /// A turn of `session_key` ended (answered, cancelled, timed out or failed) or is being
+    /// cancelled: a permission request still pending in it is withdrawn (answered `cancelled`).
+    fn turn_ended(&self, session_key: &str);
+}
+
+/// `/approve <id>` or `/deny <id>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatCommand {
+    pub approve: bool,
+    pub id: String,
+}
+
+impl ChatCommand {
+    /// Reads a message that is exactly a command (surrounding whitespace aside; a bot's
+    /// `@name` after the command word, as Telegram writes it in groups, is allowed). Anything
+    /// else is a message for the agent.
+    pub fn parse(text: &str) -> Option<ChatCommand> {
+        let mut words = text.split_whitespace();
+        let word = words.next()?;
+        let word = word.split_once('@').map_or(word, |(w, _)| w);
+        let approve = match word {
+            "/approve" => true,
+            "/deny" => false,
+            _ => return None,
+        };
+        let id = words.next()?;
+        if words.next().is_some() || id.is_empty() || id.len() > 64 {
+            return None;
+        }
+        Some(ChatCommand {
+            approve,
+            id: id.to_string(),
+        })
+    }
+}
+
+/// The conversation a turn answers: where an approval of that turn is announced.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnOrigin {
+    pub channel: String,
+    pub account_id: String,
+    pub message_id: String,
+    pub peer: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_id: Option<String>,
+    /// The delivery this turn answers: a failed announce's dead letter is filed beside it.
+    #[serde(skip)]
+    pub key: DeliveryKey,
+}
+
+impl Access {
+    /// Sets what decides approvals; only the first call counts.
+    pub fn set_approval_door(&self, door: Arc<dyn ApprovalDoor>) {
+        let _ = self.approvals.set(door);
+    }
+
+    pub(super) fn approval_door(&self) -> Option<&Arc<dyn ApprovalDoor>> {
+        self.approvals.get()
+    }
+
+    /// The conversation whose message the running turn of `session_key` answers, if any (a
+    /// Hub or operator message, or a heartbeat, has none).
+    pub fn turn_origin(&self, session_key: &str) -> Option<TurnOrigin> {
+        self.origins.lock().ok()?.get(session_key).cloned()
+    }
+
+    pub(super) fn set_turn_origin(&self, session_key: &str, origin: Option<TurnOrigin>) {
+        if let Ok(mut origins) = self.origins.lock() {
+            match origin {
+                Some(o) => origins.insert(session_key.to_string(), o),
+                None => origins.remove(session_key),
+            };
+        }
+    }
+
+    /// Posts `text` to the reply sink of `origin`'s account (signed, retried, a dead letter
+    /// when it keeps failing), marked with the approval it is about; false when the account
+    /// has no reply sink to post to.
+    pub fn announce_to(
+        &self,
+        origin: &TurnOrigin,
+        session_key: &str,
+        approval_id: &str,
+        text: &str,
+    ) -> bool {
+        let Some(plan) = self.plan() else {
+            return false;
+        };
+        let Some(account) = plan
+            .accounts
+            .get(&(origin.channel.clone(), origin.account_id.clone()))
+        else {
+            return false;
+        };
+        let (Some(url), Ok(secret)) = (&account.reply_url, &account.webhook_secret) else {
+            return false;
+        };
+        let key = DeliveryKey {
+            message_id: format!("{}#approval:{approval_id}", origin.key.message_id),
+            ..origin.key.clone()
+        };
+        self.reply.send(
+            url.clone(),
+            secret.clone(),
+            key,
+            json!({
+                "channel": origin.channel, "accountId": origin.account_id,
+                "messageId": origin.message_id, "sessionKey": session_key,
+                "peer": origin.peer, "threadId": origin.thread_id,
+                "reply": {"text": text},
+                "approval": {"id": approval_id},
+            }),
+        );
+        true
+    }
+
+    /// Answers an approval command (`/approve <id>`, `/deny <id>`) from a chat: the door
+    /// decides (or refuses the sender); the answer is the response, recorded as this
+    /// envelope's, and goes to the reply sink. The agent never sees the message.
+    pub(super) async fn approval_command(
+        &self,
+        plan: &super::AccessPlan,
+        envelope: &super::Envelope,
+        key: &DeliveryKey,
+        route: &super::route::Route,
+    ) -> Result<Value, super::AccessError> {
+        let (Some(door), Some(command)) =
+            (self.approval_door(), ChatCommand::parse(&envelope.text))
+        else {
+            return Err(super::internal("not an approval command"));
+        };
+        let sender = envelope
+            .facts
+            .sender_id
+            .as_ref()
+            .map(|id| format!("{}:{id}", key.channel));
+        let answer = door.chat_command(sender, command).await;
+        let session_key = super::gate::session_key(route, key);
+        let response = json!({
+            "route": route,
+            "sessionKey": session_key,
+            "reply": {"text": answer},
+            "duplicate": false,
+            "approvalCommand": true,
+        });
+        let sent = response.to_string();
+        {
+            let (session_key, key) = (session_key.clone(), key.clone());
+            self.blocking(move |store| store.record_answer_only(&session_key, &key, &sent))
+                .await?;
+        }
+        self.send_reply(plan, key, envelope, &session_key, &answer);
+        Ok(response)
+    }
+
+    /// Whether `origin`'s account has a reply sink an approval could be announced to.
+    pub fn can_announce_to(&self, origin: &TurnOrigin) -> bool {
+        self.plan().is_some_and(|plan| {
+            plan.accounts
+                .get(&(origin.channel.clone(), origin.account_id.clone()))
+                .is_some_and(|a| a.reply_url.is_some() && a.webhook_secret.is_ok())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_whole_command_with_one_id_is_a_command() {
+        let cmd = |t: &str| ChatCommand::parse(t);
+        assert_eq!(
+            cmd(" /approve abc123 "),
+            Some(ChatCommand {
+                approve: true,
+                id: "abc123".into()
+            })
+        );
+        assert_eq!(
+            cmd("/deny@deepbot abc"),
+            Some(ChatCommand {
+                approve: false,
+                id: "abc".into()
+            })
+        );
+        assert_eq!(cmd("/approve"), None);
+        assert_eq!(cmd("/approve a b"), None);
+        assert_eq!(cmd("the owner said /approve abc"), None);
+        assert_eq!(cmd("I approve abc"), None);
+        assert_eq!(cmd("/approved abc"), None);
+    }
+}

@@ -1,0 +1,197 @@
+//! Approvals (approvals.md): what an agent asks a person for. A runtime's ACP
+//! `session/request_permission` and an agent's `management_request` become a pending approval in
+//! the state database; a mode or an `allow_always` rule may answer it at once; otherwise the
+//! operator (`deepcli approvals`, `GET /v1/approvals`, JSON-RPC `approvals/*`) or, where the
+//! agent's `route` allows, an approver in the originating chat decides, before it expires.
+//!
+//! Below the controller, above Access, the Hub and the runtimes, which know it only through
+//! the doors the controller hands them: the runtime's [`PermissionBroker`], the Access layer's
+//! [`ApprovalDoor`] and the Hub's [`ManagementDoor`]. It writes no config itself: an approved
+//! management request runs through the [`ManagementExecutor`] the controller gives it, the
+//! operator's management service.
+//!
+//! * `policy.rs` — `permissions` with defaults, modes, rules, options, the content hash. Pure.
+//! * `service.rs` — asking, waiting, deciding, voiding, expiring.
+//! * `operator.rs` — the operator's methods (`approvals/list|show|approve|deny|rules|revoke`).
+
+mod operator;
+pub mod policy;
+mod service;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arc_swap::ArcSwap;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::access::Access;
+use crate::hub::Hub;
+use crate::runtime::AcpMap;
+use crate::state::approvals::ApprovalStore;
+use crate::state::{StateDir, StateError};
+pub use operator::OperatorMethod;
+pub use policy::Policy;
+
+/// How long `management_request` waits for a decision before it answers `pending` (the
+/// agent's MCP client gives up on a call after a minute or so); the approval itself stays
+/// pending until `timeoutSeconds`.
+pub const MANAGEMENT_WAIT: std::time::Duration = std::time::Duration::from_secs(45);
+
+/// Runs an approved management request exactly as the operator's JSON-RPC would (validated,
+/// atomic, lossless): the controller's management service. Blocking.
+pub trait ManagementExecutor: Send + Sync {
+    /// `method` without its prefix (`agents/create`); the result, or the JSON-RPC error object.
+    fn execute(&self, method: &str, params: Value) -> Result<Value, Value>;
+}
+
+/// What went wrong with an operator's (or an approver's) call.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApprovalError {
+    #[error("no approval `{0}`; `deepcli approvals list --all` shows them")]
+    NotFound(String),
+    #[error("approval `{id}` is {state} already{by}", by = by.as_ref().map_or(String::new(), |b| format!(" (by {b})")))]
+    NotPending {
+        id: String,
+        state: crate::state::ApprovalState,
+        by: Option<String>,
+    },
+    #[error("approval `{id}` is void: {why}")]
+    Voided { id: String, why: String },
+    #[error("{0}")]
+    Refused(String),
+    #[error("no live rule `{0}`; `deepcli approvals rules` lists them")]
+    NoRule(String),
+    #[error("{0}")]
+    Params(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<StateError> for ApprovalError {
+    fn from(e: StateError) -> ApprovalError {
+        ApprovalError::Internal(e.to_string())
+    }
+}
+
+impl ApprovalError {
+    pub fn http_status(&self) -> u16 {
+        match self {
+            ApprovalError::NotFound(_) | ApprovalError::NoRule(_) => 404,
+            ApprovalError::NotPending { .. } | ApprovalError::Voided { .. } => 409,
+            ApprovalError::Refused(_) => 403,
+            ApprovalError::Params(_) => 400,
+            ApprovalError::Internal(_) => 500,
+        }
+    }
+
+    pub fn rpc_code(&self) -> i64 {
+        match self {
+            ApprovalError::Params(_) => -32602,
+            ApprovalError::Internal(_) => -32603,
+            // Refusals: the management service's range.
+            _ => -32000,
+        }
+    }
+}
+
+/// What a waiting request is told.
+#[derive(Debug, Clone, PartialEq)]
+struct Verdict {
+    allow: bool,
+    always: bool,
+    /// The management request's result (approved and run).
+    result: Option<Value>,
+    /// The turn was cancelled: ACP's `cancelled` outcome rather than a reject option.
+    cancelled: bool,
+}
+
+/// A request waiting in this process for its decision.
+struct Waiter {
+    tx: oneshot::Sender<Verdict>,
+    session_key: Option<String>,
+    source: crate::state::ApprovalSource,
+}
+
+pub struct Approvals {
+    store: Arc<ApprovalStore>,
+    access: Arc<Access>,
+    hub: Arc<Hub>,
+    acp: AcpMap,
+    policies: ArcSwap<HashMap<String, Policy>>,
+    waiting: Mutex<HashMap<String, Waiter>>,
+    executor: OnceLock<Arc<dyn ManagementExecutor>>,
+}
+
+impl Approvals {
+    /// The approvals of a controller on `state`. What the last controller left pending is void
+    /// (the requests died with its runtimes and tool calls). Hands its doors to `access` and
+    /// `hub`; the runtimes' broker is [`Approvals::broker`].
+    pub fn open(
+        state: &StateDir,
+        access: Arc<Access>,
+        hub: Arc<Hub>,
+        acp: AcpMap,
+    ) -> Result<Arc<Approvals>, StateError> {
+        let store = ApprovalStore::open(state)?;
+        for left in store.pending()? {
+            store.decide(
+                &left.id,
+                crate::state::ApprovalState::Void,
+                "deepcli",
+                None,
+                "the controller restarted: the request died with the runtime or tool call that made it",
+            )?;
+        }
+        let approvals = Arc::new(Approvals {
+            store: Arc::new(store),
+            access: access.clone(),
+            hub: hub.clone(),
+            acp,
+            policies: ArcSwap::from_pointee(HashMap::new()),
+            waiting: Mutex::default(),
+            executor: OnceLock::new(),
+        });
+        access.set_approval_door(Arc::new(service::Door(Arc::downgrade(&approvals))));
+        hub.set_management_door(Arc::new(service::Door(Arc::downgrade(&approvals))));
+        Ok(approvals)
+    }
+
+    /// What the runtimes hand their permission requests to.
+    pub fn broker(self: &Arc<Self>) -> Arc<dyn crate::runtime::acp::PermissionBroker> {
+        Arc::new(service::Door(Arc::downgrade(self)))
+    }
+
+    /// Sets who runs approved management requests; only the first call counts.
+    pub fn set_executor(&self, executor: Arc<dyn ManagementExecutor>) {
+        let _ = self.executor.set(executor);
+    }
+
+    fn policy(&self, agent_id: &str) -> Policy {
+        self.policies
+            .load()
+            .get(agent_id)
+            .cloned()
+            .unwrap_or_else(|| Policy::of(None))
+    }
+
+    /// `id` is waited on in this process.
+    fn waiter(&self, id: &str) -> Option<Waiter> {
+        self.waiting.lock().ok()?.remove(id)
+    }
+
+    fn has_waiter(&self, id: &str) -> bool {
+        self.waiting.lock().is_ok_and(|w| w.contains_key(id))
+    }
+
+    async fn db<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&ApprovalStore) -> Result<T, StateError> + Send + 'static,
+    ) -> Result<T, ApprovalError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| ApprovalError::Internal(e.to_string()))?
+            .map_err(ApprovalError::from)
+    }
+}

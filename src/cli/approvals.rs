@@ -1,0 +1,293 @@
+//! `deepcli approvals …` (approvals.md): the running controller's approvals, through its
+//! JSON-RPC `approvals/*` (one service for the CLI, HTTP and JSON-RPC).
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::hub::{rpc, show, text};
+use super::{ExitStatus, GlobalSettings};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  refused or failed: the message says why (an unknown or already decided approval, a void one)
+  2  no controller runs on this state directory, or it could not be reached";
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// Pending approvals, newest first (--all: every state).
+    #[command(after_help = EXIT_CODES)]
+    List(ListArgs),
+    /// One approval: what was asked, by whom, bound to which content hash, and what happened.
+    #[command(after_help = EXIT_CODES)]
+    Show(IdArgs),
+    /// Allow it (the runtime gets the allow option; a management request runs).
+    #[command(after_help = EXIT_CODES)]
+    Approve(DecideArgs),
+    /// Deny it (the runtime gets the reject option; a management request writes nothing).
+    #[command(after_help = EXIT_CODES)]
+    Deny(DecideArgs),
+    /// The allow_always rules: the agent's later requests of the same tool kind and title are
+    /// allowed without asking.
+    #[command(after_help = EXIT_CODES)]
+    Rules(RulesArgs),
+    /// Revoke a rule: matching requests ask again.
+    #[command(after_help = EXIT_CODES)]
+    Revoke(RevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this agent's.
+    #[arg(long, value_name = "ID")]
+    agent: Option<String>,
+    /// Only this state (pending, approved, denied, expired, void).
+    #[arg(long, value_name = "STATE")]
+    state: Option<String>,
+    /// Every state, not only pending.
+    #[arg(long)]
+    all: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    /// The approval id.
+    id: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// The approval id.
+    id: String,
+    /// Approve: also allow this agent's later requests of the same tool kind and title (a rule,
+    /// `approvals rules`); the runtime gets allow_always. Deny: the runtime gets reject_always.
+    #[arg(long)]
+    always: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// Only this agent's.
+    #[arg(long, value_name = "ID")]
+    agent: Option<String>,
+    /// Revoked rules too.
+    #[arg(long)]
+    all: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// The rule id (`approvals rules`).
+    rule: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(global: &GlobalSettings, command: ApprovalsCommand) -> ExitStatus {
+    let quick = Duration::from_secs(5);
+    // A decided management request runs before the answer: give it the time an apply takes.
+    let decide = Duration::from_secs(60);
+    let (method, params, json, wait) = match &command {
+        ApprovalsCommand::List(a) => (
+            "approvals/list",
+            json!({"agentId": a.agent, "state": a.state, "all": a.all}),
+            a.json,
+            quick,
+        ),
+        ApprovalsCommand::Show(a) => ("approvals/show", json!({"id": a.id}), a.json, quick),
+        ApprovalsCommand::Approve(a) => (
+            "approvals/approve",
+            json!({"id": a.id, "always": a.always}),
+            a.json,
+            decide,
+        ),
+        ApprovalsCommand::Deny(a) => (
+            "approvals/deny",
+            json!({"id": a.id, "always": a.always}),
+            a.json,
+            decide,
+        ),
+        ApprovalsCommand::Rules(a) => (
+            "approvals/rules",
+            json!({"agentId": a.agent, "all": a.all}),
+            a.json,
+            quick,
+        ),
+        ApprovalsCommand::Revoke(a) => {
+            ("approvals/revoke", json!({"ruleId": a.rule}), a.json, quick)
+        }
+    };
+    let result = match rpc(global, method, params, wait) {
+        Ok(result) => result,
+        Err(status) => return status,
+    };
+    match command {
+        ApprovalsCommand::List(_) => show(&result, json, render_list),
+        ApprovalsCommand::Show(_) => show(&result, json, render_show),
+        ApprovalsCommand::Approve(_) | ApprovalsCommand::Deny(_) => {
+            let failed = result["approval"]["note"]
+                .as_str()
+                .is_some_and(|n| n.contains("failed, nothing written"));
+            let status = show(&result, json, render_decided);
+            if failed { ExitStatus::Failure } else { status }
+        }
+        ApprovalsCommand::Rules(_) => show(&result, json, render_rules),
+        ApprovalsCommand::Revoke(_) => show(&result, json, |r| {
+            format!(
+                "rule {} revoked: agent `{}` asks again for {} \"{}\"\n",
+                text(&r["rule"]["id"]),
+                text(&r["rule"]["agentId"]),
+                text(&r["rule"]["toolKind"]),
+                text(&r["rule"]["titlePattern"])
+            )
+        }),
+    }
+}
+
+/// What an approval asks for, in a few words.
+fn what(a: &Value) -> String {
+    match a["source"].as_str() {
+        Some("management") => format!(
+            "management {} ({})",
+            text(&a["action"]["method"]),
+            text(&a["action"]["reason"])
+        ),
+        _ => format!(
+            "{} \"{}\"",
+            text(&a["action"]["kind"]),
+            text(&a["action"]["title"])
+        ),
+    }
+}
+
+fn render_list(r: &Value) -> String {
+    let mut out = String::new();
+    for a in r["approvals"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "{}  {}  agent {}  {}  expires {}\n",
+            text(&a["id"]),
+            text(&a["state"]),
+            text(&a["agentId"]),
+            what(a),
+            text(&a["expiresAt"]),
+        ));
+    }
+    if out.is_empty() {
+        out.push_str("No approvals.\n");
+    }
+    out
+}
+
+fn render_show(r: &Value) -> String {
+    let a = &r["approval"];
+    let mut out = format!(
+        "approval {}: {}\n  agent    {}\n  session  {}\n  run      {}\n  asks     {}\n  hash     {}\n  route    {}\n  created  {}\n  expires  {}\n",
+        text(&a["id"]),
+        text(&a["state"]),
+        text(&a["agentId"]),
+        text(&a["sessionKey"]),
+        text(&a["runId"]),
+        what(a),
+        text(&a["contentHash"]),
+        text(&a["route"]),
+        text(&a["createdAt"]),
+        text(&a["expiresAt"]),
+    );
+    if let Some(options) = a["options"].as_array().filter(|o| !o.is_empty()) {
+        let kinds: Vec<String> = options
+            .iter()
+            .map(|o| format!("{} ({})", text(&o["optionId"]), text(&o["kind"])))
+            .collect();
+        out.push_str(&format!("  options  {}\n", kinds.join(", ")));
+    }
+    if a["decidedBy"].is_string() {
+        out.push_str(&format!(
+            "  decided  {} by {}{}\n",
+            text(&a["decidedAt"]),
+            text(&a["decidedBy"]),
+            a["decision"]
+                .as_str()
+                .map_or(String::new(), |d| format!(" ({d})"))
+        ));
+    }
+    if let Some(note) = a["note"].as_str().filter(|n| !n.is_empty()) {
+        out.push_str(&format!("  note     {note}\n"));
+    }
+    out.push_str("  events:\n");
+    for e in r["events"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "    {} {}{}{}\n",
+            text(&e["at"]),
+            text(&e["event"]),
+            e["actor"]
+                .as_str()
+                .map_or(String::new(), |a| format!(" by {a}")),
+            e["note"]
+                .as_str()
+                .map_or(String::new(), |n| format!(": {n}"))
+        ));
+    }
+    out
+}
+
+fn render_decided(r: &Value) -> String {
+    let a = &r["approval"];
+    let mut out = format!(
+        "approval {} {} by {}: {}\n",
+        text(&a["id"]),
+        text(&a["state"]),
+        text(&a["decidedBy"]),
+        what(a)
+    );
+    if let Some(note) = a["note"].as_str().filter(|n| !n.is_empty()) {
+        out.push_str(&format!("  {note}\n"));
+    }
+    if r["rule"].is_object() {
+        out.push_str(&format!(
+            "  rule {}: later {} \"{}\" requests of agent `{}` are allowed without asking (deepcli approvals revoke {})\n",
+            text(&r["rule"]["id"]),
+            text(&r["rule"]["toolKind"]),
+            text(&r["rule"]["titlePattern"]),
+            text(&r["rule"]["agentId"]),
+            text(&r["rule"]["id"]),
+        ));
+    }
+    out
+}
+
+fn render_rules(r: &Value) -> String {
+    let mut out = String::new();
+    for rule in r["rules"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "{}  agent {}  {} \"{}\"  by {} at {}{}\n",
+            text(&rule["id"]),
+            text(&rule["agentId"]),
+            text(&rule["toolKind"]),
+            text(&rule["titlePattern"]),
+            text(&rule["createdBy"]),
+            text(&rule["createdAt"]),
+            rule["revokedAt"]
+                .as_str()
+                .map_or(String::new(), |at| format!("  revoked {at}"))
+        ));
+    }
+    if out.is_empty() {
+        out.push_str("No rules.\n");
+    }
+    out
+}

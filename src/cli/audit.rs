@@ -1,0 +1,107 @@
+//! `deepcli audit`: the audit timeline (approvals.md) from the state database, oldest first —
+//! readable, or `--json` as `GET /v1/audit` serves it. Reads only; works whether or not a
+//! controller runs.
+
+use std::io::Write;
+
+use clap::Args;
+use serde_json::json;
+
+use super::{ExitStatus, GlobalSettings};
+use crate::state::audit::{AuditEvent, AuditFilter, parse_since};
+use crate::state::{StateDir, StateStore};
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only what involves this agent's sessions.
+    #[arg(long, value_name = "ID")]
+    agent: Option<String>,
+    /// Only what involves this session.
+    #[arg(long, value_name = "KEY")]
+    session: Option<String>,
+    /// Only this run, and the runs its spawned session started.
+    #[arg(long, value_name = "ID")]
+    run: Option<String>,
+    /// From this time on: RFC 3339, or a span back from now (`30m`, `2h`, `7d`).
+    #[arg(long, value_name = "WHEN")]
+    since: Option<String>,
+    /// The newest N events (default 1000).
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
+    let since = match args.since.as_deref().map(parse_since) {
+        None => None,
+        Some(Ok(since)) => Some(since),
+        Some(Err(why)) => {
+            let _ = writeln!(anstream::stderr(), "error: --since {why}");
+            return ExitStatus::Error;
+        }
+    };
+    let dir = StateDir::new(&global.load.state_dir);
+    let store = match StateStore::open_existing(&dir) {
+        Ok(Some(store)) => store,
+        Ok(None) => {
+            let _ = writeln!(
+                anstream::stderr(),
+                "error: no deepcli state in `{}`; nothing has happened there yet",
+                dir.root().display()
+            );
+            return ExitStatus::Error;
+        }
+        Err(e) => {
+            super::state_error(&e);
+            return ExitStatus::Error;
+        }
+    };
+    let filter = AuditFilter {
+        agent_id: args.agent,
+        session_key: args.session,
+        run_id: args.run,
+        since,
+        limit: args.limit,
+    };
+    let events = match store.audit(&filter) {
+        Ok(events) => events,
+        Err(e) => {
+            super::state_error(&e);
+            return ExitStatus::Error;
+        }
+    };
+    let text = if args.json {
+        let doc = json!({"count": events.len(), "events": events});
+        serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+    } else {
+        render(&events)
+    };
+    let _ = anstream::stdout().write_all(text.as_bytes());
+    ExitStatus::Success
+}
+
+/// One line per event: when, what, deepcli's sentence, and the rows that hold more.
+pub fn render(events: &[AuditEvent]) -> String {
+    if events.is_empty() {
+        return "Nothing recorded.\n".to_string();
+    }
+    let mut out = String::new();
+    for e in events {
+        let run = e
+            .run_id
+            .as_ref()
+            .map_or(String::new(), |id| format!("run {id}: "));
+        let refs = if e.refs.is_empty() {
+            String::new()
+        } else {
+            format!("  [{}]", e.refs.join(", "))
+        };
+        out.push_str(&format!(
+            "{}  {:<7} {run}{}{refs}\n",
+            e.at, e.kind, e.summary
+        ));
+    }
+    out
+}

@@ -1,0 +1,454 @@
+//! A remote A2A agent as a runtime (`runtime.kind: a2a`, docs/a2a.md). Supervision is reading
+//! its Agent Card (`<url>/.well-known/agent-card.json`) now and every few seconds: a card that
+//! names this URL with a JSON-RPC 1.0 interface makes the runtime `ready` (the status shows the
+//! card), anything else `failed` with the reason. A ready remote is published in [`RemoteMap`]
+//! for the Access layer, which prompts it ([`Remote::prompt`]: one `SendStreamingMessage` in the
+//! session's `contextId`, the reply streamed) and cancels it ([`Remote::cancel`]: `CancelTask`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::process::Reporter;
+use super::{Phase, RuntimeSpec, StopAck};
+
+/// How often a remote's card is read again.
+pub const CARD_EVERY: Duration = Duration::from_secs(5);
+
+/// The ready remotes by agent id, for the Access layer to deliver to.
+pub type RemoteMap = Arc<Mutex<BTreeMap<String, Arc<Remote>>>>;
+
+/// One remote A2A agent that answered with a good card.
+pub struct Remote {
+    pub agent_id: String,
+    pub url: String,
+    token: Option<String>,
+    http: reqwest::Client,
+    /// The remote task each session's prompt is running as (for `CancelTask`).
+    running: Mutex<HashMap<String, String>>,
+}
+
+/// How a remote task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteAnswer {
+    /// The artifacts' text (or, when the task asks back or fails, its status message).
+    pub text: String,
+    /// The final A2A task state (`TASK_STATE_…`).
+    pub state: String,
+}
+
+/// The `contextId` a session's messages go in: fixed per (agent, session key).
+pub fn context_id(agent_id: &str, session_key: &str) -> String {
+    let hash = crate::hash::of(format!("{agent_id}\n{session_key}").as_bytes());
+    format!("deepcli-{}", &hash.trim_start_matches("sha256:")[..32])
+}
+
+fn text_of(parts: Option<&Value>) -> String {
+    parts
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+fn same_url(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
+/// Checks a remote's card: it must offer JSON-RPC with protocol 1.0 at `url`. What the status
+/// shows of it.
+pub fn check_card(card: &Value, url: &str) -> Result<Value, String> {
+    let interfaces = card["supportedInterfaces"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let jsonrpc: Vec<&Value> = interfaces
+        .iter()
+        .filter(|i| {
+            i["protocolBinding"]
+                .as_str()
+                .is_some_and(|b| b.eq_ignore_ascii_case("JSONRPC"))
+        })
+        .collect();
+    if jsonrpc.is_empty() {
+        return Err("the agent card offers no JSON-RPC interface (A2A 1.0 `supportedInterfaces` with `protocolBinding: JSONRPC`)".into());
+    }
+    let here: Vec<&&Value> = jsonrpc
+        .iter()
+        .filter(|i| i["url"].as_str().is_some_and(|u| same_url(u, url)))
+        .collect();
+    if here.is_empty() {
+        let named: Vec<&str> = jsonrpc.iter().filter_map(|i| i["url"].as_str()).collect();
+        return Err(format!(
+            "the agent card's JSON-RPC url is {} — not `runtime.url` {url}: fix runtime.url, or the remote's card",
+            named
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !here.iter().any(|i| {
+        i["protocolVersion"]
+            .as_str()
+            .is_some_and(|v| v == "1.0" || v.starts_with("1.0."))
+    }) {
+        return Err("the agent card offers JSON-RPC at this url only in another protocol version than A2A 1.0".into());
+    }
+    Ok(json!({
+        "card": {
+            "name": card["name"],
+            "description": card["description"],
+            "version": card["version"],
+            "url": url,
+            "protocolVersion": "1.0",
+            "streaming": card["capabilities"]["streaming"],
+            "skills": card["skills"].as_array().map(|s| s.iter().filter_map(|k| k["id"].as_str()).collect::<Vec<_>>()),
+        }
+    }))
+}
+
+impl Remote {
+    async fn card(&self) -> Result<Value, String> {
+        let card_url = format!(
+            "{}/.well-known/agent-card.json",
+            self.url.trim_end_matches('/')
+        );
+        let response = self
+            .http
+            .get(&card_url)
+            .header("A2A-Version", "1.0")
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot read the agent card at {card_url}: {}",
+                    error_chain(&e)
+                )
+            })?;
+        if !response.status().is_success() {
+            return Err(format!(
+                "the agent card at {card_url} answered {}",
+                response.status()
+            ));
+        }
+        let card: Value = response
+            .json()
+            .await
+            .map_err(|e| format!("the agent card at {card_url} is not JSON: {e}"))?;
+        check_card(&card, &self.url)
+    }
+
+    fn post(&self, body: &Value, stream: bool) -> reqwest::RequestBuilder {
+        let mut req = self
+            .http
+            .post(&self.url)
+            .header("A2A-Version", "1.0")
+            .header(
+                "Accept",
+                if stream {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            )
+            .json(body);
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        req
+    }
+
+    /// Sends `text` as a message in session `session_key`'s context and streams the task to
+    /// its end (or until it asks back). Errors: `Err((delivered, why))`, `delivered` when the
+    /// remote may have started on it.
+    pub async fn prompt(
+        &self,
+        session_key: &str,
+        text: &str,
+    ) -> Result<RemoteAnswer, (bool, String)> {
+        let context = context_id(&self.agent_id, session_key);
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": {
+                "messageId": uuid::Uuid::new_v4().to_string(),
+                "role": "ROLE_USER",
+                "contextId": context,
+                "parts": [{"text": text}],
+            }},
+        });
+        let response = self.post(&body, true).send().await.map_err(|e| {
+            (
+                false,
+                format!("cannot reach {}: {}", self.url, error_chain(&e)),
+            )
+        })?;
+        let status = response.status();
+        let is_sse = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !status.is_success() || !is_sse {
+            let text = response.text().await.unwrap_or_default();
+            let why = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or_else(|| text.chars().take(300).collect());
+            return Err((false, format!("the remote answered {status}: {why}")));
+        }
+        let mut response = response;
+        let mut buffer = String::new();
+        let mut reply = String::new();
+        let mut task_id: Option<String> = None;
+        let result = loop {
+            let chunk = match response.chunk().await {
+                Ok(Some(c)) => c,
+                Ok(None) => {
+                    break Err((
+                        true,
+                        "the remote closed the stream before the task ended".to_string(),
+                    ));
+                }
+                Err(e) => break Err((true, format!("the stream broke: {}", error_chain(&e)))),
+            };
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            let mut done = None;
+            while let Some(end) = buffer.find("\n\n") {
+                let event: String = buffer.drain(..end + 2).collect();
+                let data: String = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if data.is_empty() {
+                    continue;
+                }
+                let Ok(doc) = serde_json::from_str::<Value>(&data) else {
+                    done = Some(Err((
+                        true,
+                        format!(
+                            "the remote sent an event that is not JSON: {}",
+                            data.chars().take(200).collect::<String>()
+                        ),
+                    )));
+                    break;
+                };
+                if let Some(e) = doc.get("error") {
+                    done = Some(Err((
+                        true,
+                        format!("the remote: {}", e["message"].as_str().unwrap_or("error")),
+                    )));
+                    break;
+                }
+                let r = &doc["result"];
+                let (task, status) = if let Some(t) = r.get("task") {
+                    (t["id"].as_str(), Some(&t["status"]))
+                } else if let Some(u) = r.get("statusUpdate") {
+                    (u["taskId"].as_str(), Some(&u["status"]))
+                } else if let Some(a) = r.get("artifactUpdate") {
+                    if !a["append"].as_bool().unwrap_or(false) && !reply.is_empty() {
+                        reply.push('\n');
+                    }
+                    reply.push_str(&text_of(a["artifact"].get("parts")));
+                    (a["taskId"].as_str(), None)
+                } else if let Some(m) = r.get("message") {
+                    // A reply without a task: it is the whole answer.
+                    done = Some(Ok(RemoteAnswer {
+                        text: text_of(m.get("parts")),
+                        state: "TASK_STATE_COMPLETED".into(),
+                    }));
+                    break;
+                } else {
+                    (None, None)
+                };
+                if let Some(id) = task
+                    && task_id.as_deref() != Some(id)
+                {
+                    task_id = Some(id.to_string());
+                    if let Ok(mut running) = self.running.lock() {
+                        running.insert(session_key.to_string(), id.to_string());
+                    }
+                }
+                if let Some(status) = status {
+                    let state = status["state"].as_str().unwrap_or_default().to_string();
+                    if matches!(
+                        state.as_str(),
+                        "TASK_STATE_COMPLETED"
+                            | "TASK_STATE_FAILED"
+                            | "TASK_STATE_CANCELED"
+                            | "TASK_STATE_REJECTED"
+                            | "TASK_STATE_INPUT_REQUIRED"
+                            | "TASK_STATE_AUTH_REQUIRED"
+                    ) {
+                        let said = text_of(status["message"].get("parts"));
+                        let text = if state == "TASK_STATE_COMPLETED" || said.is_empty() {
+                            std::mem::take(&mut reply)
+                        } else {
+                            said
+                        };
+                        done = Some(Ok(RemoteAnswer { text, state }));
+                        break;
+                    }
+                }
+            }
+            if let Some(done) = done {
+                break done;
+            }
+        };
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(session_key);
+        }
+        result
+    }
+
+    /// Asks the remote to cancel the task session `session_key`'s prompt runs as
+    /// (`CancelTask`); whether the remote took the request.
+    pub async fn cancel(&self, session_key: &str) -> bool {
+        let task = self
+            .running
+            .lock()
+            .ok()
+            .and_then(|r| r.get(session_key).cloned());
+        let Some(task) = task else {
+            return false;
+        };
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task}});
+        match self
+            .post(&body, false)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+        {
+            Ok(r) => r.status().is_success(),
+            Err(_) => false,
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    out
+}
+
+/// Keeps one remote's card checked until told to stop; publishes it while its card is good.
+pub(super) async fn supervise(
+    spec: RuntimeSpec,
+    mut stop: oneshot::Receiver<StopAck>,
+    mut report: Reporter,
+    remotes: RemoteMap,
+) {
+    let Some(url) = spec.url.clone() else {
+        report.publish(|s| {
+            s.status = Phase::Failed;
+            s.last_error = Some("runtime.kind a2a without `url`".into());
+        });
+        let _ = stop.await.map(|ack| ack.send(()));
+        return;
+    };
+    let token = match &spec.token {
+        None => Ok(None),
+        Some(r) => crate::runtime::resolve_token(r).map(Some),
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap_or_default();
+    let remote = Arc::new(Remote {
+        agent_id: spec.agent_id.clone(),
+        url,
+        token: token.clone().ok().flatten(),
+        http,
+        running: Mutex::new(HashMap::new()),
+    });
+    let every = super::timing("a2a_card_every", CARD_EVERY);
+    report.publish(|s| s.started_at = Some(crate::clock::now()));
+    loop {
+        let checked = match &token {
+            Err(e) => Err(format!("runtime.token: {e}")),
+            Ok(_) => remote.card().await,
+        };
+        match checked {
+            Ok(info) => {
+                if let Ok(mut map) = remotes.lock() {
+                    map.insert(spec.agent_id.clone(), remote.clone());
+                }
+                report.publish(|s| {
+                    s.status = Phase::Ready;
+                    s.info = Some(info);
+                    s.last_error = None;
+                });
+            }
+            Err(why) => {
+                if let Ok(mut map) = remotes.lock() {
+                    map.remove(&spec.agent_id);
+                }
+                if report.current.last_error.as_deref() != Some(why.as_str()) {
+                    tracing::warn!(agent = %spec.agent_id, error = %why, "A2A remote not usable");
+                }
+                report.publish(|s| {
+                    s.status = Phase::Failed;
+                    s.last_error = Some(why);
+                });
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            ack = &mut stop => {
+                if let Ok(mut map) = remotes.lock() {
+                    map.remove(&spec.agent_id);
+                }
+                report.publish(|s| s.status = Phase::Stopped);
+                if let Ok(ack) = ack {
+                    let _ = ack.send(());
+                }
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(url: &str, version: &str) -> Value {
+        json!({"name": "R", "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": version},
+        ]})
+    }
+
+    #[test]
+    fn a_card_must_name_this_url_with_json_rpc_1_0() {
+        assert!(check_card(&card("http://h/a2a/", "1.0"), "http://h/a2a").is_ok());
+        let wrong = check_card(&card("http://other/a2a", "1.0"), "http://h/a2a").unwrap_err();
+        assert!(
+            wrong.contains("`http://other/a2a` — not `runtime.url` http://h/a2a"),
+            "{wrong}"
+        );
+        assert!(check_card(&card("http://h/a2a", "0.3"), "http://h/a2a").is_err());
+        assert!(check_card(&json!({"name": "R"}), "http://h/a2a").is_err());
+    }
+
+    #[test]
+    fn a_session_keeps_one_context() {
+        let a = context_id("remote", "agent:remote:main");
+        assert_eq!(a, context_id("remote", "agent:remote:main"));
+        assert_ne!(a, context_id("remote", "agent:remote:other"));
+        assert!(a.starts_with("deepcli-") && a.len() == 40, "{a}");
+    }
+}

@@ -1,0 +1,500 @@
+//! The audit trail (approvals.md, "Audit"): one timeline, oldest first, put together from what
+//! the state database already records — config applies, inbound deliveries and their route,
+//! Hub runs (sends and spawns with their correlation ids) and every state they entered — and
+//! the records of budgets, cancels and loop pauses. Read only.
+//!
+//! No secret and no transcript text is copied into it: a message or reply is pointed at by its
+//! transcript row (`transcript#<id>`), and only deepcli's own words (states, notes, refusals)
+//! are shown. Each source is one function of [`SOURCES`]: adding a source (the approvals',
+//! say) is adding one function there.
+
+use rusqlite::Connection;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{Result, StateError, StateStore};
+
+/// One thing that happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvent {
+    pub at: String,
+    /// `apply`, `inbound`, `send`, `spawn`, `run`, `budget`, `cancel`, `loop`, `approval`.
+    pub kind: &'static str,
+    /// The sessions it involves (source first), for the filters and the reader.
+    pub sessions: Vec<String>,
+    pub run_id: Option<String>,
+    pub correlation_id: Option<String>,
+    /// deepcli's own sentence about it.
+    pub summary: String,
+    /// Rows that hold more (`transcript#12`): pointers, never copies.
+    pub refs: Vec<String>,
+}
+
+/// Which events a timeline keeps.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    /// Events involving a session of this agent.
+    pub agent_id: Option<String>,
+    /// Events involving this session.
+    pub session_key: Option<String>,
+    /// This run's events, and those of the runs its spawned session started.
+    pub run_id: Option<String>,
+    /// Events at or after this time (RFC 3339, as the state writes it).
+    pub since: Option<String>,
+    /// The newest this many (default 1000).
+    pub limit: Option<usize>,
+}
+
+/// A source of events: reads its tables (from `filter.since` on) and says what happened.
+pub type Source = fn(&Connection, &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>>;
+
+/// Every source, in the order events of one second are shown.
+pub const SOURCES: &[(&str, Source)] = &[
+    ("applies", applies),
+    ("inbound", inbound),
+    ("runs", runs),
+    ("budgets", budget_refusals),
+    ("cancels", cancels),
+    ("loops", loop_pauses),
+    ("approvals", approvals),
+];
+
+fn since(filter: &AuditFilter) -> &str {
+    filter.since.as_deref().unwrap_or("")
+}
+
+fn agent_of(key: &str) -> Option<&str> {
+    key.strip_prefix("agent:")?.split(':').next()
+}
+
+/// The timeline `filter` asks for, oldest first.
+pub fn timeline(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut events = Vec::new();
+    for (_, source) in SOURCES {
+        events.extend(source(conn, filter)?);
+    }
+    let runs = runs_of(conn, filter)?;
+    events.retain(|e| keeps(filter, &runs, e));
+    // Stable: events of one second keep their sources' order.
+    events.sort_by(|a, b| a.at.cmp(&b.at));
+    let limit = filter.limit.unwrap_or(1000);
+    if events.len() > limit {
+        events.drain(..events.len() - limit);
+    }
+    Ok(events)
+}
+
+/// The run ids `--run` covers: the run, and the runs its spawned session started (its tree).
+fn runs_of(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<String>> {
+    let Some(run) = &filter.run_id else {
+        return Ok(Vec::new());
+    };
+    let mut stmt = conn.prepare(
+        "WITH RECURSIVE tree(k) AS (
+             SELECT target_session_key FROM hub_runs WHERE run_id = ?1 AND kind = 'spawn'
+             UNION SELECT h.session_key FROM hub_sessions h JOIN tree ON h.parent_session_key = tree.k)
+         SELECT run_id FROM hub_runs WHERE requester_session_key IN (SELECT k FROM tree)",
+    )?;
+    let mut out = vec![run.clone()];
+    for id in stmt.query_map([run], |r| r.get::<_, String>(0))? {
+        out.push(id?);
+    }
+    Ok(out)
+}
+
+fn keeps(filter: &AuditFilter, runs: &[String], e: &AuditEvent) -> bool {
+    if !runs.is_empty() && !e.run_id.as_ref().is_some_and(|r| runs.contains(r)) {
+        return false;
+    }
+    if let Some(key) = &filter.session_key
+        && !e.sessions.iter().any(|s| s == key)
+    {
+        return false;
+    }
+    if let Some(agent) = &filter.agent_id
+        && !e.sessions.iter().any(|s| agent_of(s) == Some(agent))
+    {
+        return false;
+    }
+    true
+}
+
+/// Config applies (`history`): who, from where, what changed, the outcome. Not a session's:
+/// shown when no agent, session or run is asked for.
+fn applies(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    if filter.agent_id.is_some() || filter.session_key.is_some() || filter.run_id.is_some() {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare(
+        "SELECT id, started_at, serial, user, host, source, added, changed, removed, outcome, git_commit
+         FROM history WHERE started_at >= ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([since(filter)], |r| {
+        let id: i64 = r.get(0)?;
+        let git: Option<String> = r.get(10)?;
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "apply",
+            sessions: Vec::new(),
+            run_id: None,
+            correlation_id: None,
+            summary: format!(
+                "apply #{} by {}@{} ({}): {} added, {} changed, {} removed: {}{}",
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, i64>(7)?,
+                r.get::<_, i64>(8)?,
+                r.get::<_, String>(9)?,
+                git.map_or(String::new(), |g| format!(" (git {g})")),
+            ),
+            refs: vec![format!("history#{id}")],
+        })
+    })?;
+    rows.collect()
+}
+
+/// Inbound messages (`deliveries`): the conversation, the route, and what became of the
+/// message; the message and the reply by transcript row.
+fn inbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut stmt = conn.prepare(
+        "SELECT d.at, d.channel, d.account_id, d.peer_kind, d.peer_id, d.message_id, d.session_key, d.response,
+                (SELECT group_concat(t.id) FROM transcript t
+                  WHERE t.session_key = d.session_key AND t.message_id = d.message_id AND t.provenance = 'inbound'),
+                (SELECT min(t.id) FROM transcript t
+                  WHERE t.session_key = d.session_key AND t.provenance = 'agent'
+                    AND t.id > (SELECT max(i.id) FROM transcript i
+                                 WHERE i.session_key = d.session_key AND i.message_id = d.message_id))
+         FROM deliveries d WHERE d.at >= ?1",
+    )?;
+    let rows = stmt.query_map([since(filter)], |r| {
+        let peer_kind: String = r.get(3)?;
+        let peer_id: String = r.get(4)?;
+        let session: String = r.get(6)?;
+        let response: Value = serde_json::from_str(&r.get::<_, String>(7)?).unwrap_or_default();
+        let asked: Option<String> = r.get(8)?;
+        let replied: Option<i64> = r.get(9)?;
+        let matched = response["route"]["matchedBy"].as_str().unwrap_or("-");
+        let outcome = if let Some(reason) = response["gated"]["reason"].as_str() {
+            format!("gated ({reason})")
+        } else if let Some(state) = response["state"].as_str() {
+            format!(
+                "{state} (the turn was cancelled after its time; cancel {})",
+                response["cancel"].as_str().unwrap_or("?")
+            )
+        } else if response["reply"].is_object() {
+            "answered".to_string()
+        } else {
+            "not delivered to a runtime".to_string()
+        };
+        let peer = if peer_kind.is_empty() {
+            String::new()
+        } else {
+            format!(" {peer_kind}:{peer_id}")
+        };
+        let mut refs: Vec<String> = asked
+            .unwrap_or_default()
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|id| format!("transcript#{id}"))
+            .collect();
+        if response["reply"].is_object()
+            && let Some(id) = replied
+        {
+            refs.push(format!("transcript#{id}"));
+        }
+        Ok(AuditEvent {
+            at: r.get(0)?,
+            kind: "inbound",
+            summary: format!(
+                "{}/{}{peer} message {} → {session} (route {matched}): {outcome}",
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(5)?,
+            ),
+            sessions: vec![session],
+            run_id: None,
+            correlation_id: None,
+            refs,
+        })
+    })?;
+    rows.collect()
+}
+
+/// Hub runs: each send or spawn (source → target, correlation id), then every state it
+/// entered with deepcli's note; the message and the answer by transcript row.
+fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut stmt = conn.prepare(
+        "SELECT r.run_id, r.kind, r.source_tool, r.requester_session_key, r.target_session_key,
+                r.correlation_id, e.at, e.state, e.note, e.id,
+                (SELECT group_concat(t.id) FROM transcript t
+                  WHERE t.session_key = r.target_session_key AND json_valid(t.route)
+                    AND json_extract(t.route, '$.runId') = r.run_id)
+         FROM hub_run_events e JOIN hub_runs r ON r.run_id = e.run_id
+         WHERE e.at >= ?1 ORDER BY e.id",
+    )?;
+    let rows = stmt.query_map([since(filter)], |r| {
+        let run_id: String = r.get(0)?;
+        let kind: String = r.get(1)?;
+        let tool: String = r.get(2)?;
+        let from: Option<String> = r.get(3)?;
+        let to: String = r.get(4)?;
+        let correlation: String = r.get(5)?;
+        let state: Option<String> = r.get(7)?;
+        let note: String = r.get(8)?;
+        let rows: Option<String> = r.get(10)?;
+        let sessions: Vec<String> = from.iter().cloned().chain([to.clone()]).collect();
+        let first = note == "accepted by the Hub";
+        let (kind, summary, refs) = if first {
+            let refs = rows
+                .unwrap_or_default()
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|id| format!("transcript#{id}"))
+                .collect();
+            (
+                if kind == "spawn" { "spawn" } else { "send" },
+                format!(
+                    "{} {} → {to} ({tool}, correlation {correlation}): {}",
+                    kind,
+                    from.as_deref().unwrap_or("operator"),
+                    state.as_deref().unwrap_or("-"),
+                ),
+                refs,
+            )
+        } else {
+            (
+                "run",
+                match &state {
+                    Some(state) => format!("{state}: {note}"),
+                    None => note,
+                },
+                Vec::new(),
+            )
+        };
+        Ok(AuditEvent {
+            at: r.get(6)?,
+            kind,
+            sessions,
+            run_id: Some(run_id),
+            correlation_id: Some(correlation),
+            summary,
+            refs,
+        })
+    })?;
+    rows.collect()
+}
+
+/// Turns and spawns a budget refused.
+fn budget_refusals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, at, agent_id, session_key, run_id, budget, detail FROM budget_events
+         WHERE kind = 'refusal' AND at >= ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([since(filter)], |r| {
+        let agent: String = r.get(2)?;
+        let session: Option<String> = r.get(3)?;
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "budget",
+            sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
+            run_id: r.get(4)?,
+            correlation_id: None,
+            summary: format!(
+                "refused by {}: {}",
+                r.get::<_, String>(5)?,
+                r.get::<_, String>(6)?
+            ),
+            refs: vec![format!("budget_events#{}", r.get::<_, i64>(0)?)],
+        })
+    })?;
+    rows.collect()
+}
+
+/// What happened to each approval an agent asked for: asked (what, its content hash), announced,
+/// decided (by whom, which option), refused chat senders, expired, voided, a management
+/// request's result. The action itself stays in its `approvals` row.
+fn approvals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut stmt = conn.prepare(
+        "SELECT e.id, e.at, e.event, e.actor, e.note, a.id, a.source, a.agent_id, a.session_key,
+                a.run_id, a.content_hash, a.decision
+         FROM approval_events e JOIN approvals a ON a.id = e.approval_id
+         WHERE e.at >= ?1 ORDER BY e.id",
+    )?;
+    let rows = stmt.query_map([since(filter)], |r| {
+        let event: String = r.get(2)?;
+        let actor: Option<String> = r.get(3)?;
+        let note: String = r.get(4)?;
+        let id: String = r.get(5)?;
+        let source: String = r.get(6)?;
+        let agent: String = r.get(7)?;
+        let session: Option<String> = r.get(8)?;
+        let hash: String = r.get(10)?;
+        let decision: Option<String> = r.get(11)?;
+        let what = match source.as_str() {
+            "management" => "management request",
+            _ => "permission request",
+        };
+        let mut summary = match event.as_str() {
+            // The hash's first 12 hex digits name the content well enough to read.
+            "asked" => format!("{what} {id} asked ({})", hash.get(..19).unwrap_or(&hash)),
+            "decided" | "auto" => format!(
+                "{what} {id} {event}: {}",
+                decision.as_deref().unwrap_or("answered")
+            ),
+            _ => format!("{what} {id} {event}"),
+        };
+        if let Some(actor) = actor {
+            summary.push_str(&format!(" by {actor}"));
+        }
+        if !note.is_empty() {
+            summary.push_str(&format!(": {note}"));
+        }
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "approval",
+            sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
+            run_id: r.get(9)?,
+            correlation_id: None,
+            summary,
+            refs: vec![
+                format!("approvals#{id}"),
+                format!("approval_events#{}", r.get::<_, i64>(0)?),
+            ],
+        })
+    })?;
+    rows.collect()
+}
+
+/// Cancels of running turns and what came of them.
+fn cancels(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, requested_at, session_key, run_id, why, state, note FROM turn_cancels
+         WHERE requested_at >= ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([since(filter)], |r| {
+        let note: Option<String> = r.get(6)?;
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "cancel",
+            sessions: vec![r.get(2)?],
+            run_id: r.get(3)?,
+            correlation_id: None,
+            summary: format!(
+                "cancel ({}): {}{}",
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                note.map_or(String::new(), |n| format!(": {n}"))
+            ),
+            refs: vec![format!("turn_cancels#{}", r.get::<_, i64>(0)?)],
+        })
+    })?;
+    rows.collect()
+}
+
+/// Loop pauses, and the operator's decisions on them.
+fn loop_pauses(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut stmt = conn.prepare(
+        "SELECT p.run_id, p.created_at, p.state, p.decided_at, coalesce(p.note, ''),
+                r.requester_session_key, r.target_session_key
+         FROM loop_pauses p JOIN hub_runs r ON r.run_id = p.run_id
+         WHERE p.created_at >= ?1 OR p.decided_at >= ?1",
+    )?;
+    let mut out = Vec::new();
+    let rows = stmt.query_map([since(filter)], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, Option<String>>(3)?,
+            r.get::<_, String>(4)?,
+            r.get::<_, Option<String>>(5)?,
+            r.get::<_, String>(6)?,
+        ))
+    })?;
+    for row in rows {
+        let (run_id, created, state, decided, note, from, to) = row?;
+        let sessions: Vec<String> = from.into_iter().chain([to]).collect();
+        let event = |at: String, summary: String| AuditEvent {
+            at,
+            kind: "loop",
+            sessions: sessions.clone(),
+            run_id: Some(run_id.clone()),
+            correlation_id: None,
+            summary,
+            refs: Vec::new(),
+        };
+        out.push(event(created, note));
+        if let Some(decided) = decided {
+            out.push(event(
+                decided,
+                format!("the operator {state} the paused run"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+impl StateStore {
+    /// The audit timeline `filter` asks for.
+    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEvent>> {
+        timeline(&self.conn, filter).map_err(|source| StateError::Sqlite {
+            path: self.dir.db(),
+            source,
+        })
+    }
+}
+
+/// A `--since` as written: RFC 3339, or a span back from now (`30m`, `2h`, `7d`, `45s`).
+pub fn parse_since(text: &str) -> std::result::Result<String, String> {
+    let text = text.trim();
+    let span = text
+        .strip_suffix('s')
+        .map(|n| (n, 1))
+        .or_else(|| text.strip_suffix('m').map(|n| (n, 60)))
+        .or_else(|| text.strip_suffix('h').map(|n| (n, 3600)))
+        .or_else(|| text.strip_suffix('d').map(|n| (n, 86_400)));
+    if let Some((n, unit)) = span
+        && let Ok(n) = n.parse::<i64>()
+    {
+        let back = jiff::SignedDuration::from_secs(n.saturating_mul(unit));
+        return jiff::Timestamp::now()
+            .checked_sub(back)
+            .and_then(|t| t.round(jiff::Unit::Second))
+            .map(|t| t.to_string())
+            .map_err(|e| format!("`{text}` goes back too far: {e}"));
+    }
+    text.parse::<jiff::Timestamp>()
+        .map(|t| t.to_string())
+        .map_err(|_| {
+            format!("`{text}` is not a time: give RFC 3339 (`2026-12-01T09:00:00Z`) or a span back from now (`30m`, `2h`, `7d`)")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_takes_spans_and_timestamps_and_refuses_anything_else() {
+        assert_eq!(
+            parse_since("2026-12-01T09:00:00Z").unwrap(),
+            "2026-12-01T09:00:00Z"
+        );
+        let hour_ago = parse_since("1h").unwrap();
+        assert!(hour_ago < crate::clock::now());
+        assert!(parse_since("yesterday").unwrap_err().contains("RFC 3339"));
+    }
+
+    #[test]
+    fn every_source_reads_a_fresh_state() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = crate::state::StateDir::new(tmp.path());
+        let store = StateStore::open(&dir).unwrap();
+        let events = store.audit(&AuditFilter::default()).unwrap();
+        assert!(events.is_empty(), "{events:?}");
+    }
+}

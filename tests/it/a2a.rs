@@ -1,0 +1,712 @@
+//! The hub as an A2A server (docs/a2a.md), driven by the official A2A JavaScript SDK
+//! (`@a2a-js/sdk`, tests/peers/a2a-client.mjs) against `deepcli up` with the ACP SDK echo agent
+//! behind it: card discovery, send, stream, get, list, cancel, input-required, the door
+//! (token, allowAgents, rate), and bad input over raw HTTP.
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::common::{self, Up, http, npm_peer, transcript};
+
+const TOKEN: &str = "partner-token-0123456789";
+const OTHER_TOKEN: &str = "other-peer-token-9876543210";
+
+fn agents() -> String {
+    format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      identity: {{name: Echo, description: Echoes what it is told., whenToUse: When you need an echo.}}\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n    - id: other\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
+        common::sdk_echo_agent().display(),
+        common::sdk_echo_agent().display()
+    )
+}
+
+const CHANNELS: &str = "a2a:\n  expose: [sdk, other]\n  peers:\n    partner:\n      token: {source: env, id: PARTNER_TOKEN}\n    narrow:\n      token: {source: env, id: NARROW_TOKEN}\n      allowAgents: [other]\n      requestsPerMinute: 5\n";
+
+fn up() -> Up {
+    let up = Up::start_config(&agents(), CHANNELS, "bindings: []\n", |c| {
+        c.env("PARTNER_TOKEN", TOKEN)
+            .env("NARROW_TOKEN", OTHER_TOKEN);
+    });
+    up.wait_for("the echo agents ready", |doc| {
+        ["sdk", "other"]
+            .iter()
+            .all(|id| Up::runtime(doc, id).is_some_and(|r| r["status"] == "ready"))
+    });
+    up
+}
+
+/// Runs the SDK client: (exit success, one JSON document per output line).
+fn client(args: &[&str]) -> (bool, Vec<Value>) {
+    npm_peer("@a2a-js/sdk");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a-client.mjs");
+    let out = Command::new("node")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    let docs = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    (out.status.success(), docs)
+}
+
+fn one(args: &[&str]) -> Value {
+    let (ok, docs) = client(args);
+    assert!(ok, "{args:?}: {docs:#?}");
+    docs.into_iter().next().unwrap()
+}
+
+/// A client call the hub refuses: the SDK's error (message and error class).
+fn fails(args: &[&str]) -> Value {
+    let (ok, docs) = client(args);
+    assert!(!ok, "{args:?} should fail: {docs:#?}");
+    docs.into_iter().next().unwrap()
+}
+
+fn base(up: &Up, agent: &str) -> String {
+    format!("http://{}/a2a/{agent}/", up.addr)
+}
+
+fn text_of(doc: &Value) -> String {
+    doc["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn the_sdk_discovers_the_card_and_sends_streams_gets_and_lists_tasks() {
+    let up = up();
+    let url = base(&up, "sdk");
+    // Discovery: the root card is the first exposed agent's; the per-agent card names the
+    // JSON-RPC endpoint, streaming and the bearer scheme.
+    let card = one(&["card", &format!("http://{}/", up.addr), TOKEN]);
+    assert_eq!(card["name"], "Echo", "{card:#}");
+    let card = one(&["card", &url, TOKEN]);
+    assert_eq!(card["supportedInterfaces"][0]["url"], url.as_str());
+    assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
+    assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "1.0");
+    assert_eq!(card["capabilities"]["streaming"], true);
+    assert_eq!(card["skills"][0]["description"], "When you need an echo.");
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+
+    // Send (blocking): completed, the reply as the artifact, the exchange as history.
+    let task = one(&["send", &url, TOKEN, "hello", "ctx-a"]);
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task:#}");
+    assert_eq!(task["contextId"], "ctx-a");
+    let reply = text_of(&task["artifacts"][0]);
+    assert!(
+        reply.starts_with("echo: [A2A message] from peer `partner`"),
+        "{reply}"
+    );
+    assert!(reply.ends_with("hello (turn 1)"), "{reply}");
+    assert_eq!(task["history"].as_array().unwrap().len(), 2);
+    assert_eq!(task["history"][1]["role"], "ROLE_AGENT");
+
+    // One session per (peer, contextId): the same context is the same session's next turn.
+    let again = one(&["send", &url, TOKEN, "again", "ctx-a"]);
+    assert!(
+        text_of(&again["artifacts"][0]).ends_with("again (turn 2)"),
+        "{again:#}"
+    );
+    let said: Vec<_> = transcript(&up.state, "agent:sdk:a2a:partner:ctx-a")
+        .into_iter()
+        .filter(|(p, _)| p != "acp")
+        .collect();
+    assert_eq!(said.len(), 4, "{said:?}");
+    assert!(
+        said.iter().all(|(p, _)| p == "a2a" || p == "agent"),
+        "{said:?}"
+    );
+    assert_eq!(said[0], ("a2a".to_string(), "hello".to_string()));
+
+    // Stream: the task, then its artifact, then the final status; nothing after.
+    let (ok, events) = client(&["stream", &url, TOKEN, "streamed", "ctx-b"]);
+    assert!(ok, "{events:#?}");
+    let task_id = events[0]["task"]["id"].as_str().unwrap().to_string();
+    let artifact = events
+        .iter()
+        .find(|e| e.get("artifactUpdate").is_some())
+        .expect("an artifact event");
+    assert!(text_of(&artifact["artifactUpdate"]["artifact"]).ends_with("streamed (turn 1)"));
+    let last = events.last().unwrap();
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:#?}"
+    );
+    assert_eq!(last["statusUpdate"]["taskId"], task_id.as_str());
+
+    // Get, with a history length.
+    let got = one(&["get", &url, TOKEN, &task_id, "1"]);
+    assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(got["history"].as_array().unwrap().len(), 1, "{got:#}");
+    let got = fails(&["get", &url, TOKEN, "no-such-task"]);
+    assert!(
+        got["error"]
+            .as_str()
+            .unwrap()
+            .contains("no task `no-such-task`"),
+        "{got:#}"
+    );
+
+    // List: every task of this peer and agent, newest first, over pages of 2; by context.
+    let listed = one(&["list", &url, TOKEN]);
+    assert_eq!(listed["pages"], 2, "{listed:#}");
+    let ids: Vec<&str> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{listed:#}");
+    assert_eq!(ids[0], task_id, "newest first: {listed:#}");
+    let listed = one(&["list", &url, TOKEN, "ctx-a"]);
+    assert_eq!(listed["tasks"].as_array().unwrap().len(), 2, "{listed:#}");
+    let listed = one(&["list", &url, TOKEN, "", "TASK_STATE_CANCELED"]);
+    assert_eq!(listed["tasks"].as_array().unwrap().len(), 0, "{listed:#}");
+    // Another peer sees none of them.
+    let theirs = one(&["list", &base(&up, "other"), OTHER_TOKEN]);
+    assert_eq!(theirs["tasks"].as_array().unwrap().len(), 0, "{theirs:#}");
+
+    let status = up.status().unwrap();
+    assert_eq!(
+        status["a2a"]["exposed"],
+        json!(["sdk", "other"]),
+        "{status:#}"
+    );
+    assert_eq!(status["a2a"]["tasks"], 3);
+}
+
+#[test]
+fn an_agent_asking_back_is_input_required_and_the_answer_continues_the_task() {
+    let up = up();
+    let url = base(&up, "sdk");
+    let asked = one(&[
+        "send",
+        &url,
+        TOKEN,
+        "reply: Which city?\\nINPUT_REQUIRED",
+        "trip",
+    ]);
+    assert_eq!(
+        asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked:#}"
+    );
+    assert_eq!(text_of(&asked["status"]["message"]), "Which city?");
+    assert!(asked.get("artifacts").is_none(), "{asked:#}");
+    let id = asked["id"].as_str().unwrap();
+    let done = one(&["send", &url, TOKEN, "Paris", "trip", id]);
+    assert_eq!(done["id"], id, "{done:#}");
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done:#}");
+    assert!(
+        text_of(&done["artifacts"][0]).ends_with("Paris (turn 2)"),
+        "{done:#}"
+    );
+    assert_eq!(done["history"].as_array().unwrap().len(), 4);
+    // A finished task takes no more messages.
+    let refused = fails(&["send", &url, TOKEN, "more", "trip", id]);
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("is TASK_STATE_COMPLETED"),
+        "{refused:#}"
+    );
+    // A task waiting for input is canceled here, honestly.
+    let asked = one(&["send", &url, TOKEN, "reply: Sure?\\nINPUT_REQUIRED"]);
+    let canceled = one(&["cancel", &url, TOKEN, asked["id"].as_str().unwrap()]);
+    assert_eq!(
+        canceled["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled:#}"
+    );
+}
+
+#[test]
+fn cancel_reaches_the_runtime_and_an_unconfirmed_cancel_is_not_reported_canceled() {
+    let up = up();
+    let url = base(&up, "sdk");
+    // `slow` waits for session/cancel and confirms it.
+    let started = one(&["send-nowait", &url, TOKEN, "slow"]);
+    let id = started["id"].as_str().unwrap().to_string();
+    let watcher = {
+        let (url, id) = (url.clone(), id.clone());
+        std::thread::spawn(move || client(&["subscribe", &url, TOKEN, &id]))
+    };
+    common::wait_until("the task working", || {
+        one(&["get", &url, TOKEN, &id])["status"]["state"] == "TASK_STATE_WORKING"
+    });
+    let canceled = one(&["cancel", &url, TOKEN, &id]);
+    assert_eq!(
+        canceled["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled:#}"
+    );
+    let (ok, sub) = watcher.join().unwrap();
+    assert!(ok, "{sub:#?}");
+    assert_eq!(
+        sub.last().unwrap()["statusUpdate"]["status"]["state"],
+        "TASK_STATE_CANCELED",
+        "{sub:#?}"
+    );
+    let again = fails(&["cancel", &url, TOKEN, &id]);
+    assert!(
+        again["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be canceled"),
+        "{again:#}"
+    );
+    let runs = http(
+        up.addr,
+        "GET",
+        "/v1/runs",
+        &[("authorization", &format!("Bearer {}", token(&up)))],
+        b"",
+    );
+    assert_eq!(runs.body["runs"][0]["sourceTool"], "a2a", "{:#}", runs.body);
+    assert_eq!(
+        runs.body["runs"][0]["state"], "cancelled",
+        "{:#}",
+        runs.body
+    );
+
+    // `stubborn` ignores session/cancel and answers: the outcome is unknown, not canceled.
+    let started = one(&["send-nowait", &url, TOKEN, "stubborn"]);
+    let id = started["id"].as_str().unwrap().to_string();
+    common::wait_until("the task working", || {
+        one(&["get", &url, TOKEN, &id])["status"]["state"] == "TASK_STATE_WORKING"
+    });
+    let answer = one(&["cancel", &url, TOKEN, &id]);
+    assert_eq!(answer["status"]["state"], "TASK_STATE_FAILED", "{answer:#}");
+    assert_eq!(
+        answer["metadata"]["deepcli"]["runState"], "uncertain",
+        "{answer:#}"
+    );
+    assert!(
+        text_of(&answer["status"]["message"]).contains("outcome is unknown"),
+        "{answer:#}"
+    );
+}
+
+fn token(up: &Up) -> String {
+    std::fs::read_to_string(up.state.join("operator-token"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn the_door_refuses_a_wrong_token_an_agent_outside_allow_agents_and_a_peer_over_its_rate() {
+    let up = up();
+    let wrong = fails(&["send", &base(&up, "sdk"), "not-a-peer-token-at-all", "hi"]);
+    assert!(
+        wrong["error"]
+            .as_str()
+            .unwrap()
+            .contains("no valid peer token"),
+        "{wrong:#}"
+    );
+    let none = fails(&["send", &base(&up, "sdk"), "-", "hi"]);
+    assert!(
+        none["error"]
+            .as_str()
+            .unwrap()
+            .contains("no valid peer token"),
+        "{none:#}"
+    );
+    // `narrow` may reach `other` only.
+    let outside = fails(&["send", &base(&up, "sdk"), OTHER_TOKEN, "hi"]);
+    assert!(
+        outside["error"]
+            .as_str()
+            .unwrap()
+            .contains("may not reach this agent"),
+        "{outside:#}"
+    );
+    // 5 requests a minute: of 8 in a row, the first 5 pass (the refusal above took none: a
+    // request is counted against the rate only once it is admitted).
+    let burst = one(&["burst", &base(&up, "other"), OTHER_TOKEN, "8"]);
+    assert_eq!(burst["ok"], 5, "{burst:#}");
+    assert_eq!(burst["errors"].as_array().unwrap().len(), 3, "{burst:#}");
+    assert!(
+        burst["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("requests per minute"),
+        "{burst:#}"
+    );
+    // Nothing reached a runtime.
+    let status = up.status().unwrap();
+    assert_eq!(status["a2a"]["tasks"], 0, "{status:#}");
+    assert_eq!(status["a2a"]["refused"]["unauthenticated"], 2, "{status:#}");
+    assert_eq!(status["a2a"]["refused"]["forbidden"], 1, "{status:#}");
+    assert_eq!(status["a2a"]["refused"]["rateLimited"], 3, "{status:#}");
+    // A card for an agent that is not exposed does not exist.
+    assert_eq!(
+        http(
+            up.addr,
+            "GET",
+            "/a2a/main/.well-known/agent-card.json",
+            &[],
+            b""
+        )
+        .status,
+        404
+    );
+}
+
+/// The status of a POST of a body over the 1 MiB limit (the hub answers before it has read
+/// it all, so the rest may not be written).
+fn oversized(up: &Up) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(up.addr).unwrap();
+    let size = 2 * 1024 * 1024;
+    let head = format!(
+        "POST /a2a/sdk/ HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {size}\r\nconnection: close\r\n\r\n",
+        up.addr
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let _ = stream.write_all(&vec![b' '; size]);
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP answer: {answer:?}"))
+}
+
+fn rpc(up: &Up, body: &[u8], headers: &[(&str, &str)]) -> (u16, Value) {
+    let auth = format!("Bearer {TOKEN}");
+    let mut all = vec![
+        ("authorization", auth.as_str()),
+        ("content-type", "application/json"),
+    ];
+    all.extend_from_slice(headers);
+    let answer = http(up.addr, "POST", "/a2a/sdk/", &all, body);
+    (answer.status, answer.body)
+}
+
+#[test]
+fn bad_json_rpc_is_answered_with_its_error_and_changes_nothing() {
+    let up = up();
+    let call = |method: &str, params: Value| {
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+            .unwrap()
+    };
+    let msg =
+        |parts: Value| json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": parts}});
+    let code = |(_, body): (u16, Value)| body["error"]["code"].as_i64().unwrap_or_default();
+
+    assert_eq!(code(rpc(&up, b"{not json", &[])), -32700);
+    assert_eq!(code(rpc(&up, b"[]", &[])), -32600);
+    assert_eq!(
+        code(rpc(&up, br#"{"jsonrpc":"2.0","method":"GetTask"}"#, &[])),
+        -32600
+    );
+    let (_, unknown) = rpc(&up, &call("tasks/explode", json!({})), &[]);
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown:#}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("SendMessage"),
+        "{unknown:#}"
+    );
+    assert_eq!(code(rpc(&up, &call("SendMessage", json!({})), &[])), -32602);
+    assert_eq!(
+        code(rpc(&up, &call("SendMessage", msg(json!([]))), &[])),
+        -32602
+    );
+    let (_, big) = rpc(
+        &up,
+        &call("SendMessage", msg(json!([{"text": "x".repeat(70_000)}]))),
+        &[],
+    );
+    assert_eq!(big["error"]["code"], -32602, "{big:#}");
+    assert!(
+        big["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("65536 bytes"),
+        "{big:#}"
+    );
+    let (_, file) = rpc(
+        &up,
+        &call(
+            "SendMessage",
+            msg(json!([{"url": "https://example.com/a.pdf"}])),
+        ),
+        &[],
+    );
+    assert_eq!(file["error"]["code"], -32005, "{file:#}");
+    assert_eq!(oversized(&up), 413);
+    let (_, version) = rpc(
+        &up,
+        &call("GetTask", json!({"id": "x"})),
+        &[("a2a-version", "0.5")],
+    );
+    assert_eq!(version["error"]["code"], -32009, "{version:#}");
+    let (_, ctx) = rpc(
+        &up,
+        &call(
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "contextId": "a:b", "parts": [{"text": "x"}]}}),
+        ),
+        &[],
+    );
+    assert_eq!(ctx["error"]["code"], -32602, "{ctx:#}");
+    let (_, push) = rpc(
+        &up,
+        &call("CreateTaskPushNotificationConfig", json!({})),
+        &[],
+    );
+    assert_eq!(push["error"]["code"], -32003, "{push:#}");
+    // Nothing of it became a task.
+    assert_eq!(up.status().unwrap()["a2a"]["tasks"], 0);
+
+    // A2A 0.3's method names and shapes are served too.
+    let (_, old) = rpc(
+        &up,
+        &call(
+            "message/send",
+            json!({"message": {"kind": "message", "messageId": "m2", "role": "user", "parts": [{"kind": "text", "text": "old"}]}}),
+        ),
+        &[("a2a-version", "0.3")],
+    );
+    assert_eq!(old["result"]["kind"], "task", "{old:#}");
+    assert_eq!(old["result"]["status"]["state"], "completed", "{old:#}");
+    assert_eq!(
+        old["result"]["artifacts"][0]["parts"][0]["kind"], "text",
+        "{old:#}"
+    );
+    let id = old["result"]["id"].as_str().unwrap();
+    let (_, got) = rpc(&up, &call("tasks/get", json!({"id": id})), &[]);
+    assert_eq!(got["result"]["status"]["state"], "completed", "{got:#}");
+}
+
+/// The scripted remote A2A agent on the SDK's server (tests/peers/a2a-remote.mjs), stopped
+/// when dropped; what it prints on stderr (each cancel it got) is in `log`.
+struct RemoteAgent {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl RemoteAgent {
+    fn start(env: &[(&str, &str)]) -> RemoteAgent {
+        npm_peer("express");
+        let dir = tempfile::tempdir().unwrap();
+        let port_file = dir.path().join("port");
+        let log = dir.path().join("stderr");
+        let script =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a-remote.mjs");
+        let child = Command::new("node")
+            .arg(script)
+            .arg(&port_file)
+            .envs(env.iter().copied())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        common::wait_until("the remote A2A agent listening", || port_file.exists());
+        let port = std::fs::read_to_string(&port_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        RemoteAgent {
+            child,
+            port,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/a2a", self.port)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RemoteAgent {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn remote_up(remote: &RemoteAgent) -> Up {
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n    - id: remote\n      runtime: {{kind: a2a, url: \"{}\", token: {{source: env, id: REMOTE_TOKEN}}}}\n# One message, one reply: no reply-back loop (it would speak to the remote too).\nsession: {{maxPingPongTurns: 0}}\n",
+        common::sdk_echo_agent().display(),
+        remote.url()
+    );
+    Up::start_config(&agents, "", "bindings: []\n", |c| {
+        c.env("REMOTE_TOKEN", "remote-secret-token")
+            .env("DEEPCLI_FAILPOINT_RUNTIME_MS", "a2a_card_every=200");
+    })
+}
+
+/// `deepcli sessions <args…> --json` against `up`.
+fn sessions(up: &Up, args: &[&str]) -> Value {
+    let out = Command::new(common::bin())
+        .args(["--state-dir", up.state.to_str().unwrap(), "sessions"])
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn runtime_of(up: &Up, id: &str) -> Value {
+    Up::runtime(&up.status().unwrap(), id)
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_local_agent_sessions_sends_to_a_remote_a2a_agent_which_cancel_reaches_and_whose_fall_fails_runs()
+ {
+    let mut remote = RemoteAgent::start(&[("A2A_REMOTE_TOKEN", "remote-secret-token")]);
+    let up = remote_up(&remote);
+    let doc = up.wait_for("the remote ready and the echo agent ready", |doc| {
+        ["remote", "sdk"]
+            .iter()
+            .all(|id| Up::runtime(doc, id).is_some_and(|r| r["status"] == "ready"))
+    });
+    let status = Up::runtime(&doc, "remote").unwrap();
+    assert_eq!(status["kind"], "a2a", "{status:#}");
+    assert_eq!(status["info"]["card"]["name"], "Remote", "{status:#}");
+    assert_eq!(
+        status["info"]["card"]["url"],
+        remote.url().as_str(),
+        "{status:#}"
+    );
+
+    // A scripted local agent calls sessions_send (through the Hub's MCP server) to the remote.
+    let send = |text: &str| {
+        let said = sessions(
+            &up,
+            &[
+                "send",
+                "agent:sdk:main",
+                &format!("mcp sessions_send {{\"agentId\":\"remote\",\"message\":\"{text}\"}}"),
+            ],
+        );
+        let reply = said["reply"].as_str().unwrap_or_default().to_string();
+        let result: Value =
+            serde_json::from_str(reply.strip_prefix("mcp: ").unwrap_or("null")).unwrap_or_default();
+        assert!(!result.is_null(), "{said:#}");
+        result
+    };
+    let first = send("hello remote");
+    assert_eq!(first["status"], "ok", "{first:#}");
+    assert_eq!(
+        first["reply"], "remote: hello remote (context turn 1)",
+        "{first:#}"
+    );
+    // The session's messages go in one contextId.
+    let second = send("and again");
+    assert_eq!(
+        second["reply"], "remote: and again (context turn 2)",
+        "{second:#}"
+    );
+
+    // Cancel reaches the remote as CancelTask; it confirms, the run is cancelled.
+    let started = sessions(
+        &up,
+        &["send", "agent:remote:main", "slow", "--timeout", "0"],
+    );
+    assert!(started["runId"].is_string(), "{started:#}");
+    common::wait_until("the remote working on it", || {
+        sessions(&up, &["show", "agent:remote:main"])
+            .to_string()
+            .contains("running")
+    });
+    let cancelled = sessions(&up, &["cancel", "agent:remote:main"]);
+    assert!(
+        cancelled.to_string().contains("\"cancelled\""),
+        "{cancelled:#}"
+    );
+    let log = std::fs::read_to_string(&remote.log).unwrap();
+    assert!(
+        log.contains("cancel "),
+        "the remote got no CancelTask: {log}"
+    );
+
+    // The remote goes down mid-task: the run's outcome is unknown (never `completed`), the
+    // status says the remote is unreachable, and a message then fails at once, cleanly.
+    let started = sessions(
+        &up,
+        &["send", "agent:remote:main", "slow", "--timeout", "0"],
+    );
+    let run = started["runId"].as_str().unwrap().to_string();
+    common::wait_until("the remote working on it", || {
+        sessions(&up, &["show", "agent:remote:main"])
+            .to_string()
+            .contains("running")
+    });
+    remote.stop();
+    let token = token(&up);
+    common::wait_until("the run ended", || {
+        let doc = http(
+            up.addr,
+            "GET",
+            &format!("/v1/runs/{run}"),
+            &[("authorization", &format!("Bearer {token}"))],
+            b"",
+        )
+        .body;
+        doc["state"] == "uncertain"
+    });
+    common::wait_until("the status saying the remote is down", || {
+        let r = runtime_of(&up, "remote");
+        r["status"] == "failed"
+            && r["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("cannot read the agent card"))
+    });
+    let down = send("anyone?");
+    assert_eq!(down["status"], "error", "{down:#}");
+    assert!(
+        down["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot take messages now"),
+        "{down:#}"
+    );
+}
+
+#[test]
+fn a_remote_whose_card_names_another_url_is_an_error_in_the_status() {
+    let remote = RemoteAgent::start(&[("A2A_REMOTE_CARD_URL", "http://elsewhere.example/a2a")]);
+    let up = remote_up(&remote);
+    let doc = up.wait_for("the remote refused", |doc| {
+        Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "failed")
+    });
+    let status = Up::runtime(&doc, "remote").unwrap();
+    let why = status["lastError"].as_str().unwrap();
+    assert!(
+        why.contains("`http://elsewhere.example/a2a` — not `runtime.url`"),
+        "{why}"
+    );
+    let said = sessions(&up, &["send", "agent:remote:main", "hello"]);
+    assert!(
+        said.to_string().contains("cannot take messages now"),
+        "{said:#}"
+    );
+}

@@ -1,0 +1,187 @@
+#!/usr/bin/env node
+// An A2A client on the official A2A JavaScript SDK (`@a2a-js/sdk`, installed pinned into
+// .npm-peers/ by scripts/test). deepcli's integration tests run it against `deepcli up` so that
+// card discovery, the JSON-RPC framing, the SSE parsing and the error mapping deepcli meets
+// are the SDK's.
+//
+//   a2a-client.mjs COMMAND BASE_URL TOKEN [ARGS…]
+//
+// BASE_URL is where the agent card is found (`<base>/.well-known/agent-card.json`); the SDK
+// picks the JSON-RPC interface the card names. TOKEN goes in `Authorization: Bearer` (`-`:
+// none). Commands, each printing one JSON document per line on stdout (ProtoJSON, as the SDK's
+// own `toJSON` writes it):
+//   card                          the card the SDK resolved
+//   send TEXT [CONTEXT] [TASK]    sendMessage (blocking); prints the task or message
+//   send-nowait TEXT [CONTEXT]    sendMessage with returnImmediately
+//   stream TEXT [CONTEXT]         sendMessageStream; one line per event
+//   get TASK [HISTORY]            getTask
+//   list [CONTEXT] [STATUS]       listTasks (pageSize 2, every page): {pages, tasks}
+//   cancel TASK                   cancelTask
+//   subscribe TASK                resubscribeTask; one line per event
+//   burst N                       N listTasks one after another: {ok, errors: [messages]}
+//   streams N TEXT                N sendMessageStream at once: {n, events: [count per stream],
+//                                 finals: [last state per stream], artifacts: [count per stream],
+//                                 ms}
+//   bench N                       N blocking sends of `bench-reply` (the echo agent answers
+//                                 `bench:<µs its handler took>`), one after another, in one
+//                                 context: {n, overheadUs: [sorted round trip minus that µs]}
+// An error the SDK throws is printed as {"error": message, "kind": the SDK's error class} and
+// the exit code is 2.
+
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+import { randomUUID } from "node:crypto";
+
+const peers = new URL("../../.npm-peers/package.json", import.meta.url);
+const require = createRequire(peers);
+const sdk = await import(pathToFileURL(require.resolve("@a2a-js/sdk")).href);
+const { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } =
+  await import(pathToFileURL(require.resolve("@a2a-js/sdk/client")).href);
+
+const [command, base, token, ...args] = process.argv.slice(2);
+const authFetch = (input, init = {}) => {
+  const headers = new Headers(init.headers ?? {});
+  if (token && token !== "-") headers.set("Authorization", `Bearer ${token}`);
+  return fetch(input, { ...init, headers });
+};
+const factory = new ClientFactory(
+  ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+    transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch })],
+    cardResolver: new DefaultAgentCardResolver({ fetchImpl: authFetch }),
+  }),
+);
+
+const out = (doc) => process.stdout.write(JSON.stringify(doc) + "\n");
+const message = (text, contextId, taskId) => ({
+  messageId: randomUUID(),
+  role: sdk.Role.ROLE_USER,
+  parts: [{ content: { $case: "text", value: text } }],
+  contextId: contextId || "",
+  taskId: taskId || "",
+  extensions: [],
+  referenceTaskIds: [],
+});
+const result = (value) =>
+  value && "status" in value ? sdk.Task.toJSON(value) : sdk.Message.toJSON(value);
+const event = (ev) => sdk.StreamResponse.toJSON(ev);
+
+try {
+  const client = await factory.createFromUrl(base);
+  switch (command) {
+    case "card":
+      out(sdk.AgentCard.toJSON(await client.getAgentCard()));
+      break;
+    case "send":
+      out(result(await client.sendMessage({ message: message(args[0], args[1], args[2]) })));
+      break;
+    case "send-nowait":
+      out(
+        result(
+          await client.sendMessage({
+            message: message(args[0], args[1]),
+            configuration: { acceptedOutputModes: [], returnImmediately: true },
+          }),
+        ),
+      );
+      break;
+    case "stream":
+      for await (const ev of client.sendMessageStream({ message: message(args[0], args[1]) })) {
+        out(event(ev));
+      }
+      break;
+    case "get":
+      out(
+        sdk.Task.toJSON(
+          await client.getTask({ id: args[0], historyLength: args[1] === undefined ? undefined : Number(args[1]) }),
+        ),
+      );
+      break;
+    case "list": {
+      const tasks = [];
+      let pageToken = "";
+      let pages = 0;
+      do {
+        const page = await client.listTasks({
+          contextId: args[0] || "",
+          status: args[1] ? sdk.taskStateFromJSON(args[1]) : 0,
+          pageSize: 2,
+          pageToken,
+        });
+        pages += 1;
+        tasks.push(...page.tasks.map((t) => sdk.Task.toJSON(t)));
+        pageToken = page.nextPageToken;
+      } while (pageToken);
+      out({ pages, tasks });
+      break;
+    }
+    case "cancel":
+      out(sdk.Task.toJSON(await client.cancelTask({ id: args[0] })));
+      break;
+    case "subscribe":
+      for await (const ev of client.resubscribeTask({ id: args[0] })) {
+        out(event(ev));
+      }
+      break;
+    case "burst": {
+      let ok = 0;
+      const errors = [];
+      for (let i = 0; i < Number(args[0]); i++) {
+        try {
+          await client.listTasks({ contextId: "", status: 0, pageSize: 1, pageToken: "" });
+          ok += 1;
+        } catch (e) {
+          errors.push(String(e?.message ?? e));
+        }
+      }
+      out({ ok, errors });
+      break;
+    }
+    case "streams": {
+      const n = Number(args[0]);
+      const started = Date.now();
+      const runs = await Promise.all(
+        Array.from({ length: n }, async (_, i) => {
+          const seen = [];
+          for await (const ev of client.sendMessageStream({ message: message(`${args[1]} ${i}`) })) {
+            seen.push(event(ev));
+          }
+          return seen;
+        }),
+      );
+      const last = (evs) => {
+        const e = evs[evs.length - 1] ?? {};
+        return e.statusUpdate?.status?.state ?? e.task?.status?.state ?? null;
+      };
+      out({
+        n,
+        events: runs.map((r) => r.length),
+        finals: runs.map(last),
+        artifacts: runs.map((r) => r.filter((e) => e.artifactUpdate).length),
+        ms: Date.now() - started,
+      });
+      break;
+    }
+    case "bench": {
+      const overheadUs = [];
+      const contextId = `bench-${randomUUID()}`;
+      for (let i = 0; i < Number(args[0]); i++) {
+        const t0 = process.hrtime.bigint();
+        const task = sdk.Task.toJSON(await client.sendMessage({ message: message("bench-reply", contextId) }));
+        const roundTrip = Number((process.hrtime.bigint() - t0) / 1000n);
+        const reply = task.artifacts?.[0]?.parts?.[0]?.text ?? "";
+        const own = Number(reply.replace(/^echo: /, "").replace("bench:", ""));
+        if (!reply.startsWith("bench:") || Number.isNaN(own)) throw new Error(`not a bench reply: ${reply}`);
+        overheadUs.push(roundTrip - own);
+      }
+      overheadUs.sort((a, b) => a - b);
+      out({ n: overheadUs.length, overheadUs });
+      break;
+    }
+    default:
+      throw new Error(`unknown command ${command}`);
+  }
+} catch (e) {
+  const cause = e?.cause ?? e;
+  out({ error: String(e?.message ?? e), kind: cause?.constructor?.name ?? null });
+  process.exit(2);
+}
