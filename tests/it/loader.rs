@@ -279,6 +279,29 @@ fn cases() -> u32 {
         .unwrap_or(2000)
 }
 
+/// The keys issues 20 and 23 added (budgets, permissions, `runtime.kind: a2a` with `url` and
+/// `token`, channels.yaml's `a2a:` block) decode from the span tree as from the JSON, and a
+/// valid file decodes (not an error both ways).
+#[test]
+fn budgets_permissions_and_a2a_decode_from_the_tree() {
+    use deepcli::config::model::{AgentsFile, ChannelsFile};
+    use deepcli::config::yaml::de::from_node;
+    let agents = "agents:\n  defaults:\n    budgets: {turnsPerHour: 10, costPerDayUsd: 2.5, concurrentTurns: 2.0}\n    permissions: {mode: approve-reads, timeoutSeconds: 60, approvers: [\"telegram:1\"]}\n  list:\n    - id: remote\n      runtime: {kind: a2a, url: \"https://r.example/a2a/x/\", token: {source: env, id: R}}\n      budgets: {turnsPerHour: 3}\n    - id: local\n      runtime: {kind: acp, command: [x]}\n      permissions: {mode: deny-all}\n";
+    let channels = "channels:\n  telegram:\n    accounts:\n      main: {botToken: \"${T}\"}\na2a:\n  expose: [local]\n  peers:\n    partner: {token: {source: env, id: P}, allowAgents: [local], requestsPerMinute: 60}\n";
+    for text in [agents, channels] {
+        assert_tree_decode_is_json_decode(text).unwrap();
+    }
+    let root = yaml::parse(agents).unwrap().unwrap();
+    let file: AgentsFile = from_node(&root).unwrap();
+    assert_eq!(file, serde_json::from_value(root.to_json()).unwrap());
+    let root = yaml::parse(channels).unwrap().unwrap();
+    let file: ChannelsFile = from_node(&root).unwrap();
+    let a2a = file.a2a.as_ref().expect("the a2a block is decoded");
+    assert_eq!(a2a.expose, ["local"]);
+    assert_eq!(a2a.peers["partner"].requests_per_minute, Some(60));
+    assert_eq!(file, serde_json::from_value(root.to_json()).unwrap());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
@@ -648,7 +671,19 @@ fn a_large_file_with_bad_items_is_checked_and_decoded_as_a_whole() {
             3 => "    -\n".to_string(),
             4 => format!("    - id: a{i}\n      identity: {{name: n, emoji: \"🙂\"}}\n"),
             5 => format!("    - {{id: a{i}, tools: {{allow: [x], deny: 1}}}}\n"),
-            _ => format!("    - id: a{i}\n      model: {{primary: p, fallbacks: [f]}}\n"),
+            _ => match (i / 7) % 4 {
+                0 => format!("    - id: a{i}\n      model: {{primary: p, fallbacks: [f]}}\n"),
+                // What issues 20 and 23 added: budgets, permissions, a remote A2A runtime.
+                1 => format!(
+                    "    - id: a{i}\n      runtime: {{kind: a2a, url: \"https://r.example/a2a\", token: {{source: env, id: T}}}}\n      budgets: {{turnsPerHour: 10, costPerDayUsd: 2.5}}\n"
+                ),
+                2 => format!(
+                    "    - id: a{i}\n      permissions: {{mode: approve-reads, timeoutSeconds: 60.0, approvers: [\"telegram:1\"]}}\n      budgets: {{turnsPerHour: 0, bogus: 1}}\n"
+                ),
+                _ => format!(
+                    "    - id: a{i}\n      permissions: {{mode: maybe}}\n      runtime: {{kind: a2a, url: 7}}\n"
+                ),
+            },
         });
         if i % 100 == 0 {
             channels.push_str(&format!("  ch{i}:\n    dmPolicy: pairing\n    accounts:\n"));
@@ -661,6 +696,8 @@ fn a_large_file_with_bad_items_is_checked_and_decoded_as_a_whole() {
             _ => format!("      acc{i}: {{allowFrom: [\"*\"], dmPolicy: open, extra: 1}}\n"),
         });
     }
+    // channels.yaml's `a2a:` block (issue 23), beside the split accounts: one good peer, one bad.
+    channels.push_str("a2a:\n  expose: [a0, a7]\n  peers:\n    p1: {token: {source: env, id: P1}, allowAgents: [a0], requestsPerMinute: 60.0}\n    p2: {token: 5, extra: 1}\n");
     assert_split_check_is_whole_check(FileKind::Agents, &agents).unwrap();
     assert_tree_decode_is_json_decode(&agents).unwrap();
     assert_split_check_is_whole_check(FileKind::Channels, &channels).unwrap();
