@@ -15,12 +15,10 @@ fn main() -> ExitCode {
 
 /// Transparent huge pages off for this process (Linux `PR_SET_THP_DISABLE`; kept across the
 /// `exec` below). mimalloc asks for huge pages on its arenas, and with them each first touch of
-/// fresh memory makes the kernel zero 2 MiB at once: loading a large config spent most of its
-/// system time there, and the process kept whole huge pages resident where it used a part of
-/// them. With 4 KiB pages, `validate` at 100,000 bindings runs in about three quarters of the
-/// time and peaks about 20 MB lower, and the controller's reconcile peak drops by about 40 MB
-/// (docs/controller.md). The flag is inherited: agent runtimes that `up` starts run without
-/// huge pages too. Where the system refuses, nothing changes.
+/// fresh memory makes the kernel zero 2 MiB at once, and the process keeps whole huge pages
+/// resident where it uses a part of them: a large config's load and reconcile peaked higher
+/// (measured in docs/controller.md). The flag is inherited: agent runtimes that `up` starts run
+/// without huge pages too. Where the system refuses, nothing changes.
 fn huge_pages_off() {
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_thp_disable(true);
