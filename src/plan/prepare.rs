@@ -134,7 +134,7 @@ where
             Err(_) => World::observe(agents, live, state),
         },
     };
-    let (report, mut desired, world) = match config {
+    let (mut report, mut desired, world) = match config {
         Config::Checked(report) => {
             if !report.is_valid() {
                 return Err(PrepareError::Rejected(Box::new(report)));
@@ -172,6 +172,10 @@ where
             }
         }
     };
+    // The rules and the desired state (each binding's line) have what they need from
+    // bindings.yaml's span tree, the bulk of a large config: it is freed before the diff and
+    // the apply, and is not kept with the config the controller serves.
+    threads::drop_in_background(report.config.sources.take_tree(config::FileKind::Bindings));
     stages.done("check+desired+observe");
     // When the routing changed, the document an apply will publish is rendered while the plan
     // is made.
