@@ -5,11 +5,23 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    huge_pages_off();
     let cli = deepcli::parse_args();
     if cli.is_long_running() {
         purge_freed_memory();
     }
     deepcli::run_cli(cli).into()
+}
+
+/// Transparent huge pages off for this process (Linux `PR_SET_THP_DISABLE`; kept across the
+/// `exec` below). mimalloc asks for huge pages on its arenas, and with them each first touch of
+/// fresh memory makes the kernel zero 2 MiB at once, and the process keeps whole huge pages
+/// resident where it uses a part of them: a large config's load and reconcile peaked higher
+/// (measured in docs/controller.md). The flag is inherited: agent runtimes that `up` starts run
+/// without huge pages too. Where the system refuses, nothing changes.
+fn huge_pages_off() {
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_thp_disable(true);
 }
 
 /// The long-running commands (`up`, `access serve`) give the memory of each reconcile back to

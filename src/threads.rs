@@ -19,3 +19,33 @@ pub fn drop_in_background<T: Send + 'static>(value: T) {
         .name("deepcli-drop".into())
         .spawn(move || drop(value));
 }
+
+/// `f` over `items` cut into one contiguous run per core, the runs side by side; the results
+/// in the order of the runs. `f` gets each run with the index of its first item.
+pub fn map_chunks<'a, T: Sync, R: Send>(
+    items: &'a [T],
+    f: impl Fn(usize, &'a [T]) -> R + Sync,
+) -> Vec<R> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let size = items.len().div_ceil(cores).max(1);
+    let mut chunks = items.chunks(size).enumerate();
+    let Some((_, first)) = chunks.next() else {
+        return Vec::new();
+    };
+    std::thread::scope(|scope| {
+        let f = &f;
+        let rest: Vec<_> = chunks
+            .map(|(i, chunk)| scope.spawn(move || f(i * size, chunk)))
+            .collect();
+        let mut out = Vec::with_capacity(rest.len() + 1);
+        out.push(f(0, first));
+        for handle in rest {
+            out.push(
+                handle
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+            );
+        }
+        out
+    })
+}

@@ -1,7 +1,8 @@
 //! Loading a config directory: the three YAML files → one [`Config`].
 //!
 //! The pipeline per file is read (size and UTF-8 checks) → [`yaml::parse`] (span tree) →
-//! misplaced top-level keys → JSON Schema → typed decoding. Every failure is a diagnostic with a
+//! misplaced top-level keys → JSON Schema (item by item, [`schema::validate`]) → typed decoding
+//! straight from the tree ([`yaml::de`]). No stage makes a JSON copy of the whole file. Every failure is a diagnostic with a
 //! position; nothing here panics on input. An item that fails the schema (one agent, one binding,
 //! one account) is left out of the typed config and the collection it belongs to is marked
 //! [`Completeness`]-incomplete, so the semantic rules can still run on the rest without reporting
@@ -187,20 +188,17 @@ fn parse_texts(
                 continue;
             }
         }
-        let mut json = file
-            .root
-            .as_ref()
-            .map_or(serde_json::Value::Null, yaml::Node::to_json);
-        misplaced_keys(&file, &mut json, &mut diagnostics);
-        let schema_errors = schema::validate(&file, &json);
-        let poisoned = drop_poisoned(kind, &mut json, &schema_errors);
-        if poisoned {
-            mark_incomplete(&mut complete, kind);
-        }
+        let skip = misplaced_keys(&file, &mut diagnostics);
+        let schema_errors = schema::validate(&file, &skip);
+        let poisoned = poisoned(kind, &schema_errors);
         diagnostics.extend(schema_errors);
-        if let Err(d) = decoded.decode(&file, json) {
-            diagnostics.push(*d);
-            mark_incomplete(&mut complete, kind);
+        match decoded.decode(&file, &skip, &poisoned) {
+            Ok(false) => {}
+            Ok(true) => mark_incomplete(&mut complete, kind),
+            Err(d) => {
+                diagnostics.push(*d);
+                mark_incomplete(&mut complete, kind);
+            }
         }
         sources.files.push(file);
     }
@@ -354,21 +352,21 @@ fn yaml_diagnostic(file: &SourceFile, e: &yaml::YamlError) -> Diagnostic {
 }
 
 /// A top-level key that belongs in another file (`bindings:` in agents.yaml) is reported as
-/// such and removed, so the schema does not report it a second time as unknown.
-fn misplaced_keys(file: &SourceFile, json: &mut serde_json::Value, out: &mut Vec<Diagnostic>) {
-    let serde_json::Value::Object(map) = json else {
-        return;
+/// such and left out (returned), so the schema does not report it a second time as unknown.
+fn misplaced_keys(file: &SourceFile, out: &mut Vec<Diagnostic>) -> Vec<String> {
+    let Some(yaml::Node {
+        value: yaml::Value::Map(entries),
+        ..
+    }) = &file.root
+    else {
+        return Vec::new();
     };
-    let misplaced: Vec<(String, FileKind)> = map
-        .keys()
-        .filter_map(|key| {
-            FileKind::owning(key)
-                .filter(|owner| *owner != file.kind)
-                .map(|owner| (key.clone(), owner))
-        })
-        .collect();
-    for (key, owner) in misplaced {
-        map.shift_remove(&key);
+    let mut misplaced = Vec::new();
+    for entry in entries {
+        let key = &entry.key;
+        let Some(owner) = FileKind::owning(key).filter(|owner| *owner != file.kind) else {
+            continue;
+        };
         out.push(
             Diagnostic::new(
                 rules::WRONG_FILE,
@@ -381,71 +379,29 @@ fn misplaced_keys(file: &SourceFile, json: &mut serde_json::Value, out: &mut Vec
             .hint(format!("move the `{key}:` block to {}", owner.file_name()))
             .at(file.locate_key(&format!("/{key}"))),
         );
+        misplaced.push(key.to_string());
     }
+    misplaced
 }
 
-/// Takes the items that schema errors point into (one agent, binding, channel or account) out
-/// of `json` so that the rest can be decoded. An agent keeps its id and an account its key when
-/// those are valid, so references to them still resolve; otherwise the item is gone and the
-/// return value says the collection is incomplete. An error above item level (the root,
-/// `agents.defaults`, `session`) empties the whole file.
-fn drop_poisoned(kind: FileKind, json: &mut serde_json::Value, errors: &[Diagnostic]) -> bool {
-    use serde_json::Value;
+/// The items that schema errors point into (one agent, binding, channel or account): they are
+/// left out of decoding so that the rest can be decoded ([`resolve::Poisoned`]). An error above
+/// item level (the root, `agents.defaults`, `session`) takes the whole file.
+fn poisoned(kind: FileKind, errors: &[Diagnostic]) -> resolve::Poisoned {
     if errors.is_empty() {
-        return false;
+        return resolve::Poisoned::Nothing;
     }
     let mut items: Vec<String> = Vec::new();
     for d in errors {
         let pointer = d.location.as_ref().map_or("", |l| l.pointer.as_str());
         match item_pointer(kind, pointer) {
             Some(item) => items.push(item),
-            None => {
-                *json = Value::Null;
-                return true;
-            }
+            None => return resolve::Poisoned::Whole,
         }
     }
     items.sort();
     items.dedup();
-    let mut incomplete = false;
-    for item in &items {
-        let (parent, last) = item.rsplit_once('/').unwrap_or(("", item));
-        let last = yaml::pointer_tokens(&format!("/{last}"))
-            .next()
-            .map(|t| t.into_owned())
-            .unwrap_or_default();
-        let account_level = kind == FileKind::Channels && parent.ends_with("/accounts");
-        match json.pointer_mut(parent) {
-            // Nulls stand in for removed sequence items so that indices (and with them
-            // pointers and binding numbers) stay those of the file.
-            Some(Value::Array(list)) => {
-                let Some(slot) = last.parse::<usize>().ok().and_then(|i| list.get_mut(i)) else {
-                    continue;
-                };
-                let id = slot
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .filter(|id| kind == FileKind::Agents && crate::ids::is_canonical_id(id))
-                    .map(str::to_string);
-                *slot = match id {
-                    Some(id) => serde_json::json!({ "id": id }),
-                    None => {
-                        incomplete = true;
-                        Value::Null
-                    }
-                };
-            }
-            Some(Value::Object(map)) if account_level && !last.is_empty() => {
-                map.insert(last, Value::Object(Default::default()));
-            }
-            Some(Value::Object(map)) => {
-                map.shift_remove(&last);
-                incomplete = true;
-            }
-            _ => {}
-        }
-    }
-    incomplete
+    resolve::Poisoned::Items(items)
 }
 
 /// The pointer of the item an error pointer falls in, if it falls in one.

@@ -8,7 +8,8 @@ use super::model::{
     PolicySpec, SessionSection, ToolsSection,
 };
 use super::source::{FileKind, SourceFile, Sources};
-use super::yaml::escape_pointer_token;
+use super::yaml::de::{self, DeError, Hidden};
+use super::yaml::{self, Entry, Node, escape_pointer_token};
 use super::{Completeness, LoadOptions, paths};
 use crate::diagnostic::{Diagnostic, rules};
 use crate::ids::{self, MAIN_AGENT};
@@ -132,46 +133,68 @@ pub(super) struct Decoded {
 }
 
 impl Decoded {
-    /// Decodes one schema-checked file. Nulls in item lists stand for items dropped for schema
-    /// errors and are skipped, keeping the others' indices.
+    /// Decodes one schema-checked file straight from its tree, leaving out the top-level keys
+    /// in `skip` (misplaced) and what `poisoned` takes out. An item left out for a schema error
+    /// keeps its collection's other items at their indices. Returns whether a collection lost
+    /// items.
     pub(super) fn decode(
         &mut self,
         file: &SourceFile,
-        mut json: serde_json::Value,
-    ) -> Result<(), Box<Diagnostic>> {
-        if json.is_null() {
-            return Ok(());
-        }
-        let internal = |e: serde_json::Error| {
+        skip: &[String],
+        poisoned: &Poisoned,
+    ) -> Result<bool, Box<Diagnostic>> {
+        let root = match (&file.root, poisoned) {
+            (_, Poisoned::Whole) => return Ok(true),
+            (None, _) => return Ok(false),
+            (Some(root), _) => root,
+        };
+        let internal = |e: DeError| {
+            let at = match e.span {
+                Some(span) => file.location("", span),
+                None => file.locate(""),
+            };
             Box::new(
                 Diagnostic::new(
                     rules::SCHEMA,
                     format!("the file passed its schema but could not be decoded: {e}"),
                 )
                 .hint("this is a deepcli bug; please report it with the file")
-                .at(file.locate("")),
+                .at(at),
             )
         };
+        let items = match poisoned {
+            Poisoned::Items(items) => items.as_slice(),
+            _ => &[],
+        };
+        let out = Outcome::of(file.kind, root, items);
+        let mut hidden = Hidden {
+            skip: out.removed.clone(),
+            empty: out.emptied.clone(),
+        };
+        if let yaml::Value::Map(entries) = &root.value {
+            hidden
+                .skip
+                .extend(entries.iter().filter(|e| skip.iter().any(|k| *k == e.key)));
+        }
         match file.kind {
             FileKind::Agents => {
-                let list = json
-                    .get_mut("agents")
-                    .and_then(serde_json::Value::as_object_mut)
-                    .and_then(|agents| agents.shift_remove("list"));
-                self.agents = serde_json::from_value(json).map_err(internal)?;
-                if let Some(serde_json::Value::Array(items)) = list {
-                    self.agent_list.reserve(items.len());
-                    for (index, item) in items.into_iter().enumerate() {
-                        if !item.is_null() {
-                            let spec = serde_json::from_value(item).map_err(internal)?;
-                            self.agent_list.push((index, spec));
-                        }
-                    }
+                let list = root.pointer("/agents/list");
+                hidden.empty.extend(list);
+                self.agents = de::from_node_hiding(root, &hidden).map_err(internal)?;
+                if let Some(list) = list {
+                    let id_only = |id: &str| {
+                        Some(AgentSpec {
+                            id: id.to_string(),
+                            ..AgentSpec::default()
+                        })
+                    };
+                    self.agent_list =
+                        decode_items(list, &out, id_only, |i, spec| (i, spec)).map_err(internal)?;
                 }
             }
             FileKind::Channels => {
                 let file: super::model::ChannelsFile =
-                    serde_json::from_value(json).map_err(internal)?;
+                    de::from_node_hiding(root, &hidden).map_err(internal)?;
                 self.channels = Vec::with_capacity(file.channels.len());
                 self.a2a = file.a2a;
                 for (id, spec) in file.channels {
@@ -184,22 +207,145 @@ impl Decoded {
                 }
             }
             FileKind::Bindings => {
-                let items = match json.get_mut("bindings").map(serde_json::Value::take) {
-                    Some(serde_json::Value::Array(items)) => items,
-                    _ => Vec::new(),
-                };
-                self.bindings.reserve(items.len());
-                for (index, item) in items.into_iter().enumerate() {
-                    if item.is_null() {
-                        continue;
-                    }
-                    let spec = serde_json::from_value(item).map_err(internal)?;
-                    self.bindings.push(Binding { index, spec });
+                if let Some(list) = root.child("bindings") {
+                    // Only agents keep their ids (`Outcome::of`).
+                    let id_only = |_: &str| None;
+                    self.bindings =
+                        decode_items(list, &out, id_only, |index, spec| Binding { index, spec })
+                            .map_err(internal)?;
                 }
             }
         }
-        Ok(())
+        Ok(out.incomplete)
     }
+}
+
+/// What schema errors take out of a file before it is decoded.
+#[derive(Debug, Default)]
+pub(super) enum Poisoned {
+    #[default]
+    Nothing,
+    /// An error above item level: nothing of the file is decoded.
+    Whole,
+    /// The pointers of the items errors fall in (one agent, binding, channel or account),
+    /// sorted.
+    Items(Vec<String>),
+}
+
+/// The items [`Poisoned::Items`] names, found in the tree.
+#[derive(Default)]
+struct Outcome<'a> {
+    /// Sequence items left out; their neighbours keep their indices.
+    dropped: rustc_hash::FxHashSet<usize>,
+    /// Agents that keep only their id (valid and canonical), so references to them resolve.
+    id_only: rustc_hash::FxHashMap<usize, &'a str>,
+    /// Mapping entries left out (a channel).
+    removed: Vec<&'a Entry>,
+    /// Accounts decoded as empty: the key stays, so references to it resolve.
+    emptied: Vec<&'a Node>,
+    incomplete: bool,
+}
+
+impl<'a> Outcome<'a> {
+    fn of(kind: FileKind, root: &'a Node, items: &[String]) -> Outcome<'a> {
+        let mut out = Outcome::default();
+        for item in items {
+            let (parent, last) = item.rsplit_once('/').unwrap_or(("", item));
+            let last = yaml::pointer_tokens(&format!("/{last}"))
+                .next()
+                .map(|t| t.into_owned())
+                .unwrap_or_default();
+            let account_level = kind == FileKind::Channels && parent.ends_with("/accounts");
+            match root.pointer(parent).map(|p| &p.value) {
+                Some(yaml::Value::Seq(list)) => {
+                    let Some(slot) = last.parse::<usize>().ok().and_then(|i| list.get(i)) else {
+                        continue;
+                    };
+                    let id = slot
+                        .child("id")
+                        .and_then(|id| match &id.value {
+                            yaml::Value::String(id) => Some(id.as_str()),
+                            _ => None,
+                        })
+                        .filter(|id| kind == FileKind::Agents && ids::is_canonical_id(id));
+                    match id {
+                        Some(id) => {
+                            out.id_only.insert(address(slot), id);
+                        }
+                        None => {
+                            out.dropped.insert(address(slot));
+                            out.incomplete = true;
+                        }
+                    }
+                }
+                Some(yaml::Value::Map(entries)) => {
+                    let Some(entry) = entries.iter().find(|e| e.key == last) else {
+                        continue;
+                    };
+                    if account_level && !last.is_empty() {
+                        out.emptied.push(&entry.value);
+                    } else {
+                        out.removed.push(entry);
+                        out.incomplete = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+/// A node's identity within its tree.
+fn address(node: &Node) -> usize {
+    std::ptr::from_ref(node) as usize
+}
+
+/// Items of a sequence below this many are decoded on the calling thread.
+const PARALLEL_ITEMS: usize = 2048;
+
+/// Decodes the items of the sequence `list` (`agents.list`, `bindings`), on every core when
+/// there are many, skipping those `out` drops and nulls, each kept with its index.
+/// `id_only` makes the stand-in of an item that keeps only its id.
+fn decode_items<'a, S, T>(
+    list: &'a Node,
+    out: &Outcome<'a>,
+    id_only: impl Fn(&str) -> Option<S> + Sync,
+    make: impl Fn(usize, S) -> T + Sync,
+) -> Result<Vec<T>, DeError>
+where
+    S: serde::Deserialize<'a>,
+    T: Send,
+{
+    let yaml::Value::Seq(items) = &list.value else {
+        return Ok(Vec::new());
+    };
+    let decode = |start: usize, chunk: &'a [Node]| -> Result<Vec<T>, DeError> {
+        let mut decoded = Vec::with_capacity(chunk.len());
+        for (i, item) in chunk.iter().enumerate() {
+            let at = address(item);
+            if matches!(item.value, yaml::Value::Null) || out.dropped.contains(&at) {
+                continue;
+            }
+            let spec = match out.id_only.get(&at) {
+                Some(id) => match id_only(id) {
+                    Some(spec) => spec,
+                    None => continue,
+                },
+                None => de::from_node(item)?,
+            };
+            decoded.push(make(start + i, spec));
+        }
+        Ok(decoded)
+    };
+    if items.len() < PARALLEL_ITEMS {
+        return decode(0, items);
+    }
+    let mut decoded = Vec::with_capacity(items.len());
+    for chunk in crate::threads::map_chunks(items, decode) {
+        decoded.extend(chunk?);
+    }
+    Ok(decoded)
 }
 
 pub(super) fn resolve(

@@ -3,13 +3,24 @@
 //! Each file is checked against its schema; every error becomes a `schema` diagnostic at the
 //! offending node (for an unknown key: the key; for a missing key: the mapping that lacks it),
 //! with a message written for people rather than the validator's default text.
+//!
+//! The big collections (`agents.list`, every channel's `accounts`, `bindings`) are checked item
+//! by item, on every core: each item as a small JSON instance of its own against the item
+//! schema the file's schema reaches it through (its `items` or `additionalProperties`, with the
+//! root's `$defs`), and the rest of the file with those collections emptied. The schema stays
+//! the only description of the files: which item schema applies is read from it, and a
+//! collection is split only where that gives exactly the errors of the whole file — where
+//! nothing above the items looks into them (no `allOf`, `if`, `minItems`, … on the way down:
+//! see [`Collection::find`]). Errors keep the pointers of the whole file.
 
 use std::sync::OnceLock;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{ValidationError, Validator};
+use serde_json::Value as Json;
 
 use super::source::{FileKind, SourceFile};
+use super::yaml::{self, Node};
 use crate::diagnostic::{Diagnostic, rules};
 
 pub const AGENTS: &str = include_str!("../../schema/agents.schema.json");
@@ -26,11 +37,163 @@ pub fn text(kind: FileKind) -> &'static str {
 }
 
 struct Compiled {
-    validators: [Validator; 3],
-    /// The schemas as JSON, for looking up which keys a mapping allows.
-    documents: [serde_json::Value; 3],
+    files: [FileSchema; 3],
     /// Every property name any schema declares, for "did you mean" hints.
     vocabulary: Vec<String>,
+}
+
+/// One file's schema, compiled.
+struct FileSchema {
+    validator: Validator,
+    /// The schema as JSON, for looking up which keys a mapping allows.
+    document: Json,
+    /// The collections checked item by item.
+    collections: Vec<Collection>,
+}
+
+/// Where a file's large collections are, from the root: the containers whose items (sequence
+/// items or mapping values) may each be checked on their own. Which schema applies to them, and
+/// whether splitting is exact, is the schema's to say ([`Collection::find`]).
+fn containers(kind: FileKind) -> &'static [&'static [Step]] {
+    match kind {
+        FileKind::Agents => &[&[Step::Key("agents"), Step::Key("list")]],
+        FileKind::Channels => &[&[Step::Key("channels"), Step::Any, Step::Key("accounts")]],
+        FileKind::Bindings => &[&[Step::Key("bindings")]],
+    }
+}
+
+/// One step of a container's path: a mapping key, or every key of a mapping.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Key(&'static str),
+    Any,
+}
+
+/// A collection checked item by item.
+struct Collection {
+    /// The container's path; at an [`Step::Any`], the keys whose schema is not the one every
+    /// other key gets (`properties` beside `additionalProperties`) are not followed.
+    path: Vec<(Step, Vec<String>)>,
+    /// The container is a sequence (else a mapping).
+    sequence: bool,
+    /// The items' schema, with the root's `$defs`.
+    validator: Validator,
+    document: Json,
+}
+
+/// Keywords that only describe.
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$defs",
+    "$comment",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+];
+
+/// Keywords of a schema above a split collection that never look into its items' values: the
+/// rest of the file keeps every key, so these give the same errors without the items.
+const ABOVE: &[&str] = &[
+    "type",
+    "properties",
+    "additionalProperties",
+    "required",
+    "propertyNames",
+    "$ref",
+];
+
+impl Collection {
+    /// The collection at `path` in `document`, if checking its items one by one is exact: every
+    /// schema on the way down has only keywords that look at keys ([`ABOVE`]), and the container's
+    /// own schema is `items` (a sequence, left empty in the rest of the file) or
+    /// `additionalProperties` with at most `propertyNames` (a mapping, whose values are replaced
+    /// by `{}` in the rest of the file: that must be a valid item). `None` keeps the collection
+    /// in the whole-file check.
+    fn find(document: &Json, path: &[Step]) -> Option<Collection> {
+        let allowed = |node: &Json, keywords: &[&str]| {
+            node.as_object().is_some_and(|map| {
+                map.keys()
+                    .all(|k| keywords.contains(&k.as_str()) || ANNOTATIONS.contains(&k.as_str()))
+            })
+        };
+        let mut node = resolve(document, document)?;
+        let mut steps = Vec::with_capacity(path.len());
+        for step in path {
+            if !allowed(node, ABOVE) {
+                return None;
+            }
+            let properties = node.get("properties").and_then(Json::as_object);
+            let next = match step {
+                Step::Key(key) => {
+                    steps.push((*step, Vec::new()));
+                    properties?.get(*key)?
+                }
+                Step::Any => {
+                    let except = properties.map(|p| p.keys().cloned().collect());
+                    steps.push((*step, except.unwrap_or_default()));
+                    node.get("additionalProperties").filter(|s| s.is_object())?
+                }
+            };
+            node = resolve(document, next)?;
+        }
+        let (sequence, item) = if allowed(node, &["type", "items"]) {
+            (true, node.get("items")?)
+        } else if allowed(node, &["type", "additionalProperties", "propertyNames"]) {
+            (
+                false,
+                node.get("additionalProperties").filter(|s| s.is_object())?,
+            )
+        } else {
+            return None;
+        };
+        // The item's schema with the root's definitions, which its `$ref`s point into.
+        let mut sub = item.as_object()?.clone();
+        for key in ["$schema", "$defs"] {
+            if let Some(value) = document.get(key) {
+                sub.insert(key.to_string(), value.clone());
+            }
+        }
+        let document = Json::Object(sub);
+        let validator = build(&document).ok()?;
+        if !sequence && !validator.is_valid(&Json::Object(Default::default())) {
+            return None;
+        }
+        Some(Collection {
+            path: steps,
+            sequence,
+            validator,
+            document,
+        })
+    }
+}
+
+/// Follows a local `$ref` whose siblings only describe.
+fn resolve<'a>(document: &'a Json, mut node: &'a Json) -> Option<&'a Json> {
+    for _ in 0..16 {
+        let Some(target) = node.get("$ref") else {
+            return Some(node);
+        };
+        let map = node.as_object()?;
+        if !map
+            .keys()
+            .all(|k| k == "$ref" || ANNOTATIONS.contains(&k.as_str()))
+        {
+            return None;
+        }
+        node = document.pointer(target.as_str()?.strip_prefix('#')?)?;
+    }
+    None
+}
+
+fn build(schema: &Json) -> Result<Validator, ValidationError<'static>> {
+    jsonschema::draft202012::options()
+        .should_validate_formats(false)
+        .build(schema)
 }
 
 fn compiled() -> &'static Compiled {
@@ -39,38 +202,45 @@ fn compiled() -> &'static Compiled {
         let mut vocabulary = Vec::new();
         // The schemas are part of the binary and covered by tests: failing here is a build
         // defect, not an input error.
-        let documents = FileKind::ALL.map(|kind| {
-            serde_json::from_str::<serde_json::Value>(text(kind))
-                .expect("embedded schema is valid JSON")
-        });
-        let validators = documents.each_ref().map(|schema| {
-            collect_property_names(schema, &mut vocabulary);
-            jsonschema::draft202012::options()
-                .should_validate_formats(false)
-                .build(schema)
-                .expect("embedded schema compiles")
+        let files = FileKind::ALL.map(|kind| {
+            let document =
+                serde_json::from_str::<Json>(text(kind)).expect("embedded schema is valid JSON");
+            collect_property_names(&document, &mut vocabulary);
+            let validator = build(&document).expect("embedded schema compiles");
+            let collections = containers(kind)
+                .iter()
+                .filter_map(|path| Collection::find(&document, path))
+                .collect();
+            FileSchema {
+                validator,
+                document,
+                collections,
+            }
         });
         vocabulary.sort();
         vocabulary.dedup();
-        Compiled {
-            validators,
-            documents,
-            vocabulary,
-        }
+        Compiled { files, vocabulary }
     })
 }
 
-fn collect_property_names(schema: &serde_json::Value, out: &mut Vec<String>) {
+/// How many of `kind`'s collections are checked item by item (for the test that keeps the
+/// split in force as the schemas change).
+#[doc(hidden)]
+pub fn split_collections(kind: FileKind) -> usize {
+    compiled().files[kind as usize].collections.len()
+}
+
+fn collect_property_names(schema: &Json, out: &mut Vec<String>) {
     match schema {
-        serde_json::Value::Object(map) => {
-            if let Some(serde_json::Value::Object(props)) = map.get("properties") {
+        Json::Object(map) => {
+            if let Some(Json::Object(props)) = map.get("properties") {
                 out.extend(props.keys().cloned());
             }
             for value in map.values() {
                 collect_property_names(value, out);
             }
         }
-        serde_json::Value::Array(items) => {
+        Json::Array(items) => {
             for item in items {
                 collect_property_names(item, out);
             }
@@ -79,16 +249,180 @@ fn collect_property_names(schema: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
-/// Validates `instance` (the file's YAML as JSON) against the schema of `file.kind`.
-pub fn validate(file: &SourceFile, instance: &serde_json::Value) -> Vec<Diagnostic> {
+/// One item of a split collection.
+struct Item<'a> {
+    /// The container's pointer, an index into [`Split::containers`].
+    container: usize,
+    /// The item's key in the container (its index in a sequence).
+    key: Key<'a>,
+    node: &'a Node,
+    collection: &'a Collection,
+}
+
+enum Key<'a> {
+    Index(usize),
+    Name(&'a str),
+}
+
+/// The file cut for checking: the rest of the file as JSON, and the items.
+#[derive(Default)]
+struct Split<'a> {
+    containers: Vec<String>,
+    items: Vec<Item<'a>>,
+}
+
+impl<'a> Split<'a> {
+    /// The JSON of `node` at `pointer`, with the containers of `active` collections (those whose
+    /// path has come this far: collection, steps taken) emptied and their items taken aside.
+    fn rest(
+        &mut self,
+        node: &'a Node,
+        pointer: &mut String,
+        active: &[(&'a Collection, usize)],
+        skip: &[String],
+    ) -> Json {
+        if active.is_empty() {
+            return node.to_json();
+        }
+        if let Some((collection, _)) = active.iter().find(|(c, step)| *step == c.path.len()) {
+            match &node.value {
+                yaml::Value::Seq(items) if collection.sequence => {
+                    let container = self.container(pointer);
+                    self.items
+                        .extend(items.iter().enumerate().map(|(i, node)| Item {
+                            container,
+                            key: Key::Index(i),
+                            node,
+                            collection,
+                        }));
+                    return Json::Array(Vec::new());
+                }
+                yaml::Value::Map(entries) if !collection.sequence => {
+                    let container = self.container(pointer);
+                    self.items.extend(entries.iter().map(|e| Item {
+                        container,
+                        key: Key::Name(&e.key),
+                        node: &e.value,
+                        collection,
+                    }));
+                    return Json::Object(
+                        entries
+                            .iter()
+                            .map(|e| (e.key.to_string(), Json::Object(Default::default())))
+                            .collect(),
+                    );
+                }
+                _ => return node.to_json(),
+            }
+        }
+        let yaml::Value::Map(entries) = &node.value else {
+            // Collections sit under mapping keys only.
+            return node.to_json();
+        };
+        let mut map = serde_json::Map::with_capacity(entries.len());
+        for entry in entries {
+            if skip.iter().any(|k| *k == entry.key) {
+                continue;
+            }
+            let next: Vec<_> = active
+                .iter()
+                .filter(|(c, step)| match &c.path[*step] {
+                    (Step::Key(key), _) => *key == entry.key,
+                    (Step::Any, except) => !except.iter().any(|k| *k == entry.key),
+                })
+                .map(|(c, step)| (*c, step + 1))
+                .collect();
+            let len = pointer.len();
+            pointer.push('/');
+            pointer.push_str(&yaml::escape_pointer_token(&entry.key));
+            let value = self.rest(&entry.value, pointer, &next, &[]);
+            pointer.truncate(len);
+            map.insert(entry.key.to_string(), value);
+        }
+        Json::Object(map)
+    }
+
+    fn container(&mut self, pointer: &str) -> usize {
+        self.containers.push(pointer.to_string());
+        self.containers.len() - 1
+    }
+
+    fn pointer(&self, item: &Item<'_>) -> String {
+        let container = &self.containers[item.container];
+        match item.key {
+            Key::Index(i) => format!("{container}/{i}"),
+            Key::Name(name) => format!("{container}/{}", yaml::escape_pointer_token(name)),
+        }
+    }
+}
+
+/// Items below this many are checked on the calling thread.
+const PARALLEL_ITEMS: usize = 512;
+
+/// Validates `file` against the schema of `file.kind`, leaving out the top-level keys in `skip`
+/// (reported as misplaced already).
+pub fn validate(file: &SourceFile, skip: &[String]) -> Vec<Diagnostic> {
     let compiled = compiled();
-    let validator = &compiled.validators[file.kind as usize];
+    let schema = &compiled.files[file.kind as usize];
+    let mut split = Split::default();
+    let rest = match &file.root {
+        Some(root) => {
+            let active: Vec<_> = schema.collections.iter().map(|c| (c, 0)).collect();
+            split.rest(root, &mut String::new(), &active, skip)
+        }
+        None => Json::Null,
+    };
     let mut out = Vec::new();
-    let document = &compiled.documents[file.kind as usize];
-    for error in validator.iter_errors(instance) {
-        let allowed = allowed_keys(document, error.schema_path().as_str());
-        let vocabulary = allowed.as_deref().unwrap_or(&compiled.vocabulary);
-        diagnose(file, &error, vocabulary, &mut out);
+    for error in schema.validator.iter_errors(&rest) {
+        let pointer = error.instance_path().as_str().to_string();
+        diagnose(file, &error, &pointer, &schema.document, compiled, &mut out);
+    }
+    drop(rest);
+    let check = |_: usize, items: &[Item<'_>]| {
+        let mut out = Vec::new();
+        for item in items {
+            let instance = item.node.to_json();
+            let validator = &item.collection.validator;
+            if validator.is_valid(&instance) {
+                continue;
+            }
+            let prefix = split.pointer(item);
+            for error in validator.iter_errors(&instance) {
+                let pointer = format!("{prefix}{}", error.instance_path().as_str());
+                let document = &item.collection.document;
+                diagnose(file, &error, &pointer, document, compiled, &mut out);
+            }
+        }
+        out
+    };
+    if split.items.len() < PARALLEL_ITEMS {
+        out.extend(check(0, &split.items));
+    } else {
+        out.extend(
+            crate::threads::map_chunks(&split.items, check)
+                .into_iter()
+                .flatten(),
+        );
+    }
+    out
+}
+
+/// [`validate`] with the whole file as one JSON instance, never split: what `validate` must
+/// always agree with, for its equivalence tests (`tests/it/loader.rs`).
+#[doc(hidden)]
+pub fn validate_whole(file: &SourceFile, skip: &[String]) -> Vec<Diagnostic> {
+    let compiled = compiled();
+    let schema = &compiled.files[file.kind as usize];
+    let mut instance = file.root.as_ref().map_or(Json::Null, Node::to_json);
+    if let Json::Object(map) = &mut instance {
+        for key in skip {
+            map.shift_remove(key);
+        }
+    }
+    let mut out = Vec::new();
+    for error in schema.validator.iter_errors(&instance) {
+        let pointer = error.instance_path().as_str().to_string();
+        diagnose(file, &error, &pointer, &schema.document, compiled, &mut out);
     }
     out
 }
@@ -96,10 +430,13 @@ pub fn validate(file: &SourceFile, instance: &serde_json::Value) -> Vec<Diagnost
 fn diagnose(
     file: &SourceFile,
     error: &ValidationError<'_>,
-    vocabulary: &[String],
+    pointer: &str,
+    document: &Json,
+    compiled: &Compiled,
     out: &mut Vec<Diagnostic>,
 ) {
-    let pointer = error.instance_path().as_str();
+    let allowed = allowed_keys(document, error.schema_path().as_str());
+    let vocabulary = allowed.as_deref().unwrap_or(&compiled.vocabulary);
     let what = describe(pointer);
     let node_type = file
         .root
@@ -250,7 +587,7 @@ fn diagnose(
 
 /// The keys the schema allows where an `additionalProperties` error arose: the `properties`
 /// beside the failing keyword, following local `$ref`s along the schema path.
-fn allowed_keys(document: &serde_json::Value, schema_path: &str) -> Option<Vec<String>> {
+fn allowed_keys(document: &Json, schema_path: &str) -> Option<Vec<String>> {
     let mut node = document;
     let tokens: Vec<_> = super::yaml::pointer_tokens(schema_path).collect();
     let (last, path) = tokens.split_last()?;
@@ -263,7 +600,7 @@ fn allowed_keys(document: &serde_json::Value, schema_path: &str) -> Option<Vec<S
             document.pointer(target)?
         } else {
             match node {
-                serde_json::Value::Array(items) => items.get(token.parse::<usize>().ok()?)?,
+                Json::Array(items) => items.get(token.parse::<usize>().ok()?)?,
                 _ => node.get(token.as_ref())?,
             }
         };
@@ -323,9 +660,9 @@ fn source_text(file: &SourceFile, span: super::yaml::Span) -> Option<String> {
     Some(line.chars().skip(from).take(len).collect())
 }
 
-fn scalar_text(value: &serde_json::Value) -> String {
+fn scalar_text(value: &Json) -> String {
     match value {
-        serde_json::Value::String(s) => s.clone(),
+        Json::String(s) => s.clone(),
         other => other.to_string(),
     }
 }

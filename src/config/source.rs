@@ -158,4 +158,14 @@ impl Sources {
     pub fn locate_key(&self, kind: FileKind, pointer: &str) -> Option<Location> {
         self.get(kind).map(|f| f.locate_key(pointer))
     }
+
+    /// Takes the span tree of `kind`'s file out, keeping its text (snippets, the hash): for a
+    /// pipeline that has every position it needs from that file. A lookup in it afterwards
+    /// finds the start of the file.
+    pub fn take_tree(&mut self, kind: FileKind) -> Option<Node> {
+        self.files
+            .iter_mut()
+            .find(|f| f.kind == kind)
+            .and_then(|f| f.root.take())
+    }
 }

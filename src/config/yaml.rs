@@ -11,7 +11,9 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span as RawSpan, Tag};
+pub use smol_str::SmolStr;
 
+pub mod de;
 mod parallel;
 
 /// Deepest nesting accepted. deepcli's files need six levels; anything near this bound is a
@@ -55,7 +57,7 @@ pub enum Value {
     Bool(bool),
     Int(i64),
     Float(f64),
-    String(String),
+    String(SmolStr),
     Seq(Vec<Node>),
     Map(Vec<Entry>),
 }
@@ -64,7 +66,7 @@ pub enum Value {
 /// as its text, the way JSON would have to), with the key's own span for diagnostics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
-    pub key: String,
+    pub key: SmolStr,
     pub key_span: Span,
     pub value: Node,
 }
@@ -133,7 +135,7 @@ impl Node {
             Value::Float(f) => serde_json::Number::from_f64(*f)
                 .map(J::Number)
                 .unwrap_or_else(|| J::String(f.to_string())),
-            Value::String(s) => J::String(s.clone()),
+            Value::String(s) => J::String(s.to_string()),
             Value::Seq(items) if items.len() >= PARALLEL_ITEMS => {
                 // A long list (bindings) is converted in halves side by side.
                 let (front, back) = items.split_at(items.len() / 2);
@@ -146,7 +148,7 @@ impl Node {
             Value::Map(entries) => J::Object(
                 entries
                     .iter()
-                    .map(|e| (e.key.clone(), e.value.to_json()))
+                    .map(|e| (e.key.to_string(), e.value.to_json()))
                     .collect(),
             ),
         }
@@ -283,21 +285,24 @@ fn run(text: &str) -> Result<Parsed, YamlError> {
     })
 }
 
-/// A mapping or sequence under construction.
+/// A mapping or sequence under construction. Its items or entries so far are the tail of the
+/// builder's shared [`Builder::items`] or [`Builder::entries`] from `first` on (a frame's
+/// children are complete before the next sibling starts), so that each collection is
+/// allocated once, at its exact size, when it ends.
 enum Frame {
     Seq {
         anchor: usize,
         start: Pos,
-        items: Vec<Node>,
+        first: usize,
     },
     Map {
         anchor: usize,
         start: Pos,
-        entries: Vec<Entry>,
-        pending_key: Option<(String, Span)>,
-        /// Key → entry index, built once a mapping grows past [`INDEXED_MAP`] entries so that
-        /// duplicate detection stays linear on huge mappings.
-        index: Option<HashMap<String, usize>>,
+        first: usize,
+        pending_key: Option<(SmolStr, Span)>,
+        /// Key → entry index (from `first`), built once a mapping grows past [`INDEXED_MAP`]
+        /// entries so that duplicate detection stays linear on huge mappings.
+        index: Option<HashMap<SmolStr, usize>>,
     },
 }
 
@@ -307,6 +312,10 @@ const INDEXED_MAP: usize = 32;
 #[derive(Default)]
 struct Builder {
     stack: Vec<Frame>,
+    /// The items of every open sequence, innermost last.
+    items: Vec<Node>,
+    /// The entries of every open mapping, innermost last.
+    entries: Vec<Entry>,
     anchors: Vec<(usize, Node)>,
     alias_nodes: usize,
     /// The deepest the stack has been.
@@ -341,7 +350,7 @@ impl Builder {
                 self.stack.push(Frame::Seq {
                     anchor,
                     start: span.start,
-                    items: Vec::new(),
+                    first: self.items.len(),
                 });
                 Ok(())
             }
@@ -352,7 +361,7 @@ impl Builder {
                 self.stack.push(Frame::Map {
                     anchor,
                     start: span.start,
-                    entries: Vec::new(),
+                    first: self.entries.len(),
                     pending_key: None,
                     index: None,
                 });
@@ -366,7 +375,7 @@ impl Builder {
                     Frame::Seq {
                         anchor,
                         start,
-                        items,
+                        first,
                     } => (
                         anchor,
                         Node {
@@ -374,13 +383,13 @@ impl Builder {
                                 start,
                                 end: span.end,
                             },
-                            value: Value::Seq(items),
+                            value: Value::Seq(self.items.drain(first..).collect()),
                         },
                     ),
                     Frame::Map {
                         anchor,
                         start,
-                        entries,
+                        first,
                         ..
                     } => (
                         anchor,
@@ -389,7 +398,7 @@ impl Builder {
                                 start,
                                 end: span.end,
                             },
-                            value: Value::Map(entries),
+                            value: Value::Map(self.entries.drain(first..).collect()),
                         },
                     ),
                 };
@@ -441,23 +450,24 @@ impl Builder {
                 self.root = Some(node);
                 Ok(())
             }
-            Some(Frame::Seq { items, .. }) => {
-                items.push(node);
+            Some(Frame::Seq { .. }) => {
+                self.items.push(node);
                 Ok(())
             }
             Some(Frame::Map {
-                entries,
+                first,
                 pending_key,
                 index,
                 ..
             }) => match pending_key.take() {
                 None => {
                     let key = key_text(&node)?;
-                    let first = match index {
+                    let entries = &self.entries[*first..];
+                    let earlier = match index {
                         Some(index) => index.get(&key).map(|&i| &entries[i]),
                         None => entries.iter().find(|e| e.key == key),
                     };
-                    if let Some(first) = first {
+                    if let Some(first) = earlier {
                         return Err(YamlError {
                             kind: YamlErrorKind::DuplicateKey,
                             message: format!("duplicate key `{key}` in this mapping"),
@@ -469,10 +479,11 @@ impl Builder {
                     Ok(())
                 }
                 Some((key, key_span)) => {
+                    let entries = &self.entries[*first..];
                     if let Some(index) = index {
                         index.insert(key.clone(), entries.len());
                     } else if entries.len() + 1 >= INDEXED_MAP {
-                        let mut built: HashMap<String, usize> = entries
+                        let mut built: HashMap<SmolStr, usize> = entries
                             .iter()
                             .enumerate()
                             .map(|(i, e)| (e.key.clone(), i))
@@ -480,7 +491,7 @@ impl Builder {
                         built.insert(key.clone(), entries.len());
                         *index = Some(built);
                     }
-                    entries.push(Entry {
+                    self.entries.push(Entry {
                         key,
                         key_span,
                         value: node,
@@ -492,13 +503,13 @@ impl Builder {
     }
 }
 
-fn key_text(node: &Node) -> Result<String, YamlError> {
+fn key_text(node: &Node) -> Result<SmolStr, YamlError> {
     match &node.value {
         Value::String(s) => Ok(s.clone()),
-        Value::Null => Ok(String::new()),
-        Value::Bool(b) => Ok(b.to_string()),
-        Value::Int(i) => Ok(i.to_string()),
-        Value::Float(f) => Ok(f.to_string()),
+        Value::Null => Ok(SmolStr::default()),
+        Value::Bool(b) => Ok(smol_str::format_smolstr!("{b}")),
+        Value::Int(i) => Ok(smol_str::format_smolstr!("{i}")),
+        Value::Float(f) => Ok(smol_str::format_smolstr!("{f}")),
         Value::Seq(_) | Value::Map(_) => Err(error(
             YamlErrorKind::UnsupportedKey,
             "a mapping key must be a plain value, not a sequence or mapping".into(),
@@ -603,7 +614,7 @@ fn scalar(
             ));
         }
         let value = match tag.suffix.as_str() {
-            "str" => Some(Value::String(text.to_string())),
+            "str" => Some(Value::String(text.into())),
             "null" => plain_null(text).then_some(Value::Null),
             "bool" => plain_bool(text).map(Value::Bool),
             "int" => plain_int(text).map(Value::Int),
@@ -621,7 +632,7 @@ fn scalar(
         });
     }
     if style != ScalarStyle::Plain {
-        return Ok(Value::String(text.to_string()));
+        return Ok(Value::String(text.into()));
     }
     Ok(if plain_null(text) {
         Value::Null
@@ -632,7 +643,7 @@ fn scalar(
     } else if let Some(f) = plain_float(text) {
         Value::Float(f)
     } else {
-        Value::String(text.to_string())
+        Value::String(text.into())
     })
 }
 

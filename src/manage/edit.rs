@@ -89,7 +89,7 @@ fn describe(path: &[Step]) -> String {
 fn child<'n>(node: &'n Node, step: &Step) -> Option<&'n Node> {
     match (step, &node.value) {
         (Step::Key(k), Value::Map(entries)) => {
-            entries.iter().find(|e| &e.key == k).map(|e| &e.value)
+            entries.iter().find(|e| e.key == *k).map(|e| &e.value)
         }
         (Step::Index(i), Value::Seq(items)) => items.get(*i),
         _ => None,
@@ -625,7 +625,7 @@ impl Doc {
             (Value::Map(entries), Step::Key(k)) => {
                 let entry = entries
                     .iter()
-                    .find(|e| &e.key == k)
+                    .find(|e| e.key == *k)
                     .ok_or_else(|| EditError::Missing(describe(path)))?;
                 (entries.len(), self.offset(entry.key_span.start))
             }

@@ -134,7 +134,7 @@ where
             Err(_) => World::observe(agents, live, state),
         },
     };
-    let (report, mut desired, world) = match config {
+    let (mut report, mut desired, world) = match config {
         Config::Checked(report) => {
             if !report.is_valid() {
                 return Err(PrepareError::Rejected(Box::new(report)));
@@ -172,6 +172,10 @@ where
             }
         }
     };
+    // The rules and the desired state (each binding's line) have what they need from
+    // bindings.yaml's span tree, the bulk of a large config: it is freed before the diff and
+    // the apply, and is not kept with the config the controller serves.
+    threads::drop_in_background(report.config.sources.take_tree(config::FileKind::Bindings));
     stages.done("check+desired+observe");
     // When the routing changed, the document an apply will publish is rendered while the plan
     // is made.
@@ -215,5 +219,59 @@ impl Stages {
         let now = std::time::Instant::now();
         tracing::debug!(stage, ms = (now - self.last).as_secs_f64() * 1e3, "stage");
         self.last = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FileKind;
+
+    /// A plan frees bindings.yaml's span tree once the rules and the desired state have taken
+    /// each binding's position from it; the text stays (snippets, the hash) and the desired
+    /// bindings keep their lines.
+    #[test]
+    fn a_plan_frees_the_bindings_tree_and_keeps_every_binding_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/route");
+        let load = LoadOptions {
+            state_dir: tmp.path().to_path_buf(),
+            home: None,
+        };
+        let state = StateDir::new(tmp.path());
+        let guard = super::super::guard(&dir, &load);
+        let prepared = prepare(Inputs {
+            config: Source::Dir {
+                dir: &dir,
+                load: &load,
+            },
+            live: || Ok(None),
+            state: &state,
+            sight: Sight::Assumed,
+            options: Options {
+                allow_destroy: false,
+                allow_mass_delete: false,
+                allow_empty: false,
+                guard: &guard,
+            },
+            render_routing: false,
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let sources = &prepared.report.config.sources;
+        let bindings = sources.get(FileKind::Bindings).unwrap();
+        assert!(bindings.root.is_none(), "the bindings tree was kept");
+        assert!(!bindings.text.is_empty());
+        assert!(sources.get(FileKind::Channels).unwrap().root.is_some());
+        assert!(prepared.desired.bindings.len() > 3);
+        let tree = config::yaml::parse(&bindings.text).unwrap().unwrap();
+        for (i, b) in prepared.desired.bindings.iter().enumerate() {
+            let line = tree
+                .pointer(&format!("/bindings/{i}"))
+                .unwrap()
+                .span
+                .start
+                .line;
+            assert_eq!(b.line, line, "{}", b.describe);
+        }
     }
 }

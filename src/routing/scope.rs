@@ -97,6 +97,32 @@ pub struct MatchKey {
     pub account: AccountPattern,
 }
 
+/// [`MatchKey`] borrowed from its [`Scope`]: equal exactly when the owned keys are (the owned
+/// key is made from this one), for the rules that key a map by every binding's match without
+/// copying its strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatchKeyRef<'a> {
+    pub channel: &'a str,
+    pub peer: Option<(Option<PeerClass>, Option<&'a str>)>,
+    pub guild: Option<&'a str>,
+    pub team: Option<&'a str>,
+    pub roles: &'a [String],
+    pub account: &'a AccountPattern,
+}
+
+impl MatchKeyRef<'_> {
+    pub fn owned(self) -> MatchKey {
+        MatchKey {
+            channel: self.channel.to_string(),
+            peer: self.peer.map(|(class, id)| (class, id.map(str::to_string))),
+            guild: self.guild.map(str::to_string),
+            team: self.team.map(str::to_string),
+            roles: self.roles.to_vec(),
+            account: self.account.clone(),
+        }
+    }
+}
+
 /// Where a binding sits in its tier: bindings with equal tier keys compete in config order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TierKey {
@@ -180,13 +206,21 @@ impl Scope {
     }
 
     pub fn match_key(&self) -> MatchKey {
-        MatchKey {
-            channel: self.channel.clone(),
-            peer: self.peer.as_ref().map(|p| (p.kind.class(), p.id.clone())),
-            guild: self.guild.clone(),
-            team: self.team.clone(),
-            roles: self.roles.clone(),
-            account: self.account.clone(),
+        self.match_key_ref().owned()
+    }
+
+    /// [`Scope::match_key`] without copies.
+    pub fn match_key_ref(&self) -> MatchKeyRef<'_> {
+        MatchKeyRef {
+            channel: &self.channel,
+            peer: self
+                .peer
+                .as_ref()
+                .map(|p| (p.kind.class(), p.id.as_deref())),
+            guild: self.guild.as_deref(),
+            team: self.team.as_deref(),
+            roles: &self.roles,
+            account: &self.account,
         }
     }
 
@@ -303,6 +337,92 @@ mod tests {
             ..m("slack")
         };
         assert_eq!(scope(omitted).match_key(), scope(default).match_key());
+    }
+
+    /// The borrowed key is equal, and hashes equal, exactly where the owned key does.
+    #[test]
+    fn the_borrowed_match_key_is_the_owned_one() {
+        use std::hash::BuildHasher;
+        let peer = |kind: &str, id: &str| {
+            Some(PeerSpec {
+                kind: kind.into(),
+                id: id.into(),
+            })
+        };
+        let specs = [
+            m("telegram"),
+            m("Telegram"),
+            m("slack"),
+            MatchSpec {
+                account_id: Some("default".into()),
+                ..m("slack")
+            },
+            MatchSpec {
+                account_id: Some("*".into()),
+                ..m("slack")
+            },
+            MatchSpec {
+                account_id: Some("Biz".into()),
+                peer: peer("dm", "1"),
+                ..m("telegram")
+            },
+            MatchSpec {
+                account_id: Some("biz".into()),
+                peer: peer("direct", "1"),
+                ..m("telegram")
+            },
+            MatchSpec {
+                peer: peer("group", "x"),
+                ..m("discord")
+            },
+            MatchSpec {
+                peer: peer("channel", "x"),
+                ..m("discord")
+            },
+            MatchSpec {
+                peer: peer("channel", "*"),
+                ..m("discord")
+            },
+            MatchSpec {
+                guild_id: Some("g".into()),
+                roles: Some(vec!["b".into(), "a".into()]),
+                ..m("discord")
+            },
+            MatchSpec {
+                guild_id: Some("g".into()),
+                roles: Some(vec!["a".into(), "b".into(), "a".into()]),
+                ..m("discord")
+            },
+            MatchSpec {
+                guild_id: Some("g".into()),
+                ..m("discord")
+            },
+            MatchSpec {
+                team_id: Some("g".into()),
+                ..m("discord")
+            },
+        ];
+        let scopes: Vec<Scope> = specs.into_iter().map(scope).collect();
+        let hasher = std::collections::hash_map::RandomState::new();
+        let mut equal_pairs = 0;
+        for a in &scopes {
+            for b in &scopes {
+                let owned = a.match_key() == b.match_key();
+                assert_eq!(a.match_key_ref() == b.match_key_ref(), owned, "{a:?} {b:?}");
+                if owned {
+                    equal_pairs += 1;
+                    assert_eq!(
+                        hasher.hash_one(a.match_key_ref()),
+                        hasher.hash_one(b.match_key_ref())
+                    );
+                }
+            }
+            assert_eq!(a.match_key_ref().owned(), a.match_key());
+        }
+        // Each of the 14 with itself, and both ways the five pairs written differently that are
+        // the same binding (channel case, omitted default account, account case and `dm` for
+        // `direct`, `group` for `channel`, roles' order and repeats): 14 + 5 * 2.
+        assert_eq!(equal_pairs, 24);
     }
 
     #[test]

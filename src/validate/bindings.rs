@@ -12,7 +12,7 @@ use crate::config::model::BindingType;
 use crate::config::{Binding, FileKind};
 use crate::diagnostic::{Diagnostic, rules};
 use crate::ids::{self, DEFAULT_ACCOUNT, PeerClass, PeerKind};
-use crate::routing::scope::{AccountPattern, MatchKey, Scope, TierKey};
+use crate::routing::scope::{AccountPattern, MatchKeyRef, Scope, TierKey};
 
 const FILE: FileKind = FileKind::Bindings;
 /// The channel of A2A peers (a2a.md).
@@ -295,7 +295,7 @@ fn spelling(cx: &Context<'_>, binding: &Binding, out: &mut Vec<Diagnostic>) {
 /// Binding conflicts (same match key, different agents) and unreachable bindings (an earlier
 /// binding in the same tier matches all they match).
 fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>) {
-    let mut first_by_key: HashMap<MatchKey, usize> =
+    let mut first_by_key: HashMap<MatchKeyRef<'_>, usize> =
         HashMap::with_capacity_and_hasher(scopes.len(), Default::default());
     let mut by_tier: HashMap<TierKey, Vec<usize>> = HashMap::default();
     for (i, (binding, scope)) in scopes.iter().enumerate() {
@@ -304,7 +304,7 @@ fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<
         }
         let here = || cx.at(FILE, &format!("{}/match", binding.pointer()));
         let agent = ids::agent_id(&binding.spec.agent_id);
-        match first_by_key.entry(scope.match_key()) {
+        match first_by_key.entry(scope.match_key_ref()) {
             std::collections::hash_map::Entry::Occupied(entry) => {
                 let (first, _) = scopes[*entry.get()];
                 let there = cx.at(FILE, &format!("{}/match", first.pointer()));
@@ -364,7 +364,7 @@ fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<
 
 /// ACP bindings: one concrete conversation each, one agent per conversation.
 fn acp(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>) {
-    let mut seen: HashMap<MatchKey, &Binding> = HashMap::default();
+    let mut seen: HashMap<MatchKeyRef<'_>, &Binding> = HashMap::default();
     for (binding, scope) in scopes {
         if binding.spec.kind != BindingType::Acp {
             continue;
@@ -387,7 +387,7 @@ fn acp(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>
             );
             continue;
         }
-        let key = scope.match_key();
+        let key = scope.match_key_ref();
         match seen.get(&key) {
             Some(first)
                 if ids::agent_id(&first.spec.agent_id) != ids::agent_id(&binding.spec.agent_id) =>

@@ -675,7 +675,7 @@ fn secret_text(d: &Diagnostic, sources: &Sources) -> Option<String> {
         && node.span == l.span
     {
         return match &node.value {
-            Value::String(s) => Some(s.clone()),
+            Value::String(s) => Some(s.to_string()),
             _ => None,
         };
     }

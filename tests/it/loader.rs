@@ -279,6 +279,29 @@ fn cases() -> u32 {
         .unwrap_or(2000)
 }
 
+/// The keys issues 20 and 23 added (budgets, permissions, `runtime.kind: a2a` with `url` and
+/// `token`, channels.yaml's `a2a:` block) decode from the span tree as from the JSON, and a
+/// valid file decodes (not an error both ways).
+#[test]
+fn budgets_permissions_and_a2a_decode_from_the_tree() {
+    use deepcli::config::model::{AgentsFile, ChannelsFile};
+    use deepcli::config::yaml::de::from_node;
+    let agents = "agents:\n  defaults:\n    budgets: {turnsPerHour: 10, costPerDayUsd: 2.5, concurrentTurns: 2.0}\n    permissions: {mode: approve-reads, timeoutSeconds: 60, approvers: [\"telegram:1\"]}\n  list:\n    - id: remote\n      runtime: {kind: a2a, url: \"https://r.example/a2a/x/\", token: {source: env, id: R}}\n      budgets: {turnsPerHour: 3}\n    - id: local\n      runtime: {kind: acp, command: [x]}\n      permissions: {mode: deny-all}\n";
+    let channels = "channels:\n  telegram:\n    accounts:\n      main: {botToken: \"${T}\"}\na2a:\n  expose: [local]\n  peers:\n    partner: {token: {source: env, id: P}, allowAgents: [local], requestsPerMinute: 60}\n";
+    for text in [agents, channels] {
+        assert_tree_decode_is_json_decode(text).unwrap();
+    }
+    let root = yaml::parse(agents).unwrap().unwrap();
+    let file: AgentsFile = from_node(&root).unwrap();
+    assert_eq!(file, serde_json::from_value(root.to_json()).unwrap());
+    let root = yaml::parse(channels).unwrap().unwrap();
+    let file: ChannelsFile = from_node(&root).unwrap();
+    let a2a = file.a2a.as_ref().expect("the a2a block is decoded");
+    assert_eq!(a2a.expose, ["local"]);
+    assert_eq!(a2a.peers["partner"].requests_per_minute, Some(60));
+    assert_eq!(file, serde_json::from_value(root.to_json()).unwrap());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
@@ -501,5 +524,205 @@ fn a_large_file_loads_into_the_whole_parse_tree() {
             "a_large_file_loads_into_the_whole_parse_tree: one core, so nothing was cut; the \
              equivalence of the cut was not tested"
         );
+    }
+}
+
+// ---- the load path: item-by-item schema check and decoding from the tree ----
+
+/// A file as `config::load` holds it, from its text.
+fn source(kind: FileKind, text: &str) -> Option<config::SourceFile> {
+    let root = yaml::parse(text).ok()?;
+    Some(config::SourceFile {
+        kind,
+        path: PathBuf::from(kind.file_name()),
+        text: text.to_string(),
+        root,
+    })
+}
+
+/// The top-level keys of another file, which loading leaves out before the schema check.
+fn misplaced(file: &config::SourceFile) -> Vec<String> {
+    match file.root.as_ref().map(|r| &r.value) {
+        Some(yaml::Value::Map(entries)) => entries
+            .iter()
+            .filter(|e| FileKind::owning(&e.key).is_some_and(|k| k != file.kind))
+            .map(|e| e.key.to_string())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The schema check item by item gives what checking the whole file as one instance gives:
+/// the same diagnostics, in the same order once sorted as every report sorts them.
+fn assert_split_check_is_whole_check(kind: FileKind, text: &str) -> Result<(), TestCaseError> {
+    let Some(file) = source(kind, text) else {
+        return Ok(());
+    };
+    let skip = misplaced(&file);
+    let mut split = config::schema::validate(&file, &skip);
+    let mut whole = config::schema::validate_whole(&file, &skip);
+    deepcli::diagnostic::sort(&mut split);
+    deepcli::diagnostic::sort(&mut whole);
+    prop_assert_eq!(format!("{split:#?}"), format!("{whole:#?}"), "{:?}", kind);
+    Ok(())
+}
+
+/// Decoding a file's types from its tree gives what decoding them from its JSON gives: the same
+/// value, or an error both ways.
+fn assert_tree_decode_is_json_decode(text: &str) -> Result<(), TestCaseError> {
+    use deepcli::config::model::{
+        AccountSpec, AgentSpec, AgentsFile, BindingSpec, BindingsFile, ChannelsFile,
+    };
+    use deepcli::config::yaml::de::from_node;
+    let Ok(Some(root)) = yaml::parse(text) else {
+        return Ok(());
+    };
+    let json = root.to_json();
+    fn same<T: serde::de::DeserializeOwned + for<'a> serde::Deserialize<'a> + std::fmt::Debug>(
+        root: &yaml::Node,
+        json: &serde_json::Value,
+    ) -> Result<(), TestCaseError> {
+        let from_tree = from_node::<T>(root).map_err(|_| ());
+        let from_json = serde_json::from_value::<T>(json.clone()).map_err(|_| ());
+        prop_assert_eq!(
+            format!("{from_tree:?}"),
+            format!("{from_json:?}"),
+            "{}",
+            std::any::type_name::<T>()
+        );
+        Ok(())
+    }
+    same::<AgentsFile>(&root, &json)?;
+    same::<ChannelsFile>(&root, &json)?;
+    same::<BindingsFile>(&root, &json)?;
+    same::<AgentSpec>(&root, &json)?;
+    same::<AccountSpec>(&root, &json)?;
+    same::<BindingSpec>(&root, &json)?;
+    Ok(())
+}
+
+/// Every config file among the test fixtures and the examples.
+fn fixture_files() -> Vec<(FileKind, String)> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<(FileKind, String)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(&path, out);
+                continue;
+            }
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let Some(kind) = FileKind::ALL.into_iter().find(|k| k.file_name() == name) else {
+                continue;
+            };
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                out.push((kind, text));
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    walk(&root.join("tests/fixtures"), &mut out);
+    walk(&root.join("examples"), &mut out);
+    out
+}
+
+#[test]
+fn the_item_by_item_schema_check_is_the_whole_file_check_on_every_fixture() {
+    let files = fixture_files();
+    assert!(files.len() > 50, "only {} fixture files", files.len());
+    for (kind, text) in &files {
+        assert_split_check_is_whole_check(*kind, text).unwrap();
+        assert_tree_decode_is_json_decode(text).unwrap();
+    }
+}
+
+#[test]
+fn the_large_collections_are_checked_item_by_item() {
+    // agents.list, each channel's accounts, bindings: if a schema change makes splitting one
+    // inexact, it is checked whole again (correct, slower); this says so.
+    for kind in FileKind::ALL {
+        assert_eq!(config::schema::split_collections(kind), 1, "{kind:?}");
+    }
+}
+
+/// Item-level errors of every kind, in lists long enough to be checked and decoded on every
+/// core: the big bindings files of the cut-parse test (null items, scalars, nested lists, bad
+/// keys and types among valid bindings), and as many agents and accounts.
+#[test]
+fn a_large_file_with_bad_items_is_checked_and_decoded_as_a_whole() {
+    let shapes: Vec<u8> = (0..17).collect();
+    let bindings = big_document(&shapes, 2, 1, true, 256 * 1024);
+    assert_split_check_is_whole_check(FileKind::Bindings, &bindings).unwrap();
+    assert_tree_decode_is_json_decode(&bindings).unwrap();
+    let mut agents = String::from("bindings: []\nagents:\n  defaults: {model: m}\n  list:\n");
+    let mut channels = String::from("channels:\n  defaults: {dmPolicy: open}\n");
+    for i in 0..3000 {
+        agents.push_str(&match i % 7 {
+            0 => format!("    - id: a{i}\n      runtime: {{kind: acp, command: [x]}}\n"),
+            1 => format!("    - id: A{i}\n      model: 42\n"),
+            2 => format!("    - id: a{i}\n      bogus: true\n"),
+            3 => "    -\n".to_string(),
+            4 => format!("    - id: a{i}\n      identity: {{name: n, emoji: \"🙂\"}}\n"),
+            5 => format!("    - {{id: a{i}, tools: {{allow: [x], deny: 1}}}}\n"),
+            _ => match (i / 7) % 4 {
+                0 => format!("    - id: a{i}\n      model: {{primary: p, fallbacks: [f]}}\n"),
+                // What issues 20 and 23 added: budgets, permissions, a remote A2A runtime.
+                1 => format!(
+                    "    - id: a{i}\n      runtime: {{kind: a2a, url: \"https://r.example/a2a\", token: {{source: env, id: T}}}}\n      budgets: {{turnsPerHour: 10, costPerDayUsd: 2.5}}\n"
+                ),
+                2 => format!(
+                    "    - id: a{i}\n      permissions: {{mode: approve-reads, timeoutSeconds: 60.0, approvers: [\"telegram:1\"]}}\n      budgets: {{turnsPerHour: 0, bogus: 1}}\n"
+                ),
+                _ => format!(
+                    "    - id: a{i}\n      permissions: {{mode: maybe}}\n      runtime: {{kind: a2a, url: 7}}\n"
+                ),
+            },
+        });
+        if i % 100 == 0 {
+            channels.push_str(&format!("  ch{i}:\n    dmPolicy: pairing\n    accounts:\n"));
+        }
+        channels.push_str(&match i % 5 {
+            0 => format!("      acc{i}: {{botToken: \"${{T{i}}}\"}}\n"),
+            1 => format!("      acc{i}: {{dmPolicy: nope}}\n"),
+            2 => format!("      acc{i}: 5\n"),
+            3 => format!("      acc{i}: {{webhookSecret: {{source: env}}, historyLimit: 4.0}}\n"),
+            _ => format!("      acc{i}: {{allowFrom: [\"*\"], dmPolicy: open, extra: 1}}\n"),
+        });
+    }
+    // channels.yaml's `a2a:` block (issue 23), beside the split accounts: one good peer, one bad.
+    channels.push_str("a2a:\n  expose: [a0, a7]\n  peers:\n    p1: {token: {source: env, id: P1}, allowAgents: [a0], requestsPerMinute: 60.0}\n    p2: {token: 5, extra: 1}\n");
+    assert_split_check_is_whole_check(FileKind::Agents, &agents).unwrap();
+    assert_tree_decode_is_json_decode(&agents).unwrap();
+    assert_split_check_is_whole_check(FileKind::Channels, &channels).unwrap();
+    assert_tree_decode_is_json_decode(&channels).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// The seeds with an edit anywhere: whatever it breaks, the split check and the tree decode
+    /// agree with the whole-file ones.
+    #[test]
+    fn mutated_configs_check_and_decode_as_a_whole(
+        which in 0usize..3,
+        at in 0usize..400,
+        insert in "[-:{}\\[\\],&*!|>'\" \n\ta-z0-9]{0,4}|agents|list|id|bindings|accounts|channels|defaults|42|4.0|~",
+        cut in 0usize..4,
+    ) {
+        let seed = SEEDS[which];
+        let at = seed.floor_char_boundary(at.min(seed.len()));
+        let end = seed.floor_char_boundary((at + cut).min(seed.len()));
+        let mutated = format!("{}{}{}", &seed[..at], insert, &seed[end..]);
+        for kind in FileKind::ALL {
+            assert_split_check_is_whole_check(kind, &mutated)?;
+        }
+        assert_tree_decode_is_json_decode(&mutated)?;
     }
 }

@@ -666,3 +666,38 @@ fn a_published_plan_tells_undeclared_channels_too() {
     ]);
     assert_eq!((known.code, known.stderr.as_str()), (0, ""));
 }
+
+/// Every deepcli process runs with transparent huge pages off (src/main.rs, docs/controller.md):
+/// a batch kept waiting for input is looked at in /proc while it lives.
+#[test]
+fn a_deepcli_process_runs_without_transparent_huge_pages() {
+    use std::io::BufRead as _;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_deepcli"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["route", "--config", FIXTURE, "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"channel\":\"telegram\",\"peer\":{\"kind\":\"direct\",\"id\":\"1\"}}\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    // Its answer says it is up and past its start; it waits for the next line.
+    let mut answer = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut answer)
+        .unwrap();
+    assert!(answer.contains("\"agentId\""), "{answer}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    drop(stdin);
+    child.wait().unwrap();
+    let thp = status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .expect("/proc/<pid>/status has THP_enabled (Linux 5.0 and later)");
+    assert_eq!(thp.trim(), "0", "{status}");
+}
