@@ -1,6 +1,7 @@
 //! The channel accounts a hub declares, for `deepcli route` to say when it routes a message the
 //! Access API would refuse: a channel channels.yaml does not declare, or an account of a
 //! channel that lists its accounts and not this one (the Access API answers both with 404).
+//! Channel `a2a` is declared by channels.yaml's `a2a:` block, with its one account `default`.
 //! Routing itself does not look: a route is what the bindings say, declared or not. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +45,13 @@ impl Declared {
             channels.insert(
                 ids::channel(&channel.id).into_owned(),
                 (!accounts.is_empty()).then_some(accounts),
+            );
+        }
+        // The hub's A2A server takes channel `a2a` as its one account, `default` (a2a.md).
+        if config.a2a.is_some() {
+            channels.insert(
+                "a2a".to_string(),
+                Some(BTreeSet::from([ids::DEFAULT_ACCOUNT.to_string()])),
             );
         }
         Declared { channels }
@@ -140,5 +148,23 @@ mod tests {
         let work = d.check("telegram", "work").unwrap();
         assert_eq!(work.to_string(), "telegram/work");
         assert_eq!(d.accounts("telegram"), ["default", "personal"]);
+    }
+
+    #[test]
+    fn the_a2a_block_declares_channel_a2a_with_its_one_account() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("channels.yaml"), "a2a:\n  expose: []\n").unwrap();
+        let options = crate::config::LoadOptions {
+            state_dir: dir.path().join("state"),
+            home: None,
+        };
+        let config = crate::config::load(dir.path(), &options).unwrap().config;
+        let d = Declared::of_config(&config);
+        assert_eq!(d.check("a2a", "default"), None);
+        assert_eq!(d.check("a2a", "other").unwrap().to_string(), "a2a/other");
+        std::fs::write(dir.path().join("channels.yaml"), "channels: {}\n").unwrap();
+        let config = crate::config::load(dir.path(), &options).unwrap().config;
+        let d = Declared::of_config(&config);
+        assert!(d.check("a2a", "default").is_some());
     }
 }
