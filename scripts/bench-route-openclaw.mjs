@@ -12,6 +12,7 @@ import fs from "node:fs";
 import path from "node:path";
 import readline from "node:readline";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { findExport } from "./openclaw-peer.mjs";
 
 const t0 = performance.now();
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -19,27 +20,13 @@ const peer = path.join(root, ".openclaw-peer", "node_modules", "openclaw");
 const JSON5 = (await import(pathToFileURL(path.join(peer, "..", "json5", "lib", "index.js")).href)).default;
 const routing = await import(pathToFileURL(path.join(peer, "dist", "plugin-sdk", "routing.js")).href);
 
-async function findExport(fnName) {
-  const dist = path.join(peer, "dist");
-  for (const file of fs.readdirSync(dist)) {
-    if (!file.endsWith(".mjs") && !file.endsWith(".js")) continue;
-    const text = fs.readFileSync(path.join(dist, file), "utf8");
-    if (!text.includes(`function ${fnName}(`)) continue;
-    const m = text.match(new RegExp(`\\b${fnName} as (\\w+)\\b`));
-    if (!m) continue;
-    const mod = await import(pathToFileURL(path.join(dist, file)).href);
-    return mod[m[1]];
-  }
-  throw new Error(`${fnName} not found in ${dist}`);
-}
-
 const [configPath, ...flags] = process.argv.slice(2);
 const tImport = performance.now();
 let cfg = JSON5.parse(fs.readFileSync(configPath, "utf8"));
 const tParse = performance.now();
 let tValidate = tParse;
 if (!flags.includes("--no-validate")) {
-  const validate = await findExport("validateConfigObjectWithPlugins");
+  const validate = await findExport(peer, "validateConfigObjectWithPlugins");
   const t = performance.now();
   const r = validate(cfg);
   if (!r.ok) {

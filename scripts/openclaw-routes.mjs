@@ -20,6 +20,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { findExport } from "./openclaw-peer.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const peer = path.join(root, ".openclaw-peer", "node_modules", "openclaw");
@@ -34,20 +35,7 @@ const routing = await import(pathToFileURL(path.join(peer, "dist", "plugin-sdk",
 
 // The gateway validates with its bundled channel plugins: find that function in OpenClaw's
 // bundle by name (the chunk names are content hashes).
-async function findExport(fnName) {
-  const dist = path.join(peer, "dist");
-  for (const file of fs.readdirSync(dist)) {
-    if (!file.endsWith(".mjs")) continue;
-    const text = fs.readFileSync(path.join(dist, file), "utf8");
-    if (!text.includes(`function ${fnName}(`)) continue;
-    const m = text.match(new RegExp(`\\b${fnName} as (\\w+)\\b`));
-    if (!m) continue;
-    const mod = await import(pathToFileURL(path.join(dist, file)).href);
-    return mod[m[1]];
-  }
-  throw new Error(`${fnName} not found in ${dist}`);
-}
-const validate = await findExport("validateConfigObjectWithPlugins");
+const validate = await findExport(peer, "validateConfigObjectWithPlugins");
 
 const sha = (text) => "sha256:" + createHash("sha256").update(text).digest("hex");
 const PROBE = "openclaw-import-probe";
