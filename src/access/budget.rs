@@ -292,10 +292,7 @@ impl Budgets {
         limits: &BudgetLimits,
         now_ms: i64,
     ) -> Result<(), Refusal> {
-        let mut counts = lock(&self.counts);
-        let c = counts.entry(agent_id.to_string()).or_default();
-        c.trim(now_ms);
-        check(agent_id, c, limits, now_ms)
+        self.with_counts(agent_id, now_ms, |c| check(agent_id, c, limits, now_ms))
     }
 
     /// Takes a turn for agent `agent_id` if its budgets allow: counted in `turnsPerHour` and,
@@ -306,17 +303,12 @@ impl Budgets {
         limits: &BudgetLimits,
         now_ms: i64,
     ) -> Result<TurnPermit<'_>, Refusal> {
-        let mut counts = lock(&self.counts);
-        // The common case (a known agent) allocates nothing.
-        let c = match counts.get_mut(agent_id) {
-            Some(c) => c,
-            None => counts.entry(agent_id.to_string()).or_default(),
-        };
-        c.trim(now_ms);
-        check(agent_id, c, limits, now_ms)?;
-        c.turns.push_back(now_ms);
-        c.running += 1;
-        drop(counts);
+        self.with_counts(agent_id, now_ms, |c| {
+            check(agent_id, c, limits, now_ms)?;
+            c.turns.push_back(now_ms);
+            c.running += 1;
+            Ok(())
+        })?;
         Ok(TurnPermit {
             budgets: self,
             agent_id: agent_id.to_string(),
@@ -330,24 +322,35 @@ impl Budgets {
         limits: &BudgetLimits,
         now_ms: i64,
     ) -> Result<(), Refusal> {
+        self.with_counts(agent_id, now_ms, |c| {
+            if let Some(max) = limits.spawns_per_hour
+                && c.spawns.len() >= max as usize
+            {
+                let oldest = c.spawns.front().copied().unwrap_or(now_ms);
+                return Err(Refusal {
+                    agent_id: agent_id.to_string(),
+                    limit: Limit::SpawnsPerHour,
+                    used: c.spawns.len().to_string(),
+                    allowed: max.to_string(),
+                    what: "spawns in the last hour",
+                    retry_after: retry_after_ms(oldest + HOUR_MS - now_ms),
+                });
+            }
+            c.spawns.push_back(now_ms);
+            Ok(())
+        })
+    }
+
+    /// `f` on agent `agent_id`'s counters (made on first use), trimmed to `now_ms`'s windows,
+    /// under the lock. A known agent, the common case, allocates nothing.
+    fn with_counts<T>(&self, agent_id: &str, now_ms: i64, f: impl FnOnce(&mut Counts) -> T) -> T {
         let mut counts = lock(&self.counts);
-        let c = counts.entry(agent_id.to_string()).or_default();
+        let c = match counts.get_mut(agent_id) {
+            Some(c) => c,
+            None => counts.entry(agent_id.to_string()).or_default(),
+        };
         c.trim(now_ms);
-        if let Some(max) = limits.spawns_per_hour
-            && c.spawns.len() >= max as usize
-        {
-            let oldest = c.spawns.front().copied().unwrap_or(now_ms);
-            return Err(Refusal {
-                agent_id: agent_id.to_string(),
-                limit: Limit::SpawnsPerHour,
-                used: c.spawns.len().to_string(),
-                allowed: max.to_string(),
-                what: "spawns in the last hour",
-                retry_after: retry_after_ms(oldest + HOUR_MS - now_ms),
-            });
-        }
-        c.spawns.push_back(now_ms);
-        Ok(())
+        f(c)
     }
 
     /// What the runtime session `session` (`<instance>/<id>`) reported in total after a turn
@@ -381,72 +384,71 @@ impl Budgets {
 
     /// Counts what a finished turn of `agent_id` used.
     pub fn add_usage(&self, agent_id: &str, usage: TurnUsage, now_ms: i64) {
-        let mut counts = lock(&self.counts);
-        let c = counts.entry(agent_id.to_string()).or_default();
-        c.trim(now_ms);
-        c.add_usage(usage);
+        self.with_counts(agent_id, now_ms, |c| c.add_usage(usage));
     }
 
     /// Agent `agent_id`'s counters against its limits, for `deepcli status`: usage never
     /// reported today is `"unknown"`, and a token or cost budget over such usage says it is
     /// not enforceable.
     pub fn report(&self, agent_id: &str, limits: &BudgetLimits, now_ms: i64) -> Value {
-        let mut counts = lock(&self.counts);
-        let c = counts.entry(agent_id.to_string()).or_default();
-        c.trim(now_ms);
-        let known = |reported: u64, value: Value| {
-            if reported == 0 {
-                json!("unknown")
-            } else {
-                value
-            }
-        };
-        let tokens = known(c.tokens_reported, json!(c.tokens));
-        let cost = known(
-            c.cost_reported,
-            json!(c.cost_micros as f64 / MICROS_PER_USD),
-        );
-        let mut notes = Vec::new();
-        for (limit, reported, name) in [
-            (
-                limits.tokens_per_day.is_some(),
-                c.tokens_reported,
-                "tokensPerDay",
-            ),
-            (
-                limits.cost_per_day_micros.is_some(),
-                c.cost_reported,
-                "costPerDayUsd",
-            ),
-        ] {
-            if limit && reported == 0 {
-                notes.push(format!(
-                    "{name} is not enforceable: the runtime has reported no usage today (unknown, not 0)"
-                ));
-            } else if limit && reported < c.turns_today {
-                notes.push(format!(
-                    "{name}: {} of {} turns today reported no usage; those count as unknown",
-                    c.turns_today - reported,
-                    c.turns_today
-                ));
-            }
-        }
-        json!({
-            "turnsLastHour": c.turns.len(),
-            "turnsPerHour": limits.turns_per_hour,
-            "runningTurns": c.running,
-            "concurrentTurns": limits.concurrent_turns,
-            "turnSeconds": limits.turn_seconds.map(|d| d.as_secs()),
-            "spawnsLastHour": c.spawns.len(),
-            "spawnsPerHour": limits.spawns_per_hour,
-            "tokensToday": tokens,
-            "tokensPerDay": limits.tokens_per_day,
-            "costTodayUsd": cost,
-            "costPerDayUsd": limits.cost_per_day_micros.map(|m| m as f64 / MICROS_PER_USD),
-            "turnsToday": c.turns_today,
-            "notes": notes,
-        })
+        self.with_counts(agent_id, now_ms, |c| report(c, limits))
     }
+}
+
+/// [`Budgets::report`] of counters `c`.
+fn report(c: &Counts, limits: &BudgetLimits) -> Value {
+    let known = |reported: u64, value: Value| {
+        if reported == 0 {
+            json!("unknown")
+        } else {
+            value
+        }
+    };
+    let tokens = known(c.tokens_reported, json!(c.tokens));
+    let cost = known(
+        c.cost_reported,
+        json!(c.cost_micros as f64 / MICROS_PER_USD),
+    );
+    let mut notes = Vec::new();
+    for (limit, reported, name) in [
+        (
+            limits.tokens_per_day.is_some(),
+            c.tokens_reported,
+            "tokensPerDay",
+        ),
+        (
+            limits.cost_per_day_micros.is_some(),
+            c.cost_reported,
+            "costPerDayUsd",
+        ),
+    ] {
+        if limit && reported == 0 {
+            notes.push(format!(
+                "{name} is not enforceable: the runtime has reported no usage today (unknown, not 0)"
+            ));
+        } else if limit && reported < c.turns_today {
+            notes.push(format!(
+                "{name}: {} of {} turns today reported no usage; those count as unknown",
+                c.turns_today - reported,
+                c.turns_today
+            ));
+        }
+    }
+    json!({
+        "turnsLastHour": c.turns.len(),
+        "turnsPerHour": limits.turns_per_hour,
+        "runningTurns": c.running,
+        "concurrentTurns": limits.concurrent_turns,
+        "turnSeconds": limits.turn_seconds.map(|d| d.as_secs()),
+        "spawnsLastHour": c.spawns.len(),
+        "spawnsPerHour": limits.spawns_per_hour,
+        "tokensToday": tokens,
+        "tokensPerDay": limits.tokens_per_day,
+        "costTodayUsd": cost,
+        "costPerDayUsd": limits.cost_per_day_micros.map(|m| m as f64 / MICROS_PER_USD),
+        "turnsToday": c.turns_today,
+        "notes": notes,
+    })
 }
 
 impl Counts {
