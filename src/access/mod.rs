@@ -798,6 +798,29 @@ impl Access {
         })
     }
 
+    /// A turn's answer with its budget row, which rides in the transcript's transaction; a
+    /// failed turn gets no transcript row, so its budget row is recorded on its own.
+    async fn counted(
+        &self,
+        session_key: &str,
+        answered: Result<Answer, AccessError>,
+        counted: store::CountedTurn,
+    ) -> Result<Answer, AccessError> {
+        match answered {
+            Ok(mut answer) => {
+                answer.counted = Some(counted);
+                Ok(answer)
+            }
+            Err(e) => {
+                let key = session_key.to_string();
+                let _ = self
+                    .blocking(move |s| s.record_turn(&key, &[], None, Some(&counted)))
+                    .await;
+                Err(e)
+            }
+        }
+    }
+
     /// The runtime session `session_key` speaks in, opened in this runtime instance if it is
     /// not yet: resumed with `session/load` when the agent can and nothing else here holds that
     /// id, else a new session whose first prompt carries this conversation's recent turns.
@@ -1008,19 +1031,10 @@ impl Access {
                 run_id: options.run_id.clone(),
                 usage: budget::TurnUsage::default(),
             };
-            return match answered {
-                Ok(mut answer) => {
-                    answer.counted = Some(counted);
-                    Ok((answer, Vec::new()))
-                }
-                Err(e) => {
-                    let key = session_key.to_string();
-                    let _ = self
-                        .blocking(move |s| s.record_turn(&key, &[], None, Some(&counted)))
-                        .await;
-                    Err(e)
-                }
-            };
+            return self
+                .counted(session_key, answered, counted)
+                .await
+                .map(|answer| (answer, Vec::new()));
         };
         let (session_id, prompt_text, mut notes) = self
             .open_session(&handle, agent_id, session_key, text, options)
@@ -1058,20 +1072,7 @@ impl Access {
             run_id: options.run_id.clone(),
             usage,
         };
-        let answered = match answered {
-            Ok(mut answer) => {
-                answer.counted = Some(counted);
-                Ok(answer)
-            }
-            Err(e) => {
-                // No transcript row comes after a failed turn: counted on its own.
-                let key = session_key.to_string();
-                let _ = self
-                    .blocking(move |s| s.record_turn(&key, &[], None, Some(&counted)))
-                    .await;
-                Err(e)
-            }
-        };
+        let answered = self.counted(session_key, answered, counted).await;
         if options.oneshot {
             notes.push(close_session(&handle, &session_id).await);
             if let Some(door) = self.door.get() {
