@@ -615,15 +615,16 @@ impl Approvals {
             Filed::Pending(record, rx) => (record, rx),
         };
         let wait = policy.timeout.min(MANAGEMENT_WAIT);
-        match tokio::time::timeout(wait, rx).await {
+        let decided = tokio::time::timeout(wait, rx).await;
+        let id = record.id.clone();
+        let now = self
+            .db(move |s| s.get(&id))
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(record);
+        match decided {
             Ok(Ok(verdict)) => {
-                let id = record.id.clone();
-                let now = self
-                    .db(move |s| s.get(&id))
-                    .await
-                    .ok()
-                    .flatten()
-                    .unwrap_or(record);
                 let written = verdict.result.as_ref().is_some_and(|r| r["ok"] == true);
                 Ok(json!({
                     "status": now.state,
@@ -637,13 +638,6 @@ impl Approvals {
             _ => {
                 // Still pending (or this controller is going away): the agent is told the id.
                 // A later decision still runs it; the waiter is kept for `decide` to find.
-                let id = record.id.clone();
-                let now = self
-                    .db(move |s| s.get(&id))
-                    .await
-                    .ok()
-                    .flatten()
-                    .unwrap_or(record);
                 Ok(json!({
                     "status": now.state,
                     "approvalId": now.id,
