@@ -8,7 +8,6 @@ use crate::ids::DEFAULT_ACCOUNT;
 use crate::policy::{self, AgentPatterns, Conversation, Message, Reason, Unless, Verdict};
 use crate::routing::{RouteInput, RouteResult, input::Peer};
 
-use super::store::DeliveryKey;
 use super::{Access, AccessError};
 use crate::state::pairing::{self as records, Requested};
 
@@ -97,18 +96,12 @@ impl Access {
             Verdict::Gated { gate, .. } => gate,
         };
         let mut pairing_code = None;
-        if gate.reason == Reason::PairingRequired {
-            let key = DeliveryKey {
-                channel: CHANNEL.to_string(),
-                account_id: DEFAULT_ACCOUNT.to_string(),
-                peer_kind: "direct".to_string(),
-                peer_id: peer.to_string(),
-                thread_id: String::new(),
-                message_id: String::new(),
-            };
-            if let Requested::Created { code, .. } = self.pairing_request(&key, peer, None).await? {
-                pairing_code = Some(code);
-            }
+        if gate.reason == Reason::PairingRequired
+            && let Requested::Created { code, .. } = self
+                .pairing_request(CHANNEL, DEFAULT_ACCOUNT, peer, None)
+                .await?
+        {
+            pairing_code = Some(code);
         }
         self.metrics
             .gated(CHANNEL, DEFAULT_ACCOUNT, gate.reason.as_str());

@@ -309,7 +309,12 @@ impl Access {
             Reason::PairingRequired => match &facts.sender_id {
                 Some(sender) => {
                     match self
-                        .pairing_request(key, sender, facts.sender_name.as_deref())
+                        .pairing_request(
+                            &key.channel,
+                            &key.account_id,
+                            sender,
+                            facts.sender_name.as_deref(),
+                        )
                         .await?
                     {
                         Requested::Created { code, expires_at } => {
@@ -372,7 +377,8 @@ impl Access {
 
     pub(super) async fn pairing_request(
         &self,
-        key: &DeliveryKey,
+        channel: &str,
+        account: &str,
         sender: &str,
         name: Option<&str>,
     ) -> Result<Requested, AccessError> {
@@ -382,8 +388,8 @@ impl Access {
             )
         })?;
         let (channel, account, sender, name) = (
-            key.channel.clone(),
-            key.account_id.clone(),
+            channel.to_string(),
+            account.to_string(),
             sender.trim().to_string(),
             name.map(str::to_string),
         );
