@@ -22,7 +22,7 @@
 //! in ms per mode; the target is < 20 ms. Prints one JSON object.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc;
@@ -32,7 +32,11 @@ use clap::Parser;
 
 #[path = "controller_addr.rs"]
 mod controller_addr;
+#[path = "loopback_http.rs"]
+mod loopback_http;
 use serde_json::{Value, json};
+
+use loopback_http::http;
 
 #[derive(Parser)]
 struct Cli {
@@ -51,40 +55,6 @@ struct Cli {
 }
 
 const SECRET: &str = "bench-approvals-secret";
-
-fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\ncontent-type: application/json\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).expect("write");
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).expect("read");
-    let text = String::from_utf8_lossy(&answer);
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    let json = body
-        .find('{')
-        .and_then(|start| body.rfind('}').map(|end| &body[start..=end]))
-        .unwrap_or("null");
-    (status, serde_json::from_str(json).unwrap_or(Value::Null))
-}
 
 /// Every POST to the reply URL: its body, and when it was read.
 fn reply_listener() -> (String, mpsc::Receiver<(Instant, Value)>) {
