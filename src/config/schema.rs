@@ -13,6 +13,8 @@
 //! nothing above the items looks into them (no `allOf`, `if`, `minItems`, … on the way down:
 //! see [`Collection::find`]). Errors keep the pointers of the whole file.
 
+mod instance;
+
 use std::sync::OnceLock;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
@@ -22,6 +24,7 @@ use serde_json::Value as Json;
 use super::source::{FileKind, SourceFile};
 use super::yaml::{self, Node};
 use crate::diagnostic::{Diagnostic, rules};
+use instance::Tree;
 
 pub const AGENTS: &str = include_str!("../../schema/agents.schema.json");
 pub const CHANNELS: &str = include_str!("../../schema/channels.schema.json");
@@ -76,8 +79,8 @@ struct Collection {
     path: Vec<(Step, Vec<String>)>,
     /// The container is a sequence (else a mapping).
     sequence: bool,
-    /// The items' schema, with the root's `$defs`.
-    validator: Validator,
+    /// The items' schema, with the root's `$defs`, reading items in the tree.
+    validator: Validator<Tree>,
     document: Json,
 }
 
@@ -159,8 +162,12 @@ impl Collection {
             }
         }
         let document = Json::Object(sub);
-        let validator = build(&document).ok()?;
-        if !sequence && !validator.is_valid(&Json::Object(Default::default())) {
+        let validator = build_for::<Tree>(&document).ok()?;
+        let empty = Node {
+            span: Default::default(),
+            value: yaml::Value::Map(Vec::new()),
+        };
+        if !sequence && !validator.is_valid(&empty) {
             return None;
         }
         Some(Collection {
@@ -191,7 +198,15 @@ fn resolve<'a>(document: &'a Json, mut node: &'a Json) -> Option<&'a Json> {
 }
 
 fn build(schema: &Json) -> Result<Validator, ValidationError<'static>> {
-    jsonschema::draft202012::options()
+    build_for::<jsonschema::json::SerdeJson>(schema)
+}
+
+/// A validator of instances in the representation `F`: JSON, or the tree ([`Tree`]).
+fn build_for<F: jsonschema::json::Json>(
+    schema: &Json,
+) -> Result<Validator<F>, ValidationError<'static>> {
+    jsonschema::options_for::<F>()
+        .with_draft(jsonschema::Draft::Draft202012)
         .should_validate_formats(false)
         .build(schema)
 }
@@ -381,13 +396,12 @@ pub fn validate(file: &SourceFile, skip: &[String]) -> Vec<Diagnostic> {
     let check = |_: usize, items: &[Item<'_>]| {
         let mut out = Vec::new();
         for item in items {
-            let instance = item.node.to_json();
             let validator = &item.collection.validator;
-            if validator.is_valid(&instance) {
+            if validator.is_valid(item.node) {
                 continue;
             }
             let prefix = split.pointer(item);
-            for error in validator.iter_errors(&instance) {
+            for error in validator.iter_errors(item.node) {
                 let pointer = format!("{prefix}{}", error.instance_path().as_str());
                 let document = &item.collection.document;
                 diagnose(file, &error, &pointer, document, compiled, &mut out);
