@@ -124,13 +124,17 @@ impl MatchKeyRef<'_> {
 }
 
 /// Where a binding sits in its tier: bindings with equal tier keys compete in config order.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TierKey {
-    pub channel: String,
+/// Borrowed from its [`Scope`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TierKey<'a> {
+    pub channel: &'a str,
     pub tier: Tier,
-    /// The peer (`group:c1`), the wildcard's peer class, the guild or the team; for the account
-    /// tier the account. Empty for the channel tier.
-    pub key: String,
+    /// The peer's class (its kind, for a kind outside the three), for the peer and wildcard
+    /// tiers; empty for the others.
+    pub class: &'a str,
+    /// The peer id, the guild or the team; for the account tier the account. Empty for the
+    /// wildcard and channel tiers.
+    pub key: &'a str,
 }
 
 fn non_empty(raw: Option<&str>) -> Option<String> {
@@ -179,28 +183,29 @@ impl Scope {
         }
     }
 
-    pub fn tier_key(&self) -> TierKey {
+    pub fn tier_key(&self) -> TierKey<'_> {
         let tier = self.tier();
-        let class = |p: &PeerPattern| match p.kind.class() {
-            Some(class) => class.as_str().to_string(),
-            None => p.kind.as_str().to_string(),
-        };
-        let key = match (tier, &self.peer) {
-            (Tier::Peer, Some(p)) => {
-                format!("{}:{}", class(p), p.id.as_deref().unwrap_or_default())
+        fn class(p: &PeerPattern) -> &str {
+            match p.kind.class() {
+                Some(class) => class.as_str(),
+                None => p.kind.as_str(),
             }
-            (Tier::Wildcard, Some(p)) => class(p),
-            (Tier::GuildRoles | Tier::Guild, _) => self.guild.clone().unwrap_or_default(),
-            (Tier::Team, _) => self.team.clone().unwrap_or_default(),
+        }
+        let (class, key) = match (tier, &self.peer) {
+            (Tier::Peer, Some(p)) => (class(p), p.id.as_deref().unwrap_or_default()),
+            (Tier::Wildcard, Some(p)) => (class(p), ""),
+            (Tier::GuildRoles | Tier::Guild, _) => ("", self.guild.as_deref().unwrap_or_default()),
+            (Tier::Team, _) => ("", self.team.as_deref().unwrap_or_default()),
             (Tier::Account, _) => match &self.account {
-                AccountPattern::Exact(a) => a.clone(),
-                AccountPattern::Any => String::new(),
+                AccountPattern::Exact(a) => ("", a.as_str()),
+                AccountPattern::Any => ("", ""),
             },
-            _ => String::new(),
+            _ => ("", ""),
         };
         TierKey {
-            channel: self.channel.clone(),
+            channel: &self.channel,
             tier,
+            class,
             key,
         }
     }

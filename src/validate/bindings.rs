@@ -5,6 +5,7 @@
 //! by grouping bindings by tier key (routing.md §4) and comparing a binding only with the first
 //! few earlier bindings of its own group. Both are linear in the number of bindings.
 
+use hashbrown::hash_table::{self, HashTable};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::Context;
@@ -39,7 +40,7 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<Diagnostic>) {
-    let base = binding.pointer();
+    let at = |key: &str| cx.at(FILE, &format!("{}/{key}", binding.pointer()));
     let config = cx.config;
     let agent = ids::agent_id(&binding.spec.agent_id);
     if config.complete.agents && !cx.has_agent(&agent) {
@@ -51,7 +52,7 @@ fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<
                 binding.spec.agent_id
             ),
         )
-        .at(cx.at(FILE, &format!("{base}/agentId")));
+        .at(at("agentId"));
         out.push(match crate::suggest::closest(&agent, ids) {
             Some(near) => d.hint(format!("did you mean `{near}`?")),
             None => d.hint("declare the agent in agents.yaml (`agents.list`), or fix the id"),
@@ -74,7 +75,7 @@ fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<
                     binding.spec.matcher.channel
                 ),
             )
-            .at(cx.at(FILE, &format!("{base}/match/channel")));
+            .at(at("match/channel"));
             out.push(match crate::suggest::closest(&scope.channel, ids) {
                 Some(near) => d.hint(format!("did you mean `{near}`?")),
                 None => d.hint(format!(
@@ -102,7 +103,7 @@ fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<
                 rules::UNKNOWN_ACCOUNT,
                 format!("channel `{}` has no account `{raw}`", channel.id),
             )
-            .at(cx.at(FILE, &format!("{base}/match/accountId")));
+            .at(at("match/accountId"));
             out.push(
                 match crate::suggest::closest(raw, declared.iter().copied()) {
                     Some(near) => d.hint(format!("did you mean `{near}`?")),
@@ -128,7 +129,7 @@ fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<
                 .hint(format!(
                     "add `accountId: {suggestion}` (or `accountId: \"*\"` for every account)"
                 ))
-                .at(cx.at(FILE, &format!("{base}/match"))),
+                .at(at("match")),
             );
         }
     }
@@ -237,44 +238,34 @@ fn a2a_binding(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec
 
 /// Ids that the router normalizes: say what they mean.
 fn spelling(cx: &Context<'_>, binding: &Binding, out: &mut Vec<Diagnostic>) {
-    let base = binding.pointer();
+    let at = |key: &str| cx.at(FILE, &format!("{}/{key}", binding.pointer()));
     let spec = &binding.spec;
-    let mut warn = |pointer: String, what: &str, raw: &str, canonical: &str| {
+    let mut warn = |key: &str, what: &str, raw: &str, canonical: &str| {
         out.push(
             Diagnostic::new(
                 rules::NON_CANONICAL_ID,
                 format!("{what} `{raw}` is not canonical; it is read as `{canonical}`"),
             )
             .hint(format!("write `{canonical}`"))
-            .at(cx.at(FILE, &pointer)),
+            .at(at(key)),
         );
     };
     let agent = ids::agent_id(&spec.agent_id);
     let written = spec.agent_id.as_str();
     // `primary` is an alias, not a misspelling.
     if agent != written && written != ids::PRIMARY_ALIAS {
-        warn(format!("{base}/agentId"), "agent id", written, &agent);
+        warn("agentId", "agent id", written, &agent);
     }
     let channel = ids::channel(&spec.matcher.channel);
     if channel != spec.matcher.channel {
-        warn(
-            format!("{base}/match/channel"),
-            "channel",
-            &spec.matcher.channel,
-            &channel,
-        );
+        warn("match/channel", "channel", &spec.matcher.channel, &channel);
     }
     if let Some(raw) = &spec.matcher.account_id
         && raw.trim() != "*"
     {
         let account = ids::account_id(raw);
         if account != raw.as_str() {
-            warn(
-                format!("{base}/match/accountId"),
-                "account id",
-                raw,
-                &account,
-            );
+            warn("match/accountId", "account id", raw, &account);
         }
     }
     if let Some(peer) = &spec.matcher.peer
@@ -287,7 +278,7 @@ fn spelling(cx: &Context<'_>, binding: &Binding, out: &mut Vec<Diagnostic>) {
                 "`kind: dm` is the legacy spelling of `direct`",
             )
             .hint("write `kind: direct`")
-            .at(cx.at(FILE, &format!("{base}/match/peer/kind"))),
+            .at(at("match/peer/kind")),
         );
     }
 }
@@ -295,17 +286,22 @@ fn spelling(cx: &Context<'_>, binding: &Binding, out: &mut Vec<Diagnostic>) {
 /// Binding conflicts (same match key, different agents) and unreachable bindings (an earlier
 /// binding in the same tier matches all they match).
 fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<Diagnostic>) {
-    let mut first_by_key: HashMap<MatchKeyRef<'_>, usize> =
-        HashMap::with_capacity_and_hasher(scopes.len(), Default::default());
-    let mut by_tier: HashMap<TierKey, Vec<usize>> = HashMap::default();
+    // The first route binding of each match key, by its index: the key is its scope's, so the
+    // table holds no copy of it.
+    let match_key = |j: &usize| scopes[*j].1.match_key_ref();
+    let mut first_by_key: HashTable<usize> = HashTable::with_capacity(scopes.len());
+    let mut by_tier = Groups::new(scopes);
     for (i, (binding, scope)) in scopes.iter().enumerate() {
         if binding.spec.kind != BindingType::Route {
             continue;
         }
         let here = || cx.at(FILE, &format!("{}/match", binding.pointer()));
         let agent = ids::agent_id(&binding.spec.agent_id);
-        match first_by_key.entry(scope.match_key_ref()) {
-            std::collections::hash_map::Entry::Occupied(entry) => {
+        let key = scope.match_key_ref();
+        let first =
+            first_by_key.entry(hash(&key), |j| match_key(j) == key, |j| hash(&match_key(j)));
+        match first {
+            hash_table::Entry::Occupied(entry) => {
                 let (first, _) = scopes[*entry.get()];
                 let there = cx.at(FILE, &format!("{}/match", first.pointer()));
                 let first_agent = ids::agent_id(&first.spec.agent_id);
@@ -331,16 +327,11 @@ fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<
                 });
                 continue;
             }
-            std::collections::hash_map::Entry::Vacant(entry) => {
+            hash_table::Entry::Vacant(entry) => {
                 entry.insert(i);
             }
         }
-        let group = by_tier.entry(scope.tier_key()).or_default();
-        let shadow = group
-            .iter()
-            .take(COVER_WINDOW)
-            .copied()
-            .find(|&j| scopes[j].1.covers(scope));
+        let shadow = by_tier.first(i).find(|&j| scopes[j].1.covers(scope));
         if let Some(j) = shadow {
             let first = scopes[j].0;
             let there = cx.at(FILE, &format!("{}/match", first.pointer()));
@@ -358,7 +349,72 @@ fn route_overlaps(cx: &Context<'_>, scopes: &[(&Binding, Scope)], out: &mut Vec<
                 .related(there, "the wider binding that wins"),
             );
         }
-        group.push(i);
+        by_tier.push(i);
+    }
+}
+
+fn hash(key: &impl std::hash::Hash) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(key)
+}
+
+/// The bindings of each tier key, in config order: the first [`COVER_WINDOW`] of them, all
+/// that are ever compared. A group is one chain through a shared map, found by the tier key of
+/// its first binding: nothing here copies a key.
+struct Groups<'s, 'b> {
+    scopes: &'s [(&'b Binding, Scope)],
+    /// Each group: its first and last binding, and how many the chain holds.
+    ends: HashTable<(usize, usize, usize)>,
+    /// The binding after each one in its group's chain.
+    next: HashMap<usize, usize>,
+}
+
+impl<'s, 'b> Groups<'s, 'b> {
+    fn new(scopes: &'s [(&'b Binding, Scope)]) -> Groups<'s, 'b> {
+        Groups {
+            scopes,
+            ends: HashTable::with_capacity(scopes.len()),
+            next: HashMap::default(),
+        }
+    }
+
+    fn tier_key(&self, i: usize) -> TierKey<'s> {
+        self.scopes[i].1.tier_key()
+    }
+
+    /// The bindings kept in the group of binding `i`'s tier key, first first.
+    fn first(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let key = self.tier_key(i);
+        let (first, _, len) = self
+            .ends
+            .find(hash(&key), |&(j, _, _)| self.tier_key(j) == key)
+            .copied()
+            .unwrap_or((0, 0, 0));
+        std::iter::successors(Some(first), |i| self.next.get(i).copied()).take(len)
+    }
+
+    /// Adds binding `i` to its group.
+    fn push(&mut self, i: usize) {
+        let key = self.tier_key(i);
+        let scopes = self.scopes;
+        let group = self.ends.entry(
+            hash(&key),
+            |&(j, _, _)| scopes[j].1.tier_key() == key,
+            |&(j, _, _)| hash(&scopes[j].1.tier_key()),
+        );
+        match group {
+            hash_table::Entry::Occupied(mut entry) => {
+                let (_, last, len) = entry.get_mut();
+                if *len < COVER_WINDOW {
+                    self.next.insert(*last, i);
+                    *last = i;
+                    *len += 1;
+                }
+            }
+            hash_table::Entry::Vacant(entry) => {
+                entry.insert((i, i, 1));
+            }
+        }
     }
 }
 

@@ -82,18 +82,31 @@ pub fn finish_with<T: Send>(
     )
 }
 
-/// The semantic rules over a loaded config.
+/// The semantic rules over a loaded config. bindings.yaml's rules, the bulk of a large config,
+/// run beside all the others.
 pub fn check(config: &Config) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
     let cx = Context::new(config);
-    agents::check(&cx, &mut out);
-    channels::check(&cx, &mut out);
-    a2a::check(&cx, &mut out);
-    policy::check(&cx, &mut out);
-    bindings::check(&cx, &mut out);
-    not_enforced::check(&cx, &mut out);
-    // Last: it skips what the field rules above already reported.
-    secrets::check(&cx, &mut out);
+    let ((mut out, later), from_bindings) = crate::threads::join(
+        || {
+            let mut fields = Vec::new();
+            agents::check(&cx, &mut fields);
+            channels::check(&cx, &mut fields);
+            a2a::check(&cx, &mut fields);
+            policy::check(&cx, &mut fields);
+            let mut later = Vec::new();
+            not_enforced::check(&cx, &mut later);
+            // Last: it skips what the field rules above already reported.
+            secrets::check(&cx, &fields, &mut later);
+            (fields, later)
+        },
+        || {
+            let mut out = Vec::new();
+            bindings::check(&cx, &mut out);
+            out
+        },
+    );
+    out.extend(from_bindings);
+    out.extend(later);
     out
 }
 

@@ -343,9 +343,9 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
 /// `acp` settings of a binding: they hold an ACP session of a `type: acp` binding whose agent
 /// has an `acp` runtime, and nothing else.
 fn acp_settings(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
-    for binding in &cx.config.bindings {
+    for binding in cx.config.bindings.iter().filter(|b| b.spec.acp.is_some()) {
         let pointer = format!("{}/acp", binding.pointer());
-        if binding.spec.acp.is_none() || !cx.exists(FileKind::Bindings, &pointer) {
+        if !cx.exists(FileKind::Bindings, &pointer) {
             continue;
         }
         let why = if binding.spec.kind == BindingType::Route {

@@ -483,9 +483,9 @@ fn urls(text: &str) -> Option<Found> {
 }
 
 /// Walks every string of the three files and reports credential-shaped ones that the field
-/// rules have not already reported.
-pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
-    let reported: HashSet<(FileKind, String)> = out
+/// rules have not already reported (in `reported`).
+pub(super) fn check(cx: &Context<'_>, reported: &[Diagnostic], out: &mut Vec<Diagnostic>) {
+    let reported: HashSet<(FileKind, String)> = reported
         .iter()
         .filter(|d| d.rule == rules::INLINE_SECRET || d.rule == rules::EMPTY_SECRET)
         .filter_map(|d| {
