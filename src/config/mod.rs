@@ -172,35 +172,30 @@ fn parse_texts(
     let mut sources = Sources::default();
     let mut decoded = resolve::Decoded::default();
     let mut complete = Completeness::all();
-    for (kind, path, text) in texts {
-        let mut file = SourceFile {
-            kind,
-            path,
-            text,
-            root: None,
-        };
-        match yaml::parse(&file.text) {
-            Ok(root) => file.root = root,
-            Err(e) => {
-                diagnostics.push(yaml_diagnostic(&file, &e));
-                mark_incomplete(&mut complete, kind);
-                sources.files.push(file);
-                continue;
-            }
+    // The files side by side, each on a thread of its own but the last (the largest,
+    // bindings.yaml), which runs here; their outcomes are taken in file order.
+    let loaded: Vec<FileLoad> = std::thread::scope(|scope| {
+        let mut texts = texts;
+        let last = texts.pop();
+        let others: Vec<_> = texts
+            .into_iter()
+            .map(|(kind, path, text)| scope.spawn(move || load_file(kind, path, text)))
+            .collect();
+        let last = last.map(|(kind, path, text)| load_file(kind, path, text));
+        let mut loaded: Vec<FileLoad> = others
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect();
+        loaded.extend(last);
+        loaded
+    });
+    for file in loaded {
+        if !file.complete {
+            mark_incomplete(&mut complete, file.source.kind);
         }
-        let skip = misplaced_keys(&file, &mut diagnostics);
-        let schema_errors = schema::validate(&file, &skip);
-        let poisoned = poisoned(kind, &schema_errors);
-        diagnostics.extend(schema_errors);
-        match decoded.decode(&file, &skip, &poisoned) {
-            Ok(false) => {}
-            Ok(true) => mark_incomplete(&mut complete, kind),
-            Err(d) => {
-                diagnostics.push(*d);
-                mark_incomplete(&mut complete, kind);
-            }
-        }
-        sources.files.push(file);
+        diagnostics.extend(file.diagnostics);
+        decoded.take(file.decoded, file.source.kind);
+        sources.files.push(file.source);
     }
     if !any_file {
         diagnostics.push(
@@ -219,6 +214,51 @@ fn parse_texts(
         config,
         diagnostics,
     }
+}
+
+/// One file loaded on its own: its tree, what was found wrong, what it decoded to.
+struct FileLoad {
+    source: SourceFile,
+    diagnostics: Vec<Diagnostic>,
+    decoded: resolve::Decoded,
+    /// No item of the file was left out.
+    complete: bool,
+}
+
+/// One file's pipeline: parse, misplaced keys, schema, typed decoding.
+fn load_file(kind: FileKind, path: PathBuf, text: String) -> FileLoad {
+    let mut load = FileLoad {
+        source: SourceFile {
+            kind,
+            path,
+            text,
+            root: None,
+        },
+        diagnostics: Vec::new(),
+        decoded: resolve::Decoded::default(),
+        complete: true,
+    };
+    let file = &mut load.source;
+    match yaml::parse(&file.text) {
+        Ok(root) => file.root = root,
+        Err(e) => {
+            load.diagnostics.push(yaml_diagnostic(file, &e));
+            load.complete = false;
+            return load;
+        }
+    }
+    let skip = misplaced_keys(file, &mut load.diagnostics);
+    let schema_errors = schema::validate(file, &skip);
+    let poisoned = poisoned(kind, &schema_errors);
+    load.diagnostics.extend(schema_errors);
+    match load.decoded.decode(file, &skip, &poisoned) {
+        Ok(incomplete) => load.complete = !incomplete,
+        Err(d) => {
+            load.diagnostics.push(*d);
+            load.complete = false;
+        }
+    }
+    load
 }
 
 fn mark_incomplete(complete: &mut Completeness, kind: FileKind) {

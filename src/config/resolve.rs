@@ -133,6 +133,22 @@ pub(super) struct Decoded {
 }
 
 impl Decoded {
+    /// Takes what `other` decoded of a file of `kind` (decoded on its own, beside the others).
+    pub(super) fn take(&mut self, other: Decoded, kind: FileKind) {
+        match kind {
+            FileKind::Agents => {
+                self.agents = other.agents;
+                self.agent_list = other.agent_list;
+            }
+            FileKind::Channels => {
+                self.channels = other.channels;
+                self.channel_defaults = other.channel_defaults;
+                self.a2a = other.a2a;
+            }
+            FileKind::Bindings => self.bindings = other.bindings,
+        }
+    }
+
     /// Decodes one schema-checked file straight from its tree, leaving out the top-level keys
     /// in `skip` (misplaced) and what `poisoned` takes out. An item left out for a schema error
     /// keeps its collection's other items at their indices. Returns whether a collection lost

@@ -678,6 +678,10 @@ fn plain_int(text: &str) -> Option<i64> {
 }
 
 fn plain_float(text: &str) -> Option<f64> {
+    // Most plain scalars are words: every float starts with a sign, a dot or a digit.
+    if !text.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '-' | '+' | '.')) {
+        return None;
+    }
     match text {
         ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Some(f64::INFINITY),
         "-.inf" | "-.Inf" | "-.INF" => return Some(f64::NEG_INFINITY),

@@ -48,9 +48,19 @@ fn parse_in(text: &str, pieces: usize) -> Option<Node> {
     let cut = Cut::find(text, pieces)?;
     let head = cut.head(text);
     let (head, pieces) = std::thread::scope(|scope| {
+        // Each piece's lines are put where they are in the file on its own thread.
         let pieces: Vec<_> = cut
             .pieces(text)
-            .map(|piece| scope.spawn(move || run(piece).ok()))
+            .zip(&cut.pieces)
+            .map(|(piece, &(_, line, _))| {
+                scope.spawn(move || {
+                    let mut parsed = run(piece).ok()?;
+                    if let Some(root) = &mut parsed.root {
+                        shift(root, line - 1);
+                    }
+                    Some(parsed)
+                })
+            })
             .collect();
         let head = run(&head).ok();
         let pieces: Option<Vec<Parsed>> = pieces
@@ -235,8 +245,7 @@ impl Cut {
             if depth + piece.depth > MAX_DEPTH + 1 {
                 return None;
             }
-            let mut piece_root = piece.root?;
-            shift(&mut piece_root, line - 1);
+            let piece_root = piece.root?;
             if piece_root.span.start.line != line {
                 return None;
             }
