@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 
 use super::{ExitStatus, GlobalSettings};
 use crate::report;
-use crate::validate::validate_dir;
+use crate::validate::validate_dir_lean;
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -31,7 +31,7 @@ enum Format {
 }
 
 pub fn run(global: &GlobalSettings, args: ValidateArgs) -> ExitStatus {
-    let mut report = match validate_dir(&global.config_dir, &global.load) {
+    let mut report = match validate_dir_lean(&global.config_dir, &global.load) {
         Ok(report) => report,
         Err(e) => {
             let mut err = anstream::stderr();

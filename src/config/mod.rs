@@ -137,12 +137,10 @@ pub fn load(dir: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
     // A file that could not be read still counts as a file, with nothing known of its content.
     for (kind, path, d) in unreadable {
         mark_incomplete(&mut config.complete, kind);
-        config.sources.files.push(SourceFile {
-            kind,
-            path,
-            text: String::new(),
-            root: None,
-        });
+        config
+            .sources
+            .files
+            .push(SourceFile::new(kind, path, String::new()));
         diagnostics.push(d);
     }
     Ok(Loaded {
@@ -228,12 +226,7 @@ struct FileLoad {
 /// One file's pipeline: parse, misplaced keys, schema, typed decoding.
 fn load_file(kind: FileKind, path: PathBuf, text: String) -> FileLoad {
     let mut load = FileLoad {
-        source: SourceFile {
-            kind,
-            path,
-            text,
-            root: None,
-        },
+        source: SourceFile::new(kind, path, text),
         diagnostics: Vec::new(),
         decoded: resolve::Decoded::default(),
         complete: true,

@@ -781,7 +781,7 @@ pub struct BindingSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionOverride>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub acp: Option<AcpSpec>,
+    pub acp: Option<Box<AcpSpec>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

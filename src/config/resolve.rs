@@ -336,8 +336,8 @@ where
     let yaml::Value::Seq(items) = &list.value else {
         return Ok(Vec::new());
     };
-    let decode = |start: usize, chunk: &'a [Node]| -> Result<Vec<T>, DeError> {
-        let mut decoded = Vec::with_capacity(chunk.len());
+    // Into `decoded`: the first run goes straight into the list's own vector, sized for all.
+    let decode_into = |decoded: &mut Vec<T>, start: usize, chunk: &'a [Node]| {
         for (i, item) in chunk.iter().enumerate() {
             let at = address(item);
             if matches!(item.value, yaml::Value::Null) || out.dropped.contains(&at) {
@@ -352,14 +352,40 @@ where
             };
             decoded.push(make(start + i, spec));
         }
-        Ok(decoded)
+        Ok(())
     };
-    if items.len() < PARALLEL_ITEMS {
-        return decode(0, items);
-    }
     let mut decoded = Vec::with_capacity(items.len());
-    for chunk in crate::threads::map_chunks(items, decode) {
-        decoded.extend(chunk?);
+    if items.len() < PARALLEL_ITEMS {
+        decode_into(&mut decoded, 0, items)?;
+        return Ok(decoded);
+    }
+    // The first run goes into `decoded` here while the others decode on threads of their own
+    // into vectors appended after it: a copy of a part of the list, not of all of it.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let size = items.len().div_ceil(cores).max(1);
+    let (first, rest) = items.split_at(size.min(items.len()));
+    let (here, runs) = std::thread::scope(|scope| {
+        let decode_into = &decode_into;
+        let runs: Vec<_> = rest
+            .chunks(size)
+            .enumerate()
+            .map(|(k, chunk)| {
+                scope.spawn(move || {
+                    let mut run = Vec::with_capacity(chunk.len());
+                    decode_into(&mut run, size * (k + 1), chunk).map(|()| run)
+                })
+            })
+            .collect();
+        let here = decode_into(&mut decoded, 0, first);
+        let runs: Vec<_> = runs
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect();
+        (here, runs)
+    });
+    here?;
+    for run in runs {
+        decoded.extend(run?);
     }
     Ok(decoded)
 }

@@ -2,6 +2,7 @@
 //! config so that any later stage can turn a JSON pointer back into `file:line:col`.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use super::yaml::{self, Node, Pos, Span};
 use crate::diagnostic::Location;
@@ -57,15 +58,40 @@ pub struct SourceFile {
     pub kind: FileKind,
     pub path: PathBuf,
     pub text: String,
-    /// `None` for an empty file or one that did not parse.
+    /// `None` for an empty file or one that did not parse, and once the tree was let go.
     pub root: Option<Node>,
+    /// `Some` once the tree was let go ([`Sources::let_go`]): the text parsed again, the first
+    /// time a lookup needs the tree.
+    pub reparsed: Option<OnceLock<Option<Node>>>,
 }
 
 impl SourceFile {
+    pub fn new(kind: FileKind, path: PathBuf, text: String) -> SourceFile {
+        SourceFile {
+            kind,
+            path,
+            text,
+            root: None,
+            reparsed: None,
+        }
+    }
+
+    /// The file's span tree: its own, or where that was let go, the text parsed again (once).
+    pub fn tree(&self) -> Option<&Node> {
+        match (&self.root, &self.reparsed) {
+            (Some(root), _) => Some(root),
+            (None, Some(again)) => again
+                .get_or_init(|| yaml::parse(&self.text).ok().flatten())
+                .as_ref(),
+            (None, None) => None,
+        }
+    }
+
     /// The location of the node at `pointer`, or of its nearest existing ancestor.
     pub fn locate(&self, pointer: &str) -> Location {
-        let mut span = self.root.as_ref().map(|r| r.span).unwrap_or_default();
-        if let Some(root) = &self.root {
+        let root = self.tree();
+        let mut span = root.map(|r| r.span).unwrap_or_default();
+        if let Some(root) = root {
             let mut node = root;
             for token in yaml::pointer_tokens(pointer) {
                 match node.child(&token) {
@@ -96,8 +122,7 @@ impl SourceFile {
             .map(|t| t.into_owned())
             .unwrap_or_default();
         let entry = self
-            .root
-            .as_ref()
+            .tree()
             .and_then(|r| r.pointer(parent))
             .and_then(|p| p.entry(&key));
         match entry {
@@ -157,6 +182,16 @@ impl Sources {
 
     pub fn locate_key(&self, kind: FileKind, pointer: &str) -> Option<Location> {
         self.get(kind).map(|f| f.locate_key(pointer))
+    }
+
+    /// Takes the span tree of `kind`'s file out to free it, keeping its text: a lookup that
+    /// needs the tree afterwards parses the text again ([`SourceFile::tree`]). For a stage that
+    /// looks into the file only to place what it finds, and rarely finds anything.
+    pub fn let_go(&mut self, kind: FileKind) -> Option<Node> {
+        let file = self.files.iter_mut().find(|f| f.kind == kind)?;
+        let root = file.root.take()?;
+        file.reparsed = Some(OnceLock::new());
+        Some(root)
     }
 
     /// Takes the span tree of `kind`'s file out, keeping its text (snippets, the hash): for a

@@ -315,11 +315,11 @@ mod tests {
                 team_id: Some("t".into()),
                 roles: Some(vec![]),
             },
-            acp: Some(AcpSpec {
+            acp: Some(Box::new(AcpSpec {
                 mode: Some("persistent".into()),
                 label: None,
                 cwd: Some("/w".into()),
-            }),
+            })),
             ..bare.clone()
         };
         for spec in [bare, full] {

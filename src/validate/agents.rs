@@ -321,7 +321,7 @@ fn allow_lists(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
         .config
         .sources
         .get(FILE)
-        .and_then(|f| f.root.as_ref())
+        .and_then(|f| f.tree())
         .and_then(|r| r.pointer("/agents/defaults/subagents/allowAgents"))
         .map(|n| n.to_json());
     if let Some(serde_json::Value::Array(ids)) = defaults {

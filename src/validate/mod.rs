@@ -51,6 +51,31 @@ pub fn validate_dir(dir: &Path, options: &LoadOptions) -> Result<Report, LoadErr
     Ok(finish(loaded))
 }
 
+/// bindings.yaml from this size on has its span tree let go before the rules in
+/// [`validate_dir_lean`].
+const LET_GO_BYTES: usize = 1024 * 1024;
+
+/// [`validate_dir`] for a run that only reports (`deepcli validate`). A large bindings.yaml's
+/// span tree, the largest thing loading makes, is let go once it is decoded and searched for
+/// secrets, before the rules: they place what they find in it by parsing it again
+/// ([`config::SourceFile::tree`]), which a file where they find nothing never pays. The report
+/// keeps that file's text, not its tree.
+pub fn validate_dir_lean(dir: &Path, options: &LoadOptions) -> Result<Report, LoadError> {
+    let mut loaded = config::load(dir, options)?;
+    let large = loaded
+        .config
+        .sources
+        .get(FileKind::Bindings)
+        .is_some_and(|f| f.root.is_some() && f.text.len() >= LET_GO_BYTES);
+    if large {
+        let cx = Context::new(&loaded.config);
+        secrets::check_file(&cx, FileKind::Bindings, &mut loaded.diagnostics);
+        let tree = loaded.config.sources.let_go(FileKind::Bindings);
+        crate::threads::drop_in_background(tree);
+    }
+    Ok(finish(loaded))
+}
+
 /// Runs every rule on an already loaded config.
 pub fn finish(loaded: config::Loaded) -> Report {
     finish_with(loaded, |_| ()).0
@@ -167,7 +192,7 @@ impl<'a> Context<'a> {
         self.config
             .sources
             .get(kind)
-            .and_then(|f| f.root.as_ref())
+            .and_then(|f| f.tree())
             .and_then(|r| r.pointer(pointer))
             .is_some()
     }
@@ -175,13 +200,7 @@ impl<'a> Context<'a> {
     /// The keys of the mapping at `pointer` in `kind`'s file, in file order (`None`: no
     /// mapping there).
     fn keys(&self, kind: FileKind, pointer: &str) -> Option<Vec<String>> {
-        let node = self
-            .config
-            .sources
-            .get(kind)?
-            .root
-            .as_ref()?
-            .pointer(pointer)?;
+        let node = self.config.sources.get(kind)?.tree()?.pointer(pointer)?;
         match &node.value {
             crate::config::yaml::Value::Map(entries) => {
                 Some(entries.iter().map(|e| e.key.to_string()).collect())

@@ -343,11 +343,9 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
 /// `acp` settings of a binding: they hold an ACP session of a `type: acp` binding whose agent
 /// has an `acp` runtime, and nothing else.
 fn acp_settings(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    // Decoded settings are written ones: bindings inherit nothing.
     for binding in cx.config.bindings.iter().filter(|b| b.spec.acp.is_some()) {
         let pointer = format!("{}/acp", binding.pointer());
-        if !cx.exists(FileKind::Bindings, &pointer) {
-            continue;
-        }
         let why = if binding.spec.kind == BindingType::Route {
             Some((
                 "a `type: route` binding holds no ACP session of its own".to_string(),

@@ -496,6 +496,7 @@ pub(super) fn check(cx: &Context<'_>, reported: &[Diagnostic], out: &mut Vec<Dia
             Some((kind, l.pointer.clone()))
         })
         .collect();
+    // A file whose tree was let go was searched before ([`check_file`]).
     for file in &cx.config.sources.files {
         if let Some(root) = &file.root {
             let mut walk = Walk {
@@ -507,6 +508,21 @@ pub(super) fn check(cx: &Context<'_>, reported: &[Diagnostic], out: &mut Vec<Dia
             walk.node(root, &mut Vec::new());
         }
     }
+}
+
+/// [`check`] for one file, before its tree is let go. Only for a file the field rules report
+/// no secret in (bindings.yaml).
+pub(super) fn check_file(cx: &Context<'_>, kind: FileKind, out: &mut Vec<Diagnostic>) {
+    let Some(root) = cx.config.sources.get(kind).and_then(|f| f.root.as_ref()) else {
+        return;
+    };
+    let mut walk = Walk {
+        cx,
+        kind,
+        reported: &HashSet::default(),
+        out,
+    };
+    walk.node(root, &mut Vec::new());
 }
 
 struct Walk<'a, 'b> {
@@ -670,7 +686,7 @@ fn mask_word(text: &str, secret: &str) -> String {
 fn secret_text(d: &Diagnostic, sources: &Sources) -> Option<String> {
     let l = d.location.as_ref()?;
     let file = sources.by_path(&l.file)?;
-    let root = file.root.as_ref()?;
+    let root = file.tree()?;
     if let Some(node) = root.pointer(&l.pointer)
         && node.span == l.span
     {

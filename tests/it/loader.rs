@@ -532,12 +532,9 @@ fn a_large_file_loads_into_the_whole_parse_tree() {
 /// A file as `config::load` holds it, from its text.
 fn source(kind: FileKind, text: &str) -> Option<config::SourceFile> {
     let root = yaml::parse(text).ok()?;
-    Some(config::SourceFile {
-        kind,
-        path: PathBuf::from(kind.file_name()),
-        text: text.to_string(),
-        root,
-    })
+    let mut file = config::SourceFile::new(kind, PathBuf::from(kind.file_name()), text.to_string());
+    file.root = root;
+    Some(file)
 }
 
 /// The top-level keys of another file, which loading leaves out before the schema check.
@@ -725,4 +722,89 @@ proptest! {
         }
         assert_tree_decode_is_json_decode(&mutated)?;
     }
+}
+
+/// `deepcli validate` lets a large bindings.yaml's tree go before the rules
+/// (`validate_dir_lean`): what it finds there, it places by parsing the file again. The report
+/// is the one that keeps the tree: every diagnostic, position, hint and redaction, in every
+/// format.
+#[test]
+fn letting_a_large_bindings_tree_go_changes_no_diagnostic() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n      default: true\n    - id: ops\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("channels.yaml"),
+        "channels:\n  telegram:\n    accounts:\n      default: {}\n      bot2: {}\n",
+    )
+    .unwrap();
+    let mut bindings = String::from("bindings:\n");
+    let mut i = 0;
+    while bindings.len() < 1300 * 1024 {
+        bindings.push_str(&match i % 5000 {
+            // unknown-agent, with a did-you-mean
+            17 => format!("  - agentId: opz\n    match: {{channel: telegram, peer: {{kind: direct, id: \"u{i}\"}}}}\n"),
+            // binding-conflict with the binding before it
+            18 => format!("  - agentId: main\n    match: {{channel: telegram, peer: {{kind: direct, id: \"u{}\"}}}}\n", i - 2),
+            // a secret in a comment: found, and masked wherever it is quoted
+            19 => "  - agentId: ops\n    comment: ghp_EXAMPLE0example0EXAMPLE0example0EXAM\n    match: {channel: telegram, accountId: bot2}\n".to_string(),
+            // unknown-account and a non-canonical id, in a block mapping
+            20 => format!("  - agentId: Ops\n    match:\n      channel: telegram\n      accountId: bot3\n      peer:\n        kind: dm\n        id: \"v{i}\"\n"),
+            // not-enforced: `acp` settings on a route binding
+            21 => format!("  - agentId: ops\n    acp: {{mode: persistent}}\n    match: {{channel: telegram, peer: {{kind: group, id: \"g{i}\"}}}}\n"),
+            _ => format!("  - agentId: ops\n    match: {{channel: telegram, peer: {{kind: direct, id: \"u{i}\"}}}}\n"),
+        });
+        i += 1;
+    }
+    std::fs::write(dir.path().join("bindings.yaml"), &bindings).unwrap();
+    let options = LoadOptions {
+        state_dir: dir.path().join("state"),
+        home: None,
+    };
+    let whole = validate_dir(dir.path(), &options).unwrap();
+    let lean = validate::validate_dir_lean(dir.path(), &options).unwrap();
+    let bindings_file = |r: &validate::Report| {
+        r.config
+            .sources
+            .get(FileKind::Bindings)
+            .map(|f| f.root.is_some())
+    };
+    assert_eq!(bindings_file(&whole), Some(true));
+    assert_eq!(bindings_file(&lean), Some(false), "the tree was not let go");
+    let in_bindings = |r: &validate::Report| {
+        r.diagnostics
+            .iter()
+            .filter(|d| {
+                d.location
+                    .as_ref()
+                    .is_some_and(|l| l.file.ends_with("bindings.yaml"))
+            })
+            .map(|d| d.rule.id)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(
+        in_bindings(&whole).into_iter().collect::<Vec<_>>(),
+        [
+            "binding-conflict",
+            "inline-secret",
+            "legacy-peer-kind",
+            "non-canonical-id",
+            "not-enforced",
+            "unknown-account",
+            "unknown-agent",
+            "unreachable-binding",
+        ]
+    );
+    assert_eq!(
+        format!("{:#?}", lean.diagnostics),
+        format!("{:#?}", whole.diagnostics)
+    );
+    use deepcli::report;
+    for render in [report::human, report::json, report::github, report::sarif] {
+        assert_eq!(render(&lean), render(&whole));
+    }
+    assert!(!report::human(&lean).contains("ghp_EXAMPLE0"));
 }
