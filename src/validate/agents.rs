@@ -1,6 +1,6 @@
 //! Rules over agents.yaml: ids, defaults, paths, runtimes, allow lists, inline env secrets.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::path::PathBuf;
 
 use super::Context;
@@ -78,7 +78,7 @@ fn usage_budgets(cx: &Context<'_>, agents: &[&Agent], out: &mut Vec<Diagnostic>)
 }
 
 fn ids(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
-    let mut seen: HashMap<&str, &Agent> = HashMap::new();
+    let mut seen: HashMap<&str, &Agent> = HashMap::default();
     for agent in listed {
         let pointer = format!("{}/id", agent.pointer());
         if agent.id() == PRIMARY_ALIAS {
@@ -140,9 +140,9 @@ fn defaults(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
 /// Two agents must never share an agentDir or a session store: they would read and write each
 /// other's state.
 fn paths(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
-    let mut agent_dirs: HashMap<&PathBuf, &Agent> = HashMap::new();
-    let mut stores: HashMap<&PathBuf, &Agent> = HashMap::new();
-    let mut ids: HashMap<&str, ()> = HashMap::new();
+    let mut agent_dirs: HashMap<&PathBuf, &Agent> = HashMap::default();
+    let mut stores: HashMap<&PathBuf, &Agent> = HashMap::default();
+    let mut ids: HashMap<&str, ()> = HashMap::default();
     for agent in listed {
         // A duplicate id is already an error; its equal default paths would only repeat it.
         if ids.insert(agent.id(), ()).is_some() {

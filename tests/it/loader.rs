@@ -743,7 +743,7 @@ fn letting_a_large_bindings_tree_go_changes_no_diagnostic() {
     .unwrap();
     let mut bindings = String::from("bindings:\n");
     let mut i = 0;
-    while bindings.len() < 1300 * 1024 {
+    while bindings.len() < 4200 * 1024 {
         bindings.push_str(&match i % 5000 {
             // unknown-agent, with a did-you-mean
             17 => format!("  - agentId: opz\n    match: {{channel: telegram, peer: {{kind: direct, id: \"u{i}\"}}}}\n"),
