@@ -1,6 +1,7 @@
 //! The three config files as read from disk: their text and span trees, kept beside the typed
 //! config so that any later stage can turn a JSON pointer back into `file:line:col`.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -60,9 +61,44 @@ pub struct SourceFile {
     pub text: String,
     /// `None` for an empty file or one that did not parse, and once the tree was let go.
     pub root: Option<Node>,
-    /// `Some` once the tree was let go ([`Sources::let_go`]): the text parsed again, the first
-    /// time a lookup needs the tree.
-    pub reparsed: Option<OnceLock<Option<Node>>>,
+    /// `Some` once the tree was let go ([`Sources::let_go`]).
+    pub let_go: Option<Box<LetGo>>,
+}
+
+/// What a file keeps of a tree it let go, to look into it again.
+#[derive(Debug, Clone, Default)]
+pub struct LetGo {
+    /// The text parsed again, the first time a lookup needs more than one item of the list.
+    whole: OnceLock<Option<Node>>,
+    /// The file's list (`/bindings`) and each of its items' spans in the whole tree.
+    list: Option<(String, Vec<Span>)>,
+    /// Where each line starts (byte offsets), made for the first item looked up.
+    lines: OnceLock<Vec<usize>>,
+}
+
+impl LetGo {
+    /// The item of the list that `pointer` is in, parsed again from its own lines, and the rest
+    /// of the pointer; `None` for a pointer outside the items, the last item (what follows it
+    /// is not its own), or an item whose lines do not give back its span.
+    fn item<'p>(&self, text: &str, pointer: &'p str) -> Option<(Node, &'p str)> {
+        let (list, spans) = self.list.as_ref()?;
+        let rest = pointer.strip_prefix(list.as_str())?.strip_prefix('/')?;
+        let (index, rest) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let i: usize = index.parse().ok()?;
+        let (span, next) = (spans.get(i)?, spans.get(i + 1)?);
+        if next.start.line <= span.start.line {
+            return None;
+        }
+        let lines = self.lines.get_or_init(|| {
+            std::iter::once(0)
+                .chain(text.match_indices('\n').map(|(at, _)| at + 1))
+                .collect()
+        });
+        let from = *lines.get(usize::try_from(span.start.line).ok()?.checked_sub(1)?)?;
+        let to = *lines.get(usize::try_from(next.start.line).ok()?.checked_sub(1)?)?;
+        let item = yaml::parse_item(text.get(from..to)?, span.start.line, *span)?;
+        Some((item, rest))
+    }
 }
 
 impl SourceFile {
@@ -72,27 +108,49 @@ impl SourceFile {
             path,
             text,
             root: None,
-            reparsed: None,
+            let_go: None,
         }
     }
 
     /// The file's span tree: its own, or where that was let go, the text parsed again (once).
     pub fn tree(&self) -> Option<&Node> {
-        match (&self.root, &self.reparsed) {
+        match (&self.root, &self.let_go) {
             (Some(root), _) => Some(root),
-            (None, Some(again)) => again
+            (None, Some(let_go)) => let_go
+                .whole
                 .get_or_init(|| yaml::parse(&self.text).ok().flatten())
                 .as_ref(),
             (None, None) => None,
         }
     }
 
+    /// Whether a lookup parsed the whole text again after the tree was let go (for the tests
+    /// that hold a lookup to one item's parse).
+    #[doc(hidden)]
+    pub fn parsed_whole_again(&self) -> bool {
+        self.let_go
+            .as_ref()
+            .is_some_and(|l| l.whole.get().is_some())
+    }
+
+    /// Where to look `pointer` up: a tree and the pointer within it. That is the file's tree,
+    /// or where that was let go and `pointer` is inside one item of its list, that item alone,
+    /// parsed again from its lines (a lookup in a large file costs one item's parse).
+    pub fn subtree<'p>(&self, pointer: &'p str) -> Option<(Cow<'_, Node>, &'p str)> {
+        if self.root.is_none()
+            && let Some((item, rest)) = self.let_go.as_ref()?.item(&self.text, pointer)
+        {
+            return Some((Cow::Owned(item), rest));
+        }
+        self.tree().map(|root| (Cow::Borrowed(root), pointer))
+    }
+
     /// The location of the node at `pointer`, or of its nearest existing ancestor.
     pub fn locate(&self, pointer: &str) -> Location {
-        let root = self.tree();
-        let mut span = root.map(|r| r.span).unwrap_or_default();
-        if let Some(root) = root {
-            let mut node = root;
+        let found = self.subtree(pointer);
+        let mut span = found.as_ref().map(|(r, _)| r.span).unwrap_or_default();
+        if let Some((root, pointer)) = &found {
+            let mut node = &**root;
             for token in yaml::pointer_tokens(pointer) {
                 match node.child(&token) {
                     Some(child) => node = child,
@@ -121,12 +179,11 @@ impl SourceFile {
             .next()
             .map(|t| t.into_owned())
             .unwrap_or_default();
-        let entry = self
-            .tree()
-            .and_then(|r| r.pointer(parent))
-            .and_then(|p| p.entry(&key));
-        match entry {
-            Some(entry) => self.location(pointer, entry.key_span),
+        let key_span = self
+            .subtree(parent)
+            .and_then(|(root, parent)| Some(root.pointer(parent)?.entry(&key)?.key_span));
+        match key_span {
+            Some(span) => self.location(pointer, span),
             None => self.locate(pointer),
         }
     }
@@ -184,13 +241,26 @@ impl Sources {
         self.get(kind).map(|f| f.locate_key(pointer))
     }
 
-    /// Takes the span tree of `kind`'s file out to free it, keeping its text: a lookup that
-    /// needs the tree afterwards parses the text again ([`SourceFile::tree`]). For a stage that
-    /// looks into the file only to place what it finds, and rarely finds anything.
-    pub fn let_go(&mut self, kind: FileKind) -> Option<Node> {
+    /// Takes the span tree of `kind`'s file out to free it, keeping its text and the spans of
+    /// the items of its `list` (a pointer): a lookup afterwards parses the one item it is in
+    /// again, or the whole text ([`SourceFile::subtree`]). For a stage that looks into the file
+    /// only to place what it finds, and rarely finds anything.
+    pub fn let_go(&mut self, kind: FileKind, list: &str) -> Option<Node> {
         let file = self.files.iter_mut().find(|f| f.kind == kind)?;
         let root = file.root.take()?;
-        file.reparsed = Some(OnceLock::new());
+        // Tabs and carriage returns are left to the whole parse, as the parallel parse leaves
+        // them (their errors and line breaks are the whole file's).
+        let spans = match root.pointer(list).map(|l| &l.value) {
+            Some(yaml::Value::Seq(items)) if !file.text.contains(['\t', '\r']) => Some((
+                list.to_string(),
+                items.iter().map(|item| item.span).collect(),
+            )),
+            _ => None,
+        };
+        file.let_go = Some(Box::new(LetGo {
+            list: spans,
+            ..LetGo::default()
+        }));
         Some(root)
     }
 

@@ -209,6 +209,13 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
     inside(text, parsed)
 }
 
+/// One item of a block sequence parsed again on its own: `lines` are the lines from its `-` to
+/// the next item's, the first of them line `first_line` of the file, and `span` is where the
+/// whole file's tree has the item. `None` where they do not give back that item.
+pub fn parse_item(lines: &str, first_line: u32, span: Span) -> Option<Node> {
+    parallel::item(lines, first_line, span)
+}
+
 /// Keeps every position inside `text`. Where a text does not end with a line break, the
 /// scanner ends it on the line after its last one: the nodes that end there (the root and its
 /// last child, that child's last child, …) and an error found there are put just after the

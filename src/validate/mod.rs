@@ -58,8 +58,8 @@ const LET_GO_BYTES: usize = 4 * 1024 * 1024;
 
 /// [`validate_dir`] for a run that only reports (`deepcli validate`). A large bindings.yaml's
 /// span tree, the largest thing loading makes, is let go once it is decoded and searched for
-/// secrets, before the rules: they place what they find in it by parsing it again
-/// ([`config::SourceFile::tree`]), which a file where they find nothing never pays. The report
+/// secrets, before the rules: they place what they find in it by parsing again the binding it
+/// is in ([`config::SourceFile::subtree`]). The report
 /// keeps that file's text, not its tree.
 pub fn validate_dir_lean(dir: &Path, options: &LoadOptions) -> Result<Report, LoadError> {
     let mut loaded = config::load(dir, options)?;
@@ -71,7 +71,10 @@ pub fn validate_dir_lean(dir: &Path, options: &LoadOptions) -> Result<Report, Lo
     if large {
         let cx = Context::new(&loaded.config);
         secrets::check_file(&cx, FileKind::Bindings, &mut loaded.diagnostics);
-        let tree = loaded.config.sources.let_go(FileKind::Bindings);
+        let tree = loaded
+            .config
+            .sources
+            .let_go(FileKind::Bindings, "/bindings");
         crate::threads::drop_in_background(tree);
     }
     Ok(finish(loaded))

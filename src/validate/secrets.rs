@@ -686,8 +686,8 @@ fn mask_word(text: &str, secret: &str) -> String {
 fn secret_text(d: &Diagnostic, sources: &Sources) -> Option<String> {
     let l = d.location.as_ref()?;
     let file = sources.by_path(&l.file)?;
-    let root = file.tree()?;
-    if let Some(node) = root.pointer(&l.pointer)
+    let (root, pointer) = file.subtree(&l.pointer)?;
+    if let Some(node) = root.pointer(pointer)
         && node.span == l.span
     {
         return match &node.value {

@@ -267,6 +267,22 @@ impl Cut {
     }
 }
 
+/// One item parsed from its own lines ([`super::parse_item`]): as a piece of the cut is, a
+/// sequence at its column, renumbered to the file's lines. A node that ends where the next
+/// token begins ends, in these lines, at their end: it is put where the whole tree ends the
+/// item, and the item must then span exactly what it spans there.
+pub(super) fn item(lines: &str, first_line: u32, span: super::Span) -> Option<Node> {
+    let mut root = run(lines).ok()?.root?;
+    shift(&mut root, first_line.checked_sub(1)?);
+    let ends_at = root.span.end;
+    let Value::Seq(items) = root.value else {
+        return None;
+    };
+    let [mut item] = <[Node; 1]>::try_from(items).ok()?;
+    replace(&mut item, ends_at, span.end);
+    (item.span == span).then_some(item)
+}
+
 /// The outermost sequence that starts on `line` (where its first `-` is; an indentless one
 /// starts after it), and its depth, found by following the nodes whose lines hold it.
 fn find_sequence(node: &mut Node, line: u32, depth: usize) -> Option<(&mut Node, usize)> {
