@@ -170,8 +170,8 @@ fn parse_texts(
     let mut sources = Sources::default();
     let mut decoded = resolve::Decoded::default();
     let mut complete = Completeness::all();
-    // The files side by side, each on a thread of its own but the last (the largest,
-    // bindings.yaml), which runs here; their outcomes are taken in file order.
+    // The files side by side, each on a thread of its own but the last (bindings.yaml when
+    // there is one, usually the largest), which runs here; their outcomes are taken in order.
     let loaded: Vec<FileLoad> = std::thread::scope(|scope| {
         let mut texts = texts;
         let last = texts.pop();

@@ -68,7 +68,7 @@ pub struct SourceFile {
 /// What a file keeps of a tree it let go, to look into it again.
 #[derive(Debug, Clone, Default)]
 pub struct LetGo {
-    /// The text parsed again, the first time a lookup needs more than one item of the list.
+    /// The text parsed again, the first time a lookup is not inside one item of the list.
     whole: OnceLock<Option<Node>>,
     /// The file's list (`/bindings`) and each of its items' spans in the whole tree.
     list: Option<(String, Vec<Span>)>,

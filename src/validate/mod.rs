@@ -52,15 +52,13 @@ pub fn validate_dir(dir: &Path, options: &LoadOptions) -> Result<Report, LoadErr
 }
 
 /// bindings.yaml from this size on (about 35,000 bindings) has its span tree let go before the
-/// rules in [`validate_dir_lean`]. A smaller tree is kept: the memory is small, and parsing the
-/// file again for a finding would cost more than letting it go saves.
+/// rules in [`validate_dir_lean`]. A smaller tree is kept: what freeing it saves is small.
 const LET_GO_BYTES: usize = 4 * 1024 * 1024;
 
 /// [`validate_dir`] for a run that only reports (`deepcli validate`). A large bindings.yaml's
 /// span tree, the largest thing loading makes, is let go once it is decoded and searched for
 /// secrets, before the rules: they place what they find in it by parsing again the binding it
-/// is in ([`config::SourceFile::subtree`]). The report
-/// keeps that file's text, not its tree.
+/// is in ([`config::SourceFile::subtree`]). The report keeps that file's text, not its tree.
 pub fn validate_dir_lean(dir: &Path, options: &LoadOptions) -> Result<Report, LoadError> {
     let mut loaded = config::load(dir, options)?;
     let large = loaded
