@@ -26,26 +26,36 @@ pub fn map_chunks<'a, T: Sync, R: Send>(
     items: &'a [T],
     f: impl Fn(usize, &'a [T]) -> R + Sync,
 ) -> Vec<R> {
+    if items.is_empty() {
+        return Vec::new();
+    }
+    let (first, mut rest) = map_runs(items, |run| f(0, run), &f);
+    rest.insert(0, first);
+    rest
+}
+
+/// [`map_chunks`] where the first run, the one on the calling thread, gets a function of its
+/// own, which may borrow mutably (say, to fill a vector sized for all the results).
+pub fn map_runs<'a, T: Sync, A, R: Send>(
+    items: &'a [T],
+    first: impl FnOnce(&'a [T]) -> A,
+    rest: impl Fn(usize, &'a [T]) -> R + Sync,
+) -> (A, Vec<R>) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let size = items.len().div_ceil(cores).max(1);
-    let mut chunks = items.chunks(size).enumerate();
-    let Some((_, first)) = chunks.next() else {
-        return Vec::new();
-    };
+    let (head, tail) = items.split_at(size.min(items.len()));
     std::thread::scope(|scope| {
-        let f = &f;
-        let rest: Vec<_> = chunks
-            .map(|(i, chunk)| scope.spawn(move || f(i * size, chunk)))
+        let rest = &rest;
+        let handles: Vec<_> = tail
+            .chunks(size)
+            .enumerate()
+            .map(|(k, chunk)| scope.spawn(move || rest(size * (k + 1), chunk)))
             .collect();
-        let mut out = Vec::with_capacity(rest.len() + 1);
-        out.push(f(0, first));
-        for handle in rest {
-            out.push(
-                handle
-                    .join()
-                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
-            );
-        }
-        out
+        let here = first(head);
+        let runs = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect();
+        (here, runs)
     })
 }

@@ -361,28 +361,14 @@ where
     }
     // The first run goes into `decoded` here while the others decode on threads of their own
     // into vectors appended after it: a copy of a part of the list, not of all of it.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let size = items.len().div_ceil(cores).max(1);
-    let (first, rest) = items.split_at(size.min(items.len()));
-    let (here, runs) = std::thread::scope(|scope| {
-        let decode_into = &decode_into;
-        let runs: Vec<_> = rest
-            .chunks(size)
-            .enumerate()
-            .map(|(k, chunk)| {
-                scope.spawn(move || {
-                    let mut run = Vec::with_capacity(chunk.len());
-                    decode_into(&mut run, size * (k + 1), chunk).map(|()| run)
-                })
-            })
-            .collect();
-        let here = decode_into(&mut decoded, 0, first);
-        let runs: Vec<_> = runs
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect();
-        (here, runs)
-    });
+    let (here, runs) = crate::threads::map_runs(
+        items,
+        |first| decode_into(&mut decoded, 0, first),
+        |start, run| {
+            let mut decoded = Vec::with_capacity(run.len());
+            decode_into(&mut decoded, start, run).map(|()| decoded)
+        },
+    );
     here?;
     for run in runs {
         decoded.extend(run?);
