@@ -118,6 +118,25 @@ pub fn check_dir(dir: &Path) -> Result<bool, LoadError> {
 /// Loads and schema-checks the config directory `dir`. Semantic rules are not run here: see
 /// `crate::validate`.
 pub fn load(dir: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
+    load_with(dir, options, None)
+}
+
+/// A question asked of each binding of a bindings.yaml loaded by [`load_lean`], on the thread
+/// that parsed it: whether a later stage should look at that binding again. The file keeps
+/// the indices of those it picks out ([`source::LetGo::flagged`]).
+pub type Flag = dyn Fn(&yaml::Node) -> bool + Sync;
+
+/// [`load`] for a stage that only reports what it finds (`deepcli validate`). A bindings.yaml
+/// that is parsed in pieces ([`yaml::parse_streamed`]) never has its whole tree: each binding is
+/// schema-checked, decoded and asked `flag` on the thread that parsed it, then freed. The file
+/// keeps its text, each binding's span, and the tree without the bindings
+/// ([`SourceFile::let_go`]): a lookup afterwards parses again only the binding it is in
+/// ([`SourceFile::subtree`]). The diagnostics and the config are [`load`]'s.
+pub fn load_lean(dir: &Path, options: &LoadOptions, flag: &Flag) -> Result<Loaded, LoadError> {
+    load_with(dir, options, Some(flag))
+}
+
+fn load_with(dir: &Path, options: &LoadOptions, lean: Option<&Flag>) -> Result<Loaded, LoadError> {
     is_dir(dir)?;
     let mut texts = Vec::new();
     let mut unreadable = Vec::new();
@@ -133,7 +152,7 @@ pub fn load(dir: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
     let Loaded {
         mut config,
         mut diagnostics,
-    } = parse_texts(dir, texts, any_file, options);
+    } = parse_texts(dir, texts, any_file, options, lean);
     // A file that could not be read still counts as a file, with nothing known of its content.
     for (kind, path, d) in unreadable {
         mark_incomplete(&mut config.complete, kind);
@@ -157,7 +176,7 @@ pub fn load_texts(
     options: &LoadOptions,
 ) -> Loaded {
     let any_file = !texts.is_empty();
-    parse_texts(dir, texts, any_file, options)
+    parse_texts(dir, texts, any_file, options, None)
 }
 
 fn parse_texts(
@@ -165,6 +184,7 @@ fn parse_texts(
     texts: Vec<(FileKind, PathBuf, String)>,
     any_file: bool,
     options: &LoadOptions,
+    lean: Option<&Flag>,
 ) -> Loaded {
     let mut diagnostics = Vec::new();
     let mut sources = Sources::default();
@@ -177,9 +197,11 @@ fn parse_texts(
         let last = texts.pop();
         let others: Vec<_> = texts
             .into_iter()
-            .map(|(kind, path, text)| scope.spawn(move || load_file(kind, path, text)))
+            .map(|(kind, path, text)| {
+                scope.spawn(move || load_file(kind, path, text, options, lean))
+            })
             .collect();
-        let last = last.map(|(kind, path, text)| load_file(kind, path, text));
+        let last = last.map(|(kind, path, text)| load_file(kind, path, text, options, lean));
         let mut loaded: Vec<FileLoad> = others
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
@@ -223,14 +245,29 @@ struct FileLoad {
     complete: bool,
 }
 
-/// One file's pipeline: parse, misplaced keys, schema, typed decoding.
-fn load_file(kind: FileKind, path: PathBuf, text: String) -> FileLoad {
+/// One file's pipeline: parse, misplaced keys, schema, typed decoding; for agents.yaml, the
+/// agents resolved.
+fn load_file(
+    kind: FileKind,
+    path: PathBuf,
+    text: String,
+    options: &LoadOptions,
+    lean: Option<&Flag>,
+) -> FileLoad {
     let mut load = FileLoad {
         source: SourceFile::new(kind, path, text),
         diagnostics: Vec::new(),
         decoded: resolve::Decoded::default(),
         complete: true,
     };
+    if kind == FileKind::Bindings
+        && let Some(flag) = lean
+        && let Some(check) = schema::item_check(kind, BINDINGS)
+        && let Some(streamed) = stream_bindings(&load.source.text, &check, flag)
+    {
+        load_streamed(&mut load, &check, streamed);
+        return load;
+    }
     let file = &mut load.source;
     match yaml::parse(&file.text) {
         Ok(root) => file.root = root,
@@ -251,7 +288,113 @@ fn load_file(kind: FileKind, path: PathBuf, text: String) -> FileLoad {
             load.complete = false;
         }
     }
+    if kind == FileKind::Agents {
+        load.decoded.resolve_agents(options);
+    }
     load
+}
+
+/// The list [`load_lean`] streams.
+const BINDINGS: &str = "/bindings";
+
+/// What [`load_lean`] makes of one binding on the thread that parsed it, and whether its flag
+/// picked it out.
+struct Streamed {
+    item: StreamedItem,
+    flagged: bool,
+}
+
+enum StreamedItem {
+    Spec(model::BindingSpec),
+    /// An empty item (`-`), which decoding skips.
+    Null,
+    /// Kept for its diagnostics.
+    Invalid(yaml::Node),
+    Undecodable(yaml::de::DeError),
+}
+
+/// bindings.yaml parsed with each binding checked, decoded and flagged as it is parsed; `None`
+/// where it is not parsed in pieces, or its longest list is not `/bindings`.
+fn stream_bindings(
+    text: &str,
+    check: &schema::ItemCheck,
+    flag: &Flag,
+) -> Option<yaml::Streamed<Streamed>> {
+    let each = |_: usize, node: yaml::Node| {
+        let flagged = flag(&node);
+        let item = if !check.is_valid(&node) {
+            StreamedItem::Invalid(node)
+        } else if matches!(node.value, yaml::Value::Null) {
+            StreamedItem::Null
+        } else {
+            match yaml::de::from_node(&node) {
+                Ok(spec) => StreamedItem::Spec(spec),
+                Err(e) => StreamedItem::Undecodable(e),
+            }
+        };
+        Streamed { item, flagged }
+    };
+    yaml::parse_streamed(text, &each).filter(|s| s.list == BINDINGS)
+}
+
+/// The rest of [`load_file`] for a streamed bindings.yaml, in the same order: misplaced keys and
+/// the schema on the tree without the bindings, then each invalid binding's errors (placed by
+/// parsing it again), then the decoded bindings, or none where the file has an error above
+/// them or a binding that could not be decoded.
+fn load_streamed(
+    load: &mut FileLoad,
+    check: &schema::ItemCheck,
+    streamed: yaml::Streamed<Streamed>,
+) {
+    let file = &mut load.source;
+    file.root = Some(streamed.root);
+    let skip = misplaced_keys(file, &mut load.diagnostics);
+    let above = schema::validate(file, &skip);
+    let whole = !above.is_empty();
+    load.diagnostics.extend(above);
+    let mut flagged = Vec::new();
+    let mut invalid = Vec::new();
+    let mut undecodable = None;
+    // Collected in place: the bindings take the memory of what was streamed.
+    let bindings: Vec<resolve::Binding> = streamed
+        .items
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, Streamed { item, flagged: f })| {
+            if f {
+                flagged.push(index);
+            }
+            match item {
+                StreamedItem::Spec(spec) => return Some(resolve::Binding { index, spec }),
+                StreamedItem::Null => {}
+                StreamedItem::Invalid(node) => invalid.push((index, node)),
+                StreamedItem::Undecodable(e) => {
+                    undecodable.get_or_insert(e);
+                }
+            }
+            None
+        })
+        .collect();
+    if let Some(rest) = file.root.take() {
+        file.let_go = Some(Box::new(source::LetGo::new(
+            streamed.list,
+            streamed.spans,
+            rest,
+            flagged,
+        )));
+    }
+    for (index, node) in &invalid {
+        let errors = check.errors(file, &format!("{BINDINGS}/{index}"), node);
+        load.diagnostics.extend(errors);
+    }
+    load.complete = !whole && invalid.is_empty() && undecodable.is_none();
+    if whole {
+        return;
+    }
+    match undecodable {
+        Some(e) => load.diagnostics.push(*resolve::undecodable(file, &e)),
+        None => load.decoded = resolve::Decoded::of_bindings(bindings),
+    }
 }
 
 fn mark_incomplete(complete: &mut Completeness, kind: FileKind) {

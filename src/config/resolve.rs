@@ -130,15 +130,25 @@ pub(super) struct Decoded {
     channel_defaults: PolicySpec,
     a2a: Option<super::model::A2aSpec>,
     bindings: Vec<Binding>,
+    /// The agents with defaults applied and paths resolved, and the default agent's id, made
+    /// on the thread that loaded agents.yaml ([`Decoded::resolve_agents`]).
+    resolved: Option<(Vec<Agent>, String)>,
 }
 
 impl Decoded {
+    /// Resolves the agents of a decoded agents.yaml: they need nothing of the other files.
+    pub(super) fn resolve_agents(&mut self, options: &LoadOptions) {
+        let list = std::mem::take(&mut self.agent_list);
+        self.resolved = Some(agents(list, &self.agents.agents.defaults, options));
+    }
+
     /// Takes what `other` decoded of a file of `kind` (decoded on its own, beside the others).
     pub(super) fn take(&mut self, other: Decoded, kind: FileKind) {
         match kind {
             FileKind::Agents => {
                 self.agents = other.agents;
                 self.agent_list = other.agent_list;
+                self.resolved = other.resolved;
             }
             FileKind::Channels => {
                 self.channels = other.channels;
@@ -146,6 +156,14 @@ impl Decoded {
                 self.a2a = other.a2a;
             }
             FileKind::Bindings => self.bindings = other.bindings,
+        }
+    }
+
+    /// A bindings.yaml's bindings, decoded as they were parsed (`super::load_lean`).
+    pub(super) fn of_bindings(bindings: Vec<Binding>) -> Decoded {
+        Decoded {
+            bindings,
+            ..Decoded::default()
         }
     }
 
@@ -164,20 +182,7 @@ impl Decoded {
             (None, _) => return Ok(false),
             (Some(root), _) => root,
         };
-        let internal = |e: DeError| {
-            let at = match e.span {
-                Some(span) => file.location("", span),
-                None => file.locate(""),
-            };
-            Box::new(
-                Diagnostic::new(
-                    rules::SCHEMA,
-                    format!("the file passed its schema but could not be decoded: {e}"),
-                )
-                .hint("this is a deepcli bug; please report it with the file")
-                .at(at),
-            )
-        };
+        let internal = |e: DeError| undecodable(file, &e);
         let items = match poisoned {
             Poisoned::Items(items) => items.as_slice(),
             _ => &[],
@@ -234,6 +239,22 @@ impl Decoded {
         }
         Ok(out.incomplete)
     }
+}
+
+/// The diagnostic of a file that passed its schema but could not be decoded: a deepcli bug.
+pub(super) fn undecodable(file: &SourceFile, e: &DeError) -> Box<Diagnostic> {
+    let at = match e.span {
+        Some(span) => file.location("", span),
+        None => file.locate(""),
+    };
+    Box::new(
+        Diagnostic::new(
+            rules::SCHEMA,
+            format!("the file passed its schema but could not be decoded: {e}"),
+        )
+        .hint("this is a deepcli bug; please report it with the file")
+        .at(at),
+    )
 }
 
 /// What schema errors take out of a file before it is decoded.
@@ -390,24 +411,10 @@ pub(super) fn resolve(
         channel_defaults,
         a2a,
         bindings,
+        resolved,
     } = decoded;
-    let defaults = &file.agents.defaults;
-    let mut agents: Vec<Agent> = agent_list
-        .iter()
-        .map(|(index, spec)| agent(Some(*index), spec, defaults, options))
-        .collect();
-    if !agents.iter().any(|a| a.id() == MAIN_AGENT) {
-        let spec = AgentSpec {
-            id: MAIN_AGENT.to_string(),
-            ..AgentSpec::default()
-        };
-        agents.push(agent(None, &spec, defaults, options));
-    }
-    let default_agent = agents
-        .iter()
-        .find(|a| a.spec.default == Some(true) && a.index.is_some())
-        .or_else(|| agents.iter().find(|a| a.index.is_some()))
-        .map_or_else(|| MAIN_AGENT.to_string(), |a| a.id().to_string());
+    let (agents, default_agent) =
+        resolved.unwrap_or_else(|| self::agents(agent_list, &file.agents.defaults, options));
     Config {
         dir: dir.to_path_buf(),
         sources,
@@ -424,31 +431,51 @@ pub(super) fn resolve(
     }
 }
 
+/// Every agent (those listed, in order, then an implicit `main` when none is listed), with
+/// defaults applied and paths resolved; and the default agent's id.
+fn agents(
+    list: Vec<(usize, AgentSpec)>,
+    defaults: &super::model::AgentDefaults,
+    options: &LoadOptions,
+) -> (Vec<Agent>, String) {
+    let mut agents: Vec<Agent> = list
+        .into_iter()
+        .map(|(index, spec)| agent(Some(index), spec, defaults, options))
+        .collect();
+    if !agents.iter().any(|a| a.id() == MAIN_AGENT) {
+        let spec = AgentSpec {
+            id: MAIN_AGENT.to_string(),
+            ..AgentSpec::default()
+        };
+        agents.push(agent(None, spec, defaults, options));
+    }
+    let default_agent = agents
+        .iter()
+        .find(|a| a.spec.default == Some(true) && a.index.is_some())
+        .or_else(|| agents.iter().find(|a| a.index.is_some()))
+        .map_or_else(|| MAIN_AGENT.to_string(), |a| a.id().to_string());
+    (agents, default_agent)
+}
+
 fn agent(
     index: Option<usize>,
-    own: &AgentSpec,
+    own: AgentSpec,
     defaults: &super::model::AgentDefaults,
     options: &LoadOptions,
 ) -> Agent {
     let spec = AgentSpec {
-        model: own.model.clone().or_else(|| defaults.model.clone()),
+        model: own.model.or_else(|| defaults.model.clone()),
         skip_bootstrap: own.skip_bootstrap.or(defaults.skip_bootstrap),
-        runtime: own.runtime.clone().or_else(|| defaults.runtime.clone()),
-        tools: own.tools.clone().or_else(|| defaults.tools.clone()),
-        sandbox: own.sandbox.clone().or_else(|| defaults.sandbox.clone()),
-        heartbeat: own.heartbeat.clone().or_else(|| defaults.heartbeat.clone()),
-        group_chat: own
-            .group_chat
-            .clone()
-            .or_else(|| defaults.group_chat.clone()),
-        subagents: own.subagents.clone().or_else(|| defaults.subagents.clone()),
-        budgets: own.budgets.clone().or_else(|| defaults.budgets.clone()),
-        identity: own.identity.clone().or_else(|| defaults.identity.clone()),
-        permissions: own
-            .permissions
-            .clone()
-            .or_else(|| defaults.permissions.clone()),
-        ..own.clone()
+        runtime: own.runtime.or_else(|| defaults.runtime.clone()),
+        tools: own.tools.or_else(|| defaults.tools.clone()),
+        sandbox: own.sandbox.or_else(|| defaults.sandbox.clone()),
+        heartbeat: own.heartbeat.or_else(|| defaults.heartbeat.clone()),
+        group_chat: own.group_chat.or_else(|| defaults.group_chat.clone()),
+        subagents: own.subagents.or_else(|| defaults.subagents.clone()),
+        budgets: own.budgets.or_else(|| defaults.budgets.clone()),
+        identity: own.identity.or_else(|| defaults.identity.clone()),
+        permissions: own.permissions.or_else(|| defaults.permissions.clone()),
+        ..own
     };
     let state = &options.state_dir;
     let home = options.home.as_deref();

@@ -84,6 +84,19 @@ struct Collection {
     document: Json,
 }
 
+impl Collection {
+    /// The container's pointer, where its path names every key.
+    fn pointer(&self) -> Option<String> {
+        self.path
+            .iter()
+            .map(|(step, _)| match step {
+                Step::Key(key) => Some(format!("/{}", yaml::escape_pointer_token(key))),
+                Step::Any => None,
+            })
+            .collect()
+    }
+}
+
 /// Keywords that only describe.
 const ANNOTATIONS: &[&str] = &[
     "$schema",
@@ -421,6 +434,44 @@ pub fn validate(file: &SourceFile, skip: &[String]) -> Vec<Diagnostic> {
     out
 }
 
+/// The schema of the items of one of `kind`'s sequences (`/bindings`), checking an item on its
+/// own: for a loader that never holds the whole list (`super::load_lean`). `None` where the
+/// schema does not split that list ([`Collection::find`]).
+pub(super) fn item_check(kind: FileKind, list: &str) -> Option<ItemCheck> {
+    let compiled = compiled();
+    let collection = compiled.files[kind as usize]
+        .collections
+        .iter()
+        .find(|c| c.sequence && c.pointer().as_deref() == Some(list))?;
+    Some(ItemCheck {
+        collection,
+        compiled,
+    })
+}
+
+/// [`item_check`]'s answer.
+pub(super) struct ItemCheck {
+    collection: &'static Collection,
+    compiled: &'static Compiled,
+}
+
+impl ItemCheck {
+    pub(super) fn is_valid(&self, item: &Node) -> bool {
+        self.collection.validator.is_valid(item)
+    }
+
+    /// The diagnostics [`validate`] gives `item`, which is at `pointer` in `file`.
+    pub(super) fn errors(&self, file: &SourceFile, pointer: &str, item: &Node) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        let document = &self.collection.document;
+        for error in self.collection.validator.iter_errors(item) {
+            let at = format!("{pointer}{}", error.instance_path().as_str());
+            diagnose(file, &error, &at, document, self.compiled, &mut out);
+        }
+        out
+    }
+}
+
 /// [`validate`] with the whole file as one JSON instance, never split: what `validate` must
 /// always agree with, for its equivalence tests (`tests/it/loader.rs`).
 #[doc(hidden)]
@@ -453,10 +504,9 @@ fn diagnose(
     let vocabulary = allowed.as_deref().unwrap_or(&compiled.vocabulary);
     let what = describe(pointer);
     let node_type = file
-        .root
-        .as_ref()
-        .and_then(|r| r.pointer(pointer))
-        .map_or("value", |n| n.type_name());
+        .subtree(pointer)
+        .and_then(|(root, rest)| Some(root.pointer(rest)?.type_name()))
+        .unwrap_or("value");
     let diagnostic = match error.kind() {
         ValidationErrorKind::AdditionalProperties { unexpected } => {
             for key in unexpected {

@@ -59,34 +59,72 @@ pub struct SourceFile {
     pub kind: FileKind,
     pub path: PathBuf,
     pub text: String,
-    /// `None` for an empty file or one that did not parse, and once the tree was let go.
+    /// `None` for an empty file or one that did not parse, and for a file whose tree was
+    /// never whole (see `let_go`).
     pub root: Option<Node>,
-    /// `Some` once the tree was let go ([`Sources::let_go`]).
+    /// `Some` for a file loaded without its whole tree ([`super::load_lean`]).
     pub let_go: Option<Box<LetGo>>,
 }
 
-/// What a file keeps of a tree it let go, to look into it again.
-#[derive(Debug, Clone, Default)]
+/// What a file loaded without its whole tree keeps, to look into it again.
+#[derive(Debug, Clone)]
 pub struct LetGo {
+    /// The file's list (`/bindings`) and each of its items' spans in the whole tree.
+    list: String,
+    spans: Vec<Span>,
+    /// The tree with the list empty.
+    rest: Node,
+    /// The items that the loader's question picked out, by index ([`super::Flag`]).
+    flagged: Vec<usize>,
     /// The text parsed again, the first time a lookup is not inside one item of the list.
     whole: OnceLock<Option<Node>>,
-    /// The file's list (`/bindings`) and each of its items' spans in the whole tree.
-    list: Option<(String, Vec<Span>)>,
     /// Where each line starts (byte offsets), made for the first item looked up.
     lines: OnceLock<Vec<usize>>,
 }
 
 impl LetGo {
-    /// The item of the list that `pointer` is in, parsed again from its own lines, and the rest
-    /// of the pointer; `None` for a pointer outside the items, the last item (what follows it
-    /// is not its own), or an item whose lines do not give back its span.
+    pub(super) fn new(list: String, spans: Vec<Span>, rest: Node, flagged: Vec<usize>) -> LetGo {
+        LetGo {
+            list,
+            spans,
+            rest,
+            flagged,
+            whole: OnceLock::new(),
+            lines: OnceLock::new(),
+        }
+    }
+
+    /// The list's pointer.
+    pub fn list(&self) -> &str {
+        &self.list
+    }
+
+    /// The file's tree without the list's items.
+    pub fn rest(&self) -> &Node {
+        &self.rest
+    }
+
+    /// The indices of the items the loader picked out.
+    pub fn flagged(&self) -> &[usize] {
+        &self.flagged
+    }
+
+    /// The item of the list that `pointer` is in, parsed again from its own lines (from its
+    /// `-` to the next item's, or for the last item, to where the whole tree ends it), and the
+    /// rest of the pointer; `None` for a pointer outside the items, or an item whose lines do
+    /// not give back its span.
     fn item<'p>(&self, text: &str, pointer: &'p str) -> Option<(Node, &'p str)> {
-        let (list, spans) = self.list.as_ref()?;
-        let rest = pointer.strip_prefix(list.as_str())?.strip_prefix('/')?;
+        let rest = pointer
+            .strip_prefix(self.list.as_str())?
+            .strip_prefix('/')?;
         let (index, rest) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         let i: usize = index.parse().ok()?;
-        let (span, next) = (spans.get(i)?, spans.get(i + 1)?);
-        if next.start.line <= span.start.line {
+        let span = self.spans.get(i)?;
+        let end = self
+            .spans
+            .get(i + 1)
+            .map_or(span.end.line, |next| next.start.line);
+        if end <= span.start.line {
             return None;
         }
         let lines = self.lines.get_or_init(|| {
@@ -95,7 +133,7 @@ impl LetGo {
                 .collect()
         });
         let from = *lines.get(usize::try_from(span.start.line).ok()?.checked_sub(1)?)?;
-        let to = *lines.get(usize::try_from(next.start.line).ok()?.checked_sub(1)?)?;
+        let to = *lines.get(usize::try_from(end).ok()?.checked_sub(1)?)?;
         let item = yaml::parse_item(text.get(from..to)?, span.start.line, *span)?;
         Some((item, rest))
     }
@@ -112,7 +150,7 @@ impl SourceFile {
         }
     }
 
-    /// The file's span tree: its own, or where that was let go, the text parsed again (once).
+    /// The file's span tree: its own, or where it was never whole, the text parsed again (once).
     pub fn tree(&self) -> Option<&Node> {
         match (&self.root, &self.let_go) {
             (Some(root), _) => Some(root),
@@ -124,7 +162,7 @@ impl SourceFile {
         }
     }
 
-    /// Whether a lookup parsed the whole text again after the tree was let go (for the tests
+    /// Whether a lookup parsed the whole text again, for a file loaded without its tree (for the tests
     /// that hold a lookup to one item's parse).
     #[doc(hidden)]
     pub fn parsed_whole_again(&self) -> bool {
@@ -134,7 +172,7 @@ impl SourceFile {
     }
 
     /// Where to look `pointer` up: a tree and the pointer within it. That is the file's tree,
-    /// or where that was let go and `pointer` is inside one item of its list, that item alone,
+    /// or where it was never whole and `pointer` is inside one item of its list, that item alone,
     /// parsed again from its lines (a lookup in a large file costs one item's parse).
     pub fn subtree<'p>(&self, pointer: &'p str) -> Option<(Cow<'_, Node>, &'p str)> {
         if self.root.is_none()
@@ -239,29 +277,6 @@ impl Sources {
 
     pub fn locate_key(&self, kind: FileKind, pointer: &str) -> Option<Location> {
         self.get(kind).map(|f| f.locate_key(pointer))
-    }
-
-    /// Takes the span tree of `kind`'s file out to free it, keeping its text and the spans of
-    /// the items of its `list` (a pointer): a lookup afterwards parses the one item it is in
-    /// again, or the whole text ([`SourceFile::subtree`]). For a stage that looks into the file
-    /// only to place what it finds, and rarely finds anything.
-    pub fn let_go(&mut self, kind: FileKind, list: &str) -> Option<Node> {
-        let file = self.files.iter_mut().find(|f| f.kind == kind)?;
-        let root = file.root.take()?;
-        // Tabs and carriage returns are left to the whole parse, as the parallel parse leaves
-        // them (their errors and line breaks are the whole file's).
-        let spans = match root.pointer(list).map(|l| &l.value) {
-            Some(yaml::Value::Seq(items)) if !file.text.contains(['\t', '\r']) => Some((
-                list.to_string(),
-                items.iter().map(|item| item.span).collect(),
-            )),
-            _ => None,
-        };
-        file.let_go = Some(Box::new(LetGo {
-            list: spans,
-            ..LetGo::default()
-        }));
-        Some(root)
     }
 
     /// Takes the span tree of `kind`'s file out, keeping its text (snippets, the hash): for a

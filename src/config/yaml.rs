@@ -216,6 +216,33 @@ pub fn parse_item(lines: &str, first_line: u32, span: Span) -> Option<Node> {
     parallel::item(lines, first_line, span)
 }
 
+/// A large file parsed without ever holding its longest block sequence whole: each item goes,
+/// as soon as it is parsed, to the function the parse was given, on the thread that parsed it.
+/// The spans are those [`parse`] gives.
+#[derive(Debug)]
+pub struct Streamed<T> {
+    /// The file's tree, with that sequence empty.
+    pub root: Node,
+    /// The sequence's pointer (`/bindings`).
+    pub list: String,
+    /// What the function made of each item, in order.
+    pub items: Vec<T>,
+    /// Each item's span.
+    pub spans: Vec<Span>,
+}
+
+/// `text` parsed as [`parse`] parses it, but the items of its longest block sequence are handed
+/// to `each` (with their index) instead of kept. `None` where [`parse`] would not cut the text
+/// in pieces (a small file, tabs, an alias into another piece, …), where it does not end with
+/// a line break, and where it does not parse: then the caller parses it whole, for its tree or
+/// its error.
+pub fn parse_streamed<T: Send>(
+    text: &str,
+    each: &(dyn Fn(usize, Node) -> T + Sync),
+) -> Option<Streamed<T>> {
+    parallel::streamed(text, each)
+}
+
 /// Keeps every position inside `text`. Where a text does not end with a line break, the
 /// scanner ends it on the line after its last one: the nodes that end there (the root and its
 /// last child, that child's last child, …) and an error found there are put just after the
@@ -280,16 +307,58 @@ struct Parsed {
 }
 
 fn run(text: &str) -> Result<Parsed, YamlError> {
-    let mut builder = Builder::default();
+    build(text, Builder::default()).map(|(parsed, _)| parsed)
+}
+
+/// [`run`], but the outermost sequence that starts on `line` hands each of its items to `sink`
+/// as soon as the item is complete, instead of keeping it: in the tree it is empty. Also says
+/// where that sequence starts and how many items it had, if there was one.
+fn run_streaming(
+    text: &str,
+    line: u32,
+    sink: &mut dyn FnMut(Node),
+) -> Result<(Parsed, Option<(Pos, usize)>), YamlError> {
+    let builder = Builder {
+        stream: Some(Stream {
+            line,
+            open: None,
+            start: None,
+            items: 0,
+            sink,
+        }),
+        ..Builder::default()
+    };
+    build(text, builder)
+}
+
+fn build<'s>(
+    text: &str,
+    mut builder: Builder<'s>,
+) -> Result<(Parsed, Option<(Pos, usize)>), YamlError> {
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| scan_error(text, &e))?;
         builder.push(event, span_of(span))?;
     }
-    Ok(Parsed {
+    let streamed = builder.stream.and_then(|s| Some((s.start?, s.items)));
+    let parsed = Parsed {
         root: builder.root,
         alias_nodes: builder.alias_nodes,
         depth: builder.depth,
-    })
+    };
+    Ok((parsed, streamed))
+}
+
+/// Where the items of one sequence go instead of into the tree ([`run_streaming`]).
+struct Stream<'s> {
+    /// The sequence is the first to start on this line: the outermost one there.
+    line: u32,
+    /// Its frame's index in the stack while it is open.
+    open: Option<usize>,
+    /// Where it starts, once it has started.
+    start: Option<Pos>,
+    /// Items handed to the sink.
+    items: usize,
+    sink: &'s mut dyn FnMut(Node),
 }
 
 /// A mapping or sequence under construction. Its items or entries so far are the tail of the
@@ -317,7 +386,7 @@ enum Frame {
 const INDEXED_MAP: usize = 32;
 
 #[derive(Default)]
-struct Builder {
+struct Builder<'s> {
     stack: Vec<Frame>,
     /// The items of every open sequence, innermost last.
     items: Vec<Node>,
@@ -329,9 +398,10 @@ struct Builder {
     depth: usize,
     documents: usize,
     root: Option<Node>,
+    stream: Option<Stream<'s>>,
 }
 
-impl Builder {
+impl Builder<'_> {
     fn push(&mut self, event: Event<'_>, span: Span) -> Result<(), YamlError> {
         match event {
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => Ok(()),
@@ -354,6 +424,13 @@ impl Builder {
                 collection_tag(tag.as_deref(), span)?;
                 self.open(span)?;
                 self.depth = self.depth.max(self.stack.len() + 1);
+                if let Some(stream) = &mut self.stream
+                    && stream.start.is_none()
+                    && span.start.line == stream.line
+                {
+                    stream.open = Some(self.stack.len());
+                    stream.start = Some(span.start);
+                }
                 self.stack.push(Frame::Seq {
                     anchor,
                     start: span.start,
@@ -378,6 +455,11 @@ impl Builder {
                 let Some(frame) = self.stack.pop() else {
                     return Ok(());
                 };
+                if let Some(stream) = &mut self.stream
+                    && stream.open == Some(self.stack.len())
+                {
+                    stream.open = None;
+                }
                 let (anchor, node) = match frame {
                     Frame::Seq {
                         anchor,
@@ -451,6 +533,13 @@ impl Builder {
     fn finish(&mut self, node: Node, anchor: usize) -> Result<(), YamlError> {
         if anchor != 0 {
             self.anchors.push((anchor, node.clone()));
+        }
+        if let Some(stream) = &mut self.stream
+            && stream.open.is_some_and(|open| open + 1 == self.stack.len())
+        {
+            stream.items += 1;
+            (stream.sink)(node);
+            return Ok(());
         }
         match self.stack.last_mut() {
             None => {

@@ -51,30 +51,13 @@ pub fn validate_dir(dir: &Path, options: &LoadOptions) -> Result<Report, LoadErr
     Ok(finish(loaded))
 }
 
-/// bindings.yaml from this size on (about 35,000 bindings) has its span tree let go before the
-/// rules in [`validate_dir_lean`]. A smaller tree is kept: what freeing it saves is small.
-const LET_GO_BYTES: usize = 4 * 1024 * 1024;
-
-/// [`validate_dir`] for a run that only reports (`deepcli validate`). A large bindings.yaml's
-/// span tree, the largest thing loading makes, is let go once it is decoded and searched for
-/// secrets, before the rules: they place what they find in it by parsing again the binding it
-/// is in ([`config::SourceFile::subtree`]). The report keeps that file's text, not its tree.
+/// [`validate_dir`] for a run that only reports (`deepcli validate`). A large bindings.yaml
+/// never has its whole span tree, the largest thing loading makes ([`config::load_lean`]): the
+/// rules place what they find in it by parsing again the binding it is in
+/// ([`config::SourceFile::subtree`]), and the secret search looks again at the bindings that
+/// hold a credential-shaped string. The report keeps that file's text, not its tree.
 pub fn validate_dir_lean(dir: &Path, options: &LoadOptions) -> Result<Report, LoadError> {
-    let mut loaded = config::load(dir, options)?;
-    let large = loaded
-        .config
-        .sources
-        .get(FileKind::Bindings)
-        .is_some_and(|f| f.root.is_some() && f.text.len() >= LET_GO_BYTES);
-    if large {
-        let cx = Context::new(&loaded.config);
-        secrets::check_file(&cx, FileKind::Bindings, &mut loaded.diagnostics);
-        let tree = loaded
-            .config
-            .sources
-            .let_go(FileKind::Bindings, "/bindings");
-        crate::threads::drop_in_background(tree);
-    }
+    let loaded = config::load_lean(dir, options, &secrets::worth_a_look)?;
     Ok(finish(loaded))
 }
 

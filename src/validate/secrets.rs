@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use super::Context;
 use crate::config::model::Secret;
-use crate::config::yaml::{Node, Value, escape_pointer_token};
+use crate::config::yaml::{self, Node, Value, escape_pointer_token};
 use crate::config::{FileKind, Sources};
 use crate::diagnostic::{Diagnostic, Rule, rules};
 
@@ -496,33 +496,47 @@ pub(super) fn check(cx: &Context<'_>, reported: &[Diagnostic], out: &mut Vec<Dia
             Some((kind, l.pointer.clone()))
         })
         .collect();
-    // A file whose tree was let go was searched before ([`check_file`]).
     for file in &cx.config.sources.files {
-        if let Some(root) = &file.root {
-            let mut walk = Walk {
-                cx,
-                kind: file.kind,
-                reported: &reported,
-                out,
-            };
-            walk.node(root, &mut Vec::new());
+        let mut walk = Walk {
+            cx,
+            kind: file.kind,
+            reported: &reported,
+            out,
+        };
+        match (&file.root, &file.let_go) {
+            (Some(root), _) => walk.node(root, &mut Vec::new()),
+            // A file loaded without its tree: what is left of it, and the items that
+            // [`worth_a_look`] picked out, each parsed again.
+            (None, Some(let_go)) => {
+                walk.node(let_go.rest(), &mut Vec::new());
+                for &index in let_go.flagged() {
+                    let pointer = format!("{}/{index}", let_go.list());
+                    let Some((item, "")) = file.subtree(&pointer) else {
+                        continue;
+                    };
+                    let mut path: Vec<Step<'_>> = yaml::pointer_tokens(let_go.list())
+                        .map(Step::Token)
+                        .collect();
+                    path.push(Step::Index(index));
+                    walk.node(&item, &mut path);
+                }
+            }
+            (None, None) => {}
         }
     }
 }
 
-/// [`check`] for one file, before its tree is let go. Only for a file the field rules report
-/// no secret in (bindings.yaml).
-pub(super) fn check_file(cx: &Context<'_>, kind: FileKind, out: &mut Vec<Diagnostic>) {
-    let Some(root) = cx.config.sources.get(kind).and_then(|f| f.root.as_ref()) else {
-        return;
-    };
-    let mut walk = Walk {
-        cx,
-        kind,
-        reported: &HashSet::default(),
-        out,
-    };
-    walk.node(root, &mut Vec::new());
+/// Whether `node` holds a string, key or value, that [`credential`] picks out: the question
+/// [`crate::config::load_lean`] asks of each binding, whose tree it does not keep.
+pub(super) fn worth_a_look(node: &Node) -> bool {
+    match &node.value {
+        Value::String(text) => credential(text).is_some(),
+        Value::Seq(items) => items.iter().any(worth_a_look),
+        Value::Map(entries) => entries
+            .iter()
+            .any(|e| credential(&e.key).is_some() || worth_a_look(&e.value)),
+        Value::Null | Value::Bool(_) | Value::Int(_) | Value::Float(_) => false,
+    }
 }
 
 struct Walk<'a, 'b> {
@@ -537,6 +551,8 @@ struct Walk<'a, 'b> {
 enum Step<'n> {
     Key(&'n str),
     Index(usize),
+    /// A token of a pointer, unescaped.
+    Token(std::borrow::Cow<'n, str>),
 }
 
 fn pointer(path: &[Step<'_>]) -> String {
@@ -545,6 +561,7 @@ fn pointer(path: &[Step<'_>]) -> String {
         out.push('/');
         match step {
             Step::Key(key) => out.push_str(&escape_pointer_token(key)),
+            Step::Token(token) => out.push_str(&escape_pointer_token(token)),
             Step::Index(i) => out.push_str(&i.to_string()),
         }
     }

@@ -724,12 +724,12 @@ proptest! {
     }
 }
 
-/// `deepcli validate` lets a large bindings.yaml's tree go before the rules
-/// (`validate_dir_lean`): what it finds there, it places by parsing the file again. The report
-/// is the one that keeps the tree: every diagnostic, position, hint and redaction, in every
-/// format.
+/// `deepcli validate` never holds a large bindings.yaml's whole tree (`validate_dir_lean`):
+/// each binding is checked and decoded as it is parsed, and what the rules find, they place by
+/// parsing again the binding it is in. The report is the one that keeps the tree: every
+/// diagnostic, position, hint and redaction, in every format.
 #[test]
-fn letting_a_large_bindings_tree_go_changes_no_diagnostic() {
+fn streaming_a_large_bindings_file_changes_no_diagnostic() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("agents.yaml"),
@@ -755,6 +755,11 @@ fn letting_a_large_bindings_tree_go_changes_no_diagnostic() {
             20 => format!("  - agentId: Ops\n    match:\n      channel: telegram\n      accountId: bot3\n      peer:\n        kind: dm\n        id: \"v{i}\"\n"),
             // not-enforced: `acp` settings on a route binding
             21 => format!("  - agentId: ops\n    acp: {{mode: persistent}}\n    match: {{channel: telegram, peer: {{kind: group, id: \"g{i}\"}}}}\n"),
+            // schema: an unknown key and a number where a string goes, in one binding (left
+            // out of the config); a secret as a key
+            22 => format!("  - agentId: 7\n    match: {{channel: telegram, extra: 1}}\n    comment: {{xoxb-1234567890-abcdefghij: {i}}}\n"),
+            // an empty item
+            23 => "  -\n".to_string(),
             _ => format!("  - agentId: ops\n    match: {{channel: telegram, peer: {{kind: direct, id: \"u{i}\"}}}}\n"),
         });
         i += 1;
@@ -764,30 +769,45 @@ fn letting_a_large_bindings_tree_go_changes_no_diagnostic() {
         state_dir: dir.path().join("state"),
         home: None,
     };
-    let whole = validate_dir(dir.path(), &options).unwrap();
-    let lean = validate::validate_dir_lean(dir.path(), &options).unwrap();
-    // Each finding was placed by parsing the one binding it is in.
-    let bindings_source = |r: &validate::Report| {
+    let parsed_whole_again = |r: &validate::Report| {
         r.config
             .sources
             .get(FileKind::Bindings)
             .unwrap()
             .parsed_whole_again()
     };
-    assert!(!bindings_source(&lean), "the whole file was parsed again");
-    assert_same_reports(&lean, &whole);
-    // A finding in the last binding, which nothing after it in the list bounds, is placed by
-    // parsing the whole file again, and is the same.
+    let same = |rules: &[&str]| {
+        let whole = validate_dir(dir.path(), &options).unwrap();
+        let lean = validate::validate_dir_lean(dir.path(), &options).unwrap();
+        assert_same_reports(&lean, &whole, rules);
+        parsed_whole_again(&lean)
+    };
+    let rules = [
+        "binding-conflict",
+        "inline-secret",
+        "legacy-peer-kind",
+        "non-canonical-id",
+        "not-enforced",
+        "schema",
+        "unknown-account",
+        "unknown-agent",
+        "unreachable-binding",
+    ];
+    // Each finding was placed by parsing the one binding it is in.
+    assert!(!same(&rules), "the whole file was parsed again");
+    // In the last binding too: it ends where the list does.
     bindings.push_str("  - agentId: ghost\n    match: {channel: telegram, accountId: bot2}\n");
     std::fs::write(dir.path().join("bindings.yaml"), &bindings).unwrap();
-    let whole = validate_dir(dir.path(), &options).unwrap();
-    let lean = validate::validate_dir_lean(dir.path(), &options).unwrap();
-    assert!(bindings_source(&lean));
-    assert_same_reports(&lean, &whole);
+    assert!(!same(&rules), "the whole file was parsed again");
+    // A key after the list, unknown and holding a secret: nothing of the file is decoded, the
+    // secret is found outside the bindings, and its place is looked up in the whole file.
+    bindings.push_str("extra: ghp_EXAMPLE1example1EXAMPLE1example1EXAM\n");
+    std::fs::write(dir.path().join("bindings.yaml"), &bindings).unwrap();
+    assert!(same(&["inline-secret", "schema"]));
 }
 
 /// `lean` (bindings.yaml's tree let go) says what `whole` says, in every format.
-fn assert_same_reports(lean: &validate::Report, whole: &validate::Report) {
+fn assert_same_reports(lean: &validate::Report, whole: &validate::Report, rules: &[&str]) {
     let bindings_file = |r: &validate::Report| {
         r.config
             .sources
@@ -807,19 +827,7 @@ fn assert_same_reports(lean: &validate::Report, whole: &validate::Report) {
             .map(|d| d.rule.id)
             .collect::<std::collections::BTreeSet<_>>()
     };
-    assert_eq!(
-        in_bindings(whole).into_iter().collect::<Vec<_>>(),
-        [
-            "binding-conflict",
-            "inline-secret",
-            "legacy-peer-kind",
-            "non-canonical-id",
-            "not-enforced",
-            "unknown-account",
-            "unknown-agent",
-            "unreachable-binding",
-        ]
-    );
+    assert_eq!(in_bindings(whole).into_iter().collect::<Vec<_>>(), rules);
     assert_eq!(
         format!("{:#?}", lean.diagnostics),
         format!("{:#?}", whole.diagnostics)

@@ -24,7 +24,9 @@
 //! alias whose anchor is in another piece; the depth and alias limits), `parse` says `None`
 //! and the caller parses the file whole.
 
-use super::{MAX_ALIAS_NODES, MAX_DEPTH, Node, Parsed, Pos, Value, run};
+use super::{
+    MAX_ALIAS_NODES, MAX_DEPTH, Node, Parsed, Pos, Span, Streamed, Value, run, run_streaming,
+};
 
 /// Files below this size are parsed whole: a thread would cost about what it saves.
 const MIN_BYTES: usize = 256 * 1024;
@@ -72,6 +74,111 @@ fn parse_in(text: &str, pieces: usize) -> Option<Node> {
     cut.assemble(head?, pieces?, cut.removed_lines(text))
 }
 
+/// [`super::parse_streamed`]: cut as [`parse`] cuts, each part parsed with its items handed on.
+pub(super) fn streamed<T: Send>(
+    text: &str,
+    each: &(dyn Fn(usize, Node) -> T + Sync),
+) -> Option<Streamed<T>> {
+    if text.len() < MIN_BYTES {
+        return None;
+    }
+    // At least two pieces, even on one core: what streaming is for is the memory.
+    let pieces = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(2, MAX_PIECES);
+    streamed_in(text, pieces, each)
+}
+
+/// [`streamed`] in `pieces` pieces, whatever the size of the file.
+fn streamed_in<T: Send>(
+    text: &str,
+    pieces: usize,
+    each: &(dyn Fn(usize, Node) -> T + Sync),
+) -> Option<Streamed<T>> {
+    // Without a line break at the end, positions at the end are put inside the text
+    // (`super::inside`), in the last item too: which is gone by then.
+    if !text.ends_with('\n') {
+        return None;
+    }
+    let cut = Cut::find(text, pieces)?;
+    let head = cut.head(text);
+    let total = cut.first_items + cut.pieces.iter().map(|p| p.2).sum::<usize>();
+    let (head, pieces) = std::thread::scope(|scope| {
+        let mut first = cut.first_items;
+        let pieces: Vec<_> = cut
+            .pieces(text)
+            .zip(&cut.pieces)
+            .map(|(piece, &(_, line, count))| {
+                let start = first;
+                first += count;
+                scope.spawn(move || Part::parse(piece, 1, line - 1, start, count, each))
+            })
+            .collect();
+        // The head's list is the one the whole list is gathered in: sized for all of it.
+        let head = Part::parse(&head, cut.first.1, 0, 0, total, each);
+        let pieces: Option<Vec<Part<T>>> = pieces
+            .into_iter()
+            .map(|p| p.join().ok().flatten())
+            .collect();
+        (head, pieces)
+    });
+    cut.assemble_streamed(head?, pieces?, cut.removed_lines(text), each)
+}
+
+/// One part of a streamed parse: the head or a later piece.
+struct Part<T> {
+    parsed: Parsed,
+    /// Where the streamed sequence starts and how many items it had.
+    sequence: (Pos, usize),
+    /// What `each` made of the items but the last, and their spans.
+    items: Vec<T>,
+    spans: Vec<Span>,
+    /// The last item, whose end is only known once the next part is.
+    last: Node,
+}
+
+impl<T> Part<T> {
+    /// Parses `text`, streaming the sequence that starts on `line`, its items moved down by
+    /// `shift_by` lines and numbered from `first`.
+    fn parse(
+        text: &str,
+        line: u32,
+        shift_by: u32,
+        first: usize,
+        capacity: usize,
+        each: &(dyn Fn(usize, Node) -> T + Sync),
+    ) -> Option<Part<T>> {
+        let mut items = Vec::with_capacity(capacity);
+        let mut spans = Vec::with_capacity(capacity);
+        let mut last: Option<Node> = None;
+        let mut sink = |mut node: Node| {
+            if shift_by > 0 {
+                shift(&mut node, shift_by);
+            }
+            if let Some(item) = last.replace(node) {
+                spans.push(item.span);
+                items.push(each(first + items.len(), item));
+            }
+        };
+        let (mut parsed, sequence) = run_streaming(text, line, &mut sink).ok()?;
+        if let Some(root) = &mut parsed.root {
+            shift(root, shift_by);
+        }
+        let (start, count) = sequence?;
+        let start = Pos {
+            line: start.line + shift_by,
+            ..start
+        };
+        Some(Part {
+            parsed,
+            sequence: (start, count),
+            items,
+            spans,
+            last: last?,
+        })
+    }
+}
+
 /// Where a file's longest block sequence is cut.
 #[derive(Debug)]
 struct Cut {
@@ -103,27 +210,33 @@ impl Sequence {
 
 impl Cut {
     fn find(text: &str, pieces: usize) -> Option<Cut> {
-        if pieces < 2 || text.contains(['\t', '\r']) {
+        let bytes = text.as_bytes();
+        if pieces < 2 || memchr::memchr2(b'\t', b'\r', bytes).is_some() {
             return None;
         }
         let mut longest: Option<Sequence> = None;
         let mut open: Option<Sequence> = None;
         // The indentation of a `key:` line whose value starts on a later line.
         let mut key: Option<usize> = None;
-        let mut offset = 0;
-        for (number, line) in (1u32..).zip(text.split_inclusive('\n')) {
-            let start = offset;
-            offset += line.len();
-            let content = line.trim_end_matches('\n');
-            let trimmed = content.trim_start_matches(' ');
-            let indent = content.len() - trimmed.len();
-            if trimmed.is_empty() || trimmed.starts_with('#') {
+        // Lines, as bytes: every byte looked at is ASCII.
+        let mut next = 0;
+        let mut number = 0u32;
+        while next < bytes.len() {
+            let start = next;
+            next = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |at| start + at + 1);
+            number += 1;
+            let content = bytes[start..next]
+                .strip_suffix(b"\n")
+                .unwrap_or(&bytes[start..next]);
+            let indent = content.iter().take_while(|&&b| b == b' ').count();
+            let trimmed = &content[indent..];
+            if trimmed.is_empty() || trimmed[0] == b'#' {
                 continue;
             }
-            if indent == 0 && trimmed.starts_with('%') {
+            if indent == 0 && trimmed[0] == b'%' {
                 return None;
             }
-            let item = trimmed == "-" || trimmed.starts_with("- ");
+            let item = trimmed == b"-" || trimmed.starts_with(b"- ");
             if let Some(seq) = &mut open {
                 if indent > seq.indent {
                     continue;
@@ -146,7 +259,7 @@ impl Cut {
                 });
                 continue;
             }
-            key = (!item && trimmed.ends_with(':')).then_some(indent);
+            key = (!item && trimmed.ends_with(b":")).then_some(indent);
         }
         if let Some(seq) = open
             && longest.as_ref().is_none_or(|l| l.bytes() < seq.bytes())
@@ -192,9 +305,9 @@ impl Cut {
 
     /// How many lines the head lacks.
     fn removed_lines(&self, text: &str) -> u32 {
-        let lines = text[self.pieces[0].0..self.end]
-            .split_inclusive('\n')
-            .count();
+        let removed = &text.as_bytes()[self.pieces[0].0..self.end];
+        let unended = !removed.is_empty() && !removed.ends_with(b"\n");
+        let lines = memchr::memchr_iter(b'\n', removed).count() + usize::from(unended);
         u32::try_from(lines).unwrap_or(u32::MAX)
     }
 
@@ -224,7 +337,7 @@ impl Cut {
                 pos.line += removed;
             }
         });
-        let (seq, depth) = find_sequence(&mut root, self.first.1, 1)?;
+        let (seq, depth) = find_sequence(&mut root, self.first.1, 1, &mut String::new())?;
         // Where the sequence ends: at the first token after it.
         let after = seq.span.end;
         let Value::Seq(items) = &mut seq.value else {
@@ -267,6 +380,73 @@ impl Cut {
     }
 }
 
+impl Cut {
+    /// [`Cut::assemble`] for a streamed parse: the same checks, and the same ends put on the
+    /// last item of each part, which is handed on here.
+    fn assemble_streamed<T>(
+        &self,
+        head: Part<T>,
+        pieces: Vec<Part<T>>,
+        removed: u32,
+        each: &(dyn Fn(usize, Node) -> T + Sync),
+    ) -> Option<Streamed<T>> {
+        let mut root = head.parsed.root?;
+        let gap = self.pieces[0].1;
+        let mut move_gap = |pos: &mut Pos| {
+            if pos.line >= gap {
+                pos.line += removed;
+            }
+        };
+        each_pos(&mut root, &mut move_gap);
+        let mut list = String::new();
+        let (seq, depth) = find_sequence(&mut root, self.first.1, 1, &mut list)?;
+        let after = seq.span.end;
+        let empty = matches!(&seq.value, Value::Seq(items) if items.is_empty());
+        if !empty || head.sequence != (seq.span.start, self.first_items) {
+            return None;
+        }
+        let Part {
+            mut items,
+            mut spans,
+            mut last,
+            ..
+        } = head;
+        each_pos(&mut last, &mut move_gap);
+        let mut alias_nodes = head.parsed.alias_nodes;
+        let mut ends_at = after;
+        for (piece, &(_, line, count)) in pieces.into_iter().zip(&self.pieces) {
+            replace(&mut last, ends_at, self.dash(line));
+            spans.push(last.span);
+            items.push(each(items.len(), last));
+            alias_nodes += piece.parsed.alias_nodes;
+            if depth + piece.parsed.depth > MAX_DEPTH + 1 {
+                return None;
+            }
+            let piece_root = piece.parsed.root?;
+            let empty = matches!(&piece_root.value, Value::Seq(items) if items.is_empty());
+            if !empty || piece.sequence != (piece_root.span.start, count) {
+                return None;
+            }
+            if piece_root.span.start.line != line {
+                return None;
+            }
+            items.extend(piece.items);
+            spans.extend(piece.spans);
+            last = piece.last;
+            ends_at = piece_root.span.end;
+        }
+        replace(&mut last, ends_at, after);
+        spans.push(last.span);
+        items.push(each(items.len(), last));
+        (alias_nodes <= MAX_ALIAS_NODES).then_some(Streamed {
+            root,
+            list,
+            items,
+            spans,
+        })
+    }
+}
+
 /// One item parsed from its own lines ([`super::parse_item`]): as a piece of the cut is, a
 /// sequence at its column, renumbered to the file's lines. A node that ends where the next
 /// token begins ends, in these lines, at their end: it is put where the whole tree ends the
@@ -285,17 +465,32 @@ pub(super) fn item(lines: &str, first_line: u32, span: super::Span) -> Option<No
 
 /// The outermost sequence that starts on `line` (where its first `-` is; an indentless one
 /// starts after it), and its depth, found by following the nodes whose lines hold it.
-fn find_sequence(node: &mut Node, line: u32, depth: usize) -> Option<(&mut Node, usize)> {
+/// `pointer` is extended to its pointer.
+fn find_sequence<'n>(
+    node: &'n mut Node,
+    line: u32,
+    depth: usize,
+    pointer: &mut String,
+) -> Option<(&'n mut Node, usize)> {
     if node.span.start.line == line && matches!(node.value, Value::Seq(_)) {
         return Some((node, depth));
     }
     let holds = |n: &Node| n.span.start.line <= line && line < n.span.end.line;
+    pointer.push('/');
     let child = match &mut node.value {
-        Value::Seq(items) => items.iter_mut().find(|n| holds(n)),
-        Value::Map(entries) => entries.iter_mut().map(|e| &mut e.value).find(|n| holds(n)),
-        _ => None,
-    }?;
-    find_sequence(child, line, depth + 1)
+        Value::Seq(items) => {
+            let (i, item) = items.iter_mut().enumerate().find(|(_, n)| holds(n))?;
+            pointer.push_str(&i.to_string());
+            item
+        }
+        Value::Map(entries) => {
+            let entry = entries.iter_mut().find(|e| holds(&e.value))?;
+            pointer.push_str(&super::escape_pointer_token(&entry.key));
+            &mut entry.value
+        }
+        _ => return None,
+    };
+    find_sequence(child, line, depth + 1, pointer)
 }
 
 /// Moves every position of `node` down by `lines`.
@@ -400,8 +595,9 @@ mod tests {
             tail in 0u8..4,
             newline_at_end in any::<bool>(),
             pieces in 2usize..=4,
+            nested in any::<bool>(),
         ) {
-            let text = document(&shapes, indent, tail, newline_at_end);
+            let text = nest(document(&shapes, indent, tail, newline_at_end), nested);
             let whole = run(&text).ok().and_then(|p| p.root);
             let cut = parse_in(&text, pieces);
             // Only an alias into another piece stops the cut of one sequence of two items,
@@ -416,6 +612,76 @@ mod tests {
                 prop_assert_eq!(Some(cut), whole, "{}", text);
             }
         }
+
+        /// Streamed, the items handed on in order with their indices, and put back where the
+        /// list was, the whole parse; and streamed wherever it is cut, but for a text without
+        /// a line break at its end.
+        #[test]
+        fn the_streamed_parse_is_the_whole_parse(
+            shapes in prop::collection::vec(0u8..18, 2..40),
+            indent in prop::sample::select(vec![0usize, 2, 4]),
+            tail in 0u8..4,
+            newline_at_end in any::<bool>(),
+            pieces in 2usize..=4,
+            nested in any::<bool>(),
+        ) {
+            let text = nest(document(&shapes, indent, tail, newline_at_end), nested);
+            let whole = run(&text).ok().and_then(|p| p.root);
+            let streamed = streamed_in(&text, pieces, &|i, node| (i, node));
+            prop_assert_eq!(
+                streamed.is_some(),
+                newline_at_end && parse_in(&text, pieces).is_some(),
+                "{}",
+                text
+            );
+            if let Some(streamed) = streamed {
+                let spans: Vec<Span> = streamed.items.iter().map(|(_, n)| n.span).collect();
+                prop_assert_eq!(&spans, &streamed.spans);
+                for (at, (i, _)) in streamed.items.iter().enumerate() {
+                    prop_assert_eq!(at, *i);
+                }
+                let items = streamed.items.into_iter().map(|(_, n)| n).collect();
+                let mut root = streamed.root;
+                put_back(&mut root, &streamed.list, items);
+                prop_assert_eq!(Some(root), whole, "{}", text);
+            }
+        }
+    }
+
+    /// `text` one level down, under `root:`, when `nested`: what follows the list then starts
+    /// past column 1, where the list's last item ends.
+    fn nest(text: String, nested: bool) -> String {
+        if !nested {
+            return text;
+        }
+        let mut out = String::from("root:\n");
+        for line in text.split_inclusive('\n') {
+            if line != "\n" {
+                out.push_str("  ");
+            }
+            out.push_str(line);
+        }
+        out
+    }
+
+    /// Puts `items` in the (empty) sequence at `pointer`.
+    fn put_back(root: &mut Node, pointer: &str, items: Vec<Node>) {
+        let mut node = root;
+        for token in super::super::pointer_tokens(pointer) {
+            node = match &mut node.value {
+                Value::Map(entries) => {
+                    &mut entries
+                        .iter_mut()
+                        .find(|e| e.key == *token)
+                        .expect("key")
+                        .value
+                }
+                Value::Seq(items) => &mut items[token.parse::<usize>().expect("index")],
+                _ => panic!("no node at {pointer}"),
+            };
+        }
+        assert_eq!(node.value, Value::Seq(Vec::new()));
+        node.value = Value::Seq(items);
     }
 
     #[test]
@@ -443,5 +709,11 @@ mod tests {
         assert!(parse_in(&quoted, 2).is_none());
         assert!(parse_in(&format!("%YAML 1.2\n---\n{plain}"), 2).is_none());
         assert!(parse_in(&plain.replace("a4\n", "a4\r\n"), 2).is_none());
+        let stream = |text: &str| streamed_in(text, 2, &|_, node| node).is_some();
+        assert!(stream(&plain));
+        for text in [aliased, quoted, plain.replace("a4\n", "a4\r\n")] {
+            assert!(!stream(&text));
+        }
+        assert!(!stream(plain.trim_end()));
     }
 }
