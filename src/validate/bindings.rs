@@ -24,19 +24,47 @@ const A2A: &str = "a2a";
 const COVER_WINDOW: usize = 32;
 
 pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
-    let scopes: Vec<(&Binding, Scope)> = cx
-        .config
-        .bindings
-        .iter()
-        .map(|b| (b, Scope::from_spec(&b.spec.matcher)))
-        .collect();
-    for (binding, scope) in &scopes {
-        references(cx, binding, scope, out);
-        spelling(cx, binding, out);
+    let bindings = &cx.config.bindings;
+    let mut scopes = Vec::with_capacity(bindings.len());
+    if bindings.len() < PARALLEL_BINDINGS {
+        one_by_one(cx, bindings, &mut scopes, out);
+    } else {
+        // The first run fills `scopes` and `out` here; the others' are appended in order.
+        let ((), runs) = crate::threads::map_runs(
+            bindings,
+            |run| one_by_one(cx, run, &mut scopes, out),
+            |_, run| {
+                let (mut scopes, mut out) = (Vec::with_capacity(run.len()), Vec::new());
+                one_by_one(cx, run, &mut scopes, &mut out);
+                (scopes, out)
+            },
+        );
+        for (more, found) in runs {
+            scopes.extend(more);
+            out.extend(found);
+        }
     }
     route_overlaps(cx, &scopes, out);
     acp(cx, &scopes, out);
     uncovered_accounts(cx, &scopes, out);
+}
+
+/// Below this many bindings, the rules that look at one binding at a time run on one thread.
+const PARALLEL_BINDINGS: usize = 4096;
+
+/// The rules that look at one binding at a time, over `run`, each binding's scope kept.
+fn one_by_one<'a>(
+    cx: &Context<'_>,
+    run: &'a [Binding],
+    scopes: &mut Vec<(&'a Binding, Scope)>,
+    out: &mut Vec<Diagnostic>,
+) {
+    for binding in run {
+        let scope = Scope::from_spec(&binding.spec.matcher);
+        references(cx, binding, &scope, out);
+        spelling(cx, binding, out);
+        scopes.push((binding, scope));
+    }
 }
 
 fn references(cx: &Context<'_>, binding: &Binding, scope: &Scope, out: &mut Vec<Diagnostic>) {
