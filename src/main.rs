@@ -5,23 +5,21 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    huge_pages_off();
     let cli = deepcli::parse_args();
     if cli.is_long_running() {
-        huge_pages_off();
         purge_freed_memory();
     }
     deepcli::run_cli(cli).into()
 }
 
-/// Transparent huge pages off for a long-running command (Linux `PR_SET_THP_DISABLE`; kept
-/// across the `exec` below). mimalloc asks for huge pages on its arenas, and with them each
-/// first touch of fresh memory makes the kernel zero 2 MiB at once, and the process keeps whole
-/// huge pages resident where it uses a part of them: the controller's reconciles peaked higher
-/// and it kept more between them (measured in docs/controller.md). The flag is inherited: agent
-/// runtimes that `up` starts run without huge pages too. A one-shot command keeps them: it faults
-/// in its memory about 500 times fewer, which made `deepcli validate` of a large config about a
-/// tenth faster, for a peak that lasts as long as it runs. Where the system refuses, nothing
-/// changes.
+/// Transparent huge pages off for this process (Linux `PR_SET_THP_DISABLE`; kept across the
+/// `exec` below). mimalloc asks for huge pages on its arenas, and with them each first touch of
+/// fresh memory makes the kernel zero 2 MiB at once, and the process keeps whole huge pages
+/// resident where it uses a part of them: a large config's load and reconcile peaked higher
+/// (measured in docs/controller.md). The flag is inherited: agent runtimes that `up` starts run
+/// without huge pages too. `deepcli validate` of a large config turns them back on (see
+/// `cli/validate.rs`). Where the system refuses, nothing changes.
 fn huge_pages_off() {
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_thp_disable(true);

@@ -31,6 +31,7 @@ enum Format {
 }
 
 pub fn run(global: &GlobalSettings, args: ValidateArgs) -> ExitStatus {
+    huge_pages_for_a_large_config(&global.config_dir);
     let mut report = match validate_dir_lean(&global.config_dir, &global.load) {
         Ok(report) => report,
         Err(e) => {
@@ -69,4 +70,23 @@ pub fn run(global: &GlobalSettings, args: ValidateArgs) -> ExitStatus {
     // to the wall time of a large validation.
     std::mem::forget(report);
     status
+}
+
+/// From this much config on (the three files together, about 10,000 bindings), `validate`
+/// gives transparent huge pages back to its process (`main` turns them off for every command).
+/// A large config's load faults in well over 100 MB; in 2 MiB pages that is about 500 times
+/// fewer faults, about a tenth of the time at 100,000 bindings, for a peak that lasts as long
+/// as the command. Below it, zeroing 2 MiB at a time costs more than it saves.
+const HUGE_PAGES_FROM: u64 = 1024 * 1024;
+
+fn huge_pages_for_a_large_config(dir: &std::path::Path) {
+    let bytes: u64 = crate::config::FileKind::ALL
+        .iter()
+        .filter_map(|kind| std::fs::metadata(dir.join(kind.file_name())).ok())
+        .map(|meta| meta.len())
+        .sum();
+    if bytes >= HUGE_PAGES_FROM {
+        #[cfg(target_os = "linux")]
+        let _ = nix::sys::prctl::set_thp_disable(false);
+    }
 }

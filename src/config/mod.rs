@@ -260,8 +260,11 @@ fn load_file(
         decoded: resolve::Decoded::default(),
         complete: true,
     };
+    // The size first: the schema's first use compiles it, which a small file's parse should
+    // not wait for.
     if kind == FileKind::Bindings
         && let Some(flag) = lean
+        && yaml::may_cut(&load.source.text)
         && let Some(check) = schema::item_check(kind, BINDINGS)
         && let Some(streamed) = stream_bindings(&load.source.text, &check, flag)
     {

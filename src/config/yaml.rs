@@ -231,6 +231,12 @@ pub struct Streamed<T> {
     pub spans: Vec<Span>,
 }
 
+/// Whether [`parse`] may cut `text` in pieces (and [`parse_streamed`] stream it): it is large
+/// enough for threads to pay.
+pub fn may_cut(text: &str) -> bool {
+    text.len() >= parallel::MIN_BYTES
+}
+
 /// `text` parsed as [`parse`] parses it, but the items of its longest block sequence are handed
 /// to `each` (with their index) instead of kept. `None` where [`parse`] would not cut the text
 /// in pieces (a small file, tabs, an alias into another piece, …), where it does not end with

@@ -667,23 +667,13 @@ fn a_published_plan_tells_undeclared_channels_too() {
     assert_eq!((known.code, known.stderr.as_str()), (0, ""));
 }
 
-/// A long-running deepcli process runs with transparent huge pages off; a one-shot command
-/// keeps them (src/main.rs, docs/controller.md). Each is looked at in /proc while it lives: a
-/// batch kept waiting for input, and `access serve`.
+/// Every deepcli process runs with transparent huge pages off (src/main.rs, docs/controller.md):
+/// a batch kept waiting for input is looked at in /proc while it lives.
 #[test]
-fn only_a_long_running_process_turns_transparent_huge_pages_off() {
+fn a_deepcli_process_runs_without_transparent_huge_pages() {
     use std::io::BufRead as _;
     use std::process::Stdio;
-    let thp = |pid: u32| {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("THP_enabled:"))
-            .expect("/proc/<pid>/status has THP_enabled (Linux 5.0 and later)")
-            .trim()
-            .to_string()
-    };
-    let mut batch = std::process::Command::new(env!("CARGO_BIN_EXE_deepcli"))
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_deepcli"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["route", "--config", FIXTURE, "--batch"])
         .stdin(Stdio::piped())
@@ -691,49 +681,23 @@ fn only_a_long_running_process_turns_transparent_huge_pages_off() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut stdin = batch.stdin.take().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
     stdin
         .write_all(b"{\"channel\":\"telegram\",\"peer\":{\"kind\":\"direct\",\"id\":\"1\"}}\n")
         .unwrap();
     stdin.flush().unwrap();
     // Its answer says it is up and past its start; it waits for the next line.
     let mut answer = String::new();
-    std::io::BufReader::new(batch.stdout.take().unwrap())
+    std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut answer)
         .unwrap();
     assert!(answer.contains("\"agentId\""), "{answer}");
-    let one_shot = thp(batch.id());
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
     drop(stdin);
-    batch.wait().unwrap();
-    // A kernel built without them shows 0 for every process.
-    let offered = Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists();
-    assert_eq!(one_shot, if offered { "1" } else { "0" });
-
-    let state = tempfile::tempdir().unwrap();
-    let state_dir = state.path().to_str().unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
-    Command::new(env!("CARGO_BIN_EXE_deepcli"))
-        .args([
-            "--config",
-            fixture.to_str().unwrap(),
-            "--state-dir",
-            state_dir,
-        ])
-        .args(["apply", "--auto-approve"])
-        .env("HOME", state.path())
-        .assert()
-        .success();
-    let plan = state.path().join("routing-plan.json");
-    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_deepcli"))
-        .args(["--state-dir", state_dir, "access", "serve"])
-        .args(["--plan", plan.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-        .env("NO_COLOR", "1")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _listening = crate::common::listening_in_log(&mut serve);
-    let long_running = thp(serve.id());
-    serve.kill().unwrap();
-    serve.wait().unwrap();
-    assert_eq!(long_running, "0");
+    child.wait().unwrap();
+    let thp = status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .expect("/proc/<pid>/status has THP_enabled (Linux 5.0 and later)");
+    assert_eq!(thp.trim(), "0", "{status}");
 }

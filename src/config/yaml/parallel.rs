@@ -29,7 +29,7 @@ use super::{
 };
 
 /// Files below this size are parsed whole: a thread would cost about what it saves.
-const MIN_BYTES: usize = 256 * 1024;
+pub(super) const MIN_BYTES: usize = 256 * 1024;
 
 /// Most pieces one file is cut into.
 const MAX_PIECES: usize = 4;
