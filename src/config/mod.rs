@@ -302,7 +302,7 @@ const BINDINGS: &str = "/bindings";
 
 /// What [`load_lean`] makes of one binding on the thread that parsed it, and whether its flag
 /// picked it out.
-struct Streamed {
+struct StreamedBinding {
     item: StreamedItem,
     flagged: bool,
 }
@@ -322,7 +322,7 @@ fn stream_bindings(
     text: &str,
     check: &schema::ItemCheck,
     flag: &Flag,
-) -> Option<yaml::Streamed<Streamed>> {
+) -> Option<yaml::Streamed<StreamedBinding>> {
     let each = |_: usize, node: yaml::Node| {
         let flagged = flag(&node);
         let item = if !check.is_valid(&node) {
@@ -335,7 +335,7 @@ fn stream_bindings(
                 Err(e) => StreamedItem::Undecodable(e),
             }
         };
-        Streamed { item, flagged }
+        StreamedBinding { item, flagged }
     };
     yaml::parse_streamed(text, &each).filter(|s| s.list == BINDINGS)
 }
@@ -347,12 +347,14 @@ fn stream_bindings(
 fn load_streamed(
     load: &mut FileLoad,
     check: &schema::ItemCheck,
-    streamed: yaml::Streamed<Streamed>,
+    streamed: yaml::Streamed<StreamedBinding>,
 ) {
     let file = &mut load.source;
     file.root = Some(streamed.root);
     let skip = misplaced_keys(file, &mut load.diagnostics);
     let above = schema::validate(file, &skip);
+    // No binding is in this tree: an error here is above them, which takes the whole file
+    // ([`poisoned`]).
     let whole = !above.is_empty();
     load.diagnostics.extend(above);
     let mut flagged = Vec::new();
@@ -363,7 +365,7 @@ fn load_streamed(
         .items
         .into_iter()
         .enumerate()
-        .filter_map(|(index, Streamed { item, flagged: f })| {
+        .filter_map(|(index, StreamedBinding { item, flagged: f })| {
             if f {
                 flagged.push(index);
             }

@@ -511,14 +511,19 @@ pub(super) fn check(cx: &Context<'_>, reported: &[Diagnostic], out: &mut Vec<Dia
                 walk.node(let_go.rest(), &mut Vec::new());
                 for &index in let_go.flagged() {
                     let pointer = format!("{}/{index}", let_go.list());
-                    let Some((item, "")) = file.subtree(&pointer) else {
+                    let Some((tree, rest)) = file.subtree(&pointer) else {
+                        continue;
+                    };
+                    // The binding parsed again alone, or where that did not give it back, in
+                    // the whole file parsed again.
+                    let Some(item) = tree.pointer(rest) else {
                         continue;
                     };
                     let mut path: Vec<Step<'_>> = yaml::pointer_tokens(let_go.list())
                         .map(Step::Token)
                         .collect();
                     path.push(Step::Index(index));
-                    walk.node(&item, &mut path);
+                    walk.node(item, &mut path);
                 }
             }
             (None, None) => {}
