@@ -697,5 +697,12 @@ mod tests {
             assert!(!stream(&text));
         }
         assert!(!stream(plain.trim_end()));
+        // An anchor on the list itself, and an alias to it after the list, where the head's list
+        // would be only a part of it: such a list starts at its anchor, not at its first item,
+        // so it is neither cut nor streamed.
+        let anchored = plain.replacen("bindings:\n", "bindings: &all:\n", 1) + "copy: *all:\n";
+        assert!(run(&anchored).is_ok(), "{anchored}");
+        assert!(parse_in(&anchored, 2).is_none());
+        assert!(!stream(&anchored));
     }
 }
