@@ -320,7 +320,7 @@ enum StreamedItem {
 /// where it is not parsed in pieces, or its longest list is not `/bindings`.
 fn stream_bindings(
     text: &str,
-    check: &schema::ItemCheck,
+    check: &schema::ItemCheck<'_>,
     flag: &Flag,
 ) -> Option<yaml::Streamed<StreamedBinding>> {
     let each = |_: usize, node: yaml::Node| {
@@ -346,7 +346,7 @@ fn stream_bindings(
 /// them or a binding that could not be decoded.
 fn load_streamed(
     load: &mut FileLoad,
-    check: &schema::ItemCheck,
+    check: &schema::ItemCheck<'_>,
     streamed: yaml::Streamed<StreamedBinding>,
 ) {
     let file = &mut load.source;

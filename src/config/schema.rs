@@ -409,15 +409,12 @@ pub fn validate(file: &SourceFile, skip: &[String]) -> Vec<Diagnostic> {
     let check = |_: usize, items: &[Item<'_>]| {
         let mut out = Vec::new();
         for item in items {
-            let validator = &item.collection.validator;
-            if validator.is_valid(item.node) {
-                continue;
-            }
-            let prefix = split.pointer(item);
-            for error in validator.iter_errors(item.node) {
-                let pointer = format!("{prefix}{}", error.instance_path().as_str());
-                let document = &item.collection.document;
-                diagnose(file, &error, &pointer, document, compiled, &mut out);
+            let check = ItemCheck {
+                collection: item.collection,
+                compiled,
+            };
+            if !check.is_valid(item.node) {
+                out.extend(check.errors(file, &split.pointer(item), item.node));
             }
         }
         out
@@ -437,7 +434,7 @@ pub fn validate(file: &SourceFile, skip: &[String]) -> Vec<Diagnostic> {
 /// The schema of the items of one of `kind`'s sequences (`/bindings`), checking an item on its
 /// own: for a loader that never holds the whole list (`super::load_lean`). `None` where the
 /// schema does not split that list ([`Collection::find`]).
-pub(super) fn item_check(kind: FileKind, list: &str) -> Option<ItemCheck> {
+pub(super) fn item_check(kind: FileKind, list: &str) -> Option<ItemCheck<'static>> {
     let compiled = compiled();
     let collection = compiled.files[kind as usize]
         .collections
@@ -449,13 +446,13 @@ pub(super) fn item_check(kind: FileKind, list: &str) -> Option<ItemCheck> {
     })
 }
 
-/// [`item_check`]'s answer.
-pub(super) struct ItemCheck {
-    collection: &'static Collection,
-    compiled: &'static Compiled,
+/// The check of one collection's items ([`item_check`]).
+pub(super) struct ItemCheck<'c> {
+    collection: &'c Collection,
+    compiled: &'c Compiled,
 }
 
-impl ItemCheck {
+impl ItemCheck<'_> {
     pub(super) fn is_valid(&self, item: &Node) -> bool {
         self.collection.validator.is_valid(item)
     }

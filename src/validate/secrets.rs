@@ -7,6 +7,7 @@
 //! included, items the schema dropped included — and needs no field names. Pure: it reads
 //! only the trees it is given.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use super::Context;
@@ -519,9 +520,8 @@ pub(super) fn check(cx: &Context<'_>, reported: &[Diagnostic], out: &mut Vec<Dia
                     let Some(item) = tree.pointer(rest) else {
                         continue;
                     };
-                    let mut path: Vec<Step<'_>> = yaml::pointer_tokens(let_go.list())
-                        .map(Step::Token)
-                        .collect();
+                    let mut path: Vec<Step<'_>> =
+                        yaml::pointer_tokens(let_go.list()).map(Step::Key).collect();
                     path.push(Step::Index(index));
                     walk.node(item, &mut path);
                 }
@@ -554,10 +554,8 @@ struct Walk<'a, 'b> {
 /// One step from the root: a mapping key or a sequence index. The pointer is spelled out only
 /// for a finding.
 enum Step<'n> {
-    Key(&'n str),
+    Key(Cow<'n, str>),
     Index(usize),
-    /// A token of a pointer, unescaped.
-    Token(std::borrow::Cow<'n, str>),
 }
 
 fn pointer(path: &[Step<'_>]) -> String {
@@ -566,7 +564,6 @@ fn pointer(path: &[Step<'_>]) -> String {
         out.push('/');
         match step {
             Step::Key(key) => out.push_str(&escape_pointer_token(key)),
-            Step::Token(token) => out.push_str(&escape_pointer_token(token)),
             Step::Index(i) => out.push_str(&i.to_string()),
         }
     }
@@ -586,7 +583,7 @@ impl Walk<'_, '_> {
             }
             Value::Map(entries) => {
                 for entry in entries {
-                    path.push(Step::Key(&entry.key));
+                    path.push(Step::Key(Cow::Borrowed(&entry.key)));
                     self.text(&entry.key, path, true);
                     self.node(&entry.value, path);
                     path.pop();
