@@ -143,6 +143,9 @@ pub struct Runtime {
     pub command: Option<Vec<String>>,
     #[serde(default)]
     pub env: IndexMap<String, EnvValue>,
+    /// Names of the controller's environment passed on as they are (isolation.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit_env: Vec<String>,
     pub cwd: Option<String>,
     /// `kind: a2a`: the remote agent's JSON-RPC endpoint, as its Agent Card names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -284,12 +287,139 @@ pub struct Budgets {
     pub tree_turns: Option<u32>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+/// `sandbox` (isolation.md): what contains the agent's runtime and everything it starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Sandbox {
-    pub mode: Option<String>,
-    pub scope: Option<String>,
-    pub workspace_access: Option<String>,
+    pub mode: Option<SandboxMode>,
+    pub scope: Option<SandboxScope>,
+    pub backend: Option<SandboxBackend>,
+    pub workspace_access: Option<WorkspaceAccess>,
+    pub network: Option<SandboxNetwork>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_domains: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binds: Option<Vec<SandboxBind>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_tools_visibility: Option<SessionToolsVisibility>,
+}
+
+impl Sandbox {
+    /// An agent's own `sandbox` over `agents.defaults.sandbox`, key by key: an agent that
+    /// writes only `network` keeps the defaults' `binds`.
+    pub fn merged(own: Option<Sandbox>, defaults: Option<&Sandbox>) -> Option<Sandbox> {
+        let Some(defaults) = defaults else {
+            return own;
+        };
+        let Some(own) = own else {
+            return Some(defaults.clone());
+        };
+        let defaults = defaults.clone();
+        Some(Sandbox {
+            mode: own.mode.or(defaults.mode),
+            scope: own.scope.or(defaults.scope),
+            backend: own.backend.or(defaults.backend),
+            workspace_access: own.workspace_access.or(defaults.workspace_access),
+            network: own.network.or(defaults.network),
+            allowed_domains: own.allowed_domains.or(defaults.allowed_domains),
+            binds: own.binds.or(defaults.binds),
+            session_tools_visibility: own
+                .session_tools_visibility
+                .or(defaults.session_tools_visibility),
+        })
+    }
+}
+
+/// `sandbox.mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    Off,
+    /// OpenClaw's: every session but the main one. deepcli sandboxes a runtime, so it acts
+    /// as `all` (validate warns).
+    NonMain,
+    #[default]
+    All,
+}
+
+/// `sandbox.scope` (OpenClaw's; deepcli's sandbox is always per agent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxScope {
+    Session,
+    Agent,
+    Shared,
+}
+
+/// `sandbox.backend`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxBackend {
+    #[default]
+    Auto,
+    Bwrap,
+    Landlock,
+    Docker,
+    Podman,
+    Kubernetes,
+}
+
+impl SandboxBackend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxBackend::Auto => "auto",
+            SandboxBackend::Bwrap => "bwrap",
+            SandboxBackend::Landlock => "landlock",
+            SandboxBackend::Docker => "docker",
+            SandboxBackend::Podman => "podman",
+            SandboxBackend::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+/// `sandbox.workspaceAccess`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkspaceAccess {
+    None,
+    Ro,
+    #[default]
+    Rw,
+}
+
+/// `sandbox.network`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxNetwork {
+    #[default]
+    Host,
+    None,
+    Allowlist,
+}
+
+/// One of `sandbox.binds`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SandboxBind {
+    pub path: String,
+    #[serde(default)]
+    pub mode: BindMode,
+}
+
+/// `sandbox.binds[].mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BindMode {
+    #[default]
+    Ro,
+    Rw,
+}
+
+/// `sandbox.sessionToolsVisibility`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionToolsVisibility {
+    All,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

@@ -468,7 +468,7 @@ fn agent(
         skip_bootstrap: own.skip_bootstrap.or(defaults.skip_bootstrap),
         runtime: own.runtime.or_else(|| defaults.runtime.clone()),
         tools: own.tools.or_else(|| defaults.tools.clone()),
-        sandbox: own.sandbox.or_else(|| defaults.sandbox.clone()),
+        sandbox: super::model::Sandbox::merged(own.sandbox, defaults.sandbox.as_ref()),
         heartbeat: own.heartbeat.or_else(|| defaults.heartbeat.clone()),
         group_chat: own.group_chat.or_else(|| defaults.group_chat.clone()),
         subagents: own.subagents.or_else(|| defaults.subagents.clone()),

@@ -29,11 +29,6 @@ pub const UNENFORCED: &[Unenforced] = &[
         enforce: "configure tools in the agent itself (codex's config.toml, Claude Code's settings.json, …)",
     },
     Unenforced {
-        key: "agents.list[].sandbox",
-        why: "deepcli runs runtimes without a sandbox of its own",
-        enforce: "use the agent's own sandbox (e.g. `codex --sandbox workspace-write` in `runtime.command`) or run deepcli in a container",
-    },
-    Unenforced {
         key: "agents.list[].heartbeat.target",
         why: "a heartbeat's answer always goes to the agent's last conversation",
         enforce: "remove it; see controller.md, Heartbeats",
@@ -174,19 +169,8 @@ fn agent_key(
     out: &mut Vec<Diagnostic>,
 ) {
     let relative = field.replace('.', "/");
-    // `sandbox: {mode: off}` says what deepcli does: nothing is sandboxed.
-    let sandboxing = |agent: Option<&Agent>| {
-        let sandbox = match agent {
-            Some(a) => a.spec.sandbox.as_ref(),
-            None => cx.config.agent_defaults.sandbox.as_ref(),
-        };
-        field != "sandbox"
-            || sandbox
-                .and_then(|s| s.mode.as_deref())
-                .is_some_and(|m| m != "off")
-    };
     let pointer = format!("/agents/defaults/{relative}");
-    if cx.exists(AGENTS, &pointer) && sandboxing(None) {
+    if cx.exists(AGENTS, &pointer) {
         out.push(warning(
             cx,
             AGENTS,
@@ -197,7 +181,7 @@ fn agent_key(
     }
     for agent in listed {
         let pointer = format!("{}/{relative}", agent.pointer());
-        if cx.exists(AGENTS, &pointer) && sandboxing(Some(agent)) {
+        if cx.exists(AGENTS, &pointer) {
             out.push(warning(cx, AGENTS, &pointer, field, key));
         }
     }
