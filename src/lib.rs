@@ -42,6 +42,7 @@ pub(crate) mod plural;
 pub mod policy;
 pub mod report;
 pub mod routing;
+pub mod sandbox;
 pub(crate) mod runtime;
 pub mod span;
 pub mod state;

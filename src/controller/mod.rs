@@ -881,10 +881,17 @@ fn find(
         Err(e) => return Found::Failed(e.to_string()),
     };
     let config = report.config;
+    let around = crate::sandbox::Surroundings::of(
+        &config,
+        &options.load.state_dir,
+        options.load.home.as_deref(),
+    );
     let runtimes = config
         .agents
         .iter()
-        .filter_map(|a| RuntimeSpec::from_agent(a, &state.logs(), options.load.home.as_deref()))
+        .filter_map(|a| {
+            RuntimeSpec::from_agent(a, &state.logs(), options.load.home.as_deref(), &around)
+        })
         .collect();
     let heartbeats = heartbeat::specs(&config);
     let agents = config.agents.iter().map(|a| a.id().to_string()).collect();

@@ -74,6 +74,12 @@ pub struct RuntimeSpec {
     /// `kind: a2a`: the remote agent's endpoint and the token deepcli sends it.
     pub url: Option<String>,
     pub token: Option<Secret>,
+    /// Names of the controller's environment passed on as they are (`runtime.inheritEnv`).
+    pub inherit_env: Vec<String>,
+    /// The sandbox it runs in; `None`: `sandbox.mode: off`.
+    pub sandbox: Option<crate::sandbox::Layout>,
+    /// The host directory with its sandbox's sockets (the hub's door, the egress proxy).
+    pub run_dir: Option<PathBuf>,
 }
 
 /// Resolves a remote's token now (`kind: a2a`); the value lives only in memory.
@@ -105,7 +111,12 @@ pub fn spec_hash(runtime: &Runtime, workspace: &Path) -> String {
 impl RuntimeSpec {
     /// The runtime of `agent`, unless it has none to run.
     /// `home` expands a `~/` cwd, as it does the config's other paths.
-    pub fn from_agent(agent: &Agent, logs: &Path, home: Option<&Path>) -> Option<RuntimeSpec> {
+    pub fn from_agent(
+        agent: &Agent,
+        logs: &Path,
+        home: Option<&Path>,
+        around: &crate::sandbox::Surroundings,
+    ) -> Option<RuntimeSpec> {
         let runtime = agent.spec.runtime.as_ref()?;
         if runtime.kind == RuntimeKind::None {
             return None;
@@ -114,21 +125,45 @@ impl RuntimeSpec {
             None | Some("workspace") => agent.workspace.clone(),
             Some(path) => crate::config::paths::resolve(path, &agent.workspace, home),
         };
+        let command = runtime.command.clone().unwrap_or_default();
+        let agent_home = agent.agent_dir.join("home");
+        let sandbox = match runtime.kind {
+            RuntimeKind::Acp | RuntimeKind::Process => crate::sandbox::Layout::of(
+                &crate::sandbox::Subject {
+                    agent_id: agent.id(),
+                    workspace: &agent.workspace,
+                    agent_dir: &agent.agent_dir,
+                    home: &agent_home,
+                    command: &command,
+                    cwd: &cwd,
+                    config: agent.spec.sandbox.as_ref(),
+                },
+                around,
+            ),
+            _ => None,
+        };
+        let run_dir = sandbox
+            .as_ref()
+            .filter(|s| s.network.is_private())
+            .map(|_| around.state_dir.join("run").join(agent.id()));
         Some(RuntimeSpec {
             agent_id: agent.id().to_string(),
             kind: runtime.kind,
-            command: runtime.command.clone().unwrap_or_default(),
+            command,
             env: runtime
                 .env
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             cwd,
-            home: agent.agent_dir.join("home"),
+            home: agent_home,
             log: logs.join(format!("{}.log", agent.id())),
             spec_hash: spec_hash(runtime, &agent.workspace),
             url: runtime.url.clone(),
             token: runtime.token.clone(),
+            inherit_env: runtime.inherit_env.clone(),
+            sandbox,
+            run_dir,
         })
     }
 }

@@ -35,11 +35,33 @@ pub enum SpawnError {
         program: String,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Sandbox(#[from] crate::sandbox::Unavailable),
+    #[error("cannot make the sandbox's socket directory `{path}`: {source}")]
+    RunDir {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot open log `{path}`: {source}")]
     Log {
         path: String,
         source: std::io::Error,
     },
+}
+
+/// The whole environment of a runtime (isolation.md, "Environment by allowlist"): of the
+/// controller's own only what [`crate::sandbox::passes_through`] and `runtime.inheritEnv`
+/// name, then its HOME, its `runtime.env` and [`AGENT_ENV`]. Nothing else reaches it.
+pub(super) fn full_environment(spec: &RuntimeSpec) -> Result<Vec<(String, String)>, SpawnError> {
+    let mut env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| crate::sandbox::passes_through(k) || spec.inherit_env.contains(k))
+        .collect();
+    env.push(("HOME".into(), spec.home.display().to_string()));
+    env.extend(environment(spec)?);
+    // Last, so it is always this: tells this runtime's orphans.
+    env.push((AGENT_ENV.into(), spec.agent_id.clone()));
+    Ok(env)
 }
 
 /// Resolves secret references now, at spawn time; the values live only in the child's
@@ -100,9 +122,28 @@ struct Spawned {
 
 async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
     let (first, args) = spec.command.split_first().ok_or(SpawnError::NoCommand)?;
-    let env = environment(spec)?;
+    let env = full_environment(spec)?;
     let _ = tokio::fs::create_dir_all(&spec.home).await;
     let _ = tokio::fs::create_dir_all(&spec.cwd).await;
+    // Fail closed: without the sandbox it asks for, the runtime does not start.
+    let sandbox = match &spec.sandbox {
+        Some(layout) => {
+            let host = tokio::task::spawn_blocking(crate::sandbox::Host::get)
+                .await
+                .unwrap_or_else(|_| crate::sandbox::Host::get());
+            let choice = crate::sandbox::choose(layout, host)?;
+            if let Some(run_dir) = &spec.run_dir {
+                crate::owner_only::create_dir_all(run_dir).map_err(|source| {
+                    SpawnError::RunDir {
+                        path: run_dir.display().to_string(),
+                        source,
+                    }
+                })?;
+            }
+            Some((layout, choice, host))
+        }
+        None => None,
+    };
     let log = Log::open(&spec.log, MAX_BYTES)
         .await
         .map_err(|source| SpawnError::Log {
@@ -110,13 +151,30 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
             source,
         })?;
     let log = Arc::new(tokio::sync::Mutex::new(log));
-    let mut cmd = Command::new(program(first));
-    cmd.args(args)
-        .current_dir(&spec.cwd)
-        .env("HOME", &spec.home)
+    let mut cmd = match &sandbox {
+        Some((layout, _, host)) => {
+            let bwrap = host.bwrap.as_ref().map_err(|e| crate::sandbox::Unavailable {
+                why: e.clone(),
+            })?;
+            let mut cmd = Command::new(bwrap);
+            cmd.args(crate::sandbox::bwrap::args(
+                layout,
+                &crate::sandbox::real(&spec.cwd),
+                spec.run_dir.as_deref(),
+            ))
+            .arg(program(first))
+            .args(args);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(program(first));
+            cmd.args(args);
+            cmd
+        }
+    };
+    cmd.current_dir(&spec.cwd)
+        .env_clear()
         .envs(env)
-        // After the configured env, so it is always this: tells this runtime's orphans.
-        .env(AGENT_ENV, &spec.agent_id)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -383,9 +441,12 @@ async fn attempt(
     });
     let info = match spec.kind {
         RuntimeKind::Acp => {
-            // What the child's environment holds: the configured env on top of ours.
+            // What the child's environment holds: the configured env, and what it keeps of ours.
             let has_env = |name: &str| {
-                spec.env.iter().any(|(k, _)| k == name) || std::env::var_os(name).is_some()
+                spec.env.iter().any(|(k, _)| k == name)
+                    || ((crate::sandbox::passes_through(name)
+                        || spec.inherit_env.iter().any(|k| k == name))
+                        && std::env::var_os(name).is_some())
             };
             let connected = tokio::select! {
                 connected = super::acp::connect(
@@ -515,6 +576,9 @@ mod tests {
             spec_hash: String::new(),
             url: None,
             token: None,
+            inherit_env: Vec::new(),
+            sandbox: None,
+            run_dir: None,
         };
         let path = std::env::var("PATH").unwrap();
         let env = environment(&spec).unwrap();

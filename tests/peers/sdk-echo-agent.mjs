@@ -57,12 +57,13 @@ import { randomUUID } from "node:crypto";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
 
-// The SDK lives in <repo>/.npm-peers, not next to this file.
-const peers = new URL("../../.npm-peers/package.json", import.meta.url);
+// The SDK lives in <repo>/.npm-peers; scripts/test links it here as ./node_modules, so that this
+// folder is an ordinary npm package (what deepcli's sandbox lets an agent's command read).
+const peers = new URL("./package.json", import.meta.url);
 const sdkPath = createRequire(peers).resolve("@agentclientprotocol/sdk");
 const { agent, methods, ndJsonStream, RequestError } = await import(pathToFileURL(sdkPath).href);
 const sdkVersion = JSON.parse(
-  readFileSync(new URL("../../.npm-peers/node_modules/@agentclientprotocol/sdk/package.json", import.meta.url)),
+  readFileSync(new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url)),
 ).version;
 
 const sequential = process.env.SDK_ECHO_SEQUENTIAL === "1";
@@ -307,7 +308,7 @@ function rememberServers(sessionId, servers) {
 let mcpSdk;
 async function loadMcp() {
   if (mcpSdk === undefined) {
-    const root = new URL("../../.npm-peers/node_modules/@modelcontextprotocol/sdk/dist/esm/client/", import.meta.url);
+    const root = new URL("./node_modules/@modelcontextprotocol/sdk/dist/esm/client/", import.meta.url);
     const [index, stdio, http] = await Promise.all([
       import(new URL("index.js", root).href),
       import(new URL("stdio.js", root).href),

@@ -140,6 +140,11 @@ pub fn sdk_echo_agent() -> PathBuf {
     node();
     npm_peer("@agentclientprotocol/sdk");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // scripts/test links it; a `cargo test` run alone may not have.
+    let link = root.join("tests/peers/node_modules");
+    if std::fs::symlink_metadata(&link).is_err() {
+        let _ = std::os::unix::fs::symlink("../../.npm-peers/node_modules", &link);
+    }
     root.join("tests/peers/sdk-echo-agent.mjs")
 }
 

@@ -1,0 +1,64 @@
+//! What this host can sandbox with, looked at once per process.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// The sandbox backends this host has.
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// bubblewrap's path, once it was seen to make the namespaces a sandbox needs; else why not.
+    pub bwrap: Result<PathBuf, String>,
+}
+
+impl Host {
+    /// This host, probed on first use.
+    pub fn get() -> &'static Host {
+        static HOST: OnceLock<Host> = OnceLock::new();
+        HOST.get_or_init(|| Host { bwrap: bwrap() })
+    }
+}
+
+fn bwrap() -> Result<PathBuf, String> {
+    // A failpoints build can be told that bubblewrap is missing (the fail-closed tests).
+    #[cfg(feature = "failpoints")]
+    if std::env::var("DEEPCLI_FAILPOINT_SANDBOX").as_deref() == Ok("no-bwrap") {
+        return Err("`bwrap` not found on PATH (failpoint)".into());
+    }
+    let path = std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("bwrap"))
+                .find(|p| p.is_file())
+        })
+        .ok_or_else(|| "`bwrap` not found on PATH".to_string())?;
+    // The namespaces every sandbox asks for: a kernel or container that refuses them (user
+    // namespaces turned off, a seccomp profile) is found here, not at the first agent's start.
+    let probe = Command::new(&path)
+        .args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("`{}` does not run: {e}", path.display()))?;
+    if !probe.status.success() {
+        let said = String::from_utf8_lossy(&probe.stderr);
+        return Err(format!(
+            "`{}` cannot make namespaces here: {}",
+            path.display(),
+            said.trim()
+        ));
+    }
+    Ok(path)
+}

@@ -1,0 +1,269 @@
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::config::model::{SandboxBind, WorkspaceAccess};
+
+fn around() -> Surroundings {
+    Surroundings {
+        state_dir: "/srv/hub/state".into(),
+        config_dir: "/srv/hub/config".into(),
+        agents: vec![
+            (
+                "a".into(),
+                "/srv/hub/state/workspaces/a".into(),
+                "/srv/hub/state/agents/a/agent".into(),
+            ),
+            (
+                "b".into(),
+                "/work/b".into(),
+                "/srv/hub/state/agents/b/agent".into(),
+            ),
+        ],
+        user_home: Some("/home/op".into()),
+    }
+}
+
+fn layout(config: Option<SandboxConfig>) -> Option<Layout> {
+    let command = vec!["/usr/bin/true".to_string()];
+    Layout::of(
+        &Subject {
+            agent_id: "a",
+            workspace: Path::new("/srv/hub/state/workspaces/a"),
+            agent_dir: Path::new("/srv/hub/state/agents/a/agent"),
+            home: Path::new("/srv/hub/state/agents/a/agent/home"),
+            command: &command,
+            cwd: Path::new("/srv/hub/state/workspaces/a"),
+            config: config.as_ref(),
+        },
+        &around(),
+    )
+}
+
+fn binds(mounts: &[Mount]) -> Vec<(PathBuf, bool)> {
+    mounts
+        .iter()
+        .filter_map(|m| match m {
+            Mount::Bind { path, writable, .. } => Some((path.clone(), *writable)),
+            Mount::Empty { .. } => None,
+        })
+        .collect()
+}
+
+#[test]
+fn mode_off_has_no_layout_and_the_default_is_on() {
+    let off = SandboxConfig {
+        mode: Some(SandboxMode::Off),
+        ..SandboxConfig::default()
+    };
+    assert!(layout(Some(off)).is_none());
+    let on = layout(None).expect("sandboxed by default");
+    assert_eq!(on.network, Network::Host);
+    assert_eq!(on.backend, SandboxBackend::Auto);
+}
+
+#[test]
+fn the_state_dir_and_other_agents_are_hidden_but_its_own_dirs_are_not() {
+    let layout = layout(None).unwrap();
+    assert!(layout.hidden.contains(&PathBuf::from("/srv/hub/state")));
+    assert!(layout.hidden.contains(&PathBuf::from("/work/b")));
+    assert!(
+        layout
+            .hidden
+            .contains(&PathBuf::from("/srv/hub/state/agents/b/agent"))
+    );
+    assert!(
+        !layout
+            .hidden
+            .iter()
+            .any(|h| h.starts_with("/srv/hub/state/workspaces/a"))
+    );
+    let writable: Vec<PathBuf> = layout
+        .grants
+        .iter()
+        .filter(|g| g.writable)
+        .map(|g| g.path.clone())
+        .collect();
+    assert_eq!(
+        writable,
+        [
+            PathBuf::from("/srv/hub/state/workspaces/a"),
+            PathBuf::from("/srv/hub/state/agents/a/agent"),
+            PathBuf::from("/srv/hub/state/agents/a/agent/home"),
+        ]
+    );
+    assert!(
+        layout
+            .grants
+            .iter()
+            .any(|g| g.path == Path::new("/srv/hub/config") && !g.writable),
+        "the config directory is readable, never writable"
+    );
+}
+
+#[test]
+fn own_dirs_are_mounted_after_the_emptiness_over_the_state_dir() {
+    // Only existing hidden paths are mounted over: use real directories.
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    let own = state.join("workspaces/a");
+    let other = root.path().join("checkout/b-workspace");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    let layout = Layout {
+        agent_id: "a".into(),
+        backend: SandboxBackend::Auto,
+        grants: vec![
+            Grant {
+                path: root.path().join("checkout"),
+                writable: false,
+                why: "the runtime's command",
+            },
+            Grant {
+                path: own.clone(),
+                writable: true,
+                why: "its workspace",
+            },
+            Grant {
+                // Inside a hidden path and not its own: left out.
+                path: state.join("operator-token"),
+                writable: false,
+                why: "sandbox.binds",
+            },
+        ],
+        hidden: vec![state.clone(), other.clone()],
+        scratch: None,
+        network: Network::Host,
+        home: own.clone(),
+    };
+    let mounts = layout.mounts();
+    let position = |m: &Mount| mounts.iter().position(|x| x == m).unwrap();
+    let hide_state = Mount::Empty { path: state.clone() };
+    let own_bind = Mount::Bind {
+        path: own.clone(),
+        writable: true,
+        optional: false,
+    };
+    let checkout = Mount::Bind {
+        path: root.path().join("checkout"),
+        writable: false,
+        optional: true,
+    };
+    assert!(position(&checkout) < position(&Mount::Empty { path: other.clone() }));
+    assert!(position(&hide_state) < position(&own_bind));
+    assert!(
+        !binds(&mounts)
+            .iter()
+            .any(|(p, _)| p.ends_with("operator-token")),
+        "{mounts:?}"
+    );
+}
+
+#[test]
+fn workspace_access_none_gives_an_empty_private_workspace() {
+    let layout = layout(Some(SandboxConfig {
+        workspace_access: Some(WorkspaceAccess::None),
+        ..SandboxConfig::default()
+    }))
+    .unwrap();
+    assert_eq!(
+        layout.scratch.as_deref(),
+        Some(Path::new("/srv/hub/state/workspaces/a"))
+    );
+    assert!(!layout.grants.iter().any(|g| g.why == "its workspace"));
+}
+
+#[test]
+fn binds_resolve_tilde_and_keep_their_mode() {
+    let layout = layout(Some(SandboxConfig {
+        binds: Some(vec![
+            SandboxBind {
+                path: "~/datasets".into(),
+                mode: BindMode::Ro,
+            },
+            SandboxBind {
+                path: "/var/cache/models".into(),
+                mode: BindMode::Rw,
+            },
+        ]),
+        ..SandboxConfig::default()
+    }))
+    .unwrap();
+    let got: Vec<(PathBuf, bool)> = layout
+        .grants
+        .iter()
+        .filter(|g| g.why == "sandbox.binds")
+        .map(|g| (g.path.clone(), g.writable))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (PathBuf::from("/home/op/datasets"), false),
+            (PathBuf::from("/var/cache/models"), true),
+        ]
+    );
+}
+
+#[test]
+fn an_npm_agent_reads_its_package_and_a_linked_node_modules() {
+    let root = tempfile::tempdir().unwrap();
+    let root = real(root.path());
+    let package = root.join("agent");
+    let modules = root.join("elsewhere/node_modules");
+    std::fs::create_dir_all(package.join("bin")).unwrap();
+    std::fs::create_dir_all(modules.join("dep")).unwrap();
+    std::fs::write(package.join("package.json"), "{}").unwrap();
+    std::fs::write(package.join("bin/agent.mjs"), "").unwrap();
+    std::os::unix::fs::symlink(&modules, package.join("node_modules")).unwrap();
+    let command = vec!["node".to_string(), "bin/agent.mjs".to_string()];
+    let paths = command_paths(&command, &package);
+    assert_eq!(paths, [package.clone(), modules.clone()]);
+
+    // A program inside node_modules: the folder holding the outermost node_modules.
+    let bin = root.join("proj/node_modules/.bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("tool"), "").unwrap();
+    let command = vec![bin.join("tool").display().to_string()];
+    assert_eq!(command_paths(&command, &root), [root.join("proj")]);
+
+    // A lone binary outside any package: the file alone.
+    std::fs::write(root.join("lone"), "").unwrap();
+    let command = vec![root.join("lone").display().to_string(), "--flag".into()];
+    assert_eq!(command_paths(&command, &root), [root.join("lone")]);
+}
+
+#[test]
+fn only_the_named_environment_passes_through() {
+    for name in ["PATH", "LANG", "LC_ALL", "TZ", "TERM"] {
+        assert!(passes_through(name), "{name}");
+    }
+    for name in [
+        "SLACK_BOT_TOKEN",
+        "DEEPCLI_OPERATOR_TOKEN",
+        "HOME",
+        "OPENAI_API_KEY",
+        "LD_PRELOAD",
+    ] {
+        assert!(!passes_through(name), "{name}");
+    }
+}
+
+#[test]
+fn unbuilt_and_partial_backends_fail_closed() {
+    let host = Host {
+        bwrap: Err("not found".into()),
+    };
+    let layout = layout(None).unwrap();
+    let error = choose(&layout, &host).unwrap_err();
+    assert!(error.why.contains("install bubblewrap"), "{error}");
+    let with = Host {
+        bwrap: Ok("/usr/bin/bwrap".into()),
+    };
+    assert_eq!(choose(&layout, &with).unwrap().backend, "bwrap");
+    for backend in [SandboxBackend::Docker, SandboxBackend::Landlock] {
+        let layout = Layout {
+            backend,
+            ..layout.clone()
+        };
+        assert!(choose(&layout, &with).is_err(), "{backend:?}");
+    }
+}
