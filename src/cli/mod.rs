@@ -17,6 +17,7 @@ mod pairing;
 mod plan;
 mod route;
 mod route_gate;
+mod sandbox;
 mod schema;
 mod state;
 mod up;
@@ -171,6 +172,9 @@ enum Command {
     /// sends and spawns, budget refusals, loop pauses, cancels, applies.
     #[command(after_help = EXIT_CODES)]
     Audit(audit::AuditArgs),
+    /// What an agent's sandbox lets its runtime touch: `sandbox explain AGENT`.
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCommand),
     /// The Hub's MCP server on stdio (`hub mcp`), which agents start.
     #[command(subcommand, hide = true)]
     Hub(hub::HubCommand),
@@ -313,6 +317,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Runs(command) => hub::runs(&global, command),
         Command::Approvals(command) => approvals::run(&global, command),
         Command::Audit(args) => audit::run(&global, args),
+        Command::Sandbox(command) => sandbox::run(&global, command),
         Command::Hub(command) => hub::hub(command),
         Command::EchoAgent => echo_agent(),
     }

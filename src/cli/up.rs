@@ -394,6 +394,9 @@ fn human(doc: &Value) -> String {
                 .filter(|e| !e.is_null())
                 .map_or_else(String::new, |e| format!("  last error: {}", text(e)))
         ));
+        if let Some(sandbox) = r.get("sandbox").filter(|s| !s.is_null()) {
+            out.push_str(&format!("               sandbox: {}\n", text(sandbox)));
+        }
         if let Some(model) = r.get("model").filter(|m| !m.is_null()) {
             out.push_str(&format!(
                 "               model {}{}\n",

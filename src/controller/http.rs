@@ -58,6 +58,9 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
     shared.access.metrics.render(&mut text);
     crate::adapters::render_metrics(&shared.adapters.live, &mut text);
     shared.hub.render_metrics(&mut text);
+    if let Ok(doors) = shared.doors.lock() {
+        doors.render_metrics(&mut text);
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

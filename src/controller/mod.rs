@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod heartbeat;
+mod doors;
 mod http;
 pub mod status;
 
@@ -102,6 +103,8 @@ struct Shared {
     heartbeats: heartbeat::HeartbeatReports,
     /// The platform adapters' live status, and what their HTTP endpoints share.
     adapters: Arc<crate::adapters::Cx>,
+    /// The sockets of sandboxes with a network of their own (hub door, egress proxy).
+    doors: Mutex<doors::Doors>,
     token: String,
     /// File events on the config files: changes (each starts a reload), and reads (`Access`,
     /// ignored: the controller reads the files itself).
@@ -197,6 +200,11 @@ fn is_config_file(path: &Path) -> bool {
 /// the listener, the watch), so a controller that cannot start creates no state directory,
 /// `state.db` or operator token.
 pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
+    // Its memory (every secret the runtimes' env resolves from) is not readable through
+    // /proc by a process of its user without ptrace rights; a sandbox hides it besides.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(error = %e, "cannot make the controller non-dumpable");
+    }
     if !crate::config::check_dir(&options.config_dir)? && !options.allow_empty {
         return Err(ControllerError::Empty(options.config_dir.clone()));
     }
@@ -294,6 +302,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         runtimes: supervisor.status_handle(),
         heartbeats: heartbeats.reports(),
         adapters: adapters.cx(),
+        doors: Mutex::default(),
         status: RwLock::new(ControllerStatus {
             pid: std::process::id(),
             started_at: crate::clock::now(),
@@ -780,6 +789,9 @@ async fn apply_planned(
             .unwrap_or_default();
         s.last_error = None;
         s.agents = agents;
+    }
+    if let Ok(mut doors) = shared.doors.lock() {
+        doors.converge(&runtimes, &shared.hub);
     }
     supervisor.converge(&runtimes).await;
     heartbeats.converge(beats, &shared.access);

@@ -161,16 +161,22 @@ impl Hub {
     /// agentToAgent for another agent's session.
     async fn may_see(&self, caller: &Caller, key: &str, agent: &str) -> Result<(), Denial> {
         let p = self.policy();
+        let visibility = p.visibility_of(&caller.agent_id);
         let restricted = || {
             Denial::new(
                 Reason::VisibilityRestricted,
                 format!(
-                    "session `{key}` is not visible to you (tools.sessions.visibility: {})",
-                    p.visibility.as_str()
+                    "session `{key}` is not visible to you (tools.sessions.visibility: {}{})",
+                    visibility.as_str(),
+                    if visibility == p.visibility {
+                        ""
+                    } else {
+                        ", at most `tree` for a sandboxed agent"
+                    }
                 ),
             )
         };
-        let visible = match p.visibility {
+        let visible = match visibility {
             Visibility::All => true,
             Visibility::Agent => agent == caller.agent_id,
             Visibility::SelfOnly => key == caller.session_key,
@@ -541,13 +547,13 @@ impl Hub {
                 "agent `{agent}` has no runtime this spawn can run on (ACP, or A2A for `runtime: subagent`)"
             )));
         }
-        let cwd = match &args.cwd {
-            Some(cwd) if !std::path::Path::new(cwd).is_absolute() => {
-                return Ok(error(format!(
-                    "`cwd` must be an absolute path, not `{cwd}`"
-                )));
-            }
-            cwd => cwd.clone(),
+        let workspace = p.agents.get(&agent).map(|a| a.workspace.clone());
+        let cwd = match (&args.cwd, workspace) {
+            (Some(cwd), Some(workspace)) => match inside(cwd, &workspace) {
+                Ok(()) => Some(cwd.clone()),
+                Err(why) => return Ok(error(why)),
+            },
+            (cwd, _) => cwd.clone(),
         };
         if let Some(label) = &args.label
             && (label.trim().is_empty() || label.len() > 64)
@@ -800,5 +806,47 @@ mod tests {
         assert_eq!(out.matches("[redacted]").count(), 3, "{out}");
         assert_eq!(shorten("héllo", 2), "hé…");
         assert_eq!(shorten("hi", 5), "hi");
+    }
+}
+
+/// A spawned child's `cwd`: an absolute path inside its agent's workspace (isolation.md), with
+/// no `..` to climb out of it.
+fn inside(cwd: &str, workspace: &std::path::Path) -> Result<(), String> {
+    use std::path::{Component, Path};
+    let path = Path::new(cwd);
+    if !path.is_absolute() {
+        return Err(format!("`cwd` must be an absolute path, not `{cwd}`"));
+    }
+    let climbs = path.components().any(|c| c == Component::ParentDir);
+    let workspace = crate::config::paths::normalize(workspace);
+    if climbs || !path.starts_with(&workspace) {
+        return Err(format!(
+            "`cwd` must lie inside the agent's workspace `{}`, not `{cwd}`",
+            workspace.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod cwd_tests {
+    use super::inside;
+    use std::path::Path;
+
+    #[test]
+    fn a_spawn_cwd_must_lie_inside_the_workspace() {
+        let ws = Path::new("/srv/state/workspaces/a");
+        assert!(inside("/srv/state/workspaces/a", ws).is_ok());
+        assert!(inside("/srv/state/workspaces/a/sub/dir", ws).is_ok());
+        for bad in [
+            "/etc",
+            "/",
+            "/srv/state",
+            "/srv/state/workspaces/ab",
+            "/srv/state/workspaces/a/../b",
+            "relative/dir",
+        ] {
+            assert!(inside(bad, ws).is_err(), "{bad}");
+        }
     }
 }

@@ -32,6 +32,8 @@ pub const BODY_LIMIT: usize = 1024 * 1024;
 struct Ctx {
     hub: Arc<Hub>,
     operator_token: Arc<str>,
+    /// A sandboxed agent's own door ([`agent_door`]): only this agent's tokens are taken.
+    only_agent: Option<Arc<str>>,
 }
 
 fn unauthorized(message: &str) -> Response {
@@ -45,16 +47,20 @@ fn unauthorized(message: &str) -> Response {
 
 const NO_TOKEN: &str = "no valid session token: the Hub takes `Authorization: Bearer <token>` with the token deepcli gave this session (a closed session's token is revoked)";
 
-async fn session_caller(hub: &Hub, headers: &HeaderMap) -> Option<Caller> {
+async fn session_caller(cx: &Ctx, headers: &HeaderMap) -> Option<Caller> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let token = super::token::from_bearer(value)?;
-    hub.caller(token).await
+    let caller = cx.hub.caller(token).await?;
+    match &cx.only_agent {
+        Some(agent) if **agent != *caller.agent_id => None,
+        _ => Some(caller),
+    }
 }
 
 /// Lets a `/mcp` request through only with a live session token; the caller rides along in the
 /// request's extensions (rmcp hands the handler the request's parts).
 async fn mcp_auth(State(cx): State<Ctx>, mut request: Request, next: Next) -> Response {
-    match session_caller(&cx.hub, request.headers()).await {
+    match session_caller(&cx, request.headers()).await {
         Some(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
@@ -84,14 +90,14 @@ async fn read_json(body: Body) -> Result<Value, Response> {
 }
 
 async fn tools(State(cx): State<Ctx>, headers: HeaderMap) -> Response {
-    let Some(caller) = session_caller(&cx.hub, &headers).await else {
+    let Some(caller) = session_caller(&cx, &headers).await else {
         return unauthorized(NO_TOKEN);
     };
     Json(json!({"tools": cx.hub.tools_for(&caller)})).into_response()
 }
 
 async fn call(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
-    let Some(caller) = session_caller(&cx.hub, &headers).await else {
+    let Some(caller) = session_caller(&cx, &headers).await else {
         return unauthorized(NO_TOKEN);
     };
     let doc = match read_json(body).await {
@@ -205,6 +211,21 @@ async fn audit(
 }
 
 /// The Hub's routes.
+/// The door of one sandboxed agent whose network is not the host's (isolation.md): what its
+/// `deepcli hub mcp` forwards to, served on a Unix socket inside its sandbox. It takes only
+/// that agent's session tokens and serves nothing else of the controller.
+pub fn agent_door(hub: Arc<Hub>, agent_id: &str) -> Router {
+    let cx = Ctx {
+        hub,
+        operator_token: Arc::from(""),
+        only_agent: Some(Arc::from(agent_id)),
+    };
+    Router::new()
+        .route("/v1/hub/tools", post(tools))
+        .route("/v1/hub/call", post(call))
+        .with_state(cx)
+}
+
 pub fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
     let mcp_hub = hub.clone();
     // rmcp answers loopback hosts only (DNS rebinding); the address agents are given is
@@ -231,6 +252,7 @@ pub fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
     let cx = Ctx {
         hub,
         operator_token,
+        only_agent: None,
     };
     let mcp = Router::new()
         .route_service("/mcp", service)

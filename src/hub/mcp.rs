@@ -100,6 +100,8 @@ impl ServerHandler for HttpServer {
 #[derive(Clone)]
 pub struct StdioServer {
     url: String,
+    /// `unix:PATH`: the sandbox's socket to the controller (isolation.md), instead of `url`.
+    socket: Option<std::path::PathBuf>,
     token: String,
 }
 
@@ -116,6 +118,13 @@ impl StdioServer {
         };
         let url = get(super::URL_ENV)?;
         let token = get(super::TOKEN_ENV)?;
+        if let Some(path) = url.strip_prefix("unix:") {
+            return Ok(StdioServer {
+                url: String::new(),
+                socket: Some(path.into()),
+                token,
+            });
+        }
         let authority = url
             .strip_prefix("http://")
             .ok_or_else(|| format!("`{}` must be an http:// URL, not `{url}`", super::URL_ENV))?;
@@ -127,6 +136,7 @@ impl StdioServer {
         }
         Ok(StdioServer {
             url: authority.to_string(),
+            socket: None,
             token,
         })
     }
@@ -134,22 +144,36 @@ impl StdioServer {
     /// `POST path` to the controller with the session token; the JSON answer.
     async fn post(&self, path: &str, body: Value) -> Result<Value, ErrorData> {
         let failed = |what: String| ErrorData::internal_error(what, None);
-        let stream = tokio::net::TcpStream::connect(&self.url)
-            .await
-            .map_err(|e| {
-                failed(format!(
-                    "cannot reach the deepcli controller at {}: {e}",
-                    self.url
-                ))
-            })?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        tokio::spawn(connection);
+        let unreachable = |e: std::io::Error| {
+            let at = match &self.socket {
+                Some(path) => path.display().to_string(),
+                None => self.url.clone(),
+            };
+            failed(format!("cannot reach the deepcli controller at {at}: {e}"))
+        };
+        let mut sender = match &self.socket {
+            Some(path) => {
+                let stream = tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(unreachable)?;
+                handshake(stream).await?
+            }
+            None => {
+                let stream = tokio::net::TcpStream::connect(&self.url)
+                    .await
+                    .map_err(unreachable)?;
+                handshake(stream).await?
+            }
+        };
+        let host = if self.socket.is_some() {
+            "localhost"
+        } else {
+            self.url.as_str()
+        };
         let request = Request::builder()
             .method(Method::POST)
             .uri(path)
-            .header(header::HOST, self.url.as_str())
+            .header(header::HOST, host)
             .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
             .header(header::CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(body.to_string())))
@@ -182,6 +206,20 @@ impl StdioServer {
         }
         Ok(doc)
     }
+}
+
+/// An HTTP/1 connection over `stream`, driven on its own task.
+async fn handshake<S>(
+    stream: S,
+) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, ErrorData>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    tokio::spawn(connection);
+    Ok(sender)
 }
 
 impl ServerHandler for StdioServer {
@@ -250,6 +288,9 @@ pub fn forward_body(tool: &str, outcome: Result<Value, CallError>) -> Value {
 /// Runs `deepcli hub mcp` until stdin closes.
 pub async fn serve_stdio() -> Result<(), String> {
     use rmcp::ServiceExt;
+    // Its token is in its environment: no other process of its user reads it from /proc
+    // (isolation.md; a sandbox also hides it from every other agent's processes).
+    let _ = nix::sys::prctl::set_dumpable(false);
     let server = StdioServer::from_env()?;
     let running = server
         .serve(rmcp::transport::stdio())

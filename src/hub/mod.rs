@@ -491,9 +491,20 @@ impl McpDoor for Door {
         let Some(token) = hub.mint(agent_id, session_key) else {
             return Vec::new();
         };
+        // A sandbox with a network of its own reaches the hub only through its socket.
+        let private = hub
+            .policy()
+            .agents
+            .get(agent_id)
+            .is_some_and(|a| a.private_network);
+        let endpoint = if private {
+            format!("unix:{}", crate::sandbox::HUB_SOCKET)
+        } else {
+            endpoint.clone()
+        };
         // One server, `deepcli`: over HTTP where the agent takes it (no process per session),
         // else the stdio forwarder.
-        if http {
+        if http && !private {
             vec![json!({
                 "type": "http",
                 "name": SERVER_NAME,

@@ -76,8 +76,8 @@ impl Denial {
     }
 }
 
-/// `tools.sessions.visibility`: which sessions a caller may see and address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `tools.sessions.visibility`: which sessions a caller may see and address, narrowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum Visibility {
     /// Only its own session.
     SelfOnly,
@@ -136,6 +136,14 @@ pub struct HubAgent {
     /// `subagents.allowAgents`; `None`: unset (only its own agent).
     pub allow_agents: Option<Vec<String>>,
     pub limits: Limits,
+    /// Its workspace: a spawned child's `cwd` must lie inside it.
+    pub workspace: std::path::PathBuf,
+    /// Its runtime runs sandboxed and its sandbox does not say `sessionToolsVisibility: all`:
+    /// it sees at most its own tree (isolation.md, "Policy defaults").
+    pub clamped: bool,
+    /// Its sandbox has a network of its own (`none`, `allowlist`): the hub's door reaches it
+    /// over a Unix socket in the sandbox, never the controller's HTTP port.
+    pub private_network: bool,
 }
 
 /// Everything the Hub decides by, from one config.
@@ -176,6 +184,15 @@ fn listed(patterns: &[String], id: &str) -> bool {
 }
 
 impl HubPolicy {
+    /// The visibility `agent_id`'s sessions have: `tools.sessions.visibility`, at most `tree`
+    /// for a sandboxed agent (unless its sandbox says `sessionToolsVisibility: all`).
+    pub fn visibility_of(&self, agent_id: &str) -> Visibility {
+        match self.agents.get(agent_id) {
+            Some(agent) if agent.clamped => self.visibility.min(Visibility::Tree),
+            _ => self.visibility,
+        }
+    }
+
     /// The policy of `config`; `main_key` names an agent's main session.
     pub fn from_config(config: &Config, main_key: impl Fn(&str) -> String) -> HubPolicy {
         let mut policy = HubPolicy::default();
@@ -213,6 +230,17 @@ impl HubPolicy {
                     runtime: spec.runtime.as_ref().map_or(RuntimeKind::None, |r| r.kind),
                     allow_agents: sub.map(|s| s.allow_agents.clone()),
                     limits,
+                    workspace: agent.workspace.clone(),
+                    clamped: spec.sandbox.as_ref().is_none_or(|s| {
+                        s.mode != Some(crate::config::model::SandboxMode::Off)
+                            && s.session_tools_visibility.is_none()
+                    }),
+                    private_network: spec.sandbox.as_ref().is_some_and(|s| {
+                        s.mode != Some(crate::config::model::SandboxMode::Off)
+                            && s.network.is_some_and(|n| {
+                                n != crate::config::model::SandboxNetwork::Host
+                            })
+                    }),
                 },
             );
         }
@@ -319,6 +347,9 @@ mod tests {
                     runtime: RuntimeKind::Acp,
                     allow_agents: None,
                     limits: Limits::default(),
+                    workspace: format!("/ws/{id}").into(),
+                    clamped: false,
+                    private_network: false,
                 },
             );
         }

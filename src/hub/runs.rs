@@ -252,7 +252,8 @@ impl Hub {
                 return Err(format!("{} ({})", denial.error, denial.reason.as_str()));
             }
             if let (Some(requester), Some((from_key, to_key))) = (&requester, &addressed) {
-                let visible = match p.visibility {
+                let visibility = p.visibility_of(requester);
+                let visible = match visibility {
                     Visibility::All => true,
                     Visibility::Agent => target == *requester,
                     Visibility::SelfOnly => to_key == from_key,
@@ -265,7 +266,7 @@ impl Hub {
                     hub.denied(Reason::VisibilityRestricted);
                     return Err(format!(
                         "session `{to_key}` is no longer visible to `{from_key}` (tools.sessions.visibility: {}) (visibility_restricted)",
-                        p.visibility.as_str()
+                        visibility.as_str()
                     ));
                 }
             }

@@ -121,27 +121,10 @@ impl RuntimeSpec {
         if runtime.kind == RuntimeKind::None {
             return None;
         }
-        let cwd = match runtime.cwd.as_deref() {
-            None | Some("workspace") => agent.workspace.clone(),
-            Some(path) => crate::config::paths::resolve(path, &agent.workspace, home),
-        };
+        let cwd = crate::sandbox::runtime_cwd(agent, home);
         let command = runtime.command.clone().unwrap_or_default();
         let agent_home = agent.agent_dir.join("home");
-        let sandbox = match runtime.kind {
-            RuntimeKind::Acp | RuntimeKind::Process => crate::sandbox::Layout::of(
-                &crate::sandbox::Subject {
-                    agent_id: agent.id(),
-                    workspace: &agent.workspace,
-                    agent_dir: &agent.agent_dir,
-                    home: &agent_home,
-                    command: &command,
-                    cwd: &cwd,
-                    config: agent.spec.sandbox.as_ref(),
-                },
-                around,
-            ),
-            _ => None,
-        };
+        let sandbox = crate::sandbox::Layout::for_agent(agent, around, home);
         let run_dir = sandbox
             .as_ref()
             .filter(|s| s.network.is_private())
@@ -193,6 +176,10 @@ pub struct RuntimeStatus {
     /// What an ACP agent reported at `initialize`: name, version, capabilities.
     pub info: Option<serde_json::Value>,
     pub spec_hash: String,
+    /// Its sandbox in one line (`all (bwrap, network host)`, `off`); absent for a runtime
+    /// that starts no process here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
     /// When a crash-looping runtime starts again.
     pub next_start: Option<String>,
     /// What became of the agent's `model` in this runtime (set by the controller from what

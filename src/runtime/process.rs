@@ -58,6 +58,14 @@ pub(super) fn full_environment(spec: &RuntimeSpec) -> Result<Vec<(String, String
         .filter(|(k, _)| crate::sandbox::passes_through(k) || spec.inherit_env.contains(k))
         .collect();
     env.push(("HOME".into(), spec.home.display().to_string()));
+    if let Some(layout) = &spec.sandbox
+        && matches!(layout.network, crate::sandbox::Network::Allowlist { .. })
+    {
+        let proxy = format!("http://{}", crate::sandbox::PROXY_ADDR);
+        for name in ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY"] {
+            env.push((name.into(), proxy.clone()));
+        }
+    }
     env.extend(environment(spec)?);
     // Last, so it is always this: tells this runtime's orphans.
     env.push((AGENT_ENV.into(), spec.agent_id.clone()));
@@ -161,9 +169,20 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
                 layout,
                 &crate::sandbox::real(&spec.cwd),
                 spec.run_dir.as_deref(),
-            ))
-            .arg(program(first))
-            .args(args);
+            ));
+            if matches!(layout.network, crate::sandbox::Network::Allowlist { .. }) {
+                // The proxy's forwarder on the sandbox's own loopback, the command its child.
+                cmd.arg(program("deepcli")).args([
+                    "sandbox",
+                    "forward",
+                    "--listen",
+                    crate::sandbox::PROXY_ADDR,
+                    "--to",
+                    crate::sandbox::EGRESS_SOCKET,
+                    "--",
+                ]);
+            }
+            cmd.arg(program(first)).args(args);
             cmd
         }
         None => {
@@ -312,6 +331,14 @@ impl Reporter {
                 last_error: None,
                 info: None,
                 spec_hash: spec.spec_hash.clone(),
+                sandbox: Some(match &spec.sandbox {
+                    None => "off".to_string(),
+                    Some(layout) => {
+                        let backend = crate::sandbox::choose(layout, crate::sandbox::Host::get())
+                            .map_or("not applied", |c| c.backend);
+                        format!("all ({backend}, {})", layout.network.describe())
+                    }
+                }),
                 next_start: None,
                 model: None,
                 budgets: None,

@@ -10,6 +10,8 @@
 //! checkout that also holds the agent's command).
 
 pub mod bwrap;
+pub mod egress;
+pub mod explain;
 mod host;
 
 use std::path::{Path, PathBuf};
@@ -148,6 +150,33 @@ pub struct Subject<'a> {
 }
 
 impl Layout {
+    /// The sandbox of `agent`'s runtime (`None`: `sandbox.mode: off`, or a runtime kind that
+    /// starts no process here); `home` expands `~/`.
+    pub fn for_agent(
+        agent: &crate::config::Agent,
+        around: &Surroundings,
+        home: Option<&Path>,
+    ) -> Option<Layout> {
+        use crate::config::model::RuntimeKind;
+        let runtime = agent.spec.runtime.as_ref()?;
+        if !matches!(runtime.kind, RuntimeKind::Acp | RuntimeKind::Process) {
+            return None;
+        }
+        let command = runtime.command.clone().unwrap_or_default();
+        Layout::of(
+            &Subject {
+                agent_id: agent.id(),
+                workspace: &agent.workspace,
+                agent_dir: &agent.agent_dir,
+                home: &agent.agent_dir.join("home"),
+                command: &command,
+                cwd: &runtime_cwd(agent, home),
+                config: agent.spec.sandbox.as_ref(),
+            },
+            around,
+        )
+    }
+
     /// The sandbox of `subject`, or `None` when its `sandbox.mode` is `off`.
     pub fn of(subject: &Subject<'_>, around: &Surroundings) -> Option<Layout> {
         let config = subject.config.cloned().unwrap_or_default();
@@ -235,6 +264,43 @@ impl Layout {
             .map(PathBuf::as_path)
             .collect()
     }
+}
+
+/// Where `agent`'s runtime starts: `runtime.cwd`, its workspace by default.
+pub fn runtime_cwd(agent: &crate::config::Agent, home: Option<&Path>) -> PathBuf {
+    match agent.spec.runtime.as_ref().and_then(|r| r.cwd.as_deref()) {
+        None | Some("workspace") => agent.workspace.clone(),
+        Some(path) => crate::config::paths::resolve(path, &agent.workspace, home),
+    }
+}
+
+/// The environment's names (never values) a runtime of `agent` is given: what
+/// [`passes_through`] of the controller's (where set), HOME, the proxy's for `allowlist`,
+/// `runtime.env`, `runtime.inheritEnv` and `DEEPCLI_AGENT_ID`.
+pub fn environment_names(agent: &crate::config::Agent, layout: Option<&Layout>) -> Vec<String> {
+    let mut names: Vec<String> = ["PATH", "LANG", "TZ", "TERM"]
+        .iter()
+        .filter(|n| std::env::var_os(n).is_some())
+        .map(|n| n.to_string())
+        .collect();
+    let mut lc: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("LC_"))
+        .collect();
+    lc.sort();
+    names.extend(lc);
+    names.push("HOME".into());
+    if layout.is_some_and(|l| matches!(l.network, Network::Allowlist { .. })) {
+        names.extend(["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY"].map(String::from));
+    }
+    if let Some(runtime) = &agent.spec.runtime {
+        names.extend(runtime.env.keys().cloned());
+        names.extend(runtime.inherit_env.iter().cloned());
+    }
+    names.push("DEEPCLI_AGENT_ID".into());
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    names
 }
 
 /// Which backend enforces a layout on this host, and why; or why none can.

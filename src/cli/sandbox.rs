@@ -1,0 +1,104 @@
+//! `deepcli sandbox …`: what an agent's sandbox lets it touch (`explain`), and the forwarder an
+//! `allowlist` sandbox runs in front of its command (`forward`, started by deepcli).
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+use super::{ExitStatus, GlobalSettings};
+use crate::sandbox::{Host, Layout, Surroundings, explain};
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// What AGENT's runtime can and cannot touch: the paths it reads and writes, what stays
+    /// hidden, its network, processes and environment (names only), and which backend
+    /// enforces it here and why — from the config directory, as `deepcli up` starts it.
+    #[command(after_help = "\
+Exit codes:
+  0  explained; the sandbox can be applied here (or the agent's sandbox is off)
+  1  the sandbox cannot be applied on this host (the runtime would not start), or the config
+     has errors
+  2  the command could not run (no such agent, unreadable config)")]
+    Explain {
+        /// The agent's id.
+        agent: String,
+        /// Print the explanation as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inside an `allowlist` sandbox: listen on LISTEN and carry each connection to the egress
+    /// proxy's socket while COMMAND runs (deepcli starts it; not for people).
+    #[command(hide = true)]
+    Forward {
+        #[arg(long)]
+        listen: String,
+        #[arg(long)]
+        to: PathBuf,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+pub fn run(global: &GlobalSettings, command: SandboxCommand) -> ExitStatus {
+    match command {
+        SandboxCommand::Explain { agent, json } => run_explain(global, &agent, json),
+        SandboxCommand::Forward {
+            listen,
+            to,
+            command,
+        } => match crate::sandbox::egress::forward(&listen, &to, &command) {
+            Ok(0) => ExitStatus::Success,
+            Ok(code) => std::process::exit(code),
+            Err(e) => {
+                eprintln!("deepcli sandbox forward: {e}");
+                ExitStatus::Error
+            }
+        },
+    }
+}
+
+fn run_explain(global: &GlobalSettings, id: &str, json: bool) -> ExitStatus {
+    let (report, ()) = match super::load_valid_with(global, "nothing is explained", |_| ()) {
+        Ok(loaded) => loaded,
+        Err(status) => return status,
+    };
+    let config = &report.config;
+    let Some(agent) = config.agents.iter().find(|a| a.id() == id) else {
+        let ids: Vec<&str> = config.agents.iter().map(|a| a.id()).collect();
+        eprintln!("error: there is no agent `{id}`");
+        eprintln!("hint: the agents are {}", ids.join(", "));
+        return ExitStatus::Error;
+    };
+    let home = global.load.home.as_deref();
+    let around = Surroundings::of(config, &global.load.state_dir, home);
+    let layout = Layout::for_agent(agent, &around, home);
+    let runs = agent.spec.runtime.as_ref().is_some_and(|r| {
+        matches!(
+            r.kind,
+            crate::config::model::RuntimeKind::Acp | crate::config::model::RuntimeKind::Process
+        )
+    });
+    if !runs {
+        eprintln!(
+            "note: agent `{id}` starts no process here (its runtime kind is not `acp` or `process`): there is nothing to sandbox"
+        );
+    }
+    let names = crate::sandbox::environment_names(agent, layout.as_ref());
+    let explanation = explain::explain(id, layout.as_ref(), Host::get(), names);
+    if json {
+        match serde_json::to_string_pretty(&explanation) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitStatus::Error;
+            }
+        }
+    } else {
+        print!("{}", explanation.render());
+    }
+    if explanation.unavailable.is_some() {
+        ExitStatus::Failure
+    } else {
+        ExitStatus::Success
+    }
+}

@@ -1,0 +1,201 @@
+//! `deepcli sandbox explain <agent>`: what one agent's runtime can and cannot touch, from the
+//! config — the same [`Layout`] and [`choose`] the runtime is started with.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::{Host, Layout, Mount, Network, SYSTEM, choose};
+
+/// One agent's sandbox, explained.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    pub agent_id: String,
+    /// `all` or `off`.
+    pub mode: &'static str,
+    /// The backend that would enforce it here; `None` with `mode: off`, or when none can
+    /// (then `unavailable` says why: the runtime does not start).
+    pub backend: Option<&'static str>,
+    pub why: Option<String>,
+    pub unavailable: Option<String>,
+    pub readable: Vec<Entry>,
+    pub writable: Vec<Entry>,
+    pub hidden: Vec<Entry>,
+    pub network: Network,
+    pub processes: &'static str,
+    /// The environment's names (never values).
+    pub environment: Vec<String>,
+    /// One line: `all (bwrap, network host)`.
+    pub summary: String,
+}
+
+/// A path and why it is where it is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Entry {
+    pub path: PathBuf,
+    pub why: String,
+}
+
+/// The explanation of `layout` (`None`: `sandbox.mode: off`) on `host`; `environment` are the
+/// names the runtime is given.
+pub fn explain(
+    agent_id: &str,
+    layout: Option<&Layout>,
+    host: &Host,
+    environment: Vec<String>,
+) -> Explanation {
+    let Some(layout) = layout else {
+        return Explanation {
+            agent_id: agent_id.to_string(),
+            mode: "off",
+            backend: None,
+            why: Some("sandbox.mode: off".into()),
+            unavailable: None,
+            readable: vec![Entry {
+                path: "/".into(),
+                why: "everything the controller's user can read: deepcli's state and operator token, the config, every agent's files".into(),
+            }],
+            writable: vec![Entry {
+                path: "/".into(),
+                why: "everything the controller's user can write".into(),
+            }],
+            hidden: Vec::new(),
+            network: Network::Host,
+            processes: "every process of the controller's user, the controller's included",
+            environment,
+            summary: "off".into(),
+        };
+    };
+    let (backend, why, unavailable) = match choose(layout, host) {
+        Ok(choice) => (Some(choice.backend), Some(choice.why), None),
+        Err(e) => (None, None, Some(e.why)),
+    };
+    let mut readable: Vec<Entry> = SYSTEM
+        .iter()
+        .filter(|s| std::path::Path::new(s).exists())
+        .map(|s| Entry {
+            path: s.into(),
+            why: "the system, read-only".into(),
+        })
+        .collect();
+    readable.push(Entry {
+        path: "/tmp".into(),
+        why: "private to this sandbox, empty at start".into(),
+    });
+    let mut writable = vec![Entry {
+        path: "/tmp".into(),
+        why: "private to this sandbox".into(),
+    }];
+    let mut hidden = Vec::new();
+    for mount in layout.mounts() {
+        match mount {
+            Mount::Bind { path, writable: w, .. } => {
+                let why = layout
+                    .grants
+                    .iter()
+                    .find(|g| g.path == path)
+                    .map_or("", |g| g.why)
+                    .to_string();
+                readable.push(Entry {
+                    path: path.clone(),
+                    why: if w {
+                        why.clone()
+                    } else {
+                        format!("{why}, read-only")
+                    },
+                });
+                if w {
+                    writable.push(Entry { path, why });
+                }
+            }
+            Mount::Empty { path } if layout.scratch.as_ref() == Some(&path) => {
+                writable.push(Entry {
+                    path,
+                    why: "workspaceAccess: none — an empty private directory over its workspace"
+                        .into(),
+                });
+            }
+            Mount::Empty { .. } => {}
+        }
+    }
+    for path in &layout.hidden {
+        let why = if layout.grants.iter().any(|g| path.starts_with(&g.path)) {
+            "hidden although it lies inside a readable path"
+        } else {
+            "never mounted"
+        };
+        hidden.push(Entry {
+            path: path.clone(),
+            why: why.into(),
+        });
+    }
+    let summary = format!(
+        "all ({}, {})",
+        backend.unwrap_or("not applied"),
+        layout.network.describe()
+    );
+    Explanation {
+        agent_id: agent_id.to_string(),
+        mode: "all",
+        backend,
+        why,
+        unavailable,
+        readable,
+        writable,
+        hidden,
+        network: layout.network.clone(),
+        processes: "only its own (a PID namespace); none outlives its stop, a `setsid` one included",
+        environment,
+        summary,
+    }
+}
+
+impl Explanation {
+    /// The human form.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let _ = writeln!(out, "agent {}: sandbox {}", self.agent_id, self.summary);
+        match (&self.why, &self.unavailable) {
+            (_, Some(why)) => {
+                let _ = writeln!(out, "  not applied: {why}");
+                let _ = writeln!(out, "  the runtime does not start (fail closed)");
+            }
+            (Some(why), None) => {
+                let _ = writeln!(out, "  backend: {why}");
+            }
+            (None, None) => {}
+        }
+        let list = |out: &mut String, title: &str, entries: &[Entry]| {
+            let _ = writeln!(out, "{title}:");
+            if entries.is_empty() {
+                let _ = writeln!(out, "  (nothing)");
+            }
+            for e in entries {
+                let _ = writeln!(out, "  {}  ({})", e.path.display(), e.why);
+            }
+        };
+        list(&mut out, "reads", &self.readable);
+        list(&mut out, "writes", &self.writable);
+        if self.mode != "off" {
+            list(&mut out, "hidden", &self.hidden);
+        }
+        let network = match &self.network {
+            Network::Host => "host: unrestricted, the controller's own (loopback included)".into(),
+            Network::None => "none: no network at all, loopback included".into(),
+            Network::Allowlist { domains } => format!(
+                "allowlist through deepcli's egress proxy: {}",
+                if domains.is_empty() {
+                    "nothing (allowedDomains is empty)".into()
+                } else {
+                    domains.join(", ")
+                }
+            ),
+        };
+        let _ = writeln!(out, "network: {network}");
+        let _ = writeln!(out, "processes: {}", self.processes);
+        let _ = writeln!(out, "environment: {}", self.environment.join(", "));
+        out
+    }
+}
