@@ -8,8 +8,8 @@
 //! pool with the state store behind a mutex only this loop takes.
 
 pub mod client;
-pub mod heartbeat;
 mod doors;
+pub mod heartbeat;
 mod http;
 pub mod status;
 

@@ -237,9 +237,8 @@ impl HubPolicy {
                     }),
                     private_network: spec.sandbox.as_ref().is_some_and(|s| {
                         s.mode != Some(crate::config::model::SandboxMode::Off)
-                            && s.network.is_some_and(|n| {
-                                n != crate::config::model::SandboxNetwork::Host
-                            })
+                            && s.network
+                                .is_some_and(|n| n != crate::config::model::SandboxNetwork::Host)
                     }),
                 },
             );

@@ -62,7 +62,13 @@ pub(super) fn full_environment(spec: &RuntimeSpec) -> Result<Vec<(String, String
         && matches!(layout.network, crate::sandbox::Network::Allowlist { .. })
     {
         let proxy = format!("http://{}", crate::sandbox::PROXY_ADDR);
-        for name in ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY"] {
+        for name in [
+            "HTTPS_PROXY",
+            "HTTP_PROXY",
+            "https_proxy",
+            "http_proxy",
+            "ALL_PROXY",
+        ] {
             env.push((name.into(), proxy.clone()));
         }
     }
@@ -161,9 +167,10 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
     let log = Arc::new(tokio::sync::Mutex::new(log));
     let mut cmd = match &sandbox {
         Some((layout, _, host)) => {
-            let bwrap = host.bwrap.as_ref().map_err(|e| crate::sandbox::Unavailable {
-                why: e.clone(),
-            })?;
+            let bwrap = host
+                .bwrap
+                .as_ref()
+                .map_err(|e| crate::sandbox::Unavailable { why: e.clone() })?;
             let mut cmd = Command::new(bwrap);
             cmd.args(crate::sandbox::bwrap::args(
                 layout,

@@ -142,7 +142,12 @@ impl Proxy {
         let upstream = match connect(ask.host(), ask.port()).await {
             Ok(upstream) => upstream,
             Err(e) => {
-                let _ = answer(&mut client, 502, &format!("cannot reach `{}`: {e}", ask.host())).await;
+                let _ = answer(
+                    &mut client,
+                    502,
+                    &format!("cannot reach `{}`: {e}", ask.host()),
+                )
+                .await;
                 return;
             }
         };

@@ -90,7 +90,9 @@ pub fn explain(
     let mut hidden = Vec::new();
     for mount in layout.mounts() {
         match mount {
-            Mount::Bind { path, writable: w, .. } => {
+            Mount::Bind {
+                path, writable: w, ..
+            } => {
                 let why = layout
                     .grants
                     .iter()

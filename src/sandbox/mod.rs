@@ -35,7 +35,9 @@ pub const EGRESS_SOCKET: &str = "/run/deepcli/egress.sock";
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";
 
 /// The system directories every sandbox reads.
-pub const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"];
+pub const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt",
+];
 
 /// The environment a runtime keeps of the controller's, whatever its config: everything else
 /// is given by name (`runtime.env`, `runtime.inheritEnv`).
@@ -291,7 +293,16 @@ pub fn environment_names(agent: &crate::config::Agent, layout: Option<&Layout>) 
     names.extend(lc);
     names.push("HOME".into());
     if layout.is_some_and(|l| matches!(l.network, Network::Allowlist { .. })) {
-        names.extend(["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY"].map(String::from));
+        names.extend(
+            [
+                "HTTPS_PROXY",
+                "HTTP_PROXY",
+                "https_proxy",
+                "http_proxy",
+                "ALL_PROXY",
+            ]
+            .map(String::from),
+        );
     }
     if let Some(runtime) = &agent.spec.runtime {
         names.extend(runtime.env.keys().cloned());
@@ -335,7 +346,9 @@ pub fn choose(layout: &Layout, host: &Host) -> Result<Choice, Unavailable> {
                 },
             }),
             Err(e) => Err(Unavailable {
-                why: format!("the sandbox cannot be applied: bubblewrap is not usable here ({e}); {install}"),
+                why: format!(
+                    "the sandbox cannot be applied: bubblewrap is not usable here ({e}); {install}"
+                ),
             }),
         },
         SandboxBackend::Landlock => Err(Unavailable {
@@ -469,9 +482,9 @@ impl Layout {
     /// path already covers, needs nothing.
     pub fn mounts(&self) -> Vec<Mount> {
         let own = |p: &Path| {
-            self.grants
-                .iter()
-                .any(|g| g.path == p && matches!(g.why, "its workspace" | "its agentDir" | "its HOME"))
+            self.grants.iter().any(|g| {
+                g.path == p && matches!(g.why, "its workspace" | "its agentDir" | "its HOME")
+            })
         };
         let mut steps: Vec<(usize, u8, Mount)> = Vec::new();
         for grant in &self.grants {
@@ -501,10 +514,22 @@ impl Layout {
             if covered || !hidden.exists() {
                 continue;
             }
-            steps.push((depth(hidden), 0, Mount::Empty { path: hidden.clone() }));
+            steps.push((
+                depth(hidden),
+                0,
+                Mount::Empty {
+                    path: hidden.clone(),
+                },
+            ));
         }
         if let Some(scratch) = &self.scratch {
-            steps.push((depth(scratch), 2, Mount::Empty { path: scratch.clone() }));
+            steps.push((
+                depth(scratch),
+                2,
+                Mount::Empty {
+                    path: scratch.clone(),
+                },
+            ));
         }
         steps.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         steps.into_iter().map(|(_, _, m)| m).collect()

@@ -137,7 +137,9 @@ fn own_dirs_are_mounted_after_the_emptiness_over_the_state_dir() {
     };
     let mounts = layout.mounts();
     let position = |m: &Mount| mounts.iter().position(|x| x == m).unwrap();
-    let hide_state = Mount::Empty { path: state.clone() };
+    let hide_state = Mount::Empty {
+        path: state.clone(),
+    };
     let own_bind = Mount::Bind {
         path: own.clone(),
         writable: true,
@@ -148,7 +150,12 @@ fn own_dirs_are_mounted_after_the_emptiness_over_the_state_dir() {
         writable: false,
         optional: true,
     };
-    assert!(position(&checkout) < position(&Mount::Empty { path: other.clone() }));
+    assert!(
+        position(&checkout)
+            < position(&Mount::Empty {
+                path: other.clone()
+            })
+    );
     assert!(position(&hide_state) < position(&own_bind));
     assert!(
         !binds(&mounts)

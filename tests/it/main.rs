@@ -13,6 +13,7 @@ mod common;
 mod config_keys;
 mod first_run;
 mod hub;
+mod isolation;
 mod json_keys;
 mod loader;
 mod manage;

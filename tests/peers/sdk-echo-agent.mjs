@@ -22,6 +22,9 @@
 //               `permission: <the optionId chosen, or cancelled>`
 //   crash       exits the process with code 3
 //   cwd         replies `cwd: <the session's working directory>`
+//   exec SHELL  runs SHELL with bash (the rest of the prompt, as a prompt-injected coding agent
+//               would) and replies `exec: <its exit code>\n<stdout and stderr>`; the isolation
+//               tests probe deepcli's sandbox with it
 //   usage USD   reports the session's running cost grown by USD dollars (an ACP `usage_update`
 //               with `cost: {amount: <the session's total>, currency: "USD"}`), then echoes
 // and a prompt with a line `reply: <text>` anywhere (a HEARTBEAT.md, say) is answered with
@@ -52,6 +55,7 @@
 // framing): commands are read after it.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
 import { createRequire } from "node:module";
 import { randomUUID } from "node:crypto";
 import { Readable, Writable } from "node:stream";
@@ -274,6 +278,11 @@ const app = agent({ name: "sdk-echo" })
         sessionId,
         update: { sessionUpdate: "usage_update", used: 1000, size: 200000, cost: { amount: total, currency: "USD" } },
       });
+    }
+    if (said.startsWith("exec ")) {
+      const run = spawnSync("bash", ["-c", said.slice("exec ".length)], { encoding: "utf8", timeout: 30_000 });
+      await say(client, sessionId, `exec: ${run.status}\n${run.stdout ?? ""}${run.stderr ?? ""}`);
+      return { stopReason: "end_turn" };
     }
     if (said.startsWith("cwd")) {
       await say(client, sessionId, `cwd: ${cwds.get(sessionId)}`);

@@ -1,0 +1,308 @@
+//! Isolation (isolation.md, "Tests that hold it"): an attacker agent on the official ACP SDK
+//! (the SDK echo agent's `exec`, as a prompt-injected coding agent would run shell commands),
+//! under `deepcli up`, probes from inside its runtime and from a `setsid` grandchild. With the
+//! sandbox every probe is refused; the same probes with `sandbox.mode: off` show what is exposed,
+//! so that these tests cannot pass for want of a working probe.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::common::{Up, sdk_echo_agent};
+
+/// A controller with the attacker `evil` (whose `sandbox:` is `sandbox`) and `other`, whose
+/// workspace outside the state directory holds a secret file.
+fn attacker_up(sandbox: &str, configure: impl FnOnce(&mut std::process::Command)) -> Up {
+    let other = tempfile::tempdir().unwrap().keep();
+    std::fs::write(other.join("secret.txt"), "other agent's secret").unwrap();
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: evil\n      runtime: {{kind: acp, command: [node, \"{}\"], env: {{OWN_KEY: \"${{EVIL_KEY}}\"}}}}\n      sandbox: {sandbox}\n    - id: other\n      workspace: {}\n      runtime: {{kind: process, command: [sleep, \"100000\"], env: {{KEY: \"${{OTHER_AGENT_KEY}}\"}}}}\n",
+        sdk_echo_agent().display(),
+        other.display(),
+    );
+    let up = Up::start_with(
+        &agents,
+        "bindings:\n  - {agentId: evil, match: {channel: slack}}\n",
+        |cmd| {
+            cmd.env("EVIL_KEY", "evil-own-key")
+                .env("SLACK_TOKEN", "xoxb-controller-secret")
+                .env("OTHER_AGENT_KEY", "other-secret");
+            configure(cmd);
+        },
+    );
+    up.wait_for("the attacker agent ready", |s| {
+        Up::runtime(s, "evil").is_some_and(|r| r["status"] == "ready")
+            && Up::runtime(s, "other").is_some_and(|r| r["status"] == "ready")
+    });
+    up
+}
+
+/// What the agent answers `text` (through the running controller, as the operator).
+fn say(up: &Up, text: &str) -> String {
+    let out = up.deepcli(&[
+        "inbound",
+        "send",
+        "--channel",
+        "slack",
+        "--peer",
+        "direct:u1",
+        text,
+    ]);
+    assert!(
+        out.status.success(),
+        "inbound send failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs the probes inside the agent; each says `NAME=open` or `NAME=shut`.
+fn probe(up: &Up, other_workspace: &Path) -> BTreeMap<String, String> {
+    let root = up._tmp.path();
+    let script = format!(
+        r#"exec p() {{ if eval "$2" >/dev/null 2>&1; then echo "$1=open"; else echo "$1=shut"; fi; }}
+p env_channel_token '[ -n "$SLACK_TOKEN" ]'
+p env_other_agent '[ -n "$OTHER_AGENT_KEY" ]'
+p env_own '[ "$OWN_KEY" = evil-own-key ]'
+p controller_environ 'grep -q SLACK_TOKEN /proc/{ctl}/environ'
+p controller_signal 'kill -0 {ctl}'
+p state_db 'head -c 15 {state}/state.db | grep -q SQLite'
+p operator_token 'test -s {state}/operator-token && cat {state}/operator-token'
+p config_read 'grep -q evil {config}/agents.yaml'
+p config_write 'touch {config}/probe'
+p other_workspace 'grep -q secret {other}/secret.txt'
+p write_outside 'touch {root}/outside-probe'
+p controller_port 'exec 3<>/dev/tcp/127.0.0.1/{port}'
+p own_workspace 'touch ./own-probe'
+setsid env -u DEEPCLI_AGENT_ID sleep 987651 >/dev/null 2>&1 < /dev/null &
+echo done"#,
+        ctl = up.child.id(),
+        state = up.state.display(),
+        config = up.config.display(),
+        other = other_workspace.display(),
+        root = root.display(),
+        port = up.addr.port(),
+    );
+    let answer = say(up, &script);
+    assert!(answer.contains("done"), "the probe did not run: {answer}");
+    answer
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, v)| !k.contains(' ') && (*v == "open" || *v == "shut"))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn other_workspace(up: &Up) -> std::path::PathBuf {
+    let agents = std::fs::read_to_string(up.config.join("agents.yaml")).unwrap();
+    let line = agents
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("workspace: "))
+        .unwrap();
+    line.into()
+}
+
+/// The pids of processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
+}
+
+fn wait_gone(marker: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if processes_with(marker).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn shut(found: &BTreeMap<String, String>, names: &[&str]) {
+    for name in names {
+        assert_eq!(
+            found.get(*name).map(String::as_str),
+            Some("shut"),
+            "`{name}` is reachable from inside the sandbox: {found:?}"
+        );
+    }
+}
+
+fn open(found: &BTreeMap<String, String>, names: &[&str]) {
+    for name in names {
+        assert_eq!(
+            found.get(*name).map(String::as_str),
+            Some("open"),
+            "`{name}`: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn an_agent_in_its_sandbox_reaches_no_secret_state_process_or_other_agent() {
+    let mut up = attacker_up("{network: none}", |_| {});
+    let found = probe(&up, &other_workspace(&up));
+    shut(
+        &found,
+        &[
+            "env_channel_token",
+            "env_other_agent",
+            "controller_environ",
+            "controller_signal",
+            "state_db",
+            "operator_token",
+            "config_write",
+            "other_workspace",
+            "controller_port",
+        ],
+    );
+    // The test's directory is under /tmp, which is the sandbox's own: the write lands there,
+    // never on the host.
+    assert!(!up._tmp.path().join("outside-probe").exists());
+    // What is its own still works: its key, its workspace; the config reads (references only).
+    open(&found, &["env_own", "own_workspace", "config_read"]);
+    assert!(!up.config.join("probe").exists());
+
+    // The hub's tools reach it over its socket (stdio MCP), not the controller's port.
+    let answer = say(&up, "mcp session_status {}");
+    assert!(answer.contains("mcp: "), "{answer}");
+    assert!(answer.contains("agent:evil:"), "{answer}");
+
+    // Nothing it started outlives the controller, the `setsid` grandchild included.
+    assert!(
+        !processes_with("987651").is_empty(),
+        "the grandchild never ran"
+    );
+    assert!(up.terminate().success());
+    assert!(
+        wait_gone("987651"),
+        "a setsid grandchild outlived the controller's stop"
+    );
+}
+
+#[test]
+fn the_same_probes_with_the_sandbox_off_show_the_exposure() {
+    let mut up = attacker_up("{mode: off}", |_| {});
+    let found = probe(&up, &other_workspace(&up));
+    open(
+        &found,
+        &[
+            "controller_signal",
+            "state_db",
+            "operator_token",
+            "config_write",
+            "other_workspace",
+            "write_outside",
+            "controller_port",
+        ],
+    );
+    assert!(up._tmp.path().join("outside-probe").exists());
+    // The environment is by allowlist whatever the sandbox says.
+    shut(&found, &["env_channel_token", "env_other_agent"]);
+    open(&found, &["env_own"]);
+    let status = up.wait_for("the status", |_| true);
+    assert_eq!(Up::runtime(&status, "evil").unwrap()["sandbox"], "off");
+    assert!(up.terminate().success());
+    // Without a PID namespace the grandchild that cleared DEEPCLI_AGENT_ID escapes the stop.
+    let escaped = processes_with("987651");
+    for pid in &escaped {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        !escaped.is_empty(),
+        "the unsandboxed grandchild was stopped"
+    );
+}
+
+/// A local fake "upstream" that answers every request with `fake-says-hi`.
+fn fake_upstream() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 12\r\nconnection: close\r\n\r\nfake-says-hi",
+                );
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn egress_allowlist_passes_named_hosts_through_the_proxy_and_counts_refusals() {
+    let fake = fake_upstream();
+    let up = attacker_up("{network: allowlist, allowedDomains: [fake.test]}", |cmd| {
+        cmd.env(
+            "DEEPCLI_FAILPOINT_EGRESS_RESOLVE",
+            "fake.test=127.0.0.1,other.test=127.0.0.1",
+        );
+    });
+    let port = fake.port();
+    let answer = say(
+        &up,
+        &format!(
+            "exec curl -s http://fake.test:{port}/; echo; curl -s -o /dev/null -w 'other=%{{http_code}}' http://other.test:{port}/; echo; (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo raw=open || echo raw=shut"
+        ),
+    );
+    assert!(answer.contains("fake-says-hi"), "{answer}");
+    assert!(answer.contains("other=403"), "{answer}");
+    assert!(answer.contains("raw=shut"), "{answer}");
+    let answer = crate::common::http(
+        up.addr,
+        "GET",
+        "/metrics",
+        &[(
+            "authorization",
+            &format!(
+                "Bearer {}",
+                std::fs::read_to_string(up.state.join("operator-token"))
+                    .unwrap()
+                    .trim()
+            ),
+        )],
+        b"",
+    );
+    let text = answer.body.as_str().unwrap_or_default().to_string();
+    assert!(
+        text.contains("deepcli_sandbox_egress_refused_total{agent=\"evil\"} 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_missing_backend_leaves_the_runtime_stopped_with_the_reason() {
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: evil\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
+        sdk_echo_agent().display()
+    );
+    let up = Up::start_with(&agents, "bindings: []\n", |cmd| {
+        cmd.env("DEEPCLI_FAILPOINT_SANDBOX", "no-bwrap");
+    });
+    let status = up.wait_for("the runtime refused to start", |s| {
+        Up::runtime(s, "evil").is_some_and(|r| {
+            r["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("install bubblewrap"))
+        })
+    });
+    let runtime = Up::runtime(&status, "evil").unwrap();
+    assert_ne!(runtime["status"], "ready");
+    assert!(runtime["pid"].is_null(), "{runtime}");
+    assert_eq!(runtime["sandbox"], "all (not applied, network host)");
+}
