@@ -666,3 +666,30 @@ agents:
         ]
     );
 }
+
+/// `agents.defaults.sandbox` is reported as not enforced only when no agent runs a runtime it
+/// could hold; once one does, the agents that run nothing are not named (their own `sandbox`
+/// would be).
+#[test]
+fn a_default_sandbox_is_not_enforced_only_when_nothing_runs() {
+    let nothing_runs = "\
+agents:
+  defaults:
+    sandbox: {network: none}
+  list:
+    - id: main
+    - id: remote
+      runtime: {kind: a2a, url: \"https://peer.example.com/a2a\"}
+";
+    assert_eq!(
+        in_config_dir("/etc/deepcli", nothing_runs, "not-enforced"),
+        ["/agents/defaults/sandbox warning"]
+    );
+    let one_runs = format!(
+        "{nothing_runs}    - id: coder\n      runtime: {{kind: acp, command: [codex-acp]}}\n"
+    );
+    assert_eq!(
+        in_config_dir("/etc/deepcli", &one_runs, "not-enforced"),
+        Vec::<String>::new()
+    );
+}
