@@ -87,6 +87,11 @@ pub mod rules {
         A2A_NOT_EXPOSED = "a2a-not-exposed", Warning, "An A2A peer's `allowAgents`, or a binding on channel `a2a`, names an agent that `a2a.expose` does not list.";
         A2A_BINDING = "a2a-binding", Error, "A binding on channel `a2a` names an account, peer, guild, team or roles that no A2A request has.";
         NOT_ENFORCED = "not-enforced", Warning, "A key deepcli accepts but does not act on (for the agent's runtime kind).";
+        SANDBOX_OFF = "sandbox-off", Warning, "An agent with an acp or process runtime runs unsandboxed (`sandbox.mode: off`).";
+        SECRET_SHARED_WITH_AGENT = "secret-shared-with-agent", Warning, "A runtime's env or inheritEnv references a channel account's secret.";
+        SANDBOX_BIND = "sandbox-bind", Error, "A sandbox bind is relative, or reaches the state directory, another agent's directories or (rw) the config directory.";
+        SANDBOX_BACKEND_UNBUILT = "sandbox-backend-unbuilt", Error, "A sandbox backend deepcli does not have yet (docker, podman, kubernetes).";
+        NETWORK_ALLOWLIST_EMPTY = "network-allowlist-empty", Warning, "`network: allowlist` with no `allowedDomains`: the runtime can reach no host.";
     }
 
     /// The rule with this id.

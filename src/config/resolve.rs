@@ -19,6 +19,10 @@ use crate::ids::{self, MAIN_AGENT};
 pub struct Config {
     /// The config directory as given.
     pub dir: PathBuf,
+    /// The state directory the paths were resolved against ([`LoadOptions::state_dir`]).
+    pub state_dir: PathBuf,
+    /// What `~` meant in paths ([`LoadOptions::home`]).
+    pub home: Option<PathBuf>,
     /// The files as read, for turning pointers back into positions.
     pub sources: Sources,
     /// Which collections are complete (no item was dropped for a schema error).
@@ -417,6 +421,8 @@ pub(super) fn resolve(
         resolved.unwrap_or_else(|| self::agents(agent_list, &file.agents.defaults, options));
     Config {
         dir: dir.to_path_buf(),
+        state_dir: options.state_dir.clone(),
+        home: options.home.clone(),
         sources,
         complete,
         agents,

@@ -232,6 +232,62 @@ impl Exporter {
         Some(json!({"source": "file", "provider": name, "id": "value"}))
     }
 
+    /// deepcli's `sandbox` in OpenClaw's terms, in place of the one `pick` copied: `mode`,
+    /// `scope` and `workspaceAccess` are the same keys; `network: none` is OpenClaw's
+    /// `docker.network: none`; `sessionToolsVisibility` is read by OpenClaw in
+    /// `agents.defaults.sandbox` only. The rest OpenClaw has no key for.
+    fn sandbox(&mut self, out: &mut Map<String, Value>, path: &str, defaults: bool) {
+        let Some(Value::Object(sandbox)) = out.get_mut("sandbox").map(Value::take) else {
+            out.shift_remove("sandbox");
+            return;
+        };
+        let path = format!("{path}.sandbox");
+        let mut mapped = Map::new();
+        for (k, v) in sandbox {
+            let p = format!("{path}.{k}");
+            match k.as_str() {
+                "mode" | "scope" | "workspaceAccess" => {
+                    mapped.insert(k, v);
+                }
+                "sessionToolsVisibility" if defaults => {
+                    mapped.insert(k, v);
+                }
+                "sessionToolsVisibility" => self.leave(
+                    p,
+                    "OpenClaw reads `sessionToolsVisibility` in agents.defaults.sandbox only",
+                ),
+                "network" if v == json!("none") => {
+                    mapped.insert("docker".into(), json!({"network": "none"}));
+                }
+                "network" if v == json!("allowlist") => self.leave(
+                    p,
+                    "OpenClaw's sandbox has no egress allowlist (its `docker.network` names a Docker network)",
+                ),
+                "network" => self.leave(
+                    p,
+                    "OpenClaw's sandbox network is a Docker network, `none` unless `sandbox.docker.network` says otherwise (e.g. `bridge`): set it yourself",
+                ),
+                "backend" => self.leave(
+                    p,
+                    "OpenClaw's sandbox is a Docker container: it has no `backend`",
+                ),
+                "allowedDomains" => self.leave(p, "OpenClaw's sandbox has no egress allowlist"),
+                "binds" => self.leave(
+                    p,
+                    "OpenClaw's binds are Docker bind mounts (`sandbox.docker.binds: [\"host:container:mode\"]`): write them yourself",
+                ),
+                _ => self.leave(p, format!("OpenClaw's sandbox has no `{k}`")),
+            }
+        }
+        // In place: the key keeps its position in the agent.
+        match out.get_mut("sandbox") {
+            Some(slot) if !mapped.is_empty() => *slot = Value::Object(mapped),
+            _ => {
+                out.shift_remove("sandbox");
+            }
+        }
+    }
+
     fn agent(&mut self, a: &Value, path: &str, default: bool) -> Value {
         let mut out = self.pick(
             a,
@@ -252,6 +308,7 @@ impl Exporter {
             path,
             "OpenClaw's agents have no `{key}` (deepcli only)",
         );
+        self.sandbox(&mut out, path, false);
         out.remove("default");
         if default {
             out.insert("default".into(), Value::Bool(true));
@@ -287,6 +344,7 @@ pub fn export(config: &Config) -> Exported {
             "agents.yaml agents.defaults",
             "OpenClaw's agents.defaults has no `{key}`",
         );
+        x.sandbox(&mut defaults, "agents.yaml agents.defaults", true);
         if let Some(gc) = defaults.remove("groupChat")
             && let Some(p) = gc.get("mentionPatterns")
         {

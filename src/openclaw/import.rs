@@ -395,10 +395,14 @@ impl<'a> Mapper<'a> {
             let path = format!("agents.defaults.{}", key_path(k));
             match k.as_str() {
                 "model" => self.model(v, &path, &mut out),
-                "skipBootstrap" | "heartbeat" | "sandbox" | "groupChat" | "identity" => {
+                "skipBootstrap" | "heartbeat" | "groupChat" | "identity" => {
                     if let Some(n) = to_node(v) {
                         out.set(k.clone(), n);
                     }
+                }
+                "sandbox" => {
+                    let n = self.sandbox(v, &path);
+                    out.set("sandbox", n);
                 }
                 "tools" => {
                     let n = self.tools_of(v, &path);
@@ -475,6 +479,69 @@ impl<'a> Mapper<'a> {
         )
     }
 
+    /// OpenClaw's `sandbox` in deepcli's terms. `mode`, `scope` and `workspaceAccess` are the
+    /// same keys (the schema gate reports values deepcli refuses; `validate` warns about the
+    /// ones it does not act on), `sessionToolsVisibility: all` too (`spawned` is deepcli's
+    /// default). Of OpenClaw's Docker settings only `docker.network` has a counterpart:
+    /// `none` stays `none`, any other network (`bridge`, `host`, a named one) becomes `host`,
+    /// deepcli's unrestricted network. Everything else (image, setupCommand, binds, browser,
+    /// prune, …) is Docker's or OpenClaw's own and is reported.
+    fn sandbox(&mut self, v: &Value, path: &str) -> Node {
+        let mut out = Node::map();
+        for (k, val) in v.entries() {
+            let p = child(path, k);
+            match k.as_str() {
+                "mode" | "scope" | "workspaceAccess" => {
+                    if let Some(n) = to_node(val) {
+                        out.set(k.clone(), n);
+                    }
+                }
+                "sessionToolsVisibility" => match val.as_str() {
+                    Some("all") => {
+                        out.set(k.clone(), Node::Str("all".into()));
+                    }
+                    // OpenClaw's default, and deepcli's when the key is unset.
+                    Some("spawned") => {}
+                    _ => self.unsupported(
+                        p,
+                        val,
+                        "deepcli's sandbox.sessionToolsVisibility takes only `all`",
+                    ),
+                },
+                "docker" => {
+                    for (dk, dv) in val.entries() {
+                        let dp = child(&p, dk);
+                        if dk != "network" {
+                            self.unsupported(
+                                dp,
+                                dv,
+                                format!("deepcli runs the whole runtime in its sandbox (bwrap or landlock), not tools in a Docker container: it has no `docker.{dk}`"),
+                            );
+                            continue;
+                        }
+                        let Some(network) = dv.as_str() else {
+                            self.unsupported(dp, dv, "not a Docker network name");
+                            continue;
+                        };
+                        if network == "none" {
+                            out.set("network", Node::Str("none".into()));
+                            self.notes.push(format!(
+                                "{dp}: `none` is imported as `sandbox.network: none`. OpenClaw's sandbox held the tools only; deepcli's holds the whole runtime, so the agent cannot reach its model's API either: list its hosts with `network: allowlist` and `allowedDomains` if it needs them"
+                            ));
+                        } else {
+                            out.set("network", Node::Str("host".into()));
+                            self.notes.push(format!(
+                                "{dp}: the Docker network `{network}` is imported as `sandbox.network: host`, deepcli's unrestricted network (it has no Docker networks); `network: allowlist` with `allowedDomains` restricts it"
+                            ));
+                        }
+                    }
+                }
+                _ => self.unsupported(p, val, format!("deepcli's sandbox has no `{k}`")),
+            }
+        }
+        out
+    }
+
     fn agent_fields(&mut self, entry: &Value, path: &str, agent: &mut Node) {
         for (k, v) in entry.entries() {
             let p = child(path, k);
@@ -500,7 +567,7 @@ impl<'a> Mapper<'a> {
                     agent.set("subagents", n);
                 }
                 "sandbox" => {
-                    let n = self.copy_keys(v, &p, &["mode", "scope", "workspaceAccess"], "sandbox");
+                    let n = self.sandbox(v, &p);
                     agent.set("sandbox", n);
                 }
                 "heartbeat" => {

@@ -11,6 +11,7 @@ mod bindings;
 mod channels;
 pub mod not_enforced;
 mod policy;
+mod sandbox;
 mod secrets;
 
 use std::collections::{HashMap, HashSet};
@@ -105,6 +106,7 @@ pub fn check(config: &Config) -> Vec<Diagnostic> {
             policy::check(&cx, &mut fields);
             let mut later = Vec::new();
             not_enforced::check(&cx, &mut later);
+            sandbox::check(&cx, &mut later);
             // Last: it skips what the field rules above already reported.
             secrets::check(&cx, &fields, &mut later);
             (fields, later)

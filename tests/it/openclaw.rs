@@ -296,6 +296,146 @@ fn export_lists_what_openclaw_has_no_key_for() {
     insta::assert_json_snapshot!(exported.left_out);
 }
 
+/// OpenClaw's `sandbox` on import: `mode`, `scope`, `workspaceAccess` and
+/// `sessionToolsVisibility: all` carry over; `docker.network` becomes deepcli's `network`
+/// (`none` stays `none`, any other Docker network is `host`), with a note either way; the rest
+/// of the Docker settings and OpenClaw's own sandbox keys are listed as not carried over.
+#[test]
+fn import_maps_openclaws_sandbox_and_lists_what_it_does_not_carry() {
+    use deepcli::config::model::{
+        Sandbox, SandboxMode, SandboxNetwork, SandboxScope, SessionToolsVisibility, WorkspaceAccess,
+    };
+    let text = r#"{
+      agents: {
+        defaults: {
+          sandbox: {
+            mode: "non-main",
+            scope: "session",
+            workspaceAccess: "none",
+            sessionToolsVisibility: "all",
+            docker: { network: "none", image: "openclaw-sandbox:bookworm-slim", setupCommand: "apt-get install -y git" },
+            browser: { enabled: true },
+            prune: { idleHours: 24 },
+          },
+        },
+        list: [
+          { id: "main" },
+          { id: "coder", sandbox: { mode: "all", sessionToolsVisibility: "spawned", docker: { network: "bridge", binds: ["/src:/src:ro"] } } },
+        ],
+      },
+    }"#;
+    let imported = openclaw::import_bytes(
+        text.as_bytes(),
+        "openclaw.json",
+        Path::new("/imported"),
+        &options(),
+    )
+    .unwrap();
+    let config = &imported.report.config;
+    assert_eq!(
+        config.agent_defaults.sandbox,
+        Some(Sandbox {
+            mode: Some(SandboxMode::NonMain),
+            scope: Some(SandboxScope::Session),
+            workspace_access: Some(WorkspaceAccess::None),
+            network: Some(SandboxNetwork::None),
+            session_tools_visibility: Some(SessionToolsVisibility::All),
+            ..Sandbox::default()
+        })
+    );
+    let coder = config.agents.iter().find(|a| a.id() == "coder").unwrap();
+    let sandbox = coder.spec.sandbox.as_ref().unwrap();
+    assert_eq!(
+        (sandbox.mode, sandbox.network, sandbox.scope),
+        (
+            Some(SandboxMode::All),
+            Some(SandboxNetwork::Host),
+            Some(SandboxScope::Session)
+        )
+    );
+    let dropped: Vec<&str> = imported
+        .unsupported
+        .iter()
+        .map(|u| u.path.as_str())
+        .filter(|p| p.contains("sandbox"))
+        .collect();
+    assert_eq!(
+        dropped,
+        [
+            "agents.defaults.sandbox.browser",
+            "agents.defaults.sandbox.docker.image",
+            "agents.defaults.sandbox.docker.setupCommand",
+            "agents.defaults.sandbox.prune",
+            "agents.list[1].sandbox.docker.binds",
+        ]
+    );
+    let notes: Vec<&String> = imported
+        .notes
+        .iter()
+        .filter(|n| n.contains("docker.network"))
+        .collect();
+    assert_eq!(notes.len(), 2, "{notes:#?}");
+    assert!(notes[0].starts_with("agents.defaults.sandbox.docker.network: `none`"));
+    assert!(notes[1].contains("`bridge` is imported as `sandbox.network: host`"));
+    assert!(imported.is_valid(), "{:#?}", imported.report.diagnostics);
+}
+
+/// deepcli's `sandbox` on export: the keys OpenClaw shares carry over, `network: none` is
+/// OpenClaw's `docker.network: none`, and what OpenClaw has no key for is listed.
+#[test]
+fn export_maps_the_sandbox_and_lists_what_openclaw_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        "\
+agents:
+  defaults:
+    sandbox: {mode: all, network: none, sessionToolsVisibility: all}
+  list:
+    - id: main
+      sandbox:
+        scope: agent
+        workspaceAccess: ro
+        backend: bwrap
+        network: allowlist
+        allowedDomains: [api.openai.com]
+        binds: [{path: /srv/data}]
+        sessionToolsVisibility: all
+    - id: open
+      sandbox: {network: host}
+",
+    )
+    .unwrap();
+    let exported = export_text(dir.path());
+    let agents = &exported.openclaw["agents"];
+    assert_eq!(
+        agents["defaults"]["sandbox"],
+        json!({"mode": "all", "docker": {"network": "none"}, "sessionToolsVisibility": "all"})
+    );
+    assert_eq!(
+        agents["list"][0]["sandbox"],
+        json!({"scope": "agent", "workspaceAccess": "ro"})
+    );
+    assert_eq!(agents["list"][1].get("sandbox"), None);
+    let left: Vec<&str> = exported
+        .left_out
+        .iter()
+        .map(|l| l.path.as_str())
+        .filter(|p| p.contains("sandbox"))
+        .collect();
+    assert_eq!(
+        left,
+        [
+            "agents.yaml agents.list[0].sandbox.backend",
+            "agents.yaml agents.list[0].sandbox.network",
+            "agents.yaml agents.list[0].sandbox.allowedDomains",
+            "agents.yaml agents.list[0].sandbox.binds",
+            "agents.yaml agents.list[0].sandbox.sessionToolsVisibility",
+            "agents.yaml agents.list[1].sandbox.network",
+        ]
+    );
+}
+
 fn deepcli() -> Command {
     let mut cmd = Command::cargo_bin("deepcli").unwrap();
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"))

@@ -592,3 +592,104 @@ fn a_multi_line_secret_is_masked_on_every_line_shown() {
     assert!(out.contains(", emoji: 5}}"), "{out}");
     assert!(out.contains("name: 7"), "{out}");
 }
+
+// Sandbox binds: what a bind reaches depends on the config directory and on the agent's own
+// directories, which the fixtures cannot vary.
+
+/// The findings of `rule` in agents.yaml `text`, loaded as if from the config directory `dir`.
+fn in_config_dir(dir: &str, text: &str, rule: &str) -> Vec<String> {
+    let texts = vec![(
+        FileKind::Agents,
+        Path::new(dir).join("agents.yaml"),
+        text.to_string(),
+    )];
+    let report = validate::finish(config::load_texts(Path::new(dir), texts, &options()));
+    pointers(&report, rule)
+}
+
+/// isolation.md: the config directory is never writable by a runtime (an agent that could edit
+/// it would apply its own changes), but reading it is allowed: only `rw` binds that reach it
+/// are refused.
+#[test]
+fn a_rw_bind_may_not_reach_the_config_directory() {
+    let agents = "\
+agents:
+  list:
+    - id: main
+      runtime: {kind: acp, command: [codex-acp]}
+      sandbox:
+        binds:
+          - {path: /etc/deepcli, mode: ro}
+          - {path: /etc, mode: rw}
+          - {path: /etc/deepcli/prompts/.., mode: rw}
+          - {path: /etc/deepcli/prompts, mode: rw}
+          - {path: /etc/deepcli-other, mode: rw}
+";
+    assert_eq!(
+        in_config_dir("/etc/deepcli", agents, "sandbox-bind"),
+        [
+            "/agents/list/0/sandbox/binds/1/path error",
+            "/agents/list/0/sandbox/binds/2/path error",
+            "/agents/list/0/sandbox/binds/3/path error",
+        ]
+    );
+}
+
+/// A bind inside the agent's own workspace is allowed even where that workspace lies in the
+/// state directory (the sandbox grants it anyway), but not when the workspace holds the state
+/// directory: there a bind inside the state directory uncovers what the sandbox hides. A parent
+/// of the agent's own workspace is refused when it holds the state directory.
+#[test]
+fn a_bind_inside_the_agents_own_workspace_is_refused_only_where_it_reaches_the_state() {
+    let agents = "\
+agents:
+  defaults:
+    runtime: {kind: acp, command: [codex-acp]}
+  list:
+    - id: main
+      sandbox:
+        binds:
+          - {path: /srv/deepcli-state/workspaces/main/cache, mode: rw}
+          - path: /srv/deepcli-state/workspaces
+    - id: wide
+      workspace: /srv
+      sandbox:
+        binds:
+          - path: /srv/projects
+          - path: /srv/deepcli-state/trash
+";
+    assert_eq!(
+        in_config_dir("/etc/deepcli", agents, "sandbox-bind"),
+        [
+            "/agents/list/0/sandbox/binds/1/path error",
+            "/agents/list/1/sandbox/binds/1/path error",
+        ]
+    );
+}
+
+/// `agents.defaults.sandbox` is reported as not enforced only when no agent runs a runtime it
+/// could hold; once one does, the agents that run nothing are not named (their own `sandbox`
+/// would be).
+#[test]
+fn a_default_sandbox_is_not_enforced_only_when_nothing_runs() {
+    let nothing_runs = "\
+agents:
+  defaults:
+    sandbox: {network: none}
+  list:
+    - id: main
+    - id: remote
+      runtime: {kind: a2a, url: \"https://peer.example.com/a2a\"}
+";
+    assert_eq!(
+        in_config_dir("/etc/deepcli", nothing_runs, "not-enforced"),
+        ["/agents/defaults/sandbox warning"]
+    );
+    let one_runs = format!(
+        "{nothing_runs}    - id: coder\n      runtime: {{kind: acp, command: [codex-acp]}}\n"
+    );
+    assert_eq!(
+        in_config_dir("/etc/deepcli", &one_runs, "not-enforced"),
+        Vec::<String>::new()
+    );
+}

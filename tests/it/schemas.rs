@@ -190,6 +190,10 @@ const KEYS: &[(&str, Acts)] = &[
         Passed("runtime::process: the runtime's environment; not-enforced with kind none"),
     ),
     (
+        "agents.list[].runtime.inheritEnv",
+        Passed("runtime: these names of the controller's environment, as they are"),
+    ),
+    (
         "agents.list[].runtime.cwd",
         Passed("runtime::process: the runtime's working directory; not-enforced with kind none"),
     ),
@@ -299,19 +303,53 @@ const KEYS: &[(&str, Acts)] = &[
     ),
     (
         "agents.list[].sandbox",
-        NotEnforced("deepcli runs runtimes without a sandbox (mode: off says so, silently)"),
+        Enforced(
+            "sandbox: what holds the runtime and everything it starts (isolation.md); not-enforced with kind none or a2a",
+        ),
     ),
     (
         "agents.list[].sandbox.mode",
-        NotEnforced("deepcli runs runtimes without a sandbox"),
+        Enforced("sandbox: all or off (sandbox-off); non-main is not-enforced, acts as all"),
     ),
     (
         "agents.list[].sandbox.scope",
-        NotEnforced("deepcli runs runtimes without a sandbox"),
+        Enforced("sandbox: one per agent's runtime (agent); session and shared are not-enforced"),
+    ),
+    (
+        "agents.list[].sandbox.backend",
+        Enforced(
+            "sandbox: auto, bwrap or landlock; the rest are refused (sandbox-backend-unbuilt)",
+        ),
     ),
     (
         "agents.list[].sandbox.workspaceAccess",
-        NotEnforced("deepcli runs runtimes without a sandbox"),
+        Enforced("sandbox: the workspace rw, ro, or a private scratch directory"),
+    ),
+    (
+        "agents.list[].sandbox.network",
+        Enforced("sandbox: host, none, or allowlist through the egress proxy"),
+    ),
+    (
+        "agents.list[].sandbox.allowedDomains",
+        Enforced("sandbox: the egress proxy's allowlist; not-enforced without network: allowlist"),
+    ),
+    (
+        "agents.list[].sandbox.binds",
+        Enforced(
+            "sandbox: extra host paths; those that reach hidden paths are refused (sandbox-bind)",
+        ),
+    ),
+    (
+        "agents.list[].sandbox.binds[].path",
+        Enforced("sandbox: the bound host path"),
+    ),
+    (
+        "agents.list[].sandbox.binds[].mode",
+        Enforced("sandbox: ro or rw"),
+    ),
+    (
+        "agents.list[].sandbox.sessionToolsVisibility",
+        Enforced("hub: a sandboxed caller sees at most its tree unless this says all"),
     ),
     ("agents.list[].heartbeat", Enforced("controller::heartbeat")),
     (
