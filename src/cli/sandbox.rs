@@ -30,11 +30,14 @@ Exit codes:
     /// proxy's socket while COMMAND runs (deepcli starts it; not for people).
     #[command(hide = true)]
     Forward {
-        #[arg(long)]
+        /// The address to listen on, inside the sandbox (127.0.0.1:3128).
+        #[arg(long, value_name = "ADDR")]
         listen: String,
-        #[arg(long)]
+        /// The egress proxy's Unix socket.
+        #[arg(long, value_name = "SOCKET")]
         to: PathBuf,
-        #[arg(last = true, required = true)]
+        /// The runtime's command, program first.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
 }

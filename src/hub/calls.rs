@@ -159,9 +159,22 @@ impl Hub {
 
     /// Whether `caller` may see session `key` (of agent `agent`): visibility, then
     /// agentToAgent for another agent's session.
-    async fn may_see(&self, caller: &Caller, key: &str, agent: &str) -> Result<(), Denial> {
+    /// `reading` (a list or a history, not a send): a sandboxed caller reads at most its own
+    /// tree ([`super::policy::HubPolicy::visibility_of`]); what it may send to is the hub's
+    /// visibility, so that agents still talk to agents.
+    async fn may_see(
+        &self,
+        caller: &Caller,
+        key: &str,
+        agent: &str,
+        reading: bool,
+    ) -> Result<(), Denial> {
         let p = self.policy();
-        let visibility = p.visibility_of(&caller.agent_id);
+        let visibility = if reading {
+            p.visibility_of(&caller.agent_id)
+        } else {
+            p.visibility
+        };
         let restricted = || {
             Denial::new(
                 Reason::VisibilityRestricted,
@@ -225,7 +238,7 @@ impl Hub {
                     .as_ref()
                     .is_some_and(|t| s.last_at.as_deref().is_none_or(|at| at < t.as_str()))
                 || self
-                    .may_see(caller, &s.session_key, &s.agent_id)
+                    .may_see(caller, &s.session_key, &s.agent_id, true)
                     .await
                     .is_err()
             {
@@ -294,7 +307,7 @@ impl Hub {
             Some(agent) => agent.to_string(),
             None => return Ok(error(format!("`{key}` is not a session key"))),
         };
-        if let Err(denial) = self.may_see(caller, &key, &agent).await {
+        if let Err(denial) = self.may_see(caller, &key, &agent, true).await {
             return Ok(forbidden(&denial));
         }
         let limit = args.limit.unwrap_or(20).clamp(1, 200);
@@ -416,7 +429,7 @@ impl Hub {
                 "that is your own session: a message to yourself would wait behind your own turn",
             ));
         }
-        if let Err(denial) = self.may_see(caller, &key, &agent).await {
+        if let Err(denial) = self.may_see(caller, &key, &agent, false).await {
             return Ok(forbidden(&denial));
         }
         if let Some(denial) = self.child_to_external(caller, &key).await {

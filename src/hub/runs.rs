@@ -252,7 +252,9 @@ impl Hub {
                 return Err(format!("{} ({})", denial.error, denial.reason.as_str()));
             }
             if let (Some(requester), Some((from_key, to_key))) = (&requester, &addressed) {
-                let visibility = p.visibility_of(requester);
+                // A send is held to the hub's visibility (a sandboxed caller's clamp is on
+                // what it reads).
+                let visibility = p.visibility;
                 let visible = match visibility {
                     Visibility::All => true,
                     Visibility::Agent => target == *requester,

@@ -167,6 +167,20 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
     let log = Arc::new(tokio::sync::Mutex::new(log));
     let mut cmd = match &sandbox {
         Some((layout, _, host)) => {
+            // What `exec` inside the sandbox would find missing, said as an unsandboxed start
+            // says it (the sandbox's PATH is the controller's, its system the host's).
+            let wanted = program(first);
+            let found = if wanted.components().count() > 1 {
+                spec.cwd.join(&wanted).is_file()
+            } else {
+                crate::sandbox::on_path(first).is_some()
+            };
+            if !found {
+                return Err(SpawnError::Spawn {
+                    program: first.clone(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                });
+            }
             let bwrap = host
                 .bwrap
                 .as_ref()

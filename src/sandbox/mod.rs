@@ -193,6 +193,10 @@ impl Layout {
         let access = config.workspace_access.unwrap_or_default();
         let mut grants = Vec::new();
         let mut grant = |path: PathBuf, writable: bool, why: &'static str| {
+            if let Some(known) = grants.iter_mut().find(|g: &&mut Grant| g.path == path) {
+                known.writable |= writable;
+                return;
+            }
             grants.push(Grant {
                 path,
                 writable,
@@ -229,11 +233,18 @@ impl Layout {
             grant(real(&path), bind.mode == BindMode::Rw, "sandbox.binds");
         }
         let own = [&workspace, &agent_dir, &home];
+        // The view is built from the grants alone: another agent's directory needs hiding only
+        // where it lies inside one (listing the rest would restart every runtime whenever an
+        // agent is added or removed).
         let mut hidden = vec![around.state_dir.clone()];
         for (id, workspace, agent_dir) in &around.agents {
-            if id != subject.agent_id {
-                hidden.push(workspace.clone());
-                hidden.push(agent_dir.clone());
+            for dir in [workspace, agent_dir] {
+                if id != subject.agent_id
+                    && !dir.starts_with(&around.state_dir)
+                    && grants.iter().any(|g| dir.starts_with(&g.path))
+                {
+                    hidden.push(dir.clone());
+                }
             }
         }
         // A hidden path that holds one of the agent's own stays: its own is mounted over it.
@@ -419,7 +430,8 @@ fn is_system(path: &Path) -> bool {
     SYSTEM.iter().any(|s| path.starts_with(s))
 }
 
-fn on_path(program: &str) -> Option<PathBuf> {
+/// `program` found on the controller's `PATH`.
+pub fn on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))

@@ -65,11 +65,30 @@ fn mode_off_has_no_layout_and_the_default_is_on() {
 fn the_state_dir_and_other_agents_are_hidden_but_its_own_dirs_are_not() {
     let layout = layout(None).unwrap();
     assert!(layout.hidden.contains(&PathBuf::from("/srv/hub/state")));
-    assert!(layout.hidden.contains(&PathBuf::from("/work/b")));
+    // b's workspace is in no grant of a's: never mounted, nothing to hide.
+    assert!(!layout.hidden.contains(&PathBuf::from("/work/b")));
+    let with_bind = super::Layout::of(
+        &Subject {
+            agent_id: "a",
+            workspace: Path::new("/srv/hub/state/workspaces/a"),
+            agent_dir: Path::new("/srv/hub/state/agents/a/agent"),
+            home: Path::new("/srv/hub/state/agents/a/agent/home"),
+            command: &["/usr/bin/true".to_string()],
+            cwd: Path::new("/srv/hub/state/workspaces/a"),
+            config: Some(&SandboxConfig {
+                binds: Some(vec![SandboxBind {
+                    path: "/work".into(),
+                    mode: BindMode::Ro,
+                }]),
+                ..SandboxConfig::default()
+            }),
+        },
+        &around(),
+    )
+    .unwrap();
     assert!(
-        layout
-            .hidden
-            .contains(&PathBuf::from("/srv/hub/state/agents/b/agent"))
+        with_bind.hidden.contains(&PathBuf::from("/work/b")),
+        "a bind holding another agent's workspace does not uncover it"
     );
     assert!(
         !layout

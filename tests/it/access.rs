@@ -1514,7 +1514,8 @@ fn exchanges(state: &Path, session_key: &str) -> Vec<(String, String)> {
 #[test]
 fn messages_to_one_session_are_answered_in_arrival_order() {
     let up = sdk_up(|_| {});
-    let release = up._tmp.path().join("release");
+    // Inside the agent's workspace: its sandbox sees nothing else of the test's directory.
+    let release = up.state.join("workspaces/sdk/release");
     let waiting = || metric(up.addr, &up.state, "deepcli_access_waiting_messages");
     let n = 8;
     let (held, answers) = std::thread::scope(|s| {
@@ -1562,7 +1563,8 @@ fn messages_to_one_session_are_answered_in_arrival_order() {
 #[test]
 fn concurrent_messages_to_one_session_are_answered_one_at_a_time() {
     let up = sdk_up(|_| {});
-    let release = up._tmp.path().join("release");
+    // Inside the agent's workspace: its sandbox sees nothing else of the test's directory.
+    let release = up.state.join("workspaces/sdk/release");
     let waiting = || metric(up.addr, &up.state, "deepcli_access_waiting_messages");
     let n: u32 = 8;
     let barrier = std::sync::Barrier::new(n as usize);

@@ -103,7 +103,8 @@ fn turns_per_hour_refuses_with_429_and_a_restart_does_not_reset_it() {
 #[test]
 fn concurrent_turns_refuse_a_second_turn_while_one_runs() {
     let up = hub_up(&budgeted("{concurrentTurns: 1}"), |_| {});
-    let gate = up.state.join("release");
+    // Inside alpha's workspace: its sandbox sees nothing else of the state directory.
+    let gate = up.state.join("workspaces/alpha/release");
     let held = {
         let (addr, gate) = (up.addr, gate.clone());
         let text = format!("hold {}", gate.display());

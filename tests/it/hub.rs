@@ -856,7 +856,8 @@ fn a_waiting_send_is_refused_at_delivery_when_visibility_changed_meanwhile() {
             .map_or(0, |s| s["queueDepth"].as_u64().unwrap())
     };
     // beta's conversation is kept busy until `release` exists.
-    let release = up.state.join("release-gb");
+    // Inside beta's workspace: its sandbox sees nothing else of the state directory.
+    let release = up.state.join("workspaces/beta/release-gb");
     let holder = {
         let (addr, text) = (up.addr, format!("hold {}", release.display()));
         std::thread::spawn(move || {

@@ -143,7 +143,7 @@ fn runtimes_are_supervised_restarted_and_stopped() {
         });
         Proc::running(pids_in(&grandchildren)[n])
     };
-    let mut up = Up::start(&agents, "bindings: []\n");
+    let mut up = Up::start(&crate::common::unsandboxed(&agents), "bindings: []\n");
     let ready = |id: &'static str| {
         move |s: &Value| Up::runtime(s, id).is_some_and(|r| r["status"] == "ready")
     };
@@ -326,7 +326,7 @@ fn a_controller_killed_mid_apply_converges_on_the_next_start() {
     );
     let mark = tempfile::tempdir().unwrap();
     let paused = mark.path().join("paused");
-    let mut up = Up::start_with(&agents, "bindings: []\n", |cmd| {
+    let mut up = Up::start_with(&crate::common::unsandboxed(&agents), "bindings: []\n", |cmd| {
         cmd.env("DEEPCLI_FAILPOINT", "after:agent.delete:gone")
             .env("DEEPCLI_FAILPOINT_PAUSE", &paused);
     });
@@ -341,7 +341,7 @@ fn a_controller_killed_mid_apply_converges_on_the_next_start() {
     let edited = format!(
         "agents:\n  list:\n    - id: main\n    - id: keep\n      {runtime}\n    - id: fresh\n      {runtime}\n"
     );
-    up.write_by_rename("agents.yaml", &edited);
+    up.write_by_rename("agents.yaml", &crate::common::unsandboxed(&edited));
     wait_until("the apply to reach the failpoint", || paused.exists());
     up.child.kill().unwrap();
     up.child.wait().unwrap();
@@ -573,7 +573,7 @@ fn a_runtime_killed_while_starting_is_stopped_by_the_next_controller() {
         "agents:\n  list:\n    - id: main\n    - id: slow\n      {}\n",
         sh_runtime("acp", &script)
     );
-    let mut up = Up::start(&agents, "bindings: []\n");
+    let mut up = Up::start(&crate::common::unsandboxed(&agents), "bindings: []\n");
     wait_until("the runtime started and recorded as starting", || {
         !pids_in(&leader_file).is_empty()
             && crate::common::recorded_runtime(&up.state, "slow")
@@ -620,7 +620,7 @@ fn a_grandchild_that_calls_setsid_is_reaped_on_stop() {
         runtime("a"),
         runtime("b")
     );
-    let mut up = Up::start(&agents, "bindings: []\n");
+    let mut up = Up::start(&crate::common::unsandboxed(&agents), "bindings: []\n");
     let grandchildren = |id: &str| {
         wait_until("the grandchildren's pids", || {
             pids_in(&files(id)).len() == 2
@@ -667,7 +667,7 @@ fn grandchildren_are_gone_after_a_crash_loop() {
         "agents:\n  list:\n    - id: main\n    - id: crashy\n      {}\n",
         sh_runtime("process", &script)
     );
-    let mut up = Up::start(&agents, "bindings: []\n");
+    let mut up = Up::start(&crate::common::unsandboxed(&agents), "bindings: []\n");
     wait_until("the first attempt's grandchildren", || {
         pids_in(&pids).len() == 2
     });
@@ -701,7 +701,7 @@ fn a_killed_controllers_successor_reaps_grandchildren() {
         "agents:\n  list:\n    - id: main\n    - id: agent\n      {}\n",
         sh_runtime("acp", &script)
     );
-    let mut up = Up::start(&agents, "bindings: []\n");
+    let mut up = Up::start(&crate::common::unsandboxed(&agents), "bindings: []\n");
     wait_until("the runtime recorded as ready", || {
         crate::common::recorded_runtime(&up.state, "agent").is_some_and(|(s, _)| s == "ready")
     });
@@ -873,7 +873,7 @@ fn the_backoff_doubles_to_its_cap_and_starts_over_after_a_healthy_run() {
     );
     let stderr = tempfile::NamedTempFile::new().unwrap();
     let log = stderr.reopen().unwrap();
-    let mut up = Up::start_with(&agents, "bindings: []\n", |cmd| {
+    let mut up = Up::start_with(&crate::common::unsandboxed(&agents), "bindings: []\n", |cmd| {
         cmd.env(
             "DEEPCLI_FAILPOINT_RUNTIME_MS",
             "backoff_start=50,backoff_max=400,healthy_after=2000",
@@ -922,7 +922,7 @@ fn a_runtime_that_ignores_sigterm_is_killed_after_the_stop_timeout() {
         "agents:\n  list:\n    - id: main\n    - id: stubborn\n      {}\n",
         sh_runtime("process", &script)
     );
-    let mut up = Up::start_with(&agents, "bindings: []\n", |cmd| {
+    let mut up = Up::start_with(&crate::common::unsandboxed(&agents), "bindings: []\n", |cmd| {
         cmd.env(
             "DEEPCLI_FAILPOINT_RUNTIME_MS",
             "stdin_grace=100,stop_timeout=500",

@@ -124,6 +124,14 @@ pub fn controller(
     cmd.spawn().unwrap()
 }
 
+/// `agents` (an agents.yaml starting `agents:\n`) with every runtime unsandboxed: for the
+/// tests of the supervision of plain processes (their process groups, escapees and leftovers
+/// after a killed controller), which watch pids and files on the host. A sandboxed runtime's
+/// processes live in its own PID namespace and die with it (tests/it/isolation.rs).
+pub fn unsandboxed(agents: &str) -> String {
+    agents.replacen("agents:\n", "agents:\n  defaults:\n    sandbox: {mode: off}\n", 1)
+}
+
 /// agents.yaml with `main` and `sdk`, an acp runtime running the echo agent written on the ACP
 /// TypeScript SDK (`tests/peers/sdk-echo-agent.mjs`).
 pub fn sdk_agents() -> String {
