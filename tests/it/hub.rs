@@ -371,12 +371,14 @@ fn policy_denials_carry_their_reason_codes() {
     );
     assert_eq!(denied["status"], "forbidden");
     assert_eq!(denied["reason"], "agent_to_agent_disabled", "{denied}");
+    // A sandboxed agent reads at most its own tree: beta's history is out of sight before
+    // agentToAgent is asked (isolation.md, "Policy defaults").
     let history = tool(
         &up,
         "sessions_history",
         json!({"sessionKey": "agent:beta:main"}),
     );
-    assert_eq!(history["reason"], "agent_to_agent_disabled", "{history}");
+    assert_eq!(history["reason"], "visibility_restricted", "{history}");
     // Spawning on another agent without allowAgents.
     let spawn = tool(
         &up,
@@ -397,7 +399,7 @@ fn policy_denials_carry_their_reason_codes() {
         text.as_str().unwrap().to_string()
     };
     assert!(
-        metrics.contains("deepcli_hub_denials_total{reason=\"agent_to_agent_disabled\"} 2"),
+        metrics.contains("deepcli_hub_denials_total{reason=\"agent_to_agent_disabled\"} 1"),
         "{metrics}"
     );
     assert!(metrics.contains("deepcli_hub_denials_total{reason=\"spawn_not_allowed\"} 1"));
@@ -507,21 +509,22 @@ fn a_spawned_subagent_reports_back_once_and_is_deleted_when_asked() {
     assert_eq!(status["depth"], 1);
     assert_eq!(status["parentSessionKey"], ALPHA);
     assert_eq!(status["label"], "me");
-    // `cwd`: the child's session works there.
-    let dir = tempfile::tempdir().unwrap();
-    let at = tool(
-        &up,
-        "sessions_spawn",
-        json!({"task": "cwd", "cwd": dir.path().join("work")}),
+    // `cwd` outside the agent's workspace is refused (hostile-world E3).
+    let outside = tool(&up, "sessions_spawn", json!({"task": "cwd", "cwd": "/etc"}));
+    assert_eq!(outside["status"], "error", "{outside}");
+    assert!(
+        outside["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("inside the agent's workspace")),
+        "{outside}"
     );
+    // Inside it, the child's session works there.
+    let work = up.state.join("workspaces/alpha/work");
+    let at = tool(&up, "sessions_spawn", json!({"task": "cwd", "cwd": work}));
     let run = run_until(&up, at["runId"].as_str().unwrap(), |r| {
         r["state"] == "completed"
     });
-    assert_eq!(
-        run["reply"],
-        format!("cwd: {}", dir.path().join("work").display()),
-        "{run:#}"
-    );
+    assert_eq!(run["reply"], format!("cwd: {}", work.display()), "{run:#}");
     let relative = tool(&up, "sessions_spawn", json!({"task": "cwd", "cwd": "work"}));
     assert_eq!(relative["status"], "error", "{relative}");
 

@@ -118,7 +118,10 @@ fn a_crash_looping_runtime_degrades_the_status() {
 #[test]
 fn status_after_kill_9_shows_dead_runtimes_as_gone() {
     // Unsandboxed: a sandboxed runtime dies with the controller that started it.
-    let mut up = Up::start(&crate::common::unsandboxed(RUNTIME_AGENTS), "bindings: []\n");
+    let mut up = Up::start(
+        &crate::common::unsandboxed(RUNTIME_AGENTS),
+        "bindings: []\n",
+    );
     let running = up.wait_for("the runtime ready", |s| {
         Up::runtime(s, "worker").is_some_and(|r| r["status"] == "ready")
     });

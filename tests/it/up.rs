@@ -186,7 +186,7 @@ fn runtimes_are_supervised_restarted_and_stopped() {
 
     // A changed command restarts it with the new spec.
     let changed = agents.replace("sleep 601", "sleep 602");
-    up.write_by_rename("agents.yaml", &changed);
+    up.write_by_rename("agents.yaml", &crate::common::unsandboxed(&changed));
     let doc = up.wait_for("the restart for the new command", |s| {
         Up::runtime(s, "worker")
             .is_some_and(|r| r["status"] == "ready" && r["pid"].as_u64() != Some(second))
@@ -326,10 +326,14 @@ fn a_controller_killed_mid_apply_converges_on_the_next_start() {
     );
     let mark = tempfile::tempdir().unwrap();
     let paused = mark.path().join("paused");
-    let mut up = Up::start_with(&crate::common::unsandboxed(&agents), "bindings: []\n", |cmd| {
-        cmd.env("DEEPCLI_FAILPOINT", "after:agent.delete:gone")
-            .env("DEEPCLI_FAILPOINT_PAUSE", &paused);
-    });
+    let mut up = Up::start_with(
+        &crate::common::unsandboxed(&agents),
+        "bindings: []\n",
+        |cmd| {
+            cmd.env("DEEPCLI_FAILPOINT", "after:agent.delete:gone")
+                .env("DEEPCLI_FAILPOINT_PAUSE", &paused);
+        },
+    );
     let doc = up.wait_for("both runtimes ready", |s| {
         ["keep", "gone"]
             .iter()
@@ -873,15 +877,19 @@ fn the_backoff_doubles_to_its_cap_and_starts_over_after_a_healthy_run() {
     );
     let stderr = tempfile::NamedTempFile::new().unwrap();
     let log = stderr.reopen().unwrap();
-    let mut up = Up::start_with(&crate::common::unsandboxed(&agents), "bindings: []\n", |cmd| {
-        cmd.env(
-            "DEEPCLI_FAILPOINT_RUNTIME_MS",
-            "backoff_start=50,backoff_max=400,healthy_after=2000",
-        )
-        .env("RUST_LOG", "info,deepcli::runtime=debug")
-        .args(["--log-format", "json"])
-        .stderr(log);
-    });
+    let mut up = Up::start_with(
+        &crate::common::unsandboxed(&agents),
+        "bindings: []\n",
+        |cmd| {
+            cmd.env(
+                "DEEPCLI_FAILPOINT_RUNTIME_MS",
+                "backoff_start=50,backoff_max=400,healthy_after=2000",
+            )
+            .env("RUST_LOG", "info,deepcli::runtime=debug")
+            .args(["--log-format", "json"])
+            .stderr(log);
+        },
+    );
     wait_until("eight restarts", || {
         backoff_waits(stderr.path(), "crashy").len() >= 8
     });
@@ -922,12 +930,16 @@ fn a_runtime_that_ignores_sigterm_is_killed_after_the_stop_timeout() {
         "agents:\n  list:\n    - id: main\n    - id: stubborn\n      {}\n",
         sh_runtime("process", &script)
     );
-    let mut up = Up::start_with(&crate::common::unsandboxed(&agents), "bindings: []\n", |cmd| {
-        cmd.env(
-            "DEEPCLI_FAILPOINT_RUNTIME_MS",
-            "stdin_grace=100,stop_timeout=500",
-        );
-    });
+    let mut up = Up::start_with(
+        &crate::common::unsandboxed(&agents),
+        "bindings: []\n",
+        |cmd| {
+            cmd.env(
+                "DEEPCLI_FAILPOINT_RUNTIME_MS",
+                "stdin_grace=100,stop_timeout=500",
+            );
+        },
+    );
     up.wait_for("the runtime ready", |s| {
         Up::runtime(s, "stubborn").is_some_and(|r| r["status"] == "ready")
     });

@@ -129,7 +129,11 @@ pub fn controller(
 /// after a killed controller), which watch pids and files on the host. A sandboxed runtime's
 /// processes live in its own PID namespace and die with it (tests/it/isolation.rs).
 pub fn unsandboxed(agents: &str) -> String {
-    agents.replacen("agents:\n", "agents:\n  defaults:\n    sandbox: {mode: off}\n", 1)
+    agents.replacen(
+        "agents:\n",
+        "agents:\n  defaults:\n    sandbox: {mode: off}\n",
+        1,
+    )
 }
 
 /// agents.yaml with `main` and `sdk`, an acp runtime running the echo agent written on the ACP
