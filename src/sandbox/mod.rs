@@ -543,7 +543,7 @@ impl Layout {
                 },
             ));
         }
-        steps.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        steps.sort_by_key(|a| (a.0, a.1));
         steps.into_iter().map(|(_, _, m)| m).collect()
     }
 }
