@@ -7,7 +7,6 @@
 //! counted per agent. Names are resolved by the controller, never by the sandbox.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -223,7 +222,7 @@ async fn connect(host: &str, port: u16) -> std::io::Result<TcpStream> {
                 && name.eq_ignore_ascii_case(host)
                 && let Ok(ip) = ip.parse::<std::net::IpAddr>()
             {
-                return TcpStream::connect(SocketAddr::new(ip, port)).await;
+                return TcpStream::connect(std::net::SocketAddr::new(ip, port)).await;
             }
         }
     }
