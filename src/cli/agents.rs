@@ -313,6 +313,9 @@ fn human_list(result: &agents::ListResult, with_bindings: bool, out: Output) {
             model_status(a.model_status.as_ref())
         );
         let _ = writeln!(out, "  runtime    {} ({status})", a.runtime.kind);
+        if let Some(sandbox) = a.runtime.sandbox.as_ref().and_then(|s| s.as_str()) {
+            let _ = writeln!(out, "  sandbox    {sandbox}");
+        }
         let _ = writeln!(
             out,
             "  routes     {}",

@@ -248,6 +248,11 @@ pub struct RuntimeView {
     /// Hub runs into the agent's sessions not yet final (from a running controller only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_runs: Option<Value>,
+    /// Its sandbox in one line, as the running controller applies it (`all (bwrap, network
+    /// host)`), else as the config asks (`all (auto, network host)`, `off`); absent for a
+    /// runtime that starts no process here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -461,6 +466,10 @@ pub fn list(ctx: &ManageContext, with_bindings: bool) -> Result<ListResult> {
                     active_runs: runtime_live
                         .and_then(|r| r.get("activeRuns").cloned())
                         .filter(|v| !v.is_null()),
+                    sandbox: runtime_live
+                        .and_then(|r| r.get("sandbox").cloned())
+                        .filter(|v| !v.is_null())
+                        .or_else(|| configured_sandbox(agent).map(Value::from)),
                 },
                 routes,
                 bindings: with_bindings.then(|| mine.iter().map(|b| view(&config, b)).collect()),
@@ -1181,4 +1190,33 @@ fn applied_by(ctx: &ManageContext) -> AppliedBy {
             state_dir: ctx.state_dir().root().to_path_buf(),
         },
     }
+}
+
+/// What `agent`'s config asks of its sandbox, in one line; `None` when it starts no process.
+fn configured_sandbox(agent: &crate::config::Agent) -> Option<String> {
+    use crate::config::model::{RuntimeKind, SandboxMode, SandboxNetwork};
+    let runtime = agent.spec.runtime.as_ref()?;
+    if !matches!(runtime.kind, RuntimeKind::Acp | RuntimeKind::Process) {
+        return None;
+    }
+    let sandbox = agent.spec.sandbox.clone().unwrap_or_default();
+    if sandbox.mode == Some(SandboxMode::Off) {
+        return Some("off".into());
+    }
+    let network = match sandbox.network.unwrap_or_default() {
+        SandboxNetwork::Host => "network host".to_string(),
+        SandboxNetwork::None => "network none".to_string(),
+        SandboxNetwork::Allowlist => format!(
+            "network allowlist: {}",
+            crate::plural::plural(
+                sandbox.allowed_domains.as_ref().map_or(0, Vec::len),
+                "domain",
+                "domains"
+            )
+        ),
+    };
+    Some(format!(
+        "all ({}, {network})",
+        sandbox.backend.unwrap_or_default().as_str()
+    ))
 }
