@@ -75,13 +75,7 @@ fn run_explain(global: &GlobalSettings, id: &str, json: bool) -> ExitStatus {
     let home = global.load.home.as_deref();
     let around = Surroundings::of(config, &global.load.state_dir, home);
     let layout = Layout::for_agent(agent, &around, home);
-    let runs = agent.spec.runtime.as_ref().is_some_and(|r| {
-        matches!(
-            r.kind,
-            crate::config::model::RuntimeKind::Acp | crate::config::model::RuntimeKind::Process
-        )
-    });
-    if !runs {
+    if !agent.runtime_kind().starts_process() {
         eprintln!(
             "note: agent `{id}` starts no process here (its runtime kind is not `acp` or `process`): there is nothing to sandbox"
         );

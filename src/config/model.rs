@@ -112,6 +112,11 @@ impl RuntimeKind {
         }
     }
 
+    /// Whether deepcli starts a process for an agent of this kind (which its sandbox holds).
+    pub fn starts_process(self) -> bool {
+        matches!(self, RuntimeKind::Acp | RuntimeKind::Process)
+    }
+
     /// Whether deepcli can prompt an agent of this kind (an ACP session, or an A2A remote).
     pub fn takes_prompts(self) -> bool {
         matches!(self, RuntimeKind::Acp | RuntimeKind::A2a)

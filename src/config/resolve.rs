@@ -61,6 +61,15 @@ impl Agent {
         &self.spec.id
     }
 
+    /// Its `runtime.kind` (`none` when it has no runtime).
+    pub fn runtime_kind(&self) -> super::model::RuntimeKind {
+        self.spec
+            .runtime
+            .as_ref()
+            .map(|r| r.kind)
+            .unwrap_or_default()
+    }
+
     /// JSON pointer of the agent's entry in agents.yaml.
     pub fn pointer(&self) -> String {
         self.index

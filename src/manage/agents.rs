@@ -1194,9 +1194,8 @@ fn applied_by(ctx: &ManageContext) -> AppliedBy {
 
 /// What `agent`'s config asks of its sandbox, in one line; `None` when it starts no process.
 fn configured_sandbox(agent: &crate::config::Agent) -> Option<String> {
-    use crate::config::model::{RuntimeKind, SandboxMode, SandboxNetwork};
-    let runtime = agent.spec.runtime.as_ref()?;
-    if !matches!(runtime.kind, RuntimeKind::Acp | RuntimeKind::Process) {
+    use crate::config::model::{SandboxMode, SandboxNetwork};
+    if !agent.runtime_kind().starts_process() {
         return None;
     }
     let sandbox = agent.spec.sandbox.clone().unwrap_or_default();

@@ -159,9 +159,8 @@ impl Layout {
         around: &Surroundings,
         home: Option<&Path>,
     ) -> Option<Layout> {
-        use crate::config::model::RuntimeKind;
         let runtime = agent.spec.runtime.as_ref()?;
-        if !matches!(runtime.kind, RuntimeKind::Acp | RuntimeKind::Process) {
+        if !runtime.kind.starts_process() {
             return None;
         }
         let command = runtime.command.clone().unwrap_or_default();

@@ -187,15 +187,6 @@ fn agent_key(
     }
 }
 
-fn kind_of(agent: &Agent) -> RuntimeKind {
-    agent
-        .spec
-        .runtime
-        .as_ref()
-        .map(|r| r.kind)
-        .unwrap_or_default()
-}
-
 /// Keys that act for one runtime kind only: `model`, `heartbeat.every` and `permissions`
 /// (through ACP), and
 /// `runtime.command`, `env`, `cwd` (for a runtime that runs).
@@ -213,7 +204,7 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
         cx.config
             .agents
             .iter()
-            .filter(|a| kind_of(a) != RuntimeKind::Acp)
+            .filter(|a| a.runtime_kind() != RuntimeKind::Acp)
             .filter(|a| !cx.exists(AGENTS, &format!("{}/{key}", a.pointer())))
             .collect()
     };
@@ -244,7 +235,7 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
         );
     }
     for agent in listed {
-        let kind = kind_of(agent);
+        let kind = agent.runtime_kind();
         let base = agent.pointer();
         if let Err(why) = kind.applies_model()
             && cx.exists(AGENTS, &format!("{base}/model"))
@@ -275,7 +266,7 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
     }
     // Permission requests and management requests come from ACP sessions only.
     for agent in listed {
-        let kind = kind_of(agent);
+        let kind = agent.runtime_kind();
         let pointer = format!("{}/permissions", agent.pointer());
         if kind != RuntimeKind::Acp && cx.exists(AGENTS, &pointer) {
             out.push(
@@ -341,7 +332,7 @@ fn acp_settings(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 .agents
                 .iter()
                 .find(|a| a.id() == agent)
-                .map(kind_of)
+                .map(Agent::runtime_kind)
                 .filter(|k| *k != RuntimeKind::Acp)
                 .map(|kind| {
                     (

@@ -45,18 +45,9 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     shared_secrets(cx, out);
 }
 
-fn kind(agent: &Agent) -> RuntimeKind {
-    agent
-        .spec
-        .runtime
-        .as_ref()
-        .map(|r| r.kind)
-        .unwrap_or_default()
-}
-
 /// Whether deepcli starts a process for the agent (which the sandbox then holds).
 fn runs(agent: &Agent) -> bool {
-    matches!(kind(agent), RuntimeKind::Acp | RuntimeKind::Process)
+    agent.runtime_kind().starts_process()
 }
 
 fn mode(agent: &Agent) -> SandboxMode {
@@ -467,7 +458,7 @@ fn nothing_runs(cx: &Context<'_>, running: &[&Agent], out: &mut Vec<Diagnostic>)
     let hint = "give the agent an `acp` or `process` runtime, or remove `sandbox`";
     for agent in cx.config.agents.iter().filter(|a| a.index.is_some()) {
         let pointer = format!("{}/sandbox", agent.pointer());
-        let why = match kind(agent) {
+        let why = match agent.runtime_kind() {
             RuntimeKind::None => "`runtime.kind: none` runs no process",
             RuntimeKind::A2a => {
                 "an `a2a` runtime is a remote agent: deepcli runs no process for it"

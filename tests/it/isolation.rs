@@ -306,3 +306,64 @@ fn a_missing_backend_leaves_the_runtime_stopped_with_the_reason() {
     assert!(runtime["pid"].is_null(), "{runtime}");
     assert_eq!(runtime["sandbox"], "all (not applied, network host)");
 }
+
+/// The quickstart's layout: the state directory inside the tree the agent's command runs from
+/// (a checkout holding `package.json`, its script and `.deepcli-demo/`). That tree is readable;
+/// the state inside it is not.
+#[test]
+fn a_state_directory_inside_the_agents_own_package_stays_hidden() {
+    let tmp = tempfile::tempdir().unwrap();
+    let checkout = tmp.path().join("checkout");
+    let config = checkout.join("config");
+    let state = checkout.join(".deepcli-demo");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(checkout.join("package.json"), "{}").unwrap();
+    // Reads the operator token and the state database beside its own script, and says how each
+    // went in its workspace (which the test reads from the host).
+    std::fs::write(
+        checkout.join("probe.sh"),
+        format!(
+            "cat {state}/operator-token >/dev/null 2>&1; echo $? > ./token-rc\nhead -c 1 {state}/state.db >/dev/null 2>&1; echo $? > ./db-rc\ncat {checkout}/package.json >/dev/null 2>&1; echo $? > ./package-rc\nexec sleep 600\n",
+            state = state.display(),
+            checkout = checkout.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        format!(
+            "agents:\n  list:\n    - id: main\n    - id: probe\n      runtime: {{kind: process, command: [sh, \"{}\"]}}\n",
+            checkout.join("probe.sh").display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    let mut child = crate::common::controller(tmp.path(), &config, &state, |_| {});
+    let _addr = crate::common::listening(&state, child.id());
+    let workspace = state.join("workspaces/probe");
+    crate::common::wait_until("the probe's answers", || {
+        workspace.join("package-rc").exists()
+    });
+    let rc = |name: &str| {
+        std::fs::read_to_string(workspace.join(name))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(rc("package-rc"), "0", "its own package is readable");
+    assert_ne!(
+        rc("token-rc"),
+        "0",
+        "the operator token beside its command was read"
+    );
+    assert_ne!(
+        rc("db-rc"),
+        "0",
+        "the state database beside its command was read"
+    );
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = child.wait();
+}
