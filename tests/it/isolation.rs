@@ -338,8 +338,24 @@ fn a_state_directory_inside_the_agents_own_package_stays_hidden() {
     )
     .unwrap();
     std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
-    let mut child = crate::common::controller(tmp.path(), &config, &state, |_| {});
-    let _addr = crate::common::listening(&state, child.id());
+    // Stopped however the test ends (a failed assertion included).
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.0.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = self.0.wait();
+        }
+    }
+    let child = Stop(crate::common::controller(
+        tmp.path(),
+        &config,
+        &state,
+        |_| {},
+    ));
+    let _addr = crate::common::listening(&state, child.0.id());
     let workspace = state.join("workspaces/probe");
     crate::common::wait_until("the probe's answers", || {
         workspace.join("package-rc").exists()
@@ -361,9 +377,5 @@ fn a_state_directory_inside_the_agents_own_package_stays_hidden() {
         "0",
         "the state database beside its command was read"
     );
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-    let _ = child.wait();
+    drop(child);
 }
