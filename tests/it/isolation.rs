@@ -379,3 +379,74 @@ fn a_state_directory_inside_the_agents_own_package_stays_hidden() {
     );
     drop(child);
 }
+
+/// `deepcli sandbox explain`, as docs/isolation.md runs it on the quickstart: the backend and
+/// why, the state directory hidden, the config read-only, environment names only; and exit 1
+/// where the sandbox cannot be applied.
+#[test]
+fn sandbox_explain_says_what_the_quickstarts_agent_can_touch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join(".deepcli-demo");
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
+    let explain = |json: bool, failpoint: bool| {
+        let mut cmd = std::process::Command::new(crate::common::bin());
+        cmd.args(["--config", quickstart.to_str().unwrap()])
+            .args(["--state-dir", state.to_str().unwrap()])
+            .args(["sandbox", "explain", "research"])
+            .env("NO_COLOR", "1")
+            .env("DEEPCLI_TEST_CONTROLLER_SECRET", "x");
+        if json {
+            cmd.arg("--json");
+        }
+        if failpoint {
+            cmd.env("DEEPCLI_FAILPOINT_SANDBOX", "no-bwrap");
+        }
+        cmd.output().unwrap()
+    };
+    let out = explain(false, false);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.starts_with("agent research: sandbox all (bwrap, network host)\n"),
+        "{text}"
+    );
+    let config = format!(
+        "  {}  (the config directory, read-only)",
+        quickstart.display()
+    );
+    assert!(text.contains(&config), "{text}");
+    assert!(
+        text.contains(&format!("  {}  (", state.display())),
+        "{text}"
+    );
+    let environment = text
+        .lines()
+        .find(|l| l.starts_with("environment: "))
+        .unwrap();
+    assert!(environment.contains("HOME") && environment.contains("DEEPCLI_AGENT_ID"));
+    assert!(
+        !environment.contains("DEEPCLI_TEST_CONTROLLER_SECRET"),
+        "{environment}"
+    );
+
+    let out = explain(true, false);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["backend"], "bwrap");
+    assert_eq!(doc["network"]["kind"], "host");
+    assert!(
+        doc["hidden"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["path"] == state.display().to_string()),
+        "{doc:#}"
+    );
+
+    let out = explain(false, true);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("the runtime does not start (fail closed)"),
+        "{text}"
+    );
+}
