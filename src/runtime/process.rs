@@ -62,13 +62,7 @@ pub(super) fn full_environment(spec: &RuntimeSpec) -> Result<Vec<(String, String
         && matches!(layout.network, crate::sandbox::Network::Allowlist { .. })
     {
         let proxy = format!("http://{}", crate::sandbox::PROXY_ADDR);
-        for name in [
-            "HTTPS_PROXY",
-            "HTTP_PROXY",
-            "https_proxy",
-            "http_proxy",
-            "ALL_PROXY",
-        ] {
+        for name in crate::sandbox::PROXY_ENV {
             env.push((name.into(), proxy.clone()));
         }
     }
@@ -142,9 +136,8 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
     // Fail closed: without the sandbox it asks for, the runtime does not start.
     let sandbox = match &spec.sandbox {
         Some(layout) => {
-            let host = tokio::task::spawn_blocking(crate::sandbox::Host::get)
-                .await
-                .unwrap_or_else(|_| crate::sandbox::Host::get());
+            // Probed once per controller, when the first runtime's status was made.
+            let host = crate::sandbox::Host::get();
             let choice = crate::sandbox::choose(layout, host)?;
             if let Some(run_dir) = &spec.run_dir {
                 crate::owner_only::create_dir_all(run_dir).map_err(|source| {
@@ -354,11 +347,7 @@ impl Reporter {
                 spec_hash: spec.spec_hash.clone(),
                 sandbox: Some(match &spec.sandbox {
                     None => "off".to_string(),
-                    Some(layout) => {
-                        let backend = crate::sandbox::choose(layout, crate::sandbox::Host::get())
-                            .map_or("not applied", |c| c.backend);
-                        format!("all ({backend}, {})", layout.network.describe())
-                    }
+                    Some(layout) => crate::sandbox::summary(layout, crate::sandbox::Host::get()),
                 }),
                 next_start: None,
                 model: None,

@@ -132,11 +132,7 @@ pub fn explain(
             why: why.into(),
         });
     }
-    let summary = format!(
-        "all ({}, {})",
-        backend.unwrap_or("not applied"),
-        layout.network.describe()
-    );
+    let summary = super::summary(layout, host);
     Explanation {
         agent_id: agent_id.to_string(),
         mode: "all",

@@ -25,13 +25,7 @@ fn bwrap() -> Result<PathBuf, String> {
     if std::env::var("DEEPCLI_FAILPOINT_SANDBOX").as_deref() == Ok("no-bwrap") {
         return Err("`bwrap` not found on PATH (failpoint)".into());
     }
-    let path = std::env::var_os("PATH")
-        .and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join("bwrap"))
-                .find(|p| p.is_file())
-        })
-        .ok_or_else(|| "`bwrap` not found on PATH".to_string())?;
+    let path = super::on_path("bwrap").ok_or_else(|| "`bwrap` not found on PATH".to_string())?;
     // The namespaces every sandbox asks for: a kernel or container that refuses them (user
     // namespaces turned off, a seccomp profile) is found here, not at the first agent's start.
     let probe = Command::new(&path)

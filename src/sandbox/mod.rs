@@ -34,6 +34,15 @@ pub const EGRESS_SOCKET: &str = "/run/deepcli/egress.sock";
 /// Where the in-sandbox forwarder listens for the runtime's proxied connections.
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";
 
+/// The variables that point an `allowlist` runtime at [`PROXY_ADDR`].
+pub const PROXY_ENV: [&str; 5] = [
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "ALL_PROXY",
+];
+
 /// The system directories every sandbox reads.
 pub const SYSTEM: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt",
@@ -303,16 +312,7 @@ pub fn environment_names(agent: &crate::config::Agent, layout: Option<&Layout>) 
     names.extend(lc);
     names.push("HOME".into());
     if layout.is_some_and(|l| matches!(l.network, Network::Allowlist { .. })) {
-        names.extend(
-            [
-                "HTTPS_PROXY",
-                "HTTP_PROXY",
-                "https_proxy",
-                "http_proxy",
-                "ALL_PROXY",
-            ]
-            .map(String::from),
-        );
+        names.extend(PROXY_ENV.map(String::from));
     }
     if let Some(runtime) = &agent.spec.runtime {
         names.extend(runtime.env.keys().cloned());
@@ -322,6 +322,13 @@ pub fn environment_names(agent: &crate::config::Agent, layout: Option<&Layout>) 
     let mut seen = std::collections::HashSet::new();
     names.retain(|n| seen.insert(n.clone()));
     names
+}
+
+/// A sandbox in one line, as `status` and `sandbox explain` show it: `all (bwrap, network
+/// host)`, or `all (not applied, …)` when no backend can enforce it here.
+pub fn summary(layout: &Layout, host: &Host) -> String {
+    let backend = choose(layout, host).map_or("not applied", |c| c.backend);
+    format!("all ({backend}, {})", layout.network.describe())
 }
 
 /// Which backend enforces a layout on this host, and why; or why none can.
