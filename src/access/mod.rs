@@ -13,6 +13,7 @@
 
 pub mod a2a_door;
 mod approval_door;
+mod begun;
 pub mod budget;
 mod error;
 mod gate;
@@ -580,7 +581,15 @@ impl Access {
         let managed = self.runtimes.is_some();
         let mut counted = None;
         let reply = if kind == RuntimeKind::Acp && managed {
-            let options = route.session_options();
+            let mut options = route.session_options();
+            options.begun = Some(begun::BegunTurn {
+                key: key.clone(),
+                session_key: session_key.to_string(),
+                agent_id: agent_id.to_string(),
+                route: serde_json::to_value(&route).unwrap_or_default(),
+                sender: envelope.sender.clone(),
+                text: envelope.text.clone(),
+            });
             // Group messages kept while the agent was not mentioned come first.
             let context = self.take_context(session_key).await?;
             let text = match &context.text {
@@ -611,7 +620,12 @@ impl Access {
                 Err(e @ AccessError::TimedOut { .. }) => {
                     return Err(self.timed_out(envelope, key, session_key, &route, e).await);
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // No outcome to keep: the message may be handed in again and prompted.
+                    let key = key.clone();
+                    let _ = self.blocking(move |store| store.forget_turn(&key)).await;
+                    return Err(e);
+                }
             };
             Some((answered, context.last_id))
         } else {
@@ -1000,6 +1014,10 @@ impl Access {
                 return Err(AccessError::BudgetExceeded(refusal));
             }
         };
+        if let Some(turn) = options.begun.clone() {
+            self.blocking(move |store| store.begin_turn(&turn, began))
+                .await?;
+        }
         let Some(handle) = handle else {
             // A remote A2A agent: its budgets count its turns; it reports no usage (unknown).
             let mut options = options.clone();

@@ -34,6 +34,8 @@ pub struct SessionOptions {
     pub timeout: Option<std::time::Duration>,
     /// The Hub run that carries this turn, for the budget and cancel records.
     pub run_id: Option<String>,
+    /// An inbound message's turn, written down as begun once its budget admits it.
+    pub begun: Option<super::begun::BegunTurn>,
 }
 
 pub struct Route {
@@ -67,6 +69,7 @@ impl Route {
                 cwd: acp.cwd.clone(),
                 timeout: None,
                 run_id: None,
+                begun: None,
             },
             None => SessionOptions::default(),
         }

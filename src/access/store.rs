@@ -319,6 +319,8 @@ impl AccessStore {
                     ])?;
                 }
                 insert_delivery(&tx, key, session_key, response, &now)?;
+                // The turn has an outcome on record: no longer only begun.
+                super::begun::forget(&tx, key)?;
             }
             tx.commit()
         })

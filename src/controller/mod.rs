@@ -262,8 +262,18 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     let mut supervisor = Supervisor::new(runtime_tx);
     let mut heartbeats = heartbeat::Heartbeats::new();
     let recorder = record_runtimes(&state, runtime_events)?;
+    let access_store = AccessStore::open(&state)?;
+    // Before budgets are counted and before any adapter replays its inbox: a message whose
+    // turn the last controller began and never saw end is never prompted again.
+    let settled = access_store.settle_begun_turns()?;
+    if settled > 0 {
+        tracing::warn!(
+            messages = settled,
+            "inbound turns the last controller began and did not see end are uncertain (not prompted again)"
+        );
+    }
     let access = Arc::new(Access::new(
-        AccessStore::open(&state)?,
+        access_store,
         &state,
         Some((supervisor.acp_handle(), supervisor.status_handle())),
         options.access.clone(),

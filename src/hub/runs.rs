@@ -691,6 +691,7 @@ impl Hub {
             cwd: spawn.cwd.as_ref().map(std::path::PathBuf::from),
             timeout: spawn.timeout,
             run_id: None,
+            begun: None,
         };
         let hub = self.clone();
         let parent = parent.clone();

@@ -313,6 +313,92 @@ fn a_controller_killed_mid_reply_neither_loses_nor_repeats() {
     up.wait_for("nothing more to send", |_| fake.sent().len() == 3);
 }
 
+/// A count of the state's rows: `sql` is a `SELECT count(*) …`.
+fn count(state: &std::path::Path, sql: &str) -> i64 {
+    let Ok(db) = rusqlite::Connection::open(state.join("state.db")) else {
+        return -1;
+    };
+    db.query_row(sql, [], |r| r.get(0)).unwrap_or(-1)
+}
+
+/// A controller killed while the agent was in the middle of a message's turn (issue C1): the
+/// adapter's inbox hands the update in again after the restart, and the agent is not prompted
+/// a second time — it may have acted on the first. The message is recorded as an `uncertain`
+/// delivery with a transcript note, and its turn counts against the agent's budgets.
+#[test]
+fn a_turn_begun_before_a_crash_is_not_prompted_again() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let mut up = start(
+        &server,
+        &channels(
+            &server,
+            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
+            "",
+        ),
+    );
+    connected(&up);
+    // Inside the agent's workspace: its sandbox sees nothing else of the test's directory.
+    let release = up.state.join("workspaces/sdk/release");
+    fake.message(
+        private(4),
+        user(4),
+        &format!("hold {}", release.display()),
+        json!({}),
+    );
+    let begun = "SELECT count(*) FROM turns_started";
+    up.wait_for("the turn begun", |_| count(&up.state, begun) == 1);
+    // The agent has it: its first turn is on its own record (it keeps its sessions' turn
+    // counts in its workspace).
+    let record = up.state.join("workspaces/sdk/.sdk-echo-sessions.json");
+    up.wait_for("the agent in its turn", |_| {
+        std::fs::read_to_string(&record)
+            .ok()
+            .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+            .is_some_and(|v| v.as_object().is_some_and(|o| o.values().any(|n| n == 1)))
+    });
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    // A prompt of it again would now be answered at once.
+    std::fs::write(&release, "").unwrap();
+    up.restart(|cmd| {
+        cmd.env("TG_TOKEN", TOKEN)
+            .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+    });
+    connected(&up);
+    fake.message(private(4), user(4), "after", json!({}));
+    let sent = fake.wait_sent(1);
+    assert_eq!(
+        texts(&sent),
+        ["echo: after (turn 2)"],
+        "the held message was not prompted again, nor answered"
+    );
+    assert_eq!(count(&up.state, begun), 0);
+    assert_eq!(
+        count(
+            &up.state,
+            "SELECT count(*) FROM deliveries WHERE json_extract(response, '$.state') = 'uncertain'"
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &up.state,
+            "SELECT count(*) FROM budget_events WHERE agent_id = 'sdk' AND kind = 'turn'"
+        ),
+        2,
+        "the killed turn and the next one"
+    );
+    let key = "agent:sdk:main";
+    let said = crate::common::transcript(&up.state, key);
+    assert!(
+        said.iter()
+            .any(|(p, t)| p == "acp" && t.contains("controller stopped during this turn")),
+        "{said:?}"
+    );
+    up.wait_for("nothing more to send", |_| fake.sent().len() == 1);
+}
+
 /// Webhook mode: setWebhook with the secret token, updates POSTed to the controller; a wrong
 /// or missing secret token is refused.
 #[test]

@@ -1,0 +1,227 @@
+//! Inbound turns that have begun (state table `turns_started`, migration 13).
+//!
+//! An inbound message's turn is written down before its agent is prompted, and taken out in
+//! the transaction that records what came of it. A row left at start belongs to a turn the
+//! last controller did not see end (it was killed mid-turn): the agent may have acted on it,
+//! so the message is recorded as delivered with the state `uncertain` and is never prompted
+//! again, however often its platform or the adapter's inbox hands it in. The turn counts
+//! against the agent's budgets like any other.
+
+use rusqlite::params;
+use serde_json::{Value, json};
+
+use super::store::{AccessStore, DeliveryKey, Turn};
+use crate::state::{Provenance, StateError};
+
+/// An inbound turn about to be prompted.
+#[derive(Debug, Clone)]
+pub struct BegunTurn {
+    pub key: DeliveryKey,
+    pub session_key: String,
+    pub agent_id: String,
+    /// The route, as the delivery's response gives it.
+    pub route: Value,
+    pub sender: Option<Value>,
+    pub text: String,
+}
+
+/// What a delivery whose turn began and never ended answers, now and on every redelivery.
+pub fn uncertain_response(route: &Value, session_key: &str) -> Value {
+    json!({
+        "route": route,
+        "sessionKey": session_key,
+        "reply": null,
+        "duplicate": false,
+        "delivered": true,
+        "state": "uncertain",
+        "note": "the controller stopped during this message's turn; whatever the agent did is not known, so this message is not prompted again",
+    })
+}
+
+/// The transcript line that says so.
+const STOPPED_NOTE: &str =
+    "the controller stopped during this turn: its outcome is not known (not prompted again)";
+
+impl AccessStore {
+    /// Writes `turn` down as begun, at `at_ms` (when its budget admitted it).
+    pub fn begin_turn(&self, turn: &BegunTurn, at_ms: i64) -> Result<(), StateError> {
+        let k = &turn.key;
+        self.with(|c| {
+            c.prepare_cached(
+                "INSERT OR REPLACE INTO turns_started (channel, account_id, peer_kind, peer_id, thread_id, message_id,
+                     session_key, agent_id, at_ms, route, sender, text, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )?
+            .execute(params![
+                k.channel,
+                k.account_id,
+                k.peer_kind,
+                k.peer_id,
+                k.thread_id,
+                k.message_id,
+                turn.session_key,
+                turn.agent_id,
+                at_ms,
+                turn.route.to_string(),
+                turn.sender.as_ref().map(Value::to_string),
+                turn.text,
+                crate::clock::now()
+            ])
+            .map(drop)
+        })
+    }
+
+    /// Takes a begun turn out without a delivery: its prompt never reached the agent, or
+    /// failed in a way the caller retries.
+    pub fn forget_turn(&self, key: &DeliveryKey) -> Result<(), StateError> {
+        self.with(|c| forget(c, key).map(drop))
+    }
+
+    /// Settles every turn the last controller began and did not see end: each becomes an
+    /// `uncertain` delivery with its transcript rows and its budget turn, in one transaction
+    /// per turn. Returns how many there were. Runs before anything is served.
+    pub fn settle_begun_turns(&self) -> Result<usize, StateError> {
+        let begun = self.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT channel, account_id, peer_kind, peer_id, thread_id, message_id,
+                     session_key, agent_id, at_ms, route, sender, text
+                 FROM turns_started ORDER BY at_ms",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    BegunTurn {
+                        key: DeliveryKey {
+                            channel: r.get(0)?,
+                            account_id: r.get(1)?,
+                            peer_kind: r.get(2)?,
+                            peer_id: r.get(3)?,
+                            thread_id: r.get(4)?,
+                            message_id: r.get(5)?,
+                        },
+                        session_key: r.get(6)?,
+                        agent_id: r.get(7)?,
+                        route: parse(r.get::<_, String>(9)?),
+                        sender: r.get::<_, Option<String>>(10)?.map(parse),
+                        text: r.get(11)?,
+                    },
+                    r.get::<_, i64>(8)?,
+                ))
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        for (turn, at_ms) in &begun {
+            let response = uncertain_response(&turn.route, &turn.session_key).to_string();
+            let turns = [
+                Turn {
+                    provenance: Provenance::Inbound,
+                    message_id: Some(turn.key.message_id.clone()),
+                    sender: turn.sender.clone(),
+                    text: turn.text.clone(),
+                    route: Some(turn.route.clone()),
+                },
+                Turn::note(STOPPED_NOTE.to_string()),
+            ];
+            // Its usage is unknown: it counts as a turn, not in tokens or cost.
+            let counted = super::store::CountedTurn {
+                agent_id: turn.agent_id.clone(),
+                at_ms: *at_ms,
+                run_id: None,
+                usage: super::budget::TurnUsage::default(),
+            };
+            self.record_turn(
+                &turn.session_key,
+                &turns,
+                Some((&turn.key, &response)),
+                Some(&counted),
+            )?;
+        }
+        Ok(begun.len())
+    }
+}
+
+/// Deletes `key`'s begun turn, in the caller's transaction.
+pub(super) fn forget(c: &rusqlite::Connection, key: &DeliveryKey) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "DELETE FROM turns_started WHERE channel = ?1 AND account_id = ?2 AND peer_kind = ?3
+             AND peer_id = ?4 AND thread_id = ?5 AND message_id = ?6",
+    )?
+    .execute(params![
+        key.channel,
+        key.account_id,
+        key.peer_kind,
+        key.peer_id,
+        key.thread_id,
+        key.message_id
+    ])
+}
+
+fn parse(text: String) -> Value {
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::StateDir;
+
+    fn key(message_id: &str) -> DeliveryKey {
+        DeliveryKey {
+            channel: "telegram".into(),
+            account_id: "default".into(),
+            peer_kind: "direct".into(),
+            peer_id: "7".into(),
+            thread_id: String::new(),
+            message_id: message_id.into(),
+        }
+    }
+
+    fn begun(message_id: &str) -> BegunTurn {
+        BegunTurn {
+            key: key(message_id),
+            session_key: "agent:a:main".into(),
+            agent_id: "a".into(),
+            route: json!({"agentId": "a"}),
+            sender: Some(json!({"id": "7"})),
+            text: format!("do {message_id}"),
+        }
+    }
+
+    /// A turn left begun is settled once: an `uncertain` delivery, its message and a note in
+    /// the transcript, a budget turn at its admission time; a turn whose outcome was recorded
+    /// leaves nothing to settle.
+    #[test]
+    fn a_turn_left_begun_is_settled_uncertain_and_counted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
+        store.begin_turn(&begun("m1"), 1_000).unwrap();
+        store.begin_turn(&begun("m2"), 2_000).unwrap();
+        // m2 ended: its outcome recorded with its delivery.
+        store
+            .record_turn("agent:a:main", &[], Some((&key("m2"), "{}")), None)
+            .unwrap();
+        assert_eq!(store.settle_begun_turns().unwrap(), 1);
+        assert_eq!(store.settle_begun_turns().unwrap(), 0, "settled once");
+
+        let response: Value =
+            serde_json::from_str(&store.delivered(&key("m1")).unwrap().unwrap()).unwrap();
+        assert_eq!(response["state"], "uncertain");
+        assert_eq!(response["route"], json!({"agentId": "a"}));
+        let said = store.transcript("agent:a:main", 10).unwrap();
+        let texts: Vec<&str> = said.iter().map(|t| t.text.as_str()).collect();
+        assert_eq!(texts, ["do m1", STOPPED_NOTE]);
+        let rows = store.budget_rows(3_000).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].agent_id.as_str(), rows[0].at_ms), ("a", 1_000));
+    }
+
+    /// A turn forgotten (its prompt never reached the agent) is not settled.
+    #[test]
+    fn a_forgotten_turn_is_not_settled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
+        store.begin_turn(&begun("m1"), 1_000).unwrap();
+        store.forget_turn(&key("m1")).unwrap();
+        assert_eq!(store.settle_begun_turns().unwrap(), 0);
+        assert_eq!(store.delivered(&key("m1")).unwrap(), None);
+    }
+}
