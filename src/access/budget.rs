@@ -35,7 +35,16 @@ pub struct BudgetLimits {
     pub loop_turns: Option<u32>,
     pub loop_window: Duration,
     pub tree_turns: Option<u32>,
+    /// The largest reply of one turn kept, in bytes (`replyBytes`).
+    pub reply_bytes: usize,
+    /// The most earlier conversation given with a prompt, in bytes (`contextBytes`).
+    pub context_bytes: usize,
 }
+
+/// `replyBytes` when unset: 1 MiB.
+pub const DEFAULT_REPLY_BYTES: usize = 1024 * 1024;
+/// `contextBytes` when unset: 256 KiB.
+pub const DEFAULT_CONTEXT_BYTES: usize = 256 * 1024;
 
 /// `loopWindowSeconds` when unset.
 pub const DEFAULT_LOOP_WINDOW: Duration = Duration::from_secs(600);
@@ -52,6 +61,8 @@ impl Default for BudgetLimits {
             loop_turns: None,
             loop_window: DEFAULT_LOOP_WINDOW,
             tree_turns: None,
+            reply_bytes: DEFAULT_REPLY_BYTES,
+            context_bytes: DEFAULT_CONTEXT_BYTES,
         }
     }
 }
@@ -72,6 +83,12 @@ impl BudgetLimits {
                 .loop_window_seconds
                 .map_or(DEFAULT_LOOP_WINDOW, Duration::from_secs),
             tree_turns: spec.tree_turns,
+            reply_bytes: spec.reply_bytes.map_or(DEFAULT_REPLY_BYTES, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
+            context_bytes: spec.context_bytes.map_or(DEFAULT_CONTEXT_BYTES, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
         }
     }
 }

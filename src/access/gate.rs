@@ -426,8 +426,13 @@ impl Access {
         .await;
     }
 
-    /// The context kept for `session_key`, as the text to put before the message.
-    pub(super) async fn take_context(&self, session_key: &str) -> Result<Context, AccessError> {
+    /// The context kept for `session_key`, as the text to put before the message: the newest
+    /// messages that fit in `budget` bytes (`budgets.contextBytes`).
+    pub(super) async fn take_context(
+        &self,
+        session_key: &str,
+        budget: usize,
+    ) -> Result<Context, AccessError> {
         if !self.policy.has_kept(session_key) {
             return Ok(Context {
                 text: None,
@@ -445,11 +450,18 @@ impl Access {
             });
         };
         let last_id = last.id;
+        let sizes: Vec<usize> = kept.iter().map(|m| m.text.len()).collect();
+        let left_out = super::cap::newest_within(&sizes, budget);
         let mut text = format!(
-            "[deepcli: {} in this conversation since the agent last answered, not addressed to it, oldest first:]\n",
-            crate::plural::plural(kept.len(), "message was said", "messages were said")
+            "[deepcli: {} in this conversation since the agent last answered, not addressed to it, oldest first{}:]\n",
+            crate::plural::plural(kept.len(), "message was said", "messages were said"),
+            if left_out == 0 {
+                String::new()
+            } else {
+                format!("; the {left_out} oldest left out (budgets.contextBytes)")
+            }
         );
-        for m in &kept {
+        for m in &kept[left_out..] {
             let who = m
                 .sender
                 .as_deref()

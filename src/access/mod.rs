@@ -15,6 +15,7 @@ pub mod a2a_door;
 mod approval_door;
 mod begun;
 pub mod budget;
+mod cap;
 mod error;
 mod gate;
 mod heartbeat;
@@ -591,7 +592,9 @@ impl Access {
                 text: envelope.text.clone(),
             });
             // Group messages kept while the agent was not mentioned come first.
-            let context = self.take_context(session_key).await?;
+            let context = self
+                .take_context(session_key, self.limits(agent_id).context_bytes)
+                .await?;
             let text = match &context.text {
                 Some(kept) => format!("{kept}{}", envelope.text),
                 None => envelope.text.clone(),
@@ -942,11 +945,14 @@ impl Access {
                         .iter()
                         .filter(|r| matches!(r.provenance, Provenance::Inbound | Provenance::Agent))
                         .collect();
+                    let budget = self.limits(agent_id).context_bytes;
+                    let sizes: Vec<usize> = turns.iter().map(|t| t.text.len()).collect();
+                    let turns = &turns[cap::newest_within(&sizes, budget)..];
                     notes.push(format!(
                         "new runtime session{label} {id} (the runtime cannot resume the old one): the last {} given as context",
                         crate::plural::plural(turns.len(), "turn was", "turns were")
                     ));
-                    (id, context_prompt(&turns, text))
+                    (id, context_prompt(turns, text))
                 } else {
                     notes.push(format!("new runtime session{label} {id}"));
                     (id, text.to_string())
@@ -1043,6 +1049,11 @@ impl Access {
                 }),
                 answered => answered,
             };
+            let answered = answered.map(|mut answer| {
+                let total = answer.text.len();
+                answer.text = cap::cut(answer.text, total, limits.reply_bytes);
+                answer
+            });
             let counted = store::CountedTurn {
                 agent_id: agent_id.to_string(),
                 at_ms: began,
@@ -1068,6 +1079,7 @@ impl Access {
             session_key,
             run_id: options.run_id.as_deref(),
             why,
+            reply_bytes: limits.reply_bytes,
         };
         let answered = self
             .prompt_in(&handle, &turn, &session_id, prompt_text, timeout)
@@ -1256,12 +1268,12 @@ impl Access {
             }
         };
         let mut totals = budget::TurnUsage::default();
-        let mut reply = String::new();
+        let mut reply = cap::Reply::new(turn.reply_bytes);
         while let Ok(update) = updates.try_recv() {
             match update.update {
                 SessionUpdate::AgentMessageChunk(chunk) => {
                     if let ContentBlock::Text(t) = chunk.content {
-                        reply.push_str(&t.text);
+                        reply.push(&t.text);
                     }
                 }
                 // The session's running cost (ACP usage_update); only USD counts against
@@ -1288,7 +1300,7 @@ impl Access {
             .and_then(|v| v.as_str().map(str::to_string));
         Ok((
             Answer {
-                text: reply,
+                text: reply.finish(),
                 stop_reason,
                 runtime_time: Duration::ZERO,
                 counted: None,
@@ -1411,6 +1423,8 @@ struct TurnRef<'a> {
     session_key: &'a str,
     run_id: Option<&'a str>,
     why: CancelWhy,
+    /// The most of the reply kept, in bytes (`budgets.replyBytes`).
+    reply_bytes: usize,
 }
 
 /// Ends a oneshot runtime session: `session/close` when the agent offers it

@@ -119,6 +119,8 @@ pub struct AdapterSpec {
     pub webhook_secret: Option<Result<Credential, String>>,
     pub webhook_url: Option<String>,
     pub reply_to_mode: ReplyToMode,
+    /// The most platform messages one reply is posted as (`maxReplyMessages`).
+    pub max_reply_messages: usize,
     /// The account's `discussion`, and each Slack channel's from its `groups` entry.
     pub discussion: Option<Discussion>,
     pub group_discussions: BTreeMap<String, Discussion>,
@@ -229,6 +231,9 @@ pub fn specs(config: &Config) -> Vec<AdapterSpec> {
                 webhook_secret: resolve(secrets.get("webhookSecret")),
                 webhook_url: spec.webhook_url.clone(),
                 reply_to_mode: spec.reply_to_mode.unwrap_or_default(),
+                max_reply_messages: spec
+                    .max_reply_messages
+                    .map_or(outbound::MAX_REPLY_MESSAGES, |n| n as usize),
                 discussion: spec.discussion.clone(),
                 group_discussions: group_discussions.clone(),
             });

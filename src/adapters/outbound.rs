@@ -23,29 +23,38 @@ pub fn postable(text: &str) -> bool {
     !trimmed.is_empty() && trimmed != NO_REPLY
 }
 
-/// Cuts `text` into pieces of at most `limit` units (`measure` counts a piece), on a paragraph
-/// break if one falls in the second half of the piece, else a line break, else a space, else
-/// anywhere (between characters). Nothing is lost but the break the cut fell on.
-pub fn split(text: &str, limit: usize, measure: fn(&str) -> usize) -> Vec<String> {
+/// `maxReplyMessages` when unset: the most platform messages one reply is posted as.
+pub const MAX_REPLY_MESSAGES: usize = 10;
+
+/// Ends the last piece of a reply cut at `maxReplyMessages`.
+pub const CUT_NOTE: &str = "\n[deepcli: the reply goes on; the rest is not posted here (maxReplyMessages). The whole reply is in the conversation's transcript.]";
+
+/// Cuts `text` into at most `max` pieces of at most `limit` units (`measure` counts a piece),
+/// on a paragraph break if one falls in the second half of the piece, else a line break, else
+/// a space, else anywhere (between characters). Nothing is lost but the break the cut fell on,
+/// unless the text needs more than `max` pieces: then the last one ends with [`CUT_NOTE`] and
+/// the rest is not posted. However long the text, no more than `max` pieces are measured.
+pub fn split(text: &str, limit: usize, measure: fn(&str) -> usize, max: usize) -> Vec<String> {
     let limit = limit.max(1);
+    let max = max.max(1);
     let mut out = Vec::new();
     let mut rest = text;
-    while measure(rest) > limit {
-        // The longest prefix within the limit, on a character boundary.
-        let mut end = 0;
-        let mut units = 0;
-        for (i, c) in rest.char_indices() {
-            let mut buf = [0u8; 4];
-            let w = measure(c.encode_utf8(&mut buf));
-            if units + w > limit {
-                break;
+    loop {
+        let Some(end) = prefix_within(rest, limit, measure) else {
+            if !rest.trim().is_empty() {
+                out.push(rest.to_string());
             }
-            units += w;
-            end = i + c.len_utf8();
-        }
-        if end == 0 {
-            // One character wider than the limit: taken alone.
-            end = rest.chars().next().map_or(rest.len(), char::len_utf8);
+            return out;
+        };
+        if out.len() + 1 == max {
+            // The last piece allowed, and the text goes on: as much as fits with the note.
+            let room = limit.saturating_sub(measure(CUT_NOTE));
+            let head = match prefix_within(rest, room, measure) {
+                Some(end) if room > 0 => &rest[..end],
+                _ => "",
+            };
+            out.push(format!("{head}{CUT_NOTE}").trim_start().to_string());
+            return out;
         }
         let head = &rest[..end];
         let half = head.len() / 2;
@@ -63,10 +72,27 @@ pub fn split(text: &str, limit: usize, measure: fn(&str) -> usize) -> Vec<String
         }
         rest = &rest[skip..];
     }
-    if !rest.trim().is_empty() {
-        out.push(rest.to_string());
+}
+
+/// `None` when the whole of `text` is within `limit` units; else the end of its longest prefix
+/// within the limit, on a character boundary (one character wider than the limit is taken
+/// alone). Reads no further than the limit.
+fn prefix_within(text: &str, limit: usize, measure: fn(&str) -> usize) -> Option<usize> {
+    let mut end = 0;
+    let mut units = 0;
+    for (i, c) in text.char_indices() {
+        let mut buf = [0u8; 4];
+        let w = measure(c.encode_utf8(&mut buf));
+        if units + w > limit {
+            if end == 0 {
+                return Some(c.len_utf8());
+            }
+            return Some(end);
+        }
+        units += w;
+        end = i + c.len_utf8();
     }
-    out
+    None
 }
 
 /// Characters (Unicode scalar values).
@@ -125,32 +151,57 @@ mod tests {
     fn a_long_text_is_cut_on_paragraphs_then_lines_within_the_limit() {
         let para = "a".repeat(30);
         let text = format!("{para}\n\n{para}\n\n{para}");
-        let pieces = split(&text, 70, chars);
+        let pieces = split(&text, 70, chars, 100);
         assert_eq!(pieces, [format!("{para}\n\n{para}"), para.clone()]);
         let lines = format!("{para}\n{para}\n{para}");
-        assert_eq!(split(&lines, 40, chars), [para.clone(), para.clone(), para]);
+        assert_eq!(
+            split(&lines, 40, chars, 100),
+            [para.clone(), para.clone(), para]
+        );
         let word = "x".repeat(25);
         assert_eq!(
-            split(&word, 10, chars),
+            split(&word, 10, chars, 100),
             ["x".repeat(10), "x".repeat(10), "x".repeat(5)]
         );
-        assert_eq!(split("short", 4096, chars), ["short"]);
-        assert!(split("", 10, chars).is_empty());
+        assert_eq!(split("short", 4096, chars, 100), ["short"]);
+        assert!(split("", 10, chars, 100).is_empty());
     }
 
     #[test]
     fn pieces_are_measured_in_the_platforms_units_and_never_cut_a_character() {
         // 🙂 is two UTF-16 units: 3 of them fill 6 units.
         let text = "🙂".repeat(5);
-        let pieces = split(&text, 6, utf16);
+        let pieces = split(&text, 6, utf16, 100);
         assert_eq!(pieces, ["🙂🙂🙂", "🙂🙂"]);
-        for p in split(&"é".repeat(9000), 4096, utf16) {
+        for p in split(&"é".repeat(9000), 4096, utf16, 100) {
             assert!(utf16(&p) <= 4096);
         }
-        let total: usize = split(&"é".repeat(9000), 4096, utf16)
+        let total: usize = split(&"é".repeat(9000), 4096, utf16, 100)
             .iter()
             .map(|p| chars(p))
             .sum();
         assert_eq!(total, 9000);
+    }
+
+    /// A reply that needs more pieces than `max` is posted as `max`, the last within the
+    /// limit and ending with the note (issue E4: a 2 MiB reply became 513 Telegram messages).
+    #[test]
+    fn a_reply_past_its_message_cap_is_cut_with_a_note() {
+        let text = "word ".repeat(2 * 1024 * 1024 / 5);
+        let pieces = split(&text, 4096, utf16, 10);
+        assert_eq!(pieces.len(), 10);
+        for p in &pieces {
+            assert!(utf16(p) <= 4096, "{}", utf16(p));
+        }
+        assert!(pieces[9].ends_with(CUT_NOTE));
+        assert!(pieces[9].starts_with("word"), "content before the note");
+        assert!(!pieces[8].contains("deepcli"));
+        // Exactly `max` pieces' worth is posted whole, without a note.
+        let ten = "x".repeat(100);
+        let pieces = split(&ten, 10, chars, 10);
+        assert_eq!(pieces.len(), 10);
+        assert!(pieces.iter().all(|p| p == &"x".repeat(10)));
+        // A limit smaller than the note: the note alone, never more than `max`.
+        assert_eq!(split(&"y".repeat(50), 10, chars, 1).len(), 1);
     }
 }

@@ -675,7 +675,12 @@ async fn handle(running: &Arc<Running>, mapped: Mapped, replayed: bool) {
 
 /// Posts a reply in pieces (`chat.postMessage`); whether all of it was posted.
 async fn post_reply(running: &Arc<Running>, mapped: &Mapped, text: &str, key: DeliveryKey) -> bool {
-    let pieces = outbound::split(text, TEXT_LIMIT, outbound::chars);
+    let pieces = outbound::split(
+        text,
+        TEXT_LIMIT,
+        outbound::chars,
+        running.spec.max_reply_messages,
+    );
     let thread = mapped.thread_ts.clone();
     for (i, piece) in pieces.iter().enumerate() {
         let thread_ts = match (&thread, running.spec.reply_to_mode) {

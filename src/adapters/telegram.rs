@@ -500,7 +500,12 @@ async fn handle(running: &Arc<Running>, mapped: Mapped, replayed: bool) {
 /// Posts a reply in pieces; a piece that cannot be sent makes the rest a dead letter.
 async fn send_reply(running: &Arc<Running>, mapped: &Mapped, text: &str, key: DeliveryKey) {
     let api = api(running);
-    let pieces = outbound::split(text, TEXT_LIMIT, outbound::utf16);
+    let pieces = outbound::split(
+        text,
+        TEXT_LIMIT,
+        outbound::utf16,
+        running.spec.max_reply_messages,
+    );
     for (i, piece) in pieces.iter().enumerate() {
         let mut body = json!({"chat_id": mapped.chat_id, "text": piece});
         if let Some(t) = mapped.thread_id {

@@ -290,6 +290,8 @@ pub struct Budgets {
     pub loop_turns: Option<u32>,
     pub loop_window_seconds: Option<u64>,
     pub tree_turns: Option<u32>,
+    pub reply_bytes: Option<u64>,
+    pub context_bytes: Option<u64>,
 }
 
 /// `sandbox` (isolation.md): what contains the agent's runtime and everything it starts.
@@ -756,6 +758,10 @@ pub struct AccountSpec {
     /// `first` (the first reply starts a thread), `all` (every reply in a thread).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to_mode: Option<ReplyToMode>,
+    /// The most platform messages one reply is posted as (default 10); the rest is cut with a
+    /// note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_reply_messages: Option<u32>,
     /// Seed 001's A2A discussions between bots in one thread (Slack).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discussion: Option<Discussion>,

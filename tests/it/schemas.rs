@@ -302,6 +302,14 @@ const KEYS: &[(&str, Acts)] = &[
         Enforced("hub::loops: a send past it waits as a paused run for the operator"),
     ),
     (
+        "agents.list[].budgets.replyBytes",
+        Enforced("access::cap: a longer reply is cut with a note"),
+    ),
+    (
+        "agents.list[].budgets.contextBytes",
+        Enforced("access::cap: the newest earlier conversation that fits is given"),
+    ),
+    (
         "agents.list[].sandbox",
         Enforced(
             "sandbox: what holds the runtime and everything it starts (isolation.md); not-enforced with kind none or a2a",
@@ -534,6 +542,10 @@ const KEYS: &[(&str, Acts)] = &[
     (
         "channels.*.accounts.*.replyToMode",
         Enforced("adapters::slack: whether a reply starts a thread"),
+    ),
+    (
+        "channels.*.accounts.*.maxReplyMessages",
+        Enforced("adapters::outbound: the pieces of one reply; the last says the rest was cut"),
     ),
     (
         "channels.*.accounts.*.discussion",

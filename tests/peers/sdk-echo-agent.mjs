@@ -25,6 +25,7 @@
 //   exec SHELL  runs SHELL with bash (the rest of the prompt, as a prompt-injected coding agent
 //               would) and replies `exec: <its exit code>\n<stdout and stderr>`; the isolation
 //               tests probe deepcli's sandbox with it
+//   flood KIB   replies KIB kibibytes of text (`word ` repeated), in 64 KiB chunks
 //   usage USD   reports the session's running cost grown by USD dollars (an ACP `usage_update`
 //               with `cost: {amount: <the session's total>, currency: "USD"}`), then echoes
 // and a prompt with a line `reply: <text>` anywhere (a HEARTBEAT.md, say) is answered with
@@ -278,6 +279,14 @@ const app = agent({ name: "sdk-echo" })
         sessionId,
         update: { sessionUpdate: "usage_update", used: 1000, size: 200000, cost: { amount: total, currency: "USD" } },
       });
+    }
+    if (said.startsWith("flood ")) {
+      const kib = Number(said.slice("flood ".length).trim().split(/\s/)[0]);
+      const chunk = "word ".repeat(13108).slice(0, 64 * 1024);
+      for (let sent = 0; sent < kib * 1024; sent += chunk.length) {
+        await say(client, sessionId, chunk);
+      }
+      return { stopReason: "end_turn" };
     }
     if (said.startsWith("exec ")) {
       const run = spawnSync("bash", ["-c", said.slice("exec ".length)], { encoding: "utf8", timeout: 30_000 });

@@ -399,6 +399,57 @@ fn a_turn_begun_before_a_crash_is_not_prompted_again() {
     up.wait_for("nothing more to send", |_| fake.sent().len() == 1);
 }
 
+/// A 2 MiB reply (issue E4: stored twice whole, posted as 513 Telegram messages) is kept to
+/// `budgets.replyBytes` (1 MiB by default) with a note, and posted as at most
+/// `maxReplyMessages` (10 by default) messages, the last saying the rest was cut.
+#[test]
+fn a_flood_reply_is_cut_to_its_caps() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let up = start(
+        &server,
+        &channels(
+            &server,
+            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
+            "",
+        ),
+    );
+    connected(&up);
+    fake.message(private(5), user(5), "flood 2048", json!({}));
+    let sent = fake.wait_sent(10);
+    up.wait_for("the turn recorded", |_| {
+        count(
+            &up.state,
+            "SELECT count(*) FROM transcript WHERE provenance = 'agent'",
+        ) == 1
+    });
+    let texts = texts(&sent);
+    assert_eq!(texts.len(), 10);
+    assert!(texts[9].contains("maxReplyMessages"), "{}", texts[9]);
+    let kept = count(
+        &up.state,
+        "SELECT max(length(CAST(text AS BLOB))) FROM transcript WHERE provenance = 'agent'",
+    );
+    assert!(
+        (1024 * 1024..1024 * 1024 + 200).contains(&kept),
+        "the reply kept is 1 MiB and a note: {kept}"
+    );
+    let said = crate::common::transcript(&up.state, "agent:sdk:main");
+    assert!(
+        said.iter()
+            .any(|(_, t)| t.ends_with("of its 2097152 bytes (budgets.replyBytes)]")),
+        "the note says how long it was"
+    );
+    // Nothing more is posted.
+    fake.message(private(5), user(5), "after", json!({}));
+    let sent = fake.wait_sent(11);
+    assert!(texts_of(&sent[10]).starts_with("echo: after"));
+}
+
+fn texts_of(sent: &Value) -> String {
+    sent["text"].as_str().unwrap_or_default().to_string()
+}
+
 /// Webhook mode: setWebhook with the secret token, updates POSTed to the controller; a wrong
 /// or missing secret token is refused.
 #[test]
