@@ -398,6 +398,28 @@ impl Cx {
     }
 }
 
+/// An event as its lane handles it.
+#[derive(Debug, Clone)]
+pub struct Taken {
+    /// Its id in the inbox.
+    pub event_id: String,
+    /// Handed in again from the inbox after a restart or reconnect.
+    pub replayed: bool,
+    /// How many pieces of its reply were posted before (a replayed event's).
+    pub posted: usize,
+}
+
+impl Taken {
+    /// An event taken now from the platform.
+    pub fn fresh(event_id: String) -> Taken {
+        Taken {
+            event_id,
+            replayed: false,
+            posted: 0,
+        }
+    }
+}
+
 /// One running account: its spec, identity and lanes.
 pub struct Running {
     pub spec: AdapterSpec,
@@ -457,8 +479,20 @@ impl Running {
         self.set_state(ConnectionState::Connected, None);
     }
 
+    /// The first `pieces` pieces of event `taken`'s reply were posted: a replay after a crash
+    /// posts only the rest.
+    pub(crate) async fn posted_pieces(&self, taken: &Taken, pieces: usize) {
+        let (store, c, a, id) = (
+            self.cx.store.clone(),
+            self.spec.channel.clone(),
+            self.spec.account.clone(),
+            taken.event_id.clone(),
+        );
+        let _ = tokio::task::spawn_blocking(move || store.set_posted(&c, &a, &id, pieces)).await;
+    }
+
     /// What an earlier run took into the inbox and did not finish, oldest first.
-    async fn pending(&self) -> Vec<(String, serde_json::Value)> {
+    async fn pending(&self) -> Vec<(Taken, serde_json::Value)> {
         let (store, c, a) = (
             self.cx.store.clone(),
             self.spec.channel.clone(),
@@ -471,7 +505,17 @@ impl Running {
             .unwrap_or_default();
         pending
             .into_iter()
-            .filter_map(|p| Some((p.event_id, serde_json::from_str(&p.body).ok()?)))
+            .filter_map(|p| {
+                let body = serde_json::from_str(&p.body).ok()?;
+                Some((
+                    Taken {
+                        event_id: p.event_id,
+                        replayed: true,
+                        posted: p.posted,
+                    },
+                    body,
+                ))
+            })
             .collect()
     }
 

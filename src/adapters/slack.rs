@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::outbound::{self, ATTEMPTS, MAX_RETRY_AFTER};
 use super::store::{Thread, ThreadKey, ThreadState};
-use super::{Identity, Running, Stop};
+use super::{Identity, Running, Stop, Taken};
 use crate::access::store::DeliveryKey;
 use crate::config::model::{AdapterMode, ReplyToMode};
 
@@ -311,8 +311,8 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
 }
 
 async fn replay(running: &Arc<Running>) {
-    for (id, payload) in running.pending().await {
-        dispatch(running, id, payload, true);
+    for (taken, payload) in running.pending().await {
+        dispatch(running, taken, payload);
     }
 }
 
@@ -324,7 +324,7 @@ pub async fn take(running: &Arc<Running>, payload: Value) -> Result<(), String> 
         .ok_or("the event has no `event_id`")?
         .to_string();
     if running.take_one("event", &id, &payload).await? {
-        dispatch(running, id, payload, false);
+        dispatch(running, Taken::fresh(id), payload);
     }
     Ok(())
 }
@@ -460,7 +460,8 @@ pub fn mentions(text: &str) -> Vec<String> {
     out
 }
 
-fn dispatch(running: &Arc<Running>, event_id: String, payload: Value, replayed: bool) {
+fn dispatch(running: &Arc<Running>, taken: Taken, payload: Value) {
+    let event_id = taken.event_id.clone();
     // A replay after a reconnect skips what a lane holds already.
     if !running.cx.claim(&running.spec, &event_id) {
         return;
@@ -481,7 +482,7 @@ fn dispatch(running: &Arc<Running>, event_id: String, payload: Value, replayed: 
         let event_id = event_id.clone();
         async move {
             match mapped {
-                Ok(mapped) => handle(&running, mapped, replayed).await,
+                Ok(mapped) => handle(&running, mapped, &taken).await,
                 Err(why) => {
                     running
                         .log(&format!("ignored event={event_id} why={why}"))
@@ -616,14 +617,14 @@ fn thread_state_word(store: &super::store::AdapterStore, key: &ThreadKey) -> &'s
 }
 
 /// Hands an event in at the Access door and posts the reply its answer holds.
-async fn handle(running: &Arc<Running>, mapped: Mapped, replayed: bool) {
+async fn handle(running: &Arc<Running>, mapped: Mapped, taken: &Taken) {
     if !admitted(running, &mapped).await {
         return;
     }
     let Some(answer) = super::web::hand_in(running, &mapped.envelope).await else {
         return;
     };
-    if answer["duplicate"] == true && !replayed {
+    if answer["duplicate"] == true && !taken.replayed {
         return;
     }
     let Some(text) = answer["reply"]["text"].as_str() else {
@@ -666,7 +667,7 @@ async fn handle(running: &Arc<Running>, mapped: Mapped, replayed: bool) {
             }
         },
     };
-    if post_reply(running, &mapped, text, key).await
+    if post_reply(running, &mapped, text, key, taken).await
         && let Some((d, reached)) = round
     {
         after_round(running, &mapped, &d, text, reached).await;
@@ -674,7 +675,13 @@ async fn handle(running: &Arc<Running>, mapped: Mapped, replayed: bool) {
 }
 
 /// Posts a reply in pieces (`chat.postMessage`); whether all of it was posted.
-async fn post_reply(running: &Arc<Running>, mapped: &Mapped, text: &str, key: DeliveryKey) -> bool {
+async fn post_reply(
+    running: &Arc<Running>,
+    mapped: &Mapped,
+    text: &str,
+    key: DeliveryKey,
+    taken: &Taken,
+) -> bool {
     let pieces = outbound::split(
         text,
         TEXT_LIMIT,
@@ -682,7 +689,8 @@ async fn post_reply(running: &Arc<Running>, mapped: &Mapped, text: &str, key: De
         running.spec.max_reply_messages,
     );
     let thread = mapped.thread_ts.clone();
-    for (i, piece) in pieces.iter().enumerate() {
+    // A replay posts only what the platform had not taken.
+    for (i, piece) in pieces.iter().enumerate().skip(taken.posted) {
         let thread_ts = match (&thread, running.spec.reply_to_mode) {
             (Some(t), _) => Some(t.clone()),
             (None, ReplyToMode::All) => Some(mapped.ts.clone()),
@@ -690,7 +698,10 @@ async fn post_reply(running: &Arc<Running>, mapped: &Mapped, text: &str, key: De
             (None, _) => None,
         };
         match post(running, &mapped.conversation, thread_ts.as_deref(), piece).await {
-            Ok(()) => running.posted(1),
+            Ok(()) => {
+                running.posted(1);
+                running.posted_pieces(taken, i + 1).await;
+            }
             Err((attempts, error)) => {
                 running.dead_lettered(&error);
                 let rest = pieces[i..].join("\n");

@@ -18,6 +18,8 @@ pub struct AdapterStore {
 pub struct Pending {
     pub event_id: String,
     pub body: String,
+    /// How many pieces of its reply were posted before.
+    pub posted: usize,
 }
 
 /// The bot identity recorded for an account.
@@ -159,15 +161,33 @@ impl AdapterStore {
     pub fn pending(&self, channel: &str, account: &str) -> Result<Vec<Pending>, StateError> {
         self.with(|c| {
             let mut q = c.prepare(
-                "SELECT event_id, body FROM adapter_inbox WHERE channel = ?1 AND account_id = ?2 ORDER BY seq",
+                "SELECT event_id, body, posted FROM adapter_inbox WHERE channel = ?1 AND account_id = ?2 ORDER BY seq",
             )?;
             q.query_map(params![channel, account], |r| {
                 Ok(Pending {
                     event_id: r.get(0)?,
                     body: r.get(1)?,
+                    posted: usize::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
                 })
             })?
             .collect()
+        })
+    }
+
+    /// The first `pieces` pieces of an event's reply were taken by the platform.
+    pub fn set_posted(
+        &self,
+        channel: &str,
+        account: &str,
+        event_id: &str,
+        pieces: usize,
+    ) -> Result<(), StateError> {
+        self.with(|c| {
+            c.prepare_cached(
+                "UPDATE adapter_inbox SET posted = ?4 WHERE channel = ?1 AND account_id = ?2 AND event_id = ?3",
+            )?
+            .execute(params![channel, account, event_id, pieces as i64])
+            .map(drop)
         })
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::outbound::{self, ATTEMPTS, MAX_RETRY_AFTER};
-use super::{Identity, Running, Stop};
+use super::{Identity, Running, Stop, Taken};
 use crate::access::store::DeliveryKey;
 use crate::config::model::AdapterMode;
 
@@ -253,7 +253,7 @@ async fn poll(running: &Arc<Running>, api: &Api<'_>) -> Stop {
         offset = Some(next);
         for ((id, _), (update, fresh)) in events.iter().zip(updates.into_iter().zip(fresh)) {
             if fresh {
-                dispatch(running, id.clone(), update, false);
+                dispatch(running, Taken::fresh(id.clone()), update);
             }
         }
     }
@@ -267,8 +267,8 @@ async fn replay(running: &Arc<Running>) {
             .log(&format!("replaying updates={}", pending.len()))
             .await;
     }
-    for (id, update) in pending {
-        dispatch(running, id, update, true);
+    for (taken, update) in pending {
+        dispatch(running, taken, update);
     }
 }
 
@@ -279,7 +279,7 @@ pub async fn take(running: &Arc<Running>, update: Value) -> Result<(), String> {
         .ok_or("the update has no `update_id`")?
         .to_string();
     if running.take_one("update", &id, &update).await? {
-        dispatch(running, id, update, false);
+        dispatch(running, Taken::fresh(id), update);
     }
     Ok(())
 }
@@ -431,7 +431,8 @@ fn utf16_slice(text: &str, offset: usize, length: usize) -> Option<String> {
     String::from_utf16(units.get(offset..end)?).ok()
 }
 
-fn dispatch(running: &Arc<Running>, event_id: String, update: Value, replayed: bool) {
+fn dispatch(running: &Arc<Running>, taken: Taken, update: Value) {
+    let event_id = taken.event_id.clone();
     // A replay after a reconnect skips what a lane holds already.
     if !running.cx.claim(&running.spec, &event_id) {
         return;
@@ -453,7 +454,7 @@ fn dispatch(running: &Arc<Running>, event_id: String, update: Value, replayed: b
         let event_id = event_id.clone();
         async move {
             match mapped {
-                Ok(mapped) => handle(&running, mapped, replayed).await,
+                Ok(mapped) => handle(&running, mapped, &taken).await,
                 Err(why) => {
                     tracing::debug!(update = %event_id, %why, "telegram update not handed in");
                     running
@@ -467,14 +468,14 @@ fn dispatch(running: &Arc<Running>, event_id: String, update: Value, replayed: b
 }
 
 /// Hands an update in at the Access door, and posts the reply its answer holds.
-async fn handle(running: &Arc<Running>, mapped: Mapped, replayed: bool) {
+async fn handle(running: &Arc<Running>, mapped: Mapped, taken: &Taken) {
     let Some(answer) = super::web::hand_in(running, &mapped.envelope).await else {
         return;
     };
     let duplicate = answer["duplicate"] == true;
     // A redelivery is not answered twice; one taken again after a restart is answered unless
     // its reply left before (the inbox keeps an update until its reply is posted).
-    if duplicate && !replayed {
+    if duplicate && !taken.replayed {
         return;
     }
     let Some(text) = answer["reply"]["text"].as_str() else {
@@ -494,11 +495,17 @@ async fn handle(running: &Arc<Running>, mapped: Mapped, replayed: bool) {
         thread_id: mapped.thread_id.map(|t| t.to_string()).unwrap_or_default(),
         message_id: mapped.message_id.to_string(),
     };
-    send_reply(running, &mapped, text, key).await;
+    send_reply(running, &mapped, text, key, taken).await;
 }
 
 /// Posts a reply in pieces; a piece that cannot be sent makes the rest a dead letter.
-async fn send_reply(running: &Arc<Running>, mapped: &Mapped, text: &str, key: DeliveryKey) {
+async fn send_reply(
+    running: &Arc<Running>,
+    mapped: &Mapped,
+    text: &str,
+    key: DeliveryKey,
+    taken: &Taken,
+) {
     let api = api(running);
     let pieces = outbound::split(
         text,
@@ -506,7 +513,8 @@ async fn send_reply(running: &Arc<Running>, mapped: &Mapped, text: &str, key: De
         outbound::utf16,
         running.spec.max_reply_messages,
     );
-    for (i, piece) in pieces.iter().enumerate() {
+    // A replay posts only what the platform had not taken.
+    for (i, piece) in pieces.iter().enumerate().skip(taken.posted) {
         let mut body = json!({"chat_id": mapped.chat_id, "text": piece});
         if let Some(t) = mapped.thread_id {
             body["message_thread_id"] = t.into();
@@ -541,7 +549,10 @@ async fn send_reply(running: &Arc<Running>, mapped: &Mapped, text: &str, key: De
             }
         };
         match failed {
-            None => running.posted(1),
+            None => {
+                running.posted(1);
+                running.posted_pieces(taken, i + 1).await;
+            }
             Some(error) => {
                 running.dead_lettered(&error);
                 let rest = pieces[i..].join("\n");

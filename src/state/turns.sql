@@ -1,4 +1,4 @@
--- deepcli state, migration 13: inbound turns that have begun (access.md, "Crashes"). A row is
+-- deepcli state, migration 13: crash safety of a turn. Inbound turns that have begun (access.md, "Crashes"). A row is
 -- written before the agent is prompted and taken out in the transaction that records the
 -- turn's outcome, so a row found at start belongs to a turn the last controller did not see
 -- end: the agent may have acted on it. It becomes an `uncertain` delivery (never prompted
@@ -19,3 +19,7 @@ CREATE TABLE turns_started (
     at          TEXT NOT NULL,
     PRIMARY KEY (channel, account_id, peer_kind, peer_id, thread_id, message_id)
 );
+
+-- How many pieces of an inbox event's reply the platform has taken: a replay after a crash
+-- posts only the rest (channels.md, "A crash during a reply").
+ALTER TABLE adapter_inbox ADD COLUMN posted INTEGER NOT NULL DEFAULT 0;

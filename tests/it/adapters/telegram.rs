@@ -450,6 +450,51 @@ fn texts_of(sent: &Value) -> String {
     sent["text"].as_str().unwrap_or_default().to_string()
 }
 
+/// A controller killed while the second piece of a long reply was on its way (issue C2): the
+/// inbox keeps how many pieces the platform took, so after the restart only the rest is
+/// posted — the first piece is not repeated. (The piece in flight may be: Telegram has no
+/// idempotency key; channels.md says so.)
+#[test]
+fn a_reply_cut_short_by_a_crash_posts_only_the_rest() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let mut up = start(
+        &server,
+        &channels(
+            &server,
+            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
+            "",
+        ),
+    );
+    connected(&up);
+    // How many pieces the reply is, posted whole in another chat.
+    fake.message(private(7), user(7), "flood 12", json!({}));
+    up.wait_for("the whole reply posted", |_| {
+        count(&up.state, "SELECT count(*) FROM adapter_inbox") == 0 && !fake.sent().is_empty()
+    });
+    let pieces = fake.sent().len();
+    assert!(pieces >= 3, "a reply of several pieces: {pieces}");
+
+    fake.hold_sends_after(1);
+    fake.message(private(6), user(6), "flood 12", json!({}));
+    fake.wait("the second piece on its way", |f| {
+        f.calls_of("sendMessage").len() == pieces + 2
+    });
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    fake.hold_sends(false);
+    up.restart(|cmd| {
+        cmd.env("TG_TOKEN", TOKEN)
+            .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+    });
+    connected(&up);
+    up.wait_for("the rest posted", |_| {
+        count(&up.state, "SELECT count(*) FROM adapter_inbox") == 0
+    });
+    let to_six = fake.sent().iter().filter(|m| m["chat_id"] == 6).count();
+    assert_eq!(to_six, pieces, "every piece once: none posted twice");
+}
+
 /// Webhook mode: setWebhook with the secret token, updates POSTed to the controller; a wrong
 /// or missing secret token is refused.
 #[test]

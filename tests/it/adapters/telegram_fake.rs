@@ -39,6 +39,8 @@ struct Inner {
     unwritable: Vec<i64>,
     /// While set, sendMessage waits for release.
     hold_sends: bool,
+    /// Once this many sendMessage calls were answered, the next ones wait for release.
+    hold_after: Option<usize>,
     /// The token refused: every call answers 401.
     refuse_token: bool,
 }
@@ -141,10 +143,25 @@ impl Fake {
     }
 
     pub fn hold_sends(&self, hold: bool) {
-        self.with(|i| i.hold_sends = hold);
+        self.with(|i| {
+            i.hold_sends = hold;
+            i.hold_after = None;
+        });
         if !hold {
             self.released.notify_waiters();
         }
+    }
+
+    /// Answers `n` more sendMessage calls, then holds the next ones until `hold_sends(false)`.
+    pub fn hold_sends_after(&self, n: usize) {
+        self.with(|i| {
+            let answered = i
+                .calls
+                .iter()
+                .filter(|c| c.method == "sendMessage" && c.answered)
+                .count();
+            i.hold_after = Some(answered + n);
+        });
     }
 
     pub fn refuse_token(&self, refuse: bool) {
@@ -252,7 +269,15 @@ async fn api(
         "sendMessage" => {
             loop {
                 let released = fake.released.notified();
-                if !fake.with(|i| i.hold_sends) {
+                let held = fake.with(|i| {
+                    let answered = i
+                        .calls
+                        .iter()
+                        .filter(|c| c.method == "sendMessage" && c.answered)
+                        .count();
+                    i.hold_sends || i.hold_after.is_some_and(|n| answered >= n)
+                });
+                if !held {
                     break;
                 }
                 released.await;
