@@ -24,8 +24,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use super::wire::{Wire, state};
 use super::streams::{StreamCap, StreamSlot};
+use super::wire::{Wire, state};
 use super::{A2a, Caller, Endpoint, Exposed, Refusal, RpcError, Sent};
 use crate::state::RunState;
 
@@ -47,13 +47,84 @@ pub fn router(a2a: Arc<A2a>) -> Router {
         .with_state(a2a)
 }
 
+/// The cards' base URL: the `Host` the caller used when it is a host and an optional port and
+/// nothing else (a name, an IPv4 address or a bracketed IPv6 one); otherwise the loopback
+/// address, so a forged `Host` (`evil.example/x?y=`) never lands in a card.
 fn base_url(headers: &HeaderMap) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
-        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+        .filter(|h| is_authority(h))
         .unwrap_or("127.0.0.1");
     format!("http://{host}")
+}
+
+/// `host[:port]`: a DNS name or IPv4 address (letters, digits, `-`, `.`), or `[IPv6]`; a port
+/// of 1 to 5 digits.
+fn is_authority(text: &str) -> bool {
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let Some((v6, after)) = rest.split_once(']') else {
+            return false;
+        };
+        if v6.parse::<std::net::Ipv6Addr>().is_err() {
+            return false;
+        }
+        match after {
+            "" => return true,
+            p => match p.strip_prefix(':') {
+                Some(port) => ("v6", Some(port)),
+                None => return false,
+            },
+        }
+    } else {
+        match text.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (text, None),
+        }
+    };
+    let host_ok = !host.is_empty()
+        && host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    let port_ok =
+        port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    host_ok && port_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_header_that_is_not_a_host_and_port_never_reaches_a_card() {
+        for good in [
+            "hub.example",
+            "hub.example:7430",
+            "127.0.0.1:80",
+            "[::1]:7430",
+            "[::1]",
+        ] {
+            assert!(is_authority(good), "{good}");
+        }
+        for bad in [
+            "evil.example/x?y=",
+            "evil.example:80/x",
+            "a b",
+            "",
+            "hub:",
+            "hub:123456",
+            "user@hub",
+            "[::1",
+            "[zz]:1",
+            "hub:80:90",
+        ] {
+            assert!(!is_authority(bad), "{bad}");
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("evil.example/x?y="));
+        assert_eq!(base_url(&headers), "http://127.0.0.1");
+    }
 }
 
 /// An exposed agent's Agent Card (A2A 1.0 shape).

@@ -280,7 +280,9 @@ mod tests {
             Recorded::New
         );
         assert_eq!(
-            store.add_run("partner", "t1", "r2", "m2", "TASK_STATE_SUBMITTED").unwrap(),
+            store
+                .add_run("partner", "t1", "r2", "m2", "TASK_STATE_SUBMITTED")
+                .unwrap(),
             Recorded::New
         );
         drop(store);
@@ -295,7 +297,9 @@ mod tests {
             taken("t1", "r1")
         );
         assert_eq!(
-            store.add_run("partner", "t1", "r4", "m2", "TASK_STATE_SUBMITTED").unwrap(),
+            store
+                .add_run("partner", "t1", "r4", "m2", "TASK_STATE_SUBMITTED")
+                .unwrap(),
             taken("t1", "r2")
         );
         assert_eq!(store.task("partner", "t2").unwrap(), None);

@@ -925,13 +925,11 @@ fn a_remote_a2a_agents_turns_count_against_its_budget() {
 
 /// A peer's `SubscribeToTask` over raw HTTP, left open: the connection and the head of the
 /// answer (status line and headers).
-fn open_subscription(
-    addr: std::net::SocketAddr,
-    task_id: &str,
-) -> (std::net::TcpStream, String) {
+fn open_subscription(addr: std::net::SocketAddr, task_id: &str) -> (std::net::TcpStream, String) {
     use std::io::{Read, Write};
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}})
-        .to_string();
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}})
+            .to_string();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     let head = format!(
         "POST /a2a/sdk/ HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
@@ -956,10 +954,12 @@ fn a_retried_message_id_gets_its_task_back_and_a_peers_streams_are_capped() {
         Up::runtime(doc, "sdk").is_some_and(|r| r["status"] == "ready")
     });
     // `slow` keeps its task working until it is canceled.
-    let send = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-        "message": {"messageId": "retried-1", "role": "ROLE_USER", "parts": [{"text": "slow"}]},
-        "configuration": {"returnImmediately": true},
-    }}))
+    let send = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": "retried-1", "role": "ROLE_USER", "parts": [{"text": "slow"}]},
+            "configuration": {"returnImmediately": true},
+        }}),
+    )
     .unwrap();
     let (status, first) = rpc(&up, &send, &[]);
     assert_eq!(status, 200, "{first:#}");
@@ -976,7 +976,12 @@ fn a_retried_message_id_gets_its_task_back_and_a_peers_streams_are_capped() {
         &[("authorization", &format!("Bearer {}", token(&up)))],
         b"",
     );
-    assert_eq!(runs.body["runs"].as_array().unwrap().len(), 1, "{:#}", runs.body);
+    assert_eq!(
+        runs.body["runs"].as_array().unwrap().len(),
+        1,
+        "{:#}",
+        runs.body
+    );
 
     // One stream open: the peer's second is refused, 429 TOO_MANY_STREAMS.
     let (held, head) = open_subscription(up.addr, &task_id);
@@ -987,7 +992,11 @@ fn a_retried_message_id_gets_its_task_back_and_a_peers_streams_are_capped() {
     .unwrap();
     let (status, refused) = rpc(&up, &subscribe, &[]);
     assert_eq!(status, 429, "{refused:#}");
-    assert_eq!(error_info(&refused)["reason"], "TOO_MANY_STREAMS", "{refused:#}");
+    assert_eq!(
+        error_info(&refused)["reason"],
+        "TOO_MANY_STREAMS",
+        "{refused:#}"
+    );
     assert!(
         refused["error"]["message"]
             .as_str()
@@ -995,10 +1004,7 @@ fn a_retried_message_id_gets_its_task_back_and_a_peers_streams_are_capped() {
             .contains("maxStreams"),
         "{refused:#}"
     );
-    assert_eq!(
-        up.status().unwrap()["a2a"]["refused"]["tooManyStreams"],
-        1
-    );
+    assert_eq!(up.status().unwrap()["a2a"]["refused"]["tooManyStreams"], 1);
     // The peer goes away: its slot is given back.
     drop(held);
     common::wait_until("the stream's slot given back", || {
