@@ -947,7 +947,13 @@ fn open_subscription(addr: std::net::SocketAddr, task_id: &str) -> (std::net::Tc
 #[test]
 fn a_retried_message_id_gets_its_task_back_and_a_peers_streams_are_capped() {
     let channels = "a2a:\n  expose: [sdk]\n  maxStreams: 5\n  peers:\n    partner:\n      token: {source: env, id: PARTNER_TOKEN}\n      maxStreams: 1\n";
-    let up = Up::start_config(&agents(), channels, "bindings: []\n", |c| {
+    // The echo agent unsandboxed: this test is about the A2A door, and runs where the ACP
+    // SDK peers are linked from outside the checkout.
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      sandbox: {{mode: off}}\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
+        common::sdk_echo_agent().display()
+    );
+    let up = Up::start_config(&agents, channels, "bindings: []\n", |c| {
         c.env("PARTNER_TOKEN", TOKEN);
     });
     up.wait_for("the echo agent ready", |doc| {
