@@ -79,6 +79,7 @@ pub mod rules {
         UNREACHABLE_BINDING = "unreachable-binding", Warning, "An earlier binding in the same tier always wins over this one.";
         UNCOVERED_ACCOUNT = "uncovered-account", Warning, "A non-default account has no binding; its messages go to the default agent.";
         NON_CANONICAL_ID = "non-canonical-id", Warning, "An id is not in canonical form and is normalized.";
+        CONTROL_CHARACTER = "control-character", Warning, "An id has a control character (newline, carriage return, escape).";
         LEGACY_PEER_KIND = "legacy-peer-kind", Warning, "`peer.kind: dm` is the legacy spelling of `direct`.";
         BOT_LOOP_RISK = "bot-loop-risk", Warning, "`requireMention: false` and `allowBots: true` with bot-loop protection off.";
         POSSIBLE_SECRET = "possible-secret", Warning, "A string looks like it may hold a credential.";

@@ -44,6 +44,7 @@ pub mod report;
 pub mod routing;
 pub(crate) mod runtime;
 pub mod sandbox;
+pub mod shown;
 pub mod span;
 pub mod state;
 pub(crate) mod suggest;

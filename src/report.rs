@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::config::Sources;
 use crate::diagnostic::{self, Diagnostic, Location, Severity};
 use crate::plural::plural;
+use crate::shown::shown;
 use crate::validate::Report;
 
 /// The `formatVersion` of the JSON document; bump the major on breaking changes. Version 2
@@ -72,7 +73,7 @@ pub fn one_line(d: &Diagnostic) -> String {
         "{place}{}[{}]: {}",
         d.severity.as_str(),
         d.rule.id,
-        d.message
+        shown(&d.message)
     )
 }
 
@@ -90,7 +91,7 @@ fn render_human(out: &mut String, d: &Diagnostic, sources: &Sources, secrets: &[
         "{BOLD}{place}{BOLD:#}{style}{}[{}]{style:#}{BOLD}: {}{BOLD:#}",
         d.severity.as_str(),
         d.rule.id,
-        d.message
+        shown(&d.message)
     );
     if let Some(location) = &d.location {
         snippet(out, location, sources, secrets);
@@ -100,11 +101,11 @@ fn render_human(out: &mut String, d: &Diagnostic, sources: &Sources, secrets: &[
             out,
             "  {GUTTER}={GUTTER:#} {}: {}",
             position(&related.location),
-            related.message
+            shown(&related.message)
         );
     }
     if let Some(hint) = &d.hint {
-        let _ = writeln!(out, "  {HINT}hint:{HINT:#} {hint}");
+        let _ = writeln!(out, "  {HINT}hint:{HINT:#} {}", shown(hint));
     }
 }
 
@@ -161,13 +162,15 @@ fn snippet(out: &mut String, location: &Location, sources: &Sources, secrets: &[
         .filter(|s| s.file == location.file)
         .filter_map(|s| masked_columns(s, start.line, line))
         .collect();
-    // Tabs become one space so that the underline lines up character for character.
+    // Tabs become one space and other control characters `�`, so that the underline lines up
+    // character for character and the line cannot move the cursor.
     let text: String = line
         .chars()
         .enumerate()
         .map(|(i, c)| match c {
             _ if masked.iter().any(|(from, to)| (*from..*to).contains(&i)) => '*',
             '\t' => ' ',
+            c if crate::shown::is_control(c) => '\u{fffd}',
             c => c,
         })
         .collect();

@@ -24,8 +24,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
+use super::streams::{StreamCap, StreamSlot};
 use super::wire::{Wire, state};
-use super::{A2a, Caller, Endpoint, Exposed, Refusal, RpcError};
+use super::{A2a, Caller, Endpoint, Exposed, Refusal, RpcError, Sent};
 use crate::state::RunState;
 
 /// The largest request body taken: a 64 KiB message, JSON-escaped, fits.
@@ -46,13 +47,84 @@ pub fn router(a2a: Arc<A2a>) -> Router {
         .with_state(a2a)
 }
 
+/// The cards' base URL: the `Host` the caller used when it is a host and an optional port and
+/// nothing else (a name, an IPv4 address or a bracketed IPv6 one); otherwise the loopback
+/// address, so a forged `Host` (`evil.example/x?y=`) never lands in a card.
 fn base_url(headers: &HeaderMap) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
-        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+        .filter(|h| is_authority(h))
         .unwrap_or("127.0.0.1");
     format!("http://{host}")
+}
+
+/// `host[:port]`: a DNS name or IPv4 address (letters, digits, `-`, `.`), or `[IPv6]`; a port
+/// of 1 to 5 digits.
+fn is_authority(text: &str) -> bool {
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let Some((v6, after)) = rest.split_once(']') else {
+            return false;
+        };
+        if v6.parse::<std::net::Ipv6Addr>().is_err() {
+            return false;
+        }
+        match after {
+            "" => return true,
+            p => match p.strip_prefix(':') {
+                Some(port) => ("v6", Some(port)),
+                None => return false,
+            },
+        }
+    } else {
+        match text.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (text, None),
+        }
+    };
+    let host_ok = !host.is_empty()
+        && host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    let port_ok =
+        port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    host_ok && port_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_header_that_is_not_a_host_and_port_never_reaches_a_card() {
+        for good in [
+            "hub.example",
+            "hub.example:7430",
+            "127.0.0.1:80",
+            "[::1]:7430",
+            "[::1]",
+        ] {
+            assert!(is_authority(good), "{good}");
+        }
+        for bad in [
+            "evil.example/x?y=",
+            "evil.example:80/x",
+            "a b",
+            "",
+            "hub:",
+            "hub:123456",
+            "user@hub",
+            "[::1",
+            "[zz]:1",
+            "hub:80:90",
+        ] {
+            assert!(!is_authority(bad), "{bad}");
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("evil.example/x?y="));
+        assert_eq!(base_url(&headers), "http://127.0.0.1");
+    }
 }
 
 /// An exposed agent's Agent Card (A2A 1.0 shape).
@@ -166,6 +238,12 @@ fn refused(refusal: Refusal) -> Response {
         Refusal::RoutedNotExposed { agent, matched_by } => {
             json!({"agent": agent, "matchedBy": matched_by})
         }
+        Refusal::TooManyStreams(StreamCap::Peer(limit)) => {
+            json!({"cap": "peer", "maxStreams": limit.to_string()})
+        }
+        Refusal::TooManyStreams(StreamCap::Total(limit)) => {
+            json!({"cap": "hub", "maxStreams": limit.to_string()})
+        }
         _ => json!({}),
     };
     let (status, reason, message, retry) = match refusal {
@@ -206,6 +284,19 @@ fn refused(refusal: Refusal) -> Response {
                 None => format!(
                     "the hub's inbound policy refused this peer ({}, {}): {}",
                     gated.reason, gated.rule, gated.hint
+                ),
+            },
+            None,
+        ),
+        Refusal::TooManyStreams(cap) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "TOO_MANY_STREAMS",
+            match cap {
+                StreamCap::Peer(n) => format!(
+                    "this peer holds {n} open streams, its limit (channels.yaml `a2a.peers.<name>.maxStreams`): close one, or poll with GetTask"
+                ),
+                StreamCap::Total(n) => format!(
+                    "the hub holds {n} open streams, its limit (channels.yaml `a2a.maxStreams`): retry later, or poll with GetTask"
                 ),
             },
             None,
@@ -397,13 +488,24 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
             Ok(t) => a2a.cancel(&caller, wire, &t).await,
             Err(e) => Err(e),
         },
-        Op::Stream => match stream_send(&a2a, &caller, wire, &params).await {
-            Ok((task_id, run)) => return sse(a2a.clone(), caller, wire, id, task_id, run),
-            Err(e) => Err(e),
+        // A stream takes its slot before anything else: one over a cap reaches no agent.
+        Op::Stream => match a2a.stream_slot(&caller) {
+            Err(r) => return refused(r),
+            Ok(slot) => match stream_send(&a2a, &caller, wire, &params).await {
+                Ok((task_id, run)) => {
+                    return sse(a2a.clone(), caller, wire, id, task_id, run, slot);
+                }
+                Err(e) => Err(e),
+            },
         },
-        Op::Subscribe => match subscribe(&a2a, &caller, task_id()).await {
-            Ok((task_id, run)) => return sse(a2a.clone(), caller, wire, id, task_id, run),
-            Err(e) => Err(e),
+        Op::Subscribe => match a2a.stream_slot(&caller) {
+            Err(r) => return refused(r),
+            Ok(slot) => match subscribe(&a2a, &caller, task_id()).await {
+                Ok((task_id, run)) => {
+                    return sse(a2a.clone(), caller, wire, id, task_id, run, slot);
+                }
+                Err(e) => Err(e),
+            },
         },
     };
     let mut response = json_rpc(match result {
@@ -447,9 +549,15 @@ async fn send(
 ) -> Result<(Value, Option<std::time::Duration>), RpcError> {
     let incoming = super::incoming(params)?;
     let immediately = incoming.return_immediately;
-    let (mut task, run) = a2a.send(caller, incoming).await?;
+    let Sent {
+        mut task,
+        run,
+        retry,
+    } = a2a.send(caller, incoming).await?;
     if immediately {
-        a2a.watch(task.task_id.clone(), run);
+        if !retry {
+            a2a.watch(task.task_id.clone(), run);
+        }
         let (task, runs) = a2a.load(caller, &task.task_id).await?;
         return Ok((wire.send_result(wire.task(&task, &runs, None, true)), None));
     }
@@ -458,8 +566,8 @@ async fn send(
         .a2a_wait_timed(&run, super::BLOCKING_WAIT)
         .await
         .map_err(RpcError::internal)?;
-    let runtime = runtime.filter(|_| ended.state == RunState::Completed);
-    if !ended.state.is_final() {
+    let runtime = runtime.filter(|_| ended.state == RunState::Completed && !retry);
+    if !ended.state.is_final() && !retry {
         a2a.watch(task.task_id.clone(), run);
     }
     // A new task's one run is the one waited for: nothing to read again.
@@ -481,8 +589,10 @@ async fn stream_send(
     params: &Value,
 ) -> Result<(String, String), RpcError> {
     let incoming = super::incoming(params)?;
-    let (task, run) = a2a.send(caller, incoming).await?;
-    a2a.watch(task.task_id.clone(), run.clone());
+    let Sent { task, run, retry } = a2a.send(caller, incoming).await?;
+    if !retry {
+        a2a.watch(task.task_id.clone(), run.clone());
+    }
     Ok((task.task_id, run))
 }
 
@@ -509,6 +619,8 @@ async fn subscribe(
 
 /// The task's events as Server-Sent Events: the task first, then each change of its run's
 /// state, the artifact and the final status; the stream ends when the task stops working.
+/// `slot` is held as long as the response body lives, and the events' task stops when the
+/// peer goes away.
 fn sse(
     a2a: Arc<A2a>,
     caller: Caller,
@@ -516,6 +628,7 @@ fn sse(
     id: Value,
     task_id: String,
     run_id: String,
+    slot: StreamSlot,
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Value>(16);
     tokio::spawn(async move {
@@ -546,12 +659,14 @@ fn sse(
         // The task event told the run's state as it was: only changes from it follow.
         let mut seen = runs.last().map_or(RunState::Accepted, |r| r.state);
         loop {
-            let run = match a2a
-                .next_state(&run_id, seen, std::time::Duration::from_secs(3600))
-                .await
-            {
-                Ok(r) => r,
-                Err(e) => return fail(e).await,
+            let next = a2a.next_state(&run_id, seen, std::time::Duration::from_secs(3600));
+            let run = tokio::select! {
+                run = next => match run {
+                    Ok(r) => r,
+                    Err(e) => return fail(e).await,
+                },
+                // The peer went away (the body, and its slot, were dropped).
+                () = tx.closed() => return,
             };
             if run.state == seen && !run.state.is_final() {
                 continue;
@@ -590,11 +705,11 @@ fn sse(
             return;
         }
     });
-    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+    let events = futures_util::stream::unfold((rx, slot), |(mut rx, slot)| async move {
         let next = rx.recv().await?;
         Some((
             Ok::<_, Infallible>(Event::default().data(next.to_string())),
-            rx,
+            (rx, slot),
         ))
     });
     Sse::new(events)

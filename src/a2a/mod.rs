@@ -12,6 +12,7 @@
 
 pub mod http;
 pub mod store;
+pub mod streams;
 pub mod wire;
 
 use std::collections::{HashMap, HashSet};
@@ -29,7 +30,8 @@ use crate::config::Config;
 use crate::config::model::{A2aSpec, Secret, SecretRef};
 use crate::hub::Hub;
 use crate::hub::store::RunRecord;
-use store::{A2aStore, TaskFilter, TaskRecord};
+use store::{A2aStore, Recorded, TaskFilter, TaskRecord};
+use streams::{StreamCap, StreamSlot, StreamSlots};
 use wire::{Wire, state};
 
 /// A peer's requests per minute when channels.yaml sets none.
@@ -61,13 +63,27 @@ pub struct Peer {
     /// `None`: every exposed agent.
     pub allow: Option<HashSet<String>>,
     pub per_minute: u32,
+    /// Streams it may hold open at once.
+    pub max_streams: usize,
 }
 
 /// The A2A configuration in force, swapped whole after every apply.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct A2aPlan {
     pub exposed: Vec<Exposed>,
     pub peers: Vec<Peer>,
+    /// Streams open at once, all peers together.
+    pub max_streams: usize,
+}
+
+impl Default for A2aPlan {
+    fn default() -> A2aPlan {
+        A2aPlan {
+            exposed: Vec::new(),
+            peers: Vec::new(),
+            max_streams: streams::DEFAULT_TOTAL,
+        }
+    }
 }
 
 fn resolve_token(token: &Secret) -> Result<[u8; 32], String> {
@@ -87,7 +103,12 @@ fn resolve_token(token: &Secret) -> Result<[u8; 32], String> {
 impl A2aPlan {
     /// The plan of `config`'s `a2a:` (secrets resolved now, kept only as hashes).
     pub fn from_config(config: &Config) -> A2aPlan {
-        let Some(A2aSpec { expose, peers }) = &config.a2a else {
+        let Some(A2aSpec {
+            expose,
+            peers,
+            max_streams,
+        }) = &config.a2a
+        else {
             return A2aPlan::default();
         };
         let exposed = expose
@@ -115,9 +136,16 @@ impl A2aPlan {
                     .as_ref()
                     .map(|a| a.iter().cloned().collect()),
                 per_minute: spec.requests_per_minute.unwrap_or(DEFAULT_PER_MINUTE),
+                max_streams: spec
+                    .max_streams
+                    .map_or(streams::DEFAULT_PER_PEER, |n| n as usize),
             })
             .collect();
-        A2aPlan { exposed, peers }
+        A2aPlan {
+            exposed,
+            peers,
+            max_streams: max_streams.map_or(streams::DEFAULT_TOTAL, |n| n as usize),
+        }
     }
 
     pub fn exposed(&self, agent: &str) -> Option<&Exposed> {
@@ -158,6 +186,8 @@ pub enum Refusal {
     RoutedNotExposed { agent: String, matched_by: String },
     /// The inbound policy (`channels.a2a`) refused the peer.
     Gated(A2aGated),
+    /// A stream over the peer's or the hub's cap of open streams.
+    TooManyStreams(StreamCap),
 }
 
 /// A JSON-RPC error (A2A's codes, a2a.md).
@@ -194,6 +224,8 @@ pub struct A2aMetrics {
     pub rate_limited: AtomicU64,
     /// Refused by the inbound policy (`channels.a2a`).
     pub gated: AtomicU64,
+    /// Streams refused over a cap (`maxStreams`).
+    pub too_many_streams: AtomicU64,
     pub tasks: AtomicU64,
     /// The hub's own time in blocking sends that completed: the request's time in the
     /// controller minus the agent runtime's turn.
@@ -213,6 +245,7 @@ pub struct A2a {
     store: Arc<A2aStore>,
     plan: ArcSwap<A2aPlan>,
     buckets: Mutex<HashMap<String, Bucket>>,
+    streams: Arc<StreamSlots>,
     pub metrics: A2aMetrics,
 }
 
@@ -233,6 +266,15 @@ pub enum Endpoint<'a> {
     Agent(&'a str),
     /// `/a2a/`: bindings.yaml routes the peer (channel `a2a`).
     Routed,
+}
+
+/// What [`A2a::send`] did with a message: the task, the run that carries the message, and
+/// whether it was a retry (a `messageId` the peer sent before: nothing new was started).
+#[derive(Debug)]
+pub struct Sent {
+    pub task: TaskRecord,
+    pub run: String,
+    pub retry: bool,
 }
 
 /// A message a peer sent, read from its parts.
@@ -257,6 +299,7 @@ impl A2a {
             store: Arc::new(A2aStore::open(state)?),
             plan: ArcSwap::from_pointee(A2aPlan::default()),
             buckets: Mutex::new(HashMap::new()),
+            streams: Arc::new(StreamSlots::default()),
             metrics: A2aMetrics::default(),
         }))
     }
@@ -280,12 +323,14 @@ impl A2a {
             })).collect::<Vec<_>>(),
             "requests": self.metrics.requests.load(Relaxed),
             "tasks": self.metrics.tasks.load(Relaxed),
+            "streams": self.streams.open(),
             "sendOverhead": self.metrics.send_overhead.summary(),
             "refused": {
                 "unauthenticated": self.metrics.unauthenticated.load(Relaxed),
                 "forbidden": self.metrics.forbidden.load(Relaxed),
                 "rateLimited": self.metrics.rate_limited.load(Relaxed),
                 "gated": self.metrics.gated.load(Relaxed),
+                "tooManyStreams": self.metrics.too_many_streams.load(Relaxed),
             },
         })
     }
@@ -353,6 +398,22 @@ impl A2a {
             agent,
             routed,
         })
+    }
+
+    /// A slot for one more stream of the caller's, within its peer's and the hub's caps.
+    pub fn stream_slot(&self, caller: &Caller) -> Result<StreamSlot, Refusal> {
+        let plan = self.plan();
+        let per_peer = plan
+            .peers
+            .iter()
+            .find(|p| p.name == caller.peer)
+            .map_or(streams::DEFAULT_PER_PEER, |p| p.max_streams);
+        self.streams
+            .take(&caller.peer, per_peer, plan.max_streams)
+            .map_err(|cap| {
+                self.metrics.too_many_streams.fetch_add(1, Relaxed);
+                Refusal::TooManyStreams(cap)
+            })
     }
 
     fn take(&self, peer: &Peer) -> Result<(), Refusal> {
@@ -434,20 +495,48 @@ impl A2a {
         now
     }
 
-    /// SendMessage: a new task, or the next message of one waiting for input. Returns the
-    /// task and its last run's id once the message is in the session's queue; the caller
-    /// keeps the task's stored state true ([`A2a::watch`], or [`A2a::note_state`] once the run
-    /// ended).
-    pub async fn send(
+    /// The task a message id of the caller's peer made before: a retry is answered with it
+    /// and reaches no agent again.
+    async fn retried(
         &self,
         caller: &Caller,
-        incoming: Incoming,
-    ) -> Result<(TaskRecord, String), RpcError> {
+        found: (String, String),
+        message_id: &str,
+    ) -> Result<Sent, RpcError> {
+        let (task_id, run) = found;
+        let (peer, id) = (caller.peer.clone(), task_id.clone());
+        let task = self
+            .db(move |s| s.task(&peer, &id))
+            .await?
+            .ok_or_else(|| RpcError::task_not_found(&task_id))?;
+        if !caller.routed && task.agent_id != caller.agent {
+            return Err(RpcError::invalid_params(format!(
+                "`messageId` `{message_id}` was sent before, to agent `{}` (task `{task_id}`): a new message needs a new messageId",
+                task.agent_id
+            )));
+        }
+        Ok(Sent {
+            task,
+            run,
+            retry: true,
+        })
+    }
+
+    /// SendMessage: a new task, or the next message of one waiting for input. Returns the
+    /// task and its run's id once the message is in the session's queue; the caller keeps
+    /// the task's stored state true ([`A2a::watch`], or [`A2a::note_state`] once the run
+    /// ended). A `messageId` the peer sent before is a retry: it gets the task that message
+    /// made, and reaches no agent again (`Sent::retry`).
+    pub async fn send(&self, caller: &Caller, incoming: Incoming) -> Result<Sent, RpcError> {
         if incoming.text.len() > MAX_TEXT_BYTES {
             return Err(RpcError::invalid_params(format!(
                 "the message's text is {} bytes; the limit is {MAX_TEXT_BYTES} bytes",
                 incoming.text.len()
             )));
+        }
+        let (peer, message_id) = (caller.peer.clone(), incoming.message_id.clone());
+        if let Some(found) = self.db(move |s| s.message(&peer, &message_id)).await? {
+            return self.retried(caller, found, &incoming.message_id).await;
         }
         if let Some(task_id) = &incoming.task_id {
             let (task, runs) = self.load(caller, task_id).await?;
@@ -479,16 +568,27 @@ impl A2a {
                     incoming.text,
                 )
                 .map_err(RpcError::internal)?;
-            let (id, r, m) = (
+            let (peer, id, r, m) = (
+                caller.peer.clone(),
                 task.task_id.clone(),
                 run.run_id.clone(),
-                incoming.message_id,
+                incoming.message_id.clone(),
             );
-            self.db(move |s| s.add_run(&id, &r, &m, state::SUBMITTED))
-                .await?;
+            if let Recorded::Taken { task_id, run_id } = self
+                .db(move |s| s.add_run(&peer, &id, &r, &m, state::SUBMITTED))
+                .await?
+            {
+                return self
+                    .retried(caller, (task_id, run_id), &incoming.message_id)
+                    .await;
+            }
             let run = self.launch(&task.task_id, run).await?;
             let (task, _) = self.load(caller, task_id).await?;
-            return Ok((task, run));
+            return Ok(Sent {
+                task,
+                run,
+                retry: false,
+            });
         }
         let context_id = match incoming.context_id {
             Some(c) => {
@@ -511,15 +611,23 @@ impl A2a {
             state: state::SUBMITTED.to_string(),
             created_at: crate::clock::now(),
             updated_us: 0,
-            runs: vec![(run.run_id.clone(), incoming.message_id)],
+            runs: vec![(run.run_id.clone(), incoming.message_id.clone())],
         };
         {
             let task = task.clone();
-            self.db(move |s| s.insert(&task)).await?;
+            if let Recorded::Taken { task_id, run_id } = self.db(move |s| s.insert(&task)).await? {
+                return self
+                    .retried(caller, (task_id, run_id), &incoming.message_id)
+                    .await;
+            }
         }
         let run = self.launch(&task.task_id, run).await?;
         self.metrics.tasks.fetch_add(1, Relaxed);
-        Ok((task, run))
+        Ok(Sent {
+            task,
+            run,
+            retry: false,
+        })
     }
 
     /// Starts the run a task's row already names. A run the Hub did not take leaves the task

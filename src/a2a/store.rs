@@ -55,6 +55,32 @@ fn task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
     })
 }
 
+/// What recording a message did: the peer's `messageId` was new, or it was taken before (a
+/// retry), by the task and run named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    New,
+    Taken { task_id: String, run_id: String },
+}
+
+/// The task and run that carried `peer`'s message `message_id`, if one did.
+fn message_of(
+    c: &rusqlite::Connection,
+    peer: &str,
+    message_id: &str,
+) -> rusqlite::Result<Option<(String, String)>> {
+    c.prepare_cached(
+        "SELECT r.task_id, r.run_id FROM a2a_task_runs r JOIN a2a_tasks t ON t.task_id = r.task_id \
+         WHERE r.message_id = ?1 AND t.peer = ?2 ORDER BY t.created_at, r.seq LIMIT 1",
+    )?
+    .query_row([message_id, peer], |r| Ok((r.get(0)?, r.get(1)?)))
+    .optional()
+}
+
+fn taken(found: Option<(String, String)>) -> Option<Recorded> {
+    found.map(|(task_id, run_id)| Recorded::Taken { task_id, run_id })
+}
+
 fn now_us() -> i64 {
     jiff::Timestamp::now().as_microsecond()
 }
@@ -74,10 +100,25 @@ impl A2aStore {
         })
     }
 
-    /// Records a new task with its first run.
-    pub fn insert(&self, task: &TaskRecord) -> Result<(), StateError> {
+    /// The task and run that carried `peer`'s message `message_id`, if one did (a retry).
+    pub fn message(
+        &self,
+        peer: &str,
+        message_id: &str,
+    ) -> Result<Option<(String, String)>, StateError> {
+        self.db.with(|c| message_of(c, peer, message_id))
+    }
+
+    /// Records a new task with its first run, unless the peer's message id of that run was
+    /// taken before (then nothing is written).
+    pub fn insert(&self, task: &TaskRecord) -> Result<Recorded, StateError> {
         self.db.with(|c| {
             let tx = c.transaction()?;
+            for (_, message_id) in &task.runs {
+                if let Some(taken) = taken(message_of(&tx, &task.peer, message_id)?) {
+                    return Ok(taken);
+                }
+            }
             let now = now_us();
             tx.prepare_cached(&format!(
                 "INSERT INTO a2a_tasks ({TASK_COLUMNS}, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?7)"
@@ -99,20 +140,26 @@ impl A2aStore {
                 run.execute(params![task.task_id, seq as i64, run_id, message_id])?;
             }
             drop(run);
-            tx.commit()
+            tx.commit()?;
+            Ok(Recorded::New)
         })
     }
 
-    /// Adds a run (a further message) to a task.
+    /// Adds a run (a further message) to a task of `peer`'s, unless the message id was taken
+    /// before (then nothing is written).
     pub fn add_run(
         &self,
+        peer: &str,
         task_id: &str,
         run_id: &str,
         message_id: &str,
         state: &str,
-    ) -> Result<(), StateError> {
+    ) -> Result<Recorded, StateError> {
         self.db.with(|c| {
             let tx = c.transaction()?;
+            if let Some(taken) = taken(message_of(&tx, peer, message_id)?) {
+                return Ok(taken);
+            }
             tx.execute(
                 "INSERT INTO a2a_task_runs (task_id, seq, run_id, message_id) \
                  SELECT ?1, COALESCE(MAX(seq) + 1, 0), ?2, ?3 FROM a2a_task_runs WHERE task_id = ?1",
@@ -122,7 +169,8 @@ impl A2aStore {
                 "UPDATE a2a_tasks SET state = ?2, updated_at = ?3, updated_us = ?4 WHERE task_id = ?1",
                 params![task_id, state, crate::clock::now(), now_us()],
             )?;
-            tx.commit()
+            tx.commit()?;
+            Ok(Recorded::New)
         })
     }
 
@@ -201,5 +249,70 @@ impl A2aStore {
             }
             Ok((tasks, total.max(0) as usize))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: &str, peer: &str, run: &str, message: &str) -> TaskRecord {
+        TaskRecord {
+            task_id: id.into(),
+            peer: peer.into(),
+            agent_id: "research".into(),
+            context_id: "c1".into(),
+            session_key: format!("agent:research:a2a:{peer}:c1"),
+            state: "TASK_STATE_SUBMITTED".into(),
+            created_at: crate::clock::now(),
+            updated_us: 0,
+            runs: vec![(run.into(), message.into())],
+        }
+    }
+
+    #[test]
+    fn a_retried_message_id_gets_the_first_task_back_even_after_a_restart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = A2aStore::open(&dir).unwrap();
+        assert_eq!(
+            store.insert(&task("t1", "partner", "r1", "m1")).unwrap(),
+            Recorded::New
+        );
+        assert_eq!(
+            store
+                .add_run("partner", "t1", "r2", "m2", "TASK_STATE_SUBMITTED")
+                .unwrap(),
+            Recorded::New
+        );
+        drop(store);
+        // The controller restarted: the retry is still known.
+        let store = A2aStore::open(&dir).unwrap();
+        let taken = |task_id: &str, run_id: &str| Recorded::Taken {
+            task_id: task_id.into(),
+            run_id: run_id.into(),
+        };
+        assert_eq!(
+            store.insert(&task("t2", "partner", "r3", "m1")).unwrap(),
+            taken("t1", "r1")
+        );
+        assert_eq!(
+            store
+                .add_run("partner", "t1", "r4", "m2", "TASK_STATE_SUBMITTED")
+                .unwrap(),
+            taken("t1", "r2")
+        );
+        assert_eq!(store.task("partner", "t2").unwrap(), None);
+        assert_eq!(store.task("partner", "t1").unwrap().unwrap().runs.len(), 2);
+        assert_eq!(
+            store.message("partner", "m2").unwrap(),
+            Some(("t1".into(), "r2".into()))
+        );
+        // Another peer's message ids are its own.
+        assert_eq!(
+            store.insert(&task("t3", "vendor", "r5", "m1")).unwrap(),
+            Recorded::New
+        );
+        assert_eq!(store.message("nobody", "m1").unwrap(), None);
     }
 }

@@ -370,10 +370,51 @@ pub fn sessions(global: &GlobalSettings, command: SessionsCommand) -> ExitStatus
                 ExitStatus::Failure
             }
         }
+        SessionsCommand::Close(_) => {
+            let failed = result.get("error").is_some();
+            show(&result, json, closed_human);
+            if failed {
+                ExitStatus::Failure
+            } else {
+                ExitStatus::Success
+            }
+        }
         _ => show(&result, json, |r| {
             serde_json::to_string_pretty(r).unwrap_or_default() + "\n"
         }),
     }
+}
+
+/// `sessions close` for people: one line saying what was closed.
+fn closed_human(r: &Value) -> String {
+    let key = crate::shown::shown(r["sessionKey"].as_str().unwrap_or("-")).into_owned();
+    if let Some(error) = r["error"].as_str() {
+        return format!(
+            "session {key} was not closed: {}\n",
+            crate::shown::shown(error)
+        );
+    }
+    let mut parts = vec![format!(
+        "runtime session {}",
+        match &r["runtime"] {
+            Value::String(s) => crate::shown::shown(s).into_owned(),
+            Value::Null => "none".into(),
+            other => other.to_string(),
+        }
+    )];
+    let tokens = r["tokensRevoked"].as_u64().unwrap_or(0);
+    parts.push(crate::plural::plural(
+        tokens,
+        "token revoked",
+        "tokens revoked",
+    ));
+    if r["childClosed"].as_bool() == Some(true) {
+        parts.push("its subagent closed".into());
+    }
+    if r["trashed"].as_bool() == Some(true) {
+        parts.push("moved to trash".into());
+    }
+    format!("closed session {key}: {}\n", parts.join(", "))
 }
 
 pub fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus {

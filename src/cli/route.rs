@@ -15,6 +15,7 @@ use crate::policy::PolicyPlan;
 use crate::routing::declared::{Declared, Undeclared};
 use crate::routing::plan::TierOutcome;
 use crate::routing::{Peer, RouteInput, RouteResult, RoutingPlan, batch, document};
+use crate::shown::shown;
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -190,7 +191,7 @@ pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
         };
         let mut text = text;
         if let Some(note) = acp_note(&plan, &input) {
-            let _ = writeln!(text, "{NOTE}note:{NOTE:#} {note}");
+            let _ = writeln!(text, "{NOTE}note:{NOTE:#} {}", shown(&note));
         }
         if let Some(gate) = &gate {
             gate.human(&mut text);
@@ -384,10 +385,10 @@ fn human(r: &RouteResult) -> String {
         ),
     };
     let rows = [
-        ("agent", format!("{AGENT}{}{AGENT:#}", r.agent_id)),
-        ("matched by", decided),
-        ("session key", r.session_key.to_string()),
-        ("main key", r.main_session_key.to_string()),
+        ("agent", format!("{AGENT}{}{AGENT:#}", shown(&r.agent_id))),
+        ("matched by", shown(&decided).into_owned()),
+        ("session key", shown(r.session_key.as_ref()).into_owned()),
+        ("main key", shown(r.main_session_key.as_ref()).into_owned()),
         ("last route", r.last_route_policy.to_string()),
         (
             "scopes",
@@ -399,7 +400,7 @@ fn human(r: &RouteResult) -> String {
         ),
         (
             "channel",
-            format!("{} (account {})", r.channel, r.account_id),
+            shown(&format!("{} (account {})", r.channel, r.account_id)).into_owned(),
         ),
     ];
     for (label, value) in rows {
@@ -423,13 +424,13 @@ fn explain_human(
                     out,
                     "  {}. {tier:<22} {DIM}skipped: {}{DIM:#}",
                     n + 1,
-                    why.reason(input)
+                    shown(&why.reason(input))
                 );
             }
             TierOutcome::Tried { key, candidates } => {
                 let at = key
                     .as_deref()
-                    .map_or_else(String::new, |k| format!(" at `{k}`"));
+                    .map_or_else(String::new, |k| format!(" at `{}`", shown(k)));
                 let count = match candidates.len() {
                     0 => "no candidates".to_string(),
                     n => plural(n, "candidate", "candidates"),
@@ -437,21 +438,19 @@ fn explain_human(
                 let _ = writeln!(out, "  {}. {tier:<22} {count}{at}", n + 1);
                 for &(b, verdict) in candidates {
                     let binding = &plan.bindings[b];
-                    let place = format!("{}:{}", binding.source.file, binding.source.line);
+                    let place = shown(&format!("{}:{}", binding.source.file, binding.source.line))
+                        .into_owned();
+                    let agent = shown(&binding.agent_id);
                     match verdict {
                         Ok(()) => {
-                            let _ = writeln!(
-                                out,
-                                "       {HIT}match{HIT:#}  {place}  agent {}",
-                                binding.agent_id
-                            );
+                            let _ =
+                                writeln!(out, "       {HIT}match{HIT:#}  {place}  agent {agent}");
                         }
                         Err(miss) => {
                             let _ = writeln!(
                                 out,
-                                "       {MISS}miss{MISS:#}   {place}  agent {}: {}",
-                                binding.agent_id,
-                                miss.reason(plan, b, t.tier, input)
+                                "       {MISS}miss{MISS:#}   {place}  agent {agent}: {}",
+                                shown(&miss.reason(plan, b, t.tier, input))
                             );
                         }
                     }
@@ -470,10 +469,10 @@ fn explain_human(
         "  {}. {:<22} agent {}",
         decided + 1,
         "default",
-        r.agent_id
+        shown(&r.agent_id)
     );
     for note in notes(explanation) {
-        let _ = writeln!(out, "{NOTE}note:{NOTE:#} {note}");
+        let _ = writeln!(out, "{NOTE}note:{NOTE:#} {}", shown(&note));
     }
 }
 

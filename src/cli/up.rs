@@ -293,9 +293,20 @@ fn ask_controller(dir: &StateDir, store: &StateStore) -> Result<ControllerStatus
             "its address or operator token cannot be found".into(),
         ));
     };
-    client
-        .status()
-        .map_err(|e| unanswered(format!("does not answer: {e}")))
+    client.status().map_err(|e| unanswered(why_unanswered(&e)))
+}
+
+/// Why a controller that holds the state gave no status: a refused operator token is not "does
+/// not answer".
+fn why_unanswered(e: &crate::controller::client::ClientError) -> String {
+    match e {
+        crate::controller::client::ClientError::Refused { status, .. }
+            if *status == hyper::StatusCode::UNAUTHORIZED =>
+        {
+            "refused the operator token (401): DEEPCLI_OPERATOR_TOKEN, when set, must be the controller's (<state>/operator-token); unset it to use the state's".into()
+        }
+        e => format!("does not answer: {e}"),
+    }
 }
 
 fn human(doc: &Value) -> String {
@@ -324,6 +335,13 @@ fn human(doc: &Value) -> String {
             text(&doc["configHash"]),
             text(&doc["appliedAt"])
         ));
+    } else if doc["health"]["reasons"]
+        .as_array()
+        .and_then(|r| r.first())
+        .and_then(Value::as_str)
+        .is_some_and(|r| r.starts_with("a controller (pid"))
+    {
+        out.push_str("controller   runs, but gave no status (status from the state database)\n");
     } else {
         out.push_str("controller   not running (status from the state database)\n");
     }
@@ -487,4 +505,33 @@ fn budget_line(b: &Value) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::client::ClientError;
+
+    #[test]
+    fn a_wrong_operator_token_is_reported_as_refused_not_as_no_controller() {
+        let refused = ClientError::Refused {
+            status: hyper::StatusCode::UNAUTHORIZED,
+            body: "{\"error\":\"unauthorized\"}".into(),
+        };
+        let why = why_unanswered(&refused);
+        assert!(why.starts_with("refused the operator token (401)"), "{why}");
+        let health = crate::controller::Health::of_state(
+            &[],
+            Some(format!(
+                "a controller (pid 7 on h) holds this state but {why}"
+            )),
+        );
+        let doc = serde_json::json!({"source": "state", "health": health});
+        let text = human(&doc);
+        assert!(
+            text.contains("controller   runs, but gave no status"),
+            "{text}"
+        );
+        assert!(!text.contains("not running"), "{text}");
+    }
 }

@@ -170,13 +170,32 @@ fn load_with(dir: &Path, options: &LoadOptions, lean: Option<&Flag>) -> Result<L
 
 /// Loads from texts already in memory (tests, fuzzing, management edits that validate a
 /// would-be file before writing it). `path`s are used only for messages.
+/// A text over [`MAX_FILE_BYTES`] is `file-too-large`, as the file would be once written.
 pub fn load_texts(
     dir: &Path,
     texts: Vec<(FileKind, PathBuf, String)>,
     options: &LoadOptions,
 ) -> Loaded {
     let any_file = !texts.is_empty();
-    parse_texts(dir, texts, any_file, options, None)
+    let (texts, too_large): (Vec<_>, Vec<_>) = texts
+        .into_iter()
+        .partition(|(_, _, text)| text.len() as u64 <= MAX_FILE_BYTES);
+    let Loaded {
+        mut config,
+        mut diagnostics,
+    } = parse_texts(dir, texts, any_file, options, None);
+    for (kind, path, text) in too_large {
+        mark_incomplete(&mut config.complete, kind);
+        diagnostics.push(file_too_large(&path, text.len() as u64));
+        config
+            .sources
+            .files
+            .push(SourceFile::new(kind, path, String::new()));
+    }
+    Loaded {
+        config,
+        diagnostics,
+    }
 }
 
 fn parse_texts(
@@ -410,6 +429,25 @@ fn mark_incomplete(complete: &mut Completeness, kind: FileKind) {
     }
 }
 
+/// `file-too-large` for a file of `len` bytes at `path`.
+fn file_too_large(path: &Path, len: u64) -> Diagnostic {
+    Diagnostic::new(
+        rules::FILE_TOO_LARGE,
+        format!(
+            "the file is {len} bytes; config files are limited to {MAX_FILE_BYTES} bytes (16 MiB)"
+        ),
+    )
+    .hint("split generated content out of the config, or check that this is the right file")
+    .at(Location {
+        file: path.to_path_buf(),
+        pointer: String::new(),
+        span: Span {
+            start: Pos { line: 1, column: 1 },
+            end: Pos { line: 1, column: 1 },
+        },
+    })
+}
+
 /// Reads one file; `Ok(None)` when it does not exist.
 fn read(path: &Path) -> Result<Option<String>, Box<Diagnostic>> {
     let whole_file = || Location {
@@ -431,17 +469,7 @@ fn read(path: &Path) -> Result<Option<String>, Box<Diagnostic>> {
         }
     };
     if meta.len() > MAX_FILE_BYTES {
-        return Err(Box::new(
-            Diagnostic::new(
-                rules::FILE_TOO_LARGE,
-                format!(
-                    "the file is {} bytes; config files are limited to {MAX_FILE_BYTES} bytes (16 MiB)",
-                    meta.len()
-                ),
-            )
-            .hint("split generated content out of the config, or check that this is the right file")
-            .at(whole_file()),
-        ));
+        return Err(Box::new(file_too_large(path, meta.len())));
     }
     let bytes = std::fs::read(path).map_err(|e| {
         Box::new(

@@ -606,6 +606,10 @@ pub struct A2aSpec {
     /// Who may call, by peer name: each with its bearer token.
     #[serde(default)]
     pub peers: IndexMap<String, A2aPeer>,
+    /// Streams (SendStreamingMessage, SubscribeToTask) open at once, all peers together
+    /// (default 256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_streams: Option<u32>,
 }
 
 /// One A2A peer: its bearer token, the exposed agents it may reach, its rate limit.
@@ -619,6 +623,9 @@ pub struct A2aPeer {
     /// JSON-RPC requests this peer may make per minute (default 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_minute: Option<u32>,
+    /// Streams this peer may hold open at once (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_streams: Option<u32>,
 }
 
 /// The key of `channels` that holds the inbound policy every channel inherits (policy.md):

@@ -97,9 +97,15 @@ impl Health {
     /// What a state no controller answers for says: every runtime the last apply asked to run
     /// and that does not run (with a controller that holds the state and does not answer, why).
     /// `runtimes` as [`RuntimeRecord::seen_now`] sees them.
+    /// `unanswered`: a controller holds the state but gave no status (why); its runtimes are
+    /// then its own, not runtimes "without a controller".
     pub fn of_state(runtimes: &[RuntimeRecord], unanswered: Option<String>) -> Health {
+        let held = unanswered.is_some();
         let mut reasons: Vec<String> = unanswered.into_iter().collect();
-        for r in runtimes.iter().filter(|r| r.desired == Wanted::Run) {
+        for r in runtimes
+            .iter()
+            .filter(|r| r.desired == Wanted::Run && !held)
+        {
             let pid = r.pid.map_or_else(String::new, |p| format!(" (pid {p})"));
             reasons.push(match r.status {
                 Phase::Gone => format!(

@@ -63,10 +63,37 @@ async fn mcp_auth(State(cx): State<Ctx>, mut request: Request, next: Next) -> Re
     match session_caller(&cx, request.headers()).await {
         Some(caller) => {
             request.extensions_mut().insert(caller);
+            if request.method() == axum::http::Method::POST {
+                request = match json_rpc_body(request).await {
+                    Ok(request) => request,
+                    Err(refused) => return refused,
+                };
+            }
             next.run(request).await
         }
         None => unauthorized(NO_TOKEN),
     }
+}
+
+/// A `/mcp` POST whose body is not JSON is a JSON-RPC parse error (`400`, `-32700`), answered
+/// here: the MCP service would answer `415` as if the content type were wrong.
+async fn json_rpc_body(request: Request) -> Result<Request, Response> {
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": format!("the request body is over {BODY_LIMIT} bytes")}})),
+        )
+            .into_response()
+    })?;
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            Json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!("parse error: the body is not JSON ({e})")}})),
+        )
+            .into_response());
+    }
+    Ok(Request::from_parts(parts, Body::from(bytes)))
 }
 
 async fn read_json(body: Body) -> Result<Value, Response> {

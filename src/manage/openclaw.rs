@@ -95,6 +95,23 @@ pub fn import_openclaw(
             hint: None,
         },
     })?;
+    // A file over the loader's limit could never be loaded: it is not written (the import's
+    // memory and output are bounded by the input's size, so only a near-limit input gets here).
+    let too_large: Vec<String> = imported
+        .files
+        .iter()
+        .filter(|f| f.text.len() as u64 > crate::config::MAX_FILE_BYTES)
+        .map(|f| f.name.clone())
+        .collect();
+    if !too_large.is_empty() {
+        let report = &imported.report;
+        return Err(ManageError::Invalid {
+            errors: report.errors(),
+            edited: too_large,
+            rendered: crate::report::human(report),
+            diagnostics: serde_json::from_str(&crate::report::json(report)).unwrap_or_default(),
+        });
+    }
     std::fs::create_dir_all(out).map_err(|source| ManageError::Io {
         context: format!("cannot create `{}`", out.display()),
         source,

@@ -17,7 +17,7 @@ use crate::config::model::SECRET_FIELDS;
 use crate::ids;
 
 /// The access-policy keys (policy.md) an account, a channel or `channels.defaults` may set;
-/// copied where they are written and pushed down to the accounts below them.
+/// written once, at the level where openclaw.json sets them (deepcli inherits them the same way).
 pub const POLICY_KEYS: &[&str] = &[
     "dmPolicy",
     "allowFrom",
@@ -704,18 +704,19 @@ impl<'a> Mapper<'a> {
         let mut file = Node::map();
         let mut channels = Node::map();
         let section = self.root.get("channels");
-        let defaults = section.and_then(|c| c.get("defaults"));
-        let mut inherited_defaults: Vec<(&str, &Value, String)> = Vec::new();
-        if let Some(d) = defaults {
+        // `channels.defaults` and `messages.groupChat.historyLimit` are written once, as
+        // deepcli's `channels.defaults` (every channel's accounts inherit it as OpenClaw's do),
+        // never copied into each account: an input's size bounds the output's.
+        let mut defaults = Node::map();
+        if let Some(d) = section.and_then(|c| c.get("defaults")) {
             for (k, v) in d.entries() {
+                let p = format!("channels.defaults.{}", key_path(k));
                 if POLICY_KEYS.contains(&k.as_str()) {
-                    inherited_defaults.push((k, v, format!("channels.defaults.{}", key_path(k))));
+                    if let Some(node) = policy_node(k, v) {
+                        defaults.set_commented(k.clone(), node, vec![format!("from {p}")]);
+                    }
                 } else {
-                    self.unsupported(
-                        format!("channels.defaults.{}", key_path(k)),
-                        v,
-                        format!("deepcli has no channel-wide default `{k}`"),
-                    );
+                    self.unsupported(p, v, format!("deepcli has no channel-wide default `{k}`"));
                 }
             }
         }
@@ -724,8 +725,22 @@ impl<'a> Mapper<'a> {
             .get("messages")
             .and_then(|m| m.get("groupChat"))
             .and_then(|g| g.get("historyLimit"));
-        if let Some(h) = global_history {
-            inherited_defaults.push(("historyLimit", h, "messages.groupChat.historyLimit".into()));
+        if let Some(h) = global_history
+            && !defaults.has("historyLimit")
+            && let Some(node) = to_node(h)
+        {
+            defaults.set_commented(
+                "historyLimit",
+                node,
+                vec!["from messages.groupChat.historyLimit".into()],
+            );
+        }
+        if !defaults.is_empty_map() {
+            channels.set_commented(
+                crate::config::model::CHANNEL_DEFAULTS,
+                defaults,
+                vec!["what every channel's accounts inherit, unless they set their own".into()],
+            );
         }
         let bound = bound_accounts(self.root);
         for (name, ch) in section.map(Value::entries).unwrap_or_default() {
@@ -746,7 +761,7 @@ impl<'a> Mapper<'a> {
             }
             let id = ids::channel(name).into_owned();
             let bound_here = bound.get(&id).cloned().unwrap_or_default();
-            let node = self.channel(&id, ch, &path, &inherited_defaults, &bound_here);
+            let node = self.channel(&id, ch, &path, &bound_here);
             channels.set_commented(id, node, vec![format!("from {path}")]);
         }
         // Channels bindings route that openclaw.json does not configure.
@@ -774,18 +789,11 @@ impl<'a> Mapper<'a> {
         file
     }
 
-    fn channel(
-        &mut self,
-        channel: &str,
-        ch: &Value,
-        path: &str,
-        inherited: &[(&str, &Value, String)],
-        bound: &BTreeSet<String>,
-    ) -> Node {
+    fn channel(&mut self, channel: &str, ch: &Value, path: &str, bound: &BTreeSet<String>) -> Node {
         let mut out = Node::map();
-        // Channel-level values: settings every account inherits, and the default account's
-        // own fields (credentials, name) in OpenClaw's single-account shape.
-        let mut shared: Vec<(&str, &Value, String)> = inherited.to_vec();
+        // Channel-level values: settings every account inherits (written once, on the
+        // channel, where deepcli's accounts inherit them too), and the default account's own
+        // fields (credentials, name) in OpenClaw's single-account shape.
         let mut own_default: Vec<(&str, &Value)> = Vec::new();
         for (k, v) in ch.entries() {
             let p = child(path, k);
@@ -808,8 +816,9 @@ impl<'a> Mapper<'a> {
                     "per-guild and per-channel settings (keyed by name or id) have no deepcli form: write them as `groups.<conversation id>` entries (requireMention, allowFrom, …) in channels.yaml",
                 ),
                 k if POLICY_KEYS.contains(&k) => {
-                    shared.retain(|(sk, _, _)| *sk != k);
-                    shared.push((k, v, p));
+                    if let Some(node) = policy_node(k, v) {
+                        out.set_commented(k, node, vec![format!("from {p}")]);
+                    }
                 }
                 _ => self.unsupported(
                     p,
@@ -841,7 +850,6 @@ impl<'a> Mapper<'a> {
                     &mut acc,
                 );
             }
-            push_down(&mut acc, &shared);
             node_accounts.set_commented(
                 ids::DEFAULT_ACCOUNT,
                 acc,
@@ -882,7 +890,6 @@ impl<'a> Mapper<'a> {
             for (k, v) in acc.entries() {
                 self.account_field(channel, id, k, v, &child(p, k), &mut node);
             }
-            push_down(&mut node, &shared);
             node_accounts.set_commented(id.clone(), node, vec![format!("from {p}")]);
         }
         // Accounts that bindings name and the channel does not configure.
@@ -1385,21 +1392,12 @@ fn default_reason(root: &Value) -> String {
     }
 }
 
-/// Copies the settings an account inherits (channel, `channels.defaults`) into it, unless it
-/// sets its own.
-fn push_down(account: &mut Node, shared: &[(&str, &Value, String)]) {
-    for (k, v, from) in shared {
-        if account.has(k) {
-            continue;
-        }
-        let node = if *k == "allowFrom" || *k == "groupAllowFrom" {
-            id_list(v)
-        } else {
-            to_node(v)
-        };
-        if let Some(node) = node {
-            account.set_commented(*k, node, vec![format!("inherited from {from}")]);
-        }
+/// A policy key's value as written: sender id lists as strings (as OpenClaw reads them).
+fn policy_node(key: &str, v: &Value) -> Option<Node> {
+    if key == "allowFrom" || key == "groupAllowFrom" {
+        id_list(v)
+    } else {
+        to_node(v)
     }
 }
 

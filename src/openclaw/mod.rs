@@ -345,3 +345,93 @@ fn node_shape(node: &Node) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> LoadOptions {
+        LoadOptions {
+            state_dir: PathBuf::from("/srv/deepcli-state"),
+            home: Some(PathBuf::from("/home/operator")),
+        }
+    }
+
+    /// The review's `amp.json`, smaller: long allowlists at the channel level and in
+    /// `channels.defaults`, and many accounts that inherit them.
+    fn amplifying(ids: usize, accounts: usize) -> String {
+        let list: Vec<String> = (0..ids).map(|i| format!("\"{}\"", 100_000 + i)).collect();
+        let list = list.join(",");
+        let accounts: Vec<String> = (0..accounts)
+            .map(|i| format!("\"acc{i}\": {{\"name\": \"account {i}\"}}"))
+            .collect();
+        format!(
+            "{{\"agents\": {{\"list\": [{{\"id\": \"main\"}}]}}, \"channels\": {{\
+             \"defaults\": {{\"groupAllowFrom\": [{list}]}}, \
+             \"telegram\": {{\"dmPolicy\": \"allowlist\", \"allowFrom\": [{list}], \
+             \"accounts\": {{\"default\": {{}}, {}}}}}}}}}",
+            accounts.join(", ")
+        )
+    }
+
+    #[test]
+    fn inherited_allowlists_are_written_once_not_copied_into_every_account() {
+        let input = amplifying(2_000, 200);
+        let imported =
+            import_bytes(input.as_bytes(), "amp.json", Path::new("/hub"), &options()).unwrap();
+        let channels = imported
+            .files
+            .iter()
+            .find(|f| f.name == "channels.yaml")
+            .unwrap();
+        // Each list once (and each id once per list): the output is about the input's size.
+        assert!(
+            channels.text.len() < 2 * input.len(),
+            "channels.yaml is {} bytes for a {} byte input",
+            channels.text.len(),
+            input.len()
+        );
+        assert_eq!(channels.text.matches("\"101999\"").count(), 2);
+        assert!(imported.is_valid(), "{:?}", imported.report.diagnostics);
+        // What the accounts inherit is what deepcli's loader resolves for them.
+        let config = &imported.report.config;
+        let telegram = config.channels.iter().find(|c| c.id == "telegram").unwrap();
+        assert_eq!(telegram.spec.accounts.len(), 201);
+        assert_eq!(
+            telegram.spec.policy.allow_from.as_ref().map(Vec::len),
+            Some(2_000)
+        );
+        assert_eq!(
+            config
+                .channel_defaults
+                .group_allow_from
+                .as_ref()
+                .map(Vec::len),
+            Some(2_000)
+        );
+    }
+
+    #[test]
+    fn an_imported_file_over_the_size_limit_is_an_error_not_zero_errors() {
+        let dir = Path::new("/hub");
+        let huge = format!(
+            "channels:\n  telegram:\n    accounts:\n      default: {{}}\n# {}\n",
+            "x".repeat(crate::config::MAX_FILE_BYTES as usize)
+        );
+        let loaded = config::load_texts(
+            dir,
+            vec![(FileKind::Channels, dir.join("channels.yaml"), huge)],
+            &options(),
+        );
+        let report = crate::validate::finish(loaded);
+        assert!(!report.is_valid());
+        assert!(
+            report
+                .diagnostics
+                .iter()
+                .any(|d| d.rule.id == rules::FILE_TOO_LARGE.id),
+            "{:?}",
+            report.diagnostics
+        );
+    }
+}

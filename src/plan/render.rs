@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::{Action, FieldChange, FileState, Plan, RuntimeOp};
 use crate::plural::plural;
+use crate::shown::shown;
 
 const ADD: Style = AnsiColor::Green.on_default();
 const CHANGE: Style = AnsiColor::Yellow.on_default();
@@ -272,6 +273,7 @@ pub fn file_diff(old: &str, new: &str, path: &Path) -> String {
             Some('-') if !line.starts_with("---") => REMOVE,
             _ => Style::new(),
         };
+        let line = shown(line);
         let _ = writeln!(out, "        {style}{line}{style:#}");
     }
     out
@@ -296,6 +298,8 @@ pub fn human(
     }
     for action in &plan.actions {
         let (sign, object, detail) = line(action, paths, bindings_file);
+        // Ids and values come from the files: shown escaped, so none can forge a line.
+        let (object, detail) = (shown(&object), shown(&detail));
         let style = match sign {
             '+' => ADD,
             '-' => REMOVE,
@@ -316,15 +320,15 @@ pub fn human(
             let _ = writeln!(
                 out,
                 "  {DRIFT}! {:<26}{DRIFT:#} {}",
-                d.object,
-                d.what.join("; ")
+                shown(&d.object),
+                shown(&d.what.join("; "))
             );
         }
     }
     if !plan.blocked.is_empty() {
         let _ = writeln!(out, "\n{REMOVE}Blocked:{REMOVE:#}");
         for b in &plan.blocked {
-            let _ = writeln!(out, "  {}", b.for_cli());
+            let _ = writeln!(out, "  {}", shown(&b.for_cli()));
         }
     }
     out
@@ -342,16 +346,16 @@ fn diff_lines(out: &mut String, action: &Action, paths: &Paths<'_>, diffs: &File
             let _ = writeln!(
                 out,
                 "      {REMOVE}- {}: {}{REMOVE:#}",
-                c.path,
-                value(&Some(from.clone()))
+                shown(&c.path),
+                shown(&value(&Some(from.clone())))
             );
         }
         if let Some(to) = &c.to {
             let _ = writeln!(
                 out,
                 "      {ADD}+ {}: {}{ADD:#}",
-                c.path,
-                value(&Some(to.clone()))
+                shown(&c.path),
+                shown(&value(&Some(to.clone())))
             );
         }
     }

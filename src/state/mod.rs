@@ -33,7 +33,7 @@ pub use token::{operator_token, read_operator_token};
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 13] = [
+const MIGRATIONS: [&str; 14] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
@@ -47,6 +47,7 @@ const MIGRATIONS: [&str; 13] = [
     include_str!("budgets.sql"),
     include_str!("a2a.sql"),
     include_str!("turns.sql"),
+    include_str!("a2a_dedupe.sql"),
 ];
 /// The Access tables whose rows of an agent go to its trash entry (`trash_<table>` holds them).
 const TRASHED_ACCESS_TABLES: [&str; 5] = [

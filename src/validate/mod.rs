@@ -9,6 +9,7 @@ mod a2a;
 mod agents;
 mod bindings;
 mod channels;
+mod control;
 pub mod not_enforced;
 mod policy;
 mod sandbox;
@@ -105,6 +106,7 @@ pub fn check(config: &Config) -> Vec<Diagnostic> {
             a2a::check(&cx, &mut fields);
             policy::check(&cx, &mut fields);
             let mut later = Vec::new();
+            control::check(&cx, &mut later);
             not_enforced::check(&cx, &mut later);
             sandbox::check(&cx, &mut later);
             // Last: it skips what the field rules above already reported.

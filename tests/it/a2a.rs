@@ -922,3 +922,110 @@ fn a_remote_a2a_agents_turns_count_against_its_budget() {
         "{third:#}"
     );
 }
+
+/// A peer's `SubscribeToTask` over raw HTTP, left open: the connection and the head of the
+/// answer (status line and headers).
+fn open_subscription(addr: std::net::SocketAddr, task_id: &str) -> (std::net::TcpStream, String) {
+    use std::io::{Read, Write};
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}})
+            .to_string();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "POST /a2a/sdk/ HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap() == 1 {
+        got.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&got).into_owned())
+}
+
+#[test]
+fn a_retried_message_id_gets_its_task_back_and_a_peers_streams_are_capped() {
+    let channels = "a2a:\n  expose: [sdk]\n  maxStreams: 5\n  peers:\n    partner:\n      token: {source: env, id: PARTNER_TOKEN}\n      maxStreams: 1\n";
+    // The echo agent unsandboxed: this test is about the A2A door, and runs where the ACP
+    // SDK peers are linked from outside the checkout.
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      sandbox: {{mode: off}}\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
+        common::sdk_echo_agent().display()
+    );
+    let up = Up::start_config(&agents, channels, "bindings: []\n", |c| {
+        c.env("PARTNER_TOKEN", TOKEN);
+    });
+    up.wait_for("the echo agent ready", |doc| {
+        Up::runtime(doc, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    // `slow` keeps its task working until it is canceled.
+    let send = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": "retried-1", "role": "ROLE_USER", "parts": [{"text": "slow"}]},
+            "configuration": {"returnImmediately": true},
+        }}),
+    )
+    .unwrap();
+    let (status, first) = rpc(&up, &send, &[]);
+    assert_eq!(status, 200, "{first:#}");
+    let task_id = first["result"]["task"]["id"].as_str().unwrap().to_string();
+    // The retry (say, after a timeout on the peer's side) is the same task, not a second run.
+    let (_, again) = rpc(&up, &send, &[]);
+    assert_eq!(again["result"]["task"]["id"], task_id, "{again:#}");
+    let status = up.status().unwrap();
+    assert_eq!(status["a2a"]["tasks"], 1, "{status:#}");
+    let runs = http(
+        up.addr,
+        "GET",
+        "/v1/runs",
+        &[("authorization", &format!("Bearer {}", token(&up)))],
+        b"",
+    );
+    assert_eq!(
+        runs.body["runs"].as_array().unwrap().len(),
+        1,
+        "{:#}",
+        runs.body
+    );
+
+    // One stream open: the peer's second is refused, 429 TOO_MANY_STREAMS.
+    let (held, head) = open_subscription(up.addr, &task_id);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let subscribe = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task_id}}),
+    )
+    .unwrap();
+    let (status, refused) = rpc(&up, &subscribe, &[]);
+    assert_eq!(status, 429, "{refused:#}");
+    assert_eq!(
+        error_info(&refused)["reason"],
+        "TOO_MANY_STREAMS",
+        "{refused:#}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("maxStreams"),
+        "{refused:#}"
+    );
+    assert_eq!(up.status().unwrap()["a2a"]["refused"]["tooManyStreams"], 1);
+    // The peer goes away: its slot is given back.
+    drop(held);
+    common::wait_until("the stream's slot given back", || {
+        up.status().unwrap()["a2a"]["streams"] == 0
+    });
+    let (again, head) = open_subscription(up.addr, &task_id);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    drop(again);
+    let cancel = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "CancelTask", "params": {"id": task_id}}),
+    )
+    .unwrap();
+    let (_, canceled) = rpc(&up, &cancel, &[]);
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled:#}"
+    );
+}

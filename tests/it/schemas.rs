@@ -613,6 +613,14 @@ const KEYS: &[(&str, Acts)] = &[
         "a2a.peers.*.requestsPerMinute",
         Enforced("a2a::A2a::admit: the peer's token bucket (429 beyond)"),
     ),
+    (
+        "a2a.peers.*.maxStreams",
+        Enforced("a2a::streams: the peer's open streams (429 beyond)"),
+    ),
+    (
+        "a2a.maxStreams",
+        Enforced("a2a::streams: all peers' open streams (429 beyond)"),
+    ),
     ("dmPolicy", Policy),
     ("allowFrom", Policy),
     ("groupPolicy", Policy),
