@@ -22,6 +22,7 @@ pub(crate) mod approvals;
 mod cli;
 pub(crate) mod clock;
 pub mod config;
+pub(crate) mod credentials;
 pub(crate) mod controller;
 pub(crate) mod demo_agent;
 pub mod diagnostic;

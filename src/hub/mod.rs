@@ -165,6 +165,8 @@ pub struct Hub {
     pub metrics: HubMetrics,
     /// Who takes `management_request` (the approvals service), once the controller set it.
     management: OnceLock<Arc<dyn ManagementDoor>>,
+    /// The operator token in force: masked in what agents read whatever its shape.
+    operator_token: Option<String>,
 }
 
 impl Hub {
@@ -193,6 +195,7 @@ impl Hub {
                 .map_or(runs::CANCEL_GRACE, std::time::Duration::from_millis),
             metrics: HubMetrics::default(),
             management: OnceLock::new(),
+            operator_token: crate::state::read_operator_token(state),
         });
         access.set_mcp_door(Arc::new(Door(Arc::downgrade(&hub))));
         Ok(hub)
