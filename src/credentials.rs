@@ -392,10 +392,7 @@ pub(crate) fn spans(text: &str) -> Vec<Span> {
 pub(crate) fn redact<'t>(text: &'t str, also: &[&str], mask: &str) -> Cow<'t, str> {
     let mut ranges: Vec<Range<usize>> = spans(text).into_iter().map(|s| s.range).collect();
     for secret in also.iter().filter(|s| !s.is_empty()) {
-        ranges.extend(
-            text.match_indices(secret)
-                .map(|(at, s)| at..at + s.len()),
-        );
+        ranges.extend(text.match_indices(secret).map(|(at, s)| at..at + s.len()));
     }
     if ranges.is_empty() {
         return Cow::Borrowed(text);
@@ -423,8 +420,8 @@ pub(crate) fn redact<'t>(text: &'t str, also: &[&str], mask: &str) -> Cow<'t, st
 fn may_start(b: u8) -> bool {
     matches!(
         b,
-        b's' | b'r' | b'x' | b'g' | b'A' | b'h' | b'n' | b'-' | b'e' | b'B' | b'b' | b'0'..=b'9'
-            | b'a' | b'c' | b'd' | b'f'
+        b's' | b'r' | b'x' | b'g' | b'A' | b'h' | b'n' | b'-' | b'e' | b'B' | b'b' | b'0'
+            ..=b'9' | b'a' | b'c' | b'd' | b'f'
     )
 }
 

@@ -63,6 +63,15 @@ impl Hub {
         args: Value,
     ) -> Result<Value, CallError> {
         self.metrics.calls.fetch_add(1, Relaxed);
+        // Refused before its arguments are read: the caller does not have the tool.
+        if tools::ALL.contains(&tool)
+            && let Some(denial) = self
+                .policy()
+                .tool_denied(&caller.agent_id, caller.depth, tool)
+        {
+            self.denied(denial.reason);
+            return Ok(forbidden(&denial));
+        }
         let result = match tool {
             AGENTS_LIST => {
                 decode::<NoArgs>(tool, args).map_err(CallError::BadArguments)?;
@@ -247,8 +256,7 @@ impl Hub {
             if args.include_last_message
                 && let Some((provenance, text)) = &s.last_message
             {
-                entry["lastMessage"] =
-                    json!({"provenance": provenance, "text": shorten(&redact(text, self.operator_token.as_deref()), 280)});
+                entry["lastMessage"] = json!({"provenance": provenance, "text": shorten(&redact(text, self.operator_token.as_deref()), 280)});
             }
             out.push(entry);
         }
@@ -807,15 +815,24 @@ mod tests {
         );
         let pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n-----END OPENSSH PRIVATE KEY-----";
         let shapes: Vec<(&str, String)> = vec![
-            ("telegram", "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw".into()),
-            ("jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJFWEFNUExFIn0.c2lnbmF0dXJlMHNpZw".into()),
+            (
+                "telegram",
+                "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw".into(),
+            ),
+            (
+                "jwt",
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJFWEFNUExFIn0.c2lnbmF0dXJlMHNpZw".into(),
+            ),
             ("pem", pem.into()),
             ("gitlab", "glpat-EXAMPLE0example0EXAM".into()),
             ("slack app", "xapp-1-A0EXAMPLE-1234567890-EXAMPLE".into()),
             ("google", "AIzaEXAMPLE0example0EXAMPLE0example0EXA".into()),
             ("hugging face", "hf_EXAMPLE0example0EXAMPLE0example0".into()),
             ("npm", "npm_EXAMPLE0example0EXAMPLE0example0EXAM".into()),
-            ("github fine-grained", "github_pat_11EXAMPLE0example0EXAMPLE_EXAMPLE0example".into()),
+            (
+                "github fine-grained",
+                "github_pat_11EXAMPLE0example0EXAMPLE_EXAMPLE0example".into(),
+            ),
             ("stripe", "sk_live_EXAMPLE0example0EXAM".into()),
             ("operator token", operator.clone()),
             ("hub token", hub_token.clone()),
@@ -835,7 +852,10 @@ mod tests {
             "auth Bearer [redacted] ok"
         );
         assert_eq!(
-            redact("clone https://admin:hunter2pass@git.example.com/r.git now", None),
+            redact(
+                "clone https://admin:hunter2pass@git.example.com/r.git now",
+                None
+            ),
             "clone https://admin:[redacted]@git.example.com/r.git now"
         );
         // The operator token in force, whatever its shape.

@@ -280,9 +280,19 @@ impl Hub {
         found
     }
 
-    /// The tools `caller` gets (a leaf gets no `sessions_spawn`).
+    /// The tools `caller` gets: a leaf gets no `sessions_spawn`, a spawned session none that
+    /// [`HubPolicy::tool_denied`] takes from it.
     pub fn tools_for(&self, caller: &Caller) -> Vec<Value> {
-        tools::definitions(caller.depth >= self.policy().limits(&caller.agent_id).max_spawn_depth)
+        let p = self.policy();
+        let mut tools =
+            tools::definitions(caller.depth >= p.limits(&caller.agent_id).max_spawn_depth);
+        tools.retain(|t| {
+            t["name"].as_str().is_some_and(|name| {
+                p.tool_denied(&caller.agent_id, caller.depth, name)
+                    .is_none()
+            })
+        });
+        tools
     }
 
     /// A new token for a runtime session of `agent_id` serving `session_key`; the session's

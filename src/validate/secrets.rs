@@ -17,7 +17,6 @@ use crate::config::{FileKind, Sources};
 use crate::credentials::{Certainty, credential};
 use crate::diagnostic::{Diagnostic, Rule, rules};
 
-
 /// Walks every string of the three files and reports credential-shaped ones that the field
 /// rules have not already reported (in `reported`).
 pub(super) fn check(cx: &Context<'_>, reported: &[Diagnostic], out: &mut Vec<Diagnostic>) {
