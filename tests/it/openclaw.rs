@@ -437,7 +437,10 @@ agents:
         exported.openclaw["tools"]["subagents"],
         json!({"tools": {"alsoAllow": ["sessions_send"]}})
     );
-    assert_eq!(exported.openclaw["agents"].get("defaults"), None);
+    assert_eq!(
+        exported.openclaw["agents"]["defaults"].get("subagents"),
+        None
+    );
     assert_eq!(
         exported.openclaw["agents"]["list"][1]["subagents"],
         json!({"maxSpawnDepth": 2})
