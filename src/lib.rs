@@ -23,6 +23,7 @@ mod cli;
 pub(crate) mod clock;
 pub mod config;
 pub(crate) mod controller;
+pub(crate) mod credentials;
 pub(crate) mod demo_agent;
 pub mod diagnostic;
 pub(crate) mod durable;

@@ -275,6 +275,21 @@ pub struct Subagents {
     pub max_children_per_agent: Option<usize>,
     pub max_concurrent: Option<usize>,
     pub run_timeout_seconds: Option<u64>,
+    pub tools: Option<SubagentTools>,
+}
+
+/// `subagents.tools` (OpenClaw's `tools.subagents.tools`): which of the Hub's tools the
+/// agent's spawned sessions keep, over the defaults a sub-agent gets (hub.md, "Sub-agent
+/// tools").
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SubagentTools {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_allow: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
 }
 
 /// `budgets` (approvals.md): limits checked before each turn; unset keys limit nothing.

@@ -36,29 +36,14 @@ fn error(message: impl Into<String>) -> Value {
     json!({"status": "error", "error": message.into()})
 }
 
-static SECRETS: std::sync::LazyLock<Vec<regex::Regex>> = std::sync::LazyLock::new(|| {
-    [
-        r"dch_[0-9a-f]{64}",
-        r"sk-[A-Za-z0-9_\-]{20,}",
-        r"(?i)bearer\s+[A-Za-z0-9._~+/\-]{16,}=*",
-        r"gh[pousr]_[A-Za-z0-9]{30,}",
-        r"xox[abposr]-[A-Za-z0-9\-]{10,}",
-        r"AKIA[0-9A-Z]{16}",
-    ]
-    .iter()
-    .filter_map(|p| regex::Regex::new(p).ok())
-    .collect()
-});
+/// What stands in for a credential in what an agent reads.
+pub(super) const REDACTED: &str = "[redacted]";
 
-/// Text with anything that looks like a credential replaced by `[redacted]`.
-pub(super) fn redact(text: &str) -> String {
-    let mut out = std::borrow::Cow::Borrowed(text);
-    for re in SECRETS.iter() {
-        if re.is_match(&out) {
-            out = std::borrow::Cow::Owned(re.replace_all(&out, "[redacted]").into_owned());
-        }
-    }
-    out.into_owned()
+/// Text with anything shaped like a credential ([`crate::credentials`]), and the operator
+/// token in force whatever its shape (`operator`), replaced by `[redacted]`.
+pub(super) fn redact(text: &str, operator: Option<&str>) -> String {
+    let also: Vec<&str> = operator.into_iter().collect();
+    crate::credentials::redact(text, &also, REDACTED).into_owned()
 }
 
 /// At most `max` characters of `text`, with `…` when cut.
@@ -78,6 +63,15 @@ impl Hub {
         args: Value,
     ) -> Result<Value, CallError> {
         self.metrics.calls.fetch_add(1, Relaxed);
+        // Refused before its arguments are read: the caller does not have the tool.
+        if tools::ALL.contains(&tool)
+            && let Some(denial) = self
+                .policy()
+                .tool_denied(&caller.agent_id, caller.depth, tool)
+        {
+            self.denied(denial.reason);
+            return Ok(forbidden(&denial));
+        }
         let result = match tool {
             AGENTS_LIST => {
                 decode::<NoArgs>(tool, args).map_err(CallError::BadArguments)?;
@@ -262,8 +256,7 @@ impl Hub {
             if args.include_last_message
                 && let Some((provenance, text)) = &s.last_message
             {
-                entry["lastMessage"] =
-                    json!({"provenance": provenance, "text": shorten(&redact(text), 280)});
+                entry["lastMessage"] = json!({"provenance": provenance, "text": shorten(&redact(text, self.operator_token.as_deref()), 280)});
             }
             out.push(entry);
         }
@@ -324,7 +317,7 @@ impl Hub {
             if row.provenance == Provenance::Acp && !args.include_tools {
                 continue;
             }
-            let text = redact(&row.text);
+            let text = redact(&row.text, self.operator_token.as_deref());
             bytes += text.len() + 64;
             if bytes > HISTORY_CAP_BYTES {
                 truncated = true;
@@ -806,19 +799,70 @@ mod tests {
     }
 
     #[test]
-    fn secrets_are_redacted_and_long_text_shortened() {
-        let token = format!("dch_{}", "a".repeat(64));
-        let text = format!(
-            "token {token} and Bearer abcdefghijklmnopqrstu and sk-abcdefghijklmnopqrstuvwx"
-        );
-        let out = redact(&text);
-        assert!(
-            !out.contains(&token) && !out.contains("abcdefghijklmnopqrstu"),
-            "{out}"
-        );
-        assert_eq!(out.matches("[redacted]").count(), 3, "{out}");
+    fn long_text_is_shortened() {
         assert_eq!(shorten("héllo", 2), "hé…");
         assert_eq!(shorten("hi", 5), "hi");
+    }
+
+    /// Review E6: `sessions_history` passed all of these through (six regexes of its own).
+    #[test]
+    fn sessions_history_redacted_only_six_shapes() {
+        let hub_token = crate::hub::token::mint().unwrap();
+        let operator = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n-----END OPENSSH PRIVATE KEY-----";
+        let shapes: Vec<(&str, String)> = vec![
+            (
+                "telegram",
+                "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw".into(),
+            ),
+            (
+                "jwt",
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJFWEFNUExFIn0.c2lnbmF0dXJlMHNpZw".into(),
+            ),
+            ("pem", pem.into()),
+            ("gitlab", "glpat-EXAMPLE0example0EXAM".into()),
+            ("slack app", "xapp-1-A0EXAMPLE-1234567890-EXAMPLE".into()),
+            ("google", "AIzaEXAMPLE0example0EXAMPLE0example0EXA".into()),
+            ("hugging face", "hf_EXAMPLE0example0EXAMPLE0example0".into()),
+            ("npm", "npm_EXAMPLE0example0EXAMPLE0example0EXAM".into()),
+            (
+                "github fine-grained",
+                "github_pat_11EXAMPLE0example0EXAMPLE_EXAMPLE0example".into(),
+            ),
+            ("stripe", "sk_live_EXAMPLE0example0EXAM".into()),
+            ("operator token", operator.clone()),
+            ("hub token", hub_token.clone()),
+            ("openai", "sk-proj-EXAMPLE0example0EXAMPLE0example0".into()),
+            ("github", "ghp_EXAMPLE0example0EXAMPLE0example0EXAM".into()),
+            ("slack bot", "xoxb-1234567890-EXAMPLE0example".into()),
+            ("aws", "AKIAIOSFODNN7EXAMPLE".into()),
+        ];
+        for (name, secret) in &shapes {
+            let text = format!("here: {secret} (end)");
+            let out = redact(&text, None);
+            assert_eq!(out, "here: [redacted] (end)", "{name}");
+        }
+        // Only the secret part: the scheme, the URL around a password.
+        assert_eq!(
+            redact("auth Bearer abcdefghijklmnopqrstu0 ok", None),
+            "auth Bearer [redacted] ok"
+        );
+        assert_eq!(
+            redact(
+                "clone https://admin:hunter2pass@git.example.com/r.git now",
+                None
+            ),
+            "clone https://admin:[redacted]@git.example.com/r.git now"
+        );
+        // The operator token in force, whatever its shape.
+        assert_eq!(
+            redact("the token is let-me-in-please", Some("let-me-in-please")),
+            "the token is [redacted]"
+        );
     }
 }
 

@@ -165,6 +165,8 @@ pub struct Hub {
     pub metrics: HubMetrics,
     /// Who takes `management_request` (the approvals service), once the controller set it.
     management: OnceLock<Arc<dyn ManagementDoor>>,
+    /// The operator token in force: masked in what agents read whatever its shape.
+    operator_token: Option<String>,
 }
 
 impl Hub {
@@ -193,6 +195,7 @@ impl Hub {
                 .map_or(runs::CANCEL_GRACE, std::time::Duration::from_millis),
             metrics: HubMetrics::default(),
             management: OnceLock::new(),
+            operator_token: crate::state::read_operator_token(state),
         });
         access.set_mcp_door(Arc::new(Door(Arc::downgrade(&hub))));
         Ok(hub)
@@ -277,9 +280,19 @@ impl Hub {
         found
     }
 
-    /// The tools `caller` gets (a leaf gets no `sessions_spawn`).
+    /// The tools `caller` gets: a leaf gets no `sessions_spawn`, a spawned session none that
+    /// [`HubPolicy::tool_denied`] takes from it.
     pub fn tools_for(&self, caller: &Caller) -> Vec<Value> {
-        tools::definitions(caller.depth >= self.policy().limits(&caller.agent_id).max_spawn_depth)
+        let p = self.policy();
+        let mut tools =
+            tools::definitions(caller.depth >= p.limits(&caller.agent_id).max_spawn_depth);
+        tools.retain(|t| {
+            t["name"].as_str().is_some_and(|name| {
+                p.tool_denied(&caller.agent_id, caller.depth, name)
+                    .is_none()
+            })
+        });
+        tools
     }
 
     /// A new token for a runtime session of `agent_id` serving `session_key`; the session's

@@ -32,10 +32,12 @@ pub enum Reason {
     TooManyChildren,
     TargetDeleted,
     BudgetExceeded,
+    /// A tool a spawned session does not have (`subagents.tools`, hub.md "Sub-agent tools").
+    ToolDenied,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 8] = [
+    pub const ALL: [Reason; 9] = [
         Reason::AgentToAgentDisabled,
         Reason::AgentToAgentNotAllowed,
         Reason::VisibilityRestricted,
@@ -44,6 +46,7 @@ impl Reason {
         Reason::TooManyChildren,
         Reason::TargetDeleted,
         Reason::BudgetExceeded,
+        Reason::ToolDenied,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +59,7 @@ impl Reason {
             Reason::TooManyChildren => "too_many_children",
             Reason::TargetDeleted => "target_deleted",
             Reason::BudgetExceeded => "budget_exceeded",
+            Reason::ToolDenied => "tool_denied",
         }
     }
 }
@@ -101,6 +105,35 @@ impl Visibility {
     }
 }
 
+/// The Hub tools every spawned session lacks (OpenClaw 2026.9's `SUBAGENT_TOOL_DENY_ALWAYS`,
+/// of the tools the Hub has): a sub-agent reports back through its final answer, it does not
+/// survey or drive other sessions.
+pub const SUBAGENT_DENY: [&str; 3] = [
+    super::tools::AGENTS_LIST,
+    super::tools::SESSION_STATUS,
+    super::tools::SESSIONS_SEND,
+];
+
+/// What a leaf (a spawned session at `maxSpawnDepth`) lacks besides (OpenClaw's
+/// `SUBAGENT_TOOL_DENY_LEAF`): the tools that manage children.
+pub const LEAF_DENY: [&str; 4] = [
+    super::tools::SUBAGENTS,
+    super::tools::SESSIONS_LIST,
+    super::tools::SESSIONS_HISTORY,
+    super::tools::SESSIONS_SPAWN,
+];
+
+/// `subagents.tools`: an agent's changes to what its spawned sessions keep.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SubagentTools {
+    /// Only these (names or `prefix*`); `None`: every tool not denied.
+    pub allow: Option<Vec<String>>,
+    /// Given back despite the default denials.
+    pub also_allow: Vec<String>,
+    /// Taken away besides the default denials.
+    pub deny: Vec<String>,
+}
+
 /// An agent's spawn limits (`subagents.*`, its own or `agents.defaults`').
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
@@ -112,6 +145,8 @@ pub struct Limits {
     pub max_concurrent: Option<usize>,
     /// `runTimeoutSeconds`: a child's run limit when the spawn names none.
     pub run_timeout: Option<Duration>,
+    /// `tools`: what its spawned sessions keep of the Hub's tools.
+    pub tools: SubagentTools,
 }
 
 impl Default for Limits {
@@ -121,6 +156,7 @@ impl Default for Limits {
             max_children: DEFAULT_CHILDREN,
             max_concurrent: None,
             run_timeout: None,
+            tools: SubagentTools::default(),
         }
     }
 }
@@ -216,6 +252,14 @@ impl HubPolicy {
                     .and_then(|s| s.run_timeout_seconds)
                     .filter(|s| *s > 0)
                     .map(Duration::from_secs),
+                tools: sub
+                    .and_then(|s| s.tools.as_ref())
+                    .map(|t| SubagentTools {
+                        allow: t.allow.clone(),
+                        also_allow: t.also_allow.clone(),
+                        deny: t.deny.clone(),
+                    })
+                    .unwrap_or_default(),
             };
             policy.agents.insert(
                 id.clone(),
@@ -276,6 +320,53 @@ impl HubPolicy {
             .get(agent_id)
             .map(|a| a.limits.clone())
             .unwrap_or_default()
+    }
+
+    /// Whether a session of `agent_id` at spawn depth `depth` lacks `tool` (hub.md, "Sub-agent
+    /// tools"): a session the Hub did not spawn has every tool; a spawned one lacks
+    /// [`SUBAGENT_DENY`], a leaf [`LEAF_DENY`] too, as the agent's `subagents.tools` changes
+    /// them (OpenClaw's `resolveSubagentToolPolicy`).
+    pub fn tool_denied(&self, agent_id: &str, depth: u32, tool: &str) -> Option<Denial> {
+        if depth == 0 {
+            return None;
+        }
+        let limits = self.limits(agent_id);
+        let t = &limits.tools;
+        let given_back = |tool: &str| {
+            listed(&t.also_allow, tool) || t.allow.as_ref().is_some_and(|a| listed(a, tool))
+        };
+        let leaf = depth >= limits.max_spawn_depth;
+        let denial = |why: String| {
+            Some(Denial::new(
+                Reason::ToolDenied,
+                format!("`{tool}` is not available to this session: {why}"),
+            ))
+        };
+        if SUBAGENT_DENY.contains(&tool) && !given_back(tool) {
+            return denial(format!(
+                "a spawned session (depth {depth}) reports back through its final answer and does not survey or message other sessions; `subagents.tools.alsoAllow` of agent `{agent_id}` can give it back"
+            ));
+        }
+        if leaf && LEAF_DENY.contains(&tool) && !given_back(tool) {
+            return denial(format!(
+                "a leaf session (depth {depth}, subagents.maxSpawnDepth {}) manages no children; `subagents.tools.alsoAllow` of agent `{agent_id}` can give it back",
+                limits.max_spawn_depth
+            ));
+        }
+        if listed(&t.deny, tool) {
+            return denial(format!(
+                "agent `{agent_id}`'s subagents.tools.deny takes it from its spawned sessions"
+            ));
+        }
+        if let Some(allow) = &t.allow
+            && !listed(allow, tool)
+            && !listed(&t.also_allow, tool)
+        {
+            return denial(format!(
+                "it is not in agent `{agent_id}`'s subagents.tools.allow"
+            ));
+        }
+        None
     }
 
     /// `tools.agentToAgent` between two agents; the same agent always may.
@@ -377,6 +468,78 @@ mod tests {
         );
         // The same agent skips it.
         assert!(p.agent_to_agent("a", "a").is_ok());
+    }
+
+    fn denied(p: &HubPolicy, depth: u32) -> Vec<&'static str> {
+        super::super::tools::ALL
+            .into_iter()
+            .filter(|tool| p.tool_denied("a", depth, tool).is_some())
+            .collect()
+    }
+
+    /// Review B: a spawned child kept `sessions_send`, `sessions_history` and the rest, so it
+    /// drove and read other agents' sessions; OpenClaw 2026.9 takes them away.
+    #[test]
+    fn sub_agents_kept_the_session_tools_openclaw_denies_them() {
+        use super::super::tools::*;
+        let mut p = policy();
+        // Not spawned: everything.
+        assert!(denied(&p, 0).is_empty());
+        // Spawned, depth 1 of 3: no survey, no status, no sends.
+        assert_eq!(denied(&p, 1), [AGENTS_LIST, SESSIONS_SEND, SESSION_STATUS]);
+        assert_eq!(denied(&p, 2), [AGENTS_LIST, SESSIONS_SEND, SESSION_STATUS]);
+        // A leaf: no children to manage either.
+        assert_eq!(
+            denied(&p, 3),
+            [
+                AGENTS_LIST,
+                SESSIONS_LIST,
+                SESSIONS_HISTORY,
+                SESSIONS_SEND,
+                SESSIONS_SPAWN,
+                SUBAGENTS,
+                SESSION_STATUS
+            ]
+        );
+        let d = p.tool_denied("a", 1, SESSIONS_SEND).unwrap();
+        assert_eq!(d.reason, Reason::ToolDenied);
+        assert!(d.error.contains("alsoAllow"), "{}", d.error);
+        let d = p.tool_denied("a", 3, SESSIONS_HISTORY).unwrap();
+        assert!(d.error.contains("leaf"), "{}", d.error);
+
+        // subagents.tools: alsoAllow gives back, deny takes, allow narrows.
+        p.agents.get_mut("a").unwrap().limits.tools = SubagentTools {
+            allow: None,
+            also_allow: vec!["sessions_send".into(), "sessions_h*".into()],
+            deny: vec!["management_request".into()],
+        };
+        assert_eq!(
+            denied(&p, 1),
+            [AGENTS_LIST, SESSION_STATUS, MANAGEMENT_REQUEST]
+        );
+        assert_eq!(
+            denied(&p, 3),
+            [
+                AGENTS_LIST,
+                SESSIONS_LIST,
+                SESSIONS_SPAWN,
+                SUBAGENTS,
+                SESSION_STATUS,
+                MANAGEMENT_REQUEST
+            ]
+        );
+        p.agents.get_mut("a").unwrap().limits.tools = SubagentTools {
+            allow: Some(vec!["sessions_send".into(), "subagents".into()]),
+            also_allow: Vec::new(),
+            deny: Vec::new(),
+        };
+        let kept: Vec<&str> = ALL
+            .into_iter()
+            .filter(|t| p.tool_denied("a", 1, t).is_none())
+            .collect();
+        assert_eq!(kept, [SESSIONS_SEND, SUBAGENTS]);
+        // The agent's own sessions are untouched by it.
+        assert!(denied(&p, 0).is_empty());
     }
 
     #[test]

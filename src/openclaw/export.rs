@@ -153,6 +153,8 @@ impl Exported {
 struct Exporter {
     left_out: Vec<LeftOut>,
     file_providers: Map<String, Value>,
+    /// `agents.defaults.subagents.tools`: OpenClaw's hub-wide `tools.subagents.tools`.
+    subagent_tools: Option<Value>,
 }
 
 fn written(config: &Config, kind: FileKind) -> Value {
@@ -309,6 +311,17 @@ impl Exporter {
             "OpenClaw's agents have no `{key}` (deepcli only)",
         );
         self.sandbox(&mut out, path, false);
+        // OpenClaw's sub-agent tool policy is hub-wide only: an agent's own is left out unless
+        // it is the defaults' (`tools.subagents.tools`).
+        if let Some(Value::Object(sub)) = out.get_mut("subagents")
+            && let Some(tools) = sub.remove("tools")
+            && self.subagent_tools.as_ref() != Some(&tools)
+        {
+            self.leave(
+                format!("{path}.subagents.tools"),
+                "OpenClaw's sub-agent tool policy is hub-wide (tools.subagents.tools, from agents.defaults.subagents.tools): an agent's own has no counterpart",
+            );
+        }
         out.remove("default");
         if default {
             out.insert("default".into(), Value::Bool(true));
@@ -322,6 +335,7 @@ pub fn export(config: &Config) -> Exported {
     let mut x = Exporter {
         left_out: Vec::new(),
         file_providers: Map::new(),
+        subagent_tools: None,
     };
     let mut root = Map::new();
     let agents_file = written(config, FileKind::Agents);
@@ -330,6 +344,7 @@ pub fn export(config: &Config) -> Exported {
 
     // agents
     let mut agents = Map::new();
+
     if let Some(d) = agents_file.get("agents").and_then(|a| a.get("defaults")) {
         let mut defaults = x.pick(
             d,
@@ -345,6 +360,15 @@ pub fn export(config: &Config) -> Exported {
             "OpenClaw's agents.defaults has no `{key}`",
         );
         x.sandbox(&mut defaults, "agents.yaml agents.defaults", true);
+        // deepcli's `subagents.tools` is OpenClaw's hub-wide `tools.subagents.tools`.
+        if let Some(Value::Object(sub)) = defaults.get_mut("subagents")
+            && let Some(tools) = sub.remove("tools")
+        {
+            x.subagent_tools = Some(tools);
+            if sub.is_empty() {
+                defaults.remove("subagents");
+            }
+        }
         if let Some(gc) = defaults.remove("groupChat")
             && let Some(p) = gc.get("mentionPatterns")
         {
@@ -522,13 +546,19 @@ pub fn export(config: &Config) -> Exported {
             root.insert("session".into(), Value::Object(session));
         }
     }
+    let mut tools = Map::new();
     if let Some(t) = agents_file.get("tools") {
-        let tools = x.pick(
+        tools = x.pick(
             t,
             &["agentToAgent", "sessions"],
             "agents.yaml tools",
             "OpenClaw has no tools.{key}",
         );
+    }
+    if let Some(sub) = x.subagent_tools.clone() {
+        tools.insert("subagents".into(), json!({"tools": sub}));
+    }
+    {
         if !tools.is_empty() {
             root.insert("tools".into(), Value::Object(tools));
         }

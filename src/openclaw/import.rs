@@ -102,6 +102,9 @@ struct Mapper<'a> {
     secrets: Vec<SecretVar>,
     notes: Vec<String>,
     vars: HashSet<String>,
+    /// OpenClaw's `tools.subagents.tools` in deepcli's terms: it goes into every `subagents`
+    /// block deepcli writes (an agent's own replaces the defaults' whole).
+    subagent_tools: Option<Node>,
 }
 
 /// A JSON5 value as YAML: ids that are numbers become strings (`as_id`), as OpenClaw reads them.
@@ -251,6 +254,19 @@ impl<'a> Mapper<'a> {
                 );
             }
         }
+        let root = self.root;
+        self.subagent_tools = root
+            .get("tools")
+            .and_then(|t| t.get("subagents"))
+            .and_then(|s| s.get("tools"))
+            .map(|t| {
+                self.copy_keys(
+                    t,
+                    "tools.subagents.tools",
+                    &["allow", "alsoAllow", "deny"],
+                    "tools.subagents.tools",
+                )
+            });
         let defaults = agents.and_then(|a| a.get("defaults"));
         let workspace_root = defaults
             .and_then(|d| d.get("workspace"))
@@ -262,6 +278,25 @@ impl<'a> Mapper<'a> {
             let node = self.agent_defaults(d);
             if !node.is_empty_map() {
                 section.set_commented("defaults", node, vec!["from agents.defaults".into()]);
+            }
+        }
+        // OpenClaw's sub-agent tool policy is hub-wide: the defaults' `subagents` carries it.
+        if let Some(tools) = self.subagent_tools.clone()
+            && !section
+                .get_mut("defaults")
+                .is_some_and(|d| d.has("subagents"))
+        {
+            let mut subagents = Node::map();
+            subagents.set_commented("tools", tools, vec!["from tools.subagents.tools".into()]);
+            match section.get_mut("defaults") {
+                Some(defaults) => {
+                    defaults.set("subagents", subagents);
+                }
+                None => {
+                    let mut defaults = Node::map();
+                    defaults.set("subagents", subagents);
+                    section.set("defaults", defaults);
+                }
             }
         }
 
@@ -465,7 +500,7 @@ impl<'a> Mapper<'a> {
 
     fn subagents(&mut self, v: &Value, path: &str) -> Node {
         // The Hub reads these (hub.md); the schema gate reports the ones this build lacks.
-        self.copy_keys(
+        let mut out = self.copy_keys(
             v,
             path,
             &[
@@ -476,7 +511,15 @@ impl<'a> Mapper<'a> {
                 "runTimeoutSeconds",
             ],
             "subagents",
-        )
+        );
+        if let Some(tools) = &self.subagent_tools {
+            out.set_commented(
+                "tools",
+                tools.clone(),
+                vec!["from tools.subagents.tools".into()],
+            );
+        }
+        out
     }
 
     /// OpenClaw's `sandbox` in deepcli's terms. `mode`, `scope` and `workspaceAccess` are the
@@ -633,6 +676,16 @@ impl<'a> Mapper<'a> {
                 "sessions" => {
                     let n = self.copy_keys(v, &p, &["visibility"], "tools.sessions");
                     out.set("sessions", n);
+                }
+                // `tools` went into the agents' `subagents` blocks (agents()).
+                "subagents" => {
+                    for (k, val) in v.entries().iter().filter(|(k, _)| k.as_str() != "tools") {
+                        self.unsupported(
+                            child(&p, k),
+                            val,
+                            format!("deepcli's sub-agent settings have no `{k}` (tools.subagents.tools is agents.defaults.subagents.tools)"),
+                        );
+                    }
                 }
                 _ => self.unsupported(
                     p,
@@ -1434,6 +1487,7 @@ pub fn map(root: &Value, router: &Router) -> Mapped {
         secrets: Vec::new(),
         notes: Vec::new(),
         vars: HashSet::new(),
+        subagent_tools: None,
     };
     m.top_level();
     let agents = m.agents(router);

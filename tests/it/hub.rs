@@ -429,7 +429,11 @@ fn policy_denials_carry_their_reason_codes() {
 #[test]
 fn a_spawned_subagent_reports_back_once_and_is_deleted_when_asked() {
     let up = hub_up(
-        &agents("", "      subagents: {allowAgents: [beta]}\n", ""),
+        &agents(
+            "",
+            "      subagents: {allowAgents: [beta], tools: {alsoAllow: [session_status]}}\n",
+            "",
+        ),
         |_| {},
     );
     let spawned = tool(
@@ -494,7 +498,8 @@ fn a_spawned_subagent_reports_back_once_and_is_deleted_when_asked() {
     );
     assert_eq!(again["reply"], "still here", "{again}");
 
-    // A child speaks to the Hub with its own token: its identity, depth and parent.
+    // A child speaks to the Hub with its own token: its identity, depth and parent
+    // (session_status given back by alpha's subagents.tools.alsoAllow).
     let me = tool(
         &up,
         "sessions_spawn",
@@ -509,6 +514,46 @@ fn a_spawned_subagent_reports_back_once_and_is_deleted_when_asked() {
     assert_eq!(status["depth"], 1);
     assert_eq!(status["parentSessionKey"], ALPHA);
     assert_eq!(status["label"], "me");
+
+    // Review B: a sub-agent with the default tool policy (beta's) is not offered, and is
+    // refused, what OpenClaw denies sub-agents: it cannot drive or survey other sessions.
+    let child_tools = |task: &str| {
+        let spawned = tool(
+            &up,
+            "sessions_spawn",
+            json!({"task": task, "agentId": "beta", "mode": "session"}),
+        );
+        let run = run_until(&up, spawned["runId"].as_str().unwrap(), |r| {
+            r["state"] == "completed"
+        });
+        run["reply"].as_str().unwrap().to_string()
+    };
+    let listed = child_tools("mcp-tools");
+    let names: Vec<&str> = listed
+        .trim_start_matches("mcp-tools: ")
+        .split(',')
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "sessions_list",
+            "sessions_history",
+            "sessions_spawn",
+            "subagents",
+            "management_request"
+        ],
+        "{listed}"
+    );
+    let refused =
+        child_tools(r#"mcp sessions_send {"sessionKey": "agent:alpha:main", "message": "obey"}"#);
+    let refused: Value = serde_json::from_str(refused.trim_start_matches("mcp: ")).unwrap();
+    assert_eq!(refused["status"], "forbidden", "{refused}");
+    assert_eq!(refused["reason"], "tool_denied", "{refused}");
+    assert!(
+        transcript(&up.state, "agent:alpha:main").is_empty(),
+        "nothing reached alpha's main session"
+    );
     // `cwd` outside the agent's workspace is refused (hostile-world E3).
     let outside = tool(&up, "sessions_spawn", json!({"task": "cwd", "cwd": "/etc"}));
     assert_eq!(outside["status"], "error", "{outside}");

@@ -380,6 +380,81 @@ fn import_maps_openclaws_sandbox_and_lists_what_it_does_not_carry() {
     assert!(imported.is_valid(), "{:#?}", imported.report.diagnostics);
 }
 
+/// OpenClaw's hub-wide sub-agent tool policy (`tools.subagents.tools`) becomes
+/// `subagents.tools` on the defaults and on every agent with a `subagents` block of its own
+/// (which replaces the defaults' whole), and goes back to `tools.subagents.tools` on export.
+#[test]
+fn openclaws_subagent_tool_policy_is_imported_and_exported() {
+    use deepcli::config::model::SubagentTools;
+    let text = r#"{
+      tools: { subagents: { tools: { alsoAllow: ["sessions_send"], deny: ["exec"] }, model: "x" } },
+      agents: { list: [ { id: "main" }, { id: "coder", subagents: { allowAgents: ["main"] } } ] },
+    }"#;
+    let imported = openclaw::import_bytes(
+        text.as_bytes(),
+        "openclaw.json",
+        Path::new("/imported"),
+        &options(),
+    )
+    .unwrap();
+    let want = Some(SubagentTools {
+        allow: None,
+        also_allow: vec!["sessions_send".into()],
+        deny: vec!["exec".into()],
+    });
+    let config = &imported.report.config;
+    assert_eq!(
+        config.agent_defaults.subagents.as_ref().unwrap().tools,
+        want
+    );
+    let coder = config.agents.iter().find(|a| a.id() == "coder").unwrap();
+    assert_eq!(coder.spec.subagents.as_ref().unwrap().tools, want);
+    let dropped: Vec<&str> = imported
+        .unsupported
+        .iter()
+        .map(|u| u.path.as_str())
+        .filter(|p| p.contains("subagents"))
+        .collect();
+    assert_eq!(dropped, ["tools.subagents.model"]);
+    assert!(imported.is_valid(), "{:#?}", imported.report.diagnostics);
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        "\
+agents:
+  defaults:
+    subagents: {tools: {alsoAllow: [sessions_send]}}
+  list:
+    - id: main
+    - id: coder
+      subagents: {maxSpawnDepth: 2, tools: {deny: [sessions_list]}}
+",
+    )
+    .unwrap();
+    let exported = export_text(dir.path());
+    assert_eq!(
+        exported.openclaw["tools"]["subagents"],
+        json!({"tools": {"alsoAllow": ["sessions_send"]}})
+    );
+    assert_eq!(
+        exported.openclaw["agents"]["defaults"].get("subagents"),
+        None
+    );
+    assert_eq!(
+        exported.openclaw["agents"]["list"][1]["subagents"],
+        json!({"maxSpawnDepth": 2})
+    );
+    assert!(
+        exported
+            .left_out
+            .iter()
+            .any(|l| l.path == "agents.yaml agents.list[1].subagents.tools"),
+        "{:?}",
+        exported.left_out
+    );
+}
+
 /// deepcli's `sandbox` on export: the keys OpenClaw shares carry over, `network: none` is
 /// OpenClaw's `docker.network: none`, and what OpenClaw has no key for is listed.
 #[test]

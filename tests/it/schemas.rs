@@ -254,6 +254,22 @@ const KEYS: &[(&str, Acts)] = &[
         Enforced("hub: a child's run timeout when sessions_spawn names none"),
     ),
     (
+        "agents.list[].subagents.tools",
+        Enforced("hub::policy: the Hub tools a spawned session keeps (tool_denied)"),
+    ),
+    (
+        "agents.list[].subagents.tools.allow",
+        Enforced("hub::policy: only these tools for a spawned session"),
+    ),
+    (
+        "agents.list[].subagents.tools.alsoAllow",
+        Enforced("hub::policy: tools given back despite the default denials"),
+    ),
+    (
+        "agents.list[].subagents.tools.deny",
+        Enforced("hub::policy: tools taken away besides the default denials"),
+    ),
+    (
         "agents.list[].budgets",
         Enforced(
             "access::budget: checked before every turn, and by the hub before a send or spawn",
