@@ -81,7 +81,8 @@ impl Cgroup {
         let _ = std::fs::write(self.path.join("cgroup.kill"), "1");
         let deadline = Instant::now() + EMPTY_WAIT;
         while Instant::now() < deadline {
-            let events = std::fs::read_to_string(self.path.join("cgroup.events")).unwrap_or_default();
+            let events =
+                std::fs::read_to_string(self.path.join("cgroup.events")).unwrap_or_default();
             if !events.lines().any(|l| l == "populated 1") {
                 break;
             }

@@ -169,5 +169,8 @@ pub fn probe() -> Result<u8, String> {
             return Ok(n);
         }
     }
-    Err("the kernel has no Landlock (built without it, or not enabled at boot: `lsm=…,landlock`)".into())
+    Err(
+        "the kernel has no Landlock (built without it, or not enabled at boot: `lsm=…,landlock`)"
+            .into(),
+    )
 }

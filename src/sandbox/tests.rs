@@ -367,7 +367,9 @@ fn landlock_is_never_chosen_for_a_state_directory_inside_a_readable_tree() {
     // auto: fails closed with both reasons and the fix.
     let error = choose(&layout, &host(false)).unwrap_err();
     assert!(
-        error.why.contains("/srv/hub/state must stay hidden but lies inside /srv/hub"),
+        error
+            .why
+            .contains("/srv/hub/state must stay hidden but lies inside /srv/hub"),
         "{error}"
     );
     assert!(error.why.contains("install bubblewrap"), "{error}");
@@ -382,7 +384,10 @@ fn landlock_is_never_chosen_for_a_state_directory_inside_a_readable_tree() {
             && error.why.contains("Landlock only grants access"),
         "{error}"
     );
-    assert_eq!(summary(&explicit, &host(true)), "all (not applied, network host)");
+    assert_eq!(
+        summary(&explicit, &host(true)),
+        "all (not applied, network host)"
+    );
 }
 
 #[test]
@@ -393,7 +398,11 @@ fn explicit_landlock_runs_where_it_can_enforce_the_layout_even_with_bubblewrap_t
     });
     let choice = choose(&layout, &host(true)).unwrap();
     assert_eq!(choice.backend, LANDLOCK);
-    assert!(choice.why.starts_with("sandbox.backend: landlock"), "{}", choice.why);
+    assert!(
+        choice.why.starts_with("sandbox.backend: landlock"),
+        "{}",
+        choice.why
+    );
 }
 
 #[test]
@@ -455,8 +464,14 @@ fn the_landlock_restriction_grants_what_the_mounts_would_bind() {
     assert!(spec.read.contains(&PathBuf::from("/usr")));
     assert!(spec.read.contains(&PathBuf::from("/proc")));
     assert!(spec.read.contains(&PathBuf::from("/srv/hub/config")));
-    assert!(spec.read.contains(&PathBuf::from("/srv/hub/state/workspaces/a")));
-    assert!(spec.write.contains(&PathBuf::from("/srv/hub/state/agents/a/agent/home")));
+    assert!(
+        spec.read
+            .contains(&PathBuf::from("/srv/hub/state/workspaces/a"))
+    );
+    assert!(
+        spec.write
+            .contains(&PathBuf::from("/srv/hub/state/agents/a/agent/home"))
+    );
     assert!(spec.write.contains(&PathBuf::from("/t/tmp")));
     assert!(spec.write.contains(&PathBuf::from("/dev/null")));
     for path in spec.read.iter().chain(&spec.write) {

@@ -335,7 +335,11 @@ fn landlock_on_a_layout_that_needs_hiding_leaves_the_runtime_stopped_with_the_re
         std::thread::sleep(Duration::from_millis(100));
         doc = status();
     }
-    let hidden = format!("{} must stay hidden but lies inside {}", state.display(), checkout.display());
+    let hidden = format!(
+        "{} must stay hidden but lies inside {}",
+        state.display(),
+        checkout.display()
+    );
     for id in ["pinned", "auto"] {
         let runtime = Up::runtime(&doc, id).unwrap();
         let error = runtime["lastError"].as_str().unwrap();
