@@ -92,6 +92,7 @@ pub mod rules {
         SECRET_SHARED_WITH_AGENT = "secret-shared-with-agent", Warning, "A runtime's env or inheritEnv references a channel account's secret.";
         SANDBOX_BIND = "sandbox-bind", Error, "A sandbox bind is relative, or reaches the state directory, another agent's directories or (rw) the config directory.";
         SANDBOX_BACKEND_UNBUILT = "sandbox-backend-unbuilt", Error, "A sandbox backend deepcli does not have yet (docker, podman, kubernetes).";
+        SANDBOX_LANDLOCK_UNENFORCEABLE = "sandbox-landlock-unenforceable", Warning, "`backend: landlock` on a sandbox only bubblewrap can enforce (a hidden path inside a readable one, workspaceAccess none, network allowlist).";
         NETWORK_ALLOWLIST_EMPTY = "network-allowlist-empty", Warning, "`network: allowlist` with no `allowedDomains`: the runtime can reach no host.";
     }
 

@@ -1,5 +1,6 @@
 //! `deepcli sandbox …`: what an agent's sandbox lets it touch (`explain`), and the forwarder an
-//! `allowlist` sandbox runs in front of its command (`forward`, started by deepcli).
+//! `allowlist` sandbox runs in front of its command (`forward`, started by deepcli), and the
+//! Landlock backend's wrapper (`exec`, started by deepcli).
 
 use std::path::PathBuf;
 
@@ -40,6 +41,18 @@ Exit codes:
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
+    /// The Landlock backend: join the runtime's cgroup, drop every capability, restrict this
+    /// process with Landlock as SPEC says, then exec COMMAND (deepcli starts it; not for people).
+    /// Nothing runs unless all of it is enforced.
+    #[command(hide = true)]
+    Exec {
+        /// The restriction, as JSON (`sandbox::landlock::Spec`).
+        #[arg(long, value_name = "JSON")]
+        spec: String,
+        /// The runtime's command, program first.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
 }
 
 pub fn run(global: &GlobalSettings, command: SandboxCommand) -> ExitStatus {
@@ -57,7 +70,30 @@ pub fn run(global: &GlobalSettings, command: SandboxCommand) -> ExitStatus {
                 ExitStatus::Error
             }
         },
+        SandboxCommand::Exec { spec, command } => run_exec(&spec, &command),
     }
+}
+
+/// `sandbox exec`: returns only when the command could not be started under the restriction.
+fn run_exec(spec: &str, command: &[String]) -> ExitStatus {
+    use std::os::unix::process::CommandExt;
+    let spec: crate::sandbox::landlock::Spec = match serde_json::from_str(spec) {
+        Ok(spec) => spec,
+        Err(e) => {
+            eprintln!("deepcli sandbox exec: the restriction is not readable: {e}");
+            return ExitStatus::Error;
+        }
+    };
+    if let Err(e) = crate::sandbox::landlock::restrict_self(&spec) {
+        eprintln!("deepcli sandbox exec: the sandbox cannot be applied, nothing runs: {e}");
+        return ExitStatus::Error;
+    }
+    let Some((program, args)) = command.split_first() else {
+        return ExitStatus::Error;
+    };
+    let error = std::process::Command::new(program).args(args).exec();
+    eprintln!("deepcli sandbox exec: cannot start `{program}`: {error}");
+    ExitStatus::Error
 }
 
 fn run_explain(global: &GlobalSettings, id: &str, json: bool) -> ExitStatus {

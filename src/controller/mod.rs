@@ -749,11 +749,15 @@ async fn apply_planned(
     }
     if let Some(plan) = shared.access.plan() {
         let session = &plan.routing.session;
-        shared
-            .hub
-            .swap(crate::hub::HubPolicy::from_config(&config, |id| {
-                session.main_key(id)
-            }));
+        let mut policy = crate::hub::HubPolicy::from_config(&config, |id| session.main_key(id));
+        for spec in &runtimes {
+            if let (Some(socket), Some(agent)) =
+                (spec.hub_socket(), policy.agents.get_mut(&spec.agent_id))
+            {
+                agent.hub_socket = Some(socket);
+            }
+        }
+        shared.hub.swap(policy);
     }
     shared.approvals.swap(&config).await;
     shared.a2a.swap(crate::a2a::A2aPlan::from_config(&config));

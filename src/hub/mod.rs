@@ -505,13 +505,14 @@ impl McpDoor for Door {
             return Vec::new();
         };
         // A sandbox with a network of its own reaches the hub only through its socket.
-        let private = hub
-            .policy()
-            .agents
-            .get(agent_id)
-            .is_some_and(|a| a.private_network);
+        let policy = hub.policy();
+        let agent = policy.agents.get(agent_id);
+        let private = agent.is_some_and(|a| a.private_network);
         let endpoint = if private {
-            format!("unix:{}", crate::sandbox::HUB_SOCKET)
+            let socket = agent
+                .and_then(|a| a.hub_socket.clone())
+                .unwrap_or_else(|| crate::sandbox::HUB_SOCKET.into());
+            format!("unix:{}", socket.display())
         } else {
             endpoint.clone()
         };

@@ -180,6 +180,9 @@ pub struct HubAgent {
     /// Its sandbox has a network of its own (`none`, `allowlist`): the hub's door reaches it
     /// over a Unix socket in the sandbox, never the controller's HTTP port.
     pub private_network: bool,
+    /// Where its sandbox finds the hub's socket, when not at [`crate::sandbox::HUB_SOCKET`]:
+    /// the Landlock backend mounts nothing, so its runtime is given the host path.
+    pub hub_socket: Option<std::path::PathBuf>,
 }
 
 /// Everything the Hub decides by, from one config.
@@ -284,6 +287,7 @@ impl HubPolicy {
                             && s.network
                                 .is_some_and(|n| n != crate::config::model::SandboxNetwork::Host)
                     }),
+                    hub_socket: None,
                 },
             );
         }
@@ -440,6 +444,7 @@ mod tests {
                     workspace: format!("/ws/{id}").into(),
                     clamped: false,
                     private_network: false,
+                    hub_socket: None,
                 },
             );
         }

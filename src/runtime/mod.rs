@@ -151,6 +151,17 @@ impl RuntimeSpec {
     }
 }
 
+impl RuntimeSpec {
+    /// Where its sandbox finds the hub's socket when that is not
+    /// [`crate::sandbox::HUB_SOCKET`]: with the Landlock backend, which mounts nothing, the
+    /// socket's host path.
+    pub fn hub_socket(&self) -> Option<PathBuf> {
+        let (layout, run_dir) = (self.sandbox.as_ref()?, self.run_dir.as_ref()?);
+        let choice = crate::sandbox::choose(layout, crate::sandbox::Host::get()).ok()?;
+        (choice.backend == crate::sandbox::LANDLOCK).then(|| run_dir.join("hub.sock"))
+    }
+}
+
 pub use crate::state::RuntimePhase as Phase;
 
 /// One runtime's status, as `deepcli status` shows it.

@@ -37,6 +37,11 @@ pub enum SpawnError {
     },
     #[error("{0}")]
     Sandbox(#[from] crate::sandbox::Unavailable),
+    #[error("cannot make the runtime's cgroup under `{path}`: {source}")]
+    Cgroup {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot make the sandbox's socket directory `{path}`: {source}")]
     RunDir {
         path: String,
@@ -126,6 +131,8 @@ struct Spawned {
     tree: Tree,
     /// The ACP connection of an `acp` runtime (dropping it closes the agent's stdin).
     acp: Option<super::acp::AcpConnection>,
+    /// A Landlock runtime's cgroup: killed whenever the runtime ends.
+    cgroup: Option<crate::sandbox::cgroup::Cgroup>,
 }
 
 async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
@@ -158,8 +165,9 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
             source,
         })?;
     let log = Arc::new(tokio::sync::Mutex::new(log));
+    let mut cgroup = None;
     let mut cmd = match &sandbox {
-        Some((layout, _, host)) => {
+        Some((layout, choice, host)) => {
             // What `exec` inside the sandbox would find missing, said as an unsandboxed start
             // says it (the sandbox's PATH is the controller's, its system the host's).
             let wanted = program(first);
@@ -174,28 +182,56 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
                     source: std::io::ErrorKind::NotFound.into(),
                 });
             }
-            let bwrap = host
-                .bwrap
-                .as_ref()
-                .map_err(|e| crate::sandbox::Unavailable { why: e.clone() })?;
-            let mut cmd = Command::new(bwrap);
-            cmd.args(crate::sandbox::bwrap::args(
-                layout,
-                &crate::sandbox::real(&spec.cwd),
-                spec.run_dir.as_deref(),
-            ));
-            if matches!(layout.network, crate::sandbox::Network::Allowlist { .. }) {
-                // The proxy's forwarder on the sandbox's own loopback, the command its child.
-                cmd.arg(program("deepcli")).args([
-                    "sandbox",
-                    "forward",
-                    "--listen",
-                    crate::sandbox::PROXY_ADDR,
-                    "--to",
-                    crate::sandbox::EGRESS_SOCKET,
-                    "--",
-                ]);
-            }
+            let mut cmd = match choice.backend {
+                crate::sandbox::LANDLOCK => {
+                    let base = host
+                        .cgroup
+                        .as_ref()
+                        .map_err(|e| crate::sandbox::Unavailable { why: e.clone() })?;
+                    let made = crate::sandbox::cgroup::Cgroup::create(base, &spec.agent_id)
+                        .map_err(|source| SpawnError::Cgroup {
+                            path: base.display().to_string(),
+                            source,
+                        })?;
+                    // Its own temporary directory, empty at each start: /tmp is not private.
+                    let tmp = spec.home.join(".tmp");
+                    let _ = std::fs::remove_dir_all(&tmp);
+                    let _ = std::fs::create_dir_all(&tmp);
+                    let restriction = crate::sandbox::landlock::Spec::of(layout, &tmp, &made.path);
+                    let mut cmd = Command::new(program("deepcli"));
+                    cmd.args(["sandbox", "exec", "--spec"])
+                        .arg(serde_json::to_string(&restriction).unwrap_or_default())
+                        .arg("--");
+                    cgroup = Some(made);
+                    cmd
+                }
+                _ => {
+                    let bwrap = host
+                        .bwrap
+                        .as_ref()
+                        .map_err(|e| crate::sandbox::Unavailable { why: e.clone() })?;
+                    let mut cmd = Command::new(bwrap);
+                    cmd.args(crate::sandbox::bwrap::args(
+                        layout,
+                        &crate::sandbox::real(&spec.cwd),
+                        spec.run_dir.as_deref(),
+                    ));
+                    if matches!(layout.network, crate::sandbox::Network::Allowlist { .. }) {
+                        // The proxy's forwarder on the sandbox's own loopback, the command its
+                        // child.
+                        cmd.arg(program("deepcli")).args([
+                            "sandbox",
+                            "forward",
+                            "--listen",
+                            crate::sandbox::PROXY_ADDR,
+                            "--to",
+                            crate::sandbox::EGRESS_SOCKET,
+                            "--",
+                        ]);
+                    }
+                    cmd
+                }
+            };
             cmd.arg(program(first)).args(args);
             cmd
         }
@@ -208,16 +244,26 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
     cmd.current_dir(&spec.cwd)
         .env_clear()
         .envs(env)
+        // A Landlock runtime's temporary directory (see above).
+        .envs(cgroup.as_ref().map(|_| ("TMPDIR", spec.home.join(".tmp"))))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group: a stop reaches every process it started.
         .process_group(0)
         .kill_on_drop(false);
-    let (mut child, leader) = Leader::spawn(&mut cmd).map_err(|source| SpawnError::Spawn {
-        program: first.clone(),
-        source,
-    })?;
+    let (mut child, leader) = match Leader::spawn(&mut cmd) {
+        Ok(spawned) => spawned,
+        Err(source) => {
+            if let Some(cgroup) = &cgroup {
+                cgroup.kill().await;
+            }
+            return Err(SpawnError::Spawn {
+                program: first.clone(),
+                source,
+            });
+        }
+    };
     let pid = child.id().unwrap_or(0);
     // Not reaped yet, so readable even if it exited already.
     let id = ProcessId::of(pid).unwrap_or(ProcessId {
@@ -239,6 +285,7 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
         _leader: leader,
         tree: Tree::new(id, Some(spec.agent_id.clone()), []),
         acp: None,
+        cgroup,
     })
 }
 
@@ -276,6 +323,9 @@ async fn stop_child(mut spawned: Spawned) -> (String, Vec<ProcessId>) {
         }
     };
     kill_tree(&mut spawned.tree).await;
+    if let Some(cgroup) = &spawned.cgroup {
+        cgroup.kill().await;
+    }
     (describe_exit(status), spawned.tree.escaped())
 }
 
@@ -542,6 +592,9 @@ async fn attempt(
                 }
                 // The leader died; take everything it started along.
                 kill_tree(&mut spawned.tree).await;
+                if let Some(cgroup) = &spawned.cgroup {
+                    cgroup.kill().await;
+                }
                 let exit = describe_exit(exit);
                 tracing::warn!(agent = %spec.agent_id, %exit, "runtime exited");
                 let escaped = spawned.tree.escaped();

@@ -24,6 +24,8 @@ pub struct Explanation {
     pub hidden: Vec<Entry>,
     pub network: Network,
     pub processes: &'static str,
+    /// What the chosen backend does not contain (docs/isolation.md, per backend).
+    pub not_contained: Vec<String>,
     /// The environment's names (never values).
     pub environment: Vec<String>,
     /// One line: `all (bwrap, network host)`.
@@ -63,6 +65,7 @@ pub fn explain(
             hidden: Vec::new(),
             network: Network::Host,
             processes: "every process of the controller's user, the controller's included",
+            not_contained: vec!["anything: the runtime runs as the controller does".into()],
             environment,
             summary: "off".into(),
         };
@@ -71,6 +74,7 @@ pub fn explain(
         Ok(choice) => (Some(choice.backend), Some(choice.why), None),
         Err(e) => (None, None, Some(e.why)),
     };
+    let landlock = backend == Some(super::LANDLOCK);
     let mut readable: Vec<Entry> = SYSTEM
         .iter()
         .filter(|s| std::path::Path::new(s).exists())
@@ -79,14 +83,36 @@ pub fn explain(
             why: "the system, read-only".into(),
         })
         .collect();
-    readable.push(Entry {
-        path: "/tmp".into(),
-        why: "private to this sandbox, empty at start".into(),
-    });
-    let mut writable = vec![Entry {
-        path: "/tmp".into(),
-        why: "private to this sandbox".into(),
-    }];
+    let mut writable = Vec::new();
+    if landlock {
+        readable.push(Entry {
+            path: "/proc".into(),
+            why: "read-only; other processes' memory and environment stay out of reach (Landlock scopes ptrace)".into(),
+        });
+        let tmp = layout.home.join(".tmp");
+        for entry in [&mut readable, &mut writable] {
+            entry.push(Entry {
+                path: tmp.clone(),
+                why: "its TMPDIR, empty at start (/tmp itself is refused)".into(),
+            });
+        }
+        writable.push(Entry {
+            path: "/dev/null".into(),
+            why: format!(
+                "and the other device files a program needs: {}",
+                super::landlock::DEVICES[1..].join(", ")
+            ),
+        });
+    } else {
+        readable.push(Entry {
+            path: "/tmp".into(),
+            why: "private to this sandbox, empty at start".into(),
+        });
+        writable.push(Entry {
+            path: "/tmp".into(),
+            why: "private to this sandbox".into(),
+        });
+    }
     let mut hidden = Vec::new();
     for mount in layout.mounts() {
         match mount {
@@ -124,6 +150,8 @@ pub fn explain(
     for path in &layout.hidden {
         let why = if layout.grants.iter().any(|g| path.starts_with(&g.path)) {
             "hidden although it lies inside a readable path"
+        } else if landlock {
+            "never granted"
         } else {
             "never mounted"
         };
@@ -133,6 +161,20 @@ pub fn explain(
         });
     }
     let summary = super::summary(layout, host);
+    let landlock_gaps = |layout: &Layout| -> Vec<String> {
+        let mut gaps = Vec::new();
+        if layout.network == Network::None {
+            gaps.push("UDP and Unix sockets: Landlock (ABI 6) refuses TCP only".into());
+        }
+        gaps.extend([
+            "the process list: /proc shows every process's command line (not its memory or environment)".into(),
+            "paths inside a grant: Landlock only grants, so nothing inside a readable tree can be hidden (this layout needs none hidden)".into(),
+            "/tmp: not private; the runtime gets its own TMPDIR and /tmp is refused".into(),
+            "the same user: it runs as the controller's user, every capability dropped".into(),
+            "the kernel and CPU and memory, as with bubblewrap".into(),
+        ]);
+        gaps
+    };
     Explanation {
         agent_id: agent_id.to_string(),
         mode: "all",
@@ -143,8 +185,26 @@ pub fn explain(
         writable,
         hidden,
         network: layout.network.clone(),
-        processes: "only its own (a PID namespace); none outlives its stop, a `setsid` one included",
-        environment,
+        processes: if landlock {
+            "it sees every process in /proc but can signal or trace only its own (Landlock scopes); none outlives its stop, a `setsid` one included (a cgroup per runtime, killed at the stop)"
+        } else {
+            "only its own (a PID namespace); none outlives its stop, a `setsid` one included"
+        },
+        not_contained: match backend {
+            Some(super::LANDLOCK) => landlock_gaps(layout),
+            Some(_) => vec![
+                "the kernel: no seccomp filter beyond bubblewrap's own".into(),
+                "CPU and memory".into(),
+            ],
+            None => Vec::new(),
+        },
+        environment: if landlock {
+            let mut names = environment;
+            names.push("TMPDIR".into());
+            names
+        } else {
+            environment
+        },
         summary,
     }
 }
@@ -179,8 +239,10 @@ impl Explanation {
         if self.mode != "off" {
             list(&mut out, "hidden", &self.hidden);
         }
+        let landlock = self.backend == Some(super::LANDLOCK);
         let network = match &self.network {
             Network::Host => "host: unrestricted, the controller's own (loopback included)".into(),
+            Network::None if landlock => "none: no TCP at all, loopback included (Landlock refuses every TCP bind and connect); UDP and Unix sockets stay open".into(),
             Network::None => "none: no network at all, loopback included".into(),
             Network::Allowlist { domains } => format!(
                 "allowlist through deepcli's egress proxy: {}",
@@ -193,6 +255,12 @@ impl Explanation {
         };
         let _ = writeln!(out, "network: {network}");
         let _ = writeln!(out, "processes: {}", self.processes);
+        if !self.not_contained.is_empty() {
+            let _ = writeln!(out, "not contained:");
+            for gap in &self.not_contained {
+                let _ = writeln!(out, "  {gap}");
+            }
+        }
         let _ = writeln!(out, "environment: {}", self.environment.join(", "));
         out
     }

@@ -9,20 +9,43 @@ use std::sync::OnceLock;
 pub struct Host {
     /// bubblewrap's path, once it was seen to make the namespaces a sandbox needs; else why not.
     pub bwrap: Result<PathBuf, String>,
+    /// The kernel's Landlock ABI ([`super::landlock::probe`]); else why there is none.
+    pub landlock: Result<u8, String>,
+    /// Where a Landlock runtime's cgroup is made ([`super::cgroup::base`]); else why nowhere.
+    pub cgroup: Result<PathBuf, String>,
 }
 
 impl Host {
     /// This host, probed on first use.
     pub fn get() -> &'static Host {
         static HOST: OnceLock<Host> = OnceLock::new();
-        HOST.get_or_init(|| Host { bwrap: bwrap() })
+        HOST.get_or_init(|| Host {
+            bwrap: bwrap(),
+            landlock: landlock(),
+            cgroup: super::cgroup::base(),
+        })
     }
+}
+
+/// Whether a failpoints build was told this backend is missing
+/// (`DEEPCLI_FAILPOINT_SANDBOX=no-bwrap,no-landlock`: the fail-closed and Landlock tests).
+#[cfg(feature = "failpoints")]
+fn failpoint(name: &str) -> bool {
+    std::env::var("DEEPCLI_FAILPOINT_SANDBOX").is_ok_and(|v| v.split(',').any(|p| p == name))
+}
+
+fn landlock() -> Result<u8, String> {
+    #[cfg(feature = "failpoints")]
+    if failpoint("no-landlock") {
+        return Err("the kernel has no Landlock (failpoint)".into());
+    }
+    super::landlock::probe()
 }
 
 fn bwrap() -> Result<PathBuf, String> {
     // A failpoints build can be told that bubblewrap is missing (the fail-closed tests).
     #[cfg(feature = "failpoints")]
-    if std::env::var("DEEPCLI_FAILPOINT_SANDBOX").as_deref() == Ok("no-bwrap") {
+    if failpoint("no-bwrap") {
         return Err("`bwrap` not found on PATH (failpoint)".into());
     }
     let path = super::on_path("bwrap").ok_or_else(|| "`bwrap` not found on PATH".to_string())?;

@@ -1,7 +1,8 @@
 //! The sandbox an agent's runtime runs in (isolation.md): what it may read and write, which
 //! processes it sees, which network it reaches — worked out from the config in force
 //! ([`Layout::of`], pure but for looking up the runtime's own command on disk), then enforced by
-//! a backend ([`bwrap`]).
+//! a backend: [`bwrap`] (namespaces), or [`landlock`] (grants only) where nothing must be
+//! hidden inside a grant and bubblewrap is not there or not asked for ([`choose`]).
 //!
 //! The layout is an allowlist: the system directories, the agent's own HOME, workspace and
 //! agentDir, its `binds`, the config directory (read-only) and the files its command runs from
@@ -10,9 +11,11 @@
 //! checkout that also holds the agent's command).
 
 pub mod bwrap;
+pub mod cgroup;
 pub mod egress;
 pub mod explain;
 mod host;
+pub mod landlock;
 
 use std::path::{Path, PathBuf};
 
@@ -277,13 +280,41 @@ impl Layout {
         })
     }
 
-    /// The hidden paths that lie inside a grant: what a backend that only grants cannot hide.
-    pub fn hidden_inside_grants(&self) -> Vec<&Path> {
+    /// The hidden paths that lie inside a grant or the system, each with the readable path it
+    /// lies in: what a backend that only grants (Landlock) cannot hide.
+    pub fn hidden_inside(&self) -> Vec<(&Path, &Path)> {
+        let readable = self
+            .grants
+            .iter()
+            .map(|g| g.path.as_path())
+            .chain(SYSTEM.iter().map(Path::new));
+        let readable: Vec<&Path> = readable.collect();
         self.hidden
             .iter()
-            .filter(|h| self.grants.iter().any(|g| h.starts_with(&g.path)))
-            .map(PathBuf::as_path)
+            .filter_map(|h| {
+                let inside = readable.iter().find(|r| h.starts_with(r))?;
+                Some((h.as_path(), *inside))
+            })
             .collect()
+    }
+
+    /// Why Landlock cannot enforce this layout, whatever the host: a hidden path inside a
+    /// readable one, `workspaceAccess: none`, or `network: allowlist`; `None`: it can.
+    pub fn beyond_landlock(&self) -> Option<String> {
+        if let Some((hidden, inside)) = self.hidden_inside().first() {
+            return Some(format!(
+                "{} must stay hidden but lies inside {}, which the agent may read, and Landlock only grants access: it cannot hide a path inside a granted one",
+                hidden.display(),
+                inside.display()
+            ));
+        }
+        if self.scratch.is_some() {
+            return Some("`workspaceAccess: none` puts an empty directory over the workspace, and Landlock cannot mount one".into());
+        }
+        if matches!(self.network, Network::Allowlist { .. }) {
+            return Some("`network: allowlist` needs bubblewrap: Landlock's TCP rules name ports, not addresses, so the egress proxy's port would be open to every host".into());
+        }
+        None
     }
 }
 
@@ -325,11 +356,34 @@ pub fn environment_names(agent: &crate::config::Agent, layout: Option<&Layout>) 
 }
 
 /// A sandbox in one line, as `status` and `sandbox explain` show it: `all (bwrap, network
-/// host)`, or `all (not applied, …)` when no backend can enforce it here.
+/// host)`, `all (landlock, network none; not contained: …)`, or `all (not applied, …)` when
+/// no backend can enforce it here.
 pub fn summary(layout: &Layout, host: &Host) -> String {
-    let backend = choose(layout, host).map_or("not applied", |c| c.backend);
-    format!("all ({backend}, {})", layout.network.describe())
+    match choose(layout, host) {
+        Ok(choice) if choice.backend == LANDLOCK => format!(
+            "all ({LANDLOCK}, {}; not contained: {})",
+            layout.network.describe(),
+            landlock_gaps(layout).join(", ")
+        ),
+        Ok(choice) => format!("all ({}, {})", choice.backend, layout.network.describe()),
+        Err(_) => format!("all (not applied, {})", layout.network.describe()),
+    }
 }
+
+/// What the Landlock backend leaves uncontained for `layout`, in short (docs/isolation.md).
+pub fn landlock_gaps(layout: &Layout) -> Vec<&'static str> {
+    let mut gaps = Vec::new();
+    if layout.network == Network::None {
+        gaps.push("UDP and Unix sockets");
+    }
+    gaps.push("the process list");
+    gaps
+}
+
+/// The bubblewrap backend's name, as [`Choice::backend`] says it.
+pub const BWRAP: &str = "bwrap";
+/// The Landlock backend's name.
+pub const LANDLOCK: &str = "landlock";
 
 /// Which backend enforces a layout on this host, and why; or why none can.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -346,21 +400,61 @@ pub struct Unavailable {
     pub why: String,
 }
 
-/// The backend that enforces `layout` on `host`.
+/// Why this host cannot run the Landlock backend at all (no Landlock, an ABI without signal
+/// scoping, no cgroup to keep the runtime's processes in); `Ok`: its ABI.
+pub fn landlock_on(host: &Host) -> Result<u8, String> {
+    let abi = host
+        .landlock
+        .as_ref()
+        .map_err(|e| format!("Landlock is not usable here ({e})"))?;
+    if *abi < landlock::ABI_NEEDED {
+        return Err(format!(
+            "this kernel's Landlock ABI is {abi}, and deepcli needs ABI {} (Linux 6.12) to keep the runtime from signalling processes outside its sandbox",
+            landlock::ABI_NEEDED
+        ));
+    }
+    host.cgroup.as_ref().map_err(|e| {
+        format!("no cgroup v2 group can be made to keep the runtime's processes together ({e})")
+    })?;
+    Ok(*abi)
+}
+
+/// The backend that enforces `layout` on `host`. `auto` takes bubblewrap where it is usable,
+/// else Landlock where it can enforce this layout ([`Layout::beyond_landlock`],
+/// [`landlock_on`]), else none: the runtime does not start.
 pub fn choose(layout: &Layout, host: &Host) -> Result<Choice, Unavailable> {
     let install = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`), or set `sandbox.mode: off` on this agent explicitly";
+    let landlock = || match layout.beyond_landlock() {
+        Some(why) => Err(why),
+        None => landlock_on(host),
+    };
     match layout.backend {
-        SandboxBackend::Auto | SandboxBackend::Bwrap => match &host.bwrap {
+        SandboxBackend::Auto => match &host.bwrap {
             Ok(path) => Ok(Choice {
-                backend: "bwrap",
-                why: if layout.backend == SandboxBackend::Auto {
-                    format!(
-                        "auto: bubblewrap ({}) enforces the whole contract: mount, PID and network namespaces",
-                        path.display()
-                    )
-                } else {
-                    "sandbox.backend: bwrap".into()
-                },
+                backend: BWRAP,
+                why: format!(
+                    "auto: bubblewrap ({}) enforces the whole contract: mount, PID and network namespaces",
+                    path.display()
+                ),
+            }),
+            Err(e) => match landlock() {
+                Ok(abi) => Ok(Choice {
+                    backend: LANDLOCK,
+                    why: format!(
+                        "auto: bubblewrap is not usable here ({e}); Landlock (ABI {abi}) can enforce this layout, as nothing hidden lies inside a path the agent may read (a cgroup holds its processes)"
+                    ),
+                }),
+                Err(why_not) => Err(Unavailable {
+                    why: format!(
+                        "the sandbox cannot be applied: bubblewrap is not usable here ({e}), and Landlock cannot stand in for it: {why_not}; {install}"
+                    ),
+                }),
+            },
+        },
+        SandboxBackend::Bwrap => match &host.bwrap {
+            Ok(_) => Ok(Choice {
+                backend: BWRAP,
+                why: "sandbox.backend: bwrap".into(),
             }),
             Err(e) => Err(Unavailable {
                 why: format!(
@@ -368,14 +462,20 @@ pub fn choose(layout: &Layout, host: &Host) -> Result<Choice, Unavailable> {
                 ),
             }),
         },
-        SandboxBackend::Landlock => Err(Unavailable {
-            why: format!(
-                "the sandbox cannot be applied: the landlock backend cannot hide deepcli's state or contain the runtime's processes, so deepcli does not run it; use `backend: auto` and {install}"
-            ),
-        }),
+        SandboxBackend::Landlock => match landlock() {
+            Ok(abi) => Ok(Choice {
+                backend: LANDLOCK,
+                why: format!("sandbox.backend: landlock (ABI {abi}; a cgroup holds its processes)"),
+            }),
+            Err(why) => Err(Unavailable {
+                why: format!(
+                    "the sandbox cannot be applied: the landlock backend cannot enforce this agent's sandbox: {why}; use `backend: auto` (or `bwrap`) and {install}"
+                ),
+            }),
+        },
         other => Err(Unavailable {
             why: format!(
-                "the sandbox cannot be applied: backend `{}` is not built; use `auto` or `bwrap`",
+                "the sandbox cannot be applied: backend `{}` is not built; use `auto`, `bwrap` or `landlock`",
                 other.as_str()
             ),
         }),

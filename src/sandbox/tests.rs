@@ -273,23 +273,215 @@ fn only_the_named_environment_passes_through() {
     }
 }
 
-#[test]
-fn unbuilt_and_partial_backends_fail_closed() {
-    let host = Host {
-        bwrap: Err("not found".into()),
-    };
-    let layout = layout(None).unwrap();
-    let error = choose(&layout, &host).unwrap_err();
-    assert!(error.why.contains("install bubblewrap"), "{error}");
-    let with = Host {
-        bwrap: Ok("/usr/bin/bwrap".into()),
-    };
-    assert_eq!(choose(&layout, &with).unwrap().backend, "bwrap");
-    for backend in [SandboxBackend::Docker, SandboxBackend::Landlock] {
-        let layout = Layout {
-            backend,
-            ..layout.clone()
-        };
-        assert!(choose(&layout, &with).is_err(), "{backend:?}");
+/// A host with bubblewrap (or without), Landlock ABI 7 and a cgroup to hold runtimes.
+fn host(bwrap: bool) -> Host {
+    Host {
+        bwrap: if bwrap {
+            Ok("/usr/bin/bwrap".into())
+        } else {
+            Err("`bwrap` not found on PATH".into())
+        },
+        landlock: Ok(7),
+        cgroup: Ok("/sys/fs/cgroup/deepcli.service".into()),
     }
+}
+
+fn with(config: SandboxConfig) -> Layout {
+    layout(Some(config)).unwrap()
+}
+
+/// The layout of agent `a` with a bind holding the state directory: what Landlock cannot hide.
+fn hiding() -> Layout {
+    with(SandboxConfig {
+        binds: Some(vec![SandboxBind {
+            path: "/srv/hub".into(),
+            mode: BindMode::Ro,
+        }]),
+        ..SandboxConfig::default()
+    })
+}
+
+#[test]
+fn unbuilt_backends_fail_closed() {
+    let layout = layout(None).unwrap();
+    assert!(choose(&layout, &host(false)).is_ok());
+    let neither = Host {
+        landlock: Err("the kernel has no Landlock".into()),
+        ..host(false)
+    };
+    let error_neither = choose(&layout, &neither).unwrap_err();
+    assert!(
+        error_neither.why.contains("install bubblewrap"),
+        "{error_neither}"
+    );
+    assert!(
+        error_neither.why.contains("the kernel has no Landlock"),
+        "{error_neither}"
+    );
+    assert_eq!(choose(&layout, &host(true)).unwrap().backend, BWRAP);
+    let docker = Layout {
+        backend: SandboxBackend::Docker,
+        ..layout.clone()
+    };
+    assert!(choose(&docker, &host(true)).is_err());
+}
+
+#[test]
+fn auto_takes_bubblewrap_wherever_it_is_usable() {
+    for layout in [layout(None).unwrap(), hiding()] {
+        let choice = choose(&layout, &host(true)).unwrap();
+        assert_eq!(choice.backend, BWRAP);
+        assert!(choice.why.starts_with("auto: bubblewrap"), "{}", choice.why);
+    }
+}
+
+#[test]
+fn auto_without_bubblewrap_takes_landlock_for_a_layout_that_hides_nothing_inside_a_grant() {
+    let layout = layout(None).unwrap();
+    assert_eq!(layout.hidden_inside(), []);
+    let choice = choose(&layout, &host(false)).unwrap();
+    assert_eq!(choice.backend, LANDLOCK);
+    assert!(
+        choice.why.contains("bubblewrap is not usable here") && choice.why.contains("ABI 7"),
+        "{}",
+        choice.why
+    );
+    let none = with(SandboxConfig {
+        network: Some(SandboxNetwork::None),
+        ..SandboxConfig::default()
+    });
+    assert_eq!(choose(&none, &host(false)).unwrap().backend, LANDLOCK);
+    assert_eq!(
+        summary(&none, &host(false)),
+        "all (landlock, network none; not contained: UDP and Unix sockets, the process list)"
+    );
+}
+
+#[test]
+fn landlock_is_never_chosen_for_a_state_directory_inside_a_readable_tree() {
+    let layout = hiding();
+    assert_eq!(
+        layout.hidden_inside(),
+        [(Path::new("/srv/hub/state"), Path::new("/srv/hub"))]
+    );
+    // auto: fails closed with both reasons and the fix.
+    let error = choose(&layout, &host(false)).unwrap_err();
+    assert!(
+        error
+            .why
+            .contains("/srv/hub/state must stay hidden but lies inside /srv/hub"),
+        "{error}"
+    );
+    assert!(error.why.contains("install bubblewrap"), "{error}");
+    // Explicit: the same, even with bubblewrap there.
+    let explicit = Layout {
+        backend: SandboxBackend::Landlock,
+        ..layout
+    };
+    let error = choose(&explicit, &host(true)).unwrap_err();
+    assert!(
+        error.why.contains("the landlock backend cannot enforce")
+            && error.why.contains("Landlock only grants access"),
+        "{error}"
+    );
+    assert_eq!(
+        summary(&explicit, &host(true)),
+        "all (not applied, network host)"
+    );
+}
+
+#[test]
+fn explicit_landlock_runs_where_it_can_enforce_the_layout_even_with_bubblewrap_there() {
+    let layout = with(SandboxConfig {
+        backend: Some(SandboxBackend::Landlock),
+        ..SandboxConfig::default()
+    });
+    let choice = choose(&layout, &host(true)).unwrap();
+    assert_eq!(choice.backend, LANDLOCK);
+    assert!(
+        choice.why.starts_with("sandbox.backend: landlock"),
+        "{}",
+        choice.why
+    );
+}
+
+#[test]
+fn landlock_refuses_what_it_cannot_enforce() {
+    let cases = [
+        (
+            SandboxConfig {
+                network: Some(SandboxNetwork::Allowlist),
+                allowed_domains: Some(vec!["api.example.com".into()]),
+                ..SandboxConfig::default()
+            },
+            "`network: allowlist` needs bubblewrap",
+        ),
+        (
+            SandboxConfig {
+                workspace_access: Some(WorkspaceAccess::None),
+                ..SandboxConfig::default()
+            },
+            "`workspaceAccess: none`",
+        ),
+    ];
+    for (config, why) in cases {
+        let layout = with(config);
+        let error = choose(&layout, &host(false)).unwrap_err();
+        assert!(error.why.contains(why), "{error}");
+    }
+    let layout = layout(None).unwrap();
+    let hosts = [
+        (
+            Host {
+                landlock: Ok(5),
+                ..host(false)
+            },
+            "Landlock ABI is 5, and deepcli needs ABI 6",
+        ),
+        (
+            Host {
+                cgroup: Err("no cgroup v2 file system is mounted".into()),
+                ..host(false)
+            },
+            "no cgroup v2 group can be made",
+        ),
+    ];
+    for (host, why) in hosts {
+        let error = choose(&layout, &host).unwrap_err();
+        assert!(error.why.contains(why), "{error}");
+    }
+}
+
+#[test]
+fn the_landlock_restriction_grants_what_the_mounts_would_bind() {
+    let layout = with(SandboxConfig {
+        network: Some(SandboxNetwork::None),
+        workspace_access: Some(WorkspaceAccess::Ro),
+        ..SandboxConfig::default()
+    });
+    let spec = landlock::Spec::of(&layout, Path::new("/t/tmp"), Path::new("/cg/a"));
+    assert!(!spec.tcp);
+    assert!(spec.read.contains(&PathBuf::from("/usr")));
+    assert!(spec.read.contains(&PathBuf::from("/proc")));
+    assert!(spec.read.contains(&PathBuf::from("/srv/hub/config")));
+    assert!(
+        spec.read
+            .contains(&PathBuf::from("/srv/hub/state/workspaces/a"))
+    );
+    assert!(
+        spec.write
+            .contains(&PathBuf::from("/srv/hub/state/agents/a/agent/home"))
+    );
+    assert!(spec.write.contains(&PathBuf::from("/t/tmp")));
+    assert!(spec.write.contains(&PathBuf::from("/dev/null")));
+    for path in spec.read.iter().chain(&spec.write) {
+        assert!(
+            !layout.hidden.iter().any(|h| h == path),
+            "{} is hidden",
+            path.display()
+        );
+    }
+    assert_eq!(spec.cgroup, PathBuf::from("/cg/a"));
+    let host_network = with(SandboxConfig::default());
+    assert!(landlock::Spec::of(&host_network, Path::new("/t"), Path::new("/c")).tcp);
 }

@@ -1,7 +1,8 @@
 //! Rules over `sandbox` (isolation.md) and what else a runtime is handed: an agent that runs
 //! unsandboxed (`sandbox-off`), a channel account's secret in a runtime's environment
 //! (`secret-shared-with-agent`), binds that would reach what the sandbox hides (`sandbox-bind`),
-//! backends not built yet (`sandbox-backend-unbuilt`), an allowlist that lets nothing through
+//! backends not built yet (`sandbox-backend-unbuilt`), `backend: landlock` where Landlock cannot
+//! enforce the layout (`sandbox-landlock-unenforceable`), an allowlist that lets nothing through
 //! (`network-allowlist-empty`), and the sandbox keys taken from OpenClaw that deepcli accepts but
 //! does not act on (`not-enforced`).
 //!
@@ -38,6 +39,7 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         .filter(|a| mode(a) != SandboxMode::Off)
         .collect();
     backends(cx, &sandboxed, out);
+    landlock(cx, &sandboxed, out);
     binds(cx, &sandboxed, out);
     network(cx, &sandboxed, out);
     per_session_keys(cx, &sandboxed, out);
@@ -163,6 +165,44 @@ fn backends(cx: &Context<'_>, sandboxed: &[&Agent], out: &mut Vec<Diagnostic>) {
                 ),
             )
             .hint("use `auto` (the default: the strongest backend this host has), `bwrap` or `landlock`")
+            .at(cx.at(FILE, &pointer)),
+        );
+    }
+}
+
+/// `sandbox-landlock-unenforceable`: `backend: landlock` on a layout only bubblewrap can
+/// enforce (a hidden path inside a readable one, `workspaceAccess: none`, `network:
+/// allowlist`): the runtime would not start. The layout is the one the runtime would get
+/// ([`crate::sandbox::Layout::for_agent`]: its command looked up on disk), the reason the one
+/// `status` would show.
+fn landlock(cx: &Context<'_>, sandboxed: &[&Agent], out: &mut Vec<Diagnostic>) {
+    let home = cx.config.home.as_deref();
+    let around = crate::sandbox::Surroundings::of(cx.config, &cx.config.state_dir, home);
+    let mut places = Places::new();
+    for agent in sandboxed {
+        let backend = agent.spec.sandbox.as_ref().and_then(|s| s.backend);
+        if backend != Some(SandboxBackend::Landlock) {
+            continue;
+        }
+        let Some(why) = crate::sandbox::Layout::for_agent(agent, &around, home)
+            .and_then(|layout| layout.beyond_landlock())
+        else {
+            continue;
+        };
+        if let Some(pointer) = written(cx, agent, "backend") {
+            places.add(pointer, why, agent);
+        }
+    }
+    for ((pointer, why), ids) in places.0 {
+        out.push(
+            Diagnostic::new(
+                rules::SANDBOX_LANDLOCK_UNENFORCEABLE,
+                format!(
+                    "`backend: landlock` cannot enforce the sandbox of {}: {why}; it would not start",
+                    named(&ids)
+                ),
+            )
+            .hint("use `backend: auto` (the default) or `bwrap`, with bubblewrap installed; or change the layout (docs/isolation.md, \"Backends\")")
             .at(cx.at(FILE, &pointer)),
         );
     }

@@ -225,6 +225,139 @@ fn the_same_probes_with_the_sandbox_off_show_the_exposure() {
     );
 }
 
+/// The Landlock backend on a layout it can enforce (the state directory outside every grant):
+/// every file, process and credential probe is refused as under bubblewrap, TCP included; what
+/// Landlock leaves open is said in `status`. The `setsid` grandchild dies with the stop: the
+/// runtime's cgroup is killed.
+#[test]
+fn an_agent_under_landlock_reaches_no_secret_state_process_or_other_agent() {
+    let mut up = attacker_up("{backend: landlock, network: none}", |_| {});
+    let status = up.wait_for("the status", |_| true);
+    assert_eq!(
+        Up::runtime(&status, "evil").unwrap()["sandbox"],
+        "all (landlock, network none; not contained: UDP and Unix sockets, the process list)"
+    );
+    let found = probe(&up, &other_workspace(&up));
+    shut(
+        &found,
+        &[
+            "env_channel_token",
+            "env_other_agent",
+            "controller_environ",
+            "controller_signal",
+            "state_db",
+            "operator_token",
+            "config_write",
+            "other_workspace",
+            "write_outside",
+            "controller_port",
+        ],
+    );
+    assert!(!up._tmp.path().join("outside-probe").exists());
+    assert!(!up.config.join("probe").exists());
+    open(&found, &["env_own", "own_workspace", "config_read"]);
+
+    // The hub's tools reach it over its socket, at the socket's host path.
+    let answer = say(&up, "mcp session_status {}");
+    assert!(answer.contains("mcp: "), "{answer}");
+    assert!(answer.contains("agent:evil:"), "{answer}");
+
+    assert!(
+        !processes_with("987651").is_empty(),
+        "the grandchild never ran"
+    );
+    assert!(up.terminate().success());
+    assert!(
+        wait_gone("987651"),
+        "a setsid grandchild outlived the controller's stop"
+    );
+}
+
+/// `backend: landlock` (and `auto` without bubblewrap) on the quickstart's layout, where the
+/// state directory lies inside the package the agent's command runs from: Landlock cannot hide
+/// it, so neither runtime starts, and `status` says why and how to fix it.
+#[test]
+fn landlock_on_a_layout_that_needs_hiding_leaves_the_runtime_stopped_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let checkout = tmp.path().join("checkout");
+    let config = checkout.join("config");
+    let state = checkout.join(".deepcli-demo");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(checkout.join("package.json"), "{}").unwrap();
+    std::fs::write(checkout.join("agent.sh"), "exec sleep 600\n").unwrap();
+    let script = checkout.join("agent.sh");
+    std::fs::write(
+        config.join("agents.yaml"),
+        format!(
+            "agents:\n  list:\n    - id: main\n    - id: pinned\n      runtime: {{kind: process, command: [sh, \"{s}\"]}}\n      sandbox: {{backend: landlock}}\n    - id: auto\n      runtime: {{kind: process, command: [sh, \"{s}\"]}}\n",
+            s = script.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.0.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = self.0.wait();
+        }
+    }
+    let child = Stop(crate::common::controller(
+        tmp.path(),
+        &config,
+        &state,
+        |cmd| {
+            cmd.env("DEEPCLI_FAILPOINT_SANDBOX", "no-bwrap");
+        },
+    ));
+    let _addr = crate::common::listening(&state, child.0.id());
+    let status = || {
+        let out = std::process::Command::new(crate::common::bin())
+            .args(["--state-dir", state.to_str().unwrap(), "status", "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_default()
+    };
+    let failed = |doc: &serde_json::Value, id: &str| {
+        Up::runtime(doc, id).is_some_and(|r| {
+            r["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("Landlock only grants access"))
+        })
+    };
+    let mut doc = status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(failed(&doc, "pinned") && failed(&doc, "auto")) {
+        assert!(Instant::now() < deadline, "no reason given: {doc:#}");
+        std::thread::sleep(Duration::from_millis(100));
+        doc = status();
+    }
+    let hidden = format!(
+        "{} must stay hidden but lies inside {}",
+        state.display(),
+        checkout.display()
+    );
+    for id in ["pinned", "auto"] {
+        let runtime = Up::runtime(&doc, id).unwrap();
+        let error = runtime["lastError"].as_str().unwrap();
+        assert!(error.contains(&hidden), "{error}");
+        assert!(error.contains("install bubblewrap"), "{error}");
+        assert_ne!(runtime["status"], "ready");
+        assert!(runtime["pid"].is_null(), "{runtime}");
+        assert_eq!(runtime["sandbox"], "all (not applied, network host)");
+    }
+    assert!(
+        Up::runtime(&doc, "pinned").unwrap()["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("the landlock backend cannot enforce")
+    );
+    drop(child);
+}
+
 /// A local fake "upstream" that answers every request with `fake-says-hi`.
 fn fake_upstream() -> std::net::SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -292,7 +425,7 @@ fn a_missing_backend_leaves_the_runtime_stopped_with_the_reason() {
         sdk_echo_agent().display()
     );
     let up = Up::start_with(&agents, "bindings: []\n", |cmd| {
-        cmd.env("DEEPCLI_FAILPOINT_SANDBOX", "no-bwrap");
+        cmd.env("DEEPCLI_FAILPOINT_SANDBOX", "no-bwrap,no-landlock");
     });
     let status = up.wait_for("the runtime refused to start", |s| {
         Up::runtime(s, "evil").is_some_and(|r| {
@@ -399,7 +532,7 @@ fn sandbox_explain_says_what_the_quickstarts_agent_can_touch() {
             cmd.arg("--json");
         }
         if failpoint {
-            cmd.env("DEEPCLI_FAILPOINT_SANDBOX", "no-bwrap");
+            cmd.env("DEEPCLI_FAILPOINT_SANDBOX", "no-bwrap,no-landlock");
         }
         cmd.output().unwrap()
     };
