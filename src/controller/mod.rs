@@ -257,6 +257,19 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
         tracing::debug!("cannot become the child subreaper; orphans of runtimes go to init");
     }
     stop_leftovers(&store).await?;
+    // What a controller killed with `kill -9` left of its Landlock runtimes' trees.
+    if let Ok(base) = &crate::sandbox::Host::get().cgroup {
+        let base = base.clone();
+        let swept = tokio::task::spawn_blocking(move || crate::sandbox::cgroup::sweep(&base))
+            .await
+            .unwrap_or(0);
+        if swept > 0 {
+            tracing::warn!(
+                cgroups = swept,
+                "killed what runtimes of a dead controller left"
+            );
+        }
+    }
 
     let (runtime_tx, runtime_events) = mpsc::unbounded_channel::<RuntimeStatus>();
     let mut supervisor = Supervisor::new(runtime_tx);

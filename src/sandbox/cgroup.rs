@@ -96,6 +96,37 @@ impl Cgroup {
     }
 }
 
+/// Kills the runtimes' cgroups under `base` that a controller no longer running left (one
+/// killed with `kill -9` cannot remove them): whatever of its runtimes' trees still runs there,
+/// a `setsid` child included, dies now. Cgroups of a controller that runs are not touched.
+/// Returns how many were swept.
+pub fn sweep(base: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return 0;
+    };
+    let mut swept = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = left_by(&name.to_string_lossy()) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        Cgroup { path: entry.path() }.kill_blocking();
+        swept += 1;
+    }
+    swept
+}
+
+/// The controller pid in a runtime cgroup's name, `deepcli-<pid>-<agent>`.
+fn left_by(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("deepcli-")?;
+    let (pid, agent) = rest.split_once('-')?;
+    (!agent.is_empty() && agent != "probe").then_some(())?;
+    pid.parse().ok()
+}
+
 /// Moves this process into the cgroup at `path` (what `sandbox exec` does first).
 pub fn join(path: &Path) -> std::io::Result<()> {
     std::fs::write(path.join("cgroup.procs"), std::process::id().to_string())
@@ -104,6 +135,45 @@ pub fn join(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runtime_cgroup_names_the_controller_that_made_it() {
+        assert_eq!(left_by("deepcli-4242-alpha"), Some(4242));
+        assert_eq!(left_by("deepcli-4242-my-agent"), Some(4242));
+        assert_eq!(left_by("deepcli-4242-probe"), None);
+        assert_eq!(left_by("deepcli-x-alpha"), None);
+        assert_eq!(left_by("user.slice"), None);
+    }
+
+    /// A cgroup left by a controller that no longer runs is killed and removed, its process
+    /// with it; one of a running controller stays.
+    #[test]
+    fn cgroups_left_by_a_dead_controller_are_swept() {
+        let Ok(base) = base() else {
+            return; // no usable cgroup v2 here: nothing Landlock could have left
+        };
+        let dead = {
+            let mut child = std::process::Command::new("true").spawn().unwrap();
+            let pid = child.id();
+            child.wait().unwrap();
+            pid
+        };
+        // A cgroup named as a dead controller's, with a process in it.
+        let renamed = base.join(format!("deepcli-{dead}-sweep"));
+        std::fs::create_dir(&renamed).unwrap();
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        std::fs::write(renamed.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+        let ours = Cgroup::create(&base, "sweep-ours").unwrap();
+        assert!(sweep(&base) >= 1);
+        assert!(!renamed.exists());
+        let status = sleeper.wait().unwrap();
+        assert!(!status.success(), "killed: {status:?}");
+        assert!(ours.path.exists(), "a running controller's stays");
+        ours.kill_blocking();
+    }
 
     #[test]
     fn the_cgroup2_mount_and_own_group_are_read_from_proc() {
