@@ -18,10 +18,12 @@ Exit codes:
 
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCommand {
-    /// Pending approvals, newest first (--all: every state).
+    /// Pending approvals, newest first (--all: every state); a management request with what it
+    /// would write (its dry run's diff) and what it touches beyond the agent asking.
     #[command(after_help = EXIT_CODES)]
     List(ListArgs),
-    /// One approval: what was asked, by whom, bound to which content hash, and what happened.
+    /// One approval: what was asked (a management request: its params and diff), by whom,
+    /// bound to which content hash, and what happened.
     #[command(after_help = EXIT_CODES)]
     Show(IdArgs),
     /// Allow it (the runtime gets the allow option; a management request runs).
