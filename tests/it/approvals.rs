@@ -419,19 +419,19 @@ fn an_approver_decides_from_the_chat_and_anyone_else_is_refused() {
             .any(|e| e["event"] == "refused"),
         "{now}"
     );
-    // The approver decides, from a DM of their own.
-    let (status, ok) = send(&up, "u-boss", "m-4", &format!("/approve {id}"))
+    // The approver decides, from a DM of their own; `always` makes the operator's exact rule,
+    // stated literally in the answer.
+    let (status, ok) = send(&up, "u-boss", "m-4", &format!("/approve {id} always"))
         .join()
         .unwrap();
     assert_eq!(status, 200, "{ok}");
+    let said = ok["reply"]["text"].as_str().unwrap();
     assert!(
-        ok["reply"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("approved by slack:u-boss"),
+        said.contains("approved by slack:u-boss")
+            && said.contains("delete requests of agent `sdk` titled exactly \"/tmp/cache\""),
         "{ok}"
     );
-    assert_eq!(reply(asked), "permission: allow");
+    assert_eq!(reply(asked), "permission: allow-always");
     assert_eq!(show(&up, &id)["approval"]["decidedBy"], "slack:u-boss");
     // The commands never reached the agent's transcript.
     let turns = crate::common::transcript(&up.state, "agent:sdk:main");
