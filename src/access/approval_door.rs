@@ -24,6 +24,11 @@ pub trait ApprovalDoor: Send + Sync {
         command: ChatCommand,
     ) -> Pin<Box<dyn Future<Output = String> + Send>>;
 
+    /// Whether `sender` (`<channel>:<senderId>`) is in some agent's `permissions.approvers`:
+    /// only such a sender's approval command is answered as one. Anyone else's gets what the
+    /// inbound policy answers any message of theirs, and nothing about approvals.
+    fn is_approver(&self, sender: &str) -> bool;
+
     /// Session `session_key` is being closed: its pending approvals are void.
     fn session_closed(&self, session_key: &str) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -32,11 +37,14 @@ pub trait ApprovalDoor: Send + Sync {
     fn turn_ended(&self, session_key: &str);
 }
 
-/// `/approve <id>` or `/deny <id>`.
+/// `/approve <id>`, `/approve <id> always` or `/deny <id>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatCommand {
     pub approve: bool,
     pub id: String,
+    /// `/approve <id> always`: also a rule of the exact tool kind and title, as the
+    /// operator's `approve --always` makes.
+    pub always: bool,
 }
 
 impl ChatCommand {
@@ -53,15 +61,25 @@ impl ChatCommand {
             _ => return None,
         };
         let id = words.next()?;
+        let always = match words.next() {
+            None => false,
+            Some("always") if approve => true,
+            Some(_) => return None,
+        };
         if words.next().is_some() || id.is_empty() || id.len() > 64 {
             return None;
         }
         Some(ChatCommand {
             approve,
             id: id.to_string(),
+            always,
         })
     }
 }
+
+/// The answer to an approval command from an admitted sender who is no agent's approver: one
+/// sentence for every id, so that it tells nothing about the approval named.
+pub const NOT_AN_APPROVER: &str = "/approve and /deny are answered only for an agent's approvers (`permissions.approvers`); nothing was decided";
 
 /// The conversation a turn answers: where an approval of that turn is announced.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -146,9 +164,13 @@ impl Access {
         true
     }
 
-    /// Answers an approval command (`/approve <id>`, `/deny <id>`) from a chat: the door
-    /// decides (or refuses the sender); the answer is the response, recorded as this
-    /// envelope's, and goes to the reply sink. The agent never sees the message.
+    /// Answers an approval command (`/approve <id>`, `/deny <id>`) from a chat: from an
+    /// approver, the door decides (or refuses them); the answer is the response, recorded as
+    /// this envelope's, and goes to the reply sink. From anyone else it is any message of
+    /// theirs to the inbound policy: a sender it does not admit gets its answer (a pairing code,
+    /// nothing); one it admits gets [`NOT_AN_APPROVER`], the same for every id. Either way
+    /// nothing says whether the approval exists or whose it is, and no approval event is
+    /// written. The agent never sees the message.
     pub(super) async fn approval_command(
         &self,
         plan: &super::AccessPlan,
@@ -165,8 +187,16 @@ impl Access {
             .facts
             .sender_id
             .as_ref()
-            .map(|id| format!("{}:{id}", key.channel));
-        let answer = door.chat_command(sender, command).await;
+            .map(|id| format!("{}:{}", key.channel, id.trim()));
+        let answer = match sender {
+            Some(sender) if door.is_approver(&sender) => {
+                door.chat_command(Some(sender), command).await
+            }
+            _ => match self.gate(plan, envelope, route, key).await? {
+                Some(gated) => return Ok(gated),
+                None => NOT_AN_APPROVER.to_string(),
+            },
+        };
         let session_key = super::gate::session_key(route, key);
         let response = json!({
             "route": route,
@@ -206,14 +236,26 @@ mod tests {
             cmd(" /approve abc123 "),
             Some(ChatCommand {
                 approve: true,
-                id: "abc123".into()
+                id: "abc123".into(),
+                always: false,
             })
         );
+        assert_eq!(
+            cmd("/approve abc123 always"),
+            Some(ChatCommand {
+                approve: true,
+                id: "abc123".into(),
+                always: true,
+            })
+        );
+        assert_eq!(cmd("/deny abc always"), None);
+        assert_eq!(cmd("/approve abc always now"), None);
         assert_eq!(
             cmd("/deny@deepbot abc"),
             Some(ChatCommand {
                 approve: false,
-                id: "abc".into()
+                id: "abc".into(),
+                always: false,
             })
         );
         assert_eq!(cmd("/approve"), None);

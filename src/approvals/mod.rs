@@ -12,10 +12,12 @@
 //!
 //! * `policy.rs` — `permissions` with defaults, modes, rules, options, the content hash. Pure.
 //! * `service.rs` — asking, waiting, deciding, voiding, expiring.
+//! * `preview.rs` — what a management request would change (its dry run's diff) and touches.
 //! * `operator.rs` — the operator's methods (`approvals/list|show|approve|deny|rules|revoke`).
 
 mod operator;
 pub mod policy;
+pub mod preview;
 mod service;
 
 use std::collections::HashMap;

@@ -63,6 +63,13 @@ struct DecideParams {
     id: String,
     #[serde(default)]
     always: bool,
+    /// With `always`: the rule's title is this pattern (`*`: any run of characters), written
+    /// by the operator on purpose, rather than the exact title.
+    #[serde(default)]
+    pattern: Option<String>,
+    /// With `always`: only the rule that would be saved; nothing decided.
+    #[serde(default)]
+    dry_run: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -102,8 +109,23 @@ impl Approvals {
             OperatorMethod::Approve | OperatorMethod::Deny => {
                 let p: DecideParams = params("approvals/approve", p)?;
                 let allow = method == OperatorMethod::Approve;
+                if p.dry_run {
+                    if !(allow && p.always) {
+                        return Err(ApprovalError::Params(
+                            "`dryRun` previews the rule of approve with `always`; nothing else has one".to_string(),
+                        ));
+                    }
+                    let (record, rule) = self.preview_rule(&p.id, p.pattern.as_deref()).await?;
+                    return Ok(json!({"approval": record, "rule": rule, "dryRun": true}));
+                }
                 let (record, rule) = self
-                    .decide(&p.id, allow, p.always, Decider::Operator)
+                    .decide(
+                        &p.id,
+                        allow,
+                        p.always,
+                        p.pattern.as_deref(),
+                        Decider::Operator,
+                    )
                     .await?;
                 let mut doc = json!({"approval": record});
                 if let Some(rule) = rule {

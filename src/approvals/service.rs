@@ -18,7 +18,7 @@ use crate::access::{ApprovalDoor, ChatCommand, TurnOrigin};
 use crate::config::model::{ApprovalRoute, PermissionMode};
 use crate::hub::{CallError, Caller, ManagementDoor};
 use crate::runtime::acp::PermissionBroker;
-use crate::state::approvals::{ApprovalRecord, ApprovalRule, Decided, new_id};
+use crate::state::approvals::{ApprovalRecord, ApprovalRule, Decided, ManagementPreview, new_id};
 use crate::state::{ApprovalSource, ApprovalState};
 
 /// Who decides.
@@ -49,6 +49,8 @@ struct Asked {
     options: Value,
     /// For the announce: what the agent wants, in a few words.
     summary: String,
+    /// A management request's preview: what approving it would write.
+    preview: Option<ManagementPreview>,
 }
 
 /// A request answered without a person, or recorded pending.
@@ -108,6 +110,7 @@ impl Approvals {
             decided_by: None,
             decision: None,
             note: String::new(),
+            preview: asked.preview,
         };
         // Who can be asked: the operator unless the route is the origin alone; the origin
         // when the route names it and the turn has a conversation with a reply sink.
@@ -183,8 +186,14 @@ impl Approvals {
         timeout: Duration,
     ) {
         let id = &record.id;
+        let details = record.preview.as_ref().map_or(String::new(), |p| {
+            format!(
+                "\n{}",
+                super::preview::render(p, "", Some(super::preview::ANNOUNCE_DIFF_BYTES))
+            )
+        });
         let text = format!(
-            "Approval needed ({id}): agent `{}` asks to {summary}. Reply /approve {id} or /deny {id} (an approver only); it expires in {} s and is then denied.",
+            "Approval needed ({id}): agent `{}` asks to {summary}.{details}\nReply /approve {id} or /deny {id} (an approver only); it expires in {} s and is then denied.",
             record.agent_id,
             timeout.as_secs()
         );
@@ -307,8 +316,15 @@ impl Approvals {
         id: &str,
         allow: bool,
         always: bool,
+        pattern: Option<&str>,
         by: Decider,
     ) -> Result<(ApprovalRecord, Option<ApprovalRule>), ApprovalError> {
+        if pattern.is_some() && !(allow && always) {
+            return Err(ApprovalError::Params(
+                "a pattern is the title of an allow_always rule: it goes with approve --always"
+                    .to_string(),
+            ));
+        }
         let key = id.to_string();
         let record = self
             .db(move |s| s.get(&key))
@@ -347,13 +363,36 @@ impl Approvals {
                 "--always makes a rule for a tool kind and title: it applies to permission requests, not to management requests".to_string(),
             ));
         }
-        // What it is bound to.
+        // The rule, before anything is decided: a pattern that does not fit refuses the whole.
+        let made = if allow && always {
+            Some(rule_for(&record, pattern, &by)?)
+        } else {
+            None
+        };
+        // What it is bound to. A management request: also the diff its approver was shown.
+        let changed_since_shown = match &record.preview {
+            Some(shown) if allow && record.source == ApprovalSource::Management => {
+                let now = self
+                    .preview(
+                        &record.agent_id,
+                        record.action["method"].as_str().unwrap_or(""),
+                        &record.action["params"],
+                    )
+                    .await;
+                shown.diff != now.diff
+            }
+            _ => false,
+        };
         let broken = if policy::content_hash(&record.action) != record.content_hash {
             Some("its action no longer matches the content hash it was asked with")
         } else if policy.hash != record.policy_hash {
             Some("the agent's permissions changed in the config")
         } else if record.source == ApprovalSource::Permission && !self.has_waiter(id) {
             Some("the request was withdrawn: nothing waits for it any more")
+        } else if changed_since_shown {
+            Some(
+                "the config changed since it was asked: what approving it would write is no longer the diff shown",
+            )
         } else {
             None
         };
@@ -401,25 +440,12 @@ impl Approvals {
         let mut result = None;
         match record.source {
             ApprovalSource::Permission if allow && always => {
-                let made = ApprovalRule {
-                    id: new_id()?,
-                    agent_id: record.agent_id.clone(),
-                    tool_kind: record.action["kind"]
-                        .as_str()
-                        .unwrap_or("other")
-                        .to_string(),
-                    title_pattern: policy::pattern_for(
-                        record.action["title"].as_str().unwrap_or(""),
-                    ),
-                    created_at: crate::clock::now(),
-                    created_by: by.name().to_string(),
-                    approval_id: record.id.clone(),
-                    revoked_at: None,
-                    revoked_by: None,
-                };
-                let r = made.clone();
-                self.db(move |s| s.add_rule(&r)).await?;
-                rule = Some(made);
+                if let Some(made) = made {
+                    let r = made.clone();
+                    self.db(move |s| s.add_rule(&r)).await?;
+                    tracing::info!(rule = %made.id, agent = %made.agent_id, kind = %made.tool_kind, title = ?made.title_pattern, title_match = %made.title_match, "approval rule made");
+                    rule = Some(made);
+                }
             }
             ApprovalSource::Management if allow => {
                 result = Some(self.execute(&record, by.name()).await);
@@ -439,6 +465,55 @@ impl Approvals {
         let key = id.to_string();
         let record = self.db(move |s| s.get(&key)).await?.unwrap_or(record);
         Ok((record, rule))
+    }
+
+    /// The rule `approve <id> --always` (with `pattern`) would save, nothing decided: what the
+    /// CLI shows before it saves an operator's pattern.
+    pub async fn preview_rule(
+        &self,
+        id: &str,
+        pattern: Option<&str>,
+    ) -> Result<(ApprovalRecord, ApprovalRule), ApprovalError> {
+        let key = id.to_string();
+        let record = self
+            .db(move |s| s.get(&key))
+            .await?
+            .ok_or_else(|| ApprovalError::NotFound(id.to_string()))?;
+        if record.state != ApprovalState::Pending {
+            return Err(ApprovalError::NotPending {
+                id: id.to_string(),
+                state: record.state,
+                by: record.decided_by,
+            });
+        }
+        if record.source == ApprovalSource::Management {
+            return Err(ApprovalError::Params(
+                "--always makes a rule for a tool kind and title: it applies to permission requests, not to management requests".to_string(),
+            ));
+        }
+        let rule = rule_for(&record, pattern, &Decider::Operator)?;
+        Ok((record, rule))
+    }
+
+    /// What `method` with `params`, asked by `requester`, would change: the management
+    /// service's own dry run (the operator's `dryRun`), and what it touches beyond `requester`.
+    async fn preview(&self, requester: &str, method: &str, params: &Value) -> ManagementPreview {
+        let answer = if super::preview::has_dry_run(method) {
+            Some(match self.executor.get().cloned() {
+                Some(executor) => {
+                    let mut dry = params.clone();
+                    dry["dryRun"] = true.into();
+                    let m = method.to_string();
+                    tokio::task::spawn_blocking(move || executor.execute(&m, dry))
+                        .await
+                        .unwrap_or_else(|e| Err(json!({"message": format!("internal error: {e}")})))
+                }
+                None => Err(json!({"message": "no management service runs here"})),
+            })
+        } else {
+            None
+        };
+        super::preview::from_dry_run(requester, method, params, answer)
     }
 
     /// Runs an approved management request through the operator's management service;
@@ -512,18 +587,16 @@ impl Approvals {
             None if policy.mode == PermissionMode::DenyAll => None,
             None => {
                 let (agent, k, t) = (agent_id.clone(), kind.clone(), title.clone());
+                let raw = action["rawInput"].clone();
                 self.db(move |s| s.rules(Some(&agent), false))
                     .await
                     .ok()
                     .and_then(|rules| {
-                        policy::matching_rule(&rules, &k, &t).map(|r| {
+                        policy::matching_rule(&rules, &k, &t, &raw).map(|r| {
                             (
                                 true,
                                 format!("rule:{}", r.id),
-                                format!(
-                                    "allow_always rule {} ({} \"{}\")",
-                                    r.id, r.tool_kind, r.title_pattern
-                                ),
+                                format!("allow_always {}", policy::describe_rule(r)),
                             )
                         })
                     })
@@ -534,7 +607,8 @@ impl Approvals {
             agent_id: agent_id.clone(),
             session_key,
             runtime_session_id: Some(runtime_session),
-            summary: format!("{kind} \"{title}\""),
+            summary: format!("{kind} {title:?}"),
+            preview: None,
             action,
             options: options.clone(),
         };
@@ -589,12 +663,14 @@ impl Approvals {
         // `deny-all` answers them, with no.
         let auto = (policy.mode == PermissionMode::DenyAll)
             .then(|| (false, "mode:deny-all".to_string(), String::new()));
+        let preview = self.preview(&caller.agent_id, &method, &params).await;
         let asked = Asked {
+            preview: Some(preview),
             source: ApprovalSource::Management,
             agent_id: caller.agent_id.clone(),
             session_key: Some(caller.session_key.clone()),
             runtime_session_id: None,
-            summary: format!("run the management method {method} ({reason})"),
+            summary: format!("run the management method {method} (its reason: {reason:?})"),
             action: json!({"method": method, "params": params, "reason": reason}),
             options: json!([]),
         };
@@ -658,18 +734,62 @@ impl Approvals {
             );
         };
         match self
-            .decide(&command.id, command.approve, false, Decider::Chat(sender))
+            .decide(
+                &command.id,
+                command.approve,
+                command.always,
+                None,
+                Decider::Chat(sender),
+            )
             .await
         {
-            Ok((record, _)) => format!(
-                "approval {}: {} by {}",
-                record.id,
-                record.state,
-                record.decided_by.as_deref().unwrap_or("?")
-            ),
+            Ok((record, rule)) => {
+                let mut text = format!(
+                    "approval {}: {} by {}",
+                    record.id,
+                    record.state,
+                    record.decided_by.as_deref().unwrap_or("?")
+                );
+                if let Some(rule) = rule {
+                    text.push_str(&format!(
+                        "; {} (deepcli approvals revoke {})",
+                        policy::describe_rule(&rule),
+                        rule.id
+                    ));
+                }
+                text
+            }
             Err(e) => format!("approval {}: {e}", command.id),
         }
     }
+}
+
+/// The `allow_always` rule answering `record` makes: its exact kind and title (or the
+/// operator's `pattern`), bound to its raw input's shape.
+fn rule_for(
+    record: &ApprovalRecord,
+    pattern: Option<&str>,
+    by: &Decider,
+) -> Result<ApprovalRule, ApprovalError> {
+    let title = record.action["title"].as_str().unwrap_or("");
+    let (title_pattern, title_match) =
+        policy::rule_title(title, pattern).map_err(ApprovalError::Params)?;
+    Ok(ApprovalRule {
+        id: new_id()?,
+        agent_id: record.agent_id.clone(),
+        tool_kind: record.action["kind"]
+            .as_str()
+            .unwrap_or("other")
+            .to_string(),
+        title_pattern,
+        title_match,
+        input_shape: policy::input_shape(&record.action["rawInput"]),
+        created_at: crate::clock::now(),
+        created_by: by.name().to_string(),
+        approval_id: record.id.clone(),
+        revoked_at: None,
+        revoked_by: None,
+    })
 }
 
 impl Verdict {
@@ -754,6 +874,15 @@ impl ApprovalDoor for Door {
                 Some(a) => a.chat(sender, command).await,
                 None => "approvals are not running; nothing decided".to_string(),
             }
+        })
+    }
+
+    fn is_approver(&self, sender: &str) -> bool {
+        self.0.upgrade().is_some_and(|a| {
+            a.policies
+                .load()
+                .values()
+                .any(|policy| policy.is_approver(sender))
         })
     }
 

@@ -1,6 +1,7 @@
 //! `deepcli approvals …` (approvals.md): the running controller's approvals, through its
 //! JSON-RPC `approvals/*` (one service for the CLI, HTTP and JSON-RPC).
 
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -17,10 +18,12 @@ Exit codes:
 
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCommand {
-    /// Pending approvals, newest first (--all: every state).
+    /// Pending approvals, newest first (--all: every state); a management request with what it
+    /// would write (its dry run's diff) and what it touches beyond the agent asking.
     #[command(after_help = EXIT_CODES)]
     List(ListArgs),
-    /// One approval: what was asked, by whom, bound to which content hash, and what happened.
+    /// One approval: what was asked (a management request: its params and diff), by whom,
+    /// bound to which content hash, and what happened.
     #[command(after_help = EXIT_CODES)]
     Show(IdArgs),
     /// Allow it (the runtime gets the allow option; a management request runs).
@@ -29,8 +32,8 @@ pub enum ApprovalsCommand {
     /// Deny it (the runtime gets the reject option; a management request writes nothing).
     #[command(after_help = EXIT_CODES)]
     Deny(DecideArgs),
-    /// The allow_always rules: the agent's later requests of the same tool kind and title are
-    /// allowed without asking.
+    /// The allow_always rules: the agent's later requests of the same tool kind, the exact title
+    /// (or the operator's pattern) and the same raw input shape are allowed without asking.
     #[command(after_help = EXIT_CODES)]
     Rules(RulesArgs),
     /// Revoke a rule: matching requests ask again.
@@ -67,10 +70,19 @@ pub struct IdArgs {
 pub struct DecideArgs {
     /// The approval id.
     id: String,
-    /// Approve: also allow this agent's later requests of the same tool kind and title (a rule,
-    /// `approvals rules`); the runtime gets allow_always. Deny: the runtime gets reject_always.
+    /// Approve: also allow this agent's later requests of the same tool kind, the exact same
+    /// title and the same raw input shape (a rule, `approvals rules`); the runtime gets
+    /// allow_always. Deny: the runtime gets reject_always.
     #[arg(long)]
     always: bool,
+    /// With approve --always: the rule matches titles by this pattern (`*`: any run of
+    /// characters) instead of the exact title. It must match the approval's own title; the
+    /// rule is shown before it is saved.
+    #[arg(long, value_name = "PATTERN", requires = "always")]
+    pattern: Option<String>,
+    /// Save a --pattern rule without asking (needed when there is no terminal to ask on).
+    #[arg(long, requires = "pattern")]
+    yes: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -110,12 +122,19 @@ pub fn run(global: &GlobalSettings, command: ApprovalsCommand) -> ExitStatus {
             quick,
         ),
         ApprovalsCommand::Show(a) => ("approvals/show", json!({"id": a.id}), a.json, quick),
-        ApprovalsCommand::Approve(a) => (
-            "approvals/approve",
-            json!({"id": a.id, "always": a.always}),
-            a.json,
-            decide,
-        ),
+        ApprovalsCommand::Approve(a) => {
+            if let Some(pattern) = &a.pattern
+                && let Err(status) = confirm_pattern(global, &a.id, pattern, a.yes)
+            {
+                return status;
+            }
+            (
+                "approvals/approve",
+                json!({"id": a.id, "always": a.always, "pattern": a.pattern}),
+                a.json,
+                decide,
+            )
+        }
         ApprovalsCommand::Deny(a) => (
             "approvals/deny",
             json!({"id": a.id, "always": a.always}),
@@ -149,30 +168,98 @@ pub fn run(global: &GlobalSettings, command: ApprovalsCommand) -> ExitStatus {
         ApprovalsCommand::Rules(_) => show(&result, json, render_rules),
         ApprovalsCommand::Revoke(_) => show(&result, json, |r| {
             format!(
-                "rule {} revoked: agent `{}` asks again for {} \"{}\"\n",
+                "rule {} revoked: agent `{}` asks again for {} {:?}\n",
                 text(&r["rule"]["id"]),
                 text(&r["rule"]["agentId"]),
                 text(&r["rule"]["toolKind"]),
-                text(&r["rule"]["titlePattern"])
+                r["rule"]["titlePattern"].as_str().unwrap_or("")
             )
         }),
     }
+}
+
+/// Shows the rule an operator's `--pattern` would save, literally, and asks (or, without a
+/// terminal, needs `--yes`): nothing is decided unless this passes.
+fn confirm_pattern(
+    global: &GlobalSettings,
+    id: &str,
+    pattern: &str,
+    yes: bool,
+) -> Result<(), ExitStatus> {
+    let preview = rpc(
+        global,
+        "approvals/approve",
+        json!({"id": id, "always": true, "pattern": pattern, "dryRun": true}),
+        Duration::from_secs(5),
+    )?;
+    let mut err = anstream::stderr();
+    let _ = writeln!(err, "rule to save: {}", rule_words(&preview["rule"]));
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        let _ = writeln!(
+            err,
+            "error: a --pattern rule is saved only once confirmed, and there is no terminal to confirm on\nhint: read the rule above; add --yes to save it as shown"
+        );
+        return Err(ExitStatus::Failure);
+    }
+    let _ = write!(err, "Approve {id} and save this rule? [y/N] ");
+    let _ = err.flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        let _ = writeln!(err, "Nothing decided; approval {id} stays pending.");
+        Err(ExitStatus::Failure)
+    }
+}
+
+/// A rule in words, its title or pattern quoted literally (escaped: a title is the agent's
+/// text): what the library's `policy::describe_rule` says, from the JSON.
+fn rule_words(rule: &Value) -> String {
+    let title = rule["titlePattern"].as_str().unwrap_or("");
+    let title = match rule["titleMatch"].as_str() {
+        Some("pattern") => {
+            format!("with a title matching the pattern {title:?} (`*`: any run of characters)")
+        }
+        _ => format!("titled exactly {title:?}"),
+    };
+    let input = match rule["inputShape"].as_str() {
+        Some(shape) => format!("raw input shaped {shape}"),
+        None => "no raw input".to_string(),
+    };
+    format!(
+        "later {} requests of agent `{}` {title}, with {input}, are allowed without asking",
+        text(&rule["toolKind"]),
+        text(&rule["agentId"]),
+    )
 }
 
 /// What an approval asks for, in a few words.
 fn what(a: &Value) -> String {
     match a["source"].as_str() {
         Some("management") => format!(
-            "management {} ({})",
+            "management {} (its reason: {:?})",
             text(&a["action"]["method"]),
-            text(&a["action"]["reason"])
+            a["action"]["reason"].as_str().unwrap_or("")
         ),
         _ => format!(
-            "{} \"{}\"",
+            "{} {:?}",
             text(&a["action"]["kind"]),
-            text(&a["action"]["title"])
+            a["action"]["title"].as_str().unwrap_or("")
         ),
     }
+}
+
+/// A management request's preview (what approving it would write, what it touches), each
+/// line indented by `indent`; empty for a permission request.
+fn changes(a: &Value, indent: &str) -> String {
+    serde_json::from_value::<crate::state::approvals::ManagementPreview>(a["preview"].clone())
+        .map_or(String::new(), |p| {
+            crate::approvals::preview::render(&p, indent, None)
+        })
 }
 
 fn render_list(r: &Value) -> String {
@@ -186,6 +273,7 @@ fn render_list(r: &Value) -> String {
             what(a),
             text(&a["expiresAt"]),
         ));
+        out.push_str(&changes(a, "    "));
     }
     if out.is_empty() {
         out.push_str("No approvals.\n");
@@ -208,6 +296,13 @@ fn render_show(r: &Value) -> String {
         text(&a["createdAt"]),
         text(&a["expiresAt"]),
     );
+    if a["source"] == "management" {
+        out.push_str(&format!("  params   {}\n", a["action"]["params"]));
+        let changes = changes(a, "    ");
+        if !changes.is_empty() {
+            out.push_str(&format!("  changes\n{changes}"));
+        }
+    }
     if let Some(options) = a["options"].as_array().filter(|o| !o.is_empty()) {
         let kinds: Vec<String> = options
             .iter()
@@ -259,11 +354,9 @@ fn render_decided(r: &Value) -> String {
     }
     if r["rule"].is_object() {
         out.push_str(&format!(
-            "  rule {}: later {} \"{}\" requests of agent `{}` are allowed without asking (deepcli approvals revoke {})\n",
+            "  rule {}: {} (deepcli approvals revoke {})\n",
             text(&r["rule"]["id"]),
-            text(&r["rule"]["toolKind"]),
-            text(&r["rule"]["titlePattern"]),
-            text(&r["rule"]["agentId"]),
+            rule_words(&r["rule"]),
             text(&r["rule"]["id"]),
         ));
     }
@@ -273,12 +366,17 @@ fn render_decided(r: &Value) -> String {
 fn render_rules(r: &Value) -> String {
     let mut out = String::new();
     for rule in r["rules"].as_array().into_iter().flatten() {
+        let title = rule["titlePattern"].as_str().unwrap_or("");
+        let title = match rule["titleMatch"].as_str() {
+            Some("pattern") => format!("pattern {title:?}"),
+            _ => format!("exactly {title:?}"),
+        };
         out.push_str(&format!(
-            "{}  agent {}  {} \"{}\"  by {} at {}{}\n",
+            "{}  agent {}  {} {title}  input {}  by {} at {}{}\n",
             text(&rule["id"]),
             text(&rule["agentId"]),
             text(&rule["toolKind"]),
-            text(&rule["titlePattern"]),
+            rule["inputShape"].as_str().unwrap_or("none"),
             text(&rule["createdBy"]),
             text(&rule["createdAt"]),
             rule["revokedAt"]

@@ -196,7 +196,8 @@ async fn approvals_show(
     )
 }
 
-/// `POST /v1/approvals/{id}/approve` and `…/deny`, body `{"always": bool}` (optional).
+/// `POST /v1/approvals/{id}/approve` and `…/deny`, body `{"always": bool, "pattern": string,
+/// "dryRun": bool}` (optional; approvals.md, "Rules").
 async fn approvals_decide(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,

@@ -32,6 +32,30 @@ pub struct ApprovalRecord {
     pub decided_by: Option<String>,
     pub decision: Option<String>,
     pub note: String,
+    /// A management request: what approving it would write, as the person deciding is shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<ManagementPreview>,
+}
+
+/// What a management request would change, worked out when it is asked (the management
+/// service's own `dryRun`), shown wherever a person decides.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagementPreview {
+    /// The files it would change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// Their unified diff (empty: nothing would change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// Why there is no diff: the dry run failed (approving it would write nothing), or the
+    /// method writes no config file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// What it touches beyond the requesting agent: another agent's runtime, secrets or
+    /// channels, channel accounts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
 }
 
 /// One thing that happened to an approval.
@@ -53,7 +77,12 @@ pub struct ApprovalRule {
     pub id: String,
     pub agent_id: String,
     pub tool_kind: String,
+    /// The title (`titleMatch: exact`) or the operator's pattern (`pattern`).
     pub title_pattern: String,
+    pub title_match: super::TitleMatch,
+    /// The shape of the raw input of the request it answered (JSON: keys and value types), or
+    /// `None` when that request had no raw input: only requests of the same shape match.
+    pub input_shape: Option<String>,
     pub created_at: String,
     pub created_by: String,
     pub approval_id: String,
@@ -73,8 +102,8 @@ pub enum Decided {
     Missing,
 }
 
-const COLUMNS: &str = "id, source, agent_id, session_key, runtime_session_id, run_id, requester, action, content_hash, options, policy_hash, route, origin, state, created_at, expires_at, decided_at, decided_by, decision, note";
-const RULE_COLUMNS: &str = "id, agent_id, tool_kind, title_pattern, created_at, created_by, approval_id, revoked_at, revoked_by";
+const COLUMNS: &str = "id, source, agent_id, session_key, runtime_session_id, run_id, requester, action, content_hash, options, policy_hash, route, origin, state, created_at, expires_at, decided_at, decided_by, decision, note, preview";
+const RULE_COLUMNS: &str = "id, agent_id, tool_kind, title_pattern, created_at, created_by, approval_id, revoked_at, revoked_by, title_match, input_shape";
 
 fn json_col(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Value> {
     let text: String = r.get(i)?;
@@ -104,6 +133,9 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
         decided_by: r.get(17)?,
         decision: r.get(18)?,
         note: r.get(19)?,
+        preview: r
+            .get::<_, Option<String>>(20)?
+            .and_then(|p| serde_json::from_str(&p).ok()),
     })
 }
 
@@ -118,6 +150,8 @@ fn rule_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRule> {
         approval_id: r.get(6)?,
         revoked_at: r.get(7)?,
         revoked_by: r.get(8)?,
+        title_match: r.get(9)?,
+        input_shape: r.get(10)?,
     })
 }
 
@@ -174,13 +208,14 @@ impl ApprovalStore {
         self.db.with(|c| {
             let tx = c.transaction()?;
             tx.execute(
-                &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
+                &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
                 params![
                     a.id, a.source, a.agent_id, a.session_key, a.runtime_session_id, a.run_id,
                     a.requester.to_string(), a.action.to_string(), a.content_hash,
                     a.options.to_string(), a.policy_hash, a.route,
                     a.origin.as_ref().map(Value::to_string), a.state, a.created_at, a.expires_at,
-                    a.decided_at, a.decided_by, a.decision, a.note
+                    a.decided_at, a.decided_by, a.decision, a.note,
+                    a.preview.as_ref().and_then(|p| serde_json::to_string(p).ok())
                 ],
             )?;
             if a.state == ApprovalState::Pending {
@@ -313,8 +348,8 @@ impl ApprovalStore {
     pub fn add_rule(&self, rule: &ApprovalRule) -> Result<(), StateError> {
         self.db.with(|c| {
             c.execute(
-                &format!("INSERT INTO approval_rules ({RULE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, NULL)"),
-                params![rule.id, rule.agent_id, rule.tool_kind, rule.title_pattern, rule.created_at, rule.created_by, rule.approval_id],
+                &format!("INSERT INTO approval_rules ({RULE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, NULL, ?8, ?9)"),
+                params![rule.id, rule.agent_id, rule.tool_kind, rule.title_pattern, rule.created_at, rule.created_by, rule.approval_id, rule.title_match, rule.input_shape],
             )?;
             Ok(())
         })

@@ -26,14 +26,14 @@ pub use lease::LeaseHolder;
 pub use paths::StateDir;
 pub use stored::{
     ApprovalSource, ApprovalState, ChildKind, Cleanup, LeasePurpose, Outcome, Provenance, RunKind,
-    RunState, RuntimePhase, SpawnMode, Wanted,
+    RunState, RuntimePhase, SpawnMode, TitleMatch, Wanted,
 };
 pub use token::{operator_token, read_operator_token};
 
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 14] = [
+const MIGRATIONS: [&str; 15] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
@@ -48,6 +48,7 @@ const MIGRATIONS: [&str; 14] = [
     include_str!("a2a.sql"),
     include_str!("turns.sql"),
     include_str!("a2a_dedupe.sql"),
+    include_str!("approval_review.sql"),
 ];
 /// The Access tables whose rows of an agent go to its trash entry (`trash_<table>` holds them).
 const TRASHED_ACCESS_TABLES: [&str; 5] = [

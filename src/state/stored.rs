@@ -154,6 +154,17 @@ stored_enum! {
 }
 
 stored_enum! {
+    /// How an `allow_always` rule matches a request's title.
+    pub enum TitleMatch {
+        /// The title as it was asked, character for character (`approve --always`).
+        Exact = "exact",
+        /// The operator's pattern, written on purpose (`--pattern`): `*` matches any run of
+        /// characters.
+        Pattern = "pattern",
+    }
+}
+
+stored_enum! {
     /// What started a Hub run.
     pub enum RunKind {
         /// A message into an existing session (`sessions_send`, or the operator's).
