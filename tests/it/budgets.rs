@@ -503,7 +503,8 @@ fn a_spawn_tree_past_its_total_is_paused() {
     let up = hub_up(
         &agents(
             "",
-            "      budgets: {treeTurns: 2}\n",
+            // A child may send only where its agent gives `sessions_send` back.
+            "      budgets: {treeTurns: 2}\n      subagents: {tools: {alsoAllow: [sessions_send]}}\n",
             "session:\n  maxPingPongTurns: 0\n",
         ),
         |_| {},
