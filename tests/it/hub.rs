@@ -355,6 +355,24 @@ fn a_closed_sessions_token_is_revoked() {
     let stale = say(&up, "ga", "mcp-stale agents_list {}");
     assert!(stale.starts_with("mcp-error: "), "{stale}");
     assert!(stale.contains("token was refused"), "{stale}");
+    // For people, one line (issue 34 #13: it printed the JSON without `--json`).
+    let out = std::process::Command::new(crate::common::bin())
+        .args([
+            "--state-dir",
+            up.state.to_str().unwrap(),
+            "sessions",
+            "close",
+            ALPHA,
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.starts_with(&format!("closed session {ALPHA}: runtime session ")),
+        "{said}"
+    );
+    assert!(said.ends_with(", 1 token revoked\n"), "{said}");
 }
 
 #[test]
