@@ -26,6 +26,25 @@ fn start(_server: &Server, channels: &str) -> Up {
     })
 }
 
+/// DMs open to anyone on the account.
+const OPEN_DMS: &str = "        dmPolicy: open\n        allowFrom: [\"*\"]\n";
+
+/// [`start`] with DMs open to anyone, once the adapter is connected.
+fn start_open(server: &Server) -> Up {
+    let up = start(server, &channels(server, OPEN_DMS, ""));
+    connected(&up);
+    up
+}
+
+/// The controller started again on the same config and state (after a kill), connected.
+fn restart(up: &mut Up) {
+    up.restart(|cmd| {
+        cmd.env("TG_TOKEN", TOKEN)
+            .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+    });
+    connected(up);
+}
+
 fn connected(up: &Up) -> Value {
     up.wait_for("the Telegram adapter connected", |s| {
         adapter(s, "telegram", "default")["state"] == "connected"
@@ -153,15 +172,7 @@ fn a_telegram_group_message_needs_a_mention() {
 fn a_redelivered_telegram_update_is_answered_once() {
     let server = Server::start();
     let fake = &server.fake;
-    let up = start(
-        &server,
-        &channels(
-            &server,
-            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
-            "",
-        ),
-    );
-    connected(&up);
+    let up = start_open(&server);
     let first = fake.message(private(5), user(5), "once", json!({}));
     fake.wait_sent(1);
     let mut again = first.clone();
@@ -190,15 +201,7 @@ fn a_redelivered_telegram_update_is_answered_once() {
 fn telegram_replies_honour_rate_limits_split_and_dead_letter() {
     let server = Server::start();
     let fake = &server.fake;
-    let up = start(
-        &server,
-        &channels(
-            &server,
-            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
-            "",
-        ),
-    );
-    connected(&up);
+    let up = start_open(&server);
     fake.rate_limit_next_sends(1);
     fake.message(private(8), user(8), "limited", json!({}));
     let sent = fake.wait_sent(1);
@@ -271,15 +274,7 @@ fn metrics(up: &Up) -> String {
 fn a_controller_killed_mid_reply_neither_loses_nor_repeats() {
     let server = Server::start();
     let fake = &server.fake;
-    let mut up = start(
-        &server,
-        &channels(
-            &server,
-            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
-            "",
-        ),
-    );
-    connected(&up);
+    let mut up = start_open(&server);
     fake.message(private(3), user(3), "first", json!({}));
     fake.wait_sent(1);
     fake.hold_sends(true);
@@ -329,15 +324,7 @@ fn count(state: &std::path::Path, sql: &str) -> i64 {
 fn a_turn_begun_before_a_crash_is_not_prompted_again() {
     let server = Server::start();
     let fake = &server.fake;
-    let mut up = start(
-        &server,
-        &channels(
-            &server,
-            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
-            "",
-        ),
-    );
-    connected(&up);
+    let mut up = start_open(&server);
     // Inside the agent's workspace: its sandbox sees nothing else of the test's directory.
     let release = up.state.join("workspaces/sdk/release");
     fake.message(
@@ -361,11 +348,7 @@ fn a_turn_begun_before_a_crash_is_not_prompted_again() {
     up.child.wait().unwrap();
     // A prompt of it again would now be answered at once.
     std::fs::write(&release, "").unwrap();
-    up.restart(|cmd| {
-        cmd.env("TG_TOKEN", TOKEN)
-            .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
-    });
-    connected(&up);
+    restart(&mut up);
     fake.message(private(4), user(4), "after", json!({}));
     let sent = fake.wait_sent(1);
     assert_eq!(
@@ -406,15 +389,7 @@ fn a_turn_begun_before_a_crash_is_not_prompted_again() {
 fn a_flood_reply_is_cut_to_its_caps() {
     let server = Server::start();
     let fake = &server.fake;
-    let up = start(
-        &server,
-        &channels(
-            &server,
-            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
-            "",
-        ),
-    );
-    connected(&up);
+    let up = start_open(&server);
     fake.message(private(5), user(5), "flood 2048", json!({}));
     let sent = fake.wait_sent(10);
     up.wait_for("the turn recorded", |_| {
@@ -458,15 +433,7 @@ fn texts_of(sent: &Value) -> String {
 fn a_reply_cut_short_by_a_crash_posts_only_the_rest() {
     let server = Server::start();
     let fake = &server.fake;
-    let mut up = start(
-        &server,
-        &channels(
-            &server,
-            "        dmPolicy: open\n        allowFrom: [\"*\"]\n",
-            "",
-        ),
-    );
-    connected(&up);
+    let mut up = start_open(&server);
     // How many pieces the reply is, posted whole in another chat.
     fake.message(private(7), user(7), "flood 12", json!({}));
     up.wait_for("the whole reply posted", |_| {
@@ -483,11 +450,7 @@ fn a_reply_cut_short_by_a_crash_posts_only_the_rest() {
     up.child.kill().unwrap();
     up.child.wait().unwrap();
     fake.hold_sends(false);
-    up.restart(|cmd| {
-        cmd.env("TG_TOKEN", TOKEN)
-            .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
-    });
-    connected(&up);
+    restart(&mut up);
     up.wait_for("the rest posted", |_| {
         count(&up.state, "SELECT count(*) FROM adapter_inbox") == 0
     });
