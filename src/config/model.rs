@@ -292,7 +292,8 @@ pub struct SubagentTools {
     pub deny: Vec<String>,
 }
 
-/// `budgets` (approvals.md): limits checked before each turn; unset keys limit nothing.
+/// `budgets` (approvals.md): limits checked before each turn; unset keys limit nothing, but
+/// `spawnsPerHour` (60 when unset) and the byte caps, which have defaults.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Budgets {
