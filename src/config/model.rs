@@ -275,6 +275,8 @@ pub struct Subagents {
     pub max_children_per_agent: Option<usize>,
     pub max_concurrent: Option<usize>,
     pub run_timeout_seconds: Option<u64>,
+    /// How long a kept child may sit idle before the Hub closes it (hub.md); 0: never.
+    pub kept_idle_seconds: Option<u64>,
     pub tools: Option<SubagentTools>,
 }
 

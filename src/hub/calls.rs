@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::policy::{Denial, Reason, Visibility};
+use super::policy::{Denial, HeldChildren, Reason, Visibility};
 use super::store::{ChildSession, agent_of};
 use super::tools::{self, *};
 use super::{CallError, Caller, Hub};
@@ -566,29 +566,9 @@ impl Hub {
         {
             return Ok(error("`label` must be 1 to 64 characters"));
         }
-        let active_children = {
-            let parent = caller.session_key.clone();
-            self.db(move |s| {
-                let mut n = 0;
-                for child in s.children_of(&parent)? {
-                    if child.closed_at.is_none()
-                        && s.run(&child.run_id)?.is_some_and(|r| !r.state.is_final())
-                    {
-                        n += 1;
-                    }
-                }
-                Ok(n)
-            })
-            .await?
-        };
-        if active_children >= limits.max_children {
-            return Ok(forbidden(&Denial::new(
-                Reason::TooManyChildren,
-                format!(
-                    "this session already has {active_children} active children; subagents.maxChildrenPerAgent is {}: wait for one (subagents wait) or cancel one",
-                    limits.max_children
-                ),
-            )));
+        let held = self.held_children(&caller.session_key).await?;
+        if let Err(denial) = limits.may_add_child(&caller.agent_id, held) {
+            return Ok(forbidden(&denial));
         }
         // The child's first turn must fit its agent's budgets, and the spawn the caller's.
         if let Err(refusal) = self.access.budget_allows_turn(&agent) {
@@ -719,24 +699,23 @@ impl Hub {
         }))
     }
 
+    /// What session `parent`'s children hold of its `maxChildrenPerAgent`.
+    async fn held_children(&self, parent: &str) -> Result<HeldChildren, CallError> {
+        let parent = parent.to_string();
+        let children = self.db(move |s| s.children_with_state(&parent)).await?;
+        Ok(HeldChildren::count(
+            children
+                .iter()
+                .map(|(c, state)| (c.closed_at.is_some(), *state)),
+        ))
+    }
+
     async fn session_status(&self, caller: &Caller) -> Result<Value, CallError> {
         let p = self.policy();
         let limits = p.limits(&caller.agent_id);
         let key = caller.session_key.clone();
         let child = self.db(move |s| s.child(&key)).await?;
-        let parent = caller.session_key.clone();
-        let children = self.db(move |s| s.children_of(&parent)).await?;
-        let mut active = 0;
-        for c in &children {
-            let run_id = c.run_id.clone();
-            if self
-                .db(move |s| s.run(&run_id))
-                .await?
-                .is_some_and(|r| !r.state.is_final())
-            {
-                active += 1;
-            }
-        }
+        let held = self.held_children(&caller.session_key).await?;
         Ok(json!({
             "sessionKey": caller.session_key,
             "agentId": caller.agent_id,
@@ -747,7 +726,7 @@ impl Hub {
             "parentSessionKey": child.as_ref().map(|c| c.parent_session_key.clone()),
             "label": child.as_ref().and_then(|c| c.label.clone()),
             "budget": {
-                "children": {"active": active, "max": limits.max_children},
+                "children": {"active": held.running, "kept": held.kept, "max": limits.max_children},
                 "concurrent": {"active": self.active_spawns.load(Relaxed), "max": p.max_concurrent},
                 "depth": {"at": caller.depth, "max": limits.max_spawn_depth},
             },

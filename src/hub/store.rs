@@ -599,6 +599,27 @@ impl HubStore {
         })
     }
 
+    /// The children of one session (open or closed), oldest first, each with its run's state
+    /// (`None`: no run on record): one query.
+    pub fn children_with_state(
+        &self,
+        parent: &str,
+    ) -> Result<Vec<(ChildSession, Option<RunState>)>, StateError> {
+        let cols = CHILD_COLUMNS
+            .split(", ")
+            .map(|c| format!("s.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.with(|c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {cols}, r.state FROM hub_sessions s LEFT JOIN hub_runs r ON r.run_id = s.run_id
+                 WHERE s.parent_session_key = ?1 ORDER BY s.created_at, s.rowid"
+            ))?;
+            stmt.query_map([parent], |r| Ok((child_row(r)?, r.get(13)?)))?
+                .collect()
+        })
+    }
+
     /// The open child session labelled `label` of agent `agent_id`, the newest when several.
     pub fn child_by_label(
         &self,

@@ -1019,14 +1019,24 @@ fn spawn_limits_hold_under_a_storm_and_nothing_leaks() {
         status["hub"]["activeSpawns"] == 0 && status["hub"]["activeRuns"] == 0
     });
     assert_eq!(get(&up, "/v1/runs?active=true")["count"], 0);
-    // Now there is room again; the child is a leaf (maxSpawnDepth 1).
-    let leaf = tool(&up, "sessions_spawn", json!({"task": "mcp-tools"}));
+    // The cancelled child is kept (`cleanup: keep`): it still holds ga's one place.
+    let kept = tool(&up, "sessions_spawn", json!({"task": "slow"}));
+    assert_eq!(kept["reason"], "too_many_children", "{kept}");
+    assert!(
+        kept["error"]
+            .as_str()
+            .unwrap()
+            .contains("0 running and 1 kept"),
+        "{kept}"
+    );
+    // Another session has room; the child is a leaf (maxSpawnDepth 1).
+    let leaf = tool_in(&up, "leaf", "sessions_spawn", json!({"task": "mcp-tools"}));
     let run = run_until(&up, leaf["runId"].as_str().unwrap(), |r| {
         r["state"] == "completed"
     });
     let tools = run["reply"].as_str().unwrap();
-    assert!(tools.starts_with("mcp-tools: agents_list,"), "{tools}");
-    assert!(!tools.contains("sessions_spawn"), "{tools}");
+    // A leaf keeps none of the session tools (hub.md, "Sub-agent tools").
+    assert_eq!(tools, "mcp-tools: management_request", "{tools}");
 }
 
 /// codex-acp (a real ACP agent from the npm registry) takes the `mcpServers` deepcli passes at
