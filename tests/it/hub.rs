@@ -1220,3 +1220,57 @@ fn the_announce_step_posts_to_the_targets_conversation_through_the_reply_sink() 
     );
     assert!(has_note(&run, "announce step: Delivered"), "{run:#}");
 }
+
+/// Review E5: under `cleanup: keep` (the default) a finished child kept its runtime session and
+/// a live token forever. Idle past `subagents.keptIdleSeconds`, it is closed: the runtime
+/// session ends, the token is revoked, the run says so, and the parent still reads it.
+#[test]
+fn an_idle_kept_child_is_closed_and_its_token_revoked() {
+    let up = hub_up(
+        &agents("", "      subagents: {keptIdleSeconds: 1}\n", ""),
+        |_| {},
+    );
+    let spawned = tool(&up, "sessions_spawn", json!({"task": "remember 42"}));
+    assert_eq!(spawned["status"], "accepted", "{spawned}");
+    let child = spawned["childSessionKey"].as_str().unwrap().to_string();
+    let run_id = spawned["runId"].as_str().unwrap().to_string();
+    let run = run_until(&up, &run_id, |r| has_note(r, "announced to the parent"));
+    assert_eq!(run["state"], "completed", "{run:#}");
+    let tokens = |live: bool| -> i64 {
+        let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
+        db.query_row(
+            "SELECT count(*) FROM hub_tokens WHERE session_key = ?1 AND (revoked_at IS NULL) = ?2",
+            rusqlite::params![child, live],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert!(tokens(true) + tokens(false) >= 1, "the child had a token");
+    let run = run_until(&up, &run_id, |r| has_note(r, "closed after"));
+    let note = run["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|e| e["note"].as_str().filter(|n| n.contains("closed after")))
+        .unwrap()
+        .to_string();
+    assert!(note.contains("keptIdleSeconds 1"), "{note}");
+    assert_eq!(tokens(true), 0, "{note}");
+    let revoked: String = rusqlite::Connection::open(up.state.join("state.db"))
+        .unwrap()
+        .query_row(
+            "SELECT revoked_why FROM hub_tokens WHERE session_key = ?1 ORDER BY created_at DESC LIMIT 1",
+            [&child],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(revoked.contains("idle"), "{revoked}");
+    // The parent's list says it is closed, no longer holding a place; its history stays.
+    let list = tool(&up, "subagents", json!({"action": "list"}));
+    assert_eq!(list["children"][0]["closed"], true, "{list}");
+    let status = tool(&up, "session_status", json!({}));
+    assert_eq!(status["budget"]["children"]["kept"], 0, "{status}");
+    let history = tool(&up, "sessions_history", json!({"sessionKey": child}));
+    let texts = history["messages"].to_string();
+    assert!(texts.contains("remember 42"), "{history}");
+}
