@@ -28,6 +28,7 @@ pub mod idle;
 mod loops;
 pub mod mcp;
 pub mod operator;
+pub mod page;
 pub mod policy;
 mod runs;
 pub mod store;

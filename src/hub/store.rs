@@ -228,6 +228,8 @@ pub struct RunFilter {
     /// Only runs not yet final.
     pub active: bool,
     pub limit: usize,
+    /// Runs skipped before the first one given (paging).
+    pub offset: usize,
 }
 
 /// The agent a session key names: `agent:<id>:…`.
@@ -469,7 +471,7 @@ impl HubStore {
                    AND (?3 IS NULL OR target_session_key = ?3)
                    AND (?4 IS NULL OR target_agent_id = ?4 OR requester_agent_id = ?4)
                    AND (NOT ?5 OR state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain'))
-                 ORDER BY created_at DESC, rowid DESC LIMIT ?6"
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?6 OFFSET ?7"
             ))?;
             stmt.query_map(
                 params![
@@ -478,7 +480,8 @@ impl HubStore {
                     filter.target_session_key,
                     filter.agent_id,
                     filter.active,
-                    limit as i64
+                    limit as i64,
+                    filter.offset as i64
                 ],
                 run_row,
             )?

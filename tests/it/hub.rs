@@ -1274,3 +1274,119 @@ fn an_idle_kept_child_is_closed_and_its_token_revoked() {
     let texts = history["messages"].to_string();
     assert!(texts.contains("remember 42"), "{history}");
 }
+
+/// Review E5: `subagents list` returned every child (1 MB after a spawn flood), and no list
+/// could be paged. Every list tool and operator list takes `limit` and `cursor` and says
+/// `nextCursor` while there is more.
+#[test]
+fn subagents_list_is_paged() {
+    let up = hub_up(
+        &agents("", "      subagents: {maxChildrenPerAgent: 10}\n", ""),
+        |_| {},
+    );
+    let mut runs = Vec::new();
+    for i in 0..3 {
+        let spawned = tool(&up, "sessions_spawn", json!({"task": format!("child {i}")}));
+        assert_eq!(spawned["status"], "accepted", "{spawned}");
+        runs.push(spawned["runId"].as_str().unwrap().to_string());
+    }
+    for run in &runs {
+        run_until(&up, run, |r| has_note(r, "announced to the parent"));
+    }
+    // Walks a list page by page (`limit` 2); every entry's `field`, in order.
+    let walk = |call: &dyn Fn(Value) -> Value, list: &str, field: &str| -> Vec<String> {
+        let mut cursor = Value::Null;
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            let page = call(json!({"limit": 2, "cursor": cursor}));
+            let entries = page[list].as_array().unwrap_or_else(|| panic!("{page}"));
+            assert!(entries.len() <= 2, "{page}");
+            seen.extend(
+                entries
+                    .iter()
+                    .map(|e| e[field].as_str().unwrap().to_string()),
+            );
+            cursor = page["nextCursor"].clone();
+            if cursor.is_null() {
+                return seen;
+            }
+        }
+        panic!("{list} never ended")
+    };
+    let children = walk(
+        &|p| {
+            let mut args = json!({"action": "list"});
+            args["limit"] = p["limit"].clone();
+            if !p["cursor"].is_null() {
+                args["cursor"] = p["cursor"].clone();
+            }
+            tool(&up, "subagents", args)
+        },
+        "children",
+        "runId",
+    );
+    assert_eq!(children, runs);
+    let strip = |mut p: Value| {
+        if p["cursor"].is_null() {
+            p.as_object_mut().unwrap().remove("cursor");
+        }
+        p
+    };
+    let sessions = walk(
+        &|p| tool(&up, "sessions_list", strip(p)),
+        "sessions",
+        "sessionKey",
+    );
+    // alpha's conversation and its three children.
+    assert_eq!(sessions.len(), 4, "{sessions:?}");
+    let agents = walk(&|p| tool(&up, "agents_list", strip(p)), "agents", "id");
+    assert_eq!(agents, ["alpha", "beta"]);
+    let child = tool(&up, "subagents", json!({"action": "list"}))["children"][0]["sessionKey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let history = walk(
+        &|p| {
+            let mut args = strip(p);
+            args["sessionKey"] = child.clone().into();
+            tool(&up, "sessions_history", args)
+        },
+        "messages",
+        "at",
+    );
+    assert!(history.len() >= 2, "{history:?}");
+    // A cursor the hub did not give is refused, saying how to page.
+    let bad = say(
+        &up,
+        "ga",
+        "mcp subagents {\"action\": \"list\", \"cursor\": \"x\"}",
+    );
+    assert!(bad.contains("nextCursor"), "{bad}");
+    // The operator's lists: the same convention, over HTTP and /rpc.
+    let op_runs = walk(
+        &|p| {
+            let q = match p["cursor"].as_str() {
+                Some(c) => format!("/v1/runs?limit=2&cursor={c}"),
+                None => "/v1/runs?limit=2".to_string(),
+            };
+            get(&up, &q)
+        },
+        "runs",
+        "runId",
+    );
+    // The three spawns, newest first.
+    let newest_first: Vec<String> = runs.iter().rev().cloned().collect();
+    assert_eq!(op_runs, newest_first);
+    let op_sessions = walk(
+        &|p| {
+            let q = match p["cursor"].as_str() {
+                Some(c) => format!("/v1/sessions?limit=2&cursor={c}"),
+                None => "/v1/sessions?limit=2".to_string(),
+            };
+            get(&up, &q)
+        },
+        "sessions",
+        "sessionKey",
+    );
+    assert_eq!(op_sessions.len(), sessions.len(), "{op_sessions:?}");
+}
