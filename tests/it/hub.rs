@@ -431,7 +431,7 @@ fn a_spawned_subagent_reports_back_once_and_is_deleted_when_asked() {
     let up = hub_up(
         &agents(
             "",
-            "      subagents: {allowAgents: [beta], tools: {alsoAllow: [session_status]}}\n",
+            "      subagents: {allowAgents: [beta], maxChildrenPerAgent: 10, tools: {alsoAllow: [session_status]}}\n",
             "",
         ),
         |_| {},
