@@ -46,6 +46,9 @@ pub const DEFAULT_REPLY_BYTES: usize = 1024 * 1024;
 /// `contextBytes` when unset: 256 KiB.
 pub const DEFAULT_CONTEXT_BYTES: usize = 256 * 1024;
 
+/// `spawnsPerHour` when unset (hub.md, "Defaults"): a runaway tree of spawns stops here.
+pub const DEFAULT_SPAWNS_PER_HOUR: u32 = 60;
+
 /// `loopWindowSeconds` when unset.
 pub const DEFAULT_LOOP_WINDOW: Duration = Duration::from_secs(600);
 
@@ -55,7 +58,7 @@ impl Default for BudgetLimits {
             turns_per_hour: None,
             concurrent_turns: None,
             turn_seconds: None,
-            spawns_per_hour: None,
+            spawns_per_hour: Some(DEFAULT_SPAWNS_PER_HOUR),
             tokens_per_day: None,
             cost_per_day_micros: None,
             loop_turns: None,
@@ -73,7 +76,7 @@ impl BudgetLimits {
             turns_per_hour: spec.turns_per_hour,
             concurrent_turns: spec.concurrent_turns,
             turn_seconds: spec.turn_seconds.map(Duration::from_secs),
-            spawns_per_hour: spec.spawns_per_hour,
+            spawns_per_hour: spec.spawns_per_hour.or(Some(DEFAULT_SPAWNS_PER_HOUR)),
             tokens_per_day: spec.tokens_per_day,
             cost_per_day_micros: spec
                 .cost_per_day_usd
@@ -570,6 +573,34 @@ mod tests {
         assert!(b.admit_turn("a", &limits(), T0 + HOUR_MS + 1).is_ok());
         // Another agent's counters are its own.
         assert!(b.admit_turn("b", &limits(), T0).is_ok());
+    }
+
+    /// Review E5: with no `budgets`, 2,933 spawns passed in 45 s: nothing bounded them.
+    #[test]
+    fn spawns_are_bounded_per_hour_by_default() {
+        let b = Budgets::default();
+        for (agent, limits) in [
+            ("unset", BudgetLimits::default()),
+            ("empty", BudgetLimits::of(&BudgetSpec::default())),
+        ] {
+            assert_eq!(limits.spawns_per_hour, Some(DEFAULT_SPAWNS_PER_HOUR));
+            for i in 0..DEFAULT_SPAWNS_PER_HOUR {
+                assert!(b.admit_spawn(agent, &limits, T0 + i64::from(i)).is_ok());
+            }
+            let refused = b.admit_spawn(agent, &limits, T0 + 1000).err().unwrap();
+            assert_eq!(refused.limit, Limit::SpawnsPerHour, "{agent}");
+            assert!(b.admit_spawn(agent, &limits, T0 + HOUR_MS + 1).is_ok());
+        }
+        // An explicit value still wins, above the default too.
+        let spec = BudgetSpec {
+            spawns_per_hour: Some(1000),
+            ..BudgetSpec::default()
+        };
+        let limits = BudgetLimits::of(&spec);
+        assert_eq!(limits.spawns_per_hour, Some(1000));
+        for i in 0..1000 {
+            assert!(b.admit_spawn("explicit", &limits, T0 + i).is_ok());
+        }
     }
 
     #[test]

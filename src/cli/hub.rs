@@ -78,9 +78,22 @@ pub struct ListArgs {
     /// Only sessions of this kind (main, group, subagent, acp, other).
     #[arg(long, value_name = "KIND")]
     kind: Option<String>,
+    #[command(flatten)]
+    page: PageArgs,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// A page of a list (hub.md, "Paging").
+#[derive(Debug, Args)]
+pub struct PageArgs {
+    /// Most entries [default: 50, at most 200].
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// The page after the last one: the cursor it printed (`nextCursor`).
+    #[arg(long, value_name = "CURSOR")]
+    cursor: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -96,9 +109,8 @@ pub struct KeyArgs {
 pub struct HistoryArgs {
     /// The session key.
     session_key: String,
-    /// Most messages [default: 50].
-    #[arg(long)]
-    limit: Option<usize>,
+    #[command(flatten)]
+    page: PageArgs,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -142,6 +154,8 @@ pub struct RunsArgs {
     /// Only runs not yet final.
     #[arg(long)]
     active: bool,
+    #[command(flatten)]
+    page: PageArgs,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -235,7 +249,11 @@ pub(super) fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> Str
     if json {
         super::emit::print_json(result);
     } else {
-        let _ = anstream::stdout().write_all(human(result).as_bytes());
+        let mut out = human(result);
+        if let Some(next) = result["nextCursor"].as_str() {
+            out.push_str(&format!("More: the next page with --cursor {next}\n"));
+        }
+        let _ = anstream::stdout().write_all(out.as_bytes());
     }
     ExitStatus::Success
 }
@@ -254,7 +272,7 @@ pub fn sessions(global: &GlobalSettings, command: SessionsCommand) -> ExitStatus
         SessionsCommand::List(a) => rpc(
             global,
             "sessions/list",
-            json!({"agentId": a.agent, "kind": a.kind}),
+            json!({"agentId": a.agent, "kind": a.kind, "limit": a.page.limit, "cursor": a.page.cursor}),
             quick,
         )
         .map(|r| (r, a.json)),
@@ -268,7 +286,7 @@ pub fn sessions(global: &GlobalSettings, command: SessionsCommand) -> ExitStatus
         SessionsCommand::History(a) => rpc(
             global,
             "sessions/history",
-            json!({"sessionKey": a.session_key, "limit": a.limit}),
+            json!({"sessionKey": a.session_key, "limit": a.page.limit, "cursor": a.page.cursor}),
             quick,
         )
         .map(|r| (r, a.json)),
@@ -424,7 +442,7 @@ pub fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus {
             match rpc(
                 global,
                 "runs/list",
-                json!({"state": a.state, "agentId": a.agent, "active": a.active}),
+                json!({"state": a.state, "agentId": a.agent, "active": a.active, "limit": a.page.limit, "cursor": a.page.cursor}),
                 quick,
             ) {
                 Ok(result) => show(&result, a.json, |r| {

@@ -275,6 +275,8 @@ pub struct Subagents {
     pub max_children_per_agent: Option<usize>,
     pub max_concurrent: Option<usize>,
     pub run_timeout_seconds: Option<u64>,
+    /// How long a kept child may sit idle before the Hub closes it (hub.md); 0: never.
+    pub kept_idle_seconds: Option<u64>,
     pub tools: Option<SubagentTools>,
 }
 
@@ -292,7 +294,8 @@ pub struct SubagentTools {
     pub deny: Vec<String>,
 }
 
-/// `budgets` (approvals.md): limits checked before each turn; unset keys limit nothing.
+/// `budgets` (approvals.md): limits checked before each turn; unset keys limit nothing, but
+/// `spawnsPerHour` (60 when unset) and the byte caps, which have defaults.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Budgets {

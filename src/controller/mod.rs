@@ -347,7 +347,9 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     record_address(&store, addr);
     tracing::info!(%addr, config = %options.config_dir.display(), "deepcli up");
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(http::serve(listener, shared.clone(), shutdown_rx));
+    let server = tokio::spawn(http::serve(listener, shared.clone(), shutdown_rx.clone()));
+    // Kept children idle past subagents.keptIdleSeconds are closed (hub.md).
+    tokio::spawn(shared.hub.clone().sweep_idle_children(shutdown_rx));
 
     let mut resync = tokio::time::interval(options.resync);
     resync.tick().await;

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::policy::{Denial, Reason, Visibility};
+use super::page::{self, Page};
+use super::policy::{Denial, HeldChildren, Reason, Visibility};
 use super::store::{ChildSession, agent_of};
 use super::tools::{self, *};
 use super::{CallError, Caller, Hub};
@@ -74,8 +75,11 @@ impl Hub {
         }
         let result = match tool {
             AGENTS_LIST => {
-                decode::<NoArgs>(tool, args).map_err(CallError::BadArguments)?;
-                self.agents_list(caller)
+                let args: PageArgs = decode(tool, args).map_err(CallError::BadArguments)?;
+                match Page::new(args.limit, args.cursor.as_deref(), page::DEFAULT_LIMIT) {
+                    Ok(page) => self.agents_list(caller, page),
+                    Err(bad) => error(bad.to_string()),
+                }
             }
             SESSIONS_LIST => {
                 self.sessions_list(caller, decode(tool, args).map_err(CallError::BadArguments)?)
@@ -120,7 +124,7 @@ impl Hub {
         Ok(result)
     }
 
-    fn agents_list(&self, caller: &Caller) -> Value {
+    fn agents_list(&self, caller: &Caller, page: Page) -> Value {
         let p = self.policy();
         let leaf = caller.depth >= p.limits(&caller.agent_id).max_spawn_depth;
         let agents: Vec<Value> = p
@@ -148,7 +152,11 @@ impl Hub {
             .collect();
         let allow_any =
             p.a2a_enabled && (p.a2a_allow.is_empty() || p.a2a_allow.iter().any(|a| a == "*"));
-        json!({"requester": caller.agent_id, "allowAny": allow_any, "agents": agents})
+        let (agents, next) = page.of(agents);
+        let mut out =
+            json!({"requester": caller.agent_id, "allowAny": allow_any, "agents": agents});
+        page::mark(&mut out, next);
+        out
     }
 
     /// Whether `caller` may see session `key` (of agent `agent`): visibility, then
@@ -206,7 +214,11 @@ impl Hub {
     }
 
     async fn sessions_list(&self, caller: &Caller, args: ListArgs) -> Result<Value, CallError> {
-        let limit = args.limit.unwrap_or(50).clamp(1, MAX_LIST);
+        let page = match Page::new(args.limit, args.cursor.as_deref(), page::DEFAULT_LIMIT) {
+            Ok(page) => page,
+            Err(bad) => return Ok(error(bad.to_string())),
+        };
+        let wanted = page.offset.saturating_add(page.limit);
         // At most ten years back: any larger window is all of it.
         let since = args.active_minutes.and_then(|m| {
             let seconds = m.min(10 * 366 * 24 * 60).saturating_mul(60);
@@ -218,8 +230,10 @@ impl Hub {
         let mut all = self.db(|s| s.known_sessions()).await?;
         all.sort_by(|a, b| b.last_at.cmp(&a.last_at));
         let mut out = Vec::new();
+        let mut more = false;
         for s in all {
-            if out.len() >= limit {
+            if out.len() >= wanted {
+                more = true;
                 break;
             }
             let kind = kind_of(&s.session_key);
@@ -260,7 +274,12 @@ impl Hub {
             }
             out.push(entry);
         }
-        Ok(json!({"count": out.len(), "sessions": out}))
+        // The entries before the page were checked (visibility is per entry), not shown.
+        let out: Vec<Value> = out.into_iter().skip(page.offset).collect();
+        let next = more.then(|| page.after(out.len()));
+        let mut result = json!({"count": out.len(), "sessions": out});
+        page::mark(&mut result, next);
+        Ok(result)
     }
 
     /// The agent of a session key, checked against the config: `Err` is the result to give.
@@ -303,8 +322,17 @@ impl Hub {
         if let Err(denial) = self.may_see(caller, &key, &agent, true).await {
             return Ok(forbidden(&denial));
         }
-        let limit = args.limit.unwrap_or(20).clamp(1, 200);
-        let offset = args.offset.unwrap_or(0);
+        let page = match (&args.cursor, args.offset) {
+            (None, Some(offset)) => Page {
+                limit: args.limit.unwrap_or(20).clamp(1, page::MAX_LIMIT),
+                offset,
+            },
+            (cursor, _) => match Page::new(args.limit, cursor.as_deref(), 20) {
+                Ok(page) => page,
+                Err(bad) => return Ok(error(bad.to_string())),
+            },
+        };
+        let (limit, offset) = (page.limit, page.offset);
         let rows = {
             let key = key.clone();
             self.db(move |s| s.history(&key, limit, offset)).await?
@@ -312,17 +340,25 @@ impl Hub {
         let mut messages = Vec::new();
         let mut bytes = 0;
         let mut truncated = false;
+        // Rows looked at, newest first: the next page starts after them.
+        let mut consumed = 0;
         // Newest first until the cap, then back in order.
         for row in rows.iter().rev() {
             if row.provenance == Provenance::Acp && !args.include_tools {
+                consumed += 1;
                 continue;
             }
             let text = redact(&row.text, self.operator_token.as_deref());
             bytes += text.len() + 64;
             if bytes > HISTORY_CAP_BYTES {
                 truncated = true;
+                // One message over the cap on its own is left out, not paged to forever.
+                if messages.is_empty() {
+                    consumed += 1;
+                }
                 break;
             }
+            consumed += 1;
             messages.push(json!({
                 "id": row.id,
                 "provenance": row.provenance,
@@ -331,12 +367,16 @@ impl Hub {
             }));
         }
         messages.reverse();
-        Ok(json!({
+        // A full page may have older rows before it; a cut one does.
+        let next = (truncated || rows.len() == limit).then(|| page.after(consumed));
+        let mut out = json!({
             "sessionKey": key,
             "messages": messages,
             "truncated": truncated,
             "capBytes": HISTORY_CAP_BYTES,
-        }))
+        });
+        page::mark(&mut out, next);
+        Ok(out)
     }
 
     /// The session a send goes to: by key, label or agent id (its main session).
@@ -566,29 +606,9 @@ impl Hub {
         {
             return Ok(error("`label` must be 1 to 64 characters"));
         }
-        let active_children = {
-            let parent = caller.session_key.clone();
-            self.db(move |s| {
-                let mut n = 0;
-                for child in s.children_of(&parent)? {
-                    if child.closed_at.is_none()
-                        && s.run(&child.run_id)?.is_some_and(|r| !r.state.is_final())
-                    {
-                        n += 1;
-                    }
-                }
-                Ok(n)
-            })
-            .await?
-        };
-        if active_children >= limits.max_children {
-            return Ok(forbidden(&Denial::new(
-                Reason::TooManyChildren,
-                format!(
-                    "this session already has {active_children} active children; subagents.maxChildrenPerAgent is {}: wait for one (subagents wait) or cancel one",
-                    limits.max_children
-                ),
-            )));
+        let held = self.held_children(&caller.session_key).await?;
+        if let Err(denial) = limits.may_add_child(&caller.agent_id, held) {
+            return Ok(forbidden(&denial));
         }
         // The child's first turn must fit its agent's budgets, and the spawn the caller's.
         if let Err(refusal) = self.access.budget_allows_turn(&agent) {
@@ -662,28 +682,27 @@ impl Hub {
         args: SubagentsArgs,
     ) -> Result<Value, CallError> {
         let parent = caller.session_key.clone();
-        let children = self.db(move |s| s.children_of(&parent)).await?;
-        let mut listed = Vec::new();
-        for child in &children {
-            let run_id = child.run_id.clone();
-            let run = self.db(move |s| s.run(&run_id)).await?;
-            listed.push((child.clone(), run));
-        }
-        let describe = |child: &ChildSession, run: &Option<crate::hub::store::RunRecord>| {
-            json!({
-                "sessionKey": child.session_key,
-                "agentId": child.agent_id,
-                "label": child.label,
-                "runId": child.run_id,
-                "mode": child.mode,
-                "state": run.as_ref().map(|r| r.state),
-                "closed": child.closed_at.is_some(),
-                "createdAt": child.created_at,
-            })
-        };
+        let listed = self.db(move |s| s.children_with_state(&parent)).await?;
         if args.action == SubagentsAction::List {
-            let all: Vec<Value> = listed.iter().map(|(c, r)| describe(c, r)).collect();
-            return Ok(json!({"status": "ok", "children": all}));
+            let page = match Page::new(args.limit, args.cursor.as_deref(), page::DEFAULT_LIMIT) {
+                Ok(page) => page,
+                Err(bad) => return Ok(error(bad.to_string())),
+            };
+            let (children, next) = page.of(listed.iter().map(|(child, state)| {
+                json!({
+                    "sessionKey": child.session_key,
+                    "agentId": child.agent_id,
+                    "label": child.label,
+                    "runId": child.run_id,
+                    "mode": child.mode,
+                    "state": state,
+                    "closed": child.closed_at.is_some(),
+                    "createdAt": child.created_at,
+                })
+            }));
+            let mut out = json!({"status": "ok", "count": children.len(), "children": children});
+            page::mark(&mut out, next);
+            return Ok(out);
         }
         let Some(target) = args.target.as_deref().map(str::trim) else {
             return Ok(error(
@@ -719,24 +738,23 @@ impl Hub {
         }))
     }
 
+    /// What session `parent`'s children hold of its `maxChildrenPerAgent`.
+    async fn held_children(&self, parent: &str) -> Result<HeldChildren, CallError> {
+        let parent = parent.to_string();
+        let children = self.db(move |s| s.children_with_state(&parent)).await?;
+        Ok(HeldChildren::count(
+            children
+                .iter()
+                .map(|(c, state)| (c.closed_at.is_some(), *state)),
+        ))
+    }
+
     async fn session_status(&self, caller: &Caller) -> Result<Value, CallError> {
         let p = self.policy();
         let limits = p.limits(&caller.agent_id);
         let key = caller.session_key.clone();
         let child = self.db(move |s| s.child(&key)).await?;
-        let parent = caller.session_key.clone();
-        let children = self.db(move |s| s.children_of(&parent)).await?;
-        let mut active = 0;
-        for c in &children {
-            let run_id = c.run_id.clone();
-            if self
-                .db(move |s| s.run(&run_id))
-                .await?
-                .is_some_and(|r| !r.state.is_final())
-            {
-                active += 1;
-            }
-        }
+        let held = self.held_children(&caller.session_key).await?;
         Ok(json!({
             "sessionKey": caller.session_key,
             "agentId": caller.agent_id,
@@ -747,7 +765,7 @@ impl Hub {
             "parentSessionKey": child.as_ref().map(|c| c.parent_session_key.clone()),
             "label": child.as_ref().and_then(|c| c.label.clone()),
             "budget": {
-                "children": {"active": active, "max": limits.max_children},
+                "children": {"active": held.running, "kept": held.kept, "max": limits.max_children},
                 "concurrent": {"active": self.active_spawns.load(Relaxed), "max": p.max_concurrent},
                 "depth": {"at": caller.depth, "max": limits.max_spawn_depth},
             },

@@ -172,6 +172,7 @@ async fn sessions(
         agent_id: p.get("agentId").cloned(),
         kind: p.get("kind").cloned(),
         limit: p.get("limit").and_then(|l| l.parse().ok()),
+        cursor: p.get("cursor").cloned(),
     };
     operator_answer(cx.hub.operator_sessions(params).await)
 }
@@ -201,6 +202,7 @@ async fn runs(
         session_key: p.get("sessionKey").cloned(),
         active: p.get("active").is_some_and(|a| a == "true" || a == "1"),
         limit: p.get("limit").and_then(|l| l.parse().ok()),
+        cursor: p.get("cursor").cloned(),
     };
     operator_answer(cx.hub.operator_runs(params).await)
 }

@@ -24,9 +24,11 @@ pub mod a2a;
 mod approval;
 mod calls;
 pub mod http;
+pub mod idle;
 mod loops;
 pub mod mcp;
 pub mod operator;
+pub mod page;
 pub mod policy;
 mod runs;
 pub mod store;
@@ -93,6 +95,8 @@ pub struct HubMetrics {
     pub run_millis: AtomicU64,
     /// Token checks that failed (unknown, revoked or malformed tokens).
     pub bad_tokens: AtomicU64,
+    /// Kept children closed because they sat idle (`subagents.keptIdleSeconds`).
+    pub idle_closed: AtomicU64,
     /// The Hub's own time in the last waited-for sends: the call's time at the Hub minus the
     /// target runtime's.
     pub send_overhead: OverheadSamples,
@@ -408,6 +412,7 @@ impl Hub {
             "activeRuns": active_runs,
             "activeSpawns": self.active_spawns.load(Relaxed),
             "liveTokens": live_tokens,
+            "idleChildrenClosed": self.metrics.idle_closed.load(Relaxed),
             "loopPauses": self.store.open_pauses().unwrap_or_default().into_iter()
                 .map(|(run_id, why)| json!({"runId": run_id, "why": why}))
                 .collect::<Vec<_>>(),

@@ -81,6 +81,7 @@ pub struct SessionsParams {
     pub agent_id: Option<String>,
     pub kind: Option<String>,
     pub limit: Option<usize>,
+    pub cursor: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -94,7 +95,7 @@ struct KeyParams {
 struct HistoryParams {
     session_key: String,
     limit: Option<usize>,
-    offset: Option<usize>,
+    cursor: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -122,6 +123,7 @@ pub struct RunsParams {
     #[serde(default)]
     pub active: bool,
     pub limit: Option<usize>,
+    pub cursor: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -145,17 +147,19 @@ impl Hub {
             }
             "sessions/history" => {
                 let p: HistoryParams = params(p)?;
-                let (key, limit, offset) = (
-                    p.session_key.clone(),
-                    p.limit.unwrap_or(50).clamp(1, 1000),
-                    p.offset.unwrap_or(0),
-                );
-                let rows = self.db(move |s| s.history(&key, limit, offset)).await?;
+                let page = paged(p.limit, p.cursor.as_deref())?;
+                let key = p.session_key.clone();
+                let rows = self
+                    .db(move |s| s.history(&key, page.limit, page.offset))
+                    .await?;
+                let next = (rows.len() == page.limit).then(|| page.after(rows.len()));
                 let messages: Vec<Value> = rows
                     .into_iter()
                     .map(|r| json!({"id": r.id, "provenance": r.provenance, "at": r.at, "text": r.text}))
                     .collect();
-                Ok(json!({"sessionKey": p.session_key, "messages": messages}))
+                let mut out = json!({"sessionKey": p.session_key, "messages": messages});
+                super::page::mark(&mut out, next);
+                Ok(out)
             }
             "sessions/send" => {
                 let p: SendParams = params(p)?;
@@ -215,15 +219,22 @@ impl Hub {
     pub async fn operator_sessions(&self, p: SessionsParams) -> Result<Value, OperatorError> {
         let mut all = self.db(|s| s.known_sessions()).await?;
         all.sort_by(|a, b| b.last_at.cmp(&a.last_at));
-        let limit = p.limit.unwrap_or(200).clamp(1, 10_000);
-        let children = self.db(|s| s.children()).await?;
-        let sessions: Vec<Value> = all
+        let page = paged(p.limit, p.cursor.as_deref())?;
+        let (all, next) = page.of(all
             .into_iter()
             .filter(|s| p.agent_id.as_ref().is_none_or(|a| *a == s.agent_id))
-            .filter(|s| p.kind.as_ref().is_none_or(|k| k == kind_of(&s.session_key)))
-            .take(limit)
+            .filter(|s| p.kind.as_ref().is_none_or(|k| k == kind_of(&s.session_key))));
+        let mut children = std::collections::HashMap::new();
+        for s in &all {
+            let key = s.session_key.clone();
+            if let Some(child) = self.db(move |st| st.child(&key)).await? {
+                children.insert(s.session_key.clone(), child);
+            }
+        }
+        let sessions: Vec<Value> = all
+            .into_iter()
             .map(|s| {
-                let child = children.iter().find(|c| c.session_key == s.session_key);
+                let child = children.get(&s.session_key);
                 json!({
                     "sessionKey": s.session_key,
                     "agentId": s.agent_id,
@@ -235,7 +246,9 @@ impl Hub {
                 })
             })
             .collect();
-        Ok(json!({"count": sessions.len(), "sessions": sessions}))
+        let mut out = json!({"count": sessions.len(), "sessions": sessions});
+        super::page::mark(&mut out, next);
+        Ok(out)
     }
 
     async fn operator_session(&self, key: &str) -> Result<Value, OperatorError> {
@@ -308,12 +321,29 @@ impl Hub {
             target_session_key: p.session_key,
             agent_id: p.agent_id,
             active: p.active,
-            limit: p.limit.unwrap_or(100).clamp(1, 10_000),
             ..RunFilter::default()
         };
-        let runs = self.db(move |s| s.runs(&filter)).await?;
-        Ok(json!({"count": runs.len(), "runs": runs.iter().map(run_json).collect::<Vec<_>>()}))
+        let page = paged(p.limit, p.cursor.as_deref())?;
+        // One more than the page: whether there is a next.
+        let filter = RunFilter {
+            limit: page.limit + 1,
+            offset: page.offset,
+            ..filter
+        };
+        let mut runs = self.db(move |s| s.runs(&filter)).await?;
+        let more = runs.len() > page.limit;
+        runs.truncate(page.limit);
+        let mut out =
+            json!({"count": runs.len(), "runs": runs.iter().map(run_json).collect::<Vec<_>>()});
+        super::page::mark(&mut out, more.then(|| page.after(runs.len())));
+        Ok(out)
     }
+}
+
+/// The page an operator list asks for (hub.md, "Paging").
+fn paged(limit: Option<usize>, cursor: Option<&str>) -> Result<super::page::Page, OperatorError> {
+    super::page::Page::new(limit, cursor, super::page::DEFAULT_LIMIT)
+        .map_err(|bad| OperatorError::Params(bad.to_string()))
 }
 
 /// A run's state after a cancel, in the cancel's own words (approvals.md, "Cancel states").

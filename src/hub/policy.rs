@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::config::model::RuntimeKind;
+use crate::state::RunState;
 
 /// `session.maxPingPongTurns` when unset.
 pub const DEFAULT_PING_PONG: u32 = 5;
@@ -17,6 +18,8 @@ pub const MAX_PING_PONG: u32 = 10;
 pub const DEFAULT_SPAWN_DEPTH: u32 = 3;
 /// `subagents.maxChildrenPerAgent` when unset: active children per requester session.
 pub const DEFAULT_CHILDREN: usize = 5;
+/// `subagents.keptIdleSeconds` when unset: a kept child idle this long is closed.
+pub const DEFAULT_KEPT_IDLE: Duration = Duration::from_secs(3600);
 /// `subagents.maxConcurrent` when unset: active spawned runs in the whole hub.
 pub const DEFAULT_CONCURRENT: usize = 8;
 
@@ -145,6 +148,9 @@ pub struct Limits {
     pub max_concurrent: Option<usize>,
     /// `runTimeoutSeconds`: a child's run limit when the spawn names none.
     pub run_timeout: Option<Duration>,
+    /// `keptIdleSeconds`: how long a kept child (its run over, its session open) may sit idle
+    /// before the Hub closes it; `None` (0): never.
+    pub kept_idle: Option<Duration>,
     /// `tools`: what its spawned sessions keep of the Hub's tools.
     pub tools: SubagentTools,
 }
@@ -156,8 +162,58 @@ impl Default for Limits {
             max_children: DEFAULT_CHILDREN,
             max_concurrent: None,
             run_timeout: None,
+            kept_idle: Some(DEFAULT_KEPT_IDLE),
             tools: SubagentTools::default(),
         }
+    }
+}
+
+/// What one session's children hold of its `subagents.maxChildrenPerAgent` (hub.md,
+/// "Policy"): a child whose run is not over is running; one whose run is over but whose
+/// session is still open (`cleanup: keep`, `mode: session`) is kept, with its runtime session
+/// and its token. Both count until the child is closed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeldChildren {
+    pub running: usize,
+    pub kept: usize,
+}
+
+impl HeldChildren {
+    /// Counted over each child's (closed, its run's state; `None`: no run on record).
+    pub fn count(children: impl IntoIterator<Item = (bool, Option<RunState>)>) -> HeldChildren {
+        let mut held = HeldChildren::default();
+        for (closed, state) in children {
+            match state {
+                Some(s) if !s.is_final() => held.running += 1,
+                _ if !closed => held.kept += 1,
+                _ => {}
+            }
+        }
+        held
+    }
+}
+
+impl Limits {
+    /// Whether a session of `agent_id` whose children hold `held` may spawn one more.
+    pub fn may_add_child(&self, agent_id: &str, held: HeldChildren) -> Result<(), Denial> {
+        if held.running + held.kept < self.max_children {
+            return Ok(());
+        }
+        let idle = match self.kept_idle {
+            Some(idle) => format!(
+                "a kept child is closed once idle for subagents.keptIdleSeconds ({} s)",
+                idle.as_secs()
+            ),
+            None => "subagents.keptIdleSeconds is 0, so kept children stay open until closed"
+                .to_string(),
+        };
+        Err(Denial::new(
+            Reason::TooManyChildren,
+            format!(
+                "this session already has {} running and {} kept children; subagents.maxChildrenPerAgent of `{agent_id}` is {}: wait for a running one (subagents wait) or cancel it, spawn with `cleanup: delete`; {idle}",
+                held.running, held.kept, self.max_children
+            ),
+        ))
     }
 }
 
@@ -255,6 +311,11 @@ impl HubPolicy {
                     .and_then(|s| s.run_timeout_seconds)
                     .filter(|s| *s > 0)
                     .map(Duration::from_secs),
+                kept_idle: match sub.and_then(|s| s.kept_idle_seconds) {
+                    None => Some(DEFAULT_KEPT_IDLE),
+                    Some(0) => None,
+                    Some(s) => Some(Duration::from_secs(s)),
+                },
                 tools: sub
                     .and_then(|s| s.tools.as_ref())
                     .map(|t| SubagentTools {
@@ -545,6 +606,49 @@ mod tests {
         assert_eq!(kept, [SESSIONS_SEND, SUBAGENTS]);
         // The agent's own sessions are untouched by it.
         assert!(denied(&p, 0).is_empty());
+    }
+
+    /// Review E5: only running children counted, so a session spawned thousands of
+    /// `cleanup: keep` children, each with an open runtime session and a live token.
+    #[test]
+    fn kept_children_count_against_max_children_per_agent() {
+        let limits = Limits {
+            max_children: 2,
+            ..Limits::default()
+        };
+        let running = (false, Some(RunState::Running));
+        let kept = (false, Some(RunState::Completed));
+        let closed = (true, Some(RunState::Completed));
+        let held = |c: &[(bool, Option<RunState>)]| HeldChildren::count(c.iter().copied());
+        assert_eq!(
+            held(&[running, kept, closed, (false, None)]),
+            HeldChildren {
+                running: 1,
+                kept: 2
+            }
+        );
+        assert!(
+            limits
+                .may_add_child("a", held(&[running, closed, closed]))
+                .is_ok()
+        );
+        for full in [[running, kept], [kept, kept], [running, running]] {
+            let denied = limits.may_add_child("a", held(&full)).unwrap_err();
+            assert_eq!(denied.reason, Reason::TooManyChildren, "{full:?}");
+        }
+        let denied = limits.may_add_child("a", held(&[kept, kept])).unwrap_err();
+        assert!(
+            denied.error.contains("0 running and 2 kept"),
+            "{}",
+            denied.error
+        );
+        assert!(denied.error.contains("keptIdleSeconds"), "{}", denied.error);
+        // A closed child holds nothing, whatever its run.
+        assert!(
+            limits
+                .may_add_child("a", held(&[closed, closed, closed]))
+                .is_ok()
+        );
     }
 
     #[test]

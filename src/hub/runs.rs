@@ -814,10 +814,20 @@ impl Hub {
     /// Closes a session: its runtime session ended, its tokens revoked, a child marked
     /// closed; `trash`: its transcript moved to the trash tables. A note on what happened.
     pub async fn close_session(&self, agent_id: &str, key: &str, trash: bool) -> Value {
-        let k = key.to_string();
-        let tokens = self
-            .db(move |s| s.revoke_session_tokens(&k, "the session was closed"))
-            .await;
+        self.close_session_because(agent_id, key, trash, "the session was closed")
+            .await
+    }
+
+    /// [`Hub::close_session`], its tokens revoked for `why`.
+    pub(super) async fn close_session_because(
+        &self,
+        agent_id: &str,
+        key: &str,
+        trash: bool,
+        why: &str,
+    ) -> Value {
+        let (k, why) = (key.to_string(), why.to_string());
+        let tokens = self.db(move |s| s.revoke_session_tokens(&k, &why)).await;
         let runtime = self.access.close_runtime_session(agent_id, key).await;
         let k = key.to_string();
         let done = self

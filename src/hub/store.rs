@@ -228,6 +228,8 @@ pub struct RunFilter {
     /// Only runs not yet final.
     pub active: bool,
     pub limit: usize,
+    /// Runs skipped before the first one given (paging).
+    pub offset: usize,
 }
 
 /// The agent a session key names: `agent:<id>:…`.
@@ -469,7 +471,7 @@ impl HubStore {
                    AND (?3 IS NULL OR target_session_key = ?3)
                    AND (?4 IS NULL OR target_agent_id = ?4 OR requester_agent_id = ?4)
                    AND (NOT ?5 OR state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain'))
-                 ORDER BY created_at DESC, rowid DESC LIMIT ?6"
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?6 OFFSET ?7"
             ))?;
             stmt.query_map(
                 params![
@@ -478,7 +480,8 @@ impl HubStore {
                     filter.target_session_key,
                     filter.agent_id,
                     filter.active,
-                    limit as i64
+                    limit as i64,
+                    filter.offset as i64
                 ],
                 run_row,
             )?
@@ -596,6 +599,27 @@ impl HubStore {
                 "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE parent_session_key = ?1 ORDER BY created_at, rowid"
             ))?;
             stmt.query_map([parent], child_row)?.collect()
+        })
+    }
+
+    /// The children of one session (open or closed), oldest first, each with its run's state
+    /// (`None`: no run on record): one query.
+    pub fn children_with_state(
+        &self,
+        parent: &str,
+    ) -> Result<Vec<(ChildSession, Option<RunState>)>, StateError> {
+        let cols = CHILD_COLUMNS
+            .split(", ")
+            .map(|c| format!("s.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.with(|c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {cols}, r.state FROM hub_sessions s LEFT JOIN hub_runs r ON r.run_id = s.run_id
+                 WHERE s.parent_session_key = ?1 ORDER BY s.created_at, s.rowid"
+            ))?;
+            stmt.query_map([parent], |r| Ok((child_row(r)?, r.get(13)?)))?
+                .collect()
         })
     }
 

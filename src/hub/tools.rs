@@ -43,13 +43,17 @@ pub fn definitions(leaf: bool) -> Vec<Value> {
         json!({
             "name": AGENTS_LIST,
             "description": "List the other agents of this hub that you may work with: their ids, names, what they are for, whether you may message them (canSend) or spawn work on them (canSpawn), and whether their runtime is up. Call this first when a task needs another agent.",
-            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false}
+            "inputSchema": {"type": "object", "additionalProperties": false, "properties": {
+                "limit": LIMIT_SCHEMA.clone(),
+                "cursor": CURSOR_SCHEMA.clone()
+            }}
         }),
         json!({
             "name": SESSIONS_LIST,
             "description": "List the sessions (conversations) you may see: your own, the ones you spawned, and other agents' where policy allows. Each has a sessionKey you can pass to sessions_history or sessions_send.",
             "inputSchema": {"type": "object", "additionalProperties": false, "properties": {
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST, "description": "Most sessions to return (default 50, at most 200), most recently active first."},
+                "cursor": CURSOR_SCHEMA.clone(),
                 "agentId": {"type": "string", "description": "Only this agent's sessions."},
                 "kinds": {"type": "array", "items": {"type": "string", "enum": ["main", "group", "subagent", "acp", "other"]}, "description": "Only sessions of these kinds."},
                 "activeMinutes": {"type": "integer", "minimum": 1, "description": "Only sessions active within this many minutes."},
@@ -62,7 +66,8 @@ pub fn definitions(leaf: bool) -> Vec<Value> {
             "inputSchema": {"type": "object", "additionalProperties": false, "required": ["sessionKey"], "properties": {
                 "sessionKey": {"type": "string", "description": "The session to read (from sessions_list)."},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "Most messages (default 20)."},
-                "offset": {"type": "integer", "minimum": 0, "description": "Skip this many of the newest messages (to page back)."},
+                "cursor": {"type": "string", "description": "The nextCursor of the last call: the page of older messages before it."},
+                "offset": {"type": "integer", "minimum": 0, "description": "Skip this many of the newest messages (an older form of cursor)."},
                 "includeTools": {"type": "boolean", "description": "Also include the notes deepcli recorded about the session (how it was opened, errors)."}
             }}
         }),
@@ -97,7 +102,9 @@ pub fn definitions(leaf: bool) -> Vec<Value> {
             "inputSchema": {"type": "object", "additionalProperties": false, "required": ["action"], "properties": {
                 "action": {"type": "string", "enum": ["list", "wait", "cancel"], "description": "What to do."},
                 "target": {"type": "string", "description": "wait/cancel: the child's runId, sessionKey or label."},
-                "timeoutSeconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS, "description": "wait: how long to wait (default 30)."}
+                "timeoutSeconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS, "description": "wait: how long to wait (default 30)."},
+                "limit": LIMIT_SCHEMA.clone(),
+                "cursor": CURSOR_SCHEMA.clone()
             }}
         }),
         json!({
@@ -125,10 +132,28 @@ pub fn definitions(leaf: bool) -> Vec<Value> {
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
 
+/// `limit` of a paged list (hub.md, "Paging").
+static LIMIT_SCHEMA: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
+    || json!({"type": "integer", "minimum": 1, "maximum": super::page::MAX_LIMIT, "description": "Most entries to return (default 50, at most 200)."}),
+);
+/// `cursor` of a paged list.
+static CURSOR_SCHEMA: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
+    || json!({"type": "string", "description": "The nextCursor of the last call, for the next page; a result without nextCursor is the last page."}),
+);
+
+/// `agents_list`'s arguments: a page.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PageArgs {
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ListArgs {
     pub limit: Option<usize>,
+    pub cursor: Option<String>,
     pub agent_id: Option<String>,
     pub kinds: Option<Vec<String>>,
     pub active_minutes: Option<u64>,
@@ -141,6 +166,7 @@ pub struct ListArgs {
 pub struct HistoryArgs {
     pub session_key: String,
     pub limit: Option<usize>,
+    pub cursor: Option<String>,
     pub offset: Option<usize>,
     #[serde(default)]
     pub include_tools: bool,
@@ -182,6 +208,8 @@ pub struct SubagentsArgs {
     pub action: SubagentsAction,
     pub target: Option<String>,
     pub timeout_seconds: Option<u64>,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -449,7 +449,7 @@ fn a_spawned_subagent_reports_back_once_and_is_deleted_when_asked() {
     let up = hub_up(
         &agents(
             "",
-            "      subagents: {allowAgents: [beta], tools: {alsoAllow: [session_status]}}\n",
+            "      subagents: {allowAgents: [beta], maxChildrenPerAgent: 10, tools: {alsoAllow: [session_status]}}\n",
             "",
         ),
         |_| {},
@@ -1038,14 +1038,24 @@ fn spawn_limits_hold_under_a_storm_and_nothing_leaks() {
         status["hub"]["activeSpawns"] == 0 && status["hub"]["activeRuns"] == 0
     });
     assert_eq!(get(&up, "/v1/runs?active=true")["count"], 0);
-    // Now there is room again; the child is a leaf (maxSpawnDepth 1).
-    let leaf = tool(&up, "sessions_spawn", json!({"task": "mcp-tools"}));
+    // The cancelled child is kept (`cleanup: keep`): it still holds ga's one place.
+    let kept = tool(&up, "sessions_spawn", json!({"task": "slow"}));
+    assert_eq!(kept["reason"], "too_many_children", "{kept}");
+    assert!(
+        kept["error"]
+            .as_str()
+            .unwrap()
+            .contains("0 running and 1 kept"),
+        "{kept}"
+    );
+    // Another session has room; the child is a leaf (maxSpawnDepth 1).
+    let leaf = tool_in(&up, "leaf", "sessions_spawn", json!({"task": "mcp-tools"}));
     let run = run_until(&up, leaf["runId"].as_str().unwrap(), |r| {
         r["state"] == "completed"
     });
     // A leaf keeps none of the session tools (OpenClaw's sub-agent policy), nor spawns.
     let tools = run["reply"].as_str().unwrap();
-    assert_eq!(tools, "mcp-tools: management_request");
+    assert_eq!(tools, "mcp-tools: management_request", "{tools}");
 }
 
 /// codex-acp (a real ACP agent from the npm registry) takes the `mcpServers` deepcli passes at
@@ -1228,4 +1238,174 @@ fn the_announce_step_posts_to_the_targets_conversation_through_the_reply_sink() 
         &format!("/v1/runs/{}", sent["runId"].as_str().unwrap()),
     );
     assert!(has_note(&run, "announce step: Delivered"), "{run:#}");
+}
+
+/// Review E5: under `cleanup: keep` (the default) a finished child kept its runtime session and
+/// a live token forever. Idle past `subagents.keptIdleSeconds`, it is closed: the runtime
+/// session ends, the token is revoked, the run says so, and the parent still reads it.
+#[test]
+fn an_idle_kept_child_is_closed_and_its_token_revoked() {
+    let up = hub_up(
+        &agents("", "      subagents: {keptIdleSeconds: 1}\n", ""),
+        |_| {},
+    );
+    let spawned = tool(&up, "sessions_spawn", json!({"task": "remember 42"}));
+    assert_eq!(spawned["status"], "accepted", "{spawned}");
+    let child = spawned["childSessionKey"].as_str().unwrap().to_string();
+    let run_id = spawned["runId"].as_str().unwrap().to_string();
+    let run = run_until(&up, &run_id, |r| has_note(r, "announced to the parent"));
+    assert_eq!(run["state"], "completed", "{run:#}");
+    let tokens = |live: bool| -> i64 {
+        let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
+        db.query_row(
+            "SELECT count(*) FROM hub_tokens WHERE session_key = ?1 AND (revoked_at IS NULL) = ?2",
+            rusqlite::params![child, live],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert!(tokens(true) + tokens(false) >= 1, "the child had a token");
+    let run = run_until(&up, &run_id, |r| has_note(r, "closed after"));
+    let note = run["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|e| e["note"].as_str().filter(|n| n.contains("closed after")))
+        .unwrap()
+        .to_string();
+    assert!(note.contains("keptIdleSeconds 1"), "{note}");
+    assert_eq!(tokens(true), 0, "{note}");
+    let revoked: String = rusqlite::Connection::open(up.state.join("state.db"))
+        .unwrap()
+        .query_row(
+            "SELECT revoked_why FROM hub_tokens WHERE session_key = ?1 ORDER BY created_at DESC LIMIT 1",
+            [&child],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(revoked.contains("idle"), "{revoked}");
+    // The parent's list says it is closed, no longer holding a place; its history stays.
+    let list = tool(&up, "subagents", json!({"action": "list"}));
+    assert_eq!(list["children"][0]["closed"], true, "{list}");
+    let status = tool(&up, "session_status", json!({}));
+    assert_eq!(status["budget"]["children"]["kept"], 0, "{status}");
+    let history = tool(&up, "sessions_history", json!({"sessionKey": child}));
+    let texts = history["messages"].to_string();
+    assert!(texts.contains("remember 42"), "{history}");
+}
+
+/// Review E5: `subagents list` returned every child (1 MB after a spawn flood), and no list
+/// could be paged. Every list tool and operator list takes `limit` and `cursor` and says
+/// `nextCursor` while there is more.
+#[test]
+fn subagents_list_is_paged() {
+    let up = hub_up(
+        &agents("", "      subagents: {maxChildrenPerAgent: 10}\n", ""),
+        |_| {},
+    );
+    let mut runs = Vec::new();
+    for i in 0..3 {
+        let spawned = tool(&up, "sessions_spawn", json!({"task": format!("child {i}")}));
+        assert_eq!(spawned["status"], "accepted", "{spawned}");
+        runs.push(spawned["runId"].as_str().unwrap().to_string());
+    }
+    for run in &runs {
+        run_until(&up, run, |r| has_note(r, "announced to the parent"));
+    }
+    // Walks a list page by page (`limit` 2); every entry's `field`, in order.
+    let walk = |call: &dyn Fn(Value) -> Value, list: &str, field: &str| -> Vec<String> {
+        let mut cursor = Value::Null;
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            let page = call(json!({"limit": 2, "cursor": cursor}));
+            let entries = page[list].as_array().unwrap_or_else(|| panic!("{page}"));
+            assert!(entries.len() <= 2, "{page}");
+            seen.extend(
+                entries
+                    .iter()
+                    .map(|e| e[field].as_str().unwrap().to_string()),
+            );
+            cursor = page["nextCursor"].clone();
+            if cursor.is_null() {
+                return seen;
+            }
+        }
+        panic!("{list} never ended")
+    };
+    let children = walk(
+        &|p| {
+            let mut args = json!({"action": "list"});
+            args["limit"] = p["limit"].clone();
+            if !p["cursor"].is_null() {
+                args["cursor"] = p["cursor"].clone();
+            }
+            tool(&up, "subagents", args)
+        },
+        "children",
+        "runId",
+    );
+    assert_eq!(children, runs);
+    let strip = |mut p: Value| {
+        if p["cursor"].is_null() {
+            p.as_object_mut().unwrap().remove("cursor");
+        }
+        p
+    };
+    let sessions = walk(
+        &|p| tool(&up, "sessions_list", strip(p)),
+        "sessions",
+        "sessionKey",
+    );
+    // alpha's conversation and its three children.
+    assert_eq!(sessions.len(), 4, "{sessions:?}");
+    let agents = walk(&|p| tool(&up, "agents_list", strip(p)), "agents", "id");
+    assert_eq!(agents, ["alpha", "beta"]);
+    let child = tool(&up, "subagents", json!({"action": "list"}))["children"][0]["sessionKey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let history = walk(
+        &|p| {
+            let mut args = strip(p);
+            args["sessionKey"] = child.clone().into();
+            tool(&up, "sessions_history", args)
+        },
+        "messages",
+        "at",
+    );
+    assert!(history.len() >= 2, "{history:?}");
+    // A cursor the hub did not give is refused, saying how to page.
+    let bad = say(
+        &up,
+        "ga",
+        "mcp subagents {\"action\": \"list\", \"cursor\": \"x\"}",
+    );
+    assert!(bad.contains("nextCursor"), "{bad}");
+    // The operator's lists: the same convention, over HTTP and /rpc.
+    let op_runs = walk(
+        &|p| {
+            let q = match p["cursor"].as_str() {
+                Some(c) => format!("/v1/runs?limit=2&cursor={c}"),
+                None => "/v1/runs?limit=2".to_string(),
+            };
+            get(&up, &q)
+        },
+        "runs",
+        "runId",
+    );
+    // The three spawns, newest first.
+    let newest_first: Vec<String> = runs.iter().rev().cloned().collect();
+    assert_eq!(op_runs, newest_first);
+    let op_sessions = walk(
+        &|p| {
+            let q = match p["cursor"].as_str() {
+                Some(c) => format!("/v1/sessions?limit=2&cursor={c}"),
+                None => "/v1/sessions?limit=2".to_string(),
+            };
+            get(&up, &q)
+        },
+        "sessions",
+        "sessionKey",
+    );
+    assert_eq!(op_sessions.len(), sessions.len(), "{op_sessions:?}");
 }

@@ -254,6 +254,10 @@ const KEYS: &[(&str, Acts)] = &[
         Enforced("hub: a child's run timeout when sessions_spawn names none"),
     ),
     (
+        "agents.list[].subagents.keptIdleSeconds",
+        Enforced("hub: an idle kept child is closed and its token revoked"),
+    ),
+    (
         "agents.list[].subagents.tools",
         Enforced("hub::policy: the Hub tools a spawned session keeps (tool_denied)"),
     ),
