@@ -325,18 +325,7 @@ impl Approvals {
                     .to_string(),
             ));
         }
-        let key = id.to_string();
-        let record = self
-            .db(move |s| s.get(&key))
-            .await?
-            .ok_or_else(|| ApprovalError::NotFound(id.to_string()))?;
-        if record.state != ApprovalState::Pending {
-            return Err(ApprovalError::NotPending {
-                id: id.to_string(),
-                state: record.state,
-                by: record.decided_by,
-            });
-        }
+        let record = self.pending(id).await?;
         let policy = self.policy(&record.agent_id);
         if let Decider::Chat(sender) = &by
             && !policy.is_approver(sender)
@@ -467,13 +456,8 @@ impl Approvals {
         Ok((record, rule))
     }
 
-    /// The rule `approve <id> --always` (with `pattern`) would save, nothing decided: what the
-    /// CLI shows before it saves an operator's pattern.
-    pub async fn preview_rule(
-        &self,
-        id: &str,
-        pattern: Option<&str>,
-    ) -> Result<(ApprovalRecord, ApprovalRule), ApprovalError> {
+    /// Approval `id`, still pending: else not found, or what decided it.
+    async fn pending(&self, id: &str) -> Result<ApprovalRecord, ApprovalError> {
         let key = id.to_string();
         let record = self
             .db(move |s| s.get(&key))
@@ -486,6 +470,17 @@ impl Approvals {
                 by: record.decided_by,
             });
         }
+        Ok(record)
+    }
+
+    /// The rule `approve <id> --always` (with `pattern`) would save, nothing decided: what the
+    /// CLI shows before it saves an operator's pattern.
+    pub async fn preview_rule(
+        &self,
+        id: &str,
+        pattern: Option<&str>,
+    ) -> Result<(ApprovalRecord, ApprovalRule), ApprovalError> {
+        let record = self.pending(id).await?;
         if record.source == ApprovalSource::Management {
             return Err(ApprovalError::Params(
                 "--always makes a rule for a tool kind and title: it applies to permission requests, not to management requests".to_string(),
