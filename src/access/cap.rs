@@ -22,9 +22,11 @@ impl Reply {
     }
 
     pub fn push(&mut self, chunk: &str) {
+        // Once anything was left out, nothing after it is kept: the reply never skips a part.
+        let whole = self.total == self.text.len();
         self.total = self.total.saturating_add(chunk.len());
         let room = self.limit.saturating_sub(self.text.len());
-        if room > 0 {
+        if whole && room > 0 {
             self.text
                 .push_str(&chunk[..floor_char_boundary(chunk, room)]);
         }
@@ -99,6 +101,16 @@ mod tests {
         reply.push("ab€cd");
         assert!(reply.finish().starts_with("ab\n"));
         assert!(cut("ééé".to_string(), 6, 3).starts_with("é\n"));
+    }
+
+    /// A chunk cut short on a character boundary leaves room the next chunk must not fill:
+    /// the kept reply is a prefix of what was sent, with nothing skipped.
+    #[test]
+    fn the_kept_reply_is_a_prefix_of_what_was_sent() {
+        let mut reply = Reply::new(4);
+        reply.push("ab\u{20ac}");
+        reply.push("xy");
+        assert_eq!(reply.text, "ab");
     }
 
     /// What the agent sends beyond the cap is counted, not kept.
