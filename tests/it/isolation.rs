@@ -148,7 +148,7 @@ fn open(found: &BTreeMap<String, String>, names: &[&str]) {
 
 #[test]
 fn an_agent_in_its_sandbox_reaches_no_secret_state_process_or_other_agent() {
-    let mut up = attacker_up("{network: none}", |_| {});
+    let up = attacker_up("{network: none}", |_| {});
     let found = probe(&up, &other_workspace(&up));
     shut(
         &found,
@@ -171,12 +171,17 @@ fn an_agent_in_its_sandbox_reaches_no_secret_state_process_or_other_agent() {
     open(&found, &["env_own", "own_workspace", "config_read"]);
     assert!(!up.config.join("probe").exists());
 
-    // The hub's tools reach it over its socket (stdio MCP), not the controller's port.
+    hub_works_and_nothing_outlives_the_stop(up);
+}
+
+/// The sandboxed attacker's hub tools still reach it over its socket (stdio MCP), not the
+/// controller's port; and nothing it started outlives the controller's stop, the `setsid`
+/// grandchild included.
+fn hub_works_and_nothing_outlives_the_stop(mut up: Up) {
     let answer = say(&up, "mcp session_status {}");
     assert!(answer.contains("mcp: "), "{answer}");
     assert!(answer.contains("agent:evil:"), "{answer}");
 
-    // Nothing it started outlives the controller, the `setsid` grandchild included.
     assert!(
         !processes_with("987651").is_empty(),
         "the grandchild never ran"
@@ -231,7 +236,7 @@ fn the_same_probes_with_the_sandbox_off_show_the_exposure() {
 /// runtime's cgroup is killed.
 #[test]
 fn an_agent_under_landlock_reaches_no_secret_state_process_or_other_agent() {
-    let mut up = attacker_up("{backend: landlock, network: none}", |_| {});
+    let up = attacker_up("{backend: landlock, network: none}", |_| {});
     let status = up.wait_for("the status", |_| true);
     assert_eq!(
         Up::runtime(&status, "evil").unwrap()["sandbox"],
@@ -257,20 +262,7 @@ fn an_agent_under_landlock_reaches_no_secret_state_process_or_other_agent() {
     assert!(!up.config.join("probe").exists());
     open(&found, &["env_own", "own_workspace", "config_read"]);
 
-    // The hub's tools reach it over its socket, at the socket's host path.
-    let answer = say(&up, "mcp session_status {}");
-    assert!(answer.contains("mcp: "), "{answer}");
-    assert!(answer.contains("agent:evil:"), "{answer}");
-
-    assert!(
-        !processes_with("987651").is_empty(),
-        "the grandchild never ran"
-    );
-    assert!(up.terminate().success());
-    assert!(
-        wait_gone("987651"),
-        "a setsid grandchild outlived the controller's stop"
-    );
+    hub_works_and_nothing_outlives_the_stop(up);
 }
 
 /// `backend: landlock` (and `auto` without bubblewrap) on the quickstart's layout, where the
