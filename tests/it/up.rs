@@ -210,7 +210,11 @@ fn runtimes_are_supervised_restarted_and_stopped() {
     let trash: Vec<_> = std::fs::read_dir(up.state.join("trash")).unwrap().collect();
     assert_eq!(trash.len(), 1, "the worker's files are in trash");
 
-    let echo_pid = Up::runtime(&up.status().unwrap(), "echo").unwrap()["pid"]
+    // On a loaded host the echo runtime may still be starting: its pid once it has one.
+    let status = up.wait_for("the echo runtime's pid", |s| {
+        Up::runtime(s, "echo").is_some_and(|r| r["pid"].is_u64())
+    });
+    let echo_pid = Up::runtime(&status, "echo").unwrap()["pid"]
         .as_u64()
         .unwrap();
     assert!(up.terminate().success(), "SIGTERM exits 0");

@@ -449,7 +449,7 @@ fn a_reply_cut_short_by_a_crash_posts_only_the_rest() {
     });
     up.child.kill().unwrap();
     up.child.wait().unwrap();
-    fake.hold_sends(false);
+    fake.abandon_held();
     restart(&mut up);
     up.wait_for("the rest posted", |_| {
         count(&up.state, "SELECT count(*) FROM adapter_inbox") == 0

@@ -43,6 +43,10 @@ struct Inner {
     hold_after: Option<usize>,
     /// The token refused: every call answers 401.
     refuse_token: bool,
+    /// Held sendMessage calls (by index) whose caller is gone: on release they fail and are
+    /// not counted as taken. Whether a dropped connection cancels its handler before the
+    /// release is a race on a loaded host.
+    abandoned: Vec<usize>,
 }
 
 #[derive(Clone)]
@@ -164,6 +168,20 @@ impl Fake {
         });
     }
 
+    /// The caller of every sendMessage held now is gone (its controller was killed): those
+    /// calls are released as failures the platform never took.
+    pub fn abandon_held(&self) {
+        self.with(|i| {
+            let held: Vec<usize> = (0..i.calls.len())
+                .filter(|&n| i.calls[n].method == "sendMessage" && !i.calls[n].answered)
+                .collect();
+            i.abandoned.extend(held);
+            i.hold_sends = false;
+            i.hold_after = None;
+        });
+        self.released.notify_waiters();
+    }
+
     pub fn refuse_token(&self, refuse: bool) {
         self.with(|i| i.refuse_token = refuse);
     }
@@ -281,6 +299,9 @@ async fn api(
                     break;
                 }
                 released.await;
+            }
+            if fake.with(|i| i.abandoned.contains(&index)) {
+                return error(502, "Bad Gateway: the caller is gone", Value::Null);
             }
             let chat = body["chat_id"].as_i64().unwrap_or(0);
             let refusal = fake.with(|i| {
