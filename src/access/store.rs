@@ -1,6 +1,7 @@
 //! The Access layer's rows in the state database (migrations 2, 3, 6): sessions, the persistent
 //! sessions of `acp` bindings, transcripts, deliveries (idempotency), each agent's last external
-//! route (where heartbeat replies go) and dead letters.
+//! route (where heartbeat replies go) and dead letters. Another layer that needs these rows
+//! (the Hub's listings, histories and trashed children) calls the statements here.
 //!
 //! A connection of its own, so that a delivery never waits for an apply; every call is short
 //! and runs on the blocking pool.
@@ -699,7 +700,10 @@ impl AccessStore {
              SELECT ?1, id, session_key, provenance, message_id, sender, text, route, at FROM transcript WHERE session_key = ?2",
             params![entry, session_key],
         )?;
-        tx.execute("DELETE FROM transcript WHERE session_key = ?1", [session_key])?;
+        tx.execute(
+            "DELETE FROM transcript WHERE session_key = ?1",
+            [session_key],
+        )?;
         tx.execute(
             "INSERT INTO trash_sessions (entry, session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at)
              SELECT ?1, session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at FROM sessions WHERE session_key = ?2",

@@ -188,7 +188,11 @@ impl Hub {
             .unwrap_or(false)
     }
 
-    async fn sessions_list(&self, caller: &Caller, args: ListArgs) -> Result<ToolResult, CallError> {
+    async fn sessions_list(
+        &self,
+        caller: &Caller,
+        args: ListArgs,
+    ) -> Result<ToolResult, CallError> {
         let page = match Page::new(args.limit, args.cursor.as_deref(), page::DEFAULT_LIMIT) {
             Ok(page) => page,
             Err(bad) => return Ok(error(bad.to_string())),

@@ -293,9 +293,12 @@ mod tests {
             ),
         ];
         for (state, reply, error, want) in rows {
-            let got = ToolResult::Sent(SendOutcome::of(&run(*state, *reply, *error), "agent:b:main"))
-                .to_json()
-                .to_string();
+            let got = ToolResult::Sent(SendOutcome::of(
+                &run(*state, *reply, *error),
+                "agent:b:main",
+            ))
+            .to_json()
+            .to_string();
             assert_eq!(got, *want, "{state:?}");
         }
     }

@@ -539,8 +539,7 @@ impl Hub {
             )
             .await;
         if let TurnEnd::Answered { runtime, .. } = &end {
-            live.runtime_us
-                .store(runtime.as_micros() as u64, Relaxed);
+            live.runtime_us.store(runtime.as_micros() as u64, Relaxed);
         }
         let (next, outcome) = settle(&end, live.cancelled.load(Relaxed));
         self.record_end(&run.run_id, next, outcome).await

@@ -315,11 +315,10 @@ fn sql_tables<'a>(line: &str, tables: &'a BTreeMap<String, String>) -> Vec<&'a s
 
 #[test]
 fn sql_tables_hold_their_words() {
-    let tables: BTreeMap<String, String> =
-        [("sessions", ""), ("hub_runs", "")]
-            .into_iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
+    let tables: BTreeMap<String, String> = [("sessions", ""), ("hub_runs", "")]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
     assert_eq!(
         sql_tables(
             r#""SELECT x FROM sessions s JOIN hub_runs r ON r.k = s.k","#,
@@ -328,7 +327,10 @@ fn sql_tables_hold_their_words() {
         ["sessions", "hub_runs"]
     );
     assert_eq!(
-        sql_tables("DELETE FROM sessions WHERE k IN (SELECT k FROM tree)", &tables),
+        sql_tables(
+            "DELETE FROM sessions WHERE k IN (SELECT k FROM tree)",
+            &tables
+        ),
         ["sessions"]
     );
     assert!(sql_tables("let from = sessions; // from sessions", &tables).is_empty());
@@ -349,7 +351,10 @@ fn every_table_is_named_in_sql_only_by_the_module_that_owns_it() {
         unowned.is_empty(),
         "tables with no owner in ARCHITECTURE.md's ## Tables: {unowned:#?}"
     );
-    let stale: Vec<&String> = owners.keys().filter(|t| !created.contains_key(*t)).collect();
+    let stale: Vec<&String> = owners
+        .keys()
+        .filter(|t| !created.contains_key(*t))
+        .collect();
     assert!(
         stale.is_empty(),
         "ARCHITECTURE.md's ## Tables names tables no migration creates: {stale:?}"

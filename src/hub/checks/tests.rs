@@ -199,7 +199,9 @@ fn a_spawned_session_never_speaks_into_an_external_conversation() {
     .unwrap_err();
     assert_eq!(denial.reason, Reason::VisibilityRestricted);
     assert!(
-        denial.error.starts_with("`agent:a:slack:direct:u1` is an external conversation"),
+        denial
+            .error
+            .starts_with("`agent:a:slack:direct:u1` is an external conversation"),
         "{}",
         denial.error
     );
@@ -217,7 +219,11 @@ fn a_send_is_refused_for_visibility_before_the_external_rule() {
         ..hop(A_CHILD, A_OTHER)
     };
     let denial = accept_send(&v, &h).unwrap_err();
-    assert!(denial.error.contains("is not visible to you"), "{}", denial.error);
+    assert!(
+        denial.error.contains("is not visible to you"),
+        "{}",
+        denial.error
+    );
     // Visible: the external rule decides.
     let p = policy(Visibility::All);
     let v = HubView {
@@ -294,7 +300,13 @@ fn agent_to_agent_turned_off_while_a_send_waited_withdraws_it() {
 fn an_addressed_send_is_held_to_the_hubs_visibility_at_its_turn() {
     // (visibility, sender, target, descends, delivered)
     let rows: &[(Visibility, (&str, &str), (&str, &str), bool, bool)] = &[
-        (Visibility::All, ("sandboxed", "agent:sandboxed:main"), B_MAIN, false, true),
+        (
+            Visibility::All,
+            ("sandboxed", "agent:sandboxed:main"),
+            B_MAIN,
+            false,
+            true,
+        ),
         (Visibility::SelfOnly, A_MAIN, A_OTHER, false, false),
         (Visibility::Agent, A_MAIN, A_OTHER, false, true),
         (Visibility::Agent, A_MAIN, B_MAIN, false, false),
@@ -312,7 +324,11 @@ fn an_addressed_send_is_held_to_the_hubs_visibility_at_its_turn() {
             ..turn(Some(from.0), to.0)
         };
         let decided = at_turn_start(&v, &t);
-        assert_eq!(decided.is_ok(), *want, "{visibility:?} {from:?} → {to:?}: {decided:?}");
+        assert_eq!(
+            decided.is_ok(),
+            *want,
+            "{visibility:?} {from:?} → {to:?}: {decided:?}"
+        );
         if let Err(refused) = decided {
             assert_eq!(
                 refused.why(),
@@ -368,7 +384,12 @@ fn a_pair_trips_at_its_bound_not_before() {
     };
     // (sends counted, tripped)
     for (n, want) in [(0, false), (2, false), (3, true), (9, true)] {
-        let trip = loop_trip(bounds, "agent:b:main", "agent:a:main", &counts(Some(n), None));
+        let trip = loop_trip(
+            bounds,
+            "agent:b:main",
+            "agent:a:main",
+            &counts(Some(n), None),
+        );
         assert_eq!(trip.is_some(), want, "{n} sends");
         if let Some(trip) = trip {
             assert_eq!(trip.kind, "pair");
