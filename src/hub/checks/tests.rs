@@ -48,6 +48,9 @@ fn hop<'a>(from: (&'a str, &'a str), to: (&'a str, &'a str)) -> Hop<'a> {
     }
 }
 
+/// A session: (its agent, its key).
+type Session<'a> = (&'a str, &'a str);
+
 const A_MAIN: (&str, &str) = ("a", "agent:a:main");
 const A_OTHER: (&str, &str) = ("a", "agent:a:slack:direct:u1");
 const A_CHILD: (&str, &str) = ("a", "agent:a:subagent:x");
@@ -131,7 +134,7 @@ fn a_sandboxed_agent_reads_at_most_its_tree_but_sends_under_the_hubs_visibility(
 fn a_visible_session_of_another_agent_still_needs_agent_to_agent() {
     let mut p = policy(Visibility::All);
     // (a2a enabled, allow, from, to, decided)
-    let rows: &[(bool, &[&str], (&str, &str), (&str, &str), &str)] = &[
+    let rows: &[(bool, &[&str], Session, Session, &str)] = &[
         (true, &[], A_MAIN, B_MAIN, "ok"),
         (false, &[], A_MAIN, B_MAIN, "agent_to_agent_disabled"),
         (false, &[], A_MAIN, A_OTHER, "ok"),
@@ -299,7 +302,7 @@ fn agent_to_agent_turned_off_while_a_send_waited_withdraws_it() {
 #[test]
 fn an_addressed_send_is_held_to_the_hubs_visibility_at_its_turn() {
     // (visibility, sender, target, descends, delivered)
-    let rows: &[(Visibility, (&str, &str), (&str, &str), bool, bool)] = &[
+    let rows: &[(Visibility, Session, Session, bool, bool)] = &[
         (
             Visibility::All,
             ("sandboxed", "agent:sandboxed:main"),
