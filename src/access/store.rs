@@ -1,6 +1,7 @@
 //! The Access layer's rows in the state database (migrations 2, 3, 6): sessions, the persistent
 //! sessions of `acp` bindings, transcripts, deliveries (idempotency), each agent's last external
-//! route (where heartbeat replies go) and dead letters.
+//! route (where heartbeat replies go) and dead letters. Another layer that needs these rows
+//! (the Hub's listings, histories and trashed children) calls the statements here.
 //!
 //! A connection of its own, so that a delivery never waits for an apply; every call is short
 //! and runs on the blocking pool.
@@ -557,4 +558,158 @@ fn insert_delivery(
         at
     ])?;
     Ok(())
+}
+
+/// A transcript row as another layer shows it (the Hub's `sessions_history`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryRow {
+    pub id: i64,
+    pub provenance: Provenance,
+    pub message_id: Option<String>,
+    pub sender: Option<serde_json::Value>,
+    pub text: String,
+    pub at: String,
+}
+
+/// A session with a runtime session on record (table `sessions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenedSession {
+    pub session_key: String,
+    pub agent_id: String,
+    pub updated_at: String,
+}
+
+/// A session's newest transcript row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastMessage {
+    pub session_key: String,
+    pub provenance: Provenance,
+    pub text: String,
+    pub at: String,
+}
+
+/// The trash entry a closed session's transcript goes to.
+pub fn trashed_entry(session_key: &str) -> String {
+    format!("session:{session_key}")
+}
+
+/// What the Hub reads and writes of the Access layer's tables. The statements are the Access
+/// layer's; they run on the connection they are given, so the Hub keeps using its own (a
+/// tool call never waits for a delivery's record) and its reads stay in one transaction.
+impl AccessStore {
+    /// Every session with a runtime session on record.
+    pub fn opened_sessions(c: &Connection) -> rusqlite::Result<Vec<OpenedSession>> {
+        let mut stmt = c.prepare("SELECT session_key, agent_id, updated_at FROM sessions")?;
+        stmt.query_map([], |r| {
+            Ok(OpenedSession {
+                session_key: r.get(0)?,
+                agent_id: r.get(1)?,
+                updated_at: r.get(2)?,
+            })
+        })?
+        .collect()
+    }
+
+    /// Every session's newest transcript row.
+    pub fn last_messages(c: &Connection) -> rusqlite::Result<Vec<LastMessage>> {
+        let mut stmt = c.prepare(
+            "SELECT t.session_key, t.provenance, t.text, t.at FROM transcript t
+             JOIN (SELECT session_key, max(id) AS last FROM transcript GROUP BY session_key) l
+             ON t.id = l.last",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(LastMessage {
+                session_key: r.get(0)?,
+                provenance: r.get(1)?,
+                text: r.get(2)?,
+                at: r.get(3)?,
+            })
+        })?
+        .collect()
+    }
+
+    /// Whether a session key has a runtime session or a transcript.
+    pub fn session_on_record(c: &Connection, session_key: &str) -> rusqlite::Result<bool> {
+        c.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE session_key = ?1)
+                 OR EXISTS (SELECT 1 FROM transcript WHERE session_key = ?1)",
+            [session_key],
+            |r| r.get(0),
+        )
+    }
+
+    /// When session `session_key` last did anything the Access layer saw: its newest
+    /// transcript row or its runtime session's last use (RFC 3339); empty when neither.
+    pub fn session_last_activity(c: &Connection, session_key: &str) -> rusqlite::Result<String> {
+        c.prepare_cached(
+            "SELECT max(coalesce((SELECT max(t.at) FROM transcript t WHERE t.session_key = ?1), ''),
+                        coalesce((SELECT x.updated_at FROM sessions x WHERE x.session_key = ?1), ''))",
+        )?
+        .query_row([session_key], |r| r.get(0))
+    }
+
+    /// A page of a session's transcript, newest last: the `limit` rows before the newest
+    /// `offset`. From the trash tables when the session was trashed.
+    pub fn history_page(
+        c: &Connection,
+        session_key: &str,
+        limit: usize,
+        offset: usize,
+    ) -> rusqlite::Result<Vec<HistoryRow>> {
+        let read = |sql: &str, key: &str| -> rusqlite::Result<Vec<HistoryRow>> {
+            let mut stmt = c.prepare(sql)?;
+            let rows = stmt.query_map(params![key, limit as i64, offset as i64], |r| {
+                Ok(HistoryRow {
+                    id: r.get(0)?,
+                    provenance: r.get(1)?,
+                    message_id: r.get(2)?,
+                    sender: r
+                        .get::<_, Option<String>>(3)?
+                        .and_then(|s| serde_json::from_str(&s).ok()),
+                    text: r.get(4)?,
+                    at: r.get(5)?,
+                })
+            })?;
+            rows.collect()
+        };
+        let mut rows = read(
+            "SELECT id, provenance, message_id, sender, text, at FROM transcript
+             WHERE session_key = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3",
+            session_key,
+        )?;
+        if rows.is_empty() && offset == 0 {
+            rows = read(
+                "SELECT id, provenance, message_id, sender, text, at FROM trash_transcript
+                 WHERE entry = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3",
+                &trashed_entry(session_key),
+            )?;
+        }
+        rows.reverse();
+        Ok(rows)
+    }
+
+    /// Moves a session's transcript and session row into the trash tables, under entry
+    /// `session:<key>`, in one transaction: the session is gone from every listing, its words
+    /// kept for the operator.
+    pub fn trash_session_on(c: &mut Connection, session_key: &str) -> rusqlite::Result<()> {
+        let entry = trashed_entry(session_key);
+        let tx = c.transaction()?;
+        tx.execute(
+            "INSERT INTO trash_transcript (entry, id, session_key, provenance, message_id, sender, text, route, at)
+             SELECT ?1, id, session_key, provenance, message_id, sender, text, route, at FROM transcript WHERE session_key = ?2",
+            params![entry, session_key],
+        )?;
+        tx.execute(
+            "DELETE FROM transcript WHERE session_key = ?1",
+            [session_key],
+        )?;
+        tx.execute(
+            "INSERT INTO trash_sessions (entry, session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at)
+             SELECT ?1, session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at FROM sessions WHERE session_key = ?2",
+            params![entry, session_key],
+        )?;
+        tx.execute("DELETE FROM sessions WHERE session_key = ?1", [session_key])?;
+        tx.commit()
+    }
 }

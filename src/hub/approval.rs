@@ -35,13 +35,16 @@ impl Hub {
         &self,
         caller: &Caller,
         args: super::tools::ManagementArgs,
-    ) -> Result<Value, CallError> {
+    ) -> Result<super::ToolResult, CallError> {
         match self.management.get() {
-            Some(door) => door.request(caller.clone(), args).await,
-            None => Ok(json!({
+            Some(door) => door
+                .request(caller.clone(), args)
+                .await
+                .map(super::ToolResult::Management),
+            None => Ok(super::ToolResult::Management(json!({
                 "status": "unavailable",
                 "error": "this hub takes no management requests (no approvals service runs)",
-            })),
+            }))),
         }
     }
 

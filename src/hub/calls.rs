@@ -1,6 +1,7 @@
 //! What each tool does (hub.md, "Tools"): decode the arguments, resolve the target, check
-//! policy, and answer in OpenClaw's result shapes. A refusal is a result
-//! (`{status: "forbidden", error, reason}`), counted by reason.
+//! policy ([`super::checks`]), and answer with a typed [`ToolResult`] that the edge turns into
+//! OpenClaw's result shapes. A refusal is a result (`ToolResult::Forbidden`), counted by reason
+//! where it is made ([`Hub::forbid`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -8,8 +9,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::checks::{self, Hop, HubView};
 use super::page::{self, Page};
-use super::policy::{Denial, HeldChildren, Reason, Visibility};
+use super::policy::{Denial, HeldChildren, Reason};
+use super::results::{SendOutcome, ToolResult, redact, shorten};
+use super::spawns::Spawn;
 use super::store::{ChildSession, agent_of};
 use super::tools::{self, *};
 use super::{CallError, Caller, Hub};
@@ -28,41 +32,39 @@ pub(super) fn kind_of(session_key: &str) -> &'static str {
     }
 }
 
-/// `{status: forbidden, error, reason}`.
-fn forbidden(denial: &Denial) -> Value {
-    json!({"status": "forbidden", "error": denial.error, "reason": denial.reason.as_str()})
-}
-
-fn error(message: impl Into<String>) -> Value {
-    json!({"status": "error", "error": message.into()})
-}
-
-/// What stands in for a credential in what an agent reads.
-pub(super) const REDACTED: &str = "[redacted]";
-
-/// Text with anything shaped like a credential ([`crate::credentials`]), and the operator
-/// token in force whatever its shape (`operator`), replaced by `[redacted]`.
-pub(super) fn redact(text: &str, operator: Option<&str>) -> String {
-    let also: Vec<&str> = operator.into_iter().collect();
-    crate::credentials::redact(text, &also, REDACTED).into_owned()
-}
-
-/// At most `max` characters of `text`, with `…` when cut.
-pub(super) fn shorten(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
+/// A message from `caller` into session `key` of agent `agent`, as the checks see it.
+fn hop<'a>(caller: &'a Caller, agent: &'a str, key: &'a str) -> Hop<'a> {
+    Hop {
+        from_agent: &caller.agent_id,
+        from_key: &caller.session_key,
+        depth: caller.depth,
+        to_agent: agent,
+        to_key: key,
     }
 }
 
+fn error(message: impl Into<String>) -> ToolResult {
+    ToolResult::Error(message.into())
+}
+
 impl Hub {
-    /// One tool call from `caller`.
+    /// One tool call from `caller`, its result in OpenClaw's shape.
     pub async fn call(
         self: &Arc<Self>,
         caller: &Caller,
         tool: &str,
         args: Value,
     ) -> Result<Value, CallError> {
+        Ok(self.call_typed(caller, tool, args).await?.to_json())
+    }
+
+    /// One tool call from `caller`.
+    pub async fn call_typed(
+        self: &Arc<Self>,
+        caller: &Caller,
+        tool: &str,
+        args: Value,
+    ) -> Result<ToolResult, CallError> {
         self.metrics.calls.fetch_add(1, Relaxed);
         // Refused before its arguments are read: the caller does not have the tool.
         if tools::ALL.contains(&tool)
@@ -70,8 +72,7 @@ impl Hub {
                 .policy()
                 .tool_denied(&caller.agent_id, caller.depth, tool)
         {
-            self.denied(denial.reason);
-            return Ok(forbidden(&denial));
+            return Ok(self.forbid(denial));
         }
         let result = match tool {
             AGENTS_LIST => {
@@ -114,17 +115,10 @@ impl Hub {
             }
             other => return Err(CallError::UnknownTool(other.to_string())),
         };
-        if result["status"] == "forbidden"
-            && let Some(reason) = Reason::ALL
-                .into_iter()
-                .find(|r| result["reason"] == r.as_str())
-        {
-            self.denied(reason);
-        }
         Ok(result)
     }
 
-    fn agents_list(&self, caller: &Caller, page: Page) -> Value {
+    fn agents_list(&self, caller: &Caller, page: Page) -> ToolResult {
         let p = self.policy();
         let leaf = caller.depth >= p.limits(&caller.agent_id).max_spawn_depth;
         let agents: Vec<Value> = p
@@ -156,14 +150,12 @@ impl Hub {
         let mut out =
             json!({"requester": caller.agent_id, "allowAny": allow_any, "agents": agents});
         page::mark(&mut out, next);
-        out
+        ToolResult::Document(out)
     }
 
-    /// Whether `caller` may see session `key` (of agent `agent`): visibility, then
-    /// agentToAgent for another agent's session.
-    /// `reading` (a list or a history, not a send): a sandboxed caller reads at most its own
-    /// tree ([`super::policy::HubPolicy::visibility_of`]); what it may send to is the hub's
-    /// visibility, so that agents still talk to agents.
+    /// Whether `caller` may see session `key` (of agent `agent`): [`checks::may_see`] over
+    /// what the store says of the two sessions. `reading` (a list or a history, not a send): a
+    /// sandboxed caller reads at most its own tree.
     async fn may_see(
         &self,
         caller: &Caller,
@@ -172,37 +164,20 @@ impl Hub {
         reading: bool,
     ) -> Result<(), Denial> {
         let p = self.policy();
-        let visibility = if reading {
-            p.visibility_of(&caller.agent_id)
-        } else {
-            p.visibility
+        let hop = hop(caller, agent, key);
+        let view = HubView {
+            policy: &p,
+            descends: self.descends(&p, &hop, reading).await,
+            external: false,
         };
-        let restricted = || {
-            Denial::new(
-                Reason::VisibilityRestricted,
-                format!(
-                    "session `{key}` is not visible to you (tools.sessions.visibility: {}{})",
-                    visibility.as_str(),
-                    if visibility == p.visibility {
-                        ""
-                    } else {
-                        ", at most `tree` for a sandboxed agent"
-                    }
-                ),
-            )
-        };
-        let visible = match visibility {
-            Visibility::All => true,
-            Visibility::Agent => agent == caller.agent_id,
-            Visibility::SelfOnly => key == caller.session_key,
-            Visibility::Tree => {
-                key == caller.session_key || self.descends_from(key, &caller.session_key).await
-            }
-        };
-        if !visible {
-            return Err(restricted());
-        }
-        p.agent_to_agent(&caller.agent_id, agent)
+        checks::may_see(&view, &hop, reading)
+    }
+
+    /// Whether `hop`'s target descends from its sender, looked up only where the visibility
+    /// `reading` holds it to needs it.
+    async fn descends(&self, p: &super::HubPolicy, hop: &Hop<'_>, reading: bool) -> bool {
+        let visibility = checks::visibility_for(p, hop.from_agent, reading);
+        checks::needs_descent(visibility, hop) && self.descends_from(hop.to_key, hop.from_key).await
     }
 
     /// Whether session `key` was spawned, directly or further down, from `ancestor`.
@@ -213,7 +188,11 @@ impl Hub {
             .unwrap_or(false)
     }
 
-    async fn sessions_list(&self, caller: &Caller, args: ListArgs) -> Result<Value, CallError> {
+    async fn sessions_list(
+        &self,
+        caller: &Caller,
+        args: ListArgs,
+    ) -> Result<ToolResult, CallError> {
         let page = match Page::new(args.limit, args.cursor.as_deref(), page::DEFAULT_LIMIT) {
             Ok(page) => page,
             Err(bad) => return Ok(error(bad.to_string())),
@@ -279,11 +258,11 @@ impl Hub {
         let next = more.then(|| page.after(out.len()));
         let mut result = json!({"count": out.len(), "sessions": out});
         page::mark(&mut result, next);
-        Ok(result)
+        Ok(ToolResult::Document(result))
     }
 
     /// The agent of a session key, checked against the config: `Err` is the result to give.
-    async fn target_agent(&self, key: &str) -> Result<String, Value> {
+    async fn target_agent(&self, key: &str) -> Result<String, ToolResult> {
         let Some(agent) = agent_of(key) else {
             return Err(error(format!(
                 "`{key}` is not a session key (they look like agent:<id>:main)"
@@ -298,7 +277,7 @@ impl Hub {
             .await
             .unwrap_or(false);
         if trashed {
-            Err(forbidden(&Denial::new(
+            Err(self.forbid(Denial::new(
                 Reason::TargetDeleted,
                 format!("agent `{agent}` was deleted: its sessions take no messages"),
             )))
@@ -313,14 +292,14 @@ impl Hub {
         &self,
         caller: &Caller,
         args: HistoryArgs,
-    ) -> Result<Value, CallError> {
+    ) -> Result<ToolResult, CallError> {
         let key = args.session_key.trim().to_string();
         let agent = match agent_of(&key) {
             Some(agent) => agent.to_string(),
             None => return Ok(error(format!("`{key}` is not a session key"))),
         };
         if let Err(denial) = self.may_see(caller, &key, &agent, true).await {
-            return Ok(forbidden(&denial));
+            return Ok(self.forbid(denial));
         }
         let page = match (&args.cursor, args.offset) {
             (None, Some(offset)) => Page {
@@ -376,7 +355,7 @@ impl Hub {
             "capBytes": HISTORY_CAP_BYTES,
         });
         page::mark(&mut out, next);
-        Ok(out)
+        Ok(ToolResult::Document(out))
     }
 
     /// The session a send goes to: by key, label or agent id (its main session).
@@ -384,7 +363,7 @@ impl Hub {
         &self,
         caller: &Caller,
         args: &SendArgs,
-    ) -> Result<(String, String), Value> {
+    ) -> Result<(String, String), ToolResult> {
         let named = [&args.session_key, &args.label, &args.agent_id]
             .iter()
             .filter(|a| a.is_some())
@@ -445,7 +424,7 @@ impl Hub {
         self: &Arc<Self>,
         caller: &Caller,
         args: SendArgs,
-    ) -> Result<Value, CallError> {
+    ) -> Result<ToolResult, CallError> {
         let begun = std::time::Instant::now();
         if args.message.len() > MAX_MESSAGE_BYTES {
             return Ok(error(format!(
@@ -462,11 +441,8 @@ impl Hub {
                 "that is your own session: a message to yourself would wait behind your own turn",
             ));
         }
-        if let Err(denial) = self.may_see(caller, &key, &agent, false).await {
-            return Ok(forbidden(&denial));
-        }
-        if let Some(denial) = self.child_to_external(caller, &key).await {
-            return Ok(forbidden(&denial));
+        if let Err(denial) = self.accept_check(caller, &agent, &key).await {
+            return Ok(self.forbid(denial));
         }
         if !self
             .policy()
@@ -497,7 +473,10 @@ impl Hub {
             )
             .await?;
         if wait == 0 {
-            return Ok(json!({"runId": run, "status": "accepted", "sessionKey": key}));
+            return Ok(ToolResult::Accepted {
+                run_id: run,
+                session_key: key,
+            });
         }
         let live = self.live_run(&run);
         let record = self
@@ -513,38 +492,37 @@ impl Hub {
                 .send_overhead
                 .add(total.saturating_sub(runtime));
         }
-        Ok(send_result(&record, &key))
+        Ok(ToolResult::Sent(SendOutcome::of(&record, &key)))
     }
 
-    /// A child may not speak into an external conversation (hub.md: children never get
-    /// `sessions_send` to their parent's external conversation).
-    async fn child_to_external(&self, caller: &Caller, key: &str) -> Option<Denial> {
-        if caller.depth == 0 {
-            return None;
-        }
-        let k = key.to_string();
-        let external = self
-            .access
-            .store()
-            .session_route(&k)
-            .ok()
-            .flatten()
-            .is_some();
-        external.then(|| {
-            Denial::new(
-                Reason::VisibilityRestricted,
-                format!(
-                    "`{key}` is an external conversation: a spawned session reports back through its final answer and never speaks into chats"
-                ),
-            )
-        })
+    /// The checks of a send from `caller` into session `key` of `agent` at acceptance
+    /// ([`checks::accept_send`]): visibility and agentToAgent, then a child into an external
+    /// conversation (hub.md: children never get `sessions_send` to their parent's external
+    /// conversation).
+    async fn accept_check(&self, caller: &Caller, agent: &str, key: &str) -> Result<(), Denial> {
+        let p = self.policy();
+        let hop = hop(caller, agent, key);
+        let external = caller.depth > 0
+            && self
+                .access
+                .store()
+                .session_route(key)
+                .ok()
+                .flatten()
+                .is_some();
+        let view = HubView {
+            policy: &p,
+            descends: self.descends(&p, &hop, false).await,
+            external,
+        };
+        checks::accept_send(&view, &hop)
     }
 
     async fn sessions_spawn(
         self: &Arc<Self>,
         caller: &Caller,
         args: SpawnArgs,
-    ) -> Result<Value, CallError> {
+    ) -> Result<ToolResult, CallError> {
         if args.task.len() > MAX_MESSAGE_BYTES {
             return Ok(error(format!(
                 "the task is {} bytes; the limit is {MAX_MESSAGE_BYTES} bytes (64 KiB)",
@@ -562,7 +540,7 @@ impl Hub {
         let limits = p.limits(&caller.agent_id);
         let depth = caller.depth + 1;
         if depth > limits.max_spawn_depth {
-            return Ok(forbidden(&Denial::new(
+            return Ok(self.forbid(Denial::new(
                 Reason::DepthExceeded,
                 format!(
                     "a child here would be at depth {depth}; subagents.maxSpawnDepth of `{}` is {}",
@@ -579,7 +557,7 @@ impl Hub {
             );
         }
         if let Err(denial) = p.may_spawn_on(&caller.agent_id, &agent) {
-            return Ok(forbidden(&denial));
+            return Ok(self.forbid(denial));
         }
         let runtime = p.agents.get(&agent).map(|a| a.runtime);
         // A subagent runs on any runtime that takes prompts (a remote A2A agent too); an
@@ -608,7 +586,7 @@ impl Hub {
         }
         let held = self.held_children(&caller.session_key).await?;
         if let Err(denial) = limits.may_add_child(&caller.agent_id, held) {
-            return Ok(forbidden(&denial));
+            return Ok(self.forbid(denial));
         }
         // The child's first turn must fit its agent's budgets, and the spawn the caller's.
         if let Err(refusal) = self.access.budget_allows_turn(&agent) {
@@ -622,15 +600,15 @@ impl Hub {
             return Ok(self.over_budget(&refusal, caller).await);
         }
         // Taken now, under one lock, so that a storm of spawns cannot all pass at once.
-        if let Err(denial) = self.take_spawn_slot(&caller.agent_id) {
-            return Ok(forbidden(&denial));
+        if let Err(denial) = self.spawns.take(&p, &caller.agent_id) {
+            return Ok(self.forbid(denial));
         }
         let kind = match args.runtime.unwrap_or(SpawnRuntime::Subagent) {
             SpawnRuntime::Subagent => ChildKind::Subagent,
             SpawnRuntime::Acp => ChildKind::Acp,
         };
         let mode = args.mode.unwrap_or(SpawnMode::Run);
-        let spawn = super::runs::Spawn {
+        let spawn = Spawn {
             agent,
             kind,
             depth,
@@ -646,41 +624,41 @@ impl Hub {
             task: args.task,
         };
         match self.start_spawn(caller, spawn).await {
-            Ok((child, run)) => Ok(json!({
-                "status": "accepted",
-                "childSessionKey": child,
-                "runId": run,
-                "mode": mode,
-            })),
+            Ok((child, run)) => Ok(ToolResult::Spawned {
+                child_session_key: child,
+                run_id: run,
+                mode,
+            }),
             Err(e) => {
-                self.free_spawn_slot(&caller.agent_id);
+                self.spawns.free(&caller.agent_id);
                 Err(e)
             }
         }
     }
 
     /// A budget's refusal as a tool result (`forbidden`, reason `budget_exceeded`, which
-    /// budget and when to try again), recorded and counted.
+    /// budget and when to try again), recorded and counted once.
     async fn over_budget(
         &self,
         refusal: &crate::access::budget::Refusal,
         caller: &Caller,
-    ) -> Value {
+    ) -> ToolResult {
         self.denied(Reason::BudgetExceeded);
         self.access
             .refused(refusal, Some(&caller.session_key), None)
             .await;
-        let mut result = forbidden(&Denial::new(Reason::BudgetExceeded, refusal.to_string()));
-        result["budget"] = refusal.limit.as_str().into();
-        result["retryAfter"] = refusal.retry_after.into();
-        result
+        ToolResult::OverBudget {
+            error: refusal.to_string(),
+            budget: refusal.limit.as_str(),
+            retry_after: refusal.retry_after,
+        }
     }
 
     async fn subagents(
         self: &Arc<Self>,
         caller: &Caller,
         args: SubagentsArgs,
-    ) -> Result<Value, CallError> {
+    ) -> Result<ToolResult, CallError> {
         let parent = caller.session_key.clone();
         let listed = self.db(move |s| s.children_with_state(&parent)).await?;
         if args.action == SubagentsAction::List {
@@ -702,7 +680,7 @@ impl Hub {
             }));
             let mut out = json!({"status": "ok", "count": children.len(), "children": children});
             page::mark(&mut out, next);
-            return Ok(out);
+            return Ok(ToolResult::Document(out));
         }
         let Some(target) = args.target.as_deref().map(str::trim) else {
             return Ok(error(
@@ -727,15 +705,10 @@ impl Hub {
             }
             _ => self.cancel_run(&child.run_id).await?,
         };
-        Ok(json!({
-            "status": "ok",
-            "runId": record.run_id,
-            "sessionKey": child.session_key,
-            "state": record.state,
-            "final": record.state.is_final(),
-            "reply": record.reply,
-            "error": record.error,
-        }))
+        Ok(ToolResult::ChildRun {
+            session_key: child.session_key.clone(),
+            run: Box::new(record),
+        })
     }
 
     /// What session `parent`'s children hold of its `maxChildrenPerAgent`.
@@ -749,13 +722,13 @@ impl Hub {
         ))
     }
 
-    async fn session_status(&self, caller: &Caller) -> Result<Value, CallError> {
+    async fn session_status(&self, caller: &Caller) -> Result<ToolResult, CallError> {
         let p = self.policy();
         let limits = p.limits(&caller.agent_id);
         let key = caller.session_key.clone();
         let child = self.db(move |s| s.child(&key)).await?;
         let held = self.held_children(&caller.session_key).await?;
-        Ok(json!({
+        Ok(ToolResult::Document(json!({
             "sessionKey": caller.session_key,
             "agentId": caller.agent_id,
             "kind": kind_of(&caller.session_key),
@@ -766,41 +739,11 @@ impl Hub {
             "label": child.as_ref().and_then(|c| c.label.clone()),
             "budget": {
                 "children": {"active": held.running, "kept": held.kept, "max": limits.max_children},
-                "concurrent": {"active": self.active_spawns.load(Relaxed), "max": p.max_concurrent},
+                "concurrent": {"active": self.spawns.active(), "max": p.max_concurrent},
                 "depth": {"at": caller.depth, "max": limits.max_spawn_depth},
             },
-        }))
+        })))
     }
-}
-
-/// `sessions_send`'s result for a run as it stands.
-pub(super) fn send_result(run: &crate::hub::store::RunRecord, key: &str) -> Value {
-    let mut out = json!({"runId": run.run_id, "sessionKey": key});
-    let status = match run.state {
-        RunState::Completed => {
-            let reply = run.reply.clone().unwrap_or_default();
-            if super::runs::is_stop(&reply) {
-                "no_reply"
-            } else {
-                out["reply"] = reply.into();
-                "ok"
-            }
-        }
-        RunState::TimedOut => "timeout",
-        RunState::Failed | RunState::Cancelled | RunState::Uncertain => {
-            out["error"] = run
-                .error
-                .clone()
-                .unwrap_or_else(|| format!("the run ended {}", run.state))
-                .into();
-            "error"
-        }
-        // Still going: the wait ran out.
-        _ => "timeout",
-    };
-    out["status"] = status.into();
-    out["state"] = json!(run.state);
-    out
 }
 
 #[cfg(test)]
@@ -814,12 +757,6 @@ mod tests {
         assert_eq!(kind_of("agent:a:acp:x"), "acp");
         assert_eq!(kind_of("agent:a:slack:group:c1"), "group");
         assert_eq!(kind_of("agent:a:slack:direct:u1"), "other");
-    }
-
-    #[test]
-    fn long_text_is_shortened() {
-        assert_eq!(shorten("héllo", 2), "hé…");
-        assert_eq!(shorten("hi", 5), "hi");
     }
 
     /// Review E6: `sessions_history` passed all of these through (six regexes of its own).

@@ -12,6 +12,7 @@ use rusqlite::params;
 use super::Hub;
 use super::policy::HubPolicy;
 use super::store::HubStore;
+use crate::access::store::AccessStore;
 use crate::state::StateError;
 
 /// An open child whose spawn run is over, as the sweep sees it.
@@ -64,31 +65,38 @@ pub fn sweep_every(policy: &HubPolicy) -> Duration {
 }
 
 impl HubStore {
-    /// Every open child whose spawn run is over.
+    /// Every open child whose spawn run is over. Its last activity counts the Access layer's
+    /// records of the session too (read through that layer's statements).
     pub fn kept_children(&self) -> Result<Vec<KeptChild>, StateError> {
         self.with(|c| {
             let mut stmt = c.prepare_cached(
                 "SELECT s.session_key, s.agent_id, s.parent_agent_id, s.run_id,
-                    max(s.created_at, coalesce(r.finished_at, ''),
-                        coalesce((SELECT max(t.at) FROM transcript t WHERE t.session_key = s.session_key), ''),
-                        coalesce((SELECT x.updated_at FROM sessions x WHERE x.session_key = s.session_key), '')),
+                    max(s.created_at, coalesce(r.finished_at, '')),
                     EXISTS (SELECT 1 FROM hub_runs b WHERE b.target_session_key = s.session_key
                         AND b.state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain'))
                  FROM hub_sessions s JOIN hub_runs r ON r.run_id = s.run_id
                  WHERE s.closed_at IS NULL
                    AND r.state IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain')",
             )?;
-            stmt.query_map(params![], |r| {
-                Ok(KeptChild {
-                    session_key: r.get(0)?,
-                    agent_id: r.get(1)?,
-                    parent_agent_id: r.get(2)?,
-                    run_id: r.get(3)?,
-                    last_at: r.get(4)?,
-                    busy: r.get(5)?,
-                })
-            })?
-            .collect()
+            let mut kept = stmt
+                .query_map(params![], |r| {
+                    Ok(KeptChild {
+                        session_key: r.get(0)?,
+                        agent_id: r.get(1)?,
+                        parent_agent_id: r.get(2)?,
+                        run_id: r.get(3)?,
+                        last_at: r.get(4)?,
+                        busy: r.get(5)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            for child in &mut kept {
+                let seen = AccessStore::session_last_activity(c, &child.session_key)?;
+                if seen > child.last_at {
+                    child.last_at = seen;
+                }
+            }
+            Ok(kept)
         })
     }
 }

@@ -11,41 +11,11 @@
 use std::sync::Arc;
 
 use rusqlite::{OptionalExtension, params};
-use serde_json::{Value, json};
 
+use super::checks::{self, LoopBounds, LoopCounts, Trip, pair_scope};
 use super::store::{HubStore, RunRecord};
-use super::{CallError, Caller, Hub};
+use super::{CallError, Caller, Hub, ToolResult};
 use crate::state::{RunKind, RunState, StateError};
-
-/// Which bound a send passed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Trip {
-    /// `pair` or `tree`.
-    pub kind: &'static str,
-    /// The pair's two session keys (sorted, space-joined), or the tree's root.
-    pub scope: String,
-    pub count: u64,
-    pub bound: u32,
-    /// The session whose external conversation hears of the pause: the tree's root.
-    pub origin: String,
-}
-
-impl Trip {
-    fn sentence(&self) -> String {
-        match self.kind {
-            "pair" => format!(
-                "loop paused: sessions {} have sent each other {} messages within the window (budgets.loopTurns {})",
-                self.scope.replace(' ', " and "),
-                self.count,
-                self.bound
-            ),
-            _ => format!(
-                "loop paused: the sessions of the tree under {} have started {} runs (budgets.treeTurns {})",
-                self.scope, self.count, self.bound
-            ),
-        }
-    }
-}
 
 /// Where counting stands for a scope: a pause still open (every send waits), or the first
 /// `hub_runs` rowid that counts (after the last decision).
@@ -181,14 +151,6 @@ impl HubStore {
     }
 }
 
-fn pair_scope(a: &str, b: &str) -> String {
-    if a <= b {
-        format!("{a} {b}")
-    } else {
-        format!("{b} {a}")
-    }
-}
-
 impl Hub {
     /// Whether a send from `caller` into `key` would pass a loop bound of the caller's agent.
     pub(super) async fn loop_trip(
@@ -220,29 +182,12 @@ impl Hub {
             })
             .await?;
         // A scope with a pause still open takes nothing more until the operator decides.
-        if let Some(bound) = limits.loop_turns
-            && pair.is_none_or(|n| n >= u64::from(bound))
-        {
-            return Ok(Some(Trip {
-                kind: "pair",
-                scope: pair_scope(&caller.session_key, key),
-                count: pair.unwrap_or(u64::from(bound)),
-                bound,
-                origin: root,
-            }));
-        }
-        if let Some(bound) = limits.tree_turns
-            && tree.is_none_or(|n| n >= u64::from(bound))
-        {
-            return Ok(Some(Trip {
-                kind: "tree",
-                scope: root.clone(),
-                count: tree.unwrap_or(u64::from(bound)),
-                bound,
-                origin: root,
-            }));
-        }
-        Ok(None)
+        let bounds = LoopBounds {
+            pair: limits.loop_turns,
+            tree: limits.tree_turns,
+        };
+        let counts = LoopCounts { pair, tree, root };
+        Ok(checks::loop_trip(bounds, &caller.session_key, key, &counts))
     }
 
     /// Records the send as a `paused` run, tells the operator's list and the tree's external
@@ -253,7 +198,7 @@ impl Hub {
         (agent, key): (&str, &str),
         message: String,
         trip: Trip,
-    ) -> Result<Value, CallError> {
+    ) -> Result<ToolResult, CallError> {
         let run = RunRecord {
             state: RunState::Paused,
             ..RunRecord::new(
@@ -284,12 +229,14 @@ impl Hub {
             .await;
         self.note(&run.run_id, format!("the origin conversation: {posted:?}"))
             .await;
-        Ok(json!({
-            "runId": run.run_id,
-            "status": "paused",
-            "sessionKey": key,
-            "error": format!("{sentence}: the message waits for an operator (deepcli runs resume|stop {})", run.run_id),
-        }))
+        Ok(ToolResult::Paused {
+            error: format!(
+                "{sentence}: the message waits for an operator (deepcli runs resume|stop {})",
+                run.run_id
+            ),
+            run_id: run.run_id,
+            session_key: key.to_string(),
+        })
     }
 
     /// The operator resumes paused run `run_id`: it is accepted and delivered as it would have

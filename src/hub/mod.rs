@@ -8,10 +8,19 @@
 //! gives every ACP session the `deepcli` MCP server. A caller's identity comes only from its
 //! session capability token ([`token`]), never from tool arguments.
 //!
+//! The Hub is a composition of parts, each with its own state:
+//!
 //! * `policy.rs` — the decisions and their reason codes, pure.
+//! * `checks.rs` — the checks on a message between sessions (visibility, agentToAgent, a
+//!   child into an external conversation, loop trips, again at turn start), pure over a
+//!   `HubView` snapshot.
 //! * `tools.rs` — the tool definitions and their typed arguments.
-//! * `calls.rs` — what each tool does.
-//! * `runs.rs` — runs: delivery, states, the reply-back loop, announces, cancel, restart.
+//! * `calls.rs` — what each tool does: decode, check, a typed [`ToolResult`].
+//! * `results.rs` — the typed tool results and their OpenClaw shapes.
+//! * `runs.rs` — runs (`Runs`: the runs in flight, the acceptance order): delivery, states,
+//!   the reply-back loop, announces, cancel, restart.
+//! * `spawns.rs` — spawned-run slots (`Spawns`).
+//! * `tokens.rs` — session tokens (`Tokens`): mint, resolve, revoke.
 //! * `loops.rs` — loop pauses across runs (approvals.md): a send past a bound waits, `paused`,
 //!   for the operator.
 //! * `mcp.rs` — the MCP servers (rmcp): HTTP at `/mcp`, and `deepcli hub mcp` on stdio.
@@ -23,6 +32,7 @@
 pub mod a2a;
 mod approval;
 mod calls;
+mod checks;
 pub mod http;
 pub mod idle;
 mod loops;
@@ -30,25 +40,31 @@ pub mod mcp;
 pub mod operator;
 pub mod page;
 pub mod policy;
+mod results;
 mod runs;
+mod spawns;
 pub mod store;
 pub mod token;
+mod tokens;
 pub mod tools;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwap;
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 use crate::access::{Access, McpDoor};
 use crate::state::{StateDir, StateError};
 pub use approval::ManagementDoor;
 pub use policy::{HubPolicy, Reason};
-use store::{HubStore, TokenOwner};
+pub use results::ToolResult;
+use runs::Runs;
+use spawns::Spawns;
+use store::HubStore;
+use tokens::Tokens;
 
 /// The MCP server's name in every session's `mcpServers`.
 pub const SERVER_NAME: &str = "deepcli";
@@ -137,18 +153,6 @@ impl OverheadSamples {
     }
 }
 
-/// A run this controller is carrying out.
-struct LiveRun {
-    /// The agent the run delivers to.
-    target_agent: String,
-    /// The target runtime's time for the run's turn, µs (once answered).
-    runtime_us: AtomicU64,
-    /// `true` once the run is final.
-    done: watch::Sender<bool>,
-    /// A cancel asked for before the turn began: the message is withdrawn.
-    cancelled: AtomicBool,
-}
-
 pub struct Hub {
     store: Arc<HubStore>,
     access: Arc<Access>,
@@ -157,13 +161,12 @@ pub struct Hub {
     endpoint: OnceLock<String>,
     /// The deepcli binary the stdio servers run.
     exe: PathBuf,
-    live: Mutex<HashMap<String, Arc<LiveRun>>>,
-    /// Per target session: runs are accepted one at a time (see `runs::start_send`).
-    accepting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Spawned runs not final, hub-wide (`subagents.maxConcurrent`).
-    active_spawns: AtomicUsize,
-    /// The same, by requester agent (an agent's own `subagents.maxConcurrent`).
-    spawns_by_agent: Mutex<HashMap<String, usize>>,
+    /// The runs this controller carries out, and the order runs into a session are accepted.
+    runs: Runs,
+    /// Spawned-run slots (`subagents.maxConcurrent`).
+    spawns: Spawns,
+    /// Session tokens: what the MCP door mints and a tool call is resolved by.
+    tokens: Arc<Tokens>,
     /// How long a cancelled turn has to confirm before its run is `uncertain`.
     cancel_grace: std::time::Duration,
     pub metrics: HubMetrics,
@@ -177,22 +180,22 @@ impl Hub {
     /// The Hub of a controller on `state`, delivering through `access`. Every token of an
     /// earlier controller is revoked (its runtimes, which held them, are gone).
     pub fn open(state: &StateDir, access: Arc<Access>) -> Result<Arc<Hub>, StateError> {
-        let store = HubStore::open(state)?;
-        let revoked = store.revoke_all_tokens("the controller restarted")?;
+        let store = Arc::new(HubStore::open(state)?);
+        let tokens = Arc::new(Tokens::new(store.clone()));
+        let revoked = tokens.revoke_all("the controller restarted")?;
         if revoked > 0 {
             tracing::info!(revoked, "hub: tokens of the last controller revoked");
         }
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("deepcli"));
         let hub = Arc::new(Hub {
-            store: Arc::new(store),
+            store,
             access: access.clone(),
             policy: ArcSwap::from_pointee(HubPolicy::default()),
             endpoint: OnceLock::new(),
             exe,
-            live: Mutex::default(),
-            accepting: Mutex::default(),
-            active_spawns: AtomicUsize::new(0),
-            spawns_by_agent: Mutex::default(),
+            runs: Runs::default(),
+            spawns: Spawns::default(),
+            tokens,
             cancel_grace: std::env::var("DEEPCLI_HUB_CANCEL_GRACE_MS")
                 .ok()
                 .and_then(|ms| ms.parse().ok())
@@ -259,25 +262,17 @@ impl Hub {
 
     /// Who holds `token`: `None` for anything but a live token.
     pub async fn caller(&self, token: &str) -> Option<Caller> {
-        let Some(hash) = token::hash(token) else {
-            self.metrics.bad_tokens.fetch_add(1, Relaxed);
-            return None;
+        let found = match token::hash(token) {
+            Some(_) => {
+                let (tokens, token) = (self.tokens.clone(), token.to_string());
+                tokio::task::spawn_blocking(move || tokens.caller(&token))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten()
+            }
+            None => None,
         };
-        let found = self
-            .db(move |s| {
-                let Some(owner) = s.token_owner(&hash)? else {
-                    return Ok(None);
-                };
-                let depth = s.child(&owner.session_key)?.map_or(0, |c| c.depth);
-                Ok(Some(Caller {
-                    agent_id: owner.agent_id,
-                    session_key: owner.session_key,
-                    depth,
-                }))
-            })
-            .await
-            .ok()
-            .flatten();
         if found.is_none() {
             self.metrics.bad_tokens.fetch_add(1, Relaxed);
         }
@@ -299,84 +294,23 @@ impl Hub {
         tools
     }
 
-    /// A new token for a runtime session of `agent_id` serving `session_key`; the session's
-    /// earlier tokens are revoked.
-    fn mint(&self, agent_id: &str, session_key: &str) -> Option<String> {
-        let token = token::mint().ok()?;
-        let hash = token::hash(&token)?;
-        let owner = TokenOwner {
-            agent_id: agent_id.to_string(),
-            session_key: session_key.to_string(),
-        };
-        match self.store.add_token(&hash, &owner) {
-            Ok(_) => Some(token),
-            Err(e) => {
-                tracing::error!(error = %e, "hub: cannot record a session token");
-                None
-            }
-        }
-    }
-
-    /// Takes a spawned-run slot for agent `agent_id` within the hub's and the agent's
-    /// `maxConcurrent`; a refusal says which limit held.
-    fn take_spawn_slot(&self, agent_id: &str) -> Result<(), policy::Denial> {
-        let p = self.policy();
-        let mut by_agent = match self.spawns_by_agent.lock() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let hub_wide = self.active_spawns.load(Relaxed);
-        if hub_wide >= p.max_concurrent {
-            return Err(policy::Denial::new(
-                Reason::BudgetExceeded,
-                format!(
-                    "the hub already runs {hub_wide} spawned runs; subagents.maxConcurrent (agents.defaults) is {}: try again when one finished",
-                    p.max_concurrent
-                ),
-            ));
-        }
-        let mine = by_agent.get(agent_id).copied().unwrap_or(0);
-        if let Some(cap) = p.limits(agent_id).max_concurrent
-            && mine >= cap
-        {
-            return Err(policy::Denial::new(
-                Reason::BudgetExceeded,
-                format!(
-                    "agent `{agent_id}` already runs {mine} spawned runs; its subagents.maxConcurrent is {cap}"
-                ),
-            ));
-        }
-        self.active_spawns.fetch_add(1, Relaxed);
-        *by_agent.entry(agent_id.to_string()).or_default() += 1;
-        Ok(())
-    }
-
-    /// Gives a spawned-run slot back.
-    fn free_spawn_slot(&self, agent_id: &str) {
-        let mut by_agent = match self.spawns_by_agent.lock() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        self.active_spawns.fetch_sub(1, Relaxed);
-        if let Some(n) = by_agent.get_mut(agent_id) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                by_agent.remove(agent_id);
-            }
-        }
-    }
-
-    /// Counts a refusal.
+    /// Counts a refusal: where it is made, once.
     fn denied(&self, reason: Reason) {
         if let Ok(mut d) = self.metrics.denials.lock() {
             *d.entry(reason.as_str()).or_default() += 1;
         }
     }
 
+    /// A refusal as a tool result, counted.
+    fn forbid(&self, denial: policy::Denial) -> ToolResult {
+        self.denied(denial.reason);
+        ToolResult::Forbidden(denial)
+    }
+
     /// The Hub's figures for `/v1/status`.
     pub fn status(&self) -> Value {
-        let live_tokens = self.store.live_tokens().unwrap_or(0);
-        let active_runs = self.live.lock().map_or(0, |l| l.len());
+        let live_tokens = self.tokens.live();
+        let active_runs = self.runs.count();
         let denials: BTreeMap<&str, u64> = self
             .metrics
             .denials
@@ -385,12 +319,7 @@ impl Hub {
             .unwrap_or_default();
         let p = self.policy();
         let depths = self.access.queue_depths();
-        let mut active: HashMap<String, usize> = HashMap::new();
-        if let Ok(live) = self.live.lock() {
-            for run in live.values() {
-                *active.entry(run.target_agent.clone()).or_default() += 1;
-            }
-        }
+        let active = self.runs.by_agent();
         let agents: serde_json::Map<String, Value> = p
             .agents
             .keys()
@@ -410,7 +339,7 @@ impl Hub {
             "sends": self.metrics.sends.load(Relaxed),
             "spawns": self.metrics.spawns.load(Relaxed),
             "activeRuns": active_runs,
-            "activeSpawns": self.active_spawns.load(Relaxed),
+            "activeSpawns": self.spawns.active(),
             "liveTokens": live_tokens,
             "idleChildrenClosed": self.metrics.idle_closed.load(Relaxed),
             "loopPauses": self.store.open_pauses().unwrap_or_default().into_iter()
@@ -446,7 +375,7 @@ impl Hub {
             m.sends.load(Relaxed),
             m.spawns.load(Relaxed),
             m.bad_tokens.load(Relaxed),
-            self.live.lock().map_or(0, |l| l.len()),
+            self.runs.count(),
             m.run_millis.load(Relaxed) as f64 / 1000.0,
             m.runs_finished.load(Relaxed),
         );
@@ -464,10 +393,10 @@ impl Hub {
     /// Agent `agent_id` was deleted: its sessions' tokens are revoked, its children closed,
     /// its unfinished runs ended (`failed`: the target is gone).
     pub async fn agent_deleted(self: &Arc<Self>, agent_id: &str) {
-        let agent = agent_id.to_string();
+        let (agent, tokens) = (agent_id.to_string(), self.tokens.clone());
         let done = self
             .db(move |s| {
-                let tokens = s.revoke_agent_tokens(&agent, "the agent was deleted")?;
+                let tokens = tokens.revoke_agent(&agent, "the agent was deleted")?;
                 let children = s.close_agent_children(&agent)?;
                 Ok((tokens, children))
             })
@@ -492,8 +421,8 @@ impl McpDoor for Door {
             return;
         };
         if let Err(e) = hub
-            .store
-            .revoke_session_tokens(session_key, "its runtime session was closed")
+            .tokens
+            .revoke_session(session_key, "its runtime session was closed")
         {
             tracing::error!(error = %e, "hub: cannot revoke a closed session's token");
         }
@@ -506,7 +435,7 @@ impl McpDoor for Door {
         let Some(endpoint) = hub.endpoint.get() else {
             return Vec::new();
         };
-        let Some(token) = hub.mint(agent_id, session_key) else {
+        let Some(token) = hub.tokens.mint(agent_id, session_key) else {
             return Vec::new();
         };
         // A sandbox with a network of its own reaches the hub only through its socket.

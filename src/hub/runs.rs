@@ -3,24 +3,28 @@
 //! state graph (a late event after a final state is recorded and ignored), and is carried out by
 //! a task of its own, so a caller that stops waiting does not cancel it. After a send, the
 //! reply-back loop and the announce step; after a spawn, the announce into the parent.
+//!
+//! [`Runs`] holds what this controller carries out now; a run's delivery is a few steps: its
+//! message ([`Hub::run_message`]), the check again when its turn begins
+//! ([`super::checks::at_turn_start`]), the turn itself ([`Hub::turn`], the one call into the
+//! turn engine), how it ended ([`settle`]) and the record of it ([`Hub::record_end`]).
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
-use super::policy::{Reason, Visibility};
-use super::store::{ChildSession, Outcome, RunRecord};
-use super::{CallError, Caller, Hub, LiveRun};
+use super::checks::{self, HubView, TurnStart};
+use super::results::{ANNOUNCE_SKIP, REPLY_SKIP, SendOutcome, is_stop, shorten};
+use super::spawns::Spawn;
+use super::store::{ChildSession, Moved, Outcome, RunRecord};
+use super::{CallError, Caller, Hub};
 use crate::access::{AccessError, InternalMessage, SessionOptions};
 use crate::state::{ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode};
-
-/// What stops the reply-back loop (and, `ANNOUNCE_SKIP`, the announce).
-pub const REPLY_SKIP: &str = "REPLY_SKIP";
-pub const NO_REPLY: &str = "NO_REPLY";
-pub const ANNOUNCE_SKIP: &str = "ANNOUNCE_SKIP";
 
 /// How long a cancelled turn has to confirm (`stopReason: cancelled`) before the run is
 /// `uncertain`, unless `DEEPCLI_HUB_CANCEL_GRACE_MS` says otherwise.
@@ -29,22 +33,244 @@ pub const CANCEL_GRACE: Duration = Duration::from_secs(10);
 /// How often an announce tries a parent whose runtime is not ready (every 500 ms).
 const ANNOUNCE_ATTEMPTS: u32 = 120;
 
-/// An empty reply or a stop token.
-pub fn is_stop(reply: &str) -> bool {
-    matches!(reply.trim(), "" | REPLY_SKIP | NO_REPLY | ANNOUNCE_SKIP)
+/// A run this controller is carrying out.
+pub(super) struct LiveRun {
+    /// The agent the run delivers to.
+    target_agent: String,
+    /// The target runtime's time for the run's turn, µs (once answered).
+    pub runtime_us: AtomicU64,
+    /// `true` once the run is final.
+    done: watch::Sender<bool>,
+    /// A cancel asked for before the turn began: the message is withdrawn.
+    cancelled: AtomicBool,
 }
 
-/// What a spawn asks for, checked.
-pub(super) struct Spawn {
-    pub agent: String,
-    pub kind: ChildKind,
-    pub depth: u32,
-    pub label: Option<String>,
-    pub cwd: Option<String>,
-    pub mode: SpawnMode,
-    pub cleanup: Cleanup,
-    pub timeout: Option<Duration>,
-    pub task: String,
+/// The runs this controller carries out, and the order in which runs into one session are
+/// accepted.
+#[derive(Default)]
+pub(super) struct Runs {
+    live: Mutex<HashMap<String, Arc<LiveRun>>>,
+    /// Per target session: runs are accepted one at a time (see [`Hub::accept_send`]).
+    accepting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Runs {
+    fn live_map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LiveRun>>> {
+        match self.live.lock() {
+            Ok(l) => l,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Run `run_id` into agent `target_agent` is carried out here from now on.
+    fn register(&self, run_id: &str, target_agent: &str) -> Arc<LiveRun> {
+        let (done, _) = watch::channel(false);
+        let live = Arc::new(LiveRun {
+            target_agent: target_agent.to_string(),
+            runtime_us: AtomicU64::new(0),
+            done,
+            cancelled: AtomicBool::new(false),
+        });
+        self.live_map().insert(run_id.to_string(), live.clone());
+        live
+    }
+
+    /// Run `run_id` is over here: whoever waits for it is woken.
+    fn finish(&self, run_id: &str) {
+        if let Some(live) = self.live_map().remove(run_id) {
+            let _ = live.done.send(true);
+        }
+    }
+
+    /// Run `run_id`, while it is carried out here.
+    pub fn get(&self, run_id: &str) -> Option<Arc<LiveRun>> {
+        self.live_map().get(run_id).cloned()
+    }
+
+    /// How many runs are carried out here.
+    pub fn count(&self) -> usize {
+        self.live_map().len()
+    }
+
+    /// How many runs are carried out here, by target agent.
+    pub fn by_agent(&self) -> HashMap<String, usize> {
+        let mut active: HashMap<String, usize> = HashMap::new();
+        for run in self.live_map().values() {
+            *active.entry(run.target_agent.clone()).or_default() += 1;
+        }
+        active
+    }
+
+    /// The lock that orders the acceptance of runs into session `key`.
+    fn acceptance(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut gates = match self.accepting.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        // Forget the gates nobody holds (bounded memory across many sessions).
+        if gates.len() > 4096 {
+            gates.retain(|_, g| Arc::strong_count(g) > 1);
+        }
+        gates.entry(key.to_string()).or_default().clone()
+    }
+}
+
+/// How a turn in a run's target session ended, as the Hub records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum TurnEnd {
+    /// The runtime answered: its words, its `stopReason`, and its own time for the turn.
+    Answered {
+        text: String,
+        stop_reason: Option<String>,
+        runtime: Duration,
+    },
+    /// Withdrawn before its turn began (the check at turn start, or a cancel): why.
+    Withdrawn(String),
+    /// The target's runtime is not ready to take it (nothing was delivered).
+    RuntimeDown(String),
+    /// The runtime failed during the turn: what it did cannot be known.
+    Uncertain(String),
+    /// The turn ran past its limit (a `session/cancel` was sent).
+    TimedOut(String),
+    /// Not delivered, for another reason.
+    Failed(String),
+}
+
+impl TurnEnd {
+    /// The words of a turn that did not answer.
+    pub fn error(&self) -> Option<String> {
+        match self {
+            TurnEnd::Answered { .. } => None,
+            TurnEnd::Withdrawn(why) => Some(format!(
+                "the message was withdrawn before it reached the agent: {why}"
+            )),
+            TurnEnd::RuntimeDown(e)
+            | TurnEnd::Uncertain(e)
+            | TurnEnd::TimedOut(e)
+            | TurnEnd::Failed(e) => Some(e.clone()),
+        }
+    }
+}
+
+/// Where a run goes once its turn ended `end` (`cancelled`: a cancel was asked for before it
+/// began), and what is recorded with it.
+pub(super) fn settle(end: &TurnEnd, cancelled: bool) -> (RunState, Outcome) {
+    let failed = |state, error: &String, note: &str| {
+        (
+            state,
+            Outcome {
+                error: Some(error.clone()),
+                note: note.to_string(),
+                ..Outcome::default()
+            },
+        )
+    };
+    match end {
+        TurnEnd::Answered {
+            text, stop_reason, ..
+        } if stop_reason.as_deref() == Some("cancelled") => (
+            RunState::Cancelled,
+            Outcome {
+                reply: Some(text.clone()),
+                note: "the runtime confirmed the cancel (stopReason cancelled)".into(),
+                ..Outcome::default()
+            },
+        ),
+        TurnEnd::Answered {
+            text, stop_reason, ..
+        } => (
+            RunState::Completed,
+            Outcome {
+                reply: Some(text.clone()),
+                note: format!(
+                    "answered (stopReason {})",
+                    stop_reason.as_deref().unwrap_or("unknown")
+                ),
+                ..Outcome::default()
+            },
+        ),
+        TurnEnd::Withdrawn(why) => (
+            if cancelled {
+                RunState::Cancelled
+            } else {
+                RunState::Failed
+            },
+            Outcome {
+                error: Some(why.clone()),
+                note: format!("withdrawn before its turn: {why}"),
+                ..Outcome::default()
+            },
+        ),
+        TurnEnd::Uncertain(e) => failed(
+            RunState::Uncertain,
+            e,
+            "the runtime failed during the turn: its outcome cannot be known",
+        ),
+        TurnEnd::TimedOut(e) => failed(RunState::TimedOut, e, "timed out; session/cancel sent"),
+        TurnEnd::RuntimeDown(e) | TurnEnd::Failed(e) => {
+            failed(RunState::Failed, e, "delivery failed")
+        }
+    }
+}
+
+/// What follows once a run's end `next` was offered to the store and it answered `moved`: a
+/// further move, when the record refused it.
+pub(super) fn after_record(moved: Moved, next: RunState) -> Option<(RunState, Outcome)> {
+    match moved {
+        // Refused: a cancel was asked for while it ran and the runtime answered anyway.
+        Moved::Refused(RunState::CancelRequested) => Some((
+            RunState::Uncertain,
+            Outcome {
+                note: "a cancel was asked for, but the runtime finished the turn without confirming it".into(),
+                ..Outcome::default()
+            },
+        )),
+        // A runtime that cancelled a turn nobody cancelled: the run failed.
+        Moved::Refused(current) if !current.is_final() => Some((
+            RunState::Failed,
+            Outcome {
+                error: Some(format!("the runtime ended the turn as {next} by itself")),
+                note: "ended by the runtime".into(),
+                ..Outcome::default()
+            },
+        )),
+        _ => None,
+    }
+}
+
+/// The reply-back loop's count (hub.md): at most `max` turns, each answering the other side's
+/// last reply, ended early by a stop token.
+pub(super) struct ReplyBack {
+    max: u32,
+    turn: u32,
+}
+
+impl ReplyBack {
+    pub fn new(max: u32) -> ReplyBack {
+        ReplyBack { max, turn: 0 }
+    }
+
+    /// The number of the turn `last` gets, if it gets one.
+    pub fn next(&mut self, last: &str) -> Option<u32> {
+        (self.turn < self.max && !is_stop(last)).then(|| {
+            self.turn += 1;
+            self.turn
+        })
+    }
+
+    /// What the run's record says of the loop once `last` was its last reply.
+    pub fn summary(&self, last: &str) -> String {
+        format!(
+            "reply-back loop: {} (of at most {}){}",
+            crate::plural::plural(self.turn as usize, "turn", "turns"),
+            self.max,
+            if is_stop(last) {
+                ", stopped by a stop token"
+            } else {
+                ""
+            }
+        )
+    }
 }
 
 /// Who a message is from, as the model reads it.
@@ -59,37 +285,20 @@ fn framing(from: Option<&Caller>, tool: &str) -> String {
 }
 
 impl Hub {
-    fn register(&self, run_id: &str, target_agent: &str) -> Arc<LiveRun> {
-        let (done, _) = tokio::sync::watch::channel(false);
-        let live = Arc::new(LiveRun {
-            target_agent: target_agent.to_string(),
-            runtime_us: AtomicU64::new(0),
-            done,
-            cancelled: std::sync::atomic::AtomicBool::new(false),
-        });
-        if let Ok(mut l) = self.live.lock() {
-            l.insert(run_id.to_string(), live.clone());
-        }
-        live
-    }
-
-    fn finish(&self, run_id: &str, started: Instant) {
-        if let Ok(mut l) = self.live.lock()
-            && let Some(live) = l.remove(run_id)
-        {
-            let _ = live.done.send(true);
-        }
-        self.metrics.runs_finished.fetch_add(1, Relaxed);
-        self.metrics
-            .run_millis
-            .fetch_add(started.elapsed().as_millis() as u64, Relaxed);
-    }
-
     async fn move_run(&self, run_id: &str, next: RunState, outcome: Outcome) {
         let id = run_id.to_string();
         if let Err(e) = self.db(move |s| s.transition(&id, next, &outcome)).await {
             tracing::error!(run = run_id, error = %e, "hub: cannot record a run's state");
         }
+    }
+
+    /// The run is over here: its waiters woken, its time counted.
+    fn finish(&self, run_id: &str, started: Instant) {
+        self.runs.finish(run_id);
+        self.metrics.runs_finished.fetch_add(1, Relaxed);
+        self.metrics
+            .run_millis
+            .fetch_add(started.elapsed().as_millis() as u64, Relaxed);
     }
 
     pub(super) async fn note(&self, run_id: &str, note: String) {
@@ -136,27 +345,23 @@ impl Hub {
         from: Option<Caller>,
         insert: bool,
     ) -> Result<(), CallError> {
-        let (agent, key) = (run.target_agent_id.clone(), run.target_session_key.clone());
-        let (agent, key) = (agent.as_str(), key.as_str());
-        let run_id = run.run_id.clone();
         // Runs into one session are accepted one at a time, each until its message holds its
         // place in the session's FIFO: the session answers them in the order they were
         // accepted.
-        let gate = self.acceptance(key);
+        let gate = self.runs.acceptance(&run.target_session_key);
         let _accepting = gate.lock().await;
         if insert {
             let run = run.clone();
             self.db(move |s| s.insert_run(&run)).await?;
         }
         self.metrics.sends.fetch_add(1, Relaxed);
-        let live = self.register(&run_id, agent);
+        let live = self.runs.register(&run.run_id, &run.target_agent_id);
         let hub = self.clone();
         let (queued, in_line) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let begun = Instant::now();
-            let reply = hub
-                .deliver_run(&run, from.as_ref(), &live, None, None, Some(queued))
-                .await;
+            let message = hub.run_message(&run, from.as_ref(), None, None);
+            let reply = hub.deliver_run(&run, &live, message, Some(queued)).await;
             hub.finish(&run.run_id, begun);
             if let (Some(reply), Some(from)) = (reply, from) {
                 hub.reply_back(&run, &from, reply).await;
@@ -167,30 +372,15 @@ impl Hub {
         Ok(())
     }
 
-    /// The lock that orders the acceptance of runs into session `key`.
-    fn acceptance(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut gates = match self.accepting.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        // Forget the gates nobody holds (bounded memory across many sessions).
-        if gates.len() > 4096 {
-            gates.retain(|_, g| Arc::strong_count(g) > 1);
-        }
-        gates.entry(key.to_string()).or_default().clone()
-    }
-
-    /// Delivers a run's message into its target and records how it ended; the reply when it
-    /// completed.
-    async fn deliver_run(
-        self: &Arc<Self>,
+    /// The message a run carries into its target: its text framed for the model (or
+    /// `prompt`), with its provenance and correlation ids.
+    fn run_message(
+        &self,
         run: &RunRecord,
         from: Option<&Caller>,
-        live: &Arc<LiveRun>,
         prompt: Option<String>,
         options: Option<SessionOptions>,
-        queued: Option<tokio::sync::oneshot::Sender<()>>,
-    ) -> Option<String> {
+    ) -> InternalMessage {
         // A message with no requesting session is the operator's, or an A2A peer's.
         let provenance = match (from, run.source_tool.as_str()) {
             (Some(_), _) => Provenance::InterSession,
@@ -209,7 +399,7 @@ impl Hub {
             Provenance::A2a => super::a2a::framed(run),
             _ => format!("{}\n{}", framing(from, &run.source_tool), run.message),
         });
-        let message = InternalMessage {
+        InternalMessage {
             provenance,
             text: run.message.clone(),
             prompt,
@@ -219,8 +409,18 @@ impl Hub {
                 ..options.unwrap_or_default()
             },
             unbounded: false,
-        };
+        }
+    }
+
+    /// What runs when a run's turn begins: the checks again over the policy in force then
+    /// (a refusal withdraws the message, counted), and the run moved to `running`.
+    fn turn_start(
+        self: &Arc<Self>,
+        run: &RunRecord,
+        live: &Arc<LiveRun>,
+    ) -> impl FnOnce() -> Result<(), String> + use<> {
         let hub = self.clone();
+        let live = live.clone();
         let (run_id, target, requester) = (
             run.run_id.clone(),
             run.target_agent_id.clone(),
@@ -235,42 +435,41 @@ impl Hub {
                 ))
             })
             .flatten();
-        let live_now = live.clone();
-        // Policy again at delivery: the config may have changed while the message waited.
-        let started = move || {
-            if live_now.cancelled.load(Relaxed) {
-                return Err("the run was cancelled while it waited".to_string());
-            }
-            let p = hub.policy();
-            if !p.agents.contains_key(&target) {
-                return Err(format!("agent `{target}` was deleted (target_deleted)"));
-            }
-            if let Some(requester) = &requester
-                && let Err(denial) = p.agent_to_agent(requester, &target)
-            {
-                hub.denied(denial.reason);
-                return Err(format!("{} ({})", denial.error, denial.reason.as_str()));
-            }
-            if let (Some(requester), Some((from_key, to_key))) = (&requester, &addressed) {
-                // A send is held to the hub's visibility (a sandboxed caller's clamp is on
-                // what it reads).
-                let visibility = p.visibility;
-                let visible = match visibility {
-                    Visibility::All => true,
-                    Visibility::Agent => target == *requester,
-                    Visibility::SelfOnly => to_key == from_key,
-                    Visibility::Tree => {
-                        to_key == from_key
-                            || hub.store.descends_from(to_key, from_key).unwrap_or(false)
-                    }
-                };
-                if !visible {
-                    hub.denied(Reason::VisibilityRestricted);
-                    return Err(format!(
-                        "session `{to_key}` is no longer visible to `{from_key}` (tools.sessions.visibility: {}) (visibility_restricted)",
-                        visibility.as_str()
-                    ));
+        move || {
+            let policy = hub.policy();
+            let turn = TurnStart {
+                cancelled: live.cancelled.load(Relaxed),
+                target_agent: &target,
+                requester: requester.as_deref(),
+                addressed: addressed.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
+            };
+            let descends = match (&requester, &addressed) {
+                (Some(requester), Some((from_key, to_key))) => {
+                    let hop = checks::Hop {
+                        from_agent: requester,
+                        from_key,
+                        depth: 0,
+                        to_agent: &target,
+                        to_key,
+                    };
+                    checks::needs_descent(policy.visibility, &hop)
+                        && !turn.cancelled
+                        && policy.agents.contains_key(&target)
+                        && policy.agent_to_agent(requester, &target).is_ok()
+                        && hub.store.descends_from(to_key, from_key).unwrap_or(false)
                 }
+                _ => false,
+            };
+            let view = HubView {
+                policy: &policy,
+                descends,
+                external: false,
+            };
+            if let Err(withdraw) = checks::at_turn_start(&view, &turn) {
+                if let checks::Withdraw::Denied(denial) = &withdraw {
+                    hub.denied(denial.reason);
+                }
+                return Err(withdraw.why());
             }
             // A short write under the store's own lock, as the turn begins.
             let _ = hub.store.transition(
@@ -282,10 +481,56 @@ impl Hub {
                 },
             );
             Ok(())
-        };
+        }
+    }
+
+    /// One turn in session `key` of agent `agent`: the one place the Hub hands a message to
+    /// the turn engine (the Access layer's FIFO of that session) and reads how it ended.
+    /// `queued` is dropped once the message holds its place; `started` runs as its turn begins
+    /// and withdraws it with its `Err`.
+    async fn turn(
+        &self,
+        agent: &str,
+        key: &str,
+        message: InternalMessage,
+        queued: Option<tokio::sync::oneshot::Sender<()>>,
+        started: impl FnOnce() -> Result<(), String>,
+    ) -> TurnEnd {
         let answer = self
             .access
-            .deliver_internal(
+            .deliver_internal(agent, key, message, queued, started)
+            .await;
+        match answer {
+            Ok(answer) => TurnEnd::Answered {
+                text: answer.text,
+                stop_reason: answer.stop_reason,
+                runtime: answer.runtime_time,
+            },
+            Err(AccessError::Withdrawn(why)) => TurnEnd::Withdrawn(why),
+            Err(e @ AccessError::RuntimeDown { .. }) => TurnEnd::RuntimeDown(e.to_string()),
+            // The runtime died mid-turn: whatever it did is unknown.
+            Err(
+                e @ AccessError::RuntimeFailed {
+                    what: "the prompt", ..
+                },
+            ) => TurnEnd::Uncertain(e.to_string()),
+            Err(e @ AccessError::TimedOut { .. }) => TurnEnd::TimedOut(e.to_string()),
+            Err(e) => TurnEnd::Failed(e.to_string()),
+        }
+    }
+
+    /// Delivers a run's message into its target and records how it ended; the reply when it
+    /// completed.
+    async fn deliver_run(
+        self: &Arc<Self>,
+        run: &RunRecord,
+        live: &Arc<LiveRun>,
+        message: InternalMessage,
+        queued: Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> Option<String> {
+        let started = self.turn_start(run, live);
+        let end = self
+            .turn(
                 &run.target_agent_id,
                 &run.target_session_key,
                 message,
@@ -293,114 +538,34 @@ impl Hub {
                 started,
             )
             .await;
-        if let Ok(answer) = &answer {
-            live.runtime_us
-                .store(answer.runtime_time.as_micros() as u64, Relaxed);
+        if let TurnEnd::Answered { runtime, .. } = &end {
+            live.runtime_us.store(runtime.as_micros() as u64, Relaxed);
         }
-        let (next, outcome) = match answer {
-            Ok(answer) if answer.stop_reason.as_deref() == Some("cancelled") => (
-                RunState::Cancelled,
-                Outcome {
-                    reply: Some(answer.text),
-                    note: "the runtime confirmed the cancel (stopReason cancelled)".into(),
-                    ..Outcome::default()
-                },
-            ),
-            Ok(answer) => (
-                RunState::Completed,
-                Outcome {
-                    reply: Some(answer.text),
-                    note: format!(
-                        "answered (stopReason {})",
-                        answer.stop_reason.as_deref().unwrap_or("unknown")
-                    ),
-                    ..Outcome::default()
-                },
-            ),
-            Err(AccessError::Withdrawn(why)) => {
-                let state = if live.cancelled.load(Relaxed) {
-                    RunState::Cancelled
-                } else {
-                    RunState::Failed
-                };
-                (
-                    state,
-                    Outcome {
-                        error: Some(why.clone()),
-                        note: format!("withdrawn before its turn: {why}"),
-                        ..Outcome::default()
-                    },
-                )
-            }
-            // The runtime died mid-turn: whatever it did is unknown.
-            Err(
-                e @ AccessError::RuntimeFailed {
-                    what: "the prompt", ..
-                },
-            ) => (
-                RunState::Uncertain,
-                Outcome {
-                    error: Some(e.to_string()),
-                    note: "the runtime failed during the turn: its outcome cannot be known".into(),
-                    ..Outcome::default()
-                },
-            ),
-            Err(e @ AccessError::TimedOut { .. }) => (
-                RunState::TimedOut,
-                Outcome {
-                    error: Some(e.to_string()),
-                    note: "timed out; session/cancel sent".into(),
-                    ..Outcome::default()
-                },
-            ),
-            Err(e) => (
-                RunState::Failed,
-                Outcome {
-                    error: Some(e.to_string()),
-                    note: "delivery failed".into(),
-                    ..Outcome::default()
-                },
-            ),
-        };
-        let id = run.run_id.clone();
-        let outcome2 = outcome.clone();
-        let moved = self.db(move |s| s.transition(&id, next, &outcome2)).await;
+        let (next, outcome) = settle(&end, live.cancelled.load(Relaxed));
+        self.record_end(&run.run_id, next, outcome).await
+    }
+
+    /// Records that run `run_id` ended `next`; the reply when it completed. A record that
+    /// refuses the end moves the run where [`after_record`] says.
+    async fn record_end(&self, run_id: &str, next: RunState, outcome: Outcome) -> Option<String> {
+        let id = run_id.to_string();
+        let reply = outcome.reply.clone();
+        let moved = self.db(move |s| s.transition(&id, next, &outcome)).await;
         match moved {
-            Ok(super::store::Moved::From(_)) if next == RunState::Completed => outcome.reply,
-            // Refused: a cancel was asked for while it ran and the runtime answered anyway.
-            Ok(super::store::Moved::Refused(RunState::CancelRequested)) => {
-                self.move_run(
-                    &run.run_id,
-                    RunState::Uncertain,
-                    Outcome {
-                        note: "a cancel was asked for, but the runtime finished the turn without confirming it".into(),
-                        ..Outcome::default()
-                    },
-                )
-                .await;
+            Ok(Moved::From(_)) if next == RunState::Completed => reply,
+            Ok(moved) => {
+                if let Some((state, outcome)) = after_record(moved, next) {
+                    self.move_run(run_id, state, outcome).await;
+                }
                 None
             }
-            // A runtime that cancelled a turn nobody cancelled: the run failed.
-            Ok(super::store::Moved::Refused(current)) if !current.is_final() => {
-                self.move_run(
-                    &run.run_id,
-                    RunState::Failed,
-                    Outcome {
-                        error: Some(format!("the runtime ended the turn as {next} by itself")),
-                        note: "ended by the runtime".into(),
-                        ..Outcome::default()
-                    },
-                )
-                .await;
-                None
-            }
-            _ => None,
+            Err(_) => None,
         }
     }
 
     /// The target runtime's time of a run still carried out here (0 when unknown).
     pub(super) fn live_run(&self, run_id: &str) -> Option<Arc<LiveRun>> {
-        self.live.lock().ok().and_then(|l| l.get(run_id).cloned())
+        self.runs.get(run_id)
     }
 
     /// Waits until run `run_id` is final or `timeout` passes; the record as it is then.
@@ -409,7 +574,7 @@ impl Hub {
         run_id: &str,
         timeout: Duration,
     ) -> Result<RunRecord, CallError> {
-        let live = self.live.lock().ok().and_then(|l| l.get(run_id).cloned());
+        let live = self.runs.get(run_id);
         if let Some(live) = live {
             let mut rx = live.done.subscribe();
             drop(live);
@@ -434,7 +599,7 @@ impl Hub {
         if run.state.is_final() {
             return Ok(run);
         }
-        let live = self.live.lock().ok().and_then(|l| l.get(run_id).cloned());
+        let live = self.runs.get(run_id);
         if run.state == RunState::Accepted {
             if let Some(live) = &live {
                 live.cancelled.store(true, Relaxed);
@@ -455,7 +620,7 @@ impl Hub {
                     )
                 })
                 .await?;
-            if matches!(moved, super::store::Moved::From(_)) {
+            if matches!(moved, Moved::From(_)) {
                 return self.wait_run(run_id, Duration::ZERO).await;
             }
         }
@@ -517,11 +682,10 @@ impl Hub {
             depth: 0,
         };
         let mut last = reply;
-        let mut turn = 0;
+        let mut count = ReplyBack::new(max);
         // The requester speaks first, to the target's reply.
         let (mut speaker, mut listener) = (from.clone(), target.clone());
-        while turn < max && !is_stop(&last) {
-            turn += 1;
+        while let Some(turn) = count.next(&last) {
             let text = format!(
                 "{last}\n\n[deepcli: reply-back turn {turn} of {max} with {}/{}. Your reply goes back to them; reply exactly {REPLY_SKIP} to end the exchange.]",
                 listener.agent_id, listener.session_key
@@ -535,19 +699,7 @@ impl Hub {
             }
             std::mem::swap(&mut speaker, &mut listener);
         }
-        self.note(
-            &run.run_id,
-            format!(
-                "reply-back loop: {} (of at most {max}){}",
-                crate::plural::plural(turn as usize, "turn", "turns"),
-                if is_stop(&last) {
-                    ", stopped by a stop token"
-                } else {
-                    ""
-                }
-            ),
-        )
-        .await;
+        self.note(&run.run_id, count.summary(&last)).await;
         // The announce step: the target may tell its own conversation.
         let text = format!(
             "[deepcli: announce step. The exchange with {}/{} is over. If your own conversation should hear about it, reply with what to post there; otherwise reply exactly {ANNOUNCE_SKIP}.]",
@@ -605,12 +757,12 @@ impl Hub {
             unbounded: false,
         };
         match self
-            .access
-            .deliver_internal(&to.agent_id, &to.session_key, message, None, || Ok(()))
+            .turn(&to.agent_id, &to.session_key, message, None, || Ok(()))
             .await
         {
-            Ok(answer) => Some(answer.text),
-            Err(e) => {
+            TurnEnd::Answered { text, .. } => Some(text),
+            end => {
+                let e = end.error().unwrap_or_default();
                 self.note(&run.run_id, format!("{tool} into {}: {e}", to.session_key))
                     .await;
                 None
@@ -670,7 +822,7 @@ impl Hub {
             .await?;
         }
         self.metrics.spawns.fetch_add(1, Relaxed);
-        let live = self.register(&run.run_id, &spawn.agent);
+        let live = self.runs.register(&run.run_id, &spawn.agent);
         let max_depth = self.policy().limits(&parent.agent_id).max_spawn_depth;
         let prompt = format!(
             "{}\n# Subagent Context\nYou are a subagent spawned by {}/{} (depth {} of at most {max_depth}). Your task is below. Work on it alone; report back only through your final answer, which is delivered to your parent once. You never speak for your parent and never write to external chats.{}\n\n# Task\n{}",
@@ -696,18 +848,11 @@ impl Hub {
         let hub = self.clone();
         let parent = parent.clone();
         let result = (child_key.clone(), run.run_id.clone());
+        let message = self.run_message(&run, Some(&parent), Some(prompt), Some(options));
         tokio::spawn(async move {
             let begun = Instant::now();
-            hub.deliver_run(
-                &run,
-                Some(&parent),
-                &live,
-                Some(prompt),
-                Some(options),
-                None,
-            )
-            .await;
-            hub.free_spawn_slot(&parent.agent_id);
+            hub.deliver_run(&run, &live, message, None).await;
+            hub.spawns.free(&parent.agent_id);
             hub.finish(&run.run_id, begun);
             hub.announce(&run.run_id, &parent, &child).await;
         });
@@ -768,10 +913,9 @@ impl Hub {
         // A parent whose runtime is (re)starting — after a controller restart, say — is
         // waited for a while: the announce is said once, not dropped.
         let mut attempts = 0;
-        let answer = loop {
-            let answer = self
-                .access
-                .deliver_internal(
+        let end = loop {
+            let end = self
+                .turn(
                     &parent.agent_id,
                     &parent.session_key,
                     message.clone(),
@@ -779,19 +923,19 @@ impl Hub {
                     || Ok(()),
                 )
                 .await;
-            match answer {
-                Err(AccessError::RuntimeDown { .. }) if attempts < ANNOUNCE_ATTEMPTS => {
+            match end {
+                TurnEnd::RuntimeDown(_) if attempts < ANNOUNCE_ATTEMPTS => {
                     attempts += 1;
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
-                answer => break answer,
+                end => break end,
             }
         };
-        match answer {
-            Ok(answer) if !is_stop(&answer.text) => {
+        match end {
+            TurnEnd::Answered { text, .. } if !is_stop(&text) => {
                 let beat = self
                     .access
-                    .post_to_session_route(&parent.session_key, answer.text, "announce")
+                    .post_to_session_route(&parent.session_key, text, "announce")
                     .await;
                 self.note(
                     run_id,
@@ -799,8 +943,9 @@ impl Hub {
                 )
                 .await;
             }
-            Ok(_) => self.note(run_id, "announced to the parent".into()).await,
-            Err(e) => {
+            TurnEnd::Answered { .. } => self.note(run_id, "announced to the parent".into()).await,
+            end => {
+                let e = end.error().unwrap_or_default();
                 self.note(run_id, format!("the announce into the parent failed: {e}"))
                     .await
             }
@@ -922,7 +1067,7 @@ impl Hub {
             .start_send(None, &agent, key, message, "operator")
             .await?;
         let record = self.wait_run(&run, wait).await?;
-        Ok(super::calls::send_result(&record, key))
+        Ok(SendOutcome::of(&record, key).to_json())
     }
 
     /// A run with its events, for the operator.
@@ -959,8 +1104,8 @@ pub fn run_json(run: &RunRecord) -> Value {
         "mode": run.mode,
         "cleanup": run.cleanup,
         "timeoutSeconds": run.timeout_seconds,
-        "message": super::calls::shorten(&run.message, 500),
-        "reply": run.reply.as_deref().map(|r| super::calls::shorten(r, 2000)),
+        "message": shorten(&run.message, 500),
+        "reply": run.reply.as_deref().map(|r| shorten(r, 2000)),
         "error": run.error,
         "createdAt": run.created_at,
         "startedAt": run.started_at,
@@ -969,15 +1114,4 @@ pub fn run_json(run: &RunRecord) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stop_tokens_and_empty_replies_stop_the_loop() {
-        for stop in ["", "  ", "REPLY_SKIP", " NO_REPLY\n", "ANNOUNCE_SKIP"] {
-            assert!(is_stop(stop), "{stop:?}");
-        }
-        assert!(!is_stop("REPLY_SKIP please"));
-        assert!(!is_stop("ok"));
-    }
-}
+mod tests;

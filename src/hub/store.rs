@@ -1,6 +1,8 @@
 //! The Hub's rows in the state database (migration 9): capability tokens (hashed), spawned
-//! child sessions, runs and their events; and what it reads of the Access layer's rows
-//! (sessions, transcripts, the conversation a session last took a message from).
+//! child sessions, runs and their events. What it reads and writes of the Access layer's rows
+//! (sessions, transcripts, their trash) goes through the Access layer's own statements
+//! ([`AccessStore`]'s functions over a connection), and of the agents' trash through the
+//! storage layer's: no SQL here names a table another module owns.
 //!
 //! A connection of its own, so that no tool call waits for an apply or a delivery's record;
 //! every call is short and runs on the blocking pool.
@@ -8,6 +10,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
+use crate::access::store::AccessStore;
+pub use crate::access::store::{HistoryRow, trashed_entry};
 use crate::state::{
     ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode, StateDir, StateError,
 };
@@ -196,28 +200,6 @@ pub struct KnownSession {
     pub opened: bool,
 }
 
-/// A transcript row as the Hub shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HistoryRow {
-    pub id: i64,
-    pub provenance: Provenance,
-    pub message_id: Option<String>,
-    pub sender: Option<serde_json::Value>,
-    pub text: String,
-    pub at: String,
-}
-
-/// The conversation a session last took a message from (a delivered envelope's).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionRoute {
-    pub channel: String,
-    pub account_id: String,
-    pub peer_kind: String,
-    pub peer_id: String,
-    pub thread_id: String,
-}
-
 /// Which runs a listing wants.
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {
@@ -237,11 +219,6 @@ pub fn agent_of(session_key: &str) -> Option<&str> {
     let rest = session_key.strip_prefix("agent:")?;
     let (agent, rest) = rest.split_once(':')?;
     (!agent.is_empty() && !rest.is_empty()).then_some(agent)
-}
-
-/// The trash entry a closed child's transcript goes to.
-pub fn trashed_entry(session_key: &str) -> String {
-    format!("session:{session_key}")
 }
 
 impl HubStore {
@@ -666,26 +643,10 @@ impl HubStore {
     /// `session:<key>` (`cleanup: delete`): the session is gone from every listing, its words
     /// kept for the operator.
     pub fn trash_session(&self, session_key: &str) -> Result<(), StateError> {
-        let entry = trashed_entry(session_key);
-        self.with(|c| {
-            let tx = c.transaction()?;
-            tx.execute(
-                "INSERT INTO trash_transcript (entry, id, session_key, provenance, message_id, sender, text, route, at)
-                 SELECT ?1, id, session_key, provenance, message_id, sender, text, route, at FROM transcript WHERE session_key = ?2",
-                params![entry, session_key],
-            )?;
-            tx.execute("DELETE FROM transcript WHERE session_key = ?1", [session_key])?;
-            tx.execute(
-                "INSERT INTO trash_sessions (entry, session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at)
-                 SELECT ?1, session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at FROM sessions WHERE session_key = ?2",
-                params![entry, session_key],
-            )?;
-            tx.execute("DELETE FROM sessions WHERE session_key = ?1", [session_key])?;
-            tx.commit()
-        })
+        self.with(|c| AccessStore::trash_session_on(c, session_key))
     }
 
-    // ---- what the Hub reads of the Access layer's rows ----
+    // ---- sessions, through the Access layer's statements ----
 
     /// Every session key with a runtime session, a transcript, or an open spawn.
     pub fn known_sessions(&self) -> Result<Vec<KnownSession>, StateError> {
@@ -702,21 +663,13 @@ impl HubStore {
                 last_message: None,
                 opened: false,
             };
-            let mut stmt = c.prepare("SELECT session_key, agent_id, updated_at FROM sessions")?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })?;
-            for row in rows {
-                let (key, agent, at) = row?;
+            for opened in AccessStore::opened_sessions(c)? {
+                let key = opened.session_key;
                 let e = out
                     .entry(key.clone())
-                    .or_insert_with(|| entry(&key, Some(agent)));
+                    .or_insert_with(|| entry(&key, Some(opened.agent_id)));
                 e.opened = true;
-                e.last_at = Some(at);
+                e.last_at = Some(opened.updated_at);
             }
             let mut stmt = c.prepare(
                 "SELECT session_key, agent_id, created_at FROM hub_sessions WHERE closed_at IS NULL",
@@ -737,26 +690,13 @@ impl HubStore {
                     e.last_at = Some(at);
                 }
             }
-            let mut stmt = c.prepare(
-                "SELECT t.session_key, t.provenance, t.text, t.at FROM transcript t
-                 JOIN (SELECT session_key, max(id) AS last FROM transcript GROUP BY session_key) l
-                 ON t.id = l.last",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Provenance>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                ))
-            })?;
-            for row in rows {
-                let (key, provenance, text, at) = row?;
+            for last in AccessStore::last_messages(c)? {
+                let (key, at) = (last.session_key, last.at);
                 let e = out.entry(key.clone()).or_insert_with(|| entry(&key, None));
                 if e.last_at.as_deref().is_none_or(|t| t <= at.as_str()) {
                     e.last_at = Some(at);
                 }
-                e.last_message = Some((provenance, text));
+                e.last_message = Some((last.provenance, last.text));
             }
             Ok(out.into_values().filter(|s| !s.agent_id.is_empty()).collect())
         })
@@ -765,13 +705,12 @@ impl HubStore {
     /// Whether a session key has a runtime session, a transcript or an open spawn.
     pub fn session_exists(&self, session_key: &str) -> Result<bool, StateError> {
         self.with(|c| {
-            c.query_row(
-                "SELECT EXISTS (SELECT 1 FROM sessions WHERE session_key = ?1)
-                     OR EXISTS (SELECT 1 FROM transcript WHERE session_key = ?1)
-                     OR EXISTS (SELECT 1 FROM hub_sessions WHERE session_key = ?1 AND closed_at IS NULL)",
-                [session_key],
-                |r| r.get(0),
-            )
+            Ok(AccessStore::session_on_record(c, session_key)?
+                || c.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM hub_sessions WHERE session_key = ?1 AND closed_at IS NULL)",
+                    [session_key],
+                    |r| r.get(0),
+                )?)
         })
     }
 
@@ -783,70 +722,12 @@ impl HubStore {
         limit: usize,
         offset: usize,
     ) -> Result<Vec<HistoryRow>, StateError> {
-        self.with(|c| {
-            let read = |sql: &str, key: &str| -> rusqlite::Result<Vec<HistoryRow>> {
-                let mut stmt = c.prepare(sql)?;
-                let rows = stmt.query_map(params![key, limit as i64, offset as i64], |r| {
-                    Ok(HistoryRow {
-                        id: r.get(0)?,
-                        provenance: r.get(1)?,
-                        message_id: r.get(2)?,
-                        sender: r
-                            .get::<_, Option<String>>(3)?
-                            .and_then(|s| serde_json::from_str(&s).ok()),
-                        text: r.get(4)?,
-                        at: r.get(5)?,
-                    })
-                })?;
-                rows.collect()
-            };
-            let mut rows = read(
-                "SELECT id, provenance, message_id, sender, text, at FROM transcript
-                 WHERE session_key = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3",
-                session_key,
-            )?;
-            if rows.is_empty() && offset == 0 {
-                rows = read(
-                    "SELECT id, provenance, message_id, sender, text, at FROM trash_transcript
-                     WHERE entry = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3",
-                    &trashed_entry(session_key),
-                )?;
-            }
-            rows.reverse();
-            Ok(rows)
-        })
-    }
-
-    /// The conversation a session last took a delivered envelope from.
-    pub fn session_route(&self, session_key: &str) -> Result<Option<SessionRoute>, StateError> {
-        self.with(|c| {
-            c.query_row(
-                "SELECT channel, account_id, peer_kind, peer_id, thread_id FROM deliveries
-                 WHERE session_key = ?1 ORDER BY at DESC, rowid DESC LIMIT 1",
-                [session_key],
-                |r| {
-                    Ok(SessionRoute {
-                        channel: r.get(0)?,
-                        account_id: r.get(1)?,
-                        peer_kind: r.get(2)?,
-                        peer_id: r.get(3)?,
-                        thread_id: r.get(4)?,
-                    })
-                },
-            )
-            .optional()
-        })
+        self.with(|c| AccessStore::history_page(c, session_key, limit, offset))
     }
 
     /// Whether an agent with this id was deleted (its entry is in the trash).
     pub fn agent_in_trash(&self, agent_id: &str) -> Result<bool, StateError> {
-        self.with(|c| {
-            c.query_row(
-                "SELECT EXISTS (SELECT 1 FROM trash WHERE agent_id = ?1)",
-                [agent_id],
-                |r| r.get(0),
-            )
-        })
+        self.db.agent_in_trash(agent_id)
     }
 }
 

@@ -39,6 +39,18 @@ impl LayerConnection {
         })
     }
 
+    /// Whether an agent with this id was deleted (its entry is in the trash): the storage
+    /// layer's table, read for a layer that holds this connection.
+    pub fn agent_in_trash(&self, agent_id: &str) -> Result<bool, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT EXISTS (SELECT 1 FROM trash WHERE agent_id = ?1)",
+                [agent_id],
+                |r| r.get(0),
+            )
+        })
+    }
+
     /// Runs `f` on the connection; an SQLite error names the database.
     pub fn with<T>(
         &self,

@@ -236,3 +236,177 @@ fn state_md_names_every_table_of_the_state_database() {
         "tables docs/state.md does not name: {missing:#?}"
     );
 }
+
+/// Every table a migration in `src/state/*.sql` creates (a table rebuilt under a new name and
+/// renamed into place counts as the old one): table → the migration file.
+fn migration_tables() -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(Path::new(ROOT).join("src/state")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "sql") {
+            continue;
+        }
+        let sql = std::fs::read_to_string(&path).unwrap();
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        for rest in sql.split("CREATE TABLE ").skip(1) {
+            let name: String = rest
+                .trim_start_matches("IF NOT EXISTS ")
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let renamed = sql
+                .split(&format!("ALTER TABLE {name} RENAME TO "))
+                .nth(1)
+                .and_then(|r| {
+                    r.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .next()
+                });
+            out.insert(renamed.map_or(name, str::to_string), file.clone());
+        }
+    }
+    out
+}
+
+/// The table under `## Tables` in ARCHITECTURE.md: table → the module that owns it.
+fn table_owners() -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("ARCHITECTURE.md")).unwrap();
+    let section = text
+        .split("\n## Tables\n")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a `## Tables` section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let names = |cell: &str| -> Vec<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut owners = BTreeMap::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').collect();
+        assert!(cells.len() >= 3, "a table row has two cells: {line}");
+        let module = names(cells[1]).into_iter().next().unwrap();
+        for table in names(cells[2]) {
+            let before = owners.insert(table.clone(), module.clone());
+            assert!(
+                before.is_none(),
+                "`{table}` has two owners in ARCHITECTURE.md's ## Tables"
+            );
+        }
+    }
+    assert!(!owners.is_empty(), "the ## Tables section has no rows");
+    owners
+}
+
+/// The tables a line of Rust names in SQL: the word after `FROM`, `INTO`, `UPDATE` or `JOIN`
+/// (upper case, as every statement here is written), where it is a table of `tables`.
+fn sql_tables<'a>(line: &str, tables: &'a BTreeMap<String, String>) -> Vec<&'a str> {
+    let words: Vec<&str> = line
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    words
+        .windows(2)
+        .filter(|w| matches!(w[0], "FROM" | "INTO" | "UPDATE" | "JOIN"))
+        .filter_map(|w| tables.get_key_value(w[1]).map(|(k, _)| k.as_str()))
+        .collect()
+}
+
+#[test]
+fn sql_tables_hold_their_words() {
+    let tables: BTreeMap<String, String> = [("sessions", ""), ("hub_runs", "")]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(
+        sql_tables(
+            r#""SELECT x FROM sessions s JOIN hub_runs r ON r.k = s.k","#,
+            &tables
+        ),
+        ["sessions", "hub_runs"]
+    );
+    assert_eq!(
+        sql_tables(
+            "DELETE FROM sessions WHERE k IN (SELECT k FROM tree)",
+            &tables
+        ),
+        ["sessions"]
+    );
+    assert!(sql_tables("let from = sessions; // from sessions", &tables).is_empty());
+}
+
+/// A module reads and writes only its own tables (ARCHITECTURE.md, ## Tables): SQL naming
+/// another module's table fails, and every table a migration creates has an owner.
+#[test]
+fn every_table_is_named_in_sql_only_by_the_module_that_owns_it() {
+    let owners = table_owners();
+    let created = migration_tables();
+    let unowned: Vec<String> = created
+        .iter()
+        .filter(|(table, _)| !owners.contains_key(*table))
+        .map(|(table, file)| format!("{table} ({file})"))
+        .collect();
+    assert!(
+        unowned.is_empty(),
+        "tables with no owner in ARCHITECTURE.md's ## Tables: {unowned:#?}"
+    );
+    let stale: Vec<&String> = owners
+        .keys()
+        .filter(|t| !created.contains_key(*t))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "ARCHITECTURE.md's ## Tables names tables no migration creates: {stale:?}"
+    );
+    let src = Path::new(ROOT).join("src");
+    let mut wrong = Vec::new();
+    let mut dirs = vec![src.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let rel = path.strip_prefix(&src).unwrap();
+            let module = rel
+                .components()
+                .next()
+                .unwrap()
+                .as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string();
+            // The storage layer: the migrations, the snapshot, the audit timeline and an
+            // agent's move to the trash name every layer's tables.
+            if module == "state" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("//") {
+                    continue;
+                }
+                for table in sql_tables(line, &owners) {
+                    let owner = &owners[table];
+                    if *owner != module {
+                        wrong.push(format!(
+                            "{}:{}: `{module}` names `{owner}`'s table `{table}` in SQL",
+                            rel.display(),
+                            n + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "call a function of the table's owner instead (ARCHITECTURE.md, ## Tables):\n{}",
+        wrong.join("\n")
+    );
+}
