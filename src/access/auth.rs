@@ -97,3 +97,42 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     mac.update(body);
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn account(secret: &str) -> plan::AccountAccess {
+        plan::AccountAccess {
+            enabled: true,
+            webhook_secret: Ok(secret.as_bytes().to_vec()),
+            reply_url: None,
+        }
+    }
+
+    #[test]
+    fn a_signature_made_by_sign_verifies_and_any_other_does_not() {
+        let body = br#"{"channel":"slack","messageId":"1","text":"hi"}"#;
+        let signed = sign(b"secret", body);
+        assert!(signed.starts_with("sha256="), "{signed}");
+        assert_eq!(signed.len(), 7 + 64);
+        let check = |signature: Option<&str>| {
+            verify_signature(&account("secret"), ("slack", "default"), body, signature)
+        };
+        assert_eq!(check(Some(&signed)), Ok(()));
+        assert_eq!(check(Some(&signed.to_uppercase().replace("SHA256=", "sha256="))), Ok(()));
+        assert_eq!(check(None), Err(Unauthenticated::MissingSignature));
+        assert_eq!(
+            check(Some("sha256=zz")),
+            Err(Unauthenticated::MalformedSignature)
+        );
+        assert_eq!(
+            check(Some(&signed[..signed.len() - 1])),
+            Err(Unauthenticated::MalformedSignature)
+        );
+        assert!(matches!(
+            check(Some(&sign(b"other", body))),
+            Err(Unauthenticated::WrongSignature { .. })
+        ));
+    }
+}

@@ -412,3 +412,58 @@ async fn plan(State(cx): State<Ctx>) -> Response {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The status of `GET path` on `app`, with `authorization` if given.
+    async fn status(app: Router, path: &str, authorization: Option<&str>) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let header = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: test\r\n{header}Connection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        server.abort();
+        answer
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("no status in {answer:?}"))
+    }
+
+    fn app() -> Router {
+        operator_only(
+            Router::new().route("/operator", get(|| async { "in" })),
+            Arc::from("s3cret"),
+        )
+        .route("/open", get(|| async { "open" }))
+    }
+
+    #[tokio::test]
+    async fn an_operator_route_takes_only_the_operator_token() {
+        assert_eq!(status(app(), "/operator", None).await, 401);
+        assert_eq!(status(app(), "/operator", Some("Bearer wrong")).await, 401);
+        assert_eq!(status(app(), "/operator", Some("Bearer s3cre")).await, 401);
+        assert_eq!(status(app(), "/operator", Some("Bearer s3cret2")).await, 401);
+        assert_eq!(status(app(), "/operator", Some("s3cret")).await, 401);
+        assert_eq!(status(app(), "/operator", Some("Bearer s3cret")).await, 200);
+        // A route mounted beside it is not behind the token.
+        assert_eq!(status(app(), "/open", None).await, 200);
+    }
+
+    #[test]
+    fn constant_time_eq_compares_whole_values() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(!constant_time_eq(b"", b"a"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}
