@@ -121,7 +121,10 @@ pub fn parse(body: &[u8]) -> Result<Body, Value> {
 
 fn item(request: Value) -> Item {
     let invalid = |id: Value, message: &str| {
-        Item::Answered(Some(answer_error(id, &Error::new(INVALID_REQUEST, message))))
+        Item::Answered(Some(answer_error(
+            id,
+            &Error::new(INVALID_REQUEST, message),
+        )))
     };
     let Value::Object(mut obj) = request else {
         return invalid(Value::Null, "invalid request: not an object");
@@ -285,7 +288,10 @@ mod tests {
 
     #[test]
     fn params_that_are_not_an_object_are_invalid_params() {
-        let answer = handle(br#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#, echo);
+        let answer = handle(
+            br#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#,
+            echo,
+        );
         assert_eq!(code(&answer.unwrap()), INVALID_PARAMS);
         // A notification is not answered, even when its params are wrong.
         let answer = handle(br#"{"jsonrpc":"2.0","method":"echo","params":[1]}"#, echo);
@@ -329,7 +335,10 @@ mod tests {
         .unwrap();
         let answers = answer.as_array().unwrap();
         assert_eq!(answers.len(), 4, "{answer}");
-        assert_eq!(answers[0]["result"], json!({"area": "a", "params": {"n": 1}}));
+        assert_eq!(
+            answers[0]["result"],
+            json!({"area": "a", "params": {"n": 1}})
+        );
         assert_eq!(answers[1]["id"], 2);
         assert_eq!(answers[1]["result"]["area"], "b");
         assert_eq!(code(&answers[2]), METHOD_NOT_FOUND);
@@ -345,8 +354,7 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let asynchronous =
-            runtime.block_on(handle_async(body, |call| async move { echo(call) }));
+        let asynchronous = runtime.block_on(handle_async(body, |call| async move { echo(call) }));
         assert_eq!(sync, asynchronous);
     }
 

@@ -120,7 +120,10 @@ mod tests {
             verify_signature(&account("secret"), ("slack", "default"), body, signature)
         };
         assert_eq!(check(Some(&signed)), Ok(()));
-        assert_eq!(check(Some(&signed.to_uppercase().replace("SHA256=", "sha256="))), Ok(()));
+        assert_eq!(
+            check(Some(&signed.to_uppercase().replace("SHA256=", "sha256="))),
+            Ok(())
+        );
         assert_eq!(check(None), Err(Unauthenticated::MissingSignature));
         assert_eq!(
             check(Some("sha256=zz")),

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
@@ -257,10 +257,7 @@ async fn inbound(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Respo
 
 /// `POST /v1/send`: an envelope the operator hands in (`deepcli inbound send`), authenticated
 /// by the operator token instead of the account's signature.
-async fn operator_send(
-    State(cx): State<Ctx>,
-    body: Body,
-) -> Response {
+async fn operator_send(State(cx): State<Ctx>, body: Body) -> Response {
     answer_envelope(&cx.access, body, Caller::Operator).await
 }
 
@@ -451,7 +448,10 @@ mod tests {
         assert_eq!(status(app(), "/operator", None).await, 401);
         assert_eq!(status(app(), "/operator", Some("Bearer wrong")).await, 401);
         assert_eq!(status(app(), "/operator", Some("Bearer s3cre")).await, 401);
-        assert_eq!(status(app(), "/operator", Some("Bearer s3cret2")).await, 401);
+        assert_eq!(
+            status(app(), "/operator", Some("Bearer s3cret2")).await,
+            401
+        );
         assert_eq!(status(app(), "/operator", Some("s3cret")).await, 401);
         assert_eq!(status(app(), "/operator", Some("Bearer s3cret")).await, 200);
         // A route mounted beside it is not behind the token.

@@ -117,7 +117,7 @@ pub enum ApprovalAnswer {
     List { approvals: Vec<ApprovalRecord> },
     /// `approvals/show`: one approval with its events.
     Show {
-        approval: ApprovalRecord,
+        approval: Box<ApprovalRecord>,
         events: Vec<ApprovalEvent>,
     },
     /// `approvals/approve|deny`: the decided approval and the rule it saved (or, with
@@ -132,7 +132,7 @@ pub enum ApprovalAnswer {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Decided {
-    pub approval: ApprovalRecord,
+    pub approval: Box<ApprovalRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<ApprovalRule>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -183,7 +183,7 @@ impl Approvals {
             }
             let (approval, rule) = self.preview_rule(&p.id, p.pattern.as_deref()).await?;
             return Ok(ApprovalAnswer::Decided(Decided {
-                approval,
+                approval: Box::new(approval),
                 rule: Some(rule),
                 dry_run: true,
             }));
@@ -198,7 +198,7 @@ impl Approvals {
             )
             .await?;
         Ok(ApprovalAnswer::Decided(Decided {
-            approval,
+            approval: Box::new(approval),
             rule,
             dry_run: false,
         }))
@@ -230,6 +230,9 @@ impl Approvals {
             .db(move |s| Ok((s.get(&key)?, s.events(&key)?)))
             .await?;
         let approval = record.ok_or_else(|| ApprovalError::NotFound(id.to_string()))?;
-        Ok(ApprovalAnswer::Show { approval, events })
+        Ok(ApprovalAnswer::Show {
+            approval: Box::new(approval),
+            events,
+        })
     }
 }

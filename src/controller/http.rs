@@ -93,14 +93,21 @@ fn status_of(e: &ApprovalError) -> StatusCode {
     }
 }
 
-async fn approvals_answer(shared: &Shared, request: Result<ApprovalRequest, ApprovalError>) -> Response {
+async fn approvals_answer(
+    shared: &Shared,
+    request: Result<ApprovalRequest, ApprovalError>,
+) -> Response {
     let outcome = match request {
         Ok(request) => shared.approvals.operator(request).await,
         Err(e) => Err(e),
     };
     match outcome {
         Ok(answer) => Json(answer).into_response(),
-        Err(e) => (status_of(&e), Json(serde_json::json!({"error": e.to_string()}))).into_response(),
+        Err(e) => (
+            status_of(&e),
+            Json(serde_json::json!({"error": e.to_string()})),
+        )
+            .into_response(),
     }
 }
 
@@ -125,12 +132,13 @@ fn list_params(q: &HashMap<String, String>) -> Result<ListParams, ApprovalError>
             "invalid params for `approvals/list`: unknown field `{unknown}`, expected one of `state`, `agentId`, `all`, `limit`"
         )));
     }
-    let limit = match q.get("limit") {
-        None => None,
-        Some(v) => Some(v.parse::<usize>().map_err(|_| {
-            ApprovalError::Params(format!("`limit` must be a number, not `{v}`"))
-        })?),
-    };
+    let limit =
+        match q.get("limit") {
+            None => None,
+            Some(v) => Some(v.parse::<usize>().map_err(|_| {
+                ApprovalError::Params(format!("`limit` must be a number, not `{v}`"))
+            })?),
+        };
     Ok(ListParams {
         state: q.get("state").cloned(),
         agent_id: q.get("agentId").cloned(),
@@ -178,7 +186,9 @@ fn decide_request(id: String, verb: &str, body: &[u8]) -> Result<ApprovalRequest
     };
     params.insert("id".into(), id.into());
     ApprovalRequest::parse(method, params.into()).unwrap_or_else(|| {
-        Err(ApprovalError::Internal(format!("`{method}` is not an approvals method")))
+        Err(ApprovalError::Internal(format!(
+            "`{method}` is not an approvals method"
+        )))
     })
 }
 

@@ -281,10 +281,12 @@ impl Hub {
         request: HubRequest,
     ) -> Result<HubAnswer, OperatorError> {
         match request {
-            HubRequest::SessionsList(p) => Ok(HubAnswer::Sessions(self.operator_sessions(p).await?)),
-            HubRequest::SessionsShow(p) => {
-                Ok(HubAnswer::Session(self.operator_session(&p.session_key).await?))
+            HubRequest::SessionsList(p) => {
+                Ok(HubAnswer::Sessions(self.operator_sessions(p).await?))
             }
+            HubRequest::SessionsShow(p) => Ok(HubAnswer::Session(
+                self.operator_session(&p.session_key).await?,
+            )),
             HubRequest::SessionsHistory(p) => {
                 let page = paged(p.limit, p.cursor.as_deref())?;
                 let key = p.session_key.clone();
@@ -313,9 +315,9 @@ impl Hub {
                     self.operator_send(&p.session_key, p.message, wait).await?,
                 ))
             }
-            HubRequest::SessionsCancel(p) => {
-                Ok(HubAnswer::Cancelled(self.operator_cancel(&p.session_key).await?))
-            }
+            HubRequest::SessionsCancel(p) => Ok(HubAnswer::Cancelled(
+                self.operator_cancel(&p.session_key).await?,
+            )),
             HubRequest::SessionsClose(p) => {
                 let Some(agent) = super::store::agent_of(&p.session_key).map(str::to_string) else {
                     return Err(OperatorError::Params(format!(

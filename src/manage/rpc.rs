@@ -150,7 +150,9 @@ impl ManageRequest {
     /// Runs the request on the management service. Blocking.
     pub fn run(self, ctx: &ManageContext) -> Result<ManageResult, ManageError> {
         Ok(match self {
-            ManageRequest::AgentsList(p) => ManageResult::AgentsList(agents::list(ctx, p.bindings)?),
+            ManageRequest::AgentsList(p) => {
+                ManageResult::AgentsList(agents::list(ctx, p.bindings)?)
+            }
             ManageRequest::AgentsCreate(p) => ManageResult::AgentsCreate(agents::add(ctx, &p)?),
             ManageRequest::AgentsUpdate(p) => ManageResult::AgentsUpdate(agents::update(ctx, &p)?),
             ManageRequest::AgentsDelete(p) => {
@@ -212,11 +214,7 @@ impl ManageRequest {
             }
             ManageRequest::ChannelsLogout(p) => {
                 let timeout = platform_timeout(p.timeout_ms);
-                ManageResult::ChannelsLogout(channels::logout(
-                    ctx,
-                    &p.account_request(),
-                    timeout,
-                )?)
+                ManageResult::ChannelsLogout(channels::logout(ctx, &p.account_request(), timeout)?)
             }
             ManageRequest::ChannelsResolve(p) => {
                 let timeout = platform_timeout(p.timeout_ms);
@@ -444,8 +442,8 @@ mod tests {
         let e = ManageRequest::parse("_mustang.agent/agents/fly", json!({})).unwrap_err();
         assert_eq!(e.code, rpc::METHOD_NOT_FOUND);
         assert_eq!(e.data, Some(json!({"methods": METHODS})));
-        let e = ManageRequest::parse("_mustang.agent/agents/bind", json!({"agent": "x"}))
-            .unwrap_err();
+        let e =
+            ManageRequest::parse("_mustang.agent/agents/bind", json!({"agent": "x"})).unwrap_err();
         assert_eq!(e.code, rpc::INVALID_PARAMS);
         assert!(e.message.starts_with("invalid params: "), "{e:?}");
     }

@@ -46,7 +46,11 @@ fn a_batch_mixing_areas_is_answered_by_each_areas_service() {
         "{:#}",
         answers[1]
     );
-    assert!(answers[2]["result"]["agents"].is_array(), "{:#}", answers[2]);
+    assert!(
+        answers[2]["result"]["agents"].is_array(),
+        "{:#}",
+        answers[2]
+    );
     assert_eq!(answers[3]["error"]["code"], -32601, "{:#}", answers[3]);
     assert_eq!(answers[4]["error"]["code"], -32004, "{:#}", answers[4]);
 
