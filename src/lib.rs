@@ -43,6 +43,7 @@ pub(crate) mod plural;
 pub mod policy;
 pub mod report;
 pub mod routing;
+pub mod rpc;
 pub(crate) mod runtime;
 pub mod sandbox;
 pub mod shown;

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
@@ -21,17 +22,68 @@ pub const SIGNATURE_HEADER: &str = "x-deepcli-signature";
 #[derive(Clone)]
 struct Ctx {
     access: Arc<Access>,
-    token: Arc<str>,
 }
 
-/// The Access routes, for the controller (or `access serve`) to mount.
+/// The Access routes, for the controller (or `access serve`) to mount: `/v1/inbound` for
+/// anyone who can sign, the rest behind the operator token.
 pub fn router(access: Arc<Access>, token: Arc<str>) -> Router {
     Router::new()
-        .route("/v1/inbound", post(inbound))
         .route("/v1/send", post(operator_send))
         .route("/v1/route", post(route))
         .route("/v1/plan", get(plan))
-        .with_state(Ctx { access, token })
+        .route_layer(axum::middleware::from_fn_with_state(
+            (access.clone(), token),
+            counted_operator,
+        ))
+        .route("/v1/inbound", post(inbound))
+        .with_state(Ctx { access })
+}
+
+/// [`require_operator`] for the Access routes, which count a refused call on their endpoint.
+async fn counted_operator(
+    State((access, token)): State<(Arc<Access>, Arc<str>)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match operator(&token, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(denied) => {
+            let endpoint = match request.uri().path() {
+                "/v1/send" => Some("send"),
+                "/v1/route" => Some("route"),
+                _ => None,
+            };
+            if let Some(endpoint) = endpoint {
+                access.metrics.request(endpoint, denied.status().as_u16());
+            }
+            denied
+        }
+    }
+}
+
+/// Lets a request through only with the operator token (`Authorization: Bearer <token>`);
+/// the 401 that says how to get it otherwise. The one check of every operator route: mount it
+/// with [`operator_only`].
+pub async fn require_operator(
+    State(token): State<Arc<str>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match operator(&token, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(denied) => denied,
+    }
+}
+
+/// `routes`, each behind the operator token ([`require_operator`]).
+pub fn operator_only<S: Clone + Send + Sync + 'static>(
+    routes: Router<S>,
+    token: Arc<str>,
+) -> Router<S> {
+    routes.route_layer(axum::middleware::from_fn_with_state(
+        token,
+        require_operator,
+    ))
 }
 
 /// The answer to a path no endpoint serves: JSON, like every other refusal.
@@ -52,13 +104,15 @@ pub(crate) async fn wrong_method(method: axum::http::Method, uri: axum::http::Ur
     )
 }
 
-/// Compares in constant time (tokens, signatures).
+/// Compares in constant time (tokens, signatures); a length that differs is told at once.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
 }
 
-/// `Authorization: Bearer <operator token>`, or the 401 that says how to get it.
-pub fn operator(token: &str, headers: &HeaderMap) -> Result<(), Response> {
+/// `Authorization: Bearer <operator token>`, or the 401 that says how to get it: what
+/// [`require_operator`] checks.
+pub(crate) fn operator(token: &str, headers: &HeaderMap) -> Result<(), Response> {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -193,25 +247,21 @@ const NOT_VERIFIED: &str = "wrong `X-Deepcli-Signature`: it does not verify with
 
 /// `POST /v1/inbound`: an envelope signed by its channel account.
 async fn inbound(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
+    let access = &cx.access;
     let signature = headers
         .get(SIGNATURE_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    answer_envelope(&cx, body, Caller::Signed(signature.as_deref())).await
+    answer_envelope(access, body, Caller::Signed(signature.as_deref())).await
 }
 
 /// `POST /v1/send`: an envelope the operator hands in (`deepcli inbound send`), authenticated
 /// by the operator token instead of the account's signature.
-async fn operator_send(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
-    if let Err(denied) = operator(&cx.token, &headers) {
-        cx.access.metrics.request("send", 401);
-        return denied;
-    }
-    answer_envelope(&cx, body, Caller::Operator).await
+async fn operator_send(State(cx): State<Ctx>, body: Body) -> Response {
+    answer_envelope(&cx.access, body, Caller::Operator).await
 }
 
-async fn answer_envelope(cx: &Ctx, body: Body, caller: Caller<'_>) -> Response {
-    let access = &cx.access;
+async fn answer_envelope(access: &Arc<Access>, body: Body, caller: Caller<'_>) -> Response {
     let settings = &access.settings;
     let (status, generation, body) =
         match read_body(body, settings.body_limit, settings.idle_timeout).await {
@@ -301,11 +351,7 @@ async fn answered(
     (status, generation, body)
 }
 
-async fn route(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
-    if let Err(denied) = operator(&cx.token, &headers) {
-        cx.access.metrics.request("route", 401);
-        return denied;
-    }
+async fn route(State(cx): State<Ctx>, body: Body) -> Response {
     let access = &cx.access;
     let response = match read_body(
         body,
@@ -341,10 +387,7 @@ async fn route(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Respons
     response
 }
 
-async fn plan(State(cx): State<Ctx>, headers: HeaderMap) -> Response {
-    if let Err(denied) = operator(&cx.token, &headers) {
-        return denied;
-    }
+async fn plan(State(cx): State<Ctx>) -> Response {
     match cx.access.plan() {
         None => json_response(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -364,5 +407,63 @@ async fn plan(State(cx): State<Ctx>, headers: HeaderMap) -> Response {
                 "accounts": plan.accounts.len(),
             }),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The status of `GET path` on `app`, with `authorization` if given.
+    async fn status(app: Router, path: &str, authorization: Option<&str>) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let header = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: test\r\n{header}Connection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        server.abort();
+        answer
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("no status in {answer:?}"))
+    }
+
+    fn app() -> Router {
+        operator_only(
+            Router::new().route("/operator", get(|| async { "in" })),
+            Arc::from("s3cret"),
+        )
+        .route("/open", get(|| async { "open" }))
+    }
+
+    #[tokio::test]
+    async fn an_operator_route_takes_only_the_operator_token() {
+        assert_eq!(status(app(), "/operator", None).await, 401);
+        assert_eq!(status(app(), "/operator", Some("Bearer wrong")).await, 401);
+        assert_eq!(status(app(), "/operator", Some("Bearer s3cre")).await, 401);
+        assert_eq!(
+            status(app(), "/operator", Some("Bearer s3cret2")).await,
+            401
+        );
+        assert_eq!(status(app(), "/operator", Some("s3cret")).await, 401);
+        assert_eq!(status(app(), "/operator", Some("Bearer s3cret")).await, 200);
+        // A route mounted beside it is not behind the token.
+        assert_eq!(status(app(), "/open", None).await, 200);
+    }
+
+    #[test]
+    fn constant_time_eq_compares_whole_values() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(!constant_time_eq(b"", b"a"));
+        assert!(constant_time_eq(b"", b""));
     }
 }

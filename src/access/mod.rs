@@ -13,9 +13,11 @@
 
 pub mod a2a_door;
 mod approval_door;
+mod auth;
 mod begun;
 pub mod budget;
 mod cap;
+mod envelope;
 mod error;
 mod gate;
 mod heartbeat;
@@ -38,17 +40,19 @@ use agent_client_protocol::v1::schema::{
     PromptRequest, SessionUpdate,
 };
 use arc_swap::ArcSwapOption;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::config::model::RuntimeKind;
 use crate::ids;
-use crate::routing::{RouteInput, input};
+use crate::routing::RouteInput;
 use crate::runtime::acp::AcpHandle;
 use crate::runtime::{AcpMap, RuntimeMap};
 use crate::state::Provenance;
 pub use approval_door::{ApprovalDoor, ChatCommand, TurnOrigin};
+use auth::authenticate;
+pub use auth::{Caller, sign};
+pub use envelope::{Envelope, parse_envelope};
 pub use error::{AccessError, Unauthenticated};
 pub use heartbeat::{Beat, HEARTBEAT_OK};
 pub use internal::{Answer, InternalMessage, McpDoor};
@@ -83,45 +87,6 @@ impl Default for AccessSettings {
         }
     }
 }
-
-/// `POST /v1/inbound`'s body (access.md, "Envelope"): the route input's fields (as
-/// `deepcli route --batch` reads them) plus the message's own.
-#[derive(Debug, Clone)]
-pub struct Envelope {
-    pub route: RouteInput,
-    pub thread_id: Option<String>,
-    pub message_id: String,
-    pub sender: Option<Value>,
-    pub text: String,
-    /// What the inbound policy reads: sender id, `isBot`, `mentions`, `replyToSenderId`.
-    pub facts: gate::EnvelopeFacts,
-}
-
-/// The fields an envelope has beyond the route input.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MessageFields {
-    #[serde(default, deserialize_with = "input::optional_string_or_integer")]
-    thread_id: Option<String>,
-    #[serde(deserialize_with = "input::string_or_integer")]
-    message_id: String,
-    #[serde(default)]
-    sender: Option<Value>,
-    text: String,
-    #[serde(default)]
-    mentions: Option<Value>,
-    #[serde(default)]
-    reply_to_sender_id: Option<Value>,
-}
-
-const MESSAGE_FIELDS: [&str; 6] = [
-    "threadId",
-    "messageId",
-    "sender",
-    "text",
-    "mentions",
-    "replyToSenderId",
-];
 
 /// Call logs open at once, at most.
 const MAX_OPEN_LOGS: usize = 64;
@@ -1492,198 +1457,4 @@ fn as_duplicate(stored: &str) -> Value {
     let mut v: Value = serde_json::from_str(stored).unwrap_or_default();
     v["duplicate"] = true.into();
     v
-}
-
-/// Parses an envelope; a 400 names the field that is wrong. Unknown fields are refused (a typo
-/// does not pass silently) and reported together with the missing ones, each unknown one with
-/// the field it was probably meant to be.
-pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
-    let refuse = |e: serde_json::Error| {
-        let message = e.to_string();
-        let message = message
-            .rsplit_once(" at line ")
-            .map_or(message.as_str(), |(m, _)| m)
-            .to_string();
-        let field = message
-            .split('`')
-            .nth(1)
-            .filter(|_| message.contains("field"))
-            .map(str::to_string);
-        AccessError::BadEnvelope { message, field }
-    };
-    let mut fields: serde_json::Map<String, Value> =
-        serde_json::from_slice(body).map_err(refuse)?;
-    check_field_names(&fields)?;
-    let own: serde_json::Map<String, Value> = MESSAGE_FIELDS
-        .iter()
-        .filter_map(|k| Some((k.to_string(), fields.remove(*k)?)))
-        .collect();
-    let message = MessageFields::deserialize(Value::Object(own)).map_err(refuse)?;
-    let facts = gate::facts(
-        message.sender.as_ref(),
-        message.mentions.as_ref(),
-        message.reply_to_sender_id.as_ref(),
-    )?;
-    let route = RouteInput::deserialize(Value::Object(fields)).map_err(refuse)?;
-    for (field, value) in [
-        ("channel", &route.channel),
-        ("messageId", &message.message_id),
-    ] {
-        if value.trim().is_empty() {
-            return Err(AccessError::bad_field(field, format!("`{field}` is empty")));
-        }
-    }
-    Ok(Envelope {
-        route,
-        thread_id: message.thread_id,
-        message_id: message.message_id,
-        sender: message.sender,
-        text: message.text,
-        facts,
-    })
-}
-
-/// Every unknown and every missing field of an envelope, in one refusal.
-fn check_field_names(fields: &serde_json::Map<String, Value>) -> Result<(), AccessError> {
-    const REQUIRED: [&str; 3] = ["channel", "messageId", "text"];
-    let known = || {
-        input::ROUTE_INPUT_FIELDS
-            .iter()
-            .chain(&MESSAGE_FIELDS)
-            .copied()
-    };
-    let mut problems = Vec::new();
-    let mut first = None;
-    for name in fields.keys().filter(|k| !known().any(|f| f == k.as_str())) {
-        // Only a field the envelope lacks can be what a typo meant.
-        let meant = crate::suggest::closest(name, known().filter(|f| !fields.contains_key(*f)));
-        problems.push(match meant {
-            Some(meant) => format!("unknown field `{name}` (did you mean `{meant}`?)"),
-            None => format!("unknown field `{name}`"),
-        });
-        first.get_or_insert_with(|| name.clone());
-    }
-    for name in REQUIRED.iter().filter(|f| !fields.contains_key(**f)) {
-        problems.push(format!("missing field `{name}`"));
-        first.get_or_insert_with(|| name.to_string());
-    }
-    if problems.is_empty() {
-        return Ok(());
-    }
-    let all: Vec<String> = known().map(|f| format!("`{f}`")).collect();
-    Err(AccessError::BadEnvelope {
-        message: format!(
-            "{}; an envelope's fields are {}",
-            problems.join("; "),
-            all.join(", ")
-        ),
-        field: first,
-    })
-}
-
-/// Who hands an envelope in.
-#[derive(Debug, Clone, Copy)]
-pub enum Caller<'a> {
-    /// A platform (or its adapter), with the `X-Deepcli-Signature` header it sent, if any.
-    Signed(Option<&'a str>),
-    /// The operator, authenticated by the operator token (`deepcli inbound send`): speaks for
-    /// any declared, enabled account without its secret.
-    Operator,
-    /// A platform adapter the controller runs for the account (`crate::adapters`): the
-    /// platform authenticated the event (Slack's signature, Telegram's secret token, or the
-    /// adapter's own connection), so no `X-Deepcli-Signature` is asked for.
-    Adapter,
-}
-
-/// Lets an envelope in: its channel account (the one the route names) is declared, verifies
-/// the signature (unless the operator hands it in), and is enabled.
-fn authenticate(
-    plan: &AccessPlan,
-    input: &RouteInput,
-    result: &crate::routing::RouteResult,
-    body: &[u8],
-    caller: Caller<'_>,
-) -> Result<(), AccessError> {
-    let channel = ids::channel(&input.channel).into_owned();
-    let account_id = result.account_id.to_string();
-    let Some(account) = plan.accounts.get(&(channel.clone(), account_id.clone())) else {
-        return Err(AccessError::Unauthenticated(
-            Unauthenticated::UnknownAccount {
-                channel,
-                account: account_id,
-            },
-        ));
-    };
-    if let Caller::Signed(signature) = caller {
-        verify_signature(account, (&channel, &account_id), body, signature)
-            .map_err(AccessError::Unauthenticated)?;
-    }
-    if !account.enabled {
-        return Err(AccessError::Disabled {
-            channel,
-            account: account_id,
-        });
-    }
-    Ok(())
-}
-
-/// Checks `X-Deepcli-Signature: sha256=<hex HMAC-SHA256 of the body>` against the webhook
-/// secret of `account` (`channel/account_id`), in constant time.
-fn verify_signature(
-    account: &plan::AccountAccess,
-    (channel, account_id): (&str, &str),
-    body: &[u8],
-    signature: Option<&str>,
-) -> Result<(), Unauthenticated> {
-    use hmac::Mac;
-    let names = || (channel.to_string(), account_id.to_string());
-    let secret = account.webhook_secret.as_ref().map_err(|why| {
-        let (channel, account) = names();
-        Unauthenticated::NoSecret {
-            channel,
-            account,
-            why: why.clone(),
-        }
-    })?;
-    let given = signature.ok_or(Unauthenticated::MissingSignature)?;
-    let bytes = given
-        .trim()
-        .strip_prefix("sha256=")
-        .and_then(hex_decode)
-        .ok_or(Unauthenticated::MalformedSignature)?;
-    let wrong = || {
-        let (channel, account) = names();
-        Unauthenticated::WrongSignature { channel, account }
-    };
-    // HMAC takes a key of any length: this cannot fail.
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).map_err(|_| wrong())?;
-    mac.update(body);
-    mac.verify_slice(&bytes).map_err(|_| wrong())
-}
-
-/// `sha256=<hex>` of `body` with `secret`: what a caller sends (and the reply sink signs with).
-pub fn sign(secret: &[u8], body: &[u8]) -> String {
-    use hmac::Mac;
-    let mut mac = match hmac::Hmac::<sha2::Sha256>::new_from_slice(secret) {
-        Ok(mac) => mac,
-        Err(_) => return String::new(),
-    };
-    mac.update(body);
-    let bytes = mac.finalize().into_bytes();
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256=");
-    for b in bytes {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
-fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }

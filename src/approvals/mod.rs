@@ -32,7 +32,7 @@ use crate::hub::Hub;
 use crate::runtime::AcpMap;
 use crate::state::approvals::ApprovalStore;
 use crate::state::{StateDir, StateError};
-pub use operator::OperatorMethod;
+pub use operator::{ApprovalRequest, IdParams, ListParams, RevokeParams, RulesParams};
 pub use policy::Policy;
 
 /// How long `management_request` waits for a decision before it answers `pending` (the
@@ -47,7 +47,8 @@ pub trait ManagementExecutor: Send + Sync {
     fn execute(&self, method: &str, params: Value) -> Result<Value, Value>;
 }
 
-/// What went wrong with an operator's (or an approver's) call.
+/// What went wrong with an operator's (or an approver's) call. The HTTP status and the
+/// JSON-RPC code are chosen where the call came in.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApprovalError {
     #[error("no approval `{0}`; `deepcli approvals list --all` shows them")]
@@ -73,27 +74,6 @@ pub enum ApprovalError {
 impl From<StateError> for ApprovalError {
     fn from(e: StateError) -> ApprovalError {
         ApprovalError::Internal(e.to_string())
-    }
-}
-
-impl ApprovalError {
-    pub fn http_status(&self) -> u16 {
-        match self {
-            ApprovalError::NotFound(_) | ApprovalError::NoRule(_) => 404,
-            ApprovalError::NotPending { .. } | ApprovalError::Voided { .. } => 409,
-            ApprovalError::Refused(_) => 403,
-            ApprovalError::Params(_) => 400,
-            ApprovalError::Internal(_) => 500,
-        }
-    }
-
-    pub fn rpc_code(&self) -> i64 {
-        match self {
-            ApprovalError::Params(_) => -32602,
-            ApprovalError::Internal(_) => -32603,
-            // Refusals: the management service's range.
-            _ => -32000,
-        }
     }
 }
 

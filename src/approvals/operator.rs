@@ -1,46 +1,68 @@
 //! The operator's methods (`approvals/*` on the operator JSON-RPC; `GET /v1/approvals`;
-//! `deepcli approvals`): one service, the same JSON everywhere.
+//! `deepcli approvals`): one service taking a typed [`ApprovalRequest`] and giving a typed
+//! [`ApprovalAnswer`], the same JSON everywhere. Which HTTP status or JSON-RPC code an
+//! [`ApprovalError`] gets is the transport's to say.
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::service::Decider;
 use super::{ApprovalError, Approvals};
 use crate::state::ApprovalState;
-use crate::state::approvals::ApprovalFilter;
+use crate::state::approvals::{ApprovalEvent, ApprovalFilter, ApprovalRecord, ApprovalRule};
 
-/// The methods, without the JSON-RPC prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OperatorMethod {
-    List,
-    Show,
-    Approve,
-    Deny,
-    Rules,
-    Revoke,
+/// One operator call, typed: the method and its params.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApprovalRequest {
+    List(ListParams),
+    Show(IdParams),
+    Approve(DecideParams),
+    Deny(DecideParams),
+    Rules(RulesParams),
+    Revoke(RevokeParams),
 }
 
-impl OperatorMethod {
-    pub const ALL: [(&'static str, OperatorMethod); 6] = [
-        ("approvals/list", OperatorMethod::List),
-        ("approvals/show", OperatorMethod::Show),
-        ("approvals/approve", OperatorMethod::Approve),
-        ("approvals/deny", OperatorMethod::Deny),
-        ("approvals/rules", OperatorMethod::Rules),
-        ("approvals/revoke", OperatorMethod::Revoke),
+impl ApprovalRequest {
+    /// The methods, without the JSON-RPC prefix.
+    pub const METHODS: [&'static str; 6] = [
+        "approvals/list",
+        "approvals/show",
+        "approvals/approve",
+        "approvals/deny",
+        "approvals/rules",
+        "approvals/revoke",
     ];
 
-    pub fn parse(method: &str) -> Option<OperatorMethod> {
-        Self::ALL
-            .iter()
-            .find(|(m, _)| *m == method)
-            .map(|(_, m)| *m)
+    /// The request `method` (without the prefix) with `params` names; `None` when `method` is
+    /// not one of [`ApprovalRequest::METHODS`].
+    pub fn parse(method: &str, p: Value) -> Option<Result<ApprovalRequest, ApprovalError>> {
+        fn params<T: serde::de::DeserializeOwned>(
+            method: &str,
+            p: Value,
+        ) -> Result<T, ApprovalError> {
+            let p = if p.is_null() {
+                Value::Object(Default::default())
+            } else {
+                p
+            };
+            serde_json::from_value(p)
+                .map_err(|e| ApprovalError::Params(format!("invalid params for `{method}`: {e}")))
+        }
+        Some(match method {
+            "approvals/list" => params(method, p).map(ApprovalRequest::List),
+            "approvals/show" => params(method, p).map(ApprovalRequest::Show),
+            "approvals/approve" => params(method, p).map(ApprovalRequest::Approve),
+            "approvals/deny" => params(method, p).map(ApprovalRequest::Deny),
+            "approvals/rules" => params(method, p).map(ApprovalRequest::Rules),
+            "approvals/revoke" => params(method, p).map(ApprovalRequest::Revoke),
+            _ => return None,
+        })
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ListParams {
     pub state: Option<String>,
@@ -51,103 +73,95 @@ pub struct ListParams {
     pub limit: Option<usize>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct IdParams {
-    id: String,
+pub struct IdParams {
+    pub id: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DecideParams {
-    id: String,
+pub struct DecideParams {
+    pub id: String,
     #[serde(default)]
-    always: bool,
+    pub always: bool,
     /// With `always`: the rule's title is this pattern (`*`: any run of characters), written
     /// by the operator on purpose, rather than the exact title.
     #[serde(default)]
-    pattern: Option<String>,
+    pub pattern: Option<String>,
     /// With `always`: only the rule that would be saved; nothing decided.
     #[serde(default)]
-    dry_run: bool,
+    pub dry_run: bool,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RulesParams {
-    agent_id: Option<String>,
+pub struct RulesParams {
+    pub agent_id: Option<String>,
     /// Revoked rules too.
     #[serde(default)]
-    all: bool,
+    pub all: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RevokeParams {
-    rule_id: String,
+pub struct RevokeParams {
+    pub rule_id: String,
 }
 
-fn params<T: serde::de::DeserializeOwned>(method: &str, p: Value) -> Result<T, ApprovalError> {
-    let p = if p.is_null() { json!({}) } else { p };
-    serde_json::from_value(p)
-        .map_err(|e| ApprovalError::Params(format!("invalid params for `{method}`: {e}")))
+/// What an operator call gives back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ApprovalAnswer {
+    /// `approvals/list`: newest first.
+    List { approvals: Vec<ApprovalRecord> },
+    /// `approvals/show`: one approval with its events.
+    Show {
+        approval: Box<ApprovalRecord>,
+        events: Vec<ApprovalEvent>,
+    },
+    /// `approvals/approve|deny`: the decided approval and the rule it saved (or, with
+    /// `dryRun`, would save).
+    Decided(Decided),
+    /// `approvals/rules`.
+    Rules { rules: Vec<ApprovalRule> },
+    /// `approvals/revoke`: the rule revoked.
+    Revoked { rule: ApprovalRule },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decided {
+    pub approval: Box<ApprovalRecord>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<ApprovalRule>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 impl Approvals {
-    /// One operator method (`approvals/list`, …) with its params.
+    /// One operator call.
     pub async fn operator(
         self: &Arc<Self>,
-        method: OperatorMethod,
-        p: Value,
-    ) -> Result<Value, ApprovalError> {
-        match method {
-            OperatorMethod::List => self.list(params("approvals/list", p)?).await,
-            OperatorMethod::Show => {
-                let p: IdParams = params("approvals/show", p)?;
-                self.show(&p.id).await
-            }
-            OperatorMethod::Approve | OperatorMethod::Deny => {
-                let p: DecideParams = params("approvals/approve", p)?;
-                let allow = method == OperatorMethod::Approve;
-                if p.dry_run {
-                    if !(allow && p.always) {
-                        return Err(ApprovalError::Params(
-                            "`dryRun` previews the rule of approve with `always`; nothing else has one".to_string(),
-                        ));
-                    }
-                    let (record, rule) = self.preview_rule(&p.id, p.pattern.as_deref()).await?;
-                    return Ok(json!({"approval": record, "rule": rule, "dryRun": true}));
-                }
-                let (record, rule) = self
-                    .decide(
-                        &p.id,
-                        allow,
-                        p.always,
-                        p.pattern.as_deref(),
-                        Decider::Operator,
-                    )
-                    .await?;
-                let mut doc = json!({"approval": record});
-                if let Some(rule) = rule {
-                    doc["rule"] = json!(rule);
-                }
-                Ok(doc)
-            }
-            OperatorMethod::Rules => {
-                let p: RulesParams = params("approvals/rules", p)?;
+        request: ApprovalRequest,
+    ) -> Result<ApprovalAnswer, ApprovalError> {
+        match request {
+            ApprovalRequest::List(p) => self.list(p).await,
+            ApprovalRequest::Show(p) => self.show(&p.id).await,
+            ApprovalRequest::Approve(p) => self.decide_as_operator(p, true).await,
+            ApprovalRequest::Deny(p) => self.decide_as_operator(p, false).await,
+            ApprovalRequest::Rules(p) => {
                 let rules = self
                     .db(move |s| s.rules(p.agent_id.as_deref(), p.all))
                     .await?;
-                Ok(json!({"rules": rules}))
+                Ok(ApprovalAnswer::Rules { rules })
             }
-            OperatorMethod::Revoke => {
-                let p: RevokeParams = params("approvals/revoke", p)?;
-
+            ApprovalRequest::Revoke(p) => {
                 let id = p.rule_id.clone();
                 match self.db(move |s| s.revoke_rule(&id, "operator")).await? {
                     Some(rule) => {
                         tracing::info!(rule = %rule.id, agent = %rule.agent_id, "approval rule revoked");
-                        Ok(json!({"rule": rule}))
+                        Ok(ApprovalAnswer::Revoked { rule })
                     }
                     None => Err(ApprovalError::NoRule(p.rule_id)),
                 }
@@ -155,8 +169,43 @@ impl Approvals {
         }
     }
 
+    async fn decide_as_operator(
+        &self,
+        p: DecideParams,
+        allow: bool,
+    ) -> Result<ApprovalAnswer, ApprovalError> {
+        if p.dry_run {
+            if !(allow && p.always) {
+                return Err(ApprovalError::Params(
+                    "`dryRun` previews the rule of approve with `always`; nothing else has one"
+                        .to_string(),
+                ));
+            }
+            let (approval, rule) = self.preview_rule(&p.id, p.pattern.as_deref()).await?;
+            return Ok(ApprovalAnswer::Decided(Decided {
+                approval: Box::new(approval),
+                rule: Some(rule),
+                dry_run: true,
+            }));
+        }
+        let (approval, rule) = self
+            .decide(
+                &p.id,
+                allow,
+                p.always,
+                p.pattern.as_deref(),
+                Decider::Operator,
+            )
+            .await?;
+        Ok(ApprovalAnswer::Decided(Decided {
+            approval: Box::new(approval),
+            rule,
+            dry_run: false,
+        }))
+    }
+
     /// Approvals, newest first: the pending ones, or (`all`, `state`) others.
-    pub async fn list(&self, p: ListParams) -> Result<Value, ApprovalError> {
+    pub async fn list(&self, p: ListParams) -> Result<ApprovalAnswer, ApprovalError> {
         let state = match &p.state {
             None => None,
             Some(s) => Some(ApprovalState::parse(s).ok_or_else(|| {
@@ -170,17 +219,20 @@ impl Approvals {
             agent_id: p.agent_id,
             limit: Some(p.limit.unwrap_or(100).min(1000)),
         };
-        let list = self.db(move |s| s.list(&filter)).await?;
-        Ok(json!({"approvals": list}))
+        let approvals = self.db(move |s| s.list(&filter)).await?;
+        Ok(ApprovalAnswer::List { approvals })
     }
 
     /// One approval with its events.
-    pub async fn show(&self, id: &str) -> Result<Value, ApprovalError> {
+    pub async fn show(&self, id: &str) -> Result<ApprovalAnswer, ApprovalError> {
         let key = id.to_string();
         let (record, events) = self
             .db(move |s| Ok((s.get(&key)?, s.events(&key)?)))
             .await?;
-        let record = record.ok_or_else(|| ApprovalError::NotFound(id.to_string()))?;
-        Ok(json!({"approval": record, "events": events}))
+        let approval = record.ok_or_else(|| ApprovalError::NotFound(id.to_string()))?;
+        Ok(ApprovalAnswer::Show {
+            approval: Box::new(approval),
+            events,
+        })
     }
 }

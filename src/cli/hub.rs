@@ -214,7 +214,7 @@ pub(super) fn rpc(
         );
         return Err(ExitStatus::Error);
     };
-    let request = json!({"jsonrpc": "2.0", "id": 1, "method": format!("{}{method}", crate::manage::rpc::PREFIX), "params": params});
+    let request = crate::rpc::request(1, &format!("{}{method}", crate::rpc::PREFIX), params);
     let body = match client.call_within(
         hyper::Method::POST,
         "/rpc",
@@ -232,17 +232,10 @@ pub(super) fn rpc(
         }
     };
     let answer: Value = serde_json::from_slice(&body).unwrap_or_default();
-    if let Some(error) = answer.get("error") {
-        let _ = writeln!(
-            err,
-            "error: {}",
-            error["message"]
-                .as_str()
-                .unwrap_or("the controller refused")
-        );
-        return Err(ExitStatus::Failure);
-    }
-    Ok(answer["result"].clone())
+    crate::rpc::outcome(&answer).map_err(|error| {
+        let _ = writeln!(err, "error: {}", error.message);
+        ExitStatus::Failure
+    })
 }
 
 pub(super) fn show(result: &Value, json: bool, human: impl FnOnce(&Value) -> String) -> ExitStatus {

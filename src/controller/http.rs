@@ -1,33 +1,29 @@
-//! The controller's HTTP surface so far: `GET /healthz`, `GET /v1/status` and `GET /metrics`
-//! (operator token), the operator's `/v1/approvals` (approvals.md) and `POST /rpc`. The Access
-//! endpoints join it with the Access layer.
+//! The controller's HTTP surface so far: `GET /healthz`, and behind the operator token (checked
+//! once, in [`crate::access::http::require_operator`]) `GET /v1/status`, `GET /metrics`, the
+//! operator's `/v1/approvals` (approvals.md) and `POST /rpc`. The Access, Hub, adapter and A2A
+//! endpoints are merged in.
 
 use std::sync::Arc;
 
+use std::collections::HashMap;
+
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
 use super::Shared;
+use crate::approvals::{
+    ApprovalError, ApprovalRequest, IdParams, ListParams, RevokeParams, RulesParams,
+};
 
-fn authorized(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
-    crate::access::http::operator(&shared.token, headers)
-}
-
-async fn status(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(denied) = authorized(&shared, &headers) {
-        return denied;
-    }
+async fn status(State(shared): State<Arc<Shared>>) -> Response {
     Json(shared.snapshot()).into_response()
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
-    if let Err(denied) = authorized(&shared, &headers) {
-        return denied;
-    }
     let s = shared.snapshot();
     let ready = s
         .runtimes
@@ -64,16 +60,10 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
-/// `POST /rpc`: the operator JSON-RPC (management.md). Writes edit the files; the watcher
-/// then applies them like any other edit.
-async fn rpc(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    body: axum::body::Body,
-) -> Response {
-    if let Err(denied) = authorized(&shared, &headers) {
-        return denied;
-    }
+/// `POST /rpc`: the operator JSON-RPC (management.md, hub.md, approvals.md), read once;
+/// each call answered by its own service. Writes edit the files; the watcher then applies
+/// them like any other edit.
+async fn rpc(State(shared): State<Arc<Shared>>, body: axum::body::Body) -> Response {
     let settings = &shared.access.settings;
     let body = match crate::access::http::read_body(
         body,
@@ -85,236 +75,139 @@ async fn rpc(
         Ok(body) => body,
         Err(e) => return e.into_response(),
     };
-    if let Some(answer) = approvals_rpc(&shared, &body).await {
-        return Json(answer).into_response();
-    }
-    if let Some(answer) = hub_rpc(&shared, &body).await {
-        return Json(answer).into_response();
-    }
-    let cx = shared.manage.clone();
-    match tokio::task::spawn_blocking(move || crate::manage::rpc::handle(&cx, &body)).await {
-        Ok(Some(answer)) => Json(answer).into_response(),
+    match super::operator_rpc::handle(&shared, &body).await {
+        Some(answer) => Json(answer).into_response(),
         // Only notifications: JSON-RPC answers nothing.
-        Ok(None) => axum::http::StatusCode::NO_CONTENT.into_response(),
-        Err(e) => (
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            Json(serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32603, "message": format!("internal error: {e}")}})),
-        )
-            .into_response(),
+        None => StatusCode::NO_CONTENT.into_response(),
     }
 }
 
-/// A single JSON-RPC request for `approvals/*` (approvals.md), which needs the running
-/// approvals service: answered here.
-async fn approvals_rpc(shared: &Arc<Shared>, body: &[u8]) -> Option<serde_json::Value> {
-    use serde_json::json;
-    let request: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let method = request["method"]
-        .as_str()?
-        .strip_prefix(crate::manage::rpc::PREFIX)?;
-    let method = crate::approvals::OperatorMethod::parse(method)?;
-    if request["jsonrpc"] != "2.0" {
-        return None;
+/// The HTTP status of an approvals call that failed.
+fn status_of(e: &ApprovalError) -> StatusCode {
+    match e {
+        ApprovalError::NotFound(_) | ApprovalError::NoRule(_) => StatusCode::NOT_FOUND,
+        ApprovalError::NotPending { .. } | ApprovalError::Voided { .. } => StatusCode::CONFLICT,
+        ApprovalError::Refused(_) => StatusCode::FORBIDDEN,
+        ApprovalError::Params(_) => StatusCode::BAD_REQUEST,
+        ApprovalError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
-    let id = request
-        .get("id")
-        .cloned()
-        .unwrap_or(serde_json::Value::Null);
-    let params = request.get("params").cloned().unwrap_or(json!({}));
-    Some(match shared.approvals.operator(method, params).await {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(e) => {
-            json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.rpc_code(), "message": e.to_string()}})
-        }
-    })
 }
 
-fn approvals_answer(
-    outcome: Result<serde_json::Value, crate::approvals::ApprovalError>,
+async fn approvals_answer(
+    shared: &Shared,
+    request: Result<ApprovalRequest, ApprovalError>,
 ) -> Response {
+    let outcome = match request {
+        Ok(request) => shared.approvals.operator(request).await,
+        Err(e) => Err(e),
+    };
     match outcome {
-        Ok(doc) => Json(doc).into_response(),
+        Ok(answer) => Json(answer).into_response(),
         Err(e) => (
-            axum::http::StatusCode::from_u16(e.http_status())
-                .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+            status_of(&e),
             Json(serde_json::json!({"error": e.to_string()})),
         )
             .into_response(),
     }
 }
 
+/// A query's flag: `true` or `1`.
+fn flag(value: Option<&String>) -> bool {
+    value.is_some_and(|v| v == "true" || v == "1")
+}
+
 /// `GET /v1/approvals?state=&agentId=&all=&limit=`: pending approvals (or others).
 async fn approvals_list(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    Query(q): Query<std::collections::HashMap<String, String>>,
+    Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(denied) = authorized(&shared, &headers) {
-        return denied;
+    approvals_answer(&shared, list_params(&q).map(ApprovalRequest::List)).await
+}
+
+/// The list's params from its query; a key it does not take is refused as in JSON-RPC.
+fn list_params(q: &HashMap<String, String>) -> Result<ListParams, ApprovalError> {
+    const KEYS: [&str; 4] = ["state", "agentId", "all", "limit"];
+    if let Some(unknown) = q.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(ApprovalError::Params(format!(
+            "invalid params for `approvals/list`: unknown field `{unknown}`, expected one of `state`, `agentId`, `all`, `limit`"
+        )));
     }
-    let mut params = serde_json::Map::new();
-    for (k, v) in q {
-        let value = match k.as_str() {
-            "all" => serde_json::Value::Bool(v == "true" || v == "1"),
-            "limit" => match v.parse::<u64>() {
-                Ok(n) => n.into(),
-                Err(_) => {
-                    return approvals_answer(Err(crate::approvals::ApprovalError::Params(
-                        format!("`limit` must be a number, not `{v}`"),
-                    )));
-                }
-            },
-            _ => v.into(),
+    let limit =
+        match q.get("limit") {
+            None => None,
+            Some(v) => Some(v.parse::<usize>().map_err(|_| {
+                ApprovalError::Params(format!("`limit` must be a number, not `{v}`"))
+            })?),
         };
-        params.insert(k, value);
-    }
-    approvals_answer(
-        shared
-            .approvals
-            .operator(crate::approvals::OperatorMethod::List, params.into())
-            .await,
-    )
+    Ok(ListParams {
+        state: q.get("state").cloned(),
+        agent_id: q.get("agentId").cloned(),
+        all: flag(q.get("all")),
+        limit,
+    })
 }
 
 /// `GET /v1/approvals/{id}`: one approval and its events.
-async fn approvals_show(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    if let Err(denied) = authorized(&shared, &headers) {
-        return denied;
-    }
-    approvals_answer(
-        shared
-            .approvals
-            .operator(
-                crate::approvals::OperatorMethod::Show,
-                serde_json::json!({"id": id}),
-            )
-            .await,
-    )
+async fn approvals_show(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    approvals_answer(&shared, Ok(ApprovalRequest::Show(IdParams { id }))).await
 }
 
 /// `POST /v1/approvals/{id}/approve` and `…/deny`, body `{"always": bool, "pattern": string,
 /// "dryRun": bool}` (optional; approvals.md, "Rules").
 async fn approvals_decide(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
     Path((id, verb)): Path<(String, String)>,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(denied) = authorized(&shared, &headers) {
-        return denied;
-    }
-    let method = match verb.as_str() {
-        "approve" => crate::approvals::OperatorMethod::Approve,
-        "deny" => crate::approvals::OperatorMethod::Deny,
+    approvals_answer(&shared, decide_request(id, &verb, &body)).await
+}
+
+fn decide_request(id: String, verb: &str, body: &[u8]) -> Result<ApprovalRequest, ApprovalError> {
+    let method = match verb {
+        "approve" => "approvals/approve",
+        "deny" => "approvals/deny",
         other => {
-            return approvals_answer(Err(crate::approvals::ApprovalError::Params(format!(
+            return Err(ApprovalError::Params(format!(
                 "no `{other}` on an approval: POST …/approve or …/deny (a rule: POST /v1/approvals/rules/<id>/revoke)"
-            ))));
+            )));
         }
     };
-    let mut params: serde_json::Value = if body.is_empty() {
-        serde_json::json!({})
+    let mut params = if body.is_empty() {
+        serde_json::Map::new()
     } else {
-        match serde_json::from_slice(&body) {
-            Ok(v @ serde_json::Value::Object(_)) => v,
+        match serde_json::from_slice(body) {
+            Ok(serde_json::Value::Object(params)) => params,
             _ => {
-                return approvals_answer(Err(crate::approvals::ApprovalError::Params(
+                return Err(ApprovalError::Params(
                     "the body must be a JSON object, for example {\"always\": true}".to_string(),
-                )));
+                ));
             }
         }
     };
-    params["id"] = id.into();
-    approvals_answer(shared.approvals.operator(method, params).await)
+    params.insert("id".into(), id.into());
+    ApprovalRequest::parse(method, params.into()).unwrap_or_else(|| {
+        Err(ApprovalError::Internal(format!(
+            "`{method}` is not an approvals method"
+        )))
+    })
 }
 
 /// `GET /v1/approvals/rules?agentId=&all=`: the `allow_always` rules.
 async fn approvals_rules(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    Query(q): Query<std::collections::HashMap<String, String>>,
+    Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(denied) = authorized(&shared, &headers) {
-        return denied;
-    }
-    let mut params =
-        serde_json::json!({"all": q.get("all").is_some_and(|v| v == "true" || v == "1")});
-    if let Some(agent) = q.get("agentId") {
-        params["agentId"] = agent.clone().into();
-    }
-    approvals_answer(
-        shared
-            .approvals
-            .operator(crate::approvals::OperatorMethod::Rules, params)
-            .await,
-    )
+    let params = RulesParams {
+        agent_id: q.get("agentId").cloned(),
+        all: flag(q.get("all")),
+    };
+    approvals_answer(&shared, Ok(ApprovalRequest::Rules(params))).await
 }
 
 /// `POST /v1/approvals/rules/{id}/revoke`.
-async fn approvals_revoke(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    if let Err(denied) = authorized(&shared, &headers) {
-        return denied;
-    }
-    approvals_answer(
-        shared
-            .approvals
-            .operator(
-                crate::approvals::OperatorMethod::Revoke,
-                serde_json::json!({"ruleId": id}),
-            )
-            .await,
-    )
-}
-
-/// A single JSON-RPC request for the Hub's operator methods (`sessions/*`, `runs/*`), which
-/// need the running Hub: answered here; anything else goes to the management service.
-async fn hub_rpc(shared: &Shared, body: &[u8]) -> Option<serde_json::Value> {
-    use serde_json::json;
-    let request: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let method = request["method"]
-        .as_str()?
-        .strip_prefix(crate::manage::rpc::PREFIX)?;
-    if !(method.starts_with("sessions/") || method.starts_with("runs/"))
-        || request["jsonrpc"] != "2.0"
-    {
-        return None;
-    }
-    let id = request
-        .get("id")
-        .cloned()
-        .unwrap_or(serde_json::Value::Null);
-    let params = request.get("params").cloned().unwrap_or(json!({}));
-    let session_key = (method == "sessions/show")
-        .then(|| params["sessionKey"].as_str().map(str::to_string))
-        .flatten();
-    Some(match shared.hub.operator(method, params).await {
-        Ok(mut result) => {
-            // A platform thread's discussion (adapters.md, seed 001) is the adapters' to tell.
-            if let Some(key) = session_key {
-                let adapters = shared.adapters.clone();
-                let threads = tokio::task::spawn_blocking(move || {
-                    crate::adapters::discussions(&adapters, &key)
-                })
-                .await
-                .unwrap_or_default();
-                if !threads.is_empty() {
-                    result["discussions"] = threads.into();
-                }
-            }
-            json!({"jsonrpc": "2.0", "id": id, "result": result})
-        }
-        Err(e) => {
-            json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.rpc_code(), "message": e.to_string()}})
-        }
-    })
+async fn approvals_revoke(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let request = ApprovalRequest::Revoke(RevokeParams { rule_id: id });
+    approvals_answer(&shared, Ok(request)).await
 }
 
 pub(super) async fn serve(
@@ -322,8 +215,7 @@ pub(super) async fn serve(
     shared: Arc<Shared>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let app = Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+    let operator = Router::new()
         .route("/v1/status", get(status))
         .route("/metrics", get(metrics))
         .route("/rpc", axum::routing::post(rpc))
@@ -337,7 +229,9 @@ pub(super) async fn serve(
         .route(
             "/v1/approvals/{id}/{verb}",
             axum::routing::post(approvals_decide),
-        )
+        );
+    let app = crate::access::http::operator_only(operator, Arc::from(shared.token.as_str()))
+        .route("/healthz", get(|| async { "ok\n" }))
         .with_state(shared.clone())
         .merge(crate::access::http::router(
             shared.access.clone(),

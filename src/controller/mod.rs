@@ -11,6 +11,7 @@ pub mod client;
 mod doors;
 pub mod heartbeat;
 mod http;
+mod operator_rpc;
 pub mod status;
 
 use std::net::SocketAddr;
@@ -965,8 +966,8 @@ fn rejected(report: crate::validate::Report) -> Found {
     })
 }
 
-/// An approved management request runs through the operator's JSON-RPC dispatcher, exactly as
-/// the operator's own call would (approvals.md, "Management requests").
+/// An approved management request runs through the management service's typed request,
+/// exactly as the operator's own call would (approvals.md, "Management requests").
 struct Executor(crate::manage::ManageContext);
 
 impl crate::approvals::ManagementExecutor for Executor {
@@ -975,17 +976,12 @@ impl crate::approvals::ManagementExecutor for Executor {
         method: &str,
         params: serde_json::Value,
     ) -> Result<serde_json::Value, serde_json::Value> {
-        let request = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": format!("{}{method}", crate::manage::rpc::PREFIX),
-            "params": params,
-        });
-        let answer = crate::manage::rpc::handle(&self.0, request.to_string().as_bytes())
-            .unwrap_or_else(|| serde_json::json!({"error": {"message": "no answer"}}));
-        match answer.get("result") {
-            Some(result) => Ok(result.clone()),
-            None => Err(answer.get("error").cloned().unwrap_or(answer)),
-        }
+        use crate::manage::rpc::{ManageRequest, rpc_error};
+        let method = format!("{}{method}", crate::rpc::PREFIX);
+        let request = ManageRequest::parse(&method, params).map_err(|e| e.to_object())?;
+        let result = request
+            .run(&self.0)
+            .map_err(|e| rpc_error(&e).to_object())?;
+        serde_json::to_value(result).map_err(|e| crate::rpc::Error::internal(e).to_object())
     }
 }

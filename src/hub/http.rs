@@ -22,7 +22,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::{Value, json};
 
 use super::mcp::HttpServer;
-use super::operator::{OperatorError, RunsParams, SessionsParams};
+use super::operator::{HubRequest, OperatorError, RunParams, RunsParams, SessionsParams};
 use super::{Caller, Hub};
 
 /// The largest body `/mcp` and `/v1/hub/call` take: a 64 KiB message, JSON-escaped, fits.
@@ -31,7 +31,6 @@ pub const BODY_LIMIT: usize = 1024 * 1024;
 #[derive(Clone)]
 struct Ctx {
     hub: Arc<Hub>,
-    operator_token: Arc<str>,
     /// A sandboxed agent's own door ([`agent_door`]): only this agent's tokens are taken.
     only_agent: Option<Arc<str>>,
 }
@@ -149,25 +148,26 @@ async fn call(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response
     Json(super::mcp::forward_body(name, outcome)).into_response()
 }
 
-fn operator_answer(outcome: Result<Value, OperatorError>) -> Response {
+/// The HTTP status of an operator call that failed.
+fn status_of(e: &OperatorError) -> StatusCode {
+    match e {
+        OperatorError::NoMethod(_) | OperatorError::NotFound(_) => StatusCode::NOT_FOUND,
+        OperatorError::Params(_) => StatusCode::BAD_REQUEST,
+        OperatorError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn operator_answer<T: serde::Serialize>(outcome: Result<T, OperatorError>) -> Response {
     match outcome {
         Ok(doc) => Json(doc).into_response(),
-        Err(e) => (
-            StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            Json(json!({"error": e.to_string()})),
-        )
-            .into_response(),
+        Err(e) => (status_of(&e), Json(json!({"error": e.to_string()}))).into_response(),
     }
 }
 
 async fn sessions(
     State(cx): State<Ctx>,
-    headers: HeaderMap,
     Query(p): Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    if let Err(denied) = crate::access::http::operator(&cx.operator_token, &headers) {
-        return denied;
-    }
     let params = SessionsParams {
         agent_id: p.get("agentId").cloned(),
         kind: p.get("kind").cloned(),
@@ -179,18 +179,14 @@ async fn sessions(
 
 async fn runs(
     State(cx): State<Ctx>,
-    headers: HeaderMap,
     Query(p): Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    if let Err(denied) = crate::access::http::operator(&cx.operator_token, &headers) {
-        return denied;
-    }
     let state = match p.get("state") {
         None => None,
         Some(s) => match serde_json::from_value(json!(s)) {
             Ok(state) => Some(state),
             Err(_) => {
-                return operator_answer(Err(OperatorError::Params(format!(
+                return operator_answer::<Value>(Err(OperatorError::Params(format!(
                     "unknown run state `{s}`"
                 ))));
             }
@@ -207,27 +203,24 @@ async fn runs(
     operator_answer(cx.hub.operator_runs(params).await)
 }
 
-async fn run(State(cx): State<Ctx>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    if let Err(denied) = crate::access::http::operator(&cx.operator_token, &headers) {
-        return denied;
-    }
-    operator_answer(cx.hub.operator("runs/show", json!({"runId": id})).await)
+async fn run(State(cx): State<Ctx>, Path(id): Path<String>) -> Response {
+    operator_answer(
+        cx.hub
+            .operator(HubRequest::RunsShow(RunParams { run_id: id }))
+            .await,
+    )
 }
 
 /// `GET /v1/audit?agentId=&sessionKey=&runId=&since=&limit=`: the audit timeline
 /// (approvals.md), as `deepcli audit --json` prints it.
 async fn audit(
     State(cx): State<Ctx>,
-    headers: HeaderMap,
     Query(p): Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    if let Err(denied) = crate::access::http::operator(&cx.operator_token, &headers) {
-        return denied;
-    }
     let since = match p.get("since").map(|s| crate::state::audit::parse_since(s)) {
         None => None,
         Some(Ok(since)) => Some(since),
-        Some(Err(why)) => return operator_answer(Err(OperatorError::Params(why))),
+        Some(Err(why)) => return operator_answer::<Value>(Err(OperatorError::Params(why))),
     };
     let filter = crate::state::audit::AuditFilter {
         agent_id: p.get("agentId").cloned(),
@@ -239,14 +232,12 @@ async fn audit(
     operator_answer(cx.hub.audit(filter).await.map_err(OperatorError::from))
 }
 
-/// The Hub's routes.
 /// The door of one sandboxed agent whose network is not the host's (isolation.md): what its
 /// `deepcli hub mcp` forwards to, served on a Unix socket inside its sandbox. It takes only
 /// that agent's session tokens and serves nothing else of the controller.
 pub fn agent_door(hub: Arc<Hub>, agent_id: &str) -> Router {
     let cx = Ctx {
         hub,
-        operator_token: Arc::from(""),
         only_agent: Some(Arc::from(agent_id)),
     };
     Router::new()
@@ -255,6 +246,7 @@ pub fn agent_door(hub: Arc<Hub>, agent_id: &str) -> Router {
         .with_state(cx)
 }
 
+/// The Hub's routes; the operator's behind the operator token.
 pub fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
     let mcp_hub = hub.clone();
     // rmcp answers loopback hosts only (DNS rebinding); the address agents are given is
@@ -280,19 +272,22 @@ pub fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
     );
     let cx = Ctx {
         hub,
-        operator_token,
         only_agent: None,
     };
     let mcp = Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(cx.clone(), mcp_auth));
-    Router::new()
+    let operator = crate::access::http::operator_only(
+        Router::new()
+            .route("/v1/sessions", get(sessions))
+            .route("/v1/runs", get(runs))
+            .route("/v1/runs/{id}", get(run))
+            .route("/v1/audit", get(audit)),
+        operator_token,
+    );
+    operator
         .route("/v1/hub/tools", post(tools))
         .route("/v1/hub/call", post(call))
-        .route("/v1/sessions", get(sessions))
-        .route("/v1/runs", get(runs))
-        .route("/v1/runs/{id}", get(run))
-        .route("/v1/audit", get(audit))
         .with_state(cx)
         .merge(mcp)
 }

@@ -1,13 +1,15 @@
 //! The operator's side of the Hub (hub.md, "Operator surface"): one service behind JSON-RPC
-//! `sessions/*` and `runs/*`, `GET /v1/sessions`, `GET /v1/runs` and `deepcli sessions|runs`.
-//! The operator sees every session and run (no tool policy applies to it); what it says into a
-//! session is recorded with provenance `operator`.
+//! `sessions/*` and `runs/*`, `GET /v1/sessions`, `GET /v1/runs` and `deepcli sessions|runs`,
+//! taking a typed [`HubRequest`] and giving a typed [`HubAnswer`]. The operator sees every
+//! session and run (no tool policy applies to it); what it says into a session is recorded
+//! with provenance `operator`. Which HTTP status or JSON-RPC code an [`OperatorError`] gets is
+//! the transport's to say.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::calls::kind_of;
 use super::runs::run_json;
@@ -15,7 +17,7 @@ use super::store::RunFilter;
 use super::{CallError, Hub};
 use crate::state::RunState;
 
-/// Why an operator call failed, with a JSON-RPC code.
+/// Why an operator call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OperatorError {
     #[error("method not found: `{0}`")]
@@ -26,27 +28,6 @@ pub enum OperatorError {
     NotFound(String),
     #[error("internal error: {0}")]
     Internal(String),
-}
-
-impl OperatorError {
-    pub fn rpc_code(&self) -> i64 {
-        match self {
-            OperatorError::NoMethod(_) => -32601,
-            OperatorError::Params(_) => -32602,
-            OperatorError::NotFound(_) => -32004,
-            OperatorError::Internal(_) => -32603,
-        }
-    }
-
-    /// The HTTP status for the same failure.
-    pub fn http_status(&self) -> u16 {
-        match self {
-            OperatorError::NoMethod(_) => 404,
-            OperatorError::Params(_) => 400,
-            OperatorError::NotFound(_) => 404,
-            OperatorError::Internal(_) => 500,
-        }
-    }
 }
 
 impl From<CallError> for OperatorError {
@@ -68,14 +49,57 @@ pub const METHODS: &[&str] = &[
     "sessions/close",
     "runs/list",
     "runs/show",
+    "runs/resume",
+    "runs/stop",
+    "runs/cancel",
 ];
 
-fn params<T: serde::de::DeserializeOwned>(p: Value) -> Result<T, OperatorError> {
-    let p = if p.is_null() { json!({}) } else { p };
-    serde_json::from_value(p).map_err(|e| OperatorError::Params(e.to_string()))
+/// One operator call, typed: the method and its params.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HubRequest {
+    SessionsList(SessionsParams),
+    SessionsShow(KeyParams),
+    SessionsHistory(HistoryParams),
+    SessionsSend(SendParams),
+    SessionsCancel(KeyParams),
+    SessionsClose(CloseParams),
+    RunsList(RunsParams),
+    RunsShow(RunParams),
+    RunsResume(RunParams),
+    RunsStop(RunParams),
+    RunsCancel(RunParams),
 }
 
-#[derive(Deserialize, Default)]
+impl HubRequest {
+    /// The request `method` (`sessions/list`, …, without the `_mustang.agent/` prefix) with
+    /// `params` names.
+    pub fn parse(method: &str, p: Value) -> Result<HubRequest, OperatorError> {
+        fn params<T: serde::de::DeserializeOwned>(p: Value) -> Result<T, OperatorError> {
+            let p = if p.is_null() {
+                Value::Object(Default::default())
+            } else {
+                p
+            };
+            serde_json::from_value(p).map_err(|e| OperatorError::Params(e.to_string()))
+        }
+        Ok(match method {
+            "sessions/list" => HubRequest::SessionsList(params(p)?),
+            "sessions/show" => HubRequest::SessionsShow(params(p)?),
+            "sessions/history" => HubRequest::SessionsHistory(params(p)?),
+            "sessions/send" => HubRequest::SessionsSend(params(p)?),
+            "sessions/cancel" => HubRequest::SessionsCancel(params(p)?),
+            "sessions/close" => HubRequest::SessionsClose(params(p)?),
+            "runs/list" => HubRequest::RunsList(params(p)?),
+            "runs/show" => HubRequest::RunsShow(params(p)?),
+            "runs/resume" => HubRequest::RunsResume(params(p)?),
+            "runs/stop" => HubRequest::RunsStop(params(p)?),
+            "runs/cancel" => HubRequest::RunsCancel(params(p)?),
+            other => return Err(OperatorError::NoMethod(other.to_string())),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SessionsParams {
     pub agent_id: Option<String>,
@@ -84,37 +108,37 @@ pub struct SessionsParams {
     pub cursor: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct KeyParams {
-    session_key: String,
+pub struct KeyParams {
+    pub session_key: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct HistoryParams {
-    session_key: String,
-    limit: Option<usize>,
-    cursor: Option<String>,
+pub struct HistoryParams {
+    pub session_key: String,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct SendParams {
-    session_key: String,
-    message: String,
-    timeout_seconds: Option<u64>,
+pub struct SendParams {
+    pub session_key: String,
+    pub message: String,
+    pub timeout_seconds: Option<u64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct CloseParams {
-    session_key: String,
+pub struct CloseParams {
+    pub session_key: String,
     #[serde(default)]
-    trash: bool,
+    pub trash: bool,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RunsParams {
     pub state: Option<RunState>,
@@ -126,101 +150,227 @@ pub struct RunsParams {
     pub cursor: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RunParams {
-    run_id: String,
+pub struct RunParams {
+    pub run_id: String,
+}
+
+/// What an operator call gives back, each shape as the operator surface documents it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum HubAnswer {
+    Sessions(SessionList),
+    Session(SessionDetail),
+    History(History),
+    Cancelled(SessionCancel),
+    Runs(RunList),
+    RunCancelled(RunCancel),
+    /// A run's record (`runs/show`, `runs/resume|stop`), a send's outcome or a close's: the
+    /// Hub's run documents.
+    Document(Value),
+}
+
+/// `sessions/list`: one page of the sessions, newest activity first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionList {
+    pub count: usize,
+    pub sessions: Vec<SessionSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_key: String,
+    pub agent_id: String,
+    pub kind: &'static str,
+    pub label: Option<String>,
+    pub parent_session_key: Option<String>,
+    pub last_activity: Option<String>,
+    pub queue_depth: usize,
+}
+
+/// `sessions/show`: a session, its spawn (if it is a child), its children and recent runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionDetail {
+    pub session_key: String,
+    pub agent_id: Option<String>,
+    pub kind: &'static str,
+    pub queue_depth: usize,
+    pub child: Option<ChildView>,
+    pub children: Vec<ChildLink>,
+    pub runs: Vec<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildView {
+    pub parent_session_key: String,
+    pub depth: u32,
+    pub label: Option<String>,
+    pub mode: crate::state::SpawnMode,
+    pub cleanup: crate::state::Cleanup,
+    pub run_id: String,
+    pub closed_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildLink {
+    pub session_key: String,
+    pub run_id: String,
+    pub closed_at: Option<String>,
+}
+
+/// `sessions/history`: one page of a session's transcript, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct History {
+    pub session_key: String,
+    pub messages: Vec<HistoryMessage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryMessage {
+    pub id: i64,
+    pub provenance: crate::state::Provenance,
+    pub at: String,
+    pub text: String,
+}
+
+/// `sessions/cancel`: the runs cancelled, or (none running) what came of the turn's cancel.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCancel {
+    pub session_key: String,
+    pub runs: Vec<RunCancel>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_cancel: Option<crate::access::CancelState>,
+}
+
+/// A run after a cancel.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunCancel {
+    pub run_id: String,
+    pub state: RunState,
+    /// The cancel in its own words (approvals.md, "Cancel states").
+    pub cancel: &'static str,
+}
+
+/// `runs/list`: one page of the runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunList {
+    pub count: usize,
+    pub runs: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 impl Hub {
-    /// One operator method (`sessions/list`, …, without the `_mustang.agent/` prefix).
+    /// One operator call.
     pub async fn operator(
         self: &Arc<Self>,
-        method: &str,
-        p: Value,
-    ) -> Result<Value, OperatorError> {
-        match method {
-            "sessions/list" => self.operator_sessions(params(p)?).await,
-            "sessions/show" => {
-                let p: KeyParams = params(p)?;
-                self.operator_session(&p.session_key).await
+        request: HubRequest,
+    ) -> Result<HubAnswer, OperatorError> {
+        match request {
+            HubRequest::SessionsList(p) => {
+                Ok(HubAnswer::Sessions(self.operator_sessions(p).await?))
             }
-            "sessions/history" => {
-                let p: HistoryParams = params(p)?;
+            HubRequest::SessionsShow(p) => Ok(HubAnswer::Session(
+                self.operator_session(&p.session_key).await?,
+            )),
+            HubRequest::SessionsHistory(p) => {
                 let page = paged(p.limit, p.cursor.as_deref())?;
                 let key = p.session_key.clone();
                 let rows = self
                     .db(move |s| s.history(&key, page.limit, page.offset))
                     .await?;
-                let next = (rows.len() == page.limit).then(|| page.after(rows.len()));
-                let messages: Vec<Value> = rows
+                let next_cursor = (rows.len() == page.limit).then(|| page.after(rows.len()));
+                let messages = rows
                     .into_iter()
-                    .map(|r| json!({"id": r.id, "provenance": r.provenance, "at": r.at, "text": r.text}))
+                    .map(|r| HistoryMessage {
+                        id: r.id,
+                        provenance: r.provenance,
+                        at: r.at,
+                        text: r.text,
+                    })
                     .collect();
-                let mut out = json!({"sessionKey": p.session_key, "messages": messages});
-                super::page::mark(&mut out, next);
-                Ok(out)
+                Ok(HubAnswer::History(History {
+                    session_key: p.session_key,
+                    messages,
+                    next_cursor,
+                }))
             }
-            "sessions/send" => {
-                let p: SendParams = params(p)?;
+            HubRequest::SessionsSend(p) => {
                 let wait = Duration::from_secs(p.timeout_seconds.unwrap_or(30).min(3600));
-                Ok(self.operator_send(&p.session_key, p.message, wait).await?)
+                Ok(HubAnswer::Document(
+                    self.operator_send(&p.session_key, p.message, wait).await?,
+                ))
             }
-            "sessions/cancel" => {
-                let p: KeyParams = params(p)?;
-                self.operator_cancel(&p.session_key).await
-            }
-            "sessions/close" => {
-                let p: CloseParams = params(p)?;
+            HubRequest::SessionsCancel(p) => Ok(HubAnswer::Cancelled(
+                self.operator_cancel(&p.session_key).await?,
+            )),
+            HubRequest::SessionsClose(p) => {
                 let Some(agent) = super::store::agent_of(&p.session_key).map(str::to_string) else {
                     return Err(OperatorError::Params(format!(
                         "`{}` is not a session key",
                         p.session_key
                     )));
                 };
-                Ok(self.close_session(&agent, &p.session_key, p.trash).await)
+                Ok(HubAnswer::Document(
+                    self.close_session(&agent, &p.session_key, p.trash).await,
+                ))
             }
-            "runs/list" => self.operator_runs(params(p)?).await,
-            "runs/resume" | "runs/stop" => {
-                let p: RunParams = params(p)?;
-                let decided = if method == "runs/resume" {
-                    self.resume_run(&p.run_id).await
-                } else {
-                    self.stop_run(&p.run_id).await
-                };
-                match decided {
-                    Ok(Some(run)) => Ok(run_json(&run)),
-                    Ok(None) => Err(OperatorError::NotFound(format!("no run `{}`", p.run_id))),
-                    Err(CallError::BadArguments(why)) => Err(OperatorError::Params(why)),
-                    Err(e) => Err(e.into()),
-                }
-            }
-            "runs/cancel" => {
-                let p: RunParams = params(p)?;
+            HubRequest::RunsList(p) => Ok(HubAnswer::Runs(self.operator_runs(p).await?)),
+            HubRequest::RunsResume(p) => self.decided(self.resume_run(&p.run_id).await, &p),
+            HubRequest::RunsStop(p) => self.decided(self.stop_run(&p.run_id).await, &p),
+            HubRequest::RunsCancel(p) => {
                 let id = p.run_id.clone();
                 if self.db(move |s| s.run(&id)).await?.is_none() {
                     return Err(OperatorError::NotFound(format!("no run `{}`", p.run_id)));
                 }
                 let run = self.cancel_run(&p.run_id).await?;
-                Ok(
-                    json!({"runId": run.run_id, "state": run.state, "cancel": cancel_word(run.state)}),
-                )
+                Ok(HubAnswer::RunCancelled(RunCancel {
+                    run_id: run.run_id,
+                    state: run.state,
+                    cancel: cancel_word(run.state),
+                }))
             }
-            "runs/show" => {
-                let p: RunParams = params(p)?;
-                self.run_detail(&p.run_id)
-                    .await?
-                    .ok_or_else(|| OperatorError::NotFound(format!("no run `{}`", p.run_id)))
-            }
-            other => Err(OperatorError::NoMethod(other.to_string())),
+            HubRequest::RunsShow(p) => self
+                .run_detail(&p.run_id)
+                .await?
+                .map(HubAnswer::Document)
+                .ok_or_else(|| OperatorError::NotFound(format!("no run `{}`", p.run_id))),
         }
     }
 
-    pub async fn operator_sessions(&self, p: SessionsParams) -> Result<Value, OperatorError> {
+    /// A run resumed or stopped: its record, or why not.
+    fn decided(
+        &self,
+        decided: Result<Option<super::store::RunRecord>, CallError>,
+        p: &RunParams,
+    ) -> Result<HubAnswer, OperatorError> {
+        match decided {
+            Ok(Some(run)) => Ok(HubAnswer::Document(run_json(&run))),
+            Ok(None) => Err(OperatorError::NotFound(format!("no run `{}`", p.run_id))),
+            Err(CallError::BadArguments(why)) => Err(OperatorError::Params(why)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub async fn operator_sessions(&self, p: SessionsParams) -> Result<SessionList, OperatorError> {
         let mut all = self.db(|s| s.known_sessions()).await?;
         all.sort_by(|a, b| b.last_at.cmp(&a.last_at));
         let page = paged(p.limit, p.cursor.as_deref())?;
-        let (all, next) = page.of(all
+        let (all, next_cursor) = page.of(all
             .into_iter()
             .filter(|s| p.agent_id.as_ref().is_none_or(|a| *a == s.agent_id))
             .filter(|s| p.kind.as_ref().is_none_or(|k| k == kind_of(&s.session_key))));
@@ -231,27 +381,29 @@ impl Hub {
                 children.insert(s.session_key.clone(), child);
             }
         }
-        let sessions: Vec<Value> = all
+        let sessions: Vec<SessionSummary> = all
             .into_iter()
             .map(|s| {
                 let child = children.get(&s.session_key);
-                json!({
-                    "sessionKey": s.session_key,
-                    "agentId": s.agent_id,
-                    "kind": kind_of(&s.session_key),
-                    "label": child.and_then(|c| c.label.clone()),
-                    "parentSessionKey": child.map(|c| c.parent_session_key.clone()),
-                    "lastActivity": s.last_at,
-                    "queueDepth": self.access.queue_depth(&s.session_key),
-                })
+                SessionSummary {
+                    kind: kind_of(&s.session_key),
+                    label: child.and_then(|c| c.label.clone()),
+                    parent_session_key: child.map(|c| c.parent_session_key.clone()),
+                    last_activity: s.last_at,
+                    queue_depth: self.access.queue_depth(&s.session_key),
+                    agent_id: s.agent_id,
+                    session_key: s.session_key,
+                }
             })
             .collect();
-        let mut out = json!({"count": sessions.len(), "sessions": sessions});
-        super::page::mark(&mut out, next);
-        Ok(out)
+        Ok(SessionList {
+            count: sessions.len(),
+            sessions,
+            next_cursor,
+        })
     }
 
-    async fn operator_session(&self, key: &str) -> Result<Value, OperatorError> {
+    async fn operator_session(&self, key: &str) -> Result<SessionDetail, OperatorError> {
         let k = key.to_string();
         let (exists, child, runs, children) = self
             .db(move |s| {
@@ -270,22 +422,34 @@ impl Hub {
         if !exists && child.is_none() {
             return Err(OperatorError::NotFound(format!("no session `{key}`")));
         }
-        Ok(json!({
-            "sessionKey": key,
-            "agentId": super::store::agent_of(key),
-            "kind": kind_of(key),
-            "queueDepth": self.access.queue_depth(key),
-            "child": child.map(|c| json!({
-                "parentSessionKey": c.parent_session_key, "depth": c.depth, "label": c.label,
-                "mode": c.mode, "cleanup": c.cleanup, "runId": c.run_id, "closedAt": c.closed_at,
-            })),
-            "children": children.iter().map(|c| json!({"sessionKey": c.session_key, "runId": c.run_id, "closedAt": c.closed_at})).collect::<Vec<_>>(),
-            "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
-        }))
+        Ok(SessionDetail {
+            session_key: key.to_string(),
+            agent_id: super::store::agent_of(key).map(str::to_string),
+            kind: kind_of(key),
+            queue_depth: self.access.queue_depth(key),
+            child: child.map(|c| ChildView {
+                parent_session_key: c.parent_session_key,
+                depth: c.depth,
+                label: c.label,
+                mode: c.mode,
+                cleanup: c.cleanup,
+                run_id: c.run_id,
+                closed_at: c.closed_at,
+            }),
+            children: children
+                .into_iter()
+                .map(|c| ChildLink {
+                    session_key: c.session_key,
+                    run_id: c.run_id,
+                    closed_at: c.closed_at,
+                })
+                .collect(),
+            runs: runs.iter().map(run_json).collect(),
+        })
     }
 
     /// Cancels the unfinished runs into `key`; when there are none, the turn running there.
-    async fn operator_cancel(self: &Arc<Self>, key: &str) -> Result<Value, OperatorError> {
+    async fn operator_cancel(self: &Arc<Self>, key: &str) -> Result<SessionCancel, OperatorError> {
         let k = key.to_string();
         let runs = self
             .db(move |s| {
@@ -300,22 +464,30 @@ impl Hub {
         let mut done = Vec::new();
         for run in &runs {
             let record = self.cancel_run(&run.run_id).await?;
-            done.push(json!({"runId": record.run_id, "state": record.state, "cancel": cancel_word(record.state)}));
+            done.push(RunCancel {
+                run_id: record.run_id,
+                state: record.state,
+                cancel: cancel_word(record.state),
+            });
         }
-        let mut out = json!({"sessionKey": key, "runs": done});
+        let mut turn_cancel = None;
         if runs.is_empty()
             && let Some(agent) = super::store::agent_of(key)
         {
-            let state = self
-                .access
-                .cancel_running_turn(agent, key, self.cancel_grace)
-                .await;
-            out["turnCancel"] = json!(state);
+            turn_cancel = Some(
+                self.access
+                    .cancel_running_turn(agent, key, self.cancel_grace)
+                    .await,
+            );
         }
-        Ok(out)
+        Ok(SessionCancel {
+            session_key: key.to_string(),
+            runs: done,
+            turn_cancel,
+        })
     }
 
-    pub async fn operator_runs(&self, p: RunsParams) -> Result<Value, OperatorError> {
+    pub async fn operator_runs(&self, p: RunsParams) -> Result<RunList, OperatorError> {
         let filter = RunFilter {
             state: p.state,
             target_session_key: p.session_key,
@@ -333,10 +505,11 @@ impl Hub {
         let mut runs = self.db(move |s| s.runs(&filter)).await?;
         let more = runs.len() > page.limit;
         runs.truncate(page.limit);
-        let mut out =
-            json!({"count": runs.len(), "runs": runs.iter().map(run_json).collect::<Vec<_>>()});
-        super::page::mark(&mut out, more.then(|| page.after(runs.len())));
-        Ok(out)
+        Ok(RunList {
+            count: runs.len(),
+            runs: runs.iter().map(run_json).collect(),
+            next_cursor: more.then(|| page.after(runs.len())),
+        })
     }
 }
 

@@ -81,8 +81,8 @@ pub struct Written {
     pub diff: Option<String>,
 }
 
-/// Why a management call failed. The CLI maps each to an exit code and the dispatcher to a
-/// JSON-RPC error code ([`ManageError::exit_code`], [`ManageError::rpc_code`]).
+/// Why a management call failed. The CLI maps each to an exit code ([`ManageError::exit_code`]),
+/// the JSON-RPC codec to an error code ([`rpc::rpc_error`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ManageError {
     /// Bad arguments: a malformed `--bind`, nothing to do.
@@ -188,22 +188,6 @@ impl ManageError {
             ManageError::Usage { .. } | ManageError::Load(_) => 2,
             ManageError::State(e) if e.is_unusable() => 2,
             _ => 1,
-        }
-    }
-
-    /// JSON-RPC error code: standard codes for bad params and internal errors, the
-    /// implementation-defined range (-32000…-32099) for the rest.
-    pub fn rpc_code(&self) -> i64 {
-        match self {
-            ManageError::Usage { .. } => rpc::INVALID_PARAMS,
-            ManageError::NotFound { .. } => -32001,
-            ManageError::Refused { .. } => -32002,
-            ManageError::Invalid { .. } => -32003,
-            ManageError::Stale(_) => -32004,
-            ManageError::Load(_)
-            | ManageError::Edit { .. }
-            | ManageError::Io { .. }
-            | ManageError::State(_) => rpc::INTERNAL_ERROR,
         }
     }
 

@@ -1,27 +1,22 @@
-//! The operator JSON-RPC 2.0 dispatcher: `_mustang.agent/agents/*`,
-//! `_mustang.agent/channels/*` and `_mustang.agent/pairing/*` (management.md, policy.md) over the same service functions as the CLI,
-//! returning the same result shapes. Transport-free: the controller mounts [`handle`] at
-//! `POST /rpc` behind the operator token.
-//!
-//! Standard error codes (parse error, invalid request, method not found, invalid params,
-//! internal error) plus [`super::ManageError::rpc_code`] for refused calls; batches are
-//! answered as arrays; notifications (no `id`) run and get no answer.
+//! The management area of the operator JSON-RPC 2.0: `_mustang.agent/agents/*`,
+//! `_mustang.agent/channels/*`, `_mustang.agent/config/*` and `_mustang.agent/pairing/*`
+//! (management.md, policy.md) as a typed [`ManageRequest`] over the same service functions as
+//! the CLI, returning the same result types ([`ManageResult`]). Transport-free; the framing
+//! (batches, notifications, standard codes) is [`crate::rpc`]'s, and a [`ManageError`] becomes
+//! a JSON-RPC error in [`rpc_error`]. The controller serves it at `POST /rpc` together with the
+//! Hub's and the approvals' areas; [`handle`] answers a body of management calls only.
 
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
-use super::{ManageContext, ManageError, agents, channels, pairing};
+use super::{ManageContext, ManageError, agents, channels, openclaw, pairing};
+use crate::rpc;
 
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const METHOD_NOT_FOUND: i64 = -32601;
-pub const INVALID_PARAMS: i64 = -32602;
-pub const INTERNAL_ERROR: i64 = -32603;
+pub use crate::rpc::{
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, PREFIX,
+};
 
-/// The method prefix of management.md.
-pub const PREFIX: &str = "_mustang.agent/";
-
-/// Every method [`handle`] answers.
+/// Every method [`ManageRequest::parse`] knows.
 pub const METHODS: &[&str] = &[
     "_mustang.agent/agents/list",
     "_mustang.agent/agents/create",
@@ -47,201 +42,314 @@ pub const METHODS: &[&str] = &[
     "_mustang.agent/pairing/revoke",
 ];
 
-/// Handles one HTTP body: a request or a batch. `None` when nothing is to be sent back (only
-/// notifications, or an all-notification batch).
+/// Handles one HTTP body of management calls: a request or a batch. `None` when nothing is to
+/// be sent back (only notifications, or an all-notification batch).
 pub fn handle(ctx: &ManageContext, body: &[u8]) -> Option<Value> {
-    let parsed: Value = match serde_json::from_slice(body) {
-        Ok(v) => v,
-        Err(e) => {
-            return Some(error(
-                Value::Null,
-                PARSE_ERROR,
-                &format!("parse error: {e}"),
-                None,
-            ));
-        }
+    rpc::handle(body, |call| answer(ctx, &call.method, call.params))
+}
+
+/// One management call (`method` with its prefix): the result, or the JSON-RPC error.
+pub fn answer(ctx: &ManageContext, method: &str, params: Value) -> Result<Value, rpc::Error> {
+    let request = ManageRequest::parse(method, params)?;
+    let result = request.run(ctx).map_err(|e| rpc_error(&e))?;
+    serde_json::to_value(result).map_err(rpc::Error::internal)
+}
+
+/// A [`ManageError`] as a JSON-RPC error: standard codes for bad params and internal errors,
+/// the implementation-defined range (-32000…-32099) for the rest; `data` carries the hint, the
+/// diagnostics of an invalid edit, the file that changed.
+pub fn rpc_error(e: &ManageError) -> rpc::Error {
+    let code = match e {
+        ManageError::Usage { .. } => rpc::INVALID_PARAMS,
+        ManageError::NotFound { .. } => -32001,
+        ManageError::Refused { .. } => -32002,
+        ManageError::Invalid { .. } => -32003,
+        ManageError::Stale(_) => -32004,
+        ManageError::Load(_)
+        | ManageError::Edit { .. }
+        | ManageError::Io { .. }
+        | ManageError::State(_) => rpc::INTERNAL_ERROR,
     };
-    match parsed {
-        Value::Array(items) if items.is_empty() => Some(error(
-            Value::Null,
-            INVALID_REQUEST,
-            "invalid request: an empty batch",
-            None,
-        )),
-        Value::Array(items) => {
-            let answers: Vec<Value> = items.iter().filter_map(|r| handle_one(ctx, r)).collect();
-            (!answers.is_empty()).then_some(Value::Array(answers))
-        }
-        single => handle_one(ctx, &single),
-    }
+    rpc::Error::new(code, e.to_string()).with_data(e.data())
 }
 
-fn error(id: Value, code: i64, message: &str, data: Option<Value>) -> Value {
-    let mut err = json!({"code": code, "message": message});
-    if let Some(data) = data {
-        err["data"] = data;
-    }
-    json!({"jsonrpc": "2.0", "id": id, "error": err})
+/// A request's params that do not fit its method.
+fn bad_params(e: serde_json::Error) -> rpc::Error {
+    rpc::Error::new(rpc::INVALID_PARAMS, format!("invalid params: {e}"))
 }
 
-fn handle_one(ctx: &ManageContext, request: &Value) -> Option<Value> {
-    let Value::Object(obj) = request else {
-        return Some(error(
-            Value::Null,
-            INVALID_REQUEST,
-            "invalid request: not an object",
-            None,
-        ));
-    };
-    let id = obj.get("id").cloned();
-    let valid_id = matches!(
-        id,
-        None | Some(Value::Null | Value::Number(_) | Value::String(_))
-    );
-    let reply_id = id.clone().filter(|_| valid_id).unwrap_or(Value::Null);
-    if obj.get("jsonrpc") != Some(&json!("2.0")) || !valid_id {
-        return Some(error(
-            reply_id,
-            INVALID_REQUEST,
-            "invalid request: needs \"jsonrpc\": \"2.0\" and a string or number id",
-            None,
-        ));
-    }
-    let Some(method) = obj.get("method").and_then(Value::as_str) else {
-        return Some(error(
-            reply_id,
-            INVALID_REQUEST,
-            "invalid request: no method",
-            None,
-        ));
-    };
-    let params = match obj.get("params") {
-        None | Some(Value::Null) => json!({}),
-        Some(p @ Value::Object(_)) => p.clone(),
-        Some(_) => {
-            return id.map(|id| {
-                error(
-                    id,
-                    INVALID_PARAMS,
-                    "invalid params: params must be an object",
-                    None,
-                )
-            });
-        }
-    };
-    let outcome = call(ctx, method, params);
-    // A notification runs but is not answered.
-    let id = id?;
-    Some(match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(Failure::MethodNotFound) => error(
-            id,
-            METHOD_NOT_FOUND,
-            &format!("method not found: `{method}`"),
-            Some(json!({"methods": METHODS})),
-        ),
-        Err(Failure::Params(message)) => error(
-            id,
-            INVALID_PARAMS,
-            &format!("invalid params: {message}"),
-            None,
-        ),
-        Err(Failure::Manage(e)) => error(id, e.rpc_code(), &e.to_string(), Some(e.data())),
-    })
+fn params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, rpc::Error> {
+    rpc::params(value).map_err(bad_params)
 }
 
-enum Failure {
-    MethodNotFound,
-    Params(String),
-    Manage(ManageError),
+/// One management call, typed: the method and its params.
+#[derive(Debug, Clone)]
+pub enum ManageRequest {
+    AgentsList(ListParams),
+    AgentsCreate(agents::AddRequest),
+    AgentsUpdate(agents::UpdateRequest),
+    AgentsDelete(AgentParams),
+    AgentsSetIdentity(agents::SetIdentityRequest),
+    AgentsListBindings(BindingsParams),
+    AgentsBind(BindParams),
+    AgentsUnbind(BindParams),
+    ChannelsList,
+    ChannelsStatus(StatusParams),
+    ChannelsCapabilities(ChannelParams),
+    ChannelsLogs(ChannelParams),
+    ChannelsAdd(channels::AddRequest),
+    ChannelsRemove(channels::RemoveRequest),
+    ChannelsLogin(LoginParams),
+    ChannelsLogout(LoginParams),
+    ChannelsResolve(ResolveParams),
+    ImportOpenclaw(ImportOpenclawParams),
+    ExportOpenclaw(ExportOpenclawParams),
+    PairingList(pairing::ListRequest),
+    PairingApprove(pairing::ApproveRequest),
+    PairingRevoke(pairing::RevokeRequest),
 }
 
-impl From<ManageError> for Failure {
-    fn from(e: ManageError) -> Failure {
-        Failure::Manage(e)
-    }
-}
-
-fn params<T: DeserializeOwned>(value: Value) -> Result<T, Failure> {
-    serde_json::from_value(value).map_err(|e| Failure::Params(e.to_string()))
-}
-
-fn to_json<T: serde::Serialize>(value: T) -> Result<Value, Failure> {
-    serde_json::to_value(value).map_err(|e| {
-        Failure::Manage(ManageError::Io {
-            context: "cannot serialize the result".into(),
-            source: std::io::Error::other(e),
+impl ManageRequest {
+    /// The request `method` (with its prefix) with `params` names; method not found (with
+    /// [`METHODS`]) or invalid params otherwise.
+    pub fn parse(method: &str, p: Value) -> Result<ManageRequest, rpc::Error> {
+        let not_found = || rpc::Error::method_not_found(method, METHODS);
+        let Some(name) = method.strip_prefix(PREFIX) else {
+            return Err(not_found());
+        };
+        Ok(match name {
+            "agents/list" => ManageRequest::AgentsList(params(p)?),
+            "agents/create" => ManageRequest::AgentsCreate(params(p)?),
+            "agents/update" => ManageRequest::AgentsUpdate(params(p)?),
+            "agents/delete" => ManageRequest::AgentsDelete(params(p)?),
+            "agents/set_identity" => ManageRequest::AgentsSetIdentity(params(p)?),
+            "agents/list_bindings" => ManageRequest::AgentsListBindings(params(p)?),
+            "agents/bind" => ManageRequest::AgentsBind(params(p)?),
+            "agents/unbind" => ManageRequest::AgentsUnbind(params(p)?),
+            "channels/list" => {
+                let ListNone {} = params(p)?;
+                ManageRequest::ChannelsList
+            }
+            "channels/status" => ManageRequest::ChannelsStatus(params(p)?),
+            "channels/capabilities" => ManageRequest::ChannelsCapabilities(params(p)?),
+            "channels/logs" => ManageRequest::ChannelsLogs(params(p)?),
+            "channels/add" => ManageRequest::ChannelsAdd(params(p)?),
+            "channels/remove" => ManageRequest::ChannelsRemove(params(p)?),
+            "channels/login" => ManageRequest::ChannelsLogin(params(p)?),
+            "channels/logout" => ManageRequest::ChannelsLogout(params(p)?),
+            "channels/resolve" => ManageRequest::ChannelsResolve(params(p)?),
+            "config/import_openclaw" => ManageRequest::ImportOpenclaw(params(p)?),
+            "config/export_openclaw" => ManageRequest::ExportOpenclaw(params(p)?),
+            "pairing/list" => ManageRequest::PairingList(params(p)?),
+            "pairing/approve" => ManageRequest::PairingApprove(params(p)?),
+            "pairing/revoke" => ManageRequest::PairingRevoke(params(p)?),
+            _ => return Err(not_found()),
         })
-    })
+    }
+
+    /// Runs the request on the management service. Blocking.
+    pub fn run(self, ctx: &ManageContext) -> Result<ManageResult, ManageError> {
+        Ok(match self {
+            ManageRequest::AgentsList(p) => {
+                ManageResult::AgentsList(agents::list(ctx, p.bindings)?)
+            }
+            ManageRequest::AgentsCreate(p) => ManageResult::AgentsCreate(agents::add(ctx, &p)?),
+            ManageRequest::AgentsUpdate(p) => ManageResult::AgentsUpdate(agents::update(ctx, &p)?),
+            ManageRequest::AgentsDelete(p) => {
+                if !p.force {
+                    return Err(ManageError::refused(
+                        format!("deleting agent `{}` needs \"force\": true", p.agent_id),
+                        "there is no one to confirm over RPC: pass \"force\": true",
+                    ));
+                }
+                ManageResult::AgentsDelete(agents::delete(ctx, &p.agent_id, p.dry_run)?)
+            }
+            ManageRequest::AgentsSetIdentity(p) => {
+                ManageResult::AgentsSetIdentity(agents::set_identity(ctx, &p)?)
+            }
+            ManageRequest::AgentsListBindings(p) => {
+                ManageResult::AgentsListBindings(agents::bindings(ctx, p.agent_id.as_deref())?)
+            }
+            ManageRequest::AgentsBind(p) => {
+                let targets = agents::parse_binds(&p.bind)?;
+                ManageResult::AgentsBind(agents::bind(ctx, &p.agent_id, &targets, p.dry_run)?)
+            }
+            ManageRequest::AgentsUnbind(p) => {
+                let targets = agents::parse_binds(&p.bind)?;
+                ManageResult::AgentsUnbind(agents::unbind(
+                    ctx,
+                    &p.agent_id,
+                    &targets,
+                    p.all,
+                    p.dry_run,
+                )?)
+            }
+            ManageRequest::ChannelsList => ManageResult::ChannelsList(channels::list(ctx)?),
+            ManageRequest::ChannelsStatus(p) => {
+                let ms = p
+                    .timeout_ms
+                    .unwrap_or(DEFAULT_PROBE_TIMEOUT_MS)
+                    .min(MAX_PROBE_TIMEOUT_MS);
+                ManageResult::ChannelsStatus(channels::status(
+                    ctx,
+                    p.probe,
+                    std::time::Duration::from_millis(ms),
+                )?)
+            }
+            ManageRequest::ChannelsCapabilities(p) => {
+                ManageResult::ChannelsCapabilities(channels::capabilities(p.channel.as_deref())?)
+            }
+            ManageRequest::ChannelsLogs(p) => ManageResult::ChannelsLogs(channels::logs(
+                ctx,
+                p.channel.as_deref(),
+                p.lines.unwrap_or(DEFAULT_LOG_LINES),
+            )?),
+            ManageRequest::ChannelsAdd(p) => ManageResult::ChannelsAdd(channels::add(ctx, &p)?),
+            ManageRequest::ChannelsRemove(p) => {
+                ManageResult::ChannelsRemove(channels::remove(ctx, &p)?)
+            }
+            ManageRequest::ChannelsLogin(p) => {
+                let timeout = platform_timeout(p.timeout_ms);
+                ManageResult::ChannelsLogin(channels::login(ctx, &p.account_request(), timeout)?)
+            }
+            ManageRequest::ChannelsLogout(p) => {
+                let timeout = platform_timeout(p.timeout_ms);
+                ManageResult::ChannelsLogout(channels::logout(ctx, &p.account_request(), timeout)?)
+            }
+            ManageRequest::ChannelsResolve(p) => {
+                let timeout = platform_timeout(p.timeout_ms);
+                ManageResult::ChannelsResolve(channels::resolve(
+                    ctx,
+                    &channels::ResolveRequest {
+                        channel: p.channel,
+                        account: p.account,
+                        names: p.names,
+                        kind: p.kind,
+                    },
+                    timeout,
+                )?)
+            }
+            ManageRequest::ImportOpenclaw(p) => {
+                let out = p
+                    .out
+                    .map_or_else(|| ctx.config_dir.clone(), std::path::PathBuf::from);
+                ManageResult::ImportOpenclaw(openclaw::import_openclaw(
+                    &ctx.load,
+                    p.source.as_bytes(),
+                    "openclaw.json",
+                    &out,
+                    p.force,
+                )?)
+            }
+            ManageRequest::ExportOpenclaw(p) => {
+                ManageResult::ExportOpenclaw(openclaw::export_openclaw(ctx, p.json5)?)
+            }
+            ManageRequest::PairingList(p) => ManageResult::PairingList(pairing::list(ctx, &p)?),
+            ManageRequest::PairingApprove(p) => {
+                ManageResult::PairingApprove(pairing::approve(ctx, &p)?)
+            }
+            ManageRequest::PairingRevoke(p) => {
+                ManageResult::PairingRevoke(pairing::revoke(ctx, &p)?)
+            }
+        })
+    }
 }
 
-#[derive(serde::Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ListParams {
-    #[serde(default)]
-    bindings: bool,
+/// A management call's result: the service's own result type, serialized as it is.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum ManageResult {
+    AgentsList(agents::ListResult),
+    AgentsCreate(agents::AddResult),
+    AgentsUpdate(agents::UpdateResult),
+    AgentsDelete(agents::DeleteResult),
+    AgentsSetIdentity(agents::SetIdentityResult),
+    AgentsListBindings(agents::BindingsResult),
+    AgentsBind(agents::BindResult),
+    AgentsUnbind(agents::UnbindResult),
+    ChannelsList(channels::ChannelsList),
+    ChannelsStatus(channels::StatusResult),
+    ChannelsCapabilities(channels::CapabilitiesResult),
+    ChannelsLogs(channels::LogsResult),
+    ChannelsAdd(channels::AddResult),
+    ChannelsRemove(channels::RemoveResult),
+    ChannelsLogin(channels::LoginResult),
+    ChannelsLogout(channels::LogoutResult),
+    ChannelsResolve(channels::ResolveResult),
+    ImportOpenclaw(openclaw::ImportResult),
+    ExportOpenclaw(openclaw::ExportResult),
+    PairingList(pairing::PairingList),
+    PairingApprove(pairing::Approved),
+    PairingRevoke(pairing::Revoked),
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AgentParams {
-    agent_id: String,
+pub struct ListParams {
     #[serde(default)]
-    force: bool,
-    #[serde(default)]
-    dry_run: bool,
+    pub bindings: bool,
 }
 
-#[derive(serde::Deserialize, Default)]
+#[derive(Debug, Clone, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct BindingsParams {
+pub struct AgentParams {
+    pub agent_id: String,
     #[serde(default)]
-    agent_id: Option<String>,
+    pub force: bool,
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct BindParams {
-    agent_id: String,
+pub struct BindingsParams {
     #[serde(default)]
-    bind: Vec<String>,
-    #[serde(default)]
-    all: bool,
-    #[serde(default)]
-    dry_run: bool,
+    pub agent_id: Option<String>,
 }
 
-#[derive(serde::Deserialize, Default)]
+#[derive(Debug, Clone, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StatusParams {
+pub struct BindParams {
+    pub agent_id: String,
     #[serde(default)]
-    probe: bool,
+    pub bind: Vec<String>,
     #[serde(default)]
-    timeout_ms: Option<u64>,
+    pub all: bool,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusParams {
+    #[serde(default)]
+    pub probe: bool,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 /// `channels/login|logout`: the account, and how long the platform may take.
-#[derive(serde::Deserialize, Default)]
+#[derive(Debug, Clone, serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct LoginParams {
-    channel: String,
+pub struct LoginParams {
+    pub channel: String,
     #[serde(default)]
-    account: Option<String>,
+    pub account: Option<String>,
     #[serde(default)]
-    timeout_ms: Option<u64>,
+    pub timeout_ms: Option<u64>,
 }
 
-#[derive(serde::Deserialize, Default)]
+#[derive(Debug, Clone, serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ResolveParams {
-    channel: String,
+pub struct ResolveParams {
+    pub channel: String,
     #[serde(default)]
-    account: Option<String>,
-    names: Vec<String>,
+    pub account: Option<String>,
+    pub names: Vec<String>,
     #[serde(default)]
-    kind: Option<String>,
+    pub kind: Option<String>,
     #[serde(default)]
-    timeout_ms: Option<u64>,
+    pub timeout_ms: Option<u64>,
 }
 
 /// How long a call to a platform may take (login, logout, resolve), at most.
@@ -251,13 +359,13 @@ fn platform_timeout(ms: Option<u64>) -> std::time::Duration {
     std::time::Duration::from_millis(ms.unwrap_or(15_000).min(PLATFORM_TIMEOUT_MS))
 }
 
-#[derive(serde::Deserialize, Default)]
+#[derive(Debug, Clone, serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ChannelParams {
+pub struct ChannelParams {
     #[serde(default)]
-    channel: Option<String>,
+    pub channel: Option<String>,
     #[serde(default)]
-    lines: Option<usize>,
+    pub lines: Option<usize>,
 }
 
 /// The default and the bound of `channels status --probe`'s timeout.
@@ -265,148 +373,78 @@ pub const DEFAULT_PROBE_TIMEOUT_MS: u64 = 3000;
 pub const MAX_PROBE_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_LOG_LINES: usize = 100;
 
-fn call(ctx: &ManageContext, method: &str, p: Value) -> Result<Value, Failure> {
-    let Some(name) = method.strip_prefix(PREFIX) else {
-        return Err(Failure::MethodNotFound);
-    };
-    match name {
-        "agents/list" => {
-            let p: ListParams = params(p)?;
-            to_json(agents::list(ctx, p.bindings)?)
-        }
-        "agents/create" => to_json(agents::add(ctx, &params(p)?)?),
-        "agents/update" => to_json(agents::update(ctx, &params(p)?)?),
-        "agents/delete" => {
-            let p: AgentParams = params(p)?;
-            if !p.force {
-                return Err(Failure::Manage(ManageError::refused(
-                    format!("deleting agent `{}` needs \"force\": true", p.agent_id),
-                    "there is no one to confirm over RPC: pass \"force\": true",
-                )));
-            }
-            to_json(agents::delete(ctx, &p.agent_id, p.dry_run)?)
-        }
-        "agents/set_identity" => to_json(agents::set_identity(ctx, &params(p)?)?),
-        "agents/list_bindings" => {
-            let p: BindingsParams = params(p)?;
-            to_json(agents::bindings(ctx, p.agent_id.as_deref())?)
-        }
-        "agents/bind" => {
-            let p: BindParams = params(p)?;
-            let targets = agents::parse_binds(&p.bind)?;
-            to_json(agents::bind(ctx, &p.agent_id, &targets, p.dry_run)?)
-        }
-        "agents/unbind" => {
-            let p: BindParams = params(p)?;
-            let targets = agents::parse_binds(&p.bind)?;
-            to_json(agents::unbind(
-                ctx,
-                &p.agent_id,
-                &targets,
-                p.all,
-                p.dry_run,
-            )?)
-        }
-        "channels/list" => {
-            let _: ListNone = params(p)?;
-            to_json(channels::list(ctx)?)
-        }
-        "channels/status" => {
-            let p: StatusParams = params(p)?;
-            let ms = p
-                .timeout_ms
-                .unwrap_or(DEFAULT_PROBE_TIMEOUT_MS)
-                .min(MAX_PROBE_TIMEOUT_MS);
-            to_json(channels::status(
-                ctx,
-                p.probe,
-                std::time::Duration::from_millis(ms),
-            )?)
-        }
-        "channels/capabilities" => {
-            let p: ChannelParams = params(p)?;
-            to_json(channels::capabilities(p.channel.as_deref())?)
-        }
-        "channels/logs" => {
-            let p: ChannelParams = params(p)?;
-            to_json(channels::logs(
-                ctx,
-                p.channel.as_deref(),
-                p.lines.unwrap_or(DEFAULT_LOG_LINES),
-            )?)
-        }
-        "channels/add" => to_json(channels::add(ctx, &params(p)?)?),
-        "channels/remove" => to_json(channels::remove(ctx, &params(p)?)?),
-        "channels/login" | "channels/logout" => {
-            let p: LoginParams = params(p)?;
-            let request = channels::AccountRequest {
-                channel: p.channel,
-                account: p.account,
-            };
-            let timeout = platform_timeout(p.timeout_ms);
-            if method.ends_with("login") {
-                to_json(channels::login(ctx, &request, timeout)?)
-            } else {
-                to_json(channels::logout(ctx, &request, timeout)?)
-            }
-        }
-        "channels/resolve" => {
-            let p: ResolveParams = params(p)?;
-            let timeout = platform_timeout(p.timeout_ms);
-            to_json(channels::resolve(
-                ctx,
-                &channels::ResolveRequest {
-                    channel: p.channel,
-                    account: p.account,
-                    names: p.names,
-                    kind: p.kind,
-                },
-                timeout,
-            )?)
-        }
-        "config/import_openclaw" => {
-            let p: ImportOpenclawParams = params(p)?;
-            let out = p
-                .out
-                .map_or_else(|| ctx.config_dir.clone(), std::path::PathBuf::from);
-            to_json(super::openclaw::import_openclaw(
-                &ctx.load,
-                p.source.as_bytes(),
-                "openclaw.json",
-                &out,
-                p.force,
-            )?)
-        }
-        "config/export_openclaw" => {
-            let p: ExportOpenclawParams = params(p)?;
-            to_json(super::openclaw::export_openclaw(ctx, p.json5)?)
-        }
-        "pairing/list" => to_json(pairing::list(ctx, &params(p)?)?),
-        "pairing/approve" => to_json(pairing::approve(ctx, &params(p)?)?),
-        "pairing/revoke" => to_json(pairing::revoke(ctx, &params(p)?)?),
-        _ => Err(Failure::MethodNotFound),
-    }
-}
-
-#[derive(serde::Deserialize, Default)]
+#[derive(Debug, Clone, serde::Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct ListNone {}
 
 /// `config/import_openclaw`: the text of an `openclaw.json`, and where the files go (the
 /// config directory unless `out` names another).
-#[derive(serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ImportOpenclawParams {
-    source: String,
+pub struct ImportOpenclawParams {
+    pub source: String,
     #[serde(default)]
-    out: Option<String>,
+    pub out: Option<String>,
     #[serde(default)]
-    force: bool,
+    pub force: bool,
 }
 
-#[derive(serde::Deserialize, Default)]
+#[derive(Debug, Clone, serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ExportOpenclawParams {
+pub struct ExportOpenclawParams {
     #[serde(default)]
-    json5: bool,
+    pub json5: bool,
+}
+
+impl LoginParams {
+    fn account_request(&self) -> channels::AccountRequest {
+        channels::AccountRequest {
+            channel: self.channel.clone(),
+            account: self.account.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_method_parses_to_a_request() {
+        for method in METHODS {
+            let params = match *method {
+                "_mustang.agent/agents/create" => json!({"name": "x"}),
+                "_mustang.agent/agents/update" | "_mustang.agent/agents/set_identity" => {
+                    json!({"agentId": "x"})
+                }
+                "_mustang.agent/agents/delete"
+                | "_mustang.agent/agents/bind"
+                | "_mustang.agent/agents/unbind" => json!({"agentId": "x"}),
+                "_mustang.agent/channels/login"
+                | "_mustang.agent/channels/logout"
+                | "_mustang.agent/channels/add"
+                | "_mustang.agent/channels/remove" => json!({"channel": "x"}),
+                "_mustang.agent/channels/resolve" => json!({"channel": "x", "names": []}),
+                "_mustang.agent/config/import_openclaw" => json!({"source": "{}"}),
+                "_mustang.agent/pairing/approve" => json!({"channel": "x", "code": "c"}),
+                "_mustang.agent/pairing/revoke" => json!({"channel": "x", "senderId": "s"}),
+                _ => json!({}),
+            };
+            if let Err(e) = ManageRequest::parse(method, params) {
+                assert_ne!(e.code, rpc::METHOD_NOT_FOUND, "{method}: {e:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_method_or_wrong_params_are_told_apart() {
+        let e = ManageRequest::parse("_mustang.agent/agents/fly", json!({})).unwrap_err();
+        assert_eq!(e.code, rpc::METHOD_NOT_FOUND);
+        assert_eq!(e.data, Some(json!({"methods": METHODS})));
+        let e =
+            ManageRequest::parse("_mustang.agent/agents/bind", json!({"agent": "x"})).unwrap_err();
+        assert_eq!(e.code, rpc::INVALID_PARAMS);
+        assert!(e.message.starts_with("invalid params: "), "{e:?}");
+    }
 }

@@ -18,6 +18,7 @@ mod json_keys;
 mod loader;
 mod manage;
 mod openclaw;
+mod operator_rpc;
 mod policy;
 mod route;
 mod routing;

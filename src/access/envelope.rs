@@ -1,0 +1,134 @@
+//! The envelope (access.md, "Envelope"): `POST /v1/inbound`'s body, parsed once and checked
+//! field by field, every unknown and missing field named in one refusal.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{AccessError, gate};
+use crate::routing::{RouteInput, input};
+
+/// `POST /v1/inbound`'s body (access.md, "Envelope"): the route input's fields (as
+/// `deepcli route --batch` reads them) plus the message's own.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    pub route: RouteInput,
+    pub thread_id: Option<String>,
+    pub message_id: String,
+    pub sender: Option<Value>,
+    pub text: String,
+    /// What the inbound policy reads: sender id, `isBot`, `mentions`, `replyToSenderId`.
+    pub facts: gate::EnvelopeFacts,
+}
+
+/// The fields an envelope has beyond the route input.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageFields {
+    #[serde(default, deserialize_with = "input::optional_string_or_integer")]
+    thread_id: Option<String>,
+    #[serde(deserialize_with = "input::string_or_integer")]
+    message_id: String,
+    #[serde(default)]
+    sender: Option<Value>,
+    text: String,
+    #[serde(default)]
+    mentions: Option<Value>,
+    #[serde(default)]
+    reply_to_sender_id: Option<Value>,
+}
+
+const MESSAGE_FIELDS: [&str; 6] = [
+    "threadId",
+    "messageId",
+    "sender",
+    "text",
+    "mentions",
+    "replyToSenderId",
+];
+
+/// Parses an envelope; a 400 names the field that is wrong. Unknown fields are refused (a typo
+/// does not pass silently) and reported together with the missing ones, each unknown one with
+/// the field it was probably meant to be.
+pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
+    let refuse = |e: serde_json::Error| {
+        let message = e.to_string();
+        let message = message
+            .rsplit_once(" at line ")
+            .map_or(message.as_str(), |(m, _)| m)
+            .to_string();
+        let field = message
+            .split('`')
+            .nth(1)
+            .filter(|_| message.contains("field"))
+            .map(str::to_string);
+        AccessError::BadEnvelope { message, field }
+    };
+    let mut fields: serde_json::Map<String, Value> =
+        serde_json::from_slice(body).map_err(refuse)?;
+    check_field_names(&fields)?;
+    let own: serde_json::Map<String, Value> = MESSAGE_FIELDS
+        .iter()
+        .filter_map(|k| Some((k.to_string(), fields.remove(*k)?)))
+        .collect();
+    let message = MessageFields::deserialize(Value::Object(own)).map_err(refuse)?;
+    let facts = gate::facts(
+        message.sender.as_ref(),
+        message.mentions.as_ref(),
+        message.reply_to_sender_id.as_ref(),
+    )?;
+    let route = RouteInput::deserialize(Value::Object(fields)).map_err(refuse)?;
+    for (field, value) in [
+        ("channel", &route.channel),
+        ("messageId", &message.message_id),
+    ] {
+        if value.trim().is_empty() {
+            return Err(AccessError::bad_field(field, format!("`{field}` is empty")));
+        }
+    }
+    Ok(Envelope {
+        route,
+        thread_id: message.thread_id,
+        message_id: message.message_id,
+        sender: message.sender,
+        text: message.text,
+        facts,
+    })
+}
+
+/// Every unknown and every missing field of an envelope, in one refusal.
+fn check_field_names(fields: &serde_json::Map<String, Value>) -> Result<(), AccessError> {
+    const REQUIRED: [&str; 3] = ["channel", "messageId", "text"];
+    let known = || {
+        input::ROUTE_INPUT_FIELDS
+            .iter()
+            .chain(&MESSAGE_FIELDS)
+            .copied()
+    };
+    let mut problems = Vec::new();
+    let mut first = None;
+    for name in fields.keys().filter(|k| !known().any(|f| f == k.as_str())) {
+        // Only a field the envelope lacks can be what a typo meant.
+        let meant = crate::suggest::closest(name, known().filter(|f| !fields.contains_key(*f)));
+        problems.push(match meant {
+            Some(meant) => format!("unknown field `{name}` (did you mean `{meant}`?)"),
+            None => format!("unknown field `{name}`"),
+        });
+        first.get_or_insert_with(|| name.clone());
+    }
+    for name in REQUIRED.iter().filter(|f| !fields.contains_key(**f)) {
+        problems.push(format!("missing field `{name}`"));
+        first.get_or_insert_with(|| name.to_string());
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let all: Vec<String> = known().map(|f| format!("`{f}`")).collect();
+    Err(AccessError::BadEnvelope {
+        message: format!(
+            "{}; an envelope's fields are {}",
+            problems.join("; "),
+            all.join(", ")
+        ),
+        field: first,
+    })
+}
