@@ -850,3 +850,145 @@ pub fn render_metrics(live: &LiveMap, out: &mut String) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use backon::BackoffBuilder;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_doors_answer_is_read_once_into_what_an_adapter_does() {
+        let ok = StatusCode::OK;
+        assert_eq!(
+            Answer::read(ok, &json!({"reply": {"text": "hi"}, "duplicate": false})),
+            Answer::Answered { text: "hi".into() }
+        );
+        assert_eq!(
+            Answer::read(
+                ok,
+                &json!({"reply": {"text": "hi"}, "duplicate": true, "delivered": true})
+            ),
+            Answer::Duplicate {
+                text: Some("hi".into())
+            }
+        );
+        assert_eq!(
+            Answer::read(
+                ok,
+                &json!({"delivered": false, "gated": {"reason": "pairing", "rule": "dmPolicy"}, "reply": {"text": "code 1234"}, "duplicate": false})
+            ),
+            Answer::Gated {
+                text: Some("code 1234".into())
+            }
+        );
+        assert_eq!(
+            Answer::read(
+                ok,
+                &json!({"delivered": false, "gated": {"reason": "mention"}, "reply": null, "duplicate": false})
+            ),
+            Answer::Gated { text: None }
+        );
+        assert_eq!(
+            Answer::read(
+                StatusCode::ACCEPTED,
+                &json!({"reply": null, "duplicate": false, "delivered": false, "note": "x"})
+            ),
+            Answer::NotDelivered
+        );
+        // A reply without text is nothing to post.
+        assert_eq!(
+            Answer::read(ok, &json!({"reply": {"text": 5}})),
+            Answer::NotDelivered
+        );
+        for status in [503, 429, 500, 502] {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert_eq!(
+                Answer::read(status, &json!({"error": "busy"})),
+                Answer::Transient {
+                    status: status.as_u16(),
+                    error: "\"busy\"".into()
+                }
+            );
+        }
+        for status in [400, 401, 403, 413] {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert!(matches!(
+                Answer::read(status, &json!({})),
+                Answer::Refused { error, .. } if error == "null"
+            ));
+        }
+    }
+
+    #[test]
+    fn a_reply_is_posted_once_unless_the_inbox_hands_it_in_again() {
+        let answered = || Answer::Answered { text: "a".into() };
+        assert_eq!(answered().reply(false).as_deref(), Some("a"));
+        let duplicate = || Answer::Duplicate {
+            text: Some("a".into()),
+        };
+        assert_eq!(duplicate().reply(false), None, "a redelivery");
+        assert_eq!(
+            duplicate().reply(true).as_deref(),
+            Some("a"),
+            "taken again after a restart: its reply may not have left"
+        );
+        assert_eq!(
+            Answer::Gated {
+                text: Some("code".into())
+            }
+            .reply(false)
+            .as_deref(),
+            Some("code")
+        );
+        assert_eq!(Answer::NotDelivered.reply(true), None);
+        let refused = Answer::Refused {
+            status: 400,
+            error: "x".into(),
+        };
+        assert_eq!(refused.reply(true), None);
+    }
+
+    #[test]
+    fn the_waits_are_those_of_the_loops_they_replace() {
+        let hand_in: Vec<u64> = hand_in_backoff()
+            .build()
+            .map(|d| d.as_secs())
+            .collect();
+        assert_eq!(hand_in, [1, 2, 4, 8, 16, 16], "7 attempts, 1 s doubling to 16 s");
+        let reconnect: Vec<u64> = reconnect_backoff()
+            .build()
+            .take(9)
+            .map(|d| d.as_secs())
+            .collect();
+        assert_eq!(reconnect, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+
+    #[test]
+    fn an_envelope_is_written_as_post_v1_inbound_reads_it() {
+        let e = Envelope {
+            channel: "slack".into(),
+            account_id: "a".into(),
+            peer: Peer {
+                kind: "channel",
+                id: "C1".into(),
+            },
+            message_id: "1.1".into(),
+            sender: Sender {
+                is_bot: false,
+                id: Some("U7".into()),
+                name: None,
+            },
+            text: "hi".into(),
+            mentions: vec!["UBOT".into()],
+            team_id: Some("T1".into()),
+            thread_id: None,
+            reply_to_sender_id: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"channel":"slack","accountId":"a","peer":{"kind":"channel","id":"C1"},"messageId":"1.1","sender":{"isBot":false,"id":"U7"},"text":"hi","mentions":["UBOT"],"teamId":"T1"}"#
+        );
+    }
+}

@@ -154,3 +154,220 @@ async fn handle<A: Adapter>(running: &Arc<Running>, mapped: A::Mapped, taken: &T
     }
     A::post(running, &mapped, &text, taken).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use serde::Deserialize;
+
+    use super::*;
+    use crate::access::{Access, AccessSettings, store::AccessStore};
+    use crate::adapters::{Adapters, Peer, Sender, store::AdapterStore};
+    use crate::state::StateDir;
+
+    /// What the fake adapter saw, in order: `admit <id>` and `post <id> <text>`.
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    #[derive(Debug, Clone, Deserialize)]
+    struct Fake {
+        id: Option<String>,
+        lane: String,
+        /// A message to hand in (else ignored, as an edit is).
+        message: bool,
+        /// Slow to admit: a later event of its lane must wait for it.
+        #[serde(default)]
+        slow_ms: u64,
+    }
+
+    struct Mapped {
+        id: String,
+        lane: String,
+        slow_ms: u64,
+        envelope: Envelope,
+    }
+
+    impl Adapter for Fake {
+        type Event = Fake;
+        type Mapped = Mapped;
+        const WHAT: &'static str = "fake";
+        const NO_ID: &'static str = "the fake has no id";
+
+        fn event_id(event: &Fake) -> Option<String> {
+            event.id.clone()
+        }
+
+        fn map(event: &Fake, _: &Identity, spec: &AdapterSpec) -> Result<Mapped, &'static str> {
+            if !event.message {
+                return Err("not a message");
+            }
+            let id = event.id.clone().unwrap_or_default();
+            Ok(Mapped {
+                id: id.clone(),
+                lane: event.lane.clone(),
+                slow_ms: event.slow_ms,
+                envelope: Envelope {
+                    channel: spec.channel.clone(),
+                    account_id: spec.account.clone(),
+                    peer: Peer {
+                        kind: "direct",
+                        id: event.lane.clone(),
+                    },
+                    message_id: id,
+                    sender: Sender {
+                        is_bot: false,
+                        id: None,
+                        name: None,
+                    },
+                    text: "hi".into(),
+                    mentions: Vec::new(),
+                    team_id: None,
+                    thread_id: None,
+                    reply_to_sender_id: None,
+                },
+            })
+        }
+
+        fn lane(mapped: &Mapped) -> &str {
+            &mapped.lane
+        }
+
+        fn envelope(mapped: &Mapped) -> &Envelope {
+            &mapped.envelope
+        }
+
+        /// Holds every message back (nothing reaches Access in these tests), noting it.
+        fn admit(
+            _running: &Arc<Running>,
+            mapped: &Mapped,
+        ) -> impl Future<Output = bool> + Send {
+            let (id, slow) = (mapped.id.clone(), mapped.slow_ms);
+            async move {
+                tokio::time::sleep(Duration::from_millis(slow)).await;
+                SEEN.lock().unwrap().push(format!("admit {id}"));
+                false
+            }
+        }
+
+        fn post(
+            _running: &Arc<Running>,
+            mapped: &Mapped,
+            text: &str,
+            _taken: &Taken,
+        ) -> impl Future<Output = ()> + Send {
+            SEEN.lock().unwrap().push(format!("post {} {text}", mapped.id));
+            async {}
+        }
+    }
+
+    fn running(dir: &std::path::Path) -> Arc<Running> {
+        let state = StateDir::new(dir.join("state"));
+        let access = Arc::new(Access::new(
+            AccessStore::open(&state).unwrap(),
+            &state,
+            None,
+            AccessSettings::default(),
+        ));
+        let adapters = Adapters::new(access, AdapterStore::open(&state).unwrap());
+        Arc::new(Running {
+            spec: AdapterSpec {
+                platform: crate::platform::Platform::Telegram,
+                channel: "telegram".into(),
+                account: "default".into(),
+                enabled: true,
+                mode: crate::config::model::AdapterMode::Polling,
+                api_base: "http://127.0.0.1:9".into(),
+                bot_token: Ok(crate::platform::Credential("t".into())),
+                app_token: None,
+                signing_secret: None,
+                webhook_secret: None,
+                webhook_url: None,
+                reply_to_mode: Default::default(),
+                max_reply_messages: 10,
+                discussion: None,
+                group_discussions: Default::default(),
+            },
+            cx: adapters.cx(),
+            identity: std::sync::RwLock::new(None),
+        })
+    }
+
+    fn event(id: &str, lane: &str, message: bool, slow_ms: u64) -> (Fake, String) {
+        let body = serde_json::json!({"id": id, "lane": lane, "message": message, "slow_ms": slow_ms})
+            .to_string();
+        (serde_json::from_str(&body).unwrap(), body)
+    }
+
+    async fn inbox(running: &Running) -> usize {
+        running.cx.store.pending("telegram", "default").unwrap().len()
+    }
+
+    /// Waits (bounded) until the inbox is empty: every lane's job has ended.
+    async fn drained(running: &Running) {
+        for _ in 0..500 {
+            if inbox(running).await == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the inbox was not drained");
+    }
+
+    fn seen() -> Vec<String> {
+        std::mem::take(&mut *SEEN.lock().unwrap())
+    }
+
+    /// One test for the whole pipeline: `SEEN` is shared, so its steps run in one order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_pipeline_takes_once_keeps_lane_order_and_replays_the_inbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let running = running(dir.path());
+
+        // No id: not taken, nothing in the inbox.
+        let no_id: Fake = serde_json::from_str(r#"{"lane":"a","message":true}"#).unwrap();
+        assert_eq!(
+            take::<Fake>(&running, no_id, "{}").await,
+            Err(NotTaken::NoId("the fake has no id"))
+        );
+        assert_eq!(inbox(&running).await, 0);
+
+        // A lane handles its events in the order taken, even when the first is slow; a
+        // redelivery of an id taken before is not handled twice.
+        for (id, slow) in [("1", 80), ("2", 0), ("3", 0)] {
+            let (e, body) = event(id, "a", true, slow);
+            take::<Fake>(&running, e, &body).await.unwrap();
+        }
+        let (again, body) = event("1", "a", true, 0);
+        take::<Fake>(&running, again, &body).await.unwrap();
+        drained(&running).await;
+        assert_eq!(seen(), ["admit 1", "admit 2", "admit 3"]);
+
+        // An event that is no message is taken, logged as ignored, and leaves the inbox.
+        let (edit, body) = event("4", "b", false, 0);
+        take::<Fake>(&running, edit, &body).await.unwrap();
+        drained(&running).await;
+        assert!(seen().is_empty());
+
+        // What an earlier run took and did not finish is handed in again, in order; a body
+        // that no longer reads stays.
+        let store = running.cx.store.clone();
+        let bodies: Vec<(String, String)> = ["5", "6"]
+            .iter()
+            .map(|id| (id.to_string(), event(id, "c", true, 0).1))
+            .chain([("7".to_string(), "not json".to_string())])
+            .collect();
+        store.take("telegram", "default", &bodies, None).unwrap();
+        replay::<Fake>(&running).await;
+        for _ in 0..500 {
+            if inbox(&running).await == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(seen(), ["admit 5", "admit 6"]);
+        let left = store.pending("telegram", "default").unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].event_id, "7");
+    }
+}
