@@ -952,11 +952,12 @@ mod tests {
 
     #[test]
     fn the_waits_are_those_of_the_loops_they_replace() {
-        let hand_in: Vec<u64> = hand_in_backoff()
-            .build()
-            .map(|d| d.as_secs())
-            .collect();
-        assert_eq!(hand_in, [1, 2, 4, 8, 16, 16], "7 attempts, 1 s doubling to 16 s");
+        let hand_in: Vec<u64> = hand_in_backoff().build().map(|d| d.as_secs()).collect();
+        assert_eq!(
+            hand_in,
+            [1, 2, 4, 8, 16, 16],
+            "7 attempts, 1 s doubling to 16 s"
+        );
         let reconnect: Vec<u64> = reconnect_backoff()
             .build()
             .take(9)

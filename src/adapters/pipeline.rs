@@ -38,10 +38,7 @@ pub trait Adapter: Send + Sync + 'static {
     fn envelope(mapped: &Self::Mapped) -> &Envelope;
 
     /// Whether the message reaches the agent at all (Slack's discussions hold some back).
-    fn admit(
-        _running: &Arc<Running>,
-        _mapped: &Self::Mapped,
-    ) -> impl Future<Output = bool> + Send {
+    fn admit(_running: &Arc<Running>, _mapped: &Self::Mapped) -> impl Future<Output = bool> + Send {
         async { true }
     }
 
@@ -238,10 +235,7 @@ mod tests {
         }
 
         /// Holds every message back (nothing reaches Access in these tests), noting it.
-        fn admit(
-            _running: &Arc<Running>,
-            mapped: &Mapped,
-        ) -> impl Future<Output = bool> + Send {
+        fn admit(_running: &Arc<Running>, mapped: &Mapped) -> impl Future<Output = bool> + Send {
             let (id, slow) = (mapped.id.clone(), mapped.slow_ms);
             async move {
                 tokio::time::sleep(Duration::from_millis(slow)).await;
@@ -256,7 +250,9 @@ mod tests {
             text: &str,
             _taken: &Taken,
         ) -> impl Future<Output = ()> + Send {
-            SEEN.lock().unwrap().push(format!("post {} {text}", mapped.id));
+            SEEN.lock()
+                .unwrap()
+                .push(format!("post {} {text}", mapped.id));
             async {}
         }
     }
@@ -294,13 +290,19 @@ mod tests {
     }
 
     fn event(id: &str, lane: &str, message: bool, slow_ms: u64) -> (Fake, String) {
-        let body = serde_json::json!({"id": id, "lane": lane, "message": message, "slow_ms": slow_ms})
-            .to_string();
+        let body =
+            serde_json::json!({"id": id, "lane": lane, "message": message, "slow_ms": slow_ms})
+                .to_string();
         (serde_json::from_str(&body).unwrap(), body)
     }
 
     async fn inbox(running: &Running) -> usize {
-        running.cx.store.pending("telegram", "default").unwrap().len()
+        running
+            .cx
+            .store
+            .pending("telegram", "default")
+            .unwrap()
+            .len()
     }
 
     /// Waits (bounded) until the inbox is empty: every lane's job has ended.

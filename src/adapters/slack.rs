@@ -44,7 +44,11 @@ impl Adapter for Slack {
         event.event_id.clone()
     }
 
-    fn map(event: &Payload, identity: &Identity, spec: &AdapterSpec) -> Result<Mapped, &'static str> {
+    fn map(
+        event: &Payload,
+        identity: &Identity,
+        spec: &AdapterSpec,
+    ) -> Result<Mapped, &'static str> {
         map(event, identity, &spec.channel, &spec.account)
     }
 
@@ -738,7 +742,10 @@ mod tests {
         let mpim = json!({"event": {"type": "message", "channel_type": "mpim", "channel": "G1", "user": "U7", "text": "x", "ts": "2"}});
         assert_eq!(envelope(mpim)["peer"]["kind"], "group");
         let own = json!({"event": {"type": "message", "subtype": "bot_message", "channel": "C1", "bot_id": "BBOT", "text": "x", "ts": "3"}});
-        assert_eq!(envelope(own)["sender"], json!({"id": "UBOT", "isBot": true}));
+        assert_eq!(
+            envelope(own)["sender"],
+            json!({"id": "UBOT", "isBot": true})
+        );
         for subtype in ["message_changed", "message_deleted", "channel_join"] {
             let e = json!({"event": {"type": "message", "subtype": subtype, "channel": "C1", "ts": "4"}});
             assert!(mapped(e).is_err(), "{subtype}");
@@ -769,12 +776,17 @@ mod tests {
         let odd = json!({"event": {"type": "message", "subtype": 3, "channel": "C1", "ts": "1", "text": 7, "user_profile": {"display_name": "", "real_name": "Ada"}, "user": "U7"}});
         let e = envelope(odd);
         assert_eq!(e["text"], "", "a text that is no string is empty");
-        assert_eq!(e["sender"], json!({"isBot": false, "id": "U7", "name": "Ada"}));
+        assert_eq!(
+            e["sender"],
+            json!({"isBot": false, "id": "U7", "name": "Ada"})
+        );
         assert!(e.get("teamId").is_none(), "no team: no teamId");
         // app_mention names no channel_type: the id's first letter says it.
-        let dm = json!({"event": {"type": "app_mention", "channel": "D9", "ts": "1", "user": "U7"}});
+        let dm =
+            json!({"event": {"type": "app_mention", "channel": "D9", "ts": "1", "user": "U7"}});
         assert_eq!(envelope(dm)["peer"]["kind"], "direct");
-        let group = json!({"event": {"type": "app_mention", "channel": "G9", "ts": "1", "user": "U7"}});
+        let group =
+            json!({"event": {"type": "app_mention", "channel": "G9", "ts": "1", "user": "U7"}});
         assert_eq!(envelope(group)["peer"]["kind"], "group");
         // Another bot: its bot id speaks, and the team comes from the event when the
         // payload names none.

@@ -14,11 +14,11 @@ use super::pipeline::{self, Adapter, NotTaken};
 use super::{AdapterSpec, Envelope, Identity, Peer, Running, Sender, Stop, Taken};
 use crate::access::store::DeliveryKey;
 use crate::config::model::AdapterMode;
+pub use crate::platform::telegram::TEXT_LIMIT;
 use crate::platform::telegram::{
     ALLOWED_UPDATES, Api, ApiError, DeleteWebhook, GetUpdates, Ignored, Raw, ReplyParameters,
     SendMessage, SetWebhook, Update,
 };
-pub use crate::platform::telegram::TEXT_LIMIT;
 
 /// Telegram's part of the pipeline.
 pub struct Telegram;
@@ -33,7 +33,11 @@ impl Adapter for Telegram {
         update.update_id.map(|id| id.to_string())
     }
 
-    fn map(update: &Update, identity: &Identity, spec: &AdapterSpec) -> Result<Mapped, &'static str> {
+    fn map(
+        update: &Update,
+        identity: &Identity,
+        spec: &AdapterSpec,
+    ) -> Result<Mapped, &'static str> {
         map(update, identity, &spec.channel, &spec.account)
     }
 
@@ -509,16 +513,22 @@ mod tests {
             "the message has no chat id"
         );
         assert_eq!(
-            why(json!({"update_id": 1, "message": {"chat": {"id": 1, "type": "private"}, "text": "x"}})),
+            why(
+                json!({"update_id": 1, "message": {"chat": {"id": 1, "type": "private"}, "text": "x"}})
+            ),
             "the message has no message_id"
         );
         assert_eq!(
-            why(json!({"update_id": 1, "message": {"message_id": 1, "chat": {"id": "1", "type": "private"}, "text": "x"}})),
+            why(
+                json!({"update_id": 1, "message": {"message_id": 1, "chat": {"id": "1", "type": "private"}, "text": "x"}})
+            ),
             "the message has no chat id",
             "an id that is a string is no id"
         );
         assert_eq!(
-            why(json!({"update_id": 1, "message": {"message_id": 1, "chat": {"id": 1, "type": "secret"}, "text": "x"}})),
+            why(
+                json!({"update_id": 1, "message": {"message_id": 1, "chat": {"id": 1, "type": "secret"}, "text": "x"}})
+            ),
             "unknown chat type"
         );
         assert_eq!(
@@ -532,7 +542,10 @@ mod tests {
         let e = envelope(&m);
         assert_eq!(e["text"], "@deep_bot look");
         assert_eq!(e["mentions"], json!(["999"]));
-        assert_eq!(e["sender"], json!({"isBot": false, "id": "4", "name": "ada"}));
+        assert_eq!(
+            e["sender"],
+            json!({"isBot": false, "id": "4", "name": "ada"})
+        );
         // A flag that is no boolean is not set.
         let odd = json!({"update_id": 3, "message": {"message_id": 1, "message_thread_id": 9, "is_topic_message": "yes", "chat": {"id": 5, "type": "supergroup"}, "from": {"id": 4, "is_bot": 1}, "text": "x"}});
         let e = envelope(&map(&typed(&odd), &bot(), "telegram", "a").unwrap());

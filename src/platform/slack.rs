@@ -406,7 +406,8 @@ mod tests {
         );
         let odd: Frame = serde_json::from_str(r#"{"type":7,"envelope_id":["x"]}"#).unwrap();
         assert!(odd.kind.is_none() && odd.envelope_id.is_none() && odd.payload.is_none());
-        let hello: Frame = serde_json::from_str(r#"{"type":"disconnect","reason":"refresh_requested"}"#).unwrap();
+        let hello: Frame =
+            serde_json::from_str(r#"{"type":"disconnect","reason":"refresh_requested"}"#).unwrap();
         assert_eq!(hello.reason.as_deref(), Some("refresh_requested"));
     }
 
@@ -443,7 +444,8 @@ mod tests {
             page.response_metadata.unwrap().next_cursor.as_deref(),
             Some("c2")
         );
-        let empty: Page<Conversation> = serde_json::from_str(r#"{"ok":true,"channels":{}}"#).unwrap();
+        let empty: Page<Conversation> =
+            serde_json::from_str(r#"{"ok":true,"channels":{}}"#).unwrap();
         assert!(empty.channels.is_none() && empty.response_metadata.is_none());
     }
 
