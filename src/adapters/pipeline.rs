@@ -371,5 +371,18 @@ mod tests {
         let left = store.pending("telegram", "default").unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].event_id, "7");
+
+        // A replay after a reconnect skips what a lane holds already: the slow event is
+        // handled once.
+        let (slow, body) = event("8", "d", true, 150);
+        take::<Fake>(&running, slow, &body).await.unwrap();
+        replay::<Fake>(&running).await;
+        for _ in 0..500 {
+            if inbox(&running).await == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(seen(), ["admit 8"]);
     }
 }
