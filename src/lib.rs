@@ -39,6 +39,7 @@ pub mod openclaw;
 pub mod os;
 pub(crate) mod owner_only;
 pub(crate) mod plan;
+pub mod platform;
 pub(crate) mod plural;
 pub mod policy;
 pub mod report;

@@ -1,8 +1,10 @@
 //! The platform adapters (adapters.md): the controller's own connections to Slack and
 //! Telegram, one per enabled account. An adapter only translates: a platform event becomes an
-//! envelope handed to the Access door ([`crate::access::http::hand_in`]: the same routing,
-//! policy, idempotency and delivery as `POST /v1/inbound`), and the reply in its answer goes
-//! back through the platform's API. It never routes, gates or opens sessions itself.
+//! [`Envelope`] handed to the Access door ([`hand_in`]: the same routing, policy, idempotency
+//! and delivery as `POST /v1/inbound`), and the reply in its [`Answer`] goes back through the
+//! platform's API. It never routes, gates or opens sessions itself. The platform clients and
+//! payloads are [`crate::platform`]'s; here are the connections, the inbox, the lanes and the
+//! one pipeline every platform's events go through ([`Adapter`]).
 //!
 //! * [`Adapters::converge`] runs exactly the accounts the applied config asks for, after every
 //!   apply (like the runtimes): new ones start, removed or disabled ones stop, one whose
@@ -15,7 +17,7 @@
 
 mod lanes;
 pub mod outbound;
-pub mod probe;
+mod pipeline;
 pub mod slack;
 pub mod store;
 pub mod telegram;
@@ -25,236 +27,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use axum::http::StatusCode;
+use backon::{BackoffBuilder, ExponentialBuilder};
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::access::Access;
-use crate::access::plan::resolve_secret;
-use crate::config::Config;
-use crate::config::model::{AdapterMode, Discussion, ReplyToMode, SecretRef};
+pub use crate::platform::{AdapterSpec, Credential, Identity, Platform, specs};
+pub use pipeline::Adapter;
 use store::AdapterStore;
-
-/// The platforms deepcli has an adapter for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Platform {
-    Slack,
-    Telegram,
-}
-
-impl Platform {
-    /// The platform of a channel id (normalized), if deepcli has an adapter for it.
-    pub fn of(channel: &str) -> Option<Platform> {
-        match channel {
-            "slack" => Some(Platform::Slack),
-            "telegram" => Some(Platform::Telegram),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Platform::Slack => "slack",
-            Platform::Telegram => "telegram",
-        }
-    }
-
-    pub fn default_mode(self) -> AdapterMode {
-        match self {
-            Platform::Slack => AdapterMode::Socket,
-            Platform::Telegram => AdapterMode::Polling,
-        }
-    }
-
-    pub fn default_api_base(self) -> String {
-        // Tests point every account without an `apiBase` at a closed loopback port, so that
-        // no test can reach a real platform.
-        #[cfg(feature = "failpoints")]
-        if let Ok(base) = std::env::var("DEEPCLI_FAILPOINT_PLATFORM_API") {
-            return base;
-        }
-        match self {
-            Platform::Slack => "https://slack.com/api".into(),
-            Platform::Telegram => "https://api.telegram.org".into(),
-        }
-    }
-
-    /// The modes the platform takes.
-    pub fn modes(self) -> &'static [AdapterMode] {
-        match self {
-            Platform::Slack => &[AdapterMode::Socket, AdapterMode::Http],
-            Platform::Telegram => &[AdapterMode::Polling, AdapterMode::Webhook],
-        }
-    }
-}
-
-/// A credential resolved now; `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Credential(pub String);
-
-impl std::fmt::Debug for Credential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Credential(…)")
-    }
-}
-
-/// One account's adapter, as the applied config asks for it. Two specs are equal when the
-/// connection would be the same: a change of any field (resolved credentials included)
-/// starts it again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdapterSpec {
-    pub platform: Platform,
-    /// Normalized channel and account ids.
-    pub channel: String,
-    pub account: String,
-    pub enabled: bool,
-    pub mode: AdapterMode,
-    pub api_base: String,
-    /// `botToken`, or why it cannot be used.
-    pub bot_token: Result<Credential, String>,
-    /// Slack `appToken` (socket mode).
-    pub app_token: Option<Result<Credential, String>>,
-    /// Slack `signingSecret` (http mode).
-    pub signing_secret: Option<Result<Credential, String>>,
-    /// Telegram `webhookSecret` (webhook mode).
-    pub webhook_secret: Option<Result<Credential, String>>,
-    pub webhook_url: Option<String>,
-    pub reply_to_mode: ReplyToMode,
-    /// The most platform messages one reply is posted as (`maxReplyMessages`).
-    pub max_reply_messages: usize,
-    /// The account's `discussion`, and each Slack channel's from its `groups` entry.
-    pub discussion: Option<Discussion>,
-    pub group_discussions: BTreeMap<String, Discussion>,
-}
-
-impl AdapterSpec {
-    pub fn key(&self) -> (String, String) {
-        (self.channel.clone(), self.account.clone())
-    }
-
-    /// What the transport needs that is missing: said as the account's last error, and the
-    /// connection is not tried.
-    fn missing(&self) -> Option<String> {
-        let need = |what: &Option<Result<Credential, String>>, field: &str| match what {
-            None => Some(format!(
-                "mode `{}` needs `{field}` on channels.{}.accounts.{}",
-                self.mode.as_str(),
-                self.channel,
-                self.account
-            )),
-            Some(Err(why)) => Some(format!("`{field}`: {why}")),
-            Some(Ok(_)) => None,
-        };
-        if let Err(why) = &self.bot_token {
-            return Some(format!("`botToken`: {why}"));
-        }
-        match self.mode {
-            AdapterMode::Socket => need(&self.app_token, "appToken"),
-            AdapterMode::Http => need(&self.signing_secret, "signingSecret"),
-            AdapterMode::Webhook => need(&self.webhook_secret, "webhookSecret").or_else(|| {
-                self.webhook_url.is_none().then(|| {
-                    format!(
-                        "mode `webhook` needs `webhookUrl` on channels.{}.accounts.{}",
-                        self.channel, self.account
-                    )
-                })
-            }),
-            AdapterMode::Polling | AdapterMode::Bridge => None,
-        }
-    }
-
-    /// The discussion settings for a Slack channel: its `groups` entry's, else the account's.
-    pub fn discussion_for(&self, conversation: &str) -> Option<&Discussion> {
-        self.group_discussions
-            .get(conversation)
-            .or_else(|| self.group_discussions.get("*"))
-            .or(self.discussion.as_ref())
-    }
-}
-
-fn resolve(secret: Option<&crate::config::model::Secret>) -> Option<Result<Credential, String>> {
-    use crate::config::model::Secret;
-    Some(match secret? {
-        Secret::Ref(r) => resolve_ref(r),
-        Secret::Inline(_) => Err(
-            "an inline secret is not used: write a reference (`${VAR}`, {source: env|file})".into(),
-        ),
-    })
-}
-
-fn resolve_ref(r: &SecretRef) -> Result<Credential, String> {
-    let value = resolve_secret(r)?;
-    let value = value.trim().to_string();
-    if value.is_empty() {
-        return Err("resolves to an empty value".into());
-    }
-    Ok(Credential(value))
-}
-
-/// The adapters `config` asks for: every account of a channel deepcli has an adapter for
-/// (`slack`, `telegram`) that is not in `mode: bridge`, disabled ones too (to say so).
-pub fn specs(config: &Config) -> Vec<AdapterSpec> {
-    let mut out = Vec::new();
-    for channel in &config.channels {
-        let channel_id = crate::ids::channel(&channel.id).into_owned();
-        let Some(platform) = Platform::of(&channel_id) else {
-            continue;
-        };
-        let group_discussions: BTreeMap<String, Discussion> = channel
-            .spec
-            .groups
-            .iter()
-            .filter_map(|(id, g)| Some((id.trim().to_string(), g.discussion.clone()?)))
-            .collect();
-        for account in channel.accounts() {
-            let spec = account.spec;
-            let mode = spec.mode.unwrap_or(platform.default_mode());
-            if mode == AdapterMode::Bridge {
-                continue;
-            }
-            let secrets = &spec.secrets;
-            out.push(AdapterSpec {
-                platform,
-                channel: channel_id.clone(),
-                account: account.normalized.clone(),
-                enabled: channel.spec.enabled != Some(false) && spec.enabled != Some(false),
-                mode,
-                api_base: spec
-                    .api_base
-                    .clone()
-                    .unwrap_or_else(|| platform.default_api_base())
-                    .trim_end_matches('/')
-                    .to_string(),
-                bot_token: resolve(secrets.get("botToken"))
-                    .unwrap_or_else(|| Err("not set".into())),
-                app_token: resolve(secrets.get("appToken")),
-                signing_secret: resolve(secrets.get("signingSecret")),
-                webhook_secret: resolve(secrets.get("webhookSecret")),
-                webhook_url: spec.webhook_url.clone(),
-                reply_to_mode: spec.reply_to_mode.unwrap_or_default(),
-                max_reply_messages: spec
-                    .max_reply_messages
-                    .map_or(outbound::MAX_REPLY_MESSAGES, |n| n as usize),
-                discussion: spec.discussion.clone(),
-                group_discussions: group_discussions.clone(),
-            });
-        }
-    }
-    out
-}
-
-/// The bot an account speaks as, from `getMe` / `auth.test`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Identity {
-    pub bot_user_id: String,
-    /// Telegram's username (without `@`), Slack's bot user name.
-    pub name: Option<String>,
-    /// Slack: the bot id (`B…`) its own messages carry.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bot_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub team_id: Option<String>,
-}
 
 /// `connected | connecting | auth_failed | disabled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -471,7 +252,7 @@ impl Running {
             identity.clone(),
         );
         tokio::task::spawn_blocking(move || {
-            if let Err(e) = store.record_identity(&ch, &acc, &id) {
+            if let Err(e) = store.accounts().record_identity(&ch, &acc, &id) {
                 tracing::warn!(error = %e, "cannot record the bot identity");
             }
         });
@@ -491,8 +272,9 @@ impl Running {
         let _ = tokio::task::spawn_blocking(move || store.set_posted(&c, &a, &id, pieces)).await;
     }
 
-    /// What an earlier run took into the inbox and did not finish, oldest first.
-    async fn pending(&self) -> Vec<(Taken, serde_json::Value)> {
+    /// What an earlier run took into the inbox and did not finish, oldest first: each with
+    /// its body as taken.
+    async fn pending(&self) -> Vec<(Taken, String)> {
         let (store, c, a) = (
             self.cx.store.clone(),
             self.spec.channel.clone(),
@@ -505,28 +287,22 @@ impl Running {
             .unwrap_or_default();
         pending
             .into_iter()
-            .filter_map(|p| {
-                let body = serde_json::from_str(&p.body).ok()?;
-                Some((
+            .map(|p| {
+                (
                     Taken {
                         event_id: p.event_id,
                         replayed: true,
                         posted: p.posted,
                     },
-                    body,
-                ))
+                    p.body,
+                )
             })
             .collect()
     }
 
     /// Records one event (`what` `id`, e.g. `event` or `update`) in the inbox: whether it is
     /// new. A redelivery of one taken before is counted and logged.
-    async fn take_one(
-        &self,
-        what: &str,
-        id: &str,
-        body: &serde_json::Value,
-    ) -> Result<bool, String> {
+    async fn take_one(&self, what: &str, id: &str, body: &str) -> Result<bool, String> {
         let (store, c, a, events) = (
             self.cx.store.clone(),
             self.spec.channel.clone(),
@@ -575,6 +351,167 @@ impl Running {
             )
             .await;
     }
+}
+
+/// An envelope as an adapter hands it in: the fields of `POST /v1/inbound` it fills.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope {
+    pub channel: String,
+    pub account_id: String,
+    pub peer: Peer,
+    pub message_id: String,
+    pub sender: Sender,
+    pub text: String,
+    pub mentions: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub team_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to_sender_id: Option<String>,
+}
+
+/// Where a message was said: `direct`, `group` or `channel`, and the conversation's id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Peer {
+    pub kind: &'static str,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sender {
+    pub is_bot: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// What the Access door answered an envelope, read once ([`Answer::read`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Delivered, and the agent replied.
+    Answered { text: String },
+    /// Answered before (a redelivery): the reply given then, if there was one.
+    Duplicate { text: Option<String> },
+    /// Held by a policy gate; some gates answer (a pairing code).
+    Gated { text: Option<String> },
+    /// Taken without a reply to post (delivered with none, or not delivered).
+    NotDelivered,
+    /// Refused for now (no plan yet, a full queue, a runtime starting): worth another try.
+    Transient { status: u16, error: String },
+    /// Refused for good.
+    Refused { status: u16, error: String },
+}
+
+impl Answer {
+    /// Reads the door's HTTP answer: the status says whether it was taken, the body what
+    /// came of it. The one place an adapter looks at either.
+    pub fn read(status: StatusCode, body: &Value) -> Answer {
+        #[derive(serde::Deserialize)]
+        struct Body {
+            #[serde(default, deserialize_with = "crate::platform::lenient")]
+            duplicate: Option<bool>,
+            #[serde(default, deserialize_with = "crate::platform::lenient")]
+            reply: Option<Reply>,
+            #[serde(default)]
+            gated: Option<Value>,
+            #[serde(default, deserialize_with = "crate::platform::lenient")]
+            error: Option<Value>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Reply {
+            #[serde(default, deserialize_with = "crate::platform::lenient")]
+            text: Option<String>,
+        }
+        let body = <Body as serde::Deserialize>::deserialize(body).unwrap_or(Body {
+            duplicate: None,
+            reply: None,
+            gated: None,
+            error: None,
+        });
+        if !status.is_success() {
+            let error = body.error.map(|e| e.to_string()).unwrap_or("null".into());
+            let transient = status == StatusCode::SERVICE_UNAVAILABLE
+                || status == StatusCode::TOO_MANY_REQUESTS
+                || status.is_server_error();
+            let status = status.as_u16();
+            return if transient {
+                Answer::Transient { status, error }
+            } else {
+                Answer::Refused { status, error }
+            };
+        }
+        let text = body.reply.and_then(|r| r.text);
+        if body.duplicate == Some(true) {
+            Answer::Duplicate { text }
+        } else if body.gated.as_ref().is_some_and(Value::is_object) {
+            Answer::Gated { text }
+        } else {
+            match text {
+                Some(text) => Answer::Answered { text },
+                None => Answer::NotDelivered,
+            }
+        }
+    }
+
+    /// The reply to post: a redelivery's only when it was taken again from the inbox (the
+    /// platform never saw it posted).
+    pub fn reply(self, replayed: bool) -> Option<String> {
+        match self {
+            Answer::Answered { text } => Some(text),
+            Answer::Gated { text } => text,
+            Answer::Duplicate { text } if replayed => text,
+            _ => None,
+        }
+    }
+}
+
+/// Hands in an envelope the Access layer cannot take now (a runtime starting, a full queue)
+/// again after 1 s, doubling to 16 s: 7 attempts, about a minute in all.
+fn hand_in_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_secs(1))
+        .with_max_delay(Duration::from_secs(16))
+        .with_factor(2.0)
+        .with_max_times(HAND_IN_ATTEMPTS as usize - 1)
+}
+
+/// Attempts to hand in one envelope.
+const HAND_IN_ATTEMPTS: u32 = 7;
+
+/// Hands `envelope` to the Access door (`Caller::Adapter`) and reads its answer; a transient
+/// refusal is tried again ([`hand_in_backoff`]). A refusal is logged on the channel by the
+/// door.
+pub(crate) async fn hand_in(running: &Running, envelope: &Envelope) -> Answer {
+    use backon::Retryable;
+    let bytes = match serde_json::to_vec(envelope) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return Answer::Refused {
+                status: 0,
+                error: e.to_string(),
+            };
+        }
+    };
+    let attempt = || async {
+        let (status, body) = crate::access::http::hand_in(&running.cx.access, &bytes).await;
+        match Answer::read(status, &body) {
+            transient @ Answer::Transient { .. } => Err(transient),
+            answer => Ok(answer),
+        }
+    };
+    let answer = attempt
+        .retry(hand_in_backoff())
+        .sleep(tokio::time::sleep)
+        .await
+        .unwrap_or_else(|last| last);
+    if let Answer::Transient { status, error } | Answer::Refused { status, error } = &answer {
+        tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, status, error = %error, "the Access layer refused an adapter's envelope");
+    }
+    answer
 }
 
 /// Why a connection ended.
@@ -736,7 +673,8 @@ async fn supervise(running: Arc<Running>) {
             .await;
         return;
     }
-    let mut wait = backoff_start();
+    let mut waits = reconnect_backoff().build();
+    let mut wait = next_wait(&mut waits);
     loop {
         if logged_out(&running).await {
             running.set_state(
@@ -751,7 +689,8 @@ async fn supervise(running: Arc<Running>) {
             while logged_out(&running).await {
                 tokio::time::sleep(LOGOUT_CHECK).await;
             }
-            wait = backoff_start();
+            waits = reconnect_backoff().build();
+            wait = next_wait(&mut waits);
         }
         running.set_state(ConnectionState::Connecting, None);
         let started = tokio::time::Instant::now();
@@ -766,7 +705,8 @@ async fn supervise(running: Arc<Running>) {
             () = until_logged_out(&running) => continue,
         };
         if started.elapsed() >= HEALTHY_AFTER {
-            wait = backoff_start();
+            waits = reconnect_backoff().build();
+            wait = next_wait(&mut waits);
         }
         let (state, error) = match stop {
             Stop::Auth(why) => (ConnectionState::AuthFailed, why),
@@ -781,8 +721,22 @@ async fn supervise(running: Arc<Running>) {
             ))
             .await;
         tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(backoff_max());
+        wait = next_wait(&mut waits);
     }
+}
+
+/// The waits between connection attempts: [`BACKOFF_START`] doubling to [`BACKOFF_MAX`],
+/// without end (a connection is tried again for as long as the account is wanted).
+fn reconnect_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(backoff_start())
+        .with_max_delay(backoff_max())
+        .with_factor(2.0)
+        .without_max_times()
+}
+
+fn next_wait(waits: &mut impl Iterator<Item = Duration>) -> Duration {
+    waits.next().unwrap_or_else(backoff_max)
 }
 
 /// How often a connection looks whether `channels logout` took it down (or `login` back up).
@@ -794,7 +748,7 @@ async fn logged_out(running: &Running) -> bool {
         running.spec.channel.clone(),
         running.spec.account.clone(),
     );
-    tokio::task::spawn_blocking(move || store.logged_out(&c, &a))
+    tokio::task::spawn_blocking(move || store.accounts().logged_out(&c, &a))
         .await
         .ok()
         .and_then(Result::ok)
@@ -849,19 +803,6 @@ pub(crate) fn failpoint_ms(name: &str) -> Option<u64> {
         })
 }
 
-/// A platform API error worded without its URL (a Telegram URL holds the bot token).
-pub(crate) fn transport_error(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 /// The live adapters as the status shows them, by channel then account.
 pub fn snapshot(live: &LiveMap) -> BTreeMap<(String, String), AdapterLive> {
     live.read().map(|l| l.clone()).unwrap_or_default()
@@ -907,5 +848,148 @@ pub fn render_metrics(live: &LiveMap, out: &mut String) {
                 get(l)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use backon::BackoffBuilder;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_doors_answer_is_read_once_into_what_an_adapter_does() {
+        let ok = StatusCode::OK;
+        assert_eq!(
+            Answer::read(ok, &json!({"reply": {"text": "hi"}, "duplicate": false})),
+            Answer::Answered { text: "hi".into() }
+        );
+        assert_eq!(
+            Answer::read(
+                ok,
+                &json!({"reply": {"text": "hi"}, "duplicate": true, "delivered": true})
+            ),
+            Answer::Duplicate {
+                text: Some("hi".into())
+            }
+        );
+        assert_eq!(
+            Answer::read(
+                ok,
+                &json!({"delivered": false, "gated": {"reason": "pairing", "rule": "dmPolicy"}, "reply": {"text": "code 1234"}, "duplicate": false})
+            ),
+            Answer::Gated {
+                text: Some("code 1234".into())
+            }
+        );
+        assert_eq!(
+            Answer::read(
+                ok,
+                &json!({"delivered": false, "gated": {"reason": "mention"}, "reply": null, "duplicate": false})
+            ),
+            Answer::Gated { text: None }
+        );
+        assert_eq!(
+            Answer::read(
+                StatusCode::ACCEPTED,
+                &json!({"reply": null, "duplicate": false, "delivered": false, "note": "x"})
+            ),
+            Answer::NotDelivered
+        );
+        // A reply without text is nothing to post.
+        assert_eq!(
+            Answer::read(ok, &json!({"reply": {"text": 5}})),
+            Answer::NotDelivered
+        );
+        for status in [503, 429, 500, 502] {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert_eq!(
+                Answer::read(status, &json!({"error": "busy"})),
+                Answer::Transient {
+                    status: status.as_u16(),
+                    error: "\"busy\"".into()
+                }
+            );
+        }
+        for status in [400, 401, 403, 413] {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert!(matches!(
+                Answer::read(status, &json!({})),
+                Answer::Refused { error, .. } if error == "null"
+            ));
+        }
+    }
+
+    #[test]
+    fn a_reply_is_posted_once_unless_the_inbox_hands_it_in_again() {
+        let answered = || Answer::Answered { text: "a".into() };
+        assert_eq!(answered().reply(false).as_deref(), Some("a"));
+        let duplicate = || Answer::Duplicate {
+            text: Some("a".into()),
+        };
+        assert_eq!(duplicate().reply(false), None, "a redelivery");
+        assert_eq!(
+            duplicate().reply(true).as_deref(),
+            Some("a"),
+            "taken again after a restart: its reply may not have left"
+        );
+        assert_eq!(
+            Answer::Gated {
+                text: Some("code".into())
+            }
+            .reply(false)
+            .as_deref(),
+            Some("code")
+        );
+        assert_eq!(Answer::NotDelivered.reply(true), None);
+        let refused = Answer::Refused {
+            status: 400,
+            error: "x".into(),
+        };
+        assert_eq!(refused.reply(true), None);
+    }
+
+    #[test]
+    fn the_waits_are_those_of_the_loops_they_replace() {
+        let hand_in: Vec<u64> = hand_in_backoff().build().map(|d| d.as_secs()).collect();
+        assert_eq!(
+            hand_in,
+            [1, 2, 4, 8, 16, 16],
+            "7 attempts, 1 s doubling to 16 s"
+        );
+        let reconnect: Vec<u64> = reconnect_backoff()
+            .build()
+            .take(9)
+            .map(|d| d.as_secs())
+            .collect();
+        assert_eq!(reconnect, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+
+    #[test]
+    fn an_envelope_is_written_as_post_v1_inbound_reads_it() {
+        let e = Envelope {
+            channel: "slack".into(),
+            account_id: "a".into(),
+            peer: Peer {
+                kind: "channel",
+                id: "C1".into(),
+            },
+            message_id: "1.1".into(),
+            sender: Sender {
+                is_bot: false,
+                id: Some("U7".into()),
+                name: None,
+            },
+            text: "hi".into(),
+            mentions: vec!["UBOT".into()],
+            team_id: Some("T1".into()),
+            thread_id: None,
+            reply_to_sender_id: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"channel":"slack","accountId":"a","peer":{"kind":"channel","id":"C1"},"messageId":"1.1","sender":{"isBot":false,"id":"U7"},"text":"hi","mentions":["UBOT"],"teamId":"T1"}"#
+        );
     }
 }

@@ -2,11 +2,17 @@
 //! cut a long one at the platform's limit, how long to wait on a rate limit, and the dead
 //! letter a reply becomes when it cannot be sent.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable};
+
+use super::Running;
 use crate::access::Access;
 use crate::access::store::DeliveryKey;
+pub use crate::platform::MAX_REPLY_MESSAGES;
 
 /// The reply an agent gives when it has nothing to say (seed 001 §3): never posted.
 pub const NO_REPLY: &str = "NO_REPLY";
@@ -22,9 +28,6 @@ pub fn postable(text: &str) -> bool {
     let trimmed = text.trim();
     !trimmed.is_empty() && trimmed != NO_REPLY
 }
-
-/// `maxReplyMessages` when unset: the most platform messages one reply is posted as.
-pub const MAX_REPLY_MESSAGES: usize = 10;
 
 /// Ends the last piece of a reply cut at `maxReplyMessages`.
 pub const CUT_NOTE: &str = "\n[deepcli: the reply goes on; the rest is not posted here (maxReplyMessages). The whole reply is in the conversation's transcript.]";
@@ -105,6 +108,84 @@ pub fn utf16(text: &str) -> usize {
     text.encode_utf16().count()
 }
 
+/// How a platform call that failed is tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The platform asked to wait this long.
+    RateLimited(Duration),
+    /// No answer: tried again after a growing wait.
+    Transport,
+    /// Refused: not tried again.
+    Final,
+}
+
+/// The waits between attempts of a piece after a transport failure: 500 ms doubling, for
+/// [`ATTEMPTS`] attempts in all (a rate limit waits what the platform asks instead).
+fn send_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_factor(2.0)
+        .without_max_delay()
+        .with_max_times(ATTEMPTS as usize - 1)
+}
+
+/// Whether a failure is tried again, and after how long: `None` for not again.
+fn retry_after(failure: Failure, attempts: u32, backoff: Option<Duration>) -> Option<Duration> {
+    match failure {
+        _ if attempts >= ATTEMPTS => None,
+        Failure::RateLimited(wait) if wait <= MAX_RETRY_AFTER => Some(wait),
+        Failure::Transport => backoff,
+        _ => None,
+    }
+}
+
+/// Sends one piece with `send` (platform method `method`), rate limits honoured and transport
+/// failures tried again; the attempts made and the error when it could not be sent.
+pub async fn send_piece<E, Fut>(
+    running: &Running,
+    method: &str,
+    send: impl FnMut() -> Fut,
+    classify: impl Fn(&E) -> Failure,
+) -> Result<(), (u32, String)>
+where
+    E: std::fmt::Display,
+    Fut: Future<Output = Result<(), E>>,
+{
+    let attempts = AtomicU32::new(0);
+    let mut send = send;
+    let attempt = || {
+        let sent = send();
+        let (attempts, classify) = (&attempts, &classify);
+        async move {
+            let made = attempts.fetch_add(1, Ordering::Relaxed) + 1;
+            let e = match sent.await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let failure = classify(&e);
+            if let Failure::RateLimited(wait) = failure
+                && retry_after(failure, made, None).is_some()
+            {
+                running
+                    .log(&format!(
+                        "rate-limited method={method} retry_after_s={}",
+                        wait.as_secs()
+                    ))
+                    .await;
+            }
+            Err((failure, e.to_string()))
+        }
+    };
+    attempt
+        .retry(send_backoff())
+        .sleep(tokio::time::sleep)
+        .adjust(|(failure, _), backoff| {
+            retry_after(*failure, attempts.load(Ordering::Relaxed), backoff)
+        })
+        .await
+        .map_err(|(_, error)| (attempts.load(Ordering::Relaxed), error))
+}
+
 /// Keeps a reply that cannot be sent as a dead letter, with the reason, and says so in the
 /// channel's log (`deepcli channels logs`).
 pub async fn dead_letter(
@@ -138,6 +219,31 @@ pub async fn dead_letter(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_piece_is_tried_five_times_after_growing_waits_or_the_platforms() {
+        use backon::BackoffBuilder;
+        let waits: Vec<Duration> = send_backoff().build().collect();
+        assert_eq!(
+            waits,
+            [500, 1000, 2000, 4000].map(Duration::from_millis),
+            "250 ms << attempt, as before"
+        );
+        let backoff = Some(Duration::from_millis(500));
+        assert_eq!(retry_after(Failure::Transport, 1, backoff), backoff);
+        assert_eq!(retry_after(Failure::Transport, ATTEMPTS, backoff), None);
+        let asked = Duration::from_secs(7);
+        assert_eq!(
+            retry_after(Failure::RateLimited(asked), 4, backoff),
+            Some(asked)
+        );
+        assert_eq!(
+            retry_after(Failure::RateLimited(MAX_RETRY_AFTER * 2), 1, backoff),
+            None,
+            "a platform asking for more than a minute gets a dead letter"
+        );
+        assert_eq!(retry_after(Failure::Final, 1, backoff), None);
+    }
 
     #[test]
     fn no_reply_and_empty_are_not_posted() {

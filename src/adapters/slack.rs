@@ -1,4 +1,4 @@
-//! Slack (adapters.md, "Slack"): the Web API over HTTPS with the bot token. `mode: socket`
+//! Slack's adapter (adapters.md, "Slack"), over [`crate::platform::slack`]. `mode: socket`
 //! (default) opens a Socket Mode WebSocket with the app token (`apps.connections.open`),
 //! acknowledges every envelope with its `envelope_id` once recorded, and connects again on a
 //! `disconnect` message or a drop; `mode: http` takes the Events API on the controller's
@@ -10,197 +10,75 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::outbound::{self, ATTEMPTS, MAX_RETRY_AFTER};
+use super::outbound::{self, Failure};
+use super::pipeline::{self, Adapter, NotTaken};
 use super::store::{Thread, ThreadKey, ThreadState};
-use super::{Identity, Running, Stop, Taken};
+use super::{AdapterSpec, Envelope, Identity, Peer, Running, Sender, Stop, Taken};
 use crate::access::store::DeliveryKey;
 use crate::config::model::{AdapterMode, ReplyToMode};
+use crate::platform::slack::{
+    self as api, Ack, ApiError, ConnectionsOpen, Event, Frame, Ignored, NoArgs, Payload,
+    PostMessage,
+};
 
 /// The longest reply piece: Slack's advice for `text` (it truncates at 40,000).
 pub const TEXT_LIMIT: usize = 4000;
-
-/// How old a signed request may be (replay protection).
-pub const REPLAY_WINDOW_SECS: i64 = 300;
 
 /// `discussion` defaults (seed 001).
 pub const MAX_ROUNDS: u32 = 8;
 pub const CLOSE_MARKER: &str = "DISCUSSION_CLOSE";
 pub const STALL_ROUNDS: u32 = 2;
 
-/// Checks `X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:<timestamp>:<body>">` and that the
-/// timestamp is within [`REPLAY_WINDOW_SECS`] of `now`.
-pub fn verify(
-    secret: &[u8],
-    timestamp: Option<&str>,
-    signature: Option<&str>,
-    body: &[u8],
-    now: i64,
-) -> Result<(), &'static str> {
-    use hmac::Mac;
-    let timestamp = timestamp.ok_or("missing X-Slack-Request-Timestamp")?;
-    let at: i64 = timestamp
-        .trim()
-        .parse()
-        .map_err(|_| "X-Slack-Request-Timestamp is not a number")?;
-    if now.saturating_sub(at).saturating_abs() > REPLAY_WINDOW_SECS {
-        return Err(
-            "stale X-Slack-Request-Timestamp (more than 5 minutes off): refused as a replay",
-        );
-    }
-    let given = signature
-        .ok_or("missing X-Slack-Signature")?
-        .trim()
-        .strip_prefix("v0=")
-        .and_then(hex)
-        .ok_or("malformed X-Slack-Signature")?;
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret)
-        .map_err(|_| "wrong X-Slack-Signature")?;
-    mac.update(b"v0:");
-    mac.update(timestamp.trim().as_bytes());
-    mac.update(b":");
-    mac.update(body);
-    mac.verify_slice(&given)
-        .map_err(|_| "wrong X-Slack-Signature")
-}
+/// Slack's part of the pipeline.
+pub struct Slack;
 
-/// `v0=<hex>` for `body` at `timestamp` (what Slack sends; the tests' sender signs with it).
-pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
-    use hmac::Mac;
-    let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret) else {
-        return String::new();
-    };
-    mac.update(format!("v0:{timestamp}:").as_bytes());
-    mac.update(body);
-    let mut out = String::from("v0=");
-    for b in mac.finalize().into_bytes() {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
+impl Adapter for Slack {
+    type Event = Payload;
+    type Mapped = Mapped;
+    const WHAT: &'static str = "event";
+    const NO_ID: &'static str = "the event has no `event_id`";
 
-fn hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
+    fn event_id(event: &Payload) -> Option<String> {
+        event.event_id.clone()
     }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
-}
 
-/// A Web API failure.
-#[derive(Debug)]
-pub enum ApiError {
-    /// `invalid_auth`, `not_authed`, `account_inactive`, `token_revoked`…
-    Unauthorized(String),
-    /// HTTP 429 with `Retry-After`.
-    RateLimited(Duration),
-    /// Any other `ok: false`.
-    Refused(String),
-    Transport(String),
-}
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ApiError::Unauthorized(e) => write!(f, "the token was refused: {e}"),
-            ApiError::RateLimited(w) => write!(f, "rate limited: retry after {} s", w.as_secs()),
-            ApiError::Refused(e) => write!(f, "{e}"),
-            ApiError::Transport(e) => write!(f, "{e}"),
-        }
+    fn map(
+        event: &Payload,
+        identity: &Identity,
+        spec: &AdapterSpec,
+    ) -> Result<Mapped, &'static str> {
+        map(event, identity, &spec.channel, &spec.account)
     }
-}
 
-/// Calls Web API `method` with `token` and a JSON body.
-pub async fn call(
-    http: &reqwest::Client,
-    base: &str,
-    token: &str,
-    method: &str,
-    body: &Value,
-) -> Result<Value, ApiError> {
-    let request = http
-        .post(format!("{base}/{method}"))
-        .bearer_auth(token)
-        .timeout(Duration::from_secs(30));
-    // Slack takes JSON bodies for its write methods only: the others get a form.
-    let request = if matches!(method, "chat.postMessage") {
-        request.json(body)
-    } else {
-        let fields: Vec<(String, String)> = body
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
-                )
-            })
-            .collect();
-        request.form(&fields)
-    };
-    let response = request
-        .send()
-        .await
-        .map_err(|e| ApiError::Transport(super::transport_error(e)))?;
-    if response.status().as_u16() == 429 {
-        let wait = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(1);
-        return Err(ApiError::RateLimited(Duration::from_secs(wait)));
+    fn lane(mapped: &Mapped) -> &str {
+        &mapped.lane
     }
-    let status = response.status().as_u16();
-    let answer: Value = response.json().await.map_err(|e| {
-        ApiError::Transport(format!(
-            "HTTP {status}, not a Web API answer: {}",
-            super::transport_error(e)
-        ))
-    })?;
-    if answer["ok"] == true {
-        return Ok(answer);
-    }
-    let error = answer["error"]
-        .as_str()
-        .unwrap_or("unknown_error")
-        .to_string();
-    Err(match error.as_str() {
-        "invalid_auth"
-        | "not_authed"
-        | "account_inactive"
-        | "token_revoked"
-        | "token_expired"
-        | "not_allowed_token_type" => ApiError::Unauthorized(error),
-        _ => ApiError::Refused(error),
-    })
-}
 
-/// `auth.test`: the bot's identity.
-pub async fn auth_test(
-    http: &reqwest::Client,
-    base: &str,
-    token: &str,
-) -> Result<Identity, ApiError> {
-    let me = call(http, base, token, "auth.test", &json!({})).await?;
-    Ok(Identity {
-        bot_user_id: me["user_id"]
-            .as_str()
-            .ok_or_else(|| ApiError::Transport("auth.test answered without `user_id`".into()))?
-            .to_string(),
-        name: me["user"].as_str().map(str::to_string),
-        bot_id: me["bot_id"].as_str().map(str::to_string),
-        team_id: me["team_id"].as_str().map(str::to_string),
-    })
+    fn envelope(mapped: &Mapped) -> &Envelope {
+        &mapped.envelope
+    }
+
+    fn admit(
+        running: &Arc<Running>,
+        mapped: &Mapped,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        admitted(running, mapped)
+    }
+
+    fn post(
+        running: &Arc<Running>,
+        mapped: &Mapped,
+        text: &str,
+        taken: &Taken,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        reply(running, mapped, text, taken)
+    }
 }
 
 fn bot_token(running: &Running) -> &str {
-    running.spec.bot_token.as_ref().map_or("", |t| t.0.as_str())
+    running.spec.token()
 }
 
 fn stop(e: ApiError) -> Stop {
@@ -214,7 +92,7 @@ fn stop(e: ApiError) -> Stop {
 pub(super) async fn connect(running: &Arc<Running>) -> Stop {
     let http = &running.cx.http;
     let base = running.spec.api_base.as_str();
-    let identity = match auth_test(http, base, bot_token(running)).await {
+    let identity = match api::auth_test(http, base, bot_token(running)).await {
         Ok(i) => i,
         Err(e) => return stop(e),
     };
@@ -222,18 +100,19 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
         running.connected(identity);
         running.cx.register(running);
         running.log("connected mode=http").await;
-        replay(running).await;
+        pipeline::replay::<Slack>(running).await;
         return std::future::pending::<Stop>().await;
     }
     let app_token = match &running.spec.app_token {
         Some(Ok(t)) => t.0.clone(),
         _ => return Stop::Auth("socket mode needs a usable appToken".into()),
     };
-    let opened = match call(http, base, &app_token, "apps.connections.open", &json!({})).await {
-        Ok(o) => o,
-        Err(e) => return stop(e),
-    };
-    let Some(url) = opened["url"].as_str() else {
+    let opened: ConnectionsOpen =
+        match api::call(http, base, &app_token, "apps.connections.open", &NoArgs {}).await {
+            Ok(o) => o,
+            Err(e) => return stop(e),
+        };
+    let Some(url) = opened.url.as_deref() else {
         return Stop::Failed("apps.connections.open answered without a `url`".into());
     };
     let (socket, _) = match tokio::time::timeout(
@@ -248,7 +127,7 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
     };
     let (mut tx, mut rx) = socket.split();
     let mut identity = Some(identity);
-    replay(running).await;
+    pipeline::replay::<Slack>(running).await;
     loop {
         let next = match tokio::time::timeout(Duration::from_secs(120), rx.next()).await {
             Ok(n) => n,
@@ -268,10 +147,14 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
             }
             _ => continue,
         };
-        let Ok(frame) = serde_json::from_str::<Value>(&text) else {
+        let Ok(frame) = serde_json::from_str::<Frame>(&text) else {
             continue;
         };
-        match frame["type"].as_str() {
+        let ack = |envelope_id: &str| {
+            let ack = serde_json::to_string(&Ack { envelope_id }).unwrap_or_default();
+            Message::Text(ack.into())
+        };
+        match frame.kind.as_deref() {
             Some("hello") => {
                 if let Some(identity) = identity.take() {
                     running.connected(identity);
@@ -279,61 +162,53 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
                 }
             }
             Some("disconnect") => {
-                let reason = frame["reason"].as_str().unwrap_or("unknown").to_string();
+                let reason = frame.reason.as_deref().unwrap_or("unknown");
                 return Stop::Failed(format!("Slack asked to reconnect ({reason})"));
             }
             Some("events_api") => {
-                let payload = frame["payload"].clone();
-                let taken = take(running, payload).await;
+                let taken = take_raw(running, frame.payload.as_deref()).await;
                 if let Err(e) = &taken {
                     tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, error = %e, "an event could not be recorded; Slack delivers it again");
                     running.log(&format!("not-recorded error={e}")).await;
                 }
                 // Acknowledged once recorded: an event not recorded is delivered again.
                 if taken.is_ok()
-                    && let Some(envelope_id) = frame["envelope_id"].as_str()
+                    && let Some(envelope_id) = frame.envelope_id.as_deref()
+                    && let Err(e) = tx.send(ack(envelope_id)).await
                 {
-                    let ack = json!({"envelope_id": envelope_id}).to_string();
-                    if let Err(e) = tx.send(Message::Text(ack.into())).await {
-                        return Stop::Failed(format!("cannot acknowledge an event: {e}"));
-                    }
+                    return Stop::Failed(format!("cannot acknowledge an event: {e}"));
                 }
             }
             _ => {
                 // Other envelopes (slash commands, interactivity) are acknowledged unread.
-                if let Some(envelope_id) = frame["envelope_id"].as_str() {
-                    let ack = json!({"envelope_id": envelope_id}).to_string();
-                    let _ = tx.send(Message::Text(ack.into())).await;
+                if let Some(envelope_id) = frame.envelope_id.as_deref() {
+                    let _ = tx.send(ack(envelope_id)).await;
                 }
             }
         }
     }
 }
 
-async fn replay(running: &Arc<Running>) {
-    for (taken, payload) in running.pending().await {
-        dispatch(running, taken, payload);
-    }
+/// Takes an `events_api` frame's payload, as sent.
+async fn take_raw(
+    running: &Arc<Running>,
+    payload: Option<&serde_json::value::RawValue>,
+) -> Result<(), NotTaken> {
+    let body = payload.map_or("null", |p| p.get());
+    let event = serde_json::from_str::<Payload>(body).unwrap_or_default();
+    pipeline::take::<Slack>(running, event, body).await
 }
 
-/// Takes one `event_callback`: recorded (a redelivery of the same `event_id` is not taken
-/// twice), then handled in its conversation's lane.
-pub async fn take(running: &Arc<Running>, payload: Value) -> Result<(), String> {
-    let id = payload["event_id"]
-        .as_str()
-        .ok_or("the event has no `event_id`")?
-        .to_string();
-    if running.take_one("event", &id, &payload).await? {
-        dispatch(running, Taken::fresh(id), payload);
-    }
-    Ok(())
+/// Takes one `event_callback` from the Events API (`body` as sent).
+pub async fn take(running: &Arc<Running>, event: Payload, body: &str) -> Result<(), NotTaken> {
+    pipeline::take::<Slack>(running, event, body).await
 }
 
 /// An event as an envelope, and where its reply goes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mapped {
     pub lane: String,
-    pub envelope: Value,
+    pub envelope: Envelope,
     pub conversation: String,
     pub ts: String,
     pub thread_ts: Option<String>,
@@ -345,13 +220,14 @@ pub struct Mapped {
 /// Maps an `event_callback` (adapters.md, "Event → envelope"), or says why it is not a
 /// message to hand in.
 pub fn map(
-    payload: &Value,
+    payload: &Payload,
     identity: &Identity,
     channel: &str,
     account: &str,
 ) -> Result<Mapped, &'static str> {
-    let event = &payload["event"];
-    match (event["type"].as_str(), event["subtype"].as_str()) {
+    let no_event = Event::default();
+    let event = payload.event.as_ref().unwrap_or(&no_event);
+    match (event.kind.as_deref(), event.subtype.as_deref()) {
         (
             Some("message"),
             None | Some("bot_message") | Some("thread_broadcast") | Some("file_share"),
@@ -362,12 +238,13 @@ pub fn map(
         }
         _ => return Err("not a message event"),
     }
-    let conversation = event["channel"]
-        .as_str()
+    let conversation = event
+        .channel
+        .as_deref()
         .ok_or("the event names no channel")?;
-    let ts = event["ts"].as_str().ok_or("the event has no ts")?;
-    let text = event["text"].as_str().unwrap_or_default();
-    let kind = match event["channel_type"].as_str() {
+    let ts = event.ts.as_deref().ok_or("the event has no ts")?;
+    let text = event.text.as_deref().unwrap_or_default();
+    let kind = match event.channel_type.as_deref() {
         Some("im") => "direct",
         Some("mpim") => "group",
         Some(_) => "channel",
@@ -378,10 +255,10 @@ pub fn map(
             _ => "channel",
         },
     };
-    let bot_id = event["bot_id"].as_str();
-    let is_bot = bot_id.is_some() || event["subtype"] == "bot_message";
+    let bot_id = event.bot_id.as_deref();
+    let is_bot = bot_id.is_some() || event.subtype.as_deref() == Some("bot_message");
     // This bot's own messages name its user id: the self-loop.
-    let sender_id = match (event["user"].as_str(), bot_id) {
+    let sender_id = match (event.user.as_deref(), bot_id) {
         (Some(user), _) => Some(user.to_string()),
         (None, Some(b)) if identity.bot_id.as_deref() == Some(b) => {
             Some(identity.bot_user_id.clone())
@@ -389,42 +266,38 @@ pub fn map(
         (None, Some(b)) => Some(b.to_string()),
         (None, None) => None,
     };
-    let name = event["user_profile"]["display_name"]
-        .as_str()
+    let profile = event.user_profile.as_ref();
+    let name = profile
+        .and_then(|p| p.display_name.as_deref())
         .filter(|n| !n.is_empty())
-        .or_else(|| event["user_profile"]["real_name"].as_str())
-        .or_else(|| event["username"].as_str());
-    let mut sender = json!({"isBot": is_bot});
-    if let Some(id) = &sender_id {
-        sender["id"] = id.clone().into();
-    }
-    if let Some(n) = name {
-        sender["name"] = n.into();
-    }
-    let team_id = payload["team_id"]
-        .as_str()
-        .or_else(|| event["team"].as_str())
+        .or_else(|| profile.and_then(|p| p.real_name.as_deref()))
+        .or(event.username.as_deref());
+    let team_id = payload
+        .team_id
+        .as_deref()
+        .or(event.team.as_deref())
         .unwrap_or_default()
         .to_string();
-    let thread_ts = event["thread_ts"].as_str().map(str::to_string);
-    let mut envelope = json!({
-        "channel": channel,
-        "accountId": account,
-        "peer": {"kind": kind, "id": conversation},
-        "messageId": ts,
-        "sender": sender,
-        "text": text,
-        "mentions": mentions(text),
-    });
-    if !team_id.is_empty() {
-        envelope["teamId"] = team_id.clone().into();
-    }
-    if let Some(t) = &thread_ts {
-        envelope["threadId"] = t.clone().into();
-    }
-    if let Some(parent) = event["parent_user_id"].as_str() {
-        envelope["replyToSenderId"] = parent.into();
-    }
+    let thread_ts = event.thread_ts.clone();
+    let envelope = Envelope {
+        channel: channel.to_string(),
+        account_id: account.to_string(),
+        peer: Peer {
+            kind,
+            id: conversation.to_string(),
+        },
+        message_id: ts.to_string(),
+        sender: Sender {
+            is_bot,
+            id: sender_id,
+            name: name.map(str::to_string),
+        },
+        text: text.to_string(),
+        mentions: mentions(text),
+        team_id: (!team_id.is_empty()).then(|| team_id.clone()),
+        thread_id: thread_ts.clone(),
+        reply_to_sender_id: event.parent_user_id.clone(),
+    };
     Ok(Mapped {
         lane: match &thread_ts {
             Some(t) => format!("{conversation}/{t}"),
@@ -458,40 +331,6 @@ pub fn mentions(text: &str) -> Vec<String> {
         rest = &rest[end..];
     }
     out
-}
-
-fn dispatch(running: &Arc<Running>, taken: Taken, payload: Value) {
-    let event_id = taken.event_id.clone();
-    // A replay after a reconnect skips what a lane holds already.
-    if !running.cx.claim(&running.spec, &event_id) {
-        return;
-    }
-    running.event_taken();
-    let identity = running.identity().unwrap_or_default();
-    let mapped = map(
-        &payload,
-        &identity,
-        &running.spec.channel,
-        &running.spec.account,
-    );
-    let lane = mapped
-        .as_ref()
-        .map_or_else(|_| "-".to_string(), |m| m.lane.clone());
-    let job = {
-        let running = running.clone();
-        let event_id = event_id.clone();
-        async move {
-            match mapped {
-                Ok(mapped) => handle(&running, mapped, &taken).await,
-                Err(why) => {
-                    running
-                        .log(&format!("ignored event={event_id} why={why}"))
-                        .await;
-                }
-            }
-        }
-    };
-    running.cx.run_in_lane(&running.spec, &lane, event_id, job);
 }
 
 async fn blocking<T: Send + 'static>(
@@ -545,7 +384,7 @@ async fn admitted(running: &Arc<Running>, mapped: &Mapped) -> bool {
     let marked = mapped.text.contains(&marker);
     let own = running
         .identity()
-        .is_some_and(|i| mapped.envelope["sender"]["id"] == i.bot_user_id.as_str());
+        .is_some_and(|i| mapped.envelope.sender.id.as_deref() == Some(i.bot_user_id.as_str()));
     if own {
         // The self-loop gate answers it; the thread's state is this bot's own doing.
         return true;
@@ -616,30 +455,13 @@ fn thread_state_word(store: &super::store::AdapterStore, key: &ThreadKey) -> &'s
         .map_or("open", |t| t.state.as_str())
 }
 
-/// Hands an event in at the Access door and posts the reply its answer holds.
-async fn handle(running: &Arc<Running>, mapped: Mapped, taken: &Taken) {
-    if !admitted(running, &mapped).await {
-        return;
-    }
-    let Some(answer) = super::web::hand_in(running, &mapped.envelope).await else {
-        return;
-    };
-    if answer["duplicate"] == true && !taken.replayed {
-        return;
-    }
-    let Some(text) = answer["reply"]["text"].as_str() else {
-        return;
-    };
-    if !outbound::postable(text) {
-        return;
-    }
+/// Posts the reply to a message: in its thread (or the one it starts), one round of the
+/// thread's discussion when it has one.
+async fn reply(running: &Arc<Running>, mapped: &Mapped, text: &str, taken: &Taken) {
     let key = DeliveryKey {
         channel: running.spec.channel.clone(),
         account_id: running.spec.account.clone(),
-        peer_kind: mapped.envelope["peer"]["kind"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+        peer_kind: mapped.envelope.peer.kind.to_string(),
         peer_id: mapped.conversation.clone(),
         thread_id: mapped.thread_ts.clone().unwrap_or_default(),
         message_id: mapped.ts.clone(),
@@ -651,7 +473,7 @@ async fn handle(running: &Arc<Running>, mapped: Mapped, taken: &Taken) {
         .or_else(|| (running.spec.reply_to_mode != ReplyToMode::Off).then(|| mapped.ts.clone()));
     let round = match thread
         .as_deref()
-        .and_then(|t| discussion_in(running, &mapped, t))
+        .and_then(|t| discussion_in(running, mapped, t))
     {
         None => None,
         Some(d) => match reserve_round(running, &d, text).await {
@@ -667,10 +489,10 @@ async fn handle(running: &Arc<Running>, mapped: Mapped, taken: &Taken) {
             }
         },
     };
-    if post_reply(running, &mapped, text, key, taken).await
+    if post_reply(running, mapped, text, key, taken).await
         && let Some((d, reached)) = round
     {
-        after_round(running, &mapped, &d, text, reached).await;
+        after_round(running, mapped, &d, text, reached).await;
     }
 }
 
@@ -709,8 +531,7 @@ async fn post_reply(
                     &running.cx.access,
                     key,
                     "slack:chat.postMessage".into(),
-                    json!({"channel": mapped.conversation, "thread_ts": thread_ts, "text": rest})
-                        .to_string(),
+                    dead_letter_body(&mapped.conversation, thread_ts.as_deref(), &rest),
                     attempts,
                     error,
                 )
@@ -722,6 +543,22 @@ async fn post_reply(
     true
 }
 
+/// What a dead letter keeps of a `chat.postMessage` (`thread_ts` null when there is none).
+fn dead_letter_body(conversation: &str, thread_ts: Option<&str>, text: &str) -> String {
+    #[derive(serde::Serialize)]
+    struct Kept<'a> {
+        channel: &'a str,
+        thread_ts: Option<&'a str>,
+        text: &'a str,
+    }
+    serde_json::to_string(&Kept {
+        channel: conversation,
+        thread_ts,
+        text,
+    })
+    .unwrap_or_default()
+}
+
 /// One `chat.postMessage`, rate limits honoured; the attempts made and the error when it
 /// could not be sent.
 async fn post(
@@ -730,14 +567,13 @@ async fn post(
     thread_ts: Option<&str>,
     text: &str,
 ) -> Result<(), (u32, String)> {
-    let mut body = json!({"channel": conversation, "text": text});
-    if let Some(t) = thread_ts {
-        body["thread_ts"] = t.into();
-    }
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        match call(
+    let body = PostMessage {
+        channel: conversation,
+        text,
+        thread_ts,
+    };
+    let send = || async {
+        api::call::<_, Ignored>(
             &running.cx.http,
             &running.spec.api_base,
             bot_token(running),
@@ -745,23 +581,14 @@ async fn post(
             &body,
         )
         .await
-        {
-            Ok(_) => return Ok(()),
-            Err(ApiError::RateLimited(wait)) if attempts < ATTEMPTS && wait <= MAX_RETRY_AFTER => {
-                running
-                    .log(&format!(
-                        "rate-limited method=chat.postMessage retry_after_s={}",
-                        wait.as_secs()
-                    ))
-                    .await;
-                tokio::time::sleep(wait).await;
-            }
-            Err(ApiError::Transport(_)) if attempts < ATTEMPTS => {
-                tokio::time::sleep(Duration::from_millis(250 << attempts)).await;
-            }
-            Err(e) => return Err((attempts, e.to_string())),
-        }
-    }
+        .map(drop)
+    };
+    outbound::send_piece(running, "chat.postMessage", send, |e| match e {
+        ApiError::RateLimited(wait) => Failure::RateLimited(*wait),
+        ApiError::Transport(_) => Failure::Transport,
+        _ => Failure::Final,
+    })
+    .await
 }
 
 type DiscussionOf = (ThreadKey, u32, String, u32);
@@ -858,6 +685,8 @@ async fn after_round(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn bot() -> Identity {
@@ -870,43 +699,6 @@ mod tests {
     }
 
     #[test]
-    fn a_signature_verifies_within_the_window_only() {
-        let body = br#"{"type":"event_callback"}"#;
-        let sig = sign(b"s3cret", 1_000_000, body);
-        assert_eq!(
-            verify(b"s3cret", Some("1000000"), Some(&sig), body, 1_000_100),
-            Ok(())
-        );
-        assert!(
-            verify(b"s3cret", Some("1000000"), Some(&sig), body, 1_000_301)
-                .unwrap_err()
-                .contains("stale")
-        );
-        assert!(
-            verify(b"other", Some("1000000"), Some(&sig), body, 1_000_000)
-                .unwrap_err()
-                .contains("wrong")
-        );
-        assert!(verify(b"s3cret", Some("1000001"), Some(&sig), body, 1_000_000).is_err());
-        assert!(
-            verify(b"s3cret", None, Some(&sig), body, 0)
-                .unwrap_err()
-                .contains("missing")
-        );
-        assert!(verify(b"s3cret", Some("x"), Some(&sig), body, 0).is_err());
-        // Timestamps at the ends of the range: refused, no overflow.
-        for ts in [i64::MIN.to_string(), i64::MAX.to_string()] {
-            assert!(verify(b"s3cret", Some(&ts), Some(&sig), body, 1_000_000).is_err());
-        }
-        assert!(
-            verify(b"s3cret", Some("1000000"), Some("v0=zz"), body, 1_000_000)
-                .unwrap_err()
-                .contains("malformed")
-        );
-        assert!(verify(b"s3cret", Some("1000000"), Some("v1=00"), body, 1_000_000).is_err());
-    }
-
-    #[test]
     fn mentions_are_read_from_the_text_once_each() {
         assert_eq!(
             mentions("<@U1> hi <@U2|bob> and <@U1> <@> <#C1> <@U3"),
@@ -915,46 +707,95 @@ mod tests {
         assert!(mentions("<@U1 > <@ü>").is_empty() || mentions("<@U1 > <@ü>") == ["U1"]);
     }
 
+    /// A payload as the Events API or Socket Mode brings it, read as the adapter reads it.
+    fn payload(value: serde_json::Value) -> Payload {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn mapped(value: serde_json::Value) -> Result<Mapped, &'static str> {
+        map(&payload(value), &bot(), "slack", "a")
+    }
+
+    fn envelope(value: serde_json::Value) -> serde_json::Value {
+        serde_json::to_value(mapped(value).unwrap().envelope).unwrap()
+    }
+
     #[test]
     fn events_map_to_envelopes_and_changes_are_ignored() {
-        let payload = json!({"team_id": "T1", "event_id": "Ev1", "event": {"type": "message", "channel_type": "channel", "channel": "C1", "user": "U7", "text": "<@UBOT> hi", "ts": "1.1", "thread_ts": "1.0", "parent_user_id": "UBOT"}});
-        let m = map(&payload, &bot(), "slack", "a").unwrap();
+        let m = mapped(
+            json!({"team_id": "T1", "event_id": "Ev1", "event": {"type": "message", "channel_type": "channel", "channel": "C1", "user": "U7", "text": "<@UBOT> hi", "ts": "1.1", "thread_ts": "1.0", "parent_user_id": "UBOT"}}),
+        )
+        .unwrap();
         assert_eq!(
-            m.envelope,
+            serde_json::to_value(&m.envelope).unwrap(),
             json!({"channel": "slack", "accountId": "a", "peer": {"kind": "channel", "id": "C1"}, "messageId": "1.1", "sender": {"id": "U7", "isBot": false}, "text": "<@UBOT> hi", "mentions": ["UBOT"], "teamId": "T1", "threadId": "1.0", "replyToSenderId": "UBOT"})
         );
+        assert_eq!(m.lane, "C1/1.0");
         let mention = json!({"team_id": "T1", "event": {"type": "app_mention", "channel": "C1", "user": "U7", "text": "<@UBOT> hi", "ts": "1.1", "thread_ts": "1.0", "parent_user_id": "UBOT"}});
         assert_eq!(
-            map(&mention, &bot(), "slack", "a").unwrap().envelope,
+            mapped(mention).unwrap().envelope,
             m.envelope,
             "one message, one envelope, whichever event brings it"
         );
         let im = json!({"event": {"type": "message", "channel_type": "im", "channel": "D1", "user": "U7", "text": "x", "ts": "2"}});
-        assert_eq!(
-            map(&im, &bot(), "slack", "a").unwrap().envelope["peer"]["kind"],
-            "direct"
-        );
+        assert_eq!(envelope(im)["peer"]["kind"], "direct");
         let mpim = json!({"event": {"type": "message", "channel_type": "mpim", "channel": "G1", "user": "U7", "text": "x", "ts": "2"}});
-        assert_eq!(
-            map(&mpim, &bot(), "slack", "a").unwrap().envelope["peer"]["kind"],
-            "group"
-        );
+        assert_eq!(envelope(mpim)["peer"]["kind"], "group");
         let own = json!({"event": {"type": "message", "subtype": "bot_message", "channel": "C1", "bot_id": "BBOT", "text": "x", "ts": "3"}});
-        let own = map(&own, &bot(), "slack", "a").unwrap();
-        assert_eq!(own.envelope["sender"], json!({"id": "UBOT", "isBot": true}));
+        assert_eq!(
+            envelope(own)["sender"],
+            json!({"id": "UBOT", "isBot": true})
+        );
         for subtype in ["message_changed", "message_deleted", "channel_join"] {
             let e = json!({"event": {"type": "message", "subtype": subtype, "channel": "C1", "ts": "4"}});
-            assert!(map(&e, &bot(), "slack", "a").is_err(), "{subtype}");
+            assert!(mapped(e).is_err(), "{subtype}");
         }
-        assert!(map(&json!({}), &bot(), "slack", "a").is_err());
-        assert!(
-            map(
-                &json!({"event": {"type": "message", "channel": 5}}),
-                &bot(),
-                "slack",
-                "a"
-            )
-            .is_err()
+        assert!(mapped(json!({})).is_err());
+        assert!(mapped(json!({"event": {"type": "message", "channel": 5}})).is_err());
+    }
+
+    /// The malformed and partial events the adapter meets: each mapped as the hand-read JSON
+    /// was, or refused with the same reason.
+    #[test]
+    fn partial_events_map_as_before_and_say_why_not() {
+        let why = |v| mapped(v).unwrap_err();
+        assert_eq!(why(json!({"event": "x"})), "not a message event");
+        assert_eq!(
+            why(json!({"event": {"type": "reaction_added", "channel": "C1", "ts": "1"}})),
+            "not a message event"
         );
+        assert_eq!(
+            why(json!({"event": {"type": "message", "ts": "1"}})),
+            "the event names no channel"
+        );
+        assert_eq!(
+            why(json!({"event": {"type": "message", "channel": "C1", "ts": 1.5}})),
+            "the event has no ts"
+        );
+        // A subtype that is no string is no subtype: a plain message.
+        let odd = json!({"event": {"type": "message", "subtype": 3, "channel": "C1", "ts": "1", "text": 7, "user_profile": {"display_name": "", "real_name": "Ada"}, "user": "U7"}});
+        let e = envelope(odd);
+        assert_eq!(e["text"], "", "a text that is no string is empty");
+        assert_eq!(
+            e["sender"],
+            json!({"isBot": false, "id": "U7", "name": "Ada"})
+        );
+        assert!(e.get("teamId").is_none(), "no team: no teamId");
+        // app_mention names no channel_type: the id's first letter says it.
+        let dm =
+            json!({"event": {"type": "app_mention", "channel": "D9", "ts": "1", "user": "U7"}});
+        assert_eq!(envelope(dm)["peer"]["kind"], "direct");
+        let group =
+            json!({"event": {"type": "app_mention", "channel": "G9", "ts": "1", "user": "U7"}});
+        assert_eq!(envelope(group)["peer"]["kind"], "group");
+        // Another bot: its bot id speaks, and the team comes from the event when the
+        // payload names none.
+        let other = json!({"event": {"type": "message", "channel": "C1", "ts": "1", "bot_id": "BOTHER", "username": "helper", "team": "T2"}});
+        let e = envelope(other);
+        assert_eq!(
+            e["sender"],
+            json!({"isBot": true, "id": "BOTHER", "name": "helper"})
+        );
+        assert_eq!(e["teamId"], "T2");
     }
 }

@@ -1,16 +1,19 @@
 //! The adapters' rows in the state database (`adapters.sql`): Telegram's next `getUpdates`
-//! offset, the inbox of events taken from a platform and not yet handled to the end, the bot
-//! identity recorded per account, and seed 001's discussion state per Slack thread.
+//! offset, the inbox of events taken from a platform and not yet handled to the end, and seed
+//! 001's discussion state per Slack thread. The account rows (identity, logout) are
+//! [`crate::platform::accounts`]'; the store holds that one too, for the running adapters.
 //!
 //! A connection of its own (as the Access layer has): an event is taken while an apply runs.
 //! Every call is short; callers run it on the blocking pool.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::platform::accounts::AccountStore;
 use crate::state::{StateDir, StateError};
 
 pub struct AdapterStore {
     db: crate::state::LayerConnection,
+    accounts: AccountStore,
 }
 
 /// One event in the inbox.
@@ -20,16 +23,6 @@ pub struct Pending {
     pub body: String,
     /// How many pieces of its reply were posted before.
     pub posted: usize,
-}
-
-/// The bot identity recorded for an account.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Recorded {
-    pub bot_user_id: String,
-    pub bot_name: Option<String>,
-    pub team_id: Option<String>,
-    pub at: String,
 }
 
 /// A Slack thread's discussion (seed 001).
@@ -81,7 +74,13 @@ impl AdapterStore {
     pub fn open(dir: &StateDir) -> Result<AdapterStore, StateError> {
         Ok(AdapterStore {
             db: crate::state::LayerConnection::open(dir, "adapter")?,
+            accounts: AccountStore::open(dir)?,
         })
+    }
+
+    /// The account rows: identity recorded, logged out.
+    pub fn accounts(&self) -> &AccountStore {
+        &self.accounts
     }
 
     fn with<T>(
@@ -188,97 +187,6 @@ impl AdapterStore {
             )?
             .execute(params![channel, account, event_id, pieces as i64])
             .map(drop)
-        })
-    }
-
-    pub fn record_identity(
-        &self,
-        channel: &str,
-        account: &str,
-        identity: &super::Identity,
-    ) -> Result<(), StateError> {
-        let now = crate::clock::now();
-        self.with(|c| {
-            c.execute(
-                "INSERT INTO adapter_identities (channel, account_id, bot_user_id, bot_name, team_id, at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (channel, account_id) DO UPDATE SET bot_user_id = excluded.bot_user_id,
-                   bot_name = excluded.bot_name, team_id = excluded.team_id, at = excluded.at",
-                params![
-                    channel,
-                    account,
-                    identity.bot_user_id,
-                    identity.name,
-                    identity.team_id,
-                    now
-                ],
-            )
-            .map(drop)
-        })
-    }
-
-    /// Forgets the recorded identity; whether there was one.
-    pub fn forget_identity(&self, channel: &str, account: &str) -> Result<bool, StateError> {
-        self.with(|c| {
-            c.execute(
-                "DELETE FROM adapter_identities WHERE channel = ?1 AND account_id = ?2",
-                params![channel, account],
-            )
-            .map(|n| n > 0)
-        })
-    }
-
-    /// `channels logout` (true) or `login` (false).
-    pub fn set_logged_out(
-        &self,
-        channel: &str,
-        account: &str,
-        out: bool,
-    ) -> Result<(), StateError> {
-        let now = crate::clock::now();
-        self.with(|c| {
-            if out {
-                c.execute(
-                    "INSERT OR REPLACE INTO adapter_logouts (channel, account_id, at) VALUES (?1, ?2, ?3)",
-                    params![channel, account, now],
-                )
-            } else {
-                c.execute(
-                    "DELETE FROM adapter_logouts WHERE channel = ?1 AND account_id = ?2",
-                    params![channel, account],
-                )
-            }
-            .map(drop)
-        })
-    }
-
-    pub fn logged_out(&self, channel: &str, account: &str) -> Result<bool, StateError> {
-        self.with(|c| {
-            c.query_row(
-                "SELECT 1 FROM adapter_logouts WHERE channel = ?1 AND account_id = ?2",
-                params![channel, account],
-                |_| Ok(()),
-            )
-            .optional()
-            .map(|r| r.is_some())
-        })
-    }
-
-    pub fn identity(&self, channel: &str, account: &str) -> Result<Option<Recorded>, StateError> {
-        self.with(|c| {
-            c.query_row(
-                "SELECT bot_user_id, bot_name, team_id, at FROM adapter_identities WHERE channel = ?1 AND account_id = ?2",
-                params![channel, account],
-                |r| {
-                    Ok(Recorded {
-                        bot_user_id: r.get(0)?,
-                        bot_name: r.get(1)?,
-                        team_id: r.get(2)?,
-                        at: r.get(3)?,
-                    })
-                },
-            )
-            .optional()
         })
     }
 

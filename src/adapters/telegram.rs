@@ -1,107 +1,61 @@
-//! Telegram (adapters.md, "Telegram"): the Bot API over HTTPS. `mode: polling` (default)
-//! deletes any webhook, then long-polls `getUpdates`, the next offset recorded in the state
-//! database with the updates it confirms; `mode: webhook` registers `webhookUrl` with
+//! Telegram's adapter (adapters.md, "Telegram"), over [`crate::platform::telegram`].
+//! `mode: polling` (default) deletes any webhook, then long-polls `getUpdates`, the next
+//! offset recorded in the state database with the updates it confirms; `mode: webhook` registers `webhookUrl` with
 //! `setWebhook` and a `secret_token`, and takes updates on the controller's listener
 //! ([`super::web`]). `getMe` names the bot. Replies go by `sendMessage` in 4,096-unit pieces.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::value::RawValue;
 
-use super::outbound::{self, ATTEMPTS, MAX_RETRY_AFTER};
-use super::{Identity, Running, Stop, Taken};
+use super::outbound::{self, Failure};
+use super::pipeline::{self, Adapter, NotTaken};
+use super::{AdapterSpec, Envelope, Identity, Peer, Running, Sender, Stop, Taken};
 use crate::access::store::DeliveryKey;
 use crate::config::model::AdapterMode;
+pub use crate::platform::telegram::TEXT_LIMIT;
+use crate::platform::telegram::{
+    ALLOWED_UPDATES, Api, ApiError, DeleteWebhook, GetUpdates, Ignored, Raw, ReplyParameters,
+    SendMessage, SetWebhook, Update,
+};
 
-/// Telegram's limit on a message's text, in UTF-16 code units.
-pub const TEXT_LIMIT: usize = 4096;
+/// Telegram's part of the pipeline.
+pub struct Telegram;
 
-/// The updates asked for: messages and channel posts (edits are not asked for).
-const ALLOWED_UPDATES: [&str; 2] = ["message", "channel_post"];
+impl Adapter for Telegram {
+    type Event = Update;
+    type Mapped = Mapped;
+    const WHAT: &'static str = "update";
+    const NO_ID: &'static str = "the update has no `update_id`";
 
-/// A Bot API failure.
-#[derive(Debug)]
-pub enum ApiError {
-    /// 401/404 on the token: the credentials are wrong.
-    Unauthorized(String),
-    /// 429 with `retry_after`.
-    RateLimited(Duration),
-    /// Any other refusal (400 chat not found, 403 blocked, 409 conflict…).
-    Refused { code: u16, description: String },
-    /// No answer, or not the Bot API's.
-    Transport(String),
-}
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ApiError::Unauthorized(d) => write!(f, "the bot token was refused: {d}"),
-            ApiError::RateLimited(wait) => {
-                write!(f, "rate limited: retry after {} s", wait.as_secs())
-            }
-            ApiError::Refused { code, description } => write!(f, "{code} {description}"),
-            ApiError::Transport(e) => write!(f, "{e}"),
-        }
+    fn event_id(update: &Update) -> Option<String> {
+        update.update_id.map(|id| id.to_string())
     }
-}
 
-/// The Bot API of one bot.
-pub struct Api<'a> {
-    pub http: &'a reqwest::Client,
-    pub base: &'a str,
-    pub token: &'a str,
-}
-
-impl Api<'_> {
-    /// Calls `method` with a JSON body; the `result` on success.
-    pub async fn call(
-        &self,
-        method: &str,
-        body: &Value,
-        timeout: Duration,
-    ) -> Result<Value, ApiError> {
-        let url = format!("{}/bot{}/{method}", self.base, self.token);
-        let response = self
-            .http
-            .post(url)
-            .json(body)
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| ApiError::Transport(super::transport_error(e)))?;
-        let status = response.status().as_u16();
-        let answer: Value = response.json().await.map_err(|e| {
-            ApiError::Transport(format!(
-                "HTTP {status}, not a Bot API answer: {}",
-                super::transport_error(e)
-            ))
-        })?;
-        if answer["ok"] == true {
-            return Ok(answer["result"].clone());
-        }
-        let code = answer["error_code"]
-            .as_u64()
-            .and_then(|c| u16::try_from(c).ok())
-            .unwrap_or(status);
-        let description = answer["description"]
-            .as_str()
-            .unwrap_or("no description")
-            .to_string();
-        Err(match code {
-            401 | 404 if method == "getMe" || code == 401 => ApiError::Unauthorized(description),
-            429 => ApiError::RateLimited(Duration::from_secs(
-                answer["parameters"]["retry_after"].as_u64().unwrap_or(1),
-            )),
-            _ => ApiError::Refused { code, description },
-        })
+    fn map(
+        update: &Update,
+        identity: &Identity,
+        spec: &AdapterSpec,
+    ) -> Result<Mapped, &'static str> {
+        map(update, identity, &spec.channel, &spec.account)
     }
-}
 
-fn token(running: &Running) -> &str {
-    match &running.spec.bot_token {
-        Ok(t) => &t.0,
-        Err(_) => "",
+    fn lane(mapped: &Mapped) -> &str {
+        &mapped.lane
+    }
+
+    fn envelope(mapped: &Mapped) -> &Envelope {
+        &mapped.envelope
+    }
+
+    fn post(
+        running: &Arc<Running>,
+        mapped: &Mapped,
+        text: &str,
+        taken: &Taken,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        send_reply(running, mapped, text, taken)
     }
 }
 
@@ -109,25 +63,8 @@ fn api(running: &Running) -> Api<'_> {
     Api {
         http: &running.cx.http,
         base: &running.spec.api_base,
-        token: token(running),
+        token: running.spec.token(),
     }
-}
-
-/// `getMe`: the bot's identity.
-pub async fn get_me(api: &Api<'_>) -> Result<Identity, ApiError> {
-    let me = api
-        .call("getMe", &json!({}), Duration::from_secs(15))
-        .await?;
-    let id = me["id"]
-        .as_i64()
-        .map(|i| i.to_string())
-        .ok_or_else(|| ApiError::Transport("getMe answered without the bot's `id`".into()))?;
-    Ok(Identity {
-        bot_user_id: id,
-        name: me["username"].as_str().map(str::to_string),
-        bot_id: None,
-        team_id: None,
-    })
 }
 
 fn stop(e: ApiError) -> Stop {
@@ -148,39 +85,38 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
             else {
                 return Stop::Failed("webhook mode needs webhookUrl and webhookSecret".into());
             };
-            let identity = match get_me(&api).await {
+            let identity = match api.get_me().await {
                 Ok(i) => i,
                 Err(e) => return stop(e),
             };
-            let body =
-                json!({"url": url, "secret_token": secret.0, "allowed_updates": ALLOWED_UPDATES});
-            if let Err(e) = api.call("setWebhook", &body, short).await {
+            let body = SetWebhook {
+                url,
+                secret_token: &secret.0,
+                allowed_updates: ALLOWED_UPDATES,
+            };
+            if let Err(e) = api.call::<_, Ignored>("setWebhook", &body, short).await {
                 return stop(e);
             }
             running.connected(identity);
             running.cx.register(running);
             running.log("connected mode=webhook").await;
-            replay(running).await;
+            pipeline::replay::<Telegram>(running).await;
             std::future::pending::<Stop>().await
         }
         _ => {
-            if let Err(e) = api
-                .call(
-                    "deleteWebhook",
-                    &json!({"drop_pending_updates": false}),
-                    short,
-                )
-                .await
-            {
+            let keep = DeleteWebhook {
+                drop_pending_updates: false,
+            };
+            if let Err(e) = api.call::<_, Ignored>("deleteWebhook", &keep, short).await {
                 return stop(e);
             }
-            let identity = match get_me(&api).await {
+            let identity = match api.get_me().await {
                 Ok(i) => i,
                 Err(e) => return stop(e),
             };
             running.connected(identity);
             running.log("connected mode=polling").await;
-            replay(running).await;
+            pipeline::replay::<Telegram>(running).await;
             poll(running, &api).await
         }
     }
@@ -208,18 +144,18 @@ async fn poll(running: &Arc<Running>, api: &Api<'_>) -> Stop {
     let mut offset = offset;
     let seconds = poll_seconds();
     loop {
-        let mut body = json!({"timeout": seconds, "allowed_updates": ALLOWED_UPDATES});
-        if let Some(o) = offset {
-            body["offset"] = o.into();
-        }
-        let updates = match api
+        let body = GetUpdates {
+            timeout: seconds,
+            allowed_updates: ALLOWED_UPDATES,
+            offset,
+        };
+        let updates: Vec<Box<RawValue>> = match api
             .call("getUpdates", &body, Duration::from_secs(seconds + 15))
             .await
         {
-            Ok(Value::Array(updates)) => updates,
-            Ok(_) => return Stop::Failed("getUpdates answered something else than a list".into()),
+            Ok(updates) => updates,
             Err(ApiError::RateLimited(wait)) => {
-                tokio::time::sleep(wait.min(MAX_RETRY_AFTER)).await;
+                tokio::time::sleep(wait.min(outbound::MAX_RETRY_AFTER)).await;
                 continue;
             }
             Err(e) => return stop(e),
@@ -230,11 +166,11 @@ async fn poll(running: &Arc<Running>, api: &Api<'_>) -> Stop {
         let mut events = Vec::with_capacity(updates.len());
         let mut next = offset.unwrap_or(i64::MIN);
         for update in &updates {
-            let Some(id) = update["update_id"].as_i64() else {
+            let Some(id) = Raw(update).update_id() else {
                 continue;
             };
             next = next.max(id.saturating_add(1));
-            events.push((id.to_string(), update.to_string()));
+            events.push((id.to_string(), update.get().to_string()));
         }
         let taken = {
             let (store, c, a, events) = (
@@ -251,37 +187,19 @@ async fn poll(running: &Arc<Running>, api: &Api<'_>) -> Stop {
             Err(e) => return Stop::Failed(format!("cannot record the updates: {e}")),
         };
         offset = Some(next);
-        for ((id, _), (update, fresh)) in events.iter().zip(updates.into_iter().zip(fresh)) {
+        for ((id, body), fresh) in events.iter().zip(fresh) {
             if fresh {
-                dispatch(running, Taken::fresh(id.clone()), update);
+                let update = serde_json::from_str::<Update>(body).unwrap_or_default();
+                pipeline::dispatch::<Telegram>(running, Taken::fresh(id.clone()), update);
             }
         }
     }
 }
 
-/// Hands in again what an earlier run took and did not finish.
-async fn replay(running: &Arc<Running>) {
-    let pending = running.pending().await;
-    if !pending.is_empty() {
-        running
-            .log(&format!("replaying updates={}", pending.len()))
-            .await;
-    }
-    for (taken, update) in pending {
-        dispatch(running, taken, update);
-    }
-}
-
-/// Takes one update from the webhook: recorded, then handled in its chat's lane.
-pub async fn take(running: &Arc<Running>, update: Value) -> Result<(), String> {
-    let id = update["update_id"]
-        .as_i64()
-        .ok_or("the update has no `update_id`")?
-        .to_string();
-    if running.take_one("update", &id, &update).await? {
-        dispatch(running, Taken::fresh(id), update);
-    }
-    Ok(())
+/// Takes one update from the webhook (`body` as sent): recorded, then handled in its chat's
+/// lane.
+pub async fn take(running: &Arc<Running>, update: Update, body: &str) -> Result<(), NotTaken> {
+    pipeline::take::<Telegram>(running, update, body).await
 }
 
 /// An update as an envelope, and where its reply goes.
@@ -289,7 +207,7 @@ pub async fn take(running: &Arc<Running>, update: Value) -> Result<(), String> {
 pub struct Mapped {
     /// The lane: chat and topic.
     pub lane: String,
-    pub envelope: Value,
+    pub envelope: Envelope,
     pub chat_id: i64,
     pub message_id: i64,
     pub thread_id: Option<i64>,
@@ -298,73 +216,73 @@ pub struct Mapped {
 /// Maps an update (adapters.md, "Update → envelope"), or says why it is not a message to hand
 /// in.
 pub fn map(
-    update: &Value,
+    update: &Update,
     identity: &Identity,
     channel: &str,
     account: &str,
 ) -> Result<Mapped, &'static str> {
-    let message = match (update.get("message"), update.get("channel_post")) {
+    let message = match (&update.message, &update.channel_post) {
         (Some(m), _) | (None, Some(m)) => m,
         _ => return Err("not a message (edits and other updates are not handed in)"),
     };
-    let chat = &message["chat"];
-    let chat_id = chat["id"].as_i64().ok_or("the message has no chat id")?;
-    let message_id = message["message_id"]
-        .as_i64()
-        .ok_or("the message has no message_id")?;
-    let text = message["text"]
-        .as_str()
-        .or_else(|| message["caption"].as_str())
+    let chat = message.chat.clone().unwrap_or_default();
+    let chat_id = chat.id.ok_or("the message has no chat id")?;
+    let message_id = message.message_id.ok_or("the message has no message_id")?;
+    let text = message
+        .text
+        .as_deref()
+        .or(message.caption.as_deref())
         .ok_or("the message has no text")?;
-    let kind = match chat["type"].as_str() {
+    let kind = match chat.kind.as_deref() {
         Some("private") => "direct",
         Some("group") | Some("supergroup") => "group",
         Some("channel") => "channel",
         _ => return Err("unknown chat type"),
     };
     // A forum topic is a thread; a reply chain in a plain group is not.
-    let thread_id = message["message_thread_id"]
-        .as_i64()
-        .filter(|_| message["is_topic_message"] == true || chat["is_forum"] == true);
-    let (sender_id, sender_name, is_bot) = match message.get("from") {
+    let thread_id = message
+        .message_thread_id
+        .filter(|_| message.is_topic_message == Some(true) || chat.is_forum == Some(true));
+    let (sender_id, sender_name, is_bot) = match &message.from {
         Some(from) => {
-            let name = [from["first_name"].as_str(), from["last_name"].as_str()]
+            let name = [from.first_name.as_deref(), from.last_name.as_deref()]
                 .into_iter()
                 .flatten()
                 .collect::<Vec<_>>()
                 .join(" ");
             let name = if name.is_empty() {
-                from["username"].as_str().unwrap_or_default().to_string()
+                from.username.clone().unwrap_or_default()
             } else {
                 name
             };
             (
-                from["id"].as_i64().map(|i| i.to_string()),
+                from.id.map(|i| i.to_string()),
                 name,
-                from["is_bot"] == true,
+                from.is_bot == Some(true),
             )
         }
         // A channel post speaks for the chat.
-        None => (
-            message["sender_chat"]["id"].as_i64().map(|i| i.to_string()),
-            message["sender_chat"]["title"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            false,
-        ),
+        None => {
+            let chat = message.sender_chat.as_ref();
+            (
+                chat.and_then(|c| c.id).map(|i| i.to_string()),
+                chat.and_then(|c| c.title.clone()).unwrap_or_default(),
+                false,
+            )
+        }
     };
     let mut mentions = Vec::new();
-    let entities = message["entities"]
-        .as_array()
-        .or_else(|| message["caption_entities"].as_array());
+    let entities = message
+        .entities
+        .as_ref()
+        .or(message.caption_entities.as_ref());
     for entity in entities.into_iter().flatten() {
-        match entity["type"].as_str() {
+        match entity.kind.as_deref() {
             Some("mention") | Some("bot_command") => {
                 let at = utf16_slice(
                     text,
-                    entity["offset"].as_u64().unwrap_or(0) as usize,
-                    entity["length"].as_u64().unwrap_or(0) as usize,
+                    entity.offset.unwrap_or(0) as usize,
+                    entity.length.unwrap_or(0) as usize,
                 );
                 // `@name` or `/command@name`.
                 let named = at.and_then(|t| t.rsplit_once('@').map(|(_, n)| n.to_string()));
@@ -376,7 +294,7 @@ pub fn map(
                 }
             }
             Some("text_mention") => {
-                if let Some(id) = entity["user"]["id"].as_i64() {
+                if let Some(id) = entity.user.as_ref().and_then(|u| u.id) {
                     let id = id.to_string();
                     if !mentions.contains(&id) {
                         mentions.push(id);
@@ -386,31 +304,31 @@ pub fn map(
             _ => {}
         }
     }
-    let reply_to = message["reply_to_message"]["from"]["id"]
-        .as_i64()
+    let reply_to = message
+        .reply_to_message
+        .as_ref()
+        .and_then(|r| r.from.as_ref())
+        .and_then(|f| f.id)
         .map(|i| i.to_string());
-    let mut sender = json!({"isBot": is_bot});
-    if let Some(id) = &sender_id {
-        sender["id"] = id.clone().into();
-    }
-    if !sender_name.is_empty() {
-        sender["name"] = sender_name.into();
-    }
-    let mut envelope = json!({
-        "channel": channel,
-        "accountId": account,
-        "peer": {"kind": kind, "id": chat_id.to_string()},
-        "messageId": message_id.to_string(),
-        "sender": sender,
-        "text": text,
-        "mentions": mentions,
-    });
-    if let Some(t) = thread_id {
-        envelope["threadId"] = t.to_string().into();
-    }
-    if let Some(r) = reply_to {
-        envelope["replyToSenderId"] = r.into();
-    }
+    let envelope = Envelope {
+        channel: channel.to_string(),
+        account_id: account.to_string(),
+        peer: Peer {
+            kind,
+            id: chat_id.to_string(),
+        },
+        message_id: message_id.to_string(),
+        sender: Sender {
+            is_bot,
+            id: sender_id,
+            name: (!sender_name.is_empty()).then_some(sender_name),
+        },
+        text: text.to_string(),
+        mentions,
+        team_id: None,
+        thread_id: thread_id.map(|t| t.to_string()),
+        reply_to_sender_id: reply_to,
+    };
     let lane = match thread_id {
         Some(t) => format!("{chat_id}/{t}"),
         None => chat_id.to_string(),
@@ -431,81 +349,16 @@ fn utf16_slice(text: &str, offset: usize, length: usize) -> Option<String> {
     String::from_utf16(units.get(offset..end)?).ok()
 }
 
-fn dispatch(running: &Arc<Running>, taken: Taken, update: Value) {
-    let event_id = taken.event_id.clone();
-    // A replay after a reconnect skips what a lane holds already.
-    if !running.cx.claim(&running.spec, &event_id) {
-        return;
-    }
-    running.event_taken();
-    let identity = running.identity().unwrap_or_default();
-    let mapped = map(
-        &update,
-        &identity,
-        &running.spec.channel,
-        &running.spec.account,
-    );
-    let lane = match &mapped {
-        Ok(m) => m.lane.clone(),
-        Err(_) => String::from("-"),
-    };
-    let job = {
-        let running = running.clone();
-        let event_id = event_id.clone();
-        async move {
-            match mapped {
-                Ok(mapped) => handle(&running, mapped, &taken).await,
-                Err(why) => {
-                    tracing::debug!(update = %event_id, %why, "telegram update not handed in");
-                    running
-                        .log(&format!("ignored update={event_id} why={why}"))
-                        .await;
-                }
-            }
-        }
-    };
-    running.cx.run_in_lane(&running.spec, &lane, event_id, job);
-}
-
-/// Hands an update in at the Access door, and posts the reply its answer holds.
-async fn handle(running: &Arc<Running>, mapped: Mapped, taken: &Taken) {
-    let Some(answer) = super::web::hand_in(running, &mapped.envelope).await else {
-        return;
-    };
-    let duplicate = answer["duplicate"] == true;
-    // A redelivery is not answered twice; one taken again after a restart is answered unless
-    // its reply left before (the inbox keeps an update until its reply is posted).
-    if duplicate && !taken.replayed {
-        return;
-    }
-    let Some(text) = answer["reply"]["text"].as_str() else {
-        return;
-    };
-    if !outbound::postable(text) {
-        return;
-    }
+/// Posts a reply in pieces; a piece that cannot be sent makes the rest a dead letter.
+async fn send_reply(running: &Arc<Running>, mapped: &Mapped, text: &str, taken: &Taken) {
     let key = DeliveryKey {
         channel: running.spec.channel.clone(),
         account_id: running.spec.account.clone(),
-        peer_kind: mapped.envelope["peer"]["kind"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+        peer_kind: mapped.envelope.peer.kind.to_string(),
         peer_id: mapped.chat_id.to_string(),
         thread_id: mapped.thread_id.map(|t| t.to_string()).unwrap_or_default(),
         message_id: mapped.message_id.to_string(),
     };
-    send_reply(running, &mapped, text, key, taken).await;
-}
-
-/// Posts a reply in pieces; a piece that cannot be sent makes the rest a dead letter.
-async fn send_reply(
-    running: &Arc<Running>,
-    mapped: &Mapped,
-    text: &str,
-    key: DeliveryKey,
-    taken: &Taken,
-) {
     let api = api(running);
     let pieces = outbound::split(
         text,
@@ -515,52 +368,39 @@ async fn send_reply(
     );
     // A replay posts only what the platform had not taken.
     for (i, piece) in pieces.iter().enumerate().skip(taken.posted) {
-        let mut body = json!({"chat_id": mapped.chat_id, "text": piece});
-        if let Some(t) = mapped.thread_id {
-            body["message_thread_id"] = t.into();
-        }
-        if i == 0 {
-            body["reply_parameters"] =
-                json!({"message_id": mapped.message_id, "allow_sending_without_reply": true});
-        }
-        let mut attempts = 0;
-        let failed = loop {
-            attempts += 1;
-            match api
-                .call("sendMessage", &body, Duration::from_secs(30))
-                .await
-            {
-                Ok(_) => break None,
-                Err(ApiError::RateLimited(wait))
-                    if attempts < ATTEMPTS && wait <= MAX_RETRY_AFTER =>
-                {
-                    running
-                        .log(&format!(
-                            "rate-limited method=sendMessage retry_after_s={}",
-                            wait.as_secs()
-                        ))
-                        .await;
-                    tokio::time::sleep(wait).await;
-                }
-                Err(ApiError::Transport(_)) if attempts < ATTEMPTS => {
-                    tokio::time::sleep(Duration::from_millis(250 << attempts)).await;
-                }
-                Err(e) => break Some(e.to_string()),
-            }
+        let body = SendMessage {
+            chat_id: mapped.chat_id,
+            text: piece,
+            message_thread_id: mapped.thread_id,
+            reply_parameters: (i == 0).then_some(ReplyParameters {
+                message_id: mapped.message_id,
+                allow_sending_without_reply: true,
+            }),
         };
-        match failed {
-            None => {
+        let send = || async {
+            api.call::<_, Ignored>("sendMessage", &body, Duration::from_secs(30))
+                .await
+                .map(drop)
+        };
+        let sent = outbound::send_piece(running, "sendMessage", send, |e| match e {
+            ApiError::RateLimited(wait) => Failure::RateLimited(*wait),
+            ApiError::Transport(_) => Failure::Transport,
+            _ => Failure::Final,
+        })
+        .await;
+        match sent {
+            Ok(()) => {
                 running.posted(1);
                 running.posted_pieces(taken, i + 1).await;
             }
-            Some(error) => {
+            Err((attempts, error)) => {
                 running.dead_lettered(&error);
                 let rest = pieces[i..].join("\n");
                 outbound::dead_letter(
                     &running.cx.access,
                     key,
                     "telegram:sendMessage".into(),
-                    json!({"chat_id": mapped.chat_id, "message_thread_id": mapped.thread_id, "text": rest}).to_string(),
+                    dead_letter_body(mapped, &rest),
                     attempts,
                     error,
                 )
@@ -571,25 +411,36 @@ async fn send_reply(
     }
 }
 
-/// `deleteWebhook` (logout).
-pub async fn delete_webhook(
-    http: &reqwest::Client,
-    base: &str,
-    token: &str,
-) -> Result<(), ApiError> {
-    let api = Api { http, base, token };
-    api.call(
-        "deleteWebhook",
-        &json!({"drop_pending_updates": false}),
-        Duration::from_secs(15),
-    )
-    .await
-    .map(drop)
+/// What a dead letter keeps of a `sendMessage` (`message_thread_id` null when there is none).
+fn dead_letter_body(mapped: &Mapped, text: &str) -> String {
+    #[derive(serde::Serialize)]
+    struct Kept<'a> {
+        chat_id: i64,
+        message_thread_id: Option<i64>,
+        text: &'a str,
+    }
+    serde_json::to_string(&Kept {
+        chat_id: mapped.chat_id,
+        message_thread_id: mapped.thread_id,
+        text,
+    })
+    .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
+
+    /// An update as the Bot API brings it, read as the adapter reads it.
+    fn typed(update: &Value) -> Update {
+        serde_json::from_value(update.clone()).unwrap()
+    }
+
+    fn envelope(m: &Mapped) -> Value {
+        serde_json::to_value(&m.envelope).unwrap()
+    }
 
     fn bot() -> Identity {
         Identity {
@@ -602,9 +453,9 @@ mod tests {
     #[test]
     fn a_private_message_is_a_direct_envelope() {
         let update = json!({"update_id": 5, "message": {"message_id": 7, "chat": {"id": 42, "type": "private"}, "from": {"id": 42, "is_bot": false, "first_name": "Ada", "last_name": "L"}, "text": "hi"}});
-        let m = map(&update, &bot(), "telegram", "default").unwrap();
+        let m = map(&typed(&update), &bot(), "telegram", "default").unwrap();
         assert_eq!(
-            m.envelope,
+            envelope(&m),
             json!({"channel": "telegram", "accountId": "default", "peer": {"kind": "direct", "id": "42"}, "messageId": "7", "sender": {"id": "42", "name": "Ada L", "isBot": false}, "text": "hi", "mentions": []})
         );
         assert_eq!(m.lane, "42");
@@ -617,12 +468,12 @@ mod tests {
             "chat": {"id": -100, "type": "supergroup", "is_forum": true}, "from": {"id": 1, "is_bot": true, "username": "other"},
             "text": "é @DEEP_bot and /help@deep_bot", "entities": [{"type": "mention", "offset": 2, "length": 9}, {"type": "bot_command", "offset": 16, "length": 14}, {"type": "text_mention", "offset": 0, "length": 1, "user": {"id": 77}}],
             "reply_to_message": {"message_id": 2, "from": {"id": 999}}}});
-        let m = map(&update, &bot(), "telegram", "a").unwrap();
-        assert_eq!(m.envelope["peer"], json!({"kind": "group", "id": "-100"}));
-        assert_eq!(m.envelope["threadId"], "3");
-        assert_eq!(m.envelope["mentions"], json!(["999", "77"]));
-        assert_eq!(m.envelope["sender"]["isBot"], true);
-        assert_eq!(m.envelope["replyToSenderId"], "999");
+        let m = map(&typed(&update), &bot(), "telegram", "a").unwrap();
+        assert_eq!(envelope(&m)["peer"], json!({"kind": "group", "id": "-100"}));
+        assert_eq!(envelope(&m)["threadId"], "3");
+        assert_eq!(envelope(&m)["mentions"], json!(["999", "77"]));
+        assert_eq!(envelope(&m)["sender"]["isBot"], true);
+        assert_eq!(envelope(&m)["replyToSenderId"], "999");
         assert_eq!(m.lane, "-100/3");
     }
 
@@ -630,28 +481,75 @@ mod tests {
     fn a_reply_chain_in_a_plain_group_is_no_thread_and_edits_are_ignored() {
         let update = json!({"update_id": 6, "message": {"message_id": 8, "message_thread_id": 3, "chat": {"id": -5, "type": "group"}, "from": {"id": 1}, "text": "x"}});
         assert!(
-            map(&update, &bot(), "telegram", "a")
-                .unwrap()
-                .envelope
+            envelope(&map(&typed(&update), &bot(), "telegram", "a").unwrap())
                 .get("threadId")
                 .is_none()
         );
         let edit = json!({"update_id": 7, "edited_message": {"message_id": 8, "chat": {"id": -5, "type": "group"}, "text": "y"}});
-        assert!(map(&edit, &bot(), "telegram", "a").is_err());
+        assert!(map(&typed(&edit), &bot(), "telegram", "a").is_err());
         let sticker = json!({"update_id": 8, "message": {"message_id": 9, "chat": {"id": -5, "type": "group"}, "from": {"id": 1}}});
-        assert!(map(&sticker, &bot(), "telegram", "a").is_err());
+        assert!(map(&typed(&sticker), &bot(), "telegram", "a").is_err());
         let post = json!({"update_id": 9, "channel_post": {"message_id": 1, "chat": {"id": -7, "type": "channel"}, "sender_chat": {"id": -7, "title": "News"}, "text": "z"}});
-        let m = map(&post, &bot(), "telegram", "a").unwrap();
-        assert_eq!(m.envelope["peer"]["kind"], "channel");
-        assert_eq!(m.envelope["sender"]["id"], "-7");
+        let m = map(&typed(&post), &bot(), "telegram", "a").unwrap();
+        assert_eq!(envelope(&m)["peer"]["kind"], "channel");
+        assert_eq!(envelope(&m)["sender"]["id"], "-7");
     }
 
     #[test]
     fn entity_offsets_out_of_range_are_no_mention_and_no_panic() {
         let update = json!({"update_id": 1, "message": {"message_id": 1, "chat": {"id": 1, "type": "private"}, "from": {"id": 1}, "text": "ab", "entities": [{"type": "mention", "offset": 1, "length": 99}, {"type": "mention", "offset": u64::MAX, "length": u64::MAX}]}});
         assert_eq!(
-            map(&update, &bot(), "telegram", "a").unwrap().envelope["mentions"],
+            envelope(&map(&typed(&update), &bot(), "telegram", "a").unwrap())["mentions"],
             json!([])
         );
+    }
+
+    /// The malformed updates the adapter meets: refused with the reason they always had.
+    #[test]
+    fn malformed_updates_are_refused_with_their_reason() {
+        let why = |v: Value| map(&typed(&v), &bot(), "telegram", "a").unwrap_err();
+        assert_eq!(
+            why(json!({"update_id": 1, "message": {"message_id": 1, "text": "x"}})),
+            "the message has no chat id"
+        );
+        assert_eq!(
+            why(
+                json!({"update_id": 1, "message": {"chat": {"id": 1, "type": "private"}, "text": "x"}})
+            ),
+            "the message has no message_id"
+        );
+        assert_eq!(
+            why(
+                json!({"update_id": 1, "message": {"message_id": 1, "chat": {"id": "1", "type": "private"}, "text": "x"}})
+            ),
+            "the message has no chat id",
+            "an id that is a string is no id"
+        );
+        assert_eq!(
+            why(
+                json!({"update_id": 1, "message": {"message_id": 1, "chat": {"id": 1, "type": "secret"}, "text": "x"}})
+            ),
+            "unknown chat type"
+        );
+        assert_eq!(
+            why(json!({"update_id": 1, "my_chat_member": {}})),
+            "not a message (edits and other updates are not handed in)"
+        );
+        // A caption stands for the text, and its entities for the entities.
+        let photo = json!({"update_id": 2, "message": {"message_id": 3, "chat": {"id": 5, "type": "group"}, "from": {"id": 4, "username": "ada"},
+            "caption": "@deep_bot look", "caption_entities": [{"type": "mention", "offset": 0, "length": 9}]}});
+        let m = map(&typed(&photo), &bot(), "telegram", "a").unwrap();
+        let e = envelope(&m);
+        assert_eq!(e["text"], "@deep_bot look");
+        assert_eq!(e["mentions"], json!(["999"]));
+        assert_eq!(
+            e["sender"],
+            json!({"isBot": false, "id": "4", "name": "ada"})
+        );
+        // A flag that is no boolean is not set.
+        let odd = json!({"update_id": 3, "message": {"message_id": 1, "message_thread_id": 9, "is_topic_message": "yes", "chat": {"id": 5, "type": "supergroup"}, "from": {"id": 4, "is_bot": 1}, "text": "x"}});
+        let e = envelope(&map(&typed(&odd), &bot(), "telegram", "a").unwrap());
+        assert!(e.get("threadId").is_none());
+        assert_eq!(e["sender"]["isBot"], false);
     }
 }

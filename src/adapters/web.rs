@@ -2,10 +2,9 @@
 //! (Slack's Events API, v0 signature, 5-minute replay window, `url_verification`) and
 //! `POST /v1/telegram/<account>/webhook` (`X-Telegram-Bot-Api-Secret-Token` in constant
 //! time). An event is recorded, then acknowledged at once; delivery runs behind the
-//! conversation's lane. Also [`hand_in`]: how every adapter hands an envelope to Access.
+//! conversation's lane.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -13,36 +12,14 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use serde_json::{Value, json};
+use serde::de::IgnoredAny;
+use serde_json::json;
+use subtle::ConstantTimeEq;
 
+use super::pipeline::NotTaken;
 use super::{Cx, Running};
-
-/// Attempts to hand in an envelope the Access layer cannot take now (a runtime starting, a
-/// full queue): 1 s doubling, about a minute in all.
-const HAND_IN_ATTEMPTS: u32 = 7;
-
-/// Hands `envelope` to the Access door (`Caller::Adapter`) and returns its answer; `None` when
-/// it was refused for good (logged on the channel by the door).
-pub(super) async fn hand_in(running: &Arc<Running>, envelope: &Value) -> Option<Value> {
-    let bytes = envelope.to_string().into_bytes();
-    let mut wait = Duration::from_secs(1);
-    for attempt in 1..=HAND_IN_ATTEMPTS {
-        let (status, answer) = crate::access::http::hand_in(&running.cx.access, &bytes).await;
-        if status.is_success() {
-            return Some(answer);
-        }
-        let transient = status == StatusCode::SERVICE_UNAVAILABLE
-            || status == StatusCode::TOO_MANY_REQUESTS
-            || status.is_server_error();
-        if !transient || attempt == HAND_IN_ATTEMPTS {
-            tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, status = status.as_u16(), error = %answer["error"], "the Access layer refused an adapter's envelope");
-            return None;
-        }
-        tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(Duration::from_secs(16));
-    }
-    None
-}
+use crate::platform::slack::{self as api, Challenge, Payload};
+use crate::platform::telegram::Update;
 
 impl Cx {
     /// Makes a running account reachable over HTTP (webhook and events modes).
@@ -104,7 +81,7 @@ async fn telegram_webhook(
         .get("x-telegram-bot-api-secret-token")
         .map(|v| v.as_bytes())
         .unwrap_or_default();
-    if !crate::access::http::constant_time_eq(given, secret.0.as_bytes()) {
+    if !bool::from(given.ct_eq(secret.0.as_bytes())) {
         running
             .log("refused webhook=telegram why=wrong-secret-token")
             .await;
@@ -117,14 +94,20 @@ async fn telegram_webhook(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let Ok(update) = serde_json::from_slice::<Value>(&bytes) else {
+    let Ok(text) = std::str::from_utf8(&bytes) else {
         return refuse(StatusCode::BAD_REQUEST, "the body is not a JSON update");
     };
-    match super::telegram::take(&running, update).await {
+    // JSON that is no update (a list, a number) is one without an `update_id`.
+    let update = match serde_json::from_str::<Update>(text) {
+        Ok(update) => update,
+        Err(_) if serde_json::from_str::<IgnoredAny>(text).is_ok() => Update::default(),
+        Err(_) => return refuse(StatusCode::BAD_REQUEST, "the body is not a JSON update"),
+    };
+    match super::telegram::take(&running, update, text).await {
         Ok(()) => StatusCode::OK.into_response(),
-        Err(e) if e.contains("update_id") => refuse(StatusCode::BAD_REQUEST, e),
+        Err(e @ NotTaken::NoId(_)) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
         // Not recorded: Telegram delivers it again.
-        Err(e) => refuse(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e @ NotTaken::NotRecorded(_)) => refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }
 
@@ -146,7 +129,7 @@ async fn slack_events(
     };
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let now = jiff::Timestamp::now().as_second();
-    if let Err(why) = super::slack::verify(
+    if let Err(why) = api::verify(
         secret.0.as_bytes(),
         header("x-slack-request-timestamp"),
         header("x-slack-signature"),
@@ -158,16 +141,23 @@ async fn slack_events(
             .await;
         return refuse(StatusCode::UNAUTHORIZED, why);
     }
-    let Ok(payload) = serde_json::from_slice::<Value>(&bytes) else {
+    let Ok(text) = std::str::from_utf8(&bytes) else {
         return refuse(StatusCode::BAD_REQUEST, "the body is not JSON");
     };
-    match payload["type"].as_str() {
-        Some("url_verification") => {
-            axum::Json(json!({"challenge": payload["challenge"]})).into_response()
-        }
-        Some("event_callback") => match super::slack::take(&running, payload).await {
+    // JSON that is no payload (a list, a number) has no type: acknowledged like one unknown.
+    let payload = match serde_json::from_str::<Payload>(text) {
+        Ok(payload) => payload,
+        Err(_) if serde_json::from_str::<IgnoredAny>(text).is_ok() => Payload::default(),
+        Err(_) => return refuse(StatusCode::BAD_REQUEST, "the body is not JSON"),
+    };
+    match payload.kind.as_deref() {
+        Some("url_verification") => axum::Json(Challenge {
+            challenge: payload.challenge.as_deref(),
+        })
+        .into_response(),
+        Some("event_callback") => match super::slack::take(&running, payload, text).await {
             Ok(()) => StatusCode::OK.into_response(),
-            Err(e) => refuse(StatusCode::SERVICE_UNAVAILABLE, e),
+            Err(e) => refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         },
         // Rate-limit notices, app uninstalls…: acknowledged, nothing to hand in.
         _ => StatusCode::OK.into_response(),

@@ -185,6 +185,20 @@ impl std::fmt::Debug for SecretRef {
     }
 }
 
+impl SecretRef {
+    /// The secret now: the variable's value, or the file's text without its final line break.
+    pub fn resolve(&self) -> Result<String, String> {
+        match self {
+            SecretRef::Env { id } => {
+                std::env::var(id).map_err(|_| format!("environment variable `{id}` is not set"))
+            }
+            SecretRef::File { path } => std::fs::read_to_string(path)
+                .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+                .map_err(|e| format!("cannot read secret file `{path}`: {e}")),
+        }
+    }
+}
+
 /// A secret field as written: a reference, the `"${VAR}"` shorthand, or (an error the validator
 /// reports) an inline value. The inline text is kept only so the validator can say so; it is
 /// never printed, serialized or stored.

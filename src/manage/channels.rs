@@ -411,7 +411,7 @@ fn adapter_probe(
     live: Option<&Value>,
     timeout: Duration,
 ) -> Option<Probe> {
-    crate::adapters::Platform::of(&ids::channel(channel))?;
+    crate::platform::Platform::of(&ids::channel(channel))?;
     let probe = |result: &str, error: Option<String>, bot: Option<String>, elapsed_ms| Probe {
         result: result.into(),
         target: None,
@@ -442,7 +442,7 @@ fn adapter_probe(
     let spec = adapter_spec(ctx, channel, Some(account)).ok()?;
     let started = Instant::now();
     let resolved = spec.bot_token.is_ok();
-    let checked = crate::adapters::probe::check_now(&spec, timeout);
+    let checked = crate::platform::probe::check_now(&spec, timeout);
     let elapsed_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
     let mut out = match checked {
         Ok(identity) => probe(
@@ -760,7 +760,7 @@ pub struct LoginResult {
     pub channel: String,
     pub account: String,
     /// The bot the platform says the credentials belong to.
-    pub identity: crate::adapters::Identity,
+    pub identity: crate::platform::Identity,
     /// Whether the identity was recorded in the state (not without a state directory).
     pub recorded: bool,
 }
@@ -784,7 +784,7 @@ pub struct LogoutResult {
 pub struct ResolveResult {
     pub channel: String,
     pub account: String,
-    pub names: Vec<crate::adapters::probe::Resolution>,
+    pub names: Vec<crate::platform::probe::Resolution>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -813,11 +813,11 @@ fn adapter_spec(
     ctx: &ManageContext,
     channel: &str,
     account: Option<&str>,
-) -> Result<crate::adapters::AdapterSpec> {
+) -> Result<crate::platform::AdapterSpec> {
     let config = Change::read(ctx)?.current(ctx);
     let declared = find_channel(&config, channel)?;
     let channel_id = ids::channel(&declared.id).into_owned();
-    if crate::adapters::Platform::of(&channel_id).is_none() {
+    if crate::platform::Platform::of(&channel_id).is_none() {
         return Err(ManageError::refused(
             format!(
                 "deepcli has no built-in adapter for channel `{}`: only slack and telegram",
@@ -841,7 +841,7 @@ fn adapter_spec(
             a.mode = None;
         }
     }
-    crate::adapters::specs(&config)
+    crate::platform::specs(&config)
         .into_iter()
         .find(|s| s.channel == channel_id && s.account == normalized)
         .ok_or_else(|| ManageError::not_found(format!("no account `{account}`"), None))
@@ -862,7 +862,7 @@ pub fn login(
     timeout: Duration,
 ) -> Result<LoginResult> {
     let spec = adapter_spec(ctx, &request.channel, request.account.as_deref())?;
-    let identity = crate::adapters::probe::check_now(&spec, timeout)
+    let identity = crate::platform::probe::check_now(&spec, timeout)
         .map_err(|why| platform_refused("the platform refused the credentials", why))?;
     let recorded = match adapter_store(ctx)? {
         Some(store) => {
@@ -901,8 +901,8 @@ pub fn logout(
         }
         None => false,
     };
-    let deleted = (spec.platform == crate::adapters::Platform::Telegram)
-        .then(|| crate::adapters::probe::delete_webhook_now(&spec, timeout));
+    let deleted = (spec.platform == crate::platform::Platform::Telegram)
+        .then(|| crate::platform::probe::delete_webhook_now(&spec, timeout));
     Ok(LogoutResult {
         channel: spec.channel,
         account: spec.account,
@@ -933,7 +933,7 @@ pub fn resolve(
         ));
     }
     let spec = adapter_spec(ctx, &request.channel, request.account.as_deref())?;
-    let names = crate::adapters::probe::resolve_now(
+    let names = crate::platform::probe::resolve_now(
         &spec,
         request.names.clone(),
         request.kind.clone(),
@@ -948,13 +948,13 @@ pub fn resolve(
 }
 
 /// The adapters' rows of an existing state (none is created here).
-fn adapter_store(ctx: &ManageContext) -> Result<Option<crate::adapters::store::AdapterStore>> {
+fn adapter_store(ctx: &ManageContext) -> Result<Option<crate::platform::accounts::AccountStore>> {
     let dir = ctx.state_dir();
     match crate::state::StateStore::open_existing(&dir).map_err(state_error)? {
         None => Ok(None),
         Some(store) => {
             drop(store);
-            crate::adapters::store::AdapterStore::open(&dir)
+            crate::platform::accounts::AccountStore::open(&dir)
                 .map(Some)
                 .map_err(state_error)
         }

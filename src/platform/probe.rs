@@ -6,9 +6,10 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use super::{AdapterSpec, Identity, Platform};
+use super::slack::{self, Conversation, Page, User};
+use super::telegram::{self, Chat, GetChat};
+use super::{AdapterSpec, Identity, Lenient, Platform};
 
 /// Checks the account's bot token with the platform; the bot's identity, or why not.
 pub async fn check(http: &reqwest::Client, spec: &AdapterSpec) -> Result<Identity, String> {
@@ -18,16 +19,14 @@ pub async fn check(http: &reqwest::Client, spec: &AdapterSpec) -> Result<Identit
         .map_err(|why| format!("`botToken`: {why}"))?;
     match spec.platform {
         Platform::Telegram => {
-            let api = super::telegram::Api {
+            let api = telegram::Api {
                 http,
                 base: &spec.api_base,
                 token: &token.0,
             };
-            super::telegram::get_me(&api)
-                .await
-                .map_err(|e| e.to_string())
+            api.get_me().await.map_err(|e| e.to_string())
         }
-        Platform::Slack => super::slack::auth_test(http, &spec.api_base, &token.0)
+        Platform::Slack => slack::auth_test(http, &spec.api_base, &token.0)
             .await
             .map_err(|e| e.to_string()),
     }
@@ -81,7 +80,12 @@ pub fn delete_webhook_now(spec: &AdapterSpec, timeout: Duration) -> Result<(), S
                 .bot_token
                 .as_ref()
                 .map_err(|why| format!("`botToken`: {why}"))?;
-            super::telegram::delete_webhook(&http, &spec.api_base, &token.0)
+            let api = telegram::Api {
+                http: &http,
+                base: &spec.api_base,
+                token: &token.0,
+            };
+            api.delete_webhook(Duration::from_secs(15))
                 .await
                 .map_err(|e| e.to_string())
         })
@@ -125,46 +129,52 @@ pub fn kind_of(name: &str, kind: Option<&str>) -> String {
 /// Most directory pages read for one resolve (Slack answers up to 200 entries a page).
 const MAX_PAGES: usize = 200;
 
+/// The arguments of a paged Slack list method.
+#[derive(Debug, Clone, Serialize)]
+struct ListArgs {
+    /// `conversations.list`: which kinds, archived ones left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    types: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exclude_archived: Option<bool>,
+    limit: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cursor: Option<String>,
+}
+
 /// Every entry of a paged Slack list method (`users.list` → `members`, `conversations.list`
 /// → `channels`), following `response_metadata.next_cursor`.
-async fn slack_directory(
+async fn slack_directory<T: serde::de::DeserializeOwned>(
     http: &reqwest::Client,
     spec: &AdapterSpec,
     method: &str,
-    key: &str,
-    extra: Value,
-) -> Result<Vec<Value>, String> {
+    mut args: ListArgs,
+) -> Result<Vec<T>, String> {
     let token = spec
         .bot_token
         .as_ref()
         .map_err(|why| format!("`botToken`: {why}"))?;
     let mut out = Vec::new();
-    let mut cursor = String::new();
     for _ in 0..MAX_PAGES {
-        let mut body = extra.clone();
-        body["limit"] = 200.into();
-        if !cursor.is_empty() {
-            body["cursor"] = cursor.clone().into();
-        }
-        let page = loop {
-            match super::slack::call(http, &spec.api_base, &token.0, method, &body).await {
+        let page: Page<T> = loop {
+            match slack::call(http, &spec.api_base, &token.0, method, &args).await {
                 Ok(page) => break page,
-                Err(super::slack::ApiError::RateLimited(wait))
-                    if wait <= Duration::from_secs(30) =>
-                {
+                Err(slack::ApiError::RateLimited(wait)) if wait <= Duration::from_secs(30) => {
                     tokio::time::sleep(wait).await;
                 }
                 Err(e) => return Err(format!("{method}: {e}")),
             }
         };
-        out.extend(page[key].as_array().into_iter().flatten().cloned());
-        cursor = page["response_metadata"]["next_cursor"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        out.extend(page.members.into_iter().flatten());
+        out.extend(page.channels.into_iter().flatten());
+        let cursor = page
+            .response_metadata
+            .and_then(|m| m.next_cursor)
+            .unwrap_or_default();
         if cursor.is_empty() {
             return Ok(out);
         }
+        args.cursor = Some(cursor);
     }
     Ok(out)
 }
@@ -196,60 +206,55 @@ pub async fn resolve(
     match spec.platform {
         Platform::Slack => {
             let wants = |k: &str| names.iter().any(|n| kind_of(n, kind) == k);
-            let users = if wants("user") {
-                slack_directory(http, spec, "users.list", "members", json!({})).await?
+            let list = ListArgs {
+                types: None,
+                exclude_archived: None,
+                limit: 200,
+                cursor: None,
+            };
+            let users: Vec<User> = if wants("user") {
+                slack_directory(http, spec, "users.list", list.clone()).await?
             } else {
                 Vec::new()
             };
-            let channels = if wants("channel") || wants("group") {
-                slack_directory(
-                    http,
-                    spec,
-                    "conversations.list",
-                    "channels",
-                    json!({"types": "public_channel,private_channel,mpim", "exclude_archived": true}),
-                )
-                .await?
+            let channels: Vec<Conversation> = if wants("channel") || wants("group") {
+                let args = ListArgs {
+                    types: Some("public_channel,private_channel,mpim"),
+                    exclude_archived: Some(true),
+                    ..list
+                };
+                slack_directory(http, spec, "conversations.list", args).await?
             } else {
                 Vec::new()
             };
             for name in names {
                 let k = kind_of(name, kind);
                 let bare = name.trim().trim_start_matches(['@', '#']).to_lowercase();
+                let is = |v: &Option<String>| v.as_ref().is_some_and(|s| s.to_lowercase() == bare);
                 let hits: Vec<Candidate> = if k == "user" {
                     users
                         .iter()
-                        .filter(|u| u["deleted"] != true)
+                        .filter(|u| u.deleted != Some(true))
                         .filter(|u| {
-                            [
-                                &u["name"],
-                                &u["profile"]["display_name"],
-                                &u["real_name"],
-                                &u["id"],
-                            ]
-                            .iter()
-                            .any(|v| v.as_str().is_some_and(|s| s.to_lowercase() == bare))
+                            let display = u.profile.as_ref().and_then(|p| p.display_name.clone());
+                            is(&u.name) || is(&display) || is(&u.real_name) || is(&u.id)
                         })
                         .map(|u| Candidate {
-                            id: u["id"].as_str().unwrap_or_default().to_string(),
-                            name: u["real_name"]
-                                .as_str()
-                                .or(u["name"].as_str())
-                                .unwrap_or_default()
-                                .to_string(),
+                            id: u.id.clone().unwrap_or_default(),
+                            name: u
+                                .real_name
+                                .clone()
+                                .or_else(|| u.name.clone())
+                                .unwrap_or_default(),
                         })
                         .collect()
                 } else {
                     channels
                         .iter()
-                        .filter(|c| {
-                            [&c["name"], &c["id"]]
-                                .iter()
-                                .any(|v| v.as_str().is_some_and(|s| s.to_lowercase() == bare))
-                        })
+                        .filter(|c| is(&c.name) || is(&c.id))
                         .map(|c| Candidate {
-                            id: c["id"].as_str().unwrap_or_default().to_string(),
-                            name: c["name"].as_str().unwrap_or_default().to_string(),
+                            id: c.id.clone().unwrap_or_default(),
+                            name: c.name.clone().unwrap_or_default(),
                         })
                         .collect()
                 };
@@ -261,7 +266,7 @@ pub async fn resolve(
                 .bot_token
                 .as_ref()
                 .map_err(|why| format!("`botToken`: {why}"))?;
-            let api = super::telegram::Api {
+            let api = telegram::Api {
                 http,
                 base: &spec.api_base,
                 token: &token.0,
@@ -287,27 +292,24 @@ pub async fn resolve(
                     continue;
                 }
                 let chat = format!("@{}", bare.trim_start_matches(['@', '#']));
-                let hits = match api
-                    .call(
+                let found = api
+                    .call::<_, Lenient<Chat>>(
                         "getChat",
-                        &json!({"chat_id": chat}),
+                        &GetChat { chat_id: &chat },
                         Duration::from_secs(15),
                     )
-                    .await
-                {
-                    Ok(c) => c["id"]
-                        .as_i64()
-                        .map(|id| Candidate {
+                    .await;
+                let hits = match found {
+                    Ok(Lenient(c)) => {
+                        let c = c.unwrap_or_default();
+                        c.id.map(|id| Candidate {
                             id: id.to_string(),
-                            name: c["title"]
-                                .as_str()
-                                .or(c["username"].as_str())
-                                .unwrap_or_default()
-                                .to_string(),
+                            name: c.title.or(c.username).unwrap_or_default(),
                         })
                         .into_iter()
-                        .collect(),
-                    Err(super::telegram::ApiError::Refused { .. }) => Vec::new(),
+                        .collect()
+                    }
+                    Err(telegram::ApiError::Refused { .. }) => Vec::new(),
                     Err(e) => return Err(format!("getChat: {e}")),
                 };
                 let note = (k == "user").then(|| {

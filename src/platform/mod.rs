@@ -1,0 +1,302 @@
+//! The platform clients (adapters.md): Slack's Web API and Telegram's Bot API over HTTPS, with
+//! typed payloads for the fields deepcli reads, Slack's Events API signature check, and what the
+//! management service asks a platform outside any connection (login, probe, resolve). Also each
+//! account as the applied config asks for it ([`AdapterSpec`]), and the account rows `channels
+//! login` / `logout` and the running adapters share ([`accounts`]).
+//!
+//! Must not: hand anything to Access, route, or know the message path — that is
+//! [`crate::adapters`]' work. `manage` uses this module without linking the serving half.
+
+pub mod accounts;
+pub mod probe;
+pub mod slack;
+pub mod telegram;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::config::Config;
+use crate::config::model::{AdapterMode, Discussion, ReplyToMode, Secret, SecretRef};
+
+/// `maxReplyMessages` when unset: the most platform messages one reply is posted as.
+pub const MAX_REPLY_MESSAGES: usize = 10;
+
+/// The platforms deepcli has an adapter for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    Slack,
+    Telegram,
+}
+
+impl Platform {
+    /// The platform of a channel id (normalized), if deepcli has an adapter for it.
+    pub fn of(channel: &str) -> Option<Platform> {
+        match channel {
+            "slack" => Some(Platform::Slack),
+            "telegram" => Some(Platform::Telegram),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Slack => "slack",
+            Platform::Telegram => "telegram",
+        }
+    }
+
+    pub fn default_mode(self) -> AdapterMode {
+        match self {
+            Platform::Slack => AdapterMode::Socket,
+            Platform::Telegram => AdapterMode::Polling,
+        }
+    }
+
+    pub fn default_api_base(self) -> String {
+        // Tests point every account without an `apiBase` at a closed loopback port, so that
+        // no test can reach a real platform.
+        #[cfg(feature = "failpoints")]
+        if let Ok(base) = std::env::var("DEEPCLI_FAILPOINT_PLATFORM_API") {
+            return base;
+        }
+        match self {
+            Platform::Slack => "https://slack.com/api".into(),
+            Platform::Telegram => "https://api.telegram.org".into(),
+        }
+    }
+
+    /// The modes the platform takes.
+    pub fn modes(self) -> &'static [AdapterMode] {
+        match self {
+            Platform::Slack => &[AdapterMode::Socket, AdapterMode::Http],
+            Platform::Telegram => &[AdapterMode::Polling, AdapterMode::Webhook],
+        }
+    }
+}
+
+/// A credential resolved now; `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Credential(pub String);
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credential(…)")
+    }
+}
+
+/// One account's adapter, as the applied config asks for it. Two specs are equal when the
+/// connection would be the same: a change of any field (resolved credentials included)
+/// starts it again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdapterSpec {
+    pub platform: Platform,
+    /// Normalized channel and account ids.
+    pub channel: String,
+    pub account: String,
+    pub enabled: bool,
+    pub mode: AdapterMode,
+    pub api_base: String,
+    /// `botToken`, or why it cannot be used.
+    pub bot_token: Result<Credential, String>,
+    /// Slack `appToken` (socket mode).
+    pub app_token: Option<Result<Credential, String>>,
+    /// Slack `signingSecret` (http mode).
+    pub signing_secret: Option<Result<Credential, String>>,
+    /// Telegram `webhookSecret` (webhook mode).
+    pub webhook_secret: Option<Result<Credential, String>>,
+    pub webhook_url: Option<String>,
+    pub reply_to_mode: ReplyToMode,
+    /// The most platform messages one reply is posted as (`maxReplyMessages`).
+    pub max_reply_messages: usize,
+    /// The account's `discussion`, and each Slack channel's from its `groups` entry.
+    pub discussion: Option<Discussion>,
+    pub group_discussions: BTreeMap<String, Discussion>,
+}
+
+impl AdapterSpec {
+    pub fn key(&self) -> (String, String) {
+        (self.channel.clone(), self.account.clone())
+    }
+
+    /// The bot token, or `""` when it did not resolve (a call with it is refused).
+    pub fn token(&self) -> &str {
+        self.bot_token.as_ref().map_or("", |t| t.0.as_str())
+    }
+
+    /// What the transport needs that is missing: said as the account's last error, and the
+    /// connection is not tried.
+    pub fn missing(&self) -> Option<String> {
+        let need = |what: &Option<Result<Credential, String>>, field: &str| match what {
+            None => Some(format!(
+                "mode `{}` needs `{field}` on channels.{}.accounts.{}",
+                self.mode.as_str(),
+                self.channel,
+                self.account
+            )),
+            Some(Err(why)) => Some(format!("`{field}`: {why}")),
+            Some(Ok(_)) => None,
+        };
+        if let Err(why) = &self.bot_token {
+            return Some(format!("`botToken`: {why}"));
+        }
+        match self.mode {
+            AdapterMode::Socket => need(&self.app_token, "appToken"),
+            AdapterMode::Http => need(&self.signing_secret, "signingSecret"),
+            AdapterMode::Webhook => need(&self.webhook_secret, "webhookSecret").or_else(|| {
+                self.webhook_url.is_none().then(|| {
+                    format!(
+                        "mode `webhook` needs `webhookUrl` on channels.{}.accounts.{}",
+                        self.channel, self.account
+                    )
+                })
+            }),
+            AdapterMode::Polling | AdapterMode::Bridge => None,
+        }
+    }
+
+    /// The discussion settings for a Slack channel: its `groups` entry's, else the account's.
+    pub fn discussion_for(&self, conversation: &str) -> Option<&Discussion> {
+        self.group_discussions
+            .get(conversation)
+            .or_else(|| self.group_discussions.get("*"))
+            .or(self.discussion.as_ref())
+    }
+}
+
+fn resolve(secret: Option<&Secret>) -> Option<Result<Credential, String>> {
+    Some(match secret? {
+        Secret::Ref(r) => resolve_ref(r),
+        Secret::Inline(_) => Err(
+            "an inline secret is not used: write a reference (`${VAR}`, {source: env|file})".into(),
+        ),
+    })
+}
+
+fn resolve_ref(r: &SecretRef) -> Result<Credential, String> {
+    let value = r.resolve()?;
+    let value = value.trim().to_string();
+    if value.is_empty() {
+        return Err("resolves to an empty value".into());
+    }
+    Ok(Credential(value))
+}
+
+/// The adapters `config` asks for: every account of a channel deepcli has an adapter for
+/// (`slack`, `telegram`) that is not in `mode: bridge`, disabled ones too (to say so).
+pub fn specs(config: &Config) -> Vec<AdapterSpec> {
+    let mut out = Vec::new();
+    for channel in &config.channels {
+        let channel_id = crate::ids::channel(&channel.id).into_owned();
+        let Some(platform) = Platform::of(&channel_id) else {
+            continue;
+        };
+        let group_discussions: BTreeMap<String, Discussion> = channel
+            .spec
+            .groups
+            .iter()
+            .filter_map(|(id, g)| Some((id.trim().to_string(), g.discussion.clone()?)))
+            .collect();
+        for account in channel.accounts() {
+            let spec = account.spec;
+            let mode = spec.mode.unwrap_or(platform.default_mode());
+            if mode == AdapterMode::Bridge {
+                continue;
+            }
+            let secrets = &spec.secrets;
+            out.push(AdapterSpec {
+                platform,
+                channel: channel_id.clone(),
+                account: account.normalized.clone(),
+                enabled: channel.spec.enabled != Some(false) && spec.enabled != Some(false),
+                mode,
+                api_base: spec
+                    .api_base
+                    .clone()
+                    .unwrap_or_else(|| platform.default_api_base())
+                    .trim_end_matches('/')
+                    .to_string(),
+                bot_token: resolve(secrets.get("botToken"))
+                    .unwrap_or_else(|| Err("not set".into())),
+                app_token: resolve(secrets.get("appToken")),
+                signing_secret: resolve(secrets.get("signingSecret")),
+                webhook_secret: resolve(secrets.get("webhookSecret")),
+                webhook_url: spec.webhook_url.clone(),
+                reply_to_mode: spec.reply_to_mode.unwrap_or_default(),
+                max_reply_messages: spec
+                    .max_reply_messages
+                    .map_or(MAX_REPLY_MESSAGES, |n| n as usize),
+                discussion: spec.discussion.clone(),
+                group_discussions: group_discussions.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// The bot an account speaks as, from `getMe` / `auth.test`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Identity {
+    pub bot_user_id: String,
+    /// Telegram's username (without `@`), Slack's bot user name.
+    pub name: Option<String>,
+    /// Slack: the bot id (`B…`) its own messages carry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bot_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub team_id: Option<String>,
+}
+
+/// A platform API error worded without its URL (a Telegram URL holds the bot token).
+pub fn transport_error(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// A payload field read as the platforms' JSON is read by hand: a field of another type than
+/// the one expected counts as absent, and never fails the payload around it.
+pub(crate) fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).ok())
+}
+
+/// A list whose items are read leniently: an item of another shape is left out.
+pub(crate) fn lenient_items<'de, D, T>(d: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = serde_json::Value::deserialize(d)?;
+    let serde_json::Value::Array(items) = value else {
+        return Ok(None);
+    };
+    Ok(Some(
+        items
+            .into_iter()
+            .filter_map(|item| serde_json::from_value(item).ok())
+            .collect(),
+    ))
+}
+
+/// A value read leniently as a whole: `None` when it has another shape.
+#[derive(Debug, Clone, Default)]
+pub struct Lenient<T>(pub Option<T>);
+
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lenient(d).map(Lenient)
+    }
+}
