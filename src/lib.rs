@@ -45,6 +45,7 @@ pub mod report;
 pub mod routing;
 pub(crate) mod runtime;
 pub mod sandbox;
+pub mod sessions;
 pub mod shown;
 pub mod span;
 pub mod state;

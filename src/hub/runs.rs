@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use super::policy::{Reason, Visibility};
 use super::store::{ChildSession, Outcome, RunRecord};
 use super::{CallError, Caller, Hub, LiveRun};
-use crate::access::{AccessError, InternalMessage, SessionOptions};
+use crate::access::{InternalMessage, SessionOptions};
+use crate::sessions::{Stage, StopReason, TurnError, TurnRequest};
 use crate::state::{ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode};
 
 /// What stops the reply-back loop (and, `ANNOUNCE_SKIP`, the announce).
@@ -283,22 +284,16 @@ impl Hub {
             );
             Ok(())
         };
-        let answer = self
-            .access
-            .deliver_internal(
-                &run.target_agent_id,
-                &run.target_session_key,
-                message,
-                queued,
-                started,
-            )
-            .await;
+        let request = TurnRequest::internal(&run.target_agent_id, &run.target_session_key, message)
+            .queued(queued)
+            .on_start(started);
+        let answer = self.access.sessions().turn(request).await;
         if let Ok(answer) = &answer {
             live.runtime_us
                 .store(answer.runtime_time.as_micros() as u64, Relaxed);
         }
         let (next, outcome) = match answer {
-            Ok(answer) if answer.stop_reason.as_deref() == Some("cancelled") => (
+            Ok(answer) if answer.stop_reason == Some(StopReason::Cancelled) => (
                 RunState::Cancelled,
                 Outcome {
                     reply: Some(answer.text),
@@ -312,12 +307,12 @@ impl Hub {
                     reply: Some(answer.text),
                     note: format!(
                         "answered (stopReason {})",
-                        answer.stop_reason.as_deref().unwrap_or("unknown")
+                        answer.stop_reason.as_ref().map_or("unknown", StopReason::as_str)
                     ),
                     ..Outcome::default()
                 },
             ),
-            Err(AccessError::Withdrawn(why)) => {
+            Err(TurnError::Withdrawn(why)) => {
                 let state = if live.cancelled.load(Relaxed) {
                     RunState::Cancelled
                 } else {
@@ -334,8 +329,9 @@ impl Hub {
             }
             // The runtime died mid-turn: whatever it did is unknown.
             Err(
-                e @ AccessError::RuntimeFailed {
-                    what: "the prompt", ..
+                e @ TurnError::RuntimeFailed {
+                    stage: Stage::Prompt,
+                    ..
                 },
             ) => (
                 RunState::Uncertain,
@@ -345,7 +341,7 @@ impl Hub {
                     ..Outcome::default()
                 },
             ),
-            Err(e @ AccessError::TimedOut { .. }) => (
+            Err(e @ TurnError::TimedOut { .. }) => (
                 RunState::TimedOut,
                 Outcome {
                     error: Some(e.to_string()),
@@ -606,7 +602,8 @@ impl Hub {
         };
         match self
             .access
-            .deliver_internal(&to.agent_id, &to.session_key, message, None, || Ok(()))
+            .sessions()
+            .turn(TurnRequest::internal(&to.agent_id, &to.session_key, message))
             .await
         {
             Ok(answer) => Some(answer.text),
@@ -769,18 +766,11 @@ impl Hub {
         // waited for a while: the announce is said once, not dropped.
         let mut attempts = 0;
         let answer = loop {
-            let answer = self
-                .access
-                .deliver_internal(
-                    &parent.agent_id,
-                    &parent.session_key,
-                    message.clone(),
-                    None,
-                    || Ok(()),
-                )
-                .await;
+            let request =
+                TurnRequest::internal(&parent.agent_id, &parent.session_key, message.clone());
+            let answer = self.access.sessions().turn(request).await;
             match answer {
-                Err(AccessError::RuntimeDown { .. }) if attempts < ANNOUNCE_ATTEMPTS => {
+                Err(TurnError::RuntimeDown { .. }) if attempts < ANNOUNCE_ATTEMPTS => {
                     attempts += 1;
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
