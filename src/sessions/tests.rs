@@ -557,9 +557,14 @@ async fn the_queue_limit_refuses_one_more_but_not_an_unbounded_message() {
     let _ = rx.await;
     assert_eq!(rig.engine.queue_depth(KEY), 2);
     assert_eq!(rig.engine.counters.waiting.load(Ordering::SeqCst), 1);
-    match rig.engine.enter(KEY, false, None).await {
-        Err(TurnError::QueueFull { limit: 1, .. }) => {}
-        other => panic!("expected a full queue, got {:?}", other.map(|_| ())),
+    let one_more = tokio::time::timeout(
+        Duration::from_secs(5),
+        rig.engine.enter(KEY, false, None),
+    );
+    match one_more.await {
+        Ok(Err(TurnError::QueueFull { limit: 1, .. })) => {}
+        Ok(other) => panic!("expected a full queue, got {:?}", other.map(|_| ())),
+        Err(_) => panic!("expected a full queue, the message waits"),
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
     let engine = rig.engine.clone();
@@ -617,6 +622,24 @@ async fn a_timeout_the_runtime_does_not_confirm_is_uncertain() {
             stop_reason: None,
             ..
         }) => {}
+        other => panic!("expected an uncertain timeout, got {other:?}"),
+    }
+    assert_eq!(
+        rig.store.cancels.lock().unwrap()[0].2.as_deref(),
+        Some("uncertain")
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_answered_with_another_stop_reason_is_uncertain() {
+    let rig = rig_with(FakeRuntime::new(), fast(), TurnPlan::default());
+    rig.runtime.script(Script::hangs(Some(StopReason::EndTurn)));
+    match turn_alone(&rig, SessionOptions::default()).await {
+        Err(TurnError::TimedOut {
+            confirmed: false,
+            stop_reason: Some(stop),
+            ..
+        }) => assert_eq!(stop, "end_turn"),
         other => panic!("expected an uncertain timeout, got {other:?}"),
     }
     assert_eq!(
