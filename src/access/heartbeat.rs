@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::store::{DeliveryKey, LastRoute, Turn};
 use super::{Access, SessionOptions};
-use crate::sessions::TurnError;
 use crate::config::model::RuntimeKind;
+use crate::sessions::TurnError;
 use crate::state::Provenance;
 
 /// The answer that says "nothing to report": swallowed (surrounding whitespace aside).

@@ -105,10 +105,12 @@ impl From<TurnCount> for CountedTurn {
 /// The turn engine's records, in the Access layer's tables.
 impl SessionStore for AccessStore {
     fn runtime_session(&self, session_key: &str) -> Result<Option<KnownSession>, StateError> {
-        Ok(AccessStore::runtime_session(self, session_key)?.map(|s| KnownSession {
-            id: s.id,
-            instance: s.instance,
-        }))
+        Ok(
+            AccessStore::runtime_session(self, session_key)?.map(|s| KnownSession {
+                id: s.id,
+                instance: s.instance,
+            }),
+        )
     }
 
     fn set_runtime_session(
@@ -188,7 +190,12 @@ impl SessionStore for AccessStore {
         )
     }
 
-    fn record_spawn(&self, agent_id: &str, at_ms: i64, session_key: &str) -> Result<(), StateError> {
+    fn record_spawn(
+        &self,
+        agent_id: &str,
+        at_ms: i64,
+        session_key: &str,
+    ) -> Result<(), StateError> {
         AccessStore::record_spawn(self, agent_id, at_ms, session_key)
     }
 

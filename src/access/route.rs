@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use crate::routing::RouteResult;
-use crate::sessions::SessionOptions;
 use crate::routing::plan::BindingRef;
+use crate::sessions::SessionOptions;
 
 /// An `acp` binding that took a message: its agent, its session key, and how its runtime
 /// sessions are held (`acp.mode`, `acp.label`, `acp.cwd`).

@@ -307,7 +307,10 @@ impl Hub {
                     reply: Some(answer.text),
                     note: format!(
                         "answered (stopReason {})",
-                        answer.stop_reason.as_ref().map_or("unknown", StopReason::as_str)
+                        answer
+                            .stop_reason
+                            .as_ref()
+                            .map_or("unknown", StopReason::as_str)
                     ),
                     ..Outcome::default()
                 },
@@ -603,7 +606,11 @@ impl Hub {
         match self
             .access
             .sessions()
-            .turn(TurnRequest::internal(&to.agent_id, &to.session_key, message))
+            .turn(TurnRequest::internal(
+                &to.agent_id,
+                &to.session_key,
+                message,
+            ))
             .await
         {
             Ok(answer) => Some(answer.text),

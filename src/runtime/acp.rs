@@ -8,16 +8,16 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AuthenticateRequest, CancelNotification, ClientCapabilities, CloseSessionRequest,
-    ContentBlock, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest,
-    McpServer, NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
+    AuthenticateRequest, CancelNotification, ClientCapabilities, CloseSessionRequest, ContentBlock,
+    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, McpServer,
+    NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
     SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory,
     SessionConfigSelectOptions, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
 };
-use futures_util::future::BoxFuture;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
+use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
@@ -378,8 +378,11 @@ impl super::SessionRuntime for AcpHandle {
         value: &str,
     ) -> BoxFuture<'static, Result<(), String>> {
         let cx = self.cx.clone();
-        let request =
-            SetSessionConfigOptionRequest::new(session_id.to_string(), config_id.to_string(), value);
+        let request = SetSessionConfigOptionRequest::new(
+            session_id.to_string(),
+            config_id.to_string(),
+            value,
+        );
         Box::pin(async move {
             cx.send_request(request)
                 .block_task()

@@ -191,7 +191,10 @@ pub trait SessionRuntime: Send + Sync {
     /// Asks the runtime to cancel the turn running in session `session_id`; whether it was sent.
     fn cancel(&self, session_id: &str) -> bool;
     /// `session/close`.
-    fn close_session(&self, id: &str) -> futures_util::future::BoxFuture<'static, Result<(), String>>;
+    fn close_session(
+        &self,
+        id: &str,
+    ) -> futures_util::future::BoxFuture<'static, Result<(), String>>;
     /// How long session `session_id` has waited for a person so far, and whether it waits now.
     fn person_waited(&self, session_id: &str) -> (Duration, bool);
     /// Wakes on every change of a person wait.

@@ -105,8 +105,10 @@ pub trait TurnWatch: Send + Sync {
     /// cancelled.
     fn turn_ended(&self, session_key: &str);
     /// Session `session_key` is being closed.
-    fn session_closed(&self, session_key: &str)
-    -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+    fn session_closed(
+        &self,
+        session_key: &str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
 /// The gauges the engine keeps up to date in its owner's metrics.
@@ -416,7 +418,11 @@ impl Sessions {
 
     /// Agent `agent_id`'s budgets as the config in force sets them (none: no limits).
     pub fn limits(&self, agent_id: &str) -> budget::BudgetLimits {
-        self.plan().budgets.get(agent_id).cloned().unwrap_or_default()
+        self.plan()
+            .budgets
+            .get(agent_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Agent `agent_id`'s ready ACP runtime, or why there is none.
@@ -553,10 +559,7 @@ impl Sessions {
                 answer.runtime_time = prompted.elapsed();
                 answer
             });
-        let notes = answer
-            .as_ref()
-            .map(|a| a.notes.clone())
-            .unwrap_or_default();
+        let notes = answer.as_ref().map(|a| a.notes.clone()).unwrap_or_default();
         let said = match &answer {
             Ok(a) => Ok(a.text.clone()),
             Err(e) => Err(e.to_string()),

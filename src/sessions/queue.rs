@@ -87,8 +87,7 @@ impl Queues {
         };
         queue.waiting.fetch_sub(1, SeqCst);
         waiting_gauge.fetch_sub(1, SeqCst);
-        turn.map(|turn| Place { _turn: turn })
-            .ok_or(Full { limit })
+        turn.map(|turn| Place { _turn: turn }).ok_or(Full { limit })
     }
 
     /// The turn of `session_key` when it is free and nobody waits for it; `None` when busy.

@@ -557,10 +557,7 @@ async fn the_queue_limit_refuses_one_more_but_not_an_unbounded_message() {
     let _ = rx.await;
     assert_eq!(rig.engine.queue_depth(KEY), 2);
     assert_eq!(rig.engine.counters.waiting.load(Ordering::SeqCst), 1);
-    let one_more = tokio::time::timeout(
-        Duration::from_secs(5),
-        rig.engine.enter(KEY, false, None),
-    );
+    let one_more = tokio::time::timeout(Duration::from_secs(5), rig.engine.enter(KEY, false, None));
     match one_more.await {
         Ok(Err(TurnError::QueueFull { limit: 1, .. })) => {}
         Ok(other) => panic!("expected a full queue, got {:?}", other.map(|_| ())),
@@ -726,7 +723,9 @@ async fn a_message_withdrawn_at_its_turn_never_reaches_the_runtime() {
         .engine
         .turn(request("hi").on_start(|| Err("cancelled while it waited".into())))
         .await;
-    assert!(matches!(withdrawn, Err(TurnError::Withdrawn(why)) if why == "cancelled while it waited"));
+    assert!(
+        matches!(withdrawn, Err(TurnError::Withdrawn(why)) if why == "cancelled while it waited")
+    );
     assert!(rig.runtime.prompts().is_empty());
     assert!(rig.store.exchanges.lock().unwrap().is_empty());
 }
@@ -750,8 +749,7 @@ async fn a_oneshot_session_is_closed_after_its_reply_and_never_kept() {
     assert_eq!(
         first.notes,
         vec![
-            "new runtime session `review` s1 for this message only (acp.mode: oneshot)"
-                .to_string(),
+            "new runtime session `review` s1 for this message only (acp.mode: oneshot)".to_string(),
             "runtime session s1 closed after the reply".to_string(),
         ]
     );
@@ -904,7 +902,11 @@ async fn a_reply_is_kept_to_its_budget() {
         ..Script::says("")
     });
     let answer = turn_alone(&rig, SessionOptions::default()).await.unwrap();
-    assert!(answer.text.starts_with("abcd\n[deepcli: the reply was cut at 4 of its 6 bytes"));
+    assert!(
+        answer
+            .text
+            .starts_with("abcd\n[deepcli: the reply was cut at 4 of its 6 bytes")
+    );
 }
 
 #[tokio::test]

@@ -159,9 +159,7 @@ impl Sessions {
             }
             Err(e) => {
                 let key = session_key.to_string();
-                let _ = self
-                    .blocking(move |s| s.record_count(&key, &counted))
-                    .await;
+                let _ = self.blocking(move |s| s.record_count(&key, &counted)).await;
                 Err(e)
             }
         }
