@@ -276,13 +276,16 @@ impl SessionRuntime for FakeRuntime {
     fn forget_person_waits(&self, _session_id: &str) {}
 }
 
+/// A recorded exchange: session key, notes, the message, the answer or why none.
+type Exchange = (String, Vec<String>, String, Result<String, String>);
+
 /// The session records in memory.
 #[derive(Default)]
 struct FakeStore {
     sessions: Mutex<HashMap<String, KnownSession>>,
     turns: Mutex<HashMap<String, Vec<(Provenance, String)>>>,
     counts: Mutex<Vec<(String, TurnCount)>>,
-    exchanges: Mutex<Vec<(String, Vec<String>, String, Result<String, String>)>>,
+    exchanges: Mutex<Vec<Exchange>>,
     refusals: Mutex<Vec<budget::Refusal>>,
     cancels: Mutex<Vec<(String, String, Option<String>)>>,
 }
