@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::store::{AccessStore, CountedTurn, LastRoute, RefusalRow, RuntimeSession, Turn};
 use super::{Access, Beat, McpDoor};
 use crate::sessions::budget::Refusal;
-use crate::sessions::{KnownSession, SessionStore, TurnCount, TurnRecord};
+use crate::sessions::{KnownSession, SessionStore, TurnCount, TurnMetrics, TurnRecord};
 use crate::state::{Provenance, StateError};
 
 impl Access {
@@ -88,6 +88,27 @@ impl Access {
             )),
             Ok(Some(route)) => self.send_on(&plan, &route, text, why).await,
         }
+    }
+}
+
+/// The turn engine's counts, in the Access layer's metrics.
+impl TurnMetrics for super::metrics::Metrics {
+    fn waiting(&self, delta: i64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        if delta >= 0 {
+            self.waiting.fetch_add(delta.unsigned_abs(), SeqCst);
+        } else {
+            self.waiting.fetch_sub(delta.unsigned_abs(), SeqCst);
+        }
+    }
+
+    fn refused(&self) {
+        self.budget_refusals
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn delivered(&self, took: std::time::Duration) {
+        super::metrics::Metrics::delivered(self, took);
     }
 }
 

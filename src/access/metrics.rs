@@ -25,9 +25,9 @@ pub struct Metrics {
     latency_sum_us: AtomicU64,
     pub duplicates: AtomicU64,
     /// Turns and spawns a budget refused (approvals.md).
-    pub budget_refusals: std::sync::Arc<AtomicU64>,
+    pub budget_refusals: AtomicU64,
     /// Messages waiting behind another of their session, now.
-    pub waiting: std::sync::Arc<AtomicU64>,
+    pub waiting: AtomicU64,
     /// Replies that became dead letters.
     pub reply_failures: std::sync::Arc<AtomicU64>,
 }

@@ -129,7 +129,7 @@ pub struct Access {
     /// The turn engine: FIFOs, runtime sessions, budgets, prompts and cancels.
     sessions: Arc<Sessions>,
     inflight: Mutex<HashMap<DeliveryKey, watch::Receiver<Option<Outcome>>>>,
-    pub metrics: metrics::Metrics,
+    pub metrics: Arc<metrics::Metrics>,
     pub settings: AccessSettings,
     reply: reply::ReplySink,
     /// The inbound policy's state in memory: bot-loop counts, sessions with kept context.
@@ -154,7 +154,7 @@ impl Access {
         settings: AccessSettings,
     ) -> Access {
         let store = Arc::new(store);
-        let metrics = metrics::Metrics::default();
+        let metrics = Arc::new(metrics::Metrics::default());
         let policy = gate::PolicyState::load(&store);
         let now_ms = budget::now_ms();
         let budgets = match store.budget_rows(now_ms) {
@@ -175,10 +175,7 @@ impl Access {
                 context_turns: settings.context_turns,
                 ..crate::sessions::SessionSettings::default()
             },
-            crate::sessions::Counters {
-                waiting: metrics.waiting.clone(),
-                budget_refusals: metrics.budget_refusals.clone(),
-            },
+            metrics.clone(),
         );
         Access {
             sessions: Arc::new(sessions),

@@ -23,7 +23,6 @@ mod turn;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -111,13 +110,21 @@ pub trait TurnWatch: Send + Sync {
     ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
-/// The gauges the engine keeps up to date in its owner's metrics.
-#[derive(Debug, Clone, Default)]
-pub struct Counters {
-    /// Messages waiting behind another of their session, now.
-    pub waiting: Arc<AtomicU64>,
-    /// Turns and spawns a budget refused.
-    pub budget_refusals: Arc<AtomicU64>,
+/// What the engine counts in its owner's metrics.
+pub trait TurnMetrics: Send + Sync {
+    /// A message began (`1`) or stopped (`-1`) waiting behind another of its session.
+    fn waiting(&self, delta: i64);
+    /// A budget refused a turn or a spawn.
+    fn refused(&self);
+    /// A message was delivered, after `took` from its turn's request to its record.
+    fn delivered(&self, took: Duration);
+}
+
+/// Counts nothing.
+impl TurnMetrics for () {
+    fn waiting(&self, _delta: i64) {}
+    fn refused(&self) {}
+    fn delivered(&self, _took: Duration) {}
 }
 
 /// Writes an inbound message's turn down as begun, at the given ms (when its budget admitted
@@ -352,7 +359,7 @@ pub struct Sessions {
     models: Mutex<HashMap<String, AppliedModel>>,
     mcp: OnceLock<Arc<dyn McpDoor>>,
     watch: OnceLock<Arc<dyn TurnWatch>>,
-    counters: Counters,
+    metrics: Arc<dyn TurnMetrics>,
 }
 
 impl Sessions {
@@ -361,7 +368,7 @@ impl Sessions {
         runtimes: Option<(AcpMap, RuntimeMap)>,
         budgets: budget::Budgets,
         settings: SessionSettings,
-        counters: Counters,
+        metrics: Arc<dyn TurnMetrics>,
     ) -> Sessions {
         Sessions {
             store,
@@ -375,7 +382,7 @@ impl Sessions {
             models: Mutex::default(),
             mcp: OnceLock::new(),
             watch: OnceLock::new(),
-            counters,
+            metrics,
         }
     }
 
@@ -494,7 +501,7 @@ impl Sessions {
                 self.settings.queue_limit,
                 unbounded,
                 queued,
-                &self.counters.waiting,
+                &*self.metrics,
             )
             .await
             .map_err(|full| TurnError::QueueFull {
@@ -547,6 +554,7 @@ impl Sessions {
         if !self.plan().runtime(&agent_id).takes_prompts() || !self.manages_runtimes() {
             return Err(TurnError::TakesNoPrompts { agent_id });
         }
+        let begun = std::time::Instant::now();
         let _place = self.enter(&session_key, unbounded, queued).await?;
         if let Some(started) = on_start {
             started().map_err(TurnError::Withdrawn)?;
@@ -575,6 +583,7 @@ impl Sessions {
             )
         })
         .await?;
+        self.metrics.delivered(begun.elapsed());
         answer
     }
 
@@ -585,9 +594,7 @@ impl Sessions {
         session_key: Option<&str>,
         run_id: Option<&str>,
     ) {
-        self.counters
-            .budget_refusals
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.refused();
         let (refusal, key, run) = (
             refusal.clone(),
             session_key.map(str::to_string),

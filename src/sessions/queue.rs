@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
@@ -55,14 +55,14 @@ impl Queues {
 
     /// Waits for `session_key`'s turn. `queued` is dropped once the waiter holds its place in
     /// the FIFO (or was refused): the caller may then accept the session's next message, which
-    /// lines up behind it. `waiting` counts the waiters of every session, for the metrics.
+    /// lines up behind it. `metrics` counts the waiters of every session.
     pub(super) async fn enter(
         &self,
         session_key: &str,
         limit: usize,
         unbounded: bool,
         queued: Option<tokio::sync::oneshot::Sender<()>>,
-        waiting_gauge: &AtomicU64,
+        metrics: &dyn super::TurnMetrics,
     ) -> Result<Place, Full> {
         let queue = self.queue(session_key);
         let mut queued = queued;
@@ -72,7 +72,7 @@ impl Queues {
         }
         // Busy: this message waits, if fewer than the limit already do.
         let waiting = queue.waiting.fetch_add(1, SeqCst);
-        waiting_gauge.fetch_add(1, SeqCst);
+        metrics.waiting(1);
         let turn = if unbounded || waiting < limit {
             // The first poll puts this waiter in the lock's (first-come) queue.
             let mut lock = std::pin::pin!(queue.turn.clone().lock_owned());
@@ -86,7 +86,7 @@ impl Queues {
             None
         };
         queue.waiting.fetch_sub(1, SeqCst);
-        waiting_gauge.fetch_sub(1, SeqCst);
+        metrics.waiting(-1);
         turn.map(|turn| Place { _turn: turn }).ok_or(Full { limit })
     }
 

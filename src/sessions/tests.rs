@@ -370,23 +370,45 @@ impl SessionStore for FakeStore {
     }
 }
 
+/// The engine's counts.
+#[derive(Default)]
+struct FakeMetrics {
+    waiting: std::sync::atomic::AtomicI64,
+    refused: std::sync::atomic::AtomicU64,
+    delivered: std::sync::atomic::AtomicU64,
+}
+
+impl TurnMetrics for FakeMetrics {
+    fn waiting(&self, delta: i64) {
+        self.waiting.fetch_add(delta, Ordering::SeqCst);
+    }
+    fn refused(&self) {
+        self.refused.fetch_add(1, Ordering::SeqCst);
+    }
+    fn delivered(&self, _took: Duration) {
+        self.delivered.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 const KEY: &str = "agent:a:main";
 
 struct Rig {
     engine: Arc<Sessions>,
     runtime: Arc<FakeRuntime>,
     store: Arc<FakeStore>,
+    metrics: Arc<FakeMetrics>,
 }
 
 fn rig_with(runtime: FakeRuntime, settings: SessionSettings, plan: TurnPlan) -> Rig {
     let runtime = Arc::new(runtime);
     let store = Arc::new(FakeStore::default());
+    let metrics = Arc::new(FakeMetrics::default());
     let mut engine = Sessions::new(
         store.clone(),
         None,
         budget::Budgets::default(),
         settings,
-        Counters::default(),
+        metrics.clone(),
     );
     let mut fakes: std::collections::BTreeMap<String, Arc<dyn SessionRuntime>> =
         std::collections::BTreeMap::new();
@@ -399,6 +421,7 @@ fn rig_with(runtime: FakeRuntime, settings: SessionSettings, plan: TurnPlan) -> 
         engine: Arc::new(engine),
         runtime,
         store,
+        metrics,
     }
 }
 
@@ -457,6 +480,7 @@ async fn a_first_turn_opens_a_new_session_and_records_which() {
     assert_eq!(exchanges[0].2, "hi");
     assert_eq!(exchanges[0].3, Ok("ok".to_string()));
     assert_eq!(rig.store.counts.lock().unwrap().len(), 1);
+    assert_eq!(rig.metrics.delivered.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
@@ -559,7 +583,7 @@ async fn the_queue_limit_refuses_one_more_but_not_an_unbounded_message() {
     let waiting = tokio::spawn(async move { engine.enter(KEY, false, Some(tx)).await.is_ok() });
     let _ = rx.await;
     assert_eq!(rig.engine.queue_depth(KEY), 2);
-    assert_eq!(rig.engine.counters.waiting.load(Ordering::SeqCst), 1);
+    assert_eq!(rig.metrics.waiting.load(Ordering::SeqCst), 1);
     let one_more = tokio::time::timeout(Duration::from_secs(5), rig.engine.enter(KEY, false, None));
     match one_more.await {
         Ok(Err(TurnError::QueueFull { limit: 1, .. })) => {}
@@ -573,7 +597,7 @@ async fn the_queue_limit_refuses_one_more_but_not_an_unbounded_message() {
     drop(held);
     assert!(waiting.await.unwrap());
     assert!(unbounded.await.unwrap());
-    assert_eq!(rig.engine.counters.waiting.load(Ordering::SeqCst), 0);
+    assert_eq!(rig.metrics.waiting.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
@@ -854,10 +878,7 @@ async fn a_budget_refusal_is_recorded_counted_and_never_prompted() {
     }
     assert_eq!(rig.runtime.prompts().len(), 1);
     assert_eq!(rig.store.refusals.lock().unwrap().len(), 1);
-    assert_eq!(
-        rig.engine.counters.budget_refusals.load(Ordering::Relaxed),
-        1
-    );
+    assert_eq!(rig.metrics.refused.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
