@@ -47,6 +47,7 @@ pub mod routing;
 pub mod rpc;
 pub(crate) mod runtime;
 pub mod sandbox;
+pub mod sessions;
 pub mod shown;
 pub mod span;
 pub mod state;

@@ -37,6 +37,19 @@ pub trait ApprovalDoor: Send + Sync {
     fn turn_ended(&self, session_key: &str);
 }
 
+/// What the turn engine tells approvals: a turn ended, a session is closing.
+struct Watch(Arc<dyn ApprovalDoor>);
+
+impl crate::sessions::TurnWatch for Watch {
+    fn turn_ended(&self, session_key: &str) {
+        self.0.turn_ended(session_key);
+    }
+
+    fn session_closed(&self, session_key: &str) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        self.0.session_closed(session_key)
+    }
+}
+
 /// `/approve <id>`, `/approve <id> always` or `/deny <id>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatCommand {
@@ -101,7 +114,9 @@ pub struct TurnOrigin {
 impl Access {
     /// Sets what decides approvals; only the first call counts.
     pub fn set_approval_door(&self, door: Arc<dyn ApprovalDoor>) {
-        let _ = self.approvals.set(door);
+        if self.approvals.set(door.clone()).is_ok() {
+            self.sessions.set_watch(Arc::new(Watch(door)));
+        }
     }
 
     pub(super) fn approval_door(&self) -> Option<&Arc<dyn ApprovalDoor>> {

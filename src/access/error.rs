@@ -76,10 +76,10 @@ pub enum AccessError {
         status: &'static str,
         why: String,
     },
-    #[error("agent `{agent_id}`'s runtime failed {what}: {message}; send it again later")]
+    #[error("agent `{agent_id}`'s runtime failed {stage}: {message}; send it again later")]
     RuntimeFailed {
         agent_id: String,
-        what: &'static str,
+        stage: crate::sessions::Stage,
         message: String,
     },
     #[error(
@@ -100,7 +100,7 @@ pub enum AccessError {
         stop_reason: Option<serde_json::Value>,
         /// The runtime confirmed the cancel (stopReason `cancelled`); else it is uncertain.
         confirmed: bool,
-        why: super::CancelWhy,
+        why: crate::sessions::CancelWhy,
     },
     /// A budget of the agent (approvals.md) refused the turn; nothing reached the runtime.
     #[error("{0}")]
@@ -125,5 +125,64 @@ impl AccessError {
 impl From<crate::state::StateError> for AccessError {
     fn from(e: crate::state::StateError) -> AccessError {
         AccessError::Internal(e.to_string())
+    }
+}
+
+/// A turn the engine could not give an answer: the same words, the HTTP status chosen in
+/// `http.rs` as for any delivery.
+impl From<crate::sessions::TurnError> for AccessError {
+    fn from(e: crate::sessions::TurnError) -> AccessError {
+        use crate::sessions::TurnError;
+        match e {
+            TurnError::TakesNoPrompts { .. } | TurnError::Internal(_) => {
+                AccessError::Internal(match e {
+                    TurnError::Internal(why) => why,
+                    other => other.to_string(),
+                })
+            }
+            TurnError::QueueFull { session_key, limit } => {
+                AccessError::QueueFull { session_key, limit }
+            }
+            TurnError::RuntimeDown {
+                agent_id,
+                status,
+                why,
+            } => AccessError::RuntimeDown {
+                agent_id,
+                status,
+                why,
+            },
+            TurnError::RuntimeFailed {
+                agent_id,
+                stage,
+                message,
+            } => AccessError::RuntimeFailed {
+                agent_id,
+                stage,
+                message,
+            },
+            TurnError::SessionReused {
+                agent_id,
+                session_id,
+            } => AccessError::SessionReused {
+                agent_id,
+                session_id,
+            },
+            TurnError::TimedOut {
+                agent_id,
+                seconds,
+                stop_reason,
+                confirmed,
+                why,
+            } => AccessError::TimedOut {
+                agent_id,
+                seconds,
+                stop_reason,
+                confirmed,
+                why,
+            },
+            TurnError::BudgetExceeded(refusal) => AccessError::BudgetExceeded(refusal),
+            TurnError::Withdrawn(why) => AccessError::Withdrawn(why),
+        }
     }
 }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::route::SessionOptions;
 use super::store::{DeliveryKey, LastRoute, Turn};
-use super::{Access, AccessError};
+use super::{Access, SessionOptions};
 use crate::config::model::RuntimeKind;
+use crate::sessions::TurnError;
 use crate::state::Provenance;
 
 /// The answer that says "nothing to report": swallowed (surrounding whitespace aside).
@@ -47,22 +47,29 @@ impl Access {
         let Some(plan) = self.plan() else {
             return Beat::Skipped("no config in force yet".into());
         };
-        if plan.runtime(agent_id) != RuntimeKind::Acp || self.runtimes.is_none() {
+        if plan.runtime(agent_id) != RuntimeKind::Acp || !self.sessions.manages_runtimes() {
             return Beat::Skipped("the agent has no ACP runtime here".into());
         }
         let main = plan.routing.session.main_key(agent_id);
-        let queue = self.queue(&main);
-        let busy = queue.waiting.load(std::sync::atomic::Ordering::SeqCst) > 0;
-        let Some(_turn) = queue.turn.try_lock().ok().filter(|_| !busy) else {
+        let Some(place) = self.sessions.try_enter(&main) else {
             return Beat::Skipped(format!("the main session {main} is busy"));
         };
         let text = prompt(heartbeat_md);
         let answer = self
-            .prompt(agent_id, &main, &text, &SessionOptions::default())
+            .sessions
+            .turn_in(&place, agent_id, &main, &text, &SessionOptions::default())
             .await;
         let (reply, notes) = match answer {
-            Ok(answer) => answer,
-            Err(e @ AccessError::RuntimeDown { .. }) => return Beat::Skipped(e.to_string()),
+            Ok(answer) => {
+                // A heartbeat's turn: its budget row on its own (its transcript rows come later).
+                if let Some(counted) = answer.counted
+                    && let Err(e) = self.sessions.record_count(&main, counted).await
+                {
+                    return Beat::Failed(e.to_string());
+                }
+                (answer.text, answer.notes)
+            }
+            Err(e @ TurnError::RuntimeDown { .. }) => return Beat::Skipped(e.to_string()),
             Err(e) => return Beat::Failed(e.to_string()),
         };
         let mut turns: Vec<Turn> = notes.into_iter().map(Turn::note).collect();

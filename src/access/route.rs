@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::routing::RouteResult;
 use crate::routing::plan::BindingRef;
+use crate::sessions::SessionOptions;
 
 /// An `acp` binding that took a message: its agent, its session key, and how its runtime
 /// sessions are held (`acp.mode`, `acp.label`, `acp.cwd`).
@@ -19,23 +20,6 @@ pub struct AcpRoute {
     pub label: Option<String>,
     /// `acp.cwd`, resolved: the working directory of its runtime sessions.
     pub cwd: Option<std::path::PathBuf>,
-}
-
-/// How the runtime session of a delivery is held.
-#[derive(Debug, Clone, Default)]
-pub struct SessionOptions {
-    /// A fresh runtime session for this message, closed after the reply.
-    pub oneshot: bool,
-    pub label: Option<String>,
-    /// The session's working directory, when not the runtime's.
-    pub cwd: Option<std::path::PathBuf>,
-    /// How long the prompt may take, when not the Access layer's prompt timeout (a spawn's
-    /// `runTimeoutSeconds`).
-    pub timeout: Option<std::time::Duration>,
-    /// The Hub run that carries this turn, for the budget and cancel records.
-    pub run_id: Option<String>,
-    /// An inbound message's turn, written down as begun once its budget admits it.
-    pub begun: Option<super::begun::BegunTurn>,
 }
 
 pub struct Route {

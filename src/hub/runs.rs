@@ -23,7 +23,8 @@ use super::results::{ANNOUNCE_SKIP, REPLY_SKIP, SendOutcome, is_stop, shorten};
 use super::spawns::Spawn;
 use super::store::{ChildSession, Moved, Outcome, RunRecord};
 use super::{CallError, Caller, Hub};
-use crate::access::{AccessError, InternalMessage, SessionOptions};
+use crate::access::{InternalMessage, SessionOptions};
+use crate::sessions::{Stage, StopReason, TurnError, TurnRequest};
 use crate::state::{ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode};
 
 /// How long a cancelled turn has to confirm (`stopReason: cancelled`) before the run is
@@ -121,7 +122,7 @@ pub(super) enum TurnEnd {
     /// The runtime answered: its words, its `stopReason`, and its own time for the turn.
     Answered {
         text: String,
-        stop_reason: Option<String>,
+        stop_reason: Option<StopReason>,
         runtime: Duration,
     },
     /// Withdrawn before its turn began (the check at turn start, or a cancel): why.
@@ -168,7 +169,7 @@ pub(super) fn settle(end: &TurnEnd, cancelled: bool) -> (RunState, Outcome) {
     match end {
         TurnEnd::Answered {
             text, stop_reason, ..
-        } if stop_reason.as_deref() == Some("cancelled") => (
+        } if *stop_reason == Some(StopReason::Cancelled) => (
             RunState::Cancelled,
             Outcome {
                 reply: Some(text.clone()),
@@ -184,7 +185,7 @@ pub(super) fn settle(end: &TurnEnd, cancelled: bool) -> (RunState, Outcome) {
                 reply: Some(text.clone()),
                 note: format!(
                     "answered (stopReason {})",
-                    stop_reason.as_deref().unwrap_or("unknown")
+                    stop_reason.as_ref().map_or("unknown", StopReason::as_str)
                 ),
                 ..Outcome::default()
             },
@@ -418,7 +419,7 @@ impl Hub {
         self: &Arc<Self>,
         run: &RunRecord,
         live: &Arc<LiveRun>,
-    ) -> impl FnOnce() -> Result<(), String> + use<> {
+    ) -> impl FnOnce() -> Result<(), String> + Send + use<> {
         let hub = self.clone();
         let live = live.clone();
         let (run_id, target, requester) = (
@@ -494,27 +495,27 @@ impl Hub {
         key: &str,
         message: InternalMessage,
         queued: Option<tokio::sync::oneshot::Sender<()>>,
-        started: impl FnOnce() -> Result<(), String>,
+        started: impl FnOnce() -> Result<(), String> + Send + 'static,
     ) -> TurnEnd {
-        let answer = self
-            .access
-            .deliver_internal(agent, key, message, queued, started)
-            .await;
-        match answer {
+        let request = TurnRequest::internal(agent, key, message)
+            .queued(queued)
+            .on_start(started);
+        match self.access.sessions().turn(request).await {
             Ok(answer) => TurnEnd::Answered {
                 text: answer.text,
                 stop_reason: answer.stop_reason,
                 runtime: answer.runtime_time,
             },
-            Err(AccessError::Withdrawn(why)) => TurnEnd::Withdrawn(why),
-            Err(e @ AccessError::RuntimeDown { .. }) => TurnEnd::RuntimeDown(e.to_string()),
+            Err(TurnError::Withdrawn(why)) => TurnEnd::Withdrawn(why),
+            Err(e @ TurnError::RuntimeDown { .. }) => TurnEnd::RuntimeDown(e.to_string()),
             // The runtime died mid-turn: whatever it did is unknown.
             Err(
-                e @ AccessError::RuntimeFailed {
-                    what: "the prompt", ..
+                e @ TurnError::RuntimeFailed {
+                    stage: Stage::Prompt,
+                    ..
                 },
             ) => TurnEnd::Uncertain(e.to_string()),
-            Err(e @ AccessError::TimedOut { .. }) => TurnEnd::TimedOut(e.to_string()),
+            Err(e @ TurnError::TimedOut { .. }) => TurnEnd::TimedOut(e.to_string()),
             Err(e) => TurnEnd::Failed(e.to_string()),
         }
     }

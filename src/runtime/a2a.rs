@@ -113,6 +113,27 @@ pub fn check_card(card: &Value, url: &str) -> Result<Value, String> {
     }))
 }
 
+/// Why a prompt to a remote got no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteFailure {
+    /// The remote did not take the message (unreachable, refused): nothing began.
+    NotTaken(String),
+    /// The stream broke after the remote took the message: it may have acted on it.
+    Broken(String),
+}
+
+impl Remote {
+    /// [`Remote::prompt`] with its failure typed.
+    pub async fn ask(&self, session_key: &str, text: &str) -> Result<RemoteAnswer, RemoteFailure> {
+        self.prompt(session_key, text)
+            .await
+            .map_err(|(delivered, why)| match delivered {
+                true => RemoteFailure::Broken(why),
+                false => RemoteFailure::NotTaken(why),
+            })
+    }
+}
+
 impl Remote {
     async fn card(&self) -> Result<Value, String> {
         let card_url = format!(

@@ -8,12 +8,16 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AuthenticateRequest, ClientCapabilities, Implementation, InitializeRequest, InitializeResponse,
-    PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification,
+    AuthenticateRequest, CancelNotification, ClientCapabilities, CloseSessionRequest, ContentBlock,
+    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, McpServer,
+    NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigSelectOptions, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
+use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
@@ -242,6 +246,244 @@ impl AcpHandle {
     }
 }
 
+/// The session's model selection, from the config options a `session/new` or `session/load`
+/// answer carried: the select option of category `model` (or, without categories, the one
+/// with id `model`), its id, current value and offered values.
+pub fn selection(options: Option<&[SessionConfigOption]>) -> SessionModel {
+    let options = options.unwrap_or_default();
+    let is_model = |o: &&SessionConfigOption| {
+        o.category == Some(SessionConfigOptionCategory::Model)
+            || (o.category.is_none() && &*o.id.0 == "model")
+    };
+    let select = options.iter().filter(is_model).find_map(|o| match &o.kind {
+        SessionConfigKind::Select(select) => Some((o, select)),
+        _ => None,
+    });
+    let Some((option, select)) = select else {
+        return SessionModel::default();
+    };
+    let values = match &select.options {
+        SessionConfigSelectOptions::Ungrouped(options) => {
+            options.iter().map(|o| o.value.0.to_string()).collect()
+        }
+        SessionConfigSelectOptions::Grouped(groups) => groups
+            .iter()
+            .flat_map(|g| &g.options)
+            .map(|o| o.value.0.to_string())
+            .collect(),
+        _ => Vec::new(),
+    };
+    SessionModel {
+        wanted: Vec::new(),
+        option: Some((option.id.0.to_string(), values)),
+        current: Some(select.current_value.0.to_string()),
+    }
+}
+
+/// The ACP mechanics of a turn: open (new or load), prompt (subscribe, collect the updates),
+/// cancel, close, over this runtime's connection.
+impl super::SessionRuntime for AcpHandle {
+    fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn cwd(&self) -> &std::path::Path {
+        &self.cwd
+    }
+
+    fn loads_sessions(&self) -> bool {
+        AcpHandle::loads_sessions(self)
+    }
+
+    fn closes_sessions(&self) -> bool {
+        AcpHandle::closes_sessions(self)
+    }
+
+    fn takes_mcp_http(&self) -> bool {
+        self.info["agentCapabilities"]["mcpCapabilities"]["http"] == true
+    }
+
+    fn holder(&self, id: &str) -> Option<String> {
+        AcpHandle::holder(self, id)
+    }
+
+    fn serving(&self, session_key: &str) -> Option<String> {
+        AcpHandle::serving(self, session_key)
+    }
+
+    fn claim(&self, id: &str, session_key: &str) -> bool {
+        AcpHandle::claim(self, id, session_key)
+    }
+
+    fn release(&self, id: &str) {
+        AcpHandle::release(self, id);
+    }
+
+    fn session_model(&self, id: &str) -> Option<SessionModel> {
+        AcpHandle::session_model(self, id)
+    }
+
+    fn set_session_model(&self, id: &str, model: SessionModel) {
+        AcpHandle::set_session_model(self, id, model);
+    }
+
+    fn load_session(
+        &self,
+        id: &str,
+        cwd: std::path::PathBuf,
+        mcp: Vec<McpServer>,
+    ) -> BoxFuture<'static, Result<super::OpenedSession, String>> {
+        let (cx, id) = (self.cx.clone(), id.to_string());
+        Box::pin(async move {
+            let request = LoadSessionRequest::new(id.clone(), cwd).mcp_servers(mcp);
+            let loaded = cx
+                .send_request(request)
+                .block_task()
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(super::OpenedSession {
+                id,
+                model: selection(loaded.config_options.as_deref()),
+            })
+        })
+    }
+
+    fn new_session(
+        &self,
+        cwd: std::path::PathBuf,
+        mcp: Vec<McpServer>,
+    ) -> BoxFuture<'static, Result<super::OpenedSession, String>> {
+        let cx = self.cx.clone();
+        Box::pin(async move {
+            let created = cx
+                .send_request(NewSessionRequest::new(cwd).mcp_servers(mcp))
+                .block_task()
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(super::OpenedSession {
+                id: created.session_id.0.to_string(),
+                model: selection(created.config_options.as_deref()),
+            })
+        })
+    }
+
+    fn set_config_option(
+        &self,
+        session_id: &str,
+        config_id: &str,
+        value: &str,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let cx = self.cx.clone();
+        let request = SetSessionConfigOptionRequest::new(
+            session_id.to_string(),
+            config_id.to_string(),
+            value,
+        );
+        Box::pin(async move {
+            cx.send_request(request)
+                .block_task()
+                .await
+                .map(drop)
+                .map_err(|e| e.message.to_string())
+        })
+    }
+
+    fn prompt(&self, session_id: &str, text: String) -> super::PendingPrompt {
+        let (tx, mut notifications) = mpsc::unbounded_channel::<SessionNotification>();
+        if let Ok(mut subs) = self.subscribers.lock() {
+            subs.insert(session_id.to_string(), tx);
+        }
+        struct Unsubscribe(Subscribers, String);
+        impl Drop for Unsubscribe {
+            fn drop(&mut self) {
+                if let Ok(mut subs) = self.0.lock() {
+                    subs.remove(&self.1);
+                }
+            }
+        }
+        let listening = Unsubscribe(self.subscribers.clone(), session_id.to_string());
+        // The updates, in the engine's words, read when asked for (all that came before the
+        // answer are in the channel by then); a session's other updates are left out.
+        let next = move || {
+            while let Ok(n) = notifications.try_recv() {
+                match n.update {
+                    SessionUpdate::AgentMessageChunk(chunk) => {
+                        if let ContentBlock::Text(t) = chunk.content {
+                            return Some(super::PromptUpdate::Text(t.text));
+                        }
+                    }
+                    // The session's running cost (ACP usage_update); only USD is reported.
+                    SessionUpdate::UsageUpdate(usage) => {
+                        if let Some(cost) = usage
+                            .cost
+                            .filter(|c| c.currency.eq_ignore_ascii_case("USD"))
+                        {
+                            return Some(super::PromptUpdate::CostUsd(cost.amount));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            None
+        };
+        let cx = self.cx.clone();
+        let request = PromptRequest::new(session_id.to_string(), vec![text.into()]);
+        let answer = Box::pin(async move {
+            let r = cx
+                .send_request(request)
+                .block_task()
+                .await
+                .map_err(|e| e.to_string())?;
+            let word = serde_json::to_value(r.stop_reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string));
+            Ok(super::PromptEnd {
+                stop_reason: word.as_deref().map(super::StopReason::parse),
+                tokens: r.usage.as_ref().map(|u| u.total_tokens),
+            })
+        });
+        super::PendingPrompt {
+            answer,
+            updates: Box::new(next),
+            listening: Box::new(listening),
+        }
+    }
+
+    fn cancel(&self, session_id: &str) -> bool {
+        self.cx
+            .send_notification(CancelNotification::new(session_id.to_string()))
+            .is_ok()
+    }
+
+    fn close_session(&self, id: &str) -> BoxFuture<'static, Result<(), String>> {
+        let cx = self.cx.clone();
+        let request = CloseSessionRequest::new(id.to_string());
+        Box::pin(async move {
+            cx.send_request(request)
+                .block_task()
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn person_waited(&self, session_id: &str) -> (Duration, bool) {
+        self.waits.waited(session_id)
+    }
+
+    fn person_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.waits.subscribe()
+    }
+
+    fn forget_person_waits(&self, session_id: &str) {
+        self.waits.forget(session_id);
+    }
+}
+
 /// A live connection to an ACP agent.
 pub struct AcpConnection {
     pub cx: ConnectionTo<Agent>,
@@ -430,4 +672,49 @@ pub async fn connect(
         waits,
         driver,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_option_is_found_by_category_or_id() {
+        let option = |id: &str, category: Option<SessionConfigOptionCategory>| {
+            SessionConfigOption::select(
+                id.to_string(),
+                "Model",
+                "a",
+                vec![
+                    agent_client_protocol::v1::schema::SessionConfigSelectOption::new("a", "A"),
+                    agent_client_protocol::v1::schema::SessionConfigSelectOption::new("b", "B"),
+                ],
+            )
+            .category(category)
+        };
+        let found = selection(Some(&[
+            option("mode", Some(SessionConfigOptionCategory::Mode)),
+            option("llm", Some(SessionConfigOptionCategory::Model)),
+        ]));
+        assert_eq!(
+            found.option,
+            Some(("llm".to_string(), vec!["a".to_string(), "b".to_string()]))
+        );
+        assert_eq!(found.current.as_deref(), Some("a"));
+        assert_eq!(
+            selection(Some(&[option("model", None)]))
+                .option
+                .map(|o| o.0),
+            Some("model".to_string())
+        );
+        assert_eq!(selection(None), SessionModel::default());
+        assert_eq!(
+            selection(Some(&[option(
+                "mode",
+                Some(SessionConfigOptionCategory::Mode)
+            )]))
+            .option,
+            None
+        );
+    }
 }

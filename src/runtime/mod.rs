@@ -59,6 +59,150 @@ fn timing(name: &str, default: Duration) -> Duration {
     default
 }
 
+/// Why a runtime ended a prompt (ACP `stopReason`; an A2A remote's final task state mapped
+/// to the same words). Recorded and shown by its word ([`StopReason::as_str`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Cancelled,
+    /// An A2A remote's task asks back (`TASK_STATE_INPUT_REQUIRED`).
+    InputRequired,
+    /// A word this build does not know, as the runtime said it.
+    Other(String),
+}
+
+impl StopReason {
+    /// The reason as the runtime's word (`end_turn`, `cancelled`, …).
+    pub fn parse(word: &str) -> StopReason {
+        match word {
+            "end_turn" => StopReason::EndTurn,
+            "max_tokens" => StopReason::MaxTokens,
+            "max_turn_requests" => StopReason::MaxTurnRequests,
+            "refusal" => StopReason::Refusal,
+            "cancelled" => StopReason::Cancelled,
+            "input_required" => StopReason::InputRequired,
+            other => StopReason::Other(other.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::MaxTurnRequests => "max_turn_requests",
+            StopReason::Refusal => "refusal",
+            StopReason::Cancelled => "cancelled",
+            StopReason::InputRequired => "input_required",
+            StopReason::Other(word) => word,
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a runtime says about a prompt while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptUpdate {
+    /// A piece of the agent's reply.
+    Text(String),
+    /// The session's running cost in USD (another currency is not reported).
+    CostUsd(f64),
+}
+
+/// How a prompt ended, when the runtime answered it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptEnd {
+    /// `None`: a word the runtime's protocol could not say (never for ACP).
+    pub stop_reason: Option<StopReason>,
+    /// The session's running token total, when the runtime reports one with its answer.
+    pub tokens: Option<u64>,
+}
+
+/// A prompt sent and not yet answered: its answer, and its updates in the order they came
+/// (`updates` gives the next one that has arrived, `None` when none waits). Dropping it stops
+/// listening to the session's updates.
+pub struct PendingPrompt {
+    pub answer: futures_util::future::BoxFuture<'static, Result<PromptEnd, String>>,
+    pub updates: Box<dyn FnMut() -> Option<PromptUpdate> + Send>,
+    /// Held while the prompt is listened to; what it undoes runs on drop.
+    pub listening: Box<dyn Send + Sync>,
+}
+
+/// A runtime session opened (`session/new`, `session/load`): its id and model selection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenedSession {
+    pub id: String,
+    pub model: acp::SessionModel,
+}
+
+/// A ready runtime that holds sessions and is prompted in them (ACP), as the turn engine
+/// (`crate::sessions`) sees it: the ACP mechanics live beside the ACP client (`acp.rs`), an
+/// in-memory fake stands in for it in the engine's tests.
+pub trait SessionRuntime: Send + Sync {
+    /// This start of the runtime: a session id means something only to the instance that
+    /// issued it.
+    fn instance(&self) -> &str;
+    fn pid(&self) -> u32;
+    /// The runtime's working directory (a session's, unless the binding sets one).
+    fn cwd(&self) -> &std::path::Path;
+    /// Whether the agent can resume a session (`session/load`).
+    fn loads_sessions(&self) -> bool;
+    /// Whether the agent can close a session (`session/close`).
+    fn closes_sessions(&self) -> bool;
+    /// Whether the agent takes MCP over HTTP (`mcpCapabilities.http`).
+    fn takes_mcp_http(&self) -> bool;
+    /// The session key runtime session `id` serves in this instance, if it is open here.
+    fn holder(&self, id: &str) -> Option<String>;
+    /// The runtime session that serves `session_key` in this instance, when exactly one does.
+    fn serving(&self, session_key: &str) -> Option<String>;
+    /// Marks session `id` as serving `session_key`; false when it serves another key.
+    fn claim(&self, id: &str, session_key: &str) -> bool;
+    /// Forgets a claim whose session could not be opened, or a session closed.
+    fn release(&self, id: &str);
+    fn session_model(&self, id: &str) -> Option<acp::SessionModel>;
+    fn set_session_model(&self, id: &str, model: acp::SessionModel);
+    fn load_session(
+        &self,
+        id: &str,
+        cwd: PathBuf,
+        mcp: Vec<agent_client_protocol::v1::schema::McpServer>,
+    ) -> futures_util::future::BoxFuture<'static, Result<OpenedSession, String>>;
+    fn new_session(
+        &self,
+        cwd: PathBuf,
+        mcp: Vec<agent_client_protocol::v1::schema::McpServer>,
+    ) -> futures_util::future::BoxFuture<'static, Result<OpenedSession, String>>;
+    /// Sets a session config option (the model's); the agent's refusal as its message.
+    fn set_config_option(
+        &self,
+        session_id: &str,
+        config_id: &str,
+        value: &str,
+    ) -> futures_util::future::BoxFuture<'static, Result<(), String>>;
+    /// Sends `text` as a prompt in session `session_id`.
+    fn prompt(&self, session_id: &str, text: String) -> PendingPrompt;
+    /// Asks the runtime to cancel the turn running in session `session_id`; whether it was sent.
+    fn cancel(&self, session_id: &str) -> bool;
+    /// `session/close`.
+    fn close_session(
+        &self,
+        id: &str,
+    ) -> futures_util::future::BoxFuture<'static, Result<(), String>>;
+    /// How long session `session_id` has waited for a person so far, and whether it waits now.
+    fn person_waited(&self, session_id: &str) -> (Duration, bool);
+    /// Wakes on every change of a person wait.
+    fn person_changes(&self) -> tokio::sync::watch::Receiver<u64>;
+    /// Forgets a session's person waits (its prompt ended).
+    fn forget_person_waits(&self, session_id: &str);
+}
+
 /// Everything needed to start one agent's runtime. Its hash decides restarts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuntimeSpec {

@@ -6,7 +6,7 @@ use super::*;
 fn answered(text: &str, stop: Option<&str>) -> TurnEnd {
     TurnEnd::Answered {
         text: text.into(),
-        stop_reason: stop.map(str::to_string),
+        stop_reason: stop.map(StopReason::parse),
         runtime: Duration::from_millis(5),
     }
 }

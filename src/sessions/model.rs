@@ -4,15 +4,11 @@
 //! does not offer it or refuses it. Where nothing can be applied, the report says why.
 //!
 //! This module decides and asks; it keeps nothing itself (the session's selection lives in the
-//! runtime's [`AcpHandle`], the agent's last report in [`super::Access`]).
-
-use agent_client_protocol::v1::schema::{
-    SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory,
-    SessionConfigSelectOptions, SetSessionConfigOptionRequest,
-};
+//! runtime ([`SessionRuntime::session_model`]), the agent's last report in [`super::Sessions`]).
 
 use crate::config::model::Model;
-use crate::runtime::acp::{AcpHandle, ModelReport, SessionModel};
+use crate::runtime::SessionRuntime;
+use crate::runtime::acp::{ModelReport, SessionModel};
 
 /// The model ids a config `model` names, in the order they are tried.
 pub fn candidates(model: &Model) -> Vec<String> {
@@ -21,40 +17,6 @@ pub fn candidates(model: &Model) -> Vec<String> {
         Model::WithFallbacks { primary, fallbacks } => {
             std::iter::once(primary).chain(fallbacks).cloned().collect()
         }
-    }
-}
-
-/// The session's model selection, from the config options a `session/new` or `session/load`
-/// answer carried: the select option of category `model` (or, without categories, the one
-/// with id `model`), its id, current value and offered values.
-pub fn selection(options: Option<&[SessionConfigOption]>) -> SessionModel {
-    let options = options.unwrap_or_default();
-    let is_model = |o: &&SessionConfigOption| {
-        o.category == Some(SessionConfigOptionCategory::Model)
-            || (o.category.is_none() && &*o.id.0 == "model")
-    };
-    let select = options.iter().filter(is_model).find_map(|o| match &o.kind {
-        SessionConfigKind::Select(select) => Some((o, select)),
-        _ => None,
-    });
-    let Some((option, select)) = select else {
-        return SessionModel::default();
-    };
-    let values = match &select.options {
-        SessionConfigSelectOptions::Ungrouped(options) => {
-            options.iter().map(|o| o.value.0.to_string()).collect()
-        }
-        SessionConfigSelectOptions::Grouped(groups) => groups
-            .iter()
-            .flat_map(|g| &g.options)
-            .map(|o| o.value.0.to_string())
-            .collect(),
-        _ => Vec::new(),
-    };
-    SessionModel {
-        wanted: Vec::new(),
-        option: Some((option.id.0.to_string(), values)),
-        current: Some(select.current_value.0.to_string()),
     }
 }
 
@@ -72,7 +34,7 @@ fn offered<'a>(id: &str, values: &'a [String]) -> Option<&'a String> {
 /// whose selection is `session`: the first candidate the agent offers and accepts. Returns
 /// the session's selection afterwards and the report.
 pub async fn apply(
-    handle: &AcpHandle,
+    handle: &dyn SessionRuntime,
     session_id: &str,
     mut session: SessionModel,
     wanted: &[String],
@@ -100,13 +62,9 @@ pub async fn apply(
             continue;
         };
         if session.current.as_ref() != Some(value) {
-            let request = SetSessionConfigOptionRequest::new(
-                session_id.to_string(),
-                config_id.clone(),
-                value.as_str(),
-            );
-            if let Err(e) = handle.cx.send_request(request).block_task().await {
-                tried.push(format!("`{candidate}` was refused: {}", e.message));
+            let set = handle.set_config_option(session_id, &config_id, value);
+            if let Err(message) = set.await {
+                tried.push(format!("`{candidate}` was refused: {message}"));
                 continue;
             }
             session.current = Some(value.clone());
@@ -150,45 +108,5 @@ mod tests {
             Some("openai/gpt-4.1")
         );
         assert_eq!(offered("gpt-4.1", &values), None);
-    }
-
-    #[test]
-    fn the_model_option_is_found_by_category_or_id() {
-        let option = |id: &str, category: Option<SessionConfigOptionCategory>| {
-            SessionConfigOption::select(
-                id.to_string(),
-                "Model",
-                "a",
-                vec![
-                    agent_client_protocol::v1::schema::SessionConfigSelectOption::new("a", "A"),
-                    agent_client_protocol::v1::schema::SessionConfigSelectOption::new("b", "B"),
-                ],
-            )
-            .category(category)
-        };
-        let found = selection(Some(&[
-            option("mode", Some(SessionConfigOptionCategory::Mode)),
-            option("llm", Some(SessionConfigOptionCategory::Model)),
-        ]));
-        assert_eq!(
-            found.option,
-            Some(("llm".to_string(), vec!["a".to_string(), "b".to_string()]))
-        );
-        assert_eq!(found.current.as_deref(), Some("a"));
-        assert_eq!(
-            selection(Some(&[option("model", None)]))
-                .option
-                .map(|o| o.0),
-            Some("model".to_string())
-        );
-        assert_eq!(selection(None), SessionModel::default());
-        assert_eq!(
-            selection(Some(&[option(
-                "mode",
-                Some(SessionConfigOptionCategory::Mode)
-            )]))
-            .option,
-            None
-        );
     }
 }

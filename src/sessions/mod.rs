@@ -1,0 +1,672 @@
+//! The turn engine: one turn of an agent in a session, whoever asks for it (an inbound
+//! envelope, the Hub, the operator, a heartbeat). It owns the per-session FIFO (one turn at a
+//! time per session key, a bounded queue behind it), the runtime sessions (opened with
+//! `session/load` or `session/new` in the agent's runtime instance, a `oneshot` one closed
+//! after its reply), the agent's `model` applied to them, budget admission as a permit, the
+//! prompt with its person-aware timeout and its confirmed or uncertain cancel, and the turns
+//! running now for an operator's cancel. ACP and remote A2A runtimes are prompted side by side
+//! ([`crate::runtime::Runtime`]).
+//!
+//! It does not know the door a message came through: parsing, authentication, routing,
+//! dedup, the inbound policy and the reply are the Access layer's; run states are the Hub's.
+//! Its records go through [`SessionStore`].
+
+pub mod budget;
+pub mod cap;
+pub mod model;
+mod queue;
+mod running;
+pub mod store;
+#[cfg(test)]
+mod tests;
+mod turn;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use serde_json::Value;
+
+use crate::config::model::{Model, RuntimeKind};
+use crate::runtime::acp::ModelReport;
+use crate::runtime::{AcpMap, RuntimeMap, SessionRuntime};
+use crate::state::{Provenance, StateError};
+
+pub use crate::runtime::StopReason;
+pub use queue::Place;
+pub use running::{CancelState, CancelWhy};
+pub use store::{KnownSession, SessionStore, TurnCount, TurnRecord};
+
+/// The engine's timings and limits; `deepcli up` and `deepcli access serve` set them from
+/// flags, tests to moments.
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    /// How long a prompt may take before it is cancelled.
+    pub prompt_timeout: Duration,
+    /// Messages that may wait behind the one being handled, per session.
+    pub queue_limit: usize,
+    /// How many transcript turns a new runtime session gets as context.
+    pub context_turns: usize,
+    /// How long a cancelled turn has to confirm (stopReason `cancelled`) before the cancel is
+    /// `uncertain`.
+    pub cancel_confirm: Duration,
+    /// How long `session/close` may take.
+    pub close_timeout: Duration,
+}
+
+impl Default for SessionSettings {
+    fn default() -> SessionSettings {
+        SessionSettings {
+            prompt_timeout: Duration::from_secs(120),
+            queue_limit: 32,
+            context_turns: 20,
+            cancel_confirm: Duration::from_secs(5),
+            close_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the engine needs of the config in force, by agent id.
+#[derive(Debug, Clone, Default)]
+pub struct TurnPlan {
+    pub runtimes: HashMap<String, RuntimeKind>,
+    pub models: HashMap<String, Model>,
+    pub budgets: HashMap<String, budget::BudgetLimits>,
+}
+
+impl TurnPlan {
+    pub fn runtime(&self, agent_id: &str) -> RuntimeKind {
+        self.runtimes
+            .get(agent_id)
+            .copied()
+            .unwrap_or(RuntimeKind::None)
+    }
+}
+
+/// What gives a runtime session its MCP servers: the Hub, through the controller.
+pub trait McpDoor: Send + Sync {
+    /// The `mcpServers` (ACP's JSON shape) of a runtime session of agent `agent_id` that
+    /// serves `session_key`, being opened now; `http`: the agent takes MCP over HTTP
+    /// (`mcpCapabilities.http`). Each call may mint a new capability token for the session.
+    fn servers(&self, agent_id: &str, session_key: &str, http: bool) -> Vec<Value>;
+
+    /// The runtime session of `session_key` was closed (a `oneshot` session after its
+    /// reply): what was given for it is withdrawn.
+    fn closed(&self, session_key: &str);
+}
+
+/// Who hears that a turn ended or a session closed (approvals: a permission request pending
+/// in it is withdrawn).
+pub trait TurnWatch: Send + Sync {
+    /// A turn of `session_key` ended (answered, cancelled, timed out or failed) or is being
+    /// cancelled.
+    fn turn_ended(&self, session_key: &str);
+    /// Session `session_key` is being closed.
+    fn session_closed(
+        &self,
+        session_key: &str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
+/// What the engine counts in its owner's metrics.
+pub trait TurnMetrics: Send + Sync {
+    /// A message began (`1`) or stopped (`-1`) waiting behind another of its session.
+    fn waiting(&self, delta: i64);
+    /// A budget refused a turn or a spawn.
+    fn refused(&self);
+    /// A message was delivered, after `took` from its turn's request to its record.
+    fn delivered(&self, took: Duration);
+}
+
+/// Counts nothing.
+impl TurnMetrics for () {
+    fn waiting(&self, _delta: i64) {}
+    fn refused(&self) {}
+    fn delivered(&self, _took: Duration) {}
+}
+
+/// Writes an inbound message's turn down as begun, at the given ms (when its budget admitted
+/// it): what the door wants recorded before the runtime is prompted.
+#[derive(Clone)]
+pub struct BeginHook(pub Arc<dyn Fn(i64) -> Result<(), StateError> + Send + Sync>);
+
+impl std::fmt::Debug for BeginHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BeginHook")
+    }
+}
+
+/// How the runtime session of a turn is held.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// A fresh runtime session for this message, closed after the reply.
+    pub oneshot: bool,
+    pub label: Option<String>,
+    /// The session's working directory, when not the runtime's.
+    pub cwd: Option<std::path::PathBuf>,
+    /// How long the prompt may take, when not the engine's prompt timeout (a spawn's
+    /// `runTimeoutSeconds`).
+    pub timeout: Option<Duration>,
+    /// The Hub run that carries this turn, for the budget and cancel records.
+    pub run_id: Option<String>,
+    /// An inbound message's turn, written down as begun once its budget admits it.
+    pub begun: Option<BeginHook>,
+}
+
+/// A runtime's answer to one prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The agent message chunks, put together (cut at `budgets.replyBytes`).
+    pub text: String,
+    /// The stop reason the runtime gave, when it gave one.
+    pub stop_reason: Option<StopReason>,
+    /// How long the runtime took: from opening (or finding) the session to the prompt's
+    /// answer — the agent's time and ACP's, none of the queue's.
+    pub runtime_time: Duration,
+    /// The turn as its agent's budgets counted it, recorded with the turn's transcript rows.
+    pub counted: Option<TurnCount>,
+    /// How the session was opened, and closed (for the transcript).
+    pub notes: Vec<String>,
+}
+
+/// The outcome of [`Sessions::turn`].
+pub type TurnOutcome = Answer;
+
+/// A message the Hub (or the operator) puts into a session.
+#[derive(Debug, Clone)]
+pub struct InternalMessage {
+    /// How the transcript records it: `inter_session`, `operator`, `a2a`.
+    pub provenance: Provenance,
+    /// What the transcript keeps as the message's text.
+    pub text: String,
+    /// What the model is given (the text with its framing).
+    pub prompt: String,
+    /// The provenance record, kept in the transcript row's `route` column.
+    pub meta: Value,
+    pub options: SessionOptions,
+    /// Waits for its turn however many messages wait before it (the queue limit is for
+    /// callers who can send again later; an announce of a finished run cannot).
+    pub unbounded: bool,
+}
+
+/// Called when the turn begins (the message stopped waiting); a refusal withdraws the message,
+/// unprompted and unrecorded.
+pub type OnStart = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
+/// One turn asked of the engine: the whole of it, FIFO to transcript.
+pub struct TurnRequest {
+    pub agent_id: String,
+    pub session_key: String,
+    pub prompt: String,
+    pub options: SessionOptions,
+    /// What the transcript keeps of the message and its answer.
+    pub record: TurnRecord,
+    pub unbounded: bool,
+    /// Dropped once the message holds its place in the FIFO (or was refused).
+    pub queued: Option<tokio::sync::oneshot::Sender<()>>,
+    pub on_start: Option<OnStart>,
+}
+
+impl TurnRequest {
+    /// The turn of a message the Hub or the operator puts into `session_key` of `agent_id`.
+    pub fn internal(agent_id: &str, session_key: &str, message: InternalMessage) -> TurnRequest {
+        TurnRequest {
+            agent_id: agent_id.to_string(),
+            session_key: session_key.to_string(),
+            prompt: message.prompt,
+            options: message.options,
+            record: TurnRecord {
+                provenance: message.provenance,
+                text: message.text,
+                meta: message.meta,
+            },
+            unbounded: message.unbounded,
+            queued: None,
+            on_start: None,
+        }
+    }
+
+    pub fn queued(mut self, queued: Option<tokio::sync::oneshot::Sender<()>>) -> TurnRequest {
+        self.queued = queued;
+        self
+    }
+
+    pub fn on_start(
+        mut self,
+        started: impl FnOnce() -> Result<(), String> + Send + 'static,
+    ) -> TurnRequest {
+        self.on_start = Some(Box::new(started));
+        self
+    }
+}
+
+/// Where in a turn a runtime failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Opening the runtime session: nothing was prompted.
+    OpenSession,
+    /// During the prompt: whatever the agent did is unknown.
+    Prompt,
+    /// A remote did not take the message: nothing began.
+    TakeMessage,
+    /// A remote's task ended failed, rejected or asking for auth.
+    Task,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::OpenSession => "to open a session",
+            Stage::Prompt => "the prompt",
+            Stage::TakeMessage => "to take the message",
+            Stage::Task => "the task",
+        }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a turn got no answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TurnError {
+    #[error("agent `{agent_id}` has no ACP or A2A runtime here: it takes no prompts")]
+    TakesNoPrompts { agent_id: String },
+    #[error("session `{session_key}` has {limit} messages waiting: send this one again later")]
+    QueueFull { session_key: String, limit: usize },
+    /// The agent's runtime is not ready: `status` is its phase, `why` the whole story.
+    #[error("agent `{agent_id}` cannot take messages now: {why}; send it again later")]
+    RuntimeDown {
+        agent_id: String,
+        status: &'static str,
+        why: String,
+    },
+    #[error("agent `{agent_id}`'s runtime failed {stage}: {message}; send it again later")]
+    RuntimeFailed {
+        agent_id: String,
+        stage: Stage,
+        message: String,
+    },
+    #[error(
+        "agent `{agent_id}` opened runtime session `{session_id}`, which it already gave another conversation: it reuses session ids within one process, so this message was not delivered"
+    )]
+    SessionReused {
+        agent_id: String,
+        session_id: String,
+    },
+    /// The prompt took too long and was cancelled; `stop_reason` is what the agent answered
+    /// the cancel with, if it did.
+    #[error(
+        "agent `{agent_id}` did not answer within {seconds} s: the prompt was cancelled (session/cancel); what it did is uncertain, so this message is not prompted again: send a new one to ask again"
+    )]
+    TimedOut {
+        agent_id: String,
+        seconds: f64,
+        stop_reason: Option<Value>,
+        /// The runtime confirmed the cancel (stopReason `cancelled`); else it is uncertain.
+        confirmed: bool,
+        why: CancelWhy,
+    },
+    /// A budget of the agent refused the turn; nothing reached the runtime.
+    #[error("{0}")]
+    BudgetExceeded(budget::Refusal),
+    /// A message withdrawn when its turn came (a cancel, or policy that changed while it
+    /// waited): it never reached the runtime.
+    #[error("the message was withdrawn before it reached the agent: {0}")]
+    Withdrawn(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<StateError> for TurnError {
+    fn from(e: StateError) -> TurnError {
+        TurnError::Internal(e.to_string())
+    }
+}
+
+/// Where the engine finds an agent's ready ACP runtime.
+enum Found {
+    /// The supervisor's maps: the ready runtimes, and every runtime's phase.
+    Maps(AcpMap, RuntimeMap),
+    #[cfg(test)]
+    Fakes(std::collections::BTreeMap<String, Arc<dyn SessionRuntime>>),
+}
+
+/// An agent's `model` as last applied to one of its sessions, in one runtime instance.
+struct AppliedModel {
+    instance: String,
+    wanted: Vec<String>,
+    report: ModelReport,
+}
+
+pub struct Sessions {
+    store: Arc<dyn SessionStore>,
+    /// `None` when this process manages no runtimes (`access serve`).
+    runtimes: Option<Found>,
+    /// The ready A2A remotes (`runtime.kind: a2a`): set once by the controller.
+    remotes: OnceLock<crate::runtime::a2a::RemoteMap>,
+    plan: ArcSwap<TurnPlan>,
+    settings: SessionSettings,
+    queues: queue::Queues,
+    running: running::RunningTurns,
+    budgets: budget::Budgets,
+    /// What became of each agent's `model` in its runtime, by agent id.
+    models: Mutex<HashMap<String, AppliedModel>>,
+    mcp: OnceLock<Arc<dyn McpDoor>>,
+    watch: OnceLock<Arc<dyn TurnWatch>>,
+    metrics: Arc<dyn TurnMetrics>,
+}
+
+impl Sessions {
+    pub fn new(
+        store: Arc<dyn SessionStore>,
+        runtimes: Option<(AcpMap, RuntimeMap)>,
+        budgets: budget::Budgets,
+        settings: SessionSettings,
+        metrics: Arc<dyn TurnMetrics>,
+    ) -> Sessions {
+        Sessions {
+            store,
+            runtimes: runtimes.map(|(acp, status)| Found::Maps(acp, status)),
+            remotes: OnceLock::new(),
+            plan: ArcSwap::from_pointee(TurnPlan::default()),
+            settings,
+            queues: queue::Queues::default(),
+            running: running::RunningTurns::default(),
+            budgets,
+            models: Mutex::default(),
+            mcp: OnceLock::new(),
+            watch: OnceLock::new(),
+            metrics,
+        }
+    }
+
+    /// Puts the config's view in force for the turns that begin from now on.
+    pub fn swap(&self, plan: TurnPlan) {
+        self.plan.store(Arc::new(plan));
+    }
+
+    pub fn plan(&self) -> Arc<TurnPlan> {
+        self.plan.load_full()
+    }
+
+    pub fn settings(&self) -> &SessionSettings {
+        &self.settings
+    }
+
+    /// Whether this process runs the agents' runtimes.
+    pub fn manages_runtimes(&self) -> bool {
+        self.runtimes.is_some()
+    }
+
+    /// Sets what gives runtime sessions their MCP servers; only the first call counts.
+    pub fn set_mcp_door(&self, door: Arc<dyn McpDoor>) {
+        let _ = self.mcp.set(door);
+    }
+
+    /// Sets who hears of ended turns and closed sessions; only the first call counts.
+    pub fn set_watch(&self, watch: Arc<dyn TurnWatch>) {
+        let _ = self.watch.set(watch);
+    }
+
+    /// Sets the ready A2A remotes the controller's supervisor keeps; only the first call counts.
+    pub fn set_remotes(&self, remotes: crate::runtime::a2a::RemoteMap) {
+        let _ = self.remotes.set(remotes);
+    }
+
+    fn remote(&self, agent_id: &str) -> Option<Arc<crate::runtime::a2a::Remote>> {
+        self.remotes.get()?.lock().ok()?.get(agent_id).cloned()
+    }
+
+    /// Agent `agent_id`'s budgets as the config in force sets them (none: no limits).
+    pub fn limits(&self, agent_id: &str) -> budget::BudgetLimits {
+        self.plan()
+            .budgets
+            .get(agent_id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Agent `agent_id`'s ready ACP runtime, or why there is none.
+    fn runtime(&self, agent_id: &str) -> Result<Arc<dyn SessionRuntime>, TurnError> {
+        let (acp, status) = match &self.runtimes {
+            None => return Err(TurnError::Internal("no runtimes are managed here".into())),
+            #[cfg(test)]
+            Some(Found::Fakes(fakes)) => {
+                return fakes.get(agent_id).cloned().ok_or(TurnError::RuntimeDown {
+                    agent_id: agent_id.to_string(),
+                    status: "stopped",
+                    why: "its runtime is not running".to_string(),
+                });
+            }
+            Some(Found::Maps(acp, status)) => (acp, status),
+        };
+        if let Some(handle) = acp.lock().ok().and_then(|m| m.get(agent_id).cloned()) {
+            return Ok(Arc::new(handle));
+        }
+        let phase = status.lock().ok().and_then(|m| m.get(agent_id).cloned());
+        let why = match &phase {
+            Some(s) => {
+                let mut why = format!("its runtime is {}", s.status.as_str());
+                if let Some(next) = &s.next_start {
+                    why.push_str(&format!(" (next start at {next})"));
+                }
+                if let Some(e) = s.last_error.as_ref().or(s.last_exit.as_ref()) {
+                    why.push_str(&format!("; last: {e}"));
+                }
+                why
+            }
+            None => "its runtime is not running".to_string(),
+        };
+        Err(TurnError::RuntimeDown {
+            agent_id: agent_id.to_string(),
+            status: phase.map_or("stopped", |s| s.status.as_str()),
+            why,
+        })
+    }
+
+    /// The instance of agent `agent_id`'s ready ACP runtime.
+    fn instance(&self, agent_id: &str) -> Option<String> {
+        self.runtimes.as_ref()?;
+        self.runtime(agent_id)
+            .ok()
+            .map(|r| r.instance().to_string())
+    }
+
+    /// What agent `agent_id`'s runtime is doing: `ready`, or its phase (`starting`, …).
+    pub fn runtime_phase(&self, agent_id: &str) -> String {
+        match self.runtime(agent_id) {
+            Ok(_) => "ready".to_string(),
+            Err(TurnError::RuntimeDown { status, .. }) => status.to_string(),
+            Err(_) => "none".to_string(),
+        }
+    }
+
+    /// Waits for `session_key`'s turn in its FIFO (refused when the queue limit already wait,
+    /// unless `unbounded`).
+    pub async fn enter(
+        &self,
+        session_key: &str,
+        unbounded: bool,
+        queued: Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> Result<Place, TurnError> {
+        self.queues
+            .enter(
+                session_key,
+                self.settings.queue_limit,
+                unbounded,
+                queued,
+                &*self.metrics,
+            )
+            .await
+            .map_err(|full| TurnError::QueueFull {
+                session_key: session_key.to_string(),
+                limit: full.limit,
+            })
+    }
+
+    /// `session_key`'s turn when the session is idle (nothing handled, nothing waiting).
+    pub fn try_enter(&self, session_key: &str) -> Option<Place> {
+        self.queues.try_enter(session_key)
+    }
+
+    /// Messages waiting in a session's FIFO, plus the one being handled.
+    pub fn queue_depth(&self, session_key: &str) -> usize {
+        self.queues.depth(session_key)
+    }
+
+    /// Per agent (`agent_of` a session key), messages waiting in its sessions' FIFOs plus
+    /// those being handled.
+    pub fn queue_depths(&self, agent_of: impl Fn(&str) -> Option<&str>) -> HashMap<String, usize> {
+        self.queues.depths(agent_of)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn SessionStore) -> Result<T, StateError> + Send + 'static,
+    ) -> Result<T, TurnError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&*store))
+            .await
+            .map_err(|e| TurnError::Internal(e.to_string()))?
+            .map_err(|e| TurnError::Internal(e.to_string()))
+    }
+
+    /// A whole turn: the message waits for its turn in the session's FIFO, `on_start` may
+    /// withdraw it, the agent is prompted, and the message and its answer go into the
+    /// session's transcript.
+    pub async fn turn(&self, request: TurnRequest) -> Result<TurnOutcome, TurnError> {
+        let TurnRequest {
+            agent_id,
+            session_key,
+            prompt,
+            options,
+            record,
+            unbounded,
+            queued,
+            on_start,
+        } = request;
+        if !self.plan().runtime(&agent_id).takes_prompts() || !self.manages_runtimes() {
+            return Err(TurnError::TakesNoPrompts { agent_id });
+        }
+        let begun = std::time::Instant::now();
+        let _place = self.enter(&session_key, unbounded, queued).await?;
+        if let Some(started) = on_start {
+            started().map_err(TurnError::Withdrawn)?;
+        }
+        let prompted = std::time::Instant::now();
+        let answer = self
+            .turn_in(&_place, &agent_id, &session_key, &prompt, &options)
+            .await
+            .map(|mut answer| {
+                answer.runtime_time = prompted.elapsed();
+                answer
+            });
+        let notes = answer.as_ref().map(|a| a.notes.clone()).unwrap_or_default();
+        let said = match &answer {
+            Ok(a) => Ok(a.text.clone()),
+            Err(e) => Err(e.to_string()),
+        };
+        let counted = answer.as_ref().ok().and_then(|a| a.counted.clone());
+        self.blocking(move |s| {
+            s.record_exchange(
+                &session_key,
+                &notes,
+                &record,
+                said.as_deref().map_err(Clone::clone),
+                counted.as_ref(),
+            )
+        })
+        .await?;
+        self.metrics.delivered(begun.elapsed());
+        answer
+    }
+
+    /// Records a budget's refusal and counts it.
+    pub async fn refused(
+        &self,
+        refusal: &budget::Refusal,
+        session_key: Option<&str>,
+        run_id: Option<&str>,
+    ) {
+        self.metrics.refused();
+        let (refusal, key, run) = (
+            refusal.clone(),
+            session_key.map(str::to_string),
+            run_id.map(str::to_string),
+        );
+        if let Err(e) = self
+            .blocking(move |s| s.record_refusal(&refusal, key.as_deref(), run.as_deref()))
+            .await
+        {
+            tracing::warn!(error = %e, "cannot record a budget refusal");
+        }
+    }
+
+    /// Whether agent `agent_id`'s budgets let a turn begin now (nothing is taken).
+    pub fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::Refusal> {
+        self.budgets
+            .check_turn(agent_id, &self.limits(agent_id), budget::now_ms())
+    }
+
+    /// Takes a spawn by session `session_key` of agent `agent_id` if the agent's
+    /// `spawnsPerHour` allows, and records it.
+    pub async fn budget_spawn(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+    ) -> Result<(), budget::Refusal> {
+        let now = budget::now_ms();
+        self.budgets
+            .admit_spawn(agent_id, &self.limits(agent_id), now)?;
+        let (agent, key) = (agent_id.to_string(), session_key.to_string());
+        if let Err(e) = self
+            .blocking(move |s| s.record_spawn(&agent, now, &key))
+            .await
+        {
+            tracing::warn!(error = %e, "cannot record a spawn against its budget");
+        }
+        Ok(())
+    }
+
+    /// Agent `agent_id`'s budget counters against its limits (`deepcli status`).
+    pub fn budget_report(&self, agent_id: &str) -> Value {
+        self.budgets
+            .report(agent_id, &self.limits(agent_id), budget::now_ms())
+    }
+
+    /// What became of agent `agent_id`'s `model`, for `deepcli status`: `None` when it sets
+    /// none. Not applied, with why, when its runtime cannot take one; pending until its
+    /// runtime's first session opens (or its next message, after the model changed).
+    pub fn model_report(&self, agent_id: &str) -> Option<ModelReport> {
+        let plan = self.plan();
+        let wanted = model::candidates(plan.models.get(agent_id)?);
+        let not_applied = |why: &str| ModelReport {
+            wanted: wanted.first().cloned().unwrap_or_default(),
+            applied: None,
+            why: Some(why.to_string()),
+        };
+        if let Err(why) = plan.runtime(agent_id).applies_model() {
+            return Some(not_applied(why));
+        }
+        let instance = self.instance(agent_id);
+        let applied = self.models.lock().ok().and_then(|models| {
+            let m = models.get(agent_id)?;
+            (Some(&m.instance) == instance.as_ref() && m.wanted == wanted).then(|| m.report.clone())
+        });
+        Some(applied.unwrap_or_else(|| {
+            not_applied("pending: deepcli applies it in the agent's next session (a message or a heartbeat opens one)")
+        }))
+    }
+
+    /// A turn's budget row on its own (a heartbeat's: its transcript rows come later).
+    pub async fn record_count(&self, session_key: &str, count: TurnCount) -> Result<(), TurnError> {
+        let key = session_key.to_string();
+        self.blocking(move |s| s.record_count(&key, &count)).await
+    }
+}

@@ -1,0 +1,101 @@
+//! The turns running now, by session key, for an operator's cancel to wait on their end, and
+//! the words of a cancel's outcome.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::watch;
+
+use crate::runtime::StopReason;
+
+/// A turn's end: its stop reason, `None` for a turn that ended without one.
+pub(super) type Ended = Option<Option<StopReason>>;
+
+/// The turns running now, by session key.
+#[derive(Default)]
+pub(super) struct RunningTurns(Mutex<HashMap<String, watch::Sender<Ended>>>);
+
+impl RunningTurns {
+    /// Waits on the end of the turn running in `session_key`, if one is.
+    pub(super) fn watch(&self, session_key: &str) -> Option<watch::Receiver<Ended>> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|m| m.get(session_key).map(|tx| tx.subscribe()))
+    }
+}
+
+/// A running turn's entry in [`RunningTurns`], taken out however the turn ends.
+pub(super) struct Running<'a> {
+    turns: &'a RunningTurns,
+    session_key: &'a str,
+    tx: watch::Sender<Ended>,
+}
+
+impl<'a> Running<'a> {
+    pub(super) fn start(turns: &'a RunningTurns, session_key: &'a str) -> Running<'a> {
+        let (tx, _) = watch::channel(None);
+        if let Ok(mut map) = turns.0.lock() {
+            map.insert(session_key.to_string(), tx.clone());
+        }
+        Running {
+            turns,
+            session_key,
+            tx,
+        }
+    }
+
+    pub(super) fn end(&self, stop_reason: Option<StopReason>) {
+        self.tx.send_replace(Some(stop_reason));
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if self.tx.borrow().is_none() {
+            self.tx.send_replace(Some(None));
+        }
+        let mut map = match self.turns.0.lock() {
+            Ok(map) => map,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if map
+            .get(self.session_key)
+            .is_some_and(|tx| tx.same_channel(&self.tx))
+        {
+            map.remove(self.session_key);
+        }
+    }
+}
+
+/// What came of an operator's cancel of the turn running in a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelState {
+    /// No turn was running there: nothing to cancel.
+    NotRunning,
+    /// `session/cancel` was sent; the turn has not ended yet.
+    Requested,
+    /// The runtime ended the turn with stopReason `cancelled`.
+    Confirmed,
+    /// The turn ended otherwise (or not within the grace): what it did is not known.
+    Uncertain,
+}
+
+/// Why a turn was cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelWhy {
+    /// The agent's `budgets.turnSeconds`.
+    TurnSeconds,
+    /// The prompt timeout (the Access layer's, or a spawn's run timeout).
+    Timeout,
+}
+
+impl CancelWhy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelWhy::TurnSeconds => "turnSeconds",
+            CancelWhy::Timeout => "timeout",
+        }
+    }
+}
