@@ -16,8 +16,8 @@ fn main() -> ExitCode {
 /// Transparent huge pages off for this process (Linux `PR_SET_THP_DISABLE`; kept across the
 /// `exec` below). mimalloc asks for huge pages on its arenas, and with them each first touch of
 /// fresh memory makes the kernel zero 2 MiB at once, and the process keeps whole huge pages
-/// resident where it uses a part of them: a large config's load and reconcile peaked higher
-/// (measured in docs/controller.md). The flag is inherited: agent runtimes that `up` starts run
+/// resident where it uses a part of them, so a large config's load and reconcile peak higher
+/// (docs/controller.md#memory). The flag is inherited: agent runtimes that `up` starts run
 /// without huge pages too. `deepcli validate` of a large config turns them back on (see
 /// `cli/validate.rs`). Where the system refuses, nothing changes.
 fn huge_pages_off() {
@@ -27,8 +27,8 @@ fn huge_pages_off() {
 
 /// The long-running commands (`up`, `access serve`) give the memory of each reconcile back to
 /// the system when it is done. mimalloc frees pages only after a delay and only on threads that
-/// keep allocating, so an idle controller kept the peak of its last reconcile (about 600 MB at
-/// 100,000 bindings, against 160 MB live). Its options are read once, from the environment, when
+/// keep allocating, so an idle controller would keep the peak of its last reconcile
+/// (docs/controller.md#memory). Its options are read once, from the environment, when
 /// it starts: so the process sets `MIMALLOC_PURGE_DELAY=0` and executes itself again, once
 /// (same pid, same arguments). Which command runs is clap's answer, not a look at the words
 /// (`deepcli --state-dir up plan` is a plan).

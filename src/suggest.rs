@@ -15,32 +15,12 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
 /// Edit distance over lowercased characters where swapping two neighbours counts as one edit
 /// (optimal string alignment), since `modle` for `model` is one slip of the fingers.
 fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.to_lowercase().chars().collect();
-    let b: Vec<char> = b.to_lowercase().chars().collect();
-    let width = b.len() + 1;
-    let mut d = vec![0usize; (a.len() + 1) * width];
-    for i in 0..=a.len() {
-        for j in 0..=b.len() {
-            d[i * width + j] = if i == 0 || j == 0 {
-                i + j
-            } else {
-                let cost = usize::from(a[i - 1] != b[j - 1]);
-                let mut best = (d[(i - 1) * width + j] + 1)
-                    .min(d[i * width + j - 1] + 1)
-                    .min(d[(i - 1) * width + j - 1] + cost);
-                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                    best = best.min(d[(i - 2) * width + j - 2] + 1);
-                }
-                best
-            };
-        }
-    }
-    d[a.len() * width + b.len()]
+    strsim::osa_distance(&a.to_lowercase(), &b.to_lowercase())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::closest;
+    use super::{closest, edit_distance};
 
     #[test]
     fn near_words_are_suggested() {
@@ -49,5 +29,20 @@ mod tests {
         assert_eq!(closest("acountId", words), Some("accountId"));
         assert_eq!(closest("zzz", words), None);
         assert_eq!(closest("modle", ["mode", "model"]), Some("model"));
+    }
+
+    /// Characters, not bytes, case aside; a swap of neighbours is one edit.
+    #[test]
+    fn the_distance_counts_characters_and_a_swap_once() {
+        assert_eq!(edit_distance("MODLE", "model"), 1);
+        assert_eq!(edit_distance("abc", "acb"), 1);
+        assert_eq!(
+            edit_distance("ca", "abc"),
+            3,
+            "optimal string alignment, not Damerau"
+        );
+        assert_eq!(edit_distance("café", "cafe"), 1);
+        assert_eq!(edit_distance("", "ab"), 2);
+        assert_eq!(closest("KANÄLE", ["kanäle", "kanal"]), Some("kanäle"));
     }
 }

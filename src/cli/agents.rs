@@ -267,22 +267,6 @@ fn print_conflicts(conflicts: &[agents::Conflict]) {
     }
 }
 
-/// ` (applied)`, ` → gpt-4.1 (a fallback: …)` or ` (model not applied: why)`.
-pub(super) fn model_status(status: Option<&serde_json::Value>) -> String {
-    let Some(status) = status else {
-        return String::new();
-    };
-    let why = status["why"].as_str();
-    match (status["applied"].as_str(), why) {
-        (Some(applied), _) if Some(applied) != status["wanted"].as_str() => match why {
-            Some(why) => format!(" → {applied} ({why})"),
-            None => format!(" → {applied}"),
-        },
-        (Some(_), _) => " (applied)".to_string(),
-        (None, why) => format!(" (model not applied: {})", why.unwrap_or("unknown")),
-    }
-}
-
 fn human_list(result: &agents::ListResult, with_bindings: bool, out: Output) {
     let mut out = out.answer();
     for a in &result.agents {
@@ -310,7 +294,7 @@ fn human_list(result: &agents::ListResult, with_bindings: bool, out: Output) {
             out,
             "  model      {}{}",
             a.model.as_deref().unwrap_or("—"),
-            model_status(a.model_status.as_ref())
+            super::output::model_status(a.model_status.as_ref())
         );
         let _ = writeln!(out, "  runtime    {} ({status})", a.runtime.kind);
         if let Some(sandbox) = a.runtime.sandbox.as_ref().and_then(|s| s.as_str()) {

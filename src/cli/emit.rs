@@ -41,7 +41,7 @@ pub(crate) fn context(global: &GlobalSettings) -> ManageContext {
     let dir = ctx.state_dir();
     ctx.live = Some(std::sync::Arc::new(move || {
         let store = crate::state::StateStore::open_existing(&dir).ok()??;
-        serde_json::to_value(super::up::controller_status(&dir, &store)?).ok()
+        serde_json::to_value(crate::controller::client::controller_status(&dir, &store)?).ok()
     }));
     ctx
 }

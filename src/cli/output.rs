@@ -92,3 +92,19 @@ impl Write for Note {
         }
     }
 }
+
+/// ` (applied)`, ` → gpt-4.1 (a fallback: …)` or ` (model not applied: why)`.
+pub(super) fn model_status(status: Option<&serde_json::Value>) -> String {
+    let Some(status) = status else {
+        return String::new();
+    };
+    let why = status["why"].as_str();
+    match (status["applied"].as_str(), why) {
+        (Some(applied), _) if Some(applied) != status["wanted"].as_str() => match why {
+            Some(why) => format!(" → {applied} ({why})"),
+            None => format!(" → {applied}"),
+        },
+        (Some(_), _) => " (applied)".to_string(),
+        (None, why) => format!(" (model not applied: {})", why.unwrap_or("unknown")),
+    }
+}

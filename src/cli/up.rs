@@ -197,12 +197,6 @@ pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
     }
 }
 
-/// The running controller's status, when a controller holds this state's lease and answers
-/// (also what `agents list` and `channels status` show as live status).
-pub(crate) fn controller_status(dir: &StateDir, store: &StateStore) -> Option<ControllerStatus> {
-    Client::find(dir, store)?.status().ok()
-}
-
 pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
     let dir = StateDir::new(&global.load.state_dir);
     // A health check that cannot read the state cannot tell: 2, not "degraded".
@@ -419,7 +413,7 @@ fn human(doc: &Value) -> String {
             out.push_str(&format!(
                 "               model {}{}\n",
                 text(&model["wanted"]),
-                super::agents::model_status(Some(model))
+                super::output::model_status(Some(model))
             ));
         }
         if let Some(b) = r.get("budgets").filter(|b| !b.is_null()) {

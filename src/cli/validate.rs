@@ -73,10 +73,10 @@ pub fn run(global: &GlobalSettings, args: ValidateArgs) -> ExitStatus {
 }
 
 /// From this much config on (the three files together, about 10,000 bindings), `validate`
-/// gives transparent huge pages back to its process (`main` turns them off for every command).
-/// A large config's load faults in well over 100 MB; in 2 MiB pages that is about 500 times
-/// fewer faults, about a tenth of the time at 100,000 bindings, for a peak that lasts as long
-/// as the command. Below it, zeroing 2 MiB at a time costs more than it saves.
+/// gives transparent huge pages back to its process (`main` turns them off for every command):
+/// a large config's load faults in far fewer pages, for a peak that lasts as long as the
+/// command (docs/ci.md#large-configs). Below it, zeroing 2 MiB at a time costs more than it
+/// saves.
 const HUGE_PAGES_FROM: u64 = 1024 * 1024;
 
 fn huge_pages_for_a_large_config(dir: &std::path::Path) {

@@ -156,3 +156,9 @@ impl Client {
         Ok(body)
     }
 }
+
+/// The running controller's status, when a controller holds this state's lease and answers
+/// (also what `agents list` and `channels status` show as live status).
+pub fn controller_status(dir: &StateDir, store: &StateStore) -> Option<ControllerStatus> {
+    Client::find(dir, store)?.status().ok()
+}

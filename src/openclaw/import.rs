@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, HashSet};
 use super::json5::Value;
 use super::route::{self, Router};
 use super::yaml_out::{Entry, Item, Node};
-use super::{SecretKind, SecretVar, Unsupported};
+use super::{SecretKind, SecretVar, Unsupported, key_path};
 use crate::config::model::SECRET_FIELDS;
 use crate::ids;
 
@@ -48,20 +48,6 @@ const GROUP_KEYS: &[&str] = &[
 
 /// `channels.<x>` keys that are not channels.
 const NOT_CHANNELS: &[&str] = &["defaults", "modelByChannel"];
-
-/// A key as a segment of a dotted OpenClaw path: bare when it is an identifier, else quoted.
-pub fn key_path(key: &str) -> String {
-    let bare = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        && !key.starts_with(|c: char| c.is_ascii_digit() || c == '-');
-    if bare {
-        key.to_string()
-    } else {
-        format!("[{}]", serde_json::Value::String(key.to_string()))
-    }
-}
 
 /// Sender ids written as numbers (OpenClaw takes Telegram's numeric ids either way) as the
 /// strings deepcli's allowlists hold: dropping one instead would widen who may speak.

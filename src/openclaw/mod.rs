@@ -24,6 +24,20 @@ use crate::diagnostic::rules;
 use crate::routing::RoutingPlan;
 use yaml_out::Node;
 
+/// A key as a segment of a dotted OpenClaw path: bare when it is an identifier, else quoted.
+pub fn key_path(key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !key.starts_with(|c: char| c.is_ascii_digit() || c == '-');
+    if bare {
+        key.to_string()
+    } else {
+        format!("[{}]", serde_json::Value::String(key.to_string()))
+    }
+}
+
 /// Something in `openclaw.json` that did not carry over.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unsupported {

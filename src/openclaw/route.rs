@@ -39,7 +39,7 @@ pub fn roster(root: &Value) -> Option<Vec<(String, &Value, String)>> {
                     (
                         k.clone(),
                         v,
-                        format!("agents.entries.{}", super::import::key_path(k)),
+                        format!("agents.entries.{}", super::key_path(k)),
                     )
                 })
                 .collect(),

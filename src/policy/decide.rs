@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::mention::Mentions;
-use super::settings::{Rule, View};
+use super::settings::{PolicyPlan, Rule, View};
 use crate::config::model::{AllowBots, DmPolicy, GroupPolicy};
 
 /// Why an envelope was not delivered (`gated.reason`).
@@ -178,6 +178,34 @@ impl Verdict {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AgentPatterns<'a> {
     pub mentions: Option<&'a Arc<Mentions>>,
+}
+
+impl PolicyPlan {
+    /// The verdict on `message` to channel account (`channel`, `account`: normalized ids) in
+    /// the conversation `group` (its parent peer `parent`), routed to `agent_id`: `None` for
+    /// an account nothing gates (`cli`, or one this plan does not know).
+    #[allow(clippy::too_many_arguments)]
+    pub fn verdict(
+        &self,
+        channel: &str,
+        account: &str,
+        agent_id: &str,
+        group: Option<&str>,
+        parent: Option<&str>,
+        message: &Message<'_>,
+        bot_muted: bool,
+    ) -> Option<Verdict> {
+        let policy = self.account(channel, account)?;
+        let (group, parent) = match message.conversation {
+            Conversation::Direct => (None, None),
+            Conversation::Group => (group, parent),
+        };
+        let view = policy.view(group, parent);
+        let agent = AgentPatterns {
+            mentions: self.agent(agent_id).and_then(|a| a.mentions.as_ref()),
+        };
+        Some(decide(&view, agent, message, bot_muted))
+    }
 }
 
 /// policy.md's decision order, first that applies wins. `bot_muted`: the sender is a bot

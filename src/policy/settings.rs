@@ -249,32 +249,6 @@ impl PolicyPlan {
         self.agents.get(agent_id)
     }
 
-    /// The verdict on `message` to channel account (`channel`, `account`: normalized ids) in
-    /// the conversation `group` (its parent peer `parent`), routed to `agent_id`: `None` for
-    /// an account nothing gates (`cli`, or one this plan does not know).
-    #[allow(clippy::too_many_arguments)]
-    pub fn verdict(
-        &self,
-        channel: &str,
-        account: &str,
-        agent_id: &str,
-        group: Option<&str>,
-        parent: Option<&str>,
-        message: &super::Message<'_>,
-        bot_muted: bool,
-    ) -> Option<super::Verdict> {
-        let policy = self.account(channel, account)?;
-        let (group, parent) = match message.conversation {
-            super::Conversation::Direct => (None, None),
-            super::Conversation::Group => (group, parent),
-        };
-        let view = policy.view(group, parent);
-        let agent = super::AgentPatterns {
-            mentions: self.agent(agent_id).and_then(|a| a.mentions.as_ref()),
-        };
-        Some(super::decide(&view, agent, message, bot_muted))
-    }
-
     /// The policy of every declared account of `config`. Pure; a mention pattern that does not
     /// compile (validation refuses it first) matches nothing.
     pub fn compile(config: &Config) -> PolicyPlan {

@@ -20,8 +20,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::binding::{BindingRef, CompiledBinding};
 use super::index::IndexError;
-use super::plan::{AcpBinding, BindingRef, CompiledBinding, PlanAgent, PlanParts, RoutingPlan};
+use super::plan::{AcpBinding, PlanAgent, PlanParts, RoutingPlan};
 use super::scope::{AccountPattern, PeerPattern, Scope};
 use super::session::SessionSettings;
 use crate::config::model::{DmScope, GroupScope};

@@ -3,8 +3,9 @@
 
 use serde_json::{Value, json};
 
+use super::binding::{MatchedBy, Miss};
 use super::input::RouteInput;
-use super::plan::{Explanation, MatchedBy, Miss, RoutingPlan, Skip, TierOutcome};
+use super::plan::{Explanation, RoutingPlan, Skip, TierOutcome};
 use crate::ids::PeerKind;
 
 impl Skip {

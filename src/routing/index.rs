@@ -26,7 +26,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::plan::{BindingRef, CompiledBinding, Miss};
+use super::binding::{BindingRef, CompiledBinding, Miss};
 use super::scope::{AccountPattern, Tier};
 use super::shared_str::SharedStr;
 use crate::config::model::{DmScope, GroupScope};

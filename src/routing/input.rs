@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::plan::{BindingRef, MatchedBy};
+use super::binding::{BindingRef, MatchedBy};
 use super::shared_str::SharedStr;
 use crate::config::model::{DmScope, GroupScope};
 

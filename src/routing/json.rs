@@ -96,7 +96,7 @@ mod tests {
 
     use super::*;
     use crate::config::model::{DmScope, GroupScope};
-    use crate::routing::plan::{BindingRef, MatchedBy};
+    use crate::routing::binding::{BindingRef, MatchedBy};
 
     proptest! {
         #[test]

@@ -4,6 +4,7 @@
 //! judge bindings and the router that follows them read a binding the same way.
 
 pub mod batch;
+pub mod binding;
 pub mod declared;
 pub mod document;
 pub mod explain;
@@ -15,7 +16,8 @@ pub mod scope;
 pub mod session;
 pub mod shared_str;
 
+pub use binding::MatchedBy;
 pub use index::IndexError;
 pub use input::{Peer, RouteInput, RouteResult};
-pub use plan::{Explanation, MatchedBy, RoutingPlan};
+pub use plan::{Explanation, RoutingPlan};
 pub use shared_str::SharedStr;
