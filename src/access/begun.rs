@@ -74,7 +74,7 @@ impl AccessStore {
     /// Takes a begun turn out without a delivery: its prompt never reached the agent, or
     /// failed in a way the caller retries.
     pub fn forget_turn(&self, key: &DeliveryKey) -> Result<(), StateError> {
-        self.with(|c| forget(c, key).map(drop))
+        self.with(|c| super::store::forget_begun(c, key).map(drop))
     }
 
     /// Settles every turn the last controller began and did not see end: each becomes an
@@ -137,22 +137,6 @@ impl AccessStore {
         }
         Ok(begun.len())
     }
-}
-
-/// Deletes `key`'s begun turn, in the caller's transaction.
-pub(super) fn forget(c: &rusqlite::Connection, key: &DeliveryKey) -> rusqlite::Result<usize> {
-    c.prepare_cached(
-        "DELETE FROM turns_started WHERE channel = ?1 AND account_id = ?2 AND peer_kind = ?3
-             AND peer_id = ?4 AND thread_id = ?5 AND message_id = ?6",
-    )?
-    .execute(params![
-        key.channel,
-        key.account_id,
-        key.peer_kind,
-        key.peer_id,
-        key.thread_id,
-        key.message_id
-    ])
 }
 
 fn parse(text: String) -> Value {

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{AccessError, gate};
+use super::AccessError;
 use crate::routing::{RouteInput, input};
 
 /// `POST /v1/inbound`'s body (access.md, "Envelope"): the route input's fields (as
@@ -17,7 +17,7 @@ pub struct Envelope {
     pub sender: Option<Value>,
     pub text: String,
     /// What the inbound policy reads: sender id, `isBot`, `mentions`, `replyToSenderId`.
-    pub facts: gate::EnvelopeFacts,
+    pub facts: EnvelopeFacts,
 }
 
 /// The fields an envelope has beyond the route input.
@@ -71,7 +71,7 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
         .filter_map(|k| Some((k.to_string(), fields.remove(*k)?)))
         .collect();
     let message = MessageFields::deserialize(Value::Object(own)).map_err(refuse)?;
-    let facts = gate::facts(
+    let facts = facts(
         message.sender.as_ref(),
         message.mentions.as_ref(),
         message.reply_to_sender_id.as_ref(),
@@ -131,4 +131,118 @@ fn check_field_names(fields: &serde_json::Map<String, Value>) -> Result<(), Acce
         ),
         field: first,
     })
+}
+
+/// At most this many ids in `mentions`.
+pub const MAX_MENTIONS: usize = 1000;
+
+/// What an envelope says about its sender and mentions, checked.
+#[derive(Debug, Clone, Default)]
+pub struct EnvelopeFacts {
+    pub sender_id: Option<String>,
+    pub sender_name: Option<String>,
+    pub is_bot: bool,
+    pub mentions: Vec<String>,
+    pub reply_to_sender_id: Option<String>,
+}
+
+/// Reads the policy fields of an envelope: `sender` (an object: `id` a string or an integer,
+/// `isBot` a boolean, `name` and anything else kept as given), `mentions` (ids, at most
+/// [`MAX_MENTIONS`]) and `replyToSenderId`. A field of the wrong shape is a 400 naming it.
+pub fn facts(
+    sender: Option<&Value>,
+    mentions: Option<&Value>,
+    reply_to: Option<&Value>,
+) -> Result<EnvelopeFacts, AccessError> {
+    let mut out = EnvelopeFacts::default();
+    match sender {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(s)) => {
+            out.sender_id = id_text(s.get("id"), "sender.id")?;
+            out.sender_name = s.get("name").and_then(Value::as_str).map(str::to_string);
+            out.is_bot = match s.get("isBot") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => {
+                    return Err(AccessError::bad_field(
+                        "sender.isBot",
+                        format!("`sender.isBot` must be true or false, not {other}"),
+                    ));
+                }
+            };
+        }
+        Some(other) => {
+            return Err(AccessError::bad_field(
+                "sender",
+                format!(
+                    "`sender` must be an object like {{\"id\": \"u-7\", \"name\": \"Ada\", \"isBot\": false}}, not {}",
+                    shape(other)
+                ),
+            ));
+        }
+    }
+    match mentions {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            if items.len() > MAX_MENTIONS {
+                return Err(AccessError::bad_field(
+                    "mentions",
+                    format!(
+                        "`mentions` lists {} ids; at most {MAX_MENTIONS} are taken",
+                        items.len()
+                    ),
+                ));
+            }
+            for (i, item) in items.iter().enumerate() {
+                match id_text(Some(item), "mentions")? {
+                    Some(id) => out.mentions.push(id),
+                    None => {
+                        return Err(AccessError::bad_field(
+                            "mentions",
+                            format!("`mentions[{i}]` is null: list the mentioned user ids"),
+                        ));
+                    }
+                }
+            }
+        }
+        Some(other) => {
+            return Err(AccessError::bad_field(
+                "mentions",
+                format!(
+                    "`mentions` must be a list of user ids, like [\"U123\"], not {}",
+                    shape(other)
+                ),
+            ));
+        }
+    }
+    out.reply_to_sender_id = id_text(reply_to, "replyToSenderId")?;
+    Ok(out)
+}
+
+/// An id: a non-empty string, or an integer kept as its exact decimal text.
+fn id_text(value: Option<&Value>, field: &str) -> Result<Option<String>, AccessError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(n.to_string())),
+        Some(other) => Err(AccessError::bad_field(
+            field.split('[').next().unwrap_or(field),
+            format!(
+                "`{field}` must be a non-empty string or an integer, not {}",
+                shape(other)
+            ),
+        )),
+    }
+}
+
+fn shape(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(s) if s.trim().is_empty() => "an empty string",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
 }

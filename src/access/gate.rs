@@ -6,9 +6,8 @@
 //! delivered one (the same `messageId` gets the same answer), counts it and, for
 //! `not-mentioned`, keeps the message as context for the session's next answer.
 //!
-//! Also here: the envelope's policy fields (`sender.id`, `sender.isBot`, `mentions`,
-//! `replyToSenderId`), checked when the envelope is parsed, and the kept context handed to a
-//! prompt ([`Access::take_context`]).
+//! Also here: the kept context handed to a prompt ([`Access::take_context`]). The envelope's
+//! policy fields are read in `envelope.rs`.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -21,120 +20,6 @@ use super::{Access, AccessError, AccessPlan, Envelope, route::Route};
 use crate::policy::bot_loop::{BotLoopGuard, BotPair, Counted};
 use crate::policy::{self, AgentPatterns, Conversation, Message, Reason, Unless, Verdict};
 use crate::state::pairing::{self as records, Requested};
-
-/// At most this many ids in `mentions`.
-pub const MAX_MENTIONS: usize = 1000;
-
-/// What an envelope says about its sender and mentions, checked.
-#[derive(Debug, Clone, Default)]
-pub struct EnvelopeFacts {
-    pub sender_id: Option<String>,
-    pub sender_name: Option<String>,
-    pub is_bot: bool,
-    pub mentions: Vec<String>,
-    pub reply_to_sender_id: Option<String>,
-}
-
-/// Reads the policy fields of an envelope: `sender` (an object: `id` a string or an integer,
-/// `isBot` a boolean, `name` and anything else kept as given), `mentions` (ids, at most
-/// [`MAX_MENTIONS`]) and `replyToSenderId`. A field of the wrong shape is a 400 naming it.
-pub fn facts(
-    sender: Option<&Value>,
-    mentions: Option<&Value>,
-    reply_to: Option<&Value>,
-) -> Result<EnvelopeFacts, AccessError> {
-    let mut out = EnvelopeFacts::default();
-    match sender {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(s)) => {
-            out.sender_id = id_text(s.get("id"), "sender.id")?;
-            out.sender_name = s.get("name").and_then(Value::as_str).map(str::to_string);
-            out.is_bot = match s.get("isBot") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(other) => {
-                    return Err(AccessError::bad_field(
-                        "sender.isBot",
-                        format!("`sender.isBot` must be true or false, not {other}"),
-                    ));
-                }
-            };
-        }
-        Some(other) => {
-            return Err(AccessError::bad_field(
-                "sender",
-                format!(
-                    "`sender` must be an object like {{\"id\": \"u-7\", \"name\": \"Ada\", \"isBot\": false}}, not {}",
-                    shape(other)
-                ),
-            ));
-        }
-    }
-    match mentions {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(items)) => {
-            if items.len() > MAX_MENTIONS {
-                return Err(AccessError::bad_field(
-                    "mentions",
-                    format!(
-                        "`mentions` lists {} ids; at most {MAX_MENTIONS} are taken",
-                        items.len()
-                    ),
-                ));
-            }
-            for (i, item) in items.iter().enumerate() {
-                match id_text(Some(item), "mentions")? {
-                    Some(id) => out.mentions.push(id),
-                    None => {
-                        return Err(AccessError::bad_field(
-                            "mentions",
-                            format!("`mentions[{i}]` is null: list the mentioned user ids"),
-                        ));
-                    }
-                }
-            }
-        }
-        Some(other) => {
-            return Err(AccessError::bad_field(
-                "mentions",
-                format!(
-                    "`mentions` must be a list of user ids, like [\"U123\"], not {}",
-                    shape(other)
-                ),
-            ));
-        }
-    }
-    out.reply_to_sender_id = id_text(reply_to, "replyToSenderId")?;
-    Ok(out)
-}
-
-/// An id: a non-empty string, or an integer kept as its exact decimal text.
-fn id_text(value: Option<&Value>, field: &str) -> Result<Option<String>, AccessError> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
-        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(n.to_string())),
-        Some(other) => Err(AccessError::bad_field(
-            field.split('[').next().unwrap_or(field),
-            format!(
-                "`{field}` must be a non-empty string or an integer, not {}",
-                shape(other)
-            ),
-        )),
-    }
-}
-
-fn shape(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(s) if s.trim().is_empty() => "an empty string",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
 
 /// The session key an envelope speaks in: the route's, with its thread.
 pub(super) fn session_key(route: &Route, key: &DeliveryKey) -> String {
@@ -526,6 +411,7 @@ const PAIRING_LIMITS: records::Limits = records::Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::envelope::{EnvelopeFacts, MAX_MENTIONS, facts};
 
     #[test]
     fn policy_fields_of_the_wrong_shape_are_refused_by_name() {

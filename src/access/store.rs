@@ -321,7 +321,7 @@ impl AccessStore {
                 }
                 insert_delivery(&tx, key, session_key, response, &now)?;
                 // The turn has an outcome on record: no longer only begun.
-                super::begun::forget(&tx, key)?;
+                forget_begun(&tx, key)?;
             }
             tx.commit()
         })
@@ -712,4 +712,20 @@ impl AccessStore {
         tx.execute("DELETE FROM sessions WHERE session_key = ?1", [session_key])?;
         tx.commit()
     }
+}
+
+/// Deletes `key`'s begun turn, in the caller's transaction.
+pub(super) fn forget_begun(c: &rusqlite::Connection, key: &DeliveryKey) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "DELETE FROM turns_started WHERE channel = ?1 AND account_id = ?2 AND peer_kind = ?3
+             AND peer_id = ?4 AND thread_id = ?5 AND message_id = ?6",
+    )?
+    .execute(params![
+        key.channel,
+        key.account_id,
+        key.peer_kind,
+        key.peer_id,
+        key.thread_id,
+        key.message_id
+    ])
 }

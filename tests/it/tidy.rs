@@ -411,18 +411,6 @@ fn every_table_is_named_in_sql_only_by_the_module_that_owns_it() {
     );
 }
 
-/// Circles between the files of one module directory that are known and being opened in the
-/// serving half's redesign: a circle inside one of these directories is allowed while all its
-/// files are named here. Take an entry out once its circle is gone.
-const FILE_CIRCLES_ALLOWED: &[(&str, &[&str])] = &[
-    // The Access layer's turn bookkeeping and its store (`begun` ↔ `store`).
-    ("access", &["begun", "store"]),
-    // The webhook door `web::hand_in` and the platforms that hand in through it.
-    ("adapters", &["slack", "telegram", "web"]),
-    // Two slices of one `impl Hub` calling each other's helpers.
-    ("hub", &["calls", "runs"]),
-];
-
 /// The files of each module directory and which of their siblings each one uses: `super::b`,
 /// `crate::<dir>::b`, or an item the directory's `mod.rs` brings in from `b` (`pub use b::X`,
 /// then `super::X`). `mod.rs` itself is the directory's face, not a node; a subdirectory is one
@@ -616,14 +604,7 @@ fn file_circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<Stri
 fn the_files_of_a_module_use_one_another_one_way() {
     let mut wrong = Vec::new();
     for (dir, edges) in file_edges() {
-        let allowed = FILE_CIRCLES_ALLOWED
-            .iter()
-            .find(|(d, _)| *d == dir)
-            .map(|(_, files)| *files);
         for circle in file_circles(&edges) {
-            if allowed.is_some_and(|files| circle.iter().all(|f| files.contains(&f.as_str()))) {
-                continue;
-            }
             let detail: Vec<String> = circle
                 .iter()
                 .map(|f| {
