@@ -6,11 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-
 use super::store::{AccessStore, DeliveryKey};
 
 /// The waits between attempts: 4 attempts in all.
@@ -23,7 +18,7 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
 pub struct ReplySink {
-    client: Client<HttpConnector, Full<bytes::Bytes>>,
+    client: reqwest::Client,
     store: Arc<AccessStore>,
     failures: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -31,7 +26,11 @@ pub struct ReplySink {
 impl ReplySink {
     pub fn new(store: Arc<AccessStore>, failures: Arc<std::sync::atomic::AtomicU64>) -> ReplySink {
         ReplySink {
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            // The default client is the fallback when the TLS settings cannot be loaded.
+            client: crate::http_client::direct()
+                .timeout(ATTEMPT_TIMEOUT)
+                .build()
+                .unwrap_or_default(),
             store,
             failures,
         }
@@ -65,21 +64,37 @@ impl ReplySink {
     }
 
     async fn post(&self, url: &str, signature: &str, body: &str) -> Result<(), String> {
-        let request = hyper::Request::post(url)
-            .header("content-type", "application/json")
+        let response = self
+            .client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("x-deepcli-signature", signature)
-            .body(Full::new(bytes::Bytes::from(body.to_string())))
-            .map_err(|e| format!("bad reply URL: {e}"))?;
-        let response = tokio::time::timeout(ATTEMPT_TIMEOUT, self.client.request(request))
+            .body(body.to_string())
+            .send()
             .await
-            .map_err(|_| format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs()))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| {
+                if e.is_builder() {
+                    format!("bad reply URL: {e}")
+                } else if e.is_timeout() {
+                    format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs())
+                } else {
+                    failure(&e)
+                }
+            })?;
         let status = response.status();
-        let _ = response.into_body().collect().await;
+        let _ = response.bytes().await;
         if status.is_success() {
             Ok(())
         } else {
             Err(format!("HTTP {status}"))
         }
+    }
+}
+
+/// A failed attempt as a dead letter records it: the I/O cause when there is one.
+fn failure(e: &reqwest::Error) -> String {
+    match crate::http_client::io_cause(e) {
+        Some(io) => format!("{e}: {io}"),
+        None => e.to_string(),
     }
 }
