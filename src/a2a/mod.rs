@@ -671,9 +671,10 @@ impl A2a {
         timeout: Duration,
     ) -> Result<RunRecord, RpcError> {
         let until = Instant::now() + timeout;
-        let mut step = Duration::from_millis(10);
+        let mut steps = poll_steps();
         loop {
             let left = until.saturating_duration_since(Instant::now());
+            let step = steps.next().unwrap_or(POLL_STEP_MAX);
             let run = self
                 .hub
                 .a2a_wait(run_id, step.min(left))
@@ -682,7 +683,6 @@ impl A2a {
             if run.state != seen || run.state.is_final() || left.is_zero() {
                 return Ok(run);
             }
-            step = (step * 2).min(Duration::from_millis(250));
         }
     }
 
@@ -804,6 +804,20 @@ impl A2a {
     }
 }
 
+/// The longest single wait while a request watches a run for its next state.
+const POLL_STEP_MAX: Duration = Duration::from_millis(250);
+
+/// The waits while a request watches a run: 10 ms, doubling up to [`POLL_STEP_MAX`].
+fn poll_steps() -> backon::ExponentialBackoff {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(10))
+        .with_factor(2.0)
+        .with_max_delay(POLL_STEP_MAX)
+        .without_max_times()
+        .build()
+}
+
 /// A `contextId` this server takes: it becomes part of a session key.
 fn check_context_id(c: &str) -> Result<(), RpcError> {
     let ok = !c.is_empty()
@@ -908,4 +922,20 @@ pub fn incoming(params: &Value) -> Result<Incoming, RpcError> {
             .unwrap_or(false)
             || params.pointer("/configuration/blocking") == Some(&Value::Bool(false)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Within float rounding (backon multiplies in `f32`): a nanosecond is nothing to a timer.
+    fn ms(d: Duration) -> u128 {
+        (d + Duration::from_micros(1)).as_millis()
+    }
+
+    #[test]
+    fn a_watched_run_is_polled_at_10ms_doubling_to_250ms() {
+        let steps: Vec<u128> = poll_steps().take(8).map(ms).collect();
+        assert_eq!(steps, [10, 20, 40, 80, 160, 250, 250, 250]);
+    }
 }

@@ -6,14 +6,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::Retryable;
+
 use super::store::{AccessStore, DeliveryKey};
 
-/// The waits between attempts: 4 attempts in all.
-const RETRIES: [Duration; 3] = [
-    Duration::from_millis(200),
-    Duration::from_secs(1),
-    Duration::from_secs(5),
-];
+/// The waits between attempts: 200 ms, 1 s, 5 s; 4 attempts in all.
+fn retries() -> backon::ExponentialBuilder {
+    backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(200))
+        .with_factor(5.0)
+        .with_max_delay(Duration::from_secs(5))
+        .with_max_times(3)
+}
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
@@ -42,16 +46,13 @@ impl ReplySink {
         tokio::spawn(async move {
             let body = body.to_string();
             let signature = super::sign(&secret, body.as_bytes());
-            let mut last_error = String::new();
-            let mut attempts = 0;
-            for wait in std::iter::once(Duration::ZERO).chain(RETRIES) {
-                tokio::time::sleep(wait).await;
-                attempts += 1;
-                match sink.post(&url, &signature, &body).await {
-                    Ok(()) => return,
-                    Err(e) => last_error = e,
-                }
-            }
+            let mut attempts = 1;
+            let sent = (|| sink.post(&url, &signature, &body))
+                .retry(retries())
+                .sleep(tokio::time::sleep)
+                .notify(|_, _| attempts += 1)
+                .await;
+            let Err(last_error) = sent else { return };
             sink.failures
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::warn!(%url, message = %key.message_id, error = %last_error, attempts, "reply sink failed; kept as a dead letter");
@@ -96,5 +97,31 @@ fn failure(e: &reqwest::Error) -> String {
     match crate::http_client::io_cause(e) {
         Some(io) => format!("{e}: {io}"),
         None => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backon::BackoffBuilder;
+
+    /// Within float rounding (backon multiplies in `f32`): a nanosecond is nothing to a timer.
+    fn close(got: Vec<Duration>, want: &[Duration]) -> bool {
+        got.len() == want.len()
+            && got
+                .iter()
+                .zip(want)
+                .all(|(g, w)| g.abs_diff(*w) < Duration::from_micros(1))
+    }
+
+    #[test]
+    fn a_reply_is_tried_four_times_200ms_1s_and_5s_apart() {
+        let waits: Vec<Duration> = retries().build().collect();
+        let want = [
+            Duration::from_millis(200),
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+        ];
+        assert!(close(waits.clone(), &want), "{waits:?}");
     }
 }
