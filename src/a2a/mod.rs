@@ -11,13 +11,14 @@
 //! itself.
 
 pub mod http;
+mod rate;
 pub mod store;
 pub mod streams;
 pub mod wire;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -232,11 +233,6 @@ pub struct A2aMetrics {
     pub send_overhead: crate::hub::OverheadSamples,
 }
 
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
 /// The A2A server: the plan in force, the task store, the Hub it delivers through, the Access
 /// layer that routes and gates its peers.
 pub struct A2a {
@@ -244,7 +240,7 @@ pub struct A2a {
     access: Arc<Access>,
     store: Arc<A2aStore>,
     plan: ArcSwap<A2aPlan>,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    rates: rate::Rates,
     streams: Arc<StreamSlots>,
     pub metrics: A2aMetrics,
 }
@@ -298,7 +294,7 @@ impl A2a {
             access,
             store: Arc::new(A2aStore::open(state)?),
             plan: ArcSwap::from_pointee(A2aPlan::default()),
-            buckets: Mutex::new(HashMap::new()),
+            rates: rate::Rates::default(),
             streams: Arc::new(StreamSlots::default()),
             metrics: A2aMetrics::default(),
         }))
@@ -417,28 +413,12 @@ impl A2a {
     }
 
     fn take(&self, peer: &Peer) -> Result<(), Refusal> {
-        let mut buckets = match self.buckets.lock() {
-            Ok(b) => b,
-            Err(p) => p.into_inner(),
-        };
-        let cap = f64::from(peer.per_minute);
-        let now = Instant::now();
-        let bucket = buckets.entry(peer.name.clone()).or_insert(Bucket {
-            tokens: cap,
-            at: now,
-        });
-        let rate = cap / 60.0;
-        bucket.tokens =
-            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(cap);
-        bucket.at = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            return Ok(());
-        }
-        self.metrics.rate_limited.fetch_add(1, Relaxed);
-        Err(Refusal::RateLimited(
-            ((1.0 - bucket.tokens) / rate).ceil().max(1.0) as u64,
-        ))
+        self.rates
+            .take(&peer.name, peer.per_minute)
+            .map_err(|seconds| {
+                self.metrics.rate_limited.fetch_add(1, Relaxed);
+                Refusal::RateLimited(seconds)
+            })
     }
 
     async fn db<T: Send + 'static>(
