@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::access::Access;
 use crate::access::a2a_door::A2aGated;
@@ -159,11 +160,7 @@ impl A2aPlan {
         let mut found = None;
         for peer in &self.peers {
             if let Ok(hash) = &peer.token {
-                let diff = hash
-                    .iter()
-                    .zip(&presented)
-                    .fold(0u8, |d, (a, b)| d | (a ^ b));
-                if diff == 0 {
+                if bool::from(hash.ct_eq(&presented)) {
                     found = Some(peer);
                 }
             }
