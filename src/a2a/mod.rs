@@ -159,10 +159,10 @@ impl A2aPlan {
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut found = None;
         for peer in &self.peers {
-            if let Ok(hash) = &peer.token {
-                if bool::from(hash.ct_eq(&presented)) {
-                    found = Some(peer);
-                }
+            if let Ok(hash) = &peer.token
+                && bool::from(hash.ct_eq(&presented))
+            {
+                found = Some(peer);
             }
         }
         found
