@@ -29,6 +29,7 @@ pub mod diagnostic;
 pub(crate) mod durable;
 pub(crate) mod failpoint;
 pub mod hash;
+pub(crate) mod http_client;
 pub(crate) mod http_server;
 pub mod hub;
 pub mod ids;

@@ -11,18 +11,20 @@
 //! itself.
 
 pub mod http;
+mod rate;
 pub mod store;
 pub mod streams;
 pub mod wire;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::access::Access;
 use crate::access::a2a_door::A2aGated;
@@ -157,14 +159,10 @@ impl A2aPlan {
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut found = None;
         for peer in &self.peers {
-            if let Ok(hash) = &peer.token {
-                let diff = hash
-                    .iter()
-                    .zip(&presented)
-                    .fold(0u8, |d, (a, b)| d | (a ^ b));
-                if diff == 0 {
-                    found = Some(peer);
-                }
+            if let Ok(hash) = &peer.token
+                && bool::from(hash.ct_eq(&presented))
+            {
+                found = Some(peer);
             }
         }
         found
@@ -232,11 +230,6 @@ pub struct A2aMetrics {
     pub send_overhead: crate::hub::OverheadSamples,
 }
 
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
 /// The A2A server: the plan in force, the task store, the Hub it delivers through, the Access
 /// layer that routes and gates its peers.
 pub struct A2a {
@@ -244,7 +237,7 @@ pub struct A2a {
     access: Arc<Access>,
     store: Arc<A2aStore>,
     plan: ArcSwap<A2aPlan>,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    rates: rate::Rates,
     streams: Arc<StreamSlots>,
     pub metrics: A2aMetrics,
 }
@@ -298,7 +291,7 @@ impl A2a {
             access,
             store: Arc::new(A2aStore::open(state)?),
             plan: ArcSwap::from_pointee(A2aPlan::default()),
-            buckets: Mutex::new(HashMap::new()),
+            rates: rate::Rates::default(),
             streams: Arc::new(StreamSlots::default()),
             metrics: A2aMetrics::default(),
         }))
@@ -417,28 +410,12 @@ impl A2a {
     }
 
     fn take(&self, peer: &Peer) -> Result<(), Refusal> {
-        let mut buckets = match self.buckets.lock() {
-            Ok(b) => b,
-            Err(p) => p.into_inner(),
-        };
-        let cap = f64::from(peer.per_minute);
-        let now = Instant::now();
-        let bucket = buckets.entry(peer.name.clone()).or_insert(Bucket {
-            tokens: cap,
-            at: now,
-        });
-        let rate = cap / 60.0;
-        bucket.tokens =
-            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(cap);
-        bucket.at = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            return Ok(());
-        }
-        self.metrics.rate_limited.fetch_add(1, Relaxed);
-        Err(Refusal::RateLimited(
-            ((1.0 - bucket.tokens) / rate).ceil().max(1.0) as u64,
-        ))
+        self.rates
+            .take(&peer.name, peer.per_minute)
+            .map_err(|seconds| {
+                self.metrics.rate_limited.fetch_add(1, Relaxed);
+                Refusal::RateLimited(seconds)
+            })
     }
 
     async fn db<T: Send + 'static>(
@@ -671,9 +648,10 @@ impl A2a {
         timeout: Duration,
     ) -> Result<RunRecord, RpcError> {
         let until = Instant::now() + timeout;
-        let mut step = Duration::from_millis(10);
+        let mut steps = poll_steps();
         loop {
             let left = until.saturating_duration_since(Instant::now());
+            let step = steps.next().unwrap_or(POLL_STEP_MAX);
             let run = self
                 .hub
                 .a2a_wait(run_id, step.min(left))
@@ -682,7 +660,6 @@ impl A2a {
             if run.state != seen || run.state.is_final() || left.is_zero() {
                 return Ok(run);
             }
-            step = (step * 2).min(Duration::from_millis(250));
         }
     }
 
@@ -804,6 +781,20 @@ impl A2a {
     }
 }
 
+/// The longest single wait while a request watches a run for its next state.
+const POLL_STEP_MAX: Duration = Duration::from_millis(250);
+
+/// The waits while a request watches a run: 10 ms, doubling up to [`POLL_STEP_MAX`].
+fn poll_steps() -> backon::ExponentialBackoff {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(10))
+        .with_factor(2.0)
+        .with_max_delay(POLL_STEP_MAX)
+        .without_max_times()
+        .build()
+}
+
 /// A `contextId` this server takes: it becomes part of a session key.
 fn check_context_id(c: &str) -> Result<(), RpcError> {
     let ok = !c.is_empty()
@@ -908,4 +899,20 @@ pub fn incoming(params: &Value) -> Result<Incoming, RpcError> {
             .unwrap_or(false)
             || params.pointer("/configuration/blocking") == Some(&Value::Bool(false)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Within float rounding (backon multiplies in `f32`): a nanosecond is nothing to a timer.
+    fn ms(d: Duration) -> u128 {
+        (d + Duration::from_micros(1)).as_millis()
+    }
+
+    #[test]
+    fn a_watched_run_is_polled_at_10ms_doubling_to_250ms() {
+        let steps: Vec<u128> = poll_steps().take(8).map(ms).collect();
+        assert_eq!(steps, [10, 20, 40, 80, 160, 250, 250, 250]);
+    }
 }

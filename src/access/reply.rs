@@ -6,24 +6,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use backon::Retryable;
 
 use super::store::{AccessStore, DeliveryKey};
 
-/// The waits between attempts: 4 attempts in all.
-const RETRIES: [Duration; 3] = [
-    Duration::from_millis(200),
-    Duration::from_secs(1),
-    Duration::from_secs(5),
-];
+/// The waits between attempts: 200 ms, 1 s, 5 s; 4 attempts in all.
+fn retries() -> backon::ExponentialBuilder {
+    backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(200))
+        .with_factor(5.0)
+        .with_max_delay(Duration::from_secs(5))
+        .with_max_times(3)
+}
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
 pub struct ReplySink {
-    client: Client<HttpConnector, Full<bytes::Bytes>>,
+    client: reqwest::Client,
     store: Arc<AccessStore>,
     failures: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -31,7 +30,11 @@ pub struct ReplySink {
 impl ReplySink {
     pub fn new(store: Arc<AccessStore>, failures: Arc<std::sync::atomic::AtomicU64>) -> ReplySink {
         ReplySink {
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            // The default client is the fallback when the TLS settings cannot be loaded.
+            client: crate::http_client::direct()
+                .timeout(ATTEMPT_TIMEOUT)
+                .build()
+                .unwrap_or_default(),
             store,
             failures,
         }
@@ -43,16 +46,13 @@ impl ReplySink {
         tokio::spawn(async move {
             let body = body.to_string();
             let signature = super::sign(&secret, body.as_bytes());
-            let mut last_error = String::new();
-            let mut attempts = 0;
-            for wait in std::iter::once(Duration::ZERO).chain(RETRIES) {
-                tokio::time::sleep(wait).await;
-                attempts += 1;
-                match sink.post(&url, &signature, &body).await {
-                    Ok(()) => return,
-                    Err(e) => last_error = e,
-                }
-            }
+            let mut attempts = 1;
+            let sent = (|| sink.post(&url, &signature, &body))
+                .retry(retries())
+                .sleep(tokio::time::sleep)
+                .notify(|_, _| attempts += 1)
+                .await;
+            let Err(last_error) = sent else { return };
             sink.failures
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::warn!(%url, message = %key.message_id, error = %last_error, attempts, "reply sink failed; kept as a dead letter");
@@ -65,21 +65,63 @@ impl ReplySink {
     }
 
     async fn post(&self, url: &str, signature: &str, body: &str) -> Result<(), String> {
-        let request = hyper::Request::post(url)
-            .header("content-type", "application/json")
+        let response = self
+            .client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("x-deepcli-signature", signature)
-            .body(Full::new(bytes::Bytes::from(body.to_string())))
-            .map_err(|e| format!("bad reply URL: {e}"))?;
-        let response = tokio::time::timeout(ATTEMPT_TIMEOUT, self.client.request(request))
+            .body(body.to_string())
+            .send()
             .await
-            .map_err(|_| format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs()))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| {
+                if e.is_builder() {
+                    format!("bad reply URL: {e}")
+                } else if e.is_timeout() {
+                    format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs())
+                } else {
+                    failure(&e)
+                }
+            })?;
         let status = response.status();
-        let _ = response.into_body().collect().await;
+        let _ = response.bytes().await;
         if status.is_success() {
             Ok(())
         } else {
             Err(format!("HTTP {status}"))
         }
+    }
+}
+
+/// A failed attempt as a dead letter records it: the I/O cause when there is one.
+fn failure(e: &reqwest::Error) -> String {
+    match crate::http_client::io_cause(e) {
+        Some(io) => format!("{e}: {io}"),
+        None => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backon::BackoffBuilder;
+
+    /// Within float rounding (backon multiplies in `f32`): a nanosecond is nothing to a timer.
+    fn close(got: Vec<Duration>, want: &[Duration]) -> bool {
+        got.len() == want.len()
+            && got
+                .iter()
+                .zip(want)
+                .all(|(g, w)| g.abs_diff(*w) < Duration::from_micros(1))
+    }
+
+    #[test]
+    fn a_reply_is_tried_four_times_200ms_1s_and_5s_apart() {
+        let waits: Vec<Duration> = retries().build().collect();
+        let want = [
+            Duration::from_millis(200),
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+        ];
+        assert!(close(waits.clone(), &want), "{waits:?}");
     }
 }

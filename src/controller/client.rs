@@ -7,9 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::{Method, Request, StatusCode, header};
-use hyper_util::rt::TokioIo;
+use reqwest::{Method, StatusCode, header};
 
 use super::status::ControllerStatus;
 use crate::state::{LeasePurpose, StateDir, StateStore};
@@ -43,7 +41,7 @@ pub enum ClientError {
     #[error("talking to the controller at {addr}: {source}")]
     Http {
         addr: SocketAddr,
-        source: hyper::Error,
+        source: reqwest::Error,
     },
     #[error("the controller answered {status}: {body}")]
     Refused { status: StatusCode, body: String },
@@ -51,6 +49,8 @@ pub enum ClientError {
     Decode(#[from] serde_json::Error),
     #[error("cannot start a runtime to talk to the controller: {0}")]
     Runtime(std::io::Error),
+    #[error("cannot build an HTTP client to talk to the controller: {0}")]
+    Build(reqwest::Error),
 }
 
 impl Client {
@@ -107,46 +107,38 @@ impl Client {
         wait: Duration,
     ) -> Result<Bytes, ClientError> {
         let addr = self.addr;
-        let http = |source| ClientError::Http { addr, source };
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
-            .await
-            .map_err(|_| ClientError::Connect {
-                addr,
-                source: std::io::ErrorKind::TimedOut.into(),
-            })?
-            .map_err(|source| ClientError::Connect { addr, source })?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(http)?;
-        tokio::spawn(connection);
-        let mut request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::HOST, addr.to_string())
-            .header(header::AUTHORIZATION, format!("Bearer {}", self.token));
-        if body.is_some() {
-            request = request.header(header::CONTENT_TYPE, "application/json");
-        }
-        // A request of a method, a path and two known headers always builds.
-        let Ok(request) = request.body(Full::new(body.unwrap_or_default())) else {
-            return Err(ClientError::Refused {
-                status: StatusCode::BAD_REQUEST,
-                body: format!("cannot build a request for `{path}`"),
-            });
-        };
-        let answer = async {
-            let response = sender.send_request(request).await.map_err(http)?;
-            let status = response.status();
-            let body = response.into_body().collect().await.map_err(http)?;
-            Ok::<_, ClientError>((status, body.to_bytes()))
-        };
-        let (status, body) =
-            tokio::time::timeout(wait, answer)
-                .await
-                .map_err(|_| ClientError::Timeout {
+        let failed = |e: reqwest::Error| {
+            if e.is_connect() {
+                let source = match crate::http_client::io_cause(&e) {
+                    Some(io) => std::io::Error::new(io.kind(), io.to_string()),
+                    None => std::io::ErrorKind::TimedOut.into(),
+                };
+                ClientError::Connect { addr, source }
+            } else if e.is_timeout() {
+                ClientError::Timeout {
                     addr,
                     seconds: wait.as_secs(),
-                })??;
+                }
+            } else {
+                ClientError::Http { addr, source: e }
+            }
+        };
+        let http = crate::http_client::direct()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(ClientError::Build)?;
+        let mut request = http
+            .request(method, format!("http://{addr}{path}"))
+            .bearer_auth(&self.token)
+            .timeout(wait);
+        if let Some(body) = body {
+            request = request
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        let response = request.send().await.map_err(failed)?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(failed)?;
         if !status.is_success() {
             return Err(ClientError::Refused {
                 status,

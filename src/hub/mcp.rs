@@ -9,10 +9,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::{Method, Request, header};
-use hyper_util::rt::TokioIo;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -99,9 +95,11 @@ impl ServerHandler for HttpServer {
 /// `deepcli hub mcp`: MCP on stdio, forwarded to the controller.
 #[derive(Clone)]
 pub struct StdioServer {
-    url: String,
-    /// `unix:PATH`: the sandbox's socket to the controller (isolation.md), instead of `url`.
-    socket: Option<std::path::PathBuf>,
+    /// Where the controller is, as the messages name it: `HOST:PORT`, or the socket's path.
+    at: String,
+    /// `http://HOST:PORT`, or `http://localhost` over the socket.
+    base: String,
+    http: reqwest::Client,
     token: String,
 }
 
@@ -118,10 +116,13 @@ impl StdioServer {
         };
         let url = get(super::URL_ENV)?;
         let token = get(super::TOKEN_ENV)?;
+        let client = crate::http_client::direct();
+        // `unix:PATH`: the sandbox's socket to the controller (isolation.md).
         if let Some(path) = url.strip_prefix("unix:") {
             return Ok(StdioServer {
-                url: String::new(),
-                socket: Some(path.into()),
+                at: path.to_string(),
+                base: "http://localhost".into(),
+                http: build(client.unix_socket(std::path::Path::new(path)))?,
                 token,
             });
         }
@@ -135,8 +136,9 @@ impl StdioServer {
             ));
         }
         Ok(StdioServer {
-            url: authority.to_string(),
-            socket: None,
+            at: authority.to_string(),
+            base: format!("http://{authority}"),
+            http: build(client)?,
             token,
         })
     }
@@ -144,52 +146,26 @@ impl StdioServer {
     /// `POST path` to the controller with the session token; the JSON answer.
     async fn post(&self, path: &str, body: Value) -> Result<Value, ErrorData> {
         let failed = |what: String| ErrorData::internal_error(what, None);
-        let unreachable = |e: std::io::Error| {
-            let at = match &self.socket {
-                Some(path) => path.display().to_string(),
-                None => self.url.clone(),
-            };
-            failed(format!("cannot reach the deepcli controller at {at}: {e}"))
+        let failed_with = |e: reqwest::Error| match crate::http_client::io_cause(&e) {
+            Some(io) if e.is_connect() => failed(format!(
+                "cannot reach the deepcli controller at {}: {io}",
+                self.at
+            )),
+            _ if e.is_timeout() => failed("the controller did not answer in time".into()),
+            _ => failed(e.to_string()),
         };
-        let mut sender = match &self.socket {
-            Some(path) => {
-                let stream = tokio::net::UnixStream::connect(path)
-                    .await
-                    .map_err(unreachable)?;
-                handshake(stream).await?
-            }
-            None => {
-                let stream = tokio::net::TcpStream::connect(&self.url)
-                    .await
-                    .map_err(unreachable)?;
-                handshake(stream).await?
-            }
-        };
-        let host = if self.socket.is_some() {
-            "localhost"
-        } else {
-            self.url.as_str()
-        };
-        let request = Request::builder()
-            .method(Method::POST)
-            .uri(path)
-            .header(header::HOST, host)
-            .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(body.to_string())))
-            .map_err(|e| failed(e.to_string()))?;
         let answer = async {
-            let response = sender
-                .send_request(request)
+            let response = self
+                .http
+                .post(format!("{}{path}", self.base))
+                .bearer_auth(&self.token)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_string())
+                .send()
                 .await
-                .map_err(|e| failed(e.to_string()))?;
+                .map_err(failed_with)?;
             let status = response.status();
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| failed(e.to_string()))?
-                .to_bytes();
+            let body = response.bytes().await.map_err(failed_with)?;
             Ok::<_, ErrorData>((status, body))
         };
         let (status, body) = tokio::time::timeout(FORWARD_TIMEOUT, answer)
@@ -198,7 +174,7 @@ impl StdioServer {
         let doc: Value = serde_json::from_slice(&body).unwrap_or_else(
             |_| json!({"error": {"kind": "internal", "message": String::from_utf8_lossy(&body)}}),
         );
-        if status == hyper::StatusCode::UNAUTHORIZED {
+        if status == reqwest::StatusCode::UNAUTHORIZED {
             return Err(ErrorData::invalid_request(
                 "the session token was refused (revoked when its session closed, or not deepcli's)",
                 None,
@@ -208,18 +184,11 @@ impl StdioServer {
     }
 }
 
-/// An HTTP/1 connection over `stream`, driven on its own task.
-async fn handshake<S>(
-    stream: S,
-) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, ErrorData>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-    tokio::spawn(connection);
-    Ok(sender)
+/// The forwarder's HTTP client.
+fn build(client: reqwest::ClientBuilder) -> Result<reqwest::Client, String> {
+    client
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client to the controller: {e}"))
 }
 
 impl ServerHandler for StdioServer {

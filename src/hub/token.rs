@@ -12,12 +12,7 @@ pub const MAX_LEN: usize = 128;
 pub fn mint() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)?;
-    let mut out = String::with_capacity(PREFIX.len() + 64);
-    out.push_str(PREFIX);
-    for b in bytes {
-        out.push_str(&format!("{b:02x}"));
-    }
-    Ok(out)
+    Ok(format!("{PREFIX}{}", hex::encode(bytes)))
 }
 
 /// What the state keeps of a token: `sha256:<hex>`. `None` for text that cannot be a token.
@@ -42,6 +37,11 @@ mod tests {
         let b = mint().unwrap();
         assert_ne!(a, b);
         assert_eq!(a.len(), 4 + 64);
+        assert!(
+            a[4..]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
         let h = hash(&a).unwrap();
         assert!(h.starts_with("sha256:") && !h.contains(&a[4..]));
         assert_eq!(hash(&format!(" {a}\n")), Some(h));

@@ -224,104 +224,87 @@ impl Remote {
                 .unwrap_or_else(|| text.chars().take(300).collect());
             return Err((false, format!("the remote answered {status}: {why}")));
         }
-        let mut response = response;
-        let mut buffer = String::new();
+        use eventsource_stream::{EventStreamError, Eventsource};
+        use futures_util::StreamExt;
+        let mut events = response.bytes_stream().eventsource();
         let mut reply = String::new();
         let mut task_id: Option<String> = None;
         let result = loop {
-            let chunk = match response.chunk().await {
-                Ok(Some(c)) => c,
-                Ok(None) => {
+            let data = match events.next().await {
+                Some(Ok(event)) => event.data,
+                None => {
                     break Err((
                         true,
                         "the remote closed the stream before the task ended".to_string(),
                     ));
                 }
-                Err(e) => break Err((true, format!("the stream broke: {}", error_chain(&e)))),
+                Some(Err(EventStreamError::Transport(e))) => {
+                    break Err((true, format!("the stream broke: {}", error_chain(&e))));
+                }
+                Some(Err(e)) => break Err((true, format!("the stream broke: {e}"))),
             };
-            buffer.push_str(&String::from_utf8_lossy(&chunk));
-            let mut done = None;
-            while let Some(end) = buffer.find("\n\n") {
-                let event: String = buffer.drain(..end + 2).collect();
-                let data: String = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                if data.is_empty() {
-                    continue;
+            let Ok(doc) = serde_json::from_str::<Value>(&data) else {
+                break Err((
+                    true,
+                    format!(
+                        "the remote sent an event that is not JSON: {}",
+                        data.chars().take(200).collect::<String>()
+                    ),
+                ));
+            };
+            if let Some(e) = doc.get("error") {
+                break Err((
+                    true,
+                    format!("the remote: {}", e["message"].as_str().unwrap_or("error")),
+                ));
+            }
+            let r = &doc["result"];
+            let (task, status) = if let Some(t) = r.get("task") {
+                (t["id"].as_str(), Some(&t["status"]))
+            } else if let Some(u) = r.get("statusUpdate") {
+                (u["taskId"].as_str(), Some(&u["status"]))
+            } else if let Some(a) = r.get("artifactUpdate") {
+                if !a["append"].as_bool().unwrap_or(false) && !reply.is_empty() {
+                    reply.push('\n');
                 }
-                let Ok(doc) = serde_json::from_str::<Value>(&data) else {
-                    done = Some(Err((
-                        true,
-                        format!(
-                            "the remote sent an event that is not JSON: {}",
-                            data.chars().take(200).collect::<String>()
-                        ),
-                    )));
-                    break;
-                };
-                if let Some(e) = doc.get("error") {
-                    done = Some(Err((
-                        true,
-                        format!("the remote: {}", e["message"].as_str().unwrap_or("error")),
-                    )));
-                    break;
-                }
-                let r = &doc["result"];
-                let (task, status) = if let Some(t) = r.get("task") {
-                    (t["id"].as_str(), Some(&t["status"]))
-                } else if let Some(u) = r.get("statusUpdate") {
-                    (u["taskId"].as_str(), Some(&u["status"]))
-                } else if let Some(a) = r.get("artifactUpdate") {
-                    if !a["append"].as_bool().unwrap_or(false) && !reply.is_empty() {
-                        reply.push('\n');
-                    }
-                    reply.push_str(&text_of(a["artifact"].get("parts")));
-                    (a["taskId"].as_str(), None)
-                } else if let Some(m) = r.get("message") {
-                    // A reply without a task: it is the whole answer.
-                    done = Some(Ok(RemoteAnswer {
-                        text: text_of(m.get("parts")),
-                        state: "TASK_STATE_COMPLETED".into(),
-                    }));
-                    break;
-                } else {
-                    (None, None)
-                };
-                if let Some(id) = task
-                    && task_id.as_deref() != Some(id)
-                {
-                    task_id = Some(id.to_string());
-                    if let Ok(mut running) = self.running.lock() {
-                        running.insert(session_key.to_string(), id.to_string());
-                    }
-                }
-                if let Some(status) = status {
-                    let state = status["state"].as_str().unwrap_or_default().to_string();
-                    if matches!(
-                        state.as_str(),
-                        "TASK_STATE_COMPLETED"
-                            | "TASK_STATE_FAILED"
-                            | "TASK_STATE_CANCELED"
-                            | "TASK_STATE_REJECTED"
-                            | "TASK_STATE_INPUT_REQUIRED"
-                            | "TASK_STATE_AUTH_REQUIRED"
-                    ) {
-                        let said = text_of(status["message"].get("parts"));
-                        let text = if state == "TASK_STATE_COMPLETED" || said.is_empty() {
-                            std::mem::take(&mut reply)
-                        } else {
-                            said
-                        };
-                        done = Some(Ok(RemoteAnswer { text, state }));
-                        break;
-                    }
+                reply.push_str(&text_of(a["artifact"].get("parts")));
+                (a["taskId"].as_str(), None)
+            } else if let Some(m) = r.get("message") {
+                // A reply without a task: it is the whole answer.
+                break Ok(RemoteAnswer {
+                    text: text_of(m.get("parts")),
+                    state: "TASK_STATE_COMPLETED".into(),
+                });
+            } else {
+                (None, None)
+            };
+            if let Some(id) = task
+                && task_id.as_deref() != Some(id)
+            {
+                task_id = Some(id.to_string());
+                if let Ok(mut running) = self.running.lock() {
+                    running.insert(session_key.to_string(), id.to_string());
                 }
             }
-            if let Some(done) = done {
-                break done;
+            if let Some(status) = status {
+                let state = status["state"].as_str().unwrap_or_default().to_string();
+                if matches!(
+                    state.as_str(),
+                    "TASK_STATE_COMPLETED"
+                        | "TASK_STATE_FAILED"
+                        | "TASK_STATE_CANCELED"
+                        | "TASK_STATE_REJECTED"
+                        | "TASK_STATE_INPUT_REQUIRED"
+                        | "TASK_STATE_AUTH_REQUIRED"
+                ) {
+                    let said = text_of(status["message"].get("parts"));
+                    let text = if state == "TASK_STATE_COMPLETED" || said.is_empty() {
+                        std::mem::take(&mut reply)
+                    } else {
+                        said
+                    };
+                    break Ok(RemoteAnswer { text, state });
+                }
             }
         };
         if let Ok(mut running) = self.running.lock() {

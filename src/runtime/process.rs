@@ -438,7 +438,7 @@ pub(super) async fn supervise(
         super::timing("backoff_max", BACKOFF_MAX),
         super::timing("healthy_after", HEALTHY_AFTER),
     );
-    let mut backoff = backoff_start;
+    let mut backoff = restart_waits(backoff_start, backoff_max);
     loop {
         let started = Instant::now();
         // Why this attempt ended: it could not start at all (`failed`), or it ran and stopped.
@@ -465,10 +465,9 @@ pub(super) async fn supervise(
             }
         };
         if started.elapsed() >= healthy_after {
-            backoff = backoff_start;
+            backoff = restart_waits(backoff_start, backoff_max);
         }
-        let wait = backoff;
-        backoff = (backoff * 2).min(backoff_max);
+        let wait = backoff.next().unwrap_or(backoff_max);
         let next = jiff::Timestamp::now()
             .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
             .map(|t| t.round(jiff::Unit::Second).unwrap_or(t).to_string())
@@ -498,6 +497,18 @@ pub(super) async fn supervise(
             }
         }
     }
+}
+
+/// The waits before each start again: `start`, doubling up to `max`, for as long as it takes
+/// (a run that stayed up [`HEALTHY_AFTER`] starts the series over).
+fn restart_waits(start: Duration, max: Duration) -> backon::ExponentialBackoff {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::new()
+        .with_min_delay(start)
+        .with_factor(2.0)
+        .with_max_delay(max)
+        .without_max_times()
+        .build()
 }
 
 /// How one run of a spawned runtime ended.
@@ -644,6 +655,23 @@ async fn stopped(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restarts_wait_from_the_start_doubling_up_to_the_most() {
+        // Within float rounding (backon multiplies in `f32`): a nanosecond is nothing to a timer.
+        let secs = |d: Duration| (d + Duration::from_micros(1)).as_secs();
+        let waits: Vec<u64> = restart_waits(BACKOFF_START, BACKOFF_MAX)
+            .take(12)
+            .map(secs)
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+        // A start above the most is waited once, then the most.
+        let waits: Vec<u64> = restart_waits(Duration::from_secs(9), Duration::from_secs(5))
+            .take(3)
+            .map(secs)
+            .collect();
+        assert_eq!(waits, [9, 5, 5]);
+    }
 
     #[test]
     fn env_values_resolve_references_and_the_short_form_at_spawn() {
