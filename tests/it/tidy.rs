@@ -626,3 +626,153 @@ fn the_files_of_a_module_use_one_another_one_way() {
         wrong.join("\n")
     );
 }
+
+/// Where a `serde_json::Value` may cross a module boundary: the protocol codecs, whose job is
+/// JSON. Everywhere else a module takes and gives typed values (ARCHITECTURE.md, "Typed
+/// boundaries").
+const JSON_CODECS: &[&str] = &[
+    // OpenClaw's own files are JSON; import/export read and write them.
+    "openclaw/",
+    // The A2A wire format.
+    "a2a/wire.rs",
+    // The command line renders the controller's JSON answers; nothing calls it.
+    "cli/",
+    // JSON-RPC: the frame, and each area's params decoded into its typed requests.
+    "rpc.rs",
+    "manage/rpc.rs",
+    "hub/operator.rs",
+    "approvals/operator.rs",
+    // MCP: tool definitions and input schemas, the typed results written in OpenClaw's
+    // shapes, the `hub mcp` bridge's bodies.
+    "hub/tools.rs",
+    "hub/results.rs",
+    "hub/mcp.rs",
+    // An agent's tool call (`rawInput`) is whatever JSON its runtime sent: approvals match
+    // rules over it and preview it.
+    "approvals/policy.rs",
+    "approvals/preview.rs",
+    // The config as a JSON document: the schema's view, the plan's field diff, `--explain`.
+    "config/yaml.rs",
+    "plan/desired.rs",
+    "plan/diff.rs",
+    "routing/explain.rs",
+    // JSON text columns of the state database.
+    "state/records.rs",
+];
+
+/// The functions that still take or give a `Value` across a module boundary, to be typed. The
+/// list only shrinks: a name here that no longer matches fails the test too.
+const STILL_UNTYPED: &[&str] = &[
+    "a2a/mod.rs::cancel",
+    "a2a/mod.rs::get",
+    "a2a/mod.rs::history_length",
+    "a2a/mod.rs::incoming",
+    "a2a/mod.rs::list",
+    "a2a/mod.rs::status",
+    "access/begun.rs::uncertain_response",
+    "access/envelope.rs::facts",
+    "access/http.rs::hand_in",
+    "access/mod.rs::budget_report",
+    "access/reply.rs::send",
+    "adapters/mod.rs::discussions",
+    "adapters/mod.rs::read",
+    "hub/calls.rs::call",
+    "hub/calls.rs::call_typed",
+    "hub/mod.rs::audit",
+    "hub/mod.rs::status",
+    "hub/mod.rs::summary",
+    "hub/mod.rs::tools_for",
+    "hub/page.rs::mark",
+    "hub/runs.rs::close_session",
+    "hub/runs.rs::operator_send",
+    "hub/runs.rs::run_detail",
+    "hub/runs.rs::run_json",
+    "manage/edit.rs::get",
+    "manage/live.rs::runtime",
+    "manage/mod.rs::data",
+    "runtime/a2a.rs::check_card",
+    "sessions/budget.rs::report",
+];
+
+/// `pub`/`pub(crate)` functions outside the codecs whose signature names `Value`:
+/// `file::function`.
+fn value_signatures() -> BTreeSet<String> {
+    let src = Path::new(ROOT).join("src");
+    let mut out = BTreeSet::new();
+    let mut dirs = vec![src.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let rel = path
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if JSON_CODECS.iter().any(|c| rel.starts_with(c)) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            // Tests inside the file may use JSON freely.
+            let text = text.split("#[cfg(test)]").next().unwrap_or("");
+            if !text.contains("serde_json") {
+                continue;
+            }
+            for (at, _) in text.match_indices("fn ") {
+                let before = &text[..at];
+                let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+                // What stands before `fn` on its line: `pub`, `pub(crate)`, maybe `async`.
+                let head = before[line_start..].trim();
+                let head = head.strip_suffix("async").unwrap_or(head).trim_end();
+                if head != "pub" && head != "pub(crate)" {
+                    continue;
+                }
+                let rest = &text[at + 3..];
+                let end = rest.find(['{', ';']).unwrap_or(rest.len());
+                let signature = &rest[..end];
+                let name: String = signature
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let names_value = signature
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                    .any(|word| word == "Value" || word == "serde_json::Value");
+                if names_value {
+                    out.insert(format!("{rel}::{name}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_json_value_crosses_a_module_boundary() {
+    let found = value_signatures();
+    let known: BTreeSet<String> = STILL_UNTYPED.iter().map(|s| s.to_string()).collect();
+    let new: Vec<&String> = found.difference(&known).collect();
+    let gone: Vec<&String> = known.difference(&found).collect();
+    assert!(
+        new.is_empty(),
+        "these functions take or give a serde_json::Value across a module boundary; give them \
+         a typed parameter or result (or, for a protocol codec, name its file in JSON_CODECS):\n  {}",
+        new.iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    );
+    assert!(
+        gone.is_empty(),
+        "these are typed now; take them out of STILL_UNTYPED:\n  {}",
+        gone.iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    );
+}
