@@ -8,7 +8,8 @@
 //! agent on the official ACP TypeScript SDK: `alpha` (MCP over stdio, `deepcli hub mcp`),
 //! `gamma` (MCP over streamable HTTP) and `beta`, the target; `session.maxPingPongTurns: 0`
 //! (no reply-back exchange after a send), `agents.defaults.subagents` with room for the spawn
-//! stage. Then:
+//! stage, and alpha's `budgets.spawnsPerHour` above the default 60 it would otherwise stop at.
+//! Then:
 //!
 //! * `send-stdio`, `send-http`: alpha (then gamma) makes N `sessions_send` calls to beta's main
 //!   session through the official MCP TypeScript SDK client, one after another, each waiting
@@ -139,7 +140,7 @@ fn start(cli: &Cli, work: &Path) -> Controller {
     std::fs::write(
         config.join("agents.yaml"),
         format!(
-            "agents:\n  defaults:\n    subagents: {{maxConcurrent: 64, maxChildrenPerAgent: 100}}\n  list:\n    - id: alpha\n      runtime: {{kind: acp, command: [node, \"{agent}\"]}}\n    - id: gamma\n      runtime: {{kind: acp, command: [node, \"{agent}\"], env: {{SDK_ECHO_MCP_HTTP: \"1\"}}}}\n    - id: beta\n      runtime: {{kind: acp, command: [node, \"{agent}\"]}}\nsession: {{maxPingPongTurns: 0}}\n"
+            "agents:\n  defaults:\n    subagents: {{maxConcurrent: 64, maxChildrenPerAgent: 100}}\n  list:\n    - id: alpha\n      runtime: {{kind: acp, command: [node, \"{agent}\"]}}\n      budgets: {{spawnsPerHour: 100000}}\n    - id: gamma\n      runtime: {{kind: acp, command: [node, \"{agent}\"], env: {{SDK_ECHO_MCP_HTTP: \"1\"}}}}\n    - id: beta\n      runtime: {{kind: acp, command: [node, \"{agent}\"]}}\nsession: {{maxPingPongTurns: 0}}\n"
         ),
     )
     .unwrap();
