@@ -486,7 +486,7 @@ impl Hub {
     }
 
     /// One turn in session `key` of agent `agent`: the one place the Hub hands a message to
-    /// the turn engine (the Access layer's FIFO of that session) and reads how it ended.
+    /// the turn engine (`Sessions::turn`, that session's FIFO) and reads how it ended.
     /// `queued` is dropped once the message holds its place; `started` runs as its turn begins
     /// and withdraws it with its `Err`.
     async fn turn(
