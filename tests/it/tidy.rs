@@ -38,12 +38,10 @@ fn allowed() -> BTreeMap<String, BTreeSet<String>> {
     table
 }
 
-/// Every `crate::<module>` a module's files name (comments aside): module → (used, where).
-fn edges() -> BTreeMap<String, BTreeMap<String, String>> {
-    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    let src = Path::new(ROOT).join("src");
+/// Every `.rs` file below `dir`.
+fn rs_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();
-    let mut dirs = vec![src.clone()];
+    let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -54,7 +52,14 @@ fn edges() -> BTreeMap<String, BTreeMap<String, String>> {
             }
         }
     }
-    for file in files {
+    files
+}
+
+/// Every `crate::<module>` a module's files name (comments aside): module → (used, where).
+fn edges() -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let src = Path::new(ROOT).join("src");
+    for file in rs_files(&src) {
         let rel = file.strip_prefix(&src).unwrap();
         let first = rel
             .components()
@@ -361,45 +366,34 @@ fn every_table_is_named_in_sql_only_by_the_module_that_owns_it() {
     );
     let src = Path::new(ROOT).join("src");
     let mut wrong = Vec::new();
-    let mut dirs = vec![src.clone()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
+    for path in rs_files(&src) {
+        let rel = path.strip_prefix(&src).unwrap();
+        let module = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string();
+        // The storage layer: the migrations, the snapshot, the audit timeline and an
+        // agent's move to the trash name every layer's tables.
+        if module == "state" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let rel = path.strip_prefix(&src).unwrap();
-            let module = rel
-                .components()
-                .next()
-                .unwrap()
-                .as_os_str()
-                .to_string_lossy()
-                .trim_end_matches(".rs")
-                .to_string();
-            // The storage layer: the migrations, the snapshot, the audit timeline and an
-            // agent's move to the trash name every layer's tables.
-            if module == "state" {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (n, line) in text.lines().enumerate() {
-                if line.trim_start().starts_with("//") {
-                    continue;
-                }
-                for table in sql_tables(line, &owners) {
-                    let owner = &owners[table];
-                    if *owner != module {
-                        wrong.push(format!(
-                            "{}:{}: `{module}` names `{owner}`'s table `{table}` in SQL",
-                            rel.display(),
-                            n + 1
-                        ));
-                    }
+            for table in sql_tables(line, &owners) {
+                let owner = &owners[table];
+                if *owner != module {
+                    wrong.push(format!(
+                        "{}:{}: `{module}` names `{owner}`'s table `{table}` in SQL",
+                        rel.display(),
+                        n + 1
+                    ));
                 }
             }
         }
@@ -416,16 +410,6 @@ fn every_table_is_named_in_sql_only_by_the_module_that_owns_it() {
 /// then `super::X`). `mod.rs` itself is the directory's face, not a node; a subdirectory is one
 /// node with all its files. Tests (`#[cfg(test)] mod …` to the end of a file) are left out.
 fn file_edges() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
-    fn rs_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                rs_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
     /// The code lines of a file: comments and the trailing test module left out.
     fn code(text: &str) -> Vec<&str> {
         let lines: Vec<&str> = text.lines().collect();
@@ -479,8 +463,7 @@ fn file_edges() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     }
 
     let src = Path::new(ROOT).join("src");
-    let mut files = Vec::new();
-    rs_files(&src, &mut files);
+    let files = rs_files(&src);
     let mut out: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     let dirs: BTreeSet<std::path::PathBuf> = files
         .iter()
@@ -699,53 +682,42 @@ const STILL_UNTYPED: &[&str] = &[
 fn value_signatures() -> BTreeSet<String> {
     let src = Path::new(ROOT).join("src");
     let mut out = BTreeSet::new();
-    let mut dirs = vec![src.clone()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
+    for path in rs_files(&src) {
+        let rel = path
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if JSON_CODECS.iter().any(|c| rel.starts_with(c)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Tests inside the file may use JSON freely.
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        if !text.contains("serde_json") {
+            continue;
+        }
+        for (at, _) in text.match_indices("fn ") {
+            let before = &text[..at];
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            // What stands before `fn` on its line: `pub`, `pub(crate)`, maybe `async`.
+            let head = before[line_start..].trim();
+            let head = head.strip_suffix("async").unwrap_or(head).trim_end();
+            if head != "pub" && head != "pub(crate)" {
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let rel = path
-                .strip_prefix(&src)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
-            if JSON_CODECS.iter().any(|c| rel.starts_with(c)) {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            // Tests inside the file may use JSON freely.
-            let text = text.split("#[cfg(test)]").next().unwrap_or("");
-            if !text.contains("serde_json") {
-                continue;
-            }
-            for (at, _) in text.match_indices("fn ") {
-                let before = &text[..at];
-                let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-                // What stands before `fn` on its line: `pub`, `pub(crate)`, maybe `async`.
-                let head = before[line_start..].trim();
-                let head = head.strip_suffix("async").unwrap_or(head).trim_end();
-                if head != "pub" && head != "pub(crate)" {
-                    continue;
-                }
-                let rest = &text[at + 3..];
-                let end = rest.find(['{', ';']).unwrap_or(rest.len());
-                let signature = &rest[..end];
-                let name: String = signature
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                let names_value = signature
-                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
-                    .any(|word| word == "Value" || word == "serde_json::Value");
-                if names_value {
-                    out.insert(format!("{rel}::{name}"));
-                }
+            let rest = &text[at + 3..];
+            let end = rest.find(['{', ';']).unwrap_or(rest.len());
+            let signature = &rest[..end];
+            let name: String = signature
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let names_value = signature
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                .any(|word| word == "Value" || word == "serde_json::Value");
+            if names_value {
+                out.insert(format!("{rel}::{name}"));
             }
         }
     }
