@@ -50,6 +50,7 @@ pub(crate) mod runtime;
 pub mod sandbox;
 pub mod sessions;
 pub mod shown;
+pub mod snapshot;
 pub mod span;
 pub mod state;
 pub(crate) mod suggest;

@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -236,7 +235,8 @@ pub struct A2a {
     hub: Arc<Hub>,
     access: Arc<Access>,
     store: Arc<A2aStore>,
-    plan: ArcSwap<A2aPlan>,
+    /// The A2A server's piece of the generation in force.
+    plan: crate::snapshot::Snapshot<Arc<A2aPlan>>,
     rates: rate::Rates,
     streams: Arc<StreamSlots>,
     pub metrics: A2aMetrics,
@@ -285,24 +285,21 @@ impl A2a {
         state: &crate::state::StateDir,
         hub: Arc<Hub>,
         access: Arc<Access>,
+        plan: crate::snapshot::Snapshot<Arc<A2aPlan>>,
     ) -> Result<Arc<A2a>, crate::state::StateError> {
         Ok(Arc::new(A2a {
             hub,
             access,
             store: Arc::new(A2aStore::open(state)?),
-            plan: ArcSwap::from_pointee(A2aPlan::default()),
+            plan,
             rates: rate::Rates::default(),
             streams: Arc::new(StreamSlots::default()),
             metrics: A2aMetrics::default(),
         }))
     }
 
-    pub fn swap(&self, plan: A2aPlan) {
-        self.plan.store(Arc::new(plan));
-    }
-
     pub fn plan(&self) -> Arc<A2aPlan> {
-        self.plan.load_full()
+        self.plan.load()
     }
 
     /// What `/v1/status` shows of the A2A server.

@@ -1,52 +1,50 @@
 //! What the Access layer knows of approvals (approvals.md): the conversation whose message a
 //! turn is answering (where a pending approval may be announced), the reply sink that
 //! announces it, and the chat commands `/approve <id>` and `/deny <id>`, which never reach an
-//! agent. The decisions are the `approvals` module's: the controller hands it in as an
-//! [`ApprovalDoor`], as it hands in the Hub's [`super::McpDoor`].
-
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
+//! agent. The decisions are the `approvals` module's: a command goes to it as an
+//! [`ApprovalAsk`] over a channel the composition root made, whose other end it serves.
 
 use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
 
 use super::Access;
 use super::store::DeliveryKey;
 
-/// What decides approvals, for the Access layer.
-pub trait ApprovalDoor: Send + Sync {
-    /// A chat message `/approve <id>` or `/deny <id>` (already parsed) from `sender`
-    /// (`<channel>:<senderId>`, `None` when the envelope names no sender): the text to answer
-    /// the chat with.
-    fn chat_command(
-        &self,
-        sender: Option<String>,
-        command: ChatCommand,
-    ) -> Pin<Box<dyn Future<Output = String> + Send>>;
-
-    /// Whether `sender` (`<channel>:<senderId>`) is in some agent's `permissions.approvers`:
-    /// only such a sender's approval command is answered as one. Anyone else's gets what the
-    /// inbound policy answers any message of theirs, and nothing about approvals.
-    fn is_approver(&self, sender: &str) -> bool;
-
-    /// Session `session_key` is being closed: its pending approvals are void.
-    fn session_closed(&self, session_key: &str) -> Pin<Box<dyn Future<Output = ()> + Send>>;
-
-    /// A turn of `session_key` ended (answered, cancelled, timed out or failed) or is being
-    /// cancelled: a permission request still pending in it is withdrawn (answered `cancelled`).
-    fn turn_ended(&self, session_key: &str);
+/// A chat's approval command (already parsed) from `sender` (`<channel>:<senderId>`), on its
+/// way to the approvals.
+#[derive(Debug)]
+pub struct ApprovalAsk {
+    pub sender: String,
+    pub command: ChatCommand,
+    /// The text to answer the chat with; `None`: the sender is in no agent's
+    /// `permissions.approvers`, so the command is answered as any message of theirs (the
+    /// inbound policy), and nothing about approvals.
+    pub reply: oneshot::Sender<Option<String>>,
 }
 
-/// What the turn engine tells approvals: a turn ended, a session is closing.
-struct Watch(Arc<dyn ApprovalDoor>);
+/// Where the Access layer sends approval commands: a channel made before it and the approvals.
+#[derive(Clone)]
+pub struct ApprovalAsks(mpsc::UnboundedSender<ApprovalAsk>);
 
-impl crate::sessions::TurnWatch for Watch {
-    fn turn_ended(&self, session_key: &str) {
-        self.0.turn_ended(session_key);
+impl ApprovalAsks {
+    /// The sending end, and the receiving end the approvals serve.
+    pub fn channel() -> (ApprovalAsks, mpsc::UnboundedReceiver<ApprovalAsk>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (ApprovalAsks(tx), rx)
     }
 
-    fn session_closed(&self, session_key: &str) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        self.0.session_closed(session_key)
+    /// The approvals' answer to `sender`'s command; `None` when `sender` is no approver (or
+    /// the approvals are gone).
+    async fn ask(&self, sender: String, command: ChatCommand) -> Option<String> {
+        let (reply, answer) = oneshot::channel();
+        self.0
+            .send(ApprovalAsk {
+                sender,
+                command,
+                reply,
+            })
+            .ok()?;
+        answer.await.ok().flatten()
     }
 }
 
@@ -112,17 +110,6 @@ pub struct TurnOrigin {
 }
 
 impl Access {
-    /// Sets what decides approvals; only the first call counts.
-    pub fn set_approval_door(&self, door: Arc<dyn ApprovalDoor>) {
-        if self.approvals.set(door.clone()).is_ok() {
-            self.sessions.set_watch(Arc::new(Watch(door)));
-        }
-    }
-
-    pub(super) fn approval_door(&self) -> Option<&Arc<dyn ApprovalDoor>> {
-        self.approvals.get()
-    }
-
     /// The conversation whose message the running turn of `session_key` answers, if any (a
     /// Hub or operator message, or a heartbeat, has none).
     pub fn turn_origin(&self, session_key: &str) -> Option<TurnOrigin> {
@@ -193,8 +180,8 @@ impl Access {
         key: &DeliveryKey,
         route: &super::route::Route,
     ) -> Result<Value, super::AccessError> {
-        let (Some(door), Some(command)) =
-            (self.approval_door(), ChatCommand::parse(&envelope.text))
+        let (Some(approvals), Some(command)) =
+            (&self.approvals, ChatCommand::parse(&envelope.text))
         else {
             return Err(super::internal("not an approval command"));
         };
@@ -204,10 +191,12 @@ impl Access {
             .as_ref()
             .map(|id| format!("{}:{}", key.channel, id.trim()));
         let answer = match sender {
-            Some(sender) if door.is_approver(&sender) => {
-                door.chat_command(Some(sender), command).await
-            }
-            _ => match self.gate(plan, envelope, route, key).await? {
+            Some(sender) => approvals.ask(sender, command).await,
+            None => None,
+        };
+        let answer = match answer {
+            Some(answer) => answer,
+            None => match self.gate(plan, envelope, route, key).await? {
                 Some(gated) => return Ok(gated),
                 None => NOT_AN_APPROVER.to_string(),
             },

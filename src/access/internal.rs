@@ -1,30 +1,19 @@
 //! What the Hub and the controller ask of the Access layer about sessions, now the turn
-//! engine's (`crate::sessions`): its doors set, a turn cancelled, a session closed, queue
-//! depths; a message posted to a session's last external route. And the engine's records,
-//! kept in the Access layer's tables ([`SessionStore`] over [`AccessStore`]).
+//! engine's (`crate::sessions`): a turn cancelled, a session closed, queue depths; a message
+//! posted to a session's last external route. And the engine's records, kept in the Access
+//! layer's tables ([`SessionStore`] over [`AccessStore`]).
 //!
-//! The Access layer does not know the Hub: the controller hands it a [`McpDoor`], and the Hub
-//! calls the methods here or the engine itself. Policy is the Hub's; this only delivers.
-
-use std::sync::Arc;
+//! The Access layer does not know the Hub: the composition root hands the engine the Hub's
+//! [`crate::sessions::McpDoor`], and the Hub calls the methods here or the engine itself.
+//! Policy is the Hub's; this only delivers.
 
 use super::store::{AccessStore, CountedTurn, LastRoute, RefusalRow, RuntimeSession, Turn};
-use super::{Access, Beat, McpDoor};
+use super::{Access, Beat};
 use crate::sessions::budget::Refusal;
 use crate::sessions::{KnownSession, SessionStore, TurnCount, TurnMetrics, TurnRecord};
 use crate::state::{Provenance, StateError};
 
 impl Access {
-    /// Sets what gives runtime sessions their MCP servers; only the first call counts.
-    pub fn set_mcp_door(&self, door: Arc<dyn McpDoor>) {
-        self.sessions.set_mcp_door(door);
-    }
-
-    /// Sets the ready A2A remotes the controller's supervisor keeps; only the first call counts.
-    pub fn set_remotes(&self, remotes: crate::runtime::a2a::RemoteMap) {
-        self.sessions.set_remotes(remotes);
-    }
-
     /// Asks the runtime to cancel the turn running in `session_key` (ACP `session/cancel`).
     /// Whether a cancel was sent: false when the session is not open in the agent's runtime.
     pub async fn cancel_turn(&self, agent_id: &str, session_key: &str) -> bool {

@@ -33,19 +33,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
 use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::ids;
 use crate::routing::RouteInput;
-use crate::runtime::{AcpMap, RuntimeMap};
 pub use crate::sessions::budget;
 use crate::sessions::cap;
 pub use crate::sessions::{
     Answer, CancelState, CancelWhy, InternalMessage, McpDoor, SessionOptions, Sessions,
 };
-pub use approval_door::{ApprovalDoor, ChatCommand, TurnOrigin};
+use crate::snapshot::Snapshot;
+pub use approval_door::{ApprovalAsk, ApprovalAsks, ChatCommand, TurnOrigin};
 use auth::authenticate;
 pub use auth::{Caller, sign};
 pub use envelope::{Envelope, parse_envelope};
@@ -88,8 +87,65 @@ const MAX_OPEN_LOGS: usize = 64;
 /// What a delivery produced: the response body and its status.
 type Outcome = Result<Value, AccessError>;
 
+/// The Access layer's piece of a generation: the plan (none before the first is published),
+/// and what the turn engine reads of it. Compiled once per plan ([`Served::new`]).
+#[derive(Debug, Clone, Default)]
+pub struct Served {
+    pub plan: Option<Arc<AccessPlan>>,
+    pub turns: Arc<crate::sessions::TurnPlan>,
+}
+
+impl Served {
+    pub fn new(plan: AccessPlan) -> Served {
+        Served {
+            turns: Arc::new(crate::sessions::TurnPlan {
+                runtimes: plan.runtimes.clone(),
+                models: plan.models.clone(),
+                budgets: plan.budgets.clone(),
+            }),
+            plan: Some(Arc::new(plan)),
+        }
+    }
+}
+
+/// Where a process without a controller (`access serve`, a test) publishes its plans: a store
+/// of its own, read through [`Publisher::served`].
+pub struct Publisher(Arc<arc_swap::ArcSwap<Served>>);
+
+impl Default for Publisher {
+    fn default() -> Publisher {
+        Publisher(Arc::new(arc_swap::ArcSwap::from_pointee(Served::default())))
+    }
+}
+
+impl Publisher {
+    /// What the Access layer is built to read.
+    pub fn served(&self) -> Snapshot<Served> {
+        Snapshot::of(&self.0, Served::clone)
+    }
+
+    /// Puts `plan` in force: requests that arrive from now on are routed by it, turns that
+    /// begin from now on run by its agents' runtimes, models and budgets.
+    pub fn publish(&self, plan: AccessPlan) {
+        tracing::info!(
+            generation = plan.generation,
+            "access: routing plan in force"
+        );
+        self.0.store(Arc::new(Served::new(plan)));
+    }
+}
+
+/// What the Access layer of a process that runs the agents' runtimes (the controller) is
+/// wired to: the runtimes, through the turn engine, and the approvals its chats' approval
+/// commands go to.
+pub struct Hosted {
+    pub runtimes: crate::sessions::Runtimes,
+    pub approvals: ApprovalAsks,
+}
+
 pub struct Access {
-    plan: ArcSwapOption<AccessPlan>,
+    /// The plan in force: this layer's piece of the generation.
+    served: Snapshot<Served>,
     store: Arc<AccessStore>,
     /// The turn engine: FIFOs, runtime sessions, budgets, prompts and cancels.
     sessions: Arc<Sessions>,
@@ -105,17 +161,20 @@ pub struct Access {
     /// Each account's bot user id as its platform adapter learnt it (`getMe`, `auth.test`),
     /// by (channel, account): the policy's `botUserId` where channels.yaml sets none.
     live_bots: Mutex<HashMap<(String, String), Arc<str>>>,
-    /// What decides approvals (approvals.md), once the controller set it.
-    approvals: std::sync::OnceLock<Arc<dyn ApprovalDoor>>,
+    /// Where approval commands from chats go (approvals.md); `None` where no approvals run.
+    approvals: Option<ApprovalAsks>,
     /// The conversation each running turn answers, by session key.
     origins: Mutex<HashMap<String, TurnOrigin>>,
 }
 
 impl Access {
+    /// `served`: the plan in force, as the controller's generation or a [`Publisher`] has it;
+    /// `hosted`: `None` in a process that runs no runtimes (`access serve`).
     pub fn new(
         store: AccessStore,
         state: &crate::state::StateDir,
-        runtimes: Option<(AcpMap, RuntimeMap)>,
+        served: Snapshot<Served>,
+        hosted: Option<Hosted>,
         settings: AccessSettings,
     ) -> Access {
         let store = Arc::new(store);
@@ -130,9 +189,14 @@ impl Access {
                 budget::Budgets::default()
             }
         };
+        let (runtimes, approvals) = match hosted {
+            Some(h) => (Some(h.runtimes), Some(h.approvals)),
+            None => (None, None),
+        };
         let sessions = Sessions::new(
             store.clone(),
             runtimes,
+            served.map(|s| s.turns.clone()),
             budgets,
             crate::sessions::SessionSettings {
                 prompt_timeout: settings.prompt_timeout,
@@ -144,7 +208,7 @@ impl Access {
         );
         Access {
             sessions: Arc::new(sessions),
-            plan: ArcSwapOption::empty(),
+            served,
             reply: reply::ReplySink::new(store.clone(), metrics.reply_failures.clone()),
             store,
             inflight: Mutex::default(),
@@ -154,7 +218,7 @@ impl Access {
             call_logs: tokio::sync::Mutex::default(),
             logs_dir: state.logs(),
             live_bots: Mutex::default(),
-            approvals: std::sync::OnceLock::new(),
+            approvals,
             origins: Mutex::default(),
         }
     }
@@ -236,28 +300,13 @@ impl Access {
         }
     }
 
-    /// Puts `plan` in force: requests that arrive from now on are routed by it, turns that
-    /// begin from now on run by its agents' runtimes, models and budgets.
-    pub fn swap(&self, plan: AccessPlan) {
-        tracing::info!(
-            generation = plan.generation,
-            "access: routing plan in force"
-        );
-        self.sessions.swap(crate::sessions::TurnPlan {
-            runtimes: plan.runtimes.clone(),
-            models: plan.models.clone(),
-            budgets: plan.budgets.clone(),
-        });
-        self.plan.store(Some(Arc::new(plan)));
-    }
-
     /// The turn engine (the Hub delivers through it).
     pub fn sessions(&self) -> &Arc<Sessions> {
         &self.sessions
     }
 
     pub fn plan(&self) -> Option<Arc<AccessPlan>> {
-        self.plan.load_full()
+        self.served.load().plan
     }
 
     pub fn store(&self) -> &AccessStore {
@@ -445,8 +494,7 @@ impl Access {
                 // An approval command never reaches an agent, and never waits behind the turn
                 // that asked (approvals.md).
                 Ok(None)
-                    if this.approval_door().is_some()
-                        && ChatCommand::parse(&envelope.text).is_some() =>
+                    if this.approvals.is_some() && ChatCommand::parse(&envelope.text).is_some() =>
                 {
                     this.approval_command(&plan, &envelope, &key, &route).await
                 }

@@ -102,13 +102,15 @@ pub async fn run(
             addr: listen,
             source,
         })?;
+    let publisher = Arc::new(super::Publisher::default());
     let access = Arc::new(Access::new(
         AccessStore::open(&state)?,
         &state,
+        publisher.served(),
         None,
         settings,
     ));
-    access.swap(first);
+    publisher.publish(first);
     let token: Arc<str> = Arc::from(crate::state::operator_token(&state)?);
     let addr = listener.local_addr().unwrap_or(listen);
     tracing::info!(%addr, plan = %plan.display(), "deepcli access serve");
@@ -124,7 +126,7 @@ pub async fn run(
         .fallback(super::http::no_such_endpoint)
         .method_not_allowed_fallback(super::http::wrong_method);
     let idle = access.settings.idle_timeout;
-    let watcher = tokio::spawn(watch(plan, access));
+    let watcher = tokio::spawn(watch(plan, access, publisher));
     let stop = async {
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -139,7 +141,7 @@ pub async fn run(
 }
 
 /// Swaps in the plan file's new generations as they appear.
-async fn watch(path: PathBuf, access: Arc<Access>) {
+async fn watch(path: PathBuf, access: Arc<Access>, publisher: Arc<super::Publisher>) {
     let mut last_error = None;
     let stamp = |p: &Path| {
         std::fs::metadata(p)
@@ -164,7 +166,7 @@ async fn watch(path: PathBuf, access: Arc<Access>) {
                     .plan()
                     .is_none_or(|p| p.generation != plan.generation)
                 {
-                    access.swap(plan);
+                    publisher.publish(plan);
                 }
             }
             Ok(Err(e)) => {

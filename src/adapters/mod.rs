@@ -114,6 +114,7 @@ pub struct Cx {
     pub store: Arc<AdapterStore>,
     pub http: reqwest::Client,
     pub live: LiveMap,
+    pub timings: Timings,
     /// The accounts whose events arrive over the controller's listener (Slack http, Telegram
     /// webhook), by (channel, account).
     pub endpoints: RwLock<HashMap<(String, String), Arc<Running>>>,
@@ -529,6 +530,53 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Connected this long, the next failure waits `BACKOFF_START` again.
 const HEALTHY_AFTER: Duration = Duration::from_secs(60);
 
+/// The adapters' timings: the defaults in production; the tests shorten them (`deepcli up` with
+/// the `failpoints` feature reads `DEEPCLI_FAILPOINT_ADAPTER` once at start-up, see
+/// [`Timings::overridden`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timings {
+    /// The first wait between connection attempts, doubling to `backoff_max`.
+    pub backoff_start: Duration,
+    pub backoff_max: Duration,
+    /// How long a Telegram `getUpdates` call waits for updates (long polling's `timeout`).
+    pub telegram_poll_seconds: u64,
+}
+
+impl Default for Timings {
+    fn default() -> Timings {
+        Timings {
+            backoff_start: BACKOFF_START,
+            backoff_max: BACKOFF_MAX,
+            telegram_poll_seconds: 25,
+        }
+    }
+}
+
+impl Timings {
+    /// These timings with the ones `list` names (`adapter_backoff_ms=50,telegram_poll_s=1`:
+    /// the first wait in milliseconds, the longest four times it; the long poll in seconds);
+    /// a name it does not know, or a value that is no number, is ignored.
+    pub fn overridden(mut self, list: &str) -> Timings {
+        for pair in list.split(',') {
+            let Some((key, value)) = pair.split_once('=') else {
+                continue;
+            };
+            let Ok(n) = value.trim().parse::<u64>() else {
+                continue;
+            };
+            match key.trim() {
+                "adapter_backoff_ms" => {
+                    self.backoff_start = Duration::from_millis(n);
+                    self.backoff_max = Duration::from_millis(n * 4);
+                }
+                "telegram_poll_s" => self.telegram_poll_seconds = n,
+                _ => {}
+            }
+        }
+        self
+    }
+}
+
 /// The adapters of one controller.
 pub struct Adapters {
     cx: Arc<Cx>,
@@ -536,7 +584,7 @@ pub struct Adapters {
 }
 
 impl Adapters {
-    pub fn new(access: Arc<Access>, store: AdapterStore) -> Adapters {
+    pub fn new(access: Arc<Access>, store: AdapterStore, timings: Timings) -> Adapters {
         // One process-wide TLS provider: ring (no OpenSSL). Installing it again is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
@@ -554,6 +602,7 @@ impl Adapters {
                 store: Arc::new(store),
                 http,
                 live: LiveMap::default(),
+                timings,
                 endpoints: RwLock::default(),
                 stalls: Mutex::default(),
                 lanes: lanes::Lanes::default(),
@@ -673,7 +722,7 @@ async fn supervise(running: Arc<Running>) {
             .await;
         return;
     }
-    let mut waits = reconnect_backoff().build();
+    let mut waits = reconnect_backoff(&running.cx.timings).build();
     let mut wait = next_wait(&mut waits);
     loop {
         if logged_out(&running).await {
@@ -689,7 +738,7 @@ async fn supervise(running: Arc<Running>) {
             while logged_out(&running).await {
                 tokio::time::sleep(LOGOUT_CHECK).await;
             }
-            waits = reconnect_backoff().build();
+            waits = reconnect_backoff(&running.cx.timings).build();
             wait = next_wait(&mut waits);
         }
         running.set_state(ConnectionState::Connecting, None);
@@ -705,7 +754,7 @@ async fn supervise(running: Arc<Running>) {
             () = until_logged_out(&running) => continue,
         };
         if started.elapsed() >= HEALTHY_AFTER {
-            waits = reconnect_backoff().build();
+            waits = reconnect_backoff(&running.cx.timings).build();
             wait = next_wait(&mut waits);
         }
         let (state, error) = match stop {
@@ -727,16 +776,17 @@ async fn supervise(running: Arc<Running>) {
 
 /// The waits between connection attempts: [`BACKOFF_START`] doubling to [`BACKOFF_MAX`],
 /// without end (a connection is tried again for as long as the account is wanted).
-fn reconnect_backoff() -> ExponentialBuilder {
+fn reconnect_backoff(timings: &Timings) -> ExponentialBuilder {
     ExponentialBuilder::default()
-        .with_min_delay(backoff_start())
-        .with_max_delay(backoff_max())
+        .with_min_delay(timings.backoff_start)
+        .with_max_delay(timings.backoff_max)
         .with_factor(2.0)
         .without_max_times()
 }
 
 fn next_wait(waits: &mut impl Iterator<Item = Duration>) -> Duration {
-    waits.next().unwrap_or_else(backoff_max)
+    // The waits never end (`without_max_times`).
+    waits.next().unwrap_or(BACKOFF_MAX)
 }
 
 /// How often a connection looks whether `channels logout` took it down (or `login` back up).
@@ -772,35 +822,6 @@ fn forget_endpoint(running: &Running) {
     if let Ok(mut me) = running.identity.write() {
         *me = None;
     }
-}
-
-fn backoff_start() -> Duration {
-    #[cfg(feature = "failpoints")]
-    if let Some(ms) = failpoint_ms("adapter_backoff_ms") {
-        return Duration::from_millis(ms);
-    }
-    BACKOFF_START
-}
-
-fn backoff_max() -> Duration {
-    #[cfg(feature = "failpoints")]
-    if let Some(ms) = failpoint_ms("adapter_backoff_ms") {
-        return Duration::from_millis(ms * 4);
-    }
-    BACKOFF_MAX
-}
-
-/// `DEEPCLI_FAILPOINT_ADAPTER=name=value,…`: shortened timings for the tests.
-#[cfg(feature = "failpoints")]
-pub(crate) fn failpoint_ms(name: &str) -> Option<u64> {
-    std::env::var("DEEPCLI_FAILPOINT_ADAPTER")
-        .ok()
-        .and_then(|list| {
-            list.split(',').find_map(|pair| {
-                let (k, v) = pair.split_once('=')?;
-                (k.trim() == name).then(|| v.trim().parse().ok()).flatten()
-            })
-        })
 }
 
 /// The live adapters as the status shows them, by channel then account.
@@ -958,7 +979,7 @@ mod tests {
             [1, 2, 4, 8, 16, 16],
             "7 attempts, 1 s doubling to 16 s"
         );
-        let reconnect: Vec<u64> = reconnect_backoff()
+        let reconnect: Vec<u64> = reconnect_backoff(&Timings::default())
             .build()
             .take(9)
             .map(|d| d.as_secs())

@@ -262,10 +262,15 @@ mod tests {
         let access = Arc::new(Access::new(
             AccessStore::open(&state).unwrap(),
             &state,
+            crate::access::Publisher::default().served(),
             None,
             AccessSettings::default(),
         ));
-        let adapters = Adapters::new(access, AdapterStore::open(&state).unwrap());
+        let adapters = Adapters::new(
+            access,
+            AdapterStore::open(&state).unwrap(),
+            crate::adapters::Timings::default(),
+        );
         Arc::new(Running {
             spec: AdapterSpec {
                 platform: crate::platform::Platform::Telegram,

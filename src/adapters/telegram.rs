@@ -122,15 +122,6 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
     }
 }
 
-/// How long a `getUpdates` call waits for updates (Telegram's long polling `timeout`).
-fn poll_seconds() -> u64 {
-    #[cfg(feature = "failpoints")]
-    if let Some(s) = super::failpoint_ms("telegram_poll_s") {
-        return s;
-    }
-    25
-}
-
 async fn poll(running: &Arc<Running>, api: &Api<'_>) -> Stop {
     let (channel, account) = (running.spec.channel.clone(), running.spec.account.clone());
     let offset = {
@@ -142,7 +133,7 @@ async fn poll(running: &Arc<Running>, api: &Api<'_>) -> Stop {
             .flatten()
     };
     let mut offset = offset;
-    let seconds = poll_seconds();
+    let seconds = running.cx.timings.telegram_poll_seconds;
     loop {
         let body = GetUpdates {
             timeout: seconds,

@@ -4,11 +4,12 @@
 //! operator (`deepcli approvals`, `GET /v1/approvals`, JSON-RPC `approvals/*`) or, where the
 //! agent's `route` allows, an approver in the originating chat decides, before it expires.
 //!
-//! Below the controller, above Access, the Hub and the runtimes, which know it only through
-//! the doors the controller hands them: the runtime's [`PermissionBroker`], the Access layer's
-//! [`ApprovalDoor`] and the Hub's [`ManagementDoor`]. It writes no config itself: an approved
-//! management request runs through the [`ManagementExecutor`] the controller gives it, the
-//! operator's management service.
+//! Below the controller, above Access, the Hub and the runtimes, which know it only as the
+//! other end of channels the composition root makes before any of them ([`Asks`]): the
+//! runtimes' permission requests, the turn engine's ended turns and closing sessions, the
+//! Access layer's chat commands and the Hub's management requests. It writes no config itself:
+//! an approved management request runs through the [`ManagementExecutor`] it is built with,
+//! the operator's management service.
 //!
 //! * `policy.rs` — `permissions` with defaults, modes, rules, options, the content hash. Pure.
 //! * `service.rs` — asking, waiting, deciding, voiding, expiring.
@@ -21,15 +22,15 @@ pub mod preview;
 mod service;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwap;
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::access::Access;
 use crate::hub::Hub;
 use crate::runtime::AcpMap;
+use crate::snapshot::Snapshot;
 use crate::state::approvals::ApprovalStore;
 use crate::state::{StateDir, StateError};
 pub use operator::{ApprovalRequest, IdParams, ListParams, RevokeParams, RulesParams};
@@ -93,6 +94,24 @@ struct Waiter {
     tx: oneshot::Sender<Verdict>,
     session_key: Option<String>,
     source: crate::state::ApprovalSource,
+    /// When it began waiting: a turn that ended after withdraws it, not one that ended before.
+    since: std::time::Instant,
+}
+
+/// Each agent's `permissions`, by agent id: the approvals' piece of the generation in force.
+pub type Policies = HashMap<String, Policy>;
+
+/// The receiving ends of what the other layers ask of the approvals, made by the composition
+/// root before any of them; the approvals serve them from [`Approvals::new`] on.
+pub struct Asks {
+    /// The runtimes' `session/request_permission`s.
+    pub permissions: mpsc::UnboundedReceiver<crate::runtime::acp::PermissionAsk>,
+    /// The turn engine's ended turns and closing sessions.
+    pub turns: mpsc::UnboundedReceiver<crate::sessions::TurnEvent>,
+    /// The Access layer's chat commands (`/approve`, `/deny`).
+    pub commands: mpsc::UnboundedReceiver<crate::access::ApprovalAsk>,
+    /// The Hub's `management_request`s.
+    pub management: mpsc::UnboundedReceiver<crate::hub::ManagementAsk>,
 }
 
 pub struct Approvals {
@@ -100,20 +119,22 @@ pub struct Approvals {
     access: Arc<Access>,
     hub: Arc<Hub>,
     acp: AcpMap,
-    policies: ArcSwap<HashMap<String, Policy>>,
+    policies: Snapshot<Arc<Policies>>,
     waiting: Mutex<HashMap<String, Waiter>>,
-    executor: OnceLock<Arc<dyn ManagementExecutor>>,
+    executor: Arc<dyn ManagementExecutor>,
 }
 
 impl Approvals {
     /// The approvals of a controller on `state`. What the last controller left pending is void
-    /// (the requests died with its runtimes and tool calls). Hands its doors to `access` and
-    /// `hub`; the runtimes' broker is [`Approvals::broker`].
-    pub fn open(
+    /// (the requests died with its runtimes and tool calls). From now on it serves `asks` (on
+    /// tasks of their own, as long as it lives); approved management requests run through
+    /// `executor`; `policies` are the agents' `permissions` in force.
+    pub fn new(
         state: &StateDir,
-        access: Arc<Access>,
-        hub: Arc<Hub>,
-        acp: AcpMap,
+        (access, hub, acp): (Arc<Access>, Arc<Hub>, AcpMap),
+        policies: Snapshot<Arc<Policies>>,
+        executor: Arc<dyn ManagementExecutor>,
+        asks: Asks,
     ) -> Result<Arc<Approvals>, StateError> {
         let store = ApprovalStore::open(state)?;
         for left in store.pending()? {
@@ -127,26 +148,15 @@ impl Approvals {
         }
         let approvals = Arc::new(Approvals {
             store: Arc::new(store),
-            access: access.clone(),
-            hub: hub.clone(),
+            access,
+            hub,
             acp,
-            policies: ArcSwap::from_pointee(HashMap::new()),
+            policies,
             waiting: Mutex::default(),
-            executor: OnceLock::new(),
+            executor,
         });
-        access.set_approval_door(Arc::new(service::Door(Arc::downgrade(&approvals))));
-        hub.set_management_door(Arc::new(service::Door(Arc::downgrade(&approvals))));
+        service::serve(&approvals, asks);
         Ok(approvals)
-    }
-
-    /// What the runtimes hand their permission requests to.
-    pub fn broker(self: &Arc<Self>) -> Arc<dyn crate::runtime::acp::PermissionBroker> {
-        Arc::new(service::Door(Arc::downgrade(self)))
-    }
-
-    /// Sets who runs approved management requests; only the first call counts.
-    pub fn set_executor(&self, executor: Arc<dyn ManagementExecutor>) {
-        let _ = self.executor.set(executor);
     }
 
     fn policy(&self, agent_id: &str) -> Policy {

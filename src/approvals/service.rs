@@ -1,8 +1,6 @@
 //! Asking, waiting, deciding, voiding and expiring.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
@@ -14,10 +12,11 @@ use tokio::sync::oneshot;
 
 use super::policy;
 use super::{ApprovalError, Approvals, MANAGEMENT_WAIT, Verdict, Waiter};
-use crate::access::{ApprovalDoor, ChatCommand, TurnOrigin};
+use crate::access::{ApprovalAsk, ChatCommand, TurnOrigin};
 use crate::config::model::{ApprovalRoute, PermissionMode};
-use crate::hub::{CallError, Caller, ManagementDoor};
-use crate::runtime::acp::PermissionBroker;
+use crate::hub::{CallError, Caller, ManagementAsk};
+use crate::runtime::acp::PermissionAsk;
+use crate::sessions::TurnEvent;
 use crate::state::approvals::{ApprovalRecord, ApprovalRule, Decided, ManagementPreview, new_id};
 use crate::state::{ApprovalSource, ApprovalState};
 
@@ -147,6 +146,7 @@ impl Approvals {
                     tx,
                     session_key: record.session_key.clone(),
                     source: record.source,
+                    since: std::time::Instant::now(),
                 },
             );
         }
@@ -277,25 +277,22 @@ impl Approvals {
         self.void_where("the controller stopped", |_| true).await;
     }
 
-    /// Puts the agents' `permissions` of a newly applied config in force: a pending approval
-    /// of an agent whose permissions changed (or which is gone) is void.
-    pub async fn swap(&self, config: &crate::config::Config) {
-        let next = policy::policies(config);
+    /// The agents' `permissions` of a newly applied config are in force, replacing `before`: a
+    /// pending approval of an agent whose permissions changed (or which is gone) is void.
+    pub async fn policies_changed(&self, before: &super::Policies) {
+        let next = self.policies.load();
         let changed: Vec<String> = next
             .iter()
-            .filter(|(id, p)| self.policy(id).hash != p.hash)
+            .filter(|(id, p)| {
+                before
+                    .get(*id)
+                    .map_or_else(|| super::Policy::of(None).hash, |b| b.hash.clone())
+                    != p.hash
+            })
             .map(|(id, _)| id.clone())
-            .chain(
-                self.policies
-                    .load()
-                    .keys()
-                    .filter(|id| !next.contains_key(*id))
-                    .cloned(),
-            )
+            .chain(before.keys().filter(|id| !next.contains_key(*id)).cloned())
             .collect();
-        let first = self.policies.load().is_empty();
-        self.policies.store(Arc::new(next.clone()));
-        if first {
+        if before.is_empty() {
             // What is pending now was asked under this config (the controller's first apply).
             return;
         }
@@ -494,17 +491,15 @@ impl Approvals {
     /// service's own dry run (the operator's `dryRun`), and what it touches beyond `requester`.
     async fn preview(&self, requester: &str, method: &str, params: &Value) -> ManagementPreview {
         let answer = if super::preview::has_dry_run(method) {
-            Some(match self.executor.get().cloned() {
-                Some(executor) => {
-                    let mut dry = params.clone();
-                    dry["dryRun"] = true.into();
-                    let m = method.to_string();
-                    tokio::task::spawn_blocking(move || executor.execute(&m, dry))
-                        .await
-                        .unwrap_or_else(|e| Err(json!({"message": format!("internal error: {e}")})))
-                }
-                None => Err(json!({"message": "no management service runs here"})),
-            })
+            let executor = self.executor.clone();
+            let mut dry = params.clone();
+            dry["dryRun"] = true.into();
+            let m = method.to_string();
+            Some(
+                tokio::task::spawn_blocking(move || executor.execute(&m, dry))
+                    .await
+                    .unwrap_or_else(|e| Err(json!({"message": format!("internal error: {e}")}))),
+            )
         } else {
             None
         };
@@ -514,9 +509,7 @@ impl Approvals {
     /// Runs an approved management request through the operator's management service;
     /// `{ok, result}` or `{ok: false, error}`, also kept in the approval's note and events.
     async fn execute(&self, record: &ApprovalRecord, approver: &str) -> Value {
-        let Some(executor) = self.executor.get().cloned() else {
-            return json!({"ok": false, "error": "no management service runs here: nothing written"});
-        };
+        let executor = self.executor.clone();
         let method = record.action["method"].as_str().unwrap_or("").to_string();
         let params = record.action["params"].clone();
         let run = {
@@ -821,111 +814,132 @@ fn answer(options: &Value, verdict: &Verdict) -> RequestPermissionResponse {
     )
 }
 
-/// The approvals service as each layer sees it. Weak: the service owns the layers' doors, not
-/// the other way round.
-pub(super) struct Door(pub(super) Weak<Approvals>);
-
-impl PermissionBroker for Door {
-    fn ask(
-        &self,
-        agent_id: String,
-        request: RequestPermissionRequest,
-    ) -> Pin<Box<dyn Future<Output = RequestPermissionResponse> + Send>> {
-        let approvals = self.0.upgrade();
-        Box::pin(async move {
-            match approvals {
-                Some(a) => a.ask_permission(agent_id, request).await,
-                None => crate::runtime::acp::reject(&request),
-            }
-        })
-    }
-}
-
-impl ManagementDoor for Door {
-    fn request(
-        &self,
-        caller: Caller,
-        args: crate::hub::tools::ManagementArgs,
-    ) -> Pin<Box<dyn Future<Output = Result<Value, CallError>> + Send>> {
-        let approvals = self.0.upgrade();
-        Box::pin(async move {
-            match approvals {
-                Some(a) => a.ask_management(caller, args).await,
-                None => Err(CallError::Internal("the approvals service is gone".into())),
-            }
-        })
-    }
-}
-
-impl ApprovalDoor for Door {
-    fn chat_command(
-        &self,
-        sender: Option<String>,
-        command: ChatCommand,
-    ) -> Pin<Box<dyn Future<Output = String> + Send>> {
-        let approvals = self.0.upgrade();
-        Box::pin(async move {
-            match approvals {
-                Some(a) => a.chat(sender, command).await,
-                None => "approvals are not running; nothing decided".to_string(),
-            }
-        })
-    }
-
-    fn is_approver(&self, sender: &str) -> bool {
-        self.0.upgrade().is_some_and(|a| {
-            a.policies
+/// Serves what the other layers ask of the approvals, each channel on a task of its own, for as
+/// long as the approvals live (weak: the tasks do not keep them).
+pub(super) fn serve(approvals: &Arc<Approvals>, asks: super::Asks) {
+    let super::Asks {
+        mut permissions,
+        mut turns,
+        mut commands,
+        mut management,
+    } = asks;
+    // Each question is answered on a task of its own: a person may take minutes.
+    let me = Arc::downgrade(approvals);
+    tokio::spawn(async move {
+        while let Some(PermissionAsk {
+            agent_id,
+            request,
+            reply,
+        }) = permissions.recv().await
+        {
+            let approvals = me.upgrade();
+            tokio::spawn(async move {
+                let answer = match approvals {
+                    Some(a) => a.ask_permission(agent_id, request).await,
+                    None => crate::runtime::acp::reject(&request),
+                };
+                let _ = reply.send(answer);
+            });
+        }
+    });
+    let me = Arc::downgrade(approvals);
+    tokio::spawn(async move {
+        while let Some(ManagementAsk {
+            caller,
+            args,
+            reply,
+        }) = management.recv().await
+        {
+            let approvals = me.upgrade();
+            tokio::spawn(async move {
+                let answer = match approvals {
+                    Some(a) => a.ask_management(caller, args).await,
+                    None => Err(CallError::Internal("the approvals service is gone".into())),
+                };
+                let _ = reply.send(answer);
+            });
+        }
+    });
+    let me = Arc::downgrade(approvals);
+    tokio::spawn(async move {
+        while let Some(ApprovalAsk {
+            sender,
+            command,
+            reply,
+        }) = commands.recv().await
+        {
+            let Some(approvals) = me.upgrade() else {
+                let _ = reply.send(None);
+                continue;
+            };
+            // Only an approver's command is answered as one.
+            if !approvals
+                .policies
                 .load()
                 .values()
-                .any(|policy| policy.is_approver(sender))
-        })
-    }
-
-    fn session_closed(&self, session_key: &str) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        let approvals = self.0.upgrade();
-        let key = session_key.to_string();
-        Box::pin(async move {
-            if let Some(a) = approvals {
-                a.void_where("the session was closed", |r| {
-                    r.session_key.as_deref() == Some(key.as_str())
-                })
-                .await;
+                .any(|policy| policy.is_approver(&sender))
+            {
+                let _ = reply.send(None);
+                continue;
             }
-        })
-    }
-
-    fn turn_ended(&self, session_key: &str) {
-        let Some(approvals) = self.0.upgrade() else {
-            return;
-        };
-        // Only permission requests die with the turn; a management request outlives its call.
-        // The ids are taken now: a request of the session's next turn is not this turn's.
-        let ids: Vec<String> = approvals
-            .waiting
-            .lock()
-            .map(|w| {
-                w.iter()
-                    .filter(|(_, waiter)| {
-                        waiter.source == ApprovalSource::Permission
-                            && waiter.session_key.as_deref() == Some(session_key)
-                    })
-                    .map(|(id, _)| id.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        if ids.is_empty() {
-            return;
+            tokio::spawn(async move {
+                let _ = reply.send(Some(approvals.chat(Some(sender), command).await));
+            });
         }
-        tokio::spawn(async move {
-            approvals
-                .void_with(
-                    "withdrawn: the turn that asked was cancelled or ended",
-                    |r| ids.contains(&r.id),
-                    Verdict::cancelled(),
-                )
-                .await;
-        });
+    });
+    let me = Arc::downgrade(approvals);
+    tokio::spawn(async move {
+        while let Some(event) = turns.recv().await {
+            let Some(approvals) = me.upgrade() else {
+                continue;
+            };
+            match event {
+                TurnEvent::Ended { session_key, at } => turn_ended(approvals, &session_key, at),
+                TurnEvent::Closing { session_key, done } => {
+                    tokio::spawn(async move {
+                        approvals
+                            .void_where("the session was closed", |r| {
+                                r.session_key.as_deref() == Some(session_key.as_str())
+                            })
+                            .await;
+                        let _ = done.send(());
+                    });
+                }
+            }
+        }
+    });
+}
+
+/// A turn of `session_key` ended at `at`: its permission requests still pending are withdrawn
+/// (answered `cancelled`). Only permission requests die with the turn; a management request
+/// outlives its call. A request that began waiting after `at` is the session's next turn's.
+fn turn_ended(approvals: Arc<Approvals>, session_key: &str, at: std::time::Instant) {
+    let ids: Vec<String> = approvals
+        .waiting
+        .lock()
+        .map(|w| {
+            w.iter()
+                .filter(|(_, waiter)| {
+                    waiter.source == ApprovalSource::Permission
+                        && waiter.session_key.as_deref() == Some(session_key)
+                        && waiter.since <= at
+                })
+                .map(|(id, _)| id.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    if ids.is_empty() {
+        return;
     }
+    tokio::spawn(async move {
+        approvals
+            .void_with(
+                "withdrawn: the turn that asked was cancelled or ended",
+                |r| ids.contains(&r.id),
+                Verdict::cancelled(),
+            )
+            .await;
+    });
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod heartbeat;
 mod http;
 mod operator_rpc;
 pub mod status;
+mod wiring;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,9 +23,7 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use crate::access::plan::Published;
-use crate::access::store::AccessStore;
-use crate::access::{Access, AccessPlan};
+use crate::access::Access;
 use crate::apply::{self, Source};
 use crate::config::{FileKind, LoadOptions};
 use crate::plan::observe::HashCache;
@@ -34,6 +33,7 @@ use crate::state::{LeasePurpose, StateDir, StateError, StateStore};
 use crate::threads;
 use crate::trash::Guard;
 pub use status::{ControllerStatus, Health, HealthStatus, Rejection};
+pub use wiring::Timings;
 
 #[derive(Debug, Clone)]
 pub struct ControllerOptions {
@@ -49,6 +49,8 @@ pub struct ControllerOptions {
     pub first_apply: FirstApply,
     /// Apply a config directory that holds none of the three files, on start and after.
     pub allow_empty: bool,
+    /// The serving parts' timings, resolved once at start-up.
+    pub timings: Timings,
 }
 
 /// Guards lifted for one apply, as `deepcli up --allow-destroy --allow-mass-delete` asks.
@@ -87,23 +89,14 @@ pub enum ControllerError {
     Signal(std::io::Error),
 }
 
+/// What the HTTP handlers and the reconcile loop share: the live parts, the approvals, the
+/// management service.
 struct Shared {
-    status: RwLock<ControllerStatus>,
-    access: Arc<Access>,
-    /// Agents working with agents (hub.md): the MCP door, tools, runs.
-    hub: Arc<crate::hub::Hub>,
+    live: Arc<Live>,
     /// What agents ask a person for (approvals.md).
     approvals: Arc<crate::approvals::Approvals>,
-    /// The hub as an A2A server (a2a.md): cards, JSON-RPC, tasks as Hub runs.
-    a2a: Arc<crate::a2a::A2a>,
     /// What `POST /rpc` works on: the config directory this controller watches.
     manage: crate::manage::ManageContext,
-    /// The supervisor's live runtime statuses, read on every status request.
-    runtimes: RuntimeMap,
-    /// What each agent's heartbeats did.
-    heartbeats: heartbeat::HeartbeatReports,
-    /// The platform adapters' live status, and what their HTTP endpoints share.
-    adapters: Arc<crate::adapters::Cx>,
     /// The sockets of sandboxes with a network of their own (hub door, egress proxy).
     doors: Mutex<doors::Doors>,
     token: String,
@@ -112,13 +105,39 @@ struct Shared {
     file_events: Arc<FileEvents>,
 }
 
+/// The handlers read the live parts through [`Shared`] as their own.
+impl std::ops::Deref for Shared {
+    type Target = Live;
+
+    fn deref(&self) -> &Live {
+        &self.live
+    }
+}
+
+/// What the controller's status is made of: its record and the parts it reads live. Built
+/// before the approvals and the management service, which read the status through it.
+struct Live {
+    status: RwLock<ControllerStatus>,
+    access: Arc<Access>,
+    /// Agents working with agents (hub.md): the MCP door, tools, runs.
+    hub: Arc<crate::hub::Hub>,
+    /// The hub as an A2A server (a2a.md): cards, JSON-RPC, tasks as Hub runs.
+    a2a: Arc<crate::a2a::A2a>,
+    /// The supervisor's live runtime statuses, read on every status request.
+    runtimes: RuntimeMap,
+    /// What each agent's heartbeats did.
+    heartbeats: heartbeat::HeartbeatReports,
+    /// The platform adapters' live status, and what their HTTP endpoints share.
+    adapters: Arc<crate::adapters::Cx>,
+}
+
 #[derive(Default)]
 struct FileEvents {
     changes: std::sync::atomic::AtomicU64,
     ignored: std::sync::atomic::AtomicU64,
 }
 
-impl Shared {
+impl Live {
     /// The status as served: the controller's record plus the runtimes as they are now, and
     /// what a health check makes of both.
     fn snapshot(&self) -> ControllerStatus {
@@ -273,78 +292,32 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     }
 
     let (runtime_tx, runtime_events) = mpsc::unbounded_channel::<RuntimeStatus>();
-    let mut supervisor = Supervisor::new(runtime_tx);
-    let mut heartbeats = heartbeat::Heartbeats::new();
     let recorder = record_runtimes(&state, runtime_events)?;
-    let access_store = AccessStore::open(&state)?;
-    // Before budgets are counted and before any adapter replays its inbox: a message whose
-    // turn the last controller began and never saw end is never prompted again.
-    let settled = access_store.settle_begun_turns()?;
-    if settled > 0 {
-        tracing::warn!(
-            messages = settled,
-            "inbound turns the last controller began and did not see end are uncertain (not prompted again)"
-        );
-    }
-    let access = Arc::new(Access::new(
-        access_store,
-        &state,
-        Some((supervisor.acp_handle(), supervisor.status_handle())),
-        options.access.clone(),
-    ));
-    access.set_remotes(supervisor.remote_handle());
-    let mut adapters = crate::adapters::Adapters::new(
-        access.clone(),
-        crate::adapters::store::AdapterStore::open(&state)?,
-    );
     let serial = store.serial()?;
-    let hub = crate::hub::Hub::open(&state, access.clone())?;
-    let approvals = crate::approvals::Approvals::open(
-        &state,
-        access.clone(),
-        hub.clone(),
-        supervisor.acp_handle(),
-    )?;
-    let _ = supervisor.broker_slot().set(approvals.broker());
-    let a2a = crate::a2a::A2a::open(&state, hub.clone(), access.clone())?;
-    let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| Shared {
-        access,
-        hub,
-        approvals,
-        a2a,
-        manage: {
-            let mut cx =
-                crate::manage::ManageContext::new(&options.config_dir, options.load.clone());
-            // Management calls see the live status from here, not over HTTP.
-            let me = me.clone();
-            cx.live = Some(Arc::new(move || {
-                me.upgrade()
-                    .and_then(|shared| serde_json::to_value(shared.snapshot()).ok())
-            }));
-            cx
-        },
-        runtimes: supervisor.status_handle(),
-        heartbeats: heartbeats.reports(),
-        adapters: adapters.cx(),
-        doors: Mutex::default(),
-        status: RwLock::new(ControllerStatus {
+    let addr = listener.local_addr().unwrap_or(options.listen);
+    let wiring::Wired {
+        shared,
+        mut supervisor,
+        mut heartbeats,
+        mut adapters,
+        generations,
+    } = wiring::build(wiring::Start {
+        options: &options,
+        state: &state,
+        addr,
+        runtime_events: runtime_tx,
+        status: ControllerStatus {
             pid: std::process::id(),
             started_at: crate::clock::now(),
             config_dir: options.config_dir.display().to_string(),
             state_dir: state.root().display().to_string(),
             serial,
             ..ControllerStatus::default()
-        }),
+        },
         token,
         file_events,
-    });
-    shared
-        .approvals
-        .set_executor(Arc::new(Executor(shared.manage.clone())));
+    })?;
     let store = Arc::new(Mutex::new(store));
-
-    let addr = listener.local_addr().unwrap_or(options.listen);
-    shared.hub.set_endpoint(addr);
     record_address(&store, addr);
     tracing::info!(%addr, config = %options.config_dir.display(), "deepcli up");
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -371,7 +344,7 @@ pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
             let applied = reconcile(
                 &options,
                 (&store, &hashes),
-                &shared,
+                (&shared, &generations),
                 (&mut supervisor, &mut heartbeats, &mut adapters),
                 (ahead.take(), first_apply),
             )
@@ -611,7 +584,7 @@ fn start_find(
 async fn reconcile(
     options: &ControllerOptions,
     (store, hashes): (&Arc<Mutex<StateStore>>, &Arc<Mutex<HashCache>>),
-    shared: &Arc<Shared>,
+    (shared, generations): (&Arc<Shared>, &Generations),
     (supervisor, heartbeats, adapters): (
         &mut Supervisor,
         &mut heartbeat::Heartbeats,
@@ -633,7 +606,7 @@ async fn reconcile(
             return apply_planned(
                 options,
                 store,
-                shared,
+                (shared, generations),
                 (supervisor, heartbeats, adapters),
                 *planned,
             )
@@ -690,7 +663,7 @@ fn record_blocked(shared: &Shared, plan: &Plan) {
 async fn apply_planned(
     options: &ControllerOptions,
     store: &Arc<Mutex<StateStore>>,
-    shared: &Arc<Shared>,
+    (shared, generations): (&Arc<Shared>, &Generations),
     (supervisor, heartbeats, adapters): (
         &mut Supervisor,
         &mut heartbeat::Heartbeats,
@@ -719,6 +692,7 @@ async fn apply_planned(
         let store = store.clone();
         let guard = guard(options);
         let plan = plan.clone();
+        let prev = generations.load_full();
         tokio::task::spawn_blocking(move || {
             let mut store = store
                 .lock()
@@ -730,23 +704,37 @@ async fn apply_planned(
                 guard: &guard,
                 progress: &mut progress,
             };
-            apply::apply(&mut store, &plan, &desired, &mut cx)
-                .map(|applied| (applied, desired))
-                .map_err(|e| e.to_string())
+            let applied =
+                apply::apply(&mut store, &plan, &desired, &mut cx).map_err(|e| e.to_string())?;
+            drop(store);
+            // The generation in force: the one just published, else the one the state had (a
+            // restart on applied state publishes nothing and still serves it).
+            let mut desired = desired;
+            let next = wiring::Generation::compile(
+                &prev,
+                wiring::Applied {
+                    config: &config,
+                    desired: &mut desired,
+                    runtimes: &runtimes,
+                    generation: applied.generation.or(generation),
+                },
+            );
+            Ok((applied, desired, (config, runtimes), (prev, next)))
         })
         .await
         .unwrap_or_else(|e| Err(format!("apply panicked: {e}")))
     };
-    let (applied, mut desired) = match applied {
-        Ok(applied) => applied,
-        Err(error) => {
-            tracing::error!(%error, "apply failed; the next reconcile retries");
-            if let Ok(mut s) = shared.status.write() {
-                s.last_error = Some(error);
+    let (applied, desired, (config, runtimes), (prev, next)): (_, _, (_, Vec<RuntimeSpec>), _) =
+        match applied {
+            Ok(applied) => applied,
+            Err(error) => {
+                tracing::error!(%error, "apply failed; the next reconcile retries");
+                if let Ok(mut s) = shared.status.write() {
+                    s.last_error = Some(error);
+                }
+                return false;
             }
-            return false;
-        }
-    };
+        };
     stages.done("apply");
     for (entry, root) in &applied.trashed {
         tracing::info!(
@@ -756,27 +744,14 @@ async fn apply_planned(
         );
     }
     let config_hash = desired.config_hash.clone();
-    // The generation in force: the one just published, else the one the state had (a
-    // restart on applied state publishes nothing and still serves it).
     let in_force = applied.generation.or(generation);
-    if let Some(g) = in_force {
-        serve_plan(&shared.access, &mut desired, &config, g);
+    // One store: every part reads its piece of the new generation from now on.
+    let next = Arc::new(next);
+    generations.store(next.clone());
+    if in_force.is_some() {
         stages.done("serve");
     }
-    if let Some(plan) = shared.access.plan() {
-        let session = &plan.routing.session;
-        let mut policy = crate::hub::HubPolicy::from_config(&config, |id| session.main_key(id));
-        for spec in &runtimes {
-            if let (Some(socket), Some(agent)) =
-                (spec.hub_socket(), policy.agents.get_mut(&spec.agent_id))
-            {
-                agent.hub_socket = Some(socket);
-            }
-        }
-        shared.hub.swap(policy);
-    }
-    shared.approvals.swap(&config).await;
-    shared.a2a.swap(crate::a2a::A2aPlan::from_config(&config));
+    wiring::published(shared, &prev, &next).await;
     for action in &plan.actions {
         if let Action::DeleteAgent { id, .. } = action {
             shared.hub.agent_deleted(id).await;
@@ -831,36 +806,12 @@ async fn apply_planned(
     true
 }
 
-/// Puts the applied config's routing in force for the Access layer, unless it already is.
-/// Its routing plan is taken out of `desired`; the rest is dropped later, after the status says
-/// what is served.
-fn serve_plan(
-    access: &Arc<Access>,
-    desired: &mut Desired,
-    config: &crate::config::Config,
-    generation: u64,
-) {
-    if access
-        .plan()
-        .is_some_and(|p| p.generation == generation && p.config_hash == desired.config_hash)
-    {
-        return;
-    }
-    access.swap(AccessPlan::from_config(
-        config,
-        std::mem::take(&mut desired.routing),
-        Published {
-            generation,
-            content_hash: &desired.routing_hash,
-            config_hash: &desired.config_hash,
-            accounts: &desired.routing_body.accounts,
-        },
-    ));
-}
-
 fn guard(options: &ControllerOptions) -> Guard {
     crate::plan::guard(&options.config_dir, &options.load)
 }
+
+/// Where each apply's generation is published.
+type Generations = Arc<arc_swap::ArcSwap<wiring::Generation>>;
 
 /// Load, validate, plan: the blocking part of a reconcile.
 fn find(

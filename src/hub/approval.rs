@@ -1,51 +1,58 @@
 //! The Hub's part in approvals (approvals.md): a run whose turn waits for a person shows
 //! `awaiting_approval`, and the `management_request` tool hands an agent's management request
-//! to whoever decides approvals — the [`ManagementDoor`] the controller sets. The Hub never
-//! decides one and never writes config.
+//! to whoever decides approvals — as a [`ManagementAsk`] over a channel the composition root
+//! made, whose other end the `approvals` module serves. The Hub never decides one and never
+//! writes config.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-
-use serde_json::{Value, json};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
 
 use super::store::Outcome;
 use super::{CallError, Caller, Hub};
 use crate::state::RunState;
 
-/// What takes an agent's management request: the `approvals` module.
-pub trait ManagementDoor: Send + Sync {
-    /// Records the request of `caller` as a pending approval and waits a while for the
-    /// decision; the tool result (approved and its result, denied, expired, or still pending
-    /// with its id), or a refusal of the request itself (`status: invalid`).
-    fn request(
-        &self,
-        caller: Caller,
-        args: super::tools::ManagementArgs,
-    ) -> Pin<Box<dyn Future<Output = Result<Value, CallError>> + Send>>;
+/// An agent's management request, on its way to the approvals: they record it as a pending
+/// approval and wait a while for the decision, then `reply` with the tool result (approved and
+/// its result, denied, expired, or still pending with its id), or a refusal of the request
+/// itself (`status: invalid`).
+pub struct ManagementAsk {
+    pub caller: Caller,
+    pub args: super::tools::ManagementArgs,
+    pub reply: oneshot::Sender<Result<Value, CallError>>,
+}
+
+/// Where the Hub sends management requests: a channel made before it and the approvals.
+#[derive(Clone)]
+pub struct ManagementAsks(mpsc::UnboundedSender<ManagementAsk>);
+
+impl ManagementAsks {
+    /// The sending end, and the receiving end the approvals serve.
+    pub fn channel() -> (ManagementAsks, mpsc::UnboundedReceiver<ManagementAsk>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (ManagementAsks(tx), rx)
+    }
 }
 
 impl Hub {
-    /// Sets who takes management requests; only the first call counts.
-    pub fn set_management_door(&self, door: Arc<dyn ManagementDoor>) {
-        let _ = self.management.set(door);
-    }
-
     pub(super) async fn management_request(
         &self,
         caller: &Caller,
         args: super::tools::ManagementArgs,
     ) -> Result<super::ToolResult, CallError> {
-        match self.management.get() {
-            Some(door) => door
-                .request(caller.clone(), args)
-                .await
-                .map(super::ToolResult::Management),
-            None => Ok(super::ToolResult::Management(json!({
-                "status": "unavailable",
-                "error": "this hub takes no management requests (no approvals service runs)",
-            }))),
-        }
+        let gone = || CallError::Internal("the approvals service is gone".into());
+        let (reply, answer) = oneshot::channel();
+        self.management
+            .0
+            .send(ManagementAsk {
+                caller: caller.clone(),
+                args,
+                reply,
+            })
+            .map_err(|_| gone())?;
+        answer
+            .await
+            .map_err(|_| gone())?
+            .map(super::ToolResult::Management)
     }
 
     /// The run whose turn runs in `session_key` now waits for a person (`awaiting`), or no

@@ -51,16 +51,17 @@ pub mod tools;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 
 use crate::access::{Access, McpDoor};
+use crate::snapshot::Snapshot;
 use crate::state::{StateDir, StateError};
-pub use approval::ManagementDoor;
+pub use approval::{ManagementAsk, ManagementAsks};
 pub use policy::{HubPolicy, Reason};
 pub use results::ToolResult;
+pub use runs::CANCEL_GRACE;
 use runs::Runs;
 use spawns::Spawns;
 use store::HubStore;
@@ -156,56 +157,114 @@ impl OverheadSamples {
 pub struct Hub {
     store: Arc<HubStore>,
     access: Arc<Access>,
-    policy: ArcSwap<HubPolicy>,
-    /// The controller's base URL on loopback (`http://127.0.0.1:<port>`), once it listens.
-    endpoint: OnceLock<String>,
-    /// The deepcli binary the stdio servers run.
-    exe: PathBuf,
+    /// The Hub's piece of the generation in force.
+    policy: Snapshot<Arc<HubPolicy>>,
+    /// The controller's base URL on loopback (`http://127.0.0.1:<port>`).
+    endpoint: String,
     /// The runs this controller carries out, and the order runs into a session are accepted.
     runs: Runs,
     /// Spawned-run slots (`subagents.maxConcurrent`).
     spawns: Spawns,
-    /// Session tokens: what the MCP door mints and a tool call is resolved by.
+    /// Session tokens: what the MCP servers carry and a tool call is resolved by.
     tokens: Arc<Tokens>,
     /// How long a cancelled turn has to confirm before its run is `uncertain`.
     cancel_grace: std::time::Duration,
     pub metrics: HubMetrics,
-    /// Who takes `management_request` (the approvals service), once the controller set it.
-    management: OnceLock<Arc<dyn ManagementDoor>>,
+    /// Where `management_request` goes (the approvals serve the other end).
+    management: ManagementAsks,
     /// The operator token in force: masked in what agents read whatever its shape.
     operator_token: Option<String>,
 }
 
-impl Hub {
-    /// The Hub of a controller on `state`, delivering through `access`. Every token of an
+/// What the Hub is made of before the turn engine exists: its store, the session tokens, where
+/// the controller listens, and its policy. The engine needs the MCP servers ([`HubCore::mcp`])
+/// before the Access layer the Hub delivers through can be made; the Hub is made from this
+/// afterwards ([`Hub::new`]).
+pub struct HubCore {
+    store: Arc<HubStore>,
+    tokens: Arc<Tokens>,
+    endpoint: String,
+    exe: PathBuf,
+    policy: Snapshot<Arc<HubPolicy>>,
+}
+
+impl HubCore {
+    /// The Hub's store on `state`, for a controller listening on `listen`. Every token of an
     /// earlier controller is revoked (its runtimes, which held them, are gone).
-    pub fn open(state: &StateDir, access: Arc<Access>) -> Result<Arc<Hub>, StateError> {
+    pub fn open(
+        state: &StateDir,
+        listen: std::net::SocketAddr,
+        policy: Snapshot<Arc<HubPolicy>>,
+    ) -> Result<HubCore, StateError> {
         let store = Arc::new(HubStore::open(state)?);
         let tokens = Arc::new(Tokens::new(store.clone()));
         let revoked = tokens.revoke_all("the controller restarted")?;
         if revoked > 0 {
             tracing::info!(revoked, "hub: tokens of the last controller revoked");
         }
-        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("deepcli"));
-        let hub = Arc::new(Hub {
+        Ok(HubCore {
             store,
-            access: access.clone(),
-            policy: ArcSwap::from_pointee(HubPolicy::default()),
-            endpoint: OnceLock::new(),
-            exe,
+            tokens,
+            endpoint: loopback_url(listen),
+            exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("deepcli")),
+            policy,
+        })
+    }
+
+    /// What gives the agents' runtime sessions the Hub's MCP server: a session token minted
+    /// for each, revoked when the session closes.
+    pub fn mcp(&self) -> Arc<dyn McpDoor> {
+        Arc::new(McpServers {
+            tokens: self.tokens.clone(),
+            endpoint: self.endpoint.clone(),
+            exe: self.exe.clone(),
+            policy: self.policy.clone(),
+        })
+    }
+}
+
+/// The base URL the stdio servers forward to, on loopback when the controller listens on
+/// every address.
+fn loopback_url(addr: std::net::SocketAddr) -> String {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_string(),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+    };
+    format!("http://{ip}:{}", addr.port())
+}
+
+impl Hub {
+    /// The Hub of a controller, delivering through `access`; its `management_request`s go to
+    /// `management`; a cancelled turn has `cancel_grace` to confirm.
+    pub fn new(
+        core: HubCore,
+        state: &StateDir,
+        access: Arc<Access>,
+        management: ManagementAsks,
+        cancel_grace: std::time::Duration,
+    ) -> Arc<Hub> {
+        let HubCore {
+            store,
+            tokens,
+            endpoint,
+            exe: _,
+            policy,
+        } = core;
+        Arc::new(Hub {
+            store,
+            access,
+            policy,
+            endpoint,
             runs: Runs::default(),
             spawns: Spawns::default(),
             tokens,
-            cancel_grace: std::env::var("DEEPCLI_HUB_CANCEL_GRACE_MS")
-                .ok()
-                .and_then(|ms| ms.parse().ok())
-                .map_or(runs::CANCEL_GRACE, std::time::Duration::from_millis),
+            cancel_grace,
             metrics: HubMetrics::default(),
-            management: OnceLock::new(),
+            management,
             operator_token: crate::state::read_operator_token(state),
-        });
-        access.set_mcp_door(Arc::new(Door(Arc::downgrade(&hub))));
-        Ok(hub)
+        })
     }
 
     /// The audit timeline (approvals.md) `filter` asks for: `{count, events}`.
@@ -219,29 +278,13 @@ impl Hub {
         Ok(json!({"count": events.len(), "events": events}))
     }
 
-    /// Where the controller listens: the stdio servers forward there (on loopback).
-    pub fn set_endpoint(&self, addr: std::net::SocketAddr) {
-        let ip = match addr.ip() {
-            std::net::IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
-            std::net::IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_string(),
-            std::net::IpAddr::V4(ip) => ip.to_string(),
-            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
-        };
-        let _ = self.endpoint.set(format!("http://{ip}:{}", addr.port()));
-    }
-
-    /// The controller's base URL agents are given, once it listens.
+    /// The controller's base URL agents are given.
     pub fn endpoint(&self) -> Option<&str> {
-        self.endpoint.get().map(String::as_str)
-    }
-
-    /// Puts a new policy in force (after every apply).
-    pub fn swap(&self, policy: HubPolicy) {
-        self.policy.store(Arc::new(policy));
+        Some(&self.endpoint)
     }
 
     pub fn policy(&self) -> Arc<HubPolicy> {
-        self.policy.load_full()
+        self.policy.load()
     }
 
     pub fn store(&self) -> &HubStore {
@@ -412,15 +455,18 @@ impl Hub {
     }
 }
 
-/// The Hub as the Access layer's [`McpDoor`]; weak, so the Access layer does not keep the Hub.
-struct Door(std::sync::Weak<Hub>);
+/// The Hub's MCP server as the turn engine's [`McpDoor`]: the tokens, where to reach the
+/// Hub, and its policy (whether the agent's sandbox has a network of its own).
+struct McpServers {
+    tokens: Arc<Tokens>,
+    endpoint: String,
+    exe: PathBuf,
+    policy: Snapshot<Arc<HubPolicy>>,
+}
 
-impl McpDoor for Door {
+impl McpDoor for McpServers {
     fn closed(&self, session_key: &str) {
-        let Some(hub) = self.0.upgrade() else {
-            return;
-        };
-        if let Err(e) = hub
+        if let Err(e) = self
             .tokens
             .revoke_session(session_key, "its runtime session was closed")
         {
@@ -429,17 +475,11 @@ impl McpDoor for Door {
     }
 
     fn servers(&self, agent_id: &str, session_key: &str, http: bool) -> Vec<Value> {
-        let Some(hub) = self.0.upgrade() else {
-            return Vec::new();
-        };
-        let Some(endpoint) = hub.endpoint.get() else {
-            return Vec::new();
-        };
-        let Some(token) = hub.tokens.mint(agent_id, session_key) else {
+        let Some(token) = self.tokens.mint(agent_id, session_key) else {
             return Vec::new();
         };
         // A sandbox with a network of its own reaches the hub only through its socket.
-        let policy = hub.policy();
+        let policy = self.policy.load();
         let agent = policy.agents.get(agent_id);
         let private = agent.is_some_and(|a| a.private_network);
         let endpoint = if private {
@@ -448,7 +488,7 @@ impl McpDoor for Door {
                 .unwrap_or_else(|| crate::sandbox::HUB_SOCKET.into());
             format!("unix:{}", socket.display())
         } else {
-            endpoint.clone()
+            self.endpoint.clone()
         };
         // One server, `deepcli`: over HTTP where the agent takes it (no process per session),
         // else the stdio forwarder.
@@ -462,7 +502,7 @@ impl McpDoor for Door {
         } else {
             vec![json!({
                 "name": SERVER_NAME,
-                "command": hub.exe.display().to_string(),
+                "command": self.exe.display().to_string(),
                 "args": ["hub", "mcp"],
                 "env": [
                     {"name": URL_ENV, "value": endpoint},

@@ -354,6 +354,7 @@ pub(super) async fn supervise(
     mut stop: oneshot::Receiver<StopAck>,
     mut report: Reporter,
     remotes: RemoteMap,
+    every: Duration,
 ) {
     let Some(url) = spec.url.clone() else {
         report.publish(|s| {
@@ -379,7 +380,6 @@ pub(super) async fn supervise(
         http,
         running: Mutex::new(HashMap::new()),
     });
-    let every = super::timing("a2a_card_every", CARD_EVERY);
     report.publish(|s| s.started_at = Some(crate::clock::now()));
     loop {
         let checked = match &token {

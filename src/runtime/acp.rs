@@ -24,24 +24,58 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 /// How long an agent may take to answer `initialize` (reconcile.md: start timeout).
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Who answers the runtime's `session/request_permission` (the `approvals` module, set by the
-/// controller): it gets the agent, the runtime instance's handle fields it needs, and the
-/// request, and returns the answer to send back. The runtime only carries the question.
-pub trait PermissionBroker: Send + Sync {
-    fn ask(
+/// A runtime's `session/request_permission`, on its way to whoever answers it (the
+/// `approvals` module, which serves the other end of [`PermissionAsks`]): the agent, the
+/// request, and where the answer goes. The runtime only carries the question.
+pub struct PermissionAsk {
+    pub agent_id: String,
+    pub request: RequestPermissionRequest,
+    pub reply: oneshot::Sender<RequestPermissionResponse>,
+}
+
+/// Where the runtimes send their permission requests: a channel the composition root makes
+/// before the runtimes and the approvals, whose receiver the approvals serve. A receiver gone,
+/// or an answer never sent: the request is rejected.
+#[derive(Clone)]
+pub struct PermissionAsks(mpsc::UnboundedSender<PermissionAsk>);
+
+impl PermissionAsks {
+    /// The sending end, and the receiving end the answerer serves.
+    pub fn channel() -> (PermissionAsks, mpsc::UnboundedReceiver<PermissionAsk>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (PermissionAsks(tx), rx)
+    }
+
+    /// Whether anybody still answers (else every request is rejected at once).
+    pub fn answers(&self) -> bool {
+        !self.0.is_closed()
+    }
+
+    /// Asks, and waits for the answer (a reject when nobody answers).
+    pub async fn ask(
         &self,
         agent_id: String,
         request: RequestPermissionRequest,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = RequestPermissionResponse> + Send>>;
+    ) -> RequestPermissionResponse {
+        let fallback = reject(&request);
+        let (reply, answer) = oneshot::channel();
+        if self
+            .0
+            .send(PermissionAsk {
+                agent_id,
+                request,
+                reply,
+            })
+            .is_err()
+        {
+            return fallback;
+        }
+        answer.await.unwrap_or(fallback)
+    }
 }
 
-/// Where the supervisor finds the broker: set once by the controller; a runtime connected
-/// before (or in a process with none, such as a test of the runtime alone) rejects every
-/// request.
-pub type BrokerSlot = Arc<std::sync::OnceLock<Arc<dyn PermissionBroker>>>;
-
 /// The time each ACP session of a runtime spent waiting for a person (a permission request
-/// out to the broker): the Access layer does not count it against the prompt timeout.
+/// out for an answer): the Access layer does not count it against the prompt timeout.
 #[derive(Default)]
 pub struct PersonWaits {
     open: Mutex<HashMap<String, Wait>>,
@@ -501,7 +535,7 @@ impl Drop for AcpConnection {
 }
 
 /// Never allows: picks a one-shot reject option, else answers `cancelled` (fail closed). The
-/// answer when no broker is set.
+/// answer when nobody answers permission requests.
 pub fn reject(req: &RequestPermissionRequest) -> RequestPermissionResponse {
     let reject = [
         PermissionOptionKind::RejectOnce,
@@ -556,7 +590,7 @@ pub async fn connect(
     child: &mut tokio::process::Child,
     timeout: Duration,
     has_env: impl Fn(&str) -> bool,
-    (agent_id, broker): (&str, BrokerSlot),
+    (agent_id, asks): (&str, PermissionAsks),
 ) -> Result<AcpConnection, String> {
     let stdin = child.stdin.take().ok_or("the runtime has no stdin pipe")?;
     let stdout = child
@@ -590,16 +624,17 @@ pub async fn connect(
                 async move |req: RequestPermissionRequest,
                             responder: Responder<RequestPermissionResponse>,
                             _cx| {
-                    let Some(broker) = broker.get().cloned() else {
+                    if !asks.answers() {
                         return responder.respond(reject(&req));
-                    };
+                    }
+                    let asks = asks.clone();
                     // Answered from a task of its own: a person may take minutes, and the
                     // connection keeps reading meanwhile (the prompt's updates, its cancel).
                     let session = req.session_id.0.to_string();
                     let (asking, agent_id) = (asking.clone(), agent_id.clone());
                     tokio::spawn(async move {
                         asking.begin(&session);
-                        let answer = broker.ask(agent_id, req).await;
+                        let answer = asks.ask(agent_id, req).await;
                         asking.end(&session);
                         if let Err(e) = responder.respond(answer) {
                             tracing::debug!(error = %e, "cannot answer a permission request");

@@ -39,24 +39,59 @@ pub const STDIN_GRACE: Duration = Duration::from_secs(2);
 /// How often a running runtime's processes outside its group are looked for and recorded.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
-/// A supervision timing: `default`, unless the `failpoints` feature is on and
-/// `DEEPCLI_FAILPOINT_RUNTIME_MS` names it (`backoff_start=50,stop_timeout=300`: milliseconds
-/// for `backoff_start`, `backoff_max`, `healthy_after`, `stdin_grace`, `stop_timeout`), so that
-/// a test of the backoff or the stop ladder takes moments rather than minutes.
-fn timing(name: &str, default: Duration) -> Duration {
-    #[cfg(feature = "failpoints")]
-    if let Ok(list) = std::env::var("DEEPCLI_FAILPOINT_RUNTIME_MS") {
-        for pair in list.split(',') {
-            if let Some((key, ms)) = pair.split_once('=')
-                && key.trim() == name
-                && let Ok(ms) = ms.trim().parse()
-            {
-                return Duration::from_millis(ms);
-            }
+/// The supervision timings. The defaults are the constants above; a test of the backoff or the
+/// stop ladder shortens them to moments (`deepcli up` with the `failpoints` feature reads
+/// `DEEPCLI_FAILPOINT_RUNTIME_MS` once at start-up, see [`Timings::overridden`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timings {
+    pub backoff_start: Duration,
+    pub backoff_max: Duration,
+    pub healthy_after: Duration,
+    pub stdin_grace: Duration,
+    pub stop_timeout: Duration,
+    /// How often a remote A2A agent's card is checked.
+    pub a2a_card_every: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Timings {
+        Timings {
+            backoff_start: BACKOFF_START,
+            backoff_max: BACKOFF_MAX,
+            healthy_after: HEALTHY_AFTER,
+            stdin_grace: STDIN_GRACE,
+            stop_timeout: STOP_TIMEOUT,
+            a2a_card_every: a2a::CARD_EVERY,
         }
     }
-    let _ = name;
-    default
+}
+
+impl Timings {
+    /// These timings with the ones `list` names (`backoff_start=50,stop_timeout=300`:
+    /// milliseconds for `backoff_start`, `backoff_max`, `healthy_after`, `stdin_grace`,
+    /// `stop_timeout`, `a2a_card_every`); a name it does not know, or a value that is no
+    /// number, is ignored.
+    pub fn overridden(mut self, list: &str) -> Timings {
+        for pair in list.split(',') {
+            let Some((key, ms)) = pair.split_once('=') else {
+                continue;
+            };
+            let Ok(ms) = ms.trim().parse() else {
+                continue;
+            };
+            let slot = match key.trim() {
+                "backoff_start" => &mut self.backoff_start,
+                "backoff_max" => &mut self.backoff_max,
+                "healthy_after" => &mut self.healthy_after,
+                "stdin_grace" => &mut self.stdin_grace,
+                "stop_timeout" => &mut self.stop_timeout,
+                "a2a_card_every" => &mut self.a2a_card_every,
+                _ => continue,
+            };
+            *slot = Duration::from_millis(ms);
+        }
+        self
+    }
 }
 
 /// Why a runtime ended a prompt (ACP `stopReason`; an A2A remote's final task state mapped
@@ -389,20 +424,23 @@ pub struct Supervisor {
     running: BTreeMap<String, Running>,
     status: RuntimeMap,
     acp: AcpMap,
-    broker: acp::BrokerSlot,
+    asks: acp::PermissionAsks,
     remotes: a2a::RemoteMap,
     events: Events,
+    timings: Timings,
 }
 
 impl Supervisor {
-    pub fn new(events: Events) -> Supervisor {
+    /// The runtimes' status changes go out on `events`; their permission requests to `asks`.
+    pub fn new(events: Events, asks: acp::PermissionAsks, timings: Timings) -> Supervisor {
         Supervisor {
             running: BTreeMap::new(),
             status: Arc::default(),
             acp: Arc::default(),
-            broker: Arc::default(),
+            asks,
             remotes: Arc::default(),
             events,
+            timings,
         }
     }
 
@@ -412,11 +450,6 @@ impl Supervisor {
 
     pub fn acp_handle(&self) -> AcpMap {
         self.acp.clone()
-    }
-
-    /// Where the runtimes started from now on find who answers their permission requests.
-    pub fn broker_slot(&self) -> acp::BrokerSlot {
-        self.broker.clone()
     }
 
     /// The ready A2A remotes (`runtime.kind: a2a`), for the Access layer.
@@ -454,14 +487,18 @@ impl Supervisor {
                 stop_rx,
                 report,
                 self.remotes.clone(),
+                self.timings.a2a_card_every,
             ))
         } else {
             tokio::spawn(process::supervise(
                 spec.clone(),
                 stop_rx,
                 report,
-                self.acp.clone(),
-                self.broker.clone(),
+                process::Wires {
+                    acp: self.acp.clone(),
+                    asks: self.asks.clone(),
+                    timings: self.timings.clone(),
+                },
             ))
         };
         self.running

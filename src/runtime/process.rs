@@ -11,10 +11,7 @@ use tokio::sync::oneshot;
 
 use super::log::{Log, MAX_BYTES, pump};
 use super::tree::{AGENT_ENV, Leader, ProcessId, Tree};
-use super::{
-    BACKOFF_MAX, BACKOFF_START, Events, HEALTHY_AFTER, Phase, RuntimeSpec, RuntimeStatus,
-    STDIN_GRACE, STOP_TIMEOUT, SWEEP_EVERY, StopAck,
-};
+use super::{Events, Phase, RuntimeSpec, RuntimeStatus, SWEEP_EVERY, StopAck};
 use crate::config::model::{EnvValue, RuntimeKind, Secret, SecretRef};
 
 /// Why a runtime could not be started.
@@ -304,15 +301,15 @@ fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> String {
 /// The stop ladder: close stdin, give it [`STDIN_GRACE`], SIGTERM the tree, give it
 /// [`STOP_TIMEOUT`], SIGKILL the tree. However the leader went, the rest of its tree goes with it.
 /// Returns how the leader exited, and what of the tree could not be killed (normally nothing).
-async fn stop_child(mut spawned: Spawned) -> (String, Vec<ProcessId>) {
+async fn stop_child(mut spawned: Spawned, timings: &super::Timings) -> (String, Vec<ProcessId>) {
     drop(spawned.acp.take());
     drop(spawned.child.stdin.take());
-    let grace = super::timing("stdin_grace", STDIN_GRACE);
+    let grace = timings.stdin_grace;
     let status = match tokio::time::timeout(grace, spawned.child.wait()).await {
         Ok(status) => status,
         Err(_) => {
             spawned.tree.signal(Signal::SIGTERM);
-            let timeout = super::timing("stop_timeout", STOP_TIMEOUT);
+            let timeout = timings.stop_timeout;
             match tokio::time::timeout(timeout, spawned.child.wait()).await {
                 Ok(status) => status,
                 Err(_) => {
@@ -415,14 +412,22 @@ impl Reporter {
     }
 }
 
+/// What a runtime's task is given besides its spec: where it lists itself when ready, where
+/// its permission requests go, its timings.
+pub(super) struct Wires {
+    pub(super) acp: super::AcpMap,
+    pub(super) asks: super::acp::PermissionAsks,
+    pub(super) timings: super::Timings,
+}
+
 /// Runs one runtime until told to stop.
 pub(super) async fn supervise(
     spec: RuntimeSpec,
     mut stop: oneshot::Receiver<StopAck>,
     mut report: Reporter,
-    acp: super::AcpMap,
-    broker: super::acp::BrokerSlot,
+    wires: Wires,
 ) {
+    let acp = &wires.acp;
     // Whatever way this task ends, its runtime is no longer there to deliver to.
     struct Unlist<'a>(&'a super::AcpMap, &'a str);
     impl Drop for Unlist<'_> {
@@ -432,11 +437,11 @@ pub(super) async fn supervise(
             }
         }
     }
-    let _unlist = Unlist(&acp, &spec.agent_id);
+    let _unlist = Unlist(acp, &spec.agent_id);
     let (backoff_start, backoff_max, healthy_after) = (
-        super::timing("backoff_start", BACKOFF_START),
-        super::timing("backoff_max", BACKOFF_MAX),
-        super::timing("healthy_after", HEALTHY_AFTER),
+        wires.timings.backoff_start,
+        wires.timings.backoff_max,
+        wires.timings.healthy_after,
     );
     let mut backoff = restart_waits(backoff_start, backoff_max);
     loop {
@@ -452,17 +457,15 @@ pub(super) async fn supervise(
                 });
                 Phase::Failed
             }
-            Ok(spawned) => {
-                match attempt(&spec, spawned, &mut stop, &mut report, (&acp, &broker)).await {
-                    Attempt::Ended => Phase::CrashLoop,
-                    Attempt::Stopped(ack) => {
-                        if let Some(ack) = ack {
-                            let _ = ack.send(());
-                        }
-                        return;
+            Ok(spawned) => match attempt(&spec, spawned, &mut stop, &mut report, &wires).await {
+                Attempt::Ended => Phase::CrashLoop,
+                Attempt::Stopped(ack) => {
+                    if let Some(ack) = ack {
+                        let _ = ack.send(());
                     }
+                    return;
                 }
-            }
+            },
         };
         if started.elapsed() >= healthy_after {
             backoff = restart_waits(backoff_start, backoff_max);
@@ -525,8 +528,9 @@ async fn attempt(
     mut spawned: Spawned,
     stop: &mut oneshot::Receiver<StopAck>,
     report: &mut Reporter,
-    (acp, broker): (&super::AcpMap, &super::acp::BrokerSlot),
+    wires: &Wires,
 ) -> Attempt {
+    let (acp, timings) = (&wires.acp, &wires.timings);
     let pid = spawned.pid;
     // On record from the start: a controller killed now leaves it to the next one.
     let start = Some(spawned.tree.leader().start.clone()).filter(|s| !s.is_empty());
@@ -551,9 +555,9 @@ async fn attempt(
                     &mut spawned.child,
                     super::acp::START_TIMEOUT,
                     has_env,
-                    (&spec.agent_id, broker.clone()),
+                    (&spec.agent_id, wires.asks.clone()),
                 ) => connected,
-                ack = &mut *stop => return stopped(spawned, report, acp, ack.ok()).await,
+                ack = &mut *stop => return stopped(spawned, report, (acp, timings), ack.ok()).await,
             };
             match connected {
                 Ok(connection) => {
@@ -568,7 +572,7 @@ async fn attempt(
                 Err(e) => {
                     tracing::warn!(agent = %spec.agent_id, error = %e, "runtime not ready");
                     report.publish(|s| s.last_error = Some(e));
-                    let (exit, escaped) = stop_child(spawned).await;
+                    let (exit, escaped) = stop_child(spawned, timings).await;
                     report.publish(|s| {
                         s.pid = None;
                         s.process_start = None;
@@ -619,7 +623,7 @@ async fn attempt(
                 });
                 return Attempt::Ended;
             }
-            ack = &mut *stop => return stopped(spawned, report, acp, ack.ok()).await,
+            ack = &mut *stop => return stopped(spawned, report, (acp, timings), ack.ok()).await,
             _ = sweeps.tick() => {
                 // Shared with the other runtimes' sweeps: one look at /proc serves them all.
                 if spawned.tree.sweep(SWEEP_EVERY / 2).await {
@@ -635,13 +639,13 @@ async fn attempt(
 async fn stopped(
     spawned: Spawned,
     report: &mut Reporter,
-    acp: &super::AcpMap,
+    (acp, timings): (&super::AcpMap, &super::Timings),
     ack: Option<StopAck>,
 ) -> Attempt {
     if let Ok(mut map) = acp.lock() {
         map.remove(&report.current.agent_id);
     }
-    let (exit, escaped) = stop_child(spawned).await;
+    let (exit, escaped) = stop_child(spawned, timings).await;
     report.publish(|s| {
         s.status = Phase::Stopped;
         s.pid = None;

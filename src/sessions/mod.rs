@@ -22,16 +22,16 @@ mod tests;
 mod turn;
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::config::model::{Model, RuntimeKind};
 use crate::runtime::acp::ModelReport;
 use crate::runtime::{AcpMap, RuntimeMap, SessionRuntime};
+use crate::snapshot::Snapshot;
 use crate::state::{Provenance, StateError};
 
 pub use crate::runtime::StopReason;
@@ -85,7 +85,7 @@ impl TurnPlan {
     }
 }
 
-/// What gives a runtime session its MCP servers: the Hub, through the controller.
+/// What gives a runtime session its MCP servers: the Hub's, handed in by the composition root.
 pub trait McpDoor: Send + Sync {
     /// The `mcpServers` (ACP's JSON shape) of a runtime session of agent `agent_id` that
     /// serves `session_key`, being opened now; `http`: the agent takes MCP over HTTP
@@ -97,17 +97,69 @@ pub trait McpDoor: Send + Sync {
     fn closed(&self, session_key: &str);
 }
 
-/// Who hears that a turn ended or a session closed (approvals: a permission request pending
-/// in it is withdrawn).
-pub trait TurnWatch: Send + Sync {
+/// What the engine tells whoever serves the other end of [`TurnEvents`] (the approvals: a
+/// permission request pending in the turn is withdrawn, those of a closed session are void).
+#[derive(Debug)]
+pub enum TurnEvent {
     /// A turn of `session_key` ended (answered, cancelled, timed out or failed) or is being
-    /// cancelled.
-    fn turn_ended(&self, session_key: &str);
-    /// Session `session_key` is being closed.
-    fn session_closed(
-        &self,
-        session_key: &str,
-    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+    /// cancelled, at `at`: what it asked before then is withdrawn; a request made after `at`
+    /// is a later turn's.
+    Ended {
+        session_key: String,
+        at: std::time::Instant,
+    },
+    /// Session `session_key` is being closed; `done` once what waited in it is void.
+    Closing {
+        session_key: String,
+        done: oneshot::Sender<()>,
+    },
+}
+
+/// Where the engine's [`TurnEvent`]s go: a channel made before the engine and its listener.
+#[derive(Clone)]
+pub struct TurnEvents(mpsc::UnboundedSender<TurnEvent>);
+
+impl TurnEvents {
+    /// The sending end, and the receiving end the listener serves.
+    pub fn channel() -> (TurnEvents, mpsc::UnboundedReceiver<TurnEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (TurnEvents(tx), rx)
+    }
+
+    fn ended(&self, session_key: &str) {
+        let _ = self.0.send(TurnEvent::Ended {
+            session_key: session_key.to_string(),
+            at: std::time::Instant::now(),
+        });
+    }
+
+    /// Waits until the listener has heard of it (at once when there is none any more).
+    async fn closing(&self, session_key: &str) {
+        let (done, heard) = oneshot::channel();
+        let sent = self.0.send(TurnEvent::Closing {
+            session_key: session_key.to_string(),
+            done,
+        });
+        if sent.is_ok() {
+            let _ = heard.await;
+        }
+    }
+}
+
+/// What a process that runs the agents' runtimes hands the engine: the supervisor's maps and
+/// what the runtime sessions opened in them need. Every part is required: a process that
+/// runs runtimes cannot forget one.
+pub struct Runtimes {
+    /// The ready ACP runtimes.
+    pub acp: AcpMap,
+    /// Every runtime's phase.
+    pub status: RuntimeMap,
+    /// The ready A2A remotes (`runtime.kind: a2a`).
+    pub remotes: crate::runtime::a2a::RemoteMap,
+    /// What gives runtime sessions their MCP servers (the Hub's).
+    pub mcp: Arc<dyn McpDoor>,
+    /// Who hears of ended turns and closing sessions (the approvals).
+    pub turns: TurnEvents,
 }
 
 /// What the engine counts in its owner's metrics.
@@ -348,51 +400,59 @@ pub struct Sessions {
     store: Arc<dyn SessionStore>,
     /// `None` when this process manages no runtimes (`access serve`).
     runtimes: Option<Found>,
-    /// The ready A2A remotes (`runtime.kind: a2a`): set once by the controller.
-    remotes: OnceLock<crate::runtime::a2a::RemoteMap>,
-    plan: ArcSwap<TurnPlan>,
+    /// The ready A2A remotes (`runtime.kind: a2a`).
+    remotes: Option<crate::runtime::a2a::RemoteMap>,
+    /// The engine's piece of the generation in force.
+    plan: Snapshot<Arc<TurnPlan>>,
     settings: SessionSettings,
     queues: queue::Queues,
     running: running::RunningTurns,
     budgets: budget::Budgets,
     /// What became of each agent's `model` in its runtime, by agent id.
     models: Mutex<HashMap<String, AppliedModel>>,
-    mcp: OnceLock<Arc<dyn McpDoor>>,
-    watch: OnceLock<Arc<dyn TurnWatch>>,
+    mcp: Option<Arc<dyn McpDoor>>,
+    turns: Option<TurnEvents>,
     metrics: Arc<dyn TurnMetrics>,
 }
 
 impl Sessions {
+    /// `runtimes`: `None` in a process that runs none (`access serve`); `plan`: the config's
+    /// view in force, read as each turn begins.
     pub fn new(
         store: Arc<dyn SessionStore>,
-        runtimes: Option<(AcpMap, RuntimeMap)>,
+        runtimes: Option<Runtimes>,
+        plan: Snapshot<Arc<TurnPlan>>,
         budgets: budget::Budgets,
         settings: SessionSettings,
         metrics: Arc<dyn TurnMetrics>,
     ) -> Sessions {
+        let (found, remotes, mcp, turns) = match runtimes {
+            Some(r) => (
+                Some(Found::Maps(r.acp, r.status)),
+                Some(r.remotes),
+                Some(r.mcp),
+                Some(r.turns),
+            ),
+            None => (None, None, None, None),
+        };
         Sessions {
             store,
-            runtimes: runtimes.map(|(acp, status)| Found::Maps(acp, status)),
-            remotes: OnceLock::new(),
-            plan: ArcSwap::from_pointee(TurnPlan::default()),
+            runtimes: found,
+            remotes,
+            plan,
             settings,
             queues: queue::Queues::default(),
             running: running::RunningTurns::default(),
             budgets,
             models: Mutex::default(),
-            mcp: OnceLock::new(),
-            watch: OnceLock::new(),
+            mcp,
+            turns,
             metrics,
         }
     }
 
-    /// Puts the config's view in force for the turns that begin from now on.
-    pub fn swap(&self, plan: TurnPlan) {
-        self.plan.store(Arc::new(plan));
-    }
-
     pub fn plan(&self) -> Arc<TurnPlan> {
-        self.plan.load_full()
+        self.plan.load()
     }
 
     pub fn settings(&self) -> &SessionSettings {
@@ -404,23 +464,8 @@ impl Sessions {
         self.runtimes.is_some()
     }
 
-    /// Sets what gives runtime sessions their MCP servers; only the first call counts.
-    pub fn set_mcp_door(&self, door: Arc<dyn McpDoor>) {
-        let _ = self.mcp.set(door);
-    }
-
-    /// Sets who hears of ended turns and closed sessions; only the first call counts.
-    pub fn set_watch(&self, watch: Arc<dyn TurnWatch>) {
-        let _ = self.watch.set(watch);
-    }
-
-    /// Sets the ready A2A remotes the controller's supervisor keeps; only the first call counts.
-    pub fn set_remotes(&self, remotes: crate::runtime::a2a::RemoteMap) {
-        let _ = self.remotes.set(remotes);
-    }
-
     fn remote(&self, agent_id: &str) -> Option<Arc<crate::runtime::a2a::Remote>> {
-        self.remotes.get()?.lock().ok()?.get(agent_id).cloned()
+        self.remotes.as_ref()?.lock().ok()?.get(agent_id).cloned()
     }
 
     /// Agent `agent_id`'s budgets as the config in force sets them (none: no limits).

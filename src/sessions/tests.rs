@@ -403,9 +403,12 @@ fn rig_with(runtime: FakeRuntime, settings: SessionSettings, plan: TurnPlan) -> 
     let runtime = Arc::new(runtime);
     let store = Arc::new(FakeStore::default());
     let metrics = Arc::new(FakeMetrics::default());
+    let mut plan = plan;
+    plan.runtimes.insert("a".into(), RuntimeKind::Acp);
     let mut engine = Sessions::new(
         store.clone(),
         None,
+        crate::snapshot::Snapshot::fixed(Arc::new(plan)),
         budget::Budgets::default(),
         settings,
         metrics.clone(),
@@ -414,9 +417,6 @@ fn rig_with(runtime: FakeRuntime, settings: SessionSettings, plan: TurnPlan) -> 
         std::collections::BTreeMap::new();
     fakes.insert("a".into(), runtime.clone());
     engine.runtimes = Some(Found::Fakes(fakes));
-    let mut plan = plan;
-    plan.runtimes.insert("a".into(), RuntimeKind::Acp);
-    engine.swap(plan);
     Rig {
         engine: Arc::new(engine),
         runtime,

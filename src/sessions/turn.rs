@@ -113,8 +113,8 @@ impl Sessions {
         let answered = self
             .prompt_in(&*handle, &turn, &session_id, prompt_text, timeout)
             .await;
-        if let Some(watch) = self.watch.get() {
-            watch.turn_ended(session_key);
+        if let Some(turns) = &self.turns {
+            turns.ended(session_key);
         }
         // What the turn used, as its runtime reported it (unknown when it did not).
         let (totals, answered) = match answered {
@@ -134,7 +134,7 @@ impl Sessions {
         let answered = self.counted(session_key, answered, counted).await;
         if options.oneshot {
             notes.push(self.close(&*handle, &session_id).await);
-            if let Some(door) = self.mcp.get() {
+            if let Some(door) = self.mcp.as_ref() {
                 door.closed(session_key);
             }
         }
@@ -172,7 +172,7 @@ impl Sessions {
         agent_id: &str,
         session_key: &str,
     ) -> Vec<McpServer> {
-        let Some(door) = self.mcp.get() else {
+        let Some(door) = self.mcp.as_ref() else {
             return Vec::new();
         };
         door.servers(agent_id, session_key, handle.takes_mcp_http())
@@ -572,8 +572,8 @@ impl Sessions {
         let sent = handle.cancel(&id);
         // ACP: a client that cancels answers the turn's pending permission requests
         // `cancelled`; their approvals are void.
-        if let Some(watch) = self.watch.get() {
-            watch.turn_ended(session_key);
+        if let Some(turns) = &self.turns {
+            turns.ended(session_key);
         }
         sent
     }
@@ -641,12 +641,12 @@ impl Sessions {
     /// Ends `session_key`'s runtime session (`session/close` where the agent offers it) and
     /// forgets it; a note on what happened, `None` when it was not open.
     pub async fn close_runtime_session(&self, agent_id: &str, session_key: &str) -> Option<String> {
-        if let Some(watch) = self.watch.get() {
-            watch.session_closed(session_key).await;
+        if let Some(turns) = &self.turns {
+            turns.closing(session_key).await;
         }
         let (handle, id) = self.open_in(agent_id, session_key).await?;
         let note = self.close(&*handle, &id).await;
-        if let Some(door) = self.mcp.get() {
+        if let Some(door) = self.mcp.as_ref() {
             door.closed(session_key);
         }
         Some(note)
