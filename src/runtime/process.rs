@@ -664,10 +664,11 @@ mod tests {
     fn restarts_wait_from_the_start_doubling_up_to_the_most() {
         // Within float rounding (backon multiplies in `f32`): a nanosecond is nothing to a timer.
         let secs = |d: Duration| (d + Duration::from_micros(1)).as_secs();
-        let waits: Vec<u64> = restart_waits(BACKOFF_START, BACKOFF_MAX)
-            .take(12)
-            .map(secs)
-            .collect();
+        let waits: Vec<u64> =
+            restart_waits(crate::runtime::BACKOFF_START, crate::runtime::BACKOFF_MAX)
+                .take(12)
+                .map(secs)
+                .collect();
         assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
         // A start above the most is waited once, then the most.
         let waits: Vec<u64> = restart_waits(Duration::from_secs(9), Duration::from_secs(5))
