@@ -748,3 +748,101 @@ fn no_json_value_crosses_a_module_boundary() {
             .join("\n  ")
     );
 }
+
+/// The files whose lazily set values are caches of what they compute themselves (a probe of
+/// the host, a compiled schema, a file's lines, the mount table, a binding's roles, constant
+/// schemas): nothing outside sets them, so they hide no wire.
+const CACHES: &[&str] = &[
+    "config/schema.rs",
+    "config/source.rs",
+    "hub/tools.rs",
+    "routing/index.rs",
+    "sandbox/host.rs",
+    "trash/guard.rs",
+];
+
+/// A value set after construction (a `OnceLock`, `OnceCell`, `LazyLock`), a cyclic `Arc`, or a
+/// `set_*` that takes a trait object: each is a way one part reaches another behind the
+/// constructors' backs, which the layer test cannot see.
+const LATE_BOUND: &[&str] = &[
+    "OnceLock",
+    "OnceCell",
+    "LazyLock",
+    "lazy_static",
+    "once_cell",
+    "new_cyclic",
+];
+
+/// What each `src/` file says about late-bound values (comments and tests aside): the
+/// [`LATE_BOUND`] words it uses, and the `set_*` functions that take an `Arc<dyn …>`.
+fn late_bound() -> BTreeMap<String, (BTreeSet<&'static str>, Vec<String>)> {
+    let src = Path::new(ROOT).join("src");
+    let mut out = BTreeMap::new();
+    for path in rs_files(&src) {
+        let rel = path
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        let code: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let words: BTreeSet<&str> = LATE_BOUND
+            .iter()
+            .copied()
+            .filter(|w| code.contains(w))
+            .collect();
+        let mut setters = Vec::new();
+        for (at, _) in code.match_indices("fn set_") {
+            let rest = &code[at + 3..];
+            let signature = &rest[..rest.find(['{', ';']).unwrap_or(rest.len())];
+            let compact: String = signature.split_whitespace().collect();
+            if compact.contains("Arc<dyn") || compact.contains("Door") {
+                setters.push(signature.split('(').next().unwrap_or(signature).to_string());
+            }
+        }
+        if !words.is_empty() || !setters.is_empty() {
+            out.insert(rel, (words, setters));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_part_is_wired_after_it_is_built() {
+    let found = late_bound();
+    let mut wrong = Vec::new();
+    for (file, (words, setters)) in &found {
+        if !words.is_empty() && !CACHES.contains(&file.as_str()) {
+            wrong.push(format!(
+                "src/{file}: {}",
+                words.iter().copied().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        for setter in setters {
+            wrong.push(format!(
+                "src/{file}: fn {setter} sets a trait object after construction"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a value set after construction wires one part to another behind the composition root \
+         (src/controller/wiring.rs): give it to the constructor, or, where two parts need each \
+         other, a channel made first whose receiver the upper part serves. A cache of what the \
+         file computes itself belongs in CACHES.\n{}",
+        wrong.join("\n")
+    );
+    let stale: Vec<&&str> = CACHES
+        .iter()
+        .filter(|c| found.get(**c).is_none_or(|(w, _)| w.is_empty()))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "these files hold no lazily set value any more; take them out of CACHES: {stale:?}"
+    );
+}
