@@ -917,16 +917,7 @@ fn turn_ended(approvals: Arc<Approvals>, session_key: &str, at: std::time::Insta
     let ids: Vec<String> = approvals
         .waiting
         .lock()
-        .map(|w| {
-            w.iter()
-                .filter(|(_, waiter)| {
-                    waiter.source == ApprovalSource::Permission
-                        && waiter.session_key.as_deref() == Some(session_key)
-                        && waiter.since <= at
-                })
-                .map(|(id, _)| id.clone())
-                .collect()
-        })
+        .map(|w| withdrawn_by(&w, session_key, at))
         .unwrap_or_default();
     if ids.is_empty() {
         return;
@@ -942,9 +933,58 @@ fn turn_ended(approvals: Arc<Approvals>, session_key: &str, at: std::time::Insta
     });
 }
 
+/// The permission requests of `session_key`, among those `waiting`, that began waiting by `at`.
+fn withdrawn_by(
+    waiting: &std::collections::HashMap<String, super::Waiter>,
+    session_key: &str,
+    at: std::time::Instant,
+) -> Vec<String> {
+    let mut ids: Vec<String> = waiting
+        .iter()
+        .filter(|(_, waiter)| {
+            waiter.source == ApprovalSource::Permission
+                && waiter.session_key.as_deref() == Some(session_key)
+                && waiter.since <= at
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    ids.sort();
+    ids
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ended_turn_withdraws_only_its_sessions_permission_requests_made_before_it_ended() {
+        let t0 = std::time::Instant::now();
+        let later = t0 + Duration::from_millis(5);
+        let waiter = |key: &str, source, since| super::super::Waiter {
+            tx: oneshot::channel().0,
+            session_key: Some(key.to_string()),
+            source,
+            since,
+        };
+        let waiting = std::collections::HashMap::from([
+            ("a".to_string(), waiter("s", ApprovalSource::Permission, t0)),
+            ("b".to_string(), waiter("s", ApprovalSource::Permission, t0)),
+            // The session's next turn asked after this one ended.
+            (
+                "c".to_string(),
+                waiter("s", ApprovalSource::Permission, later),
+            ),
+            // A management request outlives the call that made it.
+            ("d".to_string(), waiter("s", ApprovalSource::Management, t0)),
+            (
+                "e".to_string(),
+                waiter("other", ApprovalSource::Permission, t0),
+            ),
+        ]);
+        assert_eq!(withdrawn_by(&waiting, "s", t0), ["a", "b"]);
+        assert_eq!(withdrawn_by(&waiting, "s", later), ["a", "b", "c"]);
+        assert!(withdrawn_by(&waiting, "nobody", later).is_empty());
+    }
 
     #[test]
     fn a_verdict_becomes_the_offered_option_or_cancelled() {

@@ -749,7 +749,7 @@ async fn apply_planned(
     let next = Arc::new(next);
     generations.store(next.clone());
     if in_force.is_some() {
-        stages.done("serve");
+        stages.done("publish");
     }
     wiring::published(shared, &prev, &next).await;
     for action in &plan.actions {
@@ -802,7 +802,7 @@ async fn apply_planned(
     heartbeats.converge(beats, &shared.access);
     // The platform connections start after the routing they deliver by is in force.
     adapters.converge(crate::adapters::specs(&config));
-    threads::drop_in_background((desired, config, plan));
+    threads::drop_in_background((desired, config, plan, prev));
     true
 }
 

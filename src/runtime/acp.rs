@@ -752,4 +752,43 @@ mod tests {
             None
         );
     }
+
+    #[tokio::test]
+    async fn a_permission_request_is_answered_by_whoever_serves_the_channel_else_rejected() {
+        let request: RequestPermissionRequest = serde_json::from_value(serde_json::json!({
+            "sessionId": "s",
+            "toolCall": {"toolCallId": "t"},
+            "options": [
+                {"optionId": "no", "name": "No", "kind": "reject_once"},
+                {"optionId": "ok", "name": "Ok", "kind": "allow_once"},
+            ],
+        }))
+        .unwrap();
+        let chosen = |r: RequestPermissionResponse| {
+            serde_json::to_value(r).unwrap()["outcome"]["optionId"].clone()
+        };
+        let (asks, mut rx) = PermissionAsks::channel();
+        assert!(asks.answers());
+        let answering = tokio::spawn(async move {
+            let ask = rx.recv().await.unwrap();
+            assert_eq!(ask.agent_id, "a");
+            let ok = RequestPermissionResponse::new(RequestPermissionOutcome::Selected(
+                SelectedPermissionOutcome::new("ok"),
+            ));
+            let _ = ask.reply.send(ok);
+            rx
+        });
+        assert_eq!(chosen(asks.ask("a".into(), request.clone()).await), "ok");
+        // An answerer that drops the question: rejected.
+        let mut rx = answering.await.unwrap();
+        let dropping = tokio::spawn(async move {
+            drop(rx.recv().await);
+            rx
+        });
+        assert_eq!(chosen(asks.ask("a".into(), request.clone()).await), "no");
+        // Nobody serves the channel any more: rejected at once.
+        drop(dropping.await.unwrap());
+        assert!(!asks.answers());
+        assert_eq!(chosen(asks.ask("a".into(), request).await), "no");
+    }
 }
