@@ -172,6 +172,8 @@ impl Sessions {
         agent_id: &str,
         session_key: &str,
     ) -> Vec<McpServer> {
+        // Absent only where no runtimes are run (the engine's tests): a process that runs them
+        // is built with the Hub's (`Runtimes::mcp`).
         let Some(door) = self.mcp.as_ref() else {
             return Vec::new();
         };
