@@ -192,7 +192,7 @@ impl Access {
         envelope: &super::Envelope,
         key: &DeliveryKey,
         route: &super::route::Route,
-    ) -> Result<Value, super::AccessError> {
+    ) -> Result<super::Delivered, super::AccessError> {
         let (Some(door), Some(command)) =
             (self.approval_door(), ChatCommand::parse(&envelope.text))
         else {
@@ -222,12 +222,12 @@ impl Access {
         });
         let sent = response.to_string();
         {
-            let (session_key, key) = (session_key.clone(), key.clone());
+            let (session_key, key, sent) = (session_key.clone(), key.clone(), sent.clone());
             self.blocking(move |store| store.record_answer_only(&session_key, &key, &sent))
                 .await?;
         }
         self.send_reply(plan, key, envelope, &session_key, &answer);
-        Ok(response)
+        Ok(super::Delivered::recorded(sent))
     }
 
     /// Whether `origin`'s account has a reply sink an approval could be announced to.

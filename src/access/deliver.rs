@@ -8,8 +8,11 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::store::{self, DeliveryKey, Turn};
-use super::{Access, AccessError, AccessPlan, Envelope, Outcome, TurnOrigin, begun, gate, route};
+use super::{
+    Access, AccessError, AccessPlan, Delivered, Envelope, Outcome, TurnOrigin, begun, gate, route,
+};
 use crate::config::model::RuntimeKind;
+use crate::sessions::TurnError;
 use crate::state::Provenance;
 
 impl Access {
@@ -74,7 +77,7 @@ impl Access {
                     counted = answer.counted.map(store::CountedTurn::from);
                     (answer.text, answer.notes)
                 }
-                Err(e @ AccessError::TimedOut { .. }) => {
+                Err(e @ AccessError::Turn(TurnError::TimedOut { .. })) => {
                     return Err(self.timed_out(envelope, key, session_key, &route, e).await);
                 }
                 Err(e) => {
@@ -132,6 +135,7 @@ impl Access {
         }
         {
             let (session_key, key) = (session_key.to_string(), key.clone());
+            let sent = sent.clone();
             self.blocking(move |store| {
                 store.record_turn(&session_key, &turns, Some((&key, &sent)), counted.as_ref())
             })
@@ -144,7 +148,7 @@ impl Access {
         if let Some(reply_text) = reply_text {
             self.send_reply(plan, key, envelope, session_key, &reply_text);
         }
-        Ok(response)
+        Ok(Delivered::recorded(sent))
     }
 
     /// An inbound message whose turn passed its time and was cancelled: recorded as
@@ -159,7 +163,7 @@ impl Access {
         route: &route::Route,
         e: AccessError,
     ) -> AccessError {
-        let AccessError::TimedOut { confirmed, why, .. } = &e else {
+        let AccessError::Turn(TurnError::TimedOut { confirmed, why, .. }) = &e else {
             return e;
         };
         let cancel = if *confirmed { "confirmed" } else { "uncertain" };

@@ -16,7 +16,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::store::{AccessStore, DeliveryKey};
-use super::{Access, AccessError, AccessPlan, Envelope, route::Route};
+use super::{Access, AccessError, AccessPlan, Delivered, Envelope, route::Route};
 use crate::policy::bot_loop::{BotLoopGuard, BotPair, Counted};
 use crate::policy::{self, AgentPatterns, Conversation, Message, Reason, Unless, Verdict};
 use crate::state::pairing::{self as records, Requested};
@@ -89,7 +89,7 @@ impl Access {
         envelope: &Envelope,
         route: &Route,
         key: &DeliveryKey,
-    ) -> Result<Option<Value>, AccessError> {
+    ) -> Result<Option<Delivered>, AccessError> {
         let Some(account) = plan.policy.account(&key.channel, &key.account_id) else {
             return Ok(None);
         };
@@ -246,9 +246,9 @@ impl Access {
             "reply": reply,
             "duplicate": false,
         });
+        let sent = response.to_string();
         {
-            let sent = response.to_string();
-            let (k, key) = (session_key.clone(), key.clone());
+            let (k, key, sent) = (session_key.clone(), key.clone(), sent.clone());
             self.blocking(move |store| store.record(&k, &[], Some((&key, &sent))))
                 .await?;
         }
@@ -257,7 +257,7 @@ impl Access {
         if let Some(text) = reply["text"].as_str() {
             self.send_reply(plan, key, envelope, &session_key, text);
         }
-        Ok(Some(response))
+        Ok(Some(Delivered::recorded(sent)))
     }
 
     pub(super) async fn pairing_request(
