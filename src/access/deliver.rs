@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use super::reply::{About, ReplyPost};
 use super::store::{self, DeliveryKey, Turn};
 use super::{
     Access, AccessError, AccessPlan, Delivered, Envelope, Outcome, TurnOrigin, begun, gate, route,
@@ -60,7 +61,7 @@ impl Access {
                     channel: key.channel.clone(),
                     account_id: key.account_id.clone(),
                     message_id: envelope.message_id.clone(),
-                    peer: serde_json::to_value(&envelope.route.peer).unwrap_or_default(),
+                    peer: envelope.route.peer.clone(),
                     thread_id: envelope.thread_id.clone(),
                     sender_id: envelope.facts.sender_id.clone(),
                     key: key.clone(),
@@ -224,11 +225,16 @@ impl Access {
                 url.clone(),
                 secret.clone(),
                 key.clone(),
-                json!({
-                    "channel": key.channel, "accountId": key.account_id, "messageId": key.message_id,
-                    "sessionKey": session_key, "peer": envelope.route.peer, "threadId": envelope.thread_id,
-                    "reply": {"text": text},
-                }),
+                ReplyPost {
+                    channel: key.channel.clone(),
+                    account_id: key.account_id.clone(),
+                    message_id: Some(key.message_id.clone()),
+                    session_key: session_key.to_string(),
+                    peer: envelope.route.peer.clone(),
+                    thread_id: envelope.thread_id.clone(),
+                    text: text.to_string(),
+                    about: About::Answer,
+                },
             );
         }
     }

@@ -895,10 +895,7 @@ mod tests {
             Some("code")
         );
         assert_eq!(Answer::NotDelivered.reply(true), None);
-        let refused = Answer::Refused {
-            status: 400,
-            error: "x".into(),
-        };
+        let refused = Answer::Refused(AccessError::bad_field("text", "x"));
         assert_eq!(refused.reply(true), None);
     }
 
