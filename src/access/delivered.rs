@@ -27,13 +27,13 @@ pub enum Delivery {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteNames {
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     pub channel: Option<String>,
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     pub account_id: Option<String>,
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     pub agent_id: Option<String>,
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     pub matched_by: Option<String>,
 }
 
@@ -109,30 +109,41 @@ impl Delivered {
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct View {
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     route: Option<RouteNames>,
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     session_key: Option<String>,
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     reply: Option<ReplyView>,
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     duplicate: Option<bool>,
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     gated: Option<GatedView>,
 }
 
 #[derive(Deserialize)]
 struct ReplyView {
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     text: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct GatedView {
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     reason: Option<String>,
-    #[serde(default, deserialize_with = "crate::platform::lenient")]
+    #[serde(default, deserialize_with = "lenient")]
     rule: Option<String>,
+}
+
+/// A field of another shape than the one expected reads as absent, and never fails the
+/// response around it.
+fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 #[cfg(test)]

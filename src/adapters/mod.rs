@@ -851,23 +851,15 @@ mod tests {
             read(json!({"reply": {"text": 5}})),
             Answer::NotDelivered
         ));
-        use crate::sessions::TurnError;
-        let queue_full = TurnError::QueueFull {
-            session_key: "s".into(),
-            limit: 1,
-        };
-        for e in [
-            AccessError::NoPlan,
-            AccessError::from(queue_full),
-            AccessError::Internal("busy".into()),
-        ] {
+        // Which refusals are transient is the door's to say (AccessError::is_transient, held
+        // against the HTTP statuses in access/http.rs); the adapter only follows it.
+        for e in [AccessError::NoPlan, AccessError::Internal("busy".into())] {
             assert!(matches!(Answer::read(Err(e)), Answer::Transient(_)));
         }
         for e in [
             AccessError::bad_field("text", "missing"),
             AccessError::Unauthenticated(crate::access::Unauthenticated::MissingSignature),
             AccessError::TooLarge { limit: 1 },
-            AccessError::Turn(TurnError::Withdrawn("cancelled".into())),
         ] {
             assert!(matches!(Answer::read(Err(e)), Answer::Refused(_)));
         }
