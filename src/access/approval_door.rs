@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Access;
 use super::store::DeliveryKey;
@@ -101,7 +101,7 @@ pub struct TurnOrigin {
     pub channel: String,
     pub account_id: String,
     pub message_id: String,
-    pub peer: Value,
+    pub peer: Option<crate::routing::input::Peer>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,13 +168,18 @@ impl Access {
             url.clone(),
             secret.clone(),
             key,
-            json!({
-                "channel": origin.channel, "accountId": origin.account_id,
-                "messageId": origin.message_id, "sessionKey": session_key,
-                "peer": origin.peer, "threadId": origin.thread_id,
-                "reply": {"text": text},
-                "approval": {"id": approval_id},
-            }),
+            super::reply::ReplyPost {
+                channel: origin.channel.clone(),
+                account_id: origin.account_id.clone(),
+                message_id: Some(origin.message_id.clone()),
+                session_key: session_key.to_string(),
+                peer: origin.peer.clone(),
+                thread_id: origin.thread_id.clone(),
+                text: text.to_string(),
+                about: super::reply::About::Approval {
+                    id: approval_id.to_string(),
+                },
+            },
         );
         true
     }
@@ -192,7 +197,7 @@ impl Access {
         envelope: &super::Envelope,
         key: &DeliveryKey,
         route: &super::route::Route,
-    ) -> Result<Value, super::AccessError> {
+    ) -> Result<super::Delivered, super::AccessError> {
         let (Some(door), Some(command)) =
             (self.approval_door(), ChatCommand::parse(&envelope.text))
         else {
@@ -222,12 +227,12 @@ impl Access {
         });
         let sent = response.to_string();
         {
-            let (session_key, key) = (session_key.clone(), key.clone());
+            let (session_key, key, sent) = (session_key.clone(), key.clone(), sent.clone());
             self.blocking(move |store| store.record_answer_only(&session_key, &key, &sent))
                 .await?;
         }
         self.send_reply(plan, key, envelope, &session_key, &answer);
-        Ok(response)
+        Ok(super::Delivered::recorded(sent))
     }
 
     /// Whether `origin`'s account has a reply sink an approval could be announced to.

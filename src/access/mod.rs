@@ -16,6 +16,7 @@ mod approval_door;
 mod auth;
 mod begun;
 mod deliver;
+mod delivered;
 mod envelope;
 mod error;
 mod gate;
@@ -34,7 +35,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::ids;
@@ -48,6 +48,7 @@ pub use crate::sessions::{
 pub use approval_door::{ApprovalDoor, ChatCommand, TurnOrigin};
 use auth::authenticate;
 pub use auth::{Caller, sign};
+pub use delivered::{Delivered, Delivery, RouteNames};
 pub use envelope::{Envelope, parse_envelope};
 pub use error::{AccessError, Unauthenticated};
 pub use heartbeat::{Beat, HEARTBEAT_OK};
@@ -85,8 +86,8 @@ impl Default for AccessSettings {
 /// Call logs open at once, at most.
 const MAX_OPEN_LOGS: usize = 64;
 
-/// What a delivery produced: the response body and its status.
-type Outcome = Result<Value, AccessError>;
+/// What a delivery produced.
+type Outcome = Result<Delivered, AccessError>;
 
 pub struct Access {
     plan: ArcSwapOption<AccessPlan>,
@@ -298,7 +299,7 @@ impl Access {
     }
 
     /// Agent `agent_id`'s budget counters against its limits (`deepcli status`).
-    pub fn budget_report(&self, agent_id: &str) -> Value {
+    pub fn budget_report(&self, agent_id: &str) -> budget::BudgetReport {
         self.sessions.budget_report(agent_id)
     }
 
@@ -395,7 +396,7 @@ impl Access {
             self.blocking(move |store| store.delivered(&key)).await?
         };
         if let Some(response) = done {
-            return Ok(as_duplicate(&response));
+            return Ok(Delivered::recorded(response).as_duplicate());
         }
         let sender = {
             let mut inflight = self.inflight.lock().map_err(|_| internal("inflight map"))?;
@@ -419,12 +420,11 @@ impl Access {
                     .ok()
                     .flatten()
                     .unwrap_or_else(|| Err(internal("the first delivery vanished")));
-                return outcome.map(|mut v| {
+                return outcome.map(|first| {
                     self.metrics
                         .duplicates
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    v["duplicate"] = true.into();
-                    v
+                    first.as_duplicate()
                 });
             }
         };
@@ -441,7 +441,7 @@ impl Access {
                 this.blocking(move |store| store.delivered(&key)).await
             };
             let outcome = match recorded {
-                Ok(Some(response)) => Ok(as_duplicate(&response)),
+                Ok(Some(response)) => Ok(Delivered::recorded(response).as_duplicate()),
                 // An approval command never reaches an agent, and never waits behind the turn
                 // that asked (approvals.md).
                 Ok(None)
@@ -497,10 +497,4 @@ impl Drop for LetGo<'_> {
 
 fn internal(what: &str) -> AccessError {
     AccessError::Internal(what.to_string())
-}
-
-fn as_duplicate(stored: &str) -> Value {
-    let mut v: Value = serde_json::from_str(stored).unwrap_or_default();
-    v["duplicate"] = true.into();
-    v
 }
