@@ -113,7 +113,7 @@ impl A2aStore {
     /// taken before (then nothing is written).
     pub fn insert(&self, task: &TaskRecord) -> Result<Recorded, StateError> {
         self.db.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             for (_, message_id) in &task.runs {
                 if let Some(taken) = taken(message_of(&tx, &task.peer, message_id)?) {
                     return Ok(taken);
@@ -156,7 +156,7 @@ impl A2aStore {
         state: &str,
     ) -> Result<Recorded, StateError> {
         self.db.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             if let Some(taken) = taken(message_of(&tx, peer, message_id)?) {
                 return Ok(taken);
             }
@@ -267,6 +267,43 @@ mod tests {
             created_at: crate::clock::now(),
             updated_us: 0,
             runs: vec![(run.into(), message.into())],
+        }
+    }
+
+    /// Two layers write the one database at once, each reading before it writes (the
+    /// message-id check): a transaction that began as a reader could not become a writer once
+    /// the other had committed (`database is locked` at once, no busy wait), which 100
+    /// concurrent A2A streams hit.
+    #[test]
+    fn two_connections_recording_at_once_wait_for_each_other_instead_of_failing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        drop(A2aStore::open(&dir).unwrap());
+        let writers: Vec<_> = (0..2)
+            .map(|w| {
+                let dir = StateDir::new(tmp.path());
+                std::thread::spawn(move || {
+                    let store = A2aStore::open(&dir).unwrap();
+                    for i in 0..200 {
+                        let id = format!("t{w}-{i}");
+                        store
+                            .insert(&task(&id, "partner", &format!("r{id}"), &format!("m{id}")))
+                            .unwrap();
+                        store
+                            .add_run(
+                                "partner",
+                                &id,
+                                &format!("s{id}"),
+                                &format!("n{id}"),
+                                "TASK_STATE_WORKING",
+                            )
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().expect("a writer failed");
         }
     }
 

@@ -4,7 +4,7 @@
 //! agent. The decisions are the `approvals` module's: a command goes to it as an
 //! [`ApprovalAsk`] over a channel the composition root made, whose other end it serves.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Access;
@@ -99,7 +99,7 @@ pub struct TurnOrigin {
     pub channel: String,
     pub account_id: String,
     pub message_id: String,
-    pub peer: Value,
+    pub peer: Option<crate::routing::input::Peer>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -155,13 +155,18 @@ impl Access {
             url.clone(),
             secret.clone(),
             key,
-            json!({
-                "channel": origin.channel, "accountId": origin.account_id,
-                "messageId": origin.message_id, "sessionKey": session_key,
-                "peer": origin.peer, "threadId": origin.thread_id,
-                "reply": {"text": text},
-                "approval": {"id": approval_id},
-            }),
+            super::reply::ReplyPost {
+                channel: origin.channel.clone(),
+                account_id: origin.account_id.clone(),
+                message_id: Some(origin.message_id.clone()),
+                session_key: session_key.to_string(),
+                peer: origin.peer.clone(),
+                thread_id: origin.thread_id.clone(),
+                text: text.to_string(),
+                about: super::reply::About::Approval {
+                    id: approval_id.to_string(),
+                },
+            },
         );
         true
     }
@@ -179,7 +184,7 @@ impl Access {
         envelope: &super::Envelope,
         key: &DeliveryKey,
         route: &super::route::Route,
-    ) -> Result<Value, super::AccessError> {
+    ) -> Result<super::Delivered, super::AccessError> {
         let (Some(approvals), Some(command)) =
             (&self.approvals, ChatCommand::parse(&envelope.text))
         else {
@@ -211,12 +216,12 @@ impl Access {
         });
         let sent = response.to_string();
         {
-            let (session_key, key) = (session_key.clone(), key.clone());
+            let (session_key, key, sent) = (session_key.clone(), key.clone(), sent.clone());
             self.blocking(move |store| store.record_answer_only(&session_key, &key, &sent))
                 .await?;
         }
         self.send_reply(plan, key, envelope, &session_key, &answer);
-        Ok(response)
+        Ok(super::Delivered::recorded(sent))
     }
 
     /// Whether `origin`'s account has a reply sink an approval could be announced to.

@@ -26,7 +26,7 @@ pub struct BegunTurn {
 }
 
 /// What a delivery whose turn began and never ended answers, now and on every redelivery.
-pub fn uncertain_response(route: &Value, session_key: &str) -> Value {
+fn uncertain_response(route: &Value, session_key: &str) -> Value {
     json!({
         "route": route,
         "sessionKey": session_key,

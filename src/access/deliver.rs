@@ -7,9 +7,13 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use super::reply::{About, ReplyPost};
 use super::store::{self, DeliveryKey, Turn};
-use super::{Access, AccessError, AccessPlan, Envelope, Outcome, TurnOrigin, begun, gate, route};
+use super::{
+    Access, AccessError, AccessPlan, Delivered, Envelope, Outcome, TurnOrigin, begun, gate, route,
+};
 use crate::config::model::RuntimeKind;
+use crate::sessions::TurnError;
 use crate::state::Provenance;
 
 impl Access {
@@ -57,7 +61,7 @@ impl Access {
                     channel: key.channel.clone(),
                     account_id: key.account_id.clone(),
                     message_id: envelope.message_id.clone(),
-                    peer: serde_json::to_value(&envelope.route.peer).unwrap_or_default(),
+                    peer: envelope.route.peer.clone(),
                     thread_id: envelope.thread_id.clone(),
                     sender_id: envelope.facts.sender_id.clone(),
                     key: key.clone(),
@@ -74,7 +78,7 @@ impl Access {
                     counted = answer.counted.map(store::CountedTurn::from);
                     (answer.text, answer.notes)
                 }
-                Err(e @ AccessError::TimedOut { .. }) => {
+                Err(e @ AccessError::Turn(TurnError::TimedOut { .. })) => {
                     return Err(self.timed_out(envelope, key, session_key, &route, e).await);
                 }
                 Err(e) => {
@@ -132,6 +136,7 @@ impl Access {
         }
         {
             let (session_key, key) = (session_key.to_string(), key.clone());
+            let sent = sent.clone();
             self.blocking(move |store| {
                 store.record_turn(&session_key, &turns, Some((&key, &sent)), counted.as_ref())
             })
@@ -144,7 +149,7 @@ impl Access {
         if let Some(reply_text) = reply_text {
             self.send_reply(plan, key, envelope, session_key, &reply_text);
         }
-        Ok(response)
+        Ok(Delivered::recorded(sent))
     }
 
     /// An inbound message whose turn passed its time and was cancelled: recorded as
@@ -159,7 +164,7 @@ impl Access {
         route: &route::Route,
         e: AccessError,
     ) -> AccessError {
-        let AccessError::TimedOut { confirmed, why, .. } = &e else {
+        let AccessError::Turn(TurnError::TimedOut { confirmed, why, .. }) = &e else {
             return e;
         };
         let cancel = if *confirmed { "confirmed" } else { "uncertain" };
@@ -220,11 +225,16 @@ impl Access {
                 url.clone(),
                 secret.clone(),
                 key.clone(),
-                json!({
-                    "channel": key.channel, "accountId": key.account_id, "messageId": key.message_id,
-                    "sessionKey": session_key, "peer": envelope.route.peer, "threadId": envelope.thread_id,
-                    "reply": {"text": text},
-                }),
+                ReplyPost {
+                    channel: key.channel.clone(),
+                    account_id: key.account_id.clone(),
+                    message_id: Some(key.message_id.clone()),
+                    session_key: session_key.to_string(),
+                    peer: envelope.route.peer.clone(),
+                    thread_id: envelope.thread_id.clone(),
+                    text: text.to_string(),
+                    about: About::Answer,
+                },
             );
         }
     }

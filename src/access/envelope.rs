@@ -149,7 +149,7 @@ pub struct EnvelopeFacts {
 /// Reads the policy fields of an envelope: `sender` (an object: `id` a string or an integer,
 /// `isBot` a boolean, `name` and anything else kept as given), `mentions` (ids, at most
 /// [`MAX_MENTIONS`]) and `replyToSenderId`. A field of the wrong shape is a 400 naming it.
-pub fn facts(
+fn facts(
     sender: Option<&Value>,
     mentions: Option<&Value>,
     reply_to: Option<&Value>,
@@ -244,5 +244,54 @@ fn shape(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn policy_fields_of_the_wrong_shape_are_refused_by_name() {
+        let field = |r: Result<EnvelopeFacts, AccessError>| match r {
+            Err(AccessError::BadEnvelope { field, message }) => {
+                (field.unwrap_or_default(), message)
+            }
+            other => panic!("{other:?}"),
+        };
+        let (f, m) = field(facts(Some(&json!("u-7")), None, None));
+        assert_eq!(f, "sender");
+        assert!(m.contains("must be an object"), "{m}");
+        let (f, _) = field(facts(Some(&json!({"id": ["x"]})), None, None));
+        assert_eq!(f, "sender.id");
+        let (f, _) = field(facts(Some(&json!({"id": "u", "isBot": "yes"})), None, None));
+        assert_eq!(f, "sender.isBot");
+        let (f, m) = field(facts(None, Some(&json!("U1")), None));
+        assert_eq!(f, "mentions");
+        assert!(m.contains("a list of user ids"), "{m}");
+        let (f, m) = field(facts(None, Some(&json!(["U1", {"id": 2}])), None));
+        assert_eq!(f, "mentions");
+        assert!(m.contains("`mentions`"), "{m}");
+        let (f, _) = field(facts(None, Some(&json!(["U1", ""])), None));
+        assert_eq!(f, "mentions");
+        let (f, _) = field(facts(None, Some(&json!([null])), None));
+        assert_eq!(f, "mentions");
+        let many: Vec<String> = (0..=MAX_MENTIONS).map(|i| format!("U{i}")).collect();
+        let (f, m) = field(facts(None, Some(&json!(many)), None));
+        assert_eq!(f, "mentions");
+        assert!(m.contains("at most 1000"), "{m}");
+        let (f, _) = field(facts(None, None, Some(&json!(1.5))));
+        assert_eq!(f, "replyToSenderId");
+        let ok = facts(
+            Some(&json!({"id": 42, "name": "Ada", "isBot": true, "extra": 1})),
+            Some(&json!(["U1", 7])),
+            Some(&json!("B1")),
+        )
+        .unwrap();
+        assert_eq!(ok.sender_id.as_deref(), Some("42"));
+        assert!(ok.is_bot);
+        assert_eq!(ok.mentions, ["U1", "7"]);
+        assert_eq!(ok.reply_to_sender_id.as_deref(), Some("B1"));
     }
 }

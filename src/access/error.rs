@@ -67,53 +67,31 @@ pub enum AccessError {
     Unauthenticated(Unauthenticated),
     #[error("channel account `{channel}/{account}` is disabled (enabled: false in channels.yaml)")]
     Disabled { channel: String, account: String },
-    #[error("session `{session_key}` has {limit} messages waiting: send this one again later")]
-    QueueFull { session_key: String, limit: usize },
-    /// The agent's runtime is not ready: `status` is its phase, `why` the whole story.
-    #[error("agent `{agent_id}` cannot take messages now: {why}; send it again later")]
-    RuntimeDown {
-        agent_id: String,
-        status: &'static str,
-        why: String,
-    },
-    #[error("agent `{agent_id}`'s runtime failed {stage}: {message}; send it again later")]
-    RuntimeFailed {
-        agent_id: String,
-        stage: crate::sessions::Stage,
-        message: String,
-    },
-    #[error(
-        "agent `{agent_id}` opened runtime session `{session_id}`, which it already gave another conversation: it reuses session ids within one process, so this message was not delivered"
-    )]
-    SessionReused {
-        agent_id: String,
-        session_id: String,
-    },
-    /// The prompt took too long and was cancelled; `stop_reason` is what the agent answered
-    /// the cancel with, if it did.
-    #[error(
-        "agent `{agent_id}` did not answer within {seconds} s: the prompt was cancelled (session/cancel); what it did is uncertain, so this message is not prompted again: send a new one to ask again"
-    )]
-    TimedOut {
-        agent_id: String,
-        seconds: f64,
-        stop_reason: Option<serde_json::Value>,
-        /// The runtime confirmed the cancel (stopReason `cancelled`); else it is uncertain.
-        confirmed: bool,
-        why: crate::sessions::CancelWhy,
-    },
-    /// A budget of the agent (approvals.md) refused the turn; nothing reached the runtime.
-    #[error("{0}")]
-    BudgetExceeded(super::budget::Refusal),
-    /// A message the Hub withdrew when its turn came (a cancel, or policy that changed while
-    /// it waited): it never reached the runtime.
-    #[error("the message was withdrawn before it reached the agent: {0}")]
-    Withdrawn(String),
+    /// A turn the engine could not give an answer (its own words; the HTTP status is chosen
+    /// in `http.rs` as for any refusal).
+    #[error(transparent)]
+    Turn(crate::sessions::TurnError),
     #[error("internal error: {0}")]
     Internal(String),
 }
 
 impl AccessError {
+    /// Whether the same envelope may be taken when handed in again later: no plan yet, a full
+    /// queue, a runtime starting or failing, a budget, a turn that passed its time (answered
+    /// `uncertain` then), an internal failure. A caller that cannot be authenticated, a bad
+    /// envelope or a withdrawn message is refused for good.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            AccessError::NoPlan | AccessError::Internal(_) => true,
+            AccessError::Turn(turn) => !matches!(turn, crate::sessions::TurnError::Withdrawn(_)),
+            AccessError::TooLarge { .. }
+            | AccessError::SlowBody { .. }
+            | AccessError::BadEnvelope { .. }
+            | AccessError::Unauthenticated(_)
+            | AccessError::Disabled { .. } => false,
+        }
+    }
+
     pub(crate) fn bad_field(field: &str, message: impl Into<String>) -> AccessError {
         AccessError::BadEnvelope {
             message: message.into(),
@@ -128,61 +106,15 @@ impl From<crate::state::StateError> for AccessError {
     }
 }
 
-/// A turn the engine could not give an answer: the same words, the HTTP status chosen in
-/// `http.rs` as for any delivery.
+/// A turn the engine could not give an answer. A runtime that takes no prompts is an internal
+/// error here: the plan routed a message to it.
 impl From<crate::sessions::TurnError> for AccessError {
     fn from(e: crate::sessions::TurnError) -> AccessError {
         use crate::sessions::TurnError;
         match e {
-            TurnError::TakesNoPrompts { .. } | TurnError::Internal(_) => {
-                AccessError::Internal(match e {
-                    TurnError::Internal(why) => why,
-                    other => other.to_string(),
-                })
-            }
-            TurnError::QueueFull { session_key, limit } => {
-                AccessError::QueueFull { session_key, limit }
-            }
-            TurnError::RuntimeDown {
-                agent_id,
-                status,
-                why,
-            } => AccessError::RuntimeDown {
-                agent_id,
-                status,
-                why,
-            },
-            TurnError::RuntimeFailed {
-                agent_id,
-                stage,
-                message,
-            } => AccessError::RuntimeFailed {
-                agent_id,
-                stage,
-                message,
-            },
-            TurnError::SessionReused {
-                agent_id,
-                session_id,
-            } => AccessError::SessionReused {
-                agent_id,
-                session_id,
-            },
-            TurnError::TimedOut {
-                agent_id,
-                seconds,
-                stop_reason,
-                confirmed,
-                why,
-            } => AccessError::TimedOut {
-                agent_id,
-                seconds,
-                stop_reason,
-                confirmed,
-                why,
-            },
-            TurnError::BudgetExceeded(refusal) => AccessError::BudgetExceeded(refusal),
-            TurnError::Withdrawn(why) => AccessError::Withdrawn(why),
+            TurnError::Internal(why) => AccessError::Internal(why),
+            e @ TurnError::TakesNoPrompts { .. } => AccessError::Internal(e.to_string()),
+            e => AccessError::Turn(e),
         }
     }
 }

@@ -16,7 +16,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::store::{AccessStore, DeliveryKey};
-use super::{Access, AccessError, AccessPlan, Envelope, route::Route};
+use super::{Access, AccessError, AccessPlan, Delivered, Envelope, route::Route};
 use crate::policy::bot_loop::{BotLoopGuard, BotPair, Counted};
 use crate::policy::{self, AgentPatterns, Conversation, Message, Reason, Unless, Verdict};
 use crate::state::pairing::{self as records, Requested};
@@ -89,7 +89,7 @@ impl Access {
         envelope: &Envelope,
         route: &Route,
         key: &DeliveryKey,
-    ) -> Result<Option<Value>, AccessError> {
+    ) -> Result<Option<Delivered>, AccessError> {
         let Some(account) = plan.policy.account(&key.channel, &key.account_id) else {
             return Ok(None);
         };
@@ -246,9 +246,9 @@ impl Access {
             "reply": reply,
             "duplicate": false,
         });
+        let sent = response.to_string();
         {
-            let sent = response.to_string();
-            let (k, key) = (session_key.clone(), key.clone());
+            let (k, key, sent) = (session_key.clone(), key.clone(), sent.clone());
             self.blocking(move |store| store.record(&k, &[], Some((&key, &sent))))
                 .await?;
         }
@@ -257,7 +257,7 @@ impl Access {
         if let Some(text) = reply["text"].as_str() {
             self.send_reply(plan, key, envelope, &session_key, text);
         }
-        Ok(Some(response))
+        Ok(Some(Delivered::recorded(sent)))
     }
 
     pub(super) async fn pairing_request(
@@ -407,52 +407,3 @@ const PAIRING_LIMITS: records::Limits = records::Limits {
     max_pending: policy::pairing::MAX_PENDING,
     codes_per_sender_per_hour: policy::pairing::CODES_PER_SENDER_PER_HOUR,
 };
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::access::envelope::{EnvelopeFacts, MAX_MENTIONS, facts};
-
-    #[test]
-    fn policy_fields_of_the_wrong_shape_are_refused_by_name() {
-        let field = |r: Result<EnvelopeFacts, AccessError>| match r {
-            Err(AccessError::BadEnvelope { field, message }) => {
-                (field.unwrap_or_default(), message)
-            }
-            other => panic!("{other:?}"),
-        };
-        let (f, m) = field(facts(Some(&json!("u-7")), None, None));
-        assert_eq!(f, "sender");
-        assert!(m.contains("must be an object"), "{m}");
-        let (f, _) = field(facts(Some(&json!({"id": ["x"]})), None, None));
-        assert_eq!(f, "sender.id");
-        let (f, _) = field(facts(Some(&json!({"id": "u", "isBot": "yes"})), None, None));
-        assert_eq!(f, "sender.isBot");
-        let (f, m) = field(facts(None, Some(&json!("U1")), None));
-        assert_eq!(f, "mentions");
-        assert!(m.contains("a list of user ids"), "{m}");
-        let (f, m) = field(facts(None, Some(&json!(["U1", {"id": 2}])), None));
-        assert_eq!(f, "mentions");
-        assert!(m.contains("`mentions`"), "{m}");
-        let (f, _) = field(facts(None, Some(&json!(["U1", ""])), None));
-        assert_eq!(f, "mentions");
-        let (f, _) = field(facts(None, Some(&json!([null])), None));
-        assert_eq!(f, "mentions");
-        let many: Vec<String> = (0..=MAX_MENTIONS).map(|i| format!("U{i}")).collect();
-        let (f, m) = field(facts(None, Some(&json!(many)), None));
-        assert_eq!(f, "mentions");
-        assert!(m.contains("at most 1000"), "{m}");
-        let (f, _) = field(facts(None, None, Some(&json!(1.5))));
-        assert_eq!(f, "replyToSenderId");
-        let ok = facts(
-            Some(&json!({"id": 42, "name": "Ada", "isBot": true, "extra": 1})),
-            Some(&json!(["U1", 7])),
-            Some(&json!("B1")),
-        )
-        .unwrap();
-        assert_eq!(ok.sender_id.as_deref(), Some("42"));
-        assert!(ok.is_bot);
-        assert_eq!(ok.mentions, ["U1", "7"]);
-        assert_eq!(ok.reply_to_sender_id.as_deref(), Some("B1"));
-    }
-}

@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::reply::{About, ReplyPost};
 use super::store::{DeliveryKey, LastRoute, Turn};
 use super::{Access, SessionOptions};
 use crate::config::model::RuntimeKind;
+use crate::routing::input::Peer;
 use crate::sessions::TurnError;
 use crate::state::Provenance;
 
@@ -117,8 +119,10 @@ impl Access {
         reply: String,
         why: &'static str,
     ) -> Beat {
-        let peer = (!route.peer_id.is_empty())
-            .then(|| json!({"kind": route.peer_kind, "id": route.peer_id}));
+        let peer = (!route.peer_id.is_empty()).then(|| Peer {
+            kind: route.peer_kind.clone(),
+            id: route.peer_id.clone(),
+        });
         let at = crate::clock::now();
         let turn = Turn {
             provenance: Provenance::Agent,
@@ -170,11 +174,16 @@ impl Access {
             url,
             secret,
             key,
-            json!({
-                "channel": route.channel, "accountId": route.account_id, "messageId": null,
-                "sessionKey": route.session_key, "peer": peer, "threadId": thread,
-                "reply": {"text": reply}, why: true,
-            }),
+            ReplyPost {
+                channel: route.channel.clone(),
+                account_id: route.account_id.clone(),
+                message_id: None,
+                session_key: route.session_key.clone(),
+                peer,
+                thread_id: thread,
+                text: reply,
+                about: About::Beat(why),
+            },
         );
         Beat::Delivered(place)
     }

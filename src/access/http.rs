@@ -13,8 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use super::{Access, AccessError, Caller, Unauthenticated};
+use super::{Access, AccessError, Caller, Delivered, Delivery, Unauthenticated};
 use crate::routing::RouteInput;
+use crate::sessions::TurnError;
 
 pub const GENERATION_HEADER: &str = "x-deepcli-plan-generation";
 pub const SIGNATURE_HEADER: &str = "x-deepcli-signature";
@@ -206,38 +207,44 @@ fn refusal(e: &AccessError) -> (StatusCode, Value) {
             (StatusCode::UNAUTHORIZED, json!({"error": NOT_VERIFIED}))
         }
         AccessError::Disabled { .. } => said(StatusCode::FORBIDDEN),
-        AccessError::QueueFull { session_key, .. } => (
-            StatusCode::TOO_MANY_REQUESTS,
-            json!({"error": e.to_string(), "sessionKey": session_key}),
-        ),
-        AccessError::RuntimeDown {
-            agent_id, status, ..
-        } => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"error": e.to_string(), "agentId": agent_id, "runtimeStatus": status}),
-        ),
-        AccessError::RuntimeFailed { .. } => said(StatusCode::SERVICE_UNAVAILABLE),
-        AccessError::SessionReused { .. } => said(StatusCode::BAD_GATEWAY),
-        AccessError::TimedOut {
-            stop_reason,
-            confirmed,
-            ..
-        } => (
-            StatusCode::GATEWAY_TIMEOUT,
-            json!({
-                "error": e.to_string(), "cancelled": true, "stopReason": stop_reason,
-                "cancel": if *confirmed { "confirmed" } else { "uncertain" },
-                "state": "uncertain",
-            }),
-        ),
-        AccessError::BudgetExceeded(refusal) => (
-            StatusCode::TOO_MANY_REQUESTS,
-            json!({
-                "error": e.to_string(), "reason": "budget_exceeded", "budget": refusal.limit,
-                "agentId": refusal.agent_id, "retryAfter": refusal.retry_after,
-            }),
-        ),
-        AccessError::Withdrawn(_) => said(StatusCode::CONFLICT),
+        AccessError::Turn(turn) => match turn {
+            TurnError::QueueFull { session_key, .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                json!({"error": e.to_string(), "sessionKey": session_key}),
+            ),
+            TurnError::RuntimeDown {
+                agent_id, status, ..
+            } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": e.to_string(), "agentId": agent_id, "runtimeStatus": status}),
+            ),
+            TurnError::RuntimeFailed { .. } => said(StatusCode::SERVICE_UNAVAILABLE),
+            TurnError::SessionReused { .. } => said(StatusCode::BAD_GATEWAY),
+            TurnError::TimedOut {
+                stop_reason,
+                confirmed,
+                ..
+            } => (
+                StatusCode::GATEWAY_TIMEOUT,
+                json!({
+                    "error": e.to_string(), "cancelled": true, "stopReason": stop_reason,
+                    "cancel": if *confirmed { "confirmed" } else { "uncertain" },
+                    "state": "uncertain",
+                }),
+            ),
+            TurnError::BudgetExceeded(refusal) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                json!({
+                    "error": e.to_string(), "reason": "budget_exceeded", "budget": refusal.limit,
+                    "agentId": refusal.agent_id, "retryAfter": refusal.retry_after,
+                }),
+            ),
+            TurnError::Withdrawn(_) => said(StatusCode::CONFLICT),
+            // The engine's own failures (From<TurnError> makes them Internal; kept whole).
+            TurnError::TakesNoPrompts { .. } | TurnError::Internal(_) => {
+                said(StatusCode::INTERNAL_SERVER_ERROR)
+            }
+        },
         AccessError::Internal(_) => said(StatusCode::INTERNAL_SERVER_ERROR),
     }
 }
@@ -263,75 +270,96 @@ async fn operator_send(State(cx): State<Ctx>, body: Body) -> Response {
 
 async fn answer_envelope(access: &Arc<Access>, body: Body, caller: Caller<'_>) -> Response {
     let settings = &access.settings;
-    let (status, generation, body) =
+    let (generation, outcome) =
         match read_body(body, settings.body_limit, settings.idle_timeout).await {
-            Err(e) => answered(access, &[], caller, (None, Err(e))).await,
+            Err(e) => (None, answered(access, &[], caller, Err(e)).await),
             Ok(bytes) => {
-                let outcome = access.inbound(&bytes, caller).await;
-                answered(access, &bytes, caller, outcome).await
+                let (generation, outcome) = access.inbound(&bytes, caller).await;
+                (generation, answered(access, &bytes, caller, outcome).await)
             }
         };
-    json_response(status, generation, body)
+    match outcome {
+        Ok(delivered) => {
+            let mut response =
+                (delivered_status(&delivered), axum::Json(delivered)).into_response();
+            if let Some(g) = generation {
+                response
+                    .headers_mut()
+                    .insert(GENERATION_HEADER, HeaderValue::from(g));
+            }
+            response
+        }
+        Err(e) => {
+            let (status, body) = refusal_for(&e, caller);
+            json_response(status, generation, body)
+        }
+    }
 }
 
 /// Hands in an envelope a platform adapter made (`Caller::Adapter`): answered, counted and
-/// logged on its channel like one POSTed to `/v1/inbound`. The status is the one
-/// `/v1/inbound` would answer.
-pub async fn hand_in(access: &Arc<Access>, envelope: &[u8]) -> (StatusCode, Value) {
-    let outcome = access.inbound(envelope, Caller::Adapter).await;
-    let (status, _, body) = answered(access, envelope, Caller::Adapter, outcome).await;
+/// logged on its channel like one POSTed to `/v1/inbound`. A refusal comes back whole: the
+/// adapter tries a transient one again ([`AccessError::is_transient`]).
+pub async fn hand_in(access: &Arc<Access>, envelope: &[u8]) -> Result<Delivered, AccessError> {
+    let (_, outcome) = access.inbound(envelope, Caller::Adapter).await;
+    answered(access, envelope, Caller::Adapter, outcome).await
+}
+
+/// The status of a delivery's response: a message taken with nothing to answer is `202`;
+/// one answered, gated (a platform must not retry it, policy.md) or answered before is `200`.
+fn delivered_status(delivered: &Delivered) -> StatusCode {
+    match delivered.delivery {
+        Delivery::NotDelivered if !delivered.duplicate => StatusCode::ACCEPTED,
+        _ => StatusCode::OK,
+    }
+}
+
+/// The status and body of a refusal; the operator (and the controller's own adapters) are
+/// told the whole reason an unauthenticated caller is not.
+fn refusal_for(e: &AccessError, caller: Caller<'_>) -> (StatusCode, Value) {
+    let (status, mut body) = refusal(e);
+    if let Caller::Operator | Caller::Adapter = caller {
+        body["error"] = e.to_string().into();
+    }
     (status, body)
 }
 
-/// The status and body of an envelope's outcome; counts it and logs one line on its channel.
+/// Counts an envelope's outcome and logs one line about it on its channel.
 async fn answered(
     access: &Arc<Access>,
     bytes: &[u8],
     caller: Caller<'_>,
-    (generation, outcome): (Option<u64>, Result<Value, AccessError>),
-) -> (StatusCode, Option<u64>, Value) {
-    let (status, body, line) = match outcome {
-        Ok(body) => {
-            // A gated envelope is answered: a platform must not retry it (policy.md).
-            let gated = &body["gated"];
-            let status =
-                if body["reply"].is_null() && body["duplicate"] == false && !gated.is_object() {
-                    StatusCode::ACCEPTED
-                } else {
-                    StatusCode::OK
-                };
-            let route = &body["route"];
+    outcome: Result<Delivered, AccessError>,
+) -> Result<Delivered, AccessError> {
+    let (status, line, channel) = match &outcome {
+        Ok(delivered) => {
+            let status = delivered_status(delivered);
+            let route = &delivered.route;
             // Never the pairing code.
-            let gate = match gated["reason"].as_str() {
-                Some(reason) => format!(
-                    " gated={reason} rule={}",
-                    gated["rule"].as_str().unwrap_or("-")
-                ),
-                None => String::new(),
+            let gate = match &delivered.delivery {
+                Delivery::Gated { reason, rule, .. } => {
+                    format!(" gated={reason} rule={}", rule.as_deref().unwrap_or("-"))
+                }
+                _ => String::new(),
             };
             let line = format!(
                 "{} account={} session={} agent={} matchedBy={}{gate}{}",
                 status.as_u16(),
-                route["accountId"].as_str().unwrap_or("-"),
-                body["sessionKey"].as_str().unwrap_or("-"),
-                route["agentId"].as_str().unwrap_or("-"),
-                route["matchedBy"].as_str().unwrap_or("-"),
-                if body["duplicate"] == true {
+                route.account_id.as_deref().unwrap_or("-"),
+                delivered.session_key.as_deref().unwrap_or("-"),
+                route.agent_id.as_deref().unwrap_or("-"),
+                route.matched_by.as_deref().unwrap_or("-"),
+                if delivered.duplicate {
                     " duplicate"
                 } else {
                     ""
                 },
             );
-            (status, body, line)
+            (status, line, route.channel.clone())
         }
         Err(e) => {
-            let (status, mut body) = refusal(&e);
-            // The operator is told the whole reason an unauthenticated caller is not.
-            if let Caller::Operator | Caller::Adapter = caller {
-                body["error"] = e.to_string().into();
-            }
+            let (status, _) = refusal(e);
             // The log says it all: which account, and why it did not verify.
-            (status, body, format!("{} {e}", status.as_u16()))
+            (status, format!("{} {e}", status.as_u16()), None)
         }
     };
     let endpoint = match caller {
@@ -340,15 +368,16 @@ async fn answered(
         Caller::Adapter => "adapter",
     };
     access.metrics.request(endpoint, status.as_u16());
-    // Logged on the channel the body names (a refusal's body may not name one).
-    let channel = match body["route"]["channel"].as_str() {
-        Some(channel) => Some(channel.to_string()),
-        None => serde_json::from_slice::<Value>(bytes)
-            .ok()
-            .and_then(|v| Some(v.get("channel")?.as_str()?.to_string())),
-    };
+    // Logged on the channel the response names (a refusal names none): else the envelope's.
+    let channel = channel.or_else(|| envelope_channel(bytes));
     access.log_call(channel.as_deref(), &line).await;
-    (status, generation, body)
+    outcome
+}
+
+/// The `channel` an envelope's body names, read leniently (it may be no envelope at all).
+fn envelope_channel(bytes: &[u8]) -> Option<String> {
+    let fields = serde_json::from_slice::<serde_json::Map<String, Value>>(bytes).ok()?;
+    Some(fields.get("channel")?.as_str()?.to_string())
 }
 
 async fn route(State(cx): State<Ctx>, body: Body) -> Response {
@@ -456,6 +485,92 @@ mod tests {
         assert_eq!(status(app(), "/operator", Some("Bearer s3cret")).await, 200);
         // A route mounted beside it is not behind the token.
         assert_eq!(status(app(), "/open", None).await, 200);
+    }
+
+    /// An adapter tries again exactly what `/v1/inbound` answers with a status worth another
+    /// try (503, 429, any 5xx).
+    #[test]
+    fn a_transient_refusal_is_one_whose_status_says_try_again() {
+        use crate::sessions::{CancelWhy, Stage};
+        let turn = |e: TurnError| AccessError::Turn(e);
+        let errors = [
+            AccessError::NoPlan,
+            AccessError::TooLarge { limit: 1 },
+            AccessError::SlowBody { seconds: 1 },
+            AccessError::bad_field("text", "missing"),
+            AccessError::Unauthenticated(Unauthenticated::MissingSignature),
+            AccessError::Unauthenticated(Unauthenticated::WrongSignature {
+                channel: "c".into(),
+                account: "a".into(),
+            }),
+            AccessError::Disabled {
+                channel: "c".into(),
+                account: "a".into(),
+            },
+            AccessError::Internal("x".into()),
+            turn(TurnError::QueueFull {
+                session_key: "s".into(),
+                limit: 1,
+            }),
+            turn(TurnError::RuntimeDown {
+                agent_id: "a".into(),
+                status: "starting",
+                why: "x".into(),
+            }),
+            turn(TurnError::RuntimeFailed {
+                agent_id: "a".into(),
+                stage: Stage::Prompt,
+                message: "x".into(),
+            }),
+            turn(TurnError::SessionReused {
+                agent_id: "a".into(),
+                session_id: "s".into(),
+            }),
+            turn(TurnError::TimedOut {
+                agent_id: "a".into(),
+                seconds: 1.0,
+                stop_reason: None,
+                confirmed: false,
+                why: CancelWhy::Timeout,
+            }),
+            turn(TurnError::Withdrawn("x".into())),
+            AccessError::from(TurnError::TakesNoPrompts {
+                agent_id: "a".into(),
+            }),
+        ];
+        for e in errors {
+            let (status, _) = refusal(&e);
+            let try_again = status == StatusCode::SERVICE_UNAVAILABLE
+                || status == StatusCode::TOO_MANY_REQUESTS
+                || status.is_server_error();
+            assert_eq!(e.is_transient(), try_again, "{e:?} answers {status}");
+        }
+    }
+
+    #[test]
+    fn a_delivery_taken_with_nothing_to_answer_is_202_anything_else_200() {
+        let status = |body: Value| delivered_status(&Delivered::recorded(body.to_string()));
+        let taken = json!({"reply": null, "duplicate": false, "delivered": false, "note": "x"});
+        assert_eq!(status(taken.clone()), StatusCode::ACCEPTED);
+        let mut again = taken;
+        again["duplicate"] = true.into();
+        assert_eq!(status(again), StatusCode::OK);
+        assert_eq!(
+            status(json!({"reply": {"text": "hi"}, "duplicate": false})),
+            StatusCode::OK
+        );
+        assert_eq!(
+            status(
+                json!({"delivered": false, "gated": {"reason": "mention", "rule": "r"}, "reply": null, "duplicate": false})
+            ),
+            StatusCode::OK
+        );
+        assert_eq!(
+            status(
+                json!({"reply": null, "duplicate": false, "delivered": true, "state": "uncertain"})
+            ),
+            StatusCode::ACCEPTED
+        );
     }
 
     #[test]

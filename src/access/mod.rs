@@ -16,6 +16,7 @@ mod approval_door;
 mod auth;
 mod begun;
 mod deliver;
+mod delivered;
 mod envelope;
 mod error;
 mod gate;
@@ -33,7 +34,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::ids;
@@ -47,6 +47,7 @@ use crate::snapshot::Snapshot;
 pub use approval_door::{ApprovalAsk, ApprovalAsks, ChatCommand, TurnOrigin};
 use auth::authenticate;
 pub use auth::{Caller, sign};
+pub use delivered::{Delivered, Delivery, RouteNames};
 pub use envelope::{Envelope, parse_envelope};
 pub use error::{AccessError, Unauthenticated};
 pub use heartbeat::{Beat, HEARTBEAT_OK};
@@ -84,8 +85,8 @@ impl Default for AccessSettings {
 /// Call logs open at once, at most.
 const MAX_OPEN_LOGS: usize = 64;
 
-/// What a delivery produced: the response body and its status.
-type Outcome = Result<Value, AccessError>;
+/// What a delivery produced.
+type Outcome = Result<Delivered, AccessError>;
 
 /// The Access layer's piece of a generation: the plan (none before the first is published),
 /// and what the turn engine reads of it. Compiled once per plan ([`Served::new`]).
@@ -347,7 +348,7 @@ impl Access {
     }
 
     /// Agent `agent_id`'s budget counters against its limits (`deepcli status`).
-    pub fn budget_report(&self, agent_id: &str) -> Value {
+    pub fn budget_report(&self, agent_id: &str) -> budget::BudgetReport {
         self.sessions.budget_report(agent_id)
     }
 
@@ -444,7 +445,7 @@ impl Access {
             self.blocking(move |store| store.delivered(&key)).await?
         };
         if let Some(response) = done {
-            return Ok(as_duplicate(&response));
+            return Ok(Delivered::recorded(response).as_duplicate());
         }
         let sender = {
             let mut inflight = self.inflight.lock().map_err(|_| internal("inflight map"))?;
@@ -468,12 +469,11 @@ impl Access {
                     .ok()
                     .flatten()
                     .unwrap_or_else(|| Err(internal("the first delivery vanished")));
-                return outcome.map(|mut v| {
+                return outcome.map(|first| {
                     self.metrics
                         .duplicates
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    v["duplicate"] = true.into();
-                    v
+                    first.as_duplicate()
                 });
             }
         };
@@ -490,7 +490,7 @@ impl Access {
                 this.blocking(move |store| store.delivered(&key)).await
             };
             let outcome = match recorded {
-                Ok(Some(response)) => Ok(as_duplicate(&response)),
+                Ok(Some(response)) => Ok(Delivered::recorded(response).as_duplicate()),
                 // An approval command never reaches an agent, and never waits behind the turn
                 // that asked (approvals.md).
                 Ok(None)
@@ -545,10 +545,4 @@ impl Drop for LetGo<'_> {
 
 fn internal(what: &str) -> AccessError {
     AccessError::Internal(what.to_string())
-}
-
-fn as_duplicate(stored: &str) -> Value {
-    let mut v: Value = serde_json::from_str(stored).unwrap_or_default();
-    v["duplicate"] = true.into();
-    v
 }

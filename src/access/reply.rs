@@ -8,7 +8,64 @@ use std::time::Duration;
 
 use backon::Retryable;
 
+use serde::Serialize;
+
 use super::store::{AccessStore, DeliveryKey};
+use crate::routing::input::Peer;
+
+/// What the reply sink POSTs (access.md, "Reply sink"): the conversation, the reply, and what
+/// it is: the answer to a message, a heartbeat's, or an approval's announcement.
+#[derive(Debug, Clone)]
+pub struct ReplyPost {
+    pub channel: String,
+    pub account_id: String,
+    /// The message answered; none for a heartbeat's reply.
+    pub message_id: Option<String>,
+    pub session_key: String,
+    pub peer: Option<Peer>,
+    pub thread_id: Option<String>,
+    pub text: String,
+    pub about: About,
+}
+
+/// What a reply is beside an answer, marked by one more field.
+#[derive(Debug, Clone)]
+pub enum About {
+    /// The answer to the message `messageId` names.
+    Answer,
+    /// `"approval": {"id": …}`: the announcement of an approval of the turn.
+    Approval { id: String },
+    /// A beat's reply (a heartbeat's): `"<why>": true`.
+    Beat(&'static str),
+}
+
+impl Serialize for ReplyPost {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        #[derive(Serialize)]
+        struct Text<'a> {
+            text: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Id<'a> {
+            id: &'a str,
+        }
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("channel", &self.channel)?;
+        map.serialize_entry("accountId", &self.account_id)?;
+        map.serialize_entry("messageId", &self.message_id)?;
+        map.serialize_entry("sessionKey", &self.session_key)?;
+        map.serialize_entry("peer", &self.peer)?;
+        map.serialize_entry("threadId", &self.thread_id)?;
+        map.serialize_entry("reply", &Text { text: &self.text })?;
+        match &self.about {
+            About::Answer => {}
+            About::Approval { id } => map.serialize_entry("approval", &Id { id })?,
+            About::Beat(why) => map.serialize_entry(why, &true)?,
+        }
+        map.end()
+    }
+}
 
 /// The waits between attempts: 200 ms, 1 s, 5 s; 4 attempts in all.
 fn retries() -> backon::ExponentialBuilder {
@@ -40,11 +97,17 @@ impl ReplySink {
         }
     }
 
-    /// Sends `body` to `url` in the background.
-    pub fn send(&self, url: String, secret: Vec<u8>, key: DeliveryKey, body: serde_json::Value) {
+    /// Sends `post` to `url` in the background.
+    pub fn send(&self, url: String, secret: Vec<u8>, key: DeliveryKey, post: ReplyPost) {
         let sink = self.clone();
         tokio::spawn(async move {
-            let body = body.to_string();
+            let body = match serde_json::to_string(&post) {
+                Ok(body) => body,
+                Err(e) => {
+                    tracing::warn!(message = %key.message_id, error = %e, "cannot write a reply for the sink");
+                    return;
+                }
+            };
             let signature = super::sign(&secret, body.as_bytes());
             let mut attempts = 1;
             let sent = (|| sink.post(&url, &signature, &body))
@@ -112,6 +175,34 @@ mod tests {
                 .iter()
                 .zip(want)
                 .all(|(g, w)| g.abs_diff(*w) < Duration::from_micros(1))
+    }
+
+    #[test]
+    fn a_reply_post_reads_as_it_always_did() {
+        let post = |about| ReplyPost {
+            channel: "slack".into(),
+            account_id: "w".into(),
+            message_id: Some("m1".into()),
+            session_key: "agent:a:main".into(),
+            peer: Some(Peer {
+                kind: "direct".into(),
+                id: "U1".into(),
+            }),
+            thread_id: None,
+            text: "hi".into(),
+            about,
+        };
+        let head = r#"{"channel":"slack","accountId":"w","messageId":"m1","sessionKey":"agent:a:main","peer":{"kind":"direct","id":"U1"},"threadId":null,"reply":{"text":"hi"}"#;
+        let text = |about| serde_json::to_string(&post(about)).unwrap();
+        assert_eq!(text(About::Answer), format!("{head}}}"));
+        assert_eq!(
+            text(About::Approval { id: "ap-1".into() }),
+            format!(r#"{head},"approval":{{"id":"ap-1"}}}}"#)
+        );
+        assert_eq!(
+            text(About::Beat("heartbeat")),
+            format!(r#"{head},"heartbeat":true}}"#)
+        );
     }
 
     #[test]

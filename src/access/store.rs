@@ -268,7 +268,7 @@ impl AccessStore {
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
         self.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             if let Some(t) = counted {
                 tx.prepare_cached(
                     "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, run_id, tokens, cost_micros)
@@ -694,7 +694,7 @@ impl AccessStore {
     /// kept for the operator.
     pub fn trash_session_on(c: &mut Connection, session_key: &str) -> rusqlite::Result<()> {
         let entry = trashed_entry(session_key);
-        let tx = c.transaction()?;
+        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute(
             "INSERT INTO trash_transcript (entry, id, session_key, provenance, message_id, sender, text, route, at)
              SELECT ?1, id, session_key, provenance, message_id, sender, text, route, at FROM transcript WHERE session_key = ?2",

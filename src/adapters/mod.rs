@@ -27,12 +27,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::access::Access;
+use crate::access::{Access, AccessError, Delivered, Delivery};
 pub use crate::platform::{AdapterSpec, Credential, Identity, Platform, specs};
 pub use pipeline::Adapter;
 use store::AdapterStore;
@@ -391,7 +389,7 @@ pub struct Sender {
 }
 
 /// What the Access door answered an envelope, read once ([`Answer::read`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Answer {
     /// Delivered, and the agent replied.
     Answered { text: String },
@@ -402,59 +400,29 @@ pub enum Answer {
     /// Taken without a reply to post (delivered with none, or not delivered).
     NotDelivered,
     /// Refused for now (no plan yet, a full queue, a runtime starting): worth another try.
-    Transient { status: u16, error: String },
+    Transient(AccessError),
     /// Refused for good.
-    Refused { status: u16, error: String },
+    Refused(AccessError),
 }
 
 impl Answer {
-    /// Reads the door's HTTP answer: the status says whether it was taken, the body what
-    /// came of it. The one place an adapter looks at either.
-    pub fn read(status: StatusCode, body: &Value) -> Answer {
-        #[derive(serde::Deserialize)]
-        struct Body {
-            #[serde(default, deserialize_with = "crate::platform::lenient")]
-            duplicate: Option<bool>,
-            #[serde(default, deserialize_with = "crate::platform::lenient")]
-            reply: Option<Reply>,
-            #[serde(default)]
-            gated: Option<Value>,
-            #[serde(default, deserialize_with = "crate::platform::lenient")]
-            error: Option<Value>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Reply {
-            #[serde(default, deserialize_with = "crate::platform::lenient")]
-            text: Option<String>,
-        }
-        let body = <Body as serde::Deserialize>::deserialize(body).unwrap_or(Body {
-            duplicate: None,
-            reply: None,
-            gated: None,
-            error: None,
-        });
-        if !status.is_success() {
-            let error = body.error.map(|e| e.to_string()).unwrap_or("null".into());
-            let transient = status == StatusCode::SERVICE_UNAVAILABLE
-                || status == StatusCode::TOO_MANY_REQUESTS
-                || status.is_server_error();
-            let status = status.as_u16();
-            return if transient {
-                Answer::Transient { status, error }
-            } else {
-                Answer::Refused { status, error }
+    /// Reads the door's answer: taken or refused (for now or for good), and what came of it.
+    /// The one place an adapter looks at it.
+    pub fn read(answer: Result<Delivered, AccessError>) -> Answer {
+        let delivered = match answer {
+            Ok(delivered) => delivered,
+            Err(e) if e.is_transient() => return Answer::Transient(e),
+            Err(e) => return Answer::Refused(e),
+        };
+        if delivered.duplicate {
+            return Answer::Duplicate {
+                text: delivered.reply().map(str::to_string),
             };
         }
-        let text = body.reply.and_then(|r| r.text);
-        if body.duplicate == Some(true) {
-            Answer::Duplicate { text }
-        } else if body.gated.as_ref().is_some_and(Value::is_object) {
-            Answer::Gated { text }
-        } else {
-            match text {
-                Some(text) => Answer::Answered { text },
-                None => Answer::NotDelivered,
-            }
+        match delivered.delivery {
+            Delivery::Gated { reply, .. } => Answer::Gated { text: reply },
+            Delivery::Answered { text } => Answer::Answered { text },
+            Delivery::NotDelivered => Answer::NotDelivered,
         }
     }
 
@@ -490,17 +458,11 @@ pub(crate) async fn hand_in(running: &Running, envelope: &Envelope) -> Answer {
     use backon::Retryable;
     let bytes = match serde_json::to_vec(envelope) {
         Ok(bytes) => bytes,
-        Err(e) => {
-            return Answer::Refused {
-                status: 0,
-                error: e.to_string(),
-            };
-        }
+        Err(e) => return Answer::Refused(AccessError::Internal(e.to_string())),
     };
     let attempt = || async {
-        let (status, body) = crate::access::http::hand_in(&running.cx.access, &bytes).await;
-        match Answer::read(status, &body) {
-            transient @ Answer::Transient { .. } => Err(transient),
+        match Answer::read(crate::access::http::hand_in(&running.cx.access, &bytes).await) {
+            transient @ Answer::Transient(_) => Err(transient),
             answer => Ok(answer),
         }
     };
@@ -509,8 +471,8 @@ pub(crate) async fn hand_in(running: &Running, envelope: &Envelope) -> Answer {
         .sleep(tokio::time::sleep)
         .await
         .unwrap_or_else(|last| last);
-    if let Answer::Transient { status, error } | Answer::Refused { status, error } = &answer {
-        tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, status, error = %error, "the Access layer refused an adapter's envelope");
+    if let Answer::Transient(error) | Answer::Refused(error) = &answer {
+        tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, error = %error, "the Access layer refused an adapter's envelope");
     }
     answer
 }
@@ -878,67 +840,49 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn the_doors_answer_is_read_once_into_what_an_adapter_does() {
-        let ok = StatusCode::OK;
-        assert_eq!(
-            Answer::read(ok, &json!({"reply": {"text": "hi"}, "duplicate": false})),
-            Answer::Answered { text: "hi".into() }
-        );
-        assert_eq!(
-            Answer::read(
-                ok,
-                &json!({"reply": {"text": "hi"}, "duplicate": true, "delivered": true})
-            ),
-            Answer::Duplicate {
-                text: Some("hi".into())
-            }
-        );
-        assert_eq!(
-            Answer::read(
-                ok,
-                &json!({"delivered": false, "gated": {"reason": "pairing", "rule": "dmPolicy"}, "reply": {"text": "code 1234"}, "duplicate": false})
-            ),
-            Answer::Gated {
-                text: Some("code 1234".into())
-            }
-        );
-        assert_eq!(
-            Answer::read(
-                ok,
-                &json!({"delivered": false, "gated": {"reason": "mention"}, "reply": null, "duplicate": false})
+        let read = |body: Value| Answer::read(Ok(Delivered::recorded(body.to_string())));
+        assert!(matches!(
+            read(json!({"reply": {"text": "hi"}, "duplicate": false})),
+            Answer::Answered { text } if text == "hi"
+        ));
+        assert!(matches!(
+            read(json!({"reply": {"text": "hi"}, "duplicate": true, "delivered": true})),
+            Answer::Duplicate { text: Some(text) } if text == "hi"
+        ));
+        assert!(matches!(
+            read(json!({"delivered": false, "gated": {"reason": "pairing", "rule": "dmPolicy"}, "reply": {"text": "code 1234"}, "duplicate": false})),
+            Answer::Gated { text: Some(text) } if text == "code 1234"
+        ));
+        assert!(matches!(
+            read(
+                json!({"delivered": false, "gated": {"reason": "mention"}, "reply": null, "duplicate": false})
             ),
             Answer::Gated { text: None }
-        );
-        assert_eq!(
-            Answer::read(
-                StatusCode::ACCEPTED,
-                &json!({"reply": null, "duplicate": false, "delivered": false, "note": "x"})
-            ),
+        ));
+        assert!(matches!(
+            read(json!({"reply": null, "duplicate": false, "delivered": false, "note": "x"})),
             Answer::NotDelivered
-        );
+        ));
         // A reply without text is nothing to post.
-        assert_eq!(
-            Answer::read(ok, &json!({"reply": {"text": 5}})),
+        assert!(matches!(
+            read(json!({"reply": {"text": 5}})),
             Answer::NotDelivered
-        );
-        for status in [503, 429, 500, 502] {
-            let status = StatusCode::from_u16(status).unwrap();
-            assert_eq!(
-                Answer::read(status, &json!({"error": "busy"})),
-                Answer::Transient {
-                    status: status.as_u16(),
-                    error: "\"busy\"".into()
-                }
-            );
+        ));
+        // Which refusals are transient is the door's to say (AccessError::is_transient, held
+        // against the HTTP statuses in access/http.rs); the adapter only follows it.
+        for e in [AccessError::NoPlan, AccessError::Internal("busy".into())] {
+            assert!(matches!(Answer::read(Err(e)), Answer::Transient(_)));
         }
-        for status in [400, 401, 403, 413] {
-            let status = StatusCode::from_u16(status).unwrap();
-            assert!(matches!(
-                Answer::read(status, &json!({})),
-                Answer::Refused { error, .. } if error == "null"
-            ));
+        for e in [
+            AccessError::bad_field("text", "missing"),
+            AccessError::Unauthenticated(crate::access::Unauthenticated::MissingSignature),
+            AccessError::TooLarge { limit: 1 },
+        ] {
+            assert!(matches!(Answer::read(Err(e)), Answer::Refused(_)));
         }
     }
 
@@ -964,10 +908,7 @@ mod tests {
             Some("code")
         );
         assert_eq!(Answer::NotDelivered.reply(true), None);
-        let refused = Answer::Refused {
-            status: 400,
-            error: "x".into(),
-        };
+        let refused = Answer::Refused(AccessError::bad_field("text", "x"));
         assert_eq!(refused.reply(true), None);
     }
 

@@ -14,7 +14,7 @@ use crate::access::Access;
 use crate::access::store::DeliveryKey;
 pub use crate::platform::MAX_REPLY_MESSAGES;
 
-/// The reply an agent gives when it has nothing to say (seed 001 §3): never posted.
+/// The reply an agent gives when it has nothing to say: never posted (docs/channels.md).
 pub const NO_REPLY: &str = "NO_REPLY";
 
 /// Attempts of one chunk, at most, rate limits and transient failures included.

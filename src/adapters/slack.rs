@@ -26,7 +26,7 @@ use crate::platform::slack::{
 /// The longest reply piece: Slack's advice for `text` (it truncates at 40,000).
 pub const TEXT_LIMIT: usize = 4000;
 
-/// `discussion` defaults (seed 001).
+/// `discussion` defaults (docs/channels.md, "Several bots in one workspace: discussions").
 pub const MAX_ROUNDS: u32 = 8;
 pub const CLOSE_MARKER: &str = "DISCUSSION_CLOSE";
 pub const STALL_ROUNDS: u32 = 2;

@@ -25,7 +25,7 @@ pub struct Pending {
     pub posted: usize,
 }
 
-/// A Slack thread's discussion (seed 001).
+/// A Slack thread's discussion (docs/channels.md, "Several bots in one workspace").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ThreadState {
     Open,

@@ -244,7 +244,7 @@ impl HubStore {
     pub fn add_token(&self, hash: &str, owner: &TokenOwner) -> Result<usize, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let revoked = tx.execute(
                 "UPDATE hub_tokens SET revoked_at = ?2, revoked_why = 'superseded: the session was opened again'
                  WHERE session_key = ?1 AND revoked_at IS NULL",
@@ -325,7 +325,7 @@ impl HubStore {
     /// Records a new run, `accepted`.
     pub fn insert_run(&self, run: &RunRecord) -> Result<(), StateError> {
         self.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             tx.prepare_cached(&format!(
                 "INSERT INTO hub_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
             ))?

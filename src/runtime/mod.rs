@@ -10,6 +10,7 @@
 
 pub mod a2a;
 pub mod acp;
+pub mod budget_report;
 pub(crate) mod log;
 mod process;
 mod tree;
@@ -379,7 +380,7 @@ pub struct RuntimeStatus {
     /// The agent's budget counters against its `budgets` (set by the controller from the
     /// Access layer; absent when the agent sets none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budgets: Option<serde_json::Value>,
+    pub budgets: Option<budget_report::BudgetReport>,
 }
 
 impl RuntimeStatus {

@@ -12,9 +12,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
 use crate::config::model::Budgets as BudgetSpec;
+pub use crate::runtime::budget_report::{BudgetReport, Usage};
 
 const HOUR_MS: i64 = 3_600_000;
 const DAY_MS: i64 = 86_400_000;
@@ -410,25 +409,20 @@ impl Budgets {
     /// Agent `agent_id`'s counters against its limits, for `deepcli status`: usage never
     /// reported today is `"unknown"`, and a token or cost budget over such usage says it is
     /// not enforceable.
-    pub fn report(&self, agent_id: &str, limits: &BudgetLimits, now_ms: i64) -> Value {
+    pub fn report(&self, agent_id: &str, limits: &BudgetLimits, now_ms: i64) -> BudgetReport {
         self.with_counts(agent_id, now_ms, |c| report(c, limits))
     }
 }
 
 /// [`Budgets::report`] of counters `c`.
-fn report(c: &Counts, limits: &BudgetLimits) -> Value {
-    let known = |reported: u64, value: Value| {
+fn report(c: &Counts, limits: &BudgetLimits) -> BudgetReport {
+    fn known<T>(reported: u64, value: T) -> Usage<T> {
         if reported == 0 {
-            json!("unknown")
+            Usage::Unknown
         } else {
-            value
+            Usage::Known(value)
         }
-    };
-    let tokens = known(c.tokens_reported, json!(c.tokens));
-    let cost = known(
-        c.cost_reported,
-        json!(c.cost_micros as f64 / MICROS_PER_USD),
-    );
+    }
     let mut notes = Vec::new();
     for (limit, reported, name) in [
         (
@@ -454,21 +448,23 @@ fn report(c: &Counts, limits: &BudgetLimits) -> Value {
             ));
         }
     }
-    json!({
-        "turnsLastHour": c.turns.len(),
-        "turnsPerHour": limits.turns_per_hour,
-        "runningTurns": c.running,
-        "concurrentTurns": limits.concurrent_turns,
-        "turnSeconds": limits.turn_seconds.map(|d| d.as_secs()),
-        "spawnsLastHour": c.spawns.len(),
-        "spawnsPerHour": limits.spawns_per_hour,
-        "tokensToday": tokens,
-        "tokensPerDay": limits.tokens_per_day,
-        "costTodayUsd": cost,
-        "costPerDayUsd": limits.cost_per_day_micros.map(|m| m as f64 / MICROS_PER_USD),
-        "turnsToday": c.turns_today,
-        "notes": notes,
-    })
+    BudgetReport {
+        turns_last_hour: c.turns.len(),
+        turns_per_hour: limits.turns_per_hour,
+        running_turns: c.running,
+        concurrent_turns: limits.concurrent_turns,
+        turn_seconds: limits.turn_seconds.map(|d| d.as_secs()),
+        spawns_last_hour: c.spawns.len(),
+        spawns_per_hour: limits.spawns_per_hour,
+        tokens_today: known(c.tokens_reported, c.tokens),
+        tokens_per_day: limits.tokens_per_day,
+        cost_today_usd: known(c.cost_reported, c.cost_micros as f64 / MICROS_PER_USD),
+        cost_per_day_usd: limits
+            .cost_per_day_micros
+            .map(|m| m as f64 / MICROS_PER_USD),
+        turns_today: c.turns_today,
+        notes,
+    }
 }
 
 impl Counts {
@@ -625,14 +621,9 @@ mod tests {
         drop(b.admit_turn("a", &limits(), T0).unwrap());
         b.add_usage("a", TurnUsage::default(), T0);
         let report = b.report("a", &limits(), T0);
-        assert_eq!(report["tokensToday"], "unknown");
-        assert_eq!(report["costTodayUsd"], "unknown");
-        assert!(
-            report["notes"][0]
-                .as_str()
-                .unwrap()
-                .contains("not enforceable")
-        );
+        assert_eq!(report.tokens_today, Usage::Unknown);
+        assert_eq!(report.cost_today_usd, Usage::Unknown);
+        assert!(report.notes[0].contains("not enforceable"));
         // Unknown usage does not refuse.
         assert!(b.check_turn("a", &limits(), T0).is_ok());
     }
@@ -682,9 +673,9 @@ mod tests {
         ];
         let b = Budgets::load(&rows, T0);
         let report = b.report("a", &limits(), T0);
-        assert_eq!(report["turnsLastHour"], 1);
-        assert_eq!(report["spawnsLastHour"], 1);
-        assert_eq!(report["tokensToday"], 120);
+        assert_eq!(report.turns_last_hour, 1);
+        assert_eq!(report.spawns_last_hour, 1);
+        assert_eq!(report.tokens_today, Usage::Known(120));
         assert_eq!(
             b.check_turn("a", &limits(), T0).err().unwrap().limit,
             Limit::TokensPerDay

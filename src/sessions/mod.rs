@@ -680,7 +680,7 @@ impl Sessions {
     }
 
     /// Agent `agent_id`'s budget counters against its limits (`deepcli status`).
-    pub fn budget_report(&self, agent_id: &str) -> Value {
+    pub fn budget_report(&self, agent_id: &str) -> budget::BudgetReport {
         self.budgets
             .report(agent_id, &self.limits(agent_id), budget::now_ms())
     }

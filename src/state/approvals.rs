@@ -206,7 +206,7 @@ impl ApprovalStore {
     /// (event `auto`, with who decided in `decided_by`).
     pub fn insert(&self, a: &ApprovalRecord) -> Result<(), StateError> {
         self.db.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             tx.execute(
                 &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
                 params![
@@ -374,7 +374,7 @@ impl ApprovalStore {
     pub fn revoke_rule(&self, id: &str, by: &str) -> Result<Option<ApprovalRule>, StateError> {
         let now = crate::clock::now();
         self.db.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let n = tx.execute(
                 "UPDATE approval_rules SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL",
                 params![id, now, by],

@@ -328,7 +328,7 @@ pub fn revoke(
     account_id: Option<&str>,
     sender_id: &str,
 ) -> rusqlite::Result<Vec<PairedSender>> {
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let removed = {
         let mut stmt = tx.prepare(
             "DELETE FROM paired_senders WHERE channel = ?1 AND sender_id = ?2 AND (?3 IS NULL OR account_id = ?3)
@@ -368,7 +368,7 @@ pub fn keep(
     text: &str,
     limit: u32,
 ) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     if limit > 0 {
         tx.execute(
             "INSERT INTO kept_context (session_key, message_id, sender, text, at) VALUES (?1, ?2, ?3, ?4, ?5)",

@@ -652,13 +652,7 @@ const STILL_UNTYPED: &[&str] = &[
     "a2a/mod.rs::incoming",
     "a2a/mod.rs::list",
     "a2a/mod.rs::status",
-    "access/begun.rs::uncertain_response",
-    "access/envelope.rs::facts",
-    "access/http.rs::hand_in",
-    "access/mod.rs::budget_report",
-    "access/reply.rs::send",
     "adapters/mod.rs::discussions",
-    "adapters/mod.rs::read",
     "hub/calls.rs::call",
     "hub/calls.rs::call_typed",
     "hub/mod.rs::audit",
@@ -674,7 +668,6 @@ const STILL_UNTYPED: &[&str] = &[
     "manage/live.rs::runtime",
     "manage/mod.rs::data",
     "runtime/a2a.rs::check_card",
-    "sessions/budget.rs::report",
 ];
 
 /// `pub`/`pub(crate)` functions outside the codecs whose signature names `Value`:
