@@ -185,16 +185,39 @@ impl std::fmt::Debug for SecretRef {
     }
 }
 
+/// Why a [`SecretRef`] did not resolve.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("environment variable `{id}` is not set")]
+    Unset { id: String },
+    #[error("cannot read secret file `{path}`: {source}")]
+    File {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
 impl SecretRef {
     /// The secret now: the variable's value, or the file's text without its final line break.
-    pub fn resolve(&self) -> Result<String, String> {
+    /// Held as a [`SecretString`](secrecy::SecretString) (redacted in `Debug`, wiped when
+    /// dropped) and exposed only where it is sent: a header, a signature, a child's
+    /// environment. The one resolver of secret references; what counts as usable (empty,
+    /// whitespace, too short) is each caller's rule.
+    pub fn resolve(&self) -> Result<secrecy::SecretString, SecretError> {
         match self {
-            SecretRef::Env { id } => {
-                std::env::var(id).map_err(|_| format!("environment variable `{id}` is not set"))
-            }
+            SecretRef::Env { id } => std::env::var(id)
+                .map(Into::into)
+                .map_err(|_| SecretError::Unset { id: id.clone() }),
             SecretRef::File { path } => std::fs::read_to_string(path)
-                .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-                .map_err(|e| format!("cannot read secret file `{path}`: {e}")),
+                .map(|mut text| {
+                    // Cut in place: no copy of the secret is left behind unwiped.
+                    text.truncate(text.trim_end_matches(['\n', '\r']).len());
+                    text.into()
+                })
+                .map_err(|source| SecretError::File {
+                    path: path.clone(),
+                    source,
+                }),
         }
     }
 }

@@ -15,20 +15,17 @@ use super::{
     BACKOFF_MAX, BACKOFF_START, Events, HEALTHY_AFTER, Phase, RuntimeSpec, RuntimeStatus,
     STDIN_GRACE, STOP_TIMEOUT, SWEEP_EVERY, StopAck,
 };
-use crate::config::model::{EnvValue, RuntimeKind, Secret, SecretRef};
+use crate::config::model::{EnvValue, RuntimeKind, Secret};
 
 /// Why a runtime could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     #[error("`runtime.command` is empty")]
     NoCommand,
-    #[error("env `{name}`: environment variable `{var}` is not set")]
-    MissingEnv { name: String, var: String },
-    #[error("env `{name}`: cannot read secret file `{path}`: {source}")]
-    SecretFile {
+    #[error("env `{name}`: {source}")]
+    Secret {
         name: String,
-        path: String,
-        source: std::io::Error,
+        source: crate::config::model::SecretError,
     },
     #[error("cannot start `{program}`: {source}")]
     Spawn {
@@ -93,17 +90,12 @@ fn environment(spec: &RuntimeSpec) -> Result<Vec<(String, String)>, SpawnError> 
             };
             let value = match shorthand.as_ref().unwrap_or(value) {
                 EnvValue::Text(text) => text.clone(),
-                EnvValue::Secret(SecretRef::Env { id }) => {
-                    std::env::var(id).map_err(|_| SpawnError::MissingEnv {
+                // Exposed here, where it is sent: into the child's environment.
+                EnvValue::Secret(r) => r
+                    .resolve()
+                    .map(|secret| secrecy::ExposeSecret::expose_secret(&secret).to_string())
+                    .map_err(|source| SpawnError::Secret {
                         name: name.clone(),
-                        var: id.clone(),
-                    })?
-                }
-                EnvValue::Secret(SecretRef::File { path }) => std::fs::read_to_string(path)
-                    .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-                    .map_err(|source| SpawnError::SecretFile {
-                        name: name.clone(),
-                        path: path.clone(),
                         source,
                     })?,
             };
@@ -655,6 +647,7 @@ async fn stopped(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::model::SecretRef;
 
     #[test]
     fn restarts_wait_from_the_start_doubling_up_to_the_most() {
