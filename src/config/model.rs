@@ -1037,6 +1037,41 @@ mod tests {
     const VALUE: &str = "sk-proj-DO-NOT-PRINT-0123456789";
 
     #[test]
+    fn a_resolved_secret_keeps_all_but_its_final_line_break_and_debug_never_shows_it() {
+        use secrecy::ExposeSecret;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        std::fs::write(&path, format!(" {VALUE} \r\n")).unwrap();
+        let secret = SecretRef::File {
+            path: path.display().to_string(),
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(secret.expose_secret(), format!(" {VALUE} "));
+        let shown = format!("{secret:?}");
+        assert!(!shown.contains(VALUE), "{shown}");
+    }
+
+    #[test]
+    fn an_unresolved_secret_says_which_variable_or_file() {
+        let unset = SecretRef::Env {
+            id: "DEEPCLI_SURELY_UNSET_SECRET".into(),
+        };
+        assert_eq!(
+            unset.resolve().unwrap_err().to_string(),
+            "environment variable `DEEPCLI_SURELY_UNSET_SECRET` is not set"
+        );
+        let missing = SecretRef::File {
+            path: "/nonexistent/deepcli-secret".into(),
+        };
+        let error = missing.resolve().unwrap_err().to_string();
+        assert!(
+            error.starts_with("cannot read secret file `/nonexistent/deepcli-secret`: "),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn an_inline_secret_is_never_shown_by_debug_or_serialize() {
         let secret = Secret::from_text(VALUE);
         assert!(matches!(secret, Secret::Inline(_)));
