@@ -63,6 +63,11 @@ where
     fn metric_type(&self) -> MetricType {
         M::TYPE
     }
+
+    /// No rows, no family: as a live `Family` with no label set yet.
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// A distribution known only by its sum and count, read at scrape time: a histogram with the
