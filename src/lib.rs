@@ -35,6 +35,7 @@ pub mod hub;
 pub mod ids;
 pub(crate) mod log_line;
 pub mod manage;
+pub(crate) mod metrics;
 pub(crate) mod mounts;
 pub mod openclaw;
 pub mod os;

@@ -92,7 +92,8 @@ fn resolve_token(token: &Secret) -> Result<[u8; 32], String> {
         Secret::Ref(r) => r,
         Secret::Inline(_) => return Err("the token is written inline (validate refuses it)".into()),
     };
-    let value = crate::access::plan::resolve_secret(r)?;
+    let value = r.resolve().map_err(|e| e.to_string())?;
+    let value = secrecy::ExposeSecret::expose_secret(&value);
     if value.trim().chars().count() < MIN_TOKEN_CHARS {
         return Err(format!(
             "the token is shorter than {MIN_TOKEN_CHARS} characters"

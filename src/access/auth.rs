@@ -82,7 +82,8 @@ fn verify_signature(
         Unauthenticated::WrongSignature { channel, account }
     };
     // HMAC takes a key of any length: this cannot fail.
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).map_err(|_| wrong())?;
+    let key = secrecy::ExposeSecret::expose_secret(secret).as_bytes();
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).map_err(|_| wrong())?;
     mac.update(body);
     mac.verify_slice(&bytes).map_err(|_| wrong())
 }
@@ -105,7 +106,7 @@ mod tests {
     fn account(secret: &str) -> plan::AccountAccess {
         plan::AccountAccess {
             enabled: true,
-            webhook_secret: Ok(secret.as_bytes().to_vec()),
+            webhook_secret: Ok(secret.into()),
             reply_url: None,
         }
     }

@@ -5,28 +5,21 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use secrecy::{ExposeSecret, SecretString};
+
 use crate::config::Config;
 use crate::config::model::{BindingType, Model, RuntimeKind, SecretRef};
 use crate::routing::RoutingPlan;
 use crate::routing::document::{PlanMeta, StoredAccount};
 
 /// A channel account as the Access layer sees it.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AccountAccess {
     pub enabled: bool,
-    /// The resolved `webhookSecret`, or why there is none.
-    pub webhook_secret: Result<Vec<u8>, String>,
+    /// The resolved `webhookSecret` (redacted in `Debug`; exposed only to sign and verify), or
+    /// why there is none.
+    pub webhook_secret: Result<SecretString, String>,
     pub reply_url: Option<String>,
-}
-
-impl std::fmt::Debug for AccountAccess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AccountAccess")
-            .field("enabled", &self.enabled)
-            .field("webhook_secret", &self.webhook_secret.as_ref().map(|_| "…"))
-            .field("reply_url", &self.reply_url)
-            .finish()
-    }
 }
 
 /// One routing plan generation, with everything a request needs from the config.
@@ -60,27 +53,16 @@ pub struct AccessPlan {
     pub policy: crate::policy::PolicyPlan,
 }
 
-/// Resolves a secret reference now; the value lives only in memory.
-pub fn resolve_secret(secret: &SecretRef) -> Result<String, String> {
-    match secret {
-        SecretRef::Env { id } => {
-            std::env::var(id).map_err(|_| format!("environment variable `{id}` is not set"))
-        }
-        SecretRef::File { path } => std::fs::read_to_string(path)
-            .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-            .map_err(|e| format!("cannot read secret file `{path}`: {e}")),
+/// Resolves a `webhookSecret` now (the value lives only in memory): a secret that is empty or
+/// only whitespace (a file holding only a line break, a variable set to "") is refused, since
+/// an HMAC with the empty key is one anybody can compute.
+pub fn resolve_webhook_secret(secret: &SecretRef) -> Result<SecretString, String> {
+    let value = secret.resolve().map_err(|e| e.to_string())?;
+    let text = value.expose_secret();
+    if !text.trim().is_empty() {
+        return Ok(value);
     }
-}
-
-/// Resolves a `webhookSecret`: a secret that is empty or only whitespace (a file holding
-/// only a line break, a variable set to "") is refused, since an HMAC with the empty key is
-/// one anybody can compute.
-pub fn resolve_webhook_secret(secret: &SecretRef) -> Result<Vec<u8>, String> {
-    let value = resolve_secret(secret)?;
-    if !value.trim().is_empty() {
-        return Ok(value.into_bytes());
-    }
-    let what = if value.is_empty() {
+    let what = if text.is_empty() {
         "is empty"
     } else {
         "holds only whitespace"
@@ -265,7 +247,10 @@ mod tests {
     fn a_webhook_secret_keeps_all_but_its_trailing_line_break() {
         let dir = tempfile::tempdir().unwrap();
         let secret = file_secret(dir.path(), "s", " s3cret \n");
-        assert_eq!(resolve_webhook_secret(&secret).unwrap(), b" s3cret ");
+        assert_eq!(
+            resolve_webhook_secret(&secret).unwrap().expose_secret(),
+            " s3cret "
+        );
     }
 
     #[test]
@@ -301,8 +286,11 @@ mod tests {
         let key = |id: &str| ("telegram".to_string(), id.to_string());
         assert!(plan.accounts[&key("empty")].webhook_secret.is_err());
         assert_eq!(
-            plan.accounts[&key("good")].webhook_secret.as_deref(),
-            Ok(&b"resolved-value"[..])
+            plan.accounts[&key("good")]
+                .webhook_secret
+                .as_ref()
+                .map(ExposeSecret::expose_secret),
+            Ok("resolved-value")
         );
         // An account without a webhookSecret takes no calls either, but it was written that
         // way: only unusable references are the operator's to hear about.

@@ -98,7 +98,13 @@ impl ReplySink {
     }
 
     /// Sends `post` to `url` in the background.
-    pub fn send(&self, url: String, secret: Vec<u8>, key: DeliveryKey, post: ReplyPost) {
+    pub fn send(
+        &self,
+        url: String,
+        secret: secrecy::SecretString,
+        key: DeliveryKey,
+        post: ReplyPost,
+    ) {
         let sink = self.clone();
         tokio::spawn(async move {
             let body = match serde_json::to_string(&post) {
@@ -108,7 +114,10 @@ impl ReplySink {
                     return;
                 }
             };
-            let signature = super::sign(&secret, body.as_bytes());
+            let signature = super::sign(
+                secrecy::ExposeSecret::expose_secret(&secret).as_bytes(),
+                body.as_bytes(),
+            );
             let mut attempts = 1;
             let sent = (|| sink.post(&url, &signature, &body))
                 .retry(retries())

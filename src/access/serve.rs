@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderMap, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use axum::routing::get;
+use prometheus_client::metrics::gauge::ConstGauge;
 
 use super::store::AccessStore;
 use super::{Access, AccessPlan, AccessSettings};
@@ -79,12 +80,14 @@ async fn metrics(State(cx): State<Ctx>, headers: HeaderMap) -> Response {
     if let Err(denied) = super::http::operator(&cx.token, &headers) {
         return denied;
     }
-    let mut text = format!(
-        "# TYPE deepcli_routing_generation gauge\ndeepcli_routing_generation {}\n",
-        cx.access.plan().map_or(0, |p| p.generation)
+    let mut registry = crate::metrics::Registry::default();
+    registry.register(
+        "deepcli_routing_generation",
+        "The routing plan generation in force",
+        ConstGauge::new(cx.access.plan().map_or(0, |p| p.generation)),
     );
-    cx.access.metrics.render(&mut text);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+    cx.access.metrics.register(&mut registry);
+    crate::metrics::respond(&registry, &headers)
 }
 
 /// Serves `plan` until SIGINT or SIGTERM.

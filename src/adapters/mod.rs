@@ -45,6 +45,18 @@ pub enum ConnectionState {
     Disabled,
 }
 
+impl ConnectionState {
+    /// The state as `/v1/status` and `/metrics` name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionState::Connecting => "connecting",
+            ConnectionState::Connected => "connected",
+            ConnectionState::AuthFailed => "auth_failed",
+            ConnectionState::Disabled => "disabled",
+        }
+    }
+}
+
 /// One account's adapter, live: what `deepcli status`, `/v1/status`, `channels status` and
 /// `/metrics` show.
 #[derive(Debug, Clone, Serialize)]
@@ -547,12 +559,9 @@ pub struct Adapters {
 
 impl Adapters {
     pub fn new(access: Arc<Access>, store: AdapterStore, timings: Timings) -> Adapters {
-        // One process-wide TLS provider: ring (no OpenSSL). Installing it again is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let http = crate::http_client::builder()
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(90))
-            .user_agent(concat!("deepcli/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_else(|e| {
                 tracing::error!(error = %e, "cannot build the platform HTTP client with its TLS settings; using the defaults");
@@ -791,46 +800,61 @@ pub fn snapshot(live: &LiveMap) -> BTreeMap<(String, String), AdapterLive> {
     live.read().map(|l| l.clone()).unwrap_or_default()
 }
 
-/// The adapters' lines of `/metrics`: each account's connection state (1 for the state it is
-/// in), and its counters.
-pub fn render_metrics(live: &LiveMap, out: &mut String) {
-    use std::fmt::Write;
+/// Registers the adapters' metrics in a scrape's `registry`: each account's connection state (1
+/// for the state it is in), and its counters. None while no account has an adapter.
+pub(crate) fn register_metrics(live: &LiveMap, registry: &mut crate::metrics::Registry) {
+    use crate::metrics::Rows;
+    use prometheus_client::metrics::counter::ConstCounter;
+    use prometheus_client::metrics::gauge::ConstGauge;
     let live = snapshot(live);
     if live.is_empty() {
         return;
     }
-    out.push_str("# TYPE deepcli_adapter_connected gauge\n");
-    for ((channel, account), l) in &live {
-        let _ = writeln!(
-            out,
-            "deepcli_adapter_connected{{channel=\"{channel}\",account=\"{account}\",state=\"{}\"}} {}",
-            serde_json::to_value(l.state)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            u8::from(l.state == ConnectionState::Connected)
-        );
-    }
+    let account = |(channel, account): &(String, String)| {
+        [("channel", channel.clone()), ("account", account.clone())]
+    };
+    registry.register(
+        "deepcli_adapter_connected",
+        "1 while the account's platform adapter is connected",
+        Rows(
+            live.iter()
+                .map(|(key, l)| {
+                    let [channel, account] = account(key);
+                    (
+                        [channel, account, ("state", l.state.as_str().to_string())],
+                        ConstGauge::new(i64::from(l.state == ConnectionState::Connected)),
+                    )
+                })
+                .collect(),
+        ),
+    );
     for (name, help, get) in [
         (
-            "deepcli_adapter_events_total",
-            "events",
+            "deepcli_adapter_events",
+            "Events taken from the platform (redeliveries included)",
             (|l: &AdapterLive| l.events) as fn(&AdapterLive) -> u64,
         ),
-        ("deepcli_adapter_posted_total", "posted", |l| l.posted),
-        ("deepcli_adapter_dead_letters_total", "dead letters", |l| {
-            l.dead_letters
+        ("deepcli_adapter_posted", "Reply pieces posted", |l| {
+            l.posted
         }),
-        ("deepcli_adapter_connects_total", "connects", |l| l.connects),
+        (
+            "deepcli_adapter_dead_letters",
+            "Replies kept as dead letters",
+            |l| l.dead_letters,
+        ),
+        ("deepcli_adapter_connects", "Connections made", |l| {
+            l.connects
+        }),
     ] {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        for ((channel, account), l) in &live {
-            let _ = writeln!(
-                out,
-                "{name}{{channel=\"{channel}\",account=\"{account}\"}} {}",
-                get(l)
-            );
-        }
+        registry.register(
+            name,
+            help,
+            Rows(
+                live.iter()
+                    .map(|(key, l)| (account(key), ConstCounter::new(get(l))))
+                    .collect(),
+            ),
+        );
     }
 }
 

@@ -279,7 +279,7 @@ mod tests {
                 enabled: true,
                 mode: crate::config::model::AdapterMode::Polling,
                 api_base: "http://127.0.0.1:9".into(),
-                bot_token: Ok(crate::platform::Credential("t".into())),
+                bot_token: Ok(crate::platform::Credential::new("t".into())),
                 app_token: None,
                 signing_secret: None,
                 webhook_secret: None,

@@ -104,14 +104,21 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
         return std::future::pending::<Stop>().await;
     }
     let app_token = match &running.spec.app_token {
-        Some(Ok(t)) => t.0.clone(),
+        Some(Ok(t)) => t.clone(),
         _ => return Stop::Auth("socket mode needs a usable appToken".into()),
     };
-    let opened: ConnectionsOpen =
-        match api::call(http, base, &app_token, "apps.connections.open", &NoArgs {}).await {
-            Ok(o) => o,
-            Err(e) => return stop(e),
-        };
+    let opened: ConnectionsOpen = match api::call(
+        http,
+        base,
+        app_token.expose(),
+        "apps.connections.open",
+        &NoArgs {},
+    )
+    .await
+    {
+        Ok(o) => o,
+        Err(e) => return stop(e),
+    };
     let Some(url) = opened.url.as_deref() else {
         return Stop::Failed("apps.connections.open answered without a `url`".into());
     };

@@ -91,7 +91,7 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
             };
             let body = SetWebhook {
                 url,
-                secret_token: &secret.0,
+                secret_token: secret.expose(),
                 allowed_updates: ALLOWED_UPDATES,
             };
             if let Err(e) = api.call::<_, Ignored>("setWebhook", &body, short).await {

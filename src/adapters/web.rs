@@ -81,7 +81,7 @@ async fn telegram_webhook(
         .get("x-telegram-bot-api-secret-token")
         .map(|v| v.as_bytes())
         .unwrap_or_default();
-    if !bool::from(given.ct_eq(secret.0.as_bytes())) {
+    if !bool::from(given.ct_eq(secret.expose().as_bytes())) {
         running
             .log("refused webhook=telegram why=wrong-secret-token")
             .await;
@@ -130,7 +130,7 @@ async fn slack_events(
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let now = jiff::Timestamp::now().as_second();
     if let Err(why) = api::verify(
-        secret.0.as_bytes(),
+        secret.expose().as_bytes(),
         header("x-slack-request-timestamp"),
         header("x-slack-signature"),
         &bytes,

@@ -185,16 +185,39 @@ impl std::fmt::Debug for SecretRef {
     }
 }
 
+/// Why a [`SecretRef`] did not resolve.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("environment variable `{id}` is not set")]
+    Unset { id: String },
+    #[error("cannot read secret file `{path}`: {source}")]
+    File {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
 impl SecretRef {
     /// The secret now: the variable's value, or the file's text without its final line break.
-    pub fn resolve(&self) -> Result<String, String> {
+    /// Held as a [`SecretString`](secrecy::SecretString) (redacted in `Debug`, wiped when
+    /// dropped) and exposed only where it is sent: a header, a signature, a child's
+    /// environment. The one resolver of secret references; what counts as usable (empty,
+    /// whitespace, too short) is each caller's rule.
+    pub fn resolve(&self) -> Result<secrecy::SecretString, SecretError> {
         match self {
-            SecretRef::Env { id } => {
-                std::env::var(id).map_err(|_| format!("environment variable `{id}` is not set"))
-            }
+            SecretRef::Env { id } => std::env::var(id)
+                .map(Into::into)
+                .map_err(|_| SecretError::Unset { id: id.clone() }),
             SecretRef::File { path } => std::fs::read_to_string(path)
-                .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-                .map_err(|e| format!("cannot read secret file `{path}`: {e}")),
+                .map(|mut text| {
+                    // Cut in place: no copy of the secret is left behind unwiped.
+                    text.truncate(text.trim_end_matches(['\n', '\r']).len());
+                    text.into()
+                })
+                .map_err(|source| SecretError::File {
+                    path: path.clone(),
+                    source,
+                }),
         }
     }
 }
@@ -1012,6 +1035,41 @@ mod tests {
     use super::*;
 
     const VALUE: &str = "sk-proj-DO-NOT-PRINT-0123456789";
+
+    #[test]
+    fn a_resolved_secret_keeps_all_but_its_final_line_break_and_debug_never_shows_it() {
+        use secrecy::ExposeSecret;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        std::fs::write(&path, format!(" {VALUE} \r\n")).unwrap();
+        let secret = SecretRef::File {
+            path: path.display().to_string(),
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(secret.expose_secret(), format!(" {VALUE} "));
+        let shown = format!("{secret:?}");
+        assert!(!shown.contains(VALUE), "{shown}");
+    }
+
+    #[test]
+    fn an_unresolved_secret_says_which_variable_or_file() {
+        let unset = SecretRef::Env {
+            id: "DEEPCLI_SURELY_UNSET_SECRET".into(),
+        };
+        assert_eq!(
+            unset.resolve().unwrap_err().to_string(),
+            "environment variable `DEEPCLI_SURELY_UNSET_SECRET` is not set"
+        );
+        let missing = SecretRef::File {
+            path: "/nonexistent/deepcli-secret".into(),
+        };
+        let error = missing.resolve().unwrap_err().to_string();
+        assert!(
+            error.starts_with("cannot read secret file `/nonexistent/deepcli-secret`: "),
+            "{error}"
+        );
+    }
 
     #[test]
     fn an_inline_secret_is_never_shown_by_debug_or_serialize() {

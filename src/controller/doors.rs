@@ -105,17 +105,22 @@ impl Doors {
         Ok(tasks)
     }
 
-    /// `deepcli_sandbox_egress_refused_total{agent}`.
-    pub(super) fn render_metrics(&self, out: &mut String) {
-        use std::fmt::Write;
-        out.push_str("# TYPE deepcli_sandbox_egress_refused_total counter\n");
-        if let Ok(map) = self.refusals.lock() {
-            for (agent, n) in map.iter() {
-                let _ = writeln!(
-                    out,
-                    "deepcli_sandbox_egress_refused_total{{agent=\"{agent}\"}} {n}"
-                );
-            }
-        }
+    /// Registers `deepcli_sandbox_egress_refused_total{agent}` in a scrape's `registry`.
+    pub(super) fn register_metrics(&self, registry: &mut crate::metrics::Registry) {
+        use prometheus_client::metrics::counter::ConstCounter;
+        let rows = self
+            .refusals
+            .lock()
+            .map(|map| {
+                map.iter()
+                    .map(|(agent, n)| ([("agent", agent.clone())], ConstCounter::new(*n)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        registry.register(
+            "deepcli_sandbox_egress_refused",
+            "Connections an agent's egress proxy refused",
+            crate::metrics::Rows(rows),
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -22,7 +22,9 @@ async fn status(State(shared): State<Arc<Shared>>) -> Response {
     Json(shared.snapshot()).into_response()
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    use prometheus_client::metrics::counter::ConstCounter;
+    use prometheus_client::metrics::gauge::ConstGauge;
     use std::sync::atomic::Ordering::Relaxed;
     let s = shared.snapshot();
     let ready = s
@@ -30,34 +32,63 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         .iter()
         .filter(|r| r.status == crate::runtime::Phase::Ready)
         .count();
-    let text = format!(
-        "# TYPE deepcli_reconciles_total counter\ndeepcli_reconciles_total {}\n\
-         # TYPE deepcli_config_rejections_total counter\ndeepcli_config_rejections_total {}\n\
-         # TYPE deepcli_config_rejected gauge\ndeepcli_config_rejected {}\n\
-         # TYPE deepcli_routing_generation gauge\ndeepcli_routing_generation {}\n\
-         # TYPE deepcli_runtimes_ready gauge\ndeepcli_runtimes_ready {ready}\n\
-         # TYPE deepcli_runtimes gauge\ndeepcli_runtimes {}\n\
-         # TYPE deepcli_runtime_restarts_total counter\ndeepcli_runtime_restarts_total {}\n\
-         # TYPE deepcli_config_file_events_total counter\n\
-         deepcli_config_file_events_total{{kind=\"change\"}} {}\n\
-         deepcli_config_file_events_total{{kind=\"ignored\"}} {}\n",
-        s.reconciles,
-        s.rejections,
-        u8::from(s.rejected.is_some()),
-        s.routing_generation.unwrap_or(0),
-        s.runtimes.len(),
-        s.runtimes.iter().map(|r| r.restarts).sum::<u64>(),
-        shared.file_events.changes.load(Relaxed),
-        shared.file_events.ignored.load(Relaxed),
+    let mut registry = crate::metrics::Registry::default();
+    registry.register(
+        "deepcli_reconciles",
+        "Reconciles that applied (or found nothing to apply)",
+        ConstCounter::new(s.reconciles),
     );
-    let mut text = text;
-    shared.access.metrics.render(&mut text);
-    crate::adapters::render_metrics(&shared.adapters.live, &mut text);
-    shared.hub.render_metrics(&mut text);
+    registry.register(
+        "deepcli_config_rejections",
+        "Distinct edits rejected as invalid",
+        ConstCounter::new(s.rejections),
+    );
+    registry.register(
+        "deepcli_config_rejected",
+        "1 while the config on disk is rejected",
+        ConstGauge::new(i64::from(s.rejected.is_some())),
+    );
+    registry.register(
+        "deepcli_routing_generation",
+        "The routing plan generation in force",
+        ConstGauge::new(s.routing_generation.unwrap_or(0)),
+    );
+    registry.register(
+        "deepcli_runtimes_ready",
+        "Runtimes supervised that are ready",
+        ConstGauge::new(ready as i64),
+    );
+    registry.register(
+        "deepcli_runtimes",
+        "Runtimes supervised",
+        ConstGauge::new(s.runtimes.len() as i64),
+    );
+    registry.register(
+        "deepcli_runtime_restarts",
+        "Restarts of the runtimes supervised now",
+        ConstCounter::new(s.runtimes.iter().map(|r| r.restarts).sum::<u64>()),
+    );
+    registry.register(
+        "deepcli_config_file_events",
+        "Events on the config files: a change, or ignored",
+        crate::metrics::Rows(vec![
+            (
+                [("kind", "change")],
+                ConstCounter::new(shared.file_events.changes.load(Relaxed)),
+            ),
+            (
+                [("kind", "ignored")],
+                ConstCounter::new(shared.file_events.ignored.load(Relaxed)),
+            ),
+        ]),
+    );
+    shared.access.metrics.register(&mut registry);
+    crate::adapters::register_metrics(&shared.adapters.live, &mut registry);
+    shared.hub.register_metrics(&mut registry);
     if let Ok(doors) = shared.doors.lock() {
-        doors.render_metrics(&mut text);
+        doors.register_metrics(&mut registry);
     }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+    crate::metrics::respond(&registry, &headers)
 }
 
 /// `POST /rpc`: the operator JSON-RPC (management.md, hub.md, approvals.md), read once;

@@ -100,7 +100,8 @@ pub struct StdioServer {
     /// `http://HOST:PORT`, or `http://localhost` over the socket.
     base: String,
     http: reqwest::Client,
-    token: String,
+    /// The session's token: exposed only in the `Authorization` header.
+    token: secrecy::SecretString,
 }
 
 /// How long one forwarded call may take: a send may wait up to an hour for its reply.
@@ -115,7 +116,7 @@ impl StdioServer {
             })
         };
         let url = get(super::URL_ENV)?;
-        let token = get(super::TOKEN_ENV)?;
+        let token: secrecy::SecretString = get(super::TOKEN_ENV)?.into();
         let client = crate::http_client::direct();
         // `unix:PATH`: the sandbox's socket to the controller (isolation.md).
         if let Some(path) = url.strip_prefix("unix:") {
@@ -158,7 +159,7 @@ impl StdioServer {
             let response = self
                 .http
                 .post(format!("{}{path}", self.base))
-                .bearer_auth(&self.token)
+                .bearer_auth(secrecy::ExposeSecret::expose_secret(&self.token))
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body.to_string())
                 .send()

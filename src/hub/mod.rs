@@ -399,38 +399,49 @@ impl Hub {
         })
     }
 
-    /// The Hub's lines of `/metrics` (Prometheus text).
-    pub fn render_metrics(&self, out: &mut String) {
-        use std::fmt::Write;
+    /// Registers the Hub's metrics in a scrape's `registry`.
+    pub(crate) fn register_metrics(&self, registry: &mut crate::metrics::Registry) {
+        use crate::metrics::{Rows, SumCount, Unit};
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
         let m = &self.metrics;
-        let _ = write!(
-            out,
-            "# TYPE deepcli_hub_calls_total counter\ndeepcli_hub_calls_total {}\n\
-             # TYPE deepcli_hub_sends_total counter\ndeepcli_hub_sends_total {}\n\
-             # TYPE deepcli_hub_spawns_total counter\ndeepcli_hub_spawns_total {}\n\
-             # TYPE deepcli_hub_bad_tokens_total counter\ndeepcli_hub_bad_tokens_total {}\n\
-             # TYPE deepcli_hub_active_runs gauge\ndeepcli_hub_active_runs {}\n\
-             # TYPE deepcli_hub_run_duration_seconds summary\n\
-             deepcli_hub_run_duration_seconds_sum {:.3}\n\
-             deepcli_hub_run_duration_seconds_count {}\n\
-             # TYPE deepcli_hub_denials_total counter\n",
-            m.calls.load(Relaxed),
-            m.sends.load(Relaxed),
-            m.spawns.load(Relaxed),
-            m.bad_tokens.load(Relaxed),
-            self.runs.count(),
-            m.run_millis.load(Relaxed) as f64 / 1000.0,
-            m.runs_finished.load(Relaxed),
+        let counter = |n: &AtomicU64| ConstCounter::new(n.load(Relaxed));
+        registry.register("deepcli_hub_calls", "Hub tool calls", counter(&m.calls));
+        registry.register("deepcli_hub_sends", "Hub sends", counter(&m.sends));
+        registry.register("deepcli_hub_spawns", "Hub spawns", counter(&m.spawns));
+        registry.register(
+            "deepcli_hub_bad_tokens",
+            "Token checks that failed (unknown, revoked or malformed tokens)",
+            counter(&m.bad_tokens),
+        );
+        registry.register(
+            "deepcli_hub_active_runs",
+            "Hub runs not finished",
+            ConstGauge::new(self.runs.count() as i64),
+        );
+        registry.register_with_unit(
+            "deepcli_hub_run_duration",
+            "Finished Hub runs and their durations, summed",
+            Unit::Seconds,
+            SumCount {
+                sum: m.run_millis.load(Relaxed) as f64 / 1000.0,
+                count: m.runs_finished.load(Relaxed),
+            },
         );
         let denials = m.denials.lock().map(|d| d.clone()).unwrap_or_default();
-        for reason in Reason::ALL {
-            let _ = writeln!(
-                out,
-                "deepcli_hub_denials_total{{reason=\"{}\"}} {}",
-                reason.as_str(),
-                denials.get(reason.as_str()).copied().unwrap_or(0)
-            );
-        }
+        registry.register(
+            "deepcli_hub_denials",
+            "Hub refusals by reason",
+            Rows(
+                Reason::ALL
+                    .iter()
+                    .map(|reason| {
+                        let n = denials.get(reason.as_str()).copied().unwrap_or(0);
+                        ([("reason", reason.as_str())], ConstCounter::new(n))
+                    })
+                    .collect(),
+            ),
+        );
     }
 
     /// Agent `agent_id` was deleted: its sessions' tokens are revoked, its children closed,

@@ -14,6 +14,7 @@ pub mod telegram;
 
 use std::collections::BTreeMap;
 
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::config::Config;
@@ -76,9 +77,30 @@ impl Platform {
     }
 }
 
-/// A credential resolved now; `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Credential(pub String);
+/// A credential resolved now: held as a [`SecretString`] (wiped when dropped), shown by no
+/// `Debug`, exposed only where it is sent ([`Credential::expose`]).
+#[derive(Clone)]
+pub struct Credential(SecretString);
+
+impl Credential {
+    pub fn new(value: String) -> Credential {
+        Credential(value.into())
+    }
+
+    /// The value, for the header, signature check or request that sends it.
+    pub fn expose(&self) -> &str {
+        self.0.expose_secret()
+    }
+}
+
+/// Equal when the values are: a changed credential restarts its adapter.
+impl PartialEq for Credential {
+    fn eq(&self, other: &Credential) -> bool {
+        self.expose() == other.expose()
+    }
+}
+
+impl Eq for Credential {}
 
 impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -122,7 +144,7 @@ impl AdapterSpec {
 
     /// The bot token, or `""` when it did not resolve (a call with it is refused).
     pub fn token(&self) -> &str {
-        self.bot_token.as_ref().map_or("", |t| t.0.as_str())
+        self.bot_token.as_ref().map_or("", Credential::expose)
     }
 
     /// What the transport needs that is missing: said as the account's last error, and the
@@ -175,12 +197,12 @@ fn resolve(secret: Option<&Secret>) -> Option<Result<Credential, String>> {
 }
 
 fn resolve_ref(r: &SecretRef) -> Result<Credential, String> {
-    let value = r.resolve()?;
-    let value = value.trim().to_string();
+    let value = r.resolve().map_err(|e| e.to_string())?;
+    let value = value.expose_secret().trim();
     if value.is_empty() {
         return Err("resolves to an empty value".into());
     }
-    Ok(Credential(value))
+    Ok(Credential::new(value.to_string()))
 }
 
 /// The adapters `config` asks for: every account of a channel deepcli has an adapter for

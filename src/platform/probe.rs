@@ -22,11 +22,11 @@ pub async fn check(http: &reqwest::Client, spec: &AdapterSpec) -> Result<Identit
             let api = telegram::Api {
                 http,
                 base: &spec.api_base,
-                token: &token.0,
+                token: token.expose(),
             };
             api.get_me().await.map_err(|e| e.to_string())
         }
-        Platform::Slack => slack::auth_test(http, &spec.api_base, &token.0)
+        Platform::Slack => slack::auth_test(http, &spec.api_base, token.expose())
             .await
             .map_err(|e| e.to_string()),
     }
@@ -43,14 +43,13 @@ fn on_own_runtime<T: Send + 'static>(
     + Send
     + 'static,
 ) -> Result<T, String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start: {e}"))?;
         runtime.block_on(async move {
-            let http = reqwest::Client::builder()
+            let http = crate::http_client::builder()
                 .timeout(timeout)
                 .build()
                 .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
@@ -83,7 +82,7 @@ pub fn delete_webhook_now(spec: &AdapterSpec, timeout: Duration) -> Result<(), S
             let api = telegram::Api {
                 http: &http,
                 base: &spec.api_base,
-                token: &token.0,
+                token: token.expose(),
             };
             api.delete_webhook(Duration::from_secs(15))
                 .await
@@ -157,7 +156,7 @@ async fn slack_directory<T: serde::de::DeserializeOwned>(
     let mut out = Vec::new();
     for _ in 0..MAX_PAGES {
         let page: Page<T> = loop {
-            match slack::call(http, &spec.api_base, &token.0, method, &args).await {
+            match slack::call(http, &spec.api_base, token.expose(), method, &args).await {
                 Ok(page) => break page,
                 Err(slack::ApiError::RateLimited(wait)) if wait <= Duration::from_secs(30) => {
                     tokio::time::sleep(wait).await;
@@ -269,7 +268,7 @@ pub async fn resolve(
             let api = telegram::Api {
                 http,
                 base: &spec.api_base,
-                token: &token.0,
+                token: token.expose(),
             };
             for name in names {
                 let k = kind_of(name, kind);

@@ -25,7 +25,7 @@ pub type RemoteMap = Arc<Mutex<BTreeMap<String, Arc<Remote>>>>;
 pub struct Remote {
     pub agent_id: String,
     pub url: String,
-    token: Option<String>,
+    token: Option<secrecy::SecretString>,
     http: reqwest::Client,
     /// The remote task each session's prompt is running as (for `CancelTask`).
     running: Mutex<HashMap<String, String>>,
@@ -181,7 +181,7 @@ impl Remote {
             )
             .json(body);
         if let Some(token) = &self.token {
-            req = req.bearer_auth(token);
+            req = req.bearer_auth(secrecy::ExposeSecret::expose_secret(token));
         }
         req
     }
@@ -368,8 +368,7 @@ pub(super) async fn supervise(
         None => Ok(None),
         Some(r) => crate::runtime::resolve_token(r).map(Some),
     };
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder()
+    let http = crate::http_client::builder()
         .connect_timeout(Duration::from_secs(10))
         .build()
         .unwrap_or_default();

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Agent;
-use crate::config::model::{EnvValue, Runtime, RuntimeKind, Secret, SecretRef};
+use crate::config::model::{EnvValue, Runtime, RuntimeKind, Secret};
 
 pub use process::stop_leftover;
 pub use tree::{ProcessId, adopt_orphans, reap_adopted};
@@ -262,18 +262,17 @@ pub struct RuntimeSpec {
     pub run_dir: Option<PathBuf>,
 }
 
-/// Resolves a remote's token now (`kind: a2a`); the value lives only in memory.
-pub(crate) fn resolve_token(token: &Secret) -> Result<String, String> {
+/// Resolves a remote's token now (`kind: a2a`); the value lives only in memory, exposed only
+/// in the `Authorization` header.
+pub(crate) fn resolve_token(token: &Secret) -> Result<secrecy::SecretString, String> {
     let value = match token {
         Secret::Inline(_) => return Err("written inline (validate refuses it)".into()),
-        Secret::Ref(SecretRef::Env { id }) => {
-            std::env::var(id).map_err(|_| format!("environment variable `{id}` is not set"))?
-        }
-        Secret::Ref(SecretRef::File { path }) => std::fs::read_to_string(path)
-            .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-            .map_err(|e| format!("cannot read secret file `{path}`: {e}"))?,
+        Secret::Ref(r) => r.resolve().map_err(|e| e.to_string())?,
     };
-    if value.trim().is_empty() {
+    if secrecy::ExposeSecret::expose_secret(&value)
+        .trim()
+        .is_empty()
+    {
         return Err("empty".into());
     }
     Ok(value)

@@ -12,20 +12,17 @@ use tokio::sync::oneshot;
 use super::log::{Log, MAX_BYTES, pump};
 use super::tree::{AGENT_ENV, Leader, ProcessId, Tree};
 use super::{Events, Phase, RuntimeSpec, RuntimeStatus, SWEEP_EVERY, StopAck};
-use crate::config::model::{EnvValue, RuntimeKind, Secret, SecretRef};
+use crate::config::model::{EnvValue, RuntimeKind, Secret};
 
 /// Why a runtime could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     #[error("`runtime.command` is empty")]
     NoCommand,
-    #[error("env `{name}`: environment variable `{var}` is not set")]
-    MissingEnv { name: String, var: String },
-    #[error("env `{name}`: cannot read secret file `{path}`: {source}")]
-    SecretFile {
+    #[error("env `{name}`: {source}")]
+    Secret {
         name: String,
-        path: String,
-        source: std::io::Error,
+        source: crate::config::model::SecretError,
     },
     #[error("cannot start `{program}`: {source}")]
     Spawn {
@@ -90,17 +87,12 @@ fn environment(spec: &RuntimeSpec) -> Result<Vec<(String, String)>, SpawnError> 
             };
             let value = match shorthand.as_ref().unwrap_or(value) {
                 EnvValue::Text(text) => text.clone(),
-                EnvValue::Secret(SecretRef::Env { id }) => {
-                    std::env::var(id).map_err(|_| SpawnError::MissingEnv {
+                // Exposed here, where it is sent: into the child's environment.
+                EnvValue::Secret(r) => r
+                    .resolve()
+                    .map(|secret| secrecy::ExposeSecret::expose_secret(&secret).to_string())
+                    .map_err(|source| SpawnError::Secret {
                         name: name.clone(),
-                        var: id.clone(),
-                    })?
-                }
-                EnvValue::Secret(SecretRef::File { path }) => std::fs::read_to_string(path)
-                    .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-                    .map_err(|source| SpawnError::SecretFile {
-                        name: name.clone(),
-                        path: path.clone(),
                         source,
                     })?,
             };
@@ -659,6 +651,7 @@ async fn stopped(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::model::SecretRef;
 
     #[test]
     fn restarts_wait_from_the_start_doubling_up_to_the_most() {
