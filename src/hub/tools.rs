@@ -5,6 +5,8 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::CallError;
+
 /// The longest message `sessions_send` carries, and the longest task `sessions_spawn` gives.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// `sessions_send`'s wait when `timeoutSeconds` is not given.
@@ -244,6 +246,52 @@ pub struct ManagementArgs {
     #[serde(default)]
     pub params: Value,
     pub reason: String,
+}
+
+/// One tool call, its arguments decoded.
+#[derive(Debug)]
+pub enum ToolCall {
+    AgentsList(PageArgs),
+    SessionsList(ListArgs),
+    SessionsHistory(HistoryArgs),
+    SessionsSend(SendArgs),
+    SessionsSpawn(SpawnArgs),
+    Subagents(SubagentsArgs),
+    SessionStatus,
+    ManagementRequest(ManagementArgs),
+}
+
+impl ToolCall {
+    /// Tool `tool` called with `args` (MCP's `arguments`; `null` for none).
+    pub fn decode(tool: &str, args: Value) -> Result<ToolCall, CallError> {
+        fn args_of<T: serde::de::DeserializeOwned>(
+            tool: &str,
+            args: Value,
+        ) -> Result<T, CallError> {
+            decode(tool, args).map_err(CallError::BadArguments)
+        }
+        Ok(match tool {
+            AGENTS_LIST => ToolCall::AgentsList(args_of(tool, args)?),
+            SESSIONS_LIST => ToolCall::SessionsList(args_of(tool, args)?),
+            SESSIONS_HISTORY => ToolCall::SessionsHistory(args_of(tool, args)?),
+            SESSIONS_SEND => ToolCall::SessionsSend(args_of(tool, args)?),
+            SESSIONS_SPAWN => ToolCall::SessionsSpawn(args_of(tool, args)?),
+            SUBAGENTS => ToolCall::Subagents(args_of(tool, args)?),
+            SESSION_STATUS => {
+                args_of::<NoArgs>(tool, args)?;
+                ToolCall::SessionStatus
+            }
+            MANAGEMENT_REQUEST => ToolCall::ManagementRequest(args_of(tool, args)?),
+            other => return Err(CallError::UnknownTool(other.to_string())),
+        })
+    }
+}
+
+/// The definitions of the tools `names` names, in [`definitions`]' order.
+pub fn definitions_of(names: &[&str]) -> Vec<Value> {
+    let mut tools = definitions(false);
+    tools.retain(|t| t["name"].as_str().is_some_and(|name| names.contains(&name)));
+    tools
 }
 
 /// Decodes a call's arguments; the error names what is wrong, for the model.
