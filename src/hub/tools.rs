@@ -312,6 +312,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_call_is_decoded_by_its_tool_and_definitions_follow_the_names_given() {
+        assert!(matches!(
+            ToolCall::decode(SESSION_STATUS, Value::Null),
+            Ok(ToolCall::SessionStatus)
+        ));
+        assert!(matches!(
+            ToolCall::decode(AGENTS_LIST, json!({"limit": 3})),
+            Ok(ToolCall::AgentsList(PageArgs { limit: Some(3), .. }))
+        ));
+        match ToolCall::decode(SESSIONS_SEND, json!({"nope": 1})) {
+            Err(CallError::BadArguments(why)) => {
+                assert!(
+                    why.starts_with("bad arguments for `sessions_send`"),
+                    "{why}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            ToolCall::decode("nope", Value::Null).unwrap_err(),
+            CallError::UnknownTool("nope".into())
+        );
+        let names = |defs: Vec<Value>| -> Vec<String> {
+            defs.iter()
+                .map(|d| d["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            names(definitions_of(&[SUBAGENTS, AGENTS_LIST])),
+            [AGENTS_LIST, SUBAGENTS]
+        );
+        assert_eq!(names(definitions_of(&ALL)), names(definitions(false)));
+        let no_spawn: Vec<&str> = ALL.into_iter().filter(|n| *n != SESSIONS_SPAWN).collect();
+        assert_eq!(names(definitions_of(&no_spawn)), names(definitions(true)));
+    }
+
+    #[test]
     fn every_tool_has_a_described_object_schema_and_a_leaf_cannot_spawn() {
         let all = definitions(false);
         assert_eq!(all.len(), ALL.len());
