@@ -50,7 +50,7 @@ pub struct ControllerStatus {
     /// The Hub's figures (hub.md): calls, sends, spawns, runs, live tokens, denials by
     /// reason, the policy in force. Only a running controller has them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hub: Option<serde_json::Value>,
+    pub hub: Option<crate::hub::HubStatus>,
     /// The A2A server's figures (a2a.md): exposed agents, peers (whether each token
     /// resolved), requests, tasks, refusals. Only a running controller has them.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -47,23 +47,22 @@ fn error(message: impl Into<String>) -> ToolResult {
     ToolResult::Error(message.into())
 }
 
+/// A list's document, with `nextCursor` when there is a next page ([`page`]).
+fn listing(mut doc: Value, next: Option<String>) -> ToolResult {
+    if let Some(next) = next {
+        doc["nextCursor"] = next.into();
+    }
+    ToolResult::Document(doc)
+}
+
 impl Hub {
-    /// One tool call from `caller`, its result in OpenClaw's shape.
+    /// One call of tool `tool` from `caller`. Its arguments (`args`) are decoded only once
+    /// the caller is known to have the tool: a refusal is the answer whatever they say.
     pub async fn call(
         self: &Arc<Self>,
         caller: &Caller,
         tool: &str,
-        args: Value,
-    ) -> Result<Value, CallError> {
-        Ok(self.call_typed(caller, tool, args).await?.to_json())
-    }
-
-    /// One tool call from `caller`.
-    pub async fn call_typed(
-        self: &Arc<Self>,
-        caller: &Caller,
-        tool: &str,
-        args: Value,
+        args: impl FnOnce() -> Result<ToolCall, CallError>,
     ) -> Result<ToolResult, CallError> {
         self.metrics.calls.fetch_add(1, Relaxed);
         // Refused before its arguments are read: the caller does not have the tool.
@@ -74,46 +73,20 @@ impl Hub {
         {
             return Ok(self.forbid(denial));
         }
-        let result = match tool {
-            AGENTS_LIST => {
-                let args: PageArgs = decode(tool, args).map_err(CallError::BadArguments)?;
+        let result = match args()? {
+            ToolCall::AgentsList(args) => {
                 match Page::new(args.limit, args.cursor.as_deref(), page::DEFAULT_LIMIT) {
                     Ok(page) => self.agents_list(caller, page),
                     Err(bad) => error(bad.to_string()),
                 }
             }
-            SESSIONS_LIST => {
-                self.sessions_list(caller, decode(tool, args).map_err(CallError::BadArguments)?)
-                    .await?
-            }
-            SESSIONS_HISTORY => {
-                self.sessions_history(caller, decode(tool, args).map_err(CallError::BadArguments)?)
-                    .await?
-            }
-            SESSIONS_SEND => {
-                self.sessions_send(caller, decode(tool, args).map_err(CallError::BadArguments)?)
-                    .await?
-            }
-            SESSIONS_SPAWN => {
-                self.sessions_spawn(caller, decode(tool, args).map_err(CallError::BadArguments)?)
-                    .await?
-            }
-            SUBAGENTS => {
-                self.subagents(caller, decode(tool, args).map_err(CallError::BadArguments)?)
-                    .await?
-            }
-            SESSION_STATUS => {
-                decode::<NoArgs>(tool, args).map_err(CallError::BadArguments)?;
-                self.session_status(caller).await?
-            }
-            MANAGEMENT_REQUEST => {
-                self.management_request(
-                    caller,
-                    decode(tool, args).map_err(CallError::BadArguments)?,
-                )
-                .await?
-            }
-            other => return Err(CallError::UnknownTool(other.to_string())),
+            ToolCall::SessionsList(args) => self.sessions_list(caller, args).await?,
+            ToolCall::SessionsHistory(args) => self.sessions_history(caller, args).await?,
+            ToolCall::SessionsSend(args) => self.sessions_send(caller, args).await?,
+            ToolCall::SessionsSpawn(args) => self.sessions_spawn(caller, args).await?,
+            ToolCall::Subagents(args) => self.subagents(caller, args).await?,
+            ToolCall::SessionStatus => self.session_status(caller).await?,
+            ToolCall::ManagementRequest(args) => self.management_request(caller, args).await?,
         };
         Ok(result)
     }
@@ -147,10 +120,10 @@ impl Hub {
         let allow_any =
             p.a2a_enabled && (p.a2a_allow.is_empty() || p.a2a_allow.iter().any(|a| a == "*"));
         let (agents, next) = page.of(agents);
-        let mut out =
-            json!({"requester": caller.agent_id, "allowAny": allow_any, "agents": agents});
-        page::mark(&mut out, next);
-        ToolResult::Document(out)
+        listing(
+            json!({"requester": caller.agent_id, "allowAny": allow_any, "agents": agents}),
+            next,
+        )
     }
 
     /// Whether `caller` may see session `key` (of agent `agent`): [`checks::may_see`] over
@@ -256,9 +229,7 @@ impl Hub {
         // The entries before the page were checked (visibility is per entry), not shown.
         let out: Vec<Value> = out.into_iter().skip(page.offset).collect();
         let next = more.then(|| page.after(out.len()));
-        let mut result = json!({"count": out.len(), "sessions": out});
-        page::mark(&mut result, next);
-        Ok(ToolResult::Document(result))
+        Ok(listing(json!({"count": out.len(), "sessions": out}), next))
     }
 
     /// The agent of a session key, checked against the config: `Err` is the result to give.
@@ -348,14 +319,15 @@ impl Hub {
         messages.reverse();
         // A full page may have older rows before it; a cut one does.
         let next = (truncated || rows.len() == limit).then(|| page.after(consumed));
-        let mut out = json!({
-            "sessionKey": key,
-            "messages": messages,
-            "truncated": truncated,
-            "capBytes": HISTORY_CAP_BYTES,
-        });
-        page::mark(&mut out, next);
-        Ok(ToolResult::Document(out))
+        Ok(listing(
+            json!({
+                "sessionKey": key,
+                "messages": messages,
+                "truncated": truncated,
+                "capBytes": HISTORY_CAP_BYTES,
+            }),
+            next,
+        ))
     }
 
     /// The session a send goes to: by key, label or agent id (its main session).
@@ -678,9 +650,10 @@ impl Hub {
                     "createdAt": child.created_at,
                 })
             }));
-            let mut out = json!({"status": "ok", "count": children.len(), "children": children});
-            page::mark(&mut out, next);
-            return Ok(ToolResult::Document(out));
+            return Ok(listing(
+                json!({"status": "ok", "count": children.len(), "children": children}),
+                next,
+            ));
         }
         let Some(target) = args.target.as_deref().map(str::trim) else {
             return Ok(error(

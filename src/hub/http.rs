@@ -119,7 +119,8 @@ async fn tools(State(cx): State<Ctx>, headers: HeaderMap) -> Response {
     let Some(caller) = session_caller(&cx, &headers).await else {
         return unauthorized(NO_TOKEN);
     };
-    Json(json!({"tools": cx.hub.tools_for(&caller)})).into_response()
+    let tools = super::tools::definitions_of(&cx.hub.tools_for(&caller));
+    Json(json!({"tools": tools})).into_response()
 }
 
 async fn call(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
@@ -137,14 +138,13 @@ async fn call(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response
         )
             .into_response();
     };
-    let outcome = cx
-        .hub
-        .call(
-            &caller,
-            name,
-            doc.get("arguments").cloned().unwrap_or(Value::Null),
-        )
-        .await;
+    let outcome = super::mcp::call(
+        &cx.hub,
+        &caller,
+        name,
+        doc.get("arguments").cloned().unwrap_or(Value::Null),
+    )
+    .await;
     Json(super::mcp::forward_body(name, outcome)).into_response()
 }
 

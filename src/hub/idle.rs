@@ -126,7 +126,8 @@ impl Hub {
                 &child.run_id,
                 format!(
                     "kept child {why}: runtime session {}, {} token(s) revoked; its history stays readable",
-                    closed["runtime"], closed["tokensRevoked"]
+                    closed.runtime_shown(),
+                    closed.tokens_shown()
                 ),
             )
             .await;

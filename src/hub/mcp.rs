@@ -17,7 +17,22 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use super::tools::{self, ToolCall};
 use super::{CallError, Caller, Hub};
+
+/// One tool call as MCP carries it: the tool's name and its JSON `arguments` in, its result in
+/// OpenClaw's shape out (over `/mcp` and `/v1/hub/call` alike).
+pub(super) async fn call(
+    hub: &Arc<Hub>,
+    caller: &Caller,
+    tool: &str,
+    args: Value,
+) -> Result<Value, CallError> {
+    let result = hub
+        .call(caller, tool, || ToolCall::decode(tool, args))
+        .await?;
+    Ok(result.to_json())
+}
 
 fn info() -> ServerConfig {
     let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
@@ -78,7 +93,7 @@ impl ServerHandler for HttpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = caller_of(&context)?;
-        as_tools(self.hub.tools_for(&caller))
+        as_tools(tools::definitions_of(&self.hub.tools_for(&caller)))
     }
 
     async fn call_tool(
@@ -88,7 +103,7 @@ impl ServerHandler for HttpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = caller_of(&context)?;
         let args = request.arguments.map_or(Value::Null, Value::Object);
-        as_response(self.hub.call(&caller, &request.name, args).await)
+        as_response(call(&self.hub, &caller, &request.name, args).await)
     }
 }
 

@@ -43,6 +43,7 @@ pub mod policy;
 mod results;
 mod runs;
 mod spawns;
+pub mod status;
 pub mod store;
 pub mod token;
 mod tokens;
@@ -60,10 +61,13 @@ use crate::snapshot::Snapshot;
 use crate::state::{StateDir, StateError};
 pub use approval::{ManagementAsk, ManagementAsks};
 pub use policy::{HubPolicy, Reason};
-pub use results::ToolResult;
+pub use results::{SendOutcome, ToolResult};
 pub use runs::CANCEL_GRACE;
 use runs::Runs;
+pub use runs::{RunDetail, RunView, SessionClosed};
 use spawns::Spawns;
+use status::{AgentLoad, AgentToAgentView, LoopPause, PolicyView};
+pub use status::{AuditTimeline, HubStatus, OverheadSummary};
 use store::HubStore;
 use tokens::Tokens;
 
@@ -137,8 +141,8 @@ impl OverheadSamples {
         }
     }
 
-    /// `{samples, p50Us, p99Us, maxUs}` of the overheads kept.
-    pub fn summary(&self) -> Value {
+    /// The overheads kept, summarized.
+    pub fn summary(&self) -> OverheadSummary {
         let mut samples: Vec<u64> = self
             .0
             .lock()
@@ -150,7 +154,12 @@ impl OverheadSamples {
                 .get(((samples.len().saturating_sub(1)) as f64 * p).round() as usize)
                 .copied()
         };
-        json!({"samples": samples.len(), "p50Us": at(0.5), "p99Us": at(0.99), "maxUs": samples.last()})
+        OverheadSummary {
+            samples: samples.len(),
+            p50_us: at(0.5),
+            p99_us: at(0.99),
+            max_us: samples.last().copied(),
+        }
     }
 }
 
@@ -267,15 +276,18 @@ impl Hub {
         })
     }
 
-    /// The audit timeline (approvals.md) `filter` asks for: `{count, events}`.
+    /// The audit timeline (approvals.md) `filter` asks for.
     pub async fn audit(
         &self,
         filter: crate::state::audit::AuditFilter,
-    ) -> Result<Value, CallError> {
+    ) -> Result<AuditTimeline, CallError> {
         let events = self
             .db(move |s| s.with(|c| crate::state::audit::timeline(c, &filter)))
             .await?;
-        Ok(json!({"count": events.len(), "events": events}))
+        Ok(AuditTimeline {
+            count: events.len(),
+            events,
+        })
     }
 
     /// The controller's base URL agents are given.
@@ -322,19 +334,19 @@ impl Hub {
         found
     }
 
-    /// The tools `caller` gets: a leaf gets no `sessions_spawn`, a spawned session none that
-    /// [`HubPolicy::tool_denied`] takes from it.
-    pub fn tools_for(&self, caller: &Caller) -> Vec<Value> {
+    /// The names of the tools `caller` gets, in [`tools::ALL`]'s order: a leaf gets no
+    /// `sessions_spawn`, a spawned session none that [`HubPolicy::tool_denied`] takes from it.
+    pub fn tools_for(&self, caller: &Caller) -> Vec<&'static str> {
         let p = self.policy();
-        let mut tools =
-            tools::definitions(caller.depth >= p.limits(&caller.agent_id).max_spawn_depth);
-        tools.retain(|t| {
-            t["name"].as_str().is_some_and(|name| {
+        let leaf = caller.depth >= p.limits(&caller.agent_id).max_spawn_depth;
+        tools::ALL
+            .into_iter()
+            .filter(|name| !(leaf && *name == tools::SESSIONS_SPAWN))
+            .filter(|name| {
                 p.tool_denied(&caller.agent_id, caller.depth, name)
                     .is_none()
             })
-        });
-        tools
+            .collect()
     }
 
     /// Counts a refusal: where it is made, once.
@@ -351,52 +363,57 @@ impl Hub {
     }
 
     /// The Hub's figures for `/v1/status`.
-    pub fn status(&self) -> Value {
-        let live_tokens = self.tokens.live();
-        let active_runs = self.runs.count();
-        let denials: BTreeMap<&str, u64> = self
+    pub fn status(&self) -> HubStatus {
+        let denials = self
             .metrics
             .denials
             .lock()
-            .map(|d| d.clone())
+            .map(|d| d.iter().map(|(k, v)| (k.to_string(), *v)).collect())
             .unwrap_or_default();
         let p = self.policy();
         let depths = self.access.queue_depths();
         let active = self.runs.by_agent();
-        let agents: serde_json::Map<String, Value> = p
+        let agents = p
             .agents
             .keys()
             .map(|id| {
                 (
                     id.clone(),
-                    json!({
-                        "queueDepth": depths.get(id).copied().unwrap_or(0),
-                        "activeRuns": active.get(id).copied().unwrap_or(0),
-                    }),
+                    AgentLoad {
+                        queue_depth: depths.get(id).copied().unwrap_or(0),
+                        active_runs: active.get(id).copied().unwrap_or(0),
+                    },
                 )
             })
             .collect();
-        json!({
-            "agents": agents,
-            "calls": self.metrics.calls.load(Relaxed),
-            "sends": self.metrics.sends.load(Relaxed),
-            "spawns": self.metrics.spawns.load(Relaxed),
-            "activeRuns": active_runs,
-            "activeSpawns": self.spawns.active(),
-            "liveTokens": live_tokens,
-            "idleChildrenClosed": self.metrics.idle_closed.load(Relaxed),
-            "loopPauses": self.store.open_pauses().unwrap_or_default().into_iter()
-                .map(|(run_id, why)| json!({"runId": run_id, "why": why}))
-                .collect::<Vec<_>>(),
-            "denials": denials,
-            "sendOverhead": self.metrics.send_overhead.summary(),
-            "policy": {
-                "agentToAgent": {"enabled": p.a2a_enabled, "allow": p.a2a_allow},
-                "visibility": p.visibility.as_str(),
-                "maxPingPongTurns": p.max_ping_pong,
-                "maxConcurrent": p.max_concurrent,
+        HubStatus {
+            agents,
+            calls: self.metrics.calls.load(Relaxed),
+            sends: self.metrics.sends.load(Relaxed),
+            spawns: self.metrics.spawns.load(Relaxed),
+            active_runs: self.runs.count(),
+            active_spawns: self.spawns.active(),
+            live_tokens: self.tokens.live(),
+            idle_children_closed: self.metrics.idle_closed.load(Relaxed),
+            loop_pauses: self
+                .store
+                .open_pauses()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(run_id, why)| LoopPause { run_id, why })
+                .collect(),
+            denials,
+            send_overhead: self.metrics.send_overhead.summary(),
+            policy: PolicyView {
+                agent_to_agent: AgentToAgentView {
+                    enabled: p.a2a_enabled,
+                    allow: p.a2a_allow.clone(),
+                },
+                visibility: p.visibility.as_str().to_string(),
+                max_ping_pong_turns: p.max_ping_pong,
+                max_concurrent: p.max_concurrent,
             },
-        })
+        }
     }
 
     /// Registers the Hub's metrics in a scrape's `registry`.

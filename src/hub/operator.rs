@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::calls::kind_of;
-use super::runs::run_json;
+use super::results::SendOutcome;
+use super::runs::{RunDetail, RunView, SessionClosed};
 use super::store::RunFilter;
 use super::{CallError, Hub};
 use crate::state::RunState;
@@ -166,9 +167,14 @@ pub enum HubAnswer {
     Cancelled(SessionCancel),
     Runs(RunList),
     RunCancelled(RunCancel),
-    /// A run's record (`runs/show`, `runs/resume|stop`), a send's outcome or a close's: the
-    /// Hub's run documents.
-    Document(Value),
+    /// A run with its events (`runs/show`).
+    RunDetail(RunDetail),
+    /// A run's record after a decision (`runs/resume|stop`).
+    Run(RunView),
+    /// The operator's send, as it stood when it ended or the wait ran out (`sessions/send`).
+    Sent(SendOutcome),
+    /// What closing a session did (`sessions/close`).
+    Closed(SessionClosed),
 }
 
 /// `sessions/list`: one page of the sessions, newest activity first.
@@ -203,7 +209,7 @@ pub struct SessionDetail {
     pub queue_depth: usize,
     pub child: Option<ChildView>,
     pub children: Vec<ChildLink>,
-    pub runs: Vec<Value>,
+    pub runs: Vec<RunView>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -269,7 +275,7 @@ pub struct RunCancel {
 #[serde(rename_all = "camelCase")]
 pub struct RunList {
     pub count: usize,
-    pub runs: Vec<Value>,
+    pub runs: Vec<RunView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
 }
@@ -311,7 +317,7 @@ impl Hub {
             }
             HubRequest::SessionsSend(p) => {
                 let wait = Duration::from_secs(p.timeout_seconds.unwrap_or(30).min(3600));
-                Ok(HubAnswer::Document(
+                Ok(HubAnswer::Sent(
                     self.operator_send(&p.session_key, p.message, wait).await?,
                 ))
             }
@@ -325,7 +331,7 @@ impl Hub {
                         p.session_key
                     )));
                 };
-                Ok(HubAnswer::Document(
+                Ok(HubAnswer::Closed(
                     self.close_session(&agent, &p.session_key, p.trash).await,
                 ))
             }
@@ -347,7 +353,7 @@ impl Hub {
             HubRequest::RunsShow(p) => self
                 .run_detail(&p.run_id)
                 .await?
-                .map(HubAnswer::Document)
+                .map(HubAnswer::RunDetail)
                 .ok_or_else(|| OperatorError::NotFound(format!("no run `{}`", p.run_id))),
         }
     }
@@ -359,7 +365,7 @@ impl Hub {
         p: &RunParams,
     ) -> Result<HubAnswer, OperatorError> {
         match decided {
-            Ok(Some(run)) => Ok(HubAnswer::Document(run_json(&run))),
+            Ok(Some(run)) => Ok(HubAnswer::Run(RunView::of(&run))),
             Ok(None) => Err(OperatorError::NotFound(format!("no run `{}`", p.run_id))),
             Err(CallError::BadArguments(why)) => Err(OperatorError::Params(why)),
             Err(e) => Err(e.into()),
@@ -444,7 +450,7 @@ impl Hub {
                     closed_at: c.closed_at,
                 })
                 .collect(),
-            runs: runs.iter().map(run_json).collect(),
+            runs: runs.iter().map(RunView::of).collect(),
         })
     }
 
@@ -507,7 +513,7 @@ impl Hub {
         runs.truncate(page.limit);
         Ok(RunList {
             count: runs.len(),
-            runs: runs.iter().map(run_json).collect(),
+            runs: runs.iter().map(RunView::of).collect(),
             next_cursor: more.then(|| page.after(runs.len())),
         })
     }

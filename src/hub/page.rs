@@ -1,6 +1,7 @@
 //! One paging convention for every list the Hub gives, to agents and to the operator (hub.md,
 //! "Paging"): `limit` (default [`DEFAULT_LIMIT`], at most [`MAX_LIMIT`]) and an opaque `cursor`;
-//! a result with more after it says `nextCursor`, which the next call passes as `cursor`.
+//! a result with more after it says `nextCursor`, which the next call passes as `cursor`
+//! (written into each list's result where the result is made).
 //! A cursor is a position in the list as it is ordered: an entry that moves between two
 //! calls may be seen twice or not at all.
 
@@ -55,13 +56,6 @@ impl Page {
     /// The cursor of the position `taken` entries past this page's start.
     pub fn after(self, taken: usize) -> String {
         cursor(self.offset.saturating_add(taken))
-    }
-}
-
-/// Puts `next` in a list's result as `nextCursor` (left out on the last page).
-pub fn mark(result: &mut serde_json::Value, next: Option<String>) {
-    if let Some(next) = next {
-        result["nextCursor"] = next.into();
     }
 }
 

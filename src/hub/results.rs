@@ -170,6 +170,14 @@ pub struct SendOutcome {
     pub state: RunState,
 }
 
+/// In OpenClaw's shape ([`SendOutcome::to_json`]), wherever it is written: a tool result or
+/// the operator's `sessions/send`.
+impl serde::Serialize for SendOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(serializer)
+    }
+}
+
 impl SendOutcome {
     /// Run `run` into session `key`, as it stands.
     pub fn of(run: &RunRecord, key: &str) -> SendOutcome {

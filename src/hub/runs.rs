@@ -15,13 +15,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
 use tokio::sync::watch;
 
 use super::checks::{self, HubView, TurnStart};
 use super::results::{ANNOUNCE_SKIP, REPLY_SKIP, SendOutcome, is_stop, shorten};
 use super::spawns::Spawn;
-use super::store::{ChildSession, Moved, Outcome, RunRecord};
+use super::store::{ChildSession, Moved, Outcome, RunEvent, RunRecord};
 use super::{CallError, Caller, Hub};
 use crate::access::{InternalMessage, SessionOptions};
 use crate::sessions::{Stage, StopReason, TurnError, TurnRequest};
@@ -958,8 +959,8 @@ impl Hub {
     }
 
     /// Closes a session: its runtime session ended, its tokens revoked, a child marked
-    /// closed; `trash`: its transcript moved to the trash tables. A note on what happened.
-    pub async fn close_session(&self, agent_id: &str, key: &str, trash: bool) -> Value {
+    /// closed; `trash`: its transcript moved to the trash tables. What happened.
+    pub async fn close_session(&self, agent_id: &str, key: &str, trash: bool) -> SessionClosed {
         self.close_session_because(agent_id, key, trash, "the session was closed")
             .await
     }
@@ -971,7 +972,7 @@ impl Hub {
         key: &str,
         trash: bool,
         why: &str,
-    ) -> Value {
+    ) -> SessionClosed {
         let (k, why) = (key.to_string(), why.to_string());
         let tokens = self.db(move |s| s.revoke_session_tokens(&k, &why)).await;
         let runtime = self.access.close_runtime_session(agent_id, key).await;
@@ -987,14 +988,17 @@ impl Hub {
             .await
             .and_then(|child| Ok((tokens?, child)));
         match done {
-            Ok((tokens, child)) => json!({
-                "sessionKey": key,
-                "runtime": runtime,
-                "tokensRevoked": tokens,
-                "childClosed": child,
-                "trashed": trash,
-            }),
-            Err(e) => json!({"sessionKey": key, "error": e.to_string()}),
+            Ok((tokens_revoked, child_closed)) => SessionClosed::Closed {
+                session_key: key.to_string(),
+                runtime,
+                tokens_revoked,
+                child_closed,
+                trashed: trash,
+            },
+            Err(e) => SessionClosed::Failed {
+                session_key: key.to_string(),
+                error: e.to_string(),
+            },
         }
     }
 
@@ -1046,7 +1050,7 @@ impl Hub {
         key: &str,
         message: String,
         wait: Duration,
-    ) -> Result<Value, CallError> {
+    ) -> Result<SendOutcome, CallError> {
         let Some(agent) = super::store::agent_of(key).map(str::to_string) else {
             return Err(CallError::BadArguments(format!(
                 "`{key}` is not a session key"
@@ -1068,11 +1072,11 @@ impl Hub {
             .start_send(None, &agent, key, message, "operator")
             .await?;
         let record = self.wait_run(&run, wait).await?;
-        Ok(SendOutcome::of(&record, key).to_json())
+        Ok(SendOutcome::of(&record, key))
     }
 
     /// A run with its events, for the operator.
-    pub async fn run_detail(&self, run_id: &str) -> Result<Option<Value>, CallError> {
+    pub async fn run_detail(&self, run_id: &str) -> Result<Option<RunDetail>, CallError> {
         let id = run_id.to_string();
         let found = self
             .db(move |s| Ok(s.run(&id)?.map(|r| (r, s.run_events(&id)))))
@@ -1080,38 +1084,109 @@ impl Hub {
         let Some((run, events)) = found else {
             return Ok(None);
         };
-        let mut doc = run_json(&run);
-        doc["events"] = events
-            .map_err(CallError::from)?
-            .into_iter()
-            .map(|e| json!({"at": e.at, "state": e.state, "note": e.note}))
-            .collect();
-        Ok(Some(doc))
+        Ok(Some(RunDetail {
+            run: RunView::of(&run),
+            events: events?,
+        }))
     }
 }
 
-/// A run as the operator sees it.
-pub fn run_json(run: &RunRecord) -> Value {
-    json!({
-        "runId": run.run_id,
-        "kind": run.kind,
-        "sourceTool": run.source_tool,
-        "state": run.state,
-        "requesterAgentId": run.requester_agent_id,
-        "requesterSessionKey": run.requester_session_key,
-        "targetAgentId": run.target_agent_id,
-        "targetSessionKey": run.target_session_key,
-        "correlationId": run.correlation_id,
-        "mode": run.mode,
-        "cleanup": run.cleanup,
-        "timeoutSeconds": run.timeout_seconds,
-        "message": shorten(&run.message, 500),
-        "reply": run.reply.as_deref().map(|r| shorten(r, 2000)),
-        "error": run.error,
-        "createdAt": run.created_at,
-        "startedAt": run.started_at,
-        "finishedAt": run.finished_at,
-    })
+/// What closing a session did (`sessions/close`), or why it could not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum SessionClosed {
+    #[serde(rename_all = "camelCase")]
+    Closed {
+        session_key: String,
+        /// What became of its runtime session, if it had one here.
+        runtime: Option<String>,
+        tokens_revoked: usize,
+        /// Whether it was a child, now marked closed.
+        child_closed: bool,
+        trashed: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    Failed { session_key: String, error: String },
+}
+
+impl SessionClosed {
+    /// For a note: what became of its runtime session, quoted, or `null`.
+    pub(super) fn runtime_shown(&self) -> String {
+        match self {
+            SessionClosed::Closed {
+                runtime: Some(runtime),
+                ..
+            } => format!("\"{runtime}\""),
+            _ => "null".into(),
+        }
+    }
+
+    /// For a note: how many tokens were revoked, or `null` when the close failed.
+    pub(super) fn tokens_shown(&self) -> String {
+        match self {
+            SessionClosed::Closed { tokens_revoked, .. } => tokens_revoked.to_string(),
+            SessionClosed::Failed { .. } => "null".into(),
+        }
+    }
+}
+
+/// A run as the operator sees it: long texts shortened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    pub run_id: String,
+    pub kind: RunKind,
+    pub source_tool: String,
+    pub state: RunState,
+    pub requester_agent_id: Option<String>,
+    pub requester_session_key: Option<String>,
+    pub target_agent_id: String,
+    pub target_session_key: String,
+    pub correlation_id: String,
+    pub mode: Option<SpawnMode>,
+    pub cleanup: Option<Cleanup>,
+    pub timeout_seconds: Option<u64>,
+    /// At most 500 characters of it.
+    pub message: String,
+    /// At most 2000 characters of it.
+    pub reply: Option<String>,
+    pub error: Option<String>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+
+impl RunView {
+    pub fn of(run: &RunRecord) -> RunView {
+        RunView {
+            run_id: run.run_id.clone(),
+            kind: run.kind,
+            source_tool: run.source_tool.clone(),
+            state: run.state,
+            requester_agent_id: run.requester_agent_id.clone(),
+            requester_session_key: run.requester_session_key.clone(),
+            target_agent_id: run.target_agent_id.clone(),
+            target_session_key: run.target_session_key.clone(),
+            correlation_id: run.correlation_id.clone(),
+            mode: run.mode,
+            cleanup: run.cleanup,
+            timeout_seconds: run.timeout_seconds,
+            message: shorten(&run.message, 500),
+            reply: run.reply.as_deref().map(|r| shorten(r, 2000)),
+            error: run.error.clone(),
+            created_at: run.created_at.clone(),
+            started_at: run.started_at.clone(),
+            finished_at: run.finished_at.clone(),
+        }
+    }
+}
+
+/// A run with the states it went through (`runs/show`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunDetail {
+    #[serde(flatten)]
+    pub run: RunView,
+    pub events: Vec<RunEvent>,
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::CallError;
+
 /// The longest message `sessions_send` carries, and the longest task `sessions_spawn` gives.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// `sessions_send`'s wait when `timeoutSeconds` is not given.
@@ -246,6 +248,52 @@ pub struct ManagementArgs {
     pub reason: String,
 }
 
+/// One tool call, its arguments decoded.
+#[derive(Debug)]
+pub enum ToolCall {
+    AgentsList(PageArgs),
+    SessionsList(ListArgs),
+    SessionsHistory(HistoryArgs),
+    SessionsSend(SendArgs),
+    SessionsSpawn(SpawnArgs),
+    Subagents(SubagentsArgs),
+    SessionStatus,
+    ManagementRequest(ManagementArgs),
+}
+
+impl ToolCall {
+    /// Tool `tool` called with `args` (MCP's `arguments`; `null` for none).
+    pub fn decode(tool: &str, args: Value) -> Result<ToolCall, CallError> {
+        fn args_of<T: serde::de::DeserializeOwned>(
+            tool: &str,
+            args: Value,
+        ) -> Result<T, CallError> {
+            decode(tool, args).map_err(CallError::BadArguments)
+        }
+        Ok(match tool {
+            AGENTS_LIST => ToolCall::AgentsList(args_of(tool, args)?),
+            SESSIONS_LIST => ToolCall::SessionsList(args_of(tool, args)?),
+            SESSIONS_HISTORY => ToolCall::SessionsHistory(args_of(tool, args)?),
+            SESSIONS_SEND => ToolCall::SessionsSend(args_of(tool, args)?),
+            SESSIONS_SPAWN => ToolCall::SessionsSpawn(args_of(tool, args)?),
+            SUBAGENTS => ToolCall::Subagents(args_of(tool, args)?),
+            SESSION_STATUS => {
+                args_of::<NoArgs>(tool, args)?;
+                ToolCall::SessionStatus
+            }
+            MANAGEMENT_REQUEST => ToolCall::ManagementRequest(args_of(tool, args)?),
+            other => return Err(CallError::UnknownTool(other.to_string())),
+        })
+    }
+}
+
+/// The definitions of the tools `names` names, in [`definitions`]' order.
+pub fn definitions_of(names: &[&str]) -> Vec<Value> {
+    let mut tools = definitions(false);
+    tools.retain(|t| t["name"].as_str().is_some_and(|name| names.contains(&name)));
+    tools
+}
+
 /// Decodes a call's arguments; the error names what is wrong, for the model.
 pub fn decode<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result<T, String> {
     let args = if args.is_null() { json!({}) } else { args };
@@ -262,6 +310,43 @@ pub fn decode<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_is_decoded_by_its_tool_and_definitions_follow_the_names_given() {
+        assert!(matches!(
+            ToolCall::decode(SESSION_STATUS, Value::Null),
+            Ok(ToolCall::SessionStatus)
+        ));
+        assert!(matches!(
+            ToolCall::decode(AGENTS_LIST, json!({"limit": 3})),
+            Ok(ToolCall::AgentsList(PageArgs { limit: Some(3), .. }))
+        ));
+        match ToolCall::decode(SESSIONS_SEND, json!({"nope": 1})) {
+            Err(CallError::BadArguments(why)) => {
+                assert!(
+                    why.starts_with("bad arguments for `sessions_send`"),
+                    "{why}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            ToolCall::decode("nope", Value::Null).unwrap_err(),
+            CallError::UnknownTool("nope".into())
+        );
+        let names = |defs: Vec<Value>| -> Vec<String> {
+            defs.iter()
+                .map(|d| d["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            names(definitions_of(&[SUBAGENTS, AGENTS_LIST])),
+            [AGENTS_LIST, SUBAGENTS]
+        );
+        assert_eq!(names(definitions_of(&ALL)), names(definitions(false)));
+        let no_spawn: Vec<&str> = ALL.into_iter().filter(|n| *n != SESSIONS_SPAWN).collect();
+        assert_eq!(names(definitions_of(&no_spawn)), names(definitions(true)));
+    }
 
     #[test]
     fn every_tool_has_a_described_object_schema_and_a_leaf_cannot_spawn() {

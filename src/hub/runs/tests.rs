@@ -166,3 +166,91 @@ fn a_stop_token_ends_the_reply_back_loop_early() {
         "reply-back loop: 0 turns (of at most 5), stopped by a stop token"
     );
 }
+
+#[test]
+fn a_runs_operator_documents_keep_their_json_shape() {
+    let run = RunRecord {
+        run_id: "r1".into(),
+        reply: Some("x".repeat(2001)),
+        ..RunRecord::new(
+            RunKind::Send,
+            "sessions_send",
+            (Some("a".into()), Some("agent:a:main".into())),
+            "b",
+            "agent:b:main",
+            "hi".into(),
+        )
+    };
+    let detail = RunDetail {
+        run: RunView::of(&run),
+        events: vec![RunEvent {
+            at: "t1".into(),
+            state: Some(RunState::Accepted),
+            note: "n".into(),
+        }],
+    };
+    let doc = serde_json::to_value(&detail).unwrap();
+    let keys: Vec<&str> = doc
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "runId",
+            "kind",
+            "sourceTool",
+            "state",
+            "requesterAgentId",
+            "requesterSessionKey",
+            "targetAgentId",
+            "targetSessionKey",
+            "correlationId",
+            "mode",
+            "cleanup",
+            "timeoutSeconds",
+            "message",
+            "reply",
+            "error",
+            "createdAt",
+            "startedAt",
+            "finishedAt",
+            "events"
+        ]
+    );
+    assert_eq!(doc["reply"].as_str().unwrap().chars().count(), 2001);
+    assert!(doc["reply"].as_str().unwrap().ends_with('…'));
+    assert_eq!(
+        doc["events"].to_string(),
+        r#"[{"at":"t1","state":"accepted","note":"n"}]"#
+    );
+    let closed = SessionClosed::Closed {
+        session_key: "k".into(),
+        runtime: Some("closed".into()),
+        tokens_revoked: 2,
+        child_closed: true,
+        trashed: false,
+    };
+    assert_eq!(
+        serde_json::to_string(&closed).unwrap(),
+        r#"{"sessionKey":"k","runtime":"closed","tokensRevoked":2,"childClosed":true,"trashed":false}"#
+    );
+    assert_eq!(
+        (closed.runtime_shown(), closed.tokens_shown()),
+        ("\"closed\"".to_string(), "2".to_string())
+    );
+    let failed = SessionClosed::Failed {
+        session_key: "k".into(),
+        error: "e".into(),
+    };
+    assert_eq!(
+        serde_json::to_string(&failed).unwrap(),
+        r#"{"sessionKey":"k","error":"e"}"#
+    );
+    assert_eq!(
+        (failed.runtime_shown(), failed.tokens_shown()),
+        ("null".to_string(), "null".to_string())
+    );
+}
