@@ -902,11 +902,16 @@ pub fn delete(ctx: &ManageContext, agent: &str, dry_run: bool) -> Result<DeleteR
             .get(&path)
             .ok()
             .flatten()
-            .and_then(|v| v.as_array().cloned())
+            .and_then(|node| match node.value {
+                crate::config::yaml::Value::Seq(items) => Some(items),
+                _ => None,
+            })
             .unwrap_or_default();
         let mut n = 0;
         for (i, entry) in entries.iter().enumerate().rev() {
-            if entry.as_str().is_some_and(|e| same_agent(e, &id)) {
+            if let crate::config::yaml::Value::String(e) = &entry.value
+                && same_agent(e, &id)
+            {
                 let mut item = path.clone();
                 item.push(index(i));
                 change.edit(FileKind::Agents, |doc| doc.remove(&item))?;
