@@ -25,7 +25,7 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use super::streams::{StreamCap, StreamSlot};
-use super::wire::{Wire, state};
+use super::wire::{self, Wire, state};
 use super::{A2a, Caller, Endpoint, Exposed, Refusal, RpcError, Sent};
 use crate::state::RunState;
 
@@ -127,67 +127,11 @@ mod tests {
     }
 }
 
-/// An exposed agent's Agent Card (A2A 1.0 shape).
-pub fn agent_card(agent: &Exposed, base: &str) -> Value {
-    card(
-        &agent.name,
-        &agent.description,
-        &format!("{base}/a2a/{}/", agent.id),
-        base,
-        vec![skill(agent)],
-    )
-}
-
-/// The hub's card: its endpoint `/a2a/` routes each peer by bindings.yaml, to one of the
-/// exposed agents (its skills).
-pub fn hub_card_of(exposed: &[Exposed], base: &str) -> Value {
-    card(
-        "deepcli hub",
-        "This hub's agents. Each peer is answered by the agent the hub's bindings route it to (channel `a2a`); an agent's own card is at /a2a/<agentId>/.",
-        &format!("{base}/a2a/"),
-        base,
-        exposed.iter().map(skill).collect(),
-    )
-}
-
-fn skill(agent: &Exposed) -> Value {
-    json!({
-        "id": agent.id,
-        "name": agent.name,
-        "description": agent.when_to_use.as_deref().unwrap_or(&agent.description),
-        "tags": ["deepcli"],
-    })
-}
-
-fn card(name: &str, description: &str, url: &str, base: &str, skills: Vec<Value>) -> Value {
-    json!({
-        "name": name,
-        "description": description,
-        "supportedInterfaces": [
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-        ],
-        "provider": {"organization": "deepcli", "url": base},
-        "version": env!("CARGO_PKG_VERSION"),
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
-        "securitySchemes": {
-            "bearer": {"httpAuthSecurityScheme": {
-                "scheme": "Bearer",
-                "description": "The token channels.yaml `a2a.peers.<name>.token` names for the calling peer.",
-            }},
-        },
-        "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
-        "defaultInputModes": ["text/plain", "application/json"],
-        "defaultOutputModes": ["text/plain"],
-        "skills": skills,
-    })
-}
-
 fn card_response(agent: Option<&Exposed>, headers: &HeaderMap) -> Response {
     match agent {
         Some(agent) => (
             [(header::CACHE_CONTROL, "max-age=60")],
-            Json(agent_card(agent, &base_url(headers))),
+            Json(wire::agent_card(agent, &base_url(headers))),
         )
             .into_response(),
         None => (
@@ -207,7 +151,7 @@ async fn hub_card(State(a2a): State<Arc<A2a>>, headers: HeaderMap) -> Response {
     }
     (
         [(header::CACHE_CONTROL, "max-age=60")],
-        Json(hub_card_of(&plan.exposed, &base_url(&headers))),
+        Json(wire::hub_card_of(&plan.exposed, &base_url(&headers))),
     )
         .into_response()
 }
@@ -479,13 +423,25 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
                 agent_time = runtime;
                 result
             }),
-        Op::Get => match (task_id(), super::history_length(&params)) {
-            (Ok(t), Ok(h)) => a2a.get(&caller, wire, &t, h).await,
+        Op::Get => match (task_id(), wire::history_length(&params)) {
+            (Ok(t), Ok(h)) => a2a
+                .get(&caller, &t)
+                .await
+                .map(|(task, runs)| wire.task(&task, &runs, h, true)),
             (Err(e), _) | (_, Err(e)) => Err(e),
         },
-        Op::List => a2a.list(&caller, &params).await,
+        Op::List => match wire::list_query(&params) {
+            Ok(query) => a2a
+                .list(&caller, &query)
+                .await
+                .map(|page| wire::task_page(&page, query.history, query.artifacts)),
+            Err(e) => Err(e),
+        },
         Op::Cancel => match task_id() {
-            Ok(t) => a2a.cancel(&caller, wire, &t).await,
+            Ok(t) => a2a
+                .cancel(&caller, &t)
+                .await
+                .map(|(task, runs)| wire.task(&task, &runs, None, true)),
             Err(e) => Err(e),
         },
         // A stream takes its slot before anything else: one over a cap reaches no agent.
@@ -547,7 +503,7 @@ async fn send(
     wire: Wire,
     params: &Value,
 ) -> Result<(Value, Option<std::time::Duration>), RpcError> {
-    let incoming = super::incoming(params)?;
+    let incoming = wire::incoming(params)?;
     let immediately = incoming.return_immediately;
     let Sent {
         mut task,
@@ -588,7 +544,7 @@ async fn stream_send(
     _wire: Wire,
     params: &Value,
 ) -> Result<(String, String), RpcError> {
-    let incoming = super::incoming(params)?;
+    let incoming = wire::incoming(params)?;
     let Sent { task, run, retry } = a2a.send(caller, incoming).await?;
     if !retry {
         a2a.watch(task.task_id.clone(), run.clone());
@@ -603,7 +559,7 @@ async fn subscribe(
 ) -> Result<(String, String), RpcError> {
     let task_id = task_id?;
     let (task, runs) = a2a.load(caller, &task_id).await?;
-    let (now, _) = super::wire::task_state(&task.state, runs.last());
+    let (now, _) = wire::task_state(&task.state, runs.last());
     if state::is_terminal(now) {
         return Err(RpcError::new(
             -32004,
@@ -672,7 +628,7 @@ fn sse(
                 continue;
             }
             seen = run.state;
-            let (now, unknown) = super::wire::run_state(&run);
+            let (now, unknown) = wire::run_state(&run);
             if !run.state.is_final() {
                 if now != state::SUBMITTED {
                     let status = wire.status(&task_id, &context_id, now, unknown, Some(&run));
@@ -699,7 +655,7 @@ fn sse(
             {
                 return;
             }
-            let (st, unknown) = super::wire::task_state(&task.state, runs.last());
+            let (st, unknown) = wire::task_state(&task.state, runs.last());
             let status = wire.status(&task_id, &context_id, st, unknown, runs.last());
             let _ = emit(wire.status_event(&task_id, &context_id, status, true)).await;
             return;

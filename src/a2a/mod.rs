@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -33,7 +32,7 @@ use crate::hub::Hub;
 use crate::hub::store::RunRecord;
 use store::{A2aStore, Recorded, TaskFilter, TaskRecord};
 use streams::{StreamCap, StreamSlot, StreamSlots};
-use wire::{Wire, state};
+use wire::state;
 
 /// A peer's requests per minute when channels.yaml sets none.
 pub const DEFAULT_PER_MINUTE: u32 = 600;
@@ -271,6 +270,65 @@ pub struct Sent {
     pub retry: bool,
 }
 
+/// What ListTasks asks for (`wire::list_query` reads it off the request).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListQuery {
+    /// 1 to 100.
+    pub page_size: usize,
+    /// Only tasks in this state (1.0 spelling).
+    pub state: Option<&'static str>,
+    pub context_id: Option<String>,
+    /// Only tasks before this `pageToken`'s (`updated_us`, task id).
+    pub before: Option<(i64, String)>,
+    /// How many of each task's latest messages to show (`None`: none).
+    pub history: Option<usize>,
+    pub artifacts: bool,
+}
+
+/// A page of ListTasks: each task with its runs' records.
+#[derive(Debug)]
+pub struct TaskPage {
+    pub tasks: Vec<(TaskRecord, Vec<RunRecord>)>,
+    /// Empty on the last page.
+    pub next_page_token: String,
+    pub page_size: usize,
+    pub total_size: usize,
+}
+
+/// What `/v1/status` shows of the A2A server (`ControllerStatus.a2a`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct A2aStatus {
+    /// The exposed agents' ids.
+    pub exposed: Vec<String>,
+    pub peers: Vec<PeerStatus>,
+    pub requests: u64,
+    pub tasks: u64,
+    /// Streams open now.
+    pub streams: usize,
+    /// `{samples, p50Us, p99Us, maxUs}` of the hub's own time in blocking sends.
+    pub send_overhead: crate::hub::OverheadSummary,
+    pub refused: RefusedCounts,
+}
+
+/// A peer as `/v1/status` shows it: its token `ok`, or why it has none.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PeerStatus {
+    pub name: String,
+    pub token: String,
+}
+
+/// Requests refused at the door, by why.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedCounts {
+    pub unauthenticated: u64,
+    pub forbidden: u64,
+    pub rate_limited: u64,
+    pub gated: u64,
+    pub too_many_streams: u64,
+}
+
 /// A message a peer sent, read from its parts.
 #[derive(Debug)]
 pub struct Incoming {
@@ -304,26 +362,34 @@ impl A2a {
     }
 
     /// What `/v1/status` shows of the A2A server.
-    pub fn status(&self) -> Value {
+    pub fn status(&self) -> A2aStatus {
         let plan = self.plan();
-        json!({
-            "exposed": plan.exposed.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
-            "peers": plan.peers.iter().map(|p| json!({
-                "name": p.name,
-                "token": match &p.token { Ok(_) => "ok".to_string(), Err(e) => e.clone() },
-            })).collect::<Vec<_>>(),
-            "requests": self.metrics.requests.load(Relaxed),
-            "tasks": self.metrics.tasks.load(Relaxed),
-            "streams": self.streams.open(),
-            "sendOverhead": self.metrics.send_overhead.summary(),
-            "refused": {
-                "unauthenticated": self.metrics.unauthenticated.load(Relaxed),
-                "forbidden": self.metrics.forbidden.load(Relaxed),
-                "rateLimited": self.metrics.rate_limited.load(Relaxed),
-                "gated": self.metrics.gated.load(Relaxed),
-                "tooManyStreams": self.metrics.too_many_streams.load(Relaxed),
+        let count = |n: &AtomicU64| n.load(Relaxed);
+        A2aStatus {
+            exposed: plan.exposed.iter().map(|e| e.id.clone()).collect(),
+            peers: plan
+                .peers
+                .iter()
+                .map(|p| PeerStatus {
+                    name: p.name.clone(),
+                    token: match &p.token {
+                        Ok(_) => "ok".to_string(),
+                        Err(e) => e.clone(),
+                    },
+                })
+                .collect(),
+            requests: count(&self.metrics.requests),
+            tasks: count(&self.metrics.tasks),
+            streams: self.streams.open(),
+            send_overhead: self.metrics.send_overhead.summary(),
+            refused: RefusedCounts {
+                unauthenticated: count(&self.metrics.unauthenticated),
+                forbidden: count(&self.metrics.forbidden),
+                rate_limited: count(&self.metrics.rate_limited),
+                gated: count(&self.metrics.gated),
+                too_many_streams: count(&self.metrics.too_many_streams),
             },
-        })
+        }
     }
 
     /// The door: the bearer token names the peer; the inbound policy must let the peer speak;
@@ -661,78 +727,33 @@ impl A2a {
         }
     }
 
-    /// GetTask.
+    /// GetTask: the task and its runs' records (its state noted).
     pub async fn get(
         &self,
         caller: &Caller,
-        wire: Wire,
         task_id: &str,
-        history: Option<usize>,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<(TaskRecord, Vec<RunRecord>), RpcError> {
         let (task, runs) = self.load(caller, task_id).await?;
         self.note_state(&task, &runs).await;
-        Ok(wire.task(&task, &runs, history, true))
+        Ok((task, runs))
     }
 
     /// ListTasks: the caller's tasks with its agent (at `/a2a/`: with every agent), newest
-    /// first.
-    pub async fn list(&self, caller: &Caller, params: &Value) -> Result<Value, RpcError> {
-        let text = |k: &str| {
-            params
-                .get(k)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-        };
-        let page_size = match params.get("pageSize") {
-            None | Some(Value::Null) => 50,
-            Some(v) => match v.as_u64() {
-                Some(n @ 1..=100) => n as usize,
-                _ => {
-                    return Err(RpcError::invalid_params(
-                        "`pageSize` must be an integer from 1 to 100",
-                    ));
-                }
-            },
-        };
-        let state = match text("status") {
-            None | Some("TASK_STATE_UNSPECIFIED") => None,
-            Some(s) => Some(
-                state::parse(s)
-                    .ok_or_else(|| {
-                        RpcError::invalid_params(format!(
-                            "`status` `{s}` is not a task state (TASK_STATE_…)"
-                        ))
-                    })?
-                    .to_string(),
-            ),
-        };
-        let before = match text("pageToken") {
-            None => None,
-            Some(t) => Some(
-                t.split_once('.')
-                    .and_then(|(us, id)| Some((us.parse::<i64>().ok()?, id.to_string())))
-                    .ok_or_else(|| {
-                        RpcError::invalid_params("`pageToken` is not one this server gave")
-                    })?,
-            ),
-        };
-        let history = history_length(params)?;
-        let artifacts = params
-            .get("includeArtifacts")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+    /// first, a page of them with their runs' records.
+    pub async fn list(&self, caller: &Caller, query: &ListQuery) -> Result<TaskPage, RpcError> {
+        let page_size = query.page_size;
         let filter = TaskFilter {
             peer: caller.peer.clone(),
             agent: (!caller.routed).then(|| caller.agent.clone()),
-            context_id: text("contextId").map(str::to_string),
-            state,
-            before,
+            context_id: query.context_id.clone(),
+            state: query.state.map(str::to_string),
+            before: query.before.clone(),
             limit: page_size + 1,
         };
         let (mut tasks, total) = self.db(move |s| s.list(&filter)).await?;
         let more = tasks.len() > page_size;
         tasks.truncate(page_size);
-        let next = if more {
+        let next_page_token = if more {
             tasks
                 .last()
                 .map(|t| format!("{}.{}", t.updated_us, t.task_id))
@@ -741,11 +762,16 @@ impl A2a {
             String::new()
         };
         let mut out = Vec::with_capacity(tasks.len());
-        for task in &tasks {
-            let runs = self.runs(task).await?;
-            out.push(Wire::V1.task(task, &runs, history.or(Some(0)), artifacts));
+        for task in tasks {
+            let runs = self.runs(&task).await?;
+            out.push((task, runs));
         }
-        Ok(json!({"tasks": out, "nextPageToken": next, "pageSize": page_size, "totalSize": total}))
+        Ok(TaskPage {
+            tasks: out,
+            next_page_token,
+            page_size,
+            total_size: total,
+        })
     }
 
     /// CancelTask: a task waiting for input is canceled here; a working one's run is cancelled
@@ -753,9 +779,8 @@ impl A2a {
     pub async fn cancel(
         &self,
         caller: &Caller,
-        wire: Wire,
         task_id: &str,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<(TaskRecord, Vec<RunRecord>), RpcError> {
         let (task, runs) = self.load(caller, task_id).await?;
         let (now, _) = wire::task_state(&task.state, runs.last());
         if state::is_terminal(now) {
@@ -775,7 +800,7 @@ impl A2a {
         }
         let (task, runs) = self.load(caller, task_id).await?;
         self.note_state(&task, &runs).await;
-        Ok(wire.task(&task, &runs, None, true))
+        Ok((task, runs))
     }
 }
 
@@ -806,97 +831,6 @@ fn check_context_id(c: &str) -> Result<(), RpcError> {
             "`contextId` must be 1 to {MAX_CONTEXT_ID} characters of letters, digits, `-`, `_` and `.`; leave it out and the server makes one"
         )))
     }
-}
-
-/// `historyLength` of a request: `None` when not given.
-pub fn history_length(params: &Value) -> Result<Option<usize>, RpcError> {
-    match params.get("historyLength") {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
-            RpcError::invalid_params("`historyLength` must be a non-negative integer")
-        }),
-    }
-}
-
-/// The message of a SendMessage request (`params.message`), in either wire's spelling.
-pub fn incoming(params: &Value) -> Result<Incoming, RpcError> {
-    let Some(message) = params.get("message").filter(|m| m.is_object()) else {
-        return Err(RpcError::invalid_params(
-            "`message` (an object) is required",
-        ));
-    };
-    let message_id = message
-        .get("messageId")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty() && s.len() <= 256)
-        .ok_or_else(|| {
-            RpcError::invalid_params("`message.messageId` (1 to 256 characters) is required")
-        })?
-        .to_string();
-    match message.get("role").and_then(Value::as_str) {
-        Some("ROLE_USER" | "user") => {}
-        other => {
-            return Err(RpcError::invalid_params(format!(
-                "`message.role` must be ROLE_USER (got {})",
-                other.map_or("nothing".to_string(), |r| format!("`{r}`"))
-            )));
-        }
-    }
-    let Some(parts) = message
-        .get("parts")
-        .and_then(Value::as_array)
-        .filter(|p| !p.is_empty())
-    else {
-        return Err(RpcError::invalid_params(
-            "`message.parts` must be a non-empty list",
-        ));
-    };
-    let mut text = String::new();
-    for (i, part) in parts.iter().enumerate() {
-        let piece = if let Some(t) = part.get("text").and_then(Value::as_str) {
-            t.to_string()
-        } else if let Some(data) = part.get("data") {
-            serde_json::to_string(data).map_err(RpcError::internal)?
-        } else if ["raw", "url", "file"].iter().any(|k| part.get(k).is_some()) {
-            return Err(RpcError::new(
-                -32005,
-                format!(
-                    "part {i} is a file: this agent takes text and data parts (text/plain, application/json)"
-                ),
-            ));
-        } else {
-            return Err(RpcError::invalid_params(format!(
-                "part {i} has no `text` or `data`"
-            )));
-        };
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        text.push_str(&piece);
-        if text.len() > MAX_TEXT_BYTES {
-            return Err(RpcError::invalid_params(format!(
-                "the message's parts are over {MAX_TEXT_BYTES} bytes of text (the limit, at part {i})"
-            )));
-        }
-    }
-    let field = |k: &str| {
-        message
-            .get(k)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-    };
-    Ok(Incoming {
-        message_id,
-        text,
-        context_id: field("contextId"),
-        task_id: field("taskId"),
-        return_immediately: params
-            .pointer("/configuration/returnImmediately")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-            || params.pointer("/configuration/blocking") == Some(&Value::Bool(false)),
-    })
 }
 
 #[cfg(test)]

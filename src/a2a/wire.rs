@@ -1,9 +1,11 @@
 //! A2A's JSON shapes (a2a.md): the 1.0 ProtoJSON forms (`TASK_STATE_COMPLETED`, `ROLE_USER`,
 //! parts by their `oneof` field) and, for the 0.3 method names, 0.3's (`kind` discriminators,
-//! lower-case states). Tasks are rendered from what the Hub recorded of their runs. Pure.
+//! lower-case states). Tasks are rendered from what the Hub recorded of their runs; requests'
+//! params are read into typed requests; the Agent Cards. Pure.
 
 use serde_json::{Value, json};
 
+use super::{Exposed, Incoming, ListQuery, MAX_TEXT_BYTES, RpcError, TaskPage};
 use crate::hub::store::RunRecord;
 use crate::state::RunState;
 
@@ -274,6 +276,222 @@ impl Wire {
     }
 }
 
+// ---- requests ----------------------------------------------------------------------------
+
+/// `historyLength` of a request: `None` when not given.
+pub fn history_length(params: &Value) -> Result<Option<usize>, RpcError> {
+    match params.get("historyLength") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
+            RpcError::invalid_params("`historyLength` must be a non-negative integer")
+        }),
+    }
+}
+
+/// The message of a SendMessage request (`params.message`), in either wire's spelling.
+pub fn incoming(params: &Value) -> Result<Incoming, RpcError> {
+    let Some(message) = params.get("message").filter(|m| m.is_object()) else {
+        return Err(RpcError::invalid_params(
+            "`message` (an object) is required",
+        ));
+    };
+    let message_id = message
+        .get("messageId")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty() && s.len() <= 256)
+        .ok_or_else(|| {
+            RpcError::invalid_params("`message.messageId` (1 to 256 characters) is required")
+        })?
+        .to_string();
+    match message.get("role").and_then(Value::as_str) {
+        Some("ROLE_USER" | "user") => {}
+        other => {
+            return Err(RpcError::invalid_params(format!(
+                "`message.role` must be ROLE_USER (got {})",
+                other.map_or("nothing".to_string(), |r| format!("`{r}`"))
+            )));
+        }
+    }
+    let Some(parts) = message
+        .get("parts")
+        .and_then(Value::as_array)
+        .filter(|p| !p.is_empty())
+    else {
+        return Err(RpcError::invalid_params(
+            "`message.parts` must be a non-empty list",
+        ));
+    };
+    let mut text = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        let piece = if let Some(t) = part.get("text").and_then(Value::as_str) {
+            t.to_string()
+        } else if let Some(data) = part.get("data") {
+            serde_json::to_string(data).map_err(RpcError::internal)?
+        } else if ["raw", "url", "file"].iter().any(|k| part.get(k).is_some()) {
+            return Err(RpcError::new(
+                -32005,
+                format!(
+                    "part {i} is a file: this agent takes text and data parts (text/plain, application/json)"
+                ),
+            ));
+        } else {
+            return Err(RpcError::invalid_params(format!(
+                "part {i} has no `text` or `data`"
+            )));
+        };
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&piece);
+        if text.len() > MAX_TEXT_BYTES {
+            return Err(RpcError::invalid_params(format!(
+                "the message's parts are over {MAX_TEXT_BYTES} bytes of text (the limit, at part {i})"
+            )));
+        }
+    }
+    let field = |k: &str| {
+        message
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    Ok(Incoming {
+        message_id,
+        text,
+        context_id: field("contextId"),
+        task_id: field("taskId"),
+        return_immediately: params
+            .pointer("/configuration/returnImmediately")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            || params.pointer("/configuration/blocking") == Some(&Value::Bool(false)),
+    })
+}
+
+/// ListTasks' params (`pageSize`, `status`, `pageToken`, `contextId`, `historyLength`,
+/// `includeArtifacts`).
+pub fn list_query(params: &Value) -> Result<ListQuery, RpcError> {
+    let text = |k: &str| {
+        params
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let page_size = match params.get("pageSize") {
+        None | Some(Value::Null) => 50,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=100) => n as usize,
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "`pageSize` must be an integer from 1 to 100",
+                ));
+            }
+        },
+    };
+    let state = match text("status") {
+        None | Some("TASK_STATE_UNSPECIFIED") => None,
+        Some(s) => Some(state::parse(s).ok_or_else(|| {
+            RpcError::invalid_params(format!("`status` `{s}` is not a task state (TASK_STATE_…)"))
+        })?),
+    };
+    let before = match text("pageToken") {
+        None => None,
+        Some(t) => Some(
+            t.split_once('.')
+                .and_then(|(us, id)| Some((us.parse::<i64>().ok()?, id.to_string())))
+                .ok_or_else(|| {
+                    RpcError::invalid_params("`pageToken` is not one this server gave")
+                })?,
+        ),
+    };
+    Ok(ListQuery {
+        page_size,
+        state,
+        context_id: text("contextId").map(str::to_string),
+        before,
+        history: history_length(params)?,
+        artifacts: params
+            .get("includeArtifacts")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    })
+}
+
+/// ListTasks' result: the page's tasks (in 1.0's shape), with `history` of their latest
+/// messages each (`None`: none).
+pub fn task_page(page: &TaskPage, history: Option<usize>, artifacts: bool) -> Value {
+    let tasks: Vec<Value> = page
+        .tasks
+        .iter()
+        .map(|(task, runs)| Wire::V1.task(task, runs, history.or(Some(0)), artifacts))
+        .collect();
+    json!({
+        "tasks": tasks,
+        "nextPageToken": page.next_page_token,
+        "pageSize": page.page_size,
+        "totalSize": page.total_size,
+    })
+}
+
+// ---- Agent Cards -------------------------------------------------------------------------
+
+/// An exposed agent's Agent Card (A2A 1.0 shape).
+pub fn agent_card(agent: &Exposed, base: &str) -> Value {
+    card(
+        &agent.name,
+        &agent.description,
+        &format!("{base}/a2a/{}/", agent.id),
+        base,
+        vec![skill(agent)],
+    )
+}
+
+/// The hub's card: its endpoint `/a2a/` routes each peer by bindings.yaml, to one of the
+/// exposed agents (its skills).
+pub fn hub_card_of(exposed: &[Exposed], base: &str) -> Value {
+    card(
+        "deepcli hub",
+        "This hub's agents. Each peer is answered by the agent the hub's bindings route it to (channel `a2a`); an agent's own card is at /a2a/<agentId>/.",
+        &format!("{base}/a2a/"),
+        base,
+        exposed.iter().map(skill).collect(),
+    )
+}
+
+fn skill(agent: &Exposed) -> Value {
+    json!({
+        "id": agent.id,
+        "name": agent.name,
+        "description": agent.when_to_use.as_deref().unwrap_or(&agent.description),
+        "tags": ["deepcli"],
+    })
+}
+
+fn card(name: &str, description: &str, url: &str, base: &str, skills: Vec<Value>) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ],
+        "provider": {"organization": "deepcli", "url": base},
+        "version": env!("CARGO_PKG_VERSION"),
+        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "securitySchemes": {
+            "bearer": {"httpAuthSecurityScheme": {
+                "scheme": "Bearer",
+                "description": "The token channels.yaml `a2a.peers.<name>.token` names for the calling peer.",
+            }},
+        },
+        "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": skills,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +511,43 @@ mod tests {
             asks_back("INPUT_REQUIRED\nthen more"),
             ("INPUT_REQUIRED\nthen more".into(), false)
         );
+    }
+
+    #[test]
+    fn list_params_read_into_a_query() {
+        assert_eq!(
+            list_query(&json!({})).unwrap(),
+            ListQuery {
+                page_size: 50,
+                state: None,
+                context_id: None,
+                before: None,
+                history: None,
+                artifacts: false,
+            }
+        );
+        let all = json!({"pageSize": 3, "status": "input-required", "pageToken": "17.t-1",
+            "contextId": "c", "historyLength": 2, "includeArtifacts": true});
+        assert_eq!(
+            list_query(&all).unwrap(),
+            ListQuery {
+                page_size: 3,
+                state: Some(state::INPUT_REQUIRED),
+                context_id: Some("c".into()),
+                before: Some((17, "t-1".into())),
+                history: Some(2),
+                artifacts: true,
+            }
+        );
+        for bad in [
+            json!({"pageSize": 0}),
+            json!({"pageSize": 101}),
+            json!({"status": "cancelled"}),
+            json!({"pageToken": "x"}),
+            json!({"historyLength": -1}),
+        ] {
+            assert_eq!(list_query(&bad).unwrap_err().code, -32602, "{bad}");
+        }
     }
 
     #[test]

@@ -28,15 +28,16 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, AccessError, Delivered, Delivery};
+use crate::config::model::AdapterMode;
 pub use crate::platform::{AdapterSpec, Credential, Identity, Platform, specs};
 pub use pipeline::Adapter;
 use store::AdapterStore;
 
 /// `connected | connecting | auth_failed | disabled`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConnectionState {
     Connecting,
@@ -58,12 +59,12 @@ impl ConnectionState {
 }
 
 /// One account's adapter, live: what `deepcli status`, `/v1/status`, `channels status` and
-/// `/metrics` show.
-#[derive(Debug, Clone, Serialize)]
+/// `/metrics` show; `deepcli status` reads it back from `/v1/status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AdapterLive {
     pub platform: Platform,
-    pub mode: &'static str,
+    pub mode: AdapterMode,
     pub state: ConnectionState,
     pub identity: Option<Identity>,
     /// When the current state began.
@@ -80,10 +81,23 @@ pub struct AdapterLive {
     pub dead_letters: u64,
 }
 
+/// One platform thread's seed-001 discussion, as `sessions show` tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadDiscussion {
+    pub thread_id: String,
+    /// The bots' rounds in the thread so far.
+    pub rounds: u32,
+    /// `open`, `limit` or `closed`.
+    pub state: &'static str,
+    /// Whether deepcli posted its notice in the thread.
+    pub notice_sent: bool,
+}
+
 /// The seed-001 discussions in the conversation `session_key` names, for `sessions show`:
 /// each thread's bot rounds and state (only the session's own thread when the key names one).
 /// Empty when the key names no platform conversation or nothing was discussed in it.
-pub fn discussions(cx: &Cx, session_key: &str) -> Vec<serde_json::Value> {
+pub fn discussions(cx: &Cx, session_key: &str) -> Vec<ThreadDiscussion> {
     // agent:<agent>:<channel>:<kind>:<conversation>[:thread:<thread id>]
     let parts: Vec<&str> = session_key.splitn(7, ':').collect();
     let (channel, conversation) = match parts.as_slice() {
@@ -104,13 +118,11 @@ pub fn discussions(cx: &Cx, session_key: &str) -> Vec<serde_json::Value> {
     threads
         .into_iter()
         .filter(|(id, _)| thread.is_none_or(|t| t.eq_ignore_ascii_case(id)))
-        .map(|(id, t)| {
-            serde_json::json!({
-                "threadId": id,
-                "rounds": t.rounds,
-                "state": t.state.as_str(),
-                "noticeSent": t.notice_sent,
-            })
+        .map(|(id, t)| ThreadDiscussion {
+            thread_id: id,
+            rounds: t.rounds,
+            state: t.state.as_str(),
+            notice_sent: t.notice_sent,
         })
         .collect()
 }
@@ -642,7 +654,7 @@ impl Adapters {
                 spec.key(),
                 AdapterLive {
                     platform: spec.platform,
-                    mode: spec.mode.as_str(),
+                    mode: spec.mode,
                     state,
                     identity: None,
                     since: crate::clock::now(),

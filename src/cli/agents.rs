@@ -275,12 +275,7 @@ fn human_list(result: &agents::ListResult, with_bindings: bool, out: Output) {
             .filter_map(|s| s.as_deref())
             .collect::<Vec<_>>()
             .join(" ");
-        let status = a
-            .runtime
-            .status
-            .as_ref()
-            .and_then(|s| s.as_str())
-            .unwrap_or("—");
+        let status = a.runtime.status.map_or("—", |s| s.as_str());
         let _ = writeln!(
             out,
             "{}{}  {}",
@@ -297,7 +292,7 @@ fn human_list(result: &agents::ListResult, with_bindings: bool, out: Output) {
             super::output::model_status(a.model_status.as_ref())
         );
         let _ = writeln!(out, "  runtime    {} ({status})", a.runtime.kind);
-        if let Some(sandbox) = a.runtime.sandbox.as_ref().and_then(|s| s.as_str()) {
+        if let Some(sandbox) = a.runtime.sandbox.as_deref() {
             let _ = writeln!(out, "  sandbox    {sandbox}");
         }
         let _ = writeln!(

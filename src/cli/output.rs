@@ -94,13 +94,13 @@ impl Write for Note {
 }
 
 /// ` (applied)`, ` → gpt-4.1 (a fallback: …)` or ` (model not applied: why)`.
-pub(super) fn model_status(status: Option<&serde_json::Value>) -> String {
+pub(super) fn model_status(status: Option<&crate::manage::live::ModelStatus>) -> String {
     let Some(status) = status else {
         return String::new();
     };
-    let why = status["why"].as_str();
-    match (status["applied"].as_str(), why) {
-        (Some(applied), _) if Some(applied) != status["wanted"].as_str() => match why {
+    let why = status.why.as_deref();
+    match (status.applied.as_deref(), why) {
+        (Some(applied), _) if applied != status.wanted => match why {
             Some(why) => format!(" → {applied} ({why})"),
             None => format!(" → {applied}"),
         },

@@ -415,7 +415,11 @@ fn human(doc: &Value) -> String {
             out.push_str(&format!(
                 "               model {}{}\n",
                 text(&model["wanted"]),
-                super::output::model_status(Some(model))
+                super::output::model_status(
+                    serde_json::from_value::<crate::manage::live::ModelStatus>(model.clone())
+                        .ok()
+                        .as_ref()
+                )
             ));
         }
         if let Some(b) = r.get("budgets").filter(|b| !b.is_null()) {

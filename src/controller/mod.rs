@@ -195,7 +195,7 @@ impl Live {
                 {
                     why.push_str(" (only signed POST /v1/inbound is closed: the platform adapter delivers this account's messages)");
                 }
-                entry.adapter = serde_json::to_value(live).ok();
+                entry.adapter = Some(live);
             }
         }
         status.hub = Some(self.hub.status());

@@ -84,7 +84,8 @@ async fn answer(shared: &Arc<Shared>, call: Call) -> Result<Value, rpc::Error> {
                 .await
                 .unwrap_or_default();
                 if !threads.is_empty() {
-                    result["discussions"] = threads.into();
+                    result["discussions"] =
+                        serde_json::to_value(threads).map_err(rpc::Error::internal)?;
                 }
             }
             Ok(result)

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::adapters::ConnectionState;
 use crate::runtime::{Phase, RuntimeStatus};
 use crate::state::{RuntimeRecord, Wanted};
 
@@ -54,7 +55,7 @@ pub struct ControllerStatus {
     /// The A2A server's figures (a2a.md): exposed agents, peers (whether each token
     /// resolved), requests, tasks, refusals. Only a running controller has them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub a2a: Option<serde_json::Value>,
+    pub a2a: Option<crate::a2a::A2aStatus>,
     pub reconciles: u64,
     pub rejections: u64,
     pub last_error: Option<String>,
@@ -162,12 +163,13 @@ impl ControllerStatus {
         for (channel, live) in &self.channels {
             for (account, a) in &live.accounts {
                 if let Some(adapter) = &a.adapter
-                    && adapter["state"] == "auth_failed"
+                    && adapter.state == ConnectionState::AuthFailed
                 {
                     reasons.push(format!(
                         "channel account {channel}/{account} cannot connect to the platform: {}",
-                        adapter["lastError"]
-                            .as_str()
+                        adapter
+                            .last_error
+                            .as_deref()
                             .unwrap_or("credentials refused")
                     ));
                 }
@@ -180,6 +182,34 @@ impl ControllerStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `deepcli status --json` reads `/v1/status` back into a [`ControllerStatus`] and prints
+    /// it again: the A2A and adapter figures come out as they went in, and a refused adapter
+    /// degrades.
+    #[test]
+    fn a_read_back_status_keeps_its_a2a_and_adapter_figures() {
+        let mut sent = serde_json::to_value(ControllerStatus::default()).unwrap();
+        sent["a2a"] = serde_json::json!({"exposed": ["main"],
+            "peers": [{"name": "p", "token": "ok"}], "requests": 3, "tasks": 1, "streams": 0,
+            "sendOverhead": {"samples": 1, "p50Us": 5, "p99Us": 5, "maxUs": 5},
+            "refused": {"unauthenticated": 1, "forbidden": 0, "rateLimited": 0, "gated": 0,
+                "tooManyStreams": 0}});
+        sent["channels"] = serde_json::json!({"slack": {"accounts": {"work": {"inbound": "open",
+            "adapter": {"platform": "slack", "mode": "socket", "state": "auth_failed",
+                "identity": {"botUserId": "U1", "name": null}, "since": "t",
+                "lastEventAt": null, "lastError": "invalid_auth", "connects": 1, "events": 0,
+                "posted": 0, "deadLetters": 0}}}}});
+        let read: ControllerStatus = serde_json::from_value(sent.clone()).unwrap();
+        let again = serde_json::to_value(&read).unwrap();
+        // Field for field, in order.
+        for part in ["a2a", "channels"] {
+            assert_eq!(again[part].to_string(), sent[part].to_string());
+        }
+        assert_eq!(
+            read.health().reasons,
+            ["channel account slack/work cannot connect to the platform: invalid_auth"]
+        );
+    }
 
     #[test]
     fn a_rejected_edit_or_a_blocked_plan_degrades() {
@@ -221,5 +251,5 @@ pub struct AccountLive {
     pub reason: Option<String>,
     /// The platform adapter the controller runs for the account (Slack, Telegram).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub adapter: Option<serde_json::Value>,
+    pub adapter: Option<crate::adapters::AdapterLive>,
 }

@@ -10,11 +10,13 @@ use serde_json::Value;
 use super::edit::{Step, Yaml, index, key};
 use super::files::Change;
 use super::identity::{self, IdentityFields};
+use super::live::ModelStatus;
 use super::{ManageContext, ManageError, Result, Written, did_you_mean};
 use crate::config::model::{BindingSpec, BindingType, MatchSpec, Model};
 use crate::config::{Config, FileKind};
 use crate::ids::{self, MAIN_AGENT};
 use crate::routing::scope::{MatchKey, Scope};
+use crate::state::RuntimePhase;
 
 // ---- --bind CHANNEL[:ACCOUNT] ---------------------------------------------------------------
 
@@ -226,7 +228,7 @@ pub struct AgentView {
     /// What became of `model`: `{wanted, applied, why}` (`applied` null: not applied, `why`
     /// says why); absent when the agent sets no model.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_status: Option<Value>,
+    pub model_status: Option<ModelStatus>,
     pub runtime: RuntimeView,
     /// One line per route: `telegram:work`, `default (messages no binding matches)`.
     pub routes: Vec<String>,
@@ -238,21 +240,21 @@ pub struct AgentView {
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeView {
     pub kind: &'static str,
-    /// The live status (`running`, `backoff`, …); null when unknown.
-    pub status: Option<Value>,
-    pub pid: Option<Value>,
+    /// The live status (`ready`, `crash-loop`, …); null when unknown.
+    pub status: Option<RuntimePhase>,
+    pub pid: Option<i64>,
     /// Messages waiting in the agent's sessions, plus those being answered (from a running
     /// controller only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub queue_depth: Option<Value>,
+    pub queue_depth: Option<u64>,
     /// Hub runs into the agent's sessions not yet final (from a running controller only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub active_runs: Option<Value>,
+    pub active_runs: Option<u64>,
     /// Its sandbox in one line, as the running controller applies it (`all (bwrap, network
     /// host)`), else as the config asks (`all (auto, network host)`, `off`); absent for a
     /// runtime that starts no process here.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<Value>,
+    pub sandbox: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -433,17 +435,18 @@ pub fn list(ctx: &ManageContext, with_bindings: bool) -> Result<ListResult> {
                     Model::WithFallbacks { primary, .. } => primary.clone(),
                 };
                 let kind = agent.spec.runtime.as_ref().map(|r| r.kind).unwrap_or_default();
-                let live = runtime_live
-                    .map(|r| r["model"].clone())
-                    .filter(|m| !m.is_null());
+                let live = runtime_live.and_then(|r| r.model.clone());
+                let not_applied = |why: &str| ModelStatus {
+                    wanted: wanted.clone(),
+                    applied: None,
+                    why: Some(why.to_string()),
+                };
                 match (kind.applies_model(), live) {
-                    (Err(why), _) => serde_json::json!({"wanted": wanted, "applied": null, "why": why}),
+                    (Err(why), _) => not_applied(why),
                     (Ok(()), Some(live)) => live,
-                    (Ok(()), None) => serde_json::json!({
-                        "wanted": wanted,
-                        "applied": null,
-                        "why": "unknown here: `deepcli up` applies it to the agent's ACP sessions and reports it while it runs",
-                    }),
+                    (Ok(()), None) => not_applied(
+                        "unknown here: `deepcli up` applies it to the agent's ACP sessions and reports it while it runs",
+                    ),
                 }
             });
             AgentView {
@@ -458,18 +461,13 @@ pub fn list(ctx: &ManageContext, with_bindings: bool) -> Result<ListResult> {
                 model_status,
                 runtime: RuntimeView {
                     kind,
-                    status: runtime_live.map(|r| r["status"].clone()),
-                    pid: runtime_live.map(|r| r["pid"].clone()),
-                    queue_depth: runtime_live
-                        .and_then(|r| r.get("queueDepth").cloned())
-                        .filter(|v| !v.is_null()),
-                    active_runs: runtime_live
-                        .and_then(|r| r.get("activeRuns").cloned())
-                        .filter(|v| !v.is_null()),
+                    status: runtime_live.and_then(|r| r.status),
+                    pid: runtime_live.and_then(|r| r.pid),
+                    queue_depth: runtime_live.and_then(|r| r.queue_depth),
+                    active_runs: runtime_live.and_then(|r| r.active_runs),
                     sandbox: runtime_live
-                        .and_then(|r| r.get("sandbox").cloned())
-                        .filter(|v| !v.is_null())
-                        .or_else(|| configured_sandbox(agent).map(Value::from)),
+                        .and_then(|r| r.sandbox.clone())
+                        .or_else(|| configured_sandbox(agent)),
                 },
                 routes,
                 bindings: with_bindings.then(|| mine.iter().map(|b| view(&config, b)).collect()),
@@ -776,7 +774,10 @@ fn list_index(change: &mut Change, config: &Config, agent: &str) -> Result<usize
         .get(&[key("agents"), key("list")])
         .ok()
         .flatten()
-        .and_then(|v| v.as_array().map(Vec::len))
+        .and_then(|node| match node.value {
+            crate::config::yaml::Value::Seq(items) => Some(items.len()),
+            _ => None,
+        })
         .unwrap_or(0);
     change.edit(FileKind::Agents, |doc| {
         doc.append(
@@ -901,11 +902,16 @@ pub fn delete(ctx: &ManageContext, agent: &str, dry_run: bool) -> Result<DeleteR
             .get(&path)
             .ok()
             .flatten()
-            .and_then(|v| v.as_array().cloned())
+            .and_then(|node| match node.value {
+                crate::config::yaml::Value::Seq(items) => Some(items),
+                _ => None,
+            })
             .unwrap_or_default();
         let mut n = 0;
         for (i, entry) in entries.iter().enumerate().rev() {
-            if entry.as_str().is_some_and(|e| same_agent(e, &id)) {
+            if let crate::config::yaml::Value::String(e) = &entry.value
+                && same_agent(e, &id)
+            {
                 let mut item = path.clone();
                 item.push(index(i));
                 change.edit(FileKind::Agents, |doc| doc.remove(&item))?;

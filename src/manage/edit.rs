@@ -114,13 +114,13 @@ impl Doc {
         })
     }
 
-    /// The node at `path`, as JSON (for reading values before editing them).
-    pub fn get(&self, path: &[Step]) -> Result<Option<serde_json::Value>, EditError> {
+    /// The node at `path` (for reading values before editing them).
+    pub fn get(&self, path: &[Step]) -> Result<Option<Node>, EditError> {
         Ok(self
             .parse()?
             .as_ref()
             .and_then(|root| lookup(root, path))
-            .map(Node::to_json))
+            .cloned())
     }
 
     // ---- positions -------------------------------------------------------------------------

@@ -190,20 +190,6 @@ impl ManageError {
             _ => 1,
         }
     }
-
-    /// Structured details for the JSON-RPC error's `data`.
-    pub fn data(&self) -> serde_json::Value {
-        let mut data = serde_json::json!({});
-        if let Some(hint) = self.hint() {
-            data["hint"] = hint.into();
-        }
-        match self {
-            ManageError::Invalid { diagnostics, .. } => data["diagnostics"] = diagnostics.clone(),
-            ManageError::Stale(path) => data["file"] = path.display().to_string().into(),
-            _ => {}
-        }
-        data
-    }
 }
 
 pub type Result<T, E = ManageError> = std::result::Result<T, E>;

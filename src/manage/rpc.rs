@@ -70,7 +70,22 @@ pub fn rpc_error(e: &ManageError) -> rpc::Error {
         | ManageError::Io { .. }
         | ManageError::State(_) => rpc::INTERNAL_ERROR,
     };
-    rpc::Error::new(code, e.to_string()).with_data(e.data())
+    rpc::Error::new(code, e.to_string()).with_data(error_data(e))
+}
+
+/// A [`ManageError`]'s structured details, for the JSON-RPC error's `data`: the hint, the
+/// diagnostics of an invalid edit, the file that changed.
+fn error_data(e: &ManageError) -> Value {
+    let mut data = serde_json::json!({});
+    if let Some(hint) = e.hint() {
+        data["hint"] = hint.into();
+    }
+    match e {
+        ManageError::Invalid { diagnostics, .. } => data["diagnostics"] = diagnostics.clone(),
+        ManageError::Stale(path) => data["file"] = path.display().to_string().into(),
+        _ => {}
+    }
+    data
 }
 
 /// A request's params that do not fit its method.

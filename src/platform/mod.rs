@@ -24,7 +24,7 @@ use crate::config::model::{AdapterMode, Discussion, ReplyToMode, Secret, SecretR
 pub const MAX_REPLY_MESSAGES: usize = 10;
 
 /// The platforms deepcli has an adapter for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Platform {
     Slack,

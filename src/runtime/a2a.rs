@@ -62,7 +62,7 @@ fn same_url(a: &str, b: &str) -> bool {
 
 /// Checks a remote's card: it must offer JSON-RPC with protocol 1.0 at `url`. What the status
 /// shows of it.
-pub fn check_card(card: &Value, url: &str) -> Result<Value, String> {
+fn check_card(card: &Value, url: &str) -> Result<Value, String> {
     let interfaces = card["supportedInterfaces"]
         .as_array()
         .cloned()

@@ -646,17 +646,6 @@ const JSON_CODECS: &[&str] = &[
 /// The functions that still take or give a `Value` across a module boundary, to be typed. The
 /// list only shrinks: a name here that no longer matches fails the test too.
 const STILL_UNTYPED: &[&str] = &[
-    "a2a/mod.rs::cancel",
-    "a2a/mod.rs::get",
-    "a2a/mod.rs::history_length",
-    "a2a/mod.rs::incoming",
-    "a2a/mod.rs::list",
-    "a2a/mod.rs::status",
-    "adapters/mod.rs::discussions",
-    "manage/edit.rs::get",
-    "manage/live.rs::runtime",
-    "manage/mod.rs::data",
-    "runtime/a2a.rs::check_card",
 ];
 
 /// `pub`/`pub(crate)` functions outside the codecs whose signature names `Value`:
@@ -675,7 +664,8 @@ fn value_signatures() -> BTreeSet<String> {
         }
         let text = std::fs::read_to_string(&path).unwrap();
         // Tests inside the file may use JSON freely.
-        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        let text = without_test_items(&text);
+        let text = text.as_str();
         if !text.contains("serde_json") {
             continue;
         }
@@ -704,6 +694,132 @@ fn value_signatures() -> BTreeSet<String> {
         }
     }
     out
+}
+
+/// `text` without its `#[cfg(test)]`-gated items: a `mod tests { … }` block, a `mod x;` line,
+/// a gated function or statement. The rest of the file, after them too, stays.
+fn without_test_items(text: &str) -> String {
+    const GATE: &str = "#[cfg(test)]";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(GATE) {
+        out.push_str(&rest[..at]);
+        let item = rest[at + GATE.len()..].trim_start();
+        let item = skip_attributes(item);
+        rest = &item[item_len(item)..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` after the outer attributes (`#[…]`) it starts with.
+fn skip_attributes(mut text: &str) -> &str {
+    while text.starts_with("#[") {
+        let mut depth = 0usize;
+        let mut end = text.len();
+        for (i, c) in text.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        text = text[end..].trim_start();
+    }
+    text
+}
+
+/// The length of the item `text` starts with: up to its `;` (or, for an enum variant or a
+/// match arm, its `,`) or its block's closing `}`.
+/// Strings, characters and comments are read past, so a brace in them counts for nothing.
+fn item_len(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                i += text[i..].find('\n').unwrap_or(text.len() - i);
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += text[i..].find("*/").map_or(text.len() - i, |e| e + 2);
+                continue;
+            }
+            b'r' if matches!(bytes.get(i + 1), Some(b'"' | b'#'))
+                && !bytes[..i]
+                    .last()
+                    .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_') =>
+            {
+                let hashes = text[i + 1..].bytes().take_while(|b| *b == b'#').count();
+                let open = i + 1 + hashes;
+                if bytes.get(open) == Some(&b'"') {
+                    let close = format!("\"{}", "#".repeat(hashes));
+                    i = text[open + 1..]
+                        .find(&close)
+                        .map_or(text.len(), |e| open + 1 + e + close.len());
+                    continue;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            // A character literal (`'{'`, `'\''`); a lifetime's quote stands alone.
+            b'\'' => {
+                let close = if bytes.get(i + 1) == Some(&b'\\') {
+                    text[i + 2..].find('\'').map(|e| i + 2 + e)
+                } else {
+                    let c = text[i + 1..].chars().next().map_or(1, char::len_utf8);
+                    (bytes.get(i + 1 + c) == Some(&b'\'')).then_some(i + 1 + c)
+                };
+                if let Some(close) = close {
+                    i = close;
+                }
+            }
+            b'{' | b'(' | b'[' => depth += 1,
+            // The bracket around the item (an enum's, a match's): the item ended before it.
+            b'}' | b')' | b']' if depth == 0 => return i,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            b')' | b']' => depth -= 1,
+            b';' | b',' if depth == 0 => return i + 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    text.len()
+}
+
+#[test]
+fn test_items_are_left_out_and_the_rest_of_the_file_is_read() {
+    let text = "use a;\n#[cfg(test)]\nmod tests;\npub fn one() {}\n\
+                #[cfg(test)]\n#[allow(x)]\nmod more {\n    fn t() { let s = \"}\"; let c = '}'; \
+                let r = r#\"}\"#; } // }\n    fn u<'a>(x: &'a str) {}\n}\npub fn two() {}\n";
+    let kept = without_test_items(text);
+    assert_eq!(kept, "use a;\n\npub fn one() {}\n\npub fn two() {}\n");
+    let variant =
+        "enum E {\n    A(u8),\n    #[cfg(test)]\n    B(Vec<(u8, u8)>),\n}\npub fn f() {}\n";
+    assert_eq!(
+        without_test_items(variant),
+        "enum E {\n    A(u8),\n    \n}\npub fn f() {}\n"
+    );
+    let last = "match x {\n    #[cfg(test)]\n    Some(y) => { f(y) }\n}\npub fn g() {}";
+    assert_eq!(
+        without_test_items(last),
+        "match x {\n    \n}\npub fn g() {}"
+    );
 }
 
 #[test]
