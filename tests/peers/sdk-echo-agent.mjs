@@ -15,7 +15,8 @@
 // ` [model <the session's model>]`.
 // Prompts that start with a word do more:
 //   slow        waits until `session/cancel` (or 60 s), then stops with `cancelled`
-//   stubborn    ignores `session/cancel` and answers after 3 s
+//   stubborn    ignores `session/cancel`: waits for it (or 60 s), then answers 3 s later anyway
+//               (after the cancel, never before it, however slow the machine is)
 //   hold PATH   waits until the file PATH exists, then echoes (a session the test keeps busy)
 //   permission [KIND TITLE]  asks the client for permission about a tool call (default
 //               delete "delete everything"; all four option kinds offered) and replies
@@ -187,7 +188,16 @@ const app = agent({ name: "sdk-echo" })
       process.exit(3);
     }
     if (said.startsWith("stubborn")) {
-      // Ignores session/cancel: answers after 3 s whatever happens.
+      // Ignores session/cancel: answers 3 s after it comes (or after 60 s without one), so
+      // the cancel always finds the turn running.
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, 60_000);
+        cancels.set(sessionId, () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      cancels.delete(sessionId);
       await new Promise((resolve) => setTimeout(resolve, 3000));
       await say(client, sessionId, "stubborn: done anyway");
       return { stopReason: "end_turn" };
