@@ -54,7 +54,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use agent_client_protocol::v1::schema::{
+    EnvVariable, HttpHeader, McpServer, McpServerHttp, McpServerStdio,
+};
 
 use crate::access::{Access, McpDoor};
 use crate::snapshot::Snapshot;
@@ -502,7 +504,7 @@ impl McpDoor for McpServers {
         }
     }
 
-    fn servers(&self, agent_id: &str, session_key: &str, http: bool) -> Vec<Value> {
+    fn servers(&self, agent_id: &str, session_key: &str, http: bool) -> Vec<McpServer> {
         let Some(token) = self.tokens.mint(agent_id, session_key) else {
             return Vec::new();
         };
@@ -521,22 +523,20 @@ impl McpDoor for McpServers {
         // One server, `deepcli`: over HTTP where the agent takes it (no process per session),
         // else the stdio forwarder.
         if http && !private {
-            vec![json!({
-                "type": "http",
-                "name": SERVER_NAME,
-                "url": format!("{endpoint}/mcp"),
-                "headers": [{"name": "Authorization", "value": format!("Bearer {token}")}],
-            })]
+            vec![McpServer::Http(
+                McpServerHttp::new(SERVER_NAME, format!("{endpoint}/mcp")).headers(vec![
+                    HttpHeader::new("Authorization", format!("Bearer {token}")),
+                ]),
+            )]
         } else {
-            vec![json!({
-                "name": SERVER_NAME,
-                "command": self.exe.display().to_string(),
-                "args": ["hub", "mcp"],
-                "env": [
-                    {"name": URL_ENV, "value": endpoint},
-                    {"name": TOKEN_ENV, "value": token},
-                ],
-            })]
+            vec![McpServer::Stdio(
+                McpServerStdio::new(SERVER_NAME, &self.exe)
+                    .args(vec!["hub".into(), "mcp".into()])
+                    .env(vec![
+                        EnvVariable::new(URL_ENV, endpoint),
+                        EnvVariable::new(TOKEN_ENV, token),
+                    ]),
+            )]
         }
     }
 }

@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_client_protocol::v1::schema::McpServer;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -87,10 +88,10 @@ impl TurnPlan {
 
 /// What gives a runtime session its MCP servers: the Hub's, handed in by the composition root.
 pub trait McpDoor: Send + Sync {
-    /// The `mcpServers` (ACP's JSON shape) of a runtime session of agent `agent_id` that
+    /// The `mcpServers` of a runtime session of agent `agent_id` that
     /// serves `session_key`, being opened now; `http`: the agent takes MCP over HTTP
     /// (`mcpCapabilities.http`). Each call may mint a new capability token for the session.
-    fn servers(&self, agent_id: &str, session_key: &str, http: bool) -> Vec<Value>;
+    fn servers(&self, agent_id: &str, session_key: &str, http: bool) -> Vec<McpServer>;
 
     /// The runtime session of `session_key` was closed (a `oneshot` session after its
     /// reply): what was given for it is withdrawn.

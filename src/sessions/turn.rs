@@ -178,15 +178,6 @@ impl Sessions {
             return Vec::new();
         };
         door.servers(agent_id, session_key, handle.takes_mcp_http())
-            .into_iter()
-            .filter_map(|server| match serde_json::from_value(server) {
-                Ok(server) => Some(server),
-                Err(e) => {
-                    tracing::warn!(error = %e, "an MCP server the Hub named is not ACP's shape; left out");
-                    None
-                }
-            })
-            .collect()
     }
 
     /// The runtime session `session_key` speaks in, opened in this runtime instance if it is

@@ -645,8 +645,7 @@ const JSON_CODECS: &[&str] = &[
 
 /// The functions that still take or give a `Value` across a module boundary, to be typed. The
 /// list only shrinks: a name here that no longer matches fails the test too.
-const STILL_UNTYPED: &[&str] = &[
-];
+const STILL_UNTYPED: &[&str] = &[];
 
 /// `pub`/`pub(crate)` functions outside the codecs whose signature names `Value`:
 /// `file::function`.
