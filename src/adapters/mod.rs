@@ -542,6 +542,7 @@ impl Timings {
     /// These timings with the ones `list` names (`adapter_backoff_ms=50,telegram_poll_s=1`:
     /// the first wait in milliseconds, the longest four times it; the long poll in seconds);
     /// a name it does not know, or a value that is no number, is ignored.
+    #[cfg(feature = "failpoints")]
     pub fn overridden(mut self, list: &str) -> Timings {
         for pair in list.split(',') {
             let Some((key, value)) = pair.split_once('=') else {

@@ -72,6 +72,7 @@ impl Timings {
     /// milliseconds for `backoff_start`, `backoff_max`, `healthy_after`, `stdin_grace`,
     /// `stop_timeout`, `a2a_card_every`); a name it does not know, or a value that is no
     /// number, is ignored.
+    #[cfg(feature = "failpoints")]
     pub fn overridden(mut self, list: &str) -> Timings {
         for pair in list.split(',') {
             let Some((key, ms)) = pair.split_once('=') else {

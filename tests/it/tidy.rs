@@ -38,6 +38,14 @@ fn allowed() -> BTreeMap<String, BTreeSet<String>> {
     table
 }
 
+/// `path` below `src`, with `/` between its parts: `hub/mod.rs`.
+fn relative(src: &Path, path: &Path) -> String {
+    path.strip_prefix(src)
+        .unwrap()
+        .to_string_lossy()
+        .replace('\\', "/")
+}
+
 /// Every `.rs` file below `dir`.
 fn rs_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();
@@ -643,21 +651,13 @@ const JSON_CODECS: &[&str] = &[
     "state/records.rs",
 ];
 
-/// The functions that still take or give a `Value` across a module boundary, to be typed. The
-/// list only shrinks: a name here that no longer matches fails the test too.
-const STILL_UNTYPED: &[&str] = &[];
-
 /// `pub`/`pub(crate)` functions outside the codecs whose signature names `Value`:
 /// `file::function`.
 fn value_signatures() -> BTreeSet<String> {
     let src = Path::new(ROOT).join("src");
     let mut out = BTreeSet::new();
     for path in rs_files(&src) {
-        let rel = path
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
+        let rel = relative(&src, &path);
         if JSON_CODECS.iter().any(|c| rel.starts_with(c)) {
             continue;
         }
@@ -824,22 +824,12 @@ fn test_items_are_left_out_and_the_rest_of_the_file_is_read() {
 #[test]
 fn no_json_value_crosses_a_module_boundary() {
     let found = value_signatures();
-    let known: BTreeSet<String> = STILL_UNTYPED.iter().map(|s| s.to_string()).collect();
-    let new: Vec<&String> = found.difference(&known).collect();
-    let gone: Vec<&String> = known.difference(&found).collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "these functions take or give a serde_json::Value across a module boundary; give them \
          a typed parameter or result (or, for a protocol codec, name its file in JSON_CODECS):\n  {}",
-        new.iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join("\n  ")
-    );
-    assert!(
-        gone.is_empty(),
-        "these are typed now; take them out of STILL_UNTYPED:\n  {}",
-        gone.iter()
+        found
+            .iter()
             .map(|s| s.as_str())
             .collect::<Vec<_>>()
             .join("\n  ")
@@ -876,11 +866,7 @@ fn late_bound() -> BTreeMap<String, (BTreeSet<&'static str>, Vec<String>)> {
     let src = Path::new(ROOT).join("src");
     let mut out = BTreeMap::new();
     for path in rs_files(&src) {
-        let rel = path
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
+        let rel = relative(&src, &path);
         if rel.ends_with("/tests.rs") {
             continue;
         }
