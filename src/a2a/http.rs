@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use super::streams::{StreamCap, StreamSlot};
 use super::wire::{self, Wire, state};
-use super::{A2a, Caller, Endpoint, Exposed, Refusal, RpcError, Sent};
+use super::{A2a, A2aCaller, A2aRefusal, Endpoint, Exposed, RpcError, Sent};
 use crate::state::RunState;
 
 /// The largest request body taken: a 64 KiB message, JSON-escaped, fits.
@@ -170,46 +170,46 @@ fn rpc_error(id: &Value, e: &RpcError) -> Value {
 }
 
 /// A refusal at the door: an HTTP status and a JSON-RPC error body saying why.
-fn refused(refusal: Refusal) -> Response {
+fn refused(refusal: A2aRefusal) -> Response {
     let metadata = match &refusal {
-        Refusal::Gated(gated) => {
+        A2aRefusal::Gated(gated) => {
             let mut m = json!({"gate": gated.reason, "rule": gated.rule});
             if let Some(code) = &gated.pairing_code {
                 m["pairingCode"] = code.as_str().into();
             }
             m
         }
-        Refusal::RoutedNotExposed { agent, matched_by } => {
+        A2aRefusal::RoutedNotExposed { agent, matched_by } => {
             json!({"agent": agent, "matchedBy": matched_by})
         }
-        Refusal::TooManyStreams(StreamCap::Peer(limit)) => {
+        A2aRefusal::TooManyStreams(StreamCap::Peer(limit)) => {
             json!({"cap": "peer", "maxStreams": limit.to_string()})
         }
-        Refusal::TooManyStreams(StreamCap::Total(limit)) => {
+        A2aRefusal::TooManyStreams(StreamCap::Total(limit)) => {
             json!({"cap": "hub", "maxStreams": limit.to_string()})
         }
         _ => json!({}),
     };
     let (status, reason, message, retry) = match refusal {
-        Refusal::Unauthenticated => (
+        A2aRefusal::Unauthenticated => (
             StatusCode::UNAUTHORIZED,
             "UNAUTHENTICATED",
             "no valid peer token: send `Authorization: Bearer <token>` with the token channels.yaml `a2a.peers.<name>.token` names".to_string(),
             None,
         ),
-        Refusal::Forbidden => (
+        A2aRefusal::Forbidden => (
             StatusCode::FORBIDDEN,
             "PERMISSION_DENIED",
             "this peer may not reach this agent (its `allowAgents` does not list it)".to_string(),
             None,
         ),
-        Refusal::NotExposed => (
+        A2aRefusal::NotExposed => (
             StatusCode::NOT_FOUND,
             "NOT_FOUND",
             "no such agent is exposed over A2A (channels.yaml `a2a.expose`)".to_string(),
             None,
         ),
-        Refusal::RoutedNotExposed { agent, matched_by } => (
+        A2aRefusal::RoutedNotExposed { agent, matched_by } => (
             StatusCode::FORBIDDEN,
             "PERMISSION_DENIED",
             format!(
@@ -217,7 +217,7 @@ fn refused(refusal: Refusal) -> Response {
             ),
             None,
         ),
-        Refusal::Gated(gated) => (
+        A2aRefusal::Gated(gated) => (
             StatusCode::FORBIDDEN,
             "PERMISSION_DENIED",
             match &gated.pairing_code {
@@ -232,7 +232,7 @@ fn refused(refusal: Refusal) -> Response {
             },
             None,
         ),
-        Refusal::TooManyStreams(cap) => (
+        A2aRefusal::TooManyStreams(cap) => (
             StatusCode::TOO_MANY_REQUESTS,
             "TOO_MANY_STREAMS",
             match cap {
@@ -245,7 +245,7 @@ fn refused(refusal: Refusal) -> Response {
             },
             None,
         ),
-        Refusal::RateLimited(secs) => (
+        A2aRefusal::RateLimited(secs) => (
             StatusCode::TOO_MANY_REQUESTS,
             "RATE_LIMITED",
             format!("this peer went over its requests per minute (`requestsPerMinute`); retry in {secs} s"),
@@ -499,7 +499,7 @@ enum Op {
 /// request waited.
 async fn send(
     a2a: &Arc<A2a>,
-    caller: &Caller,
+    caller: &A2aCaller,
     wire: Wire,
     params: &Value,
 ) -> Result<(Value, Option<std::time::Duration>), RpcError> {
@@ -540,7 +540,7 @@ async fn send(
 
 async fn stream_send(
     a2a: &Arc<A2a>,
-    caller: &Caller,
+    caller: &A2aCaller,
     _wire: Wire,
     params: &Value,
 ) -> Result<(String, String), RpcError> {
@@ -554,7 +554,7 @@ async fn stream_send(
 
 async fn subscribe(
     a2a: &Arc<A2a>,
-    caller: &Caller,
+    caller: &A2aCaller,
     task_id: Result<String, RpcError>,
 ) -> Result<(String, String), RpcError> {
     let task_id = task_id?;
@@ -579,7 +579,7 @@ async fn subscribe(
 /// peer goes away.
 fn sse(
     a2a: Arc<A2a>,
-    caller: Caller,
+    caller: A2aCaller,
     wire: Wire,
     id: Value,
     task_id: String,

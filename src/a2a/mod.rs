@@ -170,7 +170,7 @@ impl A2aPlan {
 
 /// Why a request was refused before any method ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub enum A2aRefusal {
     /// No token, or one no peer holds.
     Unauthenticated,
     /// The peer may not reach this agent (or it is not exposed).
@@ -244,7 +244,7 @@ pub struct A2a {
 
 /// The caller of a request that passed the door.
 #[derive(Debug, Clone)]
-pub struct Caller {
+pub struct A2aCaller {
     pub peer: String,
     /// The agent the request is for: the endpoint's, or the one the peer is routed to.
     pub agent: String,
@@ -400,23 +400,23 @@ impl A2a {
         &self,
         endpoint: Endpoint<'_>,
         bearer: Option<&str>,
-    ) -> Result<Caller, Refusal> {
+    ) -> Result<A2aCaller, A2aRefusal> {
         self.metrics.requests.fetch_add(1, Relaxed);
         let plan = self.plan();
         let Some(peer) = bearer.and_then(|t| plan.peer_of(t)) else {
             self.metrics.unauthenticated.fetch_add(1, Relaxed);
-            return Err(Refusal::Unauthenticated);
+            return Err(A2aRefusal::Unauthenticated);
         };
         // The policy first: a peer it shuts out learns nothing of agents or routes.
         match self.access.a2a_gate(&peer.name).await {
             Ok(None) => {}
             Ok(Some(gated)) => {
                 self.metrics.gated.fetch_add(1, Relaxed);
-                return Err(Refusal::Gated(gated));
+                return Err(A2aRefusal::Gated(gated));
             }
             Err(e) => {
                 tracing::warn!(error = %e, peer = %peer.name, "a2a: cannot read the inbound policy's state; the request is refused");
-                return Err(Refusal::Gated(A2aGated {
+                return Err(A2aRefusal::Gated(A2aGated {
                     reason: "policy-unavailable",
                     rule: "the state database".into(),
                     hint: "try again; the controller's log says what failed",
@@ -427,17 +427,17 @@ impl A2a {
         let (agent, routed) = match endpoint {
             Endpoint::Agent(agent) => {
                 if plan.exposed(agent).is_none() {
-                    return Err(Refusal::NotExposed);
+                    return Err(A2aRefusal::NotExposed);
                 }
                 (agent.to_string(), false)
             }
             Endpoint::Routed => {
                 let Some(route) = self.access.a2a_route(&peer.name) else {
-                    return Err(Refusal::NotExposed);
+                    return Err(A2aRefusal::NotExposed);
                 };
                 if plan.exposed(&route.agent_id).is_none() {
                     self.metrics.forbidden.fetch_add(1, Relaxed);
-                    return Err(Refusal::RoutedNotExposed {
+                    return Err(A2aRefusal::RoutedNotExposed {
                         agent: route.agent_id.to_string(),
                         matched_by: route.matched_by.as_str().to_string(),
                     });
@@ -447,10 +447,10 @@ impl A2a {
         };
         if peer.allow.as_ref().is_some_and(|a| !a.contains(&agent)) {
             self.metrics.forbidden.fetch_add(1, Relaxed);
-            return Err(Refusal::Forbidden);
+            return Err(A2aRefusal::Forbidden);
         }
         self.take(peer)?;
-        Ok(Caller {
+        Ok(A2aCaller {
             peer: peer.name.clone(),
             agent,
             routed,
@@ -458,7 +458,7 @@ impl A2a {
     }
 
     /// A slot for one more stream of the caller's, within its peer's and the hub's caps.
-    pub fn stream_slot(&self, caller: &Caller) -> Result<StreamSlot, Refusal> {
+    pub fn stream_slot(&self, caller: &A2aCaller) -> Result<StreamSlot, A2aRefusal> {
         let plan = self.plan();
         let per_peer = plan
             .peers
@@ -469,16 +469,16 @@ impl A2a {
             .take(&caller.peer, per_peer, plan.max_streams)
             .map_err(|cap| {
                 self.metrics.too_many_streams.fetch_add(1, Relaxed);
-                Refusal::TooManyStreams(cap)
+                A2aRefusal::TooManyStreams(cap)
             })
     }
 
-    fn take(&self, peer: &Peer) -> Result<(), Refusal> {
+    fn take(&self, peer: &Peer) -> Result<(), A2aRefusal> {
         self.rates
             .take(&peer.name, peer.per_minute)
             .map_err(|seconds| {
                 self.metrics.rate_limited.fetch_add(1, Relaxed);
-                Refusal::RateLimited(seconds)
+                A2aRefusal::RateLimited(seconds)
             })
     }
 
@@ -513,7 +513,7 @@ impl A2a {
     /// A task of the caller's, with its runs.
     pub async fn load(
         &self,
-        caller: &Caller,
+        caller: &A2aCaller,
         task_id: &str,
     ) -> Result<(TaskRecord, Vec<RunRecord>), RpcError> {
         let (peer, id) = (caller.peer.clone(), task_id.to_string());
@@ -540,7 +540,7 @@ impl A2a {
     /// and reaches no agent again.
     async fn retried(
         &self,
-        caller: &Caller,
+        caller: &A2aCaller,
         found: (String, String),
         message_id: &str,
     ) -> Result<Sent, RpcError> {
@@ -568,7 +568,7 @@ impl A2a {
     /// the task's stored state true ([`A2a::watch`], or [`A2a::note_state`] once the run
     /// ended). A `messageId` the peer sent before is a retry: it gets the task that message
     /// made, and reaches no agent again (`Sent::retry`).
-    pub async fn send(&self, caller: &Caller, incoming: Incoming) -> Result<Sent, RpcError> {
+    pub async fn send(&self, caller: &A2aCaller, incoming: Incoming) -> Result<Sent, RpcError> {
         if incoming.text.len() > MAX_TEXT_BYTES {
             return Err(RpcError::invalid_params(format!(
                 "the message's text is {} bytes; the limit is {MAX_TEXT_BYTES} bytes",
@@ -730,7 +730,7 @@ impl A2a {
     /// GetTask: the task and its runs' records (its state noted).
     pub async fn get(
         &self,
-        caller: &Caller,
+        caller: &A2aCaller,
         task_id: &str,
     ) -> Result<(TaskRecord, Vec<RunRecord>), RpcError> {
         let (task, runs) = self.load(caller, task_id).await?;
@@ -740,7 +740,7 @@ impl A2a {
 
     /// ListTasks: the caller's tasks with its agent (at `/a2a/`: with every agent), newest
     /// first, a page of them with their runs' records.
-    pub async fn list(&self, caller: &Caller, query: &ListQuery) -> Result<TaskPage, RpcError> {
+    pub async fn list(&self, caller: &A2aCaller, query: &ListQuery) -> Result<TaskPage, RpcError> {
         let page_size = query.page_size;
         let filter = TaskFilter {
             peer: caller.peer.clone(),
@@ -778,7 +778,7 @@ impl A2a {
     /// in its runtime (`canceled` only when the runtime confirmed it).
     pub async fn cancel(
         &self,
-        caller: &Caller,
+        caller: &A2aCaller,
         task_id: &str,
     ) -> Result<(TaskRecord, Vec<RunRecord>), RpcError> {
         let (task, runs) = self.load(caller, task_id).await?;

@@ -9,7 +9,7 @@ use crate::routing::RouteInput;
 
 /// Who hands an envelope in.
 #[derive(Debug, Clone, Copy)]
-pub enum Caller<'a> {
+pub enum HandedInBy<'a> {
     /// A platform (or its adapter), with the `X-Deepcli-Signature` header it sent, if any.
     Signed(Option<&'a str>),
     /// The operator, authenticated by the operator token (`deepcli inbound send`): speaks for
@@ -28,7 +28,7 @@ pub(super) fn authenticate(
     input: &RouteInput,
     result: &crate::routing::RouteResult,
     body: &[u8],
-    caller: Caller<'_>,
+    caller: HandedInBy<'_>,
 ) -> Result<(), AccessError> {
     let channel = ids::channel(&input.channel).into_owned();
     let account_id = result.account_id.to_string();
@@ -40,7 +40,7 @@ pub(super) fn authenticate(
             },
         ));
     };
-    if let Caller::Signed(signature) = caller {
+    if let HandedInBy::Signed(signature) = caller {
         verify_signature(account, (&channel, &account_id), body, signature)
             .map_err(AccessError::Unauthenticated)?;
     }

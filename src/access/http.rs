@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use super::{Access, AccessError, Caller, Delivered, Delivery, Unauthenticated};
+use super::{Access, AccessError, Delivered, Delivery, HandedInBy, Unauthenticated};
 use crate::routing::RouteInput;
 use crate::sessions::TurnError;
 
@@ -259,16 +259,16 @@ async fn inbound(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Respo
         .get(SIGNATURE_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    answer_envelope(access, body, Caller::Signed(signature.as_deref())).await
+    answer_envelope(access, body, HandedInBy::Signed(signature.as_deref())).await
 }
 
 /// `POST /v1/send`: an envelope the operator hands in (`deepcli inbound send`), authenticated
 /// by the operator token instead of the account's signature.
 async fn operator_send(State(cx): State<Ctx>, body: Body) -> Response {
-    answer_envelope(&cx.access, body, Caller::Operator).await
+    answer_envelope(&cx.access, body, HandedInBy::Operator).await
 }
 
-async fn answer_envelope(access: &Arc<Access>, body: Body, caller: Caller<'_>) -> Response {
+async fn answer_envelope(access: &Arc<Access>, body: Body, caller: HandedInBy<'_>) -> Response {
     let settings = &access.settings;
     let (generation, outcome) =
         match read_body(body, settings.body_limit, settings.idle_timeout).await {
@@ -296,12 +296,12 @@ async fn answer_envelope(access: &Arc<Access>, body: Body, caller: Caller<'_>) -
     }
 }
 
-/// Hands in an envelope a platform adapter made (`Caller::Adapter`): answered, counted and
+/// Hands in an envelope a platform adapter made (`HandedInBy::Adapter`): answered, counted and
 /// logged on its channel like one POSTed to `/v1/inbound`. A refusal comes back whole: the
 /// adapter tries a transient one again ([`AccessError::is_transient`]).
 pub async fn hand_in(access: &Arc<Access>, envelope: &[u8]) -> Result<Delivered, AccessError> {
-    let (_, outcome) = access.inbound(envelope, Caller::Adapter).await;
-    answered(access, envelope, Caller::Adapter, outcome).await
+    let (_, outcome) = access.inbound(envelope, HandedInBy::Adapter).await;
+    answered(access, envelope, HandedInBy::Adapter, outcome).await
 }
 
 /// The status of a delivery's response: a message taken with nothing to answer is `202`;
@@ -315,9 +315,9 @@ fn delivered_status(delivered: &Delivered) -> StatusCode {
 
 /// The status and body of a refusal; the operator (and the controller's own adapters) are
 /// told the whole reason an unauthenticated caller is not.
-fn refusal_for(e: &AccessError, caller: Caller<'_>) -> (StatusCode, Value) {
+fn refusal_for(e: &AccessError, caller: HandedInBy<'_>) -> (StatusCode, Value) {
     let (status, mut body) = refusal(e);
-    if let Caller::Operator | Caller::Adapter = caller {
+    if let HandedInBy::Operator | HandedInBy::Adapter = caller {
         body["error"] = e.to_string().into();
     }
     (status, body)
@@ -327,7 +327,7 @@ fn refusal_for(e: &AccessError, caller: Caller<'_>) -> (StatusCode, Value) {
 async fn answered(
     access: &Arc<Access>,
     bytes: &[u8],
-    caller: Caller<'_>,
+    caller: HandedInBy<'_>,
     outcome: Result<Delivered, AccessError>,
 ) -> Result<Delivered, AccessError> {
     let (status, line, channel) = match &outcome {
@@ -363,9 +363,9 @@ async fn answered(
         }
     };
     let endpoint = match caller {
-        Caller::Signed(_) => "inbound",
-        Caller::Operator => "send",
-        Caller::Adapter => "adapter",
+        HandedInBy::Signed(_) => "inbound",
+        HandedInBy::Operator => "send",
+        HandedInBy::Adapter => "adapter",
     };
     access.metrics.request(endpoint, status.as_u16());
     // Logged on the channel the response names (a refusal names none): else the envelope's.

@@ -9,7 +9,7 @@
 
 use super::store::{AccessStore, CountedTurn, LastRoute, RefusalRow, RuntimeSession, Turn};
 use super::{Access, Beat};
-use crate::sessions::budget::Refusal;
+use crate::sessions::budget::BudgetRefusal;
 use crate::sessions::{KnownSession, SessionStore, TurnCount, TurnMetrics, TurnRecord};
 use crate::state::{Provenance, StateError};
 
@@ -185,7 +185,7 @@ impl SessionStore for AccessStore {
 
     fn record_refusal(
         &self,
-        refusal: &Refusal,
+        refusal: &BudgetRefusal,
         session_key: Option<&str>,
         run_id: Option<&str>,
     ) -> Result<(), StateError> {

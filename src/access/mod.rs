@@ -41,12 +41,12 @@ use crate::routing::RouteInput;
 pub use crate::sessions::budget;
 use crate::sessions::cap;
 pub use crate::sessions::{
-    Answer, CancelState, CancelWhy, InternalMessage, McpDoor, SessionOptions, Sessions,
+    CancelState, CancelWhy, InternalMessage, McpDoor, SessionOptions, Sessions, TurnOutcome,
 };
 use crate::snapshot::Snapshot;
 pub use approval_door::{ApprovalAsk, ApprovalAsks, ChatCommand, TurnOrigin};
 use auth::authenticate;
-pub use auth::{Caller, sign};
+pub use auth::{HandedInBy, sign};
 pub use delivered::{Delivered, Delivery, RouteNames};
 pub use envelope::{Envelope, parse_envelope};
 pub use error::{AccessError, Unauthenticated};
@@ -317,7 +317,7 @@ impl Access {
     /// Records a budget's refusal (approvals.md: every refusal is recorded) and counts it.
     pub async fn refused(
         &self,
-        refusal: &budget::Refusal,
+        refusal: &budget::BudgetRefusal,
         session_key: Option<&str>,
         run_id: Option<&str>,
     ) {
@@ -333,7 +333,7 @@ impl Access {
 
     /// Whether agent `agent_id`'s budgets let a turn begin now (nothing is taken): what the
     /// Hub asks before it accepts a run.
-    pub fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::Refusal> {
+    pub fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::BudgetRefusal> {
         self.sessions.budget_allows_turn(agent_id)
     }
 
@@ -343,7 +343,7 @@ impl Access {
         &self,
         agent_id: &str,
         session_key: &str,
-    ) -> Result<(), budget::Refusal> {
+    ) -> Result<(), budget::BudgetRefusal> {
         self.sessions.budget_spawn(agent_id, session_key).await
     }
 
@@ -365,7 +365,7 @@ impl Access {
     pub async fn inbound(
         self: &Arc<Self>,
         body: &[u8],
-        caller: Caller<'_>,
+        caller: HandedInBy<'_>,
     ) -> (Option<u64>, Outcome) {
         let plan = match self.current() {
             Ok(plan) => plan,
@@ -379,7 +379,7 @@ impl Access {
         self: &Arc<Self>,
         plan: &Arc<AccessPlan>,
         body: &[u8],
-        caller: Caller<'_>,
+        caller: HandedInBy<'_>,
     ) -> Outcome {
         let envelope = parse_envelope(body)?;
         let result = plan.routing.resolve(&envelope.route);

@@ -426,7 +426,7 @@ pub struct RefusalRow {
     pub agent_id: String,
     pub session_key: Option<String>,
     pub run_id: Option<String>,
-    pub refusal: super::budget::Refusal,
+    pub refusal: super::budget::BudgetRefusal,
 }
 
 impl AccessStore {

@@ -1,7 +1,7 @@
 //! The platform adapters (adapters.md): the controller's own connections to Slack and
 //! Telegram, one per enabled account. An adapter only translates: a platform event becomes an
 //! [`Envelope`] handed to the Access door ([`hand_in`]: the same routing, policy, idempotency
-//! and delivery as `POST /v1/inbound`), and the reply in its [`Answer`] goes back through the
+//! and delivery as `POST /v1/inbound`), and the reply in its [`DoorAnswer`] goes back through the
 //! platform's API. It never routes, gates or opens sessions itself. The platform clients and
 //! payloads are [`crate::platform`]'s; here are the connections, the inbox, the lanes and the
 //! one pipeline every platform's events go through ([`Adapter`]).
@@ -97,7 +97,7 @@ pub struct ThreadDiscussion {
 /// The seed-001 discussions in the conversation `session_key` names, for `sessions show`:
 /// each thread's bot rounds and state (only the session's own thread when the key names one).
 /// Empty when the key names no platform conversation or nothing was discussed in it.
-pub fn discussions(cx: &Cx, session_key: &str) -> Vec<ThreadDiscussion> {
+pub fn discussions(cx: &AdapterCx, session_key: &str) -> Vec<ThreadDiscussion> {
     // agent:<agent>:<channel>:<kind>:<conversation>[:thread:<thread id>]
     let parts: Vec<&str> = session_key.splitn(7, ':').collect();
     let (channel, conversation) = match parts.as_slice() {
@@ -131,7 +131,7 @@ pub fn discussions(cx: &Cx, session_key: &str) -> Vec<ThreadDiscussion> {
 pub type LiveMap = Arc<RwLock<BTreeMap<(String, String), AdapterLive>>>;
 
 /// What every connection shares.
-pub struct Cx {
+pub struct AdapterCx {
     pub access: Arc<Access>,
     pub store: Arc<AdapterStore>,
     pub http: reqwest::Client,
@@ -139,7 +139,7 @@ pub struct Cx {
     pub timings: Timings,
     /// The accounts whose events arrive over the controller's listener (Slack http, Telegram
     /// webhook), by (channel, account).
-    pub endpoints: RwLock<HashMap<(String, String), Arc<Running>>>,
+    pub endpoints: RwLock<HashMap<(String, String), Arc<RunningAccount>>>,
     /// Seed 001's stall detection: per discussed thread, the last bot reply and how many
     /// replies in a row repeated it.
     stalls: Mutex<HashMap<store::ThreadKey, (String, u32)>>,
@@ -150,7 +150,7 @@ pub struct Cx {
     in_hand: Mutex<std::collections::HashSet<(String, String, String)>>,
 }
 
-impl Cx {
+impl AdapterCx {
     /// Claims an event for handling: false when it is in hand already.
     fn claim(&self, spec: &AdapterSpec, event_id: &str) -> bool {
         let mut in_hand = match self.in_hand.lock() {
@@ -225,13 +225,13 @@ impl Taken {
 }
 
 /// One running account: its spec, identity and lanes.
-pub struct Running {
+pub struct RunningAccount {
     pub spec: AdapterSpec,
-    pub cx: Arc<Cx>,
+    pub cx: Arc<AdapterCx>,
     identity: RwLock<Option<Identity>>,
 }
 
-impl Running {
+impl RunningAccount {
     pub fn identity(&self) -> Option<Identity> {
         self.identity.read().ok().and_then(|i| i.clone())
     }
@@ -412,9 +412,9 @@ pub struct Sender {
     pub name: Option<String>,
 }
 
-/// What the Access door answered an envelope, read once ([`Answer::read`]).
+/// What the Access door answered an envelope, read once ([`DoorAnswer::read`]).
 #[derive(Debug, Clone)]
-pub enum Answer {
+pub enum DoorAnswer {
     /// Delivered, and the agent replied.
     Answered { text: String },
     /// Answered before (a redelivery): the reply given then, if there was one.
@@ -429,24 +429,24 @@ pub enum Answer {
     Refused(AccessError),
 }
 
-impl Answer {
+impl DoorAnswer {
     /// Reads the door's answer: taken or refused (for now or for good), and what came of it.
     /// The one place an adapter looks at it.
-    pub fn read(answer: Result<Delivered, AccessError>) -> Answer {
+    pub fn read(answer: Result<Delivered, AccessError>) -> DoorAnswer {
         let delivered = match answer {
             Ok(delivered) => delivered,
-            Err(e) if e.is_transient() => return Answer::Transient(e),
-            Err(e) => return Answer::Refused(e),
+            Err(e) if e.is_transient() => return DoorAnswer::Transient(e),
+            Err(e) => return DoorAnswer::Refused(e),
         };
         if delivered.duplicate {
-            return Answer::Duplicate {
+            return DoorAnswer::Duplicate {
                 text: delivered.reply().map(str::to_string),
             };
         }
         match delivered.delivery {
-            Delivery::Gated { reply, .. } => Answer::Gated { text: reply },
-            Delivery::Answered { text } => Answer::Answered { text },
-            Delivery::NotDelivered => Answer::NotDelivered,
+            Delivery::Gated { reply, .. } => DoorAnswer::Gated { text: reply },
+            Delivery::Answered { text } => DoorAnswer::Answered { text },
+            Delivery::NotDelivered => DoorAnswer::NotDelivered,
         }
     }
 
@@ -454,9 +454,9 @@ impl Answer {
     /// platform never saw it posted).
     pub fn reply(self, replayed: bool) -> Option<String> {
         match self {
-            Answer::Answered { text } => Some(text),
-            Answer::Gated { text } => text,
-            Answer::Duplicate { text } if replayed => text,
+            DoorAnswer::Answered { text } => Some(text),
+            DoorAnswer::Gated { text } => text,
+            DoorAnswer::Duplicate { text } if replayed => text,
             _ => None,
         }
     }
@@ -475,18 +475,18 @@ fn hand_in_backoff() -> ExponentialBuilder {
 /// Attempts to hand in one envelope.
 const HAND_IN_ATTEMPTS: u32 = 7;
 
-/// Hands `envelope` to the Access door (`Caller::Adapter`) and reads its answer; a transient
+/// Hands `envelope` to the Access door (`HandedInBy::Adapter`) and reads its answer; a transient
 /// refusal is tried again ([`hand_in_backoff`]). A refusal is logged on the channel by the
 /// door.
-pub(crate) async fn hand_in(running: &Running, envelope: &Envelope) -> Answer {
+pub(crate) async fn hand_in(running: &RunningAccount, envelope: &Envelope) -> DoorAnswer {
     use backon::Retryable;
     let bytes = match serde_json::to_vec(envelope) {
         Ok(bytes) => bytes,
-        Err(e) => return Answer::Refused(AccessError::Internal(e.to_string())),
+        Err(e) => return DoorAnswer::Refused(AccessError::Internal(e.to_string())),
     };
     let attempt = || async {
-        match Answer::read(crate::access::http::hand_in(&running.cx.access, &bytes).await) {
-            transient @ Answer::Transient(_) => Err(transient),
+        match DoorAnswer::read(crate::access::http::hand_in(&running.cx.access, &bytes).await) {
+            transient @ DoorAnswer::Transient(_) => Err(transient),
             answer => Ok(answer),
         }
     };
@@ -495,7 +495,7 @@ pub(crate) async fn hand_in(running: &Running, envelope: &Envelope) -> Answer {
         .sleep(tokio::time::sleep)
         .await
         .unwrap_or_else(|last| last);
-    if let Answer::Transient(error) | Answer::Refused(error) = &answer {
+    if let DoorAnswer::Transient(error) | DoorAnswer::Refused(error) = &answer {
         tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, error = %error, "the Access layer refused an adapter's envelope");
     }
     answer
@@ -566,7 +566,7 @@ impl Timings {
 
 /// The adapters of one controller.
 pub struct Adapters {
-    cx: Arc<Cx>,
+    cx: Arc<AdapterCx>,
     running: HashMap<(String, String), (AdapterSpec, tokio::task::JoinHandle<()>)>,
 }
 
@@ -581,7 +581,7 @@ impl Adapters {
                 reqwest::Client::new()
             });
         Adapters {
-            cx: Arc::new(Cx {
+            cx: Arc::new(AdapterCx {
                 access,
                 store: Arc::new(store),
                 http,
@@ -596,7 +596,7 @@ impl Adapters {
         }
     }
 
-    pub fn cx(&self) -> Arc<Cx> {
+    pub fn cx(&self) -> Arc<AdapterCx> {
         self.cx.clone()
     }
 
@@ -638,7 +638,7 @@ impl Adapters {
                 continue;
             }
             self.set_live(&spec, ConnectionState::Connecting, None);
-            let running = Arc::new(Running {
+            let running = Arc::new(RunningAccount {
                 spec: spec.clone(),
                 cx: self.cx.clone(),
                 identity: RwLock::new(None),
@@ -697,7 +697,7 @@ impl Drop for Adapters {
 }
 
 /// One account's connection, again and again, with the backoff between attempts.
-async fn supervise(running: Arc<Running>) {
+async fn supervise(running: Arc<RunningAccount>) {
     if let Some(missing) = running.spec.missing() {
         tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, why = %missing, "platform adapter cannot connect");
         running.set_state(ConnectionState::AuthFailed, Some(missing.clone()));
@@ -776,7 +776,7 @@ fn next_wait(waits: &mut impl Iterator<Item = Duration>) -> Duration {
 /// How often a connection looks whether `channels logout` took it down (or `login` back up).
 const LOGOUT_CHECK: Duration = Duration::from_secs(1);
 
-async fn logged_out(running: &Running) -> bool {
+async fn logged_out(running: &RunningAccount) -> bool {
     let (store, c, a) = (
         running.cx.store.clone(),
         running.spec.channel.clone(),
@@ -789,13 +789,13 @@ async fn logged_out(running: &Running) -> bool {
         .unwrap_or(false)
 }
 
-async fn until_logged_out(running: &Running) {
+async fn until_logged_out(running: &RunningAccount) {
     while !logged_out(running).await {
         tokio::time::sleep(LOGOUT_CHECK).await;
     }
 }
 
-fn forget_endpoint(running: &Running) {
+fn forget_endpoint(running: &RunningAccount) {
     running
         .cx
         .access
@@ -881,53 +881,53 @@ mod tests {
 
     #[test]
     fn the_doors_answer_is_read_once_into_what_an_adapter_does() {
-        let read = |body: Value| Answer::read(Ok(Delivered::recorded(body.to_string())));
+        let read = |body: Value| DoorAnswer::read(Ok(Delivered::recorded(body.to_string())));
         assert!(matches!(
             read(json!({"reply": {"text": "hi"}, "duplicate": false})),
-            Answer::Answered { text } if text == "hi"
+            DoorAnswer::Answered { text } if text == "hi"
         ));
         assert!(matches!(
             read(json!({"reply": {"text": "hi"}, "duplicate": true, "delivered": true})),
-            Answer::Duplicate { text: Some(text) } if text == "hi"
+            DoorAnswer::Duplicate { text: Some(text) } if text == "hi"
         ));
         assert!(matches!(
             read(json!({"delivered": false, "gated": {"reason": "pairing", "rule": "dmPolicy"}, "reply": {"text": "code 1234"}, "duplicate": false})),
-            Answer::Gated { text: Some(text) } if text == "code 1234"
+            DoorAnswer::Gated { text: Some(text) } if text == "code 1234"
         ));
         assert!(matches!(
             read(
                 json!({"delivered": false, "gated": {"reason": "mention"}, "reply": null, "duplicate": false})
             ),
-            Answer::Gated { text: None }
+            DoorAnswer::Gated { text: None }
         ));
         assert!(matches!(
             read(json!({"reply": null, "duplicate": false, "delivered": false, "note": "x"})),
-            Answer::NotDelivered
+            DoorAnswer::NotDelivered
         ));
         // A reply without text is nothing to post.
         assert!(matches!(
             read(json!({"reply": {"text": 5}})),
-            Answer::NotDelivered
+            DoorAnswer::NotDelivered
         ));
         // Which refusals are transient is the door's to say (AccessError::is_transient, held
         // against the HTTP statuses in access/http.rs); the adapter only follows it.
         for e in [AccessError::NoPlan, AccessError::Internal("busy".into())] {
-            assert!(matches!(Answer::read(Err(e)), Answer::Transient(_)));
+            assert!(matches!(DoorAnswer::read(Err(e)), DoorAnswer::Transient(_)));
         }
         for e in [
             AccessError::bad_field("text", "missing"),
             AccessError::Unauthenticated(crate::access::Unauthenticated::MissingSignature),
             AccessError::TooLarge { limit: 1 },
         ] {
-            assert!(matches!(Answer::read(Err(e)), Answer::Refused(_)));
+            assert!(matches!(DoorAnswer::read(Err(e)), DoorAnswer::Refused(_)));
         }
     }
 
     #[test]
     fn a_reply_is_posted_once_unless_the_inbox_hands_it_in_again() {
-        let answered = || Answer::Answered { text: "a".into() };
+        let answered = || DoorAnswer::Answered { text: "a".into() };
         assert_eq!(answered().reply(false).as_deref(), Some("a"));
-        let duplicate = || Answer::Duplicate {
+        let duplicate = || DoorAnswer::Duplicate {
             text: Some("a".into()),
         };
         assert_eq!(duplicate().reply(false), None, "a redelivery");
@@ -937,15 +937,15 @@ mod tests {
             "taken again after a restart: its reply may not have left"
         );
         assert_eq!(
-            Answer::Gated {
+            DoorAnswer::Gated {
                 text: Some("code".into())
             }
             .reply(false)
             .as_deref(),
             Some("code")
         );
-        assert_eq!(Answer::NotDelivered.reply(true), None);
-        let refused = Answer::Refused(AccessError::bad_field("text", "x"));
+        assert_eq!(DoorAnswer::NotDelivered.reply(true), None);
+        let refused = DoorAnswer::Refused(AccessError::bad_field("text", "x"));
         assert_eq!(refused.reply(true), None);
     }
 

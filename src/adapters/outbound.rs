@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 
-use super::Running;
+use super::RunningAccount;
 use crate::access::Access;
 use crate::access::store::DeliveryKey;
 pub use crate::platform::MAX_REPLY_MESSAGES;
@@ -142,7 +142,7 @@ fn retry_after(failure: Failure, attempts: u32, backoff: Option<Duration>) -> Op
 /// Sends one piece with `send` (platform method `method`), rate limits honoured and transport
 /// failures tried again; the attempts made and the error when it could not be sent.
 pub async fn send_piece<E, Fut>(
-    running: &Running,
+    running: &RunningAccount,
     method: &str,
     send: impl FnMut() -> Fut,
     classify: impl Fn(&E) -> Failure,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-use super::{AdapterSpec, Envelope, Identity, Running, Taken};
+use super::{AdapterSpec, Envelope, Identity, RunningAccount, Taken};
 
 /// What a platform's adapter adds to the pipeline.
 pub trait Adapter: Send + Sync + 'static {
@@ -38,13 +38,16 @@ pub trait Adapter: Send + Sync + 'static {
     fn envelope(mapped: &Self::Mapped) -> &Envelope;
 
     /// Whether the message reaches the agent at all (Slack's discussions hold some back).
-    fn admit(_running: &Arc<Running>, _mapped: &Self::Mapped) -> impl Future<Output = bool> + Send {
+    fn admit(
+        _running: &Arc<RunningAccount>,
+        _mapped: &Self::Mapped,
+    ) -> impl Future<Output = bool> + Send {
         async { true }
     }
 
     /// Posts a reply to the message (`postable`: not empty, not `NO_REPLY`).
     fn post(
-        running: &Arc<Running>,
+        running: &Arc<RunningAccount>,
         mapped: &Self::Mapped,
         text: &str,
         taken: &Taken,
@@ -72,7 +75,7 @@ impl std::fmt::Display for NotTaken {
 /// Takes one event: recorded (a redelivery of the same id is not taken twice), then handled in
 /// its conversation's lane. `body` is the event as the platform sent it.
 pub async fn take<A: Adapter>(
-    running: &Arc<Running>,
+    running: &Arc<RunningAccount>,
     event: A::Event,
     body: &str,
 ) -> Result<(), NotTaken> {
@@ -88,7 +91,7 @@ pub async fn take<A: Adapter>(
 }
 
 /// Hands in again what an earlier run took and did not finish.
-pub async fn replay<A: Adapter>(running: &Arc<Running>) {
+pub async fn replay<A: Adapter>(running: &Arc<RunningAccount>) {
     let pending = running.pending().await;
     if !pending.is_empty() {
         running
@@ -105,7 +108,7 @@ pub async fn replay<A: Adapter>(running: &Arc<Running>) {
 
 /// Dispatches a taken event to its lane; a replay after a reconnect skips what a lane holds
 /// already.
-pub fn dispatch<A: Adapter>(running: &Arc<Running>, taken: Taken, event: A::Event) {
+pub fn dispatch<A: Adapter>(running: &Arc<RunningAccount>, taken: Taken, event: A::Event) {
     let event_id = taken.event_id.clone();
     if !running.cx.claim(&running.spec, &event_id) {
         return;
@@ -136,7 +139,7 @@ pub fn dispatch<A: Adapter>(running: &Arc<Running>, taken: Taken, event: A::Even
 }
 
 /// Hands a mapped event in at the Access door, and posts the reply its answer holds.
-async fn handle<A: Adapter>(running: &Arc<Running>, mapped: A::Mapped, taken: &Taken) {
+async fn handle<A: Adapter>(running: &Arc<RunningAccount>, mapped: A::Mapped, taken: &Taken) {
     if !A::admit(running, &mapped).await {
         return;
     }
@@ -235,7 +238,10 @@ mod tests {
         }
 
         /// Holds every message back (nothing reaches Access in these tests), noting it.
-        fn admit(_running: &Arc<Running>, mapped: &Mapped) -> impl Future<Output = bool> + Send {
+        fn admit(
+            _running: &Arc<RunningAccount>,
+            mapped: &Mapped,
+        ) -> impl Future<Output = bool> + Send {
             let (id, slow) = (mapped.id.clone(), mapped.slow_ms);
             async move {
                 tokio::time::sleep(Duration::from_millis(slow)).await;
@@ -245,7 +251,7 @@ mod tests {
         }
 
         fn post(
-            _running: &Arc<Running>,
+            _running: &Arc<RunningAccount>,
             mapped: &Mapped,
             text: &str,
             _taken: &Taken,
@@ -257,7 +263,7 @@ mod tests {
         }
     }
 
-    fn running(dir: &std::path::Path) -> Arc<Running> {
+    fn running(dir: &std::path::Path) -> Arc<RunningAccount> {
         let state = StateDir::new(dir.join("state"));
         let access = Arc::new(Access::new(
             AccessStore::open(&state).unwrap(),
@@ -271,7 +277,7 @@ mod tests {
             AdapterStore::open(&state).unwrap(),
             crate::adapters::Timings::default(),
         );
-        Arc::new(Running {
+        Arc::new(RunningAccount {
             spec: AdapterSpec {
                 platform: crate::platform::Platform::Telegram,
                 channel: "telegram".into(),
@@ -301,7 +307,7 @@ mod tests {
         (serde_json::from_str(&body).unwrap(), body)
     }
 
-    async fn inbox(running: &Running) -> usize {
+    async fn inbox(running: &RunningAccount) -> usize {
         running
             .cx
             .store
@@ -311,7 +317,7 @@ mod tests {
     }
 
     /// Waits (bounded) until the inbox is empty: every lane's job has ended.
-    async fn drained(running: &Running) {
+    async fn drained(running: &RunningAccount) {
         for _ in 0..500 {
             if inbox(running).await == 0 {
                 return;

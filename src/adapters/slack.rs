@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::outbound::{self, Failure};
 use super::pipeline::{self, Adapter, NotTaken};
 use super::store::{Thread, ThreadKey, ThreadState};
-use super::{AdapterSpec, Envelope, Identity, Peer, Running, Sender, Stop, Taken};
+use super::{AdapterSpec, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken};
 use crate::access::store::DeliveryKey;
 use crate::config::model::{AdapterMode, ReplyToMode};
 use crate::platform::slack::{
@@ -61,14 +61,14 @@ impl Adapter for Slack {
     }
 
     fn admit(
-        running: &Arc<Running>,
+        running: &Arc<RunningAccount>,
         mapped: &Mapped,
     ) -> impl std::future::Future<Output = bool> + Send {
         admitted(running, mapped)
     }
 
     fn post(
-        running: &Arc<Running>,
+        running: &Arc<RunningAccount>,
         mapped: &Mapped,
         text: &str,
         taken: &Taken,
@@ -77,7 +77,7 @@ impl Adapter for Slack {
     }
 }
 
-fn bot_token(running: &Running) -> &str {
+fn bot_token(running: &RunningAccount) -> &str {
     running.spec.token()
 }
 
@@ -89,7 +89,7 @@ fn stop(e: ApiError) -> Stop {
 }
 
 /// One connection: until the socket ends (socket mode) or forever (http mode).
-pub(super) async fn connect(running: &Arc<Running>) -> Stop {
+pub(super) async fn connect(running: &Arc<RunningAccount>) -> Stop {
     let http = &running.cx.http;
     let base = running.spec.api_base.as_str();
     let identity = match api::auth_test(http, base, bot_token(running)).await {
@@ -198,7 +198,7 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
 
 /// Takes an `events_api` frame's payload, as sent.
 async fn take_raw(
-    running: &Arc<Running>,
+    running: &Arc<RunningAccount>,
     payload: Option<&serde_json::value::RawValue>,
 ) -> Result<(), NotTaken> {
     let body = payload.map_or("null", |p| p.get());
@@ -207,7 +207,11 @@ async fn take_raw(
 }
 
 /// Takes one `event_callback` from the Events API (`body` as sent).
-pub async fn take(running: &Arc<Running>, event: Payload, body: &str) -> Result<(), NotTaken> {
+pub async fn take(
+    running: &Arc<RunningAccount>,
+    event: Payload,
+    body: &str,
+) -> Result<(), NotTaken> {
     pipeline::take::<Slack>(running, event, body).await
 }
 
@@ -341,7 +345,7 @@ pub fn mentions(text: &str) -> Vec<String> {
 }
 
 async fn blocking<T: Send + 'static>(
-    running: &Running,
+    running: &RunningAccount,
     f: impl FnOnce(&super::store::AdapterStore) -> Result<T, crate::state::StateError> + Send + 'static,
 ) -> Option<T> {
     let store = running.cx.store.clone();
@@ -356,12 +360,12 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// The discussion settings of a thread, if its channel has any.
-fn discussion(running: &Running, mapped: &Mapped) -> Option<(ThreadKey, u32, String, u32)> {
+fn discussion(running: &RunningAccount, mapped: &Mapped) -> Option<(ThreadKey, u32, String, u32)> {
     discussion_in(running, mapped, mapped.thread_ts.as_deref()?)
 }
 
 fn discussion_in(
-    running: &Running,
+    running: &RunningAccount,
     mapped: &Mapped,
     thread: &str,
 ) -> Option<(ThreadKey, u32, String, u32)> {
@@ -384,7 +388,7 @@ fn discussion_in(
 /// Seed 001: whether a message in a discussed thread reaches the agent. A human message
 /// re-opens the thread (or closes it, with the marker); a bot message is held back once the
 /// thread reached its rounds or was closed, and closes it with the marker.
-async fn admitted(running: &Arc<Running>, mapped: &Mapped) -> bool {
+async fn admitted(running: &Arc<RunningAccount>, mapped: &Mapped) -> bool {
     let Some((key, _, marker, _)) = discussion(running, mapped) else {
         return true;
     };
@@ -464,7 +468,7 @@ fn thread_state_word(store: &super::store::AdapterStore, key: &ThreadKey) -> &'s
 
 /// Posts the reply to a message: in its thread (or the one it starts), one round of the
 /// thread's discussion when it has one.
-async fn reply(running: &Arc<Running>, mapped: &Mapped, text: &str, taken: &Taken) {
+async fn reply(running: &Arc<RunningAccount>, mapped: &Mapped, text: &str, taken: &Taken) {
     let key = DeliveryKey {
         channel: running.spec.channel.clone(),
         account_id: running.spec.account.clone(),
@@ -505,7 +509,7 @@ async fn reply(running: &Arc<Running>, mapped: &Mapped, text: &str, taken: &Take
 
 /// Posts a reply in pieces (`chat.postMessage`); whether all of it was posted.
 async fn post_reply(
-    running: &Arc<Running>,
+    running: &Arc<RunningAccount>,
     mapped: &Mapped,
     text: &str,
     key: DeliveryKey,
@@ -569,7 +573,7 @@ fn dead_letter_body(conversation: &str, thread_ts: Option<&str>, text: &str) -> 
 /// One `chat.postMessage`, rate limits honoured; the attempts made and the error when it
 /// could not be sent.
 async fn post(
-    running: &Running,
+    running: &RunningAccount,
     conversation: &str,
     thread_ts: Option<&str>,
     text: &str,
@@ -603,7 +607,11 @@ type DiscussionOf = (ThreadKey, u32, String, u32);
 /// Seed 001: a bot reply in a discussed thread is a round, reserved before it is posted (none
 /// once the thread is paused or closed, so at most `maxRounds` are posted); one with the close
 /// marker closes the thread. Whether this reply may go, and whether it reached `maxRounds`.
-async fn reserve_round(running: &Arc<Running>, d: &DiscussionOf, reply: &str) -> Option<bool> {
+async fn reserve_round(
+    running: &Arc<RunningAccount>,
+    d: &DiscussionOf,
+    reply: &str,
+) -> Option<bool> {
     let (key, max_rounds, marker, _) = d.clone();
     let closes = reply.contains(&marker);
     let k = key.clone();
@@ -624,7 +632,7 @@ async fn reserve_round(running: &Arc<Running>, d: &DiscussionOf, reply: &str) ->
 /// After a round was posted: a stall (`stallRounds` replies repeating the one before) pauses
 /// the thread like `maxRounds`; the first to pause it posts the one notice.
 async fn after_round(
-    running: &Arc<Running>,
+    running: &Arc<RunningAccount>,
     mapped: &Mapped,
     d: &DiscussionOf,
     reply: &str,

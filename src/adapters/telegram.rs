@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use super::outbound::{self, Failure};
 use super::pipeline::{self, Adapter, NotTaken};
-use super::{AdapterSpec, Envelope, Identity, Peer, Running, Sender, Stop, Taken};
+use super::{AdapterSpec, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken};
 use crate::access::store::DeliveryKey;
 use crate::config::model::AdapterMode;
 pub use crate::platform::telegram::TEXT_LIMIT;
@@ -50,7 +50,7 @@ impl Adapter for Telegram {
     }
 
     fn post(
-        running: &Arc<Running>,
+        running: &Arc<RunningAccount>,
         mapped: &Mapped,
         text: &str,
         taken: &Taken,
@@ -59,7 +59,7 @@ impl Adapter for Telegram {
     }
 }
 
-fn api(running: &Running) -> Api<'_> {
+fn api(running: &RunningAccount) -> Api<'_> {
     Api {
         http: &running.cx.http,
         base: &running.spec.api_base,
@@ -75,7 +75,7 @@ fn stop(e: ApiError) -> Stop {
 }
 
 /// One connection: until it fails (polling) or forever (webhook: updates arrive over HTTP).
-pub(super) async fn connect(running: &Arc<Running>) -> Stop {
+pub(super) async fn connect(running: &Arc<RunningAccount>) -> Stop {
     let api = api(running);
     let short = Duration::from_secs(15);
     match running.spec.mode {
@@ -122,7 +122,7 @@ pub(super) async fn connect(running: &Arc<Running>) -> Stop {
     }
 }
 
-async fn poll(running: &Arc<Running>, api: &Api<'_>) -> Stop {
+async fn poll(running: &Arc<RunningAccount>, api: &Api<'_>) -> Stop {
     let (channel, account) = (running.spec.channel.clone(), running.spec.account.clone());
     let offset = {
         let (store, c, a) = (running.cx.store.clone(), channel.clone(), account.clone());
@@ -189,7 +189,11 @@ async fn poll(running: &Arc<Running>, api: &Api<'_>) -> Stop {
 
 /// Takes one update from the webhook (`body` as sent): recorded, then handled in its chat's
 /// lane.
-pub async fn take(running: &Arc<Running>, update: Update, body: &str) -> Result<(), NotTaken> {
+pub async fn take(
+    running: &Arc<RunningAccount>,
+    update: Update,
+    body: &str,
+) -> Result<(), NotTaken> {
     pipeline::take::<Telegram>(running, update, body).await
 }
 
@@ -341,7 +345,7 @@ fn utf16_slice(text: &str, offset: usize, length: usize) -> Option<String> {
 }
 
 /// Posts a reply in pieces; a piece that cannot be sent makes the rest a dead letter.
-async fn send_reply(running: &Arc<Running>, mapped: &Mapped, text: &str, taken: &Taken) {
+async fn send_reply(running: &Arc<RunningAccount>, mapped: &Mapped, text: &str, taken: &Taken) {
     let key = DeliveryKey {
         channel: running.spec.channel.clone(),
         account_id: running.spec.account.clone(),

@@ -17,19 +17,19 @@ use serde_json::json;
 use subtle::ConstantTimeEq;
 
 use super::pipeline::NotTaken;
-use super::{Cx, Running};
+use super::{AdapterCx, RunningAccount};
 use crate::platform::slack::{self as api, Challenge, Payload};
 use crate::platform::telegram::Update;
 
-impl Cx {
+impl AdapterCx {
     /// Makes a running account reachable over HTTP (webhook and events modes).
-    pub(super) fn register(&self, running: &Arc<Running>) {
+    pub(super) fn register(&self, running: &Arc<RunningAccount>) {
         if let Ok(mut endpoints) = self.endpoints.write() {
             endpoints.insert(running.spec.key(), running.clone());
         }
     }
 
-    fn endpoint(&self, channel: &str, account: &str) -> Option<Arc<Running>> {
+    fn endpoint(&self, channel: &str, account: &str) -> Option<Arc<RunningAccount>> {
         let account = crate::ids::account_id(account).into_owned();
         self.endpoints
             .read()
@@ -40,7 +40,7 @@ impl Cx {
 }
 
 /// The adapters' routes, for the controller to mount.
-pub fn router(cx: Arc<Cx>) -> Router {
+pub fn router(cx: Arc<AdapterCx>) -> Router {
     Router::new()
         .route("/v1/slack/{account}/events", post(slack_events))
         .route("/v1/telegram/{account}/webhook", post(telegram_webhook))
@@ -51,7 +51,7 @@ fn refuse(status: StatusCode, error: impl Into<String>) -> Response {
     (status, axum::Json(json!({"error": error.into()}))).into_response()
 }
 
-async fn body_of(cx: &Cx, body: Body) -> Result<axum::body::Bytes, Response> {
+async fn body_of(cx: &AdapterCx, body: Body) -> Result<axum::body::Bytes, Response> {
     let settings = &cx.access.settings;
     crate::access::http::read_body(body, settings.body_limit, settings.idle_timeout)
         .await
@@ -59,7 +59,7 @@ async fn body_of(cx: &Cx, body: Body) -> Result<axum::body::Bytes, Response> {
 }
 
 async fn telegram_webhook(
-    State(cx): State<Arc<Cx>>,
+    State(cx): State<Arc<AdapterCx>>,
     Path(account): Path<String>,
     headers: HeaderMap,
     body: Body,
@@ -112,7 +112,7 @@ async fn telegram_webhook(
 }
 
 async fn slack_events(
-    State(cx): State<Arc<Cx>>,
+    State(cx): State<Arc<AdapterCx>>,
     Path(account): Path<String>,
     headers: HeaderMap,
     body: Body,

@@ -14,7 +14,7 @@ use super::policy;
 use super::{ApprovalError, Approvals, MANAGEMENT_WAIT, Verdict, Waiter};
 use crate::access::{ApprovalAsk, ChatCommand, TurnOrigin};
 use crate::config::model::{ApprovalRoute, PermissionMode};
-use crate::hub::{CallError, Caller, ManagementAsk};
+use crate::hub::{CallError, HubCaller, ManagementAsk};
 use crate::runtime::acp::PermissionAsk;
 use crate::sessions::TurnEvent;
 use crate::state::approvals::{ApprovalRecord, ApprovalRule, Decided, ManagementPreview, new_id};
@@ -619,7 +619,7 @@ impl Approvals {
     /// The Hub's `management_request`.
     async fn ask_management(
         self: Arc<Self>,
-        caller: Caller,
+        caller: HubCaller,
         args: crate::hub::tools::ManagementArgs,
     ) -> Result<Value, CallError> {
         let method = args

@@ -128,7 +128,7 @@ struct Live {
     /// What each agent's heartbeats did.
     heartbeats: heartbeat::HeartbeatReports,
     /// The platform adapters' live status, and what their HTTP endpoints share.
-    adapters: Arc<crate::adapters::Cx>,
+    adapters: Arc<crate::adapters::AdapterCx>,
 }
 
 #[derive(Default)]

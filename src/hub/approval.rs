@@ -7,8 +7,8 @@
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::store::Outcome;
-use super::{CallError, Caller, Hub};
+use super::store::RunOutcome;
+use super::{CallError, Hub, HubCaller};
 use crate::state::RunState;
 
 /// An agent's management request, on its way to the approvals: they record it as a pending
@@ -16,7 +16,7 @@ use crate::state::RunState;
 /// its result, denied, expired, or still pending with its id), or a refusal of the request
 /// itself (`status: invalid`).
 pub struct ManagementAsk {
-    pub caller: Caller,
+    pub caller: HubCaller,
     pub args: super::tools::ManagementArgs,
     pub reply: oneshot::Sender<Result<Value, CallError>>,
 }
@@ -36,7 +36,7 @@ impl ManagementAsks {
 impl Hub {
     pub(super) async fn management_request(
         &self,
-        caller: &Caller,
+        caller: &HubCaller,
         args: super::tools::ManagementArgs,
     ) -> Result<super::ToolResult, CallError> {
         let gone = || CallError::Internal("the approvals service is gone".into());
@@ -76,9 +76,9 @@ impl Hub {
             s.transition(
                 &run,
                 to,
-                &Outcome {
+                &RunOutcome {
                     note,
-                    ..Outcome::default()
+                    ..RunOutcome::default()
                 },
             )?;
             Ok(Some(run))

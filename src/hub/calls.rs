@@ -16,7 +16,7 @@ use super::results::{SendOutcome, ToolResult, redact, shorten};
 use super::spawns::Spawn;
 use super::store::{ChildSession, agent_of};
 use super::tools::{self, *};
-use super::{CallError, Caller, Hub};
+use super::{CallError, Hub, HubCaller};
 use crate::config::model::RuntimeKind;
 use crate::state::{ChildKind, Cleanup, Provenance, RunState, SpawnMode};
 
@@ -33,7 +33,7 @@ pub(super) fn kind_of(session_key: &str) -> &'static str {
 }
 
 /// A message from `caller` into session `key` of agent `agent`, as the checks see it.
-fn hop<'a>(caller: &'a Caller, agent: &'a str, key: &'a str) -> Hop<'a> {
+fn hop<'a>(caller: &'a HubCaller, agent: &'a str, key: &'a str) -> Hop<'a> {
     Hop {
         from_agent: &caller.agent_id,
         from_key: &caller.session_key,
@@ -60,7 +60,7 @@ impl Hub {
     /// the caller is known to have the tool: a refusal is the answer whatever they say.
     pub async fn call(
         self: &Arc<Self>,
-        caller: &Caller,
+        caller: &HubCaller,
         tool: &str,
         args: impl FnOnce() -> Result<ToolCall, CallError>,
     ) -> Result<ToolResult, CallError> {
@@ -91,7 +91,7 @@ impl Hub {
         Ok(result)
     }
 
-    fn agents_list(&self, caller: &Caller, page: Page) -> ToolResult {
+    fn agents_list(&self, caller: &HubCaller, page: Page) -> ToolResult {
         let p = self.policy();
         let leaf = caller.depth >= p.limits(&caller.agent_id).max_spawn_depth;
         let agents: Vec<Value> = p
@@ -131,7 +131,7 @@ impl Hub {
     /// sandboxed caller reads at most its own tree.
     async fn may_see(
         &self,
-        caller: &Caller,
+        caller: &HubCaller,
         key: &str,
         agent: &str,
         reading: bool,
@@ -163,7 +163,7 @@ impl Hub {
 
     async fn sessions_list(
         &self,
-        caller: &Caller,
+        caller: &HubCaller,
         args: ListArgs,
     ) -> Result<ToolResult, CallError> {
         let page = match Page::new(args.limit, args.cursor.as_deref(), page::DEFAULT_LIMIT) {
@@ -261,7 +261,7 @@ impl Hub {
 
     async fn sessions_history(
         &self,
-        caller: &Caller,
+        caller: &HubCaller,
         args: HistoryArgs,
     ) -> Result<ToolResult, CallError> {
         let key = args.session_key.trim().to_string();
@@ -333,7 +333,7 @@ impl Hub {
     /// The session a send goes to: by key, label or agent id (its main session).
     async fn send_target(
         &self,
-        caller: &Caller,
+        caller: &HubCaller,
         args: &SendArgs,
     ) -> Result<(String, String), ToolResult> {
         let named = [&args.session_key, &args.label, &args.agent_id]
@@ -394,7 +394,7 @@ impl Hub {
 
     async fn sessions_send(
         self: &Arc<Self>,
-        caller: &Caller,
+        caller: &HubCaller,
         args: SendArgs,
     ) -> Result<ToolResult, CallError> {
         let begun = std::time::Instant::now();
@@ -471,7 +471,7 @@ impl Hub {
     /// ([`checks::accept_send`]): visibility and agentToAgent, then a child into an external
     /// conversation (hub.md: children never get `sessions_send` to their parent's external
     /// conversation).
-    async fn accept_check(&self, caller: &Caller, agent: &str, key: &str) -> Result<(), Denial> {
+    async fn accept_check(&self, caller: &HubCaller, agent: &str, key: &str) -> Result<(), Denial> {
         let p = self.policy();
         let hop = hop(caller, agent, key);
         let external = caller.depth > 0
@@ -492,7 +492,7 @@ impl Hub {
 
     async fn sessions_spawn(
         self: &Arc<Self>,
-        caller: &Caller,
+        caller: &HubCaller,
         args: SpawnArgs,
     ) -> Result<ToolResult, CallError> {
         if args.task.len() > MAX_MESSAGE_BYTES {
@@ -612,8 +612,8 @@ impl Hub {
     /// budget and when to try again), recorded and counted once.
     async fn over_budget(
         &self,
-        refusal: &crate::access::budget::Refusal,
-        caller: &Caller,
+        refusal: &crate::access::budget::BudgetRefusal,
+        caller: &HubCaller,
     ) -> ToolResult {
         self.denied(Reason::BudgetExceeded);
         self.access
@@ -628,7 +628,7 @@ impl Hub {
 
     async fn subagents(
         self: &Arc<Self>,
-        caller: &Caller,
+        caller: &HubCaller,
         args: SubagentsArgs,
     ) -> Result<ToolResult, CallError> {
         let parent = caller.session_key.clone();
@@ -695,7 +695,7 @@ impl Hub {
         ))
     }
 
-    async fn session_status(&self, caller: &Caller) -> Result<ToolResult, CallError> {
+    async fn session_status(&self, caller: &HubCaller) -> Result<ToolResult, CallError> {
         let p = self.policy();
         let limits = p.limits(&caller.agent_id);
         let key = caller.session_key.clone();

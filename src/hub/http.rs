@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use super::mcp::HttpServer;
 use super::operator::{HubRequest, OperatorError, RunParams, RunsParams, SessionsParams};
-use super::{Caller, Hub};
+use super::{Hub, HubCaller};
 
 /// The largest body `/mcp` and `/v1/hub/call` take: a 64 KiB message, JSON-escaped, fits.
 pub const BODY_LIMIT: usize = 1024 * 1024;
@@ -46,7 +46,7 @@ fn unauthorized(message: &str) -> Response {
 
 const NO_TOKEN: &str = "no valid session token: the Hub takes `Authorization: Bearer <token>` with the token deepcli gave this session (a closed session's token is revoked)";
 
-async fn session_caller(cx: &Ctx, headers: &HeaderMap) -> Option<Caller> {
+async fn session_caller(cx: &Ctx, headers: &HeaderMap) -> Option<HubCaller> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let token = super::token::from_bearer(value)?;
     let caller = cx.hub.caller(token).await?;

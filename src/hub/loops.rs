@@ -14,7 +14,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::checks::{self, LoopBounds, LoopCounts, Trip, pair_scope};
 use super::store::{HubStore, RunRecord};
-use super::{CallError, Caller, Hub, ToolResult};
+use super::{CallError, Hub, HubCaller, ToolResult};
 use crate::state::{RunKind, RunState, StateError};
 
 /// Where counting stands for a scope: a pause still open (every send waits), or the first
@@ -155,7 +155,7 @@ impl Hub {
     /// Whether a send from `caller` into `key` would pass a loop bound of the caller's agent.
     pub(super) async fn loop_trip(
         &self,
-        caller: &Caller,
+        caller: &HubCaller,
         key: &str,
     ) -> Result<Option<Trip>, CallError> {
         let limits = self.access.limits(&caller.agent_id);
@@ -194,7 +194,7 @@ impl Hub {
     /// conversation, and answers the caller with `status: paused`.
     pub(super) async fn pause_send(
         self: &Arc<Self>,
-        caller: &Caller,
+        caller: &HubCaller,
         (agent, key): (&str, &str),
         message: String,
         trip: Trip,
@@ -261,7 +261,7 @@ impl Hub {
             s.transition(
                 &id,
                 RunState::Accepted,
-                &super::store::Outcome {
+                &super::store::RunOutcome {
                     note: "resumed by the operator: the loop's count starts over".into(),
                     ..Default::default()
                 },
@@ -272,7 +272,7 @@ impl Hub {
             (Some(agent), Some(key)) => {
                 let k = key.clone();
                 let depth = self.db(move |s| s.child(&k)).await?.map_or(0, |c| c.depth);
-                Some(Caller {
+                Some(HubCaller {
                     agent_id: agent.clone(),
                     session_key: key.clone(),
                     depth,
@@ -307,7 +307,7 @@ impl Hub {
             s.transition(
                 &id,
                 RunState::Cancelled,
-                &super::store::Outcome {
+                &super::store::RunOutcome {
                     note: "stopped by the operator (loop pause): never delivered".into(),
                     ..Default::default()
                 },

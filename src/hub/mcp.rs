@@ -18,13 +18,13 @@ use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::tools::{self, ToolCall};
-use super::{CallError, Caller, Hub};
+use super::{CallError, Hub, HubCaller};
 
 /// One tool call as MCP carries it: the tool's name and its JSON `arguments` in, its result in
 /// OpenClaw's shape out (over `/mcp` and `/v1/hub/call` alike).
 pub(super) async fn call(
     hub: &Arc<Hub>,
-    caller: &Caller,
+    caller: &HubCaller,
     tool: &str,
     args: Value,
 ) -> Result<Value, CallError> {
@@ -74,11 +74,11 @@ pub struct HttpServer {
 }
 
 /// The caller the `/mcp` route found from the bearer token.
-fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+fn caller_of(context: &RequestContext<RoleServer>) -> Result<HubCaller, ErrorData> {
     context
         .extensions
         .get::<axum::http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<Caller>().cloned())
+        .and_then(|parts| parts.extensions.get::<HubCaller>().cloned())
         .ok_or_else(|| ErrorData::invalid_request("no session token", None))
 }
 

@@ -81,7 +81,7 @@ pub const TOKEN_ENV: &str = "DEEPCLI_HUB_TOKEN";
 
 /// The session a tool call comes from, as its token says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
+pub struct HubCaller {
     pub agent_id: String,
     pub session_key: String,
     /// 0 for a session the Hub did not spawn; a child's is its parent's plus one.
@@ -318,7 +318,7 @@ impl Hub {
     }
 
     /// Who holds `token`: `None` for anything but a live token.
-    pub async fn caller(&self, token: &str) -> Option<Caller> {
+    pub async fn caller(&self, token: &str) -> Option<HubCaller> {
         let found = match token::hash(token) {
             Some(_) => {
                 let (tokens, token) = (self.tokens.clone(), token.to_string());
@@ -338,7 +338,7 @@ impl Hub {
 
     /// The names of the tools `caller` gets, in [`tools::ALL`]'s order: a leaf gets no
     /// `sessions_spawn`, a spawned session none that [`HubPolicy::tool_denied`] takes from it.
-    pub fn tools_for(&self, caller: &Caller) -> Vec<&'static str> {
+    pub fn tools_for(&self, caller: &HubCaller) -> Vec<&'static str> {
         let p = self.policy();
         let leaf = caller.depth >= p.limits(&caller.agent_id).max_spawn_depth;
         tools::ALL

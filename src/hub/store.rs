@@ -141,7 +141,7 @@ pub enum Moved {
 
 /// What a transition writes besides the state.
 #[derive(Debug, Clone, Default)]
-pub struct Outcome {
+pub struct RunOutcome {
     pub reply: Option<String>,
     pub error: Option<String>,
     pub note: String,
@@ -364,7 +364,7 @@ impl HubStore {
         &self,
         run_id: &str,
         next: RunState,
-        outcome: &Outcome,
+        outcome: &RunOutcome,
     ) -> Result<Moved, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
@@ -793,7 +793,7 @@ mod tests {
     fn a_final_run_is_never_revived_and_the_attempt_is_noted() {
         let (_tmp, store) = store();
         store.insert_run(&run("r1")).unwrap();
-        let o = Outcome::default();
+        let o = RunOutcome::default();
         assert_eq!(
             store.transition("r1", RunState::Running, &o).unwrap(),
             Moved::From(RunState::Accepted)
@@ -808,10 +808,10 @@ mod tests {
             store.transition("r1", RunState::Cancelled, &o).unwrap(),
             Moved::From(RunState::CancelRequested)
         );
-        let late = Outcome {
+        let late = RunOutcome {
             reply: Some("late words".into()),
             note: "the runtime answered end_turn".into(),
-            ..Outcome::default()
+            ..RunOutcome::default()
         };
         assert_eq!(
             store.transition("r1", RunState::Completed, &late).unwrap(),

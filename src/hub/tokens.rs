@@ -1,11 +1,11 @@
 //! Session capability tokens (hub.md, "Identity"): minted for a runtime session when the
 //! Access layer opens it (through the MCP door), revoked when it closes, when its agent is
-//! deleted or when the controller restarts, and resolved to the one [`Caller`] a tool call
+//! deleted or when the controller restarts, and resolved to the one [`HubCaller`] a tool call
 //! acts for. Only hashes are stored ([`super::token`]). Needs the store and nothing of Access.
 
 use std::sync::Arc;
 
-use super::Caller;
+use super::HubCaller;
 use super::store::{HubStore, TokenOwner};
 use super::token;
 use crate::state::StateError;
@@ -39,7 +39,7 @@ impl Tokens {
 
     /// Who holds live token `token` (blocking: a store read); `None` for a malformed,
     /// unknown or revoked one.
-    pub fn caller(&self, token: &str) -> Result<Option<Caller>, StateError> {
+    pub fn caller(&self, token: &str) -> Result<Option<HubCaller>, StateError> {
         let Some(hash) = token::hash(token) else {
             return Ok(None);
         };
@@ -47,7 +47,7 @@ impl Tokens {
             return Ok(None);
         };
         let depth = self.store.child(&owner.session_key)?.map_or(0, |c| c.depth);
-        Ok(Some(Caller {
+        Ok(Some(HubCaller {
             agent_id: owner.agent_id,
             session_key: owner.session_key,
             depth,

@@ -218,7 +218,7 @@ fn refused_dir(agent: &str, label: &str, refused: &RefusedPath) -> Blocked {
         other => (other, ""),
     };
     let key = config_key(label);
-    let place = if refused.reason == crate::trash::Refusal::MountPoint {
+    let place = if refused.reason == crate::trash::PathRefusal::MountPoint {
         format!(
             "a directory inside the mounted filesystem (e.g. `{}`)",
             refused.path.join(agent).display()
@@ -239,7 +239,7 @@ fn refused_dir(agent: &str, label: &str, refused: &RefusedPath) -> Blocked {
 /// A deleted agent's path that the guard will not move: the plan stops, and says how to get
 /// the agent deleted.
 fn refused_move(agent: &str, label: &str, refused: &RefusedPath) -> Blocked {
-    let fix = if let crate::trash::Refusal::ContainsMountPoint { dir } = &refused.reason {
+    let fix = if let crate::trash::PathRefusal::ContainsMountPoint { dir } = &refused.reason {
         format!("unmount `{}`, then apply again", dir.display())
     } else if refused.reason.is_mount() {
         "unmount it, then apply again".to_string()

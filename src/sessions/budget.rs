@@ -125,7 +125,7 @@ impl Limit {
     "agent `{agent_id}` is over its budget {limit}: {used} of {allowed} {what}; try again in {retry_after} s",
     limit = limit.as_str()
 )]
-pub struct Refusal {
+pub struct BudgetRefusal {
     pub agent_id: String,
     pub limit: Limit,
     pub used: String,
@@ -310,7 +310,7 @@ impl Budgets {
         agent_id: &str,
         limits: &BudgetLimits,
         now_ms: i64,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), BudgetRefusal> {
         self.with_counts(agent_id, now_ms, |c| check(agent_id, c, limits, now_ms))
     }
 
@@ -321,7 +321,7 @@ impl Budgets {
         agent_id: &str,
         limits: &BudgetLimits,
         now_ms: i64,
-    ) -> Result<TurnPermit<'_>, Refusal> {
+    ) -> Result<TurnPermit<'_>, BudgetRefusal> {
         self.with_counts(agent_id, now_ms, |c| {
             check(agent_id, c, limits, now_ms)?;
             c.turns.push_back(now_ms);
@@ -340,13 +340,13 @@ impl Budgets {
         agent_id: &str,
         limits: &BudgetLimits,
         now_ms: i64,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), BudgetRefusal> {
         self.with_counts(agent_id, now_ms, |c| {
             if let Some(max) = limits.spawns_per_hour
                 && c.spawns.len() >= max as usize
             {
                 let oldest = c.spawns.front().copied().unwrap_or(now_ms);
-                return Err(Refusal {
+                return Err(BudgetRefusal {
                     agent_id: agent_id.to_string(),
                     limit: Limit::SpawnsPerHour,
                     used: c.spawns.len().to_string(),
@@ -481,8 +481,13 @@ impl Counts {
     }
 }
 
-fn check(agent_id: &str, c: &Counts, limits: &BudgetLimits, now_ms: i64) -> Result<(), Refusal> {
-    let refuse = |limit, used: String, allowed: String, what, retry_ms| Refusal {
+fn check(
+    agent_id: &str,
+    c: &Counts,
+    limits: &BudgetLimits,
+    now_ms: i64,
+) -> Result<(), BudgetRefusal> {
+    let refuse = |limit, used: String, allowed: String, what, retry_ms| BudgetRefusal {
         agent_id: agent_id.to_string(),
         limit,
         used,

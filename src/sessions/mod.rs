@@ -208,9 +208,9 @@ pub struct SessionOptions {
     pub begun: Option<BeginHook>,
 }
 
-/// A runtime's answer to one prompt.
+/// The outcome of [`Sessions::turn`]: the runtime's answer to one prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub struct TurnOutcome {
     /// The agent message chunks, put together (cut at `budgets.replyBytes`).
     pub text: String,
     /// The stop reason the runtime gave, when it gave one.
@@ -223,9 +223,6 @@ pub struct Answer {
     /// How the session was opened, and closed (for the transcript).
     pub notes: Vec<String>,
 }
-
-/// The outcome of [`Sessions::turn`].
-pub type TurnOutcome = Answer;
 
 /// A message the Hub (or the operator) puts into a session.
 #[derive(Debug, Clone)]
@@ -367,7 +364,7 @@ pub enum TurnError {
     },
     /// A budget of the agent refused the turn; nothing reached the runtime.
     #[error("{0}")]
-    BudgetExceeded(budget::Refusal),
+    BudgetExceeded(budget::BudgetRefusal),
     /// A message withdrawn when its turn came (a cancel, or policy that changed while it
     /// waited): it never reached the runtime.
     #[error("the message was withdrawn before it reached the agent: {0}")]
@@ -636,7 +633,7 @@ impl Sessions {
     /// Records a budget's refusal and counts it.
     pub async fn refused(
         &self,
-        refusal: &budget::Refusal,
+        refusal: &budget::BudgetRefusal,
         session_key: Option<&str>,
         run_id: Option<&str>,
     ) {
@@ -655,7 +652,7 @@ impl Sessions {
     }
 
     /// Whether agent `agent_id`'s budgets let a turn begin now (nothing is taken).
-    pub fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::Refusal> {
+    pub fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::BudgetRefusal> {
         self.budgets
             .check_turn(agent_id, &self.limits(agent_id), budget::now_ms())
     }
@@ -666,7 +663,7 @@ impl Sessions {
         &self,
         agent_id: &str,
         session_key: &str,
-    ) -> Result<(), budget::Refusal> {
+    ) -> Result<(), budget::BudgetRefusal> {
         let now = budget::now_ms();
         self.budgets
             .admit_spawn(agent_id, &self.limits(agent_id), now)?;

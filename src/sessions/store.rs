@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::budget::{Refusal, TurnUsage};
+use super::budget::{BudgetRefusal, TurnUsage};
 use crate::state::{Provenance, StateError};
 
 /// The runtime session a session key maps to, and the runtime instance that issued it.
@@ -65,7 +65,7 @@ pub trait SessionStore: Send + Sync + 'static {
     ) -> Result<(), StateError>;
     fn record_refusal(
         &self,
-        refusal: &Refusal,
+        refusal: &BudgetRefusal,
         session_key: Option<&str>,
         run_id: Option<&str>,
     ) -> Result<(), StateError>;

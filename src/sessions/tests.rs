@@ -286,7 +286,7 @@ struct FakeStore {
     turns: Mutex<HashMap<String, Vec<(Provenance, String)>>>,
     counts: Mutex<Vec<(String, TurnCount)>>,
     exchanges: Mutex<Vec<Exchange>>,
-    refusals: Mutex<Vec<budget::Refusal>>,
+    refusals: Mutex<Vec<budget::BudgetRefusal>>,
     cancels: Mutex<Vec<(String, String, Option<String>)>>,
 }
 
@@ -343,7 +343,7 @@ impl SessionStore for FakeStore {
     }
     fn record_refusal(
         &self,
-        refusal: &budget::Refusal,
+        refusal: &budget::BudgetRefusal,
         _session_key: Option<&str>,
         _run_id: Option<&str>,
     ) -> Result<(), StateError> {
@@ -456,7 +456,7 @@ fn request(text: &str) -> TurnRequest {
     TurnRequest::internal("a", KEY, message(text))
 }
 
-async fn turn_alone(rig: &Rig, options: SessionOptions) -> Result<Answer, TurnError> {
+async fn turn_alone(rig: &Rig, options: SessionOptions) -> Result<TurnOutcome, TurnError> {
     let place = rig.engine.enter(KEY, false, None).await?;
     rig.engine.turn_in(&place, "a", KEY, "hi", &options).await
 }
@@ -893,7 +893,7 @@ async fn usage_is_what_the_session_total_grew_by() {
     }
     let first = turn_alone(&rig, SessionOptions::default()).await.unwrap();
     let second = turn_alone(&rig, SessionOptions::default()).await.unwrap();
-    let usage = |a: &Answer| a.counted.as_ref().unwrap().usage;
+    let usage = |a: &TurnOutcome| a.counted.as_ref().unwrap().usage;
     assert_eq!(
         usage(&first),
         budget::TurnUsage {

@@ -9,8 +9,8 @@ use agent_client_protocol::v1::schema::McpServer;
 
 use super::running::Running;
 use super::{
-    Answer, CancelState, CancelWhy, KnownSession, Place, SessionOptions, Sessions, Stage,
-    StopReason, TurnCount, TurnError, budget, cap, model,
+    CancelState, CancelWhy, KnownSession, Place, SessionOptions, Sessions, Stage, StopReason,
+    TurnCount, TurnError, TurnOutcome, budget, cap, model,
 };
 use crate::config::model::RuntimeKind;
 use crate::runtime::SessionRuntime;
@@ -37,7 +37,7 @@ impl Sessions {
         session_key: &str,
         text: &str,
         options: &SessionOptions,
-    ) -> Result<Answer, TurnError> {
+    ) -> Result<TurnOutcome, TurnError> {
         let remote = self.plan().runtime(agent_id) == RuntimeKind::A2a;
         let handle = if remote {
             None
@@ -149,9 +149,9 @@ impl Sessions {
     async fn counted(
         &self,
         session_key: &str,
-        answered: Result<Answer, TurnError>,
+        answered: Result<TurnOutcome, TurnError>,
         counted: TurnCount,
-    ) -> Result<Answer, TurnError> {
+    ) -> Result<TurnOutcome, TurnError> {
         match answered {
             Ok(mut answer) => {
                 answer.counted = Some(counted);
@@ -357,7 +357,7 @@ impl Sessions {
         session_id: &str,
         prompt_text: String,
         timeout: Duration,
-    ) -> Result<(Answer, budget::TurnUsage), TurnError> {
+    ) -> Result<(TurnOutcome, budget::TurnUsage), TurnError> {
         let (agent_id, session_key) = (turn.agent_id, turn.session_key);
         let gone = |message: String| TurnError::RuntimeFailed {
             agent_id: agent_id.to_string(),
@@ -439,7 +439,7 @@ impl Sessions {
         totals.tokens = response.tokens.or(totals.tokens);
         tracing::debug!(agent = agent_id, session = session_key, stop = ?response.stop_reason, "prompt answered");
         Ok((
-            Answer {
+            TurnOutcome {
                 text: reply.finish(),
                 stop_reason: response.stop_reason,
                 runtime_time: Duration::ZERO,
@@ -459,7 +459,7 @@ impl Sessions {
         session_key: &str,
         text: &str,
         timeout: Duration,
-    ) -> Result<Answer, TurnError> {
+    ) -> Result<TurnOutcome, TurnError> {
         let Some(remote) = self.remote(agent_id) else {
             // Not ready: the status says why.
             return Err(match self.runtime(agent_id) {
@@ -501,7 +501,7 @@ impl Sessions {
                         ));
                     }
                 };
-                Ok(Answer {
+                Ok(TurnOutcome {
                     text: answer.text,
                     stop_reason: Some(stop_reason),
                     runtime_time: begun.elapsed(),

@@ -11,7 +11,7 @@ use crate::mounts;
 
 /// Why the [`Guard`] refused a path.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub enum PathRefusal {
     #[error("it is a relative path, and deepcli only moves absolute paths")]
     Relative,
     /// `dir` is the path itself, lexically or resolved, so the message does not repeat it.
@@ -30,12 +30,12 @@ pub enum Refusal {
     ContainsMountPoint { dir: PathBuf },
 }
 
-impl Refusal {
+impl PathRefusal {
     /// Whether a mount is what stands in the way: unmounting it lifts the refusal.
     pub fn is_mount(&self) -> bool {
         matches!(
             self,
-            Refusal::MountPoint | Refusal::ContainsMountPoint { .. }
+            PathRefusal::MountPoint | PathRefusal::ContainsMountPoint { .. }
         )
     }
 }
@@ -47,7 +47,7 @@ pub struct RefusedPath {
     pub path: PathBuf,
     /// The path with symlinks resolved, when that is what the guard refused.
     pub resolved: Option<PathBuf>,
-    pub reason: Refusal,
+    pub reason: PathRefusal,
 }
 
 impl RefusedPath {
@@ -157,7 +157,7 @@ impl Guard {
             reason,
         };
         if !path.is_absolute() {
-            return Some(refused(None, Refusal::Relative));
+            return Some(refused(None, PathRefusal::Relative));
         }
         let lexical = lexical(path);
         if let Some(reason) = self.refuse(&lexical, moving) {
@@ -179,31 +179,31 @@ impl Guard {
         let real = real.unwrap_or(lexical);
         let table = self.mounts.get_or_init(mounts::mount_points);
         let reason = if mounts::is_mount_point(&real, table) {
-            Refusal::MountPoint
+            PathRefusal::MountPoint
         } else {
-            Refusal::ContainsMountPoint {
+            PathRefusal::ContainsMountPoint {
                 dir: mounts::mount_inside(&real, table)?.to_path_buf(),
             }
         };
         Some(refused(resolved, reason))
     }
 
-    fn refuse(&self, candidate: &Path, moving: Moving) -> Option<Refusal> {
+    fn refuse(&self, candidate: &Path, moving: Moving) -> Option<PathRefusal> {
         let homes = Path::new("/home");
         if candidate.parent().is_none() {
-            return Some(Refusal::Is {
+            return Some(PathRefusal::Is {
                 what: "the filesystem root",
                 dir: candidate.to_path_buf(),
             });
         }
         if candidate == homes {
-            return Some(Refusal::Contains {
+            return Some(PathRefusal::Contains {
                 what: "the home directories",
                 dir: homes.to_path_buf(),
             });
         }
         if candidate.parent() == Some(homes) {
-            return Some(Refusal::Is {
+            return Some(PathRefusal::Is {
                 what: "a home directory",
                 dir: candidate.to_path_buf(),
             });
@@ -216,13 +216,13 @@ impl Guard {
         for protected in &self.protected {
             for form in &protected.forms {
                 if candidate == form {
-                    return Some(Refusal::Is {
+                    return Some(PathRefusal::Is {
                         what: protected.what,
                         dir: form.clone(),
                     });
                 }
                 if form.starts_with(candidate) {
-                    return Some(Refusal::Contains {
+                    return Some(PathRefusal::Contains {
                         what: protected.what,
                         dir: form.clone(),
                     });
@@ -234,7 +234,7 @@ impl Guard {
         self.trash
             .iter()
             .find(|trash| candidate.starts_with(trash))
-            .map(|trash| Refusal::InTrash { dir: trash.clone() })
+            .map(|trash| PathRefusal::InTrash { dir: trash.clone() })
     }
 }
 
@@ -248,7 +248,7 @@ impl Guard {
 ///   directories directly in `/var` (`/var/lib`, `/var/log`, `/var/tmp`, …), which the system
 ///   shares out; below those, an operator's own places are fine: `/srv/agents/x`,
 ///   `/opt/hub/agents/x`, `/var/lib/deepcli/x`, a temporary directory in `/tmp`.
-pub fn system_tree(path: &Path) -> Option<Refusal> {
+pub fn system_tree(path: &Path) -> Option<PathRefusal> {
     let mut parts = path
         .components()
         .filter(|c| matches!(c, Component::Normal(_)));
@@ -265,12 +265,12 @@ pub fn system_tree(path: &Path) -> Option<Refusal> {
         );
     let shared = matches!(top, "var" | "opt" | "srv" | "tmp" | "mnt" | "media");
     if depth == 1 && (owned || shared) || depth == 2 && top == "var" {
-        Some(Refusal::Is {
+        Some(PathRefusal::Is {
             what: "a system directory",
             dir: path.to_path_buf(),
         })
     } else if owned {
-        Some(Refusal::InSystemTree { tree })
+        Some(PathRefusal::InSystemTree { tree })
     } else {
         None
     }

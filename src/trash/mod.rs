@@ -44,7 +44,7 @@ mod move_in;
 mod restore;
 mod transfer;
 
-pub use guard::{Guard, Refusal, RefusedPath, system_tree};
+pub use guard::{Guard, PathRefusal, RefusedPath, system_tree};
 pub use manifest::{
     FORMAT_VERSION, KeptItem, MANIFEST_FILE, Manifest, ManifestFile, ManifestItem, read_manifest,
 };

@@ -6,7 +6,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use deepcli::trash::{
-    self, Guard, Kept, Manifest, ManifestFile, ManifestItem, Refusal, RefusedPath, Transfer,
+    self, Guard, Kept, Manifest, ManifestFile, ManifestItem, PathRefusal, RefusedPath, Transfer,
     TrashError, TrashItem,
 };
 use tempfile::TempDir;
@@ -202,7 +202,7 @@ fn the_guard_refuses_relative_paths() {
         matches!(
             &err,
             TrashError::Refused(RefusedPath {
-                reason: Refusal::Relative,
+                reason: PathRefusal::Relative,
                 ..
             })
         ),
