@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use deepcli::access::budget::{BudgetLimits, BudgetRow, Budgets, EventKind};
+use deepcli::budget::{BudgetLimits, BudgetRow, Budgets, EventKind};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -51,7 +51,7 @@ fn budgets(now_ms: i64) -> Budgets {
 }
 
 fn bench(c: &mut Criterion) {
-    let now = deepcli::access::budget::now_ms();
+    let now = deepcli::budget::now_ms();
     let b = budgets(now);
     let limits = limits();
     let names: Vec<String> = (0..AGENTS).map(|a| format!("agent-{a}")).collect();

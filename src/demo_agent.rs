@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 type Turns = Arc<Mutex<HashMap<SessionId, CancellationToken>>>;
 
 /// Serves ACP on stdin/stdout until stdin closes.
-pub async fn serve() -> agent_client_protocol::Result<()> {
+pub(crate) async fn serve() -> agent_client_protocol::Result<()> {
     let turns: Turns = Arc::default();
     let cancels = turns.clone();
     let sessions = Arc::new(AtomicU64::new(1));

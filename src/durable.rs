@@ -9,7 +9,7 @@ use std::path::Path;
 /// (replacing) or hard-linked (never replacing: an existing file wins). A reader never sees a
 /// torn file. Durability is the caller's: [`sync_fs`] once after a batch of files costs one
 /// flush instead of one per file. The file gets the mode [`shared_mode`] gives.
-pub fn write_file(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<()> {
+pub(crate) fn write_file(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<()> {
     let tmp = temp_beside(path, bytes, shared_mode(path))?;
     if replace {
         tmp.persist(path).map_err(|e| e.error)?;
@@ -40,12 +40,12 @@ fn temp_beside(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<tempfile
 /// rename after it. The file keeps the mode it had; a new one gets the mode a plain create
 /// would (0666 less the umask), as an operator's config file or a plan saved with `--out`
 /// should.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_atomic_mode(path, bytes, shared_mode(path))
 }
 
 /// [`write_atomic`] for a file only its owner may read (0600), from its first byte on.
-pub fn write_atomic_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_atomic_mode(path, bytes, crate::owner_only::FILE_MODE)
 }
 
@@ -58,7 +58,7 @@ fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()
 
 /// The directory `path` is in: its parent, or `.` for a bare file name (whose parent is the
 /// empty path, which no system call takes).
-pub fn dir_of(path: &Path) -> &Path {
+pub(crate) fn dir_of(path: &Path) -> &Path {
     match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
@@ -100,14 +100,14 @@ fn umask() -> u32 {
 
 /// Flushes the filesystem that holds `path`: everything written so far is durable before the
 /// state records it.
-pub fn sync_fs(path: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_fs(path: &Path) -> std::io::Result<()> {
     let file = std::fs::File::open(path)?;
     nix::unistd::syncfs(&file).map_err(std::io::Error::from)
 }
 
 /// Makes `dir`'s entries durable (a rename into it, a file created in it). The empty path, a
 /// bare file name's parent, is the current directory.
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {

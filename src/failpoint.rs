@@ -5,7 +5,7 @@
 //! then remove FILE, which lets it go on. Without the feature it compiles to nothing.
 
 #[cfg(feature = "failpoints")]
-pub fn hit(name: &str) {
+pub(crate) fn hit(name: &str) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static COUNT: AtomicUsize = AtomicUsize::new(0);
     let Ok(want) = std::env::var("DEEPCLI_FAILPOINT") else {
@@ -29,18 +29,18 @@ pub fn hit(name: &str) {
 
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
-pub fn hit(_name: &str) {}
+pub(crate) fn hit(_name: &str) {}
 
 /// With the `failpoints` feature, whether `path` lies under `DEEPCLI_FAILPOINT_OTHER_FS`: the
 /// trash then moves it as if it were on another filesystem (copy, verify, remove), so that
 /// the crash tests reach the copy's crash points on one filesystem.
 #[cfg(feature = "failpoints")]
-pub fn other_filesystem(path: &std::path::Path) -> bool {
+pub(crate) fn other_filesystem(path: &std::path::Path) -> bool {
     std::env::var_os("DEEPCLI_FAILPOINT_OTHER_FS").is_some_and(|dir| path.starts_with(dir))
 }
 
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
-pub fn other_filesystem(_path: &std::path::Path) -> bool {
+pub(crate) fn other_filesystem(_path: &std::path::Path) -> bool {
     false
 }

@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets the requests in flight
 /// finish (closing idle connections at once) and returns.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: axum::Router,
     idle_timeout: Duration,

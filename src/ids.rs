@@ -5,11 +5,11 @@
 use std::borrow::Cow;
 
 /// The account every channel has when none is named.
-pub const DEFAULT_ACCOUNT: &str = "default";
+pub(crate) const DEFAULT_ACCOUNT: &str = "default";
 /// The agent that always exists.
-pub const MAIN_AGENT: &str = "main";
+pub(crate) const MAIN_AGENT: &str = "main";
 /// deepcli's alias of `main`.
-pub const PRIMARY_ALIAS: &str = "primary";
+pub(crate) const PRIMARY_ALIAS: &str = "primary";
 
 const MAX_ID_LEN: usize = 64;
 
@@ -17,7 +17,7 @@ const MAX_ID_LEN: usize = 64;
 /// that is not white space (an ASCII byte is a whole character in UTF-8, so nothing can be
 /// trimmed then).
 #[inline]
-pub fn trim(s: &str) -> &str {
+pub(crate) fn trim(s: &str) -> &str {
     let solid = |b: u8| b.is_ascii() && !char::from(b).is_whitespace();
     match s.as_bytes() {
         [first, .., last] if solid(*first) && solid(*last) => s,
@@ -27,7 +27,7 @@ pub fn trim(s: &str) -> &str {
 }
 
 /// `^[a-z0-9][a-z0-9_-]{0,63}$`: an id that normalization leaves as it is.
-pub fn is_canonical_id(id: &str) -> bool {
+pub(crate) fn is_canonical_id(id: &str) -> bool {
     is_id_shaped(id) && !id.bytes().any(|b| b.is_ascii_uppercase())
 }
 
@@ -78,12 +78,12 @@ fn normalize_id<'a>(raw: &'a str, fallback: &'static str) -> Cow<'a, str> {
 }
 
 /// Normalizes an account id (`" biz "` → `biz`, `"Bot Main"` → `bot-main`, `""` → `default`).
-pub fn account_id(raw: &str) -> Cow<'_, str> {
+pub(crate) fn account_id(raw: &str) -> Cow<'_, str> {
     normalize_id(raw, DEFAULT_ACCOUNT)
 }
 
 /// Normalizes an agent id; `primary` is the alias of `main`.
-pub fn agent_id(raw: &str) -> Cow<'_, str> {
+pub(crate) fn agent_id(raw: &str) -> Cow<'_, str> {
     let id = normalize_id(raw, MAIN_AGENT);
     if id == PRIMARY_ALIAS {
         Cow::Borrowed(MAIN_AGENT)
@@ -93,7 +93,7 @@ pub fn agent_id(raw: &str) -> Cow<'_, str> {
 }
 
 /// Normalizes a channel id: trimmed and lowercased, no aliases.
-pub fn channel(raw: &str) -> Cow<'_, str> {
+pub(crate) fn channel(raw: &str) -> Cow<'_, str> {
     let trimmed = trim(raw);
     let upper = if trimmed.is_ascii() {
         trimmed.bytes().any(|b| b.is_ascii_uppercase())

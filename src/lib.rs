@@ -10,13 +10,16 @@
 //!
 //! The library returns values and diagnostics; only `cli` prints.
 #![forbid(unsafe_code)]
+// Visibility says who uses an item: `pub` only for what leaves the crate (the command line, the
+// pipeline the tests and benches drive, a bridge's signature), `pub(crate)` for the rest.
+#![warn(unreachable_pub)]
 // Errors carry the paths and sources their messages need; they travel only on cold paths, so
 // their size does not matter and boxing them would only add noise.
 #![allow(clippy::result_large_err)]
 
-pub mod a2a;
-pub mod access;
-pub mod adapters;
+pub(crate) mod a2a;
+pub(crate) mod access;
+pub(crate) mod adapters;
 pub(crate) mod apply;
 pub(crate) mod approvals;
 mod cli;
@@ -31,8 +34,8 @@ pub(crate) mod failpoint;
 pub mod hash;
 pub(crate) mod http_client;
 pub(crate) mod http_server;
-pub mod hub;
-pub mod ids;
+pub(crate) mod hub;
+pub(crate) mod ids;
 pub(crate) mod log_line;
 pub mod manage;
 pub(crate) mod metrics;
@@ -41,24 +44,29 @@ pub mod openclaw;
 pub mod os;
 pub(crate) mod owner_only;
 pub(crate) mod plan;
-pub mod platform;
+pub(crate) mod platform;
 pub(crate) mod plural;
 pub mod policy;
 pub mod report;
 pub mod routing;
-pub mod rpc;
+pub(crate) mod rpc;
 pub(crate) mod runtime;
-pub mod sandbox;
-pub mod sessions;
-pub mod shown;
-pub mod snapshot;
-pub mod span;
+pub(crate) mod sandbox;
+pub(crate) mod sessions;
+pub(crate) mod shown;
+pub(crate) mod snapshot;
+pub(crate) mod span;
 pub mod state;
 pub(crate) mod suggest;
 pub(crate) mod threads;
 pub mod trash;
 pub mod validate;
 pub mod workspace;
+
+/// How a bridge signs what it hands in (`X-Deepcli-Signature`), for the tests' bridges.
+pub use access::sign;
+/// The budget windows, for the benchmarks.
+pub use sessions::budget;
 
 /// The command line: what the `deepcli` binary runs.
 pub use cli::{Cli, command as cli_command, parse as parse_args, run as run_cli};

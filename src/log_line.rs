@@ -8,7 +8,7 @@ use std::fmt::Write;
 /// `text` with backslashes, control characters (C0, DEL, C1) and the Unicode line and paragraph
 /// separators escaped: `\\`, `\n`, `\r`, `\t`, `\u{1b}`. Borrowed when there is nothing to
 /// escape.
-pub fn escape(text: &str) -> Cow<'_, str> {
+pub(crate) fn escape(text: &str) -> Cow<'_, str> {
     if !text.chars().any(needs_escape) {
         return Cow::Borrowed(text);
     }
@@ -35,7 +35,8 @@ fn needs_escape(c: char) -> bool {
 /// The field formatter of the human log format: tracing-subscriber's default writes a field's
 /// text as it is (it escapes ANSI sequences, not line breaks), so each value goes through
 /// [`escape`].
-pub fn fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
+pub(crate) fn fields()
+-> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
     use tracing_subscriber::field::MakeExt;
     tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
         let text = format!("{value:?}");

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// The mount points of this process's mount namespace, from `/proc/self/mountinfo`; empty where
 /// it cannot be read (then [`is_mount_point`] still compares devices).
-pub fn mount_points() -> Vec<PathBuf> {
+pub(crate) fn mount_points() -> Vec<PathBuf> {
     std::fs::read_to_string("/proc/self/mountinfo")
         .map(|text| parse_mountinfo(&text))
         .unwrap_or_default()
@@ -21,7 +21,7 @@ pub fn mount_points() -> Vec<PathBuf> {
 /// The mount point column (the fifth) of each line of a `mountinfo` file, with the kernel's
 /// octal escapes (`\040` for a space, `\011`, `\012`, `\134`) undone. Lines it cannot read are
 /// skipped.
-pub fn parse_mountinfo(text: &str) -> Vec<PathBuf> {
+pub(crate) fn parse_mountinfo(text: &str) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStringExt;
     text.lines()
         .filter_map(|line| line.split(' ').nth(4))
@@ -53,7 +53,7 @@ fn unescape(field: &[u8]) -> Vec<u8> {
 /// Whether `path` (absolute, symlinks resolved) has a filesystem mounted on it: it is listed in
 /// `table`, its device differs from its parent's, or it is the root. A path that cannot be
 /// inspected is not one: whoever then moves it gets that error.
-pub fn is_mount_point(path: &Path, table: &[PathBuf]) -> bool {
+pub(crate) fn is_mount_point(path: &Path, table: &[PathBuf]) -> bool {
     if table.iter().any(|m| m == path) {
         return true;
     }
@@ -73,7 +73,7 @@ pub fn is_mount_point(path: &Path, table: &[PathBuf]) -> bool {
 }
 
 /// The first mount point of `table` strictly inside `path` (absolute, symlinks resolved).
-pub fn mount_inside<'a>(path: &Path, table: &'a [PathBuf]) -> Option<&'a Path> {
+pub(crate) fn mount_inside<'a>(path: &Path, table: &'a [PathBuf]) -> Option<&'a Path> {
     table
         .iter()
         .find(|m| m.as_path() != path && m.starts_with(path))

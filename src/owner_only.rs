@@ -10,15 +10,15 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 
 /// The mode of a file created private.
-pub const FILE_MODE: u32 = 0o600;
+pub(crate) const FILE_MODE: u32 = 0o600;
 /// The mode of a directory created private.
-pub const DIR_MODE: u32 = 0o700;
+pub(crate) const DIR_MODE: u32 = 0o700;
 /// The group and other permission bits.
 const SHARED: u32 = 0o077;
 
 /// Creates `dir` and its missing parents, each 0700, and takes group and other permissions off
 /// `dir` when it already existed.
-pub fn create_dir_all(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_dir_all(dir: &Path) -> io::Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(DIR_MODE)
@@ -28,7 +28,7 @@ pub fn create_dir_all(dir: &Path) -> io::Result<()> {
 
 /// Takes group and other permissions off `path` (a symlink's target), leaving the owner's as
 /// they are. A missing path is fine.
-pub fn restrict(path: &Path) -> io::Result<()> {
+pub(crate) fn restrict(path: &Path) -> io::Result<()> {
     let mode = match std::fs::metadata(path) {
         Ok(meta) => meta.permissions().mode(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),

@@ -20,7 +20,7 @@ pub const PREFIX: &str = "_mustang.agent/";
 /// One call of a body: its id (none for a notification), method and params (an object; `{}`
 /// when the request has none).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Call {
+pub(crate) struct Call {
     pub id: Option<Value>,
     pub method: String,
     pub params: Value,
@@ -83,20 +83,20 @@ impl Error {
 /// One item of a body: a call to run, or already its answer (an invalid request; `None`: a
 /// notification whose params are wrong, which is not answered).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Item {
+pub(crate) enum Item {
     Call(Call),
     Answered(Option<Value>),
 }
 
 /// A body read once: its items, and whether they came as a batch.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Body {
+pub(crate) struct Body {
     pub batch: bool,
     pub items: Vec<Item>,
 }
 
 /// Reads a body; `Err` is the whole answer (not JSON, an empty batch).
-pub fn parse(body: &[u8]) -> Result<Body, Value> {
+pub(crate) fn parse(body: &[u8]) -> Result<Body, Value> {
     let parsed: Value = serde_json::from_slice(body).map_err(|e| {
         answer_error(
             Value::Null,
@@ -164,7 +164,7 @@ fn answer_error(id: Value, error: &Error) -> Value {
 }
 
 /// The answer to a call with `id` (none for a notification: no answer).
-pub fn answer(id: Option<Value>, outcome: Result<Value, Error>) -> Option<Value> {
+pub(crate) fn answer(id: Option<Value>, outcome: Result<Value, Error>) -> Option<Value> {
     let id = id?;
     Some(match outcome {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
@@ -186,7 +186,10 @@ impl Body {
 }
 
 /// Answers a body, each call by `run`, in order. `None` when nothing is to be sent back.
-pub fn handle(body: &[u8], mut run: impl FnMut(Call) -> Result<Value, Error>) -> Option<Value> {
+pub(crate) fn handle(
+    body: &[u8],
+    mut run: impl FnMut(Call) -> Result<Value, Error>,
+) -> Option<Value> {
     let body = match parse(body) {
         Ok(body) => body,
         Err(answer) => return Some(answer),
@@ -206,7 +209,7 @@ pub fn handle(body: &[u8], mut run: impl FnMut(Call) -> Result<Value, Error>) ->
 }
 
 /// [`handle`] with a `run` that awaits; the calls of a batch run one after the other.
-pub async fn handle_async<F, Fut>(body: &[u8], mut run: F) -> Option<Value>
+pub(crate) async fn handle_async<F, Fut>(body: &[u8], mut run: F) -> Option<Value>
 where
     F: FnMut(Call) -> Fut,
     Fut: Future<Output = Result<Value, Error>>,
@@ -229,12 +232,12 @@ where
 }
 
 /// A request for `method` (with the prefix) with `params`: what a client sends.
-pub fn request(id: u64, method: &str, params: Value) -> Value {
+pub(crate) fn request(id: u64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 /// A single answer's error, or else its result (null when it has none).
-pub fn outcome(answer: &Value) -> Result<Value, Error> {
+pub(crate) fn outcome(answer: &Value) -> Result<Value, Error> {
     match answer.get("error") {
         Some(error) => Err(Error::from_object(error)),
         None => Ok(answer.get("result").cloned().unwrap_or(Value::Null)),
@@ -242,7 +245,9 @@ pub fn outcome(answer: &Value) -> Result<Value, Error> {
 }
 
 /// Reads `params` into the type a method takes; an [`INVALID_PARAMS`]-kind message on failure.
-pub fn params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, serde_json::Error> {
+pub(crate) fn params<T: serde::de::DeserializeOwned>(
+    params: Value,
+) -> Result<T, serde_json::Error> {
     let params = if params.is_null() { json!({}) } else { params };
     serde_json::from_value(params)
 }

@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 /// `text` with control characters (C0, DEL, C1) and the Unicode line and paragraph separators
 /// escaped: `\n`, `\r`, `\t`, `\u{1b}`. Borrowed when there is none.
-pub fn shown(text: &str) -> Cow<'_, str> {
+pub(crate) fn shown(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_control) {
         return Cow::Borrowed(text);
     }
@@ -28,7 +28,7 @@ pub fn shown(text: &str) -> Cow<'_, str> {
 }
 
 /// A character [`shown`] escapes.
-pub fn is_control(c: char) -> bool {
+pub(crate) fn is_control(c: char) -> bool {
     c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
 

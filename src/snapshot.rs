@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 /// One piece of what is in force: every [`Snapshot::load`] reads the generation published last.
-pub struct Snapshot<T>(Arc<dyn Fn() -> T + Send + Sync>);
+pub(crate) struct Snapshot<T>(Arc<dyn Fn() -> T + Send + Sync>);
 
 impl<T> Clone for Snapshot<T> {
     fn clone(&self) -> Snapshot<T> {
@@ -19,26 +19,30 @@ impl<T> Clone for Snapshot<T> {
 
 impl<T: 'static> Snapshot<T> {
     /// The piece `part` picks out of the generations published to `store`.
-    pub fn of<G: Send + Sync + 'static>(store: &Arc<ArcSwap<G>>, part: fn(&G) -> T) -> Snapshot<T> {
+    pub(crate) fn of<G: Send + Sync + 'static>(
+        store: &Arc<ArcSwap<G>>,
+        part: fn(&G) -> T,
+    ) -> Snapshot<T> {
         let store = store.clone();
         Snapshot(Arc::new(move || part(&store.load())))
     }
 
     /// What `part` picks out of this piece.
-    pub fn map<U: 'static>(&self, part: fn(&T) -> U) -> Snapshot<U> {
+    pub(crate) fn map<U: 'static>(&self, part: fn(&T) -> U) -> Snapshot<U> {
         let this = self.0.clone();
         Snapshot(Arc::new(move || part(&this())))
     }
 
     /// The piece as it is now.
-    pub fn load(&self) -> T {
+    pub(crate) fn load(&self) -> T {
         (self.0)()
     }
 }
 
+#[cfg(test)]
 impl<T: Clone + Send + Sync + 'static> Snapshot<T> {
-    /// A piece that never changes (a part used on its own, a test).
-    pub fn fixed(value: T) -> Snapshot<T> {
+    /// A piece that never changes (a part on its own, in a test).
+    pub(crate) fn fixed(value: T) -> Snapshot<T> {
         Snapshot(Arc::new(move || value.clone()))
     }
 }

@@ -1,7 +1,10 @@
 //! "Did you mean …?" — the nearest candidate to a misspelled word.
 
 /// The candidate nearest to `word` (case-insensitively) if it is close enough to be a typo.
-pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).clamp(1, 3);
     candidates
         .into_iter()

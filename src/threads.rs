@@ -3,7 +3,7 @@
 
 /// Runs `a` here and `b` on a thread of its own, and returns both. A panic in `b` is raised
 /// again here, as if `b` had run here.
-pub fn join<A, B: Send>(a: impl FnOnce() -> A, b: impl FnOnce() -> B + Send) -> (A, B) {
+pub(crate) fn join<A, B: Send>(a: impl FnOnce() -> A, b: impl FnOnce() -> B + Send) -> (A, B) {
     std::thread::scope(|scope| {
         let b = scope.spawn(b);
         let a = a();
@@ -13,7 +13,7 @@ pub fn join<A, B: Send>(a: impl FnOnce() -> A, b: impl FnOnce() -> B + Send) -> 
 
 /// Frees `value` on a thread of its own: at tens of thousands of bindings a config or a
 /// reconcile's state takes tens of milliseconds to free, which nobody should wait for.
-pub fn drop_in_background<T: Send + 'static>(value: T) {
+pub(crate) fn drop_in_background<T: Send + 'static>(value: T) {
     // When no thread can be started, the closure is dropped at once, and the value with it.
     let _ = std::thread::Builder::new()
         .name("deepcli-drop".into())
@@ -22,7 +22,7 @@ pub fn drop_in_background<T: Send + 'static>(value: T) {
 
 /// `f` over `items` cut into one contiguous run per core, the runs side by side; the results
 /// in the order of the runs. `f` gets each run with the index of its first item.
-pub fn map_chunks<'a, T: Sync, R: Send>(
+pub(crate) fn map_chunks<'a, T: Sync, R: Send>(
     items: &'a [T],
     f: impl Fn(usize, &'a [T]) -> R + Sync,
 ) -> Vec<R> {
@@ -36,7 +36,7 @@ pub fn map_chunks<'a, T: Sync, R: Send>(
 
 /// [`map_chunks`] where the first run, the one on the calling thread, gets a function of its
 /// own, which may borrow mutably (say, to fill a vector sized for all the results).
-pub fn map_runs<'a, T: Sync, A, R: Send>(
+pub(crate) fn map_runs<'a, T: Sync, A, R: Send>(
     items: &'a [T],
     first: impl FnOnce(&'a [T]) -> A,
     rest: impl Fn(usize, &'a [T]) -> R + Sync,

@@ -207,7 +207,7 @@ fn round(
     let addr = c.addr;
     let sent = std::thread::spawn(move || {
         let body = envelope.to_string();
-        let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+        let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
         http(
             addr,
             "POST",

@@ -94,7 +94,7 @@ impl Controller {
         let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": group},
             "messageId": format!("bench-{group}-{n}"), "sender": {"id": "u1"}, "text": text});
         let body = envelope.to_string();
-        let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+        let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
         let (status, answer) = http(
             self.addr,
             "POST",

@@ -18,7 +18,7 @@
 //!   `i * lines / concurrency`. Only 200 counts as success; `matchedBy` of every answer is
 //!   tallied.
 //! * `inbound` drives `POST /v1/inbound`, each body signed with the secret in `VAR`
-//!   (`deepcli::access::sign`). Worker `i` speaks for peer `bench-peer-<i mod peers>` (kind
+//!   (`deepcli::sign`). Worker `i` speaks for peer `bench-peer-<i mod peers>` (kind
 //!   `--peer-kind`) and sends one message at a time with a unique `messageId`, so with
 //!   `concurrency = peers` (the default) there are `peers` sessions, each with one prompt in
 //!   flight — the Access layer's per-session FIFO lets no more through anyway. Success is
@@ -554,7 +554,7 @@ async fn worker(shared: Arc<Shared>, index: usize, workers: usize) -> Tally {
                     envelope["accountId"] = json!(a);
                 }
                 let body = Bytes::from(envelope.to_string());
-                let signature = deepcli::access::sign(secret, &body);
+                let signature = deepcli::sign(secret, &body);
                 Request::post(shared.path)
                     .header("host", &shared.host)
                     .header("content-type", "application/json")

@@ -30,9 +30,9 @@ use super::{A2a, A2aCaller, A2aRefusal, Endpoint, Exposed, RpcError, Sent};
 use crate::state::RunState;
 
 /// The largest request body taken: a 64 KiB message, JSON-escaped, fits.
-pub const BODY_LIMIT: usize = 1024 * 1024;
+pub(crate) const BODY_LIMIT: usize = 1024 * 1024;
 
-pub fn router(a2a: Arc<A2a>) -> Router {
+pub(crate) fn router(a2a: Arc<A2a>) -> Router {
     Router::new()
         .route("/.well-known/agent-card.json", get(hub_card))
         .route("/a2a", get(hub_card).post(routed_rpc))

@@ -10,11 +10,11 @@
 //! Knows the Hub and Access only through their `a2a_*` methods; never opens a runtime session
 //! itself.
 
-pub mod http;
+pub(crate) mod http;
 mod rate;
-pub mod store;
-pub mod streams;
-pub mod wire;
+pub(crate) mod store;
+pub(crate) mod streams;
+pub(crate) mod wire;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -35,20 +35,20 @@ use streams::{StreamCap, StreamSlot, StreamSlots};
 use wire::state;
 
 /// A peer's requests per minute when channels.yaml sets none.
-pub const DEFAULT_PER_MINUTE: u32 = 600;
+pub(crate) const DEFAULT_PER_MINUTE: u32 = 600;
 /// The longest a blocking `SendMessage` waits for its task to stop working; then it answers
 /// with the task as it is (the peer polls with `GetTask` or subscribes).
-pub const BLOCKING_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const BLOCKING_WAIT: Duration = Duration::from_secs(120);
 /// The most text one message may carry (the Hub's message limit).
-pub const MAX_TEXT_BYTES: usize = crate::hub::tools::MAX_MESSAGE_BYTES;
+pub(crate) const MAX_TEXT_BYTES: usize = crate::hub::tools::MAX_MESSAGE_BYTES;
 /// The longest `contextId` taken (it is part of a session key).
-pub const MAX_CONTEXT_ID: usize = 128;
+pub(crate) const MAX_CONTEXT_ID: usize = 128;
 /// A peer token shorter than this is refused (the peer takes no requests).
-pub const MIN_TOKEN_CHARS: usize = 16;
+pub(crate) const MIN_TOKEN_CHARS: usize = 16;
 
 /// An exposed agent: what its card says.
 #[derive(Debug, Clone)]
-pub struct Exposed {
+pub(crate) struct Exposed {
     pub id: String,
     pub name: String,
     pub description: String,
@@ -57,7 +57,7 @@ pub struct Exposed {
 
 /// A peer: its token's hash (or why it has none), the agents it may reach, its rate.
 #[derive(Clone)]
-pub struct Peer {
+pub(crate) struct Peer {
     pub name: String,
     token: Result<[u8; 32], String>,
     /// `None`: every exposed agent.
@@ -69,7 +69,7 @@ pub struct Peer {
 
 /// The A2A configuration in force, swapped whole after every apply.
 #[derive(Clone)]
-pub struct A2aPlan {
+pub(crate) struct A2aPlan {
     pub exposed: Vec<Exposed>,
     pub peers: Vec<Peer>,
     /// Streams open at once, all peers together.
@@ -103,7 +103,7 @@ fn resolve_token(token: &Secret) -> Result<[u8; 32], String> {
 
 impl A2aPlan {
     /// The plan of `config`'s `a2a:` (secrets resolved now, kept only as hashes).
-    pub fn from_config(config: &Config) -> A2aPlan {
+    pub(crate) fn from_config(config: &Config) -> A2aPlan {
         let Some(A2aSpec {
             expose,
             peers,
@@ -149,7 +149,7 @@ impl A2aPlan {
         }
     }
 
-    pub fn exposed(&self, agent: &str) -> Option<&Exposed> {
+    pub(crate) fn exposed(&self, agent: &str) -> Option<&Exposed> {
         self.exposed.iter().find(|e| e.id == agent)
     }
 
@@ -170,7 +170,7 @@ impl A2aPlan {
 
 /// Why a request was refused before any method ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum A2aRefusal {
+pub(crate) enum A2aRefusal {
     /// No token, or one no peer holds.
     Unauthenticated,
     /// The peer may not reach this agent (or it is not exposed).
@@ -189,32 +189,32 @@ pub enum A2aRefusal {
 
 /// A JSON-RPC error (A2A's codes, a2a.md).
 #[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
+pub(crate) struct RpcError {
     pub code: i64,
     pub message: String,
 }
 
 impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+    pub(crate) fn new(code: i64, message: impl Into<String>) -> RpcError {
         RpcError {
             code,
             message: message.into(),
         }
     }
-    pub fn invalid_params(message: impl Into<String>) -> RpcError {
+    pub(crate) fn invalid_params(message: impl Into<String>) -> RpcError {
         RpcError::new(-32602, message)
     }
-    pub fn task_not_found(id: &str) -> RpcError {
+    pub(crate) fn task_not_found(id: &str) -> RpcError {
         RpcError::new(-32001, format!("no task `{id}` (for this peer)"))
     }
-    pub fn internal(message: impl std::fmt::Display) -> RpcError {
+    pub(crate) fn internal(message: impl std::fmt::Display) -> RpcError {
         RpcError::new(-32603, format!("internal error: {message}"))
     }
 }
 
 /// Requests and refusals, for `/v1/status` and `/metrics`.
 #[derive(Default)]
-pub struct A2aMetrics {
+pub(crate) struct A2aMetrics {
     pub requests: AtomicU64,
     pub unauthenticated: AtomicU64,
     pub forbidden: AtomicU64,
@@ -231,7 +231,7 @@ pub struct A2aMetrics {
 
 /// The A2A server: the plan in force, the task store, the Hub it delivers through, the Access
 /// layer that routes and gates its peers.
-pub struct A2a {
+pub(crate) struct A2a {
     hub: Arc<Hub>,
     access: Arc<Access>,
     store: Arc<A2aStore>,
@@ -244,7 +244,7 @@ pub struct A2a {
 
 /// The caller of a request that passed the door.
 #[derive(Debug, Clone)]
-pub struct A2aCaller {
+pub(crate) struct A2aCaller {
     pub peer: String,
     /// The agent the request is for: the endpoint's, or the one the peer is routed to.
     pub agent: String,
@@ -254,7 +254,7 @@ pub struct A2aCaller {
 
 /// Which endpoint a request came to.
 #[derive(Debug, Clone, Copy)]
-pub enum Endpoint<'a> {
+pub(crate) enum Endpoint<'a> {
     /// `/a2a/<agentId>/`: the agent is named.
     Agent(&'a str),
     /// `/a2a/`: bindings.yaml routes the peer (channel `a2a`).
@@ -264,7 +264,7 @@ pub enum Endpoint<'a> {
 /// What [`A2a::send`] did with a message: the task, the run that carries the message, and
 /// whether it was a retry (a `messageId` the peer sent before: nothing new was started).
 #[derive(Debug)]
-pub struct Sent {
+pub(crate) struct Sent {
     pub task: TaskRecord,
     pub run: String,
     pub retry: bool,
@@ -272,7 +272,7 @@ pub struct Sent {
 
 /// What ListTasks asks for (`wire::list_query` reads it off the request).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     /// 1 to 100.
     pub page_size: usize,
     /// Only tasks in this state (1.0 spelling).
@@ -287,7 +287,7 @@ pub struct ListQuery {
 
 /// A page of ListTasks: each task with its runs' records.
 #[derive(Debug)]
-pub struct TaskPage {
+pub(crate) struct TaskPage {
     pub tasks: Vec<(TaskRecord, Vec<RunRecord>)>,
     /// Empty on the last page.
     pub next_page_token: String,
@@ -298,7 +298,7 @@ pub struct TaskPage {
 /// What `/v1/status` shows of the A2A server (`ControllerStatus.a2a`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct A2aStatus {
+pub(crate) struct A2aStatus {
     /// The exposed agents' ids.
     pub exposed: Vec<String>,
     pub peers: Vec<PeerStatus>,
@@ -313,7 +313,7 @@ pub struct A2aStatus {
 
 /// A peer as `/v1/status` shows it: its token `ok`, or why it has none.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct PeerStatus {
+pub(crate) struct PeerStatus {
     pub name: String,
     pub token: String,
 }
@@ -321,7 +321,7 @@ pub struct PeerStatus {
 /// Requests refused at the door, by why.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RefusedCounts {
+pub(crate) struct RefusedCounts {
     pub unauthenticated: u64,
     pub forbidden: u64,
     pub rate_limited: u64,
@@ -331,7 +331,7 @@ pub struct RefusedCounts {
 
 /// A message a peer sent, read from its parts.
 #[derive(Debug)]
-pub struct Incoming {
+pub(crate) struct Incoming {
     pub message_id: String,
     pub text: String,
     pub context_id: Option<String>,
@@ -340,7 +340,7 @@ pub struct Incoming {
 }
 
 impl A2a {
-    pub fn open(
+    pub(crate) fn open(
         state: &crate::state::StateDir,
         hub: Arc<Hub>,
         access: Arc<Access>,
@@ -357,12 +357,12 @@ impl A2a {
         }))
     }
 
-    pub fn plan(&self) -> Arc<A2aPlan> {
+    pub(crate) fn plan(&self) -> Arc<A2aPlan> {
         self.plan.load()
     }
 
     /// What `/v1/status` shows of the A2A server.
-    pub fn status(&self) -> A2aStatus {
+    pub(crate) fn status(&self) -> A2aStatus {
         let plan = self.plan();
         let count = |n: &AtomicU64| n.load(Relaxed);
         A2aStatus {
@@ -396,7 +396,7 @@ impl A2a {
     /// the endpoint (or the peer's route) names the agent, which must be exposed and in the
     /// peer's `allowAgents`; and the peer must be within its rate. A refused request takes
     /// nothing from the rate.
-    pub async fn admit(
+    pub(crate) async fn admit(
         &self,
         endpoint: Endpoint<'_>,
         bearer: Option<&str>,
@@ -458,7 +458,7 @@ impl A2a {
     }
 
     /// A slot for one more stream of the caller's, within its peer's and the hub's caps.
-    pub fn stream_slot(&self, caller: &A2aCaller) -> Result<StreamSlot, A2aRefusal> {
+    pub(crate) fn stream_slot(&self, caller: &A2aCaller) -> Result<StreamSlot, A2aRefusal> {
         let plan = self.plan();
         let per_peer = plan
             .peers
@@ -493,7 +493,7 @@ impl A2a {
             .map_err(RpcError::internal)
     }
 
-    pub async fn runs(&self, task: &TaskRecord) -> Result<Vec<RunRecord>, RpcError> {
+    pub(crate) async fn runs(&self, task: &TaskRecord) -> Result<Vec<RunRecord>, RpcError> {
         let ids: Vec<String> = task.runs.iter().map(|(r, _)| r.clone()).collect();
         let hub = self.hub.clone();
         tokio::task::spawn_blocking(move || {
@@ -511,7 +511,7 @@ impl A2a {
     }
 
     /// A task of the caller's, with its runs.
-    pub async fn load(
+    pub(crate) async fn load(
         &self,
         caller: &A2aCaller,
         task_id: &str,
@@ -527,7 +527,7 @@ impl A2a {
     }
 
     /// Records the state a task is seen in now (ListTasks filters and orders on it).
-    pub async fn note_state(&self, task: &TaskRecord, runs: &[RunRecord]) -> &'static str {
+    pub(crate) async fn note_state(&self, task: &TaskRecord, runs: &[RunRecord]) -> &'static str {
         let (now, _) = wire::task_state(&task.state, runs.last());
         if now != task.state {
             let id = task.task_id.clone();
@@ -568,7 +568,11 @@ impl A2a {
     /// the task's stored state true ([`A2a::watch`], or [`A2a::note_state`] once the run
     /// ended). A `messageId` the peer sent before is a retry: it gets the task that message
     /// made, and reaches no agent again (`Sent::retry`).
-    pub async fn send(&self, caller: &A2aCaller, incoming: Incoming) -> Result<Sent, RpcError> {
+    pub(crate) async fn send(
+        &self,
+        caller: &A2aCaller,
+        incoming: Incoming,
+    ) -> Result<Sent, RpcError> {
         if incoming.text.len() > MAX_TEXT_BYTES {
             return Err(RpcError::invalid_params(format!(
                 "the message's text is {} bytes; the limit is {MAX_TEXT_BYTES} bytes",
@@ -686,7 +690,7 @@ impl A2a {
 
     /// Keeps the task's stored state true when its run ends, whoever is listening. (A blocking
     /// send whose run ended while it waited records the state itself.)
-    pub fn watch(&self, task_id: String, run_id: String) {
+    pub(crate) fn watch(&self, task_id: String, run_id: String) {
         let hub = self.hub.clone();
         let store = self.store.clone();
         tokio::spawn(async move {
@@ -705,7 +709,7 @@ impl A2a {
     }
 
     /// Waits until run `run_id` leaves `seen` (or ends), at most `timeout`; its record then.
-    pub async fn next_state(
+    pub(crate) async fn next_state(
         &self,
         run_id: &str,
         seen: crate::state::RunState,
@@ -728,7 +732,7 @@ impl A2a {
     }
 
     /// GetTask: the task and its runs' records (its state noted).
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         caller: &A2aCaller,
         task_id: &str,
@@ -740,7 +744,11 @@ impl A2a {
 
     /// ListTasks: the caller's tasks with its agent (at `/a2a/`: with every agent), newest
     /// first, a page of them with their runs' records.
-    pub async fn list(&self, caller: &A2aCaller, query: &ListQuery) -> Result<TaskPage, RpcError> {
+    pub(crate) async fn list(
+        &self,
+        caller: &A2aCaller,
+        query: &ListQuery,
+    ) -> Result<TaskPage, RpcError> {
         let page_size = query.page_size;
         let filter = TaskFilter {
             peer: caller.peer.clone(),
@@ -776,7 +784,7 @@ impl A2a {
 
     /// CancelTask: a task waiting for input is canceled here; a working one's run is cancelled
     /// in its runtime (`canceled` only when the runtime confirmed it).
-    pub async fn cancel(
+    pub(crate) async fn cancel(
         &self,
         caller: &A2aCaller,
         task_id: &str,

@@ -5,13 +5,13 @@ use rusqlite::{OptionalExtension, params};
 
 use crate::state::{LayerConnection, StateDir, StateError};
 
-pub struct A2aStore {
+pub(crate) struct A2aStore {
     db: LayerConnection,
 }
 
 /// A task as stored; its state now is read off its last run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskRecord {
+pub(crate) struct TaskRecord {
     pub task_id: String,
     pub peer: String,
     pub agent_id: String,
@@ -27,7 +27,7 @@ pub struct TaskRecord {
 
 /// ListTasks' filter: one peer's tasks, newest first.
 #[derive(Debug, Clone, Default)]
-pub struct TaskFilter {
+pub(crate) struct TaskFilter {
     pub peer: String,
     /// `None`: the peer's tasks with every agent (the routed endpoint).
     pub agent: Option<String>,
@@ -58,7 +58,7 @@ fn task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
 /// What recording a message did: the peer's `messageId` was new, or it was taken before (a
 /// retry), by the task and run named.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Recorded {
+pub(crate) enum Recorded {
     New,
     Taken { task_id: String, run_id: String },
 }
@@ -94,14 +94,14 @@ fn runs_of(c: &rusqlite::Connection, task_id: &str) -> rusqlite::Result<Vec<(Str
 }
 
 impl A2aStore {
-    pub fn open(dir: &StateDir) -> Result<A2aStore, StateError> {
+    pub(crate) fn open(dir: &StateDir) -> Result<A2aStore, StateError> {
         Ok(A2aStore {
             db: LayerConnection::open(dir, "a2a")?,
         })
     }
 
     /// The task and run that carried `peer`'s message `message_id`, if one did (a retry).
-    pub fn message(
+    pub(crate) fn message(
         &self,
         peer: &str,
         message_id: &str,
@@ -111,7 +111,7 @@ impl A2aStore {
 
     /// Records a new task with its first run, unless the peer's message id of that run was
     /// taken before (then nothing is written).
-    pub fn insert(&self, task: &TaskRecord) -> Result<Recorded, StateError> {
+    pub(crate) fn insert(&self, task: &TaskRecord) -> Result<Recorded, StateError> {
         self.db.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             for (_, message_id) in &task.runs {
@@ -147,7 +147,7 @@ impl A2aStore {
 
     /// Adds a run (a further message) to a task of `peer`'s, unless the message id was taken
     /// before (then nothing is written).
-    pub fn add_run(
+    pub(crate) fn add_run(
         &self,
         peer: &str,
         task_id: &str,
@@ -175,7 +175,7 @@ impl A2aStore {
     }
 
     /// Records the state a task was seen in, when it changed.
-    pub fn set_state(&self, task_id: &str, state: &str) -> Result<(), StateError> {
+    pub(crate) fn set_state(&self, task_id: &str, state: &str) -> Result<(), StateError> {
         self.db.with(|c| {
             c.prepare_cached(
                 "UPDATE a2a_tasks SET state = ?2, updated_at = ?3, updated_us = ?4 \
@@ -187,7 +187,7 @@ impl A2aStore {
     }
 
     /// Task `task_id` of `peer` (another peer's is not found).
-    pub fn task(&self, peer: &str, task_id: &str) -> Result<Option<TaskRecord>, StateError> {
+    pub(crate) fn task(&self, peer: &str, task_id: &str) -> Result<Option<TaskRecord>, StateError> {
         self.db.with(|c| {
             let task = c
                 .prepare_cached(&format!(
@@ -204,7 +204,7 @@ impl A2aStore {
     }
 
     /// A page of `filter.peer`'s tasks, newest first, and how many match in all.
-    pub fn list(&self, filter: &TaskFilter) -> Result<(Vec<TaskRecord>, usize), StateError> {
+    pub(crate) fn list(&self, filter: &TaskFilter) -> Result<(Vec<TaskRecord>, usize), StateError> {
         self.db.with(|c| {
             let mut cond = String::from("peer = ?1");
             let mut args: Vec<rusqlite::types::Value> = vec![filter.peer.clone().into()];

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A peer's open streams when channels.yaml sets no `a2a.peers.<name>.maxStreams`.
-pub const DEFAULT_PER_PEER: usize = 16;
+pub(crate) const DEFAULT_PER_PEER: usize = 16;
 /// Open streams of all peers together when channels.yaml sets no `a2a.maxStreams`.
-pub const DEFAULT_TOTAL: usize = 256;
+pub(crate) const DEFAULT_TOTAL: usize = 256;
 
 /// Which cap a stream would go over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamCap {
+pub(crate) enum StreamCap {
     /// The peer's own (`a2a.peers.<name>.maxStreams`).
     Peer(usize),
     /// All peers' together (`a2a.maxStreams`).
@@ -27,12 +27,12 @@ struct Open {
 
 /// The open streams, counted per peer and in all.
 #[derive(Default)]
-pub struct StreamSlots {
+pub(crate) struct StreamSlots {
     open: Mutex<Open>,
 }
 
 /// One open stream; its slot is given back when this is dropped.
-pub struct StreamSlot {
+pub(crate) struct StreamSlot {
     slots: Arc<StreamSlots>,
     peer: String,
 }
@@ -47,7 +47,7 @@ impl StreamSlots {
 
     /// A slot for a stream of `peer`'s, unless it would have more than `per_peer` open, or
     /// all peers more than `total`.
-    pub fn take(
+    pub(crate) fn take(
         self: &Arc<Self>,
         peer: &str,
         per_peer: usize,
@@ -70,7 +70,7 @@ impl StreamSlots {
     }
 
     /// Streams open now, in all.
-    pub fn open(&self) -> usize {
+    pub(crate) fn open(&self) -> usize {
         self.lock().total
     }
 }

@@ -11,7 +11,7 @@ use crate::state::RunState;
 
 /// The protocol version a request speaks, told by its method name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
+pub(crate) enum Wire {
     /// A2A 1.0: `SendMessage`, `GetTask`, …
     V1,
     /// A2A 0.3: `message/send`, `tasks/get`, …
@@ -19,25 +19,25 @@ pub enum Wire {
 }
 
 /// The line an agent ends its reply with to ask the peer back (`TASK_STATE_INPUT_REQUIRED`).
-pub const INPUT_REQUIRED: &str = "INPUT_REQUIRED";
+pub(crate) const INPUT_REQUIRED: &str = "INPUT_REQUIRED";
 
 /// A2A task states, as 1.0 names them.
-pub mod state {
-    pub const SUBMITTED: &str = "TASK_STATE_SUBMITTED";
-    pub const WORKING: &str = "TASK_STATE_WORKING";
-    pub const COMPLETED: &str = "TASK_STATE_COMPLETED";
-    pub const FAILED: &str = "TASK_STATE_FAILED";
-    pub const CANCELED: &str = "TASK_STATE_CANCELED";
-    pub const INPUT_REQUIRED: &str = "TASK_STATE_INPUT_REQUIRED";
-    pub const REJECTED: &str = "TASK_STATE_REJECTED";
+pub(crate) mod state {
+    pub(crate) const SUBMITTED: &str = "TASK_STATE_SUBMITTED";
+    pub(crate) const WORKING: &str = "TASK_STATE_WORKING";
+    pub(crate) const COMPLETED: &str = "TASK_STATE_COMPLETED";
+    pub(crate) const FAILED: &str = "TASK_STATE_FAILED";
+    pub(crate) const CANCELED: &str = "TASK_STATE_CANCELED";
+    pub(crate) const INPUT_REQUIRED: &str = "TASK_STATE_INPUT_REQUIRED";
+    pub(crate) const REJECTED: &str = "TASK_STATE_REJECTED";
 
     /// Whether nothing more happens to a task in `state`.
-    pub fn is_terminal(state: &str) -> bool {
+    pub(crate) fn is_terminal(state: &str) -> bool {
         matches!(state, COMPLETED | FAILED | CANCELED | REJECTED)
     }
 
     /// A state as ListTasks' `status` filter may name it (1.0 or 0.3 spelling).
-    pub fn parse(name: &str) -> Option<&'static str> {
+    pub(crate) fn parse(name: &str) -> Option<&'static str> {
         Some(match name {
             SUBMITTED | "submitted" => SUBMITTED,
             WORKING | "working" => WORKING,
@@ -52,7 +52,7 @@ pub mod state {
 }
 
 /// The reply without its `INPUT_REQUIRED` line, and whether it had one.
-pub fn asks_back(reply: &str) -> (String, bool) {
+pub(crate) fn asks_back(reply: &str) -> (String, bool) {
     let trimmed = reply.trim_end();
     match trimmed.rsplit_once('\n') {
         Some((before, last)) if last.trim() == INPUT_REQUIRED => {
@@ -65,7 +65,7 @@ pub fn asks_back(reply: &str) -> (String, bool) {
 
 /// What a run's record says of its task: the A2A state, and whether the outcome is unknown
 /// (a cancel the runtime did not confirm, or a runtime that died mid-turn).
-pub fn run_state(run: &RunRecord) -> (&'static str, bool) {
+pub(crate) fn run_state(run: &RunRecord) -> (&'static str, bool) {
     match run.state {
         // A run a loop pause holds waits for the operator: submitted, not yet worked on.
         RunState::Accepted | RunState::Paused => (state::SUBMITTED, false),
@@ -91,7 +91,7 @@ pub fn run_state(run: &RunRecord) -> (&'static str, bool) {
 }
 
 /// A task's state now: its last run's, unless it was cancelled while waiting for input.
-pub fn task_state(stored: &str, last: Option<&RunRecord>) -> (&'static str, bool) {
+pub(crate) fn task_state(stored: &str, last: Option<&RunRecord>) -> (&'static str, bool) {
     let Some(run) = last else {
         return (state::SUBMITTED, false);
     };
@@ -123,7 +123,7 @@ impl Wire {
     }
 
     /// A message of the agent (`agent: true`) or the peer.
-    pub fn message(
+    pub(crate) fn message(
         self,
         id: &str,
         agent: bool,
@@ -150,12 +150,12 @@ impl Wire {
         m
     }
 
-    pub fn artifact(self, id: &str, text: &str) -> Value {
+    pub(crate) fn artifact(self, id: &str, text: &str) -> Value {
         json!({"artifactId": id, "name": "reply", "parts": [self.text_part(text)]})
     }
 
     /// A task's status: its state, what the agent said with it, when.
-    pub fn status(
+    pub(crate) fn status(
         self,
         task_id: &str,
         context_id: &str,
@@ -193,7 +193,7 @@ impl Wire {
 
     /// A task from its record and its runs' records (in order; runs missing from the Hub's
     /// records are left out). `history`: how many of the latest messages (`None`: all).
-    pub fn task(
+    pub(crate) fn task(
         self,
         task: &super::store::TaskRecord,
         runs: &[RunRecord],
@@ -239,7 +239,7 @@ impl Wire {
     }
 
     /// SendMessage's result holding a task.
-    pub fn send_result(self, task: Value) -> Value {
+    pub(crate) fn send_result(self, task: Value) -> Value {
         match self {
             Wire::V1 => json!({"task": task}),
             Wire::V03 => task,
@@ -247,12 +247,18 @@ impl Wire {
     }
 
     /// A stream event holding a task.
-    pub fn task_event(self, task: Value) -> Value {
+    pub(crate) fn task_event(self, task: Value) -> Value {
         self.send_result(task)
     }
 
     /// A stream event: the task's status changed.
-    pub fn status_event(self, task_id: &str, context_id: &str, status: Value, last: bool) -> Value {
+    pub(crate) fn status_event(
+        self,
+        task_id: &str,
+        context_id: &str,
+        status: Value,
+        last: bool,
+    ) -> Value {
         match self {
             Wire::V1 => {
                 json!({"statusUpdate": {"taskId": task_id, "contextId": context_id, "status": status}})
@@ -264,7 +270,7 @@ impl Wire {
     }
 
     /// A stream event: the task's artifact.
-    pub fn artifact_event(self, task_id: &str, context_id: &str, artifact: Value) -> Value {
+    pub(crate) fn artifact_event(self, task_id: &str, context_id: &str, artifact: Value) -> Value {
         match self {
             Wire::V1 => {
                 json!({"artifactUpdate": {"taskId": task_id, "contextId": context_id, "artifact": artifact, "lastChunk": true}})
@@ -279,7 +285,7 @@ impl Wire {
 // ---- requests ----------------------------------------------------------------------------
 
 /// `historyLength` of a request: `None` when not given.
-pub fn history_length(params: &Value) -> Result<Option<usize>, RpcError> {
+pub(crate) fn history_length(params: &Value) -> Result<Option<usize>, RpcError> {
     match params.get("historyLength") {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
@@ -289,7 +295,7 @@ pub fn history_length(params: &Value) -> Result<Option<usize>, RpcError> {
 }
 
 /// The message of a SendMessage request (`params.message`), in either wire's spelling.
-pub fn incoming(params: &Value) -> Result<Incoming, RpcError> {
+pub(crate) fn incoming(params: &Value) -> Result<Incoming, RpcError> {
     let Some(message) = params.get("message").filter(|m| m.is_object()) else {
         return Err(RpcError::invalid_params(
             "`message` (an object) is required",
@@ -371,7 +377,7 @@ pub fn incoming(params: &Value) -> Result<Incoming, RpcError> {
 
 /// ListTasks' params (`pageSize`, `status`, `pageToken`, `contextId`, `historyLength`,
 /// `includeArtifacts`).
-pub fn list_query(params: &Value) -> Result<ListQuery, RpcError> {
+pub(crate) fn list_query(params: &Value) -> Result<ListQuery, RpcError> {
     let text = |k: &str| {
         params
             .get(k)
@@ -420,7 +426,7 @@ pub fn list_query(params: &Value) -> Result<ListQuery, RpcError> {
 
 /// ListTasks' result: the page's tasks (in 1.0's shape), with `history` of their latest
 /// messages each (`None`: none).
-pub fn task_page(page: &TaskPage, history: Option<usize>, artifacts: bool) -> Value {
+pub(crate) fn task_page(page: &TaskPage, history: Option<usize>, artifacts: bool) -> Value {
     let tasks: Vec<Value> = page
         .tasks
         .iter()
@@ -437,7 +443,7 @@ pub fn task_page(page: &TaskPage, history: Option<usize>, artifacts: bool) -> Va
 // ---- Agent Cards -------------------------------------------------------------------------
 
 /// An exposed agent's Agent Card (A2A 1.0 shape).
-pub fn agent_card(agent: &Exposed, base: &str) -> Value {
+pub(crate) fn agent_card(agent: &Exposed, base: &str) -> Value {
     card(
         &agent.name,
         &agent.description,
@@ -449,7 +455,7 @@ pub fn agent_card(agent: &Exposed, base: &str) -> Value {
 
 /// The hub's card: its endpoint `/a2a/` routes each peer by bindings.yaml, to one of the
 /// exposed agents (its skills).
-pub fn hub_card_of(exposed: &[Exposed], base: &str) -> Value {
+pub(crate) fn hub_card_of(exposed: &[Exposed], base: &str) -> Value {
     card(
         "deepcli hub",
         "This hub's agents. Each peer is answered by the agent the hub's bindings route it to (channel `a2a`); an agent's own card is at /a2a/<agentId>/.",

@@ -12,12 +12,12 @@ use super::{Access, AccessError};
 use crate::state::pairing::{self as records, Requested};
 
 /// The channel A2A peers speak on.
-pub const CHANNEL: &str = "a2a";
+pub(crate) const CHANNEL: &str = "a2a";
 
 /// A peer the inbound policy refused: why, the setting that decided (with its `file:line`),
 /// and, for `pairing-required`, the code the hub's operator approves.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct A2aGated {
+pub(crate) struct A2aGated {
     pub reason: &'static str,
     pub rule: String,
     pub hint: &'static str,
@@ -26,7 +26,7 @@ pub struct A2aGated {
 }
 
 /// The route input of peer `peer`'s requests.
-pub fn route_input(peer: &str) -> RouteInput {
+pub(crate) fn route_input(peer: &str) -> RouteInput {
     RouteInput {
         channel: CHANNEL.to_string(),
         account_id: Some(DEFAULT_ACCOUNT.to_string()),
@@ -46,7 +46,7 @@ pub fn route_input(peer: &str) -> RouteInput {
 impl Access {
     /// The agent bindings.yaml routes peer `peer` to (channel `a2a`), as `deepcli route` would
     /// answer; `None` before the first plan is in force.
-    pub fn a2a_route(&self, peer: &str) -> Option<RouteResult> {
+    pub(crate) fn a2a_route(&self, peer: &str) -> Option<RouteResult> {
         let plan = self.plan()?;
         Some(plan.routing.resolve(&route_input(peer)))
     }
@@ -54,7 +54,7 @@ impl Access {
     /// The inbound policy's verdict on peer `peer`: `None` lets it through. A refusal is
     /// counted (`deepcli_inbound_gated_total{channel="a2a"}`) and written to the channel log;
     /// `dmPolicy: pairing` makes a pairing request for an unknown peer.
-    pub async fn a2a_gate(&self, peer: &str) -> Result<Option<A2aGated>, AccessError> {
+    pub(crate) async fn a2a_gate(&self, peer: &str) -> Result<Option<A2aGated>, AccessError> {
         let Some(plan) = self.plan() else {
             return Ok(None);
         };

@@ -13,7 +13,7 @@ use super::store::DeliveryKey;
 /// A chat's approval command (already parsed) from `sender` (`<channel>:<senderId>`), on its
 /// way to the approvals.
 #[derive(Debug)]
-pub struct ApprovalAsk {
+pub(crate) struct ApprovalAsk {
     pub sender: String,
     pub command: ChatCommand,
     /// The text to answer the chat with; `None`: the sender is in no agent's
@@ -24,11 +24,11 @@ pub struct ApprovalAsk {
 
 /// Where the Access layer sends approval commands: a channel made before it and the approvals.
 #[derive(Clone)]
-pub struct ApprovalAsks(mpsc::UnboundedSender<ApprovalAsk>);
+pub(crate) struct ApprovalAsks(mpsc::UnboundedSender<ApprovalAsk>);
 
 impl ApprovalAsks {
     /// The sending end, and the receiving end the approvals serve.
-    pub fn channel() -> (ApprovalAsks, mpsc::UnboundedReceiver<ApprovalAsk>) {
+    pub(crate) fn channel() -> (ApprovalAsks, mpsc::UnboundedReceiver<ApprovalAsk>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (ApprovalAsks(tx), rx)
     }
@@ -50,7 +50,7 @@ impl ApprovalAsks {
 
 /// `/approve <id>`, `/approve <id> always` or `/deny <id>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChatCommand {
+pub(crate) struct ChatCommand {
     pub approve: bool,
     pub id: String,
     /// `/approve <id> always`: also a rule of the exact tool kind and title, as the
@@ -62,7 +62,7 @@ impl ChatCommand {
     /// Reads a message that is exactly a command (surrounding whitespace aside; a bot's
     /// `@name` after the command word, as Telegram writes it in groups, is allowed). Anything
     /// else is a message for the agent.
-    pub fn parse(text: &str) -> Option<ChatCommand> {
+    pub(crate) fn parse(text: &str) -> Option<ChatCommand> {
         let mut words = text.split_whitespace();
         let word = words.next()?;
         let word = word.split_once('@').map_or(word, |(w, _)| w);
@@ -90,12 +90,12 @@ impl ChatCommand {
 
 /// The answer to an approval command from an admitted sender who is no agent's approver: one
 /// sentence for every id, so that it tells nothing about the approval named.
-pub const NOT_AN_APPROVER: &str = "/approve and /deny are answered only for an agent's approvers (`permissions.approvers`); nothing was decided";
+pub(super) const NOT_AN_APPROVER: &str = "/approve and /deny are answered only for an agent's approvers (`permissions.approvers`); nothing was decided";
 
 /// The conversation a turn answers: where an approval of that turn is announced.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TurnOrigin {
+pub(crate) struct TurnOrigin {
     pub channel: String,
     pub account_id: String,
     pub message_id: String,
@@ -112,7 +112,7 @@ pub struct TurnOrigin {
 impl Access {
     /// The conversation whose message the running turn of `session_key` answers, if any (a
     /// Hub or operator message, or a heartbeat, has none).
-    pub fn turn_origin(&self, session_key: &str) -> Option<TurnOrigin> {
+    pub(crate) fn turn_origin(&self, session_key: &str) -> Option<TurnOrigin> {
         self.origins.lock().ok()?.get(session_key).cloned()
     }
 
@@ -128,7 +128,7 @@ impl Access {
     /// Posts `text` to the reply sink of `origin`'s account (signed, retried, a dead letter
     /// when it keeps failing), marked with the approval it is about; false when the account
     /// has no reply sink to post to.
-    pub fn announce_to(
+    pub(crate) fn announce_to(
         &self,
         origin: &TurnOrigin,
         session_key: &str,
@@ -225,7 +225,7 @@ impl Access {
     }
 
     /// Whether `origin`'s account has a reply sink an approval could be announced to.
-    pub fn can_announce_to(&self, origin: &TurnOrigin) -> bool {
+    pub(crate) fn can_announce_to(&self, origin: &TurnOrigin) -> bool {
         self.plan().is_some_and(|plan| {
             plan.accounts
                 .get(&(origin.channel.clone(), origin.account_id.clone()))

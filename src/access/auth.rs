@@ -9,7 +9,7 @@ use crate::routing::RouteInput;
 
 /// Who hands an envelope in.
 #[derive(Debug, Clone, Copy)]
-pub enum HandedInBy<'a> {
+pub(crate) enum HandedInBy<'a> {
     /// A platform (or its adapter), with the `X-Deepcli-Signature` header it sent, if any.
     Signed(Option<&'a str>),
     /// The operator, authenticated by the operator token (`deepcli inbound send`): speaks for

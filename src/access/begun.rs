@@ -15,7 +15,7 @@ use crate::state::{Provenance, StateError};
 
 /// An inbound turn about to be prompted.
 #[derive(Debug, Clone)]
-pub struct BegunTurn {
+pub(crate) struct BegunTurn {
     pub key: DeliveryKey,
     pub session_key: String,
     pub agent_id: String,
@@ -44,7 +44,7 @@ const STOPPED_NOTE: &str =
 
 impl AccessStore {
     /// Writes `turn` down as begun, at `at_ms` (when its budget admitted it).
-    pub fn begin_turn(&self, turn: &BegunTurn, at_ms: i64) -> Result<(), StateError> {
+    pub(crate) fn begin_turn(&self, turn: &BegunTurn, at_ms: i64) -> Result<(), StateError> {
         let k = &turn.key;
         self.with(|c| {
             c.prepare_cached(
@@ -73,14 +73,14 @@ impl AccessStore {
 
     /// Takes a begun turn out without a delivery: its prompt never reached the agent, or
     /// failed in a way the caller retries.
-    pub fn forget_turn(&self, key: &DeliveryKey) -> Result<(), StateError> {
+    pub(crate) fn forget_turn(&self, key: &DeliveryKey) -> Result<(), StateError> {
         self.with(|c| super::store::forget_begun(c, key).map(drop))
     }
 
     /// Settles every turn the last controller began and did not see end: each becomes an
     /// `uncertain` delivery with its transcript rows and its budget turn, in one transaction
     /// per turn. Returns how many there were. Runs before anything is served.
-    pub fn settle_begun_turns(&self) -> Result<usize, StateError> {
+    pub(crate) fn settle_begun_turns(&self) -> Result<usize, StateError> {
         let begun = self.with(|c| {
             let mut stmt = c.prepare(
                 "SELECT channel, account_id, peer_kind, peer_id, thread_id, message_id,

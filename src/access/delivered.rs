@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 
 /// What came of a delivery, as far as a caller acts on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Delivery {
+pub(crate) enum Delivery {
     /// The agent answered (or an approval command was answered): `text` is the reply.
     Answered { text: String },
     /// The inbound policy held the message (policy.md); some gates answer it (a pairing code).
@@ -26,7 +26,7 @@ pub enum Delivery {
 /// The names a delivery's one log line gives.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RouteNames {
+pub(crate) struct RouteNames {
     #[serde(default, deserialize_with = "lenient")]
     pub channel: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
@@ -39,7 +39,7 @@ pub struct RouteNames {
 
 /// A delivery's response: written as recorded, read once into [`Delivery`].
 #[derive(Debug, Clone)]
-pub struct Delivered {
+pub(crate) struct Delivered {
     pub delivery: Delivery,
     /// A redelivery (or one that raced the first): answered with the first one's response.
     pub duplicate: bool,
@@ -56,6 +56,12 @@ impl Serialize for Delivered {
 }
 
 impl Delivered {
+    /// The recorded response as JSON text.
+    #[cfg(test)]
+    pub(crate) fn text(&self) -> &str {
+        self.body.get()
+    }
+
     /// The delivery whose response is `recorded` (JSON text, as the deliveries table keeps it).
     /// Text that is not JSON reads as an empty answer, as it always has.
     pub(crate) fn recorded(recorded: String) -> Delivered {
@@ -91,17 +97,12 @@ impl Delivered {
     }
 
     /// The reply text, if the response carries one (a duplicate's too).
-    pub fn reply(&self) -> Option<&str> {
+    pub(crate) fn reply(&self) -> Option<&str> {
         match &self.delivery {
             Delivery::Answered { text } => Some(text),
             Delivery::Gated { reply, .. } => reply.as_deref(),
             Delivery::NotDelivered => None,
         }
-    }
-
-    /// The recorded response as JSON text.
-    pub fn text(&self) -> &str {
-        self.body.get()
     }
 }
 

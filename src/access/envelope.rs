@@ -10,7 +10,7 @@ use crate::routing::{RouteInput, input};
 /// `POST /v1/inbound`'s body (access.md, "Envelope"): the route input's fields (as
 /// `deepcli route --batch` reads them) plus the message's own.
 #[derive(Debug, Clone)]
-pub struct Envelope {
+pub(crate) struct Envelope {
     pub route: RouteInput,
     pub thread_id: Option<String>,
     pub message_id: String,
@@ -49,7 +49,7 @@ const MESSAGE_FIELDS: [&str; 6] = [
 /// Parses an envelope; a 400 names the field that is wrong. Unknown fields are refused (a typo
 /// does not pass silently) and reported together with the missing ones, each unknown one with
 /// the field it was probably meant to be.
-pub fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
+pub(crate) fn parse_envelope(body: &[u8]) -> Result<Envelope, AccessError> {
     let refuse = |e: serde_json::Error| {
         let message = e.to_string();
         let message = message
@@ -134,11 +134,11 @@ fn check_field_names(fields: &serde_json::Map<String, Value>) -> Result<(), Acce
 }
 
 /// At most this many ids in `mentions`.
-pub const MAX_MENTIONS: usize = 1000;
+pub(super) const MAX_MENTIONS: usize = 1000;
 
 /// What an envelope says about its sender and mentions, checked.
 #[derive(Debug, Clone, Default)]
-pub struct EnvelopeFacts {
+pub(crate) struct EnvelopeFacts {
     pub sender_id: Option<String>,
     pub sender_name: Option<String>,
     pub is_bot: bool,

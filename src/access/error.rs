@@ -4,7 +4,7 @@
 
 /// Why a call was not authenticated.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unauthenticated {
+pub(crate) enum Unauthenticated {
     /// No `X-Deepcli-Signature` header.
     MissingSignature,
     /// The header is not `sha256=<hex>`.
@@ -50,7 +50,7 @@ pub(crate) const MISSING_SIGNATURE: &str = "missing `X-Deepcli-Signature: sha256
 pub(crate) const MALFORMED_SIGNATURE: &str = "`X-Deepcli-Signature` is not `sha256=<hex>`";
 
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum AccessError {
+pub(crate) enum AccessError {
     #[error("no routing plan is in force yet: the first apply has not finished")]
     NoPlan,
     #[error("the body is over the limit of {limit} bytes")]
@@ -80,7 +80,7 @@ impl AccessError {
     /// queue, a runtime starting or failing, a budget, a turn that passed its time (answered
     /// `uncertain` then), an internal failure. A caller that cannot be authenticated, a bad
     /// envelope or a withdrawn message is refused for good.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             AccessError::NoPlan | AccessError::Internal(_) => true,
             AccessError::Turn(turn) => !matches!(turn, crate::sessions::TurnError::Withdrawn(_)),

@@ -17,11 +17,11 @@ use crate::sessions::TurnError;
 use crate::state::Provenance;
 
 /// The answer that says "nothing to report": swallowed (surrounding whitespace aside).
-pub const HEARTBEAT_OK: &str = "HEARTBEAT_OK";
+pub(crate) const HEARTBEAT_OK: &str = "HEARTBEAT_OK";
 
 /// What one heartbeat did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Beat {
+pub(crate) enum Beat {
     /// The agent answered `HEARTBEAT_OK`: nothing was sent anywhere.
     Ok,
     /// The answer went to the agent's last external route (`channel/account peer`).
@@ -45,7 +45,7 @@ fn prompt(heartbeat_md: &str) -> String {
 impl Access {
     /// Prompts agent `agent_id`'s main session with `heartbeat_md`, unless the session is busy
     /// (a message is being answered in it, or waits for it), and sends the answer on.
-    pub async fn heartbeat(self: &Arc<Self>, agent_id: &str, heartbeat_md: &str) -> Beat {
+    pub(crate) async fn heartbeat(self: &Arc<Self>, agent_id: &str, heartbeat_md: &str) -> Beat {
         let Some(plan) = self.plan() else {
             return Beat::Skipped("no config in force yet".into());
         };

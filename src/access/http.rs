@@ -17,8 +17,8 @@ use super::{Access, AccessError, Delivered, Delivery, HandedInBy, Unauthenticate
 use crate::routing::RouteInput;
 use crate::sessions::TurnError;
 
-pub const GENERATION_HEADER: &str = "x-deepcli-plan-generation";
-pub const SIGNATURE_HEADER: &str = "x-deepcli-signature";
+pub(crate) const GENERATION_HEADER: &str = "x-deepcli-plan-generation";
+pub(crate) const SIGNATURE_HEADER: &str = "x-deepcli-signature";
 
 #[derive(Clone)]
 struct Ctx {
@@ -27,7 +27,7 @@ struct Ctx {
 
 /// The Access routes, for the controller (or `access serve`) to mount: `/v1/inbound` for
 /// anyone who can sign, the rest behind the operator token.
-pub fn router(access: Arc<Access>, token: Arc<str>) -> Router {
+pub(crate) fn router(access: Arc<Access>, token: Arc<str>) -> Router {
     Router::new()
         .route("/v1/send", post(operator_send))
         .route("/v1/route", post(route))
@@ -65,7 +65,7 @@ async fn counted_operator(
 /// Lets a request through only with the operator token (`Authorization: Bearer <token>`);
 /// the 401 that says how to get it otherwise. The one check of every operator route: mount it
 /// with [`operator_only`].
-pub async fn require_operator(
+pub(crate) async fn require_operator(
     State(token): State<Arc<str>>,
     request: Request,
     next: Next,
@@ -77,7 +77,7 @@ pub async fn require_operator(
 }
 
 /// `routes`, each behind the operator token ([`require_operator`]).
-pub fn operator_only<S: Clone + Send + Sync + 'static>(
+pub(crate) fn operator_only<S: Clone + Send + Sync + 'static>(
     routes: Router<S>,
     token: Arc<str>,
 ) -> Router<S> {
@@ -106,7 +106,7 @@ pub(crate) async fn wrong_method(method: axum::http::Method, uri: axum::http::Ur
 }
 
 /// Compares in constant time (tokens, signatures); a length that differs is told at once.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
     a.ct_eq(b).into()
 }
@@ -299,7 +299,10 @@ async fn answer_envelope(access: &Arc<Access>, body: Body, caller: HandedInBy<'_
 /// Hands in an envelope a platform adapter made (`HandedInBy::Adapter`): answered, counted and
 /// logged on its channel like one POSTed to `/v1/inbound`. A refusal comes back whole: the
 /// adapter tries a transient one again ([`AccessError::is_transient`]).
-pub async fn hand_in(access: &Arc<Access>, envelope: &[u8]) -> Result<Delivered, AccessError> {
+pub(crate) async fn hand_in(
+    access: &Arc<Access>,
+    envelope: &[u8],
+) -> Result<Delivered, AccessError> {
     let (_, outcome) = access.inbound(envelope, HandedInBy::Adapter).await;
     answered(access, envelope, HandedInBy::Adapter, outcome).await
 }

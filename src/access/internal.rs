@@ -7,7 +7,7 @@
 //! [`crate::sessions::McpDoor`], and the Hub calls the methods here or the engine itself.
 //! Policy is the Hub's; this only delivers.
 
-use super::store::{AccessStore, CountedTurn, LastRoute, RefusalRow, RuntimeSession, Turn};
+use super::store::{AccessStore, CountedTurn, RefusalRow, RuntimeSession, Turn};
 use super::{Access, Beat};
 use crate::sessions::budget::BudgetRefusal;
 use crate::sessions::{KnownSession, SessionStore, TurnCount, TurnMetrics, TurnRecord};
@@ -16,13 +16,13 @@ use crate::state::{Provenance, StateError};
 impl Access {
     /// Asks the runtime to cancel the turn running in `session_key` (ACP `session/cancel`).
     /// Whether a cancel was sent: false when the session is not open in the agent's runtime.
-    pub async fn cancel_turn(&self, agent_id: &str, session_key: &str) -> bool {
+    pub(crate) async fn cancel_turn(&self, agent_id: &str, session_key: &str) -> bool {
         self.sessions.cancel_turn(agent_id, session_key).await
     }
 
     /// The operator cancels the turn running in `session_key` (`deepcli sessions cancel`):
     /// see [`crate::sessions::Sessions::cancel_running_turn`].
-    pub async fn cancel_running_turn(
+    pub(crate) async fn cancel_running_turn(
         &self,
         agent_id: &str,
         session_key: &str,
@@ -35,32 +35,36 @@ impl Access {
 
     /// Ends `session_key`'s runtime session (`session/close` where the agent offers it) and
     /// forgets it; a note on what happened, `None` when it was not open.
-    pub async fn close_runtime_session(&self, agent_id: &str, session_key: &str) -> Option<String> {
+    pub(crate) async fn close_runtime_session(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+    ) -> Option<String> {
         self.sessions
             .close_runtime_session(agent_id, session_key)
             .await
     }
 
     /// What agent `agent_id`'s runtime is doing: `ready`, or its phase (`starting`, …).
-    pub fn runtime_phase(&self, agent_id: &str) -> String {
+    pub(crate) fn runtime_phase(&self, agent_id: &str) -> String {
         self.sessions.runtime_phase(agent_id)
     }
 
     /// Per agent (of the session key), messages waiting in its sessions' FIFOs plus those
     /// being handled.
-    pub fn queue_depths(&self) -> std::collections::HashMap<String, usize> {
+    pub(crate) fn queue_depths(&self) -> std::collections::HashMap<String, usize> {
         self.sessions.queue_depths(super::store::agent_of_key)
     }
 
     /// Messages waiting in a session's FIFO, plus the one being handled.
-    pub fn queue_depth(&self, session_key: &str) -> usize {
+    pub(crate) fn queue_depth(&self, session_key: &str) -> usize {
         self.sessions.queue_depth(session_key)
     }
 
     /// Sends `text` to the external conversation `session_key` last took an envelope from,
     /// through that account's reply sink, and into that conversation's transcript (`why`
     /// names the sender in both: `announce`, …).
-    pub async fn post_to_session_route(
+    pub(crate) async fn post_to_session_route(
         &self,
         session_key: &str,
         text: String,
@@ -221,15 +225,5 @@ impl SessionStore for AccessStore {
 
     fn cancel_decided(&self, id: i64, state: &str, note: &str) -> Result<(), StateError> {
         AccessStore::cancel_decided(self, id, state, note)
-    }
-}
-
-impl LastRoute {
-    /// The route as `channel/account peer-kind:peer-id`.
-    pub fn place(&self) -> String {
-        format!(
-            "{}/{} {}:{}",
-            self.channel, self.account_id, self.peer_kind, self.peer_id
-        )
     }
 }

@@ -45,7 +45,7 @@ struct AccountLabels {
     account: String,
 }
 
-pub struct Metrics {
+pub(crate) struct Metrics {
     requests: Family<RequestLabels, Counter>,
     routes: Family<RouteLabels, Counter>,
     gated: Family<GatedLabels, Counter>,
@@ -77,18 +77,18 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn request(&self, endpoint: &'static str, status: u16) {
+    pub(crate) fn request(&self, endpoint: &'static str, status: u16) {
         self.requests
             .get_or_create(&RequestLabels { endpoint, status })
             .inc();
     }
 
-    pub fn route(&self, matched_by: &'static str) {
+    pub(crate) fn route(&self, matched_by: &'static str) {
         self.routes.get_or_create(&RouteLabels { matched_by }).inc();
     }
 
     /// An envelope the inbound policy did not deliver.
-    pub fn gated(&self, channel: &str, account: &str, reason: &'static str) {
+    pub(crate) fn gated(&self, channel: &str, account: &str, reason: &'static str) {
         self.gated
             .get_or_create(&GatedLabels {
                 channel: channel.to_string(),
@@ -98,7 +98,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn bot_loop_tripped(&self, channel: &str, account: &str) {
+    pub(crate) fn bot_loop_tripped(&self, channel: &str, account: &str) {
         self.bot_loop_trips
             .get_or_create(&AccountLabels {
                 channel: channel.to_string(),
@@ -107,7 +107,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn delivered(&self, took: Duration) {
+    pub(crate) fn delivered(&self, took: Duration) {
         self.latency.observe(took.as_secs_f64());
     }
 

@@ -11,7 +11,7 @@
 //! * A delivered envelope is recorded with its response; a redelivery, also a concurrent one,
 //!   gets that response with `duplicate: true` and never reaches the agent again.
 
-pub mod a2a_door;
+pub(crate) mod a2a_door;
 mod approval_door;
 mod auth;
 mod begun;
@@ -21,14 +21,14 @@ mod envelope;
 mod error;
 mod gate;
 mod heartbeat;
-pub mod http;
+pub(crate) mod http;
 mod internal;
-pub mod metrics;
-pub mod plan;
+pub(crate) mod metrics;
+pub(crate) mod plan;
 mod reply;
 mod route;
-pub mod serve;
-pub mod store;
+pub(crate) mod serve;
+pub(crate) mod store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -38,25 +38,24 @@ use tokio::sync::watch;
 
 use crate::ids;
 use crate::routing::RouteInput;
-pub use crate::sessions::budget;
+pub(crate) use crate::sessions::budget;
 use crate::sessions::cap;
-pub use crate::sessions::{
-    CancelState, CancelWhy, InternalMessage, McpDoor, SessionOptions, Sessions, TurnOutcome,
-};
+pub(crate) use crate::sessions::{CancelState, InternalMessage, McpDoor, SessionOptions, Sessions};
 use crate::snapshot::Snapshot;
-pub use approval_door::{ApprovalAsk, ApprovalAsks, ChatCommand, TurnOrigin};
+pub(crate) use approval_door::{ApprovalAsk, ApprovalAsks, ChatCommand, TurnOrigin};
+pub(crate) use auth::HandedInBy;
 use auth::authenticate;
-pub use auth::{HandedInBy, sign};
-pub use delivered::{Delivered, Delivery, RouteNames};
-pub use envelope::{Envelope, parse_envelope};
-pub use error::{AccessError, Unauthenticated};
-pub use heartbeat::{Beat, HEARTBEAT_OK};
-pub use plan::AccessPlan;
+pub use auth::sign;
+pub(crate) use delivered::{Delivered, Delivery};
+pub(crate) use envelope::{Envelope, parse_envelope};
+pub(crate) use error::{AccessError, Unauthenticated};
+pub(crate) use heartbeat::Beat;
+pub(crate) use plan::AccessPlan;
 use store::{AccessStore, DeliveryKey};
 
 /// How the Access layer behaves; `deepcli up` and `deepcli access serve` set it from flags.
 #[derive(Debug, Clone)]
-pub struct AccessSettings {
+pub(crate) struct AccessSettings {
     /// Largest request body accepted (413 above).
     pub body_limit: usize,
     /// How long a prompt may take before it is cancelled.
@@ -91,13 +90,13 @@ type Outcome = Result<Delivered, AccessError>;
 /// The Access layer's piece of a generation: the plan (none before the first is published),
 /// and what the turn engine reads of it. Compiled once per plan ([`Served::new`]).
 #[derive(Debug, Clone, Default)]
-pub struct Served {
+pub(crate) struct Served {
     pub plan: Option<Arc<AccessPlan>>,
     pub turns: Arc<crate::sessions::TurnPlan>,
 }
 
 impl Served {
-    pub fn new(plan: AccessPlan) -> Served {
+    pub(crate) fn new(plan: AccessPlan) -> Served {
         Served {
             turns: Arc::new(crate::sessions::TurnPlan {
                 runtimes: plan.runtimes.clone(),
@@ -111,7 +110,7 @@ impl Served {
 
 /// Where a process without a controller (`access serve`, a test) publishes its plans: a store
 /// of its own, read through [`Publisher::served`].
-pub struct Publisher(Arc<arc_swap::ArcSwap<Served>>);
+pub(crate) struct Publisher(Arc<arc_swap::ArcSwap<Served>>);
 
 impl Default for Publisher {
     fn default() -> Publisher {
@@ -121,13 +120,13 @@ impl Default for Publisher {
 
 impl Publisher {
     /// What the Access layer is built to read.
-    pub fn served(&self) -> Snapshot<Served> {
+    pub(crate) fn served(&self) -> Snapshot<Served> {
         Snapshot::of(&self.0, Served::clone)
     }
 
     /// Puts `plan` in force: requests that arrive from now on are routed by it, turns that
     /// begin from now on run by its agents' runtimes, models and budgets.
-    pub fn publish(&self, plan: AccessPlan) {
+    pub(crate) fn publish(&self, plan: AccessPlan) {
         tracing::info!(
             generation = plan.generation,
             "access: routing plan in force"
@@ -139,12 +138,12 @@ impl Publisher {
 /// What the Access layer of a process that runs the agents' runtimes (the controller) is
 /// wired to: the runtimes, through the turn engine, and the approvals its chats' approval
 /// commands go to.
-pub struct Hosted {
+pub(crate) struct Hosted {
     pub runtimes: crate::sessions::Runtimes,
     pub approvals: ApprovalAsks,
 }
 
-pub struct Access {
+pub(crate) struct Access {
     /// The plan in force: this layer's piece of the generation.
     served: Snapshot<Served>,
     store: Arc<AccessStore>,
@@ -171,7 +170,7 @@ pub struct Access {
 impl Access {
     /// `served`: the plan in force, as the controller's generation or a [`Publisher`] has it;
     /// `hosted`: `None` in a process that runs no runtimes (`access serve`).
-    pub fn new(
+    pub(crate) fn new(
         store: AccessStore,
         state: &crate::state::StateDir,
         served: Snapshot<Served>,
@@ -227,7 +226,7 @@ impl Access {
     /// Records (or forgets, with `None`) the bot user id an adapter learnt for an account
     /// (normalized ids): self-loop, mentions and replies to the bot count by it when
     /// channels.yaml sets no `botUserId`.
-    pub fn set_live_bot(&self, channel: &str, account: &str, bot_user_id: Option<&str>) {
+    pub(crate) fn set_live_bot(&self, channel: &str, account: &str, bot_user_id: Option<&str>) {
         let mut bots = match self.live_bots.lock() {
             Ok(bots) => bots,
             Err(poisoned) => poisoned.into_inner(),
@@ -257,7 +256,7 @@ impl Access {
     /// plan in force declares that channel; to `<state>/logs/access.log` otherwise (no channel,
     /// or one nobody declared: callers choose those names, so they get no file of their own).
     /// Every field is escaped: one call, one line. Logs are size-capped and rotated.
-    pub async fn log_call(&self, channel: Option<&str>, line: &str) {
+    pub(crate) async fn log_call(&self, channel: Option<&str>, line: &str) {
         let declared = channel.map(ids::channel).filter(|c| {
             c.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
@@ -302,20 +301,20 @@ impl Access {
     }
 
     /// The turn engine (the Hub delivers through it).
-    pub fn sessions(&self) -> &Arc<Sessions> {
+    pub(crate) fn sessions(&self) -> &Arc<Sessions> {
         &self.sessions
     }
 
-    pub fn plan(&self) -> Option<Arc<AccessPlan>> {
+    pub(crate) fn plan(&self) -> Option<Arc<AccessPlan>> {
         self.served.load().plan
     }
 
-    pub fn store(&self) -> &AccessStore {
+    pub(crate) fn store(&self) -> &AccessStore {
         &self.store
     }
 
     /// Records a budget's refusal (approvals.md: every refusal is recorded) and counts it.
-    pub async fn refused(
+    pub(crate) async fn refused(
         &self,
         refusal: &budget::BudgetRefusal,
         session_key: Option<&str>,
@@ -325,7 +324,7 @@ impl Access {
     }
 
     /// Agent `agent_id`'s budgets as the plan in force sets them (none: no limits).
-    pub fn limits(&self, agent_id: &str) -> budget::BudgetLimits {
+    pub(crate) fn limits(&self, agent_id: &str) -> budget::BudgetLimits {
         self.plan()
             .and_then(|p| p.budgets.get(agent_id).cloned())
             .unwrap_or_default()
@@ -333,13 +332,13 @@ impl Access {
 
     /// Whether agent `agent_id`'s budgets let a turn begin now (nothing is taken): what the
     /// Hub asks before it accepts a run.
-    pub fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::BudgetRefusal> {
+    pub(crate) fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::BudgetRefusal> {
         self.sessions.budget_allows_turn(agent_id)
     }
 
     /// Takes a spawn by session `session_key` of agent `agent_id` if the agent's
     /// `spawnsPerHour` allows, and records it.
-    pub async fn budget_spawn(
+    pub(crate) async fn budget_spawn(
         &self,
         agent_id: &str,
         session_key: &str,
@@ -348,12 +347,12 @@ impl Access {
     }
 
     /// Agent `agent_id`'s budget counters against its limits (`deepcli status`).
-    pub fn budget_report(&self, agent_id: &str) -> budget::BudgetReport {
+    pub(crate) fn budget_report(&self, agent_id: &str) -> budget::BudgetReport {
         self.sessions.budget_report(agent_id)
     }
 
     /// What became of agent `agent_id`'s `model`, for `deepcli status` (`None`: it sets none).
-    pub fn model_report(&self, agent_id: &str) -> Option<crate::runtime::acp::ModelReport> {
+    pub(crate) fn model_report(&self, agent_id: &str) -> Option<crate::runtime::acp::ModelReport> {
         self.sessions.model_report(agent_id)
     }
 
@@ -362,7 +361,7 @@ impl Access {
     }
 
     /// Handles one envelope: authenticate, route, deliver, record.
-    pub async fn inbound(
+    pub(crate) async fn inbound(
         self: &Arc<Self>,
         body: &[u8],
         caller: HandedInBy<'_>,

@@ -14,7 +14,7 @@ use crate::routing::document::{PlanMeta, StoredAccount};
 
 /// A channel account as the Access layer sees it.
 #[derive(Clone, Debug)]
-pub struct AccountAccess {
+pub(crate) struct AccountAccess {
     pub enabled: bool,
     /// The resolved `webhookSecret` (redacted in `Debug`; exposed only to sign and verify), or
     /// why there is none.
@@ -24,7 +24,7 @@ pub struct AccountAccess {
 
 /// One routing plan generation, with everything a request needs from the config.
 #[derive(Debug)]
-pub struct AccessPlan {
+pub(crate) struct AccessPlan {
     pub routing: RoutingPlan,
     pub generation: u64,
     pub content_hash: String,
@@ -56,7 +56,7 @@ pub struct AccessPlan {
 /// Resolves a `webhookSecret` now (the value lives only in memory): a secret that is empty or
 /// only whitespace (a file holding only a line break, a variable set to "") is refused, since
 /// an HMAC with the empty key is one anybody can compute.
-pub fn resolve_webhook_secret(secret: &SecretRef) -> Result<SecretString, String> {
+pub(crate) fn resolve_webhook_secret(secret: &SecretRef) -> Result<SecretString, String> {
     let value = secret.resolve().map_err(|e| e.to_string())?;
     let text = value.expose_secret();
     if !text.trim().is_empty() {
@@ -75,7 +75,7 @@ pub fn resolve_webhook_secret(secret: &SecretRef) -> Result<SecretString, String
 
 /// An `acp` binding's `acp.cwd`: `workspace` is the agent's workspace; `~/…` is under the home
 /// directory; an absolute path is itself; a relative one is relative to the workspace.
-pub fn session_cwd(cwd: &str, workspace: &Path, home: Option<&Path>) -> PathBuf {
+pub(crate) fn session_cwd(cwd: &str, workspace: &Path, home: Option<&Path>) -> PathBuf {
     match cwd {
         "workspace" => workspace.to_path_buf(),
         _ => crate::config::paths::resolve(cwd, workspace, home),
@@ -83,7 +83,7 @@ pub fn session_cwd(cwd: &str, workspace: &Path, home: Option<&Path>) -> PathBuf 
 }
 
 /// What the published routing plan says of itself.
-pub struct Published<'a> {
+pub(crate) struct Published<'a> {
     pub generation: u64,
     pub content_hash: &'a str,
     pub config_hash: &'a str,
@@ -93,7 +93,7 @@ pub struct Published<'a> {
 impl AccessPlan {
     /// The plan of `config`, whose routing is already compiled into `routing` and published as
     /// `published`.
-    pub fn from_config(
+    pub(crate) fn from_config(
         config: &Config,
         routing: RoutingPlan,
         published: Published<'_>,
@@ -148,7 +148,7 @@ impl AccessPlan {
     }
 
     /// A plan from its parts; webhook secrets are resolved now.
-    pub fn new(
+    pub(crate) fn new(
         routing: RoutingPlan,
         accounts: &[StoredAccount],
         runtimes: HashMap<String, RuntimeKind>,
@@ -203,11 +203,11 @@ impl AccessPlan {
     }
 
     /// Whether a channel (normalized) has accounts declared in this plan.
-    pub fn declares_channel(&self, channel: &str) -> bool {
+    pub(crate) fn declares_channel(&self, channel: &str) -> bool {
         self.accounts.keys().any(|(c, _)| c == channel)
     }
 
-    pub fn runtime(&self, agent_id: &str) -> RuntimeKind {
+    pub(crate) fn runtime(&self, agent_id: &str) -> RuntimeKind {
         self.runtimes
             .get(agent_id)
             .copied()

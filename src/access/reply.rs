@@ -16,7 +16,7 @@ use crate::routing::input::Peer;
 /// What the reply sink POSTs (access.md, "Reply sink"): the conversation, the reply, and what
 /// it is: the answer to a message, a heartbeat's, or an approval's announcement.
 #[derive(Debug, Clone)]
-pub struct ReplyPost {
+pub(super) struct ReplyPost {
     pub channel: String,
     pub account_id: String,
     /// The message answered; none for a heartbeat's reply.
@@ -30,7 +30,7 @@ pub struct ReplyPost {
 
 /// What a reply is beside an answer, marked by one more field.
 #[derive(Debug, Clone)]
-pub enum About {
+pub(super) enum About {
     /// The answer to the message `messageId` names.
     Answer,
     /// `"approval": {"id": …}`: the announcement of an approval of the turn.
@@ -78,14 +78,17 @@ fn retries() -> backon::ExponentialBuilder {
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
-pub struct ReplySink {
+pub(super) struct ReplySink {
     client: reqwest::Client,
     store: Arc<AccessStore>,
     failures: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ReplySink {
-    pub fn new(store: Arc<AccessStore>, failures: Arc<std::sync::atomic::AtomicU64>) -> ReplySink {
+    pub(super) fn new(
+        store: Arc<AccessStore>,
+        failures: Arc<std::sync::atomic::AtomicU64>,
+    ) -> ReplySink {
         ReplySink {
             // The default client is the fallback when the TLS settings cannot be loaded.
             client: crate::http_client::direct()
@@ -98,7 +101,7 @@ impl ReplySink {
     }
 
     /// Sends `post` to `url` in the background.
-    pub fn send(
+    pub(super) fn send(
         &self,
         url: String,
         secret: secrecy::SecretString,

@@ -10,7 +10,7 @@ use crate::sessions::SessionOptions;
 
 /// An `acp` binding that took a message: its agent, its session key, and how its runtime
 /// sessions are held (`acp.mode`, `acp.label`, `acp.cwd`).
-pub struct AcpRoute {
+pub(super) struct AcpRoute {
     pub agent_id: String,
     pub session_key: String,
     pub binding: BindingRef,
@@ -22,13 +22,13 @@ pub struct AcpRoute {
     pub cwd: Option<std::path::PathBuf>,
 }
 
-pub struct Route {
+pub(super) struct Route {
     pub result: RouteResult,
     pub acp: Option<AcpRoute>,
 }
 
 impl Route {
-    pub fn agent_id(&self) -> &str {
+    pub(super) fn agent_id(&self) -> &str {
         match &self.acp {
             Some(acp) => &acp.agent_id,
             None => &self.result.agent_id,
@@ -36,7 +36,7 @@ impl Route {
     }
 
     /// The session key, before a thread is added to it.
-    pub fn session_key(&self) -> &str {
+    pub(super) fn session_key(&self) -> &str {
         match &self.acp {
             Some(acp) => &acp.session_key,
             None => &self.result.session_key,
@@ -45,7 +45,7 @@ impl Route {
 
     /// How the runtime session of this route is held: an `acp` binding's settings, else the
     /// defaults (persistent, the runtime's working directory).
-    pub fn session_options(&self) -> SessionOptions {
+    pub(super) fn session_options(&self) -> SessionOptions {
         match &self.acp {
             Some(acp) => SessionOptions {
                 oneshot: acp.oneshot,
@@ -59,7 +59,7 @@ impl Route {
         }
     }
 
-    pub fn matched_by(&self) -> &'static str {
+    pub(super) fn matched_by(&self) -> &'static str {
         match &self.acp {
             Some(_) => "binding.acp",
             None => self.result.matched_by.as_str(),

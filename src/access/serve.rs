@@ -24,7 +24,7 @@ use crate::state::{StateDir, StateError};
 const POLL: Duration = Duration::from_millis(500);
 
 #[derive(Debug, thiserror::Error)]
-pub enum ServeError {
+pub(crate) enum ServeError {
     #[error("cannot read the routing plan `{}`: {source}", path.display())]
     Read {
         path: PathBuf,
@@ -42,7 +42,7 @@ pub enum ServeError {
 }
 
 /// Reads and checks a published plan.
-pub fn load(path: &Path) -> Result<AccessPlan, ServeError> {
+pub(crate) fn load(path: &Path) -> Result<AccessPlan, ServeError> {
     let text = std::fs::read_to_string(path).map_err(|source| ServeError::Read {
         path: path.to_path_buf(),
         source,
@@ -91,7 +91,7 @@ async fn metrics(State(cx): State<Ctx>, headers: HeaderMap) -> Response {
 }
 
 /// Serves `plan` until SIGINT or SIGTERM.
-pub async fn run(
+pub(crate) async fn run(
     plan: PathBuf,
     state: StateDir,
     listen: SocketAddr,

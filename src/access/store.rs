@@ -10,12 +10,12 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::state::{Provenance, StateDir, StateError};
 
-pub struct AccessStore {
+pub(crate) struct AccessStore {
     db: crate::state::LayerConnection,
 }
 
 /// One transcript row to append.
-pub struct Turn {
+pub(crate) struct Turn {
     pub provenance: Provenance,
     pub message_id: Option<String>,
     pub sender: Option<serde_json::Value>,
@@ -25,7 +25,7 @@ pub struct Turn {
 
 impl Turn {
     /// A line about the session itself (how it was opened), provenance `acp`.
-    pub fn note(text: String) -> Turn {
+    pub(crate) fn note(text: String) -> Turn {
         Turn {
             provenance: Provenance::Acp,
             message_id: None,
@@ -39,7 +39,7 @@ impl Turn {
 /// A transcript row as read back.
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TranscriptRow {
+pub(crate) struct TranscriptRow {
     pub provenance: Provenance,
     pub message_id: Option<String>,
     pub text: String,
@@ -50,7 +50,7 @@ pub struct TranscriptRow {
 /// platform's message id, which is unique only within a conversation (Telegram numbers
 /// messages per chat, Slack per channel).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct DeliveryKey {
+pub(crate) struct DeliveryKey {
     pub channel: String,
     pub account_id: String,
     /// The normalized peer kind; empty when the envelope named no peer.
@@ -65,7 +65,10 @@ pub struct DeliveryKey {
 impl DeliveryKey {
     /// The key of an envelope that `result` routed: its conversation (the channel normalized,
     /// the account the route names) and its message id.
-    pub fn of(envelope: &super::Envelope, result: &crate::routing::RouteResult) -> DeliveryKey {
+    pub(crate) fn of(
+        envelope: &super::Envelope,
+        result: &crate::routing::RouteResult,
+    ) -> DeliveryKey {
         let input = &envelope.route;
         let peer = input.peer.as_ref();
         DeliveryKey {
@@ -87,7 +90,7 @@ impl DeliveryKey {
 
 /// The conversation an agent last took a message from (state table `agent_routes`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LastRoute {
+pub(crate) struct LastRoute {
     pub session_key: String,
     pub channel: String,
     pub account_id: String,
@@ -112,7 +115,7 @@ pub(super) fn agent_of_key(session_key: &str) -> Option<&str> {
 
 /// The runtime session a session key maps to, and the runtime instance that issued it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeSession {
+pub(crate) struct RuntimeSession {
     pub id: String,
     /// `None` for a mapping recorded before instances were (state migration 3).
     pub instance: Option<String>,
@@ -120,7 +123,7 @@ pub struct RuntimeSession {
 
 impl AccessStore {
     /// Opens the state database (migrating it) with a connection for the Access layer.
-    pub fn open(dir: &StateDir) -> Result<AccessStore, StateError> {
+    pub(crate) fn open(dir: &StateDir) -> Result<AccessStore, StateError> {
         Ok(AccessStore {
             db: crate::state::LayerConnection::open(dir, "access")?,
         })
@@ -134,7 +137,7 @@ impl AccessStore {
     }
 
     /// The response first sent for this envelope, if it was delivered.
-    pub fn delivered(&self, key: &DeliveryKey) -> Result<Option<String>, StateError> {
+    pub(crate) fn delivered(&self, key: &DeliveryKey) -> Result<Option<String>, StateError> {
         self.with(|c| {
             c.query_row(
                 "SELECT response FROM deliveries WHERE channel = ?1 AND account_id = ?2
@@ -154,7 +157,10 @@ impl AccessStore {
     }
 
     /// The runtime session a session key maps to.
-    pub fn runtime_session(&self, session_key: &str) -> Result<Option<RuntimeSession>, StateError> {
+    pub(crate) fn runtime_session(
+        &self,
+        session_key: &str,
+    ) -> Result<Option<RuntimeSession>, StateError> {
         self.with(|c| {
             c.query_row(
                 "SELECT runtime_session_id, runtime_instance FROM sessions WHERE session_key = ?1",
@@ -171,7 +177,7 @@ impl AccessStore {
     }
 
     /// Maps a session key to `session`, a runtime session of `session.instance`.
-    pub fn set_runtime_session(
+    pub(crate) fn set_runtime_session(
         &self,
         session_key: &str,
         agent_id: &str,
@@ -190,7 +196,11 @@ impl AccessStore {
     }
 
     /// The session key of an `acp` binding: `agent:<id>:acp:<uuid>`, the UUID made on first use.
-    pub fn acp_session_key(&self, binding_key: &str, agent_id: &str) -> Result<String, StateError> {
+    pub(crate) fn acp_session_key(
+        &self,
+        binding_key: &str,
+        agent_id: &str,
+    ) -> Result<String, StateError> {
         let fresh =
             crate::routing::session::spawned_key(agent_id, crate::routing::session::Spawned::Acp);
         let now = crate::clock::now();
@@ -209,7 +219,7 @@ impl AccessStore {
     }
 
     /// The last `limit` turns of a session, oldest first.
-    pub fn transcript(
+    pub(crate) fn transcript(
         &self,
         session_key: &str,
         limit: usize,
@@ -236,7 +246,7 @@ impl AccessStore {
 
     /// Records an answered envelope that reached no agent (an approval command): its response
     /// only, so a redelivery gets it again; no transcript turn, no last route.
-    pub fn record_answer_only(
+    pub(crate) fn record_answer_only(
         &self,
         session_key: &str,
         key: &DeliveryKey,
@@ -248,7 +258,7 @@ impl AccessStore {
 
     /// Appends turns to a transcript and, when `delivery` is given, records the delivery with
     /// the response that was sent: one transaction, so a redelivery finds both or neither.
-    pub fn record(
+    pub(crate) fn record(
         &self,
         session_key: &str,
         turns: &[Turn],
@@ -259,7 +269,7 @@ impl AccessStore {
 
     /// [`AccessStore::record`], with the turn's row in `budget_events` (what its runtime
     /// reported it used) in the same transaction.
-    pub fn record_turn(
+    pub(crate) fn record_turn(
         &self,
         session_key: &str,
         turns: &[Turn],
@@ -329,7 +339,7 @@ impl AccessStore {
 
     /// Agent `agent_id`'s last external route: the conversation of the last message delivered
     /// to it from a channel account.
-    pub fn last_route(&self, agent_id: &str) -> Result<Option<LastRoute>, StateError> {
+    pub(crate) fn last_route(&self, agent_id: &str) -> Result<Option<LastRoute>, StateError> {
         self.with(|c| {
             c.query_row(
                 "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at
@@ -352,7 +362,7 @@ impl AccessStore {
     }
 
     /// The external conversation session `session_key` last took a delivered envelope from.
-    pub fn session_route(&self, session_key: &str) -> Result<Option<LastRoute>, StateError> {
+    pub(crate) fn session_route(&self, session_key: &str) -> Result<Option<LastRoute>, StateError> {
         self.with(|c| {
             c.query_row(
                 "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at
@@ -374,7 +384,7 @@ impl AccessStore {
         })
     }
 
-    pub fn dead_letter(
+    pub(crate) fn dead_letter(
         &self,
         key: &DeliveryKey,
         url: &str,
@@ -404,15 +414,11 @@ impl AccessStore {
             .map(drop)
         })
     }
-
-    pub fn dead_letters(&self) -> Result<u64, StateError> {
-        self.with(|c| c.query_row("SELECT count(*) FROM dead_letters", [], |r| r.get(0)))
-    }
 }
 
 /// A turn as `budget_events` records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CountedTurn {
+pub(crate) struct CountedTurn {
     pub agent_id: String,
     /// When the turn began, ms since the epoch.
     pub at_ms: i64,
@@ -422,7 +428,7 @@ pub struct CountedTurn {
 
 /// A turn or spawn a budget refused, as `budget_events` records it.
 #[derive(Debug, Clone)]
-pub struct RefusalRow {
+pub(crate) struct RefusalRow {
     pub agent_id: String,
     pub session_key: Option<String>,
     pub run_id: Option<String>,
@@ -432,7 +438,10 @@ pub struct RefusalRow {
 impl AccessStore {
     /// The budget events of the last day, oldest first: what [`super::budget::Budgets::load`]
     /// counts from after a restart.
-    pub fn budget_rows(&self, now_ms: i64) -> Result<Vec<super::budget::BudgetRow>, StateError> {
+    pub(crate) fn budget_rows(
+        &self,
+        now_ms: i64,
+    ) -> Result<Vec<super::budget::BudgetRow>, StateError> {
         use super::budget::{BudgetRow, EventKind};
         self.with(|c| {
             let mut stmt = c.prepare(
@@ -468,7 +477,7 @@ impl AccessStore {
 
     /// Records a spawn (by session `session_key`) counted against `agent_id`'s
     /// `spawnsPerHour`.
-    pub fn record_spawn(
+    pub(crate) fn record_spawn(
         &self,
         agent_id: &str,
         at_ms: i64,
@@ -485,7 +494,7 @@ impl AccessStore {
     }
 
     /// Records a budget's refusal.
-    pub fn record_refusal(&self, row: &RefusalRow) -> Result<(), StateError> {
+    pub(crate) fn record_refusal(&self, row: &RefusalRow) -> Result<(), StateError> {
         self.with(|c| {
             c.execute(
                 "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, run_id, budget, detail)
@@ -505,7 +514,7 @@ impl AccessStore {
     }
 
     /// Records that a cancel of `session_key`'s turn was asked for; its row id.
-    pub fn cancel_requested(
+    pub(crate) fn cancel_requested(
         &self,
         agent_id: &str,
         session_key: &str,
@@ -523,7 +532,12 @@ impl AccessStore {
     }
 
     /// Records what came of cancel `id`: `confirmed` or `uncertain`, with a note.
-    pub fn cancel_decided(&self, id: i64, state: &str, note: &str) -> Result<(), StateError> {
+    pub(crate) fn cancel_decided(
+        &self,
+        id: i64,
+        state: &str,
+        note: &str,
+    ) -> Result<(), StateError> {
         self.with(|c| {
             c.execute(
                 "UPDATE turn_cancels SET state = ?2, note = ?3, decided_at = ?4 WHERE id = ?1",
@@ -563,7 +577,7 @@ fn insert_delivery(
 /// A transcript row as another layer shows it (the Hub's `sessions_history`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HistoryRow {
+pub(crate) struct HistoryRow {
     pub id: i64,
     pub provenance: Provenance,
     pub message_id: Option<String>,
@@ -574,7 +588,7 @@ pub struct HistoryRow {
 
 /// A session with a runtime session on record (table `sessions`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpenedSession {
+pub(crate) struct OpenedSession {
     pub session_key: String,
     pub agent_id: String,
     pub updated_at: String,
@@ -582,7 +596,7 @@ pub struct OpenedSession {
 
 /// A session's newest transcript row.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LastMessage {
+pub(crate) struct LastMessage {
     pub session_key: String,
     pub provenance: Provenance,
     pub text: String,
@@ -590,7 +604,7 @@ pub struct LastMessage {
 }
 
 /// The trash entry a closed session's transcript goes to.
-pub fn trashed_entry(session_key: &str) -> String {
+pub(crate) fn trashed_entry(session_key: &str) -> String {
     format!("session:{session_key}")
 }
 
@@ -599,7 +613,7 @@ pub fn trashed_entry(session_key: &str) -> String {
 /// tool call never waits for a delivery's record) and its reads stay in one transaction.
 impl AccessStore {
     /// Every session with a runtime session on record.
-    pub fn opened_sessions(c: &Connection) -> rusqlite::Result<Vec<OpenedSession>> {
+    pub(crate) fn opened_sessions(c: &Connection) -> rusqlite::Result<Vec<OpenedSession>> {
         let mut stmt = c.prepare("SELECT session_key, agent_id, updated_at FROM sessions")?;
         stmt.query_map([], |r| {
             Ok(OpenedSession {
@@ -612,7 +626,7 @@ impl AccessStore {
     }
 
     /// Every session's newest transcript row.
-    pub fn last_messages(c: &Connection) -> rusqlite::Result<Vec<LastMessage>> {
+    pub(crate) fn last_messages(c: &Connection) -> rusqlite::Result<Vec<LastMessage>> {
         let mut stmt = c.prepare(
             "SELECT t.session_key, t.provenance, t.text, t.at FROM transcript t
              JOIN (SELECT session_key, max(id) AS last FROM transcript GROUP BY session_key) l
@@ -630,7 +644,7 @@ impl AccessStore {
     }
 
     /// Whether a session key has a runtime session or a transcript.
-    pub fn session_on_record(c: &Connection, session_key: &str) -> rusqlite::Result<bool> {
+    pub(crate) fn session_on_record(c: &Connection, session_key: &str) -> rusqlite::Result<bool> {
         c.query_row(
             "SELECT EXISTS (SELECT 1 FROM sessions WHERE session_key = ?1)
                  OR EXISTS (SELECT 1 FROM transcript WHERE session_key = ?1)",
@@ -641,7 +655,10 @@ impl AccessStore {
 
     /// When session `session_key` last did anything the Access layer saw: its newest
     /// transcript row or its runtime session's last use (RFC 3339); empty when neither.
-    pub fn session_last_activity(c: &Connection, session_key: &str) -> rusqlite::Result<String> {
+    pub(crate) fn session_last_activity(
+        c: &Connection,
+        session_key: &str,
+    ) -> rusqlite::Result<String> {
         c.prepare_cached(
             "SELECT max(coalesce((SELECT max(t.at) FROM transcript t WHERE t.session_key = ?1), ''),
                         coalesce((SELECT x.updated_at FROM sessions x WHERE x.session_key = ?1), ''))",
@@ -651,7 +668,7 @@ impl AccessStore {
 
     /// A page of a session's transcript, newest last: the `limit` rows before the newest
     /// `offset`. From the trash tables when the session was trashed.
-    pub fn history_page(
+    pub(crate) fn history_page(
         c: &Connection,
         session_key: &str,
         limit: usize,
@@ -692,7 +709,7 @@ impl AccessStore {
     /// Moves a session's transcript and session row into the trash tables, under entry
     /// `session:<key>`, in one transaction: the session is gone from every listing, its words
     /// kept for the operator.
-    pub fn trash_session_on(c: &mut Connection, session_key: &str) -> rusqlite::Result<()> {
+    pub(crate) fn trash_session_on(c: &mut Connection, session_key: &str) -> rusqlite::Result<()> {
         let entry = trashed_entry(session_key);
         let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute(

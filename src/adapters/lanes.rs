@@ -15,13 +15,13 @@ type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 const IDLE: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Default)]
-pub struct Lanes {
+pub(super) struct Lanes {
     lanes: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>>,
 }
 
 impl Lanes {
     /// Runs `job` after every job queued before it on lane `key`.
-    pub fn run(&self, key: String, job: impl Future<Output = ()> + Send + 'static) {
+    pub(super) fn run(&self, key: String, job: impl Future<Output = ()> + Send + 'static) {
         let mut lanes = match self.lanes.lock() {
             Ok(lanes) => lanes,
             Err(poisoned) => poisoned.into_inner(),

@@ -16,12 +16,12 @@
 //! * Events of one conversation are handled in order ([`lanes`]), conversations side by side.
 
 mod lanes;
-pub mod outbound;
+pub(crate) mod outbound;
 mod pipeline;
-pub mod slack;
-pub mod store;
-pub mod telegram;
-pub mod web;
+pub(crate) mod slack;
+pub(crate) mod store;
+pub(crate) mod telegram;
+pub(crate) mod web;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -32,14 +32,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, AccessError, Delivered, Delivery};
 use crate::config::model::AdapterMode;
-pub use crate::platform::{AdapterSpec, Credential, Identity, Platform, specs};
-pub use pipeline::Adapter;
+pub(crate) use crate::platform::{AdapterSpec, Identity, Platform, specs};
 use store::AdapterStore;
 
 /// `connected | connecting | auth_failed | disabled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ConnectionState {
+pub(crate) enum ConnectionState {
     Connecting,
     Connected,
     AuthFailed,
@@ -48,7 +47,7 @@ pub enum ConnectionState {
 
 impl ConnectionState {
     /// The state as `/v1/status` and `/metrics` name it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ConnectionState::Connecting => "connecting",
             ConnectionState::Connected => "connected",
@@ -62,7 +61,7 @@ impl ConnectionState {
 /// `/metrics` show; `deepcli status` reads it back from `/v1/status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AdapterLive {
+pub(crate) struct AdapterLive {
     pub platform: Platform,
     pub mode: AdapterMode,
     pub state: ConnectionState,
@@ -84,7 +83,7 @@ pub struct AdapterLive {
 /// One platform thread's seed-001 discussion, as `sessions show` tells it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ThreadDiscussion {
+pub(crate) struct ThreadDiscussion {
     pub thread_id: String,
     /// The bots' rounds in the thread so far.
     pub rounds: u32,
@@ -97,7 +96,7 @@ pub struct ThreadDiscussion {
 /// The seed-001 discussions in the conversation `session_key` names, for `sessions show`:
 /// each thread's bot rounds and state (only the session's own thread when the key names one).
 /// Empty when the key names no platform conversation or nothing was discussed in it.
-pub fn discussions(cx: &AdapterCx, session_key: &str) -> Vec<ThreadDiscussion> {
+pub(crate) fn discussions(cx: &AdapterCx, session_key: &str) -> Vec<ThreadDiscussion> {
     // agent:<agent>:<channel>:<kind>:<conversation>[:thread:<thread id>]
     let parts: Vec<&str> = session_key.splitn(7, ':').collect();
     let (channel, conversation) = match parts.as_slice() {
@@ -128,10 +127,10 @@ pub fn discussions(cx: &AdapterCx, session_key: &str) -> Vec<ThreadDiscussion> {
 }
 
 /// Every account's live adapter status, by (channel, account).
-pub type LiveMap = Arc<RwLock<BTreeMap<(String, String), AdapterLive>>>;
+pub(crate) type LiveMap = Arc<RwLock<BTreeMap<(String, String), AdapterLive>>>;
 
 /// What every connection shares.
-pub struct AdapterCx {
+pub(crate) struct AdapterCx {
     pub access: Arc<Access>,
     pub store: Arc<AdapterStore>,
     pub http: reqwest::Client,
@@ -204,7 +203,7 @@ impl AdapterCx {
 
 /// An event as its lane handles it.
 #[derive(Debug, Clone)]
-pub struct Taken {
+pub(crate) struct Taken {
     /// Its id in the inbox.
     pub event_id: String,
     /// Handed in again from the inbox after a restart or reconnect.
@@ -215,7 +214,7 @@ pub struct Taken {
 
 impl Taken {
     /// An event taken now from the platform.
-    pub fn fresh(event_id: String) -> Taken {
+    pub(crate) fn fresh(event_id: String) -> Taken {
         Taken {
             event_id,
             replayed: false,
@@ -225,14 +224,14 @@ impl Taken {
 }
 
 /// One running account: its spec, identity and lanes.
-pub struct RunningAccount {
+pub(crate) struct RunningAccount {
     pub spec: AdapterSpec,
     pub cx: Arc<AdapterCx>,
     identity: RwLock<Option<Identity>>,
 }
 
 impl RunningAccount {
-    pub fn identity(&self) -> Option<Identity> {
+    pub(crate) fn identity(&self) -> Option<Identity> {
         self.identity.read().ok().and_then(|i| i.clone())
     }
 
@@ -379,7 +378,7 @@ impl RunningAccount {
 /// An envelope as an adapter hands it in: the fields of `POST /v1/inbound` it fills.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Envelope {
+pub(crate) struct Envelope {
     pub channel: String,
     pub account_id: String,
     pub peer: Peer,
@@ -397,14 +396,14 @@ pub struct Envelope {
 
 /// Where a message was said: `direct`, `group` or `channel`, and the conversation's id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Peer {
+pub(crate) struct Peer {
     pub kind: &'static str,
     pub id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Sender {
+pub(crate) struct Sender {
     pub is_bot: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -414,7 +413,7 @@ pub struct Sender {
 
 /// What the Access door answered an envelope, read once ([`DoorAnswer::read`]).
 #[derive(Debug, Clone)]
-pub enum DoorAnswer {
+pub(crate) enum DoorAnswer {
     /// Delivered, and the agent replied.
     Answered { text: String },
     /// Answered before (a redelivery): the reply given then, if there was one.
@@ -432,7 +431,7 @@ pub enum DoorAnswer {
 impl DoorAnswer {
     /// Reads the door's answer: taken or refused (for now or for good), and what came of it.
     /// The one place an adapter looks at it.
-    pub fn read(answer: Result<Delivered, AccessError>) -> DoorAnswer {
+    pub(crate) fn read(answer: Result<Delivered, AccessError>) -> DoorAnswer {
         let delivered = match answer {
             Ok(delivered) => delivered,
             Err(e) if e.is_transient() => return DoorAnswer::Transient(e),
@@ -452,7 +451,7 @@ impl DoorAnswer {
 
     /// The reply to post: a redelivery's only when it was taken again from the inbox (the
     /// platform never saw it posted).
-    pub fn reply(self, replayed: bool) -> Option<String> {
+    pub(crate) fn reply(self, replayed: bool) -> Option<String> {
         match self {
             DoorAnswer::Answered { text } => Some(text),
             DoorAnswer::Gated { text } => text,
@@ -503,7 +502,7 @@ pub(crate) async fn hand_in(running: &RunningAccount, envelope: &Envelope) -> Do
 
 /// Why a connection ended.
 #[derive(Debug)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// The platform refused the credentials.
     Auth(String),
     /// Anything else: tried again after the backoff.
@@ -511,8 +510,8 @@ pub enum Stop {
 }
 
 /// The waits between connection attempts.
-pub const BACKOFF_START: Duration = Duration::from_secs(1);
-pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+pub(crate) const BACKOFF_START: Duration = Duration::from_secs(1);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Connected this long, the next failure waits `BACKOFF_START` again.
 const HEALTHY_AFTER: Duration = Duration::from_secs(60);
 
@@ -520,7 +519,7 @@ const HEALTHY_AFTER: Duration = Duration::from_secs(60);
 /// the `failpoints` feature reads `DEEPCLI_FAILPOINT_ADAPTER` once at start-up, see
 /// [`Timings::overridden`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Timings {
+pub(crate) struct Timings {
     /// The first wait between connection attempts, doubling to `backoff_max`.
     pub backoff_start: Duration,
     pub backoff_max: Duration,
@@ -543,7 +542,7 @@ impl Timings {
     /// the first wait in milliseconds, the longest four times it; the long poll in seconds);
     /// a name it does not know, or a value that is no number, is ignored.
     #[cfg(feature = "failpoints")]
-    pub fn overridden(mut self, list: &str) -> Timings {
+    pub(crate) fn overridden(mut self, list: &str) -> Timings {
         for pair in list.split(',') {
             let Some((key, value)) = pair.split_once('=') else {
                 continue;
@@ -565,13 +564,13 @@ impl Timings {
 }
 
 /// The adapters of one controller.
-pub struct Adapters {
+pub(crate) struct Adapters {
     cx: Arc<AdapterCx>,
     running: HashMap<(String, String), (AdapterSpec, tokio::task::JoinHandle<()>)>,
 }
 
 impl Adapters {
-    pub fn new(access: Arc<Access>, store: AdapterStore, timings: Timings) -> Adapters {
+    pub(crate) fn new(access: Arc<Access>, store: AdapterStore, timings: Timings) -> Adapters {
         let http = crate::http_client::builder()
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(90))
@@ -596,17 +595,13 @@ impl Adapters {
         }
     }
 
-    pub fn cx(&self) -> Arc<AdapterCx> {
+    pub(crate) fn cx(&self) -> Arc<AdapterCx> {
         self.cx.clone()
-    }
-
-    pub fn live(&self) -> LiveMap {
-        self.cx.live.clone()
     }
 
     /// Runs exactly `desired`: stops what is gone, disabled or changed, starts what is new or
     /// changed.
-    pub fn converge(&mut self, desired: Vec<AdapterSpec>) {
+    pub(crate) fn converge(&mut self, desired: Vec<AdapterSpec>) {
         let stale: Vec<(String, String)> = self
             .running
             .iter()
@@ -680,7 +675,7 @@ impl Adapters {
     }
 
     /// Stops every connection (shutdown).
-    pub fn stop_all(&mut self) {
+    pub(crate) fn stop_all(&mut self) {
         for (_, (spec, task)) in self.running.drain() {
             task.abort();
             if let Ok(mut endpoints) = self.cx.endpoints.write() {
@@ -809,7 +804,7 @@ fn forget_endpoint(running: &RunningAccount) {
 }
 
 /// The live adapters as the status shows them, by channel then account.
-pub fn snapshot(live: &LiveMap) -> BTreeMap<(String, String), AdapterLive> {
+pub(crate) fn snapshot(live: &LiveMap) -> BTreeMap<(String, String), AdapterLive> {
     live.read().map(|l| l.clone()).unwrap_or_default()
 }
 

@@ -12,32 +12,36 @@ use backon::{ExponentialBuilder, Retryable};
 use super::RunningAccount;
 use crate::access::Access;
 use crate::access::store::DeliveryKey;
-pub use crate::platform::MAX_REPLY_MESSAGES;
 
 /// The reply an agent gives when it has nothing to say: never posted (docs/channels.md).
-pub const NO_REPLY: &str = "NO_REPLY";
+pub(crate) const NO_REPLY: &str = "NO_REPLY";
 
 /// Attempts of one chunk, at most, rate limits and transient failures included.
-pub const ATTEMPTS: u32 = 5;
+pub(crate) const ATTEMPTS: u32 = 5;
 
 /// The longest `retry_after` honoured; a platform asking for more gets a dead letter.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Whether a reply is posted: not when it is empty or exactly `NO_REPLY`.
-pub fn postable(text: &str) -> bool {
+pub(crate) fn postable(text: &str) -> bool {
     let trimmed = text.trim();
     !trimmed.is_empty() && trimmed != NO_REPLY
 }
 
 /// Ends the last piece of a reply cut at `maxReplyMessages`.
-pub const CUT_NOTE: &str = "\n[deepcli: the reply goes on; the rest is not posted here (maxReplyMessages). The whole reply is in the conversation's transcript.]";
+pub(crate) const CUT_NOTE: &str = "\n[deepcli: the reply goes on; the rest is not posted here (maxReplyMessages). The whole reply is in the conversation's transcript.]";
 
 /// Cuts `text` into at most `max` pieces of at most `limit` units (`measure` counts a piece),
 /// on a paragraph break if one falls in the second half of the piece, else a line break, else
 /// a space, else anywhere (between characters). Nothing is lost but the break the cut fell on,
 /// unless the text needs more than `max` pieces: then the last one ends with [`CUT_NOTE`] and
 /// the rest is not posted. However long the text, no more than `max` pieces are measured.
-pub fn split(text: &str, limit: usize, measure: fn(&str) -> usize, max: usize) -> Vec<String> {
+pub(crate) fn split(
+    text: &str,
+    limit: usize,
+    measure: fn(&str) -> usize,
+    max: usize,
+) -> Vec<String> {
     let limit = limit.max(1);
     let max = max.max(1);
     let mut out = Vec::new();
@@ -99,18 +103,18 @@ fn prefix_within(text: &str, limit: usize, measure: fn(&str) -> usize) -> Option
 }
 
 /// Characters (Unicode scalar values).
-pub fn chars(text: &str) -> usize {
+pub(crate) fn chars(text: &str) -> usize {
     text.chars().count()
 }
 
 /// UTF-16 code units: how Telegram counts a message's length.
-pub fn utf16(text: &str) -> usize {
+pub(crate) fn utf16(text: &str) -> usize {
     text.encode_utf16().count()
 }
 
 /// How a platform call that failed is tried again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The platform asked to wait this long.
     RateLimited(Duration),
     /// No answer: tried again after a growing wait.
@@ -141,7 +145,7 @@ fn retry_after(failure: Failure, attempts: u32, backoff: Option<Duration>) -> Op
 
 /// Sends one piece with `send` (platform method `method`), rate limits honoured and transport
 /// failures tried again; the attempts made and the error when it could not be sent.
-pub async fn send_piece<E, Fut>(
+pub(crate) async fn send_piece<E, Fut>(
     running: &RunningAccount,
     method: &str,
     send: impl FnMut() -> Fut,
@@ -188,7 +192,7 @@ where
 
 /// Keeps a reply that cannot be sent as a dead letter, with the reason, and says so in the
 /// channel's log (`deepcli channels logs`).
-pub async fn dead_letter(
+pub(crate) async fn dead_letter(
     access: &Arc<Access>,
     key: DeliveryKey,
     target: String,

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use super::{AdapterSpec, Envelope, Identity, RunningAccount, Taken};
 
 /// What a platform's adapter adds to the pipeline.
-pub trait Adapter: Send + Sync + 'static {
+pub(crate) trait Adapter: Send + Sync + 'static {
     /// The platform's payload as it is taken into the inbox (and read back from it).
     type Event: DeserializeOwned + Send + 'static;
     /// An event mapped: its envelope, its lane, and where its reply goes.
@@ -56,7 +56,7 @@ pub trait Adapter: Send + Sync + 'static {
 
 /// Why an event was not taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NotTaken {
+pub(crate) enum NotTaken {
     /// It names no id (`the event has no \`event_id\``): nothing to know a redelivery by.
     NoId(&'static str),
     /// The inbox could not record it: the platform delivers it again.
@@ -74,7 +74,7 @@ impl std::fmt::Display for NotTaken {
 
 /// Takes one event: recorded (a redelivery of the same id is not taken twice), then handled in
 /// its conversation's lane. `body` is the event as the platform sent it.
-pub async fn take<A: Adapter>(
+pub(super) async fn take<A: Adapter>(
     running: &Arc<RunningAccount>,
     event: A::Event,
     body: &str,
@@ -91,7 +91,7 @@ pub async fn take<A: Adapter>(
 }
 
 /// Hands in again what an earlier run took and did not finish.
-pub async fn replay<A: Adapter>(running: &Arc<RunningAccount>) {
+pub(super) async fn replay<A: Adapter>(running: &Arc<RunningAccount>) {
     let pending = running.pending().await;
     if !pending.is_empty() {
         running
@@ -108,7 +108,7 @@ pub async fn replay<A: Adapter>(running: &Arc<RunningAccount>) {
 
 /// Dispatches a taken event to its lane; a replay after a reconnect skips what a lane holds
 /// already.
-pub fn dispatch<A: Adapter>(running: &Arc<RunningAccount>, taken: Taken, event: A::Event) {
+pub(super) fn dispatch<A: Adapter>(running: &Arc<RunningAccount>, taken: Taken, event: A::Event) {
     let event_id = taken.event_id.clone();
     if !running.cx.claim(&running.spec, &event_id) {
         return;

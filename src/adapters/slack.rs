@@ -24,15 +24,15 @@ use crate::platform::slack::{
 };
 
 /// The longest reply piece: Slack's advice for `text` (it truncates at 40,000).
-pub const TEXT_LIMIT: usize = 4000;
+pub(crate) const TEXT_LIMIT: usize = 4000;
 
 /// `discussion` defaults (docs/channels.md, "Several bots in one workspace: discussions").
-pub const MAX_ROUNDS: u32 = 8;
-pub const CLOSE_MARKER: &str = "DISCUSSION_CLOSE";
-pub const STALL_ROUNDS: u32 = 2;
+pub(crate) const MAX_ROUNDS: u32 = 8;
+pub(crate) const CLOSE_MARKER: &str = "DISCUSSION_CLOSE";
+pub(crate) const STALL_ROUNDS: u32 = 2;
 
 /// Slack's part of the pipeline.
-pub struct Slack;
+pub(crate) struct Slack;
 
 impl Adapter for Slack {
     type Event = Payload;
@@ -207,7 +207,7 @@ async fn take_raw(
 }
 
 /// Takes one `event_callback` from the Events API (`body` as sent).
-pub async fn take(
+pub(crate) async fn take(
     running: &Arc<RunningAccount>,
     event: Payload,
     body: &str,
@@ -217,7 +217,7 @@ pub async fn take(
 
 /// An event as an envelope, and where its reply goes.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mapped {
+pub(crate) struct Mapped {
     pub lane: String,
     pub envelope: Envelope,
     pub conversation: String,
@@ -230,7 +230,7 @@ pub struct Mapped {
 
 /// Maps an `event_callback` (adapters.md, "Event → envelope"), or says why it is not a
 /// message to hand in.
-pub fn map(
+pub(crate) fn map(
     payload: &Payload,
     identity: &Identity,
     channel: &str,
@@ -325,7 +325,7 @@ pub fn map(
 }
 
 /// The user ids of `<@U…>` and `<@U…|name>` in a message's text, each once.
-pub fn mentions(text: &str) -> Vec<String> {
+pub(crate) fn mentions(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut rest = text;
     while let Some(at) = rest.find("<@") {

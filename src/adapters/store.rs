@@ -11,14 +11,14 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::platform::accounts::AccountStore;
 use crate::state::{StateDir, StateError};
 
-pub struct AdapterStore {
+pub(crate) struct AdapterStore {
     db: crate::state::LayerConnection,
     accounts: AccountStore,
 }
 
 /// One event in the inbox.
 #[derive(Debug, Clone)]
-pub struct Pending {
+pub(crate) struct Pending {
     pub event_id: String,
     pub body: String,
     /// How many pieces of its reply were posted before.
@@ -27,7 +27,7 @@ pub struct Pending {
 
 /// A Slack thread's discussion (docs/channels.md, "Several bots in one workspace").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThreadState {
+pub(crate) enum ThreadState {
     Open,
     /// `maxRounds` bot replies (or a stall): bot messages are no longer delivered.
     Limit,
@@ -36,7 +36,7 @@ pub enum ThreadState {
 }
 
 impl ThreadState {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ThreadState::Open => "open",
             ThreadState::Limit => "limit",
@@ -55,7 +55,7 @@ impl ThreadState {
 
 /// Where a discussion happens: (channel, team, conversation, thread).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ThreadKey {
+pub(crate) struct ThreadKey {
     pub channel: String,
     pub team_id: String,
     pub conversation: String,
@@ -64,14 +64,14 @@ pub struct ThreadKey {
 
 /// A discussion as recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Thread {
+pub(crate) struct Thread {
     pub rounds: u32,
     pub state: ThreadState,
     pub notice_sent: bool,
 }
 
 impl AdapterStore {
-    pub fn open(dir: &StateDir) -> Result<AdapterStore, StateError> {
+    pub(crate) fn open(dir: &StateDir) -> Result<AdapterStore, StateError> {
         Ok(AdapterStore {
             db: crate::state::LayerConnection::open(dir, "adapter")?,
             accounts: AccountStore::open(dir)?,
@@ -79,7 +79,7 @@ impl AdapterStore {
     }
 
     /// The account rows: identity recorded, logged out.
-    pub fn accounts(&self) -> &AccountStore {
+    pub(crate) fn accounts(&self) -> &AccountStore {
         &self.accounts
     }
 
@@ -91,7 +91,7 @@ impl AdapterStore {
     }
 
     /// The next `getUpdates` offset recorded for an account.
-    pub fn offset(&self, channel: &str, account: &str) -> Result<Option<i64>, StateError> {
+    pub(crate) fn offset(&self, channel: &str, account: &str) -> Result<Option<i64>, StateError> {
         self.with(|c| {
             c.query_row(
                 "SELECT next FROM adapter_offsets WHERE channel = ?1 AND account_id = ?2",
@@ -105,7 +105,7 @@ impl AdapterStore {
     /// Takes events into the inbox (an event already there is not taken twice) and, in the
     /// same transaction, records the next offset: once this returns, the platform may forget
     /// them. Returns which of `events` were new.
-    pub fn take(
+    pub(crate) fn take(
         &self,
         channel: &str,
         account: &str,
@@ -146,7 +146,12 @@ impl AdapterStore {
     }
 
     /// An event handled to the end: out of the inbox.
-    pub fn done(&self, channel: &str, account: &str, event_id: &str) -> Result<(), StateError> {
+    pub(crate) fn done(
+        &self,
+        channel: &str,
+        account: &str,
+        event_id: &str,
+    ) -> Result<(), StateError> {
         self.with(|c| {
             c.execute(
                 "DELETE FROM adapter_inbox WHERE channel = ?1 AND account_id = ?2 AND event_id = ?3",
@@ -157,7 +162,7 @@ impl AdapterStore {
     }
 
     /// The events an earlier run took and did not finish, oldest first.
-    pub fn pending(&self, channel: &str, account: &str) -> Result<Vec<Pending>, StateError> {
+    pub(crate) fn pending(&self, channel: &str, account: &str) -> Result<Vec<Pending>, StateError> {
         self.with(|c| {
             let mut q = c.prepare(
                 "SELECT event_id, body, posted FROM adapter_inbox WHERE channel = ?1 AND account_id = ?2 ORDER BY seq",
@@ -174,7 +179,7 @@ impl AdapterStore {
     }
 
     /// The first `pieces` pieces of an event's reply were taken by the platform.
-    pub fn set_posted(
+    pub(crate) fn set_posted(
         &self,
         channel: &str,
         account: &str,
@@ -190,7 +195,7 @@ impl AdapterStore {
         })
     }
 
-    pub fn thread(&self, key: &ThreadKey) -> Result<Option<Thread>, StateError> {
+    pub(crate) fn thread(&self, key: &ThreadKey) -> Result<Option<Thread>, StateError> {
         self.with(|c| {
             c.query_row(
                 "SELECT rounds, state, notice_sent FROM discussions
@@ -209,7 +214,7 @@ impl AdapterStore {
     }
 
     /// Writes a thread's discussion state whole.
-    pub fn set_thread(&self, key: &ThreadKey, thread: &Thread) -> Result<(), StateError> {
+    pub(crate) fn set_thread(&self, key: &ThreadKey, thread: &Thread) -> Result<(), StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             c.execute(
@@ -237,7 +242,7 @@ impl AdapterStore {
     /// refused (`None`) when the thread is not open; else the thread after it, and whether
     /// this reply is the one that reached `max_rounds`. A reply that holds the close marker
     /// (`closes`) closes the thread in the same step, so no other bot's reply follows it.
-    pub fn reserve_round(
+    pub(crate) fn reserve_round(
         &self,
         key: &ThreadKey,
         max_rounds: u32,
@@ -289,7 +294,7 @@ impl AdapterStore {
     }
 
     /// Claims the one notice of a thread: true for the first caller only.
-    pub fn claim_notice(&self, key: &ThreadKey) -> Result<bool, StateError> {
+    pub(crate) fn claim_notice(&self, key: &ThreadKey) -> Result<bool, StateError> {
         self.with(|c| {
             c.execute(
                 "UPDATE discussions SET notice_sent = 1
@@ -302,7 +307,7 @@ impl AdapterStore {
 
     /// Every discussion of a conversation's threads, for `sessions show`: thread id → state.
     /// The conversation is matched without regard to case: session keys are lower case.
-    pub fn threads_of(
+    pub(crate) fn threads_of(
         &self,
         channel: &str,
         conversation: &str,

@@ -14,14 +14,14 @@ use super::pipeline::{self, Adapter, NotTaken};
 use super::{AdapterSpec, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken};
 use crate::access::store::DeliveryKey;
 use crate::config::model::AdapterMode;
-pub use crate::platform::telegram::TEXT_LIMIT;
+pub(crate) use crate::platform::telegram::TEXT_LIMIT;
 use crate::platform::telegram::{
     ALLOWED_UPDATES, Api, ApiError, DeleteWebhook, GetUpdates, Ignored, Raw, ReplyParameters,
     SendMessage, SetWebhook, Update,
 };
 
 /// Telegram's part of the pipeline.
-pub struct Telegram;
+pub(crate) struct Telegram;
 
 impl Adapter for Telegram {
     type Event = Update;
@@ -189,7 +189,7 @@ async fn poll(running: &Arc<RunningAccount>, api: &Api<'_>) -> Stop {
 
 /// Takes one update from the webhook (`body` as sent): recorded, then handled in its chat's
 /// lane.
-pub async fn take(
+pub(crate) async fn take(
     running: &Arc<RunningAccount>,
     update: Update,
     body: &str,
@@ -199,7 +199,7 @@ pub async fn take(
 
 /// An update as an envelope, and where its reply goes.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mapped {
+pub(crate) struct Mapped {
     /// The lane: chat and topic.
     pub lane: String,
     pub envelope: Envelope,
@@ -210,7 +210,7 @@ pub struct Mapped {
 
 /// Maps an update (adapters.md, "Update → envelope"), or says why it is not a message to hand
 /// in.
-pub fn map(
+pub(crate) fn map(
     update: &Update,
     identity: &Identity,
     channel: &str,

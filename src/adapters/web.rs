@@ -40,7 +40,7 @@ impl AdapterCx {
 }
 
 /// The adapters' routes, for the controller to mount.
-pub fn router(cx: Arc<AdapterCx>) -> Router {
+pub(crate) fn router(cx: Arc<AdapterCx>) -> Router {
     Router::new()
         .route("/v1/slack/{account}/events", post(slack_events))
         .route("/v1/telegram/{account}/webhook", post(telegram_webhook))

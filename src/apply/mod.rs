@@ -21,7 +21,7 @@ use crate::state::{
 use crate::{failpoint, hash, trash, workspace};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
+pub(crate) enum ApplyError {
     #[error(transparent)]
     State(#[from] StateError),
     /// A step's effect on disk failed.
@@ -58,13 +58,13 @@ pub enum ApplyError {
 
 /// Who applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     Cli,
     Controller,
 }
 
 impl Source {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Source::Cli => "cli",
             Source::Controller => "controller",
@@ -72,7 +72,7 @@ impl Source {
     }
 }
 
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     /// The commit the config directory is checked out at ([`git_commit`]), for the history.
     pub git_commit: Option<String>,
     pub source: Source,
@@ -83,7 +83,7 @@ pub struct Context<'a> {
 
 /// What an apply did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applied {
+pub(crate) struct Applied {
     pub serial: u64,
     pub counts: (u64, u64, u64),
     pub generation: Option<u64>,
@@ -99,7 +99,7 @@ fn step_err(step: &str) -> impl Fn(std::io::Error) -> ApplyError + '_ {
 
 /// A plan that a guard stopped is not applied: the reasons say what to check or which flag
 /// lets it through.
-pub fn refuse_blocked(plan: &Plan) -> Result<(), ApplyError> {
+pub(crate) fn refuse_blocked(plan: &Plan) -> Result<(), ApplyError> {
     if plan.blocked.is_empty() {
         return Ok(());
     }
@@ -112,7 +112,7 @@ pub fn refuse_blocked(plan: &Plan) -> Result<(), ApplyError> {
 }
 
 /// Runs `plan`. The caller holds the state lease.
-pub fn apply(
+pub(crate) fn apply(
     store: &mut StateStore,
     plan: &Plan,
     desired: &Desired,
@@ -639,7 +639,7 @@ fn user() -> String {
 }
 
 /// The commit the config directory is checked out at, when it is a git checkout.
-pub fn git_commit(dir: &Path) -> Option<String> {
+pub(crate) fn git_commit(dir: &Path) -> Option<String> {
     let out = std::process::Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -655,7 +655,7 @@ pub fn git_commit(dir: &Path) -> Option<String> {
 
 /// What a restore put back.
 #[derive(Debug)]
-pub struct Restored {
+pub(crate) struct Restored {
     pub manifest: trash::Manifest,
     /// How many of the agent's conversations (session map, transcripts, delivery records) came
     /// back into the Access tables.
@@ -668,7 +668,7 @@ pub struct Restored {
 /// when a conversation it holds is in use again (an agent with the same id talked in it since).
 /// A restore whose record could not be written is an error: the files are back, and the
 /// message says so.
-pub fn restore(
+pub(crate) fn restore(
     store: &mut StateStore,
     entry: &str,
     guard: &trash::Guard,

@@ -17,8 +17,8 @@
 //! * `operator.rs` — the operator's methods (`approvals/list|show|approve|deny|rules|revoke`).
 
 mod operator;
-pub mod policy;
-pub mod preview;
+pub(crate) mod policy;
+pub(crate) mod preview;
 mod service;
 
 use std::collections::HashMap;
@@ -33,17 +33,17 @@ use crate::runtime::AcpMap;
 use crate::snapshot::Snapshot;
 use crate::state::approvals::ApprovalStore;
 use crate::state::{StateDir, StateError};
-pub use operator::{ApprovalRequest, IdParams, ListParams, RevokeParams, RulesParams};
-pub use policy::Policy;
+pub(crate) use operator::{ApprovalRequest, IdParams, ListParams, RevokeParams, RulesParams};
+pub(crate) use policy::Policy;
 
 /// How long `management_request` waits for a decision before it answers `pending` (the
 /// agent's MCP client gives up on a call after a minute or so); the approval itself stays
 /// pending until `timeoutSeconds`.
-pub const MANAGEMENT_WAIT: std::time::Duration = std::time::Duration::from_secs(45);
+pub(crate) const MANAGEMENT_WAIT: std::time::Duration = std::time::Duration::from_secs(45);
 
 /// Runs an approved management request exactly as the operator's JSON-RPC would (validated,
 /// atomic, lossless): the controller's management service. Blocking.
-pub trait ManagementExecutor: Send + Sync {
+pub(crate) trait ManagementExecutor: Send + Sync {
     /// `method` without its prefix (`agents/create`); the result, or the JSON-RPC error object.
     fn execute(&self, method: &str, params: Value) -> Result<Value, Value>;
 }
@@ -51,7 +51,7 @@ pub trait ManagementExecutor: Send + Sync {
 /// What went wrong with an operator's (or an approver's) call. The HTTP status and the
 /// JSON-RPC code are chosen where the call came in.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ApprovalError {
+pub(crate) enum ApprovalError {
     #[error("no approval `{0}`; `deepcli approvals list --all` shows them")]
     NotFound(String),
     #[error("approval `{id}` is {state} already{by}", by = by.as_ref().map_or(String::new(), |b| format!(" (by {b})")))]
@@ -99,11 +99,11 @@ struct Waiter {
 }
 
 /// Each agent's `permissions`, by agent id: the approvals' piece of the generation in force.
-pub type Policies = HashMap<String, Policy>;
+pub(crate) type Policies = HashMap<String, Policy>;
 
 /// The receiving ends of what the other layers ask of the approvals, made by the composition
 /// root before any of them; the approvals serve them from [`Approvals::new`] on.
-pub struct Asks {
+pub(crate) struct Asks {
     /// The runtimes' `session/request_permission`s.
     pub permissions: mpsc::UnboundedReceiver<crate::runtime::acp::PermissionAsk>,
     /// The turn engine's ended turns and closing sessions.
@@ -114,7 +114,7 @@ pub struct Asks {
     pub management: mpsc::UnboundedReceiver<crate::hub::ManagementAsk>,
 }
 
-pub struct Approvals {
+pub(crate) struct Approvals {
     store: Arc<ApprovalStore>,
     access: Arc<Access>,
     hub: Arc<Hub>,
@@ -129,7 +129,7 @@ impl Approvals {
     /// (the requests died with its runtimes and tool calls). From now on it serves `asks` (on
     /// tasks of their own, as long as it lives); approved management requests run through
     /// `executor`; `policies` are the agents' `permissions` in force.
-    pub fn new(
+    pub(crate) fn new(
         state: &StateDir,
         (access, hub, acp): (Arc<Access>, Arc<Hub>, AcpMap),
         policies: Snapshot<Arc<Policies>>,

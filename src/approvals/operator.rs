@@ -15,7 +15,7 @@ use crate::state::approvals::{ApprovalEvent, ApprovalFilter, ApprovalRecord, App
 
 /// One operator call, typed: the method and its params.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ApprovalRequest {
+pub(crate) enum ApprovalRequest {
     List(ListParams),
     Show(IdParams),
     Approve(DecideParams),
@@ -26,7 +26,7 @@ pub enum ApprovalRequest {
 
 impl ApprovalRequest {
     /// The methods, without the JSON-RPC prefix.
-    pub const METHODS: [&'static str; 6] = [
+    pub(crate) const METHODS: [&'static str; 6] = [
         "approvals/list",
         "approvals/show",
         "approvals/approve",
@@ -37,7 +37,7 @@ impl ApprovalRequest {
 
     /// The request `method` (without the prefix) with `params` names; `None` when `method` is
     /// not one of [`ApprovalRequest::METHODS`].
-    pub fn parse(method: &str, p: Value) -> Option<Result<ApprovalRequest, ApprovalError>> {
+    pub(crate) fn parse(method: &str, p: Value) -> Option<Result<ApprovalRequest, ApprovalError>> {
         fn params<T: serde::de::DeserializeOwned>(
             method: &str,
             p: Value,
@@ -64,7 +64,7 @@ impl ApprovalRequest {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ListParams {
+pub(crate) struct ListParams {
     pub state: Option<String>,
     pub agent_id: Option<String>,
     /// Every state, not only the pending ones.
@@ -75,13 +75,13 @@ pub struct ListParams {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct IdParams {
+pub(crate) struct IdParams {
     pub id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct DecideParams {
+pub(crate) struct DecideParams {
     pub id: String,
     #[serde(default)]
     pub always: bool,
@@ -96,7 +96,7 @@ pub struct DecideParams {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RulesParams {
+pub(crate) struct RulesParams {
     pub agent_id: Option<String>,
     /// Revoked rules too.
     #[serde(default)]
@@ -105,14 +105,14 @@ pub struct RulesParams {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RevokeParams {
+pub(crate) struct RevokeParams {
     pub rule_id: String,
 }
 
 /// What an operator call gives back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
-pub enum ApprovalAnswer {
+pub(crate) enum ApprovalAnswer {
     /// `approvals/list`: newest first.
     List { approvals: Vec<ApprovalRecord> },
     /// `approvals/show`: one approval with its events.
@@ -131,7 +131,7 @@ pub enum ApprovalAnswer {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Decided {
+pub(crate) struct Decided {
     pub approval: Box<ApprovalRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<ApprovalRule>,
@@ -141,7 +141,7 @@ pub struct Decided {
 
 impl Approvals {
     /// One operator call.
-    pub async fn operator(
+    pub(crate) async fn operator(
         self: &Arc<Self>,
         request: ApprovalRequest,
     ) -> Result<ApprovalAnswer, ApprovalError> {
@@ -205,7 +205,7 @@ impl Approvals {
     }
 
     /// Approvals, newest first: the pending ones, or (`all`, `state`) others.
-    pub async fn list(&self, p: ListParams) -> Result<ApprovalAnswer, ApprovalError> {
+    pub(crate) async fn list(&self, p: ListParams) -> Result<ApprovalAnswer, ApprovalError> {
         let state = match &p.state {
             None => None,
             Some(s) => Some(ApprovalState::parse(s).ok_or_else(|| {
@@ -224,7 +224,7 @@ impl Approvals {
     }
 
     /// One approval with its events.
-    pub async fn show(&self, id: &str) -> Result<ApprovalAnswer, ApprovalError> {
+    pub(crate) async fn show(&self, id: &str) -> Result<ApprovalAnswer, ApprovalError> {
         let key = id.to_string();
         let (record, events) = self
             .db(move |s| Ok((s.get(&key)?, s.events(&key)?)))

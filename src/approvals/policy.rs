@@ -13,14 +13,14 @@ use crate::state::TitleMatch;
 use crate::state::approvals::ApprovalRule;
 
 /// `permissions.timeoutSeconds` when unset.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Tool kinds `approve-reads` allows: ACP's `read` and `search`, which change nothing.
-pub const READ_KINDS: [&str; 2] = ["read", "search"];
+pub(crate) const READ_KINDS: [&str; 2] = ["read", "search"];
 
 /// One agent's `permissions`, defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Policy {
+pub(crate) struct Policy {
     pub mode: PermissionMode,
     pub timeout: Duration,
     /// `<channel>:<senderId>`, as written (the channel lower-cased).
@@ -31,7 +31,7 @@ pub struct Policy {
 }
 
 impl Policy {
-    pub fn of(permissions: Option<&Permissions>) -> Policy {
+    pub(crate) fn of(permissions: Option<&Permissions>) -> Policy {
         let p = permissions.cloned().unwrap_or_default();
         let approvers = p
             .approvers
@@ -66,13 +66,13 @@ impl Policy {
     }
 
     /// Whether `sender` (`<channel>:<senderId>`) may answer from a chat.
-    pub fn is_approver(&self, sender: &str) -> bool {
+    pub(crate) fn is_approver(&self, sender: &str) -> bool {
         self.approvers.iter().any(|a| a == sender)
     }
 }
 
 /// Every agent's policy, by id.
-pub fn policies(config: &Config) -> HashMap<String, Policy> {
+pub(crate) fn policies(config: &Config) -> HashMap<String, Policy> {
     config
         .agents
         .iter()
@@ -81,7 +81,7 @@ pub fn policies(config: &Config) -> HashMap<String, Policy> {
 }
 
 /// The answer the mode gives a tool call of `kind`, if it gives one.
-pub fn by_mode(mode: PermissionMode, kind: &str) -> Option<bool> {
+pub(crate) fn by_mode(mode: PermissionMode, kind: &str) -> Option<bool> {
     match mode {
         PermissionMode::Ask => None,
         PermissionMode::ApproveAll => Some(true),
@@ -92,7 +92,7 @@ pub fn by_mode(mode: PermissionMode, kind: &str) -> Option<bool> {
 
 /// The first live rule that allows a tool call of `kind` titled `title` whose raw input is
 /// `raw_input` (`null` when the runtime sent none).
-pub fn matching_rule<'a>(
+pub(crate) fn matching_rule<'a>(
     rules: &'a [ApprovalRule],
     kind: &str,
     title: &str,
@@ -112,7 +112,7 @@ pub fn matching_rule<'a>(
 
 /// `pattern` against `title`: exact, except that `*` matches any run of characters. Only for
 /// a pattern the operator wrote (`--pattern`); a title is never read as one.
-pub fn title_matches(pattern: &str, title: &str) -> bool {
+pub(crate) fn title_matches(pattern: &str, title: &str) -> bool {
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or("");
     let Some(mut rest) = title.strip_prefix(first) else {
@@ -132,12 +132,15 @@ pub fn title_matches(pattern: &str, title: &str) -> bool {
 }
 
 /// The longest pattern an operator may write.
-pub const MAX_PATTERN: usize = 1000;
+pub(crate) const MAX_PATTERN: usize = 1000;
 
 /// What a rule made from a request titled `title` matches: the title itself, or the operator's
 /// `pattern`, which must be a pattern (it holds a `*`) that matches `title`, so that the rule
 /// covers at least the request it answers.
-pub fn rule_title(title: &str, pattern: Option<&str>) -> Result<(String, TitleMatch), String> {
+pub(crate) fn rule_title(
+    title: &str,
+    pattern: Option<&str>,
+) -> Result<(String, TitleMatch), String> {
     let Some(pattern) = pattern else {
         return Ok((title.to_string(), TitleMatch::Exact));
     };
@@ -162,7 +165,7 @@ pub fn rule_title(title: &str, pattern: Option<&str>) -> Result<(String, TitleMa
 /// The shape of a tool call's raw input: its keys (sorted) and the types of their values, no
 /// value itself, as compact JSON; `None` when there is no raw input. An array's shape is the
 /// distinct shapes of its items.
-pub fn input_shape(raw_input: &Value) -> Option<String> {
+pub(crate) fn input_shape(raw_input: &Value) -> Option<String> {
     fn shape(v: &Value) -> Value {
         match v {
             Value::Null => json!("null"),
@@ -191,7 +194,7 @@ pub fn input_shape(raw_input: &Value) -> Option<String> {
 }
 
 /// A rule in words, its title and pattern literally (quoted, escaped): `rule <id>: later …`.
-pub fn describe_rule(rule: &ApprovalRule) -> String {
+pub(crate) fn describe_rule(rule: &ApprovalRule) -> String {
     let title = match rule.title_match {
         TitleMatch::Exact => format!("titled exactly {:?}", rule.title_pattern),
         TitleMatch::Pattern => format!(
@@ -210,7 +213,7 @@ pub fn describe_rule(rule: &ApprovalRule) -> String {
 }
 
 /// The hash a decision is bound to: the action as the agent described it.
-pub fn content_hash(action: &Value) -> String {
+pub(crate) fn content_hash(action: &Value) -> String {
     crate::hash::Hasher::default()
         .part(action.to_string().as_bytes())
         .finish()
@@ -219,7 +222,7 @@ pub fn content_hash(action: &Value) -> String {
 /// The option (its `optionId`) that carries a decision: the kind asked for first, then its
 /// sibling (`allow_once` ↔ `allow_always`, `reject_once` ↔ `reject_always`). `None`: the
 /// agent offered no option of that direction.
-pub fn option_for(options: &Value, allow: bool, always: bool) -> Option<(String, String)> {
+pub(crate) fn option_for(options: &Value, allow: bool, always: bool) -> Option<(String, String)> {
     let order: [&str; 2] = match (allow, always) {
         (true, false) => ["allow_once", "allow_always"],
         (true, true) => ["allow_always", "allow_once"],

@@ -9,15 +9,15 @@ use crate::state::approvals::ManagementPreview;
 
 /// The requestable methods whose dry run shows a diff of the config files; the pairing
 /// methods write the state database, not a file.
-pub fn has_dry_run(method: &str) -> bool {
+pub(crate) fn has_dry_run(method: &str) -> bool {
     method.starts_with("agents/") || method.starts_with("channels/")
 }
 
 /// The most of a diff an announce carries into a chat (`approvals show` has it whole).
-pub const ANNOUNCE_DIFF_BYTES: usize = 3000;
+pub(crate) const ANNOUNCE_DIFF_BYTES: usize = 3000;
 
 /// What `method` with `params`, asked by agent `requester`, touches beyond `requester` itself.
-pub fn flags(requester: &str, method: &str, params: &Value) -> Vec<String> {
+pub(crate) fn flags(requester: &str, method: &str, params: &Value) -> Vec<String> {
     let target = params["agentId"].as_str().unwrap_or("");
     let other =
         !target.is_empty() && crate::ids::agent_id(target) != crate::ids::agent_id(requester);
@@ -119,7 +119,7 @@ fn account(params: &Value) -> String {
 
 /// The preview from a dry run's answer: the management result's `written` (files, diff), or
 /// its error (approving it would write nothing as things stand).
-pub fn from_dry_run(
+pub(crate) fn from_dry_run(
     requester: &str,
     method: &str,
     params: &Value,
@@ -171,7 +171,7 @@ fn find_written(result: &Value) -> Option<&Value> {
 
 /// The preview as the person deciding reads it: the flags, then the diff (at most `limit`
 /// bytes of it), or why there is none. Each line starts with `indent`.
-pub fn render(preview: &ManagementPreview, indent: &str, limit: Option<usize>) -> String {
+pub(crate) fn render(preview: &ManagementPreview, indent: &str, limit: Option<usize>) -> String {
     let mut out = String::new();
     for flag in &preview.flags {
         out.push_str(&format!("{indent}! {flag}\n"));

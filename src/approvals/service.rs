@@ -22,7 +22,7 @@ use crate::state::{ApprovalSource, ApprovalState};
 
 /// Who decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decider {
+pub(crate) enum Decider {
     /// The operator token (CLI, HTTP, JSON-RPC).
     Operator,
     /// A chat sender, `<channel>:<senderId>`.
@@ -273,13 +273,13 @@ impl Approvals {
     /// The controller is stopping: nothing it waits for will be answered by a person now, so
     /// every pending approval is void (the runtimes get a deny and their turns end, which lets
     /// the requests in flight finish).
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         self.void_where("the controller stopped", |_| true).await;
     }
 
     /// The agents' `permissions` of a newly applied config are in force, replacing `before`: a
     /// pending approval of an agent whose permissions changed (or which is gone) is void.
-    pub async fn policies_changed(&self, before: &super::Policies) {
+    pub(crate) async fn policies_changed(&self, before: &super::Policies) {
         let next = self.policies.load();
         let changed: Vec<String> = next
             .iter()
@@ -308,7 +308,7 @@ impl Approvals {
     /// Decides approval `id` (approvals.md, "Rules"): only while pending, only by the operator
     /// or one of the agent's `approvers`, only while it still stands for what was asked (the
     /// content hash, the session waiting, the permissions it was asked under).
-    pub async fn decide(
+    pub(crate) async fn decide(
         &self,
         id: &str,
         allow: bool,
@@ -472,7 +472,7 @@ impl Approvals {
 
     /// The rule `approve <id> --always` (with `pattern`) would save, nothing decided: what the
     /// CLI shows before it saves an operator's pattern.
-    pub async fn preview_rule(
+    pub(crate) async fn preview_rule(
         &self,
         id: &str,
         pattern: Option<&str>,

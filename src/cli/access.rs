@@ -11,14 +11,14 @@ use super::{ExitStatus, GlobalSettings};
 use crate::state::StateDir;
 
 #[derive(Debug, Subcommand)]
-pub enum AccessCommand {
+pub(super) enum AccessCommand {
     /// Serve the Access API on a published routing plan (no config, no runtimes); reload it
     /// when its generation changes.
     Serve(ServeArgs),
 }
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(super) struct ServeArgs {
     /// The routing plan to serve (`<state>/routing-plan.json` as `deepcli apply` publishes it).
     #[arg(long, value_name = "FILE")]
     plan: PathBuf,
@@ -32,7 +32,7 @@ pub struct ServeArgs {
     access: AccessArgs,
 }
 
-pub fn run(global: &GlobalSettings, command: AccessCommand) -> ExitStatus {
+pub(super) fn run(global: &GlobalSettings, command: AccessCommand) -> ExitStatus {
     let AccessCommand::Serve(args) = command;
     init_logging(args.log_format, global.output);
     let runtime = match async_runtime() {

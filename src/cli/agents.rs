@@ -11,7 +11,7 @@ use crate::manage::{self, agents};
 use crate::plural::plural;
 
 #[derive(Debug, Subcommand)]
-pub enum AgentsCommand {
+pub(super) enum AgentsCommand {
     /// Every agent: identity, workspace, model, runtime status, routes.
     List {
         /// Include each agent's bindings.
@@ -43,7 +43,7 @@ pub enum AgentsCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct AddArgs {
+pub(super) struct AddArgs {
     /// The agent's name; its id is the name normalized (lowercase, `-` for other characters).
     name: String,
     /// The agent's workspace, made absolute [default: <state>/workspaces/<id>].
@@ -64,7 +64,7 @@ pub struct AddArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct SetIdentityArgs {
+pub(super) struct SetIdentityArgs {
     /// The agent's id.
     agent_id: String,
     /// Read `- Name:`/`- Emoji:`/`- Theme:`/`- Avatar:` from the workspace's IDENTITY.md.
@@ -90,7 +90,7 @@ pub struct SetIdentityArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct BindArgs {
+pub(super) struct BindArgs {
     /// The agent's id.
     agent_id: String,
     /// Route CHANNEL (its default account) or CHANNEL:ACCOUNT to the agent; repeatable.
@@ -101,7 +101,7 @@ pub struct BindArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct UnbindArgs {
+pub(super) struct UnbindArgs {
     /// The agent's id.
     agent_id: String,
     /// Remove the agent's binding of CHANNEL or CHANNEL:ACCOUNT; repeatable.
@@ -120,7 +120,7 @@ pub struct UnbindArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DeleteArgs {
+pub(super) struct DeleteArgs {
     /// The agent's id.
     agent_id: String,
     /// Do not ask (required without a terminal).
@@ -143,7 +143,7 @@ fn absolute(path: PathBuf) -> String {
         .into_owned()
 }
 
-pub fn run(global: &GlobalSettings, command: AgentsCommand) -> ExitStatus {
+pub(super) fn run(global: &GlobalSettings, command: AgentsCommand) -> ExitStatus {
     let ctx = context(global);
     let out = global.output;
     match command {

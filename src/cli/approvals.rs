@@ -17,7 +17,7 @@ Exit codes:
   2  no controller runs on this state directory, or it could not be reached";
 
 #[derive(Debug, Subcommand)]
-pub enum ApprovalsCommand {
+pub(super) enum ApprovalsCommand {
     /// Pending approvals, newest first (--all: every state); a management request with what it
     /// would write (its dry run's diff) and what it touches beyond the agent asking.
     #[command(after_help = EXIT_CODES)]
@@ -42,7 +42,7 @@ pub enum ApprovalsCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(super) struct ListArgs {
     /// Only this agent's.
     #[arg(long, value_name = "ID")]
     agent: Option<String>,
@@ -58,7 +58,7 @@ pub struct ListArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct IdArgs {
+pub(super) struct IdArgs {
     /// The approval id.
     id: String,
     /// Print the result as JSON.
@@ -67,7 +67,7 @@ pub struct IdArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DecideArgs {
+pub(super) struct DecideArgs {
     /// The approval id.
     id: String,
     /// Approve: also allow this agent's later requests of the same tool kind, the exact same
@@ -89,7 +89,7 @@ pub struct DecideArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RulesArgs {
+pub(super) struct RulesArgs {
     /// Only this agent's.
     #[arg(long, value_name = "ID")]
     agent: Option<String>,
@@ -102,7 +102,7 @@ pub struct RulesArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RevokeArgs {
+pub(super) struct RevokeArgs {
     /// The rule id (`approvals rules`).
     rule: String,
     /// Print the result as JSON.
@@ -110,7 +110,7 @@ pub struct RevokeArgs {
     json: bool,
 }
 
-pub fn run(global: &GlobalSettings, command: ApprovalsCommand) -> ExitStatus {
+pub(super) fn run(global: &GlobalSettings, command: ApprovalsCommand) -> ExitStatus {
     let quick = Duration::from_secs(5);
     // A decided management request runs before the answer: give it the time an apply takes.
     let decide = Duration::from_secs(60);

@@ -12,7 +12,7 @@ use crate::state::audit::{AuditEvent, AuditFilter, parse_since};
 use crate::state::{StateDir, StateStore};
 
 #[derive(Debug, Args)]
-pub struct AuditArgs {
+pub(super) struct AuditArgs {
     /// Only what involves this agent's sessions.
     #[arg(long, value_name = "ID")]
     agent: Option<String>,
@@ -33,7 +33,7 @@ pub struct AuditArgs {
     json: bool,
 }
 
-pub fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
+pub(super) fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
     let since = match args.since.as_deref().map(parse_since) {
         None => None,
         Some(Ok(since)) => Some(since),
@@ -83,7 +83,7 @@ pub fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
 }
 
 /// One line per event: when, what, deepcli's sentence, and the rows that hold more.
-pub fn render(events: &[AuditEvent]) -> String {
+pub(super) fn render(events: &[AuditEvent]) -> String {
     if events.is_empty() {
         return "Nothing recorded.\n".to_string();
     }

@@ -11,7 +11,7 @@ use crate::manage::{channels, rpc};
 use crate::plural::plural;
 
 #[derive(Debug, Subcommand)]
-pub enum ChannelsCommand {
+pub(super) enum ChannelsCommand {
     /// The channels and accounts of channels.yaml (credential references, never values).
     List {
         /// Print the result as JSON.
@@ -73,7 +73,7 @@ pub enum ChannelsCommand {
 #[command(after_help = "\
 REF is where the secret is, never the secret: env:VAR, file:/path or ${VAR}. A literal
 secret is refused, and neither written nor echoed.")]
-pub struct AddArgs {
+pub(super) struct AddArgs {
     /// The platform: telegram, slack, discord, … (`deepcli channels capabilities` lists them).
     #[arg(long, value_name = "NAME")]
     channel: String,
@@ -115,7 +115,7 @@ pub struct AddArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct LoginArgs {
+pub(super) struct LoginArgs {
     /// The channel (slack or telegram).
     #[arg(long, value_name = "NAME")]
     channel: String,
@@ -131,7 +131,7 @@ pub struct LoginArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ResolveArgs {
+pub(super) struct ResolveArgs {
     /// The names: `@user` or `#channel` (or plain, with --kind).
     #[arg(required = true, value_name = "NAME")]
     names: Vec<String>,
@@ -153,7 +153,7 @@ pub struct ResolveArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RemoveArgs {
+pub(super) struct RemoveArgs {
     /// The channel (platform) of channels.yaml.
     #[arg(long, value_name = "NAME")]
     channel: String,
@@ -167,7 +167,7 @@ pub struct RemoveArgs {
     write: WriteArgs,
 }
 
-pub fn run(global: &GlobalSettings, command: ChannelsCommand) -> ExitStatus {
+pub(super) fn run(global: &GlobalSettings, command: ChannelsCommand) -> ExitStatus {
     let ctx = context(global);
     let out = global.output;
     match command {

@@ -26,7 +26,7 @@ Exit codes:
   2  could not run: bad flags, a code that cannot be one, a damaged state database";
 
 #[derive(Debug, Args)]
-pub struct WriteArgs {
+pub(super) struct WriteArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub(crate) json: bool,

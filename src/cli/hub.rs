@@ -19,14 +19,14 @@ Exit codes:
   2  no controller runs on this state directory, or it could not be reached";
 
 #[derive(Debug, Subcommand)]
-pub enum HubCommand {
+pub(super) enum HubCommand {
     /// The `deepcli` MCP server on stdio, forwarding to the controller (DEEPCLI_HUB_URL,
     /// DEEPCLI_HUB_TOKEN). deepcli names it in every ACP session it opens; agents start it.
     Mcp,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum SessionsCommand {
+pub(super) enum SessionsCommand {
     /// Every session the hub knows: key, agent, kind, label, last activity, queue depth.
     #[command(after_help = EXIT_CODES)]
     List(ListArgs),
@@ -50,7 +50,7 @@ pub enum SessionsCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RunsCommand {
+pub(super) enum RunsCommand {
     /// Runs (one per sessions_send or sessions_spawn), newest first.
     #[command(after_help = EXIT_CODES)]
     List(RunsArgs),
@@ -71,7 +71,7 @@ pub enum RunsCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(super) struct ListArgs {
     /// Only this agent's sessions.
     #[arg(long, value_name = "ID")]
     agent: Option<String>,
@@ -87,7 +87,7 @@ pub struct ListArgs {
 
 /// A page of a list (hub.md, "Paging").
 #[derive(Debug, Args)]
-pub struct PageArgs {
+pub(super) struct PageArgs {
     /// Most entries [default: 50, at most 200].
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -97,7 +97,7 @@ pub struct PageArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct KeyArgs {
+pub(super) struct KeyArgs {
     /// The session key (agent:<id>:…).
     session_key: String,
     /// Print the result as JSON.
@@ -106,7 +106,7 @@ pub struct KeyArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct HistoryArgs {
+pub(super) struct HistoryArgs {
     /// The session key.
     session_key: String,
     #[command(flatten)]
@@ -117,7 +117,7 @@ pub struct HistoryArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct SendArgs {
+pub(super) struct SendArgs {
     /// The session key.
     session_key: String,
     /// The message.
@@ -131,7 +131,7 @@ pub struct SendArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CloseArgs {
+pub(super) struct CloseArgs {
     /// The session key.
     session_key: String,
     /// Also move its transcript to the trash tables.
@@ -143,7 +143,7 @@ pub struct CloseArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RunsArgs {
+pub(super) struct RunsArgs {
     /// Only runs in this state (accepted, running, completed, failed, timed_out,
     /// cancel_requested, cancelled, uncertain).
     #[arg(long, value_name = "STATE")]
@@ -162,7 +162,7 @@ pub struct RunsArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(super) struct RunArgs {
     /// The run id.
     run_id: String,
     /// Print the result as JSON.
@@ -170,7 +170,7 @@ pub struct RunArgs {
     json: bool,
 }
 
-pub fn hub(command: HubCommand) -> ExitStatus {
+pub(super) fn hub(command: HubCommand) -> ExitStatus {
     let HubCommand::Mcp = command;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -259,7 +259,7 @@ pub(super) fn text(v: &Value) -> String {
     }
 }
 
-pub fn sessions(global: &GlobalSettings, command: SessionsCommand) -> ExitStatus {
+pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> ExitStatus {
     let quick = Duration::from_secs(5);
     let outcome = match &command {
         SessionsCommand::List(a) => rpc(
@@ -428,7 +428,7 @@ fn closed_human(r: &Value) -> String {
     format!("closed session {key}: {}\n", parts.join(", "))
 }
 
-pub fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus {
+pub(super) fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus {
     let quick = Duration::from_secs(5);
     match command {
         RunsCommand::List(a) => {

@@ -13,7 +13,7 @@ use crate::routing::Peer;
 use crate::state::{StateDir, StateStore};
 
 #[derive(Debug, Subcommand)]
-pub enum InboundCommand {
+pub(super) enum InboundCommand {
     /// Send a message into the hub through the running controller, as the channel account
     /// would: routed, delivered to the agent's runtime, answered; prints the reply.
     Send(SendArgs),
@@ -29,7 +29,7 @@ Exit codes:
   1  refused: the answer says why (an undeclared or disabled account, a runtime down, …), or
      gated by the inbound policy (the reason and the setting that decided are printed)
   2  no controller runs on this state directory, or it could not be reached")]
-pub struct SendArgs {
+pub(super) struct SendArgs {
     /// The channel: a key of `channels` in channels.yaml.
     #[arg(long, value_name = "NAME")]
     channel: String,
@@ -65,7 +65,7 @@ pub struct SendArgs {
     text: String,
 }
 
-pub fn run(global: &GlobalSettings, command: InboundCommand) -> ExitStatus {
+pub(super) fn run(global: &GlobalSettings, command: InboundCommand) -> ExitStatus {
     let InboundCommand::Send(args) = command;
     let mut err = anstream::stderr();
     let dir = StateDir::new(&global.load.state_dir);

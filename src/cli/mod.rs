@@ -207,7 +207,7 @@ impl From<ExitStatus> for ExitCode {
 
 /// Settings every command shares, resolved from flags and the environment.
 #[derive(Debug, Clone)]
-pub struct GlobalSettings {
+pub(crate) struct GlobalSettings {
     pub config_dir: PathBuf,
     pub load: LoadOptions,
     pub(crate) output: Output,

@@ -20,14 +20,14 @@ Exit codes:
   2  could not run: the input is not JSON5 or too large, a file exists (use --force), bad flags";
 
 #[derive(Debug, Subcommand)]
-pub enum ImportCommand {
+pub(super) enum ImportCommand {
     /// Convert an openclaw.json (JSON5) into agents.yaml, channels.yaml and bindings.yaml.
     #[command(after_help = IMPORT_EXIT_CODES)]
     Openclaw(ImportArgs),
 }
 
 #[derive(Debug, Args)]
-pub struct ImportArgs {
+pub(super) struct ImportArgs {
     /// The openclaw.json to import, or `-` for standard input.
     #[arg(value_name = "FILE|-")]
     file: PathBuf,
@@ -43,13 +43,13 @@ pub struct ImportArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ExportCommand {
+pub(super) enum ExportCommand {
     /// Print the config (--config DIR) as an openclaw.json fragment for OpenClaw 2026.9.
     Openclaw(ExportArgs),
 }
 
 #[derive(Debug, Args)]
-pub struct ExportArgs {
+pub(super) struct ExportArgs {
     /// Write the fragment to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -61,7 +61,7 @@ pub struct ExportArgs {
     json: bool,
 }
 
-pub fn import(global: &GlobalSettings, command: ImportCommand) -> ExitStatus {
+pub(super) fn import(global: &GlobalSettings, command: ImportCommand) -> ExitStatus {
     let ImportCommand::Openclaw(args) = command;
     let (bytes, source) = match read_input(&args.file) {
         Ok(read) => read,
@@ -190,7 +190,7 @@ pub(crate) fn human(r: &ImportResult, out: Output) -> String {
     s
 }
 
-pub fn export(global: &GlobalSettings, command: ExportCommand) -> ExitStatus {
+pub(super) fn export(global: &GlobalSettings, command: ExportCommand) -> ExitStatus {
     let ExportCommand::Openclaw(args) = command;
     let ctx = crate::manage::ManageContext::new(&global.config_dir, global.load.clone());
     let result: ExportResult = match export_openclaw(&ctx, args.json5) {

@@ -13,7 +13,7 @@ use clap::ValueEnum;
 /// `--color`: when to colour human output. (The values have no doc comments on purpose: clap
 /// then lists them on one line instead of turning every command's help into its long form.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Color {
+pub(super) enum Color {
     Auto,
     Always,
     Never,

@@ -9,7 +9,7 @@ use super::{ExitStatus, GlobalSettings, Output};
 use crate::manage::pairing;
 
 #[derive(Debug, Subcommand)]
-pub enum PairingCommand {
+pub(super) enum PairingCommand {
     /// The pending pairing requests (with their codes) and the approved senders.
     List {
         /// Only this channel.
@@ -50,7 +50,7 @@ pub enum PairingCommand {
     },
 }
 
-pub fn run(global: &GlobalSettings, command: PairingCommand) -> ExitStatus {
+pub(super) fn run(global: &GlobalSettings, command: PairingCommand) -> ExitStatus {
     let ctx = context(global);
     let out = global.output;
     match command {

@@ -21,7 +21,7 @@ Exit codes:
      also a plan that could not run
   2  changes to apply (with --detailed-exitcode); without it, the plan could not run
      (unreadable or empty config directory, damaged state database)")]
-pub struct PlanArgs {
+pub(super) struct PlanArgs {
     /// Add field-level and file-level diffs under each action.
     #[arg(long)]
     diff: bool,
@@ -56,7 +56,7 @@ Exit codes:
   1  refused or failed: invalid config, blocked or stale plan, no confirmation
   2  the command could not run (unreadable or empty config directory, damaged state
      database)")]
-pub struct ApplyArgs {
+pub(super) struct ApplyArgs {
     /// A plan saved by `deepcli plan --out`: apply exactly it, or refuse if it is stale.
     plan: Option<PathBuf>,
     /// Do not ask for confirmation.
@@ -182,7 +182,7 @@ where
     })
 }
 
-pub fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
+pub(super) fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
     match make_plan(global, &args) {
         Ok(changes) if changes && args.detailed_exitcode => ExitStatus::Error,
         Ok(_) => ExitStatus::Success,
@@ -294,7 +294,7 @@ fn file_diffs(plan: &Plan, desired: &Desired) -> render::FileDiffs {
     diffs
 }
 
-pub fn apply(global: &GlobalSettings, args: ApplyArgs) -> ExitStatus {
+pub(super) fn apply(global: &GlobalSettings, args: ApplyArgs) -> ExitStatus {
     match run_apply(global, &args) {
         Ok(status) => status,
         Err(ApplyError::State(e)) => state_error(&e),

@@ -38,7 +38,7 @@ Exit codes:
   1  the config has errors (nothing is routed), a batch line was bad, or (with --strict) a
      route named an undeclared channel or account
   2  the command could not run (bad flags, unreadable config or plan)")]
-pub struct RouteArgs {
+pub(super) struct RouteArgs {
     /// The platform the message arrived on (telegram, discord, slack, …).
     #[arg(long, required_unless_present = "batch", value_name = "CH")]
     channel: Option<String>,
@@ -122,7 +122,7 @@ fn parse_scope<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> 
     })
 }
 
-pub fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
+pub(super) fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
     let Loaded {
         plan,
         declared,

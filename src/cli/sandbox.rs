@@ -10,7 +10,7 @@ use super::{ExitStatus, GlobalSettings};
 use crate::sandbox::{Host, Layout, Surroundings, explain};
 
 #[derive(Debug, Subcommand)]
-pub enum SandboxCommand {
+pub(super) enum SandboxCommand {
     /// What AGENT's runtime can and cannot touch: the paths it reads and writes, what stays
     /// hidden, its network, processes and environment (names only), and which backend
     /// enforces it here and why — from the config directory, as `deepcli up` starts it.
@@ -55,7 +55,7 @@ Exit codes:
     },
 }
 
-pub fn run(global: &GlobalSettings, command: SandboxCommand) -> ExitStatus {
+pub(super) fn run(global: &GlobalSettings, command: SandboxCommand) -> ExitStatus {
     match command {
         SandboxCommand::Explain { agent, json } => run_explain(global, &agent, json),
         SandboxCommand::Forward {

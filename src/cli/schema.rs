@@ -8,7 +8,7 @@ use super::ExitStatus;
 use crate::config::{FileKind, schema};
 
 #[derive(Debug, Args)]
-pub struct SchemaArgs {
+pub(super) struct SchemaArgs {
     /// Which file's schema to print.
     file: SchemaFile,
 }
@@ -23,7 +23,7 @@ enum SchemaFile {
     Bindings,
 }
 
-pub fn run(args: SchemaArgs) -> ExitStatus {
+pub(super) fn run(args: SchemaArgs) -> ExitStatus {
     let kind = match args.file {
         SchemaFile::Agents => FileKind::Agents,
         SchemaFile::Channels => FileKind::Channels,

@@ -9,20 +9,20 @@ use crate::state::{StateDir, StateStore};
 use crate::trash;
 
 #[derive(Debug, Subcommand)]
-pub enum StateCommand {
+pub(super) enum StateCommand {
     /// Print the live state as JSON (secrets as references), for `deepcli plan --live`.
     Export,
 }
 
 #[derive(Debug, Args)]
-pub struct HistoryArgs {
+pub(super) struct HistoryArgs {
     /// Print the history as JSON.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum TrashCommand {
+pub(super) enum TrashCommand {
     /// List what deleting agents moved to trash.
     List {
         /// Print the entries as JSON.
@@ -91,7 +91,7 @@ fn no_state(dir: &StateDir) -> ExitStatus {
     ))
 }
 
-pub fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatus {
+pub(super) fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatus {
     match command {
         StateCommand::Export => {
             let store = match open_existing(global) {
@@ -110,7 +110,7 @@ pub fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatus {
     }
 }
 
-pub fn history(global: &GlobalSettings, args: HistoryArgs) -> ExitStatus {
+pub(super) fn history(global: &GlobalSettings, args: HistoryArgs) -> ExitStatus {
     let store = match open_existing(global) {
         Ok(store) => store,
         Err(status) => return status,
@@ -157,7 +157,7 @@ pub fn history(global: &GlobalSettings, args: HistoryArgs) -> ExitStatus {
     ExitStatus::Success
 }
 
-pub fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
+pub(super) fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
     let dir = StateDir::new(&global.load.state_dir);
     match command {
         TrashCommand::List { json } => {

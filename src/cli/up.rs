@@ -24,7 +24,7 @@ Exit codes:
   1  failed: the state is locked by another writer, the address cannot be listened on
   2  could not run: unreadable or empty config directory, damaged state database; nothing
      was created")]
-pub struct UpArgs {
+pub(super) struct UpArgs {
     /// Where the HTTP API listens.
     #[arg(long, default_value = "127.0.0.1:7430", value_name = "ADDR")]
     listen: SocketAddr,
@@ -62,7 +62,7 @@ pub struct UpArgs {
 
 /// How the Access API takes messages (`deepcli up` and `deepcli access serve`).
 #[derive(Debug, Args)]
-pub struct AccessArgs {
+pub(super) struct AccessArgs {
     /// How long an agent may take to answer a message before the prompt is cancelled.
     #[arg(long, default_value_t = 120_000, value_name = "MS")]
     prompt_timeout_ms: u64,
@@ -79,7 +79,7 @@ pub struct AccessArgs {
 }
 
 impl AccessArgs {
-    pub fn settings(&self) -> crate::access::AccessSettings {
+    pub(super) fn settings(&self) -> crate::access::AccessSettings {
         crate::access::AccessSettings {
             body_limit: self.body_limit,
             prompt_timeout: Duration::from_millis(self.prompt_timeout_ms),
@@ -91,7 +91,7 @@ impl AccessArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(super) enum LogFormat {
     /// One line per event, for people.
     Human,
     /// One JSON object per event, for log collectors.
@@ -112,7 +112,7 @@ Exit codes (for health checks; --json exits the same way):
   0  healthy
   1  degraded: the health line says why
   2  could not run: no state in the directory, or a damaged state database")]
-pub struct StatusArgs {
+pub(super) struct StatusArgs {
     /// Print the status as JSON (with `health`).
     #[arg(long)]
     json: bool,
@@ -120,7 +120,7 @@ pub struct StatusArgs {
 
 /// Logs to stderr: what RUST_LOG selects, else `info` (`warn` with --quiet), coloured as
 /// --color says.
-pub fn init_logging(format: LogFormat, output: super::Output) {
+pub(super) fn init_logging(format: LogFormat, output: super::Output) {
     let default = if output.quiet { "warn" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
@@ -151,7 +151,7 @@ pub(super) fn async_runtime() -> Result<tokio::runtime::Runtime, ExitStatus> {
         })
 }
 
-pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
+pub(super) fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
     init_logging(args.log_format, global.output);
     let runtime = match async_runtime() {
         Ok(runtime) => runtime,
@@ -199,7 +199,7 @@ pub fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
     }
 }
 
-pub fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
+pub(super) fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
     let dir = StateDir::new(&global.load.state_dir);
     // A health check that cannot read the state cannot tell: 2, not "degraded".
     let could_not_run = |e: &crate::state::StateError| {

@@ -9,7 +9,7 @@ use crate::report;
 use crate::validate::validate_dir_lean;
 
 #[derive(Debug, Args)]
-pub struct ValidateArgs {
+pub(super) struct ValidateArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
@@ -30,7 +30,7 @@ enum Format {
     Sarif,
 }
 
-pub fn run(global: &GlobalSettings, args: ValidateArgs) -> ExitStatus {
+pub(super) fn run(global: &GlobalSettings, args: ValidateArgs) -> ExitStatus {
     huge_pages_for_a_large_config(&global.config_dir);
     let mut report = match validate_dir_lean(&global.config_dir, &global.load) {
         Ok(report) => report,

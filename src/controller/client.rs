@@ -24,13 +24,13 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a running controller listens, and the token it takes.
 #[derive(Debug, Clone)]
-pub struct Client {
+pub(crate) struct Client {
     addr: SocketAddr,
     token: String,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     #[error("cannot reach the controller at {addr}: {source}")]
     Connect {
         addr: SocketAddr,
@@ -56,7 +56,7 @@ pub enum ClientError {
 impl Client {
     /// The controller that holds `store`'s lease, when one does and has recorded its address
     /// and a token is at hand; `None` otherwise (no controller runs on this state).
-    pub fn find(dir: &StateDir, store: &StateStore) -> Option<Client> {
+    pub(crate) fn find(dir: &StateDir, store: &StateStore) -> Option<Client> {
         let holder = store.lease_holder().ok().flatten()?;
         if holder.purpose != LeasePurpose::Controller {
             return None;
@@ -67,14 +67,14 @@ impl Client {
     }
 
     /// `GET /v1/status`.
-    pub fn status(&self) -> Result<ControllerStatus, ClientError> {
+    pub(crate) fn status(&self) -> Result<ControllerStatus, ClientError> {
         let body = self.call(Method::GET, "/v1/status", None)?;
         Ok(serde_json::from_slice(&body)?)
     }
 
     /// `method path` with the operator token (and a JSON body), waiting for the answer; the
     /// body of a 2xx answer, else [`ClientError::Refused`].
-    pub fn call(
+    pub(crate) fn call(
         &self,
         method: Method,
         path: &str,
@@ -85,7 +85,7 @@ impl Client {
 
     /// [`Client::call`] for an answer that may take `wait` (a message sent into a session
     /// waits for its reply).
-    pub fn call_within(
+    pub(crate) fn call_within(
         &self,
         method: Method,
         path: &str,
@@ -151,6 +151,6 @@ impl Client {
 
 /// The running controller's status, when a controller holds this state's lease and answers
 /// (also what `agents list` and `channels status` show as live status).
-pub fn controller_status(dir: &StateDir, store: &StateStore) -> Option<ControllerStatus> {
+pub(crate) fn controller_status(dir: &StateDir, store: &StateStore) -> Option<ControllerStatus> {
     Client::find(dir, store)?.status().ok()
 }

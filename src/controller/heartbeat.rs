@@ -17,7 +17,7 @@ use crate::config::model::RuntimeKind;
 
 /// One agent's heartbeat, as the config asks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeartbeatSpec {
+pub(crate) struct HeartbeatSpec {
     pub agent_id: String,
     /// `heartbeat.every` as written.
     pub every_text: String,
@@ -28,7 +28,7 @@ pub struct HeartbeatSpec {
 
 /// `30m`, `1h`, `500ms` (`^[0-9]+(ms|s|m|h|d)$`, the schema's pattern): `None` for anything
 /// else, zero, or a number too large to be a duration.
-pub fn parse_every(text: &str) -> Option<Duration> {
+pub(crate) fn parse_every(text: &str) -> Option<Duration> {
     let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
     let unit = &text[digits.len()..];
     let n: u64 = digits.parse().ok()?;
@@ -44,7 +44,7 @@ pub fn parse_every(text: &str) -> Option<Duration> {
 }
 
 /// The heartbeats `config` asks for: agents with an `acp` runtime and a `heartbeat.every`.
-pub fn specs(config: &Config) -> Vec<HeartbeatSpec> {
+pub(crate) fn specs(config: &Config) -> Vec<HeartbeatSpec> {
     config
         .agents
         .iter()
@@ -73,7 +73,7 @@ pub fn specs(config: &Config) -> Vec<HeartbeatSpec> {
 /// What an agent's heartbeats did, for `deepcli status`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HeartbeatReport {
+pub(crate) struct HeartbeatReport {
     /// `heartbeat.every` as written.
     pub every: String,
     /// Heartbeats that prompted the agent.
@@ -95,28 +95,28 @@ pub struct HeartbeatReport {
 }
 
 /// The status of every agent's heartbeats, by agent id.
-pub type HeartbeatReports = Arc<Mutex<BTreeMap<String, HeartbeatReport>>>;
+pub(crate) type HeartbeatReports = Arc<Mutex<BTreeMap<String, HeartbeatReport>>>;
 
 /// The heartbeat tasks of one controller.
-pub struct Heartbeats {
+pub(crate) struct Heartbeats {
     running: HashMap<String, (HeartbeatSpec, tokio::task::JoinHandle<()>)>,
     reports: HeartbeatReports,
 }
 
 impl Heartbeats {
-    pub fn new() -> Heartbeats {
+    pub(crate) fn new() -> Heartbeats {
         Heartbeats {
             running: HashMap::new(),
             reports: Arc::default(),
         }
     }
 
-    pub fn reports(&self) -> HeartbeatReports {
+    pub(crate) fn reports(&self) -> HeartbeatReports {
         self.reports.clone()
     }
 
     /// Runs exactly `desired`: stops what is gone or changed, starts what is new or changed.
-    pub fn converge(&mut self, desired: Vec<HeartbeatSpec>, access: &Arc<Access>) {
+    pub(crate) fn converge(&mut self, desired: Vec<HeartbeatSpec>, access: &Arc<Access>) {
         let stale: Vec<String> = self
             .running
             .iter()
@@ -151,7 +151,7 @@ impl Heartbeats {
     }
 
     /// Stops every heartbeat (shutdown).
-    pub fn stop_all(&mut self) {
+    pub(crate) fn stop_all(&mut self) {
         for (_, (_, task)) in self.running.drain() {
             task.abort();
         }

@@ -7,12 +7,12 @@
 //! it. The blocking parts (loading, planning, applying: SQLite and the disk) run on the blocking
 //! pool with the state store behind a mutex only this loop takes.
 
-pub mod client;
+pub(crate) mod client;
 mod doors;
-pub mod heartbeat;
+pub(crate) mod heartbeat;
 mod http;
 mod operator_rpc;
-pub mod status;
+pub(crate) mod status;
 mod wiring;
 
 use std::net::SocketAddr;
@@ -32,11 +32,11 @@ use crate::runtime::{RuntimeMap, RuntimeSpec, RuntimeStatus, Supervisor};
 use crate::state::{LeasePurpose, StateDir, StateError, StateStore};
 use crate::threads;
 use crate::trash::Guard;
-pub use status::{ControllerStatus, Health, HealthStatus, Rejection};
-pub use wiring::Timings;
+pub(crate) use status::{ControllerStatus, Health, HealthStatus, Rejection};
+pub(crate) use wiring::Timings;
 
 #[derive(Debug, Clone)]
-pub struct ControllerOptions {
+pub(crate) struct ControllerOptions {
     pub config_dir: PathBuf,
     pub load: LoadOptions,
     pub listen: SocketAddr,
@@ -55,13 +55,13 @@ pub struct ControllerOptions {
 
 /// Guards lifted for one apply, as `deepcli up --allow-destroy --allow-mass-delete` asks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FirstApply {
+pub(crate) struct FirstApply {
     pub allow_destroy: bool,
     pub allow_mass_delete: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
+pub(crate) enum ControllerError {
     /// The config directory cannot be watched or read: found before anything is created.
     #[error(transparent)]
     Config(#[from] crate::config::LoadError),
@@ -219,7 +219,7 @@ fn is_config_file(path: &Path) -> bool {
 /// What can fail without a state is tried before the state is opened (the config directory,
 /// the listener, the watch), so a controller that cannot start creates no state directory,
 /// `state.db` or operator token.
-pub async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
+pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerError> {
     // Its memory (every secret the runtimes' env resolves from) is not readable through
     // /proc by a process of its user without ptrace rights; a sandbox hides it besides.
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {

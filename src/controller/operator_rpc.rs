@@ -75,7 +75,7 @@ async fn answer(shared: &Arc<Shared>, call: Call) -> Result<Value, rpc::Error> {
                 .await
                 .map_err(|e| hub_error(&e))?;
             let mut result = serde_json::to_value(answer).map_err(rpc::Error::internal)?;
-            // A platform thread's discussion (adapters.md, seed 001) is the adapters' to tell.
+            // A platform thread's discussion (adapters.md) is the adapters' to tell.
             if let Some(key) = show {
                 let adapters = shared.adapters.clone();
                 let threads = tokio::task::spawn_blocking(move || {

@@ -12,7 +12,7 @@ use crate::state::{RuntimeRecord, Wanted};
 /// An edit the controller refused: the last good config keeps running.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Rejection {
+pub(crate) struct Rejection {
     pub config_hash: String,
     pub since: String,
     /// `file:line:col: error[rule]: message`, one per error.
@@ -21,7 +21,7 @@ pub struct Rejection {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ControllerStatus {
+pub(crate) struct ControllerStatus {
     pub pid: u32,
     pub started_at: String,
     pub config_dir: String,
@@ -67,7 +67,7 @@ pub struct ControllerStatus {
 /// Whether the hub does all its config asks, for a health check.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum HealthStatus {
+pub(crate) enum HealthStatus {
     #[default]
     Healthy,
     /// Something the config asks for is not done, and waits for an operator or a fix:
@@ -78,7 +78,7 @@ pub enum HealthStatus {
 /// `status` and, when degraded, why: one short sentence per reason.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Health {
+pub(crate) struct Health {
     pub status: HealthStatus,
     pub reasons: Vec<String>,
 }
@@ -100,7 +100,7 @@ impl Health {
     /// `runtimes` as [`RuntimeRecord::seen_now`] sees them.
     /// `unanswered`: a controller holds the state but gave no status (why); its runtimes are
     /// then its own, not runtimes "without a controller".
-    pub fn of_state(runtimes: &[RuntimeRecord], unanswered: Option<String>) -> Health {
+    pub(crate) fn of_state(runtimes: &[RuntimeRecord], unanswered: Option<String>) -> Health {
         let held = unanswered.is_some();
         let mut reasons: Vec<String> = unanswered.into_iter().collect();
         for r in runtimes
@@ -130,7 +130,7 @@ impl Health {
 impl ControllerStatus {
     /// Degraded while an edit is rejected, a plan is blocked, the last reconcile failed, a
     /// runtime crash-loops or cannot start, or a channel account takes no messages.
-    pub fn health(&self) -> Health {
+    pub(crate) fn health(&self) -> Health {
         let mut reasons = Vec::new();
         if let Some(rejected) = &self.rejected {
             reasons.push(format!(
@@ -236,14 +236,14 @@ mod tests {
 /// A channel's accounts as the controller serves them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ChannelLive {
+pub(crate) struct ChannelLive {
     pub accounts: BTreeMap<String, AccountLive>,
 }
 
 /// One channel account, live: whether the Access API takes its signed messages now.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AccountLive {
+pub(crate) struct AccountLive {
     /// `open` (signed messages are taken), `closed` (no usable `webhookSecret`: `reason` says
     /// why) or `disabled` (`enabled: false`).
     pub inbound: String,

@@ -35,7 +35,7 @@ use crate::state::StateDir;
 /// The timings of the serving parts: the defaults in production; the tests shorten them
 /// through the environment, which [`Timings::from_env`] reads, once, at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Timings {
+pub(crate) struct Timings {
     /// Supervision: backoff, stop ladder, a remote's card check.
     pub runtime: crate::runtime::Timings,
     /// How long a cancelled turn has to confirm before its Hub run is `uncertain`.
@@ -58,7 +58,7 @@ impl Timings {
     /// The timings the environment sets: `DEEPCLI_HUB_CANCEL_GRACE_MS` (milliseconds) and,
     /// built with the `failpoints` feature, `DEEPCLI_FAILPOINT_RUNTIME_MS` and
     /// `DEEPCLI_FAILPOINT_ADAPTER` (lists of `name=value`).
-    pub fn from_env() -> Timings {
+    pub(crate) fn from_env() -> Timings {
         Timings::from_vars(|name| std::env::var(name).ok())
     }
 

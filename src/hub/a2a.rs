@@ -11,10 +11,10 @@ use super::{CallError, Hub};
 use crate::state::RunKind;
 
 /// The `source_tool` of a run an A2A peer started.
-pub const SOURCE_TOOL: &str = "a2a";
+pub(crate) const SOURCE_TOOL: &str = "a2a";
 
 /// The requester recorded for peer `peer`.
-pub fn requester(peer: &str) -> String {
+pub(crate) fn requester(peer: &str) -> String {
     format!("a2a:{peer}")
 }
 
@@ -35,7 +35,7 @@ impl Hub {
     /// The run that would carry A2A peer `peer`'s `message` into `session_key` of `agent`:
     /// its id is known before [`Hub::a2a_launch`] starts it, so the task that holds it is on
     /// record first (and its write does not contend with the run's own).
-    pub fn a2a_run(
+    pub(crate) fn a2a_run(
         &self,
         peer: &str,
         agent: &str,
@@ -59,17 +59,21 @@ impl Hub {
 
     /// Starts run `run` (from [`Hub::a2a_run`]); returns once its message holds its place in
     /// the session's FIFO.
-    pub async fn a2a_launch(self: &Arc<Self>, run: RunRecord) -> Result<String, CallError> {
+    pub(crate) async fn a2a_launch(self: &Arc<Self>, run: RunRecord) -> Result<String, CallError> {
         self.launch(run, None).await
     }
 
     /// Waits until run `run_id` is final or `timeout` passes; the record as it is then.
-    pub async fn a2a_wait(&self, run_id: &str, timeout: Duration) -> Result<RunRecord, CallError> {
+    pub(crate) async fn a2a_wait(
+        &self,
+        run_id: &str,
+        timeout: Duration,
+    ) -> Result<RunRecord, CallError> {
         self.wait_run(run_id, timeout).await
     }
 
     /// [`Hub::a2a_wait`], with the target runtime's time for the run's turn when it answered.
-    pub async fn a2a_wait_timed(
+    pub(crate) async fn a2a_wait_timed(
         &self,
         run_id: &str,
         timeout: Duration,
@@ -85,7 +89,7 @@ impl Hub {
 
     /// Cancels run `run_id` as `subagents cancel` does: `cancelled` when withdrawn or
     /// confirmed by the runtime, `uncertain` when the runtime did not confirm.
-    pub async fn a2a_cancel(self: &Arc<Self>, run_id: &str) -> Result<RunRecord, CallError> {
+    pub(crate) async fn a2a_cancel(self: &Arc<Self>, run_id: &str) -> Result<RunRecord, CallError> {
         self.cancel_run(run_id).await
     }
 }

@@ -15,7 +15,7 @@ use crate::state::RunState;
 /// approval and wait a while for the decision, then `reply` with the tool result (approved and
 /// its result, denied, expired, or still pending with its id), or a refusal of the request
 /// itself (`status: invalid`).
-pub struct ManagementAsk {
+pub(crate) struct ManagementAsk {
     pub caller: HubCaller,
     pub args: super::tools::ManagementArgs,
     pub reply: oneshot::Sender<Result<Value, CallError>>,
@@ -23,11 +23,11 @@ pub struct ManagementAsk {
 
 /// Where the Hub sends management requests: a channel made before it and the approvals.
 #[derive(Clone)]
-pub struct ManagementAsks(mpsc::UnboundedSender<ManagementAsk>);
+pub(crate) struct ManagementAsks(mpsc::UnboundedSender<ManagementAsk>);
 
 impl ManagementAsks {
     /// The sending end, and the receiving end the approvals serve.
-    pub fn channel() -> (ManagementAsks, mpsc::UnboundedReceiver<ManagementAsk>) {
+    pub(crate) fn channel() -> (ManagementAsks, mpsc::UnboundedReceiver<ManagementAsk>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (ManagementAsks(tx), rx)
     }
@@ -57,7 +57,7 @@ impl Hub {
 
     /// The run whose turn runs in `session_key` now waits for a person (`awaiting`), or no
     /// longer does; its id, when there is such a run.
-    pub async fn awaiting_approval(
+    pub(crate) async fn awaiting_approval(
         &self,
         session_key: &str,
         awaiting: bool,
@@ -89,7 +89,7 @@ impl Hub {
     }
 
     /// The run whose turn runs (or waits for a person) in `session_key`, if any.
-    pub async fn run_of_turn(&self, session_key: &str) -> Option<String> {
+    pub(crate) async fn run_of_turn(&self, session_key: &str) -> Option<String> {
         let key = session_key.to_string();
         self.db(move |s| {
             Ok(match s.run_in(&key, RunState::Running)? {

@@ -58,7 +58,7 @@ fn listing(mut doc: Value, next: Option<String>) -> ToolResult {
 impl Hub {
     /// One call of tool `tool` from `caller`. Its arguments (`args`) are decoded only once
     /// the caller is known to have the tool: a refusal is the answer whatever they say.
-    pub async fn call(
+    pub(crate) async fn call(
         self: &Arc<Self>,
         caller: &HubCaller,
         tool: &str,

@@ -10,7 +10,7 @@ use super::policy::{Denial, HubPolicy, Reason, Visibility};
 
 /// One message from a session into another, as the checks see it.
 #[derive(Debug, Clone, Copy)]
-pub struct Hop<'a> {
+pub(super) struct Hop<'a> {
     pub from_agent: &'a str,
     pub from_key: &'a str,
     /// The sender's spawn depth: 0 for a session the Hub did not spawn.
@@ -21,7 +21,7 @@ pub struct Hop<'a> {
 
 /// What the checks decide by: the policy in force and what the Hub looked up for one hop.
 #[derive(Debug, Clone, Copy)]
-pub struct HubView<'a> {
+pub(super) struct HubView<'a> {
     pub policy: &'a HubPolicy,
     /// The target session was spawned, directly or further down, from the sender's (looked up
     /// only where [`needs_descent`] says so; `false` otherwise).
@@ -33,12 +33,12 @@ pub struct HubView<'a> {
 
 /// Whether deciding `hop` under `visibility` needs to know if the target descends from the
 /// sender (the one lookup the checks cannot do without).
-pub fn needs_descent(visibility: Visibility, hop: &Hop<'_>) -> bool {
+pub(super) fn needs_descent(visibility: Visibility, hop: &Hop<'_>) -> bool {
     visibility == Visibility::Tree && hop.to_key != hop.from_key
 }
 
 /// Whether the sender of `hop` sees its target under `visibility`.
-pub fn visible(visibility: Visibility, hop: &Hop<'_>, descends: bool) -> bool {
+pub(super) fn visible(visibility: Visibility, hop: &Hop<'_>, descends: bool) -> bool {
     match visibility {
         Visibility::All => true,
         Visibility::Agent => hop.to_agent == hop.from_agent,
@@ -50,7 +50,7 @@ pub fn visible(visibility: Visibility, hop: &Hop<'_>, descends: bool) -> bool {
 /// The visibility a hop is held to: reading (a list or a history) is the sender's own (a
 /// sandboxed agent reads at most its tree); sending is the hub's, so agents still talk to
 /// agents.
-pub fn visibility_for(policy: &HubPolicy, from_agent: &str, reading: bool) -> Visibility {
+pub(super) fn visibility_for(policy: &HubPolicy, from_agent: &str, reading: bool) -> Visibility {
     if reading {
         policy.visibility_of(from_agent)
     } else {
@@ -60,7 +60,7 @@ pub fn visibility_for(policy: &HubPolicy, from_agent: &str, reading: bool) -> Vi
 
 /// Whether the sender may see the target session: visibility, then `agentToAgent` for
 /// another agent's session.
-pub fn may_see(view: &HubView<'_>, hop: &Hop<'_>, reading: bool) -> Result<(), Denial> {
+pub(super) fn may_see(view: &HubView<'_>, hop: &Hop<'_>, reading: bool) -> Result<(), Denial> {
     let p = view.policy;
     let visibility = visibility_for(p, hop.from_agent, reading);
     if !visible(visibility, hop, view.descends) {
@@ -83,7 +83,7 @@ pub fn may_see(view: &HubView<'_>, hop: &Hop<'_>, reading: bool) -> Result<(), D
 
 /// A spawned session may not speak into an external conversation: it reports back through
 /// its final answer.
-pub fn child_to_external(view: &HubView<'_>, hop: &Hop<'_>) -> Result<(), Denial> {
+pub(super) fn child_to_external(view: &HubView<'_>, hop: &Hop<'_>) -> Result<(), Denial> {
     if hop.depth == 0 || !view.external {
         return Ok(());
     }
@@ -98,14 +98,14 @@ pub fn child_to_external(view: &HubView<'_>, hop: &Hop<'_>) -> Result<(), Denial
 
 /// The checks of a `sessions_send` at acceptance, in order: visibility and `agentToAgent`,
 /// then a child speaking into an external conversation.
-pub fn accept_send(view: &HubView<'_>, hop: &Hop<'_>) -> Result<(), Denial> {
+pub(super) fn accept_send(view: &HubView<'_>, hop: &Hop<'_>) -> Result<(), Denial> {
     may_see(view, hop, false)?;
     child_to_external(view, hop)
 }
 
 /// Why a message waiting in a session's FIFO is withdrawn when its turn comes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Withdraw {
+pub(super) enum Withdraw {
     /// Its run was cancelled while it waited.
     Cancelled,
     /// Its target agent is gone from the config in force.
@@ -116,7 +116,7 @@ pub enum Withdraw {
 
 impl Withdraw {
     /// The words the run records.
-    pub fn why(&self) -> String {
+    pub(super) fn why(&self) -> String {
         match self {
             Withdraw::Cancelled => "the run was cancelled while it waited".to_string(),
             Withdraw::TargetDeleted(agent) => {
@@ -129,7 +129,7 @@ impl Withdraw {
 
 /// A run's message as its turn begins: who it is from, where it goes.
 #[derive(Debug, Clone, Copy)]
-pub struct TurnStart<'a> {
+pub(super) struct TurnStart<'a> {
     pub cancelled: bool,
     pub target_agent: &'a str,
     /// The requesting agent; `None` for the operator or an A2A peer.
@@ -140,7 +140,7 @@ pub struct TurnStart<'a> {
 
 /// The policy again when a run's turn begins: the config may have changed while its message
 /// waited. `view.descends` is whether the addressed target descends from the sender.
-pub fn at_turn_start(view: &HubView<'_>, turn: &TurnStart<'_>) -> Result<(), Withdraw> {
+pub(super) fn at_turn_start(view: &HubView<'_>, turn: &TurnStart<'_>) -> Result<(), Withdraw> {
     let p = view.policy;
     if turn.cancelled {
         return Err(Withdraw::Cancelled);
@@ -178,7 +178,7 @@ pub fn at_turn_start(view: &HubView<'_>, turn: &TurnStart<'_>) -> Result<(), Wit
 
 /// Which bound a send passed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Trip {
+pub(super) struct Trip {
     /// `pair` or `tree`.
     pub kind: &'static str,
     /// The pair's two session keys (sorted, space-joined), or the tree's root.
@@ -191,7 +191,7 @@ pub struct Trip {
 
 impl Trip {
     /// What the pause says, to the operator and the tree's conversation.
-    pub fn sentence(&self) -> String {
+    pub(super) fn sentence(&self) -> String {
         match self.kind {
             "pair" => format!(
                 "loop paused: sessions {} have sent each other {} messages within the window (budgets.loopTurns {})",
@@ -208,7 +208,7 @@ impl Trip {
 }
 
 /// The scope of the pair of sessions `a` and `b`: their keys sorted, space-joined.
-pub fn pair_scope(a: &str, b: &str) -> String {
+pub(super) fn pair_scope(a: &str, b: &str) -> String {
     if a <= b {
         format!("{a} {b}")
     } else {
@@ -218,7 +218,7 @@ pub fn pair_scope(a: &str, b: &str) -> String {
 
 /// The loop bounds of the sender's agent (`budgets.loopTurns`, `budgets.treeTurns`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LoopBounds {
+pub(super) struct LoopBounds {
     pub pair: Option<u32>,
     pub tree: Option<u32>,
 }
@@ -227,7 +227,7 @@ pub struct LoopBounds {
 /// tree started, each since the scope's last decision (`None`: a pause of the scope is still
 /// open, so every send waits).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoopCounts {
+pub(super) struct LoopCounts {
     pub pair: Option<u64>,
     pub tree: Option<u64>,
     /// The root of the sender's spawn tree.
@@ -236,7 +236,12 @@ pub struct LoopCounts {
 
 /// Whether a send from session `from` into `to` passes a loop bound: the pair's first, then
 /// the tree's.
-pub fn loop_trip(bounds: LoopBounds, from: &str, to: &str, counts: &LoopCounts) -> Option<Trip> {
+pub(super) fn loop_trip(
+    bounds: LoopBounds,
+    from: &str,
+    to: &str,
+    counts: &LoopCounts,
+) -> Option<Trip> {
     if let Some(bound) = bounds.pair
         && counts.pair.is_none_or(|n| n >= u64::from(bound))
     {

@@ -26,7 +26,7 @@ use super::operator::{HubRequest, OperatorError, RunParams, RunsParams, Sessions
 use super::{Hub, HubCaller};
 
 /// The largest body `/mcp` and `/v1/hub/call` take: a 64 KiB message, JSON-escaped, fits.
-pub const BODY_LIMIT: usize = 1024 * 1024;
+pub(crate) const BODY_LIMIT: usize = 1024 * 1024;
 
 #[derive(Clone)]
 struct Ctx {
@@ -235,7 +235,7 @@ async fn audit(
 /// The door of one sandboxed agent whose network is not the host's (isolation.md): what its
 /// `deepcli hub mcp` forwards to, served on a Unix socket inside its sandbox. It takes only
 /// that agent's session tokens and serves nothing else of the controller.
-pub fn agent_door(hub: Arc<Hub>, agent_id: &str) -> Router {
+pub(crate) fn agent_door(hub: Arc<Hub>, agent_id: &str) -> Router {
     let cx = Ctx {
         hub,
         only_agent: Some(Arc::from(agent_id)),
@@ -247,7 +247,7 @@ pub fn agent_door(hub: Arc<Hub>, agent_id: &str) -> Router {
 }
 
 /// The Hub's routes; the operator's behind the operator token.
-pub fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
+pub(crate) fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
     let mcp_hub = hub.clone();
     // rmcp answers loopback hosts only (DNS rebinding); the address agents are given is
     // allowed too, when the controller listens elsewhere.

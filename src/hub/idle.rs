@@ -17,7 +17,7 @@ use crate::state::StateError;
 
 /// An open child whose spawn run is over, as the sweep sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeptChild {
+pub(crate) struct KeptChild {
     pub session_key: String,
     pub agent_id: String,
     pub parent_agent_id: String,
@@ -32,7 +32,7 @@ pub struct KeptChild {
 /// The kept children idle for longer than their parent agent's `keptIdleSeconds` at `now`,
 /// each with the limit that closed it. A busy child is never idle; a time that does not parse
 /// counts as long ago.
-pub fn idle_children<'a>(
+pub(crate) fn idle_children<'a>(
     kept: &'a [KeptChild],
     policy: &HubPolicy,
     now: jiff::Timestamp,
@@ -54,7 +54,7 @@ pub fn idle_children<'a>(
 
 /// How often the sweep looks: a quarter of the shortest `keptIdleSeconds` in force, between a
 /// quarter second and a minute.
-pub fn sweep_every(policy: &HubPolicy) -> Duration {
+pub(crate) fn sweep_every(policy: &HubPolicy) -> Duration {
     let shortest = policy
         .agents
         .values()
@@ -67,7 +67,7 @@ pub fn sweep_every(policy: &HubPolicy) -> Duration {
 impl HubStore {
     /// Every open child whose spawn run is over. Its last activity counts the Access layer's
     /// records of the session too (read through that layer's statements).
-    pub fn kept_children(&self) -> Result<Vec<KeptChild>, StateError> {
+    pub(crate) fn kept_children(&self) -> Result<Vec<KeptChild>, StateError> {
         self.with(|c| {
             let mut stmt = c.prepare_cached(
                 "SELECT s.session_key, s.agent_id, s.parent_agent_id, s.run_id,
@@ -103,7 +103,7 @@ impl HubStore {
 
 impl Hub {
     /// Closes every kept child idle past its limit; how many.
-    pub async fn close_idle_children(self: &Arc<Self>) -> usize {
+    pub(crate) async fn close_idle_children(self: &Arc<Self>) -> usize {
         let Ok(kept) = self.db(|s| s.kept_children()).await else {
             return 0;
         };
@@ -136,7 +136,7 @@ impl Hub {
     }
 
     /// Closes idle kept children until `stop` says so, as often as [`sweep_every`] says.
-    pub async fn sweep_idle_children(
+    pub(crate) async fn sweep_idle_children(
         self: Arc<Self>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {

@@ -140,7 +140,7 @@ impl HubStore {
     }
 
     /// Open pauses, oldest first: `(run id, sentence)`.
-    pub fn open_pauses(&self) -> Result<Vec<(String, String)>, StateError> {
+    pub(crate) fn open_pauses(&self) -> Result<Vec<(String, String)>, StateError> {
         self.with(|c| {
             let mut stmt = c.prepare(
                 "SELECT run_id, coalesce(note, '') FROM loop_pauses WHERE state = 'paused' ORDER BY created_at",
@@ -241,7 +241,7 @@ impl Hub {
 
     /// The operator resumes paused run `run_id`: it is accepted and delivered as it would have
     /// been, and the loop's counting starts over.
-    pub async fn resume_run(
+    pub(crate) async fn resume_run(
         self: &Arc<Self>,
         run_id: &str,
     ) -> Result<Option<RunRecord>, CallError> {
@@ -290,7 +290,7 @@ impl Hub {
     }
 
     /// The operator stops paused run `run_id`: it is cancelled, never delivered.
-    pub async fn stop_run(&self, run_id: &str) -> Result<Option<RunRecord>, CallError> {
+    pub(crate) async fn stop_run(&self, run_id: &str) -> Result<Option<RunRecord>, CallError> {
         let id = run_id.to_string();
         let Some(run) = self.db(move |s| s.run(&id)).await? else {
             return Ok(None);

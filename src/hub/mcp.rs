@@ -69,7 +69,7 @@ fn as_response(outcome: Result<Value, CallError>) -> Result<CallToolResponse, Er
 
 /// The `/mcp` server: one per request (stateless streamable HTTP).
 #[derive(Clone)]
-pub struct HttpServer {
+pub(crate) struct HttpServer {
     pub hub: Arc<Hub>,
 }
 
@@ -109,7 +109,7 @@ impl ServerHandler for HttpServer {
 
 /// `deepcli hub mcp`: MCP on stdio, forwarded to the controller.
 #[derive(Clone)]
-pub struct StdioServer {
+pub(crate) struct StdioServer {
     /// Where the controller is, as the messages name it: `HOST:PORT`, or the socket's path.
     at: String,
     /// `http://HOST:PORT`, or `http://localhost` over the socket.
@@ -124,7 +124,7 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(3700);
 
 impl StdioServer {
     /// From the environment the controller gave it ([`super::URL_ENV`], [`super::TOKEN_ENV`]).
-    pub fn from_env() -> Result<StdioServer, String> {
+    pub(crate) fn from_env() -> Result<StdioServer, String> {
         let get = |name: &str| {
             std::env::var(name).map_err(|_| {
                 format!("`{name}` is not set: `deepcli hub mcp` is started by an agent that deepcli gave it to, with the session's token")
@@ -256,7 +256,7 @@ fn forwarded(doc: Value) -> Result<Value, CallError> {
 }
 
 /// The outcome of a call as `/v1/hub/call` answers it.
-pub fn forward_body(tool: &str, outcome: Result<Value, CallError>) -> Value {
+pub(crate) fn forward_body(tool: &str, outcome: Result<Value, CallError>) -> Value {
     match outcome {
         Ok(result) => json!({"result": result}),
         Err(e) => {
@@ -271,7 +271,7 @@ pub fn forward_body(tool: &str, outcome: Result<Value, CallError>) -> Value {
 }
 
 /// Runs `deepcli hub mcp` until stdin closes.
-pub async fn serve_stdio() -> Result<(), String> {
+pub(crate) async fn serve_stdio() -> Result<(), String> {
     use rmcp::ServiceExt;
     // Its token is in its environment: no other process of its user reads it from /proc
     // (isolation.md; a sandbox also hides it from every other agent's processes).

@@ -29,25 +29,25 @@
 //! * `operator.rs` — the operator's service (`sessions/*`, `runs/*`).
 //! * `approval.rs` — `awaiting_approval` runs and the `management_request` tool's door.
 
-pub mod a2a;
+pub(crate) mod a2a;
 mod approval;
 mod calls;
 mod checks;
-pub mod http;
-pub mod idle;
+pub(crate) mod http;
+pub(crate) mod idle;
 mod loops;
-pub mod mcp;
-pub mod operator;
-pub mod page;
-pub mod policy;
+pub(crate) mod mcp;
+pub(crate) mod operator;
+pub(crate) mod page;
+pub(crate) mod policy;
 mod results;
 mod runs;
 mod spawns;
-pub mod status;
-pub mod store;
-pub mod token;
+pub(crate) mod status;
+pub(crate) mod store;
+pub(crate) mod token;
 mod tokens;
-pub mod tools;
+pub(crate) mod tools;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -61,27 +61,26 @@ use agent_client_protocol::v1::schema::{
 use crate::access::{Access, McpDoor};
 use crate::snapshot::Snapshot;
 use crate::state::{StateDir, StateError};
-pub use approval::{ManagementAsk, ManagementAsks};
-pub use policy::{HubPolicy, Reason};
-pub use results::{SendOutcome, ToolResult};
-pub use runs::CANCEL_GRACE;
+pub(crate) use approval::{ManagementAsk, ManagementAsks};
+pub(crate) use policy::{HubPolicy, Reason};
+pub(crate) use results::ToolResult;
+pub(crate) use runs::CANCEL_GRACE;
 use runs::Runs;
-pub use runs::{RunDetail, RunView, SessionClosed};
 use spawns::Spawns;
 use status::{AgentLoad, AgentToAgentView, LoopPause, PolicyView};
-pub use status::{AuditTimeline, HubStatus, OverheadSummary};
+pub(crate) use status::{AuditTimeline, HubStatus, OverheadSummary};
 use store::HubStore;
 use tokens::Tokens;
 
 /// The MCP server's name in every session's `mcpServers`.
-pub const SERVER_NAME: &str = "deepcli";
+pub(crate) const SERVER_NAME: &str = "deepcli";
 /// The stdio server's environment: the controller's base URL and the session token.
-pub const URL_ENV: &str = "DEEPCLI_HUB_URL";
-pub const TOKEN_ENV: &str = "DEEPCLI_HUB_TOKEN";
+pub(crate) const URL_ENV: &str = "DEEPCLI_HUB_URL";
+pub(crate) const TOKEN_ENV: &str = "DEEPCLI_HUB_TOKEN";
 
 /// The session a tool call comes from, as its token says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HubCaller {
+pub(crate) struct HubCaller {
     pub agent_id: String,
     pub session_key: String,
     /// 0 for a session the Hub did not spawn; a child's is its parent's plus one.
@@ -90,7 +89,7 @@ pub struct HubCaller {
 
 /// What went wrong with a call itself (not a refusal, which is a result).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CallError {
+pub(crate) enum CallError {
     #[error("unknown tool `{0}`; the tools are {tools}", tools = tools::ALL.join(", "))]
     UnknownTool(String),
     /// Arguments that do not fit the tool's schema: the message says how.
@@ -108,7 +107,7 @@ impl From<StateError> for CallError {
 
 /// Counters for `/metrics` and `/v1/status`.
 #[derive(Default)]
-pub struct HubMetrics {
+pub(crate) struct HubMetrics {
     pub calls: AtomicU64,
     pub sends: AtomicU64,
     pub spawns: AtomicU64,
@@ -126,15 +125,15 @@ pub struct HubMetrics {
 }
 
 /// How many send overheads `/v1/status` summarizes.
-pub const OVERHEAD_SAMPLES: usize = 4096;
+pub(crate) const OVERHEAD_SAMPLES: usize = 4096;
 
 /// The last [`OVERHEAD_SAMPLES`] overheads of a kind of call, in µs, newest last: a call's time
 /// in the controller minus its target runtime's.
 #[derive(Default)]
-pub struct OverheadSamples(Mutex<std::collections::VecDeque<u64>>);
+pub(crate) struct OverheadSamples(Mutex<std::collections::VecDeque<u64>>);
 
 impl OverheadSamples {
-    pub fn add(&self, micros: u64) {
+    pub(crate) fn add(&self, micros: u64) {
         if let Ok(mut samples) = self.0.lock() {
             if samples.len() >= OVERHEAD_SAMPLES {
                 samples.pop_front();
@@ -144,7 +143,7 @@ impl OverheadSamples {
     }
 
     /// The overheads kept, summarized.
-    pub fn summary(&self) -> OverheadSummary {
+    pub(crate) fn summary(&self) -> OverheadSummary {
         let mut samples: Vec<u64> = self
             .0
             .lock()
@@ -165,7 +164,7 @@ impl OverheadSamples {
     }
 }
 
-pub struct Hub {
+pub(crate) struct Hub {
     store: Arc<HubStore>,
     access: Arc<Access>,
     /// The Hub's piece of the generation in force.
@@ -191,7 +190,7 @@ pub struct Hub {
 /// the controller listens, and its policy. The engine needs the MCP servers ([`HubCore::mcp`])
 /// before the Access layer the Hub delivers through can be made; the Hub is made from this
 /// afterwards ([`Hub::new`]).
-pub struct HubCore {
+pub(crate) struct HubCore {
     store: Arc<HubStore>,
     tokens: Arc<Tokens>,
     endpoint: String,
@@ -202,7 +201,7 @@ pub struct HubCore {
 impl HubCore {
     /// The Hub's store on `state`, for a controller listening on `listen`. Every token of an
     /// earlier controller is revoked (its runtimes, which held them, are gone).
-    pub fn open(
+    pub(crate) fn open(
         state: &StateDir,
         listen: std::net::SocketAddr,
         policy: Snapshot<Arc<HubPolicy>>,
@@ -224,7 +223,7 @@ impl HubCore {
 
     /// What gives the agents' runtime sessions the Hub's MCP server: a session token minted
     /// for each, revoked when the session closes.
-    pub fn mcp(&self) -> Arc<dyn McpDoor> {
+    pub(crate) fn mcp(&self) -> Arc<dyn McpDoor> {
         Arc::new(McpServers {
             tokens: self.tokens.clone(),
             endpoint: self.endpoint.clone(),
@@ -249,7 +248,7 @@ fn loopback_url(addr: std::net::SocketAddr) -> String {
 impl Hub {
     /// The Hub of a controller, delivering through `access`; its `management_request`s go to
     /// `management`; a cancelled turn has `cancel_grace` to confirm.
-    pub fn new(
+    pub(crate) fn new(
         core: HubCore,
         state: &StateDir,
         access: Arc<Access>,
@@ -279,7 +278,7 @@ impl Hub {
     }
 
     /// The audit timeline (approvals.md) `filter` asks for.
-    pub async fn audit(
+    pub(crate) async fn audit(
         &self,
         filter: crate::state::audit::AuditFilter,
     ) -> Result<AuditTimeline, CallError> {
@@ -293,15 +292,15 @@ impl Hub {
     }
 
     /// The controller's base URL agents are given.
-    pub fn endpoint(&self) -> Option<&str> {
+    pub(crate) fn endpoint(&self) -> Option<&str> {
         Some(&self.endpoint)
     }
 
-    pub fn policy(&self) -> Arc<HubPolicy> {
+    pub(crate) fn policy(&self) -> Arc<HubPolicy> {
         self.policy.load()
     }
 
-    pub fn store(&self) -> &HubStore {
+    pub(crate) fn store(&self) -> &HubStore {
         &self.store
     }
 
@@ -318,7 +317,7 @@ impl Hub {
     }
 
     /// Who holds `token`: `None` for anything but a live token.
-    pub async fn caller(&self, token: &str) -> Option<HubCaller> {
+    pub(crate) async fn caller(&self, token: &str) -> Option<HubCaller> {
         let found = match token::hash(token) {
             Some(_) => {
                 let (tokens, token) = (self.tokens.clone(), token.to_string());
@@ -338,7 +337,7 @@ impl Hub {
 
     /// The names of the tools `caller` gets, in [`tools::ALL`]'s order: a leaf gets no
     /// `sessions_spawn`, a spawned session none that [`HubPolicy::tool_denied`] takes from it.
-    pub fn tools_for(&self, caller: &HubCaller) -> Vec<&'static str> {
+    pub(crate) fn tools_for(&self, caller: &HubCaller) -> Vec<&'static str> {
         let p = self.policy();
         let leaf = caller.depth >= p.limits(&caller.agent_id).max_spawn_depth;
         tools::ALL
@@ -365,7 +364,7 @@ impl Hub {
     }
 
     /// The Hub's figures for `/v1/status`.
-    pub fn status(&self) -> HubStatus {
+    pub(crate) fn status(&self) -> HubStatus {
         let denials = self
             .metrics
             .denials
@@ -465,7 +464,7 @@ impl Hub {
 
     /// Agent `agent_id` was deleted: its sessions' tokens are revoked, its children closed,
     /// its unfinished runs ended (`failed`: the target is gone).
-    pub async fn agent_deleted(self: &Arc<Self>, agent_id: &str) {
+    pub(crate) async fn agent_deleted(self: &Arc<Self>, agent_id: &str) {
         let (agent, tokens) = (agent_id.to_string(), self.tokens.clone());
         let done = self
             .db(move |s| {

@@ -20,7 +20,7 @@ use crate::state::RunState;
 
 /// Why an operator call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OperatorError {
+pub(crate) enum OperatorError {
     #[error("method not found: `{0}`")]
     NoMethod(String),
     #[error("invalid params: {0}")]
@@ -41,7 +41,7 @@ impl From<CallError> for OperatorError {
 }
 
 /// The methods (after the `_mustang.agent/` prefix).
-pub const METHODS: &[&str] = &[
+pub(crate) const METHODS: &[&str] = &[
     "sessions/list",
     "sessions/show",
     "sessions/history",
@@ -57,7 +57,7 @@ pub const METHODS: &[&str] = &[
 
 /// One operator call, typed: the method and its params.
 #[derive(Debug, Clone, PartialEq)]
-pub enum HubRequest {
+pub(crate) enum HubRequest {
     SessionsList(SessionsParams),
     SessionsShow(KeyParams),
     SessionsHistory(HistoryParams),
@@ -74,7 +74,7 @@ pub enum HubRequest {
 impl HubRequest {
     /// The request `method` (`sessions/list`, …, without the `_mustang.agent/` prefix) with
     /// `params` names.
-    pub fn parse(method: &str, p: Value) -> Result<HubRequest, OperatorError> {
+    pub(crate) fn parse(method: &str, p: Value) -> Result<HubRequest, OperatorError> {
         fn params<T: serde::de::DeserializeOwned>(p: Value) -> Result<T, OperatorError> {
             let p = if p.is_null() {
                 Value::Object(Default::default())
@@ -102,7 +102,7 @@ impl HubRequest {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SessionsParams {
+pub(crate) struct SessionsParams {
     pub agent_id: Option<String>,
     pub kind: Option<String>,
     pub limit: Option<usize>,
@@ -111,13 +111,13 @@ pub struct SessionsParams {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct KeyParams {
+pub(crate) struct KeyParams {
     pub session_key: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct HistoryParams {
+pub(crate) struct HistoryParams {
     pub session_key: String,
     pub limit: Option<usize>,
     pub cursor: Option<String>,
@@ -125,7 +125,7 @@ pub struct HistoryParams {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SendParams {
+pub(crate) struct SendParams {
     pub session_key: String,
     pub message: String,
     pub timeout_seconds: Option<u64>,
@@ -133,7 +133,7 @@ pub struct SendParams {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CloseParams {
+pub(crate) struct CloseParams {
     pub session_key: String,
     #[serde(default)]
     pub trash: bool,
@@ -141,7 +141,7 @@ pub struct CloseParams {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RunsParams {
+pub(crate) struct RunsParams {
     pub state: Option<RunState>,
     pub agent_id: Option<String>,
     pub session_key: Option<String>,
@@ -153,14 +153,14 @@ pub struct RunsParams {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RunParams {
+pub(crate) struct RunParams {
     pub run_id: String,
 }
 
 /// What an operator call gives back, each shape as the operator surface documents it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
-pub enum HubAnswer {
+pub(crate) enum HubAnswer {
     Sessions(SessionList),
     Session(SessionDetail),
     History(History),
@@ -180,7 +180,7 @@ pub enum HubAnswer {
 /// `sessions/list`: one page of the sessions, newest activity first.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionList {
+pub(crate) struct SessionList {
     pub count: usize,
     pub sessions: Vec<SessionSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -189,7 +189,7 @@ pub struct SessionList {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionSummary {
+pub(crate) struct SessionSummary {
     pub session_key: String,
     pub agent_id: String,
     pub kind: &'static str,
@@ -202,7 +202,7 @@ pub struct SessionSummary {
 /// `sessions/show`: a session, its spawn (if it is a child), its children and recent runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionDetail {
+pub(crate) struct SessionDetail {
     pub session_key: String,
     pub agent_id: Option<String>,
     pub kind: &'static str,
@@ -214,7 +214,7 @@ pub struct SessionDetail {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ChildView {
+pub(crate) struct ChildView {
     pub parent_session_key: String,
     pub depth: u32,
     pub label: Option<String>,
@@ -226,7 +226,7 @@ pub struct ChildView {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ChildLink {
+pub(crate) struct ChildLink {
     pub session_key: String,
     pub run_id: String,
     pub closed_at: Option<String>,
@@ -235,7 +235,7 @@ pub struct ChildLink {
 /// `sessions/history`: one page of a session's transcript, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct History {
+pub(crate) struct History {
     pub session_key: String,
     pub messages: Vec<HistoryMessage>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -243,7 +243,7 @@ pub struct History {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HistoryMessage {
+pub(crate) struct HistoryMessage {
     pub id: i64,
     pub provenance: crate::state::Provenance,
     pub at: String,
@@ -253,7 +253,7 @@ pub struct HistoryMessage {
 /// `sessions/cancel`: the runs cancelled, or (none running) what came of the turn's cancel.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionCancel {
+pub(crate) struct SessionCancel {
     pub session_key: String,
     pub runs: Vec<RunCancel>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -263,7 +263,7 @@ pub struct SessionCancel {
 /// A run after a cancel.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunCancel {
+pub(crate) struct RunCancel {
     pub run_id: String,
     pub state: RunState,
     /// The cancel in its own words (approvals.md, "Cancel states").
@@ -273,7 +273,7 @@ pub struct RunCancel {
 /// `runs/list`: one page of the runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunList {
+pub(crate) struct RunList {
     pub count: usize,
     pub runs: Vec<RunView>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -282,7 +282,7 @@ pub struct RunList {
 
 impl Hub {
     /// One operator call.
-    pub async fn operator(
+    pub(crate) async fn operator(
         self: &Arc<Self>,
         request: HubRequest,
     ) -> Result<HubAnswer, OperatorError> {
@@ -372,7 +372,10 @@ impl Hub {
         }
     }
 
-    pub async fn operator_sessions(&self, p: SessionsParams) -> Result<SessionList, OperatorError> {
+    pub(crate) async fn operator_sessions(
+        &self,
+        p: SessionsParams,
+    ) -> Result<SessionList, OperatorError> {
         let mut all = self.db(|s| s.known_sessions()).await?;
         all.sort_by(|a, b| b.last_at.cmp(&a.last_at));
         let page = paged(p.limit, p.cursor.as_deref())?;
@@ -493,7 +496,7 @@ impl Hub {
         })
     }
 
-    pub async fn operator_runs(&self, p: RunsParams) -> Result<RunList, OperatorError> {
+    pub(crate) async fn operator_runs(&self, p: RunsParams) -> Result<RunList, OperatorError> {
         let filter = RunFilter {
             state: p.state,
             target_session_key: p.session_key,

@@ -6,13 +6,13 @@
 //! calls may be seen twice or not at all.
 
 /// A page's size when the caller names none.
-pub const DEFAULT_LIMIT: usize = 50;
+pub(crate) const DEFAULT_LIMIT: usize = 50;
 /// The largest page.
-pub const MAX_LIMIT: usize = 200;
+pub(crate) const MAX_LIMIT: usize = 200;
 
 /// Which page a caller asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Page {
+pub(crate) struct Page {
     pub limit: usize,
     pub offset: usize,
 }
@@ -22,11 +22,11 @@ pub struct Page {
 #[error(
     "`cursor` {0:?} is not one this hub gave: pass a result's `nextCursor` unchanged, or no cursor for the first page"
 )]
-pub struct BadCursor(pub String);
+pub(crate) struct BadCursor(pub String);
 
 impl Page {
     /// The page `limit` (clamped to 1..=[`MAX_LIMIT`]; `default` when unset) and `cursor` name.
-    pub fn new(
+    pub(crate) fn new(
         limit: Option<usize>,
         cursor: Option<&str>,
         default: usize,
@@ -45,7 +45,7 @@ impl Page {
     }
 
     /// This page of `items` (the whole list, in order) and the cursor of the next, if any.
-    pub fn of<T>(self, items: impl IntoIterator<Item = T>) -> (Vec<T>, Option<String>) {
+    pub(crate) fn of<T>(self, items: impl IntoIterator<Item = T>) -> (Vec<T>, Option<String>) {
         let mut rest = items.into_iter().skip(self.offset);
         let page: Vec<T> = rest.by_ref().take(self.limit).collect();
         let more = rest.next().is_some();
@@ -54,7 +54,7 @@ impl Page {
     }
 
     /// The cursor of the position `taken` entries past this page's start.
-    pub fn after(self, taken: usize) -> String {
+    pub(crate) fn after(self, taken: usize) -> String {
         cursor(self.offset.saturating_add(taken))
     }
 }

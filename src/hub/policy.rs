@@ -11,22 +11,22 @@ use crate::config::model::RuntimeKind;
 use crate::state::RunState;
 
 /// `session.maxPingPongTurns` when unset.
-pub const DEFAULT_PING_PONG: u32 = 5;
+pub(crate) const DEFAULT_PING_PONG: u32 = 5;
 /// The most reply-back turns, whatever the config says (hub.md: max 10).
-pub const MAX_PING_PONG: u32 = 10;
+pub(crate) const MAX_PING_PONG: u32 = 10;
 /// `subagents.maxSpawnDepth` when unset.
-pub const DEFAULT_SPAWN_DEPTH: u32 = 3;
+pub(crate) const DEFAULT_SPAWN_DEPTH: u32 = 3;
 /// `subagents.maxChildrenPerAgent` when unset: active children per requester session.
-pub const DEFAULT_CHILDREN: usize = 5;
+pub(crate) const DEFAULT_CHILDREN: usize = 5;
 /// `subagents.keptIdleSeconds` when unset: a kept child idle this long is closed.
-pub const DEFAULT_KEPT_IDLE: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_KEPT_IDLE: Duration = Duration::from_secs(3600);
 /// `subagents.maxConcurrent` when unset: active spawned runs in the whole hub.
-pub const DEFAULT_CONCURRENT: usize = 8;
+pub(crate) const DEFAULT_CONCURRENT: usize = 8;
 
 /// Why the Hub refused a call (the `reason` of a `forbidden` result).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Reason {
+pub(crate) enum Reason {
     AgentToAgentDisabled,
     AgentToAgentNotAllowed,
     VisibilityRestricted,
@@ -40,7 +40,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 9] = [
+    pub(crate) const ALL: [Reason; 9] = [
         Reason::AgentToAgentDisabled,
         Reason::AgentToAgentNotAllowed,
         Reason::VisibilityRestricted,
@@ -52,7 +52,7 @@ impl Reason {
         Reason::ToolDenied,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Reason::AgentToAgentDisabled => "agent_to_agent_disabled",
             Reason::AgentToAgentNotAllowed => "agent_to_agent_not_allowed",
@@ -69,13 +69,13 @@ impl Reason {
 
 /// A refusal: the reason code and a sentence for the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denial {
+pub(crate) struct Denial {
     pub reason: Reason,
     pub error: String,
 }
 
 impl Denial {
-    pub fn new(reason: Reason, error: impl Into<String>) -> Denial {
+    pub(crate) fn new(reason: Reason, error: impl Into<String>) -> Denial {
         Denial {
             reason,
             error: error.into(),
@@ -85,7 +85,7 @@ impl Denial {
 
 /// `tools.sessions.visibility`: which sessions a caller may see and address, narrowest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub enum Visibility {
+pub(crate) enum Visibility {
     /// Only its own session.
     SelfOnly,
     /// Its own session and the ones it spawned (and theirs).
@@ -98,7 +98,7 @@ pub enum Visibility {
 }
 
 impl Visibility {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Visibility::SelfOnly => "self",
             Visibility::Tree => "tree",
@@ -111,7 +111,7 @@ impl Visibility {
 /// The Hub tools every spawned session lacks (OpenClaw 2026.9's `SUBAGENT_TOOL_DENY_ALWAYS`,
 /// of the tools the Hub has): a sub-agent reports back through its final answer, it does not
 /// survey or drive other sessions.
-pub const SUBAGENT_DENY: [&str; 3] = [
+pub(crate) const SUBAGENT_DENY: [&str; 3] = [
     super::tools::AGENTS_LIST,
     super::tools::SESSION_STATUS,
     super::tools::SESSIONS_SEND,
@@ -119,7 +119,7 @@ pub const SUBAGENT_DENY: [&str; 3] = [
 
 /// What a leaf (a spawned session at `maxSpawnDepth`) lacks besides (OpenClaw's
 /// `SUBAGENT_TOOL_DENY_LEAF`): the tools that manage children.
-pub const LEAF_DENY: [&str; 4] = [
+pub(crate) const LEAF_DENY: [&str; 4] = [
     super::tools::SUBAGENTS,
     super::tools::SESSIONS_LIST,
     super::tools::SESSIONS_HISTORY,
@@ -128,7 +128,7 @@ pub const LEAF_DENY: [&str; 4] = [
 
 /// `subagents.tools`: an agent's changes to what its spawned sessions keep.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct SubagentTools {
+pub(crate) struct SubagentTools {
     /// Only these (names or `prefix*`); `None`: every tool not denied.
     pub allow: Option<Vec<String>>,
     /// Given back despite the default denials.
@@ -139,7 +139,7 @@ pub struct SubagentTools {
 
 /// An agent's spawn limits (`subagents.*`, its own or `agents.defaults`').
 #[derive(Debug, Clone, PartialEq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// `maxSpawnDepth`: a session at this depth is a leaf.
     pub max_spawn_depth: u32,
     /// `maxChildrenPerAgent`: active children of one session.
@@ -173,14 +173,16 @@ impl Default for Limits {
 /// session is still open (`cleanup: keep`, `mode: session`) is kept, with its runtime session
 /// and its token. Both count until the child is closed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HeldChildren {
+pub(crate) struct HeldChildren {
     pub running: usize,
     pub kept: usize,
 }
 
 impl HeldChildren {
     /// Counted over each child's (closed, its run's state; `None`: no run on record).
-    pub fn count(children: impl IntoIterator<Item = (bool, Option<RunState>)>) -> HeldChildren {
+    pub(crate) fn count(
+        children: impl IntoIterator<Item = (bool, Option<RunState>)>,
+    ) -> HeldChildren {
         let mut held = HeldChildren::default();
         for (closed, state) in children {
             match state {
@@ -195,7 +197,7 @@ impl HeldChildren {
 
 impl Limits {
     /// Whether a session of `agent_id` whose children hold `held` may spawn one more.
-    pub fn may_add_child(&self, agent_id: &str, held: HeldChildren) -> Result<(), Denial> {
+    pub(crate) fn may_add_child(&self, agent_id: &str, held: HeldChildren) -> Result<(), Denial> {
         if held.running + held.kept < self.max_children {
             return Ok(());
         }
@@ -219,7 +221,7 @@ impl Limits {
 
 /// One agent as the Hub sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HubAgent {
+pub(crate) struct HubAgent {
     pub id: String,
     pub name: Option<String>,
     pub description: Option<String>,
@@ -243,7 +245,7 @@ pub struct HubAgent {
 
 /// Everything the Hub decides by, from one config.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HubPolicy {
+pub(crate) struct HubPolicy {
     pub agents: BTreeMap<String, HubAgent>,
     pub a2a_enabled: bool,
     /// Empty: every agent.
@@ -281,7 +283,7 @@ fn listed(patterns: &[String], id: &str) -> bool {
 impl HubPolicy {
     /// The visibility `agent_id`'s sessions have: `tools.sessions.visibility`, at most `tree`
     /// for a sandboxed agent (unless its sandbox says `sessionToolsVisibility: all`).
-    pub fn visibility_of(&self, agent_id: &str) -> Visibility {
+    pub(crate) fn visibility_of(&self, agent_id: &str) -> Visibility {
         match self.agents.get(agent_id) {
             Some(agent) if agent.clamped => self.visibility.min(Visibility::Tree),
             _ => self.visibility,
@@ -289,7 +291,7 @@ impl HubPolicy {
     }
 
     /// The policy of `config`; `main_key` names an agent's main session.
-    pub fn from_config(config: &Config, main_key: impl Fn(&str) -> String) -> HubPolicy {
+    pub(crate) fn from_config(config: &Config, main_key: impl Fn(&str) -> String) -> HubPolicy {
         let mut policy = HubPolicy::default();
         for agent in &config.agents {
             let spec = &agent.spec;
@@ -380,7 +382,7 @@ impl HubPolicy {
     }
 
     /// The spawn limits of agent `agent_id` (the defaults for an agent not in the config).
-    pub fn limits(&self, agent_id: &str) -> Limits {
+    pub(crate) fn limits(&self, agent_id: &str) -> Limits {
         self.agents
             .get(agent_id)
             .map(|a| a.limits.clone())
@@ -391,7 +393,7 @@ impl HubPolicy {
     /// tools"): a session the Hub did not spawn has every tool; a spawned one lacks
     /// [`SUBAGENT_DENY`], a leaf [`LEAF_DENY`] too, as the agent's `subagents.tools` changes
     /// them (OpenClaw's `resolveSubagentToolPolicy`).
-    pub fn tool_denied(&self, agent_id: &str, depth: u32, tool: &str) -> Option<Denial> {
+    pub(crate) fn tool_denied(&self, agent_id: &str, depth: u32, tool: &str) -> Option<Denial> {
         if depth == 0 {
             return None;
         }
@@ -435,7 +437,7 @@ impl HubPolicy {
     }
 
     /// `tools.agentToAgent` between two agents; the same agent always may.
-    pub fn agent_to_agent(&self, requester: &str, target: &str) -> Result<(), Denial> {
+    pub(crate) fn agent_to_agent(&self, requester: &str, target: &str) -> Result<(), Denial> {
         if requester == target {
             return Ok(());
         }
@@ -463,7 +465,7 @@ impl HubPolicy {
     }
 
     /// `subagents.allowAgents` of `requester`: may it spawn on `target`?
-    pub fn may_spawn_on(&self, requester: &str, target: &str) -> Result<(), Denial> {
+    pub(crate) fn may_spawn_on(&self, requester: &str, target: &str) -> Result<(), Denial> {
         if requester == target {
             return Ok(());
         }

@@ -11,12 +11,12 @@ use super::store::RunRecord;
 use crate::state::{RunState, SpawnMode};
 
 /// What stops the reply-back loop (and, `ANNOUNCE_SKIP`, the announce).
-pub const REPLY_SKIP: &str = "REPLY_SKIP";
-pub const NO_REPLY: &str = "NO_REPLY";
-pub const ANNOUNCE_SKIP: &str = "ANNOUNCE_SKIP";
+pub(super) const REPLY_SKIP: &str = "REPLY_SKIP";
+pub(super) const NO_REPLY: &str = "NO_REPLY";
+pub(super) const ANNOUNCE_SKIP: &str = "ANNOUNCE_SKIP";
 
 /// An empty reply or a stop token.
-pub fn is_stop(reply: &str) -> bool {
+pub(super) fn is_stop(reply: &str) -> bool {
     matches!(reply.trim(), "" | REPLY_SKIP | NO_REPLY | ANNOUNCE_SKIP)
 }
 
@@ -40,7 +40,7 @@ pub(super) fn shorten(text: &str, max: usize) -> String {
 
 /// One tool call's answer.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ToolResult {
+pub(crate) enum ToolResult {
     /// Refused by policy.
     Forbidden(Denial),
     /// Refused by a budget (reason `budget_exceeded`): which budget, and in how many seconds
@@ -82,7 +82,8 @@ pub enum ToolResult {
 
 impl ToolResult {
     /// The reason of a refusal.
-    pub fn denied(&self) -> Option<Reason> {
+    #[cfg(test)]
+    pub(crate) fn denied(&self) -> Option<Reason> {
         match self {
             ToolResult::Forbidden(denial) => Some(denial.reason),
             ToolResult::OverBudget { .. } => Some(Reason::BudgetExceeded),
@@ -91,7 +92,7 @@ impl ToolResult {
     }
 
     /// The result in OpenClaw's shape, as the agent reads it.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         match self {
             ToolResult::Forbidden(denial) => forbidden(denial.reason, &denial.error),
             ToolResult::OverBudget {
@@ -150,7 +151,7 @@ fn forbidden(reason: Reason, error: &str) -> Value {
 
 /// How a waited-for send ended, for its caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SendStatus {
+pub(crate) enum SendStatus {
     /// Answered with a reply.
     Ok(String),
     /// Answered with nothing to say (empty, or a stop token).
@@ -163,7 +164,7 @@ pub enum SendStatus {
 
 /// `sessions_send`'s result for a run as it stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SendOutcome {
+pub(crate) struct SendOutcome {
     pub run_id: String,
     pub session_key: String,
     pub status: SendStatus,
@@ -180,7 +181,7 @@ impl serde::Serialize for SendOutcome {
 
 impl SendOutcome {
     /// Run `run` into session `key`, as it stands.
-    pub fn of(run: &RunRecord, key: &str) -> SendOutcome {
+    pub(crate) fn of(run: &RunRecord, key: &str) -> SendOutcome {
         let status = match run.state {
             RunState::Completed => {
                 let reply = run.reply.clone().unwrap_or_default();
@@ -208,7 +209,7 @@ impl SendOutcome {
     }
 
     /// `{runId, sessionKey, reply | error, status, state}`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut out = json!({"runId": self.run_id, "sessionKey": self.session_key});
         let status = match &self.status {
             SendStatus::Ok(reply) => {

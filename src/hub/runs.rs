@@ -30,7 +30,7 @@ use crate::state::{ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode}
 
 /// How long a cancelled turn has to confirm (`stopReason: cancelled`) before the run is
 /// `uncertain`, unless `DEEPCLI_HUB_CANCEL_GRACE_MS` says otherwise.
-pub const CANCEL_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 /// How often an announce tries a parent whose runtime is not ready (every 500 ms).
 const ANNOUNCE_ATTEMPTS: u32 = 120;
@@ -85,17 +85,17 @@ impl Runs {
     }
 
     /// Run `run_id`, while it is carried out here.
-    pub fn get(&self, run_id: &str) -> Option<Arc<LiveRun>> {
+    pub(super) fn get(&self, run_id: &str) -> Option<Arc<LiveRun>> {
         self.live_map().get(run_id).cloned()
     }
 
     /// How many runs are carried out here.
-    pub fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         self.live_map().len()
     }
 
     /// How many runs are carried out here, by target agent.
-    pub fn by_agent(&self) -> HashMap<String, usize> {
+    pub(super) fn by_agent(&self) -> HashMap<String, usize> {
         let mut active: HashMap<String, usize> = HashMap::new();
         for run in self.live_map().values() {
             *active.entry(run.target_agent.clone()).or_default() += 1;
@@ -140,7 +140,7 @@ pub(super) enum TurnEnd {
 
 impl TurnEnd {
     /// The words of a turn that did not answer.
-    pub fn error(&self) -> Option<String> {
+    pub(super) fn error(&self) -> Option<String> {
         match self {
             TurnEnd::Answered { .. } => None,
             TurnEnd::Withdrawn(why) => Some(format!(
@@ -248,12 +248,12 @@ pub(super) struct ReplyBack {
 }
 
 impl ReplyBack {
-    pub fn new(max: u32) -> ReplyBack {
+    pub(super) fn new(max: u32) -> ReplyBack {
         ReplyBack { max, turn: 0 }
     }
 
     /// The number of the turn `last` gets, if it gets one.
-    pub fn next(&mut self, last: &str) -> Option<u32> {
+    pub(super) fn next(&mut self, last: &str) -> Option<u32> {
         (self.turn < self.max && !is_stop(last)).then(|| {
             self.turn += 1;
             self.turn
@@ -261,7 +261,7 @@ impl ReplyBack {
     }
 
     /// What the run's record says of the loop once `last` was its last reply.
-    pub fn summary(&self, last: &str) -> String {
+    pub(super) fn summary(&self, last: &str) -> String {
         format!(
             "reply-back loop: {} (of at most {}){}",
             crate::plural::plural(self.turn as usize, "turn", "turns"),
@@ -965,7 +965,12 @@ impl Hub {
 
     /// Closes a session: its runtime session ended, its tokens revoked, a child marked
     /// closed; `trash`: its transcript moved to the trash tables. What happened.
-    pub async fn close_session(&self, agent_id: &str, key: &str, trash: bool) -> SessionClosed {
+    pub(crate) async fn close_session(
+        &self,
+        agent_id: &str,
+        key: &str,
+        trash: bool,
+    ) -> SessionClosed {
         self.close_session_because(agent_id, key, trash, "the session was closed")
             .await
     }
@@ -1010,7 +1015,7 @@ impl Hub {
     /// After a controller restart, first thing: every run the last controller left unfinished
     /// is reconciled. Its turn died with the last controller's runtimes, so its outcome
     /// cannot be known: `uncertain`, never retried; a spawned run's parent is told once.
-    pub async fn reconcile_unfinished(self: &Arc<Self>) -> usize {
+    pub(crate) async fn reconcile_unfinished(self: &Arc<Self>) -> usize {
         let Ok(runs) = self.db(|s| s.unfinished_runs()).await else {
             return 0;
         };
@@ -1050,7 +1055,7 @@ impl Hub {
     }
 
     /// The operator speaks into a session (`deepcli sessions send`): provenance `operator`.
-    pub async fn operator_send(
+    pub(crate) async fn operator_send(
         self: &Arc<Self>,
         key: &str,
         message: String,
@@ -1081,7 +1086,7 @@ impl Hub {
     }
 
     /// A run with its events, for the operator.
-    pub async fn run_detail(&self, run_id: &str) -> Result<Option<RunDetail>, CallError> {
+    pub(crate) async fn run_detail(&self, run_id: &str) -> Result<Option<RunDetail>, CallError> {
         let id = run_id.to_string();
         let found = self
             .db(move |s| Ok(s.run(&id)?.map(|r| (r, s.run_events(&id)))))
@@ -1099,7 +1104,7 @@ impl Hub {
 /// What closing a session did (`sessions/close`), or why it could not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
-pub enum SessionClosed {
+pub(crate) enum SessionClosed {
     #[serde(rename_all = "camelCase")]
     Closed {
         session_key: String,
@@ -1138,7 +1143,7 @@ impl SessionClosed {
 /// A run as the operator sees it: long texts shortened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunView {
+pub(crate) struct RunView {
     pub run_id: String,
     pub kind: RunKind,
     pub source_tool: String,
@@ -1162,7 +1167,7 @@ pub struct RunView {
 }
 
 impl RunView {
-    pub fn of(run: &RunRecord) -> RunView {
+    pub(crate) fn of(run: &RunRecord) -> RunView {
         RunView {
             run_id: run.run_id.clone(),
             kind: run.kind,
@@ -1188,7 +1193,7 @@ impl RunView {
 
 /// A run with the states it went through (`runs/show`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunDetail {
+pub(crate) struct RunDetail {
     #[serde(flatten)]
     pub run: RunView,
     pub events: Vec<RunEvent>,

@@ -25,7 +25,7 @@ pub(super) struct Spawn {
 
 /// The spawned runs not final.
 #[derive(Default)]
-pub struct Spawns {
+pub(super) struct Spawns {
     /// By requester agent; the hub-wide count is their sum, kept beside them.
     held: Mutex<Held>,
 }
@@ -46,7 +46,7 @@ impl Spawns {
 
     /// Takes a slot for a spawn by agent `agent_id` within `policy`'s hub-wide and the
     /// agent's `maxConcurrent`; a refusal says which limit held.
-    pub fn take(&self, policy: &HubPolicy, agent_id: &str) -> Result<(), Denial> {
+    pub(super) fn take(&self, policy: &HubPolicy, agent_id: &str) -> Result<(), Denial> {
         let mut held = self.held();
         if held.total >= policy.max_concurrent {
             return Err(Denial::new(
@@ -74,7 +74,7 @@ impl Spawns {
     }
 
     /// Gives agent `agent_id`'s slot back.
-    pub fn free(&self, agent_id: &str) {
+    pub(super) fn free(&self, agent_id: &str) {
         let mut held = self.held();
         held.total = held.total.saturating_sub(1);
         if let Some(n) = held.by_agent.get_mut(agent_id) {
@@ -86,7 +86,7 @@ impl Spawns {
     }
 
     /// Spawned runs not final, hub-wide.
-    pub fn active(&self) -> usize {
+    pub(super) fn active(&self) -> usize {
         self.held().total
     }
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// in force.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HubStatus {
+pub(crate) struct HubStatus {
     /// Each agent of the config in force, by id.
     pub agents: BTreeMap<String, AgentLoad>,
     pub calls: u64,
@@ -31,7 +31,7 @@ pub struct HubStatus {
 /// What an agent has waiting and running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AgentLoad {
+pub(crate) struct AgentLoad {
     pub queue_depth: usize,
     pub active_runs: usize,
 }
@@ -39,7 +39,7 @@ pub struct AgentLoad {
 /// A run paused at a loop bound, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LoopPause {
+pub(crate) struct LoopPause {
     pub run_id: String,
     pub why: String,
 }
@@ -47,7 +47,7 @@ pub struct LoopPause {
 /// The overheads kept of a kind of call, in µs (`None` while none is kept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct OverheadSummary {
+pub(crate) struct OverheadSummary {
     pub samples: usize,
     pub p50_us: Option<u64>,
     pub p99_us: Option<u64>,
@@ -57,7 +57,7 @@ pub struct OverheadSummary {
 /// The Hub policy in force, as the operator reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PolicyView {
+pub(crate) struct PolicyView {
     pub agent_to_agent: AgentToAgentView,
     /// `tools.sessions.visibility`: `self`, `tree`, `agent` or `all`.
     pub visibility: String,
@@ -67,7 +67,7 @@ pub struct PolicyView {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AgentToAgentView {
+pub(crate) struct AgentToAgentView {
     pub enabled: bool,
     /// Empty: every agent.
     pub allow: Vec<String>,
@@ -75,7 +75,7 @@ pub struct AgentToAgentView {
 
 /// The audit timeline (approvals.md) a filter asks for.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AuditTimeline {
+pub(crate) struct AuditTimeline {
     pub count: usize,
     pub events: Vec<crate::state::audit::AuditEvent>,
 }

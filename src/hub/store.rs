@@ -11,18 +11,18 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use crate::access::store::AccessStore;
-pub use crate::access::store::{HistoryRow, trashed_entry};
+pub(crate) use crate::access::store::HistoryRow;
 use crate::state::{
     ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode, StateDir, StateError,
 };
 
-pub struct HubStore {
+pub(crate) struct HubStore {
     db: crate::state::LayerConnection,
 }
 
 /// Who holds a live token: the one identity the Hub acts for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TokenOwner {
+pub(crate) struct TokenOwner {
     pub agent_id: String,
     pub session_key: String,
 }
@@ -30,7 +30,7 @@ pub struct TokenOwner {
 /// A run as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunRecord {
+pub(crate) struct RunRecord {
     pub run_id: String,
     pub kind: RunKind,
     pub source_tool: String,
@@ -58,7 +58,7 @@ pub struct RunRecord {
 impl RunRecord {
     /// A new run of `kind`, `accepted`, with fresh run and correlation ids: `requester`
     /// (agent, session; `None` for the operator) asks `agent`'s session `key` with `message`.
-    pub fn new(
+    pub(crate) fn new(
         kind: RunKind,
         tool: &str,
         requester: (Option<String>, Option<String>),
@@ -120,7 +120,7 @@ fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
 /// One thing that happened to a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunEvent {
+pub(crate) struct RunEvent {
     pub at: String,
     /// The state the run entered; `None` for a note (a late event, ignored).
     pub state: Option<RunState>,
@@ -129,7 +129,7 @@ pub struct RunEvent {
 
 /// What a transition did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Moved {
+pub(crate) enum Moved {
     /// The run went from this state to the one asked.
     From(RunState),
     /// The run is in this state, which may not become the one asked: nothing changed but a
@@ -141,7 +141,7 @@ pub enum Moved {
 
 /// What a transition writes besides the state.
 #[derive(Debug, Clone, Default)]
-pub struct RunOutcome {
+pub(crate) struct RunOutcome {
     pub reply: Option<String>,
     pub error: Option<String>,
     pub note: String,
@@ -150,7 +150,7 @@ pub struct RunOutcome {
 /// A session `sessions_spawn` made.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ChildSession {
+pub(crate) struct ChildSession {
     pub session_key: String,
     pub agent_id: String,
     pub kind: ChildKind,
@@ -189,7 +189,7 @@ fn child_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChildSession> {
 /// A session as the listings see it: every session key with a runtime session, a transcript or
 /// a spawn behind it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct KnownSession {
+pub(crate) struct KnownSession {
     pub session_key: String,
     /// The agent the key names (`agent:<id>:…`), else the one recorded.
     pub agent_id: String,
@@ -202,7 +202,7 @@ pub struct KnownSession {
 
 /// Which runs a listing wants.
 #[derive(Debug, Clone, Default)]
-pub struct RunFilter {
+pub(crate) struct RunFilter {
     pub state: Option<RunState>,
     pub requester_session_key: Option<String>,
     pub target_session_key: Option<String>,
@@ -215,7 +215,7 @@ pub struct RunFilter {
 }
 
 /// The agent a session key names: `agent:<id>:…`.
-pub fn agent_of(session_key: &str) -> Option<&str> {
+pub(crate) fn agent_of(session_key: &str) -> Option<&str> {
     let rest = session_key.strip_prefix("agent:")?;
     let (agent, rest) = rest.split_once(':')?;
     (!agent.is_empty() && !rest.is_empty()).then_some(agent)
@@ -223,7 +223,7 @@ pub fn agent_of(session_key: &str) -> Option<&str> {
 
 impl HubStore {
     /// Opens the state database (migrating it) with a connection for the Hub.
-    pub fn open(dir: &StateDir) -> Result<HubStore, StateError> {
+    pub(crate) fn open(dir: &StateDir) -> Result<HubStore, StateError> {
         Ok(HubStore {
             db: crate::state::LayerConnection::open(dir, "hub")?,
         })
@@ -241,7 +241,7 @@ impl HubStore {
     /// Records a new token (its hash) for `owner`, revoking the session's earlier ones: the
     /// session was opened again, and only its newest runtime session holds a token. Returns
     /// how many were revoked.
-    pub fn add_token(&self, hash: &str, owner: &TokenOwner) -> Result<usize, StateError> {
+    pub(crate) fn add_token(&self, hash: &str, owner: &TokenOwner) -> Result<usize, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -260,7 +260,7 @@ impl HubStore {
     }
 
     /// Who holds the live token with this hash.
-    pub fn token_owner(&self, hash: &str) -> Result<Option<TokenOwner>, StateError> {
+    pub(crate) fn token_owner(&self, hash: &str) -> Result<Option<TokenOwner>, StateError> {
         self.with(|c| {
             c.query_row(
                 "SELECT agent_id, session_key FROM hub_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
@@ -277,7 +277,11 @@ impl HubStore {
     }
 
     /// Revokes the live tokens of one session; how many.
-    pub fn revoke_session_tokens(&self, session_key: &str, why: &str) -> Result<usize, StateError> {
+    pub(crate) fn revoke_session_tokens(
+        &self,
+        session_key: &str,
+        why: &str,
+    ) -> Result<usize, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             c.execute(
@@ -288,7 +292,11 @@ impl HubStore {
     }
 
     /// Revokes the live tokens of every session of an agent; how many.
-    pub fn revoke_agent_tokens(&self, agent_id: &str, why: &str) -> Result<usize, StateError> {
+    pub(crate) fn revoke_agent_tokens(
+        &self,
+        agent_id: &str,
+        why: &str,
+    ) -> Result<usize, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             c.execute(
@@ -299,7 +307,7 @@ impl HubStore {
     }
 
     /// Revokes every live token; how many.
-    pub fn revoke_all_tokens(&self, why: &str) -> Result<usize, StateError> {
+    pub(crate) fn revoke_all_tokens(&self, why: &str) -> Result<usize, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             c.execute(
@@ -310,7 +318,7 @@ impl HubStore {
     }
 
     /// How many tokens are live.
-    pub fn live_tokens(&self) -> Result<u64, StateError> {
+    pub(crate) fn live_tokens(&self) -> Result<u64, StateError> {
         self.with(|c| {
             c.query_row(
                 "SELECT count(*) FROM hub_tokens WHERE revoked_at IS NULL",
@@ -323,7 +331,7 @@ impl HubStore {
     // ---- runs ----
 
     /// Records a new run, `accepted`.
-    pub fn insert_run(&self, run: &RunRecord) -> Result<(), StateError> {
+    pub(crate) fn insert_run(&self, run: &RunRecord) -> Result<(), StateError> {
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             tx.prepare_cached(&format!(
@@ -360,7 +368,7 @@ impl HubStore {
 
     /// Moves a run to `next` if its graph allows it from where it is (one transaction); else
     /// records the attempt as a note and leaves it.
-    pub fn transition(
+    pub(crate) fn transition(
         &self,
         run_id: &str,
         next: RunState,
@@ -416,7 +424,7 @@ impl HubStore {
     }
 
     /// Adds a note to a run's events.
-    pub fn note(&self, run_id: &str, note: &str) -> Result<(), StateError> {
+    pub(crate) fn note(&self, run_id: &str, note: &str) -> Result<(), StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             c.execute(
@@ -427,7 +435,7 @@ impl HubStore {
         })
     }
 
-    pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StateError> {
+    pub(crate) fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StateError> {
         self.with(|c| {
             c.prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM hub_runs WHERE run_id = ?1"
@@ -438,7 +446,7 @@ impl HubStore {
     }
 
     /// Runs, newest first.
-    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StateError> {
+    pub(crate) fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StateError> {
         let limit = if filter.limit == 0 { 100 } else { filter.limit };
         self.with(|c| {
             let mut stmt = c.prepare(&format!(
@@ -467,7 +475,11 @@ impl HubStore {
     }
 
     /// The newest run delivering to `session_key` that is in `state`.
-    pub fn run_in(&self, session_key: &str, state: RunState) -> Result<Option<String>, StateError> {
+    pub(crate) fn run_in(
+        &self,
+        session_key: &str,
+        state: RunState,
+    ) -> Result<Option<String>, StateError> {
         self.with(|c| {
             c.query_row(
                 "SELECT run_id FROM hub_runs WHERE target_session_key = ?1 AND state = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1",
@@ -479,7 +491,7 @@ impl HubStore {
     }
 
     /// Every run not yet in a final state, oldest first (what a restart reconciles).
-    pub fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StateError> {
+    pub(crate) fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StateError> {
         self.with(|c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {RUN_COLUMNS} FROM hub_runs
@@ -490,7 +502,7 @@ impl HubStore {
         })
     }
 
-    pub fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StateError> {
+    pub(crate) fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StateError> {
         self.with(|c| {
             let mut stmt = c.prepare(
                 "SELECT at, state, note FROM hub_run_events WHERE run_id = ?1 ORDER BY id",
@@ -508,7 +520,7 @@ impl HubStore {
 
     // ---- child sessions ----
 
-    pub fn insert_child(&self, child: &ChildSession) -> Result<(), StateError> {
+    pub(crate) fn insert_child(&self, child: &ChildSession) -> Result<(), StateError> {
         self.with(|c| {
             c.execute(
                 &format!(
@@ -535,7 +547,7 @@ impl HubStore {
     }
 
     /// Whether session `key` was spawned, at any depth, from session `ancestor`.
-    pub fn descends_from(&self, key: &str, ancestor: &str) -> Result<bool, StateError> {
+    pub(crate) fn descends_from(&self, key: &str, ancestor: &str) -> Result<bool, StateError> {
         let mut at = key.to_string();
         // Bounded: a tree is never deeper than the spawn depth limit (at most a few).
         for _ in 0..64 {
@@ -548,7 +560,7 @@ impl HubStore {
         Ok(false)
     }
 
-    pub fn child(&self, session_key: &str) -> Result<Option<ChildSession>, StateError> {
+    pub(crate) fn child(&self, session_key: &str) -> Result<Option<ChildSession>, StateError> {
         self.with(|c| {
             c.query_row(
                 &format!("SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE session_key = ?1"),
@@ -559,18 +571,8 @@ impl HubStore {
         })
     }
 
-    /// Every child session, open or closed.
-    pub fn children(&self) -> Result<Vec<ChildSession>, StateError> {
-        self.with(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {CHILD_COLUMNS} FROM hub_sessions ORDER BY created_at, rowid"
-            ))?;
-            stmt.query_map([], child_row)?.collect()
-        })
-    }
-
     /// The children of one session (open or closed), oldest first.
-    pub fn children_of(&self, parent: &str) -> Result<Vec<ChildSession>, StateError> {
+    pub(crate) fn children_of(&self, parent: &str) -> Result<Vec<ChildSession>, StateError> {
         self.with(|c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE parent_session_key = ?1 ORDER BY created_at, rowid"
@@ -581,7 +583,7 @@ impl HubStore {
 
     /// The children of one session (open or closed), oldest first, each with its run's state
     /// (`None`: no run on record): one query.
-    pub fn children_with_state(
+    pub(crate) fn children_with_state(
         &self,
         parent: &str,
     ) -> Result<Vec<(ChildSession, Option<RunState>)>, StateError> {
@@ -601,7 +603,7 @@ impl HubStore {
     }
 
     /// The open child session labelled `label` of agent `agent_id`, the newest when several.
-    pub fn child_by_label(
+    pub(crate) fn child_by_label(
         &self,
         agent_id: Option<&str>,
         label: &str,
@@ -617,7 +619,7 @@ impl HubStore {
     }
 
     /// Marks a child closed; whether it was open.
-    pub fn close_child(&self, session_key: &str) -> Result<bool, StateError> {
+    pub(crate) fn close_child(&self, session_key: &str) -> Result<bool, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             c.execute(
@@ -629,7 +631,7 @@ impl HubStore {
     }
 
     /// Marks every open child session of agent `agent_id` closed (the agent was deleted).
-    pub fn close_agent_children(&self, agent_id: &str) -> Result<usize, StateError> {
+    pub(crate) fn close_agent_children(&self, agent_id: &str) -> Result<usize, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             c.execute(
@@ -642,14 +644,14 @@ impl HubStore {
     /// Moves a session's transcript and session row into the trash tables, under entry
     /// `session:<key>` (`cleanup: delete`): the session is gone from every listing, its words
     /// kept for the operator.
-    pub fn trash_session(&self, session_key: &str) -> Result<(), StateError> {
+    pub(crate) fn trash_session(&self, session_key: &str) -> Result<(), StateError> {
         self.with(|c| AccessStore::trash_session_on(c, session_key))
     }
 
     // ---- sessions, through the Access layer's statements ----
 
     /// Every session key with a runtime session, a transcript, or an open spawn.
-    pub fn known_sessions(&self) -> Result<Vec<KnownSession>, StateError> {
+    pub(crate) fn known_sessions(&self) -> Result<Vec<KnownSession>, StateError> {
         self.with(|c| {
             let mut out: std::collections::BTreeMap<String, KnownSession> =
                 std::collections::BTreeMap::new();
@@ -703,7 +705,7 @@ impl HubStore {
     }
 
     /// Whether a session key has a runtime session, a transcript or an open spawn.
-    pub fn session_exists(&self, session_key: &str) -> Result<bool, StateError> {
+    pub(crate) fn session_exists(&self, session_key: &str) -> Result<bool, StateError> {
         self.with(|c| {
             Ok(AccessStore::session_on_record(c, session_key)?
                 || c.query_row(
@@ -716,7 +718,7 @@ impl HubStore {
 
     /// A page of a session's transcript, newest last: the `limit` rows before the newest
     /// `offset`. From the trash tables when the session was trashed (`cleanup: delete`).
-    pub fn history(
+    pub(crate) fn history(
         &self,
         session_key: &str,
         limit: usize,
@@ -726,7 +728,7 @@ impl HubStore {
     }
 
     /// Whether an agent with this id was deleted (its entry is in the trash).
-    pub fn agent_in_trash(&self, agent_id: &str) -> Result<bool, StateError> {
+    pub(crate) fn agent_in_trash(&self, agent_id: &str) -> Result<bool, StateError> {
         self.db.agent_in_trash(agent_id)
     }
 }

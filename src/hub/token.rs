@@ -6,23 +6,23 @@
 const PREFIX: &str = "dch_";
 
 /// Longest token text looked at: anything longer is not a token (and is not hashed).
-pub const MAX_LEN: usize = 128;
+pub(crate) const MAX_LEN: usize = 128;
 
 /// A new token: `dch_` and 64 hex digits of the system's randomness.
-pub fn mint() -> Result<String, getrandom::Error> {
+pub(crate) fn mint() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)?;
     Ok(format!("{PREFIX}{}", hex::encode(bytes)))
 }
 
 /// What the state keeps of a token: `sha256:<hex>`. `None` for text that cannot be a token.
-pub fn hash(token: &str) -> Option<String> {
+pub(crate) fn hash(token: &str) -> Option<String> {
     let token = token.trim();
     (token.starts_with(PREFIX) && token.len() <= MAX_LEN).then(|| crate::hash::of(token.as_bytes()))
 }
 
 /// The token of an `Authorization: Bearer <token>` header value.
-pub fn from_bearer(header: &str) -> Option<&str> {
+pub(crate) fn from_bearer(header: &str) -> Option<&str> {
     let (scheme, token) = header.trim().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }

@@ -10,18 +10,18 @@ use super::store::{HubStore, TokenOwner};
 use super::token;
 use crate::state::StateError;
 
-pub struct Tokens {
+pub(super) struct Tokens {
     store: Arc<HubStore>,
 }
 
 impl Tokens {
-    pub fn new(store: Arc<HubStore>) -> Tokens {
+    pub(super) fn new(store: Arc<HubStore>) -> Tokens {
         Tokens { store }
     }
 
     /// A new token for a runtime session of `agent_id` serving `session_key`; the session's
     /// earlier tokens are revoked.
-    pub fn mint(&self, agent_id: &str, session_key: &str) -> Option<String> {
+    pub(super) fn mint(&self, agent_id: &str, session_key: &str) -> Option<String> {
         let token = token::mint().ok()?;
         let hash = token::hash(&token)?;
         let owner = TokenOwner {
@@ -39,7 +39,7 @@ impl Tokens {
 
     /// Who holds live token `token` (blocking: a store read); `None` for a malformed,
     /// unknown or revoked one.
-    pub fn caller(&self, token: &str) -> Result<Option<HubCaller>, StateError> {
+    pub(super) fn caller(&self, token: &str) -> Result<Option<HubCaller>, StateError> {
         let Some(hash) = token::hash(token) else {
             return Ok(None);
         };
@@ -55,22 +55,22 @@ impl Tokens {
     }
 
     /// Revokes the live tokens of session `session_key`; how many.
-    pub fn revoke_session(&self, session_key: &str, why: &str) -> Result<usize, StateError> {
+    pub(super) fn revoke_session(&self, session_key: &str, why: &str) -> Result<usize, StateError> {
         self.store.revoke_session_tokens(session_key, why)
     }
 
     /// Revokes the live tokens of every session of agent `agent_id`; how many.
-    pub fn revoke_agent(&self, agent_id: &str, why: &str) -> Result<usize, StateError> {
+    pub(super) fn revoke_agent(&self, agent_id: &str, why: &str) -> Result<usize, StateError> {
         self.store.revoke_agent_tokens(agent_id, why)
     }
 
     /// Revokes every live token (an earlier controller's); how many.
-    pub fn revoke_all(&self, why: &str) -> Result<usize, StateError> {
+    pub(super) fn revoke_all(&self, why: &str) -> Result<usize, StateError> {
         self.store.revoke_all_tokens(why)
     }
 
     /// How many tokens are live.
-    pub fn live(&self) -> u64 {
+    pub(super) fn live(&self) -> u64 {
         self.store.live_tokens().unwrap_or(0)
     }
 }

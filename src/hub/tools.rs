@@ -8,26 +8,26 @@ use serde_json::{Value, json};
 use super::CallError;
 
 /// The longest message `sessions_send` carries, and the longest task `sessions_spawn` gives.
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// `sessions_send`'s wait when `timeoutSeconds` is not given.
-pub const DEFAULT_WAIT_SECONDS: u64 = 30;
+pub(crate) const DEFAULT_WAIT_SECONDS: u64 = 30;
 /// The longest wait a call may ask for.
-pub const MAX_WAIT_SECONDS: u64 = 3600;
+pub(crate) const MAX_WAIT_SECONDS: u64 = 3600;
 /// The most sessions `sessions_list` returns.
-pub const MAX_LIST: usize = 200;
+pub(crate) const MAX_LIST: usize = 200;
 /// The most bytes `sessions_history` returns.
-pub const HISTORY_CAP_BYTES: usize = 80 * 1024;
+pub(crate) const HISTORY_CAP_BYTES: usize = 80 * 1024;
 
-pub const AGENTS_LIST: &str = "agents_list";
-pub const SESSIONS_LIST: &str = "sessions_list";
-pub const SESSIONS_HISTORY: &str = "sessions_history";
-pub const SESSIONS_SEND: &str = "sessions_send";
-pub const SESSIONS_SPAWN: &str = "sessions_spawn";
-pub const SUBAGENTS: &str = "subagents";
-pub const SESSION_STATUS: &str = "session_status";
-pub const MANAGEMENT_REQUEST: &str = "management_request";
+pub(crate) const AGENTS_LIST: &str = "agents_list";
+pub(crate) const SESSIONS_LIST: &str = "sessions_list";
+pub(crate) const SESSIONS_HISTORY: &str = "sessions_history";
+pub(crate) const SESSIONS_SEND: &str = "sessions_send";
+pub(crate) const SESSIONS_SPAWN: &str = "sessions_spawn";
+pub(crate) const SUBAGENTS: &str = "subagents";
+pub(crate) const SESSION_STATUS: &str = "session_status";
+pub(crate) const MANAGEMENT_REQUEST: &str = "management_request";
 
-pub const ALL: [&str; 8] = [
+pub(crate) const ALL: [&str; 8] = [
     AGENTS_LIST,
     SESSIONS_LIST,
     SESSIONS_HISTORY,
@@ -40,7 +40,7 @@ pub const ALL: [&str; 8] = [
 
 /// The MCP tool definitions (`name`, `description`, `inputSchema`) a caller gets; a leaf (a
 /// session at the deepest spawn depth) gets no `sessions_spawn`.
-pub fn definitions(leaf: bool) -> Vec<Value> {
+pub(crate) fn definitions(leaf: bool) -> Vec<Value> {
     let mut tools = vec![
         json!({
             "name": AGENTS_LIST,
@@ -132,7 +132,7 @@ pub fn definitions(leaf: bool) -> Vec<Value> {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NoArgs {}
+pub(crate) struct NoArgs {}
 
 /// `limit` of a paged list (hub.md, "Paging").
 static LIMIT_SCHEMA: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
@@ -146,14 +146,14 @@ static CURSOR_SCHEMA: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
 /// `agents_list`'s arguments: a page.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PageArgs {
+pub(crate) struct PageArgs {
     pub limit: Option<usize>,
     pub cursor: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     pub limit: Option<usize>,
     pub cursor: Option<String>,
     pub agent_id: Option<String>,
@@ -165,7 +165,7 @@ pub struct ListArgs {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     pub session_key: String,
     pub limit: Option<usize>,
     pub cursor: Option<String>,
@@ -176,7 +176,7 @@ pub struct HistoryArgs {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SendArgs {
+pub(crate) struct SendArgs {
     pub message: String,
     pub session_key: Option<String>,
     pub label: Option<String>,
@@ -186,7 +186,7 @@ pub struct SendArgs {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SpawnArgs {
+pub(crate) struct SpawnArgs {
     pub task: String,
     pub agent_id: Option<String>,
     pub runtime: Option<SpawnRuntime>,
@@ -199,14 +199,14 @@ pub struct SpawnArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum SpawnRuntime {
+pub(crate) enum SpawnRuntime {
     Subagent,
     Acp,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SubagentsArgs {
+pub(crate) struct SubagentsArgs {
     pub action: SubagentsAction,
     pub target: Option<String>,
     pub timeout_seconds: Option<u64>,
@@ -216,7 +216,7 @@ pub struct SubagentsArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum SubagentsAction {
+pub(crate) enum SubagentsAction {
     List,
     Wait,
     Cancel,
@@ -225,7 +225,7 @@ pub enum SubagentsAction {
 /// The operator JSON-RPC methods an agent may ask for through `management_request`: the ones
 /// that change the config or the pairing records (management.md). Reads, logins and imports
 /// are not requestable.
-pub const REQUESTABLE_METHODS: [&str; 10] = [
+pub(crate) const REQUESTABLE_METHODS: [&str; 10] = [
     "agents/create",
     "agents/update",
     "agents/delete",
@@ -241,7 +241,7 @@ pub const REQUESTABLE_METHODS: [&str; 10] = [
 /// `management_request`'s arguments.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ManagementArgs {
+pub(crate) struct ManagementArgs {
     pub method: String,
     #[serde(default)]
     pub params: Value,
@@ -250,7 +250,7 @@ pub struct ManagementArgs {
 
 /// One tool call, its arguments decoded.
 #[derive(Debug)]
-pub enum ToolCall {
+pub(crate) enum ToolCall {
     AgentsList(PageArgs),
     SessionsList(ListArgs),
     SessionsHistory(HistoryArgs),
@@ -263,7 +263,7 @@ pub enum ToolCall {
 
 impl ToolCall {
     /// Tool `tool` called with `args` (MCP's `arguments`; `null` for none).
-    pub fn decode(tool: &str, args: Value) -> Result<ToolCall, CallError> {
+    pub(crate) fn decode(tool: &str, args: Value) -> Result<ToolCall, CallError> {
         fn args_of<T: serde::de::DeserializeOwned>(
             tool: &str,
             args: Value,
@@ -288,14 +288,14 @@ impl ToolCall {
 }
 
 /// The definitions of the tools `names` names, in [`definitions`]' order.
-pub fn definitions_of(names: &[&str]) -> Vec<Value> {
+pub(crate) fn definitions_of(names: &[&str]) -> Vec<Value> {
     let mut tools = definitions(false);
     tools.retain(|t| t["name"].as_str().is_some_and(|name| names.contains(&name)));
     tools
 }
 
 /// Decodes a call's arguments; the error names what is wrong, for the model.
-pub fn decode<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result<T, String> {
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result<T, String> {
     let args = if args.is_null() { json!({}) } else { args };
     serde_json::from_value(args).map_err(|e| {
         let message = e.to_string();

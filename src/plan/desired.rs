@@ -15,7 +15,7 @@ use crate::state::{AccountRecord, BindingRecord, JsonText};
 use crate::{hash, workspace};
 
 #[derive(Debug, Clone)]
-pub struct DesiredAgent {
+pub(crate) struct DesiredAgent {
     pub id: String,
     pub spec: Value,
     pub spec_hash: String,
@@ -31,7 +31,7 @@ pub struct DesiredAgent {
 }
 
 impl DesiredAgent {
-    pub fn file(&self, name: &str) -> Option<&str> {
+    pub(crate) fn file(&self, name: &str) -> Option<&str> {
         self.files
             .iter()
             .find(|(n, _)| *n == name)
@@ -41,14 +41,14 @@ impl DesiredAgent {
 
 /// A binding's place in bindings.yaml, for messages.
 #[derive(Debug, Clone)]
-pub struct DesiredBinding {
+pub(crate) struct DesiredBinding {
     pub record: BindingRecord,
     pub describe: String,
     pub line: u32,
 }
 
 #[derive(Debug, Clone)]
-pub struct Desired {
+pub(crate) struct Desired {
     pub config_hash: String,
     pub agents: Vec<DesiredAgent>,
     pub accounts: Vec<AccountRecord>,
@@ -65,7 +65,7 @@ pub struct Desired {
 impl Desired {
     /// Everything `plan` needs from a config that validated without errors. Refused only for
     /// bindings that outgrow the routing index.
-    pub fn from_config(config: &Config) -> Result<Desired, IndexError> {
+    pub(crate) fn from_config(config: &Config) -> Result<Desired, IndexError> {
         Ok(Desired {
             agents: Desired::agents(config),
             ..Desired::without_agents(config)?
@@ -74,7 +74,7 @@ impl Desired {
 
     /// The agents part of [`Desired::from_config`], which is what observing the world needs:
     /// the controller looks at the disk while it builds the rest.
-    pub fn agents(config: &Config) -> Vec<DesiredAgent> {
+    pub(crate) fn agents(config: &Config) -> Vec<DesiredAgent> {
         config
             .agents
             .iter()
@@ -121,7 +121,7 @@ impl Desired {
     }
 
     /// [`Desired::from_config`] with no agents.
-    pub fn without_agents(config: &Config) -> Result<Desired, IndexError> {
+    pub(crate) fn without_agents(config: &Config) -> Result<Desired, IndexError> {
         let accounts = config
             .channels
             .iter()
@@ -200,7 +200,7 @@ impl Desired {
 
     /// `routing-plan.json` as published as `generation`: the one rendered ahead, if it was
     /// rendered for that generation.
-    pub fn routing_json(&self, generation: u64) -> std::borrow::Cow<'_, str> {
+    pub(crate) fn routing_json(&self, generation: u64) -> std::borrow::Cow<'_, str> {
         match &self.routing_document {
             Some((g, text)) if *g == generation => std::borrow::Cow::Borrowed(text),
             _ => std::borrow::Cow::Owned(self.render_routing(generation)),
@@ -208,14 +208,14 @@ impl Desired {
     }
 
     /// Renders `routing-plan.json` as `generation`.
-    pub fn render_routing(&self, generation: u64) -> String {
+    pub(crate) fn render_routing(&self, generation: u64) -> String {
         self.routing_body
             .document_json(generation, &self.routing_hash, &self.config_hash)
     }
 }
 
 /// A binding's identity: its type and normalized match (the agent is what it maps to).
-pub fn binding_key(spec: &BindingSpec) -> String {
+pub(crate) fn binding_key(spec: &BindingSpec) -> String {
     let scope = Scope::from_spec(&spec.matcher);
     let kind = match spec.kind {
         BindingType::Route => "route",
@@ -243,7 +243,7 @@ pub fn binding_key(spec: &BindingSpec) -> String {
 }
 
 /// `telegram:personal`, `discord guild 123 roles [456]`, `slack:default peer channel:C1`.
-pub fn describe_binding(spec: &BindingSpec) -> String {
+pub(crate) fn describe_binding(spec: &BindingSpec) -> String {
     let m = &spec.matcher;
     let mut out = m.channel.trim().to_lowercase();
     if let Some(account) = &m.account_id {
@@ -270,7 +270,7 @@ pub fn describe_binding(spec: &BindingSpec) -> String {
 
 /// Nulls are how serde writes unset options; leaving them out keeps stored specs and field
 /// diffs about what the operator wrote.
-pub fn strip_nulls(value: &mut Value) {
+pub(crate) fn strip_nulls(value: &mut Value) {
     match value {
         Value::Object(map) => {
             map.retain(|_, v| !v.is_null());

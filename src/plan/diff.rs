@@ -17,7 +17,7 @@ use crate::trash::{RefusedPath, TrashError};
 use crate::{hash, workspace};
 
 /// What the operator allowed, and which paths are never moved.
-pub struct Options<'a> {
+pub(crate) struct Options<'a> {
     pub allow_destroy: bool,
     pub allow_mass_delete: bool,
     /// Plan a config directory that holds none of the three files (checked by
@@ -26,7 +26,12 @@ pub struct Options<'a> {
     pub guard: &'a crate::trash::Guard,
 }
 
-pub fn diff(desired: &Desired, live: &LiveState, world: &World, options: &Options<'_>) -> Plan {
+pub(crate) fn diff(
+    desired: &Desired,
+    live: &LiveState,
+    world: &World,
+    options: &Options<'_>,
+) -> Plan {
     let mut plan = Plan {
         format_version: super::FORMAT_VERSION.to_string(),
         lineage: live.lineage.clone(),
@@ -652,7 +657,7 @@ fn routing(desired: &Desired, live: &LiveState, world: &World, plan: &mut Plan) 
 }
 
 /// Field-level differences between two JSON values, by dotted path.
-pub fn field_changes(from: &Value, to: &Value) -> Vec<FieldChange> {
+pub(super) fn field_changes(from: &Value, to: &Value) -> Vec<FieldChange> {
     let mut a = BTreeMap::new();
     let mut b = BTreeMap::new();
     flatten("", from, &mut a);

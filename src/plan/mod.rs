@@ -4,25 +4,25 @@
 //! [`diff`] is pure: the world is observed first ([`World::observe`]) and handed in, so every
 //! decision here is testable without a disk.
 
-pub mod desired;
+pub(crate) mod desired;
 mod diff;
-pub mod observe;
+pub(crate) mod observe;
 mod prepare;
-pub mod render;
-pub mod saved;
+pub(crate) mod render;
+pub(crate) mod saved;
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use desired::Desired;
-pub use diff::{Options, diff};
-pub use observe::World;
-pub use prepare::{Inputs, PrepareError, Prepared, Sight, Source, Stages, prepare};
+pub(crate) use desired::Desired;
+pub(crate) use diff::{Options, diff};
+pub(crate) use observe::World;
+pub(crate) use prepare::{Inputs, PrepareError, Prepared, Sight, Source, Stages, prepare};
 
 /// The trash guard for a config and state directory: `/`, home directories, and these two
 /// directories (absolute) and their ancestors are never moved or bootstrapped into.
-pub fn guard(
+pub(crate) fn guard(
     config_dir: &std::path::Path,
     load: &crate::config::LoadOptions,
 ) -> crate::trash::Guard {
@@ -36,12 +36,12 @@ pub fn guard(
 
 /// `formatVersion` of `plan --json` and saved plans. Version 2 spells every key in camelCase
 /// (`formatVersion`, `configHash`, `savedPlanVersion`; version 1 had a few in snake_case).
-pub const FORMAT_VERSION: &str = "2";
+pub(crate) const FORMAT_VERSION: &str = "2";
 
 /// What `apply` would do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Plan {
+pub(crate) struct Plan {
     pub format_version: String,
     /// The state the plan was made against: a saved plan applies only to it.
     pub lineage: String,
@@ -55,12 +55,12 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.actions.is_empty()
     }
 
     /// (to add, to change, to remove).
-    pub fn counts(&self) -> (u64, u64, u64) {
+    pub(crate) fn counts(&self) -> (u64, u64, u64) {
         let mut counts = (0, 0, 0);
         for action in &self.actions {
             match action.op() {
@@ -74,7 +74,7 @@ impl Plan {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     Add,
     Change,
     Remove,
@@ -82,7 +82,7 @@ pub enum Op {
 
 /// One field that differs: `from` / `to` are absent when the field is added / removed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FieldChange {
+pub(crate) struct FieldChange {
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<serde_json::Value>,
@@ -93,7 +93,7 @@ pub struct FieldChange {
 /// Why apply writes a bootstrap file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum WriteReason {
+pub(crate) enum WriteReason {
     /// The workspace is new, or the file was never written.
     New,
     /// The file was deleted outside deepcli.
@@ -116,7 +116,7 @@ impl std::fmt::Display for WriteReason {
 /// A bootstrap file apply writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FileWrite {
+pub(crate) struct FileWrite {
     pub name: String,
     pub path: PathBuf,
     pub why: WriteReason,
@@ -128,7 +128,7 @@ pub struct FileWrite {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum RuntimeOp {
+pub(crate) enum RuntimeOp {
     Start,
     Restart,
     Stop,
@@ -138,7 +138,7 @@ pub enum RuntimeOp {
 /// files in it moved out when deepcli did not create it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TrashMove {
+pub(crate) struct TrashMove {
     pub label: String,
     pub path: PathBuf,
     /// Who made the directory, as recorded when the agent was applied.
@@ -157,7 +157,7 @@ pub struct TrashMove {
 /// A file deepcli wrote, moved to trash out of a directory that stays.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FileMove {
+pub(crate) struct FileMove {
     pub name: String,
     pub path: PathBuf,
     pub state: FileState,
@@ -166,7 +166,7 @@ pub struct FileMove {
 /// A file deepcli wrote, as found now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum FileState {
+pub(crate) enum FileState {
     /// As deepcli wrote it.
     Written,
     /// Changed since: it goes to trash all the same, so nothing is lost.
@@ -177,7 +177,7 @@ pub enum FileState {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
-pub enum Action {
+pub(crate) enum Action {
     #[serde(rename_all = "camelCase")]
     CreateAgent {
         id: String,
@@ -250,7 +250,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub fn op(&self) -> Op {
+    pub(crate) fn op(&self) -> Op {
         match self {
             Action::CreateAgent { .. } | Action::AddAccount { .. } | Action::AddBinding { .. } => {
                 Op::Add
@@ -264,7 +264,7 @@ impl Action {
     }
 
     /// The journal step name: stable, unique within a plan.
-    pub fn step(&self) -> String {
+    pub(crate) fn step(&self) -> String {
         match self {
             Action::CreateAgent { id, .. } => format!("agent.create:{id}"),
             Action::UpdateAgent { id, .. } => format!("agent.update:{id}"),
@@ -290,7 +290,7 @@ impl Action {
 /// Something changed outside deepcli.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Drift {
+pub(crate) struct Drift {
     /// `agent main`, `routing plan`, `trash old-bot-20261130T…`.
     pub object: String,
     pub what: Vec<String>,
@@ -299,7 +299,7 @@ pub struct Drift {
 /// A guard that stops the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Blocked {
+pub(crate) struct Blocked {
     /// What the guard saw (and, for a guard no flag lifts, what to change).
     pub reason: String,
     /// The flag that lets it through, if any (`--allow-destroy`, `--allow-mass-delete`).
@@ -309,7 +309,7 @@ pub struct Blocked {
 
 impl Blocked {
     /// For `deepcli plan` and `apply`: the reason, and the flag to pass when it is meant.
-    pub fn for_cli(&self) -> String {
+    pub(crate) fn for_cli(&self) -> String {
         match &self.flag {
             Some(flag) => format!("{}; if it is meant, pass {flag}", self.reason),
             None => self.reason.clone(),
@@ -318,7 +318,7 @@ impl Blocked {
 
     /// For `deepcli status` while `deepcli up` runs, which takes no flag per plan: the reason,
     /// and how to let one plan through.
-    pub fn for_controller(&self) -> String {
+    pub(crate) fn for_controller(&self) -> String {
         match &self.flag {
             Some(flag) => format!(
                 "{}; if it is meant, stop `deepcli up` and start it again with `deepcli up {flag}`: the flag lets through only the plan its first apply makes, later plans are guarded again",

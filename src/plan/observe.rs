@@ -11,7 +11,7 @@ use crate::{hash, workspace};
 
 /// A directory as found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DirState {
+pub(crate) enum DirState {
     Missing,
     Empty,
     NonEmpty,
@@ -20,14 +20,14 @@ pub enum DirState {
 }
 
 impl DirState {
-    pub fn exists(self) -> bool {
+    pub(crate) fn exists(self) -> bool {
         self != DirState::Missing
     }
 }
 
 /// The world as found: directories, file hashes, the published routing plan.
 #[derive(Debug, Clone, Default)]
-pub struct World {
+pub(crate) struct World {
     pub dirs: HashMap<PathBuf, DirState>,
     /// `None`: the file does not exist.
     pub files: HashMap<PathBuf, Option<String>>,
@@ -40,22 +40,22 @@ pub struct World {
 }
 
 impl World {
-    pub fn dir(&self, path: &Path) -> DirState {
+    pub(crate) fn dir(&self, path: &Path) -> DirState {
         self.dirs.get(path).copied().unwrap_or(DirState::Missing)
     }
 
     /// `Some(None)`: observed missing; `None`: not observed.
-    pub fn file(&self, path: &Path) -> Option<Option<&str>> {
+    pub(crate) fn file(&self, path: &Path) -> Option<Option<&str>> {
         self.files.get(path).map(|h| h.as_deref())
     }
 
     /// Looks at every path the desired agents and the live state mention.
-    pub fn observe(desired: &[DesiredAgent], live: &LiveState, state: &StateDir) -> World {
+    pub(crate) fn observe(desired: &[DesiredAgent], live: &LiveState, state: &StateDir) -> World {
         World::observe_with(desired, live, state, &mut HashCache::default())
     }
 
     /// [`World::observe`], reading again only the files `cache` cannot vouch for.
-    pub fn observe_with(
+    pub(crate) fn observe_with(
         desired: &[DesiredAgent],
         live: &LiveState,
         state: &StateDir,
@@ -95,7 +95,7 @@ impl World {
     }
 
     /// A world that matches a state snapshot exactly (`plan --live`): no disk to look at.
-    pub fn assumed(live: &LiveState) -> World {
+    pub(crate) fn assumed(live: &LiveState) -> World {
         let mut world = World::default();
         for a in &live.agents {
             for dir in [&a.workspace, &a.agent_dir, &a.sessions_dir] {
@@ -182,7 +182,7 @@ type Looked = Option<(Option<Stamp>, String)>;
 /// remembered only for a file last changed two seconds before it was read, so a write in the
 /// same clock tick as the read cannot go unseen (git's "racy" index entries).
 #[derive(Debug)]
-pub struct HashCache {
+pub(crate) struct HashCache {
     entries: HashMap<PathBuf, (Stamp, String)>,
     settled: std::time::Duration,
 }

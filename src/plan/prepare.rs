@@ -18,7 +18,7 @@ use crate::threads;
 use crate::validate::{self, Report};
 
 /// Where the config comes from.
-pub enum Source<'a> {
+pub(crate) enum Source<'a> {
     /// Loaded from a directory, then checked.
     Dir {
         dir: &'a Path,
@@ -29,7 +29,7 @@ pub enum Source<'a> {
 }
 
 /// How the world is known.
-pub enum Sight<'a> {
+pub(crate) enum Sight<'a> {
     /// Looked at on disk, by the agents' paths (through a hash cache kept between calls when
     /// given).
     Observe(Option<&'a Mutex<HashCache>>),
@@ -38,7 +38,7 @@ pub enum Sight<'a> {
 }
 
 /// What to plan with.
-pub struct Inputs<'a, L> {
+pub(crate) struct Inputs<'a, L> {
     pub config: Source<'a>,
     /// Reads the live state; runs while the files are parsed. `None`: no state yet.
     pub live: L,
@@ -51,7 +51,7 @@ pub struct Inputs<'a, L> {
 }
 
 /// A plan and everything it was made from.
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// The checked config and its warnings.
     pub report: Report,
     pub desired: Desired,
@@ -61,7 +61,7 @@ pub struct Prepared {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum PrepareError {
+pub(crate) enum PrepareError {
     /// The config directory could not be read at all.
     #[error(transparent)]
     Load(#[from] config::LoadError),
@@ -84,7 +84,7 @@ pub enum PrepareError {
 }
 
 /// Plans `inputs`.
-pub fn prepare<L>(inputs: Inputs<'_, L>) -> Result<Prepared, PrepareError>
+pub(crate) fn prepare<L>(inputs: Inputs<'_, L>) -> Result<Prepared, PrepareError>
 where
     L: FnOnce() -> Result<Option<LiveState>, StateError> + Send,
 {
@@ -204,18 +204,18 @@ enum Config {
 }
 
 /// Times the stages of a plan, or of a reconcile, for the debug log (`RUST_LOG=deepcli=debug`).
-pub struct Stages {
+pub(crate) struct Stages {
     last: std::time::Instant,
 }
 
 impl Stages {
-    pub fn start() -> Stages {
+    pub(crate) fn start() -> Stages {
         Stages {
             last: std::time::Instant::now(),
         }
     }
 
-    pub fn done(&mut self, stage: &'static str) {
+    pub(crate) fn done(&mut self, stage: &'static str) {
         let now = std::time::Instant::now();
         tracing::debug!(stage, ms = (now - self.last).as_secs_f64() * 1e3, "stage");
         self.last = now;

@@ -18,12 +18,12 @@ const DRIFT: Style = AnsiColor::Magenta.on_default();
 const BOLD: Style = Style::new().bold();
 
 /// Shows `home` as `~`.
-pub struct Paths<'a> {
+pub(crate) struct Paths<'a> {
     pub home: Option<&'a Path>,
 }
 
 impl Paths<'_> {
-    pub fn show(&self, path: &Path) -> String {
+    pub(crate) fn show(&self, path: &Path) -> String {
         match self.home.and_then(|h| path.strip_prefix(h).ok()) {
             Some(rest) if rest.as_os_str().is_empty() => "~".to_string(),
             Some(rest) => format!("~/{}", rest.display()),
@@ -33,7 +33,7 @@ impl Paths<'_> {
 }
 
 /// `3 to add, 1 to change, 1 to remove (to trash)` or `no changes`.
-pub fn summary(plan: &Plan) -> String {
+pub(crate) fn summary(plan: &Plan) -> String {
     let (add, change, remove) = plan.counts();
     if add + change + remove == 0 {
         return "no changes".to_string();
@@ -255,7 +255,7 @@ fn line(action: &Action, paths: &Paths<'_>, bindings_file: &str) -> (char, Strin
 }
 
 /// A file's change as a unified diff (`similar`), indented under its action.
-pub fn file_diff(old: &str, new: &str, path: &Path) -> String {
+pub(crate) fn file_diff(old: &str, new: &str, path: &Path) -> String {
     let name = path.display().to_string();
     let diff = similar::TextDiff::from_lines(old, new);
     let text = diff
@@ -281,11 +281,11 @@ pub fn file_diff(old: &str, new: &str, path: &Path) -> String {
 
 /// Text diffs of the files an action rewrites, keyed by path (`--diff`); the caller reads the
 /// files, so rendering stays free of I/O.
-pub type FileDiffs = std::collections::HashMap<std::path::PathBuf, String>;
+pub(crate) type FileDiffs = std::collections::HashMap<std::path::PathBuf, String>;
 
 /// The plan as reconcile.md shows it. `diff` adds field-level lines under each action, and the
 /// text diffs in `files`.
-pub fn human(
+pub(crate) fn human(
     plan: &Plan,
     paths: &Paths<'_>,
     bindings_file: &str,
@@ -375,7 +375,7 @@ fn diff_lines(out: &mut String, action: &Action, paths: &Paths<'_>, diffs: &File
 }
 
 /// The versioned JSON document.
-pub fn json(plan: &Plan) -> String {
+pub(crate) fn json(plan: &Plan) -> String {
     let (add, change, remove) = plan.counts();
     let doc = json!({
         "formatVersion": super::FORMAT_VERSION,

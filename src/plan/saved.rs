@@ -13,14 +13,14 @@ use crate::state::{LiveState, SNAPSHOT_FORMATS};
 /// 1 (`saved_plan_version`) is read too.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SavedPlan {
+pub(crate) struct SavedPlan {
     #[serde(alias = "saved_plan_version")]
     saved_plan_version: String,
     pub plan: Plan,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SavedError {
+pub(crate) enum SavedError {
     #[error("cannot read `{}`: {source}", path.display())]
     Read {
         path: std::path::PathBuf,
@@ -43,18 +43,18 @@ pub enum SavedError {
 }
 
 impl SavedPlan {
-    pub fn new(plan: Plan) -> SavedPlan {
+    pub(crate) fn new(plan: Plan) -> SavedPlan {
         SavedPlan {
             saved_plan_version: FORMAT_VERSION.into(),
             plan,
         }
     }
 
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    pub fn read(path: &Path) -> Result<SavedPlan, SavedError> {
+    pub(crate) fn read(path: &Path) -> Result<SavedPlan, SavedError> {
         let text = read(path)?;
         serde_json::from_str(&text).map_err(|e| SavedError::NotOne {
             path: path.to_path_buf(),
@@ -65,7 +65,7 @@ impl SavedPlan {
 
     /// A saved plan applies only to the state and config it was made against, and only while
     /// the world still asks for exactly its actions: `now` is the plan made now.
-    pub fn check_fresh(&self, now: &Plan) -> Result<(), SavedError> {
+    pub(crate) fn check_fresh(&self, now: &Plan) -> Result<(), SavedError> {
         let saved = &self.plan;
         if !saved.lineage.is_empty() && saved.lineage != now.lineage {
             return Err(SavedError::Stale(format!(
@@ -92,7 +92,7 @@ impl SavedPlan {
 }
 
 /// A `deepcli state export` snapshot, in a format this build reads.
-pub fn read_snapshot(path: &Path) -> Result<LiveState, SavedError> {
+pub(crate) fn read_snapshot(path: &Path) -> Result<LiveState, SavedError> {
     let text = read(path)?;
     let live: LiveState = serde_json::from_str(&text).map_err(|e| SavedError::NotOne {
         path: path.to_path_buf(),

@@ -9,14 +9,14 @@ use rusqlite::{OptionalExtension, params};
 use super::Identity;
 use crate::state::{LayerConnection, StateDir, StateError};
 
-pub struct AccountStore {
+pub(crate) struct AccountStore {
     db: LayerConnection,
 }
 
 /// The bot identity recorded for an account.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Recorded {
+#[cfg(test)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Recorded {
     pub bot_user_id: String,
     pub bot_name: Option<String>,
     pub team_id: Option<String>,
@@ -24,13 +24,13 @@ pub struct Recorded {
 }
 
 impl AccountStore {
-    pub fn open(dir: &StateDir) -> Result<AccountStore, StateError> {
+    pub(crate) fn open(dir: &StateDir) -> Result<AccountStore, StateError> {
         Ok(AccountStore {
             db: LayerConnection::open(dir, "platform account")?,
         })
     }
 
-    pub fn record_identity(
+    pub(crate) fn record_identity(
         &self,
         channel: &str,
         account: &str,
@@ -57,7 +57,7 @@ impl AccountStore {
     }
 
     /// Forgets the recorded identity; whether there was one.
-    pub fn forget_identity(&self, channel: &str, account: &str) -> Result<bool, StateError> {
+    pub(crate) fn forget_identity(&self, channel: &str, account: &str) -> Result<bool, StateError> {
         self.db.with(|c| {
             c.execute(
                 "DELETE FROM adapter_identities WHERE channel = ?1 AND account_id = ?2",
@@ -68,7 +68,7 @@ impl AccountStore {
     }
 
     /// `channels logout` (true) or `login` (false).
-    pub fn set_logged_out(
+    pub(crate) fn set_logged_out(
         &self,
         channel: &str,
         account: &str,
@@ -91,7 +91,7 @@ impl AccountStore {
         })
     }
 
-    pub fn logged_out(&self, channel: &str, account: &str) -> Result<bool, StateError> {
+    pub(crate) fn logged_out(&self, channel: &str, account: &str) -> Result<bool, StateError> {
         self.db.with(|c| {
             c.query_row(
                 "SELECT 1 FROM adapter_logouts WHERE channel = ?1 AND account_id = ?2",
@@ -103,10 +103,16 @@ impl AccountStore {
         })
     }
 
-    pub fn identity(&self, channel: &str, account: &str) -> Result<Option<Recorded>, StateError> {
+    #[cfg(test)]
+    pub(crate) fn identity(
+        &self,
+        channel: &str,
+        account: &str,
+    ) -> Result<Option<Recorded>, StateError> {
         self.db.with(|c| {
             c.query_row(
-                "SELECT bot_user_id, bot_name, team_id, at FROM adapter_identities WHERE channel = ?1 AND account_id = ?2",
+                "SELECT bot_user_id, bot_name, team_id, at FROM adapter_identities \
+                 WHERE channel = ?1 AND account_id = ?2",
                 params![channel, account],
                 |r| {
                     Ok(Recorded {

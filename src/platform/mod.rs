@@ -7,10 +7,10 @@
 //! Must not: hand anything to Access, route, or know the message path — that is
 //! [`crate::adapters`]' work. `manage` uses this module without linking the serving half.
 
-pub mod accounts;
-pub mod probe;
-pub mod slack;
-pub mod telegram;
+pub(crate) mod accounts;
+pub(crate) mod probe;
+pub(crate) mod slack;
+pub(crate) mod telegram;
 
 use std::collections::BTreeMap;
 
@@ -21,19 +21,19 @@ use crate::config::Config;
 use crate::config::model::{AdapterMode, Discussion, ReplyToMode, Secret, SecretRef};
 
 /// `maxReplyMessages` when unset: the most platform messages one reply is posted as.
-pub const MAX_REPLY_MESSAGES: usize = 10;
+pub(crate) const MAX_REPLY_MESSAGES: usize = 10;
 
 /// The platforms deepcli has an adapter for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Platform {
+pub(crate) enum Platform {
     Slack,
     Telegram,
 }
 
 impl Platform {
     /// The platform of a channel id (normalized), if deepcli has an adapter for it.
-    pub fn of(channel: &str) -> Option<Platform> {
+    pub(crate) fn of(channel: &str) -> Option<Platform> {
         match channel {
             "slack" => Some(Platform::Slack),
             "telegram" => Some(Platform::Telegram),
@@ -41,21 +41,14 @@ impl Platform {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Platform::Slack => "slack",
-            Platform::Telegram => "telegram",
-        }
-    }
-
-    pub fn default_mode(self) -> AdapterMode {
+    pub(crate) fn default_mode(self) -> AdapterMode {
         match self {
             Platform::Slack => AdapterMode::Socket,
             Platform::Telegram => AdapterMode::Polling,
         }
     }
 
-    pub fn default_api_base(self) -> String {
+    pub(crate) fn default_api_base(self) -> String {
         // Tests point every account without an `apiBase` at a closed loopback port, so that
         // no test can reach a real platform.
         #[cfg(feature = "failpoints")]
@@ -67,28 +60,20 @@ impl Platform {
             Platform::Telegram => "https://api.telegram.org".into(),
         }
     }
-
-    /// The modes the platform takes.
-    pub fn modes(self) -> &'static [AdapterMode] {
-        match self {
-            Platform::Slack => &[AdapterMode::Socket, AdapterMode::Http],
-            Platform::Telegram => &[AdapterMode::Polling, AdapterMode::Webhook],
-        }
-    }
 }
 
 /// A credential resolved now: held as a [`SecretString`] (wiped when dropped), shown by no
 /// `Debug`, exposed only where it is sent ([`Credential::expose`]).
 #[derive(Clone)]
-pub struct Credential(SecretString);
+pub(crate) struct Credential(SecretString);
 
 impl Credential {
-    pub fn new(value: String) -> Credential {
+    pub(crate) fn new(value: String) -> Credential {
         Credential(value.into())
     }
 
     /// The value, for the header, signature check or request that sends it.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         self.0.expose_secret()
     }
 }
@@ -112,7 +97,7 @@ impl std::fmt::Debug for Credential {
 /// connection would be the same: a change of any field (resolved credentials included)
 /// starts it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdapterSpec {
+pub(crate) struct AdapterSpec {
     pub platform: Platform,
     /// Normalized channel and account ids.
     pub channel: String,
@@ -138,18 +123,18 @@ pub struct AdapterSpec {
 }
 
 impl AdapterSpec {
-    pub fn key(&self) -> (String, String) {
+    pub(crate) fn key(&self) -> (String, String) {
         (self.channel.clone(), self.account.clone())
     }
 
     /// The bot token, or `""` when it did not resolve (a call with it is refused).
-    pub fn token(&self) -> &str {
+    pub(crate) fn token(&self) -> &str {
         self.bot_token.as_ref().map_or("", Credential::expose)
     }
 
     /// What the transport needs that is missing: said as the account's last error, and the
     /// connection is not tried.
-    pub fn missing(&self) -> Option<String> {
+    pub(crate) fn missing(&self) -> Option<String> {
         let need = |what: &Option<Result<Credential, String>>, field: &str| match what {
             None => Some(format!(
                 "mode `{}` needs `{field}` on channels.{}.accounts.{}",
@@ -179,7 +164,7 @@ impl AdapterSpec {
     }
 
     /// The discussion settings for a Slack channel: its `groups` entry's, else the account's.
-    pub fn discussion_for(&self, conversation: &str) -> Option<&Discussion> {
+    pub(crate) fn discussion_for(&self, conversation: &str) -> Option<&Discussion> {
         self.group_discussions
             .get(conversation)
             .or_else(|| self.group_discussions.get("*"))
@@ -207,7 +192,7 @@ fn resolve_ref(r: &SecretRef) -> Result<Credential, String> {
 
 /// The adapters `config` asks for: every account of a channel deepcli has an adapter for
 /// (`slack`, `telegram`) that is not in `mode: bridge`, disabled ones too (to say so).
-pub fn specs(config: &Config) -> Vec<AdapterSpec> {
+pub(crate) fn specs(config: &Config) -> Vec<AdapterSpec> {
     let mut out = Vec::new();
     for channel in &config.channels {
         let channel_id = crate::ids::channel(&channel.id).into_owned();
@@ -272,7 +257,7 @@ pub struct Identity {
 }
 
 /// A platform API error worded without its URL (a Telegram URL holds the bot token).
-pub fn transport_error(e: reqwest::Error) -> String {
+pub(crate) fn transport_error(e: reqwest::Error) -> String {
     let e = e.without_url();
     let mut text = e.to_string();
     let mut source = std::error::Error::source(&e);
@@ -315,7 +300,7 @@ where
 
 /// A value read leniently as a whole: `None` when it has another shape.
 #[derive(Debug, Clone, Default)]
-pub struct Lenient<T>(pub Option<T>);
+pub(crate) struct Lenient<T>(pub Option<T>);
 
 impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Lenient<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -12,7 +12,7 @@ use super::telegram::{self, Chat, GetChat};
 use super::{AdapterSpec, Identity, Lenient, Platform};
 
 /// Checks the account's bot token with the platform; the bot's identity, or why not.
-pub async fn check(http: &reqwest::Client, spec: &AdapterSpec) -> Result<Identity, String> {
+pub(crate) async fn check(http: &reqwest::Client, spec: &AdapterSpec) -> Result<Identity, String> {
     let token = spec
         .bot_token
         .as_ref()
@@ -63,7 +63,7 @@ fn on_own_runtime<T: Send + 'static>(
 }
 
 /// [`check`] from synchronous code.
-pub fn check_now(spec: &AdapterSpec, timeout: Duration) -> Result<Identity, String> {
+pub(crate) fn check_now(spec: &AdapterSpec, timeout: Duration) -> Result<Identity, String> {
     let spec = spec.clone();
     on_own_runtime(timeout, move |http| {
         Box::pin(async move { check(&http, &spec).await })
@@ -71,7 +71,7 @@ pub fn check_now(spec: &AdapterSpec, timeout: Duration) -> Result<Identity, Stri
 }
 
 /// `deleteWebhook` (Telegram's `channels logout`).
-pub fn delete_webhook_now(spec: &AdapterSpec, timeout: Duration) -> Result<(), String> {
+pub(crate) fn delete_webhook_now(spec: &AdapterSpec, timeout: Duration) -> Result<(), String> {
     let spec = spec.clone();
     on_own_runtime(timeout, move |http| {
         Box::pin(async move {
@@ -117,7 +117,7 @@ pub struct Candidate {
 }
 
 /// The kind a name means: `--kind`, else `@name` a user and `#name` a channel.
-pub fn kind_of(name: &str, kind: Option<&str>) -> String {
+pub(crate) fn kind_of(name: &str, kind: Option<&str>) -> String {
     match kind {
         Some(k) => k.to_string(),
         None if name.starts_with('#') => "channel".into(),
@@ -195,7 +195,7 @@ fn matched(name: &str, kind: String, hits: Vec<Candidate>, note: Option<String>)
 }
 
 /// Resolves `names` on the account's platform.
-pub async fn resolve(
+pub(crate) async fn resolve(
     http: &reqwest::Client,
     spec: &AdapterSpec,
     names: &[String],
@@ -322,7 +322,7 @@ pub async fn resolve(
 }
 
 /// [`resolve`] from synchronous code.
-pub fn resolve_now(
+pub(crate) fn resolve_now(
     spec: &AdapterSpec,
     names: Vec<String>,
     kind: Option<String>,

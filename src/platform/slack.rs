@@ -13,11 +13,11 @@ use serde_json::value::RawValue;
 use super::{Identity, lenient, transport_error};
 
 /// How old a signed request may be (replay protection).
-pub const REPLAY_WINDOW_SECS: i64 = 300;
+pub(crate) const REPLAY_WINDOW_SECS: i64 = 300;
 
 /// Checks `X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:<timestamp>:<body>">` and that the
 /// timestamp is within [`REPLAY_WINDOW_SECS`] of `now`.
-pub fn verify(
+pub(crate) fn verify(
     secret: &[u8],
     timestamp: Option<&str>,
     signature: Option<&str>,
@@ -51,8 +51,9 @@ pub fn verify(
         .map_err(|_| "wrong X-Slack-Signature")
 }
 
-/// `v0=<hex>` for `body` at `timestamp` (what Slack sends; the tests' sender signs with it).
-pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
+/// `v0=<hex>` for `body` at `timestamp`, as Slack signs what it sends.
+#[cfg(test)]
+pub(crate) fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
     use hmac::Mac;
     let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret) else {
         return String::new();
@@ -64,7 +65,7 @@ pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
 
 /// A Web API failure.
 #[derive(Debug)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// `invalid_auth`, `not_authed`, `account_inactive`, `token_revoked`…
     Unauthorized(String),
     /// HTTP 429 with `Retry-After`.
@@ -96,10 +97,10 @@ struct Head {
 
 /// The arguments of a method that takes none.
 #[derive(Debug, Serialize)]
-pub struct NoArgs {}
+pub(crate) struct NoArgs {}
 
 /// Calls Web API `method` with `token` and `args`; the answer read as `T`.
-pub async fn call<A: Serialize + ?Sized, T: DeserializeOwned>(
+pub(crate) async fn call<A: Serialize + ?Sized, T: DeserializeOwned>(
     http: &reqwest::Client,
     base: &str,
     token: &str,
@@ -168,7 +169,7 @@ struct AuthTest {
 }
 
 /// `auth.test`: the bot's identity.
-pub async fn auth_test(
+pub(crate) async fn auth_test(
     http: &reqwest::Client,
     base: &str,
     token: &str,
@@ -186,14 +187,14 @@ pub async fn auth_test(
 
 /// `apps.connections.open`'s answer: the Socket Mode WebSocket's URL.
 #[derive(Debug, Default, Deserialize)]
-pub struct ConnectionsOpen {
+pub(crate) struct ConnectionsOpen {
     #[serde(default, deserialize_with = "lenient")]
     pub url: Option<String>,
 }
 
 /// `chat.postMessage`'s arguments.
 #[derive(Debug, Clone, Serialize)]
-pub struct PostMessage<'a> {
+pub(crate) struct PostMessage<'a> {
     pub channel: &'a str,
     pub text: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -202,11 +203,11 @@ pub struct PostMessage<'a> {
 
 /// Any answer whose content is not read.
 #[derive(Debug, Default, Deserialize)]
-pub struct Ignored {}
+pub(crate) struct Ignored {}
 
 /// One Socket Mode frame.
 #[derive(Debug, Default, Deserialize)]
-pub struct Frame {
+pub(crate) struct Frame {
     #[serde(rename = "type", default, deserialize_with = "lenient")]
     pub kind: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
@@ -221,13 +222,13 @@ pub struct Frame {
 
 /// The acknowledgement of a Socket Mode frame.
 #[derive(Debug, Serialize)]
-pub struct Ack<'a> {
+pub(crate) struct Ack<'a> {
     pub envelope_id: &'a str,
 }
 
 /// An Events API payload: `event_callback` (or `url_verification`, rate-limit notices…).
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct Payload {
+pub(crate) struct Payload {
     #[serde(rename = "type", default, deserialize_with = "lenient")]
     pub kind: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
@@ -243,13 +244,13 @@ pub struct Payload {
 
 /// `url_verification`'s answer.
 #[derive(Debug, Serialize)]
-pub struct Challenge<'a> {
+pub(crate) struct Challenge<'a> {
     pub challenge: Option<&'a RawValue>,
 }
 
 /// A message event (`message`, `app_mention`), the fields deepcli reads.
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct Event {
+pub(crate) struct Event {
     #[serde(rename = "type", default, deserialize_with = "lenient")]
     pub kind: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
@@ -279,7 +280,7 @@ pub struct Event {
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct UserProfile {
+pub(crate) struct UserProfile {
     #[serde(default, deserialize_with = "lenient")]
     pub display_name: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
@@ -288,7 +289,7 @@ pub struct UserProfile {
 
 /// A `users.list` member.
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct User {
+pub(crate) struct User {
     #[serde(default, deserialize_with = "lenient")]
     pub id: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
@@ -303,7 +304,7 @@ pub struct User {
 
 /// A `conversations.list` channel.
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct Conversation {
+pub(crate) struct Conversation {
     #[serde(default, deserialize_with = "lenient")]
     pub id: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
@@ -313,7 +314,7 @@ pub struct Conversation {
 /// One page of a paged list method: its entries under `members` or `channels`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(bound = "T: DeserializeOwned")]
-pub struct Page<T> {
+pub(crate) struct Page<T> {
     #[serde(default, deserialize_with = "super::lenient_items")]
     pub members: Option<Vec<T>>,
     #[serde(default, deserialize_with = "super::lenient_items")]
@@ -323,7 +324,7 @@ pub struct Page<T> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct ResponseMetadata {
+pub(crate) struct ResponseMetadata {
     #[serde(default, deserialize_with = "lenient")]
     pub next_cursor: Option<String>,
 }

@@ -13,14 +13,14 @@ use serde_json::value::RawValue;
 use super::{Identity, lenient, lenient_items, transport_error};
 
 /// Telegram's limit on a message's text, in UTF-16 code units.
-pub const TEXT_LIMIT: usize = 4096;
+pub(crate) const TEXT_LIMIT: usize = 4096;
 
 /// The updates asked for: messages and channel posts (edits are not asked for).
-pub const ALLOWED_UPDATES: [&str; 2] = ["message", "channel_post"];
+pub(crate) const ALLOWED_UPDATES: [&str; 2] = ["message", "channel_post"];
 
 /// A Bot API failure.
 #[derive(Debug)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// 401/404 on the token: the credentials are wrong.
     Unauthorized(String),
     /// 429 with `retry_after`.
@@ -70,7 +70,7 @@ struct Answer<T> {
 }
 
 /// The Bot API of one bot.
-pub struct Api<'a> {
+pub(crate) struct Api<'a> {
     pub http: &'a reqwest::Client,
     pub base: &'a str,
     pub token: &'a str,
@@ -78,7 +78,7 @@ pub struct Api<'a> {
 
 impl Api<'_> {
     /// Calls `method` with `args` as JSON; its `result` read as `T`.
-    pub async fn call<A: Serialize + ?Sized, T: DeserializeOwned>(
+    pub(crate) async fn call<A: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         method: &str,
         args: &A,
@@ -126,7 +126,7 @@ impl Api<'_> {
     }
 
     /// `getMe`: the bot's identity.
-    pub async fn get_me(&self) -> Result<Identity, ApiError> {
+    pub(crate) async fn get_me(&self) -> Result<Identity, ApiError> {
         let me: Me = self
             .call("getMe", &NoArgs {}, Duration::from_secs(15))
             .await?;
@@ -143,7 +143,7 @@ impl Api<'_> {
     }
 
     /// `deleteWebhook`, pending updates kept.
-    pub async fn delete_webhook(&self, timeout: Duration) -> Result<(), ApiError> {
+    pub(crate) async fn delete_webhook(&self, timeout: Duration) -> Result<(), ApiError> {
         self.call::<_, Ignored>(
             "deleteWebhook",
             &DeleteWebhook {
@@ -158,11 +158,11 @@ impl Api<'_> {
 
 /// The arguments of a method that takes none.
 #[derive(Debug, Serialize)]
-pub struct NoArgs {}
+pub(crate) struct NoArgs {}
 
 /// Any result whose content is not read.
 #[derive(Debug)]
-pub struct Ignored;
+pub(crate) struct Ignored;
 
 impl<'de> Deserialize<'de> for Ignored {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -171,19 +171,19 @@ impl<'de> Deserialize<'de> for Ignored {
 }
 
 #[derive(Debug, Serialize)]
-pub struct DeleteWebhook {
+pub(crate) struct DeleteWebhook {
     pub drop_pending_updates: bool,
 }
 
 #[derive(Debug, Serialize)]
-pub struct SetWebhook<'a> {
+pub(crate) struct SetWebhook<'a> {
     pub url: &'a str,
     pub secret_token: &'a str,
     pub allowed_updates: [&'static str; 2],
 }
 
 #[derive(Debug, Serialize)]
-pub struct GetUpdates {
+pub(crate) struct GetUpdates {
     pub timeout: u64,
     pub allowed_updates: [&'static str; 2],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -191,14 +191,14 @@ pub struct GetUpdates {
 }
 
 #[derive(Debug, Serialize)]
-pub struct GetChat<'a> {
+pub(crate) struct GetChat<'a> {
     pub chat_id: &'a str,
 }
 
 /// `sendMessage`'s arguments (also a dead letter's body, `message_thread_id` then written out
 /// even when there is none).
 #[derive(Debug, Clone, Serialize)]
-pub struct SendMessage<'a> {
+pub(crate) struct SendMessage<'a> {
     pub chat_id: i64,
     pub text: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -208,7 +208,7 @@ pub struct SendMessage<'a> {
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct ReplyParameters {
+pub(crate) struct ReplyParameters {
     pub message_id: i64,
     pub allow_sending_without_reply: bool,
 }
@@ -224,10 +224,10 @@ struct Me {
 
 /// One update of a `getUpdates` list: its id, and the update as sent (it goes to the inbox
 /// as is).
-pub struct Raw<'a>(pub &'a RawValue);
+pub(crate) struct Raw<'a>(pub &'a RawValue);
 
 impl Raw<'_> {
-    pub fn update_id(&self) -> Option<i64> {
+    pub(crate) fn update_id(&self) -> Option<i64> {
         serde_json::from_str::<UpdateId>(self.0.get())
             .ok()
             .and_then(|u| u.update_id)
@@ -242,7 +242,7 @@ struct UpdateId {
 
 /// An update, the fields deepcli reads.
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct Update {
+pub(crate) struct Update {
     #[serde(default, deserialize_with = "lenient")]
     pub update_id: Option<i64>,
     #[serde(default, deserialize_with = "lenient")]
@@ -252,7 +252,7 @@ pub struct Update {
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct Message {
+pub(crate) struct Message {
     #[serde(default, deserialize_with = "lenient")]
     pub message_id: Option<i64>,
     #[serde(default, deserialize_with = "lenient")]
@@ -279,7 +279,7 @@ pub struct Message {
 
 /// A chat (also `getChat`'s result).
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct Chat {
+pub(crate) struct Chat {
     #[serde(default, deserialize_with = "lenient")]
     pub id: Option<i64>,
     #[serde(rename = "type", default, deserialize_with = "lenient")]
@@ -293,7 +293,7 @@ pub struct Chat {
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct User {
+pub(crate) struct User {
     #[serde(default, deserialize_with = "lenient")]
     pub id: Option<i64>,
     #[serde(default, deserialize_with = "lenient")]
@@ -308,7 +308,7 @@ pub struct User {
 
 /// A message entity: where in the text, in UTF-16 units.
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct Entity {
+pub(crate) struct Entity {
     #[serde(rename = "type", default, deserialize_with = "lenient")]
     pub kind: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
@@ -322,7 +322,7 @@ pub struct Entity {
 
 /// The message a message replies to: who sent it.
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct Reply {
+pub(crate) struct Reply {
     #[serde(default, deserialize_with = "lenient")]
     pub from: Option<User>,
 }

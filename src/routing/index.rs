@@ -314,7 +314,7 @@ pub(super) struct Symbols<'i, 'a> {
 }
 
 impl<'i, 'a> Symbols<'i, 'a> {
-    pub fn new(
+    pub(super) fn new(
         peer: Option<&'i IdInfo>,
         parent: Option<&'i IdInfo>,
         guild: Option<&'i IdInfo>,
@@ -346,7 +346,7 @@ pub(super) struct Located<'i> {
 }
 
 impl Located<'_> {
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.exact.is_none() && self.any.is_none()
     }
 }
@@ -381,7 +381,7 @@ enum Place {
 impl TierIndex {
     /// Indexes `bindings` (config order); `default_agent` and the agents the bindings name get
     /// their keys built with `main_key`.
-    pub fn build(
+    pub(super) fn build(
         bindings: &[CompiledBinding],
         default_agent: &str,
         main_key: &str,
@@ -628,7 +628,7 @@ impl TierIndex {
     }
 
     /// The contexts of a normalized channel and account.
-    pub fn locate(&self, channel: &str, account: &str) -> Located<'_> {
+    pub(super) fn locate(&self, channel: &str, account: &str) -> Located<'_> {
         let Some(c) = self.channels.get(channel) else {
             return Located::default();
         };
@@ -642,7 +642,12 @@ impl TierIndex {
     }
 
     /// The channel and account as a result names them, as the plan holds them when it can.
-    pub fn names(&self, at: &Located<'_>, channel: &str, account: &str) -> (SharedStr, SharedStr) {
+    pub(super) fn names(
+        &self,
+        at: &Located<'_>,
+        channel: &str,
+        account: &str,
+    ) -> (SharedStr, SharedStr) {
         let account = at
             .account
             .cloned()
@@ -655,12 +660,12 @@ impl TierIndex {
     }
 
     /// What the index knows of an id (normalized), if any binding names it.
-    pub fn id(&self, id: &str) -> Option<&IdInfo> {
+    pub(super) fn id(&self, id: &str) -> Option<&IdInfo> {
         self.ids.get(id)
     }
 
     /// A keyed list of a context.
-    pub fn keyed<'r>(
+    pub(super) fn keyed<'r>(
         &'r self,
         context: Option<ContextId>,
         slot: Slot,
@@ -688,14 +693,14 @@ impl TierIndex {
     }
 
     /// An unkeyed list of a context.
-    pub fn unkeyed(&self, context: Option<ContextId>, list: Unkeyed) -> &[u32] {
+    pub(super) fn unkeyed(&self, context: Option<ContextId>, list: Unkeyed) -> &[u32] {
         context.map_or(&[], |c| {
             self.run(&self.contexts[c.index()].unkeyed[list.number()])
         })
     }
 
     /// Where binding `b` is written.
-    pub fn source(&self, b: usize) -> BindingRef {
+    pub(super) fn source(&self, b: usize) -> BindingRef {
         let e = &self.entries[b];
         BindingRef {
             file: self.files[e.file as usize].clone(),
@@ -704,21 +709,21 @@ impl TierIndex {
         }
     }
 
-    pub fn entry(&self, binding: usize) -> &Entry {
+    pub(super) fn entry(&self, binding: usize) -> &Entry {
         &self.entries[binding]
     }
 
-    pub fn agent(&self, number: u32) -> &AgentKeys {
+    pub(super) fn agent(&self, number: u32) -> &AgentKeys {
         &self.agents[number as usize]
     }
 
-    pub fn default_agent(&self) -> &AgentKeys {
+    pub(super) fn default_agent(&self) -> &AgentKeys {
         &self.agents[self.default_agent as usize]
     }
 
     /// Whether binding `b`'s guild, team and roles hold for the message. Its account pattern,
     /// tier key and peer already hold by where it is indexed.
-    pub fn check(&self, b: usize, q: &Symbols<'_, '_>) -> Result<(), Miss> {
+    pub(super) fn check(&self, b: usize, q: &Symbols<'_, '_>) -> Result<(), Miss> {
         let e = &self.entries[b];
         if e.guild != UNSET && Some(e.guild) != sym_of(q.guild) {
             return Err(Miss::Guild);

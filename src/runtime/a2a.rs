@@ -16,13 +16,13 @@ use super::process::Reporter;
 use super::{Phase, RuntimeSpec, StopAck};
 
 /// How often a remote's card is read again.
-pub const CARD_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const CARD_EVERY: Duration = Duration::from_secs(5);
 
 /// The ready remotes by agent id, for the Access layer to deliver to.
-pub type RemoteMap = Arc<Mutex<BTreeMap<String, Arc<Remote>>>>;
+pub(crate) type RemoteMap = Arc<Mutex<BTreeMap<String, Arc<Remote>>>>;
 
 /// One remote A2A agent that answered with a good card.
-pub struct Remote {
+pub(crate) struct Remote {
     pub agent_id: String,
     pub url: String,
     token: Option<secrecy::SecretString>,
@@ -33,7 +33,7 @@ pub struct Remote {
 
 /// How a remote task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteAnswer {
+pub(crate) struct RemoteAnswer {
     /// The artifacts' text (or, when the task asks back or fails, its status message).
     pub text: String,
     /// The final A2A task state (`TASK_STATE_…`).
@@ -41,7 +41,7 @@ pub struct RemoteAnswer {
 }
 
 /// The `contextId` a session's messages go in: fixed per (agent, session key).
-pub fn context_id(agent_id: &str, session_key: &str) -> String {
+pub(crate) fn context_id(agent_id: &str, session_key: &str) -> String {
     let hash = crate::hash::of(format!("{agent_id}\n{session_key}").as_bytes());
     format!("deepcli-{}", &hash.trim_start_matches("sha256:")[..32])
 }
@@ -115,7 +115,7 @@ fn check_card(card: &Value, url: &str) -> Result<Value, String> {
 
 /// Why a prompt to a remote got no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RemoteFailure {
+pub(crate) enum RemoteFailure {
     /// The remote did not take the message (unreachable, refused): nothing began.
     NotTaken(String),
     /// The stream broke after the remote took the message: it may have acted on it.
@@ -124,7 +124,11 @@ pub enum RemoteFailure {
 
 impl Remote {
     /// [`Remote::prompt`] with its failure typed.
-    pub async fn ask(&self, session_key: &str, text: &str) -> Result<RemoteAnswer, RemoteFailure> {
+    pub(crate) async fn ask(
+        &self,
+        session_key: &str,
+        text: &str,
+    ) -> Result<RemoteAnswer, RemoteFailure> {
         self.prompt(session_key, text)
             .await
             .map_err(|(delivered, why)| match delivered {
@@ -189,7 +193,7 @@ impl Remote {
     /// Sends `text` as a message in session `session_key`'s context and streams the task to
     /// its end (or until it asks back). Errors: `Err((delivered, why))`, `delivered` when the
     /// remote may have started on it.
-    pub async fn prompt(
+    pub(crate) async fn prompt(
         &self,
         session_key: &str,
         text: &str,
@@ -315,7 +319,7 @@ impl Remote {
 
     /// Asks the remote to cancel the task session `session_key`'s prompt runs as
     /// (`CancelTask`); whether the remote took the request.
-    pub async fn cancel(&self, session_key: &str) -> bool {
+    pub(crate) async fn cancel(&self, session_key: &str) -> bool {
         let task = self
             .running
             .lock()

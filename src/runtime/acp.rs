@@ -22,12 +22,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 /// How long an agent may take to answer `initialize` (reconcile.md: start timeout).
-pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// A runtime's `session/request_permission`, on its way to whoever answers it (the
 /// `approvals` module, which serves the other end of [`PermissionAsks`]): the agent, the
 /// request, and where the answer goes. The runtime only carries the question.
-pub struct PermissionAsk {
+pub(crate) struct PermissionAsk {
     pub agent_id: String,
     pub request: RequestPermissionRequest,
     pub reply: oneshot::Sender<RequestPermissionResponse>,
@@ -37,22 +37,22 @@ pub struct PermissionAsk {
 /// before the runtimes and the approvals, whose receiver the approvals serve. A receiver gone,
 /// or an answer never sent: the request is rejected.
 #[derive(Clone)]
-pub struct PermissionAsks(mpsc::UnboundedSender<PermissionAsk>);
+pub(crate) struct PermissionAsks(mpsc::UnboundedSender<PermissionAsk>);
 
 impl PermissionAsks {
     /// The sending end, and the receiving end the answerer serves.
-    pub fn channel() -> (PermissionAsks, mpsc::UnboundedReceiver<PermissionAsk>) {
+    pub(crate) fn channel() -> (PermissionAsks, mpsc::UnboundedReceiver<PermissionAsk>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (PermissionAsks(tx), rx)
     }
 
     /// Whether anybody still answers (else every request is rejected at once).
-    pub fn answers(&self) -> bool {
+    pub(crate) fn answers(&self) -> bool {
         !self.0.is_closed()
     }
 
     /// Asks, and waits for the answer (a reject when nobody answers).
-    pub async fn ask(
+    pub(crate) async fn ask(
         &self,
         agent_id: String,
         request: RequestPermissionRequest,
@@ -77,7 +77,7 @@ impl PermissionAsks {
 /// The time each ACP session of a runtime spent waiting for a person (a permission request
 /// out for an answer): the Access layer does not count it against the prompt timeout.
 #[derive(Default)]
-pub struct PersonWaits {
+pub(crate) struct PersonWaits {
     open: Mutex<HashMap<String, Wait>>,
     changed: tokio::sync::watch::Sender<u64>,
 }
@@ -116,7 +116,7 @@ impl PersonWaits {
     }
 
     /// How long session `session_id` has waited for a person so far, and whether it waits now.
-    pub fn waited(&self, session_id: &str) -> (Duration, bool) {
+    pub(crate) fn waited(&self, session_id: &str) -> (Duration, bool) {
         let Ok(map) = self.open.lock() else {
             return (Duration::ZERO, false);
         };
@@ -130,7 +130,7 @@ impl PersonWaits {
     }
 
     /// Forgets a session's count (its prompt ended).
-    pub fn forget(&self, session_id: &str) {
+    pub(crate) fn forget(&self, session_id: &str) {
         if let Ok(mut map) = self.open.lock()
             && map.get(session_id).is_some_and(|w| w.open == 0)
         {
@@ -139,17 +139,18 @@ impl PersonWaits {
     }
 
     /// Wakes on every begin and end.
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changed.subscribe()
     }
 }
 
 /// Who listens to which session's `session/update` notifications (by ACP session id).
-pub type Subscribers = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<SessionNotification>>>>;
+pub(crate) type Subscribers =
+    Arc<Mutex<HashMap<String, mpsc::UnboundedSender<SessionNotification>>>>;
 
 /// What the Access layer needs to talk to a ready ACP runtime. Cheap to clone.
 #[derive(Clone)]
-pub struct AcpHandle {
+pub(crate) struct AcpHandle {
     pub cx: ConnectionTo<Agent>,
     /// Where a session's updates go while someone prompts it.
     pub subscribers: Subscribers,
@@ -174,7 +175,7 @@ pub struct AcpHandle {
 /// A runtime session's model selection (ACP session config option of category `model`), and
 /// the config model deepcli last applied through it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SessionModel {
+pub(crate) struct SessionModel {
     /// The config's `model` it was applied for (its candidates, in order): a changed config
     /// is applied again.
     pub wanted: Vec<String>,
@@ -189,7 +190,7 @@ pub struct SessionModel {
 /// fallback and why, or why none could be applied.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ModelReport {
+pub(crate) struct ModelReport {
     /// The model the config asks for (`model`, or `model.primary`).
     pub wanted: String,
     /// The model deepcli applied (the primary or a fallback); `None`: not applied.
@@ -201,7 +202,7 @@ pub struct ModelReport {
 
 impl AcpHandle {
     /// The handle of a freshly connected runtime: a new instance with no session open.
-    pub fn new(connection: &AcpConnection, cwd: std::path::PathBuf, pid: u32) -> AcpHandle {
+    pub(crate) fn new(connection: &AcpConnection, cwd: std::path::PathBuf, pid: u32) -> AcpHandle {
         AcpHandle {
             cx: connection.cx.clone(),
             subscribers: connection.subscribers.clone(),
@@ -216,13 +217,13 @@ impl AcpHandle {
     }
 
     /// The session key runtime session `id` serves in this instance, if it is open here.
-    pub fn holder(&self, id: &str) -> Option<String> {
+    pub(crate) fn holder(&self, id: &str) -> Option<String> {
         self.open.lock().ok()?.get(id).cloned()
     }
 
     /// The runtime session that serves `session_key` in this instance, when exactly one does:
     /// what the state database would say, without asking it.
-    pub fn serving(&self, session_key: &str) -> Option<String> {
+    pub(crate) fn serving(&self, session_key: &str) -> Option<String> {
         let open = self.open.lock().ok()?;
         let mut ids = open
             .iter()
@@ -234,7 +235,7 @@ impl AcpHandle {
 
     /// Marks runtime session `id` as serving `session_key` in this instance; false when it
     /// already serves another session key (a runtime session is never shared).
-    pub fn claim(&self, id: &str, session_key: &str) -> bool {
+    pub(crate) fn claim(&self, id: &str, session_key: &str) -> bool {
         let Ok(mut open) = self.open.lock() else {
             return false;
         };
@@ -248,7 +249,7 @@ impl AcpHandle {
     }
 
     /// Forgets a claim whose session could not be opened, or a session closed.
-    pub fn release(&self, id: &str) {
+    pub(crate) fn release(&self, id: &str) {
         if let Ok(mut open) = self.open.lock() {
             open.remove(id);
         }
@@ -258,24 +259,24 @@ impl AcpHandle {
     }
 
     /// The model selection of session `id`, as last seen.
-    pub fn session_model(&self, id: &str) -> Option<SessionModel> {
+    pub(crate) fn session_model(&self, id: &str) -> Option<SessionModel> {
         self.models.lock().ok()?.get(id).cloned()
     }
 
-    pub fn set_session_model(&self, id: &str, model: SessionModel) {
+    pub(crate) fn set_session_model(&self, id: &str, model: SessionModel) {
         if let Ok(mut models) = self.models.lock() {
             models.insert(id.to_string(), model);
         }
     }
 
     /// Whether the agent said it can resume a session (`session/load`).
-    pub fn loads_sessions(&self) -> bool {
+    pub(crate) fn loads_sessions(&self) -> bool {
         self.info["agentCapabilities"]["loadSession"] == true
     }
 
     /// Whether the agent said it can close a session (`session/close`,
     /// `sessionCapabilities.close`).
-    pub fn closes_sessions(&self) -> bool {
+    pub(crate) fn closes_sessions(&self) -> bool {
         self.info["agentCapabilities"]["sessionCapabilities"]["close"].is_object()
     }
 }
@@ -283,7 +284,7 @@ impl AcpHandle {
 /// The session's model selection, from the config options a `session/new` or `session/load`
 /// answer carried: the select option of category `model` (or, without categories, the one
 /// with id `model`), its id, current value and offered values.
-pub fn selection(options: Option<&[SessionConfigOption]>) -> SessionModel {
+pub(crate) fn selection(options: Option<&[SessionConfigOption]>) -> SessionModel {
     let options = options.unwrap_or_default();
     let is_model = |o: &&SessionConfigOption| {
         o.category == Some(SessionConfigOptionCategory::Model)
@@ -519,7 +520,7 @@ impl super::SessionRuntime for AcpHandle {
 }
 
 /// A live connection to an ACP agent.
-pub struct AcpConnection {
+pub(crate) struct AcpConnection {
     pub cx: ConnectionTo<Agent>,
     pub subscribers: Subscribers,
     pub info: serde_json::Value,
@@ -536,7 +537,7 @@ impl Drop for AcpConnection {
 
 /// Never allows: picks a one-shot reject option, else answers `cancelled` (fail closed). The
 /// answer when nobody answers permission requests.
-pub fn reject(req: &RequestPermissionRequest) -> RequestPermissionResponse {
+pub(crate) fn reject(req: &RequestPermissionRequest) -> RequestPermissionResponse {
     let reject = [
         PermissionOptionKind::RejectOnce,
         PermissionOptionKind::RejectAlways,
@@ -586,7 +587,7 @@ fn env_auth_method(
 /// When the agent offers an `env_var` auth method whose variables are all in the runtime's
 /// environment (`has_env`), it is authenticated with that method before it counts as ready:
 /// an agent that wants an API key gets the one its config passes, and nothing is guessed.
-pub async fn connect(
+pub(crate) async fn connect(
     child: &mut tokio::process::Child,
     timeout: Duration,
     has_env: impl Fn(&str) -> bool,

@@ -10,9 +10,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use crate::owner_only;
 
 /// The cap of one log file.
-pub const MAX_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const MAX_BYTES: u64 = 8 * 1024 * 1024;
 
-pub struct Log {
+pub(crate) struct Log {
     path: PathBuf,
     file: Option<tokio::fs::File>,
     written: u64,
@@ -46,7 +46,7 @@ async fn create(path: &Path) -> std::io::Result<tokio::fs::File> {
 }
 
 impl Log {
-    pub async fn open(path: &Path, cap: u64) -> std::io::Result<Log> {
+    pub(crate) async fn open(path: &Path, cap: u64) -> std::io::Result<Log> {
         let owned = path.to_path_buf();
         tokio::task::spawn_blocking(move || make_private(&owned))
             .await
@@ -61,7 +61,7 @@ impl Log {
         })
     }
 
-    pub async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         if self.written + bytes.len() as u64 > self.cap && self.written > 0 {
             self.rotate().await?;
         }
@@ -87,7 +87,10 @@ impl Log {
 }
 
 /// Copies `from` into the log until it closes.
-pub async fn pump(mut from: impl AsyncRead + Unpin, log: std::sync::Arc<tokio::sync::Mutex<Log>>) {
+pub(crate) async fn pump(
+    mut from: impl AsyncRead + Unpin,
+    log: std::sync::Arc<tokio::sync::Mutex<Log>>,
+) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         match from.read(&mut buf).await {

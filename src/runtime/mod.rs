@@ -8,9 +8,9 @@
 //! (the controller hands it the desired set) and it does not touch the state database (status
 //! changes go out on a channel).
 
-pub mod a2a;
-pub mod acp;
-pub mod budget_report;
+pub(crate) mod a2a;
+pub(crate) mod acp;
+pub(crate) mod budget_report;
 pub(crate) mod log;
 mod process;
 mod tree;
@@ -26,25 +26,25 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::Agent;
 use crate::config::model::{EnvValue, Runtime, RuntimeKind, Secret};
 
-pub use process::stop_leftover;
-pub use tree::{ProcessId, adopt_orphans, reap_adopted};
+pub(crate) use process::stop_leftover;
+pub(crate) use tree::{ProcessId, adopt_orphans, reap_adopted};
 
 /// Backoff after a crash: 1 s doubling to 5 min, back to 1 s after 10 min of health.
-pub const BACKOFF_START: Duration = Duration::from_secs(1);
-pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
-pub const HEALTHY_AFTER: Duration = Duration::from_secs(600);
+pub(crate) const BACKOFF_START: Duration = Duration::from_secs(1);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(300);
+pub(crate) const HEALTHY_AFTER: Duration = Duration::from_secs(600);
 /// How long a runtime may take to exit after SIGTERM before it gets SIGKILL.
-pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a runtime may take to exit after its stdin closes.
-pub const STDIN_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const STDIN_GRACE: Duration = Duration::from_secs(2);
 /// How often a running runtime's processes outside its group are looked for and recorded.
-pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// The supervision timings. The defaults are the constants above; a test of the backoff or the
 /// stop ladder shortens them to moments (`deepcli up` with the `failpoints` feature reads
 /// `DEEPCLI_FAILPOINT_RUNTIME_MS` once at start-up, see [`Timings::overridden`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Timings {
+pub(crate) struct Timings {
     pub backoff_start: Duration,
     pub backoff_max: Duration,
     pub healthy_after: Duration,
@@ -73,7 +73,7 @@ impl Timings {
     /// `stop_timeout`, `a2a_card_every`); a name it does not know, or a value that is no
     /// number, is ignored.
     #[cfg(feature = "failpoints")]
-    pub fn overridden(mut self, list: &str) -> Timings {
+    pub(crate) fn overridden(mut self, list: &str) -> Timings {
         for pair in list.split(',') {
             let Some((key, ms)) = pair.split_once('=') else {
                 continue;
@@ -99,7 +99,7 @@ impl Timings {
 /// Why a runtime ended a prompt (ACP `stopReason`; an A2A remote's final task state mapped
 /// to the same words). Recorded and shown by its word ([`StopReason::as_str`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
+pub(crate) enum StopReason {
     EndTurn,
     MaxTokens,
     MaxTurnRequests,
@@ -113,7 +113,7 @@ pub enum StopReason {
 
 impl StopReason {
     /// The reason as the runtime's word (`end_turn`, `cancelled`, …).
-    pub fn parse(word: &str) -> StopReason {
+    pub(crate) fn parse(word: &str) -> StopReason {
         match word {
             "end_turn" => StopReason::EndTurn,
             "max_tokens" => StopReason::MaxTokens,
@@ -125,7 +125,7 @@ impl StopReason {
         }
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             StopReason::EndTurn => "end_turn",
             StopReason::MaxTokens => "max_tokens",
@@ -146,7 +146,7 @@ impl std::fmt::Display for StopReason {
 
 /// What a runtime says about a prompt while it runs.
 #[derive(Debug, Clone, PartialEq)]
-pub enum PromptUpdate {
+pub(crate) enum PromptUpdate {
     /// A piece of the agent's reply.
     Text(String),
     /// The session's running cost in USD (another currency is not reported).
@@ -155,7 +155,7 @@ pub enum PromptUpdate {
 
 /// How a prompt ended, when the runtime answered it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PromptEnd {
+pub(crate) struct PromptEnd {
     /// `None`: a word the runtime's protocol could not say (never for ACP).
     pub stop_reason: Option<StopReason>,
     /// The session's running token total, when the runtime reports one with its answer.
@@ -165,7 +165,7 @@ pub struct PromptEnd {
 /// A prompt sent and not yet answered: its answer, and its updates in the order they came
 /// (`updates` gives the next one that has arrived, `None` when none waits). Dropping it stops
 /// listening to the session's updates.
-pub struct PendingPrompt {
+pub(crate) struct PendingPrompt {
     pub answer: futures_util::future::BoxFuture<'static, Result<PromptEnd, String>>,
     pub updates: Box<dyn FnMut() -> Option<PromptUpdate> + Send>,
     /// Held while the prompt is listened to; what it undoes runs on drop.
@@ -174,7 +174,7 @@ pub struct PendingPrompt {
 
 /// A runtime session opened (`session/new`, `session/load`): its id and model selection.
 #[derive(Debug, Clone, PartialEq)]
-pub struct OpenedSession {
+pub(crate) struct OpenedSession {
     pub id: String,
     pub model: acp::SessionModel,
 }
@@ -182,7 +182,7 @@ pub struct OpenedSession {
 /// A ready runtime that holds sessions and is prompted in them (ACP), as the turn engine
 /// (`crate::sessions`) sees it: the ACP mechanics live beside the ACP client (`acp.rs`), an
 /// in-memory fake stands in for it in the engine's tests.
-pub trait SessionRuntime: Send + Sync {
+pub(crate) trait SessionRuntime: Send + Sync {
     /// This start of the runtime: a session id means something only to the instance that
     /// issued it.
     fn instance(&self) -> &str;
@@ -242,7 +242,7 @@ pub trait SessionRuntime: Send + Sync {
 
 /// Everything needed to start one agent's runtime. Its hash decides restarts.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RuntimeSpec {
+pub(crate) struct RuntimeSpec {
     pub agent_id: String,
     pub kind: RuntimeKind,
     pub command: Vec<String>,
@@ -280,7 +280,7 @@ pub(crate) fn resolve_token(token: &Secret) -> Result<secrecy::SecretString, Str
 }
 
 /// The hash of what a runtime is started from: a change restarts it.
-pub fn spec_hash(runtime: &Runtime, workspace: &Path) -> String {
+pub(crate) fn spec_hash(runtime: &Runtime, workspace: &Path) -> String {
     let text = serde_json::to_string(runtime).unwrap_or_default();
     crate::hash::Hasher::default()
         .part(text.as_bytes())
@@ -291,7 +291,7 @@ pub fn spec_hash(runtime: &Runtime, workspace: &Path) -> String {
 impl RuntimeSpec {
     /// The runtime of `agent`, unless it has none to run.
     /// `home` expands a `~/` cwd, as it does the config's other paths.
-    pub fn from_agent(
+    pub(crate) fn from_agent(
         agent: &Agent,
         logs: &Path,
         home: Option<&Path>,
@@ -335,19 +335,19 @@ impl RuntimeSpec {
     /// Where its sandbox finds the hub's socket when that is not
     /// [`crate::sandbox::HUB_SOCKET`]: with the Landlock backend, which mounts nothing, the
     /// socket's host path.
-    pub fn hub_socket(&self) -> Option<PathBuf> {
+    pub(crate) fn hub_socket(&self) -> Option<PathBuf> {
         let (layout, run_dir) = (self.sandbox.as_ref()?, self.run_dir.as_ref()?);
         let choice = crate::sandbox::choose(layout, crate::sandbox::Host::get()).ok()?;
         (choice.backend == crate::sandbox::LANDLOCK).then(|| run_dir.join("hub.sock"))
     }
 }
 
-pub use crate::state::RuntimePhase as Phase;
+pub(crate) use crate::state::RuntimePhase as Phase;
 
 /// One runtime's status, as `deepcli status` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RuntimeStatus {
+pub(crate) struct RuntimeStatus {
     pub agent_id: String,
     pub kind: String,
     pub status: Phase,
@@ -385,7 +385,7 @@ pub struct RuntimeStatus {
 
 impl RuntimeStatus {
     /// This status as the state records it.
-    pub fn observation(&self) -> crate::state::RuntimeObservation<'_> {
+    pub(crate) fn observation(&self) -> crate::state::RuntimeObservation<'_> {
         crate::state::RuntimeObservation {
             agent_id: &self.agent_id,
             kind: &self.kind,
@@ -404,13 +404,13 @@ impl RuntimeStatus {
 }
 
 /// Every runtime's status by agent id, kept current by the supervising tasks.
-pub type RuntimeMap = Arc<Mutex<BTreeMap<String, RuntimeStatus>>>;
+pub(crate) type RuntimeMap = Arc<Mutex<BTreeMap<String, RuntimeStatus>>>;
 
 /// The ready ACP runtimes by agent id, for the Access layer to deliver to.
-pub type AcpMap = Arc<Mutex<BTreeMap<String, acp::AcpHandle>>>;
+pub(crate) type AcpMap = Arc<Mutex<BTreeMap<String, acp::AcpHandle>>>;
 
 /// Status changes, for whoever records them.
-pub type Events = mpsc::UnboundedSender<RuntimeStatus>;
+pub(crate) type Events = mpsc::UnboundedSender<RuntimeStatus>;
 
 type StopAck = oneshot::Sender<()>;
 
@@ -421,7 +421,7 @@ struct Running {
 }
 
 /// The runtimes of one controller.
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     running: BTreeMap<String, Running>,
     status: RuntimeMap,
     acp: AcpMap,
@@ -433,7 +433,7 @@ pub struct Supervisor {
 
 impl Supervisor {
     /// The runtimes' status changes go out on `events`; their permission requests to `asks`.
-    pub fn new(events: Events, asks: acp::PermissionAsks, timings: Timings) -> Supervisor {
+    pub(crate) fn new(events: Events, asks: acp::PermissionAsks, timings: Timings) -> Supervisor {
         Supervisor {
             running: BTreeMap::new(),
             status: Arc::default(),
@@ -445,22 +445,22 @@ impl Supervisor {
         }
     }
 
-    pub fn status_handle(&self) -> RuntimeMap {
+    pub(crate) fn status_handle(&self) -> RuntimeMap {
         self.status.clone()
     }
 
-    pub fn acp_handle(&self) -> AcpMap {
+    pub(crate) fn acp_handle(&self) -> AcpMap {
         self.acp.clone()
     }
 
     /// The ready A2A remotes (`runtime.kind: a2a`), for the Access layer.
-    pub fn remote_handle(&self) -> a2a::RemoteMap {
+    pub(crate) fn remote_handle(&self) -> a2a::RemoteMap {
         self.remotes.clone()
     }
 
     /// Brings the running set to `desired`: stops what is gone or changed, starts what is new
     /// or changed.
-    pub async fn converge(&mut self, desired: &[RuntimeSpec]) {
+    pub(crate) async fn converge(&mut self, desired: &[RuntimeSpec]) {
         let wanted: BTreeMap<&str, &RuntimeSpec> =
             desired.iter().map(|s| (s.agent_id.as_str(), s)).collect();
         let stale: Vec<String> = self
@@ -507,7 +507,7 @@ impl Supervisor {
     }
 
     /// Stops one runtime and waits until its process group is gone.
-    pub async fn stop(&mut self, agent_id: &str) {
+    pub(crate) async fn stop(&mut self, agent_id: &str) {
         let Some(running) = self.running.remove(agent_id) else {
             return;
         };
@@ -522,7 +522,7 @@ impl Supervisor {
     }
 
     /// Stops everything (shutdown).
-    pub async fn stop_all(&mut self) {
+    pub(crate) async fn stop_all(&mut self) {
         let ids: Vec<String> = self.running.keys().cloned().collect();
         let stops = ids.iter().map(|id| {
             let running = self.running.remove(id);

@@ -16,7 +16,7 @@ use crate::config::model::{EnvValue, RuntimeKind, Secret};
 
 /// Why a runtime could not be started.
 #[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
+pub(super) enum SpawnError {
     #[error("`runtime.command` is empty")]
     NoCommand,
     #[error("env `{name}`: {source}")]
@@ -333,7 +333,7 @@ async fn kill_tree(tree: &mut Tree) {
 /// on record) and every process of its tree, found or recorded. SIGTERM, up to `timeout` for
 /// them to go, SIGKILL. `None` when nothing of it was left; else how many processes outlived
 /// SIGKILL (normally 0).
-pub async fn stop_leftover(
+pub(crate) async fn stop_leftover(
     leader: Option<ProcessId>,
     escaped: Vec<ProcessId>,
     timeout: Duration,

@@ -33,11 +33,11 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 use crate::os::ProcStat;
-pub use crate::os::ProcessId;
+pub(crate) use crate::os::ProcessId;
 
 /// The variable every runtime gets with its agent id; an orphan that still carries it is
 /// known to be that runtime's after its parent exited.
-pub const AGENT_ENV: &str = "DEEPCLI_AGENT_ID";
+pub(super) const AGENT_ENV: &str = "DEEPCLI_AGENT_ID";
 
 /// How long [`Tree::kill`] keeps killing a tree that forks faster than it dies.
 const KILL_WAIT: Duration = Duration::from_secs(5);
@@ -329,7 +329,7 @@ impl Tree {
 /// Makes this process the child subreaper of its descendants (Linux `PR_SET_CHILD_SUBREAPER`),
 /// so an orphan of a runtime is re-parented here rather than to init. False when the system
 /// refused.
-pub fn adopt_orphans() -> bool {
+pub(crate) fn adopt_orphans() -> bool {
     #[cfg(target_os = "linux")]
     {
         nix::sys::prctl::set_child_subreaper(true).is_ok()
@@ -392,7 +392,7 @@ fn reap(procs: &Procs, observer: &Observer<'_>) {
 }
 
 /// [`reap`] on a fresh look at `/proc`.
-pub fn reap_adopted() {
+pub(crate) fn reap_adopted() {
     reap(&Procs::scan(), &Observer::this_process());
 }
 

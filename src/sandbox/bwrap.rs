@@ -12,7 +12,7 @@ use super::{Layout, Mount, RUN_DIR, SYSTEM};
 
 /// `bwrap`'s arguments for `layout`, up to and including `--`: the command follows.
 /// `run_dir`: the host directory with the sandbox's sockets, mounted at [`RUN_DIR`].
-pub fn args(layout: &Layout, cwd: &Path, run_dir: Option<&Path>) -> Vec<OsString> {
+pub(crate) fn args(layout: &Layout, cwd: &Path, run_dir: Option<&Path>) -> Vec<OsString> {
     let mut out: Vec<OsString> = Vec::new();
     let mut push = |parts: &[&std::ffi::OsStr]| out.extend(parts.iter().map(|p| p.to_os_string()));
     push(&[

@@ -14,7 +14,7 @@ const EMPTY_WAIT: Duration = Duration::from_secs(5);
 
 /// The controller's own cgroup v2 directory, where runtime cgroups can be made and killed;
 /// else why not (no cgroup2 mount, no `cgroup.kill`, not allowed to make one).
-pub fn base() -> Result<PathBuf, String> {
+pub(crate) fn base() -> Result<PathBuf, String> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     let mount = cgroup2_mount(&mountinfo).ok_or("no cgroup v2 file system is mounted")?;
@@ -38,7 +38,7 @@ pub fn base() -> Result<PathBuf, String> {
 }
 
 /// Where the cgroup2 file system is mounted, from `/proc/self/mountinfo`.
-pub fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
+pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
     mountinfo.lines().find_map(|line| {
         let (before, after) = line.split_once(" - ")?;
         let fstype = after.split(' ').next()?;
@@ -48,19 +48,19 @@ pub fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
 }
 
 /// This process's cgroup v2 path, from `/proc/self/cgroup` (its `0::<path>` line).
-pub fn own_cgroup(text: &str) -> Option<&str> {
+pub(crate) fn own_cgroup(text: &str) -> Option<&str> {
     text.lines().find_map(|l| l.strip_prefix("0::"))
 }
 
 /// One runtime's cgroup.
 #[derive(Debug)]
-pub struct Cgroup {
+pub(crate) struct Cgroup {
     pub path: PathBuf,
 }
 
 impl Cgroup {
     /// Makes `agent`'s cgroup under `base`, empty: one left by an earlier start is killed first.
-    pub fn create(base: &Path, agent: &str) -> std::io::Result<Cgroup> {
+    pub(crate) fn create(base: &Path, agent: &str) -> std::io::Result<Cgroup> {
         let cgroup = Cgroup {
             path: base.join(format!("deepcli-{}-{agent}", std::process::id())),
         };
@@ -72,7 +72,7 @@ impl Cgroup {
     }
 
     /// Kills every process in it and removes it; waits (bounded) for the kernel to empty it.
-    pub async fn kill(&self) {
+    pub(crate) async fn kill(&self) {
         let path = self.path.clone();
         let _ = tokio::task::spawn_blocking(move || Cgroup { path }.kill_blocking()).await;
     }
@@ -100,7 +100,7 @@ impl Cgroup {
 /// killed with `kill -9` cannot remove them): whatever of its runtimes' trees still runs there,
 /// a `setsid` child included, dies now. Cgroups of a controller that runs are not touched.
 /// Returns how many were swept.
-pub fn sweep(base: &Path) -> usize {
+pub(crate) fn sweep(base: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(base) else {
         return 0;
     };
@@ -128,7 +128,7 @@ fn left_by(name: &str) -> Option<u32> {
 }
 
 /// Moves this process into the cgroup at `path` (what `sandbox exec` does first).
-pub fn join(path: &Path) -> std::io::Result<()> {
+pub(crate) fn join(path: &Path) -> std::io::Result<()> {
     std::fs::write(path.join("cgroup.procs"), std::process::id().to_string())
 }
 

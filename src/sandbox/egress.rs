@@ -17,11 +17,11 @@ use tokio::net::{TcpStream, UnixListener, UnixStream};
 const HEAD_LIMIT: usize = 16 * 1024;
 
 /// Refusals per agent, for `/metrics` (`deepcli_sandbox_egress_refused_total{agent}`).
-pub type Refusals = Arc<Mutex<BTreeMap<String, u64>>>;
+pub(crate) type Refusals = Arc<Mutex<BTreeMap<String, u64>>>;
 
 /// Whether `host` is one `allowed` names: a name exactly (case aside), or `*.suffix` for any
 /// name below the suffix (not the suffix itself).
-pub fn allowed(host: &str, allowed: &[String]) -> bool {
+pub(crate) fn allowed(host: &str, allowed: &[String]) -> bool {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
     allowed.iter().any(|pattern| {
         let pattern = pattern.to_ascii_lowercase();
@@ -36,7 +36,7 @@ pub fn allowed(host: &str, allowed: &[String]) -> bool {
 
 /// What a request head asks the proxy for.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Ask {
+pub(crate) enum Ask {
     /// `CONNECT host:port`: a tunnel (HTTPS).
     Tunnel { host: String, port: u16 },
     /// An absolute-form request (`GET http://host[:port]/…`): forwarded as it is.
@@ -58,7 +58,7 @@ impl Ask {
 }
 
 /// The proxy's reading of a request head's first line; `Err` says why it cannot serve it.
-pub fn parse_head(head: &str) -> Result<Ask, String> {
+pub(crate) fn parse_head(head: &str) -> Result<Ask, String> {
     let line = head.lines().next().unwrap_or("");
     let mut parts = line.split(' ');
     let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
@@ -99,7 +99,7 @@ pub fn parse_head(head: &str) -> Result<Ask, String> {
 }
 
 /// The egress proxy of one agent's sandbox, listening on its Unix socket.
-pub struct Proxy {
+pub(crate) struct Proxy {
     pub agent_id: String,
     pub domains: Vec<String>,
     pub refusals: Refusals,
@@ -107,7 +107,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// Serves `listener` until the task is aborted.
-    pub async fn serve(self, listener: UnixListener) -> std::io::Result<()> {
+    pub(crate) async fn serve(self, listener: UnixListener) -> std::io::Result<()> {
         let this = Arc::new(self);
         loop {
             let (stream, _) = listener.accept().await?;
@@ -232,7 +232,7 @@ async fn connect(host: &str, port: u16) -> std::io::Result<TcpStream> {
 /// `deepcli sandbox forward`: inside an `allowlist` sandbox, listens at `listen` (on the
 /// sandbox's own loopback) and carries each connection to the proxy's socket `to`, while
 /// `command` runs; exits with the command's status.
-pub fn forward(listen: &str, to: &Path, command: &[String]) -> std::io::Result<i32> {
+pub(crate) fn forward(listen: &str, to: &Path, command: &[String]) -> std::io::Result<i32> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| std::io::Error::other("no command to run"))?;

@@ -10,7 +10,7 @@ use super::{Host, Layout, Mount, Network, SYSTEM, choose};
 /// One agent's sandbox, explained.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Explanation {
+pub(crate) struct Explanation {
     pub agent_id: String,
     /// `all` or `off`.
     pub mode: &'static str,
@@ -34,14 +34,14 @@ pub struct Explanation {
 
 /// A path and why it is where it is.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub path: PathBuf,
     pub why: String,
 }
 
 /// The explanation of `layout` (`None`: `sandbox.mode: off`) on `host`; `environment` are the
 /// names the runtime is given.
-pub fn explain(
+pub(crate) fn explain(
     agent_id: &str,
     layout: Option<&Layout>,
     host: &Host,
@@ -211,7 +211,7 @@ pub fn explain(
 
 impl Explanation {
     /// The human form.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         use std::fmt::Write;
         let mut out = String::new();
         let _ = writeln!(out, "agent {}: sandbox {}", self.agent_id, self.summary);

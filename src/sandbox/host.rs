@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 /// The sandbox backends this host has.
 #[derive(Debug, Clone)]
-pub struct Host {
+pub(crate) struct Host {
     /// bubblewrap's path, once it was seen to make the namespaces a sandbox needs; else why not.
     pub bwrap: Result<PathBuf, String>,
     /// The kernel's Landlock ABI ([`super::landlock::probe`]); else why there is none.
@@ -17,7 +17,7 @@ pub struct Host {
 
 impl Host {
     /// This host, probed on first use.
-    pub fn get() -> &'static Host {
+    pub(crate) fn get() -> &'static Host {
         static HOST: OnceLock<Host> = OnceLock::new();
         HOST.get_or_init(|| Host {
             bwrap: bwrap(),

@@ -23,10 +23,10 @@ use super::{Layout, Mount, Network, SYSTEM};
 
 /// The Landlock ABI every rule is written against: 6 (Linux 6.12) scopes signals and abstract
 /// Unix sockets, without which the runtime could signal the controller.
-pub const ABI_NEEDED: u8 = 6;
+pub(crate) const ABI_NEEDED: u8 = 6;
 
 /// The device files a runtime reads and writes.
-pub const DEVICES: &[&str] = &[
+pub(crate) const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
@@ -40,7 +40,7 @@ pub const DEVICES: &[&str] = &[
 /// What `sandbox exec` restricts itself to, as the controller worked it out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Spec {
+pub(crate) struct Spec {
     /// Readable (and executable), nothing more.
     pub read: Vec<PathBuf>,
     /// Readable and writable.
@@ -55,7 +55,7 @@ impl Spec {
     /// The restriction that enforces `layout`: the system and `/proc` read-only, the device
     /// files, then the grants as [`Layout::mounts`] would bind them, and `tmp` (the runtime's
     /// `TMPDIR`) writable.
-    pub fn of(layout: &Layout, tmp: &Path, cgroup: &Path) -> Spec {
+    pub(crate) fn of(layout: &Layout, tmp: &Path, cgroup: &Path) -> Spec {
         let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
         read.push("/proc".into());
         let mut write: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
@@ -80,7 +80,7 @@ impl Spec {
 
 /// Joins the cgroup, drops every capability and restricts this process with Landlock: what
 /// `sandbox exec` does before it execs the command. Fails unless all of it is enforced.
-pub fn restrict_self(spec: &Spec) -> Result<(), String> {
+pub(crate) fn restrict_self(spec: &Spec) -> Result<(), String> {
     super::cgroup::join(&spec.cgroup)
         .map_err(|e| format!("cannot join cgroup {}: {e}", spec.cgroup.display()))?;
     drop_capabilities()?;
@@ -137,7 +137,7 @@ fn drop_capabilities() -> Result<(), String> {
 /// The newest Landlock ABI this kernel has that adds rights deepcli can tell apart (7 and 8 add
 /// none: a kernel with them reports 6), found by asking for each ABI's rights as a hard
 /// requirement, newest first; a ruleset is made and closed, nothing is restricted.
-pub fn probe() -> Result<u8, String> {
+pub(crate) fn probe() -> Result<u8, String> {
     for (abi, n) in [
         (ABI::V9, 9),
         (ABI::V6, 6),

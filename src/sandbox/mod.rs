@@ -10,12 +10,12 @@
 //! where they lie inside one of those grants (the quickstart keeps its state inside the
 //! checkout that also holds the agent's command).
 
-pub mod bwrap;
-pub mod cgroup;
-pub mod egress;
-pub mod explain;
+pub(crate) mod bwrap;
+pub(crate) mod cgroup;
+pub(crate) mod egress;
+pub(crate) mod explain;
 mod host;
-pub mod landlock;
+pub(crate) mod landlock;
 
 use std::path::{Path, PathBuf};
 
@@ -26,19 +26,19 @@ use crate::config::model::{
     WorkspaceAccess,
 };
 
-pub use host::Host;
+pub(crate) use host::Host;
 
 /// Where the sandbox's own sockets are, inside it.
-pub const RUN_DIR: &str = "/run/deepcli";
+pub(crate) const RUN_DIR: &str = "/run/deepcli";
 /// The hub's MCP door inside a sandbox whose network is not the host's.
-pub const HUB_SOCKET: &str = "/run/deepcli/hub.sock";
+pub(crate) const HUB_SOCKET: &str = "/run/deepcli/hub.sock";
 /// The egress proxy's socket inside an `allowlist` sandbox.
-pub const EGRESS_SOCKET: &str = "/run/deepcli/egress.sock";
+pub(crate) const EGRESS_SOCKET: &str = "/run/deepcli/egress.sock";
 /// Where the in-sandbox forwarder listens for the runtime's proxied connections.
-pub const PROXY_ADDR: &str = "127.0.0.1:3128";
+pub(crate) const PROXY_ADDR: &str = "127.0.0.1:3128";
 
 /// The variables that point an `allowlist` runtime at [`PROXY_ADDR`].
-pub const PROXY_ENV: [&str; 5] = [
+pub(crate) const PROXY_ENV: [&str; 5] = [
     "HTTPS_PROXY",
     "HTTP_PROXY",
     "https_proxy",
@@ -47,20 +47,20 @@ pub const PROXY_ENV: [&str; 5] = [
 ];
 
 /// The system directories every sandbox reads.
-pub const SYSTEM: &[&str] = &[
+pub(crate) const SYSTEM: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt",
 ];
 
 /// The environment a runtime keeps of the controller's, whatever its config: everything else
 /// is given by name (`runtime.env`, `runtime.inheritEnv`).
-pub fn passes_through(name: &str) -> bool {
+pub(crate) fn passes_through(name: &str) -> bool {
     matches!(name, "PATH" | "LANG" | "TZ" | "TERM") || name.starts_with("LC_")
 }
 
 /// An agent's network, as its sandbox gives it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase", tag = "kind")]
-pub enum Network {
+pub(crate) enum Network {
     /// Unrestricted: the controller's own.
     Host,
     /// None at all, loopback included.
@@ -70,7 +70,7 @@ pub enum Network {
 }
 
 impl Network {
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Network::Host => "network host".into(),
             Network::None => "network none".into(),
@@ -82,7 +82,7 @@ impl Network {
     }
 
     /// The runtime's network namespace is its own (no host address reachable).
-    pub fn is_private(&self) -> bool {
+    pub(crate) fn is_private(&self) -> bool {
         !matches!(self, Network::Host)
     }
 }
@@ -90,7 +90,7 @@ impl Network {
 /// One path granted inside the sandbox, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Grant {
+pub(crate) struct Grant {
     pub path: PathBuf,
     pub writable: bool,
     pub why: &'static str,
@@ -99,7 +99,7 @@ pub struct Grant {
 /// What one agent's sandbox gives it: the settings in force and every path, worked out.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Layout {
+pub(crate) struct Layout {
     pub agent_id: String,
     pub backend: SandboxBackend,
     /// Readable and writable paths besides the system, in the order they are mounted.
@@ -115,7 +115,7 @@ pub struct Layout {
 
 /// Everything around an agent a layout needs: the directories that must stay hidden.
 #[derive(Debug, Clone, Default)]
-pub struct Surroundings {
+pub(crate) struct Surroundings {
     pub state_dir: PathBuf,
     pub config_dir: PathBuf,
     /// Every agent's id, workspace and agentDir.
@@ -126,7 +126,7 @@ pub struct Surroundings {
 
 impl Surroundings {
     /// The surroundings of every agent of `config`, whose state directory is `state_dir`.
-    pub fn of(
+    pub(crate) fn of(
         config: &crate::config::Config,
         state_dir: &Path,
         user_home: Option<&Path>,
@@ -145,14 +145,14 @@ impl Surroundings {
 }
 
 /// `path` made absolute, links resolved where it exists: mounts need the real path.
-pub fn real(path: &Path) -> PathBuf {
+pub(crate) fn real(path: &Path) -> PathBuf {
     std::fs::canonicalize(path)
         .or_else(|_| std::path::absolute(path))
         .unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// The agent-side inputs of a layout.
-pub struct Subject<'a> {
+pub(crate) struct Subject<'a> {
     pub agent_id: &'a str,
     pub workspace: &'a Path,
     pub agent_dir: &'a Path,
@@ -166,7 +166,7 @@ pub struct Subject<'a> {
 impl Layout {
     /// The sandbox of `agent`'s runtime (`None`: `sandbox.mode: off`, or a runtime kind that
     /// starts no process here); `home` expands `~/`.
-    pub fn for_agent(
+    pub(crate) fn for_agent(
         agent: &crate::config::Agent,
         around: &Surroundings,
         home: Option<&Path>,
@@ -191,7 +191,7 @@ impl Layout {
     }
 
     /// The sandbox of `subject`, or `None` when its `sandbox.mode` is `off`.
-    pub fn of(subject: &Subject<'_>, around: &Surroundings) -> Option<Layout> {
+    pub(crate) fn of(subject: &Subject<'_>, around: &Surroundings) -> Option<Layout> {
         let config = subject.config.cloned().unwrap_or_default();
         if config.mode.unwrap_or_default() == SandboxMode::Off {
             return None;
@@ -282,7 +282,7 @@ impl Layout {
 
     /// The hidden paths that lie inside a grant or the system, each with the readable path it
     /// lies in: what a backend that only grants (Landlock) cannot hide.
-    pub fn hidden_inside(&self) -> Vec<(&Path, &Path)> {
+    pub(crate) fn hidden_inside(&self) -> Vec<(&Path, &Path)> {
         let readable = self
             .grants
             .iter()
@@ -300,7 +300,7 @@ impl Layout {
 
     /// Why Landlock cannot enforce this layout, whatever the host: a hidden path inside a
     /// readable one, `workspaceAccess: none`, or `network: allowlist`; `None`: it can.
-    pub fn beyond_landlock(&self) -> Option<String> {
+    pub(crate) fn beyond_landlock(&self) -> Option<String> {
         if let Some((hidden, inside)) = self.hidden_inside().first() {
             return Some(format!(
                 "{} must stay hidden but lies inside {}, which the agent may read, and Landlock only grants access: it cannot hide a path inside a granted one",
@@ -319,7 +319,7 @@ impl Layout {
 }
 
 /// Where `agent`'s runtime starts: `runtime.cwd`, its workspace by default.
-pub fn runtime_cwd(agent: &crate::config::Agent, home: Option<&Path>) -> PathBuf {
+pub(crate) fn runtime_cwd(agent: &crate::config::Agent, home: Option<&Path>) -> PathBuf {
     match agent.spec.runtime.as_ref().and_then(|r| r.cwd.as_deref()) {
         None | Some("workspace") => agent.workspace.clone(),
         Some(path) => crate::config::paths::resolve(path, &agent.workspace, home),
@@ -329,7 +329,10 @@ pub fn runtime_cwd(agent: &crate::config::Agent, home: Option<&Path>) -> PathBuf
 /// The environment's names (never values) a runtime of `agent` is given: what
 /// [`passes_through`] of the controller's (where set), HOME, the proxy's for `allowlist`,
 /// `runtime.env`, `runtime.inheritEnv` and `DEEPCLI_AGENT_ID`.
-pub fn environment_names(agent: &crate::config::Agent, layout: Option<&Layout>) -> Vec<String> {
+pub(crate) fn environment_names(
+    agent: &crate::config::Agent,
+    layout: Option<&Layout>,
+) -> Vec<String> {
     let mut names: Vec<String> = ["PATH", "LANG", "TZ", "TERM"]
         .iter()
         .filter(|n| std::env::var_os(n).is_some())
@@ -358,7 +361,7 @@ pub fn environment_names(agent: &crate::config::Agent, layout: Option<&Layout>) 
 /// A sandbox in one line, as `status` and `sandbox explain` show it: `all (bwrap, network
 /// host)`, `all (landlock, network none; not contained: …)`, or `all (not applied, …)` when
 /// no backend can enforce it here.
-pub fn summary(layout: &Layout, host: &Host) -> String {
+pub(crate) fn summary(layout: &Layout, host: &Host) -> String {
     match choose(layout, host) {
         Ok(choice) if choice.backend == LANDLOCK => format!(
             "all ({LANDLOCK}, {}; not contained: {})",
@@ -371,7 +374,7 @@ pub fn summary(layout: &Layout, host: &Host) -> String {
 }
 
 /// What the Landlock backend leaves uncontained for `layout`, in short (docs/isolation.md).
-pub fn landlock_gaps(layout: &Layout) -> Vec<&'static str> {
+pub(crate) fn landlock_gaps(layout: &Layout) -> Vec<&'static str> {
     let mut gaps = Vec::new();
     if layout.network == Network::None {
         gaps.push("UDP and Unix sockets");
@@ -381,14 +384,14 @@ pub fn landlock_gaps(layout: &Layout) -> Vec<&'static str> {
 }
 
 /// The bubblewrap backend's name, as [`Choice::backend`] says it.
-pub const BWRAP: &str = "bwrap";
+pub(crate) const BWRAP: &str = "bwrap";
 /// The Landlock backend's name.
-pub const LANDLOCK: &str = "landlock";
+pub(crate) const LANDLOCK: &str = "landlock";
 
 /// Which backend enforces a layout on this host, and why; or why none can.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Choice {
+pub(crate) struct Choice {
     pub backend: &'static str,
     pub why: String,
 }
@@ -396,13 +399,13 @@ pub struct Choice {
 /// Why a sandbox cannot be applied: the runtime is not started (fail closed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{why}")]
-pub struct Unavailable {
+pub(crate) struct Unavailable {
     pub why: String,
 }
 
 /// Why this host cannot run the Landlock backend at all (no Landlock, an ABI without signal
 /// scoping, no cgroup to keep the runtime's processes in); `Ok`: its ABI.
-pub fn landlock_on(host: &Host) -> Result<u8, String> {
+pub(crate) fn landlock_on(host: &Host) -> Result<u8, String> {
     let abi = host
         .landlock
         .as_ref()
@@ -422,7 +425,7 @@ pub fn landlock_on(host: &Host) -> Result<u8, String> {
 /// The backend that enforces `layout` on `host`. `auto` takes bubblewrap where it is usable,
 /// else Landlock where it can enforce this layout ([`Layout::beyond_landlock`],
 /// [`landlock_on`]), else none: the runtime does not start.
-pub fn choose(layout: &Layout, host: &Host) -> Result<Choice, Unavailable> {
+pub(crate) fn choose(layout: &Layout, host: &Host) -> Result<Choice, Unavailable> {
     let install = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`), or set `sandbox.mode: off` on this agent explicitly";
     let landlock = || match layout.beyond_landlock() {
         Some(why) => Err(why),
@@ -488,7 +491,7 @@ pub fn choose(layout: &Layout, host: &Host) -> Result<Choice, Unavailable> {
 /// package's `node_modules`, wherever its link points), or for a file inside `node_modules`
 /// the directory holding the outermost one. A file in none is granted alone. System paths are
 /// readable anyway and left out.
-pub fn command_paths(command: &[String], cwd: &Path) -> Vec<PathBuf> {
+pub(crate) fn command_paths(command: &[String], cwd: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     let Some((program, args)) = command.split_first() else {
         return out;
@@ -537,7 +540,7 @@ fn is_system(path: &Path) -> bool {
 }
 
 /// `program` found on the controller's `PATH`.
-pub fn on_path(program: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
@@ -581,7 +584,7 @@ mod tests;
 /// One step of building the sandbox's file system view, in the order they are taken.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "kind")]
-pub enum Mount {
+pub(crate) enum Mount {
     /// A host path at the same path inside; `optional`: skipped when it does not exist.
     Bind {
         path: PathBuf,
@@ -598,7 +601,7 @@ impl Layout {
     /// state directory by default) after it. A grant inside a hidden path other than the
     /// agent's own is left out; a hidden path that does not exist, or that a shallower hidden
     /// path already covers, needs nothing.
-    pub fn mounts(&self) -> Vec<Mount> {
+    pub(crate) fn mounts(&self) -> Vec<Mount> {
         let own = |p: &Path| {
             self.grants.iter().any(|g| {
                 g.path == p && matches!(g.why, "its workspace" | "its agentDir" | "its HOME")

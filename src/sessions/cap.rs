@@ -6,14 +6,14 @@
 /// A reply assembled from an agent's message chunks, kept up to `limit` bytes; what came
 /// beyond is counted, not kept.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     text: String,
     total: usize,
     limit: usize,
 }
 
 impl Reply {
-    pub fn new(limit: usize) -> Reply {
+    pub(crate) fn new(limit: usize) -> Reply {
         Reply {
             text: String::new(),
             total: 0,
@@ -21,7 +21,7 @@ impl Reply {
         }
     }
 
-    pub fn push(&mut self, chunk: &str) {
+    pub(crate) fn push(&mut self, chunk: &str) {
         // Once anything was left out, nothing after it is kept: the reply never skips a part.
         let whole = self.total == self.text.len();
         self.total = self.total.saturating_add(chunk.len());
@@ -33,14 +33,14 @@ impl Reply {
     }
 
     /// The reply as kept: whole, or cut with a note that says how long it was.
-    pub fn finish(self) -> String {
+    pub(crate) fn finish(self) -> String {
         cut(self.text, self.total, self.limit)
     }
 }
 
 /// `text` (of `total` bytes as the agent sent it) cut to `limit` bytes on a character boundary,
 /// with a note, when it is longer.
-pub fn cut(mut text: String, total: usize, limit: usize) -> String {
+pub(crate) fn cut(mut text: String, total: usize, limit: usize) -> String {
     let total = total.max(text.len());
     if total <= limit {
         return text;
@@ -54,7 +54,7 @@ pub fn cut(mut text: String, total: usize, limit: usize) -> String {
 
 /// Of `sizes` (oldest first), the newest are kept while they fit in `budget` bytes together:
 /// the index of the oldest one kept (`sizes.len()` when not even the newest fits).
-pub fn newest_within(sizes: &[usize], budget: usize) -> usize {
+pub(crate) fn newest_within(sizes: &[usize], budget: usize) -> usize {
     let mut used = 0usize;
     for (i, size) in sizes.iter().enumerate().rev() {
         used = used.saturating_add(*size);

@@ -12,11 +12,11 @@
 //! Its records go through [`SessionStore`].
 
 pub mod budget;
-pub mod cap;
-pub mod model;
+pub(crate) mod cap;
+pub(crate) mod model;
 mod queue;
 mod running;
-pub mod store;
+pub(crate) mod store;
 #[cfg(test)]
 mod tests;
 mod turn;
@@ -35,15 +35,15 @@ use crate::runtime::{AcpMap, RuntimeMap, SessionRuntime};
 use crate::snapshot::Snapshot;
 use crate::state::{Provenance, StateError};
 
-pub use crate::runtime::StopReason;
-pub use queue::Place;
-pub use running::{CancelState, CancelWhy};
-pub use store::{KnownSession, SessionStore, TurnCount, TurnRecord};
+pub(crate) use crate::runtime::StopReason;
+pub(crate) use queue::Place;
+pub(crate) use running::{CancelState, CancelWhy};
+pub(crate) use store::{KnownSession, SessionStore, TurnCount, TurnRecord};
 
 /// The engine's timings and limits; `deepcli up` and `deepcli access serve` set them from
 /// flags, tests to moments.
 #[derive(Debug, Clone)]
-pub struct SessionSettings {
+pub(crate) struct SessionSettings {
     /// How long a prompt may take before it is cancelled.
     pub prompt_timeout: Duration,
     /// Messages that may wait behind the one being handled, per session.
@@ -71,14 +71,14 @@ impl Default for SessionSettings {
 
 /// What the engine needs of the config in force, by agent id.
 #[derive(Debug, Clone, Default)]
-pub struct TurnPlan {
+pub(crate) struct TurnPlan {
     pub runtimes: HashMap<String, RuntimeKind>,
     pub models: HashMap<String, Model>,
     pub budgets: HashMap<String, budget::BudgetLimits>,
 }
 
 impl TurnPlan {
-    pub fn runtime(&self, agent_id: &str) -> RuntimeKind {
+    pub(crate) fn runtime(&self, agent_id: &str) -> RuntimeKind {
         self.runtimes
             .get(agent_id)
             .copied()
@@ -87,7 +87,7 @@ impl TurnPlan {
 }
 
 /// What gives a runtime session its MCP servers: the Hub's, handed in by the composition root.
-pub trait McpDoor: Send + Sync {
+pub(crate) trait McpDoor: Send + Sync {
     /// The `mcpServers` of a runtime session of agent `agent_id` that
     /// serves `session_key`, being opened now; `http`: the agent takes MCP over HTTP
     /// (`mcpCapabilities.http`). Each call may mint a new capability token for the session.
@@ -101,7 +101,7 @@ pub trait McpDoor: Send + Sync {
 /// What the engine tells whoever serves the other end of [`TurnEvents`] (the approvals: a
 /// permission request pending in the turn is withdrawn, those of a closed session are void).
 #[derive(Debug)]
-pub enum TurnEvent {
+pub(crate) enum TurnEvent {
     /// A turn of `session_key` ended (answered, cancelled, timed out or failed) or is being
     /// cancelled, at `at`: what it asked before then is withdrawn; a request made after `at`
     /// is a later turn's.
@@ -118,11 +118,11 @@ pub enum TurnEvent {
 
 /// Where the engine's [`TurnEvent`]s go: a channel made before the engine and its listener.
 #[derive(Clone)]
-pub struct TurnEvents(mpsc::UnboundedSender<TurnEvent>);
+pub(crate) struct TurnEvents(mpsc::UnboundedSender<TurnEvent>);
 
 impl TurnEvents {
     /// The sending end, and the receiving end the listener serves.
-    pub fn channel() -> (TurnEvents, mpsc::UnboundedReceiver<TurnEvent>) {
+    pub(crate) fn channel() -> (TurnEvents, mpsc::UnboundedReceiver<TurnEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (TurnEvents(tx), rx)
     }
@@ -150,7 +150,7 @@ impl TurnEvents {
 /// What a process that runs the agents' runtimes hands the engine: the supervisor's maps and
 /// what the runtime sessions opened in them need. Every part is required: a process that
 /// runs runtimes cannot forget one.
-pub struct Runtimes {
+pub(crate) struct Runtimes {
     /// The ready ACP runtimes.
     pub acp: AcpMap,
     /// Every runtime's phase.
@@ -164,7 +164,7 @@ pub struct Runtimes {
 }
 
 /// What the engine counts in its owner's metrics.
-pub trait TurnMetrics: Send + Sync {
+pub(crate) trait TurnMetrics: Send + Sync {
     /// A message began (`1`) or stopped (`-1`) waiting behind another of its session.
     fn waiting(&self, delta: i64);
     /// A budget refused a turn or a spawn.
@@ -183,7 +183,7 @@ impl TurnMetrics for () {
 /// Writes an inbound message's turn down as begun, at the given ms (when its budget admitted
 /// it): what the door wants recorded before the runtime is prompted.
 #[derive(Clone)]
-pub struct BeginHook(pub Arc<dyn Fn(i64) -> Result<(), StateError> + Send + Sync>);
+pub(crate) struct BeginHook(pub Arc<dyn Fn(i64) -> Result<(), StateError> + Send + Sync>);
 
 impl std::fmt::Debug for BeginHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -193,7 +193,7 @@ impl std::fmt::Debug for BeginHook {
 
 /// How the runtime session of a turn is held.
 #[derive(Debug, Clone, Default)]
-pub struct SessionOptions {
+pub(crate) struct SessionOptions {
     /// A fresh runtime session for this message, closed after the reply.
     pub oneshot: bool,
     pub label: Option<String>,
@@ -210,7 +210,7 @@ pub struct SessionOptions {
 
 /// The outcome of [`Sessions::turn`]: the runtime's answer to one prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnOutcome {
+pub(crate) struct TurnOutcome {
     /// The agent message chunks, put together (cut at `budgets.replyBytes`).
     pub text: String,
     /// The stop reason the runtime gave, when it gave one.
@@ -226,7 +226,7 @@ pub struct TurnOutcome {
 
 /// A message the Hub (or the operator) puts into a session.
 #[derive(Debug, Clone)]
-pub struct InternalMessage {
+pub(crate) struct InternalMessage {
     /// How the transcript records it: `inter_session`, `operator`, `a2a`.
     pub provenance: Provenance,
     /// What the transcript keeps as the message's text.
@@ -243,10 +243,10 @@ pub struct InternalMessage {
 
 /// Called when the turn begins (the message stopped waiting); a refusal withdraws the message,
 /// unprompted and unrecorded.
-pub type OnStart = Box<dyn FnOnce() -> Result<(), String> + Send>;
+pub(crate) type OnStart = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
 /// One turn asked of the engine: the whole of it, FIFO to transcript.
-pub struct TurnRequest {
+pub(crate) struct TurnRequest {
     pub agent_id: String,
     pub session_key: String,
     pub prompt: String,
@@ -261,7 +261,11 @@ pub struct TurnRequest {
 
 impl TurnRequest {
     /// The turn of a message the Hub or the operator puts into `session_key` of `agent_id`.
-    pub fn internal(agent_id: &str, session_key: &str, message: InternalMessage) -> TurnRequest {
+    pub(crate) fn internal(
+        agent_id: &str,
+        session_key: &str,
+        message: InternalMessage,
+    ) -> TurnRequest {
         TurnRequest {
             agent_id: agent_id.to_string(),
             session_key: session_key.to_string(),
@@ -278,12 +282,15 @@ impl TurnRequest {
         }
     }
 
-    pub fn queued(mut self, queued: Option<tokio::sync::oneshot::Sender<()>>) -> TurnRequest {
+    pub(crate) fn queued(
+        mut self,
+        queued: Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> TurnRequest {
         self.queued = queued;
         self
     }
 
-    pub fn on_start(
+    pub(crate) fn on_start(
         mut self,
         started: impl FnOnce() -> Result<(), String> + Send + 'static,
     ) -> TurnRequest {
@@ -294,7 +301,7 @@ impl TurnRequest {
 
 /// Where in a turn a runtime failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// Opening the runtime session: nothing was prompted.
     OpenSession,
     /// During the prompt: whatever the agent did is unknown.
@@ -306,7 +313,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Stage::OpenSession => "to open a session",
             Stage::Prompt => "the prompt",
@@ -324,7 +331,7 @@ impl std::fmt::Display for Stage {
 
 /// Why a turn got no answer.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum TurnError {
+pub(crate) enum TurnError {
     #[error("agent `{agent_id}` has no ACP or A2A runtime here: it takes no prompts")]
     TakesNoPrompts { agent_id: String },
     #[error("session `{session_key}` has {limit} messages waiting: send this one again later")]
@@ -394,7 +401,7 @@ struct AppliedModel {
     report: ModelReport,
 }
 
-pub struct Sessions {
+pub(crate) struct Sessions {
     store: Arc<dyn SessionStore>,
     /// `None` when this process manages no runtimes (`access serve`).
     runtimes: Option<Found>,
@@ -416,7 +423,7 @@ pub struct Sessions {
 impl Sessions {
     /// `runtimes`: `None` in a process that runs none (`access serve`); `plan`: the config's
     /// view in force, read as each turn begins.
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<dyn SessionStore>,
         runtimes: Option<Runtimes>,
         plan: Snapshot<Arc<TurnPlan>>,
@@ -449,16 +456,12 @@ impl Sessions {
         }
     }
 
-    pub fn plan(&self) -> Arc<TurnPlan> {
+    pub(crate) fn plan(&self) -> Arc<TurnPlan> {
         self.plan.load()
     }
 
-    pub fn settings(&self) -> &SessionSettings {
-        &self.settings
-    }
-
     /// Whether this process runs the agents' runtimes.
-    pub fn manages_runtimes(&self) -> bool {
+    pub(crate) fn manages_runtimes(&self) -> bool {
         self.runtimes.is_some()
     }
 
@@ -467,7 +470,7 @@ impl Sessions {
     }
 
     /// Agent `agent_id`'s budgets as the config in force sets them (none: no limits).
-    pub fn limits(&self, agent_id: &str) -> budget::BudgetLimits {
+    pub(crate) fn limits(&self, agent_id: &str) -> budget::BudgetLimits {
         self.plan()
             .budgets
             .get(agent_id)
@@ -522,7 +525,7 @@ impl Sessions {
     }
 
     /// What agent `agent_id`'s runtime is doing: `ready`, or its phase (`starting`, …).
-    pub fn runtime_phase(&self, agent_id: &str) -> String {
+    pub(crate) fn runtime_phase(&self, agent_id: &str) -> String {
         match self.runtime(agent_id) {
             Ok(_) => "ready".to_string(),
             Err(TurnError::RuntimeDown { status, .. }) => status.to_string(),
@@ -532,7 +535,7 @@ impl Sessions {
 
     /// Waits for `session_key`'s turn in its FIFO (refused when the queue limit already wait,
     /// unless `unbounded`).
-    pub async fn enter(
+    pub(crate) async fn enter(
         &self,
         session_key: &str,
         unbounded: bool,
@@ -554,18 +557,21 @@ impl Sessions {
     }
 
     /// `session_key`'s turn when the session is idle (nothing handled, nothing waiting).
-    pub fn try_enter(&self, session_key: &str) -> Option<Place> {
+    pub(crate) fn try_enter(&self, session_key: &str) -> Option<Place> {
         self.queues.try_enter(session_key)
     }
 
     /// Messages waiting in a session's FIFO, plus the one being handled.
-    pub fn queue_depth(&self, session_key: &str) -> usize {
+    pub(crate) fn queue_depth(&self, session_key: &str) -> usize {
         self.queues.depth(session_key)
     }
 
     /// Per agent (`agent_of` a session key), messages waiting in its sessions' FIFOs plus
     /// those being handled.
-    pub fn queue_depths(&self, agent_of: impl Fn(&str) -> Option<&str>) -> HashMap<String, usize> {
+    pub(crate) fn queue_depths(
+        &self,
+        agent_of: impl Fn(&str) -> Option<&str>,
+    ) -> HashMap<String, usize> {
         self.queues.depths(agent_of)
     }
 
@@ -583,7 +589,7 @@ impl Sessions {
     /// A whole turn: the message waits for its turn in the session's FIFO, `on_start` may
     /// withdraw it, the agent is prompted, and the message and its answer go into the
     /// session's transcript.
-    pub async fn turn(&self, request: TurnRequest) -> Result<TurnOutcome, TurnError> {
+    pub(crate) async fn turn(&self, request: TurnRequest) -> Result<TurnOutcome, TurnError> {
         let TurnRequest {
             agent_id,
             session_key,
@@ -631,7 +637,7 @@ impl Sessions {
     }
 
     /// Records a budget's refusal and counts it.
-    pub async fn refused(
+    pub(crate) async fn refused(
         &self,
         refusal: &budget::BudgetRefusal,
         session_key: Option<&str>,
@@ -652,14 +658,14 @@ impl Sessions {
     }
 
     /// Whether agent `agent_id`'s budgets let a turn begin now (nothing is taken).
-    pub fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::BudgetRefusal> {
+    pub(crate) fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::BudgetRefusal> {
         self.budgets
             .check_turn(agent_id, &self.limits(agent_id), budget::now_ms())
     }
 
     /// Takes a spawn by session `session_key` of agent `agent_id` if the agent's
     /// `spawnsPerHour` allows, and records it.
-    pub async fn budget_spawn(
+    pub(crate) async fn budget_spawn(
         &self,
         agent_id: &str,
         session_key: &str,
@@ -678,7 +684,7 @@ impl Sessions {
     }
 
     /// Agent `agent_id`'s budget counters against its limits (`deepcli status`).
-    pub fn budget_report(&self, agent_id: &str) -> budget::BudgetReport {
+    pub(crate) fn budget_report(&self, agent_id: &str) -> budget::BudgetReport {
         self.budgets
             .report(agent_id, &self.limits(agent_id), budget::now_ms())
     }
@@ -686,7 +692,7 @@ impl Sessions {
     /// What became of agent `agent_id`'s `model`, for `deepcli status`: `None` when it sets
     /// none. Not applied, with why, when its runtime cannot take one; pending until its
     /// runtime's first session opens (or its next message, after the model changed).
-    pub fn model_report(&self, agent_id: &str) -> Option<ModelReport> {
+    pub(crate) fn model_report(&self, agent_id: &str) -> Option<ModelReport> {
         let plan = self.plan();
         let wanted = model::candidates(plan.models.get(agent_id)?);
         let not_applied = |why: &str| ModelReport {
@@ -708,7 +714,11 @@ impl Sessions {
     }
 
     /// A turn's budget row on its own (a heartbeat's: its transcript rows come later).
-    pub async fn record_count(&self, session_key: &str, count: TurnCount) -> Result<(), TurnError> {
+    pub(crate) async fn record_count(
+        &self,
+        session_key: &str,
+        count: TurnCount,
+    ) -> Result<(), TurnError> {
         let key = session_key.to_string();
         self.blocking(move |s| s.record_count(&key, &count)).await
     }

@@ -11,7 +11,7 @@ use crate::runtime::SessionRuntime;
 use crate::runtime::acp::{ModelReport, SessionModel};
 
 /// The model ids a config `model` names, in the order they are tried.
-pub fn candidates(model: &Model) -> Vec<String> {
+pub(crate) fn candidates(model: &Model) -> Vec<String> {
     match model {
         Model::Id(id) => vec![id.clone()],
         Model::WithFallbacks { primary, fallbacks } => {
@@ -33,7 +33,7 @@ fn offered<'a>(id: &str, values: &'a [String]) -> Option<&'a String> {
 /// Applies `wanted` (the config's candidates, in order) to runtime session `session_id`,
 /// whose selection is `session`: the first candidate the agent offers and accepts. Returns
 /// the session's selection afterwards and the report.
-pub async fn apply(
+pub(crate) async fn apply(
     handle: &dyn SessionRuntime,
     session_id: &str,
     mut session: SessionModel,

@@ -24,7 +24,7 @@ impl SessionQueue {
 }
 
 /// A session key's turn, held: the next message of the session waits until it is dropped.
-pub struct Place {
+pub(crate) struct Place {
     _turn: OwnedMutexGuard<()>,
 }
 

@@ -71,11 +71,9 @@ impl Drop for Running<'_> {
 /// What came of an operator's cancel of the turn running in a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CancelState {
+pub(crate) enum CancelState {
     /// No turn was running there: nothing to cancel.
     NotRunning,
-    /// `session/cancel` was sent; the turn has not ended yet.
-    Requested,
     /// The runtime ended the turn with stopReason `cancelled`.
     Confirmed,
     /// The turn ended otherwise (or not within the grace): what it did is not known.
@@ -84,7 +82,7 @@ pub enum CancelState {
 
 /// Why a turn was cancelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelWhy {
+pub(crate) enum CancelWhy {
     /// The agent's `budgets.turnSeconds`.
     TurnSeconds,
     /// The prompt timeout (the Access layer's, or a spawn's run timeout).
@@ -92,7 +90,7 @@ pub enum CancelWhy {
 }
 
 impl CancelWhy {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CancelWhy::TurnSeconds => "turnSeconds",
             CancelWhy::Timeout => "timeout",

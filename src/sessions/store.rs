@@ -10,7 +10,7 @@ use crate::state::{Provenance, StateError};
 
 /// The runtime session a session key maps to, and the runtime instance that issued it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KnownSession {
+pub(crate) struct KnownSession {
     pub id: String,
     /// `None` for a mapping recorded before instances were (state migration 3).
     pub instance: Option<String>,
@@ -18,7 +18,7 @@ pub struct KnownSession {
 
 /// A turn as its agent's budgets counted it (with the usage its runtime reported).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnCount {
+pub(crate) struct TurnCount {
     pub agent_id: String,
     /// When the turn began, ms since the epoch.
     pub at_ms: i64,
@@ -28,7 +28,7 @@ pub struct TurnCount {
 
 /// What the transcript keeps of a message put into a session by the Hub or the operator.
 #[derive(Debug, Clone)]
-pub struct TurnRecord {
+pub(crate) struct TurnRecord {
     /// `inter_session`, `operator`, `a2a`.
     pub provenance: Provenance,
     /// The message's text as kept (the prompt adds framing).
@@ -37,7 +37,7 @@ pub struct TurnRecord {
     pub meta: Value,
 }
 
-pub trait SessionStore: Send + Sync + 'static {
+pub(crate) trait SessionStore: Send + Sync + 'static {
     fn runtime_session(&self, session_key: &str) -> Result<Option<KnownSession>, StateError>;
     fn set_runtime_session(
         &self,

@@ -30,7 +30,7 @@ impl Sessions {
     /// Prompts the agent in the runtime session of `session_key`, in the FIFO place the caller
     /// holds: the answer with its stop reason, its budget row and notes on how the session was
     /// opened. A `oneshot` session is closed after the reply, however the prompt ended.
-    pub async fn turn_in(
+    pub(crate) async fn turn_in(
         &self,
         _place: &Place,
         agent_id: &str,
@@ -555,7 +555,7 @@ impl Sessions {
 
     /// Asks the runtime to cancel the turn running in `session_key` (ACP `session/cancel`).
     /// Whether a cancel was sent: false when the session is not open in the agent's runtime.
-    pub async fn cancel_turn(&self, agent_id: &str, session_key: &str) -> bool {
+    pub(crate) async fn cancel_turn(&self, agent_id: &str, session_key: &str) -> bool {
         if let Some(remote) = self.remote(agent_id) {
             return remote.cancel(session_key).await;
         }
@@ -575,7 +575,7 @@ impl Sessions {
     /// `session/cancel`, then `confirmed` when the turn ends with stopReason `cancelled`
     /// within `grace`, `uncertain` when it ends otherwise or not at all (then it stays
     /// recorded as `requested` until it ends). Recorded in `turn_cancels`.
-    pub async fn cancel_running_turn(
+    pub(crate) async fn cancel_running_turn(
         &self,
         agent_id: &str,
         session_key: &str,
@@ -633,7 +633,11 @@ impl Sessions {
 
     /// Ends `session_key`'s runtime session (`session/close` where the agent offers it) and
     /// forgets it; a note on what happened, `None` when it was not open.
-    pub async fn close_runtime_session(&self, agent_id: &str, session_key: &str) -> Option<String> {
+    pub(crate) async fn close_runtime_session(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+    ) -> Option<String> {
         if let Some(turns) = &self.turns {
             turns.closing(session_key).await;
         }

@@ -187,7 +187,7 @@ fn refusals_say_why_and_route_nothing() {
             .unwrap()
             .contains("X-Deepcli-Signature")
     );
-    let wrong = deepcli::access::sign(b"not the secret", body.as_bytes());
+    let wrong = deepcli::sign(b"not the secret", body.as_bytes());
     let (status, wrong) = post(&[("x-deepcli-signature", &wrong)], body.as_bytes());
     assert_eq!(status, 401);
     assert!(
@@ -211,7 +211,7 @@ fn refusals_say_why_and_route_nothing() {
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["limit"], 4096);
 
-    let signature = deepcli::access::sign(SECRET.as_bytes(), b"{not json");
+    let signature = deepcli::sign(SECRET.as_bytes(), b"{not json");
     let (status, body) = post(&[("x-deepcli-signature", &signature)], b"{not json");
     assert_eq!(status, 400);
     assert!(
@@ -916,7 +916,7 @@ fn numeric_peer_ids_keep_their_exact_decimal_text() {
         let body = format!(
             r#"{{"channel":"slack","peer":{{"kind":"group","id":{id}}},"messageId":{message_id},"text":"hi"}}"#
         );
-        let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+        let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
         let (status, _, value) = call(
             up.addr,
             "POST",
@@ -991,7 +991,7 @@ fn plans_swap_under_load_without_a_failed_or_mixed_request() {
                         let message = json!({"channel": "slack", "peer": {"kind": "direct", "id": "p"},
                                              "messageId": format!("{c}-{i}"), "text": "x"});
                         let body = message.to_string();
-                        let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+                        let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
                         let (status, generation, value) = call(
                             up.addr,
                             "POST",
@@ -1059,7 +1059,7 @@ fn replies_go_to_the_reply_url_signed_or_become_dead_letters() {
     let (status, body) = inbound(up.addr, SECRET, &slack("u9", "r-1", "to the sink"));
     assert_eq!(status, 200, "{body}");
     let (headers, sent) = received.recv_timeout(Duration::from_secs(20)).unwrap();
-    let signature = deepcli::access::sign(SECRET.as_bytes(), sent.as_bytes());
+    let signature = deepcli::sign(SECRET.as_bytes(), sent.as_bytes());
     assert!(
         headers.contains(&format!("x-deepcli-signature: {signature}")),
         "{headers}"
@@ -1630,7 +1630,7 @@ fn a_caller_that_hangs_up_does_not_strand_its_delivery() {
         cmd.args(["--prompt-timeout-ms", "2000"]);
     });
     let body = slack_group("h", "hang-1", "slow").to_string();
-    let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+    let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
     let mut stream = std::net::TcpStream::connect(up.addr).unwrap();
     write!(
         stream,

@@ -13,7 +13,7 @@ fn inbound(up: &Up, group: &str, id: &str, text: &str) -> (u16, Value) {
     let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": group},
         "messageId": id, "sender": {"id": "u1"}, "text": text});
     let body = envelope.to_string();
-    let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+    let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
     crate::hub::http(
         up.addr,
         "POST",
@@ -112,7 +112,7 @@ fn concurrent_turns_refuse_a_second_turn_while_one_runs() {
             let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "ga"},
                 "messageId": "c-0", "sender": {"id": "u1"}, "text": text});
             let body = envelope.to_string();
-            let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+            let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
             crate::hub::http(
                 addr,
                 "POST",
@@ -274,7 +274,7 @@ fn in_background(
     let addr = up.addr;
     std::thread::spawn(move || {
         let body = envelope.to_string();
-        let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+        let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
         crate::hub::http(
             addr,
             "POST",

@@ -53,7 +53,7 @@ fn wait_ready(up: &Up, id: &str) -> Value {
 /// `POST /v1/inbound`, signed: (status, body).
 fn inbound(addr: SocketAddr, envelope: &Value) -> (u16, Value) {
     let body = envelope.to_string();
-    let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+    let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(60)))

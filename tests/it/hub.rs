@@ -76,7 +76,7 @@ pub(crate) fn say(up: &Up, group: &str, text: &str) -> String {
     let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": group},
         "messageId": format!("m-{id}-{}", std::process::id()), "sender": {"id": "u1"}, "text": text});
     let body = envelope.to_string();
-    let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+    let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
     let (status, answer) = http(
         up.addr,
         "POST",
@@ -1077,7 +1077,7 @@ fn codex_acp_accepts_the_hub_mcp_server_at_session_new() {
     let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "ga"},
         "messageId": "codex-1", "sender": {"id": "u1"}, "text": "hello"});
     let body = envelope.to_string();
-    let signature = deepcli::access::sign(SECRET.as_bytes(), body.as_bytes());
+    let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
     let (_, answer) = http(
         up.addr,
         "POST",

@@ -793,7 +793,7 @@ fn a_pairing_code_also_goes_to_the_reply_url() {
         .to_string();
     let (headers, raw) = received.recv_timeout(Duration::from_secs(30)).unwrap();
     // Signed like every reply: over the exact bytes sent.
-    let signature = deepcli::access::sign(SECRET.as_bytes(), raw.as_bytes());
+    let signature = deepcli::sign(SECRET.as_bytes(), raw.as_bytes());
     assert!(
         headers.contains(&format!("x-deepcli-signature: {signature}")),
         "{headers}"

@@ -569,7 +569,7 @@ const KEYS: &[(&str, Acts)] = &[
     ),
     (
         "channels.*.accounts.*.discussion",
-        Enforced("adapters::slack: seed 001's discussions per thread"),
+        Enforced("adapters::slack: discussions per thread (adapters.md)"),
     ),
     (
         "channels.*.accounts.*.discussion.maxRounds",

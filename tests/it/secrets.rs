@@ -490,7 +490,7 @@ fn referenced_secrets_appear_in_no_output_file_or_log() {
     let request = replies.lock().unwrap()[0].clone();
     let text = String::from_utf8_lossy(&request).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let signature = deepcli::access::sign(secrets.webhook_env.as_bytes(), body.as_bytes());
+    let signature = deepcli::sign(secrets.webhook_env.as_bytes(), body.as_bytes());
     assert!(
         head.to_ascii_lowercase()
             .contains(&format!("x-deepcli-signature: {signature}")),

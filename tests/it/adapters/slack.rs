@@ -1,5 +1,5 @@
 //! Slack through the fake: two bot accounts (two Slack apps) in one workspace, each bound to
-//! its own echo agent — seed 001 appendix B: a human mention, a thread reply, the round limit
+//! its own echo agent: a human mention, a thread reply, the round limit
 //! and the close marker, a second channel — over Socket Mode and the Events API; signatures
 //! and replays refused; a dropped WebSocket and a `disconnect` reconnected.
 

@@ -564,7 +564,7 @@ pub fn http(
 /// `POST /v1/inbound` of `envelope`, signed with `secret`: status and body.
 pub fn signed_inbound(addr: std::net::SocketAddr, secret: &[u8], envelope: &Value) -> (u16, Value) {
     let body = envelope.to_string();
-    let signature = deepcli::access::sign(secret, body.as_bytes());
+    let signature = deepcli::sign(secret, body.as_bytes());
     let answer = http(
         addr,
         "POST",
