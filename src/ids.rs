@@ -107,6 +107,29 @@ pub(crate) fn channel(raw: &str) -> Cow<'_, str> {
     }
 }
 
+/// A channel's account, both ids normalized: what the access plan, the live adapters and their
+/// HTTP endpoints are keyed by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct AccountKey {
+    pub(crate) channel: String,
+    pub(crate) account: String,
+}
+
+impl AccountKey {
+    pub(crate) fn new(channel: impl Into<String>, account: impl Into<String>) -> AccountKey {
+        AccountKey {
+            channel: channel.into(),
+            account: account.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for AccountKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.channel, self.account)
+    }
+}
+
 /// A peer kind after normalization.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PeerKind {

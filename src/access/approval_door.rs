@@ -4,6 +4,7 @@
 //! agent. The decisions are the `approvals` module's: a command goes to it as an
 //! [`ApprovalAsk`] over a channel the composition root made, whose other end it serves.
 
+use crate::ids::AccountKey;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
@@ -140,7 +141,7 @@ impl Access {
         };
         let Some(account) = plan
             .accounts
-            .get(&(origin.channel.clone(), origin.account_id.clone()))
+            .get(&AccountKey::new(&origin.channel, &origin.account_id))
         else {
             return false;
         };
@@ -228,7 +229,7 @@ impl Access {
     pub(crate) fn can_announce_to(&self, origin: &TurnOrigin) -> bool {
         self.plan().is_some_and(|plan| {
             plan.accounts
-                .get(&(origin.channel.clone(), origin.account_id.clone()))
+                .get(&AccountKey::new(&origin.channel, &origin.account_id))
                 .is_some_and(|a| a.reply_url.is_some() && a.webhook_secret.is_ok())
         })
     }

@@ -5,6 +5,7 @@
 use super::plan::{self, AccessPlan};
 use super::{AccessError, Unauthenticated};
 use crate::ids;
+use crate::ids::AccountKey;
 use crate::routing::RouteInput;
 
 /// Who hands an envelope in.
@@ -32,7 +33,7 @@ pub(super) fn authenticate(
 ) -> Result<(), AccessError> {
     let channel = ids::channel(&input.channel).into_owned();
     let account_id = result.account_id.to_string();
-    let Some(account) = plan.accounts.get(&(channel.clone(), account_id.clone())) else {
+    let Some(account) = plan.accounts.get(&AccountKey::new(&channel, &account_id)) else {
         return Err(AccessError::Unauthenticated(
             Unauthenticated::UnknownAccount {
                 channel,

@@ -2,6 +2,7 @@
 //! place held until its outcome is recorded), the response recorded with the delivery, the
 //! reply sent to the account's sink; a turn that passed its time recorded `uncertain`.
 
+use crate::ids::AccountKey;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -218,7 +219,7 @@ impl Access {
     ) {
         if let Some(account) = plan
             .accounts
-            .get(&(key.channel.clone(), key.account_id.clone()))
+            .get(&AccountKey::new(&key.channel, &key.account_id))
             && let (Some(url), Ok(secret)) = (&account.reply_url, &account.webhook_secret)
         {
             self.reply.send(

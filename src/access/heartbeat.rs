@@ -4,6 +4,7 @@
 //! delivered to it — through that account's reply sink, and into that conversation's
 //! transcript. The controller keeps the cadence; this says what one beat did.
 
+use crate::ids::AccountKey;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -149,7 +150,7 @@ impl Access {
         );
         let account = plan
             .accounts
-            .get(&(route.channel.clone(), route.account_id.clone()));
+            .get(&AccountKey::new(&route.channel, &route.account_id));
         let Some((url, secret)) = account.and_then(|a| {
             Some((
                 a.reply_url.clone()?,

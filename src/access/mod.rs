@@ -37,6 +37,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::ids;
+use crate::ids::AccountKey;
 use crate::routing::RouteInput;
 pub(crate) use crate::sessions::budget;
 use crate::sessions::cap;
@@ -160,7 +161,7 @@ pub(crate) struct Access {
     logs_dir: std::path::PathBuf,
     /// Each account's bot user id as its platform adapter learnt it (`getMe`, `auth.test`),
     /// by (channel, account): the policy's `botUserId` where channels.yaml sets none.
-    live_bots: Mutex<HashMap<(String, String), Arc<str>>>,
+    live_bots: Mutex<HashMap<AccountKey, Arc<str>>>,
     /// Where approval commands from chats go (approvals.md); `None` where no approvals run.
     approvals: Option<ApprovalAsks>,
     /// The conversation each running turn answers, by session key.
@@ -231,7 +232,7 @@ impl Access {
             Ok(bots) => bots,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let key = (channel.to_string(), account.to_string());
+        let key = AccountKey::new(channel, account);
         match bot_user_id {
             Some(id) => {
                 bots.insert(key, Arc::from(id));
@@ -247,8 +248,7 @@ impl Access {
             Ok(bots) => bots,
             Err(poisoned) => poisoned.into_inner(),
         };
-        bots.get(&(channel.to_string(), account.to_string()))
-            .cloned()
+        bots.get(&AccountKey::new(channel, account)).cloned()
     }
 
     /// Appends one line about an inbound call to the log of the channel it names

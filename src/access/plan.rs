@@ -9,6 +9,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::config::Config;
 use crate::config::model::{BindingType, Model, RuntimeKind, SecretRef};
+use crate::ids::AccountKey;
 use crate::routing::RoutingPlan;
 use crate::routing::document::{PlanMeta, StoredAccount};
 
@@ -31,7 +32,7 @@ pub(crate) struct AccessPlan {
     pub config_hash: String,
     pub loaded_at: String,
     /// By (normalized channel, normalized account id).
-    pub accounts: HashMap<(String, String), AccountAccess>,
+    pub accounts: HashMap<AccountKey, AccountAccess>,
     /// What runs each agent (absent: `none`).
     pub runtimes: HashMap<String, RuntimeKind>,
     /// Each agent's `model` (absent: none set), applied to its ACP sessions.
@@ -165,7 +166,7 @@ impl AccessPlan {
                 );
                 let webhook_secret = match &a.webhook_secret {
                     Some(r) => resolve_webhook_secret(r).map_err(|e| {
-                        let account = format!("{}/{}", a.channel, a.account_id);
+                        let account = AccountKey::new(&a.channel, &a.account_id).to_string();
                         let why = format!("`{field}`: {e}");
                         // Said once per plan, where the secret is resolved.
                         tracing::warn!(%account, %why, "this channel account takes no messages");
@@ -175,7 +176,7 @@ impl AccessPlan {
                     None => Err(format!("`{field}` is not set")),
                 };
                 (
-                    (a.channel.clone(), a.account_id.clone()),
+                    AccountKey::new(&a.channel, &a.account_id),
                     AccountAccess {
                         enabled: a.enabled,
                         webhook_secret,
@@ -204,7 +205,7 @@ impl AccessPlan {
 
     /// Whether a channel (normalized) has accounts declared in this plan.
     pub(crate) fn declares_channel(&self, channel: &str) -> bool {
-        self.accounts.keys().any(|(c, _)| c == channel)
+        self.accounts.keys().any(|key| key.channel == channel)
     }
 
     pub(crate) fn runtime(&self, agent_id: &str) -> RuntimeKind {
@@ -283,7 +284,7 @@ mod tests {
             },
             (0, 0),
         );
-        let key = |id: &str| ("telegram".to_string(), id.to_string());
+        let key = |id: &str| AccountKey::new("telegram", id);
         assert!(plan.accounts[&key("empty")].webhook_secret.is_err());
         assert_eq!(
             plan.accounts[&key("good")]

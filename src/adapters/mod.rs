@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, AccessError, Delivered, Delivery};
 use crate::config::model::AdapterMode;
+use crate::ids::AccountKey;
 pub(crate) use crate::platform::{AdapterSpec, Identity, Platform, specs};
 use store::AdapterStore;
 
@@ -127,7 +128,7 @@ pub(crate) fn discussions(cx: &AdapterCx, session_key: &str) -> Vec<ThreadDiscus
 }
 
 /// Every account's live adapter status, by (channel, account).
-pub(crate) type LiveMap = Arc<RwLock<BTreeMap<(String, String), AdapterLive>>>;
+pub(crate) type LiveMap = Arc<RwLock<BTreeMap<AccountKey, AdapterLive>>>;
 
 /// What every connection shares.
 pub(crate) struct AdapterCx {
@@ -138,7 +139,7 @@ pub(crate) struct AdapterCx {
     pub timings: Timings,
     /// The accounts whose events arrive over the controller's listener (Slack http, Telegram
     /// webhook), by (channel, account).
-    pub endpoints: RwLock<HashMap<(String, String), Arc<RunningAccount>>>,
+    pub endpoints: RwLock<HashMap<AccountKey, Arc<RunningAccount>>>,
     /// Seed 001's stall detection: per discussed thread, the last bot reply and how many
     /// replies in a row repeated it.
     stalls: Mutex<HashMap<store::ThreadKey, (String, u32)>>,
@@ -566,7 +567,7 @@ impl Timings {
 /// The adapters of one controller.
 pub(crate) struct Adapters {
     cx: Arc<AdapterCx>,
-    running: HashMap<(String, String), (AdapterSpec, tokio::task::JoinHandle<()>)>,
+    running: HashMap<AccountKey, (AdapterSpec, tokio::task::JoinHandle<()>)>,
 }
 
 impl Adapters {
@@ -602,7 +603,7 @@ impl Adapters {
     /// Runs exactly `desired`: stops what is gone, disabled or changed, starts what is new or
     /// changed.
     pub(crate) fn converge(&mut self, desired: Vec<AdapterSpec>) {
-        let stale: Vec<(String, String)> = self
+        let stale: Vec<AccountKey> = self
             .running
             .iter()
             .filter(|(key, (spec, _))| {
@@ -614,7 +615,7 @@ impl Adapters {
             .collect();
         for key in stale {
             if let Some((spec, task)) = self.running.remove(&key) {
-                tracing::info!(channel = %key.0, account = %key.1, "platform adapter stopped");
+                tracing::info!(channel = %key.channel, account = %key.account, "platform adapter stopped");
                 task.abort();
                 self.forget(&spec);
             }
@@ -638,7 +639,7 @@ impl Adapters {
                 cx: self.cx.clone(),
                 identity: RwLock::new(None),
             });
-            tracing::info!(channel = %key.0, account = %key.1, mode = spec.mode.as_str(), "platform adapter started");
+            tracing::info!(channel = %key.channel, account = %key.account, mode = spec.mode.as_str(), "platform adapter started");
             let task = tokio::spawn(supervise(running));
             self.running.insert(key, (spec, task));
         }
@@ -804,7 +805,7 @@ fn forget_endpoint(running: &RunningAccount) {
 }
 
 /// The live adapters as the status shows them, by channel then account.
-pub(crate) fn snapshot(live: &LiveMap) -> BTreeMap<(String, String), AdapterLive> {
+pub(crate) fn snapshot(live: &LiveMap) -> BTreeMap<AccountKey, AdapterLive> {
     live.read().map(|l| l.clone()).unwrap_or_default()
 }
 
@@ -818,8 +819,11 @@ pub(crate) fn register_metrics(live: &LiveMap, registry: &mut crate::metrics::Re
     if live.is_empty() {
         return;
     }
-    let account = |(channel, account): &(String, String)| {
-        [("channel", channel.clone()), ("account", account.clone())]
+    let account = |key: &AccountKey| {
+        [
+            ("channel", key.channel.clone()),
+            ("account", key.account.clone()),
+        ]
     };
     registry.register(
         "deepcli_adapter_connected",

@@ -34,7 +34,7 @@ impl AdapterCx {
         self.endpoints
             .read()
             .ok()?
-            .get(&(channel.to_string(), account))
+            .get(&crate::ids::AccountKey::new(channel, account))
             .cloned()
     }
 }

@@ -161,7 +161,7 @@ impl Live {
             .map(|h| h.clone())
             .unwrap_or_default();
         if let Some(plan) = self.access.plan() {
-            for ((channel, account), access) in &plan.accounts {
+            for (crate::ids::AccountKey { channel, account }, access) in &plan.accounts {
                 let (inbound, reason) = match (&access.webhook_secret, access.enabled) {
                     (_, false) => ("disabled", None),
                     (Ok(_), true) => ("open", None),
@@ -182,7 +182,9 @@ impl Live {
                     );
             }
         }
-        for ((channel, account), live) in crate::adapters::snapshot(&self.adapters.live) {
+        for (crate::ids::AccountKey { channel, account }, live) in
+            crate::adapters::snapshot(&self.adapters.live)
+        {
             if let Some(entry) = status
                 .channels
                 .get_mut(&channel)

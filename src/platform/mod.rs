@@ -12,6 +12,7 @@ pub(crate) mod probe;
 pub(crate) mod slack;
 pub(crate) mod telegram;
 
+use crate::ids::AccountKey;
 use std::collections::BTreeMap;
 
 use secrecy::{ExposeSecret, SecretString};
@@ -123,8 +124,8 @@ pub(crate) struct AdapterSpec {
 }
 
 impl AdapterSpec {
-    pub(crate) fn key(&self) -> (String, String) {
-        (self.channel.clone(), self.account.clone())
+    pub(crate) fn key(&self) -> AccountKey {
+        AccountKey::new(&self.channel, &self.account)
     }
 
     /// The bot token, or `""` when it did not resolve (a call with it is refused).
