@@ -161,7 +161,7 @@ impl Live {
             .map(|h| h.clone())
             .unwrap_or_default();
         if let Some(plan) = self.access.plan() {
-            for (crate::ids::AccountKey { channel, account }, access) in &plan.accounts {
+            for (key, access) in &plan.accounts {
                 let (inbound, reason) = match (&access.webhook_secret, access.enabled) {
                     (_, false) => ("disabled", None),
                     (Ok(_), true) => ("open", None),
@@ -169,11 +169,11 @@ impl Live {
                 };
                 status
                     .channels
-                    .entry(channel.clone())
+                    .entry(key.channel.clone())
                     .or_default()
                     .accounts
                     .insert(
-                        account.clone(),
+                        key.account.clone(),
                         status::AccountLive {
                             inbound: inbound.to_string(),
                             reason,
@@ -182,13 +182,11 @@ impl Live {
                     );
             }
         }
-        for (crate::ids::AccountKey { channel, account }, live) in
-            crate::adapters::snapshot(&self.adapters.live)
-        {
+        for (key, live) in crate::adapters::snapshot(&self.adapters.live) {
             if let Some(entry) = status
                 .channels
-                .get_mut(&channel)
-                .and_then(|c| c.accounts.get_mut(&account))
+                .get_mut(&key.channel)
+                .and_then(|c| c.accounts.get_mut(&key.account))
             {
                 // `inbound` is the signed `POST /v1/inbound`; this account's messages come
                 // through its adapter whatever it says.
