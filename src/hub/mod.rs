@@ -410,7 +410,7 @@ impl Hub {
                     enabled: p.a2a_enabled,
                     allow: p.a2a_allow.clone(),
                 },
-                visibility: p.visibility.as_str().to_string(),
+                visibility: p.visibility,
                 max_ping_pong_turns: p.max_ping_pong,
                 max_concurrent: p.max_concurrent,
             },

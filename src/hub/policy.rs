@@ -84,9 +84,22 @@ impl Denial {
 }
 
 /// `tools.sessions.visibility`: which sessions a caller may see and address, narrowest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub(crate) enum Visibility {
     /// Only its own session.
+    #[serde(rename = "self")]
     SelfOnly,
     /// Its own session and the ones it spawned (and theirs).
     Tree,

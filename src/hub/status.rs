@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::policy::Visibility;
+
 /// The Hub's figures: calls, sends, spawns, runs, live tokens, denials by reason, the policy
 /// in force.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,7 +62,7 @@ pub(crate) struct OverheadSummary {
 pub(crate) struct PolicyView {
     pub agent_to_agent: AgentToAgentView,
     /// `tools.sessions.visibility`: `self`, `tree`, `agent` or `all`.
-    pub visibility: String,
+    pub visibility: Visibility,
     pub max_ping_pong_turns: u32,
     pub max_concurrent: usize,
 }
@@ -117,7 +119,7 @@ mod tests {
                     enabled: true,
                     allow: vec!["*".into()],
                 },
-                visibility: "tree".into(),
+                visibility: Visibility::Tree,
                 max_ping_pong_turns: 5,
                 max_concurrent: 8,
             },

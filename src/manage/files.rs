@@ -122,15 +122,7 @@ impl Change {
         }
         let report = self.validate(ctx);
         if !report.is_valid() {
-            let rendered = crate::report::human(&report);
-            let diagnostics =
-                serde_json::from_str(&crate::report::json(&report)).unwrap_or_default();
-            return Err(ManageError::Invalid {
-                errors: report.errors(),
-                edited: names,
-                rendered,
-                diagnostics,
-            });
+            return Err(ManageError::invalid(&report, names));
         }
         if dry_run {
             let mut diff = String::new();

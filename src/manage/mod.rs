@@ -141,6 +141,18 @@ pub enum ManageError {
 }
 
 impl ManageError {
+    /// The edit (or the files it reads) does not validate: `report` rendered for people and
+    /// as `validate --format json`'s document; `edited` names the files whose positions are
+    /// those of the would-be text.
+    pub fn invalid(report: &crate::validate::Report, edited: Vec<String>) -> ManageError {
+        ManageError::Invalid {
+            errors: report.errors(),
+            edited,
+            rendered: crate::report::human(report),
+            diagnostics: serde_json::from_str(&crate::report::json(report)).unwrap_or_default(),
+        }
+    }
+
     pub fn usage(message: impl Into<String>, hint: impl Into<String>) -> ManageError {
         ManageError::Usage {
             message: message.into(),

@@ -104,13 +104,7 @@ pub fn import_openclaw(
         .map(|f| f.name.clone())
         .collect();
     if !too_large.is_empty() {
-        let report = &imported.report;
-        return Err(ManageError::Invalid {
-            errors: report.errors(),
-            edited: too_large,
-            rendered: crate::report::human(report),
-            diagnostics: serde_json::from_str(&crate::report::json(report)).unwrap_or_default(),
-        });
+        return Err(ManageError::invalid(&imported.report, too_large));
     }
     std::fs::create_dir_all(out).map_err(|source| ManageError::Io {
         context: format!("cannot create `{}`", out.display()),
@@ -160,12 +154,7 @@ pub struct ExportResult {
 pub fn export_openclaw(ctx: &ManageContext, json5: bool) -> Result<ExportResult> {
     let report = crate::validate::validate_dir(&ctx.config_dir, &ctx.load)?;
     if !report.is_valid() {
-        return Err(ManageError::Invalid {
-            errors: report.errors(),
-            edited: Vec::new(),
-            rendered: crate::report::human(&report),
-            diagnostics: serde_json::from_str(&crate::report::json(&report)).unwrap_or_default(),
-        });
+        return Err(ManageError::invalid(&report, Vec::new()));
     }
     let exported = export::export(&report.config);
     Ok(ExportResult {
