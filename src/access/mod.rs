@@ -15,6 +15,7 @@ pub(crate) mod a2a_door;
 mod approval_door;
 mod auth;
 mod begun;
+mod chat_status;
 mod deliver;
 mod delivered;
 mod envelope;
@@ -496,6 +497,10 @@ impl Access {
                     if this.approvals.is_some() && ChatCommand::parse(&envelope.text).is_some() =>
                 {
                     this.approval_command(&plan, &envelope, &key, &route).await
+                }
+                // `/status` is the hub's to answer, without a turn (conversations.md).
+                Ok(None) if chat_status::is_status(&envelope.text) => {
+                    this.status_command(&plan, &envelope, &key, &route).await
                 }
                 // The inbound policy decides whether the agent gets it (policy.md).
                 Ok(None) => match this.gate(&plan, &envelope, &route, &key).await {

@@ -157,6 +157,18 @@ impl AccessStore {
     }
 
     /// The runtime session a session key maps to.
+    /// When the session was first opened (RFC 3339); `None` before its first turn.
+    pub(crate) fn session_started(&self, session_key: &str) -> Result<Option<String>, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT created_at FROM sessions WHERE session_key = ?1",
+                [session_key],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
     pub(crate) fn runtime_session(
         &self,
         session_key: &str,

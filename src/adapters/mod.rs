@@ -140,7 +140,7 @@ pub(crate) struct AdapterCx {
     /// The accounts whose events arrive over the controller's listener (Slack http, Telegram
     /// webhook), by (channel, account).
     pub endpoints: RwLock<HashMap<AccountKey, Arc<RunningAccount>>>,
-    /// Seed 001's stall detection: per discussed thread, the last bot reply and how many
+    /// Stall detection: per discussed thread, the last bot reply and how many
     /// replies in a row repeated it.
     stalls: Mutex<HashMap<store::ThreadKey, (String, u32)>>,
     /// One lane per conversation, kept across reconnects and restarts of a connection.

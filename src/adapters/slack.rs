@@ -3,7 +3,7 @@
 //! acknowledges every envelope with its `envelope_id` once recorded, and connects again on a
 //! `disconnect` message or a drop; `mode: http` takes the Events API on the controller's
 //! listener ([`super::web`]). `auth.test` names the bot. Replies go by `chat.postMessage`, in
-//! the thread. Seed 001's discussions between bots in one thread are enforced here: rounds
+//! the thread. Discussions between bots in one thread are enforced here: rounds
 //! counted per thread in the state database, shared by every account of the workspace.
 
 use std::sync::Arc;
@@ -385,7 +385,7 @@ fn discussion_in(
     ))
 }
 
-/// Seed 001: whether a message in a discussed thread reaches the agent. A human message
+/// Whether a message in a discussed thread reaches the agent. A human message
 /// re-opens the thread (or closes it, with the marker); a bot message is held back once the
 /// thread reached its rounds or was closed, and closes it with the marker.
 async fn admitted(running: &Arc<RunningAccount>, mapped: &Mapped) -> bool {
@@ -604,7 +604,7 @@ async fn post(
 
 type DiscussionOf = (ThreadKey, u32, String, u32);
 
-/// Seed 001: a bot reply in a discussed thread is a round, reserved before it is posted (none
+/// A bot reply in a discussed thread is a round, reserved before it is posted (none
 /// once the thread is paused or closed, so at most `maxRounds` are posted); one with the close
 /// marker closes the thread. Whether this reply may go, and whether it reached `maxRounds`.
 async fn reserve_round(

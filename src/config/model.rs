@@ -752,7 +752,7 @@ pub struct GroupSpec {
     pub allow_bots: Option<AllowBots>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history_limit: Option<u32>,
-    /// Seed 001's discussions in this Slack channel (over the account's).
+    /// The bot discussions in this Slack channel (over the account's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discussion: Option<Discussion>,
 }
@@ -824,7 +824,7 @@ pub struct AccountSpec {
     /// note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_reply_messages: Option<u32>,
-    /// Seed 001's A2A discussions between bots in one thread (Slack).
+    /// Discussions between bots in one Slack thread (adapters.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discussion: Option<Discussion>,
     /// The account level of the inbound policy. Before `secrets`: a flattened struct takes its

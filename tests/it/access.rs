@@ -167,6 +167,53 @@ fn a_signed_envelope_gets_a_reply_in_a_persistent_session() {
     assert_ne!(other["sessionKey"], key);
 }
 
+/// `/status` is the hub's to answer (conversations.md, "Session lifecycle"): the session's
+/// agent, age, queue and budget, without a turn and without a line in the agent's transcript.
+#[test]
+fn status_in_a_chat_is_answered_by_the_hub_without_a_turn() {
+    let up = quickstart(|_| {});
+    let research = "-1001234567890";
+    let key = format!("agent:research:telegram:group:{research}");
+    let status_of = |id: &str| {
+        let (status, answer) = inbound(up.addr, SECRET, &envelope(group(research), id, "/status"));
+        assert_eq!(status, 200, "{answer:#}");
+        assert_eq!(answer["statusCommand"], true, "{answer:#}");
+        assert_eq!(answer["sessionKey"], key.as_str());
+        answer["reply"]["text"].as_str().unwrap().to_string()
+    };
+    let before = status_of("m-0");
+    assert!(
+        before.contains(&format!("session {key} (agent research)"))
+            && before.contains("not started yet"),
+        "{before}"
+    );
+
+    let (status, first) = inbound(up.addr, SECRET, &envelope(group(research), "m-1", "hello"));
+    assert_eq!(status, 200, "{first:#}");
+    assert_eq!(first["reply"]["text"], "echo: hello");
+    let after = status_of("m-2");
+    for part in [
+        "started ",
+        " s ago",
+        "queue: idle",
+        "budget: 1 turn in the last hour",
+    ] {
+        assert!(after.contains(part), "{part:?} in {after}");
+    }
+    // Only the real message reached the agent.
+    let said: Vec<(String, String)> = transcript(&up.state, &key)
+        .into_iter()
+        .filter(|(p, _)| p != "acp")
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("inbound".to_string(), "hello".to_string()),
+            ("agent".to_string(), "echo: hello".to_string())
+        ]
+    );
+}
+
 #[test]
 fn refusals_say_why_and_route_nothing() {
     let up = quickstart(|_| {});
