@@ -49,7 +49,10 @@ impl Adapter for Slack {
         identity: &Identity,
         spec: &AdapterSpec,
     ) -> Result<Mapped, &'static str> {
-        map(event, identity, &spec.channel, &spec.account)
+        let mut mapped = map(event, identity, &spec.channel, &spec.account)?;
+        let discussed = spec.discussion_for(&mapped.conversation).is_some();
+        mapped.lane = lane_of(&mapped.conversation, mapped.thread_ts.as_deref(), discussed);
+        Ok(mapped)
     }
 
     fn lane(mapped: &Mapped) -> &str {
@@ -228,6 +231,17 @@ pub(crate) struct Mapped {
     pub text: String,
 }
 
+/// The lane a message waits in: its thread's, so that the threads of a channel run side by
+/// side. A channel with bot discussions is one lane: a thread's rounds count in the order
+/// they happened, and a bot's reply in a thread never overtakes the message that started the
+/// thread (a top-level message, in the channel's lane).
+fn lane_of(conversation: &str, thread_ts: Option<&str>, discussed: bool) -> String {
+    match thread_ts {
+        Some(thread) if !discussed => format!("{conversation}/{thread}"),
+        _ => conversation.to_string(),
+    }
+}
+
 /// Maps an `event_callback` (adapters.md, "Event → envelope"), or says why it is not a
 /// message to hand in.
 pub(crate) fn map(
@@ -310,10 +324,7 @@ pub(crate) fn map(
         reply_to_sender_id: event.parent_user_id.clone(),
     };
     Ok(Mapped {
-        lane: match &thread_ts {
-            Some(t) => format!("{conversation}/{t}"),
-            None => conversation.to_string(),
-        },
+        lane: lane_of(conversation, thread_ts.as_deref(), false),
         envelope,
         conversation: conversation.to_string(),
         ts: ts.to_string(),
@@ -746,6 +757,10 @@ mod tests {
             json!({"channel": "slack", "accountId": "a", "peer": {"kind": "channel", "id": "C1"}, "messageId": "1.1", "sender": {"id": "U7", "isBot": false}, "text": "<@UBOT> hi", "mentions": ["UBOT"], "teamId": "T1", "threadId": "1.0", "replyToSenderId": "UBOT"})
         );
         assert_eq!(m.lane, "C1/1.0");
+        // In a channel with discussions, the thread shares the channel's lane with its root.
+        assert_eq!(lane_of("C1", Some("1.0"), true), "C1");
+        assert_eq!(lane_of("C1", None, true), "C1");
+        assert_eq!(lane_of("C1", None, false), "C1");
         let mention = json!({"team_id": "T1", "event": {"type": "app_mention", "channel": "C1", "user": "U7", "text": "<@UBOT> hi", "ts": "1.1", "thread_ts": "1.0", "parent_user_id": "UBOT"}});
         assert_eq!(
             mapped(mention).unwrap().envelope,
