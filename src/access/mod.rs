@@ -29,6 +29,7 @@ pub(crate) mod plan;
 mod reply;
 mod route;
 pub(crate) mod serve;
+mod session_reset;
 pub(crate) mod store;
 
 use std::collections::HashMap;
@@ -498,9 +499,13 @@ impl Access {
                 {
                     this.approval_command(&plan, &envelope, &key, &route).await
                 }
-                // `/status` is the hub's to answer, without a turn (conversations.md).
+                // `/status`, `/new` and `/reset` are the hub's to answer, without a turn
+                // (conversations.md).
                 Ok(None) if chat_status::is_status(&envelope.text) => {
                     this.status_command(&plan, &envelope, &key, &route).await
+                }
+                Ok(None) if session_reset::trigger(&envelope.text).is_some() => {
+                    this.reset_command(&plan, &envelope, &key, &route).await
                 }
                 // The inbound policy decides whether the agent gets it (policy.md).
                 Ok(None) => match this.gate(&plan, &envelope, &route, &key).await {

@@ -230,7 +230,8 @@ impl AccessStore {
         })
     }
 
-    /// The last `limit` turns of a session, oldest first.
+    /// The last `limit` turns of a session's current segment (since its last `/new`), oldest
+    /// first.
     pub(crate) fn transcript(
         &self,
         session_key: &str,
@@ -240,6 +241,8 @@ impl AccessStore {
             let mut rows = c
                 .prepare(
                     "SELECT provenance, message_id, text, at FROM transcript WHERE session_key = ?1
+                       AND id >= coalesce((SELECT max(id) FROM transcript
+                                           WHERE session_key = ?1 AND provenance = 'reset'), 0)
                      ORDER BY id DESC LIMIT ?2",
                 )?
                 .query_map(params![session_key, limit as i64], |r| {
@@ -253,6 +256,35 @@ impl AccessStore {
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             rows.reverse();
             Ok(rows)
+        })
+    }
+
+    /// Starts a new session under `session_key` (`/new`): its runtime session forgotten (the
+    /// next message opens a new one, with no context from before), its age counted from now,
+    /// a `reset` line beginning the transcript's new segment, and the command's response
+    /// recorded for redeliveries; one transaction.
+    pub(crate) fn reset_session(
+        &self,
+        session_key: &str,
+        line: &str,
+        key: &DeliveryKey,
+        response: &str,
+    ) -> Result<(), StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            tx.execute(
+                "UPDATE sessions SET runtime_session_id = NULL, runtime_instance = NULL,
+                     created_at = ?2, updated_at = ?2
+                 WHERE session_key = ?1",
+                params![session_key, now],
+            )?;
+            tx.execute(
+                "INSERT INTO transcript (session_key, provenance, text, at) VALUES (?1, ?2, ?3, ?4)",
+                params![session_key, Provenance::Reset, line, now],
+            )?;
+            insert_delivery(&tx, key, session_key, response, &now)?;
+            tx.commit()
         })
     }
 
@@ -679,12 +711,14 @@ impl AccessStore {
     }
 
     /// A page of a session's transcript, newest last: the `limit` rows before the newest
-    /// `offset`. From the trash tables when the session was trashed.
+    /// `offset`, of the current segment (from its last `/new` on) unless `all`. From the trash
+    /// tables when the session was trashed.
     pub(crate) fn history_page(
         c: &Connection,
         session_key: &str,
         limit: usize,
         offset: usize,
+        all: bool,
     ) -> rusqlite::Result<Vec<HistoryRow>> {
         let read = |sql: &str, key: &str| -> rusqlite::Result<Vec<HistoryRow>> {
             let mut stmt = c.prepare(sql)?;
@@ -703,8 +737,16 @@ impl AccessStore {
             rows.collect()
         };
         let mut rows = read(
-            "SELECT id, provenance, message_id, sender, text, at FROM transcript
-             WHERE session_key = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3",
+            if all {
+                "SELECT id, provenance, message_id, sender, text, at FROM transcript
+                 WHERE session_key = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3"
+            } else {
+                "SELECT id, provenance, message_id, sender, text, at FROM transcript
+                 WHERE session_key = ?1
+                   AND id >= coalesce((SELECT max(id) FROM transcript
+                                       WHERE session_key = ?1 AND provenance = 'reset'), 0)
+                 ORDER BY id DESC LIMIT ?2 OFFSET ?3"
+            },
             session_key,
         )?;
         if rows.is_empty() && offset == 0 {

@@ -111,6 +111,9 @@ pub(super) struct HistoryArgs {
     session_key: String,
     #[command(flatten)]
     page: PageArgs,
+    /// Every segment: also what came before the last `/new` or `/reset` in the chat.
+    #[arg(long)]
+    all: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -279,7 +282,7 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
         SessionsCommand::History(a) => rpc(
             global,
             "sessions/history",
-            json!({"sessionKey": a.session_key, "limit": a.page.limit, "cursor": a.page.cursor}),
+            json!({"sessionKey": a.session_key, "limit": a.page.limit, "cursor": a.page.cursor, "all": a.all}),
             quick,
         )
         .map(|r| (r, a.json)),

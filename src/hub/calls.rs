@@ -285,7 +285,8 @@ impl Hub {
         let (limit, offset) = (page.limit, page.offset);
         let rows = {
             let key = key.clone();
-            self.db(move |s| s.history(&key, limit, offset)).await?
+            self.db(move |s| s.history(&key, limit, offset, false))
+                .await?
         };
         let mut messages = Vec::new();
         let mut bytes = 0;

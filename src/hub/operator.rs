@@ -121,6 +121,9 @@ pub(crate) struct HistoryParams {
     pub session_key: String,
     pub limit: Option<usize>,
     pub cursor: Option<String>,
+    /// Every segment of the transcript, not only the one since the last `/new`.
+    #[serde(default)]
+    pub all: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -295,9 +298,9 @@ impl Hub {
             )),
             HubRequest::SessionsHistory(p) => {
                 let page = paged(p.limit, p.cursor.as_deref())?;
-                let key = p.session_key.clone();
+                let (key, all) = (p.session_key.clone(), p.all);
                 let rows = self
-                    .db(move |s| s.history(&key, page.limit, page.offset))
+                    .db(move |s| s.history(&key, page.limit, page.offset, all))
                     .await?;
                 let next_cursor = (rows.len() == page.limit).then(|| page.after(rows.len()));
                 let messages = rows

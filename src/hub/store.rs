@@ -717,14 +717,16 @@ impl HubStore {
     }
 
     /// A page of a session's transcript, newest last: the `limit` rows before the newest
-    /// `offset`. From the trash tables when the session was trashed (`cleanup: delete`).
+    /// `offset`, of its current segment unless `all`. From the trash tables when the session
+    /// was trashed (`cleanup: delete`).
     pub(crate) fn history(
         &self,
         session_key: &str,
         limit: usize,
         offset: usize,
+        all: bool,
     ) -> Result<Vec<HistoryRow>, StateError> {
-        self.with(|c| AccessStore::history_page(c, session_key, limit, offset))
+        self.with(|c| AccessStore::history_page(c, session_key, limit, offset, all))
     }
 
     /// Whether an agent with this id was deleted (its entry is in the trash).

@@ -100,6 +100,9 @@ stored_enum! {
         Operator = "operator",
         /// A message from an A2A peer (a2a.md), and the agent's answer to it.
         A2a = "a2a",
+        /// A new session under the same key (`/new`, `/reset`): the transcript's current
+        /// segment begins here.
+        Reset = "reset",
     }
 }
 

@@ -214,6 +214,91 @@ fn status_in_a_chat_is_answered_by_the_hub_without_a_turn() {
     );
 }
 
+/// `/new` starts a new session under the same key (conversations.md, "Session lifecycle"): a
+/// new runtime session with nothing from before, a new transcript segment, the old one readable
+/// with `sessions history --all`; the command itself never reaches the agent.
+#[test]
+fn new_in_a_chat_starts_a_new_session_under_the_same_key() {
+    let up = quickstart(|_| {});
+    let research = "-1001234567890";
+    let key = format!("agent:research:telegram:group:{research}");
+    let say = |id: &str, text: &str| {
+        let (status, answer) = inbound(up.addr, SECRET, &envelope(group(research), id, text));
+        assert_eq!(status, 200, "{answer:#}");
+        assert_eq!(answer["sessionKey"], key.as_str());
+        answer
+    };
+    assert_eq!(say("m-1", "hello")["reply"]["text"], "echo: hello");
+    let first = runtime_session(&up.state, &key);
+
+    let reset = say("m-2", "/new");
+    assert_eq!(reset["resetCommand"], true, "{reset:#}");
+    assert_eq!(reset["reset"], true, "{reset:#}");
+    let said = reset["reply"]["text"].as_str().unwrap();
+    assert!(said.starts_with("New session"), "{said}");
+    // A redelivery of the command gets its answer and resets nothing again.
+    let (status, again) = inbound(up.addr, SECRET, &envelope(group(research), "m-2", "/new"));
+    assert_eq!(status, 200, "{again:#}");
+    assert_eq!(again["duplicate"], true, "{again:#}");
+
+    assert_eq!(say("m-3", "again")["reply"]["text"], "echo: again");
+    assert_ne!(runtime_session(&up.state, &key), first);
+
+    let history = |all: bool| -> Vec<(String, String)> {
+        let mut args = vec!["sessions", "history", key.as_str(), "--json"];
+        if all {
+            args.push("--all");
+        }
+        let out = up.deepcli(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let (p, t) = (m["provenance"].as_str(), m["text"].as_str());
+                (p.unwrap().to_string(), t.unwrap().to_string())
+            })
+            .filter(|(p, _)| p != "acp")
+            .collect()
+    };
+    let current = history(false);
+    assert_eq!(current.len(), 3, "{current:?}");
+    assert_eq!(current[0].0, "reset");
+    assert!(
+        current[0].1.starts_with("new session: /new from telegram:"),
+        "{current:?}"
+    );
+    assert_eq!(
+        &current[1..],
+        [
+            ("inbound".to_string(), "again".to_string()),
+            ("agent".to_string(), "echo: again".to_string())
+        ]
+    );
+    let all = history(true);
+    assert_eq!(
+        all.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+        ["inbound", "agent", "reset", "inbound", "agent"],
+        "{all:?}"
+    );
+    // The new runtime session was not given the old conversation as context.
+    let notes: Vec<String> = transcript(&up.state, &key)
+        .into_iter()
+        .filter(|(p, _)| p == "acp")
+        .map(|(_, t)| t)
+        .collect();
+    assert!(
+        !notes.iter().any(|n| n.contains("given as context")),
+        "{notes:?}"
+    );
+}
+
 #[test]
 fn refusals_say_why_and_route_nothing() {
     let up = quickstart(|_| {});
