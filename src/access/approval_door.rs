@@ -5,7 +5,6 @@
 //! [`ApprovalAsk`] over a channel the composition root made, whose other end it serves.
 
 use crate::ids::AccountKey;
-use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Access;
@@ -207,22 +206,8 @@ impl Access {
                 None => NOT_AN_APPROVER.to_string(),
             },
         };
-        let session_key = super::gate::session_key(route, key);
-        let response = json!({
-            "route": route,
-            "sessionKey": session_key,
-            "reply": {"text": answer},
-            "duplicate": false,
-            "approvalCommand": true,
-        });
-        let sent = response.to_string();
-        {
-            let (session_key, key, sent) = (session_key.clone(), key.clone(), sent.clone());
-            self.blocking(move |store| store.record_answer_only(&session_key, &key, &sent))
-                .await?;
-        }
-        self.send_reply(plan, key, envelope, &session_key, &answer);
-        Ok(super::Delivered::recorded(sent))
+        self.answer_only(plan, envelope, key, route, &answer, "approvalCommand")
+            .await
     }
 
     /// Whether `origin`'s account has a reply sink an approval could be announced to.

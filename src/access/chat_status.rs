@@ -3,8 +3,6 @@
 //! behind the session's turn and costs no turn; a sender the inbound policy does not admit gets
 //! the policy's answer instead, as for any message of theirs.
 
-use serde_json::json;
-
 use super::route::Route;
 use super::store::DeliveryKey;
 use super::{Access, AccessError, AccessPlan, Delivered, Envelope};
@@ -14,12 +12,7 @@ use crate::sessions::budget::{BudgetReport, Usage};
 /// Whether `text` is the `/status` command: the word alone, or with the bot's name as Telegram
 /// writes commands in groups (`/status@deepcli_bot`).
 pub(super) fn is_status(text: &str) -> bool {
-    let mut words = text.split_whitespace();
-    let (Some(word), None) = (words.next(), words.next()) else {
-        return false;
-    };
-    let command = word.split_once('@').map_or(word, |(command, _)| command);
-    command.eq_ignore_ascii_case("/status")
+    super::chat::lone_command(text).is_some_and(|c| c.eq_ignore_ascii_case("/status"))
 }
 
 impl Access {
@@ -51,21 +44,8 @@ impl Access {
             budget: self.budget_report(agent),
         };
         let answer = status.render();
-        let response = json!({
-            "route": route,
-            "sessionKey": session_key,
-            "reply": {"text": answer},
-            "duplicate": false,
-            "statusCommand": true,
-        });
-        let sent = response.to_string();
-        {
-            let (session_key, key, sent) = (session_key.clone(), key.clone(), sent.clone());
-            self.blocking(move |store| store.record_answer_only(&session_key, &key, &sent))
-                .await?;
-        }
-        self.send_reply(plan, key, envelope, &session_key, &answer);
-        Ok(Delivered::recorded(sent))
+        self.answer_only(plan, envelope, key, route, &answer, "statusCommand")
+            .await
     }
 }
 

@@ -15,6 +15,7 @@ pub(crate) mod a2a_door;
 mod approval_door;
 mod auth;
 mod begun;
+mod chat;
 mod chat_status;
 mod deliver;
 mod delivered;

@@ -5,8 +5,6 @@
 //! and the earlier ones stay readable (`deepcli sessions history KEY --all`). The command never
 //! reaches the agent; a sender the inbound policy does not admit gets the policy's answer.
 
-use serde_json::json;
-
 use super::route::Route;
 use super::store::DeliveryKey;
 use super::{Access, AccessError, AccessPlan, Delivered, Envelope};
@@ -17,11 +15,7 @@ const TRIGGERS: [&str; 2] = ["/new", "/reset"];
 /// The trigger `text` is, if it is one: the word alone, or with the bot's name as Telegram
 /// writes commands in groups (`/new@deepcli_bot`).
 pub(super) fn trigger(text: &str) -> Option<&'static str> {
-    let mut words = text.split_whitespace();
-    let (Some(word), None) = (words.next(), words.next()) else {
-        return None;
-    };
-    let command = word.split_once('@').map_or(word, |(command, _)| command);
+    let command = super::chat::lone_command(text)?;
     TRIGGERS
         .into_iter()
         .find(|t| command.eq_ignore_ascii_case(t))
@@ -43,49 +37,48 @@ impl Access {
         }
         let session_key = super::gate::session_key(route, key);
         let busy = self.queue_depth(&session_key);
-        let answer = if busy > 0 {
-            format!(
+        if busy > 0 {
+            let answer = format!(
                 "This session is still answering ({} waiting or running); nothing was reset. \
                  Send {trigger} again once it has answered.",
                 crate::plural::plural(busy, "message", "messages")
-            )
-        } else {
-            format!(
-                "New session: the agent starts over, without the conversation so far (it is kept: \
-                 deepcli sessions history {session_key} --all)."
-            )
-        };
-        let response = json!({
-            "route": route,
-            "sessionKey": session_key,
-            "reply": {"text": answer},
-            "duplicate": false,
-            "resetCommand": true,
-            "reset": busy == 0,
-        });
-        let sent = response.to_string();
-        if busy > 0 {
-            let (session_key, key, sent) = (session_key.clone(), key.clone(), sent.clone());
-            self.blocking(move |store| store.record_answer_only(&session_key, &key, &sent))
-                .await?;
-        } else {
-            let closed = self
-                .close_runtime_session(route.agent_id(), &session_key)
-                .await;
-            let sender = envelope.facts.sender_id.as_deref().map_or_else(
-                || "an unnamed sender".to_string(),
-                |id| format!("{}:{}", key.channel, id.trim()),
             );
-            let line = match closed {
-                Some(note) => format!("new session: {trigger} from {sender} ({note})"),
-                None => format!("new session: {trigger} from {sender}"),
-            };
-            let (session_key, key, sent) = (session_key.clone(), key.clone(), sent.clone());
-            self.blocking(move |store| store.reset_session(&session_key, &line, &key, &sent))
-                .await?;
+            return self
+                .answer_only(plan, envelope, key, route, &answer, "resetCommand")
+                .await;
         }
-        self.send_reply(plan, key, envelope, &session_key, &answer);
-        Ok(Delivered::recorded(sent))
+        let answer = format!(
+            "New session: the agent starts over, without the conversation so far (it is kept: \
+             deepcli sessions history {session_key} --all)."
+        );
+        let response = super::chat::response(
+            route,
+            &session_key,
+            &answer,
+            "resetCommand",
+            &[("reset", true.into())],
+        );
+        let closed = self
+            .close_runtime_session(route.agent_id(), &session_key)
+            .await;
+        let sender = envelope.facts.sender_id.as_deref().map_or_else(
+            || "an unnamed sender".to_string(),
+            |id| format!("{}:{}", key.channel, id.trim()),
+        );
+        let line = match closed {
+            Some(note) => format!("new session: {trigger} from {sender} ({note})"),
+            None => format!("new session: {trigger} from {sender}"),
+        };
+        let (k, d) = (session_key.clone(), key.clone());
+        self.answer_command(
+            plan,
+            envelope,
+            key,
+            &session_key,
+            (&answer, response),
+            move |s, sent| s.reset_session(&k, &line, &d, sent),
+        )
+        .await
     }
 }
 
