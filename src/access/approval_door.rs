@@ -1,14 +1,15 @@
 //! What the Access layer knows of approvals (approvals.md): the conversation whose message a
-//! turn is answering (where a pending approval may be announced), the reply sink that
-//! announces it, and the chat commands `/approve <id>` and `/deny <id>`, which never reach an
+//! turn is answering (where a pending approval and its outcome are said, through the outbox),
+//! and the chat commands `/approve <id>` and `/deny <id>`, which never reach an
 //! agent. The decisions are the `approvals` module's: a command goes to it as an
 //! [`ApprovalAsk`] over a channel the composition root made, whose other end it serves.
 
-use crate::ids::AccountKey;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Access;
+use super::outbox::{Cause, Conversation, Outgoing};
 use super::store::DeliveryKey;
+use crate::ids::AccountKey;
 
 /// A chat's approval command (already parsed) from `sender` (`<channel>:<senderId>`), on its
 /// way to the approvals.
@@ -125,50 +126,55 @@ impl Access {
         }
     }
 
-    /// Posts `text` to the reply sink of `origin`'s account (signed, retried, a dead letter
-    /// when it keeps failing), marked with the approval it is about; false when the account
-    /// has no reply sink to post to.
-    pub(crate) fn announce_to(
+    /// Queues an approval's prompt for `origin`'s conversation, in the thread of the message
+    /// whose turn asked; false when it could not be queued.
+    pub(crate) async fn announce_to(
         &self,
         origin: &TurnOrigin,
         session_key: &str,
         approval_id: &str,
         text: &str,
     ) -> bool {
-        let Some(plan) = self.plan() else {
-            return false;
-        };
-        let Some(account) = plan
-            .accounts
-            .get(&AccountKey::new(&origin.channel, &origin.account_id))
-        else {
-            return false;
-        };
-        let (Some(url), Ok(secret)) = (&account.reply_url, &account.webhook_secret) else {
-            return false;
-        };
-        let key = DeliveryKey {
-            message_id: format!("{}#approval:{approval_id}", origin.key.message_id),
-            ..origin.key.clone()
-        };
-        self.reply.send(
-            url.clone(),
-            secret.clone(),
-            key,
-            super::reply::ReplyPost {
-                channel: origin.channel.clone(),
-                account_id: origin.account_id.clone(),
-                message_id: Some(origin.message_id.clone()),
-                session_key: session_key.to_string(),
-                peer: origin.peer.clone(),
-                thread_id: origin.thread_id.clone(),
-                text: text.to_string(),
-                about: super::reply::About::Approval {
-                    id: approval_id.to_string(),
-                },
+        let said = Outgoing {
+            to: Conversation {
+                channel: origin.key.channel.clone(),
+                account_id: origin.key.account_id.clone(),
+                peer_kind: origin.key.peer_kind.clone(),
+                peer_id: origin.key.peer_id.clone(),
+                thread_id: origin.key.thread_id.clone(),
             },
-        );
-        true
+            reply_to: Some(origin.message_id.clone()),
+            session_key: session_key.to_string(),
+            cause: Cause::Approval,
+            cause_id: approval_id.to_string(),
+            text: text.to_string(),
+        };
+        match self.say(said).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(approval = %approval_id, error = %e, "cannot queue an approval's prompt");
+                false
+            }
+        }
+    }
+
+    /// Queues an approval's outcome where its prompt went, if it went anywhere.
+    pub(crate) async fn announce_outcome(&self, approval_id: &str, text: String) {
+        let id = approval_id.to_string();
+        let prompt = self
+            .blocking(move |s| s.outbox_said(Cause::Approval, &id))
+            .await;
+        let Ok(Some(prompt)) = prompt else {
+            return;
+        };
+        let said = Outgoing {
+            cause: Cause::ApprovalOutcome,
+            text,
+            ..prompt
+        };
+        if let Err(e) = self.say(said).await {
+            tracing::warn!(approval = %approval_id, error = %e, "cannot queue an approval's outcome");
+        }
     }
 
     /// Answers an approval command (`/approve <id>`, `/deny <id>`) from a chat: from an
@@ -210,12 +216,11 @@ impl Access {
             .await
     }
 
-    /// Whether `origin`'s account has a reply sink an approval could be announced to.
+    /// Whether `origin`'s account has a carrier an approval could be announced through: its
+    /// platform adapter or its reply sink.
     pub(crate) fn can_announce_to(&self, origin: &TurnOrigin) -> bool {
         self.plan().is_some_and(|plan| {
-            plan.accounts
-                .get(&AccountKey::new(&origin.channel, &origin.account_id))
-                .is_some_and(|a| a.reply_url.is_some() && a.webhook_secret.is_ok())
+            plan.has_carrier(&AccountKey::new(&origin.channel, &origin.account_id))
         })
     }
 }

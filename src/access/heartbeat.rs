@@ -4,16 +4,14 @@
 //! delivered to it — through that account's reply sink, and into that conversation's
 //! transcript. The controller keeps the cadence; this says what one beat did.
 
-use crate::ids::AccountKey;
 use std::sync::Arc;
 
 use serde_json::json;
 
-use super::reply::{About, ReplyPost};
-use super::store::{DeliveryKey, LastRoute, Turn};
+use super::outbox::{Cause, Conversation, Outgoing};
+use super::store::{LastRoute, Turn};
 use super::{Access, SessionOptions};
 use crate::config::model::RuntimeKind;
-use crate::routing::input::Peer;
 use crate::sessions::TurnError;
 use crate::state::Provenance;
 
@@ -25,7 +23,8 @@ pub(crate) const HEARTBEAT_OK: &str = "HEARTBEAT_OK";
 pub(crate) enum Beat {
     /// The agent answered `HEARTBEAT_OK`: nothing was sent anywhere.
     Ok,
-    /// The answer went to the agent's last external route (`channel/account peer`).
+    /// The answer is on its way to the agent's last external route (`channel/account peer`):
+    /// in the outbox, which its account's carrier posts from.
     Delivered(String),
     /// The answer is only in the transcripts: there is no route to send it on (why).
     Kept(String),
@@ -106,86 +105,53 @@ impl Access {
             Ok(None) => Beat::Kept(format!(
                 "no external route yet (no message was delivered to the agent): the answer is in the transcript of {main}"
             )),
-            Ok(Some(route)) => self.send_on(&plan, &route, reply, "heartbeat").await,
+            Ok(Some(route)) => self.send_on(&route, reply, Cause::Heartbeat, None).await,
         }
     }
 
-    /// Sends a heartbeat's answer to `route`: into its conversation's transcript, and to its
-    /// account's `replyUrl` when it has one.
-    /// `why` (`heartbeat`, `announce`) marks the transcript row and the sink's body.
+    /// Sends a heartbeat's (or an announce's) answer to `route`: into its conversation's
+    /// transcript and the outbox, one transaction; the account's carrier posts it.
+    /// `why` marks the transcript row and the outbox row; `cause_id` names what caused it (a
+    /// run; none: the time).
     pub(super) async fn send_on(
         &self,
-        plan: &super::AccessPlan,
         route: &LastRoute,
         reply: String,
-        why: &'static str,
+        why: Cause,
+        cause_id: Option<&str>,
     ) -> Beat {
-        let peer = (!route.peer_id.is_empty()).then(|| Peer {
-            kind: route.peer_kind.clone(),
-            id: route.peer_id.clone(),
-        });
         let at = crate::clock::now();
         let turn = Turn {
             provenance: Provenance::Agent,
             message_id: None,
             sender: None,
             text: reply.clone(),
-            route: Some(json!({why: true, "at": at})),
+            route: Some(json!({why.as_str(): true, "at": at})),
         };
+        let said = Outgoing {
+            to: Conversation {
+                channel: route.channel.clone(),
+                account_id: route.account_id.clone(),
+                peer_kind: route.peer_kind.clone(),
+                peer_id: route.peer_id.clone(),
+                thread_id: route.thread_id.clone(),
+            },
+            reply_to: None,
+            session_key: route.session_key.clone(),
+            cause: why,
+            cause_id: cause_id.map_or(at, str::to_string),
+            text: reply,
+        };
+        let place = said.to.to_string();
         let recorded = {
             let key = route.session_key.clone();
-            self.blocking(move |s| s.record(&key, &[turn], None)).await
+            self.blocking(move |s| s.record_saying(&key, &[turn], &said))
+                .await
         };
         if let Err(e) = recorded {
             return Beat::Failed(e.to_string());
         }
-        let place = format!(
-            "{}/{} {}",
-            route.channel,
-            route.account_id,
-            peer.as_ref().map_or("(no peer)".to_string(), |_| format!(
-                "{}:{}",
-                route.peer_kind, route.peer_id
-            ))
-        );
-        let account = plan
-            .accounts
-            .get(&AccountKey::new(&route.channel, &route.account_id));
-        let Some((url, secret)) = account.and_then(|a| {
-            Some((
-                a.reply_url.clone()?,
-                a.webhook_secret.as_ref().ok()?.clone(),
-            ))
-        }) else {
-            return Beat::Kept(format!(
-                "{place} has no reply sink (a `replyUrl` and a usable `webhookSecret`): the answer is in the transcript of {}",
-                route.session_key
-            ));
-        };
-        let key = DeliveryKey {
-            channel: route.channel.clone(),
-            account_id: route.account_id.clone(),
-            peer_kind: route.peer_kind.clone(),
-            peer_id: route.peer_id.clone(),
-            thread_id: route.thread_id.clone(),
-            message_id: format!("{why}:{at}"),
-        };
-        let thread = (!route.thread_id.is_empty()).then(|| route.thread_id.clone());
-        self.reply.send(
-            url,
-            secret,
-            key,
-            ReplyPost {
-                channel: route.channel.clone(),
-                account_id: route.account_id.clone(),
-                message_id: None,
-                session_key: route.session_key.clone(),
-                peer,
-                thread_id: thread,
-                text: reply,
-                about: About::Beat(why),
-            },
-        );
+        self.outbox_rang();
         Beat::Delivered(place)
     }
 }

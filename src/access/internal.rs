@@ -61,25 +61,23 @@ impl Access {
         self.sessions.queue_depth(session_key)
     }
 
-    /// Sends `text` to the external conversation `session_key` last took an envelope from,
-    /// through that account's reply sink, and into that conversation's transcript (`why`
-    /// names the sender in both: `announce`, …).
+    /// Says `text` into the external conversation `session_key` last took an envelope from:
+    /// into that conversation's transcript and the outbox, which the account's carrier posts
+    /// from (`why` and `cause_id`, the run, mark both).
     pub(crate) async fn post_to_session_route(
         &self,
         session_key: &str,
         text: String,
-        why: &'static str,
+        why: super::outbox::Cause,
+        cause_id: &str,
     ) -> Beat {
-        let Some(plan) = self.plan() else {
-            return Beat::Skipped("no config in force yet".into());
-        };
         let key = session_key.to_string();
         match self.blocking(move |s| s.session_route(&key)).await {
             Err(e) => Beat::Failed(e.to_string()),
             Ok(None) => Beat::Kept(format!(
                 "{session_key} has no external conversation: nothing was posted"
             )),
-            Ok(Some(route)) => self.send_on(&plan, &route, text, why).await,
+            Ok(Some(route)) => self.send_on(&route, text, why, Some(cause_id)).await,
         }
     }
 }

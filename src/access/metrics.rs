@@ -40,6 +40,12 @@ struct GatedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutboundLabels {
+    cause: &'static str,
+    carrier: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AccountLabels {
     channel: String,
     account: String,
@@ -58,6 +64,14 @@ pub(crate) struct Metrics {
     pub waiting: AtomicU64,
     /// Replies that became dead letters.
     pub reply_failures: std::sync::Arc<AtomicU64>,
+    /// Outbox rows posted, by cause and carrier.
+    posted: Family<OutboundLabels, Counter>,
+    /// Outbox rows dead-lettered, by cause and carrier.
+    dead: Family<OutboundLabels, Counter>,
+    /// Outbox rows waiting for their carrier, as its last pass saw them.
+    pub outbox_waiting: AtomicU64,
+    /// Outbox rows held for want of a carrier, as its last pass saw them.
+    pub outbox_held: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -72,6 +86,10 @@ impl Default for Metrics {
             budget_refusals: AtomicU64::default(),
             waiting: AtomicU64::default(),
             reply_failures: Default::default(),
+            posted: Family::default(),
+            dead: Family::default(),
+            outbox_waiting: AtomicU64::default(),
+            outbox_held: AtomicU64::default(),
         }
     }
 }
@@ -104,6 +122,14 @@ impl Metrics {
                 channel: channel.to_string(),
                 account: account.to_string(),
             })
+            .inc();
+    }
+
+    /// An outbox row its carrier posted (`dead`: dead-lettered).
+    pub(crate) fn outbound(&self, cause: &'static str, carrier: &'static str, dead: bool) {
+        let family = if dead { &self.dead } else { &self.posted };
+        family
+            .get_or_create(&OutboundLabels { cause, carrier })
             .inc();
     }
 
@@ -149,6 +175,26 @@ impl Metrics {
             "deepcli_reply_sink_failures",
             "Replies kept as dead letters",
             ConstCounter::new(now(&self.reply_failures)),
+        );
+        registry.register(
+            "deepcli_outbox_posted",
+            "Messages deepcli said on its own that their carrier posted, by cause and carrier",
+            self.posted.clone(),
+        );
+        registry.register(
+            "deepcli_outbox_dead_letters",
+            "Messages deepcli said on its own that could not be posted, by cause and carrier",
+            self.dead.clone(),
+        );
+        registry.register(
+            "deepcli_outbox_waiting",
+            "Messages in the outbox waiting for their carrier",
+            ConstGauge::new(now(&self.outbox_waiting)),
+        );
+        registry.register(
+            "deepcli_outbox_held",
+            "Messages in the outbox held: their account has no carrier (channels logs says why)",
+            ConstGauge::new(now(&self.outbox_held)),
         );
         registry.register(
             "deepcli_access_waiting_messages",

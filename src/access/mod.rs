@@ -26,6 +26,7 @@ mod heartbeat;
 pub(crate) mod http;
 mod internal;
 pub(crate) mod metrics;
+pub(crate) mod outbox;
 pub(crate) mod plan;
 mod reply;
 mod route;
@@ -169,6 +170,8 @@ pub(crate) struct Access {
     approvals: Option<ApprovalAsks>,
     /// The conversation each running turn answers, by session key.
     origins: Mutex<HashMap<String, TurnOrigin>>,
+    /// Rung when a row is queued in the outbox: its carriers look at once.
+    outbox_queued: Arc<tokio::sync::Notify>,
 }
 
 impl Access {
@@ -224,6 +227,7 @@ impl Access {
             live_bots: Mutex::default(),
             approvals,
             origins: Mutex::default(),
+            outbox_queued: Arc::default(),
         }
     }
 

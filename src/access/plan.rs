@@ -46,6 +46,9 @@ pub(crate) struct AccessPlan {
     /// empty): `channel/account: why`, for the operator. Their callers only hear that the
     /// account takes no messages.
     pub closed: Vec<String>,
+    /// The enabled accounts a built-in platform adapter (Slack, Telegram) serves: their
+    /// adapter carries what the outbox holds for them.
+    pub adapters: std::collections::HashSet<AccountKey>,
     /// How many agents and bindings the plan holds.
     pub agents: usize,
     pub bindings: usize,
@@ -92,6 +95,16 @@ pub(crate) struct Published<'a> {
 }
 
 impl AccessPlan {
+    /// Whether something can carry the outbox's messages to `account`: its platform adapter,
+    /// or its reply sink (a `replyUrl` and a usable `webhookSecret`).
+    pub(crate) fn has_carrier(&self, account: &AccountKey) -> bool {
+        self.adapters.contains(account)
+            || self
+                .accounts
+                .get(account)
+                .is_some_and(|a| a.reply_url.is_some() && a.webhook_secret.is_ok())
+    }
+
     /// The plan of `config`, whose routing is already compiled into `routing` and published as
     /// `published`.
     pub(crate) fn from_config(
@@ -144,6 +157,11 @@ impl AccessPlan {
         plan.models = models;
         plan.budgets = budgets;
         plan.acp_cwds = acp_cwds;
+        plan.adapters = crate::platform::specs(config)
+            .iter()
+            .filter(|spec| spec.enabled)
+            .map(crate::platform::AdapterSpec::key)
+            .collect();
         plan.policy = crate::policy::PolicyPlan::compile(config);
         plan
     }
@@ -196,6 +214,7 @@ impl AccessPlan {
             models: HashMap::new(),
             budgets: HashMap::new(),
             acp_cwds: HashMap::new(),
+            adapters: Default::default(),
             closed,
             agents,
             bindings,

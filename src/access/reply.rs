@@ -1,7 +1,8 @@
 //! The reply sink: a reply also goes to the channel account's `replyUrl`, POSTed and signed
 //! like an inbound call (`X-Deepcli-Signature`), retried with backoff, and kept as a dead
-//! letter in the state database when it keeps failing. It runs in the background: the response
-//! to the inbound call never waits for it.
+//! letter in the state database when it keeps failing. A reply runs in the background: the
+//! response to the inbound call never waits for it. The sink is also the outbox's carrier for
+//! a bridge account ([`ReplySink::carry`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,11 +11,12 @@ use backon::Retryable;
 
 use serde::Serialize;
 
+use super::outbox::{Cause, Failed};
 use super::store::{AccessStore, DeliveryKey};
 use crate::routing::input::Peer;
 
 /// What the reply sink POSTs (access.md, "Reply sink"): the conversation, the reply, and what
-/// it is: the answer to a message, a heartbeat's, or an approval's announcement.
+/// it is: the answer to a message, or what deepcli says on its own (the outbox's causes).
 #[derive(Debug, Clone)]
 pub(super) struct ReplyPost {
     pub channel: String,
@@ -28,15 +30,15 @@ pub(super) struct ReplyPost {
     pub about: About,
 }
 
-/// What a reply is beside an answer, marked by one more field.
+/// What a reply is beside an answer, marked by more fields.
 #[derive(Debug, Clone)]
 pub(super) enum About {
     /// The answer to the message `messageId` names.
     Answer,
-    /// `"approval": {"id": …}`: the announcement of an approval of the turn.
-    Approval { id: String },
-    /// A beat's reply (a heartbeat's): `"<why>": true`.
-    Beat(&'static str),
+    /// Said on its own: `"cause"` and `"causeId"`, and the key a bridge knew it by before:
+    /// `"heartbeat"`, `"announce"`, `"loop_pause"` (`true`), an approval's prompt or outcome
+    /// `"approval": {"id": …}`.
+    Said { cause: Cause, id: String },
 }
 
 impl Serialize for ReplyPost {
@@ -58,10 +60,18 @@ impl Serialize for ReplyPost {
         map.serialize_entry("peer", &self.peer)?;
         map.serialize_entry("threadId", &self.thread_id)?;
         map.serialize_entry("reply", &Text { text: &self.text })?;
-        match &self.about {
-            About::Answer => {}
-            About::Approval { id } => map.serialize_entry("approval", &Id { id })?,
-            About::Beat(why) => map.serialize_entry(why, &true)?,
+        if let About::Said { cause, id } = &self.about {
+            map.serialize_entry("cause", cause.as_str())?;
+            map.serialize_entry("causeId", id)?;
+            match cause {
+                Cause::Heartbeat => map.serialize_entry("heartbeat", &true)?,
+                Cause::Approval | Cause::ApprovalOutcome => {
+                    map.serialize_entry("approval", &Id { id })?
+                }
+                // The keys a bridge read before the outbox, kept.
+                Cause::Announce => map.serialize_entry("announce", &true)?,
+                Cause::LoopPause => map.serialize_entry("loop_pause", &true)?,
+            }
         }
         map.end()
     }
@@ -100,7 +110,7 @@ impl ReplySink {
         }
     }
 
-    /// Sends `post` to `url` in the background.
+    /// Sends `post` to `url` in the background; a dead letter when it keeps failing.
     pub(super) fn send(
         &self,
         url: String,
@@ -110,33 +120,56 @@ impl ReplySink {
     ) {
         let sink = self.clone();
         tokio::spawn(async move {
-            let body = match serde_json::to_string(&post) {
-                Ok(body) => body,
-                Err(e) => {
-                    tracing::warn!(message = %key.message_id, error = %e, "cannot write a reply for the sink");
-                    return;
-                }
+            let Err(failed) = sink.carry(url, &secret, &post).await else {
+                return;
             };
-            let signature = super::sign(
-                secrecy::ExposeSecret::expose_secret(&secret).as_bytes(),
-                body.as_bytes(),
-            );
-            let mut attempts = 1;
-            let sent = (|| sink.post(&url, &signature, &body))
-                .retry(retries())
-                .sleep(tokio::time::sleep)
-                .notify(|_, _| attempts += 1)
-                .await;
-            let Err(last_error) = sent else { return };
             sink.failures
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(%url, message = %key.message_id, error = %last_error, attempts, "reply sink failed; kept as a dead letter");
+            tracing::warn!(url = %failed.target, message = %key.message_id, error = %failed.error, attempts = failed.attempts, "reply sink failed; kept as a dead letter");
             let store = sink.store.clone();
             let _ = tokio::task::spawn_blocking(move || {
-                store.dead_letter(&key, &url, &body, attempts, &last_error)
+                store.dead_letter(
+                    &key,
+                    &failed.target,
+                    &failed.body,
+                    failed.attempts,
+                    &failed.error,
+                )
             })
             .await;
         });
+    }
+
+    /// Posts `post` to `url`, signed, tried again as [`retries`] says; what failed when it
+    /// kept failing.
+    pub(super) async fn carry(
+        &self,
+        url: String,
+        secret: &secrecy::SecretString,
+        post: &ReplyPost,
+    ) -> Result<(), Failed> {
+        let body = serde_json::to_string(post).map_err(|e| Failed {
+            target: url.clone(),
+            body: String::new(),
+            attempts: 0,
+            error: format!("cannot write the body: {e}"),
+        })?;
+        let signature = super::sign(
+            secrecy::ExposeSecret::expose_secret(secret).as_bytes(),
+            body.as_bytes(),
+        );
+        let mut attempts = 1;
+        let sent = (|| self.post(&url, &signature, &body))
+            .retry(retries())
+            .sleep(tokio::time::sleep)
+            .notify(|_, _| attempts += 1)
+            .await;
+        sent.map_err(|error| Failed {
+            target: url,
+            body,
+            attempts,
+            error,
+        })
     }
 
     async fn post(&self, url: &str, signature: &str, body: &str) -> Result<(), String> {
@@ -207,13 +240,21 @@ mod tests {
         let head = r#"{"channel":"slack","accountId":"w","messageId":"m1","sessionKey":"agent:a:main","peer":{"kind":"direct","id":"U1"},"threadId":null,"reply":{"text":"hi"}"#;
         let text = |about| serde_json::to_string(&post(about)).unwrap();
         assert_eq!(text(About::Answer), format!("{head}}}"));
+        let said = |cause, id: &str| About::Said {
+            cause,
+            id: id.into(),
+        };
         assert_eq!(
-            text(About::Approval { id: "ap-1".into() }),
-            format!(r#"{head},"approval":{{"id":"ap-1"}}}}"#)
+            text(said(Cause::Approval, "ap-1")),
+            format!(r#"{head},"cause":"approval","causeId":"ap-1","approval":{{"id":"ap-1"}}}}"#)
         );
         assert_eq!(
-            text(About::Beat("heartbeat")),
-            format!(r#"{head},"heartbeat":true}}"#)
+            text(said(Cause::Heartbeat, "t")),
+            format!(r#"{head},"cause":"heartbeat","causeId":"t","heartbeat":true}}"#)
+        );
+        assert_eq!(
+            text(said(Cause::Announce, "run-1")),
+            format!(r#"{head},"cause":"announce","causeId":"run-1","announce":true}}"#)
         );
     }
 

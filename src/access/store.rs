@@ -320,9 +320,34 @@ impl AccessStore {
         delivery: Option<(&DeliveryKey, &str)>,
         counted: Option<&CountedTurn>,
     ) -> Result<(), StateError> {
+        self.record_all(session_key, turns, delivery, counted, None)
+    }
+
+    /// Appends turns to a transcript and queues `said` in the outbox, one transaction: what
+    /// deepcli says on its own is in the transcript and on its way, or neither.
+    pub(crate) fn record_saying(
+        &self,
+        session_key: &str,
+        turns: &[Turn],
+        said: &super::outbox::Outgoing,
+    ) -> Result<(), StateError> {
+        self.record_all(session_key, turns, None, None, Some(said))
+    }
+
+    fn record_all(
+        &self,
+        session_key: &str,
+        turns: &[Turn],
+        delivery: Option<(&DeliveryKey, &str)>,
+        counted: Option<&CountedTurn>,
+        said: Option<&super::outbox::Outgoing>,
+    ) -> Result<(), StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            if let Some(said) = said {
+                super::outbox::insert(&tx, said, &now)?;
+            }
             if let Some(t) = counted {
                 tx.prepare_cached(
                     "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, run_id, tokens, cost_micros)

@@ -15,6 +15,7 @@
 //!   what was left, and the Access records answer what was delivered already as a duplicate.
 //! * Events of one conversation are handled in order ([`lanes`]), conversations side by side.
 
+mod carry;
 mod lanes;
 pub(crate) mod outbound;
 mod pipeline;
@@ -137,6 +138,8 @@ pub(crate) struct AdapterCx {
     pub http: reqwest::Client,
     pub live: LiveMap,
     pub timings: Timings,
+    /// Every running account, by (channel, account): the outbox's carriers.
+    accounts: RwLock<HashMap<AccountKey, Arc<RunningAccount>>>,
     /// The accounts whose events arrive over the controller's listener (Slack http, Telegram
     /// webhook), by (channel, account).
     pub endpoints: RwLock<HashMap<AccountKey, Arc<RunningAccount>>>,
@@ -568,6 +571,8 @@ impl Timings {
 pub(crate) struct Adapters {
     cx: Arc<AdapterCx>,
     running: HashMap<AccountKey, (AdapterSpec, tokio::task::JoinHandle<()>)>,
+    /// The outbox's carriers ([`carry`]); none outside a runtime (a unit test's).
+    carrier: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Adapters {
@@ -580,19 +585,25 @@ impl Adapters {
                 tracing::error!(error = %e, "cannot build the platform HTTP client with its TLS settings; using the defaults");
                 reqwest::Client::new()
             });
+        let cx = Arc::new(AdapterCx {
+            access,
+            store: Arc::new(store),
+            http,
+            live: LiveMap::default(),
+            timings,
+            accounts: RwLock::default(),
+            endpoints: RwLock::default(),
+            stalls: Mutex::default(),
+            lanes: lanes::Lanes::default(),
+            in_hand: Mutex::default(),
+        });
+        let carrier = tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|rt| rt.spawn(carry::run(cx.clone())));
         Adapters {
-            cx: Arc::new(AdapterCx {
-                access,
-                store: Arc::new(store),
-                http,
-                live: LiveMap::default(),
-                timings,
-                endpoints: RwLock::default(),
-                stalls: Mutex::default(),
-                lanes: lanes::Lanes::default(),
-                in_hand: Mutex::default(),
-            }),
+            cx,
             running: HashMap::new(),
+            carrier,
         }
     }
 
@@ -639,6 +650,9 @@ impl Adapters {
                 cx: self.cx.clone(),
                 identity: RwLock::new(None),
             });
+            if let Ok(mut accounts) = self.cx.accounts.write() {
+                accounts.insert(key.clone(), running.clone());
+            }
             tracing::info!(channel = %key.channel, account = %key.account, mode = spec.mode.as_str(), "platform adapter started");
             let task = tokio::spawn(supervise(running));
             self.running.insert(key, (spec, task));
@@ -667,6 +681,9 @@ impl Adapters {
     }
 
     fn forget(&self, spec: &AdapterSpec) {
+        if let Ok(mut accounts) = self.cx.accounts.write() {
+            accounts.remove(&spec.key());
+        }
         self.cx
             .access
             .set_live_bot(&spec.channel, &spec.account, None);
@@ -677,6 +694,12 @@ impl Adapters {
 
     /// Stops every connection (shutdown).
     pub(crate) fn stop_all(&mut self) {
+        if let Some(carrier) = self.carrier.take() {
+            carrier.abort();
+        }
+        if let Ok(mut accounts) = self.cx.accounts.write() {
+            accounts.clear();
+        }
         for (_, (spec, task)) in self.running.drain() {
             task.abort();
             if let Ok(mut endpoints) = self.cx.endpoints.write() {

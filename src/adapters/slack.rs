@@ -16,6 +16,7 @@ use super::outbound::{self, Failure};
 use super::pipeline::{self, Adapter, NotTaken};
 use super::store::{Thread, ThreadKey, ThreadState};
 use super::{AdapterSpec, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken};
+use crate::access::outbox::{Failed, Queued};
 use crate::access::store::DeliveryKey;
 use crate::config::model::{AdapterMode, ReplyToMode};
 use crate::platform::slack::{
@@ -563,6 +564,41 @@ async fn post_reply(
         }
     }
     true
+}
+
+/// Posts an outbox row (`carry`): in its conversation's thread, or in the thread of the
+/// message it answers (an approval's prompt) unless `replyToMode` is `off`; in pieces, from
+/// the first the platform has not taken.
+pub(super) async fn carry(running: &Arc<RunningAccount>, queued: &Queued) -> Result<(), Failed> {
+    let said = &queued.said;
+    let thread_ts = if said.to.thread_id.is_empty() {
+        said.reply_to
+            .clone()
+            .filter(|_| running.spec.reply_to_mode != ReplyToMode::Off)
+    } else {
+        Some(said.to.thread_id.clone())
+    };
+    let pieces = outbound::split(
+        &said.text,
+        TEXT_LIMIT,
+        outbound::chars,
+        running.spec.max_reply_messages,
+    );
+    let conversation = &said.to.peer_id;
+    for (i, piece) in pieces.iter().enumerate().skip(queued.pieces) {
+        if let Err((attempts, error)) =
+            post(running, conversation, thread_ts.as_deref(), piece).await
+        {
+            return Err(Failed {
+                target: "slack:chat.postMessage".into(),
+                body: dead_letter_body(conversation, thread_ts.as_deref(), &pieces[i..].join("\n")),
+                attempts,
+                error,
+            });
+        }
+        running.outbox_progress(queued.seq, i + 1).await;
+    }
+    Ok(())
 }
 
 /// What a dead letter keeps of a `chat.postMessage` (`thread_ts` null when there is none).

@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use super::outbound::{self, Failure};
 use super::pipeline::{self, Adapter, NotTaken};
 use super::{AdapterSpec, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken};
+use crate::access::outbox::{Failed, Queued};
 use crate::access::store::DeliveryKey;
 use crate::config::model::AdapterMode;
 pub(crate) use crate::platform::telegram::TEXT_LIMIT;
@@ -406,8 +407,77 @@ async fn send_reply(running: &Arc<RunningAccount>, mapped: &Mapped, text: &str, 
     }
 }
 
+/// Posts an outbox row (`carry`): to its chat and forum topic, answering the message it is
+/// about (an approval's prompt); in pieces, from the first the platform has not taken.
+pub(super) async fn carry(running: &Arc<RunningAccount>, queued: &Queued) -> Result<(), Failed> {
+    let said = &queued.said;
+    let failed = |attempts, error: String, rest: &str, chat_id, thread_id| Failed {
+        target: "telegram:sendMessage".into(),
+        body: kept(chat_id, thread_id, rest),
+        attempts,
+        error,
+    };
+    let Ok(chat_id) = said.to.peer_id.parse::<i64>() else {
+        return Err(failed(
+            0,
+            format!("`{}` is not a Telegram chat id", said.to.peer_id),
+            &said.text,
+            0,
+            None,
+        ));
+    };
+    let thread_id = said.to.thread_id.parse::<i64>().ok();
+    let reply_to = said.reply_to.as_deref().and_then(|m| m.parse::<i64>().ok());
+    let api = api(running);
+    let pieces = outbound::split(
+        &said.text,
+        TEXT_LIMIT,
+        outbound::utf16,
+        running.spec.max_reply_messages,
+    );
+    for (i, piece) in pieces.iter().enumerate().skip(queued.pieces) {
+        let body = SendMessage {
+            chat_id,
+            text: piece,
+            message_thread_id: thread_id,
+            reply_parameters: reply_to
+                .filter(|_| i == 0)
+                .map(|message_id| ReplyParameters {
+                    message_id,
+                    allow_sending_without_reply: true,
+                }),
+        };
+        let send = || async {
+            api.call::<_, Ignored>("sendMessage", &body, Duration::from_secs(30))
+                .await
+                .map(drop)
+        };
+        let sent = outbound::send_piece(running, "sendMessage", send, |e| match e {
+            ApiError::RateLimited(wait) => Failure::RateLimited(*wait),
+            ApiError::Transport(_) => Failure::Transport,
+            _ => Failure::Final,
+        })
+        .await;
+        if let Err((attempts, error)) = sent {
+            return Err(failed(
+                attempts,
+                error,
+                &pieces[i..].join("\n"),
+                chat_id,
+                thread_id,
+            ));
+        }
+        running.outbox_progress(queued.seq, i + 1).await;
+    }
+    Ok(())
+}
+
 /// What a dead letter keeps of a `sendMessage` (`message_thread_id` null when there is none).
 fn dead_letter_body(mapped: &Mapped, text: &str) -> String {
+    kept(mapped.chat_id, mapped.thread_id, text)
+}
+
+fn kept(chat_id: i64, message_thread_id: Option<i64>, text: &str) -> String {
     #[derive(serde::Serialize)]
     struct Kept<'a> {
         chat_id: i64,
@@ -415,8 +485,8 @@ fn dead_letter_body(mapped: &Mapped, text: &str) -> String {
         text: &'a str,
     }
     serde_json::to_string(&Kept {
-        chat_id: mapped.chat_id,
-        message_thread_id: mapped.thread_id,
+        chat_id,
+        message_thread_id,
         text,
     })
     .unwrap_or_default()

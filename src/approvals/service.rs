@@ -121,7 +121,7 @@ impl Approvals {
             None if !reachable => Some((
                 false,
                 "deepcli".to_string(),
-                "no route to a person: `permissions.route: origin`, and this turn answers no conversation with a reply sink to ask in".to_string(),
+                "no route to a person: `permissions.route: origin`, and this turn answers no conversation with a carrier to ask in (a platform adapter or a reply sink)".to_string(),
             )),
             None => None,
         };
@@ -197,7 +197,10 @@ impl Approvals {
             record.agent_id,
             timeout.as_secs()
         );
-        let sent = self.access.announce_to(origin, session_key, id, &text);
+        let sent = self
+            .access
+            .announce_to(origin, session_key, id, &text)
+            .await;
         let (id, note) = (
             id.clone(),
             format!(
@@ -227,9 +230,13 @@ impl Approvals {
 
     /// Tells a waiting request its verdict, and its run that it runs again.
     async fn settle(&self, record: &ApprovalRecord, verdict: Verdict) {
+        let always = verdict.always;
         if let Some(waiter) = self.waiter(&record.id) {
             let _ = waiter.tx.send(verdict);
         }
+        self.access
+            .announce_outcome(&record.id, outcome(record, always))
+            .await;
         if let Some(key) = &record.session_key
             && record.source == ApprovalSource::Permission
         {
@@ -778,6 +785,22 @@ fn rule_for(
         revoked_at: None,
         revoked_by: None,
     })
+}
+
+/// What the conversation an approval was asked in is told of its outcome.
+fn outcome(record: &ApprovalRecord, always: bool) -> String {
+    let id = &record.id;
+    let by = record.decided_by.as_deref().unwrap_or("deepcli");
+    match record.state {
+        ApprovalState::Approved if always => {
+            format!("Approval {id}: approved by {by}, always (a rule now allows the same request).")
+        }
+        ApprovalState::Approved => format!("Approval {id}: approved by {by}, once."),
+        ApprovalState::Denied => format!("Approval {id}: denied by {by}."),
+        ApprovalState::Expired => format!("Approval {id} expired: {}", record.note),
+        ApprovalState::Void => format!("Approval {id} is void: {}", record.note),
+        ApprovalState::Pending => format!("Approval {id} is pending."),
+    }
 }
 
 impl Verdict {

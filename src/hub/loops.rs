@@ -8,6 +8,7 @@
 //! `treeTurns`; the counts are the Hub's own run records (`hub_runs`), so they hold across
 //! runs and controller restarts.
 
+use crate::access::outbox::Cause;
 use std::sync::Arc;
 
 use rusqlite::{OptionalExtension, params};
@@ -225,7 +226,7 @@ impl Hub {
         );
         let posted = self
             .access
-            .post_to_session_route(&trip.origin, text, "loop_pause")
+            .post_to_session_route(&trip.origin, text, Cause::LoopPause, &run.run_id)
             .await;
         self.note(&run.run_id, format!("the origin conversation: {posted:?}"))
             .await;

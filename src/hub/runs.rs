@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::access::outbox::Cause;
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::watch;
@@ -725,7 +726,7 @@ impl Hub {
         }
         let beat = self
             .access
-            .post_to_session_route(&target.session_key, answer, "announce")
+            .post_to_session_route(&target.session_key, answer, Cause::Announce, &run.run_id)
             .await;
         self.note(&run.run_id, format!("announce step: {beat:?}"))
             .await;
@@ -942,7 +943,7 @@ impl Hub {
             TurnEnd::Answered { text, .. } if !is_stop(&text) => {
                 let beat = self
                     .access
-                    .post_to_session_route(&parent.session_key, text, "announce")
+                    .post_to_session_route(&parent.session_key, text, Cause::Announce, run_id)
                     .await;
                 self.note(
                     run_id,

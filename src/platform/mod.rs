@@ -33,6 +33,13 @@ pub(crate) enum Platform {
 }
 
 impl Platform {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Platform::Slack => "slack",
+            Platform::Telegram => "telegram",
+        }
+    }
+
     /// The platform of a channel id (normalized), if deepcli has an adapter for it.
     pub(crate) fn of(channel: &str) -> Option<Platform> {
         match channel {

@@ -10,7 +10,7 @@ use super::{Result, StateDir, StateError, now};
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 15] = [
+const MIGRATIONS: [&str; 16] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
@@ -26,6 +26,7 @@ const MIGRATIONS: [&str; 15] = [
     include_str!("turns.sql"),
     include_str!("a2a_dedupe.sql"),
     include_str!("approval_review.sql"),
+    include_str!("outbox.sql"),
 ];
 /// The migration that records who created each directory ([`DirOrigin`]).
 const ORIGINS_MIGRATION: usize = 4;

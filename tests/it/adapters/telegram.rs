@@ -689,3 +689,96 @@ fn a_telegram_connection_follows_credential_changes_and_enabled() {
     up.write_by_rename("channels.yaml", &yaml(""));
     connected(&up);
 }
+
+/// What a `sessions_spawn` from the chat says to the echo agent: a child that answers at once.
+const SPAWN: &str = r#"mcp sessions_spawn {"task": "reply: the child is done", "label": "w1"}"#;
+
+fn is_announce(text: &str) -> bool {
+    text.contains("Subagent run") && text.contains("the child is done")
+}
+
+/// A subagent spawned from a Telegram chat finishes: the parent's answer to its announce is
+/// posted in that chat by the outbox (conversations.md), not only recorded. With the post held
+/// by the platform, a `kill -9` of the controller loses nothing: the next controller posts it,
+/// once. A chat the platform refuses gets a dead letter with the reason, in the channel's log
+/// and `/metrics`.
+#[test]
+fn a_subagents_announce_reaches_the_telegram_chat_it_was_spawned_from() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let mut up = start_open(&server);
+    fake.hold_sends(true);
+    fake.message(private(5), user(5), SPAWN, json!({}));
+    fake.wait("the announce on its way", |f| {
+        f.calls_of("sendMessage")
+            .iter()
+            .any(|c| is_announce(c.body["text"].as_str().unwrap_or_default()))
+    });
+    let queued = count(
+        &up.state,
+        "SELECT count(*) FROM outbox WHERE cause = 'announce' AND state = 'waiting'",
+    );
+    assert_eq!(
+        queued, 1,
+        "the announce waits in the outbox while it is posted"
+    );
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    fake.abandon_held();
+    restart(&mut up);
+    fake.wait("the announce posted after the restart", |f| {
+        f.sent()
+            .iter()
+            .any(|s| is_announce(s["text"].as_str().unwrap_or_default()))
+    });
+    let announce = fake
+        .sent()
+        .into_iter()
+        .find(|s| is_announce(s["text"].as_str().unwrap_or_default()))
+        .unwrap();
+    assert_eq!(announce["chat_id"], 5, "{announce}");
+    up.wait_for("the announce marked posted", |_| {
+        count(
+            &up.state,
+            "SELECT count(*) FROM outbox WHERE cause = 'announce' AND state = 'posted' AND carrier = 'telegram'",
+        ) == 1
+    });
+    let posted = fake
+        .sent()
+        .iter()
+        .filter(|s| is_announce(s["text"].as_str().unwrap_or_default()))
+        .count();
+    assert_eq!(posted, 1, "posted once");
+    assert!(
+        channel_log(&up, "telegram").contains("outbound cause=announce"),
+        "{}",
+        channel_log(&up, "telegram")
+    );
+
+    // A chat the platform refuses: the announce becomes a dead letter with the reason.
+    fake.unwritable(6);
+    fake.message(private(6), user(6), SPAWN, json!({}));
+    up.wait_for("the announce dead-lettered", |_| {
+        count(
+            &up.state,
+            "SELECT count(*) FROM dead_letters WHERE message_id LIKE 'announce:%' AND peer_id = '6' AND last_error LIKE '%chat not found%'",
+        ) == 1
+    });
+    let log = channel_log(&up, "telegram");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("dead-letter cause=announce") && l.contains("chat not found")),
+        "{log}"
+    );
+    let metrics = metrics(&up);
+    assert!(
+        metrics.contains(
+            "deepcli_outbox_dead_letters_total{cause=\"announce\",carrier=\"telegram\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("deepcli_outbox_posted_total{cause=\"announce\",carrier=\"telegram\"}"),
+        "{metrics}"
+    );
+}

@@ -1,0 +1,495 @@
+//! The outbox (conversations.md, "One outbound path"): what deepcli says into a conversation on
+//! its own — a Hub announce, a heartbeat answer, an approval prompt and its outcome — is a row
+//! written in the transaction of the event that caused it. A carrier (the account's platform
+//! adapter, or its reply sink: `adapters::carry`) posts the rows of a conversation one after
+//! the other and marks each posted only after the platform took it; one it cannot post becomes
+//! a dead letter with the reason, and one no carrier can take waits, held, with the reason the
+//! operator sees.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::reply::{About, ReplyPost};
+use super::store::{AccessStore, DeliveryKey};
+use crate::ids::AccountKey;
+use crate::routing::input::Peer;
+use crate::state::StateError;
+
+/// Why deepcli says something into a conversation on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// A Hub run's outcome, as the parent session answered it (`subagent_announce`).
+    Announce,
+    /// A heartbeat's answer that is not `HEARTBEAT_OK`.
+    Heartbeat,
+    /// A loop guard paused the messages between two sessions (hub.md, "Loops").
+    LoopPause,
+    /// An approval prompt.
+    Approval,
+    /// An approval's outcome: approved, denied, expired.
+    ApprovalOutcome,
+}
+
+impl Cause {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Cause::Announce => "announce",
+            Cause::Heartbeat => "heartbeat",
+            Cause::LoopPause => "loop-pause",
+            Cause::Approval => "approval",
+            Cause::ApprovalOutcome => "approval-outcome",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Cause> {
+        [
+            Cause::Announce,
+            Cause::Heartbeat,
+            Cause::LoopPause,
+            Cause::Approval,
+            Cause::ApprovalOutcome,
+        ]
+        .into_iter()
+        .find(|c| c.as_str() == s)
+    }
+}
+
+/// A conversation of a channel account: where a message goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Conversation {
+    pub channel: String,
+    pub account_id: String,
+    /// Normalized; empty when the conversation names no peer.
+    pub peer_kind: String,
+    pub peer_id: String,
+    /// Empty when none.
+    pub thread_id: String,
+}
+
+impl std::fmt::Display for Conversation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.channel, self.account_id)?;
+        if !self.peer_id.is_empty() {
+            write!(f, " {}:{}", self.peer_kind, self.peer_id)?;
+        }
+        if !self.thread_id.is_empty() {
+            write!(f, " thread {}", self.thread_id)?;
+        }
+        Ok(())
+    }
+}
+
+/// A message for the outbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Outgoing {
+    pub to: Conversation,
+    /// The platform message it answers (the message whose turn asked an approval), if any.
+    pub reply_to: Option<String>,
+    pub session_key: String,
+    pub cause: Cause,
+    /// What caused it: the run, the approval, the beat's time.
+    pub cause_id: String,
+    pub text: String,
+}
+
+impl Outgoing {
+    /// The key its dead letter is filed under: the conversation, and `<cause>:<cause id>` as
+    /// the message id.
+    pub(crate) fn dead_letter_key(&self) -> DeliveryKey {
+        DeliveryKey {
+            channel: self.to.channel.clone(),
+            account_id: self.to.account_id.clone(),
+            peer_kind: self.to.peer_kind.clone(),
+            peer_id: self.to.peer_id.clone(),
+            thread_id: self.to.thread_id.clone(),
+            message_id: format!("{}:{}", self.cause.as_str(), self.cause_id),
+        }
+    }
+}
+
+/// A row of the outbox not posted yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Queued {
+    pub seq: i64,
+    pub said: Outgoing,
+    /// Why it waits for a carrier, when it does.
+    pub held: Option<String>,
+    /// Pieces the platform took already: a retry posts the rest.
+    pub pieces: usize,
+}
+
+/// Queues `said` in the transaction `tx` of the event that caused it.
+pub(super) fn insert(tx: &Transaction<'_>, said: &Outgoing, now: &str) -> rusqlite::Result<i64> {
+    tx.prepare_cached(
+        "INSERT INTO outbox (channel, account_id, peer_kind, peer_id, thread_id, reply_to, session_key, cause, cause_id, text, state, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'waiting', ?11)",
+    )?
+    .execute(params![
+        said.to.channel,
+        said.to.account_id,
+        said.to.peer_kind,
+        said.to.peer_id,
+        said.to.thread_id,
+        said.reply_to,
+        said.session_key,
+        said.cause.as_str(),
+        said.cause_id,
+        said.text,
+        now
+    ])?;
+    Ok(tx.last_insert_rowid())
+}
+
+const QUEUED: &str = "SELECT seq, channel, account_id, peer_kind, peer_id, thread_id, reply_to, session_key, cause, cause_id, text, state, reason, pieces FROM outbox";
+
+fn queued(r: &rusqlite::Row<'_>) -> rusqlite::Result<Queued> {
+    let cause: String = r.get(8)?;
+    let state: String = r.get(11)?;
+    Ok(Queued {
+        seq: r.get(0)?,
+        said: Outgoing {
+            to: Conversation {
+                channel: r.get(1)?,
+                account_id: r.get(2)?,
+                peer_kind: r.get(3)?,
+                peer_id: r.get(4)?,
+                thread_id: r.get(5)?,
+            },
+            reply_to: r.get(6)?,
+            session_key: r.get(7)?,
+            // Written by this build only; an unknown cause reads as the generic announce.
+            cause: Cause::parse(&cause).unwrap_or(Cause::Announce),
+            cause_id: r.get(9)?,
+            text: r.get(10)?,
+        },
+        held: (state == "held")
+            .then(|| r.get::<_, Option<String>>(12))
+            .transpose()?
+            .flatten(),
+        pieces: r.get::<_, i64>(13)?.max(0) as usize,
+    })
+}
+
+/// What the outbox holds now: rows waiting for their carrier, and rows held for want of one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct OutboxCounts {
+    pub waiting: u64,
+    pub held: u64,
+}
+
+impl AccessStore {
+    /// Queues `said` on its own (an approval prompt: the approval is filed already).
+    pub(crate) fn say(&self, said: &Outgoing) -> Result<i64, StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let seq = insert(&tx, said, &now)?;
+            tx.commit()?;
+            Ok(seq)
+        })
+    }
+
+    /// What was said for `cause` `cause_id` (the first such row), posted or not.
+    pub(crate) fn outbox_said(
+        &self,
+        cause: Cause,
+        cause_id: &str,
+    ) -> Result<Option<Outgoing>, StateError> {
+        self.with(|c| {
+            c.prepare_cached(&format!(
+                "{QUEUED} WHERE cause = ?1 AND cause_id = ?2 ORDER BY seq LIMIT 1"
+            ))?
+            .query_row(params![cause.as_str(), cause_id], queued)
+            .optional()
+            .map(|q| q.map(|q| q.said))
+        })
+    }
+
+    /// The oldest row of each conversation that is not posted yet, oldest first.
+    pub(crate) fn outbox_heads(&self) -> Result<Vec<Queued>, StateError> {
+        self.with(|c| {
+            c.prepare_cached(&format!(
+                "{QUEUED} WHERE seq IN (SELECT min(seq) FROM outbox WHERE state IN ('waiting', 'held')
+                    GROUP BY channel, account_id, peer_kind, peer_id, thread_id)
+                 ORDER BY seq"
+            ))?
+            .query_map([], queued)?
+            .collect()
+        })
+    }
+
+    /// The oldest row of conversation `to` that is not posted yet.
+    pub(crate) fn outbox_head(&self, to: &Conversation) -> Result<Option<Queued>, StateError> {
+        self.with(|c| {
+            c.prepare_cached(&format!(
+                "{QUEUED} WHERE state IN ('waiting', 'held') AND channel = ?1 AND account_id = ?2
+                    AND peer_kind = ?3 AND peer_id = ?4 AND thread_id = ?5
+                 ORDER BY seq LIMIT 1"
+            ))?
+            .query_row(
+                params![
+                    to.channel,
+                    to.account_id,
+                    to.peer_kind,
+                    to.peer_id,
+                    to.thread_id
+                ],
+                queued,
+            )
+            .optional()
+        })
+    }
+
+    pub(crate) fn outbox_counts(&self) -> Result<OutboxCounts, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT count(*) FILTER (WHERE state = 'waiting'), count(*) FILTER (WHERE state = 'held')
+                 FROM outbox WHERE state IN ('waiting', 'held')",
+                [],
+                |r| {
+                    Ok(OutboxCounts {
+                        waiting: r.get::<_, i64>(0)?.max(0) as u64,
+                        held: r.get::<_, i64>(1)?.max(0) as u64,
+                    })
+                },
+            )
+        })
+    }
+
+    /// The platform took the first `pieces` pieces of row `seq`.
+    pub(crate) fn outbox_progress(&self, seq: i64, pieces: usize) -> Result<(), StateError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE outbox SET pieces = ?2 WHERE seq = ?1",
+                params![seq, pieces as i64],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Row `seq` is posted, all of it, by `carrier`.
+    pub(crate) fn outbox_posted(&self, seq: i64, carrier: &str) -> Result<(), StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            c.execute(
+                "UPDATE outbox SET state = 'posted', carrier = ?2, reason = NULL, attempts = attempts + 1, done_at = ?3
+                 WHERE seq = ?1",
+                params![seq, carrier, now],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Row `seq` waits: no carrier can take it (`why`). Whether it was not held before.
+    pub(crate) fn outbox_hold(&self, seq: i64, why: &str) -> Result<bool, StateError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE outbox SET state = 'held', reason = ?2 WHERE seq = ?1 AND state = 'waiting'",
+                params![seq, why],
+            )
+            .map(|n| n > 0)
+        })
+    }
+
+    /// Row `seq` could not be posted by `carrier` after `attempts` attempts: a dead letter
+    /// (`target`, what was left to post as `body`) in the same transaction.
+    pub(crate) fn outbox_dead(
+        &self,
+        seq: i64,
+        carrier: &str,
+        failed: &Failed,
+    ) -> Result<(), StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(row) = tx
+                .prepare_cached(&format!("{QUEUED} WHERE seq = ?1"))?
+                .query_row([seq], queued)
+                .optional()?
+            else {
+                return Ok(());
+            };
+            tx.execute(
+                "UPDATE outbox SET state = 'dead', carrier = ?2, reason = ?3, attempts = attempts + ?4, done_at = ?5
+                 WHERE seq = ?1",
+                params![seq, carrier, failed.error, failed.attempts, now],
+            )?;
+            let key = row.said.dead_letter_key();
+            tx.execute(
+                "INSERT INTO dead_letters (channel, account_id, peer_kind, peer_id, thread_id, message_id, url, body, attempts, last_error, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    key.channel,
+                    key.account_id,
+                    key.peer_kind,
+                    key.peer_id,
+                    key.thread_id,
+                    key.message_id,
+                    failed.target,
+                    failed.body,
+                    failed.attempts,
+                    failed.error,
+                    now
+                ],
+            )?;
+            tx.commit()
+        })
+    }
+}
+
+/// A message a carrier could not post: where it went, what was left of it, how often it was
+/// tried and the platform's last error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failed {
+    pub target: String,
+    pub body: String,
+    pub attempts: u32,
+    pub error: String,
+}
+
+impl super::Access {
+    /// Queues `said` in a transaction of its own (an approval's prompt or outcome: the
+    /// approval is on record already) and rings the carriers.
+    pub(crate) async fn say(&self, said: Outgoing) -> Result<(), super::AccessError> {
+        self.blocking(move |s| s.say(&said)).await?;
+        self.outbox_rang();
+        Ok(())
+    }
+
+    /// Rings the carriers: a row was queued.
+    pub(super) fn outbox_rang(&self) {
+        self.outbox_queued.notify_one();
+    }
+
+    /// Posts `queued` to its account's reply sink: `None` when the account has none (nor a
+    /// platform adapter: `has_adapter` is the carriers' word), with why it waits.
+    pub(crate) async fn carry_by_sink(
+        &self,
+        queued: &Queued,
+    ) -> Result<Result<(), Failed>, String> {
+        let said = &queued.said;
+        let account = AccountKey::new(&said.to.channel, &said.to.account_id);
+        let no_carrier = |why: &str| format!("no carrier for `{account}`: {why}");
+        let Some(plan) = self.plan() else {
+            return Err(no_carrier("no config in force yet"));
+        };
+        let Some(access) = plan.accounts.get(&account) else {
+            return Err(no_carrier("it is not a declared account (any more)"));
+        };
+        let (Some(url), Ok(secret)) = (&access.reply_url, &access.webhook_secret) else {
+            return Err(no_carrier(
+                "no platform adapter runs it and it has no reply sink (a `replyUrl` and a usable `webhookSecret`); the message stays in the transcript and waits here",
+            ));
+        };
+        let post = ReplyPost {
+            channel: said.to.channel.clone(),
+            account_id: said.to.account_id.clone(),
+            message_id: said.reply_to.clone(),
+            session_key: said.session_key.clone(),
+            peer: (!said.to.peer_id.is_empty()).then(|| Peer {
+                kind: said.to.peer_kind.clone(),
+                id: said.to.peer_id.clone(),
+            }),
+            thread_id: (!said.to.thread_id.is_empty()).then(|| said.to.thread_id.clone()),
+            text: said.text.clone(),
+            about: About::Said {
+                cause: said.cause,
+                id: said.cause_id.clone(),
+            },
+        };
+        Ok(self.reply.carry(url.clone(), secret, &post).await)
+    }
+
+    /// What the carriers wait on between their passes.
+    pub(crate) fn outbox_queued(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.outbox_queued.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(peer: &str, text: &str) -> Outgoing {
+        Outgoing {
+            to: Conversation {
+                channel: "telegram".into(),
+                account_id: "default".into(),
+                peer_kind: "direct".into(),
+                peer_id: peer.into(),
+                thread_id: String::new(),
+            },
+            reply_to: None,
+            session_key: format!("agent:main:telegram:direct:{peer}"),
+            cause: Cause::Announce,
+            cause_id: "run-1".into(),
+            text: text.into(),
+        }
+    }
+
+    fn store(dir: &std::path::Path) -> AccessStore {
+        AccessStore::open(&crate::state::StateDir::new(dir)).unwrap()
+    }
+
+    #[test]
+    fn each_conversation_is_posted_in_order_and_a_posted_row_is_not_taken_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let a1 = store.say(&said("1", "a1")).unwrap();
+        let b1 = store.say(&said("2", "b1")).unwrap();
+        let a2 = store.say(&said("1", "a2")).unwrap();
+        let heads: Vec<i64> = store
+            .outbox_heads()
+            .unwrap()
+            .iter()
+            .map(|q| q.seq)
+            .collect();
+        assert_eq!(heads, [a1, b1], "one head per conversation, oldest first");
+        store.outbox_progress(a1, 1).unwrap();
+        assert_eq!(
+            store
+                .outbox_head(&said("1", "").to)
+                .unwrap()
+                .unwrap()
+                .pieces,
+            1
+        );
+        store.outbox_posted(a1, "telegram").unwrap();
+        let head = store.outbox_head(&said("1", "").to).unwrap().unwrap();
+        assert_eq!((head.seq, head.said.text.as_str()), (a2, "a2"));
+        assert_eq!(
+            store.outbox_counts().unwrap(),
+            OutboxCounts {
+                waiting: 2,
+                held: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_held_row_says_why_and_a_dead_one_leaves_a_dead_letter() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let seq = store.say(&said("1", "hello")).unwrap();
+        assert!(store.outbox_hold(seq, "no carrier").unwrap());
+        assert!(!store.outbox_hold(seq, "no carrier").unwrap(), "said once");
+        let head = store.outbox_head(&said("1", "").to).unwrap().unwrap();
+        assert_eq!(head.held.as_deref(), Some("no carrier"));
+        assert_eq!(store.outbox_counts().unwrap().held, 1);
+        let failed = Failed {
+            target: "telegram:sendMessage".into(),
+            body: "{}".into(),
+            attempts: 5,
+            error: "HTTP 500".into(),
+        };
+        store.outbox_dead(seq, "telegram", &failed).unwrap();
+        assert_eq!(store.outbox_head(&said("1", "").to).unwrap(), None);
+        let letters: Vec<(String, String)> = store
+            .with(|c| {
+                c.prepare("SELECT message_id, last_error FROM dead_letters")?
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            })
+            .unwrap();
+        assert_eq!(letters, [("announce:run-1".into(), "HTTP 500".into())]);
+    }
+}
