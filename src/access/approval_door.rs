@@ -216,6 +216,26 @@ impl Access {
             .await
     }
 
+    /// A click on an approval's button (conversations.md, "Approvals in the chat, with
+    /// buttons") by `sender` (`<channel>:<platform user id>`): decided exactly as the command
+    /// `/approve <id>` (`always`) or `/deny <id>` from that sender. The answer for the clicker
+    /// alone; `None` when the sender is no agent's approver (nothing is decided or recorded).
+    pub(crate) async fn approval_click(
+        &self,
+        sender: String,
+        approval_id: &str,
+        approve: bool,
+        always: bool,
+    ) -> Option<String> {
+        let approvals = self.approvals.as_ref()?;
+        let command = ChatCommand {
+            approve,
+            id: approval_id.to_string(),
+            always: approve && always,
+        };
+        approvals.ask(sender, command).await
+    }
+
     /// Whether `origin`'s account has a carrier an approval could be announced through: its
     /// platform adapter or its reply sink.
     pub(crate) fn can_announce_to(&self, origin: &TurnOrigin) -> bool {

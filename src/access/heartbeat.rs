@@ -35,6 +35,18 @@ pub(crate) enum Beat {
     Failed(String),
 }
 
+impl std::fmt::Display for Beat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Beat::Ok => write!(f, "{HEARTBEAT_OK}: nothing was sent"),
+            Beat::Delivered(to) => write!(f, "queued in the outbox for {to}"),
+            Beat::Kept(why) => write!(f, "kept: {why}"),
+            Beat::Skipped(why) => write!(f, "skipped: {why}"),
+            Beat::Failed(why) => write!(f, "failed: {why}"),
+        }
+    }
+}
+
 /// The prompt of a heartbeat: what the agent is asked, and its `HEARTBEAT.md`.
 fn prompt(heartbeat_md: &str) -> String {
     format!(

@@ -6,13 +6,7 @@
 //! a dead letter with the reason, and one no carrier can take waits, held, with the reason the
 //! operator sees.
 
-use rusqlite::{OptionalExtension, Transaction, params};
-
-use super::reply::{About, ReplyPost};
-use super::store::{AccessStore, DeliveryKey};
-use crate::ids::AccountKey;
-use crate::routing::input::Peer;
-use crate::state::StateError;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 /// Why deepcli says something into a conversation on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,21 +85,6 @@ pub(crate) struct Outgoing {
     pub text: String,
 }
 
-impl Outgoing {
-    /// The key its dead letter is filed under: the conversation, and `<cause>:<cause id>` as
-    /// the message id.
-    pub(crate) fn dead_letter_key(&self) -> DeliveryKey {
-        DeliveryKey {
-            channel: self.to.channel.clone(),
-            account_id: self.to.account_id.clone(),
-            peer_kind: self.to.peer_kind.clone(),
-            peer_id: self.to.peer_id.clone(),
-            thread_id: self.to.thread_id.clone(),
-            message_id: format!("{}:{}", self.cause.as_str(), self.cause_id),
-        }
-    }
-}
-
 /// A row of the outbox not posted yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Queued {
@@ -176,164 +155,166 @@ pub(crate) struct OutboxCounts {
     pub held: u64,
 }
 
-impl AccessStore {
-    /// Queues `said` on its own (an approval prompt: the approval is filed already).
-    pub(crate) fn say(&self, said: &Outgoing) -> Result<i64, StateError> {
-        let now = crate::clock::now();
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let seq = insert(&tx, said, &now)?;
-            tx.commit()?;
-            Ok(seq)
-        })
-    }
+/// What was said for `cause` `cause_id` (the first such row), posted or not.
+pub(super) fn said_for(
+    c: &Connection,
+    cause: Cause,
+    cause_id: &str,
+) -> rusqlite::Result<Option<Outgoing>> {
+    c.prepare_cached(&format!(
+        "{QUEUED} WHERE cause = ?1 AND cause_id = ?2 ORDER BY seq LIMIT 1"
+    ))?
+    .query_row(params![cause.as_str(), cause_id], queued)
+    .optional()
+    .map(|q| q.map(|q| q.said))
+}
 
-    /// What was said for `cause` `cause_id` (the first such row), posted or not.
-    pub(crate) fn outbox_said(
-        &self,
-        cause: Cause,
-        cause_id: &str,
-    ) -> Result<Option<Outgoing>, StateError> {
-        self.with(|c| {
-            c.prepare_cached(&format!(
-                "{QUEUED} WHERE cause = ?1 AND cause_id = ?2 ORDER BY seq LIMIT 1"
-            ))?
-            .query_row(params![cause.as_str(), cause_id], queued)
-            .optional()
-            .map(|q| q.map(|q| q.said))
-        })
-    }
+/// The oldest row of each conversation that is not posted yet, oldest first.
+pub(super) fn heads(c: &Connection) -> rusqlite::Result<Vec<Queued>> {
+    c.prepare_cached(&format!(
+        "{QUEUED} WHERE seq IN (SELECT min(seq) FROM outbox WHERE state IN ('waiting', 'held')
+            GROUP BY channel, account_id, peer_kind, peer_id, thread_id)
+         ORDER BY seq"
+    ))?
+    .query_map([], queued)?
+    .collect()
+}
 
-    /// The oldest row of each conversation that is not posted yet, oldest first.
-    pub(crate) fn outbox_heads(&self) -> Result<Vec<Queued>, StateError> {
-        self.with(|c| {
-            c.prepare_cached(&format!(
-                "{QUEUED} WHERE seq IN (SELECT min(seq) FROM outbox WHERE state IN ('waiting', 'held')
-                    GROUP BY channel, account_id, peer_kind, peer_id, thread_id)
-                 ORDER BY seq"
-            ))?
-            .query_map([], queued)?
-            .collect()
-        })
-    }
+/// The oldest row of conversation `to` that is not posted yet.
+pub(super) fn head(c: &Connection, to: &Conversation) -> rusqlite::Result<Option<Queued>> {
+    c.prepare_cached(&format!(
+        "{QUEUED} WHERE state IN ('waiting', 'held') AND channel = ?1 AND account_id = ?2
+            AND peer_kind = ?3 AND peer_id = ?4 AND thread_id = ?5
+         ORDER BY seq LIMIT 1"
+    ))?
+    .query_row(
+        params![
+            to.channel,
+            to.account_id,
+            to.peer_kind,
+            to.peer_id,
+            to.thread_id
+        ],
+        queued,
+    )
+    .optional()
+}
 
-    /// The oldest row of conversation `to` that is not posted yet.
-    pub(crate) fn outbox_head(&self, to: &Conversation) -> Result<Option<Queued>, StateError> {
-        self.with(|c| {
-            c.prepare_cached(&format!(
-                "{QUEUED} WHERE state IN ('waiting', 'held') AND channel = ?1 AND account_id = ?2
-                    AND peer_kind = ?3 AND peer_id = ?4 AND thread_id = ?5
-                 ORDER BY seq LIMIT 1"
-            ))?
-            .query_row(
-                params![
-                    to.channel,
-                    to.account_id,
-                    to.peer_kind,
-                    to.peer_id,
-                    to.thread_id
-                ],
-                queued,
-            )
-            .optional()
-        })
-    }
+pub(super) fn counts(c: &Connection) -> rusqlite::Result<OutboxCounts> {
+    c.query_row(
+        "SELECT count(*) FILTER (WHERE state = 'waiting'), count(*) FILTER (WHERE state = 'held')
+         FROM outbox WHERE state IN ('waiting', 'held')",
+        [],
+        |r| {
+            Ok(OutboxCounts {
+                waiting: r.get::<_, i64>(0)?.max(0) as u64,
+                held: r.get::<_, i64>(1)?.max(0) as u64,
+            })
+        },
+    )
+}
 
-    pub(crate) fn outbox_counts(&self) -> Result<OutboxCounts, StateError> {
-        self.with(|c| {
-            c.query_row(
-                "SELECT count(*) FILTER (WHERE state = 'waiting'), count(*) FILTER (WHERE state = 'held')
-                 FROM outbox WHERE state IN ('waiting', 'held')",
-                [],
-                |r| {
-                    Ok(OutboxCounts {
-                        waiting: r.get::<_, i64>(0)?.max(0) as u64,
-                        held: r.get::<_, i64>(1)?.max(0) as u64,
-                    })
-                },
-            )
-        })
-    }
+/// The platform took the first `pieces` pieces of row `seq`.
+pub(super) fn progress(c: &Connection, seq: i64, pieces: usize) -> rusqlite::Result<()> {
+    c.execute(
+        "UPDATE outbox SET pieces = ?2 WHERE seq = ?1",
+        params![seq, pieces as i64],
+    )
+    .map(drop)
+}
 
-    /// The platform took the first `pieces` pieces of row `seq`.
-    pub(crate) fn outbox_progress(&self, seq: i64, pieces: usize) -> Result<(), StateError> {
-        self.with(|c| {
-            c.execute(
-                "UPDATE outbox SET pieces = ?2 WHERE seq = ?1",
-                params![seq, pieces as i64],
-            )
-            .map(drop)
-        })
-    }
+/// Row `seq` is posted, all of it, by `carrier`; `posted_id` is the platform's id of the last
+/// piece (Slack's `ts`, Telegram's `message_id`), which an approval's outcome edits.
+pub(super) fn posted(
+    c: &Connection,
+    seq: i64,
+    carrier: &str,
+    posted_id: Option<&str>,
+    now: &str,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "UPDATE outbox SET state = 'posted', carrier = ?2, posted_id = ?3, reason = NULL,
+             attempts = attempts + 1, done_at = ?4
+         WHERE seq = ?1",
+        params![seq, carrier, posted_id, now],
+    )
+    .map(drop)
+}
 
-    /// Row `seq` is posted, all of it, by `carrier`.
-    pub(crate) fn outbox_posted(&self, seq: i64, carrier: &str) -> Result<(), StateError> {
-        let now = crate::clock::now();
-        self.with(|c| {
-            c.execute(
-                "UPDATE outbox SET state = 'posted', carrier = ?2, reason = NULL, attempts = attempts + 1, done_at = ?3
-                 WHERE seq = ?1",
-                params![seq, carrier, now],
-            )
-            .map(drop)
-        })
-    }
+/// Row `seq` waits: no carrier can take it (`why`). Whether it was not held before.
+pub(super) fn hold(c: &Connection, seq: i64, why: &str) -> rusqlite::Result<bool> {
+    c.execute(
+        "UPDATE outbox SET state = 'held', reason = ?2 WHERE seq = ?1 AND state = 'waiting'",
+        params![seq, why],
+    )
+    .map(|n| n > 0)
+}
 
-    /// Row `seq` waits: no carrier can take it (`why`). Whether it was not held before.
-    pub(crate) fn outbox_hold(&self, seq: i64, why: &str) -> Result<bool, StateError> {
-        self.with(|c| {
-            c.execute(
-                "UPDATE outbox SET state = 'held', reason = ?2 WHERE seq = ?1 AND state = 'waiting'",
-                params![seq, why],
-            )
-            .map(|n| n > 0)
-        })
-    }
+/// Row `seq` could not be posted by `carrier`: dead, and a dead letter filed under its
+/// conversation with `<cause>:<cause id>` as the message id, in `tx`.
+pub(super) fn dead(
+    tx: &Transaction<'_>,
+    seq: i64,
+    carrier: &str,
+    failed: &Failed,
+    now: &str,
+) -> rusqlite::Result<()> {
+    let Some(row) = tx
+        .prepare_cached(&format!("{QUEUED} WHERE seq = ?1"))?
+        .query_row([seq], queued)
+        .optional()?
+    else {
+        return Ok(());
+    };
+    tx.execute(
+        "UPDATE outbox SET state = 'dead', carrier = ?2, reason = ?3, attempts = attempts + ?4, done_at = ?5
+         WHERE seq = ?1",
+        params![seq, carrier, failed.error, failed.attempts, now],
+    )?;
+    let to = &row.said.to;
+    tx.execute(
+        "INSERT INTO dead_letters (channel, account_id, peer_kind, peer_id, thread_id, message_id, url, body, attempts, last_error, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            to.channel,
+            to.account_id,
+            to.peer_kind,
+            to.peer_id,
+            to.thread_id,
+            format!("{}:{}", row.said.cause.as_str(), row.said.cause_id),
+            failed.target,
+            failed.body,
+            failed.attempts,
+            failed.error,
+            now
+        ],
+    )?;
+    Ok(())
+}
 
-    /// Row `seq` could not be posted by `carrier` after `attempts` attempts: a dead letter
-    /// (`target`, what was left to post as `body`) in the same transaction.
-    pub(crate) fn outbox_dead(
-        &self,
-        seq: i64,
-        carrier: &str,
-        failed: &Failed,
-    ) -> Result<(), StateError> {
-        let now = crate::clock::now();
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let Some(row) = tx
-                .prepare_cached(&format!("{QUEUED} WHERE seq = ?1"))?
-                .query_row([seq], queued)
-                .optional()?
-            else {
-                return Ok(());
-            };
-            tx.execute(
-                "UPDATE outbox SET state = 'dead', carrier = ?2, reason = ?3, attempts = attempts + ?4, done_at = ?5
-                 WHERE seq = ?1",
-                params![seq, carrier, failed.error, failed.attempts, now],
-            )?;
-            let key = row.said.dead_letter_key();
-            tx.execute(
-                "INSERT INTO dead_letters (channel, account_id, peer_kind, peer_id, thread_id, message_id, url, body, attempts, last_error, at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    key.channel,
-                    key.account_id,
-                    key.peer_kind,
-                    key.peer_id,
-                    key.thread_id,
-                    key.message_id,
-                    failed.target,
-                    failed.body,
-                    failed.attempts,
-                    failed.error,
-                    now
-                ],
-            )?;
-            tx.commit()
+/// The posted prompt of approval `approval_id`: its carrier, platform id and text.
+pub(super) fn prompt(c: &Connection, approval_id: &str) -> rusqlite::Result<Option<PostedPrompt>> {
+    c.prepare_cached(
+        "SELECT carrier, posted_id, text FROM outbox
+         WHERE cause = 'approval' AND cause_id = ?1 AND state = 'posted' AND posted_id IS NOT NULL
+         ORDER BY seq LIMIT 1",
+    )?
+    .query_row([approval_id], |r| {
+        Ok(PostedPrompt {
+            carrier: r.get(0)?,
+            posted_id: r.get(1)?,
+            text: r.get(2)?,
         })
-    }
+    })
+    .optional()
+}
+
+/// An approval's prompt as it was posted: what its outcome edits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PostedPrompt {
+    pub carrier: String,
+    pub posted_id: String,
+    pub text: String,
 }
 
 /// A message a carrier could not post: where it went, what was left of it, how often it was
@@ -360,45 +341,6 @@ impl super::Access {
         self.outbox_queued.notify_one();
     }
 
-    /// Posts `queued` to its account's reply sink: `None` when the account has none (nor a
-    /// platform adapter: `has_adapter` is the carriers' word), with why it waits.
-    pub(crate) async fn carry_by_sink(
-        &self,
-        queued: &Queued,
-    ) -> Result<Result<(), Failed>, String> {
-        let said = &queued.said;
-        let account = AccountKey::new(&said.to.channel, &said.to.account_id);
-        let no_carrier = |why: &str| format!("no carrier for `{account}`: {why}");
-        let Some(plan) = self.plan() else {
-            return Err(no_carrier("no config in force yet"));
-        };
-        let Some(access) = plan.accounts.get(&account) else {
-            return Err(no_carrier("it is not a declared account (any more)"));
-        };
-        let (Some(url), Ok(secret)) = (&access.reply_url, &access.webhook_secret) else {
-            return Err(no_carrier(
-                "no platform adapter runs it and it has no reply sink (a `replyUrl` and a usable `webhookSecret`); the message stays in the transcript and waits here",
-            ));
-        };
-        let post = ReplyPost {
-            channel: said.to.channel.clone(),
-            account_id: said.to.account_id.clone(),
-            message_id: said.reply_to.clone(),
-            session_key: said.session_key.clone(),
-            peer: (!said.to.peer_id.is_empty()).then(|| Peer {
-                kind: said.to.peer_kind.clone(),
-                id: said.to.peer_id.clone(),
-            }),
-            thread_id: (!said.to.thread_id.is_empty()).then(|| said.to.thread_id.clone()),
-            text: said.text.clone(),
-            about: About::Said {
-                cause: said.cause,
-                id: said.cause_id.clone(),
-            },
-        };
-        Ok(self.reply.carry(url.clone(), secret, &post).await)
-    }
-
     /// What the carriers wait on between their passes.
     pub(crate) fn outbox_queued(&self) -> std::sync::Arc<tokio::sync::Notify> {
         self.outbox_queued.clone()
@@ -408,6 +350,7 @@ impl super::Access {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::store::AccessStore;
 
     fn said(peer: &str, text: &str) -> Outgoing {
         Outgoing {
@@ -453,7 +396,7 @@ mod tests {
                 .pieces,
             1
         );
-        store.outbox_posted(a1, "telegram").unwrap();
+        store.outbox_posted(a1, "telegram", Some("77")).unwrap();
         let head = store.outbox_head(&said("1", "").to).unwrap().unwrap();
         assert_eq!((head.seq, head.said.text.as_str()), (a2, "a2"));
         assert_eq!(

@@ -46,8 +46,9 @@ pub(crate) struct AccessPlan {
     /// empty): `channel/account: why`, for the operator. Their callers only hear that the
     /// account takes no messages.
     pub closed: Vec<String>,
-    /// The enabled accounts a built-in platform adapter (Slack, Telegram) serves: their
-    /// adapter carries what the outbox holds for them.
+    /// The enabled accounts a built-in platform adapter (Slack, Telegram) serves with its
+    /// credentials set: their adapter carries what the outbox holds for them. The controller
+    /// fills it (`access serve` runs no adapters).
     pub adapters: std::collections::HashSet<AccountKey>,
     /// How many agents and bindings the plan holds.
     pub agents: usize,
@@ -157,11 +158,6 @@ impl AccessPlan {
         plan.models = models;
         plan.budgets = budgets;
         plan.acp_cwds = acp_cwds;
-        plan.adapters = crate::platform::specs(config)
-            .iter()
-            .filter(|spec| spec.enabled)
-            .map(crate::platform::AdapterSpec::key)
-            .collect();
         plan.policy = crate::policy::PolicyPlan::compile(config);
         plan
     }

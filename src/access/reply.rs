@@ -11,8 +11,9 @@ use backon::Retryable;
 
 use serde::Serialize;
 
-use super::outbox::{Cause, Failed};
+use super::outbox::{Cause, Failed, Queued};
 use super::store::{AccessStore, DeliveryKey};
+use crate::ids::AccountKey;
 use crate::routing::input::Peer;
 
 /// What the reply sink POSTs (access.md, "Reply sink"): the conversation, the reply, and what
@@ -74,6 +75,47 @@ impl Serialize for ReplyPost {
             }
         }
         map.end()
+    }
+}
+
+impl super::Access {
+    /// Posts `queued` to its account's reply sink: `None` when the account has none (nor a
+    /// platform adapter: `has_adapter` is the carriers' word), with why it waits.
+    pub(crate) async fn carry_by_sink(
+        &self,
+        queued: &Queued,
+    ) -> Result<Result<(), Failed>, String> {
+        let said = &queued.said;
+        let account = AccountKey::new(&said.to.channel, &said.to.account_id);
+        let no_carrier = |why: &str| format!("no carrier for `{account}`: {why}");
+        let Some(plan) = self.plan() else {
+            return Err(no_carrier("no config in force yet"));
+        };
+        let Some(access) = plan.accounts.get(&account) else {
+            return Err(no_carrier("it is not a declared account (any more)"));
+        };
+        let (Some(url), Ok(secret)) = (&access.reply_url, &access.webhook_secret) else {
+            return Err(no_carrier(
+                "no platform adapter runs it and it has no reply sink (a `replyUrl` and a usable `webhookSecret`); the message stays in the transcript and waits here",
+            ));
+        };
+        let post = ReplyPost {
+            channel: said.to.channel.clone(),
+            account_id: said.to.account_id.clone(),
+            message_id: said.reply_to.clone(),
+            session_key: said.session_key.clone(),
+            peer: (!said.to.peer_id.is_empty()).then(|| Peer {
+                kind: said.to.peer_kind.clone(),
+                id: said.to.peer_id.clone(),
+            }),
+            thread_id: (!said.to.thread_id.is_empty()).then(|| said.to.thread_id.clone()),
+            text: said.text.clone(),
+            about: About::Said {
+                cause: said.cause,
+                id: said.cause_id.clone(),
+            },
+        };
+        Ok(self.reply.carry(url.clone(), secret, &post).await)
     }
 }
 

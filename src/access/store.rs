@@ -8,6 +8,9 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::outbox::{
+    self, Cause, Conversation, Failed, OutboxCounts, Outgoing, PostedPrompt, Queued,
+};
 use crate::state::{Provenance, StateDir, StateError};
 
 pub(crate) struct AccessStore {
@@ -329,7 +332,7 @@ impl AccessStore {
         &self,
         session_key: &str,
         turns: &[Turn],
-        said: &super::outbox::Outgoing,
+        said: &Outgoing,
     ) -> Result<(), StateError> {
         self.record_all(session_key, turns, None, None, Some(said))
     }
@@ -340,13 +343,13 @@ impl AccessStore {
         turns: &[Turn],
         delivery: Option<(&DeliveryKey, &str)>,
         counted: Option<&CountedTurn>,
-        said: Option<&super::outbox::Outgoing>,
+        said: Option<&Outgoing>,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             if let Some(said) = said {
-                super::outbox::insert(&tx, said, &now)?;
+                outbox::insert(&tx, said, &now)?;
             }
             if let Some(t) = counted {
                 tx.prepare_cached(
@@ -404,6 +407,85 @@ impl AccessStore {
             }
             tx.commit()
         })
+    }
+
+    /// Queues `said` on its own (an approval's prompt: the approval is filed already).
+    pub(crate) fn say(&self, said: &Outgoing) -> Result<i64, StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let seq = outbox::insert(&tx, said, &now)?;
+            tx.commit()?;
+            Ok(seq)
+        })
+    }
+
+    /// What was said for `cause` `cause_id` (the first such row), posted or not.
+    pub(crate) fn outbox_said(
+        &self,
+        cause: Cause,
+        cause_id: &str,
+    ) -> Result<Option<Outgoing>, StateError> {
+        self.with(|c| outbox::said_for(c, cause, cause_id))
+    }
+
+    /// The oldest row of each conversation that is not posted yet, oldest first.
+    pub(crate) fn outbox_heads(&self) -> Result<Vec<Queued>, StateError> {
+        self.with(|c| outbox::heads(c))
+    }
+
+    /// The oldest row of conversation `to` that is not posted yet.
+    pub(crate) fn outbox_head(&self, to: &Conversation) -> Result<Option<Queued>, StateError> {
+        self.with(|c| outbox::head(c, to))
+    }
+
+    pub(crate) fn outbox_counts(&self) -> Result<OutboxCounts, StateError> {
+        self.with(|c| outbox::counts(c))
+    }
+
+    /// The platform took the first `pieces` pieces of outbox row `seq`.
+    pub(crate) fn outbox_progress(&self, seq: i64, pieces: usize) -> Result<(), StateError> {
+        self.with(|c| outbox::progress(c, seq, pieces))
+    }
+
+    /// Outbox row `seq` is posted by `carrier` (`posted_id`: the platform's id of its last
+    /// piece).
+    pub(crate) fn outbox_posted(
+        &self,
+        seq: i64,
+        carrier: &str,
+        posted_id: Option<&str>,
+    ) -> Result<(), StateError> {
+        let now = crate::clock::now();
+        self.with(|c| outbox::posted(c, seq, carrier, posted_id, &now))
+    }
+
+    /// Outbox row `seq` waits for a carrier (`why`): whether it was not held before.
+    pub(crate) fn outbox_hold(&self, seq: i64, why: &str) -> Result<bool, StateError> {
+        self.with(|c| outbox::hold(c, seq, why))
+    }
+
+    /// Outbox row `seq` could not be posted: dead, with its dead letter, one transaction.
+    pub(crate) fn outbox_dead(
+        &self,
+        seq: i64,
+        carrier: &str,
+        failed: &Failed,
+    ) -> Result<(), StateError> {
+        let now = crate::clock::now();
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            outbox::dead(&tx, seq, carrier, failed, &now)?;
+            tx.commit()
+        })
+    }
+
+    /// Approval `approval_id`'s prompt as it was posted, if it was.
+    pub(crate) fn outbox_prompt(
+        &self,
+        approval_id: &str,
+    ) -> Result<Option<PostedPrompt>, StateError> {
+        self.with(|c| outbox::prompt(c, approval_id))
     }
 
     /// Agent `agent_id`'s last external route: the conversation of the last message delivered

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{AdapterCx, RunningAccount};
-use crate::access::outbox::{Conversation, Failed, Queued};
+use crate::access::outbox::{Conversation, Failed, PostedPrompt, Queued};
 use crate::ids::AccountKey;
 use crate::platform::Platform;
 
@@ -19,7 +19,8 @@ const PASS: Duration = Duration::from_secs(1);
 
 /// What became of a row.
 enum Carried {
-    Posted(&'static str),
+    /// By this carrier; the platform's id of the message, when it gave one.
+    Posted(&'static str, Option<String>),
     Dead(&'static str, Failed),
     /// No carrier: why.
     Held(String),
@@ -103,6 +104,14 @@ async fn carry(cx: &Arc<AdapterCx>, queued: &Queued) -> Carried {
         .read()
         .ok()
         .and_then(|a| a.get(&account).cloned());
+    // An adapter without its credentials cannot post: the reply sink, if any, carries.
+    let (running, cannot) = match running {
+        Some(r) => match r.spec.missing() {
+            None => (Some(r), None),
+            Some(missing) => (None, Some(missing)),
+        },
+        None => (None, None),
+    };
     if let Some(running) = running {
         let platform = running.spec.platform;
         let carried = match platform {
@@ -111,9 +120,9 @@ async fn carry(cx: &Arc<AdapterCx>, queued: &Queued) -> Carried {
         };
         let name = platform.as_str();
         return match carried {
-            Ok(()) => {
+            Ok(posted_id) => {
                 running.posted(1);
-                Carried::Posted(name)
+                Carried::Posted(name, posted_id)
             }
             Err(failed) => {
                 running.dead_lettered(&failed.error);
@@ -122,9 +131,14 @@ async fn carry(cx: &Arc<AdapterCx>, queued: &Queued) -> Carried {
         };
     }
     match cx.access.carry_by_sink(queued).await {
-        Ok(Ok(())) => Carried::Posted("reply-sink"),
+        Ok(Ok(())) => Carried::Posted("reply-sink", None),
         Ok(Err(failed)) => Carried::Dead("reply-sink", failed),
-        Err(why) => Carried::Held(why),
+        Err(why) => match cannot {
+            Some(missing) => Carried::Held(format!(
+                "no carrier for `{account}`: its adapter cannot connect ({missing}) and it has no reply sink"
+            )),
+            None => Carried::Held(why),
+        },
     }
 }
 
@@ -140,10 +154,13 @@ async fn settle(cx: &Arc<AdapterCx>, queued: &Queued, carried: Carried) -> bool 
     );
     let access = cx.access.clone();
     let (line, go_on) = match carried {
-        Carried::Posted(carrier) => {
-            let done =
-                tokio::task::spawn_blocking(move || access.store().outbox_posted(seq, carrier))
-                    .await;
+        Carried::Posted(carrier, posted_id) => {
+            let done = tokio::task::spawn_blocking(move || {
+                access
+                    .store()
+                    .outbox_posted(seq, carrier, posted_id.as_deref())
+            })
+            .await;
             if !matches!(done, Ok(Ok(()))) {
                 tracing::warn!(
                     seq,
@@ -182,6 +199,21 @@ async fn settle(cx: &Arc<AdapterCx>, queued: &Queued, carried: Carried) -> bool 
 }
 
 impl RunningAccount {
+    /// Approval `approval_id`'s prompt, when this platform (`carrier`) posted it: what its
+    /// outcome edits.
+    pub(super) async fn posted_prompt(
+        &self,
+        approval_id: &str,
+        carrier: &str,
+    ) -> Option<PostedPrompt> {
+        let (access, id) = (self.cx.access.clone(), approval_id.to_string());
+        tokio::task::spawn_blocking(move || access.store().outbox_prompt(&id))
+            .await
+            .ok()?
+            .ok()?
+            .filter(|p| p.carrier == carrier)
+    }
+
     /// The platform took the first `pieces` pieces of outbox row `seq`: a retry after a crash
     /// posts only the rest.
     pub(super) async fn outbox_progress(&self, seq: i64, pieces: usize) {

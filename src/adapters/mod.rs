@@ -205,6 +205,60 @@ impl AdapterCx {
     }
 }
 
+/// A click on one of deepcli's approval buttons (conversations.md, "Approvals in the chat,
+/// with buttons"): decided as the clicker's `/approve` or `/deny` would be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Click {
+    /// The clicker's platform user id (`U…`, a Telegram user id).
+    pub user_id: String,
+    pub approval_id: String,
+    pub choice: Choice,
+    /// The lane of the chat the button is in.
+    pub lane: String,
+    /// Where the answer for the clicker alone goes: Telegram's callback query id, Slack's
+    /// channel (a message only the clicker sees).
+    pub answer_to: String,
+    /// The thread the button is in (Slack), if any.
+    pub thread: Option<String>,
+}
+
+/// Which button was clicked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Choice {
+    Once,
+    Always,
+    Deny,
+}
+
+impl Choice {
+    pub(crate) const ALL: [Choice; 3] = [Choice::Once, Choice::Always, Choice::Deny];
+
+    /// The word a button carries (Telegram's `callback_data`, Slack's `action_id`).
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Choice::Once => "approve",
+            Choice::Always => "always",
+            Choice::Deny => "deny",
+        }
+    }
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Choice::Once => "Approve once",
+            Choice::Always => "Always",
+            Choice::Deny => "Deny",
+        }
+    }
+
+    pub(crate) fn parse(word: &str) -> Option<Choice> {
+        Choice::ALL.into_iter().find(|c| c.word() == word)
+    }
+}
+
+/// What a clicker who is no approver is told, privately.
+pub(crate) const NOT_AN_APPROVER_CLICK: &str =
+    "You are not an approver of this request (permissions.approvers): nothing was decided.";
+
 /// An event as its lane handles it.
 #[derive(Debug, Clone)]
 pub(crate) struct Taken {

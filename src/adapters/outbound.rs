@@ -145,15 +145,15 @@ fn retry_after(failure: Failure, attempts: u32, backoff: Option<Duration>) -> Op
 
 /// Sends one piece with `send` (platform method `method`), rate limits honoured and transport
 /// failures tried again; the attempts made and the error when it could not be sent.
-pub(crate) async fn send_piece<E, Fut>(
+pub(crate) async fn send_piece<T, E, Fut>(
     running: &RunningAccount,
     method: &str,
     send: impl FnMut() -> Fut,
     classify: impl Fn(&E) -> Failure,
-) -> Result<(), (u32, String)>
+) -> Result<T, (u32, String)>
 where
     E: std::fmt::Display,
-    Fut: Future<Output = Result<(), E>>,
+    Fut: Future<Output = Result<T, E>>,
 {
     let attempts = AtomicU32::new(0);
     let mut send = send;
@@ -163,7 +163,7 @@ where
         async move {
             let made = attempts.fetch_add(1, Ordering::Relaxed) + 1;
             let e = match sent.await {
-                Ok(()) => return Ok(()),
+                Ok(sent) => return Ok(sent),
                 Err(e) => e,
             };
             let failure = classify(&e);

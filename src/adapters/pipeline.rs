@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-use super::{AdapterSpec, Envelope, Identity, RunningAccount, Taken};
+use super::{AdapterSpec, Click, Envelope, Identity, RunningAccount, Taken};
 
 /// What a platform's adapter adds to the pipeline.
 pub(crate) trait Adapter: Send + Sync + 'static {
@@ -43,6 +43,20 @@ pub(crate) trait Adapter: Send + Sync + 'static {
         _mapped: &Self::Mapped,
     ) -> impl Future<Output = bool> + Send {
         async { true }
+    }
+
+    /// A click on one of deepcli's approval buttons, if the event is one.
+    fn click(_event: &Self::Event) -> Option<Click> {
+        None
+    }
+
+    /// Answers a click for the clicker alone.
+    fn answer_click(
+        _running: &Arc<RunningAccount>,
+        _click: &Click,
+        _text: &str,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
     }
 
     /// Posts a reply to the message (`postable`: not empty, not `NO_REPLY`).
@@ -114,6 +128,15 @@ pub(super) fn dispatch<A: Adapter>(running: &Arc<RunningAccount>, taken: Taken, 
         return;
     }
     running.event_taken();
+    if let Some(click) = A::click(&event) {
+        let lane = click.lane.clone();
+        let job = {
+            let running = running.clone();
+            async move { clicked::<A>(&running, click).await }
+        };
+        running.cx.run_in_lane(&running.spec, &lane, event_id, job);
+        return;
+    }
     let identity = running.identity().unwrap_or_default();
     let mapped = A::map(&event, &identity, &running.spec);
     let lane = match &mapped {
@@ -136,6 +159,42 @@ pub(super) fn dispatch<A: Adapter>(running: &Arc<RunningAccount>, taken: Taken, 
         }
     };
     running.cx.run_in_lane(&running.spec, &lane, event_id, job);
+}
+
+/// Decides a click as the clicker's chat command would, and answers the clicker alone; the
+/// conversation hears the outcome from the outbox (the prompt's message edited).
+async fn clicked<A: Adapter>(running: &Arc<RunningAccount>, click: Click) {
+    let sender = format!("{}:{}", running.spec.channel, click.user_id);
+    let choice = click.choice;
+    let answer = running
+        .cx
+        .access
+        .approval_click(
+            sender.clone(),
+            &click.approval_id,
+            choice != super::Choice::Deny,
+            choice == super::Choice::Always,
+        )
+        .await;
+    let (text, line) = match answer {
+        Some(text) => (
+            text,
+            format!(
+                "click approval={} by={sender} choice={}",
+                click.approval_id,
+                choice.word()
+            ),
+        ),
+        None => (
+            super::NOT_AN_APPROVER_CLICK.to_string(),
+            format!(
+                "click-refused approval={} by={sender} why=not-an-approver",
+                click.approval_id
+            ),
+        ),
+    };
+    running.log(&line).await;
+    A::answer_click(running, &click, &text).await;
 }
 
 /// Hands a mapped event in at the Access door, and posts the reply its answer holds.

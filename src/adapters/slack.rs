@@ -15,13 +15,15 @@ use tokio_tungstenite::tungstenite::Message;
 use super::outbound::{self, Failure};
 use super::pipeline::{self, Adapter, NotTaken};
 use super::store::{Thread, ThreadKey, ThreadState};
-use super::{AdapterSpec, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken};
-use crate::access::outbox::{Failed, Queued};
+use super::{
+    AdapterSpec, Choice, Click, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken,
+};
+use crate::access::outbox::{Cause, Failed, Queued};
 use crate::access::store::DeliveryKey;
 use crate::config::model::{AdapterMode, ReplyToMode};
 use crate::platform::slack::{
-    self as api, Ack, ApiError, ConnectionsOpen, Event, Frame, Ignored, NoArgs, Payload,
-    PostMessage,
+    self as api, Ack, ApiError, ConnectionsOpen, Ephemeral, Event, Frame, Ignored, NoArgs, Payload,
+    PostMessage, Posted, UpdateMessage,
 };
 
 /// The longest reply piece: Slack's advice for `text` (it truncates at 40,000).
@@ -42,7 +44,19 @@ impl Adapter for Slack {
     const NO_ID: &'static str = "the event has no `event_id`";
 
     fn event_id(event: &Payload) -> Option<String> {
-        event.event_id.clone()
+        event.event_id.clone().or_else(|| event.trigger_id.clone())
+    }
+
+    fn click(event: &Payload) -> Option<Click> {
+        click(event)
+    }
+
+    fn answer_click(
+        running: &Arc<RunningAccount>,
+        click: &Click,
+        text: &str,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        answer_click(running, click, text)
     }
 
     fn map(
@@ -190,8 +204,19 @@ pub(super) async fn connect(running: &Arc<RunningAccount>) -> Stop {
                     return Stop::Failed(format!("cannot acknowledge an event: {e}"));
                 }
             }
+            Some("interactive") => {
+                // A button's click: taken like an event (recorded once, in its chat's lane),
+                // acknowledged once recorded.
+                let taken = take_raw(running, frame.payload.as_deref()).await;
+                if taken.is_ok()
+                    && let Some(envelope_id) = frame.envelope_id.as_deref()
+                    && let Err(e) = tx.send(ack(envelope_id)).await
+                {
+                    return Stop::Failed(format!("cannot acknowledge an interaction: {e}"));
+                }
+            }
             _ => {
-                // Other envelopes (slash commands, interactivity) are acknowledged unread.
+                // Other envelopes (slash commands) are acknowledged unread.
                 if let Some(envelope_id) = frame.envelope_id.as_deref() {
                     let _ = tx.send(ack(envelope_id)).await;
                 }
@@ -543,7 +568,7 @@ async fn post_reply(
             (None, _) => None,
         };
         match post(running, &mapped.conversation, thread_ts.as_deref(), piece).await {
-            Ok(()) => {
+            Ok(_) => {
                 running.posted(1);
                 running.posted_pieces(taken, i + 1).await;
             }
@@ -568,9 +593,43 @@ async fn post_reply(
 
 /// Posts an outbox row (`carry`): in its conversation's thread, or in the thread of the
 /// message it answers (an approval's prompt) unless `replyToMode` is `off`; in pieces, from
-/// the first the platform has not taken.
-pub(super) async fn carry(running: &Arc<RunningAccount>, queued: &Queued) -> Result<(), Failed> {
+/// the first the platform has not taken, an approval's buttons on the last. An approval's
+/// outcome replaces the prompt's message (`chat.update`, the buttons gone) when it was posted
+/// here. The posted message's `ts`.
+pub(super) async fn carry(
+    running: &Arc<RunningAccount>,
+    queued: &Queued,
+) -> Result<Option<String>, Failed> {
     let said = &queued.said;
+    let conversation = &said.to.peer_id;
+    if said.cause == Cause::ApprovalOutcome
+        && let Some(prompt) = running.posted_prompt(&said.cause_id, "slack").await
+    {
+        let text = format!("{}\n\n{}", prompt.text, said.text);
+        let body = UpdateMessage {
+            channel: conversation,
+            ts: &prompt.posted_id,
+            text: &text,
+            blocks: serde_json::json!([section(&text)]),
+        };
+        let update = || async {
+            api::call::<_, Ignored>(
+                &running.cx.http,
+                &running.spec.api_base,
+                bot_token(running),
+                "chat.update",
+                &body,
+            )
+            .await
+        };
+        // A message that cannot be updated (deleted) gets the outcome as a new one.
+        if outbound::send_piece(running, "chat.update", update, classify)
+            .await
+            .is_ok()
+        {
+            return Ok(Some(prompt.posted_id));
+        }
+    }
     let thread_ts = if said.to.thread_id.is_empty() {
         said.reply_to
             .clone()
@@ -584,21 +643,29 @@ pub(super) async fn carry(running: &Arc<RunningAccount>, queued: &Queued) -> Res
         outbound::chars,
         running.spec.max_reply_messages,
     );
-    let conversation = &said.to.peer_id;
+    let last = pieces.len().saturating_sub(1);
+    let mut posted_id = None;
     for (i, piece) in pieces.iter().enumerate().skip(queued.pieces) {
-        if let Err((attempts, error)) =
-            post(running, conversation, thread_ts.as_deref(), piece).await
-        {
-            return Err(Failed {
-                target: "slack:chat.postMessage".into(),
-                body: dead_letter_body(conversation, thread_ts.as_deref(), &pieces[i..].join("\n")),
-                attempts,
-                error,
-            });
+        let blocks = (said.cause == Cause::Approval && i == last)
+            .then(|| approval_blocks(piece, &said.cause_id));
+        match post_blocks(running, conversation, thread_ts.as_deref(), piece, blocks).await {
+            Ok(ts) => posted_id = ts,
+            Err((attempts, error)) => {
+                return Err(Failed {
+                    target: "slack:chat.postMessage".into(),
+                    body: dead_letter_body(
+                        conversation,
+                        thread_ts.as_deref(),
+                        &pieces[i..].join("\n"),
+                    ),
+                    attempts,
+                    error,
+                });
+            }
         }
         running.outbox_progress(queued.seq, i + 1).await;
     }
-    Ok(())
+    Ok(posted_id)
 }
 
 /// What a dead letter keeps of a `chat.postMessage` (`thread_ts` null when there is none).
@@ -617,21 +684,33 @@ fn dead_letter_body(conversation: &str, thread_ts: Option<&str>, text: &str) -> 
     .unwrap_or_default()
 }
 
-/// One `chat.postMessage`, rate limits honoured; the attempts made and the error when it
-/// could not be sent.
+/// One `chat.postMessage`, rate limits honoured; the message's `ts`, or the attempts made
+/// and the error when it could not be sent.
 async fn post(
     running: &RunningAccount,
     conversation: &str,
     thread_ts: Option<&str>,
     text: &str,
-) -> Result<(), (u32, String)> {
+) -> Result<Option<String>, (u32, String)> {
+    post_blocks(running, conversation, thread_ts, text, None).await
+}
+
+/// [`post`], with Block Kit `blocks` (an approval's buttons).
+async fn post_blocks(
+    running: &RunningAccount,
+    conversation: &str,
+    thread_ts: Option<&str>,
+    text: &str,
+    blocks: Option<serde_json::Value>,
+) -> Result<Option<String>, (u32, String)> {
     let body = PostMessage {
         channel: conversation,
         text,
         thread_ts,
+        blocks,
     };
     let send = || async {
-        api::call::<_, Ignored>(
+        api::call::<_, Posted>(
             &running.cx.http,
             &running.spec.api_base,
             bot_token(running),
@@ -639,14 +718,103 @@ async fn post(
             &body,
         )
         .await
-        .map(drop)
+        .map(|posted| posted.ts)
     };
-    outbound::send_piece(running, "chat.postMessage", send, |e| match e {
+    outbound::send_piece(running, "chat.postMessage", send, classify).await
+}
+
+fn classify(e: &ApiError) -> Failure {
+    match e {
         ApiError::RateLimited(wait) => Failure::RateLimited(*wait),
         ApiError::Transport(_) => Failure::Transport,
         _ => Failure::Final,
+    }
+}
+
+/// A section of mrkdwn `text`, cut to Block Kit's 3,000 characters.
+fn section(text: &str) -> serde_json::Value {
+    let text = outbound::split(text, 3000, outbound::chars, 1)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+}
+
+/// An approval prompt's blocks: its text, and one button per choice whose `action_id` is
+/// `deepcli_<choice>` and `value` the approval's id.
+fn approval_blocks(text: &str, approval_id: &str) -> serde_json::Value {
+    let buttons: Vec<serde_json::Value> = Choice::ALL
+        .into_iter()
+        .map(|choice| {
+            let mut button = serde_json::json!({
+                "type": "button",
+                "action_id": format!("deepcli_{}", choice.word()),
+                "text": {"type": "plain_text", "text": choice.label()},
+                "value": approval_id,
+            });
+            match choice {
+                Choice::Once => button["style"] = "primary".into(),
+                Choice::Deny => button["style"] = "danger".into(),
+                Choice::Always => {}
+            }
+            button
+        })
+        .collect();
+    serde_json::json!([
+        section(text),
+        {"type": "actions", "block_id": "deepcli_approval", "elements": buttons}
+    ])
+}
+
+/// A `block_actions` interaction on one of deepcli's buttons, as a click.
+pub(crate) fn click(payload: &Payload) -> Option<Click> {
+    if payload.kind.as_deref() != Some("block_actions") {
+        return None;
+    }
+    let action = payload.actions.as_ref()?.first()?;
+    let word = action.action_id.as_deref()?.strip_prefix("deepcli_")?;
+    let container = payload.container.clone().unwrap_or_default();
+    let channel = payload
+        .channel
+        .as_ref()
+        .and_then(|c| c.id.clone())
+        .or(container.channel_id)?;
+    let thread = container.thread_ts.or(container.message_ts);
+    Some(Click {
+        user_id: payload.user.as_ref()?.id.clone()?,
+        approval_id: action.value.clone().filter(|v| !v.is_empty())?,
+        choice: Choice::parse(word)?,
+        // Not the chat's lane: the turn that asked waits there for this very click.
+        lane: format!("click/{channel}"),
+        answer_to: channel,
+        thread,
     })
+}
+
+/// Answers a click with `chat.postEphemeral`: a message only the clicker sees.
+async fn answer_click(running: &Arc<RunningAccount>, click: &Click, text: &str) {
+    let body = Ephemeral {
+        channel: &click.answer_to,
+        user: &click.user_id,
+        text,
+        thread_ts: click.thread.as_deref(),
+    };
+    if let Err(e) = api::call::<_, Ignored>(
+        &running.cx.http,
+        &running.spec.api_base,
+        bot_token(running),
+        "chat.postEphemeral",
+        &body,
+    )
     .await
+    {
+        running
+            .log(&format!(
+                "click-answer-failed approval={} error={e}",
+                click.approval_id
+            ))
+            .await;
+    }
 }
 
 type DiscussionOf = (ThreadKey, u32, String, u32);

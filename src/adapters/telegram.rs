@@ -11,14 +11,17 @@ use serde_json::value::RawValue;
 
 use super::outbound::{self, Failure};
 use super::pipeline::{self, Adapter, NotTaken};
-use super::{AdapterSpec, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken};
-use crate::access::outbox::{Failed, Queued};
+use super::{
+    AdapterSpec, Choice, Click, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken,
+};
+use crate::access::outbox::{Cause, Failed, Queued};
 use crate::access::store::DeliveryKey;
 use crate::config::model::AdapterMode;
 pub(crate) use crate::platform::telegram::TEXT_LIMIT;
 use crate::platform::telegram::{
-    ALLOWED_UPDATES, Api, ApiError, DeleteWebhook, GetUpdates, Ignored, Raw, ReplyParameters,
-    SendMessage, SetWebhook, Update,
+    ALLOWED_UPDATES, AnswerCallbackQuery, Api, ApiError, DeleteWebhook, EditMessageText,
+    GetUpdates, Ignored, InlineButton, InlineKeyboard, Raw, ReplyParameters, SendMessage, Sent,
+    SetWebhook, Update,
 };
 
 /// Telegram's part of the pipeline.
@@ -50,6 +53,18 @@ impl Adapter for Telegram {
         &mapped.envelope
     }
 
+    fn click(update: &Update) -> Option<Click> {
+        click(update)
+    }
+
+    fn answer_click(
+        running: &Arc<RunningAccount>,
+        click: &Click,
+        text: &str,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        answer_click(running, click, text)
+    }
+
     fn post(
         running: &Arc<RunningAccount>,
         mapped: &Mapped,
@@ -57,6 +72,73 @@ impl Adapter for Telegram {
         taken: &Taken,
     ) -> impl std::future::Future<Output = ()> + Send {
         send_reply(running, mapped, text, taken)
+    }
+}
+
+/// What an approval button carries: `deepcli:<choice>:<approval id>` (at most 64 bytes).
+fn callback_data(choice: Choice, approval_id: &str) -> String {
+    format!("deepcli:{}:{approval_id}", choice.word())
+}
+
+/// An approval's inline keyboard; none when its id would not fit Telegram's 64 bytes.
+fn keyboard(approval_id: &str) -> Option<InlineKeyboard> {
+    let row: Vec<InlineButton> = Choice::ALL
+        .into_iter()
+        .map(|choice| InlineButton {
+            text: choice.label().to_string(),
+            callback_data: callback_data(choice, approval_id),
+        })
+        .collect();
+    row.iter()
+        .all(|b| b.callback_data.len() <= 64)
+        .then(|| InlineKeyboard {
+            inline_keyboard: vec![row],
+        })
+}
+
+/// A `callback_query` on one of deepcli's buttons, as a click.
+pub(crate) fn click(update: &Update) -> Option<Click> {
+    let query = update.callback_query.as_ref()?;
+    let data = query.data.as_deref()?.strip_prefix("deepcli:")?;
+    let (word, approval_id) = data.split_once(':')?;
+    let message = query.message.as_ref();
+    let chat = message.and_then(|m| m.chat.as_ref()).and_then(|c| c.id);
+    let topic = message.and_then(|m| m.message_thread_id);
+    Some(Click {
+        user_id: query.from.as_ref()?.id?.to_string(),
+        approval_id: approval_id.to_string(),
+        choice: Choice::parse(word)?,
+        // Not the chat's lane: the turn that asked waits there for this very click.
+        lane: match (chat, topic) {
+            (Some(chat), Some(topic)) => format!("click/{chat}/{topic}"),
+            (Some(chat), None) => format!("click/{chat}"),
+            (None, _) => "click/-".to_string(),
+        },
+        answer_to: query.id.clone()?,
+        thread: None,
+    })
+}
+
+/// Answers a click with `answerCallbackQuery`: shown to the clicker alone.
+async fn answer_click(running: &Arc<RunningAccount>, click: &Click, text: &str) {
+    let body = AnswerCallbackQuery {
+        callback_query_id: &click.answer_to,
+        text: &outbound::split(text, 200, outbound::utf16, 1)
+            .into_iter()
+            .next()
+            .unwrap_or_default(),
+        show_alert: true,
+    };
+    if let Err(e) = api(running)
+        .call::<_, Ignored>("answerCallbackQuery", &body, Duration::from_secs(10))
+        .await
+    {
+        running
+            .log(&format!(
+                "click-answer-failed approval={} error={e}",
+                click.approval_id
+            ))
+            .await;
     }
 }
 
@@ -372,6 +454,7 @@ async fn send_reply(running: &Arc<RunningAccount>, mapped: &Mapped, text: &str, 
                 message_id: mapped.message_id,
                 allow_sending_without_reply: true,
             }),
+            reply_markup: None,
         };
         let send = || async {
             api.call::<_, Ignored>("sendMessage", &body, Duration::from_secs(30))
@@ -408,8 +491,13 @@ async fn send_reply(running: &Arc<RunningAccount>, mapped: &Mapped, text: &str, 
 }
 
 /// Posts an outbox row (`carry`): to its chat and forum topic, answering the message it is
-/// about (an approval's prompt); in pieces, from the first the platform has not taken.
-pub(super) async fn carry(running: &Arc<RunningAccount>, queued: &Queued) -> Result<(), Failed> {
+/// about (an approval's prompt, with its buttons on the last piece); in pieces, from the first
+/// the platform has not taken. An approval's outcome edits the prompt's message instead, when
+/// it was posted here. The posted message's id.
+pub(super) async fn carry(
+    running: &Arc<RunningAccount>,
+    queued: &Queued,
+) -> Result<Option<String>, Failed> {
     let said = &queued.said;
     let failed = |attempts, error: String, rest: &str, chat_id, thread_id| Failed {
         target: "telegram:sendMessage".into(),
@@ -426,15 +514,43 @@ pub(super) async fn carry(running: &Arc<RunningAccount>, queued: &Queued) -> Res
             None,
         ));
     };
+    let api = api(running);
+    if said.cause == Cause::ApprovalOutcome
+        && let Some(prompt) = running.posted_prompt(&said.cause_id, "telegram").await
+        && let Ok(message_id) = prompt.posted_id.parse::<i64>()
+    {
+        let text = format!("{}\n\n{}", prompt.text, said.text);
+        let text = outbound::split(&text, TEXT_LIMIT, outbound::utf16, 1)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let body = EditMessageText {
+            chat_id,
+            message_id,
+            text: &text,
+        };
+        let edit = || async {
+            api.call::<_, Ignored>("editMessageText", &body, Duration::from_secs(30))
+                .await
+        };
+        // A message that cannot be edited (deleted, too old) gets the outcome as a new one.
+        if outbound::send_piece(running, "editMessageText", edit, classify)
+            .await
+            .is_ok()
+        {
+            return Ok(Some(prompt.posted_id));
+        }
+    }
     let thread_id = said.to.thread_id.parse::<i64>().ok();
     let reply_to = said.reply_to.as_deref().and_then(|m| m.parse::<i64>().ok());
-    let api = api(running);
     let pieces = outbound::split(
         &said.text,
         TEXT_LIMIT,
         outbound::utf16,
         running.spec.max_reply_messages,
     );
+    let last = pieces.len().saturating_sub(1);
+    let mut posted_id = None;
     for (i, piece) in pieces.iter().enumerate().skip(queued.pieces) {
         let body = SendMessage {
             chat_id,
@@ -446,30 +562,37 @@ pub(super) async fn carry(running: &Arc<RunningAccount>, queued: &Queued) -> Res
                     message_id,
                     allow_sending_without_reply: true,
                 }),
+            reply_markup: (said.cause == Cause::Approval && i == last)
+                .then(|| keyboard(&said.cause_id))
+                .flatten(),
         };
         let send = || async {
-            api.call::<_, Ignored>("sendMessage", &body, Duration::from_secs(30))
+            api.call::<_, Sent>("sendMessage", &body, Duration::from_secs(30))
                 .await
-                .map(drop)
         };
-        let sent = outbound::send_piece(running, "sendMessage", send, |e| match e {
-            ApiError::RateLimited(wait) => Failure::RateLimited(*wait),
-            ApiError::Transport(_) => Failure::Transport,
-            _ => Failure::Final,
-        })
-        .await;
-        if let Err((attempts, error)) = sent {
-            return Err(failed(
-                attempts,
-                error,
-                &pieces[i..].join("\n"),
-                chat_id,
-                thread_id,
-            ));
+        match outbound::send_piece(running, "sendMessage", send, classify).await {
+            Ok(sent) => posted_id = sent.message_id.map(|id| id.to_string()),
+            Err((attempts, error)) => {
+                return Err(failed(
+                    attempts,
+                    error,
+                    &pieces[i..].join("\n"),
+                    chat_id,
+                    thread_id,
+                ));
+            }
         }
         running.outbox_progress(queued.seq, i + 1).await;
     }
-    Ok(())
+    Ok(posted_id)
+}
+
+fn classify(e: &ApiError) -> Failure {
+    match e {
+        ApiError::RateLimited(wait) => Failure::RateLimited(*wait),
+        ApiError::Transport(_) => Failure::Transport,
+        _ => Failure::Final,
+    }
 }
 
 /// What a dead letter keeps of a `sendMessage` (`message_thread_id` null when there is none).

@@ -1,5 +1,6 @@
 //! Where adapters meet HTTP on the controller's listener: `POST /v1/slack/<account>/events`
-//! (Slack's Events API, v0 signature, 5-minute replay window, `url_verification`) and
+//! (Slack's Events API, v0 signature, 5-minute replay window, `url_verification`),
+//! `POST /v1/slack/<account>/interactive` (a click on an approval's button, signed alike) and
 //! `POST /v1/telegram/<account>/webhook` (`X-Telegram-Bot-Api-Secret-Token` in constant
 //! time). An event is recorded, then acknowledged at once; delivery runs behind the
 //! conversation's lane.
@@ -43,6 +44,7 @@ impl AdapterCx {
 pub(crate) fn router(cx: Arc<AdapterCx>) -> Router {
     Router::new()
         .route("/v1/slack/{account}/events", post(slack_events))
+        .route("/v1/slack/{account}/interactive", post(slack_interactive))
         .route("/v1/telegram/{account}/webhook", post(telegram_webhook))
         .with_state(cx)
 }
@@ -111,22 +113,26 @@ async fn telegram_webhook(
     }
 }
 
-async fn slack_events(
-    State(cx): State<Arc<AdapterCx>>,
-    Path(account): Path<String>,
-    headers: HeaderMap,
+/// A Slack request to `account`'s endpoint, its signature verified (v0, 5-minute window):
+/// the account and the body, or the refusal.
+async fn signed_slack(
+    cx: &AdapterCx,
+    account: &str,
+    what: &str,
+    headers: &HeaderMap,
     body: Body,
-) -> Response {
-    let Some(running) = cx.endpoint("slack", &account) else {
-        return refuse(StatusCode::NOT_FOUND, "no Slack account takes events here");
+) -> Result<(Arc<RunningAccount>, axum::body::Bytes), Response> {
+    let nobody = || {
+        refuse(
+            StatusCode::NOT_FOUND,
+            format!("no Slack account takes {what} here"),
+        )
     };
+    let running = cx.endpoint("slack", account).ok_or_else(nobody)?;
     let Some(Ok(secret)) = &running.spec.signing_secret else {
-        return refuse(StatusCode::NOT_FOUND, "no Slack account takes events here");
+        return Err(nobody());
     };
-    let bytes = match body_of(&cx, body).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+    let bytes = body_of(cx, body).await?;
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let now = jiff::Timestamp::now().as_second();
     if let Err(why) = api::verify(
@@ -137,10 +143,54 @@ async fn slack_events(
         now,
     ) {
         running
-            .log(&format!("refused events=slack why={why}"))
+            .log(&format!("refused {what}=slack why={why}"))
             .await;
-        return refuse(StatusCode::UNAUTHORIZED, why);
+        return Err(refuse(StatusCode::UNAUTHORIZED, why));
     }
+    Ok((running, bytes))
+}
+
+/// Slack's interactivity (a click on an approval's button): a signed form whose `payload` is
+/// the interaction's JSON, recorded and acknowledged like an event.
+async fn slack_interactive(
+    State(cx): State<Arc<AdapterCx>>,
+    Path(account): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (running, bytes) = match signed_slack(&cx, &account, "interactions", &headers, body).await {
+        Ok(signed) => signed,
+        Err(refused) => return refused,
+    };
+    let Some(text) = form_urlencoded::parse(&bytes)
+        .find(|(key, _)| key == "payload")
+        .map(|(_, value)| value.into_owned())
+    else {
+        return refuse(StatusCode::BAD_REQUEST, "no `payload` in the form");
+    };
+    let Ok(payload) = serde_json::from_str::<Payload>(&text) else {
+        return refuse(StatusCode::BAD_REQUEST, "the `payload` is not JSON");
+    };
+    if super::slack::click(&payload).is_none() {
+        // Not one of deepcli's buttons: acknowledged, nothing to do.
+        return StatusCode::OK.into_response();
+    }
+    match super::slack::take(&running, payload, &text).await {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(e) => refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    }
+}
+
+async fn slack_events(
+    State(cx): State<Arc<AdapterCx>>,
+    Path(account): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (running, bytes) = match signed_slack(&cx, &account, "events", &headers, body).await {
+        Ok(signed) => signed,
+        Err(refused) => return refused,
+    };
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return refuse(StatusCode::BAD_REQUEST, "the body is not JSON");
     };

@@ -118,7 +118,7 @@ impl Generation {
                         p.generation == g && p.config_hash == desired.config_hash
                     }) =>
                 {
-                    Served::new(AccessPlan::from_config(
+                    let mut plan = AccessPlan::from_config(
                         config,
                         std::mem::take(&mut desired.routing),
                         crate::access::plan::Published {
@@ -127,7 +127,13 @@ impl Generation {
                             config_hash: &desired.config_hash,
                             accounts: &desired.routing_body.accounts,
                         },
-                    ))
+                    );
+                    plan.adapters = crate::adapters::specs(config)
+                        .iter()
+                        .filter(|spec| spec.enabled && spec.missing().is_none())
+                        .map(crate::adapters::AdapterSpec::key)
+                        .collect();
+                    Served::new(plan)
                 }
                 _ => prev.access.clone(),
             };

@@ -228,7 +228,7 @@ impl Hub {
             .access
             .post_to_session_route(&trip.origin, text, Cause::LoopPause, &run.run_id)
             .await;
-        self.note(&run.run_id, format!("the origin conversation: {posted:?}"))
+        self.note(&run.run_id, format!("the origin conversation: {posted}"))
             .await;
         Ok(ToolResult::Paused {
             error: format!(

@@ -728,7 +728,7 @@ impl Hub {
             .access
             .post_to_session_route(&target.session_key, answer, Cause::Announce, &run.run_id)
             .await;
-        self.note(&run.run_id, format!("announce step: {beat:?}"))
+        self.note(&run.run_id, format!("announce step: {beat}"))
             .await;
     }
 
@@ -947,7 +947,7 @@ impl Hub {
                     .await;
                 self.note(
                     run_id,
-                    format!("announced to the parent; its answer: {beat:?}"),
+                    format!("announced to the parent; its answer: {beat}"),
                 )
                 .await;
             }

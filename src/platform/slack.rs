@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{Identity, lenient, transport_error};
+use super::{Identity, lenient, lenient_items, transport_error};
 
 /// How old a signed request may be (replay protection).
 pub(crate) const REPLAY_WINDOW_SECS: i64 = 300;
@@ -112,7 +112,10 @@ pub(crate) async fn call<A: Serialize + ?Sized, T: DeserializeOwned>(
         .bearer_auth(token)
         .timeout(Duration::from_secs(30));
     // Slack takes JSON bodies for its write methods only: the others get a form.
-    let request = if matches!(method, "chat.postMessage") {
+    let request = if matches!(
+        method,
+        "chat.postMessage" | "chat.update" | "chat.postEphemeral"
+    ) {
         request.json(args)
     } else {
         request.form(args)
@@ -199,6 +202,35 @@ pub(crate) struct PostMessage<'a> {
     pub text: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_ts: Option<&'a str>,
+    /// Block Kit blocks (an approval's buttons); `text` is then the notification's fallback.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<serde_json::Value>,
+}
+
+/// A posted message, the field deepcli reads (`chat.postMessage`'s answer).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Posted {
+    #[serde(default, deserialize_with = "lenient")]
+    pub ts: Option<String>,
+}
+
+/// `chat.update`'s arguments: the message's text and blocks replaced.
+#[derive(Debug, Serialize)]
+pub(crate) struct UpdateMessage<'a> {
+    pub channel: &'a str,
+    pub ts: &'a str,
+    pub text: &'a str,
+    pub blocks: serde_json::Value,
+}
+
+/// `chat.postEphemeral`'s arguments: a message only `user` sees.
+#[derive(Debug, Serialize)]
+pub(crate) struct Ephemeral<'a> {
+    pub channel: &'a str,
+    pub user: &'a str,
+    pub text: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_ts: Option<&'a str>,
 }
 
 /// Any answer whose content is not read.
@@ -240,6 +272,45 @@ pub(crate) struct Payload {
     pub challenge: Option<Box<RawValue>>,
     #[serde(default, deserialize_with = "lenient")]
     pub event: Option<Event>,
+    /// Interactivity (`block_actions`): who clicked, which buttons, where.
+    #[serde(default, deserialize_with = "lenient")]
+    pub user: Option<IdOf>,
+    #[serde(default, deserialize_with = "lenient_items")]
+    pub actions: Option<Vec<Action>>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub channel: Option<IdOf>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub container: Option<Container>,
+    /// What names an interaction once (it has no `event_id`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub trigger_id: Option<String>,
+}
+
+/// An object deepcli reads the `id` of (an interaction's `user`, `channel`).
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(crate) struct IdOf {
+    #[serde(default, deserialize_with = "lenient")]
+    pub id: Option<String>,
+}
+
+/// A clicked button of a `block_actions` payload.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(crate) struct Action {
+    #[serde(default, deserialize_with = "lenient")]
+    pub action_id: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub value: Option<String>,
+}
+
+/// Where a clicked button is: its message and thread.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(crate) struct Container {
+    #[serde(default, deserialize_with = "lenient")]
+    pub channel_id: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub message_ts: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub thread_ts: Option<String>,
 }
 
 /// `url_verification`'s answer.
@@ -456,6 +527,7 @@ mod tests {
             channel: "C1",
             text: "hi",
             thread_ts: None,
+            blocks: None,
         };
         assert_eq!(
             serde_json::to_string(&body).unwrap(),

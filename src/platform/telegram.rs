@@ -16,7 +16,7 @@ use super::{Identity, lenient, lenient_items, transport_error};
 pub(crate) const TEXT_LIMIT: usize = 4096;
 
 /// The updates asked for: messages and channel posts (edits are not asked for).
-pub(crate) const ALLOWED_UPDATES: [&str; 2] = ["message", "channel_post"];
+pub(crate) const ALLOWED_UPDATES: [&str; 3] = ["message", "channel_post", "callback_query"];
 
 /// A Bot API failure.
 #[derive(Debug)]
@@ -179,13 +179,13 @@ pub(crate) struct DeleteWebhook {
 pub(crate) struct SetWebhook<'a> {
     pub url: &'a str,
     pub secret_token: &'a str,
-    pub allowed_updates: [&'static str; 2],
+    pub allowed_updates: [&'static str; 3],
 }
 
 #[derive(Debug, Serialize)]
 pub(crate) struct GetUpdates {
     pub timeout: u64,
-    pub allowed_updates: [&'static str; 2],
+    pub allowed_updates: [&'static str; 3],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset: Option<i64>,
 }
@@ -205,6 +205,44 @@ pub(crate) struct SendMessage<'a> {
     pub message_thread_id: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_parameters: Option<ReplyParameters>,
+    /// An inline keyboard (an approval's buttons).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_markup: Option<InlineKeyboard>,
+}
+
+/// `reply_markup` of one row of buttons, each with its `callback_data`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct InlineKeyboard {
+    pub inline_keyboard: Vec<Vec<InlineButton>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct InlineButton {
+    pub text: String,
+    pub callback_data: String,
+}
+
+/// A sent message, the field deepcli reads (`sendMessage`'s result).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Sent {
+    #[serde(default, deserialize_with = "lenient")]
+    pub message_id: Option<i64>,
+}
+
+/// `editMessageText`'s arguments: the text replaced, the keyboard gone.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct EditMessageText<'a> {
+    pub chat_id: i64,
+    pub message_id: i64,
+    pub text: &'a str,
+}
+
+/// `answerCallbackQuery`'s arguments: what the clicker alone is shown.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct AnswerCallbackQuery<'a> {
+    pub callback_query_id: &'a str,
+    pub text: &'a str,
+    pub show_alert: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -249,6 +287,21 @@ pub(crate) struct Update {
     pub message: Option<Message>,
     #[serde(default, deserialize_with = "lenient")]
     pub channel_post: Option<Message>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub callback_query: Option<CallbackQuery>,
+}
+
+/// A click on an inline keyboard's button, the fields deepcli reads.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(crate) struct CallbackQuery {
+    #[serde(default, deserialize_with = "lenient")]
+    pub id: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub from: Option<User>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub message: Option<Message>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub data: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -374,6 +427,7 @@ mod tests {
                 message_id: 8,
                 allow_sending_without_reply: true,
             }),
+            reply_markup: None,
         };
         assert_eq!(
             serde_json::to_string(&first).unwrap(),
@@ -395,7 +449,7 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_string(&poll).unwrap(),
-            r#"{"timeout":25,"allowed_updates":["message","channel_post"],"offset":4}"#
+            r#"{"timeout":25,"allowed_updates":["message","channel_post","callback_query"],"offset":4}"#
         );
     }
 }

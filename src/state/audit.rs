@@ -19,7 +19,8 @@ use super::{Result, StateError, StateStore};
 #[serde(rename_all = "camelCase")]
 pub struct AuditEvent {
     pub at: String,
-    /// `apply`, `inbound`, `send`, `spawn`, `run`, `budget`, `cancel`, `loop`, `approval`.
+    /// `apply`, `inbound`, `send`, `spawn`, `run`, `budget`, `cancel`, `loop`, `approval`,
+    /// `outbound`.
     pub kind: &'static str,
     /// The sessions it involves (source first), for the filters and the reader.
     pub sessions: Vec<String>,
@@ -58,6 +59,7 @@ pub const SOURCES: &[(&str, Source)] = &[
     ("cancels", cancels),
     ("loops", loop_pauses),
     ("approvals", approvals),
+    ("outbound", outbound),
 ];
 
 fn since(filter: &AuditFilter) -> &str {
@@ -390,6 +392,57 @@ fn cancels(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
                 note.map_or(String::new(), |n| format!(": {n}"))
             ),
             refs: vec![format!("turn_cancels#{}", r.get::<_, i64>(0)?)],
+        })
+    })?;
+    rows.collect()
+}
+
+/// What the outbox posted, held or dead-lettered (conversations.md): its cause, where it went
+/// and by which carrier; the text stays in the transcript.
+fn outbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut stmt = conn.prepare(
+        "SELECT seq, coalesce(done_at, at), session_key, cause, cause_id, channel, account_id,
+                peer_kind, peer_id, thread_id, state, carrier, reason
+         FROM outbox WHERE state IN ('posted', 'dead', 'held') AND coalesce(done_at, at) >= ?1",
+    )?;
+    let rows = stmt.query_map([since(filter)], |r| {
+        let seq: i64 = r.get(0)?;
+        let cause: String = r.get(3)?;
+        let cause_id: String = r.get(4)?;
+        let mut to = format!("{}/{}", r.get::<_, String>(5)?, r.get::<_, String>(6)?);
+        let (kind, peer, thread): (String, String, String) = (r.get(7)?, r.get(8)?, r.get(9)?);
+        if !peer.is_empty() {
+            to.push_str(&format!(" {kind}:{peer}"));
+        }
+        if !thread.is_empty() {
+            to.push_str(&format!(" thread {thread}"));
+        }
+        let state: String = r.get(10)?;
+        let carrier: Option<String> = r.get(11)?;
+        let reason: Option<String> = r.get(12)?;
+        let how = match (state.as_str(), carrier, reason) {
+            ("posted", Some(carrier), _) => format!("posted by {carrier}"),
+            ("dead", carrier, reason) => format!(
+                "dead-lettered by {}: {}",
+                carrier.unwrap_or_default(),
+                reason.unwrap_or_default()
+            ),
+            (_, _, reason) => format!("held: {}", reason.unwrap_or_default()),
+        };
+        // An announce's or a loop pause's id is its run's, which the line names already.
+        let run_id = (cause == "announce" || cause == "loop-pause").then(|| cause_id.clone());
+        let what = match run_id {
+            Some(_) => cause,
+            None => format!("{cause} {cause_id}"),
+        };
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "outbound",
+            sessions: vec![r.get(2)?],
+            run_id,
+            correlation_id: None,
+            summary: format!("{what} to {to}: {how}"),
+            refs: vec![format!("outbox#{seq}")],
         })
     })?;
     rows.collect()

@@ -20,6 +20,7 @@ CREATE TABLE outbox (
     state       TEXT NOT NULL,       -- waiting | held | posted | dead
     carrier     TEXT,                -- slack | telegram | reply-sink, once one took it
     pieces      INTEGER NOT NULL DEFAULT 0,  -- pieces the platform took (a retry posts the rest)
+    posted_id   TEXT,                -- the platform's id of the last piece (Slack ts, Telegram message_id)
     attempts    INTEGER NOT NULL DEFAULT 0,
     reason      TEXT,                -- why held (no carrier) or dead (the platform's last error)
     at          TEXT NOT NULL,

@@ -453,6 +453,13 @@ fn the_audit_tells_a_spawned_runs_story_without_copying_its_text() {
     run_until(&up, &run_id, |r| {
         crate::hub::has_note(r, "announced to the parent")
     });
+    // The parent's answer left the outbox's queue: held, this account having no carrier.
+    up.wait_for("the announce held", |_| {
+        crate::common::count(
+            &up.state,
+            "SELECT count(*) FROM outbox WHERE cause = 'announce' AND state = 'held'",
+        ) == 1
+    });
 
     let (ok, human) = cli(&up, &["audit", "--run", &run_id]);
     assert!(ok, "{human}");

@@ -1237,7 +1237,13 @@ fn the_announce_step_posts_to_the_targets_conversation_through_the_reply_sink() 
         &up,
         &format!("/v1/runs/{}", sent["runId"].as_str().unwrap()),
     );
-    assert!(has_note(&run, "announce step: Delivered"), "{run:#}");
+    assert!(
+        has_note(
+            &run,
+            "announce step: queued in the outbox for slack/default group:gb"
+        ),
+        "{run:#}"
+    );
 }
 
 /// Review E5: under `cleanup: keep` (the default) a finished child kept its runtime session and

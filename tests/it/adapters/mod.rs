@@ -39,6 +39,14 @@ pub fn adapter<'a>(doc: &'a Value, channel: &str, account: &str) -> &'a Value {
 }
 
 /// The lines of `channels logs` for `channel`.
+/// What a chat says to the echo agent to spawn a subagent that answers at once.
+pub const SPAWN: &str = r#"mcp sessions_spawn {"task": "reply: the child is done", "label": "w1"}"#;
+
+/// Whether a posted text is the parent's answer to [`SPAWN`]'s announce.
+pub fn is_announce(text: &str) -> bool {
+    text.contains("Subagent run") && text.contains("the child is done")
+}
+
 pub fn channel_log(up: &Up, channel: &str) -> String {
     let out = deepcli(
         up,

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::slack_fake::{App, Fake, Server};
-use super::{FAST, adapter, channel_log, deepcli};
+use super::{FAST, SPAWN, adapter, channel_log, deepcli, is_announce};
 use crate::common::{Up, sdk_echo_agent};
 
 /// Two echo agents: `alpha` and `beta`.
@@ -516,4 +516,40 @@ fn two_slack_bots_repeating_each_other_stall_the_discussion() {
     );
     assert_eq!(texts.len(), 3, "{texts:?}");
     assert!(channel_log(&up, "slack").contains("why=stall"));
+}
+
+/// A subagent spawned from a Slack thread finishes: the parent's answer to its announce is
+/// posted by the outbox in that thread, by the bot that was asked (conversations.md).
+#[test]
+fn a_subagents_announce_reaches_the_slack_thread_it_was_spawned_from() {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    let up = start(&server, &channels(&server, "", ""), &[&alpha, &beta]);
+    both_connected(&up);
+    let root = fake.human("C0MAIN", "U0HUMAN", "a thread about the release", None);
+    fake.human(
+        "C0MAIN",
+        "U0HUMAN",
+        &format!("<@{}> split the work\n{SPAWN}", alpha.user_id),
+        Some(&root),
+    );
+    fake.wait("the announce in the thread", |f| {
+        f.posted_by(&alpha).iter().any(|p| is_announce(&text(p)))
+    });
+    let announce = fake
+        .posted_by(&alpha)
+        .into_iter()
+        .find(|p| is_announce(&text(p)))
+        .unwrap();
+    assert_eq!(announce["channel"], "C0MAIN", "{announce:#}");
+    assert_eq!(announce["thread_ts"], root.as_str(), "{announce:#}");
+    assert!(
+        fake.posted_by(&beta).iter().all(|p| !is_announce(&text(p))),
+        "posted by the bot that was asked only"
+    );
+    let log = channel_log(&up, "slack");
+    assert!(log.contains("outbound cause=announce"), "{log}");
+    assert!(log.contains("carrier=slack"), "{log}");
 }

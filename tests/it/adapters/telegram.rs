@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::telegram_fake::{BOT_ID, BOT_NAME, Fake, Server, TOKEN};
-use super::{FAST, adapter, channel_log, deepcli};
-use crate::common::{Up, sdk_agents};
+use super::{FAST, SPAWN, adapter, channel_log, deepcli, is_announce};
+use crate::common::{Up, count, sdk_agents};
 
 const ALL_TO_SDK: &str = "bindings:\n  - agentId: sdk\n    match: {channel: telegram}\n";
 
@@ -306,14 +306,6 @@ fn a_controller_killed_mid_reply_neither_loses_nor_repeats() {
         after.body
     );
     up.wait_for("nothing more to send", |_| fake.sent().len() == 3);
-}
-
-/// A count of the state's rows: `sql` is a `SELECT count(*) …`.
-fn count(state: &std::path::Path, sql: &str) -> i64 {
-    let Ok(db) = rusqlite::Connection::open(state.join("state.db")) else {
-        return -1;
-    };
-    db.query_row(sql, [], |r| r.get(0)).unwrap_or(-1)
 }
 
 /// A controller killed while the agent was in the middle of a message's turn (issue C1): the
@@ -690,13 +682,6 @@ fn a_telegram_connection_follows_credential_changes_and_enabled() {
     connected(&up);
 }
 
-/// What a `sessions_spawn` from the chat says to the echo agent: a child that answers at once.
-const SPAWN: &str = r#"mcp sessions_spawn {"task": "reply: the child is done", "label": "w1"}"#;
-
-fn is_announce(text: &str) -> bool {
-    text.contains("Subagent run") && text.contains("the child is done")
-}
-
 /// A subagent spawned from a Telegram chat finishes: the parent's answer to its announce is
 /// posted in that chat by the outbox (conversations.md), not only recorded. With the post held
 /// by the platform, a `kill -9` of the controller loses nothing: the next controller posts it,
@@ -780,5 +765,140 @@ fn a_subagents_announce_reaches_the_telegram_chat_it_was_spawned_from() {
     assert!(
         metrics.contains("deepcli_outbox_posted_total{cause=\"announce\",carrier=\"telegram\"}"),
         "{metrics}"
+    );
+}
+
+/// An approval asked in a Telegram chat (conversations.md, "Approvals in the chat, with
+/// buttons"): the prompt answers the asking message with an inline keyboard; a click by a
+/// sender who is no approver is answered privately and decides nothing; the approver's click
+/// lets the agent's tool call run, and the prompt's message is edited with the outcome, its
+/// keyboard gone. `callback_query` is asked for in `allowed_updates`.
+#[test]
+fn an_approval_in_a_telegram_chat_is_decided_with_its_buttons() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let agents = format!(
+        "{}      permissions: {{route: origin, timeoutSeconds: 60, approvers: [\"telegram:77\"]}}\n",
+        sdk_agents()
+    );
+    let up = Up::start_config(
+        &agents,
+        &channels(&server, OPEN_DMS, ""),
+        ALL_TO_SDK,
+        |cmd| {
+            cmd.env("TG_TOKEN", TOKEN)
+                .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+        },
+    );
+    connected(&up);
+    let polls = fake.calls_of("getUpdates");
+    assert!(
+        polls[0].body["allowed_updates"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("callback_query")),
+        "{:?}",
+        polls[0].body
+    );
+    let asked = fake.message(
+        private(5),
+        user(5),
+        "permission delete /tmp/cache",
+        json!({}),
+    );
+    fake.wait("the approval's prompt", |f| {
+        f.sent().iter().any(|s| s.get("reply_markup").is_some())
+    });
+    let prompt = fake
+        .calls_of("sendMessage")
+        .into_iter()
+        .find(|c| c.answered && c.body.get("reply_markup").is_some())
+        .unwrap();
+    assert_eq!(prompt.body["chat_id"], 5);
+    assert_eq!(
+        prompt.body["reply_parameters"]["message_id"], asked["message"]["message_id"],
+        "it answers the asking message"
+    );
+    let buttons = prompt.body["reply_markup"]["inline_keyboard"][0]
+        .as_array()
+        .unwrap()
+        .clone();
+    let labels: Vec<&str> = buttons
+        .iter()
+        .map(|b| b["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["Approve once", "Always", "Deny"]);
+    let approve = buttons[0]["callback_data"].as_str().unwrap().to_string();
+    let id = approve
+        .strip_prefix("deepcli:approve:")
+        .unwrap()
+        .to_string();
+    let message_id = prompt.message_id.unwrap();
+
+    // The asker is no approver: told so privately, nothing decided.
+    let refused = fake.click(private(5), user(5), message_id, &approve);
+    fake.wait("the refusal", |f| {
+        f.calls_of("answerCallbackQuery")
+            .iter()
+            .any(|c| c.body["callback_query_id"] == refused.as_str())
+    });
+    let answer = fake
+        .calls_of("answerCallbackQuery")
+        .into_iter()
+        .find(|c| c.body["callback_query_id"] == refused.as_str())
+        .unwrap();
+    assert!(
+        answer.body["text"]
+            .as_str()
+            .unwrap()
+            .contains("not an approver"),
+        "{:?}",
+        answer.body
+    );
+    let log = channel_log(&up, "telegram");
+    assert!(
+        log.contains(&format!("click-refused approval={id} by=telegram:5")),
+        "{log}"
+    );
+    let pending = deepcli(&up, &["approvals", "show", &id, "--json"]);
+    let shown: Value = serde_json::from_slice(&pending.stdout).unwrap();
+    assert_eq!(shown["approval"]["state"], "pending", "{shown}");
+
+    // The approver's click decides: the agent's tool call runs, the prompt shows the outcome.
+    let approved = fake.click(private(5), user(77), message_id, &approve);
+    fake.wait("the agent's answer", |f| {
+        texts(&f.sent())
+            .iter()
+            .any(|t| t.starts_with("permission: allow"))
+    });
+    fake.wait("the prompt edited", |f| {
+        !f.calls_of("editMessageText").is_empty()
+    });
+    let edit = &fake.calls_of("editMessageText")[0];
+    assert_eq!(edit.body["message_id"], message_id);
+    assert_eq!(edit.body["chat_id"], 5);
+    let edited = edit.body["text"].as_str().unwrap();
+    assert!(edited.contains("approved by telegram:77"), "{edited}");
+    assert!(
+        edit.body.get("reply_markup").is_none(),
+        "the keyboard is gone"
+    );
+    fake.wait("the approver's answer", |f| {
+        f.calls_of("answerCallbackQuery")
+            .iter()
+            .any(|c| c.body["callback_query_id"] == approved.as_str())
+    });
+    let answer = fake
+        .calls_of("answerCallbackQuery")
+        .into_iter()
+        .find(|c| c.body["callback_query_id"] == approved.as_str())
+        .unwrap();
+    assert!(
+        answer.body["text"]
+            .as_str()
+            .unwrap()
+            .contains("approved by telegram:77"),
+        "{:?}",
+        answer.body
     );
 }

@@ -24,6 +24,8 @@ pub struct Call {
     pub body: Value,
     /// sendMessage: whether the fake answered it (a held one the client left is not).
     pub answered: bool,
+    /// sendMessage: the id of the message it made, once answered.
+    pub message_id: Option<i64>,
 }
 
 #[derive(Default)]
@@ -136,6 +138,20 @@ impl Fake {
         let id = self.push(update.clone());
         update["update_id"] = id.into();
         update
+    }
+
+    /// A click by `from` on the inline button carrying `data` under message `message_id` of
+    /// `chat`; returns the callback query's id.
+    pub fn click(&self, chat: Value, from: Value, message_id: i64, data: &str) -> String {
+        let id = self.with(|i| {
+            i.next_message += 1;
+            format!("cq-{}", i.next_message)
+        });
+        self.push(
+            json!({"callback_query": {"id": id, "from": from, "data": data,
+            "chat_instance": "1", "message": {"message_id": message_id, "date": 1, "chat": chat}}}),
+        );
+        id
     }
 
     pub fn rate_limit_next_sends(&self, n: u32) {
@@ -253,6 +269,7 @@ async fn api(
             method: method.clone(),
             body: body.clone(),
             answered: method != "sendMessage",
+            message_id: None,
         });
         i.calls.len() - 1
     });
@@ -319,8 +336,9 @@ async fn api(
                 Some((code, d)) => error(code, d, Value::Null),
                 None => {
                     let message_id = fake.with(|i| {
-                        i.calls[index].answered = true;
                         i.next_message += 1;
+                        i.calls[index].answered = true;
+                        i.calls[index].message_id = Some(i.next_message);
                         i.next_message
                     });
                     ok(
@@ -329,6 +347,11 @@ async fn api(
                 }
             }
         }
+        // Answered as the Bot API does, recorded like every call.
+        "answerCallbackQuery" => ok(json!(true)),
+        "editMessageText" => ok(
+            json!({"message_id": body["message_id"], "chat": {"id": body["chat_id"]}, "text": body["text"]}),
+        ),
         _ => error(404, "Not Found: method not found", Value::Null),
     }
 }

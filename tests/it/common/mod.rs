@@ -138,6 +138,14 @@ pub fn unsandboxed(agents: &str) -> String {
 
 /// agents.yaml with `main` and `sdk`, an acp runtime running the echo agent written on the ACP
 /// TypeScript SDK (`tests/peers/sdk-echo-agent.mjs`).
+/// A count of the state's rows: `sql` is a `SELECT count(*) …` (-1 when it cannot be read).
+pub fn count(state: &Path, sql: &str) -> i64 {
+    let Ok(db) = rusqlite::Connection::open(state.join("state.db")) else {
+        return -1;
+    };
+    db.query_row(sql, [], |r| r.get(0)).unwrap_or(-1)
+}
+
 pub fn sdk_agents() -> String {
     format!(
         "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
