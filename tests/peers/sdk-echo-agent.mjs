@@ -54,7 +54,8 @@
 //                          retried while a limit refuses it; replies `bench-spawn: {"n", "ms"}`
 // A message from another session starts with an `[Inter-session message]` line (an A2A
 // peer's with `[A2A message]`; the Hub's
-// framing): commands are read after it.
+// framing): commands are read after it; so they are after a first line that mentions the bot
+// (`<@U…> look at this`, then the command on the next line).
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
@@ -316,11 +317,13 @@ const app = agent({ name: "sdk-echo" })
     cancels.get(params.sessionId)?.();
   });
 
-// Where the commands are: after the Hub's framing line, and in a spawned child's prompt after
-// its `# Task` heading.
+// Where the commands are: after the Hub's framing line, after a first line that addresses the
+// bot in a chat (`<@U…> …`, a Slack mention), and in a spawned child's prompt after its
+// `# Task` heading.
 function commandText(said) {
   const [first, ...rest] = said.split("\n");
-  const body = /^\[(Inter-session|Operator|A2A) message\]/.test(first) ? rest.join("\n") : said;
+  const framed = /^\[(Inter-session|Operator|A2A) message\]/.test(first) || (/^<@\w+>/.test(first) && rest.length > 0);
+  const body = framed ? rest.join("\n") : said;
   const task = body.indexOf("\n# Task\n");
   return task === -1 ? body : body.slice(task + "\n# Task\n".length);
 }

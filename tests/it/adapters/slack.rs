@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::slack_fake::{App, Fake, Server};
+use super::slack_fake::{App, Button, Fake, Server};
 use super::{FAST, SPAWN, adapter, channel_log, deepcli, is_announce};
 use crate::common::{Up, sdk_echo_agent};
 
@@ -552,4 +552,178 @@ fn a_subagents_announce_reaches_the_slack_thread_it_was_spawned_from() {
     let log = channel_log(&up, "slack");
     assert!(log.contains("outbound cause=announce"), "{log}");
     assert!(log.contains("carrier=slack"), "{log}");
+}
+
+/// An approval asked in a Slack thread (conversations.md, "Approvals in the chat, with
+/// buttons"), over Socket Mode or the HTTP interactivity endpoint: the prompt is posted in the
+/// thread with Approve once / Always / Deny buttons; a click by a member who is no approver is
+/// answered with a message only they see and decides nothing; the approver's click lets the
+/// agent's tool call run, and the prompt's message is replaced by its outcome, buttons gone.
+fn approval_buttons(http: bool) {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    let agent = sdk_echo_agent();
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: alpha\n      runtime: {{kind: acp, command: [node, \"{0}\"]}}\n      permissions: {{route: origin, timeoutSeconds: 60, approvers: [\"slack:U0BOSS\"]}}\n    - id: beta\n      runtime: {{kind: acp, command: [node, \"{0}\"]}}\n",
+        agent.display()
+    );
+    let account = if http {
+        "        mode: http\n        signingSecret: {source: env, id: SLACK_SIGNING}\n"
+    } else {
+        ""
+    };
+    let apps = [alpha.clone(), beta.clone()];
+    let up = Up::start_config(
+        &agents,
+        &channels(&server, account, ""),
+        BINDINGS,
+        move |cmd| {
+            for (n, app) in apps.iter().enumerate() {
+                cmd.env(format!("SLACK_BOT_{}", n + 1), &app.bot_token)
+                    .env(format!("SLACK_APP_{}", n + 1), &app.app_token);
+            }
+            cmd.env("SLACK_SIGNING", "signing-secret-1")
+                .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+        },
+    );
+    both_connected(&up);
+    let alpha = if http {
+        let url = |account: &str| {
+            (
+                format!("http://{}/v1/slack/{account}/events", up.addr),
+                "signing-secret-1".to_string(),
+            )
+        };
+        fake.set_http("alpha", Some(url("alpha")));
+        fake.set_http("beta", Some(url("beta")));
+        App {
+            http: Some(url("alpha")),
+            ..alpha
+        }
+    } else {
+        alpha
+    };
+
+    let root = fake.human("C0MAIN", "U0HUMAN", "a thread about the cache", None);
+    fake.human(
+        "C0MAIN",
+        "U0HUMAN",
+        &format!(
+            "<@{}> clean up\npermission delete /tmp/cache",
+            alpha.user_id
+        ),
+        Some(&root),
+    );
+    fake.wait("the approval's prompt", |f| {
+        f.posted_by(&alpha)
+            .iter()
+            .any(|p| p.get("blocks").is_some())
+    });
+    let prompt = fake
+        .posted_by(&alpha)
+        .into_iter()
+        .find(|p| p.get("blocks").is_some())
+        .unwrap();
+    assert_eq!(prompt["channel"], "C0MAIN");
+    assert_eq!(prompt["thread_ts"], root.as_str(), "in the asking thread");
+    let buttons = prompt["blocks"][1]["elements"].as_array().unwrap().clone();
+    let actions: Vec<&str> = buttons
+        .iter()
+        .map(|b| b["action_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["deepcli_approve", "deepcli_always", "deepcli_deny"]
+    );
+    let id = buttons[0]["value"].as_str().unwrap().to_string();
+    let ts = prompt_ts(&up, &id);
+    let approve = Button {
+        channel: "C0MAIN",
+        ts: &ts,
+        thread_ts: Some(&root),
+        action_id: "deepcli_approve",
+        value: &id,
+    };
+
+    // A member who is no approver: a message only they see, nothing decided.
+    fake.click(&alpha, "U0HUMAN", &approve);
+    fake.wait("the private refusal", |f| {
+        !f.calls_by(&alpha, "chat.postEphemeral").is_empty()
+    });
+    let refusal = &fake.calls_by(&alpha, "chat.postEphemeral")[0];
+    assert_eq!(refusal["user"], "U0HUMAN");
+    assert!(
+        refusal["text"]
+            .as_str()
+            .unwrap()
+            .contains("not an approver"),
+        "{refusal}"
+    );
+    let log = channel_log(&up, "slack");
+    assert!(
+        log.contains(&format!("click-refused approval={id} by=slack:U0HUMAN")),
+        "{log}"
+    );
+    assert!(
+        fake.calls_by(&alpha, "chat.update").is_empty(),
+        "nothing decided"
+    );
+
+    // The approver decides: the tool call runs, the prompt becomes its outcome.
+    fake.click(&alpha, "U0BOSS", &approve);
+    fake.wait("the agent's answer", |f| {
+        f.posted_by(&alpha)
+            .iter()
+            .any(|p| text(p).starts_with("permission: allow"))
+    });
+    fake.wait("the prompt updated", |f| {
+        !f.calls_by(&alpha, "chat.update").is_empty()
+    });
+    let update = &fake.calls_by(&alpha, "chat.update")[0];
+    assert_eq!(update["ts"], ts.as_str());
+    assert_eq!(update["channel"], "C0MAIN");
+    assert!(
+        text(update).contains("approved by slack:U0BOSS"),
+        "{update}"
+    );
+    let blocks = update["blocks"].as_array().unwrap();
+    assert!(
+        blocks.iter().all(|b| b["type"] != "actions"),
+        "the buttons are gone: {update}"
+    );
+}
+
+/// The ts the outbox recorded for approval `id`'s prompt (Slack's answer to its post).
+fn prompt_ts(up: &Up, id: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
+        let ts: Option<String> = db
+            .query_row(
+                "SELECT posted_id FROM outbox WHERE cause = 'approval' AND cause_id = ?1 AND state = 'posted'",
+                [id],
+                |r| r.get(0),
+            )
+            .ok();
+        if let Some(ts) = ts {
+            return ts;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the prompt never posted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_approval_in_a_slack_thread_is_decided_with_its_buttons_over_socket_mode() {
+    approval_buttons(false);
+}
+
+#[test]
+fn an_approval_in_a_slack_thread_is_decided_with_its_buttons_over_http() {
+    approval_buttons(true);
 }

@@ -1,7 +1,8 @@
 //! A local fake of Slack for deepcli's adapter: the Web API methods it uses (auth.test,
-//! apps.connections.open, chat.postMessage, users.list, conversations.list), the Socket Mode
-//! WebSocket (hello, events_api envelopes, acks, disconnect, drops) and an Events API sender
-//! that signs its POSTs as Slack does. Like Slack, a message posted by one app is delivered
+//! apps.connections.open, chat.postMessage, chat.update, chat.postEphemeral, users.list,
+//! conversations.list), the Socket Mode WebSocket (hello, events_api and interactive
+//! envelopes, acks, disconnect, drops) and an Events API and interactivity sender that signs
+//! its POSTs as Slack does. Like Slack, a message posted by one app is delivered
 //! as an event to every app in the workspace (so two bots can talk in one thread), and a
 //! message mentioning an app also brings that app an `app_mention`. Every call is recorded.
 
@@ -31,6 +32,16 @@ pub struct App {
     /// Events API: where to POST (`http://<controller>/v1/slack/<account>/events`) and the
     /// signing secret; `None`: Socket Mode.
     pub http: Option<(String, String)>,
+}
+
+/// A button of a message: where it is, and what it carries.
+#[derive(Debug, Clone, Copy)]
+pub struct Button<'a> {
+    pub channel: &'a str,
+    pub ts: &'a str,
+    pub thread_ts: Option<&'a str>,
+    pub action_id: &'a str,
+    pub value: &'a str,
 }
 
 #[derive(Debug, Clone)]
@@ -265,6 +276,61 @@ impl Fake {
         payload
     }
 
+    /// A click by `user` on button `on` of one of `app`'s messages: a `block_actions` interaction, over the app's socket (an
+    /// `interactive` envelope) or POSTed signed as a form to its interactivity URL (its events
+    /// URL's `/events` → `/interactive`); returns the payload.
+    pub fn click(&self, app: &App, user: &str, on: &Button<'_>) -> Value {
+        let Button {
+            channel,
+            ts,
+            thread_ts,
+            action_id,
+            value,
+        } = *on;
+        let id = self.with(|i| {
+            i.next_event += 1;
+            i.next_event
+        });
+        let mut container = json!({"type": "message", "message_ts": ts, "channel_id": channel, "is_ephemeral": false});
+        if let Some(t) = thread_ts {
+            container["thread_ts"] = t.into();
+        }
+        let payload = json!({"type": "block_actions", "team": {"id": TEAM}, "user": {"id": user},
+            "api_app_id": format!("A{}", app.name), "trigger_id": format!("trig-{id}"),
+            "container": container, "channel": {"id": channel}, "message": {"ts": ts, "type": "message"},
+            "actions": [{"type": "button", "action_id": action_id, "block_id": "deepcli_approval",
+                "value": value, "action_ts": "1"}]});
+        match &app.http {
+            None => {
+                let frame = json!({"type": "interactive", "envelope_id": format!("int-{id}"), "payload": payload, "accepts_response_payload": false});
+                self.with(|i| {
+                    for (_, tx) in i.sockets.iter().filter(|(n, _)| n == &app.name) {
+                        let _ = tx.send(Message::Text(frame.to_string().into()));
+                    }
+                });
+            }
+            Some((url, secret)) => {
+                let url = url.replace("/events", "/interactive");
+                let body: String = form_urlencoded::Serializer::new(String::new())
+                    .append_pair("payload", &payload.to_string())
+                    .finish();
+                let status =
+                    self.post_signed(&url, secret, jiff::Timestamp::now().as_second(), &body, 0);
+                self.with(|i| i.posts.push((app.name.clone(), status.0, status.1)));
+            }
+        }
+        payload
+    }
+
+    /// Calls of `method` made with `app`'s bot token.
+    pub fn calls_by(&self, app: &App, method: &str) -> Vec<Value> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.method == method && c.token == app.bot_token)
+            .map(|c| c.body)
+            .collect()
+    }
+
     /// Sends a payload again (a Slack retry: `X-Slack-Retry-Num`).
     pub fn send_payload(&self, app: &App, payload: &Value, retry: u32) {
         match &app.http {
@@ -326,8 +392,14 @@ impl Fake {
             request = request.header(*k, v);
         }
         let started = Instant::now();
+        // Slack sends interactions as a form, events as JSON.
+        let content_type = if body.starts_with("payload=") {
+            "application/x-www-form-urlencoded"
+        } else {
+            "application/json"
+        };
         let status = request
-            .content_type("application/json")
+            .content_type(content_type)
             .send(body)
             .map(|r| r.status().as_u16())
             .unwrap_or(0);
@@ -398,7 +470,11 @@ async fn api(
     } else {
         serde_json::from_slice(&body).unwrap_or(Value::Null)
     };
-    if form == (method == "chat.postMessage") {
+    let json_method = matches!(
+        method.as_str(),
+        "chat.postMessage" | "chat.update" | "chat.postEphemeral"
+    );
+    if form == json_method {
         return Json(json!({"ok": false, "error": "invalid_form_data"})).into_response();
     }
     fake.with(|i| {
@@ -452,6 +528,19 @@ async fn api(
                 tokio::task::spawn_blocking(move || echo.broadcast(event)).await.ok();
             });
             Json(json!({"ok": true, "channel": channel, "ts": ts})).into_response()
+        }
+        "chat.update" => {
+            if by_bot.is_none() {
+                return bad();
+            }
+            Json(json!({"ok": true, "channel": body["channel"], "ts": body["ts"], "text": body["text"]}))
+                .into_response()
+        }
+        "chat.postEphemeral" => {
+            if by_bot.is_none() {
+                return bad();
+            }
+            Json(json!({"ok": true, "message_ts": fake.ts()})).into_response()
         }
         "users.list" | "conversations.list" => {
             if by_bot.is_none() {
