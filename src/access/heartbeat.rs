@@ -134,7 +134,12 @@ impl Access {
     ) -> Beat {
         let at = crate::clock::now();
         let turn = Turn {
-            provenance: Provenance::Agent,
+            // The operator's notice is theirs; everything else here is the agent's answer.
+            provenance: if why == Cause::Notice {
+                Provenance::Operator
+            } else {
+                Provenance::Agent
+            },
             message_id: None,
             sender: None,
             text: reply.clone(),

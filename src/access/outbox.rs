@@ -21,6 +21,8 @@ pub(crate) enum Cause {
     Approval,
     /// An approval's outcome: approved, denied, expired.
     ApprovalOutcome,
+    /// The operator's notice (`deepcli sessions say`).
+    Notice,
 }
 
 impl Cause {
@@ -31,6 +33,7 @@ impl Cause {
             Cause::LoopPause => "loop-pause",
             Cause::Approval => "approval",
             Cause::ApprovalOutcome => "approval-outcome",
+            Cause::Notice => "notice",
         }
     }
 
@@ -41,6 +44,7 @@ impl Cause {
             Cause::LoopPause,
             Cause::Approval,
             Cause::ApprovalOutcome,
+            Cause::Notice,
         ]
         .into_iter()
         .find(|c| c.as_str() == s)

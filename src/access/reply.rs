@@ -72,6 +72,7 @@ impl Serialize for ReplyPost {
                 // The keys a bridge read before the outbox, kept.
                 Cause::Announce => map.serialize_entry("announce", &true)?,
                 Cause::LoopPause => map.serialize_entry("loop_pause", &true)?,
+                Cause::Notice => {}
             }
         }
         map.end()

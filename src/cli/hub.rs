@@ -39,6 +39,11 @@ pub(super) enum SessionsCommand {
     /// Speak into a session as the operator (provenance `operator`) and wait for the reply.
     #[command(after_help = EXIT_CODES)]
     Send(SendArgs),
+    /// Say something into a session's chat as the operator, without a turn: in its transcript
+    /// (provenance `operator`) and posted through the outbox to the conversation it last took
+    /// a message from.
+    #[command(after_help = EXIT_CODES)]
+    Say(SayArgs),
     /// Cancel what runs in a session: its unfinished runs (cancelled, or uncertain when the
     /// runtime does not confirm), else the turn running there.
     #[command(after_help = EXIT_CODES)]
@@ -114,6 +119,17 @@ pub(super) struct HistoryArgs {
     /// Every segment: also what came before the last `/new` or `/reset` in the chat.
     #[arg(long)]
     all: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct SayArgs {
+    /// The session key.
+    session_key: String,
+    /// What to say.
+    text: String,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -296,6 +312,13 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
             )
             .map(|r| (r, a.json))
         }
+        SessionsCommand::Say(a) => rpc(
+            global,
+            "sessions/say",
+            json!({"sessionKey": a.session_key, "text": a.text}),
+            quick,
+        )
+        .map(|r| (r, a.json)),
         SessionsCommand::Cancel(a) => rpc(
             global,
             "sessions/cancel",
@@ -384,6 +407,12 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
                 ExitStatus::Failure
             }
         }
+        SessionsCommand::Say(_) => show(&result, json, |r| {
+            format!(
+                "queued for {}\n",
+                crate::shown::shown(r["to"].as_str().unwrap_or("-"))
+            )
+        }),
         SessionsCommand::Close(_) => {
             let failed = result.get("error").is_some();
             show(&result, json, closed_human);

@@ -16,6 +16,8 @@ use super::results::SendOutcome;
 use super::runs::{RunDetail, RunView, SessionClosed};
 use super::store::RunFilter;
 use super::{CallError, Hub};
+use crate::access::Beat;
+use crate::access::outbox::Cause;
 use crate::state::RunState;
 
 /// Why an operator call failed.
@@ -46,6 +48,7 @@ pub(crate) const METHODS: &[&str] = &[
     "sessions/show",
     "sessions/history",
     "sessions/send",
+    "sessions/say",
     "sessions/cancel",
     "sessions/close",
     "runs/list",
@@ -62,6 +65,7 @@ pub(crate) enum HubRequest {
     SessionsShow(KeyParams),
     SessionsHistory(HistoryParams),
     SessionsSend(SendParams),
+    SessionsSay(SayParams),
     SessionsCancel(KeyParams),
     SessionsClose(CloseParams),
     RunsList(RunsParams),
@@ -88,6 +92,7 @@ impl HubRequest {
             "sessions/show" => HubRequest::SessionsShow(params(p)?),
             "sessions/history" => HubRequest::SessionsHistory(params(p)?),
             "sessions/send" => HubRequest::SessionsSend(params(p)?),
+            "sessions/say" => HubRequest::SessionsSay(params(p)?),
             "sessions/cancel" => HubRequest::SessionsCancel(params(p)?),
             "sessions/close" => HubRequest::SessionsClose(params(p)?),
             "runs/list" => HubRequest::RunsList(params(p)?),
@@ -134,6 +139,24 @@ pub(crate) struct SendParams {
     pub timeout_seconds: Option<u64>,
 }
 
+/// `sessions/say`: a notice from the operator into the session's external conversation,
+/// through the outbox; no turn.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SayParams {
+    pub session_key: String,
+    pub text: String,
+}
+
+/// What `sessions/say` did: the notice is in the transcript and queued for `to`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Said {
+    pub session_key: String,
+    pub queued: bool,
+    pub to: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct CloseParams {
@@ -178,6 +201,8 @@ pub(crate) enum HubAnswer {
     Sent(SendOutcome),
     /// What closing a session did (`sessions/close`).
     Closed(SessionClosed),
+    /// The operator's notice, queued (`sessions/say`).
+    Said(Said),
 }
 
 /// `sessions/list`: one page of the sessions, newest activity first.
@@ -323,6 +348,28 @@ impl Hub {
                 Ok(HubAnswer::Sent(
                     self.operator_send(&p.session_key, p.message, wait).await?,
                 ))
+            }
+            HubRequest::SessionsSay(p) => {
+                if p.text.trim().is_empty() {
+                    return Err(OperatorError::Params(
+                        "`text` is empty: nothing to say".into(),
+                    ));
+                }
+                let cause_id = crate::clock::now();
+                match self
+                    .access
+                    .post_to_session_route(&p.session_key, p.text, Cause::Notice, &cause_id)
+                    .await
+                {
+                    Beat::Delivered(to) => Ok(HubAnswer::Said(Said {
+                        session_key: p.session_key,
+                        queued: true,
+                        to,
+                    })),
+                    Beat::Failed(why) => Err(OperatorError::Internal(why)),
+                    Beat::Kept(why) | Beat::Skipped(why) => Err(OperatorError::Params(why)),
+                    Beat::Ok => Err(OperatorError::Internal("nothing was said".into())),
+                }
             }
             HubRequest::SessionsCancel(p) => Ok(HubAnswer::Cancelled(
                 self.operator_cancel(&p.session_key).await?,

@@ -1415,3 +1415,71 @@ fn subagents_list_is_paged() {
     );
     assert_eq!(op_sessions.len(), sessions.len(), "{op_sessions:?}");
 }
+
+/// `deepcli sessions say` puts the operator's notice into a session's chat through the outbox
+/// (conversations.md), without a turn. An account with no carrier holds it, visibly (the
+/// channel's log, `/metrics`), and the notice goes as soon as the account has one: here a
+/// `replyUrl` applied while the controller runs.
+#[test]
+fn an_operator_notice_waits_for_a_carrier_and_then_reaches_the_chat() {
+    let up = hub_up(&agents("", "", ""), |_| {});
+    assert!(say(&up, "ga", "hello").starts_with("echo: "));
+    let deepcli = |args: &[&str]| {
+        std::process::Command::new(crate::common::bin())
+            .args(["--state-dir", up.state.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = deepcli(&["sessions", "say", ALPHA, "maintenance at five"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "queued for slack/default group:ga\n"
+    );
+    crate::common::wait_until("the notice held", || {
+        crate::adapters::channel_log(&up, "slack").contains("outbound-held cause=notice")
+    });
+    let metrics = crate::common::http(
+        up.addr,
+        "GET",
+        "/metrics",
+        &[("authorization", &operator(&up))],
+        b"",
+    );
+    let metrics = metrics.body.as_str().unwrap_or_default().to_string();
+    assert!(metrics.contains("deepcli_outbox_held 1"), "{metrics}");
+    // A session that never took a message from a chat: refused, nothing queued.
+    let refused = deepcli(&["sessions", "say", "agent:beta:main", "hello?"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no external conversation"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    let (url, posted) = sink();
+    std::fs::write(
+        up.config.join("channels.yaml"),
+        open(&format!(
+            "channels:\n  slack:\n    accounts:\n      default: {{webhookSecret: {{source: env, id: HOOK}}, replyUrl: \"{url}\"}}\n"
+        )),
+    )
+    .unwrap();
+    let notice = posted
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the notice never reached the new reply sink");
+    assert_eq!(notice["cause"], "notice", "{notice}");
+    assert_eq!(notice["reply"]["text"], "maintenance at five");
+    assert_eq!(notice["sessionKey"], ALPHA);
+    let rows = transcript(&up.state, ALPHA);
+    assert!(
+        rows.iter()
+            .any(|(p, t, _)| p == "operator" && t == "maintenance at five"),
+        "{rows:?}"
+    );
+}
