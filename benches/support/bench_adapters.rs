@@ -12,7 +12,15 @@
 //!   (DMs over CHATS conversations) on CONC keep-alive connections; the ack latency of each POST
 //!   (recorded, then 200), and how many replies `chat.postMessage` got by the end.
 //!
+//! * outbox: the Telegram setup, each of CHATS chats answered once (so that its session has a
+//!   conversation), then SAY_RATE operator notices per second for SAY_SECS seconds
+//!   (`sessions/say` over the operator JSON-RPC, open-loop, round-robin over the chats): each
+//!   notice goes through the outbox (written with its transcript line, carried by the
+//!   adapter). Per notice, the time from the call until its `sendMessage` arrives at the fake,
+//!   and the call's own answer time.
+//!
 //! Prints one JSON line per stage. Usage: deepcli-bench-adapters WORKDIR [telegram] [slack]
+//! [outbox]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -54,6 +62,8 @@ struct Telegram {
     /// (offered, answered) per message answered.
     answered: Vec<(Instant, Instant)>,
     polls: u64,
+    /// When each operator notice (`notice <n>`) arrived, by n.
+    notices: HashMap<u64, Instant>,
 }
 
 type Shared<T> = Arc<(Mutex<T>, tokio::sync::Notify)>;
@@ -94,6 +104,13 @@ async fn telegram_api(
             let chat = body["chat_id"].as_i64().unwrap_or(0);
             let id = body["reply_parameters"]["message_id"].as_i64().unwrap_or(0);
             let mut t = tg.0.lock().unwrap();
+            if let Some(n) = body["text"]
+                .as_str()
+                .and_then(|t| t.strip_prefix("notice "))
+                .and_then(|n| n.parse().ok())
+            {
+                t.notices.insert(n, now);
+            }
             if let Some(at) = t.offered.remove(&(chat, id)) {
                 t.answered.push((at, now));
             }
@@ -394,6 +411,116 @@ async fn slack(work: &Path) -> Value {
     })
 }
 
+/// Offers one message to each of `chats` chats and waits until every one is answered.
+async fn warm(tg: &Shared<Telegram>, chats: i64) {
+    for chat in 0..chats {
+        let mut t = tg.0.lock().unwrap();
+        t.next_update += 1;
+        let (id, chat) = (t.next_update, 1000 + chat);
+        t.queue.push(json!({"update_id": id, "message": {"message_id": id, "date": 1,
+            "chat": {"id": chat, "type": "private"}, "from": {"id": chat, "is_bot": false, "first_name": "B"}, "text": "hello"}}));
+        t.offered.insert((chat, id), Instant::now());
+    }
+    tg.1.notify_waiters();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tg.0.lock().unwrap().answered.len() < chats as usize {
+        assert!(Instant::now() < deadline, "the chats were not answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn outbox(work: &Path) -> Value {
+    let chats = env("CHATS", 100) as i64;
+    let rate = env("SAY_RATE", 200);
+    let secs = env("SAY_SECS", 10);
+    let tg: Shared<Telegram> = Arc::default();
+    let addr = serve(
+        Router::new()
+            .route("/{bot}/{method}", axum::routing::post(telegram_api))
+            .with_state(tg.clone()),
+    )
+    .await;
+    let channels = format!(
+        "channels:\n  telegram:\n    accounts:\n      default:\n        botToken: {{source: env, id: BENCH_TG}}\n        apiBase: \"http://{addr}\"\n        dmPolicy: open\n        allowFrom: [\"*\"]\n"
+    );
+    let dir = work.join("outbox");
+    let controller = start(&dir, "telegram", &channels);
+    let http = reqwest::Client::new();
+    ready(&http, &dir, &controller).await;
+    warm(&tg, chats).await;
+    let token = std::fs::read_to_string(dir.join("state/operator-token")).unwrap();
+    let token = token.trim().to_string();
+    let total = rate * secs;
+    let interval = Duration::from_secs_f64(1.0 / rate as f64);
+    let sent: Arc<Mutex<HashMap<u64, (Instant, f64)>>> = Arc::default();
+    let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let started = Instant::now();
+    let mut calls = Vec::with_capacity(total as usize);
+    for n in 0..total {
+        let due = started + interval * n as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        let chat = 1000 + (n as i64 % chats);
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "_mustang.agent/sessions/say",
+            "params": {"sessionKey": format!("agent:demo:telegram:direct:{chat}"), "text": format!("notice {n}")}});
+        let (http, url, token, sent, errors) = (
+            http.clone(),
+            format!("http://{}/rpc", controller.addr),
+            token.clone(),
+            sent.clone(),
+            errors.clone(),
+        );
+        calls.push(tokio::spawn(async move {
+            let at = Instant::now();
+            let answer = http.post(url).bearer_auth(token).json(&body).send().await;
+            let took = at.elapsed().as_secs_f64() * 1000.0;
+            let ok = match answer {
+                Ok(r) => r
+                    .json::<Value>()
+                    .await
+                    .is_ok_and(|v| v["result"]["queued"] == true),
+                Err(_) => false,
+            };
+            if ok {
+                sent.lock().unwrap().insert(n, (at, took));
+            } else {
+                errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }));
+    }
+    for call in calls {
+        let _ = call.await;
+    }
+    let offered_for = started.elapsed().as_secs_f64();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while tg.0.lock().unwrap().notices.len() < sent.lock().unwrap().len()
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let t = tg.0.lock().unwrap();
+    let sent = sent.lock().unwrap();
+    let mut latencies: Vec<f64> = sent
+        .iter()
+        .filter_map(|(n, (at, _))| {
+            Some(t.notices.get(n)?.duration_since(*at).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let mut calls: Vec<f64> = sent.values().map(|(_, took)| *took).collect();
+    calls.sort_by(f64::total_cmp);
+    let last = t.notices.values().max().copied().unwrap_or(started);
+    json!({
+        "stage": "outbox", "chats": chats, "offeredPerSec": rate, "offered": total,
+        "offeredForSecs": offered_for, "queued": sent.len(),
+        "errors": errors.load(std::sync::atomic::Ordering::Relaxed), "posted": t.notices.len(),
+        "postedPerSec": t.notices.len() as f64 / last.duration_since(started).as_secs_f64(),
+        "latencyMs": {"p50": percentile(&latencies, 0.5), "p90": percentile(&latencies, 0.9), "p99": percentile(&latencies, 0.99), "max": latencies.last()},
+        "callMs": {"p50": percentile(&calls, 0.5), "p99": percentile(&calls, 0.99)},
+    })
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -412,6 +539,7 @@ async fn main() {
         let line = match stage {
             "telegram" => telegram(&work).await,
             "slack" => slack(&work).await,
+            "outbox" => outbox(&work).await,
             other => json!({"error": format!("unknown stage {other}")}),
         };
         println!("{line}");
