@@ -33,6 +33,13 @@ impl Access {
         let place = self.sessions.enter(session_key, false, None).await?;
         let kind = plan.runtime(agent_id);
         let managed = self.sessions.manages_runtimes();
+        if let Some(policy) = plan.lifecycle.reset
+            && kind == RuntimeKind::Acp
+            && managed
+        {
+            // In the session's place: nothing else of it runs while it starts over.
+            self.reset_if_stale(policy, agent_id, session_key).await;
+        }
         let mut counted = None;
         let reply = if kind == RuntimeKind::Acp && managed {
             let mut options = route.session_options();

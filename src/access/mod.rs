@@ -509,7 +509,7 @@ impl Access {
                 Ok(None) if chat_status::is_status(&envelope.text) => {
                     this.status_command(&plan, &envelope, &key, &route).await
                 }
-                Ok(None) if session_reset::trigger(&envelope.text).is_some() => {
+                Ok(None) if plan.lifecycle.trigger(&envelope.text).is_some() => {
                     this.reset_command(&plan, &envelope, &key, &route).await
                 }
                 // The inbound policy decides whether the agent gets it (policy.md).

@@ -46,6 +46,8 @@ pub(crate) struct AccessPlan {
     /// empty): `channel/account: why`, for the operator. Their callers only hear that the
     /// account takes no messages.
     pub closed: Vec<String>,
+    /// `session.resetTriggers` and `session.reset`.
+    pub lifecycle: super::session_reset::Lifecycle,
     /// The enabled accounts a built-in platform adapter (Slack, Telegram) serves with its
     /// credentials set: their adapter carries what the outbox holds for them. The controller
     /// fills it (`access serve` runs no adapters).
@@ -158,6 +160,7 @@ impl AccessPlan {
         plan.models = models;
         plan.budgets = budgets;
         plan.acp_cwds = acp_cwds;
+        plan.lifecycle = super::session_reset::Lifecycle::from_config(&config.session);
         plan.policy = crate::policy::PolicyPlan::compile(config);
         plan
     }
@@ -211,6 +214,7 @@ impl AccessPlan {
             budgets: HashMap::new(),
             acp_cwds: HashMap::new(),
             adapters: Default::default(),
+            lifecycle: Default::default(),
             closed,
             agents,
             bindings,

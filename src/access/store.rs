@@ -273,6 +273,18 @@ impl AccessStore {
         key: &DeliveryKey,
         response: &str,
     ) -> Result<(), StateError> {
+        self.restart_session(session_key, line, Some((key, response)))
+    }
+
+    /// A new session under `session_key` (`session.reset`, or a chat's `/new` when `answered`
+    /// gives its delivery): the runtime session forgotten, the session's start now, and a
+    /// `reset` line (`line`) beginning the transcript's next segment; one transaction.
+    pub(crate) fn restart_session(
+        &self,
+        session_key: &str,
+        line: &str,
+        answered: Option<(&DeliveryKey, &str)>,
+    ) -> Result<(), StateError> {
         let now = crate::clock::now();
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -286,8 +298,29 @@ impl AccessStore {
                 "INSERT INTO transcript (session_key, provenance, text, at) VALUES (?1, ?2, ?3, ?4)",
                 params![session_key, Provenance::Reset, line, now],
             )?;
-            insert_delivery(&tx, key, session_key, response, &now)?;
+            if let Some((key, response)) = answered {
+                insert_delivery(&tx, key, session_key, response, &now)?;
+            }
             tx.commit()
+        })
+    }
+
+    /// When session `session_key`'s current segment began, and when it last had a transcript
+    /// line (its start when none): what `session.reset` measures. `None` for a session not
+    /// opened yet.
+    pub(crate) fn session_times(
+        &self,
+        session_key: &str,
+    ) -> Result<Option<(String, String)>, StateError> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT s.created_at,
+                        coalesce((SELECT t.at FROM transcript t WHERE t.session_key = s.session_key
+                                  ORDER BY t.id DESC LIMIT 1), s.created_at)
+                 FROM sessions s WHERE s.session_key = ?1",
+            )?
+            .query_row([session_key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
         })
     }
 

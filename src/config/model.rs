@@ -638,6 +638,34 @@ pub struct SessionSection {
     #[serde(default)]
     pub identity_links: IndexMap<String, Vec<String>>,
     pub max_ping_pong_turns: Option<u32>,
+    /// The chat commands that start a new session (default `/new`, `/reset`).
+    pub reset_triggers: Option<Vec<String>>,
+    /// When a conversation's session starts over on its own (OpenClaw's `session.reset`).
+    pub reset: Option<SessionReset>,
+}
+
+/// `session.reset`: a session found stale when its next message arrives starts over first
+/// (conversations.md, "Session lifecycle").
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SessionReset {
+    /// Absent with `atHour` or `idleMinutes` set: `daily` (OpenClaw's reading).
+    pub mode: Option<ResetMode>,
+    /// The hour (0-23, the host's local time) a `daily` session starts over after; default 4.
+    pub at_hour: Option<u8>,
+    /// Minutes without a message after which the session starts over (`idle`; with `daily`,
+    /// whichever comes first).
+    pub idle_minutes: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResetMode {
+    Daily,
+    Idle,
+    /// No reset on its own (OpenClaw's `none`; `off` reads the same).
+    #[serde(alias = "off")]
+    None,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

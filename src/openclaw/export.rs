@@ -530,7 +530,14 @@ pub fn export(config: &Config) -> Exported {
     if let Some(s) = agents_file.get("session") {
         let mut session = x.pick(
             s,
-            &["dmScope", "groupScope", "identityLinks", "mainKey"],
+            &[
+                "dmScope",
+                "groupScope",
+                "identityLinks",
+                "mainKey",
+                "resetTriggers",
+                "reset",
+            ],
             "agents.yaml session",
             "OpenClaw has no session.{key} (OpenClaw retired it; deepcli only)",
         );
@@ -541,6 +548,12 @@ pub fn export(config: &Config) -> Exported {
                 "agents.yaml session.mainKey".into(),
                 "OpenClaw 2026.9 ignores session.mainKey (its main session is always `main`): main-session keys differ",
             );
+        }
+        // deepcli reads `off` as OpenClaw's `none`; OpenClaw knows `none` only.
+        if let Some(mode) = session.get_mut("reset").and_then(|r| r.get_mut("mode"))
+            && mode == "off"
+        {
+            *mode = "none".into();
         }
         if !session.is_empty() {
             root.insert("session".into(), Value::Object(session));

@@ -694,7 +694,7 @@ impl<'a> Mapper<'a> {
                     v,
                     "OpenClaw 2026.9 ignores it (the main session is always `main`); left out so session keys stay OpenClaw's",
                 ),
-                "dmScope" | "groupScope" => {
+                "dmScope" | "groupScope" | "resetTriggers" | "reset" => {
                     if let Some(n) = to_node(v) {
                         out.set(k.clone(), n);
                     }
@@ -730,7 +730,7 @@ impl<'a> Mapper<'a> {
                 _ => self.unsupported(
                     p,
                     v,
-                    "deepcli's session section keys sessions only (dmScope, groupScope, identityLinks, maxPingPongTurns)",
+                    "deepcli's session section keys sessions and their lifecycle only (dmScope, groupScope, identityLinks, maxPingPongTurns, resetTriggers, reset)",
                 ),
             }
         }

@@ -74,10 +74,15 @@ fn runtime_session(state: &Path, session_key: &str) -> String {
 
 /// `deepcli up` on the bundled quickstart, its webhook secret set.
 fn quickstart(configure: impl FnOnce(&mut std::process::Command)) -> Up {
+    quickstart_with("", configure)
+}
+
+/// [`quickstart`], with `more` appended to its agents.yaml.
+fn quickstart_with(more: &str, configure: impl FnOnce(&mut std::process::Command)) -> Up {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
     let (agents, channels, bindings) = (
-        read("agents.yaml"),
+        read("agents.yaml") + more,
         read("channels.yaml"),
         read("bindings.yaml"),
     );
@@ -297,6 +302,67 @@ fn new_in_a_chat_starts_a_new_session_under_the_same_key() {
         !notes.iter().any(|n| n.contains("given as context")),
         "{notes:?}"
     );
+}
+
+/// `session.reset: idle` (conversations.md): the first message after `idleMinutes` without
+/// one finds a new session under the same key — a new runtime session, a `reset` line saying
+/// why — before it is prompted. The hub's clock is moved on through the failpoints clock.
+/// `session.resetTriggers` replaces the chat commands: `/fresh` starts over, `/new` is a message.
+#[test]
+fn an_idle_session_starts_over_at_its_next_message() {
+    let clock = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(clock.path(), "0").unwrap();
+    let up = quickstart_with(
+        "session:\n  reset: {mode: idle, idleMinutes: 30}\n  resetTriggers: [\"/fresh\"]\n",
+        |cmd| {
+            cmd.env("DEEPCLI_FAILPOINT_CLOCK_FILE", clock.path());
+        },
+    );
+    let research = "-1001234567890";
+    let key = format!("agent:research:telegram:group:{research}");
+    let say = |id: &str, text: &str| {
+        let (status, answer) = inbound(up.addr, SECRET, &envelope(group(research), id, text));
+        assert_eq!(status, 200, "{answer:#}");
+        answer
+    };
+    assert_eq!(say("m-1", "hello")["reply"]["text"], "echo: hello");
+    let first = runtime_session(&up.state, &key);
+    assert_eq!(
+        say("m-2", "soon after")["reply"]["text"],
+        "echo: soon after"
+    );
+    assert_eq!(runtime_session(&up.state, &key), first, "not idle yet");
+
+    // An hour later the session has been idle past its 30 minutes.
+    std::fs::write(clock.path(), "3600").unwrap();
+    assert_eq!(say("m-3", "later")["reply"]["text"], "echo: later");
+    assert_ne!(
+        runtime_session(&up.state, &key),
+        first,
+        "a new runtime session"
+    );
+    let rows = transcript(&up.state, &key);
+    let reset = rows
+        .iter()
+        .position(|(p, _)| p == "reset")
+        .expect("a reset line");
+    assert!(
+        rows[reset]
+            .1
+            .starts_with("new session: 30 minutes without a message (session.reset"),
+        "{rows:?}"
+    );
+    assert!(
+        rows[reset + 1..]
+            .iter()
+            .any(|(p, t)| p == "inbound" && t == "later"),
+        "the message that found it stale is the new segment's first: {rows:?}"
+    );
+
+    // The triggers are the configured ones: `/new` is a message, `/fresh` starts over.
+    assert_eq!(say("m-4", "/new")["reply"]["text"], "echo: /new");
+    let fresh = say("m-5", "/fresh");
+    assert_eq!(fresh["resetCommand"], true, "{fresh:#}");
 }
 
 #[test]

@@ -496,6 +496,26 @@ const KEYS: &[(&str, Acts)] = &[
         "session.maxPingPongTurns",
         Enforced("hub::runs: the reply-back loop's turns after sessions_send"),
     ),
+    (
+        "session.resetTriggers",
+        Enforced("access::session_reset: the chat commands that start a new session"),
+    ),
+    (
+        "session.reset",
+        Enforced("access::session_reset: a stale session starts over at its next message"),
+    ),
+    (
+        "session.reset.mode",
+        Enforced("access::session_reset: daily, idle or none"),
+    ),
+    (
+        "session.reset.atHour",
+        Enforced("access::session_reset: the daily reset's hour, local time"),
+    ),
+    (
+        "session.reset.idleMinutes",
+        Enforced("access::session_reset: the idle reset's minutes"),
+    ),
     // channels.yaml
     (
         "channels",
