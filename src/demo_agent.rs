@@ -105,6 +105,13 @@ async fn turn(
         })
         .collect();
     let text = text.join("\n");
+    // A chat message's prompt begins with deepcli's line saying who speaks and where: the
+    // echo is of the message.
+    let text = match text.split_once('\n') {
+        // `access::prompt::HEADER_START` (this leaf uses no other module).
+        Some((first, rest)) if first.starts_with("[deepcli: message from ") => rest.to_string(),
+        _ => text,
+    };
     if text.contains("sleep") {
         token.cancelled().await;
         return Ok(StopReason::Cancelled);

@@ -59,9 +59,12 @@ impl Access {
             let context = self
                 .take_context(session_key, self.limits(agent_id).context_bytes)
                 .await?;
+            // Who speaks and where, then the group messages kept while the agent was not
+            // addressed, then the message (conversations.md).
+            let header = super::prompt::header(envelope, &key.channel);
             let text = match &context.text {
-                Some(kept) => format!("{kept}{}", envelope.text),
-                None => envelope.text.clone(),
+                Some(kept) => format!("{header}\n{kept}{}", envelope.text),
+                None => format!("{header}\n{}", envelope.text),
             };
             self.set_turn_origin(
                 session_key,

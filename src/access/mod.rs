@@ -25,9 +25,11 @@ mod gate;
 mod heartbeat;
 pub(crate) mod http;
 mod internal;
+mod lifecycle;
 pub(crate) mod metrics;
 pub(crate) mod outbox;
 pub(crate) mod plan;
+pub(crate) mod prompt;
 mod reply;
 mod route;
 pub(crate) mod serve;
@@ -509,7 +511,7 @@ impl Access {
                 Ok(None) if chat_status::is_status(&envelope.text) => {
                     this.status_command(&plan, &envelope, &key, &route).await
                 }
-                Ok(None) if plan.lifecycle.trigger(&envelope.text).is_some() => {
+                Ok(None) if session_reset::trigger(&plan.lifecycle, &envelope.text).is_some() => {
                     this.reset_command(&plan, &envelope, &key, &route).await
                 }
                 // The inbound policy decides whether the agent gets it (policy.md).

@@ -47,7 +47,7 @@ pub(crate) struct AccessPlan {
     /// account takes no messages.
     pub closed: Vec<String>,
     /// `session.resetTriggers` and `session.reset`.
-    pub lifecycle: super::session_reset::Lifecycle,
+    pub lifecycle: super::lifecycle::Lifecycle,
     /// The enabled accounts a built-in platform adapter (Slack, Telegram) serves with its
     /// credentials set: their adapter carries what the outbox holds for them. The controller
     /// fills it (`access serve` runs no adapters).
@@ -160,7 +160,7 @@ impl AccessPlan {
         plan.models = models;
         plan.budgets = budgets;
         plan.acp_cwds = acp_cwds;
-        plan.lifecycle = super::session_reset::Lifecycle::from_config(&config.session);
+        plan.lifecycle = super::lifecycle::Lifecycle::from_config(&config.session);
         plan.policy = crate::policy::PolicyPlan::compile(config);
         plan
     }

@@ -23,6 +23,8 @@
 //               `permission: <the optionId chosen, or cancelled>`
 //   crash       exits the process with code 3
 //   cwd         replies `cwd: <the session's working directory>`
+//   raw         replies `raw: <the prompt exactly as deepcli sent it>` (with the line before a
+//               chat message that says who speaks and where, which every other reply leaves out)
 //   exec SHELL  runs SHELL with bash (the rest of the prompt, as a prompt-injected coding agent
 //               would) and replies `exec: <its exit code>\n<stdout and stderr>`; the isolation
 //               tests probe deepcli's sandbox with it
@@ -180,8 +182,16 @@ const app = agent({ name: "sdk-echo" })
       throw RequestError.invalidParams({ sessionId }, "unknown session");
     }
     const begun = process.hrtime.bigint();
-    const full = text(params.prompt);
+    const prompt = text(params.prompt);
+    // deepcli's line saying who speaks and where comes first in a chat message's prompt
+    // (conversations.md): `raw` shows it; everything else reads the message after it.
+    const [first, ...after] = prompt.split("\n");
+    const full = first.startsWith("[deepcli: message from ") ? after.join("\n") : prompt;
     const said = commandText(full);
+    if (said.startsWith("raw")) {
+      await say(client, sessionId, `raw: ${prompt}`);
+      return { stopReason: "end_turn" };
+    }
     sessions[sessionId] += 1;
     save();
     const turn = sessions[sessionId];

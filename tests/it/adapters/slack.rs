@@ -727,3 +727,61 @@ fn an_approval_in_a_slack_thread_is_decided_with_its_buttons_over_socket_mode() 
 fn an_approval_in_a_slack_thread_is_decided_with_its_buttons_over_http() {
     approval_buttons(true);
 }
+
+/// What each agent is told (conversations.md, "What the agent is told"): a human and two bots
+/// in one Slack thread, an agent's prompt begins with who wrote the message — name or id,
+/// person or bot — and where. The echo agent's `raw` shows the prompt as deepcli sent it: the
+/// human asks beta, then asks alpha to ask beta (bots are let in here).
+#[test]
+fn each_agent_is_told_who_wrote_the_message_it_answers() {
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    let up = start(
+        &server,
+        &channels(
+            &server,
+            "",
+            "    requireExplicitMention: true\n    groups:\n      C0MAIN: {allowBots: true}\n",
+        ),
+        &[&alpha, &beta],
+    );
+    both_connected(&up);
+    let root = fake.human("C0MAIN", "U0HUMAN", "the release", None);
+    let raws = |f: &Fake| -> Vec<String> {
+        f.posted_by(&beta)
+            .iter()
+            .map(text)
+            .filter(|t| t.starts_with("raw: "))
+            .collect()
+    };
+    fake.human(
+        "C0MAIN",
+        "U0HUMAN",
+        &format!("<@{}> what do you see?\nraw", beta.user_id),
+        Some(&root),
+    );
+    fake.wait("beta's prompt from the human", |f| raws(f).len() == 1);
+    fake.human(
+        "C0MAIN",
+        "U0HUMAN",
+        &format!(
+            "<@{}> ask beta\nreply: <@{}> and now?\\nraw",
+            alpha.user_id, beta.user_id
+        ),
+        Some(&root),
+    );
+    fake.wait("beta's prompt from alpha", |f| raws(f).len() >= 2);
+    let seen = raws(fake)[..2].join("\n\n") + "\n";
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"\d{10}\.\d{6}", "[TS]");
+    settings.bind(|| insta::assert_snapshot!("slack_prompts_name_the_sender", seen));
+    // The transcripts keep the messages as they came, without the line.
+    let count = |sql: &str| crate::common::count(&up.state, sql);
+    assert!(count("SELECT count(*) FROM transcript WHERE provenance = 'inbound'") >= 3);
+    assert_eq!(
+        count("SELECT count(*) FROM transcript WHERE text LIKE '[deepcli: message from%'"),
+        0
+    );
+}

@@ -81,7 +81,9 @@ fn a_telegram_dm_pairs_then_reaches_the_agent() {
     );
     assert_eq!(live["identity"]["name"], BOT_NAME);
     assert_eq!(live["mode"], "polling");
-    // deleteWebhook first, then getMe, then polling.
+    // deleteWebhook first, then getMe, then polling (the status may say `connected` a moment
+    // before the first poll leaves).
+    fake.wait("the first poll", |f| !f.calls_of("getUpdates").is_empty());
     let methods: Vec<String> = fake.calls().iter().map(|c| c.method.clone()).collect();
     assert_eq!(&methods[..2], ["deleteWebhook", "getMe"], "{methods:?}");
     assert_eq!(methods[2], "getUpdates");
