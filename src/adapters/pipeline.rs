@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 
 use super::{AdapterSpec, Click, Envelope, Identity, RunningAccount, Taken};
+use crate::access::ChatCommand;
 
 /// What a platform's adapter adds to the pipeline.
 pub(crate) trait Adapter: Send + Sync + 'static {
@@ -140,6 +141,11 @@ pub(super) fn dispatch<A: Adapter>(running: &Arc<RunningAccount>, taken: Taken, 
     let identity = running.identity().unwrap_or_default();
     let mapped = A::map(&event, &identity, &running.spec);
     let lane = match &mapped {
+        // An approval command never waits behind the turn that asked (approvals.md), which
+        // holds its chat's lane: it goes in a lane of its own beside it.
+        Ok(m) if ChatCommand::parse(&A::envelope(m).text).is_some() => {
+            format!("command/{}", A::lane(m))
+        }
         Ok(m) => A::lane(m).to_string(),
         Err(_) => String::from("-"),
     };

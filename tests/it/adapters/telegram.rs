@@ -904,3 +904,50 @@ fn an_approval_in_a_telegram_chat_is_decided_with_its_buttons() {
         answer.body
     );
 }
+
+/// `/approve <id>` typed in the very chat whose turn waits for it is answered at once: the
+/// command does not queue behind that turn in the chat's lane (approvals.md).
+#[test]
+fn an_approval_command_in_the_asking_chat_does_not_wait_behind_the_turn() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let agents = format!(
+        "{}      permissions: {{route: origin, timeoutSeconds: 120, approvers: [\"telegram:5\"]}}\n",
+        sdk_agents()
+    );
+    let up = Up::start_config(
+        &agents,
+        &channels(&server, OPEN_DMS, ""),
+        ALL_TO_SDK,
+        |cmd| {
+            cmd.env("TG_TOKEN", TOKEN)
+                .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+        },
+    );
+    connected(&up);
+    fake.message(
+        private(5),
+        user(5),
+        "permission delete /tmp/cache",
+        json!({}),
+    );
+    fake.wait("the approval's prompt", |f| {
+        f.sent().iter().any(|s| s.get("reply_markup").is_some())
+    });
+    let prompt = fake
+        .sent()
+        .into_iter()
+        .find(|s| s.get("reply_markup").is_some())
+        .unwrap();
+    let data = prompt["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = data.strip_prefix("deepcli:approve:").unwrap();
+    fake.message(private(5), user(5), &format!("/approve {id}"), json!({}));
+    fake.wait("the command's answer and the agent's", |f| {
+        let texts = texts(&f.sent());
+        texts.iter().any(|t| t.contains("approved by telegram:5"))
+            && texts.iter().any(|t| t.starts_with("permission: allow"))
+    });
+}
