@@ -257,10 +257,8 @@ async fn ready(http: &reqwest::Client, work: &Path, c: &Controller) {
     }
 }
 
-async fn telegram(work: &Path) -> Value {
-    let chats = env("CHATS", 100) as i64;
-    let rate = env("RATE", 1000);
-    let secs = env("SECS", 10);
+/// The Telegram fake, and a controller in `dir` polling it with DMs open to anyone, ready.
+async fn telegram_controller(dir: &Path) -> (Shared<Telegram>, Controller) {
     let tg: Shared<Telegram> = Arc::default();
     let addr = serve(
         Router::new()
@@ -271,9 +269,17 @@ async fn telegram(work: &Path) -> Value {
     let channels = format!(
         "channels:\n  telegram:\n    accounts:\n      default:\n        botToken: {{source: env, id: BENCH_TG}}\n        apiBase: \"http://{addr}\"\n        dmPolicy: open\n        allowFrom: [\"*\"]\n"
     );
-    let controller = start(&work.join("telegram"), "telegram", &channels);
-    let http = reqwest::Client::new();
-    ready(&http, &work.join("telegram"), &controller).await;
+    let controller = start(dir, "telegram", &channels);
+    ready(&reqwest::Client::new(), dir, &controller).await;
+    (tg, controller)
+}
+
+async fn telegram(work: &Path) -> Value {
+    let chats = env("CHATS", 100) as i64;
+    let rate = env("RATE", 1000);
+    let secs = env("SECS", 10);
+    // Kept until the stage ends: dropping it stops the controller.
+    let (tg, _controller) = telegram_controller(&work.join("telegram")).await;
     let total = rate * secs;
     let interval = Duration::from_secs_f64(1.0 / rate as f64);
     let started = Instant::now();
@@ -433,20 +439,9 @@ async fn outbox(work: &Path) -> Value {
     let chats = env("CHATS", 100) as i64;
     let rate = env("SAY_RATE", 200);
     let secs = env("SAY_SECS", 10);
-    let tg: Shared<Telegram> = Arc::default();
-    let addr = serve(
-        Router::new()
-            .route("/{bot}/{method}", axum::routing::post(telegram_api))
-            .with_state(tg.clone()),
-    )
-    .await;
-    let channels = format!(
-        "channels:\n  telegram:\n    accounts:\n      default:\n        botToken: {{source: env, id: BENCH_TG}}\n        apiBase: \"http://{addr}\"\n        dmPolicy: open\n        allowFrom: [\"*\"]\n"
-    );
     let dir = work.join("outbox");
-    let controller = start(&dir, "telegram", &channels);
+    let (tg, controller) = telegram_controller(&dir).await;
     let http = reqwest::Client::new();
-    ready(&http, &dir, &controller).await;
     warm(&tg, chats).await;
     let token = std::fs::read_to_string(dir.join("state/operator-token")).unwrap();
     let token = token.trim().to_string();

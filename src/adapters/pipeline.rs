@@ -51,13 +51,13 @@ pub(crate) trait Adapter: Send + Sync + 'static {
         None
     }
 
-    /// Answers a click for the clicker alone.
+    /// Answers a click for the clicker alone; the platform's error when it could not.
     fn answer_click(
         _running: &Arc<RunningAccount>,
         _click: &Click,
         _text: &str,
-    ) -> impl Future<Output = ()> + Send {
-        async {}
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        async { Ok(()) }
     }
 
     /// Posts a reply to the message (`postable`: not empty, not `NO_REPLY`).
@@ -200,7 +200,14 @@ async fn clicked<A: Adapter>(running: &Arc<RunningAccount>, click: Click) {
         ),
     };
     running.log(&line).await;
-    A::answer_click(running, &click, &text).await;
+    if let Err(e) = A::answer_click(running, &click, &text).await {
+        running
+            .log(&format!(
+                "click-answer-failed approval={} error={e}",
+                click.approval_id
+            ))
+            .await;
+    }
 }
 
 /// Hands a mapped event in at the Access door, and posts the reply its answer holds.

@@ -55,7 +55,7 @@ impl Adapter for Slack {
         running: &Arc<RunningAccount>,
         click: &Click,
         text: &str,
-    ) -> impl std::future::Future<Output = ()> + Send {
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send {
         answer_click(running, click, text)
     }
 
@@ -792,14 +792,18 @@ pub(crate) fn click(payload: &Payload) -> Option<Click> {
 }
 
 /// Answers a click with `chat.postEphemeral`: a message only the clicker sees.
-async fn answer_click(running: &Arc<RunningAccount>, click: &Click, text: &str) {
+async fn answer_click(
+    running: &Arc<RunningAccount>,
+    click: &Click,
+    text: &str,
+) -> Result<(), String> {
     let body = Ephemeral {
         channel: &click.answer_to,
         user: &click.user_id,
         text,
         thread_ts: click.thread.as_deref(),
     };
-    if let Err(e) = api::call::<_, Ignored>(
+    api::call::<_, Ignored>(
         &running.cx.http,
         &running.spec.api_base,
         bot_token(running),
@@ -807,14 +811,8 @@ async fn answer_click(running: &Arc<RunningAccount>, click: &Click, text: &str) 
         &body,
     )
     .await
-    {
-        running
-            .log(&format!(
-                "click-answer-failed approval={} error={e}",
-                click.approval_id
-            ))
-            .await;
-    }
+    .map(drop)
+    .map_err(|e| e.to_string())
 }
 
 type DiscussionOf = (ThreadKey, u32, String, u32);

@@ -61,7 +61,7 @@ impl Adapter for Telegram {
         running: &Arc<RunningAccount>,
         click: &Click,
         text: &str,
-    ) -> impl std::future::Future<Output = ()> + Send {
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send {
         answer_click(running, click, text)
     }
 
@@ -120,7 +120,11 @@ pub(crate) fn click(update: &Update) -> Option<Click> {
 }
 
 /// Answers a click with `answerCallbackQuery`: shown to the clicker alone.
-async fn answer_click(running: &Arc<RunningAccount>, click: &Click, text: &str) {
+async fn answer_click(
+    running: &Arc<RunningAccount>,
+    click: &Click,
+    text: &str,
+) -> Result<(), String> {
     let body = AnswerCallbackQuery {
         callback_query_id: &click.answer_to,
         text: &outbound::split(text, 200, outbound::utf16, 1)
@@ -129,17 +133,11 @@ async fn answer_click(running: &Arc<RunningAccount>, click: &Click, text: &str) 
             .unwrap_or_default(),
         show_alert: true,
     };
-    if let Err(e) = api(running)
+    api(running)
         .call::<_, Ignored>("answerCallbackQuery", &body, Duration::from_secs(10))
         .await
-    {
-        running
-            .log(&format!(
-                "click-answer-failed approval={} error={e}",
-                click.approval_id
-            ))
-            .await;
-    }
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 fn api(running: &RunningAccount) -> Api<'_> {

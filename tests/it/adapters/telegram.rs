@@ -770,6 +770,26 @@ fn a_subagents_announce_reaches_the_telegram_chat_it_was_spawned_from() {
     );
 }
 
+/// [`start_open`], the SDK agent asking its approvals in the chat (`route: origin`, 120 s) of
+/// `approver`.
+fn start_approving(server: &Server, approver: &str) -> Up {
+    let agents = format!(
+        "{}      permissions: {{route: origin, timeoutSeconds: 120, approvers: [\"{approver}\"]}}\n",
+        sdk_agents()
+    );
+    let up = Up::start_config(
+        &agents,
+        &channels(server, OPEN_DMS, ""),
+        ALL_TO_SDK,
+        |cmd| {
+            cmd.env("TG_TOKEN", TOKEN)
+                .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+        },
+    );
+    connected(&up);
+    up
+}
+
 /// An approval asked in a Telegram chat (conversations.md, "Approvals in the chat, with
 /// buttons"): the prompt answers the asking message with an inline keyboard; a click by a
 /// sender who is no approver is answered privately and decides nothing; the approver's click
@@ -779,20 +799,8 @@ fn a_subagents_announce_reaches_the_telegram_chat_it_was_spawned_from() {
 fn an_approval_in_a_telegram_chat_is_decided_with_its_buttons() {
     let server = Server::start();
     let fake = &server.fake;
-    let agents = format!(
-        "{}      permissions: {{route: origin, timeoutSeconds: 60, approvers: [\"telegram:77\"]}}\n",
-        sdk_agents()
-    );
-    let up = Up::start_config(
-        &agents,
-        &channels(&server, OPEN_DMS, ""),
-        ALL_TO_SDK,
-        |cmd| {
-            cmd.env("TG_TOKEN", TOKEN)
-                .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
-        },
-    );
-    connected(&up);
+    let up = start_approving(&server, "telegram:77");
+    fake.wait("the first poll", |f| !f.calls_of("getUpdates").is_empty());
     let polls = fake.calls_of("getUpdates");
     assert!(
         polls[0].body["allowed_updates"]
@@ -911,20 +919,7 @@ fn an_approval_in_a_telegram_chat_is_decided_with_its_buttons() {
 fn an_approval_command_in_the_asking_chat_does_not_wait_behind_the_turn() {
     let server = Server::start();
     let fake = &server.fake;
-    let agents = format!(
-        "{}      permissions: {{route: origin, timeoutSeconds: 120, approvers: [\"telegram:5\"]}}\n",
-        sdk_agents()
-    );
-    let up = Up::start_config(
-        &agents,
-        &channels(&server, OPEN_DMS, ""),
-        ALL_TO_SDK,
-        |cmd| {
-            cmd.env("TG_TOKEN", TOKEN)
-                .env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
-        },
-    );
-    connected(&up);
+    let _up = start_approving(&server, "telegram:5");
     fake.message(
         private(5),
         user(5),
