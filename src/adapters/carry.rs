@@ -76,6 +76,7 @@ async fn pass(cx: &Arc<AdapterCx>, draining: &Draining) {
 
 /// Posts conversation `to`'s rows one after the other, until none is left or one is held.
 async fn drain(cx: Arc<AdapterCx>, to: Conversation, draining: Draining) {
+    let mut moved = false;
     loop {
         let head = {
             let (access, to) = (cx.access.clone(), to.clone());
@@ -88,12 +89,16 @@ async fn drain(cx: Arc<AdapterCx>, to: Conversation, draining: Draining) {
         if !settle(&cx, &queued, carried).await {
             break;
         }
+        moved = true;
     }
     if let Ok(mut d) = draining.lock() {
         d.remove(&to);
     }
-    // A row queued while this drain was ending waits for no timer.
-    cx.access.outbox_queued().notify_one();
+    // A row queued while this drain was ending waits for no timer. Only after progress: a
+    // drain that stopped at a held row would otherwise ring the next pass at once, forever.
+    if moved {
+        cx.access.outbox_queued().notify_one();
+    }
 }
 
 /// Posts one row by its account's carrier.

@@ -1444,15 +1444,37 @@ fn an_operator_notice_waits_for_a_carrier_and_then_reaches_the_chat() {
     crate::common::wait_until("the notice held", || {
         crate::adapters::channel_log(&up, "slack").contains("outbound-held cause=notice")
     });
-    let metrics = crate::common::http(
-        up.addr,
-        "GET",
-        "/metrics",
-        &[("authorization", &operator(&up))],
-        b"",
+    // The gauge is the carriers' last pass (one a second).
+    crate::common::wait_until("the held gauge", || {
+        let metrics = crate::common::http(
+            up.addr,
+            "GET",
+            "/metrics",
+            &[("authorization", &operator(&up))],
+            b"",
+        );
+        metrics
+            .body
+            .as_str()
+            .unwrap_or_default()
+            .contains("deepcli_outbox_held 1")
+    });
+    // A held row is tried again once a second, not in a loop: the controller stays nearly idle.
+    let cpu = |pid: u32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let (before, at) = (cpu(up.child.id()), Instant::now());
+    std::thread::sleep(Duration::from_secs(2));
+    let ticks = cpu(up.child.id()) - before;
+    let hz = 100.0; // USER_HZ on Linux
+    let share = ticks as f64 / hz / at.elapsed().as_secs_f64();
+    assert!(
+        share < 0.5,
+        "the controller used {:.0} % of a core with one held row",
+        share * 100.0
     );
-    let metrics = metrics.body.as_str().unwrap_or_default().to_string();
-    assert!(metrics.contains("deepcli_outbox_held 1"), "{metrics}");
     // A session that never took a message from a chat: refused, nothing queued.
     let refused = deepcli(&["sessions", "say", "agent:beta:main", "hello?"]);
     assert!(!refused.status.success());
