@@ -847,24 +847,8 @@ fn an_approval_in_a_telegram_chat_is_decided_with_its_buttons() {
 
     // The asker is no approver: told so privately, nothing decided.
     let refused = fake.click(private(5), user(5), message_id, &approve);
-    fake.wait("the refusal", |f| {
-        f.calls_of("answerCallbackQuery")
-            .iter()
-            .any(|c| c.body["callback_query_id"] == refused.as_str())
-    });
-    let answer = fake
-        .calls_of("answerCallbackQuery")
-        .into_iter()
-        .find(|c| c.body["callback_query_id"] == refused.as_str())
-        .unwrap();
-    assert!(
-        answer.body["text"]
-            .as_str()
-            .unwrap()
-            .contains("not an approver"),
-        "{:?}",
-        answer.body
-    );
+    let answer = answer_of(fake, &refused);
+    assert!(answer.contains("not an approver"), "{answer}");
     let log = channel_log(&up, "telegram");
     assert!(
         log.contains(&format!("click-refused approval={id} by=telegram:5")),
@@ -893,24 +877,22 @@ fn an_approval_in_a_telegram_chat_is_decided_with_its_buttons() {
         edit.body.get("reply_markup").is_none(),
         "the keyboard is gone"
     );
-    fake.wait("the approver's answer", |f| {
+    let answer = answer_of(fake, &approved);
+    assert!(answer.contains("approved by telegram:77"), "{answer}");
+}
+
+/// The text `answerCallbackQuery` showed the clicker of callback query `id`, once it came.
+fn answer_of(fake: &Fake, id: &str) -> String {
+    let find = |f: &Fake| {
         f.calls_of("answerCallbackQuery")
-            .iter()
-            .any(|c| c.body["callback_query_id"] == approved.as_str())
-    });
-    let answer = fake
-        .calls_of("answerCallbackQuery")
-        .into_iter()
-        .find(|c| c.body["callback_query_id"] == approved.as_str())
-        .unwrap();
-    assert!(
-        answer.body["text"]
-            .as_str()
-            .unwrap()
-            .contains("approved by telegram:77"),
-        "{:?}",
-        answer.body
-    );
+            .into_iter()
+            .find(|c| c.body["callback_query_id"] == id)
+    };
+    fake.wait("the click's answer", |f| find(f).is_some());
+    find(fake).unwrap().body["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// `/approve <id>` typed in the very chat whose turn waits for it is answered at once: the
