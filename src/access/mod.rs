@@ -94,6 +94,13 @@ const MAX_OPEN_LOGS: usize = 64;
 /// What a delivery produced.
 type Outcome = Result<Delivered, AccessError>;
 
+/// Whether `text` is a chat command the hub answers beside the session's turns, never behind
+/// them: an approval command (the turn may be waiting for it) and `/status`. An adapter gives
+/// these a lane of their own beside their chat's.
+pub(crate) fn answered_beside_turns(text: &str) -> bool {
+    ChatCommand::parse(text).is_some() || chat_status::is_status(text)
+}
+
 /// The Access layer's piece of a generation: the plan (none before the first is published),
 /// and what the turn engine reads of it. Compiled once per plan ([`Served::new`]).
 #[derive(Debug, Clone, Default)]

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 
 use super::{AdapterSpec, Click, Envelope, Identity, RunningAccount, Taken};
-use crate::access::ChatCommand;
 
 /// What a platform's adapter adds to the pipeline.
 pub(crate) trait Adapter: Send + Sync + 'static {
@@ -142,8 +141,9 @@ pub(super) fn dispatch<A: Adapter>(running: &Arc<RunningAccount>, taken: Taken, 
     let mapped = A::map(&event, &identity, &running.spec);
     let lane = match &mapped {
         // An approval command never waits behind the turn that asked (approvals.md), which
-        // holds its chat's lane: it goes in a lane of its own beside it.
-        Ok(m) if ChatCommand::parse(&A::envelope(m).text).is_some() => {
+        // holds its chat's lane, nor `/status` behind the turn it reports on: a lane of their
+        // own beside the chat's.
+        Ok(m) if crate::access::answered_beside_turns(&A::envelope(m).text) => {
             format!("command/{}", A::lane(m))
         }
         Ok(m) => A::lane(m).to_string(),

@@ -928,3 +928,37 @@ fn an_approval_command_in_the_asking_chat_does_not_wait_behind_the_turn() {
             && texts.iter().any(|t| t.starts_with("permission: allow"))
     });
 }
+
+/// `/status` in a chat whose turn is still running is answered at once, not after the turn:
+/// it reports on that turn (conversations.md).
+#[test]
+fn status_in_a_busy_chat_is_answered_beside_the_turn() {
+    let server = Server::start();
+    let fake = &server.fake;
+    let up = start_open(&server);
+    // Inside the agent's workspace: its sandbox sees nothing else of the state directory.
+    let gate = up.state.join("workspaces/sdk/release-the-turn");
+    fake.message(
+        private(6),
+        user(6),
+        &format!("hold {}", gate.display()),
+        json!({}),
+    );
+    up.wait_for("the turn running", |_| {
+        crate::common::count(&up.state, "SELECT count(*) FROM turns_started") == 1
+    });
+    fake.message(private(6), user(6), "/status", json!({}));
+    fake.wait("the status, while the turn holds", |f| {
+        texts(&f.sent()).iter().any(|t| t.contains("queue"))
+    });
+    assert!(
+        !texts(&fake.sent())
+            .iter()
+            .any(|t| t.starts_with("echo: hold")),
+        "the turn has not answered yet"
+    );
+    std::fs::write(&gate, "").unwrap();
+    fake.wait("the held turn's answer", |f| {
+        texts(&f.sent()).iter().any(|t| t.starts_with("echo: hold"))
+    });
+}
