@@ -116,7 +116,7 @@ impl Access {
             key,
             &session_key,
             (&answer, response),
-            move |s, sent| s.reset_session(&k, &line, &d, sent),
+            move |s, sent| s.restart_session(&k, &line, Some((&d, sent))),
         )
         .await
     }

@@ -262,20 +262,6 @@ impl AccessStore {
         })
     }
 
-    /// Starts a new session under `session_key` (`/new`): its runtime session forgotten (the
-    /// next message opens a new one, with no context from before), its age counted from now,
-    /// a `reset` line beginning the transcript's new segment, and the command's response
-    /// recorded for redeliveries; one transaction.
-    pub(crate) fn reset_session(
-        &self,
-        session_key: &str,
-        line: &str,
-        key: &DeliveryKey,
-        response: &str,
-    ) -> Result<(), StateError> {
-        self.restart_session(session_key, line, Some((key, response)))
-    }
-
     /// A new session under `session_key` (`session.reset`, or a chat's `/new` when `answered`
     /// gives its delivery): the runtime session forgotten, the session's start now, and a
     /// `reset` line (`line`) beginning the transcript's next segment; one transaction.

@@ -710,31 +710,43 @@ async fn apply_planned(
             // The generation in force: the one just published, else the one the state had (a
             // restart on applied state publishes nothing and still serves it).
             let mut desired = desired;
+            // Once per apply: the plan's carriers and the connections to converge.
+            let adapter_specs = crate::adapters::specs(&config);
             let next = wiring::Generation::compile(
                 &prev,
                 wiring::Applied {
                     config: &config,
                     desired: &mut desired,
                     runtimes: &runtimes,
+                    adapters: &adapter_specs,
                     generation: applied.generation.or(generation),
                 },
             );
-            Ok((applied, desired, (config, runtimes), (prev, next)))
+            Ok((
+                applied,
+                desired,
+                (config, runtimes, adapter_specs),
+                (prev, next),
+            ))
         })
         .await
         .unwrap_or_else(|e| Err(format!("apply panicked: {e}")))
     };
-    let (applied, desired, (config, runtimes), (prev, next)): (_, _, (_, Vec<RuntimeSpec>), _) =
-        match applied {
-            Ok(applied) => applied,
-            Err(error) => {
-                tracing::error!(%error, "apply failed; the next reconcile retries");
-                if let Ok(mut s) = shared.status.write() {
-                    s.last_error = Some(error);
-                }
-                return false;
+    let (applied, desired, (config, runtimes, adapter_specs), (prev, next)): (
+        _,
+        _,
+        (_, Vec<RuntimeSpec>, _),
+        _,
+    ) = match applied {
+        Ok(applied) => applied,
+        Err(error) => {
+            tracing::error!(%error, "apply failed; the next reconcile retries");
+            if let Ok(mut s) = shared.status.write() {
+                s.last_error = Some(error);
             }
-        };
+            return false;
+        }
+    };
     stages.done("apply");
     for (entry, root) in &applied.trashed {
         tracing::info!(
@@ -801,7 +813,7 @@ async fn apply_planned(
     supervisor.converge(&runtimes).await;
     heartbeats.converge(beats, &shared.access);
     // The platform connections start after the routing they deliver by is in force.
-    adapters.converge(crate::adapters::specs(&config));
+    adapters.converge(adapter_specs);
     threads::drop_in_background((desired, config, plan, prev));
     true
 }

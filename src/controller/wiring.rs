@@ -96,6 +96,8 @@ pub(super) struct Applied<'a> {
     pub(super) config: &'a crate::config::Config,
     pub(super) desired: &'a mut crate::plan::Desired,
     pub(super) runtimes: &'a [RuntimeSpec],
+    /// The platform adapters the config asks for (`adapters::specs`).
+    pub(super) adapters: &'a [crate::adapters::AdapterSpec],
     /// The routing generation in force, if any.
     pub(super) generation: Option<u64>,
 }
@@ -109,6 +111,7 @@ impl Generation {
             config,
             desired,
             runtimes,
+            adapters,
             generation,
         } = applied;
         let access =
@@ -128,7 +131,7 @@ impl Generation {
                             accounts: &desired.routing_body.accounts,
                         },
                     );
-                    plan.adapters = crate::adapters::specs(config)
+                    plan.adapters = adapters
                         .iter()
                         .filter(|spec| spec.enabled && spec.missing().is_none())
                         .map(crate::adapters::AdapterSpec::key)
