@@ -105,8 +105,11 @@ async fn turn(
         })
         .collect();
     let text = text.join("\n");
-    // A chat message's prompt begins with deepcli's line saying who speaks and where: the
-    // echo is of the message.
+    // A session's first prompt begins with deepcli's system section, and a chat message's
+    // with its line saying who speaks and where: the echo is of the message.
+    let text = crate::sessions::system::strip(&text)
+        .map(str::to_string)
+        .unwrap_or(text);
     let text = match text.split_once('\n') {
         // `access::prompt::HEADER_START` (this leaf uses no other module).
         Some((first, rest)) if first.starts_with("[deepcli: message from ") => rest.to_string(),

@@ -27,6 +27,15 @@ pub(crate) fn shown(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Text of many lines (a transcript message, a system section) as shown: its line breaks
+/// kept, every other control character escaped as [`shown`] does.
+pub(crate) fn shown_lines(text: &str) -> String {
+    text.split('\n')
+        .map(|line| shown(line))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A character [`shown`] escapes.
 pub(crate) fn is_control(c: char) -> bool {
     c.is_control() || c == '\u{2028}' || c == '\u{2029}'
@@ -35,6 +44,14 @@ pub(crate) fn is_control(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn many_lines_keep_their_breaks_and_nothing_else() {
+        assert_eq!(
+            shown_lines("one\ntwo \u{1b}[2J\r"),
+            "one\ntwo \\u{1b}[2J\\r"
+        );
+    }
 
     #[test]
     fn a_control_character_in_an_id_cannot_start_or_overwrite_a_line() {

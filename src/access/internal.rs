@@ -10,7 +10,9 @@
 use super::store::{AccessStore, CountedTurn, RefusalRow, RuntimeSession, Turn};
 use super::{Access, Beat};
 use crate::sessions::budget::BudgetRefusal;
-use crate::sessions::{KnownSession, SessionStore, TurnCount, TurnMetrics, TurnRecord};
+use crate::sessions::{
+    GivenSection, KnownSession, SessionStore, TurnCount, TurnMetrics, TurnRecord,
+};
 use crate::state::{Provenance, StateError};
 
 impl Access {
@@ -116,6 +118,23 @@ impl From<TurnCount> for CountedTurn {
 
 /// The turn engine's records, in the Access layer's tables.
 impl SessionStore for AccessStore {
+    fn given_section(&self, session_key: &str) -> Result<Option<GivenSection>, StateError> {
+        AccessStore::given_section(self, session_key)
+    }
+
+    fn record_section(
+        &self,
+        session_key: &str,
+        agent_id: &str,
+        given: &GivenSection,
+    ) -> Result<(), StateError> {
+        AccessStore::record_section(self, session_key, agent_id, given)
+    }
+
+    fn agent_was_told(&self, agent_id: &str) -> Result<bool, StateError> {
+        AccessStore::agent_was_told(self, agent_id)
+    }
+
     fn runtime_session(&self, session_key: &str) -> Result<Option<KnownSession>, StateError> {
         Ok(
             AccessStore::runtime_session(self, session_key)?.map(|s| KnownSession {

@@ -116,6 +116,7 @@ impl Served {
                 runtimes: plan.runtimes.clone(),
                 models: plan.models.clone(),
                 budgets: plan.budgets.clone(),
+                systems: plan.systems.clone(),
             }),
             plan: Some(Arc::new(plan)),
         }

@@ -52,6 +52,9 @@ pub(crate) struct AccessPlan {
     /// credentials set: their adapter carries what the outbox holds for them. The controller
     /// fills it (`access serve` runs no adapters).
     pub adapters: std::collections::HashSet<AccountKey>,
+    /// What each `acp` agent's system section is made of. The controller fills it (the
+    /// Hub's part comes from its policy).
+    pub systems: HashMap<String, std::sync::Arc<crate::sessions::system::SystemSpec>>,
     /// How many agents and bindings the plan holds.
     pub agents: usize,
     pub bindings: usize,
@@ -214,6 +217,7 @@ impl AccessPlan {
             budgets: HashMap::new(),
             acp_cwds: HashMap::new(),
             adapters: Default::default(),
+            systems: HashMap::new(),
             lifecycle: Default::default(),
             closed,
             agents,

@@ -11,6 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::outbox::{
     self, Cause, Conversation, Failed, OutboxCounts, Outgoing, PostedPrompt, Queued,
 };
+use crate::sessions::GivenSection;
 use crate::state::{Provenance, StateDir, StateError};
 
 pub(crate) struct AccessStore {
@@ -207,6 +208,71 @@ impl AccessStore {
                 params![session_key, agent_id, session.id, session.instance, now],
             )
             .map(drop)
+        })
+    }
+
+    /// The system section `session_key` was last given.
+    pub(crate) fn given_section(
+        &self,
+        session_key: &str,
+    ) -> Result<Option<GivenSection>, StateError> {
+        self.with(|c| AccessStore::section_given(c, session_key))
+    }
+
+    /// [`AccessStore::given_section`] on connection `c` (the Hub's, for `sessions show`).
+    pub(crate) fn section_given(
+        c: &Connection,
+        session_key: &str,
+    ) -> rusqlite::Result<Option<GivenSection>> {
+        c.query_row(
+            "SELECT runtime_session_id, hash, text, at FROM system_sections WHERE session_key = ?1",
+            [session_key],
+            |r| {
+                Ok(GivenSection {
+                    runtime_session_id: r.get(0)?,
+                    hash: r.get(1)?,
+                    text: r.get(2)?,
+                    at: r.get(3)?,
+                })
+            },
+        )
+        .optional()
+    }
+
+    /// Records the system section `session_key` was given, in place of the one before.
+    pub(crate) fn record_section(
+        &self,
+        session_key: &str,
+        agent_id: &str,
+        given: &GivenSection,
+    ) -> Result<(), StateError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO system_sections (session_key, agent_id, runtime_session_id, hash, text, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (session_key) DO UPDATE SET agent_id = ?2, runtime_session_id = ?3,
+                     hash = ?4, text = ?5, at = ?6",
+                params![
+                    session_key,
+                    agent_id,
+                    given.runtime_session_id,
+                    given.hash,
+                    given.text,
+                    given.at
+                ],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Whether a session of `agent_id` was ever given a system section.
+    pub(crate) fn agent_was_told(&self, agent_id: &str) -> Result<bool, StateError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT EXISTS (SELECT 1 FROM system_sections WHERE agent_id = ?1)",
+                [agent_id],
+                |r| r.get(0),
+            )
         })
     }
 

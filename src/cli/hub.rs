@@ -30,9 +30,10 @@ pub(super) enum SessionsCommand {
     /// Every session the hub knows: key, agent, kind, label, last activity, queue depth.
     #[command(after_help = EXIT_CODES)]
     List(ListArgs),
-    /// One session: its place in a spawn tree, its children, its latest runs.
+    /// One session: its place in a spawn tree, its children, its latest runs (--prompt: the
+    /// system section it was last given).
     #[command(after_help = EXIT_CODES)]
-    Show(KeyArgs),
+    Show(ShowArgs),
     /// A session's transcript, oldest first.
     #[command(after_help = EXIT_CODES)]
     History(HistoryArgs),
@@ -105,6 +106,19 @@ pub(super) struct PageArgs {
 pub(super) struct KeyArgs {
     /// The session key (agent:<id>:…).
     session_key: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ShowArgs {
+    /// The session key (agent:<id>:…).
+    session_key: String,
+    /// Print the system section the session was last given (what deepcli told its agent at
+    /// the start of its runtime session, or when the section last changed).
+    #[arg(long)]
+    prompt: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -291,7 +305,7 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
         SessionsCommand::Show(a) => rpc(
             global,
             "sessions/show",
-            json!({"sessionKey": a.session_key}),
+            json!({"sessionKey": a.session_key, "prompt": a.prompt}),
             quick,
         )
         .map(|r| (r, a.json)),
@@ -383,7 +397,7 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
                     "{} [{}] {}\n",
                     text(&m["at"]),
                     text(&m["provenance"]),
-                    text(&m["text"])
+                    crate::shown::shown_lines(&text(&m["text"]))
                 ));
             }
             out
@@ -406,6 +420,21 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
             } else {
                 ExitStatus::Failure
             }
+        }
+        SessionsCommand::Show(ShowArgs { prompt: true, .. }) => {
+            show(&result, json, |r| match &r["systemSection"] {
+                Value::Object(section) => format!(
+                    "# given {} to runtime session {} ({})\n{}\n",
+                    text(&section["at"]),
+                    text(&section["runtimeSessionId"]),
+                    text(&section["hash"]),
+                    crate::shown::shown_lines(&text(&section["text"])),
+                ),
+                _ => format!(
+                    "Session {} was given no system section yet: its agent gets one at the start of its next runtime session (an `acp` runtime only).\n",
+                    crate::shown::shown(r["sessionKey"].as_str().unwrap_or("-"))
+                ),
+            })
         }
         SessionsCommand::Say(_) => show(&result, json, |r| {
             format!(

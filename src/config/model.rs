@@ -42,6 +42,7 @@ pub struct AgentDefaults {
     pub budgets: Option<Budgets>,
     pub identity: Option<Identity>,
     pub permissions: Option<Permissions>,
+    pub bootstrap_max_chars: Option<u64>,
 }
 
 /// One entry of `agents.list`, as written.
@@ -65,6 +66,9 @@ pub struct AgentSpec {
     pub protect: Option<bool>,
     pub skip_bootstrap: Option<bool>,
     pub permissions: Option<Permissions>,
+    /// The most characters of one bootstrap file the system section gives the agent
+    /// (conversations.md); OpenClaw's key and default.
+    pub bootstrap_max_chars: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -490,6 +490,7 @@ fn agent(
         budgets: own.budgets.or_else(|| defaults.budgets.clone()),
         identity: own.identity.or_else(|| defaults.identity.clone()),
         permissions: own.permissions.or_else(|| defaults.permissions.clone()),
+        bootstrap_max_chars: own.bootstrap_max_chars.or(defaults.bootstrap_max_chars),
         ..own
     };
     let state = &options.state_dir;

@@ -181,8 +181,21 @@ async fn beat_on(spec: HeartbeatSpec, access: Arc<Access>, reports: HeartbeatRep
     loop {
         ticks.tick().await;
         let due = crate::clock::now();
-        let beat = match tokio::fs::read_to_string(&spec.file).await {
-            Ok(text) => access.heartbeat(&spec.agent_id, &text).await,
+        let file = spec.file.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            crate::workspace::read::read(&file, crate::workspace::read::MAX_BYTES)
+        })
+        .await;
+        use crate::workspace::read::WorkspaceFile;
+        let beat = match read {
+            Ok(WorkspaceFile::Text(text)) => access.heartbeat(&spec.agent_id, &text).await,
+            Ok(WorkspaceFile::Missing) => Beat::Skipped(format!(
+                "cannot read {}: it is missing",
+                spec.file.display()
+            )),
+            Ok(WorkspaceFile::Refused(why)) => {
+                Beat::Skipped(format!("cannot read {}: {why}", spec.file.display()))
+            }
             Err(e) => Beat::Skipped(format!("cannot read {}: {e}", spec.file.display())),
         };
         tracing::debug!(agent = %spec.agent_id, ?beat, "heartbeat");

@@ -28,6 +28,7 @@ use crate::approvals::{Approvals, Asks, Policies};
 use crate::hub::{Hub, HubCore, HubPolicy, ManagementAsks};
 use crate::runtime::acp::PermissionAsks;
 use crate::runtime::{RuntimeSpec, RuntimeStatus, Supervisor};
+use crate::sessions::system::SystemSpec;
 use crate::sessions::{Runtimes, TurnEvents};
 use crate::snapshot::Snapshot;
 use crate::state::StateDir;
@@ -135,6 +136,17 @@ impl Generation {
                         .iter()
                         .filter(|spec| spec.enabled && spec.missing().is_none())
                         .map(crate::adapters::AdapterSpec::key)
+                        .collect();
+                    let session = &plan.routing.session;
+                    let told = HubPolicy::from_config(config, |id| session.main_key(id));
+                    plan.systems = config
+                        .agents
+                        .iter()
+                        .filter(|a| a.runtime_kind() == crate::config::model::RuntimeKind::Acp)
+                        .map(|a| {
+                            let spec = SystemSpec::of(a, told.told(a.id()));
+                            (a.id().to_string(), Arc::new(spec))
+                        })
                         .collect();
                     Served::new(plan)
                 }

@@ -62,7 +62,7 @@ pub(crate) const METHODS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum HubRequest {
     SessionsList(SessionsParams),
-    SessionsShow(KeyParams),
+    SessionsShow(ShowParams),
     SessionsHistory(HistoryParams),
     SessionsSend(SendParams),
     SessionsSay(SayParams),
@@ -118,6 +118,15 @@ pub(crate) struct SessionsParams {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct KeyParams {
     pub session_key: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct ShowParams {
+    pub session_key: String,
+    /// With the system section the session was last given.
+    #[serde(default)]
+    pub prompt: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -238,6 +247,22 @@ pub(crate) struct SessionDetail {
     pub child: Option<ChildView>,
     pub children: Vec<ChildLink>,
     pub runs: Vec<RunView>,
+    /// Asked for (`prompt`): the system section the session was last given, or null when it
+    /// was given none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_section: Option<Option<SectionView>>,
+}
+
+/// The system section a session was last given (conversations.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SectionView {
+    /// The runtime session it went to.
+    pub runtime_session_id: String,
+    /// Of everything but its date and time.
+    pub hash: String,
+    pub at: String,
+    pub text: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -319,7 +344,7 @@ impl Hub {
                 Ok(HubAnswer::Sessions(self.operator_sessions(p).await?))
             }
             HubRequest::SessionsShow(p) => Ok(HubAnswer::Session(
-                self.operator_session(&p.session_key).await?,
+                self.operator_session(&p.session_key, p.prompt).await?,
             )),
             HubRequest::SessionsHistory(p) => {
                 let page = paged(p.limit, p.cursor.as_deref())?;
@@ -462,9 +487,13 @@ impl Hub {
         })
     }
 
-    async fn operator_session(&self, key: &str) -> Result<SessionDetail, OperatorError> {
+    async fn operator_session(
+        &self,
+        key: &str,
+        prompt: bool,
+    ) -> Result<SessionDetail, OperatorError> {
         let k = key.to_string();
-        let (exists, child, runs, children) = self
+        let (exists, child, runs, children, section) = self
             .db(move |s| {
                 Ok((
                     s.session_exists(&k)?,
@@ -475,6 +504,7 @@ impl Hub {
                         ..RunFilter::default()
                     })?,
                     s.children_of(&k)?,
+                    if prompt { s.given_section(&k)? } else { None },
                 ))
             })
             .await?;
@@ -504,6 +534,14 @@ impl Hub {
                 })
                 .collect(),
             runs: runs.iter().map(RunView::of).collect(),
+            system_section: prompt.then(|| {
+                section.map(|g| SectionView {
+                    runtime_session_id: g.runtime_session_id,
+                    hash: g.hash,
+                    at: g.at,
+                    text: g.text,
+                })
+            }),
         })
     }
 

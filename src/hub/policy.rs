@@ -394,6 +394,68 @@ impl HubPolicy {
         policy
     }
 
+    /// What agent `agent_id`'s system section says of the Hub (conversations.md): its tools,
+    /// and the policy that limits them, one line each, as this policy decides.
+    pub(crate) fn told(&self, agent_id: &str) -> Vec<String> {
+        let mut lines = vec![format!(
+            "The hub's MCP server `deepcli` gives your sessions its tools: {}. agents_list tells who else is here; sessions_send messages another session and waits for its reply; sessions_spawn gives a task to a new session (of you or another agent) whose result comes back to you; management_request asks an operator to change the hub's configuration.",
+            super::tools::ALL.join(", ")
+        )];
+        let others: Vec<&str> = self
+            .agents
+            .keys()
+            .map(String::as_str)
+            .filter(|id| *id != agent_id)
+            .collect();
+        let reachable: Vec<&str> = others
+            .iter()
+            .copied()
+            .filter(|id| self.agent_to_agent(agent_id, id).is_ok())
+            .collect();
+        lines.push(if !self.a2a_enabled {
+            "Messaging other agents is off in this hub (tools.agentToAgent.enabled: false): sessions_send reaches only your own sessions.".to_string()
+        } else if reachable.is_empty() {
+            "sessions_send reaches only your own sessions: no other agent is yours to message (tools.agentToAgent.allow).".to_string()
+        } else {
+            format!(
+                "sessions_send may reach these other agents: {}.",
+                reachable.join(", ")
+            )
+        });
+        let spawnable: Vec<&str> = others
+            .iter()
+            .copied()
+            .filter(|id| self.may_spawn_on(agent_id, id).is_ok())
+            .collect();
+        let limits = self.limits(agent_id);
+        lines.push(format!(
+            "sessions_spawn may start sessions of {}; spawned sessions nest at most {} deep, and one session holds at most {} children at once{}.",
+            if spawnable.is_empty() {
+                "yourself only (subagents.allowAgents names no other agent)".to_string()
+            } else {
+                format!("yourself and of {}", spawnable.join(", "))
+            },
+            limits.max_spawn_depth,
+            limits.max_children,
+            limits
+                .max_concurrent
+                .map_or(String::new(), |n| format!("; at most {n} of your spawned runs run at once")),
+        ));
+        lines.push(format!(
+            "sessions_list and sessions_history show {} (tools.sessions.visibility).",
+            match self.visibility_of(agent_id) {
+                Visibility::SelfOnly => "your own session only",
+                Visibility::Tree => "your session and the sessions it spawned",
+                Visibility::Agent => "every session of your agent",
+                Visibility::All => "every session you may reach",
+            }
+        ));
+        lines.push(
+            "A session the hub spawned has fewer tools: it reports back through its final answer (its first message says so, under `# Subagent Context`).".to_string(),
+        );
+        lines
+    }
+
     /// The spawn limits of agent `agent_id` (the defaults for an agent not in the config).
     pub(crate) fn limits(&self, agent_id: &str) -> Limits {
         self.agents

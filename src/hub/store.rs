@@ -705,6 +705,14 @@ impl HubStore {
     }
 
     /// Whether a session key has a runtime session, a transcript or an open spawn.
+    /// The system section `session_key` was last given (`sessions show --prompt`).
+    pub(crate) fn given_section(
+        &self,
+        session_key: &str,
+    ) -> Result<Option<crate::sessions::GivenSection>, StateError> {
+        self.with(|c| AccessStore::section_given(c, session_key))
+    }
+
     pub(crate) fn session_exists(&self, session_key: &str) -> Result<bool, StateError> {
         self.with(|c| {
             Ok(AccessStore::session_on_record(c, session_key)?

@@ -354,6 +354,7 @@ pub fn export(config: &Config) -> Exported {
                 "sandbox",
                 "heartbeat",
                 "skipBootstrap",
+                "bootstrapMaxChars",
                 "groupChat",
             ],
             "agents.yaml agents.defaults",

@@ -416,7 +416,7 @@ impl<'a> Mapper<'a> {
             let path = format!("agents.defaults.{}", key_path(k));
             match k.as_str() {
                 "model" => self.model(v, &path, &mut out),
-                "skipBootstrap" | "heartbeat" | "groupChat" | "identity" => {
+                "skipBootstrap" | "bootstrapMaxChars" | "heartbeat" | "groupChat" | "identity" => {
                     if let Some(n) = to_node(v) {
                         out.set(k.clone(), n);
                     }

@@ -17,6 +17,7 @@ pub(crate) mod model;
 mod queue;
 mod running;
 pub(crate) mod store;
+pub(crate) mod system;
 #[cfg(test)]
 mod tests;
 mod turn;
@@ -38,7 +39,7 @@ use crate::state::{Provenance, StateError};
 pub(crate) use crate::runtime::StopReason;
 pub(crate) use queue::Place;
 pub(crate) use running::{CancelState, CancelWhy};
-pub(crate) use store::{KnownSession, SessionStore, TurnCount, TurnRecord};
+pub(crate) use store::{GivenSection, KnownSession, SessionStore, TurnCount, TurnRecord};
 
 /// The engine's timings and limits; `deepcli up` and `deepcli access serve` set them from
 /// flags, tests to moments.
@@ -75,6 +76,8 @@ pub(crate) struct TurnPlan {
     pub runtimes: HashMap<String, RuntimeKind>,
     pub models: HashMap<String, Model>,
     pub budgets: HashMap<String, budget::BudgetLimits>,
+    /// What each agent's system section is made of (absent: it gets none).
+    pub systems: HashMap<String, Arc<system::SystemSpec>>,
 }
 
 impl TurnPlan {
@@ -415,6 +418,9 @@ pub(crate) struct Sessions {
     budgets: budget::Budgets,
     /// What became of each agent's `model` in its runtime, by agent id.
     models: Mutex<HashMap<String, AppliedModel>>,
+    /// The hash of the system section each session key was last given, with the runtime
+    /// session it went to: an open session's next turn compares without a read of the state.
+    given: Mutex<HashMap<String, (String, String)>>,
     mcp: Option<Arc<dyn McpDoor>>,
     turns: Option<TurnEvents>,
     metrics: Arc<dyn TurnMetrics>,
@@ -450,6 +456,7 @@ impl Sessions {
             running: running::RunningTurns::default(),
             budgets,
             models: Mutex::default(),
+            given: Mutex::default(),
             mcp,
             turns,
             metrics,

@@ -37,7 +37,28 @@ pub(crate) struct TurnRecord {
     pub meta: Value,
 }
 
+/// The system section a session was last given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GivenSection {
+    pub runtime_session_id: String,
+    pub hash: String,
+    pub text: String,
+    pub at: String,
+}
+
 pub(crate) trait SessionStore: Send + Sync + 'static {
+    /// The system section `session_key` was last given.
+    fn given_section(&self, session_key: &str) -> Result<Option<GivenSection>, StateError>;
+    /// Records the system section `session_key` (of `agent_id`) was given now.
+    fn record_section(
+        &self,
+        session_key: &str,
+        agent_id: &str,
+        given: &GivenSection,
+    ) -> Result<(), StateError>;
+    /// Whether a session of `agent_id` was ever given a system section: if not, its next one is
+    /// its first run.
+    fn agent_was_told(&self, agent_id: &str) -> Result<bool, StateError>;
     fn runtime_session(&self, session_key: &str) -> Result<Option<KnownSession>, StateError>;
     fn set_runtime_session(
         &self,

@@ -288,9 +288,34 @@ struct FakeStore {
     exchanges: Mutex<Vec<Exchange>>,
     refusals: Mutex<Vec<budget::BudgetRefusal>>,
     cancels: Mutex<Vec<(String, String, Option<String>)>>,
+    sections: Mutex<HashMap<String, GivenSection>>,
 }
 
 impl SessionStore for FakeStore {
+    fn given_section(&self, session_key: &str) -> Result<Option<GivenSection>, StateError> {
+        Ok(self.sections.lock().unwrap().get(session_key).cloned())
+    }
+    fn record_section(
+        &self,
+        session_key: &str,
+        _agent_id: &str,
+        given: &GivenSection,
+    ) -> Result<(), StateError> {
+        self.sections
+            .lock()
+            .unwrap()
+            .insert(session_key.to_string(), given.clone());
+        Ok(())
+    }
+    fn agent_was_told(&self, agent_id: &str) -> Result<bool, StateError> {
+        let prefix = format!("agent:{agent_id}:");
+        Ok(self
+            .sections
+            .lock()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with(&prefix)))
+    }
     fn runtime_session(&self, session_key: &str) -> Result<Option<KnownSession>, StateError> {
         Ok(self.sessions.lock().unwrap().get(session_key).cloned())
     }

@@ -9,8 +9,8 @@ use agent_client_protocol::v1::schema::McpServer;
 
 use super::running::Running;
 use super::{
-    CancelState, CancelWhy, KnownSession, Place, SessionOptions, Sessions, Stage, StopReason,
-    TurnCount, TurnError, TurnOutcome, budget, cap, model,
+    CancelState, CancelWhy, GivenSection, KnownSession, Place, SessionOptions, Sessions, Stage,
+    StopReason, TurnCount, TurnError, TurnOutcome, budget, cap, model, system,
 };
 use crate::config::model::RuntimeKind;
 use crate::runtime::SessionRuntime;
@@ -94,9 +94,21 @@ impl Sessions {
             };
             return self.counted(session_key, answered, counted).await;
         };
-        let (session_id, prompt_text, mut notes) = self
+        let opened = self
             .open_session(&*handle, agent_id, session_key, text, options)
             .await?;
+        let (session_id, mut notes) = (opened.id, opened.notes);
+        let prompt_text = self
+            .told(
+                agent_id,
+                session_key,
+                &session_id,
+                opened.fresh,
+                opened.prompt,
+            )
+            .await?;
+        notes.extend(prompt_text.1);
+        let prompt_text = prompt_text.0;
         notes.extend(self.apply_model(&*handle, agent_id, &session_id).await);
         let timeout = options.timeout.unwrap_or(self.settings.prompt_timeout);
         let (timeout, why) = match limits.turn_seconds {
@@ -195,13 +207,19 @@ impl Sessions {
         session_key: &str,
         text: &str,
         options: &SessionOptions,
-    ) -> Result<(String, String, Vec<String>), TurnError> {
+    ) -> Result<Opened, TurnError> {
+        let open = |id: String| Opened {
+            id,
+            prompt: text.to_string(),
+            notes: Vec::new(),
+            fresh: false,
+        };
         // The session this runtime instance already serves the key with (the common case: a
         // conversation's next turn) needs no read of the state database.
         if !options.oneshot
             && let Some(id) = handle.serving(session_key)
         {
-            return Ok((id, text.to_string(), Vec::new()));
+            return Ok(open(id));
         }
         let known = if options.oneshot {
             None
@@ -213,7 +231,7 @@ impl Sessions {
             && known.instance.as_deref() == Some(handle.instance())
             && handle.holder(&known.id).as_deref() == Some(session_key)
         {
-            return Ok((known.id.clone(), text.to_string(), Vec::new()));
+            return Ok(open(known.id.clone()));
         }
         let gone = |message: String| TurnError::RuntimeFailed {
             agent_id: agent_id.to_string(),
@@ -251,6 +269,7 @@ impl Sessions {
                 handle.release(&known.id);
             }
         }
+        let fresh = opened.is_none();
         let (id, prompt_text) = match opened {
             Some(opened) => opened,
             None => {
@@ -300,7 +319,85 @@ impl Sessions {
             self.blocking(move |s| s.set_runtime_session(&key, &agent, &session))
                 .await?;
         }
-        Ok((id, prompt_text, notes))
+        Ok(Opened {
+            id,
+            prompt: prompt_text,
+            notes,
+            fresh,
+        })
+    }
+
+    /// `prompt` with agent `agent_id`'s system section before it when session `session_key`
+    /// (runtime session `session_id`) was not given the section composed now: a `fresh`
+    /// session always, an open one when the section changed since (conversations.md, "What
+    /// the agent is told"). Returns the prompt and a note for the transcript.
+    async fn told(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        session_id: &str,
+        fresh: bool,
+        prompt: String,
+    ) -> Result<(String, Option<String>), TurnError> {
+        let Some(spec) = self.plan().systems.get(agent_id).cloned() else {
+            return Ok((prompt, None));
+        };
+        let known = if fresh {
+            None
+        } else {
+            self.given
+                .lock()
+                .ok()
+                .and_then(|given| given.get(session_key).cloned())
+                .filter(|(id, _)| id == session_id)
+                .map(|(_, hash)| hash)
+        };
+        let (key, agent, id) = (
+            session_key.to_string(),
+            agent_id.to_string(),
+            session_id.to_string(),
+        );
+        let composed = self
+            .blocking(move |store| {
+                let given = match known {
+                    Some(hash) => Some(hash),
+                    None if fresh => None,
+                    None => store
+                        .given_section(&key)?
+                        .filter(|g| g.runtime_session_id == id)
+                        .map(|g| g.hash),
+                };
+                let first_run = fresh && !store.agent_was_told(&agent)?;
+                let now = crate::clock::timestamp().to_zoned_datetime(jiff::tz::TimeZone::system());
+                let section = system::compose(&spec, first_run, &now);
+                if given.as_deref() == Some(section.hash.as_str()) {
+                    return Ok((None, section.hash));
+                }
+                let given = GivenSection {
+                    runtime_session_id: id,
+                    hash: section.hash.clone(),
+                    text: section.text.clone(),
+                    at: crate::clock::now(),
+                };
+                store.record_section(&key, &agent, &given)?;
+                // A new session always gets the section (conversations.md): only a section
+                // given again is worth a line.
+                let note = (!fresh).then(|| {
+                    format!(
+                        "system section given again: it changed since the session was given it (`deepcli sessions show {key} --prompt` prints it)"
+                    )
+                });
+                Ok((Some((section.text, note)), section.hash))
+            })
+            .await?;
+        let (section, hash) = composed;
+        if let Ok(mut given) = self.given.lock() {
+            given.insert(session_key.to_string(), (session_id.to_string(), hash));
+        }
+        Ok(match section {
+            Some((text, note)) => (format!("{text}\n{prompt}"), note),
+            None => (prompt, None),
+        })
     }
 
     /// Applies the agent's `model` (as the config in force says now) to an open runtime
@@ -672,6 +769,15 @@ async fn person_aware_timeout(handle: &dyn SessionRuntime, session_id: &str, tim
             _ = changes.changed() => {}
         }
     }
+}
+
+/// What [`Sessions::open_session`] opened: the runtime session, the text to prompt with, notes
+/// for the transcript, and whether the session is new.
+struct Opened {
+    id: String,
+    prompt: String,
+    notes: Vec<String>,
+    fresh: bool,
 }
 
 /// A new runtime session's first prompt: the recent transcript, then the message.

@@ -185,6 +185,11 @@ impl Tx<'_> {
             &format!("DELETE FROM sessions WHERE agent_id = ?1 OR {mine}"),
             params![agent_id, prefix],
         )?;
+        // What its sessions were told is composed again for a restored one.
+        self.run(
+            &format!("DELETE FROM system_sections WHERE agent_id = ?1 OR {mine}"),
+            params![agent_id, prefix],
+        )?;
         for (table, columns) in [
             ("transcript", TRANSCRIPT_COLUMNS),
             ("deliveries", DELIVERY_COLUMNS),

@@ -187,8 +187,8 @@ fn agent_key(
     }
 }
 
-/// Keys that act for one runtime kind only: `model`, `heartbeat.every` and `permissions`
-/// (through ACP), and
+/// Keys that act for one runtime kind only: `model`, `heartbeat.every`, `permissions` and
+/// `bootstrapMaxChars` (through ACP), and
 /// `runtime.command`, `env`, `cwd` (for a runtime that runs).
 fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
     let heartbeat_why = |kind: RuntimeKind| {
@@ -212,6 +212,11 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
         ("model", "model", "model"),
         ("heartbeat/every", "heartbeat", "heartbeat.every"),
         ("permissions", "permissions", "permissions"),
+        (
+            "bootstrapMaxChars",
+            "bootstrapMaxChars",
+            "bootstrapMaxChars",
+        ),
     ] {
         let pointer = format!("/agents/defaults/{field}");
         if !cx.exists(AGENTS, &pointer) {
@@ -279,6 +284,25 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
                     ),
                 )
                 .hint("use `runtime.kind: acp`, or remove `permissions`")
+                .at(cx.at_key(AGENTS, &pointer)),
+            );
+        }
+    }
+    // The system section goes to ACP sessions only.
+    for agent in listed {
+        let kind = agent.runtime_kind();
+        let pointer = format!("{}/bootstrapMaxChars", agent.pointer());
+        if kind != RuntimeKind::Acp && cx.exists(AGENTS, &pointer) {
+            out.push(
+                Diagnostic::new(
+                    rules::NOT_ENFORCED,
+                    format!(
+                        "`bootstrapMaxChars` of agent `{}` is not enforced: deepcli gives the bootstrap files to ACP sessions only, and `runtime.kind: {}` is not one",
+                        agent.id(),
+                        kind.as_str()
+                    ),
+                )
+                .hint("use `runtime.kind: acp`, or remove `bootstrapMaxChars`")
                 .at(cx.at_key(AGENTS, &pointer)),
             );
         }

@@ -1,5 +1,8 @@
 //! Workspace bootstrap files: the templates shipped in the binary and how an agent's values
-//! fill them (reconcile.md, "apply"). Pure: writing them is `apply`'s job.
+//! fill them (reconcile.md, "apply"). Pure: writing them is `apply`'s job; [`read`] is how the
+//! controller reads what an agent may have changed there.
+
+pub(crate) mod read;
 
 use crate::config::Agent;
 

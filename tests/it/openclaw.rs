@@ -455,6 +455,53 @@ agents:
     );
 }
 
+/// `bootstrapMaxChars` is OpenClaw's `agents.defaults` key both ways; an agent's own (deepcli
+/// only) is listed as left out.
+#[test]
+fn bootstrap_max_chars_is_carried_both_ways() {
+    let text = r#"{ agents: { defaults: { bootstrapMaxChars: 4000 }, list: [ { id: "main" } ] } }"#;
+    let imported = openclaw::import_bytes(
+        text.as_bytes(),
+        "openclaw.json",
+        Path::new("/imported"),
+        &options(),
+    )
+    .unwrap();
+    assert!(
+        imported.unsupported.is_empty(),
+        "{:?}",
+        imported.unsupported
+    );
+    let config = &imported.report.config;
+    assert_eq!(config.agent_defaults.bootstrap_max_chars, Some(4000));
+    let main = config.agents.iter().find(|a| a.id() == "main").unwrap();
+    assert_eq!(main.spec.bootstrap_max_chars, Some(4000));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        "agents:\n  defaults: {bootstrapMaxChars: 4000}\n  list:\n    - id: main\n      bootstrapMaxChars: 100\n",
+    )
+    .unwrap();
+    let exported = export_text(dir.path());
+    assert_eq!(
+        exported.openclaw["agents"]["defaults"]["bootstrapMaxChars"],
+        4000
+    );
+    assert_eq!(
+        exported.openclaw["agents"]["list"][0].get("bootstrapMaxChars"),
+        None
+    );
+    assert!(
+        exported
+            .left_out
+            .iter()
+            .any(|l| l.path == "agents.yaml agents.list[0].bootstrapMaxChars"),
+        "{:?}",
+        exported.left_out
+    );
+}
+
 /// deepcli's `sandbox` on export: the keys OpenClaw shares carry over, `network: none` is
 /// OpenClaw's `docker.network: none`, and what OpenClaw has no key for is listed.
 #[test]

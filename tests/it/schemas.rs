@@ -174,6 +174,10 @@ const KEYS: &[(&str, Acts)] = &[
         Enforced("plan::desired: no bootstrap files"),
     ),
     (
+        "agents.list[].bootstrapMaxChars",
+        Enforced("sessions::system: each bootstrap file cut to it in the system section"),
+    ),
+    (
         "agents.list[].runtime",
         Enforced("runtime: what the controller runs"),
     ),

@@ -23,8 +23,11 @@
 //               `permission: <the optionId chosen, or cancelled>`
 //   crash       exits the process with code 3
 //   cwd         replies `cwd: <the session's working directory>`
-//   raw         replies `raw: <the prompt exactly as deepcli sent it>` (with the line before a
-//               chat message that says who speaks and where, which every other reply leaves out)
+//   raw         replies `raw: <the prompt as deepcli sent it, but its system section>` (with
+//               the line before a chat message that says who speaks and where, which every
+//               other reply leaves out)
+//   system      replies `system: <the system section before this prompt>`, or `system: (none)`
+//               (deepcli gives it before a session's first prompt, and again when it changed)
 //   exec SHELL  runs SHELL with bash (the rest of the prompt, as a prompt-injected coding agent
 //               would) and replies `exec: <its exit code>\n<stdout and stderr>`; the isolation
 //               tests probe deepcli's sandbox with it
@@ -74,6 +77,18 @@ const { agent, methods, ndJsonStream, RequestError } = await import(pathToFileUR
 const sdkVersion = JSON.parse(
   readFileSync(new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url)),
 ).version;
+
+// `sessions::system::BEGIN` and `END`.
+const SYSTEM_BEGIN = "[deepcli: system section.";
+const SYSTEM_END = "[deepcli: end of the system section]";
+
+function withoutSystemSection(prompt) {
+  const end = prompt.indexOf(SYSTEM_END);
+  if (!prompt.startsWith(SYSTEM_BEGIN) || end < 0) {
+    return prompt;
+  }
+  return prompt.slice(end + SYSTEM_END.length).replace(/^\n+/, "");
+}
 
 const sequential = process.env.SDK_ECHO_SEQUENTIAL === "1";
 let issued = 0;
@@ -183,13 +198,20 @@ const app = agent({ name: "sdk-echo" })
     }
     const begun = process.hrtime.bigint();
     const prompt = text(params.prompt);
-    // deepcli's line saying who speaks and where comes first in a chat message's prompt
-    // (conversations.md): `raw` shows it; everything else reads the message after it.
-    const [first, ...after] = prompt.split("\n");
-    const full = first.startsWith("[deepcli: message from ") ? after.join("\n") : prompt;
+    // deepcli's system section comes first in a session's first prompt, and its line saying
+    // who speaks and where first in a chat message's (conversations.md): `raw` shows them;
+    // everything else reads the message after them.
+    const message = withoutSystemSection(prompt);
+    const [first, ...after] = message.split("\n");
+    const full = first.startsWith("[deepcli: message from ") ? after.join("\n") : message;
     const said = commandText(full);
     if (said.startsWith("raw")) {
-      await say(client, sessionId, `raw: ${prompt}`);
+      await say(client, sessionId, `raw: ${message}`);
+      return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("system")) {
+      const section = prompt.slice(0, prompt.length - message.length).trimEnd();
+      await say(client, sessionId, `system: ${section || "(none)"}`);
       return { stopReason: "end_turn" };
     }
     sessions[sessionId] += 1;
