@@ -107,9 +107,14 @@ async fn turn(
     let text = text.join("\n");
     // A session's first prompt begins with deepcli's system section, and a chat message's
     // with its line saying who speaks and where: the echo is of the message.
-    let text = crate::sessions::system::strip(&text)
-        .map(str::to_string)
-        .unwrap_or(text);
+    // `sessions::system::BEGIN` and `END` (this leaf uses no other module).
+    let text = match text.find("[deepcli: end of the system section]") {
+        Some(end) if text.starts_with("[deepcli: system section.") => text
+            [end + "[deepcli: end of the system section]".len()..]
+            .trim_start_matches('\n')
+            .to_string(),
+        _ => text,
+    };
     let text = match text.split_once('\n') {
         // `access::prompt::HEADER_START` (this leaf uses no other module).
         Some((first, rest)) if first.starts_with("[deepcli: message from ") => rest.to_string(),

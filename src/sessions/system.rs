@@ -93,7 +93,8 @@ impl SystemSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Section {
     pub text: String,
-    /// Of everything but the date and time: the same hash is the same section.
+    /// Of everything but the date and time and the first run's `BOOTSTRAP.md`: the same hash
+    /// is the same section.
     pub hash: String,
 }
 
@@ -114,16 +115,24 @@ pub(crate) fn compose(spec: &SystemSpec, first_run: bool, now: &Zoned) -> Sectio
     head.push_str(&format!(
         "Your workspace is {}. Its files follow in this order: {}. Each is given up to {} characters (bootstrapMaxChars); a longer one is cut, and the cut is said where it is. Read a file yourself for all of it.\n",
         spec.workspace.display(),
-        names.join(", "),
+        FILES.join(", "),
         spec.max_chars,
     ));
+    // The first run's file is not hashed: the session's next turn, composed without it, is
+    // the same section.
+    let mut first = String::new();
     for name in names {
-        head.push_str(&format!("## {name}"));
+        let part = if name == FIRST_RUN {
+            &mut first
+        } else {
+            &mut head
+        };
+        part.push_str(&format!("## {name}"));
         if name == FIRST_RUN {
-            head.push_str(" (your first session only: do what it says, then delete it)");
+            part.push_str(" (your first session only: do what it says, then delete it)");
         }
-        head.push('\n');
-        head.push_str(&file(spec, name));
+        part.push('\n');
+        part.push_str(&file(spec, name));
     }
     let mut tail = String::from("# Hub\n");
     for line in &spec.hub {
@@ -143,7 +152,7 @@ pub(crate) fn compose(spec: &SystemSpec, first_run: bool, now: &Zoned) -> Sectio
         now.strftime("%:z"),
     );
     Section {
-        text: format!("{head}{date}{tail}"),
+        text: format!("{head}{first}{date}{tail}"),
         hash,
     }
 }
@@ -205,15 +214,6 @@ fn cut(text: &str, name: &str, max: usize) -> String {
     format!(
         "{start}\n[... cut: {name} has {chars} characters, more than bootstrapMaxChars {max}; the first {head} and the last {tail} are given. Read {name} for all of it ...]\n{end}"
     )
-}
-
-/// Whether `prompt` begins with a system section; the text after it when it does.
-pub(crate) fn strip(prompt: &str) -> Option<&str> {
-    if !prompt.starts_with(BEGIN) {
-        return None;
-    }
-    let end = prompt.find(END)?;
-    Some(prompt[end + END.len()..].trim_start_matches('\n'))
 }
 
 #[cfg(test)]
@@ -286,6 +286,11 @@ mod tests {
                 && first.contains("introduce yourself"),
             "{first}"
         );
+        assert_eq!(
+            compose(&spec(dir.path()), true, &at(9)).hash,
+            section.hash,
+            "the next turn is not a first run, and the section is the same"
+        );
         std::fs::remove_file(dir.path().join("BOOTSTRAP.md")).unwrap();
         let first = compose(&spec(dir.path()), true, &at(9)).text;
         assert!(!first.contains("BOOTSTRAP.md"), "{first}");
@@ -344,21 +349,13 @@ mod tests {
     #[test]
     fn the_tags_are_the_ones_deepcli_acts_on() {
         for tag in [
-            crate::adapters::outbound::NO_REPLY,
+            "NO_REPLY",
             "HEARTBEAT_OK",
-            crate::adapters::slack::CLOSE_MARKER,
+            "DISCUSSION_CLOSE",
             "REPLY_SKIP",
             "ANNOUNCE_SKIP",
         ] {
             assert!(TAGS.contains(&format!("`{tag}`")), "{tag}");
         }
-    }
-
-    #[test]
-    fn strip_takes_the_section_off() {
-        let dir = tempfile::tempdir().unwrap();
-        let section = compose(&spec(dir.path()), false, &at(9)).text;
-        assert_eq!(strip(&format!("{section}\nhello")), Some("hello"));
-        assert_eq!(strip("hello"), None);
     }
 }

@@ -2023,3 +2023,105 @@ fn channels_status_asks_the_running_controller() {
         "{b:#}"
     );
 }
+
+/// The system section (conversations.md, "What the agent is told"): a new session's first
+/// prompt begins with it (identity, the bootstrap files cut at `bootstrapMaxChars`, the first
+/// run's BOOTSTRAP.md, date and time, the Hub's tools and policy, the reply tags); the next turn
+/// of that session gets none, until a file changes; `sessions show --prompt` prints what was
+/// given. A symlink the agent put in its workspace is not followed.
+#[test]
+fn the_agent_is_told_its_system_section_and_again_when_it_changes() {
+    let agents = crate::common::sdk_agents().replace(
+        "    - id: sdk\n",
+        "    - id: sdk\n      bootstrapMaxChars: 300\n      identity: {name: Sidekick, description: echoes what it is told}\n",
+    );
+    let channels = &open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
+    let bindings = "bindings:\n  - {agentId: sdk, match: {channel: slack}}\n";
+    let up = Up::start_config(&agents, channels, bindings, |cmd| {
+        cmd.env("HOOK", SECRET);
+    });
+    up.wait_for("the SDK agent ready", |s| {
+        Up::runtime(s, "sdk").is_some_and(|r| r["status"] == "ready")
+    });
+    let workspace = up.state.join("workspaces/sdk");
+    let system = |room: &str, id: &str| -> String {
+        let (status, answer) = inbound(up.addr, SECRET, &slack_group(room, id, "system"));
+        assert_eq!(status, 200, "{answer:#}");
+        let reply = answer["reply"]["text"].as_str().unwrap();
+        reply.strip_prefix("system: ").unwrap().to_string()
+    };
+
+    let first = system("room", "m-1");
+    for part in [
+        "[deepcli: system section.",
+        "# Identity\nYou are the agent `sdk`, named Sidekick, of a deepcli hub of agents.\nWhat you are for: echoes what it is told\n",
+        "## AGENTS.md\n",
+        "[... cut: AGENTS.md has ",
+        "more than bootstrapMaxChars 300; the first 210 and the last 60 are given.",
+        "## BOOTSTRAP.md (your first session only",
+        "# Date and time\n",
+        "# Hub\nThe hub's MCP server `deepcli` gives your sessions its tools: agents_list,",
+        "sessions_send may reach these other agents: main.",
+        "(permissions.mode: ask), a person decides",
+        "- `NO_REPLY`: nothing is posted to the chat.",
+    ] {
+        assert!(first.contains(part), "no {part:?} in:\n{first}");
+    }
+    assert!(
+        first.ends_with("[deepcli: end of the system section]"),
+        "{first}"
+    );
+    // The same session's next turn: nothing changed, nothing given.
+    assert_eq!(system("room", "m-2"), "(none)");
+
+    // An edit reaches the open session at its next turn, with a line in its transcript.
+    std::fs::write(workspace.join("IDENTITY.md"), "- Name: Grace\n").unwrap();
+    let again = system("room", "m-3");
+    assert!(again.contains("## IDENTITY.md\n- Name: Grace\n"), "{again}");
+    let key = "agent:sdk:slack:group:room";
+    assert!(
+        transcript(&up.state, key)
+            .iter()
+            .any(|(p, t)| p == "acp" && t.starts_with("system section given again: it changed")),
+        "{:?}",
+        transcript(&up.state, key)
+    );
+    let shown = up.deepcli(&["sessions", "show", key, "--prompt", "--json"]);
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["systemSection"]["text"], again.as_str());
+    assert!(
+        shown["systemSection"]["hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    let human = up.deepcli(&["sessions", "show", key, "--prompt"]);
+    let human = String::from_utf8(human.stdout).unwrap();
+    assert!(human.starts_with("# given "), "{human}");
+    assert!(human.contains("- Name: Grace"), "{human}");
+    let plain = up.deepcli(&["sessions", "show", key, "--json"]);
+    let plain: Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert_eq!(plain.get("systemSection"), None, "{plain:#}");
+
+    // Another conversation's new session: the edit, and no first run.
+    let other = system("other-room", "m-4");
+    assert!(other.contains("- Name: Grace"), "{other}");
+    assert!(!other.contains("BOOTSTRAP.md"), "{other}");
+
+    // A link to the controller's operator token is not followed.
+    std::fs::remove_file(workspace.join("USER.md")).unwrap();
+    std::os::unix::fs::symlink(up.state.join("operator-token"), workspace.join("USER.md")).unwrap();
+    let linked = system("room", "m-5");
+    assert!(
+        linked.contains("## USER.md\n[not given: it is a symbolic link"),
+        "{linked}"
+    );
+    assert!(!linked.contains(&token(&up.state)), "{linked}");
+}
