@@ -421,6 +421,9 @@ pub(crate) struct Sessions {
     /// The hash of the system section each session key was last given, with the runtime
     /// session it went to: an open session's next turn compares without a read of the state.
     given: Mutex<HashMap<String, (String, String)>>,
+    /// The hash of each agent's section as last composed, with its spec and the stamp of its
+    /// workspace files then: a turn whose stamp is the same reads no file.
+    composed: Mutex<HashMap<String, (Arc<system::SystemSpec>, system::Stamp, String)>>,
     mcp: Option<Arc<dyn McpDoor>>,
     turns: Option<TurnEvents>,
     metrics: Arc<dyn TurnMetrics>,
@@ -457,6 +460,7 @@ impl Sessions {
             budgets,
             models: Mutex::default(),
             given: Mutex::default(),
+            composed: Mutex::default(),
             mcp,
             turns,
             metrics,

@@ -89,6 +89,36 @@ impl SystemSpec {
     }
 }
 
+/// What the workspace files of a section look like without reading them: each file's size,
+/// modification time and inode, or that it is missing. Equal stamps, equal files; unless one
+/// was written within the last second, which `stamp` reports as no stamp (a write in the same
+/// tick of the file system's clock as the read before it would leave the stamp as it was).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stamp(Vec<Option<(u64, i128, u64)>>);
+
+/// The stamp of `spec`'s workspace files now; `None` when one changed too recently to tell.
+pub(crate) fn stamp(spec: &SystemSpec) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let now = std::time::SystemTime::now();
+    let mut files = Vec::with_capacity(FILES.len());
+    for name in FILES {
+        let Ok(meta) = std::fs::symlink_metadata(spec.workspace.join(name)) else {
+            files.push(None);
+            continue;
+        };
+        let modified = meta.modified().ok()?;
+        if now
+            .duration_since(modified)
+            .map_or(true, |age| age.as_secs() < 1)
+        {
+            return None;
+        }
+        let nanos = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+        files.push(Some((meta.len(), nanos, meta.ino())));
+    }
+    Some(Stamp(files))
+}
+
 /// A composed section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Section {
@@ -307,6 +337,31 @@ mod tests {
         assert_eq!(nine.hash, ten.hash);
         std::fs::write(dir.path().join("IDENTITY.md"), "- Name: Grace").unwrap();
         assert_ne!(compose(&spec, false, &at(9)).hash, nine.hash);
+    }
+
+    #[test]
+    fn a_stamp_changes_with_a_file_and_is_withheld_while_one_is_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = spec(dir.path());
+        assert!(stamp(&spec).is_some(), "no file: nothing fresh");
+        let file = dir.path().join("SOUL.md");
+        std::fs::write(&file, "calm").unwrap();
+        assert_eq!(stamp(&spec), None, "written just now");
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let set = |when| {
+            std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .unwrap()
+                .set_modified(when)
+                .unwrap()
+        };
+        set(old);
+        let before = stamp(&spec).unwrap();
+        assert_eq!(stamp(&spec), Some(before.clone()));
+        std::fs::write(&file, "wild").unwrap();
+        set(old + std::time::Duration::from_secs(1));
+        assert_ne!(stamp(&spec).unwrap(), before);
     }
 
     #[test]

@@ -518,6 +518,46 @@ async fn the_next_turn_speaks_in_the_open_session() {
     assert_eq!(sessions, vec!["s1", "s1"]);
 }
 
+/// The system section (conversations.md): before a new session's first prompt; not before the
+/// next; again, with a note, once the workspace changed; and not before a resumed session's
+/// prompt when the state says it was given this section there.
+#[tokio::test]
+async fn the_system_section_comes_first_and_again_when_it_changed() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("IDENTITY.md"), "- Name: Ada").unwrap();
+    let mut plan = TurnPlan::default();
+    let spec = system::SystemSpec {
+        agent_id: "a".into(),
+        name: None,
+        emoji: None,
+        description: None,
+        when_to_use: None,
+        workspace: workspace.path().to_path_buf(),
+        max_chars: system::DEFAULT_MAX_CHARS,
+        hub: Vec::new(),
+    };
+    plan.systems.insert("a".into(), Arc::new(spec));
+    let rig = rig_with(FakeRuntime::new(), SessionSettings::default(), plan);
+    rig.engine.turn(request("one")).await.unwrap();
+    let second = rig.engine.turn(request("two")).await.unwrap();
+    assert!(second.notes.is_empty(), "{:?}", second.notes);
+    std::fs::write(workspace.path().join("IDENTITY.md"), "- Name: Grace").unwrap();
+    let third = rig.engine.turn(request("three")).await.unwrap();
+    assert!(
+        third.notes[0].starts_with("system section given again: it changed"),
+        "{:?}",
+        third.notes
+    );
+    let prompts: Vec<String> = rig.runtime.prompts().into_iter().map(|p| p.1).collect();
+    assert!(prompts[0].starts_with(system::BEGIN), "{}", prompts[0]);
+    assert!(prompts[0].contains("- Name: Ada") && prompts[0].ends_with("\none"));
+    assert_eq!(prompts[1], "two");
+    assert!(prompts[2].contains("- Name: Grace") && prompts[2].ends_with("\nthree"));
+    let given = rig.store.sections.lock().unwrap()[KEY].clone();
+    assert!(given.text.contains("- Name: Grace"));
+    assert_eq!(given.runtime_session_id, "s1");
+}
+
 #[tokio::test]
 async fn a_session_of_another_instance_is_resumed_when_the_agent_can_load() {
     let rig = rig_with(

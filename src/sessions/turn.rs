@@ -149,6 +149,7 @@ impl Sessions {
             if let Some(door) = self.mcp.as_ref() {
                 door.closed(session_key);
             }
+            self.forget_given(session_key);
         }
         answered.map(|mut answer| {
             answer.notes = notes;
@@ -352,13 +353,27 @@ impl Sessions {
                 .filter(|(id, _)| id == session_id)
                 .map(|(_, hash)| hash)
         };
+        // The common case, an open session's next turn with its files as they were: a stat of
+        // each file, no read.
+        if let Some(hash) = &known
+            && let Some(stamp) = system::stamp(&spec)
+            && self.composed.lock().ok().is_some_and(|composed| {
+                composed
+                    .get(agent_id)
+                    .is_some_and(|(s, st, h)| Arc::ptr_eq(s, &spec) && *st == stamp && h == hash)
+            })
+        {
+            return Ok((prompt, None));
+        }
         let (key, agent, id) = (
             session_key.to_string(),
             agent_id.to_string(),
             session_id.to_string(),
         );
+        let composing = spec.clone();
         let composed = self
             .blocking(move |store| {
+                let spec = composing;
                 let given = match known {
                     Some(hash) => Some(hash),
                     None if fresh => None,
@@ -369,9 +384,10 @@ impl Sessions {
                 };
                 let first_run = fresh && !store.agent_was_told(&agent)?;
                 let now = crate::clock::timestamp().to_zoned_datetime(jiff::tz::TimeZone::system());
+                let stamp = system::stamp(&spec);
                 let section = system::compose(&spec, first_run, &now);
                 if given.as_deref() == Some(section.hash.as_str()) {
-                    return Ok((None, section.hash));
+                    return Ok((None, section.hash, stamp));
                 }
                 let given = GivenSection {
                     runtime_session_id: id,
@@ -387,10 +403,13 @@ impl Sessions {
                         "system section given again: it changed since the session was given it (`deepcli sessions show {key} --prompt` prints it)"
                     )
                 });
-                Ok((Some((section.text, note)), section.hash))
+                Ok((Some((section.text, note)), section.hash, stamp))
             })
             .await?;
-        let (section, hash) = composed;
+        let (section, hash, stamp) = composed;
+        if let (Some(stamp), Ok(mut composed)) = (stamp, self.composed.lock()) {
+            composed.insert(agent_id.to_string(), (spec, stamp, hash.clone()));
+        }
         if let Ok(mut given) = self.given.lock() {
             given.insert(session_key.to_string(), (session_id.to_string(), hash));
         }
@@ -609,6 +628,14 @@ impl Sessions {
         }
     }
 
+    /// Forgets which system section closed session `session_key` was given (the state keeps
+    /// it for `sessions show --prompt`; its next runtime session is new and gets one anyway).
+    fn forget_given(&self, session_key: &str) {
+        if let Ok(mut given) = self.given.lock() {
+            given.remove(session_key);
+        }
+    }
+
     /// Ends a oneshot runtime session: `session/close` when the agent offers it
     /// (`sessionCapabilities.close`), else only forgotten here; says which for the transcript.
     async fn close(&self, handle: &dyn SessionRuntime, session_id: &str) -> String {
@@ -743,6 +770,7 @@ impl Sessions {
         if let Some(door) = self.mcp.as_ref() {
             door.closed(session_key);
         }
+        self.forget_given(session_key);
         Some(note)
     }
 }
