@@ -423,7 +423,7 @@ pub(crate) struct Sessions {
     given: Mutex<HashMap<String, (String, String)>>,
     /// The hash of each agent's section as last composed, with its spec and the stamp of its
     /// workspace files then: a turn whose stamp is the same reads no file.
-    composed: Mutex<HashMap<String, (Arc<system::SystemSpec>, system::Stamp, String)>>,
+    composed: Mutex<HashMap<String, system::Composed>>,
     mcp: Option<Arc<dyn McpDoor>>,
     turns: Option<TurnEvents>,
     metrics: Arc<dyn TurnMetrics>,

@@ -119,6 +119,15 @@ pub(crate) fn stamp(spec: &SystemSpec) -> Option<Stamp> {
     Some(Stamp(files))
 }
 
+/// What an agent's section was last composed from, and its hash: a turn that finds the same
+/// spec and stamp has the same section without reading a file.
+#[derive(Debug, Clone)]
+pub(crate) struct Composed {
+    pub spec: std::sync::Arc<SystemSpec>,
+    pub stamp: Stamp,
+    pub hash: String,
+}
+
 /// A composed section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Section {

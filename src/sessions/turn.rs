@@ -358,9 +358,9 @@ impl Sessions {
         if let Some(hash) = &known
             && let Some(stamp) = system::stamp(&spec)
             && self.composed.lock().ok().is_some_and(|composed| {
-                composed
-                    .get(agent_id)
-                    .is_some_and(|(s, st, h)| Arc::ptr_eq(s, &spec) && *st == stamp && h == hash)
+                composed.get(agent_id).is_some_and(|c| {
+                    Arc::ptr_eq(&c.spec, &spec) && c.stamp == stamp && c.hash == *hash
+                })
             })
         {
             return Ok((prompt, None));
@@ -408,7 +408,8 @@ impl Sessions {
             .await?;
         let (section, hash, stamp) = composed;
         if let (Some(stamp), Ok(mut composed)) = (stamp, self.composed.lock()) {
-            composed.insert(agent_id.to_string(), (spec, stamp, hash.clone()));
+            let hash = hash.clone();
+            composed.insert(agent_id.to_string(), system::Composed { spec, stamp, hash });
         }
         if let Ok(mut given) = self.given.lock() {
             given.insert(session_key.to_string(), (session_id.to_string(), hash));

@@ -2110,9 +2110,14 @@ fn the_agent_is_told_its_system_section_and_again_when_it_changes() {
     let plain: Value = serde_json::from_slice(&plain.stdout).unwrap();
     assert_eq!(plain.get("systemSection"), None, "{plain:#}");
 
-    // Another conversation's new session: the edit, and no first run.
+    // Another conversation's new session: both edits, and no first run.
+    std::fs::write(workspace.join("AGENTS.md"), "Answer in haiku.\n").unwrap();
     let other = system("other-room", "m-4");
     assert!(other.contains("- Name: Grace"), "{other}");
+    assert!(
+        other.contains("## AGENTS.md\nAnswer in haiku.\n## SOUL.md"),
+        "{other}"
+    );
     assert!(!other.contains("BOOTSTRAP.md"), "{other}");
 
     // A link to the controller's operator token is not followed.
