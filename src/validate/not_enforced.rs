@@ -269,42 +269,35 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
             );
         }
     }
-    // Permission requests and management requests come from ACP sessions only.
-    for agent in listed {
-        let kind = agent.runtime_kind();
-        let pointer = format!("{}/permissions", agent.pointer());
-        if kind != RuntimeKind::Acp && cx.exists(AGENTS, &pointer) {
-            out.push(
-                Diagnostic::new(
-                    rules::NOT_ENFORCED,
-                    format!(
-                        "`permissions` of agent `{}` is not enforced: only an ACP runtime asks for permission or reaches the Hub's management_request, and `runtime.kind: {}` is not one",
-                        agent.id(),
-                        kind.as_str()
-                    ),
-                )
-                .hint("use `runtime.kind: acp`, or remove `permissions`")
-                .at(cx.at_key(AGENTS, &pointer)),
-            );
-        }
-    }
-    // The system section goes to ACP sessions only.
-    for agent in listed {
-        let kind = agent.runtime_kind();
-        let pointer = format!("{}/bootstrapMaxChars", agent.pointer());
-        if kind != RuntimeKind::Acp && cx.exists(AGENTS, &pointer) {
-            out.push(
-                Diagnostic::new(
-                    rules::NOT_ENFORCED,
-                    format!(
-                        "`bootstrapMaxChars` of agent `{}` is not enforced: deepcli gives the bootstrap files to ACP sessions only, and `runtime.kind: {}` is not one",
-                        agent.id(),
-                        kind.as_str()
-                    ),
-                )
-                .hint("use `runtime.kind: acp`, or remove `bootstrapMaxChars`")
-                .at(cx.at_key(AGENTS, &pointer)),
-            );
+    // Permission requests and management requests come from ACP sessions only, and the
+    // system section goes to them only.
+    for (key, why) in [
+        (
+            "permissions",
+            "only an ACP runtime asks for permission or reaches the Hub's management_request",
+        ),
+        (
+            "bootstrapMaxChars",
+            "deepcli gives the bootstrap files to ACP sessions only",
+        ),
+    ] {
+        for agent in listed {
+            let kind = agent.runtime_kind();
+            let pointer = format!("{}/{key}", agent.pointer());
+            if kind != RuntimeKind::Acp && cx.exists(AGENTS, &pointer) {
+                out.push(
+                    Diagnostic::new(
+                        rules::NOT_ENFORCED,
+                        format!(
+                            "`{key}` of agent `{}` is not enforced: {why}, and `runtime.kind: {}` is not one",
+                            agent.id(),
+                            kind.as_str()
+                        ),
+                    )
+                    .hint(format!("use `runtime.kind: acp`, or remove `{key}`"))
+                    .at(cx.at_key(AGENTS, &pointer)),
+                );
+            }
         }
     }
     // A runtime that runs nothing: its `command`, `env` and `cwd` do nothing.

@@ -40,13 +40,16 @@ fn fixture(name: &str) -> String {
 }
 
 fn import(name: &str) -> openclaw::Imported {
-    openclaw::import_bytes(
-        fixture(name).as_bytes(),
-        name,
-        Path::new("/imported"),
-        &options(),
-    )
-    .unwrap()
+    import_named(&fixture(name), name)
+}
+
+/// `text` imported as `openclaw.json`.
+fn import_json(text: &str) -> openclaw::Imported {
+    import_named(text, "openclaw.json")
+}
+
+fn import_named(text: &str, name: &str) -> openclaw::Imported {
+    openclaw::import_bytes(text.as_bytes(), name, Path::new("/imported"), &options()).unwrap()
 }
 
 fn input(v: &Value) -> RouteInput {
@@ -324,13 +327,7 @@ fn import_maps_openclaws_sandbox_and_lists_what_it_does_not_carry() {
         ],
       },
     }"#;
-    let imported = openclaw::import_bytes(
-        text.as_bytes(),
-        "openclaw.json",
-        Path::new("/imported"),
-        &options(),
-    )
-    .unwrap();
+    let imported = import_json(text);
     let config = &imported.report.config;
     assert_eq!(
         config.agent_defaults.sandbox,
@@ -390,13 +387,7 @@ fn openclaws_subagent_tool_policy_is_imported_and_exported() {
       tools: { subagents: { tools: { alsoAllow: ["sessions_send"], deny: ["exec"] }, model: "x" } },
       agents: { list: [ { id: "main" }, { id: "coder", subagents: { allowAgents: ["main"] } } ] },
     }"#;
-    let imported = openclaw::import_bytes(
-        text.as_bytes(),
-        "openclaw.json",
-        Path::new("/imported"),
-        &options(),
-    )
-    .unwrap();
+    let imported = import_json(text);
     let want = Some(SubagentTools {
         allow: None,
         also_allow: vec!["sessions_send".into()],
@@ -460,13 +451,7 @@ agents:
 #[test]
 fn bootstrap_max_chars_is_carried_both_ways() {
     let text = r#"{ agents: { defaults: { bootstrapMaxChars: 4000 }, list: [ { id: "main" } ] } }"#;
-    let imported = openclaw::import_bytes(
-        text.as_bytes(),
-        "openclaw.json",
-        Path::new("/imported"),
-        &options(),
-    )
-    .unwrap();
+    let imported = import_json(text);
     assert!(
         imported.unsupported.is_empty(),
         "{:?}",
