@@ -58,6 +58,7 @@ pub(crate) mod snapshot;
 pub(crate) mod span;
 pub mod state;
 pub(crate) mod suggest;
+pub(crate) mod tasks;
 pub(crate) mod threads;
 pub mod trash;
 pub mod validate;

@@ -1,0 +1,446 @@
+//! The tasks' rows (`tasks.sql`): a task, and each event that moved it, written in one
+//! transaction that read the state it moves from, so that two doors deciding at once cannot
+//! both win. A connection of its own (as the Access layer and the Hub have); every call is
+//! short, and callers run it on the blocking pool.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Value, json};
+
+use super::state::{Actor, Decision, Event, Parties, TaskState, decide};
+use crate::state::{StateDir, StateError};
+
+pub(crate) struct TaskStore {
+    db: crate::state::LayerConnection,
+}
+
+/// Who asked for a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Requester {
+    /// A person, by platform id (`slack:U…`).
+    Person(String),
+    /// An agent's session, by key.
+    Session(String),
+    Operator,
+}
+
+impl Requester {
+    fn parts(&self) -> (&str, &'static str) {
+        match self {
+            Requester::Person(id) => (id, "person"),
+            Requester::Session(key) => (key, "session"),
+            Requester::Operator => ("operator", "operator"),
+        }
+    }
+}
+
+/// A task to create.
+#[derive(Debug, Clone)]
+pub(crate) struct NewTask {
+    pub title: String,
+    pub acceptance: String,
+    pub requester: Requester,
+    pub owner: String,
+    pub assignee: String,
+    /// The session key of the conversation it is discussed in.
+    pub room: Option<String>,
+    pub parent: Option<String>,
+}
+
+/// A task as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Task {
+    pub id: String,
+    pub title: String,
+    pub acceptance: String,
+    pub requester: Requester,
+    pub owner: String,
+    pub assignee: String,
+    /// `agent:<assignee>:task:<id>`.
+    pub session_key: String,
+    pub room: Option<String>,
+    pub parent: Option<String>,
+    pub state: TaskState,
+    pub runtime_state: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// One event of a task's history.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TaskEvent {
+    pub seq: i64,
+    pub kind: String,
+    pub actor: String,
+    pub door: String,
+    pub from: String,
+    /// `None`: late, it changed nothing.
+    pub to: Option<String>,
+    pub detail: Value,
+    pub at: String,
+}
+
+/// What an event did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Applied {
+    Moved {
+        from: TaskState,
+        to: TaskState,
+    },
+    /// The task was final: recorded as late, nothing changed.
+    Late {
+        state: TaskState,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TaskError {
+    #[error("no task `{0}`")]
+    NotFound(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+const COLUMNS: &str = "id, title, acceptance, requester, requester_kind, owner_agent, assignee_agent, session_key, room, parent_id, state, runtime_state, created_at, updated_at";
+
+fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
+    let requester: String = r.get(3)?;
+    let kind: String = r.get(4)?;
+    let state: String = r.get(10)?;
+    Ok(Task {
+        id: r.get(0)?,
+        title: r.get(1)?,
+        acceptance: r.get(2)?,
+        requester: match kind.as_str() {
+            "person" => Requester::Person(requester),
+            "session" => Requester::Session(requester),
+            _ => Requester::Operator,
+        },
+        owner: r.get(5)?,
+        assignee: r.get(6)?,
+        session_key: r.get(7)?,
+        room: r.get(8)?,
+        parent: r.get(9)?,
+        // A state this build does not know is a newer deepcli's: final, so nothing moves it.
+        state: TaskState::parse(&state).unwrap_or(TaskState::Failed),
+        runtime_state: r.get(11)?,
+        created_at: r.get(12)?,
+        updated_at: r.get(13)?,
+    })
+}
+
+fn actor_text(actor: &Actor) -> String {
+    match actor {
+        Actor::Agent { agent_id } => format!("agent:{agent_id}"),
+        Actor::Person { id } => id.clone(),
+        Actor::Operator => "operator".into(),
+        Actor::Hub => "hub".into(),
+    }
+}
+
+/// What the history keeps of an event besides its kind.
+fn detail(event: &Event) -> Value {
+    match event {
+        Event::Asked { question } => json!({"question": question}),
+        Event::Answered { answer } => json!({"answer": answer}),
+        Event::Submitted { summary } => json!({"summary": summary}),
+        Event::Reviewed { passed, notes } => json!({"passed": passed, "notes": notes}),
+        Event::Rejected { reason, reopen } => json!({"reason": reason, "reopen": reopen}),
+        Event::CancelSettled { confirmed } => json!({"confirmed": confirmed}),
+        Event::Failed { why } => json!({"why": why}),
+        _ => json!({}),
+    }
+}
+
+impl TaskStore {
+    pub(crate) fn open(dir: &StateDir) -> Result<TaskStore, StateError> {
+        Ok(TaskStore {
+            db: crate::state::LayerConnection::open(dir, "tasks")?,
+        })
+    }
+
+    /// Creates a task, `open`, with its `created` event from `door`.
+    pub(crate) fn create(&self, new: &NewTask, door: &str) -> Result<Task, StateError> {
+        let id = format!("task-{}", uuid::Uuid::new_v4());
+        let session_key = format!("agent:{}:task:{id}", new.assignee);
+        let now = crate::clock::now();
+        let (requester, kind) = new.requester.parts();
+        let actor = match &new.requester {
+            Requester::Session(key) => key.clone(),
+            _ => requester.to_string(),
+        };
+        self.db.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            tx.execute(
+                &format!("INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, ?12, ?12)"),
+                params![
+                    id,
+                    new.title,
+                    new.acceptance,
+                    requester,
+                    kind,
+                    new.owner,
+                    new.assignee,
+                    session_key,
+                    new.room,
+                    new.parent,
+                    TaskState::Open.as_str(),
+                    now
+                ],
+            )?;
+            let detail = json!({"title": new.title, "acceptance": new.acceptance, "owner": new.owner, "assignee": new.assignee});
+            insert_event(&tx, &id, "created", &actor, door, "", Some(TaskState::Open), &detail, &now)?;
+            tx.commit()
+        })?;
+        Ok(self.get(&id)?.expect("the task was just written"))
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Result<Option<Task>, StateError> {
+        self.db.with(|c| read_task(c, id))
+    }
+
+    /// The tasks of room `room` (all when `None`), newest first, at most `limit`.
+    pub(crate) fn list(&self, room: Option<&str>, limit: usize) -> Result<Vec<Task>, StateError> {
+        self.db.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {COLUMNS} FROM tasks WHERE ?1 IS NULL OR room = ?1 ORDER BY created_at DESC, id LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![room, limit as i64], task_row)?;
+            rows.collect()
+        })
+    }
+
+    /// Task `id`'s events, oldest first.
+    pub(crate) fn events(&self, id: &str) -> Result<Vec<TaskEvent>, StateError> {
+        self.db.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT seq, kind, actor, door, from_state, to_state, detail, at FROM task_events WHERE task_id = ?1 ORDER BY seq",
+            )?;
+            let rows = stmt.query_map([id], |r| {
+                let detail: String = r.get(6)?;
+                Ok(TaskEvent {
+                    seq: r.get(0)?,
+                    kind: r.get(1)?,
+                    actor: r.get(2)?,
+                    door: r.get(3)?,
+                    from: r.get(4)?,
+                    to: r.get(5)?,
+                    detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
+                    at: r.get(7)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    /// Applies `event` by `actor` from `door` to task `id`, as the state machine decides with
+    /// the owner's `approvers`: moved and recorded, recorded as late, or refused (nothing
+    /// written). `runtime_state`: the raw state the runtime reported with it, kept beside.
+    pub(crate) fn apply(
+        &self,
+        id: &str,
+        event: &Event,
+        actor: &Actor,
+        door: &str,
+        approvers: &[String],
+        runtime_state: Option<&str>,
+    ) -> Result<Applied, TaskError> {
+        let now = crate::clock::now();
+        self.db.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(task) = read_task(&tx, id)? else {
+                return Ok(Err(TaskError::NotFound(id.to_string())));
+            };
+            let requester_person = match &task.requester {
+                Requester::Person(p) => Some(p.as_str()),
+                _ => None,
+            };
+            let parties = Parties {
+                owner: &task.owner,
+                assignee: &task.assignee,
+                requester_person,
+                approvers,
+            };
+            let applied = match decide(task.state, event, actor, &parties) {
+                Decision::Refused(why) => return Ok(Err(TaskError::Refused(why))),
+                Decision::Late => Applied::Late { state: task.state },
+                Decision::Move(to) => Applied::Moved {
+                    from: task.state,
+                    to,
+                },
+            };
+            let to = match applied {
+                Applied::Moved { to, .. } => Some(to),
+                Applied::Late { .. } => None,
+            };
+            insert_event(
+                &tx,
+                id,
+                event.kind(),
+                &actor_text(actor),
+                door,
+                task.state.as_str(),
+                to,
+                &detail(event),
+                &now,
+            )?;
+            if let Some(to) = to {
+                tx.execute(
+                    "UPDATE tasks SET state = ?2, runtime_state = coalesce(?3, runtime_state), updated_at = ?4 WHERE id = ?1",
+                    params![id, to.as_str(), runtime_state, now],
+                )?;
+            }
+            tx.commit()?;
+            Ok(Ok(applied))
+        })?
+    }
+}
+
+/// Task `id`, read on a connection or in a transaction.
+fn read_task(c: &Connection, id: &str) -> rusqlite::Result<Option<Task>> {
+    c.query_row(
+        &format!("SELECT {COLUMNS} FROM tasks WHERE id = ?1"),
+        [id],
+        task_row,
+    )
+    .optional()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert_event(
+    c: &Connection,
+    id: &str,
+    kind: &str,
+    actor: &str,
+    door: &str,
+    from: &str,
+    to: Option<TaskState>,
+    detail: &Value,
+    at: &str,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO task_events (task_id, kind, actor, door, from_state, to_state, detail, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![id, kind, actor, door, from, to.map(TaskState::as_str), detail.to_string(), at],
+    )
+    .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, TaskStore) {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = TaskStore::open(&StateDir::new(tmp.path())).unwrap();
+        (tmp, store)
+    }
+
+    fn new_task() -> NewTask {
+        NewTask {
+            title: "rename the flag".into(),
+            acceptance: "cargo test passes".into(),
+            requester: Requester::Person("slack:U0ASKER".into()),
+            owner: "alpha".into(),
+            assignee: "beta".into(),
+            room: Some("agent:alpha:slack:channel:c0main:thread:1".into()),
+            parent: None,
+        }
+    }
+
+    fn agent(id: &str) -> Actor {
+        Actor::Agent {
+            agent_id: id.into(),
+        }
+    }
+
+    #[test]
+    fn a_task_is_created_open_with_a_session_of_its_own() {
+        let (_tmp, store) = store();
+        let one = store.create(&new_task(), "cli").unwrap();
+        let two = store.create(&new_task(), "cli").unwrap();
+        assert_eq!(one.state, TaskState::Open);
+        assert_eq!(one.session_key, format!("agent:beta:task:{}", one.id));
+        assert_ne!(
+            one.session_key, two.session_key,
+            "parallel tasks share no session"
+        );
+        assert_eq!(store.get(&one.id).unwrap(), Some(one.clone()));
+        let room = one.room.as_deref();
+        assert_eq!(store.list(room, 10).unwrap().len(), 2);
+        assert_eq!(store.list(Some("elsewhere"), 10).unwrap().len(), 0);
+        let events = store.events(&one.id).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            (events[0].kind.as_str(), events[0].actor.as_str()),
+            ("created", "slack:U0ASKER")
+        );
+    }
+
+    #[test]
+    fn events_move_it_are_recorded_and_a_refusal_writes_nothing() {
+        let (_tmp, store) = store();
+        let task = store.create(&new_task(), "cli").unwrap();
+        let approvers = vec!["slack:U0BOSS".to_string()];
+        let apply = |event: Event, actor: Actor| {
+            store.apply(
+                &task.id,
+                &event,
+                &actor,
+                "mcp",
+                &approvers,
+                Some("end_turn"),
+            )
+        };
+        apply(Event::Started, Actor::Hub).unwrap();
+        let submit = Event::Submitted {
+            summary: "done".into(),
+        };
+        let refused = apply(submit.clone(), agent("alpha")).unwrap_err();
+        assert!(
+            refused.to_string().contains("only the assignee"),
+            "{refused}"
+        );
+        assert_eq!(
+            store.events(&task.id).unwrap().len(),
+            2,
+            "the refusal wrote nothing"
+        );
+        assert_eq!(
+            apply(submit, agent("beta")).unwrap(),
+            Applied::Moved {
+                from: TaskState::Working,
+                to: TaskState::Submitted
+            }
+        );
+        apply(Event::CancelRequested, Actor::Operator).unwrap();
+        apply(Event::CancelSettled { confirmed: false }, Actor::Hub).unwrap();
+        let late = apply(
+            Event::Submitted {
+                summary: "late".into(),
+            },
+            agent("beta"),
+        )
+        .unwrap();
+        assert_eq!(
+            late,
+            Applied::Late {
+                state: TaskState::Uncertain
+            }
+        );
+        let stored = store.get(&task.id).unwrap().unwrap();
+        assert_eq!(stored.state, TaskState::Uncertain);
+        assert_eq!(stored.runtime_state.as_deref(), Some("end_turn"));
+        let events = store.events(&task.id).unwrap();
+        let last = events.last().unwrap();
+        assert_eq!(
+            (last.kind.as_str(), last.to.as_deref()),
+            ("submitted", None)
+        );
+        assert_eq!(last.detail["summary"], "late");
+        assert!(matches!(
+            store.apply("task-none", &Event::Started, &Actor::Hub, "cli", &[], None),
+            Err(TaskError::NotFound(_))
+        ));
+    }
+}
