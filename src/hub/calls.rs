@@ -87,6 +87,11 @@ impl Hub {
             ToolCall::Subagents(args) => self.subagents(caller, args).await?,
             ToolCall::SessionStatus => self.session_status(caller).await?,
             ToolCall::ManagementRequest(args) => self.management_request(caller, args).await?,
+            ToolCall::TasksCreate(args) => self.tasks_create(caller, args).await?,
+            ToolCall::TasksGet(args) => self.tasks_get(caller, args).await?,
+            ToolCall::TasksList(args) => self.tasks_list(caller, args).await?,
+            ToolCall::TasksUpdate(args) => self.tasks_update(caller, args).await?,
+            ToolCall::TasksReview(args) => self.tasks_review(caller, args).await?,
         };
         Ok(result)
     }
@@ -611,7 +616,7 @@ impl Hub {
 
     /// A budget's refusal as a tool result (`forbidden`, reason `budget_exceeded`, which
     /// budget and when to try again), recorded and counted once.
-    async fn over_budget(
+    pub(super) async fn over_budget(
         &self,
         refusal: &crate::access::budget::BudgetRefusal,
         caller: &HubCaller,

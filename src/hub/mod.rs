@@ -45,6 +45,7 @@ mod runs;
 mod spawns;
 pub(crate) mod status;
 pub(crate) mod store;
+mod tasks;
 pub(crate) mod token;
 mod tokens;
 pub(crate) mod tools;
@@ -184,6 +185,8 @@ pub(crate) struct Hub {
     management: ManagementAsks,
     /// The operator token in force: masked in what agents read whatever its shape.
     operator_token: Option<String>,
+    /// Tasks (tasks.md): what the task tools read and move.
+    tasks: Arc<crate::tasks::store::TaskStore>,
 }
 
 /// What the Hub is made of before the turn engine exists: its store, the session tokens, where
@@ -192,6 +195,7 @@ pub(crate) struct Hub {
 /// afterwards ([`Hub::new`]).
 pub(crate) struct HubCore {
     store: Arc<HubStore>,
+    tasks: Arc<crate::tasks::store::TaskStore>,
     tokens: Arc<Tokens>,
     endpoint: String,
     exe: PathBuf,
@@ -214,6 +218,7 @@ impl HubCore {
         }
         Ok(HubCore {
             store,
+            tasks: Arc::new(crate::tasks::store::TaskStore::open(state)?),
             tokens,
             endpoint: loopback_url(listen),
             exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("deepcli")),
@@ -257,6 +262,7 @@ impl Hub {
     ) -> Arc<Hub> {
         let HubCore {
             store,
+            tasks,
             tokens,
             endpoint,
             exe: _,
@@ -274,6 +280,7 @@ impl Hub {
             metrics: HubMetrics::default(),
             management,
             operator_token: crate::state::read_operator_token(state),
+            tasks,
         })
     }
 

@@ -124,10 +124,17 @@ impl Visibility {
 /// The Hub tools every spawned session lacks (OpenClaw 2026.9's `SUBAGENT_TOOL_DENY_ALWAYS`,
 /// of the tools the Hub has): a sub-agent reports back through its final answer, it does not
 /// survey or drive other sessions.
-pub(crate) const SUBAGENT_DENY: [&str; 3] = [
+pub(crate) const SUBAGENT_DENY: [&str; 8] = [
     super::tools::AGENTS_LIST,
     super::tools::SESSION_STATUS,
     super::tools::SESSIONS_SEND,
+    // deepcli's: a sub-agent takes no part in tasks (tasks.md). A task is given, asked about,
+    // submitted and reviewed by the sessions of its parties, never by a child of one.
+    super::tools::TASKS_CREATE,
+    super::tools::TASKS_GET,
+    super::tools::TASKS_LIST,
+    super::tools::TASKS_UPDATE,
+    super::tools::TASKS_REVIEW,
 ];
 
 /// What a leaf (a spawned session at `maxSpawnDepth`) lacks besides (OpenClaw's

@@ -366,7 +366,10 @@ impl Hub {
             let message = hub.run_message(&run, from.as_ref(), None, None);
             let reply = hub.deliver_run(&run, &live, message, Some(queued)).await;
             hub.finish(&run.run_id, begun);
-            if let (Some(reply), Some(from)) = (reply, from) {
+            // A task's messages have their own protocol (tasks_update): no reply-back loop.
+            if let (Some(reply), Some(from)) = (reply, from)
+                && !super::tasks::carries(&run.source_tool)
+            {
                 hub.reply_back(&run, &from, reply).await;
             }
         });

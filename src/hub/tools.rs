@@ -26,8 +26,13 @@ pub(crate) const SESSIONS_SPAWN: &str = "sessions_spawn";
 pub(crate) const SUBAGENTS: &str = "subagents";
 pub(crate) const SESSION_STATUS: &str = "session_status";
 pub(crate) const MANAGEMENT_REQUEST: &str = "management_request";
+pub(crate) const TASKS_CREATE: &str = "tasks_create";
+pub(crate) const TASKS_GET: &str = "tasks_get";
+pub(crate) const TASKS_LIST: &str = "tasks_list";
+pub(crate) const TASKS_UPDATE: &str = "tasks_update";
+pub(crate) const TASKS_REVIEW: &str = "tasks_review";
 
-pub(crate) const ALL: [&str; 8] = [
+pub(crate) const ALL: [&str; 13] = [
     AGENTS_LIST,
     SESSIONS_LIST,
     SESSIONS_HISTORY,
@@ -36,7 +41,15 @@ pub(crate) const ALL: [&str; 8] = [
     SUBAGENTS,
     SESSION_STATUS,
     MANAGEMENT_REQUEST,
+    TASKS_CREATE,
+    TASKS_GET,
+    TASKS_LIST,
+    TASKS_UPDATE,
+    TASKS_REVIEW,
 ];
+
+/// The longest task title.
+pub(crate) const MAX_TITLE_CHARS: usize = 200;
 
 /// The MCP tool definitions (`name`, `description`, `inputSchema`) a caller gets; a leaf (a
 /// session at the deepest spawn depth) gets no `sessions_spawn`.
@@ -123,11 +136,96 @@ pub(crate) fn definitions(leaf: bool) -> Vec<Value> {
                 "reason": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "Why you need it: the person deciding reads this."}
             }}
         }),
+        json!({
+            "name": TASKS_CREATE,
+            "description": "Give another agent a task with an acceptance condition. It works on it in a session of its own (one per task), may ask you a question, and hands in a result you then review with tasks_review; a person accepts or rejects it after your review. Returns the taskId.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["agentId", "title", "acceptance"], "properties": {
+                "agentId": {"type": "string", "description": "The agent that does the work (agents_list shows whom you may message)."},
+                "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE_CHARS, "description": "What to do, in a line."},
+                "acceptance": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_BYTES, "description": "The condition the result is accepted on, checkable by you and by a person (for example: `cargo test` passes and the flag is renamed)."}
+            }}
+        }),
+        json!({
+            "name": TASKS_GET,
+            "description": "One task you own or work on: its state, acceptance, parties and its history (questions, answers, results, verdicts).",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId"], "properties": {
+                "taskId": {"type": "string"}
+            }}
+        }),
+        json!({
+            "name": TASKS_LIST,
+            "description": "The tasks you own or work on, newest first.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "properties": {
+                "limit": LIMIT_SCHEMA.clone()
+            }}
+        }),
+        json!({
+            "name": TASKS_UPDATE,
+            "description": "Move a task along. As its assignee: `ask` a question you need answered before going on (do not guess), or `submit` your result with its evidence. As its owner: `answer` the assignee's question.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId", "action", "text"], "properties": {
+                "taskId": {"type": "string"},
+                "action": {"type": "string", "enum": ["ask", "answer", "submit"]},
+                "text": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_BYTES, "description": "The question, the answer, or the result with its evidence."}
+            }}
+        }),
+        json!({
+            "name": TASKS_REVIEW,
+            "description": "As a task's owner, record your own check of a submitted result: do not repeat the assignee's word, check it yourself. Passed: a person decides to accept it. Failed: it goes back to the assignee with your notes.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId", "passed", "notes"], "properties": {
+                "taskId": {"type": "string"},
+                "passed": {"type": "boolean"},
+                "notes": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_BYTES, "description": "What you checked and what you found."}
+            }}
+        }),
     ];
     if leaf {
         tools.retain(|t| t["name"] != SESSIONS_SPAWN);
     }
     tools
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct TaskCreateArgs {
+    pub agent_id: String,
+    pub title: String,
+    pub acceptance: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct TaskArgs {
+    pub task_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct TaskListArgs {
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum TaskAction {
+    Ask,
+    Answer,
+    Submit,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct TaskUpdateArgs {
+    pub task_id: String,
+    pub action: TaskAction,
+    pub text: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct TaskReviewArgs {
+    pub task_id: String,
+    pub passed: bool,
+    pub notes: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -259,6 +357,11 @@ pub(crate) enum ToolCall {
     Subagents(SubagentsArgs),
     SessionStatus,
     ManagementRequest(ManagementArgs),
+    TasksCreate(TaskCreateArgs),
+    TasksGet(TaskArgs),
+    TasksList(TaskListArgs),
+    TasksUpdate(TaskUpdateArgs),
+    TasksReview(TaskReviewArgs),
 }
 
 impl ToolCall {
@@ -282,6 +385,11 @@ impl ToolCall {
                 ToolCall::SessionStatus
             }
             MANAGEMENT_REQUEST => ToolCall::ManagementRequest(args_of(tool, args)?),
+            TASKS_CREATE => ToolCall::TasksCreate(args_of(tool, args)?),
+            TASKS_GET => ToolCall::TasksGet(args_of(tool, args)?),
+            TASKS_LIST => ToolCall::TasksList(args_of(tool, args)?),
+            TASKS_UPDATE => ToolCall::TasksUpdate(args_of(tool, args)?),
+            TASKS_REVIEW => ToolCall::TasksReview(args_of(tool, args)?),
             other => return Err(CallError::UnknownTool(other.to_string())),
         })
     }

@@ -211,6 +211,17 @@ impl TaskStore {
         })
     }
 
+    /// The tasks agent `agent` owns or works on, newest first, at most `limit`.
+    pub(crate) fn of_agent(&self, agent: &str, limit: usize) -> Result<Vec<Task>, StateError> {
+        self.db.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {COLUMNS} FROM tasks WHERE owner_agent = ?1 OR assignee_agent = ?1 ORDER BY created_at DESC, id LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![agent, limit as i64], task_row)?;
+            rows.collect()
+        })
+    }
+
     /// Task `id`'s events, oldest first.
     pub(crate) fn events(&self, id: &str) -> Result<Vec<TaskEvent>, StateError> {
         self.db.with(|c| {

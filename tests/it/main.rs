@@ -26,6 +26,7 @@ mod rules;
 mod schemas;
 mod secrets;
 mod status;
+mod tasks;
 mod tidy;
 mod trash;
 mod up;

@@ -1,0 +1,366 @@
+//! The task tools (tasks.md, "Surfaces"): an agent gives another a task, the assignee asks and
+//! submits, the owner answers and reviews. Each call moves the task through
+//! [`crate::tasks::state`]'s guards (the caller's identity is its token's, never an argument);
+//! each message a move carries to the other party is a run into that party's session, framed
+//! as inter-session data, with no reply-back loop.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::results::ToolResult;
+use super::tools::{self, *};
+use super::{CallError, Hub, HubCaller};
+use crate::tasks::state::{Actor, Event, TaskState};
+use crate::tasks::store::{Applied, NewTask, Requester, Task, TaskError, TaskStore};
+
+/// Whether a run from tool `tool` carries a task's message (and gets no reply-back loop).
+pub(super) fn carries(tool: &str) -> bool {
+    matches!(
+        tool,
+        tools::TASKS_CREATE | tools::TASKS_UPDATE | tools::TASKS_REVIEW
+    )
+}
+
+/// The door task events from an agent come through.
+const DOOR: &str = "mcp";
+
+fn error(message: impl Into<String>) -> ToolResult {
+    ToolResult::Error(message.into())
+}
+
+/// A task as its tools show it.
+fn shown(task: &Task) -> Value {
+    json!({
+        "taskId": task.id,
+        "title": task.title,
+        "acceptance": task.acceptance,
+        "state": task.state.as_str(),
+        "owner": task.owner,
+        "assignee": task.assignee,
+        "sessionKey": task.session_key,
+        "room": task.room,
+        "createdAt": task.created_at,
+        "updatedAt": task.updated_at,
+    })
+}
+
+impl Hub {
+    /// Runs `f` on the task store off the async threads.
+    async fn task_db<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&TaskStore) -> Result<T, TaskError> + Send + 'static,
+    ) -> Result<Result<T, String>, CallError> {
+        let store = self.tasks.clone();
+        match tokio::task::spawn_blocking(move || f(&store)).await {
+            Ok(Ok(value)) => Ok(Ok(value)),
+            Ok(Err(TaskError::State(e))) => Err(CallError::from(e)),
+            Ok(Err(refused)) => Ok(Err(refused.to_string())),
+            Err(e) => Err(CallError::Internal(e.to_string())),
+        }
+    }
+
+    /// Task `id` when `caller`'s agent owns it or works on it.
+    async fn task_of(
+        &self,
+        caller: &HubCaller,
+        id: &str,
+    ) -> Result<Result<Task, String>, CallError> {
+        let key = id.to_string();
+        let found = self.task_db(move |s| Ok(s.get(&key)?)).await?;
+        Ok(match found {
+            Ok(Some(task)) if task.owner == caller.agent_id || task.assignee == caller.agent_id => {
+                Ok(task)
+            }
+            // Another agent's task is as unknown to the caller as one that does not exist.
+            Ok(_) => Err(format!("no task `{id}` of yours (tasks_list shows yours)")),
+            Err(why) => Err(why),
+        })
+    }
+
+    /// Applies `event` by `caller` to task `id`.
+    async fn task_move(
+        &self,
+        caller: &HubCaller,
+        id: &str,
+        event: Event,
+    ) -> Result<Result<Applied, String>, CallError> {
+        let actor = Actor::Agent {
+            agent_id: caller.agent_id.clone(),
+        };
+        let id = id.to_string();
+        self.task_db(move |s| s.apply(&id, &event, &actor, DOOR, &[], None))
+            .await
+    }
+
+    /// Says `text` into `task`'s party `agent`'s session `key`, from `caller`.
+    async fn task_say(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        agent: &str,
+        key: &str,
+        text: String,
+        tool: &str,
+    ) -> Result<String, CallError> {
+        self.start_send(Some(caller.clone()), agent, key, text, tool)
+            .await
+    }
+
+    pub(super) async fn tasks_create(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        args: TaskCreateArgs,
+    ) -> Result<ToolResult, CallError> {
+        let title = args.title.trim();
+        if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
+            return Ok(error(format!(
+                "the title is a line of 1 to {MAX_TITLE_CHARS} characters: say what to do, and put the rest in `acceptance`"
+            )));
+        }
+        if args.acceptance.trim().is_empty() || args.acceptance.len() > MAX_MESSAGE_BYTES {
+            return Ok(error(format!(
+                "`acceptance` is the condition the result is accepted on: 1 byte to {MAX_MESSAGE_BYTES} bytes"
+            )));
+        }
+        let assignee = crate::ids::agent_id(&args.agent_id).into_owned();
+        if assignee == caller.agent_id {
+            return Ok(error(
+                "a task is for another agent: work on your own directly, or spawn with sessions_spawn",
+            ));
+        }
+        let policy = self.policy();
+        match policy.agents.get(&assignee) {
+            None => {
+                return Ok(error(format!(
+                    "no agent `{assignee}` (agents_list shows whom you may message)"
+                )));
+            }
+            Some(a) if !a.runtime.takes_prompts() => {
+                return Ok(error(format!(
+                    "agent `{assignee}` has no ACP or A2A runtime: it takes no tasks"
+                )));
+            }
+            Some(_) => {}
+        }
+        if let Err(denial) = policy.agent_to_agent(&caller.agent_id, &assignee) {
+            return Ok(self.forbid(denial));
+        }
+        if let Err(refusal) = self.access.budget_allows_turn(&assignee) {
+            return Ok(self.over_budget(&refusal, caller).await);
+        }
+        let new = NewTask {
+            title: title.to_string(),
+            acceptance: args.acceptance,
+            requester: Requester::Session(caller.session_key.clone()),
+            owner: caller.agent_id.clone(),
+            assignee: assignee.clone(),
+            room: Some(caller.session_key.clone()),
+            parent: None,
+        };
+        let task = match self.task_db(move |s| Ok(s.create(&new, DOOR)?)).await? {
+            Ok(task) => task,
+            Err(why) => return Ok(error(why)),
+        };
+        let id = task.id.clone();
+        let brief = format!(
+            "[deepcli task {id}] agent `{}` gives you this task; this session is for it alone.\nTitle: {}\nAcceptance: {}\nIf something you need is unclear, ask with tasks_update {{\"taskId\": \"{id}\", \"action\": \"ask\", \"text\": \"<your question>\"}} and wait for the answer: do not guess. When you are done, hand in your result and its evidence with tasks_update {{\"taskId\": \"{id}\", \"action\": \"submit\", \"text\": \"<result and evidence>\"}}.",
+            task.owner, task.title, task.acceptance
+        );
+        let run = self
+            .task_say(caller, &assignee, &task.session_key, brief, TASKS_CREATE)
+            .await?;
+        let started = id.clone();
+        self.task_db(move |s| s.apply(&started, &Event::Started, &Actor::Hub, DOOR, &[], None))
+            .await?
+            .map_err(CallError::Internal)?;
+        Ok(ToolResult::Document(json!({
+            "taskId": id,
+            "sessionKey": task.session_key,
+            "state": TaskState::Working.as_str(),
+            "runId": run,
+        })))
+    }
+
+    pub(super) async fn tasks_get(
+        &self,
+        caller: &HubCaller,
+        args: TaskArgs,
+    ) -> Result<ToolResult, CallError> {
+        let task = match self.task_of(caller, &args.task_id).await? {
+            Ok(task) => task,
+            Err(why) => return Ok(error(why)),
+        };
+        let id = task.id.clone();
+        let events = self.task_db(move |s| Ok(s.events(&id)?)).await?;
+        let events: Vec<Value> = events
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| {
+                json!({"kind": e.kind, "actor": e.actor, "from": e.from, "to": e.to, "detail": e.detail, "at": e.at})
+            })
+            .collect();
+        let mut doc = shown(&task);
+        doc["events"] = Value::Array(events);
+        Ok(ToolResult::Document(doc))
+    }
+
+    pub(super) async fn tasks_list(
+        &self,
+        caller: &HubCaller,
+        args: TaskListArgs,
+    ) -> Result<ToolResult, CallError> {
+        let limit = args.limit.unwrap_or(50).clamp(1, super::page::MAX_LIMIT);
+        let agent = caller.agent_id.clone();
+        let tasks = self
+            .task_db(move |s| Ok(s.of_agent(&agent, limit)?))
+            .await?
+            .unwrap_or_default();
+        let tasks: Vec<Value> = tasks.iter().map(shown).collect();
+        Ok(ToolResult::Document(
+            json!({"count": tasks.len(), "tasks": tasks}),
+        ))
+    }
+
+    pub(super) async fn tasks_update(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        args: TaskUpdateArgs,
+    ) -> Result<ToolResult, CallError> {
+        if args.text.len() > MAX_MESSAGE_BYTES {
+            return Ok(error(format!(
+                "the text is {} bytes; the limit is {MAX_MESSAGE_BYTES} bytes",
+                args.text.len()
+            )));
+        }
+        let task = match self.task_of(caller, &args.task_id).await? {
+            Ok(task) => task,
+            Err(why) => return Ok(error(why)),
+        };
+        // The assignee speaks for its task in the task's own session only.
+        if matches!(args.action, TaskAction::Ask | TaskAction::Submit)
+            && task.assignee == caller.agent_id
+            && caller.session_key != task.session_key
+        {
+            return Ok(error(format!(
+                "a task's assignee asks and submits from the task's own session, {}; this is {}",
+                task.session_key, caller.session_key
+            )));
+        }
+        let text = args.text;
+        let event = match args.action {
+            TaskAction::Ask => Event::Asked {
+                question: text.clone(),
+            },
+            TaskAction::Answer => Event::Answered {
+                answer: text.clone(),
+            },
+            TaskAction::Submit => Event::Submitted {
+                summary: text.clone(),
+            },
+        };
+        let applied = match self.task_move(caller, &task.id, event).await? {
+            Ok(applied) => applied,
+            Err(why) => return Ok(error(why)),
+        };
+        let Applied::Moved { to, .. } = applied else {
+            return Ok(error(format!(
+                "task `{}` is {} already: nothing changed",
+                task.id, task.state
+            )));
+        };
+        let id = &task.id;
+        // The other party hears of it in its own session.
+        let (agent, key, said) = match args.action {
+            TaskAction::Ask => (
+                &task.owner,
+                task.room.clone().unwrap_or_default(),
+                format!(
+                    "[deepcli task {id}] agent `{}` asks before going on: {text}\nAnswer with tasks_update {{\"taskId\": \"{id}\", \"action\": \"answer\", \"text\": \"<your answer>\"}}.",
+                    task.assignee
+                ),
+            ),
+            TaskAction::Answer => (
+                &task.assignee,
+                task.session_key.clone(),
+                format!(
+                    "[deepcli task {id}] the answer to your question: {text}\nGo on with the task."
+                ),
+            ),
+            TaskAction::Submit => (
+                &task.owner,
+                task.room.clone().unwrap_or_default(),
+                format!(
+                    "[deepcli task {id}] agent `{}` submitted its result: {text}\nCheck it yourself against the acceptance ({}), then record your verdict with tasks_review {{\"taskId\": \"{id}\", \"passed\": true|false, \"notes\": \"<what you checked and found>\"}}.",
+                    task.assignee, task.acceptance
+                ),
+            ),
+        };
+        let run = if key.is_empty() {
+            None
+        } else {
+            Some(
+                self.task_say(caller, agent, &key, said, TASKS_UPDATE)
+                    .await?,
+            )
+        };
+        Ok(ToolResult::Document(
+            json!({"taskId": id, "state": to.as_str(), "runId": run}),
+        ))
+    }
+
+    pub(super) async fn tasks_review(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        args: TaskReviewArgs,
+    ) -> Result<ToolResult, CallError> {
+        if args.notes.len() > MAX_MESSAGE_BYTES {
+            return Ok(error(format!(
+                "the notes are {} bytes; the limit is {MAX_MESSAGE_BYTES} bytes",
+                args.notes.len()
+            )));
+        }
+        let task = match self.task_of(caller, &args.task_id).await? {
+            Ok(task) => task,
+            Err(why) => return Ok(error(why)),
+        };
+        if task.state == TaskState::Submitted
+            && let Err(why) = self.task_move(caller, &task.id, Event::ReviewBegun).await?
+        {
+            return Ok(error(why));
+        }
+        let verdict = Event::Reviewed {
+            passed: args.passed,
+            notes: args.notes.clone(),
+        };
+        let to = match self.task_move(caller, &task.id, verdict).await? {
+            Ok(Applied::Moved { to, .. }) => to,
+            Ok(Applied::Late { state }) => {
+                return Ok(error(format!(
+                    "task `{}` is {state} already: nothing changed",
+                    task.id
+                )));
+            }
+            Err(why) => return Ok(error(why)),
+        };
+        let mut run = None;
+        if !args.passed {
+            let said = format!(
+                "[deepcli task {}] agent `{}` checked your result and it does not pass yet: {}\nWork on it and submit again.",
+                task.id, task.owner, args.notes
+            );
+            run = Some(
+                self.task_say(
+                    caller,
+                    &task.assignee,
+                    &task.session_key,
+                    said,
+                    TASKS_REVIEW,
+                )
+                .await?,
+            );
+        }
+        Ok(ToolResult::Document(
+            json!({"taskId": task.id, "state": to.as_str(), "runId": run}),
+        ))
+    }
+}

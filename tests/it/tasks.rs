@@ -1,0 +1,167 @@
+//! Tasks through the Hub's tools (tasks.md): alpha (the SDK echo agent) gives beta a task; beta,
+//! in the task's own session, asks, and alpha answers; beta submits, alpha's own check fails it
+//! once and then passes it, and it waits for a person. Every move goes through the state
+//! machine's guards: the wrong party is refused, whatever it says.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{Up, transcript};
+use crate::hub::{ALPHA, agents, hub_up, tool, tool_in};
+
+/// Speaks `text` into session `key` as the operator: the agent's turn there (an `mcp` line is
+/// its tool call from that session); the tool's result.
+fn tool_from(up: &Up, key: &str, tool: &str, args: Value) -> Value {
+    let out = up.deepcli(&["sessions", "send", key, &format!("mcp {tool} {args}")]);
+    let reply = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let Some(json) = reply.strip_prefix("mcp: ") else {
+        panic!(
+            "the tool call failed: {reply} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    serde_json::from_str(json).unwrap_or_else(|_| panic!("not JSON: {reply}"))
+}
+
+/// Waits until session `key`'s transcript has a line containing `part`.
+fn heard(up: &Up, key: &str, part: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !transcript(&up.state, key)
+        .iter()
+        .any(|(_, t)| t.contains(part))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{key} never heard {part:?}: {:#?}",
+            transcript(&up.state, key)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn state(up: &Up, id: &str) -> String {
+    let task = tool(up, "tasks_get", json!({"taskId": id}));
+    task["state"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_task_is_given_asked_about_answered_submitted_and_reviewed() {
+    let up = hub_up(&agents("", "", ""), |_| {});
+    let created = tool(
+        &up,
+        "tasks_create",
+        json!({"agentId": "beta", "title": "rename the flag", "acceptance": "cargo test passes"}),
+    );
+    let id = created["taskId"].as_str().unwrap().to_string();
+    let task_key = format!("agent:beta:task:{id}");
+    assert_eq!(created["sessionKey"], task_key.as_str());
+    assert_eq!(created["state"], "working");
+    heard(&up, &task_key, "Acceptance: cargo test passes");
+
+    // beta asks, from the task's session; alpha hears it in its own conversation.
+    let ask = json!({"taskId": id, "action": "ask", "text": "which branch?"});
+    let asked = tool_from(&up, &task_key, "tasks_update", ask.clone());
+    assert_eq!(asked["state"], "awaiting_input", "{asked}");
+    heard(&up, ALPHA, "asks before going on: which branch?");
+    // Not from another session of beta's, and never by alpha.
+    let elsewhere = tool_in(&up, "gb", "tasks_update", ask);
+    assert!(
+        elsewhere["error"]
+            .as_str()
+            .unwrap()
+            .contains("the task's own session"),
+        "{elsewhere}"
+    );
+    let submit = |text: &str| json!({"taskId": id, "action": "submit", "text": text});
+    let by_owner = tool(&up, "tasks_update", submit("done, trust me"));
+    assert!(
+        by_owner["error"]
+            .as_str()
+            .unwrap()
+            .contains("only the assignee"),
+        "{by_owner}"
+    );
+    assert_eq!(state(&up, &id), "awaiting_input");
+
+    let answered = tool(
+        &up,
+        "tasks_update",
+        json!({"taskId": id, "action": "answer", "text": "main"}),
+    );
+    assert_eq!(answered["state"], "working", "{answered}");
+    heard(&up, &task_key, "the answer to your question: main");
+
+    let submitted = tool_from(
+        &up,
+        &task_key,
+        "tasks_update",
+        submit("renamed; 12 tests pass"),
+    );
+    assert_eq!(submitted["state"], "submitted", "{submitted}");
+    heard(&up, ALPHA, "submitted its result: renamed; 12 tests pass");
+    // Only the owner reviews.
+    let review =
+        |passed: bool, notes: &str| json!({"taskId": id, "passed": passed, "notes": notes});
+    let by_assignee = tool_from(&up, &task_key, "tasks_review", review(true, "looks fine"));
+    assert!(
+        by_assignee["error"]
+            .as_str()
+            .unwrap()
+            .contains("only the owner"),
+        "{by_assignee}"
+    );
+    let failed = tool(&up, "tasks_review", review(false, "test_flag fails here"));
+    assert_eq!(failed["state"], "working", "{failed}");
+    heard(&up, &task_key, "does not pass yet: test_flag fails here");
+    tool_from(&up, &task_key, "tasks_update", submit("fixed test_flag"));
+    let passed = tool(&up, "tasks_review", review(true, "ran cargo test: 13 pass"));
+    assert_eq!(passed["state"], "pending_acceptance", "{passed}");
+
+    // Both parties list it; the history holds every move, with who made it.
+    let listed = tool_in(&up, "gb", "tasks_list", json!({}));
+    assert_eq!(listed["tasks"][0]["taskId"], id.as_str(), "{listed}");
+    let history = tool(&up, "tasks_get", json!({"taskId": id}));
+    let moves: Vec<(String, String)> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap().to_string(),
+                e["actor"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let moves: Vec<(&str, &str)> = moves
+        .iter()
+        .map(|(k, a)| (k.as_str(), a.as_str()))
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            ("created", ALPHA),
+            ("started", "hub"),
+            ("asked", "agent:beta"),
+            ("answered", "agent:alpha"),
+            ("submitted", "agent:beta"),
+            ("review_begun", "agent:alpha"),
+            ("reviewed", "agent:alpha"),
+            ("submitted", "agent:beta"),
+            ("review_begun", "agent:alpha"),
+            ("reviewed", "agent:alpha"),
+        ]
+    );
+    // Another agent's task is nobody else's business; beta gives alpha none of its own back
+    // to itself.
+    let own = tool_in(
+        &up,
+        "gb",
+        "tasks_create",
+        json!({"agentId": "beta", "title": "x", "acceptance": "y"}),
+    );
+    assert!(
+        own["error"].as_str().unwrap().contains("another agent"),
+        "{own}"
+    );
+}
