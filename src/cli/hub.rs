@@ -76,6 +76,62 @@ pub(super) enum RunsCommand {
     Stop(RunArgs),
 }
 
+#[derive(Debug, Subcommand)]
+pub(super) enum TasksCommand {
+    /// The tasks, newest first: id, state, owner -> assignee, title.
+    #[command(after_help = EXIT_CODES)]
+    List(TasksListArgs),
+    /// One task: its parties, acceptance, state and every event of its history.
+    #[command(after_help = EXIT_CODES)]
+    Show(TaskIdArgs),
+    /// Accept a task's result (it waits for a person: `pending_acceptance`).
+    #[command(after_help = EXIT_CODES)]
+    Accept(TaskIdArgs),
+    /// Reject a task's result: back to the assignee with the reason (--close: closed).
+    #[command(after_help = EXIT_CODES)]
+    Reject(TaskRejectArgs),
+    /// Cancel a task: the turn in its session cancelled; `cancelled` when the runtime confirms,
+    /// else `uncertain`.
+    #[command(after_help = EXIT_CODES)]
+    Cancel(TaskIdArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct TasksListArgs {
+    /// Only the tasks discussed in this session (its key).
+    #[arg(long, value_name = "SESSION_KEY")]
+    room: Option<String>,
+    /// Most tasks [default: 50, at most 200].
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct TaskIdArgs {
+    /// The task's id (task-…).
+    task_id: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct TaskRejectArgs {
+    /// The task's id (task-…).
+    task_id: String,
+    /// Why: the assignee reads it.
+    reason: String,
+    /// Close the task instead of sending it back to the assignee.
+    #[arg(long)]
+    close: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Debug, Args)]
 pub(super) struct ListArgs {
     /// Only this agent's sessions.
@@ -564,6 +620,87 @@ pub(super) fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus 
 }
 
 /// `runs resume|stop`: the operator's decision on a paused run; the run as it is then.
+pub(super) fn tasks(global: &GlobalSettings, command: TasksCommand) -> ExitStatus {
+    let quick = Duration::from_secs(5);
+    let (method, params, json, wait) = match &command {
+        TasksCommand::List(a) => (
+            "tasks/list",
+            json!({"room": a.room, "limit": a.limit}),
+            a.json,
+            quick,
+        ),
+        TasksCommand::Show(a) => ("tasks/show", json!({"taskId": a.task_id}), a.json, quick),
+        TasksCommand::Accept(a) => ("tasks/accept", json!({"taskId": a.task_id}), a.json, quick),
+        TasksCommand::Reject(a) => (
+            "tasks/reject",
+            json!({"taskId": a.task_id, "reason": a.reason, "close": a.close}),
+            a.json,
+            quick,
+        ),
+        TasksCommand::Cancel(a) => (
+            "tasks/cancel",
+            json!({"taskId": a.task_id}),
+            a.json,
+            Duration::from_secs(30),
+        ),
+    };
+    let result = match rpc(global, method, params, wait) {
+        Ok(result) => result,
+        Err(status) => return status,
+    };
+    let line = |t: &Value| {
+        format!(
+            "{}  {}  {} -> {}  {}\n",
+            text(&t["taskId"]),
+            text(&t["state"]),
+            text(&t["owner"]),
+            text(&t["assignee"]),
+            crate::shown::shown(&text(&t["title"])),
+        )
+    };
+    match command {
+        TasksCommand::List(_) => show(&result, json, |r| {
+            let mut out = String::new();
+            for t in r["tasks"].as_array().into_iter().flatten() {
+                out.push_str(&line(t));
+            }
+            if out.is_empty() {
+                out.push_str("No tasks.\n");
+            }
+            out
+        }),
+        TasksCommand::Show(_) => show(&result, json, |t| {
+            let mut out = line(t);
+            out.push_str(&format!(
+                "  acceptance: {}\n  session: {}\n  room: {}\n",
+                crate::shown::shown_lines(&text(&t["acceptance"])),
+                text(&t["sessionKey"]),
+                text(&t["room"]),
+            ));
+            for e in t["events"].as_array().into_iter().flatten() {
+                let to = e["to"].as_str().unwrap_or("(late: nothing changed)");
+                let detail = match e["detail"].as_object() {
+                    Some(map) if !map.is_empty() => format!(" {}", e["detail"]),
+                    _ => String::new(),
+                };
+                out.push_str(&format!(
+                    "  {} {} by {} via {} -> {}{}\n",
+                    text(&e["at"]),
+                    text(&e["kind"]),
+                    text(&e["actor"]),
+                    text(&e["door"]),
+                    to,
+                    crate::shown::shown(&detail),
+                ));
+            }
+            out
+        }),
+        _ => show(&result, json, |t| {
+            format!("task {}: {}\n", text(&t["taskId"]), text(&t["state"]))
+        }),
+    }
+}
+
 fn decide(global: &GlobalSettings, method: &str, a: &RunArgs) -> ExitStatus {
     match rpc(
         global,

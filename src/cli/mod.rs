@@ -165,6 +165,10 @@ enum Command {
     /// Runs of the Hub (sessions_send, sessions_spawn): list, show, cancel, resume, stop.
     #[command(subcommand)]
     Runs(hub::RunsCommand),
+    /// Tasks agents give each other (tasks.md): list, show, and a person's verdict — accept,
+    /// reject (back to the assignee with the reason), cancel.
+    #[command(subcommand)]
+    Tasks(hub::TasksCommand),
     /// What agents ask a person for: list, show, approve, deny; allow_always rules, revoke.
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
@@ -315,6 +319,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Pairing(command) => pairing::run(&global, command),
         Command::Sessions(command) => hub::sessions(&global, command),
         Command::Runs(command) => hub::runs(&global, command),
+        Command::Tasks(command) => hub::tasks(&global, command),
         Command::Approvals(command) => approvals::run(&global, command),
         Command::Audit(args) => audit::run(&global, args),
         Command::Sandbox(command) => sandbox::run(&global, command),

@@ -48,7 +48,7 @@ enum Area {
 impl Area {
     fn of(name: &str) -> Area {
         match name.split_once('/').map(|(area, _)| area) {
-            Some("sessions" | "runs") => Area::Hub,
+            Some("sessions" | "runs" | "tasks") => Area::Hub,
             Some("approvals") => Area::Approvals,
             _ => Area::Manage,
         }

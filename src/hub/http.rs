@@ -211,6 +211,62 @@ async fn run(State(cx): State<Ctx>, Path(id): Path<String>) -> Response {
     )
 }
 
+/// `GET /v1/tasks?room=&limit=`: the tasks, newest first (tasks.md).
+async fn tasks(
+    State(cx): State<Ctx>,
+    Query(p): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let params = super::operator::TasksParams {
+        room: p.get("room").cloned(),
+        limit: p.get("limit").and_then(|l| l.parse().ok()),
+    };
+    operator_answer(cx.hub.operator(HubRequest::TasksList(params)).await)
+}
+
+/// `GET /v1/tasks/{id}`: one task with its history.
+async fn task(State(cx): State<Ctx>, Path(id): Path<String>) -> Response {
+    let params = super::operator::TaskParams { task_id: id };
+    operator_answer(cx.hub.operator(HubRequest::TasksShow(params)).await)
+}
+
+/// `POST /v1/tasks/{id}/accept|reject|cancel` (reject's body: `{"reason", "close"}`): the
+/// operator's verdict.
+async fn task_verdict(
+    State(cx): State<Ctx>,
+    Path((id, verdict)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    let mut p: Value = if body.is_empty() {
+        json!({})
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                return operator_answer::<Value>(Err(OperatorError::Params(format!(
+                    "the body is not JSON: {e}"
+                ))));
+            }
+        }
+    };
+    if let Some(map) = p.as_object_mut() {
+        map.insert("taskId".into(), json!(id));
+    }
+    let method = match verdict.as_str() {
+        "accept" => "tasks/accept",
+        "reject" => "tasks/reject",
+        "cancel" => "tasks/cancel",
+        other => {
+            return operator_answer::<Value>(Err(OperatorError::NoMethod(format!(
+                "tasks/{other} (accept, reject or cancel)"
+            ))));
+        }
+    };
+    match HubRequest::parse(method, p) {
+        Ok(request) => operator_answer(cx.hub.operator(request).await),
+        Err(e) => operator_answer::<Value>(Err(e)),
+    }
+}
+
 /// `GET /v1/audit?agentId=&sessionKey=&runId=&since=&limit=`: the audit timeline
 /// (approvals.md), as `deepcli audit --json` prints it.
 async fn audit(
@@ -282,6 +338,9 @@ pub(crate) fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
             .route("/v1/sessions", get(sessions))
             .route("/v1/runs", get(runs))
             .route("/v1/runs/{id}", get(run))
+            .route("/v1/tasks", get(tasks))
+            .route("/v1/tasks/{id}", get(task))
+            .route("/v1/tasks/{id}/{verdict}", post(task_verdict))
             .route("/v1/audit", get(audit)),
         operator_token,
     );

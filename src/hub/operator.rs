@@ -9,6 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use super::tasks::Verdict;
+use crate::tasks::state::Actor;
 use serde_json::Value;
 
 use super::calls::kind_of;
@@ -56,6 +59,11 @@ pub(crate) const METHODS: &[&str] = &[
     "runs/resume",
     "runs/stop",
     "runs/cancel",
+    "tasks/list",
+    "tasks/show",
+    "tasks/accept",
+    "tasks/reject",
+    "tasks/cancel",
 ];
 
 /// One operator call, typed: the method and its params.
@@ -73,6 +81,11 @@ pub(crate) enum HubRequest {
     RunsResume(RunParams),
     RunsStop(RunParams),
     RunsCancel(RunParams),
+    TasksList(TasksParams),
+    TasksShow(TaskParams),
+    TasksAccept(TaskParams),
+    TasksReject(RejectParams),
+    TasksCancel(TaskParams),
 }
 
 impl HubRequest {
@@ -100,9 +113,38 @@ impl HubRequest {
             "runs/resume" => HubRequest::RunsResume(params(p)?),
             "runs/stop" => HubRequest::RunsStop(params(p)?),
             "runs/cancel" => HubRequest::RunsCancel(params(p)?),
+            "tasks/list" => HubRequest::TasksList(params(p)?),
+            "tasks/show" => HubRequest::TasksShow(params(p)?),
+            "tasks/accept" => HubRequest::TasksAccept(params(p)?),
+            "tasks/reject" => HubRequest::TasksReject(params(p)?),
+            "tasks/cancel" => HubRequest::TasksCancel(params(p)?),
             other => return Err(OperatorError::NoMethod(other.to_string())),
         })
     }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct TasksParams {
+    /// Only the tasks discussed in this session (a room).
+    pub room: Option<String>,
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct TaskParams {
+    pub task_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct RejectParams {
+    pub task_id: String,
+    pub reason: String,
+    /// Close the task instead of sending it back to the assignee.
+    #[serde(default)]
+    pub close: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -212,6 +254,10 @@ pub(crate) enum HubAnswer {
     Closed(SessionClosed),
     /// The operator's notice, queued (`sessions/say`).
     Said(Said),
+    /// `tasks/list`.
+    Tasks(super::tasks::TaskList),
+    /// `tasks/show`, and a task after a decision.
+    Task(super::tasks::TaskView),
 }
 
 /// `sessions/list`: one page of the sessions, newest activity first.
@@ -430,7 +476,33 @@ impl Hub {
                 .await?
                 .map(HubAnswer::RunDetail)
                 .ok_or_else(|| OperatorError::NotFound(format!("no run `{}`", p.run_id))),
+            HubRequest::TasksList(p) => {
+                let limit = p.limit.unwrap_or(50).clamp(1, super::page::MAX_LIMIT);
+                Ok(HubAnswer::Tasks(self.operator_tasks(p.room, limit).await?))
+            }
+            HubRequest::TasksShow(p) => Ok(HubAnswer::Task(self.operator_task(&p.task_id).await?)),
+            HubRequest::TasksAccept(p) => self.operator_verdict(&p.task_id, Verdict::Accept).await,
+            HubRequest::TasksReject(p) => {
+                let verdict = Verdict::Reject {
+                    reason: p.reason,
+                    reopen: !p.close,
+                };
+                self.operator_verdict(&p.task_id, verdict).await
+            }
+            HubRequest::TasksCancel(p) => self.operator_verdict(&p.task_id, Verdict::Cancel).await,
         }
+    }
+
+    /// The operator's verdict on a task (the operator token always may decide).
+    async fn operator_verdict(
+        self: &Arc<Self>,
+        id: &str,
+        verdict: Verdict,
+    ) -> Result<HubAnswer, OperatorError> {
+        let task = self
+            .decide_task(id, verdict, Actor::Operator, "operator", Vec::new())
+            .await?;
+        Ok(HubAnswer::Task(task))
     }
 
     /// A run resumed or stopped: its record, or why not.
@@ -546,7 +618,10 @@ impl Hub {
     }
 
     /// Cancels the unfinished runs into `key`; when there are none, the turn running there.
-    async fn operator_cancel(self: &Arc<Self>, key: &str) -> Result<SessionCancel, OperatorError> {
+    pub(super) async fn operator_cancel(
+        self: &Arc<Self>,
+        key: &str,
+    ) -> Result<SessionCancel, OperatorError> {
         let k = key.to_string();
         let runs = self
             .db(move |s| {

@@ -364,3 +364,205 @@ impl Hub {
         ))
     }
 }
+
+/// A task as the operator sees it (`tasks/show`, `tasks/list`, a decision's answer).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TaskView {
+    pub task_id: String,
+    pub title: String,
+    pub acceptance: String,
+    pub state: &'static str,
+    pub runtime_state: Option<String>,
+    pub owner: String,
+    pub assignee: String,
+    pub requester: String,
+    pub session_key: String,
+    pub room: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Its history (`tasks/show`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<TaskEventView>>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TaskEventView {
+    pub kind: String,
+    pub actor: String,
+    pub door: String,
+    pub from: String,
+    /// `None`: late, it changed nothing.
+    pub to: Option<String>,
+    pub detail: Value,
+    pub at: String,
+}
+
+impl TaskView {
+    fn of(task: &Task, events: Option<Vec<crate::tasks::store::TaskEvent>>) -> TaskView {
+        TaskView {
+            task_id: task.id.clone(),
+            title: task.title.clone(),
+            acceptance: task.acceptance.clone(),
+            state: task.state.as_str(),
+            runtime_state: task.runtime_state.clone(),
+            owner: task.owner.clone(),
+            assignee: task.assignee.clone(),
+            requester: match &task.requester {
+                Requester::Person(id) | Requester::Session(id) => id.clone(),
+                Requester::Operator => "operator".into(),
+            },
+            session_key: task.session_key.clone(),
+            room: task.room.clone(),
+            created_at: task.created_at.clone(),
+            updated_at: task.updated_at.clone(),
+            events: events.map(|events| {
+                events
+                    .into_iter()
+                    .map(|e| TaskEventView {
+                        kind: e.kind,
+                        actor: e.actor,
+                        door: e.door,
+                        from: e.from,
+                        to: e.to,
+                        detail: e.detail,
+                        at: e.at,
+                    })
+                    .collect()
+            }),
+        }
+    }
+}
+
+/// `tasks/list`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TaskList {
+    pub count: usize,
+    pub tasks: Vec<TaskView>,
+}
+
+/// A person's verdict or the operator's cancel (`tasks/accept|reject|cancel`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Verdict {
+    Accept,
+    /// `reopen`: back to the assignee with the reason; else closed.
+    Reject {
+        reason: String,
+        reopen: bool,
+    },
+    Cancel,
+}
+
+impl Hub {
+    /// `tasks/list`: the tasks of `room` (all when `None`), newest first.
+    pub(crate) async fn operator_tasks(
+        &self,
+        room: Option<String>,
+        limit: usize,
+    ) -> Result<TaskList, super::operator::OperatorError> {
+        let tasks = self
+            .task_db(move |s| Ok(s.list(room.as_deref(), limit)?))
+            .await?
+            .map_err(super::operator::OperatorError::Internal)?;
+        let tasks: Vec<TaskView> = tasks.iter().map(|t| TaskView::of(t, None)).collect();
+        Ok(TaskList {
+            count: tasks.len(),
+            tasks,
+        })
+    }
+
+    /// `tasks/show`: one task with its history.
+    pub(crate) async fn operator_task(
+        &self,
+        id: &str,
+    ) -> Result<TaskView, super::operator::OperatorError> {
+        use super::operator::OperatorError;
+        let key = id.to_string();
+        let found = self
+            .task_db(move |s| {
+                let Some(task) = s.get(&key)? else {
+                    return Ok(None);
+                };
+                let events = s.events(&key)?;
+                Ok(Some((task, events)))
+            })
+            .await?
+            .map_err(OperatorError::Internal)?;
+        let Some((task, events)) = found else {
+            return Err(OperatorError::NotFound(format!("no task `{id}`")));
+        };
+        Ok(TaskView::of(&task, Some(events)))
+    }
+
+    /// A verdict on task `id` by `actor` from `door`, with the owner's `approvers`: accepted,
+    /// rejected (back to the assignee with the reason, or closed), or cancelled (the turn in
+    /// the task's session cancelled; `cancelled` when the runtime confirms, else
+    /// `uncertain`).
+    pub(crate) async fn decide_task(
+        self: &Arc<Self>,
+        id: &str,
+        verdict: Verdict,
+        actor: Actor,
+        door: &'static str,
+        approvers: Vec<String>,
+    ) -> Result<TaskView, super::operator::OperatorError> {
+        use super::operator::OperatorError;
+        let event = match &verdict {
+            Verdict::Accept => Event::Accepted,
+            Verdict::Reject { reason, reopen } => Event::Rejected {
+                reason: reason.clone(),
+                reopen: *reopen,
+            },
+            Verdict::Cancel => Event::CancelRequested,
+        };
+        let key = id.to_string();
+        let moved = self
+            .task_db(move |s| s.apply(&key, &event, &actor, door, &approvers, None))
+            .await?;
+        let applied = match moved {
+            Ok(applied) => applied,
+            Err(why) if why.starts_with("no task") => return Err(OperatorError::NotFound(why)),
+            Err(why) => return Err(OperatorError::Params(why)),
+        };
+        if let Applied::Late { state } = applied {
+            return Err(OperatorError::Params(format!(
+                "task `{id}` is {state} already: nothing changed"
+            )));
+        }
+        let task = self.operator_task(id).await?;
+        match verdict {
+            Verdict::Reject {
+                reason,
+                reopen: true,
+            } => {
+                let said = format!(
+                    "[deepcli task {id}] a person rejected the result: {reason}\nWork on it and submit again."
+                );
+                self.start_send(None, &task.assignee, &task.session_key, said, TASKS_REVIEW)
+                    .await
+                    .map_err(OperatorError::from)?;
+            }
+            Verdict::Cancel => {
+                let cancel = self.operator_cancel(&task.session_key).await?;
+                let confirmed = cancel
+                    .runs
+                    .iter()
+                    .all(|r| r.state == crate::state::RunState::Cancelled)
+                    && !matches!(
+                        cancel.turn_cancel,
+                        Some(crate::access::CancelState::Uncertain)
+                    );
+                let settled = Event::CancelSettled { confirmed };
+                let key = id.to_string();
+                self.task_db(move |s| s.apply(&key, &settled, &Actor::Hub, door, &[], None))
+                    .await?
+                    .map_err(OperatorError::Internal)?;
+                return self.operator_task(id).await;
+            }
+            _ => {}
+        }
+        Ok(task)
+    }
+}

@@ -152,6 +152,77 @@ fn a_task_is_given_asked_about_answered_submitted_and_reviewed() {
             ("reviewed", "agent:alpha"),
         ]
     );
+    // A person decides: rejected once with a reason (back to beta), then accepted.
+    let cli = |args: &[&str]| -> String {
+        let out = up.deepcli(args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        cli(&["tasks", "reject", &id, "name it --verbose"]),
+        format!("task {id}: working\n")
+    );
+    heard(
+        &up,
+        &task_key,
+        "a person rejected the result: name it --verbose",
+    );
+    tool_from(
+        &up,
+        &task_key,
+        "tasks_update",
+        submit("renamed to --verbose"),
+    );
+    tool(&up, "tasks_review", review(true, "checked the name"));
+    assert_eq!(
+        cli(&["tasks", "accept", &id]),
+        format!("task {id}: accepted\n")
+    );
+    // What comes after is late: recorded, nothing changes.
+    let late = tool_from(&up, &task_key, "tasks_update", submit("one more thing"));
+    assert!(
+        late["error"].as_str().unwrap().contains("accepted already"),
+        "{late}"
+    );
+    let shown = cli(&["tasks", "show", &id]);
+    assert!(
+        shown.starts_with(&format!("{id}  accepted  alpha -> beta  rename the flag\n")),
+        "{shown}"
+    );
+    assert!(shown.contains("rejected by operator via operator -> working {\"reason\":\"name it --verbose\",\"reopen\":true}"), "{shown}");
+    assert!(
+        shown.contains("submitted by agent:beta via mcp -> (late: nothing changed)"),
+        "{shown}"
+    );
+    let listed: Value = serde_json::from_str(&cli(&["tasks", "list", "--json"])).unwrap();
+    assert_eq!(listed["tasks"][0]["state"], "accepted", "{listed}");
+
+    // A cancel with nothing running in the task's session is confirmed at once.
+    let second = tool(
+        &up,
+        "tasks_create",
+        json!({"agentId": "beta", "title": "second", "acceptance": "none"}),
+    );
+    let second = second["taskId"].as_str().unwrap();
+    heard(&up, &format!("agent:beta:task:{second}"), "Title: second");
+    assert_eq!(
+        cli(&["tasks", "cancel", second]),
+        format!("task {second}: cancelled\n")
+    );
+    let over = up.deepcli(&["tasks", "accept", second]);
+    assert!(!over.status.success());
+    assert!(
+        String::from_utf8_lossy(&over.stderr).contains("cancelled already"),
+        "{}",
+        String::from_utf8_lossy(&over.stderr)
+    );
+    let http = crate::hub::get(&up, &format!("/v1/tasks/{second}"));
+    assert_eq!(http["state"], "cancelled", "{http}");
+
     // Another agent's task is nobody else's business; beta gives alpha none of its own back
     // to itself.
     let own = tool_in(
