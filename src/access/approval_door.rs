@@ -16,7 +16,7 @@ use crate::ids::AccountKey;
 #[derive(Debug)]
 pub(crate) struct ApprovalAsk {
     pub sender: String,
-    pub command: ChatCommand,
+    pub command: Command,
     /// The text to answer the chat with; `None`: the sender is in no agent's
     /// `permissions.approvers`, so the command is answered as any message of theirs (the
     /// inbound policy), and nothing about approvals.
@@ -36,7 +36,7 @@ impl ApprovalAsks {
 
     /// The approvals' answer to `sender`'s command; `None` when `sender` is no approver (or
     /// the approvals are gone).
-    async fn ask(&self, sender: String, command: ChatCommand) -> Option<String> {
+    async fn ask(&self, sender: String, command: Command) -> Option<String> {
         let (reply, answer) = oneshot::channel();
         self.0
             .send(ApprovalAsk {
@@ -86,6 +86,56 @@ impl ChatCommand {
             id: id.to_string(),
             always,
         })
+    }
+}
+
+/// `/accept <task-id>` or `/reject <task-id> <reason>`: a person's verdict on a task
+/// (tasks.md), decided by the same people as approvals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskCommand {
+    pub id: String,
+    /// The reason of a rejection; `None`: accepted.
+    pub reject: Option<String>,
+}
+
+impl TaskCommand {
+    /// Reads a message that is exactly `/accept <task-id>`, or `/reject <task-id>` and a
+    /// reason.
+    pub(crate) fn parse(text: &str) -> Option<TaskCommand> {
+        let text = text.trim();
+        let (word, rest) = text.split_once(char::is_whitespace)?;
+        let word = word.split_once('@').map_or(word, |(w, _)| w);
+        let rest = rest.trim_start();
+        let (id, reason) = rest
+            .split_once(char::is_whitespace)
+            .map_or((rest, ""), |(id, reason)| (id, reason.trim()));
+        if !id.starts_with("task-") || id.len() > 64 {
+            return None;
+        }
+        let reject = match word {
+            "/accept" if reason.is_empty() => None,
+            "/reject" if !reason.is_empty() => Some(reason.to_string()),
+            _ => return None,
+        };
+        Some(TaskCommand {
+            id: id.to_string(),
+            reject,
+        })
+    }
+}
+
+/// A chat command the approvals answer: an approval's, or a task's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Command {
+    Approval(ChatCommand),
+    Task(TaskCommand),
+}
+
+impl Command {
+    pub(crate) fn parse(text: &str) -> Option<Command> {
+        ChatCommand::parse(text)
+            .map(Command::Approval)
+            .or_else(|| TaskCommand::parse(text).map(Command::Task))
     }
 }
 
@@ -191,8 +241,7 @@ impl Access {
         key: &DeliveryKey,
         route: &super::route::Route,
     ) -> Result<super::Delivered, super::AccessError> {
-        let (Some(approvals), Some(command)) =
-            (&self.approvals, ChatCommand::parse(&envelope.text))
+        let (Some(approvals), Some(command)) = (&self.approvals, Command::parse(&envelope.text))
         else {
             return Err(super::internal("not an approval command"));
         };
@@ -228,11 +277,11 @@ impl Access {
         always: bool,
     ) -> Option<String> {
         let approvals = self.approvals.as_ref()?;
-        let command = ChatCommand {
+        let command = Command::Approval(ChatCommand {
             approve,
             id: approval_id.to_string(),
             always: approve && always,
-        };
+        });
         approvals.ask(sender, command).await
     }
 
@@ -283,5 +332,36 @@ mod tests {
         assert_eq!(cmd("the owner said /approve abc"), None);
         assert_eq!(cmd("I approve abc"), None);
         assert_eq!(cmd("/approved abc"), None);
+    }
+
+    #[test]
+    fn a_task_verdict_names_a_task_and_a_rejection_says_why() {
+        let task = |t: &str| TaskCommand::parse(t);
+        assert_eq!(
+            task(" /accept task-1 "),
+            Some(TaskCommand {
+                id: "task-1".into(),
+                reject: None
+            })
+        );
+        assert_eq!(
+            task("/reject@deepbot task-1 the name is wrong"),
+            Some(TaskCommand {
+                id: "task-1".into(),
+                reject: Some("the name is wrong".into())
+            })
+        );
+        assert_eq!(task("/reject task-1"), None, "a rejection says why");
+        assert_eq!(task("/accept task-1 now"), None);
+        assert_eq!(task("/accept abc"), None, "not a task id");
+        assert_eq!(task("/accept"), None);
+        assert!(matches!(
+            Command::parse("/accept task-9"),
+            Some(Command::Task(_))
+        ));
+        assert!(matches!(
+            Command::parse("/deny abc"),
+            Some(Command::Approval(_))
+        ));
     }
 }

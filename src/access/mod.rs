@@ -49,7 +49,9 @@ pub(crate) use crate::sessions::budget;
 use crate::sessions::cap;
 pub(crate) use crate::sessions::{CancelState, InternalMessage, McpDoor, SessionOptions, Sessions};
 use crate::snapshot::Snapshot;
-pub(crate) use approval_door::{ApprovalAsk, ApprovalAsks, ChatCommand, TurnOrigin};
+pub(crate) use approval_door::{
+    ApprovalAsk, ApprovalAsks, ChatCommand, Command, TaskCommand, TurnOrigin,
+};
 pub(crate) use auth::HandedInBy;
 use auth::authenticate;
 pub use auth::sign;
@@ -95,10 +97,10 @@ const MAX_OPEN_LOGS: usize = 64;
 type Outcome = Result<Delivered, AccessError>;
 
 /// Whether `text` is a chat command the hub answers beside the session's turns, never behind
-/// them: an approval command (the turn may be waiting for it) and `/status`. An adapter gives
+/// them: an approval command (the turn may be waiting for it), a task's verdict and `/status`. An adapter gives
 /// these a lane of their own beside their chat's.
 pub(crate) fn answered_beside_turns(text: &str) -> bool {
-    ChatCommand::parse(text).is_some() || chat_status::is_status(text)
+    Command::parse(text).is_some() || chat_status::is_status(text)
 }
 
 /// The Access layer's piece of a generation: the plan (none before the first is published),
@@ -510,7 +512,7 @@ impl Access {
                 // An approval command never reaches an agent, and never waits behind the turn
                 // that asked (approvals.md).
                 Ok(None)
-                    if this.approvals.is_some() && ChatCommand::parse(&envelope.text).is_some() =>
+                    if this.approvals.is_some() && Command::parse(&envelope.text).is_some() =>
                 {
                     this.approval_command(&plan, &envelope, &key, &route).await
                 }

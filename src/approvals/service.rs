@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::policy;
 use super::{ApprovalError, Approvals, MANAGEMENT_WAIT, Verdict, Waiter};
-use crate::access::{ApprovalAsk, ChatCommand, TurnOrigin};
+use crate::access::{ApprovalAsk, ChatCommand, Command, TurnOrigin};
 use crate::config::model::{ApprovalRoute, PermissionMode};
 use crate::hub::{CallError, HubCaller, ManagementAsk};
 use crate::runtime::acp::PermissionAsk;
@@ -721,6 +721,39 @@ impl Approvals {
     }
 
     /// A chat's `/approve <id>` or `/deny <id>`: the text to answer with.
+    /// A person's `/accept` or `/reject` of a task from a chat (tasks.md): decided by the
+    /// Hub's task state machine with the owner agent's approvers.
+    async fn task_verdict(&self, sender: String, command: crate::access::TaskCommand) -> String {
+        use crate::hub::tasks::Verdict;
+        let id = command.id;
+        let owner = match self.hub.operator_task(&id).await {
+            Ok(task) => task.owner,
+            Err(e) => return format!("task {id}: {e}; nothing was decided"),
+        };
+        let approvers = self
+            .policies
+            .load()
+            .get(&owner)
+            .map(|p| p.approvers.clone())
+            .unwrap_or_default();
+        let verdict = match command.reject {
+            None => Verdict::Accept,
+            Some(reason) => Verdict::Reject {
+                reason,
+                reopen: true,
+            },
+        };
+        let actor = crate::tasks::state::Actor::Person { id: sender.clone() };
+        match self
+            .hub
+            .decide_task(&id, verdict, actor, "room", approvers)
+            .await
+        {
+            Ok(task) => format!("task {id}: {} by {sender}", task.state),
+            Err(e) => format!("task {id}: {e}; nothing was decided"),
+        }
+    }
+
     async fn chat(&self, sender: Option<String>, command: ChatCommand) -> String {
         let Some(sender) = sender else {
             return format!(
@@ -906,7 +939,11 @@ pub(super) fn serve(approvals: &Arc<Approvals>, asks: super::Asks) {
                 continue;
             }
             tokio::spawn(async move {
-                let _ = reply.send(Some(approvals.chat(Some(sender), command).await));
+                let answer = match command {
+                    Command::Approval(command) => approvals.chat(Some(sender), command).await,
+                    Command::Task(command) => approvals.task_verdict(sender, command).await,
+                };
+                let _ = reply.send(Some(answer));
             });
         }
     });

@@ -165,7 +165,7 @@ enum Command {
     /// Runs of the Hub (sessions_send, sessions_spawn): list, show, cancel, resume, stop.
     #[command(subcommand)]
     Runs(hub::RunsCommand),
-    /// Tasks agents give each other (tasks.md): list, show, and a person's verdict — accept,
+    /// Tasks agents give each other (docs/tasks.md): list, show, and a person's verdict — accept,
     /// reject (back to the assignee with the reason), cancel.
     #[command(subcommand)]
     Tasks(hub::TasksCommand),

@@ -45,7 +45,7 @@ mod runs;
 mod spawns;
 pub(crate) mod status;
 pub(crate) mod store;
-mod tasks;
+pub(crate) mod tasks;
 pub(crate) mod token;
 mod tokens;
 pub(crate) mod tools;

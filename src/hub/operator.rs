@@ -36,6 +36,18 @@ pub(crate) enum OperatorError {
     Internal(String),
 }
 
+impl From<super::tasks::TaskDoorError> for OperatorError {
+    fn from(e: super::tasks::TaskDoorError) -> OperatorError {
+        use super::tasks::TaskDoorError as E;
+        match e {
+            E::NotFound(m) => OperatorError::NotFound(m),
+            E::Refused(m) => OperatorError::Params(m),
+            E::Internal(m) => OperatorError::Internal(m),
+            E::Call(e) => e.into(),
+        }
+    }
+}
+
 impl From<CallError> for OperatorError {
     fn from(e: CallError) -> OperatorError {
         match e {

@@ -636,12 +636,28 @@ mod tests {
         // Not spawned: everything.
         assert!(denied(&p, 0).is_empty());
         // Spawned, depth 1 of 3: no survey, no status, no sends.
-        assert_eq!(denied(&p, 1), [AGENTS_LIST, SESSIONS_SEND, SESSION_STATUS]);
-        assert_eq!(denied(&p, 2), [AGENTS_LIST, SESSIONS_SEND, SESSION_STATUS]);
+        let tasks = [
+            TASKS_CREATE,
+            TASKS_GET,
+            TASKS_LIST,
+            TASKS_UPDATE,
+            TASKS_REVIEW,
+        ];
+        let with_tasks = |tools: &[&'static str]| -> Vec<&'static str> {
+            tools.iter().copied().chain(tasks).collect()
+        };
+        assert_eq!(
+            denied(&p, 1),
+            with_tasks(&[AGENTS_LIST, SESSIONS_SEND, SESSION_STATUS])
+        );
+        assert_eq!(
+            denied(&p, 2),
+            with_tasks(&[AGENTS_LIST, SESSIONS_SEND, SESSION_STATUS])
+        );
         // A leaf: no children to manage either.
         assert_eq!(
             denied(&p, 3),
-            [
+            with_tasks(&[
                 AGENTS_LIST,
                 SESSIONS_LIST,
                 SESSIONS_HISTORY,
@@ -649,7 +665,7 @@ mod tests {
                 SESSIONS_SPAWN,
                 SUBAGENTS,
                 SESSION_STATUS
-            ]
+            ])
         );
         let d = p.tool_denied("a", 1, SESSIONS_SEND).unwrap();
         assert_eq!(d.reason, Reason::ToolDenied);
@@ -665,18 +681,18 @@ mod tests {
         };
         assert_eq!(
             denied(&p, 1),
-            [AGENTS_LIST, SESSION_STATUS, MANAGEMENT_REQUEST]
+            with_tasks(&[AGENTS_LIST, SESSION_STATUS, MANAGEMENT_REQUEST])
         );
         assert_eq!(
             denied(&p, 3),
-            [
+            with_tasks(&[
                 AGENTS_LIST,
                 SESSIONS_LIST,
                 SESSIONS_SPAWN,
                 SUBAGENTS,
                 SESSION_STATUS,
                 MANAGEMENT_REQUEST
-            ]
+            ])
         );
         p.agents.get_mut("a").unwrap().limits.tools = SubagentTools {
             allow: Some(vec!["sessions_send".into(), "subagents".into()]),

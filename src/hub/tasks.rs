@@ -365,6 +365,20 @@ impl Hub {
     }
 }
 
+/// Why a door's call on a task (the operator's, a person's) did nothing.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TaskDoorError {
+    #[error("{0}")]
+    NotFound(String),
+    /// Refused by the state machine, or a task already final.
+    #[error("{0}")]
+    Refused(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
 /// A task as the operator sees it (`tasks/show`, `tasks/list`, a decision's answer).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -461,11 +475,11 @@ impl Hub {
         &self,
         room: Option<String>,
         limit: usize,
-    ) -> Result<TaskList, super::operator::OperatorError> {
+    ) -> Result<TaskList, TaskDoorError> {
         let tasks = self
             .task_db(move |s| Ok(s.list(room.as_deref(), limit)?))
             .await?
-            .map_err(super::operator::OperatorError::Internal)?;
+            .map_err(TaskDoorError::Internal)?;
         let tasks: Vec<TaskView> = tasks.iter().map(|t| TaskView::of(t, None)).collect();
         Ok(TaskList {
             count: tasks.len(),
@@ -474,11 +488,7 @@ impl Hub {
     }
 
     /// `tasks/show`: one task with its history.
-    pub(crate) async fn operator_task(
-        &self,
-        id: &str,
-    ) -> Result<TaskView, super::operator::OperatorError> {
-        use super::operator::OperatorError;
+    pub(crate) async fn operator_task(&self, id: &str) -> Result<TaskView, TaskDoorError> {
         let key = id.to_string();
         let found = self
             .task_db(move |s| {
@@ -489,9 +499,9 @@ impl Hub {
                 Ok(Some((task, events)))
             })
             .await?
-            .map_err(OperatorError::Internal)?;
+            .map_err(TaskDoorError::Internal)?;
         let Some((task, events)) = found else {
-            return Err(OperatorError::NotFound(format!("no task `{id}`")));
+            return Err(TaskDoorError::NotFound(format!("no task `{id}`")));
         };
         Ok(TaskView::of(&task, Some(events)))
     }
@@ -507,8 +517,7 @@ impl Hub {
         actor: Actor,
         door: &'static str,
         approvers: Vec<String>,
-    ) -> Result<TaskView, super::operator::OperatorError> {
-        use super::operator::OperatorError;
+    ) -> Result<TaskView, TaskDoorError> {
         let event = match &verdict {
             Verdict::Accept => Event::Accepted,
             Verdict::Reject { reason, reopen } => Event::Rejected {
@@ -523,11 +532,11 @@ impl Hub {
             .await?;
         let applied = match moved {
             Ok(applied) => applied,
-            Err(why) if why.starts_with("no task") => return Err(OperatorError::NotFound(why)),
-            Err(why) => return Err(OperatorError::Params(why)),
+            Err(why) if why.starts_with("no task") => return Err(TaskDoorError::NotFound(why)),
+            Err(why) => return Err(TaskDoorError::Refused(why)),
         };
         if let Applied::Late { state } = applied {
-            return Err(OperatorError::Params(format!(
+            return Err(TaskDoorError::Refused(format!(
                 "task `{id}` is {state} already: nothing changed"
             )));
         }
@@ -541,11 +550,13 @@ impl Hub {
                     "[deepcli task {id}] a person rejected the result: {reason}\nWork on it and submit again."
                 );
                 self.start_send(None, &task.assignee, &task.session_key, said, TASKS_REVIEW)
-                    .await
-                    .map_err(OperatorError::from)?;
+                    .await?;
             }
             Verdict::Cancel => {
-                let cancel = self.operator_cancel(&task.session_key).await?;
+                let cancel = self
+                    .operator_cancel(&task.session_key)
+                    .await
+                    .map_err(|e| TaskDoorError::Internal(e.to_string()))?;
                 let confirmed = cancel
                     .runs
                     .iter()
@@ -558,7 +569,7 @@ impl Hub {
                 let key = id.to_string();
                 self.task_db(move |s| s.apply(&key, &settled, &Actor::Hub, door, &[], None))
                     .await?
-                    .map_err(OperatorError::Internal)?;
+                    .map_err(TaskDoorError::Internal)?;
                 return self.operator_task(id).await;
             }
             _ => {}

@@ -149,7 +149,7 @@ pub(crate) fn definitions(leaf: bool) -> Vec<Value> {
             "name": TASKS_GET,
             "description": "One task you own or work on: its state, acceptance, parties and its history (questions, answers, results, verdicts).",
             "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId"], "properties": {
-                "taskId": {"type": "string"}
+                "taskId": {"type": "string", "description": "The task's id (task-…), as tasks_create or tasks_list gave it."}
             }}
         }),
         json!({
@@ -163,8 +163,8 @@ pub(crate) fn definitions(leaf: bool) -> Vec<Value> {
             "name": TASKS_UPDATE,
             "description": "Move a task along. As its assignee: `ask` a question you need answered before going on (do not guess), or `submit` your result with its evidence. As its owner: `answer` the assignee's question.",
             "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId", "action", "text"], "properties": {
-                "taskId": {"type": "string"},
-                "action": {"type": "string", "enum": ["ask", "answer", "submit"]},
+                "taskId": {"type": "string", "description": "The task's id (task-…), as tasks_create or tasks_list gave it."},
+                "action": {"type": "string", "enum": ["ask", "answer", "submit"], "description": "ask and submit: as the assignee, from the task's session; answer: as the owner."},
                 "text": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_BYTES, "description": "The question, the answer, or the result with its evidence."}
             }}
         }),
@@ -172,8 +172,8 @@ pub(crate) fn definitions(leaf: bool) -> Vec<Value> {
             "name": TASKS_REVIEW,
             "description": "As a task's owner, record your own check of a submitted result: do not repeat the assignee's word, check it yourself. Passed: a person decides to accept it. Failed: it goes back to the assignee with your notes.",
             "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId", "passed", "notes"], "properties": {
-                "taskId": {"type": "string"},
-                "passed": {"type": "boolean"},
+                "taskId": {"type": "string", "description": "The task's id (task-…), as tasks_create or tasks_list gave it."},
+                "passed": {"type": "boolean", "description": "Whether the result meets the acceptance by your own check."},
                 "notes": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_BYTES, "description": "What you checked and what you found."}
             }}
         }),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::{Up, transcript};
-use crate::hub::{ALPHA, agents, hub_up, tool, tool_in};
+use crate::hub::{ALPHA, agents, hub_up, say, tool, tool_in};
 
 /// Speaks `text` into session `key` as the operator: the agent's turn there (an `mcp` line is
 /// its tool call from that session); the tool's result.
@@ -47,7 +47,9 @@ fn state(up: &Up, id: &str) -> String {
 
 #[test]
 fn a_task_is_given_asked_about_answered_submitted_and_reviewed() {
-    let up = hub_up(&agents("", "", ""), |_| {});
+    // slack:u1 (who `say` speaks as) decides alpha's approvals, and so its tasks.
+    let alpha_more = "      permissions: {approvers: [\"slack:u1\"]}\n";
+    let up = hub_up(&agents("", alpha_more, ""), |_| {});
     let created = tool(
         &up,
         "tasks_create",
@@ -178,9 +180,23 @@ fn a_task_is_given_asked_about_answered_submitted_and_reviewed() {
         submit("renamed to --verbose"),
     );
     tool(&up, "tasks_review", review(true, "checked the name"));
+    // In the room: a stranger's /accept decides nothing; the approver's does.
+    let stranger = json!({"channel": "slack", "peer": {"kind": "group", "id": "ga"},
+        "messageId": "stranger-1", "sender": {"id": "u2"}, "text": format!("/accept {id}")});
+    let (status, answer) =
+        crate::common::signed_inbound(up.addr, crate::hub::SECRET.as_bytes(), &stranger);
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["reply"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was decided"),
+        "{answer}"
+    );
+    assert_eq!(state(&up, &id), "pending_acceptance");
     assert_eq!(
-        cli(&["tasks", "accept", &id]),
-        format!("task {id}: accepted\n")
+        say(&up, "ga", &format!("/accept {id}")),
+        format!("task {id}: accepted by slack:u1")
     );
     // What comes after is late: recorded, nothing changes.
     let late = tool_from(&up, &task_key, "tasks_update", submit("one more thing"));
@@ -191,6 +207,10 @@ fn a_task_is_given_asked_about_answered_submitted_and_reviewed() {
     let shown = cli(&["tasks", "show", &id]);
     assert!(
         shown.starts_with(&format!("{id}  accepted  alpha -> beta  rename the flag\n")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("accepted by slack:u1 via room -> accepted"),
         "{shown}"
     );
     assert!(shown.contains("rejected by operator via operator -> working {\"reason\":\"name it --verbose\",\"reopen\":true}"), "{shown}");
