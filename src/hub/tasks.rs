@@ -29,20 +29,9 @@ fn error(message: impl Into<String>) -> ToolResult {
     ToolResult::Error(message.into())
 }
 
-/// A task as its tools show it.
-fn shown(task: &Task) -> Value {
-    json!({
-        "taskId": task.id,
-        "title": task.title,
-        "acceptance": task.acceptance,
-        "state": task.state.as_str(),
-        "owner": task.owner,
-        "assignee": task.assignee,
-        "sessionKey": task.session_key,
-        "room": task.room,
-        "createdAt": task.created_at,
-        "updatedAt": task.updated_at,
-    })
+/// A task as its tools show it: as the operator sees it.
+fn shown(task: &Task, events: Option<Vec<crate::tasks::store::TaskEvent>>) -> Value {
+    serde_json::to_value(TaskView::of(task, events)).unwrap_or(Value::Null)
 }
 
 impl Hub {
@@ -192,15 +181,7 @@ impl Hub {
         };
         let id = task.id.clone();
         let events = self.task_db(move |s| Ok(s.events(&id)?)).await?;
-        let events: Vec<Value> = events
-            .unwrap_or_default()
-            .into_iter()
-            .map(|e| {
-                json!({"kind": e.kind, "actor": e.actor, "from": e.from, "to": e.to, "detail": e.detail, "at": e.at})
-            })
-            .collect();
-        let mut doc = shown(&task);
-        doc["events"] = Value::Array(events);
+        let doc = shown(&task, Some(events.unwrap_or_default()));
         Ok(ToolResult::Document(doc))
     }
 
@@ -215,7 +196,7 @@ impl Hub {
             .task_db(move |s| Ok(s.of_agent(&agent, limit)?))
             .await?
             .unwrap_or_default();
-        let tasks: Vec<Value> = tasks.iter().map(shown).collect();
+        let tasks: Vec<Value> = tasks.iter().map(|t| shown(t, None)).collect();
         Ok(ToolResult::Document(
             json!({"count": tasks.len(), "tasks": tasks}),
         ))
@@ -397,20 +378,7 @@ pub(crate) struct TaskView {
     pub updated_at: String,
     /// Its history (`tasks/show`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub events: Option<Vec<TaskEventView>>,
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct TaskEventView {
-    pub kind: String,
-    pub actor: String,
-    pub door: String,
-    pub from: String,
-    /// `None`: late, it changed nothing.
-    pub to: Option<String>,
-    pub detail: Value,
-    pub at: String,
+    pub events: Option<Vec<crate::tasks::store::TaskEvent>>,
 }
 
 impl TaskView {
@@ -431,20 +399,7 @@ impl TaskView {
             room: task.room.clone(),
             created_at: task.created_at.clone(),
             updated_at: task.updated_at.clone(),
-            events: events.map(|events| {
-                events
-                    .into_iter()
-                    .map(|e| TaskEventView {
-                        kind: e.kind,
-                        actor: e.actor,
-                        door: e.door,
-                        from: e.from,
-                        to: e.to,
-                        detail: e.detail,
-                        at: e.at,
-                    })
-                    .collect()
-            }),
+            events,
         }
     }
 }

@@ -65,9 +65,11 @@ pub(crate) struct Task {
     pub updated_at: String,
 }
 
-/// One event of a task's history.
-#[derive(Debug, Clone, PartialEq)]
+/// One event of a task's history (as the operator's doors show it, too).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct TaskEvent {
+    #[serde(skip)]
     pub seq: i64,
     pub kind: String,
     pub actor: String,
