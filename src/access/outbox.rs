@@ -23,6 +23,8 @@ pub(crate) enum Cause {
     ApprovalOutcome,
     /// The operator's notice (`deepcli sessions say`).
     Notice,
+    /// A task's move, told to the room it is discussed in (tasks.md).
+    Task,
 }
 
 impl Cause {
@@ -34,6 +36,7 @@ impl Cause {
             Cause::Approval => "approval",
             Cause::ApprovalOutcome => "approval-outcome",
             Cause::Notice => "notice",
+            Cause::Task => "task",
         }
     }
 
@@ -45,6 +48,7 @@ impl Cause {
             Cause::Approval,
             Cause::ApprovalOutcome,
             Cause::Notice,
+            Cause::Task,
         ]
         .into_iter()
         .find(|c| c.as_str() == s)

@@ -597,12 +597,22 @@ impl AccessStore {
         })
     }
 
-    /// The external conversation session `session_key` last took a delivered envelope from.
+    /// The external conversation session `session_key` last took an envelope from: delivered,
+    /// or its turn still running.
     pub(crate) fn session_route(&self, session_key: &str) -> Result<Option<LastRoute>, StateError> {
         self.with(|c| {
             c.query_row(
-                "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at
-                 FROM deliveries WHERE session_key = ?1 ORDER BY at DESC, rowid DESC LIMIT 1",
+                // A turn still running took its envelope too (its delivery is recorded when
+                // it ends): the newest of both, the running one on a tie.
+                "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at FROM (
+                     SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at,
+                            0 AS running, rowid AS n
+                       FROM deliveries WHERE session_key = ?1
+                     UNION ALL
+                     SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at,
+                            1 AS running, rowid AS n
+                       FROM turns_started WHERE session_key = ?1)
+                 ORDER BY at DESC, running DESC, n DESC LIMIT 1",
                 [session_key],
                 |r| {
                     Ok(LastRoute {

@@ -35,6 +35,25 @@ fn shown(task: &Task, events: Option<Vec<crate::tasks::store::TaskEvent>>) -> Va
 }
 
 impl Hub {
+    /// Tells task `id`'s room (the conversation its owner's session last took a message
+    /// from) of a move, through the outbox; a room with no external conversation hears
+    /// nothing, which is said in the log.
+    async fn tell_room(&self, id: &str, room: Option<&str>, text: String) {
+        let Some(room) = room else {
+            return;
+        };
+        let cause_id = format!("{id}@{}", crate::clock::now());
+        let text = format!("[task {id}] {text}");
+        match self
+            .access
+            .post_to_session_route(room, text, crate::access::outbox::Cause::Task, &cause_id)
+            .await
+        {
+            crate::access::Beat::Delivered(_) => {}
+            other => tracing::debug!(task = id, room, ?other, "a task's move was not told"),
+        }
+    }
+
     /// Runs `f` on the task store off the async threads.
     async fn task_db<T: Send + 'static>(
         &self,
@@ -162,6 +181,15 @@ impl Hub {
         self.task_db(move |s| s.apply(&started, &Event::Started, &Actor::Hub, DOOR, &[], None))
             .await?
             .map_err(CallError::Internal)?;
+        self.tell_room(
+            &id,
+            task.room.as_deref(),
+            format!(
+                "{} gave {} a task: {}. Accepted when: {}",
+                task.owner, task.assignee, task.title, task.acceptance
+            ),
+        )
+        .await;
         Ok(ToolResult::Document(json!({
             "taskId": id,
             "sessionKey": task.session_key,
@@ -284,6 +312,12 @@ impl Hub {
                     .await?,
             )
         };
+        let told = match args.action {
+            TaskAction::Ask => format!("{} asks: {text}", caller.agent_id),
+            TaskAction::Answer => format!("{} answered: {text}", caller.agent_id),
+            TaskAction::Submit => format!("{} submitted its result: {text}", caller.agent_id),
+        };
+        self.tell_room(id, task.room.as_deref(), told).await;
         Ok(ToolResult::Document(
             json!({"taskId": id, "state": to.as_str(), "runId": run}),
         ))
@@ -323,6 +357,18 @@ impl Hub {
             }
             Err(why) => return Ok(error(why)),
         };
+        let told = if args.passed {
+            format!(
+                "{} checked the result: passes ({}). A person decides: /accept {} or /reject {} <reason>",
+                task.owner, args.notes, task.id, task.id
+            )
+        } else {
+            format!(
+                "{} checked the result: not yet ({}); back to {}",
+                task.owner, args.notes, task.assignee
+            )
+        };
+        self.tell_room(&task.id, task.room.as_deref(), told).await;
         let mut run = None;
         if !args.passed {
             let said = format!(
@@ -473,6 +519,7 @@ impl Hub {
         door: &'static str,
         approvers: Vec<String>,
     ) -> Result<TaskView, TaskDoorError> {
+        let who = actor.to_string();
         let event = match &verdict {
             Verdict::Accept => Event::Accepted,
             Verdict::Reject { reason, reopen } => Event::Rejected {
@@ -496,6 +543,19 @@ impl Hub {
             )));
         }
         let task = self.operator_task(id).await?;
+        let told = match &verdict {
+            Verdict::Accept => format!("accepted by {who}"),
+            Verdict::Reject { reason, reopen } => format!(
+                "rejected by {who}: {reason}{}",
+                if *reopen {
+                    format!("; back to {}", task.assignee)
+                } else {
+                    "; closed".to_string()
+                }
+            ),
+            Verdict::Cancel => format!("cancel asked by {who}"),
+        };
+        self.tell_room(id, task.room.as_deref(), told).await;
         match verdict {
             Verdict::Reject {
                 reason,

@@ -221,6 +221,42 @@ fn a_task_is_given_asked_about_answered_submitted_and_reviewed() {
     let listed: Value = serde_json::from_str(&cli(&["tasks", "list", "--json"])).unwrap();
     assert_eq!(listed["tasks"][0]["state"], "accepted", "{listed}");
 
+    // The room heard every move, through the outbox, in order.
+    let told: Vec<String> = {
+        let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
+        let mut stmt = db
+            .prepare(
+                "SELECT text FROM outbox WHERE cause = 'task' AND session_key = ?1 ORDER BY seq",
+            )
+            .unwrap();
+        stmt.query_map([ALPHA], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let expected = [
+        "alpha gave beta a task: rename the flag. Accepted when: cargo test passes".to_string(),
+        "beta asks: which branch?".into(),
+        "alpha answered: main".into(),
+        "beta submitted its result: renamed; 12 tests pass".into(),
+        "alpha checked the result: not yet (test_flag fails here); back to beta".into(),
+        "beta submitted its result: fixed test_flag".into(),
+        format!(
+            "alpha checked the result: passes (ran cargo test: 13 pass). A person decides: /accept {id} or /reject {id} <reason>"
+        ),
+        "rejected by the operator: name it --verbose; back to beta".into(),
+        "beta submitted its result: renamed to --verbose".into(),
+        format!(
+            "alpha checked the result: passes (checked the name). A person decides: /accept {id} or /reject {id} <reason>"
+        ),
+        "accepted by slack:u1".into(),
+    ];
+    let expected: Vec<String> = expected
+        .iter()
+        .map(|t| format!("[task {id}] {t}"))
+        .collect();
+    assert_eq!(told, expected);
+
     // A cancel with nothing running in the task's session is confirmed at once.
     let second = tool(
         &up,
