@@ -120,7 +120,10 @@ impl Hub {
         args: TaskCreateArgs,
     ) -> Result<ToolResult, CallError> {
         let title = args.title.trim();
-        if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
+        if title.is_empty()
+            || title.chars().count() > MAX_TITLE_CHARS
+            || title.chars().any(char::is_control)
+        {
             return Ok(error(format!(
                 "the title is a line of 1 to {MAX_TITLE_CHARS} characters: say what to do, and put the rest in `acceptance`"
             )));
