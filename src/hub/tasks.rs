@@ -101,19 +101,6 @@ impl Hub {
             .await
     }
 
-    /// Says `text` into `task`'s party `agent`'s session `key`, from `caller`.
-    async fn task_say(
-        self: &Arc<Self>,
-        caller: &HubCaller,
-        agent: &str,
-        key: &str,
-        text: String,
-        tool: &str,
-    ) -> Result<String, CallError> {
-        self.start_send(Some(caller.clone()), agent, key, text, tool)
-            .await
-    }
-
     pub(super) async fn tasks_create(
         self: &Arc<Self>,
         caller: &HubCaller,
@@ -178,7 +165,13 @@ impl Hub {
             task.owner, task.title, task.acceptance
         );
         let run = self
-            .task_say(caller, &assignee, &task.session_key, brief, TASKS_CREATE)
+            .start_send(
+                Some(caller.clone()),
+                &assignee,
+                &task.session_key,
+                brief,
+                TASKS_CREATE,
+            )
             .await?;
         let started = id.clone();
         self.task_db(move |s| s.apply(&started, &Event::Started, &Actor::Hub, DOOR, &[], None))
@@ -311,7 +304,7 @@ impl Hub {
             None
         } else {
             Some(
-                self.task_say(caller, agent, &key, said, TASKS_UPDATE)
+                self.start_send(Some(caller.clone()), agent, &key, said, TASKS_UPDATE)
                     .await?,
             )
         };
@@ -379,8 +372,8 @@ impl Hub {
                 task.id, task.owner, args.notes
             );
             run = Some(
-                self.task_say(
-                    caller,
+                self.start_send(
+                    Some(caller.clone()),
                     &task.assignee,
                     &task.session_key,
                     said,
