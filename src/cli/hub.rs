@@ -94,6 +94,25 @@ pub(super) enum TasksCommand {
     /// else `uncertain`.
     #[command(after_help = EXIT_CODES)]
     Cancel(TaskIdArgs),
+    /// A task's artifacts (name, size, SHA-256, who handed it in); with NAME, a copy of that
+    /// one, its hash checked.
+    #[command(after_help = EXIT_CODES)]
+    Artifacts(TaskArtifactsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct TaskArtifactsArgs {
+    /// The task's id (task-…).
+    task_id: String,
+    /// The artifact to copy out, as the list names it.
+    name: Option<String>,
+    /// Where to write it [default: its file name, in the current directory]; never over an
+    /// existing file.
+    #[arg(long, value_name = "PATH", requires = "name")]
+    out: Option<std::path::PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -643,6 +662,7 @@ pub(super) fn tasks(global: &GlobalSettings, command: TasksCommand) -> ExitStatu
             a.json,
             Duration::from_secs(30),
         ),
+        TasksCommand::Artifacts(a) => ("tasks/show", json!({"taskId": a.task_id}), a.json, quick),
     };
     let result = match rpc(global, method, params, wait) {
         Ok(result) => result,
@@ -677,6 +697,20 @@ pub(super) fn tasks(global: &GlobalSettings, command: TasksCommand) -> ExitStatu
                 text(&t["sessionKey"]),
                 text(&t["room"]),
             ));
+            let steps = t["steps"].as_array().into_iter().flatten();
+            for (i, step) in steps.enumerate() {
+                if i == 0 {
+                    out.push_str("  plan:\n");
+                }
+                out.push_str(&step_line(step));
+            }
+            for (i, a) in t["artifacts"].as_array().into_iter().flatten().enumerate() {
+                if i == 0 {
+                    out.push_str("  artifacts:\n");
+                }
+                out.push_str(&artifact_line(a));
+            }
+            out.push_str("  history:\n");
             for e in t["events"].as_array().into_iter().flatten() {
                 let to = e["to"].as_str().unwrap_or("(late: nothing changed)");
                 let detail = match e["detail"].as_object() {
@@ -684,7 +718,7 @@ pub(super) fn tasks(global: &GlobalSettings, command: TasksCommand) -> ExitStatu
                     _ => String::new(),
                 };
                 out.push_str(&format!(
-                    "  {} {} by {} via {} -> {}{}\n",
+                    "    {} {} by {} via {} -> {}{}\n",
                     text(&e["at"]),
                     text(&e["kind"]),
                     text(&e["actor"]),
@@ -695,10 +729,151 @@ pub(super) fn tasks(global: &GlobalSettings, command: TasksCommand) -> ExitStatu
             }
             out
         }),
+        TasksCommand::Artifacts(a) => match a.name {
+            None => show(
+                &json!({"taskId": result["taskId"], "artifacts": result["artifacts"]}),
+                json,
+                |r| {
+                    let mut out = String::new();
+                    for a in r["artifacts"].as_array().into_iter().flatten() {
+                        out.push_str(&artifact_line(a));
+                    }
+                    if out.is_empty() {
+                        out.push_str("No artifacts.\n");
+                    }
+                    out
+                },
+            ),
+            Some(name) => copy_artifact(global, &result, &name, a.out, json),
+        },
         _ => show(&result, json, |t| {
             format!("task {}: {}\n", text(&t["taskId"]), text(&t["state"]))
         }),
     }
+}
+
+/// A step of a task's plan, as `tasks show` lists it.
+fn step_line(s: &Value) -> String {
+    let mut line = format!(
+        "    {} [{}] {}",
+        text(&s["id"]),
+        text(&s["status"]),
+        crate::shown::shown(&text(&s["title"]))
+    );
+    if let Some(agent) = s["targetAgentId"].as_str() {
+        line.push_str(&format!(" -> {agent}"));
+        if let Some(runtime) = s["runtime"].as_str() {
+            line.push_str(&format!(" ({runtime})"));
+        }
+    }
+    if let Some(run) = s["runId"].as_str() {
+        line.push_str(&format!(" run {run}"));
+    }
+    for (key, label) in [("acceptance", "accepted when"), ("notes", "notes")] {
+        if let Some(v) = s[key].as_str() {
+            line.push_str(&format!("; {label}: {}", crate::shown::shown_lines(v)));
+        }
+    }
+    line.push('\n');
+    line
+}
+
+/// An artifact, as `tasks show` and `tasks artifacts` list it.
+fn artifact_line(a: &Value) -> String {
+    format!(
+        "    {}  {} bytes  sha256 {}  by {}  {}\n",
+        crate::shown::shown(&text(&a["name"])),
+        text(&a["size"]),
+        text(&a["sha256"]),
+        text(&a["handedInBy"]),
+        text(&a["at"]),
+    )
+}
+
+/// `tasks artifacts ID NAME`: copies the stored artifact out of the state directory to `out`
+/// (never over a file), checking its hash on the way.
+fn copy_artifact(
+    global: &GlobalSettings,
+    task: &Value,
+    name: &str,
+    out: Option<std::path::PathBuf>,
+    json: bool,
+) -> ExitStatus {
+    use sha2::Digest;
+    let mut err = anstream::stderr();
+    let id = text(&task["taskId"]);
+    let found = task["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["name"] == name);
+    let Some(artifact) = found else {
+        let _ = writeln!(
+            err,
+            "error: task {id} has no artifact `{name}`\nhint: `deepcli tasks artifacts {id}` lists them"
+        );
+        return ExitStatus::Failure;
+    };
+    let sha256 = text(&artifact["sha256"]);
+    let out = out.unwrap_or_else(|| {
+        std::path::PathBuf::from(std::path::Path::new(name).file_name().unwrap_or_default())
+    });
+    let stored = StateDir::new(&global.load.state_dir)
+        .artifacts()
+        .join(&id)
+        .join(&sha256);
+    let copied = (|| -> Result<(), String> {
+        let mut from = std::fs::File::open(&stored)
+            .map_err(|e| format!("cannot read the stored copy `{}`: {e}", stored.display()))?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".deepcli-")
+            .tempfile_in(crate::durable::dir_of(&out))
+            .map_err(|e| format!("cannot write `{}`: {e}", out.display()))?;
+        let mut hasher = sha2::Sha256::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = std::io::Read::read(&mut from, &mut buf)
+                .map_err(|e| format!("cannot read the stored copy: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            tmp.write_all(&buf[..n])
+                .map_err(|e| format!("cannot write `{}`: {e}", out.display()))?;
+        }
+        let got = hex::encode(hasher.finalize());
+        if got != sha256 {
+            return Err(format!(
+                "the stored copy's SHA-256 is {got}, not {sha256}: the state directory was changed; nothing written"
+            ));
+        }
+        tmp.persist_noclobber(&out).map_err(|e| {
+            format!(
+                "cannot write `{}`: {}{}",
+                out.display(),
+                e.error,
+                if e.error.kind() == std::io::ErrorKind::AlreadyExists {
+                    " (choose another --out)"
+                } else {
+                    ""
+                }
+            )
+        })?;
+        Ok(())
+    })();
+    if let Err(why) = copied {
+        let _ = writeln!(err, "error: {why}");
+        return ExitStatus::Failure;
+    }
+    let result = json!({"taskId": id, "name": name, "sha256": sha256, "size": artifact["size"], "path": out});
+    show(&result, json, |r| {
+        format!(
+            "{}: {} bytes, sha256 {} (checked)\n",
+            out.display(),
+            text(&r["size"]),
+            text(&r["sha256"])
+        )
+    })
 }
 
 fn decide(global: &GlobalSettings, method: &str, a: &RunArgs) -> ExitStatus {

@@ -43,6 +43,7 @@ pub struct AgentDefaults {
     pub identity: Option<Identity>,
     pub permissions: Option<Permissions>,
     pub bootstrap_max_chars: Option<u64>,
+    pub artifact_max_bytes: Option<u64>,
 }
 
 /// One entry of `agents.list`, as written.
@@ -69,6 +70,8 @@ pub struct AgentSpec {
     /// The most characters of one bootstrap file the system section gives the agent
     /// (conversations.md); OpenClaw's key and default.
     pub bootstrap_max_chars: Option<u64>,
+    /// The largest file the agent may hand in to a task (tasks.md, "Artifacts").
+    pub artifact_max_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -63,6 +63,9 @@ impl Hub {
         awaiting: bool,
         note: String,
     ) -> Option<String> {
+        if let Some(task) = super::tasks::task_of_session(session_key) {
+            self.task_permission(task, awaiting).await;
+        }
         let key = session_key.to_string();
         let (from, to) = if awaiting {
             (RunState::Running, RunState::AwaitingApproval)

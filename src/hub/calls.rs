@@ -92,6 +92,9 @@ impl Hub {
             ToolCall::TasksList(args) => self.tasks_list(caller, args).await?,
             ToolCall::TasksUpdate(args) => self.tasks_update(caller, args).await?,
             ToolCall::TasksReview(args) => self.tasks_review(caller, args).await?,
+            ToolCall::ArtifactsPut(args) => self.artifacts_put(caller, args).await?,
+            ToolCall::ArtifactsGet(args) => self.artifacts_get(caller, args).await?,
+            ToolCall::PlanUpdate(args) => self.plan_update(caller, args).await?,
         };
         Ok(result)
     }

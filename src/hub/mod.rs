@@ -187,6 +187,8 @@ pub(crate) struct Hub {
     operator_token: Option<String>,
     /// Tasks (tasks.md): what the task tools read and move.
     tasks: Arc<crate::tasks::store::TaskStore>,
+    /// The tasks' artifact store: `<state>/artifacts/<task>/<sha256>`.
+    artifacts: PathBuf,
 }
 
 /// What the Hub is made of before the turn engine exists: its store, the session tokens, where
@@ -281,6 +283,7 @@ impl Hub {
             management,
             operator_token: crate::state::read_operator_token(state),
             tasks,
+            artifacts: state.artifacts(),
         })
     }
 
@@ -470,7 +473,8 @@ impl Hub {
     }
 
     /// Agent `agent_id` was deleted: its sessions' tokens are revoked, its children closed,
-    /// its unfinished runs ended (`failed`: the target is gone).
+    /// its unfinished runs ended (`failed`: the target is gone), and the unfinished tasks it
+    /// owns or works on failed.
     pub(crate) async fn agent_deleted(self: &Arc<Self>, agent_id: &str) {
         let (agent, tokens) = (agent_id.to_string(), self.tokens.clone());
         let done = self
@@ -488,6 +492,7 @@ impl Hub {
                 "hub: a deleted agent's tokens revoked and children closed"
             );
         }
+        self.fail_tasks_of(agent_id).await;
     }
 }
 

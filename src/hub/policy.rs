@@ -124,7 +124,7 @@ impl Visibility {
 /// The Hub tools every spawned session lacks (OpenClaw 2026.9's `SUBAGENT_TOOL_DENY_ALWAYS`,
 /// of the tools the Hub has): a sub-agent reports back through its final answer, it does not
 /// survey or drive other sessions.
-pub(crate) const SUBAGENT_DENY: [&str; 8] = [
+pub(crate) const SUBAGENT_DENY: [&str; 11] = [
     super::tools::AGENTS_LIST,
     super::tools::SESSION_STATUS,
     super::tools::SESSIONS_SEND,
@@ -135,6 +135,9 @@ pub(crate) const SUBAGENT_DENY: [&str; 8] = [
     super::tools::TASKS_LIST,
     super::tools::TASKS_UPDATE,
     super::tools::TASKS_REVIEW,
+    super::tools::ARTIFACTS_PUT,
+    super::tools::ARTIFACTS_GET,
+    super::tools::PLAN_UPDATE,
 ];
 
 /// What a leaf (a spawned session at `maxSpawnDepth`) lacks besides (OpenClaw's
@@ -261,6 +264,8 @@ pub(crate) struct HubAgent {
     /// Where its sandbox finds the hub's socket, when not at [`crate::sandbox::HUB_SOCKET`]:
     /// the Landlock backend mounts nothing, so its runtime is given the host path.
     pub hub_socket: Option<std::path::PathBuf>,
+    /// `artifactMaxBytes`: the largest file it hands in to a task.
+    pub artifact_max_bytes: u64,
 }
 
 /// Everything the Hub decides by, from one config.
@@ -371,6 +376,9 @@ impl HubPolicy {
                                 .is_some_and(|n| n != crate::config::model::SandboxNetwork::Host)
                     }),
                     hub_socket: None,
+                    artifact_max_bytes: spec
+                        .artifact_max_bytes
+                        .unwrap_or(crate::tasks::artifacts::DEFAULT_MAX_BYTES),
                 },
             );
         }
@@ -590,6 +598,7 @@ mod tests {
                     clamped: false,
                     private_network: false,
                     hub_socket: None,
+                    artifact_max_bytes: crate::tasks::artifacts::DEFAULT_MAX_BYTES,
                 },
             );
         }

@@ -119,6 +119,7 @@ mod tests {
                     clamped: false,
                     private_network: false,
                     hub_socket: None,
+                    artifact_max_bytes: crate::tasks::artifacts::DEFAULT_MAX_BYTES,
                 },
             );
         }

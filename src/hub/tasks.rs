@@ -11,8 +11,11 @@ use serde_json::{Value, json};
 use super::results::ToolResult;
 use super::tools::{self, *};
 use super::{CallError, Hub, HubCaller};
+use crate::tasks::artifacts::{self, ArtifactError, ArtifactName};
 use crate::tasks::state::{Actor, Event, TaskState};
-use crate::tasks::store::{Applied, NewTask, Requester, Task, TaskError, TaskStore};
+use crate::tasks::store::{
+    Applied, ArtifactRow, NewTask, Requester, Step, Task, TaskError, TaskEvent, TaskStore,
+};
 
 /// Whether a run from tool `tool` carries a task's message (and gets no reply-back loop).
 pub(super) fn carries(tool: &str) -> bool {
@@ -20,6 +23,24 @@ pub(super) fn carries(tool: &str) -> bool {
         tool,
         tools::TASKS_CREATE | tools::TASKS_UPDATE | tools::TASKS_REVIEW
     )
+}
+
+/// The most bytes of an artifact `artifacts_get` gives inline, as text.
+const INLINE_BYTES: u64 = 64 * 1024;
+
+/// What a task's whole record holds besides the task: for `tasks_get` and `tasks/show`.
+struct Record {
+    events: Vec<TaskEvent>,
+    steps: Vec<Step>,
+    artifacts: Vec<ArtifactRow>,
+}
+
+fn record(store: &TaskStore, id: &str) -> Result<Record, TaskError> {
+    Ok(Record {
+        events: store.events(id)?,
+        steps: store.steps(id)?,
+        artifacts: store.artifacts(id)?,
+    })
 }
 
 /// The door task events from an agent come through.
@@ -30,8 +51,28 @@ fn error(message: impl Into<String>) -> ToolResult {
 }
 
 /// A task as its tools show it: as the operator sees it.
-fn shown(task: &Task, events: Option<Vec<crate::tasks::store::TaskEvent>>) -> Value {
-    serde_json::to_value(TaskView::of(task, events)).unwrap_or(Value::Null)
+fn shown(task: &Task, record: Option<Record>) -> Value {
+    serde_json::to_value(TaskView::of(task, record)).unwrap_or(Value::Null)
+}
+
+/// An artifact's or the store's failure: the agent's to fix, or deepcli's.
+fn artifact_failure(e: ArtifactError) -> Result<String, CallError> {
+    match e {
+        ArtifactError::Refused(why) => Ok(why),
+        ArtifactError::Io(why) => Err(CallError::Internal(why)),
+    }
+}
+
+fn task_failure(e: TaskError) -> Result<String, CallError> {
+    match e {
+        TaskError::State(e) => Err(CallError::from(e)),
+        refused => Ok(refused.to_string()),
+    }
+}
+
+/// The first 12 hex digits of a hash, as a room is told it.
+fn short(sha256: &str) -> &str {
+    sha256.get(..12).unwrap_or(sha256)
 }
 
 impl Hub {
@@ -204,9 +245,11 @@ impl Hub {
             Err(why) => return Ok(error(why)),
         };
         let id = task.id.clone();
-        let events = self.task_db(move |s| Ok(s.events(&id)?)).await?;
-        let doc = shown(&task, Some(events.unwrap_or_default()));
-        Ok(ToolResult::Document(doc))
+        let record = match self.task_db(move |s| record(s, &id)).await? {
+            Ok(record) => record,
+            Err(why) => return Ok(error(why)),
+        };
+        Ok(ToolResult::Document(shown(&task, Some(record))))
     }
 
     pub(super) async fn tasks_list(
@@ -250,6 +293,41 @@ impl Hub {
                 "a task's assignee asks and submits from the task's own session, {}; this is {}",
                 task.session_key, caller.session_key
             )));
+        }
+        if !args.artifacts.is_empty() && args.action != TaskAction::Submit {
+            return Ok(error(
+                "`artifacts` go with `submit`; hand in a file at another time with artifacts_put",
+            ));
+        }
+        if args.artifacts.len() > tools::MAX_STEPS {
+            return Ok(error(format!(
+                "at most {} artifacts at once",
+                tools::MAX_STEPS
+            )));
+        }
+        // The files first: a result whose evidence could not be handed in is not submitted.
+        let mut handed = Vec::new();
+        for path in &args.artifacts {
+            match self.hand_in(caller, &task, path).await? {
+                Ok(row) => handed.push(row),
+                Err(why) => {
+                    return Ok(error(format!(
+                        "not submitted: {why}{}",
+                        if handed.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                " ({} handed in before it are kept)",
+                                handed
+                                    .iter()
+                                    .map(|h: &Value| h["name"].as_str().unwrap_or("").to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        }
+                    )));
+                }
+            }
         }
         let text = args.text;
         let event = match args.action {
@@ -314,8 +392,259 @@ impl Hub {
             TaskAction::Submit => format!("{} submitted its result: {text}", caller.agent_id),
         };
         self.tell_room(id, task.room.as_deref(), told).await;
+        let mut answer = json!({"taskId": id, "state": to.as_str(), "runId": run});
+        if !handed.is_empty() {
+            answer["artifacts"] = Value::Array(handed);
+        }
+        Ok(ToolResult::Document(answer))
+    }
+
+    /// Hands in file `path` of `caller`'s workspace to `task`: stored under its hash, recorded,
+    /// told to the room and, from the assignee, placed read-only in the owner's workspace.
+    /// `Ok(Err)`: refused, and why, for the agent.
+    async fn hand_in(
+        &self,
+        caller: &HubCaller,
+        task: &Task,
+        path: &str,
+    ) -> Result<Result<Value, String>, CallError> {
+        let policy = self.policy();
+        let Some(me) = policy.agents.get(&caller.agent_id) else {
+            return Ok(Err(format!("no agent `{}` in force", caller.agent_id)));
+        };
+        let name = match ArtifactName::parse(path, &me.workspace) {
+            Ok(name) => name,
+            Err(why) => return Ok(Err(why)),
+        };
+        let workspace = me.workspace.clone();
+        let limit = me.artifact_max_bytes;
+        // What the assignee hands in, the owner receives; the owner's own evidence stays with
+        // the task (its workspace has it already).
+        let owner_workspace = (task.assignee == caller.agent_id)
+            .then(|| policy.agents.get(&task.owner).map(|a| a.workspace.clone()))
+            .flatten();
+        let store = self.artifacts.join(&task.id);
+        let tasks = self.tasks.clone();
+        let id = task.id.clone();
+        let by = caller.agent_id.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let stored = match artifacts::hand_in(&workspace, &name, &store, limit) {
+                Ok(stored) => stored,
+                Err(e) => return artifact_failure(e).map(Err),
+            };
+            if let Err(e) = tasks.put_artifact(&id, name.as_str(), &stored, &by, DOOR) {
+                return task_failure(e).map(Err);
+            }
+            let mut answer =
+                json!({"name": name.as_str(), "sha256": stored.sha256, "size": stored.size});
+            if let Some(ws) = owner_workspace {
+                match artifacts::place(&store, &stored, &ws, &id, &name) {
+                    Ok(at) => answer["placedForOwner"] = json!(at),
+                    // Kept and recorded all the same: the owner gets it with artifacts_get once
+                    // its workspace is in order.
+                    Err(e) => answer["notPlaced"] = json!(e.to_string()),
+                }
+            }
+            Ok(Ok(answer))
+        })
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))??;
+        if let Ok(answer) = &done {
+            self.tell_room(
+                &task.id,
+                task.room.as_deref(),
+                format!(
+                    "{} handed in {} ({} bytes, sha256 {})",
+                    caller.agent_id,
+                    answer["name"].as_str().unwrap_or(""),
+                    answer["size"],
+                    short(answer["sha256"].as_str().unwrap_or(""))
+                ),
+            )
+            .await;
+        }
+        Ok(done)
+    }
+
+    pub(super) async fn artifacts_put(
+        &self,
+        caller: &HubCaller,
+        args: ArtifactPutArgs,
+    ) -> Result<ToolResult, CallError> {
+        let task = match self.task_of(caller, &args.task_id).await? {
+            Ok(task) => task,
+            Err(why) => return Ok(error(why)),
+        };
+        Ok(match self.hand_in(caller, &task, &args.path).await? {
+            Ok(answer) => ToolResult::Document(answer),
+            Err(why) => error(why),
+        })
+    }
+
+    pub(super) async fn artifacts_get(
+        &self,
+        caller: &HubCaller,
+        args: ArtifactGetArgs,
+    ) -> Result<ToolResult, CallError> {
+        let task = match self.task_of(caller, &args.task_id).await? {
+            Ok(task) => task,
+            Err(why) => return Ok(error(why)),
+        };
+        let id = task.id.clone();
+        let rows = match self.task_db(move |s| Ok(s.artifacts(&id)?)).await? {
+            Ok(rows) => rows,
+            Err(why) => return Ok(error(why)),
+        };
+        let Some(wanted) = args.name else {
+            return Ok(ToolResult::Document(
+                json!({"taskId": task.id, "count": rows.len(), "artifacts": rows}),
+            ));
+        };
+        let Some(row) = rows.into_iter().find(|r| r.name == wanted) else {
+            return Ok(error(format!(
+                "task `{}` has no artifact `{wanted}` (artifacts_get without a name lists them)",
+                task.id
+            )));
+        };
+        let Some(workspace) = self
+            .policy()
+            .agents
+            .get(&caller.agent_id)
+            .map(|a| a.workspace.clone())
+        else {
+            return Ok(error(format!("no agent `{}` in force", caller.agent_id)));
+        };
+        let store = self.artifacts.join(&task.id);
+        let id = task.id.clone();
+        let placed = tokio::task::spawn_blocking(move || {
+            let stored = row.stored();
+            let name = ArtifactName::stored(row.name.clone());
+            let at = artifacts::place(&store, &stored, &workspace, &id, &name)?;
+            let text = artifacts::text_of(&store, &stored, INLINE_BYTES);
+            Ok::<_, ArtifactError>((row, at, text))
+        })
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))?;
+        match placed {
+            Ok((row, at, text)) => {
+                let mut answer = json!({"taskId": task.id, "name": row.name, "sha256": row.sha256, "size": row.size, "handedInBy": row.handed_in_by, "path": at});
+                if let Some(text) = text {
+                    answer["text"] = json!(text);
+                }
+                Ok(ToolResult::Document(answer))
+            }
+            Err(e) => Ok(error(artifact_failure(e)?)),
+        }
+    }
+
+    pub(super) async fn plan_update(
+        &self,
+        caller: &HubCaller,
+        args: PlanUpdateArgs,
+    ) -> Result<ToolResult, CallError> {
+        let task = match self.task_of(caller, &args.task_id).await? {
+            Ok(task) => task,
+            Err(why) => return Ok(error(why)),
+        };
+        if args.steps.is_empty() || args.steps.len() > tools::MAX_STEPS {
+            return Ok(error(format!(
+                "a plan update writes 1 to {} steps",
+                tools::MAX_STEPS
+            )));
+        }
+        let policy = self.policy();
+        let mut steps = Vec::with_capacity(args.steps.len());
+        for step in args.steps {
+            let id_ok = !step.id.is_empty()
+                && step.id.len() <= 64
+                && !step.id.chars().any(char::is_control);
+            let title_ok = !step.title.trim().is_empty()
+                && step.title.chars().count() <= MAX_TITLE_CHARS
+                && !step.title.chars().any(char::is_control);
+            if !id_ok || !title_ok {
+                return Ok(error(format!(
+                    "step `{}`: an id of 1 to 64 characters and a title of one line of at most {MAX_TITLE_CHARS} characters",
+                    step.id
+                )));
+            }
+            let long = |t: &Option<String>| t.as_ref().is_some_and(|t| t.len() > MAX_MESSAGE_BYTES);
+            if long(&step.acceptance) || long(&step.notes) {
+                return Ok(error(format!(
+                    "step `{}`: acceptance and notes are at most {MAX_MESSAGE_BYTES} bytes each",
+                    step.id
+                )));
+            }
+            // A run named is the caller's own, and tells where the step went.
+            let (mut target, mut session) = (step.target_agent_id, None);
+            if let Some(run_id) = &step.run_id {
+                let key = run_id.clone();
+                let run = self.db(move |s| s.run(&key)).await?;
+                match run {
+                    Some(run) if run.requester_agent_id.as_deref() == Some(&caller.agent_id) => {
+                        target = Some(run.target_agent_id);
+                        session = Some(run.target_session_key);
+                    }
+                    _ => {
+                        return Ok(error(format!(
+                            "step `{}`: no run `{run_id}` of yours (sessions_send and sessions_spawn return a runId)",
+                            step.id
+                        )));
+                    }
+                }
+            }
+            let runtime = match target.as_deref() {
+                Some(agent) => match policy.agents.get(agent) {
+                    Some(a) => Some(a.runtime.as_str().to_string()),
+                    None => {
+                        return Ok(error(format!(
+                            "step `{}`: no agent `{agent}` (agents_list shows them)",
+                            step.id
+                        )));
+                    }
+                },
+                None => None,
+            };
+            steps.push(Step {
+                id: step.id,
+                title: step.title,
+                target_agent_id: target,
+                session,
+                runtime,
+                run_id: step.run_id,
+                acceptance: step.acceptance,
+                status: step.status,
+                notes: step.notes,
+                updated_at: None,
+            });
+        }
+        let id = task.id.clone();
+        let actor = Actor::Agent {
+            agent_id: caller.agent_id.clone(),
+        };
+        let written = steps.clone();
+        if let Err(why) = self
+            .task_db(move |s| s.put_steps(&id, &written, &actor, DOOR))
+            .await?
+        {
+            return Ok(error(why));
+        }
+        let said: Vec<String> = steps
+            .iter()
+            .map(|s| format!("{} {} ({})", s.id, s.title, s.status.as_str()))
+            .collect();
+        self.tell_room(
+            &task.id,
+            task.room.as_deref(),
+            format!("{} updated the plan: {}", caller.agent_id, said.join("; ")),
+        )
+        .await;
+        let id = task.id.clone();
+        let plan = self
+            .task_db(move |s| Ok(s.steps(&id)?))
+            .await?
+            .unwrap_or_default();
         Ok(ToolResult::Document(
-            json!({"taskId": id, "state": to.as_str(), "runId": run}),
+            json!({"taskId": task.id, "steps": plan}),
         ))
     }
 
@@ -388,6 +717,66 @@ impl Hub {
     }
 }
 
+/// The task whose session `key` is (`agent:<assignee>:task:<taskId>`).
+pub(crate) fn task_of_session(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix("agent:")?;
+    let (_agent, task) = rest.split_once(":task:")?;
+    (task.starts_with("task-") && !task.contains(':')).then_some(task)
+}
+
+impl Hub {
+    /// A permission request of task `id`'s session was filed (`asked`) or settled: the task
+    /// waits for that approval, or works again. A task in another state (a final one, one
+    /// waiting for an answer) is left as it is, and the log says so.
+    pub(super) async fn task_permission(&self, id: &str, asked: bool) {
+        let event = if asked {
+            Event::PermissionAsked
+        } else {
+            Event::PermissionDecided
+        };
+        let key = id.to_string();
+        let moved = self
+            .task_db(move |s| s.apply(&key, &event, &Actor::Hub, "hub", &[], None))
+            .await;
+        match moved {
+            Ok(Ok(Applied::Moved { .. })) => {}
+            other => tracing::debug!(
+                task = id,
+                asked,
+                ?other,
+                "a task's permission request moved nothing"
+            ),
+        }
+    }
+
+    /// Agent `agent` was deleted: every unfinished task it owns or works on fails, and its
+    /// room is told.
+    pub(super) async fn fail_tasks_of(&self, agent: &str) {
+        let who = agent.to_string();
+        let tasks = match self
+            .task_db(move |s| Ok(s.of_agent(&who, usize::MAX >> 1)?))
+            .await
+        {
+            Ok(Ok(tasks)) => tasks,
+            other => {
+                tracing::error!(agent, ?other, "cannot read a deleted agent's tasks");
+                return;
+            }
+        };
+        for task in tasks.into_iter().filter(|t| !t.state.is_final()) {
+            let why = format!("agent `{agent}` was deleted");
+            let (key, event) = (task.id.clone(), Event::Failed { why: why.clone() });
+            let moved = self
+                .task_db(move |s| s.apply(&key, &event, &Actor::Hub, "hub", &[], None))
+                .await;
+            if let Ok(Ok(Applied::Moved { .. })) = moved {
+                self.tell_room(&task.id, task.room.as_deref(), format!("failed: {why}"))
+                    .await;
+            }
+        }
+    }
+}
+
 /// Why a door's call on a task (the operator's, a person's) did nothing.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum TaskDoorError {
@@ -418,13 +807,21 @@ pub(crate) struct TaskView {
     pub room: Option<String>,
     pub created_at: String,
     pub updated_at: String,
-    /// Its history (`tasks/show`).
+    /// Its plan, artifacts and history (`tasks/show`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub events: Option<Vec<crate::tasks::store::TaskEvent>>,
+    pub steps: Option<Vec<Step>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<Vec<ArtifactRow>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<TaskEvent>>,
 }
 
 impl TaskView {
-    fn of(task: &Task, events: Option<Vec<crate::tasks::store::TaskEvent>>) -> TaskView {
+    fn of(task: &Task, record: Option<Record>) -> TaskView {
+        let (steps, artifacts, events) = match record {
+            Some(r) => (Some(r.steps), Some(r.artifacts), Some(r.events)),
+            None => (None, None, None),
+        };
         TaskView {
             task_id: task.id.clone(),
             title: task.title.clone(),
@@ -441,6 +838,8 @@ impl TaskView {
             room: task.room.clone(),
             created_at: task.created_at.clone(),
             updated_at: task.updated_at.clone(),
+            steps,
+            artifacts,
             events,
         }
     }
@@ -492,15 +891,14 @@ impl Hub {
                 let Some(task) = s.get(&key)? else {
                     return Ok(None);
                 };
-                let events = s.events(&key)?;
-                Ok(Some((task, events)))
+                Ok(Some((task, record(s, &key)?)))
             })
             .await?
             .map_err(TaskDoorError::Internal)?;
-        let Some((task, events)) = found else {
+        let Some((task, record)) = found else {
             return Err(TaskDoorError::NotFound(format!("no task `{id}`")));
         };
-        Ok(TaskView::of(&task, Some(events)))
+        Ok(TaskView::of(&task, Some(record)))
     }
 
     /// A verdict on task `id` by `actor` from `door`, with the owner's `approvers`: accepted,
@@ -586,5 +984,26 @@ impl Hub {
             _ => {}
         }
         Ok(task)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::task_of_session;
+
+    #[test]
+    fn a_task_session_names_its_task_and_no_other_key_does() {
+        assert_eq!(
+            task_of_session("agent:beta:task:task-6f01"),
+            Some("task-6f01")
+        );
+        for other in [
+            "agent:beta:main",
+            "agent:beta:slack:group:task:task-1:x",
+            "agent:beta:task:notatask",
+            "task:task-1",
+        ] {
+            assert_eq!(task_of_session(other), None, "{other}");
+        }
     }
 }

@@ -31,8 +31,11 @@ pub(crate) const TASKS_GET: &str = "tasks_get";
 pub(crate) const TASKS_LIST: &str = "tasks_list";
 pub(crate) const TASKS_UPDATE: &str = "tasks_update";
 pub(crate) const TASKS_REVIEW: &str = "tasks_review";
+pub(crate) const ARTIFACTS_PUT: &str = "artifacts_put";
+pub(crate) const ARTIFACTS_GET: &str = "artifacts_get";
+pub(crate) const PLAN_UPDATE: &str = "plan_update";
 
-pub(crate) const ALL: [&str; 13] = [
+pub(crate) const ALL: [&str; 16] = [
     AGENTS_LIST,
     SESSIONS_LIST,
     SESSIONS_HISTORY,
@@ -46,7 +49,13 @@ pub(crate) const ALL: [&str; 13] = [
     TASKS_LIST,
     TASKS_UPDATE,
     TASKS_REVIEW,
+    ARTIFACTS_PUT,
+    ARTIFACTS_GET,
+    PLAN_UPDATE,
 ];
+
+/// The most steps one `plan_update` writes.
+pub(crate) const MAX_STEPS: usize = 50;
 
 /// The longest task title.
 pub(crate) const MAX_TITLE_CHARS: usize = 200;
@@ -165,7 +174,8 @@ pub(crate) fn definitions(leaf: bool) -> Vec<Value> {
             "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId", "action", "text"], "properties": {
                 "taskId": {"type": "string", "description": "The task's id (task-…), as tasks_create or tasks_list gave it."},
                 "action": {"type": "string", "enum": ["ask", "answer", "submit"], "description": "ask and submit: as the assignee, from the task's session; answer: as the owner."},
-                "text": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_BYTES, "description": "The question, the answer, or the result with its evidence."}
+                "text": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_BYTES, "description": "The question, the answer, or the result with its evidence."},
+                "artifacts": {"type": "array", "maxItems": MAX_STEPS, "items": {"type": "string"}, "description": "With submit: files of your workspace (paths relative to it) to hand in with the result, as artifacts_put does: the change, the test log."}
             }}
         }),
         json!({
@@ -175,6 +185,38 @@ pub(crate) fn definitions(leaf: bool) -> Vec<Value> {
                 "taskId": {"type": "string", "description": "The task's id (task-…), as tasks_create or tasks_list gave it."},
                 "passed": {"type": "boolean", "description": "Whether the result meets the acceptance by your own check."},
                 "notes": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_BYTES, "description": "What you checked and what you found."}
+            }}
+        }),
+        json!({
+            "name": ARTIFACTS_PUT,
+            "description": "Hand in a file of your workspace to a task you work on or own: the change, a test log, your own check's output. deepcli keeps a copy with its SHA-256 (a later change to your file changes nothing handed in); the owner gets a read-only copy in its workspace at .deepcli/tasks/<taskId>/<path>.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId", "path"], "properties": {
+                "taskId": {"type": "string", "description": "The task's id (task-…)."},
+                "path": {"type": "string", "minLength": 1, "description": "The file, relative to your workspace (or absolute inside it). Not a symbolic link; a regular file of at most artifactMaxBytes."}
+            }}
+        }),
+        json!({
+            "name": ARTIFACTS_GET,
+            "description": "A task's artifacts: each name, SHA-256, size and who handed it in. With `name`: a read-only copy of that one placed in your workspace (.deepcli/tasks/<taskId>/<name>), its path, and its text when it is UTF-8 of at most 64 KiB.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId"], "properties": {
+                "taskId": {"type": "string", "description": "The task's id (task-…)."},
+                "name": {"type": "string", "description": "The artifact to get, as the list names it."}
+            }}
+        }),
+        json!({
+            "name": PLAN_UPDATE,
+            "description": "Write steps of a task's plan, each replacing the step of its id: what it is, whom it goes to, its acceptance, its status and notes. Give a step the runId sessions_send or sessions_spawn returned and deepcli records its target, session and runtime from the run.",
+            "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId", "steps"], "properties": {
+                "taskId": {"type": "string", "description": "The task's id (task-…)."},
+                "steps": {"type": "array", "minItems": 1, "maxItems": MAX_STEPS, "items": {"type": "object", "additionalProperties": false, "required": ["id", "title", "status"], "properties": {
+                    "id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The step's id within the task (1, 2, build, …)."},
+                    "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE_CHARS},
+                    "targetAgentId": {"type": "string", "description": "The agent the step goes to."},
+                    "runId": {"type": "string", "description": "The run that carries it, as sessions_send or sessions_spawn returned it."},
+                    "acceptance": {"type": "string", "maxLength": MAX_MESSAGE_BYTES},
+                    "status": {"type": "string", "enum": ["pending", "running", "done", "failed", "skipped"]},
+                    "notes": {"type": "string", "maxLength": MAX_MESSAGE_BYTES}
+                }}}
             }}
         }),
     ];
@@ -218,6 +260,41 @@ pub(crate) struct TaskUpdateArgs {
     pub task_id: String,
     pub action: TaskAction,
     pub text: String,
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct ArtifactPutArgs {
+    pub task_id: String,
+    pub path: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct ArtifactGetArgs {
+    pub task_id: String,
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct PlanUpdateArgs {
+    pub task_id: String,
+    pub steps: Vec<StepArgs>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct StepArgs {
+    pub id: String,
+    pub title: String,
+    pub target_agent_id: Option<String>,
+    pub run_id: Option<String>,
+    pub acceptance: Option<String>,
+    pub status: crate::tasks::store::StepStatus,
+    pub notes: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -362,6 +439,9 @@ pub(crate) enum ToolCall {
     TasksList(TaskListArgs),
     TasksUpdate(TaskUpdateArgs),
     TasksReview(TaskReviewArgs),
+    ArtifactsPut(ArtifactPutArgs),
+    ArtifactsGet(ArtifactGetArgs),
+    PlanUpdate(PlanUpdateArgs),
 }
 
 impl ToolCall {
@@ -390,6 +470,9 @@ impl ToolCall {
             TASKS_LIST => ToolCall::TasksList(args_of(tool, args)?),
             TASKS_UPDATE => ToolCall::TasksUpdate(args_of(tool, args)?),
             TASKS_REVIEW => ToolCall::TasksReview(args_of(tool, args)?),
+            ARTIFACTS_PUT => ToolCall::ArtifactsPut(args_of(tool, args)?),
+            ARTIFACTS_GET => ToolCall::ArtifactsGet(args_of(tool, args)?),
+            PLAN_UPDATE => ToolCall::PlanUpdate(args_of(tool, args)?),
             other => return Err(CallError::UnknownTool(other.to_string())),
         })
     }

@@ -27,6 +27,11 @@ impl StateDir {
         self.root.join("trash")
     }
 
+    /// What tasks' assignees handed in (tasks.md, "Artifacts"): `artifacts/<task>/<sha256>`.
+    pub fn artifacts(&self) -> PathBuf {
+        self.root.join("artifacts")
+    }
+
     pub fn routing_plan(&self) -> PathBuf {
         self.root.join("routing-plan.json")
     }
@@ -51,7 +56,7 @@ impl StateDir {
 
     /// Takes group and other permissions off what deepcli keeps here for itself: the database
     /// with its WAL and shared memory (SQLite creates those with the database's mode, so the
-    /// database goes first), the routing plan, the operator token, the trash directory, and the
+    /// database goes first), the routing plan, the operator token, the trash and artifacts directories, and the
     /// logs directory with every log in it. The directory itself keeps its mode when it already
     /// existed: it may be anyone's (`--state-dir /srv`); what deepcli keeps in it is private
     /// anyway.
@@ -69,6 +74,7 @@ impl StateDir {
             self.routing_plan(),
             self.operator_token(),
             self.trash(),
+            self.artifacts(),
         ] {
             restrict(&path)?;
         }

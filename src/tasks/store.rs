@@ -6,6 +6,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
+use super::artifacts::Stored;
 use super::state::{Actor, Decision, Event, Parties, TaskState, decide};
 use crate::state::{StateDir, StateError};
 
@@ -310,6 +311,199 @@ impl TaskStore {
     }
 }
 
+impl TaskStore {
+    /// Records artifact `name` (stored as `stored`) handed in by agent `by` from `door`, with
+    /// an `artifact` event; a second hand-in under the same name replaces the row, the history
+    /// keeps both. Refused when the task is final.
+    pub(crate) fn put_artifact(
+        &self,
+        id: &str,
+        name: &str,
+        stored: &Stored,
+        by: &str,
+        door: &str,
+    ) -> Result<(), TaskError> {
+        let now = crate::clock::now();
+        self.db.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(task) = read_task(&tx, id)? else {
+                return Ok(Err(TaskError::NotFound(id.to_string())));
+            };
+            if task.state.is_final() {
+                return Ok(Err(TaskError::Refused(format!(
+                    "task `{id}` is {} already: nothing is handed in to it",
+                    task.state
+                ))));
+            }
+            tx.execute(
+                "INSERT INTO task_artifacts (task_id, name, sha256, size, handed_in_by, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (task_id, name) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size, handed_in_by = excluded.handed_in_by, at = excluded.at",
+                params![id, name, stored.sha256, stored.size as i64, by, now],
+            )?;
+            let detail = json!({"name": name, "sha256": stored.sha256, "size": stored.size});
+            insert_event(&tx, id, "artifact", &format!("agent:{by}"), door, task.state.as_str(), Some(task.state), &detail, &now)?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })?
+    }
+
+    /// Task `id`'s artifacts, by name.
+    pub(crate) fn artifacts(&self, id: &str) -> Result<Vec<ArtifactRow>, StateError> {
+        self.db.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT name, sha256, size, handed_in_by, at FROM task_artifacts WHERE task_id = ?1 ORDER BY name",
+            )?;
+            let rows = stmt.query_map([id], |r| {
+                Ok(ArtifactRow {
+                    name: r.get(0)?,
+                    sha256: r.get(1)?,
+                    size: r.get::<_, i64>(2)? as u64,
+                    handed_in_by: r.get(3)?,
+                    at: r.get(4)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    /// Writes the steps of task `id`'s plan (each replacing the one of its id), with one
+    /// `plan` event by `actor`. Refused when the task is final.
+    pub(crate) fn put_steps(
+        &self,
+        id: &str,
+        steps: &[Step],
+        actor: &Actor,
+        door: &str,
+    ) -> Result<(), TaskError> {
+        let now = crate::clock::now();
+        self.db.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(task) = read_task(&tx, id)? else {
+                return Ok(Err(TaskError::NotFound(id.to_string())));
+            };
+            if task.state.is_final() {
+                return Ok(Err(TaskError::Refused(format!(
+                    "task `{id}` is {} already: its plan is kept as it was",
+                    task.state
+                ))));
+            }
+            for step in steps {
+                tx.execute(
+                    "INSERT INTO task_steps (task_id, step_id, title, target_agent, session_key, runtime, run_id, acceptance, status, notes, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                     ON CONFLICT (task_id, step_id) DO UPDATE SET title = excluded.title, target_agent = excluded.target_agent,
+                       session_key = excluded.session_key, runtime = excluded.runtime, run_id = excluded.run_id,
+                       acceptance = excluded.acceptance, status = excluded.status, notes = excluded.notes, updated_at = excluded.updated_at",
+                    params![id, step.id, step.title, step.target_agent_id, step.session, step.runtime, step.run_id, step.acceptance, step.status.as_str(), step.notes, now],
+                )?;
+            }
+            let detail = serde_json::to_value(steps).unwrap_or(Value::Null);
+            insert_event(&tx, id, "plan", &actor_text(actor), door, task.state.as_str(), Some(task.state), &json!({"steps": detail}), &now)?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })?
+    }
+
+    /// Task `id`'s plan, in step id order.
+    pub(crate) fn steps(&self, id: &str) -> Result<Vec<Step>, StateError> {
+        self.db.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT step_id, title, target_agent, session_key, runtime, run_id, acceptance, status, notes, updated_at FROM task_steps WHERE task_id = ?1 ORDER BY step_id",
+            )?;
+            let rows = stmt.query_map([id], |r| {
+                let status: String = r.get(7)?;
+                Ok(Step {
+                    id: r.get(0)?,
+                    title: r.get(1)?,
+                    target_agent_id: r.get(2)?,
+                    session: r.get(3)?,
+                    runtime: r.get(4)?,
+                    run_id: r.get(5)?,
+                    acceptance: r.get(6)?,
+                    status: StepStatus::parse(&status).unwrap_or(StepStatus::Failed),
+                    notes: r.get(8)?,
+                    updated_at: Some(r.get(9)?),
+                })
+            })?;
+            rows.collect()
+        })
+    }
+}
+
+/// An artifact of a task, as its row keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ArtifactRow {
+    pub name: String,
+    pub sha256: String,
+    pub size: u64,
+    /// The agent that handed it in.
+    pub handed_in_by: String,
+    pub at: String,
+}
+
+impl ArtifactRow {
+    pub(crate) fn stored(&self) -> Stored {
+        Stored {
+            sha256: self.sha256.clone(),
+            size: self.size,
+        }
+    }
+}
+
+/// A step of a task's plan (seed 000 §2.7).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Step {
+    pub id: String,
+    pub title: String,
+    pub target_agent_id: Option<String>,
+    pub session: Option<String>,
+    /// The target's runtime kind (`acp`, `a2a`), as the hub saw it when the step was written.
+    pub runtime: Option<String>,
+    pub run_id: Option<String>,
+    pub acceptance: Option<String>,
+    pub status: StepStatus,
+    pub notes: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
+}
+
+/// Where a step is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum StepStatus {
+    Pending,
+    Running,
+    Done,
+    Failed,
+    Skipped,
+}
+
+impl StepStatus {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Pending => "pending",
+            StepStatus::Running => "running",
+            StepStatus::Done => "done",
+            StepStatus::Failed => "failed",
+            StepStatus::Skipped => "skipped",
+        }
+    }
+
+    fn parse(text: &str) -> Option<StepStatus> {
+        [
+            StepStatus::Pending,
+            StepStatus::Running,
+            StepStatus::Done,
+            StepStatus::Failed,
+            StepStatus::Skipped,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+    }
+}
+
 /// Task `id`, read on a connection or in a transaction.
 fn read_task(c: &Connection, id: &str) -> rusqlite::Result<Option<Task>> {
     c.query_row(
@@ -455,5 +649,99 @@ mod tests {
             store.apply("task-none", &Event::Started, &Actor::Hub, "cli", &[], None),
             Err(TaskError::NotFound(_))
         ));
+    }
+
+    #[test]
+    fn artifacts_and_steps_are_kept_until_the_task_is_final() {
+        let (_tmp, store) = store();
+        let task = store.create(&new_task(), "cli").unwrap();
+        let one = Stored {
+            sha256: "aa".into(),
+            size: 2,
+        };
+        let two = Stored {
+            sha256: "bb".into(),
+            size: 3,
+        };
+        store
+            .put_artifact(&task.id, "test.log", &one, "beta", "mcp")
+            .unwrap();
+        store
+            .put_artifact(&task.id, "test.log", &two, "beta", "mcp")
+            .unwrap();
+        let rows = store.artifacts(&task.id).unwrap();
+        assert_eq!(rows.len(), 1, "a second hand-in replaces the row");
+        assert_eq!(rows[0].stored(), two);
+        let step = Step {
+            id: "1".into(),
+            title: "ask beta".into(),
+            target_agent_id: Some("beta".into()),
+            session: None,
+            runtime: Some("acp".into()),
+            run_id: Some("run-1".into()),
+            acceptance: None,
+            status: StepStatus::Running,
+            notes: None,
+            updated_at: None,
+        };
+        store
+            .put_steps(
+                &task.id,
+                std::slice::from_ref(&step),
+                &agent("alpha"),
+                "mcp",
+            )
+            .unwrap();
+        let done = Step {
+            status: StepStatus::Done,
+            ..step
+        };
+        store
+            .put_steps(&task.id, &[done], &agent("alpha"), "mcp")
+            .unwrap();
+        let steps = store.steps(&task.id).unwrap();
+        assert_eq!((steps.len(), steps[0].status), (1, StepStatus::Done));
+        // The history keeps both hand-ins and both plans.
+        let kinds: Vec<String> = store
+            .events(&task.id)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(kinds, ["created", "artifact", "artifact", "plan", "plan"]);
+
+        store
+            .apply(
+                &task.id,
+                &Event::CancelRequested,
+                &Actor::Operator,
+                "cli",
+                &[],
+                None,
+            )
+            .unwrap();
+        store
+            .apply(
+                &task.id,
+                &Event::CancelSettled { confirmed: true },
+                &Actor::Hub,
+                "cli",
+                &[],
+                None,
+            )
+            .unwrap();
+        let refused = store
+            .put_artifact(&task.id, "late.log", &one, "beta", "mcp")
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("cancelled already"),
+            "{refused}"
+        );
+        assert!(
+            store
+                .put_steps(&task.id, &[], &agent("alpha"), "mcp")
+                .is_err()
+        );
+        assert_eq!(store.artifacts(&task.id).unwrap().len(), 1);
     }
 }

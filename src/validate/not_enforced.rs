@@ -187,8 +187,8 @@ fn agent_key(
     }
 }
 
-/// Keys that act for one runtime kind only: `model`, `heartbeat.every`, `permissions` and
-/// `bootstrapMaxChars` (through ACP), and
+/// Keys that act for one runtime kind only: `model`, `heartbeat.every`, `permissions`,
+/// `bootstrapMaxChars` and `artifactMaxBytes` (through ACP), and
 /// `runtime.command`, `env`, `cwd` (for a runtime that runs).
 fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
     let heartbeat_why = |kind: RuntimeKind| {
@@ -217,6 +217,7 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
             "bootstrapMaxChars",
             "bootstrapMaxChars",
         ),
+        ("artifactMaxBytes", "artifactMaxBytes", "artifactMaxBytes"),
     ] {
         let pointer = format!("/agents/defaults/{field}");
         if !cx.exists(AGENTS, &pointer) {
@@ -279,6 +280,10 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
         (
             "bootstrapMaxChars",
             "deepcli gives the bootstrap files to ACP sessions only",
+        ),
+        (
+            "artifactMaxBytes",
+            "only an ACP session hands files in to a task, through the Hub's tools",
         ),
     ] {
         for agent in listed {

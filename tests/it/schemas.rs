@@ -178,6 +178,10 @@ const KEYS: &[(&str, Acts)] = &[
         Enforced("sessions::system: each bootstrap file cut to it in the system section"),
     ),
     (
+        "agents.list[].artifactMaxBytes",
+        Enforced("tasks::artifacts: a larger file is not handed in"),
+    ),
+    (
         "agents.list[].runtime",
         Enforced("runtime: what the controller runs"),
     ),

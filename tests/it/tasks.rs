@@ -302,3 +302,284 @@ fn a_task_is_given_asked_about_answered_submitted_and_reviewed() {
         "{forged}"
     );
 }
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// beta hands in its change and its test log from its own workspace: each kept under its
+/// SHA-256 and placed read-only in alpha's workspace; a link (to the controller's database) or
+/// a file over beta's `artifactMaxBytes` is refused, and a submit whose evidence is refused
+/// submits nothing. alpha records its own check and the plan; the operator sees and copies
+/// them out, the hash checked.
+#[test]
+fn artifacts_are_handed_in_by_hash_and_the_owner_gets_read_only_copies() {
+    let up = hub_up(&agents("", "", "      artifactMaxBytes: 1000\n"), |_| {});
+    let created = tool(
+        &up,
+        "tasks_create",
+        json!({"agentId": "beta", "title": "fix the parser", "acceptance": "its tests pass"}),
+    );
+    let id = created["taskId"].as_str().unwrap().to_string();
+    let first_run = created["runId"].as_str().unwrap().to_string();
+    let task_key = format!("agent:beta:task:{id}");
+    heard(&up, &task_key, "Title: fix the parser");
+
+    let ws_b = up.state.join("workspaces/beta");
+    let ws_a = up.state.join("workspaces/alpha");
+    std::fs::create_dir_all(ws_b.join("out")).unwrap();
+    std::fs::write(ws_b.join("out/test.log"), "2 passed\n").unwrap();
+    std::fs::write(ws_b.join("change.diff"), "-a\n+b\n").unwrap();
+    std::fs::write(ws_b.join("big.bin"), vec![b'x'; 1001]).unwrap();
+    std::os::unix::fs::symlink(up.state.join("state.db"), ws_b.join("leak")).unwrap();
+
+    let put = |path: &str| {
+        tool_from(
+            &up,
+            &task_key,
+            "artifacts_put",
+            json!({"taskId": id, "path": path}),
+        )
+    };
+    let leak = put("leak");
+    assert!(
+        leak["error"].as_str().unwrap().contains("symbolic link"),
+        "{leak}"
+    );
+    let big = put("big.bin");
+    assert!(
+        big["error"]
+            .as_str()
+            .unwrap()
+            .contains("the limit is 1000 bytes"),
+        "{big}"
+    );
+    let outside = put("../alpha/AGENTS.md");
+    assert!(
+        outside["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a plain path"),
+        "{outside}"
+    );
+
+    let submit = |artifacts: &[&str]| {
+        tool_from(
+            &up,
+            &task_key,
+            "tasks_update",
+            json!({"taskId": id, "action": "submit", "text": "fixed; see the log", "artifacts": artifacts}),
+        )
+    };
+    let refused = submit(&["out/test.log", "leak"]);
+    let why = refused["error"].as_str().unwrap();
+    assert!(
+        why.starts_with("not submitted: ") && why.contains("symbolic link"),
+        "{refused}"
+    );
+    assert!(
+        why.contains("(out/test.log handed in before it are kept)"),
+        "{refused}"
+    );
+    assert_eq!(state(&up, &id), "working");
+
+    let submitted = submit(&["out/test.log", "change.diff"]);
+    assert_eq!(submitted["state"], "submitted", "{submitted}");
+    let log = &submitted["artifacts"][0];
+    assert_eq!(log["sha256"], sha256(b"2 passed\n").as_str(), "{submitted}");
+    let placed = ws_a.join(format!(".deepcli/tasks/{id}/out/test.log"));
+    assert_eq!(
+        log["placedForOwner"],
+        placed.to_str().unwrap(),
+        "{submitted}"
+    );
+    assert_eq!(std::fs::read(&placed).unwrap(), b"2 passed\n");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        placed.metadata().unwrap().permissions().mode() & 0o777,
+        0o444
+    );
+    // A copy: beta changing its file changes nothing handed in.
+    std::fs::write(ws_b.join("out/test.log"), "0 passed\n").unwrap();
+    assert_eq!(std::fs::read(&placed).unwrap(), b"2 passed\n");
+    let stored = up
+        .state
+        .join(format!("artifacts/{id}/{}", sha256(b"2 passed\n")));
+    assert_eq!(std::fs::read(&stored).unwrap(), b"2 passed\n");
+
+    // alpha reads what it got, and hands in its own check (it stays in alpha's workspace).
+    let listed = tool(&up, "artifacts_get", json!({"taskId": id}));
+    assert_eq!(listed["count"], 2, "{listed}");
+    let diff = tool(
+        &up,
+        "artifacts_get",
+        json!({"taskId": id, "name": "change.diff"}),
+    );
+    assert_eq!(diff["text"], "-a\n+b\n", "{diff}");
+    assert_eq!(diff["sha256"], sha256(b"-a\n+b\n").as_str(), "{diff}");
+    std::fs::write(ws_a.join("check.log"), "ran the tests myself: 2 passed\n").unwrap();
+    let check = tool(
+        &up,
+        "artifacts_put",
+        json!({"taskId": id, "path": "check.log"}),
+    );
+    assert_eq!(
+        check["sha256"],
+        sha256(b"ran the tests myself: 2 passed\n").as_str(),
+        "{check}"
+    );
+    assert!(check.get("placedForOwner").is_none(), "{check}");
+    assert!(
+        !ws_b.join(".deepcli").exists(),
+        "nothing was placed in beta's workspace"
+    );
+
+    // The plan: a step names the run that carried it; a run not alpha's is refused.
+    let plan = tool(
+        &up,
+        "plan_update",
+        json!({"taskId": id, "steps": [
+            {"id": "1", "title": "give beta the change", "runId": first_run, "status": "done"},
+            {"id": "2", "title": "check it myself", "status": "running", "acceptance": "the tests pass here too"}
+        ]}),
+    );
+    let step = &plan["steps"][0];
+    assert_eq!(step["targetAgentId"], "beta", "{plan}");
+    assert_eq!(step["session"], task_key.as_str(), "{plan}");
+    assert_eq!(step["runtime"], "acp", "{plan}");
+    let forged = tool(
+        &up,
+        "plan_update",
+        json!({"taskId": id, "steps": [{"id": "3", "title": "x", "runId": "run-none", "status": "done"}]}),
+    );
+    assert!(
+        forged["error"]
+            .as_str()
+            .unwrap()
+            .contains("no run `run-none` of yours"),
+        "{forged}"
+    );
+
+    // The operator sees plan and artifacts, and copies one out, its hash checked.
+    let out = up.deepcli(&["tasks", "show", &id]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains(&format!("  plan:\n    1 [done] give beta the change -> beta (acp) run {first_run}\n    2 [running] check it myself; accepted when: the tests pass here too\n")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "    out/test.log  9 bytes  sha256 {}  by beta  ",
+            sha256(b"2 passed\n")
+        )),
+        "{shown}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("test.log");
+    let copy_arg = copy.to_str().unwrap();
+    let out = up.deepcli(&["tasks", "artifacts", &id, "out/test.log", "--out", copy_arg]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&copy).unwrap(), b"2 passed\n");
+    let again = up.deepcli(&["tasks", "artifacts", &id, "out/test.log", "--out", copy_arg]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("choose another --out"));
+
+    // The room was told of each hand-in with its hash.
+    let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
+    let told: String = db
+        .query_row(
+            "SELECT group_concat(text, '|') FROM outbox WHERE cause = 'task' AND session_key = ?1",
+            [ALPHA],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let short = &sha256(b"2 passed\n")[..12];
+    assert!(
+        told.contains(&format!(
+            "beta handed in out/test.log (9 bytes, sha256 {short})"
+        )),
+        "{told}"
+    );
+}
+
+/// A permission request from the task's session makes the task wait for that approval, and
+/// the decision sets it working again; deleting the assignee fails what it had open, and the
+/// room hears why.
+#[test]
+fn a_permission_request_waits_and_a_deleted_assignee_fails_its_tasks() {
+    let up = hub_up(&agents("", "", ""), |_| {});
+    let created = tool(
+        &up,
+        "tasks_create",
+        json!({"agentId": "beta", "title": "build it", "acceptance": "make passes"}),
+    );
+    let id = created["taskId"].as_str().unwrap().to_string();
+    let task_key = format!("agent:beta:task:{id}");
+    heard(&up, &task_key, "Title: build it");
+
+    std::thread::scope(|scope| {
+        let asked =
+            scope.spawn(|| up.deepcli(&["sessions", "send", &task_key, "permission execute make"]));
+        crate::common::wait_until("the task waits for the approval", || {
+            state(&up, &id) == "awaiting_approval"
+        });
+        let out = up.deepcli(&["approvals", "list", "--json"]);
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let approval = list["approvals"][0]["id"].as_str().unwrap().to_string();
+        let out = up.deepcli(&["approvals", "approve", &approval]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let asked = asked.join().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&asked.stdout).trim(),
+            "permission: allow"
+        );
+    });
+    assert_eq!(state(&up, &id), "working");
+
+    up.write_by_rename(
+        "bindings.yaml",
+        "bindings:\n  - {agentId: alpha, match: {channel: slack}}\n",
+    );
+    let only_alpha = agents("", "", "");
+    let only_alpha = &only_alpha[..only_alpha.find("    - id: beta").unwrap()];
+    up.write_by_rename("agents.yaml", only_alpha);
+    crate::common::wait_until("the task failed", || state(&up, &id) == "failed");
+    let history = tool(&up, "tasks_get", json!({"taskId": id}));
+    let kinds: Vec<&str> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "created",
+            "started",
+            "permission_asked",
+            "permission_decided",
+            "failed"
+        ]
+    );
+    let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
+    let told: String = db
+        .query_row(
+            "SELECT text FROM outbox WHERE cause = 'task' ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        told,
+        format!("[task {id}] failed: agent `beta` was deleted")
+    );
+}

@@ -24,6 +24,7 @@ fn policy(visibility: Visibility) -> HubPolicy {
                 clamped: id == "sandboxed",
                 private_network: false,
                 hub_socket: None,
+                artifact_max_bytes: crate::tasks::artifacts::DEFAULT_MAX_BYTES,
             },
         );
     }

@@ -1,0 +1,417 @@
+//! Artifacts (tasks.md): files handed in from one agent's workspace, copied into the task's
+//! store under their SHA-256, and placed read-only (0444, a copy, never a link) in another
+//! agent's workspace at `.deepcli/tasks/<task>/<name>`.
+//!
+//! Both workspaces are their agents' to write, and deepcli reads and writes there with its
+//! own rights, which reach its secrets. So no path is followed through a symbolic link: each
+//! directory is opened with `O_NOFOLLOW` beneath the one before, from the workspace down, and
+//! the file last. A link planted where a name is read or written is refused, never followed;
+//! only a regular file is read, and no more than the limit.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, openat, renameat};
+use nix::sys::stat::{Mode, fchmod, mkdirat};
+use sha2::{Digest, Sha256};
+
+/// The largest file handed in by default (tasks.md): 50 MiB.
+pub(crate) const DEFAULT_MAX_BYTES: u64 = 50 * 1024 * 1024;
+
+/// The longest artifact name, in bytes, and the most parts it has.
+const MAX_NAME_BYTES: usize = 512;
+const MAX_NAME_PARTS: usize = 16;
+
+/// Where a workspace keeps what deepcli places in it: `.deepcli/tasks/<task>/`.
+const PLACED: [&str; 2] = [".deepcli", "tasks"];
+
+/// An artifact's name: a relative path of plain parts (no `.`, `..`, empty part or control
+/// character), the same in the store's rows and in the workspace it is placed in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ArtifactName(String);
+
+impl ArtifactName {
+    /// `text` as a name: relative to `workspace`, or absolute and inside it.
+    pub(crate) fn parse(text: &str, workspace: &Path) -> Result<ArtifactName, String> {
+        let path = Path::new(text);
+        let relative = if path.is_absolute() {
+            path.strip_prefix(workspace).map_err(|_| {
+                format!(
+                    "`{text}` is not in your workspace `{}`: hand in a file of your workspace, by a path relative to it",
+                    workspace.display()
+                )
+            })?
+        } else {
+            path
+        };
+        let mut parts = Vec::new();
+        for part in relative.components() {
+            match part {
+                Component::Normal(p) if !p.as_bytes().iter().any(u8::is_ascii_control) => {
+                    parts.push(p.to_string_lossy().into_owned());
+                }
+                Component::CurDir => {}
+                _ => {
+                    return Err(format!(
+                        "`{text}` is not a plain path inside your workspace (no `..`, no control characters)"
+                    ));
+                }
+            }
+        }
+        let name = parts.join("/");
+        if parts.is_empty() || parts.len() > MAX_NAME_PARTS || name.len() > MAX_NAME_BYTES {
+            return Err(format!(
+                "`{text}` is not a file path of 1 to {MAX_NAME_PARTS} parts and at most {MAX_NAME_BYTES} bytes"
+            ));
+        }
+        if parts[0] == PLACED[0] {
+            return Err(format!(
+                "`{text}` is under `.deepcli/`, where deepcli places what others hand you: hand in your own files"
+            ));
+        }
+        Ok(ArtifactName(name))
+    }
+
+    /// A name read back from the state (written through [`ArtifactName::parse`]).
+    pub(crate) fn stored(name: String) -> ArtifactName {
+        ArtifactName(name)
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    fn parts(&self) -> impl Iterator<Item = &str> {
+        self.0.split('/')
+    }
+}
+
+/// A file in the store: its content hash (lower-case hex) and size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stored {
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// Why a file was not handed in or placed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArtifactError {
+    /// The agent's doing, said so that it can fix it.
+    #[error("{0}")]
+    Refused(String),
+    /// deepcli's side (the store, a disk error).
+    #[error("{0}")]
+    Io(String),
+}
+
+fn io(what: &str, e: impl std::fmt::Display) -> ArtifactError {
+    ArtifactError::Io(format!("{what}: {e}"))
+}
+
+/// Opens directory `root` (the operator's configured path: followed as given).
+fn open_root(root: &Path) -> Result<OwnedFd, ArtifactError> {
+    openat(
+        nix::fcntl::AT_FDCWD,
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io(&format!("cannot open `{}`", root.display()), e))
+}
+
+/// Opens directory `part` beneath `dir` without following a link; made first when `create`.
+fn open_beneath(dir: &OwnedFd, part: &str, create: bool) -> Result<OwnedFd, Errno> {
+    if create {
+        match mkdirat(dir, part, Mode::from_bits_truncate(0o755)) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    openat(
+        dir,
+        part,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Says why `name` could not be opened where `errno` came back.
+fn refused(name: &str, errno: Errno) -> ArtifactError {
+    ArtifactError::Refused(match errno {
+        Errno::ENOENT => format!("no file `{name}` in your workspace"),
+        Errno::ELOOP | Errno::ENOTDIR => format!(
+            "`{name}` passes through a symbolic link or a non-directory: deepcli follows no link in a workspace; hand in the file itself"
+        ),
+        other => format!("cannot open `{name}`: {}", other.desc()),
+    })
+}
+
+/// Hashes file `name` of `workspace` into `store` (a directory of deepcli's own), named by
+/// its SHA-256, mode 0444. Refused when it is not a regular file reached without a link, or
+/// larger than `limit`. A file already stored with the same content is kept as it is.
+pub(crate) fn hand_in(
+    workspace: &Path,
+    name: &ArtifactName,
+    store: &Path,
+    limit: u64,
+) -> Result<Stored, ArtifactError> {
+    let mut dir = open_root(workspace)?;
+    let parts: Vec<&str> = name.parts().collect();
+    let (leaf, dirs) = parts.split_last().expect("a name has a part");
+    for part in dirs {
+        dir = open_beneath(&dir, part, false).map_err(|e| refused(name.as_str(), e))?;
+    }
+    let fd = openat(
+        &dir,
+        *leaf,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| refused(name.as_str(), e))?;
+    let mut file = File::from(fd);
+    let meta = file.metadata().map_err(|e| io("cannot read it", e))?;
+    if !meta.is_file() {
+        return Err(ArtifactError::Refused(format!(
+            "`{name}` is not a regular file",
+            name = name.as_str()
+        )));
+    }
+    if meta.len() > limit {
+        return Err(too_large(name, meta.len(), limit));
+    }
+    crate::owner_only::create_dir_all(store).map_err(|e| io("cannot make the task's store", e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".deepcli-")
+        .tempfile_in(store)
+        .map_err(|e| io("cannot write to the task's store", e))?;
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(&format!("cannot read `{}`", name.as_str()), e)),
+        };
+        size += n as u64;
+        // A file that grows while it is read is held to the same limit.
+        if size > limit {
+            return Err(too_large(name, size, limit));
+        }
+        hasher.update(&buf[..n]);
+        tmp.write_all(&buf[..n])
+            .map_err(|e| io("cannot write to the task's store", e))?;
+    }
+    let sha256 = hex::encode(hasher.finalize());
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o444))
+        .map_err(|e| io("cannot write to the task's store", e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| io("cannot write to the task's store", e))?;
+    match tmp.persist_noclobber(store.join(&sha256)) {
+        Ok(_) => {}
+        // The same content, handed in before: one copy serves both.
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("cannot write to the task's store", e.error)),
+    }
+    crate::durable::sync_dir(store).map_err(|e| io("cannot write to the task's store", e))?;
+    Ok(Stored { sha256, size })
+}
+
+fn too_large(name: &ArtifactName, size: u64, limit: u64) -> ArtifactError {
+    ArtifactError::Refused(format!(
+        "`{}` has {size} bytes or more; the limit is {limit} bytes (artifactMaxBytes)",
+        name.as_str()
+    ))
+}
+
+/// Where [`place`] puts artifact `name` of task `task` in a workspace.
+pub(crate) fn placed_path(workspace: &Path, task: &str, name: &ArtifactName) -> PathBuf {
+    let mut path = workspace.to_path_buf();
+    path.extend(PLACED);
+    path.push(task);
+    path.push(name.as_str());
+    path
+}
+
+/// Copies stored file `stored` of `store` into `workspace` as `.deepcli/tasks/<task>/<name>`,
+/// mode 0444, replacing what was there (a link there is replaced, not followed). Returns the
+/// path it is at.
+pub(crate) fn place(
+    store: &Path,
+    stored: &Stored,
+    workspace: &Path,
+    task: &str,
+    name: &ArtifactName,
+) -> Result<PathBuf, ArtifactError> {
+    let mut source =
+        File::open(store.join(&stored.sha256)).map_err(|e| io("the stored artifact is gone", e))?;
+    let mut dir = open_root(workspace)?;
+    let parts: Vec<&str> = name.parts().collect();
+    let (leaf, dirs) = parts.split_last().expect("a name has a part");
+    let placed = placed_path(workspace, task, name);
+    let shown = placed.display().to_string();
+    for part in PLACED
+        .iter()
+        .copied()
+        .chain([task])
+        .chain(dirs.iter().copied())
+    {
+        dir = open_beneath(&dir, part, true).map_err(|e| {
+            ArtifactError::Refused(format!(
+                "cannot place `{shown}`: `{part}` on its way is a symbolic link or not a directory ({}); remove it",
+                e.desc()
+            ))
+        })?;
+    }
+    let tmp = format!(".deepcli-{}", uuid::Uuid::new_v4().simple());
+    let fd = openat(
+        &dir,
+        tmp.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map_err(|e| io(&format!("cannot write `{shown}`"), e))?;
+    let written = (|| {
+        let mut out = File::from(fd);
+        std::io::copy(&mut source, &mut out)
+            .map_err(|e| io(&format!("cannot write `{shown}`"), e))?;
+        fchmod(&out, Mode::from_bits_truncate(0o444))
+            .map_err(|e| io(&format!("cannot write `{shown}`"), e))?;
+        renameat(&dir, tmp.as_str(), &dir, OsStr::new(leaf))
+            .map_err(|e| io(&format!("cannot write `{shown}`"), e))
+    })();
+    if written.is_err() {
+        let _ = nix::unistd::unlinkat(&dir, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+    }
+    written?;
+    Ok(placed)
+}
+
+/// The text of stored file `stored` when it is UTF-8 of at most `limit` bytes (for an agent
+/// that reads no files, `artifacts_get` gives it inline).
+pub(crate) fn text_of(store: &Path, stored: &Stored, limit: u64) -> Option<String> {
+    if stored.size > limit {
+        return None;
+    }
+    let bytes = std::fs::read(store.join(&stored.sha256)).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(text: &str) -> ArtifactName {
+        ArtifactName::parse(text, Path::new("/ws")).unwrap()
+    }
+
+    #[test]
+    fn a_name_is_a_plain_path_inside_the_workspace() {
+        assert_eq!(name("out/test.log").as_str(), "out/test.log");
+        assert_eq!(name("./a.txt").as_str(), "a.txt");
+        assert_eq!(name("/ws/a/b.txt").as_str(), "a/b.txt");
+        for bad in [
+            "",
+            "../x",
+            "a/../../x",
+            "/etc/passwd",
+            "/wsx/a",
+            "a\nb",
+            ".deepcli/tasks/t/x",
+        ] {
+            assert!(
+                ArtifactName::parse(bad, Path::new("/ws")).is_err(),
+                "{bad:?} was taken"
+            );
+        }
+    }
+
+    #[test]
+    fn a_file_is_handed_in_by_its_hash_and_placed_read_only() {
+        let b = tempfile::tempdir().unwrap();
+        let a = tempfile::tempdir().unwrap();
+        let store = tempfile::tempdir().unwrap();
+        std::fs::create_dir(b.path().join("out")).unwrap();
+        std::fs::write(b.path().join("out/test.log"), "2 passed").unwrap();
+
+        let n = name("out/test.log");
+        let stored = hand_in(b.path(), &n, store.path(), 100).unwrap();
+        assert_eq!(stored.size, 8);
+        assert_eq!(stored.sha256, hex::encode(Sha256::digest(b"2 passed")));
+        let kept = store.path().join(&stored.sha256);
+        assert_eq!(std::fs::read(&kept).unwrap(), b"2 passed");
+        assert_eq!(kept.metadata().unwrap().permissions().mode() & 0o777, 0o444);
+
+        let at = place(store.path(), &stored, a.path(), "task-1", &n).unwrap();
+        assert_eq!(at, a.path().join(".deepcli/tasks/task-1/out/test.log"));
+        assert_eq!(std::fs::read(&at).unwrap(), b"2 passed");
+        assert_eq!(at.metadata().unwrap().permissions().mode() & 0o777, 0o444);
+        // A copy, not a link: the assignee's file changing changes nothing placed.
+        std::fs::write(b.path().join("out/test.log"), "1 failed").unwrap();
+        assert_eq!(std::fs::read(&at).unwrap(), b"2 passed");
+        // Placed again (a second hand-in), the read-only file is replaced.
+        place(store.path(), &stored, a.path(), "task-1", &n).unwrap();
+    }
+
+    #[test]
+    fn no_link_is_followed_and_the_limit_holds() {
+        let b = tempfile::tempdir().unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let secret = tempfile::tempdir().unwrap();
+        std::fs::write(secret.path().join("token"), "hunter2").unwrap();
+        std::os::unix::fs::symlink(secret.path().join("token"), b.path().join("leak")).unwrap();
+        std::os::unix::fs::symlink(secret.path(), b.path().join("dir")).unwrap();
+        for leak in ["leak", "dir/token"] {
+            let e = hand_in(b.path(), &name(leak), store.path(), 100).unwrap_err();
+            assert!(e.to_string().contains("symbolic link"), "{leak}: {e}");
+        }
+        std::fs::create_dir(b.path().join("sub")).unwrap();
+        let e = hand_in(b.path(), &name("sub"), store.path(), 100).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        std::fs::write(b.path().join("big"), vec![b'x'; 101]).unwrap();
+        let e = hand_in(b.path(), &name("big"), store.path(), 100).unwrap_err();
+        assert!(e.to_string().contains("the limit is 100 bytes"), "{e}");
+        let e = hand_in(b.path(), &name("nope"), store.path(), 100).unwrap_err();
+        assert!(e.to_string().contains("no file `nope`"), "{e}");
+        // Nothing reached the store.
+        let kept: Vec<_> = std::fs::read_dir(store.path()).unwrap().collect();
+        assert!(kept.is_empty(), "{kept:?}");
+    }
+
+    #[test]
+    fn a_link_planted_where_a_file_is_placed_is_not_followed() {
+        let store = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        std::fs::write(b.path().join("r.txt"), "result").unwrap();
+        let n = name("r.txt");
+        let stored = hand_in(b.path(), &n, store.path(), 100).unwrap();
+
+        // The owner links `.deepcli` to a directory of deepcli's: refused, nothing written.
+        let a = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), a.path().join(".deepcli")).unwrap();
+        let e = place(store.path(), &stored, a.path(), "task-1", &n).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+
+        // A link at the file's own name is replaced, its target untouched.
+        let a = tempfile::tempdir().unwrap();
+        let target = elsewhere.path().join("config");
+        std::fs::write(&target, "mine").unwrap();
+        std::fs::create_dir_all(a.path().join(".deepcli/tasks/task-1")).unwrap();
+        std::os::unix::fs::symlink(&target, a.path().join(".deepcli/tasks/task-1/r.txt")).unwrap();
+        let at = place(store.path(), &stored, a.path(), "task-1", &n).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"mine");
+        assert!(!at.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&at).unwrap(), b"result");
+    }
+}
