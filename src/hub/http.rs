@@ -119,7 +119,7 @@ async fn tools(State(cx): State<Ctx>, headers: HeaderMap) -> Response {
     let Some(caller) = session_caller(&cx, &headers).await else {
         return unauthorized(NO_TOKEN);
     };
-    let tools = super::tools::definitions_of(&cx.hub.tools_for(&caller));
+    let tools = cx.hub.list_tools(&caller);
     Json(json!({"tools": tools})).into_response()
 }
 

@@ -17,7 +17,7 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use super::tools::{self, ToolCall};
+use super::tools::ToolCall;
 use super::{CallError, Hub, HubCaller};
 
 /// One tool call as MCP carries it: the tool's name and its JSON `arguments` in, its result in
@@ -93,7 +93,7 @@ impl ServerHandler for HttpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = caller_of(&context)?;
-        as_tools(tools::definitions_of(&self.hub.tools_for(&caller)))
+        as_tools(self.hub.list_tools(&caller))
     }
 
     async fn call_tool(

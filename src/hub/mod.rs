@@ -113,6 +113,8 @@ pub(crate) struct HubMetrics {
     pub sends: AtomicU64,
     pub spawns: AtomicU64,
     pub denials: Mutex<BTreeMap<&'static str, u64>>,
+    /// `tools/list` answered, by agent: whether an agent's runtime took the Hub's MCP server.
+    pub tool_lists: Mutex<BTreeMap<String, u64>>,
     /// Finished runs: how many, and their durations in milliseconds, summed.
     pub runs_finished: AtomicU64,
     pub run_millis: AtomicU64,
@@ -347,6 +349,14 @@ impl Hub {
 
     /// The names of the tools `caller` gets, in [`tools::ALL`]'s order: a leaf gets no
     /// `sessions_spawn`, a spawned session none that [`HubPolicy::tool_denied`] takes from it.
+    /// The tools `caller` lists (MCP `tools/list`, counted by agent).
+    pub(crate) fn list_tools(&self, caller: &HubCaller) -> Vec<serde_json::Value> {
+        if let Ok(mut lists) = self.metrics.tool_lists.lock() {
+            *lists.entry(caller.agent_id.clone()).or_default() += 1;
+        }
+        tools::definitions_of(&self.tools_for(caller))
+    }
+
     pub(crate) fn tools_for(&self, caller: &HubCaller) -> Vec<&'static str> {
         let p = self.policy();
         let leaf = caller.depth >= p.limits(&caller.agent_id).max_spawn_depth;
@@ -455,6 +465,17 @@ impl Hub {
                 sum: m.run_millis.load(Relaxed) as f64 / 1000.0,
                 count: m.runs_finished.load(Relaxed),
             },
+        );
+        let lists = m.tool_lists.lock().map(|d| d.clone()).unwrap_or_default();
+        registry.register(
+            "deepcli_hub_tool_lists",
+            "The Hub's tools/list answered, by agent (its runtime took the Hub's MCP server)",
+            Rows(
+                lists
+                    .into_iter()
+                    .map(|(agent, n)| ([("agent_id", agent)], ConstCounter::new(n)))
+                    .collect(),
+            ),
         );
         let denials = m.denials.lock().map(|d| d.clone()).unwrap_or_default();
         registry.register(

@@ -23,6 +23,7 @@ mod policy;
 mod route;
 mod routing;
 mod rules;
+mod runtimes;
 mod schemas;
 mod secrets;
 mod status;

@@ -220,7 +220,10 @@ pub fn npm_peer(name: &str) -> PathBuf {
         &std::fs::read_to_string(root.join("tests/peers/package.json")).unwrap(),
     )
     .unwrap();
-    let Some(pinned) = pins["dependencies"][name].as_str() else {
+    let pinned = pins["dependencies"][name]
+        .as_str()
+        .or_else(|| pins["optionalDependencies"][name].as_str());
+    let Some(pinned) = pinned else {
         panic!("`{name}` is not an ACP test peer: tests/peers/package.json does not pin it");
     };
     match installed_version(name) {
