@@ -124,11 +124,69 @@ impl TaskCommand {
     }
 }
 
-/// A chat command the approvals answer: an approval's, or a task's verdict.
+/// `/task <agent> <title> | <acceptance>`: a person gives `<agent>` a task for the agent of the
+/// chat, which checks the result (tasks.md, "Who may do what").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NewTaskCommand {
+    /// What was asked, or why the command is not one (answered with its usage).
+    pub asked: Result<AskedTask, String>,
+    /// The chat's route: its agent (the task's owner) and session (its room). Filled by the
+    /// door that took the command.
+    pub owner: String,
+    pub room: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AskedTask {
+    pub assignee: String,
+    pub title: String,
+    pub acceptance: String,
+}
+
+/// How `/task` is written.
+pub(crate) const TASK_USAGE: &str = "/task <agent> <title> | <acceptance>: gives <agent> a task for this chat's agent to check (for example: /task coder rename the flag | cargo test passes)";
+
+impl NewTaskCommand {
+    /// Reads a message that begins with the word `/task` (anything after it that is not a
+    /// task is answered with the usage, never passed to the agent).
+    pub(crate) fn parse(text: &str) -> Option<NewTaskCommand> {
+        let text = text.trim();
+        let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        let word = word.split_once('@').map_or(word, |(w, _)| w);
+        if word != "/task" {
+            return None;
+        }
+        let asked = (|| {
+            let usage = || format!("usage: {TASK_USAGE}");
+            let (assignee, rest) = rest
+                .trim()
+                .split_once(char::is_whitespace)
+                .ok_or_else(usage)?;
+            let (title, acceptance) = rest.split_once('|').ok_or_else(usage)?;
+            let (title, acceptance) = (title.trim(), acceptance.trim());
+            if title.is_empty() || acceptance.is_empty() || title.contains('\n') {
+                return Err(usage());
+            }
+            Ok(AskedTask {
+                assignee: assignee.trim_start_matches('@').to_string(),
+                title: title.to_string(),
+                acceptance: acceptance.to_string(),
+            })
+        })();
+        Some(NewTaskCommand {
+            asked,
+            owner: String::new(),
+            room: String::new(),
+        })
+    }
+}
+
+/// A chat command the approvals answer: an approval's, a task's verdict, or a new task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Command {
     Approval(ChatCommand),
     Task(TaskCommand),
+    NewTask(NewTaskCommand),
 }
 
 impl Command {
@@ -136,12 +194,13 @@ impl Command {
         ChatCommand::parse(text)
             .map(Command::Approval)
             .or_else(|| TaskCommand::parse(text).map(Command::Task))
+            .or_else(|| NewTaskCommand::parse(text).map(Command::NewTask))
     }
 }
 
 /// The answer to an approval command from an admitted sender who is no agent's approver: one
 /// sentence for every id, so that it tells nothing about the approval named.
-pub(super) const NOT_AN_APPROVER: &str = "/approve and /deny are answered only for an agent's approvers (`permissions.approvers`); nothing was decided";
+pub(super) const NOT_AN_APPROVER: &str = "/approve, /deny, /accept, /reject and /task are answered only for an agent's approvers (`permissions.approvers`); nothing was decided";
 
 /// The conversation a turn answers: where an approval of that turn is announced.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -241,10 +300,15 @@ impl Access {
         key: &DeliveryKey,
         route: &super::route::Route,
     ) -> Result<super::Delivered, super::AccessError> {
-        let (Some(approvals), Some(command)) = (&self.approvals, Command::parse(&envelope.text))
+        let (Some(approvals), Some(mut command)) =
+            (&self.approvals, Command::parse(&envelope.text))
         else {
             return Err(super::internal("not an approval command"));
         };
+        if let Command::NewTask(new) = &mut command {
+            new.owner = route.agent_id().to_string();
+            new.room = route.session_key().to_string();
+        }
         let sender = envelope
             .facts
             .sender_id
@@ -363,5 +427,32 @@ mod tests {
             Command::parse("/deny abc"),
             Some(Command::Approval(_))
         ));
+    }
+
+    #[test]
+    fn a_new_task_names_its_agent_title_and_acceptance_or_gets_the_usage() {
+        let asked = |t: &str| NewTaskCommand::parse(t).map(|c| c.asked);
+        assert_eq!(
+            asked("/task @coder rename the flag | cargo test passes"),
+            Some(Ok(AskedTask {
+                assignee: "coder".into(),
+                title: "rename the flag".into(),
+                acceptance: "cargo test passes".into(),
+            }))
+        );
+        for bad in [
+            "/task",
+            "/task coder",
+            "/task coder rename it",
+            "/task coder | x",
+            "/task coder x |",
+        ] {
+            assert!(
+                matches!(asked(bad), Some(Err(ref usage)) if usage.starts_with("usage: /task")),
+                "{bad}"
+            );
+        }
+        assert_eq!(asked("/tasks coder x | y"), None);
+        assert_eq!(asked("please /task coder x | y"), None);
     }
 }

@@ -50,7 +50,7 @@ use crate::sessions::cap;
 pub(crate) use crate::sessions::{CancelState, InternalMessage, McpDoor, SessionOptions, Sessions};
 use crate::snapshot::Snapshot;
 pub(crate) use approval_door::{
-    ApprovalAsk, ApprovalAsks, ChatCommand, Command, TaskCommand, TurnOrigin,
+    ApprovalAsk, ApprovalAsks, ChatCommand, Command, NewTaskCommand, TaskCommand, TurnOrigin,
 };
 pub(crate) use auth::HandedInBy;
 use auth::authenticate;

@@ -754,6 +754,45 @@ impl Approvals {
         }
     }
 
+    /// A person's `/task <agent> <title> | <acceptance>` (tasks.md): a task for the chat's
+    /// agent to own, given by one of that agent's approvers.
+    async fn new_task(&self, sender: String, command: crate::access::NewTaskCommand) -> String {
+        let asked = match command.asked {
+            Ok(asked) => asked,
+            Err(usage) => return usage,
+        };
+        let owner = command.owner;
+        let approver = self
+            .policies
+            .load()
+            .get(&owner)
+            .is_some_and(|p| p.approvers.contains(&sender));
+        if !approver {
+            return format!(
+                "/task is taken only from agent `{owner}`'s approvers (permissions.approvers); no task was given"
+            );
+        }
+        let asked = crate::hub::tasks::Asked {
+            requester: crate::tasks::store::Requester::Person(sender),
+            owner,
+            assignee: crate::ids::agent_id(&asked.assignee).into_owned(),
+            title: asked.title,
+            acceptance: asked.acceptance,
+            room: Some(command.room),
+        };
+        match self.hub.create_task(None, asked, "room").await {
+            Ok(Ok((task, _run))) => format!(
+                "task {}: {} works on it; {} checks the result, then /accept {} or /reject {} <reason>",
+                task.id, task.assignee, task.owner, task.id, task.id
+            ),
+            Ok(Err(crate::hub::tasks::Refusal::Said(why))) => format!("no task was given: {why}"),
+            Ok(Err(crate::hub::tasks::Refusal::Result(_))) => {
+                "no task was given: refused by the Hub's policy".to_string()
+            }
+            Err(e) => format!("no task was given: {e}"),
+        }
+    }
+
     async fn chat(&self, sender: Option<String>, command: ChatCommand) -> String {
         let Some(sender) = sender else {
             return format!(
@@ -942,6 +981,7 @@ pub(super) fn serve(approvals: &Arc<Approvals>, asks: super::Asks) {
                 let answer = match command {
                     Command::Approval(command) => approvals.chat(Some(sender), command).await,
                     Command::Task(command) => approvals.task_verdict(sender, command).await,
+                    Command::NewTask(command) => approvals.new_task(sender, command).await,
                 };
                 let _ = reply.send(Some(answer));
             });

@@ -84,6 +84,9 @@ pub(super) enum TasksCommand {
     /// One task: its parties, acceptance, state and every event of its history.
     #[command(after_help = EXIT_CODES)]
     Show(TaskIdArgs),
+    /// Give agent --assignee a task that agent --owner checks; a person then accepts it.
+    #[command(after_help = EXIT_CODES)]
+    Create(TaskCreateArgs),
     /// Accept a task's result (it waits for a person: `pending_acceptance`).
     #[command(after_help = EXIT_CODES)]
     Accept(TaskIdArgs),
@@ -98,6 +101,27 @@ pub(super) enum TasksCommand {
     /// one, its hash checked.
     #[command(after_help = EXIT_CODES)]
     Artifacts(TaskArtifactsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct TaskCreateArgs {
+    /// What to do, in a line.
+    title: String,
+    /// The agent that does the work, in a session of its own.
+    #[arg(long, value_name = "AGENT")]
+    assignee: String,
+    /// The agent that checks the result before a person decides.
+    #[arg(long, value_name = "AGENT")]
+    owner: String,
+    /// The condition the result is accepted on.
+    #[arg(long, value_name = "TEXT")]
+    acceptance: String,
+    /// The conversation (session key) that is told of every move.
+    #[arg(long, value_name = "SESSION_KEY")]
+    room: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -649,6 +673,12 @@ pub(super) fn tasks(global: &GlobalSettings, command: TasksCommand) -> ExitStatu
             quick,
         ),
         TasksCommand::Show(a) => ("tasks/show", json!({"taskId": a.task_id}), a.json, quick),
+        TasksCommand::Create(a) => (
+            "tasks/create",
+            json!({"owner": a.owner, "assignee": a.assignee, "title": a.title, "acceptance": a.acceptance, "room": a.room}),
+            a.json,
+            Duration::from_secs(30),
+        ),
         TasksCommand::Accept(a) => ("tasks/accept", json!({"taskId": a.task_id}), a.json, quick),
         TasksCommand::Reject(a) => (
             "tasks/reject",

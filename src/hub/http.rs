@@ -223,6 +223,23 @@ async fn tasks(
     operator_answer(cx.hub.operator(HubRequest::TasksList(params)).await)
 }
 
+/// `POST /v1/tasks` with `{owner, assignee, title, acceptance, room?}`: the operator gives a
+/// task.
+async fn task_create(State(cx): State<Ctx>, body: axum::body::Bytes) -> Response {
+    let p: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return operator_answer::<Value>(Err(OperatorError::Params(format!(
+                "the body is not JSON: {e}"
+            ))));
+        }
+    };
+    match HubRequest::parse("tasks/create", p) {
+        Ok(request) => operator_answer(cx.hub.operator(request).await),
+        Err(e) => operator_answer::<Value>(Err(e)),
+    }
+}
+
 /// `GET /v1/tasks/{id}`: one task with its history.
 async fn task(State(cx): State<Ctx>, Path(id): Path<String>) -> Response {
     let params = super::operator::TaskParams { task_id: id };
@@ -338,7 +355,7 @@ pub(crate) fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
             .route("/v1/sessions", get(sessions))
             .route("/v1/runs", get(runs))
             .route("/v1/runs/{id}", get(run))
-            .route("/v1/tasks", get(tasks))
+            .route("/v1/tasks", get(tasks).post(task_create))
             .route("/v1/tasks/{id}", get(task))
             .route("/v1/tasks/{id}/{verdict}", post(task_verdict))
             .route("/v1/audit", get(audit)),

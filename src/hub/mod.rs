@@ -350,7 +350,7 @@ impl Hub {
     /// The names of the tools `caller` gets, in [`tools::ALL`]'s order: a leaf gets no
     /// `sessions_spawn`, a spawned session none that [`HubPolicy::tool_denied`] takes from it.
     /// The tools `caller` lists (MCP `tools/list`, counted by agent).
-    pub(crate) fn list_tools(&self, caller: &HubCaller) -> Vec<serde_json::Value> {
+    pub(super) fn list_tools(&self, caller: &HubCaller) -> Vec<serde_json::Value> {
         if let Ok(mut lists) = self.metrics.tool_lists.lock() {
             *lists.entry(caller.agent_id.clone()).or_default() += 1;
         }

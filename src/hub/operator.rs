@@ -73,6 +73,7 @@ pub(crate) const METHODS: &[&str] = &[
     "runs/cancel",
     "tasks/list",
     "tasks/show",
+    "tasks/create",
     "tasks/accept",
     "tasks/reject",
     "tasks/cancel",
@@ -95,6 +96,7 @@ pub(crate) enum HubRequest {
     RunsCancel(RunParams),
     TasksList(TasksParams),
     TasksShow(TaskParams),
+    TasksCreate(CreateParams),
     TasksAccept(TaskParams),
     TasksReject(RejectParams),
     TasksCancel(TaskParams),
@@ -127,6 +129,7 @@ impl HubRequest {
             "runs/cancel" => HubRequest::RunsCancel(params(p)?),
             "tasks/list" => HubRequest::TasksList(params(p)?),
             "tasks/show" => HubRequest::TasksShow(params(p)?),
+            "tasks/create" => HubRequest::TasksCreate(params(p)?),
             "tasks/accept" => HubRequest::TasksAccept(params(p)?),
             "tasks/reject" => HubRequest::TasksReject(params(p)?),
             "tasks/cancel" => HubRequest::TasksCancel(params(p)?),
@@ -147,6 +150,18 @@ pub(crate) struct TasksParams {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct TaskParams {
     pub task_id: String,
+}
+
+/// `tasks/create`: the operator gives `assignee` a task that `owner` checks.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct CreateParams {
+    pub owner: String,
+    pub assignee: String,
+    pub title: String,
+    pub acceptance: String,
+    /// The session key of the conversation it is discussed in (told of every move).
+    pub room: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -493,6 +508,33 @@ impl Hub {
                 Ok(HubAnswer::Tasks(self.operator_tasks(p.room, limit).await?))
             }
             HubRequest::TasksShow(p) => Ok(HubAnswer::Task(self.operator_task(&p.task_id).await?)),
+            HubRequest::TasksCreate(p) => {
+                let known = |id: &str| self.policy().agents.contains_key(id);
+                if !known(&p.owner) {
+                    return Err(OperatorError::Params(format!(
+                        "no agent `{}` to own the task",
+                        p.owner
+                    )));
+                }
+                let asked = super::tasks::Asked {
+                    requester: crate::tasks::store::Requester::Operator,
+                    owner: p.owner,
+                    assignee: crate::ids::agent_id(&p.assignee).into_owned(),
+                    title: p.title,
+                    acceptance: p.acceptance,
+                    room: p.room,
+                };
+                match self.create_task(None, asked, "operator").await? {
+                    Ok((task, _run)) => Ok(HubAnswer::Task(self.operator_task(&task.id).await?)),
+                    Err(super::tasks::Refusal::Said(why)) => Err(OperatorError::Params(why)),
+                    Err(super::tasks::Refusal::Result(r)) => Err(OperatorError::Params(
+                        r.to_json()["error"]
+                            .as_str()
+                            .unwrap_or("refused")
+                            .to_string(),
+                    )),
+                }
+            }
             HubRequest::TasksAccept(p) => self.operator_verdict(&p.task_id, Verdict::Accept).await,
             HubRequest::TasksReject(p) => {
                 let verdict = Verdict::Reject {

@@ -43,6 +43,23 @@ fn record(store: &TaskStore, id: &str) -> Result<Record, TaskError> {
     })
 }
 
+/// A task to create, as a door asked for it.
+pub(crate) struct Asked {
+    pub requester: Requester,
+    pub owner: String,
+    pub assignee: String,
+    pub title: String,
+    pub acceptance: String,
+    /// The session key of the conversation it is discussed in.
+    pub room: Option<String>,
+}
+
+/// Why a task was not created: said in words, or (to an agent) a policy refusal's result.
+pub(crate) enum Refusal {
+    Said(String),
+    Result(ToolResult),
+}
+
 /// The door task events from an agent come through.
 const DOOR: &str = "mcp";
 
@@ -147,67 +164,118 @@ impl Hub {
         caller: &HubCaller,
         args: TaskCreateArgs,
     ) -> Result<ToolResult, CallError> {
-        let title = args.title.trim();
+        let assignee = crate::ids::agent_id(&args.agent_id).into_owned();
+        let asked = Asked {
+            requester: Requester::Session(caller.session_key.clone()),
+            owner: caller.agent_id.clone(),
+            assignee,
+            title: args.title,
+            acceptance: args.acceptance,
+            room: Some(caller.session_key.clone()),
+        };
+        match self.create_task(Some(caller), asked, DOOR).await? {
+            Ok((task, run)) => Ok(ToolResult::Document(json!({
+                "taskId": task.id,
+                "sessionKey": task.session_key,
+                "state": TaskState::Working.as_str(),
+                "runId": run,
+            }))),
+            Err(Refusal::Said(why)) => Ok(error(why)),
+            Err(Refusal::Result(result)) => Ok(result),
+        }
+    }
+
+    /// Creates task `asked` from `door`, checked as `tasks.md` says (a title of one line, an
+    /// acceptance, an assignee other than the owner that takes prompts, that the owner may
+    /// message and whose budget allows a turn), delivers its brief to the task's session and
+    /// tells the room. `caller`: the agent's session that asked, if one did.
+    pub(crate) async fn create_task(
+        self: &Arc<Self>,
+        caller: Option<&HubCaller>,
+        asked: Asked,
+        door: &'static str,
+    ) -> Result<Result<(Task, String), Refusal>, CallError> {
+        let said = |why: String| Ok(Err(Refusal::Said(why)));
+        let title = asked.title.trim();
         if title.is_empty()
             || title.chars().count() > MAX_TITLE_CHARS
             || title.chars().any(char::is_control)
         {
-            return Ok(error(format!(
+            return said(format!(
                 "the title is a line of 1 to {MAX_TITLE_CHARS} characters: say what to do, and put the rest in `acceptance`"
-            )));
+            ));
         }
-        if args.acceptance.trim().is_empty() || args.acceptance.len() > MAX_MESSAGE_BYTES {
-            return Ok(error(format!(
+        if asked.acceptance.trim().is_empty() || asked.acceptance.len() > MAX_MESSAGE_BYTES {
+            return said(format!(
                 "`acceptance` is the condition the result is accepted on: 1 byte to {MAX_MESSAGE_BYTES} bytes"
-            )));
+            ));
         }
-        let assignee = crate::ids::agent_id(&args.agent_id).into_owned();
-        if assignee == caller.agent_id {
-            return Ok(error(
-                "a task is for another agent: work on your own directly, or spawn with sessions_spawn",
+        let (owner, assignee) = (asked.owner.clone(), asked.assignee.clone());
+        if assignee == owner {
+            return said(format!(
+                "a task is for another agent than `{owner}`, which checks its result: work on your own directly, or spawn with sessions_spawn"
             ));
         }
         let policy = self.policy();
         match policy.agents.get(&assignee) {
             None => {
-                return Ok(error(format!(
+                return said(format!(
                     "no agent `{assignee}` (agents_list shows whom you may message)"
-                )));
+                ));
             }
             Some(a) if !a.runtime.takes_prompts() => {
-                return Ok(error(format!(
+                return said(format!(
                     "agent `{assignee}` has no ACP or A2A runtime: it takes no tasks"
-                )));
+                ));
             }
             Some(_) => {}
         }
-        if let Err(denial) = policy.agent_to_agent(&caller.agent_id, &assignee) {
-            return Ok(self.forbid(denial));
+        if let Err(denial) = policy.agent_to_agent(&owner, &assignee) {
+            return Ok(Err(match caller {
+                Some(_) => Refusal::Result(self.forbid(denial)),
+                None => Refusal::Said(format!(
+                    "agent `{owner}` may not give agent `{assignee}` work (tools.agentToAgent)"
+                )),
+            }));
         }
         if let Err(refusal) = self.access.budget_allows_turn(&assignee) {
-            return Ok(self.over_budget(&refusal, caller).await);
+            return Ok(Err(match caller {
+                Some(caller) => Refusal::Result(self.over_budget(&refusal, caller).await),
+                None => Refusal::Said(format!("agent `{assignee}` is over its budget: {refusal}")),
+            }));
         }
+        let requested_by = match &asked.requester {
+            Requester::Person(id) => {
+                format!("{id} (a person) gives you this task; agent `{owner}` checks your result")
+            }
+            Requester::Session(_) => {
+                format!("agent `{owner}` gives you this task and checks your result")
+            }
+            Requester::Operator => {
+                format!("the operator gives you this task; agent `{owner}` checks your result")
+            }
+        };
         let new = NewTask {
             title: title.to_string(),
-            acceptance: args.acceptance,
-            requester: Requester::Session(caller.session_key.clone()),
-            owner: caller.agent_id.clone(),
+            acceptance: asked.acceptance,
+            requester: asked.requester,
+            owner,
             assignee: assignee.clone(),
-            room: Some(caller.session_key.clone()),
+            room: asked.room,
             parent: None,
         };
-        let task = match self.task_db(move |s| Ok(s.create(&new, DOOR)?)).await? {
+        let task = match self.task_db(move |s| Ok(s.create(&new, door)?)).await? {
             Ok(task) => task,
-            Err(why) => return Ok(error(why)),
+            Err(why) => return said(why),
         };
         let id = task.id.clone();
         let brief = format!(
-            "[deepcli task {id}] agent `{}` gives you this task; this session is for it alone.\nTitle: {}\nAcceptance: {}\nIf something you need is unclear, ask with tasks_update {{\"taskId\": \"{id}\", \"action\": \"ask\", \"text\": \"<your question>\"}} and wait for the answer: do not guess. When you are done, hand in your result and its evidence with tasks_update {{\"taskId\": \"{id}\", \"action\": \"submit\", \"text\": \"<result and evidence>\"}}.",
-            task.owner, task.title, task.acceptance
+            "[deepcli task {id}] {requested_by}. This session is for it alone.\nTitle: {}\nAcceptance: {}\nIf something you need is unclear, ask with tasks_update {{\"taskId\": \"{id}\", \"action\": \"ask\", \"text\": \"<your question>\"}} and wait for the answer: do not guess. When you are done, hand in your result and its evidence with tasks_update {{\"taskId\": \"{id}\", \"action\": \"submit\", \"text\": \"<result and evidence>\", \"artifacts\": [\"<files of your workspace>\"]}}.",
+            task.title, task.acceptance
         );
         let run = self
             .start_send(
-                Some(caller.clone()),
+                caller.cloned(),
                 &assignee,
                 &task.session_key,
                 brief,
@@ -215,24 +283,24 @@ impl Hub {
             )
             .await?;
         let started = id.clone();
-        self.task_db(move |s| s.apply(&started, &Event::Started, &Actor::Hub, DOOR, &[], None))
+        self.task_db(move |s| s.apply(&started, &Event::Started, &Actor::Hub, door, &[], None))
             .await?
             .map_err(CallError::Internal)?;
+        let who = match &task.requester {
+            Requester::Session(_) => task.owner.clone(),
+            Requester::Person(id) => format!("{id}, for {},", task.owner),
+            Requester::Operator => format!("the operator, for {},", task.owner),
+        };
         self.tell_room(
             &id,
             task.room.as_deref(),
             format!(
-                "{} gave {} a task: {}. Accepted when: {}",
-                task.owner, task.assignee, task.title, task.acceptance
+                "{who} gave {} a task: {}. Accepted when: {}",
+                task.assignee, task.title, task.acceptance
             ),
         )
         .await;
-        Ok(ToolResult::Document(json!({
-            "taskId": id,
-            "sessionKey": task.session_key,
-            "state": TaskState::Working.as_str(),
-            "runId": run,
-        })))
+        Ok(Ok((task, run)))
     }
 
     pub(super) async fn tasks_get(

@@ -207,7 +207,7 @@ impl TaskStore {
     pub(crate) fn list(&self, room: Option<&str>, limit: usize) -> Result<Vec<Task>, StateError> {
         self.db.with(|c| {
             let mut stmt = c.prepare(&format!(
-                "SELECT {COLUMNS} FROM tasks WHERE ?1 IS NULL OR room = ?1 ORDER BY created_at DESC, id LIMIT ?2"
+                "SELECT {COLUMNS} FROM tasks WHERE ?1 IS NULL OR room = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
             ))?;
             let rows = stmt.query_map(params![room, limit as i64], task_row)?;
             rows.collect()
@@ -218,7 +218,7 @@ impl TaskStore {
     pub(crate) fn of_agent(&self, agent: &str, limit: usize) -> Result<Vec<Task>, StateError> {
         self.db.with(|c| {
             let mut stmt = c.prepare(&format!(
-                "SELECT {COLUMNS} FROM tasks WHERE owner_agent = ?1 OR assignee_agent = ?1 ORDER BY created_at DESC, id LIMIT ?2"
+                "SELECT {COLUMNS} FROM tasks WHERE owner_agent = ?1 OR assignee_agent = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
             ))?;
             let rows = stmt.query_map(params![agent, limit as i64], task_row)?;
             rows.collect()

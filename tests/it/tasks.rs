@@ -583,3 +583,106 @@ fn a_permission_request_waits_and_a_deleted_assignee_fails_its_tasks() {
         format!("[task {id}] failed: agent `beta` was deleted")
     );
 }
+
+/// A person gives a task in the room (`/task`), as one of the room agent's approvers; the room's
+/// agent owns it and the person may decide it. Anyone else's `/task` gives nothing; a malformed
+/// one is answered with its usage; the operator gives one from the CLI.
+#[test]
+fn a_person_gives_a_task_in_the_room_and_the_operator_from_the_cli() {
+    let alpha_more = "      permissions: {approvers: [\"slack:u1\"]}\n";
+    let up = hub_up(&agents("", alpha_more, ""), |_| {});
+    let answer = say(&up, "ga", "/task beta fix the parser | its tests pass");
+    let id = answer
+        .strip_prefix("task ")
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("no task given: {answer}"))
+        .to_string();
+    assert_eq!(
+        answer,
+        format!(
+            "task {id}: beta works on it; alpha checks the result, then /accept {id} or /reject {id} <reason>"
+        )
+    );
+    let task_key = format!("agent:beta:task:{id}");
+    heard(
+        &up,
+        &task_key,
+        "slack:u1 (a person) gives you this task; agent `alpha` checks your result",
+    );
+    let task = crate::hub::get(&up, &format!("/v1/tasks/{id}"));
+    assert_eq!(
+        (
+            &task["owner"],
+            &task["requester"],
+            &task["room"],
+            &task["state"]
+        ),
+        (
+            &json!("alpha"),
+            &json!("slack:u1"),
+            &json!(ALPHA),
+            &json!("working")
+        ),
+        "{task}"
+    );
+
+    let usage = say(&up, "ga", "/task beta fix it");
+    assert!(
+        usage.starts_with("usage: /task <agent> <title> | <acceptance>"),
+        "{usage}"
+    );
+    let stranger = json!({"channel": "slack", "peer": {"kind": "group", "id": "ga"},
+        "messageId": "stranger-task", "sender": {"id": "u2"}, "text": "/task beta x | y"});
+    let (_, answer) =
+        crate::common::signed_inbound(up.addr, crate::hub::SECRET.as_bytes(), &stranger);
+    assert!(
+        answer["reply"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was decided"),
+        "{answer}"
+    );
+    let own = say(&up, "ga", "/task alpha x | y");
+    assert!(
+        own.starts_with("no task was given: a task is for another agent"),
+        "{own}"
+    );
+
+    let out = up.deepcli(&[
+        "tasks",
+        "create",
+        "check the docs",
+        "--owner",
+        "beta",
+        "--assignee",
+        "alpha",
+        "--acceptance",
+        "no broken link",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        said.starts_with("task task-") && said.ends_with(": working\n"),
+        "{said}"
+    );
+    let listed = crate::hub::get(&up, "/v1/tasks");
+    assert_eq!(listed["count"], 2, "{listed}");
+    assert_eq!(listed["tasks"][0]["requester"], "operator", "{listed}");
+    let bad = up.deepcli(&[
+        "tasks",
+        "create",
+        "x",
+        "--owner",
+        "nobody",
+        "--assignee",
+        "alpha",
+        "--acceptance",
+        "y",
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no agent `nobody` to own the task"));
+}
