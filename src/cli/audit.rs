@@ -22,6 +22,10 @@ pub(super) struct AuditArgs {
     /// Only this run, and the runs its spawned session started.
     #[arg(long, value_name = "ID")]
     run: Option<String>,
+    /// Only this task's story: its moves, the runs and approvals of its session, what its
+    /// room was told.
+    #[arg(long, value_name = "ID")]
+    task: Option<String>,
     /// From this time on: RFC 3339, or a span back from now (`30m`, `2h`, `7d`).
     #[arg(long, value_name = "WHEN")]
     since: Option<String>,
@@ -62,6 +66,7 @@ pub(super) fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
         agent_id: args.agent,
         session_key: args.session,
         run_id: args.run,
+        task_id: args.task.clone(),
         since,
         limit: args.limit,
     };
@@ -72,6 +77,16 @@ pub(super) fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
             return ExitStatus::Error;
         }
     };
+    if let Some(task) = &args.task
+        && events.is_empty()
+        && !args.json
+    {
+        let _ = writeln!(
+            anstream::stderr(),
+            "error: nothing recorded for task `{task}`\nhint: `deepcli tasks list` shows the tasks"
+        );
+        return ExitStatus::Failure;
+    }
     let text = if args.json {
         let doc = json!({"count": events.len(), "events": events});
         serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"

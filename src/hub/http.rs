@@ -284,7 +284,7 @@ async fn task_verdict(
     }
 }
 
-/// `GET /v1/audit?agentId=&sessionKey=&runId=&since=&limit=`: the audit timeline
+/// `GET /v1/audit?agentId=&sessionKey=&runId=&taskId=&since=&limit=`: the audit timeline
 /// (approvals.md), as `deepcli audit --json` prints it.
 async fn audit(
     State(cx): State<Ctx>,
@@ -299,6 +299,7 @@ async fn audit(
         agent_id: p.get("agentId").cloned(),
         session_key: p.get("sessionKey").cloned(),
         run_id: p.get("runId").cloned(),
+        task_id: p.get("taskId").cloned(),
         since,
         limit: p.get("limit").and_then(|l| l.parse().ok()),
     };

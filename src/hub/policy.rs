@@ -651,6 +651,9 @@ mod tests {
             TASKS_LIST,
             TASKS_UPDATE,
             TASKS_REVIEW,
+            ARTIFACTS_PUT,
+            ARTIFACTS_GET,
+            PLAN_UPDATE,
         ];
         let with_tasks = |tools: &[&'static str]| -> Vec<&'static str> {
             tools.iter().copied().chain(tasks).collect()

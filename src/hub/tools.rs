@@ -208,14 +208,14 @@ pub(crate) fn definitions(leaf: bool) -> Vec<Value> {
             "description": "Write steps of a task's plan, each replacing the step of its id: what it is, whom it goes to, its acceptance, its status and notes. Give a step the runId sessions_send or sessions_spawn returned and deepcli records its target, session and runtime from the run.",
             "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId", "steps"], "properties": {
                 "taskId": {"type": "string", "description": "The task's id (task-…)."},
-                "steps": {"type": "array", "minItems": 1, "maxItems": MAX_STEPS, "items": {"type": "object", "additionalProperties": false, "required": ["id", "title", "status"], "properties": {
+                "steps": {"type": "array", "minItems": 1, "maxItems": MAX_STEPS, "description": "The steps to write; a step of an id already in the plan replaces it.", "items": {"type": "object", "additionalProperties": false, "required": ["id", "title", "status"], "properties": {
                     "id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The step's id within the task (1, 2, build, …)."},
-                    "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE_CHARS},
+                    "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE_CHARS, "description": "What the step does, in a line."},
                     "targetAgentId": {"type": "string", "description": "The agent the step goes to."},
                     "runId": {"type": "string", "description": "The run that carries it, as sessions_send or sessions_spawn returned it."},
-                    "acceptance": {"type": "string", "maxLength": MAX_MESSAGE_BYTES},
-                    "status": {"type": "string", "enum": ["pending", "running", "done", "failed", "skipped"]},
-                    "notes": {"type": "string", "maxLength": MAX_MESSAGE_BYTES}
+                    "acceptance": {"type": "string", "maxLength": MAX_MESSAGE_BYTES, "description": "When the step is done."},
+                    "status": {"type": "string", "enum": ["pending", "running", "done", "failed", "skipped"], "description": "Where the step is."},
+                    "notes": {"type": "string", "maxLength": MAX_MESSAGE_BYTES, "description": "What happened, what is left."}
                 }}}
             }}
         }),

@@ -20,12 +20,15 @@ use super::{Result, StateError, StateStore};
 pub struct AuditEvent {
     pub at: String,
     /// `apply`, `inbound`, `send`, `spawn`, `run`, `budget`, `cancel`, `loop`, `approval`,
-    /// `outbound`.
+    /// `outbound`, `task`.
     pub kind: &'static str,
     /// The sessions it involves (source first), for the filters and the reader.
     pub sessions: Vec<String>,
     pub run_id: Option<String>,
     pub correlation_id: Option<String>,
+    /// The task it is a move or a message of (tasks.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
     /// deepcli's own sentence about it.
     pub summary: String,
     /// Rows that hold more (`transcript#12`): pointers, never copies.
@@ -41,6 +44,9 @@ pub struct AuditFilter {
     pub session_key: Option<String>,
     /// This run's events, and those of the runs its spawned session started.
     pub run_id: Option<String>,
+    /// This task's story: its moves, the runs and approvals of its session, what its room
+    /// was told.
+    pub task_id: Option<String>,
     /// Events at or after this time (RFC 3339, as the state writes it).
     pub since: Option<String>,
     /// The newest this many (default 1000).
@@ -54,6 +60,7 @@ pub type Source = fn(&Connection, &AuditFilter) -> rusqlite::Result<Vec<AuditEve
 pub const SOURCES: &[(&str, Source)] = &[
     ("applies", applies),
     ("inbound", inbound),
+    ("tasks", tasks),
     ("runs", runs),
     ("budgets", budget_refusals),
     ("cancels", cancels),
@@ -114,6 +121,17 @@ fn keeps(filter: &AuditFilter, runs: &[String], e: &AuditEvent) -> bool {
     {
         return false;
     }
+    if let Some(task) = &filter.task_id {
+        let session = format!(":task:{task}");
+        if e.task_id.as_ref() != Some(task)
+            && !e
+                .sessions
+                .iter()
+                .any(|s| s.starts_with("agent:") && s.ends_with(&session))
+        {
+            return false;
+        }
+    }
     if let Some(agent) = &filter.agent_id
         && !e.sessions.iter().any(|s| agent_of(s) == Some(agent))
     {
@@ -125,7 +143,11 @@ fn keeps(filter: &AuditFilter, runs: &[String], e: &AuditEvent) -> bool {
 /// Config applies (`history`): who, from where, what changed, the outcome. Not a session's:
 /// shown when no agent, session or run is asked for.
 fn applies(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
-    if filter.agent_id.is_some() || filter.session_key.is_some() || filter.run_id.is_some() {
+    if filter.agent_id.is_some()
+        || filter.session_key.is_some()
+        || filter.run_id.is_some()
+        || filter.task_id.is_some()
+    {
         return Ok(Vec::new());
     }
     let mut stmt = conn.prepare(
@@ -141,6 +163,7 @@ fn applies(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
             sessions: Vec::new(),
             run_id: None,
             correlation_id: None,
+            task_id: None,
             summary: format!(
                 "apply #{} by {}@{} ({}): {} added, {} changed, {} removed: {}{}",
                 r.get::<_, i64>(2)?,
@@ -220,6 +243,7 @@ fn inbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
             sessions: vec![session],
             run_id: None,
             correlation_id: None,
+            task_id: None,
             refs,
         })
     })?;
@@ -283,6 +307,7 @@ fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEv
             sessions,
             run_id: Some(run_id),
             correlation_id: Some(correlation),
+            task_id: None,
             summary,
             refs,
         })
@@ -305,6 +330,7 @@ fn budget_refusals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<
             sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
             run_id: r.get(4)?,
             correlation_id: None,
+            task_id: None,
             summary: format!(
                 "refused by {}: {}",
                 r.get::<_, String>(5)?,
@@ -361,6 +387,7 @@ fn approvals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Au
             sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
             run_id: r.get(9)?,
             correlation_id: None,
+            task_id: None,
             summary,
             refs: vec![
                 format!("approvals#{id}"),
@@ -385,6 +412,7 @@ fn cancels(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
             sessions: vec![r.get(2)?],
             run_id: r.get(3)?,
             correlation_id: None,
+            task_id: None,
             summary: format!(
                 "cancel ({}): {}{}",
                 r.get::<_, String>(4)?,
@@ -431,6 +459,9 @@ fn outbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Aud
         };
         // An announce's or a loop pause's id is its run's, which the line names already.
         let run_id = (cause == "announce" || cause == "loop-pause").then(|| cause_id.clone());
+        // A task's move told to its room: `<task>@<time>`.
+        let task_id =
+            (cause == "task").then(|| cause_id.split('@').next().unwrap_or_default().to_string());
         let what = match run_id {
             Some(_) => cause,
             None => format!("{cause} {cause_id}"),
@@ -441,11 +472,78 @@ fn outbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Aud
             sessions: vec![r.get(2)?],
             run_id,
             correlation_id: None,
+            task_id,
             summary: format!("{what} to {to}: {how}"),
             refs: vec![format!("outbox#{seq}")],
         })
     })?;
     rows.collect()
+}
+
+/// A task's moves (`task_events`): who, through which door, from which state to which, and
+/// the facts a move carried (an artifact's name and hash, a check's pass or fail); its texts
+/// (the brief, a question, a result, a reason) stay in the event's row, pointed at.
+fn tasks(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut stmt = conn.prepare(
+        "SELECT e.seq, e.at, e.task_id, e.kind, e.actor, e.door, e.from_state, e.to_state, e.detail,
+                t.session_key, t.room
+         FROM task_events e JOIN tasks t ON t.id = e.task_id
+         WHERE e.at >= ?1 AND (?2 IS NULL OR e.task_id = ?2) ORDER BY e.seq",
+    )?;
+    let rows = stmt.query_map(rusqlite::params![since(filter), filter.task_id], |r| {
+        let task: String = r.get(2)?;
+        let kind: String = r.get(3)?;
+        let from: String = r.get(6)?;
+        let to: Option<String> = r.get(7)?;
+        let detail: Value = serde_json::from_str(&r.get::<_, String>(8)?).unwrap_or_default();
+        let room: Option<String> = r.get(10)?;
+        let moved = match (&to, from.as_str()) {
+            (None, _) => "late: nothing changed".to_string(),
+            (Some(to), "") => to.clone(),
+            (Some(to), from) if from == to => to.clone(),
+            (Some(to), from) => format!("{from} → {to}"),
+        };
+        let carried = facts(&kind, &detail);
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "task",
+            sessions: std::iter::once(r.get(9)?).chain(room).collect(),
+            run_id: None,
+            correlation_id: None,
+            summary: format!(
+                "task {task} {kind} by {} via {}: {moved}{}",
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                if carried.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({carried})")
+                }
+            ),
+            task_id: Some(task),
+            refs: vec![format!("task_events#{}", r.get::<_, i64>(0)?)],
+        })
+    })?;
+    rows.collect()
+}
+
+/// The facts of a task event's detail that are deepcli's, not someone's text.
+fn facts(kind: &str, detail: &Value) -> String {
+    let field = |k: &str| detail[k].clone();
+    match kind {
+        "artifact" => format!(
+            "{} {} bytes, sha256 {}",
+            field("name").as_str().unwrap_or("-"),
+            field("size"),
+            field("sha256").as_str().unwrap_or("-")
+        ),
+        "reviewed" => format!("passed: {}", field("passed")),
+        "rejected" => format!("back to the assignee: {}", field("reopen")),
+        "cancel_settled" => format!("confirmed: {}", field("confirmed")),
+        "failed" => field("why").as_str().unwrap_or_default().to_string(),
+        "plan" => format!("{} steps", field("steps").as_array().map_or(0, Vec::len)),
+        _ => String::new(),
+    }
 }
 
 /// Loop pauses, and the operator's decisions on them.
@@ -477,6 +575,7 @@ fn loop_pauses(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<
             sessions: sessions.clone(),
             run_id: Some(run_id.clone()),
             correlation_id: None,
+            task_id: None,
             summary,
             refs: Vec::new(),
         };

@@ -257,6 +257,61 @@ fn a_task_is_given_asked_about_answered_submitted_and_reviewed() {
         .collect();
     assert_eq!(told, expected);
 
+    // The audit tells the whole story from the state, copying no text: every move, the runs
+    // that carried the brief, question, answer and results, and what the room was told.
+    let story = cli(&["audit", "--task", &id]);
+    let lines: Vec<&str> = story.lines().collect();
+    let moves: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains("  task  "))
+        .copied()
+        .collect();
+    assert_eq!(moves.len(), 16, "{story}");
+    assert!(
+        moves[0].contains(&format!(
+            "task {id} created by {ALPHA} via mcp: open  [task_events#"
+        )),
+        "{story}"
+    );
+    assert!(
+        story.contains("reviewed by agent:alpha via mcp: in_review → working (passed: false)"),
+        "{story}"
+    );
+    assert!(
+        story.contains("accepted by slack:u1 via room: pending_acceptance → accepted"),
+        "{story}"
+    );
+    assert!(
+        story.contains("submitted by agent:beta via mcp: late: nothing changed"),
+        "{story}"
+    );
+    let carried = lines
+        .iter()
+        .filter(|l| l.contains(&format!("→ {task_key} (tasks_")))
+        .count();
+    assert!(
+        carried >= 4,
+        "the brief, the answer, the failed check and the rejection: {story}"
+    );
+    // This hub has no Slack carrier: the first message told is held, the rest wait behind it
+    // (they are not in the audit until they are posted, held or dead).
+    let told: Vec<&&str> = lines.iter().filter(|l| l.contains("  outbound ")).collect();
+    assert_eq!(told.len(), 1, "{story}");
+    assert!(
+        told[0].contains(&format!("task {id}@")) && told[0].contains("held: no carrier"),
+        "{story}"
+    );
+    for text in [
+        "which branch?",
+        "cargo test passes",
+        "name it --verbose",
+        "renamed; 12 tests pass",
+    ] {
+        assert!(!story.contains(text), "the audit copied {text:?}: {story}");
+    }
+    let nothing = up.deepcli(&["audit", "--task", "task-nope"]);
+    assert!(!nothing.status.success());
+
     // A cancel with nothing running in the task's session is confirmed at once.
     let second = tool(
         &up,
@@ -685,4 +740,126 @@ fn a_person_gives_a_task_in_the_room_and_the_operator_from_the_cli() {
     ]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no agent `nobody` to own the task"));
+}
+
+/// The controller killed (SIGKILL) while a turn runs in a submitted task's session: after a
+/// restart the task, its history and its artifacts are as they were, the brief and the room's
+/// messages were not delivered again, the interrupted turn is not run again, and the task goes
+/// on to a verdict.
+#[test]
+fn a_task_survives_a_controller_killed_mid_task_and_nothing_is_done_twice() {
+    let alpha_more = "      permissions: {approvers: [\"slack:u1\"]}\n";
+    let mut up = hub_up(&agents("", alpha_more, ""), |_| {});
+    let created = tool(
+        &up,
+        "tasks_create",
+        json!({"agentId": "beta", "title": "fix the parser", "acceptance": "its tests pass"}),
+    );
+    let id = created["taskId"].as_str().unwrap().to_string();
+    let task_key = format!("agent:beta:task:{id}");
+    heard(&up, &task_key, "Title: fix the parser");
+    let ws_b = up.state.join("workspaces/beta");
+    std::fs::write(ws_b.join("test.log"), "3 passed\n").unwrap();
+    let submitted = tool_from(
+        &up,
+        &task_key,
+        "tasks_update",
+        json!({"taskId": id, "action": "submit", "text": "fixed", "artifacts": ["test.log"]}),
+    );
+    assert_eq!(submitted["state"], "submitted", "{submitted}");
+    let placed = up
+        .state
+        .join(format!("workspaces/alpha/.deepcli/tasks/{id}/test.log"));
+    let events_before = tool(&up, "tasks_get", json!({"taskId": id}))["events"]
+        .as_array()
+        .unwrap()
+        .len();
+
+    // A turn runs in the task's session when the controller dies.
+    std::thread::scope(|scope| {
+        let state = up.state.clone();
+        let key = task_key.clone();
+        scope.spawn(move || {
+            let _ = std::process::Command::new(crate::common::bin())
+                .args(["--state-dir", state.to_str().unwrap()])
+                .args(["sessions", "send", &key, "slow"])
+                .output();
+        });
+        crate::common::wait_until("the slow turn runs", || {
+            crate::common::count(
+                &up.state,
+                &format!(
+                    "SELECT count(*) FROM hub_runs WHERE target_session_key = '{task_key}' AND message = 'slow' AND state = 'running'"
+                ),
+            ) == 1
+        });
+        up.child.kill().unwrap();
+        up.child.wait().unwrap();
+    });
+    up.restart(|cmd| {
+        cmd.env("HOOK", crate::hub::SECRET);
+    });
+    for agent in ["alpha", "beta"] {
+        up.wait_for(&format!("{agent} ready"), |s| {
+            Up::runtime(s, agent).is_some_and(|r| r["status"] == "ready")
+        });
+    }
+
+    let task = tool(&up, "tasks_get", json!({"taskId": id}));
+    assert_eq!(task["state"], "submitted", "{task}");
+    assert_eq!(
+        task["events"].as_array().unwrap().len(),
+        events_before,
+        "{task}"
+    );
+    assert_eq!(task["artifacts"][0]["name"], "test.log", "{task}");
+    assert_eq!(std::fs::read(&placed).unwrap(), b"3 passed\n");
+    let sha = task["artifacts"][0]["sha256"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read(up.state.join(format!("artifacts/{id}/{sha}"))).unwrap(),
+        b"3 passed\n"
+    );
+    let said = transcript(&up.state, &task_key);
+    // What reached the session (not the echo agent's replies, which repeat it).
+    let count = |part: &str| {
+        said.iter()
+            .filter(|(from, t)| from != "agent" && t.contains(part))
+            .count()
+    };
+    assert_eq!(count("Title: fix the parser"), 1, "{said:#?}");
+    assert!(
+        count("slow") <= 1,
+        "the interrupted turn is not run again: {said:#?}"
+    );
+    assert_eq!(
+        crate::common::count(
+            &up.state,
+            &format!(
+                "SELECT count(*) FROM hub_runs WHERE target_session_key = '{task_key}' AND message = 'slow' AND state IN ('running', 'queued')"
+            ),
+        ),
+        0,
+        "the interrupted run was settled, not left running or queued again"
+    );
+    let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
+    let gave: i64 = db
+        .query_row(
+            "SELECT count(*) FROM outbox WHERE cause = 'task' AND text LIKE '%gave beta a task%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(gave, 1);
+
+    // It goes on: alpha checks it, the person accepts it.
+    let passed = tool(
+        &up,
+        "tasks_review",
+        json!({"taskId": id, "passed": true, "notes": "ran them: 3 pass"}),
+    );
+    assert_eq!(passed["state"], "pending_acceptance", "{passed}");
+    assert_eq!(
+        say(&up, "ga", &format!("/accept {id}")),
+        format!("task {id}: accepted by slack:u1")
+    );
 }
