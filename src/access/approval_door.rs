@@ -349,6 +349,17 @@ impl Access {
         approvals.ask(sender, command).await
     }
 
+    /// A click on a task verdict's Accept button by `sender`: decided exactly as `/accept
+    /// <task>` from that sender. `None` when the sender is no agent's approver.
+    pub(crate) async fn task_click(&self, sender: String, task_id: &str) -> Option<String> {
+        let approvals = self.approvals.as_ref()?;
+        let command = Command::Task(TaskCommand {
+            id: task_id.to_string(),
+            reject: None,
+        });
+        approvals.ask(sender, command).await
+    }
+
     /// Whether `origin`'s account has a carrier an approval could be announced through: its
     /// platform adapter or its reply sink.
     pub(crate) fn can_announce_to(&self, origin: &TurnOrigin) -> bool {

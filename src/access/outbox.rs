@@ -25,6 +25,9 @@ pub(crate) enum Cause {
     Notice,
     /// A task's move, told to the room it is discussed in (tasks.md).
     Task,
+    /// A task's check passed: a person decides, with Accept and Reject buttons where the
+    /// platform has them (tasks.md).
+    TaskVerdict,
 }
 
 impl Cause {
@@ -37,6 +40,7 @@ impl Cause {
             Cause::ApprovalOutcome => "approval-outcome",
             Cause::Notice => "notice",
             Cause::Task => "task",
+            Cause::TaskVerdict => "task-verdict",
         }
     }
 
@@ -49,6 +53,7 @@ impl Cause {
             Cause::ApprovalOutcome,
             Cause::Notice,
             Cause::Task,
+            Cause::TaskVerdict,
         ]
         .into_iter()
         .find(|c| c.as_str() == s)

@@ -222,16 +222,23 @@ pub(crate) struct Click {
     pub thread: Option<String>,
 }
 
-/// Which button was clicked.
+/// Which button was clicked: an approval's, or a task's (its id in the click's `approval_id`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Choice {
     Once,
     Always,
     Deny,
+    /// A task's result accepted.
+    Accept,
+    /// A task's result to reject: a reason is needed, so the clicker is told how to give it.
+    Reject,
 }
 
 impl Choice {
+    /// An approval prompt's buttons.
     pub(crate) const ALL: [Choice; 3] = [Choice::Once, Choice::Always, Choice::Deny];
+    /// A task verdict's buttons.
+    pub(crate) const TASK: [Choice; 2] = [Choice::Accept, Choice::Reject];
 
     /// The word a button carries (Telegram's `callback_data`, Slack's `action_id`).
     pub(crate) fn word(self) -> &'static str {
@@ -239,6 +246,8 @@ impl Choice {
             Choice::Once => "approve",
             Choice::Always => "always",
             Choice::Deny => "deny",
+            Choice::Accept => "accept",
+            Choice::Reject => "reject",
         }
     }
 
@@ -247,11 +256,30 @@ impl Choice {
             Choice::Once => "Approve once",
             Choice::Always => "Always",
             Choice::Deny => "Deny",
+            Choice::Accept => "Accept",
+            Choice::Reject => "Reject",
         }
     }
 
     pub(crate) fn parse(word: &str) -> Option<Choice> {
-        Choice::ALL.into_iter().find(|c| c.word() == word)
+        Choice::ALL
+            .into_iter()
+            .chain(Choice::TASK)
+            .find(|c| c.word() == word)
+    }
+
+    /// The buttons a message of `cause` carries, and the id they carry: an approval prompt's
+    /// (its id), a task verdict's (the task's, its cause id being `<task>@<time>`).
+    pub(crate) fn buttons(
+        cause: crate::access::outbox::Cause,
+        cause_id: &str,
+    ) -> Option<(&'static [Choice], &str)> {
+        use crate::access::outbox::Cause;
+        match cause {
+            Cause::Approval => Some((&Choice::ALL, cause_id)),
+            Cause::TaskVerdict => Some((&Choice::TASK, cause_id.split('@').next()?)),
+            _ => None,
+        }
     }
 }
 

@@ -170,40 +170,52 @@ pub(super) fn dispatch<A: Adapter>(running: &Arc<RunningAccount>, taken: Taken, 
 /// Decides a click as the clicker's chat command would, and answers the clicker alone; the
 /// conversation hears the outcome from the outbox (the prompt's message edited).
 async fn clicked<A: Adapter>(running: &Arc<RunningAccount>, click: Click) {
+    use super::Choice;
     let sender = format!("{}:{}", running.spec.channel, click.user_id);
     let choice = click.choice;
-    let answer = running
-        .cx
-        .access
-        .approval_click(
-            sender.clone(),
-            &click.approval_id,
-            choice != super::Choice::Deny,
-            choice == super::Choice::Always,
-        )
-        .await;
+    let id = &click.approval_id;
+    let (what, answer) = match choice {
+        Choice::Once | Choice::Always | Choice::Deny => (
+            "approval",
+            running
+                .cx
+                .access
+                .approval_click(
+                    sender.clone(),
+                    id,
+                    choice != Choice::Deny,
+                    choice == Choice::Always,
+                )
+                .await,
+        ),
+        Choice::Accept => (
+            "task",
+            running.cx.access.task_click(sender.clone(), id).await,
+        ),
+        // A rejection says why, which a button cannot: the clicker is told how, nothing is
+        // decided.
+        Choice::Reject => (
+            "task",
+            Some(format!(
+                "To reject it, write `/reject {id} <reason>` here: the reason goes back to the agent that did the work. Nothing was decided."
+            )),
+        ),
+    };
     let (text, line) = match answer {
         Some(text) => (
             text,
-            format!(
-                "click approval={} by={sender} choice={}",
-                click.approval_id,
-                choice.word()
-            ),
+            format!("click {what}={id} by={sender} choice={}", choice.word()),
         ),
         None => (
             super::NOT_AN_APPROVER_CLICK.to_string(),
-            format!(
-                "click-refused approval={} by={sender} why=not-an-approver",
-                click.approval_id
-            ),
+            format!("click-refused {what}={id} by={sender} why=not-an-approver"),
         ),
     };
     running.log(&line).await;
     if let Err(e) = A::answer_click(running, &click, &text).await {
         running
             .log(&format!(
-                "click-answer-failed approval={} error={e}",
+                "click-answer-failed {what}={} error={e}",
                 click.approval_id
             ))
             .await;

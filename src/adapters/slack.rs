@@ -646,8 +646,9 @@ pub(super) async fn carry(
     let last = pieces.len().saturating_sub(1);
     let mut posted_id = None;
     for (i, piece) in pieces.iter().enumerate().skip(queued.pieces) {
-        let blocks = (said.cause == Cause::Approval && i == last)
-            .then(|| approval_blocks(piece, &said.cause_id));
+        let blocks = Choice::buttons(said.cause, &said.cause_id)
+            .filter(|_| i == last)
+            .map(|(choices, id)| button_blocks(piece, choices, id));
         match post_blocks(running, conversation, thread_ts.as_deref(), piece, blocks).await {
             Ok(ts) => posted_id = ts,
             Err((attempts, error)) => {
@@ -740,21 +741,21 @@ fn section(text: &str) -> serde_json::Value {
     serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})
 }
 
-/// An approval prompt's blocks: its text, and one button per choice whose `action_id` is
-/// `deepcli_<choice>` and `value` the approval's id.
-fn approval_blocks(text: &str, approval_id: &str) -> serde_json::Value {
-    let buttons: Vec<serde_json::Value> = Choice::ALL
-        .into_iter()
-        .map(|choice| {
+/// An approval prompt's or a task verdict's blocks: its text, and one button per choice whose
+/// `action_id` is `deepcli_<choice>` and `value` the approval's (the task's) id.
+fn button_blocks(text: &str, choices: &[Choice], id: &str) -> serde_json::Value {
+    let buttons: Vec<serde_json::Value> = choices
+        .iter()
+        .map(|&choice| {
             let mut button = serde_json::json!({
                 "type": "button",
                 "action_id": format!("deepcli_{}", choice.word()),
                 "text": {"type": "plain_text", "text": choice.label()},
-                "value": approval_id,
+                "value": id,
             });
             match choice {
-                Choice::Once => button["style"] = "primary".into(),
-                Choice::Deny => button["style"] = "danger".into(),
+                Choice::Once | Choice::Accept => button["style"] = "primary".into(),
+                Choice::Deny | Choice::Reject => button["style"] = "danger".into(),
                 Choice::Always => {}
             }
             button

@@ -80,13 +80,14 @@ fn callback_data(choice: Choice, approval_id: &str) -> String {
     format!("deepcli:{}:{approval_id}", choice.word())
 }
 
-/// An approval's inline keyboard; none when its id would not fit Telegram's 64 bytes.
-fn keyboard(approval_id: &str) -> Option<InlineKeyboard> {
-    let row: Vec<InlineButton> = Choice::ALL
-        .into_iter()
-        .map(|choice| InlineButton {
+/// An approval's or a task verdict's inline keyboard; none when its id would not fit
+/// Telegram's 64 bytes.
+fn keyboard(choices: &[Choice], id: &str) -> Option<InlineKeyboard> {
+    let row: Vec<InlineButton> = choices
+        .iter()
+        .map(|&choice| InlineButton {
             text: choice.label().to_string(),
-            callback_data: callback_data(choice, approval_id),
+            callback_data: callback_data(choice, id),
         })
         .collect();
     row.iter()
@@ -560,9 +561,9 @@ pub(super) async fn carry(
                     message_id,
                     allow_sending_without_reply: true,
                 }),
-            reply_markup: (said.cause == Cause::Approval && i == last)
-                .then(|| keyboard(&said.cause_id))
-                .flatten(),
+            reply_markup: Choice::buttons(said.cause, &said.cause_id)
+                .filter(|_| i == last)
+                .and_then(|(choices, id)| keyboard(choices, id)),
         };
         let send = || async {
             api.call::<_, Sent>("sendMessage", &body, Duration::from_secs(30))

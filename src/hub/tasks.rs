@@ -97,6 +97,18 @@ impl Hub {
     /// from) of a move, through the outbox; a room with no external conversation hears
     /// nothing, which is said in the log.
     async fn tell_room(&self, id: &str, room: Option<&str>, text: String) {
+        self.tell_room_as(id, room, text, crate::access::outbox::Cause::Task)
+            .await;
+    }
+
+    /// [`Hub::tell_room`] with `cause` (`task-verdict`: a person decides, with buttons).
+    async fn tell_room_as(
+        &self,
+        id: &str,
+        room: Option<&str>,
+        text: String,
+        cause: crate::access::outbox::Cause,
+    ) {
         let Some(room) = room else {
             return;
         };
@@ -104,7 +116,7 @@ impl Hub {
         let text = format!("[task {id}] {text}");
         match self
             .access
-            .post_to_session_route(room, text, crate::access::outbox::Cause::Task, &cause_id)
+            .post_to_session_route(room, text, cause, &cause_id)
             .await
         {
             crate::access::Beat::Delivered(_) => {}
@@ -761,7 +773,13 @@ impl Hub {
                 task.owner, args.notes, task.assignee
             )
         };
-        self.tell_room(&task.id, task.room.as_deref(), told).await;
+        let cause = if args.passed {
+            crate::access::outbox::Cause::TaskVerdict
+        } else {
+            crate::access::outbox::Cause::Task
+        };
+        self.tell_room_as(&task.id, task.room.as_deref(), told, cause)
+            .await;
         let mut run = None;
         if !args.passed {
             let said = format!(

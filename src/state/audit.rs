@@ -460,8 +460,8 @@ fn outbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Aud
         // An announce's or a loop pause's id is its run's, which the line names already.
         let run_id = (cause == "announce" || cause == "loop-pause").then(|| cause_id.clone());
         // A task's move told to its room: `<task>@<time>`.
-        let task_id =
-            (cause == "task").then(|| cause_id.split('@').next().unwrap_or_default().to_string());
+        let task_id = (cause == "task" || cause == "task-verdict")
+            .then(|| cause_id.split('@').next().unwrap_or_default().to_string());
         let what = match run_id {
             Some(_) => cause,
             None => format!("{cause} {cause_id}"),

@@ -6,5 +6,7 @@
 //! following no link an agent plants.
 
 pub(crate) mod artifacts;
+#[cfg(feature = "bench-tools")]
+pub mod bench;
 pub(crate) mod state;
 pub(crate) mod store;

@@ -158,7 +158,7 @@ fn send_waits_for_the_reply_and_the_reply_back_loop_stops_at_the_limit() {
     let tools = say(&up, "ga", "mcp-tools");
     assert_eq!(
         tools,
-        "mcp-tools: agents_list,sessions_list,sessions_history,sessions_send,sessions_spawn,subagents,session_status,management_request,tasks_create,tasks_get,tasks_list,tasks_update,tasks_review"
+        "mcp-tools: agents_list,sessions_list,sessions_history,sessions_send,sessions_spawn,subagents,session_status,management_request,tasks_create,tasks_get,tasks_list,tasks_update,tasks_review,artifacts_put,artifacts_get,plan_update"
     );
     let directory = tool(&up, "agents_list", json!({}));
     assert_eq!(directory["requester"], "alpha");

@@ -226,7 +226,7 @@ fn a_task_is_given_asked_about_answered_submitted_and_reviewed() {
         let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
         let mut stmt = db
             .prepare(
-                "SELECT text FROM outbox WHERE cause = 'task' AND session_key = ?1 ORDER BY seq",
+                "SELECT text FROM outbox WHERE cause IN ('task', 'task-verdict') AND session_key = ?1 ORDER BY seq",
             )
             .unwrap();
         stmt.query_map([ALPHA], |r| r.get(0))

@@ -785,3 +785,352 @@ fn each_agent_is_told_who_wrote_the_message_it_answers() {
         0
     );
 }
+
+/// Seed 002's scenario in one Slack thread (tasks.md): a person asks Bot A for a change with
+/// an acceptance test; A gives Bot B the task; B asks a question (the task waits, the question
+/// is in the thread); A answers; B works in its own workspace and hands in the change and its
+/// test log; A checks the handed-in copy itself, in its own workspace, and records its verdict;
+/// the person rejects once with a reason (back to B), then accepts. Every state, every message
+/// the thread got and who posted it, the artifacts' hashes, A's workspace untouched by B, and
+/// the audit's story are checked. B's turns are driven as the operator (`sessions send` into
+/// the task's session); A's by the person's messages in the thread.
+#[test]
+fn seed_002_a_task_delegated_checked_and_decided_in_one_slack_thread() {
+    use sha2::Digest;
+    let server = Server::start();
+    let fake: &Fake = &server.fake;
+    let alpha = fake.install("alpha", 1, None);
+    let beta = fake.install("beta", 2, None);
+    let agent = sdk_echo_agent();
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: alpha\n      runtime: {{kind: acp, command: [node, \"{0}\"]}}\n      permissions: {{approvers: [\"slack:U0BOSS\"]}}\n    - id: beta\n      runtime: {{kind: acp, command: [node, \"{0}\"]}}\n",
+        agent.display()
+    );
+    let apps = [alpha.clone(), beta.clone()];
+    let up = Up::start_config(&agents, &channels(&server, "", ""), BINDINGS, move |cmd| {
+        for (n, app) in apps.iter().enumerate() {
+            cmd.env(format!("SLACK_BOT_{}", n + 1), &app.bot_token)
+                .env(format!("SLACK_APP_{}", n + 1), &app.app_token);
+        }
+        cmd.env("DEEPCLI_FAILPOINT_ADAPTER", FAST);
+    });
+    both_connected(&up);
+    let told = |f: &Fake| -> Vec<String> {
+        f.posted_by(&alpha)
+            .iter()
+            .map(text)
+            .filter(|t| t.starts_with("[task "))
+            .collect()
+    };
+    let wait_told = |n: usize| {
+        fake.wait(&format!("{n} task messages in the thread"), |f| {
+            told(f).len() >= n
+        })
+    };
+    let task_state = |id: &str| -> String {
+        let out = deepcli(&up, &["tasks", "show", id, "--json"]);
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["state"].as_str().unwrap_or_default().to_string()
+    };
+
+    // The person asks A; A gives B the task.
+    let root = fake.human("C0MAIN", "U0BOSS", "the --quiet flag", None);
+    fake.human(
+        "C0MAIN",
+        "U0BOSS",
+        &format!(
+            "<@{}> rename --quiet to --silent; done when the tests pass\nmcp tasks_create {}",
+            alpha.user_id,
+            json!({"agentId": "beta", "title": "rename --quiet to --silent", "acceptance": "test.sh passes"})
+        ),
+        Some(&root),
+    );
+    wait_told(1);
+    let first = told(fake)[0].clone();
+    let id = first
+        .strip_prefix("[task ")
+        .and_then(|r| r.split(']').next())
+        .unwrap()
+        .to_string();
+    let task_key = format!("agent:beta:task:{id}");
+    assert_eq!(task_state(&id), "working");
+    let as_beta = |tool: &str, args: Value| -> Value {
+        let out = deepcli(
+            &up,
+            &["sessions", "send", &task_key, &format!("mcp {tool} {args}")],
+        );
+        let reply = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        serde_json::from_str(reply.strip_prefix("mcp: ").unwrap_or("null"))
+            .unwrap_or(json!({"failed": reply}))
+    };
+
+    // B asks instead of guessing; the thread sees the question.
+    let asked = as_beta(
+        "tasks_update",
+        json!({"taskId": id, "action": "ask", "text": "keep --quiet as an alias?"}),
+    );
+    assert_eq!(asked["state"], "awaiting_input", "{asked}");
+    wait_told(2);
+    // A answers, asked to by the person in the thread.
+    fake.human(
+        "C0MAIN",
+        "U0BOSS",
+        &format!(
+            "<@{}> tell beta: no alias\nmcp tasks_update {}",
+            alpha.user_id,
+            json!({"taskId": id, "action": "answer", "text": "no alias"})
+        ),
+        Some(&root),
+    );
+    wait_told(3);
+    assert_eq!(task_state(&id), "working");
+
+    // B works in its own workspace and hands in the change and the test log.
+    let ws_b = up.state.join("workspaces/beta");
+    let ws_a = up.state.join("workspaces/alpha");
+    let before_a: Vec<String> = walk(&ws_a);
+    std::fs::write(ws_b.join("change.diff"), "-  --quiet\n+  --silent\n").unwrap();
+    std::fs::write(
+        ws_b.join("test.sh"),
+        "#!/bin/sh\ngrep -q -- --silent change.diff && echo 'ok 1 renamed'\n",
+    )
+    .unwrap();
+    std::fs::write(ws_b.join("test.log"), "ok 1 renamed\n").unwrap();
+    let submit = |text: &str| {
+        as_beta(
+            "tasks_update",
+            json!({"taskId": id, "action": "submit", "text": text, "artifacts": ["change.diff", "test.sh", "test.log"]}),
+        )
+    };
+    let submitted = submit("renamed; test.sh passes");
+    assert_eq!(submitted["state"], "submitted", "{submitted}");
+    wait_told(7);
+    let digest = |bytes: &[u8]| hex::encode(sha2::Sha256::digest(bytes));
+    let handed = &submitted["artifacts"];
+    assert_eq!(
+        handed[0]["sha256"],
+        digest(b"-  --quiet\n+  --silent\n").as_str()
+    );
+    assert_eq!(handed[2]["sha256"], digest(b"ok 1 renamed\n").as_str());
+
+    // A checks for itself, in its own workspace, on the copy it was given, and says so.
+    let copy = format!(".deepcli/tasks/{id}");
+    fake.human(
+        "C0MAIN",
+        "U0BOSS",
+        &format!(
+            "<@{}> check it yourself\nexec cd {copy} && sh test.sh",
+            alpha.user_id
+        ),
+        Some(&root),
+    );
+    fake.wait("A's own check", |f| {
+        f.posted_by(&alpha)
+            .iter()
+            .any(|p| text(p).starts_with("exec: 0\nok 1 renamed"))
+    });
+    fake.human(
+        "C0MAIN",
+        "U0BOSS",
+        &format!(
+            "<@{}> record it\nmcp tasks_review {}",
+            alpha.user_id,
+            json!({"taskId": id, "passed": true, "notes": "ran test.sh on the handed-in copy: ok 1 renamed"})
+        ),
+        Some(&root),
+    );
+    fake.wait("pending acceptance", |_| {
+        task_state(&id) == "pending_acceptance"
+    });
+
+    // The person rejects once with a reason: back to B, who fixes it; then accepts.
+    fake.human(
+        "C0MAIN",
+        "U0BOSS",
+        &format!("/reject {id} the docs still say --quiet"),
+        Some(&root),
+    );
+    fake.wait("back to working", |_| task_state(&id) == "working");
+    std::fs::write(
+        ws_b.join("change.diff"),
+        "-  --quiet\n+  --silent\n- docs: --quiet\n+ docs: --silent\n",
+    )
+    .unwrap();
+    assert_eq!(submit("docs too")["state"], "submitted");
+    fake.human(
+        "C0MAIN",
+        "U0BOSS",
+        &format!(
+            "<@{}> check again\nmcp tasks_review {}",
+            alpha.user_id,
+            json!({"taskId": id, "passed": true, "notes": "docs renamed too"})
+        ),
+        Some(&root),
+    );
+    fake.wait("pending acceptance again", |_| {
+        task_state(&id) == "pending_acceptance"
+    });
+    // The verdict's message has Accept and Reject buttons carrying the task's id.
+    fake.wait("the verdict's buttons", |f| {
+        f.posted_by(&alpha)
+            .iter()
+            .filter(|p| p.get("blocks").is_some())
+            .count()
+            >= 2
+    });
+    let verdict = fake
+        .posted_by(&alpha)
+        .into_iter()
+        .rev()
+        .find(|p| p.get("blocks").is_some())
+        .unwrap();
+    let buttons = verdict["blocks"][1]["elements"].as_array().unwrap().clone();
+    let actions: Vec<(&str, &str)> = buttons
+        .iter()
+        .map(|b| {
+            (
+                b["action_id"].as_str().unwrap(),
+                b["value"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("deepcli_accept", id.as_str()),
+            ("deepcli_reject", id.as_str())
+        ]
+    );
+    let ts = {
+        let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
+        db.query_row(
+            "SELECT posted_id FROM outbox WHERE cause = 'task-verdict' AND state = 'posted' ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| r.get::<_, String>(0),
+        )
+        .unwrap()
+    };
+    let button = |action_id: &'static str| Button {
+        channel: "C0MAIN",
+        ts: &ts,
+        thread_ts: Some(&root),
+        action_id,
+        value: &id,
+    };
+    let ephemerals = |f: &Fake| f.calls_by(&alpha, "chat.postEphemeral").len();
+    // Reject asks for the reason; a member who is no approver decides nothing.
+    fake.click(&alpha, "U0BOSS", &button("deepcli_reject"));
+    fake.wait("how to reject", |f| ephemerals(f) == 1);
+    let how = &fake.calls_by(&alpha, "chat.postEphemeral")[0];
+    assert!(
+        text(how).contains(&format!("/reject {id} <reason>")),
+        "{how}"
+    );
+    fake.click(&alpha, "U0HUMAN", &button("deepcli_accept"));
+    fake.wait("the private refusal", |f| ephemerals(f) == 2);
+    assert_eq!(task_state(&id), "pending_acceptance");
+    fake.click(&alpha, "U0BOSS", &button("deepcli_accept"));
+    fake.wait("accepted", |_| task_state(&id) == "accepted");
+
+    // The thread heard every move, in order, from A's bot, in the thread.
+    fake.wait("the last move told", |f| {
+        told(f)
+            .iter()
+            .any(|t| t.ends_with("accepted by slack:U0BOSS"))
+    });
+    let posts: Vec<Value> = fake
+        .posted_by(&alpha)
+        .into_iter()
+        .filter(|p| text(p).starts_with("[task "))
+        .collect();
+    assert!(
+        posts
+            .iter()
+            .all(|p| p["thread_ts"] == root.as_str() && p["channel"] == "C0MAIN"),
+        "{posts:#?}"
+    );
+    let said: Vec<String> = posts
+        .iter()
+        .map(|p| text(p).replacen(&format!("[task {id}] "), "", 1))
+        .map(|t| t.split(" (").next().unwrap().to_string())
+        .collect();
+    let expected = [
+        "alpha gave beta a task: rename --quiet to --silent. Accepted when: test.sh passes",
+        "beta asks: keep --quiet as an alias?",
+        "alpha answered: no alias",
+        "beta handed in change.diff",
+        "beta handed in test.sh",
+        "beta handed in test.log",
+        "beta submitted its result: renamed; test.sh passes",
+        "alpha checked the result: passes",
+        "rejected by slack:U0BOSS: the docs still say --quiet; back to beta",
+        "beta handed in change.diff",
+        "beta handed in test.sh",
+        "beta handed in test.log",
+        "beta submitted its result: docs too",
+        "alpha checked the result: passes",
+        "accepted by slack:U0BOSS",
+    ];
+    assert_eq!(said, expected);
+    assert!(
+        fake.posted_by(&beta)
+            .iter()
+            .all(|p| !text(p).starts_with("[task "))
+    );
+
+    // B never wrote into A's workspace: A's workspace changed only by what deepcli placed
+    // there, read-only.
+    let after_a = walk(&ws_a);
+    let new: Vec<&String> = after_a.iter().filter(|p| !before_a.contains(p)).collect();
+    assert_eq!(
+        new,
+        [
+            &format!("{copy}/change.diff"),
+            &format!("{copy}/test.log"),
+            &format!("{copy}/test.sh"),
+        ],
+        "{after_a:?}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let placed = ws_a.join(format!("{copy}/change.diff"));
+    assert_eq!(
+        placed.metadata().unwrap().permissions().mode() & 0o777,
+        0o444
+    );
+    assert_eq!(
+        digest(&std::fs::read(&placed).unwrap()),
+        digest(b"-  --quiet\n+  --silent\n- docs: --quiet\n+ docs: --silent\n")
+    );
+
+    // The audit tells the story, every move with who made it.
+    let story = String::from_utf8(deepcli(&up, &["audit", "--task", &id]).stdout).unwrap();
+    for part in [
+        "created by agent:alpha:slack:",
+        "asked by agent:beta via mcp: working → awaiting_input",
+        "answered by agent:alpha via mcp: awaiting_input → working",
+        "artifact by agent:beta via mcp: working (test.log 13 bytes, sha256 ",
+        "reviewed by agent:alpha via mcp: in_review → pending_acceptance (passed: true)",
+        "rejected by slack:U0BOSS via room: pending_acceptance → working",
+        "accepted by slack:U0BOSS via room: pending_acceptance → accepted",
+    ] {
+        assert!(story.contains(part), "{part:?} not in:\n{story}");
+    }
+}
+
+/// The files under `dir`, relative, sorted.
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                out.push(path.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
