@@ -41,7 +41,7 @@ impl Access {
             self.reset_if_stale(policy, agent_id, session_key).await;
         }
         let mut counted = None;
-        let reply = if kind == RuntimeKind::Acp && managed {
+        let reply = if kind.takes_prompts() && managed {
             let mut options = route.session_options();
             let begun = begun::BegunTurn {
                 key: key.clone(),

@@ -235,9 +235,11 @@ impl Hub {
                     "no agent `{assignee}` (agents_list shows whom you may message)"
                 ));
             }
-            Some(a) if !a.runtime.takes_prompts() => {
+            Some(a) if a.runtime != crate::config::model::RuntimeKind::Acp => {
+                // A remote A2A agent has no Hub tools to ask or submit with (tasks.md).
                 return said(format!(
-                    "agent `{assignee}` has no ACP or A2A runtime: it takes no tasks"
+                    "agent `{assignee}` has no ACP runtime (runtime.kind {}): it could not ask or submit, so it takes no tasks; message it with sessions_send",
+                    a.runtime.as_str()
                 ));
             }
             Some(_) => {}

@@ -323,28 +323,15 @@ impl TaskStore {
         by: &str,
         door: &str,
     ) -> Result<(), TaskError> {
-        let now = crate::clock::now();
-        self.db.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let Some(task) = read_task(&tx, id)? else {
-                return Ok(Err(TaskError::NotFound(id.to_string())));
-            };
-            if task.state.is_final() {
-                return Ok(Err(TaskError::Refused(format!(
-                    "task `{id}` is {} already: nothing is handed in to it",
-                    task.state
-                ))));
-            }
+        self.on_open_task(id, "nothing is handed in to it", |tx, task, now| {
             tx.execute(
                 "INSERT INTO task_artifacts (task_id, name, sha256, size, handed_in_by, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (task_id, name) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size, handed_in_by = excluded.handed_in_by, at = excluded.at",
                 params![id, name, stored.sha256, stored.size as i64, by, now],
             )?;
             let detail = json!({"name": name, "sha256": stored.sha256, "size": stored.size});
-            insert_event(&tx, id, "artifact", &format!("agent:{by}"), door, task.state.as_str(), Some(task.state), &detail, &now)?;
-            tx.commit()?;
-            Ok(Ok(()))
-        })?
+            insert_event(tx, id, "artifact", &format!("agent:{by}"), door, task.state.as_str(), Some(task.state), &detail, now)
+        })
     }
 
     /// Task `id`'s artifacts, by name.
@@ -375,18 +362,7 @@ impl TaskStore {
         actor: &Actor,
         door: &str,
     ) -> Result<(), TaskError> {
-        let now = crate::clock::now();
-        self.db.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let Some(task) = read_task(&tx, id)? else {
-                return Ok(Err(TaskError::NotFound(id.to_string())));
-            };
-            if task.state.is_final() {
-                return Ok(Err(TaskError::Refused(format!(
-                    "task `{id}` is {} already: its plan is kept as it was",
-                    task.state
-                ))));
-            }
+        self.on_open_task(id, "its plan is kept as it was", |tx, task, now| {
             for step in steps {
                 tx.execute(
                     "INSERT INTO task_steps (task_id, step_id, title, target_agent, session_key, runtime, run_id, acceptance, status, notes, updated_at)
@@ -398,7 +374,31 @@ impl TaskStore {
                 )?;
             }
             let detail = serde_json::to_value(steps).unwrap_or(Value::Null);
-            insert_event(&tx, id, "plan", &actor_text(actor), door, task.state.as_str(), Some(task.state), &json!({"steps": detail}), &now)?;
+            insert_event(tx, id, "plan", &actor_text(actor), door, task.state.as_str(), Some(task.state), &json!({"steps": detail}), now)
+        })
+    }
+
+    /// Runs `write` (with the task and the time) in an `IMMEDIATE` transaction on task `id`
+    /// while it is not final; when it is, refused, saying what is `kept`.
+    fn on_open_task(
+        &self,
+        id: &str,
+        kept: &str,
+        write: impl FnOnce(&rusqlite::Transaction<'_>, &Task, &str) -> rusqlite::Result<()>,
+    ) -> Result<(), TaskError> {
+        let now = crate::clock::now();
+        self.db.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(task) = read_task(&tx, id)? else {
+                return Ok(Err(TaskError::NotFound(id.to_string())));
+            };
+            if task.state.is_final() {
+                return Ok(Err(TaskError::Refused(format!(
+                    "task `{id}` is {} already: {kept}",
+                    task.state
+                ))));
+            }
+            write(&tx, &task, &now)?;
             tx.commit()?;
             Ok(Ok(()))
         })?

@@ -1029,3 +1029,54 @@ fn a_retried_message_id_gets_its_task_back_and_a_peers_streams_are_capped() {
         "{canceled:#}"
     );
 }
+
+/// A remote A2A agent (`runtime.kind: a2a`) bound to a chat answers in it like an `acp` one
+/// (tasks.md, "Mixed runtimes in one room"): the person's message is its prompt, in a context
+/// per conversation, and its answer is the chat's reply; a second message continues the same
+/// context.
+#[test]
+fn a_remote_a2a_agent_answers_in_a_chat_room() {
+    let remote = RemoteAgent::start(&[("A2A_REMOTE_TOKEN", "remote-secret-token")]);
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: remote\n      runtime: {{kind: a2a, url: \"{}\", token: {{source: env, id: REMOTE_TOKEN}}}}\n",
+        remote.url()
+    );
+    let channels = common::open(
+        "channels:\n  slack:\n    accounts:\n      default: {webhookSecret: {source: env, id: HOOK}}\n",
+    );
+    let bindings = "bindings:\n  - {agentId: remote, match: {channel: slack}}\n";
+    let up = Up::start_config(&agents, &channels, bindings, |c| {
+        c.env("REMOTE_TOKEN", "remote-secret-token")
+            .env("HOOK", "room-secret");
+    });
+    up.wait_for("the remote ready", |doc| {
+        Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "ready")
+    });
+    let say = |id: &str, text: &str| -> Value {
+        let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "room"},
+            "messageId": id, "sender": {"id": "u1", "name": "Ada"}, "text": text});
+        let (status, answer) = common::signed_inbound(up.addr, b"room-secret", &envelope);
+        assert_eq!(status, 200, "{answer}");
+        answer
+    };
+    let first = say("m-1", "hello remote");
+    let reply = first["reply"]["text"].as_str().unwrap_or_default();
+    assert!(
+        reply.starts_with("remote: ")
+            && reply.contains("hello remote")
+            && reply.ends_with("(context turn 1)"),
+        "{first:#}"
+    );
+    let second = say("m-2", "and again");
+    let reply = second["reply"]["text"].as_str().unwrap_or_default();
+    assert!(
+        reply.ends_with("(context turn 2)"),
+        "the same context: {second:#}"
+    );
+    let kept = transcript(&up.state, "agent:remote:slack:group:room");
+    assert!(
+        kept.iter()
+            .any(|(from, t)| from == "agent" && t.contains("hello remote")),
+        "{kept:?}"
+    );
+}

@@ -1058,55 +1058,6 @@ fn spawn_limits_hold_under_a_storm_and_nothing_leaks() {
     assert_eq!(tools, "mcp-tools: management_request", "{tools}");
 }
 
-/// codex-acp (a real ACP agent from the npm registry) takes the `mcpServers` deepcli passes at
-/// `session/new`: the session opens.
-#[test]
-fn codex_acp_accepts_the_hub_mcp_server_at_session_new() {
-    let codex = crate::common::codex_acp();
-    let agents = format!(
-        "agents:\n  list:\n    - id: alpha\n      runtime:\n        kind: acp\n        command: [\"{}\"]\n        env: {{OPENAI_API_KEY: {{source: env, id: DEEPCLI_TEST_OPENAI_KEY}}}}\n    - id: beta\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
-        codex.display(),
-        sdk_echo_agent().display()
-    );
-    let up = hub_up(&agents, |cmd| {
-        cmd.env("DEEPCLI_TEST_OPENAI_KEY", "sk-deepcli-test-not-a-real-key")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("CODEX_API_KEY")
-            .args(["--prompt-timeout-ms", "5000"]);
-    });
-    let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "ga"},
-        "messageId": "codex-1", "sender": {"id": "u1"}, "text": "hello"});
-    let body = envelope.to_string();
-    let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
-    let (_, answer) = http(
-        up.addr,
-        "POST",
-        "/v1/inbound",
-        &[
-            ("x-deepcli-signature", &signature),
-            ("content-type", "application/json"),
-        ],
-        &body,
-    );
-    // The prompt itself fails (the key is not real); the session opened before it.
-    let error = answer["error"].as_str().unwrap_or_default();
-    assert!(!error.contains("to open a session"), "{answer}");
-    let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
-    let opened: i64 = db
-        .query_row(
-            "SELECT count(*) FROM sessions WHERE session_key = ?1 AND runtime_session_id IS NOT NULL",
-            [ALPHA],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(opened, 1, "codex-acp did not open the session: {answer}");
-    let status = get(&up, "/v1/status");
-    assert!(
-        status["hub"]["liveTokens"].as_u64().unwrap() >= 1,
-        "{status:#}"
-    );
-}
-
 #[test]
 fn concurrent_sends_are_delivered_once_each_in_the_order_the_hub_accepted_them() {
     let up = hub_up(&agents("", "", "session: {maxPingPongTurns: 0}\n"), |_| {});

@@ -1,6 +1,6 @@
 //! The ACP agents the seeds name start under deepcli and take the Hub's MCP server at
-//! `session/new`, as codex-acp does (`hub::codex_acp_accepts_the_hub_mcp_server_at_session_new`):
-//! OpenCode (the seed's Bot B), the Claude ACP adapter and Gemini CLI, pinned npm peers
+//! `session/new`: codex-acp, OpenCode (the seed's Bot B), the Claude ACP adapter and Gemini CLI,
+//! pinned npm peers
 //! (tests/peers/package.json). No model is called: a chat message opens the runtime session,
 //! whose `session/new` carries the Hub's server; the runtime lists the Hub's tools (the
 //! `deepcli_hub_tool_lists_total` metric counts it); the prompt itself then fails or times
@@ -78,6 +78,21 @@ fn takes_the_hub(command: &[String], env: &str) -> Value {
 
 fn bin(package: &str, path: &str) -> String {
     npm_peer(package).join(path).display().to_string()
+}
+
+#[test]
+fn codex_acp_takes_the_hub_at_session_new() {
+    let codex = crate::common::codex_acp().display().to_string();
+    let info = takes_the_hub(
+        &[codex],
+        "OPENAI_API_KEY: {source: env, id: DEEPCLI_TEST_DUMMY_KEY}",
+    );
+    assert_eq!(info["agentInfo"]["name"], "codex-acp", "{info:#}");
+    assert_eq!(info["agentCapabilities"]["loadSession"], true, "{info:#}");
+    assert_eq!(
+        info["agentCapabilities"]["mcpCapabilities"]["http"], true,
+        "{info:#}"
+    );
 }
 
 #[test]
