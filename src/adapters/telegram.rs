@@ -739,4 +739,29 @@ mod tests {
         assert!(e.get("threadId").is_none());
         assert_eq!(e["sender"]["isBot"], false);
     }
+
+    #[test]
+    fn a_task_verdict_has_accept_and_reject_buttons_that_read_back_as_clicks() {
+        use crate::access::outbox::Cause;
+        let id = format!("task-{}", uuid::Uuid::new_v4());
+        let cause_id = format!("{id}@2026-12-05T06:00:00Z");
+        let (choices, carried) = Choice::buttons(Cause::TaskVerdict, &cause_id).unwrap();
+        assert_eq!(carried, id);
+        let keyboard = keyboard(choices, carried).expect("a task id fits Telegram's 64 bytes");
+        let row = &keyboard.inline_keyboard[0];
+        let labels: Vec<&str> = row.iter().map(|b| b.text.as_str()).collect();
+        assert_eq!(labels, ["Accept", "Reject"]);
+        for (button, choice) in row.iter().zip([Choice::Accept, Choice::Reject]) {
+            let update = typed(&json!({"update_id": 1, "callback_query": {
+                "id": "q1", "from": {"id": 7, "is_bot": false, "first_name": "B"},
+                "data": button.callback_data,
+                "message": {"message_id": 3, "chat": {"id": -100, "type": "group"}, "date": 0}}}));
+            let click = click(&update).unwrap();
+            assert_eq!(
+                (click.choice, click.approval_id.as_str()),
+                (choice, id.as_str())
+            );
+        }
+        assert!(Choice::buttons(Cause::Task, &cause_id).is_none());
+    }
 }

@@ -645,7 +645,9 @@ fn a_permission_request_waits_and_a_deleted_assignee_fails_its_tasks() {
 #[test]
 fn a_person_gives_a_task_in_the_room_and_the_operator_from_the_cli() {
     let alpha_more = "      permissions: {approvers: [\"slack:u1\"]}\n";
-    let up = hub_up(&agents("", alpha_more, ""), |_| {});
+    // A remote A2A agent (unreachable: it is never asked) takes no tasks.
+    let remote = "    - id: remote\n      runtime: {kind: a2a, url: \"http://127.0.0.1:9/a2a\"}\n";
+    let up = hub_up(&agents("", alpha_more, remote), |_| {});
     let answer = say(&up, "ga", "/task beta fix the parser | its tests pass");
     let id = answer
         .strip_prefix("task ")
@@ -701,6 +703,12 @@ fn a_person_gives_a_task_in_the_room_and_the_operator_from_the_cli() {
     assert!(
         own.starts_with("no task was given: a task is for another agent"),
         "{own}"
+    );
+    let remote = say(&up, "ga", "/task remote x | y");
+    assert!(
+        remote
+            .starts_with("no task was given: agent `remote` has no ACP runtime (runtime.kind a2a)"),
+        "{remote}"
     );
 
     let out = up.deepcli(&[
