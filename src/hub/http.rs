@@ -56,9 +56,27 @@ async fn session_caller(cx: &Ctx, headers: &HeaderMap) -> Option<HubCaller> {
     }
 }
 
-/// Lets a `/mcp` request through only with a live session token; the caller rides along in the
-/// request's extensions (rmcp hands the handler the request's parts).
+/// A request a web page made (it carries `Origin`): refused before anything else, whatever its
+/// token (the MCP spec's MUST against DNS rebinding). The Hub's doors serve agents and
+/// `deepcli hub mcp`, which send no `Origin`; a browser always does on a cross-origin POST.
+fn from_a_page(headers: &HeaderMap) -> Option<Response> {
+    let origin = headers.get(header::ORIGIN)?;
+    let origin = String::from_utf8_lossy(origin.as_bytes()).into_owned();
+    Some(
+        (
+            StatusCode::FORBIDDEN,
+            Json(json!({"error": format!("a request from a web page (Origin `{origin}`) is refused: the Hub's doors serve agents, never pages")})),
+        )
+            .into_response(),
+    )
+}
+
+/// Lets a `/mcp` request through only with a live session token and no `Origin`; the caller
+/// rides along in the request's extensions (rmcp hands the handler the request's parts).
 async fn mcp_auth(State(cx): State<Ctx>, mut request: Request, next: Next) -> Response {
+    if let Some(refused) = from_a_page(request.headers()) {
+        return refused;
+    }
     match session_caller(&cx, request.headers()).await {
         Some(caller) => {
             request.extensions_mut().insert(caller);
@@ -116,6 +134,9 @@ async fn read_json(body: Body) -> Result<Value, Response> {
 }
 
 async fn tools(State(cx): State<Ctx>, headers: HeaderMap) -> Response {
+    if let Some(refused) = from_a_page(&headers) {
+        return refused;
+    }
     let Some(caller) = session_caller(&cx, &headers).await else {
         return unauthorized(NO_TOKEN);
     };
@@ -124,6 +145,9 @@ async fn tools(State(cx): State<Ctx>, headers: HeaderMap) -> Response {
 }
 
 async fn call(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
+    if let Some(refused) = from_a_page(&headers) {
+        return refused;
+    }
     let Some(caller) = session_caller(&cx, &headers).await else {
         return unauthorized(NO_TOKEN);
     };
@@ -331,6 +355,8 @@ pub(crate) fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
     }
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
+        // No page may call it (also refused before, in `mcp_auth`).
+        .enforce_origin_validation()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_max_request_body_bytes(BODY_LIMIT);

@@ -315,6 +315,30 @@ fn the_http_mcp_server_serves_agents_that_take_it_and_refuses_forged_tokens() {
             assert_eq!(status, 401, "{path} {auth}: {answer}");
         }
     }
+    // A web page's request (it carries Origin) is refused before its token is read: the
+    // MCP spec's MUST against DNS rebinding.
+    for path in ["/mcp", "/v1/hub/call", "/v1/hub/tools"] {
+        let (status, answer) = http(
+            up.addr,
+            "POST",
+            path,
+            &[
+                ("authorization", forged.as_str()),
+                ("origin", "http://evil.example"),
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+            ],
+            init.as_str(),
+        );
+        assert_eq!(status, 403, "{path}: {answer}");
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains("Origin `http://evil.example`"),
+            "{answer}"
+        );
+    }
     // The operator token is no session token either.
     let auth = operator(&up);
     let (status, _) = http(
