@@ -504,6 +504,7 @@ async fn send(
     params: &Value,
 ) -> Result<(Value, Option<std::time::Duration>), RpcError> {
     let incoming = wire::incoming(params)?;
+    let history = wire::send_history(params)?;
     let immediately = incoming.return_immediately;
     let Sent {
         mut task,
@@ -515,7 +516,10 @@ async fn send(
             a2a.watch(task.task_id.clone(), run);
         }
         let (task, runs) = a2a.load(caller, &task.task_id).await?;
-        return Ok((wire.send_result(wire.task(&task, &runs, None, true)), None));
+        return Ok((
+            wire.send_result(wire.task(&task, &runs, history, true)),
+            None,
+        ));
     }
     let (ended, runtime) = a2a
         .hub
@@ -533,7 +537,7 @@ async fn send(
     };
     task.state = a2a.note_state(&task, &runs).await.to_string();
     Ok((
-        wire.send_result(wire.task(&task, &runs, None, true)),
+        wire.send_result(wire.task(&task, &runs, history, true)),
         runtime,
     ))
 }

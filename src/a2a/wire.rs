@@ -284,13 +284,52 @@ impl Wire {
 
 // ---- requests ----------------------------------------------------------------------------
 
-/// `historyLength` of a request: `None` when not given.
+/// Field `name` (lowerCamelCase) of `object`, in either of ProtoJSON's spellings: a parser
+/// accepts `contextId` and `context_id` alike, so a server must not ignore the second. `None`
+/// when neither is given (or null); refused when both are, differently.
+pub(crate) fn field<'a>(object: &'a Value, name: &str) -> Result<Option<&'a Value>, RpcError> {
+    let snake = snake_case(name);
+    let camel = object.get(name).filter(|v| !v.is_null());
+    let other = object.get(&snake).filter(|v| !v.is_null());
+    match (camel, other) {
+        (Some(a), Some(b)) if a != b => Err(RpcError::invalid_params(format!(
+            "`{name}` and `{snake}` are the same field, given twice with different values"
+        ))),
+        (Some(v), _) | (None, Some(v)) => Ok(Some(v)),
+        (None, None) => Ok(None),
+    }
+}
+
+/// `contextId` → `context_id`.
+fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `historyLength` of a request (or of its `configuration`): `None` when not given.
 pub(crate) fn history_length(params: &Value) -> Result<Option<usize>, RpcError> {
-    match params.get("historyLength") {
-        None | Some(Value::Null) => Ok(None),
+    match field(params, "historyLength")? {
+        None => Ok(None),
         Some(v) => v.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
             RpcError::invalid_params("`historyLength` must be a non-negative integer")
         }),
+    }
+}
+
+/// SendMessage's `configuration.historyLength`: how much of the task's history its answer
+/// carries (`None`: all of it).
+pub(crate) fn send_history(params: &Value) -> Result<Option<usize>, RpcError> {
+    match field(params, "configuration")? {
+        Some(configuration) => history_length(configuration),
+        None => Ok(None),
     }
 }
 
@@ -301,8 +340,7 @@ pub(crate) fn incoming(params: &Value) -> Result<Incoming, RpcError> {
             "`message` (an object) is required",
         ));
     };
-    let message_id = message
-        .get("messageId")
+    let message_id = field(message, "messageId")?
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty() && s.len() <= 256)
         .ok_or_else(|| {
@@ -355,37 +393,36 @@ pub(crate) fn incoming(params: &Value) -> Result<Incoming, RpcError> {
             )));
         }
     }
-    let field = |k: &str| {
-        message
-            .get(k)
+    let id = |k: &str| -> Result<Option<String>, RpcError> {
+        Ok(field(message, k)?
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .map(str::to_string)
+            .map(str::to_string))
+    };
+    let configuration = field(params, "configuration")?.cloned().unwrap_or_default();
+    let flag = |k: &str| -> Result<Option<bool>, RpcError> {
+        Ok(field(&configuration, k)?.and_then(Value::as_bool))
     };
     Ok(Incoming {
         message_id,
         text,
-        context_id: field("contextId"),
-        task_id: field("taskId"),
-        return_immediately: params
-            .pointer("/configuration/returnImmediately")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-            || params.pointer("/configuration/blocking") == Some(&Value::Bool(false)),
+        context_id: id("contextId")?,
+        task_id: id("taskId")?,
+        return_immediately: flag("returnImmediately")?.unwrap_or(false)
+            || flag("blocking")? == Some(false),
     })
 }
 
 /// ListTasks' params (`pageSize`, `status`, `pageToken`, `contextId`, `historyLength`,
 /// `includeArtifacts`).
 pub(crate) fn list_query(params: &Value) -> Result<ListQuery, RpcError> {
-    let text = |k: &str| {
-        params
-            .get(k)
+    let text = |k: &str| -> Result<Option<&str>, RpcError> {
+        Ok(field(params, k)?
             .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
+            .filter(|s| !s.is_empty()))
     };
-    let page_size = match params.get("pageSize") {
-        None | Some(Value::Null) => 50,
+    let page_size = match field(params, "pageSize")? {
+        None => 50,
         Some(v) => match v.as_u64() {
             Some(n @ 1..=100) => n as usize,
             _ => {
@@ -395,13 +432,13 @@ pub(crate) fn list_query(params: &Value) -> Result<ListQuery, RpcError> {
             }
         },
     };
-    let state = match text("status") {
+    let state = match text("status")? {
         None | Some("TASK_STATE_UNSPECIFIED") => None,
         Some(s) => Some(state::parse(s).ok_or_else(|| {
             RpcError::invalid_params(format!("`status` `{s}` is not a task state (TASK_STATE_…)"))
         })?),
     };
-    let before = match text("pageToken") {
+    let before = match text("pageToken")? {
         None => None,
         Some(t) => Some(
             t.split_once('.')
@@ -414,11 +451,10 @@ pub(crate) fn list_query(params: &Value) -> Result<ListQuery, RpcError> {
     Ok(ListQuery {
         page_size,
         state,
-        context_id: text("contextId").map(str::to_string),
+        context_id: text("contextId")?.map(str::to_string),
         before,
         history: history_length(params)?,
-        artifacts: params
-            .get("includeArtifacts")
+        artifacts: field(params, "includeArtifacts")?
             .and_then(Value::as_bool)
             .unwrap_or(false),
     })
@@ -545,12 +581,18 @@ mod tests {
                 artifacts: true,
             }
         );
+        // ProtoJSON's other spelling reads the same (issue 38: `context_id` was ignored, and a
+        // peer listing its context got every task).
+        let snake = json!({"page_size": 3, "status": "input-required", "page_token": "17.t-1",
+            "context_id": "c", "history_length": 2, "include_artifacts": true});
+        assert_eq!(list_query(&snake).unwrap(), list_query(&all).unwrap());
         for bad in [
             json!({"pageSize": 0}),
             json!({"pageSize": 101}),
             json!({"status": "cancelled"}),
             json!({"pageToken": "x"}),
             json!({"historyLength": -1}),
+            json!({"contextId": "a", "context_id": "b"}),
         ] {
             assert_eq!(list_query(&bad).unwrap_err().code, -32602, "{bad}");
         }
@@ -562,5 +604,29 @@ mod tests {
         assert_eq!(state::parse("input-required"), Some(state::INPUT_REQUIRED));
         assert_eq!(state::parse("TASK_STATE_CANCELED"), Some(state::CANCELED));
         assert_eq!(state::parse("cancelled"), None);
+    }
+
+    #[test]
+    fn a_message_and_its_configuration_read_in_both_spellings() {
+        let part = json!([{"text": "hi"}]);
+        let camel = json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": part,
+            "contextId": "c1", "taskId": "t1"}, "configuration": {"returnImmediately": true, "historyLength": 1}});
+        let snake = json!({"message": {"message_id": "m1", "role": "ROLE_USER", "parts": part,
+            "context_id": "c1", "task_id": "t1"}, "configuration": {"return_immediately": true, "history_length": 1}});
+        for params in [&camel, &snake] {
+            let incoming = incoming(params).unwrap();
+            assert_eq!(
+                (
+                    incoming.message_id.as_str(),
+                    incoming.context_id.as_deref(),
+                    incoming.task_id.as_deref(),
+                    incoming.return_immediately
+                ),
+                ("m1", Some("c1"), Some("t1"), true),
+                "{params}"
+            );
+            assert_eq!(send_history(params).unwrap(), Some(1), "{params}");
+        }
+        assert_eq!(send_history(&json!({})).unwrap(), None);
     }
 }

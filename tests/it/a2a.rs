@@ -1080,3 +1080,58 @@ fn a_remote_a2a_agent_answers_in_a_chat_room() {
         "{kept:?}"
     );
 }
+
+/// SendMessage honours `configuration.historyLength`, and every parameter is read in both of
+/// ProtoJSON's spellings (issue 38: `context_id` was ignored, so a ListTasks for one context
+/// returned every task of the peer).
+#[test]
+fn send_honours_history_length_and_params_read_in_both_spellings() {
+    let up = up();
+    let call = |method: &str, params: Value| {
+        let body = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+        )
+        .unwrap();
+        let (status, answer) = rpc(&up, &body, &[]);
+        assert_eq!(status, 200, "{answer:#}");
+        assert!(answer.get("error").is_none(), "{answer:#}");
+        answer["result"].clone()
+    };
+    let send = |id: &str, context: Option<&str>, configuration: Value| {
+        let mut message = json!({"message_id": id, "role": "ROLE_USER", "parts": [{"text": id}]});
+        if let Some(context) = context {
+            message["context_id"] = context.into();
+        }
+        call(
+            "SendMessage",
+            json!({"message": message, "configuration": configuration}),
+        )["task"]
+            .clone()
+    };
+    let first = send("first", None, json!({"historyLength": 0}));
+    assert!(first.get("history").is_none(), "{first:#}");
+    let context = first["contextId"].as_str().unwrap().to_string();
+    let second = send("second", Some(&context), json!({"history_length": 1}));
+    assert_eq!(second["contextId"], context.as_str(), "{second:#}");
+    assert_eq!(
+        second["history"].as_array().map(Vec::len),
+        Some(1),
+        "{second:#}"
+    );
+    let all = send("third", Some(&context), json!({}));
+    assert!(all["history"].as_array().unwrap().len() >= 2, "{all:#}");
+    send("elsewhere", None, json!({}));
+
+    let listed = call("ListTasks", json!({"context_id": context, "page_size": 10}));
+    let tasks = listed["tasks"].as_array().unwrap();
+    assert!(!tasks.is_empty(), "{listed:#}");
+    assert!(
+        tasks.iter().all(|t| t["contextId"] == context.as_str()),
+        "only the asked context: {listed:#}"
+    );
+    let both = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks",
+        "params": {"contextId": "a", "context_id": "b"}}))
+    .unwrap();
+    let (_, refused) = rpc(&up, &both, &[]);
+    assert_eq!(refused["error"]["code"], -32602, "{refused:#}");
+}
