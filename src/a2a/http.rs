@@ -127,13 +127,34 @@ mod tests {
     }
 }
 
+/// A card with its validator (A2A's "caching" SHOULD): an `ETag` of its bytes, and `304 Not
+/// Modified` to a client whose `If-None-Match` names it. The card changes only with the config
+/// (and the `Host` it is fetched through), so its bytes are its version.
+fn cached_card(card: &Value, headers: &HeaderMap) -> Response {
+    use sha2::Digest;
+    let body = serde_json::to_vec(card).unwrap_or_default();
+    let digest = hex::encode(sha2::Sha256::digest(&body));
+    let etag = format!("\"{}\"", &digest[..32]);
+    let matches = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|tag| tag.trim().trim_start_matches("W/"))
+        .any(|tag| tag == etag || tag == "*");
+    let cache = [
+        (header::CACHE_CONTROL, "max-age=60".to_string()),
+        (header::ETAG, etag),
+    ];
+    if matches {
+        return (StatusCode::NOT_MODIFIED, cache).into_response();
+    }
+    (cache, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
 fn card_response(agent: Option<&Exposed>, headers: &HeaderMap) -> Response {
     match agent {
-        Some(agent) => (
-            [(header::CACHE_CONTROL, "max-age=60")],
-            Json(wire::agent_card(agent, &base_url(headers))),
-        )
-            .into_response(),
+        Some(agent) => cached_card(&wire::agent_card(agent, &base_url(headers)), headers),
         None => (
             StatusCode::NOT_FOUND,
             Json(
@@ -149,11 +170,10 @@ async fn hub_card(State(a2a): State<Arc<A2a>>, headers: HeaderMap) -> Response {
     if plan.exposed.is_empty() {
         return card_response(None, &headers);
     }
-    (
-        [(header::CACHE_CONTROL, "max-age=60")],
-        Json(wire::hub_card_of(&plan.exposed, &base_url(&headers))),
+    cached_card(
+        &wire::hub_card_of(&plan.exposed, &base_url(&headers)),
+        &headers,
     )
-        .into_response()
 }
 
 async fn agent_card_at(

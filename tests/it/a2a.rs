@@ -346,6 +346,23 @@ fn the_door_refuses_a_wrong_token_an_agent_outside_allow_agents_and_a_peer_over_
     assert_eq!(status["a2a"]["refused"]["unauthenticated"], 2, "{status:#}");
     assert_eq!(status["a2a"]["refused"]["forbidden"], 1, "{status:#}");
     assert_eq!(status["a2a"]["refused"]["rateLimited"], 3, "{status:#}");
+    // A card has a validator: asked again with it, it is not sent again.
+    for path in [
+        "/.well-known/agent-card.json",
+        "/a2a/sdk/.well-known/agent-card.json",
+    ] {
+        let card = http(up.addr, "GET", path, &[], b"");
+        assert_eq!(card.status, 200, "{path}");
+        let etag = card.etag.unwrap_or_else(|| panic!("{path}: no ETag"));
+        let again = http(up.addr, "GET", path, &[("if-none-match", &etag)], b"");
+        assert_eq!(
+            (again.status, again.etag.as_deref()),
+            (304, Some(etag.as_str())),
+            "{path}"
+        );
+        let stale = http(up.addr, "GET", path, &[("if-none-match", "\"0\"")], b"");
+        assert_eq!(stale.status, 200, "{path}");
+    }
     // A card for an agent that is not exposed does not exist.
     assert_eq!(
         http(

@@ -521,6 +521,8 @@ pub struct Answer {
     pub generation: Option<u64>,
     /// The `server-timing` header, when there is one.
     pub server_timing: Option<String>,
+    /// The `etag` header, when there is one.
+    pub etag: Option<String>,
     /// JSON when it parses, else the text.
     pub body: Value,
 }
@@ -562,12 +564,17 @@ pub fn http(
         .headers()
         .get("server-timing")
         .and_then(|v| Some(v.to_str().ok()?.to_string()));
+    let etag = response
+        .headers()
+        .get("etag")
+        .and_then(|v| Some(v.to_str().ok()?.to_string()));
     let text = response.into_body().read_to_string().unwrap();
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
     Answer {
         status,
         generation,
         server_timing,
+        etag,
         body,
     }
 }
