@@ -185,8 +185,19 @@ async fn agent_card_at(
     card_response(plan.exposed(&agent), &headers)
 }
 
+/// A JSON-RPC error; an A2A one (-32001 … -32009) carries its `google.rpc.ErrorInfo` in
+/// `data`, as A2A 1.0 requires: the error's name as `reason`, domain `a2a-protocol.org`.
 fn rpc_error(id: &Value, e: &RpcError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}})
+    let mut error = json!({"code": e.code, "message": e.message});
+    if let Some(reason) = e.reason() {
+        error["data"] = json!([{
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": reason,
+            "domain": "a2a-protocol.org",
+            "metadata": {},
+        }]);
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
 }
 
 /// A refusal at the door: an HTTP status and a JSON-RPC error body saying why.

@@ -210,6 +210,23 @@ impl RpcError {
     pub(crate) fn internal(message: impl std::fmt::Display) -> RpcError {
         RpcError::new(-32603, format!("internal error: {message}"))
     }
+
+    /// The `ErrorInfo` reason of an A2A error (A2A 1.0, "Error handling": its name in
+    /// UPPER_SNAKE_CASE without `Error`); `None` for JSON-RPC's own codes.
+    pub(crate) fn reason(&self) -> Option<&'static str> {
+        Some(match self.code {
+            -32001 => "TASK_NOT_FOUND",
+            -32002 => "TASK_NOT_CANCELABLE",
+            -32003 => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            -32004 => "UNSUPPORTED_OPERATION",
+            -32005 => "CONTENT_TYPE_NOT_SUPPORTED",
+            -32006 => "INVALID_AGENT_RESPONSE",
+            -32007 => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            -32008 => "EXTENSION_SUPPORT_REQUIRED",
+            -32009 => "VERSION_NOT_SUPPORTED",
+            _ => return None,
+        })
+    }
 }
 
 /// Requests and refusals, for `/v1/status` and `/metrics`.
@@ -854,5 +871,24 @@ mod tests {
     fn a_watched_run_is_polled_at_10ms_doubling_to_250ms() {
         let steps: Vec<u128> = poll_steps().take(8).map(ms).collect();
         assert_eq!(steps, [10, 20, 40, 80, 160, 250, 250, 250]);
+    }
+
+    #[test]
+    fn each_a2a_error_code_has_its_own_reason_and_json_rpcs_have_none() {
+        let reasons: Vec<&str> = (-32009..=-32001)
+            .map(|code| RpcError::new(code, "x").reason().expect("an A2A code"))
+            .collect();
+        let mut distinct = reasons.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 9, "{reasons:?}");
+        assert!(
+            reasons
+                .iter()
+                .all(|r| r.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        );
+        for code in [-32700, -32600, -32601, -32602, -32603, -32000, -32010] {
+            assert_eq!(RpcError::new(code, "x").reason(), None, "{code}");
+        }
     }
 }

@@ -462,6 +462,17 @@ fn bad_json_rpc_is_answered_with_its_error_and_changes_nothing() {
         &[],
     );
     assert_eq!(file["error"]["code"], -32005, "{file:#}");
+    // An A2A error carries its ErrorInfo (A2A 1.0's MUST).
+    let info = &file["error"]["data"][0];
+    assert_eq!(
+        (&info["@type"], &info["reason"], &info["domain"]),
+        (
+            &json!("type.googleapis.com/google.rpc.ErrorInfo"),
+            &json!("CONTENT_TYPE_NOT_SUPPORTED"),
+            &json!("a2a-protocol.org")
+        ),
+        "{file:#}"
+    );
     assert_eq!(oversized(&up), 413);
     let (_, version) = rpc(
         &up,
@@ -469,6 +480,10 @@ fn bad_json_rpc_is_answered_with_its_error_and_changes_nothing() {
         &[("a2a-version", "0.5")],
     );
     assert_eq!(version["error"]["code"], -32009, "{version:#}");
+    assert_eq!(
+        version["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED",
+        "{version:#}"
+    );
     let (_, ctx) = rpc(
         &up,
         &call(
@@ -484,6 +499,10 @@ fn bad_json_rpc_is_answered_with_its_error_and_changes_nothing() {
         &[],
     );
     assert_eq!(push["error"]["code"], -32003, "{push:#}");
+    assert_eq!(
+        push["error"]["data"][0]["reason"], "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        "{push:#}"
+    );
     // Nothing of it became a task.
     assert_eq!(up.status().unwrap()["a2a"]["tasks"], 0);
 
