@@ -480,7 +480,8 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
             Err(r) => return refused(r),
             Ok(slot) => match stream_send(&a2a, &caller, wire, &params).await {
                 Ok((task_id, run)) => {
-                    return sse(a2a.clone(), caller, wire, id, task_id, run, slot);
+                    let to = Until::Interrupted;
+                    return sse(a2a.clone(), caller, wire, id, task_id, run, slot, to);
                 }
                 Err(e) => Err(e),
             },
@@ -489,7 +490,8 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
             Err(r) => return refused(r),
             Ok(slot) => match subscribe(&a2a, &caller, task_id()).await {
                 Ok((task_id, run)) => {
-                    return sse(a2a.clone(), caller, wire, id, task_id, run, slot);
+                    let to = Until::Terminal;
+                    return sse(a2a.clone(), caller, wire, id, task_id, run, slot, to);
                 }
                 Err(e) => Err(e),
             },
@@ -608,18 +610,75 @@ async fn subscribe(
     Ok((task_id, run))
 }
 
+/// What became of a task waiting for input while a subscriber waited.
+enum Waited {
+    /// The peer's next message made run `.0` (in state `.1`), the task's `.2`-th.
+    Run(String, RunState, usize),
+    /// It became terminal (cancelled while it waited): its final status.
+    Ended(Value),
+    /// The subscriber went away.
+    Gone,
+}
+
+/// Waits until task `task_id` has a run after its first `runs` (the peer's next message), or
+/// became terminal, or the subscriber went away.
+async fn next_run(
+    a2a: &Arc<A2a>,
+    caller: &A2aCaller,
+    wire: Wire,
+    task_id: &str,
+    runs: usize,
+    tx: &tokio::sync::mpsc::Sender<Value>,
+) -> Result<Waited, RpcError> {
+    let mut steps = super::poll_steps();
+    loop {
+        let step = steps.next().unwrap_or(super::POLL_STEP_MAX);
+        tokio::select! {
+            () = tokio::time::sleep(step) => {}
+            () = tx.closed() => return Ok(Waited::Gone),
+        }
+        let (task, all) = a2a.load(caller, task_id).await?;
+        if all.len() > runs
+            && let Some(last) = all.last()
+        {
+            return Ok(Waited::Run(last.run_id.clone(), last.state, all.len()));
+        }
+        let (now, unknown) = wire::task_state(&task.state, all.last());
+        if state::is_terminal(now) {
+            let status = wire.status(task_id, &task.context_id, now, unknown, all.last());
+            return Ok(Waited::Ended(wire.status_event(
+                task_id,
+                &task.context_id,
+                status,
+                true,
+            )));
+        }
+    }
+}
+
+/// When a task's stream ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// When the task stops working, waiting for input included (`SendStreamingMessage`).
+    Interrupted,
+    /// When the task is terminal (`SubscribeToTask`): a task waiting for input is followed
+    /// into its next message's run, so a subscriber sees it finish.
+    Terminal,
+}
+
 /// The task's events as Server-Sent Events: the task first, then each change of its run's
-/// state, the artifact and the final status; the stream ends when the task stops working.
-/// `slot` is held as long as the response body lives, and the events' task stops when the
-/// peer goes away.
+/// state, the artifact and the final status; the stream ends as `until` says. `slot` is held
+/// as long as the response body lives, and the events' task stops when the peer goes away.
+#[allow(clippy::too_many_arguments)]
 fn sse(
     a2a: Arc<A2a>,
     caller: A2aCaller,
     wire: Wire,
     id: Value,
     task_id: String,
-    run_id: String,
+    mut run_id: String,
     slot: StreamSlot,
+    until: Until,
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Value>(16);
     tokio::spawn(async move {
@@ -649,6 +708,22 @@ fn sse(
         }
         // The task event told the run's state as it was: only changes from it follow.
         let mut seen = runs.last().map_or(RunState::Accepted, |r| r.state);
+        let mut told_runs = runs.len();
+        // Subscribed while it waits for input: the task event said so; what follows is the
+        // next message's run.
+        if until == Until::Terminal && seen.is_final() {
+            match next_run(&a2a, &caller, wire, &task_id, told_runs, &tx).await {
+                Ok(Waited::Run(run, state, count)) => {
+                    (run_id, seen, told_runs) = (run, state, count)
+                }
+                Ok(Waited::Ended(last)) => {
+                    let _ = emit(last).await;
+                    return;
+                }
+                Ok(Waited::Gone) => return,
+                Err(e) => return fail(e).await,
+            }
+        }
         loop {
             let next = a2a.next_state(&run_id, seen, std::time::Duration::from_secs(3600));
             let run = tokio::select! {
@@ -692,8 +767,22 @@ fn sse(
             }
             let (st, unknown) = wire::task_state(&task.state, runs.last());
             let status = wire.status(&task_id, &context_id, st, unknown, runs.last());
-            let _ = emit(wire.status_event(&task_id, &context_id, status, true)).await;
-            return;
+            let waits = until == Until::Terminal && !state::is_terminal(st);
+            if !emit(wire.status_event(&task_id, &context_id, status, !waits)).await || !waits {
+                return;
+            }
+            told_runs = told_runs.max(runs.len());
+            match next_run(&a2a, &caller, wire, &task_id, told_runs, &tx).await {
+                Ok(Waited::Run(run, state, count)) => {
+                    (run_id, seen, told_runs) = (run, state, count)
+                }
+                Ok(Waited::Ended(last)) => {
+                    let _ = emit(last).await;
+                    return;
+                }
+                Ok(Waited::Gone) => return,
+                Err(e) => return fail(e).await,
+            }
         }
     });
     let events = futures_util::stream::unfold((rx, slot), |(mut rx, slot)| async move {

@@ -201,6 +201,15 @@ fn an_agent_asking_back_is_input_required_and_the_answer_continues_the_task() {
     assert_eq!(text_of(&asked["status"]["message"]), "Which city?");
     assert!(asked.get("artifacts").is_none(), "{asked:#}");
     let id = asked["id"].as_str().unwrap();
+    // A subscriber to the task waiting for input stays until it is terminal (issue 38: the
+    // stream sent the task and closed), and sees the answer's run finish it.
+    let watcher = {
+        let (url, id) = (url.clone(), id.to_string());
+        std::thread::spawn(move || client(&["subscribe", &url, TOKEN, &id]))
+    };
+    common::wait_until("the subscription open", || {
+        up.status().is_some_and(|s| s["a2a"]["streams"] == 1)
+    });
     let done = one(&["send", &url, TOKEN, "Paris", "trip", id]);
     assert_eq!(done["id"], id, "{done:#}");
     assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done:#}");
@@ -209,6 +218,23 @@ fn an_agent_asking_back_is_input_required_and_the_answer_continues_the_task() {
         "{done:#}"
     );
     assert_eq!(done["history"].as_array().unwrap().len(), 4);
+    let (ok, events) = watcher.join().unwrap();
+    assert!(ok, "{events:#?}");
+    assert_eq!(
+        events[0]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{events:#?}"
+    );
+    assert_eq!(
+        events.last().unwrap()["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{events:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| text_of(&e["artifactUpdate"]["artifact"]).ends_with("Paris (turn 2)")),
+        "{events:#?}"
+    );
     // A finished task takes no more messages.
     let refused = fails(&["send", &url, TOKEN, "more", "trip", id]);
     assert!(
