@@ -709,22 +709,22 @@ fn sse(
         // The task event told the run's state as it was: only changes from it follow.
         let mut seen = runs.last().map_or(RunState::Accepted, |r| r.state);
         let mut told_runs = runs.len();
-        // Subscribed while it waits for input: the task event said so; what follows is the
-        // next message's run.
-        if until == Until::Terminal && seen.is_final() {
-            match next_run(&a2a, &caller, wire, &task_id, told_runs, &tx).await {
-                Ok(Waited::Run(run, state, count)) => {
-                    (run_id, seen, told_runs) = (run, state, count)
-                }
-                Ok(Waited::Ended(last)) => {
-                    let _ = emit(last).await;
-                    return;
-                }
-                Ok(Waited::Gone) => return,
-                Err(e) => return fail(e).await,
-            }
-        }
         loop {
+            // The run ended and the task waits for input (subscribed then, or it came to it):
+            // a subscriber follows it into the run of the peer's next message.
+            if until == Until::Terminal && seen.is_final() {
+                match next_run(&a2a, &caller, wire, &task_id, told_runs, &tx).await {
+                    Ok(Waited::Run(run, state, count)) => {
+                        (run_id, seen, told_runs) = (run, state, count)
+                    }
+                    Ok(Waited::Ended(last)) => {
+                        let _ = emit(last).await;
+                        return;
+                    }
+                    Ok(Waited::Gone) => return,
+                    Err(e) => return fail(e).await,
+                }
+            }
             let next = a2a.next_state(&run_id, seen, std::time::Duration::from_secs(3600));
             let run = tokio::select! {
                 run = next => match run {
@@ -772,17 +772,6 @@ fn sse(
                 return;
             }
             told_runs = told_runs.max(runs.len());
-            match next_run(&a2a, &caller, wire, &task_id, told_runs, &tx).await {
-                Ok(Waited::Run(run, state, count)) => {
-                    (run_id, seen, told_runs) = (run, state, count)
-                }
-                Ok(Waited::Ended(last)) => {
-                    let _ = emit(last).await;
-                    return;
-                }
-                Ok(Waited::Gone) => return,
-                Err(e) => return fail(e).await,
-            }
         }
     });
     let events = futures_util::stream::unfold((rx, slot), |(mut rx, slot)| async move {

@@ -34,18 +34,7 @@ fn takes_the_hub(command: &[String], env: &str) -> Value {
     let info = Up::runtime(&status, "alpha").unwrap()["info"].clone();
     let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "ga"},
         "messageId": "hello-1", "sender": {"id": "u1"}, "text": "hello"});
-    let body = envelope.to_string();
-    let signature = deepcli::sign(SECRET.as_bytes(), body.as_bytes());
-    let (_, answer) = http(
-        up.addr,
-        "POST",
-        "/v1/inbound",
-        &[
-            ("x-deepcli-signature", &signature),
-            ("content-type", "application/json"),
-        ],
-        &body,
-    );
+    let (_, answer) = crate::common::signed_inbound(up.addr, SECRET.as_bytes(), &envelope);
     let error = answer["error"].as_str().unwrap_or_default();
     assert!(!error.contains("to open a session"), "{answer}");
     let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
