@@ -286,6 +286,24 @@ impl Access {
         }
     }
 
+    /// Queues a task verdict's outcome (`text`) where the task's newest verdict message went:
+    /// a carrier that can edits that message, its buttons gone (tasks.md).
+    pub(crate) async fn announce_task_outcome(&self, task_id: &str, text: String) {
+        let id = task_id.to_string();
+        let verdict = self.blocking(move |s| s.outbox_task_verdict(&id)).await;
+        let Ok(Some(verdict)) = verdict else {
+            return;
+        };
+        let said = Outgoing {
+            cause: Cause::TaskVerdictOutcome,
+            text,
+            ..verdict
+        };
+        if let Err(e) = self.say(said).await {
+            tracing::warn!(task = %task_id, error = %e, "cannot queue a task verdict's outcome");
+        }
+    }
+
     /// Answers an approval command (`/approve <id>`, `/deny <id>`) from a chat: from an
     /// approver, the door decides (or refuses them); the answer is the response, recorded as
     /// this envelope's, and goes to the reply sink. From anyone else it is any message of

@@ -28,6 +28,8 @@ pub(crate) enum Cause {
     /// A task's check passed: a person decides, with Accept and Reject buttons where the
     /// platform has them (tasks.md).
     TaskVerdict,
+    /// What a person decided: the verdict's message edited, its buttons gone.
+    TaskVerdictOutcome,
 }
 
 impl Cause {
@@ -41,6 +43,7 @@ impl Cause {
             Cause::Notice => "notice",
             Cause::Task => "task",
             Cause::TaskVerdict => "task-verdict",
+            Cause::TaskVerdictOutcome => "task-verdict-outcome",
         }
     }
 
@@ -54,6 +57,7 @@ impl Cause {
             Cause::Notice,
             Cause::Task,
             Cause::TaskVerdict,
+            Cause::TaskVerdictOutcome,
         ]
         .into_iter()
         .find(|c| c.as_str() == s)
@@ -178,6 +182,17 @@ pub(super) fn said_for(
         "{QUEUED} WHERE cause = ?1 AND cause_id = ?2 ORDER BY seq LIMIT 1"
     ))?
     .query_row(params![cause.as_str(), cause_id], queued)
+    .optional()
+    .map(|q| q.map(|q| q.said))
+}
+
+/// The newest verdict message of task `task_id` (its cause id is `<task>@<uuid>`).
+pub(super) fn task_verdict(c: &Connection, task_id: &str) -> rusqlite::Result<Option<Outgoing>> {
+    c.prepare_cached(&format!(
+        "{QUEUED} WHERE cause = 'task-verdict' AND substr(cause_id, 1, length(?1) + 1) = ?1 || '@'
+         ORDER BY seq DESC LIMIT 1"
+    ))?
+    .query_row([task_id], queued)
     .optional()
     .map(|q| q.map(|q| q.said))
 }
@@ -309,7 +324,7 @@ pub(super) fn dead(
 pub(super) fn prompt(c: &Connection, approval_id: &str) -> rusqlite::Result<Option<PostedPrompt>> {
     c.prepare_cached(
         "SELECT carrier, posted_id, text FROM outbox
-         WHERE cause = 'approval' AND cause_id = ?1 AND state = 'posted' AND posted_id IS NOT NULL
+         WHERE cause IN ('approval', 'task-verdict') AND cause_id = ?1 AND state = 'posted' AND posted_id IS NOT NULL
          ORDER BY seq LIMIT 1",
     )?
     .query_row([approval_id], |r| {
@@ -384,6 +399,32 @@ mod tests {
 
     fn store(dir: &std::path::Path) -> AccessStore {
         AccessStore::open(&crate::state::StateDir::new(dir)).unwrap()
+    }
+
+    #[test]
+    fn a_task_verdict_is_found_by_its_task_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let verdict = |cause_id: &str, text: &str| Outgoing {
+            cause: Cause::TaskVerdict,
+            cause_id: cause_id.into(),
+            ..said("1", text)
+        };
+        store
+            .say(&verdict("task-1@2026-12-05T06:00:00Z", "first"))
+            .unwrap();
+        store
+            .say(&verdict("task-1@2026-12-05T06:01:00Z", "second"))
+            .unwrap();
+        store
+            .say(&verdict("task-10@2026-12-05T06:02:00Z", "another task"))
+            .unwrap();
+        let found = store.outbox_task_verdict("task-1").unwrap().unwrap();
+        assert_eq!(
+            (found.text.as_str(), found.cause),
+            ("second", Cause::TaskVerdict)
+        );
+        assert!(store.outbox_task_verdict("task-2").unwrap().is_none());
     }
 
     #[test]

@@ -73,7 +73,9 @@ impl Serialize for ReplyPost {
                 Cause::Announce => map.serialize_entry("announce", &true)?,
                 Cause::LoopPause => map.serialize_entry("loop_pause", &true)?,
                 Cause::Notice => {}
-                Cause::Task | Cause::TaskVerdict => map.serialize_entry("task", &Id { id })?,
+                Cause::Task | Cause::TaskVerdict | Cause::TaskVerdictOutcome => {
+                    map.serialize_entry("task", &Id { id })?
+                }
             }
         }
         map.end()

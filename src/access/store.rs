@@ -514,6 +514,14 @@ impl AccessStore {
         self.with(|c| outbox::said_for(c, cause, cause_id))
     }
 
+    /// Task `task_id`'s newest verdict message (cause `task-verdict`).
+    pub(crate) fn outbox_task_verdict(
+        &self,
+        task_id: &str,
+    ) -> Result<Option<Outgoing>, StateError> {
+        self.with(|c| outbox::task_verdict(c, task_id))
+    }
+
     /// The oldest row of each conversation that is not posted yet, oldest first.
     pub(crate) fn outbox_heads(&self) -> Result<Vec<Queued>, StateError> {
         self.with(|c| outbox::heads(c))

@@ -269,7 +269,7 @@ impl Choice {
     }
 
     /// The buttons a message of `cause` carries, and the id they carry: an approval prompt's
-    /// (its id), a task verdict's (the task's, its cause id being `<task>@<time>`).
+    /// (its id), a task verdict's (the task's, its cause id being `<task>@<uuid>`).
     pub(crate) fn buttons(
         cause: crate::access::outbox::Cause,
         cause_id: &str,

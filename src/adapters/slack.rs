@@ -602,8 +602,10 @@ pub(super) async fn carry(
 ) -> Result<Option<String>, Failed> {
     let said = &queued.said;
     let conversation = &said.to.peer_id;
-    if said.cause == Cause::ApprovalOutcome
-        && let Some(prompt) = running.posted_prompt(&said.cause_id, "slack").await
+    if matches!(
+        said.cause,
+        Cause::ApprovalOutcome | Cause::TaskVerdictOutcome
+    ) && let Some(prompt) = running.posted_prompt(&said.cause_id, "slack").await
     {
         let text = format!("{}\n\n{}", prompt.text, said.text);
         let body = UpdateMessage {

@@ -514,8 +514,10 @@ pub(super) async fn carry(
         ));
     };
     let api = api(running);
-    if said.cause == Cause::ApprovalOutcome
-        && let Some(prompt) = running.posted_prompt(&said.cause_id, "telegram").await
+    if matches!(
+        said.cause,
+        Cause::ApprovalOutcome | Cause::TaskVerdictOutcome
+    ) && let Some(prompt) = running.posted_prompt(&said.cause_id, "telegram").await
         && let Ok(message_id) = prompt.posted_id.parse::<i64>()
     {
         let text = format!("{}\n\n{}", prompt.text, said.text);

@@ -112,7 +112,8 @@ impl Hub {
         let Some(room) = room else {
             return;
         };
-        let cause_id = format!("{id}@{}", crate::clock::now());
+        // Its own id: two moves in one second are two messages (an outcome edits its verdict).
+        let cause_id = format!("{id}@{}", uuid::Uuid::new_v4().simple());
         let text = format!("[task {id}] {text}");
         match self
             .access
@@ -1037,7 +1038,9 @@ impl Hub {
             ),
             Verdict::Cancel => format!("cancel asked by {who}"),
         };
-        self.tell_room(id, task.room.as_deref(), told).await;
+        self.tell_room(id, task.room.as_deref(), told.clone()).await;
+        // The verdict's message loses its buttons: it says what was decided.
+        self.access.announce_task_outcome(id, told).await;
         match verdict {
             Verdict::Reject {
                 reason,

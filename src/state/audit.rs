@@ -459,8 +459,9 @@ fn outbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Aud
         };
         // An announce's or a loop pause's id is its run's, which the line names already.
         let run_id = (cause == "announce" || cause == "loop-pause").then(|| cause_id.clone());
-        // A task's move told to its room: `<task>@<time>`.
-        let task_id = (cause == "task" || cause == "task-verdict")
+        // A task's move told to its room: `<task>@<uuid>`.
+        let task_id = cause
+            .starts_with("task")
             .then(|| cause_id.split('@').next().unwrap_or_default().to_string());
         let what = match run_id {
             Some(_) => cause,

@@ -1031,6 +1031,33 @@ fn seed_002_a_task_delegated_checked_and_decided_in_one_slack_thread() {
     assert_eq!(task_state(&id), "pending_acceptance");
     fake.click(&alpha, "U0BOSS", &button("deepcli_accept"));
     fake.wait("accepted", |_| task_state(&id) == "accepted");
+    // The verdict's message now says what was decided, its buttons gone.
+    fake.wait("the verdict's message updated", |f| {
+        f.calls_by(&alpha, "chat.update")
+            .iter()
+            .any(|u| u["ts"] == ts.as_str() && text(u).contains("accepted by slack:U0BOSS"))
+    });
+    let update = fake
+        .calls_by(&alpha, "chat.update")
+        .into_iter()
+        .find(|u| u["ts"] == ts.as_str())
+        .unwrap();
+    assert!(
+        update["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|b| b["type"] != "actions"),
+        "the buttons are gone: {update}"
+    );
+    // The first verdict's message said the rejection, its buttons gone too.
+    assert!(
+        fake.calls_by(&alpha, "chat.update")
+            .iter()
+            .any(|u| text(u).contains("rejected by slack:U0BOSS: the docs still say --quiet")),
+        "{:#?}",
+        fake.calls_by(&alpha, "chat.update")
+    );
 
     // The thread heard every move, in order, from A's bot, in the thread.
     fake.wait("the last move told", |f| {
