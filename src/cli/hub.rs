@@ -829,7 +829,6 @@ fn copy_artifact(
     out: Option<std::path::PathBuf>,
     json: bool,
 ) -> ExitStatus {
-    use sha2::Digest;
     let mut err = anstream::stderr();
     let id = text(&task["taskId"]);
     let found = task["artifacts"]
@@ -859,19 +858,17 @@ fn copy_artifact(
             .prefix(".deepcli-")
             .tempfile_in(crate::durable::dir_of(&out))
             .map_err(|e| format!("cannot write `{}`: {e}", out.display()))?;
-        let mut hasher = sha2::Sha256::new();
-        let mut buf = vec![0u8; 256 * 1024];
-        loop {
-            let n = std::io::Read::read(&mut from, &mut buf)
-                .map_err(|e| format!("cannot read the stored copy: {e}"))?;
-            if n == 0 {
-                break;
+        use crate::tasks::artifacts::{Copied, CopyError, copy_hashed};
+        let got = match copy_hashed(&mut from, &mut tmp, u64::MAX) {
+            Ok(Copied::Whole { sha256, .. }) => sha256,
+            Ok(Copied::Over(size)) => {
+                return Err(format!("the stored copy has {size} bytes or more"));
             }
-            hasher.update(&buf[..n]);
-            tmp.write_all(&buf[..n])
-                .map_err(|e| format!("cannot write `{}`: {e}", out.display()))?;
-        }
-        let got = hex::encode(hasher.finalize());
+            Err(CopyError::Read(e)) => return Err(format!("cannot read the stored copy: {e}")),
+            Err(CopyError::Write(e)) => {
+                return Err(format!("cannot write `{}`: {e}", out.display()));
+            }
+        };
         if got != sha256 {
             return Err(format!(
                 "the stored copy's SHA-256 is {got}, not {sha256}: the state directory was changed; nothing written"

@@ -190,26 +190,13 @@ pub(crate) fn hand_in(
         .prefix(".deepcli-")
         .tempfile_in(store)
         .map_err(|e| io("cannot write to the task's store", e))?;
-    let mut hasher = Sha256::new();
-    let mut size = 0u64;
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io(&format!("cannot read `{}`", name.as_str()), e)),
-        };
-        size += n as u64;
-        // A file that grows while it is read is held to the same limit.
-        if size > limit {
-            return Err(too_large(name, size, limit));
-        }
-        hasher.update(&buf[..n]);
-        tmp.write_all(&buf[..n])
-            .map_err(|e| io("cannot write to the task's store", e))?;
-    }
-    let sha256 = hex::encode(hasher.finalize());
+    // A file that grows while it is read is held to the same limit.
+    let (sha256, size) = match copy_hashed(&mut file, &mut tmp, limit) {
+        Ok(Copied::Whole { sha256, size }) => (sha256, size),
+        Ok(Copied::Over(size)) => return Err(too_large(name, size, limit)),
+        Err(CopyError::Read(e)) => return Err(io(&format!("cannot read `{}`", name.as_str()), e)),
+        Err(CopyError::Write(e)) => return Err(io("cannot write to the task's store", e)),
+    };
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(0o444))
         .map_err(|e| io("cannot write to the task's store", e))?;
@@ -224,6 +211,49 @@ pub(crate) fn hand_in(
     }
     crate::durable::sync_dir(store).map_err(|e| io("cannot write to the task's store", e))?;
     Ok(Stored { sha256, size })
+}
+
+/// What [`copy_hashed`] copied.
+pub(crate) enum Copied {
+    /// All of it: its SHA-256 (lower-case hex) and size.
+    Whole { sha256: String, size: u64 },
+    /// More than the limit came (this many bytes so far): stopped there.
+    Over(u64),
+}
+
+/// Which side of a copy failed.
+pub(crate) enum CopyError {
+    Read(std::io::Error),
+    Write(std::io::Error),
+}
+
+/// Copies `from` to `to`, hashing what passes, and stops once more than `limit` bytes came.
+pub(crate) fn copy_hashed(
+    from: &mut impl Read,
+    to: &mut impl Write,
+    limit: u64,
+) -> Result<Copied, CopyError> {
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CopyError::Read(e)),
+        };
+        size += n as u64;
+        if size > limit {
+            return Ok(Copied::Over(size));
+        }
+        hasher.update(&buf[..n]);
+        to.write_all(&buf[..n]).map_err(CopyError::Write)?;
+    }
+    Ok(Copied::Whole {
+        sha256: hex::encode(hasher.finalize()),
+        size,
+    })
 }
 
 fn too_large(name: &ArtifactName, size: u64, limit: u64) -> ArtifactError {
