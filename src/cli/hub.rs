@@ -505,6 +505,11 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
             let ok = result["status"] == "ok" || result["status"] == "no_reply";
             let status = show(&result, json, |r| match r["reply"].as_str() {
                 Some(reply) => format!("{reply}\n"),
+                None if r["status"] == "accepted" => format!(
+                    "queued (run {}): deepcli runs show {} follows it\n",
+                    text(&r["runId"]),
+                    text(&r["runId"])
+                ),
                 None => format!(
                     "{} (run {}){}\n",
                     text(&r["status"]),

@@ -180,12 +180,13 @@ enum Command {
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCommand),
     /// The Hub's MCP server on stdio (`hub mcp`), which agents start.
-    #[command(subcommand, hide = true)]
+    #[command(subcommand)]
     Hub(hub::HubCommand),
-    /// The demo ACP agent: echoes prompts on stdin/stdout (for `runtime: {kind: acp,
-    /// command: [deepcli, echo-agent]}`).
-    #[command(hide = true)]
-    EchoAgent,
+    /// The demo ACP agent on stdin/stdout: scripted by its prompts, it calls Hub tools, asks
+    /// permissions and asks back, with no model (`runtime: {kind: acp, command: [deepcli,
+    /// demo-agent]}`).
+    #[command(alias = "echo-agent", after_help = crate::demo_agent::HELP)]
+    DemoAgent,
 }
 
 /// How a command ended; the binary turns it into the process exit code.
@@ -324,7 +325,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Audit(args) => audit::run(&global, args),
         Command::Sandbox(command) => sandbox::run(&global, command),
         Command::Hub(command) => hub::hub(command),
-        Command::EchoAgent => echo_agent(),
+        Command::DemoAgent => demo_agent(),
     }
 }
 
@@ -375,7 +376,7 @@ pub(crate) fn state_error(e: &crate::state::StateError) -> ExitStatus {
     }
 }
 
-fn echo_agent() -> ExitStatus {
+fn demo_agent() -> ExitStatus {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -389,7 +390,7 @@ fn echo_agent() -> ExitStatus {
     match runtime.block_on(crate::demo_agent::serve()) {
         Ok(()) => ExitStatus::Success,
         Err(e) => {
-            eprintln!("echo-agent: {e}");
+            eprintln!("demo-agent: {e}");
             ExitStatus::Failure
         }
     }

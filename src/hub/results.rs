@@ -158,6 +158,8 @@ pub(crate) enum SendStatus {
     NoReply,
     /// Timed out, or still going when the wait ran out.
     Timeout,
+    /// Queued, not waited for (a wait of 0 seconds).
+    Accepted,
     /// Failed, cancelled or uncertain: why.
     Error(String),
 }
@@ -218,6 +220,7 @@ impl SendOutcome {
             }
             SendStatus::NoReply => "no_reply",
             SendStatus::Timeout => "timeout",
+            SendStatus::Accepted => "accepted",
             SendStatus::Error(error) => {
                 out["error"] = error.clone().into();
                 "error"

@@ -21,7 +21,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::checks::{self, HubView, TurnStart};
-use super::results::{ANNOUNCE_SKIP, REPLY_SKIP, SendOutcome, is_stop, shorten};
+use super::results::{ANNOUNCE_SKIP, REPLY_SKIP, SendOutcome, SendStatus, is_stop, shorten};
 use super::spawns::Spawn;
 use super::store::{ChildSession, Moved, RunEvent, RunOutcome, RunRecord};
 use super::{CallError, Hub, HubCaller};
@@ -135,6 +135,8 @@ pub(super) enum TurnEnd {
     Uncertain(String),
     /// The turn ran past its limit (a `session/cancel` was sent).
     TimedOut(String),
+    /// Refused by the target agent's budgets before its runtime was prompted.
+    OverBudget(String),
     /// Not delivered, for another reason.
     Failed(String),
 }
@@ -150,6 +152,7 @@ impl TurnEnd {
             TurnEnd::RuntimeDown(e)
             | TurnEnd::Uncertain(e)
             | TurnEnd::TimedOut(e)
+            | TurnEnd::OverBudget(e)
             | TurnEnd::Failed(e) => Some(e.clone()),
         }
     }
@@ -210,6 +213,11 @@ pub(super) fn settle(end: &TurnEnd, cancelled: bool) -> (RunState, RunOutcome) {
             "the runtime failed during the turn: its outcome cannot be known",
         ),
         TurnEnd::TimedOut(e) => failed(RunState::TimedOut, e, "timed out; session/cancel sent"),
+        TurnEnd::OverBudget(e) => failed(
+            RunState::Failed,
+            e,
+            "refused by the agent's budgets: its runtime was never prompted",
+        ),
         TurnEnd::RuntimeDown(e) | TurnEnd::Failed(e) => {
             failed(RunState::Failed, e, "delivery failed")
         }
@@ -521,6 +529,7 @@ impl Hub {
                 },
             ) => TurnEnd::Uncertain(e.to_string()),
             Err(e @ TurnError::TimedOut { .. }) => TurnEnd::TimedOut(e.to_string()),
+            Err(e @ TurnError::BudgetExceeded(_)) => TurnEnd::OverBudget(e.to_string()),
             Err(e) => TurnEnd::Failed(e.to_string()),
         }
     }
@@ -1086,7 +1095,12 @@ impl Hub {
             .start_send(None, &agent, key, message, "operator")
             .await?;
         let record = self.wait_run(&run, wait).await?;
-        Ok(SendOutcome::of(&record, key))
+        let mut outcome = SendOutcome::of(&record, key);
+        // Only queued, as asked: not a timeout.
+        if wait.is_zero() && outcome.status == SendStatus::Timeout {
+            outcome.status = SendStatus::Accepted;
+        }
+        Ok(outcome)
     }
 
     /// A run with its events, for the operator.

@@ -378,7 +378,8 @@ fn approvals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Au
         if let Some(actor) = actor {
             summary.push_str(&format!(" by {actor}"));
         }
-        if !note.is_empty() {
+        // A decision's note is often the option again: said once.
+        if !note.is_empty() && Some(note.as_str()) != decision.as_deref() {
             summary.push_str(&format!(": {note}"));
         }
         Ok(AuditEvent {

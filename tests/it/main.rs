@@ -11,6 +11,7 @@ mod budgets;
 mod cli;
 mod common;
 mod config_keys;
+mod examples;
 mod first_run;
 mod hub;
 mod isolation;
