@@ -104,12 +104,18 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["trash", "list"], &["config"]),
     (&["access"], &["config"]),
     (&["schema"], &["config", "state_dir"]),
-    (&["import"], &["config"]),
     (&["channels", "capabilities"], &["config", "state_dir"]),
     (&["pairing"], &["config"]),
     (&["sessions"], &["config"]),
     (&["runs"], &["config"]),
     (&["hub"], &["config", "state_dir"]),
+    (&["import"], &["config", "state_dir"]),
+    (&["approvals"], &["config"]),
+    (&["inbound"], &["config"]),
+    (&["audit"], &["config"]),
+    (&["demo-agent"], &["config", "state_dir"]),
+    (&["completions"], &["config", "state_dir"]),
+    (&["man"], &["config", "state_dir"]),
 ];
 
 #[derive(Debug, Subcommand)]
@@ -179,14 +185,31 @@ enum Command {
     /// What an agent's sandbox lets its runtime touch: `sandbox explain AGENT`.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCommand),
-    /// The Hub's MCP server on stdio (`hub mcp`), which agents start.
+    /// The Hub's MCP server on stdio (`hub mcp`), which deepcli gives its agents to start.
     #[command(subcommand)]
     Hub(hub::HubCommand),
-    /// The demo ACP agent on stdin/stdout: scripted by its prompts, it calls Hub tools, asks
-    /// permissions and asks back, with no model (`runtime: {kind: acp, command: [deepcli,
-    /// demo-agent]}`).
+    /// The demo ACP agent: calls Hub tools, asks permissions and asks back as its prompts say.
+    ///
+    /// It speaks ACP on stdin and stdout and runs no model: an agent's runtime
+    /// `{kind: acp, command: [deepcli, demo-agent]}` shows the hub at work offline
+    /// (examples/hub-demo).
     #[command(alias = "echo-agent", after_help = crate::demo_agent::HELP)]
     DemoAgent,
+    /// Print the shell completion script for bash, zsh or fish.
+    ///
+    /// `deepcli completions bash > ~/.local/share/bash-completion/completions/deepcli`,
+    /// `deepcli completions zsh > "${fpath[1]}/_deepcli"`,
+    /// `deepcli completions fish > ~/.config/fish/completions/deepcli.fish`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page.
+    ///
+    /// `deepcli man > ~/.local/share/man/man1/deepcli.1`, or read it at once with
+    /// `deepcli man | man -l -`.
+    Man,
 }
 
 /// How a command ended; the binary turns it into the process exit code.
@@ -326,6 +349,33 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Sandbox(command) => sandbox::run(&global, command),
         Command::Hub(command) => hub::hub(command),
         Command::DemoAgent => demo_agent(),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command(), "deepcli", &mut script);
+            print_bytes(&script)
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            match clap_mangen::Man::new(command()).render(&mut page) {
+                Ok(()) => print_bytes(&page),
+                Err(e) => {
+                    eprintln!("error: cannot render the man page: {e}");
+                    ExitStatus::Error
+                }
+            }
+        }
+    }
+}
+
+/// Writes `bytes` to stdout; a reader that stopped early (`| head`) is no error.
+fn print_bytes(bytes: &[u8]) -> ExitStatus {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("error: cannot write to stdout: {e}");
+            ExitStatus::Error
+        }
+        _ => ExitStatus::Success,
     }
 }
 

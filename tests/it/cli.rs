@@ -351,3 +351,48 @@ fn help_shows_only_the_global_flags_a_command_reads() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn completions_and_the_man_page_know_every_command() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = deepcli().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8(out.stdout).unwrap();
+        for command in [
+            "demo-agent",
+            "sessions",
+            "approvals",
+            "tasks",
+            "completions",
+        ] {
+            assert!(script.contains(command), "{shell} completes no `{command}`");
+        }
+    }
+    let out = deepcli().arg("man").output().unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        page.starts_with(".ie") && page.contains(".TH deepcli 1"),
+        "{page}"
+    );
+    assert!(page.contains("demo\\-agent") && page.contains("approvals"));
+    let out = deepcli().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
+}
+
+#[test]
+fn help_lists_the_demo_agent_and_hides_nothing() {
+    let out = deepcli().arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for command in ["demo-agent", "hub", "completions", "man"] {
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{command} "))),
+            "`deepcli --help` lists no `{command}`:\n{help}"
+        );
+    }
+}
