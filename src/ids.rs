@@ -92,6 +92,9 @@ pub(crate) fn agent_id(raw: &str) -> Cow<'_, str> {
     }
 }
 
+/// The built-in channel of the local command line: the operator's own, declared or not.
+pub(crate) const CLI_CHANNEL: &str = "cli";
+
 /// Normalizes a channel id: trimmed and lowercased, no aliases.
 pub(crate) fn channel(raw: &str) -> Cow<'_, str> {
     let trimmed = trim(raw);

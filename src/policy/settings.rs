@@ -371,7 +371,7 @@ impl Builtin {
                 ..Builtin::CHAT
             },
             // The operator: nothing is gated unless the `cli` channel says so itself.
-            "cli" => Builtin {
+            crate::ids::CLI_CHANNEL => Builtin {
                 dm_policy: DmPolicy::Open,
                 allow_from: &["*"],
                 group_policy: GroupPolicy::Open,

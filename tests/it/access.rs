@@ -72,18 +72,27 @@ fn runtime_session(state: &Path, session_key: &str) -> String {
     .unwrap()
 }
 
-/// `deepcli up` on the bundled quickstart, its webhook secret set.
+/// `deepcli up` on the bundled quickstart, its webhook secret uncommented (as docs/access.md
+/// says to, to take signed calls) and set.
 fn quickstart(configure: impl FnOnce(&mut std::process::Command)) -> Up {
     quickstart_with("", configure)
 }
 
 /// [`quickstart`], with `more` appended to its agents.yaml.
 fn quickstart_with(more: &str, configure: impl FnOnce(&mut std::process::Command)) -> Up {
+    quickstart_edited(|agents| agents + more, configure)
+}
+
+/// [`quickstart`], with its agents.yaml edited by `edit`.
+fn quickstart_edited(
+    edit: impl FnOnce(String) -> String,
+    configure: impl FnOnce(&mut std::process::Command),
+) -> Up {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
     let (agents, channels, bindings) = (
-        read("agents.yaml") + more,
-        read("channels.yaml"),
+        edit(read("agents.yaml")),
+        read("channels.yaml").replace("# webhookSecret:", "webhookSecret:"),
         read("bindings.yaml"),
     );
     let up = Up::start_config(&agents, &channels, &bindings, |cmd| {
@@ -115,7 +124,18 @@ fn metric(addr: SocketAddr, state: &Path, name: &str) -> f64 {
 
 #[test]
 fn a_signed_envelope_gets_a_reply_in_a_persistent_session() {
-    let up = quickstart(|_| {});
+    // main without a runtime, as a config-only agent is.
+    let main_runs = "      runtime:\n        kind: acp\n        command: [deepcli, demo-agent]\n\n    - id: research";
+    let up = quickstart_edited(
+        |agents| {
+            assert!(agents.contains(main_runs));
+            agents.replace(
+                main_runs,
+                "      runtime: {kind: none}\n\n    - id: research",
+            )
+        },
+        |_| {},
+    );
     let research = "-1001234567890";
 
     let (status, first) = inbound(up.addr, SECRET, &envelope(group(research), "m-1", "hello"));
@@ -1904,6 +1924,17 @@ fn inbound_send_reaches_the_agent_through_the_running_controller() {
     up.wait_for("research ready", |s| {
         Up::runtime(s, "research").is_some_and(|r| r["status"] == "ready")
     });
+    // The quickstart as it ships is healthy: nothing it references is missing.
+    let status = std::process::Command::new(crate::common::bin())
+        .args(["--state-dir", up.state.to_str().unwrap(), "status"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success() && stdout.starts_with("health       healthy"),
+        "{stdout}"
+    );
     let send = |state: &Path, args: &[&str]| {
         std::process::Command::new(crate::common::bin())
             .args(["--state-dir", state.to_str().unwrap(), "inbound", "send"])
@@ -1961,6 +1992,17 @@ fn inbound_send_reaches_the_agent_through_the_running_controller() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("echo: hi again"), "{stdout}");
+    // The command line is the operator's own channel, declared without accounts, and main
+    // answers on it.
+    let out = send(&up.state, &["--channel", "cli", "hello main"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && stdout.contains("agent main")
+            && stdout.ends_with("echo: hello main\n"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // An undeclared channel is refused as the API refuses it: exit 1, the reason said.
     let out = send(&up.state, &["--channel", "telegarm", "hi"]);
