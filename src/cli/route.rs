@@ -100,12 +100,20 @@ pub(super) struct RouteArgs {
     strict: bool,
 }
 
+/// `KIND:ID`, KIND one the routing knows: a typo would make a new session key that no binding
+/// matches, silently.
 pub(crate) fn parse_peer(text: &str) -> Result<Peer, String> {
+    const KINDS: [&str; 4] = ["direct", "dm", "group", "channel"];
     match text.split_once(':') {
-        Some((kind, id)) if !kind.trim().is_empty() => Ok(Peer {
+        Some((kind, id)) if KINDS.iter().any(|k| k.eq_ignore_ascii_case(kind.trim())) => Ok(Peer {
             kind: kind.to_string(),
             id: id.to_string(),
         }),
+        Some((kind, _)) if !kind.trim().is_empty() => Err(format!(
+            "unknown peer kind `{kind}`: KIND is direct (or dm), group or channel{}",
+            crate::suggest::closest(kind.trim(), KINDS)
+                .map_or(String::new(), |k| format!(" (did you mean `{k}`?)"))
+        )),
         _ => Err("expected KIND:ID, e.g. direct:+15551234 or channel:C0123".to_string()),
     }
 }

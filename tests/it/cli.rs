@@ -396,3 +396,47 @@ fn help_lists_the_demo_agent_and_hides_nothing() {
         );
     }
 }
+
+#[test]
+fn a_mistyped_peer_kind_is_refused_before_anything_runs() {
+    for command in [
+        &[
+            "route",
+            "--config",
+            "examples/quickstart",
+            "--channel",
+            "telegram",
+            "--peer",
+            "grp:123",
+        ][..],
+        &[
+            "inbound",
+            "send",
+            "--channel",
+            "telegram",
+            "--peer",
+            "grp:123",
+            "hello",
+        ][..],
+    ] {
+        let out = deepcli().args(command).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("unknown peer kind `grp`: KIND is direct (or dm), group or channel"),
+            "{stderr}"
+        );
+    }
+    let out = deepcli()
+        .args([
+            "route",
+            "--config",
+            "examples/quickstart",
+            "--channel",
+            "telegram",
+        ])
+        .args(["--peer", "groupe:123"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("(did you mean `group`?)"));
+}
