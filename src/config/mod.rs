@@ -245,7 +245,7 @@ fn parse_texts(
                     dir.display()
                 ),
             )
-            .hint("point --config at the directory that holds your config files"),
+            .hint("point --config at the directory that holds your config files; `validate` fails on it unless --allow-empty says a hub of only the implicit agent `main` is meant"),
         );
     }
     let config = resolve::resolve(dir, sources, decoded, complete, options);

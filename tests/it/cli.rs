@@ -168,7 +168,11 @@ fn an_empty_directory_warns_that_nothing_is_declared() {
         .args(["validate", "--config", dir.path().to_str().unwrap()])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "nothing declared fails validate"
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("warning[nothing-declared]"));
 }
 
