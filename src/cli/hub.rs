@@ -555,10 +555,83 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
                 ExitStatus::Success
             }
         }
-        _ => show(&result, json, |r| {
-            serde_json::to_string_pretty(r).unwrap_or_default() + "\n"
-        }),
+        SessionsCommand::Show(_) => show(&result, json, session_human),
     }
+}
+
+/// `sessions show` for people: the session, its place in a spawn tree, its runs and its
+/// platform threads' discussions.
+fn session_human(r: &Value) -> String {
+    let mut out = format!(
+        "session {}
+  agent    {}
+  kind     {}
+  queue    {}
+",
+        crate::shown::shown(&text(&r["sessionKey"])),
+        text(&r["agentId"]),
+        text(&r["kind"]),
+        text(&r["queueDepth"]),
+    );
+    if let Value::Object(child) = &r["child"] {
+        out.push_str(&format!(
+            "  spawned  by {} (depth {}, run {}, mode {}, cleanup {}){}{}\n",
+            text(&child["parentSessionKey"]),
+            text(&child["depth"]),
+            text(&child["runId"]),
+            text(&child["mode"]),
+            text(&child["cleanup"]),
+            child["label"]
+                .as_str()
+                .map_or(String::new(), |l| format!(", label {l}")),
+            child["closedAt"]
+                .as_str()
+                .map_or(String::new(), |at| format!(", closed {at}")),
+        ));
+    }
+    let children = r["children"].as_array().into_iter().flatten();
+    for (n, c) in children.enumerate() {
+        out.push_str(&format!(
+            "{}{}  run {}{}\n",
+            if n == 0 { "  children " } else { "           " },
+            text(&c["sessionKey"]),
+            text(&c["runId"]),
+            c["closedAt"]
+                .as_str()
+                .map_or(String::new(), |at| format!("  closed {at}")),
+        ));
+    }
+    let runs: Vec<&Value> = r["runs"].as_array().into_iter().flatten().collect();
+    if runs.is_empty() {
+        out.push_str("  runs     none\n");
+    } else {
+        out.push_str("  runs\n");
+        for run in runs {
+            out.push_str(&format!(
+                "    {}  {}  {}  {} -> {}  {}\n",
+                text(&run["runId"]),
+                text(&run["state"]),
+                text(&run["sourceTool"]),
+                text(&run["requesterSessionKey"]),
+                text(&run["targetSessionKey"]),
+                text(&run["createdAt"]),
+            ));
+        }
+    }
+    for d in r["discussions"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  thread   {}: {} bot rounds, {}{}\n",
+            text(&d["threadId"]),
+            text(&d["rounds"]),
+            text(&d["state"]),
+            if d["noticeSent"] == true {
+                " (deepcli's notice posted)"
+            } else {
+                ""
+            },
+        ));
+    }
+    out
 }
 
 /// `sessions close` for people: one line saying what was closed.
