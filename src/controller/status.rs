@@ -127,10 +127,21 @@ impl Health {
     }
 }
 
+/// How long an adapter may try its first connection before health says so.
+const NEVER_CONNECTED_GRACE_SECONDS: i64 = 30;
+/// How long an adapter may be reconnecting before health says so.
+const RECONNECT_GRACE_SECONDS: i64 = 120;
+
 impl ControllerStatus {
     /// Degraded while an edit is rejected, a plan is blocked, the last reconcile failed, a
-    /// runtime crash-loops or cannot start, or a channel account takes no messages.
+    /// runtime crash-loops or cannot start, a channel account takes no messages, or its
+    /// adapter is refused, never connected, or lost its connection for long.
     pub(crate) fn health(&self) -> Health {
+        self.health_at(jiff::Timestamp::now())
+    }
+
+    /// [`ControllerStatus::health`] as of `now`.
+    fn health_at(&self, now: jiff::Timestamp) -> Health {
         let mut reasons = Vec::new();
         if let Some(rejected) = &self.rejected {
             reasons.push(format!(
@@ -162,9 +173,8 @@ impl ControllerStatus {
         }
         for (channel, live) in &self.channels {
             for (account, a) in &live.accounts {
-                if let Some(adapter) = &a.adapter
-                    && adapter.state == ConnectionState::AuthFailed
-                {
+                let Some(adapter) = &a.adapter else { continue };
+                if adapter.state == ConnectionState::AuthFailed {
                     reasons.push(format!(
                         "channel account {channel}/{account} cannot connect to the platform: {}",
                         adapter
@@ -172,6 +182,37 @@ impl ControllerStatus {
                             .as_deref()
                             .unwrap_or("credentials refused")
                     ));
+                    continue;
+                }
+                // Trying for a while: a first connection gets a short grace, a lost one
+                // a longer one (reconnects are routine).
+                let trying = adapter
+                    .since
+                    .parse::<jiff::Timestamp>()
+                    .map(|since| now.duration_since(since).as_secs());
+                let grace = if adapter.connects == 0 {
+                    NEVER_CONNECTED_GRACE_SECONDS
+                } else {
+                    RECONNECT_GRACE_SECONDS
+                };
+                if adapter.state == ConnectionState::Connecting
+                    && trying.is_ok_and(|secs| secs >= grace)
+                {
+                    let why = adapter
+                        .last_error
+                        .as_deref()
+                        .map_or(String::new(), |e| format!(": {e}"));
+                    reasons.push(if adapter.connects == 0 {
+                        format!(
+                            "channel account {channel}/{account} has never connected to the platform (trying since {}){why}",
+                            adapter.since
+                        )
+                    } else {
+                        format!(
+                            "channel account {channel}/{account} lost its connection to the platform at {}{why}",
+                            adapter.since
+                        )
+                    });
                 }
             }
         }
@@ -208,6 +249,33 @@ mod tests {
         assert_eq!(
             read.health().reasons,
             ["channel account slack/work cannot connect to the platform: invalid_auth"]
+        );
+    }
+
+    #[test]
+    fn an_adapter_that_never_connects_or_stays_lost_degrades_after_a_grace() {
+        let status = |connects: u64| -> ControllerStatus {
+            let mut sent = serde_json::to_value(ControllerStatus::default()).unwrap();
+            sent["channels"] = serde_json::json!({"telegram": {"accounts": {"default": {
+                "inbound": "open",
+                "adapter": {"platform": "telegram", "mode": "polling", "state": "connecting",
+                    "identity": null, "since": "2026-12-01T10:00:00Z", "lastEventAt": null,
+                    "lastError": "dns error: failed to lookup address", "connects": connects,
+                    "events": 0, "posted": 0, "deadLetters": 0}}}}});
+            serde_json::from_value(sent).unwrap()
+        };
+        let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        let never = status(0);
+        assert!(never.health_at(at("2026-12-01T10:00:29Z")).reasons.is_empty());
+        assert_eq!(
+            never.health_at(at("2026-12-01T10:00:30Z")).reasons,
+            ["channel account telegram/default has never connected to the platform (trying since 2026-12-01T10:00:00Z): dns error: failed to lookup address"]
+        );
+        let lost = status(3);
+        assert!(lost.health_at(at("2026-12-01T10:01:59Z")).reasons.is_empty());
+        assert_eq!(
+            lost.health_at(at("2026-12-01T10:02:00Z")).status,
+            HealthStatus::Degraded
         );
     }
 
