@@ -339,9 +339,29 @@ pub(super) fn rpc(
         Err(e) => return Err(super::state_error(&e)),
     };
     let Some(client) = client else {
+        // What the state database holds is read from it: a transcript outlives its controller.
+        if dir.db().exists()
+            && let Some(answer) = crate::hub::operator::offline(&dir, method, params.clone())
+        {
+            return match answer {
+                Ok(answer) => {
+                    if !global.output.quiet {
+                        let _ = writeln!(
+                            err,
+                            "note: no controller runs: read from the state database"
+                        );
+                    }
+                    Ok(answer)
+                }
+                Err(e) => {
+                    let _ = writeln!(err, "error: {e}");
+                    Err(ExitStatus::Failure)
+                }
+            };
+        }
         let _ = writeln!(
             err,
-            "error: no controller runs on state directory `{}`\nhint: sessions, runs and approvals live in the running controller: start one with `deepcli up`, or pass the --state-dir it runs with",
+            "error: no controller runs on state directory `{}`\nhint: sending, cancelling and deciding need the running controller (listing and reading sessions and runs do not): start one with `deepcli up`, or pass the --state-dir it runs with",
             dir.root().display()
         );
         return Err(ExitStatus::Error);

@@ -65,10 +65,7 @@ pub(super) fn run(global: &GlobalSettings, args: ValidateArgs) -> ExitStatus {
     if written.is_err() {
         return ExitStatus::Error;
     }
-    let empty = report
-        .diagnostics
-        .iter()
-        .any(|d| d.rule.id == crate::diagnostic::rules::NOTHING_DECLARED.id);
+    let empty = report.declares_nothing();
     let status = if report.is_valid() && (args.allow_empty || !empty) {
         ExitStatus::Success
     } else {

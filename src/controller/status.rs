@@ -266,13 +266,24 @@ mod tests {
         };
         let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
         let never = status(0);
-        assert!(never.health_at(at("2026-12-01T10:00:29Z")).reasons.is_empty());
+        assert!(
+            never
+                .health_at(at("2026-12-01T10:00:29Z"))
+                .reasons
+                .is_empty()
+        );
         assert_eq!(
             never.health_at(at("2026-12-01T10:00:30Z")).reasons,
-            ["channel account telegram/default has never connected to the platform (trying since 2026-12-01T10:00:00Z): dns error: failed to lookup address"]
+            [
+                "channel account telegram/default has never connected to the platform (trying since 2026-12-01T10:00:00Z): dns error: failed to lookup address"
+            ]
         );
         let lost = status(3);
-        assert!(lost.health_at(at("2026-12-01T10:01:59Z")).reasons.is_empty());
+        assert!(
+            lost.health_at(at("2026-12-01T10:01:59Z"))
+                .reasons
+                .is_empty()
+        );
         assert_eq!(
             lost.health_at(at("2026-12-01T10:02:00Z")).status,
             HealthStatus::Degraded

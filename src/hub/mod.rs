@@ -40,6 +40,7 @@ pub(crate) mod mcp;
 pub(crate) mod operator;
 pub(crate) mod page;
 pub(crate) mod policy;
+mod reads;
 mod results;
 mod runs;
 mod spawns;

@@ -14,7 +14,8 @@ use super::tasks::Verdict;
 use crate::tasks::state::Actor;
 use serde_json::Value;
 
-use super::calls::kind_of;
+use super::reads::{History, HistoryParams, RunList, SessionDetail, SessionList};
+pub(crate) use super::reads::{RunsParams, SessionsParams};
 use super::results::SendOutcome;
 use super::runs::{RunDetail, RunView, SessionClosed};
 use super::store::RunFilter;
@@ -44,6 +45,17 @@ impl From<super::tasks::TaskDoorError> for OperatorError {
             E::Refused(m) => OperatorError::Params(m),
             E::Internal(m) => OperatorError::Internal(m),
             E::Call(e) => e.into(),
+        }
+    }
+}
+
+impl From<super::reads::ReadError> for OperatorError {
+    fn from(e: super::reads::ReadError) -> OperatorError {
+        use super::reads::ReadError as E;
+        match e {
+            E::Params(m) => OperatorError::Params(m),
+            E::NotFound(m) => OperatorError::NotFound(m),
+            E::State(e) => OperatorError::Internal(e.to_string()),
         }
     }
 }
@@ -174,15 +186,6 @@ pub(crate) struct RejectParams {
     pub close: bool,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(crate) struct SessionsParams {
-    pub agent_id: Option<String>,
-    pub kind: Option<String>,
-    pub limit: Option<usize>,
-    pub cursor: Option<String>,
-}
-
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct KeyParams {
@@ -196,17 +199,6 @@ pub(crate) struct ShowParams {
     /// With the system section the session was last given.
     #[serde(default)]
     pub prompt: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(crate) struct HistoryParams {
-    pub session_key: String,
-    pub limit: Option<usize>,
-    pub cursor: Option<String>,
-    /// Every segment of the transcript, not only the one since the last `/new`.
-    #[serde(default)]
-    pub all: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -243,18 +235,6 @@ pub(crate) struct CloseParams {
     pub trash: bool,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(crate) struct RunsParams {
-    pub state: Option<RunState>,
-    pub agent_id: Option<String>,
-    pub session_key: Option<String>,
-    #[serde(default)]
-    pub active: bool,
-    pub limit: Option<usize>,
-    pub cursor: Option<String>,
-}
-
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct RunParams {
@@ -287,95 +267,6 @@ pub(crate) enum HubAnswer {
     Task(super::tasks::TaskView),
 }
 
-/// `sessions/list`: one page of the sessions, newest activity first.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SessionList {
-    pub count: usize,
-    pub sessions: Vec<SessionSummary>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SessionSummary {
-    pub session_key: String,
-    pub agent_id: String,
-    pub kind: &'static str,
-    pub label: Option<String>,
-    pub parent_session_key: Option<String>,
-    pub last_activity: Option<String>,
-    pub queue_depth: usize,
-}
-
-/// `sessions/show`: a session, its spawn (if it is a child), its children and recent runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SessionDetail {
-    pub session_key: String,
-    pub agent_id: Option<String>,
-    pub kind: &'static str,
-    pub queue_depth: usize,
-    pub child: Option<ChildView>,
-    pub children: Vec<ChildLink>,
-    pub runs: Vec<RunView>,
-    /// Asked for (`prompt`): the system section the session was last given, or null when it
-    /// was given none.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub system_section: Option<Option<SectionView>>,
-}
-
-/// The system section a session was last given (conversations.md).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SectionView {
-    /// The runtime session it went to.
-    pub runtime_session_id: String,
-    /// Of everything but its date and time.
-    pub hash: String,
-    pub at: String,
-    pub text: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ChildView {
-    pub parent_session_key: String,
-    pub depth: u32,
-    pub label: Option<String>,
-    pub mode: crate::state::SpawnMode,
-    pub cleanup: crate::state::Cleanup,
-    pub run_id: String,
-    pub closed_at: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ChildLink {
-    pub session_key: String,
-    pub run_id: String,
-    pub closed_at: Option<String>,
-}
-
-/// `sessions/history`: one page of a session's transcript, oldest first.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct History {
-    pub session_key: String,
-    pub messages: Vec<HistoryMessage>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct HistoryMessage {
-    pub id: i64,
-    pub provenance: crate::state::Provenance,
-    pub at: String,
-    pub text: String,
-}
-
 /// `sessions/cancel`: the runs cancelled, or (none running) what came of the turn's cancel.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -396,16 +287,6 @@ pub(crate) struct RunCancel {
     pub cancel: &'static str,
 }
 
-/// `runs/list`: one page of the runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RunList {
-    pub count: usize,
-    pub runs: Vec<RunView>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-}
-
 impl Hub {
     /// One operator call.
     pub(crate) async fn operator(
@@ -416,31 +297,17 @@ impl Hub {
             HubRequest::SessionsList(p) => {
                 Ok(HubAnswer::Sessions(self.operator_sessions(p).await?))
             }
-            HubRequest::SessionsShow(p) => Ok(HubAnswer::Session(
-                self.operator_session(&p.session_key, p.prompt).await?,
-            )),
-            HubRequest::SessionsHistory(p) => {
-                let page = paged(p.limit, p.cursor.as_deref())?;
-                let (key, all) = (p.session_key.clone(), p.all);
-                let rows = self
-                    .db(move |s| s.history(&key, page.limit, page.offset, all))
-                    .await?;
-                let next_cursor = (rows.len() == page.limit).then(|| page.after(rows.len()));
-                let messages = rows
-                    .into_iter()
-                    .map(|r| HistoryMessage {
-                        id: r.id,
-                        provenance: r.provenance,
-                        at: r.at,
-                        text: r.text,
-                    })
-                    .collect();
-                Ok(HubAnswer::History(History {
-                    session_key: p.session_key,
-                    messages,
-                    next_cursor,
-                }))
+            HubRequest::SessionsShow(p) => {
+                let (key, prompt) = (p.session_key.clone(), p.prompt);
+                let mut detail = self
+                    .db(move |s| Ok(super::reads::session(s, &key, prompt)))
+                    .await??;
+                detail.queue_depth = self.access.queue_depth(&detail.session_key);
+                Ok(HubAnswer::Session(detail))
             }
+            HubRequest::SessionsHistory(p) => Ok(HubAnswer::History(
+                self.db(move |s| Ok(super::reads::history(s, &p))).await??,
+            )),
             HubRequest::SessionsSend(p) => {
                 let wait = Duration::from_secs(p.timeout_seconds.unwrap_or(30).min(3600));
                 Ok(HubAnswer::Sent(
@@ -498,11 +365,10 @@ impl Hub {
                     cancel: cancel_word(run.state),
                 }))
             }
-            HubRequest::RunsShow(p) => self
-                .run_detail(&p.run_id)
-                .await?
-                .map(HubAnswer::RunDetail)
-                .ok_or_else(|| OperatorError::NotFound(format!("no run `{}`", p.run_id))),
+            HubRequest::RunsShow(p) => Ok(HubAnswer::RunDetail(
+                self.db(move |s| Ok(super::reads::run(s, &p.run_id)))
+                    .await??,
+            )),
             HubRequest::TasksList(p) => {
                 let limit = p.limit.unwrap_or(50).clamp(1, super::page::MAX_LIMIT);
                 Ok(HubAnswer::Tasks(self.operator_tasks(p.room, limit).await?))
@@ -577,98 +443,13 @@ impl Hub {
         &self,
         p: SessionsParams,
     ) -> Result<SessionList, OperatorError> {
-        let mut all = self.db(|s| s.known_sessions()).await?;
-        all.sort_by(|a, b| b.last_at.cmp(&a.last_at));
-        let page = paged(p.limit, p.cursor.as_deref())?;
-        let (all, next_cursor) = page.of(all
-            .into_iter()
-            .filter(|s| p.agent_id.as_ref().is_none_or(|a| *a == s.agent_id))
-            .filter(|s| p.kind.as_ref().is_none_or(|k| k == kind_of(&s.session_key))));
-        let mut children = std::collections::HashMap::new();
-        for s in &all {
-            let key = s.session_key.clone();
-            if let Some(child) = self.db(move |st| st.child(&key)).await? {
-                children.insert(s.session_key.clone(), child);
-            }
+        let mut list = self
+            .db(move |s| Ok(super::reads::sessions(s, &p)))
+            .await??;
+        for s in &mut list.sessions {
+            s.queue_depth = self.access.queue_depth(&s.session_key);
         }
-        let sessions: Vec<SessionSummary> = all
-            .into_iter()
-            .map(|s| {
-                let child = children.get(&s.session_key);
-                SessionSummary {
-                    kind: kind_of(&s.session_key),
-                    label: child.and_then(|c| c.label.clone()),
-                    parent_session_key: child.map(|c| c.parent_session_key.clone()),
-                    last_activity: s.last_at,
-                    queue_depth: self.access.queue_depth(&s.session_key),
-                    agent_id: s.agent_id,
-                    session_key: s.session_key,
-                }
-            })
-            .collect();
-        Ok(SessionList {
-            count: sessions.len(),
-            sessions,
-            next_cursor,
-        })
-    }
-
-    async fn operator_session(
-        &self,
-        key: &str,
-        prompt: bool,
-    ) -> Result<SessionDetail, OperatorError> {
-        let k = key.to_string();
-        let (exists, child, runs, children, section) = self
-            .db(move |s| {
-                Ok((
-                    s.session_exists(&k)?,
-                    s.child(&k)?,
-                    s.runs(&RunFilter {
-                        target_session_key: Some(k.clone()),
-                        limit: 20,
-                        ..RunFilter::default()
-                    })?,
-                    s.children_of(&k)?,
-                    if prompt { s.given_section(&k)? } else { None },
-                ))
-            })
-            .await?;
-        if !exists && child.is_none() {
-            return Err(OperatorError::NotFound(format!("no session `{key}`")));
-        }
-        Ok(SessionDetail {
-            session_key: key.to_string(),
-            agent_id: super::store::agent_of(key).map(str::to_string),
-            kind: kind_of(key),
-            queue_depth: self.access.queue_depth(key),
-            child: child.map(|c| ChildView {
-                parent_session_key: c.parent_session_key,
-                depth: c.depth,
-                label: c.label,
-                mode: c.mode,
-                cleanup: c.cleanup,
-                run_id: c.run_id,
-                closed_at: c.closed_at,
-            }),
-            children: children
-                .into_iter()
-                .map(|c| ChildLink {
-                    session_key: c.session_key,
-                    run_id: c.run_id,
-                    closed_at: c.closed_at,
-                })
-                .collect(),
-            runs: runs.iter().map(RunView::of).collect(),
-            system_section: prompt.then(|| {
-                section.map(|g| SectionView {
-                    runtime_session_id: g.runtime_session_id,
-                    hash: g.hash,
-                    at: g.at,
-                    text: g.text,
-                })
-            }),
-        })
+        Ok(list)
     }
 
     /// Cancels the unfinished runs into `key`; when there are none, the turn running there.
@@ -714,35 +495,8 @@ impl Hub {
     }
 
     pub(crate) async fn operator_runs(&self, p: RunsParams) -> Result<RunList, OperatorError> {
-        let filter = RunFilter {
-            state: p.state,
-            target_session_key: p.session_key,
-            agent_id: p.agent_id,
-            active: p.active,
-            ..RunFilter::default()
-        };
-        let page = paged(p.limit, p.cursor.as_deref())?;
-        // One more than the page: whether there is a next.
-        let filter = RunFilter {
-            limit: page.limit + 1,
-            offset: page.offset,
-            ..filter
-        };
-        let mut runs = self.db(move |s| s.runs(&filter)).await?;
-        let more = runs.len() > page.limit;
-        runs.truncate(page.limit);
-        Ok(RunList {
-            count: runs.len(),
-            runs: runs.iter().map(RunView::of).collect(),
-            next_cursor: more.then(|| page.after(runs.len())),
-        })
+        Ok(self.db(move |s| Ok(super::reads::runs(s, &p))).await??)
     }
-}
-
-/// The page an operator list asks for (hub.md, "Paging").
-fn paged(limit: Option<usize>, cursor: Option<&str>) -> Result<super::page::Page, OperatorError> {
-    super::page::Page::new(limit, cursor, super::page::DEFAULT_LIMIT)
-        .map_err(|bad| OperatorError::Params(bad.to_string()))
 }
 
 /// A run's state after a cancel, in the cancel's own words (approvals.md, "Cancel states").
@@ -753,4 +507,42 @@ fn cancel_word(state: RunState) -> &'static str {
         RunState::Uncertain => "uncertain",
         _ => "not_running",
     }
+}
+
+/// `method` (without the `_mustang.agent/` prefix) answered from the state database in `dir`,
+/// when it is one of the reads it answers alone; `None` for the others, which need a
+/// controller.
+pub(crate) fn offline(
+    dir: &crate::state::StateDir,
+    method: &str,
+    params: Value,
+) -> Option<Result<Value, OperatorError>> {
+    let request = match HubRequest::parse(method, params) {
+        Ok(request) => request,
+        Err(e) => return Some(Err(e)),
+    };
+    let store = || super::store::HubStore::open(dir).map_err(super::reads::ReadError::from);
+    let answer = match request {
+        HubRequest::SessionsList(p) => store()
+            .and_then(|s| super::reads::sessions(&s, &p))
+            .map(HubAnswer::Sessions),
+        HubRequest::SessionsShow(p) => store()
+            .and_then(|s| super::reads::session(&s, &p.session_key, p.prompt))
+            .map(HubAnswer::Session),
+        HubRequest::SessionsHistory(p) => store()
+            .and_then(|s| super::reads::history(&s, &p))
+            .map(HubAnswer::History),
+        HubRequest::RunsList(p) => store()
+            .and_then(|s| super::reads::runs(&s, &p))
+            .map(HubAnswer::Runs),
+        HubRequest::RunsShow(p) => store()
+            .and_then(|s| super::reads::run(&s, &p.run_id))
+            .map(HubAnswer::RunDetail),
+        _ => return None,
+    };
+    Some(
+        answer.map_err(OperatorError::from).and_then(|a| {
+            serde_json::to_value(a).map_err(|e| OperatorError::Internal(e.to_string()))
+        }),
+    )
 }

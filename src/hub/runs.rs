@@ -1102,21 +1102,6 @@ impl Hub {
         }
         Ok(outcome)
     }
-
-    /// A run with its events, for the operator.
-    pub(crate) async fn run_detail(&self, run_id: &str) -> Result<Option<RunDetail>, CallError> {
-        let id = run_id.to_string();
-        let found = self
-            .db(move |s| Ok(s.run(&id)?.map(|r| (r, s.run_events(&id)))))
-            .await?;
-        let Some((run, events)) = found else {
-            return Ok(None);
-        };
-        Ok(Some(RunDetail {
-            run: RunView::of(&run),
-            events: events?,
-        }))
-    }
 }
 
 /// What closing a session did (`sessions/close`), or why it could not.

@@ -29,6 +29,13 @@ pub struct Report {
 }
 
 impl Report {
+    /// Whether the directory held none of the three files (`nothing-declared`).
+    pub fn declares_nothing(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .any(|d| d.rule.id == crate::diagnostic::rules::NOTHING_DECLARED.id)
+    }
+
     pub fn errors(&self) -> usize {
         self.diagnostics.iter().filter(|d| d.is_error()).count()
     }

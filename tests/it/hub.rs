@@ -1480,3 +1480,56 @@ fn an_operator_notice_waits_for_a_carrier_and_then_reaches_the_chat() {
         "{rows:?}"
     );
 }
+
+/// What the state database holds is read without a controller: `sessions list|show|history`
+/// and `runs list|show` answer from it once `deepcli up` stopped (saying so), as they did from
+/// the controller; what needs one (`sessions send`) says so.
+#[test]
+fn sessions_and_runs_are_read_from_the_state_when_no_controller_runs() {
+    let agents = "agents:\n  list:\n    - id: main\n      runtime: {kind: acp, command: [deepcli, demo-agent]}\n";
+    let mut up = Up::start(agents, "bindings: []\n");
+    up.wait_for("main ready", |s| {
+        Up::runtime(s, "main").is_some_and(|r| r["status"] == "ready")
+    });
+    let text = |out: std::process::Output| {
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, reply, _) = text(up.deepcli(&["sessions", "send", "agent:main:main", "SAY kept"]));
+    assert_eq!((code, reply.as_str()), (Some(0), "kept\n"));
+    let reads: [&[&str]; 4] = [
+        &["sessions", "list"],
+        &["sessions", "show", "agent:main:main"],
+        &["sessions", "history", "agent:main:main"],
+        &["runs", "list"],
+    ];
+    let live: Vec<String> = reads.iter().map(|args| text(up.deepcli(args)).1).collect();
+    let run = live[3].split_whitespace().next().unwrap().to_string();
+    let live_run = text(up.deepcli(&["runs", "show", &run])).1;
+    assert!(up.terminate().success());
+
+    for (args, live) in reads.iter().zip(&live) {
+        let (code, out, err) = text(up.deepcli(args));
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert_eq!(&out, live, "{args:?} reads the same without the controller");
+        assert!(
+            err.contains("note: no controller runs: read from the state database"),
+            "{err}"
+        );
+    }
+    assert!(live[2].contains("[agent] kept"), "{}", live[2]);
+    let (code, out, _) = text(up.deepcli(&["runs", "show", &run]));
+    assert_eq!((code, out), (Some(0), live_run));
+    let (code, _, err) = text(up.deepcli(&["runs", "show", "no-such-run"]));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no run `no-such-run`"), "{err}");
+    let (code, _, err) = text(up.deepcli(&["sessions", "send", "agent:main:main", "hi"]));
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("sending, cancelling and deciding need the running controller"),
+        "{err}"
+    );
+}
