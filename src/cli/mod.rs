@@ -3,6 +3,7 @@
 //! Layers, as in uv: clap structs (no behaviour) → resolved settings → a command function that
 //! takes plain values, calls the library and returns an [`ExitStatus`].
 
+mod a2a;
 mod access;
 mod agents;
 mod approvals;
@@ -114,6 +115,7 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["inbound"], &["config"]),
     (&["audit"], &["config"]),
     (&["demo-agent"], &["config", "state_dir"]),
+    (&["a2a"], &["config", "state_dir"]),
     (&["completions"], &["config", "state_dir"]),
     (&["man"], &["config", "state_dir"]),
 ];
@@ -185,6 +187,9 @@ enum Command {
     /// What an agent's sandbox lets its runtime touch: `sandbox explain AGENT`.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCommand),
+    /// An A2A client: read a card, send a message, get or cancel a task (`a2a send URL TEXT`).
+    #[command(subcommand)]
+    A2a(a2a::A2aCommand),
     /// The Hub's MCP server on stdio (`hub mcp`), which deepcli gives its agents to start.
     #[command(subcommand)]
     Hub(hub::HubCommand),
@@ -348,6 +353,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Audit(args) => audit::run(&global, args),
         Command::Sandbox(command) => sandbox::run(&global, command),
         Command::Hub(command) => hub::hub(command),
+        Command::A2a(command) => a2a::run(command),
         Command::DemoAgent => demo_agent(),
         Command::Completions { shell } => {
             let mut script = Vec::new();

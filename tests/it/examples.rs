@@ -184,8 +184,14 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The walk-throughs' controllers listen where the READMEs say, 127.0.0.1:7430: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs the walk-through of `examples/<name>/README.md`.
 fn walk(name: &str) {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = repo.join("examples").join(name).join("README.md");
     let markdown = std::fs::read_to_string(&readme).unwrap();
@@ -230,10 +236,11 @@ fn walk(name: &str) {
             continue;
         }
         if command.ends_with(" up") {
+            let log = tmp.path().join("up.log");
             let child = sh(&format!("exec {command}"))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
                 .spawn()
                 .unwrap();
             controller = Some(Controller(child));
@@ -274,6 +281,11 @@ fn walk(name: &str) {
 #[test]
 fn the_hub_demo_walk_through_runs_as_written() {
     walk("hub-demo");
+}
+
+#[test]
+fn the_a2a_demo_walk_through_runs_as_written() {
+    walk("a2a-demo");
 }
 
 #[test]
