@@ -95,6 +95,9 @@ pub(crate) fn agent_id(raw: &str) -> Cow<'_, str> {
 /// The built-in channel of the local command line: the operator's own, declared or not.
 pub(crate) const CLI_CHANNEL: &str = "cli";
 
+/// The built-in channel of A2A peers (docs/a2a.md): a peer's name is its sender.
+pub(crate) const A2A_CHANNEL: &str = "a2a";
+
 /// Normalizes a channel id: trimmed and lowercased, no aliases.
 pub(crate) fn channel(raw: &str) -> Cow<'_, str> {
     let trimmed = trim(raw);

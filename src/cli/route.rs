@@ -135,6 +135,7 @@ pub(super) fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
         plan,
         declared,
         policy,
+        a2a_exposed,
     } = match load_plan(global, args.plan.as_ref()) {
         Ok(loaded) => loaded,
         Err(status) => return status,
@@ -164,6 +165,7 @@ pub(super) fn run(global: &GlobalSettings, args: RouteArgs) -> ExitStatus {
         let result = plan.resolve(&input);
         super::route_gate::explain(
             policy.as_ref(),
+            a2a_exposed.as_deref(),
             &input,
             &result,
             &super::route_gate::Sent {
@@ -266,6 +268,8 @@ struct Loaded {
     declared: Option<Declared>,
     /// The inbound policy, which only the config has.
     policy: Option<PolicyPlan>,
+    /// The agents channels.yaml's `a2a.expose` lists, which only the config has.
+    a2a_exposed: Option<Vec<String>>,
 }
 
 /// The plan to route with: compiled from a config without errors, or loaded from a file.
@@ -283,6 +287,7 @@ fn load_plan(global: &GlobalSettings, plan_file: Option<&PathBuf>) -> Result<Loa
                 plan: doc.into_plan()?,
                 declared,
                 policy: None,
+                a2a_exposed: None,
             })
         });
         return loaded.map_err(|e| {
@@ -296,6 +301,14 @@ fn load_plan(global: &GlobalSettings, plan_file: Option<&PathBuf>) -> Result<Loa
             (RoutingPlan::compile(config), PolicyPlan::compile(config))
         })?;
     let declared = Declared::of_config(&report.config);
+    let a2a_exposed = Some(
+        report
+            .config
+            .a2a
+            .as_ref()
+            .map(|a| a.expose.clone())
+            .unwrap_or_default(),
+    );
     crate::threads::drop_in_background(report);
     let plan = plan.map_err(|e| {
         let _ = writeln!(err, "error: {e}");
@@ -305,6 +318,7 @@ fn load_plan(global: &GlobalSettings, plan_file: Option<&PathBuf>) -> Result<Loa
         plan,
         declared: Some(declared),
         policy: Some(policy),
+        a2a_exposed,
     })
 }
 

@@ -29,12 +29,16 @@ pub(super) enum GateView {
     NoPolicy,
     /// An account channels.yaml does not declare.
     NotGated { channel: String, account: String },
+    /// An A2A peer routed to an agent `a2a.expose` does not list: the hub's endpoint refuses
+    /// it before any gate.
+    NotExposed { agent: String },
     /// The verdict, and whether the sender is a bot.
     Verdict(Verdict, bool),
 }
 
 pub(super) fn explain(
     policy: Option<&PolicyPlan>,
+    a2a_exposed: Option<&[String]>,
     input: &RouteInput,
     result: &RouteResult,
     sent: &Sent<'_>,
@@ -42,6 +46,13 @@ pub(super) fn explain(
     let Some(policy) = policy else {
         return GateView::NoPolicy;
     };
+    if &*result.channel == crate::ids::A2A_CHANNEL
+        && a2a_exposed.is_some_and(|exposed| !exposed.iter().any(|a| *a == *result.agent_id))
+    {
+        return GateView::NotExposed {
+            agent: result.agent_id.to_string(),
+        };
+    }
     // The route names the channel and account as the router normalized them.
     let channel = result.channel.to_string();
     let account = result.account_id.to_string();
@@ -82,6 +93,9 @@ impl GateView {
         match self {
             GateView::NoPolicy => json!({"verdict": "unknown", "note": NO_POLICY}),
             GateView::NotGated { .. } => json!({"verdict": "deliver", "note": self.not_gated()}),
+            GateView::NotExposed { .. } => {
+                json!({"verdict": "refused", "reason": "not-exposed", "note": self.not_gated()})
+            }
             GateView::Verdict(Verdict::Deliver, false) => json!({"verdict": "deliver"}),
             GateView::Verdict(Verdict::Deliver, true) => {
                 json!({"verdict": "deliver", "note": BOT_LOOP})
@@ -111,6 +125,9 @@ impl GateView {
             GateView::NotGated { channel, account } => format!(
                 "channels.yaml declares no account `{channel}/{account}`: the Access API refuses the message before any gate (401)"
             ),
+            GateView::NotExposed { agent } => format!(
+                "agent `{agent}` is not in channels.yaml `a2a.expose`: the hub's endpoint /a2a/ refuses the peer before any gate (403 PERMISSION_DENIED); bind the peer to an exposed agent, or expose `{agent}`"
+            ),
             _ => String::new(),
         }
     }
@@ -123,6 +140,9 @@ impl GateView {
             }
             GateView::NotGated { .. } => {
                 let _ = writeln!(out, "  {PASS}deliver{PASS:#}  {}", self.not_gated());
+            }
+            GateView::NotExposed { .. } => {
+                let _ = writeln!(out, "  {GATED}not-exposed{GATED:#}  {}", self.not_gated());
             }
             GateView::Verdict(Verdict::Deliver, bot) => {
                 let _ = writeln!(out, "  {PASS}deliver{PASS:#}");

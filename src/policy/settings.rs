@@ -340,7 +340,7 @@ struct Level<'a> {
 }
 
 /// The channel of A2A peers (a2a.md).
-const A2A: &str = "a2a";
+const A2A: &str = crate::ids::A2A_CHANNEL;
 
 /// The built-in defaults, which differ only on channels whose senders authenticate themselves.
 struct Builtin {

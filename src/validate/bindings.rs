@@ -17,7 +17,7 @@ use crate::routing::scope::{AccountPattern, MatchKeyRef, Scope, TierKey};
 
 const FILE: FileKind = FileKind::Bindings;
 /// The channel of A2A peers (a2a.md).
-const A2A: &str = "a2a";
+const A2A: &str = crate::ids::A2A_CHANNEL;
 
 /// How many earlier bindings of the same tier key a binding is compared with. Real configs have
 /// one or two per key; the bound keeps a pathological file linear.

@@ -701,3 +701,56 @@ fn a_deepcli_process_runs_without_transparent_huge_pages() {
         .expect("/proc/<pid>/status has THP_enabled (Linux 5.0 and later)");
     assert_eq!(thp.trim(), "0", "{status}");
 }
+
+/// An A2A peer routed at the hub's endpoint to an agent `a2a.expose` does not list is refused
+/// there (403) before any gate: `--explain` says so, as the server does, not `deliver`.
+#[test]
+fn explain_says_an_a2a_peer_routed_to_an_unexposed_agent_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n    - id: research\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("channels.yaml"),
+        "channels: {}\na2a:\n  expose: [research]\n  peers:\n    partner: {token: {source: env, id: PARTNER_TOKEN}}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("bindings.yaml"), "bindings: []\n").unwrap();
+    let config = dir.path().to_str().unwrap();
+    let args = |json: bool| {
+        let mut a = vec![
+            "--config",
+            config,
+            "--channel",
+            "a2a",
+            "--peer",
+            "direct:partner",
+        ];
+        a.extend(["--sender", "partner", "--explain"]);
+        if json {
+            a.push("--json");
+        }
+        route(&a)
+    };
+    // Unbound, the peer reaches main, the default agent, which is not exposed.
+    let run = args(false);
+    assert!(
+        run.stdout
+            .contains("not-exposed  agent `main` is not in channels.yaml `a2a.expose`"),
+        "{}",
+        run.stdout
+    );
+    let json: Value = serde_json::from_str(&args(true).stdout).unwrap();
+    assert_eq!(json["gate"]["verdict"], "refused");
+    assert_eq!(json["gate"]["reason"], "not-exposed");
+    // Bound to research, it is delivered.
+    std::fs::write(
+        dir.path().join("bindings.yaml"),
+        "bindings:\n  - {agentId: research, match: {channel: a2a, peer: {kind: direct, id: partner}}}\n",
+    )
+    .unwrap();
+    let json: Value = serde_json::from_str(&args(true).stdout).unwrap();
+    assert_eq!(json["gate"]["verdict"], "deliver", "{json:#}");
+}
