@@ -192,6 +192,14 @@ pub(super) fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
             );
             ExitStatus::Error
         }
+        Err(e @ controller::ControllerError::Listen { .. }) => {
+            let _ = writeln!(anstream::stderr(), "error: {e}");
+            let _ = writeln!(
+                anstream::stderr(),
+                "hint: another process listens there (`deepcli status` says whether it is a deepcli controller); pass another address with --listen ADDR, e.g. --listen 127.0.0.1:7431"
+            );
+            ExitStatus::Failure
+        }
         Err(e) => {
             let _ = writeln!(anstream::stderr(), "error: {e}");
             ExitStatus::Failure

@@ -89,11 +89,12 @@ fn normalized(channel: &str, account: Option<&str>) -> (String, Option<String>) 
 }
 
 pub fn list(ctx: &ManageContext, request: &ListRequest) -> Result<PairingList> {
+    // A mistyped --state-dir must not look like a hub nobody asked to pair with.
     let Some(store) = open(ctx)? else {
-        return Ok(PairingList {
-            pending: Vec::new(),
-            paired: Vec::new(),
-        });
+        return Err(super::ManageError::usage(
+            format!("no deepcli state in `{}`", ctx.state_dir().root().display()),
+            "pass the --state-dir (or DEEPCLI_STATE_DIR) the controller runs with",
+        ));
     };
     let channel = request
         .channel

@@ -219,6 +219,10 @@ fn up_that_cannot_listen_creates_nothing() {
         let run = hub.fails_creating_nothing(&["up", "--listen", &addr], 1);
         assert!(
             run.stderr
+                .contains("pass another address with --listen ADDR")
+        );
+        assert!(
+            run.stderr
                 .contains(&format!("error: cannot listen on {addr}")),
             "{start:?}: {}",
             run.stderr

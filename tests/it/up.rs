@@ -152,7 +152,7 @@ fn runtimes_are_supervised_restarted_and_stopped() {
     });
     let echo = Up::runtime(&doc, "echo").unwrap();
     assert_eq!(
-        echo["info"]["agentInfo"]["name"], "deepcli-echo",
+        echo["info"]["agentInfo"]["name"], "deepcli-demo",
         "initialize answered"
     );
     let first = Up::runtime(&doc, "worker").unwrap()["pid"]
@@ -554,7 +554,7 @@ fn an_argument_named_up_does_not_reexec() {
         std::io::BufReader::new(agent.stdout.take().unwrap())
             .read_line(&mut answer)
             .unwrap();
-        assert!(answer.contains("deepcli-echo"), "{args:?}: {answer}");
+        assert!(answer.contains("deepcli-demo"), "{args:?}: {answer}");
         let env = environ(agent.id());
         drop(stdin);
         assert!(agent.wait().unwrap().success());
