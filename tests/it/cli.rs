@@ -444,3 +444,15 @@ fn a_mistyped_peer_kind_is_refused_before_anything_runs() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("(did you mean `group`?)"));
 }
+
+#[test]
+fn pairing_list_on_a_state_directory_that_does_not_exist_says_so() {
+    let out = deepcli().args(["pairing", "list"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no deepcli state in `/srv/deepcli-state`"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
