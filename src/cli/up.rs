@@ -506,6 +506,25 @@ fn budget_line(b: &Value) -> String {
         of(&b["tokensToday"], &b["tokensPerDay"]),
         of(&b["costTodayUsd"], &b["costPerDayUsd"]),
     );
+    // A count at its limit refuses the agent's next turn or spawn: said in words.
+    let at_limit: Vec<&str> = [
+        ("turnsLastHour", "turnsPerHour"),
+        ("spawnsLastHour", "spawnsPerHour"),
+        ("tokensToday", "tokensPerDay"),
+        ("costTodayUsd", "costPerDayUsd"),
+    ]
+    .into_iter()
+    .filter(|(used, limit)| {
+        matches!((b[*used].as_f64(), b[*limit].as_f64()), (Some(u), Some(l)) if u >= l)
+    })
+    .map(|(_, limit)| limit)
+    .collect();
+    if !at_limit.is_empty() {
+        out.push_str(&format!(
+            "               over budget: {} reached; the agent's next turns are refused until the window moves on\n",
+            at_limit.join(", ")
+        ));
+    }
     for note in b["notes"].as_array().into_iter().flatten() {
         out.push_str(&format!(
             "               {}\n",
@@ -519,6 +538,19 @@ fn budget_line(b: &Value) -> String {
 mod tests {
     use super::*;
     use crate::controller::client::ClientError;
+
+    #[test]
+    fn a_budget_at_its_limit_is_said_in_words() {
+        let b = serde_json::json!({"turnsLastHour": 6, "turnsPerHour": 6, "runningTurns": 0,
+            "concurrentTurns": null, "spawnsLastHour": 1, "spawnsPerHour": 60,
+            "tokensToday": "unknown", "tokensPerDay": 100, "costTodayUsd": "unknown",
+            "costPerDayUsd": null, "notes": []});
+        assert!(budget_line(&b).ends_with(
+            "over budget: turnsPerHour reached; the agent's next turns are refused until the window moves on\n"
+        ));
+        let under = serde_json::json!({"turnsLastHour": 5, "turnsPerHour": 6});
+        assert!(!budget_line(&under).contains("over budget"));
+    }
 
     #[test]
     fn a_wrong_operator_token_is_reported_as_refused_not_as_no_controller() {
