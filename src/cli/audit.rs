@@ -35,6 +35,10 @@ pub(super) struct AuditArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    /// Keep following: print each new event as it is recorded, until Ctrl-C (the hub's log,
+    /// live). One JSON event per line with --json.
+    #[arg(short, long, conflicts_with = "limit")]
+    follow: bool,
 }
 
 pub(super) fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
@@ -87,6 +91,9 @@ pub(super) fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
         );
         return ExitStatus::Failure;
     }
+    if args.follow {
+        return follow(&store, filter, events, args.json);
+    }
     let text = if args.json {
         let doc = json!({"count": events.len(), "events": events});
         serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
@@ -95,6 +102,67 @@ pub(super) fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
     };
     let _ = anstream::stdout().write_all(text.as_bytes());
     ExitStatus::Success
+}
+
+/// `audit --follow`: the events so far, then each new one, looked for every half second.
+/// Times are to the second: an event is new when it was not printed among those of the latest
+/// second already shown.
+fn follow(
+    store: &StateStore,
+    mut filter: AuditFilter,
+    events: Vec<AuditEvent>,
+    json: bool,
+) -> ExitStatus {
+    let key = |e: &AuditEvent| {
+        (
+            e.kind,
+            e.run_id.clone(),
+            e.summary.clone(),
+            e.refs.join(","),
+        )
+    };
+    let mut latest = String::new();
+    let mut shown_latest = std::collections::HashSet::new();
+    let mut batch = events;
+    loop {
+        let mut out = String::new();
+        for e in &batch {
+            if e.at > latest {
+                latest = e.at.clone();
+                shown_latest.clear();
+            }
+            if e.at == latest && !shown_latest.insert(key(e)) {
+                continue;
+            }
+            if e.at < latest {
+                continue;
+            }
+            out.push_str(&if json {
+                serde_json::to_string(e).unwrap_or_default() + "\n"
+            } else {
+                render(std::slice::from_ref(e))
+            });
+        }
+        let mut stdout = anstream::stdout();
+        if stdout
+            .write_all(out.as_bytes())
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            return ExitStatus::Success;
+        }
+        std::thread::sleep(super::hub::FOLLOW_EVERY);
+        if !latest.is_empty() {
+            filter.since = Some(latest.clone());
+        }
+        batch = match store.audit(&filter) {
+            Ok(events) => events,
+            Err(e) => {
+                super::state_error(&e);
+                return ExitStatus::Error;
+            }
+        };
+    }
 }
 
 /// One line per event: when, what, deepcli's sentence, and the rows that hold more.

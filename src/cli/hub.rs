@@ -37,6 +37,10 @@ pub(super) enum SessionsCommand {
     /// A session's transcript, oldest first.
     #[command(after_help = EXIT_CODES)]
     History(HistoryArgs),
+    /// Follow a session's transcript as it grows (until Ctrl-C): what was said, then each new
+    /// message. Read from the state database, with or without a controller.
+    #[command(after_help = EXIT_CODES)]
+    Watch(WatchArgs),
     /// Speak into a session as the operator (provenance `operator`) and wait for the reply.
     #[command(after_help = EXIT_CODES)]
     Send(SendArgs),
@@ -238,6 +242,15 @@ pub(super) struct HistoryArgs {
 }
 
 #[derive(Debug, Args)]
+pub(super) struct WatchArgs {
+    /// The session key.
+    session_key: String,
+    /// Begin with only the last N messages said so far [default: 20].
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    last: usize,
+}
+
+#[derive(Debug, Args)]
 pub(super) struct SayArgs {
     /// The session key.
     session_key: String,
@@ -414,6 +427,7 @@ pub(super) fn text(v: &Value) -> String {
 pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> ExitStatus {
     let quick = Duration::from_secs(5);
     let outcome = match &command {
+        SessionsCommand::Watch(a) => return watch(global, a),
         SessionsCommand::List(a) => rpc(
             global,
             "sessions/list",
@@ -576,6 +590,86 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
             }
         }
         SessionsCommand::Show(_) => show(&result, json, session_human),
+        // Answered above, without a call.
+        SessionsCommand::Watch(_) => ExitStatus::Success,
+    }
+}
+
+/// How often `sessions watch` and `audit --follow` look again.
+pub(super) const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+
+/// `sessions watch KEY`: the transcript's last messages, then each new one as it is recorded,
+/// read from the state database (the controller writes it there as the turn ends).
+fn watch(global: &GlobalSettings, args: &WatchArgs) -> ExitStatus {
+    let mut err = anstream::stderr();
+    let dir = StateDir::new(&global.load.state_dir);
+    if !dir.db().exists() {
+        let _ = writeln!(
+            err,
+            "error: no deepcli state in `{}`\nhint: pass the --state-dir (or DEEPCLI_STATE_DIR) the controller runs with",
+            dir.root().display()
+        );
+        return ExitStatus::Error;
+    }
+    const PAGE: usize = 200;
+    let page = |cursor: &Option<String>| {
+        crate::hub::operator::offline(
+            &dir,
+            "sessions/history",
+            json!({"sessionKey": args.session_key, "limit": PAGE, "cursor": cursor}),
+        )
+    };
+    // Where the page being read begins, and the newest message printed.
+    let mut cursor: Option<String> = None;
+    let mut last_id: Option<i64> = None;
+    let mut first = true;
+    loop {
+        let mut fresh: Vec<Value> = Vec::new();
+        loop {
+            let result = match page(&cursor) {
+                Some(Ok(result)) => result,
+                Some(Err(e)) => {
+                    let _ = writeln!(err, "error: {e}");
+                    return ExitStatus::Failure;
+                }
+                None => return ExitStatus::Error,
+            };
+            let messages = result["messages"].as_array().cloned().unwrap_or_default();
+            fresh.extend(
+                messages
+                    .into_iter()
+                    .filter(|m| last_id.is_none_or(|last| m["id"].as_i64().unwrap_or(0) > last)),
+            );
+            match result["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_string()),
+                None => break,
+            }
+        }
+        if first {
+            let skip = fresh.len().saturating_sub(args.last);
+            fresh.drain(..skip);
+            first = false;
+        }
+        let mut out = String::new();
+        for m in &fresh {
+            last_id = m["id"].as_i64().or(last_id);
+            out.push_str(&format!(
+                "{} [{}] {}\n",
+                text(&m["at"]),
+                text(&m["provenance"]),
+                crate::shown::shown_lines(&text(&m["text"]))
+            ));
+        }
+        let mut stdout = anstream::stdout();
+        if stdout
+            .write_all(out.as_bytes())
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            // The reader went away (`| head`).
+            return ExitStatus::Success;
+        }
+        std::thread::sleep(FOLLOW_EVERY);
     }
 }
 

@@ -1533,3 +1533,77 @@ fn sessions_and_runs_are_read_from_the_state_when_no_controller_runs() {
         "{err}"
     );
 }
+
+/// `sessions watch KEY` and `audit --follow` print what was recorded, then each new message
+/// or event as it comes, until stopped.
+#[test]
+fn watch_and_follow_print_what_comes_as_it_comes() {
+    use std::io::BufRead;
+    let agents = "agents:\n  list:\n    - id: main\n      runtime: {kind: acp, command: [deepcli, demo-agent]}\n";
+    let up = Up::start(agents, "bindings: []\n");
+    up.wait_for("main ready", |s| {
+        Up::runtime(s, "main").is_some_and(|r| r["status"] == "ready")
+    });
+    let send = |text: &str| {
+        let out = up.deepcli(&["sessions", "send", "agent:main:main", text]);
+        assert!(out.status.success(), "{out:?}");
+    };
+    send("SAY before");
+    let spawn = |args: &[&str]| {
+        std::process::Command::new(crate::common::bin())
+            .args(["--state-dir", up.state.to_str().unwrap()])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    /// Stops the followers however the test ends.
+    struct Stop(Vec<u32>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            for pid in &self.0 {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(*pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+    let mut watch = spawn(&["sessions", "watch", "agent:main:main"]);
+    let mut follow = spawn(&["audit", "--follow", "--agent", "main"]);
+    let _stop = Stop(vec![watch.id(), follow.id()]);
+    // Should the following stop following, its output never ends: it is stopped after 30 s.
+    let pids = [watch.id(), follow.id()];
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(30));
+        for pid in pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    });
+    let mut watched = std::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut followed = std::io::BufReader::new(follow.stdout.take().unwrap()).lines();
+    let mut until = |lines: &mut dyn Iterator<Item = std::io::Result<String>>, what: &str| {
+        for line in lines {
+            if line.unwrap().contains(what) {
+                return;
+            }
+        }
+        panic!("the output ended before `{what}`");
+    };
+    until(&mut watched, "[agent] before");
+    send("SAY after");
+    until(&mut watched, "[agent] after");
+    until(&mut followed, "send    run");
+    until(&mut followed, "completed: answered");
+    send("SAY third");
+    until(&mut watched, "[agent] third");
+    until(&mut followed, "send operator → agent:main:main");
+    for mut child in [watch, follow] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
