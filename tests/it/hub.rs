@@ -1586,7 +1586,7 @@ fn watch_and_follow_print_what_comes_as_it_comes() {
     });
     let mut watched = std::io::BufReader::new(watch.stdout.take().unwrap()).lines();
     let mut followed = std::io::BufReader::new(follow.stdout.take().unwrap()).lines();
-    let mut until = |lines: &mut dyn Iterator<Item = std::io::Result<String>>, what: &str| {
+    let until = |lines: &mut dyn Iterator<Item = std::io::Result<String>>, what: &str| {
         for line in lines {
             if line.unwrap().contains(what) {
                 return;
