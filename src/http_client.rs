@@ -32,6 +32,19 @@ pub(crate) fn io_cause(e: &reqwest::Error) -> Option<&std::io::Error> {
     None
 }
 
+/// A failed TCP connect in a person's words: refused, no route, timed out.
+pub(crate) fn connect_why(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::ConnectionRefused => "connection refused".into(),
+        ErrorKind::NetworkUnreachable | ErrorKind::HostUnreachable => {
+            format!("no route ({e})")
+        }
+        ErrorKind::TimedOut => "timed out".into(),
+        _ => e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
