@@ -729,7 +729,7 @@ async fn post_blocks(
 fn classify(e: &ApiError) -> Failure {
     match e {
         ApiError::RateLimited(wait) => Failure::RateLimited(*wait),
-        ApiError::Transport(_) => Failure::Transport,
+        ApiError::Transport(_) | ApiError::Unreachable(_) => Failure::Transport,
         _ => Failure::Final,
     }
 }

@@ -462,7 +462,7 @@ async fn send_reply(running: &Arc<RunningAccount>, mapped: &Mapped, text: &str, 
         };
         let sent = outbound::send_piece(running, "sendMessage", send, |e| match e {
             ApiError::RateLimited(wait) => Failure::RateLimited(*wait),
-            ApiError::Transport(_) => Failure::Transport,
+            ApiError::Transport(_) | ApiError::Unreachable(_) => Failure::Transport,
             _ => Failure::Final,
         })
         .await;
@@ -591,7 +591,7 @@ pub(super) async fn carry(
 fn classify(e: &ApiError) -> Failure {
     match e {
         ApiError::RateLimited(wait) => Failure::RateLimited(*wait),
-        ApiError::Transport(_) => Failure::Transport,
+        ApiError::Transport(_) | ApiError::Unreachable(_) => Failure::Transport,
         _ => Failure::Final,
     }
 }

@@ -9,9 +9,11 @@ mod agents;
 mod approvals;
 mod audit;
 mod channels;
+mod doctor;
 mod emit;
 mod hub;
 mod inbound;
+mod init;
 mod openclaw;
 mod output;
 mod pairing;
@@ -118,13 +120,21 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["a2a"], &["config", "state_dir"]),
     (&["completions"], &["config", "state_dir"]),
     (&["man"], &["config", "state_dir"]),
+    // Its DIR is the config directory, and the state directory it suggests lies in it.
+    (&["init"], &["config", "state_dir"]),
 ];
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start a hub: agents.yaml, channels.yaml and bindings.yaml that work at once (main
+    /// answering with the demo agent), their schemas, a .gitignore for the state.
+    Init(init::InitArgs),
     /// Check the config files: JSON Schema plus semantic rules, each finding at file:line:col.
     #[command(after_help = EXIT_CODES)]
     Validate(validate::ValidateArgs),
+    /// Check what the hub needs from this machine: secrets set, runtimes found, a sandbox,
+    /// the listen address free, each platform reachable and taking its credentials.
+    Doctor(doctor::DoctorArgs),
     /// Run the controller: apply, watch the config, supervise runtimes, serve the API.
     Up(up::UpArgs),
     /// The Access API on its own: `deepcli access serve --plan routing-plan.json`.
@@ -329,7 +339,9 @@ pub fn run(cli: Cli) -> ExitStatus {
     cli.global.color.apply();
     let global = GlobalSettings::resolve(cli.global);
     match cli.command {
+        Command::Init(args) => init::run(&global, args),
         Command::Validate(args) => validate::run(&global, args),
+        Command::Doctor(args) => doctor::run(&global, args),
         Command::Up(args) => up::up(&global, args),
         Command::Status(args) => up::status(&global, args),
         Command::Inbound(command) => inbound::run(&global, command),

@@ -15,6 +15,7 @@ use super::{ManageContext, ManageError, Result, Written, did_you_mean};
 use crate::config::model::{SECRET_FIELDS, Secret, SecretRef};
 use crate::config::{Channel, Config, FileKind};
 use crate::ids::{self, DEFAULT_ACCOUNT};
+use crate::platform::probe::CheckError;
 
 // ---- results ---------------------------------------------------------------------------------
 
@@ -78,8 +79,12 @@ pub struct AccountStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Probe {
-    /// `reachable`, `unreachable`, `local` (nothing to reach), `skipped` (disabled or no
-    /// known endpoint).
+    /// Slack and Telegram: `connected` (the controller's live connection), `authenticated`,
+    /// `refused` (the platform refused the credentials, or they do not resolve: nothing sent),
+    /// `unreachable` (the platform's host was not reached: nothing is known of the
+    /// credentials) or `failed` (an answer that is not the platform's API's). Elsewhere:
+    /// `reachable`, `unreachable`, `local` (nothing to reach), `skipped` (disabled or no known
+    /// endpoint).
     pub result: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
@@ -455,7 +460,14 @@ fn adapter_probe(
             )),
             elapsed_ms,
         ),
-        Err(why) => probe("refused", Some(why), None, elapsed_ms),
+        // Not reached: the network's fault, not the credentials'.
+        Err(CheckError::Unreachable(unreached)) => {
+            probe("unreachable", Some(unreached.to_string()), None, elapsed_ms)
+        }
+        Err(e @ (CheckError::NoToken(_) | CheckError::Refused(_))) => {
+            probe("refused", Some(e.to_string()), None, elapsed_ms)
+        }
+        Err(e @ CheckError::Failed(_)) => probe("failed", Some(e.to_string()), None, elapsed_ms),
     };
     // Said only when a call was made.
     out.target = resolved.then_some(spec.api_base);
@@ -854,6 +866,26 @@ fn platform_refused(what: &str, why: String) -> ManageError {
     )
 }
 
+/// A failed credential check in the words of what happened: a platform that was not reached
+/// said nothing of the credentials, and one that did not answer as its API is not a refusal.
+fn check_failed(e: CheckError) -> ManageError {
+    match e {
+        CheckError::Refused(why) => platform_refused("the platform refused the credentials", why),
+        CheckError::NoToken(why) => ManageError::refused(
+            format!("the credentials do not resolve: `botToken`: {why}; nothing was sent"),
+            "export the variable, or write the file, the reference names (`deepcli channels status`, `deepcli doctor`)",
+        ),
+        CheckError::Unreachable(unreached) => ManageError::refused(
+            format!("{unreached}; the credentials were not checked"),
+            "check this host's network, DNS and proxy (HTTPS_PROXY), or the account's `apiBase` (`deepcli doctor` tests each step)",
+        ),
+        CheckError::Failed(why) => ManageError::refused(
+            format!("the platform did not answer as its API: {why}"),
+            "try again later; check the account's `apiBase`",
+        ),
+    }
+}
+
 /// `channels login`: checks the credentials with the platform (`getMe` / `auth.test`),
 /// records the bot identity, and lets a logged-out account connect again.
 pub fn login(
@@ -862,8 +894,7 @@ pub fn login(
     timeout: Duration,
 ) -> Result<LoginResult> {
     let spec = adapter_spec(ctx, &request.channel, request.account.as_deref())?;
-    let identity = crate::platform::probe::check_now(&spec, timeout)
-        .map_err(|why| platform_refused("the platform refused the credentials", why))?;
+    let identity = crate::platform::probe::check_now(&spec, timeout).map_err(check_failed)?;
     let recorded = match adapter_store(ctx)? {
         Some(store) => {
             store

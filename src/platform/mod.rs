@@ -264,6 +264,58 @@ pub struct Identity {
     pub team_id: Option<String>,
 }
 
+/// A call that got no answer from the platform: its host could not be resolved, connected to
+/// or spoken TLS with, or it did not answer in time. Nothing is known of the credentials then:
+/// it is never said as a refusal of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unreached {
+    /// The API's host (from `apiBase`), or the base itself when it names none.
+    pub host: String,
+    /// What failed, without the URL (a Telegram URL holds the bot token).
+    pub detail: String,
+}
+
+impl std::fmt::Display for Unreached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot reach {}: {}", self.host, self.detail)
+    }
+}
+
+/// The host (and port, when `base` gives one) of an API base URL, as [`Unreached`] names it;
+/// the base itself when it names no host.
+pub(crate) fn api_host(base: &str) -> String {
+    match reqwest::Url::parse(base) {
+        Ok(url) => match (url.host_str(), url.port()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_string(),
+            (None, _) => base.to_string(),
+        },
+        Err(_) => base.to_string(),
+    }
+}
+
+/// How a request to the platform at `base` failed to be sent: [`Unreached`] when it never got
+/// an answer (DNS, connect, TLS, timeout), else the transport error's words.
+pub(crate) fn send_failed(base: &str, e: reqwest::Error) -> Result<Unreached, String> {
+    use std::io::ErrorKind;
+    if e.is_connect() || e.is_timeout() {
+        let host = api_host(base);
+        let detail = match crate::http_client::io_cause(&e).map(|io| (io.kind(), io)) {
+            Some((
+                ErrorKind::ConnectionRefused
+                | ErrorKind::NetworkUnreachable
+                | ErrorKind::HostUnreachable
+                | ErrorKind::TimedOut,
+                io,
+            )) if e.is_connect() => crate::http_client::connect_why(io),
+            // A name that does not resolve, a TLS failure: reqwest's chain says which.
+            _ => transport_error(e),
+        };
+        return Ok(Unreached { host, detail });
+    }
+    Err(transport_error(e))
+}
+
 /// A platform API error worded without its URL (a Telegram URL holds the bot token).
 pub(crate) fn transport_error(e: reqwest::Error) -> String {
     let e = e.without_url();

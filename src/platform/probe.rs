@@ -9,14 +9,56 @@ use serde::{Deserialize, Serialize};
 
 use super::slack::{self, Conversation, Page, User};
 use super::telegram::{self, Chat, GetChat};
-use super::{AdapterSpec, Identity, Lenient, Platform};
+use super::{AdapterSpec, Identity, Lenient, Platform, Unreached};
+
+/// Why a credential check ([`check`]) did not give the bot's identity. A platform that was not
+/// reached says nothing of the credentials: [`CheckError::Unreachable`] is never a refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CheckError {
+    /// The bot token does not resolve (or is not usable): nothing was sent.
+    #[error("`botToken`: {0}")]
+    NoToken(String),
+    /// No answer from the platform's host: DNS, connect, TLS, or none in time.
+    #[error("{0}")]
+    Unreachable(Unreached),
+    /// The platform answered, and refused the credentials.
+    #[error("{0}")]
+    Refused(String),
+    /// The platform answered something else (rate limited, an answer that is not its API's), or
+    /// the check could not run here.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<telegram::ApiError> for CheckError {
+    fn from(e: telegram::ApiError) -> CheckError {
+        match e {
+            telegram::ApiError::Unauthorized(_) => CheckError::Refused(e.to_string()),
+            telegram::ApiError::Unreachable(u) => CheckError::Unreachable(u),
+            e => CheckError::Failed(e.to_string()),
+        }
+    }
+}
+
+impl From<slack::ApiError> for CheckError {
+    fn from(e: slack::ApiError) -> CheckError {
+        match e {
+            slack::ApiError::Unauthorized(_) => CheckError::Refused(e.to_string()),
+            slack::ApiError::Unreachable(u) => CheckError::Unreachable(u),
+            e => CheckError::Failed(e.to_string()),
+        }
+    }
+}
 
 /// Checks the account's bot token with the platform; the bot's identity, or why not.
-pub(crate) async fn check(http: &reqwest::Client, spec: &AdapterSpec) -> Result<Identity, String> {
+pub(crate) async fn check(
+    http: &reqwest::Client,
+    spec: &AdapterSpec,
+) -> Result<Identity, CheckError> {
     let token = spec
         .bot_token
         .as_ref()
-        .map_err(|why| format!("`botToken`: {why}"))?;
+        .map_err(|why| CheckError::NoToken(why.clone()))?;
     match spec.platform {
         Platform::Telegram => {
             let api = telegram::Api {
@@ -24,64 +66,88 @@ pub(crate) async fn check(http: &reqwest::Client, spec: &AdapterSpec) -> Result<
                 base: &spec.api_base,
                 token: token.expose(),
             };
-            api.get_me().await.map_err(|e| e.to_string())
+            Ok(api.get_me().await?)
         }
-        Platform::Slack => slack::auth_test(http, &spec.api_base, token.expose())
-            .await
-            .map_err(|e| e.to_string()),
+        Platform::Slack => Ok(slack::auth_test(http, &spec.api_base, token.expose()).await?),
     }
+}
+
+/// Why [`on_own_runtime`] got no result.
+enum Stalled {
+    /// The runtime or the HTTP client could not be made.
+    Start(String),
+    /// Nothing within the bound.
+    Timeout(Duration),
 }
 
 /// Runs `f` on a runtime of its own, on a thread of its own (callers may be on a runtime's
 /// blocking pool), within `timeout`.
-fn on_own_runtime<T: Send + 'static>(
+fn on_own_runtime<T: Send + 'static, E: Send + 'static>(
     timeout: Duration,
     f: impl FnOnce(
         reqwest::Client,
-    )
-        -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, String>> + Send>>
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, E>> + Send>>
     + Send
     + 'static,
-) -> Result<T, String> {
+) -> Result<Result<T, E>, Stalled> {
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start: {e}"))?;
+            .map_err(|e| Stalled::Start(format!("cannot start: {e}")))?;
         runtime.block_on(async move {
             let http = crate::http_client::builder()
                 .timeout(timeout)
                 .build()
-                .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                .map_err(|e| Stalled::Start(format!("cannot build the HTTP client: {e}")))?;
             tokio::time::timeout(timeout, f(http))
                 .await
-                .map_err(|_| format!("no answer within {} s", timeout.as_secs()))?
+                .map_err(|_| Stalled::Timeout(timeout))
         })
     })
     .join()
-    .unwrap_or_else(|_| Err("the platform check failed".into()))
+    .unwrap_or_else(|_| Err(Stalled::Start("the platform check failed".into())))
 }
 
 /// [`check`] from synchronous code.
-pub(crate) fn check_now(spec: &AdapterSpec, timeout: Duration) -> Result<Identity, String> {
-    let spec = spec.clone();
-    on_own_runtime(timeout, move |http| {
-        Box::pin(async move { check(&http, &spec).await })
-    })
+pub(crate) fn check_now(spec: &AdapterSpec, timeout: Duration) -> Result<Identity, CheckError> {
+    let owned = spec.clone();
+    match on_own_runtime(timeout, move |http| {
+        Box::pin(async move { check(&http, &owned).await })
+    }) {
+        Ok(checked) => checked,
+        Err(Stalled::Start(why)) => Err(CheckError::Failed(why)),
+        Err(Stalled::Timeout(after)) => Err(CheckError::Unreachable(Unreached {
+            host: super::api_host(&spec.api_base),
+            detail: format!("no answer within {} ms", after.as_millis()),
+        })),
+    }
+}
+
+/// Why a call run by [`on_own_runtime`] got no answer, in words.
+fn stalled(spec: &AdapterSpec, stalled: Stalled) -> String {
+    match stalled {
+        Stalled::Start(why) => why,
+        Stalled::Timeout(after) => Unreached {
+            host: super::api_host(&spec.api_base),
+            detail: format!("no answer within {} ms", after.as_millis()),
+        }
+        .to_string(),
+    }
 }
 
 /// `deleteWebhook` (Telegram's `channels logout`).
 pub(crate) fn delete_webhook_now(spec: &AdapterSpec, timeout: Duration) -> Result<(), String> {
-    let spec = spec.clone();
+    let owned = spec.clone();
     on_own_runtime(timeout, move |http| {
         Box::pin(async move {
-            let token = spec
+            let token = owned
                 .bot_token
                 .as_ref()
                 .map_err(|why| format!("`botToken`: {why}"))?;
             let api = telegram::Api {
                 http: &http,
-                base: &spec.api_base,
+                base: &owned.api_base,
                 token: token.expose(),
             };
             api.delete_webhook(Duration::from_secs(15))
@@ -89,6 +155,7 @@ pub(crate) fn delete_webhook_now(spec: &AdapterSpec, timeout: Duration) -> Resul
                 .map_err(|e| e.to_string())
         })
     })
+    .unwrap_or_else(|e| Err(stalled(spec, e)))
 }
 
 /// What a name turned into.
@@ -328,8 +395,9 @@ pub(crate) fn resolve_now(
     kind: Option<String>,
     timeout: Duration,
 ) -> Result<Vec<Resolution>, String> {
-    let spec = spec.clone();
+    let owned = spec.clone();
     on_own_runtime(timeout, move |http| {
-        Box::pin(async move { resolve(&http, &spec, &names, kind.as_deref()).await })
+        Box::pin(async move { resolve(&http, &owned, &names, kind.as_deref()).await })
     })
+    .unwrap_or_else(|e| Err(stalled(spec, e)))
 }

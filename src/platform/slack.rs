@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{Identity, lenient, lenient_items, transport_error};
+use super::{Identity, Unreached, lenient, lenient_items, send_failed, transport_error};
 
 /// How old a signed request may be (replay protection).
 pub(crate) const REPLAY_WINDOW_SECS: i64 = 300;
@@ -72,6 +72,10 @@ pub(crate) enum ApiError {
     RateLimited(Duration),
     /// Any other `ok: false`.
     Refused(String),
+    /// No answer from the Web API's host (DNS, connect, TLS, timeout): nothing is known of the
+    /// token.
+    Unreachable(Unreached),
+    /// An answer that is not the Web API's, or a request that could not be sent.
     Transport(String),
 }
 
@@ -81,6 +85,7 @@ impl std::fmt::Display for ApiError {
             ApiError::Unauthorized(e) => write!(f, "the token was refused: {e}"),
             ApiError::RateLimited(w) => write!(f, "rate limited: retry after {} s", w.as_secs()),
             ApiError::Refused(e) => write!(f, "{e}"),
+            ApiError::Unreachable(u) => write!(f, "{u}"),
             ApiError::Transport(e) => write!(f, "{e}"),
         }
     }
@@ -123,7 +128,10 @@ pub(crate) async fn call<A: Serialize + ?Sized, T: DeserializeOwned>(
     let response = request
         .send()
         .await
-        .map_err(|e| ApiError::Transport(transport_error(e)))?;
+        .map_err(|e| match send_failed(base, e) {
+            Ok(unreached) => ApiError::Unreachable(unreached),
+            Err(e) => ApiError::Transport(e),
+        })?;
     if response.status().as_u16() == 429 {
         let wait = response
             .headers()

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{Identity, lenient, lenient_items, transport_error};
+use super::{Identity, Unreached, lenient, lenient_items, send_failed, transport_error};
 
 /// Telegram's limit on a message's text, in UTF-16 code units.
 pub(crate) const TEXT_LIMIT: usize = 4096;
@@ -27,7 +27,10 @@ pub(crate) enum ApiError {
     RateLimited(Duration),
     /// Any other refusal (400 chat not found, 403 blocked, 409 conflict…).
     Refused { code: u16, description: String },
-    /// No answer, or not the Bot API's.
+    /// No answer from the Bot API's host (DNS, connect, TLS, timeout): nothing is known of
+    /// the token.
+    Unreachable(Unreached),
+    /// An answer that is not the Bot API's, or a request that could not be sent.
     Transport(String),
 }
 
@@ -39,6 +42,7 @@ impl std::fmt::Display for ApiError {
                 write!(f, "rate limited: retry after {} s", wait.as_secs())
             }
             ApiError::Refused { code, description } => write!(f, "{code} {description}"),
+            ApiError::Unreachable(u) => write!(f, "{u}"),
             ApiError::Transport(e) => write!(f, "{e}"),
         }
     }
@@ -92,7 +96,10 @@ impl Api<'_> {
             .timeout(timeout)
             .send()
             .await
-            .map_err(|e| ApiError::Transport(transport_error(e)))?;
+            .map_err(|e| match send_failed(self.base, e) {
+                Ok(unreached) => ApiError::Unreachable(unreached),
+                Err(e) => ApiError::Transport(e),
+            })?;
         let status = response.status().as_u16();
         let not_an_answer =
             |e: String| ApiError::Transport(format!("HTTP {status}, not a Bot API answer: {e}"));

@@ -187,6 +187,12 @@ fn every_json_document_deepcli_writes_is_camel_case() {
     ] {
         add(&args.join(" "), hub.json(args, ""));
     }
+    // The quickstart's one Telegram account is a bridge's: doctor reaches no platform.
+    let listen = crate::common::free_addr().to_string();
+    add(
+        "doctor --json",
+        hub.json(&["doctor", "--json", "--listen", &listen], ""),
+    );
 
     let mut wrong = Vec::new();
     for (what, doc) in &documents {

@@ -12,6 +12,7 @@ mod cli;
 mod common;
 mod config_keys;
 mod examples;
+mod first_hour;
 mod first_run;
 mod hub;
 mod isolation;

@@ -6,7 +6,7 @@
 mod slack;
 mod slack_fake;
 mod telegram;
-mod telegram_fake;
+pub mod telegram_fake;
 
 use std::process::Command;
 
