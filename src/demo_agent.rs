@@ -40,7 +40,8 @@ pub(crate) const HELP: &str = "\
 It acts on the last line of each prompt:
   CALL <tool> <json-args>   call a Hub tool (sessions_send, sessions_spawn, agents_list, the
                             task tools, ...) and reply `<tool>: <result JSON>`; `$TASK` in the
-                            arguments is the id of the task the session is for
+                            arguments is the id of the task the session last heard
+                            of (its own, in a task's session)
   PERMIT <kind> <title>     ask the client for permission (kind: read, edit, delete, move,
                             search, execute, think, fetch or other) and reply
                             `permission: <the option chosen, or cancelled>`
@@ -50,8 +51,9 @@ It acts on the last line of each prompt:
   SLOW <seconds>            work that long (at most 3600), or until the turn is cancelled, then
                             reply `slow: done after <seconds> s`
   SAY <text>                reply exactly <text>
-Anything else is echoed: `echo: <the message>`. In a task's first prompt the task's title is
-the line it acts on. Every answer reports the session's running token count (a token per four
+Anything else is echoed: `echo: <the message>`. In a task's session it acts on the task's title
+first, then on the last line of each prompt that is a command (the hub's own lines around an
+answer are not). Every answer reports the session's running token count (a token per four
 bytes in and out).
 
 Run it as an agent's runtime: `runtime: {kind: acp, command: [deepcli, demo-agent]}`.";
@@ -100,18 +102,30 @@ fn message(prompt: &str) -> &str {
     }
 }
 
-/// The id of the task a prompt gives (`[deepcli task <id>] …`, the hub's brief).
+/// The id of the task a prompt gives (a line `[deepcli task <id>] …`, the hub's brief, after
+/// the framing line of the agent that gave it).
 fn task_of(message: &str) -> Option<&str> {
-    let rest = message.strip_prefix("[deepcli task ")?;
-    rest.split_once(']').map(|(id, _)| id)
+    message.lines().find_map(|line| {
+        let rest = line.strip_prefix("[deepcli task ")?;
+        rest.split_once(']').map(|(id, _)| id)
+    })
 }
 
-/// The line a message is acted on by: a task brief's title, else its last non-empty line.
+/// The words a command line begins with.
+const WORDS: [&str; 5] = ["CALL", "PERMIT", "ASK", "SLOW", "SAY"];
+
+/// The line a message is acted on by: its last non-empty line; in a task's session, a task
+/// brief's title, or the last line that is a command (the hub's own lines around an answer are
+/// not).
 fn command_line(message: &str) -> &str {
-    if task_of(message).is_some()
-        && let Some(title) = message.lines().find_map(|l| l.strip_prefix("Title: "))
-    {
-        return title.trim();
+    if task_of(message).is_some() {
+        if let Some(title) = message.lines().find_map(|l| l.strip_prefix("Title: ")) {
+            return title.trim();
+        }
+        let is_command = |l: &&str| WORDS.iter().any(|w| l.split(' ').next() == Some(*w));
+        if let Some(line) = message.lines().rev().map(str::trim).find(is_command) {
+            return line;
+        }
     }
     message
         .lines()
@@ -169,7 +183,8 @@ struct Hub {
 struct Session {
     /// The MCP servers deepcli gave the session.
     servers: Vec<McpServer>,
-    /// The task the session is for, when its first prompt was a task's brief.
+    /// The task the session last heard of (a prompt with a `[deepcli task <id>]` line): its
+    /// own in a task's session, else the one its owner was last told about.
     task: Option<String>,
     /// The turn running, to cancel.
     turn: Option<CancellationToken>,
@@ -529,10 +544,13 @@ mod tests {
 
     #[test]
     fn a_task_brief_is_acted_on_by_its_title() {
-        let brief = "[deepcli task t-7] agent `main` gives you this task. This session is for it alone.\nTitle: ASK Which format?\nAcceptance: a file\nIf something you need is unclear, ask with tasks_update {…}";
+        let brief = "[Inter-session message] from main/agent:main:main via tasks_create\n[deepcli task t-7] agent `main` gives you this task. This session is for it alone.\nTitle: ASK Which format?\nAcceptance: a file\nIf something you need is unclear, ask with tasks_update {…}";
         assert_eq!(task_of(brief), Some("t-7"));
         assert_eq!(command(brief), Command::Ask("Which format?"));
         assert_eq!(task_of("hello"), None);
+        // An answer in the task's session: the command among the hub's lines.
+        let answer = "[Inter-session message] from main\n[deepcli task t-7] the answer to your question: Markdown.\nSAY done, in Markdown\nGo on with the task.";
+        assert_eq!(command(answer), Command::Say("done, in Markdown"));
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub(super) fn kind_of(session_key: &str) -> &'static str {
         ["agent", _, "subagent", ..] => "subagent",
         ["agent", _, "acp", ..] => "acp",
         ["agent", _, "a2a", ..] => "a2a",
+        ["agent", _, "task", ..] => "task",
         parts if parts.iter().any(|p| matches!(*p, "group" | "channel")) => "group",
         _ => "other",
     }
@@ -741,6 +742,7 @@ mod tests {
         assert_eq!(kind_of("agent:a:slack:group:c1"), "group");
         assert_eq!(kind_of("agent:a:slack:direct:u1"), "other");
         assert_eq!(kind_of("agent:a:a2a:partner:c1"), "a2a");
+        assert_eq!(kind_of("agent:a:task:task-1"), "task");
     }
 
     /// Review E6: `sessions_history` passed all of these through (six regexes of its own).

@@ -79,7 +79,7 @@ pub(crate) fn definitions(leaf: bool) -> Vec<Value> {
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST, "description": "Most sessions to return (default 50, at most 200), most recently active first."},
                 "cursor": CURSOR_SCHEMA.clone(),
                 "agentId": {"type": "string", "description": "Only this agent's sessions."},
-                "kinds": {"type": "array", "items": {"type": "string", "enum": ["main", "group", "subagent", "acp", "other"]}, "description": "Only sessions of these kinds."},
+                "kinds": {"type": "array", "items": {"type": "string", "enum": ["main", "group", "subagent", "acp", "a2a", "task", "other"]}, "description": "Only sessions of these kinds."},
                 "activeMinutes": {"type": "integer", "minimum": 1, "description": "Only sessions active within this many minutes."},
                 "includeLastMessage": {"type": "boolean", "description": "Include each session's last message (shortened)."}
             }}

@@ -479,15 +479,25 @@ pub fn export(config: &Config) -> Exported {
         if let Some(d) = ch.get("defaultAccount") {
             out.insert("defaultAccount".into(), d.clone());
         }
-        for k in ch.as_object().into_iter().flatten().map(|(k, _)| k) {
-            if !["enabled", "defaultAccount", "accounts"].contains(&k.as_str()) {
+        let keys = account_keys(name);
+        // The channel level's policy keys (`groups`, `dmPolicy`, …) are OpenClaw's too: its
+        // channel root holds what every account inherits. A credential is an account's only.
+        for (k, v) in ch.as_object().into_iter().flatten() {
+            if ["enabled", "defaultAccount", "accounts"].contains(&k.as_str()) {
+                continue;
+            }
+            if keys.contains(&k.as_str())
+                && !crate::config::model::SECRET_FIELDS.contains(&k.as_str())
+                && k != "name"
+            {
+                out.insert(k.clone(), v.clone());
+            } else {
                 x.leave(
                     format!("{path}.{k}"),
                     format!("not exported to OpenClaw's {name} channel"),
                 );
             }
         }
-        let keys = account_keys(name);
         let mut accounts = Map::new();
         for (id, acc) in ch
             .get("accounts")

@@ -8,7 +8,7 @@
 //! or a command) it must be, or is replaced by, that same id. `$ export K=V …` sets the
 //! variables for the commands after it; a command that ends in ` up` starts the controller in
 //! the background, as the README's "in one terminal" does, and the walk-through goes on once it
-//! is healthy. A command that only reads (`status`, `sessions history`, `runs list|show`,
+//! is healthy, its config applied and its runtimes ready. A command that only reads (`status`, `sessions history`, `runs list|show`,
 //! `approvals list`, `audit`) is run again, for a while, until its output matches: what it shows
 //! may still be on its way, as it would be for a person typing.
 
@@ -141,8 +141,10 @@ fn filled(command: &str, ids: &Ids) -> String {
     out
 }
 
-const READERS: [&str; 6] = [
+const READERS: [&str; 8] = [
     "deepcli status",
+    "deepcli tasks list",
+    "deepcli tasks show",
     "deepcli sessions history",
     "deepcli runs list",
     "deepcli runs show",
@@ -236,6 +238,15 @@ fn walk(name: &str) {
             continue;
         }
         if command.ends_with(" up") {
+            // The walk-through before may still be letting go of the address.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while std::net::TcpStream::connect("127.0.0.1:7430").is_ok() {
+                assert!(
+                    Instant::now() < deadline,
+                    "{at}: something else listens on 127.0.0.1:7430, where the walk-through's controller listens"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
             let log = tmp.path().join("up.log");
             let child = sh(&format!("exec {command}"))
                 .stdin(Stdio::null())
@@ -248,13 +259,31 @@ fn walk(name: &str) {
                 .split_once("--state-dir ")
                 .and_then(|(_, rest)| rest.split_whitespace().next())
                 .expect("the up command names its --state-dir");
-            super::common::wait_until("the controller to be healthy", || {
-                sh(&format!("deepcli --state-dir {state} status"))
-                    .output()
-                    .is_ok_and(|o| {
-                        String::from_utf8_lossy(&o.stdout).starts_with("health       healthy")
-                    })
-            });
+            // Healthy, the config applied, every runtime ready: what a person sees before
+            // typing the next command.
+            let ready = |o: std::process::Output| {
+                let status = String::from_utf8_lossy(&o.stdout).into_owned();
+                status.starts_with("health       healthy")
+                    && status
+                        .lines()
+                        .any(|l| l.starts_with("state ") && !l.contains("serial 0,"))
+                    && status
+                        .lines()
+                        .filter(|l| l.starts_with("runtime "))
+                        .all(|l| l.contains(" ready "))
+            };
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !sh(&format!("deepcli --state-dir {state} status"))
+                .output()
+                .is_ok_and(ready)
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "{at}: the controller is not ready after 30 s; its log:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
             continue;
         }
         let reads = READERS.iter().any(|r| command.starts_with(r));
@@ -269,8 +298,9 @@ fn walk(name: &str) {
             }
             assert!(
                 Instant::now() < deadline,
-                "{at}: `{command}` printed\n{text}\nwhere the README shows\n{}",
-                step.expected.join("\n")
+                "{at}: `{command}` printed\n{text}\nwhere the README shows\n{}\n(the controller's log:\n{})",
+                step.expected.join("\n"),
+                std::fs::read_to_string(tmp.path().join("up.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(200));
         }

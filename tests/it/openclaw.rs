@@ -994,3 +994,49 @@ proptest! {
         }
     }
 }
+
+/// The quickstart's Telegram `groups` (the channel level's) go out to OpenClaw and come back:
+/// after a round trip the inbound policy decides as before (the group was left out, and then
+/// refused as `group-not-allowed`).
+#[test]
+fn channel_level_policy_keys_survive_export_and_import() {
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
+    let exported = export_text(&quickstart);
+    assert!(
+        !exported.left_out.iter().any(|l| l.path.contains("groups")),
+        "{:?}",
+        exported.left_out
+    );
+    let back = import_json(&exported.text);
+    assert!(back.is_valid());
+    let dir = tempfile::tempdir().unwrap();
+    for file in &back.files {
+        std::fs::write(dir.path().join(&file.name), &file.text).unwrap();
+    }
+    let gate = |config: &Path, text: &str| {
+        let out = Command::cargo_bin("deepcli")
+            .unwrap()
+            .args([
+                "route",
+                "--config",
+                config.to_str().unwrap(),
+                "--json",
+                "--explain",
+            ])
+            .args(["--channel", "telegram", "--peer", "group:-1001234567890"])
+            .args(["--sender", "111111111", "--text", text])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            doc["agentId"].clone(),
+            doc["gate"]["verdict"].clone(),
+            doc["gate"]["reason"].clone(),
+        )
+    };
+    for text in ["hello", "@Research hello"] {
+        let before = gate(&quickstart, text);
+        assert_eq!(gate(dir.path(), text), before, "{text}");
+        assert_ne!(before.2, "group-not-allowed");
+    }
+}
