@@ -157,6 +157,21 @@ pub(super) fn run(global: &GlobalSettings, command: InboundCommand) -> ExitStatu
                 args.channel
             );
         }
+        if gated["pairingPending"] == true {
+            let _ = writeln!(
+                out,
+                "this sender's pairing request is pending (until {}): no new code; `deepcli pairing list` shows it",
+                gated["expiresAt"].as_str().unwrap_or("?")
+            );
+        }
+        // What the sender itself is told, where the policy answers it.
+        if let Some(told) = answer["reply"]["text"].as_str() {
+            let _ = writeln!(
+                out,
+                "the sender is told: {}",
+                crate::shown::shown_lines(told)
+            );
+        }
         if reason == "not-mentioned" {
             let _ = writeln!(
                 out,

@@ -444,6 +444,47 @@ fn pairing_from_request_to_delivered_message_while_the_controller_runs() {
         "{approved:#}"
     );
     assert!(reply(&inbound(&up, &dm("p-5", "back"))).contains("back"));
+
+    // `inbound send` says as much to the operator: the code and what the sender is told, then
+    // that the request is pending.
+    let send = |id: &str| {
+        let out = deepcli(
+            &up,
+            &[
+                "inbound",
+                "send",
+                "--channel",
+                "slack",
+                "--account",
+                "pairing",
+            ]
+            .into_iter()
+            .chain([
+                "--peer",
+                "direct:U-CLI",
+                "--sender",
+                "U-CLI",
+                "--message-id",
+                id,
+                "hi",
+            ])
+            .collect::<Vec<_>>(),
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let told = send("c-1");
+    assert!(told.contains("not delivered: pairing-required"), "{told}");
+    assert!(told.contains("pairing code "), "{told}");
+    assert!(
+        told.contains("the sender is told: This bot only answers people its operator approved."),
+        "{told}"
+    );
+    let again = send("c-2");
+    assert!(
+        again.contains("this sender's pairing request is pending (until "),
+        "{again}"
+    );
+    assert!(!again.contains("the sender is told"), "{again}");
 }
 
 #[test]
