@@ -147,7 +147,7 @@ pub(crate) fn human(r: &ImportResult, out: Output) -> String {
         ));
     }
     if !r.secrets.is_empty() {
-        s.push_str("\nSet these before `deepcli up` (no secret was copied):\n");
+        s.push_str("\nSet these before `deepcli up` (no secret was copied; every variable the files reference):\n");
         let width = r
             .secrets
             .iter()
@@ -156,15 +156,13 @@ pub(crate) fn human(r: &ImportResult, out: Output) -> String {
             .unwrap_or(0);
         for v in &r.secrets {
             let was = match &v.kind {
-                crate::openclaw::SecretKind::Inline => format!("inline at {}", v.from),
-                crate::openclaw::SecretKind::Exec(r) => format!("{r} at {}", v.from),
-                crate::openclaw::SecretKind::FileJson(r) => format!("{r} at {}", v.from),
-                crate::openclaw::SecretKind::Other(r) => format!("{r} at {}", v.from),
+                crate::openclaw::SecretKind::Env => format!("referenced at {}", v.from),
+                crate::openclaw::SecretKind::Inline => format!("was inline at {}", v.from),
+                crate::openclaw::SecretKind::Exec(r) => format!("was {r} at {}", v.from),
+                crate::openclaw::SecretKind::FileJson(r) => format!("was {r} at {}", v.from),
+                crate::openclaw::SecretKind::Other(r) => format!("was {r} at {}", v.from),
             };
-            s.push_str(&format!(
-                "  {:width$}  {}  (was {was})\n",
-                v.variable, v.target
-            ));
+            s.push_str(&format!("  {:width$}  {}  ({was})\n", v.variable, v.target));
         }
     }
     if !r.unsupported.is_empty() {

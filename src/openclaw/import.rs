@@ -1102,6 +1102,12 @@ impl<'a> Mapper<'a> {
                 match var {
                     Some(var) => {
                         self.vars.insert(var.to_string());
+                        self.secrets.push(SecretVar {
+                            variable: var.to_string(),
+                            target: target.clone(),
+                            from: path.to_string(),
+                            kind: SecretKind::Env,
+                        });
                         Some(Node::str(s.clone()))
                     }
                     None => placeholder(self, SecretKind::Inline),
@@ -1113,6 +1119,12 @@ impl<'a> Mapper<'a> {
                 match source {
                     "env" if !id.is_empty() => {
                         self.vars.insert(id.to_string());
+                        self.secrets.push(SecretVar {
+                            variable: id.to_string(),
+                            target: target.clone(),
+                            from: path.to_string(),
+                            kind: SecretKind::Env,
+                        });
                         let mut r = Node::map();
                         r.set("source", Node::str("env")).set("id", Node::str(id));
                         Some(r)

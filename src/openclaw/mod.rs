@@ -52,6 +52,9 @@ pub struct Unsupported {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "ref")]
 pub enum SecretKind {
+    /// An environment variable `openclaw.json` already referenced (`${VAR}` or an env
+    /// SecretRef): kept as it was, and to be set all the same.
+    Env,
     /// The value was written inline in `openclaw.json` (not copied).
     Inline,
     /// An OpenClaw `exec` SecretRef: deepcli runs no secret commands.
