@@ -59,6 +59,14 @@ pub(super) struct AddArgs {
     /// Route CHANNEL (its default account) or CHANNEL:ACCOUNT to the new agent; repeatable.
     #[arg(long = "bind", value_name = "CHANNEL[:ACCOUNT]")]
     bind: Vec<String>,
+    /// The runtime deepcli starts for it: acp or process (with the command after `--`), or
+    /// none [default: acp when a command is given].
+    #[arg(long, value_name = "KIND")]
+    runtime: Option<String>,
+    /// The runtime's command and arguments, after `--`: `agents add coder --runtime acp --
+    /// codex-acp`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
     #[command(flatten)]
     write: WriteArgs,
 }
@@ -201,6 +209,8 @@ impl AddArgs {
             model: self.model,
             agent_dir: self.agent_dir.map(absolute),
             bind: self.bind,
+            runtime: self.runtime,
+            command: self.command,
             dry_run: self.write.dry_run,
         }
     }

@@ -280,6 +280,12 @@ pub struct AddRequest {
     pub agent_dir: Option<String>,
     #[serde(default)]
     pub bind: Vec<String>,
+    /// The runtime's kind: `acp`, `process` or `none` [default: agents.defaults, else none].
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// The runtime's command and its arguments (with `acp` or `process`).
+    #[serde(default)]
+    pub command: Vec<String>,
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -692,6 +698,40 @@ pub fn unbind(
 
 // ---- add -------------------------------------------------------------------------------------
 
+/// The `runtime:` an added agent gets: `{kind, command}` from `--runtime KIND -- COMMAND…`.
+fn runtime_of(request: &AddRequest) -> Result<Option<Yaml>> {
+    let kind = match request.runtime.as_deref() {
+        None if request.command.is_empty() => return Ok(None),
+        None => "acp",
+        Some(kind) => kind,
+    };
+    match (kind, request.command.is_empty()) {
+        ("acp" | "process", false) => Ok(Some(Yaml::FlowMap(vec![
+            ("kind".into(), Yaml::str(kind)),
+            (
+                "command".into(),
+                Yaml::Seq(request.command.iter().map(Yaml::str).collect()),
+            ),
+        ]))),
+        ("acp" | "process", true) => Err(ManageError::usage(
+            format!("a `{kind}` runtime needs the command that starts it"),
+            "put it after `--`: deepcli agents add coder --runtime acp -- codex-acp",
+        )),
+        ("none", true) => Ok(Some(Yaml::FlowMap(vec![(
+            "kind".into(),
+            Yaml::str("none"),
+        )]))),
+        ("none", false) => Err(ManageError::usage(
+            "a `none` runtime runs no command",
+            "drop the command, or pass --runtime acp or process",
+        )),
+        (other, _) => Err(ManageError::usage(
+            format!("`{other}` is not a runtime kind deepcli starts"),
+            "--runtime is acp, process or none (an A2A remote is written in agents.yaml: docs/a2a.md)",
+        )),
+    }
+}
+
 pub fn add(ctx: &ManageContext, request: &AddRequest) -> Result<AddResult> {
     let name = request.name.trim();
     let id = ids::agent_id(name).into_owned();
@@ -732,6 +772,9 @@ pub fn add(ctx: &ManageContext, request: &AddRequest) -> Result<AddResult> {
     }
     if let Some(m) = &request.model {
         item.push(("model".into(), Yaml::str(m)));
+    }
+    if let Some(runtime) = runtime_of(request)? {
+        item.push(("runtime".into(), runtime));
     }
     change.edit(FileKind::Agents, |doc| {
         doc.append(&list_path, &Yaml::Map(item))

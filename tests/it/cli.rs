@@ -456,3 +456,54 @@ fn pairing_list_on_a_state_directory_that_does_not_exist_says_so() {
     );
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn agents_add_writes_the_runtime_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().to_str().unwrap();
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n",
+    )
+    .unwrap();
+    let add = |args: &[&str]| {
+        deepcli()
+            .args(["--config", config, "agents", "add"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = add(&["Coder", "--runtime", "acp", "--", "codex-acp", "--flag"]);
+    assert!(out.status.success(), "{out:?}");
+    let agents = std::fs::read_to_string(dir.path().join("agents.yaml")).unwrap();
+    assert!(
+        agents.contains("runtime: {kind: acp, command: [codex-acp, \"--flag\"]}"),
+        "{agents}"
+    );
+    for (args, says) in [
+        (
+            &["a", "--runtime", "process"][..],
+            "a `process` runtime needs the command",
+        ),
+        (
+            &["b", "--runtime", "none", "--", "x"][..],
+            "a `none` runtime runs no command",
+        ),
+        (
+            &["c", "--runtime", "docker", "--", "x"][..],
+            "`docker` is not a runtime kind",
+        ),
+    ] {
+        let out = add(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{out:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("agents.yaml")).unwrap(),
+        agents,
+        "a refused add writes nothing"
+    );
+}
