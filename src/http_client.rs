@@ -19,6 +19,19 @@ pub(crate) fn direct() -> reqwest::ClientBuilder {
         .redirect(reqwest::redirect::Policy::none())
 }
 
+/// `e` and its causes in one line, without its URL (a Telegram URL holds the bot token).
+pub(crate) fn error_text(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 /// The I/O error behind `e`, when there is one (a refused or failed connect): what a message
 /// about an unreachable peer names, rather than reqwest's "error sending request".
 pub(crate) fn io_cause(e: &reqwest::Error) -> Option<&std::io::Error> {
@@ -204,15 +217,7 @@ pub(crate) async fn reach(url: &str, timeout: std::time::Duration) -> Result<Rea
     let response = match sent {
         Err(_) => return Err(answer("no answer in time".into())),
         Ok(Err(e)) => {
-            let e = e.without_url();
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                text.push_str(": ");
-                text.push_str(&s.to_string());
-                source = s.source();
-            }
-            return Err(answer(text));
+            return Err(answer(error_text(e)));
         }
         Ok(Ok(response)) => response,
     };

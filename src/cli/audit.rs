@@ -143,12 +143,7 @@ fn follow(
                 render(std::slice::from_ref(e))
             });
         }
-        let mut stdout = anstream::stdout();
-        if stdout
-            .write_all(out.as_bytes())
-            .and_then(|()| stdout.flush())
-            .is_err()
-        {
+        if !super::hub::print_live(&out) {
             return ExitStatus::Success;
         }
         std::thread::sleep(super::hub::FOLLOW_EVERY);

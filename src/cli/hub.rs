@@ -660,17 +660,34 @@ fn watch(global: &GlobalSettings, args: &WatchArgs) -> ExitStatus {
                 crate::shown::shown_lines(&text(&m["text"]))
             ));
         }
-        let mut stdout = anstream::stdout();
-        if stdout
-            .write_all(out.as_bytes())
-            .and_then(|()| stdout.flush())
-            .is_err()
-        {
-            // The reader went away (`| head`).
+        if !print_live(&out) {
             return ExitStatus::Success;
         }
         std::thread::sleep(FOLLOW_EVERY);
     }
+}
+
+/// A run on one line: id, state, tool, from -> to, when.
+fn run_line(run: &Value) -> String {
+    format!(
+        "{}  {}  {}  {} -> {}  {}\n",
+        text(&run["runId"]),
+        text(&run["state"]),
+        text(&run["sourceTool"]),
+        text(&run["requesterSessionKey"]),
+        text(&run["targetSessionKey"]),
+        text(&run["createdAt"]),
+    )
+}
+
+/// Prints what a following command found, at once; `false` when the reader went away
+/// (`| head`), which ends the following.
+pub(super) fn print_live(out: &str) -> bool {
+    let mut stdout = anstream::stdout();
+    stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        .is_ok()
 }
 
 /// `sessions show` for people: the session, its place in a spawn tree, its runs and its
@@ -721,15 +738,7 @@ fn session_human(r: &Value) -> String {
     } else {
         out.push_str("  runs\n");
         for run in runs {
-            out.push_str(&format!(
-                "    {}  {}  {}  {} -> {}  {}\n",
-                text(&run["runId"]),
-                text(&run["state"]),
-                text(&run["sourceTool"]),
-                text(&run["requesterSessionKey"]),
-                text(&run["targetSessionKey"]),
-                text(&run["createdAt"]),
-            ));
+            out.push_str(&format!("    {}", run_line(run)));
         }
     }
     for d in r["discussions"].as_array().into_iter().flatten() {
@@ -793,15 +802,7 @@ pub(super) fn runs(global: &GlobalSettings, command: RunsCommand) -> ExitStatus 
                 Ok(result) => show(&result, a.json, |r| {
                     let mut out = String::new();
                     for run in r["runs"].as_array().into_iter().flatten() {
-                        out.push_str(&format!(
-                            "{}  {}  {}  {} -> {}  {}\n",
-                            text(&run["runId"]),
-                            text(&run["state"]),
-                            text(&run["sourceTool"]),
-                            text(&run["requesterSessionKey"]),
-                            text(&run["targetSessionKey"]),
-                            text(&run["createdAt"]),
-                        ));
+                        out.push_str(&run_line(run));
                     }
                     if out.is_empty() {
                         out.push_str("No runs.\n");

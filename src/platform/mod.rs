@@ -318,15 +318,7 @@ pub(crate) fn send_failed(base: &str, e: reqwest::Error) -> Result<Unreached, St
 
 /// A platform API error worded without its URL (a Telegram URL holds the bot token).
 pub(crate) fn transport_error(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+    crate::http_client::error_text(e)
 }
 
 /// A payload field read as the platforms' JSON is read by hand: a field of another type than
