@@ -32,6 +32,7 @@ pub mod diagnostic;
 pub(crate) mod doctor;
 pub(crate) mod durable;
 pub(crate) mod failpoint;
+pub mod fake_platform;
 pub mod hash;
 pub(crate) mod http_client;
 pub(crate) mod http_server;

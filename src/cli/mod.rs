@@ -11,6 +11,7 @@ mod audit;
 mod channels;
 mod doctor;
 mod emit;
+mod fake_platform;
 mod hub;
 mod inbound;
 mod init;
@@ -117,6 +118,7 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["inbound"], &["config"]),
     (&["audit"], &["config"]),
     (&["demo-agent"], &["config", "state_dir"]),
+    (&["fake-platform"], &["config", "state_dir"]),
     (&["a2a"], &["config", "state_dir"]),
     (&["completions"], &["config", "state_dir"]),
     (&["man"], &["config", "state_dir"]),
@@ -210,6 +212,13 @@ enum Command {
     /// (examples/hub-demo).
     #[command(alias = "echo-agent", after_help = crate::demo_agent::HELP)]
     DemoAgent,
+    /// A fake Telegram or Slack to try the adapters on, and a person chatting through it.
+    ///
+    /// `deepcli fake-platform telegram` serves the platform's API on 127.0.0.1:7441 and says
+    /// how to point channels.yaml at it; type at its prompt, or `deepcli fake-platform say
+    /// TEXT` from another terminal (docs/channels.md, examples/chat-demo).
+    #[command(subcommand)]
+    FakePlatform(fake_platform::FakePlatformCommand),
     /// Print the shell completion script for bash, zsh or fish.
     ///
     /// `deepcli completions bash > ~/.local/share/bash-completion/completions/deepcli`,
@@ -367,6 +376,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Hub(command) => hub::hub(command),
         Command::A2a(command) => a2a::run(command),
         Command::DemoAgent => demo_agent(),
+        Command::FakePlatform(command) => fake_platform::run(command),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut command(), "deepcli", &mut script);

@@ -23,11 +23,18 @@ pub(super) enum PairingCommand {
         json: bool,
     },
     /// Approve the sender who was given CODE: it may send direct messages from now on.
+    ///
+    /// The channel is named by --channel, as in every other command, or first:
+    /// `pairing approve telegram CODE`.
+    #[command(override_usage = "deepcli pairing approve [OPTIONS] [CHANNEL] <CODE>")]
     Approve {
+        /// [CHANNEL] CODE: the code the sender was given (case, spaces and dashes do not
+        /// matter), after the channel the sender wrote on unless --channel names it.
+        #[arg(value_name = "CODE", num_args = 1..=2, required = true)]
+        words: Vec<String>,
         /// The channel the sender wrote on.
-        channel: String,
-        /// The code the sender was given (case, spaces and dashes do not matter).
-        code: String,
+        #[arg(long, value_name = "NAME")]
+        channel: Option<String>,
         /// Only a request of this account [default: any account of the channel].
         #[arg(long, value_name = "ID")]
         account: Option<String>,
@@ -36,11 +43,16 @@ pub(super) enum PairingCommand {
         json: bool,
     },
     /// Take back a sender's approval (and drop its pending request).
+    ///
+    /// The channel is named by --channel, or first: `pairing revoke telegram SENDER`.
+    #[command(override_usage = "deepcli pairing revoke [OPTIONS] [CHANNEL] <SENDER>")]
     Revoke {
+        /// [CHANNEL] SENDER: the sender id, after the channel unless --channel names it.
+        #[arg(value_name = "SENDER", num_args = 1..=2, required = true)]
+        words: Vec<String>,
         /// The channel.
-        channel: String,
-        /// The sender id.
-        sender: String,
+        #[arg(long, value_name = "NAME")]
+        channel: Option<String>,
         /// Only on this account [default: every account of the channel].
         #[arg(long, value_name = "ID")]
         account: Option<String>,
@@ -65,62 +77,95 @@ pub(super) fn run(global: &GlobalSettings, command: PairingCommand) -> ExitStatu
             human_list,
         ),
         PairingCommand::Approve {
+            words,
             channel,
-            code,
             account,
             json,
-        } => emit(
-            out,
-            pairing::approve(
-                &ctx,
-                &pairing::ApproveRequest {
-                    channel,
-                    code,
-                    account,
+        } => {
+            let Some((channel, code)) = channel_and(words, channel, "CODE") else {
+                return ExitStatus::Error;
+            };
+            emit(
+                out,
+                pairing::approve(
+                    &ctx,
+                    &pairing::ApproveRequest {
+                        channel,
+                        code,
+                        account,
+                    },
+                ),
+                json,
+                |r, out| {
+                    let p = &r.approved;
+                    let _ = writeln!(
+                        out.answer(),
+                        "Approved sender {}{} on {}/{}: it may send direct messages now.",
+                        p.sender_id,
+                        p.sender_name
+                            .as_deref()
+                            .map_or_else(String::new, |n| format!(" ({n})")),
+                        p.channel,
+                        p.account_id
+                    );
                 },
-            ),
-            json,
-            |r, out| {
-                let p = &r.approved;
-                let _ = writeln!(
-                    out.answer(),
-                    "Approved sender {}{} on {}/{}: it may send direct messages now.",
-                    p.sender_id,
-                    p.sender_name
-                        .as_deref()
-                        .map_or_else(String::new, |n| format!(" ({n})")),
-                    p.channel,
-                    p.account_id
-                );
-            },
-        ),
+            )
+        }
         PairingCommand::Revoke {
+            words,
             channel,
-            sender,
             account,
             json,
-        } => emit(
-            out,
-            pairing::revoke(
-                &ctx,
-                &pairing::RevokeRequest {
-                    channel,
-                    sender,
-                    account,
+        } => {
+            let Some((channel, sender)) = channel_and(words, channel, "SENDER") else {
+                return ExitStatus::Error;
+            };
+            emit(
+                out,
+                pairing::revoke(
+                    &ctx,
+                    &pairing::RevokeRequest {
+                        channel,
+                        sender,
+                        account,
+                    },
+                ),
+                json,
+                |r, out| {
+                    let accounts: Vec<&str> =
+                        r.revoked.iter().map(|p| p.account_id.as_str()).collect();
+                    let _ = writeln!(
+                        out.answer(),
+                        "Revoked sender {} on {} (account {}).",
+                        r.sender,
+                        r.channel,
+                        accounts.join(", ")
+                    );
                 },
-            ),
-            json,
-            |r, out| {
-                let accounts: Vec<&str> = r.revoked.iter().map(|p| p.account_id.as_str()).collect();
-                let _ = writeln!(
-                    out.answer(),
-                    "Revoked sender {} on {} (account {}).",
-                    r.sender,
-                    r.channel,
-                    accounts.join(", ")
-                );
-            },
-        ),
+            )
+        }
+    }
+}
+
+/// The channel and the one other word of `approve` and `revoke`: `[CHANNEL] WORD` or
+/// `--channel CHANNEL WORD`. `None` after saying what is wrong.
+fn channel_and(
+    mut words: Vec<String>,
+    flag: Option<String>,
+    what: &str,
+) -> Option<(String, String)> {
+    let word = words.pop()?;
+    match (words.pop(), flag) {
+        (Some(first), Some(flag)) if first != flag => {
+            eprintln!("error: two channels: `{first}` and --channel {flag}; name the channel once");
+            None
+        }
+        (Some(channel), _) | (None, Some(channel)) => Some((channel, word)),
+        (None, None) => {
+            eprintln!("error: which channel? pass --channel NAME before {what}");
+            eprintln!("hint: `deepcli pairing list` shows each request's channel");
+            None
+        }
     }
 }
 

@@ -458,6 +458,46 @@ fn pairing_list_on_a_state_directory_that_does_not_exist_says_so() {
 }
 
 #[test]
+fn pairing_names_its_channel_with_the_flag_or_first() {
+    let state = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = deepcli()
+            .args(["--state-dir", state.path().to_str().unwrap(), "pairing"])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = run(&["approve", "ABCD2345"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("which channel? pass --channel NAME"),
+        "{stderr}"
+    );
+    let (code, stderr) = run(&["approve", "slack", "--channel", "telegram", "ABCD2345"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("two channels: `slack` and --channel telegram"),
+        "{stderr}"
+    );
+    // Both forms reach the state: no request has the code there.
+    for args in [
+        &["approve", "--channel", "telegram", "ABCD2345"][..],
+        &["approve", "telegram", "ABCD2345"],
+    ] {
+        let (code, stderr) = run(args);
+        assert!(
+            stderr.contains("channel `telegram`") || stderr.contains("no deepcli state"),
+            "{args:?}: {stderr}"
+        );
+        assert_ne!(code, Some(0));
+    }
+}
+
+#[test]
 fn agents_add_writes_the_runtime_it_is_given() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().to_str().unwrap();

@@ -8,7 +8,9 @@
 //! or a command) it must be, or is replaced by, that same id. `$ export K=V …` sets the
 //! variables for the commands after it; a command that ends in ` up` starts the controller in
 //! the background, as the README's "in one terminal" does, and the walk-through goes on once it
-//! is healthy, its config applied and its runtimes ready. A command that only reads (`status`, `sessions history`, `runs list|show`,
+//! is healthy, its config applied and its runtimes ready; one that ends in ` &` runs in the
+//! background too, as in a terminal of its own, and the walk-through goes on once it printed
+//! what the README shows. A command that only reads (`status`, `sessions history`, `runs list|show`,
 //! `approvals list`, `audit`) is run again, for a while, until its output matches: what it shows
 //! may still be on its way, as it would be for a person typing.
 
@@ -141,7 +143,7 @@ fn filled(command: &str, ids: &Ids) -> String {
     out
 }
 
-const READERS: [&str; 8] = [
+const READERS: [&str; 9] = [
     "deepcli status",
     "deepcli tasks list",
     "deepcli tasks show",
@@ -150,6 +152,7 @@ const READERS: [&str; 8] = [
     "deepcli runs show",
     "deepcli approvals list",
     "deepcli audit",
+    "deepcli pairing list",
 ];
 
 /// The controller a walk-through started, stopped as `Ctrl-C` would.
@@ -212,6 +215,7 @@ fn walk(name: &str) {
     ];
     let mut ids = Ids::new();
     let mut controller = None;
+    let mut background = Vec::new();
     let steps = steps(&markdown);
     assert!(
         !steps.is_empty(),
@@ -234,6 +238,32 @@ fn walk(name: &str) {
             for pair in vars.split_whitespace() {
                 let (k, v) = pair.split_once('=').expect("export K=V");
                 env.push((k.to_string(), v.to_string()));
+            }
+            continue;
+        }
+        if let Some(command) = command.strip_suffix(" &") {
+            let log = tmp.path().join(format!("background-{}.log", step.line));
+            let child = sh(&format!("exec {command}"))
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(&log).unwrap())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            background.push(Controller(child));
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let actual: Vec<&str> = text.lines().collect();
+                if let Some(bound) = lines_match(&step.expected, &actual, &ids) {
+                    ids = bound;
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{at}: `{command}` printed\n{text}\nwhere the README shows\n{}",
+                    step.expected.join("\n")
+                );
+                std::thread::sleep(Duration::from_millis(100));
             }
             continue;
         }
@@ -306,6 +336,7 @@ fn walk(name: &str) {
         }
     }
     drop(controller);
+    drop(background);
 }
 
 #[test]
@@ -316,6 +347,11 @@ fn the_hub_demo_walk_through_runs_as_written() {
 #[test]
 fn the_a2a_demo_walk_through_runs_as_written() {
     walk("a2a-demo");
+}
+
+#[test]
+fn the_chat_demo_walk_through_runs_as_written() {
+    walk("chat-demo");
 }
 
 #[test]

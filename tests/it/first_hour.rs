@@ -537,7 +537,7 @@ fn doctor_says_a_closed_port_is_unreachable_not_credentials_refused() {
 /// with the right token, accepted, the bot named.
 #[test]
 fn doctor_says_credentials_refused_when_the_platform_answers_401() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let hub = Hub::new(
         MAIN,
         &telegram(&server.base(), "{source: env, id: DEEPCLI_DOCTOR_SET}"),

@@ -626,6 +626,8 @@ const JSON_CODECS: &[&str] = &[
     "openclaw/",
     // The A2A wire format.
     "a2a/wire.rs",
+    // The platforms' wire formats, as the fakes serve them and the tests drive them.
+    "fake_platform/",
     // The command line renders the controller's JSON answers; nothing calls it.
     "cli/",
     // JSON-RPC: the frame, and each area's params decoded into its typed requests.

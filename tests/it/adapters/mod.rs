@@ -3,6 +3,7 @@
 //! every call, delivering to the echo agent on the ACP TypeScript SDK, and posting its
 //! replies back. No test reaches a real platform.
 
+mod fake_cli;
 mod slack;
 mod slack_fake;
 mod telegram;

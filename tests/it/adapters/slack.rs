@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::slack_fake::{App, Button, Fake, Server};
+use super::slack_fake::{App, Button, Fake, Server, Waits};
 use super::{FAST, SPAWN, adapter, channel_log, deepcli, is_announce};
 use crate::common::{Up, sdk_echo_agent};
 
@@ -97,7 +97,7 @@ fn inbox(up: &Up) -> i64 {
 /// a second channel is a conversation of its own. Every envelope is acknowledged.
 #[test]
 fn slack_mentions_threads_and_a_second_channel_over_socket_mode() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let alpha = fake.install("alpha", 1, None);
     let beta = fake.install("beta", 2, None);
@@ -183,7 +183,7 @@ fn slack_mentions_threads_and_a_second_channel_over_socket_mode() {
 /// close marker ends it, and no bot answers after it.
 #[test]
 fn two_slack_bots_in_one_thread_stop_at_max_rounds_and_at_the_close_marker() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let alpha = fake.install("alpha", 1, None);
     let beta = fake.install("beta", 2, None);
@@ -261,7 +261,7 @@ fn two_slack_bots_in_one_thread_stop_at_max_rounds_and_at_the_close_marker() {
 /// events after it are delivered.
 #[test]
 fn a_dropped_slack_socket_reconnects() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let alpha = fake.install("alpha", 1, None);
     let beta = fake.install("beta", 2, None);
@@ -301,7 +301,7 @@ fn a_dropped_slack_socket_reconnects() {
 /// before delivery.
 #[test]
 fn slack_http_events_are_verified_and_deduplicated() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let alpha = fake.install("alpha", 1, None);
     let beta = fake.install("beta", 2, None);
@@ -393,7 +393,7 @@ fn slack_http_events_are_verified_and_deduplicated() {
 /// JSON-RPC method answer alike.
 #[test]
 fn slack_names_resolve_through_the_directory() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let alpha = fake.install("alpha", 1, None);
     let beta = fake.install("beta", 2, None);
@@ -485,7 +485,7 @@ fn slack_names_resolve_through_the_directory() {
 /// one before, the thread is paused like at `maxRounds`, with one notice.
 #[test]
 fn two_slack_bots_repeating_each_other_stall_the_discussion() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let alpha = fake.install("alpha", 1, None);
     let beta = fake.install("beta", 2, None);
@@ -522,7 +522,7 @@ fn two_slack_bots_repeating_each_other_stall_the_discussion() {
 /// posted by the outbox in that thread, by the bot that was asked (conversations.md).
 #[test]
 fn a_subagents_announce_reaches_the_slack_thread_it_was_spawned_from() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let alpha = fake.install("alpha", 1, None);
     let beta = fake.install("beta", 2, None);
@@ -560,7 +560,7 @@ fn a_subagents_announce_reaches_the_slack_thread_it_was_spawned_from() {
 /// answered with a message only they see and decides nothing; the approver's click lets the
 /// agent's tool call run, and the prompt's message is replaced by its outcome, buttons gone.
 fn approval_buttons(http: bool) {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let alpha = fake.install("alpha", 1, None);
     let beta = fake.install("beta", 2, None);
@@ -734,7 +734,7 @@ fn an_approval_in_a_slack_thread_is_decided_with_its_buttons_over_http() {
 /// human asks beta, then asks alpha to ask beta (bots are let in here).
 #[test]
 fn each_agent_is_told_who_wrote_the_message_it_answers() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let alpha = fake.install("alpha", 1, None);
     let beta = fake.install("beta", 2, None);
@@ -797,7 +797,7 @@ fn each_agent_is_told_who_wrote_the_message_it_answers() {
 #[test]
 fn seed_002_a_task_delegated_checked_and_decided_in_one_slack_thread() {
     use sha2::Digest;
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let alpha = fake.install("alpha", 1, None);
     let beta = fake.install("beta", 2, None);

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::telegram_fake::{BOT_ID, BOT_NAME, Fake, Server, TOKEN};
+use super::telegram_fake::{BOT_ID, BOT_NAME, Fake, Server, TOKEN, Waits};
 use super::{FAST, SPAWN, adapter, channel_log, deepcli, is_announce};
 use crate::common::{Up, count, sdk_agents};
 
@@ -69,7 +69,7 @@ fn texts(sent: &[Value]) -> Vec<String> {
 /// the next DM reaches the agent and its reply comes back in the chat, as a reply to it.
 #[test]
 fn a_telegram_dm_pairs_then_reaches_the_agent() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let up = start(&server, &channels(&server, "", ""));
     let status = connected(&up);
@@ -136,7 +136,7 @@ fn a_telegram_dm_pairs_then_reaches_the_agent() {
 /// reaches the agent; the others are kept as context, never answered.
 #[test]
 fn a_telegram_group_message_needs_a_mention() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let up = start(&server, &channels(&server, "", "    groupPolicy: open\n"));
     connected(&up);
@@ -172,7 +172,7 @@ fn a_telegram_group_message_needs_a_mention() {
 /// the inbox takes it once; the webhook test sends one twice.)
 #[test]
 fn a_redelivered_telegram_update_is_answered_once() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let up = start_open(&server);
     let first = fake.message(private(5), user(5), "once", json!({}));
@@ -201,7 +201,7 @@ fn a_redelivered_telegram_update_is_answered_once() {
 /// cut into 4,096-unit pieces; NO_REPLY is not posted.
 #[test]
 fn telegram_replies_honour_rate_limits_split_and_dead_letter() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let up = start_open(&server);
     fake.rate_limit_next_sends(1);
@@ -274,7 +274,7 @@ fn metrics(up: &Up) -> String {
 /// nor answers twice, and polls on from the recorded offset.
 #[test]
 fn a_controller_killed_mid_reply_neither_loses_nor_repeats() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let mut up = start_open(&server);
     fake.message(private(3), user(3), "first", json!({}));
@@ -316,7 +316,7 @@ fn a_controller_killed_mid_reply_neither_loses_nor_repeats() {
 /// delivery with a transcript note, and its turn counts against the agent's budgets.
 #[test]
 fn a_turn_begun_before_a_crash_is_not_prompted_again() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let mut up = start_open(&server);
     // Inside the agent's workspace: its sandbox sees nothing else of the test's directory.
@@ -381,7 +381,7 @@ fn a_turn_begun_before_a_crash_is_not_prompted_again() {
 /// `maxReplyMessages` (10 by default) messages, the last saying the rest was cut.
 #[test]
 fn a_flood_reply_is_cut_to_its_caps() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let up = start_open(&server);
     fake.message(private(5), user(5), "flood 2048", json!({}));
@@ -425,7 +425,7 @@ fn texts_of(sent: &Value) -> String {
 /// idempotency key; channels.md says so.)
 #[test]
 fn a_reply_cut_short_by_a_crash_posts_only_the_rest() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let mut up = start_open(&server);
     // How many pieces the reply is, posted whole in another chat.
@@ -456,7 +456,7 @@ fn a_reply_cut_short_by_a_crash_posts_only_the_rest() {
 /// or missing secret token is refused.
 #[test]
 fn telegram_webhook_mode_checks_the_secret_token() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("hook");
@@ -525,7 +525,7 @@ fn telegram_webhook_mode_checks_the_secret_token() {
 /// that does not resolve is never sent anywhere.
 #[test]
 fn a_refused_telegram_token_is_auth_failed_and_degrades_the_hub() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     fake.refuse_token(true);
     let up = start(&server, &channels(&server, "", ""));
@@ -566,7 +566,7 @@ fn a_refused_telegram_token_is_auth_failed_and_degrades_the_hub() {
     );
     // The token never reaches a log.
     let log = channel_log(&up, "telegram");
-    assert!(!log.contains("TEST-token"), "{log}");
+    assert!(!log.contains("FAKE-token"), "{log}");
 }
 
 /// `channels logout` takes the running controller's connection down (and deletes the
@@ -574,7 +574,7 @@ fn a_refused_telegram_token_is_auth_failed_and_degrades_the_hub() {
 /// lets it connect again; `status --probe` reports the live connection.
 #[test]
 fn telegram_logout_and_login_while_the_controller_runs() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let up = start(&server, &channels(&server, "", ""));
     connected(&up);
@@ -643,7 +643,7 @@ fn telegram_logout_and_login_while_the_controller_runs() {
 /// disabled account's connection stops; enabled again, it connects.
 #[test]
 fn a_telegram_connection_follows_credential_changes_and_enabled() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
@@ -691,7 +691,7 @@ fn a_telegram_connection_follows_credential_changes_and_enabled() {
 /// and `/metrics`.
 #[test]
 fn a_subagents_announce_reaches_the_telegram_chat_it_was_spawned_from() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let mut up = start_open(&server);
     fake.hold_sends(true);
@@ -797,7 +797,7 @@ fn start_approving(server: &Server, approver: &str) -> Up {
 /// keyboard gone. `callback_query` is asked for in `allowed_updates`.
 #[test]
 fn an_approval_in_a_telegram_chat_is_decided_with_its_buttons() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let up = start_approving(&server, "telegram:77");
     fake.wait("the first poll", |f| !f.calls_of("getUpdates").is_empty());
@@ -899,7 +899,7 @@ fn answer_of(fake: &Fake, id: &str) -> String {
 /// command does not queue behind that turn in the chat's lane (approvals.md).
 #[test]
 fn an_approval_command_in_the_asking_chat_does_not_wait_behind_the_turn() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let _up = start_approving(&server, "telegram:5");
     fake.message(
@@ -933,7 +933,7 @@ fn an_approval_command_in_the_asking_chat_does_not_wait_behind_the_turn() {
 /// it reports on that turn (conversations.md).
 #[test]
 fn status_in_a_busy_chat_is_answered_beside_the_turn() {
-    let server = Server::start();
+    let server = Server::start().unwrap();
     let fake = &server.fake;
     let up = start_open(&server);
     // Inside the agent's workspace: its sandbox sees nothing else of the state directory.
