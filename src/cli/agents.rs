@@ -349,6 +349,15 @@ fn human_add(result: &agents::AddResult, out: Output) {
             "the controller running on this state (pid {pid}) {} as soon as it sees the edit",
             if dry { "would apply it" } else { "applies it" }
         ),
+        agents::AppliedBy::Elsewhere { pid, config_dir } => format!(
+            "the controller running on this state (pid {pid}) watches {}, not this config directory: it {} (start `deepcli up` on this directory with a state directory of its own)",
+            config_dir.display(),
+            if dry {
+                "would not see the edit"
+            } else {
+                "does not see the edit"
+            }
+        ),
         agents::AppliedBy::Apply { state_dir } => format!(
             "no controller runs on state directory {}: `deepcli apply` there {} (or `deepcli up`, which applies every edit)",
             state_dir.display(),

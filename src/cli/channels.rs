@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 use super::emit::{WriteArgs, context, emit, print_written};
 use super::{ExitStatus, GlobalSettings, Output};
-use crate::manage::{channels, rpc};
+use crate::manage::{channel_policy, channels, rpc};
 use crate::plural::plural;
 
 #[derive(Debug, Subcommand)]
@@ -20,6 +20,12 @@ pub(super) enum ChannelsCommand {
     },
     /// Per account: enabled, credentials referenced and present, live status; --probe checks
     /// that the platform's API answers.
+    #[command(after_help = "\
+Exit codes:
+  0  every enabled account has its credentials, and none is refused or unreachable
+  1  an enabled account misses a credential, its adapter is auth_failed, or --probe found
+     the platform refusing it, failing, or out of reach
+  2  could not run (unreadable config directory, bad flags)")]
     Status {
         /// Connect to each platform's API host (DNS + TCP, no credentials sent).
         #[arg(long)]
@@ -44,6 +50,9 @@ pub(super) enum ChannelsCommand {
     Add(Box<AddArgs>),
     /// Disable an account (or a whole channel); with --delete, remove it.
     Remove(RemoveArgs),
+    /// Set an inbound policy key (dmPolicy, allowFrom, groupPolicy, requireMention, …) on a
+    /// channel, one of its accounts or groups, or `defaults`; --unset removes it.
+    Set(SetArgs),
     /// Check an account's credentials with the platform (Slack auth.test, Telegram getMe),
     /// record the bot identity, and let a logged-out account connect again.
     Login(LoginArgs),
@@ -110,6 +119,41 @@ pub(super) struct AddArgs {
     /// The client secret (Google Chat, Microsoft Teams).
     #[arg(long, value_name = "REF")]
     client_secret: Option<String>,
+    #[command(flatten)]
+    write: WriteArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Keys: dmPolicy (pairing|allowlist|open|disabled), allowFrom (ids), groupPolicy
+(allowlist|open|disabled), groupAllowFrom (ids), requireMention (true|false),
+requireExplicitMention (true|false), mentionPatterns (regexes), historyLimit (N). A list key
+takes its items as separate values (`allowFrom 111 222`, `allowFrom '*'`, or none for an
+empty list). The whole config is checked first: a value validate refuses writes nothing.
+docs/policy.md says what each key does.
+
+Examples:
+  deepcli channels set --channel telegram dmPolicy open
+  deepcli channels set --channel telegram allowFrom '*'
+  deepcli channels set --channel telegram --group -1001234567890 requireMention false
+  deepcli channels set --channel slack --account work --unset dmPolicy")]
+pub(super) struct SetArgs {
+    /// The channel, or `defaults` for what every channel inherits.
+    #[arg(long, value_name = "NAME")]
+    channel: String,
+    /// Set it on this account of the channel [default: the channel, for all its accounts].
+    #[arg(long, value_name = "ID")]
+    account: Option<String>,
+    /// Set it on this group of the channel (`*`: every group).
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
+    group: Option<String>,
+    /// Remove the key from that level: it inherits again.
+    #[arg(long)]
+    unset: bool,
+    /// The key, as channels.yaml spells it.
+    key: String,
+    /// The value; a list key's items (after `--` when one starts with `-`).
+    values: Vec<String>,
     #[command(flatten)]
     write: WriteArgs,
 }
@@ -204,6 +248,19 @@ pub(super) fn run(global: &GlobalSettings, command: ChannelsCommand) -> ExitStat
                 json,
                 human_remove,
             )
+        }
+        ChannelsCommand::Set(args) => {
+            let json = args.write.json;
+            let request = channel_policy::SetRequest {
+                channel: args.channel,
+                account: args.account,
+                group: args.group,
+                key: args.key,
+                values: args.values,
+                unset: args.unset,
+                dry_run: args.write.dry_run,
+            };
+            emit(out, channel_policy::set(&ctx, &request), json, human_set)
         }
         ChannelsCommand::Login(args) => {
             let request = channels::AccountRequest {
@@ -448,13 +505,6 @@ fn human_status(r: &channels::StatusResult, out: Output) {
         }
     );
     for a in &r.accounts {
-        let inbound = a.live.as_ref().and_then(|l| {
-            let state = l["inbound"].as_str()?;
-            Some(match l["reason"].as_str() {
-                Some(reason) => format!("  inbound: {state} ({reason})"),
-                None => format!("  inbound: {state}"),
-            })
-        });
         let missing: Vec<&str> = a
             .credentials
             .iter()
@@ -472,7 +522,7 @@ fn human_status(r: &channels::StatusResult, out: Output) {
             } else {
                 format!("missing {}", missing.join(", "))
             },
-            inbound.unwrap_or_default(),
+            a.live.as_ref().map(live_text).unwrap_or_default(),
             a.probe.as_ref().map_or(String::new(), |p| format!(
                 "  probe: {}{}",
                 p.result,
@@ -484,19 +534,50 @@ fn human_status(r: &channels::StatusResult, out: Output) {
     }
 }
 
+/// What the controller says of an account: its adapter's state when deepcli's own adapter
+/// serves it (the signed envelope door does not matter then), else whether that door is open.
+fn live_text(live: &serde_json::Value) -> String {
+    let adapter = &live["adapter"];
+    if let Some(state) = adapter["state"].as_str() {
+        let mut text = format!("  adapter {state}");
+        let mut details: Vec<String> = adapter["mode"]
+            .as_str()
+            .map(str::to_string)
+            .into_iter()
+            .collect();
+        if let Some(bot) = adapter["identity"]["botUserId"].as_str() {
+            let name = adapter["identity"]["name"].as_str().unwrap_or("-");
+            details.push(format!("bot {bot} {name}"));
+        }
+        if let Some(error) = adapter["lastError"].as_str() {
+            details.push(format!("last error: {error}"));
+        }
+        if !details.is_empty() {
+            text.push_str(&format!(" ({})", details.join(", ")));
+        }
+        return text;
+    }
+    match (live["inbound"].as_str(), live["reason"].as_str()) {
+        (Some(state), Some(reason)) => format!("  inbound {state}: {reason}"),
+        (Some(state), None) => format!("  inbound {state}"),
+        _ => String::new(),
+    }
+}
+
 fn human_capabilities(r: &channels::CapabilitiesResult, out: Output) {
     let mut out = out.answer();
     let yn = |b: bool| if b { "yes" } else { "no" };
     let _ = writeln!(
         out,
-        "{:<11} {:<8} {:<13} {:<12} {:<17} credentials",
-        "channel", "threads", "multiAccount", "bot-to-bot", "allowBots:mentions"
+        "{:<11} {:<9} {:<8} {:<13} {:<11} {:<19} credentials",
+        "channel", "adapter", "threads", "multiAccount", "bot-to-bot", "allowBots:mentions"
     );
     for c in &r.channels {
         let _ = writeln!(
             out,
-            "{:<11} {:<8} {:<13} {:<12} {:<17} {}",
+            "{:<11} {:<9} {:<8} {:<13} {:<11} {:<19} {}",
             c.channel,
+            c.adapter.as_str(),
             yn(c.threads),
             yn(c.multi_account),
             yn(c.bot_to_bot_mentions),
@@ -504,6 +585,10 @@ fn human_capabilities(r: &channels::CapabilitiesResult, out: Output) {
             c.credentials.join(", ")
         );
     }
+    let _ = writeln!(
+        out,
+        "\nbuilt-in: `deepcli up` connects to the platform itself. bridge: an external bridge signs\nthe platform's messages to POST /v1/inbound (docs/access.md). local: `deepcli inbound send`."
+    );
 }
 
 fn human_add(r: &channels::AddResult, out: Output) {
@@ -525,6 +610,21 @@ fn human_add(r: &channels::AddResult, out: Output) {
         );
     }
     print_written(&r.written, out);
+}
+
+fn human_set(r: &channel_policy::SetResult, out: Output) {
+    print_written(&r.written, out);
+    if r.written.files.is_empty() {
+        return;
+    }
+    let dry = r.written.dry_run;
+    let line = match &r.value {
+        Some(v) if dry => format!("Would set `{}: {v}`.", r.path),
+        Some(v) => format!("Set `{}: {v}`.", r.path),
+        None if dry => format!("Would remove `{}`: it would inherit again.", r.path),
+        None => format!("Removed `{}`: it inherits again.", r.path),
+    };
+    let _ = writeln!(out.note(), "{line}");
 }
 
 fn human_remove(r: &channels::RemoveResult, out: Output) {

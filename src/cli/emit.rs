@@ -9,7 +9,7 @@ use clap::Args;
 use serde::Serialize;
 
 use super::{ExitStatus, GlobalSettings, Output};
-use crate::manage::{self, ManageContext, ManageError, agents, channels, pairing};
+use crate::manage::{self, ManageContext, ManageError, agents, channel_policy, channels, pairing};
 
 pub(crate) const MANAGE_EXIT_CODES: &str = "\
 Exit codes:
@@ -60,10 +60,28 @@ impl Outcome for agents::BindingsResult {}
 impl Outcome for agents::SetIdentityResult {}
 impl Outcome for agents::DeleteResult {}
 impl Outcome for channels::ChannelsList {}
-impl Outcome for channels::StatusResult {}
+/// An enabled account that cannot work fails the command (exit 1), as `status` does for a
+/// degraded hub: a credential missing, its adapter refused, or `--probe` refused or not
+/// reaching the platform.
+impl Outcome for channels::StatusResult {
+    fn refused(&self) -> bool {
+        self.accounts.iter().any(|a| {
+            let adapter_refused = a
+                .live
+                .as_ref()
+                .is_some_and(|l| l["adapter"]["state"] == "auth_failed");
+            let probe_failed = a
+                .probe
+                .as_ref()
+                .is_some_and(|p| matches!(p.result.as_str(), "refused" | "unreachable" | "failed"));
+            a.enabled && (!a.configured || adapter_refused || probe_failed)
+        })
+    }
+}
 impl Outcome for channels::CapabilitiesResult {}
 impl Outcome for channels::AddResult {}
 impl Outcome for channels::RemoveResult {}
+impl Outcome for channel_policy::SetResult {}
 impl Outcome for channels::LogsResult {}
 impl Outcome for channels::LoginResult {}
 impl Outcome for channels::LogoutResult {}

@@ -309,7 +309,11 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
         status: ControllerStatus {
             pid: std::process::id(),
             started_at: crate::clock::now(),
-            config_dir: options.config_dir.display().to_string(),
+            // Absolute: a management edit made elsewhere compares it with its own directory.
+            config_dir: std::path::absolute(&options.config_dir)
+                .unwrap_or_else(|_| options.config_dir.clone())
+                .display()
+                .to_string(),
             state_dir: state.root().display().to_string(),
             serial,
             ..ControllerStatus::default()

@@ -2,7 +2,7 @@
 //! `update`): the service functions and their result shapes.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -175,6 +175,9 @@ pub struct AddResult {
 pub enum AppliedBy {
     /// `deepcli up` runs on the state directory: it applies the edit as soon as it sees it.
     Controller { pid: u32 },
+    /// `deepcli up` runs on the state directory but watches another config directory: it
+    /// never sees the edit, and `deepcli apply` is refused while it runs.
+    Elsewhere { pid: u32, config_dir: PathBuf },
     /// No controller runs on the state directory: `deepcli apply` there does.
     Apply { state_dir: PathBuf },
 }
@@ -1233,9 +1236,16 @@ pub fn update(ctx: &ManageContext, request: &UpdateRequest) -> Result<UpdateResu
 /// Who applies an edit made now: the controller that runs on the state directory, if one does.
 fn applied_by(ctx: &ManageContext) -> AppliedBy {
     let live = super::live::read(ctx);
-    match live.controller_pid {
-        Some(pid) => AppliedBy::Controller { pid },
-        None => AppliedBy::Apply {
+    let same = |watched: &Path| {
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        canonical(watched) == canonical(&ctx.config_dir)
+    };
+    match (live.controller_pid, live.controller_config) {
+        (Some(pid), Some(config_dir)) if !same(&config_dir) => {
+            AppliedBy::Elsewhere { pid, config_dir }
+        }
+        (Some(pid), _) => AppliedBy::Controller { pid },
+        (None, _) => AppliedBy::Apply {
             state_dir: ctx.state_dir().root().to_path_buf(),
         },
     }

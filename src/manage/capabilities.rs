@@ -25,6 +25,30 @@ pub struct Capabilities {
     pub groups: bool,
     /// The secret fields an account takes (as references).
     pub credentials: &'static [&'static str],
+    /// Who brings the platform's messages in.
+    pub adapter: Served,
+}
+
+/// Who connects a platform to the hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Served {
+    /// deepcli's own adapter: `deepcli up` connects to the platform by itself.
+    BuiltIn,
+    /// The operator's own command line (`deepcli inbound send`).
+    Local,
+    /// An external bridge signs envelopes to `POST /v1/inbound`.
+    Bridge,
+}
+
+impl Served {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Served::BuiltIn => "built-in",
+            Served::Local => "local",
+            Served::Bridge => "bridge",
+        }
+    }
 }
 
 const fn caps(
@@ -33,7 +57,13 @@ const fn caps(
     flags: [bool; 7],
     credentials: &'static [&'static str],
 ) -> Capabilities {
+    let adapter = match channel.as_bytes() {
+        b"slack" | b"telegram" => Served::BuiltIn,
+        b"cli" => Served::Local,
+        _ => Served::Bridge,
+    };
     Capabilities {
+        adapter,
         channel,
         display_name,
         threads: flags[0],

@@ -19,6 +19,8 @@ pub struct Live {
     pub channels: Option<Value>,
     /// The pid of the controller that answered.
     pub controller_pid: Option<u32>,
+    /// The config directory that controller watches (absolute).
+    pub controller_config: Option<std::path::PathBuf>,
 }
 
 /// An agent's runtime as live status tells it.
@@ -81,6 +83,7 @@ impl Live {
             runtimes,
             channels: doc.get("channels").cloned(),
             controller_pid: doc["pid"].as_u64().and_then(|p| u32::try_from(p).ok()),
+            controller_config: doc["configDir"].as_str().map(std::path::PathBuf::from),
         }
     }
 }
@@ -127,6 +130,7 @@ pub fn read(ctx: &ManageContext) -> Live {
             .collect(),
         channels: None,
         controller_pid: None,
+        controller_config: None,
     }
 }
 

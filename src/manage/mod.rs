@@ -12,6 +12,7 @@
 
 pub mod agents;
 pub mod capabilities;
+pub mod channel_policy;
 pub mod channels;
 pub mod edit;
 pub mod files;

@@ -9,7 +9,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{ManageContext, ManageError, agents, channels, openclaw, pairing};
+use super::{ManageContext, ManageError, agents, channel_policy, channels, openclaw, pairing};
 use crate::rpc;
 
 pub use crate::rpc::{
@@ -32,6 +32,7 @@ pub const METHODS: &[&str] = &[
     "_mustang.agent/channels/logs",
     "_mustang.agent/channels/add",
     "_mustang.agent/channels/remove",
+    "_mustang.agent/channels/set",
     "_mustang.agent/channels/login",
     "_mustang.agent/channels/logout",
     "_mustang.agent/channels/resolve",
@@ -114,6 +115,7 @@ pub enum ManageRequest {
     ChannelsLogs(ChannelParams),
     ChannelsAdd(channels::AddRequest),
     ChannelsRemove(channels::RemoveRequest),
+    ChannelsSet(channel_policy::SetRequest),
     ChannelsLogin(LoginParams),
     ChannelsLogout(LoginParams),
     ChannelsResolve(ResolveParams),
@@ -150,6 +152,7 @@ impl ManageRequest {
             "channels/logs" => ManageRequest::ChannelsLogs(params(p)?),
             "channels/add" => ManageRequest::ChannelsAdd(params(p)?),
             "channels/remove" => ManageRequest::ChannelsRemove(params(p)?),
+            "channels/set" => ManageRequest::ChannelsSet(params(p)?),
             "channels/login" => ManageRequest::ChannelsLogin(params(p)?),
             "channels/logout" => ManageRequest::ChannelsLogout(params(p)?),
             "channels/resolve" => ManageRequest::ChannelsResolve(params(p)?),
@@ -223,6 +226,9 @@ impl ManageRequest {
             ManageRequest::ChannelsRemove(p) => {
                 ManageResult::ChannelsRemove(channels::remove(ctx, &p)?)
             }
+            ManageRequest::ChannelsSet(p) => {
+                ManageResult::ChannelsSet(channel_policy::set(ctx, &p)?)
+            }
             ManageRequest::ChannelsLogin(p) => {
                 let timeout = platform_timeout(p.timeout_ms);
                 ManageResult::ChannelsLogin(channels::login(ctx, &p.account_request(), timeout)?)
@@ -288,6 +294,7 @@ pub enum ManageResult {
     ChannelsLogs(channels::LogsResult),
     ChannelsAdd(channels::AddResult),
     ChannelsRemove(channels::RemoveResult),
+    ChannelsSet(channel_policy::SetResult),
     ChannelsLogin(channels::LoginResult),
     ChannelsLogout(channels::LogoutResult),
     ChannelsResolve(channels::ResolveResult),
@@ -440,6 +447,7 @@ mod tests {
                 | "_mustang.agent/channels/logout"
                 | "_mustang.agent/channels/add"
                 | "_mustang.agent/channels/remove" => json!({"channel": "x"}),
+                "_mustang.agent/channels/set" => json!({"channel": "x", "key": "dmPolicy"}),
                 "_mustang.agent/channels/resolve" => json!({"channel": "x", "names": []}),
                 "_mustang.agent/config/import_openclaw" => json!({"source": "{}"}),
                 "_mustang.agent/pairing/approve" => json!({"channel": "x", "code": "c"}),

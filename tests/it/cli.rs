@@ -497,6 +497,131 @@ fn pairing_names_its_channel_with_the_flag_or_first() {
     }
 }
 
+/// `channels set` writes one policy key at the level it is told, keeps the file's comments,
+/// and writes nothing when the result would not validate or the request is wrong.
+#[test]
+fn channels_set_writes_a_policy_key_at_its_level_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().to_str().unwrap();
+    let channels = "channels:\n  telegram:\n    # the one bot\n    accounts:\n      default:\n        botToken: {source: env, id: TG}\n";
+    std::fs::write(dir.path().join("channels.yaml"), channels).unwrap();
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n",
+    )
+    .unwrap();
+    let set = |args: &[&str]| {
+        let out = deepcli()
+            .args(["--config", config, "channels", "set"])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let file = || std::fs::read_to_string(dir.path().join("channels.yaml")).unwrap();
+
+    assert_eq!(
+        set(&["--channel", "telegram", "allowFrom", "111", "222"]).0,
+        Some(0)
+    );
+    assert_eq!(
+        set(&[
+            "--channel",
+            "telegram",
+            "--account",
+            "default",
+            "dmPolicy",
+            "allowlist"
+        ])
+        .0,
+        Some(0)
+    );
+    assert_eq!(
+        set(&[
+            "--channel",
+            "telegram",
+            "--group",
+            "-100777",
+            "requireMention",
+            "false"
+        ])
+        .0,
+        Some(0)
+    );
+    assert_eq!(
+        set(&["--channel", "defaults", "historyLimit", "20"]).0,
+        Some(0)
+    );
+    let written = file();
+    assert!(written.contains("    # the one bot\n"), "{written}");
+    assert!(
+        written.contains("\n    allowFrom: [\"111\", \"222\"]\n"),
+        "{written}"
+    );
+    assert!(
+        written.contains("\n        dmPolicy: allowlist\n"),
+        "{written}"
+    );
+    assert!(written.contains("requireMention: false"), "{written}");
+    assert!(
+        written.contains("\n  defaults:\n    historyLimit: 20\n"),
+        "{written}"
+    );
+    let validate = deepcli()
+        .args(["--config", config, "validate"])
+        .output()
+        .unwrap();
+    assert!(
+        validate.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validate.stderr)
+    );
+
+    // Refused: the would-be config is invalid (open to anyone without saying "*"), a value
+    // the key does not take, a channel that is not there. The file is as it was.
+    let (code, stderr) = set(&[
+        "--channel",
+        "telegram",
+        "--account",
+        "default",
+        "dmPolicy",
+        "open",
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error[dm-open-without-wildcard]"),
+        "{stderr}"
+    );
+    let (code, stderr) = set(&["--channel", "telegram", "groupPolicy", "opne"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("(did you mean `open`?)"), "{stderr}");
+    let (code, stderr) = set(&["--channel", "telegrm", "dmPolicy", "open"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no channel `telegrm` (did you mean `telegram`?)"),
+        "{stderr}"
+    );
+    assert_eq!(file(), written);
+
+    // --unset: the account inherits the channel's again.
+    assert_eq!(
+        set(&[
+            "--channel",
+            "telegram",
+            "--account",
+            "default",
+            "--unset",
+            "dmPolicy"
+        ])
+        .0,
+        Some(0)
+    );
+    assert!(!file().contains("dmPolicy"), "{}", file());
+}
+
 #[test]
 fn agents_add_writes_the_runtime_it_is_given() {
     let dir = tempfile::tempdir().unwrap();

@@ -545,7 +545,8 @@ fn channels_list_status_capabilities_logs() {
         &["channels", "status", "--json"],
         &[("TELEGRAM_BOT_TOKEN", "set")],
     );
-    ok(&run);
+    // The hub's other accounts miss their credentials here: the command fails for them.
+    assert_eq!(run.code, 1, "{}", run.stderr);
     insta::assert_json_snapshot!("channels_status", run.json(&hub));
     let run = hub.run(&["channels", "capabilities", "--channel", "discord", "--json"]);
     ok(&run);
@@ -612,7 +613,8 @@ fn channels_status_probe_says_what_it_saw_per_account() {
         ],
         &[("DEEPCLI_PROBE_TARGETS", &targets)],
     );
-    ok(&run);
+    // whatsapp's host is out of reach: the command fails for it.
+    assert_eq!(run.code, 1, "{}", run.stderr);
     let doc = run.json(&hub);
     let mut probes = Vec::new();
     for a in doc["accounts"].as_array().unwrap() {

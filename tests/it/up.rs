@@ -762,6 +762,33 @@ fn agents_add_under_a_running_controller_says_who_applies_it() {
             .as_array()
             .is_some_and(|a| a.iter().any(|x| x == "writer"))
     });
+
+    // An edit in another config directory, on the same state: that controller never sees it,
+    // and the note says so rather than promising it.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("agents.yaml"), AGENTS).unwrap();
+    let out = Command::new(bin())
+        .args(["--config", other.path().to_str().unwrap()])
+        .args(["--state-dir", up.state.to_str().unwrap()])
+        .args(["agents", "add", "editor", "--dry-run"])
+        .env_remove("DEEPCLI_OPERATOR_TOKEN")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{printed}");
+    assert!(
+        printed.contains(&format!(
+            "the controller running on this state (pid {}) watches {}, not this config directory: it would not see the edit",
+            up.child.id(),
+            std::fs::canonicalize(&up.config).unwrap().display()
+        )),
+        "{printed}"
+    );
 }
 
 /// Issue 24: a reload that deletes most agents (an agents.yaml emptied by mistake) is a plan
