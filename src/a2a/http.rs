@@ -200,8 +200,21 @@ fn rpc_error(id: &Value, e: &RpcError) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": error})
 }
 
-/// A refusal at the door: an HTTP status and a JSON-RPC error body saying why.
-fn refused(refusal: A2aRefusal) -> Response {
+/// The JSON-RPC id of a request refused at the door, so its error answers it: read from the
+/// body (bounded as every body is) only once the refusal is decided; `null` when there is none.
+async fn request_id(request: Request) -> Value {
+    let Ok(bytes) = axum::body::to_bytes(request.into_body(), BODY_LIMIT).await else {
+        return Value::Null;
+    };
+    serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .filter(|id| matches!(id, Value::String(_) | Value::Number(_)))
+        .unwrap_or(Value::Null)
+}
+
+/// A refusal at the door: an HTTP status and a JSON-RPC error body saying why, answering `id`.
+fn refused(refusal: A2aRefusal, id: &Value) -> Response {
     let metadata = match &refusal {
         A2aRefusal::Gated(gated) => {
             let mut m = json!({"gate": gated.reason, "rule": gated.rule});
@@ -283,7 +296,7 @@ fn refused(refusal: A2aRefusal) -> Response {
             Some(secs),
         ),
     };
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {
         "code": -32000,
         "message": message,
         "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "deepcli", "metadata": metadata}],
@@ -342,7 +355,7 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
     let begun = std::time::Instant::now();
     let caller = match a2a.admit(endpoint, bearer(request.headers())).await {
         Ok(c) => c,
-        Err(r) => return refused(r),
+        Err(r) => return refused(r, &request_id(request).await),
     };
     let version = version_ok(request.headers());
     let bytes = match axum::body::to_bytes(request.into_body(), BODY_LIMIT).await {
@@ -477,7 +490,7 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
         },
         // A stream takes its slot before anything else: one over a cap reaches no agent.
         Op::Stream => match a2a.stream_slot(&caller) {
-            Err(r) => return refused(r),
+            Err(r) => return refused(r, &id),
             Ok(slot) => match stream_send(&a2a, &caller, wire, &params).await {
                 Ok((task_id, run)) => {
                     let to = Until::Interrupted;
@@ -487,7 +500,7 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
             },
         },
         Op::Subscribe => match a2a.stream_slot(&caller) {
-            Err(r) => return refused(r),
+            Err(r) => return refused(r, &id),
             Ok(slot) => match subscribe(&a2a, &caller, task_id()).await {
                 Ok((task_id, run)) => {
                     let to = Until::Terminal;

@@ -337,6 +337,19 @@ fn the_door_refuses_a_wrong_token_an_agent_outside_allow_agents_and_a_peer_over_
             .contains("no valid peer token"),
         "{wrong:#}"
     );
+    // The refusal answers the request's own id, as JSON-RPC asks.
+    let raw = crate::common::http(
+        up.addr,
+        "POST",
+        "/a2a/sdk/",
+        &[
+            ("authorization", "Bearer not-a-peer-token-at-all"),
+            ("content-type", "application/json"),
+        ],
+        br#"{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{}}"#,
+    );
+    assert_eq!(raw.status, 401, "{:#}", raw.body);
+    assert_eq!(raw.body["id"], 7, "{:#}", raw.body);
     let none = fails(&["send", &base(&up, "sdk"), "-", "hi"]);
     assert!(
         none["error"]
@@ -369,7 +382,7 @@ fn the_door_refuses_a_wrong_token_an_agent_outside_allow_agents_and_a_peer_over_
     // Nothing reached a runtime.
     let status = up.status().unwrap();
     assert_eq!(status["a2a"]["tasks"], 0, "{status:#}");
-    assert_eq!(status["a2a"]["refused"]["unauthenticated"], 2, "{status:#}");
+    assert_eq!(status["a2a"]["refused"]["unauthenticated"], 3, "{status:#}");
     assert_eq!(status["a2a"]["refused"]["forbidden"], 1, "{status:#}");
     assert_eq!(status["a2a"]["refused"]["rateLimited"], 3, "{status:#}");
     // A card has a validator: asked again with it, it is not sent again.
