@@ -329,6 +329,12 @@ impl RunningAccount {
         }
     }
 
+    /// The connection's state now, as the live map has it.
+    fn state(&self) -> Option<ConnectionState> {
+        let live = self.cx.live.read().ok()?;
+        live.get(&self.spec.key()).map(|l| l.state)
+    }
+
     fn set_state(&self, state: ConnectionState, error: Option<String>) {
         self.update(|l| {
             if l.state != state {
@@ -846,13 +852,16 @@ async fn supervise(running: Arc<RunningAccount>) {
             Stop::Auth(why) => (ConnectionState::AuthFailed, why),
             Stop::Failed(why) => (ConnectionState::Connecting, why),
         };
-        tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, error = %error, retry_in_ms = wait.as_millis() as u64, "platform connection ended");
+        // A connection that never got up is not said to have dropped.
+        let was = if running.state() == Some(ConnectionState::Connected) {
+            "disconnected"
+        } else {
+            "connect-failed"
+        };
+        tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, error = %error, retry_in_ms = wait.as_millis() as u64, "platform connection ended ({was})");
         running.set_state(state, Some(error.clone()));
         running
-            .log(&format!(
-                "disconnected error={error} retry_in_ms={}",
-                wait.as_millis()
-            ))
+            .log(&format!("{was} error={error} retry_in_ms={}", wait.as_millis()))
             .await;
         tokio::time::sleep(wait).await;
         wait = next_wait(&mut waits);

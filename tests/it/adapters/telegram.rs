@@ -564,9 +564,12 @@ fn a_refused_telegram_token_is_auth_failed_and_degrades_the_hub() {
             .is_some_and(|r| r.contains("the platform adapter delivers this account's messages")),
         "{doc:#}"
     );
-    // The token never reaches a log.
+    // The token never reaches a log, and a connection that never got up is not said to have
+    // dropped.
     let log = channel_log(&up, "telegram");
     assert!(!log.contains("FAKE-token"), "{log}");
+    assert!(log.contains("connect-failed error="), "{log}");
+    assert!(!log.contains("disconnected"), "{log}");
 }
 
 /// `channels logout` takes the running controller's connection down (and deletes the
