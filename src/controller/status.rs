@@ -157,6 +157,10 @@ impl ControllerStatus {
         if let Some(error) = &self.last_error {
             reasons.push(format!("the last reconcile failed: {error}"));
         }
+        // Nothing else explains it: the controller is still starting.
+        if self.config_hash.is_none() && reasons.is_empty() {
+            reasons.push("no config applied yet: the first apply has not finished".into());
+        }
         for r in &self.runtimes {
             match r.status {
                 Phase::CrashLoop => reasons.push(format!(
@@ -229,7 +233,7 @@ mod tests {
     /// degrades.
     #[test]
     fn a_read_back_status_keeps_its_a2a_and_adapter_figures() {
-        let mut sent = serde_json::to_value(ControllerStatus::default()).unwrap();
+        let mut sent = serde_json::to_value(applied()).unwrap();
         sent["a2a"] = serde_json::json!({"exposed": ["main"],
             "peers": [{"name": "p", "token": "ok"}], "requests": 3, "tasks": 1, "streams": 0,
             "sendOverhead": {"samples": 1, "p50Us": 5, "p99Us": 5, "maxUs": 5},
@@ -252,10 +256,28 @@ mod tests {
         );
     }
 
+    /// A status whose first apply is done.
+    fn applied() -> ControllerStatus {
+        ControllerStatus {
+            config_hash: Some("sha256:x".into()),
+            ..ControllerStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_controller_is_not_healthy_before_its_first_apply() {
+        let starting = ControllerStatus::default();
+        assert_eq!(
+            starting.health().reasons,
+            ["no config applied yet: the first apply has not finished"]
+        );
+        assert_eq!(applied().health(), Health::default());
+    }
+
     #[test]
     fn an_adapter_that_never_connects_or_stays_lost_degrades_after_a_grace() {
         let status = |connects: u64| -> ControllerStatus {
-            let mut sent = serde_json::to_value(ControllerStatus::default()).unwrap();
+            let mut sent = serde_json::to_value(applied()).unwrap();
             sent["channels"] = serde_json::json!({"telegram": {"accounts": {"default": {
                 "inbound": "open",
                 "adapter": {"platform": "telegram", "mode": "polling", "state": "connecting",
@@ -292,7 +314,7 @@ mod tests {
 
     #[test]
     fn a_rejected_edit_or_a_blocked_plan_degrades() {
-        let mut status = ControllerStatus::default();
+        let mut status = applied();
         assert_eq!(status.health(), Health::default());
         status.blocked = vec!["this plan deletes 2 of 3 managed agents".into()];
         status.rejected = Some(Rejection {
