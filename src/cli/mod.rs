@@ -109,6 +109,8 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["access"], &["config"]),
     (&["schema"], &["config", "state_dir"]),
     (&["channels", "capabilities"], &["config", "state_dir"]),
+    // Routing reads the config alone: the state directory changes nothing it prints.
+    (&["route"], &["state_dir"]),
     (&["pairing"], &["config"]),
     (&["sessions"], &["config"]),
     (&["runs"], &["config"]),
@@ -125,6 +127,14 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     // Its DIR is the config directory, and the state directory it suggests lies in it.
     (&["init"], &["config", "state_dir"]),
 ];
+
+/// Commands that read a global directory flag for a reason of their own: its help there says
+/// which. By command path, the flag's id, the help.
+const READ_FOR: &[(&[&str], &str, &str)] = &[(
+    &["validate"],
+    "state_dir",
+    "The state directory: agents' default workspaces lie in it, and the sandbox rules check that no agent is given it [default: ~/.deepcli]",
+)];
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -285,9 +295,19 @@ impl GlobalSettings {
 }
 
 /// The command tree `deepcli` parses with: [`Cli`]'s, with the global flags a command does not
-/// read hidden from its help.
+/// read hidden from its help, and a flag a command reads for a reason of its own described so.
 pub fn command() -> clap::Command {
     let mut command = Cli::command();
+    for (path, id, why) in READ_FOR {
+        let described: Vec<clap::Arg> = command
+            .get_arguments()
+            .filter(|a| a.get_id() == *id)
+            .map(|a| a.clone().help(*why))
+            .collect();
+        command = at(command, path, &|sub| {
+            described.iter().cloned().fold(sub, clap::Command::arg)
+        });
+    }
     for (path, ids) in UNREAD {
         let hidden: Vec<clap::Arg> = command
             .get_arguments()

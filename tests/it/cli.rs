@@ -347,6 +347,14 @@ fn help_shows_only_the_global_flags_a_command_reads() {
         restore.contains("--config"),
         "restore reads the config: {restore}"
     );
+    // `route` prints the same whatever the state; `validate` reads it, and says why.
+    let route = help(&["route"]);
+    assert!(!route.contains("--state-dir"), "{route}");
+    let validate = help(&["validate"]);
+    assert!(
+        validate.contains("agents' default workspaces lie in it"),
+        "{validate}"
+    );
     let out = deepcli()
         .args([
             "--config", "nowhere", "schema", "bindings", "--config", "nowhere",
