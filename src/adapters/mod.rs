@@ -861,7 +861,10 @@ async fn supervise(running: Arc<RunningAccount>) {
         tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, error = %error, retry_in_ms = wait.as_millis() as u64, "platform connection ended ({was})");
         running.set_state(state, Some(error.clone()));
         running
-            .log(&format!("{was} error={error} retry_in_ms={}", wait.as_millis()))
+            .log(&format!(
+                "{was} error={error} retry_in_ms={}",
+                wait.as_millis()
+            ))
             .await;
         tokio::time::sleep(wait).await;
         wait = next_wait(&mut waits);

@@ -245,9 +245,7 @@ impl Hub {
     /// The agent of a session key, checked against the config: `Err` is the result to give.
     async fn target_agent(&self, key: &str) -> Result<String, ToolResult> {
         let Some(agent) = agent_of(key) else {
-            return Err(error(format!(
-                "`{key}` is not a session key (they look like agent:<id>:main)"
-            )));
+            return Err(error(super::store::not_a_session_key(key)));
         };
         if self.policy().agents.contains_key(agent) {
             return Ok(agent.to_string());
@@ -277,7 +275,7 @@ impl Hub {
         let key = args.session_key.trim().to_string();
         let agent = match agent_of(&key) {
             Some(agent) => agent.to_string(),
-            None => return Ok(error(format!("`{key}` is not a session key"))),
+            None => return Ok(error(super::store::not_a_session_key(&key))),
         };
         if let Err(denial) = self.may_see(caller, &key, &agent, true).await {
             return Ok(self.forbid(denial));

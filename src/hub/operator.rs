@@ -341,9 +341,8 @@ impl Hub {
             )),
             HubRequest::SessionsClose(p) => {
                 let Some(agent) = super::store::agent_of(&p.session_key).map(str::to_string) else {
-                    return Err(OperatorError::Params(format!(
-                        "`{}` is not a session key",
-                        p.session_key
+                    return Err(OperatorError::Params(super::store::not_a_session_key(
+                        &p.session_key,
                     )));
                 };
                 Ok(HubAnswer::Closed(

@@ -1075,8 +1075,8 @@ impl Hub {
         wait: Duration,
     ) -> Result<SendOutcome, CallError> {
         let Some(agent) = super::store::agent_of(key).map(str::to_string) else {
-            return Err(CallError::BadArguments(format!(
-                "`{key}` is not a session key"
+            return Err(CallError::BadArguments(super::store::not_a_session_key(
+                key,
             )));
         };
         if !self.policy().agents.contains_key(&agent) {

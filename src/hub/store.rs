@@ -214,6 +214,21 @@ pub(crate) struct RunFilter {
     pub offset: usize,
 }
 
+/// Why `key` is refused as a session key; a bare agent id is pointed to its main session.
+pub(crate) fn not_a_session_key(key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if bare {
+        format!(
+            "`{key}` is not a session key: agent `{key}`'s main session is `agent:{key}:main` (`deepcli sessions list` shows the others)"
+        )
+    } else {
+        format!("`{key}` is not a session key (they look like agent:<id>:main)")
+    }
+}
+
 /// The agent a session key names: `agent:<id>:…`.
 pub(crate) fn agent_of(session_key: &str) -> Option<&str> {
     let rest = session_key.strip_prefix("agent:")?;
@@ -746,6 +761,17 @@ impl HubStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bare_agent_id_is_pointed_to_its_main_session() {
+        assert_eq!(
+            not_a_session_key("research"),
+            "`research` is not a session key: agent `research`'s main session is `agent:research:main` (`deepcli sessions list` shows the others)"
+        );
+        assert!(not_a_session_key("agent:x").ends_with("(they look like agent:<id>:main)"));
+        assert_eq!(agent_of("agent:research:main"), Some("research"));
+        assert_eq!(agent_of("research"), None);
+    }
 
     fn store() -> (tempfile::TempDir, HubStore) {
         let tmp = tempfile::tempdir().unwrap();
