@@ -1,17 +1,65 @@
-//! `deepcli state export`, `deepcli history` and `deepcli trash list|restore`.
+//! `deepcli state export|backup|restore|check`, `deepcli history` and `deepcli trash
+//! list|restore`.
 
 use std::io::Write;
 
 use clap::{Args, Subcommand};
 
 use super::{ExitStatus, GlobalSettings, state_error};
-use crate::state::{StateDir, StateStore};
+use crate::state::{StateDir, StateStore, backup};
 use crate::trash;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum StateCommand {
     /// Print the live state as JSON (secrets as references), for `deepcli plan --live`.
     Export,
+    /// Copy the state database, consistently, while a controller runs: one private file with
+    /// the trash's manifests in it.
+    #[command(after_help = "\
+The copy is one read of the database: what the controller commits meanwhile is in it whole or
+not at all. The trash's moved files are not in it (copy <state>/trash with your file backups).
+
+Exit codes:
+  0  written
+  1  refused: FILE exists, or there is no state to back up
+  2  could not run (an unreadable or damaged state, a directory that cannot be written)")]
+    Backup {
+        /// The file to write; it must not exist.
+        file: std::path::PathBuf,
+        /// Print what was written as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a backup in place as the state of an empty --state-dir, verified first.
+    #[command(after_help = "\
+The backup is checked before anything is written: SQLite's integrity check, a deepcli state
+with its lineage, a schema no newer than this deepcli's (an older one is migrated). A state
+directory that already holds a state is refused: restore into a new one, then point
+`deepcli up --state-dir` at it.
+
+Exit codes:
+  0  restored
+  1  refused: the state directory holds a state, or the file is not a usable backup
+  2  could not run (a directory that cannot be written)")]
+    Restore {
+        /// The backup `deepcli state backup` wrote.
+        file: std::path::PathBuf,
+        /// Print what was restored as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check the state database: SQLite's integrity and foreign keys, rows whose session is
+    /// gone, trash entries whose manifest cannot be read.
+    #[command(after_help = "\
+Exit codes:
+  0  nothing found
+  1  something was found: each finding is printed
+  2  could not run (no state, a damaged one)")]
+    Check {
+        /// Print the findings as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -106,6 +154,141 @@ pub(super) fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatu
                 }
                 Err(e) => state_error(&e),
             }
+        }
+        StateCommand::Backup { file, json } => {
+            let dir = StateDir::new(&global.load.state_dir);
+            let trash = match trash_manifests(&dir.trash()) {
+                Ok(trash) => trash,
+                Err(e) => {
+                    eprintln!("error: cannot read the trash's manifests: {e}");
+                    return ExitStatus::Error;
+                }
+            };
+            match backup::backup(&dir, &file, &trash) {
+                Ok(info) => {
+                    print_info(&info, json, "Backed up");
+                    ExitStatus::Success
+                }
+                Err(e) => backup_error(&e),
+            }
+        }
+        StateCommand::Restore { file, json } => {
+            let dir = StateDir::new(&global.load.state_dir);
+            let restored = match backup::restore(&file, &dir) {
+                Ok(restored) => restored,
+                Err(e) => return backup_error(&e),
+            };
+            for (entry, manifest) in &restored.trash {
+                if let Err(e) = trash::put_back_manifest(&dir.trash(), entry, manifest) {
+                    eprintln!("error: the state is restored, but a trash manifest is not: {e}");
+                    return ExitStatus::Error;
+                }
+            }
+            print_info(&restored.info, json, "Restored");
+            if !json && !restored.trash.is_empty() {
+                let _ = writeln!(
+                    global.output.note(),
+                    "The trash's manifests are back in {}; its moved files come from your file backups.",
+                    dir.trash().display()
+                );
+            }
+            ExitStatus::Success
+        }
+        StateCommand::Check { json } => {
+            let dir = StateDir::new(&global.load.state_dir);
+            let mut findings = match backup::check(&dir) {
+                Ok(findings) => findings,
+                Err(e) => return backup_error(&e),
+            };
+            if let Ok(listing) = trash::scan(&dir.trash()) {
+                findings.extend(listing.unreadable.iter().map(|u| backup::Finding {
+                    kind: "trash",
+                    what: format!("trash entry `{}`: {}", u.name, u.error),
+                }));
+            }
+            let mut out = std::io::stdout().lock();
+            if json {
+                let doc = serde_json::json!({"ok": findings.is_empty(), "findings": findings});
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&doc).unwrap_or_default()
+                );
+            } else if findings.is_empty() {
+                let _ = writeln!(out, "The state in {} is sound.", dir.root().display());
+            } else {
+                for f in &findings {
+                    let _ = writeln!(out, "{}: {}", f.kind, f.what);
+                }
+            }
+            if findings.is_empty() {
+                ExitStatus::Success
+            } else {
+                ExitStatus::Failure
+            }
+        }
+    }
+}
+
+/// Each trash entry's name and `manifest.json` text.
+fn trash_manifests(root: &std::path::Path) -> std::io::Result<Vec<(String, String)>> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !entry.file_type()?.is_dir() {
+            continue;
+        }
+        match std::fs::read_to_string(entry.path().join(trash::MANIFEST_FILE)) {
+            Ok(manifest) => out.push((name, manifest)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn print_info(info: &backup::BackupInfo, json: bool, done: &str) {
+    let mut out = std::io::stdout().lock();
+    if json {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(info).unwrap_or_default()
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{done} {} ({} bytes): lineage {}, serial {}, schema {}, {} in {} ms.",
+        info.file.display(),
+        info.bytes,
+        info.lineage,
+        info.serial,
+        info.schema_version,
+        crate::plural::plural(
+            info.trash_entries.len(),
+            "trash manifest",
+            "trash manifests"
+        ),
+        info.elapsed_ms
+    );
+}
+
+fn backup_error(e: &backup::BackupError) -> ExitStatus {
+    match e {
+        backup::BackupError::State(e) => state_error(e),
+        backup::BackupError::Io { .. } => {
+            eprintln!("error: {e}");
+            ExitStatus::Error
+        }
+        _ => {
+            eprintln!("error: {e}");
+            ExitStatus::Failure
         }
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod backup;
 mod damage;
 mod layer;
 pub mod lease;

@@ -97,6 +97,22 @@ pub fn read_manifest(entry_dir: &Path) -> Result<Manifest, TrashError> {
     Ok(manifest)
 }
 
+/// Puts back the manifest of entry `name` as a state backup carried it (`deepcli state
+/// restore`): the text as it was, in a new entry directory private to its owner. The name must
+/// be one plain name, and the text a manifest this build reads: a backup file is input.
+pub fn put_back_manifest(trash_root: &Path, name: &str, text: &str) -> Result<(), TrashError> {
+    super::check_entry_name(name)?;
+    let dir = trash_root.join(name);
+    let path = dir.join(MANIFEST_FILE);
+    serde_json::from_str::<Manifest>(text).map_err(|source| TrashError::ManifestUnreadable {
+        path: path.clone(),
+        source,
+    })?;
+    crate::owner_only::create_dir_all(&dir).map_err(|e| io_err("create", &dir, e))?;
+    crate::durable::write_atomic_private(&path, text.as_bytes())
+        .map_err(|e| io_err("write", &path, e))
+}
+
 /// Temp file in the same directory, fsync, rename, fsync the directory: a reader sees the old
 /// manifest or the new one, never half of one.
 pub(super) fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), TrashError> {
@@ -124,4 +140,25 @@ pub(super) fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), Tras
         source,
     })?;
     sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backup file is input: its entry names cannot climb out of the trash, and its text must
+    /// be a manifest.
+    #[test]
+    fn a_manifest_put_back_stays_in_the_trash_and_must_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("trash");
+        let text = r#"{"format_version":1,"agent_id":"a","created_at":"2026-12-01T00:00:00Z","serial":1,"items":[]}"#;
+        for name in ["../escaped", ".hidden", "a/b", ""] {
+            assert!(put_back_manifest(&root, name, text).is_err(), "{name}");
+        }
+        assert!(!tmp.path().join("escaped").exists());
+        assert!(put_back_manifest(&root, "a-1", "{not json").is_err());
+        put_back_manifest(&root, "a-1", text).unwrap();
+        assert_eq!(read_manifest(&root.join("a-1")).unwrap().agent_id, "a");
+    }
 }

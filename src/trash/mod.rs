@@ -46,7 +46,8 @@ mod transfer;
 
 pub use guard::{Guard, PathRefusal, RefusedPath, system_tree};
 pub use manifest::{
-    FORMAT_VERSION, KeptItem, MANIFEST_FILE, Manifest, ManifestFile, ManifestItem, read_manifest,
+    FORMAT_VERSION, KeptItem, MANIFEST_FILE, Manifest, ManifestFile, ManifestItem,
+    put_back_manifest, read_manifest,
 };
 pub use move_in::{move_to_trash, move_to_trash_with};
 pub use restore::{restore, restore_with};

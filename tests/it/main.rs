@@ -7,6 +7,7 @@ mod access;
 mod adapters;
 mod apply;
 mod approvals;
+mod backup;
 mod budgets;
 mod cli;
 mod common;
