@@ -205,6 +205,7 @@ pub(crate) fn run(config: &Config, options: &Options<'_>) -> Doctor {
     let mut checks = vec![config_check(config, options)];
     checks.extend(secrets::check(config));
     checks.extend(runtimes::commands(config, options.home));
+    checks.extend(runtimes::answerless(config));
     checks.extend(runtimes::sandboxes(config, options.state_dir, options.home));
     checks.push(listen::check(options.listen, options.controller.as_ref()));
     checks.extend(network::check(config, options.timeout));

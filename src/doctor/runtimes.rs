@@ -77,6 +77,42 @@ pub(super) fn commands(config: &Config, home: Option<&Path>) -> Vec<Check> {
     out
 }
 
+/// Each agent messages are routed to that cannot answer them: no runtime (`kind: none`, or
+/// none written), while a binding names it or it is the default agent of a hub with channel
+/// accounts. Such messages are kept in its transcript and never answered.
+pub(super) fn answerless(config: &Config) -> Vec<Check> {
+    let has_accounts = config
+        .channels
+        .iter()
+        .any(|c| c.accounts().next().is_some());
+    config
+        .agents
+        .iter()
+        .filter(|a| !a.runtime_kind().takes_prompts())
+        .filter_map(|agent| {
+            let id = agent.id();
+            let bound = config.bindings.iter().any(|b| b.spec.agent_id == id);
+            let default = has_accounts && config.default_agent == id;
+            let why = match (bound, default) {
+                (true, _) => "a binding routes messages to it",
+                (false, true) => "it is the default agent: messages no binding matches go to it",
+                (false, false) => return None,
+            };
+            Some(
+                Check::new(
+                    Area::Runtime,
+                    id,
+                    Status::Warn,
+                    format!("{why}, and it has no runtime: they are never answered"),
+                )
+                .fix(format!(
+                    "give agents.{id} a runtime (`runtime: {{kind: acp, command: [deepcli, demo-agent]}}` to try one), or route its messages elsewhere"
+                )),
+            )
+        })
+        .collect()
+}
+
 /// Whether `path` is a file this user may run.
 fn executable(path: &Path) -> Result<(), &'static str> {
     let meta = std::fs::metadata(path).map_err(|_| "does not exist")?;

@@ -622,3 +622,42 @@ fn doctor_fails_on_a_taken_address_and_cannot_run_without_a_config() {
         "{said}"
     );
 }
+
+/// The default agent of a hub with a channel account, and an agent a binding names, without a
+/// runtime: doctor warns that their messages are never answered (first-hour 4.1).
+#[test]
+fn doctor_warns_of_agents_that_get_messages_and_cannot_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("channels.yaml"),
+        "channels:\n  telegram:\n    accounts:\n      default:\n        botToken: {source: env, id: TG_DOCTOR}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n    - id: ops\n    - id: idle\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("bindings.yaml"),
+        "bindings:\n  - agentId: ops\n    match: {channel: telegram, peer: {kind: group, id: \"-1\"}}\n",
+    )
+    .unwrap();
+    let out = deepcli_env(
+        tmp.path(),
+        &["--state-dir", "st", "doctor", "--timeout", "200"],
+        &[("TG_DOCTOR", "1:x")],
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("warn  runtime      main: it is the default agent: messages no binding matches go to it, and it has no runtime: they are never answered"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "warn  runtime      ops: a binding routes messages to it, and it has no runtime"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("idle:"), "{stdout}");
+}
