@@ -104,7 +104,11 @@ struct GlobalArgs {
 const UNREAD: &[(&[&str], &[&str])] = &[
     (&["status"], &["config"]),
     (&["history"], &["config"]),
-    (&["state"], &["config"]),
+    // `state prune` reads agents.yaml's state.retention; the others only the state.
+    (&["state", "export"], &["config"]),
+    (&["state", "backup"], &["config"]),
+    (&["state", "restore"], &["config"]),
+    (&["state", "check"], &["config"]),
     (&["trash", "list"], &["config"]),
     (&["access"], &["config"]),
     (&["schema"], &["config", "state_dir"]),

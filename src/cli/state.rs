@@ -48,6 +48,21 @@ Exit codes:
         #[arg(long)]
         json: bool,
     },
+    /// Apply agents.yaml's `state.retention` now: delete what is older than each kind's days,
+    /// in small batches (a running controller does it every hour by itself).
+    #[command(after_help = "\
+Exit codes:
+  0  pruned (or, with --dry-run, counted); nothing to prune is no error
+  1  the config has no state.retention, or is invalid
+  2  could not run (no state, a damaged one)")]
+    Prune {
+        /// Count what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the counts as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the state database: SQLite's integrity and foreign keys, rows whose session is
     /// gone, trash entries whose manifest cannot be read.
     #[command(after_help = "\
@@ -194,6 +209,7 @@ pub(super) fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatu
             }
             ExitStatus::Success
         }
+        StateCommand::Prune { dry_run, json } => prune(global, dry_run, json),
         StateCommand::Check { json } => {
             let dir = StateDir::new(&global.load.state_dir);
             let mut findings = match backup::check(&dir) {
@@ -228,6 +244,65 @@ pub(super) fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatu
             }
         }
     }
+}
+
+fn prune(global: &GlobalSettings, dry_run: bool, json: bool) -> ExitStatus {
+    let (_, rules) = match super::load_valid_with(global, "nothing was pruned", |config| {
+        config
+            .state
+            .retention
+            .map(|r| crate::state::retention::Rules {
+                by_age: r.by_age(),
+                keep_per_session: r.keep_per_session(),
+            })
+    }) {
+        Ok(loaded) => loaded,
+        Err(status) => return status,
+    };
+    let Some(rules) = rules.filter(|r| !r.is_empty()) else {
+        eprintln!(
+            "error: {} sets no state.retention: everything is kept",
+            global.config_dir.join("agents.yaml").display()
+        );
+        eprintln!("hint: docs/state.md#retention shows the block");
+        return ExitStatus::Failure;
+    };
+    let mut store = match open_existing(global) {
+        Ok(store) => store,
+        Err(status) => return status,
+    };
+    let report = match store.prune(
+        &rules,
+        crate::clock::timestamp(),
+        dry_run,
+        std::time::Duration::ZERO,
+        "cli",
+    ) {
+        Ok(report) => report,
+        Err(e) => return state_error(&e),
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+        return ExitStatus::Success;
+    }
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    for p in &report.pruned {
+        let _ = writeln!(out, "{:<12} {verb} {} rows", p.kind, p.rows);
+    }
+    if !dry_run {
+        let _ = writeln!(
+            global.output.note(),
+            "Pruned in {} ms (the longest batch {} ms).",
+            report.elapsed_ms,
+            report.longest_batch_ms
+        );
+    }
+    ExitStatus::Success
 }
 
 /// Each trash entry's name and `manifest.json` text.

@@ -16,6 +16,76 @@ pub struct AgentsFile {
     pub tools: ToolsSection,
     #[serde(default)]
     pub session: SessionSection,
+    #[serde(default)]
+    pub state: StateSection,
+}
+
+/// agents.yaml `state`: the state database's own settings.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StateSection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+}
+
+/// `state.retention`: how long each kind of record is kept; a kind left out is kept forever.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Retention {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcripts: Option<TranscriptRetention>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliveries: Option<Days>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<Days>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<Days>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<Days>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letters: Option<Days>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a_tasks: Option<Days>,
+}
+
+impl Retention {
+    /// Each kind kept by age, as `state.retention` names it, with its days, in a fixed order.
+    pub fn by_age(&self) -> Vec<(&'static str, u32)> {
+        [
+            ("transcripts", self.transcripts.and_then(|t| t.days)),
+            ("deliveries", self.deliveries.map(|d| d.days)),
+            ("runs", self.runs.map(|d| d.days)),
+            ("approvals", self.approvals.map(|d| d.days)),
+            ("audit", self.audit.map(|d| d.days)),
+            ("deadLetters", self.dead_letters.map(|d| d.days)),
+            ("a2aTasks", self.a2a_tasks.map(|d| d.days)),
+        ]
+        .into_iter()
+        .filter_map(|(kind, days)| Some((kind, days?)))
+        .collect()
+    }
+
+    /// `transcripts.keepPerSession`.
+    pub fn keep_per_session(&self) -> Option<u32> {
+        self.transcripts.and_then(|t| t.keep_per_session)
+    }
+}
+
+/// `{days: N}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Days {
+    pub days: u32,
+}
+
+/// `state.retention.transcripts`: by age, and at most so many rows per session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TranscriptRetention {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_per_session: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

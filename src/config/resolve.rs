@@ -35,6 +35,8 @@ pub struct Config {
     pub agent_defaults: AgentDefaults,
     pub tools: ToolsSection,
     pub session: SessionSection,
+    /// agents.yaml `state`: the retention of the state database's records.
+    pub state: super::model::StateSection,
     pub channels: Vec<Channel>,
     /// `channels.defaults`: the inbound policy every channel inherits (policy.md).
     pub channel_defaults: PolicySpec,
@@ -439,6 +441,7 @@ pub(super) fn resolve(
         agent_defaults: file.agents.defaults.clone(),
         tools: file.tools,
         session: file.session,
+        state: file.state,
         channels,
         channel_defaults,
         a2a,

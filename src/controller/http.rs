@@ -82,6 +82,16 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
             ),
         ]),
     );
+    registry.register(
+        "deepcli_state_pruned_rows",
+        "Rows state.retention deleted since start, by kind",
+        crate::metrics::Rows(
+            s.pruned
+                .iter()
+                .map(|(kind, rows)| ([("kind", kind.clone())], ConstCounter::new(*rows)))
+                .collect(),
+        ),
+    );
     shared.access.metrics.register(&mut registry);
     crate::adapters::register_metrics(&shared.adapters.live, &mut registry);
     shared.hub.register_metrics(&mut registry);

@@ -332,6 +332,12 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
     let mut resync = tokio::time::interval(options.resync);
     resync.tick().await;
     let mut heartbeat = tokio::time::interval(Duration::from_secs(10));
+    // `state.retention`, first a minute after start (or sooner, as the tests ask).
+    let prune_every = options.timings.prune_every;
+    let mut prune = tokio::time::interval_at(
+        tokio::time::Instant::now() + prune_every.min(Duration::from_secs(60)),
+        prune_every,
+    );
     let mut pending = true;
     // Bootstrap file hashes, kept between reconciles: an unchanged file is not read again.
     let hashes = Arc::new(Mutex::new(HashCache::default()));
@@ -374,6 +380,12 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
                 pending = true;
             }
             _ = resync.tick() => pending = true,
+            _ = prune.tick() => {
+                let rules = generations.load().retention.clone();
+                if !rules.is_empty() {
+                    tokio::spawn(prune_state(options.load.state_dir.clone(), rules, shared.clone()));
+                }
+            }
             _ = heartbeat.tick() => {
                 let store = store.clone();
                 let _ = tokio::task::spawn_blocking(move || {
@@ -412,6 +424,50 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
     tracing::info!("deepcli up: stopped");
     Ok(())
 }
+
+/// Applies `state.retention` on a connection of its own, in batches that leave room to turns
+/// (a pause between them); counts what went in the status (and so `/metrics`).
+async fn prune_state(
+    state_dir: std::path::PathBuf,
+    rules: crate::state::retention::Rules,
+    shared: Arc<Shared>,
+) {
+    let done = tokio::task::spawn_blocking(move || {
+        let dir = StateDir::new(&state_dir);
+        let mut store = StateStore::open(&dir)?;
+        store.prune(
+            &rules,
+            crate::clock::timestamp(),
+            false,
+            PRUNE_PAUSE,
+            "controller",
+        )
+    })
+    .await;
+    match done {
+        Ok(Ok(report)) => {
+            if let Ok(mut s) = shared.status.write() {
+                for p in &report.pruned {
+                    *s.pruned.entry(p.kind.to_string()).or_default() += p.rows;
+                }
+            }
+            let rows: u64 = report.pruned.iter().map(|p| p.rows).sum();
+            if rows > 0 {
+                tracing::info!(
+                    rows,
+                    elapsed_ms = report.elapsed_ms,
+                    longest_batch_ms = report.longest_batch_ms,
+                    "state.retention: pruned"
+                );
+            }
+        }
+        Ok(Err(e)) => tracing::warn!(error = %e, "state.retention: the prune failed"),
+        Err(e) => tracing::warn!(error = %e, "state.retention: the prune stopped"),
+    }
+}
+
+/// The pause between two batches of a prune: a turn waiting to write gets the lock there.
+const PRUNE_PAUSE: Duration = Duration::from_millis(10);
 
 /// Stops what a killed controller left running: each runtime it recorded (by pid and start
 /// time) with every process it started, side by side; then forgets them.

@@ -59,6 +59,9 @@ pub(crate) struct ControllerStatus {
     pub reconciles: u64,
     pub rejections: u64,
     pub last_error: Option<String>,
+    /// Rows `state.retention` pruned since start, by kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pruned: BTreeMap<String, u64>,
     /// What the rest says for a health check ([`ControllerStatus::health`]), as served.
     #[serde(default)]
     pub health: Health,

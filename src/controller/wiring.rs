@@ -43,6 +43,8 @@ pub(crate) struct Timings {
     pub hub_cancel_grace: Duration,
     /// The platform adapters' reconnect backoff and long poll.
     pub adapters: crate::adapters::Timings,
+    /// How often `state.retention` is applied (the first time a minute after start).
+    pub prune_every: Duration,
 }
 
 impl Default for Timings {
@@ -51,9 +53,13 @@ impl Default for Timings {
             runtime: crate::runtime::Timings::default(),
             hub_cancel_grace: crate::hub::CANCEL_GRACE,
             adapters: crate::adapters::Timings::default(),
+            prune_every: PRUNE_EVERY,
         }
     }
 }
+
+/// How often the controller applies `state.retention`.
+pub(crate) const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 impl Timings {
     /// The timings the environment sets: `DEEPCLI_HUB_CANCEL_GRACE_MS` (milliseconds) and,
@@ -76,6 +82,9 @@ impl Timings {
             if let Some(list) = var("DEEPCLI_FAILPOINT_ADAPTER") {
                 timings.adapters = timings.adapters.overridden(&list);
             }
+            if let Some(ms) = var("DEEPCLI_FAILPOINT_PRUNE_MS").and_then(|ms| ms.parse().ok()) {
+                timings.prune_every = Duration::from_millis(ms);
+            }
         }
         timings
     }
@@ -90,6 +99,8 @@ pub(super) struct Generation {
     pub(super) hub: Arc<HubPolicy>,
     pub(super) approvals: Arc<Policies>,
     pub(super) a2a: Arc<A2aPlan>,
+    /// `state.retention`, as the state applies it.
+    pub(super) retention: crate::state::retention::Rules,
 }
 
 /// What an apply hands [`Generation::compile`].
@@ -172,6 +183,14 @@ impl Generation {
             hub,
             approvals: Arc::new(crate::approvals::policy::policies(config)),
             a2a: Arc::new(A2aPlan::from_config(config)),
+            retention: config
+                .state
+                .retention
+                .map(|r| crate::state::retention::Rules {
+                    by_age: r.by_age(),
+                    keep_per_session: r.keep_per_session(),
+                })
+                .unwrap_or_default(),
         }
     }
 }

@@ -67,6 +67,7 @@ pub const SOURCES: &[(&str, Source)] = &[
     ("loops", loop_pauses),
     ("approvals", approvals),
     ("outbound", outbound),
+    ("prunes", prunes),
 ];
 
 fn since(filter: &AuditFilter) -> &str {
@@ -177,6 +178,38 @@ fn applies(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
                 git.map_or(String::new(), |g| format!(" (git {g})")),
             ),
             refs: vec![format!("history#{id}")],
+        })
+    })?;
+    rows.collect()
+}
+
+/// What `state.retention` pruned (`prunes`): the hub's, not one agent's.
+fn prunes(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    if filter.agent_id.is_some()
+        || filter.session_key.is_some()
+        || filter.run_id.is_some()
+        || filter.task_id.is_some()
+    {
+        return Ok(Vec::new());
+    }
+    let mut stmt =
+        conn.prepare("SELECT id, at, by, rows, detail FROM prunes WHERE at >= ?1 ORDER BY id")?;
+    let rows = stmt.query_map([since(filter)], |r| {
+        let id: i64 = r.get(0)?;
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "prune",
+            sessions: Vec::new(),
+            run_id: None,
+            correlation_id: None,
+            task_id: None,
+            summary: format!(
+                "retention pruned {} rows ({}) by the {}",
+                r.get::<_, i64>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(2)?,
+            ),
+            refs: vec![format!("prunes#{id}")],
         })
     })?;
     rows.collect()

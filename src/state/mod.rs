@@ -22,6 +22,7 @@ pub mod pairing;
 mod paths;
 mod queries;
 mod records;
+pub mod retention;
 mod stored;
 mod token;
 mod tx;

@@ -23,6 +23,7 @@ mod manage;
 mod openclaw;
 mod operator_rpc;
 mod policy;
+mod retention;
 mod route;
 mod routing;
 mod rules;

@@ -483,6 +483,74 @@ const KEYS: &[(&str, Acts)] = &[
         "tools.sessions.visibility",
         Enforced("hub: visibility_restricted (self, tree, agent, all)"),
     ),
+    (
+        "state",
+        Enforced("state::retention through the controller and `state prune`"),
+    ),
+    (
+        "state.retention",
+        Enforced("state::retention: the controller prunes every hour; `deepcli state prune`"),
+    ),
+    (
+        "state.retention.transcripts",
+        Enforced("state::retention: transcript rows"),
+    ),
+    (
+        "state.retention.transcripts.days",
+        Enforced("state::retention: transcript rows older than it"),
+    ),
+    (
+        "state.retention.transcripts.keepPerSession",
+        Enforced("state::retention::keep_newest: the newest rows of each session"),
+    ),
+    (
+        "state.retention.deliveries",
+        Enforced("state::retention: the idempotency records"),
+    ),
+    (
+        "state.retention.deliveries.days",
+        Enforced("state::retention: deliveries older than it (7 at least, by the schema)"),
+    ),
+    (
+        "state.retention.runs",
+        Enforced("state::retention: Hub runs that ended, their events"),
+    ),
+    (
+        "state.retention.runs.days",
+        Enforced("state::retention: by finished_at"),
+    ),
+    (
+        "state.retention.approvals",
+        Enforced("state::retention: approvals no longer pending, their events"),
+    ),
+    (
+        "state.retention.approvals.days",
+        Enforced("state::retention: by decided_at"),
+    ),
+    (
+        "state.retention.audit",
+        Enforced("state::retention: budget events, cancels and loop pauses that ended"),
+    ),
+    (
+        "state.retention.audit.days",
+        Enforced("state::retention: 2 at least, by the schema"),
+    ),
+    (
+        "state.retention.deadLetters",
+        Enforced("state::retention: dead letters, the outbox's posted and dead rows"),
+    ),
+    (
+        "state.retention.deadLetters.days",
+        Enforced("state::retention: by at, done_at"),
+    ),
+    (
+        "state.retention.a2aTasks",
+        Enforced("state::retention: A2A tasks in a final state, their runs"),
+    ),
+    (
+        "state.retention.a2aTasks.days",
+        Enforced("state::retention: by updated_at"),
+    ),
     ("session", Enforced("routing::session")),
     (
         "session.dmScope",

@@ -1,0 +1,330 @@
+//! `state.retention` applied: the records older than each kind's days deleted in small
+//! batches, each its own short transaction, so a turn waiting to write waits for one batch at
+//! most. What was pruned is recorded (`prunes`, read by the audit timeline) and returned for
+//! `/metrics`. The trash's tables are never touched: a deleted agent's conversations stay while
+//! its entry is restorable.
+
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+use serde::Serialize;
+
+/// Rows deleted per transaction.
+pub const BATCH: usize = 500;
+
+/// One kind's prune.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pruned {
+    /// The retention key: `transcripts`, `deliveries`, `runs`, …
+    pub kind: &'static str,
+    /// Rows deleted (with `--dry-run`: that would be), every table of the kind counted.
+    pub rows: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneReport {
+    pub dry_run: bool,
+    pub pruned: Vec<Pruned>,
+    pub elapsed_ms: u64,
+    /// The longest one batch held the write lock: what a concurrent turn could wait.
+    pub longest_batch_ms: u64,
+}
+
+/// One table's part of a kind: the rows `keyed` selects (a key column and the condition, the
+/// cutoff as `?1`), and the tables whose rows name them, deleted first.
+struct Step {
+    table: &'static str,
+    key: &'static str,
+    condition: &'static str,
+    children: &'static [(&'static str, &'static str)],
+}
+
+/// What each kind prunes, by age (`?1`: the cutoff, as stored: RFC 3339 UTC text).
+fn steps(kind: &str) -> &'static [Step] {
+    match kind {
+        "transcripts" => &[Step {
+            table: "transcript",
+            key: "id",
+            condition: "at < ?1",
+            children: &[],
+        }],
+        "deliveries" => &[Step {
+            table: "deliveries",
+            key: "rowid",
+            condition: "at < ?1",
+            children: &[],
+        }],
+        "runs" => &[Step {
+            table: "hub_runs",
+            key: "run_id",
+            condition: "finished_at IS NOT NULL AND finished_at < ?1 AND run_id NOT IN (SELECT run_id FROM loop_pauses WHERE state = 'paused')",
+            children: &[("hub_run_events", "run_id")],
+        }],
+        "approvals" => &[Step {
+            table: "approvals",
+            key: "id",
+            condition: "state <> 'pending' AND coalesce(decided_at, created_at) < ?1",
+            children: &[("approval_events", "approval_id")],
+        }],
+        "audit" => &[
+            Step {
+                table: "budget_events",
+                key: "id",
+                condition: "at < ?1",
+                children: &[],
+            },
+            Step {
+                table: "turn_cancels",
+                key: "id",
+                condition: "state <> 'requested' AND requested_at < ?1",
+                children: &[],
+            },
+            Step {
+                table: "loop_pauses",
+                key: "run_id",
+                condition: "state <> 'paused' AND coalesce(decided_at, created_at) < ?1",
+                children: &[],
+            },
+        ],
+        "deadLetters" => &[
+            Step {
+                table: "dead_letters",
+                key: "id",
+                condition: "at < ?1",
+                children: &[],
+            },
+            Step {
+                table: "outbox",
+                key: "seq",
+                condition: "state IN ('posted', 'dead') AND coalesce(done_at, at) < ?1",
+                children: &[],
+            },
+        ],
+        "a2aTasks" => &[Step {
+            table: "a2a_tasks",
+            key: "task_id",
+            condition: "state IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED') AND updated_at < ?1",
+            children: &[("a2a_task_runs", "task_id")],
+        }],
+        _ => &[],
+    }
+}
+
+/// What to prune: each kind (a `state.retention` key) with its days, in order, and the
+/// transcripts' rows kept per session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rules {
+    pub by_age: Vec<(&'static str, u32)>,
+    pub keep_per_session: Option<u32>,
+}
+
+impl Rules {
+    pub fn is_empty(&self) -> bool {
+        self.by_age.is_empty() && self.keep_per_session.is_none()
+    }
+
+    /// Each kind pruned, with its days when by age.
+    fn kinds(&self) -> Vec<(&'static str, Option<u32>)> {
+        let mut out: Vec<(&'static str, Option<u32>)> =
+            self.by_age.iter().map(|&(k, d)| (k, Some(d))).collect();
+        if self.keep_per_session.is_some() && !out.iter().any(|(k, _)| *k == "transcripts") {
+            out.insert(0, ("transcripts", None));
+        }
+        out
+    }
+}
+
+/// The cutoff `days` before `now`, as the state stores times.
+fn cutoff(now: jiff::Timestamp, days: u32) -> String {
+    let back = jiff::SignedDuration::from_hours(24 * i64::from(days));
+    now.checked_sub(back)
+        .unwrap_or(jiff::Timestamp::MIN)
+        .round(jiff::Unit::Second)
+        .map_or_else(|_| now.to_string(), |t| t.to_string())
+}
+
+/// Applies `retention` to the database `conn` as of `now`; between batches it sleeps `pause`
+/// (the controller's way of leaving room to turns). `by` is who pruned, for the record.
+pub fn prune(
+    conn: &mut Connection,
+    rules: &Rules,
+    now: jiff::Timestamp,
+    dry_run: bool,
+    pause: Duration,
+    by: &str,
+) -> rusqlite::Result<PruneReport> {
+    let started = Instant::now();
+    let mut longest = Duration::ZERO;
+    let mut pruned = Vec::new();
+    for (kind, days) in rules.kinds() {
+        let mut rows = 0u64;
+        if let Some(days) = days {
+            let cut = cutoff(now, days);
+            for step in steps(kind) {
+                rows += run_step(conn, step, &cut, dry_run, pause, &mut longest)?;
+            }
+        }
+        if kind == "transcripts"
+            && let Some(keep) = rules.keep_per_session
+        {
+            rows += keep_newest(conn, keep, dry_run, pause, &mut longest)?;
+        }
+        pruned.push(Pruned { kind, rows });
+    }
+    let report = PruneReport {
+        dry_run,
+        elapsed_ms: millis(started.elapsed()),
+        longest_batch_ms: millis(longest),
+        pruned,
+    };
+    let total: u64 = report.pruned.iter().map(|p| p.rows).sum();
+    if !dry_run && total > 0 {
+        let detail = report
+            .pruned
+            .iter()
+            .filter(|p| p.rows > 0)
+            .map(|p| format!("{} {}", p.rows, p.kind))
+            .collect::<Vec<_>>()
+            .join(", ");
+        conn.execute(
+            "INSERT INTO prunes (at, by, rows, detail) VALUES (?1, ?2, ?3, ?4)",
+            params![crate::clock::now(), by, total as i64, detail],
+        )?;
+    }
+    Ok(report)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn run_step(
+    conn: &mut Connection,
+    step: &Step,
+    cut: &str,
+    dry_run: bool,
+    pause: Duration,
+    longest: &mut Duration,
+) -> rusqlite::Result<u64> {
+    let Step {
+        table,
+        key,
+        condition,
+        children,
+    } = step;
+    if dry_run {
+        let mut rows: i64 = conn.query_row(
+            &format!("SELECT count(*) FROM {table} WHERE {condition}"),
+            [cut],
+            |r| r.get(0),
+        )?;
+        for (child, column) in *children {
+            rows += conn.query_row(
+                &format!("SELECT count(*) FROM {child} WHERE {column} IN (SELECT {key} FROM {table} WHERE {condition})"),
+                [cut],
+                |r| r.get::<_, i64>(0),
+            )?;
+        }
+        return Ok(rows.max(0) as u64);
+    }
+    let chosen =
+        format!("SELECT {key} FROM {table} WHERE {condition} ORDER BY {key} LIMIT {BATCH}");
+    let mut total = 0u64;
+    loop {
+        let began = Instant::now();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut deleted = 0usize;
+        for (child, column) in *children {
+            deleted += tx.execute(
+                &format!("DELETE FROM {child} WHERE {column} IN ({chosen})"),
+                [cut],
+            )?;
+        }
+        let parents = tx.execute(
+            &format!("DELETE FROM {table} WHERE {key} IN ({chosen})"),
+            [cut],
+        )?;
+        tx.commit()?;
+        *longest = (*longest).max(began.elapsed());
+        total += (deleted + parents) as u64;
+        if parents < BATCH {
+            return Ok(total);
+        }
+        std::thread::sleep(pause);
+    }
+}
+
+/// Deletes every transcript row past the newest `keep` of its session.
+fn keep_newest(
+    conn: &mut Connection,
+    keep: u32,
+    dry_run: bool,
+    pause: Duration,
+    longest: &mut Duration,
+) -> rusqlite::Result<u64> {
+    let past = "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY session_key ORDER BY id DESC) AS n FROM transcript) WHERE n > ?1";
+    if dry_run {
+        let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM ({past})"), [keep], |r| {
+            r.get(0)
+        })?;
+        return Ok(rows.max(0) as u64);
+    }
+    let mut total = 0u64;
+    loop {
+        let began = Instant::now();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let deleted = tx.execute(
+            &format!("DELETE FROM transcript WHERE id IN ({past} ORDER BY id LIMIT {BATCH})"),
+            [keep],
+        )?;
+        tx.commit()?;
+        *longest = (*longest).max(began.elapsed());
+        total += deleted as u64;
+        if deleted < BATCH {
+            return Ok(total);
+        }
+        std::thread::sleep(pause);
+    }
+}
+
+impl super::StateStore {
+    /// [`prune`] on this store's connection.
+    pub fn prune(
+        &mut self,
+        rules: &Rules,
+        now: jiff::Timestamp,
+        dry_run: bool,
+        pause: Duration,
+        by: &str,
+    ) -> super::Result<PruneReport> {
+        let path = self.dir.db();
+        prune(&mut self.conn, rules, now, dry_run, pause, by)
+            .map_err(|source| super::sql_error(path, source))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cutoff_is_whole_days_back_as_the_state_writes_times() {
+        let now: jiff::Timestamp = "2026-12-31T10:20:30.456Z".parse().unwrap();
+        assert_eq!(cutoff(now, 30), "2026-12-01T10:20:30Z");
+        // Stored times compare as text: the cutoff must have their shape.
+        assert!("2026-12-01T10:20:29Z" < cutoff(now, 30).as_str());
+        assert!("2026-12-01T10:20:31Z" > cutoff(now, 30).as_str());
+    }
+
+    #[test]
+    fn keep_per_session_alone_still_prunes_transcripts() {
+        let rules = Rules {
+            by_age: vec![("runs", 30)],
+            keep_per_session: Some(10),
+        };
+        assert_eq!(rules.kinds(), [("transcripts", None), ("runs", Some(30))]);
+        assert!(Rules::default().is_empty());
+    }
+}

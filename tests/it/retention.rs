@@ -1,0 +1,196 @@
+//! `state.retention` (issue 42): the controller prunes on its own, in batches, what is older
+//! than each kind's days — counted in its status, `/metrics` and the audit — and `deepcli state
+//! prune` does the same at once (`--dry-run` counts); `keepPerSession` keeps the newest rows of
+//! each session; `deliveries` cannot go under the platforms' redelivery windows.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::common::{Up, bin, count, http};
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn deepcli(config: &Path, state: &Path, clock: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("DEEPCLI_FAILPOINT_CLOCK_FILE", clock)
+        .env_remove("DEEPCLI_OPERATOR_TOKEN")
+        .output()
+        .unwrap()
+}
+
+const FORTY_DAYS: &str = "3456000";
+
+#[test]
+fn the_controller_prunes_what_retention_lets_go_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = tmp.path().join("clock");
+    std::fs::write(&clock, "0").unwrap();
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n      runtime: {{kind: acp, command: [\"{}\", demo-agent]}}\nstate:\n  retention:\n    transcripts: {{days: 30}}\n    runs: {{days: 30}}\n",
+        bin().display()
+    );
+    let up = Up::start_with(&agents, "bindings: []\n", |c| {
+        c.env("DEEPCLI_FAILPOINT_CLOCK_FILE", &clock)
+            .env("DEEPCLI_FAILPOINT_PRUNE_MS", "300");
+    });
+    up.wait_for("main ready", |s| {
+        Up::runtime(s, "main").is_some_and(|r| r["status"] == "ready")
+    });
+    for n in 0..3 {
+        let out = deepcli(
+            &up.config,
+            &up.state,
+            &clock,
+            &["sessions", "send", "agent:main:main", &format!("SAY {n}")],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let transcripts = || count(&up.state, "SELECT count(*) FROM transcript");
+    let runs = || count(&up.state, "SELECT count(*) FROM hub_runs");
+    assert!(transcripts() >= 6, "{}", transcripts());
+    assert_eq!(runs(), 3);
+    // Nothing is old yet: the controller's prunes so far took nothing.
+    let out = deepcli(
+        &up.config,
+        &up.state,
+        &clock,
+        &["state", "prune", "--dry-run"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("transcripts  would delete 0 rows"),
+        "{}",
+        text(&out)
+    );
+
+    // Forty days on.
+    std::fs::write(&clock, FORTY_DAYS).unwrap();
+    let status = up.wait_for("the transcripts and runs pruned", |s| {
+        s["pruned"]["transcripts"].as_u64() >= Some(6) && s["pruned"]["runs"].as_u64() >= Some(3)
+    });
+    assert_eq!(transcripts(), 0, "{status:#}");
+    assert_eq!(runs(), 0);
+    assert_eq!(count(&up.state, "SELECT count(*) FROM hub_run_events"), 0);
+    let token = std::fs::read_to_string(up.state.join("operator-token")).unwrap();
+    let metrics = http(
+        up.addr,
+        "GET",
+        "/metrics",
+        &[("authorization", &format!("Bearer {token}"))],
+        b"",
+    );
+    let metrics = metrics.body.as_str().unwrap().to_string();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("deepcli_state_pruned_rows_total{kind=\"transcripts\"} ")),
+        "{metrics}"
+    );
+    let audit = deepcli(&up.config, &up.state, &clock, &["audit"]);
+    assert!(
+        text(&audit).contains("prune   retention pruned")
+            && text(&audit).contains("by the controller"),
+        "{}",
+        text(&audit)
+    );
+}
+
+#[test]
+fn state_prune_keeps_the_newest_rows_of_each_session_and_refuses_short_deliveries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    let state = tmp.path().join("state");
+    let clock = tmp.path().join("clock");
+    std::fs::write(&clock, "0").unwrap();
+    std::fs::create_dir_all(&config).unwrap();
+    let agents = |retention: &str| {
+        std::fs::write(
+            config.join("agents.yaml"),
+            format!("agents:\n  list:\n    - id: main\n{retention}"),
+        )
+        .unwrap();
+    };
+    agents("");
+    let out = deepcli(&config, &state, &clock, &["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = deepcli(&config, &state, &clock, &["state", "prune"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("sets no state.retention"),
+        "{}",
+        text(&out)
+    );
+
+    let db = rusqlite::Connection::open(state.join("state.db")).unwrap();
+    for (session, n) in [("agent:main:main", 5), ("agent:main:other", 1)] {
+        for i in 0..n {
+            db.execute(
+                "INSERT INTO transcript (session_key, provenance, text, at) VALUES (?1, 'inbound', ?2, '2026-12-01T00:00:00Z')",
+                rusqlite::params![session, format!("m{i}")],
+            )
+            .unwrap();
+        }
+    }
+    drop(db);
+    agents("state:\n  retention:\n    transcripts: {keepPerSession: 2}\n");
+    let out = deepcli(
+        &config,
+        &state,
+        &clock,
+        &["state", "prune", "--dry-run", "--json"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["pruned"][0],
+        serde_json::json!({"kind": "transcripts", "rows": 3})
+    );
+    assert_eq!(
+        count(&state, "SELECT count(*) FROM transcript"),
+        6,
+        "a dry run deletes nothing"
+    );
+    let out = deepcli(&config, &state, &clock, &["state", "prune"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let left: Vec<String> = rusqlite::Connection::open(state.join("state.db"))
+        .unwrap()
+        .prepare("SELECT text FROM transcript ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        left,
+        ["m3", "m4", "m0"],
+        "the two newest of main, the one of other"
+    );
+    let audit = deepcli(&config, &state, &clock, &["audit"]);
+    assert!(
+        text(&audit).contains("retention pruned 3 rows (3 transcripts) by the cli"),
+        "{}",
+        text(&audit)
+    );
+
+    // Deliveries outlive every platform's redelivery window: under 7 days is refused.
+    agents("state:\n  retention:\n    deliveries: {days: 3}\n");
+    let out = deepcli(&config, &state, &clock, &["validate"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("state.retention.deliveries.days"),
+        "{}",
+        text(&out)
+    );
+}
