@@ -56,8 +56,77 @@ pub(super) struct UpArgs {
     /// rejected edit later.
     #[arg(long)]
     allow_empty: bool,
+    /// Check what `up` needs and start nothing: the config valid, the state usable, the listen
+    /// address free (a service manager's pre-start check; exit 1 when `up` would not start).
+    #[arg(long)]
+    check_config: bool,
     #[command(flatten)]
     access: AccessArgs,
+}
+
+/// `up --check-config`: what `up` would refuse at start, found without starting anything.
+fn check_config(global: &GlobalSettings, args: &UpArgs) -> ExitStatus {
+    let mut err = anstream::stderr();
+    match crate::config::check_dir(&global.config_dir) {
+        Ok(false) if !args.allow_empty => {
+            let _ = writeln!(
+                err,
+                "error: `{}` holds none of agents.yaml, channels.yaml, bindings.yaml",
+                global.config_dir.display()
+            );
+            let _ = writeln!(
+                err,
+                "hint: point --config at the hub's directory, or pass --allow-empty"
+            );
+            return ExitStatus::Failure;
+        }
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return ExitStatus::Failure;
+        }
+        Ok(_) => {}
+    }
+    let counts = match super::load_valid_with(global, "`deepcli up` would not start", |c| {
+        (c.agents.len(), c.channels.len(), c.bindings.len())
+    }) {
+        Ok((_, counts)) => counts,
+        Err(_) => return ExitStatus::Failure,
+    };
+    let dir = crate::state::StateDir::new(&global.load.state_dir);
+    let state = match crate::state::StateStore::open_existing(&dir) {
+        Ok(Some(store)) => format!(
+            "state {} (serial {})",
+            dir.root().display(),
+            store.serial().unwrap_or(0)
+        ),
+        Ok(None) => format!("state {} (new: made at start)", dir.root().display()),
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            if let Some(hint) = e.hint() {
+                let _ = writeln!(err, "hint: {hint}");
+            }
+            return ExitStatus::Failure;
+        }
+    };
+    if let Err(e) = std::net::TcpListener::bind(args.listen) {
+        let _ = writeln!(err, "error: cannot listen on {}: {e}", args.listen);
+        let _ = writeln!(
+            err,
+            "hint: stop what listens there, or pass another address with --listen ADDR"
+        );
+        return ExitStatus::Failure;
+    }
+    let (agents, channels, bindings) = counts;
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "ok: config {} valid ({}, {}, {}); {state}; {} free: `deepcli up` would start",
+        global.config_dir.display(),
+        crate::plural::plural(agents, "agent", "agents"),
+        crate::plural::plural(channels, "channel", "channels"),
+        crate::plural::plural(bindings, "binding", "bindings"),
+        args.listen,
+    );
+    ExitStatus::Success
 }
 
 /// How the Access API takes messages (`deepcli up` and `deepcli access serve`).
@@ -152,6 +221,9 @@ pub(super) fn async_runtime() -> Result<tokio::runtime::Runtime, ExitStatus> {
 }
 
 pub(super) fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
+    if args.check_config {
+        return check_config(global, &args);
+    }
     init_logging(args.log_format, global.output);
     let runtime = match async_runtime() {
         Ok(runtime) => runtime,

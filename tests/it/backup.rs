@@ -281,3 +281,105 @@ fn the_systemd_backup_service_runs_as_written() {
     let out = deepcli(&restored, &["state", "restore", made[0].to_str().unwrap()]);
     assert!(out.status.success(), "{}", text_of(&out));
 }
+
+/// examples/systemd/deepcli.service as systemd runs it: ExecStartPre's check passes on a hub
+/// that can start and fails while the address is taken; ExecStart runs the controller, and
+/// `systemctl stop` (KillSignal SIGTERM to deepcli, KillMode mixed) ends it within
+/// TimeoutStopSec with exit 0, its runtime stopped by deepcli itself.
+#[test]
+fn the_systemd_service_checks_starts_and_stops_as_written() {
+    let unit = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/systemd/deepcli.service"),
+    )
+    .unwrap();
+    let value = |key: &str| {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in the unit"))
+            .to_string()
+    };
+    assert_eq!(value("KillSignal="), "SIGTERM");
+    assert_eq!(value("KillMode="), "mixed");
+    let grace: u64 = value("TimeoutStopSec=").parse().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = tmp.path().join("etc/deepcli/hub");
+    std::fs::create_dir_all(&hub).unwrap();
+    std::fs::write(hub.join("agents.yaml"), agents()).unwrap();
+    let addr = crate::common::free_addr().to_string();
+    let line = |key: &str| {
+        value(key)
+            .replace("/usr/local/bin/deepcli", bin().to_str().unwrap())
+            .replace("/etc/", &format!("{}/etc/", tmp.path().display()))
+            .replace("/var/", &format!("{}/var/", tmp.path().display()))
+            + &format!(" --listen {addr}")
+    };
+    let sh = |script: &str| {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(script)
+            .env_remove("DEEPCLI_OPERATOR_TOKEN");
+        cmd
+    };
+    let pre = sh(&line("ExecStartPre=")).output().unwrap();
+    assert!(pre.status.success(), "{}", text_of(&pre));
+    assert!(
+        text(&pre.stdout).starts_with("ok: config "),
+        "{}",
+        text_of(&pre)
+    );
+
+    let mut child = sh(&format!("exec {}", line("ExecStart=")))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let state = tmp.path().join("var/lib/deepcli");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let pid = loop {
+        let out = deepcli(&state, &["status", "--json"]);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if let Some(pid) = doc["runtimes"][0]["pid"]
+            .as_u64()
+            .filter(|_| doc["runtimes"][0]["status"] == "ready")
+        {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not ready: {}",
+            text_of(&out)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // A second start's check fails while this one holds the address.
+    let pre = sh(&line("ExecStartPre=")).output().unwrap();
+    assert_eq!(pre.status.code(), Some(1), "{}", text_of(&pre));
+    assert!(
+        text(&pre.stderr).contains(&format!("cannot listen on {addr}")),
+        "{}",
+        text_of(&pre)
+    );
+
+    // `systemctl stop`: SIGTERM to the main process.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(grace);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running after TimeoutStopSec"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "a graceful stop exits 0");
+    assert!(
+        !crate::common::alive(pid),
+        "the runtime {pid} outlived its controller"
+    );
+}
