@@ -9,14 +9,16 @@ use clap::{Args, Subcommand};
 use super::emit::{fail, print_json};
 use super::{ExitStatus, GlobalSettings, Output};
 use crate::manage::openclaw::{ExportResult, ImportResult, export_openclaw, import_openclaw};
+use crate::openclaw::agree;
 use crate::plural::plural;
 
 pub(crate) const IMPORT_EXIT_CODES: &str = "\
 Exit codes:
-  0  imported: the files validate and every route agrees (warnings and unsupported keys are
-     reported, not failures)
-  1  the imported files do not validate, or a route disagrees with OpenClaw's (the files are
-     written so you can fix them; the findings say where)
+  0  imported: the files validate, every route agrees and the inbound policy decides every
+     probed message as OpenClaw does (warnings and unsupported keys are reported, not failures)
+  1  the imported files do not validate, a route disagrees with OpenClaw's, or the inbound
+     policy decides a message differently (the files are written so you can fix them; the
+     findings say where)
   2  could not run: the input is not JSON5 or too large, a file exists (use --force), bad flags";
 
 #[derive(Debug, Subcommand)]
@@ -42,9 +44,18 @@ pub(super) struct ImportArgs {
     json: bool,
 }
 
+pub(crate) const EXPORT_EXIT_CODES: &str = "\
+Exit codes:
+  0  exported: OpenClaw would route every probed message and let the same ones through its
+     inbound policy as deepcli does with the config (left-out keys are notes, not failures)
+  1  OpenClaw would route or gate a message differently (the fragment is written all the
+     same; the errors name the messages), or the config does not validate (nothing written)
+  2  could not run: bad flags, an unreadable config directory";
+
 #[derive(Debug, Subcommand)]
 pub(super) enum ExportCommand {
     /// Print the config (--config DIR) as an openclaw.json fragment for OpenClaw 2026.9.
+    #[command(after_help = EXPORT_EXIT_CODES)]
     Openclaw(ExportArgs),
 }
 
@@ -127,25 +138,7 @@ pub(crate) fn human(r: &ImportResult, out: Output) -> String {
     if !out.quiet {
         s.push_str(&format!("Wrote {} in {}.\n", r.files.join(", "), r.dir));
     }
-    let a = &r.routes;
-    s.push_str(&format!("routes agree: {}/{}\n", a.agreed, a.total));
-    for d in &a.disagreements {
-        let key = |k: &Option<String>| k.as_deref().map(|k| format!(" ({k})")).unwrap_or_default();
-        s.push_str(&format!(
-            "error: {} routes differently: OpenClaw sends it to {}{}, deepcli to {}{}\n",
-            d.probe,
-            d.openclaw.agent_id,
-            key(&d.openclaw.session_key),
-            d.deepcli.agent_id,
-            key(&d.deepcli.session_key),
-        ));
-    }
-    for refused in &a.refused {
-        s.push_str(&format!(
-            "note: {}: {}; deepcli sends it to {}\n",
-            refused.probe, refused.why, refused.deepcli.agent_id
-        ));
-    }
+    s.push_str(&agreement(&r.routes, &r.policy));
     if !r.secrets.is_empty() {
         s.push_str("\nSet these before `deepcli up` (no secret was copied; every variable the files reference):\n");
         let width = r
@@ -188,6 +181,52 @@ pub(crate) fn human(r: &ImportResult, out: Output) -> String {
     s
 }
 
+/// The agreement with OpenClaw, routes then the inbound policy: the counts, each disagreement
+/// as an error, what OpenClaw refuses to route and what was not compared as notes.
+fn agreement(routes: &agree::Agreement, policy: &agree::PolicyAgreement) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "routes agree: {}/{}\n",
+        routes.agreed, routes.total
+    ));
+    for d in &routes.disagreements {
+        let key = |k: &Option<String>| k.as_deref().map(|k| format!(" ({k})")).unwrap_or_default();
+        s.push_str(&format!(
+            "error: {} routes differently: OpenClaw sends it to {}{}, deepcli to {}{}\n",
+            d.probe,
+            d.openclaw.agent_id,
+            key(&d.openclaw.session_key),
+            d.deepcli.agent_id,
+            key(&d.deepcli.session_key),
+        ));
+    }
+    for refused in &routes.refused {
+        s.push_str(&format!(
+            "note: {}: {}; deepcli sends it to {}\n",
+            refused.probe, refused.why, refused.deepcli.agent_id
+        ));
+    }
+    s.push_str(&format!(
+        "policy agrees: {}/{}\n",
+        policy.agreed, policy.total
+    ));
+    for d in &policy.disagreements {
+        let rule = d
+            .rule
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "error: {}: OpenClaw answers {}, deepcli {}{rule}\n",
+            d.probe, d.openclaw, d.deepcli
+        ));
+    }
+    for n in &policy.not_compared {
+        s.push_str(&format!("note: {}: not compared: {}\n", n.probes, n.why));
+    }
+    s
+}
+
 pub(super) fn export(global: &GlobalSettings, command: ExportCommand) -> ExitStatus {
     let ExportCommand::Openclaw(args) = command;
     let ctx = crate::manage::ManageContext::new(&global.config_dir, global.load.clone());
@@ -211,8 +250,8 @@ pub(super) fn export(global: &GlobalSettings, command: ExportCommand) -> ExitSta
         let _ = anstream::stdout().write_all(result.text.as_bytes());
     }
     // Notes go to stderr: stdout may be the fragment itself.
+    let mut err = anstream::stderr();
     if !global.output.quiet {
-        let mut err = anstream::stderr();
         for l in &result.left_out {
             let _ = writeln!(err, "note: left out {}: {}", l.path, l.why);
         }
@@ -220,5 +259,12 @@ pub(super) fn export(global: &GlobalSettings, command: ExportCommand) -> ExitSta
             let _ = writeln!(err, "Wrote {}.", path.display());
         }
     }
-    ExitStatus::Success
+    if !args.json {
+        let _ = err.write_all(agreement(&result.routes, &result.policy).as_bytes());
+    }
+    if result.failed() {
+        ExitStatus::Failure
+    } else {
+        ExitStatus::Success
+    }
 }

@@ -26,6 +26,9 @@ pub struct ImportResult {
     pub warnings: usize,
     /// Probes both routers answered, and how many agreed.
     pub routes: agree::Agreement,
+    /// Messages both inbound gates decided (OpenClaw's on the original, deepcli's on the
+    /// files), and how many they decide alike.
+    pub policy: agree::PolicyAgreement,
     pub unsupported: Vec<Unsupported>,
     /// Environment variables the files reference that must be set before `deepcli up`.
     pub secrets: Vec<openclaw::SecretVar>,
@@ -38,9 +41,12 @@ pub struct ImportResult {
 }
 
 impl ImportResult {
-    /// Whether the command fails: the files do not validate, or a route disagrees.
+    /// Whether the command fails: the files do not validate, a route disagrees, or the
+    /// inbound policy decides a message differently.
     pub fn failed(&self) -> bool {
-        !self.valid || !self.routes.disagreements.is_empty()
+        !self.valid
+            || !self.routes.disagreements.is_empty()
+            || !self.policy.disagreements.is_empty()
     }
 }
 
@@ -133,6 +139,7 @@ pub fn import_openclaw(
             crate::report::human(report)
         },
         routes: imported.agreement,
+        policy: imported.policy,
         unsupported: imported.unsupported,
         secrets: imported.secrets,
         notes: imported.notes,
@@ -148,6 +155,17 @@ pub struct ExportResult {
     pub left_out: Vec<export::LeftOut>,
     /// The fragment as text (JSON, or JSON5 when asked).
     pub text: String,
+    /// OpenClaw's routes on the fragment against deepcli's on the config.
+    pub routes: agree::Agreement,
+    /// OpenClaw's inbound gate on the fragment against deepcli's on the config.
+    pub policy: agree::PolicyAgreement,
+}
+
+impl ExportResult {
+    /// Whether OpenClaw would route a message or gate one differently with the fragment.
+    pub fn failed(&self) -> bool {
+        !self.routes.disagreements.is_empty() || !self.policy.disagreements.is_empty()
+    }
 }
 
 /// Exports the config directory; refused when it does not validate.
@@ -157,9 +175,16 @@ pub fn export_openclaw(ctx: &ManageContext, json5: bool) -> Result<ExportResult>
         return Err(ManageError::invalid(&report, Vec::new()));
     }
     let exported = export::export(&report.config);
+    let (routes, policy) =
+        export::check(&report.config, &exported).map_err(|e| ManageError::Refused {
+            message: e.to_string(),
+            hint: None,
+        })?;
     Ok(ExportResult {
         text: exported.text(json5),
         openclaw: exported.value,
         left_out: exported.left_out,
+        routes,
+        policy,
     })
 }

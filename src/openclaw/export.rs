@@ -9,8 +9,11 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::agree::{self, Agreement, PolicyAgreement};
+use super::route::Router;
 use crate::config::{Config, FileKind};
 use crate::ids;
+use crate::routing::{IndexError, RoutingPlan};
 
 /// The channel ids OpenClaw 2026.9 ships (`bundledChannelIds`); it refuses others.
 pub const OPENCLAW_CHANNELS: &[&str] = &[
@@ -328,6 +331,22 @@ impl Exporter {
         }
         Value::Object(out)
     }
+}
+
+/// The fragment held to the config it came from, as an import is held to its original:
+/// OpenClaw's routes and inbound gate on the fragment (read as OpenClaw reads it) against
+/// deepcli's on `config`. A disagreement is what OpenClaw would do differently with the export.
+pub fn check(
+    config: &Config,
+    exported: &Exported,
+) -> Result<(Agreement, PolicyAgreement), IndexError> {
+    let root = super::json5::Value::from_json(&exported.value);
+    let plan = RoutingPlan::compile(config)?;
+    let router = Router::new(&root);
+    let routes = agree::check(&root, &router, &plan, &agree::probes(&root));
+    let (probes, skipped) = agree::policy_probes(&root, config);
+    let policy = agree::check_policy(config, &plan, &probes, skipped);
+    Ok((routes, policy))
 }
 
 /// Exports a loaded (valid) config.

@@ -98,6 +98,28 @@ impl Value {
         }
     }
 
+    /// From JSON (an export, read back as OpenClaw reads it).
+    pub fn from_json(v: &serde_json::Value) -> Value {
+        match v {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Number(n) => n
+                .as_i64()
+                .map(Value::Int)
+                .unwrap_or_else(|| Value::Float(n.as_f64().unwrap_or(f64::NAN))),
+            serde_json::Value::String(s) => Value::Str(s.clone()),
+            serde_json::Value::Array(items) => {
+                Value::Array(items.iter().map(Value::from_json).collect())
+            }
+            serde_json::Value::Object(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::from_json(v)))
+                    .collect(),
+            ),
+        }
+    }
+
     /// To JSON (for the JSON-RPC answer and tests); non-finite numbers become null.
     pub fn to_json(&self) -> serde_json::Value {
         match self {

@@ -6,10 +6,12 @@
 //! schema refuses is moved from the trees into the report, so the result validates whenever
 //! the input's meaning does) → YAML ([`yaml_out`]) → deepcli's own loader and rules → the
 //! agreement check ([`agree`]): OpenClaw's routing of the original ([`route`]) against
-//! deepcli's routing of the result. Nothing here prints or writes.
+//! deepcli's routing of the result, and OpenClaw's inbound gate on the original ([`gate`])
+//! against deepcli's policy gate on the result. Nothing here prints or writes.
 
 pub mod agree;
 pub mod export;
+pub mod gate;
 pub mod import;
 pub mod json5;
 pub mod route;
@@ -93,6 +95,8 @@ pub struct Imported {
     pub secrets: Vec<SecretVar>,
     pub notes: Vec<String>,
     pub agreement: agree::Agreement,
+    /// The inbound policy's decisions, OpenClaw's against deepcli's.
+    pub policy: agree::PolicyAgreement,
     /// deepcli's validation of the files (as if written in the output directory).
     pub report: crate::validate::Report,
 }
@@ -217,6 +221,8 @@ pub fn import_bytes(
     let plan = RoutingPlan::compile(&report.config)?;
     let probes = agree::probes(&root);
     let agreement = agree::check(&root, &router, &plan, &probes);
+    let (policy_probes, not_compared) = agree::policy_probes(&root, &report.config);
+    let policy = agree::check_policy(&report.config, &plan, &policy_probes, not_compared);
     unsupported.sort_by(|a, b| a.path.cmp(&b.path));
     // A setting pushed down into several accounts is refused once per account: say it once.
     let mut merged: Vec<Unsupported> = Vec::with_capacity(unsupported.len());
@@ -247,6 +253,7 @@ pub fn import_bytes(
         secrets,
         notes,
         agreement,
+        policy,
         report,
     })
 }

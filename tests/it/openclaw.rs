@@ -155,6 +155,163 @@ fn the_agreement_check_agrees_on_every_fixture() {
     }
 }
 
+/// The inbound policy is compared too: on every fixture OpenClaw's gate (on the original) and
+/// deepcli's (on the files) decide every probed message alike.
+#[test]
+fn the_policy_check_agrees_on_every_fixture() {
+    for name in IMPORTS {
+        let imported = import(name);
+        let p = &imported.policy;
+        assert!(p.total > 0, "{name}");
+        assert_eq!(p.agreed, p.total, "{name}: {:#?}", p.disagreements);
+    }
+}
+
+/// What the policy check asks, and what OpenClaw answers, on the Telegram fixture: listed and
+/// unlisted groups, with and without a mention, from listed senders and strangers, and direct
+/// messages; every kind of answer is among them, so agreeing is not vacuous.
+#[test]
+fn policy_probes_of_the_telegram_fixture() {
+    let root = json5::parse(&fixture("telegram-groups.json5")).unwrap();
+    let imported = import("telegram-groups.json5");
+    let (probes, skipped) = openclaw::agree::policy_probes(&root, &imported.report.config);
+    assert_eq!(skipped, []);
+    let table: Vec<String> = probes
+        .iter()
+        .map(|p| format!("{:<18} {}", p.openclaw.as_str(), p.label))
+        .collect();
+    for answer in [
+        "deliver",
+        "not-mentioned",
+        "sender-not-allowed",
+        "dm-not-allowed",
+        "pairing-required",
+    ] {
+        assert!(
+            probes.iter().any(|p| p.openclaw.as_str() == answer),
+            "{answer}: {table:#?}"
+        );
+    }
+    insta::assert_snapshot!(table.join("\n"));
+}
+
+/// The review's round trip (first-hour.md 6.6): channels.yaml without the Telegram `groups`
+/// refuses the research group (`group-not-allowed`) where OpenClaw kept its messages as
+/// context (`not-mentioned`) or delivered them. Every route still agrees; the policy check
+/// names each such message with both answers and the setting that decided deepcli's.
+#[test]
+fn files_that_lost_the_groups_are_a_policy_disagreement() {
+    let name = "telegram-groups.json5";
+    let imported = import(name);
+    let text = |file: &str| {
+        imported
+            .files
+            .iter()
+            .find(|f| f.name == file)
+            .unwrap()
+            .text
+            .clone()
+    };
+    let channels = text("channels.yaml");
+    let from = channels
+        .find("    # from channels.telegram.groups\n")
+        .unwrap();
+    let to = channels
+        .find("    # from channels.telegram.historyLimit\n")
+        .unwrap();
+    let channels = format!("{}{}", &channels[..from], &channels[to..]);
+    let dir = Path::new("/imported");
+    let texts = vec![
+        (
+            deepcli::config::FileKind::Agents,
+            dir.join("agents.yaml"),
+            text("agents.yaml"),
+        ),
+        (
+            deepcli::config::FileKind::Channels,
+            dir.join("channels.yaml"),
+            channels,
+        ),
+        (
+            deepcli::config::FileKind::Bindings,
+            dir.join("bindings.yaml"),
+            text("bindings.yaml"),
+        ),
+    ];
+    let loaded = deepcli::config::load_texts(dir, texts, &options());
+    let plan = RoutingPlan::compile(&loaded.config).unwrap();
+    let root = json5::parse(&fixture(name)).unwrap();
+    let router = Router::new(&root);
+    let routes = openclaw::agree::check(&root, &router, &plan, &openclaw::agree::probes(&root));
+    assert_eq!(routes.agreed, routes.total, "{routes:#?}");
+    let (probes, skipped) = openclaw::agree::policy_probes(&root, &loaded.config);
+    let policy = openclaw::agree::check_policy(&loaded.config, &plan, &probes, skipped);
+    let group = policy
+        .disagreements
+        .iter()
+        .find(|d| {
+            d.probe
+                == "telegram/default: a group message in -1001234567890 from 111111111, not mentioning the bot"
+        })
+        .unwrap_or_else(|| panic!("{policy:#?}"));
+    assert_eq!(group.openclaw, "deliver");
+    assert_eq!(group.deepcli, "group-not-allowed");
+    assert!(
+        group
+            .rule
+            .as_deref()
+            .is_some_and(|r| r.starts_with("channels.telegram.groupPolicy (channels.yaml:")),
+        "{group:?}"
+    );
+    let unlisted = policy
+        .disagreements
+        .iter()
+        .find(|d| {
+            d.probe
+                == "telegram/default: a group message in a group no entry names from 111111111, not mentioning the bot"
+        })
+        .unwrap_or_else(|| panic!("{policy:#?}"));
+    assert_eq!(
+        (unlisted.openclaw.as_str(), unlisted.deepcli.as_str()),
+        ("not-mentioned", "group-not-allowed")
+    );
+    // WhatsApp kept its groups: its messages still agree.
+    assert!(
+        policy
+            .disagreements
+            .iter()
+            .all(|d| d.probe.starts_with("telegram/")),
+        "{policy:#?}"
+    );
+}
+
+/// An import that cannot carry a policy key fails: an account's own `groups` (OpenClaw's
+/// replace the channel's; deepcli keeps groups per channel) are listed as not carried over,
+/// and the group they let in would be refused. Every route agrees, and still exit 1.
+#[test]
+fn an_accounts_own_groups_are_a_policy_disagreement_and_the_import_fails() {
+    let (r, dir) = import_text(
+        "{agents: {list: [{id: 'main'}]},\n channels: {telegram: {groupPolicy: 'allowlist', accounts: {default: {groups: {'-1001': {requireMention: true}}}}}}}\n",
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("routes agree: 1/1\n"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(
+            "error: telegram/default: a group message in -1001 from a sender on no list, not mentioning the bot: OpenClaw answers not-mentioned, deepcli group-not-allowed (channels.telegram.groupPolicy (channels.yaml:10))"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("channels.telegram.accounts.default.groups (object"),
+        "{}",
+        r.stdout
+    );
+    // Written all the same, so the operator can move the groups to the channel.
+    assert!(dir.path().join("out/channels.yaml").exists());
+}
+
 /// The check itself: files that route one binding elsewhere are a disagreement naming it.
 #[test]
 fn a_disagreement_names_the_binding() {
@@ -290,6 +447,50 @@ fn exports_are_accepted_by_openclaw_and_route_as_deepcli_does() {
             );
         }
     }
+}
+
+/// An export is held to its config as an import is to its original: a Discord channel's
+/// `groups` have no place in OpenClaw's Discord section (it keys guilds), so OpenClaw would
+/// refuse the group deepcli serves. The export says so and exits 1 (the fragment is written).
+#[test]
+fn an_export_openclaw_would_gate_differently_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hub");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n",
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("channels.yaml"),
+        "channels:\n  discord:\n    groups:\n      \"123\": {requireMention: false}\n    accounts:\n      default: {token: \"${DISCORD_TOKEN}\"}\n",
+    )
+    .unwrap();
+    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    let fragment = dir.path().join("openclaw.json");
+    let r = run(deepcli()
+        .arg("--config")
+        .arg(&config)
+        .args(["export", "openclaw", "--out"])
+        .arg(&fragment));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("note: left out channels.yaml channels.discord.groups"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(
+            "error: discord/default: a group message in 123 from a sender on no list, not mentioning the bot: OpenClaw answers group-not-allowed, deepcli deliver\n"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(fragment.exists());
+    // What OpenClaw keeps (the direct messages) agrees.
+    assert!(r.stderr.contains("routes agree: 1/1\n"), "{}", r.stderr);
 }
 
 #[test]
