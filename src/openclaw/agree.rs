@@ -9,6 +9,8 @@
 //!   ([`super::gate`]) on the original and by deepcli's (`crate::policy`) on the imported files.
 //!   Equal decisions (deliver, or the same refusal) or it is a disagreement naming the message.
 
+use std::collections::{HashMap, HashSet};
+
 use serde::Serialize;
 
 use super::gate;
@@ -337,9 +339,11 @@ pub struct PolicyAgreement {
 }
 
 /// The group conversations bindings name, by (normalized channel, normalized account or `None`
-/// for every account): their peer kind and id.
-fn bound_groups(root: &Value) -> Vec<(String, Option<String>, Peer)> {
-    let mut out = Vec::new();
+/// for every account).
+type BoundGroups = HashMap<(String, Option<String>), Vec<Peer>>;
+
+fn bound_groups(root: &Value) -> BoundGroups {
+    let mut out = BoundGroups::new();
     for b in root.get("bindings").map(Value::items).unwrap_or_default() {
         let Some(m) = b.get("match") else { continue };
         let Some(channel) = m.get("channel").and_then(Value::as_str) else {
@@ -364,14 +368,12 @@ fn bound_groups(root: &Value) -> Vec<(String, Option<String>, Peer)> {
             Some("*") => None,
             a => Some(ids::account_id(a.unwrap_or("")).into_owned()),
         };
-        out.push((
-            ids::channel(channel.trim()).into_owned(),
-            account,
-            Peer {
+        out.entry((ids::channel(channel.trim()).into_owned(), account))
+            .or_default()
+            .push(Peer {
                 kind: kind.as_str().to_string(),
                 id,
-            },
-        ));
+            });
     }
     out
 }
@@ -509,20 +511,25 @@ pub fn policy_probes(root: &Value, config: &Config) -> (Vec<PolicyProbe>, Vec<No
                 push(None, sender, false);
             }
             let mut groups: Vec<Peer> = Vec::new();
-            for id in gate.listed_groups().into_iter().chain(deepcli_groups) {
-                if !groups.iter().any(|g| g.id == id) {
-                    groups.push(Peer {
-                        kind: "group".into(),
-                        id,
-                    });
-                }
-            }
-            for (c, a, peer) in &bound {
-                if *c == channel
-                    && a.as_ref().is_none_or(|a| *a == account)
-                    && !groups.iter().any(|g| g.id == peer.id)
-                {
-                    groups.push(peer.clone());
+            let mut seen: HashSet<String> = HashSet::new();
+            let listed = gate
+                .listed_groups()
+                .into_iter()
+                .chain(deepcli_groups)
+                .map(|id| Peer {
+                    kind: "group".into(),
+                    id,
+                });
+            let named = [Some(account.clone()), None].into_iter().flat_map(|a| {
+                bound
+                    .get(&(channel.clone(), a))
+                    .into_iter()
+                    .flatten()
+                    .cloned()
+            });
+            for peer in listed.chain(named) {
+                if seen.insert(peer.id.clone()) {
+                    groups.push(peer);
                 }
             }
             groups.push(Peer {

@@ -13,6 +13,8 @@
 //! keys (Discord `guilds`, Slack `channels`, the legacy `dm` block) it does not guess: such a
 //! decision is [`Unmodelled`], and the check says which probes it did not compare and why.
 
+use std::collections::HashMap;
+
 use super::json5::Value;
 use crate::ids;
 use crate::policy::Reason;
@@ -67,6 +69,11 @@ pub struct Account<'a> {
     /// How many of them are the account's and the channel's own (not `channels.defaults`,
     /// which holds no `groups` and no platform keys).
     own: usize,
+    /// The `groups` in force, by trimmed id (`"*"` included): the account's own replace the
+    /// channel's (not merged). The first of two ids that trim alike wins, as a lookup would.
+    groups: HashMap<&'a str, &'a Value>,
+    /// Their ids in file order, `"*"` left out.
+    listed: Vec<&'a str>,
 }
 
 /// The accounts OpenClaw runs for `channels.<name>`, as (normalized id, account): every object
@@ -84,13 +91,38 @@ pub fn accounts<'a>(root: &'a Value, name: &str) -> Vec<(String, Account<'a>)> {
         .get("channels")
         .and_then(|c| c.get("defaults"))
         .map(|d| (d, "channels.defaults".to_string()));
-    let account = |entry: Option<(&'a Value, String)>| Account {
-        own: 1 + usize::from(entry.is_some()),
-        levels: entry
-            .into_iter()
-            .chain([(channel, path.clone())])
-            .chain(defaults.clone())
-            .collect(),
+    let account = |entry: Option<(&'a Value, String)>| {
+        let groups = entry
+            .iter()
+            .map(|(v, _)| *v)
+            .chain([channel])
+            .find_map(|level| {
+                level
+                    .get("groups")
+                    .filter(|g| matches!(g, Value::Object(_)))
+            });
+        let mut index = HashMap::new();
+        let mut listed = Vec::new();
+        for (id, v) in groups.map(Value::entries).unwrap_or_default() {
+            let id = id.trim();
+            if id.is_empty() || index.contains_key(id) {
+                continue;
+            }
+            index.insert(id, v);
+            if id != "*" {
+                listed.push(id);
+            }
+        }
+        Account {
+            own: 1 + usize::from(entry.is_some()),
+            levels: entry
+                .into_iter()
+                .chain([(channel, path.clone())])
+                .chain(defaults.clone())
+                .collect(),
+            groups: index,
+            listed,
+        }
     };
     let listed: Vec<(&String, &Value)> = channel
         .get("accounts")
@@ -158,38 +190,20 @@ impl<'a> Account<'a> {
         self.setting("allowFrom")
     }
 
-    /// The `groups` in force: the account's own replace the channel's (not merged).
-    fn groups(&self) -> Option<&'a Value> {
-        self.levels.iter().take(self.own).find_map(|(level, _)| {
-            level
-                .get("groups")
-                .filter(|g| matches!(g, Value::Object(_)))
-        })
-    }
-
-    /// The group ids `groups` lists (not `"*"`), in file order.
+    /// The group ids the `groups` in force list (not `"*"`), in file order.
     pub fn listed_groups(&self) -> Vec<String> {
-        self.groups()
-            .map(Value::entries)
-            .unwrap_or_default()
-            .iter()
-            .map(|(k, _)| k.trim().to_string())
-            .filter(|k| !k.is_empty() && k != "*")
-            .collect()
+        self.listed.iter().map(|id| id.to_string()).collect()
     }
 
     /// The group's entry and the `"*"` entry.
     fn entries(&self, group: &str) -> [Option<&'a Value>; 2] {
-        let groups = self.groups();
-        let find = |id: &str| {
-            groups.and_then(|g| {
-                g.entries()
-                    .iter()
-                    .find(|(k, _)| k.trim() == id)
-                    .map(|(_, v)| v)
-            })
-        };
-        [find(group.trim()), find("*")]
+        let group = group.trim();
+        [
+            (group != "*")
+                .then(|| self.groups.get(group).copied())
+                .flatten(),
+            self.groups.get("*").copied(),
+        ]
     }
 
     /// Who may speak in `group`: the entry's `groupAllowFrom` (or its `allowFrom`), then
