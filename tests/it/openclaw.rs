@@ -903,6 +903,21 @@ fn text_that_is_not_json5_is_refused_with_its_position() {
     assert!(!dir.path().join("out").exists(), "nothing written");
 }
 
+/// first-hour.md 6.5: a file that ends inside an object is refused where it ends (the last
+/// line), not at the object's `{` on line 1.
+#[test]
+fn an_unclosed_object_is_refused_where_the_file_ends() {
+    let (r, _dir) = import_text("{agents: {list: [{id: 'main'}]},\n bindings: [],\n");
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(
+        r.stderr.contains(
+            "not JSON5 (line 2, column 15): the text ends inside an object (it opened at line 1, column 1)"
+        ),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn duplicate_keys_are_refused() {
     let (r, _dir) = import_text("{agents: {list: []}, agents: {list: [{id: 'x'}]}}");
