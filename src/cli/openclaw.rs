@@ -136,7 +136,12 @@ fn read_input(file: &PathBuf) -> Result<(Vec<u8>, String), String> {
 pub(crate) fn human(r: &ImportResult, out: Output) -> String {
     let mut s = String::new();
     if !out.quiet {
-        s.push_str(&format!("Wrote {} in {}.\n", r.files.join(", "), r.dir));
+        s.push_str(&format!(
+            "Wrote {} in {} (and the schemas their modelines name, in {}).\n",
+            r.files.join(", "),
+            r.dir,
+            r.schema_dir
+        ));
     }
     s.push_str(&agreement(&r.routes, &r.policy));
     if !r.secrets.is_empty() {

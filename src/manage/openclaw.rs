@@ -20,6 +20,8 @@ pub struct ImportResult {
     pub dir: String,
     /// The files written, by name.
     pub files: Vec<String>,
+    /// Where the schemas their modelines name were written, relative to `dir`.
+    pub schema_dir: String,
     /// Whether the result validates (deepcli's loader and rules).
     pub valid: bool,
     pub errors: usize,
@@ -125,10 +127,23 @@ pub fn import_openclaw(
             }
         })?;
     }
+    // The schemas the files' modelines name, beside them as `init` writes them: editors check
+    // the files offline.
+    crate::scaffold::write_schemas(out).map_err(|e| match e {
+        crate::scaffold::InitError::Io { path, source } => ManageError::Io {
+            context: format!("cannot write `{}`", path.display()),
+            source,
+        },
+        other => ManageError::Refused {
+            message: other.to_string(),
+            hint: None,
+        },
+    })?;
     let report = &imported.report;
     Ok(ImportResult {
         dir: out.display().to_string(),
         files: imported.files.iter().map(|f| f.name.clone()).collect(),
+        schema_dir: crate::scaffold::SCHEMA_DIR.to_string(),
         valid: report.is_valid(),
         errors: report.errors(),
         warnings: report.warnings(),

@@ -116,14 +116,6 @@ pub enum ImportError {
     Index(#[from] crate::routing::IndexError),
 }
 
-/// Where the `$schema` modeline points: the schemas' `$id`s (`deepcli schema` prints them).
-fn modeline(kind: FileKind) -> String {
-    format!(
-        "yaml-language-server: $schema=https://deepcli.dev/schema/{}.schema.json",
-        kind.schema_name()
-    )
-}
-
 fn header(kind: FileKind, source: &str) -> Vec<String> {
     let what = match kind {
         FileKind::Agents => "agents, agents.defaults, tools and session",
@@ -131,7 +123,8 @@ fn header(kind: FileKind, source: &str) -> Vec<String> {
         FileKind::Bindings => "bindings, in OpenClaw's order (within a tier the first match wins)",
     };
     vec![
-        modeline(kind),
+        // `init`'s modeline: the schema beside the file (`manage::openclaw` writes it there).
+        crate::scaffold::modeline(kind),
         String::new(),
         format!("Imported from {source} by `deepcli import openclaw`: {what}."),
         "Each `# from …` comment names the part of openclaw.json an entry came from.".into(),

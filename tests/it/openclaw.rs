@@ -795,6 +795,45 @@ fn import_output_snapshots() {
     }
 }
 
+/// first-hour.md 6.3: the modelines pointed at https://deepcli.dev/schema/…, which an editor
+/// cannot check offline. Import writes `init`'s modelines, and the schemas they name beside
+/// the files, as `init` does.
+#[test]
+fn imported_files_name_their_schemas_beside_them_as_init_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = tmp.path().join("hub");
+    let r = import_cli("tests/fixtures/openclaw/telegram-groups.json5", &hub, &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let init = tmp.path().join("init");
+    let i = run(deepcli().arg("init").arg(&init));
+    assert_eq!(i.code, 0, "{}{}", i.stdout, i.stderr);
+    let first_line = |path: PathBuf| {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    for kind in ["agents", "channels", "bindings"] {
+        let file = format!("{kind}.yaml");
+        let modeline = first_line(hub.join(&file));
+        assert_eq!(modeline, first_line(init.join(&file)), "{file}");
+        let schema = modeline
+            .strip_prefix("# yaml-language-server: $schema=")
+            .unwrap_or_else(|| panic!("{file}: {modeline}"));
+        assert!(!schema.contains("://"), "{file}: {schema}");
+        let printed = run(deepcli().args(["schema", kind]));
+        assert_eq!(
+            std::fs::read_to_string(hub.join(schema))
+                .unwrap()
+                .trim_end(),
+            printed.stdout.trim_end(),
+            "{file}: {schema}"
+        );
+    }
+}
+
 #[test]
 fn secrets_are_never_copied() {
     for name in IMPORTS {
