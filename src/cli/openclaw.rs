@@ -24,6 +24,11 @@ Exit codes:
 #[derive(Debug, Subcommand)]
 pub(super) enum ImportCommand {
     /// Convert an openclaw.json (JSON5) into agents.yaml, channels.yaml and bindings.yaml.
+    ///
+    /// The files go into the config directory (--config, or DEEPCLI_CONFIG), unless --out
+    /// names another, with the schemas their modelines name. They are validated as `deepcli
+    /// validate` would validate them there, with --state-dir: the default workspaces and
+    /// agentDirs lie in the state directory, and the rules check them.
     #[command(after_help = IMPORT_EXIT_CODES)]
     Openclaw(ImportArgs),
 }
@@ -33,9 +38,10 @@ pub(super) struct ImportArgs {
     /// The openclaw.json to import, or `-` for standard input.
     #[arg(value_name = "FILE|-")]
     file: PathBuf,
-    /// Where to write the three files (created if missing).
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    out: PathBuf,
+    /// Where to write the three files (created if missing) [default: the config directory,
+    /// --config].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Overwrite agents.yaml, channels.yaml and bindings.yaml if they exist.
     #[arg(long)]
     force: bool,
@@ -55,6 +61,11 @@ Exit codes:
 #[derive(Debug, Subcommand)]
 pub(super) enum ExportCommand {
     /// Print the config (--config DIR) as an openclaw.json fragment for OpenClaw 2026.9.
+    ///
+    /// The config is validated first, as `deepcli validate` would with --state-dir (the
+    /// default workspaces and agentDirs lie in the state directory); an invalid one is not
+    /// exported. Then OpenClaw's routing and inbound gate on the fragment are held to
+    /// deepcli's on the config, and every difference is an error.
     #[command(after_help = EXPORT_EXIT_CODES)]
     Openclaw(ExportArgs),
 }
@@ -81,7 +92,8 @@ pub(super) fn import(global: &GlobalSettings, command: ImportCommand) -> ExitSta
             return ExitStatus::Error;
         }
     };
-    let result = match import_openclaw(&global.load, &bytes, &source, &args.out, args.force) {
+    let out = args.out.as_ref().unwrap_or(&global.config_dir);
+    let result = match import_openclaw(&global.load, &bytes, &source, out, args.force) {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };

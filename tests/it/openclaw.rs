@@ -901,6 +901,46 @@ fn import_refuses_to_overwrite_without_force() {
     );
 }
 
+/// first-hour.md 6.7: `--out` defaulted to `.` and ignored `--config`. Without `--out` the
+/// files go into the config directory (`--config`, or DEEPCLI_CONFIG), not the working one.
+#[test]
+fn import_writes_into_the_config_directory_without_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path().join("cwd");
+    let hub = tmp.path().join("hub");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let input = Path::new(FIXTURES).join("telegram-groups.json5");
+    let r = run(deepcli()
+        .current_dir(&cwd)
+        .arg("--config")
+        .arg(&hub)
+        .args(["import", "openclaw"])
+        .arg(&input));
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    for file in ["agents.yaml", "channels.yaml", "bindings.yaml"] {
+        assert!(hub.join(file).exists(), "{file} not in --config");
+        assert!(!cwd.join(file).exists(), "{file} in the working directory");
+    }
+    // DEEPCLI_CONFIG too; --out still wins.
+    let other = tmp.path().join("other");
+    let r = run(deepcli()
+        .current_dir(&cwd)
+        .env("DEEPCLI_CONFIG", &hub)
+        .args(["import", "openclaw"])
+        .arg(&input)
+        .arg("--out")
+        .arg(&other));
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(other.join("agents.yaml").exists());
+    let r = run(deepcli()
+        .current_dir(&cwd)
+        .env("DEEPCLI_CONFIG", &hub)
+        .args(["import", "openclaw"])
+        .arg(&input));
+    assert_eq!(r.code, 2, "the hub's files are there: {}", r.stdout);
+    assert!(r.stderr.contains("--force"), "{}", r.stderr);
+}
+
 #[test]
 fn import_reads_standard_input() {
     let out = tempfile::tempdir().unwrap();
