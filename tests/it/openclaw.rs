@@ -493,6 +493,68 @@ fn an_export_openclaw_would_gate_differently_is_an_error() {
     assert!(r.stderr.contains("routes agree: 1/1\n"), "{}", r.stderr);
 }
 
+/// deepcli's `channels.defaults` was left out of exports ("OpenClaw ships no `defaults`
+/// channel"), so OpenClaw refused groups deepcli served; the export's own policy check found
+/// it. What OpenClaw's `channels.defaults` takes stays there, the rest goes to each channel's
+/// root, and OpenClaw decides every probed message as deepcli does.
+#[test]
+fn channel_defaults_are_exported_where_openclaw_inherits_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hub");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n",
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("channels.yaml"),
+        "channels:\n  defaults:\n    groupPolicy: open\n    dmPolicy: open\n    allowFrom: [\"*\"]\n    requireMention: false\n  telegram:\n    dmPolicy: pairing\n    accounts:\n      default: {botToken: \"${TELEGRAM_BOT_TOKEN}\"}\n  slack:\n    accounts:\n      default: {botToken: \"${SLACK_BOT_TOKEN}\", appToken: \"${SLACK_APP_TOKEN}\"}\n",
+    )
+    .unwrap();
+    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    let ctx = ManageContext::new(&config, options());
+    let exported = manage_openclaw::export_openclaw(&ctx, false).unwrap();
+    let channels = &exported.openclaw["channels"];
+    assert_eq!(
+        channels["defaults"],
+        json!({"groupPolicy": "open"}),
+        "{channels:#}"
+    );
+    // The channel's own dmPolicy wins, as the account > channel > defaults order says.
+    assert_eq!(channels["telegram"]["dmPolicy"], "pairing");
+    assert_eq!(channels["telegram"]["allowFrom"], json!(["*"]));
+    assert_eq!(channels["slack"]["dmPolicy"], "open");
+    assert_eq!(channels["slack"]["requireMention"], false);
+    // Telegram has no channel-level requireMention in OpenClaw: said, and checked.
+    assert!(
+        exported.left_out.iter().any(|l| l.path
+            == "channels.yaml channels.defaults.requireMention"
+            && l.why.contains("telegram")),
+        "{:#?}",
+        exported.left_out
+    );
+    // Only that is lost: a Telegram group message without a mention, which OpenClaw keeps as
+    // context where deepcli delivers it.
+    let p = &exported.policy;
+    let lost: Vec<(&str, &str, &str)> = p
+        .disagreements
+        .iter()
+        .map(|d| (d.probe.as_str(), d.openclaw.as_str(), d.deepcli.as_str()))
+        .collect();
+    assert_eq!(
+        lost,
+        [(
+            "telegram/default: a group message in a group no entry names from a sender on no list, not mentioning the bot",
+            "not-mentioned",
+            "deliver"
+        )],
+        "{p:#?}"
+    );
+    assert_eq!(p.agreed + 1, p.total);
+    assert_eq!(exported.routes.agreed, exported.routes.total);
+}
+
 #[test]
 fn export_lists_what_openclaw_has_no_key_for() {
     let exported = export_text(&Path::new(FIXTURES).join("deepcli/telegram-discord-acp"));
