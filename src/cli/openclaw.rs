@@ -156,6 +156,30 @@ pub(crate) fn human(r: &ImportResult, out: Output) -> String {
         ));
     }
     s.push_str(&agreement(&r.routes, &r.policy));
+    if !r.no_runtime.is_empty() {
+        const SHOWN: usize = 10;
+        let mut names = r
+            .no_runtime
+            .iter()
+            .take(SHOWN)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        if r.no_runtime.len() > SHOWN {
+            names.push_str(&format!(", and {} more", r.no_runtime.len() - SHOWN));
+        }
+        let (them, each) = match r.no_runtime.len() {
+            1 => ("it", "it"),
+            _ => ("them", "each"),
+        };
+        s.push_str(&format!(
+            "\nNo runtime for {} (`deepcli up` starts nothing for {them}): {names}\n",
+            plural(r.no_runtime.len(), "agent", "agents")
+        ));
+        s.push_str(&format!(
+            "  OpenClaw ran {them} itself; deepcli starts the ACP agent you name. Give {each} a runtime in\n  agents.yaml, e.g. `runtime: {{kind: acp, command: [codex-acp]}}` (docs/controller.md,\n  \"Running real agents\"), or add agents with `deepcli agents add NAME -- COMMAND`.\n",
+        ));
+    }
     if !r.secrets.is_empty() {
         s.push_str("\nSet these before `deepcli up` (no secret was copied; every variable the files reference):\n");
         let width = r

@@ -35,6 +35,9 @@ pub struct ImportResult {
     /// Environment variables the files reference that must be set before `deepcli up`.
     pub secrets: Vec<openclaw::SecretVar>,
     pub notes: Vec<String>,
+    /// The agents imported without a runtime: `deepcli up` starts nothing for them until
+    /// agents.yaml gives them one.
+    pub no_runtime: Vec<String>,
     /// `validate --format json`'s document for the written files.
     pub findings: serde_json::Value,
     /// The same findings as `validate` prints them.
@@ -158,6 +161,7 @@ pub fn import_openclaw(
         unsupported: imported.unsupported,
         secrets: imported.secrets,
         notes: imported.notes,
+        no_runtime: imported.no_runtime,
     })
 }
 

@@ -94,6 +94,8 @@ pub struct Imported {
     pub unsupported: Vec<Unsupported>,
     pub secrets: Vec<SecretVar>,
     pub notes: Vec<String>,
+    /// The agents imported without a runtime: `deepcli up` starts nothing for them.
+    pub no_runtime: Vec<String>,
     pub agreement: agree::Agreement,
     /// The inbound policy's decisions, OpenClaw's against deepcli's.
     pub policy: agree::PolicyAgreement,
@@ -148,6 +150,7 @@ pub fn import_bytes(
         mut unsupported,
         secrets,
         notes,
+        no_runtime,
     } = import::map(&root, &router);
     let mut trees = [
         (FileKind::Agents, agents),
@@ -245,6 +248,7 @@ pub fn import_bytes(
         unsupported,
         secrets,
         notes,
+        no_runtime,
         agreement,
         policy,
         report,

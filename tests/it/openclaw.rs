@@ -896,6 +896,80 @@ fn imported_files_name_their_schemas_beside_them_as_init_does() {
     }
 }
 
+/// first-hour.md 6.3 / friction 13: every imported agent was `runtime: none`, with the codex
+/// suggestion only in a comment. An ACP harness deepcli knows the server of is imported as an
+/// `acp` runtime running it (and `acp.cwd` as its working directory); an agent OpenClaw ran on
+/// its own runtime keeps none, and the report names it and says how to give it one.
+#[test]
+fn acp_harnesses_become_runtimes_and_agents_without_one_are_named() {
+    let imported = import("acp-bindings.json5");
+    assert!(imported.is_valid(), "{:#?}", imported.report.diagnostics);
+    let runtime = |id: &str| {
+        let agent = imported
+            .report
+            .config
+            .agents
+            .iter()
+            .find(|a| a.id() == id)
+            .unwrap();
+        agent
+            .spec
+            .runtime
+            .clone()
+            .map(|r| (r.kind, r.command, r.cwd))
+    };
+    use deepcli::config::model::RuntimeKind;
+    assert_eq!(
+        runtime("codex"),
+        Some((
+            RuntimeKind::Acp,
+            Some(vec!["codex-acp".to_string()]),
+            Some("/srv/repo".to_string())
+        ))
+    );
+    assert_eq!(
+        runtime("claude"),
+        Some((
+            RuntimeKind::Acp,
+            Some(vec!["claude-agent-acp".to_string()]),
+            None
+        ))
+    );
+    assert_eq!(runtime("home"), None);
+    assert_eq!(imported.no_runtime, ["home"]);
+    // The report says which agents run nothing, and what to do.
+    let out = tempfile::tempdir().unwrap();
+    let r = import_cli(
+        "tests/fixtures/openclaw/multi-account-slack.json5",
+        out.path(),
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(
+            "No runtime for 3 agents (`deepcli up` starts nothing for them): orchestrator, coder, researcher\n"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("`runtime: {kind: acp, command: [codex-acp]}`"),
+        "{}",
+        r.stdout
+    );
+    let r = import_cli(
+        "tests/fixtures/openclaw/multi-account-slack.json5",
+        out.path(),
+        &["--json", "--force"],
+    );
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        doc["noRuntime"],
+        json!(["orchestrator", "coder", "researcher"])
+    );
+}
+
 #[test]
 fn secrets_are_never_copied() {
     for name in IMPORTS {
