@@ -257,9 +257,11 @@ fn agreement(routes: &agree::Agreement, policy: &agree::PolicyAgreement) -> Stri
             .as_deref()
             .map(|r| format!(" ({r})"))
             .unwrap_or_default();
+        let deepcli = d.deepcli.map_or("has no such account", |a| a.as_str());
         s.push_str(&format!(
-            "error: {}: OpenClaw answers {}, deepcli {}{rule}\n",
-            d.probe, d.openclaw, d.deepcli
+            "error: {}: OpenClaw answers {}, deepcli {deepcli}{rule}\n",
+            d.probe,
+            d.openclaw.as_str()
         ));
     }
     for n in &policy.not_compared {

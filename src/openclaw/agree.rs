@@ -320,9 +320,10 @@ pub struct NotCompared {
 pub struct PolicyDisagreement {
     pub probe: String,
     /// `deliver` or the reason OpenClaw refuses it (`not-mentioned`, …).
-    pub openclaw: String,
-    /// The same for deepcli's gate on the imported files.
-    pub deepcli: String,
+    pub openclaw: gate::Decision,
+    /// The same for deepcli's gate on the imported files; `None` (null): deepcli has no such
+    /// account, and the Access API refuses its messages before any gate.
+    pub deepcli: Option<gate::Decision>,
     /// The setting that decided deepcli's answer, with its `file:line`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
@@ -567,12 +568,12 @@ pub fn check_policy(
     for p in probes {
         let (deepcli, rule) = deepcli_decision(&policy, plan, p);
         a.total += 1;
-        if deepcli == p.openclaw.as_str() {
+        if deepcli == Some(p.openclaw) {
             a.agreed += 1;
         } else {
             a.disagreements.push(PolicyDisagreement {
                 probe: p.label.clone(),
-                openclaw: p.openclaw.as_str().to_string(),
+                openclaw: p.openclaw,
                 deepcli,
                 rule,
             });
@@ -581,15 +582,15 @@ pub fn check_policy(
     a
 }
 
-/// deepcli's answer to a probe: `deliver` or the reason, and the rule that decided.
+/// deepcli's answer to a probe (`None`: no such account), and the rule that decided.
 fn deepcli_decision(
     policy: &PolicyPlan,
     plan: &RoutingPlan,
     p: &PolicyProbe,
-) -> (String, Option<String>) {
+) -> (Option<gate::Decision>, Option<String>) {
     let Some(account) = policy.account(&p.channel, &p.account) else {
         return (
-            "unknown-account".into(),
+            None,
             Some(format!(
                 "channels.yaml declares no account `{}/{}`: the Access API refuses its messages (401)",
                 p.channel, p.account
@@ -635,9 +636,9 @@ fn deepcli_decision(
             .and_then(|a| a.mentions.as_ref()),
     };
     match decide(&view, agent, &message, false) {
-        Verdict::Deliver => ("deliver".into(), None),
+        Verdict::Deliver => (Some(gate::Decision::Deliver), None),
         Verdict::Gated { gate, .. } => (
-            gate.reason.as_str().to_string(),
+            Some(gate::Decision::Gated(gate.reason)),
             Some(gate.rule.to_string()),
         ),
     }

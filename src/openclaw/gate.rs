@@ -26,6 +26,13 @@ pub enum Decision {
     Gated(Reason),
 }
 
+/// As the gates say it: `deliver`, or the reason.
+impl serde::Serialize for Decision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 impl Decision {
     /// `deliver`, or the reason as deepcli's gate names it (the same words: policy.md follows
     /// OpenClaw).

@@ -254,8 +254,8 @@ fn files_that_lost_the_groups_are_a_policy_disagreement() {
                 == "telegram/default: a group message in -1001234567890 from 111111111, not mentioning the bot"
         })
         .unwrap_or_else(|| panic!("{policy:#?}"));
-    assert_eq!(group.openclaw, "deliver");
-    assert_eq!(group.deepcli, "group-not-allowed");
+    assert_eq!(group.openclaw.as_str(), "deliver");
+    assert_eq!(group.deepcli.map(|d| d.as_str()), Some("group-not-allowed"));
     assert!(
         group
             .rule
@@ -272,8 +272,11 @@ fn files_that_lost_the_groups_are_a_policy_disagreement() {
         })
         .unwrap_or_else(|| panic!("{policy:#?}"));
     assert_eq!(
-        (unlisted.openclaw.as_str(), unlisted.deepcli.as_str()),
-        ("not-mentioned", "group-not-allowed")
+        (
+            unlisted.openclaw.as_str(),
+            unlisted.deepcli.map(|d| d.as_str())
+        ),
+        ("not-mentioned", Some("group-not-allowed"))
     );
     // WhatsApp kept its groups: its messages still agree.
     assert!(
@@ -537,17 +540,23 @@ fn channel_defaults_are_exported_where_openclaw_inherits_them() {
     // Only that is lost: a Telegram group message without a mention, which OpenClaw keeps as
     // context where deepcli delivers it.
     let p = &exported.policy;
-    let lost: Vec<(&str, &str, &str)> = p
+    let lost: Vec<(&str, &str, Option<&str>)> = p
         .disagreements
         .iter()
-        .map(|d| (d.probe.as_str(), d.openclaw.as_str(), d.deepcli.as_str()))
+        .map(|d| {
+            (
+                d.probe.as_str(),
+                d.openclaw.as_str(),
+                d.deepcli.map(|d| d.as_str()),
+            )
+        })
         .collect();
     assert_eq!(
         lost,
         [(
             "telegram/default: a group message in a group no entry names from a sender on no list, not mentioning the bot",
             "not-mentioned",
-            "deliver"
+            Some("deliver")
         )],
         "{p:#?}"
     );
