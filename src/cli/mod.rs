@@ -119,7 +119,6 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["sessions"], &["config"]),
     (&["runs"], &["config"]),
     (&["hub"], &["config", "state_dir"]),
-    (&["import"], &["config", "state_dir"]),
     (&["approvals"], &["config"]),
     (&["inbound"], &["config"]),
     (&["audit"], &["config"]),

@@ -20,16 +20,24 @@ pub struct ImportResult {
     pub dir: String,
     /// The files written, by name.
     pub files: Vec<String>,
+    /// Where the schemas their modelines name were written, relative to `dir`.
+    pub schema_dir: String,
     /// Whether the result validates (deepcli's loader and rules).
     pub valid: bool,
     pub errors: usize,
     pub warnings: usize,
     /// Probes both routers answered, and how many agreed.
     pub routes: agree::Agreement,
+    /// Messages both inbound gates decided (OpenClaw's on the original, deepcli's on the
+    /// files), and how many they decide alike.
+    pub policy: agree::PolicyAgreement,
     pub unsupported: Vec<Unsupported>,
     /// Environment variables the files reference that must be set before `deepcli up`.
     pub secrets: Vec<openclaw::SecretVar>,
     pub notes: Vec<String>,
+    /// The agents imported without a runtime: `deepcli up` starts nothing for them until
+    /// agents.yaml gives them one.
+    pub no_runtime: Vec<String>,
     /// `validate --format json`'s document for the written files.
     pub findings: serde_json::Value,
     /// The same findings as `validate` prints them.
@@ -38,9 +46,12 @@ pub struct ImportResult {
 }
 
 impl ImportResult {
-    /// Whether the command fails: the files do not validate, or a route disagrees.
+    /// Whether the command fails: the files do not validate, a route disagrees, or the
+    /// inbound policy decides a message differently.
     pub fn failed(&self) -> bool {
-        !self.valid || !self.routes.disagreements.is_empty()
+        !self.valid
+            || !self.routes.disagreements.is_empty()
+            || !self.policy.disagreements.is_empty()
     }
 }
 
@@ -119,10 +130,23 @@ pub fn import_openclaw(
             }
         })?;
     }
+    // The schemas the files' modelines name, beside them as `init` writes them: editors check
+    // the files offline.
+    crate::scaffold::write_schemas(out).map_err(|e| match e {
+        crate::scaffold::InitError::Io { path, source } => ManageError::Io {
+            context: format!("cannot write `{}`", path.display()),
+            source,
+        },
+        other => ManageError::Refused {
+            message: other.to_string(),
+            hint: None,
+        },
+    })?;
     let report = &imported.report;
     Ok(ImportResult {
         dir: out.display().to_string(),
         files: imported.files.iter().map(|f| f.name.clone()).collect(),
+        schema_dir: crate::scaffold::SCHEMA_DIR.to_string(),
         valid: report.is_valid(),
         errors: report.errors(),
         warnings: report.warnings(),
@@ -133,9 +157,11 @@ pub fn import_openclaw(
             crate::report::human(report)
         },
         routes: imported.agreement,
+        policy: imported.policy,
         unsupported: imported.unsupported,
         secrets: imported.secrets,
         notes: imported.notes,
+        no_runtime: imported.no_runtime,
     })
 }
 
@@ -148,6 +174,17 @@ pub struct ExportResult {
     pub left_out: Vec<export::LeftOut>,
     /// The fragment as text (JSON, or JSON5 when asked).
     pub text: String,
+    /// OpenClaw's routes on the fragment against deepcli's on the config.
+    pub routes: agree::Agreement,
+    /// OpenClaw's inbound gate on the fragment against deepcli's on the config.
+    pub policy: agree::PolicyAgreement,
+}
+
+impl ExportResult {
+    /// Whether OpenClaw would route a message or gate one differently with the fragment.
+    pub fn failed(&self) -> bool {
+        !self.routes.disagreements.is_empty() || !self.policy.disagreements.is_empty()
+    }
 }
 
 /// Exports the config directory; refused when it does not validate.
@@ -157,9 +194,16 @@ pub fn export_openclaw(ctx: &ManageContext, json5: bool) -> Result<ExportResult>
         return Err(ManageError::invalid(&report, Vec::new()));
     }
     let exported = export::export(&report.config);
+    let (routes, policy) =
+        export::check(&report.config, &exported).map_err(|e| ManageError::Refused {
+            message: e.to_string(),
+            hint: None,
+        })?;
     Ok(ExportResult {
         text: exported.text(json5),
         openclaw: exported.value,
         left_out: exported.left_out,
+        routes,
+        policy,
     })
 }

@@ -9,8 +9,12 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::agree::{self, Agreement, PolicyAgreement};
+use super::route::Router;
+use crate::config::model::CHANNEL_DEFAULTS;
 use crate::config::{Config, FileKind};
 use crate::ids;
+use crate::routing::{IndexError, RoutingPlan};
 
 /// The channel ids OpenClaw 2026.9 ships (`bundledChannelIds`); it refuses others.
 pub const OPENCLAW_CHANNELS: &[&str] = &[
@@ -41,6 +45,11 @@ pub const OPENCLAW_CHANNELS: &[&str] = &[
     "zalo",
     "zalouser",
 ];
+
+/// The keys of deepcli's `channels.defaults` that OpenClaw's `channels.defaults` takes (2026.9
+/// validates them); the others go down to each channel's root.
+const OPENCLAW_CHANNEL_DEFAULTS: &[&str] =
+    &["groupPolicy", "implicitMentions", "botLoopProtection"];
 
 /// The account keys (of those deepcli has) that OpenClaw's channel accounts take.
 fn account_keys(channel: &str) -> &'static [&'static str] {
@@ -290,6 +299,54 @@ impl Exporter {
         }
     }
 
+    /// deepcli's `channels.defaults` in OpenClaw's terms: what OpenClaw's own
+    /// `channels.defaults` takes stays there; every other key goes to the root of each
+    /// exported channel that takes it and does not set its own, which its accounts inherit as
+    /// deepcli's inherit the defaults (account > channel > defaults either way).
+    fn channel_defaults(&mut self, channels_file: &Value, channels: &mut Map<String, Value>) {
+        let Some(defaults) = channels_file
+            .get("channels")
+            .and_then(|c| c.get(CHANNEL_DEFAULTS))
+            .and_then(Value::as_object)
+        else {
+            return;
+        };
+        let mut own = Map::new();
+        for (k, v) in defaults {
+            let path = format!("channels.yaml channels.{CHANNEL_DEFAULTS}.{k}");
+            if OPENCLAW_CHANNEL_DEFAULTS.contains(&k.as_str()) {
+                own.insert(k.clone(), v.clone());
+                continue;
+            }
+            let mut placed = false;
+            for (name, out) in channels.iter_mut() {
+                let Some(out) = out.as_object_mut() else {
+                    continue;
+                };
+                if account_keys(name).contains(&k.as_str()) {
+                    placed = true;
+                    if !out.contains_key(k) {
+                        out.insert(k.clone(), v.clone());
+                    }
+                } else {
+                    self.leave(
+                        path.clone(),
+                        format!("OpenClaw's {name} channel has no `{k}` to inherit it through"),
+                    );
+                }
+            }
+            if !placed && channels.is_empty() {
+                self.leave(
+                    path,
+                    format!("OpenClaw's channels.defaults has no `{k}`, and no channel is exported to carry it"),
+                );
+            }
+        }
+        if !own.is_empty() {
+            channels.insert(CHANNEL_DEFAULTS.into(), Value::Object(own));
+        }
+    }
+
     fn agent(&mut self, a: &Value, path: &str, default: bool) -> Value {
         let mut out = self.pick(
             a,
@@ -328,6 +385,22 @@ impl Exporter {
         }
         Value::Object(out)
     }
+}
+
+/// The fragment held to the config it came from, as an import is held to its original:
+/// OpenClaw's routes and inbound gate on the fragment (read as OpenClaw reads it) against
+/// deepcli's on `config`. A disagreement is what OpenClaw would do differently with the export.
+pub fn check(
+    config: &Config,
+    exported: &Exported,
+) -> Result<(Agreement, PolicyAgreement), IndexError> {
+    let root = super::json5::Value::from_json(&exported.value);
+    let plan = RoutingPlan::compile(config)?;
+    let router = Router::new(&root);
+    let routes = agree::check(&root, &router, &plan, &agree::probes(&root));
+    let (probes, skipped) = agree::policy_probes(&root, config);
+    let policy = agree::check_policy(config, &plan, &probes, skipped);
+    Ok((routes, policy))
 }
 
 /// Exports a loaded (valid) config.
@@ -464,6 +537,9 @@ pub fn export(config: &Config) -> Exported {
         .flatten()
     {
         let path = format!("channels.yaml channels.{name}");
+        if name == CHANNEL_DEFAULTS {
+            continue; // below, once every channel is out
+        }
         if !OPENCLAW_CHANNELS.contains(&name.as_str()) {
             x.leave(path, format!("OpenClaw ships no `{name}` channel (a plugin may provide it; its bindings are exported)"));
             continue;
@@ -530,6 +606,7 @@ pub fn export(config: &Config) -> Exported {
         }
         channels.insert(name.clone(), Value::Object(out));
     }
+    x.channel_defaults(&channels_file, &mut channels);
     if !channels.is_empty() {
         root.insert("channels".into(), Value::Object(channels));
     }

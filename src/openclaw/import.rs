@@ -46,6 +46,19 @@ const GROUP_KEYS: &[&str] = &[
     "botLoopProtection",
 ];
 
+/// The ACP servers deepcli documents and tests (docs/controller.md, "Running real agents") for
+/// OpenClaw's ACP harness names: the harness, the command, the npm package that installs it.
+const ACP_HARNESSES: &[(&str, &[&str], &str)] = &[
+    ("codex", &["codex-acp"], "@zed-industries/codex-acp"),
+    (
+        "claude",
+        &["claude-agent-acp"],
+        "@agentclientprotocol/claude-agent-acp",
+    ),
+    ("gemini", &["gemini", "--acp"], "@google/gemini-cli"),
+    ("opencode", &["opencode", "acp"], "opencode-ai"),
+];
+
 /// `channels.<x>` keys that are not channels.
 const NOT_CHANNELS: &[&str] = &["defaults", "modelByChannel"];
 
@@ -78,6 +91,8 @@ pub struct Mapped {
     pub unsupported: Vec<Unsupported>,
     pub secrets: Vec<SecretVar>,
     pub notes: Vec<String>,
+    /// The agents imported without a runtime (`deepcli up` starts nothing for them).
+    pub no_runtime: Vec<String>,
 }
 
 struct Mapper<'a> {
@@ -91,6 +106,7 @@ struct Mapper<'a> {
     /// OpenClaw's `tools.subagents.tools` in deepcli's terms: it goes into every `subagents`
     /// block deepcli writes (an agent's own replaces the defaults' whole).
     subagent_tools: Option<Node>,
+    no_runtime: Vec<String>,
 }
 
 /// A JSON5 value as YAML: ids that are numbers become strings (`as_id`), as OpenClaw reads them.
@@ -322,6 +338,15 @@ impl<'a> Mapper<'a> {
                 );
             }
             self.agent_fields(entry, path, &mut agent);
+            if !agent.has("runtime") {
+                self.no_runtime.push(id.clone());
+                // An OpenClaw runtime deepcli could not map has its own note already.
+                if entry.get("runtime").is_none() {
+                    agent.note(vec![
+                        "no runtime: `deepcli up` starts nothing for it until it has one, e.g. runtime: {kind: acp, command: [codex-acp]}".into(),
+                    ]);
+                }
+            }
             if entry.get("workspace").is_none()
                 && let Some(root) = &workspace_root
             {
@@ -371,7 +396,9 @@ impl<'a> Mapper<'a> {
                     value: main,
                     comment: vec!["openclaw.json lists no agents: main is implicit there".into()],
                 });
+                self.no_runtime.push(ids::MAIN_AGENT.to_string());
                 for id in named {
+                    self.no_runtime.push(id.clone());
                     let mut agent = Node::map();
                     agent.set("id", Node::str(id));
                     list.push(Item {
@@ -394,7 +421,10 @@ impl<'a> Mapper<'a> {
             ));
         }
         self.notes.extend(notes_for_default);
-        if !list.is_empty() {
+        if list.is_empty() {
+            // deepcli's implicit `main` takes every message, and runs nothing either.
+            self.no_runtime.push(ids::MAIN_AGENT.to_string());
+        } else {
             section.set("list", Node::Seq(list));
         }
         if !section.is_empty_map() {
@@ -607,46 +637,91 @@ impl<'a> Mapper<'a> {
                     let n = self.copy_keys(v, &p, &["mentionPatterns"], "groupChat");
                     agent.set("groupChat", n);
                 }
-                "runtime" => {
-                    let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
-                    let harness = v
-                        .get("acp")
-                        .and_then(|a| a.get("agent"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("?");
-                    self.unsupported(
-                        p.clone(),
-                        v,
-                        if kind == "acp" {
-                            format!("OpenClaw starts the ACP harness `{harness}` through its own backend; deepcli starts the command you give in runtime.command (a commented suggestion is in agents.yaml)")
-                        } else {
-                            format!("deepcli has no `{kind}` runtime; the agent is imported without one (config only)")
-                        },
-                    );
-                    if kind == "acp" {
-                        let mut lines = vec![
-                            format!(
-                                "{p}: OpenClaw ran the ACP harness `{harness}`; give deepcli its command, e.g."
-                            ),
-                            "runtime:".into(),
-                            "  kind: acp".into(),
-                            format!(
-                                "  command: [\"{harness}-acp\"]   # the ACP server of `{harness}`"
-                            ),
-                        ];
-                        if let Some(cwd) = v
-                            .get("acp")
-                            .and_then(|a| a.get("cwd"))
-                            .and_then(Value::as_str)
-                        {
-                            lines.push(format!("  cwd: {cwd}"));
-                        }
-                        agent.note(lines);
-                    }
-                }
+                "runtime" => self.runtime(v, &p, agent),
                 _ => self.unsupported(p, v, format!("deepcli's agents have no `{k}`")),
             }
         }
+    }
+
+    /// OpenClaw's `runtime`. An ACP harness deepcli knows the server of ([`ACP_HARNESSES`])
+    /// becomes an `acp` runtime with that command (and `acp.cwd` its `cwd`); another harness or
+    /// runtime type is reported, with a commented `runtime` to fill in.
+    fn runtime(&mut self, v: &Value, path: &str, agent: &mut Node) {
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or("").trim();
+        for (k, val) in v.entries() {
+            if k != "type" && k != "acp" {
+                self.unsupported(
+                    child(path, k),
+                    val,
+                    format!("deepcli's runtime has no `{k}`"),
+                );
+            }
+        }
+        let acp = v.get("acp").filter(|_| kind == "acp");
+        let harness = acp
+            .and_then(|a| a.get("agent"))
+            .and_then(Value::as_str)
+            .map(|h| h.trim().to_lowercase())
+            .unwrap_or_default();
+        let known = ACP_HARNESSES.iter().find(|(name, ..)| *name == harness);
+        let Some((name, command, package)) = known.filter(|_| acp.is_some()) else {
+            self.unsupported(
+                path.into(),
+                v,
+                if kind == "acp" {
+                    format!(
+                        "deepcli knows no ACP server for OpenClaw's harness `{harness}`: give the agent the command in runtime.command (a commented `runtime` is in agents.yaml)"
+                    )
+                } else {
+                    format!(
+                        "OpenClaw's `{kind}` runtime is its own: deepcli starts an ACP agent you name in runtime.command (a commented `runtime` is in agents.yaml)"
+                    )
+                },
+            );
+            agent.note(vec![
+                format!("{path}: OpenClaw ran it with its `{kind}` runtime; give deepcli an ACP server to start, e.g."),
+                "runtime: {kind: acp, command: [codex-acp]}".into(),
+            ]);
+            return;
+        };
+        let mut runtime = Node::map();
+        runtime.set("kind", Node::str("acp"));
+        runtime.set("command", Node::strs(command.iter().map(|c| c.to_string())));
+        let acp_path = child(path, "acp");
+        for (k, val) in acp.map(Value::entries).unwrap_or_default() {
+            let p = child(&acp_path, k);
+            match k.as_str() {
+                "agent" => {}
+                "cwd" => match val.as_str().map(str::trim).filter(|c| !c.is_empty()) {
+                    Some(cwd) => {
+                        runtime.set("cwd", Node::str(cwd));
+                    }
+                    None => self.unsupported(p, val, "a working directory is a path"),
+                },
+                "backend" => self.unsupported(
+                    p,
+                    val,
+                    "OpenClaw's launcher of ACP harnesses: deepcli starts runtime.command itself",
+                ),
+                "mode" => self.unsupported(
+                    p,
+                    val,
+                    "deepcli keeps one ACP session per conversation, as long as the conversation's session lasts: it has no runtime mode",
+                ),
+                _ => self.unsupported(p, val, format!("deepcli's runtime has no `{k}`")),
+            }
+        }
+        agent.set_commented(
+            "runtime",
+            runtime,
+            vec![format!(
+                "from {path}: OpenClaw's ACP harness `{name}`, whose server deepcli starts itself: `npm install -g {package}`, and its API key in `env` (docs/controller.md, \"Running real agents\")"
+            )],
+        );
+        self.notes.push(format!(
+            "{path}: OpenClaw's ACP harness `{name}` is imported as `runtime: {{kind: acp, command: [{}]}}`: install it (`npm install -g {package}`) and give it its API key in runtime.env (docs/controller.md, \"Running real agents\")",
+            command.join(", ")
+        ));
     }
 
     fn tools(&mut self) -> Option<Node> {
@@ -1486,6 +1561,7 @@ pub fn map(root: &Value, router: &Router) -> Mapped {
         notes: Vec::new(),
         vars: HashSet::new(),
         subagent_tools: None,
+        no_runtime: Vec::new(),
     };
     m.top_level();
     let agents = m.agents(router);
@@ -1498,5 +1574,6 @@ pub fn map(root: &Value, router: &Router) -> Mapped {
         unsupported: m.unsupported,
         secrets: m.secrets,
         notes: m.notes,
+        no_runtime: m.no_runtime,
     }
 }

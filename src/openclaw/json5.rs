@@ -98,6 +98,28 @@ impl Value {
         }
     }
 
+    /// From JSON (an export, read back as OpenClaw reads it).
+    pub fn from_json(v: &serde_json::Value) -> Value {
+        match v {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Number(n) => n
+                .as_i64()
+                .map(Value::Int)
+                .unwrap_or_else(|| Value::Float(n.as_f64().unwrap_or(f64::NAN))),
+            serde_json::Value::String(s) => Value::Str(s.clone()),
+            serde_json::Value::Array(items) => {
+                Value::Array(items.iter().map(Value::from_json).collect())
+            }
+            serde_json::Value::Object(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::from_json(v)))
+                    .collect(),
+            ),
+        }
+    }
+
     /// To JSON (for the JSON-RPC answer and tests); non-finite numbers become null.
     pub fn to_json(&self) -> serde_json::Value {
         match self {
@@ -181,23 +203,65 @@ pub fn parse(text: &str) -> Result<Value, Json5Error> {
     // JSON5 text may start with a byte order mark; the parser does not skip it.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     check_depth(text)?;
-    let value: Value = json5::from_str(text).map_err(|e| {
-        let position = e.position();
-        let message = match position {
-            Some(p) => e.to_string().replace(&format!(" at {p}"), ""),
-            None => e.to_string(),
-        };
-        Json5Error::Syntax {
-            message,
-            line: position.map(|p| p.line + 1),
-            column: position.map(|p| p.column + 1),
-        }
-    })?;
+    let value: Value = json5::from_str(text).map_err(|e| syntax_error(text, &e))?;
     match value {
         Value::Object(_) => Ok(value),
         other => Err(Json5Error::NotAnObject {
             shape: other.shape(),
         }),
+    }
+}
+
+/// A parser error where the problem is. The parser places an error that met the end of the
+/// text at the start of the value it was reading (an unclosed object at its `{`, which may be
+/// the first line): the problem is where the text ends, so that is the position, and the
+/// message says where the unclosed value began.
+fn syntax_error(text: &str, e: &json5::Error) -> Json5Error {
+    use json5::ErrorCode;
+    let position = e.position();
+    let unclosed = match e.code() {
+        Some(ErrorCode::EofParsingObject) => Some("an object"),
+        Some(ErrorCode::EofParsingArray) => Some("an array"),
+        Some(ErrorCode::EofParsingString) => Some("a string"),
+        Some(ErrorCode::EofParsingComment) => Some("a comment"),
+        Some(ErrorCode::EofParsingEscapeSequence) => Some("an escape sequence"),
+        Some(
+            ErrorCode::EofParsingBool
+            | ErrorCode::EofParsingIdentifier
+            | ErrorCode::EofParsingNull
+            | ErrorCode::EofParsingNumber
+            | ErrorCode::EofParsingValue,
+        ) => Some("a value"),
+        _ => None,
+    };
+    let (message, position) = match unclosed {
+        Some(what) => {
+            let opened = position
+                .map(|p| {
+                    format!(
+                        " (it opened at line {}, column {})",
+                        p.line + 1,
+                        p.column + 1
+                    )
+                })
+                .unwrap_or_default();
+            // Just past the last character that is not white space: where the value should
+            // have been closed.
+            let end = json5::Position::from_offset(text.trim_end().len(), text);
+            (format!("the text ends inside {what}{opened}"), Some(end))
+        }
+        None => (
+            match position {
+                Some(p) => e.to_string().replace(&format!(" at {p}"), ""),
+                None => e.to_string(),
+            },
+            position,
+        ),
+    };
+    Json5Error::Syntax {
+        message,
+        line: position.map(|p| p.line + 1),
+        column: position.map(|p| p.column + 1),
     }
 }
 
@@ -348,6 +412,33 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// first-hour.md 6.5: an unclosed object was reported at its `{` (line 1, column 11); the
+    /// problem is where the text ends.
+    #[test]
+    fn an_unclosed_object_is_reported_where_the_text_ends() {
+        let e = parse("{\"agents\": {\"list\": [{\"id\": \"main\"}],\n  \"bindings\": []\n\n")
+            .unwrap_err();
+        let Json5Error::Syntax {
+            message,
+            line,
+            column,
+        } = e
+        else {
+            panic!("{e:?}");
+        };
+        assert_eq!((line, column), (Some(2), Some(17)), "{message}");
+        assert_eq!(
+            message,
+            "the text ends inside an object (it opened at line 1, column 12)"
+        );
+        let e = parse("{a: [1, 2").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("not JSON5 (line 1, column 10): the text ends inside an array"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -6,10 +6,12 @@
 //! schema refuses is moved from the trees into the report, so the result validates whenever
 //! the input's meaning does) → YAML ([`yaml_out`]) → deepcli's own loader and rules → the
 //! agreement check ([`agree`]): OpenClaw's routing of the original ([`route`]) against
-//! deepcli's routing of the result. Nothing here prints or writes.
+//! deepcli's routing of the result, and OpenClaw's inbound gate on the original ([`gate`])
+//! against deepcli's policy gate on the result. Nothing here prints or writes.
 
 pub mod agree;
 pub mod export;
+pub mod gate;
 pub mod import;
 pub mod json5;
 pub mod route;
@@ -92,7 +94,11 @@ pub struct Imported {
     pub unsupported: Vec<Unsupported>,
     pub secrets: Vec<SecretVar>,
     pub notes: Vec<String>,
+    /// The agents imported without a runtime: `deepcli up` starts nothing for them.
+    pub no_runtime: Vec<String>,
     pub agreement: agree::Agreement,
+    /// The inbound policy's decisions, OpenClaw's against deepcli's.
+    pub policy: agree::PolicyAgreement,
     /// deepcli's validation of the files (as if written in the output directory).
     pub report: crate::validate::Report,
 }
@@ -112,14 +118,6 @@ pub enum ImportError {
     Index(#[from] crate::routing::IndexError),
 }
 
-/// Where the `$schema` modeline points: the schemas' `$id`s (`deepcli schema` prints them).
-fn modeline(kind: FileKind) -> String {
-    format!(
-        "yaml-language-server: $schema=https://deepcli.dev/schema/{}.schema.json",
-        kind.schema_name()
-    )
-}
-
 fn header(kind: FileKind, source: &str) -> Vec<String> {
     let what = match kind {
         FileKind::Agents => "agents, agents.defaults, tools and session",
@@ -127,7 +125,8 @@ fn header(kind: FileKind, source: &str) -> Vec<String> {
         FileKind::Bindings => "bindings, in OpenClaw's order (within a tier the first match wins)",
     };
     vec![
-        modeline(kind),
+        // `init`'s modeline: the schema beside the file (`manage::openclaw` writes it there).
+        crate::scaffold::modeline(kind),
         String::new(),
         format!("Imported from {source} by `deepcli import openclaw`: {what}."),
         "Each `# from …` comment names the part of openclaw.json an entry came from.".into(),
@@ -151,6 +150,7 @@ pub fn import_bytes(
         mut unsupported,
         secrets,
         notes,
+        no_runtime,
     } = import::map(&root, &router);
     let mut trees = [
         (FileKind::Agents, agents),
@@ -217,6 +217,8 @@ pub fn import_bytes(
     let plan = RoutingPlan::compile(&report.config)?;
     let probes = agree::probes(&root);
     let agreement = agree::check(&root, &router, &plan, &probes);
+    let (policy_probes, not_compared) = agree::policy_probes(&root, &report.config);
+    let policy = agree::check_policy(&report.config, &plan, &policy_probes, not_compared);
     unsupported.sort_by(|a, b| a.path.cmp(&b.path));
     // A setting pushed down into several accounts is refused once per account: say it once.
     let mut merged: Vec<Unsupported> = Vec::with_capacity(unsupported.len());
@@ -246,7 +248,9 @@ pub fn import_bytes(
         unsupported,
         secrets,
         notes,
+        no_runtime,
         agreement,
+        policy,
         report,
     })
 }

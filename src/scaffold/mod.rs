@@ -15,13 +15,24 @@ pub(crate) const SCHEMA_DIR: &str = ".deepcli/schema";
 /// The line `.gitignore` gets.
 const IGNORE_LINE: &str = "/.deepcli-state/";
 
-/// The config files, as `init` writes them.
-fn template(kind: FileKind) -> &'static str {
-    match kind {
+/// The config files, as `init` writes them: the modeline, then the template.
+fn template(kind: FileKind) -> String {
+    let body = match kind {
         FileKind::Agents => include_str!("agents.yaml"),
         FileKind::Channels => include_str!("channels.yaml"),
         FileKind::Bindings => include_str!("bindings.yaml"),
-    }
+    };
+    format!("# {}\n{body}", modeline(kind))
+}
+
+/// A config file's modeline (the comment, without `# `): its schema, at the path
+/// [`write_schemas`] puts it relative to the file, so editors with the YAML language server
+/// check the file offline. `init` and `import openclaw` both write it.
+pub(crate) fn modeline(kind: FileKind) -> String {
+    format!(
+        "yaml-language-server: $schema={}",
+        schema_path(kind).display()
+    )
 }
 
 /// A schema's path relative to the config directory.
@@ -101,6 +112,36 @@ fn ignore_text(text: Option<&str>) -> Option<String> {
     })
 }
 
+/// Writes the three schemas the modelines name into `dir` (under [`SCHEMA_DIR`], made if
+/// missing), replacing what is there: a schema is always brought up to date.
+pub(crate) fn write_schemas(dir: &Path) -> Result<Vec<Written>, InitError> {
+    std::fs::create_dir_all(dir.join(SCHEMA_DIR)).map_err(|source| InitError::Io {
+        path: dir.join(SCHEMA_DIR),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for kind in FileKind::ALL {
+        out.push(put(dir, schema_path(kind), schema::text(kind))?);
+    }
+    Ok(out)
+}
+
+/// Writes `text` to `dir/relative`, whole, and says whether it was there.
+fn put(dir: &Path, relative: PathBuf, text: &str) -> Result<Written, InitError> {
+    let path = dir.join(&relative);
+    let done = if path.symlink_metadata().is_ok() {
+        Done::Replaced
+    } else {
+        Done::Created
+    };
+    crate::durable::write_file(&path, text.as_bytes(), true)
+        .map_err(|source| InitError::Io { path, source })?;
+    Ok(Written {
+        path: relative,
+        done,
+    })
+}
+
 /// Writes a new hub into `dir` (made if missing). Refuses, writing nothing, when one of the
 /// three config files is there, unless `force`.
 pub(crate) fn init(dir: &Path, force: bool) -> Result<Vec<Written>, InitError> {
@@ -122,28 +163,12 @@ pub(crate) fn init(dir: &Path, force: bool) -> Result<Vec<Written>, InitError> {
             existing,
         });
     }
-    std::fs::create_dir_all(dir.join(SCHEMA_DIR)).map_err(io(&dir.join(SCHEMA_DIR)))?;
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
     let mut out = Vec::new();
-    let mut put = |relative: PathBuf, text: &str| -> Result<(), InitError> {
-        let path = dir.join(&relative);
-        let done = if path.symlink_metadata().is_ok() {
-            Done::Replaced
-        } else {
-            Done::Created
-        };
-        crate::durable::write_file(&path, text.as_bytes(), true).map_err(io(&path))?;
-        out.push(Written {
-            path: relative,
-            done,
-        });
-        Ok(())
-    };
     for kind in FileKind::ALL {
-        put(PathBuf::from(kind.file_name()), template(kind))?;
+        out.push(put(dir, PathBuf::from(kind.file_name()), &template(kind))?);
     }
-    for kind in FileKind::ALL {
-        put(schema_path(kind), schema::text(kind))?;
-    }
+    out.extend(write_schemas(dir)?);
     let gitignore = dir.join(".gitignore");
     let current = match std::fs::read_to_string(&gitignore) {
         Ok(text) => Some(text),
@@ -177,7 +202,8 @@ mod tests {
     #[test]
     fn each_modeline_names_the_schema_init_writes_beside_it() {
         for kind in FileKind::ALL {
-            let first = template(kind).lines().next().unwrap_or_default();
+            let text = template(kind);
+            let first = text.lines().next().unwrap_or_default();
             assert_eq!(
                 first,
                 format!(

@@ -342,6 +342,19 @@ fn help_shows_only_the_global_flags_a_command_reads() {
         schema.contains("--quiet") && schema.contains("--color"),
         "{schema}"
     );
+    // import openclaw writes into the config directory unless --out says otherwise, and
+    // validates the files with the state directory; export reads both as well.
+    for command in [&["import", "openclaw"][..], &["export", "openclaw"]] {
+        let text = help(command);
+        assert!(
+            text.contains("--config <DIR>") && text.contains("--state-dir <DIR>"),
+            "{command:?}: {text}"
+        );
+    }
+    assert!(
+        help(&["import", "openclaw"]).contains("[default: the config directory, --config]"),
+        "--out's default"
+    );
     let restore = help(&["trash", "restore"]);
     assert!(
         restore.contains("--config"),

@@ -155,6 +155,166 @@ fn the_agreement_check_agrees_on_every_fixture() {
     }
 }
 
+/// The inbound policy is compared too: on every fixture OpenClaw's gate (on the original) and
+/// deepcli's (on the files) decide every probed message alike.
+#[test]
+fn the_policy_check_agrees_on_every_fixture() {
+    for name in IMPORTS {
+        let imported = import(name);
+        let p = &imported.policy;
+        assert!(p.total > 0, "{name}");
+        assert_eq!(p.agreed, p.total, "{name}: {:#?}", p.disagreements);
+    }
+}
+
+/// What the policy check asks, and what OpenClaw answers, on the Telegram fixture: listed and
+/// unlisted groups, with and without a mention, from listed senders and strangers, and direct
+/// messages; every kind of answer is among them, so agreeing is not vacuous.
+#[test]
+fn policy_probes_of_the_telegram_fixture() {
+    let root = json5::parse(&fixture("telegram-groups.json5")).unwrap();
+    let imported = import("telegram-groups.json5");
+    let (probes, skipped) = openclaw::agree::policy_probes(&root, &imported.report.config);
+    assert_eq!(skipped, []);
+    let table: Vec<String> = probes
+        .iter()
+        .map(|p| format!("{:<18} {}", p.openclaw.as_str(), p.label))
+        .collect();
+    for answer in [
+        "deliver",
+        "not-mentioned",
+        "sender-not-allowed",
+        "dm-not-allowed",
+        "pairing-required",
+    ] {
+        assert!(
+            probes.iter().any(|p| p.openclaw.as_str() == answer),
+            "{answer}: {table:#?}"
+        );
+    }
+    insta::assert_snapshot!(table.join("\n"));
+}
+
+/// The review's round trip (first-hour.md 6.6): channels.yaml without the Telegram `groups`
+/// refuses the research group (`group-not-allowed`) where OpenClaw kept its messages as
+/// context (`not-mentioned`) or delivered them. Every route still agrees; the policy check
+/// names each such message with both answers and the setting that decided deepcli's.
+#[test]
+fn files_that_lost_the_groups_are_a_policy_disagreement() {
+    let name = "telegram-groups.json5";
+    let imported = import(name);
+    let text = |file: &str| {
+        imported
+            .files
+            .iter()
+            .find(|f| f.name == file)
+            .unwrap()
+            .text
+            .clone()
+    };
+    let channels = text("channels.yaml");
+    let from = channels
+        .find("    # from channels.telegram.groups\n")
+        .unwrap();
+    let to = channels
+        .find("    # from channels.telegram.historyLimit\n")
+        .unwrap();
+    let channels = format!("{}{}", &channels[..from], &channels[to..]);
+    let dir = Path::new("/imported");
+    let texts = vec![
+        (
+            deepcli::config::FileKind::Agents,
+            dir.join("agents.yaml"),
+            text("agents.yaml"),
+        ),
+        (
+            deepcli::config::FileKind::Channels,
+            dir.join("channels.yaml"),
+            channels,
+        ),
+        (
+            deepcli::config::FileKind::Bindings,
+            dir.join("bindings.yaml"),
+            text("bindings.yaml"),
+        ),
+    ];
+    let loaded = deepcli::config::load_texts(dir, texts, &options());
+    let plan = RoutingPlan::compile(&loaded.config).unwrap();
+    let root = json5::parse(&fixture(name)).unwrap();
+    let router = Router::new(&root);
+    let routes = openclaw::agree::check(&root, &router, &plan, &openclaw::agree::probes(&root));
+    assert_eq!(routes.agreed, routes.total, "{routes:#?}");
+    let (probes, skipped) = openclaw::agree::policy_probes(&root, &loaded.config);
+    let policy = openclaw::agree::check_policy(&loaded.config, &plan, &probes, skipped);
+    let group = policy
+        .disagreements
+        .iter()
+        .find(|d| {
+            d.probe
+                == "telegram/default: a group message in -1001234567890 from 111111111, not mentioning the bot"
+        })
+        .unwrap_or_else(|| panic!("{policy:#?}"));
+    assert_eq!(group.openclaw.as_str(), "deliver");
+    assert_eq!(group.deepcli.map(|d| d.as_str()), Some("group-not-allowed"));
+    assert!(
+        group
+            .rule
+            .as_deref()
+            .is_some_and(|r| r.starts_with("channels.telegram.groupPolicy (channels.yaml:")),
+        "{group:?}"
+    );
+    let unlisted = policy
+        .disagreements
+        .iter()
+        .find(|d| {
+            d.probe
+                == "telegram/default: a group message in a group no entry names from 111111111, not mentioning the bot"
+        })
+        .unwrap_or_else(|| panic!("{policy:#?}"));
+    assert_eq!(
+        (
+            unlisted.openclaw.as_str(),
+            unlisted.deepcli.map(|d| d.as_str())
+        ),
+        ("not-mentioned", Some("group-not-allowed"))
+    );
+    // WhatsApp kept its groups: its messages still agree.
+    assert!(
+        policy
+            .disagreements
+            .iter()
+            .all(|d| d.probe.starts_with("telegram/")),
+        "{policy:#?}"
+    );
+}
+
+/// An import that cannot carry a policy key fails: an account's own `groups` (OpenClaw's
+/// replace the channel's; deepcli keeps groups per channel) are listed as not carried over,
+/// and the group they let in would be refused. Every route agrees, and still exit 1.
+#[test]
+fn an_accounts_own_groups_are_a_policy_disagreement_and_the_import_fails() {
+    let (r, dir) = import_text(
+        "{agents: {list: [{id: 'main'}]},\n channels: {telegram: {groupPolicy: 'allowlist', accounts: {default: {groups: {'-1001': {requireMention: true}}}}}}}\n",
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("routes agree: 1/1\n"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(
+            "error: telegram/default: a group message in -1001 from a sender on no list, not mentioning the bot: OpenClaw answers not-mentioned, deepcli group-not-allowed (channels.telegram.groupPolicy (channels.yaml:10))"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("channels.telegram.accounts.default.groups (object"),
+        "{}",
+        r.stdout
+    );
+    // Written all the same, so the operator can move the groups to the channel.
+    assert!(dir.path().join("out/channels.yaml").exists());
+}
+
 /// The check itself: files that route one binding elsewhere are a disagreement naming it.
 #[test]
 fn a_disagreement_names_the_binding() {
@@ -290,6 +450,118 @@ fn exports_are_accepted_by_openclaw_and_route_as_deepcli_does() {
             );
         }
     }
+}
+
+/// An export is held to its config as an import is to its original: a Discord channel's
+/// `groups` have no place in OpenClaw's Discord section (it keys guilds), so OpenClaw would
+/// refuse the group deepcli serves. The export says so and exits 1 (the fragment is written).
+#[test]
+fn an_export_openclaw_would_gate_differently_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hub");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n",
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("channels.yaml"),
+        "channels:\n  discord:\n    groups:\n      \"123\": {requireMention: false}\n    accounts:\n      default: {token: \"${DISCORD_TOKEN}\"}\n",
+    )
+    .unwrap();
+    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    let fragment = dir.path().join("openclaw.json");
+    let r = run(deepcli()
+        .arg("--config")
+        .arg(&config)
+        .args(["export", "openclaw", "--out"])
+        .arg(&fragment));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("note: left out channels.yaml channels.discord.groups"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(
+            "error: discord/default: a group message in 123 from a sender on no list, not mentioning the bot: OpenClaw answers group-not-allowed, deepcli deliver\n"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(fragment.exists());
+    // What OpenClaw keeps (the direct messages) agrees.
+    assert!(r.stderr.contains("routes agree: 1/1\n"), "{}", r.stderr);
+}
+
+/// deepcli's `channels.defaults` was left out of exports ("OpenClaw ships no `defaults`
+/// channel"), so OpenClaw refused groups deepcli served; the export's own policy check found
+/// it. What OpenClaw's `channels.defaults` takes stays there, the rest goes to each channel's
+/// root, and OpenClaw decides every probed message as deepcli does.
+#[test]
+fn channel_defaults_are_exported_where_openclaw_inherits_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hub");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n",
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("channels.yaml"),
+        "channels:\n  defaults:\n    groupPolicy: open\n    dmPolicy: open\n    allowFrom: [\"*\"]\n    requireMention: false\n  telegram:\n    dmPolicy: pairing\n    accounts:\n      default: {botToken: \"${TELEGRAM_BOT_TOKEN}\"}\n  slack:\n    accounts:\n      default: {botToken: \"${SLACK_BOT_TOKEN}\", appToken: \"${SLACK_APP_TOKEN}\"}\n",
+    )
+    .unwrap();
+    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    let ctx = ManageContext::new(&config, options());
+    let exported = manage_openclaw::export_openclaw(&ctx, false).unwrap();
+    let channels = &exported.openclaw["channels"];
+    assert_eq!(
+        channels["defaults"],
+        json!({"groupPolicy": "open"}),
+        "{channels:#}"
+    );
+    // The channel's own dmPolicy wins, as the account > channel > defaults order says.
+    assert_eq!(channels["telegram"]["dmPolicy"], "pairing");
+    assert_eq!(channels["telegram"]["allowFrom"], json!(["*"]));
+    assert_eq!(channels["slack"]["dmPolicy"], "open");
+    assert_eq!(channels["slack"]["requireMention"], false);
+    // Telegram has no channel-level requireMention in OpenClaw: said, and checked.
+    assert!(
+        exported.left_out.iter().any(|l| l.path
+            == "channels.yaml channels.defaults.requireMention"
+            && l.why.contains("telegram")),
+        "{:#?}",
+        exported.left_out
+    );
+    // Only that is lost: a Telegram group message without a mention, which OpenClaw keeps as
+    // context where deepcli delivers it.
+    let p = &exported.policy;
+    let lost: Vec<(&str, &str, Option<&str>)> = p
+        .disagreements
+        .iter()
+        .map(|d| {
+            (
+                d.probe.as_str(),
+                d.openclaw.as_str(),
+                d.deepcli.map(|d| d.as_str()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lost,
+        [(
+            "telegram/default: a group message in a group no entry names from a sender on no list, not mentioning the bot",
+            "not-mentioned",
+            Some("deliver")
+        )],
+        "{p:#?}"
+    );
+    assert_eq!(p.agreed + 1, p.total);
+    assert_eq!(exported.routes.agreed, exported.routes.total);
 }
 
 #[test]
@@ -594,6 +866,119 @@ fn import_output_snapshots() {
     }
 }
 
+/// first-hour.md 6.3: the modelines pointed at https://deepcli.dev/schema/…, which an editor
+/// cannot check offline. Import writes `init`'s modelines, and the schemas they name beside
+/// the files, as `init` does.
+#[test]
+fn imported_files_name_their_schemas_beside_them_as_init_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = tmp.path().join("hub");
+    let r = import_cli("tests/fixtures/openclaw/telegram-groups.json5", &hub, &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let init = tmp.path().join("init");
+    let i = run(deepcli().arg("init").arg(&init));
+    assert_eq!(i.code, 0, "{}{}", i.stdout, i.stderr);
+    let first_line = |path: PathBuf| {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    for kind in ["agents", "channels", "bindings"] {
+        let file = format!("{kind}.yaml");
+        let modeline = first_line(hub.join(&file));
+        assert_eq!(modeline, first_line(init.join(&file)), "{file}");
+        let schema = modeline
+            .strip_prefix("# yaml-language-server: $schema=")
+            .unwrap_or_else(|| panic!("{file}: {modeline}"));
+        assert!(!schema.contains("://"), "{file}: {schema}");
+        let printed = run(deepcli().args(["schema", kind]));
+        assert_eq!(
+            std::fs::read_to_string(hub.join(schema))
+                .unwrap()
+                .trim_end(),
+            printed.stdout.trim_end(),
+            "{file}: {schema}"
+        );
+    }
+}
+
+/// first-hour.md 6.3 / friction 13: every imported agent was `runtime: none`, with the codex
+/// suggestion only in a comment. An ACP harness deepcli knows the server of is imported as an
+/// `acp` runtime running it (and `acp.cwd` as its working directory); an agent OpenClaw ran on
+/// its own runtime keeps none, and the report names it and says how to give it one.
+#[test]
+fn acp_harnesses_become_runtimes_and_agents_without_one_are_named() {
+    let imported = import("acp-bindings.json5");
+    assert!(imported.is_valid(), "{:#?}", imported.report.diagnostics);
+    let runtime = |id: &str| {
+        let agent = imported
+            .report
+            .config
+            .agents
+            .iter()
+            .find(|a| a.id() == id)
+            .unwrap();
+        agent
+            .spec
+            .runtime
+            .clone()
+            .map(|r| (r.kind, r.command, r.cwd))
+    };
+    use deepcli::config::model::RuntimeKind;
+    assert_eq!(
+        runtime("codex"),
+        Some((
+            RuntimeKind::Acp,
+            Some(vec!["codex-acp".to_string()]),
+            Some("/srv/repo".to_string())
+        ))
+    );
+    assert_eq!(
+        runtime("claude"),
+        Some((
+            RuntimeKind::Acp,
+            Some(vec!["claude-agent-acp".to_string()]),
+            None
+        ))
+    );
+    assert_eq!(runtime("home"), None);
+    assert_eq!(imported.no_runtime, ["home"]);
+    // The report says which agents run nothing, and what to do.
+    let out = tempfile::tempdir().unwrap();
+    let r = import_cli(
+        "tests/fixtures/openclaw/multi-account-slack.json5",
+        out.path(),
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(
+            "No runtime for 3 agents (`deepcli up` starts nothing for them): orchestrator, coder, researcher\n"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("`runtime: {kind: acp, command: [codex-acp]}`"),
+        "{}",
+        r.stdout
+    );
+    let r = import_cli(
+        "tests/fixtures/openclaw/multi-account-slack.json5",
+        out.path(),
+        &["--json", "--force"],
+    );
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        doc["noRuntime"],
+        json!(["orchestrator", "coder", "researcher"])
+    );
+}
+
 #[test]
 fn secrets_are_never_copied() {
     for name in IMPORTS {
@@ -661,6 +1046,46 @@ fn import_refuses_to_overwrite_without_force() {
     );
 }
 
+/// first-hour.md 6.7: `--out` defaulted to `.` and ignored `--config`. Without `--out` the
+/// files go into the config directory (`--config`, or DEEPCLI_CONFIG), not the working one.
+#[test]
+fn import_writes_into_the_config_directory_without_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path().join("cwd");
+    let hub = tmp.path().join("hub");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let input = Path::new(FIXTURES).join("telegram-groups.json5");
+    let r = run(deepcli()
+        .current_dir(&cwd)
+        .arg("--config")
+        .arg(&hub)
+        .args(["import", "openclaw"])
+        .arg(&input));
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    for file in ["agents.yaml", "channels.yaml", "bindings.yaml"] {
+        assert!(hub.join(file).exists(), "{file} not in --config");
+        assert!(!cwd.join(file).exists(), "{file} in the working directory");
+    }
+    // DEEPCLI_CONFIG too; --out still wins.
+    let other = tmp.path().join("other");
+    let r = run(deepcli()
+        .current_dir(&cwd)
+        .env("DEEPCLI_CONFIG", &hub)
+        .args(["import", "openclaw"])
+        .arg(&input)
+        .arg("--out")
+        .arg(&other));
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(other.join("agents.yaml").exists());
+    let r = run(deepcli()
+        .current_dir(&cwd)
+        .env("DEEPCLI_CONFIG", &hub)
+        .args(["import", "openclaw"])
+        .arg(&input));
+    assert_eq!(r.code, 2, "the hub's files are there: {}", r.stdout);
+    assert!(r.stderr.contains("--force"), "{}", r.stderr);
+}
+
 #[test]
 fn import_reads_standard_input() {
     let out = tempfile::tempdir().unwrap();
@@ -700,6 +1125,21 @@ fn text_that_is_not_json5_is_refused_with_its_position() {
         r.stderr
     );
     assert!(!dir.path().join("out").exists(), "nothing written");
+}
+
+/// first-hour.md 6.5: a file that ends inside an object is refused where it ends (the last
+/// line), not at the object's `{` on line 1.
+#[test]
+fn an_unclosed_object_is_refused_where_the_file_ends() {
+    let (r, _dir) = import_text("{agents: {list: [{id: 'main'}]},\n bindings: [],\n");
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(
+        r.stderr.contains(
+            "not JSON5 (line 2, column 15): the text ends inside an object (it opened at line 1, column 1)"
+        ),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
