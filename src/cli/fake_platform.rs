@@ -284,15 +284,9 @@ fn ask(speaker: &Speaker, route: &str, body: &impl serde::Serialize) -> ExitStat
         format!("http://{}", speaker.to)
     };
     let url = format!("{}/_fake/{route}", base.trim_end_matches('/'));
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::current_thread() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitStatus::Error;
-        }
+        Err(status) => return status,
     };
     let answer = runtime.block_on(async {
         let client = crate::http_client::direct()

@@ -477,16 +477,21 @@ pub(crate) fn state_error(e: &crate::state::StateError) -> ExitStatus {
     }
 }
 
-fn demo_agent() -> ExitStatus {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+/// A single-threaded async runtime for a command's own calls; `Err` once it said why not.
+fn current_thread() -> Result<tokio::runtime::Runtime, ExitStatus> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
+        .map_err(|e| {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitStatus::Error;
-        }
+            ExitStatus::Error
+        })
+}
+
+fn demo_agent() -> ExitStatus {
+    let runtime = match current_thread() {
+        Ok(runtime) => runtime,
+        Err(status) => return status,
     };
     match runtime.block_on(crate::demo_agent::serve()) {
         Ok(()) => ExitStatus::Success,

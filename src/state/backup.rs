@@ -93,14 +93,15 @@ pub fn backup(
         .busy_timeout(std::time::Duration::from_secs(10))
         .map_err(|e| sql_error(db.clone(), e))?;
     damage::check(&source, &db)?;
-    let tmp = partial(to);
-    let _ = std::fs::remove_file(&tmp);
-    // Created private before SQLite writes into it.
-    create_private(&tmp).map_err(io(&tmp))?;
-    std::fs::remove_file(&tmp).map_err(io(&tmp))?;
+    // SQLite makes the copy with the process's umask: it is made inside a directory only the
+    // owner may enter, so no one else can open it before it is private itself.
+    let nest = partial(to);
+    let _ = std::fs::remove_dir_all(&nest);
+    crate::owner_only::create_dir_all(&nest).map_err(io(&nest))?;
+    let tmp = nest.join("state.db");
     let copied = source.execute("VACUUM INTO ?1", [tmp.to_string_lossy()]);
     if let Err(e) = copied {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_dir_all(&nest);
         return Err(sql_error(db, e).into());
     }
     let finished = (|| {
@@ -138,9 +139,7 @@ pub fn backup(
             ..info
         })
     })();
-    if finished.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    let _ = std::fs::remove_dir_all(&nest);
     finished
 }
 

@@ -151,12 +151,9 @@ fn text_of(out: &Output) -> String {
     format!("{}{}", text(&out.stdout), text(&out.stderr))
 }
 
-#[test]
-fn check_finds_orphan_rows_and_unreadable_trash_manifests() {
-    let tmp = tempfile::tempdir().unwrap();
-    let state = tmp.path().join("state");
-    // A state with one applied config.
-    let config = tmp.path().join("config");
+/// A state at `state` with one applied config (agent `main`), its config under `tmp/config`.
+fn applied(tmp: &Path, state: &Path) {
+    let config = tmp.join("config");
     std::fs::create_dir_all(&config).unwrap();
     std::fs::write(
         config.join("agents.yaml"),
@@ -164,17 +161,21 @@ fn check_finds_orphan_rows_and_unreadable_trash_manifests() {
     )
     .unwrap();
     let out = Command::new(bin())
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-            "apply",
-            "--auto-approve",
-        ])
+        .arg("--config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(state)
+        .args(["apply", "--auto-approve"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text_of(&out));
+}
+
+#[test]
+fn check_finds_orphan_rows_and_unreadable_trash_manifests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    applied(tmp.path(), &state);
     let check = deepcli(&state, &["state", "check"]);
     assert_eq!(check.status.code(), Some(0), "{}", text_of(&check));
 
@@ -215,25 +216,7 @@ fn the_systemd_backup_service_runs_as_written() {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("var/lib/deepcli");
     let backups = tmp.path().join("var/backups/deepcli");
-    // A state to back up.
-    let config = tmp.path().join("config");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("agents.yaml"),
-        "agents:\n  list:\n    - id: main\n",
-    )
-    .unwrap();
-    let out = Command::new(bin())
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-        ])
-        .args(["apply", "--auto-approve"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text_of(&out));
+    applied(tmp.path(), &state);
     // An old backup the service's cleanup removes.
     std::fs::create_dir_all(&backups).unwrap();
     let old = backups.join("state-20200101T000000Z.db");

@@ -458,19 +458,10 @@ fn exports_are_accepted_by_openclaw_and_route_as_deepcli_does() {
 #[test]
 fn an_export_openclaw_would_gate_differently_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("hub");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("agents.yaml"),
-        "agents:\n  list:\n    - id: main\n",
-    )
-    .unwrap();
-    std::fs::write(
-        config.join("channels.yaml"),
+    let config = hub(
+        dir.path(),
         "channels:\n  discord:\n    groups:\n      \"123\": {requireMention: false}\n    accounts:\n      default: {token: \"${DISCORD_TOKEN}\"}\n",
-    )
-    .unwrap();
-    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    );
     let fragment = dir.path().join("openclaw.json");
     let r = run(deepcli()
         .arg("--config")
@@ -503,19 +494,10 @@ fn an_export_openclaw_would_gate_differently_is_an_error() {
 #[test]
 fn channel_defaults_are_exported_where_openclaw_inherits_them() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("hub");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("agents.yaml"),
-        "agents:\n  list:\n    - id: main\n",
-    )
-    .unwrap();
-    std::fs::write(
-        config.join("channels.yaml"),
+    let config = hub(
+        dir.path(),
         "channels:\n  defaults:\n    groupPolicy: open\n    dmPolicy: open\n    allowFrom: [\"*\"]\n    requireMention: false\n  telegram:\n    dmPolicy: pairing\n    accounts:\n      default: {botToken: \"${TELEGRAM_BOT_TOKEN}\"}\n  slack:\n    accounts:\n      default: {botToken: \"${SLACK_BOT_TOKEN}\", appToken: \"${SLACK_APP_TOKEN}\"}\n",
-    )
-    .unwrap();
-    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    );
     let ctx = ManageContext::new(&config, options());
     let exported = manage_openclaw::export_openclaw(&ctx, false).unwrap();
     let channels = &exported.openclaw["channels"];
@@ -1479,4 +1461,18 @@ fn channel_level_policy_keys_survive_export_and_import() {
         assert_eq!(gate(dir.path(), text), before, "{text}");
         assert_ne!(before.2, "group-not-allowed");
     }
+}
+
+/// `dir/hub`: agent `main`, `channels` as channels.yaml, no bindings.
+fn hub(dir: &std::path::Path, channels: &str) -> std::path::PathBuf {
+    let config = dir.join("hub");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n",
+    )
+    .unwrap();
+    std::fs::write(config.join("channels.yaml"), channels).unwrap();
+    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    config
 }
