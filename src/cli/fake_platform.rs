@@ -20,6 +20,9 @@ Exit codes:
   2  the fake could not start (the address is taken)";
 
 const SAY_EXIT_CODES: &str = "\
+It prints what the bot posted and edited in the chat: its edits of earlier messages first (they
+stay where the message was), then its new messages, once it posted one and was quiet a moment.
+
 Exit codes:
   0  the bot answered: what it posted and edited is printed
   1  the bot did not answer within --wait, or there is no such button

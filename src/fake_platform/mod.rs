@@ -107,7 +107,8 @@ pub struct Press {
     pub wait_s: u64,
 }
 
-/// What the bot posted and edited in the chat after a say or press.
+/// What the bot posted and edited in the chat after a say or press: its edits of earlier
+/// messages first, then its new messages, each in the order they came.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Answer {
     pub lines: Vec<Line>,
@@ -149,10 +150,20 @@ async fn answer<P: Platform>(platform: &P, chat: &str, mark: usize, wait: Durati
         }
         let replied = lines.iter().any(|l| !l.edited);
         if (replied && now - quiet_since >= QUIET) || now >= deadline {
-            return Answer { lines, replied };
+            return Answer {
+                lines: as_shown(lines),
+                replied,
+            };
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The bot's lines as the chat shows them: an edited message stays where it was, above the new
+/// ones, whichever the platform got first; each kind in the order it came.
+fn as_shown(mut lines: Vec<Line>) -> Vec<Line> {
+    lines.sort_by_key(|l| !l.edited);
+    lines
 }
 
 fn wait_of(seconds: u64) -> Duration {
@@ -180,4 +191,25 @@ fn control<P: Platform>() -> Router<P> {
     Router::new()
         .route("/_fake/say", axum::routing::post(say::<P>))
         .route("/_fake/press", axum::routing::post(press::<P>))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edits_are_shown_above_the_new_messages_each_in_order() {
+        let line = |text: &str, edited| Line::posted("dm alice".into(), text, Vec::new(), edited);
+        let got = as_shown(vec![
+            line("reply", false),
+            line("prompt, decided", true),
+            line("second reply", false),
+            line("other edit", true),
+        ]);
+        let texts: Vec<&str> = got.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            ["prompt, decided", "other edit", "reply", "second reply"]
+        );
+    }
 }
