@@ -26,7 +26,7 @@ stay where the message was), then its new messages, once it posted one and was q
 Exit codes:
   0  the bot answered: what it posted and edited is printed
   1  the bot did not answer within --wait, or there is no such button
-  2  no fake platform answers at --url";
+  2  no fake platform answers at --to";
 
 /// Where the fakes listen unless told, and where `say` and `press` look for one.
 const DEFAULT_ADDR: &str = "127.0.0.1:7441";
