@@ -95,15 +95,17 @@ pub fn backup(
     damage::check(&source, &db)?;
     // SQLite makes the copy with the process's umask: it is made inside a directory only the
     // owner may enter, so no one else can open it before it is private itself.
-    let nest = partial(to);
-    let _ = std::fs::remove_dir_all(&nest);
-    crate::owner_only::create_dir_all(&nest).map_err(io(&nest))?;
-    let tmp = nest.join("state.db");
-    let copied = source.execute("VACUUM INTO ?1", [tmp.to_string_lossy()]);
-    if let Err(e) = copied {
-        let _ = std::fs::remove_dir_all(&nest);
-        return Err(sql_error(db, e).into());
-    }
+    // A directory of its own (mode 0700, removed when dropped), beside FILE: the rename out of
+    // it stays on one filesystem.
+    let parent = crate::durable::dir_of(to);
+    let nest = tempfile::Builder::new()
+        .prefix(".deepcli-backup-")
+        .tempdir_in(parent)
+        .map_err(io(parent))?;
+    let tmp = nest.path().join("state.db");
+    source
+        .execute("VACUUM INTO ?1", [tmp.to_string_lossy()])
+        .map_err(|e| sql_error(db, e))?;
     let finished = (|| {
         crate::owner_only::restrict(&tmp).map_err(io(&tmp))?;
         let copy = Connection::open(&tmp).map_err(|e| sql_error(tmp.clone(), e))?;
@@ -139,7 +141,7 @@ pub fn backup(
             ..info
         })
     })();
-    let _ = std::fs::remove_dir_all(&nest);
+    drop(nest);
     finished
 }
 
