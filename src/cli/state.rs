@@ -305,26 +305,19 @@ fn prune(global: &GlobalSettings, dry_run: bool, json: bool) -> ExitStatus {
     ExitStatus::Success
 }
 
-/// Each trash entry's name and `manifest.json` text.
-fn trash_manifests(root: &std::path::Path) -> std::io::Result<Vec<(String, String)>> {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || !entry.file_type()?.is_dir() {
-            continue;
-        }
-        match std::fs::read_to_string(entry.path().join(trash::MANIFEST_FILE)) {
-            Ok(manifest) => out.push((name, manifest)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-    }
-    out.sort();
-    Ok(out)
+/// Each trash entry's name and `manifest.json` text, as the trash reads them: an entry whose
+/// manifest does not read is left out (a restore could not put it back; `state check` names it).
+fn trash_manifests(root: &std::path::Path) -> Result<Vec<(String, String)>, String> {
+    let entries = trash::list(root).map_err(|e| e.to_string())?;
+    entries
+        .into_iter()
+        .map(|e| {
+            let path = e.dir.join(trash::MANIFEST_FILE);
+            std::fs::read_to_string(&path)
+                .map(|text| (e.name, text))
+                .map_err(|err| format!("{}: {err}", path.display()))
+        })
+        .collect()
 }
 
 fn print_info(info: &backup::BackupInfo, json: bool, done: &str) {
