@@ -63,6 +63,7 @@ pub mod state;
 pub(crate) mod suggest;
 pub(crate) mod tasks;
 pub(crate) mod threads;
+pub(crate) mod traces;
 pub mod trash;
 pub mod validate;
 pub mod workspace;

@@ -12,6 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::{Access, AccessError, Delivered, Delivery, HandedInBy, Unauthenticated};
 use crate::routing::RouteInput;
@@ -269,6 +270,13 @@ async fn operator_send(State(cx): State<Ctx>, body: Body) -> Response {
 }
 
 async fn answer_envelope(access: &Arc<Access>, body: Body, caller: HandedInBy<'_>) -> Response {
+    // One trace per message, from its request to its answer and reply.
+    answer_traced(access, body, caller)
+        .instrument(crate::traces::inbound())
+        .await
+}
+
+async fn answer_traced(access: &Arc<Access>, body: Body, caller: HandedInBy<'_>) -> Response {
     let settings = &access.settings;
     let (generation, outcome) =
         match read_body(body, settings.body_limit, settings.idle_timeout).await {
@@ -364,6 +372,10 @@ async fn answered(
             // The log says it all: which account, and why it did not verify.
             (status, format!("{} {e}", status.as_u16()), None)
         }
+    };
+    let line = match crate::traces::current_id() {
+        Some(trace) => format!("{line} trace={trace}"),
+        None => line,
     };
     let endpoint = match caller {
         HandedInBy::Signed(_) => "inbound",

@@ -41,6 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::ids;
 use crate::ids::AccountKey;
@@ -76,6 +77,8 @@ pub(crate) struct AccessSettings {
     /// How long a connection may stay idle, or take to send a request's headers or the next
     /// part of its body, before it is closed.
     pub idle_timeout: Duration,
+    /// How big a log grows and how many older files are kept (channel and runtime logs).
+    pub log_limit: crate::runtime::log::Limit,
 }
 
 impl Default for AccessSettings {
@@ -86,6 +89,7 @@ impl Default for AccessSettings {
             queue_limit: 32,
             context_turns: 20,
             idle_timeout: Duration::from_secs(30),
+            log_limit: crate::runtime::log::Limit::DEFAULT,
         }
     }
 }
@@ -304,7 +308,7 @@ impl Access {
             if logs.len() >= MAX_OPEN_LOGS {
                 logs.clear();
             }
-            match crate::runtime::log::Log::open(&path, crate::runtime::log::MAX_BYTES).await {
+            match crate::runtime::log::Log::open(&path, self.settings.log_limit).await {
                 Ok(log) => {
                     logs.insert(path.clone(), log);
                 }
@@ -379,7 +383,8 @@ impl Access {
         self.plan().ok_or(AccessError::NoPlan)
     }
 
-    /// Handles one envelope: authenticate, route, deliver, record.
+    /// Handles one envelope: authenticate, route, deliver, record. In the caller's trace
+    /// ([`crate::traces::inbound`], begun where the message came in).
     pub(crate) async fn inbound(
         self: &Arc<Self>,
         body: &[u8],
@@ -400,6 +405,11 @@ impl Access {
         caller: HandedInBy<'_>,
     ) -> Outcome {
         let envelope = parse_envelope(body)?;
+        crate::traces::describe_inbound(
+            &envelope.route.channel,
+            envelope.route.account_id.as_deref().unwrap_or("default"),
+            &envelope.message_id,
+        );
         let result = plan.routing.resolve(&envelope.route);
         // The account decides who may speak for it. The route is pure and only names the
         // account (normalized as the router does); nothing is counted, recorded or delivered
@@ -499,42 +509,62 @@ impl Access {
         // prompt half-way, and the key is always let go, with the outcome for whoever waits.
         let this = self.clone();
         let plan = plan.clone();
-        let delivery = tokio::spawn(async move {
-            let _let_go = LetGo(&this.inflight, &key);
-            // Checked again now that this request owns the key: a delivery that finished
-            // between the first check and taking the key recorded itself before it let it go.
-            let recorded = {
-                let key = key.clone();
-                this.blocking(move |store| store.delivered(&key)).await
-            };
-            let outcome = match recorded {
-                Ok(Some(response)) => Ok(Delivered::recorded(response).as_duplicate()),
-                // An approval command never reaches an agent, and never waits behind the turn
-                // that asked (approvals.md).
-                Ok(None)
-                    if this.approvals.is_some() && Command::parse(&envelope.text).is_some() =>
-                {
-                    this.approval_command(&plan, &envelope, &key, &route).await
-                }
-                // `/status`, `/new` and `/reset` are the hub's to answer, without a turn
-                // (conversations.md).
-                Ok(None) if chat_status::is_status(&envelope.text) => {
-                    this.status_command(&plan, &envelope, &key, &route).await
-                }
-                Ok(None) if session_reset::trigger(&plan.lifecycle, &envelope.text).is_some() => {
-                    this.reset_command(&plan, &envelope, &key, &route).await
-                }
-                // The inbound policy decides whether the agent gets it (policy.md).
-                Ok(None) => match this.gate(&plan, &envelope, &route, &key).await {
-                    Ok(Some(gated)) => Ok(gated),
-                    Ok(None) => this.deliver(&plan, &envelope, &key, route).await,
+        let delivery = tokio::spawn(
+            async move {
+                let _let_go = LetGo(&this.inflight, &key);
+                // Checked again now that this request owns the key: a delivery that finished
+                // between the first check and taking the key recorded itself before it let it go.
+                let recorded = {
+                    let key = key.clone();
+                    this.blocking(move |store| store.delivered(&key)).await
+                };
+                let outcome = match recorded {
+                    Ok(Some(response)) => Ok(Delivered::recorded(response).as_duplicate()),
+                    // An approval command never reaches an agent, and never waits behind the turn
+                    // that asked (approvals.md).
+                    Ok(None)
+                        if this.approvals.is_some() && Command::parse(&envelope.text).is_some() =>
+                    {
+                        this.approval_command(&plan, &envelope, &key, &route).await
+                    }
+                    // `/status`, `/new` and `/reset` are the hub's to answer, without a turn
+                    // (conversations.md).
+                    Ok(None) if chat_status::is_status(&envelope.text) => {
+                        this.status_command(&plan, &envelope, &key, &route).await
+                    }
+                    Ok(None)
+                        if session_reset::trigger(&plan.lifecycle, &envelope.text).is_some() =>
+                    {
+                        this.reset_command(&plan, &envelope, &key, &route).await
+                    }
+                    // The inbound policy decides whether the agent gets it (policy.md).
+                    Ok(None) => match this
+                        .gate(&plan, &envelope, &route, &key)
+                        .instrument(crate::traces::gate())
+                        .await
+                    {
+                        Ok(Some(gated)) => Ok(gated),
+                        Ok(None) => this.deliver(&plan, &envelope, &key, route).await,
+                        Err(e) => Err(e),
+                    },
                     Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            };
-            let _ = sender.send(Some(outcome.clone()));
-            outcome
-        });
+                };
+                let _ = sender.send(Some(outcome.clone()));
+                if outcome.is_ok()
+                    && let Some(trace) = crate::traces::current_id()
+                {
+                    let key = key.clone();
+                    if let Err(e) = this
+                        .blocking(move |store| store.note_trace(&key, &trace))
+                        .await
+                    {
+                        tracing::warn!(error = %e, "cannot note a delivery's trace");
+                    }
+                }
+                outcome
+            }
+            .in_current_span(),
+        );
         delivery
             .await
             .unwrap_or_else(|e| Err(internal(&format!("the delivery failed: {e}"))))

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::Retryable;
+use tracing::Instrument;
 
 use serde::Serialize;
 
@@ -165,8 +166,9 @@ impl ReplySink {
         post: ReplyPost,
     ) {
         let sink = self.clone();
+        let trace = tracing::Span::current();
         tokio::spawn(async move {
-            let Err(failed) = sink.carry(url, &secret, &post).await else {
+            let Err(failed) = sink.carry(url, &secret, &post).instrument(trace).await else {
                 return;
             };
             sink.failures
@@ -205,11 +207,16 @@ impl ReplySink {
             body.as_bytes(),
         );
         let mut attempts = 1;
+        let span = crate::traces::outbound_post(&post.channel, "reply-sink");
         let sent = (|| self.post(&url, &signature, &body))
             .retry(retries())
             .sleep(tokio::time::sleep)
             .notify(|_, _| attempts += 1)
+            .instrument(span.clone())
             .await;
+        if let Err(error) = &sent {
+            crate::traces::failed(&span, error);
+        }
         sent.map_err(|error| Failed {
             target: url,
             body,

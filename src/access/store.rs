@@ -802,6 +802,29 @@ impl AccessStore {
     }
 }
 
+impl AccessStore {
+    /// Notes the trace delivery `key` was handled in (traces on): the audit shows it.
+    pub(crate) fn note_trace(&self, key: &DeliveryKey, trace_id: &str) -> Result<(), StateError> {
+        self.with(|c| {
+            c.prepare_cached(
+                "UPDATE deliveries SET trace_id = ?7
+                 WHERE channel = ?1 AND account_id = ?2 AND peer_kind = ?3 AND peer_id = ?4
+                   AND thread_id = ?5 AND message_id = ?6",
+            )?
+            .execute(params![
+                key.channel,
+                key.account_id,
+                key.peer_kind,
+                key.peer_id,
+                key.thread_id,
+                key.message_id,
+                trace_id
+            ])
+            .map(drop)
+        })
+    }
+}
+
 /// Records a delivered envelope's `response`, for its redelivery (idempotency key `key`).
 fn insert_delivery(
     c: &rusqlite::Connection,

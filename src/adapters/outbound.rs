@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
+use tracing::Instrument;
 
 use super::RunningAccount;
 use crate::access::Access;
@@ -180,14 +181,20 @@ where
             Err((failure, e.to_string()))
         }
     };
-    attempt
+    let span = crate::traces::outbound_post(&running.spec.channel, method);
+    let sent = attempt
         .retry(send_backoff())
         .sleep(tokio::time::sleep)
         .adjust(|(failure, _), backoff| {
             retry_after(*failure, attempts.load(Ordering::Relaxed), backoff)
         })
+        .instrument(span.clone())
         .await
-        .map_err(|(_, error)| (attempts.load(Ordering::Relaxed), error))
+        .map_err(|(_, error)| (attempts.load(Ordering::Relaxed), error));
+    if let Err((_, error)) = &sent {
+        crate::traces::failed(&span, error);
+    }
+    sent
 }
 
 /// Keeps a reply that cannot be sent as a dead letter, with the reason, and says so in the

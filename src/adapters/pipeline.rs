@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
+use tracing::Instrument;
 
 use super::{AdapterSpec, Click, Envelope, Identity, RunningAccount, Taken};
 
@@ -227,16 +228,22 @@ async fn handle<A: Adapter>(running: &Arc<RunningAccount>, mapped: A::Mapped, ta
     if !A::admit(running, &mapped).await {
         return;
     }
-    // A redelivery is not answered twice; one taken again after a restart is answered unless
-    // its reply left before (the inbox keeps an event until its reply is posted).
-    let answer = super::hand_in(running, A::envelope(&mapped)).await;
-    let Some(text) = answer.reply(taken.replayed) else {
-        return;
-    };
-    if !super::outbound::postable(&text) {
-        return;
+    // One trace for the message, from its hand-in to the reply's post.
+    let trace = crate::traces::inbound();
+    async {
+        // A redelivery is not answered twice; one taken again after a restart is answered
+        // unless its reply left before (the inbox keeps an event until its reply is posted).
+        let answer = super::hand_in(running, A::envelope(&mapped)).await;
+        let Some(text) = answer.reply(taken.replayed) else {
+            return;
+        };
+        if !super::outbound::postable(&text) {
+            return;
+        }
+        A::post(running, &mapped, &text, taken).await;
     }
-    A::post(running, &mapped, &text, taken).await;
+    .instrument(trace)
+    .await;
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub(super) struct ServeArgs {
 
 pub(super) fn run(global: &GlobalSettings, command: AccessCommand) -> ExitStatus {
     let AccessCommand::Serve(args) = command;
-    init_logging(args.log_format, global.output);
+    let _ = init_logging(args.log_format, global.output, None);
     let runtime = match async_runtime() {
         Ok(runtime) => runtime,
         Err(status) => return status,

@@ -176,8 +176,12 @@ pub(super) fn render(events: &[AuditEvent]) -> String {
         } else {
             format!("  [{}]", e.refs.join(", "))
         };
+        let trace = e
+            .trace_id
+            .as_ref()
+            .map_or(String::new(), |id| format!("  trace {id}"));
         out.push_str(&format!(
-            "{}  {:<7} {run}{}{refs}\n",
+            "{}  {:<7} {run}{}{refs}{trace}\n",
             e.at, e.kind, e.summary
         ));
     }

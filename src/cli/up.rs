@@ -60,6 +60,10 @@ pub(super) struct UpArgs {
     /// address free (a service manager's pre-start check; exit 1 when `up` would not start).
     #[arg(long)]
     check_config: bool,
+    /// Send traces to this OpenTelemetry collector (its OTLP/HTTP base URL, e.g.
+    /// http://127.0.0.1:4318): one trace per inbound message and per Hub run. Off by default.
+    #[arg(long, value_name = "URL", env = "DEEPCLI_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
     #[command(flatten)]
     access: AccessArgs,
 }
@@ -67,6 +71,10 @@ pub(super) struct UpArgs {
 /// `up --check-config`: what `up` would refuse at start, found without starting anything.
 fn check_config(global: &GlobalSettings, args: &UpArgs) -> ExitStatus {
     let mut err = anstream::stderr();
+    if let Some(Err(e)) = args.otlp_endpoint.as_deref().map(crate::traces::traces_url) {
+        let _ = writeln!(err, "error: {e}");
+        return ExitStatus::Failure;
+    }
     match crate::config::check_dir(&global.config_dir) {
         Ok(false) if !args.allow_empty => {
             let _ = writeln!(
@@ -129,9 +137,27 @@ fn check_config(global: &GlobalSettings, args: &UpArgs) -> ExitStatus {
     ExitStatus::Success
 }
 
+/// `--log-max-size`: a size as people write it, `8MiB`, `512k`, `1G` (binary units) or bytes.
+fn log_size(text: &str) -> Result<u64, String> {
+    let bytes = parse_size::Config::new()
+        .with_binary()
+        .parse_size(text)
+        .map_err(|e| format!("{e}; write it as e.g. 8MiB, 512k or 1G"))?;
+    if bytes < 4096 {
+        return Err("a log file of less than 4 KiB holds next to nothing; write e.g. 8MiB".into());
+    }
+    Ok(bytes)
+}
+
 /// How the Access API takes messages (`deepcli up` and `deepcli access serve`).
 #[derive(Debug, Args)]
 pub(super) struct AccessArgs {
+    /// How big a runtime's or a channel's log grows before it rotates (`8MiB`, `512k`, `1G`).
+    #[arg(long, default_value = "8MiB", value_name = "SIZE", value_parser = log_size)]
+    log_max_size: u64,
+    /// How many older files of each log are kept (`<log>.1` the newest) when it rotates.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    log_keep: u32,
     /// How long an agent may take to answer a message before the prompt is cancelled.
     #[arg(long, default_value_t = 120_000, value_name = "MS")]
     prompt_timeout_ms: u64,
@@ -154,6 +180,10 @@ impl AccessArgs {
             prompt_timeout: Duration::from_millis(self.prompt_timeout_ms),
             queue_limit: self.queue_limit,
             idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            log_limit: crate::runtime::log::Limit {
+                bytes: self.log_max_size,
+                keep: self.log_keep,
+            },
             ..crate::access::AccessSettings::default()
         }
     }
@@ -188,20 +218,54 @@ pub(super) struct StatusArgs {
 }
 
 /// Logs to stderr: what RUST_LOG selects, else `info` (`warn` with --quiet), coloured as
-/// --color says.
-pub(super) fn init_logging(format: LogFormat, output: super::Output) {
+/// --color says. With `otlp` (a collector's OTLP/HTTP base URL), traces go there too and each
+/// log line shows the spans it is in, the root's with its trace id; the exporter returned must
+/// be dropped after the async runtime ends (it flushes what is left).
+pub(super) fn init_logging(
+    format: LogFormat,
+    output: super::Output,
+    otlp: Option<&str>,
+) -> Result<Option<crate::traces::Exporter>, String> {
+    use tracing_subscriber::filter::{FilterExt, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{Layer, Registry};
+
     let default = if output.quiet { "warn" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let (exporter, tracer) = match otlp {
+        Some(endpoint) => {
+            let (exporter, tracer) = crate::traces::exporter(endpoint)?;
+            (Some(exporter), Some(tracer))
+        }
+        None => (None, None),
+    };
+    let traced = tracer.is_some();
+    let shown = filter.or(filter_fn(move |meta| {
+        traced && crate::traces::is_span(meta)
+    }));
     let colour = anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let lines = tracing_subscriber::fmt::layer()
         .with_ansi(colour)
         .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Human => builder.fmt_fields(crate::log_line::fields()).try_init(),
+    let lines: Box<dyn Layer<Registry> + Send + Sync> = match format {
+        LogFormat::Json => lines.json().with_filter(shown).boxed(),
+        LogFormat::Human => lines
+            .fmt_fields(crate::log_line::fields())
+            .with_filter(shown)
+            .boxed(),
     };
+    let spans = tracer.map(|tracer| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_filter(filter_fn(crate::traces::is_span))
+    });
+    let _ = tracing_subscriber::registry()
+        .with(lines)
+        .with(spans)
+        .try_init();
+    Ok(exporter)
 }
 
 /// The async runtime of the long-running commands (two workers: the machine's I/O and the
@@ -224,7 +288,17 @@ pub(super) fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
     if args.check_config {
         return check_config(global, &args);
     }
-    init_logging(args.log_format, global.output);
+    let traces = match init_logging(
+        args.log_format,
+        global.output,
+        args.otlp_endpoint.as_deref(),
+    ) {
+        Ok(traces) => traces,
+        Err(e) => {
+            let _ = writeln!(anstream::stderr(), "error: {e}");
+            return ExitStatus::Error;
+        }
+    };
     let runtime = match async_runtime() {
         Ok(runtime) => runtime,
         Err(status) => return status,
@@ -244,7 +318,11 @@ pub(super) fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
         // The one place the timings the tests shorten are read from the environment.
         timings: controller::Timings::from_env(),
     };
-    match runtime.block_on(controller::run(options)) {
+    let ran = runtime.block_on(controller::run(options));
+    // The runtime first: the exporter's flush blocks, which an async worker may not.
+    drop(runtime);
+    drop(traces);
+    match ran {
         Ok(()) => ExitStatus::Success,
         Err(controller::ControllerError::State(e)) => super::state_error(&e),
         // As `validate` and `plan` say it, before anything was created.

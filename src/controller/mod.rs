@@ -955,7 +955,13 @@ fn find(
         .agents
         .iter()
         .filter_map(|a| {
-            RuntimeSpec::from_agent(a, &state.logs(), options.load.home.as_deref(), &around)
+            RuntimeSpec::from_agent(
+                a,
+                &state.logs(),
+                options.access.log_limit,
+                options.load.home.as_deref(),
+                &around,
+            )
         })
         .collect();
     let heartbeats = heartbeat::specs(&config);

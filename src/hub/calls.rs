@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::checks::{self, Hop, HubView};
 use super::page::{self, Page};
@@ -61,6 +62,18 @@ impl Hub {
     /// One call of tool `tool` from `caller`. Its arguments (`args`) are decoded only once
     /// the caller is known to have the tool: a refusal is the answer whatever they say.
     pub(crate) async fn call(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        tool: &str,
+        args: impl FnOnce() -> Result<ToolCall, CallError>,
+    ) -> Result<ToolResult, CallError> {
+        // In the trace of the turn the agent calls from, when one is traced.
+        let turn = self.access.sessions().turn_span(&caller.session_key);
+        let span = crate::traces::hub_tool(tool, turn.as_ref());
+        self.answer(caller, tool, args).instrument(span).await
+    }
+
+    async fn answer(
         self: &Arc<Self>,
         caller: &HubCaller,
         tool: &str,

@@ -19,6 +19,7 @@ use crate::access::outbox::Cause;
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::checks::{self, HubView, TurnStart};
 use super::results::{ANNOUNCE_SKIP, REPLY_SKIP, SendOutcome, SendStatus, is_stop, shorten};
@@ -317,6 +318,18 @@ impl Hub {
         let _ = self.db(move |s| s.note(&id, &note)).await;
     }
 
+    /// The root of run `run_id`'s trace (traces on), its id noted with the run for the audit.
+    async fn run_trace(&self, run_id: &str, kind: &str, target: &str) -> tracing::Span {
+        let trace = crate::traces::run(run_id, kind, target);
+        if let Some(trace_id) = crate::traces::id(&trace) {
+            let run_id = run_id.to_string();
+            if let Err(e) = self.db(move |s| s.note_run_trace(&run_id, &trace_id)).await {
+                tracing::warn!(error = %e, "cannot note a run's trace");
+            }
+        }
+        trace
+    }
+
     /// Records a send `accepted` and starts delivering it; returns its run id. `from` is the
     /// requesting session (`None`: the operator).
     pub(super) async fn start_send(
@@ -366,10 +379,13 @@ impl Hub {
             self.db(move |s| s.insert_run(&run)).await?;
         }
         self.metrics.sends.fetch_add(1, Relaxed);
+        let trace = self
+            .run_trace(&run.run_id, "send", &run.target_session_key)
+            .await;
         let live = self.runs.register(&run.run_id, &run.target_agent_id);
         let hub = self.clone();
         let (queued, in_line) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
+        let carried = async move {
             let begun = Instant::now();
             let message = hub.run_message(&run, from.as_ref(), None, None);
             let reply = hub.deliver_run(&run, &live, message, Some(queued)).await;
@@ -380,7 +396,8 @@ impl Hub {
             {
                 hub.reply_back(&run, &from, reply).await;
             }
-        });
+        };
+        tokio::spawn(carried.instrument(trace));
         // Dropped when the message is in line (or its delivery ended).
         let _ = in_line.await;
         Ok(())
@@ -842,6 +859,7 @@ impl Hub {
             .await?;
         }
         self.metrics.spawns.fetch_add(1, Relaxed);
+        let trace = self.run_trace(&run.run_id, "spawn", &child_key).await;
         let live = self.runs.register(&run.run_id, &spawn.agent);
         let max_depth = self.policy().limits(&parent.agent_id).max_spawn_depth;
         let prompt = format!(
@@ -869,13 +887,14 @@ impl Hub {
         let parent = parent.clone();
         let result = (child_key.clone(), run.run_id.clone());
         let message = self.run_message(&run, Some(&parent), Some(prompt), Some(options));
-        tokio::spawn(async move {
+        let carried = async move {
             let begun = Instant::now();
             hub.deliver_run(&run, &live, message, None).await;
             hub.spawns.free(&parent.agent_id);
             hub.finish(&run.run_id, begun);
             hub.announce(&run.run_id, &parent, &child).await;
-        });
+        };
+        tokio::spawn(carried.instrument(trace));
         Ok(result)
     }
 

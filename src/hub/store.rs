@@ -345,6 +345,15 @@ impl HubStore {
 
     // ---- runs ----
 
+    /// Notes the trace run `run_id` is carried out in (traces on): the audit shows it.
+    pub(crate) fn note_run_trace(&self, run_id: &str, trace_id: &str) -> Result<(), StateError> {
+        self.with(|c| {
+            c.prepare_cached("UPDATE hub_runs SET trace_id = ?2 WHERE run_id = ?1")?
+                .execute(params![run_id, trace_id])
+                .map(drop)
+        })
+    }
+
     /// Records a new run, `accepted`.
     pub(crate) fn insert_run(&self, run: &RunRecord) -> Result<(), StateError> {
         self.with(|c| {

@@ -1,7 +1,9 @@
 //! A runtime's output in `<state>/logs/<id>.log` (and a channel's in
-//! `<state>/logs/channels/<channel>.log`), size-capped: when the file passes the cap it becomes
-//! `<id>.log.1` (replacing the previous one) and a new file starts. Private to its owner: the
-//! files are 0600 and their directory 0700, and an older log is made so when opened.
+//! `<state>/logs/channels/<channel>.log`), size-capped: when the file passes the cap
+//! ([`Limit::bytes`], `--log-max-size`) it becomes `<id>.log.1`, the older ones move up one
+//! (`.1` → `.2`, …), the one past [`Limit::keep`] (`--log-keep`) is deleted, and a new file
+//! starts. Private to its owner: the files are 0600 and their directory 0700, and the older
+//! logs are made so when opened.
 
 use std::path::{Path, PathBuf};
 
@@ -9,31 +11,53 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::owner_only;
 
-/// The cap of one log file.
-pub(crate) const MAX_BYTES: u64 = 8 * 1024 * 1024;
+/// How big a log grows and how many older files of it are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limit {
+    /// The cap of one file.
+    pub bytes: u64,
+    /// The older files kept beside it (`.1` the newest), at least 1.
+    pub keep: u32,
+}
+
+impl Limit {
+    /// 8 MiB, one older file.
+    pub(crate) const DEFAULT: Limit = Limit {
+        bytes: 8 * 1024 * 1024,
+        keep: 1,
+    };
+}
 
 pub(crate) struct Log {
     path: PathBuf,
     file: Option<tokio::fs::File>,
     written: u64,
-    cap: u64,
+    limit: Limit,
 }
 
-/// Where a log goes when it passes its cap.
-fn rotated(path: &Path) -> PathBuf {
+/// The `n`th older file of a log (`.1` the newest).
+fn older(path: &Path, n: u32) -> PathBuf {
     let mut old = path.as_os_str().to_owned();
-    old.push(".1");
+    old.push(format!(".{n}"));
     old.into()
 }
 
-/// The log's directory, created private, and the log and its older file made private, before
-/// the log is opened for writing.
-fn make_private(path: &Path) -> std::io::Result<()> {
+/// The log's directory, created private, and the log and its older files made private, before
+/// the log is opened for writing; older files past `keep` (a lower `--log-keep` than before)
+/// are deleted.
+fn make_private(path: &Path, keep: u32) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         owner_only::create_dir_all(dir)?;
     }
     owner_only::restrict(path)?;
-    owner_only::restrict(&rotated(path))
+    for n in 1..=keep {
+        owner_only::restrict(&older(path, n))?;
+    }
+    let mut n = keep + 1;
+    while std::fs::remove_file(older(path, n)).is_ok() {
+        n += 1;
+    }
+    Ok(())
 }
 
 async fn create(path: &Path) -> std::io::Result<tokio::fs::File> {
@@ -46,9 +70,13 @@ async fn create(path: &Path) -> std::io::Result<tokio::fs::File> {
 }
 
 impl Log {
-    pub(crate) async fn open(path: &Path, cap: u64) -> std::io::Result<Log> {
+    pub(crate) async fn open(path: &Path, limit: Limit) -> std::io::Result<Log> {
+        let limit = Limit {
+            keep: limit.keep.max(1),
+            ..limit
+        };
         let owned = path.to_path_buf();
-        tokio::task::spawn_blocking(move || make_private(&owned))
+        tokio::task::spawn_blocking(move || make_private(&owned, limit.keep))
             .await
             .map_err(std::io::Error::other)??;
         let file = create(path).await?;
@@ -57,12 +85,12 @@ impl Log {
             path: path.to_path_buf(),
             file: Some(file),
             written,
-            cap,
+            limit,
         })
     }
 
     pub(crate) async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        if self.written + bytes.len() as u64 > self.cap && self.written > 0 {
+        if self.written + bytes.len() as u64 > self.limit.bytes && self.written > 0 {
             self.rotate().await?;
         }
         if let Some(file) = &mut self.file {
@@ -79,7 +107,15 @@ impl Log {
         if let Some(mut file) = self.file.take() {
             file.flush().await?;
         }
-        tokio::fs::rename(&self.path, rotated(&self.path)).await?;
+        // Oldest first, so no rename replaces a file still to move; the one past `keep` is
+        // replaced by the one before it.
+        for n in (1..self.limit.keep).rev() {
+            match tokio::fs::rename(older(&self.path, n), older(&self.path, n + 1)).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        tokio::fs::rename(&self.path, older(&self.path, 1)).await?;
         self.file = Some(create(&self.path).await?);
         self.written = 0;
         Ok(())
@@ -115,7 +151,9 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let mut log = Log::open(&path, 10).await.unwrap();
+            let mut log = Log::open(&path, Limit { bytes: 10, keep: 1 })
+                .await
+                .unwrap();
             log.write(b"one-\n").await.unwrap();
             log.write(b"two-\n").await.unwrap();
             // 16 bytes would pass the cap: `one-two-` moves to a.log.1.
@@ -134,11 +172,46 @@ mod tests {
 
         // Reopened, it counts what is already there.
         rt.block_on(async {
-            let mut log = Log::open(&path, 20).await.unwrap();
+            let mut log = Log::open(&path, Limit { bytes: 20, keep: 1 })
+                .await
+                .unwrap();
             log.write(b"six\n").await.unwrap();
         });
         assert_eq!(read("a.log").unwrap(), "six\n");
         assert_eq!(read("a.log.1").unwrap(), "a-very-long-line\n");
+    }
+
+    #[test]
+    fn a_log_keeps_as_many_older_files_as_it_is_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).ok();
+        rt.block_on(async {
+            let mut log = Log::open(&path, Limit { bytes: 4, keep: 3 }).await.unwrap();
+            for line in [
+                "1\n", "2\n", "3\n", "4\n", "5\n", "6\n", "7\n", "8\n", "9\n",
+            ] {
+                log.write(line.as_bytes()).await.unwrap();
+            }
+        });
+        // Two lines a file; the newest older file is `.1`, and there are three.
+        assert_eq!(read("a.log").as_deref(), Some("9\n"));
+        assert_eq!(read("a.log.1").as_deref(), Some("7\n8\n"));
+        assert_eq!(read("a.log.2").as_deref(), Some("5\n6\n"));
+        assert_eq!(read("a.log.3").as_deref(), Some("3\n4\n"));
+        assert_eq!(read("a.log.4"), None);
+
+        // Opened again told to keep one: the files past it go.
+        rt.block_on(async {
+            Log::open(&path, Limit { bytes: 4, keep: 1 }).await.unwrap();
+        });
+        assert_eq!(read("a.log.1").as_deref(), Some("7\n8\n"));
+        assert_eq!(read("a.log.2"), None);
+        assert_eq!(read("a.log.3"), None);
     }
 
     /// Regression: logs (which hold whatever runtimes and channels print) were created 0644 in
@@ -156,7 +229,7 @@ mod tests {
         nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
         let new = dir.path().join("logs/channels/slack.log");
         rt.block_on(async {
-            let mut log = Log::open(&new, MAX_BYTES).await.unwrap();
+            let mut log = Log::open(&new, Limit::DEFAULT).await.unwrap();
             log.write(b"hello\n").await.unwrap();
         });
         assert_eq!(mode(&new), 0o600);
@@ -176,7 +249,7 @@ mod tests {
         )
         .unwrap();
         rt.block_on(async {
-            Log::open(&old, MAX_BYTES).await.unwrap();
+            Log::open(&old, Limit::DEFAULT).await.unwrap();
         });
         assert_eq!(mode(&old), 0o600);
         assert_eq!(mode(&dir.path().join("old/worker.log.1")), 0o600);

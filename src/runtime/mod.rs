@@ -251,6 +251,8 @@ pub(crate) struct RuntimeSpec {
     /// An isolated `HOME` under the agent's agentDir.
     pub home: PathBuf,
     pub log: PathBuf,
+    /// How big its log grows and how many older files are kept (`--log-max-size`, `--log-keep`).
+    pub log_limit: log::Limit,
     pub spec_hash: String,
     /// `kind: a2a`: the remote agent's endpoint and the token deepcli sends it.
     pub url: Option<String>,
@@ -294,6 +296,7 @@ impl RuntimeSpec {
     pub(crate) fn from_agent(
         agent: &Agent,
         logs: &Path,
+        log_limit: log::Limit,
         home: Option<&Path>,
         around: &crate::sandbox::Surroundings,
     ) -> Option<RuntimeSpec> {
@@ -321,6 +324,7 @@ impl RuntimeSpec {
             cwd,
             home: agent_home,
             log: logs.join(format!("{}.log", agent.id())),
+            log_limit,
             spec_hash: spec_hash(runtime, &agent.workspace),
             url: runtime.url.clone(),
             token: runtime.token.clone(),

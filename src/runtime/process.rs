@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 
-use super::log::{Log, MAX_BYTES, pump};
+use super::log::{Log, pump};
 use super::tree::{AGENT_ENV, Leader, ProcessId, Tree};
 use super::{Events, Phase, RuntimeSpec, RuntimeStatus, SWEEP_EVERY, StopAck};
 use crate::config::model::{EnvValue, RuntimeKind, Secret};
@@ -147,7 +147,7 @@ async fn spawn(spec: &RuntimeSpec) -> Result<Spawned, SpawnError> {
         }
         None => None,
     };
-    let log = Log::open(&spec.log, MAX_BYTES)
+    let log = Log::open(&spec.log, spec.log_limit)
         .await
         .map_err(|source| SpawnError::Log {
             path: spec.log.display().to_string(),
@@ -689,6 +689,7 @@ mod tests {
             cwd: "/".into(),
             home: "/".into(),
             log: "/dev/null".into(),
+            log_limit: crate::runtime::log::Limit::DEFAULT,
             spec_hash: String::new(),
             url: None,
             token: None,

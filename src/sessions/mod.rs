@@ -29,6 +29,7 @@ use std::time::Duration;
 use agent_client_protocol::v1::schema::McpServer;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 
 use crate::config::model::{Model, RuntimeKind};
 use crate::runtime::acp::ModelReport;
@@ -415,6 +416,8 @@ pub(crate) struct Sessions {
     settings: SessionSettings,
     queues: queue::Queues,
     running: running::RunningTurns,
+    /// The traced turns running now (`crate::traces`).
+    turn_spans: running::TurnSpans,
     budgets: budget::Budgets,
     /// What became of each agent's `model` in its runtime, by agent id.
     models: Mutex<HashMap<String, AppliedModel>>,
@@ -457,6 +460,7 @@ impl Sessions {
             settings,
             queues: queue::Queues::default(),
             running: running::RunningTurns::default(),
+            turn_spans: running::TurnSpans::default(),
             budgets,
             models: Mutex::default(),
             given: Mutex::default(),
@@ -552,6 +556,7 @@ impl Sessions {
         unbounded: bool,
         queued: Option<tokio::sync::oneshot::Sender<()>>,
     ) -> Result<Place, TurnError> {
+        let span = crate::traces::queue_wait(session_key);
         self.queues
             .enter(
                 session_key,
@@ -560,11 +565,18 @@ impl Sessions {
                 queued,
                 &*self.metrics,
             )
+            .instrument(span)
             .await
             .map_err(|full| TurnError::QueueFull {
                 session_key: session_key.to_string(),
                 limit: full.limit,
             })
+    }
+
+    /// The span of the traced turn running in `session_key`, if one is: a Hub tool call the
+    /// agent makes now belongs to it.
+    pub(crate) fn turn_span(&self, session_key: &str) -> Option<tracing::Span> {
+        self.turn_spans.get(session_key)
     }
 
     /// `session_key`'s turn when the session is idle (nothing handled, nothing waiting).

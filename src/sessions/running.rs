@@ -68,6 +68,54 @@ impl Drop for Running<'_> {
     }
 }
 
+/// The traced turns running now, by session key: the span a Hub tool call made during the turn
+/// is a child of (`crate::traces`). Empty while traces are off.
+#[derive(Default)]
+pub(super) struct TurnSpans(Mutex<HashMap<String, tracing::Span>>);
+
+impl TurnSpans {
+    pub(super) fn get(&self, session_key: &str) -> Option<tracing::Span> {
+        self.0.lock().ok()?.get(session_key).cloned()
+    }
+
+    /// Holds `span` as `session_key`'s turn until the guard is dropped; a disabled span (traces
+    /// off) is not held.
+    pub(super) fn hold(&self, session_key: &str, span: &tracing::Span) -> Option<HeldSpan<'_>> {
+        if span.is_disabled() {
+            return None;
+        }
+        let mut map = self.0.lock().ok()?;
+        map.insert(session_key.to_string(), span.clone());
+        Some(HeldSpan {
+            spans: self,
+            session_key: session_key.to_string(),
+            id: span.id(),
+        })
+    }
+}
+
+/// A turn's span in [`TurnSpans`], taken out when the turn ends.
+pub(super) struct HeldSpan<'a> {
+    spans: &'a TurnSpans,
+    session_key: String,
+    id: Option<tracing::Id>,
+}
+
+impl Drop for HeldSpan<'_> {
+    fn drop(&mut self) {
+        let mut map = match self.spans.0.lock() {
+            Ok(map) => map,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if map
+            .get(&self.session_key)
+            .is_some_and(|s| s.id() == self.id)
+        {
+            map.remove(&self.session_key);
+        }
+    }
+}
+
 /// What came of an operator's cancel of the turn running in a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

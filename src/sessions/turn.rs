@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::McpServer;
+use tracing::Instrument;
 
 use super::running::Running;
 use super::{
@@ -31,6 +32,22 @@ impl Sessions {
     /// holds: the answer with its stop reason, its budget row and notes on how the session was
     /// opened. A `oneshot` session is closed after the reply, however the prompt ended.
     pub(crate) async fn turn_in(
+        &self,
+        place: &Place,
+        agent_id: &str,
+        session_key: &str,
+        text: &str,
+        options: &SessionOptions,
+    ) -> Result<TurnOutcome, TurnError> {
+        // The agent's turn in the caller's trace; the Hub tool calls it makes are its steps.
+        let span = crate::traces::runtime_turn(agent_id, session_key);
+        let _held = self.turn_spans.hold(session_key, &span);
+        self.prompted(place, agent_id, session_key, text, options)
+            .instrument(span)
+            .await
+    }
+
+    async fn prompted(
         &self,
         _place: &Place,
         agent_id: &str,

@@ -29,6 +29,9 @@ pub struct AuditEvent {
     /// The task it is a move or a message of (tasks.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// The trace of the inbound message or Hub run, when traces were on (`up --otlp-endpoint`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     /// deepcli's own sentence about it.
     pub summary: String,
     /// Rows that hold more (`transcript#12`): pointers, never copies.
@@ -165,6 +168,7 @@ fn applies(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
             run_id: None,
             correlation_id: None,
             task_id: None,
+            trace_id: None,
             summary: format!(
                 "apply #{} by {}@{} ({}): {} added, {} changed, {} removed: {}{}",
                 r.get::<_, i64>(2)?,
@@ -203,6 +207,7 @@ fn prunes(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audit
             run_id: None,
             correlation_id: None,
             task_id: None,
+            trace_id: None,
             summary: format!(
                 "retention pruned {} rows ({}) by the {}",
                 r.get::<_, i64>(3)?,
@@ -225,7 +230,8 @@ fn inbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
                 (SELECT min(t.id) FROM transcript t
                   WHERE t.session_key = d.session_key AND t.provenance = 'agent'
                     AND t.id > (SELECT max(i.id) FROM transcript i
-                                 WHERE i.session_key = d.session_key AND i.message_id = d.message_id))
+                                 WHERE i.session_key = d.session_key AND i.message_id = d.message_id)),
+                d.trace_id
          FROM deliveries d WHERE d.at >= ?1",
     )?;
     let rows = stmt.query_map([since(filter)], |r| {
@@ -277,6 +283,7 @@ fn inbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
             run_id: None,
             correlation_id: None,
             task_id: None,
+            trace_id: r.get(10)?,
             refs,
         })
     })?;
@@ -291,7 +298,8 @@ fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEv
                 r.correlation_id, e.at, e.state, e.note, e.id,
                 (SELECT group_concat(t.id) FROM transcript t
                   WHERE t.session_key = r.target_session_key AND json_valid(t.route)
-                    AND json_extract(t.route, '$.runId') = r.run_id)
+                    AND json_extract(t.route, '$.runId') = r.run_id),
+                r.trace_id
          FROM hub_run_events e JOIN hub_runs r ON r.run_id = e.run_id
          WHERE e.at >= ?1 ORDER BY e.id",
     )?;
@@ -305,6 +313,7 @@ fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEv
         let state: Option<String> = r.get(7)?;
         let note: String = r.get(8)?;
         let rows: Option<String> = r.get(10)?;
+        let trace_id: Option<String> = r.get(11)?;
         let sessions: Vec<String> = from.iter().cloned().chain([to.clone()]).collect();
         let first = note == "accepted by the Hub";
         let (kind, summary, refs) = if first {
@@ -341,6 +350,7 @@ fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEv
             run_id: Some(run_id),
             correlation_id: Some(correlation),
             task_id: None,
+            trace_id,
             summary,
             refs,
         })
@@ -364,6 +374,7 @@ fn budget_refusals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<
             run_id: r.get(4)?,
             correlation_id: None,
             task_id: None,
+            trace_id: None,
             summary: format!(
                 "refused by {}: {}",
                 r.get::<_, String>(5)?,
@@ -422,6 +433,7 @@ fn approvals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Au
             run_id: r.get(9)?,
             correlation_id: None,
             task_id: None,
+            trace_id: None,
             summary,
             refs: vec![
                 format!("approvals#{id}"),
@@ -447,6 +459,7 @@ fn cancels(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
             run_id: r.get(3)?,
             correlation_id: None,
             task_id: None,
+            trace_id: None,
             summary: format!(
                 "cancel ({}): {}{}",
                 r.get::<_, String>(4)?,
@@ -508,6 +521,7 @@ fn outbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Aud
             run_id,
             correlation_id: None,
             task_id,
+            trace_id: None,
             summary: format!("{what} to {to}: {how}"),
             refs: vec![format!("outbox#{seq}")],
         })
@@ -556,6 +570,7 @@ fn tasks(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditE
                 }
             ),
             task_id: Some(task),
+            trace_id: None,
             refs: vec![format!("task_events#{}", r.get::<_, i64>(0)?)],
         })
     })?;
@@ -611,6 +626,7 @@ fn loop_pauses(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<
             run_id: Some(run_id.clone()),
             correlation_id: None,
             task_id: None,
+            trace_id: None,
             summary,
             refs: Vec::new(),
         };

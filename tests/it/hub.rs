@@ -1130,7 +1130,7 @@ fn concurrent_sends_are_delivered_once_each_in_the_order_the_hub_accepted_them()
 }
 
 /// A reply sink that takes every POST; each body arrives on the receiver.
-fn sink() -> (String, std::sync::mpsc::Receiver<Value>) {
+pub(crate) fn sink() -> (String, std::sync::mpsc::Receiver<Value>) {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/replies", listener.local_addr().unwrap());

@@ -33,5 +33,6 @@ mod secrets;
 mod status;
 mod tasks;
 mod tidy;
+mod traces;
 mod trash;
 mod up;
