@@ -46,6 +46,7 @@ use tracing::Instrument;
 use crate::ids;
 use crate::ids::AccountKey;
 use crate::routing::RouteInput;
+pub(crate) use crate::runtime::log::Limit as LogLimit;
 pub(crate) use crate::sessions::budget;
 use crate::sessions::cap;
 pub(crate) use crate::sessions::{CancelState, InternalMessage, McpDoor, SessionOptions, Sessions};
@@ -78,7 +79,7 @@ pub(crate) struct AccessSettings {
     /// part of its body, before it is closed.
     pub idle_timeout: Duration,
     /// How big a log grows and how many older files are kept (channel and runtime logs).
-    pub log_limit: crate::runtime::log::Limit,
+    pub log_limit: LogLimit,
 }
 
 impl Default for AccessSettings {
@@ -89,7 +90,7 @@ impl Default for AccessSettings {
             queue_limit: 32,
             context_turns: 20,
             idle_timeout: Duration::from_secs(30),
-            log_limit: crate::runtime::log::Limit::DEFAULT,
+            log_limit: LogLimit::DEFAULT,
         }
     }
 }

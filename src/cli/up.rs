@@ -180,7 +180,7 @@ impl AccessArgs {
             prompt_timeout: Duration::from_millis(self.prompt_timeout_ms),
             queue_limit: self.queue_limit,
             idle_timeout: Duration::from_millis(self.idle_timeout_ms),
-            log_limit: crate::runtime::log::Limit {
+            log_limit: crate::access::LogLimit {
                 bytes: self.log_max_size,
                 keep: self.log_keep,
             },
