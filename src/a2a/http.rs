@@ -44,6 +44,7 @@ pub(crate) fn router(a2a: Arc<A2a>) -> Router {
             "/a2a/{agent}/.well-known/agent-card.json",
             get(agent_card_at),
         )
+        .merge(super::rest::routes())
         .with_state(a2a)
 }
 
@@ -213,8 +214,9 @@ async fn request_id(request: Request) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// A refusal at the door: an HTTP status and a JSON-RPC error body saying why, answering `id`.
-fn refused(refusal: A2aRefusal, id: &Value) -> Response {
+/// A refusal at the door: an HTTP status and a body saying why in the binding's error shape
+/// (a JSON-RPC error answering the request's id, or a `google.rpc.Status`).
+pub(super) fn refused(refusal: A2aRefusal, binding: &Binding) -> Response {
     let metadata = match &refusal {
         A2aRefusal::Gated(gated) => {
             let mut m = json!({"gate": gated.reason, "rule": gated.rule});
@@ -296,12 +298,27 @@ fn refused(refusal: A2aRefusal, id: &Value) -> Response {
             Some(secs),
         ),
     };
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": {
-        "code": -32000,
-        "message": message,
-        "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "deepcli", "metadata": metadata}],
-    }});
-    let mut response = (status, Json(body)).into_response();
+    let details = json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "deepcli", "metadata": metadata}]);
+    let mut response = match binding {
+        Binding::JsonRpc(id) => (
+            status,
+            Json(json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": -32000,
+                "message": message,
+                "data": details,
+            }})),
+        )
+            .into_response(),
+        Binding::Rest => rest_body(
+            status,
+            json!({"error": {
+                "code": status.as_u16(),
+                "status": grpc_status(status),
+                "message": message,
+                "details": details,
+            }}),
+        ),
+    };
     if status == StatusCode::UNAUTHORIZED {
         response
             .headers_mut()
@@ -315,14 +332,14 @@ fn refused(refusal: A2aRefusal, id: &Value) -> Response {
     response
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// A2A-Version: absent, 0.3 or 1.0 (patch versions ignored) are served; any other is refused.
-fn version_ok(headers: &HeaderMap) -> Result<(), RpcError> {
+pub(super) fn version_ok(headers: &HeaderMap) -> Result<(), RpcError> {
     let Some(v) = headers.get("a2a-version") else {
         return Ok(());
     };
@@ -355,7 +372,7 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
     let begun = std::time::Instant::now();
     let caller = match a2a.admit(endpoint, bearer(request.headers())).await {
         Ok(c) => c,
-        Err(r) => return refused(r, &request_id(request).await),
+        Err(r) => return refused(r, &Binding::JsonRpc(request_id(request).await)),
     };
     let version = version_ok(request.headers());
     let bytes = match axum::body::to_bytes(request.into_body(), BODY_LIMIT).await {
@@ -422,22 +439,10 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
         "tasks/cancel" => (Wire::V03, Op::Cancel),
         "tasks/resubscribe" => (Wire::V03, Op::Subscribe),
         m if m.contains("PushNotification") || m.starts_with("tasks/pushNotification") => {
-            return json_rpc(rpc_error(
-                &id,
-                &RpcError::new(
-                    -32003,
-                    "push notifications are not supported (capabilities.pushNotifications is false)",
-                ),
-            ));
+            return json_rpc(rpc_error(&id, &no_push()));
         }
         "GetExtendedAgentCard" | "agent/getAuthenticatedExtendedCard" => {
-            return json_rpc(rpc_error(
-                &id,
-                &RpcError::new(
-                    -32004,
-                    "there is no extended agent card (capabilities.extendedAgentCard is false)",
-                ),
-            ));
+            return json_rpc(rpc_error(&id, &no_extended_card()));
         }
         other => {
             return json_rpc(rpc_error(
@@ -451,6 +456,112 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
             ));
         }
     };
+    dispatch(&a2a, caller, Binding::JsonRpc(id), wire, op, params, begun).await
+}
+
+/// Push notifications: not offered (the card says so).
+pub(super) fn no_push() -> RpcError {
+    RpcError::new(
+        -32003,
+        "push notifications are not supported (capabilities.pushNotifications is false)",
+    )
+}
+
+/// The extended card: not offered (the card says so).
+pub(super) fn no_extended_card() -> RpcError {
+    RpcError::new(
+        -32007,
+        "there is no extended agent card (capabilities.extendedAgentCard is false)",
+    )
+}
+
+/// How a call came and how it is answered: JSON-RPC (answering the request's `id`), or the
+/// HTTP+JSON binding (the result itself; an error as a `google.rpc.Status` with the HTTP status
+/// A2A's table gives).
+#[derive(Debug, Clone)]
+pub(super) enum Binding {
+    JsonRpc(Value),
+    Rest,
+}
+
+impl Binding {
+    /// An answer's body: the JSON-RPC response, or the result itself.
+    fn result(&self, result: Value) -> Value {
+        match self {
+            Binding::JsonRpc(id) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Binding::Rest => result,
+        }
+    }
+
+    /// An error's body: the JSON-RPC error, or `{"error": google.rpc.Status}`.
+    pub(super) fn error_body(&self, e: &RpcError) -> Value {
+        match self {
+            Binding::JsonRpc(id) => rpc_error(id, e),
+            Binding::Rest => {
+                let (status, name) = e.http_status();
+                let details = match e.reason() {
+                    Some(reason) => json!([{
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": reason,
+                        "domain": "a2a-protocol.org",
+                        "metadata": {},
+                    }]),
+                    None => json!([]),
+                };
+                json!({"error": {
+                    "code": status.as_u16(),
+                    "status": name,
+                    "message": e.message,
+                    "details": details,
+                }})
+            }
+        }
+    }
+
+    pub(super) fn answer(&self, outcome: Result<Value, RpcError>) -> Response {
+        match (self, outcome) {
+            (Binding::JsonRpc(_), Ok(result)) => json_rpc(self.result(result)),
+            (Binding::JsonRpc(_), Err(e)) => json_rpc(self.error_body(&e)),
+            (Binding::Rest, Ok(result)) => rest_body(StatusCode::OK, result),
+            (Binding::Rest, Err(e)) => rest_body(e.http_status().0, self.error_body(&e)),
+        }
+    }
+}
+
+/// An HTTP+JSON answer: `application/a2a+json`, as the binding says.
+pub(super) fn rest_body(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/a2a+json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// The `google.rpc.Code` name of a door's HTTP status.
+fn grpc_status(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "UNAUTHENTICATED",
+        StatusCode::FORBIDDEN => "PERMISSION_DENIED",
+        StatusCode::NOT_FOUND => "NOT_FOUND",
+        StatusCode::TOO_MANY_REQUESTS => "RESOURCE_EXHAUSTED",
+        StatusCode::PAYLOAD_TOO_LARGE => "INVALID_ARGUMENT",
+        s if s.is_client_error() => "FAILED_PRECONDITION",
+        _ => "INTERNAL",
+    }
+}
+
+/// One call of `op` with `params` by `caller`, answered in `binding`'s shape: the same
+/// semantics whatever the binding.
+pub(super) async fn dispatch(
+    a2a: &Arc<A2a>,
+    caller: A2aCaller,
+    binding: Binding,
+    wire: Wire,
+    op: Op,
+    params: Value,
+    begun: std::time::Instant,
+) -> Response {
     let task_id = || {
         params
             .get("id")
@@ -461,7 +572,7 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
     };
     let mut agent_time = None;
     let result = match op {
-        Op::Send => send(&a2a, &caller, wire, &params)
+        Op::Send => send(a2a, &caller, wire, &params)
             .await
             .map(|(result, runtime)| {
                 agent_time = runtime;
@@ -490,30 +601,27 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
         },
         // A stream takes its slot before anything else: one over a cap reaches no agent.
         Op::Stream => match a2a.stream_slot(&caller) {
-            Err(r) => return refused(r, &id),
-            Ok(slot) => match stream_send(&a2a, &caller, wire, &params).await {
+            Err(r) => return refused(r, &binding),
+            Ok(slot) => match stream_send(a2a, &caller, wire, &params).await {
                 Ok((task_id, run)) => {
                     let to = Until::Interrupted;
-                    return sse(a2a.clone(), caller, wire, id, task_id, run, slot, to);
+                    return sse(a2a.clone(), caller, wire, binding, task_id, run, slot, to);
                 }
                 Err(e) => Err(e),
             },
         },
         Op::Subscribe => match a2a.stream_slot(&caller) {
-            Err(r) => return refused(r, &id),
-            Ok(slot) => match subscribe(&a2a, &caller, task_id()).await {
+            Err(r) => return refused(r, &binding),
+            Ok(slot) => match subscribe(a2a, &caller, task_id()).await {
                 Ok((task_id, run)) => {
                     let to = Until::Terminal;
-                    return sse(a2a.clone(), caller, wire, id, task_id, run, slot, to);
+                    return sse(a2a.clone(), caller, wire, binding, task_id, run, slot, to);
                 }
                 Err(e) => Err(e),
             },
         },
     };
-    let mut response = json_rpc(match result {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(e) => rpc_error(&id, &e),
-    });
+    let mut response = binding.answer(result);
     // A blocking send that completed: the hub's own share of it (W3C Server-Timing), and the
     // agent's turn beside it.
     if let Some(agent) = agent_time {
@@ -531,8 +639,8 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
     response
 }
 
-#[derive(Clone, Copy)]
-enum Op {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Op {
     Send,
     Stream,
     Get,
@@ -641,7 +749,7 @@ async fn next_run(
     wire: Wire,
     task_id: &str,
     runs: usize,
-    tx: &tokio::sync::mpsc::Sender<Value>,
+    tx: &tokio::sync::mpsc::Sender<(Value, bool)>,
 ) -> Result<Waited, RpcError> {
     let mut steps = super::poll_steps();
     loop {
@@ -687,28 +795,26 @@ fn sse(
     a2a: Arc<A2a>,
     caller: A2aCaller,
     wire: Wire,
-    id: Value,
+    binding: Binding,
     task_id: String,
     mut run_id: String,
     slot: StreamSlot,
     until: Until,
 ) -> Response {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Value>(16);
+    // Each event's data, and whether it is an error (an `error` event in HTTP+JSON).
+    let (tx, rx) = tokio::sync::mpsc::channel::<(Value, bool)>(16);
+    let rest = matches!(binding, Binding::Rest);
     tokio::spawn(async move {
         let emit = |result: Value| {
             let tx = tx.clone();
-            let id = id.clone();
-            async move {
-                tx.send(json!({"jsonrpc": "2.0", "id": id, "result": result}))
-                    .await
-                    .is_ok()
-            }
+            let body = binding.result(result);
+            async move { tx.send((body, false)).await.is_ok() }
         };
         let fail = |e: RpcError| {
             let tx = tx.clone();
-            let id = id.clone();
+            let body = binding.error_body(&e);
             async move {
-                let _ = tx.send(rpc_error(&id, &e)).await;
+                let _ = tx.send((body, true)).await;
             }
         };
         let (task, runs) = match a2a.load(&caller, &task_id).await {
@@ -787,12 +893,15 @@ fn sse(
             told_runs = told_runs.max(runs.len());
         }
     });
-    let events = futures_util::stream::unfold((rx, slot), |(mut rx, slot)| async move {
-        let next = rx.recv().await?;
-        Some((
-            Ok::<_, Infallible>(Event::default().data(next.to_string())),
-            (rx, slot),
-        ))
+    let events = futures_util::stream::unfold((rx, slot), move |(mut rx, slot)| async move {
+        let (next, error) = rx.recv().await?;
+        let event = Event::default().data(next.to_string());
+        let event = if error && rest {
+            event.event("error")
+        } else {
+            event
+        };
+        Some((Ok::<_, Infallible>(event), (rx, slot)))
     });
     Sse::new(events)
         .keep_alive(KeepAlive::default())

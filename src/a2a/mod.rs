@@ -12,6 +12,7 @@
 
 pub(crate) mod http;
 mod rate;
+mod rest;
 pub(crate) mod store;
 pub(crate) mod streams;
 pub(crate) mod wire;
@@ -209,6 +210,21 @@ impl RpcError {
     }
     pub(crate) fn internal(message: impl std::fmt::Display) -> RpcError {
         RpcError::new(-32603, format!("internal error: {message}"))
+    }
+
+    /// The HTTP status and `google.rpc.Code` name of this error in the HTTP+JSON binding: A2A's
+    /// table ("Error Code Mappings") for its own codes, JSON-RPC's by what they mean.
+    pub(crate) fn http_status(&self) -> (axum::http::StatusCode, &'static str) {
+        use axum::http::StatusCode as S;
+        match self.code {
+            -32001 => (S::NOT_FOUND, "NOT_FOUND"),
+            -32002 | -32003 | -32004 | -32007 | -32008 | -32009 => {
+                (S::BAD_REQUEST, "FAILED_PRECONDITION")
+            }
+            -32005 | -32600 | -32602 | -32700 => (S::BAD_REQUEST, "INVALID_ARGUMENT"),
+            -32601 => (S::NOT_FOUND, "NOT_FOUND"),
+            _ => (S::INTERNAL_SERVER_ERROR, "INTERNAL"),
+        }
     }
 
     /// The `ErrorInfo` reason of an A2A error (A2A 1.0, "Error handling": its name in

@@ -484,6 +484,7 @@ pub(crate) fn agent_card(agent: &Exposed, base: &str) -> Value {
         &agent.name,
         &agent.description,
         &format!("{base}/a2a/{}/", agent.id),
+        &format!("{base}/a2a-rest/agents/{}", agent.id),
         base,
         vec![skill(agent)],
     )
@@ -496,6 +497,7 @@ pub(crate) fn hub_card_of(exposed: &[Exposed], base: &str) -> Value {
         "deepcli hub",
         "This hub's agents. Each peer is answered by the agent the hub's bindings route it to (channel `a2a`); an agent's own card is at /a2a/<agentId>/.",
         &format!("{base}/a2a/"),
+        &format!("{base}/a2a-rest"),
         base,
         exposed.iter().map(skill).collect(),
     )
@@ -510,12 +512,21 @@ fn skill(agent: &Exposed) -> Value {
     })
 }
 
-fn card(name: &str, description: &str, url: &str, base: &str, skills: Vec<Value>) -> Value {
+/// A card: `url` is its JSON-RPC endpoint, `rest` the base of its HTTP+JSON one.
+fn card(
+    name: &str,
+    description: &str,
+    url: &str,
+    rest: &str,
+    base: &str,
+    skills: Vec<Value>,
+) -> Value {
     json!({
         "name": name,
         "description": description,
         "supportedInterfaces": [
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": rest, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
         "provider": {"organization": "deepcli", "url": base},

@@ -35,14 +35,20 @@ fn up() -> Up {
     up
 }
 
-/// Runs the SDK client: (exit success, one JSON document per output line).
+/// Runs the SDK client over JSON-RPC: (exit success, one JSON document per output line).
 fn client(args: &[&str]) -> (bool, Vec<Value>) {
+    client_over("jsonrpc", args)
+}
+
+/// Runs the SDK client over `transport` (`jsonrpc` or `rest`, the HTTP+JSON binding).
+fn client_over(transport: &str, args: &[&str]) -> (bool, Vec<Value>) {
     npm_peer("@a2a-js/sdk");
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a-client.mjs");
     let out = Command::new("node")
         .arg(script)
         .args(args)
+        .env("A2A_TRANSPORT", transport)
         .output()
         .unwrap();
     let docs = String::from_utf8_lossy(&out.stdout)
@@ -78,8 +84,38 @@ fn text_of(doc: &Value) -> String {
 
 #[test]
 fn the_sdk_discovers_the_card_and_sends_streams_gets_and_lists_tasks() {
+    sdk_round_trip("jsonrpc");
+}
+
+/// The same, over the HTTP+JSON binding the card declares beside JSON-RPC.
+#[test]
+fn over_http_json_the_sdk_sends_streams_gets_and_lists_tasks_the_same() {
+    sdk_round_trip("rest");
+}
+
+fn sdk_round_trip(transport: &str) {
+    let client = |args: &[&str]| client_over(transport, args);
+    let one = |args: &[&str]| {
+        let (ok, docs) = client(args);
+        assert!(ok, "{args:?}: {docs:#?}");
+        docs.into_iter().next().unwrap()
+    };
+    let fails = |args: &[&str]| {
+        let (ok, docs) = client(args);
+        assert!(!ok, "{args:?} should fail: {docs:#?}");
+        docs.into_iter().next().unwrap()
+    };
     let up = up();
     let url = base(&up, "sdk");
+    let rest_url = format!("http://{}/a2a-rest/agents/sdk", up.addr);
+    let chosen = one(&["transport", &url, TOKEN]);
+    match transport {
+        "rest" => {
+            assert_eq!(chosen["protocol"], "HTTP+JSON", "{chosen}");
+            assert_eq!(chosen["endpoint"], rest_url.as_str(), "{chosen}");
+        }
+        _ => assert_eq!(chosen["protocol"], "JSONRPC", "{chosen}"),
+    }
     // Discovery: the root card is the hub's (its skills are the exposed agents); the
     // per-agent card names the JSON-RPC endpoint, streaming and the bearer scheme.
     let card = one(&["card", &format!("http://{}/", up.addr), TOKEN]);
@@ -89,6 +125,11 @@ fn the_sdk_discovers_the_card_and_sends_streams_gets_and_lists_tasks() {
     assert_eq!(card["supportedInterfaces"][0]["url"], url.as_str());
     assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
     assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "1.0");
+    assert_eq!(card["supportedInterfaces"][1]["url"], rest_url.as_str());
+    assert_eq!(
+        card["supportedInterfaces"][1]["protocolBinding"],
+        "HTTP+JSON"
+    );
     assert_eq!(card["capabilities"]["streaming"], true);
     assert_eq!(card["skills"][0]["description"], "When you need an echo.");
     assert_eq!(
@@ -1209,4 +1250,96 @@ fn send_honours_history_length_and_params_read_in_both_spellings() {
     .unwrap();
     let (_, refused) = rpc(&up, &both, &[]);
     assert_eq!(refused["error"]["code"], -32602, "{refused:#}");
+}
+
+/// The HTTP+JSON binding's errors as A2A 1.0 has them: a `google.rpc.Status` with the HTTP status
+/// of A2A's table and an `ErrorInfo` naming the A2A error; the door's refusals in the same shape.
+#[test]
+fn the_http_json_binding_answers_errors_as_google_rpc_status() {
+    let up = up();
+    let auth = format!("Bearer {TOKEN}");
+    let get = |path: &str, token: &str| {
+        common::http(up.addr, "GET", path, &[("authorization", token)], b"")
+    };
+    let post = |path: &str, body: &str| {
+        common::http(
+            up.addr,
+            "POST",
+            path,
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/a2a+json"),
+            ],
+            body.as_bytes(),
+        )
+    };
+    let reason = |body: &Value| body["error"]["details"][0]["reason"].clone();
+
+    // A send answers the result itself, no JSON-RPC envelope.
+    let sent = post(
+        "/a2a-rest/agents/sdk/message:send",
+        r#"{"message":{"messageId":"r-1","role":"ROLE_USER","parts":[{"text":"hi"}]}}"#,
+    );
+    assert_eq!(sent.status, 200, "{:#}", sent.body);
+    let task_id = sent.body["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(sent.body["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let got = get(
+        &format!("/a2a-rest/agents/sdk/tasks/{task_id}?historyLength=1"),
+        &auth,
+    );
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body["id"], task_id.as_str());
+    assert_eq!(
+        got.body["history"].as_array().unwrap().len(),
+        1,
+        "{:#}",
+        got.body
+    );
+
+    // An unknown task: 404, TASK_NOT_FOUND.
+    let missing = get("/a2a-rest/agents/sdk/tasks/nope", &auth);
+    assert_eq!(missing.status, 404, "{:#}", missing.body);
+    assert_eq!(missing.body["error"]["status"], "NOT_FOUND");
+    assert_eq!(reason(&missing.body), "TASK_NOT_FOUND");
+    assert_eq!(
+        missing.body["error"]["details"][0]["domain"],
+        "a2a-protocol.org"
+    );
+    // A finished task cannot be cancelled: 400, TASK_NOT_CANCELABLE.
+    let cancel = post(&format!("/a2a-rest/agents/sdk/tasks/{task_id}:cancel"), "");
+    assert_eq!(cancel.status, 400, "{:#}", cancel.body);
+    assert_eq!(reason(&cancel.body), "TASK_NOT_CANCELABLE");
+    // Parameters as the JSON-RPC binding takes them, refused alike.
+    let bad = get("/a2a-rest/agents/sdk/tasks?pageSize=0", &auth);
+    assert_eq!(bad.status, 400, "{:#}", bad.body);
+    assert_eq!(bad.body["error"]["status"], "INVALID_ARGUMENT");
+    let twice = get("/a2a-rest/agents/sdk/tasks?pageSize=1&pageSize=2", &auth);
+    assert_eq!(twice.status, 400, "{:#}", twice.body);
+    // What is not offered says so.
+    let push = post(
+        &format!("/a2a-rest/agents/sdk/tasks/{task_id}/pushNotificationConfigs"),
+        r#"{"url":"http://127.0.0.1:9/hook"}"#,
+    );
+    assert_eq!(push.status, 400, "{:#}", push.body);
+    assert_eq!(reason(&push.body), "PUSH_NOTIFICATION_NOT_SUPPORTED");
+    let card = get("/a2a-rest/agents/sdk/extendedAgentCard", &auth);
+    assert_eq!(card.status, 400, "{:#}", card.body);
+    assert_eq!(reason(&card.body), "EXTENDED_AGENT_CARD_NOT_CONFIGURED");
+    // The door: no token, 401 UNAUTHENTICATED; another peer's agent, 403.
+    let stranger = get("/a2a-rest/agents/sdk/tasks", "Bearer wrong");
+    assert_eq!(stranger.status, 401, "{:#}", stranger.body);
+    assert_eq!(stranger.body["error"]["status"], "UNAUTHENTICATED");
+    let narrow = get(
+        "/a2a-rest/agents/sdk/tasks",
+        &format!("Bearer {OTHER_TOKEN}"),
+    );
+    assert_eq!(narrow.status, 403, "{:#}", narrow.body);
+    assert_eq!(narrow.body["error"]["status"], "PERMISSION_DENIED");
+    // The hub's own base routes by bindings.yaml: here to `main`, which is not exposed.
+    let routed = get("/a2a-rest/tasks", &auth);
+    assert_eq!(routed.status, 403, "{:#}", routed.body);
+    assert_eq!(
+        routed.body["error"]["details"][0]["metadata"]["agent"],
+        "main"
+    );
 }

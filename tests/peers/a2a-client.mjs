@@ -7,10 +7,11 @@
 //   a2a-client.mjs COMMAND BASE_URL TOKEN [ARGS…]
 //
 // BASE_URL is where the agent card is found (`<base>/.well-known/agent-card.json`); the SDK
-// picks the JSON-RPC interface the card names. TOKEN goes in `Authorization: Bearer` (`-`:
+// picks the JSON-RPC interface the card names, or its HTTP+JSON one with A2A_TRANSPORT=rest. TOKEN goes in `Authorization: Bearer` (`-`:
 // none). Commands, each printing one JSON document per line on stdout (ProtoJSON, as the SDK's
 // own `toJSON` writes it):
 //   card                          the card the SDK resolved
+//   transport                     the interface the SDK chose: {protocol, endpoint}
 //   send TEXT [CONTEXT] [TASK]    sendMessage (blocking); prints the task or message
 //   send-nowait TEXT [CONTEXT]    sendMessage with returnImmediately
 //   stream TEXT [CONTEXT]         sendMessageStream; one line per event
@@ -37,8 +38,13 @@ import { randomUUID } from "node:crypto";
 const peers = new URL("../../.npm-peers/package.json", import.meta.url);
 const require = createRequire(peers);
 const sdk = await import(pathToFileURL(require.resolve("@a2a-js/sdk")).href);
-const { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } =
-  await import(pathToFileURL(require.resolve("@a2a-js/sdk/client")).href);
+const {
+  ClientFactory,
+  ClientFactoryOptions,
+  DefaultAgentCardResolver,
+  JsonRpcTransportFactory,
+  RestTransportFactory,
+} = await import(pathToFileURL(require.resolve("@a2a-js/sdk/client")).href);
 
 const [command, base, token, ...args] = process.argv.slice(2);
 // The hub's own share of the last response, from its `Server-Timing: hub;dur=<ms>` header.
@@ -54,8 +60,13 @@ const authFetch = async (input, init = {}) => {
 };
 const factory = new ClientFactory(
   ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch })],
+    transports: [
+      process.env.A2A_TRANSPORT === "rest"
+        ? new RestTransportFactory({ fetchImpl: authFetch })
+        : new JsonRpcTransportFactory({ fetchImpl: authFetch }),
+    ],
     cardResolver: new DefaultAgentCardResolver({ fetchImpl: authFetch }),
+    preferredTransports: process.env.A2A_TRANSPORT === "rest" ? ["HTTP+JSON"] : undefined,
   }),
 );
 
@@ -78,6 +89,9 @@ try {
   switch (command) {
     case "card":
       out(sdk.AgentCard.toJSON(await client.getAgentCard()));
+      break;
+    case "transport":
+      out({ protocol: client.transport.protocolName, endpoint: client.transport.endpoint });
       break;
     case "send":
       out(result(await client.sendMessage({ message: message(args[0], args[1], args[2]) })));

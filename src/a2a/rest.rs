@@ -1,0 +1,319 @@
+//! The HTTP+JSON binding (A2A 1.0, "HTTP+JSON/REST Protocol Binding"): the JSON-RPC binding's
+//! operations at resource URLs, with the same door, semantics and errors. Two bases, each
+//! declared in its card's `supportedInterfaces`:
+//!
+//! * `/a2a-rest` — the hub's endpoint, routed by bindings.yaml like `/a2a/`;
+//! * `/a2a-rest/agents/{agentId}` — an exposed agent's own.
+//!
+//! Under a base: `POST /message:send`, `POST /message:stream` (SSE), `GET /tasks/{id}`
+//! (`?historyLength`), `GET /tasks` (`?contextId&status&pageSize&pageToken&historyLength&
+//! includeArtifacts&statusTimestampAfter`), `POST /tasks/{id}:cancel`, `POST` or `GET
+//! /tasks/{id}:subscribe` (SSE); `/tasks/{id}/pushNotificationConfigs[/{configId}]` and `GET
+//! /extendedAgentCard` are answered with the errors of what is not offered. Answers are the
+//! results themselves (`application/a2a+json`); errors a `google.rpc.Status` with the HTTP
+//! status of A2A's table and, for A2A's own, an `ErrorInfo` (`http::Binding`).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::http::Method;
+use axum::response::Response;
+use axum::routing::{any, get, post};
+use serde_json::{Map, Value};
+
+use super::http::{BODY_LIMIT, Binding, Op, bearer, dispatch, refused, version_ok};
+use super::wire::Wire;
+use super::{A2a, Endpoint, RpcError};
+
+const HUB: &str = "/a2a-rest";
+const AGENT: &str = "/a2a-rest/agents/{agent}";
+
+pub(super) fn routes() -> Router<Arc<A2a>> {
+    let mut router = Router::new();
+    for base in [HUB, AGENT] {
+        router = router
+            .route(&format!("{base}/message:send"), post(message_send))
+            .route(&format!("{base}/message:stream"), post(message_stream))
+            .route(&format!("{base}/tasks"), get(tasks_list))
+            .route(
+                &format!("{base}/tasks/{{task}}"),
+                get(task_get).post(task_post),
+            )
+            .route(
+                &format!("{base}/tasks/{{task}}/pushNotificationConfigs"),
+                any(not_offered),
+            )
+            .route(
+                &format!("{base}/tasks/{{task}}/pushNotificationConfigs/{{config}}"),
+                any(not_offered),
+            )
+            .route(&format!("{base}/extendedAgentCard"), get(not_offered));
+    }
+    router
+}
+
+/// What a request asks, read from its route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Asked {
+    Op(Op, Option<String>),
+    /// `/tasks/{id}` with an action this binding does not have.
+    Unknown(String),
+    /// Push notification configs.
+    Push,
+    ExtendedCard,
+}
+
+/// `/tasks/{id}` (`GET`: the task), `/tasks/{id}:cancel` (`POST`) and `/tasks/{id}:subscribe`
+/// (either).
+fn task_route(method: &Method, task: &str) -> Asked {
+    match task.rsplit_once(':') {
+        Some((id, "cancel")) if method == Method::POST => Asked::Op(Op::Cancel, Some(id.into())),
+        Some((id, "subscribe")) => Asked::Op(Op::Subscribe, Some(id.into())),
+        None if method == Method::GET => Asked::Op(Op::Get, Some(task.into())),
+        _ => Asked::Unknown(format!("{method} /tasks/{task}")),
+    }
+}
+
+/// The agent a route names; `None` at the hub's base.
+fn agent_of(params: &Option<Path<Map<String, Value>>>) -> Option<String> {
+    params
+        .as_ref()
+        .and_then(|Path(p)| p.get("agent"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+async fn message_send(
+    State(a2a): State<Arc<A2a>>,
+    params: Option<Path<Map<String, Value>>>,
+    request: Request,
+) -> Response {
+    call(a2a, agent_of(&params), Asked::Op(Op::Send, None), request).await
+}
+
+async fn message_stream(
+    State(a2a): State<Arc<A2a>>,
+    params: Option<Path<Map<String, Value>>>,
+    request: Request,
+) -> Response {
+    call(a2a, agent_of(&params), Asked::Op(Op::Stream, None), request).await
+}
+
+async fn tasks_list(
+    State(a2a): State<Arc<A2a>>,
+    params: Option<Path<Map<String, Value>>>,
+    request: Request,
+) -> Response {
+    call(a2a, agent_of(&params), Asked::Op(Op::List, None), request).await
+}
+
+async fn task_get(
+    State(a2a): State<Arc<A2a>>,
+    Path(params): Path<Map<String, Value>>,
+    request: Request,
+) -> Response {
+    task(a2a, params, request).await
+}
+
+async fn task_post(
+    State(a2a): State<Arc<A2a>>,
+    Path(params): Path<Map<String, Value>>,
+    request: Request,
+) -> Response {
+    task(a2a, params, request).await
+}
+
+async fn task(a2a: Arc<A2a>, params: Map<String, Value>, request: Request) -> Response {
+    let task = params.get("task").and_then(Value::as_str).unwrap_or("");
+    let asked = task_route(request.method(), task);
+    let agent = params
+        .get("agent")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    call(a2a, agent, asked, request).await
+}
+
+async fn not_offered(
+    State(a2a): State<Arc<A2a>>,
+    params: Option<Path<Map<String, Value>>>,
+    request: Request,
+) -> Response {
+    let asked = if request.uri().path().ends_with("/extendedAgentCard") {
+        Asked::ExtendedCard
+    } else {
+        Asked::Push
+    };
+    call(a2a, agent_of(&params), asked, request).await
+}
+
+/// One call: the door first (as for JSON-RPC), then the parameters from the path, the query
+/// and the body, then the operation.
+async fn call(a2a: Arc<A2a>, agent: Option<String>, asked: Asked, request: Request) -> Response {
+    let begun = std::time::Instant::now();
+    let endpoint = match &agent {
+        Some(agent) => Endpoint::Agent(agent),
+        None => Endpoint::Routed,
+    };
+    let caller = match a2a.admit(endpoint, bearer(request.headers())).await {
+        Ok(c) => c,
+        Err(r) => return refused(r, &Binding::Rest),
+    };
+    if let Err(e) = version_ok(request.headers()) {
+        return Binding::Rest.answer(Err(e));
+    }
+    let (op, task) = match asked {
+        Asked::Op(op, task) => (op, task),
+        Asked::Push => return Binding::Rest.answer(Err(super::http::no_push())),
+        Asked::ExtendedCard => return Binding::Rest.answer(Err(super::http::no_extended_card())),
+        Asked::Unknown(what) => {
+            return Binding::Rest.answer(Err(RpcError::new(
+                -32601,
+                format!(
+                    "`{what}` is not an operation of this binding: GET /tasks/{{id}}, POST /tasks/{{id}}:cancel, POST /tasks/{{id}}:subscribe"
+                ),
+            )));
+        }
+    };
+    let params = match params_of(op, task, request).await {
+        Ok(params) => params,
+        Err(e) => return Binding::Rest.answer(Err(e)),
+    };
+    dispatch(&a2a, caller, Binding::Rest, Wire::V1, op, params, begun).await
+}
+
+/// An operation's parameters, as the JSON-RPC binding has them: the body of a send (a
+/// `SendMessageRequest`), the query of a read (camelCase names, each once), the task id from
+/// the path.
+async fn params_of(op: Op, task: Option<String>, request: Request) -> Result<Value, RpcError> {
+    let mut params = match op {
+        Op::Send | Op::Stream => {
+            let bytes = axum::body::to_bytes(request.into_body(), BODY_LIMIT)
+                .await
+                .map_err(|_| {
+                    RpcError::new(
+                        -32600,
+                        format!("the request body is over {BODY_LIMIT} bytes"),
+                    )
+                })?;
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(Value::Object(body)) => body,
+                Ok(_) => {
+                    return Err(RpcError::invalid_params(
+                        "the body must be a JSON object: a SendMessageRequest",
+                    ));
+                }
+                Err(e) => return Err(RpcError::new(-32700, format!("invalid JSON body: {e}"))),
+            }
+        }
+        Op::Get | Op::List | Op::Cancel | Op::Subscribe => query(request.uri().query())?,
+    };
+    if let Some(task) = task {
+        params.insert("id".into(), Value::String(task));
+    }
+    Ok(Value::Object(params))
+}
+
+/// A query string as parameters: numbers and booleans where the operation reads them so, every
+/// name at most once.
+fn query(text: Option<&str>) -> Result<Map<String, Value>, RpcError> {
+    let mut params = Map::new();
+    for (name, value) in form_urlencoded::parse(text.unwrap_or("").as_bytes()) {
+        let typed = match name.as_ref() {
+            "pageSize" | "page_size" | "historyLength" | "history_length" => value
+                .parse::<u64>()
+                .map(Value::from)
+                .unwrap_or_else(|_| Value::String(value.to_string())),
+            "includeArtifacts" | "include_artifacts" => match value.as_ref() {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                other => Value::String(other.to_string()),
+            },
+            _ => Value::String(value.to_string()),
+        };
+        if params.insert(name.to_string(), typed).is_some() {
+            return Err(RpcError::invalid_params(format!(
+                "`{name}` is given more than once"
+            )));
+        }
+    }
+    Ok(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_route_names_its_operation() {
+        let (get, post) = (Method::GET, Method::POST);
+        assert_eq!(
+            task_route(&get, "t1"),
+            Asked::Op(Op::Get, Some("t1".into()))
+        );
+        assert_eq!(
+            task_route(&post, "t1:cancel"),
+            Asked::Op(Op::Cancel, Some("t1".into()))
+        );
+        assert_eq!(
+            task_route(&post, "t1:subscribe"),
+            Asked::Op(Op::Subscribe, Some("t1".into()))
+        );
+        assert_eq!(
+            task_route(&get, "t1:subscribe"),
+            Asked::Op(Op::Subscribe, Some("t1".into()))
+        );
+        assert!(matches!(task_route(&get, "t1:cancel"), Asked::Unknown(_)));
+        assert!(matches!(task_route(&post, "t1"), Asked::Unknown(_)));
+        assert!(matches!(task_route(&post, "t1:delete"), Asked::Unknown(_)));
+    }
+
+    #[test]
+    fn a_query_is_typed_as_the_operation_reads_it_and_names_each_field_once() {
+        let params = query(Some(
+            "contextId=c%201&pageSize=2&includeArtifacts=true&historyLength=x",
+        ))
+        .unwrap();
+        assert_eq!(params["contextId"], "c 1");
+        assert_eq!(params["pageSize"], 2);
+        assert_eq!(params["includeArtifacts"], true);
+        // Left as written: the operation refuses it with -32602, as it does in JSON-RPC.
+        assert_eq!(params["historyLength"], "x");
+        let twice = query(Some("pageSize=1&pageSize=2")).unwrap_err();
+        assert_eq!(twice.code, -32602);
+    }
+
+    #[test]
+    fn each_a2a_error_has_one_reason_and_one_http_status() {
+        use axum::http::StatusCode as S;
+        let table = [
+            (-32001, "TASK_NOT_FOUND", S::NOT_FOUND),
+            (-32002, "TASK_NOT_CANCELABLE", S::BAD_REQUEST),
+            (-32003, "PUSH_NOTIFICATION_NOT_SUPPORTED", S::BAD_REQUEST),
+            (-32004, "UNSUPPORTED_OPERATION", S::BAD_REQUEST),
+            (-32005, "CONTENT_TYPE_NOT_SUPPORTED", S::BAD_REQUEST),
+            (-32006, "INVALID_AGENT_RESPONSE", S::INTERNAL_SERVER_ERROR),
+            (-32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", S::BAD_REQUEST),
+            (-32008, "EXTENSION_SUPPORT_REQUIRED", S::BAD_REQUEST),
+            (-32009, "VERSION_NOT_SUPPORTED", S::BAD_REQUEST),
+        ];
+        for (code, reason, status) in table {
+            let e = RpcError::new(code, "x");
+            assert_eq!(e.reason(), Some(reason), "{code}");
+            assert_eq!(e.http_status().0, status, "{code}");
+            let body = Binding::Rest.error_body(&e);
+            assert_eq!(body["error"]["code"], status.as_u16(), "{code}");
+            assert_eq!(body["error"]["details"][0]["reason"], reason, "{code}");
+            assert_eq!(
+                body["error"]["details"][0]["domain"], "a2a-protocol.org",
+                "{code}"
+            );
+        }
+        // JSON-RPC's own codes carry no A2A reason, and never pass for a success.
+        for code in [-32600, -32601, -32602, -32603, -32700, -32000] {
+            let e = RpcError::new(code, "x");
+            assert_eq!(e.reason(), None);
+            assert!(!e.http_status().0.is_success(), "{code}");
+        }
+    }
+}
