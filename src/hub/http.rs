@@ -270,6 +270,45 @@ async fn task(State(cx): State<Ctx>, Path(id): Path<String>) -> Response {
     operator_answer(cx.hub.operator(HubRequest::TasksShow(params)).await)
 }
 
+/// `GET /v1/tasks/{id}/artifacts/{name}`: the artifact's bytes as stored, with its SHA-256 as
+/// the `ETag` and in `X-Deepcli-Sha256`, for a client to check what it got.
+async fn task_artifact(
+    State(cx): State<Ctx>,
+    Path((id, name)): Path<(String, String)>,
+) -> Response {
+    let (row, stored) = match cx.hub.operator_artifact(&id, &name).await {
+        Ok(found) => found,
+        Err(e) => return operator_answer::<Value>(Err(e.into())),
+    };
+    let file = match tokio::fs::File::open(&stored).await {
+        Ok(file) => file,
+        Err(e) => {
+            return operator_answer::<Value>(Err(OperatorError::Internal(format!(
+                "the stored copy of `{name}` cannot be read: {e}"
+            ))));
+        }
+    };
+    let file_name = std::path::Path::new(&name)
+        .file_name()
+        .map(|f| f.to_string_lossy().replace(['"', '\\'], "_"))
+        .unwrap_or_else(|| "artifact".into());
+    let headers = [
+        (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+        (header::CONTENT_LENGTH, row.size.to_string()),
+        (header::ETAG, format!("\"{}\"", row.sha256)),
+        (
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{file_name}\""),
+        ),
+        (
+            header::HeaderName::from_static("x-deepcli-sha256"),
+            row.sha256,
+        ),
+    ];
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    (headers, body).into_response()
+}
+
 /// `POST /v1/tasks/{id}/accept|reject|cancel` (reject's body: `{"reason", "close"}`): the
 /// operator's verdict.
 async fn task_verdict(
@@ -385,6 +424,7 @@ pub(crate) fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
             .route("/v1/tasks", get(tasks).post(task_create))
             .route("/v1/tasks/{id}", get(task))
             .route("/v1/tasks/{id}/{verdict}", post(task_verdict))
+            .route("/v1/tasks/{id}/artifacts/{*name}", get(task_artifact))
             .route("/v1/audit", get(audit)),
         operator_token,
     );

@@ -973,6 +973,27 @@ impl Hub {
     }
 
     /// `tasks/show`: one task with its history.
+    /// Task `id`'s artifact `name` for the operator's download: its row and its stored copy.
+    pub(crate) async fn operator_artifact(
+        &self,
+        id: &str,
+        name: &str,
+    ) -> Result<(ArtifactRow, std::path::PathBuf), TaskDoorError> {
+        let task = self.operator_task(id).await?;
+        let row = task
+            .artifacts
+            .into_iter()
+            .flatten()
+            .find(|a| a.name == name)
+            .ok_or_else(|| {
+                TaskDoorError::NotFound(format!(
+                    "task `{id}` has no artifact `{name}`; GET /v1/tasks/{id} lists them"
+                ))
+            })?;
+        let stored = self.artifacts.join(id).join(&row.sha256);
+        Ok((row, stored))
+    }
+
     pub(crate) async fn operator_task(&self, id: &str) -> Result<TaskView, TaskDoorError> {
         let key = id.to_string();
         let found = self

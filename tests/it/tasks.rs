@@ -543,6 +543,27 @@ fn artifacts_are_handed_in_by_hash_and_the_owner_gets_read_only_copies() {
     let again = up.deepcli(&["tasks", "artifacts", &id, "out/test.log", "--out", copy_arg]);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("choose another --out"));
+    // Over HTTP too, with its hash to check; the operator's token only.
+    let auth = crate::hub::operator(&up);
+    let path = format!("/v1/tasks/{id}/artifacts/out/test.log");
+    let got = crate::common::http(up.addr, "GET", &path, &[("authorization", &auth)], b"");
+    assert_eq!(got.status, 200, "{:#}", got.body);
+    assert_eq!(got.body, Value::String("2 passed\n".into()));
+    assert_eq!(
+        got.etag.as_deref(),
+        Some(format!("\"{}\"", sha256(b"2 passed\n")).as_str())
+    );
+    let missing = format!("/v1/tasks/{id}/artifacts/out/nope.log");
+    let none = crate::common::http(up.addr, "GET", &missing, &[("authorization", &auth)], b"");
+    assert_eq!(none.status, 404, "{:#}", none.body);
+    assert!(
+        none.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("has no artifact `out/nope.log`")
+    );
+    let stranger = crate::common::http(up.addr, "GET", &path, &[], b"");
+    assert_eq!(stranger.status, 401);
 
     // The room was told of each hand-in with its hash.
     let db = rusqlite::Connection::open(up.state.join("state.db")).unwrap();
