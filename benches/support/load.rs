@@ -33,7 +33,8 @@
 //! from 100 Hz ticks: coarse over short windows). `--rate R` paces the workers to R requests a
 //! second in all (latency counted from when each request was due), `--stop-file FILE` ends the
 //! measurement early once FILE exists, and `--latencies FILE` writes each recorded request's
-//! due time (Unix ms), latency (µs) and success (1/0), one a line.
+//! due time (Unix ms), latency (µs), success (1/0) and time from sending to the answer (µs),
+//! one a line.
 //!
 //! Prints one JSON object: `requests`, `ok`, `errors` (every answer that is not a success, and
 //! transport failures), `status` (count per HTTP status), `rps` (successes per second of the
@@ -150,7 +151,8 @@ struct LoadArgs {
     /// Stop (before the duration is over) once this file exists.
     #[arg(long)]
     stop_file: Option<PathBuf>,
-    /// Write every recorded request to this file: a line of `due_unix_ms latency_us ok`.
+    /// Write every recorded request to this file: a line of `due_unix_ms latency_us ok
+    /// service_us` (service: from sending to the answer, without the wait to be sent).
     #[arg(long)]
     latencies: Option<PathBuf>,
 }
@@ -317,8 +319,8 @@ struct Tally {
     /// Latencies in µs of the recorded requests.
     latencies: Vec<u32>,
     /// With `--latencies`: each recorded request's due time (ms after the start), latency
-    /// (µs) and success.
-    samples: Vec<(u64, u32, bool)>,
+    /// (µs), success, and time from sending to the answer (µs).
+    samples: Vec<(u64, u32, bool, u32)>,
     ok: u64,
     status: BTreeMap<String, u64>,
     matched_by: BTreeMap<String, u64>,
@@ -470,9 +472,9 @@ fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Resul
     if let Some(path) = &load.latencies {
         samples.sort_unstable();
         let mut text = String::with_capacity(samples.len() * 24);
-        for (due, us, ok) in samples {
+        for (due, us, ok, service) in samples {
             text.push_str(&format!(
-                "{} {us} {}\n",
+                "{} {us} {} {service}\n",
                 started_unix_ms + due,
                 u8::from(ok)
             ));
@@ -640,7 +642,8 @@ async fn worker(shared: Arc<Shared>, index: usize, workers: usize) -> Tally {
         }
         let s = sender.as_mut().expect("connected");
         // A paced request's latency counts from when it was due.
-        let t0 = due.map_or_else(Instant::now, |at| at.min(Instant::now()));
+        let sent = Instant::now();
+        let t0 = due.map_or(sent, |at| at.min(sent));
         if let (Some(at), Some(every)) = (due.as_mut(), shared.interval) {
             *at += every;
         }
@@ -667,7 +670,8 @@ async fn worker(shared: Arc<Shared>, index: usize, workers: usize) -> Tally {
             tally.latencies.push(us);
             if shared.keep_samples {
                 let due_ms = (t0 - shared.started).as_millis() as u64;
-                tally.samples.push((due_ms, us, false));
+                let service = u32::try_from((done - sent).as_micros()).unwrap_or(u32::MAX);
+                tally.samples.push((due_ms, us, false, service));
             }
             tally.last_done = Some(done);
         }
