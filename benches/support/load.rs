@@ -30,7 +30,11 @@
 //! unrecorded load first; `--threads N` client runtime threads; `--watch NAME=PID` (repeatable)
 //! reports that process's CPU (utime+stime from `/proc/PID/stat`) over the measured window, as
 //! does the client itself (`client`), also as CPU µs per successful request (`cpu_us_per_ok`,
-//! from 100 Hz ticks: coarse over short windows).
+//! from 100 Hz ticks: coarse over short windows). `--rate R` paces the workers to R requests a
+//! second in all (latency counted from when each request was due), `--stop-file FILE` ends the
+//! measurement early once FILE exists, and `--latencies FILE` writes each recorded request's
+//! due time (Unix ms), latency (µs), success (1/0) and time from sending to the answer (µs),
+//! one a line.
 //!
 //! Prints one JSON object: `requests`, `ok`, `errors` (every answer that is not a success, and
 //! transport failures), `status` (count per HTTP status), `rps` (successes per second of the
@@ -138,6 +142,19 @@ struct LoadArgs {
     /// A request slower than this is abandoned and counted as an error.
     #[arg(long, default_value_t = 30_000)]
     timeout_ms: u64,
+    /// Requests per second in all, each worker sending on its own schedule (concurrency / rate
+    /// seconds apart) instead of as fast as it is answered. A latency is then counted from the
+    /// time the request was due, so a request sent late because the one before it was slow
+    /// counts its wait.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Stop (before the duration is over) once this file exists.
+    #[arg(long)]
+    stop_file: Option<PathBuf>,
+    /// Write every recorded request to this file: a line of `due_unix_ms latency_us ok
+    /// service_us` (service: from sending to the answer, without the wait to be sent).
+    #[arg(long)]
+    latencies: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -301,6 +318,9 @@ fn inbound(load: LoadArgs, args: Inbound) -> Result<(), String> {
 struct Tally {
     /// Latencies in µs of the recorded requests.
     latencies: Vec<u32>,
+    /// With `--latencies`: each recorded request's due time (ms after the start), latency
+    /// (µs), success, and time from sending to the answer (µs).
+    samples: Vec<(u64, u32, bool, u32)>,
     ok: u64,
     status: BTreeMap<String, u64>,
     matched_by: BTreeMap<String, u64>,
@@ -322,6 +342,10 @@ struct Shared {
     tickets: AtomicU64,
     limit: Option<u64>,
     timeout: Duration,
+    started: Instant,
+    /// Each worker's pause between two requests (`--rate`).
+    interval: Option<Duration>,
+    keep_samples: bool,
 }
 
 fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Result<(), String> {
@@ -364,7 +388,17 @@ fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Resul
             load.requests
         },
         timeout: Duration::from_millis(load.timeout_ms),
+        started,
+        interval: load
+            .rate
+            .filter(|r| *r > 0.0)
+            .map(|r| Duration::from_secs_f64(load.concurrency.max(1) as f64 / r)),
+        keep_samples: load.latencies.is_some(),
     });
+    let started_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
 
     let (tallies, cpu, load_start, load_end, window) = runtime.block_on(async {
         let workers: Vec<_> = (0..load.concurrency)
@@ -375,7 +409,10 @@ fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Resul
         let cpu0: Vec<Option<u64>> = watch.iter().map(|(_, pid)| cpu_ticks(*pid)).collect();
         let self0 = cpu_ticks(std::process::id() as i32);
         if let Some(d) = duration {
-            tokio::time::sleep(d).await;
+            tokio::select! {
+                () = tokio::time::sleep(d) => {}
+                () = appears(load.stop_file.as_deref()) => {}
+            }
             shared.stop.store(true, Ordering::SeqCst);
         }
         let mut tallies = Vec::new();
@@ -414,8 +451,10 @@ fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Resul
     })?;
 
     let mut all = Tally::default();
+    let mut samples = Vec::new();
     for t in tallies {
         all.latencies.extend(t.latencies);
+        samples.extend(t.samples);
         all.ok += t.ok;
         for (k, v) in t.status {
             *all.status.entry(k).or_default() += v;
@@ -430,6 +469,18 @@ fn run(load: LoadArgs, path: &'static str, source: Source, expect: u16) -> Resul
         }
     }
     all.latencies.sort_unstable();
+    if let Some(path) = &load.latencies {
+        samples.sort_unstable();
+        let mut text = String::with_capacity(samples.len() * 24);
+        for (due, us, ok, service) in samples {
+            text.push_str(&format!(
+                "{} {us} {} {service}\n",
+                started_unix_ms + due,
+                u8::from(ok)
+            ));
+        }
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     let n = all.latencies.len();
     let pct = |p: f64| -> Value {
         if n == 0 {
@@ -512,9 +563,19 @@ async fn worker(shared: Arc<Shared>, index: usize, workers: usize) -> Tally {
         Source::Route { inputs, .. } => (index * inputs.len() / workers.max(1), 0),
         Source::Inbound { peers, .. } => (0, index % peers),
     };
+    // Paced: worker `index` of `workers` starts its schedule `index / workers` of an interval in.
+    let mut due = shared
+        .interval
+        .map(|every| shared.started + every.mul_f64(index as f64 / workers.max(1) as f64));
     loop {
         if shared.stop.load(Ordering::Relaxed) {
             break;
+        }
+        if let Some(at) = due {
+            tokio::time::sleep_until(at.into()).await;
+            if shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
         }
         let now = Instant::now();
         let measured = now >= shared.measure_from;
@@ -580,7 +641,12 @@ async fn worker(shared: Arc<Shared>, index: usize, workers: usize) -> Tally {
             }
         }
         let s = sender.as_mut().expect("connected");
-        let t0 = Instant::now();
+        // A paced request's latency counts from when it was due.
+        let sent = Instant::now();
+        let t0 = due.map_or(sent, |at| at.min(sent));
+        if let (Some(at), Some(every)) = (due.as_mut(), shared.interval) {
+            *at += every;
+        }
         let answer = tokio::time::timeout(shared.timeout, async {
             s.ready().await.map_err(|e| format!("connection: {e}"))?;
             let response = s
@@ -600,9 +666,13 @@ async fn worker(shared: Arc<Shared>, index: usize, workers: usize) -> Tally {
         let done = Instant::now();
         let record = t0 >= shared.measure_from;
         if record {
-            tally
-                .latencies
-                .push(u32::try_from((done - t0).as_micros()).unwrap_or(u32::MAX));
+            let us = u32::try_from((done - t0).as_micros()).unwrap_or(u32::MAX);
+            tally.latencies.push(us);
+            if shared.keep_samples {
+                let due_ms = (t0 - shared.started).as_millis() as u64;
+                let service = u32::try_from((done - sent).as_micros()).unwrap_or(u32::MAX);
+                tally.samples.push((due_ms, us, false, service));
+            }
             tally.last_done = Some(done);
         }
         match answer {
@@ -622,6 +692,9 @@ async fn worker(shared: Arc<Shared>, index: usize, workers: usize) -> Tally {
                 let success = (200..300).contains(&status) && status == shared.expect;
                 if success {
                     tally.ok += 1;
+                    if let Some(sample) = tally.samples.last_mut().filter(|_| shared.keep_samples) {
+                        sample.2 = true;
+                    }
                 } else if tally.first_error.is_none() {
                     tally.first_error = Some(format!(
                         "HTTP {status}: {}",
@@ -662,6 +735,16 @@ fn record_error(tally: &mut Tally, record: bool, kind: &str, message: String) {
     tally
         .first_error
         .get_or_insert_with(|| format!("{kind}: {message}"));
+}
+
+/// Resolves once `path` exists (never when there is none).
+async fn appears(path: Option<&Path>) {
+    let Some(path) = path else {
+        return std::future::pending().await;
+    };
+    while !path.exists() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

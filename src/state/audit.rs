@@ -291,17 +291,20 @@ fn inbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
 }
 
 /// Hub runs: each send or spawn (source → target, correlation id), then every state it
-/// entered with deepcli's note; the message and the answer by transcript row.
+/// entered with deepcli's note; the message and the answer by transcript row (looked up for
+/// the first event only, the one that shows them). In time order, as the index on the events'
+/// times reads them: ordered by id alone, SQLite scanned every event there is.
 fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
     let mut stmt = conn.prepare(
         "SELECT r.run_id, r.kind, r.source_tool, r.requester_session_key, r.target_session_key,
                 r.correlation_id, e.at, e.state, e.note, e.id,
-                (SELECT group_concat(t.id) FROM transcript t
-                  WHERE t.session_key = r.target_session_key AND json_valid(t.route)
-                    AND json_extract(t.route, '$.runId') = r.run_id),
+                CASE WHEN e.note = 'accepted by the Hub' THEN
+                  (SELECT group_concat(t.id) FROM transcript t
+                    WHERE t.session_key = r.target_session_key AND json_valid(t.route)
+                      AND json_extract(t.route, '$.runId') = r.run_id) END,
                 r.trace_id
          FROM hub_run_events e JOIN hub_runs r ON r.run_id = e.run_id
-         WHERE e.at >= ?1 ORDER BY e.id",
+         WHERE e.at >= ?1 ORDER BY e.at, e.id",
     )?;
     let rows = stmt.query_map([since(filter)], |r| {
         let run_id: String = r.get(0)?;
@@ -358,11 +361,12 @@ fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEv
     rows.collect()
 }
 
-/// Turns and spawns a budget refused.
+/// Turns and spawns a budget refused, in time order (the refusals' index on it; by id, SQLite
+/// scanned every budget event).
 fn budget_refusals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
     let mut stmt = conn.prepare(
         "SELECT id, at, agent_id, session_key, run_id, budget, detail FROM budget_events
-         WHERE kind = 'refusal' AND at >= ?1 ORDER BY id",
+         WHERE kind = 'refusal' AND at >= ?1 ORDER BY at, id",
     )?;
     let rows = stmt.query_map([since(filter)], |r| {
         let agent: String = r.get(2)?;

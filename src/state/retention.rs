@@ -37,6 +37,9 @@ pub struct PruneReport {
 struct Step {
     table: &'static str,
     key: &'static str,
+    /// The order a batch is chosen in: what an index on the condition already orders by, so
+    /// choosing 500 rows reads 500 rows, not every row to prune to sort them.
+    order: &'static str,
     condition: &'static str,
     children: &'static [(&'static str, &'static str)],
 }
@@ -47,24 +50,28 @@ fn steps(kind: &str) -> &'static [Step] {
         "transcripts" => &[Step {
             table: "transcript",
             key: "id",
+            order: "id",
             condition: "at < ?1",
             children: &[],
         }],
         "deliveries" => &[Step {
             table: "deliveries",
             key: "rowid",
+            order: "rowid",
             condition: "at < ?1",
             children: &[],
         }],
         "runs" => &[Step {
             table: "hub_runs",
             key: "run_id",
+            order: "finished_at, rowid",
             condition: "finished_at IS NOT NULL AND finished_at < ?1 AND run_id NOT IN (SELECT run_id FROM loop_pauses WHERE state = 'paused')",
             children: &[("hub_run_events", "run_id")],
         }],
         "approvals" => &[Step {
             table: "approvals",
             key: "id",
+            order: "id",
             condition: "state <> 'pending' AND coalesce(decided_at, created_at) < ?1",
             children: &[("approval_events", "approval_id")],
         }],
@@ -72,18 +79,21 @@ fn steps(kind: &str) -> &'static [Step] {
             Step {
                 table: "budget_events",
                 key: "id",
+                order: "id",
                 condition: "at < ?1",
                 children: &[],
             },
             Step {
                 table: "turn_cancels",
                 key: "id",
+                order: "id",
                 condition: "state <> 'requested' AND requested_at < ?1",
                 children: &[],
             },
             Step {
                 table: "loop_pauses",
                 key: "run_id",
+                order: "run_id",
                 condition: "state <> 'paused' AND coalesce(decided_at, created_at) < ?1",
                 children: &[],
             },
@@ -92,12 +102,14 @@ fn steps(kind: &str) -> &'static [Step] {
             Step {
                 table: "dead_letters",
                 key: "id",
+                order: "id",
                 condition: "at < ?1",
                 children: &[],
             },
             Step {
                 table: "outbox",
                 key: "seq",
+                order: "seq",
                 condition: "state IN ('posted', 'dead') AND coalesce(done_at, at) < ?1",
                 children: &[],
             },
@@ -105,6 +117,7 @@ fn steps(kind: &str) -> &'static [Step] {
         "a2aTasks" => &[Step {
             table: "a2a_tasks",
             key: "task_id",
+            order: "task_id",
             condition: "state IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED') AND updated_at < ?1",
             children: &[("a2a_task_runs", "task_id")],
         }],
@@ -200,6 +213,18 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The query that chooses a batch of `step`'s rows (the cutoff as `?1`).
+fn batch_query(step: &Step) -> String {
+    let Step {
+        table,
+        key,
+        order,
+        condition,
+        ..
+    } = step;
+    format!("SELECT {key} FROM {table} WHERE {condition} ORDER BY {order} LIMIT {BATCH}")
+}
+
 fn run_step(
     conn: &mut Connection,
     step: &Step,
@@ -213,6 +238,7 @@ fn run_step(
         key,
         condition,
         children,
+        ..
     } = step;
     if dry_run {
         let mut rows: i64 = conn.query_row(
@@ -229,8 +255,7 @@ fn run_step(
         }
         return Ok(rows.max(0) as u64);
     }
-    let chosen =
-        format!("SELECT {key} FROM {table} WHERE {condition} ORDER BY {key} LIMIT {BATCH}");
+    let chosen = batch_query(step);
     let mut total = 0u64;
     loop {
         let began = Instant::now();
@@ -316,6 +341,40 @@ mod tests {
         // Stored times compare as text: the cutoff must have their shape.
         assert!("2026-12-01T10:20:29Z" < cutoff(now, 30).as_str());
         assert!("2026-12-01T10:20:31Z" > cutoff(now, 30).as_str());
+    }
+
+    /// Choosing a batch reads the batch, not every row to prune: at 500,000 runs, choosing
+    /// 500 by `run_id` sorted all of them first, 1.3 s a batch with the write lock held.
+    #[test]
+    fn a_batch_is_chosen_without_sorting_every_row_to_prune() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store =
+            crate::state::StateStore::open(&crate::state::StateDir::new(tmp.path())).unwrap();
+        for kind in [
+            "transcripts",
+            "deliveries",
+            "runs",
+            "approvals",
+            "audit",
+            "deadLetters",
+            "a2aTasks",
+        ] {
+            for step in steps(kind) {
+                let plan: Vec<String> = store
+                    .conn
+                    .prepare(&format!("EXPLAIN QUERY PLAN {}", batch_query(step)))
+                    .unwrap()
+                    .query_map(["2026-12-01T00:00:00Z"], |r| r.get(3))
+                    .unwrap()
+                    .collect::<rusqlite::Result<_>>()
+                    .unwrap();
+                assert!(
+                    !plan.iter().any(|line| line.contains("TEMP B-TREE")),
+                    "{kind} ({}): {plan:?}",
+                    step.table
+                );
+            }
+        }
     }
 
     #[test]
