@@ -628,6 +628,8 @@ fn deepcli_decision(
         reply_to_sender_id: None,
         in_thread: false,
         text: "",
+        guild_id: None,
+        roles: &[],
     };
     let view = account.view(p.peer.as_ref().map(|g| g.id.as_str()), None);
     let agent = AgentPatterns {

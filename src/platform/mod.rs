@@ -167,7 +167,7 @@ impl AdapterSpec {
                     )
                 })
             }),
-            AdapterMode::Polling | AdapterMode::Bridge => None,
+            AdapterMode::Polling | AdapterMode::Gateway | AdapterMode::Bridge => None,
         }
     }
 
