@@ -1,8 +1,10 @@
 //! The platform adapters end to end (adapters.md): `deepcli up` connecting by itself to local
-//! fakes of the Telegram Bot API and the Slack Web API / Socket Mode / Events API that record
-//! every call, delivering to the echo agent on the ACP TypeScript SDK, and posting its
+//! fakes of the Telegram Bot API, the Slack Web API / Socket Mode / Events API and Discord's
+//! REST API and Gateway that record every call, delivering to the echo agent on the ACP TypeScript SDK, and posting its
 //! replies back. No test reaches a real platform.
 
+mod discord;
+mod discord_fake;
 mod fake_cli;
 mod slack;
 mod slack_fake;
