@@ -23,7 +23,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::discussion;
 use super::outbound::{self, Failure};
-use super::pipeline::{self, Adapter};
+use super::pipeline::{self, Adapter, NotTaken};
 use super::{
     AdapterSpec, Choice, Click, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken,
 };
@@ -174,8 +174,17 @@ pub(super) async fn connect(running: &Arc<RunningAccount>) -> Stop {
     .await
     {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Stop::Failed(format!("cannot open the Gateway's WebSocket: {e}")),
-        Err(_) => return Stop::Failed("the Gateway's WebSocket did not open within 15 s".into()),
+        failed => {
+            // A resume URL that does not answer is given up: the next attempt identifies at
+            // the URL `GET /gateway/bot` names.
+            if resume.is_some() {
+                running.discord.forget_session();
+            }
+            return Stop::Failed(match failed {
+                Ok(Err(e)) => format!("cannot open the Gateway's WebSocket: {e}"),
+                _ => "the Gateway's WebSocket did not open within 15 s".into(),
+            });
+        }
     };
     let (mut sink, mut stream) = socket.split();
     let interval = match tokio::time::timeout(Duration::from_secs(15), stream.next()).await {
@@ -261,10 +270,17 @@ pub(super) async fn connect(running: &Arc<RunningAccount>) -> Stop {
         let frame = serde_json::from_str::<Frame>(&text).unwrap_or_default();
         match frame.op {
             Some(op::DISPATCH) => {
-                if let Some(s) = frame.s {
+                let seq = frame.s;
+                if !dispatched(running, &url, frame).await {
+                    // Not recorded: the sequence stays before it, so that the resumed session
+                    // dispatches it again.
+                    return Stop::Failed(
+                        "an event could not be recorded: resuming from before it".into(),
+                    );
+                }
+                if let Some(s) = seq {
                     running.discord.seq.0.store(s, Ordering::SeqCst);
                 }
-                dispatched(running, &url, frame).await;
             }
             Some(op::HEARTBEAT) => {
                 let _ = out.send(beat_frame(running));
@@ -358,9 +374,9 @@ fn closed(running: &RunningAccount, close: Option<(u16, String)>) -> Stop {
 }
 
 /// A dispatch (op 0): READY and RESUMED, the channels it describes, and the messages and clicks
-/// it brings.
-async fn dispatched(running: &Arc<RunningAccount>, url: &str, frame: Frame) {
-    let Some(d) = frame.d else { return };
+/// it brings. False when a message or click could not be recorded.
+async fn dispatched(running: &Arc<RunningAccount>, url: &str, frame: Frame) -> bool {
+    let Some(d) = frame.d else { return true };
     let event = frame.t.as_deref().unwrap_or_default();
     match event {
         "READY" => {
@@ -368,7 +384,7 @@ async fn dispatched(running: &Arc<RunningAccount>, url: &str, frame: Frame) {
             let user = ready.user.unwrap_or_default();
             let Some(bot_user_id) = user.id else {
                 running.log("gateway-ready-without-user").await;
-                return;
+                return true;
             };
             {
                 let mut state = running.discord.state();
@@ -436,12 +452,12 @@ async fn dispatched(running: &Arc<RunningAccount>, url: &str, frame: Frame) {
                 interaction: None,
                 channel: channel.clone(),
             };
-            take(running, event, &body).await;
+            return take(running, event, &body).await != Took::NotRecorded;
         }
         "INTERACTION_CREATE" => {
             let interaction = serde_json::from_str::<Interaction>(d.get()).unwrap_or_default();
             if interaction.kind != Some(3) {
-                return;
+                return true;
             }
             let ours = running
                 .spec
@@ -457,7 +473,7 @@ async fn dispatched(running: &Arc<RunningAccount>, url: &str, frame: Frame) {
                         interaction.id.as_deref().unwrap_or("-")
                     ))
                     .await;
-                return;
+                return true;
             }
             let ack = (interaction.id.clone(), interaction.token.clone());
             let body = Stored {
@@ -471,7 +487,8 @@ async fn dispatched(running: &Arc<RunningAccount>, url: &str, frame: Frame) {
                 interaction: Some(interaction),
                 channel: None,
             };
-            if take(running, event, &body).await
+            let taken = take(running, event, &body).await;
+            if taken == Took::Recorded
                 && let (Some(id), Some(token)) = ack
             {
                 // Taken: Discord is told at once (it waits 3 s), the message stays as it is;
@@ -493,20 +510,35 @@ async fn dispatched(running: &Arc<RunningAccount>, url: &str, frame: Frame) {
                     }
                 });
             }
+            return taken != Took::NotRecorded;
         }
         _ => {}
     }
+    true
 }
 
-/// Takes an event into the inbox and its lane; whether it was recorded.
-async fn take(running: &Arc<RunningAccount>, event: Event, body: &Stored<'_>) -> bool {
+/// What became of an event taken from the Gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Took {
+    Recorded,
+    /// It names no id: nothing to know a redelivery by (logged).
+    Nameless,
+    /// The inbox could not record it: the session is resumed from before it.
+    NotRecorded,
+}
+
+/// Takes an event into the inbox and its lane.
+async fn take(running: &Arc<RunningAccount>, event: Event, body: &Stored<'_>) -> Took {
     let body = serde_json::to_string(body).unwrap_or_default();
     match pipeline::take::<Discord>(running, event, &body).await {
-        Ok(()) => true,
+        Ok(()) => Took::Recorded,
         Err(e) => {
             tracing::warn!(channel = %running.spec.channel, account = %running.spec.account, error = %e, "a Discord event could not be taken");
             running.log(&format!("not-recorded error={e}")).await;
-            false
+            match e {
+                NotTaken::NoId(_) => Took::Nameless,
+                NotTaken::NotRecorded(_) => Took::NotRecorded,
+            }
         }
     }
 }
