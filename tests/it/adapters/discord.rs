@@ -193,14 +193,22 @@ fn a_discord_thread_is_answered_in_the_thread_with_its_parents_binding() {
 }
 
 /// A stranger's DM gets a pairing code in the DM; once the operator approves it, the next DM
-/// reaches the agent and is answered there, referencing it.
+/// reaches the agent and is answered there, referencing it. What deepcli says on its own in a
+/// DM (an approval's prompt, through the outbox) goes to the DM channel it opens with the
+/// user, and a click there is the user's.
 #[test]
 fn a_discord_dm_pairs_then_reaches_the_agent() {
     let server = Server::start().unwrap();
     let fake: &Fake = &server.fake;
     let bot = fake.install("deep", 1);
+    let alice = fake.user_id("alice");
     let up = start(
-        &agents(&[("sdk", "")]),
+        &agents(&[(
+            "sdk",
+            &format!(
+                "      permissions: {{route: origin, timeoutSeconds: 60, approvers: [\"discord:{alice}\"]}}\n"
+            ),
+        )]),
         &channels(&server, &["default"], "", ""),
         "bindings:\n  - agentId: sdk\n    match: {channel: discord}\n",
         &[&bot],
@@ -230,6 +238,43 @@ fn a_discord_dm_pairs_then_reaches_the_agent() {
     assert_eq!(channel, second["channel_id"].as_str().unwrap());
     assert!(content(body).starts_with("echo: hello again"), "{body}");
     assert_eq!(body["message_reference"]["message_id"], second["id"]);
+
+    // An approval asked in the DM: the outbox opens the DM channel with alice and posts there.
+    let asked = fake.dm(&bot, "alice", "permission delete /tmp/cache");
+    fake.wait("the prompt in the DM", |f| {
+        f.posted_by(&bot)
+            .iter()
+            .any(|(_, b)| b.get("components").is_some())
+    });
+    let opened = fake.calls_to("POST", "/users/@me/channels");
+    assert_eq!(opened.len(), 1, "{opened:#?}");
+    assert_eq!(opened[0].body["recipient_id"], alice.as_str());
+    let dm = asked["channel_id"].as_str().unwrap();
+    let prompt = fake
+        .calls_to("POST", &format!("/channels/{dm}/messages"))
+        .into_iter()
+        .find(|c| c.status == 200 && c.body.get("components").is_some())
+        .unwrap();
+    let approve = prompt.body["components"][0]["components"][0]["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    fake.click(
+        &bot,
+        "alice",
+        dm,
+        prompt.message_id.as_deref().unwrap(),
+        &approve,
+    );
+    fake.wait("the tool call allowed", |f| {
+        f.posted_by(&bot)
+            .iter()
+            .any(|(_, b)| content(b).starts_with("permission: allow"))
+    });
+    fake.wait("the prompt edited", |f| {
+        !f.calls_to("PATCH", &format!("/channels/{dm}/messages/"))
+            .is_empty()
+    });
 }
 
 /// Heartbeats carry the last sequence. A dropped connection is RESUMEd at the URL READY named,
