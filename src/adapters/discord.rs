@@ -512,6 +512,17 @@ async fn dispatched(running: &Arc<RunningAccount>, url: &str, frame: Frame) -> b
             }
             return taken != Took::NotRecorded;
         }
+        "MESSAGE_UPDATE" | "MESSAGE_DELETE" | "MESSAGE_DELETE_BULK" => {
+            let id = serde_json::from_str::<Message>(d.get())
+                .ok()
+                .and_then(|m| m.id)
+                .unwrap_or_else(|| "-".into());
+            running
+                .log(&format!(
+                    "ignored dispatch={event} message={id} why=edits and deletions are not handed in"
+                ))
+                .await;
+        }
         _ => {}
     }
     true

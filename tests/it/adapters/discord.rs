@@ -147,8 +147,18 @@ fn a_discord_guild_message_is_routed_by_guild_and_roles_and_answered_with_a_refe
             .any(|k| k.starts_with("agent:members:discord:channel:")),
         "{keys:?}"
     );
-    let log = channel_log(&up, "discord");
-    assert!(log.contains("connected mode=gateway"), "{log}");
+    // An edit is not handed in: logged, never answered.
+    let mut edited = alice.clone();
+    edited["content"] = "hello from an admin, edited".into();
+    fake.dispatch(&bot, "MESSAGE_UPDATE", edited);
+    let log = |up: &Up| channel_log(up, "discord");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !log(&up).contains("ignored dispatch=MESSAGE_UPDATE") {
+        assert!(std::time::Instant::now() < deadline, "{}", log(&up));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(log(&up).contains("connected mode=gateway"));
+    assert_eq!(fake.posted_by(&bot).len(), 4, "the edit is not answered");
 }
 
 /// A message in a thread is answered in the thread (its own channel), by the agent bound to the
