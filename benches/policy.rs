@@ -66,6 +66,8 @@ fn gate(c: &mut Criterion) {
         reply_to_sender_id: None,
         in_thread: false,
         text,
+        guild_id: None,
+        roles: &[],
     };
     let group = |sender: &'static str, mentions: &'static [String], text: &'static str| Message {
         conversation: Conversation::Group,

@@ -1,6 +1,6 @@
 //! The platform adapters under load, for scripts/bench-adapters: a real `deepcli up` (the
-//! binary next to this one) connected to in-process fakes of the Telegram Bot API and the
-//! Slack Web API on loopback.
+//! binary next to this one) connected to in-process fakes of the Telegram Bot API, the Slack
+//! Web API and Discord's REST API and Gateway on loopback.
 //!
 //! * telegram: polling mode, the shipped demo agent (`deepcli echo-agent`), CHATS private
 //!   chats, each its own session (`dmScope: per-channel-peer`; with the default `main` every
@@ -19,8 +19,13 @@
 //!   adapter). Per notice, the time from the call until its `sendMessage` arrives at the fake,
 //!   and the call's own answer time.
 //!
+//! * discord: the Gateway (a WebSocket on loopback, after `GET /gateway/bot`), the demo agent,
+//!   CHATS users each in their DM (`dmScope: per-channel-peer`), MESSAGE_CREATE dispatched
+//!   open-loop at RATE per second for SECS seconds. Per message, the time from its dispatch
+//!   until the reply that references it arrives at `POST /channels/{id}/messages`.
+//!
 //! Prints one JSON line per stage. Usage: deepcli-bench-adapters WORKDIR [telegram] [slack]
-//! [outbox]
+//! [outbox] [discord]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -150,6 +155,153 @@ async fn serve(app: Router) -> SocketAddr {
     addr
 }
 
+// ---- the Discord fake ----------------------------------------------------------------------
+
+#[derive(Default)]
+struct Discord {
+    /// The Gateway's address.
+    ws: String,
+    /// The bot's connection, once it identified.
+    socket: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    seq: i64,
+    /// message dispatched → when, by message id.
+    offered: HashMap<String, Instant>,
+    /// (offered, answered) per message answered.
+    answered: Vec<(Instant, Instant)>,
+}
+
+async fn discord_api(
+    State(d): State<Shared<Discord>>,
+    method: axum::http::Method,
+    UrlPath(path): UrlPath<String>,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    let now = Instant::now();
+    match (method.as_str(), path.as_str()) {
+        ("GET", "gateway/bot") => {
+            let ws = d.0.lock().unwrap().ws.clone();
+            Json(json!({"url": format!("ws://{ws}"), "shards": 1})).into_response()
+        }
+        ("GET", "users/@me") => {
+            Json(json!({"id": "42", "username": "bench", "bot": true})).into_response()
+        }
+        ("POST", p) if p.starts_with("channels/") && p.ends_with("/messages") => {
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let mut t = d.0.lock().unwrap();
+            if let Some(id) = body["message_reference"]["message_id"].as_str()
+                && let Some(at) = t.offered.remove(id)
+            {
+                t.answered.push((at, now));
+            }
+            Json(json!({"id": "1", "channel_id": p})).into_response()
+        }
+        _ => Json(json!({})).into_response(),
+    }
+}
+
+/// The bench's Gateway: HELLO; IDENTIFY gets READY; heartbeats are acknowledged.
+async fn discord_gateway(d: Shared<Discord>, stream: tokio::net::TcpStream) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let Ok(ws) = tokio_tungstenite::accept_async(stream).await else {
+        return;
+    };
+    let (mut sink, mut source) = ws.split();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let _ = tx.send(json!({"op": 10, "d": {"heartbeat_interval": 41250}}).to_string());
+    loop {
+        tokio::select! {
+            out = rx.recv() => match out {
+                Some(text) => if sink.send(Message::Text(text.into())).await.is_err() { return },
+                None => return,
+            },
+            inbound = source.next() => {
+                let Some(Ok(Message::Text(text))) = inbound else { return };
+                let frame: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                match frame["op"].as_u64() {
+                    Some(1) => { let _ = tx.send(json!({"op": 11}).to_string()); }
+                    Some(2) => {
+                        let mut t = d.0.lock().unwrap();
+                        t.seq += 1;
+                        let ready = json!({"op": 0, "t": "READY", "s": t.seq, "d": {"v": 10, "session_id": "bench",
+                            "resume_gateway_url": format!("ws://{}", t.ws), "user": {"id": "42", "username": "bench", "bot": true},
+                            "application": {"id": "43"}}});
+                        let _ = tx.send(ready.to_string());
+                        t.socket = Some(tx.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+async fn discord(work: &Path) -> Value {
+    let chats = env("CHATS", 100);
+    let rate = env("RATE", 1000);
+    let secs = env("SECS", 10);
+    let fake: Shared<Discord> = Arc::default();
+    let ws = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    fake.0.lock().unwrap().ws = ws.local_addr().unwrap().to_string();
+    let gateway = fake.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = ws.accept().await {
+            tokio::spawn(discord_gateway(gateway.clone(), stream));
+        }
+    });
+    let addr = serve(
+        Router::new()
+            .route("/api/v10/{*path}", axum::routing::any(discord_api))
+            .with_state(fake.clone()),
+    )
+    .await;
+    let channels = format!(
+        "channels:\n  discord:\n    accounts:\n      default:\n        token: {{source: env, id: BENCH_DISCORD}}\n        apiBase: \"http://{addr}/api\"\n        dmPolicy: open\n        allowFrom: [\"*\"]\n"
+    );
+    let dir = work.join("discord");
+    let _controller = start(&dir, "discord", &channels);
+    ready(&reqwest::Client::new(), &dir, &_controller).await;
+    let total = rate * secs;
+    let interval = Duration::from_secs_f64(1.0 / rate as f64);
+    let started = Instant::now();
+    for n in 0..total {
+        let due = started + interval * n as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        let user = 1000 + n % chats;
+        let id = (10_000_000 + n).to_string();
+        let mut t = fake.0.lock().unwrap();
+        t.seq += 1;
+        let frame = json!({"op": 0, "t": "MESSAGE_CREATE", "s": t.seq, "d": {"id": id, "channel_id": (5000 + n % chats).to_string(),
+            "author": {"id": user.to_string(), "username": format!("u{user}")}, "content": format!("bench {n}"), "type": 0}});
+        t.offered.insert(id, Instant::now());
+        if let Some(socket) = &t.socket {
+            let _ = socket.send(frame.to_string());
+        }
+    }
+    let offered_for = started.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while fake.0.lock().unwrap().answered.len() < total as usize && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let t = fake.0.lock().unwrap();
+    let mut latencies: Vec<f64> = t
+        .answered
+        .iter()
+        .map(|(a, b)| b.duration_since(*a).as_secs_f64() * 1000.0)
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let last = t.answered.iter().map(|(_, b)| *b).max().unwrap_or(started);
+    let elapsed = last.duration_since(started).as_secs_f64();
+    json!({
+        "stage": "discord", "chats": chats, "offeredPerSec": rate, "offered": total,
+        "offeredForSecs": offered_for.as_secs_f64(), "answered": t.answered.len(),
+        "messagesPerSec": t.answered.len() as f64 / elapsed,
+        "latencyMs": {"p50": percentile(&latencies, 0.5), "p90": percentile(&latencies, 0.9), "p99": percentile(&latencies, 0.99), "max": latencies.last()},
+    })
+}
+
 // ---- the controller ------------------------------------------------------------------------
 
 struct Controller {
@@ -204,6 +356,7 @@ fn start(work: &Path, channel: &str, channels: &str) -> Controller {
         .env("BENCH_SIGNING", "bench-signing-secret")
         .env("BENCH_TG", "1:bench")
         .env("BENCH_SLACK", "xoxb-bench")
+        .env("BENCH_DISCORD", "bench-discord-token")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
         .spawn()
@@ -528,13 +681,14 @@ async fn main() {
     let stages: Vec<&str> = if args.len() > 1 {
         args[1..].iter().map(String::as_str).collect()
     } else {
-        vec!["telegram", "slack"]
+        vec!["telegram", "slack", "discord"]
     };
     for stage in stages {
         let line = match stage {
             "telegram" => telegram(&work).await,
             "slack" => slack(&work).await,
             "outbox" => outbox(&work).await,
+            "discord" => discord(&work).await,
             other => json!({"error": format!("unknown stage {other}")}),
         };
         println!("{line}");

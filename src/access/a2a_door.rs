@@ -69,6 +69,8 @@ impl Access {
             reply_to_sender_id: None,
             in_thread: false,
             text: "",
+            guild_id: None,
+            roles: &[],
         };
         let verdict = policy::decide(
             &account.view(None, None),

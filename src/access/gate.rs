@@ -118,7 +118,7 @@ impl Access {
                 input.parent_peer.as_ref().map(|p| p.id.as_str()),
             ),
         };
-        let view = account.view(group, parent);
+        let view = account.view_in(group, parent, input.guild_id.as_deref());
         let message = Message {
             conversation,
             sender_id: facts.sender_id.as_deref(),
@@ -127,6 +127,8 @@ impl Access {
             reply_to_sender_id: facts.reply_to_sender_id.as_deref(),
             in_thread: !key.thread_id.is_empty(),
             text: &envelope.text,
+            guild_id: input.guild_id.as_deref(),
+            roles: &input.member_role_ids,
         };
         let agent = AgentPatterns {
             mentions: plan

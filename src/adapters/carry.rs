@@ -1,7 +1,7 @@
 //! The outbox's carriers (conversations.md, "One outbound path"): one pass looks at the oldest
 //! row of every conversation the outbox holds, and each conversation is drained by one task,
 //! row after row, in the order they were queued. A row goes by its account's platform adapter
-//! when one runs here (Slack, Telegram), else by its reply sink (a bridge account); with
+//! when one runs here (Slack, Telegram, Discord), else by its reply sink (a bridge account); with
 //! neither, it is held with the reason, and tried again on every pass. A pass runs when a row
 //! is queued, and every [`PASS`] for what waits (held rows, a restart's leftovers).
 
@@ -122,6 +122,7 @@ async fn carry(cx: &Arc<AdapterCx>, queued: &Queued) -> Carried {
         let carried = match platform {
             Platform::Slack => super::slack::carry(&running, queued).await,
             Platform::Telegram => super::telegram::carry(&running, queued).await,
+            Platform::Discord => super::discord::carry(&running, queued).await,
         };
         let name = platform.as_str();
         return match carried {

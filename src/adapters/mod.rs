@@ -1,5 +1,5 @@
-//! The platform adapters (adapters.md): the controller's own connections to Slack and
-//! Telegram, one per enabled account. An adapter only translates: a platform event becomes an
+//! The platform adapters (adapters.md): the controller's own connections to Slack, Telegram
+//! and Discord, one per enabled account. An adapter only translates: a platform event becomes an
 //! [`Envelope`] handed to the Access door ([`hand_in`]: the same routing, policy, idempotency
 //! and delivery as `POST /v1/inbound`), and the reply in its [`DoorAnswer`] goes back through the
 //! platform's API. It never routes, gates or opens sessions itself. The platform clients and
@@ -16,6 +16,8 @@
 //! * Events of one conversation are handled in order ([`lanes`]), conversations side by side.
 
 mod carry;
+pub(crate) mod discord;
+mod discussion;
 mod lanes;
 pub(crate) mod outbound;
 mod pipeline;
@@ -314,6 +316,9 @@ pub(crate) struct RunningAccount {
     pub spec: AdapterSpec,
     pub cx: Arc<AdapterCx>,
     identity: RwLock<Option<Identity>>,
+    /// Discord: what the account keeps across its Gateway connections (the session to resume,
+    /// the channels seen, the rate limits).
+    discord: discord::Session,
 }
 
 impl RunningAccount {
@@ -484,6 +489,13 @@ pub(crate) struct Envelope {
     pub thread_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_to_sender_id: Option<String>,
+    /// Discord: the guild, the sender's roles in it, and a thread's parent channel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guild_id: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub member_role_ids: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_peer: Option<Peer>,
 }
 
 /// Where a message was said: `direct`, `group` or `channel`, and the conversation's id.
@@ -737,6 +749,7 @@ impl Adapters {
                 spec: spec.clone(),
                 cx: self.cx.clone(),
                 identity: RwLock::new(None),
+                discord: discord::Session::default(),
             });
             if let Ok(mut accounts) = self.cx.accounts.write() {
                 accounts.insert(key.clone(), running.clone());
@@ -838,6 +851,7 @@ async fn supervise(running: Arc<RunningAccount>) {
             match running.spec.platform {
                 Platform::Telegram => telegram::connect(&running).await,
                 Platform::Slack => slack::connect(&running).await,
+                Platform::Discord => discord::connect(&running).await,
             }
         };
         let stop = tokio::select! {
@@ -1101,6 +1115,9 @@ mod tests {
             team_id: Some("T1".into()),
             thread_id: None,
             reply_to_sender_id: None,
+            guild_id: None,
+            member_role_ids: Vec::new(),
+            parent_peer: None,
         };
         assert_eq!(
             serde_json::to_string(&e).unwrap(),

@@ -316,6 +316,9 @@ mod tests {
                     team_id: None,
                     thread_id: None,
                     reply_to_sender_id: None,
+                    guild_id: None,
+                    member_role_ids: Vec::new(),
+                    parent_peer: None,
                 },
             })
         }
@@ -385,9 +388,12 @@ mod tests {
                 max_reply_messages: 10,
                 discussion: None,
                 group_discussions: Default::default(),
+                application_id: None,
+                uses_roles: false,
             },
             cx: adapters.cx(),
             identity: std::sync::RwLock::new(None),
+            discord: Default::default(),
         })
     }
 

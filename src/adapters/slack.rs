@@ -3,8 +3,8 @@
 //! acknowledges every envelope with its `envelope_id` once recorded, and connects again on a
 //! `disconnect` message or a drop; `mode: http` takes the Events API on the controller's
 //! listener ([`super::web`]). `auth.test` names the bot. Replies go by `chat.postMessage`, in
-//! the thread. Discussions between bots in one thread are enforced here: rounds
-//! counted per thread in the state database, shared by every account of the workspace.
+//! the thread. Discussions between bots in one thread are held to their rounds through
+//! [`super::discussion`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +12,9 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 
+use super::discussion;
 use super::outbound::{self, Failure};
 use super::pipeline::{self, Adapter, NotTaken};
-use super::store::{Thread, ThreadKey, ThreadState};
 use super::{
     AdapterSpec, Choice, Click, Envelope, Identity, Peer, RunningAccount, Sender, Stop, Taken,
 };
@@ -28,11 +28,6 @@ use crate::platform::slack::{
 
 /// The longest reply piece: Slack's advice for `text` (it truncates at 40,000).
 pub(crate) const TEXT_LIMIT: usize = 4000;
-
-/// `discussion` defaults (docs/channels.md, "Several bots in one workspace: discussions").
-pub(crate) const MAX_ROUNDS: u32 = 8;
-pub(crate) const CLOSE_MARKER: &str = "DISCUSSION_CLOSE";
-pub(crate) const STALL_ROUNDS: u32 = 2;
 
 /// Slack's part of the pipeline.
 pub(crate) struct Slack;
@@ -348,6 +343,9 @@ pub(crate) fn map(
         team_id: (!team_id.is_empty()).then(|| team_id.clone()),
         thread_id: thread_ts.clone(),
         reply_to_sender_id: event.parent_user_id.clone(),
+        guild_id: None,
+        member_role_ids: Vec::new(),
+        parent_peer: None,
     };
     Ok(Mapped {
         lane: lane_of(conversation, thread_ts.as_deref(), false),
@@ -381,128 +379,6 @@ pub(crate) fn mentions(text: &str) -> Vec<String> {
     out
 }
 
-async fn blocking<T: Send + 'static>(
-    running: &RunningAccount,
-    f: impl FnOnce(&super::store::AdapterStore) -> Result<T, crate::state::StateError> + Send + 'static,
-) -> Option<T> {
-    let store = running.cx.store.clone();
-    match tokio::task::spawn_blocking(move || f(&store)).await {
-        Ok(Ok(v)) => Some(v),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "adapter state");
-            None
-        }
-        Err(_) => None,
-    }
-}
-
-/// The discussion settings of a thread, if its channel has any.
-fn discussion(running: &RunningAccount, mapped: &Mapped) -> Option<(ThreadKey, u32, String, u32)> {
-    discussion_in(running, mapped, mapped.thread_ts.as_deref()?)
-}
-
-fn discussion_in(
-    running: &RunningAccount,
-    mapped: &Mapped,
-    thread: &str,
-) -> Option<(ThreadKey, u32, String, u32)> {
-    let d = running.spec.discussion_for(&mapped.conversation)?;
-    Some((
-        ThreadKey {
-            channel: running.spec.channel.clone(),
-            team_id: mapped.team_id.clone(),
-            conversation: mapped.conversation.clone(),
-            thread_id: thread.to_string(),
-        },
-        d.max_rounds.unwrap_or(MAX_ROUNDS),
-        d.close_marker
-            .clone()
-            .unwrap_or_else(|| CLOSE_MARKER.to_string()),
-        d.stall_rounds.unwrap_or(STALL_ROUNDS),
-    ))
-}
-
-/// Whether a message in a discussed thread reaches the agent. A human message
-/// re-opens the thread (or closes it, with the marker); a bot message is held back once the
-/// thread reached its rounds or was closed, and closes it with the marker.
-async fn admitted(running: &Arc<RunningAccount>, mapped: &Mapped) -> bool {
-    let Some((key, _, marker, _)) = discussion(running, mapped) else {
-        return true;
-    };
-    let marked = mapped.text.contains(&marker);
-    let own = running
-        .identity()
-        .is_some_and(|i| mapped.envelope.sender.id.as_deref() == Some(i.bot_user_id.as_str()));
-    if own {
-        // The self-loop gate answers it; the thread's state is this bot's own doing.
-        return true;
-    }
-    let k = key.clone();
-    let thread = blocking(running, move |s| s.thread(&k)).await.flatten();
-    if !mapped.is_bot {
-        let next = if marked {
-            Thread {
-                rounds: thread.as_ref().map_or(0, |t| t.rounds),
-                state: ThreadState::Closed,
-                notice_sent: true,
-            }
-        } else {
-            // A human speaks: the discussion starts over.
-            Thread {
-                rounds: 0,
-                state: ThreadState::Open,
-                notice_sent: false,
-            }
-        };
-        if thread.as_ref() != Some(&next) {
-            let k = key.clone();
-            blocking(running, move |s| s.set_thread(&k, &next)).await;
-            if let Ok(mut stalls) = running.cx.stalls.lock() {
-                stalls.remove(&key);
-            }
-        }
-        return true;
-    }
-    if marked {
-        let closed = Thread {
-            rounds: thread.as_ref().map_or(0, |t| t.rounds),
-            state: ThreadState::Closed,
-            notice_sent: thread.as_ref().is_some_and(|t| t.notice_sent),
-        };
-        let k = key.clone();
-        blocking(running, move |s| s.set_thread(&k, &closed)).await;
-        running
-            .log(&format!(
-                "discussion closed thread={} by=close-marker",
-                key.thread_id
-            ))
-            .await;
-        return false;
-    }
-    match thread.map(|t| t.state) {
-        Some(ThreadState::Limit) | Some(ThreadState::Closed) => {
-            running
-                .log(&format!(
-                    "held message={} thread={} why=discussion-{} (a human reply re-opens it)",
-                    mapped.ts,
-                    key.thread_id,
-                    thread_state_word(&running.cx.store, &key)
-                ))
-                .await;
-            false
-        }
-        _ => true,
-    }
-}
-
-fn thread_state_word(store: &super::store::AdapterStore, key: &ThreadKey) -> &'static str {
-    store
-        .thread(key)
-        .ok()
-        .flatten()
-        .map_or("open", |t| t.state.as_str())
-}
-
 /// Posts the reply to a message: in its thread (or the one it starts), one round of the
 /// thread's discussion when it has one.
 async fn reply(running: &Arc<RunningAccount>, mapped: &Mapped, text: &str, taken: &Taken) {
@@ -521,27 +397,51 @@ async fn reply(running: &Arc<RunningAccount>, mapped: &Mapped, text: &str, taken
         .or_else(|| (running.spec.reply_to_mode != ReplyToMode::Off).then(|| mapped.ts.clone()));
     let round = match thread
         .as_deref()
-        .and_then(|t| discussion_in(running, mapped, t))
+        .and_then(|t| discussion::of(running, &mapped.team_id, &mapped.conversation, t))
     {
         None => None,
-        Some(d) => match reserve_round(running, &d, text).await {
+        Some(d) => match discussion::reserve_round(running, &d, text, &mapped.ts).await {
             Some(reached) => Some((d, reached)),
-            None => {
-                running
-                    .log(&format!(
-                        "held reply-to={} thread={} why=discussion-paused (a human reply re-opens it)",
-                        mapped.ts, d.0.thread_id
-                    ))
-                    .await;
-                return;
-            }
+            None => return,
         },
     };
     if post_reply(running, mapped, text, key, taken).await
         && let Some((d, reached)) = round
+        && let Some(notice) = discussion::after_round(running, &d, text, reached).await
+        && let Err((_, error)) = post(
+            running,
+            &mapped.conversation,
+            Some(&d.key.thread_id),
+            &notice,
+        )
+        .await
     {
-        after_round(running, mapped, &d, text, reached).await;
+        running
+            .log(&format!(
+                "notice-failed thread={} error={error}",
+                d.key.thread_id
+            ))
+            .await;
     }
+}
+
+/// Whether a message reaches the agent: held back in a discussed thread that is paused or
+/// closed ([`discussion::admitted`]).
+async fn admitted(running: &Arc<RunningAccount>, mapped: &Mapped) -> bool {
+    let Some(d) = mapped
+        .thread_ts
+        .as_deref()
+        .and_then(|t| discussion::of(running, &mapped.team_id, &mapped.conversation, t))
+    else {
+        return true;
+    };
+    let heard = discussion::Heard {
+        message_id: &mapped.ts,
+        sender_id: mapped.envelope.sender.id.as_deref(),
+        is_bot: mapped.is_bot,
+        text: &mapped.text,
+    };
+    discussion::admitted(running, &d, &heard).await
 }
 
 /// Posts a reply in pieces (`chat.postMessage`); whether all of it was posted.
@@ -816,102 +716,6 @@ async fn answer_click(
     .await
     .map(drop)
     .map_err(|e| e.to_string())
-}
-
-type DiscussionOf = (ThreadKey, u32, String, u32);
-
-/// A bot reply in a discussed thread is a round, reserved before it is posted (none
-/// once the thread is paused or closed, so at most `maxRounds` are posted); one with the close
-/// marker closes the thread. Whether this reply may go, and whether it reached `maxRounds`.
-async fn reserve_round(
-    running: &Arc<RunningAccount>,
-    d: &DiscussionOf,
-    reply: &str,
-) -> Option<bool> {
-    let (key, max_rounds, marker, _) = d.clone();
-    let closes = reply.contains(&marker);
-    let k = key.clone();
-    let (thread, reached) = blocking(running, move |s| s.reserve_round(&k, max_rounds, closes))
-        .await
-        .flatten()?;
-    if closes {
-        running
-            .log(&format!(
-                "discussion closed thread={} by=close-marker rounds={}",
-                key.thread_id, thread.rounds
-            ))
-            .await;
-    }
-    Some(reached)
-}
-
-/// After a round was posted: a stall (`stallRounds` replies repeating the one before) pauses
-/// the thread like `maxRounds`; the first to pause it posts the one notice.
-async fn after_round(
-    running: &Arc<RunningAccount>,
-    mapped: &Mapped,
-    d: &DiscussionOf,
-    reply: &str,
-    mut reached: bool,
-) {
-    let (key, max_rounds, _, stall_rounds) = d.clone();
-    let stalled = {
-        let normalized = reply.trim().to_string();
-        match running.cx.stalls.lock() {
-            Ok(mut stalls) => {
-                let entry = stalls.entry(key.clone()).or_insert((String::new(), 0));
-                if entry.0 == normalized {
-                    entry.1 += 1;
-                } else {
-                    *entry = (normalized, 0);
-                }
-                entry.1 >= stall_rounds
-            }
-            Err(_) => false,
-        }
-    };
-    if stalled && !reached {
-        let k = key.clone();
-        let thread = blocking(running, move |s| s.thread(&k)).await.flatten();
-        if let Some(mut t) = thread.filter(|t| t.state == ThreadState::Open) {
-            t.state = ThreadState::Limit;
-            let k = key.clone();
-            blocking(running, move |s| s.set_thread(&k, &t)).await;
-            reached = true;
-        }
-    }
-    if !reached {
-        return;
-    }
-    let k = key.clone();
-    if blocking(running, move |s| s.claim_notice(&k)).await != Some(true) {
-        return;
-    }
-    let why = if stalled {
-        format!("the bots repeated themselves for {stall_rounds} rounds")
-    } else {
-        format!("it reached {max_rounds} rounds")
-    };
-    let notice = format!(
-        "This discussion is paused: {why}. Bot messages in this thread are no longer delivered. A human reply here re-opens it."
-    );
-    running
-        .log(&format!(
-            "discussion paused thread={} why={}",
-            key.thread_id,
-            if stalled { "stall" } else { "max-rounds" }
-        ))
-        .await;
-    if let Err((_, error)) =
-        post(running, &mapped.conversation, Some(&key.thread_id), &notice).await
-    {
-        running
-            .log(&format!(
-                "notice-failed thread={} error={error}",
-                key.thread_id
-            ))
-            .await;
-    }
 }
 
 #[cfg(test)]

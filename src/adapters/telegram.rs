@@ -405,6 +405,9 @@ pub(crate) fn map(
         team_id: None,
         thread_id: thread_id.map(|t| t.to_string()),
         reply_to_sender_id: reply_to,
+        guild_id: None,
+        member_role_ids: Vec::new(),
+        parent_peer: None,
     };
     let lane = match thread_id {
         Some(t) => format!("{chat_id}/{t}"),

@@ -176,16 +176,17 @@ pub(super) struct LoginArgs {
 
 #[derive(Debug, Args)]
 pub(super) struct ResolveArgs {
-    /// The names: `@user` or `#channel` (or plain, with --kind).
+    /// The names: `@user`, `#channel` or (Discord) `&role` (or plain, with --kind).
     #[arg(required = true, value_name = "NAME")]
     names: Vec<String>,
-    /// The channel (slack or telegram).
+    /// The channel (slack, telegram or discord).
     #[arg(long, value_name = "NAME")]
     channel: String,
     /// The account whose token reads the directory; default: the channel's default account.
     #[arg(long, value_name = "ID")]
     account: Option<String>,
-    /// What the names are: user, group or channel (default: `#name` a channel, else a user).
+    /// What the names are: user, group, channel or role (Discord) (default: `#name` a channel,
+    /// `&name` a role, else a user).
     #[arg(long, value_name = "KIND")]
     kind: Option<String>,
     /// How long the platform may take, in milliseconds (at most 30000).

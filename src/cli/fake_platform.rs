@@ -1,4 +1,4 @@
-//! `deepcli fake-platform telegram|slack|say|press`: a local fake of a platform's API to try
+//! `deepcli fake-platform telegram|slack|discord|say|press`: a local fake of a platform's API to try
 //! the adapters on (`crate::fake_platform`), and a person chatting through it, at a prompt or a
 //! command at a time.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use super::ExitStatus;
-use crate::fake_platform::{Answer, Chat, Platform, Press, Say, slack, telegram};
+use crate::fake_platform::{Answer, Chat, Platform, Press, Say, discord, slack, telegram};
 
 const SERVE_EXIT_CODES: &str = "\
 Type a line to send it as the person in the chat; /help lists the prompt's commands. The fake
@@ -39,6 +39,9 @@ pub(super) enum FakePlatformCommand {
     /// Serve a fake Slack (Web API and Socket Mode), and chat with the app at a prompt.
     #[command(after_help = SERVE_EXIT_CODES)]
     Slack(ServeArgs),
+    /// Serve a fake Discord (REST API and Gateway), and chat with the bot at a prompt.
+    #[command(after_help = SERVE_EXIT_CODES)]
+    Discord(ServeArgs),
     /// Say something to the bot of a running fake, and print its answer.
     #[command(after_help = SAY_EXIT_CODES)]
     Say(SayArgs),
@@ -117,6 +120,14 @@ pub(super) fn run(command: FakePlatformCommand) -> ExitStatus {
             }
             Err(e) => cannot_listen(args.listen, &e),
         },
+        FakePlatformCommand::Discord(args) => match discord::Server::bind(args.listen) {
+            Ok(server) => {
+                let bot = server.fake.install(DISCORD_BOT, 1);
+                print_banner(&discord_banner(&server.base(), &bot));
+                serve(&server.fake, &args.from)
+            }
+            Err(e) => cannot_listen(args.listen, &e),
+        },
         FakePlatformCommand::Say(args) => {
             let body = Say {
                 from: args.speaker.from.clone(),
@@ -176,6 +187,30 @@ and start deepcli up with SLACK_BOT_TOKEN={bot} SLACK_APP_TOKEN={app_token}.",
         name = app.name,
         bot = app.bot_token,
         app_token = app.app_token,
+    )
+}
+
+/// The Discord bot the fake installs, as people mention it (`@deepcli`).
+const DISCORD_BOT: &str = "deepcli";
+
+fn discord_banner(base: &str, bot: &discord::Bot) -> String {
+    format!(
+        "\
+A fake Discord serves on {base} (the bot @{name}, in guild {guild} with #general {general}).
+Point an account of channels.yaml at it:
+
+  discord:
+    groupPolicy: open
+    accounts:
+      default:
+        apiBase: {base}
+        token: {{source: env, id: DISCORD_BOT_TOKEN}}
+
+and start deepcli up with DISCORD_BOT_TOKEN={token}.",
+        name = bot.name,
+        guild = discord::GUILD,
+        general = discord::GENERAL,
+        token = bot.token,
     )
 }
 
@@ -316,7 +351,7 @@ fn ask(speaker: &Speaker, route: &str, body: &impl serde::Serialize) -> ExitStat
         Err(e) => {
             eprintln!("error: no fake platform answers at {base}: {e}");
             eprintln!(
-                "hint: start one with `deepcli fake-platform telegram` (or slack), or pass its address with --to"
+                "hint: start one with `deepcli fake-platform telegram` (or slack, discord), or pass its address with --to"
             );
             ExitStatus::Error
         }

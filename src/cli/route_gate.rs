@@ -64,6 +64,8 @@ pub(super) fn explain(
         reply_to_sender_id: None,
         in_thread: false,
         text: sent.text,
+        guild_id: input.guild_id.as_deref(),
+        roles: &input.member_role_ids,
     };
     match policy.verdict(
         &channel,

@@ -804,9 +804,51 @@ pub struct ChannelSpec {
     /// Per-conversation overrides by group or channel id; `"*"` for every group.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub groups: IndexMap<String, GroupSpec>,
+    /// Discord: per-guild settings by guild id (`"*"` for every guild), each with its channels.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub guilds: IndexMap<String, GuildSpec>,
     /// The channel level of the inbound policy.
     #[serde(flatten)]
     pub policy: PolicySpec,
+}
+
+/// `channels.discord[.accounts.<id>].guilds.<guildId>`: what one Discord guild (or `"*"`:
+/// every guild) sets of the inbound policy, and its channels (adapters.md, "Discord").
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GuildSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_mention: Option<bool>,
+    /// Who may trigger the agent in the guild: user ids (`"*"`: anyone), or a member of one of
+    /// `roles`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users: Option<Vec<String>>,
+    /// Role ids whose members may trigger the agent in the guild (or one of `users`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roles: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_bots: Option<AllowBots>,
+    /// The guild's channels by channel id (`"*"` for every other one): once listed, a channel
+    /// not listed is not served under `groupPolicy: allowlist`. A thread takes its parent's.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub channels: IndexMap<String, GuildChannelSpec>,
+}
+
+/// `guilds.<guildId>.channels.<channelId>`: one channel's overrides of its guild's settings.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GuildChannelSpec {
+    /// `false`: the channel is not served (default true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_mention: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roles: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_bots: Option<AllowBots>,
 }
 
 /// The inbound policy keys (policy.md) as written at one level: `channels.defaults`, a
@@ -912,7 +954,7 @@ pub struct AccountSpec {
     /// The platform's id of this account's bot: the self-loop filter and native mentions.
     pub bot_user_id: Option<String>,
     /// How the platform adapter talks to the platform: Slack `socket` (default) or `http`,
-    /// Telegram `polling` (default) or `webhook`.
+    /// Telegram `polling` (default) or `webhook`, Discord `gateway` (default, the only one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<AdapterMode>,
     /// The platform API's base URL (proxies, tests); default the platform's public API.
@@ -929,9 +971,16 @@ pub struct AccountSpec {
     /// note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_reply_messages: Option<u32>,
-    /// Discussions between bots in one Slack thread (adapters.md).
+    /// Discussions between bots in one Slack or Discord thread (adapters.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discussion: Option<Discussion>,
+    /// Discord: the application whose interactions (button clicks) the bot answers; unset, the
+    /// one the Gateway's READY names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application_id: Option<String>,
+    /// Discord: this account's own per-guild settings (they replace the channel's `guilds`).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub guilds: IndexMap<String, GuildSpec>,
     /// The account level of the inbound policy. Before `secrets`: a flattened struct takes its
     /// keys out of what the flattened map after it sees.
     #[serde(flatten)]
@@ -953,6 +1002,8 @@ pub enum AdapterMode {
     Polling,
     /// Telegram webhooks.
     Webhook,
+    /// Discord's Gateway WebSocket (the only Discord transport).
+    Gateway,
     /// No built-in adapter: an external bridge signs envelopes to `/v1/inbound`.
     Bridge,
 }
@@ -964,6 +1015,7 @@ impl AdapterMode {
             AdapterMode::Http => "http",
             AdapterMode::Polling => "polling",
             AdapterMode::Webhook => "webhook",
+            AdapterMode::Gateway => "gateway",
             AdapterMode::Bridge => "bridge",
         }
     }

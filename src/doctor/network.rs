@@ -117,7 +117,10 @@ async fn account(spec: AdapterSpec, timeout: Duration) -> Vec<Check> {
                 Area::Credentials,
                 subject,
                 Status::Warn,
-                format!("not checked: `botToken` {why}; nothing was sent"),
+                format!(
+                    "not checked: `{}` {why}; nothing was sent",
+                    spec.platform.token_field()
+                ),
             )
             .fix("make the reference resolve (the secret check above says how)"),
         );
@@ -139,6 +142,7 @@ async fn account(spec: AdapterSpec, timeout: Duration) -> Vec<Check> {
     let method = match spec.platform {
         platform::Platform::Telegram => "getMe",
         platform::Platform::Slack => "auth.test",
+        platform::Platform::Discord => "GET /users/@me",
     };
     out.push(match checked {
         Ok(identity) => Check::ok(
@@ -162,6 +166,9 @@ async fn account(spec: AdapterSpec, timeout: Duration) -> Vec<Check> {
             }
             platform::Platform::Slack => {
                 "the token is wrong or revoked: take the Bot User OAuth Token (xoxb-…) from the Slack app's OAuth & Permissions page"
+            }
+            platform::Platform::Discord => {
+                "the token is wrong or was reset: take the bot's token from its Bot page in the Discord Developer Portal (Reset Token)"
             }
         }),
         Err(CheckError::Unreachable(unreached)) => Check::new(

@@ -75,8 +75,8 @@ pub(super) fn check(config: &Config) -> Vec<Check> {
 }
 
 /// Who reads an account's secret `field`: the Access layer reads `webhookSecret` of every
-/// account; a built-in adapter (Slack, Telegram, not `mode: bridge`) its bot token and what its
-/// mode needs; anything else is the bridge's.
+/// account; a built-in adapter (Slack, Telegram, Discord, not `mode: bridge`) its bot token
+/// (Discord's `token`) and what its mode needs; anything else is the bridge's.
 fn read_by(field: &str, platform: Option<Platform>, mode: Option<AdapterMode>) -> Reader {
     let adapter = match (platform, mode) {
         (Some(_), Some(AdapterMode::Bridge)) | (None, _) | (_, None) => None,
@@ -84,7 +84,8 @@ fn read_by(field: &str, platform: Option<Platform>, mode: Option<AdapterMode>) -
     };
     match (field, adapter) {
         ("webhookSecret", _) => Reader::Deepcli,
-        ("botToken", Some(_)) => Reader::Deepcli,
+        ("botToken", Some((Platform::Slack | Platform::Telegram, _))) => Reader::Deepcli,
+        ("token", Some((Platform::Discord, _))) => Reader::Deepcli,
         ("appToken", Some((Platform::Slack, AdapterMode::Socket))) => Reader::Deepcli,
         ("signingSecret", Some((Platform::Slack, AdapterMode::Http))) => Reader::Deepcli,
         (_, None) if platform.is_some() => {

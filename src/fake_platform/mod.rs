@@ -1,5 +1,5 @@
 //! Local fakes of the chat platforms' public APIs, for practice and for the tests: `deepcli
-//! fake-platform telegram|slack` serves one, so adapters, pairing, buttons and replies can be
+//! fake-platform telegram|slack|discord` serves one, so adapters, pairing, buttons and replies can be
 //! tried end to end without a real bot, and the integration tests drive the same fakes.
 //!
 //! A fake records every API call, keeps a [`Line`] transcript of what people said and what the
@@ -7,6 +7,7 @@
 //! (`POST /_fake/say`, `POST /_fake/press`): what `deepcli fake-platform say|press` and the
 //! interactive prompt use. Nothing here reaches the network beyond the address it is given.
 
+pub mod discord;
 pub mod slack;
 pub mod telegram;
 

@@ -58,7 +58,7 @@ const fn caps(
     credentials: &'static [&'static str],
 ) -> Capabilities {
     let adapter = match channel.as_bytes() {
-        b"slack" | b"telegram" => Served::BuiltIn,
+        b"slack" | b"telegram" | b"discord" => Served::BuiltIn,
         b"cli" => Served::Local,
         _ => Served::Bridge,
     };

@@ -872,7 +872,7 @@ fn check_failed(e: CheckError) -> ManageError {
     match e {
         CheckError::Refused(why) => platform_refused("the platform refused the credentials", why),
         CheckError::NoToken(why) => ManageError::refused(
-            format!("the credentials do not resolve: `botToken`: {why}; nothing was sent"),
+            format!("the credentials do not resolve: {why}; nothing was sent"),
             "export the variable, or write the file, the reference names (`deepcli channels status`, `deepcli doctor`)",
         ),
         CheckError::Unreachable(unreached) => ManageError::refused(
@@ -956,11 +956,11 @@ pub fn resolve(
         ));
     }
     if let Some(kind) = &request.kind
-        && !["user", "group", "channel"].contains(&kind.as_str())
+        && !["user", "group", "channel", "role"].contains(&kind.as_str())
     {
         return Err(ManageError::usage(
             format!("unknown kind `{kind}`"),
-            "--kind user, group or channel",
+            "--kind user, group, channel or role (Discord)",
         ));
     }
     let spec = adapter_spec(ctx, &request.channel, request.account.as_deref())?;

@@ -485,11 +485,18 @@ pub fn policy_probes(root: &Value, config: &Config) -> (Vec<PolicyProbe>, Vec<No
                         } else {
                             "direct messages"
                         };
+                        let why = if channel == "discord" && path.ends_with(".guilds") {
+                            format!(
+                                "OpenClaw decides them with {path}, carried over as deepcli's `guilds`; this check does not model OpenClaw's guild gate: check them with `deepcli route --explain --guild G --role R`"
+                            )
+                        } else {
+                            format!(
+                                "OpenClaw decides them with {path}, which deepcli has no form for (see \"not carried over\"); check them with `deepcli route --explain`"
+                            )
+                        };
                         let n = NotCompared {
                             probes: format!("{scope}: {what}"),
-                            why: format!(
-                                "OpenClaw decides them with {path}, which deepcli has no form for (see \"not carried over\"); check them with `deepcli route --explain`"
-                            ),
+                            why,
                         };
                         if !skipped.contains(&n) {
                             skipped.push(n);
@@ -628,6 +635,8 @@ fn deepcli_decision(
         reply_to_sender_id: None,
         in_thread: false,
         text: "",
+        guild_id: None,
+        roles: &[],
     };
     let view = account.view(p.peer.as_ref().map(|g| g.id.as_str()), None);
     let agent = AgentPatterns {

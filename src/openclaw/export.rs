@@ -71,11 +71,13 @@ fn account_keys(channel: &str) -> &'static [&'static str] {
             "name",
             "enabled",
             "token",
+            "applicationId",
             "dmPolicy",
             "allowFrom",
             "groupPolicy",
             "allowBots",
             "historyLimit",
+            "guilds",
         ],
         "slack" => &[
             "name",
@@ -193,6 +195,40 @@ impl Exporter {
             }
         }
         out
+    }
+
+    /// deepcli's Discord `guilds` in OpenClaw's terms: the same keys, but `allowBots`, which
+    /// OpenClaw's guild and guild channel entries do not take (left out, listed).
+    fn discord_guilds(&mut self, v: &Value, path: &str) -> Value {
+        let mut guilds = v.clone();
+        for (id, guild) in guilds.as_object_mut().into_iter().flatten() {
+            let at = format!("{path}.{id}");
+            if let Some(g) = guild.as_object_mut() {
+                if g.remove("allowBots").is_some() {
+                    self.leave(
+                        format!("{at}.allowBots"),
+                        "OpenClaw's Discord guild entries have no `allowBots` (set it on the channel or the account)",
+                    );
+                }
+                for (cid, c) in g
+                    .get_mut("channels")
+                    .and_then(Value::as_object_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    if c.as_object_mut()
+                        .and_then(|c| c.remove("allowBots"))
+                        .is_some()
+                    {
+                        self.leave(
+                            format!("{at}.channels.{cid}.allowBots"),
+                            "OpenClaw's Discord guild channel entries have no `allowBots`",
+                        );
+                    }
+                }
+            }
+        }
+        guilds
     }
 
     fn secret(&mut self, v: &Value, path: &str) -> Option<Value> {
@@ -562,9 +598,13 @@ pub fn export(config: &Config) -> Exported {
             if ["enabled", "defaultAccount", "accounts"].contains(&k.as_str()) {
                 continue;
             }
-            if keys.contains(&k.as_str())
+            if name == "discord" && k == "guilds" {
+                let guilds = x.discord_guilds(v, &format!("{path}.guilds"));
+                out.insert(k.clone(), guilds);
+            } else if keys.contains(&k.as_str())
                 && !crate::config::model::SECRET_FIELDS.contains(&k.as_str())
                 && k != "name"
+                && k != "applicationId"
             {
                 out.insert(k.clone(), v.clone());
             } else {
@@ -595,6 +635,9 @@ pub fn export(config: &Config) -> Exported {
                     if let Some(r) = x.secret(v, &format!("{apath}.{k}")) {
                         a.insert(k.clone(), r);
                     }
+                } else if name == "discord" && k == "guilds" {
+                    let guilds = x.discord_guilds(v, &format!("{apath}.guilds"));
+                    a.insert(k.clone(), guilds);
                 } else {
                     a.insert(k.clone(), v.clone());
                 }

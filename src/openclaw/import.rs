@@ -46,6 +46,13 @@ const GROUP_KEYS: &[&str] = &[
     "botLoopProtection",
 ];
 
+/// Keys of a Discord guild entry (`channels.discord.guilds.<id>`) deepcli takes.
+const GUILD_KEYS: &[&str] = &["requireMention", "users", "roles", "channels"];
+
+/// Keys of a Discord guild's channel entry deepcli takes (`allow`, OpenClaw's legacy
+/// `enabled`, is read as `enabled`).
+const GUILD_CHANNEL_KEYS: &[&str] = &["enabled", "allow", "requireMention", "users", "roles"];
+
 /// The ACP servers deepcli documents and tests (docs/controller.md, "Running real agents") for
 /// OpenClaw's ACP harness names: the harness, the command, the npm package that installs it.
 const ACP_HARNESSES: &[(&str, &[&str], &str)] = &[
@@ -924,6 +931,12 @@ impl<'a> Mapper<'a> {
                 }
                 "name" | "tokenFile" => own_default.push((k, v)),
                 k if SECRET_FIELDS.contains(&k) || k == "accessToken" => own_default.push((k, v)),
+                "guilds" if channel == "discord" => {
+                    let guilds = self.guilds(v, &p);
+                    out.set_commented("guilds", guilds, vec![format!("from {p}")]);
+                }
+                // Inherited by every account (OpenClaw's reading): written on each below.
+                "applicationId" if channel == "discord" => {}
                 "guilds" | "channels" => self.unsupported(
                     p,
                     v,
@@ -1040,9 +1053,92 @@ impl<'a> Mapper<'a> {
                 first.key
             ));
         }
+        // Discord's channel-level `applicationId` is every account's that sets none.
+        if let Some(app) = ch.get("applicationId").filter(|_| channel == "discord") {
+            let from = child(path, "applicationId");
+            match app.as_id() {
+                Some(id) => {
+                    if let Node::Map(entries) = &mut node_accounts {
+                        for entry in entries.iter_mut() {
+                            if let Some(node) = entry.value.as_mut()
+                                && !node.has("applicationId")
+                            {
+                                node.set_commented(
+                                    "applicationId",
+                                    Node::str(id.clone()),
+                                    vec![format!("from {from}")],
+                                );
+                            }
+                        }
+                    }
+                }
+                None => self.unsupported(from, app, "an application id is a Discord id"),
+            }
+        }
         if count > 0 {
             accounts.clear();
             out.set("accounts", node_accounts);
+        }
+        out
+    }
+
+    /// Discord's `guilds` (a channel's or an account's): keyed by guild id and, beneath, by
+    /// channel id; an entry keyed by a slug or a name is reported (deepcli keys them by id).
+    fn guilds(&mut self, v: &Value, path: &str) -> Node {
+        let is_id = |k: &str| k == "*" || (!k.is_empty() && k.chars().all(|c| c.is_ascii_digit()));
+        let mut out = Node::map();
+        for (id, g) in v.entries() {
+            let p = child(path, id);
+            if !is_id(id.trim()) {
+                self.unsupported(
+                    p,
+                    g,
+                    "deepcli keys guilds by id (`channels resolve` finds it): a guild named by its slug or name is not carried over",
+                );
+                continue;
+            }
+            let mut node = self.copy_keys(g, &p, GUILD_KEYS, "Discord guild entry");
+            for key in ["users", "roles"] {
+                if let Some(list) = node.get_mut(key) {
+                    ids_as_strings(list);
+                }
+            }
+            if node.take("channels").is_some() {
+                let mut channels = Node::map();
+                for (cid, c) in g.get("channels").map(Value::entries).unwrap_or_default() {
+                    let cp = child(&child(&p, "channels"), cid);
+                    if !is_id(cid.trim()) {
+                        self.unsupported(
+                            cp,
+                            c,
+                            "deepcli keys a guild's channels by id (`channels resolve '#name'` finds it): a channel named by its name or slug is not carried over",
+                        );
+                        continue;
+                    }
+                    let mut entry =
+                        self.copy_keys(c, &cp, GUILD_CHANNEL_KEYS, "Discord guild channel entry");
+                    if let Some(allow) = entry.take("allow")
+                        && !entry.has("enabled")
+                    {
+                        entry.set_commented(
+                            "enabled",
+                            allow,
+                            vec![format!(
+                                "from {} (OpenClaw's legacy key)",
+                                child(&cp, "allow")
+                            )],
+                        );
+                    }
+                    for key in ["users", "roles"] {
+                        if let Some(list) = entry.get_mut(key) {
+                            ids_as_strings(list);
+                        }
+                    }
+                    channels.set(cid.clone(), entry);
+                }
+                node.set("channels", channels);
+            }
+            out.set(id.clone(), node);
         }
         out
     }
@@ -1111,6 +1207,16 @@ impl<'a> Mapper<'a> {
                 let g = self.groups(v, path);
                 out.set("groups", g);
             }
+            "guilds" if channel == "discord" => {
+                let g = self.guilds(v, path);
+                out.set("guilds", g);
+            }
+            "applicationId" if channel == "discord" => match v.as_id() {
+                Some(id) => {
+                    out.set("applicationId", Node::str(id));
+                }
+                None => self.unsupported(path.into(), v, "an application id is a Discord id"),
+            },
             k if SECRET_FIELDS.contains(&k) => {
                 if let Some(n) = self.secret(channel, account, k, v, path) {
                     out.set(k, n);

@@ -1,5 +1,6 @@
-//! The platform clients (adapters.md): Slack's Web API and Telegram's Bot API over HTTPS, with
-//! typed payloads for the fields deepcli reads, Slack's Events API signature check, and what the
+//! The platform clients (adapters.md): Slack's Web API, Telegram's Bot API and Discord's REST
+//! API over HTTPS, with typed payloads for the fields deepcli reads (Discord's Gateway frames
+//! too), Slack's Events API signature check, Discord's rate limits, and what the
 //! management service asks a platform outside any connection (login, probe, resolve). Also each
 //! account as the applied config asks for it ([`AdapterSpec`]), and the account rows `channels
 //! login` / `logout` and the running adapters share ([`accounts`]).
@@ -8,6 +9,7 @@
 //! [`crate::adapters`]' work. `manage` uses this module without linking the serving half.
 
 pub(crate) mod accounts;
+pub(crate) mod discord;
 pub(crate) mod probe;
 pub(crate) mod slack;
 pub(crate) mod telegram;
@@ -30,6 +32,7 @@ pub(crate) const MAX_REPLY_MESSAGES: usize = 10;
 pub(crate) enum Platform {
     Slack,
     Telegram,
+    Discord,
 }
 
 impl Platform {
@@ -37,6 +40,15 @@ impl Platform {
         match self {
             Platform::Slack => "slack",
             Platform::Telegram => "telegram",
+            Platform::Discord => "discord",
+        }
+    }
+
+    /// The account's secret field that holds the bot's token.
+    pub(crate) fn token_field(self) -> &'static str {
+        match self {
+            Platform::Discord => "token",
+            Platform::Slack | Platform::Telegram => "botToken",
         }
     }
 
@@ -45,6 +57,7 @@ impl Platform {
         match channel {
             "slack" => Some(Platform::Slack),
             "telegram" => Some(Platform::Telegram),
+            "discord" => Some(Platform::Discord),
             _ => None,
         }
     }
@@ -53,6 +66,7 @@ impl Platform {
         match self {
             Platform::Slack => AdapterMode::Socket,
             Platform::Telegram => AdapterMode::Polling,
+            Platform::Discord => AdapterMode::Gateway,
         }
     }
 
@@ -66,6 +80,7 @@ impl Platform {
         match self {
             Platform::Slack => "https://slack.com/api".into(),
             Platform::Telegram => "https://api.telegram.org".into(),
+            Platform::Discord => "https://discord.com/api".into(),
         }
     }
 }
@@ -113,7 +128,7 @@ pub(crate) struct AdapterSpec {
     pub enabled: bool,
     pub mode: AdapterMode,
     pub api_base: String,
-    /// `botToken`, or why it cannot be used.
+    /// The bot's token (`botToken`; Discord's `token`), or why it cannot be used.
     pub bot_token: Result<Credential, String>,
     /// Slack `appToken` (socket mode).
     pub app_token: Option<Result<Credential, String>>,
@@ -125,9 +140,14 @@ pub(crate) struct AdapterSpec {
     pub reply_to_mode: ReplyToMode,
     /// The most platform messages one reply is posted as (`maxReplyMessages`).
     pub max_reply_messages: usize,
-    /// The account's `discussion`, and each Slack channel's from its `groups` entry.
+    /// The account's `discussion`, and each Slack or Discord channel's from its `groups` entry.
     pub discussion: Option<Discussion>,
     pub group_discussions: BTreeMap<String, Discussion>,
+    /// Discord: `applicationId`.
+    pub application_id: Option<String>,
+    /// Discord: a binding or the guilds' policy uses roles, so the Gateway is asked for guild
+    /// members too.
+    pub uses_roles: bool,
 }
 
 impl AdapterSpec {
@@ -154,7 +174,7 @@ impl AdapterSpec {
             Some(Ok(_)) => None,
         };
         if let Err(why) = &self.bot_token {
-            return Some(format!("`botToken`: {why}"));
+            return Some(format!("`{}`: {why}", self.platform.token_field()));
         }
         match self.mode {
             AdapterMode::Socket => need(&self.app_token, "appToken"),
@@ -167,7 +187,7 @@ impl AdapterSpec {
                     )
                 })
             }),
-            AdapterMode::Polling | AdapterMode::Bridge => None,
+            AdapterMode::Polling | AdapterMode::Gateway | AdapterMode::Bridge => None,
         }
     }
 
@@ -199,7 +219,7 @@ fn resolve_ref(r: &SecretRef) -> Result<Credential, String> {
 }
 
 /// The adapters `config` asks for: every account of a channel deepcli has an adapter for
-/// (`slack`, `telegram`) that is not in `mode: bridge`, disabled ones too (to say so).
+/// (`slack`, `telegram`, `discord`) that is not in `mode: bridge`, disabled ones too (to say so).
 pub(crate) fn specs(config: &Config) -> Vec<AdapterSpec> {
     let mut out = Vec::new();
     for channel in &config.channels {
@@ -213,12 +233,33 @@ pub(crate) fn specs(config: &Config) -> Vec<AdapterSpec> {
             .iter()
             .filter_map(|(id, g)| Some((id.trim().to_string(), g.discussion.clone()?)))
             .collect();
+        let guild_roles = |guilds: &indexmap::IndexMap<String, crate::config::model::GuildSpec>| {
+            guilds.values().any(|g| {
+                g.roles.as_ref().is_some_and(|r| !r.is_empty())
+                    || g.channels
+                        .values()
+                        .any(|c| c.roles.as_ref().is_some_and(|r| !r.is_empty()))
+            })
+        };
         for account in channel.accounts() {
             let spec = account.spec;
             let mode = spec.mode.unwrap_or(platform.default_mode());
             if mode == AdapterMode::Bridge {
                 continue;
             }
+            let bound_by_role = config.bindings.iter().any(|b| {
+                let m = &b.spec.matcher;
+                crate::ids::channel(&m.channel) == channel_id
+                    && m.account_id.as_deref().is_none_or(|a| {
+                        a.trim() == "*" || crate::ids::account_id(a) == account.normalized
+                    })
+                    && m.roles.as_ref().is_some_and(|r| !r.is_empty())
+            });
+            let guilds = if spec.guilds.is_empty() {
+                &channel.spec.guilds
+            } else {
+                &spec.guilds
+            };
             let secrets = &spec.secrets;
             out.push(AdapterSpec {
                 platform,
@@ -232,7 +273,7 @@ pub(crate) fn specs(config: &Config) -> Vec<AdapterSpec> {
                     .unwrap_or_else(|| platform.default_api_base())
                     .trim_end_matches('/')
                     .to_string(),
-                bot_token: resolve(secrets.get("botToken"))
+                bot_token: resolve(secrets.get(platform.token_field()))
                     .unwrap_or_else(|| Err("not set".into())),
                 app_token: resolve(secrets.get("appToken")),
                 signing_secret: resolve(secrets.get("signingSecret")),
@@ -244,13 +285,16 @@ pub(crate) fn specs(config: &Config) -> Vec<AdapterSpec> {
                     .map_or(MAX_REPLY_MESSAGES, |n| n as usize),
                 discussion: spec.discussion.clone(),
                 group_discussions: group_discussions.clone(),
+                application_id: spec.application_id.clone(),
+                uses_roles: platform == Platform::Discord && (bound_by_role || guild_roles(guilds)),
             });
         }
     }
     out
 }
 
-/// The bot an account speaks as, from `getMe` / `auth.test`.
+/// The bot an account speaks as, from `getMe` / `auth.test` / Discord's READY or
+/// `GET /users/@me`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Identity {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::discord;
 use super::slack::{self, Conversation, Page, User};
 use super::telegram::{self, Chat, GetChat};
 use super::{AdapterSpec, Identity, Lenient, Platform, Unreached};
@@ -15,8 +16,9 @@ use super::{AdapterSpec, Identity, Lenient, Platform, Unreached};
 /// reached says nothing of the credentials: [`CheckError::Unreachable`] is never a refusal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum CheckError {
-    /// The bot token does not resolve (or is not usable): nothing was sent.
-    #[error("`botToken`: {0}")]
+    /// The bot token does not resolve (or is not usable): nothing was sent. Its words name
+    /// the field (`botToken`, Discord's `token`).
+    #[error("{0}")]
     NoToken(String),
     /// No answer from the platform's host: DNS, connect, TLS, or none in time.
     #[error("{0}")]
@@ -40,6 +42,16 @@ impl From<telegram::ApiError> for CheckError {
     }
 }
 
+impl From<discord::ApiError> for CheckError {
+    fn from(e: discord::ApiError) -> CheckError {
+        match e {
+            discord::ApiError::Unauthorized(_) => CheckError::Refused(e.to_string()),
+            discord::ApiError::Unreachable(u) => CheckError::Unreachable(u),
+            e => CheckError::Failed(e.to_string()),
+        }
+    }
+}
+
 impl From<slack::ApiError> for CheckError {
     fn from(e: slack::ApiError) -> CheckError {
         match e {
@@ -58,7 +70,7 @@ pub(crate) async fn check(
     let token = spec
         .bot_token
         .as_ref()
-        .map_err(|why| CheckError::NoToken(why.clone()))?;
+        .map_err(|why| CheckError::NoToken(format!("`{}`: {why}", spec.platform.token_field())))?;
     match spec.platform {
         Platform::Telegram => {
             let api = telegram::Api {
@@ -69,6 +81,16 @@ pub(crate) async fn check(
             Ok(api.get_me().await?)
         }
         Platform::Slack => Ok(slack::auth_test(http, &spec.api_base, token.expose()).await?),
+        Platform::Discord => {
+            let limits = discord::RateLimits::default();
+            let api = discord::Api {
+                http,
+                base: &spec.api_base,
+                token: token.expose(),
+                limits: &limits,
+            };
+            Ok(api.me().await?)
+        }
     }
 }
 
@@ -164,7 +186,7 @@ pub(crate) fn delete_webhook_now(spec: &AdapterSpec, timeout: Duration) -> Resul
 pub struct Resolution {
     /// As given.
     pub name: String,
-    /// `user`, `group` or `channel`.
+    /// `user`, `group`, `channel` or `role` (Discord).
     pub kind: String,
     /// `found`, `not-found` or `ambiguous`.
     pub status: String,
@@ -188,6 +210,7 @@ pub(crate) fn kind_of(name: &str, kind: Option<&str>) -> String {
     match kind {
         Some(k) => k.to_string(),
         None if name.starts_with('#') => "channel".into(),
+        None if name.starts_with('&') => "role".into(),
         None => "user".into(),
     }
 }
@@ -270,6 +293,7 @@ pub(crate) async fn resolve(
 ) -> Result<Vec<Resolution>, String> {
     let mut out = Vec::new();
     match spec.platform {
+        Platform::Discord => return resolve_discord(http, spec, names, kind).await,
         Platform::Slack => {
             let wants = |k: &str| names.iter().any(|n| kind_of(n, kind) == k);
             let list = ListArgs {
@@ -384,6 +408,143 @@ pub(crate) async fn resolve(
                 out.push(matched(name, k, hits, note));
             }
         }
+    }
+    Ok(out)
+}
+
+/// Most members one name search answers (Discord's limit).
+const MEMBER_SEARCH: u32 = 1000;
+
+/// Discord: channels (and threads) and roles of every guild the bot is in by name, members by
+/// their user name, global name or nickname (`GET /guilds/{id}/members/search`: the Server
+/// Members intent must be on); an id as it is.
+async fn resolve_discord(
+    http: &reqwest::Client,
+    spec: &AdapterSpec,
+    names: &[String],
+    kind: Option<&str>,
+) -> Result<Vec<Resolution>, String> {
+    let token = spec
+        .bot_token
+        .as_ref()
+        .map_err(|why| format!("`token`: {why}"))?;
+    let limits = discord::RateLimits::default();
+    let api = discord::Api {
+        http,
+        base: &spec.api_base,
+        token: token.expose(),
+        limits: &limits,
+    };
+    let guilds: Vec<Lenient<discord::Guild>> = api
+        .get("/users/@me/guilds?limit=200")
+        .await
+        .map_err(|e| format!("GET /users/@me/guilds: {e}"))?;
+    let guilds: Vec<discord::Guild> = guilds.into_iter().filter_map(|g| g.0).collect();
+    let wants = |k: &str| names.iter().any(|n| kind_of(n, kind) == k);
+    let mut channels: Vec<(Candidate, String)> = Vec::new();
+    let mut roles: Vec<(Candidate, String)> = Vec::new();
+    for guild in &guilds {
+        let (Some(id), guild_name) = (&guild.id, guild.name.clone().unwrap_or_default()) else {
+            continue;
+        };
+        let named = |items: Vec<Lenient<discord::Channel>>| {
+            items
+                .into_iter()
+                .filter_map(|c| c.0)
+                .filter_map(|c| {
+                    Some((
+                        Candidate {
+                            id: c.id?,
+                            name: format!("{} ({guild_name})", c.name.clone().unwrap_or_default()),
+                        },
+                        c.name.unwrap_or_default(),
+                    ))
+                })
+                .collect::<Vec<_>>()
+        };
+        if wants("channel") || wants("group") {
+            let list: Vec<Lenient<discord::Channel>> = api
+                .get(&format!("/guilds/{id}/channels"))
+                .await
+                .map_err(|e| format!("GET /guilds/{id}/channels: {e}"))?;
+            channels.extend(named(list));
+        }
+        if wants("role") {
+            let list: Vec<Lenient<discord::Role>> =
+                api.get(&format!("/guilds/{id}/roles"))
+                    .await
+                    .map_err(|e| format!("GET /guilds/{id}/roles: {e}"))?;
+            roles.extend(list.into_iter().filter_map(|r| r.0).filter_map(|r| {
+                let name = r.name.unwrap_or_default();
+                Some((
+                    Candidate {
+                        id: r.id?,
+                        name: format!("{name} ({guild_name})"),
+                    },
+                    name,
+                ))
+            }));
+        }
+    }
+    let mut out = Vec::new();
+    for name in names {
+        let k = kind_of(name, kind);
+        let bare = name.trim().trim_start_matches(['@', '#', '&']);
+        if !bare.is_empty() && bare.chars().all(|c| c.is_ascii_digit()) {
+            let hit = Candidate {
+                id: bare.into(),
+                name: bare.into(),
+            };
+            out.push(matched(name, k, vec![hit], None));
+            continue;
+        }
+        let lower = bare.to_lowercase();
+        let hits: Vec<Candidate> = match k.as_str() {
+            "user" => {
+                let mut hits: Vec<Candidate> = Vec::new();
+                for guild in &guilds {
+                    let Some(id) = &guild.id else { continue };
+                    let query: String = form_urlencoded::byte_serialize(bare.as_bytes()).collect();
+                    let path =
+                        format!("/guilds/{id}/members/search?query={query}&limit={MEMBER_SEARCH}");
+                    let members: Vec<Lenient<discord::Member>> = api
+                        .get(&path)
+                        .await
+                        .map_err(|e| format!("GET /guilds/{id}/members/search: {e}"))?;
+                    for member in members.into_iter().filter_map(|m| m.0) {
+                        let user = member.user.clone().unwrap_or_default();
+                        let is = |v: &Option<String>| {
+                            v.as_ref().is_some_and(|s| s.to_lowercase() == lower)
+                        };
+                        if (is(&user.username) || is(&user.global_name) || is(&member.nick))
+                            && let Some(uid) = user.id
+                            && !hits.iter().any(|h| h.id == uid)
+                        {
+                            hits.push(Candidate {
+                                id: uid,
+                                name: user.global_name.or(user.username).unwrap_or_default(),
+                            });
+                        }
+                    }
+                }
+                hits
+            }
+            "role" => roles
+                .iter()
+                .filter(|(_, n)| n.to_lowercase() == lower)
+                .map(|(c, _)| c.clone())
+                .collect(),
+            _ => channels
+                .iter()
+                .filter(|(_, n)| n.to_lowercase() == lower)
+                .map(|(c, _)| c.clone())
+                .collect(),
+        };
+        let note = guilds.is_empty().then(|| {
+            "the bot is in no guild: invite it with the OAuth2 URL Generator (scope `bot`)"
+                .to_string()
+        });
+        out.push(matched(name, k, hits, note));
     }
     Ok(out)
 }

@@ -85,10 +85,10 @@ impl Reason {
                 "set `groupPolicy` to `allowlist` or `open` to take group messages"
             }
             Reason::GroupNotAllowed => {
-                "list the group under `channels.<channel>.groups` (or `\"*\"`), or set `groupPolicy: open`"
+                "list the group under `channels.<channel>.groups` (or `\"*\"`; Discord: its guild under `guilds`, and the channel under the guild's `channels` when it lists any), or set `groupPolicy: open`"
             }
             Reason::SenderNotAllowed => {
-                "add the sender id to `groupAllowFrom` (or `allowFrom`, which it falls back to)"
+                "add the sender id to `groupAllowFrom` (or `allowFrom`, which it falls back to; Discord: the guild's or channel's `users`, or one of the sender's roles to its `roles`)"
             }
             Reason::NotMentioned => {
                 "mention the bot (`botUserId`, `mentionPatterns`), or set `requireMention: false`"
@@ -128,6 +128,9 @@ pub struct Message<'a> {
     pub reply_to_sender_id: Option<&'a str>,
     pub in_thread: bool,
     pub text: &'a str,
+    /// Discord: the guild the message was said in, and the sender's roles there.
+    pub guild_id: Option<&'a str>,
+    pub roles: &'a [String],
 }
 
 /// A fact only the state knows that would let a gated message through.
@@ -200,7 +203,7 @@ impl PolicyPlan {
             Conversation::Direct => (None, None),
             Conversation::Group => (group, parent),
         };
-        let view = policy.view(group, parent);
+        let view = policy.view_in(group, parent, message.guild_id);
         let agent = AgentPatterns {
             mentions: self.agent(agent_id).and_then(|a| a.mentions.as_ref()),
         };
@@ -269,13 +272,21 @@ pub fn decide(
                 GroupPolicy::Disabled => {
                     return Verdict::gated(Reason::GroupDisabled, &policy.rule);
                 }
+                _ if view.switched_off().is_some() => {
+                    let rule = view.switched_off().unwrap_or(&policy.rule);
+                    return Verdict::gated(Reason::GroupNotAllowed, rule);
+                }
                 GroupPolicy::Allowlist if !view.listed() => {
                     return Verdict::gated(Reason::GroupNotAllowed, &policy.rule);
                 }
                 _ => {}
             }
             let senders = view.group_allow_from();
-            if !senders.value.is_empty() && !senders.value.allows(message.sender_id) {
+            if !senders.value.is_empty()
+                && !senders
+                    .value
+                    .allows_member(message.sender_id, message.roles)
+            {
                 return Verdict::gated(Reason::SenderNotAllowed, &senders.rule);
             }
             let require = view.require_mention();

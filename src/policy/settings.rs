@@ -4,6 +4,12 @@
 //! config, when a plan is compiled; what stays for a message is picking a group entry and
 //! reading fields.
 //!
+//! Discord adds two levels of its own (`guilds.<guildId>` and its `channels.<channelId>`,
+//! adapters.md): a guild channel's entry (or its thread's parent's, else the guild's `"*"`)
+//! comes before the conversation's `groups` entry, the guild's entry after it and before
+//! `groups."*"`. A guild's `users` and `roles` are its `groupAllowFrom`: a sender on either
+//! may speak.
+//!
 //! Every value carries its [`Rule`]: the setting that decided it, with its `file:line`, or the
 //! built-in default it is. That is what a gated envelope's `gated.rule` names.
 
@@ -12,7 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::mention::Mentions;
-use crate::config::model::{AllowBots, DmPolicy, GroupPolicy, GroupSpec, PolicySpec};
+use crate::config::model::{
+    AllowBots, DmPolicy, GroupPolicy, GroupSpec, GuildChannelSpec, GuildSpec, PolicySpec,
+};
 use crate::config::{Config, FileKind};
 use crate::ids;
 
@@ -32,11 +40,13 @@ pub struct Sourced<T> {
 /// validation refuses every such entry, and here it allows nobody).
 pub const ACCESS_GROUP_PREFIX: &str = "accessGroup:";
 
-/// A list of sender ids: `allowFrom`, `groupAllowFrom`. `"*"` allows anyone.
+/// A list of sender ids: `allowFrom`, `groupAllowFrom`. `"*"` allows anyone. A Discord guild's
+/// `users` and `roles` are one such list: a member of one of its roles is on it too.
 #[derive(Debug, Default)]
 pub struct Senders {
     any: bool,
     ids: HashSet<Box<str>>,
+    roles: HashSet<Box<str>>,
 }
 
 impl Senders {
@@ -53,18 +63,35 @@ impl Senders {
         senders
     }
 
+    /// A Discord guild's (or guild channel's) `users` and `roles`.
+    pub fn of_members(users: &[String], roles: &[String]) -> Senders {
+        let mut senders = Senders::of(users);
+        senders.roles = roles
+            .iter()
+            .map(|r| r.trim())
+            .filter(|r| !r.is_empty())
+            .map(Into::into)
+            .collect();
+        senders
+    }
+
     /// Whether `sender` is on the list (`"*"`: anyone, even a sender without an id).
     pub fn allows(&self, sender: Option<&str>) -> bool {
         self.any || sender.is_some_and(|id| self.ids.contains(id.trim()))
     }
 
+    /// Whether `sender`, a member with `roles`, is on the list: by id, or by one of its roles.
+    pub fn allows_member(&self, sender: Option<&str>, roles: &[String]) -> bool {
+        self.allows(sender) || roles.iter().any(|r| self.roles.contains(r.trim()))
+    }
+
     /// No entry at all: for `groupAllowFrom`, anyone in an allowed group may speak.
     pub fn is_empty(&self) -> bool {
-        !self.any && self.ids.is_empty()
+        !self.any && self.ids.is_empty() && self.roles.is_empty()
     }
 
     pub fn len(&self) -> usize {
-        self.ids.len() + usize::from(self.any)
+        self.ids.len() + self.roles.len() + usize::from(self.any)
     }
 }
 
@@ -129,12 +156,65 @@ pub struct ChannelGroups {
     pub path: Rule,
 }
 
+/// A Discord guild channel's entry (`guilds.<g>.channels.<c>`).
+#[derive(Debug, Default)]
+pub struct GuildChannel {
+    /// `enabled: false`: the channel is not served.
+    pub enabled: Option<Sourced<bool>>,
+    pub settings: GroupOverrides,
+}
+
+/// A Discord guild's entry (`guilds.<g>`): its settings, and its channels when it lists any.
+#[derive(Debug, Default)]
+pub struct Guild {
+    pub settings: GroupOverrides,
+    /// By channel id as written.
+    channels: HashMap<Box<str>, GuildChannel>,
+    /// The `"*"` channel entry.
+    star_channel: Option<GuildChannel>,
+}
+
+impl Guild {
+    /// Whether the guild lists channels: then one not listed is not served under allowlist.
+    pub fn lists_channels(&self) -> bool {
+        !self.channels.is_empty() || self.star_channel.is_some()
+    }
+
+    /// The entry of channel `id`, else of `parent` (a thread's channel), else `"*"`'s.
+    pub fn channel(&self, id: Option<&str>, parent: Option<&str>) -> Option<&GuildChannel> {
+        let find = |id: Option<&str>| id.and_then(|id| self.channels.get(id.trim()));
+        find(id)
+            .or_else(|| find(parent))
+            .or(self.star_channel.as_ref())
+    }
+}
+
+/// An account's Discord `guilds` (its own, else its channel's): by guild id, and `"*"`.
+#[derive(Debug, Default)]
+pub struct Guilds {
+    by_id: HashMap<Box<str>, Guild>,
+    star: Option<Guild>,
+}
+
+impl Guilds {
+    /// The entry of guild `id`, else `"*"`'s.
+    pub fn get(&self, id: &str) -> Option<&Guild> {
+        self.by_id.get(id.trim()).or(self.star.as_ref())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty() && self.star.is_none()
+    }
+}
+
 /// One channel account's policy.
 #[derive(Debug)]
 pub struct AccountPolicy {
     pub base: Resolved,
     pub bot_user_id: Option<Sourced<Box<str>>>,
     pub groups: Arc<ChannelGroups>,
+    /// Discord: the guilds' entries.
+    pub guilds: Arc<Guilds>,
 }
 
 /// The patterns that count as mentioning an agent, when channels.yaml sets none.
@@ -153,7 +233,8 @@ pub struct PolicyPlan {
     agents: HashMap<String, AgentMentions>,
 }
 
-/// The settings that apply to one conversation: the account's, with the group entry's on top.
+/// The settings that apply to one conversation: the account's, with the group entry's on top
+/// (and a Discord guild's and guild channel's).
 #[derive(Debug, Clone, Copy)]
 pub struct View<'a> {
     pub account: &'a AccountPolicy,
@@ -161,6 +242,22 @@ pub struct View<'a> {
     pub group: Option<&'a GroupOverrides>,
     /// The `"*"` entry.
     pub star: Option<&'a GroupOverrides>,
+    /// Discord: the guild's entry (its own, else `"*"`'s).
+    pub guild: Option<&'a Guild>,
+    /// Discord: the channel's entry in its guild (its own, its thread's parent's, else `"*"`'s).
+    pub guild_channel: Option<&'a GuildChannel>,
+}
+
+impl<'a> View<'a> {
+    /// The entries over the account's, most specific first.
+    fn layers(&self) -> [Option<&'a GroupOverrides>; 4] {
+        [
+            self.guild_channel.map(|c| &c.settings),
+            self.group,
+            self.guild.map(|g| &g.settings),
+            self.star,
+        ]
+    }
 }
 
 macro_rules! layered {
@@ -168,9 +265,10 @@ macro_rules! layered {
         impl View<'_> {
             $(
                 pub fn $name(&self) -> &Sourced<$ty> {
-                    self.group
-                        .and_then(|g| g.$name.as_ref())
-                        .or_else(|| self.star.and_then(|g| g.$name.as_ref()))
+                    self.layers()
+                        .into_iter()
+                        .flatten()
+                        .find_map(|g| g.$name.as_ref())
                         .unwrap_or(&self.account.base.$name)
                 }
             )*
@@ -188,25 +286,39 @@ layered! {
 }
 
 impl View<'_> {
-    /// Whether the conversation has a `groups` entry, its own or `"*"`.
+    /// Whether the conversation is listed: a `groups` entry, its own or `"*"`, or (Discord) a
+    /// guild entry, and the guild's entry of the channel when the guild lists channels.
     pub fn listed(&self) -> bool {
-        self.group.is_some() || self.star.is_some()
+        let in_guild = self
+            .guild
+            .is_some_and(|g| !g.lists_channels() || self.guild_channel.is_some());
+        self.group.is_some() || self.star.is_some() || in_guild
     }
 
-    /// `groupAllowFrom`, falling back to `allowFrom`.
+    /// Discord: the guild channel's `enabled: false`, when it switches the channel off.
+    pub fn switched_off(&self) -> Option<&Rule> {
+        self.guild_channel
+            .and_then(|c| c.enabled.as_ref())
+            .filter(|e| !e.value)
+            .map(|e| &e.rule)
+    }
+
+    /// `groupAllowFrom` (a Discord guild's `users` and `roles`), falling back to `allowFrom`.
     pub fn group_allow_from(&self) -> &Sourced<Arc<Senders>> {
-        self.group
-            .and_then(|g| g.group_allow_from.as_ref())
-            .or_else(|| self.star.and_then(|g| g.group_allow_from.as_ref()))
+        self.layers()
+            .into_iter()
+            .flatten()
+            .find_map(|g| g.group_allow_from.as_ref())
             .or(self.account.base.group_allow_from.as_ref())
             .unwrap_or(&self.account.base.allow_from)
     }
 
     /// The mention patterns channels.yaml sets for this conversation, if any level does.
     pub fn mention_patterns(&self) -> Option<&Sourced<Arc<Mentions>>> {
-        self.group
-            .and_then(|g| g.mention_patterns.as_ref())
-            .or_else(|| self.star.and_then(|g| g.mention_patterns.as_ref()))
+        self.layers()
+            .into_iter()
+            .flatten()
+            .find_map(|g| g.mention_patterns.as_ref())
             .or(self.account.base.mention_patterns.as_ref())
     }
 }
@@ -222,17 +334,31 @@ impl AccountPolicy {
                 rule: why.into(),
             }),
             groups: self.groups.clone(),
+            guilds: self.guilds.clone(),
         }
     }
 
     /// The settings for a conversation in group `group_id` (or its parent, a thread's group).
     pub fn view(&self, group_id: Option<&str>, parent_id: Option<&str>) -> View<'_> {
+        self.view_in(group_id, parent_id, None)
+    }
+
+    /// [`AccountPolicy::view`] for a conversation in Discord guild `guild_id`.
+    pub fn view_in(
+        &self,
+        group_id: Option<&str>,
+        parent_id: Option<&str>,
+        guild_id: Option<&str>,
+    ) -> View<'_> {
         let groups = &*self.groups;
         let find = |id: Option<&str>| id.and_then(|id| groups.by_id.get(id.trim()));
+        let guild = guild_id.and_then(|g| self.guilds.get(g));
         View {
             account: self,
             group: find(group_id).or_else(|| find(parent_id)),
             star: groups.star.as_ref(),
+            guild,
+            guild_channel: guild.and_then(|g| g.channel(group_id, parent_id)),
         }
     }
 }
@@ -270,6 +396,7 @@ impl PolicyPlan {
                 pointer: channel.pointer(),
             };
             let groups = Arc::new(cx.groups(channel));
+            let channel_guilds = Arc::new(cx.guilds(&channel.spec.guilds, &channel.pointer()));
             for account in channel.accounts() {
                 let pointer = account.pointer();
                 let mut levels = vec![
@@ -293,12 +420,19 @@ impl PolicyPlan {
                         value: id.into(),
                         rule: cx.rule(&format!("{pointer}/botUserId")),
                     });
+                // An account's own `guilds` replace the channel's.
+                let guilds = if account.spec.guilds.is_empty() {
+                    channel_guilds.clone()
+                } else {
+                    Arc::new(cx.guilds(&account.spec.guilds, &pointer))
+                };
                 accounts.entry(channel_id.clone()).or_default().insert(
                     account.normalized.clone(),
                     AccountPolicy {
                         base: cx.resolve(&levels, &builtin),
                         bot_user_id,
                         groups: groups.clone(),
+                        guilds,
                     },
                 );
             }
@@ -320,6 +454,7 @@ impl PolicyPlan {
                     base: cx.resolve(&levels, &Builtin::of(A2A)),
                     bot_user_id: None,
                     groups: Arc::new(ChannelGroups::default()),
+                    guilds: Arc::new(Guilds::default()),
                 },
             );
         }
@@ -608,6 +743,92 @@ impl Cx<'_> {
                 value,
                 rule: at("historyLimit"),
             }),
+        }
+    }
+
+    /// Discord `guilds` written at `base` (a channel's or an account's pointer).
+    fn guilds(&self, specs: &indexmap::IndexMap<String, GuildSpec>, base: &str) -> Guilds {
+        let mut out = Guilds::default();
+        for (id, spec) in specs {
+            let pointer = format!(
+                "{base}/guilds/{}",
+                crate::config::yaml::escape_pointer_token(id)
+            );
+            let mut guild = Guild {
+                settings: self.member_settings(
+                    &pointer,
+                    spec.require_mention,
+                    spec.allow_bots,
+                    spec.users.as_deref(),
+                    spec.roles.as_deref(),
+                ),
+                ..Guild::default()
+            };
+            for (channel_id, c) in &spec.channels {
+                let at = format!(
+                    "{pointer}/channels/{}",
+                    crate::config::yaml::escape_pointer_token(channel_id)
+                );
+                let entry = self.guild_channel(c, &at);
+                if channel_id.trim() == "*" {
+                    guild.star_channel = Some(entry);
+                } else {
+                    guild.channels.insert(channel_id.trim().into(), entry);
+                }
+            }
+            if id.trim() == "*" {
+                out.star = Some(guild);
+            } else {
+                out.by_id.insert(id.trim().into(), guild);
+            }
+        }
+        out
+    }
+
+    fn guild_channel(&self, spec: &GuildChannelSpec, pointer: &str) -> GuildChannel {
+        GuildChannel {
+            enabled: spec.enabled.map(|value| Sourced {
+                value,
+                rule: self.rule(&format!("{pointer}/enabled")),
+            }),
+            settings: self.member_settings(
+                pointer,
+                spec.require_mention,
+                spec.allow_bots,
+                spec.users.as_deref(),
+                spec.roles.as_deref(),
+            ),
+        }
+    }
+
+    /// A guild's or guild channel's settings: `users` and `roles` as its `groupAllowFrom`.
+    fn member_settings(
+        &self,
+        pointer: &str,
+        require_mention: Option<bool>,
+        allow_bots: Option<AllowBots>,
+        users: Option<&[String]>,
+        roles: Option<&[String]>,
+    ) -> GroupOverrides {
+        let at = |key: &str| self.rule(&format!("{pointer}/{key}"));
+        let senders = (users.is_some() || roles.is_some()).then(|| Sourced {
+            value: Arc::new(Senders::of_members(
+                users.unwrap_or_default(),
+                roles.unwrap_or_default(),
+            )),
+            rule: at(if users.is_some() { "users" } else { "roles" }),
+        });
+        GroupOverrides {
+            require_mention: require_mention.map(|value| Sourced {
+                value,
+                rule: at("requireMention"),
+            }),
+            group_allow_from: senders,
+            allow_bots: allow_bots.map(|value| Sourced {
+                value,
+                rule: at("allowBots"),
+            }),
+            ..GroupOverrides::default()
         }
     }
 

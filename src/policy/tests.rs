@@ -45,6 +45,8 @@ fn dm<'a>(sender: &'a str) -> Message<'a> {
         reply_to_sender_id: None,
         in_thread: false,
         text: "hello",
+        guild_id: None,
+        roles: &[],
     }
 }
 
@@ -558,4 +560,110 @@ fn a_huge_allow_from_is_a_set() {
             .len(),
         20_000
     );
+}
+
+/// Discord's guilds (adapters.md, "Discord"): a guild listed serves its channels, a guild that
+/// lists channels serves only those, a channel switched off serves nobody; `users` or `roles`
+/// admit a sender; the channel's entry beats the guild's, a thread takes its parent's; an
+/// account's own `guilds` replace the channel's.
+#[test]
+fn discord_guilds_and_their_channels_list_and_admit_by_user_or_role() {
+    let channels = "channels:\n  discord:\n    guilds:\n      \"100\":\n        requireMention: false\n        users: [\"7\"]\n        roles: [\"50\"]\n        channels:\n          \"200\": {requireMention: true}\n          \"201\": {enabled: false}\n          \"202\": {users: [\"*\"]}\n      \"300\": {}\n    accounts:\n      default: {botUserId: \"B1\"}\n      own:\n        botUserId: \"B1\"\n        guilds: {\"400\": {}}\n";
+    let p = plan(channels, AGENTS);
+    let mentioned = vec!["B1".to_string()];
+    let decide_in = |account: &str,
+                     guild: &str,
+                     peer: &str,
+                     parent: Option<&str>,
+                     sender: &str,
+                     roles: &[String],
+                     mentions: &[String]| {
+        let message = Message {
+            conversation: Conversation::Group,
+            sender_id: Some(sender),
+            mentions,
+            guild_id: Some(guild),
+            roles,
+            in_thread: parent.is_some(),
+            ..dm(sender)
+        };
+        let policy = p.account("discord", account).unwrap();
+        said(&decide(
+            &policy.view_in(Some(peer), parent, Some(guild)),
+            AgentPatterns::default(),
+            &message,
+            false,
+        ))
+    };
+    let none: &[String] = &[];
+    let role = vec!["50".to_string()];
+    // The channel's requireMention beats the guild's.
+    assert_eq!(
+        decide_in("default", "100", "200", None, "7", none, none).0,
+        "not-mentioned"
+    );
+    assert_eq!(
+        decide_in("default", "100", "200", None, "7", none, &mentioned).0,
+        "deliver"
+    );
+    // A channel the guild does not list: not served under allowlist.
+    let (reason, rule) = decide_in("default", "100", "203", None, "7", none, &mentioned);
+    assert_eq!(reason, "group-not-allowed");
+    assert!(rule.starts_with("groupPolicy (built-in default"), "{rule}");
+    // Switched off.
+    assert_eq!(
+        decide_in("default", "100", "201", None, "7", none, &mentioned),
+        (
+            "group-not-allowed",
+            "channels.discord.guilds.100.channels.201.enabled (channels.yaml:10)".to_string()
+        )
+    );
+    // Anyone in 202, without a mention (the guild's requireMention: false).
+    assert_eq!(
+        decide_in("default", "100", "202", None, "9", none, none).0,
+        "deliver"
+    );
+    // In 200 a sender on neither list is refused; a member of role 50 is let in, in a thread
+    // of 200 too.
+    assert_eq!(
+        decide_in("default", "100", "200", None, "8", none, &mentioned),
+        (
+            "sender-not-allowed",
+            "channels.discord.guilds.100.users (channels.yaml:6)".to_string()
+        )
+    );
+    assert_eq!(
+        decide_in("default", "100", "t-1", Some("200"), "8", &role, none).0,
+        "not-mentioned",
+        "the thread takes 200's requireMention"
+    );
+    assert_eq!(
+        decide_in("default", "100", "t-1", Some("200"), "8", &role, &mentioned).0,
+        "deliver"
+    );
+    // Guild 300 lists no channels: every one served, the account's requireMention.
+    assert_eq!(
+        decide_in("default", "300", "1", None, "8", none, none).0,
+        "not-mentioned"
+    );
+    assert_eq!(
+        decide_in("default", "300", "1", None, "8", none, &mentioned).0,
+        "deliver"
+    );
+    assert_eq!(
+        decide_in("default", "999", "1", None, "8", none, &mentioned).0,
+        "group-not-allowed"
+    );
+    // An account's own guilds replace the channel's.
+    assert_eq!(
+        decide_in("own", "100", "202", None, "9", none, &mentioned).0,
+        "group-not-allowed"
+    );
+    assert_eq!(
+        decide_in("own", "400", "1", None, "9", none, &mentioned).0,
+        "deliver"
+    );
+    // Without a guild the guilds play no part.
+    let policy = p.account("discord", "default").unwrap();
+    assert!(!policy.view(Some("200"), None).listed());
 }

@@ -59,15 +59,22 @@ pub(super) fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 /// The platform adapter keys (adapters.md) where no adapter reads them: on a channel deepcli
-/// has no built-in adapter for (only `slack` and `telegram`), in `mode: bridge`, or a key of
-/// the other platform (`webhookUrl` is Telegram's, `replyToMode` and `discussion` Slack's).
+/// has no built-in adapter for (only `slack`, `telegram` and `discord`), in `mode: bridge`, or a
+/// key of another platform (`webhookUrl` is Telegram's, `replyToMode` Slack's, `discussion`
+/// Slack's and Discord's, `applicationId` Discord's, `guilds` no Slack or Telegram message's).
 fn adapter_keys(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     use crate::config::model::AdapterMode;
     const CHANNELS: FileKind = FileKind::Channels;
+    let not_enforced = |message: String, pointer: &str| {
+        Diagnostic::new(rules::NOT_ENFORCED, message)
+            .hint("remove it, or see docs/channels.md for what each platform takes")
+            .at(cx.at_key(CHANNELS, pointer))
+    };
     for channel in &cx.config.channels {
         let platform = match crate::ids::channel(&channel.id).as_ref() {
             "slack" => Some("slack"),
             "telegram" => Some("telegram"),
+            "discord" => Some("discord"),
             _ => None,
         };
         for account in channel.accounts() {
@@ -75,55 +82,82 @@ fn adapter_keys(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             let mode = account.spec.mode;
             let modes: &[AdapterMode] = match platform {
                 Some("slack") => &[AdapterMode::Socket, AdapterMode::Http],
+                Some("discord") => &[AdapterMode::Gateway],
                 Some(_) => &[AdapterMode::Polling, AdapterMode::Webhook],
                 None => &[],
             };
-            for key in ["mode", "apiBase", "webhookUrl", "replyToMode", "discussion"] {
+            for key in [
+                "mode",
+                "apiBase",
+                "webhookUrl",
+                "replyToMode",
+                "discussion",
+                "applicationId",
+                "guilds",
+            ] {
                 let pointer = format!("{base}/{key}");
                 if !cx.exists(CHANNELS, &pointer) {
                     continue;
                 }
                 let why = match (platform, mode) {
                     (_, Some(AdapterMode::Bridge)) if key == "mode" => None,
+                    // The gate reads `guilds` off any envelope that names its guild (a bridge's).
+                    (None, _) if key == "guilds" => None,
                     (None, _) => Some(format!(
-                        "deepcli has no built-in adapter for channel `{}` (only slack and telegram): an external bridge delivers its messages",
+                        "deepcli has no built-in adapter for channel `{}` (only slack, telegram and discord): an external bridge delivers its messages",
                         channel.id
                     )),
-                    (Some(_), Some(AdapterMode::Bridge)) => Some(
-                        "`mode: bridge` runs no built-in adapter for this account".to_string(),
-                    ),
+                    (Some(_), Some(AdapterMode::Bridge)) if key != "guilds" => {
+                        Some("`mode: bridge` runs no built-in adapter for this account".to_string())
+                    }
                     (Some(p), Some(m)) if key == "mode" && !modes.contains(&m) => Some(format!(
                         "`{}` is not a {p} mode (it takes {}): the adapter cannot connect",
                         m.as_str(),
-                        modes.iter().map(|m| format!("`{}`", m.as_str())).collect::<Vec<_>>().join(" or ")
+                        modes
+                            .iter()
+                            .map(|m| format!("`{}`", m.as_str()))
+                            .collect::<Vec<_>>()
+                            .join(" or ")
                     )),
-                    (Some("slack"), _) if key == "webhookUrl" => {
-                        Some("`webhookUrl` is Telegram's webhook mode; Slack's Events API URL is set in the Slack app".to_string())
-                    }
-                    (Some("telegram"), _) if key == "replyToMode" || key == "discussion" => {
+                    (Some(p), _) if key == "webhookUrl" && p != "telegram" => Some(format!(
+                        "`webhookUrl` is Telegram's webhook mode; {}",
+                        if p == "slack" {
+                            "Slack's Events API URL is set in the Slack app"
+                        } else {
+                            "Discord's events come over the Gateway"
+                        }
+                    )),
+                    (Some(p), _) if key == "replyToMode" && p != "slack" => {
                         Some(format!("`{key}` is read by the Slack adapter only"))
                     }
-                    (Some("telegram"), m) if key == "webhookUrl" && m != Some(AdapterMode::Webhook) => {
+                    (Some("telegram"), _) if key == "discussion" => Some(format!(
+                        "`{key}` is read by the Slack and Discord adapters only"
+                    )),
+                    (Some(p), _) if key == "applicationId" && p != "discord" => {
+                        Some(format!("`{key}` is read by the Discord adapter only"))
+                    }
+                    (Some(p), _) if key == "guilds" && p != "discord" => Some(format!(
+                        "the {p} adapter's messages name no guild (Discord's do)"
+                    )),
+                    (Some("telegram"), m)
+                        if key == "webhookUrl" && m != Some(AdapterMode::Webhook) =>
+                    {
                         Some("`webhookUrl` is read in `mode: webhook` only".to_string())
                     }
                     _ => None,
                 };
                 if let Some(why) = why {
-                    out.push(
-                        Diagnostic::new(
-                            rules::NOT_ENFORCED,
-                            format!(
-                                "`{key}` of account `{}/{}` is not enforced: {why}",
-                                channel.id, account.id
-                            ),
-                        )
-                        .hint("remove it, or see docs/channels.md for what each platform takes")
-                        .at(cx.at_key(CHANNELS, &pointer)),
-                    );
+                    out.push(not_enforced(
+                        format!(
+                            "`{key}` of account `{}/{}` is not enforced: {why}",
+                            channel.id, account.id
+                        ),
+                        &pointer,
+                    ));
                 }
             }
         }
-        if platform != Some("slack") {
+        if platform != Some("slack") && platform != Some("discord") {
             for (id, group) in &channel.spec.groups {
                 if group.discussion.is_some() {
                     let pointer = format!(
@@ -134,13 +168,23 @@ fn adapter_keys(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                     out.push(
                         Diagnostic::new(
                             rules::NOT_ENFORCED,
-                            format!("`discussion` of group `{id}` on channel `{}` is not enforced: the Slack adapter alone reads it", channel.id),
+                            format!("`discussion` of group `{id}` on channel `{}` is not enforced: the Slack and Discord adapters alone read it", channel.id),
                         )
                         .hint("remove it")
                         .at(cx.at_key(CHANNELS, &pointer)),
                     );
                 }
             }
+        }
+        let guilds = format!("{}/guilds", channel.pointer());
+        if matches!(platform, Some("slack" | "telegram")) && cx.exists(CHANNELS, &guilds) {
+            out.push(not_enforced(
+                format!(
+                    "`guilds` of channel `{}` is not enforced: its adapter's messages name no guild (Discord's do)",
+                    channel.id
+                ),
+                &guilds,
+            ));
         }
     }
 }

@@ -546,6 +546,89 @@ fn channel_defaults_are_exported_where_openclaw_inherits_them() {
     assert_eq!(exported.routes.agreed, exported.routes.total);
 }
 
+/// Discord's guilds go both ways: the import carries a guild's settings and its channels
+/// (OpenClaw's legacy `allow` as `enabled`) and a channel-level `applicationId` onto each
+/// account; the export writes them back in OpenClaw's keys (`allowBots`, which OpenClaw's guild
+/// entries lack, left out and listed); every binding, a guild+roles one too, routes alike.
+#[test]
+fn discord_guilds_go_both_ways_and_every_binding_agrees_roles_included() {
+    let imported = import_json(
+        r#"{agents: {list: [{id: "main", default: true}, {id: "mods"}]},
+          channels: {discord: {token: "${DISCORD_TOKEN}", applicationId: "42",
+            guilds: {"123": {requireMention: false, users: [7], roles: ["9"], channels: {"456": {allow: false}, general: {}}}, "my-server": {}},
+            accounts: {default: {}, ops: {token: "${OPS}", applicationId: "43"}}}},
+          bindings: [{agentId: "mods", match: {channel: "discord", guildId: "123", roles: ["9"]}}]}"#,
+    );
+    assert!(imported.is_valid(), "{:#?}", imported.report.diagnostics);
+    let config = &imported.report.config;
+    let discord = config.channels.iter().find(|c| c.id == "discord").unwrap();
+    let guild = &discord.spec.guilds["123"];
+    assert_eq!(guild.require_mention, Some(false));
+    assert_eq!(guild.users.as_deref(), Some(&["7".to_string()][..]));
+    assert_eq!(guild.roles.as_deref(), Some(&["9".to_string()][..]));
+    assert_eq!(guild.channels["456"].enabled, Some(false));
+    assert!(!discord.spec.guilds.contains_key("my-server"));
+    let unsupported: Vec<&str> = imported
+        .unsupported
+        .iter()
+        .map(|u| u.path.as_str())
+        .collect();
+    assert!(
+        unsupported.contains(&"channels.discord.guilds.my-server"),
+        "{unsupported:?}"
+    );
+    assert!(
+        unsupported.contains(&"channels.discord.guilds[\"123\"].channels.general"),
+        "{unsupported:?}"
+    );
+    let app = |id: &str| discord.spec.accounts[id].application_id.clone();
+    assert_eq!(
+        (app("default"), app("ops")),
+        (Some("42".into()), Some("43".into()))
+    );
+    assert_eq!(imported.agreement.agreed, imported.agreement.total);
+    assert!(imported.agreement.total > 0);
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = hub(
+        dir.path(),
+        "channels:
+  discord:
+    guilds:
+      \"123\": {requireMention: false, roles: [\"9\"], allowBots: true, channels: {\"456\": {enabled: false}}}
+    accounts:
+      default: {token: \"${DISCORD_TOKEN}\", applicationId: \"42\"}
+",
+    );
+    std::fs::write(
+        config.join("bindings.yaml"),
+        "bindings:
+  - agentId: main
+    match: {channel: discord, guildId: \"123\", roles: [\"9\"]}
+",
+    )
+    .unwrap();
+    let ctx = ManageContext::new(&config, options());
+    let exported = manage_openclaw::export_openclaw(&ctx, false).unwrap();
+    let discord = &exported.openclaw["channels"]["discord"];
+    assert_eq!(
+        discord["guilds"],
+        json!({"123": {"requireMention": false, "roles": ["9"], "channels": {"456": {"enabled": false}}}}),
+        "{discord:#}"
+    );
+    assert_eq!(discord["accounts"]["default"]["applicationId"], "42");
+    assert!(
+        exported
+            .left_out
+            .iter()
+            .any(|l| l.path == "channels.yaml channels.discord.guilds.123.allowBots"),
+        "{:#?}",
+        exported.left_out
+    );
+    assert_eq!(exported.routes.agreed, exported.routes.total);
+    assert!(exported.routes.total > 0);
+}
+
 #[test]
 fn export_lists_what_openclaw_has_no_key_for() {
     let exported = export_text(&Path::new(FIXTURES).join("deepcli/telegram-discord-acp"));

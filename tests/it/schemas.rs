@@ -665,7 +665,7 @@ const KEYS: &[(&str, Acts)] = &[
     ),
     (
         "channels.*.accounts.*.discussion",
-        Enforced("adapters::slack: discussions per thread (adapters.md)"),
+        Enforced("adapters::slack, adapters::discord: discussions per thread (adapters.md)"),
     ),
     (
         "channels.*.accounts.*.discussion.maxRounds",
@@ -686,7 +686,13 @@ const KEYS: &[(&str, Acts)] = &[
     (
         "channels.*.accounts.*.token",
         Enforced(
-            "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
+            "adapters::discord: the bot token of the Gateway's IDENTIFY and every REST call; channels status resolves and checks it",
+        ),
+    ),
+    (
+        "channels.*.accounts.*.applicationId",
+        Enforced(
+            "adapters::discord: the application whose interactions are answered (the follow-up webhook)",
         ),
     ),
     (
@@ -706,6 +712,62 @@ const KEYS: &[(&str, Acts)] = &[
         Enforced(
             "manage::channels: resolved and checked by channels status (the platform adapter uses it)",
         ),
+    ),
+    (
+        "channels.*.guilds",
+        Enforced("policy::settings: Discord guilds, listed and overriding the account's policy"),
+    ),
+    (
+        "channels.*.guilds.*.users",
+        Enforced("policy::settings: the guild's groupAllowFrom, by user id"),
+    ),
+    (
+        "channels.*.guilds.*.roles",
+        Enforced("policy::settings: the guild's groupAllowFrom, by the member's roles"),
+    ),
+    (
+        "channels.*.guilds.*.channels",
+        Enforced("policy::settings: the guild's channels, listed and overriding the guild's"),
+    ),
+    (
+        "channels.*.guilds.*.channels.*.enabled",
+        Enforced("policy::decide: a channel switched off is group-not-allowed"),
+    ),
+    (
+        "channels.*.guilds.*.channels.*.users",
+        Enforced("policy::settings: the channel's groupAllowFrom, by user id"),
+    ),
+    (
+        "channels.*.guilds.*.channels.*.roles",
+        Enforced("policy::settings: the channel's groupAllowFrom, by the member's roles"),
+    ),
+    (
+        "channels.*.accounts.*.guilds",
+        Enforced("policy::settings: Discord guilds, listed and overriding the account's policy"),
+    ),
+    (
+        "channels.*.accounts.*.guilds.*.users",
+        Enforced("policy::settings: the guild's groupAllowFrom, by user id"),
+    ),
+    (
+        "channels.*.accounts.*.guilds.*.roles",
+        Enforced("policy::settings: the guild's groupAllowFrom, by the member's roles"),
+    ),
+    (
+        "channels.*.accounts.*.guilds.*.channels",
+        Enforced("policy::settings: the guild's channels, listed and overriding the guild's"),
+    ),
+    (
+        "channels.*.accounts.*.guilds.*.channels.*.enabled",
+        Enforced("policy::decide: a channel switched off is group-not-allowed"),
+    ),
+    (
+        "channels.*.accounts.*.guilds.*.channels.*.users",
+        Enforced("policy::settings: the channel's groupAllowFrom, by user id"),
+    ),
+    (
+        "channels.*.accounts.*.guilds.*.channels.*.roles",
+        Enforced("policy::settings: the channel's groupAllowFrom, by the member's roles"),
     ),
     (
         "channels.defaults",

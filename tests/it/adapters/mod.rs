@@ -1,8 +1,10 @@
 //! The platform adapters end to end (adapters.md): `deepcli up` connecting by itself to local
-//! fakes of the Telegram Bot API and the Slack Web API / Socket Mode / Events API that record
-//! every call, delivering to the echo agent on the ACP TypeScript SDK, and posting its
+//! fakes of the Telegram Bot API, the Slack Web API / Socket Mode / Events API and Discord's
+//! REST API and Gateway that record every call, delivering to the echo agent on the ACP TypeScript SDK, and posting its
 //! replies back. No test reaches a real platform.
 
+mod discord;
+mod discord_fake;
 mod fake_cli;
 mod slack;
 mod slack_fake;
@@ -57,13 +59,13 @@ pub fn channel_log(up: &Up, channel: &str) -> String {
 }
 
 /// Adapter keys nothing reads are `not-enforced` warnings, each at its key: a channel without
-/// a built-in adapter, `mode: bridge`, the other platform's keys, the other platform's mode.
+/// a built-in adapter, `mode: bridge`, another platform's keys, another platform's mode.
 #[test]
 fn adapter_keys_nothing_reads_are_reported_not_enforced() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("channels.yaml"),
-        "channels:\n  discord:\n    accounts:\n      default: {token: \"${D}\", mode: socket, apiBase: \"http://127.0.0.1:1\"}\n  telegram:\n    accounts:\n      default: {botToken: \"${T}\", mode: socket, replyToMode: all, webhookUrl: \"https://x.example/hook\"}\n      old: {botToken: \"${T2}\", mode: bridge, apiBase: \"http://127.0.0.1:1\"}\n    groups:\n      \"-100\": {discussion: {maxRounds: 3}}\n  slack:\n    accounts:\n      default: {botToken: \"${S}\", appToken: \"${A}\", webhookUrl: \"https://x.example/hook\", discussion: {maxRounds: 3}}\n",
+        "channels:\n  matrix:\n    accounts:\n      default: {token: \"${D}\", mode: socket, apiBase: \"http://127.0.0.1:1\"}\n  telegram:\n    accounts:\n      default: {botToken: \"${T}\", mode: socket, replyToMode: all, webhookUrl: \"https://x.example/hook\", applicationId: \"1\"}\n      old: {botToken: \"${T2}\", mode: bridge, apiBase: \"http://127.0.0.1:1\"}\n    groups:\n      \"-100\": {discussion: {maxRounds: 3}}\n  slack:\n    guilds: {\"1\": {}}\n    accounts:\n      default: {botToken: \"${S}\", appToken: \"${A}\", webhookUrl: \"https://x.example/hook\", discussion: {maxRounds: 3}}\n  discord:\n    guilds: {\"1\": {}}\n    accounts:\n      default: {token: \"${DC}\", mode: socket, replyToMode: all, discussion: {maxRounds: 3}, applicationId: \"2\"}\n",
     )
     .unwrap();
     let out = Command::new(bin())
@@ -73,8 +75,12 @@ fn adapter_keys_nothing_reads_are_reported_not_enforced() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     for expected in [
-        "channels.yaml:4:32: warning[not-enforced]: `mode` of account `discord/default` is not enforced: deepcli has no built-in adapter for channel `discord`",
-        "`apiBase` of account `discord/default` is not enforced",
+        "channels.yaml:4:32: warning[not-enforced]: `mode` of account `matrix/default` is not enforced: deepcli has no built-in adapter for channel `matrix`",
+        "`apiBase` of account `matrix/default` is not enforced",
+        "`mode` of account `discord/default` is not enforced: `socket` is not a discord mode (it takes `gateway`)",
+        "`replyToMode` of account `discord/default` is not enforced: `replyToMode` is read by the Slack adapter only",
+        "`applicationId` of account `telegram/default` is not enforced: `applicationId` is read by the Discord adapter only",
+        "`guilds` of channel `slack` is not enforced",
         "`mode` of account `telegram/default` is not enforced: `socket` is not a telegram mode (it takes `polling` or `webhook`)",
         "`replyToMode` of account `telegram/default` is not enforced: `replyToMode` is read by the Slack adapter only",
         "`webhookUrl` of account `telegram/default` is not enforced: `webhookUrl` is read in `mode: webhook` only",
@@ -84,9 +90,13 @@ fn adapter_keys_nothing_reads_are_reported_not_enforced() {
     ] {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
-    assert!(
-        !text.contains("`discussion` of account `slack/default`"),
-        "{text}"
-    );
+    for read in [
+        "`discussion` of account `slack/default`",
+        "`discussion` of account `discord/default`",
+        "`applicationId` of account `discord/default`",
+        "`guilds` of channel `discord`",
+    ] {
+        assert!(!text.contains(read), "{read}: {text}");
+    }
     assert!(!text.contains("`mode` of account `telegram/old`"), "{text}");
 }
