@@ -238,7 +238,7 @@ fn session(i: usize, agents: usize, load_peers: usize, chat: usize) -> Session {
     }
     let agent = format!("agent-{}", (i * 7919) % agents);
     let channel = CHANNELS[i % CHANNELS.len()];
-    let (peer_kind, peer_id) = if i % 5 == 0 {
+    let (peer_kind, peer_id) = if i.is_multiple_of(5) {
         ("group", format!("g{i}"))
     } else {
         ("direct", format!("u{i}"))
@@ -312,7 +312,7 @@ impl Year {
         match kind {
             Turn::Heartbeat => {
                 let prompt = "Read HEARTBEAT.md if it exists and follow it. If nothing needs attention, reply HEARTBEAT_OK.";
-                let reply = if t % 4 == 0 {
+                let reply = if t.is_multiple_of(4) {
                     answer.as_str()
                 } else {
                     "HEARTBEAT_OK"
@@ -455,7 +455,7 @@ impl Year {
                     self.rng.between(200, 20_000) as i64,
                     self.rng.between(100, 50_000) as i64
                 ])?;
-                if self.sample_run.is_empty() || t % 1000 == 0 {
+                if self.sample_run.is_empty() || t.is_multiple_of(1000) {
                     self.sample_run = run_id;
                 }
             }
@@ -536,7 +536,9 @@ fn fill(args: &FillArgs) -> Result<serde_json::Value, String> {
     };
     // Transactions of CHUNK turns: the WAL stays small and is checkpointed as it goes.
     for (n, chunk) in kinds.chunks(CHUNK).enumerate() {
-        let tx = c.transaction().map_err(sql)?;
+        let tx = c
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql)?;
         for (i, &kind) in chunk.iter().enumerate() {
             let t = n * CHUNK + i;
             let at = from + (t as i64 * span) / turns.max(1) as i64;
@@ -548,7 +550,9 @@ fn fill(args: &FillArgs) -> Result<serde_json::Value, String> {
         }
         tx.commit().map_err(sql)?;
     }
-    let tx = c.transaction().map_err(sql)?;
+    let tx = c
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(sql)?;
     {
         let mut row = tx
             .prepare(
