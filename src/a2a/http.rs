@@ -32,7 +32,8 @@ use crate::state::RunState;
 /// The largest request body taken: a 64 KiB message, JSON-escaped, fits.
 pub(crate) const BODY_LIMIT: usize = 1024 * 1024;
 
-pub(crate) fn router(a2a: Arc<A2a>) -> Router {
+/// The cards and the JSON-RPC binding (the HTTP+JSON binding's routes are `rest.rs`'s).
+pub(super) fn routes() -> Router<Arc<A2a>> {
     Router::new()
         .route("/.well-known/agent-card.json", get(hub_card))
         .route("/a2a", get(hub_card).post(routed_rpc))
@@ -44,8 +45,6 @@ pub(crate) fn router(a2a: Arc<A2a>) -> Router {
             "/a2a/{agent}/.well-known/agent-card.json",
             get(agent_card_at),
         )
-        .merge(super::rest::routes())
-        .with_state(a2a)
 }
 
 /// The cards' base URL: the `Host` the caller used when it is a host and an optional port and

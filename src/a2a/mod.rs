@@ -188,6 +188,12 @@ pub(crate) enum A2aRefusal {
     TooManyStreams(StreamCap),
 }
 
+/// The A2A server's HTTP routes, merged into the controller's server: the cards and the
+/// JSON-RPC binding (`http.rs`), the HTTP+JSON binding (`rest.rs`).
+pub(crate) fn router(a2a: Arc<A2a>) -> axum::Router {
+    http::routes().merge(rest::routes()).with_state(a2a)
+}
+
 /// A JSON-RPC error (A2A's codes, a2a.md).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RpcError {

@@ -283,7 +283,7 @@ pub(super) async fn serve(
             shared.hub.clone(),
             Arc::from(shared.token.as_str()),
         ))
-        .merge(crate::a2a::http::router(shared.a2a.clone()))
+        .merge(crate::a2a::router(shared.a2a.clone()))
         .fallback(crate::access::http::no_such_endpoint)
         .method_not_allowed_fallback(crate::access::http::wrong_method);
     let stop = async move {
