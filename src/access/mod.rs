@@ -551,7 +551,8 @@ impl Access {
                     Err(e) => Err(e),
                 };
                 let _ = sender.send(Some(outcome.clone()));
-                if outcome.is_ok()
+                // A redelivery answered from the record keeps the first delivery's trace.
+                if outcome.as_ref().is_ok_and(|d| !d.duplicate)
                     && let Some(trace) = crate::traces::current_id()
                 {
                     let key = key.clone();

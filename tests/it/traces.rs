@@ -272,6 +272,50 @@ fn a_message_and_a_hub_run_are_each_one_trace_of_their_steps() {
     // So does the channel's log line of each message.
     let log = std::fs::read_to_string(up.state.join("logs/channels/slack.log")).unwrap();
     assert!(log.contains(&format!("trace={}", root.trace)), "{log}");
+
+    // A redelivery is a trace of its own, answered from the record: the delivery keeps the
+    // trace it was handled in.
+    let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "gb"},
+        "messageId": "m-twice", "sender": {"id": "u1"}, "text": "once"});
+    for _ in 0..2 {
+        let (status, _) = crate::common::signed_inbound(up.addr, SECRET.as_bytes(), &envelope);
+        assert_eq!(status, 200);
+    }
+    let spans = collector.wait_for("both deliveries' traces", |spans| {
+        spans
+            .iter()
+            .filter(|s| {
+                s.name == "inbound"
+                    && s.attributes
+                        .get("deepcli.message_id")
+                        .is_some_and(|m| m == "m-twice")
+            })
+            .count()
+            == 2
+    });
+    let first = spans
+        .iter()
+        .find(|s| {
+            s.name == "runtime.turn"
+                && spans.iter().any(|r| {
+                    r.name == "inbound"
+                        && r.trace == s.trace
+                        && r.attributes
+                            .get("deepcli.message_id")
+                            .is_some_and(|m| m == "m-twice")
+                })
+        })
+        .expect("the first delivery's turn");
+    let audit = up.deepcli(&["audit", "--json"]);
+    let audit: Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let twice: Vec<&Value> = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "inbound" && e["summary"].as_str().unwrap().contains("m-twice"))
+        .collect();
+    assert_eq!(twice.len(), 1, "{twice:#?}");
+    assert_eq!(twice[0]["traceId"], first.trace.as_str(), "{twice:#?}");
 }
 
 #[test]
