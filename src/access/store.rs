@@ -351,7 +351,7 @@ impl AccessStore {
                 params![session_key, Provenance::Reset, line, now],
             )?;
             if let Some((key, response)) = answered {
-                insert_delivery(&tx, key, session_key, response, &now)?;
+                insert_delivery(&tx, key, session_key, response, &Recorded::default(), &now)?;
             }
             tx.commit()
         })
@@ -385,7 +385,7 @@ impl AccessStore {
         response: &str,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| insert_delivery(c, key, session_key, response, &now))
+        self.with(|c| insert_delivery(c, key, session_key, response, &Recorded::default(), &now))
     }
 
     /// Appends turns to a transcript and, when `delivery` is given, records the delivery with
@@ -451,6 +451,7 @@ impl AccessStore {
                     t.usage.cost_micros.map(|n| n as i64)
                 ])?;
             }
+            let mut recorded = Recorded::default();
             for t in turns {
                 tx.prepare_cached(
                     "INSERT INTO transcript (session_key, provenance, message_id, sender, text, route, at)
@@ -465,6 +466,18 @@ impl AccessStore {
                     t.route.as_ref().map(|r| r.to_string()),
                     now
                 ])?;
+                let id = tx.last_insert_rowid();
+                match t.provenance {
+                    Provenance::Inbound
+                        if delivery.is_some_and(|(k, _)| t.message_id.as_ref() == Some(&k.message_id)) =>
+                    {
+                        recorded.asked.push(id);
+                    }
+                    Provenance::Agent if recorded.reply.is_none() && !recorded.asked.is_empty() => {
+                        recorded.reply = Some(id);
+                    }
+                    _ => {}
+                }
             }
             if let Some((key, response)) = delivery {
                 // The agent's last external route: where its heartbeat replies go.
@@ -486,7 +499,7 @@ impl AccessStore {
                         now
                     ])?;
                 }
-                insert_delivery(&tx, key, session_key, response, &now)?;
+                insert_delivery(&tx, key, session_key, response, &recorded, &now)?;
                 // The turn has an outcome on record: no longer only begun.
                 forget_begun(&tx, key)?;
             }
@@ -826,16 +839,27 @@ impl AccessStore {
 }
 
 /// Records a delivered envelope's `response`, for its redelivery (idempotency key `key`).
+/// The transcript rows a delivery recorded, kept with it for the audit: the message's rows,
+/// and the agent's first reply after them.
+#[derive(Debug, Default)]
+struct Recorded {
+    asked: Vec<i64>,
+    reply: Option<i64>,
+}
+
 fn insert_delivery(
     c: &rusqlite::Connection,
     key: &DeliveryKey,
     session_key: &str,
     response: &str,
+    recorded: &Recorded,
     at: &str,
 ) -> rusqlite::Result<()> {
+    let asked: Vec<String> = recorded.asked.iter().map(i64::to_string).collect();
     c.prepare_cached(
-        "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at,
+                                 asked_rows, reply_row)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         key.channel,
@@ -846,7 +870,9 @@ fn insert_delivery(
         key.message_id,
         session_key,
         response,
-        at
+        at,
+        asked.join(","),
+        recorded.reply
     ])?;
     Ok(())
 }
@@ -863,22 +889,28 @@ pub(crate) struct HistoryRow {
     pub at: String,
 }
 
-/// A session with a runtime session on record (table `sessions`).
+/// A session in the order of its last activity (table `session_activity`, migration 22).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OpenedSession {
+pub(crate) struct ActiveSession {
     pub session_key: String,
-    pub agent_id: String,
-    pub updated_at: String,
+    /// The agent its key names, else the one recorded; `None` while neither is known.
+    pub agent_id: Option<String>,
+    pub last_at: String,
+    /// Whether a runtime session or a transcript row is on record for it (the Access layer's
+    /// half of "the session exists"; a spawn is the Hub's).
+    pub on_record: bool,
 }
 
 /// A session's newest transcript row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LastMessage {
-    pub session_key: String,
     pub provenance: Provenance,
     pub text: String,
-    pub at: String,
 }
+
+/// Where a walk of the sessions by activity goes on from: past the session `.1` last active
+/// at `.0`.
+pub(crate) type ActivityMark = (String, String);
 
 /// The trash entry a closed session's transcript goes to.
 pub(crate) fn trashed_entry(session_key: &str) -> String {
@@ -889,35 +921,60 @@ pub(crate) fn trashed_entry(session_key: &str) -> String {
 /// layer's; they run on the connection they are given, so the Hub keeps using its own (a
 /// tool call never waits for a delivery's record) and its reads stay in one transaction.
 impl AccessStore {
-    /// Every session with a runtime session on record.
-    pub(crate) fn opened_sessions(c: &Connection) -> rusqlite::Result<Vec<OpenedSession>> {
-        let mut stmt = c.prepare("SELECT session_key, agent_id, updated_at FROM sessions")?;
-        stmt.query_map([], |r| {
-            Ok(OpenedSession {
+    /// The sessions by last activity, newest first (of one second: by key), `limit` of them
+    /// from past `after` on, of agent `agent` alone if named: a walk of an index, however many
+    /// sessions there are.
+    pub(crate) fn sessions_by_activity(
+        c: &Connection,
+        agent: Option<&str>,
+        after: Option<&ActivityMark>,
+        limit: usize,
+    ) -> rusqlite::Result<Vec<ActiveSession>> {
+        let mut sql = String::from(
+            "SELECT a.session_key, a.agent_id, a.last_at,
+                    EXISTS (SELECT 1 FROM sessions s WHERE s.session_key = a.session_key)
+                    OR EXISTS (SELECT 1 FROM transcript t WHERE t.session_key = a.session_key)
+             FROM session_activity a WHERE true",
+        );
+        let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
+        if let Some(agent) = &agent {
+            sql.push_str(" AND a.agent_id = ?");
+            args.push(agent);
+        }
+        if let Some((at, key)) = after {
+            sql.push_str(" AND (a.last_at < ? OR (a.last_at = ? AND a.session_key > ?))");
+            args.extend([at as &dyn rusqlite::ToSql, at, key]);
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        sql.push_str(" ORDER BY a.last_at DESC, a.session_key LIMIT ?");
+        args.push(&limit);
+        let mut stmt = c.prepare_cached(&sql)?;
+        stmt.query_map(args.as_slice(), |r| {
+            Ok(ActiveSession {
                 session_key: r.get(0)?,
                 agent_id: r.get(1)?,
-                updated_at: r.get(2)?,
+                last_at: r.get(2)?,
+                on_record: r.get(3)?,
             })
         })?
         .collect()
     }
 
-    /// Every session's newest transcript row.
-    pub(crate) fn last_messages(c: &Connection) -> rusqlite::Result<Vec<LastMessage>> {
-        let mut stmt = c.prepare(
-            "SELECT t.session_key, t.provenance, t.text, t.at FROM transcript t
-             JOIN (SELECT session_key, max(id) AS last FROM transcript GROUP BY session_key) l
-             ON t.id = l.last",
-        )?;
-        stmt.query_map([], |r| {
+    /// Session `session_key`'s newest transcript row.
+    pub(crate) fn last_message(
+        c: &Connection,
+        session_key: &str,
+    ) -> rusqlite::Result<Option<LastMessage>> {
+        c.prepare_cached(
+            "SELECT provenance, text FROM transcript WHERE session_key = ?1 ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row([session_key], |r| {
             Ok(LastMessage {
-                session_key: r.get(0)?,
-                provenance: r.get(1)?,
-                text: r.get(2)?,
-                at: r.get(3)?,
+                provenance: r.get(0)?,
+                text: r.get(1)?,
             })
-        })?
-        .collect()
+        })
+        .optional()
     }
 
     /// Whether a session key has a runtime session or a transcript.
@@ -1032,4 +1089,84 @@ pub(super) fn forget_begun(c: &rusqlite::Connection, key: &DeliveryKey) -> rusql
         key.thread_id,
         key.message_id
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(provenance: Provenance, message_id: Option<&str>, text: &str) -> Turn {
+        Turn {
+            provenance,
+            message_id: message_id.map(str::to_string),
+            sender: None,
+            text: text.into(),
+            route: None,
+        }
+    }
+
+    #[test]
+    fn a_delivery_keeps_the_transcript_rows_it_recorded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
+        let key = DeliveryKey {
+            channel: "telegram".into(),
+            account_id: "default".into(),
+            peer_kind: "direct".into(),
+            peer_id: "7".into(),
+            thread_id: String::new(),
+            message_id: "m1".into(),
+        };
+        let session = "agent:a:telegram:direct:7";
+        // Another session's rows first: the ids are the table's, not the session's.
+        store
+            .record(
+                "agent:b:main",
+                &[turn(Provenance::Inbound, Some("x"), "x")],
+                None,
+            )
+            .unwrap();
+        let turns = [
+            turn(Provenance::Acp, None, "opened"),
+            turn(Provenance::Inbound, Some("m1"), "hello"),
+            turn(Provenance::Inbound, Some("m0"), "kept from before"),
+            turn(Provenance::Agent, None, "hi"),
+            turn(Provenance::Agent, None, "and more"),
+        ];
+        store.record(session, &turns, Some((&key, "{}"))).unwrap();
+        let (asked, reply, ids): (String, Option<i64>, Vec<(i64, String)>) = store
+            .with(|c| {
+                let (asked, reply) = c.query_row(
+                    "SELECT asked_rows, reply_row FROM deliveries WHERE message_id = 'm1'",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?;
+                let ids = c
+                    .prepare("SELECT id, text FROM transcript WHERE session_key = ?1 ORDER BY id")?
+                    .query_map([session], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok((asked, reply, ids))
+            })
+            .unwrap();
+        let id = |text: &str| ids.iter().find(|(_, t)| t == text).unwrap().0;
+        assert_eq!(asked, id("hello").to_string());
+        assert_eq!(reply, Some(id("hi")));
+
+        // A delivery that recorded no message (an approval command's answer): known empty.
+        let other = DeliveryKey {
+            message_id: "m2".into(),
+            ..key
+        };
+        store.record_answer_only(session, &other, "{}").unwrap();
+        let kept: (Option<String>, Option<i64>) = store
+            .with(|c| {
+                c.query_row(
+                    "SELECT asked_rows, reply_row FROM deliveries WHERE message_id = 'm2'",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+            })
+            .unwrap();
+        assert_eq!(kept, (Some(String::new()), None));
+    }
 }

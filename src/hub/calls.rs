@@ -13,9 +13,10 @@ use tracing::Instrument;
 use super::checks::{self, Hop, HubView};
 use super::page::{self, Page};
 use super::policy::{Denial, HeldChildren, Reason};
+use super::reads::CHUNK;
 use super::results::{SendOutcome, ToolResult, redact, shorten};
 use super::spawns::Spawn;
-use super::store::{ChildSession, agent_of};
+use super::store::{ChildSession, KnownSession, agent_of};
 use super::tools::{self, *};
 use super::{CallError, Hub, HubCaller};
 use crate::config::model::RuntimeKind;
@@ -202,57 +203,87 @@ impl Hub {
                 .ok()
                 .map(|t| t.to_string())
         });
-        let mut all = self.db(|s| s.known_sessions()).await?;
-        all.sort_by(|a, b| b.last_at.cmp(&a.last_at));
+        let agent = args.agent_id.clone();
         let mut out = Vec::new();
         let mut more = false;
-        for s in all {
-            if out.len() >= wanted {
-                more = true;
-                break;
-            }
-            let kind = kind_of(&s.session_key);
-            if args.agent_id.as_ref().is_some_and(|a| *a != s.agent_id)
-                || args
-                    .kinds
-                    .as_ref()
-                    .is_some_and(|k| !k.iter().any(|k| k == kind))
-                || since
-                    .as_ref()
-                    .is_some_and(|t| s.last_at.as_deref().is_none_or(|at| at < t.as_str()))
-                || self
-                    .may_see(caller, &s.session_key, &s.agent_id, true)
-                    .await
-                    .is_err()
-            {
-                continue;
-            }
-            let child = {
-                let key = s.session_key.clone();
-                self.db(move |st| st.child(&key)).await?
+        let mut after = None;
+        'walk: loop {
+            let (chunk, next) = {
+                let (agent, after) = (agent.clone(), after.take());
+                self.db(move |s| s.sessions_by_activity(agent.as_deref(), after.as_ref(), CHUNK))
+                    .await?
             };
-            let mut entry = json!({
-                "sessionKey": s.session_key,
-                "agentId": s.agent_id,
-                "kind": kind,
-                "label": child.as_ref().and_then(|c| c.label.clone()),
-                "lastActivity": s.last_at,
-                "self": s.session_key == caller.session_key,
-            });
-            if let Some(c) = &child {
-                entry["parentSessionKey"] = c.parent_session_key.clone().into();
+            for s in chunk {
+                if out.len() >= wanted {
+                    more = true;
+                    break 'walk;
+                }
+                // Newest first: the rest are older still.
+                if since.as_ref().is_some_and(|t| s.last_at < *t) {
+                    break 'walk;
+                }
+                if let Some(entry) = self.listed(caller, &args, s).await? {
+                    out.push(entry);
+                }
             }
-            if args.include_last_message
-                && let Some((provenance, text)) = &s.last_message
-            {
-                entry["lastMessage"] = json!({"provenance": provenance, "text": shorten(&redact(text, self.operator_token.as_deref()), 280)});
+            match next {
+                Some(mark) => after = Some(mark),
+                None => break,
             }
-            out.push(entry);
         }
         // The entries before the page were checked (visibility is per entry), not shown.
         let out: Vec<Value> = out.into_iter().skip(page.offset).collect();
         let next = more.then(|| page.after(out.len()));
         Ok(listing(json!({"count": out.len(), "sessions": out}), next))
+    }
+
+    /// Session `s` as `sessions_list` shows it to `caller`, or `None` when `args` leave it out
+    /// or the caller may not see it.
+    async fn listed(
+        &self,
+        caller: &HubCaller,
+        args: &ListArgs,
+        s: KnownSession,
+    ) -> Result<Option<Value>, CallError> {
+        let kind = kind_of(&s.session_key);
+        if args
+            .kinds
+            .as_ref()
+            .is_some_and(|k| !k.iter().any(|k| k == kind))
+            || self
+                .may_see(caller, &s.session_key, &s.agent_id, true)
+                .await
+                .is_err()
+        {
+            return Ok(None);
+        }
+        let key = s.session_key.clone();
+        let include_last = args.include_last_message;
+        let (child, last) = self
+            .db(move |st| {
+                let last = if include_last {
+                    st.last_message(&key)?
+                } else {
+                    None
+                };
+                Ok((st.child(&key)?, last))
+            })
+            .await?;
+        let mut entry = json!({
+            "sessionKey": s.session_key,
+            "agentId": s.agent_id,
+            "kind": kind,
+            "label": child.as_ref().and_then(|c| c.label.clone()),
+            "lastActivity": s.last_at,
+            "self": s.session_key == caller.session_key,
+        });
+        if let Some(c) = &child {
+            entry["parentSessionKey"] = c.parent_session_key.clone().into();
+        }
+        if let Some((provenance, text)) = &last {
+            entry["lastMessage"] = json!({"provenance": provenance, "text": shorten(&redact(text, self.operator_token.as_deref()), 280)});
+        }
+        Ok(Some(entry))
     }
 
     /// The agent of a session key, checked against the config: `Err` is the result to give.

@@ -157,6 +157,9 @@ pub(crate) struct RunList {
     pub next_cursor: Option<String>,
 }
 
+/// How many sessions a list reads from the state at a time, walking them by activity.
+pub(super) const CHUNK: usize = 256;
+
 /// The page an operator list asks for (hub.md, "Paging").
 pub(super) fn paged(
     limit: Option<usize>,
@@ -167,13 +170,24 @@ pub(super) fn paged(
 }
 
 pub(super) fn sessions(s: &HubStore, p: &SessionsParams) -> Result<SessionList, ReadError> {
-    let mut all = s.known_sessions()?;
-    all.sort_by(|a, b| b.last_at.cmp(&a.last_at));
     let page = paged(p.limit, p.cursor.as_deref())?;
-    let (all, next_cursor) = page.of(all
-        .into_iter()
-        .filter(|s| p.agent_id.as_ref().is_none_or(|a| *a == s.agent_id))
-        .filter(|s| p.kind.as_ref().is_none_or(|k| k == kind_of(&s.session_key))));
+    // The page and one more: whether there is a next page.
+    let wanted = page.offset.saturating_add(page.limit).saturating_add(1);
+    let mut found = Vec::new();
+    let mut after = None;
+    loop {
+        let (chunk, next) = s.sessions_by_activity(p.agent_id.as_deref(), after.as_ref(), CHUNK)?;
+        found.extend(
+            chunk
+                .into_iter()
+                .filter(|s| p.kind.as_ref().is_none_or(|k| k == kind_of(&s.session_key))),
+        );
+        match next {
+            Some(mark) if found.len() < wanted => after = Some(mark),
+            _ => break,
+        }
+    }
+    let (all, next_cursor) = page.of(found);
     let mut sessions = Vec::with_capacity(all.len());
     for known in all {
         let child = s.child(&known.session_key)?;
@@ -181,7 +195,7 @@ pub(super) fn sessions(s: &HubStore, p: &SessionsParams) -> Result<SessionList, 
             kind: kind_of(&known.session_key),
             label: child.as_ref().and_then(|c| c.label.clone()),
             parent_session_key: child.map(|c| c.parent_session_key),
-            last_activity: known.last_at,
+            last_activity: Some(known.last_at),
             queue_depth: 0,
             agent_id: known.agent_id,
             session_key: known.session_key,

@@ -10,8 +10,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-use crate::access::store::AccessStore;
 pub(crate) use crate::access::store::HistoryRow;
+use crate::access::store::{AccessStore, ActivityMark};
 use crate::state::{
     ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode, StateDir, StateError,
 };
@@ -193,11 +193,8 @@ pub(crate) struct KnownSession {
     pub session_key: String,
     /// The agent the key names (`agent:<id>:…`), else the one recorded.
     pub agent_id: String,
-    /// When it last had a message or was opened.
-    pub last_at: Option<String>,
-    pub last_message: Option<(Provenance, String)>,
-    /// Whether a runtime session is on record for it.
-    pub opened: bool,
+    /// When it last had a message, was opened or was spawned.
+    pub last_at: String,
 }
 
 /// Which runs a listing wants.
@@ -674,58 +671,48 @@ impl HubStore {
 
     // ---- sessions, through the Access layer's statements ----
 
-    /// Every session key with a runtime session, a transcript, or an open spawn.
-    pub(crate) fn known_sessions(&self) -> Result<Vec<KnownSession>, StateError> {
+    /// The sessions that exist (a runtime session, a transcript, or an open spawn) by last
+    /// activity, newest first, of agent `agent` alone if named: of the next `chunk` sessions
+    /// past `after`, those, and where the next chunk begins (`None`: no more).
+    pub(crate) fn sessions_by_activity(
+        &self,
+        agent: Option<&str>,
+        after: Option<&ActivityMark>,
+        chunk: usize,
+    ) -> Result<(Vec<KnownSession>, Option<ActivityMark>), StateError> {
         self.with(|c| {
-            let mut out: std::collections::BTreeMap<String, KnownSession> =
-                std::collections::BTreeMap::new();
-            let entry = |key: &str, agent: Option<String>| KnownSession {
-                session_key: key.to_string(),
-                agent_id: agent_of(key)
-                    .map(str::to_string)
-                    .or(agent)
-                    .unwrap_or_default(),
-                last_at: None,
-                last_message: None,
-                opened: false,
-            };
-            for opened in AccessStore::opened_sessions(c)? {
-                let key = opened.session_key;
-                let e = out
-                    .entry(key.clone())
-                    .or_insert_with(|| entry(&key, Some(opened.agent_id)));
-                e.opened = true;
-                e.last_at = Some(opened.updated_at);
-            }
-            let mut stmt = c.prepare(
-                "SELECT session_key, agent_id, created_at FROM hub_sessions WHERE closed_at IS NULL",
+            let read = AccessStore::sessions_by_activity(c, agent, after, chunk)?;
+            let next = (read.len() == chunk)
+                .then(|| read.last().map(|a| (a.last_at.clone(), a.session_key.clone())))
+                .flatten();
+            let mut spawned = c.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM hub_sessions WHERE session_key = ?1 AND closed_at IS NULL)",
             )?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })?;
-            for row in rows {
-                let (key, agent, at) = row?;
-                let e = out
-                    .entry(key.clone())
-                    .or_insert_with(|| entry(&key, Some(agent)));
-                if e.last_at.as_deref().is_none_or(|t| t < at.as_str()) {
-                    e.last_at = Some(at);
+            let mut out = Vec::with_capacity(read.len());
+            for a in read {
+                let Some(agent_id) = a.agent_id.filter(|id| !id.is_empty()) else {
+                    continue;
+                };
+                if a.on_record || spawned.query_row([&a.session_key], |r| r.get(0))? {
+                    out.push(KnownSession {
+                        session_key: a.session_key,
+                        agent_id,
+                        last_at: a.last_at,
+                    });
                 }
             }
-            for last in AccessStore::last_messages(c)? {
-                let (key, at) = (last.session_key, last.at);
-                let e = out.entry(key.clone()).or_insert_with(|| entry(&key, None));
-                if e.last_at.as_deref().is_none_or(|t| t <= at.as_str()) {
-                    e.last_at = Some(at);
-                }
-                e.last_message = Some((last.provenance, last.text));
-            }
-            Ok(out.into_values().filter(|s| !s.agent_id.is_empty()).collect())
+            Ok((out, next))
         })
+    }
+
+    /// Session `session_key`'s newest transcript row: its provenance and text.
+    pub(crate) fn last_message(
+        &self,
+        session_key: &str,
+    ) -> Result<Option<(Provenance, String)>, StateError> {
+        self.with(
+            |c| Ok(AccessStore::last_message(c, session_key)?.map(|m| (m.provenance, m.text))),
+        )
     }
 
     /// Whether a session key has a runtime session, a transcript or an open spawn.
@@ -890,5 +877,117 @@ mod tests {
         assert_eq!(agent_of("agent::main"), None);
         assert_eq!(agent_of("agent:a"), None);
         assert_eq!(agent_of("nope"), None);
+    }
+
+    fn transcript_row(store: &HubStore, key: &str, at: &str) {
+        store
+            .with(|c| {
+                c.execute(
+                    "INSERT INTO transcript (session_key, provenance, text, at) VALUES (?1, 'inbound', 'hi', ?2)",
+                    params![key, at],
+                )
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn the_state_names_a_sessions_agent_as_agent_of_does() {
+        let (_tmp, store) = store();
+        let keys = [
+            "agent:a:main",
+            "agent:research:telegram:direct:42",
+            "agent::main",
+            "agent:a:",
+            "agent:a",
+            "agent:",
+            "agent:é-ü:x",
+            "agentx:a:main",
+            "Agent:a:main",
+            "a:agent:b:main",
+            "",
+        ];
+        for key in keys {
+            transcript_row(&store, key, "2026-01-01T00:00:00Z");
+            let named: Option<String> = store
+                .with(|c| {
+                    c.query_row(
+                        "SELECT agent_id FROM session_activity WHERE session_key = ?1",
+                        [key],
+                        |r| r.get(0),
+                    )
+                })
+                .unwrap();
+            assert_eq!(named.as_deref(), agent_of(key), "{key:?}");
+        }
+    }
+
+    #[test]
+    fn sessions_are_walked_by_last_activity_whatever_the_chunk() {
+        let (_tmp, store) = store();
+        // Transcripts, some at the same second (then by key).
+        transcript_row(&store, "agent:a:one", "2026-01-01T00:00:01Z");
+        transcript_row(&store, "agent:a:one", "2026-01-01T00:00:05Z");
+        transcript_row(&store, "agent:b:two", "2026-01-01T00:00:05Z");
+        transcript_row(&store, "agent:a:three", "2026-01-01T00:00:03Z");
+        transcript_row(&store, "agent:b:gone", "2026-01-01T00:00:09Z");
+        store
+            .with(|c| {
+                // A runtime session used later than its transcript's last row.
+                c.execute(
+                    "INSERT INTO sessions (session_key, agent_id, created_at, updated_at)
+                     VALUES ('agent:a:three', 'a', '2026-01-01T00:00:00Z', '2026-01-01T00:00:02Z')",
+                    [],
+                )?;
+                c.execute(
+                    "UPDATE sessions SET updated_at = '2026-01-01T00:00:07Z' WHERE session_key = 'agent:a:three'",
+                    [],
+                )?;
+                // A session whose key names no agent: its record does.
+                c.execute(
+                    "INSERT INTO sessions (session_key, agent_id, created_at, updated_at)
+                     VALUES ('legacy', 'c', '2026-01-01T00:00:00Z', '2026-01-01T00:00:04Z')",
+                    [],
+                )?;
+                // An open spawn without a word yet, and a closed one.
+                for (key, closed) in [("agent:b:subagent:x", None), ("agent:b:subagent:y", Some("2026-01-01T00:00:08Z"))] {
+                    c.execute(
+                        "INSERT INTO hub_sessions (session_key, agent_id, kind, parent_session_key, parent_agent_id,
+                             depth, mode, cleanup, run_id, created_at, closed_at)
+                         VALUES (?1, 'b', 'subagent', 'agent:a:main', 'a', 1, 'run', 'keep', 'r', '2026-01-01T00:00:06Z', ?2)",
+                        params![key, closed],
+                    )?;
+                }
+                // A session whose transcript went (a trash move, a prune).
+                c.execute("DELETE FROM transcript WHERE session_key = 'agent:b:gone'", [])
+            })
+            .unwrap();
+        let expected = [
+            ("agent:a:three", "2026-01-01T00:00:07Z"),
+            ("agent:b:subagent:x", "2026-01-01T00:00:06Z"),
+            ("agent:a:one", "2026-01-01T00:00:05Z"),
+            ("agent:b:two", "2026-01-01T00:00:05Z"),
+            ("legacy", "2026-01-01T00:00:04Z"),
+        ];
+        for chunk in [1, 2, 3, 100] {
+            let (mut seen, mut after) = (Vec::new(), None);
+            loop {
+                let (got, next) = store
+                    .sessions_by_activity(None, after.as_ref(), chunk)
+                    .unwrap();
+                seen.extend(got.into_iter().map(|s| (s.session_key, s.last_at)));
+                match next {
+                    Some(mark) => after = Some(mark),
+                    None => break,
+                }
+            }
+            let seen: Vec<(&str, &str)> =
+                seen.iter().map(|(k, a)| (k.as_str(), a.as_str())).collect();
+            assert_eq!(seen, expected, "chunk {chunk}");
+        }
+        let (b, _) = store.sessions_by_activity(Some("b"), None, 100).unwrap();
+        let b: Vec<&str> = b.iter().map(|s| s.session_key.as_str()).collect();
+        assert_eq!(b, ["agent:b:subagent:x", "agent:b:two"]);
+        let (c, _) = store.sessions_by_activity(Some("c"), None, 100).unwrap();
+        assert_eq!(c[0].agent_id, "c");
     }
 }

@@ -8,7 +8,7 @@
 //! are shown. Each source is one function of [`SOURCES`]: adding a source (the approvals',
 //! say) is adding one function there.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, params};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -81,6 +81,42 @@ fn agent_of(key: &str) -> Option<&str> {
     key.strip_prefix("agent:")?.split(':').next()
 }
 
+/// The timeline's length: the newest this many.
+fn newest(filter: &AuditFilter) -> usize {
+    filter.limit.unwrap_or(1000)
+}
+
+/// How many rows a busy source need read, newest first (SQLite's `LIMIT`; -1: all). The
+/// timeline keeps the newest [`newest`] events, so no source needs more than that many of its
+/// own — unless a filter that drops events is left to [`keeps`] after the read: then every row
+/// from `--since` on. `pushed` says which filters the source's query applies itself.
+fn bound(filter: &AuditFilter, pushed: Pushed) -> i64 {
+    let left = filter.run_id.is_some()
+        || filter.task_id.is_some()
+        || (filter.session_key.is_some() && !pushed.session)
+        || (filter.agent_id.is_some() && !pushed.agent);
+    if left {
+        -1
+    } else {
+        i64::try_from(newest(filter)).unwrap_or(-1)
+    }
+}
+
+/// The filters a source's query applies itself.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pushed {
+    session: bool,
+    agent: bool,
+}
+
+/// A session key belongs to agent `?` as [`agent_of`] reads it: the SQL of `column`.
+fn of_agent(column: &str, param: &str) -> String {
+    format!(
+        "({param} IS NULL OR {column} = 'agent:' || {param}
+          OR substr({column}, 1, length({param}) + 7) = 'agent:' || {param} || ':')"
+    )
+}
+
 /// The timeline `filter` asks for, oldest first.
 pub fn timeline(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
     let mut events = Vec::new();
@@ -91,7 +127,7 @@ pub fn timeline(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec
     events.retain(|e| keeps(filter, &runs, e));
     // Stable: events of one second keep their sources' order.
     events.sort_by(|a, b| a.at.cmp(&b.at));
-    let limit = filter.limit.unwrap_or(1000);
+    let limit = newest(filter);
     if events.len() > limit {
         events.drain(..events.len() - limit);
     }
@@ -223,18 +259,37 @@ fn prunes(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audit
 /// Inbound messages (`deliveries`): the conversation, the route, and what became of the
 /// message; the message and the reply by transcript row.
 fn inbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
-    let mut stmt = conn.prepare(
+    // The newest deliveries the timeline can keep, read through the index on their times, put
+    // back in time order; the transcript rows each recorded are kept with it (a delivery from
+    // before schema 22 has none: they are looked for in its session's transcript).
+    let mut stmt = conn.prepare(&format!(
         "SELECT d.at, d.channel, d.account_id, d.peer_kind, d.peer_id, d.message_id, d.session_key, d.response,
-                (SELECT group_concat(t.id) FROM transcript t
-                  WHERE t.session_key = d.session_key AND t.message_id = d.message_id AND t.provenance = 'inbound'),
-                (SELECT min(t.id) FROM transcript t
-                  WHERE t.session_key = d.session_key AND t.provenance = 'agent'
-                    AND t.id > (SELECT max(i.id) FROM transcript i
-                                 WHERE i.session_key = d.session_key AND i.message_id = d.message_id)),
+                CASE WHEN d.asked_rows IS NOT NULL THEN d.asked_rows ELSE
+                  (SELECT group_concat(t.id) FROM transcript t
+                    WHERE t.session_key = d.session_key AND t.message_id = d.message_id AND t.provenance = 'inbound') END,
+                CASE WHEN d.asked_rows IS NOT NULL THEN d.reply_row ELSE
+                  (SELECT min(t.id) FROM transcript t
+                    WHERE t.session_key = d.session_key AND t.provenance = 'agent'
+                      AND t.id > (SELECT max(i.id) FROM transcript i
+                                   WHERE i.session_key = d.session_key AND i.message_id = d.message_id)) END,
                 d.trace_id
-         FROM deliveries d WHERE d.at >= ?1",
-    )?;
-    let rows = stmt.query_map([since(filter)], |r| {
+         FROM (SELECT rowid AS n, * FROM deliveries
+                WHERE at >= ?1 AND (?3 IS NULL OR session_key = ?3) AND {}
+                ORDER BY at DESC, rowid DESC LIMIT ?2) d
+         ORDER BY d.at, d.n",
+        of_agent("session_key", "?4")
+    ))?;
+    let pushed = Pushed {
+        session: true,
+        agent: true,
+    };
+    let args = params![
+        since(filter),
+        bound(filter, pushed),
+        filter.session_key,
+        filter.agent_id
+    ];
+    let rows = stmt.query_map(args, |r| {
         let peer_kind: String = r.get(3)?;
         let peer_id: String = r.get(4)?;
         let session: String = r.get(6)?;
@@ -303,61 +358,65 @@ fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEv
                     WHERE t.session_key = r.target_session_key AND json_valid(t.route)
                       AND json_extract(t.route, '$.runId') = r.run_id) END,
                 r.trace_id
-         FROM hub_run_events e JOIN hub_runs r ON r.run_id = e.run_id
-         WHERE e.at >= ?1 ORDER BY e.at, e.id",
+         FROM (SELECT * FROM hub_run_events WHERE at >= ?1 ORDER BY at DESC, id DESC LIMIT ?2) e
+         JOIN hub_runs r ON r.run_id = e.run_id
+         ORDER BY e.at, e.id",
     )?;
-    let rows = stmt.query_map([since(filter)], |r| {
-        let run_id: String = r.get(0)?;
-        let kind: String = r.get(1)?;
-        let tool: String = r.get(2)?;
-        let from: Option<String> = r.get(3)?;
-        let to: String = r.get(4)?;
-        let correlation: String = r.get(5)?;
-        let state: Option<String> = r.get(7)?;
-        let note: String = r.get(8)?;
-        let rows: Option<String> = r.get(10)?;
-        let trace_id: Option<String> = r.get(11)?;
-        let sessions: Vec<String> = from.iter().cloned().chain([to.clone()]).collect();
-        let first = note == "accepted by the Hub";
-        let (kind, summary, refs) = if first {
-            let refs = rows
-                .unwrap_or_default()
-                .split(',')
-                .filter(|s| !s.is_empty())
-                .map(|id| format!("transcript#{id}"))
-                .collect();
-            (
-                if kind == "spawn" { "spawn" } else { "send" },
-                format!(
-                    "{} {} → {to} ({tool}, correlation {correlation}): {}",
-                    kind,
-                    from.as_deref().unwrap_or("operator"),
-                    state.as_deref().unwrap_or("-"),
-                ),
+    let rows = stmt.query_map(
+        params![since(filter), bound(filter, Pushed::default())],
+        |r| {
+            let run_id: String = r.get(0)?;
+            let kind: String = r.get(1)?;
+            let tool: String = r.get(2)?;
+            let from: Option<String> = r.get(3)?;
+            let to: String = r.get(4)?;
+            let correlation: String = r.get(5)?;
+            let state: Option<String> = r.get(7)?;
+            let note: String = r.get(8)?;
+            let rows: Option<String> = r.get(10)?;
+            let trace_id: Option<String> = r.get(11)?;
+            let sessions: Vec<String> = from.iter().cloned().chain([to.clone()]).collect();
+            let first = note == "accepted by the Hub";
+            let (kind, summary, refs) = if first {
+                let refs = rows
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|id| format!("transcript#{id}"))
+                    .collect();
+                (
+                    if kind == "spawn" { "spawn" } else { "send" },
+                    format!(
+                        "{} {} → {to} ({tool}, correlation {correlation}): {}",
+                        kind,
+                        from.as_deref().unwrap_or("operator"),
+                        state.as_deref().unwrap_or("-"),
+                    ),
+                    refs,
+                )
+            } else {
+                (
+                    "run",
+                    match &state {
+                        Some(state) => format!("{state}: {note}"),
+                        None => note,
+                    },
+                    Vec::new(),
+                )
+            };
+            Ok(AuditEvent {
+                at: r.get(6)?,
+                kind,
+                sessions,
+                run_id: Some(run_id),
+                correlation_id: Some(correlation),
+                task_id: None,
+                trace_id,
+                summary,
                 refs,
-            )
-        } else {
-            (
-                "run",
-                match &state {
-                    Some(state) => format!("{state}: {note}"),
-                    None => note,
-                },
-                Vec::new(),
-            )
-        };
-        Ok(AuditEvent {
-            at: r.get(6)?,
-            kind,
-            sessions,
-            run_id: Some(run_id),
-            correlation_id: Some(correlation),
-            task_id: None,
-            trace_id,
-            summary,
-            refs,
-        })
-    })?;
+            })
+        },
+    )?;
     rows.collect()
 }
 
@@ -365,28 +424,32 @@ fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEv
 /// scanned every budget event).
 fn budget_refusals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
     let mut stmt = conn.prepare(
-        "SELECT id, at, agent_id, session_key, run_id, budget, detail FROM budget_events
-         WHERE kind = 'refusal' AND at >= ?1 ORDER BY at, id",
+        "SELECT * FROM (SELECT id, at, agent_id, session_key, run_id, budget, detail FROM budget_events
+                        WHERE kind = 'refusal' AND at >= ?1 ORDER BY at DESC, id DESC LIMIT ?2)
+         ORDER BY at, id",
     )?;
-    let rows = stmt.query_map([since(filter)], |r| {
-        let agent: String = r.get(2)?;
-        let session: Option<String> = r.get(3)?;
-        Ok(AuditEvent {
-            at: r.get(1)?,
-            kind: "budget",
-            sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
-            run_id: r.get(4)?,
-            correlation_id: None,
-            task_id: None,
-            trace_id: None,
-            summary: format!(
-                "refused by {}: {}",
-                r.get::<_, String>(5)?,
-                r.get::<_, String>(6)?
-            ),
-            refs: vec![format!("budget_events#{}", r.get::<_, i64>(0)?)],
-        })
-    })?;
+    let rows = stmt.query_map(
+        params![since(filter), bound(filter, Pushed::default())],
+        |r| {
+            let agent: String = r.get(2)?;
+            let session: Option<String> = r.get(3)?;
+            Ok(AuditEvent {
+                at: r.get(1)?,
+                kind: "budget",
+                sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
+                run_id: r.get(4)?,
+                correlation_id: None,
+                task_id: None,
+                trace_id: None,
+                summary: format!(
+                    "refused by {}: {}",
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?
+                ),
+                refs: vec![format!("budget_events#{}", r.get::<_, i64>(0)?)],
+            })
+        },
+    )?;
     rows.collect()
 }
 
@@ -703,5 +766,115 @@ mod tests {
         let store = StateStore::open(&dir).unwrap();
         let events = store.audit(&AuditFilter::default()).unwrap();
         assert!(events.is_empty(), "{events:?}");
+    }
+
+    fn state() -> (tempfile::TempDir, StateStore) {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = StateStore::open(&crate::state::StateDir::new(tmp.path())).unwrap();
+        (tmp, store)
+    }
+
+    fn deliver(conn: &Connection, n: u32, session: &str, rows: Option<(&str, Option<i64>)>) {
+        conn.execute(
+            "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id,
+                                     session_key, response, at, asked_rows, reply_row)
+             VALUES ('webchat', 'default', 'direct', 'p', '', ?1, ?2, '{\"reply\":{}}', ?3, ?4, ?5)",
+            params![
+                format!("m{n}"),
+                session,
+                format!("2026-12-01T00:{:02}:{:02}Z", n / 60, n % 60),
+                rows.map(|r| r.0),
+                rows.and_then(|r| r.1)
+            ],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_delivery_points_at_the_rows_it_recorded_or_else_they_are_looked_for() {
+        let (_tmp, store) = state();
+        let c = &store.conn;
+        for (text, provenance, message) in [("hello", "inbound", Some("m1")), ("hi", "agent", None)]
+        {
+            c.execute(
+                "INSERT INTO transcript (session_key, provenance, message_id, text, at)
+                 VALUES ('agent:a:main', ?1, ?2, ?3, '2026-12-01T00:00:01Z')",
+                params![provenance, message, text],
+            )
+            .unwrap();
+        }
+        // Recorded before schema 22: searched for (rows 1 and 2).
+        deliver(c, 1, "agent:a:main", None);
+        // Kept with it: taken as they are.
+        deliver(c, 2, "agent:a:main", Some(("7,8", Some(9))));
+        // Known to have recorded none.
+        deliver(c, 3, "agent:a:main", Some(("", None)));
+        let events = timeline(c, &AuditFilter::default()).unwrap();
+        let refs: Vec<Vec<String>> = events.into_iter().map(|e| e.refs).collect();
+        assert_eq!(
+            refs,
+            [
+                vec!["transcript#1".to_string(), "transcript#2".into()],
+                vec![
+                    "transcript#7".into(),
+                    "transcript#8".into(),
+                    "transcript#9".into()
+                ],
+                vec![],
+            ]
+        );
+    }
+
+    #[test]
+    fn a_short_timeline_is_the_end_of_the_long_one_whatever_the_filter() {
+        let (_tmp, store) = state();
+        let c = &store.conn;
+        for n in 0..120 {
+            let session = ["agent:a:main", "agent:ab:main", "agent:b:x", "agent:a"][n as usize % 4];
+            deliver(c, n, session, Some(("", None)));
+            if n % 3 == 0 {
+                c.execute(
+                    "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, budget, detail)
+                     VALUES ('a', 'refusal', 0, ?1, ?2, 'turns', 'too many')",
+                    params![format!("2026-12-01T00:{:02}:{:02}Z", n / 60, n % 60), session],
+                )
+                .unwrap();
+            }
+        }
+        let filters = [
+            AuditFilter::default(),
+            AuditFilter {
+                agent_id: Some("a".into()),
+                ..AuditFilter::default()
+            },
+            AuditFilter {
+                session_key: Some("agent:b:x".into()),
+                ..AuditFilter::default()
+            },
+            AuditFilter {
+                since: Some("2026-12-01T00:01:00Z".into()),
+                ..AuditFilter::default()
+            },
+        ];
+        for filter in filters {
+            let all = timeline(
+                c,
+                &AuditFilter {
+                    limit: Some(100_000),
+                    ..filter.clone()
+                },
+            )
+            .unwrap();
+            assert!(all.len() > 7, "{filter:?}");
+            let short = timeline(
+                c,
+                &AuditFilter {
+                    limit: Some(7),
+                    ..filter.clone()
+                },
+            )
+            .unwrap();
+            assert_eq!(short, all[all.len() - 7..], "{filter:?}");
+        }
     }
 }

@@ -30,8 +30,6 @@ impl LayerConnection {
         let conn = super::connect(&path).map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(sql)?;
         Ok(LayerConnection {
             conn: Mutex::new(conn),
             path,

@@ -155,8 +155,6 @@ impl StateStore {
             source,
         };
         let mut conn = connect(&path).map_err(sql)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(sql)?;
         // Before anything writes to it (the journal mode is written into the file).
         damage::check(&conn, &path)?;
         // Before SQLite creates a WAL and shared memory file: they get the database's mode.
@@ -252,12 +250,30 @@ impl StateStore {
 /// A connection to the existing database at `path`. Never creates one: a file that went away
 /// is an error, not a new state.
 pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
-    Connection::open_with_flags(
+    let mut conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
+    )?;
+    conn.busy_handler(Some(wait_for_the_lock))?;
+    Ok(conn)
+}
+
+/// How long a connection waits for another's write lock before it gives up (`SQLITE_BUSY`).
+pub(crate) const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// SQLite's busy handler for every connection deepcli opens: another holds the write lock, so
+/// try again in a millisecond, up to [`BUSY_WAIT`]. SQLite's own (`busy_timeout`) sleeps ever
+/// longer, up to 100 ms a try: a turn behind a prune's 20 ms batch would find the lock free
+/// only tens of milliseconds after it was.
+fn wait_for_the_lock(tries: i32) -> bool {
+    const TRY: std::time::Duration = std::time::Duration::from_millis(1);
+    if u128::try_from(tries).unwrap_or(0) * TRY.as_millis() >= BUSY_WAIT.as_millis() {
+        return false;
+    }
+    std::thread::sleep(TRY);
+    true
 }
 
 /// A database error at `path`; a column that does not hold what its record needs (a JSON column

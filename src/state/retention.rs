@@ -1,16 +1,62 @@
 //! `state.retention` applied: the records older than each kind's days deleted in small
 //! batches, each its own short transaction, so a turn waiting to write waits for one batch at
-//! most. What was pruned is recorded (`prunes`, read by the audit timeline) and returned for
-//! `/metrics`. The trash's tables are never touched: a deleted agent's conversations stay while
-//! its entry is restorable.
+//! most. A batch's rows are chosen by a read, before the write lock is taken; the lock is held
+//! only to delete them, and a batch is sized to hold it about [`BATCH_BUDGET`] (halved when a
+//! batch took longer, doubled when it took under half); after each batch the prune rests at
+//! least as long as the batch took, so it never has the lock more than half the time. What was
+//! pruned is recorded (`prunes`, read by the audit timeline) and returned for `/metrics`. The
+//! trash's tables are never touched: a deleted agent's conversations stay while its entry is
+//! restorable.
 
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, params};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde::Serialize;
 
-/// Rows deleted per transaction.
+/// The most rows one transaction deletes.
 pub const BATCH: usize = 500;
+/// The fewest rows a batch is cut down to.
+const MIN_BATCH: usize = 8;
+/// The rows of the first batch of each table.
+const FIRST_BATCH: usize = 64;
+/// How long a batch should hold the write lock.
+pub const BATCH_BUDGET: Duration = Duration::from_millis(20);
+
+/// The size of batches: each next one from how long the last held the lock.
+#[derive(Debug, Clone, Copy)]
+struct Sizer {
+    rows: usize,
+}
+
+impl Sizer {
+    fn new() -> Sizer {
+        Sizer { rows: FIRST_BATCH }
+    }
+
+    fn took(&mut self, held: Duration) {
+        self.rows = if held > BATCH_BUDGET {
+            (self.rows / 2).max(MIN_BATCH)
+        } else if held < BATCH_BUDGET / 2 {
+            (self.rows * 2).min(BATCH)
+        } else {
+            self.rows
+        };
+    }
+}
+
+/// `count` numbered parameters from `?first` on, for `IN (…)`.
+fn marks(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|n| format!("?{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The rest after a batch that held the lock `held`: `pause`, and never less than `held`.
+fn rest(pause: Duration, held: Duration) {
+    std::thread::sleep(pause.max(held));
+}
 
 /// One kind's prune.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -222,7 +268,7 @@ fn batch_query(step: &Step) -> String {
         condition,
         ..
     } = step;
-    format!("SELECT {key} FROM {table} WHERE {condition} ORDER BY {order} LIMIT {BATCH}")
+    format!("SELECT {key} FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?2")
 }
 
 fn run_step(
@@ -256,32 +302,54 @@ fn run_step(
         return Ok(rows.max(0) as u64);
     }
     let chosen = batch_query(step);
+    let mut sizer = Sizer::new();
     let mut total = 0u64;
     loop {
+        // Chosen by a read: no lock held while the batch is found.
+        let rows = sizer.rows;
+        let keys: Vec<Value> = conn
+            .prepare_cached(&chosen)?
+            .query_map(params![cut, rows as i64], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        if keys.is_empty() {
+            return Ok(total);
+        }
         let began = Instant::now();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // What still qualifies now that the lock is held (a loop paused meanwhile stays).
+        let keys: Vec<Value> = tx
+            .prepare(&format!(
+                "SELECT {key} FROM {table} WHERE {key} IN ({}) AND {condition}",
+                marks(2, keys.len())
+            ))?
+            .query_map(
+                params_from_iter(std::iter::once(Value::from(cut.to_string())).chain(keys)),
+                |r| r.get(0),
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        let among = marks(1, keys.len());
         let mut deleted = 0usize;
         for (child, column) in *children {
             deleted += tx.execute(
-                &format!("DELETE FROM {child} WHERE {column} IN ({chosen})"),
-                [cut],
+                &format!("DELETE FROM {child} WHERE {column} IN ({among})"),
+                params_from_iter(&keys),
             )?;
         }
-        let parents = tx.execute(
-            &format!("DELETE FROM {table} WHERE {key} IN ({chosen})"),
-            [cut],
+        deleted += tx.execute(
+            &format!("DELETE FROM {table} WHERE {key} IN ({among})"),
+            params_from_iter(&keys),
         )?;
         tx.commit()?;
-        *longest = (*longest).max(began.elapsed());
-        total += (deleted + parents) as u64;
-        if parents < BATCH {
-            return Ok(total);
-        }
-        std::thread::sleep(pause);
+        let held = began.elapsed();
+        *longest = (*longest).max(held);
+        total += deleted as u64;
+        sizer.took(held);
+        rest(pause, held);
     }
 }
 
-/// Deletes every transcript row past the newest `keep` of its session.
+/// Deletes every transcript row past the newest `keep` of its session: the sessions with more
+/// found once, then each session's oldest rows in batches.
 fn keep_newest(
     conn: &mut Connection,
     keep: u32,
@@ -289,29 +357,53 @@ fn keep_newest(
     pause: Duration,
     longest: &mut Duration,
 ) -> rusqlite::Result<u64> {
-    let past = "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY session_key ORDER BY id DESC) AS n FROM transcript) WHERE n > ?1";
+    let over: Vec<(String, i64)> = conn
+        .prepare(
+            "SELECT session_key, count(*) FROM transcript GROUP BY session_key HAVING count(*) > ?1",
+        )?
+        .query_map([keep], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
     if dry_run {
-        let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM ({past})"), [keep], |r| {
-            r.get(0)
-        })?;
-        return Ok(rows.max(0) as u64);
+        return Ok(over
+            .iter()
+            .map(|(_, n)| (n - i64::from(keep)).max(0) as u64)
+            .sum());
     }
+    let mut sizer = Sizer::new();
     let mut total = 0u64;
-    loop {
-        let began = Instant::now();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let deleted = tx.execute(
-            &format!("DELETE FROM transcript WHERE id IN ({past} ORDER BY id LIMIT {BATCH})"),
-            [keep],
-        )?;
-        tx.commit()?;
-        *longest = (*longest).max(began.elapsed());
-        total += deleted as u64;
-        if deleted < BATCH {
-            return Ok(total);
+    for (session, _) in over {
+        // The newest row past the ones kept: it and every older row go.
+        let Some(last) = conn
+            .query_row(
+                "SELECT id FROM transcript WHERE session_key = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2",
+                params![session, keep],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()?
+        else {
+            continue;
+        };
+        loop {
+            let began = Instant::now();
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let deleted = tx.execute(
+                "DELETE FROM transcript WHERE id IN
+                   (SELECT id FROM transcript WHERE session_key = ?1 AND id <= ?2 ORDER BY id LIMIT ?3)",
+                params![session, last, sizer.rows as i64],
+            )?;
+            tx.commit()?;
+            let held = began.elapsed();
+            *longest = (*longest).max(held);
+            total += deleted as u64;
+            let whole = deleted == sizer.rows;
+            sizer.took(held);
+            rest(pause, held);
+            if !whole {
+                break;
+            }
         }
-        std::thread::sleep(pause);
     }
+    Ok(total)
 }
 
 impl super::StateStore {
@@ -364,7 +456,7 @@ mod tests {
                     .conn
                     .prepare(&format!("EXPLAIN QUERY PLAN {}", batch_query(step)))
                     .unwrap()
-                    .query_map(["2026-12-01T00:00:00Z"], |r| r.get(3))
+                    .query_map(params!["2026-12-01T00:00:00Z", 500], |r| r.get(3))
                     .unwrap()
                     .collect::<rusqlite::Result<_>>()
                     .unwrap();
@@ -375,6 +467,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_batch_is_sized_to_hold_the_lock_about_its_budget() {
+        let mut sizer = Sizer::new();
+        assert_eq!(sizer.rows, FIRST_BATCH);
+        sizer.took(BATCH_BUDGET * 3);
+        assert_eq!(sizer.rows, FIRST_BATCH / 2);
+        sizer.took(BATCH_BUDGET * 3 / 4);
+        assert_eq!(sizer.rows, FIRST_BATCH / 2, "within the budget: kept");
+        for _ in 0..20 {
+            sizer.took(Duration::from_millis(1));
+        }
+        assert_eq!(sizer.rows, BATCH);
+        for _ in 0..20 {
+            sizer.took(Duration::from_secs(1));
+        }
+        assert_eq!(sizer.rows, MIN_BATCH);
     }
 
     #[test]
