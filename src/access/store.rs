@@ -960,6 +960,33 @@ impl AccessStore {
         .collect()
     }
 
+    /// A transcript row of session `session_key` at `at` (for another layer's tests).
+    #[cfg(test)]
+    pub(crate) fn put_row_at(c: &Connection, session_key: &str, at: &str) -> rusqlite::Result<()> {
+        c.execute(
+            "INSERT INTO transcript (session_key, provenance, text, at) VALUES (?1, 'inbound', 'hi', ?2)",
+            params![session_key, at],
+        )
+        .map(drop)
+    }
+
+    /// Session `session_key`'s runtime session of agent `agent`, used last at `at`: made, or
+    /// its use moved (for another layer's tests).
+    #[cfg(test)]
+    pub(crate) fn put_session_at(
+        c: &Connection,
+        session_key: &str,
+        agent: &str,
+        at: &str,
+    ) -> rusqlite::Result<()> {
+        c.execute(
+            "INSERT INTO sessions (session_key, agent_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)
+             ON CONFLICT (session_key) DO UPDATE SET updated_at = ?3",
+            params![session_key, agent, at],
+        )
+        .map(drop)
+    }
+
     /// Session `session_key`'s newest transcript row.
     pub(crate) fn last_message(
         c: &Connection,

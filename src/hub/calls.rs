@@ -13,7 +13,6 @@ use tracing::Instrument;
 use super::checks::{self, Hop, HubView};
 use super::page::{self, Page};
 use super::policy::{Denial, HeldChildren, Reason};
-use super::reads::CHUNK;
 use super::results::{SendOutcome, ToolResult, redact, shorten};
 use super::spawns::Spawn;
 use super::store::{ChildSession, KnownSession, agent_of};
@@ -210,8 +209,10 @@ impl Hub {
         'walk: loop {
             let (chunk, next) = {
                 let (agent, after) = (agent.clone(), after.take());
-                self.db(move |s| s.sessions_by_activity(agent.as_deref(), after.as_ref(), CHUNK))
-                    .await?
+                self.db(move |s| {
+                    s.sessions_by_activity(agent.as_deref(), after.as_ref(), page::CHUNK)
+                })
+                .await?
             };
             for s in chunk {
                 if out.len() >= wanted {

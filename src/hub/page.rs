@@ -9,6 +9,9 @@
 pub(crate) const DEFAULT_LIMIT: usize = 50;
 /// The largest page.
 pub(crate) const MAX_LIMIT: usize = 200;
+/// How many entries a list reads from the state at a time when it filters them as it goes
+/// (the sessions, walked by last activity).
+pub(crate) const CHUNK: usize = 256;
 
 /// Which page a caller asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

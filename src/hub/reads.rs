@@ -157,9 +157,6 @@ pub(crate) struct RunList {
     pub next_cursor: Option<String>,
 }
 
-/// How many sessions a list reads from the state at a time, walking them by activity.
-pub(super) const CHUNK: usize = 256;
-
 /// The page an operator list asks for (hub.md, "Paging").
 pub(super) fn paged(
     limit: Option<usize>,
@@ -176,7 +173,8 @@ pub(super) fn sessions(s: &HubStore, p: &SessionsParams) -> Result<SessionList, 
     let mut found = Vec::new();
     let mut after = None;
     loop {
-        let (chunk, next) = s.sessions_by_activity(p.agent_id.as_deref(), after.as_ref(), CHUNK)?;
+        let (chunk, next) =
+            s.sessions_by_activity(p.agent_id.as_deref(), after.as_ref(), super::page::CHUNK)?;
         found.extend(
             chunk
                 .into_iter()

@@ -880,14 +880,7 @@ mod tests {
     }
 
     fn transcript_row(store: &HubStore, key: &str, at: &str) {
-        store
-            .with(|c| {
-                c.execute(
-                    "INSERT INTO transcript (session_key, provenance, text, at) VALUES (?1, 'inbound', 'hi', ?2)",
-                    params![key, at],
-                )
-            })
-            .unwrap();
+        store.with(|c| AccessStore::put_row_at(c, key, at)).unwrap();
     }
 
     #[test]
@@ -908,16 +901,18 @@ mod tests {
         ];
         for key in keys {
             transcript_row(&store, key, "2026-01-01T00:00:00Z");
-            let named: Option<String> = store
-                .with(|c| {
-                    c.query_row(
-                        "SELECT agent_id FROM session_activity WHERE session_key = ?1",
-                        [key],
-                        |r| r.get(0),
-                    )
-                })
-                .unwrap();
-            assert_eq!(named.as_deref(), agent_of(key), "{key:?}");
+        }
+        let named = store
+            .with(|c| AccessStore::sessions_by_activity(c, None, None, 100))
+            .unwrap();
+        assert_eq!(named.len(), keys.len());
+        for a in named {
+            assert_eq!(
+                a.agent_id.as_deref(),
+                agent_of(&a.session_key),
+                "{:?}",
+                a.session_key
+            );
         }
     }
 
@@ -933,23 +928,15 @@ mod tests {
         store
             .with(|c| {
                 // A runtime session used later than its transcript's last row.
-                c.execute(
-                    "INSERT INTO sessions (session_key, agent_id, created_at, updated_at)
-                     VALUES ('agent:a:three', 'a', '2026-01-01T00:00:00Z', '2026-01-01T00:00:02Z')",
-                    [],
-                )?;
-                c.execute(
-                    "UPDATE sessions SET updated_at = '2026-01-01T00:00:07Z' WHERE session_key = 'agent:a:three'",
-                    [],
-                )?;
+                AccessStore::put_session_at(c, "agent:a:three", "a", "2026-01-01T00:00:02Z")?;
+                AccessStore::put_session_at(c, "agent:a:three", "a", "2026-01-01T00:00:07Z")?;
                 // A session whose key names no agent: its record does.
-                c.execute(
-                    "INSERT INTO sessions (session_key, agent_id, created_at, updated_at)
-                     VALUES ('legacy', 'c', '2026-01-01T00:00:00Z', '2026-01-01T00:00:04Z')",
-                    [],
-                )?;
+                AccessStore::put_session_at(c, "legacy", "c", "2026-01-01T00:00:04Z")?;
                 // An open spawn without a word yet, and a closed one.
-                for (key, closed) in [("agent:b:subagent:x", None), ("agent:b:subagent:y", Some("2026-01-01T00:00:08Z"))] {
+                for (key, closed) in [
+                    ("agent:b:subagent:x", None),
+                    ("agent:b:subagent:y", Some("2026-01-01T00:00:08Z")),
+                ] {
                     c.execute(
                         "INSERT INTO hub_sessions (session_key, agent_id, kind, parent_session_key, parent_agent_id,
                              depth, mode, cleanup, run_id, created_at, closed_at)
@@ -957,10 +944,11 @@ mod tests {
                         params![key, closed],
                     )?;
                 }
-                // A session whose transcript went (a trash move, a prune).
-                c.execute("DELETE FROM transcript WHERE session_key = 'agent:b:gone'", [])
+                Ok(())
             })
             .unwrap();
+        // A session whose transcript went (to the trash).
+        store.trash_session("agent:b:gone").unwrap();
         let expected = [
             ("agent:a:three", "2026-01-01T00:00:07Z"),
             ("agent:b:subagent:x", "2026-01-01T00:00:06Z"),
@@ -976,7 +964,9 @@ mod tests {
                     .unwrap();
                 seen.extend(got.into_iter().map(|s| (s.session_key, s.last_at)));
                 match next {
-                    Some(mark) => after = Some(mark),
+                    // Each chunk goes on past the last: never the same again.
+                    Some(mark) if Some(&mark) != after.as_ref() => after = Some(mark),
+                    Some(mark) => panic!("chunk {chunk}: {mark:?} twice"),
                     None => break,
                 }
             }

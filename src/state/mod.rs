@@ -257,8 +257,14 @@ pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_handler(Some(wait_for_the_lock))?;
+    // A checkpoint that empties the WAL cuts its file back to this size: after a prune or a
+    // burst, the WAL does not keep the gigabytes it grew to.
+    conn.pragma_update(None, "journal_size_limit", WAL_KEPT)?;
     Ok(conn)
 }
+
+/// The bytes of WAL file kept once a checkpoint has emptied it (`journal_size_limit`).
+const WAL_KEPT: i64 = 64 << 20;
 
 /// How long a connection waits for another's write lock before it gives up (`SQLITE_BUSY`).
 pub(crate) const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
