@@ -579,7 +579,12 @@ mod tests {
             refused("https://user:pw@93.184.216.34/").await,
             Refused::Userinfo(_)
         ));
-        for bad in ["ftp://93.184.216.34/", "not a url", "https:///x"] {
+        for bad in [
+            "ftp://93.184.216.34/",
+            "not a url",
+            "https://",
+            "http://[::1/",
+        ] {
             assert!(
                 matches!(check(bad, true).await, Err(Refused::NotUrl(_))),
                 "{bad}"
