@@ -165,6 +165,22 @@ pub(crate) enum Refused {
     },
 }
 
+impl Refused {
+    /// The refusal without the URL (whose path or query may carry a secret), for the audit.
+    fn without_url(&self) -> String {
+        let key = "channels.yaml `a2a.push.allowPrivateTargets` is not set";
+        match self {
+            Refused::NotUrl(_) => "refused: not an http(s) URL with a host".into(),
+            Refused::Userinfo(_) => "refused: the URL carries a user or password".into(),
+            Refused::PlainHttp(_) => format!("refused: plain http ({key})"),
+            Refused::Unresolved { why, .. } => format!("does not resolve: {why}"),
+            Refused::NonPublic { addr, range, .. } => {
+                format!("refused: resolves to {addr}, a {range} address ({key})")
+            }
+        }
+    }
+}
+
 /// Checks webhook `url` against the SSRF rules (`allow_private`: channels.yaml
 /// `a2a.push.allowPrivateTargets`): an http(s) URL without credentials whose host resolves,
 /// and, unless allowed, `https` and only public addresses.
@@ -412,8 +428,8 @@ impl Pusher {
         let allow_private = self.plan.load().allow_private_targets;
         let target = match check(&config.url, allow_private).await {
             Ok(t) => t,
-            Err(e @ Refused::Unresolved { .. }) => return Outcome::NoAnswer(e.to_string()),
-            Err(e) => return Outcome::Refused(e.to_string()),
+            Err(e @ Refused::Unresolved { .. }) => return Outcome::NoAnswer(e.without_url()),
+            Err(e) => return Outcome::Refused(e.without_url()),
         };
         let mut builder = crate::http_client::direct()
             .timeout(ATTEMPT_TIMEOUT)

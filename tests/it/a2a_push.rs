@@ -559,6 +559,38 @@ fn a_redirecting_or_failing_webhook_is_retried_then_recorded_and_the_redirect_ne
         assert_eq!(lines.len(), whats.len(), "{lines:#?}");
     }
     assert!(elsewhere.hits().is_empty(), "a redirect was followed");
+
+    // At delivery the target is checked again: a webhook made while private targets were
+    // allowed gets nothing once they are not, and each update's one attempt is recorded as
+    // refused (no retry makes it public).
+    let hook = Webhook::start(Answers::Ok);
+    let asked = one(&["send", &url, TOKEN, "reply: where?\\nINPUT_REQUIRED"]);
+    let id = asked["id"].as_str().unwrap().to_string();
+    one(&["push-create", &url, TOKEN, &id, &hook.url, "s", "late"]);
+    let before = up.status().unwrap()["reconciles"].as_u64().unwrap();
+    up.write_by_rename("channels.yaml", &channels(""));
+    up.wait_for("channels.yaml without the key applied", |s| {
+        s["reconciles"].as_u64() > Some(before)
+    });
+    let done = one(&["send", &url, TOKEN, "here", "", &id]);
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done:#}");
+    common::wait_until("the final update's refusal recorded", || {
+        audit_push(&up).iter().any(|e| {
+            let s = e["summary"].as_str().unwrap();
+            s.contains(&id)
+                && s.contains("TASK_STATE_COMPLETED")
+                && s.contains("attempt 1: refused: plain http")
+                && s.contains("a2a.push.allowPrivateTargets")
+        })
+    });
+    assert!(
+        !audit_push(&up).iter().any(|e| {
+            let s = e["summary"].as_str().unwrap();
+            s.contains(&id) && s.contains("attempt 2")
+        }),
+        "a refused target was retried"
+    );
+    assert!(hook.hits().is_empty(), "{:#?}", hook.hits());
 }
 
 #[test]
