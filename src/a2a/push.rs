@@ -431,15 +431,7 @@ impl Pusher {
             Err(e @ Refused::Unresolved { .. }) => return Outcome::NoAnswer(e.without_url()),
             Err(e) => return Outcome::Refused(e.without_url()),
         };
-        let mut builder = crate::http_client::direct()
-            .timeout(ATTEMPT_TIMEOUT)
-            .connect_timeout(ATTEMPT_TIMEOUT);
-        // A name connects to the address checked, not to whatever it resolves to next;
-        // a literal address is that address already.
-        if target.host.parse::<IpAddr>().is_err() {
-            builder = builder.resolve(&target.host, target.addr);
-        }
-        let client = match builder.build() {
+        let client = match client_for(&target) {
             Ok(c) => c,
             Err(e) => return Outcome::NoAnswer(crate::http_client::error_text(e)),
         };
@@ -487,6 +479,19 @@ impl Pusher {
             ]),
         );
     }
+}
+
+/// A client that goes only to `target`'s checked address: a name connects there, not to
+/// whatever it resolves to next (DNS rebinding); a literal address is that address already. No
+/// proxy, no redirect followed, a timeout.
+fn client_for(target: &Target) -> reqwest::Result<reqwest::Client> {
+    let mut builder = crate::http_client::direct()
+        .timeout(ATTEMPT_TIMEOUT)
+        .connect_timeout(ATTEMPT_TIMEOUT);
+    if target.host.parse::<IpAddr>().is_err() {
+        builder = builder.resolve(&target.host, target.addr);
+    }
+    builder.build()
 }
 
 /// What one attempt came to.
@@ -612,5 +617,29 @@ mod tests {
         assert_eq!(target.host, "127.0.0.1");
         // A public literal over https passes without the key.
         assert!(check("https://93.184.216.34/hook", false).await.is_ok());
+    }
+
+    /// The address checked is the one connected to: a name is not resolved again (here it
+    /// could not be: `.invalid` never resolves), so a second answer of its DNS cannot move the
+    /// request elsewhere.
+    #[tokio::test]
+    async fn a_delivery_connects_to_the_address_checked_not_to_the_name_resolved_again() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new().route("/hook", axum::routing::post(|| async { "ok" }));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let url = format!("http://rebinding.invalid:{}/hook", addr.port());
+        let target = Target {
+            url: reqwest::Url::parse(&url).unwrap(),
+            host: "rebinding.invalid".into(),
+            addr,
+        };
+        let response = client_for(&target)
+            .unwrap()
+            .post(target.url.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
     }
 }
