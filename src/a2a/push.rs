@@ -29,6 +29,8 @@ use super::store::{A2aStore, PushAttempt, PushRecord};
 pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest a webhook's name may take to resolve.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Clients kept for reuse, at most (then they are dropped and made again).
+const MAX_CLIENTS: usize = 256;
 /// Attempts of one update to one webhook: the first and this many retries.
 pub(crate) const RETRIES: usize = 3;
 
@@ -276,6 +278,9 @@ pub(crate) struct Pusher {
     queues: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<Notice>>>,
     /// The runs whose updates are being followed (one follower each).
     following: Mutex<HashSet<String>>,
+    /// A client per (host, address checked), so a webhook's connections and TLS setup are
+    /// reused; each still goes only to the address its key names.
+    clients: Mutex<HashMap<(String, SocketAddr), reqwest::Client>>,
     pub metrics: PushMetrics,
 }
 
@@ -294,6 +299,7 @@ impl Pusher {
             plan,
             queues: Mutex::new(HashMap::new()),
             following: Mutex::new(HashSet::new()),
+            clients: Mutex::new(HashMap::new()),
             metrics: PushMetrics::default(),
         }
     }
@@ -431,9 +437,21 @@ impl Pusher {
             Err(e @ Refused::Unresolved { .. }) => return Outcome::NoAnswer(e.without_url()),
             Err(e) => return Outcome::Refused(e.without_url()),
         };
-        let client = match client_for(&target) {
-            Ok(c) => c,
-            Err(e) => return Outcome::NoAnswer(crate::http_client::error_text(e)),
+        let key = (target.host.clone(), target.addr);
+        let cached = lock(&self.clients).get(&key).cloned();
+        let client = match cached {
+            Some(c) => c,
+            None => match client_for(&target) {
+                Ok(c) => {
+                    let mut clients = lock(&self.clients);
+                    if clients.len() >= MAX_CLIENTS {
+                        clients.clear();
+                    }
+                    clients.insert(key, c.clone());
+                    c
+                }
+                Err(e) => return Outcome::NoAnswer(crate::http_client::error_text(e)),
+            },
         };
         let mut request = client
             .post(target.url)

@@ -35,6 +35,10 @@
 //   push-get TASK ID              getTaskPushNotificationConfig; prints the config
 //   push-list TASK                listTaskPushNotificationConfig; prints {configs, nextPageToken}
 //   push-delete TASK ID           deleteTaskPushNotificationConfig; prints {}
+//   bench-push N                  N blocking sends, each with a webhook on a local HTTP server
+//                                 (node:http) as its push config: {n, lagUs: [sorted µs from the
+//                                 send's answer to the webhook's TASK_STATE_COMPLETED, 0 when
+//                                 it came first]}
 //   extended-card                 getAgentCard, which fetches the authenticated extended card
 //                                 when the public card offers one (GetExtendedAgentCard)
 // An error the SDK throws is printed as {"error": message, "kind": the SDK's error class} and
@@ -277,6 +281,43 @@ try {
       await client.deleteTaskPushNotificationConfig({ tenant: "", taskId: args[0], id: args[1] });
       out({});
       break;
+    case "bench-push": {
+      const { createServer } = await import("node:http");
+      const arrived = new Map();
+      const waiting = new Map();
+      const server = createServer((req, res) => {
+        let body = "";
+        req.on("data", (c) => (body += c));
+        req.on("end", () => {
+          const at = process.hrtime.bigint();
+          res.writeHead(200).end();
+          const doc = JSON.parse(body || "{}");
+          const update = doc.statusUpdate;
+          if (update?.status?.state === "TASK_STATE_COMPLETED") {
+            arrived.set(update.taskId, at);
+            waiting.get(update.taskId)?.();
+          }
+        });
+      });
+      await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+      const hook = `http://127.0.0.1:${server.address().port}/hook`;
+      const lagUs = [];
+      for (let i = 0; i < Number(args[0]); i++) {
+        const config = { tenant: "", id: "", taskId: "", url: hook, token: "", authentication: undefined };
+        const task = await client.sendMessage({
+          message: message("bench-reply", ""),
+          configuration: { acceptedOutputModes: [], taskPushNotificationConfig: config, returnImmediately: false },
+        });
+        const answered = process.hrtime.bigint();
+        if (!arrived.has(task.id)) await new Promise((ok) => waiting.set(task.id, ok));
+        const lag = Number((arrived.get(task.id) - answered) / 1000n);
+        lagUs.push(Math.max(0, lag));
+      }
+      server.close();
+      lagUs.sort((a, b) => a - b);
+      out({ n: lagUs.length, lagUs });
+      break;
+    }
     case "extended-card":
       out(sdk.AgentCard.toJSON(await client.getAgentCard()));
       break;
