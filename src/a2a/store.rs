@@ -524,6 +524,117 @@ mod tests {
         }
     }
 
+    fn push(task: &str, peer: &str, id: &str) -> PushRecord {
+        PushRecord {
+            task_id: task.into(),
+            config_id: id.into(),
+            peer: peer.into(),
+            url: "https://hooks.example/a2a".into(),
+            token: Some("t".into()),
+            auth: Some(("Bearer".into(), "secret".into())),
+            created_at: crate::clock::now(),
+        }
+    }
+
+    #[test]
+    fn push_configs_are_the_peers_own_within_its_limit_on_unfinished_tasks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = A2aStore::open(&StateDir::new(tmp.path())).unwrap();
+        for (id, run) in [("t1", "r1"), ("t2", "r2"), ("t3", "r3")] {
+            store
+                .insert(&task(id, "partner", run, &format!("m-{id}")))
+                .unwrap();
+        }
+        assert_eq!(
+            store.add_push(&push("t1", "partner", "a"), 2).unwrap(),
+            PushAdded::Added
+        );
+        assert_eq!(
+            store.add_push(&push("t2", "partner", "b"), 2).unwrap(),
+            PushAdded::Added
+        );
+        assert_eq!(
+            store.add_push(&push("t3", "partner", "c"), 2).unwrap(),
+            PushAdded::Full(2)
+        );
+        // The same id again replaces it: no more held.
+        assert_eq!(
+            store.add_push(&push("t1", "partner", "a"), 2).unwrap(),
+            PushAdded::Replaced
+        );
+        // A finished task's configs do not count.
+        store.set_state("t1", "TASK_STATE_COMPLETED").unwrap();
+        assert_eq!(
+            store.add_push(&push("t3", "partner", "c"), 2).unwrap(),
+            PushAdded::Added
+        );
+        // Over the limit with the message: the task is not written either.
+        let over = store
+            .insert_with_push(
+                &task("t4", "partner", "r4", "m-t4"),
+                Some((&push("t4", "partner", "d"), 2)),
+            )
+            .unwrap();
+        assert_eq!(over, Recorded::PushFull(2));
+        assert_eq!(store.task("partner", "t4").unwrap(), None);
+        // Another peer sees none of them.
+        assert_eq!(store.push_config("vendor", "t1", "a").unwrap(), None);
+        assert!(!store.delete_push("vendor", "t1", "a").unwrap());
+        assert_eq!(store.push_configs(Some("vendor"), "t1").unwrap(), []);
+        assert_eq!(store.push_configs(Some("partner"), "t1").unwrap().len(), 1);
+        assert!(store.delete_push("partner", "t1", "a").unwrap());
+        assert!(!store.delete_push("partner", "t1", "a").unwrap());
+    }
+
+    /// `state.retention.a2aTasks` deletes a finished task's push configs and delivery attempts
+    /// with it (they name it: left behind, they would be orphans of a task gone).
+    #[test]
+    fn retention_deletes_a_tasks_push_configs_and_attempts_with_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = A2aStore::open(&dir).unwrap();
+        store.insert(&task("t1", "partner", "r1", "m1")).unwrap();
+        store.add_push(&push("t1", "partner", "a"), 16).unwrap();
+        store
+            .record_attempt(&PushAttempt {
+                task_id: "t1".into(),
+                config_id: "a".into(),
+                peer: "partner".into(),
+                host: "hooks.example".into(),
+                event: "statusUpdate TASK_STATE_COMPLETED".into(),
+                attempt: 1,
+                status: Some(200),
+                error: None,
+            })
+            .unwrap();
+        store.set_state("t1", "TASK_STATE_COMPLETED").unwrap();
+        drop(store);
+        let mut conn = rusqlite::Connection::open(dir.db()).unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+        let rules = crate::state::retention::Rules {
+            by_age: vec![("a2aTasks", 1)],
+            keep_per_session: None,
+        };
+        let later = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_hours(72))
+            .unwrap();
+        crate::state::retention::prune(
+            &mut conn,
+            &rules,
+            later,
+            false,
+            std::time::Duration::ZERO,
+            "test",
+        )
+        .unwrap();
+        for table in ["a2a_tasks", "a2a_push_configs", "a2a_push_attempts"] {
+            let n: i64 = conn
+                .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(n, 0, "{table}");
+        }
+    }
+
     #[test]
     fn a_retried_message_id_gets_the_first_task_back_even_after_a_restart() {
         let tmp = tempfile::tempdir().unwrap();
