@@ -439,6 +439,25 @@ pub(crate) struct PushConfigInput {
 /// A `TaskPushNotificationConfig` (CreateTaskPushNotificationConfig's params, or
 /// SendMessage's `configuration.taskPushNotificationConfig`), in either spelling.
 pub(crate) fn push_config(value: &Value) -> Result<PushConfigInput, RpcError> {
+    // Earlier shapes nest the config (`{taskId, pushNotificationConfig: {url, …}}`; 1.0
+    // drafts: `config`): read it from there, the task id from the outside.
+    if value.get("url").is_none()
+        && let Some(inner) = [
+            "pushNotificationConfig",
+            "push_notification_config",
+            "config",
+        ]
+        .iter()
+        .find_map(|k| value.get(*k).filter(|v| v.is_object()))
+    {
+        let mut config = push_config(inner)?;
+        if config.task_id.is_none() {
+            config.task_id = field(value, "taskId")?
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        return Ok(config);
+    }
     if !value.is_object() {
         return Err(RpcError::invalid_params(
             "a push notification config must be an object: {url, token?, authentication?: {scheme, credentials}}",
@@ -795,6 +814,44 @@ mod tests {
             json!({"contextId": "a", "context_id": "b"}),
         ] {
             assert_eq!(list_query(&bad).unwrap_err().code, -32602, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_push_config_reads_in_its_shapes_and_refuses_what_cannot_be_sent() {
+        let flat = json!({"taskId": "t1", "id": "c1", "url": "https://h.example/x", "token": "tk",
+            "authentication": {"scheme": "Bearer", "credentials": "s3"}});
+        let want = PushConfigInput {
+            id: Some("c1".into()),
+            task_id: Some("t1".into()),
+            url: "https://h.example/x".into(),
+            token: Some("tk".into()),
+            auth: Some(("Bearer".into(), "s3".into())),
+        };
+        assert_eq!(push_config(&flat).unwrap(), want);
+        let nested = json!({"taskId": "t1", "pushNotificationConfig": {"id": "c1",
+            "url": "https://h.example/x", "token": "tk",
+            "authentication": {"schemes": ["Bearer"], "credentials": "s3"}}});
+        assert_eq!(push_config(&nested).unwrap(), want);
+        for bad in [
+            json!({}),
+            json!({"url": 7}),
+            json!({"url": "https://h.example/x", "token": "a\r\nX-Injected: 1"}),
+            json!({"url": "https://h.example/x", "authentication": {"scheme": "Bear er"}}),
+            json!({"url": "https://h.example/x", "authentication": "Bearer x"}),
+            json!({"url": "https://h.example/x", "id": "a/b"}),
+        ] {
+            assert_eq!(push_config(&bad).unwrap_err().code, -32602, "{bad}");
+        }
+        // With a message, in 1.0's name or 0.3's.
+        let msg = json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+        for key in ["taskPushNotificationConfig", "pushNotificationConfig"] {
+            let params =
+                json!({"message": msg, "configuration": {key: {"url": "https://h.example/x"}}});
+            assert_eq!(
+                incoming(&params).unwrap().push.unwrap().url,
+                "https://h.example/x"
+            );
         }
     }
 

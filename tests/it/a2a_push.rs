@@ -405,6 +405,13 @@ fn a_webhook_gets_the_tasks_updates_in_order_with_its_credentials_and_only_its_p
         "{gone:#}"
     );
     one(&["push-create", &url, TOKEN, &a, &hook.url, "s", "three"]);
+    // A task waiting for input that is canceled tells its webhooks so (no run ends).
+    let canceled = one(&["cancel", &url, TOKEN, &b]);
+    assert_eq!(
+        canceled["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled:#}"
+    );
+    hook.wait_for(&b, "statusUpdate TASK_STATE_CANCELED");
 
     // Every attempt is in the audit and in /metrics.
     let lines = audit_push(&up);
