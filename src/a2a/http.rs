@@ -8,7 +8,10 @@
 //! * `POST /a2a/` and `POST /a2a/{agentId}/` — the JSON-RPC binding: `SendMessage`,
 //!   `SendStreamingMessage` (SSE), `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask`
 //!   (SSE), and A2A 0.3's names `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`,
-//!   `tasks/resubscribe`.
+//!   `tasks/resubscribe`; the push notification configs (`CreateTaskPushNotificationConfig`,
+//!   `GetTaskPushNotificationConfig`, `ListTaskPushNotificationConfigs`,
+//!   `DeleteTaskPushNotificationConfig`) and `GetExtendedAgentCard` (0.3:
+//!   `agent/getAuthenticatedExtendedCard`).
 //!
 //! The door (bearer token → peer, inbound policy, route, exposed, allowed, rate) runs before the
 //! body is read.
@@ -50,7 +53,7 @@ pub(super) fn routes() -> Router<Arc<A2a>> {
 /// The cards' base URL: the `Host` the caller used when it is a host and an optional port and
 /// nothing else (a name, an IPv4 address or a bracketed IPv6 one); otherwise the loopback
 /// address, so a forged `Host` (`evil.example/x?y=`) never lands in a card.
-fn base_url(headers: &HeaderMap) -> String {
+pub(super) fn base_url(headers: &HeaderMap) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -369,6 +372,7 @@ async fn routed_rpc(State(a2a): State<Arc<A2a>>, request: Request) -> Response {
 
 async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Response {
     let begun = std::time::Instant::now();
+    let base = base_url(request.headers());
     let caller = match a2a.admit(endpoint, bearer(request.headers())).await {
         Ok(c) => c,
         Err(r) => return refused(r, &Binding::JsonRpc(request_id(request).await)),
@@ -437,11 +441,19 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
         "tasks/get" => (Wire::V03, Op::Get),
         "tasks/cancel" => (Wire::V03, Op::Cancel),
         "tasks/resubscribe" => (Wire::V03, Op::Subscribe),
-        m if m.contains("PushNotification") || m.starts_with("tasks/pushNotification") => {
-            return json_rpc(rpc_error(&id, &no_push()));
+        "CreateTaskPushNotificationConfig" => (Wire::V1, Op::PushCreate),
+        "GetTaskPushNotificationConfig" => (Wire::V1, Op::PushGet),
+        // The JS SDK's 0.3 compatibility layer spells it in the singular.
+        "ListTaskPushNotificationConfigs" | "ListTaskPushNotificationConfig" => {
+            (Wire::V1, Op::PushList)
+        }
+        "DeleteTaskPushNotificationConfig" => (Wire::V1, Op::PushDelete),
+        m if m.starts_with("tasks/pushNotificationConfig") => {
+            return json_rpc(rpc_error(&id, &push_v03()));
         }
         "GetExtendedAgentCard" | "agent/getAuthenticatedExtendedCard" => {
-            return json_rpc(rpc_error(&id, &no_extended_card()));
+            let binding = Binding::JsonRpc(id);
+            return binding.answer(a2a.extended_card(&caller, &base));
         }
         other => {
             return json_rpc(rpc_error(
@@ -449,7 +461,7 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
                 &RpcError::new(
                     -32601,
                     format!(
-                        "method `{other}` not found: this server takes SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask (and 0.3's message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe)"
+                        "method `{other}` not found: this server takes SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, CreateTaskPushNotificationConfig, GetTaskPushNotificationConfig, ListTaskPushNotificationConfigs, DeleteTaskPushNotificationConfig, GetExtendedAgentCard (and 0.3's message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe, agent/getAuthenticatedExtendedCard)"
                     ),
                 ),
             ));
@@ -458,19 +470,11 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
     dispatch(&a2a, caller, Binding::JsonRpc(id), wire, op, params, begun).await
 }
 
-/// Push notifications: not offered (the card says so).
-pub(super) fn no_push() -> RpcError {
+/// A2A 0.3's push config methods: the configs are served under 1.0's names.
+fn push_v03() -> RpcError {
     RpcError::new(
-        -32003,
-        "push notifications are not supported (capabilities.pushNotifications is false)",
-    )
-}
-
-/// The extended card: not offered (the card says so).
-pub(super) fn no_extended_card() -> RpcError {
-    RpcError::new(
-        -32007,
-        "there is no extended agent card (capabilities.extendedAgentCard is false)",
+        -32004,
+        "push notification configs are served under A2A 1.0's methods: CreateTaskPushNotificationConfig, GetTaskPushNotificationConfig, ListTaskPushNotificationConfigs, DeleteTaskPushNotificationConfig",
     )
 }
 
@@ -598,6 +602,28 @@ pub(super) async fn dispatch(
                 .map(|(task, runs)| wire.task(&task, &runs, None, true)),
             Err(e) => Err(e),
         },
+        Op::PushCreate => push_create(a2a, &caller, &params).await,
+        Op::PushGet => match wire::push_config_ref(&params) {
+            Ok((task, config)) => a2a
+                .get_push(&caller, &task, &config)
+                .await
+                .map(|c| wire::push_config_doc(&c)),
+            Err(e) => Err(e),
+        },
+        Op::PushList => match wire::push_task_id(&params) {
+            Ok(task) => a2a
+                .list_push(&caller, &task)
+                .await
+                .map(|c| wire::push_config_list(&c)),
+            Err(e) => Err(e),
+        },
+        Op::PushDelete => match wire::push_config_ref(&params) {
+            Ok((task, config)) => a2a
+                .delete_push(&caller, &task, &config)
+                .await
+                .map(|()| json!({})),
+            Err(e) => Err(e),
+        },
         // A stream takes its slot before anything else: one over a cap reaches no agent.
         Op::Stream => match a2a.stream_slot(&caller) {
             Err(r) => return refused(r, &binding),
@@ -646,6 +672,23 @@ pub(super) enum Op {
     List,
     Cancel,
     Subscribe,
+    PushCreate,
+    PushGet,
+    PushList,
+    PushDelete,
+}
+
+/// CreateTaskPushNotificationConfig: params are the `TaskPushNotificationConfig` itself.
+async fn push_create(
+    a2a: &Arc<A2a>,
+    caller: &A2aCaller,
+    params: &Value,
+) -> Result<Value, RpcError> {
+    let task_id = wire::push_task_id(params)?;
+    let input = wire::push_config(params)?;
+    a2a.create_push(caller, &task_id, input)
+        .await
+        .map(|c| wire::push_config_doc(&c))
 }
 
 /// SendMessage; with the agent runtime's time for the turn when the task completed while the

@@ -5,12 +5,14 @@
 //! methods). Its `contextId` is one persistent session (`agent:<id>:a2a:<peer>:<contextId>`);
 //! each of its messages is a Hub run into that session, so the Hub's FIFO, run states, cancel
 //! and records are the task's. A task's state is read off its runs (`wire.rs`); the task rows
-//! are `store.rs`'s.
+//! are `store.rs`'s. A peer's webhooks get its tasks' updates (`push.rs`); a peer with a token
+//! gets the extended card of what it may reach.
 //!
 //! Knows the Hub and Access only through their `a2a_*` methods; never opens a runtime session
 //! itself.
 
 pub(crate) mod http;
+pub(crate) mod push;
 mod rate;
 mod rest;
 pub(crate) mod store;
@@ -31,9 +33,10 @@ use crate::config::Config;
 use crate::config::model::{A2aSpec, Secret, SecretRef};
 use crate::hub::Hub;
 use crate::hub::store::RunRecord;
-use store::{A2aStore, Recorded, TaskFilter, TaskRecord};
+use crate::state::RunState;
+use store::{A2aStore, PushAdded, PushRecord, Recorded, TaskFilter, TaskRecord};
 use streams::{StreamCap, StreamSlot, StreamSlots};
-use wire::state;
+use wire::{Wire, state};
 
 /// A peer's requests per minute when channels.yaml sets none.
 pub(crate) const DEFAULT_PER_MINUTE: u32 = 600;
@@ -46,6 +49,9 @@ pub(crate) const MAX_TEXT_BYTES: usize = crate::hub::tools::MAX_MESSAGE_BYTES;
 pub(crate) const MAX_CONTEXT_ID: usize = 128;
 /// A peer token shorter than this is refused (the peer takes no requests).
 pub(crate) const MIN_TOKEN_CHARS: usize = 16;
+/// Push notification configs a peer may hold on its unfinished tasks when channels.yaml sets
+/// no `maxPushConfigs`.
+pub(crate) const DEFAULT_MAX_PUSH_CONFIGS: usize = 16;
 
 /// An exposed agent: what its card says.
 #[derive(Debug, Clone)]
@@ -66,6 +72,8 @@ pub(crate) struct Peer {
     pub per_minute: u32,
     /// Streams it may hold open at once.
     pub max_streams: usize,
+    /// Push notification configs it may hold on its tasks that are not finished.
+    pub max_push_configs: usize,
 }
 
 /// The A2A configuration in force, swapped whole after every apply.
@@ -75,6 +83,9 @@ pub(crate) struct A2aPlan {
     pub peers: Vec<Peer>,
     /// Streams open at once, all peers together.
     pub max_streams: usize,
+    /// Push notifications may go to non-public addresses and over plain http
+    /// (`a2a.push.allowPrivateTargets`).
+    pub allow_private_targets: bool,
 }
 
 impl Default for A2aPlan {
@@ -83,6 +94,7 @@ impl Default for A2aPlan {
             exposed: Vec::new(),
             peers: Vec::new(),
             max_streams: streams::DEFAULT_TOTAL,
+            allow_private_targets: false,
         }
     }
 }
@@ -109,6 +121,7 @@ impl A2aPlan {
             expose,
             peers,
             max_streams,
+            push,
         }) = &config.a2a
         else {
             return A2aPlan::default();
@@ -141,17 +154,28 @@ impl A2aPlan {
                 max_streams: spec
                     .max_streams
                     .map_or(streams::DEFAULT_PER_PEER, |n| n as usize),
+                max_push_configs: spec
+                    .max_push_configs
+                    .map_or(DEFAULT_MAX_PUSH_CONFIGS, |n| n as usize),
             })
             .collect();
         A2aPlan {
             exposed,
             peers,
             max_streams: max_streams.map_or(streams::DEFAULT_TOTAL, |n| n as usize),
+            allow_private_targets: push
+                .as_ref()
+                .and_then(|p| p.allow_private_targets)
+                .unwrap_or(false),
         }
     }
 
     pub(crate) fn exposed(&self, agent: &str) -> Option<&Exposed> {
         self.exposed.iter().find(|e| e.id == agent)
+    }
+
+    pub(crate) fn peer(&self, name: &str) -> Option<&Peer> {
+        self.peers.iter().find(|p| p.name == name)
     }
 
     /// The peer whose token this is (every peer's hash is compared, in constant time each).
@@ -278,6 +302,8 @@ pub(crate) struct A2a {
     plan: crate::snapshot::Snapshot<Arc<A2aPlan>>,
     rates: rate::Rates,
     streams: Arc<StreamSlots>,
+    /// The webhooks' deliveries.
+    pusher: Arc<push::Pusher>,
     pub metrics: A2aMetrics,
 }
 
@@ -376,6 +402,8 @@ pub(crate) struct Incoming {
     pub context_id: Option<String>,
     pub task_id: Option<String>,
     pub return_immediately: bool,
+    /// `configuration.taskPushNotificationConfig`: a webhook for the task.
+    pub push: Option<wire::PushConfigInput>,
 }
 
 impl A2a {
@@ -385,15 +413,22 @@ impl A2a {
         access: Arc<Access>,
         plan: crate::snapshot::Snapshot<Arc<A2aPlan>>,
     ) -> Result<Arc<A2a>, crate::state::StateError> {
+        let store = Arc::new(A2aStore::open(state)?);
         Ok(Arc::new(A2a {
             hub,
             access,
-            store: Arc::new(A2aStore::open(state)?),
+            pusher: Arc::new(push::Pusher::new(store.clone(), plan.clone())),
+            store,
             plan,
             rates: rate::Rates::default(),
             streams: Arc::new(StreamSlots::default()),
             metrics: A2aMetrics::default(),
         }))
+    }
+
+    /// Registers the A2A server's metrics (push deliveries) in a scrape's `registry`.
+    pub(crate) fn register_metrics(&self, registry: &mut crate::metrics::Registry) {
+        self.pusher.register_metrics(registry);
     }
 
     pub(crate) fn plan(&self) -> Arc<A2aPlan> {
@@ -608,7 +643,7 @@ impl A2a {
     /// ended). A `messageId` the peer sent before is a retry: it gets the task that message
     /// made, and reaches no agent again (`Sent::retry`).
     pub(crate) async fn send(
-        &self,
+        self: &Arc<Self>,
         caller: &A2aCaller,
         incoming: Incoming,
     ) -> Result<Sent, RpcError> {
@@ -622,6 +657,12 @@ impl A2a {
         if let Some(found) = self.db(move |s| s.message(&peer, &message_id)).await? {
             return self.retried(caller, found, &incoming.message_id).await;
         }
+        // A webhook given with the message is checked before the message goes anywhere.
+        let push = match &incoming.push {
+            Some(input) => Some(self.checked_push(caller, input).await?),
+            None => None,
+        };
+        let limit = self.push_limit(&caller.peer);
         if let Some(task_id) = &incoming.task_id {
             let (task, runs) = self.load(caller, task_id).await?;
             let (now, _) = wire::task_state(&task.state, runs.last());
@@ -643,6 +684,9 @@ impl A2a {
                     task.context_id
                 )));
             }
+            if let Some(push) = push {
+                self.add_push(push.for_task(&task.task_id), limit).await?;
+            }
             let run = self
                 .hub
                 .a2a_run(
@@ -658,15 +702,22 @@ impl A2a {
                 run.run_id.clone(),
                 incoming.message_id.clone(),
             );
-            if let Recorded::Taken { task_id, run_id } = self
+            match self
                 .db(move |s| s.add_run(&peer, &id, &r, &m, state::SUBMITTED))
                 .await?
             {
-                return self
-                    .retried(caller, (task_id, run_id), &incoming.message_id)
-                    .await;
+                Recorded::New | Recorded::PushFull(_) => {}
+                Recorded::Taken { task_id, run_id } => {
+                    return self
+                        .retried(caller, (task_id, run_id), &incoming.message_id)
+                        .await;
+                }
             }
             let run = self.launch(&task.task_id, run).await?;
+            let id = task.task_id.clone();
+            if self.db(move |s| s.has_push(&id)).await? {
+                self.follow_push(caller, &task, &run, RunState::Accepted);
+            }
             let (task, _) = self.load(caller, task_id).await?;
             return Ok(Sent {
                 task,
@@ -697,15 +748,26 @@ impl A2a {
             updated_us: 0,
             runs: vec![(run.run_id.clone(), incoming.message_id.clone())],
         };
+        let push = push.map(|p| p.for_task(&task.task_id));
         {
-            let task = task.clone();
-            if let Recorded::Taken { task_id, run_id } = self.db(move |s| s.insert(&task)).await? {
-                return self
-                    .retried(caller, (task_id, run_id), &incoming.message_id)
-                    .await;
+            let (task, push) = (task.clone(), push.clone());
+            match self
+                .db(move |s| s.insert_with_push(&task, push.as_ref().map(|p| (p, limit))))
+                .await?
+            {
+                Recorded::New => {}
+                Recorded::Taken { task_id, run_id } => {
+                    return self
+                        .retried(caller, (task_id, run_id), &incoming.message_id)
+                        .await;
+                }
+                Recorded::PushFull(limit) => return Err(push_full(limit)),
             }
         }
         let run = self.launch(&task.task_id, run).await?;
+        if push.is_some() {
+            self.follow_push(caller, &task, &run, RunState::Accepted);
+        }
         self.metrics.tasks.fetch_add(1, Relaxed);
         Ok(Sent {
             task,
@@ -839,6 +901,25 @@ impl A2a {
         if now == state::INPUT_REQUIRED {
             let id = task.task_id.clone();
             self.db(move |s| s.set_state(&id, state::CANCELED)).await?;
+            // No run changes state: the webhooks are told here.
+            let id = task.task_id.clone();
+            if self.db(move |s| s.has_push(&id)).await? {
+                let status = Wire::V1.status(
+                    &task.task_id,
+                    &task.context_id,
+                    state::CANCELED,
+                    false,
+                    None,
+                );
+                let event = Wire::V1.status_event(&task.task_id, &task.context_id, status, true);
+                self.pusher.enqueue(
+                    &task.task_id,
+                    push::Notice {
+                        body: event.to_string(),
+                        what: format!("statusUpdate {}", state::CANCELED),
+                    },
+                );
+            }
         } else if let Some(run) = runs.last() {
             self.hub
                 .a2a_cancel(&run.run_id)
@@ -848,6 +929,238 @@ impl A2a {
         let (task, runs) = self.load(caller, task_id).await?;
         self.note_state(&task, &runs).await;
         Ok((task, runs))
+    }
+}
+
+/// A push config over the peer's limit.
+fn push_full(limit: usize) -> RpcError {
+    RpcError::invalid_params(format!(
+        "this peer holds {limit} push notification configs on its unfinished tasks, its limit (channels.yaml `a2a.peers.<name>.maxPushConfigs`): delete one (DeleteTaskPushNotificationConfig) first"
+    ))
+}
+
+/// A webhook that passed the checks, for a task to be named.
+#[derive(Debug, Clone)]
+struct CheckedPush {
+    input: wire::PushConfigInput,
+    peer: String,
+}
+
+impl CheckedPush {
+    fn for_task(self, task_id: &str) -> PushRecord {
+        PushRecord {
+            task_id: task_id.to_string(),
+            config_id: self
+                .input
+                .id
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            peer: self.peer,
+            url: self.input.url,
+            token: self.input.token,
+            auth: self.input.auth,
+            created_at: crate::clock::now(),
+        }
+    }
+}
+
+impl A2a {
+    fn push_limit(&self, peer: &str) -> usize {
+        self.plan()
+            .peer(peer)
+            .map_or(DEFAULT_MAX_PUSH_CONFIGS, |p| p.max_push_configs)
+    }
+
+    /// `input`'s webhook checked against the SSRF rules (`-32602` saying why, and the key that
+    /// allows it).
+    async fn checked_push(
+        &self,
+        caller: &A2aCaller,
+        input: &wire::PushConfigInput,
+    ) -> Result<CheckedPush, RpcError> {
+        let allow = self.plan().allow_private_targets;
+        push::check(&input.url, allow)
+            .await
+            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+        Ok(CheckedPush {
+            input: input.clone(),
+            peer: caller.peer.clone(),
+        })
+    }
+
+    async fn add_push(&self, push: PushRecord, limit: usize) -> Result<PushRecord, RpcError> {
+        let stored = push.clone();
+        match self.db(move |s| s.add_push(&push, limit)).await? {
+            PushAdded::Added | PushAdded::Replaced => Ok(stored),
+            PushAdded::Full(limit) => Err(push_full(limit)),
+        }
+    }
+
+    /// Follows run `run_id` of `task` from state `seen` on, queueing each update for the
+    /// task's webhooks: each state it enters, and when it ends the artifact and the task's
+    /// final status. One follower per run; off the request's path.
+    fn follow_push(
+        self: &Arc<Self>,
+        caller: &A2aCaller,
+        task: &TaskRecord,
+        run_id: &str,
+        mut seen: crate::state::RunState,
+    ) {
+        if !self.pusher.follow(run_id) {
+            return;
+        }
+        let (a2a, peer) = (self.clone(), caller.peer.clone());
+        let (task_id, context_id, run_id) = (
+            task.task_id.clone(),
+            task.context_id.clone(),
+            run_id.to_string(),
+        );
+        tokio::spawn(async move {
+            let notice = |event: serde_json::Value, what: String| push::Notice {
+                body: event.to_string(),
+                what,
+            };
+            loop {
+                let Ok(run) = a2a
+                    .next_state(&run_id, seen, Duration::from_secs(3600))
+                    .await
+                else {
+                    break;
+                };
+                if run.state == seen && !run.state.is_final() {
+                    continue;
+                }
+                seen = run.state;
+                let (now, unknown) = wire::run_state(&run);
+                if !run.state.is_final() {
+                    if now != state::SUBMITTED {
+                        let status =
+                            Wire::V1.status(&task_id, &context_id, now, unknown, Some(&run));
+                        let event = Wire::V1.status_event(&task_id, &context_id, status, false);
+                        a2a.pusher
+                            .enqueue(&task_id, notice(event, format!("statusUpdate {now}")));
+                    }
+                    continue;
+                }
+                // Final: the artifact, then the task's status (from the task, which knows a
+                // cancel).
+                let (p, id) = (peer.clone(), task_id.clone());
+                let Ok(Some(task)) = a2a.db(move |s| s.task(&p, &id)).await else {
+                    break;
+                };
+                let Ok(runs) = a2a.runs(&task).await else {
+                    break;
+                };
+                let final_state = a2a.note_state(&task, &runs).await;
+                if final_state == state::COMPLETED
+                    && let Some(reply) = &run.reply
+                {
+                    let artifact = Wire::V1.artifact(&format!("{task_id}-reply"), reply);
+                    let event = Wire::V1.artifact_event(&task_id, &context_id, artifact);
+                    a2a.pusher
+                        .enqueue(&task_id, notice(event, "artifactUpdate".to_string()));
+                }
+                let (st, unknown) = wire::task_state(&task.state, runs.last());
+                let status = Wire::V1.status(&task_id, &context_id, st, unknown, runs.last());
+                let event = Wire::V1.status_event(&task_id, &context_id, status, true);
+                a2a.pusher
+                    .enqueue(&task_id, notice(event, format!("statusUpdate {st}")));
+                break;
+            }
+            a2a.pusher.unfollow(&run_id);
+        });
+    }
+
+    /// CreateTaskPushNotificationConfig: a webhook for the caller's task `task_id`, checked
+    /// against the SSRF rules and the peer's limit; the task's updates from now on go to it.
+    pub(crate) async fn create_push(
+        self: &Arc<Self>,
+        caller: &A2aCaller,
+        task_id: &str,
+        input: wire::PushConfigInput,
+    ) -> Result<PushRecord, RpcError> {
+        let (task, runs) = self.load(caller, task_id).await?;
+        let checked = self.checked_push(caller, &input).await?;
+        let stored = self
+            .add_push(
+                checked.for_task(&task.task_id),
+                self.push_limit(&caller.peer),
+            )
+            .await?;
+        // A run under way: its next updates go to the webhook.
+        if let Some(run) = runs.last()
+            && !run.state.is_final()
+        {
+            self.follow_push(caller, &task, &run.run_id, run.state);
+        }
+        Ok(stored)
+    }
+
+    /// GetTaskPushNotificationConfig: a config of the caller's task (another peer's, or one
+    /// of another task, is not found).
+    pub(crate) async fn get_push(
+        &self,
+        caller: &A2aCaller,
+        task_id: &str,
+        config_id: &str,
+    ) -> Result<PushRecord, RpcError> {
+        let (task, _) = self.load(caller, task_id).await?;
+        let (peer, id, config) = (caller.peer.clone(), task.task_id, config_id.to_string());
+        self.db(move |s| s.push_config(&peer, &id, &config))
+            .await?
+            .ok_or_else(|| {
+                RpcError::new(
+                    -32001,
+                    format!("task `{task_id}` has no push notification config `{config_id}`"),
+                )
+            })
+    }
+
+    /// ListTaskPushNotificationConfigs: the caller's task's configs.
+    pub(crate) async fn list_push(
+        &self,
+        caller: &A2aCaller,
+        task_id: &str,
+    ) -> Result<Vec<PushRecord>, RpcError> {
+        let (task, _) = self.load(caller, task_id).await?;
+        let peer = caller.peer.clone();
+        self.db(move |s| s.push_configs(Some(&peer), &task.task_id))
+            .await
+    }
+
+    /// DeleteTaskPushNotificationConfig: idempotent, as the spec asks (a config already gone
+    /// is no error); the task must be the caller's.
+    pub(crate) async fn delete_push(
+        &self,
+        caller: &A2aCaller,
+        task_id: &str,
+        config_id: &str,
+    ) -> Result<(), RpcError> {
+        let (task, _) = self.load(caller, task_id).await?;
+        let (peer, id, config) = (caller.peer.clone(), task.task_id, config_id.to_string());
+        self.db(move |s| s.delete_push(&peer, &id, &config))
+            .await
+            .map(drop)
+    }
+
+    /// GetExtendedAgentCard: the caller's endpoint's card with what its peer may reach and its
+    /// limits.
+    fn extended_card(&self, caller: &A2aCaller, base: &str) -> Result<serde_json::Value, RpcError> {
+        let plan = self.plan();
+        let peer = plan
+            .peer(&caller.peer)
+            .ok_or_else(|| RpcError::new(-32007, "this peer has no extended card"))?;
+        let agent = if caller.routed {
+            None
+        } else {
+            plan.exposed(&caller.agent)
+        };
+        Ok(wire::extended_card(
+            agent,
+            &plan.exposed,
+            peer,
+            peer.max_push_configs,
+            base,
+        ))
     }
 }
 

@@ -8,8 +8,8 @@
 //! Under a base: `POST /message:send`, `POST /message:stream` (SSE), `GET /tasks/{id}`
 //! (`?historyLength`), `GET /tasks` (`?contextId&status&pageSize&pageToken&historyLength&
 //! includeArtifacts&statusTimestampAfter`), `POST /tasks/{id}:cancel`, `POST` or `GET
-//! /tasks/{id}:subscribe` (SSE); `/tasks/{id}/pushNotificationConfigs[/{configId}]` and `GET
-//! /extendedAgentCard` are answered with the errors of what is not offered. Answers are the
+//! /tasks/{id}:subscribe` (SSE); `POST` and `GET /tasks/{id}/pushNotificationConfigs`, `GET` and
+//! `DELETE /tasks/{id}/pushNotificationConfigs/{configId}`; `GET /extendedAgentCard`. Answers are the
 //! results themselves (`application/a2a+json`); errors a `google.rpc.Status` with the HTTP
 //! status of A2A's table and, for A2A's own, an `ErrorInfo` (`http::Binding`).
 
@@ -19,10 +19,10 @@ use axum::Router;
 use axum::extract::{Path, Request, State};
 use axum::http::Method;
 use axum::response::Response;
-use axum::routing::{any, get, post};
+use axum::routing::{get, post};
 use serde_json::{Map, Value};
 
-use super::http::{BODY_LIMIT, Binding, Op, bearer, dispatch, refused, version_ok};
+use super::http::{BODY_LIMIT, Binding, Op, base_url, bearer, dispatch, refused, version_ok};
 use super::wire::Wire;
 use super::{A2a, Endpoint, RpcError};
 
@@ -42,13 +42,13 @@ pub(super) fn routes() -> Router<Arc<A2a>> {
             )
             .route(
                 &format!("{base}/tasks/{{task}}/pushNotificationConfigs"),
-                any(not_offered),
+                get(push_configs).post(push_configs),
             )
             .route(
                 &format!("{base}/tasks/{{task}}/pushNotificationConfigs/{{config}}"),
-                any(not_offered),
+                get(push_configs).delete(push_configs),
             )
-            .route(&format!("{base}/extendedAgentCard"), get(not_offered));
+            .route(&format!("{base}/extendedAgentCard"), get(extended_card));
     }
     router
 }
@@ -59,8 +59,8 @@ enum Asked {
     Op(Op, Option<String>),
     /// `/tasks/{id}` with an action this binding does not have.
     Unknown(String),
-    /// Push notification configs.
-    Push,
+    /// A push notification config operation on task `.1` (config `.2`).
+    Push(Op, String, Option<String>),
     ExtendedCard,
 }
 
@@ -134,17 +134,30 @@ async fn task(a2a: Arc<A2a>, params: Map<String, Value>, request: Request) -> Re
     call(a2a, agent, asked, request).await
 }
 
-async fn not_offered(
+/// `/tasks/{id}/pushNotificationConfigs[/{configId}]`: `POST` creates, `GET` lists (or gets
+/// the one named), `DELETE` deletes.
+async fn push_configs(
+    State(a2a): State<Arc<A2a>>,
+    Path(params): Path<Map<String, Value>>,
+    request: Request,
+) -> Response {
+    let text = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_string);
+    let (task, config) = (text("task").unwrap_or_default(), text("config"));
+    let op = match (request.method(), &config) {
+        (&Method::POST, None) => Op::PushCreate,
+        (&Method::GET, None) => Op::PushList,
+        (&Method::GET, Some(_)) => Op::PushGet,
+        _ => Op::PushDelete,
+    };
+    call(a2a, text("agent"), Asked::Push(op, task, config), request).await
+}
+
+async fn extended_card(
     State(a2a): State<Arc<A2a>>,
     params: Option<Path<Map<String, Value>>>,
     request: Request,
 ) -> Response {
-    let asked = if request.uri().path().ends_with("/extendedAgentCard") {
-        Asked::ExtendedCard
-    } else {
-        Asked::Push
-    };
-    call(a2a, agent_of(&params), asked, request).await
+    call(a2a, agent_of(&params), Asked::ExtendedCard, request).await
 }
 
 /// One call: the door first (as for JSON-RPC), then the parameters from the path, the query
@@ -164,8 +177,17 @@ async fn call(a2a: Arc<A2a>, agent: Option<String>, asked: Asked, request: Reque
     }
     let (op, task) = match asked {
         Asked::Op(op, task) => (op, task),
-        Asked::Push => return Binding::Rest.answer(Err(super::http::no_push())),
-        Asked::ExtendedCard => return Binding::Rest.answer(Err(super::http::no_extended_card())),
+        Asked::Push(op, task, config) => {
+            let params = match push_params(op, task, config, request).await {
+                Ok(params) => params,
+                Err(e) => return Binding::Rest.answer(Err(e)),
+            };
+            return dispatch(&a2a, caller, Binding::Rest, Wire::V1, op, params, begun).await;
+        }
+        Asked::ExtendedCard => {
+            let base = base_url(request.headers());
+            return Binding::Rest.answer(a2a.extended_card(&caller, &base));
+        }
         Asked::Unknown(what) => {
             return Binding::Rest.answer(Err(RpcError::new(
                 -32601,
@@ -182,31 +204,62 @@ async fn call(a2a: Arc<A2a>, agent: Option<String>, asked: Asked, request: Reque
     dispatch(&a2a, caller, Binding::Rest, Wire::V1, op, params, begun).await
 }
 
+/// A push config operation's parameters, as the JSON-RPC binding has them: the body of a
+/// create (a `TaskPushNotificationConfig`), the task and config ids from the path (which name
+/// them, whatever the body says).
+async fn push_params(
+    op: Op,
+    task: String,
+    config: Option<String>,
+    request: Request,
+) -> Result<Value, RpcError> {
+    let mut params = if op == Op::PushCreate {
+        json_body(request, "a TaskPushNotificationConfig").await?
+    } else {
+        query(request.uri().query())?
+    };
+    params.insert("taskId".into(), Value::String(task));
+    params.remove("task_id");
+    if let Some(config) = config {
+        params.insert("id".into(), Value::String(config));
+    }
+    Ok(Value::Object(params))
+}
+
+/// A request's body: a JSON object (`what` it should be, for the error).
+async fn json_body(request: Request, what: &str) -> Result<Map<String, Value>, RpcError> {
+    let bytes = axum::body::to_bytes(request.into_body(), BODY_LIMIT)
+        .await
+        .map_err(|_| {
+            RpcError::new(
+                -32600,
+                format!("the request body is over {BODY_LIMIT} bytes"),
+            )
+        })?;
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(body)) => Ok(body),
+        Ok(_) => Err(RpcError::invalid_params(format!(
+            "the body must be a JSON object: {what}"
+        ))),
+        Err(e) => Err(RpcError::new(-32700, format!("invalid JSON body: {e}"))),
+    }
+}
+
 /// An operation's parameters, as the JSON-RPC binding has them: the body of a send (a
 /// `SendMessageRequest`), the query of a read (camelCase names, each once), the task id from
 /// the path.
 async fn params_of(op: Op, task: Option<String>, request: Request) -> Result<Value, RpcError> {
     let mut params = match op {
-        Op::Send | Op::Stream => {
-            let bytes = axum::body::to_bytes(request.into_body(), BODY_LIMIT)
-                .await
-                .map_err(|_| {
-                    RpcError::new(
-                        -32600,
-                        format!("the request body is over {BODY_LIMIT} bytes"),
-                    )
-                })?;
-            match serde_json::from_slice::<Value>(&bytes) {
-                Ok(Value::Object(body)) => body,
-                Ok(_) => {
-                    return Err(RpcError::invalid_params(
-                        "the body must be a JSON object: a SendMessageRequest",
-                    ));
-                }
-                Err(e) => return Err(RpcError::new(-32700, format!("invalid JSON body: {e}"))),
-            }
+        Op::Send | Op::Stream | Op::PushCreate => {
+            json_body(request, "a SendMessageRequest").await?
         }
-        Op::Get | Op::List | Op::Cancel | Op::Subscribe => query(request.uri().query())?,
+        Op::Get
+        | Op::List
+        | Op::Cancel
+        | Op::Subscribe
+        | Op::PushGet
+        | Op::PushList
+        | Op::PushDelete => query(request.uri().query())?,
     };
     if let Some(task) = task {
         params.insert("id".into(), Value::String(task));

@@ -1,5 +1,6 @@
-//! The A2A server's rows (migration `a2a.sql`): tasks and the runs that carry their messages.
-//! A connection of its own; every call is short and runs on the blocking pool.
+//! The A2A server's rows (migrations `a2a.sql`, `a2a_push.sql`): tasks and the runs that carry
+//! their messages, the peers' push notification configs and every delivery attempt. A
+//! connection of its own; every call is short and runs on the blocking pool.
 
 use rusqlite::{OptionalExtension, params};
 
@@ -60,7 +61,115 @@ fn task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Recorded {
     New,
-    Taken { task_id: String, run_id: String },
+    Taken {
+        task_id: String,
+        run_id: String,
+    },
+    /// The push config given with the message is over the peer's limit (`maxPushConfigs`):
+    /// nothing was written.
+    PushFull(usize),
+}
+
+/// A push notification config as stored: a peer's webhook for one of its tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PushRecord {
+    pub task_id: String,
+    pub config_id: String,
+    pub peer: String,
+    pub url: String,
+    /// Sent as `X-A2A-Notification-Token`.
+    pub token: Option<String>,
+    /// `authentication`: the scheme and the credentials, sent as `Authorization`.
+    pub auth: Option<(String, String)>,
+    pub created_at: String,
+}
+
+/// What adding a push config did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PushAdded {
+    Added,
+    /// A config of that id on that task was there: it is replaced (the count is unchanged).
+    Replaced,
+    /// The peer holds its limit of configs on unfinished tasks already (the limit).
+    Full(usize),
+}
+
+/// One delivery attempt of a push notification, for the audit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PushAttempt {
+    pub task_id: String,
+    pub config_id: String,
+    pub peer: String,
+    pub host: String,
+    pub event: String,
+    pub attempt: u32,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+}
+
+const PUSH_COLUMNS: &str =
+    "task_id, config_id, peer, url, token, auth_scheme, auth_credentials, created_at";
+
+fn push_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PushRecord> {
+    let scheme: Option<String> = row.get(5)?;
+    let credentials: Option<String> = row.get(6)?;
+    Ok(PushRecord {
+        task_id: row.get(0)?,
+        config_id: row.get(1)?,
+        peer: row.get(2)?,
+        url: row.get(3)?,
+        token: row.get(4)?,
+        auth: scheme.map(|s| (s, credentials.unwrap_or_default())),
+        created_at: row.get(7)?,
+    })
+}
+
+/// Adds (or replaces) `push` within a transaction, unless `peer` holds `limit` configs on its
+/// tasks that are not finished already.
+fn add_push_in(
+    tx: &rusqlite::Transaction<'_>,
+    push: &PushRecord,
+    limit: usize,
+) -> rusqlite::Result<PushAdded> {
+    let exists: bool = tx
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM a2a_push_configs WHERE task_id = ?1 AND config_id = ?2)",
+        )?
+        .query_row([&push.task_id, &push.config_id], |r| r.get(0))?;
+    if !exists {
+        let held: i64 = tx
+            .prepare_cached(
+                "SELECT COUNT(*) FROM a2a_push_configs c JOIN a2a_tasks t ON t.task_id = c.task_id \
+                 WHERE c.peer = ?1 AND t.state NOT IN \
+                 ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED')",
+            )?
+            .query_row([&push.peer], |r| r.get(0))?;
+        if held.max(0) as usize >= limit {
+            return Ok(PushAdded::Full(limit));
+        }
+    }
+    let (scheme, credentials) = match &push.auth {
+        Some((s, c)) => (Some(s.as_str()), Some(c.as_str())),
+        None => (None, None),
+    };
+    tx.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO a2a_push_configs ({PUSH_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+    ))?
+    .execute(params![
+        push.task_id,
+        push.config_id,
+        push.peer,
+        push.url,
+        push.token,
+        scheme,
+        credentials,
+        push.created_at
+    ])?;
+    Ok(if exists {
+        PushAdded::Replaced
+    } else {
+        PushAdded::Added
+    })
 }
 
 /// The task and run that carried `peer`'s message `message_id`, if one did.
@@ -111,7 +220,18 @@ impl A2aStore {
 
     /// Records a new task with its first run, unless the peer's message id of that run was
     /// taken before (then nothing is written).
+    #[cfg(test)]
     pub(crate) fn insert(&self, task: &TaskRecord) -> Result<Recorded, StateError> {
+        self.insert_with_push(task, None)
+    }
+
+    /// [`A2aStore::insert`], with the push config the message came with (and the peer's
+    /// limit), in the same transaction: over the limit, nothing is written.
+    pub(crate) fn insert_with_push(
+        &self,
+        task: &TaskRecord,
+        push: Option<(&PushRecord, usize)>,
+    ) -> Result<Recorded, StateError> {
         self.db.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             for (_, message_id) in &task.runs {
@@ -140,8 +260,105 @@ impl A2aStore {
                 run.execute(params![task.task_id, seq as i64, run_id, message_id])?;
             }
             drop(run);
+            if let Some((push, limit)) = push
+                && let PushAdded::Full(limit) = add_push_in(&tx, push, limit)?
+            {
+                return Ok(Recorded::PushFull(limit));
+            }
             tx.commit()?;
             Ok(Recorded::New)
+        })
+    }
+
+    /// Adds a push config to a task (or replaces the one of its id), within `peer`'s limit.
+    pub(crate) fn add_push(
+        &self,
+        push: &PushRecord,
+        limit: usize,
+    ) -> Result<PushAdded, StateError> {
+        self.db.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let added = add_push_in(&tx, push, limit)?;
+            tx.commit()?;
+            Ok(added)
+        })
+    }
+
+    /// Push config `config_id` of `peer`'s task `task_id` (another peer's is not found).
+    pub(crate) fn push_config(
+        &self,
+        peer: &str,
+        task_id: &str,
+        config_id: &str,
+    ) -> Result<Option<PushRecord>, StateError> {
+        self.db.with(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {PUSH_COLUMNS} FROM a2a_push_configs WHERE task_id = ?1 AND config_id = ?2 AND peer = ?3"
+            ))?
+            .query_row([task_id, config_id, peer], push_row)
+            .optional()
+        })
+    }
+
+    /// The push configs of task `task_id`, oldest first; only `peer`'s when one is named
+    /// (`None`: every one, for delivery).
+    pub(crate) fn push_configs(
+        &self,
+        peer: Option<&str>,
+        task_id: &str,
+    ) -> Result<Vec<PushRecord>, StateError> {
+        self.db.with(|c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {PUSH_COLUMNS} FROM a2a_push_configs \
+                 WHERE task_id = ?1 AND (?2 IS NULL OR peer = ?2) ORDER BY created_at, config_id"
+            ))?;
+            stmt.query_map(params![task_id, peer], push_row)?.collect()
+        })
+    }
+
+    /// Deletes push config `config_id` of `peer`'s task `task_id`; whether there was one.
+    pub(crate) fn delete_push(
+        &self,
+        peer: &str,
+        task_id: &str,
+        config_id: &str,
+    ) -> Result<bool, StateError> {
+        self.db.with(|c| {
+            c.prepare_cached(
+                "DELETE FROM a2a_push_configs WHERE task_id = ?1 AND config_id = ?2 AND peer = ?3",
+            )?
+            .execute([task_id, config_id, peer])
+            .map(|n| n > 0)
+        })
+    }
+
+    /// Whether task `task_id` has a push config.
+    pub(crate) fn has_push(&self, task_id: &str) -> Result<bool, StateError> {
+        self.db.with(|c| {
+            c.prepare_cached("SELECT EXISTS (SELECT 1 FROM a2a_push_configs WHERE task_id = ?1)")?
+                .query_row([task_id], |r| r.get(0))
+        })
+    }
+
+    /// Records one delivery attempt (the audit's `push` line).
+    pub(crate) fn record_attempt(&self, a: &PushAttempt) -> Result<(), StateError> {
+        self.db.with(|c| {
+            c.prepare_cached(
+                "INSERT INTO a2a_push_attempts (at, task_id, config_id, peer, host, event, attempt, status, error) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                crate::clock::now(),
+                a.task_id,
+                a.config_id,
+                a.peer,
+                a.host,
+                a.event,
+                a.attempt,
+                a.status,
+                a.error
+            ])
+            .map(drop)
         })
     }
 
@@ -304,6 +521,117 @@ mod tests {
             .collect();
         for writer in writers {
             writer.join().expect("a writer failed");
+        }
+    }
+
+    fn push(task: &str, peer: &str, id: &str) -> PushRecord {
+        PushRecord {
+            task_id: task.into(),
+            config_id: id.into(),
+            peer: peer.into(),
+            url: "https://hooks.example/a2a".into(),
+            token: Some("t".into()),
+            auth: Some(("Bearer".into(), "secret".into())),
+            created_at: crate::clock::now(),
+        }
+    }
+
+    #[test]
+    fn push_configs_are_the_peers_own_within_its_limit_on_unfinished_tasks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = A2aStore::open(&StateDir::new(tmp.path())).unwrap();
+        for (id, run) in [("t1", "r1"), ("t2", "r2"), ("t3", "r3")] {
+            store
+                .insert(&task(id, "partner", run, &format!("m-{id}")))
+                .unwrap();
+        }
+        assert_eq!(
+            store.add_push(&push("t1", "partner", "a"), 2).unwrap(),
+            PushAdded::Added
+        );
+        assert_eq!(
+            store.add_push(&push("t2", "partner", "b"), 2).unwrap(),
+            PushAdded::Added
+        );
+        assert_eq!(
+            store.add_push(&push("t3", "partner", "c"), 2).unwrap(),
+            PushAdded::Full(2)
+        );
+        // The same id again replaces it: no more held.
+        assert_eq!(
+            store.add_push(&push("t1", "partner", "a"), 2).unwrap(),
+            PushAdded::Replaced
+        );
+        // A finished task's configs do not count.
+        store.set_state("t1", "TASK_STATE_COMPLETED").unwrap();
+        assert_eq!(
+            store.add_push(&push("t3", "partner", "c"), 2).unwrap(),
+            PushAdded::Added
+        );
+        // Over the limit with the message: the task is not written either.
+        let over = store
+            .insert_with_push(
+                &task("t4", "partner", "r4", "m-t4"),
+                Some((&push("t4", "partner", "d"), 2)),
+            )
+            .unwrap();
+        assert_eq!(over, Recorded::PushFull(2));
+        assert_eq!(store.task("partner", "t4").unwrap(), None);
+        // Another peer sees none of them.
+        assert_eq!(store.push_config("vendor", "t1", "a").unwrap(), None);
+        assert!(!store.delete_push("vendor", "t1", "a").unwrap());
+        assert_eq!(store.push_configs(Some("vendor"), "t1").unwrap(), []);
+        assert_eq!(store.push_configs(Some("partner"), "t1").unwrap().len(), 1);
+        assert!(store.delete_push("partner", "t1", "a").unwrap());
+        assert!(!store.delete_push("partner", "t1", "a").unwrap());
+    }
+
+    /// `state.retention.a2aTasks` deletes a finished task's push configs and delivery attempts
+    /// with it (they name it: left behind, they would be orphans of a task gone).
+    #[test]
+    fn retention_deletes_a_tasks_push_configs_and_attempts_with_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = A2aStore::open(&dir).unwrap();
+        store.insert(&task("t1", "partner", "r1", "m1")).unwrap();
+        store.add_push(&push("t1", "partner", "a"), 16).unwrap();
+        store
+            .record_attempt(&PushAttempt {
+                task_id: "t1".into(),
+                config_id: "a".into(),
+                peer: "partner".into(),
+                host: "hooks.example".into(),
+                event: "statusUpdate TASK_STATE_COMPLETED".into(),
+                attempt: 1,
+                status: Some(200),
+                error: None,
+            })
+            .unwrap();
+        store.set_state("t1", "TASK_STATE_COMPLETED").unwrap();
+        drop(store);
+        let mut conn = rusqlite::Connection::open(dir.db()).unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+        let rules = crate::state::retention::Rules {
+            by_age: vec![("a2aTasks", 1)],
+            keep_per_session: None,
+        };
+        let later = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_hours(72))
+            .unwrap();
+        crate::state::retention::prune(
+            &mut conn,
+            &rules,
+            later,
+            false,
+            std::time::Duration::ZERO,
+            "test",
+        )
+        .unwrap();
+        for table in ["a2a_tasks", "a2a_push_configs", "a2a_push_attempts"] {
+            let n: i64 = conn
+                .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(n, 0, "{table}");
         }
     }
 

@@ -5,7 +5,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Exposed, Incoming, ListQuery, MAX_TEXT_BYTES, RpcError, TaskPage};
+use super::store::PushRecord;
+use super::{Exposed, Incoming, ListQuery, MAX_TEXT_BYTES, Peer, RpcError, TaskPage};
 use crate::hub::store::RunRecord;
 use crate::state::RunState;
 
@@ -403,6 +404,12 @@ pub(crate) fn incoming(params: &Value) -> Result<Incoming, RpcError> {
     let flag = |k: &str| -> Result<Option<bool>, RpcError> {
         Ok(field(&configuration, k)?.and_then(Value::as_bool))
     };
+    // 1.0 names it `taskPushNotificationConfig`; 0.3 (and early 1.0 drafts)
+    // `pushNotificationConfig`.
+    let push = match field(&configuration, "taskPushNotificationConfig")? {
+        Some(v) => Some(v),
+        None => field(&configuration, "pushNotificationConfig")?,
+    };
     Ok(Incoming {
         message_id,
         text,
@@ -410,6 +417,168 @@ pub(crate) fn incoming(params: &Value) -> Result<Incoming, RpcError> {
         task_id: id("taskId")?,
         return_immediately: flag("returnImmediately")?.unwrap_or(false)
             || flag("blocking")? == Some(false),
+        push: push.map(push_config).transpose()?,
+    })
+}
+
+/// The longest push config id, token, scheme or credentials taken.
+const MAX_PUSH_FIELD: usize = 4096;
+
+/// A push notification config as a peer gives it (`TaskPushNotificationConfig`): the URL is
+/// not checked here (`push::check` does, against the SSRF rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PushConfigInput {
+    pub id: Option<String>,
+    pub task_id: Option<String>,
+    pub url: String,
+    pub token: Option<String>,
+    /// `authentication`: (scheme, credentials).
+    pub auth: Option<(String, String)>,
+}
+
+/// A `TaskPushNotificationConfig` (CreateTaskPushNotificationConfig's params, or
+/// SendMessage's `configuration.taskPushNotificationConfig`), in either spelling.
+pub(crate) fn push_config(value: &Value) -> Result<PushConfigInput, RpcError> {
+    // Earlier shapes nest the config (`{taskId, pushNotificationConfig: {url, …}}`; 1.0
+    // drafts: `config`): read it from there, the task id from the outside.
+    if value.get("url").is_none()
+        && let Some(inner) = [
+            "pushNotificationConfig",
+            "push_notification_config",
+            "config",
+        ]
+        .iter()
+        .find_map(|k| value.get(*k).filter(|v| v.is_object()))
+    {
+        let mut config = push_config(inner)?;
+        if config.task_id.is_none() {
+            config.task_id = field(value, "taskId")?
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        return Ok(config);
+    }
+    if !value.is_object() {
+        return Err(RpcError::invalid_params(
+            "a push notification config must be an object: {url, token?, authentication?: {scheme, credentials}}",
+        ));
+    }
+    // A header value: visible ASCII and spaces, so it can go in a request as given.
+    let text = |object: &Value, k: &str| -> Result<Option<String>, RpcError> {
+        match field(object, k)? {
+            None => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Value::String(s))
+                if s.len() <= MAX_PUSH_FIELD
+                    && s.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) =>
+            {
+                Ok(Some(s.clone()))
+            }
+            Some(_) => Err(RpcError::invalid_params(format!(
+                "push config `{k}` must be a string of at most {MAX_PUSH_FIELD} printable ASCII characters"
+            ))),
+        }
+    };
+    let url = text(value, "url")?.ok_or_else(|| {
+        RpcError::invalid_params(
+            "a push notification config needs `url`: the webhook to POST the task's updates to",
+        )
+    })?;
+    let auth = match field(value, "authentication")? {
+        None => None,
+        Some(a) if a.is_object() => {
+            let scheme = match text(a, "scheme")? {
+                Some(s) => s,
+                // 0.3: `schemes: ["Bearer"]`.
+                None => a
+                    .get("schemes")
+                    .and_then(Value::as_array)
+                    .and_then(|l| l.first())
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .ok_or_else(|| {
+                        RpcError::invalid_params(
+                            "push config `authentication.scheme` is required (e.g. `Bearer`)",
+                        )
+                    })?,
+            };
+            if !scheme
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+            {
+                return Err(RpcError::invalid_params(format!(
+                    "push config `authentication.scheme` `{scheme}` is not an HTTP authentication scheme (a token such as `Bearer` or `Basic`)"
+                )));
+            }
+            Some((scheme, text(a, "credentials")?.unwrap_or_default()))
+        }
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "push config `authentication` must be an object: {scheme, credentials}",
+            ));
+        }
+    };
+    let id = text(value, "id")?;
+    if let Some(id) = &id
+        && (id.len() > 256 || id.contains('/'))
+    {
+        return Err(RpcError::invalid_params(
+            "push config `id` must be at most 256 characters, without `/`",
+        ));
+    }
+    Ok(PushConfigInput {
+        id,
+        task_id: text(value, "taskId")?,
+        url,
+        token: text(value, "token")?,
+        auth,
+    })
+}
+
+/// `{taskId, id}` of GetTaskPushNotificationConfig and DeleteTaskPushNotificationConfig.
+pub(crate) fn push_config_ref(params: &Value) -> Result<(String, String), RpcError> {
+    let text = |k: &str| -> Result<String, RpcError> {
+        field(params, k)?
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| RpcError::invalid_params(format!("`{k}` is required")))
+    };
+    Ok((text("taskId")?, text("id")?))
+}
+
+/// `taskId` of ListTaskPushNotificationConfigs (and of a config being created).
+pub(crate) fn push_task_id(params: &Value) -> Result<String, RpcError> {
+    field(params, "taskId")?
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| RpcError::invalid_params("`taskId` is required"))
+}
+
+/// A stored push config as the peer reads it back: everything but the credentials (a secret
+/// it gave; the scheme says there are some).
+pub(crate) fn push_config_doc(config: &PushRecord) -> Value {
+    let mut doc = json!({
+        "id": config.config_id,
+        "taskId": config.task_id,
+        "url": config.url,
+    });
+    if let Some(token) = &config.token {
+        doc["token"] = token.as_str().into();
+    }
+    if let Some((scheme, _)) = &config.auth {
+        doc["authentication"] = json!({"scheme": scheme});
+    }
+    doc
+}
+
+/// ListTaskPushNotificationConfigs' result: every config of the task (one page).
+pub(crate) fn push_config_list(configs: &[PushRecord]) -> Value {
+    json!({
+        "configs": configs.iter().map(push_config_doc).collect::<Vec<_>>(),
+        "nextPageToken": "",
     })
 }
 
@@ -490,6 +659,45 @@ pub(crate) fn agent_card(agent: &Exposed, base: &str) -> Value {
     )
 }
 
+/// The URI of the extension an extended card names a peer's limits under.
+pub(crate) const PEER_LIMITS_EXTENSION: &str = "https://deepcli.dev/a2a/extensions/peer-limits/v1";
+
+/// The authenticated extended card (GetExtendedAgentCard): the public card of the endpoint
+/// (`agent`'s, or the hub's when `None`) with only the skills `peer` may reach, and its limits
+/// as an extension's params.
+pub(crate) fn extended_card(
+    agent: Option<&Exposed>,
+    exposed: &[Exposed],
+    peer: &Peer,
+    max_push_configs: usize,
+    base: &str,
+) -> Value {
+    let mut doc = match agent {
+        Some(agent) => agent_card(agent, base),
+        None => {
+            let reachable: Vec<Exposed> = exposed
+                .iter()
+                .filter(|e| peer.allow.as_ref().is_none_or(|a| a.contains(&e.id)))
+                .cloned()
+                .collect();
+            hub_card_of(&reachable, base)
+        }
+    };
+    doc["capabilities"]["extensions"] = json!([{
+        "uri": PEER_LIMITS_EXTENSION,
+        "description": format!("What peer `{}` may do here: the agents it may reach, its requests per minute, the streams it may hold open, the push notification configs it may hold on unfinished tasks.", peer.name),
+        "required": false,
+        "params": {
+            "peer": peer.name,
+            "agents": doc["skills"].as_array().map(|s| s.iter().map(|k| k["id"].clone()).collect::<Vec<_>>()).unwrap_or_default(),
+            "requestsPerMinute": peer.per_minute,
+            "maxStreams": peer.max_streams,
+            "maxPushConfigs": max_push_configs,
+        },
+    }]);
+    doc
+}
+
 /// The hub's card: its endpoint `/a2a/` routes each peer by bindings.yaml, to one of the
 /// exposed agents (its skills).
 pub(crate) fn hub_card_of(exposed: &[Exposed], base: &str) -> Value {
@@ -531,7 +739,7 @@ fn card(
         ],
         "provider": {"organization": "deepcli", "url": base},
         "version": env!("CARGO_PKG_VERSION"),
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": true},
         "securitySchemes": {
             "bearer": {"httpAuthSecurityScheme": {
                 "scheme": "Bearer",
@@ -606,6 +814,44 @@ mod tests {
             json!({"contextId": "a", "context_id": "b"}),
         ] {
             assert_eq!(list_query(&bad).unwrap_err().code, -32602, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_push_config_reads_in_its_shapes_and_refuses_what_cannot_be_sent() {
+        let flat = json!({"taskId": "t1", "id": "c1", "url": "https://h.example/x", "token": "tk",
+            "authentication": {"scheme": "Bearer", "credentials": "s3"}});
+        let want = PushConfigInput {
+            id: Some("c1".into()),
+            task_id: Some("t1".into()),
+            url: "https://h.example/x".into(),
+            token: Some("tk".into()),
+            auth: Some(("Bearer".into(), "s3".into())),
+        };
+        assert_eq!(push_config(&flat).unwrap(), want);
+        let nested = json!({"taskId": "t1", "pushNotificationConfig": {"id": "c1",
+            "url": "https://h.example/x", "token": "tk",
+            "authentication": {"schemes": ["Bearer"], "credentials": "s3"}}});
+        assert_eq!(push_config(&nested).unwrap(), want);
+        for bad in [
+            json!({}),
+            json!({"url": 7}),
+            json!({"url": "https://h.example/x", "token": "a\r\nX-Injected: 1"}),
+            json!({"url": "https://h.example/x", "authentication": {"scheme": "Bear er"}}),
+            json!({"url": "https://h.example/x", "authentication": "Bearer x"}),
+            json!({"url": "https://h.example/x", "id": "a/b"}),
+        ] {
+            assert_eq!(push_config(&bad).unwrap_err().code, -32602, "{bad}");
+        }
+        // With a message, in 1.0's name or 0.3's.
+        let msg = json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+        for key in ["taskPushNotificationConfig", "pushNotificationConfig"] {
+            let params =
+                json!({"message": msg, "configuration": {key: {"url": "https://h.example/x"}}});
+            assert_eq!(
+                incoming(&params).unwrap().push.unwrap().url,
+                "https://h.example/x"
+            );
         }
     }
 

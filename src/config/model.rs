@@ -770,6 +770,19 @@ pub struct A2aSpec {
     /// (default 256).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_streams: Option<u32>,
+    /// Push notifications to peers' webhooks (docs/a2a.md, "Push notifications").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<A2aPush>,
+}
+
+/// channels.yaml `a2a.push:` — where push notifications may go.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct A2aPush {
+    /// Webhooks on loopback, private, link-local and other non-public addresses, and over
+    /// plain `http`, are taken (default false: refused, against SSRF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_private_targets: Option<bool>,
 }
 
 /// One A2A peer: its bearer token, the exposed agents it may reach, its rate limit.
@@ -786,6 +799,9 @@ pub struct A2aPeer {
     /// Streams this peer may hold open at once (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_streams: Option<u32>,
+    /// Push notification configs this peer may hold on its tasks not yet finished (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_push_configs: Option<u32>,
 }
 
 /// The key of `channels` that holds the inbound policy every channel inherits (policy.md):

@@ -95,6 +95,7 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
     shared.access.metrics.register(&mut registry);
     crate::adapters::register_metrics(&shared.adapters.live, &mut registry);
     shared.hub.register_metrics(&mut registry);
+    shared.a2a.register_metrics(&mut registry);
     if let Ok(doors) = shared.doors.lock() {
         doors.register_metrics(&mut registry);
     }

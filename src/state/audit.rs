@@ -20,7 +20,7 @@ use super::{Result, StateError, StateStore};
 pub struct AuditEvent {
     pub at: String,
     /// `apply`, `inbound`, `send`, `spawn`, `run`, `budget`, `cancel`, `loop`, `approval`,
-    /// `outbound`, `task`.
+    /// `outbound`, `task`, `push`.
     pub kind: &'static str,
     /// The sessions it involves (source first), for the filters and the reader.
     pub sessions: Vec<String>,
@@ -71,6 +71,7 @@ pub const SOURCES: &[(&str, Source)] = &[
     ("approvals", approvals),
     ("outbound", outbound),
     ("prunes", prunes),
+    ("push", push_attempts),
 ];
 
 fn since(filter: &AuditFilter) -> &str {
@@ -716,6 +717,47 @@ impl StateStore {
             source,
         })
     }
+}
+
+/// A2A push notification delivery attempts (a2a.md, "Push notifications"): the task, the
+/// peer, the webhook's host (never its path or query, which may carry a secret), the update,
+/// the attempt, and the HTTP status or why there was none.
+fn push_attempts(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+    let mut stmt = conn.prepare(
+        "SELECT p.id, p.at, p.task_id, p.peer, p.host, p.event, p.attempt, p.status, p.error,
+                t.session_key
+         FROM a2a_push_attempts p LEFT JOIN a2a_tasks t ON t.task_id = p.task_id
+         WHERE p.at >= ?1 ORDER BY p.id",
+    )?;
+    let rows = stmt.query_map([since(filter)], |r| {
+        let status: Option<i64> = r.get(7)?;
+        let error: Option<String> = r.get(8)?;
+        let outcome = match (status, error) {
+            (Some(s), _) => format!("HTTP {s}"),
+            (None, Some(e)) => e,
+            (None, None) => "no answer".to_string(),
+        };
+        let session: Option<String> = r.get(9)?;
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "push",
+            sessions: session.into_iter().collect(),
+            run_id: None,
+            correlation_id: None,
+            task_id: None,
+            trace_id: None,
+            summary: format!(
+                "push to {} for A2A task {} of peer {} ({}), attempt {}: {outcome}",
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, i64>(6)?,
+            ),
+            refs: vec![format!("a2a_push_attempts#{}", r.get::<_, i64>(0)?)],
+        })
+    })?;
+    rows.collect()
 }
 
 /// A `--since` as written: RFC 3339, or a span back from now (`30m`, `2h`, `7d`, `45s`).

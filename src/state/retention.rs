@@ -165,7 +165,11 @@ fn steps(kind: &str) -> &'static [Step] {
             key: "task_id",
             order: "task_id",
             condition: "state IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED') AND updated_at < ?1",
-            children: &[("a2a_task_runs", "task_id")],
+            children: &[
+                ("a2a_task_runs", "task_id"),
+                ("a2a_push_configs", "task_id"),
+                ("a2a_push_attempts", "task_id"),
+            ],
         }],
         _ => &[],
     }

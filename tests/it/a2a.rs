@@ -578,11 +578,14 @@ fn bad_json_rpc_is_answered_with_its_error_and_changes_nothing() {
         &call("CreateTaskPushNotificationConfig", json!({})),
         &[],
     );
-    assert_eq!(push["error"]["code"], -32003, "{push:#}");
-    assert_eq!(
-        push["error"]["data"][0]["reason"], "PUSH_NOTIFICATION_NOT_SUPPORTED",
-        "{push:#}"
+    // Push configs are served (a2a_push.rs); one without its task is a bad request.
+    assert_eq!(push["error"]["code"], -32602, "{push:#}");
+    let (_, old_push) = rpc(
+        &up,
+        &call("tasks/pushNotificationConfig/set", json!({})),
+        &[],
     );
+    assert_eq!(old_push["error"]["code"], -32004, "{old_push:#}");
     // Nothing of it became a task.
     assert_eq!(up.status().unwrap()["a2a"]["tasks"], 0);
 
@@ -1315,16 +1318,22 @@ fn the_http_json_binding_answers_errors_as_google_rpc_status() {
     assert_eq!(bad.body["error"]["status"], "INVALID_ARGUMENT");
     let twice = get("/a2a-rest/agents/sdk/tasks?pageSize=1&pageSize=2", &auth);
     assert_eq!(twice.status, 400, "{:#}", twice.body);
-    // What is not offered says so.
+    // A push config's target is checked (a2a_push.rs): a refusal is 400 INVALID_ARGUMENT.
     let push = post(
         &format!("/a2a-rest/agents/sdk/tasks/{task_id}/pushNotificationConfigs"),
         r#"{"url":"http://127.0.0.1:9/hook"}"#,
     );
     assert_eq!(push.status, 400, "{:#}", push.body);
-    assert_eq!(reason(&push.body), "PUSH_NOTIFICATION_NOT_SUPPORTED");
+    assert_eq!(push.body["error"]["status"], "INVALID_ARGUMENT");
+    let push = get(
+        &format!("/a2a-rest/agents/sdk/tasks/{task_id}/pushNotificationConfigs/nope"),
+        &auth,
+    );
+    assert_eq!(push.status, 404, "{:#}", push.body);
+    assert_eq!(reason(&push.body), "TASK_NOT_FOUND");
     let card = get("/a2a-rest/agents/sdk/extendedAgentCard", &auth);
-    assert_eq!(card.status, 400, "{:#}", card.body);
-    assert_eq!(reason(&card.body), "EXTENDED_AGENT_CARD_NOT_CONFIGURED");
+    assert_eq!(card.status, 200, "{:#}", card.body);
+    assert_eq!(card.body["name"], "Echo");
     // The door: no token, 401 UNAUTHENTICATED; another peer's agent, 403.
     let stranger = get("/a2a-rest/agents/sdk/tasks", "Bearer wrong");
     assert_eq!(stranger.status, 401, "{:#}", stranger.body);

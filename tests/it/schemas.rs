@@ -799,6 +799,18 @@ const KEYS: &[(&str, Acts)] = &[
         "a2a.maxStreams",
         Enforced("a2a::streams: all peers' open streams (429 beyond)"),
     ),
+    (
+        "a2a.peers.*.maxPushConfigs",
+        Enforced("a2a::A2a::add_push: the peer's push configs on unfinished tasks (-32602 beyond)"),
+    ),
+    (
+        "a2a.push",
+        Enforced("a2a::push: where push notifications may go"),
+    ),
+    (
+        "a2a.push.allowPrivateTargets",
+        Enforced("a2a::push::check: non-public and plain-http webhooks taken (refused otherwise)"),
+    ),
     ("dmPolicy", Policy),
     ("allowFrom", Policy),
     ("groupPolicy", Policy),

@@ -10,7 +10,7 @@
 // picks the JSON-RPC interface the card names, or its HTTP+JSON one with A2A_TRANSPORT=rest. TOKEN goes in `Authorization: Bearer` (`-`:
 // none). Commands, each printing one JSON document per line on stdout (ProtoJSON, as the SDK's
 // own `toJSON` writes it):
-//   card                          the card the SDK resolved
+//   card                          the public card the SDK resolved
 //   transport                     the interface the SDK chose: {protocol, endpoint}
 //   send TEXT [CONTEXT] [TASK]    sendMessage (blocking); prints the task or message
 //   send-nowait TEXT [CONTEXT]    sendMessage with returnImmediately
@@ -28,6 +28,19 @@
 //                                 context: {n, overheadUs: [sorted round trip minus that µs],
 //                                 hubUs: [sorted hub share from its Server-Timing header]}
 //   bench-get N                   N GetTask calls of one finished task: {n, us: [sorted]}
+//   push-send TEXT URL CREDS TOKEN [CONTEXT] [TASK]
+//                                 sendMessage (blocking) with a taskPushNotificationConfig:
+//                                 URL, authentication Bearer CREDS, token TOKEN; prints the task
+//   push-create TASK URL CREDS [ID]  createTaskPushNotificationConfig; prints the config
+//   push-get TASK ID              getTaskPushNotificationConfig; prints the config
+//   push-list TASK                listTaskPushNotificationConfig; prints {configs, nextPageToken}
+//   push-delete TASK ID           deleteTaskPushNotificationConfig; prints {}
+//   bench-push N                  N blocking sends, each with a webhook on a local HTTP server
+//                                 (node:http) as its push config: {n, lagUs: [sorted µs from the
+//                                 send's answer to the webhook's TASK_STATE_COMPLETED, 0 when
+//                                 it came first]}
+//   extended-card                 getAgentCard, which fetches the authenticated extended card
+//                                 when the public card offers one (GetExtendedAgentCard)
 // An error the SDK throws is printed as {"error": message, "kind": the SDK's error class} and
 // the exit code is 2.
 
@@ -88,7 +101,8 @@ try {
   const client = await factory.createFromUrl(base);
   switch (command) {
     case "card":
-      out(sdk.AgentCard.toJSON(await client.getAgentCard()));
+      // The public card the client was made from (getAgentCard would fetch the extended one).
+      out(sdk.AgentCard.toJSON(client.agentCard));
       break;
     case "transport":
       out({ protocol: client.transport.protocolName, endpoint: client.transport.endpoint });
@@ -216,6 +230,97 @@ try {
       out({ n: us.length, us });
       break;
     }
+    case "push-send": {
+      const [text, url, credentials, pushToken, contextId, taskId] = args;
+      const config = {
+        tenant: "",
+        id: "",
+        taskId: "",
+        url,
+        token: pushToken,
+        authentication: { scheme: "Bearer", credentials },
+      };
+      out(
+        result(
+          await client.sendMessage({
+            message: message(text, contextId, taskId),
+            configuration: { acceptedOutputModes: [], taskPushNotificationConfig: config, returnImmediately: false },
+          }),
+        ),
+      );
+      break;
+    }
+    case "push-create": {
+      const [taskId, url, credentials, id] = args;
+      const config = await client.createTaskPushNotificationConfig({
+        tenant: "",
+        id: id ?? "",
+        taskId,
+        url,
+        token: "",
+        authentication: { scheme: "Bearer", credentials },
+      });
+      out(sdk.TaskPushNotificationConfig.toJSON(config));
+      break;
+    }
+    case "push-get":
+      out(
+        sdk.TaskPushNotificationConfig.toJSON(
+          await client.getTaskPushNotificationConfig({ tenant: "", taskId: args[0], id: args[1] }),
+        ),
+      );
+      break;
+    case "push-list":
+      out(
+        sdk.ListTaskPushNotificationConfigsResponse.toJSON(
+          await client.listTaskPushNotificationConfig({ tenant: "", taskId: args[0], pageSize: 0, pageToken: "" }),
+        ),
+      );
+      break;
+    case "push-delete":
+      await client.deleteTaskPushNotificationConfig({ tenant: "", taskId: args[0], id: args[1] });
+      out({});
+      break;
+    case "bench-push": {
+      const { createServer } = await import("node:http");
+      const arrived = new Map();
+      const waiting = new Map();
+      const server = createServer((req, res) => {
+        let body = "";
+        req.on("data", (c) => (body += c));
+        req.on("end", () => {
+          const at = process.hrtime.bigint();
+          res.writeHead(200).end();
+          const doc = JSON.parse(body || "{}");
+          const update = doc.statusUpdate;
+          if (update?.status?.state === "TASK_STATE_COMPLETED") {
+            arrived.set(update.taskId, at);
+            waiting.get(update.taskId)?.();
+          }
+        });
+      });
+      await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+      const hook = `http://127.0.0.1:${server.address().port}/hook`;
+      const lagUs = [];
+      for (let i = 0; i < Number(args[0]); i++) {
+        const config = { tenant: "", id: "", taskId: "", url: hook, token: "", authentication: undefined };
+        const task = await client.sendMessage({
+          message: message("bench-reply", ""),
+          configuration: { acceptedOutputModes: [], taskPushNotificationConfig: config, returnImmediately: false },
+        });
+        const answered = process.hrtime.bigint();
+        if (!arrived.has(task.id)) await new Promise((ok) => waiting.set(task.id, ok));
+        const lag = Number((arrived.get(task.id) - answered) / 1000n);
+        lagUs.push(Math.max(0, lag));
+      }
+      server.close();
+      lagUs.sort((a, b) => a - b);
+      out({ n: lagUs.length, lagUs });
+      break;
+    }
+    case "extended-card":
+      out(sdk.AgentCard.toJSON(await client.getAgentCard()));
+      break;
     default:
       throw new Error(`unknown command ${command}`);
   }
