@@ -1,9 +1,11 @@
 //! A remote A2A agent as a runtime (`runtime.kind: a2a`, docs/a2a.md). Supervision is reading
 //! its Agent Card (`<url>/.well-known/agent-card.json`) now and every few seconds: a card that
-//! names this URL with a JSON-RPC 1.0 interface makes the runtime `ready` (the status shows the
-//! card), anything else `failed` with the reason. A ready remote is published in [`RemoteMap`]
-//! for the Access layer, which prompts it ([`Remote::prompt`]: one `SendStreamingMessage` in the
-//! session's `contextId`, the reply streamed) and cancels it ([`Remote::cancel`]: `CancelTask`).
+//! names this URL with an A2A 1.0 interface — JSON-RPC, else HTTP+JSON — makes the runtime
+//! `ready` (the status shows the card and the binding), anything else `failed` with the reason.
+//! A ready remote is published in [`RemoteMap`] for the Access layer, which prompts it
+//! ([`Remote::prompt`]: one `SendStreamingMessage` — `POST …/message:stream` over HTTP+JSON — in
+//! the session's `contextId`, the reply streamed) and cancels it ([`Remote::cancel`]:
+//! `CancelTask`, `POST …/tasks/<id>:cancel`), in the binding its card offers at that URL.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -27,8 +29,37 @@ pub(crate) struct Remote {
     pub url: String,
     token: Option<secrecy::SecretString>,
     http: reqwest::Client,
+    /// The binding its card last offered at `url`.
+    wire: Mutex<Wire>,
     /// The remote task each session's prompt is running as (for `CancelTask`).
     running: Mutex<HashMap<String, String>>,
+}
+
+/// The A2A binding deepcli speaks to a remote: the one its card offers at `runtime.url`,
+/// JSON-RPC when it offers both there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    JsonRpc,
+    HttpJson,
+}
+
+impl Wire {
+    fn of(binding: &str) -> Option<Wire> {
+        if binding.eq_ignore_ascii_case("JSONRPC") {
+            Some(Wire::JsonRpc)
+        } else if binding.eq_ignore_ascii_case("HTTP+JSON") {
+            Some(Wire::HttpJson)
+        } else {
+            None
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Wire::JsonRpc => "JSONRPC",
+            Wire::HttpJson => "HTTP+JSON",
+        }
+    }
 }
 
 /// How a remote task ended.
@@ -60,57 +91,64 @@ fn same_url(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
 }
 
-/// Checks a remote's card: it must offer JSON-RPC with protocol 1.0 at `url`. What the status
-/// shows of it.
-fn check_card(card: &Value, url: &str) -> Result<Value, String> {
+/// Checks a remote's card: it must offer JSON-RPC or HTTP+JSON with protocol 1.0 at `url`.
+/// The binding to speak, and what the status shows of the card.
+fn check_card(card: &Value, url: &str) -> Result<(Wire, Value), String> {
     let interfaces = card["supportedInterfaces"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let jsonrpc: Vec<&Value> = interfaces
+    let spoken: Vec<(Wire, &Value)> = interfaces
         .iter()
-        .filter(|i| {
-            i["protocolBinding"]
-                .as_str()
-                .is_some_and(|b| b.eq_ignore_ascii_case("JSONRPC"))
-        })
+        .filter_map(|i| Some((Wire::of(i["protocolBinding"].as_str()?)?, i)))
         .collect();
-    if jsonrpc.is_empty() {
-        return Err("the agent card offers no JSON-RPC interface (A2A 1.0 `supportedInterfaces` with `protocolBinding: JSONRPC`)".into());
+    if spoken.is_empty() {
+        return Err("the agent card offers neither a JSON-RPC nor an HTTP+JSON interface (A2A 1.0 `supportedInterfaces` with `protocolBinding: JSONRPC` or `HTTP+JSON`)".into());
     }
-    let here: Vec<&&Value> = jsonrpc
+    let here: Vec<&(Wire, &Value)> = spoken
         .iter()
-        .filter(|i| i["url"].as_str().is_some_and(|u| same_url(u, url)))
+        .filter(|(_, i)| i["url"].as_str().is_some_and(|u| same_url(u, url)))
         .collect();
     if here.is_empty() {
-        let named: Vec<&str> = jsonrpc.iter().filter_map(|i| i["url"].as_str()).collect();
+        let named: Vec<String> = spoken
+            .iter()
+            .filter_map(|(w, i)| Some(format!("`{}` ({})", i["url"].as_str()?, w.name())))
+            .collect();
         return Err(format!(
-            "the agent card's JSON-RPC url is {} — not `runtime.url` {url}: fix runtime.url, or the remote's card",
-            named
-                .iter()
-                .map(|u| format!("`{u}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "the agent card's urls are {} — not `runtime.url` {url}: fix runtime.url, or the remote's card",
+            named.join(", ")
         ));
     }
-    if !here.iter().any(|i| {
+    let current = |(_, i): &&&(Wire, &Value)| {
         i["protocolVersion"]
             .as_str()
             .is_some_and(|v| v == "1.0" || v.starts_with("1.0."))
-    }) {
-        return Err("the agent card offers JSON-RPC at this url only in another protocol version than A2A 1.0".into());
-    }
-    Ok(json!({
-        "card": {
-            "name": card["name"],
-            "description": card["description"],
-            "version": card["version"],
-            "url": url,
-            "protocolVersion": "1.0",
-            "streaming": card["capabilities"]["streaming"],
-            "skills": card["skills"].as_array().map(|s| s.iter().filter_map(|k| k["id"].as_str()).collect::<Vec<_>>()),
-        }
-    }))
+    };
+    let Some(wire) = here
+        .iter()
+        .filter(current)
+        .map(|(w, _)| *w)
+        .min_by_key(|w| *w != Wire::JsonRpc)
+    else {
+        return Err(
+            "the agent card offers this url only in another protocol version than A2A 1.0".into(),
+        );
+    };
+    Ok((
+        wire,
+        json!({
+            "card": {
+                "name": card["name"],
+                "description": card["description"],
+                "version": card["version"],
+                "url": url,
+                "protocolVersion": "1.0",
+                "protocolBinding": wire.name(),
+                "streaming": card["capabilities"]["streaming"],
+                "skills": card["skills"].as_array().map(|s| s.iter().filter_map(|k| k["id"].as_str()).collect::<Vec<_>>()),
+            }
+        }),
+    ))
 }
 
 /// Why a prompt to a remote got no answer.
@@ -167,13 +205,26 @@ impl Remote {
             .json()
             .await
             .map_err(|e| format!("the agent card at {card_url} is not JSON: {e}"))?;
-        check_card(&card, &self.url)
+        let (wire, info) = check_card(&card, &self.url)?;
+        if let Ok(mut w) = self.wire.lock() {
+            *w = wire;
+        }
+        Ok(info)
     }
 
-    fn post(&self, body: &Value, stream: bool) -> reqwest::RequestBuilder {
+    fn wire(&self) -> Wire {
+        self.wire.lock().map_or(Wire::JsonRpc, |w| *w)
+    }
+
+    /// A request to `url`, or to `path` under it over HTTP+JSON.
+    fn post(&self, path: &str, body: &Value, stream: bool) -> reqwest::RequestBuilder {
+        let url = match self.wire() {
+            Wire::JsonRpc => self.url.clone(),
+            Wire::HttpJson => format!("{}/{path}", self.url.trim_end_matches('/')),
+        };
         let mut req = self
             .http
-            .post(&self.url)
+            .post(url)
             .header("A2A-Version", "1.0")
             .header(
                 "Accept",
@@ -199,21 +250,29 @@ impl Remote {
         text: &str,
     ) -> Result<RemoteAnswer, (bool, String)> {
         let context = context_id(&self.agent_id, session_key);
-        let body = json!({
-            "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-            "params": {"message": {
-                "messageId": uuid::Uuid::new_v4().to_string(),
-                "role": "ROLE_USER",
-                "contextId": context,
-                "parts": [{"text": text}],
-            }},
-        });
-        let response = self.post(&body, true).send().await.map_err(|e| {
-            (
-                false,
-                format!("cannot reach {}: {}", self.url, error_chain(&e)),
-            )
-        })?;
+        let wire = self.wire();
+        let params = json!({"message": {
+            "messageId": uuid::Uuid::new_v4().to_string(),
+            "role": "ROLE_USER",
+            "contextId": context,
+            "parts": [{"text": text}],
+        }});
+        let body = match wire {
+            Wire::JsonRpc => json!({
+                "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params,
+            }),
+            Wire::HttpJson => params,
+        };
+        let response = self
+            .post("message:stream", &body, true)
+            .send()
+            .await
+            .map_err(|e| {
+                (
+                    false,
+                    format!("cannot reach {}: {}", self.url, error_chain(&e)),
+                )
+            })?;
         let status = response.status();
         let is_sse = response
             .headers()
@@ -262,7 +321,11 @@ impl Remote {
                     format!("the remote: {}", e["message"].as_str().unwrap_or("error")),
                 ));
             }
-            let r = &doc["result"];
+            // JSON-RPC wraps each StreamResponse in `result`; HTTP+JSON sends it bare.
+            let r = match wire {
+                Wire::JsonRpc => &doc["result"],
+                Wire::HttpJson => &doc,
+            };
             let (task, status) = if let Some(t) = r.get("task") {
                 (t["id"].as_str(), Some(&t["status"]))
             } else if let Some(u) = r.get("statusUpdate") {
@@ -328,10 +391,15 @@ impl Remote {
         let Some(task) = task else {
             return false;
         };
-        let body =
-            json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task}});
+        let (path, body) = match self.wire() {
+            Wire::JsonRpc => (
+                String::new(),
+                json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task}}),
+            ),
+            Wire::HttpJson => (format!("tasks/{task}:cancel"), json!({})),
+        };
         match self
-            .post(&body, false)
+            .post(&path, &body, false)
             .timeout(Duration::from_secs(10))
             .send()
             .await
@@ -381,6 +449,7 @@ pub(super) async fn supervise(
         url,
         token: token.clone().ok().flatten(),
         http,
+        wire: Mutex::new(Wire::JsonRpc),
         running: Mutex::new(HashMap::new()),
     });
     report.publish(|s| s.started_at = Some(crate::clock::now()));
@@ -440,15 +509,52 @@ mod tests {
     }
 
     #[test]
-    fn a_card_must_name_this_url_with_json_rpc_1_0() {
-        assert!(check_card(&card("http://h/a2a/", "1.0"), "http://h/a2a").is_ok());
+    fn a_card_must_name_this_url_with_a2a_1_0() {
+        assert_eq!(
+            check_card(&card("http://h/a2a/", "1.0"), "http://h/a2a")
+                .unwrap()
+                .0,
+            Wire::JsonRpc
+        );
         let wrong = check_card(&card("http://other/a2a", "1.0"), "http://h/a2a").unwrap_err();
         assert!(
-            wrong.contains("`http://other/a2a` — not `runtime.url` http://h/a2a"),
+            wrong.contains("`http://other/a2a` (JSONRPC) — not `runtime.url` http://h/a2a"),
             "{wrong}"
         );
         assert!(check_card(&card("http://h/a2a", "0.3"), "http://h/a2a").is_err());
         assert!(check_card(&json!({"name": "R"}), "http://h/a2a").is_err());
+    }
+
+    #[test]
+    fn json_rpc_is_spoken_where_the_card_offers_it_else_http_json() {
+        let both = |rest_first: bool| {
+            let rpc = json!({"url": "http://h/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"});
+            let rest = json!({"url": "http://h/a2a", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"});
+            let list = if rest_first { [rest, rpc] } else { [rpc, rest] };
+            json!({"supportedInterfaces": list})
+        };
+        for order in [true, false] {
+            assert_eq!(
+                check_card(&both(order), "http://h/a2a").unwrap().0,
+                Wire::JsonRpc
+            );
+        }
+        let rest = json!({"supportedInterfaces": [
+            {"url": "http://h/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": "http://h/a2a", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": "http://h/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        ]});
+        let (wire, info) = check_card(&rest, "http://h/a2a").unwrap();
+        assert_eq!(wire, Wire::HttpJson);
+        assert_eq!(info["card"]["protocolBinding"], "HTTP+JSON");
+        let grpc = json!({"supportedInterfaces": [
+            {"url": "http://h/a2a", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+        ]});
+        assert!(
+            check_card(&grpc, "http://h/a2a")
+                .unwrap_err()
+                .contains("neither")
+        );
     }
 
     #[test]

@@ -1155,7 +1155,26 @@ fn a_retried_message_id_gets_its_task_back_and_a_peers_streams_are_capped() {
 /// context.
 #[test]
 fn a_remote_a2a_agent_answers_in_a_chat_room() {
-    let remote = RemoteAgent::start(&[("A2A_REMOTE_TOKEN", "remote-secret-token")]);
+    answers_in_a_chat_room("JSONRPC");
+}
+
+/// The same over HTTP+JSON, the binding a remote whose card offers no JSON-RPC is spoken to
+/// in (issue 38).
+#[test]
+fn a_remote_a2a_agent_on_http_json_answers_in_a_chat_room() {
+    answers_in_a_chat_room("HTTP+JSON");
+}
+
+fn answers_in_a_chat_room(binding: &str) {
+    let wire = if binding == "HTTP+JSON" {
+        "rest"
+    } else {
+        "jsonrpc"
+    };
+    let remote = RemoteAgent::start(&[
+        ("A2A_REMOTE_TOKEN", "remote-secret-token"),
+        ("A2A_REMOTE_BINDING", wire),
+    ]);
     let agents = format!(
         "agents:\n  list:\n    - id: main\n    - id: remote\n      runtime: {{kind: a2a, url: \"{}\", token: {{source: env, id: REMOTE_TOKEN}}}}\n",
         remote.url()
@@ -1168,9 +1187,11 @@ fn a_remote_a2a_agent_answers_in_a_chat_room() {
         c.env("REMOTE_TOKEN", "remote-secret-token")
             .env("HOOK", "room-secret");
     });
-    up.wait_for("the remote ready", |doc| {
+    let ready = up.wait_for("the remote ready", |doc| {
         Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "ready")
     });
+    let shown = &Up::runtime(&ready, "remote").unwrap()["info"]["card"]["protocolBinding"];
+    assert_eq!(shown, binding, "{ready:#}");
     let say = |id: &str, text: &str| -> Value {
         let envelope = json!({"channel": "slack", "peer": {"kind": "group", "id": "room"},
             "messageId": id, "sender": {"id": "u1", "name": "Ada"}, "text": text});

@@ -8,8 +8,9 @@
 //
 // Listens on a free loopback port and writes `<port>` to PORT_FILE once listening. Its card
 // names `http://127.0.0.1:<port>/a2a` as the JSON-RPC endpoint, or A2A_REMOTE_CARD_URL when set
-// (a card with a wrong URL). With A2A_REMOTE_TOKEN set, a JSON-RPC call without
-// `Authorization: Bearer <it>` gets 401. Each message is answered by a task:
+// (a card with a wrong URL). With A2A_REMOTE_BINDING=rest it serves the HTTP+JSON binding there
+// instead (the SDK's express REST handler), and its card says so. With A2A_REMOTE_TOKEN set, a
+// call without `Authorization: Bearer <it>` gets 401. Each message is answered by a task:
 //   slow     works until CancelTask (or 60 s), then ends TASK_STATE_CANCELED
 //   ask      ends TASK_STATE_INPUT_REQUIRED with the question "which one?"
 //   fail     ends TASK_STATE_FAILED
@@ -27,7 +28,7 @@ const require = createRequire(peers);
 const load = (name) => import(pathToFileURL(require.resolve(name)).href);
 const sdk = await load("@a2a-js/sdk");
 const server = await load("@a2a-js/sdk/server");
-const { agentCardHandler, jsonRpcHandler, UserBuilder } = await load("@a2a-js/sdk/server/express");
+const { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } = await load("@a2a-js/sdk/server/express");
 const express = (await load("express")).default;
 
 const { TaskState, Role } = sdk;
@@ -90,12 +91,13 @@ const executor = {
 
 const app = express();
 const token = process.env.A2A_REMOTE_TOKEN;
+const rest = process.env.A2A_REMOTE_BINDING === "rest";
 const listener = app.listen(0, "127.0.0.1", () => {
   const port = listener.address().port;
   const url = process.env.A2A_REMOTE_CARD_URL || `http://127.0.0.1:${port}/a2a`;
   const card = {
     name: "Remote", description: "A scripted remote agent.",
-    supportedInterfaces: [{ url, protocolBinding: "JSONRPC", tenant: "", protocolVersion: sdk.A2A_PROTOCOL_VERSION }],
+    supportedInterfaces: [{ url, protocolBinding: rest ? "HTTP+JSON" : "JSONRPC", tenant: "", protocolVersion: sdk.A2A_PROTOCOL_VERSION }],
     version: "1.0.0",
     capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
     securitySchemes: {}, securityRequirements: [],
@@ -112,6 +114,7 @@ const listener = app.listen(0, "127.0.0.1", () => {
     }
     next();
   });
-  app.use("/a2a", jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
+  const serve = rest ? restHandler : jsonRpcHandler;
+  app.use("/a2a", serve({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
   writeFileSync(process.argv[2], String(port));
 });
