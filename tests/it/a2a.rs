@@ -93,6 +93,58 @@ fn over_http_json_the_sdk_sends_streams_gets_and_lists_tasks_the_same() {
     sdk_round_trip("rest");
 }
 
+/// The Python SDK (`a2a-sdk`, tests/peers/a2a_client.py) as a client over each binding the card
+/// declares: it finds the binding's interface on the card, streams a message to the echo agent
+/// and gets the task back (issue 38: third-party clients over every binding).
+#[test]
+fn the_python_sdk_sends_and_gets_over_json_rpc_and_http_json() {
+    let up = up();
+    for (binding, endpoint) in [
+        ("JSONRPC", base(&up, "sdk")),
+        (
+            "HTTP+JSON",
+            format!("http://{}/a2a-rest/agents/sdk", up.addr),
+        ),
+    ] {
+        let script =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a_client.py");
+        let out = Command::new("python3")
+            .arg(script)
+            .args([binding, &base(&up, "sdk"), TOKEN, "hello from python"])
+            .output()
+            .unwrap();
+        let docs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert!(
+            out.status.success(),
+            "{binding}: {docs:#?} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let chosen = &docs[0];
+        assert_eq!(
+            chosen["url"].as_str().map(|u| u.trim_end_matches('/')),
+            Some(endpoint.trim_end_matches('/')),
+            "{binding}: {docs:#?}"
+        );
+        let task = &docs.last().unwrap()["task"];
+        assert_eq!(
+            task["status"]["state"], "TASK_STATE_COMPLETED",
+            "{binding}: {docs:#?}"
+        );
+        let said = task["artifacts"][0]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(said.contains("hello from python"), "{binding}: {docs:#?}");
+        assert!(
+            docs.iter()
+                .any(|d| d.get("statusUpdate").is_some() || d.get("artifactUpdate").is_some()),
+            "{binding}: streamed: {docs:#?}"
+        );
+    }
+}
+
 fn sdk_round_trip(transport: &str) {
     let client = |args: &[&str]| client_over(transport, args);
     let one = |args: &[&str]| {
