@@ -293,7 +293,7 @@ impl RunLine {
     fn of(r: &RunView, depth: usize) -> RunLine {
         RunLine {
             run_id: r.run_id.clone(),
-            kind: serde_plain(&r.kind),
+            kind: r.kind.to_string(),
             from: r
                 .requester_session_key
                 .clone()
@@ -305,14 +305,6 @@ impl RunLine {
             error: r.error.clone(),
             depth,
         }
-    }
-}
-
-/// A unit enum's serde name (`spawn`, `send`).
-fn serde_plain<T: serde::Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => String::new(),
     }
 }
 
@@ -371,7 +363,7 @@ impl RunsPage {
         let spawned_by: HashMap<&str, usize> = runs
             .iter()
             .enumerate()
-            .filter(|(_, r)| matches!(serde_plain(&r.kind).as_str(), "spawn"))
+            .filter(|(_, r)| r.kind == crate::state::RunKind::Spawn)
             .map(|(i, r)| (r.target_session_key.as_str(), i))
             .collect();
         let parent_of = |r: &RunView| {
@@ -648,4 +640,214 @@ pub(crate) struct RoutesPage {
     pub form: RouteForm,
     pub error: Option<String>,
     pub result: Option<RouteAnswer>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{ApprovalSource, ApprovalState, RunKind, RunState};
+
+    fn frame(title: &'static str) -> Frame {
+        Frame {
+            title,
+            active: title,
+            csrf: "c5rf".into(),
+        }
+    }
+
+    /// The page's `<main>`: what a snapshot holds (the frame around it is the same everywhere).
+    fn main_of(html: &str) -> &str {
+        let start = html.find("<main").unwrap();
+        let end = html.find("</main>").unwrap();
+        &html[start..end + "</main>".len()]
+    }
+
+    #[test]
+    fn the_overview_shows_health_reasons_the_rejected_edit_agents_and_adapters() {
+        let o = Overview {
+            health: "degraded",
+            reasons: vec!["runtime `beta` is in a crash loop (3 restarts)".into()],
+            config_hash: Some("sha256:abc".into()),
+            applied_at: Some("2026-12-05T10:00:00Z".into()),
+            routing_generation: Some(7),
+            rejected: Some(RejectedEdit {
+                since: "2026-12-05T10:05:00Z".into(),
+                diagnostics: vec!["agents.yaml:3:5: error[schema]: unknown key `modle`".into()],
+            }),
+            blocked: Vec::new(),
+            agents: vec![AgentRow {
+                agent_id: "beta".into(),
+                kind: "acp".into(),
+                state: "crash_loop".into(),
+                restarts: 3,
+                last_error: Some("exit status 1".into()),
+                sandbox: "all (bwrap, network host)".into(),
+                model: "gpt-5 (not applied: the runtime offers no model option)".into(),
+                queue: 2,
+                budgets: vec![
+                    ("turns this hour".into(), "4".into(), "60".into()),
+                    ("tokens today".into(), "unknown".into(), "100000".into()),
+                ],
+            }],
+            adapters: vec![AdapterRow {
+                channel: "telegram".into(),
+                account: "default".into(),
+                inbound: "open".into(),
+                reason: None,
+                connection: "connected since 2026-12-05T10:00:01Z".into(),
+                last_error: None,
+                last_event: "2026-12-05T10:06:00Z".into(),
+            }],
+        };
+        let html = OverviewPage {
+            frame: frame("Overview"),
+            o,
+        }
+        .render()
+        .unwrap();
+        insta::assert_snapshot!("overview", main_of(&html));
+        // The navigation marks the page, and the sign-out form carries the CSRF token.
+        assert!(html.contains(r#"<a href="/console/" aria-current="page">Overview</a>"#));
+        assert!(html.contains(r#"name="csrf" value="c5rf""#));
+        assert!(!html.contains("<script>"), "no inline script");
+    }
+
+    fn approval(action: serde_json::Value) -> ApprovalRecord {
+        ApprovalRecord {
+            id: "ap12345678".into(),
+            source: ApprovalSource::Permission,
+            agent_id: "alpha".into(),
+            session_key: Some("agent:alpha:slack:group:ga".into()),
+            runtime_session_id: None,
+            run_id: None,
+            requester: serde_json::json!({}),
+            action,
+            content_hash: "sha256:0f0f".into(),
+            options: serde_json::json!([]),
+            policy_hash: "sha256:p".into(),
+            route: "operator".into(),
+            origin: None,
+            state: ApprovalState::Pending,
+            created_at: "2026-12-05T10:00:00Z".into(),
+            expires_at: "2026-12-05T10:02:00Z".into(),
+            decided_at: None,
+            decided_by: None,
+            decision: None,
+            note: String::new(),
+            preview: None,
+        }
+    }
+
+    #[test]
+    fn an_approval_shows_its_exact_action_and_hash_escaped_with_the_three_verdicts() {
+        let record = approval(serde_json::json!({"kind": "execute",
+            "title": "rm -rf build <script>alert(1)</script>"}));
+        let page = ApprovalsPage {
+            frame: frame("Approvals"),
+            approvals: vec![ApprovalCard::of(&record)],
+            tasks: Vec::new(),
+        };
+        let html = page.render().unwrap();
+        insta::assert_snapshot!("approvals", main_of(&html));
+        assert!(!html.contains("<script>alert"), "the action is escaped");
+        assert!(html.contains("sha256:0f0f"));
+        for verdict in ["approve", "always", "deny"] {
+            assert!(html.contains(&format!(r#"value="{verdict}""#)), "{verdict}");
+        }
+    }
+
+    fn run(id: &str, kind: RunKind, from: Option<&str>, to: &str, state: RunState) -> RunView {
+        RunView {
+            run_id: id.into(),
+            kind,
+            source_tool: "sessions_spawn".into(),
+            state,
+            requester_agent_id: None,
+            requester_session_key: from.map(str::to_string),
+            target_agent_id: "beta".into(),
+            target_session_key: to.into(),
+            correlation_id: "c".into(),
+            mode: None,
+            cleanup: None,
+            timeout_seconds: None,
+            message: "do it".into(),
+            reply: None,
+            error: None,
+            created_at: "2026-12-05T10:00:00Z".into(),
+            started_at: None,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn runs_are_drawn_under_the_run_that_spawned_their_requester_and_pauses_get_buttons() {
+        // Newest first, as `runs/list` gives them.
+        let runs = [
+            run(
+                "r3",
+                RunKind::Send,
+                Some("agent:beta:spawn:s1"),
+                "agent:gamma:main",
+                RunState::Paused,
+            ),
+            run(
+                "r2",
+                RunKind::Send,
+                None,
+                "agent:alpha:main",
+                RunState::Completed,
+            ),
+            run(
+                "r1",
+                RunKind::Spawn,
+                Some("agent:alpha:main"),
+                "agent:beta:spawn:s1",
+                RunState::Running,
+            ),
+        ];
+        let page = RunsPage::of(frame("Runs and tasks"), &runs, Vec::new());
+        let order: Vec<(&str, usize)> = page
+            .nodes
+            .iter()
+            .map(|n| (n.run_id.as_str(), n.depth))
+            .collect();
+        assert_eq!(order, [("r2", 0), ("r1", 0), ("r3", 1)]);
+        assert_eq!(page.paused.len(), 1);
+        let html = page.render().unwrap();
+        insta::assert_snapshot!("runs", main_of(&html));
+        assert!(html.contains(r#"action="/console/runs/r3/resume""#));
+        assert!(html.contains(r#"action="/console/runs/r3/stop""#));
+    }
+
+    #[test]
+    fn a_session_key_names_its_channel() {
+        assert_eq!(channel_of("agent:alpha:slack:group:ga"), "slack");
+        assert_eq!(channel_of("agent:alpha:main"), "-");
+        assert_eq!(channel_of("agent:beta:spawn:s1"), "-");
+        assert_eq!(channel_of("nonsense"), "-");
+    }
+
+    #[test]
+    fn the_route_form_says_what_is_missing() {
+        let form = RouteForm {
+            channel: " ".into(),
+            ..RouteForm::default()
+        };
+        assert!(form.input().unwrap_err().contains("channel"));
+        let form = RouteForm {
+            channel: "slack".into(),
+            peer: "gb".into(),
+            ..RouteForm::default()
+        };
+        assert!(form.input().unwrap_err().contains("kind"));
+        let form = RouteForm {
+            channel: "slack".into(),
+            peer_kind: "group".into(),
+            peer: "gb".into(),
+            ..RouteForm::default()
+        };
+        let input = form.input().unwrap();
+        assert_eq!(input.peer.unwrap().id, "gb");
+        assert_eq!(input.account_id, None);
+    }
 }
