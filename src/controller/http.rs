@@ -274,7 +274,7 @@ fn overview(s: &super::status::ControllerStatus, queues: &HashMap<String, usize>
         Usage::Unknown => "unknown".into(),
     };
     let health = s.health();
-    let agents = s
+    let mut agents: Vec<AgentRow> = s
         .runtimes
         .iter()
         .map(|r| AgentRow {
@@ -334,6 +334,23 @@ fn overview(s: &super::status::ControllerStatus, queues: &HashMap<String, usize>
             }),
         })
         .collect();
+    // The agents that run no runtime here (none configured, or not started yet).
+    let running: std::collections::HashSet<&str> =
+        s.runtimes.iter().map(|r| r.agent_id.as_str()).collect();
+    agents.extend(
+        s.agents
+            .iter()
+            .filter(|id| !running.contains(id.as_str()))
+            .map(|id| AgentRow {
+                agent_id: id.clone(),
+                kind: "-".into(),
+                state: "no runtime".into(),
+                sandbox: "-".into(),
+                model: "-".into(),
+                queue: queues.get(id).copied().unwrap_or(0),
+                ..AgentRow::default()
+            }),
+    );
     let adapters = s
         .channels
         .iter()

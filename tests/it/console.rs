@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::{Up, npm_peer, sdk_echo_agent, transcript};
-use crate::hub::{ALPHA, agents, hub_up, say, tool};
+use crate::hub::{ALPHA, agents, hub_up, run_until, say, tool};
 
 /// The headless browser, one command at a time.
 struct Browser {
@@ -348,4 +348,49 @@ fn the_operator_signs_in_watches_a_transcript_live_approves_accepts_and_explains
         again["url"].as_str().unwrap().ends_with("/console/login"),
         "{again}"
     );
+}
+
+#[test]
+fn a_loop_pause_is_resumed_from_the_runs_page() {
+    let up = hub_up(
+        &agents(
+            "",
+            "      budgets: {loopTurns: 2}\n",
+            "session:\n  maxPingPongTurns: 0\n",
+        ),
+        |_| {},
+    );
+    let send = || {
+        tool(
+            &up,
+            "sessions_send",
+            json!({"agentId": "beta", "message": "reply: pong", "timeoutSeconds": 30}),
+        )
+    };
+    for _ in 0..2 {
+        assert_eq!(send()["status"], "ok");
+    }
+    let paused = send();
+    assert_eq!(paused["status"], "paused", "{paused}");
+    let run_id = paused["runId"].as_str().unwrap().to_string();
+
+    let token = std::fs::read_to_string(up.state.join("operator-token")).unwrap();
+    let mut browser = Browser::open(&up);
+    browser.run(json!({"cmd": "login", "token": token.trim()}));
+    browser.goto("/console/runs");
+    let card = browser.text(&format!("#run-{run_id}"));
+    assert!(card.contains("agent:beta:main"), "{card}");
+    // In the tree too, with its state.
+    browser.run(json!({"cmd": "waitText", "selector": ".tree li", "text": "paused"}));
+    browser.shot("runs-loop-pause");
+    let resumed = browser.run(json!({"cmd": "click",
+        "selector": format!("#run-{run_id} form[action$='/resume'] button")}));
+    assert_eq!(resumed["status"], 200, "{resumed}");
+    run_until(&up, &run_id, |r| r["state"] == "completed");
+    // Resumed once: the pause is gone from the page.
+    browser.goto("/console/runs");
+    let left = browser.run(json!({"cmd": "count", "selector": format!("#run-{run_id}")}));
+    assert_eq!(left["count"], 0, "{left}");
+    let problems = browser.run(json!({"cmd": "problems"}));
+    assert_eq!(problems["problems"], json!([]), "{problems}");
 }
