@@ -294,7 +294,7 @@ fn the_operator_signs_in_watches_a_transcript_live_approves_accepts_and_explains
     browser.goto("/console/runs");
     browser.run(json!({"cmd": "waitText", "selector": "#main", "text": &id}));
     browser.shot("runs");
-    browser.goto(&format!("/console/audit?agentId=alpha"));
+    browser.goto("/console/audit?agentId=alpha");
     browser.run(json!({"cmd": "waitText", "selector": "td", "text": "inbound"}));
     browser.shot("audit");
 
