@@ -393,4 +393,21 @@ fn a_loop_pause_is_resumed_from_the_runs_page() {
     assert_eq!(left["count"], 0, "{left}");
     let problems = browser.run(json!({"cmd": "problems"}));
     assert_eq!(problems["problems"], json!([]), "{problems}");
+    drop(browser);
+
+    // `deepcli console` names the running controller's console, and says when none runs.
+    let out = up.deepcli(&["console", "--no-open"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("http://{}/console/\n", up.addr)
+    );
+    let mut up = up;
+    up.terminate();
+    let out = up.deepcli(&["console", "--no-open"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("start `deepcli up`"),
+        "{out:?}"
+    );
 }
