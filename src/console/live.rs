@@ -80,6 +80,13 @@ pub(super) async fn stream(
     State(console): State<Arc<Console>>,
     Query(q): Query<LiveQuery>,
 ) -> Response {
+    if q.key.trim().is_empty() {
+        return (
+            axum::http::StatusCode::BAD_REQUEST,
+            "which session? `key` is empty (agent:main:main, say)",
+        )
+            .into_response();
+    }
     let watch = Watch {
         hub: console.sources.hub.clone(),
         appends: console.sources.access.store().transcript_appends(),

@@ -649,3 +649,37 @@ async fn routes_explain(
     *response.status_mut() = status;
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            h.insert(*name, value.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn a_form_from_another_site_is_told_apart_from_the_consoles_own() {
+        let host = ("host", "127.0.0.1:7430");
+        // The console's own forms: no-referrer makes their Origin `null`.
+        for own in [
+            headers(&[host]),
+            headers(&[host, ("origin", "null"), ("sec-fetch-site", "same-origin")]),
+            headers(&[host, ("origin", "http://127.0.0.1:7430")]),
+        ] {
+            assert!(!other_origin(&own), "{own:?}");
+        }
+        for other in [
+            headers(&[host, ("origin", "http://evil.example")]),
+            headers(&[host, ("origin", "null"), ("sec-fetch-site", "cross-site")]),
+            headers(&[host, ("sec-fetch-site", "same-site")]),
+            headers(&[("origin", "http://127.0.0.1:7430")]),
+        ] {
+            assert!(other_origin(&other), "{other:?}");
+        }
+    }
+}
