@@ -18,7 +18,9 @@ use super::Console;
 use crate::hub::Hub;
 use crate::hub::operator::{HistoryParams, HubAnswer, HubRequest};
 
-/// How many of the newest lines one read looks at.
+/// How many of the newest lines a read looks at first: a message and its reply fit.
+const FIRST_READ: usize = 8;
+/// The most one read looks at.
 const READ: usize = 200;
 
 #[derive(serde::Deserialize)]
@@ -49,19 +51,28 @@ struct Watch {
 }
 
 impl Watch {
-    /// The session's lines after `self.after`, queued as events.
+    /// The session's lines after `self.after`, queued as events: the newest few read first,
+    /// more only when all of those are new (a burst, or a stream that fell behind).
     async fn read(&mut self) {
-        let request = HubRequest::SessionsHistory(HistoryParams {
-            session_key: self.key.clone(),
-            limit: Some(READ),
-            cursor: None,
-            all: false,
-        });
-        let Ok(HubAnswer::History(history)) = self.hub.operator(request).await else {
-            return;
+        let mut limit = FIRST_READ;
+        let messages = loop {
+            let request = HubRequest::SessionsHistory(HistoryParams {
+                session_key: self.key.clone(),
+                limit: Some(limit),
+                cursor: None,
+                all: false,
+            });
+            let Ok(HubAnswer::History(history)) = self.hub.operator(request).await else {
+                return;
+            };
+            let all_new = history.messages.first().is_some_and(|m| m.id > self.after);
+            if history.messages.len() < limit || !all_new || limit >= READ {
+                break history.messages;
+            }
+            limit = (limit * 5).min(READ);
         };
         let after = self.after;
-        for m in history.messages.iter().filter(|m| m.id > after) {
+        for m in messages.iter().filter(|m| m.id > after) {
             let line = LineEvent {
                 id: m.id,
                 provenance: m.provenance.as_str(),

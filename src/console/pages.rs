@@ -565,11 +565,20 @@ fn audit_filter(q: &AuditQuery) -> Result<crate::state::audit::AuditFilter, Stri
     })
 }
 
+/// The audit page's `since` when no filter is given: the last day (the whole timeline is a
+/// filter away, and reads every source from the start).
+const AUDIT_SINCE: &str = "24h";
+
 async fn audit(
     State(console): State<Shared>,
     Extension(signed): Extension<Signed>,
     Query(q): Query<AuditQuery>,
+    uri: axum::http::Uri,
 ) -> Response {
+    let mut q = q;
+    if uri.query().is_none_or(str::is_empty) {
+        q.since = AUDIT_SINCE.into();
+    }
     let filter = match audit_filter(&q) {
         Ok(filter) => filter,
         Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
