@@ -215,12 +215,6 @@ async fn login_form(State(console): State<Shared>, headers: HeaderMap) -> Respon
     render(&LoginPage { error: None })
 }
 
-#[derive(serde::Deserialize)]
-struct LoginForm {
-    #[serde(default)]
-    token: String,
-}
-
 async fn login(State(console): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
     if other_origin(&headers) {
         return error_page(
@@ -232,10 +226,9 @@ async fn login(State(console): State<Shared>, headers: HeaderMap, body: Bytes) -
         .find(|(name, _)| name == "token")
         .map(|(_, value)| value.into_owned())
         .unwrap_or_default();
-    let form = LoginForm { token };
     match console
         .sessions
-        .login(&console.sources.token, &form.token, Instant::now())
+        .login(&console.sources.token, &token, Instant::now())
     {
         Ok(opened) => (
             StatusCode::SEE_OTHER,
