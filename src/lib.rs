@@ -25,6 +25,7 @@ pub(crate) mod approvals;
 mod cli;
 pub(crate) mod clock;
 pub mod config;
+pub(crate) mod console;
 pub(crate) mod controller;
 pub(crate) mod credentials;
 pub(crate) mod demo_agent;

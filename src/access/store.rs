@@ -16,6 +16,9 @@ use crate::state::{Provenance, StateDir, StateError};
 
 pub(crate) struct AccessStore {
     db: crate::state::LayerConnection,
+    /// The session key of each transcript append, once committed: the console's live view
+    /// listens (docs/console.md); nobody listening costs one failed send.
+    appended: tokio::sync::broadcast::Sender<std::sync::Arc<str>>,
 }
 
 /// One transcript row to append.
@@ -130,7 +133,21 @@ impl AccessStore {
     pub(crate) fn open(dir: &StateDir) -> Result<AccessStore, StateError> {
         Ok(AccessStore {
             db: crate::state::LayerConnection::open(dir, "access")?,
+            appended: tokio::sync::broadcast::channel(1024).0,
         })
+    }
+
+    /// Told the session key of every transcript line appended from now on (after its commit).
+    pub(crate) fn transcript_appends(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<std::sync::Arc<str>> {
+        self.appended.subscribe()
+    }
+
+    fn appended_to(&self, session_key: &str) {
+        if self.appended.receiver_count() > 0 {
+            let _ = self.appended.send(std::sync::Arc::from(session_key));
+        }
     }
 
     pub(super) fn with<T>(
@@ -354,7 +371,9 @@ impl AccessStore {
                 insert_delivery(&tx, key, session_key, response, &Recorded::default(), &now)?;
             }
             tx.commit()
-        })
+        })?;
+        self.appended_to(session_key);
+        Ok(())
     }
 
     /// When session `session_key`'s current segment began, and when it last had a transcript
@@ -504,7 +523,11 @@ impl AccessStore {
                 forget_begun(&tx, key)?;
             }
             tx.commit()
-        })
+        })?;
+        if !turns.is_empty() {
+            self.appended_to(session_key);
+        }
+        Ok(())
     }
 
     /// Queues `said` on its own (an approval's prompt: the approval is filed already).

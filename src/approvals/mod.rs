@@ -33,7 +33,9 @@ use crate::runtime::AcpMap;
 use crate::snapshot::Snapshot;
 use crate::state::approvals::ApprovalStore;
 use crate::state::{StateDir, StateError};
-pub(crate) use operator::{ApprovalRequest, IdParams, ListParams, RevokeParams, RulesParams};
+pub(crate) use operator::{
+    ApprovalAnswer, ApprovalRequest, DecideParams, IdParams, ListParams, RevokeParams, RulesParams,
+};
 pub(crate) use policy::Policy;
 
 /// How long `management_request` waits for a decision before it answers `pending` (the

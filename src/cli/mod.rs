@@ -9,6 +9,7 @@ mod agents;
 mod approvals;
 mod audit;
 mod channels;
+mod console;
 mod doctor;
 mod emit;
 mod fake_platform;
@@ -157,6 +158,8 @@ enum Command {
     Access(access::AccessCommand),
     /// The controller's status, or the state's when no controller runs.
     Status(up::StatusArgs),
+    /// The running controller's web console: print its URL and open it in a browser.
+    Console(console::ConsoleArgs),
     /// Messages into the hub through the running controller (`inbound send`).
     #[command(subcommand)]
     Inbound(inbound::InboundCommand),
@@ -376,6 +379,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Doctor(args) => doctor::run(&global, args),
         Command::Up(args) => up::up(&global, args),
         Command::Status(args) => up::status(&global, args),
+        Command::Console(args) => console::run(&global, args),
         Command::Inbound(command) => inbound::run(&global, command),
         Command::Access(command) => access::run(&global, command),
         Command::Plan(args) => plan::plan(&global, *args),

@@ -66,6 +66,11 @@ impl Client {
         Some(Client { addr, token })
     }
 
+    /// Where the controller listens.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// `GET /v1/status`.
     pub(crate) fn status(&self) -> Result<ControllerStatus, ClientError> {
         let body = self.call(Method::GET, "/v1/status", None)?;

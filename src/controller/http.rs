@@ -17,6 +17,7 @@ use super::Shared;
 use crate::approvals::{
     ApprovalError, ApprovalRequest, IdParams, ListParams, RevokeParams, RulesParams,
 };
+use crate::console::{AdapterRow, AgentRow, Overview, RejectedEdit};
 
 async fn status(State(shared): State<Arc<Shared>>) -> Response {
     Json(shared.snapshot()).into_response()
@@ -252,6 +253,146 @@ async fn approvals_revoke(State(shared): State<Arc<Shared>>, Path(id): Path<Stri
     approvals_answer(&shared, Ok(request)).await
 }
 
+/// The web console (console.md), reading the status as [`overview`] makes it.
+fn console(shared: &Arc<Shared>) -> axum::Router {
+    let status = shared.clone();
+    crate::console::router(crate::console::Sources {
+        access: shared.access.clone(),
+        hub: shared.hub.clone(),
+        approvals: shared.approvals.clone(),
+        overview: Box::new(move || overview(&status.snapshot(), &status.access.queue_depths())),
+        token: Arc::from(shared.token.as_str()),
+    })
+}
+
+/// The console's overview of `/v1/status` (the same [`super::status::ControllerStatus`]),
+/// with each agent's queue.
+fn overview(s: &super::status::ControllerStatus, queues: &HashMap<String, usize>) -> Overview {
+    use crate::runtime::budget_report::Usage;
+    let limit = |l: Option<String>| l.unwrap_or_else(|| "none".into());
+    let known = |u: Usage<String>| match u {
+        Usage::Known(v) => v,
+        Usage::Unknown => "unknown".into(),
+    };
+    let health = s.health();
+    let mut agents: Vec<AgentRow> = s
+        .runtimes
+        .iter()
+        .map(|r| AgentRow {
+            agent_id: r.agent_id.clone(),
+            kind: r.kind.clone(),
+            state: r.status.to_string(),
+            restarts: r.restarts,
+            last_error: r.last_error.clone(),
+            sandbox: r.sandbox.clone().unwrap_or_else(|| "-".into()),
+            model: r.model.as_ref().map_or_else(
+                || "-".into(),
+                |m| match (&m.applied, &m.why) {
+                    (Some(applied), None) => applied.clone(),
+                    (Some(applied), Some(why)) => format!("{applied} (wanted {}: {why})", m.wanted),
+                    (None, why) => format!(
+                        "{} (not applied{})",
+                        m.wanted,
+                        why.as_deref().map_or(String::new(), |w| format!(": {w}"))
+                    ),
+                },
+            ),
+            queue: queues.get(&r.agent_id).copied().unwrap_or(0),
+            budgets: r.budgets.as_ref().map_or_else(Vec::new, |b| {
+                vec![
+                    (
+                        "turns this hour".into(),
+                        b.turns_last_hour.to_string(),
+                        limit(b.turns_per_hour.map(|n| n.to_string())),
+                    ),
+                    (
+                        "turns running".into(),
+                        b.running_turns.to_string(),
+                        limit(b.concurrent_turns.map(|n| n.to_string())),
+                    ),
+                    (
+                        "spawns this hour".into(),
+                        b.spawns_last_hour.to_string(),
+                        limit(b.spawns_per_hour.map(|n| n.to_string())),
+                    ),
+                    (
+                        "tokens today".into(),
+                        known(match b.tokens_today {
+                            Usage::Known(n) => Usage::Known(n.to_string()),
+                            Usage::Unknown => Usage::Unknown,
+                        }),
+                        limit(b.tokens_per_day.map(|n| n.to_string())),
+                    ),
+                    (
+                        "cost today (USD)".into(),
+                        known(match b.cost_today_usd {
+                            Usage::Known(n) => Usage::Known(format!("{n:.2}")),
+                            Usage::Unknown => Usage::Unknown,
+                        }),
+                        limit(b.cost_per_day_usd.map(|n| format!("{n:.2}"))),
+                    ),
+                ]
+            }),
+        })
+        .collect();
+    // The agents that run no runtime here (none configured, or not started yet).
+    let running: std::collections::HashSet<&str> =
+        s.runtimes.iter().map(|r| r.agent_id.as_str()).collect();
+    agents.extend(
+        s.agents
+            .iter()
+            .filter(|id| !running.contains(id.as_str()))
+            .map(|id| AgentRow {
+                agent_id: id.clone(),
+                kind: "-".into(),
+                state: "no runtime".into(),
+                sandbox: "-".into(),
+                model: "-".into(),
+                queue: queues.get(id).copied().unwrap_or(0),
+                ..AgentRow::default()
+            }),
+    );
+    let adapters = s
+        .channels
+        .iter()
+        .flat_map(|(channel, live)| {
+            live.accounts.iter().map(move |(account, a)| AdapterRow {
+                channel: channel.clone(),
+                account: account.clone(),
+                inbound: a.inbound.clone(),
+                reason: a.reason.clone(),
+                connection: a.adapter.as_ref().map_or_else(
+                    || "no adapter (signed POSTs to /v1/inbound)".into(),
+                    |d| format!("{} since {}", d.state.as_str(), d.since),
+                ),
+                last_error: a.adapter.as_ref().and_then(|d| d.last_error.clone()),
+                last_event: a
+                    .adapter
+                    .as_ref()
+                    .and_then(|d| d.last_event_at.clone())
+                    .unwrap_or_else(|| "-".into()),
+            })
+        })
+        .collect();
+    Overview {
+        health: match health.status {
+            super::status::HealthStatus::Healthy => "healthy",
+            super::status::HealthStatus::Degraded => "degraded",
+        },
+        reasons: health.reasons,
+        config_hash: s.config_hash.clone(),
+        applied_at: s.applied_at.clone(),
+        routing_generation: s.routing_generation,
+        rejected: s.rejected.as_ref().map(|r| RejectedEdit {
+            since: r.since.clone(),
+            diagnostics: r.diagnostics.clone(),
+        }),
+        blocked: s.blocked.clone(),
+        agents,
+        adapters,
+    }
+}
+
 pub(super) async fn serve(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
@@ -285,6 +426,7 @@ pub(super) async fn serve(
             Arc::from(shared.token.as_str()),
         ))
         .merge(crate::a2a::router(shared.a2a.clone()))
+        .merge(console(&shared))
         .fallback(crate::access::http::no_such_endpoint)
         .method_not_allowed_fallback(crate::access::http::wrong_method);
     let stop = async move {

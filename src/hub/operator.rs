@@ -14,10 +14,11 @@ use super::tasks::Verdict;
 use crate::tasks::state::Actor;
 use serde_json::Value;
 
-use super::reads::{History, HistoryParams, RunList, SessionDetail, SessionList};
+pub(crate) use super::reads::{History, HistoryParams, RunList, SessionDetail, SessionList};
 pub(crate) use super::reads::{RunsParams, SessionsParams};
 use super::results::SendOutcome;
-use super::runs::{RunDetail, RunView, SessionClosed};
+pub(crate) use super::runs::RunView;
+use super::runs::{RunDetail, SessionClosed};
 use super::store::RunFilter;
 use super::{CallError, Hub};
 use crate::access::Beat;

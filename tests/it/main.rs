@@ -13,6 +13,7 @@ mod budgets;
 mod cli;
 mod common;
 mod config_keys;
+mod console;
 mod examples;
 mod first_hour;
 mod first_run;
