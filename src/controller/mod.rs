@@ -293,6 +293,8 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
 
     let (runtime_tx, runtime_events) = mpsc::unbounded_channel::<RuntimeStatus>();
     let recorder = record_runtimes(&state, runtime_events)?;
+    // Dropped when `run` returns: its thread ends with it.
+    let _checkpointer = crate::state::Checkpointer::start(&state)?;
     let serial = store.serial()?;
     let addr = listener.local_addr().unwrap_or(options.listen);
     let wiring::Wired {

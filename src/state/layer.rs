@@ -30,6 +30,10 @@ impl LayerConnection {
         let conn = super::connect(&path).map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
+        // A turn's commit does not copy the WAL back into the database: the controller's
+        // checkpointer does ([`super::Checkpointer`]); this is the backstop without one.
+        conn.pragma_update(None, "wal_autocheckpoint", super::LAYER_AUTOCHECKPOINT)
+            .map_err(sql)?;
         Ok(LayerConnection {
             conn: Mutex::new(conn),
             path,

@@ -68,6 +68,11 @@ pub enum StateError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot start the WAL checkpointer of `{}`: {source}", path.display())]
+    Checkpointer {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("state database `{}`: {source}", path.display())]
     Sqlite {
         path: PathBuf,
@@ -263,6 +268,60 @@ pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+/// The WAL pages after which a serving layer's commit checkpoints on its own (SQLite's default
+/// is 1,000): only when no [`Checkpointer`] keeps up, as in `access serve`.
+pub(crate) const LAYER_AUTOCHECKPOINT: i64 = 10_000;
+
+/// Copies the WAL back into the database on a thread of its own, every [`Checkpointer::EVERY`]
+/// (`PRAGMA wal_checkpoint(PASSIVE)`: it waits for no reader and blocks no writer). Without it,
+/// the connection whose commit finds the WAL past its threshold does that work before the
+/// commit returns — under a prune's writes, a turn's, again and again. Stops when dropped.
+pub struct Checkpointer {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    /// How often it checkpoints.
+    pub const EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+    /// Starts one on its own connection to `dir`'s database.
+    pub fn start(dir: &StateDir) -> Result<Checkpointer> {
+        let path = dir.db();
+        let conn = connect(&path).map_err(|e| sql_error(path.clone(), e))?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("wal-checkpointer".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(Self::EVERY)
+                {
+                    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                    {
+                        tracing::warn!(error = %e, "state: WAL checkpoint failed");
+                    }
+                }
+            })
+            .map_err(|source| StateError::Checkpointer {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Checkpointer {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The bytes of WAL file kept once a checkpoint has emptied it (`journal_size_limit`).
 const WAL_KEPT: i64 = 64 << 20;
 
@@ -304,7 +363,39 @@ impl Drop for StateStore {
 
 #[cfg(test)]
 mod tests {
-    use super::{StateDir, StateStore};
+    use super::{Checkpointer, StateDir, StateStore};
+
+    /// What a connection that leaves the checkpoints to others commits stays in the WAL until
+    /// the checkpointer copies it into the database file.
+    #[test]
+    fn the_checkpointer_copies_the_wal_into_the_database() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = StateStore::open(&dir).unwrap();
+        store
+            .conn
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .unwrap();
+        let size = || std::fs::metadata(dir.db()).unwrap().len();
+        let before = size();
+        for n in 0..200 {
+            store
+                .conn
+                .execute(
+                    "INSERT INTO meta (key, value) VALUES (?1, ?2)",
+                    rusqlite::params![format!("k{n}"), "x".repeat(2000)],
+                )
+                .unwrap();
+        }
+        assert_eq!(size(), before, "nothing checkpointed yet");
+        let checkpointer = Checkpointer::start(&dir).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while size() == before && std::time::Instant::now() < deadline {
+            std::thread::sleep(Checkpointer::EVERY / 5);
+        }
+        assert!(size() > before, "the WAL was not checkpointed");
+        drop(checkpointer);
+    }
 
     /// A JSON column that does not parse is a corrupt record, not a `null` passed on.
     #[test]

@@ -41,7 +41,7 @@ fn client(args: &[&str]) -> (bool, Vec<Value>) {
 }
 
 /// Runs the SDK client over `transport` (`jsonrpc` or `rest`, the HTTP+JSON binding).
-fn client_over(transport: &str, args: &[&str]) -> (bool, Vec<Value>) {
+pub(crate) fn client_over(transport: &str, args: &[&str]) -> (bool, Vec<Value>) {
     npm_peer("@a2a-js/sdk");
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a-client.mjs");
@@ -873,7 +873,7 @@ fn a_remote_whose_card_names_another_url_is_an_error_in_the_status() {
     let status = Up::runtime(&doc, "remote").unwrap();
     let why = status["lastError"].as_str().unwrap();
     assert!(
-        why.contains("`http://elsewhere.example/a2a` — not `runtime.url`"),
+        why.contains("`http://elsewhere.example/a2a` (JSONRPC) — not `runtime.url`"),
         "{why}"
     );
     let said = sessions(&up, &["send", "agent:remote:main", "hello"]);

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::common::{self, Up, http, npm_peer};
+use crate::a2a::client_over;
+use crate::common::{self, Up, http};
 
 const TOKEN: &str = "partner-token-0123456789";
 const OTHER_TOKEN: &str = "other-peer-token-9876543210";
@@ -44,24 +45,6 @@ fn up(push: &str) -> Up {
             .all(|id| Up::runtime(doc, id).is_some_and(|r| r["status"] == "ready"))
     });
     up
-}
-
-/// Runs the SDK client over `transport`: (exit success, one JSON document per output line).
-fn client_over(transport: &str, args: &[&str]) -> (bool, Vec<Value>) {
-    npm_peer("@a2a-js/sdk");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a-client.mjs");
-    let out = std::process::Command::new("node")
-        .arg(script)
-        .args(args)
-        .env("A2A_TRANSPORT", transport)
-        .output()
-        .unwrap();
-    let docs = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    (out.status.success(), docs)
 }
 
 fn one(args: &[&str]) -> Value {
