@@ -150,6 +150,7 @@ impl AccessStore {
         }
     }
 
+    #[track_caller]
     pub(super) fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
@@ -157,9 +158,17 @@ impl AccessStore {
         self.db.with(f)
     }
 
+    #[track_caller]
+    pub(super) fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StateError> {
+        self.db.read(f)
+    }
+
     /// The response first sent for this envelope, if it was delivered.
     pub(crate) fn delivered(&self, key: &DeliveryKey) -> Result<Option<String>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 "SELECT response FROM deliveries WHERE channel = ?1 AND account_id = ?2
                  AND peer_kind = ?3 AND peer_id = ?4 AND thread_id = ?5 AND message_id = ?6",
@@ -180,7 +189,7 @@ impl AccessStore {
     /// The runtime session a session key maps to.
     /// When the session was first opened (RFC 3339); `None` before its first turn.
     pub(crate) fn session_started(&self, session_key: &str) -> Result<Option<String>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 "SELECT created_at FROM sessions WHERE session_key = ?1",
                 [session_key],
@@ -194,7 +203,7 @@ impl AccessStore {
         &self,
         session_key: &str,
     ) -> Result<Option<RuntimeSession>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 "SELECT runtime_session_id, runtime_instance FROM sessions WHERE session_key = ?1",
                 [session_key],
@@ -233,7 +242,7 @@ impl AccessStore {
         &self,
         session_key: &str,
     ) -> Result<Option<GivenSection>, StateError> {
-        self.with(|c| AccessStore::section_given(c, session_key))
+        self.read(|c| AccessStore::section_given(c, session_key))
     }
 
     /// [`AccessStore::given_section`] on connection `c` (the Hub's, for `sessions show`).
@@ -284,7 +293,7 @@ impl AccessStore {
 
     /// Whether a session of `agent_id` was ever given a system section.
     pub(crate) fn agent_was_told(&self, agent_id: &str) -> Result<bool, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 "SELECT EXISTS (SELECT 1 FROM system_sections WHERE agent_id = ?1)",
                 [agent_id],
@@ -323,7 +332,7 @@ impl AccessStore {
         session_key: &str,
         limit: usize,
     ) -> Result<Vec<TranscriptRow>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             let mut rows = c
                 .prepare(
                     "SELECT provenance, message_id, text, at FROM transcript WHERE session_key = ?1
@@ -383,7 +392,7 @@ impl AccessStore {
         &self,
         session_key: &str,
     ) -> Result<Option<(String, String)>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.prepare_cached(
                 "SELECT s.created_at,
                         coalesce((SELECT t.at FROM transcript t WHERE t.session_key = s.session_key
@@ -547,7 +556,7 @@ impl AccessStore {
         cause: Cause,
         cause_id: &str,
     ) -> Result<Option<Outgoing>, StateError> {
-        self.with(|c| outbox::said_for(c, cause, cause_id))
+        self.read(|c| outbox::said_for(c, cause, cause_id))
     }
 
     /// Task `task_id`'s newest verdict message (cause `task-verdict`).
@@ -555,21 +564,21 @@ impl AccessStore {
         &self,
         task_id: &str,
     ) -> Result<Option<Outgoing>, StateError> {
-        self.with(|c| outbox::task_verdict(c, task_id))
+        self.read(|c| outbox::task_verdict(c, task_id))
     }
 
     /// The oldest row of each conversation that is not posted yet, oldest first.
     pub(crate) fn outbox_heads(&self) -> Result<Vec<Queued>, StateError> {
-        self.with(|c| outbox::heads(c))
+        self.read(|c| outbox::heads(c))
     }
 
     /// The oldest row of conversation `to` that is not posted yet.
     pub(crate) fn outbox_head(&self, to: &Conversation) -> Result<Option<Queued>, StateError> {
-        self.with(|c| outbox::head(c, to))
+        self.read(|c| outbox::head(c, to))
     }
 
     pub(crate) fn outbox_counts(&self) -> Result<OutboxCounts, StateError> {
-        self.with(|c| outbox::counts(c))
+        self.read(|c| outbox::counts(c))
     }
 
     /// The platform took the first `pieces` pieces of outbox row `seq`.
@@ -614,13 +623,13 @@ impl AccessStore {
         &self,
         approval_id: &str,
     ) -> Result<Option<PostedPrompt>, StateError> {
-        self.with(|c| outbox::prompt(c, approval_id))
+        self.read(|c| outbox::prompt(c, approval_id))
     }
 
     /// Agent `agent_id`'s last external route: the conversation of the last message delivered
     /// to it from a channel account.
     pub(crate) fn last_route(&self, agent_id: &str) -> Result<Option<LastRoute>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at
                  FROM agent_routes WHERE agent_id = ?1",
@@ -644,7 +653,7 @@ impl AccessStore {
     /// The external conversation session `session_key` last took an envelope from: delivered,
     /// or its turn still running.
     pub(crate) fn session_route(&self, session_key: &str) -> Result<Option<LastRoute>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 // A turn still running took its envelope too (its delivery is recorded when
                 // it ends): the newest of both, the running one on a tie.
@@ -733,7 +742,7 @@ impl AccessStore {
         now_ms: i64,
     ) -> Result<Vec<super::budget::BudgetRow>, StateError> {
         use super::budget::{BudgetRow, EventKind};
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare(
                 "SELECT agent_id, kind, at_ms, tokens, cost_micros FROM budget_events
                  WHERE at_ms > ?1 AND kind IN ('turn', 'spawn') ORDER BY id",

@@ -241,11 +241,20 @@ impl HubStore {
         })
     }
 
+    #[track_caller]
     pub(super) fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
         self.db.with(f)
+    }
+
+    #[track_caller]
+    pub(super) fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StateError> {
+        self.db.read(f)
     }
 
     // ---- tokens ----
@@ -273,7 +282,7 @@ impl HubStore {
 
     /// Who holds the live token with this hash.
     pub(crate) fn token_owner(&self, hash: &str) -> Result<Option<TokenOwner>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 "SELECT agent_id, session_key FROM hub_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
                 [hash],
@@ -331,7 +340,7 @@ impl HubStore {
 
     /// How many tokens are live.
     pub(crate) fn live_tokens(&self) -> Result<u64, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 "SELECT count(*) FROM hub_tokens WHERE revoked_at IS NULL",
                 [],
@@ -457,7 +466,7 @@ impl HubStore {
     }
 
     pub(crate) fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM hub_runs WHERE run_id = ?1"
             ))?
@@ -469,7 +478,7 @@ impl HubStore {
     /// Runs, newest first.
     pub(crate) fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StateError> {
         let limit = if filter.limit == 0 { 100 } else { filter.limit };
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {RUN_COLUMNS} FROM hub_runs
                  WHERE (?1 IS NULL OR state = ?1)
@@ -501,7 +510,7 @@ impl HubStore {
         session_key: &str,
         state: RunState,
     ) -> Result<Option<String>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 "SELECT run_id FROM hub_runs WHERE target_session_key = ?1 AND state = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1",
                 params![session_key, state],
@@ -513,7 +522,7 @@ impl HubStore {
 
     /// Every run not yet in a final state, oldest first (what a restart reconciles).
     pub(crate) fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {RUN_COLUMNS} FROM hub_runs
                  WHERE state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain', 'paused')
@@ -524,7 +533,7 @@ impl HubStore {
     }
 
     pub(crate) fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare(
                 "SELECT at, state, note FROM hub_run_events WHERE run_id = ?1 ORDER BY id",
             )?;
@@ -582,7 +591,7 @@ impl HubStore {
     }
 
     pub(crate) fn child(&self, session_key: &str) -> Result<Option<ChildSession>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 &format!("SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE session_key = ?1"),
                 [session_key],
@@ -594,7 +603,7 @@ impl HubStore {
 
     /// The children of one session (open or closed), oldest first.
     pub(crate) fn children_of(&self, parent: &str) -> Result<Vec<ChildSession>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE parent_session_key = ?1 ORDER BY created_at, rowid"
             ))?;
@@ -613,7 +622,7 @@ impl HubStore {
             .map(|c| format!("s.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare_cached(&format!(
                 "SELECT {cols}, r.state FROM hub_sessions s LEFT JOIN hub_runs r ON r.run_id = s.run_id
                  WHERE s.parent_session_key = ?1 ORDER BY s.created_at, s.rowid"
@@ -629,7 +638,7 @@ impl HubStore {
         agent_id: Option<&str>,
         label: &str,
     ) -> Result<Vec<ChildSession>, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE label = ?1 AND closed_at IS NULL
                  AND (?2 IS NULL OR agent_id = ?2) ORDER BY created_at DESC, rowid DESC"
@@ -680,7 +689,7 @@ impl HubStore {
         after: Option<&ActivityMark>,
         chunk: usize,
     ) -> Result<(Vec<KnownSession>, Option<ActivityMark>), StateError> {
-        self.with(|c| {
+        self.read(|c| {
             let read = AccessStore::sessions_by_activity(c, agent, after, chunk)?;
             let next = (read.len() == chunk)
                 .then(|| read.last().map(|a| (a.last_at.clone(), a.session_key.clone())))
@@ -710,7 +719,7 @@ impl HubStore {
         &self,
         session_key: &str,
     ) -> Result<Option<(Provenance, String)>, StateError> {
-        self.with(
+        self.read(
             |c| Ok(AccessStore::last_message(c, session_key)?.map(|m| (m.provenance, m.text))),
         )
     }
@@ -721,11 +730,11 @@ impl HubStore {
         &self,
         session_key: &str,
     ) -> Result<Option<crate::sessions::GivenSection>, StateError> {
-        self.with(|c| AccessStore::section_given(c, session_key))
+        self.read(|c| AccessStore::section_given(c, session_key))
     }
 
     pub(crate) fn session_exists(&self, session_key: &str) -> Result<bool, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(AccessStore::session_on_record(c, session_key)?
                 || c.query_row(
                     "SELECT EXISTS (SELECT 1 FROM hub_sessions WHERE session_key = ?1 AND closed_at IS NULL)",
@@ -745,7 +754,7 @@ impl HubStore {
         offset: usize,
         all: bool,
     ) -> Result<Vec<HistoryRow>, StateError> {
-        self.with(|c| AccessStore::history_page(c, session_key, limit, offset, all))
+        self.read(|c| AccessStore::history_page(c, session_key, limit, offset, all))
     }
 
     /// Whether an agent with this id was deleted (its entry is in the trash).

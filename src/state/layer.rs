@@ -1,22 +1,38 @@
-//! The connection a layer that keeps state of its own (Access, the Hub, the platform adapters)
-//! holds to the state database, beside the controller's [`StateStore`].
+//! The connections a layer that keeps state of its own (Access, the Hub, the platform adapters)
+//! holds to the state database, beside the controller's [`StateStore`]: one that writes, and a
+//! few that only read, so that a read never queues behind a write waiting for the lock.
 
+use std::panic::Location;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
 use super::{StateDir, StateError, StateStore};
 
-/// One connection, used under a lock: opened after the database is migrated, with
-/// `synchronous = NORMAL` (WAL keeps it durable across a process crash) and a 10 s busy
-/// timeout, so the layers wait for each other's writes instead of failing.
+/// A layer's connections, each used under a lock: opened after the database is migrated, with
+/// `synchronous = NORMAL` (WAL keeps it durable across a process crash) and the busy handler
+/// of [`super::connect`], so the layers wait for each other's writes instead of failing.
+///
+/// Under WAL a reader waits for no writer: [`LayerConnection::read`] takes one of
+/// [`READERS`] connections opened `query_only`, while [`LayerConnection::with`] (writes, and
+/// reads that must see the same snapshot as a write) takes the one that writes. Without them,
+/// every read of a layer queued behind its write that waited for another connection's lock —
+/// under a prune, a turn's reads waited hundreds of milliseconds for others' writes.
 pub struct LayerConnection {
     conn: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    /// The reader waited for when none is free: each in turn.
+    next_reader: AtomicUsize,
     path: PathBuf,
     /// The layer, for the error a poisoned lock gives.
     layer: &'static str,
 }
+
+/// The connections of a layer that only read.
+const READERS: usize = 2;
 
 impl LayerConnection {
     /// Opens the state database of `dir` (migrating it) for `layer`.
@@ -34,8 +50,18 @@ impl LayerConnection {
         // checkpointer does ([`super::Checkpointer`]); this is the backstop without one.
         conn.pragma_update(None, "wal_autocheckpoint", super::LAYER_AUTOCHECKPOINT)
             .map_err(sql)?;
+        let readers = (0..READERS)
+            .map(|_| {
+                let reader = super::connect(&path)?;
+                reader.pragma_update(None, "query_only", true)?;
+                Ok(Mutex::new(reader))
+            })
+            .collect::<rusqlite::Result<_>>()
+            .map_err(sql)?;
         Ok(LayerConnection {
             conn: Mutex::new(conn),
+            readers,
+            next_reader: AtomicUsize::new(0),
             path,
             layer,
         })
@@ -44,7 +70,7 @@ impl LayerConnection {
     /// Whether an agent with this id was deleted (its entry is in the trash): the storage
     /// layer's table, read for a layer that holds this connection.
     pub fn agent_in_trash(&self, agent_id: &str) -> Result<bool, StateError> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row(
                 "SELECT EXISTS (SELECT 1 FROM trash WHERE agent_id = ?1)",
                 [agent_id],
@@ -53,18 +79,109 @@ impl LayerConnection {
         })
     }
 
-    /// Runs `f` on the connection; an SQLite error names the database.
+    /// Runs `f` on the connection that writes; an SQLite error names the database.
+    #[track_caller]
     pub fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
-        let mut conn = self
-            .conn
-            .lock()
-            .map_err(|_| StateError::Corrupt(format!("{} store lock poisoned", self.layer)))?;
-        f(&mut conn).map_err(|source| StateError::Sqlite {
+        let caller = Location::caller();
+        let asked = Instant::now();
+        let mut conn = self.conn.lock().map_err(|_| self.poisoned())?;
+        self.timed(caller, asked, || f(&mut conn))
+    }
+
+    /// Runs `f`, which only reads, on a connection that only reads: a free one, or else the
+    /// next in turn. Each call sees the database as the last commit before it left it.
+    #[track_caller]
+    pub fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StateError> {
+        let caller = Location::caller();
+        let asked = Instant::now();
+        let conn = self.free_reader()?;
+        self.timed(caller, asked, || f(&conn))
+    }
+
+    fn free_reader(&self) -> Result<MutexGuard<'_, Connection>, StateError> {
+        for reader in &self.readers {
+            match reader.try_lock() {
+                Ok(conn) => return Ok(conn),
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Poisoned(_)) => return Err(self.poisoned()),
+            }
+        }
+        let turn = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        self.readers[turn].lock().map_err(|_| self.poisoned())
+    }
+
+    fn poisoned(&self) -> StateError {
+        StateError::Corrupt(format!("{} store lock poisoned", self.layer))
+    }
+
+    /// Runs `f` (asked for at `asked`, its connection held from now) and logs it if it was
+    /// slow, with what it waited for.
+    fn timed<T>(
+        &self,
+        caller: &Location<'_>,
+        asked: Instant,
+        f: impl FnOnce() -> rusqlite::Result<T>,
+    ) -> Result<T, StateError> {
+        let got = Instant::now();
+        super::lock_waits();
+        let done = f();
+        let tries = super::lock_waits();
+        let took = asked.elapsed();
+        if took >= SLOW {
+            tracing::warn!(
+                layer = self.layer,
+                at = %caller,
+                took_ms = took.as_millis(),
+                queued_ms = got.duration_since(asked).as_millis(),
+                lock_waits = tries,
+                "state: a slow operation (queued: for the layer's connection; \
+                 lock_waits: milliseconds waiting for another connection's write)"
+            );
+        }
+        done.map_err(|source| StateError::Sqlite {
             path: self.path.clone(),
             source,
         })
+    }
+}
+
+/// An operation on a layer's connection that takes this long, its wait for the connection
+/// included, is logged with what it waited for: a turn waits on each of its operations.
+const SLOW: Duration = Duration::from_millis(50);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_does_not_queue_behind_a_write_waiting_for_the_lock() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let layer = LayerConnection::open(&dir, "test").unwrap();
+        // Another connection (a prune's batch) holds the write lock.
+        let other = super::super::connect(&dir.db()).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        std::thread::scope(|scope| {
+            let write = scope.spawn(|| {
+                layer.with(|c| c.execute("INSERT INTO meta (key, value) VALUES ('w', '1')", []))
+            });
+            // The write holds the layer's connection while it waits for the lock.
+            while matches!(layer.conn.try_lock(), Ok(_)) {
+                std::thread::yield_now();
+            }
+            // A read answers meanwhile: behind the write, it would wait until the write gave
+            // up on the lock (the busy handler's 10 s), and the write would fail.
+            let read = layer
+                .read(|c| c.query_row("SELECT count(*) FROM meta", [], |r| r.get::<_, i64>(0)));
+            assert!(read.unwrap() > 0);
+            other.execute_batch("COMMIT").unwrap();
+            assert_eq!(write.join().unwrap().unwrap(), 1);
+        });
     }
 }

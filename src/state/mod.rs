@@ -337,8 +337,20 @@ fn wait_for_the_lock(tries: i32) -> bool {
     if u128::try_from(tries).unwrap_or(0) * TRY.as_millis() >= BUSY_WAIT.as_millis() {
         return false;
     }
+    LOCK_WAITS.with(|waits| waits.set(waits.get().saturating_add(1)));
     std::thread::sleep(TRY);
     true
+}
+
+thread_local! {
+    /// The tries [`wait_for_the_lock`] made on this thread since [`lock_waits`] last took them:
+    /// about the milliseconds this thread's statements waited for another's write lock.
+    static LOCK_WAITS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The tries this thread waited for the write lock since the last call (and none from now on).
+pub(crate) fn lock_waits() -> u32 {
+    LOCK_WAITS.with(|waits| waits.replace(0))
 }
 
 /// A database error at `path`; a column that does not hold what its record needs (a JSON column
