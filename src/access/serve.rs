@@ -106,8 +106,11 @@ pub(crate) async fn run(
             source,
         })?;
     let publisher = Arc::new(super::Publisher::default());
+    let store = AccessStore::open(&state)?;
+    // The WAL copied back off the turns' path, as under `deepcli up`.
+    let _checkpointer = crate::state::Checkpointer::start(&state)?;
     let access = Arc::new(Access::new(
-        AccessStore::open(&state)?,
+        store,
         &state,
         publisher.served(),
         None,

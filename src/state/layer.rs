@@ -46,8 +46,8 @@ impl LayerConnection {
         let conn = super::connect(&path).map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
-        // A turn's commit does not copy the WAL back into the database: the controller's
-        // checkpointer does ([`super::Checkpointer`]); this is the backstop without one.
+        // A turn's commit does not copy the WAL back into the database: the serving
+        // process's checkpointer does ([`super::Checkpointer`]); this is a backstop.
         conn.pragma_update(None, "wal_autocheckpoint", super::LAYER_AUTOCHECKPOINT)
             .map_err(sql)?;
         let readers = (0..READERS)
@@ -183,5 +183,30 @@ mod tests {
             other.execute_batch("COMMIT").unwrap();
             assert_eq!(write.join().unwrap().unwrap(), 1);
         });
+    }
+
+    #[test]
+    fn a_layers_commit_leaves_a_long_wal_to_the_checkpointer() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let layer = LayerConnection::open(&dir, "test").unwrap();
+        // A prune's worth of pages in the WAL, none copied back yet (12,000 frames: past
+        // SQLite's default threshold and the 10,000 this backstop once was).
+        let other = super::super::connect(&dir.db()).unwrap();
+        other.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        other
+            .execute_batch(
+                "CREATE TABLE ballast (b BLOB);
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12000)
+                 INSERT INTO ballast SELECT zeroblob(3000) FROM n;",
+            )
+            .unwrap();
+        let db_bytes = || std::fs::metadata(dir.db()).unwrap().len();
+        let before = db_bytes();
+        layer
+            .with(|c| c.execute("INSERT INTO meta (key, value) VALUES ('w', '1')", []))
+            .unwrap();
+        // Had the commit checkpointed, the ballast's pages would be in the database file now.
+        assert_eq!(db_bytes(), before);
     }
 }

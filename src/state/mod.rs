@@ -269,8 +269,12 @@ pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
 }
 
 /// The WAL pages after which a serving layer's commit checkpoints on its own (SQLite's default
-/// is 1,000): only when no [`Checkpointer`] keeps up, as in `access serve`.
-pub(crate) const LAYER_AUTOCHECKPOINT: i64 = 10_000;
+/// is 1,000; 1 GiB of 4 KiB pages): a backstop, never reached while a [`Checkpointer`] keeps
+/// up. SQLite counts every frame in the WAL file, copied back or not, and the file starts over
+/// only once all of it is copied back with no reader in it: under a prune's writes it is not,
+/// for minutes, and a lower threshold (10,000 pages) had every turn's commit copy the WAL back
+/// with two fsyncs (60 ms) while the layer's other operations queued behind it.
+pub(crate) const LAYER_AUTOCHECKPOINT: i64 = 262_144;
 
 /// Copies the WAL back into the database on a thread of its own, every [`Checkpointer::EVERY`]
 /// (`PRAGMA wal_checkpoint(PASSIVE)`: it waits for no reader and blocks no writer). Without it,
@@ -330,7 +334,7 @@ pub(crate) const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs
 
 /// SQLite's busy handler for every connection deepcli opens: another holds the write lock, so
 /// try again in a millisecond, up to [`BUSY_WAIT`]. SQLite's own (`busy_timeout`) sleeps ever
-/// longer, up to 100 ms a try: a turn behind a prune's 20 ms batch would find the lock free
+/// longer, up to 100 ms a try: a turn behind a prune's 10 ms batch would find the lock free
 /// only tens of milliseconds after it was.
 fn wait_for_the_lock(tries: i32) -> bool {
     const TRY: std::time::Duration = std::time::Duration::from_millis(1);

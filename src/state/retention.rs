@@ -2,8 +2,9 @@
 //! batches, each its own short transaction, so a turn waiting to write waits for one batch at
 //! most. A batch's rows are chosen by a read, before the write lock is taken; the lock is held
 //! only to delete them, and a batch is sized to hold it about [`BATCH_BUDGET`] (halved when a
-//! batch took longer, doubled when it took under half); after each batch the prune rests at
-//! least as long as the batch took, so it never has the lock more than half the time. What was
+//! batch took longer, doubled when it took under half); after each batch the prune rests
+//! [`REST_PER_HELD`] times as long as the batch held it, so it has the lock at most a quarter
+//! of the time. What was
 //! pruned is recorded (`prunes`, read by the audit timeline) and returned for `/metrics`. The
 //! trash's tables are never touched: a deleted agent's conversations stay while its entry is
 //! restorable.
@@ -21,7 +22,7 @@ const MIN_BATCH: usize = 8;
 /// The rows of the first batch of each table.
 const FIRST_BATCH: usize = 64;
 /// How long a batch should hold the write lock.
-pub const BATCH_BUDGET: Duration = Duration::from_millis(20);
+pub const BATCH_BUDGET: Duration = Duration::from_millis(10);
 
 /// The size of batches: each next one from how long the last held the lock.
 #[derive(Debug, Clone, Copy)]
@@ -53,10 +54,20 @@ fn marks(first: usize, count: usize) -> String {
         .join(", ")
 }
 
-/// The rest after a batch that held the lock `held`: `pause`, and never less than `held`.
+/// The rest after a batch that held the lock `held`: `pause`, and never less than
+/// [`REST_PER_HELD`] times `held`.
 fn rest(pause: Duration, held: Duration) {
-    std::thread::sleep(pause.max(held));
+    std::thread::sleep(rest_after(pause, held));
 }
+
+fn rest_after(pause: Duration, held: Duration) -> Duration {
+    pause.max(held * REST_PER_HELD)
+}
+
+/// How many times as long as a batch held the lock the prune rests after it: it holds the lock
+/// at most a quarter of the time, so a turn's write seldom finds it taken, and waits for one
+/// batch at most when it does.
+const REST_PER_HELD: u32 = 3;
 
 /// One kind's prune.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -318,8 +329,9 @@ fn run_step(
         if keys.is_empty() {
             return Ok(total);
         }
-        let began = Instant::now();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // The lock is held from here: what a turn waits for (not the wait for the lock).
+        let began = Instant::now();
         // What still qualifies now that the lock is held (a loop paused meanwhile stays).
         let keys: Vec<Value> = tx
             .prepare(&format!(
@@ -388,8 +400,8 @@ fn keep_newest(
             continue;
         };
         loop {
-            let began = Instant::now();
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let began = Instant::now();
             let deleted = tx.execute(
                 "DELETE FROM transcript WHERE id IN
                    (SELECT id FROM transcript WHERE session_key = ?1 AND id <= ?2 ORDER BY id LIMIT ?3)",
@@ -489,6 +501,16 @@ mod tests {
             sizer.took(Duration::from_secs(1));
         }
         assert_eq!(sizer.rows, MIN_BATCH);
+    }
+
+    #[test]
+    fn the_prune_holds_the_lock_at_most_a_quarter_of_the_time() {
+        for held in [1, 10, 20, 94, 500].map(Duration::from_millis) {
+            for pause in [Duration::ZERO, Duration::from_millis(10)] {
+                let cycle = held + rest_after(pause, held);
+                assert!(held * 4 <= cycle, "held {held:?} of {cycle:?}");
+            }
+        }
     }
 
     #[test]
