@@ -1370,6 +1370,17 @@ mod tests {
             keys(found("deploy", None, 10)),
             ["agent:c:main", "agent:a:main"]
         );
+        // Gone from the index itself, not only hidden by the join.
+        let indexed: i64 = store
+            .with(|c| {
+                c.query_row(
+                    "SELECT count(*) FROM transcript_fts WHERE transcript_fts MATCH 'deploy'",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(indexed, 2);
         assert!(found("", None, 10).is_empty());
     }
 }
