@@ -1,6 +1,7 @@
 //! The web console end to end (console.md): `deepcli up` with two SDK echo agents, and Debian's
 //! chromium driven by playwright-core (`tests/peers/console-e2e.mjs`) as the operator. Signs in;
-//! watches an inbound message appear live in a transcript; approves a permission on a phone-sized
+//! watches an inbound message appear live in a transcript, each line with who said it; finds a
+//! line said in another session by its words, and a session by its key; approves a permission on a phone-sized
 //! screen, with the keyboard, and the agent's tool call completes; accepts a task; explains a
 //! route; signs out. A request without the cookie, with a wrong CSRF token or from another
 //! origin is refused, and the JSON API still takes only the bearer token. Screenshots of each
