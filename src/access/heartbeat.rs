@@ -87,13 +87,17 @@ impl Access {
             Err(e) => return Beat::Failed(e.to_string()),
         };
         let mut turns: Vec<Turn> = notes.into_iter().map(Turn::note).collect();
-        for said in [text, reply.clone()] {
+        // Which of the two said it: the transcript's sender (`access::sender`).
+        for (said, who) in [
+            (text, super::sender::HEARTBEAT_PROMPT),
+            (reply.clone(), super::sender::HEARTBEAT_ANSWER),
+        ] {
             turns.push(Turn {
                 provenance: Provenance::Heartbeat,
                 message_id: None,
                 sender: None,
                 text: said,
-                route: None,
+                route: Some(json!({"heartbeat": who})),
             });
         }
         if let Err(e) = self

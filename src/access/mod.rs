@@ -32,6 +32,7 @@ pub(crate) mod plan;
 pub(crate) mod prompt;
 mod reply;
 mod route;
+pub(crate) mod sender;
 pub(crate) mod serve;
 mod session_reset;
 pub(crate) mod store;

@@ -916,9 +916,45 @@ pub(crate) struct HistoryRow {
     pub id: i64,
     pub provenance: Provenance,
     pub message_id: Option<String>,
-    pub sender: Option<serde_json::Value>,
+    pub sender: super::sender::Sender,
     pub text: String,
     pub at: String,
+}
+
+/// A transcript line a search across the sessions found (`sessions/search`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FoundRow {
+    pub id: i64,
+    pub session_key: String,
+    pub provenance: Provenance,
+    pub at: String,
+    /// The words around the match, `…` where the text was cut.
+    pub snippet: String,
+}
+
+/// The full-text query (SQLite FTS5, table `transcript_fts`, migration 24) that finds lines
+/// with every word of `words`, the last one also as a prefix (`deplo` finds `deploy`): each
+/// word quoted, so no word is read as FTS5 syntax. `None` when there is no word.
+pub(crate) fn fts_query(words: &str) -> Option<String> {
+    let terms: Vec<String> = words
+        .split_whitespace()
+        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect();
+    let last = terms.len().checked_sub(1)?;
+    Some(
+        terms
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if i == last {
+                    format!("{t}*")
+                } else {
+                    t.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }
 
 /// A session in the order of its last activity (table `session_activity`, migration 22).
@@ -954,11 +990,13 @@ pub(crate) fn trashed_entry(session_key: &str) -> String {
 /// tool call never waits for a delivery's record) and its reads stay in one transaction.
 impl AccessStore {
     /// The sessions by last activity, newest first (of one second: by key), `limit` of them
-    /// from past `after` on, of agent `agent` alone if named: a walk of an index, however many
-    /// sessions there are.
+    /// from past `after` on, of agent `agent` alone if named, and only those whose key
+    /// contains `contains` (any case; the key names the channel, the peer kind and id) if
+    /// given: a walk of an index, however many sessions there are.
     pub(crate) fn sessions_by_activity(
         c: &Connection,
         agent: Option<&str>,
+        contains: Option<&str>,
         after: Option<&ActivityMark>,
         limit: usize,
     ) -> rusqlite::Result<Vec<ActiveSession>> {
@@ -972,6 +1010,10 @@ impl AccessStore {
         if let Some(agent) = &agent {
             sql.push_str(" AND a.agent_id = ?");
             args.push(agent);
+        }
+        if let Some(contains) = &contains {
+            sql.push_str(" AND instr(lower(a.session_key), lower(?)) > 0");
+            args.push(contains);
         }
         if let Some((at, key)) = after {
             sql.push_str(" AND (a.last_at < ? OR (a.last_at = ? AND a.session_key > ?))");
@@ -989,6 +1031,44 @@ impl AccessStore {
                 on_record: r.get(3)?,
             })
         })?
+        .collect()
+    }
+
+    /// The transcript lines of every session (not the trashed ones) with every word of
+    /// `words` ([`fts_query`]), newest first: `limit` of them, older than line `before` if
+    /// given. An index lookup (`transcript_fts`), however many lines the transcript holds.
+    pub(crate) fn search_transcript(
+        c: &Connection,
+        words: &str,
+        before: Option<i64>,
+        limit: usize,
+    ) -> rusqlite::Result<Vec<FoundRow>> {
+        let Some(query) = fts_query(words) else {
+            return Ok(Vec::new());
+        };
+        c.prepare_cached(
+            "SELECT t.id, t.session_key, t.provenance, t.at,
+                    snippet(transcript_fts, 0, '', '', '…', 16)
+             FROM transcript_fts JOIN transcript t ON t.id = transcript_fts.rowid
+             WHERE transcript_fts MATCH ?1 AND transcript_fts.rowid < ?2
+             ORDER BY transcript_fts.rowid DESC LIMIT ?3",
+        )?
+        .query_map(
+            params![
+                query,
+                before.unwrap_or(i64::MAX),
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            ],
+            |r| {
+                Ok(FoundRow {
+                    id: r.get(0)?,
+                    session_key: r.get(1)?,
+                    provenance: r.get(2)?,
+                    at: r.get(3)?,
+                    snippet: r.get(4)?,
+                })
+            },
+        )?
         .collect()
     }
 
@@ -1069,16 +1149,23 @@ impl AccessStore {
         offset: usize,
         all: bool,
     ) -> rusqlite::Result<Vec<HistoryRow>> {
+        let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
         let read = |sql: &str, key: &str| -> rusqlite::Result<Vec<HistoryRow>> {
             let mut stmt = c.prepare(sql)?;
             let rows = stmt.query_map(params![key, limit as i64, offset as i64], |r| {
+                let provenance = r.get(1)?;
+                let sender: Option<serde_json::Value> = parse(r.get(3)?);
+                let route: Option<serde_json::Value> = parse(r.get(6)?);
                 Ok(HistoryRow {
                     id: r.get(0)?,
-                    provenance: r.get(1)?,
+                    provenance,
                     message_id: r.get(2)?,
-                    sender: r
-                        .get::<_, Option<String>>(3)?
-                        .and_then(|s| serde_json::from_str(&s).ok()),
+                    sender: super::sender::Sender::of_row(
+                        session_key,
+                        provenance,
+                        sender.as_ref(),
+                        route.as_ref(),
+                    ),
                     text: r.get(4)?,
                     at: r.get(5)?,
                 })
@@ -1087,10 +1174,10 @@ impl AccessStore {
         };
         let mut rows = read(
             if all {
-                "SELECT id, provenance, message_id, sender, text, at FROM transcript
+                "SELECT id, provenance, message_id, sender, text, at, route FROM transcript
                  WHERE session_key = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3"
             } else {
-                "SELECT id, provenance, message_id, sender, text, at FROM transcript
+                "SELECT id, provenance, message_id, sender, text, at, route FROM transcript
                  WHERE session_key = ?1
                    AND id >= coalesce((SELECT max(id) FROM transcript
                                        WHERE session_key = ?1 AND provenance = 'reset'), 0)
@@ -1100,7 +1187,7 @@ impl AccessStore {
         )?;
         if rows.is_empty() && offset == 0 {
             rows = read(
-                "SELECT id, provenance, message_id, sender, text, at FROM trash_transcript
+                "SELECT id, provenance, message_id, sender, text, at, route FROM trash_transcript
                  WHERE entry = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3",
                 &trashed_entry(session_key),
             )?;
@@ -1227,5 +1314,82 @@ mod tests {
             })
             .unwrap();
         assert_eq!(kept, (Some(String::new()), None));
+    }
+
+    #[test]
+    fn words_are_quoted_and_the_last_one_is_a_prefix() {
+        assert_eq!(fts_query("  "), None);
+        assert_eq!(fts_query("deplo").as_deref(), Some("\"deplo\"*"));
+        assert_eq!(
+            fts_query("NEAR(a b) x\"y OR").as_deref(),
+            Some("\"NEAR(a\" \"b)\" \"x\"\"y\" \"OR\"*")
+        );
+    }
+
+    #[test]
+    fn a_search_finds_the_lines_of_every_session_newest_first_and_forgets_deleted_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
+        let said = |key: &str, text: &str| {
+            store
+                .record(key, &[turn(Provenance::Inbound, None, text)], None)
+                .unwrap()
+        };
+        said("agent:a:main", "the deploy failed at noon");
+        said(
+            "agent:b:slack:group:g1",
+            "Déploy again? the DEPLOYMENT is late",
+        );
+        said("agent:b:slack:group:g1", "nothing to see");
+        said("agent:c:main", "deploy \"quoted\" OR NOT");
+        let found = |words: &str, before: Option<i64>, limit: usize| -> Vec<(String, String)> {
+            store
+                .with(|c| AccessStore::search_transcript(c, words, before, limit))
+                .unwrap()
+                .into_iter()
+                .map(|f| (f.session_key, f.snippet))
+                .collect()
+        };
+        let keys = |v: Vec<(String, String)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        // Every session, newest first; any case, no accents; the last word a prefix.
+        assert_eq!(
+            keys(found("deplo", None, 10)),
+            ["agent:c:main", "agent:b:slack:group:g1", "agent:a:main"]
+        );
+        assert_eq!(keys(found("failed DEPLOY", None, 10)), ["agent:a:main"]);
+        // Words that are FTS5 syntax are words.
+        assert_eq!(keys(found("quoted\" OR", None, 10)), ["agent:c:main"]);
+        // Paged by line id.
+        let first = store
+            .with(|c| AccessStore::search_transcript(c, "deploy", None, 1))
+            .unwrap();
+        assert_eq!(
+            keys(found("deploy", Some(first[0].id), 10)),
+            ["agent:b:slack:group:g1", "agent:a:main"]
+        );
+        assert_eq!(
+            found("late", None, 10)[0].1,
+            "Déploy again? the DEPLOYMENT is late"
+        );
+        // A session moved to the trash leaves the index with its rows (the triggers).
+        store
+            .with(|c| AccessStore::trash_session_on(c, "agent:b:slack:group:g1"))
+            .unwrap();
+        assert_eq!(
+            keys(found("deploy", None, 10)),
+            ["agent:c:main", "agent:a:main"]
+        );
+        // Gone from the index itself, not only hidden by the join.
+        let indexed: i64 = store
+            .with(|c| {
+                c.query_row(
+                    "SELECT count(*) FROM transcript_fts WHERE transcript_fts MATCH 'deploy'",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(indexed, 2);
+        assert!(found("", None, 10).is_empty());
     }
 }

@@ -34,9 +34,13 @@ pub(super) enum SessionsCommand {
     /// system section it was last given).
     #[command(after_help = EXIT_CODES)]
     Show(ShowArgs),
-    /// A session's transcript, oldest first.
+    /// A session's transcript, oldest first, each line with who said it.
     #[command(after_help = EXIT_CODES)]
     History(HistoryArgs),
+    /// The transcript lines of every session with some words, newest first (by index, however
+    /// long the transcripts).
+    #[command(after_help = EXIT_CODES)]
+    Search(SearchArgs),
     /// Follow a session's transcript as it grows (until Ctrl-C): what was said, then each new
     /// message. Read from the state database, with or without a controller.
     #[command(after_help = EXIT_CODES)]
@@ -187,6 +191,9 @@ pub(super) struct ListArgs {
     /// Only sessions of this kind (main, group, subagent, acp, other).
     #[arg(long, value_name = "KIND")]
     kind: Option<String>,
+    /// Only sessions whose key contains this, in any case (a channel, a peer's id).
+    #[arg(long, value_name = "TEXT")]
+    contains: Option<String>,
     #[command(flatten)]
     page: PageArgs,
     /// Print the result as JSON.
@@ -236,6 +243,18 @@ pub(super) struct HistoryArgs {
     /// Every segment: also what came before the last `/new` or `/reset` in the chat.
     #[arg(long)]
     all: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct SearchArgs {
+    /// The words every line found has (the last one also as a prefix).
+    #[arg(required = true, num_args = 1..)]
+    words: Vec<String>,
+    #[command(flatten)]
+    page: PageArgs,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -431,7 +450,7 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
         SessionsCommand::List(a) => rpc(
             global,
             "sessions/list",
-            json!({"agentId": a.agent, "kind": a.kind, "limit": a.page.limit, "cursor": a.page.cursor}),
+            json!({"agentId": a.agent, "kind": a.kind, "contains": a.contains, "limit": a.page.limit, "cursor": a.page.cursor}),
             quick,
         )
         .map(|r| (r, a.json)),
@@ -446,6 +465,13 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
             global,
             "sessions/history",
             json!({"sessionKey": a.session_key, "limit": a.page.limit, "cursor": a.page.cursor, "all": a.all}),
+            quick,
+        )
+        .map(|r| (r, a.json)),
+        SessionsCommand::Search(a) => rpc(
+            global,
+            "sessions/search",
+            json!({"text": a.words.join(" "), "limit": a.page.limit, "cursor": a.page.cursor}),
             quick,
         )
         .map(|r| (r, a.json)),
@@ -532,6 +558,23 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
                     text(&m["provenance"]),
                     crate::shown::shown_lines(&text(&m["text"]))
                 ));
+            }
+            out
+        }),
+        SessionsCommand::Search(_) => show(&result, json, |r| {
+            let mut out = String::new();
+            for f in r["found"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "{}  {}  #{} [{}] {}\n",
+                    text(&f["at"]),
+                    text(&f["sessionKey"]),
+                    text(&f["id"]),
+                    text(&f["provenance"]),
+                    crate::shown::shown_lines(&text(&f["snippet"]))
+                ));
+            }
+            if out.is_empty() {
+                out.push_str("Nothing found.\n");
             }
             out
         }),

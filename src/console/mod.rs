@@ -9,7 +9,8 @@
 //! * `view.rs` — what each page shows, made from the services' answers; the templates.
 //! * `pages.rs` — the handlers: each page, each action (through the same service calls as
 //!   `POST /rpc`), the JSON export.
-//! * `live.rs` — the live transcript: the Access store's append notifications as SSE.
+//! * `live.rs` — the live transcript: the Access store's append notifications as SSE, one
+//!   reader per watched session fanning its rendered lines out to every viewer.
 //!
 //! Cookie auth is for these routes only: the JSON API stays bearer-only, so a page elsewhere
 //! can never reach it with the browser's cookie.
@@ -42,6 +43,8 @@ pub(crate) struct Sources {
 pub(crate) struct Console {
     sources: Sources,
     sessions: auth::Sessions,
+    /// The live transcript's readers, one per watched session.
+    feeds: Arc<live::Feeds>,
 }
 
 /// The headers every console answer carries: no script but the console's own, no frames,
@@ -67,6 +70,7 @@ pub(crate) fn router(sources: Sources) -> Router {
     let console = Arc::new(Console {
         sources,
         sessions: auth::Sessions::default(),
+        feeds: Arc::default(),
     });
     pages::routes(console).layer(axum::middleware::map_response(secured))
 }

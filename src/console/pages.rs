@@ -23,8 +23,8 @@ use super::view::{
 };
 use crate::approvals::{ApprovalRequest, ListParams};
 use crate::hub::operator::{
-    HistoryParams, HubAnswer, HubRequest, RejectParams, RunParams, RunsParams, SessionsParams,
-    ShowParams, TaskParams, TasksParams,
+    HistoryParams, HubAnswer, HubRequest, RejectParams, RunParams, RunsParams, SearchParams,
+    SessionsParams, ShowParams, TaskParams, TasksParams,
 };
 
 /// The most a console form may be.
@@ -446,18 +446,30 @@ async fn conversations(
     Extension(signed): Extension<Signed>,
     Query(filter): Query<SessionFilter>,
 ) -> Response {
+    let frame_of = || frame("Conversations", &signed);
+    if let Some(text) = some(&filter.text) {
+        let search = HubRequest::SessionsSearch(SearchParams {
+            text,
+            limit: Some(PAGE),
+            cursor: some(&filter.cursor),
+        });
+        return match console.sources.hub.operator(search).await {
+            Ok(HubAnswer::Search(found)) => {
+                render(&ConversationsPage::of_search(frame_of(), filter, found))
+            }
+            Ok(_) => error_page(StatusCode::INTERNAL_SERVER_ERROR, "not a search"),
+            Err(e) => hub_error(&e),
+        };
+    }
     let params = SessionsParams {
         agent_id: some(&filter.agent),
         kind: some(&filter.kind),
+        contains: some(&filter.q),
         limit: Some(PAGE),
         cursor: some(&filter.cursor),
     };
     match console.sources.hub.operator_sessions(params).await {
-        Ok(list) => render(&ConversationsPage::of(
-            frame("Conversations", &signed),
-            filter,
-            list,
-        )),
+        Ok(list) => render(&ConversationsPage::of(frame_of(), filter, list)),
         Err(e) => hub_error(&e),
     }
 }

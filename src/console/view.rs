@@ -6,7 +6,9 @@
 use askama::Template;
 
 use crate::approvals::ApprovalAnswer;
-use crate::hub::operator::{History, RunView, SessionDetail, SessionList};
+use crate::hub::operator::{
+    FoundLine, History, HistoryMessage, RunView, SessionDetail, SessionList, TranscriptSearch,
+};
 use crate::hub::tasks::TaskView;
 use crate::routing::plan::TierOutcome;
 use crate::routing::{MatchedBy, RouteInput, RoutingPlan};
@@ -183,6 +185,9 @@ pub(crate) struct SessionFilter {
     pub kind: String,
     #[serde(default)]
     pub q: String,
+    /// Words of a line said in any session (`sessions/search`).
+    #[serde(default)]
+    pub text: String,
     #[serde(default)]
     pub cursor: String,
 }
@@ -199,24 +204,75 @@ pub(crate) struct SessionLine {
     pub queue_depth: usize,
 }
 
+/// A line a search found, with the session it is in.
+pub(crate) struct FoundView {
+    pub id: i64,
+    pub session_key: String,
+    pub provenance: String,
+    pub at: String,
+    pub snippet: String,
+}
+
+impl FoundView {
+    fn of(f: FoundLine) -> FoundView {
+        FoundView {
+            id: f.id,
+            session_key: f.session_key,
+            provenance: f.provenance.to_string(),
+            at: f.at,
+            snippet: f.snippet,
+        }
+    }
+}
+
 #[derive(Template)]
 #[template(path = "conversations.html")]
 pub(crate) struct ConversationsPage {
     pub frame: Frame,
     pub filter: SessionFilter,
     pub sessions: Vec<SessionLine>,
+    /// A search by text: the lines found (the sessions list is not shown).
+    pub found: Option<Vec<FoundView>>,
     pub next: Option<String>,
 }
 
 impl ConversationsPage {
-    /// The page of a `sessions/list` answer, its sessions narrowed to those whose key contains
-    /// `filter.q` (the key names the channel and peer).
+    /// The link to the next page of the same search, at `cursor`.
+    fn next_of(filter: &SessionFilter, cursor: &str) -> String {
+        let mut url = form_urlencoded::Serializer::new(String::new());
+        url.append_pair("agent", &filter.agent)
+            .append_pair("kind", &filter.kind)
+            .append_pair("q", &filter.q)
+            .append_pair("text", &filter.text)
+            .append_pair("cursor", cursor);
+        format!("/console/conversations?{}", url.finish())
+    }
+
+    /// The lines of a `sessions/search` answer.
+    pub(crate) fn of_search(
+        frame: Frame,
+        filter: SessionFilter,
+        search: TranscriptSearch,
+    ) -> ConversationsPage {
+        let next = search
+            .next_cursor
+            .map(|c| ConversationsPage::next_of(&filter, &c));
+        let found = search.found.into_iter().map(FoundView::of).collect();
+        ConversationsPage {
+            frame,
+            filter,
+            sessions: Vec::new(),
+            found: Some(found),
+            next,
+        }
+    }
+
+    /// The page of a `sessions/list` answer (asked with `filter.q` as `contains`: the key
+    /// names the channel and peer).
     pub(crate) fn of(frame: Frame, filter: SessionFilter, list: SessionList) -> ConversationsPage {
-        let q = filter.q.trim().to_lowercase();
         let sessions = list
             .sessions
             .into_iter()
-            .filter(|s| q.is_empty() || s.session_key.to_lowercase().contains(&q))
             .map(|s| SessionLine {
                 channel: channel_of(&s.session_key),
                 session_key: s.session_key,
@@ -227,18 +283,14 @@ impl ConversationsPage {
                 queue_depth: s.queue_depth,
             })
             .collect();
-        let next = list.next_cursor.map(|c| {
-            let mut url = form_urlencoded::Serializer::new(String::new());
-            url.append_pair("agent", &filter.agent)
-                .append_pair("kind", &filter.kind)
-                .append_pair("q", &filter.q)
-                .append_pair("cursor", &c);
-            format!("/console/conversations?{}", url.finish())
-        });
+        let next = list
+            .next_cursor
+            .map(|c| ConversationsPage::next_of(&filter, &c));
         ConversationsPage {
             frame,
             filter,
             sessions,
+            found: None,
             next,
         }
     }
@@ -253,26 +305,34 @@ fn channel_of(key: &str) -> String {
     }
 }
 
-/// One transcript line.
+/// One transcript line: who said it, its provenance, when, what.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct Line {
     pub id: i64,
     pub provenance: String,
+    /// The sender in a few words (`Ada (42) on telegram`, `agent main`, `A2A peer partner`).
+    pub sender: String,
+    /// The sender's kind (`person`, `agent`, `peer_agent`, …): the line's style.
+    pub sender_kind: &'static str,
     pub at: String,
     pub text: String,
 }
 
 impl Line {
+    pub(crate) fn of(m: HistoryMessage) -> Line {
+        Line {
+            id: m.id,
+            provenance: m.provenance.to_string(),
+            sender: m.sender.label(),
+            sender_kind: m.sender.kind(),
+            at: m.at,
+            text: m.text,
+        }
+    }
+
     pub(crate) fn of_history(history: History) -> Vec<Line> {
-        history
-            .messages
-            .into_iter()
-            .map(|m| Line {
-                id: m.id,
-                provenance: m.provenance.to_string(),
-                at: m.at,
-                text: m.text,
-            })
-            .collect()
+        history.messages.into_iter().map(Line::of).collect()
     }
 }
 
@@ -849,5 +909,128 @@ mod tests {
         let input = form.input().unwrap();
         assert_eq!(input.peer.unwrap().id, "gb");
         assert_eq!(input.account_id, None);
+    }
+
+    #[test]
+    fn a_transcript_names_who_said_each_line_escaped() {
+        use crate::access::sender::Sender;
+        use crate::state::Provenance;
+        let m = |id, provenance, sender, text: &str| HistoryMessage {
+            id,
+            provenance,
+            sender,
+            at: format!("2026-12-05T10:00:0{id}Z"),
+            text: text.into(),
+        };
+        let history = History {
+            session_key: "agent:main:telegram:direct:42".into(),
+            messages: vec![
+                m(
+                    1,
+                    Provenance::Inbound,
+                    Sender::Person {
+                        channel: Some("telegram".into()),
+                        id: Some("42".into()),
+                        name: Some("<Ada>".into()),
+                        is_bot: false,
+                    },
+                    "deploy <b>now</b>",
+                ),
+                m(
+                    2,
+                    Provenance::Agent,
+                    Sender::Agent {
+                        agent_id: Some("main".into()),
+                        run_id: None,
+                    },
+                    "deployed",
+                ),
+                m(
+                    3,
+                    Provenance::InterSession,
+                    Sender::PeerAgent {
+                        agent_id: Some("research".into()),
+                        session_key: Some("agent:research:main".into()),
+                        tool: Some("sessions_send".into()),
+                        run_id: Some("r-1".into()),
+                    },
+                    "the numbers",
+                ),
+                m(
+                    4,
+                    Provenance::A2a,
+                    Sender::A2aPeer {
+                        peer: "partner".into(),
+                        run_id: Some("r-2".into()),
+                    },
+                    "a question",
+                ),
+                m(5, Provenance::Reset, Sender::Deepcli, "new session"),
+            ],
+            next_cursor: None,
+        };
+        let detail = SessionDetail {
+            session_key: "agent:main:telegram:direct:42".into(),
+            agent_id: Some("main".into()),
+            kind: "direct",
+            queue_depth: 0,
+            child: None,
+            children: Vec::new(),
+            runs: Vec::new(),
+            system_section: None,
+        };
+        let html = SessionPage::of(frame("Conversations"), detail, history)
+            .render()
+            .unwrap();
+        insta::assert_snapshot!("session", main_of(&html));
+        assert!(!html.contains("<Ada>"), "escaped");
+        assert!(!html.contains("<b>now"));
+        // The live view's event carries the same words.
+        let line = serde_json::to_value(Line::of(HistoryMessage {
+            id: 9,
+            provenance: Provenance::A2a,
+            sender: Sender::A2aPeer {
+                peer: "partner".into(),
+                run_id: None,
+            },
+            at: "t".into(),
+            text: "x".into(),
+        }))
+        .unwrap();
+        assert_eq!(
+            line,
+            serde_json::json!({"id": 9, "provenance": "a2a", "sender": "A2A peer partner",
+                               "senderKind": "a2a_peer", "at": "t", "text": "x"})
+        );
+    }
+
+    #[test]
+    fn a_search_lists_the_lines_found_with_their_sessions_and_the_next_page() {
+        use crate::hub::operator::TranscriptSearch;
+        let search: TranscriptSearch = TranscriptSearch {
+            text: "deploy".into(),
+            count: 1,
+            found: vec![FoundLine {
+                id: 812,
+                session_key: "agent:beta:slack:group:gb".into(),
+                provenance: crate::state::Provenance::Inbound,
+                at: "2026-12-05T10:00:00Z".into(),
+                snippet: "…the <deploy> failed…".into(),
+            }],
+            next_cursor: Some("812".into()),
+        };
+        let filter = SessionFilter {
+            text: "deploy".into(),
+            ..SessionFilter::default()
+        };
+        let html = ConversationsPage::of_search(frame("Conversations"), filter, search)
+            .render()
+            .unwrap();
+        insta::assert_snapshot!("search", main_of(&html));
+        assert!(html.contains("text=deploy&#38;cursor=812"), "{html}");
+        assert!(
+            !html.contains("<table>"),
+            "no session list beside the lines found"
+        );
     }
 }

@@ -210,7 +210,7 @@ impl Hub {
             let (chunk, next) = {
                 let (agent, after) = (agent.clone(), after.take());
                 self.db(move |s| {
-                    s.sessions_by_activity(agent.as_deref(), after.as_ref(), page::CHUNK)
+                    s.sessions_by_activity(agent.as_deref(), None, after.as_ref(), page::CHUNK)
                 })
                 .await?
             };

@@ -195,6 +195,7 @@ async fn sessions(
     let params = SessionsParams {
         agent_id: p.get("agentId").cloned(),
         kind: p.get("kind").cloned(),
+        contains: p.get("contains").cloned(),
         limit: p.get("limit").and_then(|l| l.parse().ok()),
         cursor: p.get("cursor").cloned(),
     };

@@ -14,8 +14,12 @@ use super::tasks::Verdict;
 use crate::tasks::state::Actor;
 use serde_json::Value;
 
-pub(crate) use super::reads::{History, HistoryParams, RunList, SessionDetail, SessionList};
-pub(crate) use super::reads::{RunsParams, SessionsParams};
+pub(crate) use super::reads::{
+    FoundLine, RunsParams, SearchParams, SessionsParams, TranscriptSearch,
+};
+pub(crate) use super::reads::{
+    History, HistoryMessage, HistoryParams, RunList, SessionDetail, SessionList,
+};
 use super::results::SendOutcome;
 pub(crate) use super::runs::RunView;
 use super::runs::{RunDetail, SessionClosed};
@@ -75,6 +79,7 @@ pub(crate) const METHODS: &[&str] = &[
     "sessions/list",
     "sessions/show",
     "sessions/history",
+    "sessions/search",
     "sessions/send",
     "sessions/say",
     "sessions/cancel",
@@ -98,6 +103,7 @@ pub(crate) enum HubRequest {
     SessionsList(SessionsParams),
     SessionsShow(ShowParams),
     SessionsHistory(HistoryParams),
+    SessionsSearch(SearchParams),
     SessionsSend(SendParams),
     SessionsSay(SayParams),
     SessionsCancel(KeyParams),
@@ -131,6 +137,7 @@ impl HubRequest {
             "sessions/list" => HubRequest::SessionsList(params(p)?),
             "sessions/show" => HubRequest::SessionsShow(params(p)?),
             "sessions/history" => HubRequest::SessionsHistory(params(p)?),
+            "sessions/search" => HubRequest::SessionsSearch(params(p)?),
             "sessions/send" => HubRequest::SessionsSend(params(p)?),
             "sessions/say" => HubRequest::SessionsSay(params(p)?),
             "sessions/cancel" => HubRequest::SessionsCancel(params(p)?),
@@ -249,6 +256,8 @@ pub(crate) enum HubAnswer {
     Sessions(SessionList),
     Session(SessionDetail),
     History(History),
+    /// `sessions/search`.
+    Search(TranscriptSearch),
     Cancelled(SessionCancel),
     Runs(RunList),
     RunCancelled(RunCancel),
@@ -308,6 +317,9 @@ impl Hub {
             }
             HubRequest::SessionsHistory(p) => Ok(HubAnswer::History(
                 self.db(move |s| Ok(super::reads::history(s, &p))).await??,
+            )),
+            HubRequest::SessionsSearch(p) => Ok(HubAnswer::Search(
+                self.db(move |s| Ok(super::reads::search(s, &p))).await??,
             )),
             HubRequest::SessionsSend(p) => {
                 let wait = Duration::from_secs(p.timeout_seconds.unwrap_or(30).min(3600));
@@ -532,6 +544,9 @@ pub(crate) fn offline(
         HubRequest::SessionsHistory(p) => store()
             .and_then(|s| super::reads::history(&s, &p))
             .map(HubAnswer::History),
+        HubRequest::SessionsSearch(p) => store()
+            .and_then(|s| super::reads::search(&s, &p))
+            .map(HubAnswer::Search),
         HubRequest::RunsList(p) => store()
             .and_then(|s| super::reads::runs(&s, &p))
             .map(HubAnswer::Runs),

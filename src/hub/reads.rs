@@ -31,6 +31,8 @@ impl From<StateError> for ReadError {
 pub(crate) struct SessionsParams {
     pub agent_id: Option<String>,
     pub kind: Option<String>,
+    /// Only the sessions whose key contains this (any case): a channel, a peer's id.
+    pub contains: Option<String>,
     pub limit: Option<usize>,
     pub cursor: Option<String>,
 }
@@ -44,6 +46,15 @@ pub(crate) struct HistoryParams {
     /// Every segment of the transcript, not only the one since the last `/new`.
     #[serde(default)]
     pub all: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SearchParams {
+    /// The words every line found has (the last one also as a prefix).
+    pub text: String,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -143,8 +154,33 @@ pub(crate) struct History {
 pub(crate) struct HistoryMessage {
     pub id: i64,
     pub provenance: crate::state::Provenance,
+    /// Who said it (hub.md, "sessions history").
+    pub sender: crate::access::sender::Sender,
     pub at: String,
     pub text: String,
+}
+
+/// `sessions/search`: the transcript lines of every session with the words, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TranscriptSearch {
+    pub text: String,
+    pub count: usize,
+    pub found: Vec<FoundLine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FoundLine {
+    /// The line's id in its session's history.
+    pub id: i64,
+    pub session_key: String,
+    pub provenance: crate::state::Provenance,
+    pub at: String,
+    /// The words around the match (`…` where the text was cut).
+    pub snippet: String,
 }
 
 /// `runs/list`: one page of the runs.
@@ -173,8 +209,17 @@ pub(super) fn sessions(s: &HubStore, p: &SessionsParams) -> Result<SessionList, 
     let mut found = Vec::new();
     let mut after = None;
     loop {
-        let (chunk, next) =
-            s.sessions_by_activity(p.agent_id.as_deref(), after.as_ref(), super::page::CHUNK)?;
+        let contains = p
+            .contains
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty());
+        let (chunk, next) = s.sessions_by_activity(
+            p.agent_id.as_deref(),
+            contains,
+            after.as_ref(),
+            super::page::CHUNK,
+        )?;
         found.extend(
             chunk
                 .into_iter()
@@ -263,8 +308,50 @@ pub(super) fn history(s: &HubStore, p: &HistoryParams) -> Result<History, ReadEr
             .map(|r| HistoryMessage {
                 id: r.id,
                 provenance: r.provenance,
+                sender: r.sender,
                 at: r.at,
                 text: r.text,
+            })
+            .collect(),
+        next_cursor,
+    })
+}
+
+/// `sessions/search`: a page of the lines found; the cursor is the last line's id (the next
+/// page is older).
+pub(super) fn search(s: &HubStore, p: &SearchParams) -> Result<TranscriptSearch, ReadError> {
+    if p.text.split_whitespace().next().is_none() {
+        return Err(ReadError::Params(
+            "`text` is empty: which words? (`deploy failed`, say)".into(),
+        ));
+    }
+    let limit = p
+        .limit
+        .unwrap_or(super::page::DEFAULT_LIMIT)
+        .clamp(1, super::page::MAX_LIMIT);
+    let before = match p.cursor.as_deref() {
+        None => None,
+        Some(c) => Some(c.parse::<i64>().map_err(|_| {
+            ReadError::Params(format!(
+                "cursor `{c}` is not one this search gave (a line id)"
+            ))
+        })?),
+    };
+    let rows = s.search_transcript(&p.text, before, limit)?;
+    let next_cursor = (rows.len() == limit)
+        .then(|| rows.last().map(|r| r.id.to_string()))
+        .flatten();
+    Ok(TranscriptSearch {
+        text: p.text.clone(),
+        count: rows.len(),
+        found: rows
+            .into_iter()
+            .map(|r| FoundLine {
+                id: r.id,
+                session_key: r.session_key,
+                provenance: r.provenance,
+                at: r.at,
+                snippet: r.snippet,
             })
             .collect(),
         next_cursor,

@@ -10,8 +10,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-pub(crate) use crate::access::store::HistoryRow;
 use crate::access::store::{AccessStore, ActivityMark};
+pub(crate) use crate::access::store::{FoundRow, HistoryRow};
 use crate::state::{
     ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode, StateDir, StateError,
 };
@@ -686,11 +686,12 @@ impl HubStore {
     pub(crate) fn sessions_by_activity(
         &self,
         agent: Option<&str>,
+        contains: Option<&str>,
         after: Option<&ActivityMark>,
         chunk: usize,
     ) -> Result<(Vec<KnownSession>, Option<ActivityMark>), StateError> {
         self.read(|c| {
-            let read = AccessStore::sessions_by_activity(c, agent, after, chunk)?;
+            let read = AccessStore::sessions_by_activity(c, agent, contains, after, chunk)?;
             let next = (read.len() == chunk)
                 .then(|| read.last().map(|a| (a.last_at.clone(), a.session_key.clone())))
                 .flatten();
@@ -755,6 +756,17 @@ impl HubStore {
         all: bool,
     ) -> Result<Vec<HistoryRow>, StateError> {
         self.read(|c| AccessStore::history_page(c, session_key, limit, offset, all))
+    }
+
+    /// The transcript lines of every session with every word of `words`, newest first
+    /// (`sessions/search`).
+    pub(crate) fn search_transcript(
+        &self,
+        words: &str,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<FoundRow>, StateError> {
+        self.read(|c| AccessStore::search_transcript(c, words, before, limit))
     }
 
     /// Whether an agent with this id was deleted (its entry is in the trash).
@@ -912,7 +924,7 @@ mod tests {
             transcript_row(&store, key, "2026-01-01T00:00:00Z");
         }
         let named = store
-            .with(|c| AccessStore::sessions_by_activity(c, None, None, 100))
+            .with(|c| AccessStore::sessions_by_activity(c, None, None, None, 100))
             .unwrap();
         assert_eq!(named.len(), keys.len());
         for a in named {
@@ -969,7 +981,7 @@ mod tests {
             let (mut seen, mut after) = (Vec::new(), None);
             loop {
                 let (got, next) = store
-                    .sessions_by_activity(None, after.as_ref(), chunk)
+                    .sessions_by_activity(None, None, after.as_ref(), chunk)
                     .unwrap();
                 seen.extend(got.into_iter().map(|s| (s.session_key, s.last_at)));
                 match next {
@@ -983,10 +995,20 @@ mod tests {
                 seen.iter().map(|(k, a)| (k.as_str(), a.as_str())).collect();
             assert_eq!(seen, expected, "chunk {chunk}");
         }
-        let (b, _) = store.sessions_by_activity(Some("b"), None, 100).unwrap();
+        let (b, _) = store
+            .sessions_by_activity(Some("b"), None, None, 100)
+            .unwrap();
         let b: Vec<&str> = b.iter().map(|s| s.session_key.as_str()).collect();
         assert_eq!(b, ["agent:b:subagent:x", "agent:b:two"]);
-        let (c, _) = store.sessions_by_activity(Some("c"), None, 100).unwrap();
+        let (c, _) = store
+            .sessions_by_activity(Some("c"), None, None, 100)
+            .unwrap();
         assert_eq!(c[0].agent_id, "c");
+        // A key that contains the words, in any case: a real query, not a narrowed page.
+        let (two, _) = store
+            .sessions_by_activity(None, Some("TWO"), None, 1)
+            .unwrap();
+        let two: Vec<&str> = two.iter().map(|s| s.session_key.as_str()).collect();
+        assert_eq!(two, ["agent:b:two"]);
     }
 }

@@ -1,6 +1,7 @@
 //! The web console end to end (console.md): `deepcli up` with two SDK echo agents, and Debian's
 //! chromium driven by playwright-core (`tests/peers/console-e2e.mjs`) as the operator. Signs in;
-//! watches an inbound message appear live in a transcript; approves a permission on a phone-sized
+//! watches an inbound message appear live in a transcript, each line with who said it; finds a
+//! line said in another session by its words, and a session by its key; approves a permission on a phone-sized
 //! screen, with the keyboard, and the agent's tool call completes; accepts a task; explains a
 //! route; signs out. A request without the cookie, with a wrong CSRF token or from another
 //! origin is refused, and the JSON API still takes only the bearer token. Screenshots of each
@@ -225,7 +226,39 @@ fn the_operator_signs_in_watches_a_transcript_live_approves_accepts_and_explains
         .as_u64()
         .unwrap();
     assert_eq!(after, before + 2);
+    // Who said each line: the person (the envelope's sender id, on its channel), the agent.
+    browser.run(json!({"cmd": "waitText", "selector": "#transcript li.from-person .who", "text": "u1 on slack"}));
+    browser.run(json!({"cmd": "waitText", "selector": "#transcript li.from-agent .who", "text": "agent alpha"}));
+    // A sender with a name, live.
+    let named = json!({"channel": "slack", "peer": {"kind": "group", "id": "ga"},
+        "messageId": "console-named", "sender": {"id": "u7", "name": "Ada"},
+        "text": "a line from Ada"});
+    let (status, answered) =
+        crate::common::signed_inbound(up.addr, crate::hub::SECRET.as_bytes(), &named);
+    assert_eq!(status, 200, "{answered}");
+    browser.run(json!({"cmd": "waitText", "selector": "#transcript li.from-person", "text": "Ada (u7) on slack"}));
     browser.shot("transcript-live");
+
+    // A search by words finds a line said in another session, among all of them.
+    say(&up, "gb", "the zebracrossing report is late");
+    browser.goto("/console/conversations");
+    browser.run(json!({"cmd": "fill", "selector": "#text", "value": "zebracross"}));
+    let searched =
+        browser.run(json!({"cmd": "click", "selector": "button:has-text('Search transcripts')"}));
+    assert_eq!(searched["status"], 200, "{searched}");
+    browser.run(
+        json!({"cmd": "waitText", "selector": "#found li", "text": "agent:beta:slack:group:gb"}),
+    );
+    let found = browser.text("#found");
+    assert!(found.contains("zebracrossing report"), "{found}");
+    assert!(!found.contains(ALPHA), "{found}");
+    browser.shot("conversations-search");
+    // And by key: a real query over every session, not a narrowed page.
+    browser.goto("/console/conversations?q=GROUP:GB");
+    browser
+        .run(json!({"cmd": "waitText", "selector": "td a", "text": "agent:beta:slack:group:gb"}));
+    let listed = browser.run(json!({"cmd": "count", "selector": "tbody tr"}));
+    assert_eq!(listed["count"], 1, "{listed}");
 
     // A permission the agent asks for, approved on a phone, with the keyboard.
     let addr = up.addr;

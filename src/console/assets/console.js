@@ -20,17 +20,22 @@
       return;
     }
     var li = document.createElement("li");
-    li.className = "line " + line.provenance;
+    li.className = "line " + line.provenance + " from-" + line.senderKind;
     li.dataset.id = String(line.id);
     var who = document.createElement("span");
     who.className = "who";
-    who.textContent = line.provenance;
+    who.textContent = line.sender;
+    var provenance = document.createElement("span");
+    provenance.className = "provenance";
+    provenance.textContent = line.provenance;
     var at = document.createElement("time");
     at.textContent = line.at;
     var text = document.createElement("div");
     text.className = "text";
     text.textContent = line.text;
     li.appendChild(who);
+    li.appendChild(document.createTextNode(" "));
+    li.appendChild(provenance);
     li.appendChild(document.createTextNode(" "));
     li.appendChild(at);
     li.appendChild(text);
