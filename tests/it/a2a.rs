@@ -585,25 +585,19 @@ fn bad_json_rpc_is_answered_with_its_error_and_changes_nothing() {
             .contains("65536 bytes"),
         "{big:#}"
     );
-    let (_, file) = rpc(
-        &up,
-        &call(
-            "SendMessage",
-            msg(json!([{"url": "https://example.com/a.pdf"}])),
-        ),
-        &[],
-    );
-    assert_eq!(file["error"]["code"], -32005, "{file:#}");
-    // An A2A error carries its ErrorInfo (A2A 1.0's MUST).
-    let info = &file["error"]["data"][0];
+    // (A file part is taken since issue 38's file parts: a2a_files.rs.) An A2A error carries
+    // its ErrorInfo (A2A 1.0's MUST).
+    let (_, missing) = rpc(&up, &call("GetTask", json!({"id": "no-such-task"})), &[]);
+    assert_eq!(missing["error"]["code"], -32001, "{missing:#}");
+    let info = &missing["error"]["data"][0];
     assert_eq!(
         (&info["@type"], &info["reason"], &info["domain"]),
         (
             &json!("type.googleapis.com/google.rpc.ErrorInfo"),
-            &json!("CONTENT_TYPE_NOT_SUPPORTED"),
+            &json!("TASK_NOT_FOUND"),
             &json!("a2a-protocol.org")
         ),
-        "{file:#}"
+        "{missing:#}"
     );
     assert_eq!(oversized(&up), 413);
     let (_, version) = rpc(

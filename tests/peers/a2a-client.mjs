@@ -39,6 +39,12 @@
 //                                 (node:http) as its push config: {n, lagUs: [sorted µs from the
 //                                 send's answer to the webhook's TASK_STATE_COMPLETED, 0 when
 //                                 it came first]}
+//   send-file TEXT PATH NAME TYPE [MODES]
+//                                 sendMessage (blocking) of a text part TEXT and a file part
+//                                 with PATH's bytes inline (`raw`), filename NAME, media type
+//                                 TYPE; MODES: acceptedOutputModes, comma-separated; prints the
+//                                 task
+//   stream-file TEXT PATH NAME TYPE  the same with sendMessageStream; one line per event
 //   extended-card                 getAgentCard, which fetches the authenticated extended card
 //                                 when the public card offers one (GetExtendedAgentCard)
 // An error the SDK throws is printed as {"error": message, "kind": the SDK's error class} and
@@ -316,6 +322,33 @@ try {
       server.close();
       lagUs.sort((a, b) => a - b);
       out({ n: lagUs.length, lagUs });
+      break;
+    }
+    case "send-file":
+    case "stream-file": {
+      const { readFileSync } = await import("node:fs");
+      const [text, path, filename, mediaType, modes] = args;
+      const msg = message(text);
+      msg.parts.push({
+        content: { $case: "raw", value: new Uint8Array(readFileSync(path)) },
+        filename,
+        mediaType,
+        metadata: undefined,
+      });
+      const request = {
+        message: msg,
+        configuration: {
+          acceptedOutputModes: modes ? modes.split(",") : [],
+          returnImmediately: false,
+        },
+      };
+      if (command === "send-file") {
+        out(result(await client.sendMessage(request)));
+      } else {
+        for await (const ev of client.sendMessageStream(request)) {
+          out(event(ev));
+        }
+      }
       break;
     }
     case "extended-card":
