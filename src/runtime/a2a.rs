@@ -121,7 +121,12 @@ fn file_of(part: &Value) -> Option<String> {
         }
         _ => return None,
     };
-    let s = |k: &str| holder.get(k).and_then(Value::as_str);
+    let s = |k: &str| {
+        holder
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
     let mut said = format!(
         "[file from the remote: `{}`, {}",
         s(name).unwrap_or("(no name)"),

@@ -791,6 +791,16 @@ fn a_local_agent_sessions_sends_to_a_remote_a2a_agent_which_cancel_reaches_and_w
         second["reply"], "remote: and again (context turn 2)",
         "{second:#}"
     );
+    // Data and file parts of the remote's artifact are lines of the reply, never dropped.
+    let files = send("files");
+    assert_eq!(
+        files["reply"],
+        format!(
+            "files:\n{{\"n\":1}}\n[file from the remote: `r.txt`, text/plain, 5 bytes, sha256 {} — not kept by deepcli]\n[file from the remote: `big.bin`, no media type, at https://files.example/big.bin — not fetched by deepcli]",
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        ),
+        "{files:#}"
+    );
 
     // Cancel reaches the remote as CancelTask; it confirms, the run is cancelled.
     let started = sessions(
