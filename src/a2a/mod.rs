@@ -663,10 +663,21 @@ impl A2a {
         caller: &A2aCaller,
         task: &mut TaskRecord,
     ) -> Result<(), RpcError> {
+        self.fill_files_within(caller, task, wire::MAX_FILE_BYTES as u64)
+            .await
+    }
+
+    /// [`A2a::fill_files`] with the bytes of files of at most `inline` bytes only.
+    async fn fill_files_within(
+        &self,
+        caller: &A2aCaller,
+        task: &mut TaskRecord,
+        inline: u64,
+    ) -> Result<(), RpcError> {
         let ids = task.runs.iter().map(|(r, _)| r.clone()).collect();
         let files = self
             .hub
-            .a2a_files(ids, wire::MAX_FILE_BYTES as u64)
+            .a2a_files(ids, inline)
             .await
             .map_err(RpcError::internal)?;
         let prefix = if caller.routed {
@@ -1028,8 +1039,9 @@ impl A2a {
         };
         let mut out = Vec::with_capacity(tasks.len());
         for mut task in tasks {
+            // A page holds up to 100 tasks: their files are URLs, never bytes inline.
             if query.artifacts {
-                self.fill_files(caller, &mut task).await?;
+                self.fill_files_within(caller, &mut task, 0).await?;
             }
             let runs = self.runs(&task).await?;
             out.push((task, runs));

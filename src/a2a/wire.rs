@@ -1011,8 +1011,9 @@ fn card(
             }},
         },
         "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
-        "defaultInputModes": ["text/plain", "application/json"],
-        "defaultOutputModes": ["text/plain"],
+        // Text, data, and files of any type (a2a.md, "Files").
+        "defaultInputModes": ["text/plain", "application/json", "*/*"],
+        "defaultOutputModes": ["text/plain", "*/*"],
         "skills": skills,
     })
 }
