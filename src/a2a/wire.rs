@@ -1183,6 +1183,61 @@ mod tests {
     }
 
     #[test]
+    fn handed_files_are_parts_of_each_version_inline_by_url_or_said_in_text() {
+        let file = |run: &str, name: &str, bytes: Option<&[u8]>| OutFile {
+            file: crate::hub::a2a::RunFile {
+                run_id: run.into(),
+                name: name.into(),
+                sha256: "ab".into(),
+                size: 2,
+                media_type: "application/octet-stream".into(),
+                bytes: bytes.map(<[u8]>::to_vec),
+            },
+            url: format!("http://h/a2a-rest/tasks/t1/artifacts/{run}/{name}"),
+        };
+        let mut task = TaskRecord {
+            task_id: "t1".into(),
+            peer: "p".into(),
+            agent_id: "a".into(),
+            context_id: "c".into(),
+            session_key: "k".into(),
+            state: state::COMPLETED.into(),
+            created_at: String::new(),
+            updated_us: 0,
+            runs: Vec::new(),
+            output_modes: None,
+            files: vec![
+                file("r1", "a.bin", Some(b"hi")),
+                file("r1", "big.bin", None),
+                // A later hand-in under the same name replaces the first.
+                file("r2", "a.bin", Some(b"yo")),
+            ],
+        };
+        let parts = |wire: Wire, task: &TaskRecord, run: Option<&str>| -> Vec<Value> {
+            wire.file_artifacts(task, run)
+                .into_iter()
+                .map(|a| a["parts"][0].clone())
+                .collect()
+        };
+        assert_eq!(
+            parts(Wire::V1, &task, None),
+            [
+                json!({"url": "http://h/a2a-rest/tasks/t1/artifacts/r1/big.bin", "mediaType": "application/octet-stream", "filename": "big.bin"}),
+                json!({"raw": "eW8=", "mediaType": "application/octet-stream", "filename": "a.bin"}),
+            ]
+        );
+        assert_eq!(
+            parts(Wire::V03, &task, Some("r1"))[0],
+            json!({"kind": "file", "file": {"bytes": "aGk=", "mimeType": "application/octet-stream", "name": "a.bin"}})
+        );
+        task.output_modes = Some(vec!["text/plain".into()]);
+        for part in parts(Wire::V1, &task, None) {
+            let text = part["text"].as_str().unwrap_or_else(|| panic!("{part}"));
+            assert!(text.contains("not sent"), "{text}");
+        }
+    }
+
+    #[test]
     fn output_modes_match_by_type_and_wildcard() {
         let modes = |m: &[&str]| Some(m.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         assert!(accepts(None, "image/png"));
