@@ -192,13 +192,9 @@ async fn agent_card_at(
 /// `data`, as A2A 1.0 requires: the error's name as `reason`, domain `a2a-protocol.org`.
 fn rpc_error(id: &Value, e: &RpcError) -> Value {
     let mut error = json!({"code": e.code, "message": e.message});
-    if let Some(reason) = e.reason() {
-        error["data"] = json!([{
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": reason,
-            "domain": "a2a-protocol.org",
-            "metadata": {},
-        }]);
+    let details = e.details();
+    if details.as_array().is_some_and(|d| !d.is_empty()) {
+        error["data"] = details;
     }
     json!({"jsonrpc": "2.0", "id": id, "error": error})
 }
@@ -373,10 +369,11 @@ async fn routed_rpc(State(a2a): State<Arc<A2a>>, request: Request) -> Response {
 async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Response {
     let begun = std::time::Instant::now();
     let base = base_url(request.headers());
-    let caller = match a2a.admit(endpoint, bearer(request.headers())).await {
+    let mut caller = match a2a.admit(endpoint, bearer(request.headers())).await {
         Ok(c) => c,
         Err(r) => return refused(r, &Binding::JsonRpc(request_id(request).await)),
     };
+    caller.base = base.clone();
     let version = version_ok(request.headers());
     let bytes = match axum::body::to_bytes(request.into_body(), BODY_LIMIT).await {
         Ok(b) => b,
@@ -502,15 +499,7 @@ impl Binding {
             Binding::JsonRpc(id) => rpc_error(id, e),
             Binding::Rest => {
                 let (status, name) = e.http_status();
-                let details = match e.reason() {
-                    Some(reason) => json!([{
-                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                        "reason": reason,
-                        "domain": "a2a-protocol.org",
-                        "metadata": {},
-                    }]),
-                    None => json!([]),
-                };
+                let details = e.details();
                 json!({"error": {
                     "code": status.as_u16(),
                     "status": name,
@@ -731,6 +720,7 @@ async fn send(
         [(only, _)] if *only == ended.run_id => vec![ended],
         _ => a2a.runs(&task).await?,
     };
+    a2a.fill_files(caller, &mut task).await?;
     task.state = a2a.note_state(&task, &runs).await.to_string();
     Ok((
         wire.send_result(wire.task(&task, &runs, history, true)),
@@ -925,6 +915,11 @@ fn sse(
                 .await
             {
                 return;
+            }
+            for artifact in wire.file_artifacts(&task, Some(&run.run_id)) {
+                if !emit(wire.artifact_event(&task_id, &context_id, artifact)).await {
+                    return;
+                }
             }
             let (st, unknown) = wire::task_state(&task.state, runs.last());
             let status = wire.status(&task_id, &context_id, st, unknown, runs.last());

@@ -223,6 +223,16 @@ pub(crate) fn router(a2a: Arc<A2a>) -> axum::Router {
 pub(crate) struct RpcError {
     pub code: i64,
     pub message: String,
+    /// A `google.rpc.ErrorInfo` of deepcli's own (domain `deepcli`) on an error that has no
+    /// A2A reason: which limit a `-32602` is about, and its figures.
+    pub info: Option<ErrorInfo>,
+}
+
+/// An `ErrorInfo`'s reason and metadata (string values, as `google.rpc.ErrorInfo` has them).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ErrorInfo {
+    pub reason: &'static str,
+    pub metadata: Vec<(&'static str, String)>,
 }
 
 impl RpcError {
@@ -230,7 +240,43 @@ impl RpcError {
         RpcError {
             code,
             message: message.into(),
+            info: None,
         }
+    }
+    /// This error with an `ErrorInfo` of deepcli's (`reason`, `metadata`).
+    pub(crate) fn with_info(
+        mut self,
+        reason: &'static str,
+        metadata: &[(&'static str, String)],
+    ) -> RpcError {
+        self.info = Some(ErrorInfo {
+            reason,
+            metadata: metadata.to_vec(),
+        });
+        self
+    }
+
+    /// The `google.rpc.ErrorInfo` details of this error: A2A's reason (domain
+    /// `a2a-protocol.org`), else deepcli's own when it has one, else none.
+    fn details(&self) -> serde_json::Value {
+        let (reason, domain, metadata) = match (self.reason(), &self.info) {
+            (Some(reason), _) => (reason, "a2a-protocol.org", serde_json::Map::new()),
+            (None, Some(info)) => (
+                info.reason,
+                "deepcli",
+                info.metadata
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.as_str().into()))
+                    .collect(),
+            ),
+            (None, None) => return serde_json::json!([]),
+        };
+        serde_json::json!([{
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": reason,
+            "domain": domain,
+            "metadata": metadata,
+        }])
     }
     pub(crate) fn invalid_params(message: impl Into<String>) -> RpcError {
         RpcError::new(-32602, message)
@@ -315,6 +361,9 @@ pub(crate) struct A2aCaller {
     pub agent: String,
     /// At `/a2a/`: the agent came from the route, so the peer's tasks with any agent are its.
     pub routed: bool,
+    /// The base URL the peer called (`http.rs`'s `base_url`): a file too large to go inline
+    /// is a URL under it.
+    pub base: String,
 }
 
 /// Which endpoint a request came to.
@@ -401,6 +450,10 @@ pub(crate) struct Incoming {
     pub text: String,
     pub context_id: Option<String>,
     pub task_id: Option<String>,
+    /// Its file parts (bytes within [`wire::MAX_FILE_BYTES`], or URLs not fetched).
+    pub files: Vec<wire::FilePart>,
+    /// `configuration.acceptedOutputModes` (`None`: not given).
+    pub accepted_output_modes: Option<Vec<String>>,
     pub return_immediately: bool,
     /// `configuration.taskPushNotificationConfig`: a webhook for the task.
     pub push: Option<wire::PushConfigInput>,
@@ -528,6 +581,7 @@ impl A2a {
             peer: peer.name.clone(),
             agent,
             routed,
+            base: String::new(),
         })
     }
 
@@ -596,8 +650,54 @@ impl A2a {
             .await?
             .filter(|t| caller.routed || t.agent_id == caller.agent)
             .ok_or_else(|| RpcError::task_not_found(task_id))?;
+        let mut task = task;
+        self.fill_files(caller, &mut task).await?;
         let runs = self.runs(&task).await?;
         Ok((task, runs))
+    }
+
+    /// Reads the files task `task`'s agent handed to the peer into `task.files`: the bytes of
+    /// those within [`wire::MAX_FILE_BYTES`], the URL the peer GETs the others at.
+    pub(crate) async fn fill_files(
+        &self,
+        caller: &A2aCaller,
+        task: &mut TaskRecord,
+    ) -> Result<(), RpcError> {
+        self.fill_files_within(caller, task, wire::MAX_FILE_BYTES as u64)
+            .await
+    }
+
+    /// [`A2a::fill_files`] with the bytes of files of at most `inline` bytes only.
+    async fn fill_files_within(
+        &self,
+        caller: &A2aCaller,
+        task: &mut TaskRecord,
+        inline: u64,
+    ) -> Result<(), RpcError> {
+        let ids = task.runs.iter().map(|(r, _)| r.clone()).collect();
+        let files = self
+            .hub
+            .a2a_files(ids, inline)
+            .await
+            .map_err(RpcError::internal)?;
+        let prefix = if caller.routed {
+            format!("{}/a2a-rest", caller.base)
+        } else {
+            format!("{}/a2a-rest/agents/{}", caller.base, task.agent_id)
+        };
+        task.files = files
+            .into_iter()
+            .map(|file| store::OutFile {
+                url: format!(
+                    "{prefix}/tasks/{}/artifacts/{}/{}",
+                    task.task_id,
+                    file.run_id,
+                    wire::path_escape(&file.name)
+                ),
+                file,
+            })
+            .collect();
+        Ok(())
     }
 
     /// Records the state a task is seen in now (ListTasks filters and orders on it).
@@ -687,14 +787,16 @@ impl A2a {
             if let Some(push) = push {
                 self.add_push(push.for_task(&task.task_id), limit).await?;
             }
+            if let Some(modes) = incoming.accepted_output_modes.clone() {
+                let id = task.task_id.clone();
+                self.db(move |s| s.set_output_modes(&id, &modes)).await?;
+            }
+            let text = self
+                .with_files(&task.agent_id, &task.task_id, incoming.text, incoming.files)
+                .await?;
             let run = self
                 .hub
-                .a2a_run(
-                    &caller.peer,
-                    &task.agent_id,
-                    &task.session_key,
-                    incoming.text,
-                )
+                .a2a_run(&caller.peer, &task.agent_id, &task.session_key, text)
                 .map_err(RpcError::internal)?;
             let (peer, id, r, m) = (
                 caller.peer.clone(),
@@ -733,12 +835,16 @@ impl A2a {
             None => uuid::Uuid::new_v4().to_string(),
         };
         let session_key = format!("agent:{}:a2a:{}:{}", caller.agent, caller.peer, context_id);
+        let task_id = uuid::Uuid::new_v4().to_string();
+        let text = self
+            .with_files(&caller.agent, &task_id, incoming.text, incoming.files)
+            .await?;
         let run = self
             .hub
-            .a2a_run(&caller.peer, &caller.agent, &session_key, incoming.text)
+            .a2a_run(&caller.peer, &caller.agent, &session_key, text)
             .map_err(RpcError::internal)?;
         let task = TaskRecord {
-            task_id: uuid::Uuid::new_v4().to_string(),
+            task_id,
             peer: caller.peer.clone(),
             agent_id: caller.agent.clone(),
             context_id,
@@ -747,6 +853,8 @@ impl A2a {
             created_at: crate::clock::now(),
             updated_us: 0,
             runs: vec![(run.run_id.clone(), incoming.message_id.clone())],
+            output_modes: incoming.accepted_output_modes.clone(),
+            files: Vec::new(),
         };
         let push = push.map(|p| p.for_task(&task.task_id));
         {
@@ -774,6 +882,65 @@ impl A2a {
             run,
             retry: false,
         })
+    }
+
+    /// The message's text with a line for each file the peer sent: its bytes written into the
+    /// agent's workspace first (`.deepcli/a2a/<task>/<name>`, read-only), a URL named as a
+    /// reference the hub did not fetch.
+    async fn with_files(
+        &self,
+        agent: &str,
+        task_id: &str,
+        mut text: String,
+        files: Vec<wire::FilePart>,
+    ) -> Result<String, RpcError> {
+        if files.is_empty() {
+            return Ok(text);
+        }
+        let mut lines = Vec::with_capacity(files.len());
+        let mut sent = Vec::new();
+        for file in files {
+            let media = file
+                .media_type
+                .as_deref()
+                .unwrap_or("no media type")
+                .to_string();
+            match file.content {
+                wire::FileContent::Bytes(bytes) => {
+                    sent.push((file.name, bytes));
+                    lines.push(Err(media));
+                }
+                wire::FileContent::Url(url) => lines.push(Ok(format!(
+                    "[file reference from the peer, not fetched by deepcli] {url} ({}{media})",
+                    file.name.map(|n| format!("`{n}`, ")).unwrap_or_default()
+                ))),
+            }
+        }
+        let mut received = self
+            .hub
+            .a2a_receive(agent, task_id, sent)
+            .await
+            .map_err(RpcError::internal)?
+            .into_iter();
+        for line in lines {
+            let line = match line {
+                Ok(line) => line,
+                Err(media) => {
+                    let Some(r) = received.next() else { break };
+                    format!(
+                        "[file from the peer] {} ({media}, {} bytes, sha256 {})",
+                        r.path.display(),
+                        r.size,
+                        r.sha256
+                    )
+                }
+            };
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&line);
+        }
+        Ok(text)
     }
 
     /// Starts the run a task's row already names. A run the Hub did not take leaves the task
@@ -871,7 +1038,11 @@ impl A2a {
             String::new()
         };
         let mut out = Vec::with_capacity(tasks.len());
-        for task in tasks {
+        for mut task in tasks {
+            // A page holds up to 100 tasks: their files are URLs, never bytes inline.
+            if query.artifacts {
+                self.fill_files_within(caller, &mut task, 0).await?;
+            }
             let runs = self.runs(&task).await?;
             out.push((task, runs));
         }
@@ -1008,7 +1179,7 @@ impl A2a {
         if !self.pusher.follow(run_id) {
             return;
         }
-        let (a2a, peer) = (self.clone(), caller.peer.clone());
+        let (a2a, peer, caller) = (self.clone(), caller.peer.clone(), caller.clone());
         let (task_id, context_id, run_id) = (
             task.task_id.clone(),
             task.context_id.clone(),
@@ -1044,9 +1215,12 @@ impl A2a {
                 // Final: the artifact, then the task's status (from the task, which knows a
                 // cancel).
                 let (p, id) = (peer.clone(), task_id.clone());
-                let Ok(Some(task)) = a2a.db(move |s| s.task(&p, &id)).await else {
+                let Ok(Some(mut task)) = a2a.db(move |s| s.task(&p, &id)).await else {
                     break;
                 };
+                if a2a.fill_files(&caller, &mut task).await.is_err() {
+                    break;
+                }
                 let Ok(runs) = a2a.runs(&task).await else {
                     break;
                 };
@@ -1055,6 +1229,11 @@ impl A2a {
                     && let Some(reply) = &run.reply
                 {
                     let artifact = Wire::V1.artifact(&format!("{task_id}-reply"), reply);
+                    let event = Wire::V1.artifact_event(&task_id, &context_id, artifact);
+                    a2a.pusher
+                        .enqueue(&task_id, notice(event, "artifactUpdate".to_string()));
+                }
+                for artifact in Wire::V1.file_artifacts(&task, Some(&run.run_id)) {
                     let event = Wire::V1.artifact_event(&task_id, &context_id, artifact);
                     a2a.pusher
                         .enqueue(&task_id, notice(event, "artifactUpdate".to_string()));

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Request, State};
-use axum::http::Method;
-use axum::response::Response;
+use axum::http::{HeaderValue, Method, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Map, Value};
 
@@ -47,6 +47,10 @@ pub(super) fn routes() -> Router<Arc<A2a>> {
             .route(
                 &format!("{base}/tasks/{{task}}/pushNotificationConfigs/{{config}}"),
                 get(push_configs).delete(push_configs),
+            )
+            .route(
+                &format!("{base}/tasks/{{task}}/artifacts/{{run}}/{{*name}}"),
+                get(artifact_file),
             )
             .route(&format!("{base}/extendedAgentCard"), get(extended_card));
     }
@@ -160,10 +164,25 @@ async fn extended_card(
     call(a2a, agent_of(&params), Asked::ExtendedCard, request).await
 }
 
-/// One call: the door first (as for JSON-RPC), then the parameters from the path, the query
-/// and the body, then the operation.
-async fn call(a2a: Arc<A2a>, agent: Option<String>, asked: Asked, request: Request) -> Response {
-    let begun = std::time::Instant::now();
+/// `GET /tasks/{id}/artifacts/{runId}/{name}`: a file the task's agent handed to the peer
+/// (the URL of its file part when it was over the inline limit), to the peer whose task it
+/// is: the same door as every call, then the task looked up by (peer, agent) as GetTask does.
+async fn artifact_file(
+    State(a2a): State<Arc<A2a>>,
+    Path(params): Path<Map<String, Value>>,
+    request: Request,
+) -> Response {
+    let text = |k: &str| {
+        params
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let agent = params
+        .get("agent")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let endpoint = match &agent {
         Some(agent) => Endpoint::Agent(agent),
         None => Endpoint::Routed,
@@ -172,6 +191,61 @@ async fn call(a2a: Arc<A2a>, agent: Option<String>, asked: Asked, request: Reque
         Ok(c) => c,
         Err(r) => return refused(r, &Binding::Rest),
     };
+    let (task_id, run, name) = (text("task"), text("run"), text("name"));
+    let found = async {
+        let (task, _) = a2a.load(&caller, &task_id).await?;
+        let missing = || {
+            RpcError::new(
+                -32001,
+                format!("task `{task_id}` has no file `{name}` of run `{run}`"),
+            )
+        };
+        if !task.runs.iter().any(|(r, _)| *r == run) {
+            return Err(missing());
+        }
+        a2a.hub
+            .a2a_file_path(&run, &name)
+            .await
+            .map_err(RpcError::internal)?
+            .ok_or_else(missing)
+    };
+    let (path, file) = match found.await {
+        Ok(found) => found,
+        Err(e) => return Binding::Rest.answer(Err(e)),
+    };
+    let opened = match tokio::fs::File::open(&path).await {
+        Ok(f) => f,
+        Err(e) => return Binding::Rest.answer(Err(RpcError::internal(e))),
+    };
+    let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(opened));
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_TYPE, file.media_type.clone()),
+        (header::CONTENT_LENGTH, file.size.to_string()),
+        (header::ETAG, format!("\"{}\"", file.sha256)),
+        (header::CACHE_CONTROL, "private, no-store".to_string()),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    response
+}
+
+/// One call: the door first (as for JSON-RPC), then the parameters from the path, the query
+/// and the body, then the operation.
+async fn call(a2a: Arc<A2a>, agent: Option<String>, asked: Asked, request: Request) -> Response {
+    let begun = std::time::Instant::now();
+    let endpoint = match &agent {
+        Some(agent) => Endpoint::Agent(agent),
+        None => Endpoint::Routed,
+    };
+    let mut caller = match a2a.admit(endpoint, bearer(request.headers())).await {
+        Ok(c) => c,
+        Err(r) => return refused(r, &Binding::Rest),
+    };
+    caller.base = base_url(request.headers());
     if let Err(e) = version_ok(request.headers()) {
         return Binding::Rest.answer(Err(e));
     }

@@ -24,6 +24,19 @@ pub(crate) struct TaskRecord {
     pub updated_us: i64,
     /// The task's runs in order, with the peer's message id of each.
     pub runs: Vec<(String, String)>,
+    /// The media types the peer takes in answers (`acceptedOutputModes` of its last message
+    /// that said; `None`: anything).
+    pub output_modes: Option<Vec<String>>,
+    /// The files its agent handed to the peer (not a column: the Hub's, read with the runs;
+    /// `A2a::fill_files`).
+    pub files: Vec<OutFile>,
+}
+
+/// A file the agent handed to the peer, and the URL the peer may GET it at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OutFile {
+    pub file: crate::hub::a2a::RunFile,
+    pub url: String,
 }
 
 /// ListTasks' filter: one peer's tasks, newest first.
@@ -40,7 +53,7 @@ pub(crate) struct TaskFilter {
 }
 
 const TASK_COLUMNS: &str =
-    "task_id, peer, agent_id, context_id, session_key, state, created_at, updated_us";
+    "task_id, peer, agent_id, context_id, session_key, state, created_at, updated_us, output_modes";
 
 fn task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
     Ok(TaskRecord {
@@ -53,6 +66,10 @@ fn task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
         created_at: row.get(6)?,
         updated_us: row.get(7)?,
         runs: Vec::new(),
+        output_modes: row
+            .get::<_, Option<String>>(8)?
+            .and_then(|m| serde_json::from_str(&m).ok()),
+        files: Vec::new(),
     })
 }
 
@@ -190,6 +207,10 @@ fn taken(found: Option<(String, String)>) -> Option<Recorded> {
     found.map(|(task_id, run_id)| Recorded::Taken { task_id, run_id })
 }
 
+fn modes_column(modes: Option<&[String]>) -> Option<String> {
+    modes.and_then(|m| serde_json::to_string(m).ok())
+}
+
 fn now_us() -> i64 {
     jiff::Timestamp::now().as_microsecond()
 }
@@ -241,7 +262,7 @@ impl A2aStore {
             }
             let now = now_us();
             tx.prepare_cached(&format!(
-                "INSERT INTO a2a_tasks ({TASK_COLUMNS}, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?7)"
+                "INSERT INTO a2a_tasks ({TASK_COLUMNS}, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?7)"
             ))?
             .execute(params![
                 task.task_id,
@@ -251,7 +272,8 @@ impl A2aStore {
                 task.session_key,
                 task.state,
                 task.created_at,
-                now
+                now,
+                modes_column(task.output_modes.as_deref()),
             ])?;
             let mut run = tx.prepare_cached(
                 "INSERT INTO a2a_task_runs (task_id, seq, run_id, message_id) VALUES (?1, ?2, ?3, ?4)",
@@ -391,6 +413,19 @@ impl A2aStore {
         })
     }
 
+    /// Records the media types the peer takes in task `task_id`'s answers from now on.
+    pub(crate) fn set_output_modes(
+        &self,
+        task_id: &str,
+        modes: &[String],
+    ) -> Result<(), StateError> {
+        self.db.with(|c| {
+            c.prepare_cached("UPDATE a2a_tasks SET output_modes = ?2 WHERE task_id = ?1")?
+                .execute(params![task_id, modes_column(Some(modes))])
+                .map(drop)
+        })
+    }
+
     /// Records the state a task was seen in, when it changed.
     pub(crate) fn set_state(&self, task_id: &str, state: &str) -> Result<(), StateError> {
         self.db.with(|c| {
@@ -484,6 +519,8 @@ mod tests {
             created_at: crate::clock::now(),
             updated_us: 0,
             runs: vec![(run.into(), message.into())],
+            output_modes: None,
+            files: Vec::new(),
         }
     }
 

@@ -3,9 +3,10 @@
 //! lower-case states). Tasks are rendered from what the Hub recorded of their runs; requests'
 //! params are read into typed requests; the Agent Cards. Pure.
 
+use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::store::PushRecord;
+use super::store::{OutFile, PushRecord, TaskRecord};
 use super::{Exposed, Incoming, ListQuery, MAX_TEXT_BYTES, Peer, RpcError, TaskPage};
 use crate::hub::store::RunRecord;
 use crate::state::RunState;
@@ -155,6 +156,57 @@ impl Wire {
         json!({"artifactId": id, "name": "reply", "parts": [self.text_part(text)]})
     }
 
+    /// The artifacts of the files `task`'s agent handed to the peer (of run `run` only, when
+    /// named), one per name (a later hand-in replaces an earlier one): a file part with the
+    /// bytes inline up to [`MAX_FILE_BYTES`], else with the URL the peer GETs it at (with its
+    /// own token). A peer whose `acceptedOutputModes` leave out the file's media type gets a
+    /// text part instead, saying what the file is and why it was not sent.
+    pub(crate) fn file_artifacts(self, task: &TaskRecord, run: Option<&str>) -> Vec<Value> {
+        let mut out: Vec<(String, Value)> = Vec::new();
+        for OutFile { file, url } in &task.files {
+            if run.is_some_and(|r| r != file.run_id) {
+                continue;
+            }
+            let part = if !accepts(task.output_modes.as_deref(), &file.media_type) {
+                self.text_part(&format!(
+                    "[file `{}`: {} bytes, {}, sha256 {} — not sent: this task's acceptedOutputModes ({}) do not take {}]",
+                    file.name,
+                    file.size,
+                    file.media_type,
+                    file.sha256,
+                    task.output_modes.as_deref().unwrap_or_default().join(", "),
+                    file.media_type
+                ))
+            } else {
+                let (v1_key, v03_key, value) = match &file.bytes {
+                    Some(bytes) => ("raw", "bytes", BASE64.encode(bytes)),
+                    None => ("url", "uri", url.clone()),
+                };
+                match self {
+                    Wire::V1 => {
+                        let mut part = json!({"mediaType": file.media_type, "filename": file.name});
+                        part[v1_key] = value.into();
+                        part
+                    }
+                    Wire::V03 => {
+                        let mut inner = json!({"mimeType": file.media_type, "name": file.name});
+                        inner[v03_key] = value.into();
+                        json!({"kind": "file", "file": inner})
+                    }
+                }
+            };
+            let artifact = json!({
+                "artifactId": format!("{}-file-{}", task.task_id, file.name),
+                "name": file.name,
+                "parts": [part],
+                "metadata": {"sha256": file.sha256, "size": file.size},
+            });
+            out.retain(|(name, _)| *name != file.name);
+            out.push((file.name.clone(), artifact));
+        }
+        out.into_iter().map(|(_, a)| a).collect()
+    }
+
     /// A task's status: its state, what the agent said with it, when.
     pub(crate) fn status(
         self,
@@ -196,7 +248,7 @@ impl Wire {
     /// records are left out). `history`: how many of the latest messages (`None`: all).
     pub(crate) fn task(
         self,
-        task: &super::store::TaskRecord,
+        task: &TaskRecord,
         runs: &[RunRecord],
         history: Option<usize>,
         artifacts: bool,
@@ -212,11 +264,17 @@ impl Wire {
         if self == Wire::V03 {
             doc["kind"] = "task".into();
         }
-        if artifacts
-            && state == state::COMPLETED
-            && let Some(reply) = last.and_then(|r| r.reply.as_deref())
-        {
-            doc["artifacts"] = json!([self.artifact(&format!("{tid}-reply"), reply)]);
+        if artifacts {
+            let mut list = Vec::new();
+            if state == state::COMPLETED
+                && let Some(reply) = last.and_then(|r| r.reply.as_deref())
+            {
+                list.push(self.artifact(&format!("{tid}-reply"), reply));
+            }
+            list.extend(self.file_artifacts(task, None));
+            if !list.is_empty() {
+                doc["artifacts"] = list.into();
+            }
         }
         if history != Some(0) {
             let mut messages = Vec::new();
@@ -367,23 +425,35 @@ pub(crate) fn incoming(params: &Value) -> Result<Incoming, RpcError> {
         ));
     };
     let mut text = String::new();
+    let mut files: Vec<FilePart> = Vec::new();
+    let mut file_bytes = 0usize;
     for (i, part) in parts.iter().enumerate() {
-        let piece = if let Some(t) = part.get("text").and_then(Value::as_str) {
-            t.to_string()
-        } else if let Some(data) = part.get("data") {
-            serde_json::to_string(data).map_err(RpcError::internal)?
-        } else if ["raw", "url", "file"].iter().any(|k| part.get(k).is_some()) {
-            return Err(RpcError::new(
-                -32005,
-                format!(
-                    "part {i} is a file: this agent takes text and data parts (text/plain, application/json)"
-                ),
-            ));
-        } else {
-            return Err(RpcError::invalid_params(format!(
-                "part {i} has no `text` or `data`"
-            )));
-        };
+        let piece =
+            if let Some(t) = part.get("text").and_then(Value::as_str) {
+                t.to_string()
+            } else if let Some(data) = part.get("data") {
+                // 0.3 nests the value: `{kind: "data", data: {…}}`; 1.0's `data` is the value.
+                serde_json::to_string(data).map_err(RpcError::internal)?
+            } else if let Some(file) = file_part(part, i)? {
+                if files.len() == MAX_FILE_PARTS {
+                    return Err(RpcError::invalid_params(format!(
+                    "a message carries at most {MAX_FILE_PARTS} file parts (part {i} is one more)"
+                ))
+                .with_info("TOO_MANY_FILE_PARTS", &[("limit", MAX_FILE_PARTS.to_string())]));
+                }
+                if let FileContent::Bytes(bytes) = &file.content {
+                    file_bytes += bytes.len();
+                    if file_bytes > MAX_FILE_BYTES {
+                        return Err(file_too_large(i, file_bytes));
+                    }
+                }
+                files.push(file);
+                continue;
+            } else {
+                return Err(RpcError::invalid_params(format!(
+                    "part {i} has no `text`, `data`, `raw`, `url` or `file`"
+                )));
+            };
         if !text.is_empty() {
             text.push('\n');
         }
@@ -415,9 +485,203 @@ pub(crate) fn incoming(params: &Value) -> Result<Incoming, RpcError> {
         text,
         context_id: id("contextId")?,
         task_id: id("taskId")?,
+        files,
+        accepted_output_modes: output_modes(&configuration)?,
         return_immediately: flag("returnImmediately")?.unwrap_or(false)
             || flag("blocking")? == Some(false),
         push: push.map(push_config).transpose()?,
+    })
+}
+
+/// The file bytes one message may carry inline, all its file parts together: 512 KiB, so
+/// that base64 (4/3) and the JSON around it stay within the 1 MiB request body and a message
+/// over it is answered `-32602` saying so, not cut off at the body limit.
+pub(crate) const MAX_FILE_BYTES: usize = 512 * 1024;
+/// The most file parts in one message.
+pub(crate) const MAX_FILE_PARTS: usize = 8;
+/// The longest URL of a file reference taken.
+const MAX_FILE_URL: usize = 2048;
+
+/// ProtoJSON's `bytes`: standard base64, padded or not (a decoder takes both); the URL-safe
+/// alphabet too, as ProtoJSON parsers do.
+const BASE64_CONFIG: base64::engine::GeneralPurposeConfig =
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent);
+pub(crate) const BASE64: base64::engine::GeneralPurpose =
+    base64::engine::GeneralPurpose::new(&base64::alphabet::STANDARD, BASE64_CONFIG);
+const BASE64_URL: base64::engine::GeneralPurpose =
+    base64::engine::GeneralPurpose::new(&base64::alphabet::URL_SAFE, BASE64_CONFIG);
+
+/// A file a peer sent: its bytes, or a URL the hub does not fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FilePart {
+    /// The peer's `filename` (`file.name` in 0.3), as given: sanitized where it is written.
+    pub name: Option<String>,
+    /// `mediaType` (`file.mimeType` in 0.3), when it is a plain `type/subtype`.
+    pub media_type: Option<String>,
+    pub content: FileContent,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FileContent {
+    Bytes(Vec<u8>),
+    /// An `http`/`https` URL, passed to the agent as a reference only.
+    Url(String),
+}
+
+fn file_too_large(part: usize, bytes: usize) -> RpcError {
+    RpcError::invalid_params(format!(
+        "the message's file parts hold {bytes} bytes or more (at part {part}); the limit is {MAX_FILE_BYTES} bytes of inline file content per message: send a larger file as a `url` reference"
+    ))
+    .with_info(
+        "FILE_TOO_LARGE",
+        &[
+            ("limitBytes", MAX_FILE_BYTES.to_string()),
+            ("part", part.to_string()),
+        ],
+    )
+}
+
+/// Part `i` as a file: 1.0's `{raw | url, mediaType?, filename?}` or 0.3's
+/// `{kind: "file", file: {bytes | uri, mimeType?, name?}}`; `None` when it is not one.
+fn file_part(part: &Value, i: usize) -> Result<Option<FilePart>, RpcError> {
+    let (holder, bytes_key, url_key, type_key, name_key) =
+        if let Some(f) = part.get("file").filter(|f| f.is_object()) {
+            (f, "bytes", "uri", "mimeType", "name")
+        } else if part.get("raw").is_some() || part.get("url").is_some() {
+            (part, "raw", "url", "mediaType", "filename")
+        } else {
+            return Ok(None);
+        };
+    let text = |k: &str| -> Result<Option<&str>, RpcError> {
+        match field(holder, k)? {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.as_str())),
+            Some(_) => Err(RpcError::invalid_params(format!(
+                "part {i}: `{k}` must be a string"
+            ))),
+        }
+    };
+    let content = match (text(bytes_key)?, text(url_key)?) {
+        (Some(b64), None) => {
+            // Refused before decoding when the encoded text alone is over the limit.
+            if b64.len() / 4 * 3 > MAX_FILE_BYTES + 3 {
+                return Err(file_too_large(i, b64.len() / 4 * 3));
+            }
+            let bytes = BASE64
+                .decode(b64)
+                .or_else(|_| BASE64_URL.decode(b64))
+                .map_err(|e| {
+                    RpcError::invalid_params(format!("part {i}: `{bytes_key}` is not base64 ({e})"))
+                })?;
+            FileContent::Bytes(bytes)
+        }
+        (None, Some(url)) => {
+            let scheme_ok = url
+                .split_once("://")
+                .is_some_and(|(s, rest)| matches!(s, "http" | "https") && !rest.is_empty());
+            if !scheme_ok
+                || url.len() > MAX_FILE_URL
+                || url.bytes().any(|b| b.is_ascii_control() || b == b' ')
+            {
+                return Err(RpcError::invalid_params(format!(
+                    "part {i}: `{url_key}` must be an http or https URL of at most {MAX_FILE_URL} characters"
+                )));
+            }
+            FileContent::Url(url.to_string())
+        }
+        (Some(_), Some(_)) => {
+            return Err(RpcError::invalid_params(format!(
+                "part {i} has both `{bytes_key}` and `{url_key}`: a file part is one or the other"
+            )));
+        }
+        (None, None) => {
+            return Err(RpcError::invalid_params(format!(
+                "part {i} is a file without `{bytes_key}` or `{url_key}`"
+            )));
+        }
+    };
+    let media_type = text(type_key)?
+        .filter(|t| is_media_type(t))
+        .map(str::to_string);
+    let name = text(name_key)?
+        .filter(|n| !n.is_empty())
+        .map(|n| n.chars().take(255).collect());
+    Ok(Some(FilePart {
+        name,
+        media_type,
+        content,
+    }))
+}
+
+/// A file name as a URL path: each part percent-encoded but RFC 3986's unreserved
+/// characters, the parts joined by `/`.
+pub(crate) fn path_escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `type/subtype` (parameters allowed), printable ASCII, at most 255 bytes.
+fn is_media_type(t: &str) -> bool {
+    t.len() <= 255
+        && t.split(';').next().is_some_and(|m| {
+            m.trim().split_once('/').is_some_and(|(a, b)| {
+                !a.is_empty() && !b.is_empty() && !a.contains(' ') && !b.contains(' ')
+            })
+        })
+        && t.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
+}
+
+/// `configuration.acceptedOutputModes`: the media types the peer takes in the answer
+/// (`None`: not said, anything goes).
+fn output_modes(configuration: &Value) -> Result<Option<Vec<String>>, RpcError> {
+    match field(configuration, "acceptedOutputModes")? {
+        None => Ok(None),
+        Some(Value::Array(modes)) => {
+            let modes: Option<Vec<String>> = modes
+                .iter()
+                .map(|m| m.as_str().filter(|m| m.len() <= 255).map(str::to_string))
+                .collect();
+            match modes {
+                Some(m) if m.is_empty() => Ok(None),
+                Some(m) => Ok(Some(m)),
+                None => Err(RpcError::invalid_params(
+                    "`configuration.acceptedOutputModes` must be a list of media types",
+                )),
+            }
+        }
+        Some(_) => Err(RpcError::invalid_params(
+            "`configuration.acceptedOutputModes` must be a list of media types",
+        )),
+    }
+}
+
+/// Whether a peer that takes `modes` takes a part of `media_type` (`*/*` and `type/*` match).
+pub(crate) fn accepts(modes: Option<&[String]>, media_type: &str) -> bool {
+    let Some(modes) = modes else {
+        return true;
+    };
+    let base = |t: &str| {
+        t.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    };
+    let wanted = base(media_type);
+    modes.iter().any(|m| {
+        let m = base(m);
+        m == "*/*"
+            || m == wanted
+            || m.strip_suffix("/*")
+                .is_some_and(|top| wanted.split('/').next() == Some(top))
     })
 }
 
@@ -747,8 +1011,9 @@ fn card(
             }},
         },
         "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
-        "defaultInputModes": ["text/plain", "application/json"],
-        "defaultOutputModes": ["text/plain"],
+        // Text, data, and files of any type (a2a.md, "Files").
+        "defaultInputModes": ["text/plain", "application/json", "*/*"],
+        "defaultOutputModes": ["text/plain", "*/*"],
         "skills": skills,
     })
 }
@@ -853,6 +1118,140 @@ mod tests {
                 "https://h.example/x"
             );
         }
+    }
+
+    #[test]
+    fn file_parts_read_in_both_versions_within_the_limits() {
+        let msg = |parts: Value| json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": parts}});
+        // 1.0: raw bytes (padded or not), a URL; 0.3: file.bytes, file.uri.
+        let got = incoming(&msg(json!([
+            {"text": "see"},
+            {"raw": "aGk=", "mediaType": "text/plain", "filename": "../a.txt"},
+            {"raw": "aGk", "filename": "b"},
+            {"url": "https://files.example/c.pdf", "mediaType": "application/pdf"},
+            {"kind": "file", "file": {"bytes": "aGk=", "mimeType": "text/plain", "name": "d.txt"}},
+            {"kind": "file", "file": {"uri": "http://files.example/e"}},
+        ])))
+        .unwrap();
+        assert_eq!(got.text, "see");
+        let contents: Vec<_> = got.files.iter().map(|f| f.content.clone()).collect();
+        assert_eq!(
+            contents,
+            [
+                FileContent::Bytes(b"hi".to_vec()),
+                FileContent::Bytes(b"hi".to_vec()),
+                FileContent::Url("https://files.example/c.pdf".into()),
+                FileContent::Bytes(b"hi".to_vec()),
+                FileContent::Url("http://files.example/e".into()),
+            ]
+        );
+        assert_eq!(got.files[0].name.as_deref(), Some("../a.txt"));
+        assert_eq!(got.files[0].media_type.as_deref(), Some("text/plain"));
+        assert_eq!(got.files[3].name.as_deref(), Some("d.txt"));
+        // Over the inline limit: -32602 with deepcli's ErrorInfo.
+        let big = BASE64.encode(vec![0u8; MAX_FILE_BYTES + 1]);
+        let e = incoming(&msg(json!([{"raw": big}]))).unwrap_err();
+        assert_eq!(
+            (e.code, e.info.as_ref().map(|i| i.reason)),
+            (-32602, Some("FILE_TOO_LARGE"))
+        );
+        let half = BASE64.encode(vec![0u8; MAX_FILE_BYTES / 2 + 1]);
+        let e = incoming(&msg(json!([{"raw": half}, {"raw": half}]))).unwrap_err();
+        assert_eq!(
+            e.info.map(|i| i.reason),
+            Some("FILE_TOO_LARGE"),
+            "per message"
+        );
+        let many: Vec<Value> = (0..=MAX_FILE_PARTS)
+            .map(|_| json!({"raw": "aGk="}))
+            .collect();
+        let e = incoming(&msg(Value::Array(many))).unwrap_err();
+        assert_eq!(e.info.map(|i| i.reason), Some("TOO_MANY_FILE_PARTS"));
+        for bad in [
+            json!([{"raw": "not base64!"}]),
+            json!([{"url": "file:///etc/passwd"}]),
+            json!([{"url": "https://x.example/a b"}]),
+            json!([{"raw": "aGk=", "url": "https://x.example/"}]),
+            json!([{"kind": "file", "file": {}}]),
+        ] {
+            assert_eq!(
+                incoming(&msg(bad.clone())).unwrap_err().code,
+                -32602,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn handed_files_are_parts_of_each_version_inline_by_url_or_said_in_text() {
+        let file = |run: &str, name: &str, bytes: Option<&[u8]>| OutFile {
+            file: crate::hub::a2a::RunFile {
+                run_id: run.into(),
+                name: name.into(),
+                sha256: "ab".into(),
+                size: 2,
+                media_type: "application/octet-stream".into(),
+                bytes: bytes.map(<[u8]>::to_vec),
+            },
+            url: format!("http://h/a2a-rest/tasks/t1/artifacts/{run}/{name}"),
+        };
+        let mut task = TaskRecord {
+            task_id: "t1".into(),
+            peer: "p".into(),
+            agent_id: "a".into(),
+            context_id: "c".into(),
+            session_key: "k".into(),
+            state: state::COMPLETED.into(),
+            created_at: String::new(),
+            updated_us: 0,
+            runs: Vec::new(),
+            output_modes: None,
+            files: vec![
+                file("r1", "a.bin", Some(b"hi")),
+                file("r1", "big.bin", None),
+                // A later hand-in under the same name replaces the first.
+                file("r2", "a.bin", Some(b"yo")),
+            ],
+        };
+        let parts = |wire: Wire, task: &TaskRecord, run: Option<&str>| -> Vec<Value> {
+            wire.file_artifacts(task, run)
+                .into_iter()
+                .map(|a| a["parts"][0].clone())
+                .collect()
+        };
+        assert_eq!(
+            parts(Wire::V1, &task, None),
+            [
+                json!({"url": "http://h/a2a-rest/tasks/t1/artifacts/r1/big.bin", "mediaType": "application/octet-stream", "filename": "big.bin"}),
+                json!({"raw": "eW8=", "mediaType": "application/octet-stream", "filename": "a.bin"}),
+            ]
+        );
+        assert_eq!(
+            parts(Wire::V03, &task, Some("r1"))[0],
+            json!({"kind": "file", "file": {"bytes": "aGk=", "mimeType": "application/octet-stream", "name": "a.bin"}})
+        );
+        task.output_modes = Some(vec!["text/plain".into()]);
+        for part in parts(Wire::V1, &task, None) {
+            let text = part["text"].as_str().unwrap_or_else(|| panic!("{part}"));
+            assert!(text.contains("not sent"), "{text}");
+        }
+    }
+
+    #[test]
+    fn output_modes_match_by_type_and_wildcard() {
+        let modes = |m: &[&str]| Some(m.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert!(accepts(None, "image/png"));
+        assert!(accepts(modes(&["*/*"]).as_deref(), "image/png"));
+        assert!(accepts(modes(&["image/*"]).as_deref(), "image/png"));
+        assert!(accepts(
+            modes(&["text/plain"]).as_deref(),
+            "text/plain; charset=utf-8"
+        ));
+        assert!(!accepts(
+            modes(&["text/plain"]).as_deref(),
+            "application/octet-stream"
+        ));
+        assert_eq!(path_escape("out/a b#.txt"), "out/a%20b%23.txt");
     }
 
     #[test]

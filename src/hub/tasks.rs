@@ -556,12 +556,82 @@ impl Hub {
     ) -> Result<ToolResult, CallError> {
         let task = match self.task_of(caller, &args.task_id).await? {
             Ok(task) => task,
-            Err(why) => return Ok(error(why)),
+            Err(why) => {
+                // An A2A peer's message this session is answering: the file goes to the peer.
+                if let Some(run) = self.a2a_run_of(caller, &args.task_id).await? {
+                    return Ok(match self.hand_to_peer(caller, &run, &args.path).await? {
+                        Ok(answer) => ToolResult::Document(answer),
+                        Err(why) => error(why),
+                    });
+                }
+                return Ok(error(why));
+            }
         };
         Ok(match self.hand_in(caller, &task, &args.path).await? {
             Ok(answer) => ToolResult::Document(answer),
             Err(why) => error(why),
         })
+    }
+
+    /// Run `id` when it is an A2A peer's message that `caller`'s session is answering now.
+    async fn a2a_run_of(&self, caller: &HubCaller, id: &str) -> Result<Option<String>, CallError> {
+        let store = self.store.clone();
+        let id = id.to_string();
+        let run = tokio::task::spawn_blocking(move || store.run(&id))
+            .await
+            .map_err(|e| CallError::Internal(e.to_string()))?
+            .map_err(|e| CallError::Internal(e.to_string()))?;
+        Ok(run
+            .filter(|r| {
+                r.source_tool == super::a2a::SOURCE_TOOL
+                    && r.target_session_key == caller.session_key
+                    && r.target_agent_id == caller.agent_id
+                    && !r.state.is_final()
+            })
+            .map(|r| r.run_id))
+    }
+
+    /// Hands file `path` of `caller`'s workspace to the A2A peer of run `run_id`: stored under
+    /// its hash (the same limit as a task's artifacts), recorded with its media type; the peer
+    /// gets it as a file part of the task's artifacts. `Ok(Err)`: refused, and why.
+    async fn hand_to_peer(
+        &self,
+        caller: &HubCaller,
+        run_id: &str,
+        path: &str,
+    ) -> Result<Result<Value, String>, CallError> {
+        let policy = self.policy();
+        let Some(me) = policy.agents.get(&caller.agent_id) else {
+            return Ok(Err(format!("no agent `{}` in force", caller.agent_id)));
+        };
+        let name = match ArtifactName::parse(path, &me.workspace) {
+            Ok(name) => name,
+            Err(why) => return Ok(Err(why)),
+        };
+        let workspace = me.workspace.clone();
+        let limit = me.artifact_max_bytes;
+        let store = super::a2a::run_store(&self.artifacts, run_id);
+        let tasks = self.tasks.clone();
+        let (run, by) = (run_id.to_string(), caller.agent_id.clone());
+        tokio::task::spawn_blocking(move || {
+            let stored = match artifacts::hand_in(&workspace, &name, &store, limit) {
+                Ok(stored) => stored,
+                Err(e) => return artifact_failure(e).map(Err),
+            };
+            let media_type = artifacts::media_type_of(&name, &store, &stored);
+            tasks
+                .put_run_artifact(&run, name.as_str(), &stored, media_type, &by)
+                .map_err(CallError::from)?;
+            Ok(Ok(json!({
+                "name": name.as_str(),
+                "sha256": stored.sha256,
+                "size": stored.size,
+                "mediaType": media_type,
+                "to": "the A2A peer, as a file part of its task's artifacts",
+            })))
+        })
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))?
     }
 
     pub(super) async fn artifacts_get(

@@ -77,14 +77,78 @@ pub(crate) fn context_id(agent_id: &str, session_key: &str) -> String {
     format!("deepcli-{}", &hash.trim_start_matches("sha256:")[..32])
 }
 
+/// The text of a remote's parts: text as it is; a data part as its JSON on a line of its own;
+/// a file part as a line saying what arrived (its name, media type, size or URL, SHA-256 of
+/// inline bytes) — its bytes are not kept (a2a.md), but never dropped without a word.
 fn text_of(parts: Option<&Value>) -> String {
-    parts
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p.get("text").and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join("")
+    let mut out = String::new();
+    for part in parts.and_then(Value::as_array).into_iter().flatten() {
+        let line = if let Some(t) = part.get("text").and_then(Value::as_str) {
+            out.push_str(t);
+            continue;
+        } else if let Some(data) = part.get("data") {
+            data.to_string()
+        } else if let Some(file) = file_of(part) {
+            file
+        } else {
+            continue;
+        };
+        // On a line of its own.
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if out.ends_with('\n')
+        && parts
+            .and_then(Value::as_array)
+            .and_then(|p| p.last())
+            .is_some_and(|p| p.get("text").is_none())
+    {
+        out.pop();
+    }
+    out
+}
+
+/// What a file part holds, said in one line; `None` when it is not one.
+fn file_of(part: &Value) -> Option<String> {
+    use base64::Engine as _;
+    let (holder, bytes, url, media, name) = match part.get("file") {
+        Some(f) if f.is_object() => (f, "bytes", "uri", "mimeType", "name"),
+        _ if part.get("raw").is_some() || part.get("url").is_some() => {
+            (part, "raw", "url", "mediaType", "filename")
+        }
+        _ => return None,
+    };
+    let s = |k: &str| {
+        holder
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    let mut said = format!(
+        "[file from the remote: `{}`, {}",
+        s(name).unwrap_or("(no name)"),
+        s(media).unwrap_or("no media type")
+    );
+    if let Some(b64) = s(bytes) {
+        let config = base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent);
+        match base64::engine::GeneralPurpose::new(&base64::alphabet::STANDARD, config).decode(b64) {
+            Ok(content) => said.push_str(&format!(
+                ", {} bytes, sha256 {} — not kept by deepcli]",
+                content.len(),
+                crate::hash::of(&content).trim_start_matches("sha256:")
+            )),
+            Err(_) => said.push_str(", bytes that are not base64 — not kept by deepcli]"),
+        }
+    } else if let Some(url) = s(url) {
+        said.push_str(&format!(", at {url} — not fetched by deepcli]"));
+    } else {
+        said.push_str(", empty]");
+    }
+    Some(said)
 }
 
 fn same_url(a: &str, b: &str) -> bool {

@@ -123,7 +123,7 @@ fn steps(kind: &str) -> &'static [Step] {
             key: "run_id",
             order: "finished_at, rowid",
             condition: "finished_at IS NOT NULL AND finished_at < ?1 AND run_id NOT IN (SELECT run_id FROM loop_pauses WHERE state = 'paused')",
-            children: &[("hub_run_events", "run_id")],
+            children: &[("hub_run_events", "run_id"), ("run_artifacts", "run_id")],
         }],
         "approvals" => &[Step {
             table: "approvals",

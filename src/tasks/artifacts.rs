@@ -1,6 +1,7 @@
 //! Artifacts (tasks.md): files handed in from one agent's workspace, copied into the task's
 //! store under their SHA-256, and placed read-only (0444, a copy, never a link) in another
-//! agent's workspace at `.deepcli/tasks/<task>/<name>`.
+//! agent's workspace at `.deepcli/tasks/<task>/<name>`. The files an A2A peer sends are
+//! written the same way, at `.deepcli/a2a/<task>/<name>` (a2a.md, "Files").
 //!
 //! Both workspaces are their agents' to write, and deepcli reads and writes there with its
 //! own rights, which reach its secrets. So no path is followed through a symbolic link: each
@@ -284,17 +285,71 @@ pub(crate) fn place(
 ) -> Result<PathBuf, ArtifactError> {
     let mut source =
         File::open(store.join(&stored.sha256)).map_err(|e| io("the stored artifact is gone", e))?;
+    let placed = placed_path(workspace, task, name);
+    let dirs: Vec<&str> = PLACED.iter().copied().chain([task]).collect();
+    write_beneath(workspace, &dirs, name, &mut source, &placed)?;
+    Ok(placed)
+}
+
+/// Where a workspace keeps the files A2A peers sent: `.deepcli/a2a/<task>/`.
+const RECEIVED: [&str; 2] = [".deepcli", "a2a"];
+
+/// A file name a peer gave, made safe to write: its last path part only (`../../x` and
+/// `C:\\x` give `x`), no control characters, `.` or `..`, at most 128 bytes; `fallback` when
+/// nothing is left.
+pub(crate) fn received_name(given: Option<&str>, fallback: &str) -> ArtifactName {
+    let last = given.unwrap_or("").rsplit(['/', '\\']).next().unwrap_or("");
+    let mut clean: String = last.chars().filter(|c| !c.is_control()).collect();
+    while clean.len() > 128 {
+        clean.pop();
+    }
+    let clean = clean.trim().trim_start_matches('.').to_string();
+    ArtifactName(if clean.is_empty() {
+        fallback.to_string()
+    } else {
+        clean
+    })
+}
+
+/// Writes `bytes` a peer sent into `workspace` as `.deepcli/a2a/<task>/<name>`, mode 0444
+/// (a file there before is replaced, a link there is replaced, not followed; no directory on
+/// the way is followed through a link). Returns the path it is at, relative to the workspace.
+pub(crate) fn receive(
+    workspace: &Path,
+    task: &str,
+    name: &ArtifactName,
+    bytes: &[u8],
+) -> Result<PathBuf, ArtifactError> {
+    let mut relative = PathBuf::new();
+    relative.extend(RECEIVED);
+    relative.push(task);
+    relative.push(name.as_str());
+    let dirs: Vec<&str> = RECEIVED.iter().copied().chain([task]).collect();
+    write_beneath(
+        workspace,
+        &dirs,
+        name,
+        &mut std::io::Cursor::new(bytes),
+        &workspace.join(&relative),
+    )?;
+    Ok(relative)
+}
+
+/// Writes `source` to `<workspace>/<dirs…>/<name>`, mode 0444, each directory opened beneath
+/// the one before without following a link (made when missing), through a temporary file
+/// renamed over the name. `shown`: the path as errors name it.
+fn write_beneath(
+    workspace: &Path,
+    dirs: &[&str],
+    name: &ArtifactName,
+    source: &mut impl Read,
+    shown: &Path,
+) -> Result<(), ArtifactError> {
     let mut dir = open_root(workspace)?;
     let parts: Vec<&str> = name.parts().collect();
-    let (leaf, dirs) = parts.split_last().expect("a name has a part");
-    let placed = placed_path(workspace, task, name);
-    let shown = placed.display().to_string();
-    for part in PLACED
-        .iter()
-        .copied()
-        .chain([task])
-        .chain(dirs.iter().copied())
-    {
+    let (leaf, name_dirs) = parts.split_last().expect("a name has a part");
+    let shown = shown.display().to_string();
+    for part in dirs.iter().chain(name_dirs.iter()) {
         dir = open_beneath(&dir, part, true).map_err(|e| {
             ArtifactError::Refused(format!(
                 "cannot place `{shown}`: `{part}` on its way is a symbolic link or not a directory ({}); remove it",
@@ -312,8 +367,7 @@ pub(crate) fn place(
     .map_err(|e| io(&format!("cannot write `{shown}`"), e))?;
     let written = (|| {
         let mut out = File::from(fd);
-        std::io::copy(&mut source, &mut out)
-            .map_err(|e| io(&format!("cannot write `{shown}`"), e))?;
+        std::io::copy(source, &mut out).map_err(|e| io(&format!("cannot write `{shown}`"), e))?;
         fchmod(&out, Mode::from_bits_truncate(0o444))
             .map_err(|e| io(&format!("cannot write `{shown}`"), e))?;
         renameat(&dir, tmp.as_str(), &dir, OsStr::new(leaf))
@@ -322,8 +376,62 @@ pub(crate) fn place(
     if written.is_err() {
         let _ = nix::unistd::unlinkat(&dir, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
     }
-    written?;
-    Ok(placed)
+    written
+}
+
+/// The media type of artifact `name` as an A2A peer is told it: by its extension for the
+/// common kinds, else `text/plain` when its content is UTF-8, else
+/// `application/octet-stream`.
+pub(crate) fn media_type_of(name: &ArtifactName, store: &Path, stored: &Stored) -> &'static str {
+    let ext = name
+        .as_str()
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    let known = match ext.as_str() {
+        "txt" | "log" | "text" => Some("text/plain"),
+        "md" | "markdown" => Some("text/markdown"),
+        "json" => Some("application/json"),
+        "csv" => Some("text/csv"),
+        "html" | "htm" => Some("text/html"),
+        "diff" | "patch" => Some("text/x-diff"),
+        "pdf" => Some("application/pdf"),
+        "png" => Some("image/png"),
+        "jpg" | "jpeg" => Some("image/jpeg"),
+        "gif" => Some("image/gif"),
+        "svg" => Some("image/svg+xml"),
+        "zip" => Some("application/zip"),
+        "gz" | "tgz" => Some("application/gzip"),
+        "tar" => Some("application/x-tar"),
+        _ => None,
+    };
+    if let Some(known) = known {
+        return known;
+    }
+    // Sniffed from the first 8 KiB: UTF-8 there (a character cut at the end aside) is text.
+    let mut head = vec![0u8; 8192];
+    let n = File::open(store.join(&stored.sha256))
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    head.truncate(n);
+    let text = match std::str::from_utf8(&head) {
+        Ok(_) => true,
+        // Only the end cut a character short: the 8 KiB read stopped inside it.
+        Err(e) => e.error_len().is_none(),
+    };
+    if text && !head.contains(&0) {
+        "text/plain"
+    } else {
+        "application/octet-stream"
+    }
+}
+
+/// The bytes of stored file `stored` when it has at most `limit` of them.
+pub(crate) fn bytes_of(store: &Path, stored: &Stored, limit: u64) -> Option<Vec<u8>> {
+    if stored.size > limit {
+        return None;
+    }
+    std::fs::read(store.join(&stored.sha256)).ok()
 }
 
 /// The text of stored file `stored` when it is UTF-8 of at most `limit` bytes (for an agent
@@ -415,6 +523,38 @@ mod tests {
         // Nothing reached the store.
         let kept: Vec<_> = std::fs::read_dir(store.path()).unwrap().collect();
         assert!(kept.is_empty(), "{kept:?}");
+    }
+
+    #[test]
+    fn a_peers_file_name_is_its_last_part_and_lands_inside_the_workspace() {
+        for (given, want) in [
+            (Some("report.pdf"), "report.pdf"),
+            (Some("../../etc/passwd"), "passwd"),
+            (Some("..\\..\\boot.ini"), "boot.ini"),
+            (Some("/abs/x.txt"), "x.txt"),
+            (Some(".."), "file-0"),
+            (Some("a/.."), "file-0"),
+            (Some("..hidden"), "hidden"),
+            (Some("a\nb"), "ab"),
+            (Some(""), "file-0"),
+            (None, "file-0"),
+        ] {
+            assert_eq!(received_name(given, "file-0").as_str(), want, "{given:?}");
+        }
+        let ws = tempfile::tempdir().unwrap();
+        let name = received_name(Some("../../escape.txt"), "file-0");
+        let at = receive(ws.path(), "t-1", &name, b"hi").unwrap();
+        assert_eq!(at, Path::new(".deepcli/a2a/t-1/escape.txt"));
+        assert_eq!(std::fs::read(ws.path().join(&at)).unwrap(), b"hi");
+        let mode = ws.path().join(&at).metadata().unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o444);
+        // A link the agent planted on the way is not followed.
+        let ws = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), ws.path().join(".deepcli")).unwrap();
+        let e = receive(ws.path(), "t-1", &name, b"hi").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     }
 
     #[test]

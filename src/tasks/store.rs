@@ -353,6 +353,51 @@ impl TaskStore {
         })
     }
 
+    /// Records file `name` that agent `by` handed to the A2A peer of run `run_id` (migration
+    /// `a2a_files.sql`); a second hand-in under the same name replaces the row.
+    pub(crate) fn put_run_artifact(
+        &self,
+        run_id: &str,
+        name: &str,
+        stored: &Stored,
+        media_type: &str,
+        by: &str,
+    ) -> Result<(), StateError> {
+        self.db.with(|c| {
+            c.execute(
+                "INSERT INTO run_artifacts (run_id, name, sha256, size, media_type, handed_in_by, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (run_id, name) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size, media_type = excluded.media_type, handed_in_by = excluded.handed_in_by, at = excluded.at",
+                params![run_id, name, stored.sha256, stored.size as i64, media_type, by, crate::clock::now()],
+            )
+            .map(drop)
+        })
+    }
+
+    /// The files handed to A2A peers in run `run_id`, by name, with their media types.
+    pub(crate) fn run_artifacts(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<(ArtifactRow, String)>, StateError> {
+        self.db.with(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT name, sha256, size, handed_in_by, at, media_type FROM run_artifacts WHERE run_id = ?1 ORDER BY name",
+            )?;
+            let rows = stmt.query_map([run_id], |r| {
+                Ok((
+                    ArtifactRow {
+                        name: r.get(0)?,
+                        sha256: r.get(1)?,
+                        size: r.get::<_, i64>(2)? as u64,
+                        handed_in_by: r.get(3)?,
+                        at: r.get(4)?,
+                    },
+                    r.get(5)?,
+                ))
+            })?;
+            rows.collect()
+        })
+    }
+
     /// Writes the steps of task `id`'s plan (each replacing the one of its id), with one
     /// `plan` event by `actor`. Refused when the task is final.
     pub(crate) fn put_steps(

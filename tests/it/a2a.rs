@@ -585,25 +585,19 @@ fn bad_json_rpc_is_answered_with_its_error_and_changes_nothing() {
             .contains("65536 bytes"),
         "{big:#}"
     );
-    let (_, file) = rpc(
-        &up,
-        &call(
-            "SendMessage",
-            msg(json!([{"url": "https://example.com/a.pdf"}])),
-        ),
-        &[],
-    );
-    assert_eq!(file["error"]["code"], -32005, "{file:#}");
-    // An A2A error carries its ErrorInfo (A2A 1.0's MUST).
-    let info = &file["error"]["data"][0];
+    // (A file part is taken since issue 38's file parts: a2a_files.rs.) An A2A error carries
+    // its ErrorInfo (A2A 1.0's MUST).
+    let (_, missing) = rpc(&up, &call("GetTask", json!({"id": "no-such-task"})), &[]);
+    assert_eq!(missing["error"]["code"], -32001, "{missing:#}");
+    let info = &missing["error"]["data"][0];
     assert_eq!(
         (&info["@type"], &info["reason"], &info["domain"]),
         (
             &json!("type.googleapis.com/google.rpc.ErrorInfo"),
-            &json!("CONTENT_TYPE_NOT_SUPPORTED"),
+            &json!("TASK_NOT_FOUND"),
             &json!("a2a-protocol.org")
         ),
-        "{file:#}"
+        "{missing:#}"
     );
     assert_eq!(oversized(&up), 413);
     let (_, version) = rpc(
@@ -796,6 +790,16 @@ fn a_local_agent_sessions_sends_to_a_remote_a2a_agent_which_cancel_reaches_and_w
     assert_eq!(
         second["reply"], "remote: and again (context turn 2)",
         "{second:#}"
+    );
+    // Data and file parts of the remote's artifact are lines of the reply, never dropped.
+    let files = send("files");
+    assert_eq!(
+        files["reply"],
+        format!(
+            "files:\n{{\"n\":1}}\n[file from the remote: `r.txt`, text/plain, 5 bytes, sha256 {} — not kept by deepcli]\n[file from the remote: `big.bin`, no media type, at https://files.example/big.bin — not fetched by deepcli]",
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        ),
+        "{files:#}"
     );
 
     // Cancel reaches the remote as CancelTask; it confirms, the run is cancelled.

@@ -3,6 +3,7 @@
 //! installs), and the library's public surface tested from outside.
 
 mod a2a;
+mod a2a_files;
 mod a2a_push;
 mod access;
 mod adapters;

@@ -39,6 +39,16 @@
 //                                 (node:http) as its push config: {n, lagUs: [sorted µs from the
 //                                 send's answer to the webhook's TASK_STATE_COMPLETED, 0 when
 //                                 it came first]}
+//   send-file TEXT PATH NAME TYPE [MODES]
+//                                 sendMessage (blocking) of a text part TEXT and a file part
+//                                 with PATH's bytes inline (`raw`), filename NAME, media type
+//                                 TYPE; MODES: acceptedOutputModes, comma-separated; prints the
+//                                 task
+//   stream-file TEXT PATH NAME TYPE  the same with sendMessageStream; one line per event
+//   bench-file N KIB              2N blocking sends of `bench-reply` in one context, one with
+//                                 text only then one with a KIB KiB file part too, alternately:
+//                                 {n, text: {overheadUs, hubUs}, file: {overheadUs, hubUs}}
+//                                 (each sorted; as `bench`)
 //   extended-card                 getAgentCard, which fetches the authenticated extended card
 //                                 when the public card offers one (GetExtendedAgentCard)
 // An error the SDK throws is printed as {"error": message, "kind": the SDK's error class} and
@@ -216,6 +226,34 @@ try {
       out({ n: overheadUs.length, overheadUs, hubUs });
       break;
     }
+    case "bench-file": {
+      const contextId = `bench-${randomUUID()}`;
+      const bytes = Buffer.alloc(Number(args[1]) * 1024);
+      for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 2654435761) >>> 24;
+      const runs = { text: { overheadUs: [], hubUs: [] }, file: { overheadUs: [], hubUs: [] } };
+      for (let i = 0; i < Number(args[0]); i++) {
+        for (const kind of ["text", "file"]) {
+          const msg = message("bench-reply", contextId);
+          if (kind === "file") {
+            msg.parts.push({ content: { $case: "raw", value: bytes }, filename: "bench.bin", mediaType: "application/octet-stream", metadata: undefined });
+          }
+          const t0 = process.hrtime.bigint();
+          const task = sdk.Task.toJSON(await client.sendMessage({ message: msg }));
+          const roundTrip = Number((process.hrtime.bigint() - t0) / 1000n);
+          const reply = task.artifacts?.[0]?.parts?.[0]?.text ?? "";
+          const own = Number(reply.replace("bench:", ""));
+          if (!reply.startsWith("bench:") || Number.isNaN(own)) throw new Error(`not a bench reply: ${reply}`);
+          runs[kind].overheadUs.push(roundTrip - own);
+          if (lastHubMs !== null) runs[kind].hubUs.push(Math.round(lastHubMs * 1000));
+        }
+      }
+      for (const r of Object.values(runs)) {
+        r.overheadUs.sort((a, b) => a - b);
+        r.hubUs.sort((a, b) => a - b);
+      }
+      out({ n: Number(args[0]), ...runs });
+      break;
+    }
     case "bench-get": {
       // N GetTask calls of one finished task: the round trip of the SDK client, HTTP and the
       // hub's door and task read, with no agent and no Hub run.
@@ -316,6 +354,33 @@ try {
       server.close();
       lagUs.sort((a, b) => a - b);
       out({ n: lagUs.length, lagUs });
+      break;
+    }
+    case "send-file":
+    case "stream-file": {
+      const { readFileSync } = await import("node:fs");
+      const [text, path, filename, mediaType, modes] = args;
+      const msg = message(text);
+      msg.parts.push({
+        content: { $case: "raw", value: new Uint8Array(readFileSync(path)) },
+        filename,
+        mediaType,
+        metadata: undefined,
+      });
+      const request = {
+        message: msg,
+        configuration: {
+          acceptedOutputModes: modes ? modes.split(",") : [],
+          returnImmediately: false,
+        },
+      };
+      if (command === "send-file") {
+        out(result(await client.sendMessage(request)));
+      } else {
+        for await (const ev of client.sendMessageStream(request)) {
+          out(event(ev));
+        }
+      }
       break;
     }
     case "extended-card":

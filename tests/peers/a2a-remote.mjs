@@ -14,6 +14,9 @@
 //   slow     works until CancelTask (or 60 s), then ends TASK_STATE_CANCELED
 //   ask      ends TASK_STATE_INPUT_REQUIRED with the question "which one?"
 //   fail     ends TASK_STATE_FAILED
+//   files    an artifact of a text part `files:`, a data part {"n": 1}, a file part `r.txt`
+//            (text/plain, the bytes `hello`) and a URL part `https://files.example/big.bin`;
+//            TASK_STATE_COMPLETED
 //   else     an artifact `remote: <the text's last line> (context turn N)`, TASK_STATE_COMPLETED
 // (N counts the messages of the context, so a test sees one contextId per session). Every
 // cancel it received is printed on stderr as `cancel <taskId>`.
@@ -81,9 +84,17 @@ const executor = {
       bus.publish(AgentEvent.statusUpdate(status(taskId, contextId, TaskState.TASK_STATE_FAILED, "it broke")));
       return;
     }
+    const parts = last === "files"
+      ? [
+          part("files:"),
+          { content: { $case: "data", value: { n: 1 } }, metadata: undefined, filename: "", mediaType: "application/json" },
+          { content: { $case: "raw", value: Buffer.from("hello") }, metadata: undefined, filename: "r.txt", mediaType: "text/plain" },
+          { content: { $case: "url", value: "https://files.example/big.bin" }, metadata: undefined, filename: "big.bin", mediaType: "" },
+        ]
+      : [part(`remote: ${last} (context turn ${turn})`)];
     bus.publish(AgentEvent.artifactUpdate({
       taskId, contextId, append: false, lastChunk: true, metadata: {},
-      artifact: { artifactId: randomUUID(), name: "reply", description: "", parts: [part(`remote: ${last} (context turn ${turn})`)], metadata: {}, extensions: [] },
+      artifact: { artifactId: randomUUID(), name: "reply", description: "", parts, metadata: {}, extensions: [] },
     }));
     bus.publish(AgentEvent.statusUpdate(status(taskId, contextId, TaskState.TASK_STATE_COMPLETED)));
   },

@@ -32,6 +32,11 @@
 //               would) and replies `exec: <its exit code>\n<stdout and stderr>`; the isolation
 //               tests probe deepcli's sandbox with it
 //   flood KIB   replies KIB kibibytes of text (`word ` repeated), in 64 KiB chunks
+//   files-back [KIB]  (an A2A peer's message) for each `[file from the peer] PATH …` line,
+//               reads PATH (relative to the session's cwd), copies it to `back/<its name>` and
+//               hands that to the peer with artifacts_put (the run id the framing names); with
+//               KIB, also hands in `back/big.bin` of KIB kibibytes; replies one line per file,
+//               `files-back: <name> <sha256 read> <artifacts_put's result>`
 //   usage USD   reports the session's running cost grown by USD dollars (an ACP `usage_update`
 //               with `cost: {amount: <the session's total>, currency: "USD"}`), then echoes
 // and a prompt with a line `reply: <text>` anywhere (a HEARTBEAT.md, say) is answered with
@@ -304,6 +309,10 @@ const app = agent({ name: "sdk-echo" })
       await say(client, sessionId, await bench(sessionId, said.split("\n")[0]));
       return { stopReason: "end_turn" };
     }
+    if (said.startsWith("files-back")) {
+      await say(client, sessionId, await filesBack(sessionId, message, said));
+      return { stopReason: "end_turn" };
+    }
     const mcpLine = said.split("\n").find((line) => /^mcp(-stale|-tools)?( |$)/.test(line));
     if (mcpLine !== undefined) {
       await say(client, sessionId, await mcpCommand(sessionId, mcpLine));
@@ -426,6 +435,43 @@ async function mcpCommand(sessionId, line) {
   } catch (e) {
     return `mcp-error: ${e.message}`;
   }
+}
+
+async function filesBack(sessionId, message, said) {
+  const { createHash } = await import("node:crypto");
+  const { mkdirSync, readFileSync: read, writeFileSync: write } = await import("node:fs");
+  const { basename, join } = await import("node:path");
+  const run = /artifacts_put \{"taskId": "([^"]+)"/.exec(message)?.[1];
+  const cwd = cwds.get(sessionId) ?? ".";
+  const server = (mcpServers.get(sessionId) ?? []).find((s) => s.name === "deepcli");
+  if (run === undefined || server === undefined) {
+    return `files-back: no run id (${run}) or no deepcli MCP server`;
+  }
+  const mcp = await mcpClient(server);
+  mkdirSync(join(cwd, "back"), { recursive: true });
+  const handIn = async (path) => {
+    const result = await mcp.callTool({ name: "artifacts_put", arguments: { taskId: run, path } });
+    return JSON.stringify(result.structuredContent ?? result.content?.map((c) => c.text).join(""));
+  };
+  const lines = [];
+  for (const line of said.split("\n")) {
+    const m = /^\[file from the peer\] (\S+) /.exec(line);
+    if (!m) continue;
+    const bytes = read(join(cwd, m[1]));
+    const name = basename(m[1]);
+    write(join(cwd, "back", name), bytes);
+    const sha = createHash("sha256").update(bytes).digest("hex");
+    lines.push(`files-back: ${m[1]} ${sha} ${await handIn(`back/${name}`)}`);
+  }
+  const kib = Number(said.split("\n")[0].split(" ")[1]);
+  if (kib > 0) {
+    const big = Buffer.alloc(kib * 1024);
+    for (let i = 0; i < big.length; i++) big[i] = (i * 131 + (i >> 10)) & 0xff;
+    write(join(cwd, "back", "big.bin"), big);
+    const sha = createHash("sha256").update(big).digest("hex");
+    lines.push(`files-back: back/big.bin ${sha} ${await handIn("back/big.bin")}`);
+  }
+  return lines.join("\n");
 }
 
 async function bench(sessionId, line) {
