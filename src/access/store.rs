@@ -569,7 +569,7 @@ impl AccessStore {
 
     /// The oldest row of each conversation that is not posted yet, oldest first.
     pub(crate) fn outbox_heads(&self) -> Result<Vec<Queued>, StateError> {
-        self.read(|c| outbox::heads(c))
+        self.read(outbox::heads)
     }
 
     /// The oldest row of conversation `to` that is not posted yet.
@@ -578,7 +578,7 @@ impl AccessStore {
     }
 
     pub(crate) fn outbox_counts(&self) -> Result<OutboxCounts, StateError> {
-        self.read(|c| outbox::counts(c))
+        self.read(outbox::counts)
     }
 
     /// The platform took the first `pieces` pieces of outbox row `seq`.
