@@ -72,6 +72,20 @@ fn shown(task: &Task, record: Option<Record>) -> Value {
     serde_json::to_value(TaskView::of(task, record)).unwrap_or(Value::Null)
 }
 
+/// File `path` of `caller`'s workspace, to hand on: its name, the workspace and the agent's
+/// limit on an artifact's bytes; `Err`: why not, for the agent.
+fn own_file(
+    policy: &super::HubPolicy,
+    caller: &HubCaller,
+    path: &str,
+) -> Result<(ArtifactName, std::path::PathBuf, u64), String> {
+    let Some(me) = policy.agents.get(&caller.agent_id) else {
+        return Err(format!("no agent `{}` in force", caller.agent_id));
+    };
+    let name = ArtifactName::parse(path, &me.workspace)?;
+    Ok((name, me.workspace.clone(), me.artifact_max_bytes))
+}
+
 /// An artifact's or the store's failure: the agent's to fix, or deepcli's.
 fn artifact_failure(e: ArtifactError) -> Result<String, CallError> {
     match e {
@@ -492,15 +506,10 @@ impl Hub {
         path: &str,
     ) -> Result<Result<Value, String>, CallError> {
         let policy = self.policy();
-        let Some(me) = policy.agents.get(&caller.agent_id) else {
-            return Ok(Err(format!("no agent `{}` in force", caller.agent_id)));
-        };
-        let name = match ArtifactName::parse(path, &me.workspace) {
-            Ok(name) => name,
+        let (name, workspace, limit) = match own_file(&policy, caller, path) {
+            Ok(found) => found,
             Err(why) => return Ok(Err(why)),
         };
-        let workspace = me.workspace.clone();
-        let limit = me.artifact_max_bytes;
         // What the assignee hands in, the owner receives; the owner's own evidence stays with
         // the task (its workspace has it already).
         let owner_workspace = (task.assignee == caller.agent_id)
@@ -600,16 +609,10 @@ impl Hub {
         run_id: &str,
         path: &str,
     ) -> Result<Result<Value, String>, CallError> {
-        let policy = self.policy();
-        let Some(me) = policy.agents.get(&caller.agent_id) else {
-            return Ok(Err(format!("no agent `{}` in force", caller.agent_id)));
-        };
-        let name = match ArtifactName::parse(path, &me.workspace) {
-            Ok(name) => name,
+        let (name, workspace, limit) = match own_file(&self.policy(), caller, path) {
+            Ok(found) => found,
             Err(why) => return Ok(Err(why)),
         };
-        let workspace = me.workspace.clone();
-        let limit = me.artifact_max_bytes;
         let store = super::a2a::run_store(&self.artifacts, run_id);
         let tasks = self.tasks.clone();
         let (run, by) = (run_id.to_string(), caller.agent_id.clone());

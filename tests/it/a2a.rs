@@ -93,6 +93,28 @@ fn over_http_json_the_sdk_sends_streams_gets_and_lists_tasks_the_same() {
     sdk_round_trip("rest");
 }
 
+/// Runs the Python SDK's client (tests/peers/a2a_client.py) with `args` (the binding first):
+/// the JSON documents it printed, one a line; it must succeed.
+pub(crate) fn python_client(args: &[&str]) -> Vec<Value> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a_client.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    let docs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        out.status.success(),
+        "{}: {docs:#?} {}",
+        args[0],
+        String::from_utf8_lossy(&out.stderr)
+    );
+    docs
+}
+
 /// The Python SDK (`a2a-sdk`, tests/peers/a2a_client.py) as a client over each binding the card
 /// declares: it finds the binding's interface on the card, streams a message to the echo agent
 /// and gets the task back (issue 38: third-party clients over every binding).
@@ -106,22 +128,7 @@ fn the_python_sdk_sends_and_gets_over_json_rpc_and_http_json() {
             format!("http://{}/a2a-rest/agents/sdk", up.addr),
         ),
     ] {
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a_client.py");
-        let out = Command::new("python3")
-            .arg(script)
-            .args([binding, &base(&up, "sdk"), TOKEN, "hello from python"])
-            .output()
-            .unwrap();
-        let docs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect();
-        assert!(
-            out.status.success(),
-            "{binding}: {docs:#?} {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let docs = python_client(&[binding, &base(&up, "sdk"), TOKEN, "hello from python"]);
         let chosen = &docs[0];
         assert_eq!(
             chosen["url"].as_str().map(|u| u.trim_end_matches('/')),

@@ -4,7 +4,6 @@
 //! only that peer may GET; the limits answered `-32602` with an ErrorInfo; a traversal filename
 //! kept inside the agent's directory; a peer that takes only text/plain gets no file part.
 
-use std::process::Command;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -161,30 +160,15 @@ fn a_file_round_trips_with_the_python_sdk_over_json_rpc_and_http_json() {
     let sent = payload(64 * 1024, 3);
     let file = write_temp(&sent);
     for binding in ["JSONRPC", "HTTP+JSON"] {
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a_client.py");
-        let out = Command::new("python3")
-            .arg(script)
-            .args([
-                binding,
-                &format!("http://{}/a2a/sdk/", up.addr),
-                TOKEN,
-                "files-back",
-                file.path().to_str().unwrap(),
-                "py.bin",
-                "application/octet-stream",
-            ])
-            .output()
-            .unwrap();
-        let docs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect();
-        assert!(
-            out.status.success(),
-            "{binding}: {docs:#?} {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let docs = super::a2a::python_client(&[
+            binding,
+            &format!("http://{}/a2a/sdk/", up.addr),
+            TOKEN,
+            "files-back",
+            file.path().to_str().unwrap(),
+            "py.bin",
+            "application/octet-stream",
+        ]);
         let task = &docs.last().unwrap()["task"];
         assert_eq!(
             task["status"]["state"], "TASK_STATE_COMPLETED",
