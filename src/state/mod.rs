@@ -262,9 +262,10 @@ pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_handler(Some(wait_for_the_lock))?;
-    // A checkpoint that empties the WAL cuts its file back to this size: after a prune or a
-    // burst, the WAL does not keep the gigabytes it grew to.
-    conn.pragma_update(None, "journal_size_limit", WAL_KEPT)?;
+    // No commit cuts the WAL file back (SQLite's `journal_size_limit` would have the commit
+    // that starts it over do so, under the write lock: cutting hundreds of megabytes took
+    // that commit 100–300 ms, every few seconds of a prune). The [`Checkpointer`] cuts it
+    // when the hub is quiet.
     Ok(conn)
 }
 
@@ -279,7 +280,9 @@ pub(crate) const LAYER_AUTOCHECKPOINT: i64 = 262_144;
 /// Copies the WAL back into the database on a thread of its own, every [`Checkpointer::EVERY`]
 /// (`PRAGMA wal_checkpoint(PASSIVE)`: it waits for no reader and blocks no writer). Without it,
 /// the connection whose commit finds the WAL past its threshold does that work before the
-/// commit returns — under a prune's writes, a turn's, again and again. Stops when dropped.
+/// commit returns — under a prune's writes, a turn's, again and again. After a second with no
+/// commit and all of the WAL copied back, it cuts a WAL file past [`WAL_KEPT`] back to nothing
+/// (`TRUNCATE`, given up at once if a reader is in it). Stops when dropped.
 pub struct Checkpointer {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -292,17 +295,24 @@ impl Checkpointer {
     /// Starts one on its own connection to `dir`'s database.
     pub fn start(dir: &StateDir) -> Result<Checkpointer> {
         let path = dir.db();
-        let conn = connect(&path).map_err(|e| sql_error(path.clone(), e))?;
+        let mut conn = connect(&path).map_err(|e| sql_error(path.clone(), e))?;
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let wal = wal_path(&path);
         let thread = std::thread::Builder::new()
             .name("wal-checkpointer".into())
             .spawn(move || {
+                let mut quiet = Quiet::default();
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(Self::EVERY)
                 {
-                    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                    {
-                        tracing::warn!(error = %e, "state: WAL checkpoint failed");
+                    match checkpoint(&conn, "PASSIVE") {
+                        Ok(frames) => {
+                            let long = std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEPT);
+                            if quiet.saw(frames) && long {
+                                cut_back(&mut conn);
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "state: WAL checkpoint failed"),
                     }
                 }
             })
@@ -326,8 +336,55 @@ impl Drop for Checkpointer {
     }
 }
 
-/// The bytes of WAL file kept once a checkpoint has emptied it (`journal_size_limit`).
-const WAL_KEPT: i64 = 64 << 20;
+/// The bytes of WAL file past which the [`Checkpointer`] cuts it back, once the hub is quiet.
+const WAL_KEPT: u64 = 64 << 20;
+
+/// The WAL file of the database at `db`.
+fn wal_path(db: &Path) -> PathBuf {
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
+
+/// `PRAGMA wal_checkpoint(mode)`: the WAL's frames and how many of them are copied back
+/// (`None` when another checkpoint was under way).
+fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<Option<(i64, i64)>> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+        let busy: i64 = r.get(0)?;
+        Ok((busy == 0).then(|| (r.get(1), r.get(2))))
+    })
+    .and_then(|frames| frames.map(|(log, done)| Ok((log?, done?))).transpose())
+}
+
+/// Whether the hub has been quiet for [`Quiet::CHECKS`] checkpoints in a row: nothing
+/// committed since the one before, and all of the WAL copied back.
+#[derive(Debug, Default)]
+struct Quiet {
+    last: Option<(i64, i64)>,
+    checks: u32,
+}
+
+impl Quiet {
+    /// A second without a commit.
+    const CHECKS: u32 = 4;
+
+    fn saw(&mut self, frames: Option<(i64, i64)>) -> bool {
+        let still = frames.is_some_and(|(log, done)| log == done) && frames == self.last;
+        self.checks = if still { self.checks + 1 } else { 0 };
+        self.last = frames;
+        self.checks >= Self::CHECKS
+    }
+}
+
+/// Cuts the WAL file to nothing (`wal_checkpoint(TRUNCATE)`), but only if no reader is in it
+/// now: it holds the write lock meanwhile, so it must not wait for one.
+fn cut_back(conn: &mut Connection) {
+    let unwaiting = conn.busy_handler(None::<fn(i32) -> bool>);
+    if let Err(e) = unwaiting.and_then(|()| checkpoint(conn, "TRUNCATE")) {
+        tracing::debug!(error = %e, "state: the WAL was not cut back");
+    }
+    let _ = conn.busy_handler(Some(wait_for_the_lock));
+}
 
 /// How long a connection waits for another's write lock before it gives up (`SQLITE_BUSY`).
 pub(crate) const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -379,7 +436,29 @@ impl Drop for StateStore {
 
 #[cfg(test)]
 mod tests {
-    use super::{Checkpointer, StateDir, StateStore};
+    use super::{Checkpointer, Quiet, StateDir, StateStore};
+
+    #[test]
+    fn the_hub_is_quiet_after_a_second_without_a_commit_and_all_copied_back() {
+        let mut quiet = Quiet::default();
+        // Commits: the frames move.
+        for frames in [(10, 10), (20, 15), (30, 30)] {
+            assert!(!quiet.saw(Some(frames)));
+        }
+        // Not all copied back: never quiet.
+        let mut behind = Quiet::default();
+        for _ in 0..10 {
+            assert!(!behind.saw(Some((40, 35))));
+        }
+        // Another checkpoint under way: not known, so not quiet.
+        assert!(!quiet.saw(None));
+        // The first sight is the baseline; then a second of the same.
+        let calls = (1..=10).find(|_| quiet.saw(Some((30, 30))));
+        assert_eq!(calls, Some(Quiet::CHECKS + 1));
+        // A commit starts the count over.
+        assert!(!quiet.saw(Some((2, 0))));
+        assert!(!quiet.saw(Some((2, 2))));
+    }
 
     /// What a connection that leaves the checkpoints to others commits stays in the WAL until
     /// the checkpointer copies it into the database file.
@@ -410,6 +489,43 @@ mod tests {
             std::thread::sleep(Checkpointer::EVERY / 5);
         }
         assert!(size() > before, "the WAL was not checkpointed");
+        drop(checkpointer);
+    }
+
+    /// A WAL file a burst left long is cut back once the hub is quiet, by the checkpointer,
+    /// not by a commit.
+    #[test]
+    fn the_checkpointer_cuts_a_long_wal_back_when_the_hub_is_quiet() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = StateStore::open(&dir).unwrap();
+        store
+            .conn
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .unwrap();
+        store
+            .conn
+            .execute_batch(
+                "CREATE TABLE ballast (b BLOB);
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+                 INSERT INTO ballast SELECT zeroblob(3500) FROM n;",
+            )
+            .unwrap();
+        let wal = || std::fs::metadata(super::wal_path(&dir.db())).unwrap().len();
+        assert!(wal() > super::WAL_KEPT, "the burst made a long WAL");
+        // A commit after it is copied back starts the WAL over, but never cuts it.
+        super::checkpoint(&store.conn, "PASSIVE").unwrap();
+        store
+            .conn
+            .execute("INSERT INTO meta (key, value) VALUES ('k', 'v')", [])
+            .unwrap();
+        assert!(wal() > super::WAL_KEPT, "a commit cut the WAL");
+        let checkpointer = Checkpointer::start(&dir).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while wal() > super::WAL_KEPT && std::time::Instant::now() < deadline {
+            std::thread::sleep(Checkpointer::EVERY);
+        }
+        assert!(wal() <= super::WAL_KEPT, "the WAL was not cut back");
         drop(checkpointer);
     }
 

@@ -4,7 +4,6 @@
 //! only that peer may GET; the limits answered `-32602` with an ErrorInfo; a traversal filename
 //! kept inside the agent's directory; a peer that takes only text/plain gets no file part.
 
-
 use base64::Engine as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
