@@ -17,6 +17,7 @@ pub mod backup;
 mod damage;
 mod layer;
 pub mod lease;
+mod merges;
 mod migrate;
 pub mod pairing;
 mod paths;
@@ -282,7 +283,9 @@ pub(crate) const LAYER_AUTOCHECKPOINT: i64 = 262_144;
 /// the connection whose commit finds the WAL past its threshold does that work before the
 /// commit returns — under a prune's writes, a turn's, again and again. After a second with no
 /// commit and all of the WAL copied back, it cuts a WAL file past [`WAL_KEPT`] back to nothing
-/// (`TRUNCATE`, given up at once if a reader is in it). Stops when dropped.
+/// (`TRUNCATE`, given up at once if a reader is in it). Before each checkpoint it merges the
+/// search index's segments, which no write merges (`merges`, migration 26). Stops when
+/// dropped.
 pub struct Checkpointer {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -302,9 +305,13 @@ impl Checkpointer {
             .name("wal-checkpointer".into())
             .spawn(move || {
                 let mut quiet = Quiet::default();
+                let mut merges = merges::Merges::default();
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(Self::EVERY)
                 {
+                    if let Err(e) = merges.run(&conn) {
+                        tracing::warn!(error = %e, "state: merging the search index failed");
+                    }
                     match checkpoint(&conn, "PASSIVE") {
                         Ok(frames) => {
                             let long = std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEPT);
