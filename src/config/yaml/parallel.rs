@@ -267,7 +267,8 @@ impl Cut {
             longest = Some(seq);
         }
         let seq = longest?;
-        // Cut at the items nearest to equal shares of the bytes.
+        // Cut at the items nearest to equal shares of the bytes; never before the first (that
+        // is no cut), so a long item and a short one are still two pieces.
         let first = seq.items[0];
         let mut cuts: Vec<usize> = (1..pieces)
             .map(|i| {
@@ -275,7 +276,9 @@ impl Cut {
                 let after = seq.items.partition_point(|&(at, _)| at < target);
                 let before = after.saturating_sub(1);
                 match seq.items.get(after) {
-                    Some(&(at, _)) if at - target < target - seq.items[before].0 => after,
+                    Some(&(at, _)) if before == 0 || at - target < target - seq.items[before].0 => {
+                        after
+                    }
                     _ => before,
                 }
             })
@@ -582,6 +585,19 @@ mod tests {
             }
         }
         text
+    }
+
+    /// A sequence of a long item and a short last one is cut too, however the bytes fall: the
+    /// middle can be as near the first item as the second (a case proptest found).
+    #[test]
+    fn a_long_item_and_a_short_one_are_two_pieces() {
+        for shapes in [[5u8, 6], [0, 6], [7, 6]] {
+            for newline_at_end in [false, true] {
+                let text = document(&shapes, 0, 0, newline_at_end);
+                assert!(parse_in(&text, 2).is_some(), "not cut: {text}");
+                assert_eq!(parse_in(&text, 2), run(&text).ok().and_then(|p| p.root));
+            }
+        }
     }
 
     proptest! {
