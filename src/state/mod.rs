@@ -314,8 +314,8 @@ impl Checkpointer {
                     }
                     match checkpoint(&conn, "PASSIVE") {
                         Ok(frames) => {
-                            let long = std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEPT);
-                            if quiet.saw(frames) && long {
+                            let long = || std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEPT);
+                            if quiet.saw(frames) && long() {
                                 cut_back(&mut conn);
                             }
                         }
