@@ -957,6 +957,81 @@ pub(crate) fn fts_query(words: &str) -> Option<String> {
     )
 }
 
+/// The words of `text` around the first that matches one of `words` as the search does (any
+/// case, without accents; the last word also as a prefix): [`SNIPPET_WORDS`] of them, `…`
+/// where the text was cut; the whole text when it is that short.
+pub(crate) fn snippet(text: &str, words: &str) -> String {
+    let tokens: Vec<(usize, usize)> = word_spans(text);
+    if tokens.len() <= SNIPPET_WORDS {
+        return text.to_string();
+    }
+    let terms: Vec<String> = words
+        .split_whitespace()
+        .flat_map(|w| {
+            word_spans(w)
+                .into_iter()
+                .map(|(a, b)| folded(&w[a..b]))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let last = terms.len().checked_sub(1);
+    let matches = |token: &str| {
+        let token = folded(token);
+        terms.iter().enumerate().any(|(i, term)| {
+            token == *term || (Some(i) == last && token.starts_with(term.as_str()))
+        })
+    };
+    let first = tokens
+        .iter()
+        .position(|&(a, b)| matches(&text[a..b]))
+        .unwrap_or(0);
+    let from = first
+        .saturating_sub(SNIPPET_WORDS / 4)
+        .min(tokens.len() - SNIPPET_WORDS);
+    let to = from + SNIPPET_WORDS - 1;
+    let mut out = String::new();
+    if from > 0 {
+        out.push('…');
+    }
+    out.push_str(&text[tokens[from].0..tokens[to].1]);
+    if to + 1 < tokens.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// The words of a found line a snippet shows.
+const SNIPPET_WORDS: usize = 16;
+
+/// Where each word of `text` is: runs of letters and digits, as the index's tokenizer cuts.
+fn word_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices() {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(at),
+            (false, Some(s)) => {
+                spans.push((s, at));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        spans.push((s, text.len()));
+    }
+    spans
+}
+
+/// `word` in lower case without its accents, as the index compares words.
+fn folded(word: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    word.nfd()
+        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
 /// A session in the order of its last activity (table `session_activity`, migration 22).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ActiveSession {
@@ -1036,7 +1111,9 @@ impl AccessStore {
 
     /// The transcript lines of every session (not the trashed ones) with every word of
     /// `words` ([`fts_query`]), newest first: `limit` of them, older than line `before` if
-    /// given. An index lookup (`transcript_fts`), however many lines the transcript holds.
+    /// given. An index lookup (the search index, `state::search_index`), however many lines
+    /// the transcript holds; a line the index has not taken yet (it follows the transcript
+    /// within a checkpoint's interval) is not found yet.
     pub(crate) fn search_transcript(
         c: &Connection,
         words: &str,
@@ -1046,12 +1123,12 @@ impl AccessStore {
         let Some(query) = fts_query(words) else {
             return Ok(Vec::new());
         };
+        crate::state::search_index::attach(c)?;
         c.prepare_cached(
-            "SELECT t.id, t.session_key, t.provenance, t.at,
-                    snippet(transcript_fts, 0, '', '', '…', 16)
-             FROM transcript_fts JOIN transcript t ON t.id = transcript_fts.rowid
-             WHERE transcript_fts MATCH ?1 AND transcript_fts.rowid < ?2
-             ORDER BY transcript_fts.rowid DESC LIMIT ?3",
+            "SELECT t.id, t.session_key, t.provenance, t.at, t.text
+             FROM search.words w JOIN transcript t ON t.id = w.rowid
+             WHERE w.words MATCH ?1 AND w.rowid < ?2
+             ORDER BY w.rowid DESC LIMIT ?3",
         )?
         .query_map(
             params![
@@ -1060,12 +1137,13 @@ impl AccessStore {
                 i64::try_from(limit).unwrap_or(i64::MAX)
             ],
             |r| {
+                let text: String = r.get(4)?;
                 Ok(FoundRow {
                     id: r.get(0)?,
                     session_key: r.get(1)?,
                     provenance: r.get(2)?,
                     at: r.get(3)?,
-                    snippet: r.get(4)?,
+                    snippet: snippet(&text, words),
                 })
             },
         )?
@@ -1327,13 +1405,37 @@ mod tests {
     }
 
     #[test]
+    fn a_snippet_is_the_words_around_the_first_match() {
+        let long = "one two three four five six seven eight nine ten eleven twelve thirteen \
+                    fourteen fifteen sixteen seventeen eighteen Déploiement nineteen twenty";
+        // Sixteen words around the match, matched without its accent, cut where the text goes
+        // on.
+        assert_eq!(
+            snippet(long, "deploiement"),
+            "…six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen \
+             seventeen eighteen Déploiement nineteen twenty"
+        );
+        // The last word is a prefix; a match near the start is not cut before it.
+        assert_eq!(
+            snippet(long, "x TW"),
+            "one two three four five six seven eight nine ten eleven twelve thirteen \
+             fourteen fifteen sixteen…"
+        );
+        // Short lines whole, whatever matches.
+        assert_eq!(snippet("is it late?", "late"), "is it late?");
+    }
+
+    #[test]
     fn a_search_finds_the_lines_of_every_session_newest_first_and_forgets_deleted_ones() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = AccessStore::open(&dir).unwrap();
         let said = |key: &str, text: &str| {
             store
                 .record(key, &[turn(Provenance::Inbound, None, text)], None)
-                .unwrap()
+                .unwrap();
+            // What the upkeep thread does within a checkpoint's interval.
+            crate::state::search_index::catch_up(&dir).unwrap();
         };
         said("agent:a:main", "the deploy failed at noon");
         said(
@@ -1371,10 +1473,11 @@ mod tests {
             found("late", None, 10)[0].1,
             "Déploy again? the DEPLOYMENT is late"
         );
-        // A session moved to the trash leaves the index with its rows (the triggers).
+        // A session moved to the trash leaves the index with its rows (queued by the triggers).
         store
             .with(|c| AccessStore::trash_session_on(c, "agent:b:slack:group:g1"))
             .unwrap();
+        crate::state::search_index::catch_up(&dir).unwrap();
         assert_eq!(
             keys(found("deploy", None, 10)),
             ["agent:c:main", "agent:a:main"]
@@ -1383,7 +1486,7 @@ mod tests {
         let indexed: i64 = store
             .with(|c| {
                 c.query_row(
-                    "SELECT count(*) FROM transcript_fts WHERE transcript_fts MATCH 'deploy'",
+                    "SELECT count(*) FROM search.words WHERE words MATCH 'deploy'",
                     [],
                     |r| r.get(0),
                 )

@@ -36,7 +36,7 @@ const MIGRATIONS: [&str; 26] = [
     include_str!("a2a_push.sql"),
     include_str!("search.sql"),
     include_str!("a2a_files.sql"),
-    include_str!("search_merges.sql"),
+    include_str!("search_queue.sql"),
 ];
 /// The migration that records who created each directory ([`DirOrigin`]).
 const ORIGINS_MIGRATION: usize = 4;

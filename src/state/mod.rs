@@ -17,13 +17,13 @@ pub mod backup;
 mod damage;
 mod layer;
 pub mod lease;
-mod merges;
 mod migrate;
 pub mod pairing;
 mod paths;
 mod queries;
 mod records;
 pub mod retention;
+pub(crate) mod search_index;
 mod stored;
 mod token;
 mod tx;
@@ -283,9 +283,8 @@ pub(crate) const LAYER_AUTOCHECKPOINT: i64 = 262_144;
 /// the connection whose commit finds the WAL past its threshold does that work before the
 /// commit returns — under a prune's writes, a turn's, again and again. After a second with no
 /// commit and all of the WAL copied back, it cuts a WAL file past [`WAL_KEPT`] back to nothing
-/// (`TRUNCATE`, given up at once if a reader is in it). Before each checkpoint it merges the
-/// search index's segments, which no write merges (`merges`, migration 26). Stops when
-/// dropped.
+/// (`TRUNCATE`, given up at once if a reader is in it). Before each checkpoint it brings the
+/// transcript's search index up to date ([`search_index`], migration 26). Stops when dropped.
 pub struct Checkpointer {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -299,18 +298,23 @@ impl Checkpointer {
     pub fn start(dir: &StateDir) -> Result<Checkpointer> {
         let path = dir.db();
         let mut conn = connect(&path).map_err(|e| sql_error(path.clone(), e))?;
+        // Made before the first search can ask for it.
+        let mut indexer = open_index(dir, &conn);
+        let dir = dir.clone();
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let wal = wal_path(&path);
         let thread = std::thread::Builder::new()
             .name("wal-checkpointer".into())
             .spawn(move || {
                 let mut quiet = Quiet::default();
-                let mut merges = merges::Merges::default();
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(Self::EVERY)
                 {
-                    if let Err(e) = merges.run(&conn) {
-                        tracing::warn!(error = %e, "state: merging the search index failed");
+                    if indexer.is_none() {
+                        indexer = open_index(&dir, &conn);
+                    }
+                    if let Some(Err(e)) = indexer.as_mut().map(|i| i.run(&conn)) {
+                        tracing::warn!(error = %e, "state: indexing the transcript failed");
                     }
                     match checkpoint(&conn, "PASSIVE") {
                         Ok(frames) => {
@@ -332,6 +336,14 @@ impl Checkpointer {
             thread: Some(thread),
         })
     }
+}
+
+/// The search index of `dir`'s state, opened for the upkeep (`None`, said in the log, when it
+/// cannot be: it is tried again at the next checkpoint).
+fn open_index(dir: &StateDir, state: &Connection) -> Option<search_index::SearchIndexer> {
+    search_index::SearchIndexer::open(dir, state)
+        .inspect_err(|e| tracing::warn!(error = %e, "state: the search index cannot be opened"))
+        .ok()
 }
 
 impl Drop for Checkpointer {

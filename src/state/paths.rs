@@ -54,6 +54,11 @@ impl StateDir {
         self.root.join("state.db-shm")
     }
 
+    /// The transcript's search index, a database of its own (`state::search_index`).
+    pub fn search_db(&self) -> PathBuf {
+        self.root.join("search.db")
+    }
+
     /// Takes group and other permissions off what deepcli keeps here for itself: the database
     /// with its WAL and shared memory (SQLite creates those with the database's mode, so the
     /// database goes first), the routing plan, the operator token, the trash and artifacts directories, and the
@@ -71,6 +76,9 @@ impl StateDir {
             self.db(),
             self.db_wal(),
             self.db_shm(),
+            self.search_db(),
+            self.root.join("search.db-wal"),
+            self.root.join("search.db-shm"),
             self.routing_plan(),
             self.operator_token(),
             self.trash(),

@@ -67,7 +67,7 @@ fn rest_after(pause: Duration, held: Duration) -> Duration {
 /// How many times as long as a batch held the lock the prune rests after it: it holds the lock
 /// at most a quarter of the time, so a turn's write seldom finds it taken, and waits for one
 /// batch at most when it does.
-pub(super) const REST_PER_HELD: u32 = 3;
+const REST_PER_HELD: u32 = 3;
 
 /// One kind's prune.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
