@@ -439,7 +439,7 @@ impl AccessStore {
     /// the envelope gave them), placed among the transcript's lines by a number from the
     /// transcript's own id sequence ([`next_line_id`]); one transaction. No transcript row:
     /// the agent never sees it. Announced like an append, so a live view shows it.
-    pub(crate) fn record_gated(
+    pub(super) fn record_gated(
         &self,
         session_key: &str,
         key: &DeliveryKey,
