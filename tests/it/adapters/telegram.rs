@@ -1173,6 +1173,35 @@ fn gated_telegram_messages_show_in_the_history_and_the_console_transcript() {
         "{event:#}"
     );
     assert!(event["id"].as_i64().unwrap() > last);
+    // The agent's own history tool never has them: it was never given them.
+    let asked = deepcli(
+        &up,
+        &[
+            "sessions",
+            "send",
+            &dm,
+            r#"mcp sessions_history {"sessionKey": "agent:sdk:main"}"#,
+        ],
+    );
+    let reply = String::from_utf8_lossy(&asked.stdout).trim().to_string();
+    let seen: Value = serde_json::from_str(
+        reply
+            .strip_prefix("mcp: ")
+            .unwrap_or_else(|| panic!("{reply}")),
+    )
+    .unwrap();
+    let texts: Vec<&str> = seen["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert!(texts.contains(&"hello again"), "{seen:#}");
+    assert!(
+        !texts.contains(&"hello"),
+        "the gated DM is not the agent's to read: {seen:#}"
+    );
+
     let (human, messages) = history(&up, &room);
     assert_eq!(messages.len(), before.len() + 1);
     assert_eq!(messages.last().unwrap()["gated"]["reason"], "not-mentioned");
