@@ -3,7 +3,8 @@
 //! envelope, looks up what only the state knows when the verdict depends on it (a pairing
 //! approval, whether the agent answered in a thread), and for a gated envelope makes the
 //! answer — `200 {"delivered": false, "gated": {"reason", "rule"}, …}` — records it like a
-//! delivered one (the same `messageId` gets the same answer), counts it and, for
+//! delivered one (the same `messageId` gets the same answer) with the line its session's
+//! history shows of it (`sessions/history`'s `gated`), counts it and, for
 //! `not-mentioned`, keeps the message as context for the session's next answer.
 //!
 //! Also here: the kept context handed to a prompt ([`Access::take_context`]). The envelope's
@@ -250,8 +251,10 @@ impl Access {
         });
         let sent = response.to_string();
         {
+            // Its line in the session's history too: who sent what, and this gate.
             let (k, key, sent) = (session_key.clone(), key.clone(), sent.clone());
-            self.blocking(move |store| store.record(&k, &[], Some((&key, &sent))))
+            let (sender, text) = (envelope.sender.clone(), envelope.text.clone());
+            self.blocking(move |store| store.record_gated(&k, &key, &sent, sender.as_ref(), &text))
                 .await?;
         }
         self.metrics

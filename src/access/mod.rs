@@ -22,6 +22,7 @@ mod delivered;
 mod envelope;
 mod error;
 mod gate;
+pub(crate) mod gated_line;
 mod heartbeat;
 pub(crate) mod http;
 mod internal;

@@ -3,14 +3,16 @@
 //! gave it) and its `route` column (a Hub message's provenance record: the requesting session,
 //! agent, tool and run). The columns are this layer's to write, so this layer reads them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::state::Provenance;
 
 /// Who said a line. Serialized with a `kind` (`person`, `agent`, `peer_agent`, `a2a_peer`,
 /// `operator`, `deepcli`, `unknown`) and the fields the record holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Read back (`Deserialize`) by the CLI from `sessions/history`'s JSON, to say it the way the
+/// console does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(
     tag = "kind",
     rename_all = "snake_case",

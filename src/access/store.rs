@@ -377,7 +377,15 @@ impl AccessStore {
                 params![session_key, Provenance::Reset, line, now],
             )?;
             if let Some((key, response)) = answered {
-                insert_delivery(&tx, key, session_key, response, &Recorded::default(), &now)?;
+                insert_delivery(
+                    &tx,
+                    key,
+                    session_key,
+                    response,
+                    &Recorded::default(),
+                    None,
+                    &now,
+                )?;
             }
             tx.commit()
         })?;
@@ -413,7 +421,54 @@ impl AccessStore {
         response: &str,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| insert_delivery(c, key, session_key, response, &Recorded::default(), &now))
+        self.with(|c| {
+            insert_delivery(
+                c,
+                key,
+                session_key,
+                response,
+                &Recorded::default(),
+                None,
+                &now,
+            )
+        })
+    }
+
+    /// Records an envelope the inbound policy gated: its answer (`response`, so a redelivery
+    /// gets it again) and the line its session's history shows of it (`sender` and `text` as
+    /// the envelope gave them), placed among the transcript's lines by a number from the
+    /// transcript's own id sequence ([`next_line_id`]); one transaction. No transcript row:
+    /// the agent never sees it. Announced like an append, so a live view shows it.
+    pub(super) fn record_gated(
+        &self,
+        session_key: &str,
+        key: &DeliveryKey,
+        response: &str,
+        sender: Option<&serde_json::Value>,
+        text: &str,
+    ) -> Result<(), StateError> {
+        let now = crate::clock::now();
+        let sender = sender.map(|s| s.to_string());
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let line = GatedLine {
+                id: next_line_id(&tx)?,
+                sender: sender.as_deref(),
+                text,
+            };
+            insert_delivery(
+                &tx,
+                key,
+                session_key,
+                response,
+                &Recorded::default(),
+                Some(&line),
+                &now,
+            )?;
+            tx.commit()
+        })?;
+        self.appended_to(session_key);
+        Ok(())
     }
 
     /// Appends turns to a transcript and, when `delivery` is given, records the delivery with
@@ -527,7 +582,7 @@ impl AccessStore {
                         now
                     ])?;
                 }
-                insert_delivery(&tx, key, session_key, response, &recorded, &now)?;
+                insert_delivery(&tx, key, session_key, response, &recorded, None, &now)?;
                 // The turn has an outcome on record: no longer only begun.
                 forget_begun(&tx, key)?;
             }
@@ -879,19 +934,28 @@ struct Recorded {
     reply: Option<i64>,
 }
 
+/// The line a gated envelope's delivery keeps for its session's history (migration 27).
+struct GatedLine<'a> {
+    id: i64,
+    /// The envelope's `sender` (JSON).
+    sender: Option<&'a str>,
+    text: &'a str,
+}
+
 fn insert_delivery(
     c: &rusqlite::Connection,
     key: &DeliveryKey,
     session_key: &str,
     response: &str,
     recorded: &Recorded,
+    gated: Option<&GatedLine<'_>>,
     at: &str,
 ) -> rusqlite::Result<()> {
     let asked: Vec<String> = recorded.asked.iter().map(i64::to_string).collect();
     c.prepare_cached(
         "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at,
-                                 asked_rows, reply_row)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                                 asked_rows, reply_row, line_id, sender, text)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?
     .execute(params![
         key.channel,
@@ -904,12 +968,43 @@ fn insert_delivery(
         response,
         at,
         asked.join(","),
-        recorded.reply
+        recorded.reply,
+        gated.map(|g| g.id),
+        gated.and_then(|g| g.sender),
+        gated.map(|g| g.text)
     ])?;
     Ok(())
 }
 
-/// A transcript row as another layer shows it (the Hub's `sessions_history`).
+/// The next number of the transcript's id sequence, taken for a gated message's line: the
+/// transcript's ids are `AUTOINCREMENT`, so SQLite keeps the largest one given in
+/// `sqlite_sequence` and gives every later row a larger one. Taking a number there (in the
+/// caller's write transaction) puts the gated line after every row recorded before it and
+/// before every row recorded after it, and no transcript row is ever given the same id: the
+/// session's history is one sequence of ids, which its pages, `sessions watch` and the live
+/// view's `after` already follow. `max(id)` covers a sequence row that is missing (no row was
+/// ever appended) or behind (rows put back with their ids by a trash restore).
+fn next_line_id(c: &rusqlite::Connection) -> rusqlite::Result<i64> {
+    let taken = c
+        .prepare_cached(
+            "UPDATE sqlite_sequence SET seq = max(seq, coalesce((SELECT max(id) FROM transcript), 0)) + 1
+             WHERE name = 'transcript' RETURNING seq",
+        )?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    match taken {
+        Some(id) => Ok(id),
+        None => c
+            .prepare_cached(
+                "INSERT INTO sqlite_sequence (name, seq)
+                 VALUES ('transcript', coalesce((SELECT max(id) FROM transcript), 0) + 1) RETURNING seq",
+            )?
+            .query_row([], |r| r.get(0)),
+    }
+}
+
+/// A transcript row as another layer shows it (the Hub's `sessions_history`), or a gated
+/// inbound message's line among them (`gated`: the operator's history only).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct HistoryRow {
@@ -919,6 +1014,7 @@ pub(crate) struct HistoryRow {
     pub sender: super::sender::Sender,
     pub text: String,
     pub at: String,
+    pub gated: Option<super::gated_line::Gated>,
 }
 
 /// A transcript line a search across the sessions found (`sessions/search`).
@@ -1218,22 +1314,27 @@ impl AccessStore {
     }
 
     /// A page of a session's transcript, newest last: the `limit` rows before the newest
-    /// `offset`, of the current segment (from its last `/new` on) unless `all`. From the trash
-    /// tables when the session was trashed.
+    /// `offset`, of the current segment (from its last `/new` on) unless `all`. With `gated`
+    /// (the operator's history, never an agent's), the session's gated inbound messages are
+    /// lines among them, in the one sequence of ids ([`next_line_id`]): one statement merges
+    /// the two, each read newest first through its index. From the trash tables when the
+    /// session was trashed (its transcript only).
     pub(crate) fn history_page(
         c: &Connection,
         session_key: &str,
         limit: usize,
         offset: usize,
         all: bool,
+        gated: bool,
     ) -> rusqlite::Result<Vec<HistoryRow>> {
         let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
         let read = |sql: &str, key: &str| -> rusqlite::Result<Vec<HistoryRow>> {
-            let mut stmt = c.prepare(sql)?;
+            let mut stmt = c.prepare_cached(sql)?;
             let rows = stmt.query_map(params![key, limit as i64, offset as i64], |r| {
                 let provenance = r.get(1)?;
                 let sender: Option<serde_json::Value> = parse(r.get(3)?);
                 let route: Option<serde_json::Value> = parse(r.get(6)?);
+                let reason: Option<String> = r.get(7)?;
                 Ok(HistoryRow {
                     id: r.get(0)?,
                     provenance,
@@ -1246,29 +1347,27 @@ impl AccessStore {
                     ),
                     text: r.get(4)?,
                     at: r.get(5)?,
+                    gated: match reason {
+                        Some(reason) => Some(super::gated_line::Gated {
+                            reason,
+                            rule: r.get::<_, Option<String>>(8)?.unwrap_or_default(),
+                        }),
+                        None => None,
+                    },
                 })
             })?;
             rows.collect()
         };
-        let mut rows = read(
-            if all {
-                "SELECT id, provenance, message_id, sender, text, at, route FROM transcript
-                 WHERE session_key = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3"
-            } else {
-                "SELECT id, provenance, message_id, sender, text, at, route FROM transcript
-                 WHERE session_key = ?1
-                   AND id >= coalesce((SELECT max(id) FROM transcript
-                                       WHERE session_key = ?1 AND provenance = 'reset'), 0)
-                 ORDER BY id DESC LIMIT ?2 OFFSET ?3"
-            },
-            session_key,
-        )?;
-        if rows.is_empty() && offset == 0 {
-            rows = read(
-                "SELECT id, provenance, message_id, sender, text, at, route FROM trash_transcript
-                 WHERE entry = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3",
+        let mut rows = read(history_sql(all, gated), session_key)?;
+        if offset == 0 && rows.iter().all(|r| r.gated.is_some()) {
+            let trashed = read(
+                "SELECT id, provenance, message_id, sender, text, at, route, NULL, NULL
+                 FROM trash_transcript WHERE entry = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3",
                 &trashed_entry(session_key),
             )?;
+            if !trashed.is_empty() {
+                rows = trashed;
+            }
         }
         rows.reverse();
         Ok(rows)
@@ -1296,6 +1395,59 @@ impl AccessStore {
         )?;
         tx.execute("DELETE FROM sessions WHERE session_key = ?1", [session_key])?;
         tx.commit()
+    }
+}
+
+/// The statement of [`AccessStore::history_page`]: `?1` the session, `?2` the limit, `?3`
+/// the offset; rows `id, provenance, message_id, sender, text, at, route, gate reason, gate
+/// rule`, newest first. A gated line's reason and rule are read out of its recorded answer
+/// here, so nothing else of that answer (a pairing code) is ever read.
+fn history_sql(all: bool, gated: bool) -> &'static str {
+    // Where the current segment begins: its `reset` line.
+    macro_rules! segment {
+        () => {
+            "WITH segment (first) AS MATERIALIZED (
+                 SELECT coalesce(max(id), 0) FROM transcript
+                  WHERE session_key = ?1 AND provenance = 'reset') "
+        };
+    }
+    macro_rules! lines {
+        () => {
+            "SELECT id, provenance, message_id, sender, text, at, route, NULL, NULL
+               FROM transcript WHERE session_key = ?1 "
+        };
+    }
+    macro_rules! gated_lines {
+        () => {
+            " UNION ALL
+             SELECT line_id, 'inbound', message_id, sender, coalesce(text, ''), at,
+                    json_extract(response, '$.route'), json_extract(response, '$.gated.reason'),
+                    json_extract(response, '$.gated.rule')
+               FROM deliveries WHERE session_key = ?1 AND line_id IS NOT NULL "
+        };
+    }
+    macro_rules! newest_first {
+        () => {
+            " ORDER BY 1 DESC LIMIT ?2 OFFSET ?3"
+        };
+    }
+    match (all, gated) {
+        (true, false) => concat!(lines!(), newest_first!()),
+        (false, false) => concat!(
+            segment!(),
+            lines!(),
+            "AND id >= (SELECT first FROM segment)",
+            newest_first!()
+        ),
+        (true, true) => concat!(lines!(), gated_lines!(), newest_first!()),
+        (false, true) => concat!(
+            segment!(),
+            lines!(),
+            "AND id >= (SELECT first FROM segment)",
+            gated_lines!(),
+            "AND line_id >= (SELECT first FROM segment)",
+            newest_first!()
+        ),
     }
 }
 
@@ -1494,5 +1646,210 @@ mod tests {
             .unwrap();
         assert_eq!(indexed, 2);
         assert!(found("", None, 10).is_empty());
+    }
+
+    fn gated_key(id: &str) -> DeliveryKey {
+        DeliveryKey {
+            channel: "telegram".into(),
+            account_id: "default".into(),
+            peer_kind: "direct".into(),
+            peer_id: "42".into(),
+            thread_id: String::new(),
+            message_id: id.into(),
+        }
+    }
+
+    /// A gated answer as `Access::gate` records it, with a pairing code.
+    const GATED: &str = r#"{"route": {"channel": "telegram", "agentId": "a"}, "sessionKey": "agent:a:telegram:direct:42",
+        "delivered": false, "gated": {"reason": "pairing-required", "rule": "dmPolicy (built-in default: pairing)",
+        "pairingCode": "SECRET12"}, "reply": {"text": "your pairing code is SECRET12"}, "duplicate": false}"#;
+
+    fn gate(store: &AccessStore, session: &str, id: &str, text: &str) {
+        let sender = serde_json::json!({"id": "42", "name": "Ada"});
+        store
+            .record_gated(session, &gated_key(id), GATED, Some(&sender), text)
+            .unwrap();
+    }
+
+    fn page(
+        store: &AccessStore,
+        session: &str,
+        limit: usize,
+        offset: usize,
+        all: bool,
+        gated: bool,
+    ) -> Vec<HistoryRow> {
+        store
+            .read(|c| AccessStore::history_page(c, session, limit, offset, all, gated))
+            .unwrap()
+    }
+
+    fn texts(rows: &[HistoryRow]) -> Vec<String> {
+        rows.iter()
+            .map(|r| match &r.gated {
+                Some(g) => format!("{} [{}]", r.text, g.reason),
+                None => r.text.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gated_messages_are_lines_of_the_operators_history_in_the_order_recorded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
+        let session = "agent:a:telegram:direct:42";
+        let mut appends = store.transcript_appends();
+        store
+            .record(
+                session,
+                &[
+                    turn(Provenance::Inbound, Some("m1"), "hello"),
+                    turn(Provenance::Agent, None, "hi"),
+                ],
+                None,
+            )
+            .unwrap();
+        gate(&store, session, "m2", "are you there?");
+        // The live view is told of the gated line like of an append.
+        assert_eq!(&*appends.try_recv().unwrap(), session);
+        assert_eq!(&*appends.try_recv().unwrap(), session);
+        // Another session's rows between: the ids are one sequence over every session.
+        store
+            .record(
+                "agent:b:main",
+                &[turn(Provenance::Inbound, Some("x"), "elsewhere")],
+                None,
+            )
+            .unwrap();
+        gate(&store, "agent:b:main", "m3", "elsewhere, gated");
+        store
+            .record(
+                session,
+                &[
+                    turn(Provenance::Inbound, Some("m4"), "again"),
+                    turn(Provenance::Agent, None, "yes"),
+                ],
+                None,
+            )
+            .unwrap();
+
+        let rows = page(&store, session, 10, 0, false, true);
+        assert_eq!(
+            texts(&rows),
+            [
+                "hello",
+                "hi",
+                "are you there? [pairing-required]",
+                "again",
+                "yes"
+            ]
+        );
+        assert!(rows.windows(2).all(|w| w[0].id < w[1].id), "{rows:?}");
+        let gated = &rows[2];
+        assert_eq!(gated.provenance, Provenance::Inbound);
+        assert_eq!(gated.message_id.as_deref(), Some("m2"));
+        assert_eq!(gated.sender.label(), "Ada (42) on telegram");
+        assert_eq!(
+            gated.gated.as_ref().map(|g| g.rule.as_str()),
+            Some("dmPolicy (built-in default: pairing)")
+        );
+        // Nothing else of the recorded answer is read: never the pairing code.
+        assert!(!serde_json::to_string(&rows).unwrap().contains("SECRET12"));
+        // Paged newest first as before, gated lines counted like any other.
+        assert_eq!(
+            texts(&page(&store, session, 2, 0, false, true)),
+            ["again", "yes"]
+        );
+        assert_eq!(
+            texts(&page(&store, session, 2, 2, false, true)),
+            ["hi", "are you there? [pairing-required]"]
+        );
+        assert_eq!(texts(&page(&store, session, 2, 4, false, true)), ["hello"]);
+        // An agent's history (the Hub's `sessions_history`) never has them.
+        assert_eq!(
+            texts(&page(&store, session, 10, 0, false, false)),
+            ["hello", "hi", "again", "yes"]
+        );
+
+        // A `/new` begins a segment: the gated lines before it are in `all` only.
+        store
+            .record(
+                session,
+                &[turn(Provenance::Reset, None, "new session")],
+                None,
+            )
+            .unwrap();
+        gate(&store, session, "m5", "after the reset");
+        assert_eq!(
+            texts(&page(&store, session, 10, 0, false, true)),
+            ["new session", "after the reset [pairing-required]"]
+        );
+        assert_eq!(page(&store, session, 10, 0, true, true).len(), 7);
+        // A transcript row after a gated line gets a larger id.
+        store
+            .record(
+                session,
+                &[turn(Provenance::Inbound, Some("m6"), "last")],
+                None,
+            )
+            .unwrap();
+        let rows = page(&store, session, 10, 0, false, true);
+        assert_eq!(texts(&rows)[2], "last");
+        assert!(rows[1].id < rows[2].id);
+    }
+
+    #[test]
+    fn a_session_whose_first_message_was_gated_has_that_line_and_later_rows_after_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
+        let session = "agent:a:telegram:direct:42";
+        // Nothing was ever appended: the transcript's sequence has no row yet.
+        gate(&store, session, "m1", "hello?");
+        let rows = page(&store, session, 10, 0, false, true);
+        assert_eq!(texts(&rows), ["hello? [pairing-required]"]);
+        assert_eq!(rows[0].id, 1);
+        // No trash to read instead: the gated line stays.
+        store
+            .record(
+                session,
+                &[turn(Provenance::Inbound, Some("m2"), "paired now")],
+                None,
+            )
+            .unwrap();
+        let rows = page(&store, session, 10, 0, false, true);
+        assert_eq!(texts(&rows), ["hello? [pairing-required]", "paired now"]);
+        assert_eq!(rows[1].id, 2);
+        // A redelivery is answered from the record, pairing code and all: the answer is kept whole.
+        assert_eq!(
+            store.delivered(&gated_key("m1")).unwrap().as_deref(),
+            Some(GATED)
+        );
+    }
+
+    #[test]
+    fn the_history_reads_each_table_through_its_index() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
+        for (all, gated) in [(false, true), (true, true), (false, false)] {
+            let plan: Vec<String> = store
+                .read(|c| {
+                    c.prepare(&format!("EXPLAIN QUERY PLAN {}", history_sql(all, gated)))?
+                        .query_map(params!["k", 10, 0], |r| r.get::<_, String>(3))?
+                        .collect()
+                })
+                .unwrap();
+            let plan = plan.join("\n");
+            assert!(
+                !plan.contains("SCAN transcript\n") && !plan.ends_with("SCAN transcript"),
+                "{plan}"
+            );
+            assert!(!plan.contains("SCAN deliveries"), "{plan}");
+            // Both read newest first and merged, stopping at the page: nothing sorted.
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+            if gated {
+                assert!(plan.contains("deliveries_gated_lines"), "{plan}");
+                assert!(plan.contains("MERGE (UNION ALL)"), "{plan}");
+            }
+        }
     }
 }

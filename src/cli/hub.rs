@@ -549,18 +549,7 @@ pub(super) fn sessions(global: &GlobalSettings, command: SessionsCommand) -> Exi
             }
             out
         }),
-        SessionsCommand::History(_) => show(&result, json, |r| {
-            let mut out = String::new();
-            for m in r["messages"].as_array().into_iter().flatten() {
-                out.push_str(&format!(
-                    "{} [{}] {}\n",
-                    text(&m["at"]),
-                    text(&m["provenance"]),
-                    crate::shown::shown_lines(&text(&m["text"]))
-                ));
-            }
-            out
-        }),
+        SessionsCommand::History(_) => show(&result, json, history_human),
         SessionsCommand::Search(_) => show(&result, json, |r| {
             let mut out = String::new();
             for f in r["found"].as_array().into_iter().flatten() {
@@ -696,18 +685,54 @@ fn watch(global: &GlobalSettings, args: &WatchArgs) -> ExitStatus {
         let mut out = String::new();
         for m in &fresh {
             last_id = m["id"].as_i64().or(last_id);
-            out.push_str(&format!(
-                "{} [{}] {}\n",
-                text(&m["at"]),
-                text(&m["provenance"]),
-                crate::shown::shown_lines(&text(&m["text"]))
-            ));
+            out.push_str(&history_line(m));
         }
         if !print_live(&out) {
             return ExitStatus::Success;
         }
         std::thread::sleep(FOLLOW_EVERY);
     }
+}
+
+/// `sessions history` for a person: a line for each message of the page, oldest first.
+fn history_human(r: &Value) -> String {
+    let mut out = String::new();
+    for m in r["messages"].as_array().into_iter().flatten() {
+        out.push_str(&history_line(m));
+    }
+    if out.is_empty() {
+        out.push_str("No messages.\n");
+    }
+    out
+}
+
+/// A `sessions/history` message for a person: when, its provenance, who said it (as the
+/// console says it) and what; a gated inbound message is marked `gated` in the brackets and
+/// followed by a line with the gate, the setting that decided and what became of it.
+fn history_line(m: &Value) -> String {
+    use crate::access::gated_line::Gated;
+    use crate::access::sender::Sender;
+    let who = serde_json::from_value::<Sender>(m["sender"].clone())
+        .map_or_else(|_| "someone".to_string(), |s| s.label());
+    let gated = serde_json::from_value::<Option<Gated>>(m["gated"].clone())
+        .ok()
+        .flatten();
+    let mut line = format!(
+        "{} [{}{}] {}: {}\n",
+        text(&m["at"]),
+        text(&m["provenance"]),
+        if gated.is_some() { ", gated" } else { "" },
+        crate::shown::shown(&who),
+        crate::shown::shown_lines(&text(&m["text"]))
+    );
+    if let Some(g) = gated {
+        line.push_str(&format!(
+            "    {}; {}\n",
+            crate::shown::shown(&g.label()),
+            g.fate()
+        ));
+    }
+    line
 }
 
 /// A run on one line: id, state, tool, from -> to, when.
@@ -1150,5 +1175,38 @@ fn decide(global: &GlobalSettings, method: &str, a: &RunArgs) -> ExitStatus {
             format!("run {}: {}\n", text(&r["runId"]), text(&r["state"]))
         }),
         Err(status) => status,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_history_says_who_said_each_line_and_marks_the_gated_ones() {
+        let page = json!({"sessionKey": "agent:main:telegram:group:-100", "messages": [
+            {"id": 7, "provenance": "inbound", "at": "2026-12-05T10:00:00Z", "text": "@bot deploy?",
+             "sender": {"kind": "person", "channel": "telegram", "id": "42", "name": "Ada", "isBot": false}},
+            {"id": 8, "provenance": "agent", "at": "2026-12-05T10:00:02Z", "text": "deployed\nall green",
+             "sender": {"kind": "agent", "agentId": "main"}},
+            {"id": 9, "provenance": "inbound", "at": "2026-12-05T10:00:05Z", "text": "nice \u{1b}[2J",
+             "sender": {"kind": "person", "channel": "telegram", "id": "43", "name": "Bob", "isBot": false},
+             "gated": {"reason": "not-mentioned", "rule": "requireMention (built-in default: true)"}},
+            {"id": 10, "provenance": "inbound", "at": "2026-12-05T10:00:06Z", "text": "me too",
+             "sender": {"kind": "person", "channel": "telegram", "id": "77", "isBot": true},
+             "gated": {"reason": "bot", "rule": "allowBots (channels.yaml:9)"}},
+            {"id": 11, "provenance": "inter_session", "at": "2026-12-05T10:00:07Z", "text": "the numbers",
+             "sender": {"kind": "peer_agent", "agentId": "research", "sessionKey": "agent:research:main",
+                        "tool": "sessions_send", "runId": "r-1"}},
+            {"id": 12, "provenance": "operator", "at": "2026-12-05T10:00:08Z", "text": "status?",
+             "sender": {"kind": "operator"}},
+            {"id": 13, "provenance": "reset", "at": "2026-12-05T10:00:09Z", "text": "new session",
+             "sender": {"kind": "deepcli"}}
+        ]});
+        insta::assert_snapshot!("sessions_history_human", history_human(&page));
+        assert_eq!(
+            history_human(&json!({"sessionKey": "k", "messages": []})),
+            "No messages.\n"
+        );
     }
 }

@@ -317,6 +317,13 @@ pub(crate) struct Line {
     pub sender_kind: &'static str,
     pub at: String,
     pub text: String,
+    /// A gated inbound message: the gate and the setting that decided
+    /// (`gated: not-mentioned by requireMention (…)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
+    /// A gated message: what became of it (never given to the agent, or kept as context).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fate: Option<&'static str>,
 }
 
 impl Line {
@@ -328,6 +335,8 @@ impl Line {
             sender_kind: m.sender.kind(),
             at: m.at,
             text: m.text,
+            gate: m.gated.as_ref().map(|g| g.label()),
+            fate: m.gated.as_ref().map(|g| g.fate()),
         }
     }
 
@@ -921,6 +930,7 @@ mod tests {
             sender,
             at: format!("2026-12-05T10:00:0{id}Z"),
             text: text.into(),
+            gated: None,
         };
         let history = History {
             session_key: "agent:main:telegram:direct:42".into(),
@@ -966,6 +976,23 @@ mod tests {
                     "a question",
                 ),
                 m(5, Provenance::Reset, Sender::Deepcli, "new session"),
+                HistoryMessage {
+                    gated: Some(crate::access::gated_line::Gated {
+                        reason: "not-mentioned".into(),
+                        rule: "requireMention (<channels.yaml>:7)".into(),
+                    }),
+                    ..m(
+                        6,
+                        Provenance::Inbound,
+                        Sender::Person {
+                            channel: Some("telegram".into()),
+                            id: Some("43".into()),
+                            name: Some("Bob".into()),
+                            is_bot: false,
+                        },
+                        "an aside",
+                    )
+                },
             ],
             next_cursor: None,
         };
@@ -985,6 +1012,8 @@ mod tests {
         insta::assert_snapshot!("session", main_of(&html));
         assert!(!html.contains("<Ada>"), "escaped");
         assert!(!html.contains("<b>now"));
+        assert!(!html.contains("<channels.yaml>"), "the rule is escaped too");
+        assert!(html.contains(r#"class="line inbound from-person gated" data-id="6""#));
         // The live view's event carries the same words.
         let line = serde_json::to_value(Line::of(HistoryMessage {
             id: 9,
@@ -995,12 +1024,38 @@ mod tests {
             },
             at: "t".into(),
             text: "x".into(),
+            gated: None,
         }))
         .unwrap();
         assert_eq!(
             line,
             serde_json::json!({"id": 9, "provenance": "a2a", "sender": "A2A peer partner",
                                "senderKind": "a2a_peer", "at": "t", "text": "x"})
+        );
+        // A gated message's event says which gate and what became of it.
+        let gated = serde_json::to_value(Line::of(HistoryMessage {
+            id: 10,
+            provenance: Provenance::Inbound,
+            sender: Sender::Person {
+                channel: Some("telegram".into()),
+                id: Some("42".into()),
+                name: None,
+                is_bot: false,
+            },
+            at: "t".into(),
+            text: "hello".into(),
+            gated: Some(crate::access::gated_line::Gated {
+                reason: "pairing-required".into(),
+                rule: "dmPolicy (built-in default: pairing)".into(),
+            }),
+        }))
+        .unwrap();
+        assert_eq!(
+            gated,
+            serde_json::json!({"id": 10, "provenance": "inbound", "sender": "42 on telegram",
+                               "senderKind": "person", "at": "t", "text": "hello",
+                               "gate": "gated: pairing-required by dmPolicy (built-in default: pairing)",
+                               "fate": "not delivered: the agent never saw it"})
         );
     }
 

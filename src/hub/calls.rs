@@ -338,7 +338,8 @@ impl Hub {
         let (limit, offset) = (page.limit, page.offset);
         let rows = {
             let key = key.clone();
-            self.db(move |s| s.history(&key, limit, offset, false))
+            // Gated messages are not the agent's to read: it was never given them.
+            self.db(move |s| s.history(&key, limit, offset, false, false))
                 .await?
         };
         let mut messages = Vec::new();

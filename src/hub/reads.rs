@@ -158,6 +158,11 @@ pub(crate) struct HistoryMessage {
     pub sender: crate::access::sender::Sender,
     pub at: String,
     pub text: String,
+    /// A gated inbound message (its provenance `inbound`): the gate that kept it from the
+    /// agent and the setting that decided (hub.md, "sessions history"). Absent on every
+    /// line the agent was given or said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gated: Option<crate::access::gated_line::Gated>,
 }
 
 /// `sessions/search`: the transcript lines of every session with the words, newest first.
@@ -299,7 +304,7 @@ pub(super) fn session(s: &HubStore, key: &str, prompt: bool) -> Result<SessionDe
 
 pub(super) fn history(s: &HubStore, p: &HistoryParams) -> Result<History, ReadError> {
     let page = paged(p.limit, p.cursor.as_deref())?;
-    let rows = s.history(&p.session_key, page.limit, page.offset, p.all)?;
+    let rows = s.history(&p.session_key, page.limit, page.offset, p.all, true)?;
     let next_cursor = (rows.len() == page.limit).then(|| page.after(rows.len()));
     Ok(History {
         session_key: p.session_key.clone(),
@@ -311,6 +316,7 @@ pub(super) fn history(s: &HubStore, p: &HistoryParams) -> Result<History, ReadEr
                 sender: r.sender,
                 at: r.at,
                 text: r.text,
+                gated: r.gated,
             })
             .collect(),
         next_cursor,

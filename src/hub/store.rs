@@ -747,15 +747,18 @@ impl HubStore {
 
     /// A page of a session's transcript, newest last: the `limit` rows before the newest
     /// `offset`, of its current segment unless `all`. From the trash tables when the session
-    /// was trashed (`cleanup: delete`).
+    /// was trashed (`cleanup: delete`). With `gated`, the session's gated inbound messages
+    /// among its lines: for the operator's history only, never an agent's
+    /// (`sessions_history`), since the agent was never given them.
     pub(crate) fn history(
         &self,
         session_key: &str,
         limit: usize,
         offset: usize,
         all: bool,
+        gated: bool,
     ) -> Result<Vec<HistoryRow>, StateError> {
-        self.read(|c| AccessStore::history_page(c, session_key, limit, offset, all))
+        self.read(|c| AccessStore::history_page(c, session_key, limit, offset, all, gated))
     }
 
     /// The transcript lines of every session with every word of `words`, newest first

@@ -22,8 +22,7 @@ const TRASHED_ACCESS_TABLES: [&str; 5] = [
 const SESSION_COLUMNS: &str =
     "session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at";
 const TRANSCRIPT_COLUMNS: &str = "id, session_key, provenance, message_id, sender, text, route, at";
-const DELIVERY_COLUMNS: &str =
-    "channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at";
+const DELIVERY_COLUMNS: &str = "channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at, line_id, sender, text";
 const ACP_BINDING_COLUMNS: &str = "binding_key, session_key, created_at";
 const ROUTE_COLUMNS: &str =
     "agent_id, session_key, channel, account_id, peer_kind, peer_id, thread_id, at";

@@ -96,7 +96,7 @@ fn a_backup_of_a_running_hub_restores_into_an_empty_directory() {
     assert_eq!(back["serial"], info["serial"]);
     let history = deepcli(&restored, &["sessions", "history", "agent:main:main"]);
     assert!(
-        text(&history.stdout).contains("[agent] before the backup"),
+        text(&history.stdout).contains("[agent] agent main: before the backup"),
         "{}",
         text_of(&history)
     );

@@ -1,6 +1,7 @@
 //! The web console end to end (console.md): `deepcli up` with two SDK echo agents, and Debian's
 //! chromium driven by playwright-core (`tests/peers/console-e2e.mjs`) as the operator. Signs in;
-//! watches an inbound message appear live in a transcript, each line with who said it; finds a
+//! watches an inbound message appear live in a transcript, each line with who said it, and a
+//! message the inbound policy gated with its gate; finds a
 //! line said in another session by its words, and a session by its key; approves a permission on a phone-sized
 //! screen, with the keyboard, and the agent's tool call completes; accepts a task; explains a
 //! route; signs out. A request without the cookie, with a wrong CSRF token or from another
@@ -237,6 +238,17 @@ fn the_operator_signs_in_watches_a_transcript_live_approves_accepts_and_explains
         crate::common::signed_inbound(up.addr, crate::hub::SECRET.as_bytes(), &named);
     assert_eq!(status, 200, "{answered}");
     browser.run(json!({"cmd": "waitText", "selector": "#transcript li.from-person", "text": "Ada (u7) on slack"}));
+    // A message the inbound policy gated (another bot's: `allowBots` is off) appears live
+    // too, marked with its gate: the agent never saw it.
+    let from_bot = json!({"channel": "slack", "peer": {"kind": "group", "id": "ga"},
+        "messageId": "console-bot", "sender": {"id": "B9", "name": "Other bot", "isBot": true},
+        "text": "a bot talking"});
+    let (status, answered) =
+        crate::common::signed_inbound(up.addr, crate::hub::SECRET.as_bytes(), &from_bot);
+    assert_eq!(answered["gated"]["reason"], "bot", "{status} {answered}");
+    browser.run(json!({"cmd": "waitText", "selector": "#transcript li.gated .gate", "text": "gated: bot by allowBots"}));
+    browser.run(json!({"cmd": "waitText", "selector": "#transcript li.gated", "text": "Other bot (B9) [bot] on slack"}));
+    browser.run(json!({"cmd": "waitText", "selector": "#transcript li.gated .gate", "text": "the agent never saw it"}));
     browser.shot("transcript-live");
 
     // A search by words finds a line said in another session, among all of them.

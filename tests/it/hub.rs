@@ -1520,7 +1520,7 @@ fn sessions_and_runs_are_read_from_the_state_when_no_controller_runs() {
             "{err}"
         );
     }
-    assert!(live[2].contains("[agent] kept"), "{}", live[2]);
+    assert!(live[2].contains("[agent] agent main: kept"), "{}", live[2]);
     let (code, out, _) = text(up.deepcli(&["runs", "show", &run]));
     assert_eq!((code, out), (Some(0), live_run));
     let (code, _, err) = text(up.deepcli(&["runs", "show", "no-such-run"]));
@@ -1594,13 +1594,13 @@ fn watch_and_follow_print_what_comes_as_it_comes() {
         }
         panic!("the output ended before `{what}`");
     };
-    until(&mut watched, "[agent] before");
+    until(&mut watched, "[agent] agent main: before");
     send("SAY after");
-    until(&mut watched, "[agent] after");
+    until(&mut watched, "[agent] agent main: after");
     until(&mut followed, "send    run");
     until(&mut followed, "completed: answered");
     send("SAY third");
-    until(&mut watched, "[agent] third");
+    until(&mut watched, "[agent] agent main: third");
     until(&mut followed, "send operator → agent:main:main");
     for mut child in [watch, follow] {
         let _ = child.kill();

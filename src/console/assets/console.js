@@ -20,7 +20,7 @@
       return;
     }
     var li = document.createElement("li");
-    li.className = "line " + line.provenance + " from-" + line.senderKind;
+    li.className = "line " + line.provenance + " from-" + line.senderKind + (line.gate ? " gated" : "");
     li.dataset.id = String(line.id);
     var who = document.createElement("span");
     who.className = "who";
@@ -39,6 +39,16 @@
     li.appendChild(document.createTextNode(" "));
     li.appendChild(at);
     li.appendChild(text);
+    if (line.gate) {
+      // A message the inbound policy kept from the agent: which gate, and what became of it.
+      var gate = document.createElement("div");
+      gate.className = "gate";
+      var why = document.createElement("strong");
+      why.textContent = line.gate;
+      gate.appendChild(why);
+      gate.appendChild(document.createTextNode(line.fate ? "; " + line.fate : ""));
+      li.appendChild(gate);
+    }
     list.appendChild(li);
   });
   source.addEventListener("open", function () {

@@ -965,3 +965,248 @@ fn status_in_a_busy_chat_is_answered_beside_the_turn() {
         texts(&f.sent()).iter().any(|t| t.starts_with("echo: hold"))
     });
 }
+
+/// The console's cookie for `up`: the operator token exchanged at the login form.
+fn console_cookie(up: &Up) -> String {
+    let token = std::fs::read_to_string(up.state.join("operator-token")).unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let answer = agent
+        .post(&format!("http://{}/console/login", up.addr))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send(format!("token={}", token.trim()))
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 303);
+    let cookie = answer
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    cookie.split(';').next().unwrap().to_string()
+}
+
+/// A console page (or stream), signed in.
+fn console_get(up: &Up, cookie: &str, path: &str) -> ureq::http::Response<ureq::Body> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(60)))
+        .build()
+        .into();
+    agent
+        .get(&format!("http://{}{path}", up.addr))
+        .header("cookie", cookie)
+        .call()
+        .unwrap()
+}
+
+/// The session key of the conversation whose key contains `part`.
+fn session_with(up: &Up, part: &str) -> String {
+    let out = deepcli(up, &["sessions", "list", "--contains", part, "--json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    list["sessions"][0]["sessionKey"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session with {part}: {list:#}"))
+        .to_string()
+}
+
+/// `sessions history KEY`: human, and JSON's messages.
+fn history(up: &Up, key: &str) -> (String, Vec<Value>) {
+    let human = deepcli(up, &["sessions", "history", key]);
+    assert!(human.status.success());
+    let json = deepcli(up, &["sessions", "history", key, "--json"]);
+    let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+    (
+        String::from_utf8_lossy(&human.stdout).into_owned(),
+        json["messages"].as_array().unwrap().clone(),
+    )
+}
+
+/// Messages the inbound policy gated show in their session's history, in order among its
+/// lines, with who sent them and the gate that decided — `sessions history` (human and JSON)
+/// and the console's transcript, live — and the agent never gets them from the history:
+/// a stranger's DM held for pairing (its code never shown), and a group message that did not
+/// mention the bot (kept as context).
+#[test]
+fn gated_telegram_messages_show_in_the_history_and_the_console_transcript() {
+    let server = Server::start().unwrap();
+    let fake = &server.fake;
+    let up = start(&server, &channels(&server, "", "    groupPolicy: open\n"));
+    connected(&up);
+
+    // A stranger's DM: a pairing code, and no turn.
+    fake.message(private(42), user(42), "hello", json!({}));
+    let pairing = fake.wait_sent(1)[0]["text"].as_str().unwrap().to_string();
+    let code = pairing
+        .split("code is ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .unwrap()
+        .to_string();
+    assert!(
+        deepcli(&up, &["pairing", "approve", "telegram", &code])
+            .status
+            .success()
+    );
+    fake.message(private(42), user(42), "hello again", json!({}));
+    fake.wait_sent(2);
+    // A DM speaks in the session the route gives it (dmScope main: the agent's main one),
+    // gated or not.
+    let dm = session_with(&up, "sdk:main");
+    assert_eq!(dm, "agent:sdk:main");
+    let (human, mut messages) = history(&up, &dm);
+    // deepcli's notes about the runtime session aside.
+    messages.retain(|m| m["provenance"] != "acp");
+    let said: Vec<(&str, bool)> = messages
+        .iter()
+        .map(|m| (m["text"].as_str().unwrap(), m.get("gated").is_some()))
+        .collect();
+    assert_eq!(
+        &said[..2],
+        [("hello", true), ("hello again", false)],
+        "{messages:#?}"
+    );
+    assert!(said[2].0.starts_with("echo: hello again"), "{messages:#?}");
+    let gated = &messages[0];
+    assert_eq!(gated["provenance"], "inbound");
+    assert_eq!(gated["gated"]["reason"], "pairing-required");
+    assert!(
+        gated["gated"]["rule"]
+            .as_str()
+            .unwrap()
+            .starts_with("dmPolicy"),
+        "{gated:#}"
+    );
+    assert_eq!(gated["sender"]["kind"], "person");
+    assert_eq!(gated["sender"]["id"], "42");
+    assert_eq!(gated["sender"]["channel"], "telegram");
+    assert!(messages[0]["id"].as_i64() < messages[1]["id"].as_i64());
+    assert!(
+        human.contains(
+            "[inbound, gated] Ada (42) on telegram: hello\n    gated: pairing-required by dmPolicy"
+        ),
+        "{human}"
+    );
+    assert!(
+        human.contains("not delivered: the agent never saw it"),
+        "{human}"
+    );
+    assert!(
+        human.contains("[agent] agent sdk: echo: hello again"),
+        "{human}"
+    );
+    let json_text = serde_json::to_string(&messages).unwrap();
+    assert!(
+        !human.contains(&code) && !json_text.contains(&code),
+        "the pairing code is never shown"
+    );
+
+    // The console's transcript of the DM: the gate, never the code.
+    let cookie = console_cookie(&up);
+    let page = console_get(
+        &up,
+        &cookie,
+        &format!(
+            "/console/conversations/session?key={}",
+            dm.replace(':', "%3A")
+        ),
+    )
+    .into_body()
+    .read_to_string()
+    .unwrap();
+    assert!(
+        page.contains("gated: pairing-required by dmPolicy"),
+        "{page}"
+    );
+    assert!(page.contains(r#"from-person gated""#), "{page}");
+    assert!(!page.contains(&code), "the pairing code is never shown");
+
+    // A group: a mention is answered; a live view of it opens; a message without one is
+    // gated and appears in the view.
+    let group = json!({"id": -100_500, "type": "supergroup", "title": "Team"});
+    let mention = format!("@{BOT_NAME} ready?");
+    fake.message(
+        group.clone(),
+        user(7),
+        &mention,
+        json!({"entities": [{"type": "mention", "offset": 0, "length": BOT_NAME.len() + 1}]}),
+    );
+    fake.wait_sent(3);
+    let room = session_with(&up, "group:-100500");
+    let (_, before) = history(&up, &room);
+    let last = before.last().unwrap()["id"].as_i64().unwrap();
+    let live = console_get(
+        &up,
+        &cookie,
+        &format!(
+            "/console/conversations/live?key={}&after={last}",
+            room.replace(':', "%3A")
+        ),
+    );
+    assert_eq!(live.status().as_u16(), 200);
+    fake.message(group.clone(), user(8), "just us talking", json!({}));
+    let mut stream = std::io::BufReader::new(live.into_body().into_reader());
+    let event = loop {
+        let mut line = String::new();
+        assert!(
+            std::io::BufRead::read_line(&mut stream, &mut line).unwrap() > 0,
+            "the live view ended"
+        );
+        if let Some(data) = line.strip_prefix("data: ") {
+            break serde_json::from_str::<Value>(data).unwrap();
+        }
+    };
+    assert_eq!(event["text"], "just us talking", "{event:#}");
+    assert_eq!(event["sender"], "Ada (8) on telegram");
+    assert!(
+        event["gate"]
+            .as_str()
+            .unwrap()
+            .starts_with("gated: not-mentioned by requireMention"),
+        "{event:#}"
+    );
+    assert!(
+        event["fate"].as_str().unwrap().contains("kept as context"),
+        "{event:#}"
+    );
+    assert!(event["id"].as_i64().unwrap() > last);
+    // The agent's own history tool never has them: it was never given them.
+    let asked = deepcli(
+        &up,
+        &[
+            "sessions",
+            "send",
+            &dm,
+            r#"mcp sessions_history {"sessionKey": "agent:sdk:main"}"#,
+        ],
+    );
+    let reply = String::from_utf8_lossy(&asked.stdout).trim().to_string();
+    let seen: Value = serde_json::from_str(
+        reply
+            .strip_prefix("mcp: ")
+            .unwrap_or_else(|| panic!("{reply}")),
+    )
+    .unwrap();
+    let texts: Vec<&str> = seen["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert!(texts.contains(&"hello again"), "{seen:#}");
+    assert!(
+        !texts.contains(&"hello"),
+        "the gated DM is not the agent's to read: {seen:#}"
+    );
+
+    let (human, messages) = history(&up, &room);
+    assert_eq!(messages.len(), before.len() + 1);
+    assert_eq!(messages.last().unwrap()["gated"]["reason"], "not-mentioned");
+    assert!(
+        human.ends_with("[inbound, gated] Ada (8) on telegram: just us talking\n    gated: not-mentioned by requireMention (built-in default: true); not delivered: kept as context for the agent's next answer here (up to historyLimit)\n"),
+        "{human}"
+    );
+}
