@@ -141,11 +141,15 @@ impl SearchIndexer {
         Ok(indexer)
     }
 
-    /// Takes the queue and fills the index until it caught up or [`RUN`] has passed.
+    /// Takes the queue and fills the index until it caught up or [`RUN`] has passed, resting
+    /// after each step as long as it took: the index is kept on at most half of a core, the
+    /// rest left to the turns (a prune queues millions of rows; the index may lag behind it,
+    /// never the turns).
     pub(crate) fn run(&mut self, state: &Connection) -> rusqlite::Result<Indexed> {
         let start = Instant::now();
         let mut indexed = Indexed::default();
         loop {
+            let step = Instant::now();
             let queued = self.take_queue(state)?;
             let filled = self.fill(state)?;
             indexed.queued += queued;
@@ -157,6 +161,7 @@ impl SearchIndexer {
             if start.elapsed() >= RUN {
                 return Ok(indexed);
             }
+            std::thread::sleep(step.elapsed());
         }
     }
 
