@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use super::results::ToolResult;
 use super::tools::{self, *};
 use super::{CallError, Hub, HubCaller};
-use crate::tasks::artifacts::{self, ArtifactError, ArtifactName};
+use crate::tasks::artifacts::{self, ArtifactError, ArtifactName, Stored};
 use crate::tasks::state::{Actor, Event, TaskState};
 use crate::tasks::store::{
-    Applied, ArtifactRow, NewTask, Requester, Step, Task, TaskError, TaskEvent, TaskStore,
+    Applied, ArtifactRow, HandedIn, NewTask, Requester, Step, Task, TaskError, TaskEvent, TaskStore,
 };
 
 /// Whether a run from tool `tool` carries a task's message (and gets no reply-back loop).
@@ -91,6 +91,38 @@ fn artifact_failure(e: ArtifactError) -> Result<String, CallError> {
     match e {
         ArtifactError::Refused(why) => Ok(why),
         ArtifactError::Io(why) => Err(CallError::Internal(why)),
+    }
+}
+
+/// Stores file `name` of `workspace` in `store` (at most `limit` bytes) and records it with
+/// `record`; again when a sweep of the store took the stored copy before its row was written
+/// (state::artifact_files), at most three times. `Ok(Err)`: refused, and why, for the agent.
+fn store_and_record(
+    workspace: &std::path::Path,
+    name: &ArtifactName,
+    store: &std::path::Path,
+    limit: u64,
+    by: &str,
+    record: impl Fn(&HandedIn<'_>) -> Result<(), TaskError>,
+) -> Result<Result<Stored, String>, CallError> {
+    let mut tries = 0;
+    loop {
+        let stored = match artifacts::hand_in(workspace, name, store, limit) {
+            Ok(stored) => stored,
+            Err(e) => return artifact_failure(e).map(Err),
+        };
+        let path = store.join(&stored.sha256);
+        let file = HandedIn {
+            name: name.as_str(),
+            stored: &stored,
+            path: &path,
+            by,
+        };
+        match record(&file) {
+            Ok(()) => return Ok(Ok(stored)),
+            Err(TaskError::Gone) if tries < 2 => tries += 1,
+            Err(e) => return task_failure(e).map(Err),
+        }
     }
 }
 
@@ -520,13 +552,12 @@ impl Hub {
         let id = task.id.clone();
         let by = caller.agent_id.clone();
         let done = tokio::task::spawn_blocking(move || {
-            let stored = match artifacts::hand_in(&workspace, &name, &store, limit) {
+            let stored = match store_and_record(&workspace, &name, &store, limit, &by, |file| {
+                tasks.put_artifact(&id, file, DOOR)
+            })? {
                 Ok(stored) => stored,
-                Err(e) => return artifact_failure(e).map(Err),
+                Err(why) => return Ok::<_, CallError>(Err(why)),
             };
-            if let Err(e) = tasks.put_artifact(&id, name.as_str(), &stored, &by, DOOR) {
-                return task_failure(e).map(Err);
-            }
             let mut answer =
                 json!({"name": name.as_str(), "sha256": stored.sha256, "size": stored.size});
             if let Some(ws) = owner_workspace {
@@ -617,14 +648,15 @@ impl Hub {
         let tasks = self.tasks.clone();
         let (run, by) = (run_id.to_string(), caller.agent_id.clone());
         tokio::task::spawn_blocking(move || {
-            let stored = match artifacts::hand_in(&workspace, &name, &store, limit) {
+            let media_type = std::cell::Cell::new("application/octet-stream");
+            let stored = match store_and_record(&workspace, &name, &store, limit, &by, |file| {
+                media_type.set(artifacts::media_type_of(&name, &store, file.stored));
+                tasks.put_run_artifact(&run, file, media_type.get())
+            })? {
                 Ok(stored) => stored,
-                Err(e) => return artifact_failure(e).map(Err),
+                Err(why) => return Ok(Err(why)),
             };
-            let media_type = artifacts::media_type_of(&name, &store, &stored);
-            tasks
-                .put_run_artifact(&run, name.as_str(), &stored, media_type, &by)
-                .map_err(CallError::from)?;
+            let media_type = media_type.get();
             Ok(Ok(json!({
                 "name": name.as_str(),
                 "sha256": stored.sha256,

@@ -206,8 +206,12 @@ pub(crate) fn hand_in(
         .map_err(|e| io("cannot write to the task's store", e))?;
     match tmp.persist_noclobber(store.join(&sha256)) {
         Ok(_) => {}
-        // The same content, handed in before: one copy serves both.
-        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        // The same content, handed in before: one copy serves both. Made young again, so that
+        // a sweep of the store leaves it while its new row is written (state::artifact_files).
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = File::open(store.join(&sha256))
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        }
         Err(e) => return Err(io("cannot write to the task's store", e.error)),
     }
     crate::durable::sync_dir(store).map_err(|e| io("cannot write to the task's store", e))?;

@@ -101,8 +101,22 @@ pub(crate) enum TaskError {
     NotFound(String),
     #[error("{0}")]
     Refused(String),
+    /// The stored copy of a file went (a sweep of the store) before its row was written.
+    #[error("the stored copy of the file went before it was recorded; hand it in again")]
+    Gone,
     #[error(transparent)]
     State(#[from] StateError),
+}
+
+/// A file handed in, to record.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HandedIn<'a> {
+    pub name: &'a str,
+    pub stored: &'a Stored,
+    /// Its stored copy: checked to be there in the transaction that records it.
+    pub path: &'a std::path::Path,
+    /// The agent that handed it in.
+    pub by: &'a str,
 }
 
 const COLUMNS: &str = "id, title, acceptance, requester, requester_kind, owner_agent, assignee_agent, session_key, room, parent_id, state, runtime_state, created_at, updated_at";
@@ -312,25 +326,31 @@ impl TaskStore {
 }
 
 impl TaskStore {
-    /// Records artifact `name` (stored as `stored`) handed in by agent `by` from `door`, with
-    /// an `artifact` event; a second hand-in under the same name replaces the row, the history
-    /// keeps both. Refused when the task is final.
+    /// Records artifact `file.name` handed in to task `id` from `door`, with an `artifact`
+    /// event; a second hand-in under the same name replaces the row, the history keeps both.
+    /// Refused when the task is final; [`TaskError::Gone`] when its stored copy went before
+    /// this transaction (a sweep of the store: hand it in again).
     pub(crate) fn put_artifact(
         &self,
         id: &str,
-        name: &str,
-        stored: &Stored,
-        by: &str,
+        file: &HandedIn<'_>,
         door: &str,
     ) -> Result<(), TaskError> {
+        let HandedIn {
+            name, stored, by, ..
+        } = *file;
         self.on_open_task(id, "nothing is handed in to it", |tx, task, now| {
+            if !file.path.is_file() {
+                return Ok(Err(TaskError::Gone));
+            }
             tx.execute(
                 "INSERT INTO task_artifacts (task_id, name, sha256, size, handed_in_by, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (task_id, name) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size, handed_in_by = excluded.handed_in_by, at = excluded.at",
                 params![id, name, stored.sha256, stored.size as i64, by, now],
             )?;
             let detail = json!({"name": name, "sha256": stored.sha256, "size": stored.size});
-            insert_event(tx, id, "artifact", &format!("agent:{by}"), door, task.state.as_str(), Some(task.state), &detail, now)
+            insert_event(tx, id, "artifact", &format!("agent:{by}"), door, task.state.as_str(), Some(task.state), &detail, now)?;
+            Ok(Ok(()))
         })
     }
 
@@ -353,24 +373,32 @@ impl TaskStore {
         })
     }
 
-    /// Records file `name` that agent `by` handed to the A2A peer of run `run_id` (migration
-    /// `a2a_files.sql`); a second hand-in under the same name replaces the row.
+    /// Records file `file.name` that an agent handed to the A2A peer of run `run_id`
+    /// (migration `a2a_files.sql`); a second hand-in under the same name replaces the row.
+    /// [`TaskError::Gone`] when its stored copy went before this transaction.
     pub(crate) fn put_run_artifact(
         &self,
         run_id: &str,
-        name: &str,
-        stored: &Stored,
+        file: &HandedIn<'_>,
         media_type: &str,
-        by: &str,
-    ) -> Result<(), StateError> {
+    ) -> Result<(), TaskError> {
+        let HandedIn {
+            name, stored, by, ..
+        } = *file;
         self.db.with(|c| {
-            c.execute(
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            // Checked with the write lock held: a sweep of the store holds it too.
+            if !file.path.is_file() {
+                return Ok(Err(TaskError::Gone));
+            }
+            tx.execute(
                 "INSERT INTO run_artifacts (run_id, name, sha256, size, media_type, handed_in_by, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (run_id, name) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size, media_type = excluded.media_type, handed_in_by = excluded.handed_in_by, at = excluded.at",
                 params![run_id, name, stored.sha256, stored.size as i64, media_type, by, crate::clock::now()],
-            )
-            .map(drop)
-        })
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })?
     }
 
     /// The files handed to A2A peers in run `run_id`, by name, with their media types.
@@ -419,7 +447,8 @@ impl TaskStore {
                 )?;
             }
             let detail = serde_json::to_value(steps).unwrap_or(Value::Null);
-            insert_event(tx, id, "plan", &actor_text(actor), door, task.state.as_str(), Some(task.state), &json!({"steps": detail}), now)
+            insert_event(tx, id, "plan", &actor_text(actor), door, task.state.as_str(), Some(task.state), &json!({"steps": detail}), now)?;
+            Ok(Ok(()))
         })
     }
 
@@ -429,7 +458,11 @@ impl TaskStore {
         &self,
         id: &str,
         kept: &str,
-        write: impl FnOnce(&rusqlite::Transaction<'_>, &Task, &str) -> rusqlite::Result<()>,
+        write: impl FnOnce(
+            &rusqlite::Transaction<'_>,
+            &Task,
+            &str,
+        ) -> rusqlite::Result<Result<(), TaskError>>,
     ) -> Result<(), TaskError> {
         let now = crate::clock::now();
         self.db.with(|c| {
@@ -443,7 +476,10 @@ impl TaskStore {
                     task.state
                 ))));
             }
-            write(&tx, &task, &now)?;
+            // Refused by `write`: rolled back.
+            if let Err(e) = write(&tx, &task, &now)? {
+                return Ok(Err(e));
+            }
             tx.commit()?;
             Ok(Ok(()))
         })?
@@ -698,25 +734,45 @@ mod tests {
 
     #[test]
     fn artifacts_and_steps_are_kept_until_the_task_is_final() {
-        let (_tmp, store) = store();
+        let (tmp, store) = store();
+        // A stored copy that is there (any file will do).
+        let there = tmp.path().join("state.db");
+        let file = |name: &'static str, stored: &'static Stored| HandedIn {
+            name,
+            stored,
+            path: Box::leak(Box::new(there.clone())),
+            by: "beta",
+        };
         let task = store.create(&new_task(), "cli").unwrap();
-        let one = Stored {
+        let one: &'static Stored = Box::leak(Box::new(Stored {
             sha256: "aa".into(),
             size: 2,
-        };
-        let two = Stored {
+        }));
+        let two: &'static Stored = Box::leak(Box::new(Stored {
             sha256: "bb".into(),
             size: 3,
-        };
+        }));
         store
-            .put_artifact(&task.id, "test.log", &one, "beta", "mcp")
+            .put_artifact(&task.id, &file("test.log", one), "mcp")
             .unwrap();
+        // A stored copy a sweep took before the row: nothing is written, the caller stores it
+        // again.
+        let gone = tmp.path().join("gone");
+        let missing = HandedIn {
+            path: &gone,
+            ..file("test.log", two)
+        };
+        assert!(matches!(
+            store.put_artifact(&task.id, &missing, "mcp"),
+            Err(TaskError::Gone)
+        ));
+        assert_eq!(store.artifacts(&task.id).unwrap()[0].stored(), *one);
         store
-            .put_artifact(&task.id, "test.log", &two, "beta", "mcp")
+            .put_artifact(&task.id, &file("test.log", two), "mcp")
             .unwrap();
         let rows = store.artifacts(&task.id).unwrap();
         assert_eq!(rows.len(), 1, "a second hand-in replaces the row");
-        assert_eq!(rows[0].stored(), two);
+        assert_eq!(rows[0].stored(), *two);
         let step = Step {
             id: "1".into(),
             title: "ask beta".into(),
@@ -776,7 +832,7 @@ mod tests {
             )
             .unwrap();
         let refused = store
-            .put_artifact(&task.id, "late.log", &one, "beta", "mcp")
+            .put_artifact(&task.id, &file("late.log", one), "mcp")
             .unwrap_err();
         assert!(
             refused.to_string().contains("cancelled already"),
