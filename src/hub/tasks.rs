@@ -73,17 +73,29 @@ fn shown(task: &Task, record: Option<Record>) -> Value {
 }
 
 /// File `path` of `caller`'s workspace, to hand on: its name, the workspace and the agent's
-/// limit on an artifact's bytes; `Err`: why not, for the agent.
+/// limits on an artifact's bytes (a file's, and all of a task's); `Err`: why not, for the
+/// agent.
 fn own_file(
     policy: &super::HubPolicy,
     caller: &HubCaller,
     path: &str,
-) -> Result<(ArtifactName, std::path::PathBuf, u64), String> {
+) -> Result<(ArtifactName, std::path::PathBuf, Limits), String> {
     let Some(me) = policy.agents.get(&caller.agent_id) else {
         return Err(format!("no agent `{}` in force", caller.agent_id));
     };
     let name = ArtifactName::parse(path, &me.workspace)?;
-    Ok((name, me.workspace.clone(), me.artifact_max_bytes))
+    let limits = Limits {
+        file: me.artifact_max_bytes,
+        quota: me.artifact_quota_bytes,
+    };
+    Ok((name, me.workspace.clone(), limits))
+}
+
+/// An agent's limits on what it hands in: `artifactMaxBytes`, `artifactQuotaBytes`.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    file: u64,
+    quota: u64,
 }
 
 /// An artifact's or the store's failure: the agent's to fix, or deepcli's.
@@ -94,20 +106,20 @@ fn artifact_failure(e: ArtifactError) -> Result<String, CallError> {
     }
 }
 
-/// Stores file `name` of `workspace` in `store` (at most `limit` bytes) and records it with
+/// Stores file `name` of `workspace` in `store` (within `limits`) and records it with
 /// `record`; again when a sweep of the store took the stored copy before its row was written
 /// (state::artifact_files), at most three times. `Ok(Err)`: refused, and why, for the agent.
 fn store_and_record(
     workspace: &std::path::Path,
     name: &ArtifactName,
     store: &std::path::Path,
-    limit: u64,
+    limits: Limits,
     by: &str,
     record: impl Fn(&HandedIn<'_>) -> Result<(), TaskError>,
 ) -> Result<Result<Stored, String>, CallError> {
     let mut tries = 0;
     loop {
-        let stored = match artifacts::hand_in(workspace, name, store, limit) {
+        let stored = match artifacts::hand_in(workspace, name, store, limits.file) {
             Ok(stored) => stored,
             Err(e) => return artifact_failure(e).map(Err),
         };
@@ -117,6 +129,7 @@ fn store_and_record(
             stored: &stored,
             path: &path,
             by,
+            quota: limits.quota,
         };
         match record(&file) {
             Ok(()) => return Ok(Ok(stored)),

@@ -25,6 +25,9 @@ use sha2::{Digest, Sha256};
 /// The largest file handed in by default (tasks.md): 50 MiB.
 pub(crate) const DEFAULT_MAX_BYTES: u64 = 50 * 1024 * 1024;
 
+/// The most bytes a task's (or a run's) artifacts total by default (tasks.md): 500 MiB.
+pub(crate) const DEFAULT_QUOTA_BYTES: u64 = 500 * 1024 * 1024;
+
 /// The longest artifact name, in bytes, and the most parts it has.
 const MAX_NAME_BYTES: usize = 512;
 const MAX_NAME_PARTS: usize = 16;

@@ -76,6 +76,7 @@ impl TaskBench {
                     stored: &stored,
                     path: &store.join(&stored.sha256),
                     by: "beta",
+                    quota: u64::MAX,
                 },
                 "mcp",
             )

@@ -117,6 +117,32 @@ pub(crate) struct HandedIn<'a> {
     pub path: &'a std::path::Path,
     /// The agent that handed it in.
     pub by: &'a str,
+    /// Its `artifactQuotaBytes`: the most bytes the task's (or run's) artifacts may total with
+    /// this one.
+    pub quota: u64,
+}
+
+/// Refused when the artifacts of `owner` (a task or a run; `what` says which), but for the one
+/// named `name` that this one replaces, and this one would total more than `file.quota`:
+/// counted by `sum`, in the transaction that writes the row.
+fn over_quota(
+    tx: &rusqlite::Transaction<'_>,
+    sum: &str,
+    owner: &str,
+    what: &str,
+    file: &HandedIn<'_>,
+) -> rusqlite::Result<Option<TaskError>> {
+    let used: i64 = tx.query_row(sum, params![owner, file.name], |r| r.get(0))?;
+    let used = used.max(0) as u64;
+    let asked = file.stored.size;
+    Ok((used.saturating_add(asked) > file.quota).then(|| {
+        TaskError::Refused(format!(
+            "`{}` is not handed in: {what}'s artifacts would take {} bytes, over the limit of {} bytes (artifactQuotaBytes): {used} bytes used, {asked} asked; hand in less, or raise artifactQuotaBytes",
+            file.name,
+            used.saturating_add(asked),
+            file.quota
+        ))
+    }))
 }
 
 const COLUMNS: &str = "id, title, acceptance, requester, requester_kind, owner_agent, assignee_agent, session_key, room, parent_id, state, runtime_state, created_at, updated_at";
@@ -343,6 +369,10 @@ impl TaskStore {
             if !file.path.is_file() {
                 return Ok(Err(TaskError::Gone));
             }
+            let sum = "SELECT coalesce(sum(size), 0) FROM task_artifacts WHERE task_id = ?1 AND name <> ?2";
+            if let Some(refused) = over_quota(tx, sum, id, &format!("task `{id}`"), file)? {
+                return Ok(Err(refused));
+            }
             tx.execute(
                 "INSERT INTO task_artifacts (task_id, name, sha256, size, handed_in_by, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (task_id, name) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size, handed_in_by = excluded.handed_in_by, at = excluded.at",
@@ -390,6 +420,10 @@ impl TaskStore {
             // Checked with the write lock held: a sweep of the store holds it too.
             if !file.path.is_file() {
                 return Ok(Err(TaskError::Gone));
+            }
+            let sum = "SELECT coalesce(sum(size), 0) FROM run_artifacts WHERE run_id = ?1 AND name <> ?2";
+            if let Some(refused) = over_quota(&tx, sum, run_id, &format!("run `{run_id}`"), file)? {
+                return Ok(Err(refused));
             }
             tx.execute(
                 "INSERT INTO run_artifacts (run_id, name, sha256, size, media_type, handed_in_by, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -733,6 +767,49 @@ mod tests {
     }
 
     #[test]
+    fn a_runs_files_stay_within_the_quota_to_the_byte() {
+        let (tmp, store) = store();
+        let there = tmp.path().join("state.db");
+        let (big, small) = (
+            Stored {
+                sha256: "aa".into(),
+                size: 999,
+            },
+            Stored {
+                sha256: "bb".into(),
+                size: 1,
+            },
+        );
+        let file = |name, stored| HandedIn {
+            name,
+            stored,
+            path: &there,
+            by: "beta",
+            quota: 1000,
+        };
+        store
+            .put_run_artifact("run-1", &file("a", &big), "text/plain")
+            .unwrap();
+        store
+            .put_run_artifact("run-1", &file("b", &small), "text/plain")
+            .unwrap();
+        let refused = store
+            .put_run_artifact("run-1", &file("c", &small), "text/plain")
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains(
+                "run `run-1`'s artifacts would take 1001 bytes, over the limit of 1000 bytes (artifactQuotaBytes): 1000 bytes used, 1 asked"
+            ),
+            "{refused}"
+        );
+        // Another run has a quota of its own.
+        store
+            .put_run_artifact("run-2", &file("c", &small), "text/plain")
+            .unwrap();
+        assert_eq!(store.run_artifacts("run-1").unwrap().len(), 2);
+    }
+
+    #[test]
     fn artifacts_and_steps_are_kept_until_the_task_is_final() {
         let (tmp, store) = store();
         // A stored copy that is there (any file will do).
@@ -742,6 +819,7 @@ mod tests {
             stored,
             path: Box::leak(Box::new(there.clone())),
             by: "beta",
+            quota: 1000,
         };
         let task = store.create(&new_task(), "cli").unwrap();
         let one: &'static Stored = Box::leak(Box::new(Stored {
