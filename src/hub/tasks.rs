@@ -328,6 +328,10 @@ impl Hub {
             Requester::Operator => {
                 format!("the operator gives you this task; agent `{owner}` checks your result")
             }
+            // An A2A peer's task is made by the A2A server, never here.
+            Requester::Peer(peer) => {
+                format!("{peer} (an A2A peer) gives you this task")
+            }
         };
         let new = NewTask {
             title: title.to_string(),
@@ -364,6 +368,7 @@ impl Hub {
             Requester::Session(_) => task.owner.clone(),
             Requester::Person(id) => format!("{id}, for {},", task.owner),
             Requester::Operator => format!("the operator, for {},", task.owner),
+            Requester::Peer(peer) => peer.clone(),
         };
         self.tell_room(
             &id,
@@ -557,7 +562,7 @@ impl Hub {
         };
         // What the assignee hands in, the owner receives; the owner's own evidence stays with
         // the task (its workspace has it already).
-        let owner_workspace = (task.assignee == caller.agent_id)
+        let owner_workspace = (task.assignee == caller.agent_id && task.owner != task.assignee)
             .then(|| policy.agents.get(&task.owner).map(|a| a.workspace.clone()))
             .flatten();
         let store = self.artifacts.join(&task.id);
@@ -612,10 +617,18 @@ impl Hub {
             Err(why) => {
                 // An A2A peer's message this session is answering: the file goes to the peer.
                 if let Some(run) = self.a2a_run_of(caller, &args.task_id).await? {
-                    return Ok(match self.hand_to_peer(caller, &run, &args.path).await? {
-                        Ok(answer) => ToolResult::Document(answer),
-                        Err(why) => error(why),
-                    });
+                    let mut answer = match self.hand_to_peer(caller, &run, &args.path).await? {
+                        Ok(answer) => answer,
+                        Err(why) => return Ok(error(why)),
+                    };
+                    // The peer's A2A task is a deepcli task: the file is its artifact, too.
+                    if let Some(task) = self.peer_task_of_run(&run).await? {
+                        match self.hand_in(caller, &task, &args.path).await? {
+                            Ok(_) => answer["taskId"] = json!(task.id),
+                            Err(why) => answer["notTheTasks"] = json!(why),
+                        }
+                    }
+                    return Ok(ToolResult::Document(answer));
                 }
                 return Ok(error(why));
             }
@@ -1038,7 +1051,7 @@ impl TaskView {
             owner: task.owner.clone(),
             assignee: task.assignee.clone(),
             requester: match &task.requester {
-                Requester::Person(id) | Requester::Session(id) => id.clone(),
+                Requester::Person(id) | Requester::Session(id) | Requester::Peer(id) => id.clone(),
                 Requester::Operator => "operator".into(),
             },
             session_key: task.session_key.clone(),

@@ -22,6 +22,8 @@ pub(crate) enum Requester {
     /// An agent's session, by key.
     Session(String),
     Operator,
+    /// An A2A peer whose message started an A2A task, as `a2a:<peer>` (a2a.md, "Tasks").
+    Peer(String),
 }
 
 impl Requester {
@@ -30,6 +32,7 @@ impl Requester {
             Requester::Person(id) => (id, "person"),
             Requester::Session(key) => (key, "session"),
             Requester::Operator => ("operator", "operator"),
+            Requester::Peer(peer) => (peer, "peer"),
         }
     }
 }
@@ -158,6 +161,7 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         requester: match kind.as_str() {
             "person" => Requester::Person(requester),
             "session" => Requester::Session(requester),
+            "peer" => Requester::Peer(requester),
             _ => Requester::Operator,
         },
         owner: r.get(5)?,
@@ -207,12 +211,28 @@ impl TaskStore {
     pub(crate) fn create(&self, new: &NewTask, door: &str) -> Result<Task, StateError> {
         let id = format!("task-{}", uuid::Uuid::new_v4());
         let session_key = format!("agent:{}:task:{id}", new.assignee);
+        self.create_as(&id, &session_key, new, door)
+    }
+
+    /// Creates task `id` worked on in session `session_key` (an A2A peer's task: its id and
+    /// session are the A2A task's), `open`; nothing when it exists already (a retried message).
+    pub(crate) fn create_as(
+        &self,
+        id: &str,
+        session_key: &str,
+        new: &NewTask,
+        door: &str,
+    ) -> Result<Task, StateError> {
+        if let Some(task) = self.get(id)? {
+            return Ok(task);
+        }
         let now = crate::clock::now();
         let (requester, kind) = new.requester.parts();
         let actor = match &new.requester {
             Requester::Session(key) => key.clone(),
             _ => requester.to_string(),
         };
+        let id = id.to_string();
         self.db.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             tx.execute(
@@ -236,7 +256,87 @@ impl TaskStore {
             insert_event(&tx, &id, "created", &actor, door, "", Some(TaskState::Open), &detail, &now)?;
             tx.commit()
         })?;
-        Ok(self.get(&id)?.expect("the task was just written"))
+        self.get(&id)?
+            .ok_or_else(|| StateError::Corrupt(format!("task `{id}` was written but is not there")))
+    }
+
+    /// Moves task `id` to `to` as the runtime of its assignee reported it (`runtime_state`,
+    /// kept beside: an A2A task's state), with `event` (its kind and detail) by `actor` (the
+    /// assignee when `None`) from `door`, whatever state it is in (the runtime's word is the fact); nothing when it is in
+    /// `to` with that runtime state already; recorded as late when the task is final.
+    pub(crate) fn follow_runtime(
+        &self,
+        id: &str,
+        to: TaskState,
+        runtime_state: &str,
+        event: &Event,
+        (actor, door): (Option<&str>, &str),
+    ) -> Result<Option<Applied>, TaskError> {
+        let now = crate::clock::now();
+        self.db.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(task) = read_task(&tx, id)? else {
+                return Ok(Err(TaskError::NotFound(id.to_string())));
+            };
+            if task.state == to && task.runtime_state.as_deref() == Some(runtime_state) {
+                return Ok(Ok(None));
+            }
+            let applied = if task.state.is_final() {
+                Applied::Late { state: task.state }
+            } else {
+                Applied::Moved {
+                    from: task.state,
+                    to,
+                }
+            };
+            let moved = matches!(applied, Applied::Moved { .. });
+            let mut detail = detail(event);
+            detail["runtimeState"] = json!(runtime_state);
+            let kind = event.kind();
+            let actor = actor.map_or_else(|| format!("agent:{}", task.assignee), str::to_string);
+            insert_event(&tx, id, kind, &actor, door, task.state.as_str(), moved.then_some(to), &detail, &now)?;
+            if moved {
+                tx.execute(
+                    "UPDATE tasks SET state = ?2, runtime_state = ?3, updated_at = ?4 WHERE id = ?1",
+                    params![id, to.as_str(), runtime_state, now],
+                )?;
+            }
+            tx.commit()?;
+            Ok(Ok(Some(applied)))
+        })?
+    }
+
+    /// Records run `run_id` (an A2A peer's message) as step `step` of task `id`, so that what
+    /// the agent hands the peer in it is the task's, too ([`TaskStore::task_of_run`]).
+    pub(crate) fn link_run(
+        &self,
+        id: &str,
+        step: &str,
+        title: &str,
+        session_key: &str,
+        run_id: &str,
+    ) -> Result<(), StateError> {
+        self.db.with(|c| {
+            c.execute(
+                "INSERT INTO task_steps (task_id, step_id, title, target_agent, session_key, runtime, run_id, acceptance, status, notes, updated_at)
+                 SELECT ?1, ?2, ?3, assignee_agent, ?4, 'a2a', ?5, NULL, 'done', NULL, ?6 FROM tasks WHERE id = ?1
+                 ON CONFLICT (task_id, step_id) DO NOTHING",
+                params![id, step, title, session_key, run_id, crate::clock::now()],
+            )
+            .map(drop)
+        })
+    }
+
+    /// The task whose step run `run_id` is ([`TaskStore::link_run`]).
+    pub(crate) fn task_of_run(&self, run_id: &str) -> Result<Option<String>, StateError> {
+        self.db.read(|c| {
+            c.query_row(
+                "SELECT task_id FROM task_steps WHERE run_id = ?1 LIMIT 1",
+                [run_id],
+                |r| r.get(0),
+            )
+            .optional()
+        })
     }
 
     pub(crate) fn get(&self, id: &str) -> Result<Option<Task>, StateError> {
@@ -314,6 +414,7 @@ impl TaskStore {
                 owner: &task.owner,
                 assignee: &task.assignee,
                 requester_person,
+                requester_peer: matches!(task.requester, Requester::Peer(_)),
                 approvers,
             };
             let applied = match decide(task.state, event, actor, &parties) {

@@ -1436,3 +1436,143 @@ fn the_http_json_binding_answers_errors_as_google_rpc_status() {
         "main"
     );
 }
+
+/// `deepcli tasks show TASK --json`.
+fn task_shown(up: &Up, id: &str) -> Value {
+    let out = up.deepcli(&["tasks", "show", id, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// An A2A peer's task is a deepcli task (issue 37): made when the peer's message starts it
+/// (requester the peer, the agent its owner and assignee, in the A2A session), its state
+/// following the A2A task's (input-required → awaiting_input with the question, the answer
+/// → working, completed → submitted with the reply), the raw A2A state beside; `tasks list`
+/// and `audit --task` show it; a person accepts or rejects it as it is (never reopened), and
+/// to the peer it stays completed.
+#[test]
+fn a_peers_a2a_task_is_a_deepcli_task_that_follows_its_states() {
+    let up = up();
+    let url = base(&up, "sdk");
+    let asked = one(&[
+        "send",
+        &url,
+        TOKEN,
+        "reply: Which city?\\nINPUT_REQUIRED",
+        "trip",
+    ]);
+    let a2a_id = asked["id"].as_str().unwrap().to_string();
+    let id = format!("task-{a2a_id}");
+    let task = task_shown(&up, &id);
+    assert_eq!(task["state"], "awaiting_input", "{task:#}");
+    assert_eq!(
+        task["runtimeState"], "TASK_STATE_INPUT_REQUIRED",
+        "{task:#}"
+    );
+    assert_eq!(task["requester"], "a2a:partner", "{task:#}");
+    assert_eq!(task["owner"], "sdk");
+    assert_eq!(task["assignee"], "sdk");
+    assert_eq!(task["sessionKey"], "agent:sdk:a2a:partner:trip", "{task:#}");
+    assert_eq!(
+        task["title"], "reply: Which city?\\nINPUT_REQUIRED",
+        "{task:#}"
+    );
+    let asked_event = task["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "asked")
+        .unwrap_or_else(|| panic!("{task:#}"));
+    assert_eq!(asked_event["detail"]["question"], "Which city?");
+    assert_eq!(asked_event["actor"], "agent:sdk");
+    assert_eq!(asked_event["door"], "a2a");
+
+    let done = one(&["send", &url, TOKEN, "Paris", "trip", &a2a_id]);
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done:#}");
+    common::wait_until("the deepcli task submitted", || {
+        task_shown(&up, &id)["state"] == "submitted"
+    });
+    let task = task_shown(&up, &id);
+    assert_eq!(task["runtimeState"], "TASK_STATE_COMPLETED", "{task:#}");
+    let kinds: Vec<&str> = task["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["created", "asked", "answered", "submitted"],
+        "{task:#}"
+    );
+    let submitted = &task["events"][3];
+    assert!(
+        submitted["detail"]["summary"]
+            .as_str()
+            .unwrap()
+            .ends_with("Paris (turn 2)"),
+        "{task:#}"
+    );
+    assert_eq!(task["events"][2]["actor"], "a2a:partner", "{task:#}");
+    let steps: Vec<&str> = task["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["runId"].as_str())
+        .collect();
+    assert_eq!(steps.len(), 2, "each message a step with its run: {task:#}");
+
+    let listed = up.deepcli(&["tasks", "list", "--json"]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert!(
+        listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["taskId"] == id.as_str()),
+        "{listed:#}"
+    );
+    let story = up.deepcli(&["audit", "--task", &id]);
+    let story = String::from_utf8_lossy(&story.stdout).to_string();
+    assert!(
+        story.contains("asked by agent:sdk via a2a: open → awaiting_input"),
+        "{story}"
+    );
+
+    // A person accepts it as it is: to the peer it stays completed.
+    let accepted = up.deepcli(&["tasks", "accept", &id]);
+    assert!(
+        accepted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&accepted.stderr)
+    );
+    assert_eq!(task_shown(&up, &id)["state"], "accepted");
+    let got = one(&["get", &url, TOKEN, &a2a_id]);
+    assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED", "{got:#}");
+
+    // Another: a rejection that would reopen it is refused (A2A reopens nothing); one that
+    // closes it is taken.
+    let other = one(&["send", &url, TOKEN, "hello"]);
+    let other_id = format!("task-{}", other["id"].as_str().unwrap());
+    common::wait_until("the second deepcli task submitted", || {
+        task_shown(&up, &other_id)["state"] == "submitted"
+    });
+    let reopen = up.deepcli(&["tasks", "reject", &other_id, "not this"]);
+    assert!(!reopen.status.success());
+    assert!(
+        String::from_utf8_lossy(&reopen.stderr).contains("A2A never reopens one"),
+        "{}",
+        String::from_utf8_lossy(&reopen.stderr)
+    );
+    let closed = up.deepcli(&["tasks", "reject", &other_id, "not this", "--close"]);
+    assert!(
+        closed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&closed.stderr)
+    );
+    assert_eq!(task_shown(&up, &other_id)["state"], "rejected");
+}
