@@ -159,6 +159,28 @@ impl TurnEnd {
     }
 }
 
+/// What a turn that ended `end` says when a remote A2A agent took it: its task asked back
+/// (`input_required`), answered, or failed; `None` for anything else.
+fn remote_turn(end: &TurnEnd) -> Option<super::tasks::RemoteTurn> {
+    use super::tasks::RemoteTurn;
+    Some(match end {
+        TurnEnd::Answered {
+            text,
+            stop_reason: Some(StopReason::InputRequired),
+            ..
+        } => RemoteTurn::Asked(text.clone()),
+        TurnEnd::Answered {
+            text,
+            stop_reason: Some(StopReason::EndTurn),
+            ..
+        } => RemoteTurn::Answered(text.clone()),
+        TurnEnd::Failed(why) | TurnEnd::Uncertain(why) | TurnEnd::TimedOut(why) => {
+            RemoteTurn::Failed(why.clone())
+        }
+        _ => return None,
+    })
+}
+
 /// Where a run goes once its turn ended `end` (`cancelled`: a cancel was asked for before it
 /// began), and what is recorded with it.
 pub(super) fn settle(end: &TurnEnd, cancelled: bool) -> (RunState, RunOutcome) {
@@ -572,6 +594,9 @@ impl Hub {
             .await;
         if let TurnEnd::Answered { runtime, .. } = &end {
             live.runtime_us.store(runtime.as_micros() as u64, Relaxed);
+        }
+        if let Some(turn) = remote_turn(&end) {
+            self.remote_task_turn(run, turn).await;
         }
         let (next, outcome) = settle(&end, live.cancelled.load(Relaxed));
         self.record_end(&run.run_id, next, outcome).await

@@ -295,10 +295,15 @@ impl Hub {
                     "no agent `{assignee}` (agents_list shows whom you may message)"
                 ));
             }
-            Some(a) if a.runtime != crate::config::model::RuntimeKind::Acp => {
-                // A remote A2A agent has no Hub tools to ask or submit with (tasks.md).
+            // A remote A2A agent asks and submits by its task's states (tasks.md).
+            Some(a)
+                if !matches!(
+                    a.runtime,
+                    crate::config::model::RuntimeKind::Acp | crate::config::model::RuntimeKind::A2a
+                ) =>
+            {
                 return said(format!(
-                    "agent `{assignee}` has no ACP runtime (runtime.kind {}): it could not ask or submit, so it takes no tasks; message it with sessions_send",
+                    "agent `{assignee}` has no ACP or A2A runtime (runtime.kind {}): it could not ask or submit, so it takes no tasks; message it with sessions_send",
                     a.runtime.as_str()
                 ));
             }
@@ -347,10 +352,23 @@ impl Hub {
             Err(why) => return said(why),
         };
         let id = task.id.clone();
-        let brief = format!(
-            "[deepcli task {id}] {requested_by}. This session is for it alone.\nTitle: {}\nAcceptance: {}\nIf something you need is unclear, ask with tasks_update {{\"taskId\": \"{id}\", \"action\": \"ask\", \"text\": \"<your question>\"}} and wait for the answer: do not guess. When you are done, hand in your result and its evidence with tasks_update {{\"taskId\": \"{id}\", \"action\": \"submit\", \"text\": \"<result and evidence>\", \"artifacts\": [\"<files of your workspace>\"]}}.",
-            task.title, task.acceptance
-        );
+        let remote = policy
+            .agents
+            .get(&assignee)
+            .is_some_and(|a| a.runtime == crate::config::model::RuntimeKind::A2a);
+        // A remote A2A agent has no Hub tools: it gets the task as a message in the task's own
+        // A2A context, and asks back or answers by its task's states (tasks.md).
+        let brief = if remote {
+            format!(
+                "[deepcli task {id}] Accepted when: {}\n{}",
+                task.acceptance, task.title
+            )
+        } else {
+            format!(
+                "[deepcli task {id}] {requested_by}. This session is for it alone.\nTitle: {}\nAcceptance: {}\nIf something you need is unclear, ask with tasks_update {{\"taskId\": \"{id}\", \"action\": \"ask\", \"text\": \"<your question>\"}} and wait for the answer: do not guess. When you are done, hand in your result and its evidence with tasks_update {{\"taskId\": \"{id}\", \"action\": \"submit\", \"text\": \"<result and evidence>\", \"artifacts\": [\"<files of your workspace>\"]}}.",
+                task.title, task.acceptance
+            )
+        };
         let run = self
             .start_send(
                 caller.cloned(),
@@ -509,6 +527,21 @@ impl Hub {
                     task.assignee
                 ),
             ),
+            // A remote A2A agent gets the answer as the message's last line, with no tools
+            // named: the next message of the task's A2A context.
+            TaskAction::Answer
+                if self
+                    .policy()
+                    .agents
+                    .get(&task.assignee)
+                    .is_some_and(|a| a.runtime == crate::config::model::RuntimeKind::A2a) =>
+            {
+                (
+                    &task.assignee,
+                    task.session_key.clone(),
+                    format!("[deepcli task {id}] the answer to your question:\n{text}"),
+                )
+            }
             TaskAction::Answer => (
                 &task.assignee,
                 task.session_key.clone(),
@@ -938,6 +971,84 @@ impl Hub {
 }
 
 /// The task whose session `key` is (`agent:<assignee>:task:<taskId>`).
+/// How a remote A2A agent's turn in a task's session ended (its A2A task's state).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum RemoteTurn {
+    /// `TASK_STATE_INPUT_REQUIRED`: its question.
+    Asked(String),
+    /// `TASK_STATE_COMPLETED`: its reply.
+    Answered(String),
+    /// It failed (`TASK_STATE_FAILED`, or the turn broke or timed out): why.
+    Failed(String),
+}
+
+impl Hub {
+    /// Run `run`'s turn ended `turn`: when its target is a remote A2A agent
+    /// (`runtime.kind: a2a`) working on a task in the task's session, its A2A task's state is
+    /// its move (tasks.md, "Tasks for A2A agents"): input-required asks the question,
+    /// completed submits the reply, failed fails the task; the raw A2A state kept beside.
+    pub(super) async fn remote_task_turn(&self, run: &super::store::RunRecord, turn: RemoteTurn) {
+        let Some(id) = task_of_session(&run.target_session_key).map(str::to_string) else {
+            return;
+        };
+        let agent = run.target_agent_id.clone();
+        let remote = self
+            .policy()
+            .agents
+            .get(&agent)
+            .is_some_and(|a| a.runtime == crate::config::model::RuntimeKind::A2a);
+        if !remote {
+            return;
+        }
+        let me = Actor::Agent {
+            agent_id: agent.clone(),
+        };
+        let (event, actor, raw, said) = match turn {
+            RemoteTurn::Asked(question) => (
+                Event::Asked {
+                    question: question.clone(),
+                },
+                me,
+                "TASK_STATE_INPUT_REQUIRED",
+                format!("{agent} asks: {question}"),
+            ),
+            RemoteTurn::Answered(summary) => (
+                Event::Submitted {
+                    summary: summary.clone(),
+                },
+                me,
+                "TASK_STATE_COMPLETED",
+                format!("{agent} submitted its result: {summary}"),
+            ),
+            RemoteTurn::Failed(why) => (
+                Event::Failed { why: why.clone() },
+                Actor::Hub,
+                "TASK_STATE_FAILED",
+                format!("{agent}'s task failed: {why}"),
+            ),
+        };
+        let task_id = id.clone();
+        let applied = self
+            .task_db(move |s| {
+                let applied = s.apply(&task_id, &event, &actor, "a2a", &[], Some(raw))?;
+                Ok((applied, s.get(&task_id)?))
+            })
+            .await;
+        match applied {
+            Ok(Ok((Applied::Moved { .. }, Some(task)))) => {
+                self.tell_room(&id, task.room.as_deref(), said).await;
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(why)) => {
+                tracing::warn!(task = %id, why = %why, "a remote A2A agent's task did not move");
+            }
+            Err(e) => {
+                tracing::warn!(task = %id, error = %e, "a remote A2A agent's task did not move");
+            }
+        }
+    }
+}
+
 pub(crate) fn task_of_session(key: &str) -> Option<&str> {
     let rest = key.strip_prefix("agent:")?;
     let (_agent, task) = rest.split_once(":task:")?;

@@ -1576,3 +1576,83 @@ fn a_peers_a2a_task_is_a_deepcli_task_that_follows_its_states() {
     );
     assert_eq!(task_shown(&up, &other_id)["state"], "rejected");
 }
+
+/// `tool` called with `args` from session `key` (the echo agent runs an `mcp` line as a
+/// call): the tool's result.
+fn tool_from(up: &Up, key: &str, tool: &str, args: Value) -> Value {
+    let out = up.deepcli(&["sessions", "send", key, &format!("mcp {tool} {args}")]);
+    let reply = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let json = reply
+        .strip_prefix("mcp: ")
+        .unwrap_or_else(|| panic!("the tool call failed: {reply}"));
+    serde_json::from_str(json).unwrap_or_else(|_| panic!("not JSON: {reply}"))
+}
+
+/// A task given to a remote A2A agent (issue 37): its title and acceptance go to the remote
+/// as a message in the task's own A2A context; the remote's input-required is the task's
+/// question (awaiting_input), the owner's answer the next message in the same context, its
+/// completed the task's submitted result, the raw A2A state kept beside.
+#[test]
+fn a_task_given_to_a_remote_a2a_agent_asks_and_submits_by_its_a2a_states() {
+    let remote = RemoteAgent::start(&[("A2A_REMOTE_TOKEN", "remote-secret-token")]);
+    let up = remote_up(&remote);
+    up.wait_for("the remote ready and the echo agent ready", |doc| {
+        ["remote", "sdk"]
+            .iter()
+            .all(|id| Up::runtime(doc, id).is_some_and(|r| r["status"] == "ready"))
+    });
+    let created = tool_from(
+        &up,
+        "agent:sdk:main",
+        "tasks_create",
+        json!({"agentId": "remote", "title": "ask", "acceptance": "it picks one"}),
+    );
+    let id = created["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created:#}"))
+        .to_string();
+    common::wait_until("the remote's question", || {
+        task_shown(&up, &id)["state"] == "awaiting_input"
+    });
+    let task = task_shown(&up, &id);
+    assert_eq!(
+        task["runtimeState"], "TASK_STATE_INPUT_REQUIRED",
+        "{task:#}"
+    );
+    let asked = task["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "asked")
+        .unwrap_or_else(|| panic!("{task:#}"));
+    assert_eq!(asked["detail"]["question"], "which one?", "{task:#}");
+    assert_eq!(asked["actor"], "agent:remote", "{task:#}");
+
+    let answered = tool_from(
+        &up,
+        "agent:sdk:main",
+        "tasks_update",
+        json!({"taskId": id, "action": "answer", "text": "the red one"}),
+    );
+    assert_eq!(answered["state"], "working", "{answered:#}");
+    common::wait_until("the remote's result", || {
+        task_shown(&up, &id)["state"] == "submitted"
+    });
+    let task = task_shown(&up, &id);
+    assert_eq!(task["runtimeState"], "TASK_STATE_COMPLETED", "{task:#}");
+    let summary = task["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|e| e["kind"] == "submitted")
+        .and_then(|e| e["detail"]["summary"].as_str())
+        .unwrap_or_else(|| panic!("{task:#}"))
+        .to_string();
+    // The answer went in the same context as the brief: the remote's second turn there.
+    assert!(
+        summary.starts_with("remote: ") && summary.ends_with("(context turn 2)"),
+        "{summary}"
+    );
+    assert!(summary.contains("the red one"), "{summary}");
+}
