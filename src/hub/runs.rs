@@ -127,6 +127,8 @@ pub(super) enum TurnEnd {
         text: String,
         stop_reason: Option<StopReason>,
         runtime: Duration,
+        /// The file parts a remote A2A agent answered with.
+        files: Vec<crate::sessions::RemoteFile>,
     },
     /// Withdrawn before its turn began (the check at turn start, or a cancel): why.
     Withdrawn(String),
@@ -172,8 +174,9 @@ fn remote_turn(end: &TurnEnd) -> Option<super::tasks::RemoteTurn> {
         TurnEnd::Answered {
             text,
             stop_reason: Some(StopReason::EndTurn),
+            files,
             ..
-        } => RemoteTurn::Answered(text.clone()),
+        } => RemoteTurn::Answered(text.clone(), files.clone()),
         TurnEnd::Failed(why) | TurnEnd::Uncertain(why) | TurnEnd::TimedOut(why) => {
             RemoteTurn::Failed(why.clone())
         }
@@ -557,6 +560,7 @@ impl Hub {
                 text: answer.text,
                 stop_reason: answer.stop_reason,
                 runtime: answer.runtime_time,
+                files: answer.files,
             },
             Err(TurnError::Withdrawn(why)) => TurnEnd::Withdrawn(why),
             Err(e @ TurnError::RuntimeDown { .. }) => TurnEnd::RuntimeDown(e.to_string()),

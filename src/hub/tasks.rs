@@ -976,8 +976,8 @@ impl Hub {
 pub(super) enum RemoteTurn {
     /// `TASK_STATE_INPUT_REQUIRED`: its question.
     Asked(String),
-    /// `TASK_STATE_COMPLETED`: its reply.
-    Answered(String),
+    /// `TASK_STATE_COMPLETED`: its reply, and the file parts of its artifacts.
+    Answered(String, Vec<crate::sessions::RemoteFile>),
     /// It failed (`TASK_STATE_FAILED`, or the turn broke or timed out): why.
     Failed(String),
 }
@@ -1012,14 +1012,17 @@ impl Hub {
                 "TASK_STATE_INPUT_REQUIRED",
                 format!("{agent} asks: {question}"),
             ),
-            RemoteTurn::Answered(summary) => (
-                Event::Submitted {
-                    summary: summary.clone(),
-                },
-                me,
-                "TASK_STATE_COMPLETED",
-                format!("{agent} submitted its result: {summary}"),
-            ),
+            RemoteTurn::Answered(summary, files) => {
+                let summary = self.remote_files(&id, &agent, summary, files).await;
+                (
+                    Event::Submitted {
+                        summary: summary.clone(),
+                    },
+                    me,
+                    "TASK_STATE_COMPLETED",
+                    format!("{agent} submitted its result: {summary}"),
+                )
+            }
             RemoteTurn::Failed(why) => (
                 Event::Failed { why: why.clone() },
                 Actor::Hub,
@@ -1046,6 +1049,65 @@ impl Hub {
                 tracing::warn!(task = %id, error = %e, "a remote A2A agent's task did not move");
             }
         }
+    }
+}
+
+impl Hub {
+    /// Hands in the files remote A2A agent `agent` answered task `id` with: inline bytes
+    /// stored by their hash under its `artifactMaxBytes` and `artifactQuotaBytes`, as a
+    /// workspace's file is; a URL only recorded (the summary names it), never fetched. The
+    /// summary, saying which were kept.
+    async fn remote_files(
+        &self,
+        id: &str,
+        agent: &str,
+        mut summary: String,
+        files: Vec<crate::sessions::RemoteFile>,
+    ) -> String {
+        let Some(me) = self.policy().agents.get(agent).cloned() else {
+            return summary;
+        };
+        let store = self.artifacts.join(id);
+        let (tasks, id, by) = (self.tasks.clone(), id.to_string(), agent.to_string());
+        let kept = tokio::task::spawn_blocking(move || {
+            let mut said = Vec::new();
+            for (i, file) in files.into_iter().enumerate() {
+                let Some(bytes) = file.bytes else { continue };
+                let name = artifacts::received_name(file.name.as_deref(), &format!("file-{i}"));
+                let stored =
+                    match artifacts::store_bytes(&bytes, &name, &store, me.artifact_max_bytes) {
+                        Ok(stored) => stored,
+                        Err(e) => {
+                            said.push(format!("`{}` not kept: {e}", name.as_str()));
+                            continue;
+                        }
+                    };
+                let path = store.join(&stored.sha256);
+                let handed = HandedIn {
+                    name: name.as_str(),
+                    stored: &stored,
+                    path: &path,
+                    by: &by,
+                    quota: me.artifact_quota_bytes,
+                };
+                match tasks.put_artifact(&id, &handed, "a2a") {
+                    Ok(()) => said.push(format!(
+                        "`{}` kept as an artifact of the task ({} bytes, sha256 {})",
+                        name.as_str(),
+                        stored.size,
+                        stored.sha256
+                    )),
+                    Err(e) => said.push(format!("`{}` not kept: {e}", name.as_str())),
+                }
+            }
+            said
+        })
+        .await
+        .unwrap_or_default();
+        for line in kept {
+            summary.push_str(&format!("\n[deepcli: {line}]"));
+        }
+        summary
     }
 }
 

@@ -189,13 +189,38 @@ pub(crate) fn hand_in(
     if meta.len() > limit {
         return Err(too_large(name, meta.len(), limit));
     }
+    store_from(&mut file, name, store, limit)
+}
+
+/// Stores `bytes` (a file a remote A2A agent sent, named `name`) into `store` as
+/// [`hand_in`] does: by its SHA-256, mode 0444, at most `limit` bytes.
+pub(crate) fn store_bytes(
+    bytes: &[u8],
+    name: &ArtifactName,
+    store: &Path,
+    limit: u64,
+) -> Result<Stored, ArtifactError> {
+    if bytes.len() as u64 > limit {
+        return Err(too_large(name, bytes.len() as u64, limit));
+    }
+    store_from(&mut std::io::Cursor::new(bytes), name, store, limit)
+}
+
+/// Copies `source` into `store` under its SHA-256 (through a temporary file, mode 0444, made
+/// durable), held to `limit` bytes.
+fn store_from(
+    file: &mut impl Read,
+    name: &ArtifactName,
+    store: &Path,
+    limit: u64,
+) -> Result<Stored, ArtifactError> {
     crate::owner_only::create_dir_all(store).map_err(|e| io("cannot make the task's store", e))?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".deepcli-")
         .tempfile_in(store)
         .map_err(|e| io("cannot write to the task's store", e))?;
     // A file that grows while it is read is held to the same limit.
-    let (sha256, size) = match copy_hashed(&mut file, &mut tmp, limit) {
+    let (sha256, size) = match copy_hashed(file, &mut tmp, limit) {
         Ok(Copied::Whole { sha256, size }) => (sha256, size),
         Ok(Copied::Over(size)) => return Err(too_large(name, size, limit)),
         Err(CopyError::Read(e)) => return Err(io(&format!("cannot read `{}`", name.as_str()), e)),

@@ -1655,4 +1655,42 @@ fn a_task_given_to_a_remote_a2a_agent_asks_and_submits_by_its_a2a_states() {
         "{summary}"
     );
     assert!(summary.contains("the red one"), "{summary}");
+
+    // Its file parts are the task's artifacts: inline bytes stored by their hash, a URL
+    // recorded in the summary and not fetched.
+    let created = tool_from(
+        &up,
+        "agent:sdk:main",
+        "tasks_create",
+        json!({"agentId": "remote", "title": "files", "acceptance": "it sends a file"}),
+    );
+    let id = created["taskId"].as_str().unwrap().to_string();
+    common::wait_until("the remote's files", || {
+        task_shown(&up, &id)["state"] == "submitted"
+    });
+    let task = task_shown(&up, &id);
+    let hello = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"hello"));
+    assert_eq!(
+        task["artifacts"],
+        json!([{"name": "r.txt", "sha256": hello, "size": 5, "handedInBy": "remote", "at": task["artifacts"][0]["at"]}]),
+        "{task:#}"
+    );
+    let stored = up.state.join(format!("artifacts/{id}/{hello}"));
+    assert_eq!(std::fs::read(stored).unwrap(), b"hello");
+    let summary = task["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "submitted")
+        .and_then(|e| e["detail"]["summary"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        summary.contains("at https://files.example/big.bin — not fetched by deepcli]"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("[deepcli: `r.txt` kept as an artifact of the task (5 bytes"),
+        "{summary}"
+    );
 }
