@@ -149,6 +149,14 @@ fn the_python_sdk_sends_and_gets_over_json_rpc_and_http_json() {
                 .any(|d| d.get("statusUpdate").is_some() || d.get("artifactUpdate").is_some()),
             "{binding}: streamed: {docs:#?}"
         );
+        // The Python peer's task is a deepcli task too (issue 37), submitted with the reply.
+        let id = format!("task-{}", task["id"].as_str().unwrap());
+        common::wait_until("the Python peer's deepcli task submitted", || {
+            task_shown(&up, &id)["state"] == "submitted"
+        });
+        let shown = task_shown(&up, &id);
+        assert_eq!(shown["requester"], "a2a:partner", "{shown:#}");
+        assert_eq!(shown["runtimeState"], "TASK_STATE_COMPLETED", "{shown:#}");
     }
 }
 
