@@ -698,7 +698,7 @@ async fn send(
     } = a2a.send(caller, incoming).await?;
     if immediately {
         if !retry {
-            a2a.watch(task.task_id.clone(), run);
+            a2a.watch(&task, run);
         }
         let (task, runs) = a2a.load(caller, &task.task_id).await?;
         return Ok((
@@ -713,7 +713,7 @@ async fn send(
         .map_err(RpcError::internal)?;
     let runtime = runtime.filter(|_| ended.state == RunState::Completed && !retry);
     if !ended.state.is_final() && !retry {
-        a2a.watch(task.task_id.clone(), run);
+        a2a.watch(&task, run);
     }
     // A new task's one run is the one waited for: nothing to read again.
     let runs = match task.runs.as_slice() {
@@ -737,7 +737,7 @@ async fn stream_send(
     let incoming = wire::incoming(params)?;
     let Sent { task, run, retry } = a2a.send(caller, incoming).await?;
     if !retry {
-        a2a.watch(task.task_id.clone(), run.clone());
+        a2a.watch(&task, run.clone());
     }
     Ok((task.task_id, run))
 }

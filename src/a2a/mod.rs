@@ -32,6 +32,7 @@ use crate::access::a2a_door::A2aGated;
 use crate::config::Config;
 use crate::config::model::{A2aSpec, Secret, SecretRef};
 use crate::hub::Hub;
+use crate::hub::a2a::PeerTaskState;
 use crate::hub::store::RunRecord;
 use crate::state::RunState;
 use store::{A2aStore, PushAdded, PushRecord, Recorded, TaskFilter, TaskRecord};
@@ -706,6 +707,7 @@ impl A2a {
         if now != task.state {
             let id = task.task_id.clone();
             let _ = self.db(move |s| s.set_state(&id, now)).await;
+            follow(&self.hub, &task.peer, &task.task_id, now, runs.last()).await;
         }
         now
     }
@@ -815,7 +817,30 @@ impl A2a {
                         .await;
                 }
             }
-            let run = self.launch(&task.task_id, run).await?;
+            let seq = task.runs.len() + 1;
+            if let Err(e) = self
+                .hub
+                .a2a_task_message(
+                    &caller.peer,
+                    &task.task_id,
+                    &task.session_key,
+                    seq,
+                    &run.run_id,
+                )
+                .await
+            {
+                tracing::warn!(task = %task.task_id, error = %e, "a2a: the deepcli task was not told of the message");
+            }
+            let answer = PeerTaskState::Answered(run.message.clone());
+            follow_to(
+                &self.hub,
+                &task.peer,
+                &task.task_id,
+                state::SUBMITTED,
+                answer,
+            )
+            .await;
+            let run = self.launch(&task, run).await?;
             let id = task.task_id.clone();
             if self.db(move |s| s.has_push(&id)).await? {
                 self.follow_push(caller, &task, &run, RunState::Accepted);
@@ -836,6 +861,8 @@ impl A2a {
         };
         let session_key = format!("agent:{}:a2a:{}:{}", caller.agent, caller.peer, context_id);
         let task_id = uuid::Uuid::new_v4().to_string();
+        // Its deepcli task's title comes from the message's first words.
+        let opening: String = incoming.text.chars().take(512).collect();
         let text = self
             .with_files(&caller.agent, &task_id, incoming.text, incoming.files)
             .await?;
@@ -872,7 +899,23 @@ impl A2a {
                 Recorded::PushFull(limit) => return Err(push_full(limit)),
             }
         }
-        let run = self.launch(&task.task_id, run).await?;
+        // The deepcli task of it (tasks.md): made before the message runs, so that all the
+        // agent does in it is the task's.
+        if let Err(e) = self
+            .hub
+            .a2a_task_opened(
+                &caller.peer,
+                &caller.agent,
+                &task.task_id,
+                &task.session_key,
+                &opening,
+                &run.run_id,
+            )
+            .await
+        {
+            tracing::warn!(task = %task.task_id, error = %e, "a2a: no deepcli task was made for it");
+        }
+        let run = self.launch(&task, run).await?;
         if push.is_some() {
             self.follow_push(caller, &task, &run, RunState::Accepted);
         }
@@ -945,12 +988,14 @@ impl A2a {
 
     /// Starts the run a task's row already names. A run the Hub did not take leaves the task
     /// failed, with the reason: the task is on record, its message reached nobody.
-    async fn launch(&self, task_id: &str, run: RunRecord) -> Result<String, RpcError> {
+    async fn launch(&self, task: &TaskRecord, run: RunRecord) -> Result<String, RpcError> {
         match self.hub.a2a_launch(run).await {
             Ok(run) => Ok(run),
             Err(e) => {
-                let id = task_id.to_string();
+                let id = task.task_id.clone();
                 let _ = self.db(move |s| s.set_state(&id, state::FAILED)).await;
+                let why = PeerTaskState::Failed(e.to_string());
+                follow_to(&self.hub, &task.peer, &task.task_id, state::FAILED, why).await;
                 Err(RpcError::internal(e))
             }
         }
@@ -958,9 +1003,10 @@ impl A2a {
 
     /// Keeps the task's stored state true when its run ends, whoever is listening. (A blocking
     /// send whose run ended while it waited records the state itself.)
-    pub(crate) fn watch(&self, task_id: String, run_id: String) {
+    pub(crate) fn watch(&self, task: &TaskRecord, run_id: String) {
         let hub = self.hub.clone();
         let store = self.store.clone();
+        let (task_id, peer) = (task.task_id.clone(), task.peer.clone());
         tokio::spawn(async move {
             loop {
                 let Ok(run) = hub.a2a_wait(&run_id, Duration::from_secs(3600)).await else {
@@ -968,8 +1014,9 @@ impl A2a {
                 };
                 if run.state.is_final() {
                     let (now, _) = wire::run_state(&run);
-                    let _ =
-                        tokio::task::spawn_blocking(move || store.set_state(&task_id, now)).await;
+                    let id = task_id.clone();
+                    let _ = tokio::task::spawn_blocking(move || store.set_state(&id, now)).await;
+                    follow(&hub, &peer, &task_id, now, Some(&run)).await;
                     return;
                 }
             }
@@ -1072,6 +1119,7 @@ impl A2a {
         if now == state::INPUT_REQUIRED {
             let id = task.task_id.clone();
             self.db(move |s| s.set_state(&id, state::CANCELED)).await?;
+            follow(&self.hub, &task.peer, &task.task_id, state::CANCELED, None).await;
             // No run changes state: the webhooks are told here.
             let id = task.task_id.clone();
             if self.db(move |s| s.has_push(&id)).await? {
@@ -1347,6 +1395,31 @@ impl A2a {
 const POLL_STEP_MAX: Duration = Duration::from_millis(250);
 
 /// The waits while a request watches a run: 10 ms, doubling up to [`POLL_STEP_MAX`].
+/// Moves the deepcli task of A2A task `task_id` of `peer` to what A2A state `now` maps to,
+/// with what the last run `run` said (tasks.md, "Surfaces").
+async fn follow(hub: &Hub, peer: &str, task_id: &str, now: &'static str, run: Option<&RunRecord>) {
+    let reply = run.and_then(|r| r.reply.as_deref()).unwrap_or("");
+    let state = match now {
+        state::WORKING => PeerTaskState::Working,
+        state::INPUT_REQUIRED => PeerTaskState::InputRequired(wire::asks_back(reply).0),
+        state::COMPLETED => PeerTaskState::Completed(reply.to_string()),
+        state::FAILED => PeerTaskState::Failed(
+            run.and_then(|r| r.error.clone())
+                .unwrap_or_else(|| "the agent's turn failed".to_string()),
+        ),
+        state::CANCELED => PeerTaskState::Canceled,
+        state::REJECTED => PeerTaskState::Rejected,
+        _ => PeerTaskState::Submitted,
+    };
+    follow_to(hub, peer, task_id, now, state).await;
+}
+
+async fn follow_to(hub: &Hub, peer: &str, task_id: &str, raw: &str, state: PeerTaskState) {
+    if let Err(e) = hub.a2a_task_state(peer, task_id, raw, state).await {
+        tracing::warn!(task = %task_id, error = %e, "a2a: the deepcli task was not moved");
+    }
+}
+
 fn poll_steps() -> backon::ExponentialBackoff {
     use backon::BackoffBuilder;
     backon::ExponentialBuilder::new()

@@ -216,6 +216,22 @@ pub(super) fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatu
                 Ok(findings) => findings,
                 Err(e) => return backup_error(&e),
             };
+            // The artifact store against its rows: files no row names removed (as a prune
+            // does), rows whose file is missing named.
+            let mut removed = None;
+            match crate::state::artifact_files::check(&dir) {
+                Ok((swept, missing)) => {
+                    removed = (swept.files > 0).then_some(swept);
+                    findings.extend(missing.into_iter().map(|what| backup::Finding {
+                        kind: "artifact",
+                        what,
+                    }));
+                }
+                Err(e) => findings.push(backup::Finding {
+                    kind: "artifact",
+                    what: e.to_string(),
+                }),
+            }
             if let Ok(listing) = trash::scan(&dir.trash()) {
                 findings.extend(listing.unreadable.iter().map(|u| backup::Finding {
                     kind: "trash",
@@ -224,15 +240,24 @@ pub(super) fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatu
             }
             let mut out = std::io::stdout().lock();
             if json {
-                let doc = serde_json::json!({"ok": findings.is_empty(), "findings": findings});
+                let doc = serde_json::json!({"ok": findings.is_empty(), "findings": findings, "removed": removed.clone().unwrap_or_default()});
                 let _ = writeln!(
                     out,
                     "{}",
                     serde_json::to_string_pretty(&doc).unwrap_or_default()
                 );
-            } else if findings.is_empty() {
-                let _ = writeln!(out, "The state in {} is sound.", dir.root().display());
             } else {
+                if let Some(removed) = &removed {
+                    let _ = writeln!(
+                        global.output.note(),
+                        "Removed {} stored artifact files no row named ({} bytes).",
+                        removed.files,
+                        removed.bytes
+                    );
+                }
+                if findings.is_empty() {
+                    let _ = writeln!(out, "The state in {} is sound.", dir.root().display());
+                }
                 for f in &findings {
                     let _ = writeln!(out, "{}: {}", f.kind, f.what);
                 }
@@ -297,9 +322,11 @@ fn prune(global: &GlobalSettings, dry_run: bool, json: bool) -> ExitStatus {
     if !dry_run {
         let _ = writeln!(
             global.output.note(),
-            "Pruned in {} ms (the longest batch {} ms).",
+            "Pruned in {} ms (the longest batch {} ms); {} stored artifact files no row named removed ({} bytes).",
             report.elapsed_ms,
-            report.longest_batch_ms
+            report.longest_batch_ms,
+            report.files.files,
+            report.files.bytes
         );
     }
     ExitStatus::Success

@@ -114,6 +114,7 @@ pub struct AgentDefaults {
     pub permissions: Option<Permissions>,
     pub bootstrap_max_chars: Option<u64>,
     pub artifact_max_bytes: Option<u64>,
+    pub artifact_quota_bytes: Option<u64>,
 }
 
 /// One entry of `agents.list`, as written.
@@ -142,6 +143,9 @@ pub struct AgentSpec {
     pub bootstrap_max_chars: Option<u64>,
     /// The largest file the agent may hand in to a task (tasks.md, "Artifacts").
     pub artifact_max_bytes: Option<u64>,
+    /// The most bytes a task's (or an A2A run's) artifacts may total once the agent's
+    /// hand-in is stored (tasks.md, "Artifacts").
+    pub artifact_quota_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -495,6 +495,7 @@ fn agent(
         permissions: own.permissions.or_else(|| defaults.permissions.clone()),
         bootstrap_max_chars: own.bootstrap_max_chars.or(defaults.bootstrap_max_chars),
         artifact_max_bytes: own.artifact_max_bytes.or(defaults.artifact_max_bytes),
+        artifact_quota_bytes: own.artifact_quota_bytes.or(defaults.artifact_quota_bytes),
         ..own
     };
     let state = &options.state_dir;

@@ -11,6 +11,8 @@ use sha2::Digest as _;
 use super::store::RunRecord;
 use super::{CallError, Hub};
 use crate::state::RunKind;
+use crate::tasks::state::{Event, TaskState};
+use crate::tasks::store::{NewTask, Requester, Task, TaskError, TaskStore};
 
 /// The `source_tool` of a run an A2A peer started.
 pub(crate) const SOURCE_TOOL: &str = "a2a";
@@ -215,3 +217,185 @@ impl Hub {
         self.cancel_run(run_id).await
     }
 }
+
+/// An A2A task's state as the A2A server saw it (a2a.md, "Tasks"), with what its deepcli
+/// task keeps of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PeerTaskState {
+    Submitted,
+    Working,
+    /// The agent asked the peer back: its question.
+    InputRequired(String),
+    /// The peer answered that question: its message (the task works again).
+    Answered(String),
+    /// The agent answered: its reply.
+    Completed(String),
+    Failed(String),
+    Canceled,
+    Rejected,
+}
+
+/// The deepcli task of A2A task `a2a_task`.
+pub(crate) fn peer_task_id(a2a_task: &str) -> String {
+    format!("task-{a2a_task}")
+}
+
+/// The most characters of a peer's first message a task's title keeps.
+const TITLE_CHARS: usize = 120;
+
+/// A title from a peer's first message: its first line that has words, cut to
+/// [`TITLE_CHARS`].
+fn title_of(peer: &str, text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut title: String = line.chars().take(TITLE_CHARS).collect();
+    if line.chars().count() > TITLE_CHARS {
+        title.push('…');
+    }
+    if title.is_empty() {
+        format!("A2A message from peer `{peer}`")
+    } else {
+        title
+    }
+}
+
+impl Hub {
+    /// Makes the deepcli task of A2A task `a2a_task` that peer `peer`'s message `text` (run
+    /// `run_id`) starts for `agent` in `session_key`: requester the peer, owner and assignee the
+    /// agent, `open` (tasks.md, "Surfaces"). Nothing when it exists (a retried message).
+    pub(crate) async fn a2a_task_opened(
+        &self,
+        peer: &str,
+        agent: &str,
+        a2a_task: &str,
+        session_key: &str,
+        text: &str,
+        run_id: &str,
+    ) -> Result<(), CallError> {
+        let new = NewTask {
+            title: title_of(peer, text),
+            acceptance: format!("the A2A peer `{peer}` gets its answer (A2A task {a2a_task})"),
+            requester: Requester::Peer(requester(peer)),
+            owner: agent.to_string(),
+            assignee: agent.to_string(),
+            room: None,
+            parent: None,
+        };
+        let (id, key, run) = (
+            peer_task_id(a2a_task),
+            session_key.to_string(),
+            run_id.to_string(),
+        );
+        let title = format!("A2A message 1 from peer `{peer}`");
+        self.peer_task_db(move |s| {
+            s.create_as(&id, &key, &new, DOOR)?;
+            s.link_run(&id, "1", &title, &key, &run)
+        })
+        .await
+    }
+
+    /// Records run `run_id`, the `seq`th message of peer `peer` on A2A task `a2a_task` (an
+    /// answer to its question), on the task's deepcli task.
+    pub(crate) async fn a2a_task_message(
+        &self,
+        peer: &str,
+        a2a_task: &str,
+        session_key: &str,
+        seq: usize,
+        run_id: &str,
+    ) -> Result<(), CallError> {
+        let (id, key, run) = (
+            peer_task_id(a2a_task),
+            session_key.to_string(),
+            run_id.to_string(),
+        );
+        let title = format!("A2A message {seq} from peer `{peer}`");
+        self.peer_task_db(move |s| s.link_run(&id, &seq.to_string(), &title, &key, &run))
+            .await
+    }
+
+    /// Moves A2A task `a2a_task`'s deepcli task to the state `state` maps to (`raw`: the A2A
+    /// state, kept beside): working; input-required → awaiting_input with the question;
+    /// completed → submitted with the reply; failed; canceled → cancelled; rejected.
+    pub(crate) async fn a2a_task_state(
+        &self,
+        peer: &str,
+        a2a_task: &str,
+        raw: &str,
+        state: PeerTaskState,
+    ) -> Result<(), CallError> {
+        // The peer's doing when it answered; the agent's (`None`) when it worked, asked or
+        // answered; deepcli's when the task failed or ended otherwise.
+        let hub = Some("hub".to_string());
+        let (to, event, actor) = match state {
+            // As it was made: `open`.
+            PeerTaskState::Submitted => return Ok(()),
+            PeerTaskState::Working => (TaskState::Working, Event::Started, None),
+            PeerTaskState::Answered(answer) => (
+                TaskState::Working,
+                Event::Answered { answer },
+                Some(requester(peer)),
+            ),
+            PeerTaskState::InputRequired(question) => {
+                (TaskState::AwaitingInput, Event::Asked { question }, None)
+            }
+            PeerTaskState::Completed(summary) => {
+                (TaskState::Submitted, Event::Submitted { summary }, None)
+            }
+            PeerTaskState::Failed(why) => (TaskState::Failed, Event::Failed { why }, hub),
+            PeerTaskState::Canceled => (
+                TaskState::Cancelled,
+                Event::CancelSettled { confirmed: true },
+                hub,
+            ),
+            PeerTaskState::Rejected => (
+                TaskState::Rejected,
+                Event::Rejected {
+                    reason: "the A2A task was rejected".to_string(),
+                    reopen: false,
+                },
+                hub,
+            ),
+        };
+        let (id, raw) = (peer_task_id(a2a_task), raw.to_string());
+        self.peer_task_db(move |s| {
+            match s.follow_runtime(&id, to, &raw, &event, (actor.as_deref(), DOOR)) {
+                // An A2A task from before this deepcli made deepcli tasks of them has none.
+                Ok(_) | Err(TaskError::NotFound(_)) => Ok(()),
+                Err(TaskError::State(e)) => Err(e),
+                Err(other) => Err(crate::state::StateError::Corrupt(other.to_string())),
+            }
+        })
+        .await
+    }
+
+    /// The deepcli task whose message run `run_id` is, when an A2A peer's task holds it.
+    pub(super) async fn peer_task_of_run(&self, run_id: &str) -> Result<Option<Task>, CallError> {
+        let run = run_id.to_string();
+        let tasks = self.tasks.clone();
+        tokio::task::spawn_blocking(move || match tasks.task_of_run(&run)? {
+            Some(id) => tasks.get(&id),
+            None => Ok(None),
+        })
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))?
+        .map_err(CallError::from)
+    }
+
+    async fn peer_task_db(
+        &self,
+        f: impl FnOnce(&TaskStore) -> Result<(), crate::state::StateError> + Send + 'static,
+    ) -> Result<(), CallError> {
+        let tasks = self.tasks.clone();
+        tokio::task::spawn_blocking(move || f(&tasks))
+            .await
+            .map_err(|e| CallError::Internal(e.to_string()))?
+            .map_err(CallError::from)
+    }
+}
+
+/// The door an A2A peer's task events come through.
+const DOOR: &str = "a2a";

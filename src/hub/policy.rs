@@ -266,6 +266,9 @@ pub(crate) struct HubAgent {
     pub hub_socket: Option<std::path::PathBuf>,
     /// `artifactMaxBytes`: the largest file it hands in to a task.
     pub artifact_max_bytes: u64,
+    /// `artifactQuotaBytes`: the most bytes a task's (or a run's) artifacts may total once a
+    /// hand-in of its is stored.
+    pub artifact_quota_bytes: u64,
 }
 
 /// Everything the Hub decides by, from one config.
@@ -379,6 +382,9 @@ impl HubPolicy {
                     artifact_max_bytes: spec
                         .artifact_max_bytes
                         .unwrap_or(crate::tasks::artifacts::DEFAULT_MAX_BYTES),
+                    artifact_quota_bytes: spec
+                        .artifact_quota_bytes
+                        .unwrap_or(crate::tasks::artifacts::DEFAULT_QUOTA_BYTES),
                 },
             );
         }
@@ -599,6 +605,7 @@ mod tests {
                     private_network: false,
                     hub_socket: None,
                     artifact_max_bytes: crate::tasks::artifacts::DEFAULT_MAX_BYTES,
+                    artifact_quota_bytes: crate::tasks::artifacts::DEFAULT_QUOTA_BYTES,
                 },
             );
         }

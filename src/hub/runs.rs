@@ -127,6 +127,8 @@ pub(super) enum TurnEnd {
         text: String,
         stop_reason: Option<StopReason>,
         runtime: Duration,
+        /// The file parts a remote A2A agent answered with.
+        files: Vec<crate::sessions::RemoteFile>,
     },
     /// Withdrawn before its turn began (the check at turn start, or a cancel): why.
     Withdrawn(String),
@@ -157,6 +159,29 @@ impl TurnEnd {
             | TurnEnd::Failed(e) => Some(e.clone()),
         }
     }
+}
+
+/// What a turn that ended `end` says when a remote A2A agent took it: its task asked back
+/// (`input_required`), answered, or failed; `None` for anything else.
+fn remote_turn(end: &TurnEnd) -> Option<super::tasks::RemoteTurn> {
+    use super::tasks::RemoteTurn;
+    Some(match end {
+        TurnEnd::Answered {
+            text,
+            stop_reason: Some(StopReason::InputRequired),
+            ..
+        } => RemoteTurn::Asked(text.clone()),
+        TurnEnd::Answered {
+            text,
+            stop_reason: Some(StopReason::EndTurn),
+            files,
+            ..
+        } => RemoteTurn::Answered(text.clone(), files.clone()),
+        TurnEnd::Failed(why) | TurnEnd::Uncertain(why) | TurnEnd::TimedOut(why) => {
+            RemoteTurn::Failed(why.clone())
+        }
+        _ => return None,
+    })
 }
 
 /// Where a run goes once its turn ended `end` (`cancelled`: a cancel was asked for before it
@@ -535,6 +560,7 @@ impl Hub {
                 text: answer.text,
                 stop_reason: answer.stop_reason,
                 runtime: answer.runtime_time,
+                files: answer.files,
             },
             Err(TurnError::Withdrawn(why)) => TurnEnd::Withdrawn(why),
             Err(e @ TurnError::RuntimeDown { .. }) => TurnEnd::RuntimeDown(e.to_string()),
@@ -572,6 +598,9 @@ impl Hub {
             .await;
         if let TurnEnd::Answered { runtime, .. } = &end {
             live.runtime_us.store(runtime.as_micros() as u64, Relaxed);
+        }
+        if let Some(turn) = remote_turn(&end) {
+            self.remote_task_turn(run, turn).await;
         }
         let (next, outcome) = settle(&end, live.cancelled.load(Relaxed));
         self.record_end(&run.run_id, next, outcome).await

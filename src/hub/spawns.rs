@@ -120,6 +120,7 @@ mod tests {
                     private_network: false,
                     hub_socket: None,
                     artifact_max_bytes: crate::tasks::artifacts::DEFAULT_MAX_BYTES,
+                    artifact_quota_bytes: crate::tasks::artifacts::DEFAULT_QUOTA_BYTES,
                 },
             );
         }

@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use super::results::ToolResult;
 use super::tools::{self, *};
 use super::{CallError, Hub, HubCaller};
-use crate::tasks::artifacts::{self, ArtifactError, ArtifactName};
+use crate::tasks::artifacts::{self, ArtifactError, ArtifactName, Stored};
 use crate::tasks::state::{Actor, Event, TaskState};
 use crate::tasks::store::{
-    Applied, ArtifactRow, NewTask, Requester, Step, Task, TaskError, TaskEvent, TaskStore,
+    Applied, ArtifactRow, HandedIn, NewTask, Requester, Step, Task, TaskError, TaskEvent, TaskStore,
 };
 
 /// Whether a run from tool `tool` carries a task's message (and gets no reply-back loop).
@@ -73,17 +73,29 @@ fn shown(task: &Task, record: Option<Record>) -> Value {
 }
 
 /// File `path` of `caller`'s workspace, to hand on: its name, the workspace and the agent's
-/// limit on an artifact's bytes; `Err`: why not, for the agent.
+/// limits on an artifact's bytes (a file's, and all of a task's); `Err`: why not, for the
+/// agent.
 fn own_file(
     policy: &super::HubPolicy,
     caller: &HubCaller,
     path: &str,
-) -> Result<(ArtifactName, std::path::PathBuf, u64), String> {
+) -> Result<(ArtifactName, std::path::PathBuf, Limits), String> {
     let Some(me) = policy.agents.get(&caller.agent_id) else {
         return Err(format!("no agent `{}` in force", caller.agent_id));
     };
     let name = ArtifactName::parse(path, &me.workspace)?;
-    Ok((name, me.workspace.clone(), me.artifact_max_bytes))
+    let limits = Limits {
+        file: me.artifact_max_bytes,
+        quota: me.artifact_quota_bytes,
+    };
+    Ok((name, me.workspace.clone(), limits))
+}
+
+/// An agent's limits on what it hands in: `artifactMaxBytes`, `artifactQuotaBytes`.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    file: u64,
+    quota: u64,
 }
 
 /// An artifact's or the store's failure: the agent's to fix, or deepcli's.
@@ -91,6 +103,39 @@ fn artifact_failure(e: ArtifactError) -> Result<String, CallError> {
     match e {
         ArtifactError::Refused(why) => Ok(why),
         ArtifactError::Io(why) => Err(CallError::Internal(why)),
+    }
+}
+
+/// Stores file `name` of `workspace` in `store` (within `limits`) and records it with
+/// `record`; again when a sweep of the store took the stored copy before its row was written
+/// (state::artifact_files), at most three times. `Ok(Err)`: refused, and why, for the agent.
+fn store_and_record(
+    workspace: &std::path::Path,
+    name: &ArtifactName,
+    store: &std::path::Path,
+    limits: Limits,
+    by: &str,
+    record: impl Fn(&HandedIn<'_>) -> Result<(), TaskError>,
+) -> Result<Result<Stored, String>, CallError> {
+    let mut tries = 0;
+    loop {
+        let stored = match artifacts::hand_in(workspace, name, store, limits.file) {
+            Ok(stored) => stored,
+            Err(e) => return artifact_failure(e).map(Err),
+        };
+        let path = store.join(&stored.sha256);
+        let file = HandedIn {
+            name: name.as_str(),
+            stored: &stored,
+            path: &path,
+            by,
+            quota: limits.quota,
+        };
+        match record(&file) {
+            Ok(()) => return Ok(Ok(stored)),
+            Err(TaskError::Gone) if tries < 2 => tries += 1,
+            Err(e) => return task_failure(e).map(Err),
+        }
     }
 }
 
@@ -250,10 +295,15 @@ impl Hub {
                     "no agent `{assignee}` (agents_list shows whom you may message)"
                 ));
             }
-            Some(a) if a.runtime != crate::config::model::RuntimeKind::Acp => {
-                // A remote A2A agent has no Hub tools to ask or submit with (tasks.md).
+            // A remote A2A agent asks and submits by its task's states (tasks.md).
+            Some(a)
+                if !matches!(
+                    a.runtime,
+                    crate::config::model::RuntimeKind::Acp | crate::config::model::RuntimeKind::A2a
+                ) =>
+            {
                 return said(format!(
-                    "agent `{assignee}` has no ACP runtime (runtime.kind {}): it could not ask or submit, so it takes no tasks; message it with sessions_send",
+                    "agent `{assignee}` has no ACP or A2A runtime (runtime.kind {}): it could not ask or submit, so it takes no tasks; message it with sessions_send",
                     a.runtime.as_str()
                 ));
             }
@@ -283,6 +333,10 @@ impl Hub {
             Requester::Operator => {
                 format!("the operator gives you this task; agent `{owner}` checks your result")
             }
+            // An A2A peer's task is made by the A2A server, never here.
+            Requester::Peer(peer) => {
+                format!("{peer} (an A2A peer) gives you this task")
+            }
         };
         let new = NewTask {
             title: title.to_string(),
@@ -298,10 +352,23 @@ impl Hub {
             Err(why) => return said(why),
         };
         let id = task.id.clone();
-        let brief = format!(
-            "[deepcli task {id}] {requested_by}. This session is for it alone.\nTitle: {}\nAcceptance: {}\nIf something you need is unclear, ask with tasks_update {{\"taskId\": \"{id}\", \"action\": \"ask\", \"text\": \"<your question>\"}} and wait for the answer: do not guess. When you are done, hand in your result and its evidence with tasks_update {{\"taskId\": \"{id}\", \"action\": \"submit\", \"text\": \"<result and evidence>\", \"artifacts\": [\"<files of your workspace>\"]}}.",
-            task.title, task.acceptance
-        );
+        let remote = policy
+            .agents
+            .get(&assignee)
+            .is_some_and(|a| a.runtime == crate::config::model::RuntimeKind::A2a);
+        // A remote A2A agent has no Hub tools: it gets the task as a message in the task's own
+        // A2A context, and asks back or answers by its task's states (tasks.md).
+        let brief = if remote {
+            format!(
+                "[deepcli task {id}] Accepted when: {}\n{}",
+                task.acceptance, task.title
+            )
+        } else {
+            format!(
+                "[deepcli task {id}] {requested_by}. This session is for it alone.\nTitle: {}\nAcceptance: {}\nIf something you need is unclear, ask with tasks_update {{\"taskId\": \"{id}\", \"action\": \"ask\", \"text\": \"<your question>\"}} and wait for the answer: do not guess. When you are done, hand in your result and its evidence with tasks_update {{\"taskId\": \"{id}\", \"action\": \"submit\", \"text\": \"<result and evidence>\", \"artifacts\": [\"<files of your workspace>\"]}}.",
+                task.title, task.acceptance
+            )
+        };
         let run = self
             .start_send(
                 caller.cloned(),
@@ -319,6 +386,7 @@ impl Hub {
             Requester::Session(_) => task.owner.clone(),
             Requester::Person(id) => format!("{id}, for {},", task.owner),
             Requester::Operator => format!("the operator, for {},", task.owner),
+            Requester::Peer(peer) => peer.clone(),
         };
         self.tell_room(
             &id,
@@ -459,6 +527,21 @@ impl Hub {
                     task.assignee
                 ),
             ),
+            // A remote A2A agent gets the answer as the message's last line, with no tools
+            // named: the next message of the task's A2A context.
+            TaskAction::Answer
+                if self
+                    .policy()
+                    .agents
+                    .get(&task.assignee)
+                    .is_some_and(|a| a.runtime == crate::config::model::RuntimeKind::A2a) =>
+            {
+                (
+                    &task.assignee,
+                    task.session_key.clone(),
+                    format!("[deepcli task {id}] the answer to your question:\n{text}"),
+                )
+            }
             TaskAction::Answer => (
                 &task.assignee,
                 task.session_key.clone(),
@@ -512,7 +595,7 @@ impl Hub {
         };
         // What the assignee hands in, the owner receives; the owner's own evidence stays with
         // the task (its workspace has it already).
-        let owner_workspace = (task.assignee == caller.agent_id)
+        let owner_workspace = (task.assignee == caller.agent_id && task.owner != task.assignee)
             .then(|| policy.agents.get(&task.owner).map(|a| a.workspace.clone()))
             .flatten();
         let store = self.artifacts.join(&task.id);
@@ -520,13 +603,12 @@ impl Hub {
         let id = task.id.clone();
         let by = caller.agent_id.clone();
         let done = tokio::task::spawn_blocking(move || {
-            let stored = match artifacts::hand_in(&workspace, &name, &store, limit) {
+            let stored = match store_and_record(&workspace, &name, &store, limit, &by, |file| {
+                tasks.put_artifact(&id, file, DOOR)
+            })? {
                 Ok(stored) => stored,
-                Err(e) => return artifact_failure(e).map(Err),
+                Err(why) => return Ok::<_, CallError>(Err(why)),
             };
-            if let Err(e) = tasks.put_artifact(&id, name.as_str(), &stored, &by, DOOR) {
-                return task_failure(e).map(Err);
-            }
             let mut answer =
                 json!({"name": name.as_str(), "sha256": stored.sha256, "size": stored.size});
             if let Some(ws) = owner_workspace {
@@ -568,10 +650,18 @@ impl Hub {
             Err(why) => {
                 // An A2A peer's message this session is answering: the file goes to the peer.
                 if let Some(run) = self.a2a_run_of(caller, &args.task_id).await? {
-                    return Ok(match self.hand_to_peer(caller, &run, &args.path).await? {
-                        Ok(answer) => ToolResult::Document(answer),
-                        Err(why) => error(why),
-                    });
+                    let mut answer = match self.hand_to_peer(caller, &run, &args.path).await? {
+                        Ok(answer) => answer,
+                        Err(why) => return Ok(error(why)),
+                    };
+                    // The peer's A2A task is a deepcli task: the file is its artifact, too.
+                    if let Some(task) = self.peer_task_of_run(&run).await? {
+                        match self.hand_in(caller, &task, &args.path).await? {
+                            Ok(_) => answer["taskId"] = json!(task.id),
+                            Err(why) => answer["notTheTasks"] = json!(why),
+                        }
+                    }
+                    return Ok(ToolResult::Document(answer));
                 }
                 return Ok(error(why));
             }
@@ -617,14 +707,15 @@ impl Hub {
         let tasks = self.tasks.clone();
         let (run, by) = (run_id.to_string(), caller.agent_id.clone());
         tokio::task::spawn_blocking(move || {
-            let stored = match artifacts::hand_in(&workspace, &name, &store, limit) {
+            let media_type = std::cell::Cell::new("application/octet-stream");
+            let stored = match store_and_record(&workspace, &name, &store, limit, &by, |file| {
+                media_type.set(artifacts::media_type_of(&name, &store, file.stored));
+                tasks.put_run_artifact(&run, file, media_type.get())
+            })? {
                 Ok(stored) => stored,
-                Err(e) => return artifact_failure(e).map(Err),
+                Err(why) => return Ok(Err(why)),
             };
-            let media_type = artifacts::media_type_of(&name, &store, &stored);
-            tasks
-                .put_run_artifact(&run, name.as_str(), &stored, media_type, &by)
-                .map_err(CallError::from)?;
+            let media_type = media_type.get();
             Ok(Ok(json!({
                 "name": name.as_str(),
                 "sha256": stored.sha256,
@@ -880,6 +971,146 @@ impl Hub {
 }
 
 /// The task whose session `key` is (`agent:<assignee>:task:<taskId>`).
+/// How a remote A2A agent's turn in a task's session ended (its A2A task's state).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum RemoteTurn {
+    /// `TASK_STATE_INPUT_REQUIRED`: its question.
+    Asked(String),
+    /// `TASK_STATE_COMPLETED`: its reply, and the file parts of its artifacts.
+    Answered(String, Vec<crate::sessions::RemoteFile>),
+    /// It failed (`TASK_STATE_FAILED`, or the turn broke or timed out): why.
+    Failed(String),
+}
+
+impl Hub {
+    /// Run `run`'s turn ended `turn`: when its target is a remote A2A agent
+    /// (`runtime.kind: a2a`) working on a task in the task's session, its A2A task's state is
+    /// its move (tasks.md, "Tasks for A2A agents"): input-required asks the question,
+    /// completed submits the reply, failed fails the task; the raw A2A state kept beside.
+    pub(super) async fn remote_task_turn(&self, run: &super::store::RunRecord, turn: RemoteTurn) {
+        let Some(id) = task_of_session(&run.target_session_key).map(str::to_string) else {
+            return;
+        };
+        let agent = run.target_agent_id.clone();
+        let remote = self
+            .policy()
+            .agents
+            .get(&agent)
+            .is_some_and(|a| a.runtime == crate::config::model::RuntimeKind::A2a);
+        if !remote {
+            return;
+        }
+        let me = Actor::Agent {
+            agent_id: agent.clone(),
+        };
+        let (event, actor, raw, said) = match turn {
+            RemoteTurn::Asked(question) => (
+                Event::Asked {
+                    question: question.clone(),
+                },
+                me,
+                "TASK_STATE_INPUT_REQUIRED",
+                format!("{agent} asks: {question}"),
+            ),
+            RemoteTurn::Answered(summary, files) => {
+                let summary = self.remote_files(&id, &agent, summary, files).await;
+                (
+                    Event::Submitted {
+                        summary: summary.clone(),
+                    },
+                    me,
+                    "TASK_STATE_COMPLETED",
+                    format!("{agent} submitted its result: {summary}"),
+                )
+            }
+            RemoteTurn::Failed(why) => (
+                Event::Failed { why: why.clone() },
+                Actor::Hub,
+                "TASK_STATE_FAILED",
+                format!("{agent}'s task failed: {why}"),
+            ),
+        };
+        let task_id = id.clone();
+        let applied = self
+            .task_db(move |s| {
+                let applied = s.apply(&task_id, &event, &actor, "a2a", &[], Some(raw))?;
+                Ok((applied, s.get(&task_id)?))
+            })
+            .await;
+        match applied {
+            Ok(Ok((Applied::Moved { .. }, Some(task)))) => {
+                self.tell_room(&id, task.room.as_deref(), said).await;
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(why)) => {
+                tracing::warn!(task = %id, why = %why, "a remote A2A agent's task did not move");
+            }
+            Err(e) => {
+                tracing::warn!(task = %id, error = %e, "a remote A2A agent's task did not move");
+            }
+        }
+    }
+}
+
+impl Hub {
+    /// Hands in the files remote A2A agent `agent` answered task `id` with: inline bytes
+    /// stored by their hash under its `artifactMaxBytes` and `artifactQuotaBytes`, as a
+    /// workspace's file is; a URL only recorded (the summary names it), never fetched. The
+    /// summary, saying which were kept.
+    async fn remote_files(
+        &self,
+        id: &str,
+        agent: &str,
+        mut summary: String,
+        files: Vec<crate::sessions::RemoteFile>,
+    ) -> String {
+        let Some(me) = self.policy().agents.get(agent).cloned() else {
+            return summary;
+        };
+        let store = self.artifacts.join(id);
+        let (tasks, id, by) = (self.tasks.clone(), id.to_string(), agent.to_string());
+        let kept = tokio::task::spawn_blocking(move || {
+            let mut said = Vec::new();
+            for (i, file) in files.into_iter().enumerate() {
+                let Some(bytes) = file.bytes else { continue };
+                let name = artifacts::received_name(file.name.as_deref(), &format!("file-{i}"));
+                let stored =
+                    match artifacts::store_bytes(&bytes, &name, &store, me.artifact_max_bytes) {
+                        Ok(stored) => stored,
+                        Err(e) => {
+                            said.push(format!("`{}` not kept: {e}", name.as_str()));
+                            continue;
+                        }
+                    };
+                let path = store.join(&stored.sha256);
+                let handed = HandedIn {
+                    name: name.as_str(),
+                    stored: &stored,
+                    path: &path,
+                    by: &by,
+                    quota: me.artifact_quota_bytes,
+                };
+                match tasks.put_artifact(&id, &handed, "a2a") {
+                    Ok(()) => said.push(format!(
+                        "`{}` kept as an artifact of the task ({} bytes, sha256 {})",
+                        name.as_str(),
+                        stored.size,
+                        stored.sha256
+                    )),
+                    Err(e) => said.push(format!("`{}` not kept: {e}", name.as_str())),
+                }
+            }
+            said
+        })
+        .await
+        .unwrap_or_default();
+        for line in kept {
+            summary.push_str(&format!("\n[deepcli: {line}]"));
+        }
+        summary
+    }
+}
+
 pub(crate) fn task_of_session(key: &str) -> Option<&str> {
     let rest = key.strip_prefix("agent:")?;
     let (_agent, task) = rest.split_once(":task:")?;
@@ -993,7 +1224,7 @@ impl TaskView {
             owner: task.owner.clone(),
             assignee: task.assignee.clone(),
             requester: match &task.requester {
-                Requester::Person(id) | Requester::Session(id) => id.clone(),
+                Requester::Person(id) | Requester::Session(id) | Requester::Peer(id) => id.clone(),
                 Requester::Operator => "operator".into(),
             },
             session_key: task.session_key.clone(),

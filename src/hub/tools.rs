@@ -192,7 +192,7 @@ pub(crate) fn definitions(leaf: bool) -> Vec<Value> {
             "description": "Hand in a file of your workspace to a task you work on or own: the change, a test log, your own check's output. deepcli keeps a copy with its SHA-256 (a later change to your file changes nothing handed in); the owner gets a read-only copy in its workspace at .deepcli/tasks/<taskId>/<path>. Answering an A2A peer's message, give the run id its framing names as taskId: the peer gets the file.",
             "inputSchema": {"type": "object", "additionalProperties": false, "required": ["taskId", "path"], "properties": {
                 "taskId": {"type": "string", "description": "The task's id (task-…), or the A2A run id an A2A message names."},
-                "path": {"type": "string", "minLength": 1, "description": "The file, relative to your workspace (or absolute inside it). Not a symbolic link; a regular file of at most artifactMaxBytes."}
+                "path": {"type": "string", "minLength": 1, "description": "The file, relative to your workspace (or absolute inside it). Not a symbolic link; a regular file of at most artifactMaxBytes, the task's artifacts then totalling at most artifactQuotaBytes."}
             }}
         }),
         json!({

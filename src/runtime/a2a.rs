@@ -69,6 +69,49 @@ pub(crate) struct RemoteAnswer {
     pub text: String,
     /// The final A2A task state (`TASK_STATE_…`).
     pub state: String,
+    /// The file parts of its artifacts (a task's assignee hands them in: tasks.md).
+    pub files: Vec<RemoteFile>,
+}
+
+/// A file part a remote sent: its bytes when they came inline, else its URL (never fetched).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RemoteFile {
+    pub name: Option<String>,
+    pub media_type: Option<String>,
+    pub bytes: Option<Vec<u8>>,
+    pub url: Option<String>,
+}
+
+/// The file parts of `parts` (1.0 `raw`/`url`, 0.3 `file.bytes`/`file.uri`).
+fn files_in(parts: Option<&Value>) -> Vec<RemoteFile> {
+    use base64::Engine as _;
+    let mut out = Vec::new();
+    for part in parts.and_then(Value::as_array).into_iter().flatten() {
+        let (holder, bytes, url, media, name) = match part.get("file") {
+            Some(f) if f.is_object() => (f, "bytes", "uri", "mimeType", "name"),
+            _ if part.get("raw").is_some() || part.get("url").is_some() => {
+                (part, "raw", "url", "mediaType", "filename")
+            }
+            _ => continue,
+        };
+        let s = |k: &str| {
+            holder
+                .get(k)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let config = base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent);
+        let engine = base64::engine::GeneralPurpose::new(&base64::alphabet::STANDARD, config);
+        out.push(RemoteFile {
+            name: s(name),
+            media_type: s(media),
+            bytes: s(bytes).and_then(|b| engine.decode(b).ok()),
+            url: s(url),
+        });
+    }
+    out
 }
 
 /// The `contextId` a session's messages go in: fixed per (agent, session key).
@@ -355,6 +398,7 @@ impl Remote {
         use futures_util::StreamExt;
         let mut events = response.bytes_stream().eventsource();
         let mut reply = String::new();
+        let mut files = Vec::new();
         let mut task_id: Option<String> = None;
         let result = loop {
             let data = match events.next().await {
@@ -399,12 +443,14 @@ impl Remote {
                     reply.push('\n');
                 }
                 reply.push_str(&text_of(a["artifact"].get("parts")));
+                files.extend(files_in(a["artifact"].get("parts")));
                 (a["taskId"].as_str(), None)
             } else if let Some(m) = r.get("message") {
                 // A reply without a task: it is the whole answer.
                 break Ok(RemoteAnswer {
                     text: text_of(m.get("parts")),
                     state: "TASK_STATE_COMPLETED".into(),
+                    files: files_in(m.get("parts")),
                 });
             } else {
                 (None, None)
@@ -434,7 +480,8 @@ impl Remote {
                     } else {
                         said
                     };
-                    break Ok(RemoteAnswer { text, state });
+                    let files = std::mem::take(&mut files);
+                    break Ok(RemoteAnswer { text, state, files });
                 }
             }
         };

@@ -38,6 +38,7 @@ use crate::snapshot::Snapshot;
 use crate::state::{Provenance, StateError};
 
 pub(crate) use crate::runtime::StopReason;
+pub(crate) use crate::runtime::a2a::RemoteFile;
 pub(crate) use queue::Place;
 pub(crate) use running::{CancelState, CancelWhy};
 pub(crate) use store::{GivenSection, KnownSession, SessionStore, TurnCount, TurnRecord};
@@ -226,6 +227,8 @@ pub(crate) struct TurnOutcome {
     pub counted: Option<TurnCount>,
     /// How the session was opened, and closed (for the transcript).
     pub notes: Vec<String>,
+    /// The file parts a remote A2A agent answered with (none from an ACP runtime).
+    pub files: Vec<RemoteFile>,
 }
 
 /// A message the Hub (or the operator) puts into a session.

@@ -579,6 +579,7 @@ impl Sessions {
                 runtime_time: Duration::ZERO,
                 counted: None,
                 notes: Vec::new(),
+                files: Vec::new(),
             },
             totals,
         ))
@@ -641,6 +642,7 @@ impl Sessions {
                     runtime_time: begun.elapsed(),
                     counted: None,
                     notes: Vec::new(),
+                    files: answer.files,
                 })
             }
         }

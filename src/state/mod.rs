@@ -12,6 +12,7 @@
 //! store and holds its errors.
 
 pub mod approvals;
+pub mod artifact_files;
 pub mod audit;
 pub mod backup;
 mod damage;
@@ -91,6 +92,11 @@ pub enum StateError {
     Locked(LeaseHolder),
     #[error("state record is corrupt: {0}")]
     Corrupt(String),
+    #[error("artifact store `{}`: {source}", path.display())]
+    ArtifactStore {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot create the operator token `{}`: {source}", path.display())]
     Token {
         path: PathBuf,

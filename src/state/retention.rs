@@ -87,6 +87,9 @@ pub struct PruneReport {
     pub elapsed_ms: u64,
     /// The longest one batch held the write lock: what a concurrent turn could wait.
     pub longest_batch_ms: u64,
+    /// The artifact store's files no row names any more, removed after the rows
+    /// ([`super::artifact_files`]); none with `--dry-run`.
+    pub files: super::artifact_files::Swept,
 }
 
 /// One table's part of a kind: the rows `keyed` selects (a key column and the condition, the
@@ -252,6 +255,7 @@ pub fn prune(
         elapsed_ms: millis(started.elapsed()),
         longest_batch_ms: millis(longest),
         pruned,
+        files: super::artifact_files::Swept::default(),
     };
     let total: u64 = report.pruned.iter().map(|p| p.rows).sum();
     if !dry_run && total > 0 {
@@ -433,8 +437,18 @@ impl super::StateStore {
         by: &str,
     ) -> super::Result<PruneReport> {
         let path = self.dir.db();
-        prune(&mut self.conn, rules, now, dry_run, pause, by)
-            .map_err(|source| super::sql_error(path, source))
+        let mut report = prune(&mut self.conn, rules, now, dry_run, pause, by)
+            .map_err(|source| super::sql_error(path.clone(), source))?;
+        if !dry_run {
+            // After the rows' commit: a crash before this leaves files the next sweep removes.
+            report.files = super::artifact_files::sweep(
+                &mut self.conn,
+                &path,
+                &self.dir.artifacts(),
+                super::artifact_files::GRACE,
+            )?;
+        }
+        Ok(report)
     }
 }
 

@@ -25,6 +25,9 @@ use sha2::{Digest, Sha256};
 /// The largest file handed in by default (tasks.md): 50 MiB.
 pub(crate) const DEFAULT_MAX_BYTES: u64 = 50 * 1024 * 1024;
 
+/// The most bytes a task's (or a run's) artifacts total by default (tasks.md): 500 MiB.
+pub(crate) const DEFAULT_QUOTA_BYTES: u64 = 500 * 1024 * 1024;
+
 /// The longest artifact name, in bytes, and the most parts it has.
 const MAX_NAME_BYTES: usize = 512;
 const MAX_NAME_PARTS: usize = 16;
@@ -186,13 +189,38 @@ pub(crate) fn hand_in(
     if meta.len() > limit {
         return Err(too_large(name, meta.len(), limit));
     }
+    store_from(&mut file, name, store, limit)
+}
+
+/// Stores `bytes` (a file a remote A2A agent sent, named `name`) into `store` as
+/// [`hand_in`] does: by its SHA-256, mode 0444, at most `limit` bytes.
+pub(crate) fn store_bytes(
+    bytes: &[u8],
+    name: &ArtifactName,
+    store: &Path,
+    limit: u64,
+) -> Result<Stored, ArtifactError> {
+    if bytes.len() as u64 > limit {
+        return Err(too_large(name, bytes.len() as u64, limit));
+    }
+    store_from(&mut std::io::Cursor::new(bytes), name, store, limit)
+}
+
+/// Copies `source` into `store` under its SHA-256 (through a temporary file, mode 0444, made
+/// durable), held to `limit` bytes.
+fn store_from(
+    file: &mut impl Read,
+    name: &ArtifactName,
+    store: &Path,
+    limit: u64,
+) -> Result<Stored, ArtifactError> {
     crate::owner_only::create_dir_all(store).map_err(|e| io("cannot make the task's store", e))?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".deepcli-")
         .tempfile_in(store)
         .map_err(|e| io("cannot write to the task's store", e))?;
     // A file that grows while it is read is held to the same limit.
-    let (sha256, size) = match copy_hashed(&mut file, &mut tmp, limit) {
+    let (sha256, size) = match copy_hashed(file, &mut tmp, limit) {
         Ok(Copied::Whole { sha256, size }) => (sha256, size),
         Ok(Copied::Over(size)) => return Err(too_large(name, size, limit)),
         Err(CopyError::Read(e)) => return Err(io(&format!("cannot read `{}`", name.as_str()), e)),
@@ -206,8 +234,12 @@ pub(crate) fn hand_in(
         .map_err(|e| io("cannot write to the task's store", e))?;
     match tmp.persist_noclobber(store.join(&sha256)) {
         Ok(_) => {}
-        // The same content, handed in before: one copy serves both.
-        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        // The same content, handed in before: one copy serves both. Made young again, so that
+        // a sweep of the store leaves it while its new row is written (state::artifact_files).
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = File::open(store.join(&sha256))
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        }
         Err(e) => return Err(io("cannot write to the task's store", e.error)),
     }
     crate::durable::sync_dir(store).map_err(|e| io("cannot write to the task's store", e))?;

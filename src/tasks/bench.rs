@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::artifacts::{self, ArtifactName};
 use super::state::{Actor, Event};
-use super::store::{NewTask, Requester, TaskStore};
+use super::store::{HandedIn, NewTask, Requester, TaskStore};
 use crate::state::StateDir;
 
 pub struct TaskBench {
@@ -69,7 +69,17 @@ impl TaskBench {
         let stored = artifacts::hand_in(&self.assignee, &name, &store, u64::MAX)
             .map_err(|e| e.to_string())?;
         self.store
-            .put_artifact(id, name.as_str(), &stored, "beta", "mcp")
+            .put_artifact(
+                id,
+                &HandedIn {
+                    name: name.as_str(),
+                    stored: &stored,
+                    path: &store.join(&stored.sha256),
+                    by: "beta",
+                    quota: u64::MAX,
+                },
+                "mcp",
+            )
             .map_err(|e| e.to_string())?;
         artifacts::place(&store, &stored, &self.owner, id, &name).map_err(|e| e.to_string())?;
         Ok(stored.size)

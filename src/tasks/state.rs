@@ -185,6 +185,10 @@ pub(crate) struct Parties<'a> {
     pub assignee: &'a str,
     /// The requester, when a person asked for the task.
     pub requester_person: Option<&'a str>,
+    /// Whether an A2A peer asked for it (a2a.md, "Tasks"): its `submitted` is the peer's
+    /// `completed`, which a person accepts or rejects as it is (no owner's check comes), and
+    /// which A2A never reopens.
+    pub requester_peer: bool,
     /// `permissions.approvers` of the owner agent.
     pub approvers: &'a [String],
 }
@@ -222,6 +226,15 @@ pub(crate) fn decide(from: TaskState, event: &Event, actor: &Actor, parties: &Pa
         (S::PendingAcceptance, Event::Accepted) => S::Accepted,
         (S::PendingAcceptance, Event::Rejected { reopen: true, .. }) => S::Working,
         (S::PendingAcceptance, Event::Rejected { reopen: false, .. }) => S::Rejected,
+        (S::Submitted, Event::Accepted) if parties.requester_peer => S::Accepted,
+        (S::Submitted, Event::Rejected { reopen: false, .. }) if parties.requester_peer => {
+            S::Rejected
+        }
+        (_, Event::Rejected { reopen: true, .. }) if parties.requester_peer => {
+            return Decision::Refused(
+                "an A2A peer's task is `completed` to the peer, and A2A never reopens one: reject it without reopening, and let the peer send a new message".into(),
+            );
+        }
         (S::CancelRequested, Event::CancelRequested) => {
             return Decision::Refused("the task's cancel is already asked for".into());
         }
@@ -298,6 +311,7 @@ mod tests {
             owner: "alpha",
             assignee: "beta",
             requester_person: Some("slack:U0ASKER"),
+            requester_peer: false,
             approvers,
         }
     }
@@ -310,6 +324,60 @@ mod tests {
 
     fn person(id: &str) -> Actor {
         Actor::Person { id: id.into() }
+    }
+
+    /// An A2A peer's task: a person decides it from `submitted` (the peer's `completed`),
+    /// and no rejection reopens it; any other task still waits for the owner's check.
+    #[test]
+    fn a_peers_task_is_decided_from_submitted_and_never_reopened() {
+        let approvers = ["slack:U0BOSS".to_string()];
+        let peer = Parties {
+            owner: "beta",
+            requester_person: None,
+            requester_peer: true,
+            ..parties(&approvers)
+        };
+        let boss = person("slack:U0BOSS");
+        assert_eq!(
+            decide(TaskState::Submitted, &Event::Accepted, &boss, &peer),
+            Decision::Move(TaskState::Accepted)
+        );
+        let close = Event::Rejected {
+            reason: "wrong".into(),
+            reopen: false,
+        };
+        assert_eq!(
+            decide(TaskState::Submitted, &close, &Actor::Operator, &peer),
+            Decision::Move(TaskState::Rejected)
+        );
+        let reopen = Event::Rejected {
+            reason: "again".into(),
+            reopen: true,
+        };
+        assert!(matches!(
+            decide(TaskState::Submitted, &reopen, &boss, &peer),
+            Decision::Refused(why) if why.contains("never reopens")
+        ));
+        // Not a person who may decide: refused as for any task.
+        assert!(matches!(
+            decide(
+                TaskState::Submitted,
+                &Event::Accepted,
+                &person("slack:U0X"),
+                &peer
+            ),
+            Decision::Refused(_)
+        ));
+        // Another task is not accepted before the owner's check.
+        assert!(matches!(
+            decide(
+                TaskState::Submitted,
+                &Event::Accepted,
+                &Actor::Operator,
+                &parties(&approvers)
+            ),
+            Decision::Refused(_)
+        ));
     }
 
     /// The seed's scenario, state by state, each event by the one party that may cause it.

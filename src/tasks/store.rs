@@ -22,6 +22,8 @@ pub(crate) enum Requester {
     /// An agent's session, by key.
     Session(String),
     Operator,
+    /// An A2A peer whose message started an A2A task, as `a2a:<peer>` (a2a.md, "Tasks").
+    Peer(String),
 }
 
 impl Requester {
@@ -30,6 +32,7 @@ impl Requester {
             Requester::Person(id) => (id, "person"),
             Requester::Session(key) => (key, "session"),
             Requester::Operator => ("operator", "operator"),
+            Requester::Peer(peer) => (peer, "peer"),
         }
     }
 }
@@ -101,8 +104,48 @@ pub(crate) enum TaskError {
     NotFound(String),
     #[error("{0}")]
     Refused(String),
+    /// The stored copy of a file went (a sweep of the store) before its row was written.
+    #[error("the stored copy of the file went before it was recorded; hand it in again")]
+    Gone,
     #[error(transparent)]
     State(#[from] StateError),
+}
+
+/// A file handed in, to record.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HandedIn<'a> {
+    pub name: &'a str,
+    pub stored: &'a Stored,
+    /// Its stored copy: checked to be there in the transaction that records it.
+    pub path: &'a std::path::Path,
+    /// The agent that handed it in.
+    pub by: &'a str,
+    /// Its `artifactQuotaBytes`: the most bytes the task's (or run's) artifacts may total with
+    /// this one.
+    pub quota: u64,
+}
+
+/// Refused when the artifacts of `owner` (a task or a run; `what` says which), but for the one
+/// named `name` that this one replaces, and this one would total more than `file.quota`:
+/// counted by `sum`, in the transaction that writes the row.
+fn over_quota(
+    tx: &rusqlite::Transaction<'_>,
+    sum: &str,
+    owner: &str,
+    what: &str,
+    file: &HandedIn<'_>,
+) -> rusqlite::Result<Option<TaskError>> {
+    let used: i64 = tx.query_row(sum, params![owner, file.name], |r| r.get(0))?;
+    let used = used.max(0) as u64;
+    let asked = file.stored.size;
+    Ok((used.saturating_add(asked) > file.quota).then(|| {
+        TaskError::Refused(format!(
+            "`{}` is not handed in: {what}'s artifacts would take {} bytes, over the limit of {} bytes (artifactQuotaBytes): {used} bytes used, {asked} asked; hand in less, or raise artifactQuotaBytes",
+            file.name,
+            used.saturating_add(asked),
+            file.quota
+        ))
+    }))
 }
 
 const COLUMNS: &str = "id, title, acceptance, requester, requester_kind, owner_agent, assignee_agent, session_key, room, parent_id, state, runtime_state, created_at, updated_at";
@@ -118,6 +161,7 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         requester: match kind.as_str() {
             "person" => Requester::Person(requester),
             "session" => Requester::Session(requester),
+            "peer" => Requester::Peer(requester),
             _ => Requester::Operator,
         },
         owner: r.get(5)?,
@@ -167,12 +211,28 @@ impl TaskStore {
     pub(crate) fn create(&self, new: &NewTask, door: &str) -> Result<Task, StateError> {
         let id = format!("task-{}", uuid::Uuid::new_v4());
         let session_key = format!("agent:{}:task:{id}", new.assignee);
+        self.create_as(&id, &session_key, new, door)
+    }
+
+    /// Creates task `id` worked on in session `session_key` (an A2A peer's task: its id and
+    /// session are the A2A task's), `open`; nothing when it exists already (a retried message).
+    pub(crate) fn create_as(
+        &self,
+        id: &str,
+        session_key: &str,
+        new: &NewTask,
+        door: &str,
+    ) -> Result<Task, StateError> {
+        if let Some(task) = self.get(id)? {
+            return Ok(task);
+        }
         let now = crate::clock::now();
         let (requester, kind) = new.requester.parts();
         let actor = match &new.requester {
             Requester::Session(key) => key.clone(),
             _ => requester.to_string(),
         };
+        let id = id.to_string();
         self.db.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             tx.execute(
@@ -196,7 +256,87 @@ impl TaskStore {
             insert_event(&tx, &id, "created", &actor, door, "", Some(TaskState::Open), &detail, &now)?;
             tx.commit()
         })?;
-        Ok(self.get(&id)?.expect("the task was just written"))
+        self.get(&id)?
+            .ok_or_else(|| StateError::Corrupt(format!("task `{id}` was written but is not there")))
+    }
+
+    /// Moves task `id` to `to` as the runtime of its assignee reported it (`runtime_state`,
+    /// kept beside: an A2A task's state), with `event` (its kind and detail) by `actor` (the
+    /// assignee when `None`) from `door`, whatever state it is in (the runtime's word is the fact); nothing when it is in
+    /// `to` with that runtime state already; recorded as late when the task is final.
+    pub(crate) fn follow_runtime(
+        &self,
+        id: &str,
+        to: TaskState,
+        runtime_state: &str,
+        event: &Event,
+        (actor, door): (Option<&str>, &str),
+    ) -> Result<Option<Applied>, TaskError> {
+        let now = crate::clock::now();
+        self.db.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(task) = read_task(&tx, id)? else {
+                return Ok(Err(TaskError::NotFound(id.to_string())));
+            };
+            if task.state == to && task.runtime_state.as_deref() == Some(runtime_state) {
+                return Ok(Ok(None));
+            }
+            let applied = if task.state.is_final() {
+                Applied::Late { state: task.state }
+            } else {
+                Applied::Moved {
+                    from: task.state,
+                    to,
+                }
+            };
+            let moved = matches!(applied, Applied::Moved { .. });
+            let mut detail = detail(event);
+            detail["runtimeState"] = json!(runtime_state);
+            let kind = event.kind();
+            let actor = actor.map_or_else(|| format!("agent:{}", task.assignee), str::to_string);
+            insert_event(&tx, id, kind, &actor, door, task.state.as_str(), moved.then_some(to), &detail, &now)?;
+            if moved {
+                tx.execute(
+                    "UPDATE tasks SET state = ?2, runtime_state = ?3, updated_at = ?4 WHERE id = ?1",
+                    params![id, to.as_str(), runtime_state, now],
+                )?;
+            }
+            tx.commit()?;
+            Ok(Ok(Some(applied)))
+        })?
+    }
+
+    /// Records run `run_id` (an A2A peer's message) as step `step` of task `id`, so that what
+    /// the agent hands the peer in it is the task's, too ([`TaskStore::task_of_run`]).
+    pub(crate) fn link_run(
+        &self,
+        id: &str,
+        step: &str,
+        title: &str,
+        session_key: &str,
+        run_id: &str,
+    ) -> Result<(), StateError> {
+        self.db.with(|c| {
+            c.execute(
+                "INSERT INTO task_steps (task_id, step_id, title, target_agent, session_key, runtime, run_id, acceptance, status, notes, updated_at)
+                 SELECT ?1, ?2, ?3, assignee_agent, ?4, 'a2a', ?5, NULL, 'done', NULL, ?6 FROM tasks WHERE id = ?1
+                 ON CONFLICT (task_id, step_id) DO NOTHING",
+                params![id, step, title, session_key, run_id, crate::clock::now()],
+            )
+            .map(drop)
+        })
+    }
+
+    /// The task whose step run `run_id` is ([`TaskStore::link_run`]).
+    pub(crate) fn task_of_run(&self, run_id: &str) -> Result<Option<String>, StateError> {
+        self.db.read(|c| {
+            c.query_row(
+                "SELECT task_id FROM task_steps WHERE run_id = ?1 LIMIT 1",
+                [run_id],
+                |r| r.get(0),
+            )
+            .optional()
+        })
     }
 
     pub(crate) fn get(&self, id: &str) -> Result<Option<Task>, StateError> {
@@ -274,6 +414,7 @@ impl TaskStore {
                 owner: &task.owner,
                 assignee: &task.assignee,
                 requester_person,
+                requester_peer: matches!(task.requester, Requester::Peer(_)),
                 approvers,
             };
             let applied = match decide(task.state, event, actor, &parties) {
@@ -312,25 +453,35 @@ impl TaskStore {
 }
 
 impl TaskStore {
-    /// Records artifact `name` (stored as `stored`) handed in by agent `by` from `door`, with
-    /// an `artifact` event; a second hand-in under the same name replaces the row, the history
-    /// keeps both. Refused when the task is final.
+    /// Records artifact `file.name` handed in to task `id` from `door`, with an `artifact`
+    /// event; a second hand-in under the same name replaces the row, the history keeps both.
+    /// Refused when the task is final; [`TaskError::Gone`] when its stored copy went before
+    /// this transaction (a sweep of the store: hand it in again).
     pub(crate) fn put_artifact(
         &self,
         id: &str,
-        name: &str,
-        stored: &Stored,
-        by: &str,
+        file: &HandedIn<'_>,
         door: &str,
     ) -> Result<(), TaskError> {
+        let HandedIn {
+            name, stored, by, ..
+        } = *file;
         self.on_open_task(id, "nothing is handed in to it", |tx, task, now| {
+            if !file.path.is_file() {
+                return Ok(Err(TaskError::Gone));
+            }
+            let sum = "SELECT coalesce(sum(size), 0) FROM task_artifacts WHERE task_id = ?1 AND name <> ?2";
+            if let Some(refused) = over_quota(tx, sum, id, &format!("task `{id}`"), file)? {
+                return Ok(Err(refused));
+            }
             tx.execute(
                 "INSERT INTO task_artifacts (task_id, name, sha256, size, handed_in_by, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (task_id, name) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size, handed_in_by = excluded.handed_in_by, at = excluded.at",
                 params![id, name, stored.sha256, stored.size as i64, by, now],
             )?;
             let detail = json!({"name": name, "sha256": stored.sha256, "size": stored.size});
-            insert_event(tx, id, "artifact", &format!("agent:{by}"), door, task.state.as_str(), Some(task.state), &detail, now)
+            insert_event(tx, id, "artifact", &format!("agent:{by}"), door, task.state.as_str(), Some(task.state), &detail, now)?;
+            Ok(Ok(()))
         })
     }
 
@@ -353,24 +504,36 @@ impl TaskStore {
         })
     }
 
-    /// Records file `name` that agent `by` handed to the A2A peer of run `run_id` (migration
-    /// `a2a_files.sql`); a second hand-in under the same name replaces the row.
+    /// Records file `file.name` that an agent handed to the A2A peer of run `run_id`
+    /// (migration `a2a_files.sql`); a second hand-in under the same name replaces the row.
+    /// [`TaskError::Gone`] when its stored copy went before this transaction.
     pub(crate) fn put_run_artifact(
         &self,
         run_id: &str,
-        name: &str,
-        stored: &Stored,
+        file: &HandedIn<'_>,
         media_type: &str,
-        by: &str,
-    ) -> Result<(), StateError> {
+    ) -> Result<(), TaskError> {
+        let HandedIn {
+            name, stored, by, ..
+        } = *file;
         self.db.with(|c| {
-            c.execute(
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            // Checked with the write lock held: a sweep of the store holds it too.
+            if !file.path.is_file() {
+                return Ok(Err(TaskError::Gone));
+            }
+            let sum = "SELECT coalesce(sum(size), 0) FROM run_artifacts WHERE run_id = ?1 AND name <> ?2";
+            if let Some(refused) = over_quota(&tx, sum, run_id, &format!("run `{run_id}`"), file)? {
+                return Ok(Err(refused));
+            }
+            tx.execute(
                 "INSERT INTO run_artifacts (run_id, name, sha256, size, media_type, handed_in_by, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (run_id, name) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size, media_type = excluded.media_type, handed_in_by = excluded.handed_in_by, at = excluded.at",
                 params![run_id, name, stored.sha256, stored.size as i64, media_type, by, crate::clock::now()],
-            )
-            .map(drop)
-        })
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })?
     }
 
     /// The files handed to A2A peers in run `run_id`, by name, with their media types.
@@ -419,7 +582,8 @@ impl TaskStore {
                 )?;
             }
             let detail = serde_json::to_value(steps).unwrap_or(Value::Null);
-            insert_event(tx, id, "plan", &actor_text(actor), door, task.state.as_str(), Some(task.state), &json!({"steps": detail}), now)
+            insert_event(tx, id, "plan", &actor_text(actor), door, task.state.as_str(), Some(task.state), &json!({"steps": detail}), now)?;
+            Ok(Ok(()))
         })
     }
 
@@ -429,7 +593,11 @@ impl TaskStore {
         &self,
         id: &str,
         kept: &str,
-        write: impl FnOnce(&rusqlite::Transaction<'_>, &Task, &str) -> rusqlite::Result<()>,
+        write: impl FnOnce(
+            &rusqlite::Transaction<'_>,
+            &Task,
+            &str,
+        ) -> rusqlite::Result<Result<(), TaskError>>,
     ) -> Result<(), TaskError> {
         let now = crate::clock::now();
         self.db.with(|c| {
@@ -443,7 +611,10 @@ impl TaskStore {
                     task.state
                 ))));
             }
-            write(&tx, &task, &now)?;
+            // Refused by `write`: rolled back.
+            if let Err(e) = write(&tx, &task, &now)? {
+                return Ok(Err(e));
+            }
             tx.commit()?;
             Ok(Ok(()))
         })?
@@ -697,26 +868,90 @@ mod tests {
     }
 
     #[test]
-    fn artifacts_and_steps_are_kept_until_the_task_is_final() {
-        let (_tmp, store) = store();
-        let task = store.create(&new_task(), "cli").unwrap();
-        let one = Stored {
-            sha256: "aa".into(),
-            size: 2,
-        };
-        let two = Stored {
-            sha256: "bb".into(),
-            size: 3,
+    fn a_runs_files_stay_within_the_quota_to_the_byte() {
+        let (tmp, store) = store();
+        let there = tmp.path().join("state.db");
+        let (big, small) = (
+            Stored {
+                sha256: "aa".into(),
+                size: 999,
+            },
+            Stored {
+                sha256: "bb".into(),
+                size: 1,
+            },
+        );
+        let file = |name, stored| HandedIn {
+            name,
+            stored,
+            path: &there,
+            by: "beta",
+            quota: 1000,
         };
         store
-            .put_artifact(&task.id, "test.log", &one, "beta", "mcp")
+            .put_run_artifact("run-1", &file("a", &big), "text/plain")
             .unwrap();
         store
-            .put_artifact(&task.id, "test.log", &two, "beta", "mcp")
+            .put_run_artifact("run-1", &file("b", &small), "text/plain")
+            .unwrap();
+        let refused = store
+            .put_run_artifact("run-1", &file("c", &small), "text/plain")
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains(
+                "run `run-1`'s artifacts would take 1001 bytes, over the limit of 1000 bytes (artifactQuotaBytes): 1000 bytes used, 1 asked"
+            ),
+            "{refused}"
+        );
+        // Another run has a quota of its own.
+        store
+            .put_run_artifact("run-2", &file("c", &small), "text/plain")
+            .unwrap();
+        assert_eq!(store.run_artifacts("run-1").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn artifacts_and_steps_are_kept_until_the_task_is_final() {
+        let (tmp, store) = store();
+        // A stored copy that is there (any file will do).
+        let there = tmp.path().join("state.db");
+        let file = |name: &'static str, stored: &'static Stored| HandedIn {
+            name,
+            stored,
+            path: Box::leak(Box::new(there.clone())),
+            by: "beta",
+            quota: 1000,
+        };
+        let task = store.create(&new_task(), "cli").unwrap();
+        let one: &'static Stored = Box::leak(Box::new(Stored {
+            sha256: "aa".into(),
+            size: 2,
+        }));
+        let two: &'static Stored = Box::leak(Box::new(Stored {
+            sha256: "bb".into(),
+            size: 3,
+        }));
+        store
+            .put_artifact(&task.id, &file("test.log", one), "mcp")
+            .unwrap();
+        // A stored copy a sweep took before the row: nothing is written, the caller stores it
+        // again.
+        let gone = tmp.path().join("gone");
+        let missing = HandedIn {
+            path: &gone,
+            ..file("test.log", two)
+        };
+        assert!(matches!(
+            store.put_artifact(&task.id, &missing, "mcp"),
+            Err(TaskError::Gone)
+        ));
+        assert_eq!(store.artifacts(&task.id).unwrap()[0].stored(), *one);
+        store
+            .put_artifact(&task.id, &file("test.log", two), "mcp")
             .unwrap();
         let rows = store.artifacts(&task.id).unwrap();
         assert_eq!(rows.len(), 1, "a second hand-in replaces the row");
-        assert_eq!(rows[0].stored(), two);
+        assert_eq!(rows[0].stored(), *two);
         let step = Step {
             id: "1".into(),
             title: "ask beta".into(),
@@ -776,7 +1011,7 @@ mod tests {
             )
             .unwrap();
         let refused = store
-            .put_artifact(&task.id, "late.log", &one, "beta", "mcp")
+            .put_artifact(&task.id, &file("late.log", one), "mcp")
             .unwrap_err();
         assert!(
             refused.to_string().contains("cancelled already"),

@@ -232,7 +232,7 @@ fn agent_key(
 }
 
 /// Keys that act for one runtime kind only: `model`, `heartbeat.every`, `permissions`,
-/// `bootstrapMaxChars` and `artifactMaxBytes` (through ACP), and
+/// `bootstrapMaxChars`, `artifactMaxBytes` and `artifactQuotaBytes` (through ACP), and
 /// `runtime.command`, `env`, `cwd` (for a runtime that runs).
 fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
     let heartbeat_why = |kind: RuntimeKind| {
@@ -262,6 +262,11 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
             "bootstrapMaxChars",
         ),
         ("artifactMaxBytes", "artifactMaxBytes", "artifactMaxBytes"),
+        (
+            "artifactQuotaBytes",
+            "artifactQuotaBytes",
+            "artifactQuotaBytes",
+        ),
     ] {
         let pointer = format!("/agents/defaults/{field}");
         if !cx.exists(AGENTS, &pointer) {
@@ -327,6 +332,10 @@ fn kind_keys(cx: &Context<'_>, listed: &[&Agent], out: &mut Vec<Diagnostic>) {
         ),
         (
             "artifactMaxBytes",
+            "only an ACP session hands files in to a task, through the Hub's tools",
+        ),
+        (
+            "artifactQuotaBytes",
             "only an ACP session hands files in to a task, through the Hub's tools",
         ),
     ] {

@@ -149,6 +149,14 @@ fn the_python_sdk_sends_and_gets_over_json_rpc_and_http_json() {
                 .any(|d| d.get("statusUpdate").is_some() || d.get("artifactUpdate").is_some()),
             "{binding}: streamed: {docs:#?}"
         );
+        // The Python peer's task is a deepcli task too (issue 37), submitted with the reply.
+        let id = format!("task-{}", task["id"].as_str().unwrap());
+        common::wait_until("the Python peer's deepcli task submitted", || {
+            task_shown(&up, &id)["state"] == "submitted"
+        });
+        let shown = task_shown(&up, &id);
+        assert_eq!(shown["requester"], "a2a:partner", "{shown:#}");
+        assert_eq!(shown["runtimeState"], "TASK_STATE_COMPLETED", "{shown:#}");
     }
 }
 
@@ -1434,5 +1442,263 @@ fn the_http_json_binding_answers_errors_as_google_rpc_status() {
     assert_eq!(
         routed.body["error"]["details"][0]["metadata"]["agent"],
         "main"
+    );
+}
+
+/// `deepcli tasks show TASK --json`.
+fn task_shown(up: &Up, id: &str) -> Value {
+    let out = up.deepcli(&["tasks", "show", id, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// An A2A peer's task is a deepcli task (issue 37): made when the peer's message starts it
+/// (requester the peer, the agent its owner and assignee, in the A2A session), its state
+/// following the A2A task's (input-required → awaiting_input with the question, the answer
+/// → working, completed → submitted with the reply), the raw A2A state beside; `tasks list`
+/// and `audit --task` show it; a person accepts or rejects it as it is (never reopened), and
+/// to the peer it stays completed.
+#[test]
+fn a_peers_a2a_task_is_a_deepcli_task_that_follows_its_states() {
+    let up = up();
+    let url = base(&up, "sdk");
+    let asked = one(&[
+        "send",
+        &url,
+        TOKEN,
+        "reply: Which city?\\nINPUT_REQUIRED",
+        "trip",
+    ]);
+    let a2a_id = asked["id"].as_str().unwrap().to_string();
+    let id = format!("task-{a2a_id}");
+    let task = task_shown(&up, &id);
+    assert_eq!(task["state"], "awaiting_input", "{task:#}");
+    assert_eq!(
+        task["runtimeState"], "TASK_STATE_INPUT_REQUIRED",
+        "{task:#}"
+    );
+    assert_eq!(task["requester"], "a2a:partner", "{task:#}");
+    assert_eq!(task["owner"], "sdk");
+    assert_eq!(task["assignee"], "sdk");
+    assert_eq!(task["sessionKey"], "agent:sdk:a2a:partner:trip", "{task:#}");
+    assert_eq!(
+        task["title"], "reply: Which city?\\nINPUT_REQUIRED",
+        "{task:#}"
+    );
+    let asked_event = task["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "asked")
+        .unwrap_or_else(|| panic!("{task:#}"));
+    assert_eq!(asked_event["detail"]["question"], "Which city?");
+    assert_eq!(asked_event["actor"], "agent:sdk");
+    assert_eq!(asked_event["door"], "a2a");
+
+    let done = one(&["send", &url, TOKEN, "Paris", "trip", &a2a_id]);
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done:#}");
+    common::wait_until("the deepcli task submitted", || {
+        task_shown(&up, &id)["state"] == "submitted"
+    });
+    let task = task_shown(&up, &id);
+    assert_eq!(task["runtimeState"], "TASK_STATE_COMPLETED", "{task:#}");
+    let kinds: Vec<&str> = task["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["created", "asked", "answered", "submitted"],
+        "{task:#}"
+    );
+    let submitted = &task["events"][3];
+    assert!(
+        submitted["detail"]["summary"]
+            .as_str()
+            .unwrap()
+            .ends_with("Paris (turn 2)"),
+        "{task:#}"
+    );
+    assert_eq!(task["events"][2]["actor"], "a2a:partner", "{task:#}");
+    let steps: Vec<&str> = task["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["runId"].as_str())
+        .collect();
+    assert_eq!(steps.len(), 2, "each message a step with its run: {task:#}");
+
+    let listed = up.deepcli(&["tasks", "list", "--json"]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert!(
+        listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["taskId"] == id.as_str()),
+        "{listed:#}"
+    );
+    let story = up.deepcli(&["audit", "--task", &id]);
+    let story = String::from_utf8_lossy(&story.stdout).to_string();
+    assert!(
+        story.contains("asked by agent:sdk via a2a: open → awaiting_input"),
+        "{story}"
+    );
+
+    // A person accepts it as it is: to the peer it stays completed.
+    let accepted = up.deepcli(&["tasks", "accept", &id]);
+    assert!(
+        accepted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&accepted.stderr)
+    );
+    assert_eq!(task_shown(&up, &id)["state"], "accepted");
+    let got = one(&["get", &url, TOKEN, &a2a_id]);
+    assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED", "{got:#}");
+
+    // Another: a rejection that would reopen it is refused (A2A reopens nothing); one that
+    // closes it is taken.
+    let other = one(&["send", &url, TOKEN, "hello"]);
+    let other_id = format!("task-{}", other["id"].as_str().unwrap());
+    common::wait_until("the second deepcli task submitted", || {
+        task_shown(&up, &other_id)["state"] == "submitted"
+    });
+    let reopen = up.deepcli(&["tasks", "reject", &other_id, "not this"]);
+    assert!(!reopen.status.success());
+    assert!(
+        String::from_utf8_lossy(&reopen.stderr).contains("A2A never reopens one"),
+        "{}",
+        String::from_utf8_lossy(&reopen.stderr)
+    );
+    let closed = up.deepcli(&["tasks", "reject", &other_id, "not this", "--close"]);
+    assert!(
+        closed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&closed.stderr)
+    );
+    assert_eq!(task_shown(&up, &other_id)["state"], "rejected");
+}
+
+/// `tool` called with `args` from session `key` (the echo agent runs an `mcp` line as a
+/// call): the tool's result.
+fn tool_from(up: &Up, key: &str, tool: &str, args: Value) -> Value {
+    let out = up.deepcli(&["sessions", "send", key, &format!("mcp {tool} {args}")]);
+    let reply = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let json = reply
+        .strip_prefix("mcp: ")
+        .unwrap_or_else(|| panic!("the tool call failed: {reply}"));
+    serde_json::from_str(json).unwrap_or_else(|_| panic!("not JSON: {reply}"))
+}
+
+/// A task given to a remote A2A agent (issue 37): its title and acceptance go to the remote
+/// as a message in the task's own A2A context; the remote's input-required is the task's
+/// question (awaiting_input), the owner's answer the next message in the same context, its
+/// completed the task's submitted result, the raw A2A state kept beside.
+#[test]
+fn a_task_given_to_a_remote_a2a_agent_asks_and_submits_by_its_a2a_states() {
+    let remote = RemoteAgent::start(&[("A2A_REMOTE_TOKEN", "remote-secret-token")]);
+    let up = remote_up(&remote);
+    up.wait_for("the remote ready and the echo agent ready", |doc| {
+        ["remote", "sdk"]
+            .iter()
+            .all(|id| Up::runtime(doc, id).is_some_and(|r| r["status"] == "ready"))
+    });
+    let created = tool_from(
+        &up,
+        "agent:sdk:main",
+        "tasks_create",
+        json!({"agentId": "remote", "title": "ask", "acceptance": "it picks one"}),
+    );
+    let id = created["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created:#}"))
+        .to_string();
+    common::wait_until("the remote's question", || {
+        task_shown(&up, &id)["state"] == "awaiting_input"
+    });
+    let task = task_shown(&up, &id);
+    assert_eq!(
+        task["runtimeState"], "TASK_STATE_INPUT_REQUIRED",
+        "{task:#}"
+    );
+    let asked = task["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "asked")
+        .unwrap_or_else(|| panic!("{task:#}"));
+    assert_eq!(asked["detail"]["question"], "which one?", "{task:#}");
+    assert_eq!(asked["actor"], "agent:remote", "{task:#}");
+
+    let answered = tool_from(
+        &up,
+        "agent:sdk:main",
+        "tasks_update",
+        json!({"taskId": id, "action": "answer", "text": "the red one"}),
+    );
+    assert_eq!(answered["state"], "working", "{answered:#}");
+    common::wait_until("the remote's result", || {
+        task_shown(&up, &id)["state"] == "submitted"
+    });
+    let task = task_shown(&up, &id);
+    assert_eq!(task["runtimeState"], "TASK_STATE_COMPLETED", "{task:#}");
+    let summary = task["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|e| e["kind"] == "submitted")
+        .and_then(|e| e["detail"]["summary"].as_str())
+        .unwrap_or_else(|| panic!("{task:#}"))
+        .to_string();
+    // The answer went in the same context as the brief: the remote's second turn there.
+    assert!(
+        summary.starts_with("remote: ") && summary.ends_with("(context turn 2)"),
+        "{summary}"
+    );
+    assert!(summary.contains("the red one"), "{summary}");
+
+    // Its file parts are the task's artifacts: inline bytes stored by their hash, a URL
+    // recorded in the summary and not fetched.
+    let created = tool_from(
+        &up,
+        "agent:sdk:main",
+        "tasks_create",
+        json!({"agentId": "remote", "title": "files", "acceptance": "it sends a file"}),
+    );
+    let id = created["taskId"].as_str().unwrap().to_string();
+    common::wait_until("the remote's files", || {
+        task_shown(&up, &id)["state"] == "submitted"
+    });
+    let task = task_shown(&up, &id);
+    let hello = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"hello"));
+    assert_eq!(
+        task["artifacts"],
+        json!([{"name": "r.txt", "sha256": hello, "size": 5, "handedInBy": "remote", "at": task["artifacts"][0]["at"]}]),
+        "{task:#}"
+    );
+    let stored = up.state.join(format!("artifacts/{id}/{hello}"));
+    assert_eq!(std::fs::read(stored).unwrap(), b"hello");
+    let summary = task["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "submitted")
+        .and_then(|e| e["detail"]["summary"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        summary.contains("at https://files.example/big.bin — not fetched by deepcli]"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("[deepcli: `r.txt` kept as an artifact of the task (5 bytes"),
+        "{summary}"
     );
 }

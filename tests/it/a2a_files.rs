@@ -120,6 +120,25 @@ fn js_round_trip(up: &Up, transport: &str) {
     assert_eq!(part["filename"], "back/data.bin");
     assert_eq!(part["mediaType"], "application/octet-stream");
     assert_eq!(sha256(&b64(part["raw"].as_str().unwrap())), sha256(&sent));
+    // The peer's A2A task is a deepcli task: the file is its artifact, too (issue 37).
+    let out = up.deepcli(&["tasks", "show", &format!("task-{id}"), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["artifacts"][0]["name"], "back/data.bin", "{shown:#}");
+    assert_eq!(
+        shown["artifacts"][0]["sha256"],
+        sha256(&sent).as_str(),
+        "{shown:#}"
+    );
+    assert_eq!(
+        back[0].2["taskId"],
+        format!("task-{id}").as_str(),
+        "{reply}"
+    );
 }
 
 #[test]

@@ -194,3 +194,118 @@ fn state_prune_keeps_the_newest_rows_of_each_session_and_refuses_short_deliverie
         text(&out)
     );
 }
+
+/// The artifact store's files go with the last row that names them (issue 37): a prune of
+/// runs takes the files handed to A2A peers in them, and a task's file that a later hand-in
+/// under the same name replaced; a file a row names stays, and so does a young one. `state
+/// check` removes what no row names and names a row whose file is missing.
+#[test]
+fn pruned_runs_take_their_stored_files_and_state_check_finds_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    let state = tmp.path().join("state");
+    let clock = tmp.path().join("clock");
+    std::fs::write(&clock, "0").unwrap();
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\nstate:\n  retention:\n    runs: {days: 30}\n",
+    )
+    .unwrap();
+    let out = deepcli(&config, &state, &clock, &["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let hash = |c: char| c.to_string().repeat(64);
+    let (run_file, kept_run_file, replaced, current) = (hash('a'), hash('b'), hash('c'), hash('d'));
+    let runs = state.join("artifacts/a2a-runs");
+    let task = state.join("artifacts/task-1");
+    for (dir, name) in [
+        (runs.join("run-old"), &run_file),
+        (runs.join("run-new"), &kept_run_file),
+        (task.clone(), &replaced),
+        (task.clone(), &current),
+    ] {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), name.as_bytes()).unwrap();
+    }
+    let db = rusqlite::Connection::open(state.join("state.db")).unwrap();
+    for (run, finished) in [
+        ("run-old", "2026-01-01T00:00:00Z"),
+        ("run-new", "2099-01-01T00:00:00Z"),
+    ] {
+        db.execute(
+            "INSERT INTO hub_runs (run_id, kind, source_tool, state, requester_session_key, target_agent_id, target_session_key, correlation_id, message, created_at, finished_at, updated_at)
+             VALUES (?1, 'send', 'a2a', 'completed', 'a2a:peer', 'main', 'agent:main:a2a', ?1, 'hi', ?2, ?2, ?2)",
+            rusqlite::params![run, finished],
+        )
+        .unwrap();
+    }
+    for (run, sha) in [("run-old", &run_file), ("run-new", &kept_run_file)] {
+        db.execute(
+            "INSERT INTO run_artifacts (run_id, name, sha256, size, media_type, handed_in_by, at) VALUES (?1, 'r.txt', ?2, 64, 'text/plain', 'main', 'now')",
+            rusqlite::params![run, sha],
+        )
+        .unwrap();
+    }
+    // The row of task-1's `r.txt` names the later hand-in; the earlier one's file is left.
+    db.execute(
+        "INSERT INTO task_artifacts (task_id, name, sha256, size, handed_in_by, at) VALUES ('task-1', 'r.txt', ?1, 64, 'main', 'now')",
+        [&current],
+    )
+    .unwrap();
+    drop(db);
+
+    // Today: the old run goes, but its file is younger than the grace: it stays for now.
+    let out = deepcli(&config, &state, &clock, &["state", "prune", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["pruned"][0]["kind"], "runs", "{report}");
+    assert_eq!(
+        report["pruned"][0]["rows"], 2,
+        "the run and its file's row: {report}"
+    );
+    assert_eq!(report["files"]["files"], 0, "{report}");
+    assert!(runs.join("run-old").join(&run_file).is_file());
+
+    // An hour on: what no row names goes, with the directory left empty at the next sweep.
+    std::fs::write(&clock, "3600").unwrap();
+    let out = deepcli(&config, &state, &clock, &["state", "prune", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["files"],
+        serde_json::json!({"files": 2, "bytes": 128}),
+        "{report}"
+    );
+    assert!(!runs.join("run-old").join(&run_file).exists());
+    assert!(
+        !task.join(&replaced).exists(),
+        "the replaced hand-in's file stayed"
+    );
+    assert!(runs.join("run-new").join(&kept_run_file).is_file());
+    assert!(task.join(&current).is_file());
+    std::fs::write(&clock, "7200").unwrap();
+    let out = deepcli(&config, &state, &clock, &["state", "prune"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!runs.join("run-old").exists());
+
+    // A crash between a prune's commit and its unlink leaves a file no row names: `state
+    // check` removes it. A row whose file is missing is named, never left silent.
+    std::fs::write(runs.join("run-new").join(&run_file), "orphan").unwrap();
+    std::fs::remove_file(task.join(&current)).unwrap();
+    std::fs::write(&clock, "10800").unwrap();
+    let out = deepcli(&config, &state, &clock, &["state", "check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("Removed 1 stored artifact files no row named (6 bytes)"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("artifact: task task-1's artifact `r.txt` has no stored file"),
+        "{}",
+        text(&out)
+    );
+    assert!(!runs.join("run-new").join(&run_file).exists());
+    assert!(runs.join("run-new").join(&kept_run_file).is_file());
+}

@@ -182,6 +182,10 @@ const KEYS: &[(&str, Acts)] = &[
         Enforced("tasks::artifacts: a larger file is not handed in"),
     ),
     (
+        "agents.list[].artifactQuotaBytes",
+        Enforced("tasks::store: a hand-in past a task's or run's total is not recorded"),
+    ),
+    (
         "agents.list[].runtime",
         Enforced("runtime: what the controller runs"),
     ),

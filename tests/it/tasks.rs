@@ -725,10 +725,11 @@ fn a_person_gives_a_task_in_the_room_and_the_operator_from_the_cli() {
         own.starts_with("no task was given: a task is for another agent"),
         "{own}"
     );
+    // A remote A2A agent takes tasks too: it asks and submits by its A2A task's states
+    // (a2a.rs drives one to its result).
     let remote = say(&up, "ga", "/task remote x | y");
     assert!(
-        remote
-            .starts_with("no task was given: agent `remote` has no ACP runtime (runtime.kind a2a)"),
+        remote.starts_with("task task-") && remote.contains(": remote works on it;"),
         "{remote}"
     );
 
@@ -754,7 +755,8 @@ fn a_person_gives_a_task_in_the_room_and_the_operator_from_the_cli() {
         "{said}"
     );
     let listed = crate::hub::get(&up, "/v1/tasks");
-    assert_eq!(listed["count"], 2, "{listed}");
+    // The room's task for beta, the one for the remote, the operator's.
+    assert_eq!(listed["count"], 3, "{listed}");
     assert_eq!(listed["tasks"][0]["requester"], "operator", "{listed}");
     let bad = up.deepcli(&[
         "tasks",
@@ -919,4 +921,53 @@ fn the_worked_examples_files_validate_as_written() {
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("0 errors, 0 warnings in 3 files"), "{said}");
+}
+
+/// A task's artifacts together stay within the handing agent's `artifactQuotaBytes` (issue
+/// 37): a hand-in that brings them to the quota exactly is taken, one byte past it is refused
+/// with the limit, the bytes used and the bytes asked; a file replaced under its own name is
+/// not counted twice.
+#[test]
+fn a_tasks_artifacts_stay_within_the_quota_to_the_byte() {
+    let up = hub_up(&agents("", "", "      artifactQuotaBytes: 1000\n"), |_| {});
+    let created = tool(
+        &up,
+        "tasks_create",
+        json!({"agentId": "beta", "title": "make files", "acceptance": "they fit"}),
+    );
+    let id = created["taskId"].as_str().unwrap().to_string();
+    let task_key = format!("agent:beta:task:{id}");
+    heard(&up, &task_key, "Title: make files");
+    let ws_b = up.state.join("workspaces/beta");
+    let put = |path: &str, bytes: usize| {
+        std::fs::write(ws_b.join(path), vec![b'x'; bytes]).unwrap();
+        tool_from(
+            &up,
+            &task_key,
+            "artifacts_put",
+            json!({"taskId": id, "path": path}),
+        )
+    };
+    let a = put("a.bin", 600);
+    assert_eq!(a["size"], 600, "{a}");
+    let b = put("b.bin", 400);
+    assert_eq!(b["size"], 400, "at the quota exactly: {b}");
+    let c = put("c.bin", 1);
+    let why = c["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!(
+            "task `{id}`'s artifacts would take 1001 bytes, over the limit of 1000 bytes (artifactQuotaBytes): 1000 bytes used, 1 asked"
+        )),
+        "{c}"
+    );
+    let listed = tool(&up, "artifacts_get", json!({"taskId": id}));
+    assert_eq!(
+        listed["count"], 2,
+        "nothing recorded past the quota: {listed}"
+    );
+    // a.bin handed in again, a byte smaller: its earlier size is not counted.
+    let a = put("a.bin", 599);
+    assert_eq!(a["size"], 599, "{a}");
+    let c = put("c.bin", 1);
+    assert_eq!(c["size"], 1, "{c}");
 }

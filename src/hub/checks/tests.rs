@@ -25,6 +25,7 @@ fn policy(visibility: Visibility) -> HubPolicy {
                 private_network: false,
                 hub_socket: None,
                 artifact_max_bytes: crate::tasks::artifacts::DEFAULT_MAX_BYTES,
+                artifact_quota_bytes: crate::tasks::artifacts::DEFAULT_QUOTA_BYTES,
             },
         );
     }

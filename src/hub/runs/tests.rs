@@ -8,6 +8,7 @@ fn answered(text: &str, stop: Option<&str>) -> TurnEnd {
         text: text.into(),
         stop_reason: stop.map(StopReason::parse),
         runtime: Duration::from_millis(5),
+        files: Vec::new(),
     }
 }
 
