@@ -44,8 +44,13 @@ use pb::a2a_service_server::{A2aService, A2aServiceServer};
 /// The service's routes (`/lf.a2a.v1.A2AService/<Method>`), for the controller's router.
 pub(super) fn router(a2a: Arc<A2a>) -> axum::Router {
     let server = A2aServiceServer::new(GrpcA2a { a2a }).max_decoding_message_size(BODY_LIMIT);
-    tonic::service::Routes::new(server)
-        .into_axum_router()
+    // The service's own route only: a method it lacks is tonic's `UNIMPLEMENTED`; any other
+    // path is the controller's.
+    axum::Router::new()
+        .route_service(
+            &format!("/{}/{{*method}}", pb::a2a_service_server::SERVICE_NAME),
+            server,
+        )
         // HTTP/2 carries the host in `:authority`, which tonic's metadata does not keep: a
         // `host` header makes it the base of the URLs an answer names (`http::base_url`).
         .layer(axum::middleware::map_request(host_from_authority))
@@ -412,5 +417,69 @@ impl A2aService for GrpcA2a {
     ) -> Result<tonic::Response<()>, Status> {
         let _: tonic::Response<Value> = self.unary(request, Call::Op(Op::PushDelete)).await?;
         Ok(tonic::Response::new(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::RpcError;
+
+    /// Each A2A error as the gRPC status A2A's table gives ("Error Code Mappings"), with its
+    /// reason in an `ErrorInfo` of domain `a2a-protocol.org`.
+    #[test]
+    fn every_a2a_error_is_the_specs_grpc_status_with_its_error_info() {
+        let table = [
+            (-32001, Code::NotFound, "TASK_NOT_FOUND"),
+            (-32002, Code::FailedPrecondition, "TASK_NOT_CANCELABLE"),
+            (
+                -32003,
+                Code::FailedPrecondition,
+                "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            ),
+            (-32004, Code::FailedPrecondition, "UNSUPPORTED_OPERATION"),
+            (-32005, Code::InvalidArgument, "CONTENT_TYPE_NOT_SUPPORTED"),
+            (-32006, Code::Internal, "INVALID_AGENT_RESPONSE"),
+            (
+                -32007,
+                Code::FailedPrecondition,
+                "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            ),
+            (
+                -32008,
+                Code::FailedPrecondition,
+                "EXTENSION_SUPPORT_REQUIRED",
+            ),
+            (-32009, Code::FailedPrecondition, "VERSION_NOT_SUPPORTED"),
+        ];
+        for (code, grpc, reason) in table {
+            let body = Binding::Rest.error_body(&RpcError::new(code, "what went wrong"));
+            let status = status_of(body.to_string().as_bytes(), &HeaderMap::new());
+            assert_eq!(status.code(), grpc, "{code}");
+            assert_eq!(status.message(), "what went wrong");
+            let info = status.get_details_error_info().expect("an ErrorInfo");
+            assert_eq!(
+                (info.reason.as_str(), info.domain.as_str()),
+                (reason, "a2a-protocol.org")
+            );
+        }
+        // Bad parameters: INVALID_ARGUMENT, no A2A reason.
+        let body = Binding::Rest.error_body(&RpcError::invalid_params("`id` is required"));
+        let status = status_of(body.to_string().as_bytes(), &HeaderMap::new());
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert!(status.get_details_error_info().is_none());
+    }
+
+    #[test]
+    fn an_sse_block_is_its_data_and_whether_it_is_an_error() {
+        assert_eq!(
+            event_of(b"data: {\"task\":{}}\n\n"),
+            Some(("{\"task\":{}}".to_string(), false))
+        );
+        assert_eq!(
+            event_of(b"event: error\ndata: {\"error\":{}}\n\n"),
+            Some(("{\"error\":{}}".to_string(), true))
+        );
+        assert_eq!(event_of(b":\n\n"), None);
     }
 }

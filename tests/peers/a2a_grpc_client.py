@@ -4,6 +4,7 @@
 tests/peers/requirements.txt).
 
     a2a_grpc_client.py URL TOKEN WEBHOOK
+    a2a_grpc_client.py bench TARGET TENANT TOKEN N
 
 The client reads the Agent Card at URL, picks the card's GRPC interface (its `url` the
 listener, its `tenant` the agent), and with the bearer TOKEN in the `authorization` metadata:
@@ -13,6 +14,11 @@ it, reads the extended card, asks for a task that does not exist (the SDK's erro
 status's ErrorInfo), and calls once with no token. One JSON document per line on stdout, each
 {"step": …, …} (messages as ProtoJSON). A failure is one line {"error", "type"} and exit
 status 1.
+
+`bench` (scripts/bench-a2a) makes N blocking SendMessage calls of `bench-reply` to TARGET
+(`host:port`) for the agent TENANT, one after another in one contextId, on grpcio's stub, and
+prints {"hubUs": [sorted: the hub's share from each answer's `server-timing` metadata],
+"overheadUs": [sorted: the round trip minus the echo agent's own handler time]}.
 """
 
 import asyncio
@@ -212,9 +218,40 @@ async def main(url, token, webhook):
     await http.aclose()
 
 
+async def bench(target_, tenant, token, n):
+    import re
+    import time
+
+    channel = grpc.aio.insecure_channel(target_)
+    stub = a2a_pb2_grpc.A2AServiceStub(channel)
+    metadata = [("authorization", f"Bearer {token}")]
+    context = f"bench-{uuid.uuid4()}"
+    hub, overhead = [], []
+    for _ in range(int(n)):
+        request = message("bench-reply")
+        request.tenant = tenant
+        request.message.context_id = context
+        begun = time.perf_counter()
+        call = stub.SendMessage(request, metadata=metadata)
+        answer = await call
+        took = (time.perf_counter() - begun) * 1e6
+        timing = dict(await call.initial_metadata()).get("server-timing", "")
+        m = re.search(r"hub;dur=([0-9.]+)", timing)
+        if m:
+            hub.append(float(m.group(1)) * 1000)
+        reply = answer.task.artifacts[0].parts[0].text
+        own = float(reply.replace("echo: ", "").replace("bench:", "") or 0)
+        overhead.append(took - own)
+    await channel.close()
+    say({"hubUs": sorted(hub), "overheadUs": sorted(overhead)})
+
+
 if __name__ == "__main__":
     try:
-        asyncio.run(main(*sys.argv[1:4]))
+        if sys.argv[1] == "bench":
+            asyncio.run(bench(*sys.argv[2:6]))
+        else:
+            asyncio.run(main(*sys.argv[1:4]))
     except Exception as e:  # the test reads what failed
         say({"error": str(e), "type": type(e).__name__})
         sys.exit(1)
