@@ -61,25 +61,31 @@ def target(url):
     return url.split("://", 1)[-1].rstrip("/")
 
 
-class Bearer(
-    grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor
-):
-    """`authorization: Bearer <token>` on every call."""
+class Bearer:
+    """`authorization: Bearer <token>` on every call: one interceptor per kind of call (grpcio
+    files an interceptor under the first kind it is)."""
 
     def __init__(self, token):
         self.token = token
 
-    def _details(self, d):
+    def details(self, d):
         metadata = list(d.metadata or []) + [("authorization", f"Bearer {self.token}")]
         return grpc.aio.ClientCallDetails(
             d.method, d.timeout, metadata, d.credentials, d.wait_for_ready
         )
 
-    async def intercept_unary_unary(self, continuation, details, request):
-        return await continuation(self._details(details), request)
+    def interceptors(self):
+        bearer = self
 
-    async def intercept_unary_stream(self, continuation, details, request):
-        return await continuation(self._details(details), request)
+        class Unary(grpc.aio.UnaryUnaryClientInterceptor):
+            async def intercept_unary_unary(self, continuation, details, request):
+                return await continuation(bearer.details(details), request)
+
+        class Streamed(grpc.aio.UnaryStreamClientInterceptor):
+            async def intercept_unary_stream(self, continuation, details, request):
+                return await continuation(bearer.details(details), request)
+
+        return [Unary(), Streamed()]
 
 
 def message(text):
@@ -107,7 +113,7 @@ async def main(url, token, webhook):
     channels = []
 
     def channel(u):
-        c = grpc.aio.insecure_channel(target(u), interceptors=[Bearer(token)])
+        c = grpc.aio.insecure_channel(target(u), interceptors=Bearer(token).interceptors())
         channels.append(c)
         return c
 
