@@ -14,12 +14,16 @@ const TOKEN: &str = "partner-token-0123456789";
 
 fn agents() -> String {
     format!(
-        "agents:\n  list:\n    - id: main\n    - id: sdk\n      identity: {{name: Echo, description: Echoes what it is told.}}\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      identity: {{name: Echo, description: Echoes what it is told.}}\n      runtime: {{kind: acp, command: [node, \"{0}\"]}}\n    - id: other\n      runtime: {{kind: acp, command: [node, \"{0}\"]}}\n",
         common::sdk_echo_agent().display()
     )
 }
 
-const CHANNELS: &str = "a2a:\n  expose: [sdk]\n  push:\n    allowPrivateTargets: true\n  peers:\n    partner:\n      token: {source: env, id: PARTNER_TOKEN}\n";
+const CHANNELS: &str = "a2a:\n  expose: [sdk, other]\n  push:\n    allowPrivateTargets: true\n  peers:\n    partner:\n      token: {source: env, id: PARTNER_TOKEN}\n";
+
+/// At the hub's endpoint (a request with no tenant) the peer is routed to `other`.
+const BINDINGS: &str =
+    "bindings:\n  - agentId: other\n    match: {channel: a2a, peer: {kind: direct, id: partner}}\n";
 
 /// The client's documents by step (it must succeed).
 fn grpc_client(up: &Up) -> HashMap<String, Value> {
@@ -53,11 +57,13 @@ fn state(task: &Value) -> &str {
 
 #[test]
 fn the_python_sdk_speaks_every_method_over_grpc() {
-    let up = Up::start_config(&agents(), CHANNELS, "bindings: []\n", |c| {
+    let up = Up::start_config(&agents(), CHANNELS, BINDINGS, |c| {
         c.env("PARTNER_TOKEN", TOKEN);
     });
-    up.wait_for("the echo agent ready", |doc| {
-        Up::runtime(doc, "sdk").is_some_and(|r| r["status"] == "ready")
+    up.wait_for("the echo agents ready", |doc| {
+        ["sdk", "other"]
+            .iter()
+            .all(|id| Up::runtime(doc, id).is_some_and(|r| r["status"] == "ready"))
     });
     let steps = grpc_client(&up);
 
@@ -153,6 +159,17 @@ fn the_python_sdk_speaks_every_method_over_grpc() {
     assert_eq!(
         status["errorInfo"]["domain"], "a2a-protocol.org",
         "{status:#}"
+    );
+
+    // No tenant: the hub's endpoint, routed by bindings.yaml to `other` (in its workspace).
+    let routed = &steps["routed"]["task"];
+    assert_eq!(state(routed), "TASK_STATE_COMPLETED", "{routed:#}");
+    let cwd = routed["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        cwd.starts_with("cwd: ") && cwd.contains("other"),
+        "{routed:#}"
     );
 
     // No token: UNAUTHENTICATED, with the door's reason.

@@ -11,7 +11,8 @@ listener, its `tenant` the agent), and with the bearer TOKEN in the `authorizati
 sends a message (blocking), streams one, gets and lists the tasks, streams a `slow` message,
 subscribes to its task, creates, lists and deletes a push config (to WEBHOOK) on it, cancels
 it, reads the extended card, asks for a task that does not exist (the SDK's error class and the
-status's ErrorInfo), and calls once with no token. One JSON document per line on stdout, each
+status's ErrorInfo), sends with no tenant (the hub's endpoint, routed), and calls once with no
+token. One JSON document per line on stdout, each
 {"step": …, …} (messages as ProtoJSON). A failure is one line {"error", "type"} and exit
 status 1.
 
@@ -206,6 +207,10 @@ async def main(url, token, webhook):
         await raw.GetTask(GetTaskRequest(id="no-such-task", tenant=tenant))
     except grpc.aio.AioRpcError as e:
         say({"step": "notFoundStatus", **raw_status(e)})
+
+    # No tenant: the hub's endpoint, where bindings.yaml routes the peer.
+    routed = await raw.SendMessage(message("cwd"))
+    say({"step": "routed", "task": MessageToDict(routed.task)})
 
     bare = grpc.aio.insecure_channel(target(grpc_interface[0].url))
     channels.append(bare)
