@@ -122,16 +122,26 @@ fn the_python_sdk_speaks_every_method_over_grpc() {
     );
     assert!(push["afterDelete"].get("configs").is_none(), "{push:#}");
 
-    // Cancel of a working task: the runtime confirmed it; the send's stream and the
-    // subscription both end canceled.
+    // Cancel of a working task: the send's stream and the subscription both end in the
+    // task's final state, never the echo's COMPLETED (the `slow` turn runs a minute unless
+    // canceled). That the runtime confirms it (CANCELED) is a2a.rs's test: a cancel that
+    // reaches the agent before its turn has begun waiting for one is not confirmed, and the
+    // task is then honestly FAILED with the outcome unknown.
     let cancel = &steps["cancel"];
+    let ended = state(&cancel["task"]);
+    assert!(
+        ended == "TASK_STATE_CANCELED"
+            || (ended == "TASK_STATE_FAILED"
+                && cancel["task"]["status"].to_string().contains("uncertain")),
+        "{cancel:#}"
+    );
     let stream_end = &cancel["stream"].as_array().unwrap().last().unwrap()["statusUpdate"];
-    assert_eq!(state(stream_end), "TASK_STATE_CANCELED", "{cancel:#}");
+    assert_eq!(state(stream_end), ended, "{cancel:#}");
     let sub = cancel["subscribe"].as_array().unwrap();
     assert_eq!(sub[0]["task"]["id"], cancel["task"]["id"], "{cancel:#}");
     assert_eq!(
         state(&sub.last().unwrap()["statusUpdate"]),
-        "TASK_STATE_CANCELED",
+        ended,
         "{cancel:#}"
     );
 

@@ -159,6 +159,12 @@ async def main(url, token, webhook):
     slow_id = first["task"]["id"]
     subscribed = streaming.subscribe(SubscribeToTaskRequest(id=slow_id))
     sub_events = [MessageToDict(await subscribed.__anext__())]
+    # The run working (its prompt sent to the agent) before anything is asked of it.
+    for _ in range(500):
+        got = await blocking.get_task(GetTaskRequest(id=slow_id))
+        if MessageToDict(got)["status"]["state"] == "TASK_STATE_WORKING":
+            break
+        await asyncio.sleep(0.02)
 
     created = await blocking.create_task_push_notification_config(
         TaskPushNotificationConfig(task_id=slow_id, url=webhook, token="hook-token-1")
