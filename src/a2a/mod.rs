@@ -11,6 +11,7 @@
 //! Knows the Hub and Access only through their `a2a_*` methods; never opens a runtime session
 //! itself.
 
+pub(crate) mod grpc;
 pub(crate) mod http;
 pub(crate) mod push;
 mod rate;
@@ -216,7 +217,10 @@ pub(crate) enum A2aRefusal {
 /// The A2A server's HTTP routes, merged into the controller's server: the cards and the
 /// JSON-RPC binding (`http.rs`), the HTTP+JSON binding (`rest.rs`).
 pub(crate) fn router(a2a: Arc<A2a>) -> axum::Router {
-    http::routes().merge(rest::routes()).with_state(a2a)
+    http::routes()
+        .merge(rest::routes())
+        .with_state(a2a.clone())
+        .merge(grpc::router(a2a))
 }
 
 /// A JSON-RPC error (A2A's codes, a2a.md).

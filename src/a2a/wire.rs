@@ -918,6 +918,7 @@ pub(crate) fn agent_card(agent: &Exposed, base: &str) -> Value {
         &agent.description,
         &format!("{base}/a2a/{}/", agent.id),
         &format!("{base}/a2a-rest/agents/{}", agent.id),
+        Some(&agent.id),
         base,
         vec![skill(agent)],
     )
@@ -970,6 +971,7 @@ pub(crate) fn hub_card_of(exposed: &[Exposed], base: &str) -> Value {
         "This hub's agents. Each peer is answered by the agent the hub's bindings route it to (channel `a2a`); an agent's own card is at /a2a/<agentId>/.",
         &format!("{base}/a2a/"),
         &format!("{base}/a2a-rest"),
+        None,
         base,
         exposed.iter().map(skill).collect(),
     )
@@ -984,21 +986,29 @@ fn skill(agent: &Exposed) -> Value {
     })
 }
 
-/// A card: `url` is its JSON-RPC endpoint, `rest` the base of its HTTP+JSON one.
+/// A card: `url` is its JSON-RPC endpoint, `rest` the base of its HTTP+JSON one; its gRPC
+/// service is at `base` (the listener), for the agent `tenant` names (none: the hub's endpoint,
+/// routed).
 fn card(
     name: &str,
     description: &str,
     url: &str,
     rest: &str,
+    tenant: Option<&str>,
     base: &str,
     skills: Vec<Value>,
 ) -> Value {
+    let mut grpc = json!({"url": base, "protocolBinding": "GRPC", "protocolVersion": "1.0"});
+    if let Some(tenant) = tenant {
+        grpc["tenant"] = tenant.into();
+    }
     json!({
         "name": name,
         "description": description,
         "supportedInterfaces": [
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": rest, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            grpc,
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
         "provider": {"organization": "deepcli", "url": base},

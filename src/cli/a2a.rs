@@ -275,8 +275,13 @@ fn card(card: &Value) -> String {
         card["description"].as_str().unwrap_or("")
     );
     for i in card["supportedInterfaces"].as_array().into_iter().flatten() {
+        // A tenant (gRPC's, say) is part of where: the agent behind a shared endpoint.
+        let tenant = match i["tenant"].as_str() {
+            Some(t) if !t.is_empty() => format!(", tenant {t}"),
+            _ => String::new(),
+        };
         out.push_str(&format!(
-            "  endpoint  {} ({} {})\n",
+            "  endpoint  {} ({} {}{tenant})\n",
             i["url"].as_str().unwrap_or("-"),
             i["protocolBinding"].as_str().unwrap_or("-"),
             i["protocolVersion"].as_str().unwrap_or("-"),

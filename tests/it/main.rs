@@ -4,6 +4,7 @@
 
 mod a2a;
 mod a2a_files;
+mod a2a_grpc;
 mod a2a_push;
 mod access;
 mod adapters;
