@@ -37,6 +37,10 @@ pub(crate) async fn serve(
     h2.timer(TokioTimer::new())
         .keep_alive_interval(Some(idle_timeout))
         .keep_alive_timeout(idle_timeout);
+    // Told to the connections still being looked at (`opens_http2`) when the server stops:
+    // each holds a watcher of the graceful shutdown, which would otherwise wait for a
+    // connection that sends nothing until its idle timeout.
+    let (closing, closed) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -55,8 +59,13 @@ pub(crate) async fn serve(
         let service = TowerToHyperService::new(app.clone());
         let watcher = graceful.watcher();
         let (http1, http2) = (builder.clone(), h2.clone());
+        let mut closed = closed.clone();
         tokio::spawn(async move {
-            let ended = match opens_http2(&stream, idle_timeout).await {
+            let opens = tokio::select! {
+                opens = opens_http2(&stream, idle_timeout) => opens,
+                _ = closed.wait_for(|closed| *closed) => None,
+            };
+            let ended = match opens {
                 None => return,
                 Some(false) => {
                     let c = http1.serve_connection(TokioIo::new(stream), service);
@@ -77,6 +86,7 @@ pub(crate) async fn serve(
         });
     }
     drop(listener);
+    let _ = closing.send(true);
     graceful.shutdown().await;
 }
 

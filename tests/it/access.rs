@@ -1668,6 +1668,26 @@ fn idle_and_slow_connections_are_closed() {
     });
 }
 
+/// A connection that has sent nothing yet (neither a request nor HTTP/2's preface) does not
+/// hold up the stop: with an idle timeout past `terminate`'s 30 s, waiting for it would fail.
+#[test]
+fn a_silent_connection_does_not_hold_up_the_stop() {
+    let mut up = two_accounts(|cmd| {
+        cmd.args(["--idle-timeout-ms", "120000"]);
+    });
+    use std::io::{Read, Write};
+    let _silent = std::net::TcpStream::connect(up.addr).unwrap();
+    // Taken by the server: a request on a later connection is answered.
+    let mut asked = std::net::TcpStream::connect(up.addr).unwrap();
+    asked
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    asked.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(up.terminate().success());
+}
+
 /// With `--queue-limit 2`, two messages wait behind the one being answered and the next is
 /// refused: the limit is the number that may wait, not one more.
 #[test]
