@@ -33,6 +33,10 @@ pub(crate) struct Remote {
     wire: Mutex<Wire>,
     /// The remote task each session's prompt is running as (for `CancelTask`).
     running: Mutex<HashMap<String, String>>,
+    /// The remote task each session's last prompt left waiting for input (or authorization):
+    /// the session's next message answers it, in that task (A2A: a message naming a task that
+    /// waits for input continues it), not in a new one.
+    waiting: Mutex<HashMap<String, String>>,
 }
 
 /// The A2A binding deepcli speaks to a remote: the one its card offers at `runtime.url`,
@@ -358,12 +362,21 @@ impl Remote {
     ) -> Result<RemoteAnswer, (bool, String)> {
         let context = context_id(&self.agent_id, session_key);
         let wire = self.wire();
-        let params = json!({"message": {
+        let mut message = json!({
             "messageId": uuid::Uuid::new_v4().to_string(),
             "role": "ROLE_USER",
             "contextId": context,
             "parts": [{"text": text}],
-        }});
+        });
+        let answers = self
+            .waiting
+            .lock()
+            .ok()
+            .and_then(|mut w| w.remove(session_key));
+        if let Some(task) = &answers {
+            message["taskId"] = json!(task);
+        }
+        let params = json!({ "message": message });
         let body = match wire {
             Wire::JsonRpc => json!({
                 "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params,
@@ -463,17 +476,28 @@ impl Remote {
                     running.insert(session_key.to_string(), id.to_string());
                 }
             }
+            // The task as it stands opens the stream: one that waited for this answer still
+            // says so there, and is not asking again.
+            let standing =
+                r.get("task").is_some() && answers.is_some() && task == answers.as_deref();
             if let Some(status) = status {
                 let state = status["state"].as_str().unwrap_or_default().to_string();
-                if matches!(
-                    state.as_str(),
-                    "TASK_STATE_COMPLETED"
-                        | "TASK_STATE_FAILED"
-                        | "TASK_STATE_CANCELED"
-                        | "TASK_STATE_REJECTED"
-                        | "TASK_STATE_INPUT_REQUIRED"
-                        | "TASK_STATE_AUTH_REQUIRED"
-                ) {
+                let asked_before = standing
+                    && matches!(
+                        state.as_str(),
+                        "TASK_STATE_INPUT_REQUIRED" | "TASK_STATE_AUTH_REQUIRED"
+                    );
+                if !asked_before
+                    && matches!(
+                        state.as_str(),
+                        "TASK_STATE_COMPLETED"
+                            | "TASK_STATE_FAILED"
+                            | "TASK_STATE_CANCELED"
+                            | "TASK_STATE_REJECTED"
+                            | "TASK_STATE_INPUT_REQUIRED"
+                            | "TASK_STATE_AUTH_REQUIRED"
+                    )
+                {
                     let said = text_of(status["message"].get("parts"));
                     let text = if state == "TASK_STATE_COMPLETED" || said.is_empty() {
                         std::mem::take(&mut reply)
@@ -487,6 +511,15 @@ impl Remote {
         };
         if let Ok(mut running) = self.running.lock() {
             running.remove(session_key);
+        }
+        if let (Ok(answer), Some(task)) = (&result, task_id)
+            && matches!(
+                answer.state.as_str(),
+                "TASK_STATE_INPUT_REQUIRED" | "TASK_STATE_AUTH_REQUIRED"
+            )
+            && let Ok(mut waiting) = self.waiting.lock()
+        {
+            waiting.insert(session_key.to_string(), task);
         }
         result
     }
@@ -562,6 +595,7 @@ pub(super) async fn supervise(
         http,
         wire: Mutex::new(Wire::JsonRpc),
         running: Mutex::new(HashMap::new()),
+        waiting: Mutex::new(HashMap::new()),
     });
     report.publish(|s| s.started_at = Some(crate::clock::now()));
     loop {

@@ -1657,9 +1657,10 @@ fn a_task_given_to_a_remote_a2a_agent_asks_and_submits_by_its_a2a_states() {
         .and_then(|e| e["detail"]["summary"].as_str())
         .unwrap_or_else(|| panic!("{task:#}"))
         .to_string();
-    // The answer went in the same context as the brief: the remote's second turn there.
+    // The answer went in the same context as the brief, in the task that asked: the remote's
+    // second turn there, continuing that task (A2A: the message names the task).
     assert!(
-        summary.starts_with("remote: ") && summary.ends_with("(context turn 2)"),
+        summary.starts_with("remote: ") && summary.ends_with("(context turn 2, task continued)"),
         "{summary}"
     );
     assert!(summary.contains("the red one"), "{summary}");

@@ -18,6 +18,8 @@
 //            (text/plain, the bytes `hello`) and a URL part `https://files.example/big.bin`;
 //            TASK_STATE_COMPLETED
 //   else     an artifact `remote: <the text's last line> (context turn N)`, TASK_STATE_COMPLETED
+//            (`(context turn N, task continued)` when the message named a task of this remote
+//            that waited for input: A2A's way to answer it)
 // (N counts the messages of the context, so a test sees one contextId per session). Every
 // cancel it received is printed on stderr as `cancel <taskId>`.
 
@@ -91,7 +93,7 @@ const executor = {
           { content: { $case: "raw", value: Buffer.from("hello") }, metadata: undefined, filename: "r.txt", mediaType: "text/plain" },
           { content: { $case: "url", value: "https://files.example/big.bin" }, metadata: undefined, filename: "big.bin", mediaType: "" },
         ]
-      : [part(`remote: ${last} (context turn ${turn})`)];
+      : [part(`remote: ${last} (context turn ${turn}${ctx.task ? ", task continued" : ""})`)];
     bus.publish(AgentEvent.artifactUpdate({
       taskId, contextId, append: false, lastChunk: true, metadata: {},
       artifact: { artifactId: randomUUID(), name: "reply", description: "", parts, metadata: {}, extensions: [] },
