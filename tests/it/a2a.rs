@@ -96,9 +96,17 @@ fn over_http_json_the_sdk_sends_streams_gets_and_lists_tasks_the_same() {
 /// Runs the Python SDK's client (tests/peers/a2a_client.py) with `args` (the binding first):
 /// the JSON documents it printed, one a line; it must succeed.
 pub(crate) fn python_client(args: &[&str]) -> Vec<Value> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a_client.py");
+    python_peer("a2a_client.py", args)
+}
+
+/// Runs the Python SDK script `tests/peers/<script>` with `args`: the JSON documents it
+/// printed, one a line; it must succeed.
+pub(crate) fn python_peer(script: &str, args: &[&str]) -> Vec<Value> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/peers")
+        .join(script);
     let out = Command::new("python3")
-        .arg(script)
+        .arg(&script)
         .args(args)
         .output()
         .unwrap();
@@ -108,8 +116,9 @@ pub(crate) fn python_client(args: &[&str]) -> Vec<Value> {
         .collect();
     assert!(
         out.status.success(),
-        "{}: {docs:#?} {}",
-        args[0],
+        "{} {}: {docs:#?} {}",
+        script.display(),
+        args.first().unwrap_or(&""),
         String::from_utf8_lossy(&out.stderr)
     );
     docs

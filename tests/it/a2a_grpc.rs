@@ -4,7 +4,6 @@
 //! push configs, cancel, the extended card, an error's `ErrorInfo`, and no token refused.
 
 use std::collections::HashMap;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -27,26 +26,11 @@ const BINDINGS: &str =
 
 /// The client's documents by step (it must succeed).
 fn grpc_client(up: &Up) -> HashMap<String, Value> {
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a_grpc_client.py");
     let url = format!("http://{}/a2a/sdk/", up.addr);
     // Nothing listens there: the config is created, listed and deleted, never delivered to.
     let webhook = "http://127.0.0.1:9/hook";
-    let out = Command::new("python3")
-        .arg(script)
-        .args([url.as_str(), TOKEN, webhook])
-        .output()
-        .unwrap();
-    let docs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    assert!(
-        out.status.success(),
-        "{docs:#?} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    docs.into_iter()
+    crate::a2a::python_peer("a2a_grpc_client.py", &[url.as_str(), TOKEN, webhook])
+        .into_iter()
         .map(|d| (d["step"].as_str().unwrap_or_default().to_string(), d))
         .collect()
 }
