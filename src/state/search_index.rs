@@ -97,8 +97,31 @@ pub(crate) struct SearchIndexer {
 
 impl SearchIndexer {
     /// Opens (or makes, private to its owner) the search index of `dir`'s state; an index of
-    /// another state (a restore, a state made anew) is emptied, to be filled again.
+    /// another state (a restore, a state made anew) is emptied, to be filled again, and one
+    /// that is not a database (a torn or foreign file: it is derived, nothing is lost) is made
+    /// anew.
     pub(crate) fn open(dir: &StateDir, state: &Connection) -> rusqlite::Result<SearchIndexer> {
+        match Self::open_as_is(dir, state) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase
+                ) =>
+            {
+                tracing::warn!(
+                    path = %dir.search_db().display(),
+                    "state: the search index is not a database; it is made anew"
+                );
+                for file in ["search.db", "search.db-wal", "search.db-shm"] {
+                    let _ = std::fs::remove_file(dir.root().join(file));
+                }
+                Self::open_as_is(dir, state)
+            }
+            opened => opened,
+        }
+    }
+
+    fn open_as_is(dir: &StateDir, state: &Connection) -> rusqlite::Result<SearchIndexer> {
         let path = dir.search_db();
         make_private_file(&path).map_err(|e| {
             rusqlite::Error::SqliteFailure(
@@ -426,6 +449,18 @@ mod tests {
         catch_up(&dir).unwrap();
         assert_eq!(found(&dir, "deploy"), ids);
         assert!(found(&dir, "elsewhere").is_empty());
+    }
+
+    /// A torn or foreign file where the index goes is made anew, and filled.
+    #[test]
+    fn an_index_that_is_not_a_database_is_made_anew() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = StateStore::open(&dir).unwrap();
+        let id = said(&store.conn, "deploy");
+        std::fs::write(dir.search_db(), vec![0x5a; 8192]).unwrap();
+        catch_up(&dir).unwrap();
+        assert_eq!(found(&dir, "deploy"), [id]);
     }
 
     /// The index holds the transcript's words: its owner's alone, even when a file was there
