@@ -59,6 +59,11 @@ impl StateDir {
         self.root.join("search.db")
     }
 
+    /// The search index with its write-ahead log and shared memory index.
+    pub fn search_db_files(&self) -> [PathBuf; 3] {
+        ["search.db", "search.db-wal", "search.db-shm"].map(|f| self.root.join(f))
+    }
+
     /// Takes group and other permissions off what deepcli keeps here for itself: the database
     /// with its WAL and shared memory (SQLite creates those with the database's mode, so the
     /// database goes first), the routing plan, the operator token, the trash and artifacts directories, and the
@@ -76,14 +81,14 @@ impl StateDir {
             self.db(),
             self.db_wal(),
             self.db_shm(),
-            self.search_db(),
-            self.root.join("search.db-wal"),
-            self.root.join("search.db-shm"),
             self.routing_plan(),
             self.operator_token(),
             self.trash(),
             self.artifacts(),
-        ] {
+        ]
+        .into_iter()
+        .chain(self.search_db_files())
+        {
             restrict(&path)?;
         }
         // Symlinks inside logs/ are not followed: what they point at is not deepcli's.

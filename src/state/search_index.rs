@@ -112,8 +112,8 @@ impl SearchIndexer {
                     path = %dir.search_db().display(),
                     "state: the search index is not a database; it is made anew"
                 );
-                for file in ["search.db", "search.db-wal", "search.db-shm"] {
-                    let _ = std::fs::remove_file(dir.root().join(file));
+                for file in dir.search_db_files() {
+                    let _ = std::fs::remove_file(file);
                 }
                 Self::open_as_is(dir, state)
             }
