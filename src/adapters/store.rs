@@ -6,9 +6,8 @@
 //! A connection of its own (as the Access layer has): an event is taken while an apply runs.
 //! Every call is short; callers run it on the blocking pool.
 
-use rusqlite::{Connection, OptionalExtension, params};
-
 use crate::platform::accounts::AccountStore;
+use crate::state::db::{Backend, Behavior, Conn, DbResult, Optional, Query, params};
 use crate::state::{StateDir, StateError};
 
 pub(crate) struct AdapterStore {
@@ -83,11 +82,8 @@ impl AdapterStore {
         &self.accounts
     }
 
-    fn with<T>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
-    ) -> Result<T, StateError> {
-        self.db.with(f)
+    fn with<T>(&self, f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>) -> Result<T, StateError> {
+        self.db.write(f)
     }
 
     /// The next `getUpdates` offset recorded for an account.
@@ -114,31 +110,39 @@ impl AdapterStore {
     ) -> Result<Vec<bool>, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
-            // Immediate: a read that turns into a write in WAL mode could fail at once with
-            // SQLITE_BUSY if another connection wrote meanwhile; this waits its turn instead.
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            // One that writes: a read that turns into a write in WAL mode could fail at once
+            // with SQLITE_BUSY if another connection wrote meanwhile; this waits its turn.
+            let tx = c.transaction(Behavior::Write)?;
             let mut fresh = Vec::with_capacity(events.len());
-            {
-                let mut seq: i64 = tx.query_row(
-                    "SELECT coalesce(max(seq), 0) FROM adapter_inbox",
-                    [],
-                    |r| r.get(0),
-                )?;
-                let mut insert = tx.prepare_cached(
-                    "INSERT OR IGNORE INTO adapter_inbox (channel, account_id, event_id, seq, body, at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )?;
-                for (id, body) in events {
-                    seq += 1;
-                    fresh.push(insert.execute(params![channel, account, id, seq, body, now])? == 1);
-                }
+            let mut seq: i64 = tx.query_row(
+                "SELECT coalesce(max(seq), 0) FROM adapter_inbox",
+                params![],
+                |r| r.get(0),
+            )?;
+            for (id, body) in events {
+                seq += 1;
+                fresh.push(
+                    tx.execute(
+                        "INSERT INTO adapter_inbox (channel, account_id, event_id, seq, body, at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+                        params![channel, account, id, seq, body, now],
+                    )? == 1,
+                );
             }
             if let Some(next) = next_offset {
-                tx.execute(
-                    "INSERT INTO adapter_offsets (channel, account_id, next, at) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (channel, account_id) DO UPDATE SET next = max(next, excluded.next), at = excluded.at",
-                    params![channel, account, next, now],
-                )?;
+                // The offset only moves forward (SQLite's two-argument max is PostgreSQL's
+                // greatest).
+                let sql = match tx.backend() {
+                    Backend::Sqlite => {
+                        "INSERT INTO adapter_offsets (channel, account_id, next, at) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT (channel, account_id) DO UPDATE SET next = max(adapter_offsets.next, excluded.next), at = excluded.at"
+                    }
+                    Backend::Postgres => {
+                        "INSERT INTO adapter_offsets (channel, account_id, next, at) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT (channel, account_id) DO UPDATE SET next = greatest(adapter_offsets.next, excluded.next), at = excluded.at"
+                    }
+                };
+                tx.execute(sql, params![channel, account, next, now])?;
             }
             tx.commit()?;
             Ok(fresh)
@@ -164,17 +168,17 @@ impl AdapterStore {
     /// The events an earlier run took and did not finish, oldest first.
     pub(crate) fn pending(&self, channel: &str, account: &str) -> Result<Vec<Pending>, StateError> {
         self.with(|c| {
-            let mut q = c.prepare(
+            c.query_map(
                 "SELECT event_id, body, posted FROM adapter_inbox WHERE channel = ?1 AND account_id = ?2 ORDER BY seq",
-            )?;
-            q.query_map(params![channel, account], |r| {
-                Ok(Pending {
-                    event_id: r.get(0)?,
-                    body: r.get(1)?,
-                    posted: usize::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
-                })
-            })?
-            .collect()
+                params![channel, account],
+                |r| {
+                    Ok(Pending {
+                        event_id: r.get(0)?,
+                        body: r.get(1)?,
+                        posted: usize::try_from(r.get::<i64>(2)?).unwrap_or(0),
+                    })
+                },
+            )
         })
     }
 
@@ -187,10 +191,10 @@ impl AdapterStore {
         pieces: usize,
     ) -> Result<(), StateError> {
         self.with(|c| {
-            c.prepare_cached(
+            c.execute(
                 "UPDATE adapter_inbox SET posted = ?4 WHERE channel = ?1 AND account_id = ?2 AND event_id = ?3",
-            )?
-            .execute(params![channel, account, event_id, pieces as i64])
+                params![channel, account, event_id, pieces],
+            )
             .map(drop)
         })
     }
@@ -204,8 +208,8 @@ impl AdapterStore {
                 |r| {
                     Ok(Thread {
                         rounds: r.get(0)?,
-                        state: ThreadState::parse(&r.get::<_, String>(1)?),
-                        notice_sent: r.get::<_, i64>(2)? != 0,
+                        state: ThreadState::parse(&r.get::<String>(1)?),
+                        notice_sent: r.get::<i64>(2)? != 0,
                     })
                 },
             )
@@ -250,9 +254,8 @@ impl AdapterStore {
     ) -> Result<Option<(Thread, bool)>, StateError> {
         let now = crate::clock::now();
         self.with(|c| {
-            // Immediate: a read that turns into a write in WAL mode could fail at once with
-            // SQLITE_BUSY if another connection wrote meanwhile; this waits its turn instead.
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            // One that writes: two bot accounts' replies in one thread reserve one at a time.
+            let tx = c.transaction(Behavior::Write)?;
             let before: Option<(u32, String, i64)> = tx
                 .query_row(
                     "SELECT rounds, state, notice_sent FROM discussions
@@ -313,21 +316,103 @@ impl AdapterStore {
         conversation: &str,
     ) -> Result<Vec<(String, Thread)>, StateError> {
         self.with(|c| {
-            let mut q = c.prepare(
+            // Without regard to case, as SQLite's NOCASE compared (conversation ids are ASCII:
+            // SQLite's lower() folds only ASCII letters, PostgreSQL's every letter).
+            c.query_map(
                 "SELECT thread_id, rounds, state, notice_sent FROM discussions
-                 WHERE channel = ?1 AND conversation = ?2 COLLATE NOCASE ORDER BY thread_id",
-            )?;
-            q.query_map(params![channel, conversation], |r| {
-                Ok((
-                    r.get(0)?,
-                    Thread {
-                        rounds: r.get(1)?,
-                        state: ThreadState::parse(&r.get::<_, String>(2)?),
-                        notice_sent: r.get::<_, i64>(3)? != 0,
-                    },
-                ))
-            })?
-            .collect()
+                 WHERE channel = ?1 AND lower(conversation) = lower(?2) ORDER BY thread_id",
+                params![channel, conversation],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        Thread {
+                            rounds: r.get(1)?,
+                            state: ThreadState::parse(&r.get::<String>(2)?),
+                            notice_sent: r.get::<i64>(3)? != 0,
+                        },
+                    ))
+                },
+            )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The store on both backends (a new SQLite state, a schema of its own in PostgreSQL),
+    /// twice: two replicas' stores on one state.
+    fn stores() -> Vec<([AdapterStore; 2], Box<dyn std::any::Any>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path());
+        let sqlite = [(); 2].map(|()| AdapterStore::open(&state).unwrap());
+        let schema = crate::state::db::testing::PgSchema::new();
+        let on_postgres = state.clone().with_postgres(schema.url().clone());
+        let postgres = [(); 2].map(|()| AdapterStore::open(&on_postgres).unwrap());
+        vec![(sqlite, Box::new(dir)), (postgres, Box::new(schema))]
+    }
+
+    #[test]
+    fn the_inbox_takes_an_event_once_and_the_offset_only_moves_forward() {
+        for ([store, _], _keep) in stores() {
+            let events = |ids: &[&str]| -> Vec<(String, String)> {
+                ids.iter().map(|i| (i.to_string(), format!("{{\"update_id\":{i}}}"))).collect()
+            };
+            assert_eq!(store.offset("telegram", "default").unwrap(), None);
+            let fresh = store
+                .take("telegram", "default", &events(&["7", "8"]), Some(9))
+                .unwrap();
+            assert_eq!(fresh, [true, true]);
+            // A redelivery (the platform did not see the offset) and one new event; an older
+            // offset does not move it back.
+            let fresh = store
+                .take("telegram", "default", &events(&["8", "10"]), Some(5))
+                .unwrap();
+            assert_eq!(fresh, [false, true]);
+            assert_eq!(store.offset("telegram", "default").unwrap(), Some(9));
+            store.set_posted("telegram", "default", "8", 2).unwrap();
+            store.done("telegram", "default", "7").unwrap();
+            let pending: Vec<_> = store
+                .pending("telegram", "default")
+                .unwrap()
+                .into_iter()
+                .map(|p| (p.event_id, p.posted))
+                .collect();
+            assert_eq!(pending, [("8".to_owned(), 2), ("10".to_owned(), 0)]);
+            assert!(store.pending("telegram", "other").unwrap().is_empty());
+        }
+    }
+
+    /// Bot accounts replying in one thread at once, from two replicas: each reply reserves
+    /// one round, and the thread reaches its limit once.
+    #[test]
+    fn replies_racing_in_a_thread_reserve_one_round_each() {
+        for (replicas, _keep) in stores() {
+            let store = &replicas[0];
+            let key = ThreadKey {
+                channel: "slack".into(),
+                team_id: "T1".into(),
+                conversation: "C0ABC".into(),
+                thread_id: "1700000000.000100".into(),
+            };
+            let reached: Vec<Option<bool>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8)
+                    .map(|i| {
+                        let (replica, key) = (&replicas[i % 2], &key);
+                        s.spawn(move || replica.reserve_round(key, 5, false).unwrap().map(|(_, r)| r))
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            assert_eq!(reached.iter().filter(|r| r.is_some()).count(), 5, "{reached:?}");
+            assert_eq!(reached.iter().filter(|r| **r == Some(true)).count(), 1, "{reached:?}");
+            let thread = store.thread(&key).unwrap().unwrap();
+            assert_eq!((thread.rounds, thread.state), (5, ThreadState::Limit));
+            assert!(store.claim_notice(&key).unwrap());
+            assert!(!store.claim_notice(&key).unwrap(), "the notice goes out once");
+            let threads = store.threads_of("slack", "c0abc").unwrap();
+            assert_eq!(threads.len(), 1, "found without regard to case");
+        }
     }
 }

@@ -4,9 +4,8 @@
 //! A connection of its own (as the Access layer has). Every call is short; async callers run
 //! it on the blocking pool.
 
-use rusqlite::{OptionalExtension, params};
-
 use super::Identity;
+use crate::state::db::{Optional, Query, params};
 use crate::state::{LayerConnection, StateDir, StateError};
 
 pub(crate) struct AccountStore {
@@ -37,7 +36,7 @@ impl AccountStore {
         identity: &Identity,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.db.with(|c| {
+        self.db.write(|c| {
             c.execute(
                 "INSERT INTO adapter_identities (channel, account_id, bot_user_id, bot_name, team_id, at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -58,7 +57,7 @@ impl AccountStore {
 
     /// Forgets the recorded identity; whether there was one.
     pub(crate) fn forget_identity(&self, channel: &str, account: &str) -> Result<bool, StateError> {
-        self.db.with(|c| {
+        self.db.write(|c| {
             c.execute(
                 "DELETE FROM adapter_identities WHERE channel = ?1 AND account_id = ?2",
                 params![channel, account],
@@ -75,10 +74,11 @@ impl AccountStore {
         out: bool,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.db.with(|c| {
+        self.db.write(|c| {
             if out {
                 c.execute(
-                    "INSERT OR REPLACE INTO adapter_logouts (channel, account_id, at) VALUES (?1, ?2, ?3)",
+                    "INSERT INTO adapter_logouts (channel, account_id, at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (channel, account_id) DO UPDATE SET at = excluded.at",
                     params![channel, account, now],
                 )
             } else {
@@ -92,7 +92,7 @@ impl AccountStore {
     }
 
     pub(crate) fn logged_out(&self, channel: &str, account: &str) -> Result<bool, StateError> {
-        self.db.with(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT 1 FROM adapter_logouts WHERE channel = ?1 AND account_id = ?2",
                 params![channel, account],
@@ -109,7 +109,7 @@ impl AccountStore {
         channel: &str,
         account: &str,
     ) -> Result<Option<Recorded>, StateError> {
-        self.db.with(|c| {
+        self.db.write(|c| {
             c.query_row(
                 "SELECT bot_user_id, bot_name, team_id, at FROM adapter_identities \
                  WHERE channel = ?1 AND account_id = ?2",
@@ -136,7 +136,16 @@ mod tests {
     fn login_records_the_identity_and_logout_forgets_it() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::new(dir.path().join("state"));
-        let store = AccountStore::open(&state).unwrap();
+        let postgres = crate::state::db::testing::PgSchema::new();
+        for store in [
+            AccountStore::open(&state).unwrap(),
+            AccountStore::open(&state.clone().with_postgres(postgres.url().clone())).unwrap(),
+        ] {
+            login_and_logout(&store);
+        }
+    }
+
+    fn login_and_logout(store: &AccountStore) {
         let me = Identity {
             bot_user_id: "U1".into(),
             name: Some("deep".into()),

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+use super::db::{self, Conn, DbError, DbResult, PgConn, PgUrl};
 use super::{StateDir, StateError, StateStore};
 
 /// A layer's connections, each used under a lock: opened after the database is migrated, with
@@ -22,13 +23,27 @@ use super::{StateDir, StateError, StateStore};
 /// every read of a layer queued behind its write that waited for another connection's lock —
 /// under a prune, a turn's reads waited hundreds of milliseconds for others' writes.
 pub struct LayerConnection {
-    conn: Mutex<Connection>,
-    readers: Vec<Mutex<Connection>>,
+    backend: Backend,
     /// The reader waited for when none is free: each in turn.
     next_reader: AtomicUsize,
-    path: PathBuf,
     /// The layer, for the error a poisoned lock gives.
     layer: &'static str,
+}
+
+/// A layer's connections to its backend: the one that writes, and [`READERS`] that read.
+enum Backend {
+    Sqlite {
+        conn: Mutex<Connection>,
+        readers: Vec<Mutex<Connection>>,
+        path: PathBuf,
+    },
+    /// The state in PostgreSQL ([`db`]): each connection is a session of its own, so a read
+    /// never waits for a write there either.
+    Postgres {
+        conn: Mutex<PgConn>,
+        readers: Vec<Mutex<PgConn>>,
+        url: PgUrl,
+    },
 }
 
 /// The connections of a layer that only read.
@@ -37,6 +52,9 @@ const READERS: usize = 2;
 impl LayerConnection {
     /// Opens the state database of `dir` (migrating it) for `layer`.
     pub fn open(dir: &StateDir, layer: &'static str) -> Result<LayerConnection, StateError> {
+        if let Some(url) = dir.postgres() {
+            return LayerConnection::open_postgres(url, layer);
+        }
         drop(StateStore::open(dir)?);
         let path = dir.db();
         let sql = |source| StateError::Sqlite {
@@ -59,10 +77,35 @@ impl LayerConnection {
             .collect::<rusqlite::Result<_>>()
             .map_err(sql)?;
         Ok(LayerConnection {
-            conn: Mutex::new(conn),
-            readers,
+            backend: Backend::Sqlite {
+                conn: Mutex::new(conn),
+                readers,
+                path,
+            },
             next_reader: AtomicUsize::new(0),
-            path,
+            layer,
+        })
+    }
+
+    /// Opens the state in PostgreSQL at `url` (migrating it) for `layer`.
+    fn open_postgres(
+        url: &PgUrl,
+        layer: &'static str,
+    ) -> Result<LayerConnection, StateError> {
+        let at = |source| StateError::db(url.to_string(), source);
+        let mut conn = PgConn::connect(url).map_err(at)?;
+        db::migrate_postgres(&mut conn).map_err(at)?;
+        let readers = (0..READERS)
+            .map(|_| PgConn::connect(url).map(Mutex::new))
+            .collect::<Result<_, _>>()
+            .map_err(at)?;
+        Ok(LayerConnection {
+            backend: Backend::Postgres {
+                conn: Mutex::new(conn),
+                readers,
+                url: url.clone(),
+            },
+            next_reader: AtomicUsize::new(0),
             layer,
         })
     }
@@ -79,7 +122,8 @@ impl LayerConnection {
         })
     }
 
-    /// Runs `f` on the connection that writes; an SQLite error names the database.
+    /// Runs `f` on the connection that writes; an SQLite error names the database. SQLite
+    /// only: a store on the seam calls [`LayerConnection::write`].
     #[track_caller]
     pub fn with<T>(
         &self,
@@ -87,12 +131,16 @@ impl LayerConnection {
     ) -> Result<T, StateError> {
         let caller = Location::caller();
         let asked = Instant::now();
-        let mut conn = self.conn.lock().map_err(|_| self.poisoned())?;
-        self.timed(caller, asked, || f(&mut conn))
+        let Backend::Sqlite { conn, .. } = &self.backend else {
+            return Err(self.not_on_postgres(caller));
+        };
+        let mut conn = conn.lock().map_err(|_| self.poisoned())?;
+        self.timed(caller, asked, || f(&mut conn).map_err(DbError::from))
     }
 
     /// Runs `f`, which only reads, on a connection that only reads: a free one, or else the
-    /// next in turn. Each call sees the database as the last commit before it left it.
+    /// next in turn. Each call sees the database as the last commit before it left it. SQLite
+    /// only: a store on the seam calls [`LayerConnection::query`].
     #[track_caller]
     pub fn read<T>(
         &self,
@@ -100,24 +148,86 @@ impl LayerConnection {
     ) -> Result<T, StateError> {
         let caller = Location::caller();
         let asked = Instant::now();
-        let conn = self.free_reader()?;
-        self.timed(caller, asked, || f(&conn))
+        let Backend::Sqlite { readers, .. } = &self.backend else {
+            return Err(self.not_on_postgres(caller));
+        };
+        let conn = self.free(readers)?;
+        self.timed(caller, asked, || f(&conn).map_err(DbError::from))
     }
 
-    fn free_reader(&self) -> Result<MutexGuard<'_, Connection>, StateError> {
-        for reader in &self.readers {
+    /// Runs `f` on the connection that writes, whichever the backend.
+    #[track_caller]
+    pub(crate) fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
+    ) -> Result<T, StateError> {
+        let caller = Location::caller();
+        let asked = Instant::now();
+        match &self.backend {
+            Backend::Sqlite { conn, .. } => {
+                let mut conn = conn.lock().map_err(|_| self.poisoned())?;
+                self.timed(caller, asked, || f(&mut Conn::Sqlite(&mut conn)))
+            }
+            Backend::Postgres { conn, .. } => {
+                let mut conn = conn.lock().map_err(|_| self.poisoned())?;
+                self.timed(caller, asked, || f(&mut Conn::Postgres(&mut conn)))
+            }
+        }
+    }
+
+    /// Runs `f`, which only reads, on a connection that only reads, whichever the backend
+    /// (as [`LayerConnection::read`]).
+    #[track_caller]
+    pub(crate) fn query<T>(
+        &self,
+        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
+    ) -> Result<T, StateError> {
+        let caller = Location::caller();
+        let asked = Instant::now();
+        match &self.backend {
+            Backend::Sqlite { readers, .. } => {
+                let mut conn = self.free(readers)?;
+                self.timed(caller, asked, || f(&mut Conn::Sqlite(&mut conn)))
+            }
+            Backend::Postgres { readers, .. } => {
+                let mut conn = self.free(readers)?;
+                self.timed(caller, asked, || f(&mut Conn::Postgres(&mut conn)))
+            }
+        }
+    }
+
+    fn free<'a, C>(&self, readers: &'a [Mutex<C>]) -> Result<MutexGuard<'a, C>, StateError> {
+        for reader in readers {
             match reader.try_lock() {
                 Ok(conn) => return Ok(conn),
                 Err(TryLockError::WouldBlock) => {}
                 Err(TryLockError::Poisoned(_)) => return Err(self.poisoned()),
             }
         }
-        let turn = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
-        self.readers[turn].lock().map_err(|_| self.poisoned())
+        let turn = self.next_reader.fetch_add(1, Ordering::Relaxed) % readers.len();
+        readers[turn].lock().map_err(|_| self.poisoned())
     }
 
     fn poisoned(&self) -> StateError {
         StateError::Corrupt(format!("{} store lock poisoned", self.layer))
+    }
+
+    fn not_on_postgres(&self, caller: &Location<'_>) -> StateError {
+        StateError::db(
+            self.at(),
+            DbError::Value(format!(
+                "the {} store's call at {caller} is not on PostgreSQL yet (docs/scale-out.md)",
+                self.layer
+            )),
+        )
+    }
+
+    /// Where the state is, for an error.
+    fn at(&self) -> String {
+        match &self.backend {
+            Backend::Sqlite { path, .. } => path.display().to_string(),
+            Backend::Postgres { url, .. } => url.to_string(),
+        }
     }
 
     /// Runs `f` (asked for at `asked`, its connection held from now) and logs it if it was
@@ -126,7 +236,7 @@ impl LayerConnection {
         &self,
         caller: &Location<'_>,
         asked: Instant,
-        f: impl FnOnce() -> rusqlite::Result<T>,
+        f: impl FnOnce() -> DbResult<T>,
     ) -> Result<T, StateError> {
         let got = Instant::now();
         super::lock_waits();
@@ -144,9 +254,12 @@ impl LayerConnection {
                  lock_waits: milliseconds waiting for another connection's write)"
             );
         }
-        done.map_err(|source| StateError::Sqlite {
-            path: self.path.clone(),
-            source,
+        done.map_err(|source| match (source, &self.backend) {
+            (DbError::Sqlite(source), Backend::Sqlite { path, .. }) => StateError::Sqlite {
+                path: path.clone(),
+                source,
+            },
+            (source, _) => StateError::db(self.at(), source),
         })
     }
 }
@@ -158,6 +271,15 @@ const SLOW: Duration = Duration::from_millis(50);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl LayerConnection {
+        fn writer_is_free(&self) -> bool {
+            match &self.backend {
+                Backend::Sqlite { conn, .. } => conn.try_lock().is_ok(),
+                Backend::Postgres { conn, .. } => conn.try_lock().is_ok(),
+            }
+        }
+    }
 
     #[test]
     fn a_read_does_not_queue_behind_a_write_waiting_for_the_lock() {
@@ -172,7 +294,7 @@ mod tests {
                 layer.with(|c| c.execute("INSERT INTO meta (key, value) VALUES ('w', '1')", []))
             });
             // The write holds the layer's connection while it waits for the lock.
-            while layer.conn.try_lock().is_ok() {
+            while layer.writer_is_free() {
                 std::thread::yield_now();
             }
             // A read answers meanwhile: behind the write, it would wait until the write gave

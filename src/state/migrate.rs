@@ -10,7 +10,7 @@ use super::{Result, StateDir, StateError, now};
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 27] = [
+const MIGRATIONS: [&str; 28] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
@@ -38,6 +38,7 @@ const MIGRATIONS: [&str; 27] = [
     include_str!("a2a_files.sql"),
     include_str!("search_queue.sql"),
     include_str!("gated_lines.sql"),
+    include_str!("cluster.sql"),
 ];
 /// The migration that records who created each directory ([`DirOrigin`]).
 const ORIGINS_MIGRATION: usize = 4;

@@ -15,7 +15,9 @@ pub mod approvals;
 pub mod artifact_files;
 pub mod audit;
 pub mod backup;
+pub(crate) mod cluster;
 mod damage;
+pub mod db;
 mod layer;
 pub mod lease;
 mod migrate;
@@ -90,6 +92,10 @@ pub enum StateError {
         .0.pid, .0.host, .0.purpose, .0.acquired_at
     )]
     Locked(LeaseHolder),
+    /// An error of the backend seam ([`db`]): a PostgreSQL state's, or a value a store could
+    /// not take. `at` is where the state is (a path, or a URL without its password).
+    #[error("state `{at}`: {source}")]
+    Db { at: String, source: db::DbError },
     #[error("state record is corrupt: {0}")]
     Corrupt(String),
     #[error("artifact store `{}`: {source}", path.display())]
@@ -105,6 +111,10 @@ pub enum StateError {
 }
 
 impl StateError {
+    pub(crate) fn db(at: String, source: db::DbError) -> StateError {
+        StateError::Db { at, source }
+    }
+
     /// The state cannot be used at all, so the command could not run (exit 2): refused when
     /// opened, or damage SQLite found further in while reading.
     pub fn is_unusable(&self) -> bool {

@@ -8,11 +8,28 @@ use crate::owner_only;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateDir {
     root: PathBuf,
+    /// The state's database in PostgreSQL instead of `state.db` (issue 43): the stores on the
+    /// backend seam ([`super::db`]) open it there; the directory keeps the files (logs, the
+    /// trash, artifacts, the operator token).
+    postgres: Option<super::db::PgUrl>,
 }
 
 impl StateDir {
     pub fn new(root: impl Into<PathBuf>) -> StateDir {
-        StateDir { root: root.into() }
+        StateDir {
+            root: root.into(),
+            postgres: None,
+        }
+    }
+
+    /// The same directory, its database in PostgreSQL at `url`.
+    pub(crate) fn with_postgres(mut self, url: super::db::PgUrl) -> StateDir {
+        self.postgres = Some(url);
+        self
+    }
+
+    pub(crate) fn postgres(&self) -> Option<&super::db::PgUrl> {
+        self.postgres.as_ref()
     }
 
     pub fn root(&self) -> &Path {
