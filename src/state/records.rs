@@ -365,6 +365,17 @@ impl<T: serde::de::DeserializeOwned> rusqlite::types::FromSql for Json<T> {
     }
 }
 
+impl<T: serde::de::DeserializeOwned> super::db::FromColumn for Json<T> {
+    fn from_column(column: super::db::Column<'_>) -> Result<Self, String> {
+        match column {
+            super::db::Value::Text(text) => serde_json::from_str(text)
+                .map(Json)
+                .map_err(|e| format!("JSON that does not parse: {e}")),
+            other => Err(format!("{} where JSON was expected", other.kind())),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::JsonText;

@@ -45,6 +45,26 @@ macro_rules! stored_enum {
             }
         }
 
+        impl $crate::state::db::ToValue for $name {
+            fn to_value(&self) -> $crate::state::db::DbResult<$crate::state::db::Value<'_>> {
+                Ok($crate::state::db::Value::Text(self.as_str()))
+            }
+        }
+
+        impl $crate::state::db::FromColumn for $name {
+            fn from_column(column: $crate::state::db::Column<'_>) -> Result<$name, String> {
+                match column {
+                    $crate::state::db::Value::Text(text) => $name::parse(text).ok_or_else(|| {
+                        format!(concat!("`{}` is not a ", stringify!($name)), text)
+                    }),
+                    other => Err(format!(
+                        concat!("{} where a ", stringify!($name), " was expected"),
+                        other.kind()
+                    )),
+                }
+            }
+        }
+
         impl rusqlite::types::FromSql for $name {
             fn column_result(
                 value: rusqlite::types::ValueRef<'_>,
