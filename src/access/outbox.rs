@@ -6,7 +6,7 @@
 //! a dead letter with the reason, and one no carrier can take waits, held, with the reason the
 //! operator sees.
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use crate::state::db::{DbResult, Optional, Query, Row, params};
 
 /// Why deepcli says something into a conversation on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,12 +114,11 @@ pub(crate) struct Queued {
 }
 
 /// Queues `said` in the transaction `tx` of the event that caused it.
-pub(super) fn insert(tx: &Transaction<'_>, said: &Outgoing, now: &str) -> rusqlite::Result<i64> {
-    tx.prepare_cached(
+pub(super) fn insert(tx: &impl Query, said: &Outgoing, now: &str) -> DbResult<i64> {
+    tx.query_row(
         "INSERT INTO outbox (channel, account_id, peer_kind, peer_id, thread_id, reply_to, session_key, cause, cause_id, text, state, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'waiting', ?11)",
-    )?
-    .execute(params![
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'waiting', ?11) RETURNING seq",
+        params![
         said.to.channel,
         said.to.account_id,
         said.to.peer_kind,
@@ -129,15 +128,16 @@ pub(super) fn insert(tx: &Transaction<'_>, said: &Outgoing, now: &str) -> rusqli
         said.session_key,
         said.cause.as_str(),
         said.cause_id,
-        said.text,
-        now
-    ])?;
-    Ok(tx.last_insert_rowid())
+            said.text,
+            now
+        ],
+        |r| r.get(0),
+    )
 }
 
 const QUEUED: &str = "SELECT seq, channel, account_id, peer_kind, peer_id, thread_id, reply_to, session_key, cause, cause_id, text, state, reason, pieces FROM outbox";
 
-fn queued(r: &rusqlite::Row<'_>) -> rusqlite::Result<Queued> {
+fn queued(r: &Row<'_>) -> DbResult<Queued> {
     let cause: String = r.get(8)?;
     let state: String = r.get(11)?;
     Ok(Queued {
@@ -158,10 +158,10 @@ fn queued(r: &rusqlite::Row<'_>) -> rusqlite::Result<Queued> {
             text: r.get(10)?,
         },
         held: (state == "held")
-            .then(|| r.get::<_, Option<String>>(12))
+            .then(|| r.get::<Option<String>>(12))
             .transpose()?
             .flatten(),
-        pieces: r.get::<_, i64>(13)?.max(0) as usize,
+        pieces: r.get::<i64>(13)?.max(0) as usize,
     })
 }
 
@@ -174,48 +174,54 @@ pub(crate) struct OutboxCounts {
 
 /// What was said for `cause` `cause_id` (the first such row), posted or not.
 pub(super) fn said_for(
-    c: &Connection,
+    c: &impl Query,
     cause: Cause,
     cause_id: &str,
-) -> rusqlite::Result<Option<Outgoing>> {
-    c.prepare_cached(&format!(
-        "{QUEUED} WHERE cause = ?1 AND cause_id = ?2 ORDER BY seq LIMIT 1"
-    ))?
-    .query_row(params![cause.as_str(), cause_id], queued)
+) -> DbResult<Option<Outgoing>> {
+    c.query_row(
+        &format!("{QUEUED} WHERE cause = ?1 AND cause_id = ?2 ORDER BY seq LIMIT 1"),
+        params![cause.as_str(), cause_id],
+        queued,
+    )
     .optional()
     .map(|q| q.map(|q| q.said))
 }
 
 /// The newest verdict message of task `task_id` (its cause id is `<task>@<uuid>`).
-pub(super) fn task_verdict(c: &Connection, task_id: &str) -> rusqlite::Result<Option<Outgoing>> {
-    c.prepare_cached(&format!(
-        "{QUEUED} WHERE cause = 'task-verdict' AND substr(cause_id, 1, length(?1) + 1) = ?1 || '@'
-         ORDER BY seq DESC LIMIT 1"
-    ))?
-    .query_row([task_id], queued)
+pub(super) fn task_verdict(c: &impl Query, task_id: &str) -> DbResult<Option<Outgoing>> {
+    c.query_row(
+        &format!(
+            "{QUEUED} WHERE cause = 'task-verdict' AND substr(cause_id, 1, length(?1) + 1) = ?1 || '@'
+             ORDER BY seq DESC LIMIT 1"
+        ),
+        params![task_id],
+        queued,
+    )
     .optional()
     .map(|q| q.map(|q| q.said))
 }
 
 /// The oldest row of each conversation that is not posted yet, oldest first.
-pub(super) fn heads(c: &Connection) -> rusqlite::Result<Vec<Queued>> {
-    c.prepare_cached(&format!(
-        "{QUEUED} WHERE seq IN (SELECT min(seq) FROM outbox WHERE state IN ('waiting', 'held')
-            GROUP BY channel, account_id, peer_kind, peer_id, thread_id)
-         ORDER BY seq"
-    ))?
-    .query_map([], queued)?
-    .collect()
+pub(super) fn heads(c: &impl Query) -> DbResult<Vec<Queued>> {
+    c.query_map(
+        &format!(
+            "{QUEUED} WHERE seq IN (SELECT min(seq) FROM outbox WHERE state IN ('waiting', 'held')
+                GROUP BY channel, account_id, peer_kind, peer_id, thread_id)
+             ORDER BY seq"
+        ),
+        params![],
+        queued,
+    )
 }
 
 /// The oldest row of conversation `to` that is not posted yet.
-pub(super) fn head(c: &Connection, to: &Conversation) -> rusqlite::Result<Option<Queued>> {
-    c.prepare_cached(&format!(
-        "{QUEUED} WHERE state IN ('waiting', 'held') AND channel = ?1 AND account_id = ?2
-            AND peer_kind = ?3 AND peer_id = ?4 AND thread_id = ?5
-         ORDER BY seq LIMIT 1"
-    ))?
-    .query_row(
+pub(super) fn head(c: &impl Query, to: &Conversation) -> DbResult<Option<Queued>> {
+    c.query_row(
+        &format!(
+            "{QUEUED} WHERE state IN ('waiting', 'held') AND channel = ?1 AND account_id = ?2
+                AND peer_kind = ?3 AND peer_id = ?4 AND thread_id = ?5
+             ORDER BY seq LIMIT 1"
+        ),
         params![
             to.channel,
             to.account_id,
@@ -228,25 +234,25 @@ pub(super) fn head(c: &Connection, to: &Conversation) -> rusqlite::Result<Option
     .optional()
 }
 
-pub(super) fn counts(c: &Connection) -> rusqlite::Result<OutboxCounts> {
+pub(super) fn counts(c: &impl Query) -> DbResult<OutboxCounts> {
     c.query_row(
         "SELECT count(*) FILTER (WHERE state = 'waiting'), count(*) FILTER (WHERE state = 'held')
          FROM outbox WHERE state IN ('waiting', 'held')",
-        [],
+        params![],
         |r| {
             Ok(OutboxCounts {
-                waiting: r.get::<_, i64>(0)?.max(0) as u64,
-                held: r.get::<_, i64>(1)?.max(0) as u64,
+                waiting: r.get::<i64>(0)?.max(0) as u64,
+                held: r.get::<i64>(1)?.max(0) as u64,
             })
         },
     )
 }
 
 /// The platform took the first `pieces` pieces of row `seq`.
-pub(super) fn progress(c: &Connection, seq: i64, pieces: usize) -> rusqlite::Result<()> {
+pub(super) fn progress(c: &impl Query, seq: i64, pieces: usize) -> DbResult<()> {
     c.execute(
         "UPDATE outbox SET pieces = ?2 WHERE seq = ?1",
-        params![seq, pieces as i64],
+        params![seq, pieces],
     )
     .map(drop)
 }
@@ -254,12 +260,12 @@ pub(super) fn progress(c: &Connection, seq: i64, pieces: usize) -> rusqlite::Res
 /// Row `seq` is posted, all of it, by `carrier`; `posted_id` is the platform's id of the last
 /// piece (Slack's `ts`, Telegram's `message_id`), which an approval's outcome edits.
 pub(super) fn posted(
-    c: &Connection,
+    c: &impl Query,
     seq: i64,
     carrier: &str,
     posted_id: Option<&str>,
     now: &str,
-) -> rusqlite::Result<()> {
+) -> DbResult<()> {
     c.execute(
         "UPDATE outbox SET state = 'posted', carrier = ?2, posted_id = ?3, reason = NULL,
              attempts = attempts + 1, done_at = ?4
@@ -270,7 +276,7 @@ pub(super) fn posted(
 }
 
 /// Row `seq` waits: no carrier can take it (`why`). Whether it was not held before.
-pub(super) fn hold(c: &Connection, seq: i64, why: &str) -> rusqlite::Result<bool> {
+pub(super) fn hold(c: &impl Query, seq: i64, why: &str) -> DbResult<bool> {
     c.execute(
         "UPDATE outbox SET state = 'held', reason = ?2 WHERE seq = ?1 AND state = 'waiting'",
         params![seq, why],
@@ -281,15 +287,14 @@ pub(super) fn hold(c: &Connection, seq: i64, why: &str) -> rusqlite::Result<bool
 /// Row `seq` could not be posted by `carrier`: dead, and a dead letter filed under its
 /// conversation with `<cause>:<cause id>` as the message id, in `tx`.
 pub(super) fn dead(
-    tx: &Transaction<'_>,
+    tx: &impl Query,
     seq: i64,
     carrier: &str,
     failed: &Failed,
     now: &str,
-) -> rusqlite::Result<()> {
+) -> DbResult<()> {
     let Some(row) = tx
-        .prepare_cached(&format!("{QUEUED} WHERE seq = ?1"))?
-        .query_row([seq], queued)
+        .query_row(&format!("{QUEUED} WHERE seq = ?1"), params![seq], queued)
         .optional()?
     else {
         return Ok(());
@@ -321,19 +326,20 @@ pub(super) fn dead(
 }
 
 /// The posted prompt of approval `approval_id`: its carrier, platform id and text.
-pub(super) fn prompt(c: &Connection, approval_id: &str) -> rusqlite::Result<Option<PostedPrompt>> {
-    c.prepare_cached(
+pub(super) fn prompt(c: &impl Query, approval_id: &str) -> DbResult<Option<PostedPrompt>> {
+    c.query_row(
         "SELECT carrier, posted_id, text FROM outbox
          WHERE cause IN ('approval', 'task-verdict') AND cause_id = ?1 AND state = 'posted' AND posted_id IS NOT NULL
          ORDER BY seq LIMIT 1",
-    )?
-    .query_row([approval_id], |r| {
-        Ok(PostedPrompt {
-            carrier: r.get(0)?,
-            posted_id: r.get(1)?,
-            text: r.get(2)?,
-        })
-    })
+        params![approval_id],
+        |r| {
+            Ok(PostedPrompt {
+                carrier: r.get(0)?,
+                posted_id: r.get(1)?,
+                text: r.get(2)?,
+            })
+        },
+    )
     .optional()
 }
 
@@ -460,6 +466,83 @@ mod tests {
                 held: 0
             }
         );
+    }
+
+    /// The outbox's statements on both backends, run as the Access store runs them.
+    #[test]
+    fn the_outbox_keeps_order_holds_and_dead_letters_on_both_backends() {
+        use crate::state::db::testing::TestDb;
+        use crate::state::db::{Behavior, Query, params};
+        for db in TestDb::states() {
+            let name = db.name();
+            let mut c = db.connect();
+            let mut conn = c.conn();
+            let now = "2026-12-06T01:00:00Z";
+            let tx = conn.transaction(Behavior::Write).unwrap();
+            let a1 = insert(&tx, &said("1", "a1"), now).unwrap();
+            let b1 = insert(&tx, &said("2", "b1"), now).unwrap();
+            let a2 = insert(&tx, &said("1", "a2"), now).unwrap();
+            tx.commit().unwrap();
+            assert!(a1 < b1 && b1 < a2, "{name}: in the order said");
+            let heads: Vec<i64> = heads(&conn).unwrap().iter().map(|q| q.seq).collect();
+            assert_eq!(heads, [a1, b1], "{name}");
+            progress(&conn, a1, 2).unwrap();
+            assert_eq!(head(&conn, &said("1", "").to).unwrap().unwrap().pieces, 2);
+            posted(&conn, a1, "telegram", Some("77"), now).unwrap();
+            assert_eq!(head(&conn, &said("1", "").to).unwrap().unwrap().seq, a2);
+            assert!(hold(&conn, b1, "no carrier").unwrap());
+            assert!(!hold(&conn, b1, "no carrier").unwrap(), "{name}: held once");
+            assert_eq!(
+                counts(&conn).unwrap(),
+                OutboxCounts {
+                    waiting: 1,
+                    held: 1
+                },
+                "{name}"
+            );
+            let failed = Failed {
+                target: "telegram:sendMessage".into(),
+                body: "{}".into(),
+                attempts: 5,
+                error: "HTTP 500".into(),
+            };
+            let tx = conn.transaction(Behavior::Write).unwrap();
+            dead(&tx, b1, "telegram", &failed, now).unwrap();
+            tx.commit().unwrap();
+            let letters: Vec<(String, String, i64)> = conn
+                .query_map(
+                    "SELECT message_id, last_error, attempts FROM dead_letters",
+                    params![],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .unwrap();
+            assert_eq!(
+                letters,
+                [("announce:run-1".into(), "HTTP 500".into(), 5)],
+                "{name}"
+            );
+            assert_eq!(
+                said_for(&conn, Cause::Announce, "run-1").unwrap().unwrap().text,
+                "a1",
+                "{name}: the first said"
+            );
+            let verdict = Outgoing {
+                cause: Cause::TaskVerdict,
+                cause_id: "task-1@2026-12-06T01:00:00Z".into(),
+                ..said("3", "verdict")
+            };
+            let seq = insert(&conn, &verdict, now).unwrap();
+            assert_eq!(task_verdict(&conn, "task-1").unwrap().unwrap().text, "verdict");
+            assert_eq!(task_verdict(&conn, "task-").unwrap(), None, "{name}");
+            posted(&conn, seq, "slack", Some("1700.1"), now).unwrap();
+            assert_eq!(
+                prompt(&conn, "task-1@2026-12-06T01:00:00Z")
+                    .unwrap()
+                    .map(|p| p.posted_id),
+                Some("1700.1".to_owned()),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::outbox::{
     self, Cause, Conversation, Failed, OutboxCounts, Outgoing, PostedPrompt, Queued,
 };
 use crate::sessions::GivenSection;
+use crate::state::db::Behavior;
 use crate::state::{Provenance, StateDir, StateError};
 
 pub(crate) struct AccessStore {
@@ -597,8 +598,8 @@ impl AccessStore {
     /// Queues `said` on its own (an approval's prompt: the approval is filed already).
     pub(crate) fn say(&self, said: &Outgoing) -> Result<i64, StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.db.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             let seq = outbox::insert(&tx, said, &now)?;
             tx.commit()?;
             Ok(seq)
@@ -611,7 +612,7 @@ impl AccessStore {
         cause: Cause,
         cause_id: &str,
     ) -> Result<Option<Outgoing>, StateError> {
-        self.read(|c| outbox::said_for(c, cause, cause_id))
+        self.db.query(|c| outbox::said_for(&*c, cause, cause_id))
     }
 
     /// Task `task_id`'s newest verdict message (cause `task-verdict`).
@@ -619,26 +620,26 @@ impl AccessStore {
         &self,
         task_id: &str,
     ) -> Result<Option<Outgoing>, StateError> {
-        self.read(|c| outbox::task_verdict(c, task_id))
+        self.db.query(|c| outbox::task_verdict(&*c, task_id))
     }
 
     /// The oldest row of each conversation that is not posted yet, oldest first.
     pub(crate) fn outbox_heads(&self) -> Result<Vec<Queued>, StateError> {
-        self.read(outbox::heads)
+        self.db.query(|c| outbox::heads(&*c))
     }
 
     /// The oldest row of conversation `to` that is not posted yet.
     pub(crate) fn outbox_head(&self, to: &Conversation) -> Result<Option<Queued>, StateError> {
-        self.read(|c| outbox::head(c, to))
+        self.db.query(|c| outbox::head(&*c, to))
     }
 
     pub(crate) fn outbox_counts(&self) -> Result<OutboxCounts, StateError> {
-        self.read(outbox::counts)
+        self.db.query(|c| outbox::counts(&*c))
     }
 
     /// The platform took the first `pieces` pieces of outbox row `seq`.
     pub(crate) fn outbox_progress(&self, seq: i64, pieces: usize) -> Result<(), StateError> {
-        self.with(|c| outbox::progress(c, seq, pieces))
+        self.db.write(|c| outbox::progress(&*c, seq, pieces))
     }
 
     /// Outbox row `seq` is posted by `carrier` (`posted_id`: the platform's id of its last
@@ -650,12 +651,12 @@ impl AccessStore {
         posted_id: Option<&str>,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| outbox::posted(c, seq, carrier, posted_id, &now))
+        self.db.write(|c| outbox::posted(&*c, seq, carrier, posted_id, &now))
     }
 
     /// Outbox row `seq` waits for a carrier (`why`): whether it was not held before.
     pub(crate) fn outbox_hold(&self, seq: i64, why: &str) -> Result<bool, StateError> {
-        self.with(|c| outbox::hold(c, seq, why))
+        self.db.write(|c| outbox::hold(&*c, seq, why))
     }
 
     /// Outbox row `seq` could not be posted: dead, with its dead letter, one transaction.
@@ -666,8 +667,8 @@ impl AccessStore {
         failed: &Failed,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.db.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             outbox::dead(&tx, seq, carrier, failed, &now)?;
             tx.commit()
         })
@@ -678,7 +679,7 @@ impl AccessStore {
         &self,
         approval_id: &str,
     ) -> Result<Option<PostedPrompt>, StateError> {
-        self.read(|c| outbox::prompt(c, approval_id))
+        self.db.query(|c| outbox::prompt(&*c, approval_id))
     }
 
     /// Agent `agent_id`'s last external route: the conversation of the last message delivered

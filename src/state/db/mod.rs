@@ -263,6 +263,30 @@ impl Query for Tx<'_> {
     }
 }
 
+/// A store not yet moved onto the seam calls a moved function with its own SQLite connection
+/// or transaction, and gets its errors back as SQLite's: the two meet while stores move.
+impl Query for rusqlite::Connection {
+    fn target(&self) -> Target<'_> {
+        Target::Sqlite(self)
+    }
+}
+
+impl Query for rusqlite::Transaction<'_> {
+    fn target(&self) -> Target<'_> {
+        Target::Sqlite(self)
+    }
+}
+
+impl From<DbError> for rusqlite::Error {
+    fn from(e: DbError) -> rusqlite::Error {
+        match e {
+            DbError::Sqlite(e) => e,
+            DbError::NoRow => rusqlite::Error::QueryReturnedNoRows,
+            other => rusqlite::Error::UserFunctionError(Box::new(other)),
+        }
+    }
+}
+
 /// A row a statement returned.
 pub(crate) enum Row<'a> {
     Sqlite(&'a rusqlite::Row<'a>),
