@@ -7,7 +7,7 @@
 //! (`policy::pairing`); this module only keeps the records. Codes are stored, for `pairing
 //! list`, and never put into an error message.
 
-use super::db::{Behavior, Conn, DbError, DbResult, Optional, Query, Row, params};
+use super::db::{Behavior, Conn, DbResult, Optional, Query, Row, params};
 use serde::Serialize;
 
 use super::{StateError, StateStore};
@@ -205,7 +205,7 @@ pub(crate) fn pending(
     conn.query_map(
         "SELECT channel, account_id, sender_id, sender_name, code, created_at, expires_at
          FROM pairing_requests
-         WHERE expires_at > ?1 AND (?2 IS NULL OR channel = ?2) AND (?3 IS NULL OR account_id = ?3)
+         WHERE expires_at > ?1 AND (CAST(?2 AS TEXT) IS NULL OR channel = ?2) AND (CAST(?3 AS TEXT) IS NULL OR account_id = ?3)
          ORDER BY channel, account_id, expires_at, rowid",
         params![now, channel, account_id],
         |r| {
@@ -230,7 +230,7 @@ pub(crate) fn paired(
 ) -> DbResult<Vec<PairedSender>> {
     conn.query_map(
         "SELECT channel, account_id, sender_id, sender_name, approved_at FROM paired_senders
-         WHERE (?1 IS NULL OR channel = ?1) AND (?2 IS NULL OR account_id = ?2)
+         WHERE (CAST(?1 AS TEXT) IS NULL OR channel = ?1) AND (CAST(?2 AS TEXT) IS NULL OR account_id = ?2)
          ORDER BY channel, account_id, approved_at, sender_id",
         params![channel, account_id],
         PairedSender::from_row,
@@ -268,7 +268,7 @@ pub(crate) fn approve(
     }
     let candidates = tx.query_map(
         "SELECT account_id, sender_id, sender_name, code FROM pairing_requests
-         WHERE channel = ?1 AND expires_at > ?2 AND (?3 IS NULL OR account_id = ?3)",
+         WHERE channel = ?1 AND expires_at > ?2 AND (CAST(?3 AS TEXT) IS NULL OR account_id = ?3)",
         params![channel, now, account_id],
         |r| {
             Ok((
@@ -328,13 +328,13 @@ pub(crate) fn revoke(
 ) -> DbResult<Vec<PairedSender>> {
     let tx = conn.transaction(Behavior::Write)?;
     let removed = tx.query_map(
-        "DELETE FROM paired_senders WHERE channel = ?1 AND sender_id = ?2 AND (?3 IS NULL OR account_id = ?3)
+        "DELETE FROM paired_senders WHERE channel = ?1 AND sender_id = ?2 AND (CAST(?3 AS TEXT) IS NULL OR account_id = ?3)
          RETURNING channel, account_id, sender_id, sender_name, approved_at",
         params![channel, sender_id, account_id],
         PairedSender::from_row,
     )?;
     tx.execute(
-        "DELETE FROM pairing_requests WHERE channel = ?1 AND sender_id = ?2 AND (?3 IS NULL OR account_id = ?3)",
+        "DELETE FROM pairing_requests WHERE channel = ?1 AND sender_id = ?2 AND (CAST(?3 AS TEXT) IS NULL OR account_id = ?3)",
         params![channel, sender_id, account_id],
     )?;
     tx.commit()?;
