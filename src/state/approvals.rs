@@ -449,9 +449,11 @@ mod tests {
         for ([a, b], _keep) in stores() {
             // Three asked in the same second: in the order asked.
             for id in ["aaaaaaaaa3", "aaaaaaaaa1", "aaaaaaaaa2"] {
-                a.insert(&asked(id, "coder", "2026-12-06T01:00:00Z")).unwrap();
+                a.insert(&asked(id, "coder", "2026-12-06T01:00:00Z"))
+                    .unwrap();
             }
-            a.insert(&asked("bbbbbbbbb1", "echo", "2026-12-06T01:00:01Z")).unwrap();
+            a.insert(&asked("bbbbbbbbb1", "echo", "2026-12-06T01:00:01Z"))
+                .unwrap();
             let ids = |list: Vec<ApprovalRecord>| -> Vec<String> {
                 list.into_iter().map(|r| r.id).collect()
             };

@@ -136,7 +136,10 @@ impl Tx<'_> {
 pub(crate) enum Target<'a> {
     Sqlite(&'a rusqlite::Connection),
     /// `in_tx`: inside a transaction (a write needs no lock of its own).
-    Postgres { conn: &'a PgConn, in_tx: bool },
+    Postgres {
+        conn: &'a PgConn,
+        in_tx: bool,
+    },
 }
 
 /// The statements, on a connection or in a transaction.

@@ -116,10 +116,11 @@ impl PgConn {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
-        let (client, connection) = wait(driver().spawn(async move {
-            config.connect(tokio_postgres::NoTls).await
-        }))
-        .map_err(|e| DbError::Value(format!("the PostgreSQL connection's task failed: {e}")))??;
+        let (client, connection) =
+            wait(driver().spawn(async move { config.connect(tokio_postgres::NoTls).await }))
+                .map_err(|e| {
+                    DbError::Value(format!("the PostgreSQL connection's task failed: {e}"))
+                })??;
         driver().spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!(error = %e, "the PostgreSQL connection closed");
@@ -202,10 +203,7 @@ impl PgConn {
     }
 
     /// Runs one statement that writes in a transaction of its own under the write lock.
-    fn locked<T>(
-        &self,
-        run: impl FnOnce() -> Result<T, tokio_postgres::Error>,
-    ) -> DbResult<T> {
+    fn locked<T>(&self, run: impl FnOnce() -> Result<T, tokio_postgres::Error>) -> DbResult<T> {
         self.batch(&format!("BEGIN; {WRITE_LOCK}"))?;
         match run() {
             Ok(v) => {
