@@ -524,7 +524,10 @@ mod tests {
                 revoked_by: None,
             };
             a.add_rule(&rule).unwrap();
-            assert_eq!(b.rules(Some("coder"), false).unwrap(), [rule.clone()]);
+            assert_eq!(
+                b.rules(Some("coder"), false).unwrap(),
+                std::slice::from_ref(&rule)
+            );
             let revoked = b.revoke_rule("rrrrrrrrr1", "operator").unwrap().unwrap();
             assert_eq!(revoked.revoked_by.as_deref(), Some("operator"));
             assert!(a.revoke_rule("rrrrrrrrr1", "operator").unwrap().is_none());

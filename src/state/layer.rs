@@ -42,7 +42,7 @@ enum Backend {
     Postgres {
         conn: Mutex<PgConn>,
         readers: Vec<Mutex<PgConn>>,
-        url: PgUrl,
+        url: Box<PgUrl>,
     },
 }
 
@@ -100,7 +100,7 @@ impl LayerConnection {
             backend: Backend::Postgres {
                 conn: Mutex::new(conn),
                 readers,
-                url: url.clone(),
+                url: Box::new(url.clone()),
             },
             next_reader: AtomicUsize::new(0),
             layer,

@@ -4,7 +4,7 @@
 //! A store written on this seam runs the same statements on both. They are written in the
 //! dialect both take — numbered parameters `?1`, `ON CONFLICT … DO …` upserts, `RETURNING`,
 //! explicit integer keys — and [`postgres`] turns `?N` into PostgreSQL's `$N`. What only one
-//! backend can say is chosen by [`Conn::backend`], in the store, where it can be read.
+//! backend can say is chosen by [`Query::backend`], in the store, where it can be read.
 //!
 //! Values cross the seam as [`Value`] (what a parameter is) and [`Column`] (what a row holds):
 //! the five kinds SQLite stores. PostgreSQL's typed columns take them by the column's type (an
@@ -22,7 +22,7 @@ mod pg_schema;
 pub(crate) mod postgres;
 mod value;
 
-pub(crate) use pg_schema::{Migrated, migrate as migrate_postgres};
+pub(crate) use pg_schema::migrate as migrate_postgres;
 pub(crate) use postgres::{PgConn, PgUrl};
 pub(crate) use value::{Column, FromColumn, ToValue, Value};
 
@@ -98,13 +98,6 @@ pub(crate) enum Conn<'a> {
 }
 
 impl Conn<'_> {
-    pub(crate) fn backend(&self) -> Backend {
-        match self {
-            Conn::Sqlite(_) => Backend::Sqlite,
-            Conn::Postgres(_) => Backend::Postgres,
-        }
-    }
-
     /// Begins a transaction; it rolls back when dropped uncommitted.
     pub(crate) fn transaction(&mut self, behavior: Behavior) -> DbResult<Tx<'_>> {
         Ok(match self {

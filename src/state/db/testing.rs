@@ -62,7 +62,7 @@ impl Drop for PgSchema {
 /// One backend's fresh, empty database, and connections to it.
 pub(crate) enum TestDb {
     Sqlite(tempfile::TempDir),
-    Postgres(PgSchema),
+    Postgres(Box<PgSchema>),
 }
 
 /// An open connection of a [`TestDb`].
@@ -85,7 +85,7 @@ impl TestDb {
     pub(crate) fn both() -> [TestDb; 2] {
         [
             TestDb::Sqlite(tempfile::tempdir().unwrap()),
-            TestDb::Postgres(PgSchema::new()),
+            TestDb::Postgres(Box::new(PgSchema::new())),
         ]
     }
 
@@ -95,7 +95,7 @@ impl TestDb {
         drop(crate::state::StateStore::open(&crate::state::StateDir::new(sqlite.path())).unwrap());
         let postgres = PgSchema::new();
         super::migrate_postgres(&mut postgres.connect()).unwrap();
-        [TestDb::Sqlite(sqlite), TestDb::Postgres(postgres)]
+        [TestDb::Sqlite(sqlite), TestDb::Postgres(Box::new(postgres))]
     }
 
     pub(crate) fn name(&self) -> &'static str {

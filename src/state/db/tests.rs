@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::pg_schema::Migrated;
 use super::testing::TestDb;
 use super::*;
 
