@@ -22,7 +22,9 @@ impl StateDir {
         }
     }
 
-    /// The same directory, its database in PostgreSQL at `url`.
+    /// The same directory, its database in PostgreSQL at `url` (the tests' and benchmarks'
+    /// until `--state-url` takes one).
+    #[cfg_attr(not(any(test, feature = "bench-tools")), allow(dead_code))]
     pub(crate) fn with_postgres(mut self, url: super::db::PgUrl) -> StateDir {
         self.postgres = Some(url);
         self

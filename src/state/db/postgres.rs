@@ -27,6 +27,8 @@ pub(crate) struct PgUrl {
 }
 
 impl PgUrl {
+    /// Until `--state-url` reads one (docs/scale-out.md), the tests and the benchmarks do.
+    #[cfg_attr(not(any(test, feature = "bench-tools")), allow(dead_code))]
     pub(crate) fn parse(url: &str) -> Result<PgUrl, String> {
         let config: tokio_postgres::Config = url
             .parse()
@@ -68,6 +70,7 @@ impl std::fmt::Debug for PgUrl {
 }
 
 /// `url` with the password of its user part replaced.
+#[cfg_attr(not(any(test, feature = "bench-tools")), allow(dead_code))]
 fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
