@@ -71,11 +71,11 @@ pub mod workspace;
 
 /// How a bridge signs what it hands in (`X-Deepcli-Signature`), for the tests' bridges.
 pub use access::sign;
-/// The budget windows, for the benchmarks.
-pub use sessions::budget;
 /// A store's calls on each state backend, for the benchmarks.
 #[cfg(feature = "bench-tools")]
-pub use state::db::bench as state_bench;
+pub use adapters::store_bench as state_bench;
+/// The budget windows, for the benchmarks.
+pub use sessions::budget;
 /// A task's own path (state and artifacts), for the benchmarks.
 #[cfg(feature = "bench-tools")]
 pub use tasks::bench as task_bench;

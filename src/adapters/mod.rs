@@ -23,6 +23,9 @@ pub(crate) mod outbound;
 mod pipeline;
 pub(crate) mod slack;
 pub(crate) mod store;
+/// The adapters' store on each state backend, for `benches/state_backends.rs`.
+#[cfg(feature = "bench-tools")]
+pub mod store_bench;
 pub(crate) mod telegram;
 pub(crate) mod web;
 

@@ -277,6 +277,12 @@ impl StateStore {
     }
 }
 
+/// A new state in the directory `root`, every migration run (the seam's tests).
+#[cfg(test)]
+pub(crate) fn create_for_tests(root: &Path) {
+    drop(StateStore::open(&StateDir::new(root)).expect("a new state"));
+}
+
 /// A connection to the existing database at `path`. Never creates one: a file that went away
 /// is an error, not a new state.
 pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {

@@ -852,6 +852,8 @@ const CACHES: &[&str] = &[
     "hub/tools.rs",
     "routing/index.rs",
     "sandbox/host.rs",
+    // The one runtime that drives the PostgreSQL connections' sockets, made at first use.
+    "state/db/postgres.rs",
     "trash/guard.rs",
 ];
 

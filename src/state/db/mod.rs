@@ -16,8 +16,6 @@
 //! PostgreSQL), so a read that decides a write is never raced by another writer, whichever
 //! replica it runs on. A statement run outside a transaction that writes takes it too.
 
-#[cfg(feature = "bench-tools")]
-pub mod bench;
 mod pg_schema;
 pub(crate) mod postgres;
 mod value;

@@ -92,7 +92,7 @@ impl TestDb {
     /// Both backends, each holding a new state (every migration run), SQLite first.
     pub(crate) fn states() -> [TestDb; 2] {
         let sqlite = tempfile::tempdir().unwrap();
-        drop(crate::state::StateStore::open(&crate::state::StateDir::new(sqlite.path())).unwrap());
+        crate::state::create_for_tests(sqlite.path());
         let postgres = PgSchema::new();
         super::migrate_postgres(&mut postgres.connect()).unwrap();
         [TestDb::Sqlite(sqlite), TestDb::Postgres(Box::new(postgres))]
@@ -109,7 +109,7 @@ impl TestDb {
     pub(crate) fn connect(&self) -> TestConn {
         match self {
             TestDb::Sqlite(dir) => {
-                let state = crate::state::StateDir::new(dir.path()).db();
+                let state = dir.path().join("state.db");
                 let path = if state.exists() {
                     state
                 } else {

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::adapters::store::{AdapterStore, ThreadKey};
+use super::store::{AdapterStore, ThreadKey};
 use crate::state::db::PgUrl;
 use crate::state::{StateDir, StateError};
 
