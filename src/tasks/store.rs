@@ -367,7 +367,7 @@ impl TaskStore {
         self.db.query(|c| {
             c.query_map(
                 &format!(
-                    "SELECT {COLUMNS} FROM tasks WHERE ?1 IS NULL OR room = ?1 ORDER BY {NEWEST_FIRST} LIMIT ?2"
+                    "SELECT {COLUMNS} FROM tasks WHERE CAST(?1 AS TEXT) IS NULL OR room = ?1 ORDER BY {NEWEST_FIRST} LIMIT ?2"
                 ),
                 params![room, limit as i64],
                 task_row,
