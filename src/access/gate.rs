@@ -20,6 +20,7 @@ use super::store::{AccessStore, DeliveryKey};
 use super::{Access, AccessError, AccessPlan, Delivered, Envelope, route::Route};
 use crate::policy::bot_loop::{BotLoopGuard, BotPair, Counted};
 use crate::policy::{self, AgentPatterns, Conversation, Message, Reason, Unless, Verdict};
+use crate::state::db::{Conn, DbResult};
 use crate::state::pairing::{self as records, Requested};
 
 /// The session key an envelope speaks in: the route's, with its thread.
@@ -43,7 +44,7 @@ impl PolicyState {
     /// restarted controller gives them to the agent all the same).
     pub(super) fn load(store: &AccessStore) -> PolicyState {
         let kept = store
-            .with(|conn| records::sessions_with_kept(conn))
+            .write_db(|conn| records::sessions_with_kept(&*conn))
             .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "cannot read the kept context: it is given again only once more is kept");
                 Vec::new()
@@ -159,12 +160,12 @@ impl Access {
                             key.account_id.clone(),
                             sender.trim().to_string(),
                         );
-                        self.blocking_conn(move |conn| records::is_paired(conn, &c, &a, &s))
+                        self.blocking_conn(move |conn| records::is_paired(&*conn, &c, &a, &s))
                             .await?
                     }
                     (Some(Unless::ThreadAnswered), _) => {
                         let k = session_key(route, key);
-                        self.blocking_conn(move |conn| records::answered_in(conn, &k))
+                        self.blocking_conn(move |conn| records::answered_in(&*conn, &k))
                             .await?
                     }
                     _ => false,
@@ -233,7 +234,7 @@ impl Access {
                     envelope.sender.as_ref().map(Value::to_string),
                     envelope.text.clone(),
                 );
-                self.blocking_conn_mut(move |conn| {
+                self.blocking_conn(move |conn| {
                     records::keep(conn, &k, &id, sender.as_deref(), &text, limit)
                 })
                 .await?;
@@ -283,7 +284,7 @@ impl Access {
             sender.trim().to_string(),
             name.map(str::to_string),
         );
-        self.blocking_conn_mut(move |conn| {
+        self.blocking_conn(move |conn| {
             let who = records::Sender {
                 channel: &channel,
                 account_id: &account,
@@ -331,7 +332,7 @@ impl Access {
         }
         let k = session_key.to_string();
         let kept = self
-            .blocking_conn(move |conn| records::kept(conn, &k))
+            .blocking_conn(move |conn| records::kept(&*conn, &k))
             .await?;
         let Some(last) = kept.last() else {
             return Ok(Context {
@@ -381,8 +382,8 @@ impl Access {
         let k = session_key.to_string();
         let left = self
             .blocking_conn(move |conn| {
-                records::forget_kept(conn, &k, last_id)?;
-                records::kept(conn, &k).map(|rest| !rest.is_empty())
+                records::forget_kept(&*conn, &k, last_id)?;
+                records::kept(&*conn, &k).map(|rest| !rest.is_empty())
             })
             .await?;
         self.policy.set_kept(session_key, left);
@@ -391,17 +392,9 @@ impl Access {
 
     async fn blocking_conn<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T> + Send + 'static,
     ) -> Result<T, AccessError> {
-        self.blocking(move |store: &AccessStore| store.with(|c| f(c)))
-            .await
-    }
-
-    async fn blocking_conn_mut<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Result<T, AccessError> {
-        self.blocking(move |store: &AccessStore| store.with(f))
+        self.blocking(move |store: &AccessStore| store.write_db(f))
             .await
     }
 }

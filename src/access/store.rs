@@ -12,7 +12,7 @@ use super::outbox::{
     self, Cause, Conversation, Failed, OutboxCounts, Outgoing, PostedPrompt, Queued,
 };
 use crate::sessions::GivenSection;
-use crate::state::db::Behavior;
+use crate::state::db::{Behavior, Conn, DbResult};
 use crate::state::{Provenance, StateDir, StateError};
 
 pub(crate) struct AccessStore {
@@ -157,6 +157,15 @@ impl AccessStore {
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
         self.db.with(f)
+    }
+
+    /// Runs `f` on the connection that writes, on the backend seam (either backend).
+    #[track_caller]
+    pub(super) fn write_db<T>(
+        &self,
+        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
+    ) -> Result<T, StateError> {
+        self.db.write(f)
     }
 
     #[track_caller]

@@ -2,10 +2,10 @@
 //! order, and the `allow_always` rules. Only the rows: who may decide, and what a decision
 //! does, is the `approvals` module's.
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::db::{Behavior, DbResult, Optional, Query, Row, params};
 use super::{ApprovalSource, ApprovalState, LayerConnection, StateDir, StateError};
 
 /// An approval as stored.
@@ -105,12 +105,12 @@ pub enum Decided {
 const COLUMNS: &str = "id, source, agent_id, session_key, runtime_session_id, run_id, requester, action, content_hash, options, policy_hash, route, origin, state, created_at, expires_at, decided_at, decided_by, decision, note, preview";
 const RULE_COLUMNS: &str = "id, agent_id, tool_kind, title_pattern, created_at, created_by, approval_id, revoked_at, revoked_by, title_match, input_shape";
 
-fn json_col(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Value> {
+fn json_col(r: &Row<'_>, i: usize) -> DbResult<Value> {
     let text: String = r.get(i)?;
     Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+fn row(r: &Row<'_>) -> DbResult<ApprovalRecord> {
     let origin: Option<String> = r.get(12)?;
     Ok(ApprovalRecord {
         id: r.get(0)?,
@@ -134,12 +134,12 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
         decision: r.get(18)?,
         note: r.get(19)?,
         preview: r
-            .get::<_, Option<String>>(20)?
+            .get::<Option<String>>(20)?
             .and_then(|p| serde_json::from_str(&p).ok()),
     })
 }
 
-fn rule_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRule> {
+fn rule_row(r: &Row<'_>) -> DbResult<ApprovalRule> {
     Ok(ApprovalRule {
         id: r.get(0)?,
         agent_id: r.get(1)?,
@@ -169,13 +169,13 @@ pub fn new_id() -> Result<String, StateError> {
 }
 
 fn event(
-    c: &Connection,
+    c: &impl Query,
     id: &str,
     at: &str,
     what: &str,
     actor: Option<&str>,
     note: &str,
-) -> rusqlite::Result<()> {
+) -> DbResult<()> {
     c.execute(
         "INSERT INTO approval_events (approval_id, at, event, actor, note) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![id, at, what, actor, note],
@@ -205,8 +205,8 @@ impl ApprovalStore {
     /// Records a request: pending (event `asked`), or already decided by a mode or a rule
     /// (event `auto`, with who decided in `decided_by`).
     pub fn insert(&self, a: &ApprovalRecord) -> Result<(), StateError> {
-        self.db.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.db.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             tx.execute(
                 &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
                 params![
@@ -228,10 +228,10 @@ impl ApprovalStore {
     }
 
     pub fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, StateError> {
-        self.db.with(|c| {
+        self.db.query(|c| {
             c.query_row(
                 &format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"),
-                [id],
+                params![id],
                 row,
             )
             .optional()
@@ -240,30 +240,33 @@ impl ApprovalStore {
 
     /// Newest first.
     pub fn list(&self, filter: &ApprovalFilter) -> Result<Vec<ApprovalRecord>, StateError> {
-        self.db.with(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR agent_id = ?2) ORDER BY created_at DESC, rowid DESC LIMIT ?3"
-            ))?;
-            let limit = filter.limit.map_or(-1, |l| l as i64);
-            stmt.query_map(params![filter.state, filter.agent_id, limit], row)?
-                .collect()
+        self.db.query(|c| {
+            // No limit is the greatest (SQLite's -1 is an error in PostgreSQL).
+            let limit = filter.limit.map_or(i64::MAX, |l| l as i64);
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR agent_id = ?2) ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+                ),
+                params![filter.state, filter.agent_id, limit],
+                row,
+            )
         })
     }
 
     pub fn events(&self, id: &str) -> Result<Vec<ApprovalEvent>, StateError> {
-        self.db.with(|c| {
-            let mut stmt = c.prepare(
+        self.db.query(|c| {
+            c.query_map(
                 "SELECT at, event, actor, note FROM approval_events WHERE approval_id = ?1 ORDER BY id",
-            )?;
-            stmt.query_map([id], |r| {
-                Ok(ApprovalEvent {
-                    at: r.get(0)?,
-                    event: r.get(1)?,
-                    actor: r.get(2)?,
-                    note: r.get(3)?,
-                })
-            })?
-            .collect()
+                params![id],
+                |r| {
+                    Ok(ApprovalEvent {
+                        at: r.get(0)?,
+                        event: r.get(1)?,
+                        actor: r.get(2)?,
+                        note: r.get(3)?,
+                    })
+                },
+            )
         })
     }
 
@@ -276,7 +279,7 @@ impl ApprovalStore {
         note: &str,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.db.with(|c| event(c, id, &now, what, actor, note))
+        self.db.write(|c| event(&*c, id, &now, what, actor, note))
     }
 
     /// Moves a pending approval to `state` (approved, denied, expired, void) in one
@@ -290,10 +293,10 @@ impl ApprovalStore {
         note: &str,
     ) -> Result<Decided, StateError> {
         let now = crate::clock::now();
-        self.db.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.db.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             let current = tx
-                .query_row(&format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"), [id], row)
+                .query_row(&format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"), params![id], row)
                 .optional()?;
             let Some(current) = current else {
                 return Ok(Decided::Missing);
@@ -317,7 +320,7 @@ impl ApprovalStore {
                 None => note.to_string(),
             };
             event(&tx, id, &now, what, Some(by), &detail)?;
-            let after = tx.query_row(&format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"), [id], row)?;
+            let after = tx.query_row(&format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"), params![id], row)?;
             tx.commit()?;
             Ok(Decided::Done(after))
         })
@@ -325,7 +328,7 @@ impl ApprovalStore {
 
     /// Appends to a decided approval's note (a management request's result).
     pub fn set_note(&self, id: &str, note: &str) -> Result<(), StateError> {
-        self.db.with(|c| {
+        self.db.write(|c| {
             c.execute(
                 "UPDATE approvals SET note = ?2 WHERE id = ?1",
                 params![id, note],
@@ -336,17 +339,20 @@ impl ApprovalStore {
 
     /// The pending approvals, oldest first.
     pub fn pending(&self) -> Result<Vec<ApprovalRecord>, StateError> {
-        self.db.with(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {COLUMNS} FROM approvals WHERE state = 'pending' ORDER BY created_at, rowid"
-            ))?;
-            stmt.query_map([], row)?.collect()
+        self.db.query(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM approvals WHERE state = 'pending' ORDER BY created_at, rowid"
+                ),
+                params![],
+                row,
+            )
         })
     }
 
     /// Records an `allow_always` rule.
     pub fn add_rule(&self, rule: &ApprovalRule) -> Result<(), StateError> {
-        self.db.with(|c| {
+        self.db.write(|c| {
             c.execute(
                 &format!("INSERT INTO approval_rules ({RULE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, NULL, ?8, ?9)"),
                 params![rule.id, rule.agent_id, rule.tool_kind, rule.title_pattern, rule.created_at, rule.created_by, rule.approval_id, rule.title_match, rule.input_shape],
@@ -362,25 +368,28 @@ impl ApprovalStore {
         agent: Option<&str>,
         revoked: bool,
     ) -> Result<Vec<ApprovalRule>, StateError> {
-        self.db.with(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {RULE_COLUMNS} FROM approval_rules WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 OR revoked_at IS NULL) ORDER BY created_at, rowid"
-            ))?;
-            stmt.query_map(params![agent, revoked], rule_row)?.collect()
+        self.db.query(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {RULE_COLUMNS} FROM approval_rules WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 OR revoked_at IS NULL) ORDER BY created_at, rowid"
+                ),
+                params![agent, revoked],
+                rule_row,
+            )
         })
     }
 
     /// Revokes a live rule; `None` when there is no live rule of that id.
     pub fn revoke_rule(&self, id: &str, by: &str) -> Result<Option<ApprovalRule>, StateError> {
         let now = crate::clock::now();
-        self.db.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.db.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             let n = tx.execute(
                 "UPDATE approval_rules SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL",
                 params![id, now, by],
             )?;
             let rule = if n == 1 {
-                tx.query_row(&format!("SELECT {RULE_COLUMNS} FROM approval_rules WHERE id = ?1"), [id], rule_row)
+                tx.query_row(&format!("SELECT {RULE_COLUMNS} FROM approval_rules WHERE id = ?1"), params![id], rule_row)
                     .optional()?
             } else {
                 None
@@ -394,6 +403,133 @@ impl ApprovalStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn asked(id: &str, agent: &str, at: &str) -> ApprovalRecord {
+        ApprovalRecord {
+            id: id.into(),
+            source: ApprovalSource::Permission,
+            agent_id: agent.into(),
+            session_key: Some(format!("agent:{agent}:main")),
+            runtime_session_id: None,
+            run_id: None,
+            requester: serde_json::json!({"agent": agent}),
+            action: serde_json::json!({"kind": "execute", "title": "rm -rf build"}),
+            content_hash: "h".into(),
+            options: serde_json::json!([{"kind": "allow_once"}]),
+            policy_hash: "p".into(),
+            route: "operator".into(),
+            origin: None,
+            state: ApprovalState::Pending,
+            created_at: at.into(),
+            expires_at: "2026-12-06T02:00:00Z".into(),
+            decided_at: None,
+            decided_by: None,
+            decision: None,
+            note: String::new(),
+            preview: Some(ManagementPreview {
+                files: vec!["agents.yaml".into()],
+                ..ManagementPreview::default()
+            }),
+        }
+    }
+
+    /// The store on both backends, twice: two replicas' stores on one state.
+    fn stores() -> Vec<([ApprovalStore; 2], Box<dyn std::any::Any>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path());
+        let sqlite = [(); 2].map(|()| ApprovalStore::open(&state).unwrap());
+        let schema = crate::state::db::testing::PgSchema::new();
+        let on_postgres = state.clone().with_postgres(schema.url().clone());
+        let postgres = [(); 2].map(|()| ApprovalStore::open(&on_postgres).unwrap());
+        vec![(sqlite, Box::new(dir)), (postgres, Box::new(schema))]
+    }
+
+    #[test]
+    fn approvals_list_in_order_and_are_decided_once_on_both_backends() {
+        for ([a, b], _keep) in stores() {
+            // Three asked in the same second: in the order asked.
+            for id in ["aaaaaaaaa3", "aaaaaaaaa1", "aaaaaaaaa2"] {
+                a.insert(&asked(id, "coder", "2026-12-06T01:00:00Z")).unwrap();
+            }
+            a.insert(&asked("bbbbbbbbb1", "echo", "2026-12-06T01:00:01Z")).unwrap();
+            let ids = |list: Vec<ApprovalRecord>| -> Vec<String> {
+                list.into_iter().map(|r| r.id).collect()
+            };
+            assert_eq!(
+                ids(b.pending().unwrap()),
+                ["aaaaaaaaa3", "aaaaaaaaa1", "aaaaaaaaa2", "bbbbbbbbb1"]
+            );
+            let coder = ApprovalFilter {
+                agent_id: Some("coder".into()),
+                limit: Some(2),
+                ..ApprovalFilter::default()
+            };
+            assert_eq!(ids(b.list(&coder).unwrap()), ["aaaaaaaaa2", "aaaaaaaaa1"]);
+            assert_eq!(b.list(&ApprovalFilter::default()).unwrap().len(), 4);
+            let got = b.get("aaaaaaaaa1").unwrap().unwrap();
+            assert_eq!(got, asked("aaaaaaaaa1", "coder", "2026-12-06T01:00:00Z"));
+
+            // Two replicas decide the same approval at once: one decides it.
+            let decided: Vec<Decided> = std::thread::scope(|s| {
+                let handles: Vec<_> = [&a, &b, &a, &b]
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, store)| {
+                        s.spawn(move || {
+                            store
+                                .decide(
+                                    "aaaaaaaaa1",
+                                    ApprovalState::Approved,
+                                    &format!("telegram:{i}"),
+                                    Some("allow_once"),
+                                    "",
+                                )
+                                .unwrap()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let done = decided
+                .iter()
+                .filter(|d| matches!(d, Decided::Done(_)))
+                .count();
+            assert_eq!(done, 1, "{decided:?}");
+            let events: Vec<String> = a
+                .events("aaaaaaaaa1")
+                .unwrap()
+                .into_iter()
+                .map(|e| e.event)
+                .collect();
+            assert_eq!(events, ["asked", "decided"]);
+            let approved = ApprovalFilter {
+                state: Some(ApprovalState::Approved),
+                ..ApprovalFilter::default()
+            };
+            assert_eq!(ids(a.list(&approved).unwrap()), ["aaaaaaaaa1"]);
+
+            let rule = ApprovalRule {
+                id: "rrrrrrrrr1".into(),
+                agent_id: "coder".into(),
+                tool_kind: "execute".into(),
+                title_pattern: "rm -rf build".into(),
+                title_match: crate::state::TitleMatch::Exact,
+                input_shape: None,
+                created_at: "2026-12-06T01:00:00Z".into(),
+                created_by: "operator".into(),
+                approval_id: "aaaaaaaaa1".into(),
+                revoked_at: None,
+                revoked_by: None,
+            };
+            a.add_rule(&rule).unwrap();
+            assert_eq!(b.rules(Some("coder"), false).unwrap(), [rule.clone()]);
+            let revoked = b.revoke_rule("rrrrrrrrr1", "operator").unwrap().unwrap();
+            assert_eq!(revoked.revoked_by.as_deref(), Some("operator"));
+            assert!(a.revoke_rule("rrrrrrrrr1", "operator").unwrap().is_none());
+            assert!(a.rules(Some("coder"), false).unwrap().is_empty());
+            assert_eq!(a.rules(None, true).unwrap().len(), 1);
+        }
+    }
 
     #[test]
     fn ids_are_ten_characters_of_the_alphabet_and_differ() {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
-use super::db::{self, Conn, DbError, DbResult, PgConn, PgUrl};
+use super::db::{self, Conn, DbError, DbResult, PgConn, PgUrl, Query};
 use super::{StateDir, StateError, StateStore};
 
 /// A layer's connections, each used under a lock: opened after the database is migrated, with
@@ -113,10 +113,10 @@ impl LayerConnection {
     /// Whether an agent with this id was deleted (its entry is in the trash): the storage
     /// layer's table, read for a layer that holds this connection.
     pub fn agent_in_trash(&self, agent_id: &str) -> Result<bool, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 "SELECT EXISTS (SELECT 1 FROM trash WHERE agent_id = ?1)",
-                [agent_id],
+                db::params![agent_id],
                 |r| r.get(0),
             )
         })

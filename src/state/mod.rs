@@ -214,6 +214,14 @@ impl StateStore {
         sql_error(self.dir.db(), source)
     }
 
+    /// An error of a statement on the seam ([`db`]), naming the database.
+    fn db(&self, source: db::DbError) -> StateError {
+        match source {
+            db::DbError::Sqlite(e) => self.sql(e),
+            other => StateError::db(self.dir.db().display().to_string(), other),
+        }
+    }
+
     /// Every row `sql` selects, each made by `row`.
     fn rows<T>(
         &self,

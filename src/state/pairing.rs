@@ -7,7 +7,7 @@
 //! (`policy::pairing`); this module only keeps the records. Codes are stored, for `pairing
 //! list`, and never put into an error message.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use super::db::{Behavior, Conn, DbError, DbResult, Optional, Query, Row, params};
 use serde::Serialize;
 
 use super::{StateError, StateStore};
@@ -66,7 +66,7 @@ pub struct PairedSender {
 
 impl PairedSender {
     /// A row of `channel, account_id, sender_id, sender_name, approved_at`.
-    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PairedSender> {
+    fn from_row(r: &Row<'_>) -> DbResult<PairedSender> {
         Ok(PairedSender {
             channel: r.get(0)?,
             account_id: r.get(1)?,
@@ -99,14 +99,14 @@ pub enum Approval {
 
 /// Asks to pair `who`: the pending request's state, or a new one with `fresh_code` (the
 /// oldest pending request of the account dropped past `max_pending`).
-pub fn request(
-    conn: &mut Connection,
+pub(crate) fn request(
+    conn: &mut Conn<'_>,
     who: &Sender<'_>,
     fresh_code: &str,
     now: i64,
     limits: &Limits,
-) -> rusqlite::Result<Requested> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+) -> DbResult<Requested> {
+    let tx = conn.transaction(Behavior::Write)?;
     tx.execute(
         "DELETE FROM pairing_requests WHERE channel = ?1 AND account_id = ?2 AND expires_at <= ?3",
         params![who.channel, who.account_id, now],
@@ -149,7 +149,7 @@ pub fn request(
             params![
                 who.channel,
                 who.account_id,
-                (waiting + 1 - limits.max_pending) as i64
+                waiting + 1 - limits.max_pending
             ],
         )?;
     }
@@ -179,12 +179,12 @@ pub fn request(
 }
 
 /// Whether the operator approved this sender of this account.
-pub fn is_paired(
-    conn: &Connection,
+pub(crate) fn is_paired(
+    conn: &impl Query,
     channel: &str,
     account_id: &str,
     sender_id: &str,
-) -> rusqlite::Result<bool> {
+) -> DbResult<bool> {
     conn.query_row(
         "SELECT 1 FROM paired_senders WHERE channel = ?1 AND account_id = ?2 AND sender_id = ?3",
         params![channel, account_id, sender_id],
@@ -196,61 +196,61 @@ pub fn is_paired(
 
 /// The pending requests (not expired at `now`), oldest first, of one channel and account if
 /// given.
-pub fn pending(
-    conn: &Connection,
+pub(crate) fn pending(
+    conn: &impl Query,
     channel: Option<&str>,
     account_id: Option<&str>,
     now: i64,
-) -> rusqlite::Result<Vec<PendingRequest>> {
-    let mut stmt = conn.prepare(
+) -> DbResult<Vec<PendingRequest>> {
+    conn.query_map(
         "SELECT channel, account_id, sender_id, sender_name, code, created_at, expires_at
          FROM pairing_requests
          WHERE expires_at > ?1 AND (?2 IS NULL OR channel = ?2) AND (?3 IS NULL OR account_id = ?3)
          ORDER BY channel, account_id, expires_at, rowid",
-    )?;
-    stmt.query_map(params![now, channel, account_id], |r| {
-        Ok(PendingRequest {
-            channel: r.get(0)?,
-            account_id: r.get(1)?,
-            sender_id: r.get(2)?,
-            sender_name: r.get(3)?,
-            code: r.get(4)?,
-            created_at: r.get(5)?,
-            expires_at: r.get(6)?,
-        })
-    })?
-    .collect()
+        params![now, channel, account_id],
+        |r| {
+            Ok(PendingRequest {
+                channel: r.get(0)?,
+                account_id: r.get(1)?,
+                sender_id: r.get(2)?,
+                sender_name: r.get(3)?,
+                code: r.get(4)?,
+                created_at: r.get(5)?,
+                expires_at: r.get(6)?,
+            })
+        },
+    )
 }
 
 /// The approved senders, of one channel and account if given.
-pub fn paired(
-    conn: &Connection,
+pub(crate) fn paired(
+    conn: &impl Query,
     channel: Option<&str>,
     account_id: Option<&str>,
-) -> rusqlite::Result<Vec<PairedSender>> {
-    let mut stmt = conn.prepare(
+) -> DbResult<Vec<PairedSender>> {
+    conn.query_map(
         "SELECT channel, account_id, sender_id, sender_name, approved_at FROM paired_senders
          WHERE (?1 IS NULL OR channel = ?1) AND (?2 IS NULL OR account_id = ?2)
          ORDER BY channel, account_id, approved_at, sender_id",
-    )?;
-    stmt.query_map(params![channel, account_id], PairedSender::from_row)?
-        .collect()
+        params![channel, account_id],
+        PairedSender::from_row,
+    )
 }
 
 /// Approves the pending request of `channel` (and `account_id`, if given) whose code is
 /// `code`: its sender is paired and the request is gone. The code is compared with `same`
 /// (constant time) against every pending code, so how long this takes does not tell which
 /// letters were right. A wrong code counts against the channel's window.
-pub fn approve(
-    conn: &mut Connection,
+pub(crate) fn approve(
+    conn: &mut Conn<'_>,
     channel: &str,
     account_id: Option<&str>,
     code: &str,
     now: i64,
     same: fn(&str, &str) -> bool,
     guesses: &Guesses,
-) -> rusqlite::Result<Approval> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+) -> DbResult<Approval> {
+    let tx = conn.transaction(Behavior::Write)?;
     tx.execute(
         "DELETE FROM pairing_failures WHERE at <= ?1",
         params![now - guesses.window_secs],
@@ -266,21 +266,19 @@ pub fn approve(
             until: first.unwrap_or(now) + guesses.window_secs,
         });
     }
-    let candidates = {
-        let mut stmt = tx.prepare(
-            "SELECT account_id, sender_id, sender_name, code FROM pairing_requests
-             WHERE channel = ?1 AND expires_at > ?2 AND (?3 IS NULL OR account_id = ?3)",
-        )?;
-        stmt.query_map(params![channel, now, account_id], |r| {
+    let candidates = tx.query_map(
+        "SELECT account_id, sender_id, sender_name, code FROM pairing_requests
+         WHERE channel = ?1 AND expires_at > ?2 AND (?3 IS NULL OR account_id = ?3)",
+        params![channel, now, account_id],
+        |r| {
             Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, Option<String>>(2)?,
-                r.get::<_, String>(3)?,
+                r.get::<String>(0)?,
+                r.get::<String>(1)?,
+                r.get::<Option<String>>(2)?,
+                r.get::<String>(3)?,
             ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?
-    };
+        },
+    )?;
     // Every candidate is compared: no early exit.
     let mut found = None;
     for (account, sender, name, stored) in candidates {
@@ -322,24 +320,19 @@ pub fn approve(
 
 /// Takes back a sender's approval and drops its pending request; returns the approvals
 /// removed (one per account).
-pub fn revoke(
-    conn: &mut Connection,
+pub(crate) fn revoke(
+    conn: &mut Conn<'_>,
     channel: &str,
     account_id: Option<&str>,
     sender_id: &str,
-) -> rusqlite::Result<Vec<PairedSender>> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let removed = {
-        let mut stmt = tx.prepare(
-            "DELETE FROM paired_senders WHERE channel = ?1 AND sender_id = ?2 AND (?3 IS NULL OR account_id = ?3)
-             RETURNING channel, account_id, sender_id, sender_name, approved_at",
-        )?;
-        stmt.query_map(
-            params![channel, sender_id, account_id],
-            PairedSender::from_row,
-        )?
-        .collect::<rusqlite::Result<Vec<_>>>()?
-    };
+) -> DbResult<Vec<PairedSender>> {
+    let tx = conn.transaction(Behavior::Write)?;
+    let removed = tx.query_map(
+        "DELETE FROM paired_senders WHERE channel = ?1 AND sender_id = ?2 AND (?3 IS NULL OR account_id = ?3)
+         RETURNING channel, account_id, sender_id, sender_name, approved_at",
+        params![channel, sender_id, account_id],
+        PairedSender::from_row,
+    )?;
     tx.execute(
         "DELETE FROM pairing_requests WHERE channel = ?1 AND sender_id = ?2 AND (?3 IS NULL OR account_id = ?3)",
         params![channel, sender_id, account_id],
@@ -360,15 +353,15 @@ pub struct KeptMessage {
 }
 
 /// Keeps a gated message for `session_key`, and at most `limit` of them (the oldest go).
-pub fn keep(
-    conn: &mut Connection,
+pub(crate) fn keep(
+    conn: &mut Conn<'_>,
     session_key: &str,
     message_id: &str,
     sender: Option<&str>,
     text: &str,
     limit: u32,
-) -> rusqlite::Result<()> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+) -> DbResult<()> {
+    let tx = conn.transaction(Behavior::Write)?;
     if limit > 0 {
         tx.execute(
             "INSERT INTO kept_context (session_key, message_id, sender, text, at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -378,36 +371,39 @@ pub fn keep(
     tx.execute(
         "DELETE FROM kept_context WHERE session_key = ?1 AND id NOT IN (
              SELECT id FROM kept_context WHERE session_key = ?1 ORDER BY id DESC LIMIT ?2)",
-        params![session_key, i64::from(limit)],
+        params![session_key, limit],
     )?;
     tx.commit()
 }
 
 /// The messages kept for `session_key`, oldest first.
-pub fn kept(conn: &Connection, session_key: &str) -> rusqlite::Result<Vec<KeptMessage>> {
-    let mut stmt = conn.prepare(
+pub(crate) fn kept(conn: &impl Query, session_key: &str) -> DbResult<Vec<KeptMessage>> {
+    conn.query_map(
         "SELECT id, message_id, sender, text, at FROM kept_context WHERE session_key = ?1 ORDER BY id",
-    )?;
-    stmt.query_map([session_key], |r| {
-        Ok(KeptMessage {
-            id: r.get(0)?,
-            message_id: r.get(1)?,
-            sender: r.get(2)?,
-            text: r.get(3)?,
-            at: r.get(4)?,
-        })
-    })?
-    .collect()
+        params![session_key],
+        |r| {
+            Ok(KeptMessage {
+                id: r.get(0)?,
+                message_id: r.get(1)?,
+                sender: r.get(2)?,
+                text: r.get(3)?,
+                at: r.get(4)?,
+            })
+        },
+    )
 }
 
 /// The sessions that have kept messages.
-pub fn sessions_with_kept(conn: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = conn.prepare("SELECT DISTINCT session_key FROM kept_context")?;
-    stmt.query_map([], |r| r.get(0))?.collect()
+pub(crate) fn sessions_with_kept(conn: &impl Query) -> DbResult<Vec<String>> {
+    conn.query_map(
+        "SELECT DISTINCT session_key FROM kept_context",
+        params![],
+        |r| r.get(0),
+    )
 }
 
 /// Forgets the kept messages of `session_key` up to `last_id` (those given to the agent).
-pub fn forget_kept(conn: &Connection, session_key: &str, last_id: i64) -> rusqlite::Result<()> {
+pub(crate) fn forget_kept(conn: &impl Query, session_key: &str, last_id: i64) -> DbResult<()> {
     conn.execute(
         "DELETE FROM kept_context WHERE session_key = ?1 AND id <= ?2",
         params![session_key, last_id],
@@ -417,10 +413,10 @@ pub fn forget_kept(conn: &Connection, session_key: &str, last_id: i64) -> rusqli
 
 /// Whether the agent answered in the session `session_key` (a thread's): its transcript has a
 /// reply.
-pub fn answered_in(conn: &Connection, session_key: &str) -> rusqlite::Result<bool> {
+pub(crate) fn answered_in(conn: &impl Query, session_key: &str) -> DbResult<bool> {
     conn.query_row(
         "SELECT 1 FROM transcript WHERE session_key = ?1 AND provenance = 'agent' LIMIT 1",
-        [session_key],
+        params![session_key],
         |_| Ok(()),
     )
     .optional()
@@ -449,8 +445,8 @@ impl StateStore {
         account_id: Option<&str>,
         now: i64,
     ) -> Result<(Vec<PendingRequest>, Vec<PairedSender>), StateError> {
-        let pending = pending(&self.conn, channel, account_id, now).map_err(|e| self.sql(e))?;
-        let paired = paired(&self.conn, channel, account_id).map_err(|e| self.sql(e))?;
+        let pending = pending(&self.conn, channel, account_id, now).map_err(|e| self.db(e))?;
+        let paired = paired(&self.conn, channel, account_id).map_err(|e| self.db(e))?;
         Ok((pending, paired))
     }
 
@@ -463,9 +459,8 @@ impl StateStore {
         same: fn(&str, &str) -> bool,
         guesses: &Guesses,
     ) -> Result<Approval, StateError> {
-        let path = self.dir.db();
         approve(
-            &mut self.conn,
+            &mut Conn::Sqlite(&mut self.conn),
             channel,
             account_id,
             code,
@@ -473,7 +468,7 @@ impl StateStore {
             same,
             guesses,
         )
-        .map_err(|e| super::sql_error(path, e))
+        .map_err(|e| self.db(e))
     }
 
     pub fn pairing_revoke(
@@ -482,9 +477,13 @@ impl StateStore {
         account_id: Option<&str>,
         sender_id: &str,
     ) -> Result<Vec<PairedSender>, StateError> {
-        let path = self.dir.db();
-        revoke(&mut self.conn, channel, account_id, sender_id)
-            .map_err(|e| super::sql_error(path, e))
+        revoke(
+            &mut Conn::Sqlite(&mut self.conn),
+            channel,
+            account_id,
+            sender_id,
+        )
+        .map_err(|e| self.db(e))
     }
 }
 
@@ -502,10 +501,12 @@ mod tests {
         window_secs: 600,
     };
 
-    fn store() -> (tempfile::TempDir, StateStore) {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = StateStore::open(&super::super::StateDir::new(tmp.path())).unwrap();
-        (tmp, store)
+    /// Runs `test` on a new state on each backend.
+    fn each(test: impl Fn(&mut Conn<'_>)) {
+        for db in crate::state::db::testing::TestDb::states() {
+            let mut conn = db.connect();
+            test(&mut conn.conn());
+        }
     }
 
     fn who(sender: &str) -> Sender<'_> {
@@ -523,9 +524,9 @@ mod tests {
 
     #[test]
     fn a_sender_keeps_its_code_until_it_expires() {
-        let (_tmp, mut s) = store();
+        each(|c| {
         let t = 1_000_000;
-        let first = request(&mut s.conn, &who("u1"), "AAAAAAAA", t, &LIMITS).unwrap();
+        let first = request(c, &who("u1"), "AAAAAAAA", t, &LIMITS).unwrap();
         assert_eq!(
             first,
             Requested::Created {
@@ -533,7 +534,7 @@ mod tests {
                 expires_at: t + 3600
             }
         );
-        let again = request(&mut s.conn, &who("u1"), "BBBBBBBB", t + 10, &LIMITS).unwrap();
+        let again = request(c, &who("u1"), "BBBBBBBB", t + 10, &LIMITS).unwrap();
         assert_eq!(
             again,
             Requested::Pending {
@@ -541,18 +542,19 @@ mod tests {
             }
         );
         // Expired: a new code.
-        let later = request(&mut s.conn, &who("u1"), "CCCCCCCC", t + 3600, &LIMITS).unwrap();
+        let later = request(c, &who("u1"), "CCCCCCCC", t + 3600, &LIMITS).unwrap();
         assert!(matches!(later, Requested::Created { ref code, .. } if code == "CCCCCCCC"));
-        assert_eq!(pending(&s.conn, None, None, t + 3600).unwrap().len(), 1);
+        assert_eq!(pending(&*c, None, None, t + 3600).unwrap().len(), 1);
+        });
     }
 
     #[test]
     fn at_most_three_wait_per_account_and_the_oldest_goes() {
-        let (_tmp, mut s) = store();
+        each(|c| {
         let t = 1_000_000;
         for (i, sender) in ["u1", "u2", "u3", "u4"].iter().enumerate() {
             request(
-                &mut s.conn,
+                c,
                 &who(sender),
                 &format!("CODE000{i}"),
                 t + i as i64,
@@ -560,7 +562,7 @@ mod tests {
             )
             .unwrap();
         }
-        let waiting: Vec<String> = pending(&s.conn, Some("telegram"), Some("default"), t + 5)
+        let waiting: Vec<String> = pending(&*c, Some("telegram"), Some("default"), t + 5)
             .unwrap()
             .into_iter()
             .map(|p| p.sender_id)
@@ -571,18 +573,19 @@ mod tests {
             account_id: "work",
             ..who("u1")
         };
-        request(&mut s.conn, &other, "WORK0000", t, &LIMITS).unwrap();
-        assert_eq!(pending(&s.conn, None, None, t + 5).unwrap().len(), 4);
+        request(c, &other, "WORK0000", t, &LIMITS).unwrap();
+        assert_eq!(pending(&*c, None, None, t + 5).unwrap().len(), 4);
+        });
     }
 
     #[test]
     fn one_sender_gets_at_most_three_codes_an_hour() {
-        let (_tmp, mut s) = store();
+        each(|c| {
         let t = 1_000_000;
         let crowd = ["x1", "x2", "x3"];
         for round in 0..3 {
             let made = request(
-                &mut s.conn,
+                c,
                 &who("u1"),
                 &format!("U1CODE0{round}"),
                 t + round,
@@ -593,41 +596,46 @@ mod tests {
             // Three others push u1's request out.
             for (i, x) in crowd.iter().enumerate() {
                 request(
-                    &mut s.conn,
+                    c,
                     &who(x),
                     &format!("X{round}{i}CODE0"),
                     t + round,
                     &LIMITS,
                 )
                 .unwrap();
-                s.conn
-                    .execute("DELETE FROM pairing_requests WHERE sender_id = ?1", [x])
-                    .unwrap();
-            }
-            s.conn
-                .execute("DELETE FROM pairing_requests WHERE sender_id = 'u1'", [])
+                c.execute(
+                    "DELETE FROM pairing_requests WHERE sender_id = ?1",
+                    params![x],
+                )
                 .unwrap();
+            }
+            c.execute(
+                "DELETE FROM pairing_requests WHERE sender_id = 'u1'",
+                params![],
+            )
+            .unwrap();
         }
-        let limited = request(&mut s.conn, &who("u1"), "U1CODE03", t + 10, &LIMITS).unwrap();
+        let limited = request(c, &who("u1"), "U1CODE03", t + 10, &LIMITS).unwrap();
         assert_eq!(limited, Requested::RateLimited { retry_at: t + 3600 });
-        let after = request(&mut s.conn, &who("u1"), "U1CODE04", t + 3601, &LIMITS).unwrap();
+        let after = request(c, &who("u1"), "U1CODE04", t + 3601, &LIMITS).unwrap();
         assert!(matches!(after, Requested::Created { .. }));
+        });
     }
 
     #[test]
     fn approving_pairs_the_sender_and_wrong_codes_lock_the_channel_for_a_while() {
-        let (_tmp, mut s) = store();
+        each(|c| {
         let t = 1_000_000;
-        request(&mut s.conn, &who("u1"), "GOODCODE", t, &LIMITS).unwrap();
-        assert!(!is_paired(&s.conn, "telegram", "default", "u1").unwrap());
+        request(c, &who("u1"), "GOODCODE", t, &LIMITS).unwrap();
+        assert!(!is_paired(&*c, "telegram", "default", "u1").unwrap());
         for left in [2, 1, 0] {
             let wrong =
-                approve(&mut s.conn, "telegram", None, "BADCODE0", t, eq, &GUESSES).unwrap();
+                approve(c, "telegram", None, "BADCODE0", t, eq, &GUESSES).unwrap();
             assert_eq!(wrong, Approval::Wrong { left });
         }
         // Locked: even the right code is not tried.
         let locked = approve(
-            &mut s.conn,
+            c,
             "telegram",
             None,
             "GOODCODE",
@@ -638,7 +646,7 @@ mod tests {
         .unwrap();
         assert_eq!(locked, Approval::Locked { until: t + 600 });
         let ok = approve(
-            &mut s.conn,
+            c,
             "telegram",
             None,
             "GOODCODE",
@@ -654,12 +662,12 @@ mod tests {
             (paired.account_id.as_str(), paired.sender_id.as_str()),
             ("default", "u1")
         );
-        assert!(is_paired(&s.conn, "telegram", "default", "u1").unwrap());
-        assert!(pending(&s.conn, None, None, t + 600).unwrap().is_empty());
+        assert!(is_paired(&*c, "telegram", "default", "u1").unwrap());
+        assert!(pending(&*c, None, None, t + 600).unwrap().is_empty());
         // An expired code cannot be approved.
-        request(&mut s.conn, &who("u2"), "LATECODE", t, &LIMITS).unwrap();
+        request(c, &who("u2"), "LATECODE", t, &LIMITS).unwrap();
         let late = approve(
-            &mut s.conn,
+            c,
             "telegram",
             None,
             "LATECODE",
@@ -669,17 +677,18 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(late, Approval::Wrong { .. }));
-        let gone = revoke(&mut s.conn, "telegram", None, "u1").unwrap();
+        let gone = revoke(c, "telegram", None, "u1").unwrap();
         assert_eq!(gone.len(), 1);
-        assert!(!is_paired(&s.conn, "telegram", "default", "u1").unwrap());
+        assert!(!is_paired(&*c, "telegram", "default", "u1").unwrap());
+        });
     }
 
     #[test]
     fn kept_context_is_bounded_per_session_and_forgotten_once_given() {
-        let (_tmp, mut s) = store();
+        each(|c| {
         for i in 0..5 {
             keep(
-                &mut s.conn,
+                c,
                 "k",
                 &format!("m{i}"),
                 None,
@@ -688,15 +697,16 @@ mod tests {
             )
             .unwrap();
         }
-        keep(&mut s.conn, "other", "m", None, "x", 3).unwrap();
-        let rows = kept(&s.conn, "k").unwrap();
+        keep(c, "other", "m", None, "x", 3).unwrap();
+        let rows = kept(&*c, "k").unwrap();
         let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
         assert_eq!(texts, ["t2", "t3", "t4"]);
-        forget_kept(&s.conn, "k", rows[1].id).unwrap();
-        assert_eq!(kept(&s.conn, "k").unwrap().len(), 1);
-        assert_eq!(kept(&s.conn, "other").unwrap().len(), 1);
+        forget_kept(&*c, "k", rows[1].id).unwrap();
+        assert_eq!(kept(&*c, "k").unwrap().len(), 1);
+        assert_eq!(kept(&*c, "other").unwrap().len(), 1);
         // historyLimit 0 keeps nothing.
-        keep(&mut s.conn, "none", "m", None, "x", 0).unwrap();
-        assert!(kept(&s.conn, "none").unwrap().is_empty());
+        keep(c, "none", "m", None, "x", 0).unwrap();
+        assert!(kept(&*c, "none").unwrap().is_empty());
+        });
     }
 }

@@ -153,10 +153,9 @@ fn over_quota(
 const COLUMNS: &str = "id, title, acceptance, requester, requester_kind, owner_agent, assignee_agent, session_key, room, parent_id, state, runtime_state, created_at, updated_at";
 
 /// The order of a list of tasks: newest first, and of two created in one second the later
-/// first. `tasks` has no integer key to tell them apart (SQLite's `rowid` did, which
-/// PostgreSQL has not): the sequence number of the task's `created` event does, written in
-/// the transaction that wrote the task.
-const NEWEST_FIRST: &str = "created_at DESC, (SELECT min(e.seq) FROM task_events e WHERE e.task_id = tasks.id) DESC";
+/// first (`tasks` has no integer key: SQLite's implicit `rowid`, a column of its own in
+/// PostgreSQL's table, numbered as rows are inserted).
+const NEWEST_FIRST: &str = "created_at DESC, rowid DESC";
 
 /// A sum of artifact sizes (SQLite's `sum` of integers is an integer; PostgreSQL's is a
 /// `numeric`, cast back).

@@ -16,6 +16,8 @@
 //! PostgreSQL), so a read that decides a write is never raced by another writer, whichever
 //! replica it runs on. A statement run outside a transaction that writes takes it too.
 
+#[cfg(feature = "bench-tools")]
+pub mod bench;
 mod pg_schema;
 pub(crate) mod postgres;
 mod value;
@@ -49,20 +51,6 @@ pub enum DbError {
     Value(String),
 }
 
-impl DbError {
-    /// A PostgreSQL transaction that lost a serialization race or a deadlock: running it again
-    /// may succeed.
-    pub(crate) fn is_retryable(&self) -> bool {
-        match self {
-            DbError::Postgres(e) => e.code().is_some_and(|c| {
-                *c == tokio_postgres::error::SqlState::T_R_SERIALIZATION_FAILURE
-                    || *c == tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED
-            }),
-            _ => false,
-        }
-    }
-}
-
 pub(crate) type DbResult<T> = std::result::Result<T, DbError>;
 
 /// `Ok(None)` for a statement that found no row (rusqlite's `optional()`).
@@ -82,13 +70,15 @@ impl<T> Optional<T> for DbResult<T> {
 }
 
 /// The parameters of a statement: `params![a, b]`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! db_params {
-    () => { &[] as &[&dyn $crate::state::db::ToValue] };
-    ($($x:expr),+ $(,)?) => { &[$(&$x as &dyn $crate::state::db::ToValue),+] as &[&dyn $crate::state::db::ToValue] };
+macro_rules! params {
+    () => {
+        &[] as &[&dyn $crate::state::db::ToValue]
+    };
+    ($($x:expr),+ $(,)?) => {
+        &[$(&$x as &dyn $crate::state::db::ToValue),+] as &[&dyn $crate::state::db::ToValue]
+    };
 }
-pub(crate) use db_params as params;
+pub(crate) use params;
 
 /// How a transaction begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

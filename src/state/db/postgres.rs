@@ -114,7 +114,10 @@ const WRITE_LOCK: &str = "SELECT pg_advisory_xact_lock(1684366690, hashtext(curr
 
 impl PgConn {
     pub(crate) fn connect(url: &PgUrl) -> DbResult<PgConn> {
-        let config = url.config.clone();
+        let mut config = url.config.clone();
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
         let (client, connection) = wait(driver().spawn(async move {
             config.connect(tokio_postgres::NoTls).await
         }))
@@ -245,7 +248,7 @@ pub(crate) struct PgTx<'a> {
 
 impl PgTx<'_> {
     pub(super) fn conn(&self) -> &PgConn {
-        self.conn
+        &*self.conn
     }
 
     pub(super) fn commit(mut self) -> DbResult<()> {

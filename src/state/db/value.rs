@@ -175,8 +175,24 @@ impl FromColumn for f64 {
     }
 }
 
-/// Integers: stored as SQLite's (and PostgreSQL's `bigint`) 64 bits, signed. An unsigned one
-/// past `i64::MAX` is refused, never wrapped.
+impl ToValue for i64 {
+    fn to_value(&self) -> DbResult<Value<'_>> {
+        Ok(Value::Int(*self))
+    }
+}
+
+impl FromColumn for i64 {
+    fn from_column(column: Column<'_>) -> Result<Self, String> {
+        match column {
+            Value::Int(i) => Ok(i),
+            other => Err(unexpected(other, "an integer")),
+        }
+    }
+}
+
+/// The other integers: stored as SQLite's (and PostgreSQL's `bigint`) 64 bits, signed. An
+/// unsigned one past `i64::MAX` is refused, never wrapped; a stored one that does not fit the
+/// type read is an error, never cut.
 macro_rules! integer {
     ($($t:ty),+) => {$(
         impl ToValue for $t {
@@ -199,4 +215,4 @@ macro_rules! integer {
     )+};
 }
 
-integer!(i64, i32, i16, u8, u16, u32, u64, usize);
+integer!(i32, i16, u8, u16, u32, u64, usize);
