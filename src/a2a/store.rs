@@ -549,11 +549,14 @@ mod tests {
     fn states() -> Vec<(StateDir, &'static str, Box<dyn std::any::Any>)> {
         let tmp = tempfile::tempdir().unwrap();
         let sqlite = StateDir::new(tmp.path());
-        let schema = crate::state::db::testing::PgSchema::new();
-        let postgres = StateDir::new(tmp.path().join("pg")).with_postgres(schema.url().clone());
+        let (files, schema) = (
+            tempfile::tempdir().unwrap(),
+            crate::state::db::testing::PgSchema::new(),
+        );
+        let postgres = StateDir::new(files.path()).with_postgres(schema.url().clone());
         vec![
-            (sqlite, "sqlite", Box::new(tmp)),
-            (postgres, "postgres", Box::new(schema)),
+            (sqlite, "sqlite", Box::new(tmp) as Box<dyn std::any::Any>),
+            (postgres, "postgres", Box::new((schema, files))),
         ]
     }
 
