@@ -194,11 +194,7 @@ fn add_push_in(tx: &impl Query, push: &PushRecord, limit: usize) -> DbResult<Pus
 }
 
 /// The task and run that carried `peer`'s message `message_id`, if one did.
-fn message_of(
-    c: &impl Query,
-    peer: &str,
-    message_id: &str,
-) -> DbResult<Option<(String, String)>> {
+fn message_of(c: &impl Query, peer: &str, message_id: &str) -> DbResult<Option<(String, String)>> {
     c.query_row(
         "SELECT r.task_id, r.run_id FROM a2a_task_runs r JOIN a2a_tasks t ON t.task_id = r.task_id \
          WHERE r.message_id = ?1 AND t.peer = ?2 ORDER BY t.created_at, r.seq LIMIT 1",
@@ -462,7 +458,9 @@ impl A2aStore {
             let tx = c.transaction(Behavior::Read)?;
             let task = tx
                 .query_row(
-                    &format!("SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE task_id = ?1 AND peer = ?2"),
+                    &format!(
+                        "SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE task_id = ?1 AND peer = ?2"
+                    ),
                     params![task_id, peer],
                     task_row,
                 )
@@ -626,7 +624,13 @@ mod tests {
 
             race(&|i| {
                 let added = replicas[i % 2]
-                    .add_run("partner", &first, &format!("s{i}"), &format!("n{i}"), "TASK_STATE_WORKING")
+                    .add_run(
+                        "partner",
+                        &first,
+                        &format!("s{i}"),
+                        &format!("n{i}"),
+                        "TASK_STATE_WORKING",
+                    )
                     .unwrap_or_else(|e| panic!("{backend}: {e}"));
                 assert_eq!(added, Recorded::New, "{backend}");
                 String::new()
@@ -638,19 +642,23 @@ mod tests {
             messages.dedup();
             assert_eq!(messages.len(), 9, "{backend}: {runs:?}");
 
-            let added = race(&|i| {
-                match replicas[i % 2].add_push(&push(&first, "partner", &format!("c{i}")), 3) {
-                    Ok(PushAdded::Added) => "added".into(),
-                    Ok(PushAdded::Full(3)) => "full".into(),
-                    other => panic!("{backend}: {other:?}"),
-                }
+            let added = race(&|i| match replicas[i % 2]
+                .add_push(&push(&first, "partner", &format!("c{i}")), 3)
+            {
+                Ok(PushAdded::Added) => "added".into(),
+                Ok(PushAdded::Full(3)) => "full".into(),
+                other => panic!("{backend}: {other:?}"),
             });
             assert_eq!(
                 added.iter().filter(|a| *a == "added").count(),
                 3,
                 "{backend}: {added:?}"
             );
-            assert_eq!(replicas[1].push_configs(None, &first).unwrap().len(), 3, "{backend}");
+            assert_eq!(
+                replicas[1].push_configs(None, &first).unwrap().len(),
+                3,
+                "{backend}"
+            );
         }
     }
 
@@ -660,15 +668,23 @@ mod tests {
     fn a_peers_tasks_are_listed_newest_first_a_page_at_a_time() {
         for (dir, backend, _keep) in states() {
             let store = A2aStore::open(&dir).unwrap();
-            for (id, peer) in [("t1", "partner"), ("t2", "partner"), ("t3", "partner"), ("t4", "vendor")] {
-                store.insert(&task(id, peer, &format!("r-{id}"), &format!("m-{id}"))).unwrap();
+            for (id, peer) in [
+                ("t1", "partner"),
+                ("t2", "partner"),
+                ("t3", "partner"),
+                ("t4", "vendor"),
+            ] {
+                store
+                    .insert(&task(id, peer, &format!("r-{id}"), &format!("m-{id}")))
+                    .unwrap();
             }
             // t1 moves last: the newest.
             store.set_state("t1", "TASK_STATE_WORKING").unwrap();
             store
                 .set_output_modes("t1", &["text/plain".to_owned()])
                 .unwrap();
-            let ids = |tasks: &[TaskRecord]| tasks.iter().map(|t| t.task_id.clone()).collect::<Vec<_>>();
+            let ids =
+                |tasks: &[TaskRecord]| tasks.iter().map(|t| t.task_id.clone()).collect::<Vec<_>>();
             let filter = TaskFilter {
                 peer: "partner".into(),
                 limit: 2,
@@ -678,8 +694,15 @@ mod tests {
             assert_eq!(total, 3, "{backend}");
             assert_eq!(page.len(), 2, "{backend}");
             assert_eq!(page[0].task_id, "t1", "{backend}");
-            assert_eq!(page[0].output_modes.as_deref(), Some(&["text/plain".to_owned()][..]));
-            assert_eq!(page[0].runs, [("r-t1".to_owned(), "m-t1".to_owned())], "{backend}");
+            assert_eq!(
+                page[0].output_modes.as_deref(),
+                Some(&["text/plain".to_owned()][..])
+            );
+            assert_eq!(
+                page[0].runs,
+                [("r-t1".to_owned(), "m-t1".to_owned())],
+                "{backend}"
+            );
             let last = page.last().unwrap();
             let (rest, total) = store
                 .list(&TaskFilter {
@@ -691,7 +714,11 @@ mod tests {
             let mut seen = ids(&page);
             seen.extend(ids(&rest));
             seen.sort();
-            assert_eq!(seen, ["t1", "t2", "t3"], "{backend}: each once, over two pages");
+            assert_eq!(
+                seen,
+                ["t1", "t2", "t3"],
+                "{backend}: each once, over two pages"
+            );
             let (working, total) = store
                 .list(&TaskFilter {
                     state: Some("TASK_STATE_WORKING".into()),
@@ -700,8 +727,22 @@ mod tests {
                     ..filter.clone()
                 })
                 .unwrap();
-            assert_eq!((ids(&working), total), (vec!["t1".to_owned()], 1), "{backend}");
-            assert_eq!(store.list(&TaskFilter { peer: "nobody".into(), limit: 5, ..TaskFilter::default() }).unwrap().1, 0);
+            assert_eq!(
+                (ids(&working), total),
+                (vec!["t1".to_owned()], 1),
+                "{backend}"
+            );
+            assert_eq!(
+                store
+                    .list(&TaskFilter {
+                        peer: "nobody".into(),
+                        limit: 5,
+                        ..TaskFilter::default()
+                    })
+                    .unwrap()
+                    .1,
+                0
+            );
         }
     }
 

@@ -793,7 +793,11 @@ mod tests {
             On {
                 replicas: [(); 2].map(|()| TaskStore::open(&state).unwrap()),
                 there,
-                backend: if schema.is_some() { "postgres" } else { "sqlite" },
+                backend: if schema.is_some() {
+                    "postgres"
+                } else {
+                    "sqlite"
+                },
                 _schema: schema,
                 _tmp: tmp,
             }
@@ -861,9 +865,24 @@ mod tests {
                 .collect();
             let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
             let listed = |tasks: Vec<Task>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
-            assert_eq!(listed(store.list(None, 10).unwrap()), newest_first, "{}", on.backend);
-            assert_eq!(listed(store.of_agent("beta", 10).unwrap()), newest_first, "{}", on.backend);
-            assert_eq!(listed(store.list(None, 2).unwrap()), newest_first[..2], "{}", on.backend);
+            assert_eq!(
+                listed(store.list(None, 10).unwrap()),
+                newest_first,
+                "{}",
+                on.backend
+            );
+            assert_eq!(
+                listed(store.of_agent("beta", 10).unwrap()),
+                newest_first,
+                "{}",
+                on.backend
+            );
+            assert_eq!(
+                listed(store.list(None, 2).unwrap()),
+                newest_first[..2],
+                "{}",
+                on.backend
+            );
         }
     }
 
@@ -954,7 +973,13 @@ mod tests {
                 )
                 .unwrap();
             let working = |state| {
-                store.follow_runtime(&task.id, state, "TASK_STATE_WORKING", &Event::Started, (None, "a2a"))
+                store.follow_runtime(
+                    &task.id,
+                    state,
+                    "TASK_STATE_WORKING",
+                    &Event::Started,
+                    (None, "a2a"),
+                )
             };
             assert_eq!(
                 working(TaskState::Working).unwrap(),
@@ -965,7 +990,14 @@ mod tests {
             );
             assert_eq!(working(TaskState::Working).unwrap(), None, "{}", on.backend);
             store
-                .apply(&task.id, &Event::Failed { why: "gone".into() }, &Actor::Hub, "hub", &[], None)
+                .apply(
+                    &task.id,
+                    &Event::Failed { why: "gone".into() },
+                    &Actor::Hub,
+                    "hub",
+                    &[],
+                    None,
+                )
                 .unwrap();
             assert_eq!(
                 working(TaskState::Working).unwrap(),
@@ -979,16 +1011,29 @@ mod tests {
                 (TaskState::Failed, Some("TASK_STATE_WORKING"))
             );
             store
-                .link_run(&task.id, "m1", "the first message", &task.session_key, "run-1")
+                .link_run(
+                    &task.id,
+                    "m1",
+                    "the first message",
+                    &task.session_key,
+                    "run-1",
+                )
                 .unwrap();
             store
                 .link_run(&task.id, "m1", "again", &task.session_key, "run-1")
                 .unwrap();
-            assert_eq!(store.task_of_run("run-1").unwrap().as_deref(), Some("task-a2a"));
+            assert_eq!(
+                store.task_of_run("run-1").unwrap().as_deref(),
+                Some("task-a2a")
+            );
             assert_eq!(store.task_of_run("run-2").unwrap(), None);
             let steps = store.steps(&task.id).unwrap();
             assert_eq!(
-                (steps.len(), steps[0].title.as_str(), steps[0].target_agent_id.as_deref()),
+                (
+                    steps.len(),
+                    steps[0].title.as_str(),
+                    steps[0].target_agent_id.as_deref()
+                ),
                 (1, "the first message", Some("beta"))
             );
         }
@@ -1174,7 +1219,12 @@ mod tests {
             let created = std::sync::Mutex::new(Vec::new());
             race(&|i| {
                 let task = replicas[i % 2]
-                    .create_as("task-retried", "agent:beta:a2a:partner:c1", &new_task(), "a2a")
+                    .create_as(
+                        "task-retried",
+                        "agent:beta:a2a:partner:c1",
+                        &new_task(),
+                        "a2a",
+                    )
                     .unwrap_or_else(|e| panic!("{backend}: {e}"));
                 created.lock().unwrap().push(task);
             });
@@ -1187,7 +1237,14 @@ mod tests {
             race(&|i| {
                 let why = format!("door {i}");
                 let a = replicas[i % 2]
-                    .apply("task-retried", &Event::Failed { why }, &Actor::Hub, "hub", &[], None)
+                    .apply(
+                        "task-retried",
+                        &Event::Failed { why },
+                        &Actor::Hub,
+                        "hub",
+                        &[],
+                        None,
+                    )
                     .unwrap_or_else(|e| panic!("{backend}: {e}"));
                 applied.lock().unwrap().push(a);
             });
