@@ -24,7 +24,9 @@ fn main() {
     let schema = "deepcli_bench";
     let status = std::process::Command::new("psql")
         .args([&url, "-q", "-c"])
-        .arg(format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"))
+        .arg(format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+        ))
         .status()
         .expect("psql runs");
     assert!(status.success(), "psql could not make the bench's schema");
@@ -37,7 +39,10 @@ fn main() {
         StoreBench::postgres(&dir.path().join("pg"), &pg_url).expect("a PostgreSQL state");
     for (name, bench) in [("sqlite", &sqlite), ("postgres", &postgres)] {
         for (what, call) in [
-            ("event taken + done", StoreBench::event as fn(&StoreBench, usize, u64) -> _),
+            (
+                "event taken + done",
+                StoreBench::event as fn(&StoreBench, usize, u64) -> _,
+            ),
             ("thread round reserved", StoreBench::round),
         ] {
             for _ in 0..50 {
@@ -49,9 +54,18 @@ fn main() {
             let started = Instant::now();
             let two: Vec<Duration> = std::thread::scope(|s| {
                 let handles: Vec<_> = (0..2)
-                    .map(|r| s.spawn(move || (0..calls).map(|n| call(bench, r, calls + n).unwrap()).collect::<Vec<_>>()))
+                    .map(|r| {
+                        s.spawn(move || {
+                            (0..calls)
+                                .map(|n| call(bench, r, calls + n).unwrap())
+                                .collect::<Vec<_>>()
+                        })
+                    })
                     .collect();
-                handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap())
+                    .collect()
             });
             let two_rate = 2.0 * calls as f64 / started.elapsed().as_secs_f64();
             println!(

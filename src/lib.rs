@@ -73,12 +73,12 @@ pub mod workspace;
 pub use access::sign;
 /// The budget windows, for the benchmarks.
 pub use sessions::budget;
-/// A task's own path (state and artifacts), for the benchmarks.
-#[cfg(feature = "bench-tools")]
-pub use tasks::bench as task_bench;
 /// A store's calls on each state backend, for the benchmarks.
 #[cfg(feature = "bench-tools")]
 pub use state::db::bench as state_bench;
+/// A task's own path (state and artifacts), for the benchmarks.
+#[cfg(feature = "bench-tools")]
+pub use tasks::bench as task_bench;
 
 /// The command line: what the `deepcli` binary runs.
 pub use cli::{Cli, command as cli_command, parse as parse_args, run as run_cli};

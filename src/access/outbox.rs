@@ -173,11 +173,7 @@ pub(crate) struct OutboxCounts {
 }
 
 /// What was said for `cause` `cause_id` (the first such row), posted or not.
-pub(super) fn said_for(
-    c: &impl Query,
-    cause: Cause,
-    cause_id: &str,
-) -> DbResult<Option<Outgoing>> {
+pub(super) fn said_for(c: &impl Query, cause: Cause, cause_id: &str) -> DbResult<Option<Outgoing>> {
     c.query_row(
         &format!("{QUEUED} WHERE cause = ?1 AND cause_id = ?2 ORDER BY seq LIMIT 1"),
         params![cause.as_str(), cause_id],
@@ -522,7 +518,10 @@ mod tests {
                 "{name}"
             );
             assert_eq!(
-                said_for(&conn, Cause::Announce, "run-1").unwrap().unwrap().text,
+                said_for(&conn, Cause::Announce, "run-1")
+                    .unwrap()
+                    .unwrap()
+                    .text,
                 "a1",
                 "{name}: the first said"
             );
@@ -532,7 +531,10 @@ mod tests {
                 ..said("3", "verdict")
             };
             let seq = insert(&conn, &verdict, now).unwrap();
-            assert_eq!(task_verdict(&conn, "task-1").unwrap().unwrap().text, "verdict");
+            assert_eq!(
+                task_verdict(&conn, "task-1").unwrap().unwrap().text,
+                "verdict"
+            );
             assert_eq!(task_verdict(&conn, "task-").unwrap(), None, "{name}");
             posted(&conn, seq, "slack", Some("1700.1"), now).unwrap();
             assert_eq!(

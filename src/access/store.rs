@@ -660,7 +660,8 @@ impl AccessStore {
         posted_id: Option<&str>,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.db.write(|c| outbox::posted(&*c, seq, carrier, posted_id, &now))
+        self.db
+            .write(|c| outbox::posted(&*c, seq, carrier, posted_id, &now))
     }
 
     /// Outbox row `seq` waits for a carrier (`why`): whether it was not held before.

@@ -357,7 +357,9 @@ mod tests {
     fn the_inbox_takes_an_event_once_and_the_offset_only_moves_forward() {
         for ([store, _], _keep) in stores() {
             let events = |ids: &[&str]| -> Vec<(String, String)> {
-                ids.iter().map(|i| (i.to_string(), format!("{{\"update_id\":{i}}}"))).collect()
+                ids.iter()
+                    .map(|i| (i.to_string(), format!("{{\"update_id\":{i}}}")))
+                    .collect()
             };
             assert_eq!(store.offset("telegram", "default").unwrap(), None);
             let fresh = store
@@ -400,17 +402,33 @@ mod tests {
                 let handles: Vec<_> = (0..8)
                     .map(|i| {
                         let (replica, key) = (&replicas[i % 2], &key);
-                        s.spawn(move || replica.reserve_round(key, 5, false).unwrap().map(|(_, r)| r))
+                        s.spawn(move || {
+                            replica
+                                .reserve_round(key, 5, false)
+                                .unwrap()
+                                .map(|(_, r)| r)
+                        })
                     })
                     .collect();
                 handles.into_iter().map(|h| h.join().unwrap()).collect()
             });
-            assert_eq!(reached.iter().filter(|r| r.is_some()).count(), 5, "{reached:?}");
-            assert_eq!(reached.iter().filter(|r| **r == Some(true)).count(), 1, "{reached:?}");
+            assert_eq!(
+                reached.iter().filter(|r| r.is_some()).count(),
+                5,
+                "{reached:?}"
+            );
+            assert_eq!(
+                reached.iter().filter(|r| **r == Some(true)).count(),
+                1,
+                "{reached:?}"
+            );
             let thread = store.thread(&key).unwrap().unwrap();
             assert_eq!((thread.rounds, thread.state), (5, ThreadState::Limit));
             assert!(store.claim_notice(&key).unwrap());
-            assert!(!store.claim_notice(&key).unwrap(), "the notice goes out once");
+            assert!(
+                !store.claim_notice(&key).unwrap(),
+                "the notice goes out once"
+            );
             let threads = store.threads_of("slack", "c0abc").unwrap();
             assert_eq!(threads.len(), 1, "found without regard to case");
         }

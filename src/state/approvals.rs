@@ -245,7 +245,7 @@ impl ApprovalStore {
             let limit = filter.limit.map_or(i64::MAX, |l| l as i64);
             c.query_map(
                 &format!(
-                    "SELECT {COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR agent_id = ?2) ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+                    "SELECT {COLUMNS} FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR state = ?1) AND (CAST(?2 AS TEXT) IS NULL OR agent_id = ?2) ORDER BY created_at DESC, rowid DESC LIMIT ?3"
                 ),
                 params![filter.state, filter.agent_id, limit],
                 row,
@@ -371,7 +371,7 @@ impl ApprovalStore {
         self.db.query(|c| {
             c.query_map(
                 &format!(
-                    "SELECT {RULE_COLUMNS} FROM approval_rules WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 OR revoked_at IS NULL) ORDER BY created_at, rowid"
+                    "SELECT {RULE_COLUMNS} FROM approval_rules WHERE (CAST(?1 AS TEXT) IS NULL OR agent_id = ?1) AND (?2 OR revoked_at IS NULL) ORDER BY created_at, rowid"
                 ),
                 params![agent, revoked],
                 rule_row,
@@ -449,9 +449,11 @@ mod tests {
         for ([a, b], _keep) in stores() {
             // Three asked in the same second: in the order asked.
             for id in ["aaaaaaaaa3", "aaaaaaaaa1", "aaaaaaaaa2"] {
-                a.insert(&asked(id, "coder", "2026-12-06T01:00:00Z")).unwrap();
+                a.insert(&asked(id, "coder", "2026-12-06T01:00:00Z"))
+                    .unwrap();
             }
-            a.insert(&asked("bbbbbbbbb1", "echo", "2026-12-06T01:00:01Z")).unwrap();
+            a.insert(&asked("bbbbbbbbb1", "echo", "2026-12-06T01:00:01Z"))
+                .unwrap();
             let ids = |list: Vec<ApprovalRecord>| -> Vec<String> {
                 list.into_iter().map(|r| r.id).collect()
             };

@@ -210,7 +210,9 @@ pub(crate) fn check_fence(
     let now = now_ms(tx)?;
     match held(tx, kind, name)? {
         Some(c) if c.holder == holder && c.token == token && c.expires_ms > now => Ok(()),
-        found => Err(db::DbError::Fenced(fenced(kind, name, holder, token, found))),
+        found => Err(db::DbError::Fenced(fenced(
+            kind, name, holder, token, found,
+        ))),
     }
 }
 

@@ -88,10 +88,7 @@ impl LayerConnection {
     }
 
     /// Opens the state in PostgreSQL at `url` (migrating it) for `layer`.
-    fn open_postgres(
-        url: &PgUrl,
-        layer: &'static str,
-    ) -> Result<LayerConnection, StateError> {
+    fn open_postgres(url: &PgUrl, layer: &'static str) -> Result<LayerConnection, StateError> {
         let at = |source| StateError::db(url.to_string(), source);
         let mut conn = PgConn::connect(url).map_err(at)?;
         db::migrate_postgres(&mut conn).map_err(at)?;

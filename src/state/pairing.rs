@@ -7,7 +7,7 @@
 //! (`policy::pairing`); this module only keeps the records. Codes are stored, for `pairing
 //! list`, and never put into an error message.
 
-use super::db::{Behavior, Conn, DbError, DbResult, Optional, Query, Row, params};
+use super::db::{Behavior, Conn, DbResult, Optional, Query, Row, params};
 use serde::Serialize;
 
 use super::{StateError, StateStore};
@@ -205,7 +205,7 @@ pub(crate) fn pending(
     conn.query_map(
         "SELECT channel, account_id, sender_id, sender_name, code, created_at, expires_at
          FROM pairing_requests
-         WHERE expires_at > ?1 AND (?2 IS NULL OR channel = ?2) AND (?3 IS NULL OR account_id = ?3)
+         WHERE expires_at > ?1 AND (CAST(?2 AS TEXT) IS NULL OR channel = ?2) AND (CAST(?3 AS TEXT) IS NULL OR account_id = ?3)
          ORDER BY channel, account_id, expires_at, rowid",
         params![now, channel, account_id],
         |r| {
@@ -230,7 +230,7 @@ pub(crate) fn paired(
 ) -> DbResult<Vec<PairedSender>> {
     conn.query_map(
         "SELECT channel, account_id, sender_id, sender_name, approved_at FROM paired_senders
-         WHERE (?1 IS NULL OR channel = ?1) AND (?2 IS NULL OR account_id = ?2)
+         WHERE (CAST(?1 AS TEXT) IS NULL OR channel = ?1) AND (CAST(?2 AS TEXT) IS NULL OR account_id = ?2)
          ORDER BY channel, account_id, approved_at, sender_id",
         params![channel, account_id],
         PairedSender::from_row,
@@ -268,7 +268,7 @@ pub(crate) fn approve(
     }
     let candidates = tx.query_map(
         "SELECT account_id, sender_id, sender_name, code FROM pairing_requests
-         WHERE channel = ?1 AND expires_at > ?2 AND (?3 IS NULL OR account_id = ?3)",
+         WHERE channel = ?1 AND expires_at > ?2 AND (CAST(?3 AS TEXT) IS NULL OR account_id = ?3)",
         params![channel, now, account_id],
         |r| {
             Ok((
@@ -328,13 +328,13 @@ pub(crate) fn revoke(
 ) -> DbResult<Vec<PairedSender>> {
     let tx = conn.transaction(Behavior::Write)?;
     let removed = tx.query_map(
-        "DELETE FROM paired_senders WHERE channel = ?1 AND sender_id = ?2 AND (?3 IS NULL OR account_id = ?3)
+        "DELETE FROM paired_senders WHERE channel = ?1 AND sender_id = ?2 AND (CAST(?3 AS TEXT) IS NULL OR account_id = ?3)
          RETURNING channel, account_id, sender_id, sender_name, approved_at",
         params![channel, sender_id, account_id],
         PairedSender::from_row,
     )?;
     tx.execute(
-        "DELETE FROM pairing_requests WHERE channel = ?1 AND sender_id = ?2 AND (?3 IS NULL OR account_id = ?3)",
+        "DELETE FROM pairing_requests WHERE channel = ?1 AND sender_id = ?2 AND (CAST(?3 AS TEXT) IS NULL OR account_id = ?3)",
         params![channel, sender_id, account_id],
     )?;
     tx.commit()?;
@@ -525,188 +525,145 @@ mod tests {
     #[test]
     fn a_sender_keeps_its_code_until_it_expires() {
         each(|c| {
-        let t = 1_000_000;
-        let first = request(c, &who("u1"), "AAAAAAAA", t, &LIMITS).unwrap();
-        assert_eq!(
-            first,
-            Requested::Created {
-                code: "AAAAAAAA".into(),
-                expires_at: t + 3600
-            }
-        );
-        let again = request(c, &who("u1"), "BBBBBBBB", t + 10, &LIMITS).unwrap();
-        assert_eq!(
-            again,
-            Requested::Pending {
-                expires_at: t + 3600
-            }
-        );
-        // Expired: a new code.
-        let later = request(c, &who("u1"), "CCCCCCCC", t + 3600, &LIMITS).unwrap();
-        assert!(matches!(later, Requested::Created { ref code, .. } if code == "CCCCCCCC"));
-        assert_eq!(pending(&*c, None, None, t + 3600).unwrap().len(), 1);
+            let t = 1_000_000;
+            let first = request(c, &who("u1"), "AAAAAAAA", t, &LIMITS).unwrap();
+            assert_eq!(
+                first,
+                Requested::Created {
+                    code: "AAAAAAAA".into(),
+                    expires_at: t + 3600
+                }
+            );
+            let again = request(c, &who("u1"), "BBBBBBBB", t + 10, &LIMITS).unwrap();
+            assert_eq!(
+                again,
+                Requested::Pending {
+                    expires_at: t + 3600
+                }
+            );
+            // Expired: a new code.
+            let later = request(c, &who("u1"), "CCCCCCCC", t + 3600, &LIMITS).unwrap();
+            assert!(matches!(later, Requested::Created { ref code, .. } if code == "CCCCCCCC"));
+            assert_eq!(pending(&*c, None, None, t + 3600).unwrap().len(), 1);
         });
     }
 
     #[test]
     fn at_most_three_wait_per_account_and_the_oldest_goes() {
         each(|c| {
-        let t = 1_000_000;
-        for (i, sender) in ["u1", "u2", "u3", "u4"].iter().enumerate() {
-            request(
-                c,
-                &who(sender),
-                &format!("CODE000{i}"),
-                t + i as i64,
-                &LIMITS,
-            )
-            .unwrap();
-        }
-        let waiting: Vec<String> = pending(&*c, Some("telegram"), Some("default"), t + 5)
-            .unwrap()
-            .into_iter()
-            .map(|p| p.sender_id)
-            .collect();
-        assert_eq!(waiting, ["u2", "u3", "u4"]);
-        // Another account has its own three.
-        let other = Sender {
-            account_id: "work",
-            ..who("u1")
-        };
-        request(c, &other, "WORK0000", t, &LIMITS).unwrap();
-        assert_eq!(pending(&*c, None, None, t + 5).unwrap().len(), 4);
+            let t = 1_000_000;
+            for (i, sender) in ["u1", "u2", "u3", "u4"].iter().enumerate() {
+                request(
+                    c,
+                    &who(sender),
+                    &format!("CODE000{i}"),
+                    t + i as i64,
+                    &LIMITS,
+                )
+                .unwrap();
+            }
+            let waiting: Vec<String> = pending(&*c, Some("telegram"), Some("default"), t + 5)
+                .unwrap()
+                .into_iter()
+                .map(|p| p.sender_id)
+                .collect();
+            assert_eq!(waiting, ["u2", "u3", "u4"]);
+            // Another account has its own three.
+            let other = Sender {
+                account_id: "work",
+                ..who("u1")
+            };
+            request(c, &other, "WORK0000", t, &LIMITS).unwrap();
+            assert_eq!(pending(&*c, None, None, t + 5).unwrap().len(), 4);
         });
     }
 
     #[test]
     fn one_sender_gets_at_most_three_codes_an_hour() {
         each(|c| {
-        let t = 1_000_000;
-        let crowd = ["x1", "x2", "x3"];
-        for round in 0..3 {
-            let made = request(
-                c,
-                &who("u1"),
-                &format!("U1CODE0{round}"),
-                t + round,
-                &LIMITS,
-            )
-            .unwrap();
-            assert!(matches!(made, Requested::Created { .. }), "{made:?}");
-            // Three others push u1's request out.
-            for (i, x) in crowd.iter().enumerate() {
-                request(
+            let t = 1_000_000;
+            let crowd = ["x1", "x2", "x3"];
+            for round in 0..3 {
+                let made = request(
                     c,
-                    &who(x),
-                    &format!("X{round}{i}CODE0"),
+                    &who("u1"),
+                    &format!("U1CODE0{round}"),
                     t + round,
                     &LIMITS,
                 )
                 .unwrap();
+                assert!(matches!(made, Requested::Created { .. }), "{made:?}");
+                // Three others push u1's request out.
+                for (i, x) in crowd.iter().enumerate() {
+                    request(c, &who(x), &format!("X{round}{i}CODE0"), t + round, &LIMITS).unwrap();
+                    c.execute(
+                        "DELETE FROM pairing_requests WHERE sender_id = ?1",
+                        params![x],
+                    )
+                    .unwrap();
+                }
                 c.execute(
-                    "DELETE FROM pairing_requests WHERE sender_id = ?1",
-                    params![x],
+                    "DELETE FROM pairing_requests WHERE sender_id = 'u1'",
+                    params![],
                 )
                 .unwrap();
             }
-            c.execute(
-                "DELETE FROM pairing_requests WHERE sender_id = 'u1'",
-                params![],
-            )
-            .unwrap();
-        }
-        let limited = request(c, &who("u1"), "U1CODE03", t + 10, &LIMITS).unwrap();
-        assert_eq!(limited, Requested::RateLimited { retry_at: t + 3600 });
-        let after = request(c, &who("u1"), "U1CODE04", t + 3601, &LIMITS).unwrap();
-        assert!(matches!(after, Requested::Created { .. }));
+            let limited = request(c, &who("u1"), "U1CODE03", t + 10, &LIMITS).unwrap();
+            assert_eq!(limited, Requested::RateLimited { retry_at: t + 3600 });
+            let after = request(c, &who("u1"), "U1CODE04", t + 3601, &LIMITS).unwrap();
+            assert!(matches!(after, Requested::Created { .. }));
         });
     }
 
     #[test]
     fn approving_pairs_the_sender_and_wrong_codes_lock_the_channel_for_a_while() {
         each(|c| {
-        let t = 1_000_000;
-        request(c, &who("u1"), "GOODCODE", t, &LIMITS).unwrap();
-        assert!(!is_paired(&*c, "telegram", "default", "u1").unwrap());
-        for left in [2, 1, 0] {
-            let wrong =
-                approve(c, "telegram", None, "BADCODE0", t, eq, &GUESSES).unwrap();
-            assert_eq!(wrong, Approval::Wrong { left });
-        }
-        // Locked: even the right code is not tried.
-        let locked = approve(
-            c,
-            "telegram",
-            None,
-            "GOODCODE",
-            t + 1,
-            eq,
-            &GUESSES,
-        )
-        .unwrap();
-        assert_eq!(locked, Approval::Locked { until: t + 600 });
-        let ok = approve(
-            c,
-            "telegram",
-            None,
-            "GOODCODE",
-            t + 600,
-            eq,
-            &GUESSES,
-        )
-        .unwrap();
-        let Approval::Approved(paired) = ok else {
-            panic!("{ok:?}")
-        };
-        assert_eq!(
-            (paired.account_id.as_str(), paired.sender_id.as_str()),
-            ("default", "u1")
-        );
-        assert!(is_paired(&*c, "telegram", "default", "u1").unwrap());
-        assert!(pending(&*c, None, None, t + 600).unwrap().is_empty());
-        // An expired code cannot be approved.
-        request(c, &who("u2"), "LATECODE", t, &LIMITS).unwrap();
-        let late = approve(
-            c,
-            "telegram",
-            None,
-            "LATECODE",
-            t + 3600,
-            eq,
-            &GUESSES,
-        )
-        .unwrap();
-        assert!(matches!(late, Approval::Wrong { .. }));
-        let gone = revoke(c, "telegram", None, "u1").unwrap();
-        assert_eq!(gone.len(), 1);
-        assert!(!is_paired(&*c, "telegram", "default", "u1").unwrap());
+            let t = 1_000_000;
+            request(c, &who("u1"), "GOODCODE", t, &LIMITS).unwrap();
+            assert!(!is_paired(&*c, "telegram", "default", "u1").unwrap());
+            for left in [2, 1, 0] {
+                let wrong = approve(c, "telegram", None, "BADCODE0", t, eq, &GUESSES).unwrap();
+                assert_eq!(wrong, Approval::Wrong { left });
+            }
+            // Locked: even the right code is not tried.
+            let locked = approve(c, "telegram", None, "GOODCODE", t + 1, eq, &GUESSES).unwrap();
+            assert_eq!(locked, Approval::Locked { until: t + 600 });
+            let ok = approve(c, "telegram", None, "GOODCODE", t + 600, eq, &GUESSES).unwrap();
+            let Approval::Approved(paired) = ok else {
+                panic!("{ok:?}")
+            };
+            assert_eq!(
+                (paired.account_id.as_str(), paired.sender_id.as_str()),
+                ("default", "u1")
+            );
+            assert!(is_paired(&*c, "telegram", "default", "u1").unwrap());
+            assert!(pending(&*c, None, None, t + 600).unwrap().is_empty());
+            // An expired code cannot be approved.
+            request(c, &who("u2"), "LATECODE", t, &LIMITS).unwrap();
+            let late = approve(c, "telegram", None, "LATECODE", t + 3600, eq, &GUESSES).unwrap();
+            assert!(matches!(late, Approval::Wrong { .. }));
+            let gone = revoke(c, "telegram", None, "u1").unwrap();
+            assert_eq!(gone.len(), 1);
+            assert!(!is_paired(&*c, "telegram", "default", "u1").unwrap());
         });
     }
 
     #[test]
     fn kept_context_is_bounded_per_session_and_forgotten_once_given() {
         each(|c| {
-        for i in 0..5 {
-            keep(
-                c,
-                "k",
-                &format!("m{i}"),
-                None,
-                &format!("t{i}"),
-                3,
-            )
-            .unwrap();
-        }
-        keep(c, "other", "m", None, "x", 3).unwrap();
-        let rows = kept(&*c, "k").unwrap();
-        let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
-        assert_eq!(texts, ["t2", "t3", "t4"]);
-        forget_kept(&*c, "k", rows[1].id).unwrap();
-        assert_eq!(kept(&*c, "k").unwrap().len(), 1);
-        assert_eq!(kept(&*c, "other").unwrap().len(), 1);
-        // historyLimit 0 keeps nothing.
-        keep(c, "none", "m", None, "x", 0).unwrap();
-        assert!(kept(&*c, "none").unwrap().is_empty());
+            for i in 0..5 {
+                keep(c, "k", &format!("m{i}"), None, &format!("t{i}"), 3).unwrap();
+            }
+            keep(c, "other", "m", None, "x", 3).unwrap();
+            let rows = kept(&*c, "k").unwrap();
+            let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
+            assert_eq!(texts, ["t2", "t3", "t4"]);
+            forget_kept(&*c, "k", rows[1].id).unwrap();
+            assert_eq!(kept(&*c, "k").unwrap().len(), 1);
+            assert_eq!(kept(&*c, "other").unwrap().len(), 1);
+            // historyLimit 0 keeps nothing.
+            keep(c, "none", "m", None, "x", 0).unwrap();
+            assert!(kept(&*c, "none").unwrap().is_empty());
         });
     }
 }

@@ -32,7 +32,10 @@ fn a_claim_is_one_replicas_until_it_expires_then_anothers_with_a_greater_token()
             .expect("expired: taken over");
         assert!(taken.token > first.token, "{name}: a new token");
         assert_eq!(
-            held(&b.conn(), ClaimKind::Agent, "echo").unwrap().unwrap().holder,
+            held(&b.conn(), ClaimKind::Agent, "echo")
+                .unwrap()
+                .unwrap()
+                .holder,
             "b"
         );
 
@@ -66,20 +69,36 @@ fn a_claim_is_one_replicas_until_it_expires_then_anothers_with_a_greater_token()
 fn a_claim_that_expired_is_fenced_even_when_nobody_took_it() {
     for db in TestDb::states() {
         let mut a = db.connect();
-        let c = claim(&mut a.conn(), ClaimKind::Account, "telegram/default", "a", 100)
-            .unwrap()
-            .unwrap();
+        let c = claim(
+            &mut a.conn(),
+            ClaimKind::Account,
+            "telegram/default",
+            "a",
+            100,
+        )
+        .unwrap()
+        .unwrap();
         std::thread::sleep(Duration::from_millis(150));
         let mut conn = a.conn();
         let tx = conn.transaction(Behavior::Write).unwrap();
-        let err = check_fence(&tx, ClaimKind::Account, "telegram/default", "a", c.token)
-            .unwrap_err();
-        assert!(err.to_string().contains("it expired"), "{}: {err}", db.name());
+        let err =
+            check_fence(&tx, ClaimKind::Account, "telegram/default", "a", c.token).unwrap_err();
+        assert!(
+            err.to_string().contains("it expired"),
+            "{}: {err}",
+            db.name()
+        );
         drop(tx);
         // Renewed after it expired: a new token, so the old one stays fenced.
-        let again = claim(&mut a.conn(), ClaimKind::Account, "telegram/default", "a", 60_000)
-            .unwrap()
-            .unwrap();
+        let again = claim(
+            &mut a.conn(),
+            ClaimKind::Account,
+            "telegram/default",
+            "a",
+            60_000,
+        )
+        .unwrap()
+        .unwrap();
         assert!(again.token > c.token, "{}", db.name());
     }
 }
@@ -101,9 +120,15 @@ fn replicas_racing_for_a_claim_get_it_once() {
                         s.spawn(move || {
                             let mut c = db.connect();
                             barrier.wait();
-                            claim(&mut c.conn(), ClaimKind::Agent, name, &format!("r{i}"), 60_000)
-                                .unwrap()
-                                .is_some()
+                            claim(
+                                &mut c.conn(),
+                                ClaimKind::Agent,
+                                name,
+                                &format!("r{i}"),
+                                60_000,
+                            )
+                            .unwrap()
+                            .is_some()
                         })
                     })
                     .collect();
@@ -145,7 +170,12 @@ fn a_replica_that_leaves_gives_back_its_claims() {
             .into_iter()
             .map(|(name, c)| (name, c.holder))
             .collect();
-        assert_eq!(agents, [("coder".to_owned(), "b".to_owned())], "{}", db.name());
+        assert_eq!(
+            agents,
+            [("coder".to_owned(), "b".to_owned())],
+            "{}",
+            db.name()
+        );
         assert_eq!(
             replicas(&c.conn(), 60_000)
                 .unwrap()

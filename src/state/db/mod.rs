@@ -22,7 +22,7 @@ mod pg_schema;
 pub(crate) mod postgres;
 mod value;
 
-pub(crate) use pg_schema::{Migrated, PG_SCHEMA_VERSION, migrate as migrate_postgres};
+pub(crate) use pg_schema::{Migrated, migrate as migrate_postgres};
 pub(crate) use postgres::{PgConn, PgUrl};
 pub(crate) use value::{Column, FromColumn, ToValue, Value};
 
@@ -80,12 +80,11 @@ macro_rules! params {
 }
 pub(crate) use params;
 
-/// How a transaction begins.
+/// How a transaction begins. Every transaction of the stores on the seam writes so far; one
+/// that only reads (a snapshot: PostgreSQL's `REPEATABLE READ`) comes with the first store
+/// that needs one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Behavior {
-    /// One that only reads: a snapshot as of its first statement (SQLite's deferred
-    /// transaction; PostgreSQL's `REPEATABLE READ`).
-    Read,
     /// One that writes: it holds the state's write lock from its start, so what it read still
     /// holds when it writes (SQLite's `BEGIN IMMEDIATE`; in PostgreSQL `READ COMMITTED` under a
     /// transaction-scoped advisory lock of the state's schema).
@@ -110,7 +109,6 @@ impl Conn<'_> {
     pub(crate) fn transaction(&mut self, behavior: Behavior) -> DbResult<Tx<'_>> {
         Ok(match self {
             Conn::Sqlite(c) => Tx::Sqlite(c.transaction_with_behavior(match behavior {
-                Behavior::Read => rusqlite::TransactionBehavior::Deferred,
                 Behavior::Write => rusqlite::TransactionBehavior::Immediate,
             })?),
             Conn::Postgres(c) => Tx::Postgres(c.begin(behavior)?),
@@ -138,7 +136,10 @@ impl Tx<'_> {
 pub(crate) enum Target<'a> {
     Sqlite(&'a rusqlite::Connection),
     /// `in_tx`: inside a transaction (a write needs no lock of its own).
-    Postgres { conn: &'a PgConn, in_tx: bool },
+    Postgres {
+        conn: &'a PgConn,
+        in_tx: bool,
+    },
 }
 
 /// The statements, on a connection or in a transaction.
@@ -272,7 +273,7 @@ impl From<DbError> for rusqlite::Error {
         match e {
             DbError::Sqlite(e) => e,
             DbError::NoRow => rusqlite::Error::QueryReturnedNoRows,
-            other => rusqlite::Error::UserFunctionError(Box::new(other)),
+            other => rusqlite::Error::ToSqlConversionFailure(Box::new(other)),
         }
     }
 }

@@ -30,12 +30,11 @@ pub(crate) fn migrate(conn: &mut PgConn) -> DbResult<Migrated> {
             "CREATE TABLE IF NOT EXISTS deepcli_schema (id BIGINT PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL)",
             params![],
         )?;
-        let version: i64 = tx
-            .query_row(
-                "SELECT coalesce((SELECT version FROM deepcli_schema WHERE id = 1), 0)",
-                params![],
-                |r| r.get(0),
-            )?;
+        let version: i64 = tx.query_row(
+            "SELECT coalesce((SELECT version FROM deepcli_schema WHERE id = 1), 0)",
+            params![],
+            |r| r.get(0),
+        )?;
         if version > PG_SCHEMA_VERSION {
             return Err(DbError::Value(format!(
                 "the state was written by a newer deepcli (PostgreSQL schema {version}, this build knows up to {PG_SCHEMA_VERSION}); upgrade deepcli"

@@ -9,9 +9,8 @@
 //! call does too. (`postgres`, the synchronous client, would start its runtime inside the
 //! caller's, which tokio refuses.)
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, Statement};
@@ -21,7 +20,7 @@ use super::{Behavior, Column, DbError, DbResult, ToValue, Value};
 /// A state URL: `postgres://user@host:port/database?options=…` (libpq's URI, as
 /// tokio-postgres reads it). Its password is never shown.
 #[derive(Clone, PartialEq, Eq)]
-pub struct PgUrl {
+pub(crate) struct PgUrl {
     config: tokio_postgres::Config,
     /// The schema the state's tables live in (`search_path`), when the URL names one.
     shown: String,
@@ -104,8 +103,7 @@ fn wait<F: std::future::Future>(f: F) -> F::Output {
 pub(crate) struct PgConn {
     client: Client,
     /// Prepared statements by their PostgreSQL text (SQLite's `prepare_cached`).
-    statements: RefCell<HashMap<String, Statement>>,
-    url: PgUrl,
+    statements: Mutex<HashMap<String, Statement>>,
 }
 
 /// The advisory lock a transaction that writes holds: one per schema, so states in separate
@@ -118,10 +116,11 @@ impl PgConn {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
-        let (client, connection) = wait(driver().spawn(async move {
-            config.connect(tokio_postgres::NoTls).await
-        }))
-        .map_err(|e| DbError::Value(format!("the PostgreSQL connection's task failed: {e}")))??;
+        let (client, connection) =
+            wait(driver().spawn(async move { config.connect(tokio_postgres::NoTls).await }))
+                .map_err(|e| {
+                    DbError::Value(format!("the PostgreSQL connection's task failed: {e}"))
+                })??;
         driver().spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!(error = %e, "the PostgreSQL connection closed");
@@ -129,13 +128,8 @@ impl PgConn {
         });
         Ok(PgConn {
             client,
-            statements: RefCell::default(),
-            url: url.clone(),
+            statements: Mutex::default(),
         })
-    }
-
-    pub(crate) fn url(&self) -> &PgUrl {
-        &self.url
     }
 
     /// Runs statements separated by `;`, with no parameters (a migration).
@@ -145,24 +139,28 @@ impl PgConn {
 
     /// Forgets the prepared statements (after a migration changed what they read).
     pub(crate) fn forget_statements(&self) {
-        self.statements.borrow_mut().clear();
+        self.cache().clear();
+    }
+
+    /// The prepared statements (a lock never held across a call to the server).
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Statement>> {
+        self.statements
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn statement(&self, sql: &str) -> DbResult<Statement> {
         let text = placeholders(sql);
-        if let Some(s) = self.statements.borrow().get(&text) {
+        if let Some(s) = self.cache().get(&text) {
             return Ok(s.clone());
         }
         let statement = wait(self.client.prepare(&text))?;
-        self.statements
-            .borrow_mut()
-            .insert(text, statement.clone());
+        self.cache().insert(text, statement.clone());
         Ok(statement)
     }
 
     pub(super) fn begin(&mut self, behavior: Behavior) -> DbResult<PgTx<'_>> {
         match behavior {
-            Behavior::Read => self.batch("BEGIN ISOLATION LEVEL REPEATABLE READ")?,
             Behavior::Write => self.batch(&format!("BEGIN; {WRITE_LOCK}"))?,
         }
         Ok(PgTx {
@@ -205,10 +203,7 @@ impl PgConn {
     }
 
     /// Runs one statement that writes in a transaction of its own under the write lock.
-    fn locked<T>(
-        &self,
-        run: impl FnOnce() -> Result<T, tokio_postgres::Error>,
-    ) -> DbResult<T> {
+    fn locked<T>(&self, run: impl FnOnce() -> Result<T, tokio_postgres::Error>) -> DbResult<T> {
         self.batch(&format!("BEGIN; {WRITE_LOCK}"))?;
         match run() {
             Ok(v) => {

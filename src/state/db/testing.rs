@@ -34,7 +34,9 @@ impl PgSchema {
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         admin
-            .batch(&format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"))
+            .batch(&format!(
+                "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
+            ))
             .unwrap();
         let url = base.with_schema(&name);
         PgSchema { admin, name, url }
@@ -108,7 +110,11 @@ impl TestDb {
         match self {
             TestDb::Sqlite(dir) => {
                 let state = crate::state::StateDir::new(dir.path()).db();
-                let path = if state.exists() { state } else { dir.path().join("test.db") };
+                let path = if state.exists() {
+                    state
+                } else {
+                    dir.path().join("test.db")
+                };
                 let conn = rusqlite::Connection::open(path).unwrap();
                 conn.busy_timeout(std::time::Duration::from_secs(10))
                     .unwrap();

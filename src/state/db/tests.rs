@@ -32,15 +32,38 @@ fn every_kind_of_value_goes_in_and_comes_back_the_same() {
         .unwrap();
         conn.execute(
             "INSERT INTO t (id, n, r, s, b, f) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![2_u32, None::<i64>, None::<f64>, None::<&str>, None::<Vec<u8>>, false],
+            params![
+                2_u32,
+                None::<i64>,
+                None::<f64>,
+                None::<&str>,
+                None::<Vec<u8>>,
+                false
+            ],
         )
         .unwrap();
-        type Got = (i64, Option<i64>, Option<f64>, Option<String>, Option<Vec<u8>>, bool);
+        type Got = (
+            i64,
+            Option<i64>,
+            Option<f64>,
+            Option<String>,
+            Option<Vec<u8>>,
+            bool,
+        );
         let rows: Vec<Got> = conn
             .query_map(
                 "SELECT id, n, r, s, b, f FROM t ORDER BY id",
                 params![],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                },
             )
             .unwrap();
         assert_eq!(
@@ -84,23 +107,25 @@ fn a_value_of_the_wrong_kind_is_an_error_naming_its_column() {
         let mut c = db.connect();
         let conn = c.conn();
         table(&conn);
-        conn.execute(
-            "INSERT INTO t (id, s) VALUES (?1, ?2)",
-            params![1_i64, "x"],
-        )
-        .unwrap();
+        conn.execute("INSERT INTO t (id, s) VALUES (?1, ?2)", params![1_i64, "x"])
+            .unwrap();
         let err = conn
             .query_row("SELECT s FROM t", params![], |r| r.get::<i64>(0))
             .unwrap_err();
         assert!(
-            err.to_string().contains("column 0 (s): text where an integer"),
+            err.to_string()
+                .contains("column 0 (s): text where an integer"),
             "{}: {err}",
             db.name()
         );
         let err = conn
             .execute("INSERT INTO t (id) VALUES (?1)", params![u64::MAX])
             .unwrap_err();
-        assert!(err.to_string().contains("does not fit"), "{}: {err}", db.name());
+        assert!(
+            err.to_string().contains("does not fit"),
+            "{}: {err}",
+            db.name()
+        );
     }
 }
 
@@ -112,10 +137,12 @@ fn a_transaction_dropped_uncommitted_leaves_nothing() {
         table(&conn);
         {
             let tx = conn.transaction(Behavior::Write).unwrap();
-            tx.execute("INSERT INTO t (id) VALUES (1)", params![]).unwrap();
+            tx.execute("INSERT INTO t (id) VALUES (1)", params![])
+                .unwrap();
         }
         let tx = conn.transaction(Behavior::Write).unwrap();
-        tx.execute("INSERT INTO t (id) VALUES (2)", params![]).unwrap();
+        tx.execute("INSERT INTO t (id) VALUES (2)", params![])
+            .unwrap();
         tx.commit().unwrap();
         let ids = conn
             .query_map("SELECT id FROM t", params![], |r| r.get::<i64>(0))
@@ -183,7 +210,9 @@ async fn a_postgres_connection_works_inside_an_async_runtime() {
     let mut pg = schema.connect();
     let conn = Conn::Postgres(&mut pg);
     let one: i64 = conn
-        .query_row("SELECT CAST(?1 AS BIGINT) + 1", params![41_i64], |r| r.get(0))
+        .query_row("SELECT CAST(?1 AS BIGINT) + 1", params![41_i64], |r| {
+            r.get(0)
+        })
         .unwrap();
     assert_eq!(one, 42);
 }
@@ -194,7 +223,8 @@ fn a_newer_postgres_schema_is_refused() {
     let mut pg = schema.connect();
     assert_eq!(migrate_postgres(&mut pg).unwrap(), Migrated::Created);
     assert_eq!(migrate_postgres(&mut pg).unwrap(), Migrated::Current);
-    pg.batch("UPDATE deepcli_schema SET version = version + 1").unwrap();
+    pg.batch("UPDATE deepcli_schema SET version = version + 1")
+        .unwrap();
     let err = migrate_postgres(&mut pg).unwrap_err();
     assert!(err.to_string().contains("newer deepcli"), "{err}");
 }
@@ -257,6 +287,9 @@ fn the_postgres_schema_is_the_sqlite_schema() {
         if on_pg.last().is_some_and(|c| c.0 == "rowid") {
             on_sqlite.push(("rowid".into(), "bigint".into(), true, false));
         }
-        assert_eq!(on_pg, on_sqlite, "table {table}: PostgreSQL's columns, then SQLite's");
+        assert_eq!(
+            on_pg, on_sqlite,
+            "table {table}: PostgreSQL's columns, then SQLite's"
+        );
     }
 }
