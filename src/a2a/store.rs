@@ -454,8 +454,9 @@ impl A2aStore {
     /// Task `task_id` of `peer` (another peer's is not found).
     pub(crate) fn task(&self, peer: &str, task_id: &str) -> Result<Option<TaskRecord>, StateError> {
         self.db.query(|c| {
-            // One snapshot: the task and its runs as one commit left them.
-            let tx = c.transaction(Behavior::Read)?;
+            // The task, then its runs: two statements, as before the seam (a snapshot of
+            // both waits for the seam's transaction that only reads).
+            let tx = &*c;
             let task = tx
                 .query_row(
                     &format!(
@@ -468,7 +469,7 @@ impl A2aStore {
             let Some(mut task) = task else {
                 return Ok(None);
             };
-            task.runs = runs_of(&tx, task_id)?;
+            task.runs = runs_of(tx, task_id)?;
             Ok(Some(task))
         })
     }
@@ -477,8 +478,9 @@ impl A2aStore {
     pub(crate) fn list(&self, filter: &TaskFilter) -> Result<(Vec<TaskRecord>, usize), StateError> {
         let limit = filter.limit as i64;
         self.db.query(|c| {
-            // One snapshot: the count, the page and its tasks' runs as one commit left them.
-            let tx = c.transaction(Behavior::Read)?;
+            // The count, the page, then its tasks' runs: statements of their own, as before
+            // the seam.
+            let tx = &*c;
             let mut cond = String::from("peer = ?1");
             let mut args: Vec<&dyn ToValue> = vec![&filter.peer];
             if let Some(agent) = &filter.agent {
@@ -515,7 +517,7 @@ impl A2aStore {
             );
             let mut tasks = tx.query_map(&sql, &args, task_row)?;
             for task in &mut tasks {
-                task.runs = runs_of(&tx, &task.task_id)?;
+                task.runs = runs_of(tx, &task.task_id)?;
             }
             Ok((tasks, total.max(0) as usize))
         })
