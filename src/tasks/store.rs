@@ -1,13 +1,15 @@
 //! The tasks' rows (`tasks.sql`): a task, and each event that moved it, written in one
 //! transaction that read the state it moves from, so that two doors deciding at once cannot
-//! both win. A connection of its own (as the Access layer and the Hub have); every call is
-//! short, and callers run it on the blocking pool.
+//! both win — on one host or on several replicas of one state (the transaction holds the
+//! state's write lock, [`Behavior::Write`]). A connection of its own (as the Access layer and
+//! the Hub have); every call is short, and callers run it on the blocking pool. On the state's
+//! backend seam ([`crate::state::db`]): the same statements on SQLite and PostgreSQL.
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
 use super::artifacts::Stored;
 use super::state::{Actor, Decision, Event, Parties, TaskState, decide};
+use crate::state::db::{Behavior, DbResult, Optional, Query, Row, Tx, params};
 use crate::state::{StateDir, StateError};
 
 pub(crate) struct TaskStore {
@@ -129,12 +131,12 @@ pub(crate) struct HandedIn<'a> {
 /// named `name` that this one replaces, and this one would total more than `file.quota`:
 /// counted by `sum`, in the transaction that writes the row.
 fn over_quota(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &impl Query,
     sum: &str,
     owner: &str,
     what: &str,
     file: &HandedIn<'_>,
-) -> rusqlite::Result<Option<TaskError>> {
+) -> DbResult<Option<TaskError>> {
     let used: i64 = tx.query_row(sum, params![owner, file.name], |r| r.get(0))?;
     let used = used.max(0) as u64;
     let asked = file.stored.size;
@@ -150,7 +152,17 @@ fn over_quota(
 
 const COLUMNS: &str = "id, title, acceptance, requester, requester_kind, owner_agent, assignee_agent, session_key, room, parent_id, state, runtime_state, created_at, updated_at";
 
-fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
+/// The order of a list of tasks: newest first, and of two created in one second the later
+/// first (`tasks` has no integer key: SQLite's implicit `rowid`, a column of its own in
+/// PostgreSQL's table, numbered as rows are inserted).
+const NEWEST_FIRST: &str = "created_at DESC, rowid DESC";
+
+/// A sum of artifact sizes (SQLite's `sum` of integers is an integer; PostgreSQL's is a
+/// `numeric`, cast back).
+const TASK_ARTIFACTS_SUM: &str = "SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM task_artifacts WHERE task_id = ?1 AND name <> ?2";
+const RUN_ARTIFACTS_SUM: &str = "SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM run_artifacts WHERE run_id = ?1 AND name <> ?2";
+
+fn task_row(r: &Row<'_>) -> DbResult<Task> {
     let requester: String = r.get(3)?;
     let kind: String = r.get(4)?;
     let state: String = r.get(10)?;
@@ -215,7 +227,9 @@ impl TaskStore {
     }
 
     /// Creates task `id` worked on in session `session_key` (an A2A peer's task: its id and
-    /// session are the A2A task's), `open`; nothing when it exists already (a retried message).
+    /// session are the A2A task's), `open`; nothing when it exists already (a retried message,
+    /// taken by this replica or another at the same time: one writes it and its `created`
+    /// event, the others read it).
     pub(crate) fn create_as(
         &self,
         id: &str,
@@ -233,10 +247,10 @@ impl TaskStore {
             _ => requester.to_string(),
         };
         let id = id.to_string();
-        self.db.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            tx.execute(
-                &format!("INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, ?12, ?12)"),
+        self.db.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
+            let written = tx.execute(
+                &format!("INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, ?12, ?12) ON CONFLICT (id) DO NOTHING"),
                 params![
                     id,
                     new.title,
@@ -252,6 +266,10 @@ impl TaskStore {
                     now
                 ],
             )?;
+            if written == 0 {
+                // Another door (or replica) wrote it since the read above: it is that one.
+                return Ok(());
+            }
             let detail = json!({"title": new.title, "acceptance": new.acceptance, "owner": new.owner, "assignee": new.assignee});
             insert_event(&tx, &id, "created", &actor, door, "", Some(TaskState::Open), &detail, &now)?;
             tx.commit()
@@ -273,8 +291,8 @@ impl TaskStore {
         (actor, door): (Option<&str>, &str),
     ) -> Result<Option<Applied>, TaskError> {
         let now = crate::clock::now();
-        self.db.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.db.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             let Some(task) = read_task(&tx, id)? else {
                 return Ok(Err(TaskError::NotFound(id.to_string())));
             };
@@ -316,7 +334,7 @@ impl TaskStore {
         session_key: &str,
         run_id: &str,
     ) -> Result<(), StateError> {
-        self.db.with(|c| {
+        self.db.write(|c| {
             c.execute(
                 "INSERT INTO task_steps (task_id, step_id, title, target_agent, session_key, runtime, run_id, acceptance, status, notes, updated_at)
                  SELECT ?1, ?2, ?3, assignee_agent, ?4, 'a2a', ?5, NULL, 'done', NULL, ?6 FROM tasks WHERE id = ?1
@@ -329,10 +347,10 @@ impl TaskStore {
 
     /// The task whose step run `run_id` is ([`TaskStore::link_run`]).
     pub(crate) fn task_of_run(&self, run_id: &str) -> Result<Option<String>, StateError> {
-        self.db.read(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT task_id FROM task_steps WHERE run_id = ?1 LIMIT 1",
-                [run_id],
+                params![run_id],
                 |r| r.get(0),
             )
             .optional()
@@ -340,38 +358,42 @@ impl TaskStore {
     }
 
     pub(crate) fn get(&self, id: &str) -> Result<Option<Task>, StateError> {
-        self.db.with(|c| read_task(c, id))
+        self.db.query(|c| read_task(&*c, id))
     }
 
     /// The tasks of room `room` (all when `None`), newest first, at most `limit`.
     pub(crate) fn list(&self, room: Option<&str>, limit: usize) -> Result<Vec<Task>, StateError> {
-        self.db.with(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {COLUMNS} FROM tasks WHERE ?1 IS NULL OR room = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
-            ))?;
-            let rows = stmt.query_map(params![room, limit as i64], task_row)?;
-            rows.collect()
+        self.db.query(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM tasks WHERE CAST(?1 AS TEXT) IS NULL OR room = ?1 ORDER BY {NEWEST_FIRST} LIMIT ?2"
+                ),
+                params![room, limit as i64],
+                task_row,
+            )
         })
     }
 
     /// The tasks agent `agent` owns or works on, newest first, at most `limit`.
     pub(crate) fn of_agent(&self, agent: &str, limit: usize) -> Result<Vec<Task>, StateError> {
-        self.db.with(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {COLUMNS} FROM tasks WHERE owner_agent = ?1 OR assignee_agent = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
-            ))?;
-            let rows = stmt.query_map(params![agent, limit as i64], task_row)?;
-            rows.collect()
+        self.db.query(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM tasks WHERE owner_agent = ?1 OR assignee_agent = ?1 ORDER BY {NEWEST_FIRST} LIMIT ?2"
+                ),
+                params![agent, limit as i64],
+                task_row,
+            )
         })
     }
 
     /// Task `id`'s events, oldest first.
     pub(crate) fn events(&self, id: &str) -> Result<Vec<TaskEvent>, StateError> {
-        self.db.with(|c| {
-            let mut stmt = c.prepare(
+        self.db.query(|c| {
+            c.query_map(
                 "SELECT seq, kind, actor, door, from_state, to_state, detail, at FROM task_events WHERE task_id = ?1 ORDER BY seq",
-            )?;
-            let rows = stmt.query_map([id], |r| {
+                params![id],
+                |r| {
                 let detail: String = r.get(6)?;
                 Ok(TaskEvent {
                     seq: r.get(0)?,
@@ -383,8 +405,7 @@ impl TaskStore {
                     detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
                     at: r.get(7)?,
                 })
-            })?;
-            rows.collect()
+            })
         })
     }
 
@@ -401,8 +422,8 @@ impl TaskStore {
         runtime_state: Option<&str>,
     ) -> Result<Applied, TaskError> {
         let now = crate::clock::now();
-        self.db.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.db.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             let Some(task) = read_task(&tx, id)? else {
                 return Ok(Err(TaskError::NotFound(id.to_string())));
             };
@@ -470,8 +491,9 @@ impl TaskStore {
             if !file.path.is_file() {
                 return Ok(Err(TaskError::Gone));
             }
-            let sum = "SELECT coalesce(sum(size), 0) FROM task_artifacts WHERE task_id = ?1 AND name <> ?2";
-            if let Some(refused) = over_quota(tx, sum, id, &format!("task `{id}`"), file)? {
+            if let Some(refused) =
+                over_quota(tx, TASK_ARTIFACTS_SUM, id, &format!("task `{id}`"), file)?
+            {
                 return Ok(Err(refused));
             }
             tx.execute(
@@ -487,20 +509,20 @@ impl TaskStore {
 
     /// Task `id`'s artifacts, by name.
     pub(crate) fn artifacts(&self, id: &str) -> Result<Vec<ArtifactRow>, StateError> {
-        self.db.with(|c| {
-            let mut stmt = c.prepare(
+        self.db.query(|c| {
+            c.query_map(
                 "SELECT name, sha256, size, handed_in_by, at FROM task_artifacts WHERE task_id = ?1 ORDER BY name",
-            )?;
-            let rows = stmt.query_map([id], |r| {
-                Ok(ArtifactRow {
-                    name: r.get(0)?,
-                    sha256: r.get(1)?,
-                    size: r.get::<_, i64>(2)? as u64,
-                    handed_in_by: r.get(3)?,
-                    at: r.get(4)?,
-                })
-            })?;
-            rows.collect()
+                params![id],
+                |r| {
+                    Ok(ArtifactRow {
+                        name: r.get(0)?,
+                        sha256: r.get(1)?,
+                        size: r.get::<i64>(2)? as u64,
+                        handed_in_by: r.get(3)?,
+                        at: r.get(4)?,
+                    })
+                },
+            )
         })
     }
 
@@ -516,14 +538,15 @@ impl TaskStore {
         let HandedIn {
             name, stored, by, ..
         } = *file;
-        self.db.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.db.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             // Checked with the write lock held: a sweep of the store holds it too.
             if !file.path.is_file() {
                 return Ok(Err(TaskError::Gone));
             }
-            let sum = "SELECT coalesce(sum(size), 0) FROM run_artifacts WHERE run_id = ?1 AND name <> ?2";
-            if let Some(refused) = over_quota(&tx, sum, run_id, &format!("run `{run_id}`"), file)? {
+            if let Some(refused) =
+                over_quota(&tx, RUN_ARTIFACTS_SUM, run_id, &format!("run `{run_id}`"), file)?
+            {
                 return Ok(Err(refused));
             }
             tx.execute(
@@ -541,23 +564,23 @@ impl TaskStore {
         &self,
         run_id: &str,
     ) -> Result<Vec<(ArtifactRow, String)>, StateError> {
-        self.db.with(|c| {
-            let mut stmt = c.prepare_cached(
+        self.db.query(|c| {
+            c.query_map(
                 "SELECT name, sha256, size, handed_in_by, at, media_type FROM run_artifacts WHERE run_id = ?1 ORDER BY name",
-            )?;
-            let rows = stmt.query_map([run_id], |r| {
-                Ok((
-                    ArtifactRow {
-                        name: r.get(0)?,
-                        sha256: r.get(1)?,
-                        size: r.get::<_, i64>(2)? as u64,
-                        handed_in_by: r.get(3)?,
-                        at: r.get(4)?,
-                    },
-                    r.get(5)?,
-                ))
-            })?;
-            rows.collect()
+                params![run_id],
+                |r| {
+                    Ok((
+                        ArtifactRow {
+                            name: r.get(0)?,
+                            sha256: r.get(1)?,
+                            size: r.get::<i64>(2)? as u64,
+                            handed_in_by: r.get(3)?,
+                            at: r.get(4)?,
+                        },
+                        r.get(5)?,
+                    ))
+                },
+            )
         })
     }
 
@@ -587,21 +610,17 @@ impl TaskStore {
         })
     }
 
-    /// Runs `write` (with the task and the time) in an `IMMEDIATE` transaction on task `id`
+    /// Runs `write` (with the task and the time) in a transaction that writes on task `id`
     /// while it is not final; when it is, refused, saying what is `kept`.
     fn on_open_task(
         &self,
         id: &str,
         kept: &str,
-        write: impl FnOnce(
-            &rusqlite::Transaction<'_>,
-            &Task,
-            &str,
-        ) -> rusqlite::Result<Result<(), TaskError>>,
+        write: impl FnOnce(&Tx<'_>, &Task, &str) -> DbResult<Result<(), TaskError>>,
     ) -> Result<(), TaskError> {
         let now = crate::clock::now();
-        self.db.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.db.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             let Some(task) = read_task(&tx, id)? else {
                 return Ok(Err(TaskError::NotFound(id.to_string())));
             };
@@ -622,11 +641,11 @@ impl TaskStore {
 
     /// Task `id`'s plan, in step id order.
     pub(crate) fn steps(&self, id: &str) -> Result<Vec<Step>, StateError> {
-        self.db.with(|c| {
-            let mut stmt = c.prepare(
+        self.db.query(|c| {
+            c.query_map(
                 "SELECT step_id, title, target_agent, session_key, runtime, run_id, acceptance, status, notes, updated_at FROM task_steps WHERE task_id = ?1 ORDER BY step_id",
-            )?;
-            let rows = stmt.query_map([id], |r| {
+                params![id],
+                |r| {
                 let status: String = r.get(7)?;
                 Ok(Step {
                     id: r.get(0)?,
@@ -640,8 +659,7 @@ impl TaskStore {
                     notes: r.get(8)?,
                     updated_at: Some(r.get(9)?),
                 })
-            })?;
-            rows.collect()
+            })
         })
     }
 }
@@ -721,10 +739,10 @@ impl StepStatus {
 }
 
 /// Task `id`, read on a connection or in a transaction.
-fn read_task(c: &Connection, id: &str) -> rusqlite::Result<Option<Task>> {
+fn read_task(c: &impl Query, id: &str) -> DbResult<Option<Task>> {
     c.query_row(
         &format!("SELECT {COLUMNS} FROM tasks WHERE id = ?1"),
-        [id],
+        params![id],
         task_row,
     )
     .optional()
@@ -732,7 +750,7 @@ fn read_task(c: &Connection, id: &str) -> rusqlite::Result<Option<Task>> {
 
 #[allow(clippy::too_many_arguments)]
 fn insert_event(
-    c: &Connection,
+    c: &impl Query,
     id: &str,
     kind: &str,
     actor: &str,
@@ -741,7 +759,7 @@ fn insert_event(
     to: Option<TaskState>,
     detail: &Value,
     at: &str,
-) -> rusqlite::Result<()> {
+) -> DbResult<()> {
     c.execute(
         "INSERT INTO task_events (task_id, kind, actor, door, from_state, to_state, detail, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![id, kind, actor, door, from, to.map(TaskState::as_str), detail.to_string(), at],
@@ -753,10 +771,44 @@ fn insert_event(
 mod tests {
     use super::*;
 
-    fn store() -> (tempfile::TempDir, TaskStore) {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = TaskStore::open(&StateDir::new(tmp.path())).unwrap();
-        (tmp, store)
+    /// The store on one backend, twice: two replicas' stores on one state.
+    struct On {
+        replicas: [TaskStore; 2],
+        /// A stored copy that is there (a hand-in checks for it).
+        there: std::path::PathBuf,
+        backend: &'static str,
+        _schema: Option<crate::state::db::testing::PgSchema>,
+        _tmp: tempfile::TempDir,
+    }
+
+    /// Both backends: a new SQLite state, and a schema of its own in PostgreSQL.
+    fn stores() -> Vec<On> {
+        let on = |tmp: tempfile::TempDir, schema: Option<crate::state::db::testing::PgSchema>| {
+            let mut state = StateDir::new(tmp.path().join("state"));
+            if let Some(schema) = &schema {
+                state = state.with_postgres(schema.url().clone());
+            }
+            let there = tmp.path().join("stored");
+            std::fs::write(&there, "stored").unwrap();
+            On {
+                replicas: [(); 2].map(|()| TaskStore::open(&state).unwrap()),
+                there,
+                backend: if schema.is_some() {
+                    "postgres"
+                } else {
+                    "sqlite"
+                },
+                _schema: schema,
+                _tmp: tmp,
+            }
+        };
+        vec![
+            on(tempfile::tempdir().unwrap(), None),
+            on(
+                tempfile::tempdir().unwrap(),
+                Some(crate::state::db::testing::PgSchema::new()),
+            ),
+        ]
     }
 
     fn new_task() -> NewTask {
@@ -779,249 +831,468 @@ mod tests {
 
     #[test]
     fn a_task_is_created_open_with_a_session_of_its_own() {
-        let (_tmp, store) = store();
-        let one = store.create(&new_task(), "cli").unwrap();
-        let two = store.create(&new_task(), "cli").unwrap();
-        assert_eq!(one.state, TaskState::Open);
-        assert_eq!(one.session_key, format!("agent:beta:task:{}", one.id));
-        assert_ne!(
-            one.session_key, two.session_key,
-            "parallel tasks share no session"
-        );
-        assert_eq!(store.get(&one.id).unwrap(), Some(one.clone()));
-        let room = one.room.as_deref();
-        assert_eq!(store.list(room, 10).unwrap().len(), 2);
-        assert_eq!(store.list(Some("elsewhere"), 10).unwrap().len(), 0);
-        let events = store.events(&one.id).unwrap();
-        assert_eq!(events.len(), 1);
-        assert_eq!(
-            (events[0].kind.as_str(), events[0].actor.as_str()),
-            ("created", "slack:U0ASKER")
-        );
+        for on in stores() {
+            let store = &on.replicas[0];
+            let one = store.create(&new_task(), "cli").unwrap();
+            let two = store.create(&new_task(), "cli").unwrap();
+            assert_eq!(one.state, TaskState::Open);
+            assert_eq!(one.session_key, format!("agent:beta:task:{}", one.id));
+            assert_ne!(
+                one.session_key, two.session_key,
+                "parallel tasks share no session"
+            );
+            assert_eq!(store.get(&one.id).unwrap(), Some(one.clone()));
+            let room = one.room.as_deref();
+            assert_eq!(store.list(room, 10).unwrap().len(), 2);
+            assert_eq!(store.list(Some("elsewhere"), 10).unwrap().len(), 0);
+            let events = store.events(&one.id).unwrap();
+            assert_eq!(events.len(), 1);
+            assert_eq!(
+                (events[0].kind.as_str(), events[0].actor.as_str()),
+                ("created", "slack:U0ASKER")
+            );
+        }
+    }
+
+    /// Tasks created within one second (the resolution of `created_at`) are listed newest
+    /// first all the same: by the order they were written in, not by their random ids.
+    #[test]
+    fn tasks_are_listed_newest_first_within_one_second_too() {
+        for on in stores() {
+            let store = &on.replicas[0];
+            let ids: Vec<String> = (0..6)
+                .map(|_| store.create(&new_task(), "cli").unwrap().id)
+                .collect();
+            let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+            let listed = |tasks: Vec<Task>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+            assert_eq!(
+                listed(store.list(None, 10).unwrap()),
+                newest_first,
+                "{}",
+                on.backend
+            );
+            assert_eq!(
+                listed(store.of_agent("beta", 10).unwrap()),
+                newest_first,
+                "{}",
+                on.backend
+            );
+            assert_eq!(
+                listed(store.list(None, 2).unwrap()),
+                newest_first[..2],
+                "{}",
+                on.backend
+            );
+        }
     }
 
     #[test]
     fn events_move_it_are_recorded_and_a_refusal_writes_nothing() {
-        let (_tmp, store) = store();
-        let task = store.create(&new_task(), "cli").unwrap();
-        let approvers = vec!["slack:U0BOSS".to_string()];
-        let apply = |event: Event, actor: Actor| {
-            store.apply(
-                &task.id,
-                &event,
-                &actor,
-                "mcp",
-                &approvers,
-                Some("end_turn"),
+        for on in stores() {
+            let store = &on.replicas[0];
+            let task = store.create(&new_task(), "cli").unwrap();
+            let approvers = vec!["slack:U0BOSS".to_string()];
+            let apply = |event: Event, actor: Actor| {
+                store.apply(
+                    &task.id,
+                    &event,
+                    &actor,
+                    "mcp",
+                    &approvers,
+                    Some("end_turn"),
+                )
+            };
+            apply(Event::Started, Actor::Hub).unwrap();
+            let submit = Event::Submitted {
+                summary: "done".into(),
+            };
+            let refused = apply(submit.clone(), agent("alpha")).unwrap_err();
+            assert!(
+                refused.to_string().contains("only the assignee"),
+                "{refused}"
+            );
+            assert_eq!(
+                store.events(&task.id).unwrap().len(),
+                2,
+                "the refusal wrote nothing"
+            );
+            assert_eq!(
+                apply(submit, agent("beta")).unwrap(),
+                Applied::Moved {
+                    from: TaskState::Working,
+                    to: TaskState::Submitted
+                }
+            );
+            apply(Event::CancelRequested, Actor::Operator).unwrap();
+            apply(Event::CancelSettled { confirmed: false }, Actor::Hub).unwrap();
+            let late = apply(
+                Event::Submitted {
+                    summary: "late".into(),
+                },
+                agent("beta"),
             )
-        };
-        apply(Event::Started, Actor::Hub).unwrap();
-        let submit = Event::Submitted {
-            summary: "done".into(),
-        };
-        let refused = apply(submit.clone(), agent("alpha")).unwrap_err();
-        assert!(
-            refused.to_string().contains("only the assignee"),
-            "{refused}"
-        );
-        assert_eq!(
-            store.events(&task.id).unwrap().len(),
-            2,
-            "the refusal wrote nothing"
-        );
-        assert_eq!(
-            apply(submit, agent("beta")).unwrap(),
-            Applied::Moved {
-                from: TaskState::Working,
-                to: TaskState::Submitted
-            }
-        );
-        apply(Event::CancelRequested, Actor::Operator).unwrap();
-        apply(Event::CancelSettled { confirmed: false }, Actor::Hub).unwrap();
-        let late = apply(
-            Event::Submitted {
-                summary: "late".into(),
-            },
-            agent("beta"),
-        )
-        .unwrap();
-        assert_eq!(
-            late,
-            Applied::Late {
-                state: TaskState::Uncertain
-            }
-        );
-        let stored = store.get(&task.id).unwrap().unwrap();
-        assert_eq!(stored.state, TaskState::Uncertain);
-        assert_eq!(stored.runtime_state.as_deref(), Some("end_turn"));
-        let events = store.events(&task.id).unwrap();
-        let last = events.last().unwrap();
-        assert_eq!(
-            (last.kind.as_str(), last.to.as_deref()),
-            ("submitted", None)
-        );
-        assert_eq!(last.detail["summary"], "late");
-        assert!(matches!(
-            store.apply("task-none", &Event::Started, &Actor::Hub, "cli", &[], None),
-            Err(TaskError::NotFound(_))
-        ));
+            .unwrap();
+            assert_eq!(
+                late,
+                Applied::Late {
+                    state: TaskState::Uncertain
+                }
+            );
+            let stored = store.get(&task.id).unwrap().unwrap();
+            assert_eq!(stored.state, TaskState::Uncertain);
+            assert_eq!(stored.runtime_state.as_deref(), Some("end_turn"));
+            let events = store.events(&task.id).unwrap();
+            let last = events.last().unwrap();
+            assert_eq!(
+                (last.kind.as_str(), last.to.as_deref()),
+                ("submitted", None)
+            );
+            assert_eq!(last.detail["summary"], "late");
+            assert!(matches!(
+                store.apply("task-none", &Event::Started, &Actor::Hub, "cli", &[], None),
+                Err(TaskError::NotFound(_))
+            ));
+        }
+    }
+
+    /// The runtime's word on an A2A task: a move, the same word again (nothing), then a word
+    /// on a final task (late).
+    #[test]
+    fn the_runtimes_word_moves_a_task_once_and_is_late_on_a_final_one() {
+        for on in stores() {
+            let store = &on.replicas[0];
+            let task = store
+                .create_as(
+                    "task-a2a",
+                    "agent:beta:a2a:partner:c1",
+                    &NewTask {
+                        requester: Requester::Peer("a2a:partner".into()),
+                        ..new_task()
+                    },
+                    "a2a",
+                )
+                .unwrap();
+            let working = |state| {
+                store.follow_runtime(
+                    &task.id,
+                    state,
+                    "TASK_STATE_WORKING",
+                    &Event::Started,
+                    (None, "a2a"),
+                )
+            };
+            assert_eq!(
+                working(TaskState::Working).unwrap(),
+                Some(Applied::Moved {
+                    from: TaskState::Open,
+                    to: TaskState::Working
+                })
+            );
+            assert_eq!(working(TaskState::Working).unwrap(), None, "{}", on.backend);
+            store
+                .apply(
+                    &task.id,
+                    &Event::Failed { why: "gone".into() },
+                    &Actor::Hub,
+                    "hub",
+                    &[],
+                    None,
+                )
+                .unwrap();
+            assert_eq!(
+                working(TaskState::Working).unwrap(),
+                Some(Applied::Late {
+                    state: TaskState::Failed
+                })
+            );
+            let stored = store.get(&task.id).unwrap().unwrap();
+            assert_eq!(
+                (stored.state, stored.runtime_state.as_deref()),
+                (TaskState::Failed, Some("TASK_STATE_WORKING"))
+            );
+            store
+                .link_run(
+                    &task.id,
+                    "m1",
+                    "the first message",
+                    &task.session_key,
+                    "run-1",
+                )
+                .unwrap();
+            store
+                .link_run(&task.id, "m1", "again", &task.session_key, "run-1")
+                .unwrap();
+            assert_eq!(
+                store.task_of_run("run-1").unwrap().as_deref(),
+                Some("task-a2a")
+            );
+            assert_eq!(store.task_of_run("run-2").unwrap(), None);
+            let steps = store.steps(&task.id).unwrap();
+            assert_eq!(
+                (
+                    steps.len(),
+                    steps[0].title.as_str(),
+                    steps[0].target_agent_id.as_deref()
+                ),
+                (1, "the first message", Some("beta"))
+            );
+        }
     }
 
     #[test]
     fn a_runs_files_stay_within_the_quota_to_the_byte() {
-        let (tmp, store) = store();
-        let there = tmp.path().join("state.db");
-        let (big, small) = (
-            Stored {
-                sha256: "aa".into(),
-                size: 999,
-            },
-            Stored {
-                sha256: "bb".into(),
-                size: 1,
-            },
-        );
-        let file = |name, stored| HandedIn {
-            name,
-            stored,
-            path: &there,
-            by: "beta",
-            quota: 1000,
-        };
-        store
-            .put_run_artifact("run-1", &file("a", &big), "text/plain")
-            .unwrap();
-        store
-            .put_run_artifact("run-1", &file("b", &small), "text/plain")
-            .unwrap();
-        let refused = store
-            .put_run_artifact("run-1", &file("c", &small), "text/plain")
-            .unwrap_err();
-        assert!(
-            refused.to_string().contains(
-                "run `run-1`'s artifacts would take 1001 bytes, over the limit of 1000 bytes (artifactQuotaBytes): 1000 bytes used, 1 asked"
-            ),
-            "{refused}"
-        );
-        // Another run has a quota of its own.
-        store
-            .put_run_artifact("run-2", &file("c", &small), "text/plain")
-            .unwrap();
-        assert_eq!(store.run_artifacts("run-1").unwrap().len(), 2);
+        for on in stores() {
+            let store = &on.replicas[0];
+            let (big, small) = (
+                Stored {
+                    sha256: "aa".into(),
+                    size: 999,
+                },
+                Stored {
+                    sha256: "bb".into(),
+                    size: 1,
+                },
+            );
+            let file = |name, stored| HandedIn {
+                name,
+                stored,
+                path: &on.there,
+                by: "beta",
+                quota: 1000,
+            };
+            store
+                .put_run_artifact("run-1", &file("a", &big), "text/plain")
+                .unwrap();
+            store
+                .put_run_artifact("run-1", &file("b", &small), "text/plain")
+                .unwrap();
+            let refused = store
+                .put_run_artifact("run-1", &file("c", &small), "text/plain")
+                .unwrap_err();
+            assert!(
+                refused.to_string().contains(
+                    "run `run-1`'s artifacts would take 1001 bytes, over the limit of 1000 bytes (artifactQuotaBytes): 1000 bytes used, 1 asked"
+                ),
+                "{}: {refused}",
+                on.backend
+            );
+            // Another run has a quota of its own.
+            store
+                .put_run_artifact("run-2", &file("c", &small), "text/plain")
+                .unwrap();
+            assert_eq!(store.run_artifacts("run-1").unwrap().len(), 2);
+        }
     }
 
     #[test]
     fn artifacts_and_steps_are_kept_until_the_task_is_final() {
-        let (tmp, store) = store();
-        // A stored copy that is there (any file will do).
-        let there = tmp.path().join("state.db");
-        let file = |name: &'static str, stored: &'static Stored| HandedIn {
-            name,
-            stored,
-            path: Box::leak(Box::new(there.clone())),
-            by: "beta",
-            quota: 1000,
-        };
-        let task = store.create(&new_task(), "cli").unwrap();
-        let one: &'static Stored = Box::leak(Box::new(Stored {
-            sha256: "aa".into(),
-            size: 2,
-        }));
-        let two: &'static Stored = Box::leak(Box::new(Stored {
-            sha256: "bb".into(),
-            size: 3,
-        }));
-        store
-            .put_artifact(&task.id, &file("test.log", one), "mcp")
-            .unwrap();
-        // A stored copy a sweep took before the row: nothing is written, the caller stores it
-        // again.
-        let gone = tmp.path().join("gone");
-        let missing = HandedIn {
-            path: &gone,
-            ..file("test.log", two)
-        };
-        assert!(matches!(
-            store.put_artifact(&task.id, &missing, "mcp"),
-            Err(TaskError::Gone)
-        ));
-        assert_eq!(store.artifacts(&task.id).unwrap()[0].stored(), *one);
-        store
-            .put_artifact(&task.id, &file("test.log", two), "mcp")
-            .unwrap();
-        let rows = store.artifacts(&task.id).unwrap();
-        assert_eq!(rows.len(), 1, "a second hand-in replaces the row");
-        assert_eq!(rows[0].stored(), *two);
-        let step = Step {
-            id: "1".into(),
-            title: "ask beta".into(),
-            target_agent_id: Some("beta".into()),
-            session: None,
-            runtime: Some("acp".into()),
-            run_id: Some("run-1".into()),
-            acceptance: None,
-            status: StepStatus::Running,
-            notes: None,
-            updated_at: None,
-        };
-        store
-            .put_steps(
-                &task.id,
-                std::slice::from_ref(&step),
-                &agent("alpha"),
-                "mcp",
-            )
-            .unwrap();
-        let done = Step {
-            status: StepStatus::Done,
-            ..step
-        };
-        store
-            .put_steps(&task.id, &[done], &agent("alpha"), "mcp")
-            .unwrap();
-        let steps = store.steps(&task.id).unwrap();
-        assert_eq!((steps.len(), steps[0].status), (1, StepStatus::Done));
-        // The history keeps both hand-ins and both plans.
-        let kinds: Vec<String> = store
-            .events(&task.id)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.kind)
-            .collect();
-        assert_eq!(kinds, ["created", "artifact", "artifact", "plan", "plan"]);
-
-        store
-            .apply(
-                &task.id,
-                &Event::CancelRequested,
-                &Actor::Operator,
-                "cli",
-                &[],
-                None,
-            )
-            .unwrap();
-        store
-            .apply(
-                &task.id,
-                &Event::CancelSettled { confirmed: true },
-                &Actor::Hub,
-                "cli",
-                &[],
-                None,
-            )
-            .unwrap();
-        let refused = store
-            .put_artifact(&task.id, &file("late.log", one), "mcp")
-            .unwrap_err();
-        assert!(
-            refused.to_string().contains("cancelled already"),
-            "{refused}"
-        );
-        assert!(
+        for on in stores() {
+            let store = &on.replicas[0];
+            let file = |name: &'static str, stored: &'static Stored| HandedIn {
+                name,
+                stored,
+                path: Box::leak(Box::new(on.there.clone())),
+                by: "beta",
+                quota: 1000,
+            };
+            let task = store.create(&new_task(), "cli").unwrap();
+            let one: &'static Stored = Box::leak(Box::new(Stored {
+                sha256: "aa".into(),
+                size: 2,
+            }));
+            let two: &'static Stored = Box::leak(Box::new(Stored {
+                sha256: "bb".into(),
+                size: 3,
+            }));
             store
-                .put_steps(&task.id, &[], &agent("alpha"), "mcp")
-                .is_err()
-        );
-        assert_eq!(store.artifacts(&task.id).unwrap().len(), 1);
+                .put_artifact(&task.id, &file("test.log", one), "mcp")
+                .unwrap();
+            // A stored copy a sweep took before the row: nothing is written, the caller
+            // stores it again.
+            let gone = on.there.with_file_name("gone");
+            let missing = HandedIn {
+                path: &gone,
+                ..file("test.log", two)
+            };
+            assert!(matches!(
+                store.put_artifact(&task.id, &missing, "mcp"),
+                Err(TaskError::Gone)
+            ));
+            assert_eq!(store.artifacts(&task.id).unwrap()[0].stored(), *one);
+            store
+                .put_artifact(&task.id, &file("test.log", two), "mcp")
+                .unwrap();
+            let rows = store.artifacts(&task.id).unwrap();
+            assert_eq!(rows.len(), 1, "a second hand-in replaces the row");
+            assert_eq!(rows[0].stored(), *two);
+            let step = Step {
+                id: "1".into(),
+                title: "ask beta".into(),
+                target_agent_id: Some("beta".into()),
+                session: None,
+                runtime: Some("acp".into()),
+                run_id: Some("run-1".into()),
+                acceptance: None,
+                status: StepStatus::Running,
+                notes: None,
+                updated_at: None,
+            };
+            store
+                .put_steps(
+                    &task.id,
+                    std::slice::from_ref(&step),
+                    &agent("alpha"),
+                    "mcp",
+                )
+                .unwrap();
+            let done = Step {
+                status: StepStatus::Done,
+                ..step
+            };
+            store
+                .put_steps(&task.id, &[done], &agent("alpha"), "mcp")
+                .unwrap();
+            let steps = store.steps(&task.id).unwrap();
+            assert_eq!((steps.len(), steps[0].status), (1, StepStatus::Done));
+            // The history keeps both hand-ins and both plans.
+            let kinds: Vec<String> = store
+                .events(&task.id)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.kind)
+                .collect();
+            assert_eq!(kinds, ["created", "artifact", "artifact", "plan", "plan"]);
+
+            store
+                .apply(
+                    &task.id,
+                    &Event::CancelRequested,
+                    &Actor::Operator,
+                    "cli",
+                    &[],
+                    None,
+                )
+                .unwrap();
+            store
+                .apply(
+                    &task.id,
+                    &Event::CancelSettled { confirmed: true },
+                    &Actor::Hub,
+                    "cli",
+                    &[],
+                    None,
+                )
+                .unwrap();
+            let refused = store
+                .put_artifact(&task.id, &file("late.log", one), "mcp")
+                .unwrap_err();
+            assert!(
+                refused.to_string().contains("cancelled already"),
+                "{refused}"
+            );
+            assert!(
+                store
+                    .put_steps(&task.id, &[], &agent("alpha"), "mcp")
+                    .is_err()
+            );
+            assert_eq!(store.artifacts(&task.id).unwrap().len(), 1);
+        }
+    }
+
+    /// Two replicas on one state, eight doors at once on each read-then-write: a retried A2A
+    /// message creates its task once; events racing to end a task move it once (the others
+    /// are late); hand-ins racing for one quota never pass it together.
+    #[test]
+    fn replicas_racing_on_a_task_decide_it_once() {
+        for on in stores() {
+            let backend = on.backend;
+            let replicas = &on.replicas;
+            let race = |f: &(dyn Fn(usize) + Sync)| {
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..8).map(|i| s.spawn(move || f(i))).collect();
+                    for h in handles {
+                        h.join().unwrap();
+                    }
+                });
+            };
+
+            let created = std::sync::Mutex::new(Vec::new());
+            race(&|i| {
+                let task = replicas[i % 2]
+                    .create_as(
+                        "task-retried",
+                        "agent:beta:a2a:partner:c1",
+                        &new_task(),
+                        "a2a",
+                    )
+                    .unwrap_or_else(|e| panic!("{backend}: {e}"));
+                created.lock().unwrap().push(task);
+            });
+            let created = created.into_inner().unwrap();
+            assert!(created.iter().all(|t| *t == created[0]), "{backend}");
+            let events = replicas[0].events("task-retried").unwrap();
+            assert_eq!(events.len(), 1, "{backend}: created once: {events:?}");
+
+            let applied = std::sync::Mutex::new(Vec::new());
+            race(&|i| {
+                let why = format!("door {i}");
+                let a = replicas[i % 2]
+                    .apply(
+                        "task-retried",
+                        &Event::Failed { why },
+                        &Actor::Hub,
+                        "hub",
+                        &[],
+                        None,
+                    )
+                    .unwrap_or_else(|e| panic!("{backend}: {e}"));
+                applied.lock().unwrap().push(a);
+            });
+            let applied = applied.into_inner().unwrap();
+            let moved = applied
+                .iter()
+                .filter(|a| matches!(a, Applied::Moved { .. }))
+                .count();
+            assert_eq!(moved, 1, "{backend}: {applied:?}");
+            let events = replicas[1].events("task-retried").unwrap();
+            assert_eq!(
+                events.iter().filter(|e| e.to.is_some()).count(),
+                2,
+                "{backend}: created, and one move: {events:?}"
+            );
+            assert_eq!(events.len(), 9, "{backend}: the late ones are recorded");
+
+            let task = replicas[0].create(&new_task(), "cli").unwrap();
+            let stored = Stored {
+                sha256: "cc".into(),
+                size: 300,
+            };
+            let names: Vec<String> = (0..8).map(|i| format!("part-{i}.log")).collect();
+            let refused = std::sync::atomic::AtomicUsize::new(0);
+            race(&|i| {
+                let file = HandedIn {
+                    name: &names[i],
+                    stored: &stored,
+                    path: &on.there,
+                    by: "beta",
+                    quota: 1000,
+                };
+                match replicas[i % 2].put_artifact(&task.id, &file, "mcp") {
+                    Ok(()) => {}
+                    Err(TaskError::Refused(_)) => {
+                        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(e) => panic!("{backend}: {e}"),
+                }
+            });
+            assert_eq!(refused.into_inner(), 5, "{backend}");
+            let total: u64 = replicas[1]
+                .artifacts(&task.id)
+                .unwrap()
+                .iter()
+                .map(|a| a.size)
+                .sum();
+            assert_eq!(total, 900, "{backend}: three of 300 bytes within 1000");
+        }
     }
 }
