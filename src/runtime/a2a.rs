@@ -820,18 +820,27 @@ impl Remote {
         mut params: Value,
     ) -> Result<Events<'_>, (bool, String)> {
         params["configuration"] = json!({"returnImmediately": true});
-        let hook = spoken
+        let mut hook = spoken
             .push
             .then(|| self.hooks.open_for(&self.url))
             .flatten();
+        let mut with_hook = params.clone();
         if let Some((url, token, _)) = &hook {
-            params["configuration"]["taskPushNotificationConfig"] =
+            with_hook["configuration"]["taskPushNotificationConfig"] =
                 json!({"url": url, "token": token});
         }
-        let sent = self
-            .unary(spoken, Unary::Send(params))
-            .await
-            .map_err(|why| (false, why))?;
+        let sent = match self.unary(spoken, Unary::Send(with_hook)).await {
+            Ok(sent) => sent,
+            // A remote that refuses the webhook (its own guard against private targets, say)
+            // took no message: it is sent again without one, and its task read back.
+            Err(_) if hook.is_some() => {
+                hook = None;
+                self.unary(spoken, Unary::Send(params))
+                    .await
+                    .map_err(|why| (false, why))?
+            }
+            Err(why) => return Err((false, why)),
+        };
         let Some(task) = sent["task"]["id"].as_str().map(str::to_string) else {
             // A message (or nothing to follow): the whole answer.
             return Ok(Box::pin(futures_util::stream::iter([Ok(sent)])));
