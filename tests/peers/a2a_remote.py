@@ -31,6 +31,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".py-peers"))
 
 import grpc  # noqa: E402
+from a2a.helpers.proto_helpers import new_task  # noqa: E402
 from a2a.server.agent_execution import AgentExecutor, RequestContext  # noqa: E402
 from a2a.server.events import EventQueue  # noqa: E402
 from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler  # noqa: E402
@@ -48,7 +49,7 @@ from a2a.types.a2a_pb2 import (  # noqa: E402
     AgentInterface,
     AgentSkill,
     Part,
-    Role,
+    TaskState,
 )
 from google.protobuf.json_format import MessageToJson  # noqa: E402
 
@@ -67,7 +68,9 @@ class Executor(AgentExecutor):
         continued = context.current_task is not None
         updater = TaskUpdater(queue, task_id, context_id)
         if not continued:
-            await updater.submit()
+            await queue.enqueue_event(
+                new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=[context.message])
+            )
         await updater.start_work()
         text = context.get_user_input()
         last = text.strip().split("\n")[-1]
@@ -81,9 +84,7 @@ class Executor(AgentExecutor):
                 await asyncio.sleep(0.1)
             return
         if last == "ask":
-            await updater.requires_input(
-                updater.new_agent_message([Part(text="which one?")]), final=True
-            )
+            await updater.requires_input(updater.new_agent_message([Part(text="which one?")]))
             return
         said = f"remote: {last} (context turn {turn}{', task continued' if continued else ''})"
         await updater.add_artifact([Part(text=said)], name="reply")
@@ -204,7 +205,7 @@ async def main(port_file, streaming, push):
     handler = DefaultRequestHandler(
         agent_executor=Executor(), task_store=InMemoryTaskStore(), agent_card=card, **pushed
     )
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(Logged(card, handler), grpc_server)
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(Logged(handler), grpc_server)
     await grpc_server.start()
     card_json = MessageToJson(card).encode()
 
