@@ -3,7 +3,13 @@
 //! client (a remote agent spoken to over gRPC, `runtime::a2a`). Generated code only: what a call
 //! means is its caller's.
 
-#![allow(clippy::all, clippy::pedantic, dead_code, missing_docs, unreachable_pub)]
+#![allow(
+    clippy::all,
+    clippy::pedantic,
+    dead_code,
+    missing_docs,
+    unreachable_pub
+)]
 
 include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.rs"));
 include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));

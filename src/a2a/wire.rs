@@ -843,7 +843,9 @@ pub(crate) fn push_config_doc(config: &PushRecord) -> Value {
 /// `{taskId, pushNotificationConfig}` is read as it is ([`push_config`]).
 pub(crate) fn push_params_v03(params: &Value) -> Result<Value, RpcError> {
     let text = |k: &str| -> Result<Option<Value>, RpcError> {
-        Ok(field(params, k)?.filter(|v| v.as_str().is_some_and(|s| !s.is_empty())).cloned())
+        Ok(field(params, k)?
+            .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+            .cloned())
     };
     let mut v1 = serde_json::Map::new();
     if let Some(task) = text("id")? {
@@ -883,7 +885,12 @@ impl Wire {
             Wire::V03 => {
                 let mut sorted: Vec<&PushRecord> = configs.iter().collect();
                 sorted.sort_by(|a, b| a.config_id.cmp(&b.config_id));
-                Value::Array(sorted.into_iter().map(|c| self.push_config_doc(c)).collect())
+                Value::Array(
+                    sorted
+                        .into_iter()
+                        .map(|c| self.push_config_doc(c))
+                        .collect(),
+                )
             }
         }
     }

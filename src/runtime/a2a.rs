@@ -114,7 +114,9 @@ impl PushHooks {
                 .trim_matches(['[', ']'])
                 .to_string();
             let local = host == "localhost"
-                || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
             if !local {
                 return None;
             }
@@ -635,7 +637,10 @@ impl Remote {
                     let texts: Vec<String> =
                         artifacts.iter().map(|a| text_of(a.get("parts"))).collect();
                     reply = texts.join("\n");
-                    files = artifacts.iter().flat_map(|a| files_in(a.get("parts"))).collect();
+                    files = artifacts
+                        .iter()
+                        .flat_map(|a| files_in(a.get("parts")))
+                        .collect();
                 }
                 (t["id"].as_str(), Some(&t["status"]))
             } else if let Some(u) = r.get("statusUpdate") {
@@ -786,11 +791,7 @@ impl Remote {
     }
 
     /// `SendStreamingMessage` over gRPC: the server stream's messages as ProtoJSON.
-    async fn stream_grpc(
-        &self,
-        tenant: &str,
-        params: Value,
-    ) -> Result<Events<'_>, (bool, String)> {
+    async fn stream_grpc(&self, tenant: &str, params: Value) -> Result<Events<'_>, (bool, String)> {
         let mut request: pb::SendMessageRequest = serde_json::from_value(params)
             .map_err(|e| (false, format!("cannot make the gRPC message: {e}")))?;
         request.tenant = tenant.to_string();
@@ -847,30 +848,27 @@ impl Remote {
         };
         let spoken = spoken.clone();
         let first_wait = if hook.is_some() { POLL_MAX } else { POLL_FIRST };
-        let reads = futures_util::stream::unfold(
-            (first_wait, 0u32),
-            move |(wait, failed)| {
-                let (spoken, task) = (spoken.clone(), task.clone());
-                async move {
-                    let mut failed = failed;
-                    let mut wait = wait;
-                    loop {
-                        tokio::time::sleep(wait).await;
-                        wait = (wait * 2).min(POLL_MAX);
-                        match self.unary(&spoken, Unary::Get(task.clone())).await {
-                            Ok(read) => return Some((Ok(read), (wait, 0))),
-                            Err(why) => {
-                                failed += 1;
-                                if failed >= POLL_FAILURES {
-                                    let why = format!("the task cannot be read: {why}");
-                                    return Some((Err((true, why)), (wait, failed)));
-                                }
+        let reads = futures_util::stream::unfold((first_wait, 0u32), move |(wait, failed)| {
+            let (spoken, task) = (spoken.clone(), task.clone());
+            async move {
+                let mut failed = failed;
+                let mut wait = wait;
+                loop {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(POLL_MAX);
+                    match self.unary(&spoken, Unary::Get(task.clone())).await {
+                        Ok(read) => return Some((Ok(read), (wait, 0))),
+                        Err(why) => {
+                            failed += 1;
+                            if failed >= POLL_FAILURES {
+                                let why = format!("the task cannot be read: {why}");
+                                return Some((Err((true, why)), (wait, failed)));
                             }
                         }
                     }
                 }
-            },
-        );
+            }
+        });
         let sent = futures_util::stream::iter([Ok(sent)]);
         let Some((_, _, hook)) = hook else {
             return Ok(Box::pin(sent.chain(reads)));
@@ -880,7 +878,9 @@ impl Remote {
             let update = hook.received.recv().await?;
             Some((Ok(update), hook))
         });
-        Ok(Box::pin(sent.chain(futures_util::stream::select(pushed, reads))))
+        Ok(Box::pin(
+            sent.chain(futures_util::stream::select(pushed, reads)),
+        ))
     }
 
     /// A call answered once, in the spoken binding: its result as ProtoJSON (`GetTask`'s task
@@ -896,7 +896,9 @@ impl Remote {
                     let call = client.send_message(self.grpc_request(request));
                     match tokio::time::timeout(Duration::from_secs(30), call).await {
                         Ok(Ok(r)) => serde_json::to_value(r.into_inner()),
-                        Ok(Err(status)) => return Err(format!("the remote answered {}", said(&status))),
+                        Ok(Err(status)) => {
+                            return Err(format!("the remote answered {}", said(&status)));
+                        }
                         Err(_) => return Err("the remote did not answer within 30 s".into()),
                     }
                 }
@@ -908,8 +910,12 @@ impl Remote {
                     };
                     let call = client.get_task(self.grpc_request(request));
                     match tokio::time::timeout(Duration::from_secs(30), call).await {
-                        Ok(Ok(r)) => serde_json::to_value(r.into_inner()).map(|t| json!({"task": t})),
-                        Ok(Err(status)) => return Err(format!("the remote answered {}", said(&status))),
+                        Ok(Ok(r)) => {
+                            serde_json::to_value(r.into_inner()).map(|t| json!({"task": t}))
+                        }
+                        Ok(Err(status)) => {
+                            return Err(format!("the remote answered {}", said(&status)));
+                        }
                         Err(_) => return Err("the remote did not answer within 30 s".into()),
                     }
                 }
@@ -986,7 +992,10 @@ impl Remote {
     fn grpc_request<M>(&self, message: M) -> tonic::Request<M> {
         let mut request = tonic::Request::new(message);
         let metadata = request.metadata_mut();
-        metadata.insert("a2a-version", tonic::metadata::MetadataValue::from_static("1.0"));
+        metadata.insert(
+            "a2a-version",
+            tonic::metadata::MetadataValue::from_static("1.0"),
+        );
         if let Some(token) = &self.token
             && let Ok(v) = format!("Bearer {}", secrecy::ExposeSecret::expose_secret(token)).parse()
         {
@@ -1232,7 +1241,12 @@ mod tests {
         );
         let mut not_streaming = grpc("h:50051");
         not_streaming["capabilities"] = json!({"streaming": false});
-        assert!(!check_card(&not_streaming, "http://h:50051").unwrap().0.streaming);
+        assert!(
+            !check_card(&not_streaming, "http://h:50051")
+                .unwrap()
+                .0
+                .streaming
+        );
         let tls = check_card(&grpc("https://h:50051"), "https://h:50051").unwrap_err();
         assert!(tls.contains("cleartext only"), "{tls}");
         assert!(check_card(&grpc("other:50051"), "http://h:50051").is_err());
@@ -1243,7 +1257,10 @@ mod tests {
     #[test]
     fn a_push_webhook_takes_updates_with_its_token_while_open() {
         let hooks = PushHooks::default();
-        assert!(hooks.open_for("http://127.0.0.1:9/a2a").is_none(), "no listener yet");
+        assert!(
+            hooks.open_for("http://127.0.0.1:9/a2a").is_none(),
+            "no listener yet"
+        );
         let hooks = PushHooks::listening_on("127.0.0.1:7430".parse().unwrap());
         assert!(
             hooks.open_for("http://agents.example/a2a").is_none(),
@@ -1256,9 +1273,18 @@ mod tests {
             .to_string();
         let update = br#"{"statusUpdate":{"taskId":"t","status":{"state":"TASK_STATE_WORKING"}}}"#;
         assert_eq!(hooks.take(&id, None, update), PushTaken::WrongToken);
-        assert_eq!(hooks.take(&id, Some("guess"), update), PushTaken::WrongToken);
-        assert_eq!(hooks.take("other", Some(&token), update), PushTaken::NoSuchHook);
-        assert_eq!(hooks.take(&id, Some(&token), b"[1]"), PushTaken::NotAnUpdate);
+        assert_eq!(
+            hooks.take(&id, Some("guess"), update),
+            PushTaken::WrongToken
+        );
+        assert_eq!(
+            hooks.take("other", Some(&token), update),
+            PushTaken::NoSuchHook
+        );
+        assert_eq!(
+            hooks.take(&id, Some(&token), b"[1]"),
+            PushTaken::NotAnUpdate
+        );
         assert_eq!(hooks.take(&id, Some(&token), update), PushTaken::Taken);
         let bare = br#"{"id":"t","status":{"state":"TASK_STATE_COMPLETED"}}"#;
         assert_eq!(hooks.take(&id, Some(&token), bare), PushTaken::Taken);

@@ -167,8 +167,7 @@ fn one_deepcli_is_anothers_remote_over_grpc() {
         "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{}\"]}}\n",
         common::sdk_echo_agent().display()
     );
-    let channels =
-        "a2a:\n  expose: [sdk]\n  peers:\n    other-hub:\n      token: {source: env, id: PEER_TOKEN}\n";
+    let channels = "a2a:\n  expose: [sdk]\n  peers:\n    other-hub:\n      token: {source: env, id: PEER_TOKEN}\n";
     let bindings = "bindings:\n  - agentId: sdk\n    match: {channel: a2a}\n";
     let hub = Up::start_config(&agents, channels, bindings, |c| {
         c.env("PEER_TOKEN", PEER_TOKEN);
