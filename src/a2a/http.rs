@@ -468,8 +468,6 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
     dispatch(&a2a, caller, Binding::JsonRpc(id), wire, op, params, begun).await
 }
 
-/// A2A 0.3's push config methods: the configs are served under 1.0's names.
-
 /// How a call came and how it is answered: JSON-RPC (answering the request's `id`), or the
 /// HTTP+JSON binding (the result itself; an error as a `google.rpc.Status` with the HTTP status
 /// A2A's table gives).
