@@ -1,6 +1,7 @@
 //! A2A's gRPC binding (docs/a2a.md): the service and messages of `proto/lf/a2a/v1/a2a.proto`,
-//! compiled by protox (pure Rust, no system `protoc`), with tonic's server and pbjson's
-//! ProtoJSON serde for every message.
+//! compiled by protox (pure Rust, no system `protoc`), with tonic's server (the hub's binding)
+//! and client (a remote agent's, `runtime.kind: a2a`) and pbjson's ProtoJSON serde for every
+//! message.
 
 use std::path::PathBuf;
 
@@ -15,7 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The well-known types with ProtoJSON serde (tonic's default maps them to prost-types, which
     // has none).
     let mut builder = tonic_prost_build::configure()
-        .build_client(false)
+        .build_client(true)
         .build_transport(false);
     for t in ["Struct", "Value", "ListValue", "Timestamp"] {
         builder = builder.extern_path(

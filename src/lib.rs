@@ -18,6 +18,7 @@
 #![allow(clippy::result_large_err)]
 
 pub(crate) mod a2a;
+pub(crate) mod a2a_proto;
 pub(crate) mod access;
 pub(crate) mod adapters;
 pub(crate) mod apply;

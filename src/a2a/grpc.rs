@@ -32,13 +32,7 @@ use super::http::{BODY_LIMIT, Binding, Op, base_url, bearer, dispatch, refused, 
 use super::wire::Wire;
 use super::{A2a, Endpoint};
 
-/// The messages and service of `a2a.proto`, with ProtoJSON serde.
-#[allow(clippy::all, clippy::pedantic, missing_docs, unreachable_pub)]
-pub(crate) mod pb {
-    include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.rs"));
-    include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
-}
-
+use crate::a2a_proto as pb;
 use pb::a2a_service_server::{A2aService, A2aServiceServer};
 
 /// The service's routes (`/lf.a2a.v1.A2AService/<Method>`), for the controller's router.

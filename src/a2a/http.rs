@@ -445,9 +445,10 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
             (Wire::V1, Op::PushList)
         }
         "DeleteTaskPushNotificationConfig" => (Wire::V1, Op::PushDelete),
-        m if m.starts_with("tasks/pushNotificationConfig") => {
-            return json_rpc(rpc_error(&id, &push_v03()));
-        }
+        "tasks/pushNotificationConfig/set" => (Wire::V03, Op::PushCreate),
+        "tasks/pushNotificationConfig/get" => (Wire::V03, Op::PushGet),
+        "tasks/pushNotificationConfig/list" => (Wire::V03, Op::PushList),
+        "tasks/pushNotificationConfig/delete" => (Wire::V03, Op::PushDelete),
         "GetExtendedAgentCard" | "agent/getAuthenticatedExtendedCard" => {
             let binding = Binding::JsonRpc(id);
             return binding.answer(a2a.extended_card(&caller, &base));
@@ -465,14 +466,6 @@ async fn serve(a2a: Arc<A2a>, endpoint: Endpoint<'_>, request: Request) -> Respo
         }
     };
     dispatch(&a2a, caller, Binding::JsonRpc(id), wire, op, params, begun).await
-}
-
-/// A2A 0.3's push config methods: the configs are served under 1.0's names.
-fn push_v03() -> RpcError {
-    RpcError::new(
-        -32004,
-        "push notification configs are served under A2A 1.0's methods: CreateTaskPushNotificationConfig, GetTaskPushNotificationConfig, ListTaskPushNotificationConfigs, DeleteTaskPushNotificationConfig",
-    )
 }
 
 /// How a call came and how it is answered: JSON-RPC (answering the request's `id`), or the
@@ -554,6 +547,16 @@ pub(super) async fn dispatch(
     params: Value,
     begun: std::time::Instant,
 ) -> Response {
+    // 0.3's push config params name the task `id`: read in 1.0's shape.
+    let params = match (wire, op) {
+        (Wire::V03, Op::PushGet | Op::PushList | Op::PushDelete) => {
+            match wire::push_params_v03(&params) {
+                Ok(p) => p,
+                Err(e) => return binding.answer(Err(e)),
+            }
+        }
+        _ => params,
+    };
     let task_id = || {
         params
             .get("id")
@@ -591,26 +594,48 @@ pub(super) async fn dispatch(
                 .map(|(task, runs)| wire.task(&task, &runs, None, true)),
             Err(e) => Err(e),
         },
-        Op::PushCreate => push_create(a2a, &caller, &params).await,
+        Op::PushCreate => push_create(a2a, &caller, wire, &params).await,
+        // 0.3 may leave the config out: the task's first (by id).
+        Op::PushGet if wire == Wire::V03 && params.get("id").is_none() => {
+            match wire::push_task_id(&params) {
+                Ok(task) => a2a.list_push(&caller, &task).await.and_then(|configs| {
+                    configs
+                        .iter()
+                        .min_by(|a, b| a.config_id.cmp(&b.config_id))
+                        .map(|c| wire.push_config_doc(c))
+                        .ok_or_else(|| {
+                            RpcError::new(-32001, "the task has no push notification config")
+                        })
+                }),
+                Err(e) => Err(e),
+            }
+        }
         Op::PushGet => match wire::push_config_ref(&params) {
             Ok((task, config)) => a2a
                 .get_push(&caller, &task, &config)
                 .await
-                .map(|c| wire::push_config_doc(&c)),
+                .map(|c| wire.push_config_doc(&c)),
             Err(e) => Err(e),
         },
-        Op::PushList => match wire::push_task_id(&params) {
-            Ok(task) => a2a
+        Op::PushList => match wire::push_task_id(&params).and_then(|task| {
+            let page = wire::push_page(&params)?;
+            Ok((task, page))
+        }) {
+            Ok((task, page)) => a2a
                 .list_push(&caller, &task)
                 .await
-                .map(|c| wire::push_config_list(&c)),
+                .map(|c| wire.push_config_list(&c, &page)),
             Err(e) => Err(e),
         },
         Op::PushDelete => match wire::push_config_ref(&params) {
             Ok((task, config)) => a2a
                 .delete_push(&caller, &task, &config)
                 .await
-                .map(|()| json!({})),
+                // 1.0: `google.protobuf.Empty`; 0.3: `null`.
+                .map(|()| match wire {
+                    Wire::V1 => json!({}),
+                    Wire::V03 => Value::Null,
+                }),
             Err(e) => Err(e),
         },
         // A stream takes its slot before anything else: one over a cap reaches no agent.
@@ -671,13 +696,14 @@ pub(super) enum Op {
 async fn push_create(
     a2a: &Arc<A2a>,
     caller: &A2aCaller,
+    wire: Wire,
     params: &Value,
 ) -> Result<Value, RpcError> {
     let task_id = wire::push_task_id(params)?;
     let input = wire::push_config(params)?;
     a2a.create_push(caller, &task_id, input)
         .await
-        .map(|c| wire::push_config_doc(&c))
+        .map(|c| wire.push_config_doc(&c))
 }
 
 /// SendMessage; with the agent runtime's time for the turn when the task completed while the

@@ -838,11 +838,120 @@ pub(crate) fn push_config_doc(config: &PushRecord) -> Value {
     doc
 }
 
-/// ListTaskPushNotificationConfigs' result: every config of the task (one page).
-pub(crate) fn push_config_list(configs: &[PushRecord]) -> Value {
+/// The params of 0.3's `tasks/pushNotificationConfig/{get,list,delete}` (`{id: <the task>,
+/// pushNotificationConfigId?}`) in 1.0's shape (`{taskId, id}`); `set`'s nested
+/// `{taskId, pushNotificationConfig}` is read as it is ([`push_config`]).
+pub(crate) fn push_params_v03(params: &Value) -> Result<Value, RpcError> {
+    let text = |k: &str| -> Result<Option<Value>, RpcError> {
+        Ok(field(params, k)?
+            .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+            .cloned())
+    };
+    let mut v1 = serde_json::Map::new();
+    if let Some(task) = text("id")? {
+        v1.insert("taskId".into(), task);
+    }
+    if let Some(config) = text("pushNotificationConfigId")? {
+        v1.insert("id".into(), config);
+    }
+    Ok(Value::Object(v1))
+}
+
+impl Wire {
+    /// A stored push config as the peer reads it back, in this version's shape: 1.0's flat
+    /// `TaskPushNotificationConfig`, or 0.3's `{taskId, pushNotificationConfig: {id, url,
+    /// token?, authentication?: {schemes}}}` — never the credentials.
+    pub(crate) fn push_config_doc(self, config: &PushRecord) -> Value {
+        let doc = push_config_doc(config);
+        match self {
+            Wire::V1 => doc,
+            Wire::V03 => {
+                let mut inner = json!({"id": doc["id"], "url": doc["url"]});
+                if let Some(token) = doc.get("token") {
+                    inner["token"] = token.clone();
+                }
+                if let Some((scheme, _)) = &config.auth {
+                    inner["authentication"] = json!({"schemes": [scheme]});
+                }
+                json!({"taskId": config.task_id, "pushNotificationConfig": inner})
+            }
+        }
+    }
+
+    /// ListTaskPushNotificationConfigs' result: 1.0's page, or 0.3's list of every config.
+    pub(crate) fn push_config_list(self, configs: &[PushRecord], page: &PushPage) -> Value {
+        match self {
+            Wire::V1 => push_config_list(configs, page),
+            Wire::V03 => {
+                let mut sorted: Vec<&PushRecord> = configs.iter().collect();
+                sorted.sort_by(|a, b| a.config_id.cmp(&b.config_id));
+                Value::Array(
+                    sorted
+                        .into_iter()
+                        .map(|c| self.push_config_doc(c))
+                        .collect(),
+                )
+            }
+        }
+    }
+}
+
+/// Which page of a task's push configs ListTaskPushNotificationConfigs asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PushPage {
+    /// `pageSize`, 1–100; unset (or 0, proto3's unset): every config after the token.
+    pub page_size: Option<usize>,
+    /// `pageToken`: the last config id of the page before.
+    pub page_token: Option<String>,
+}
+
+/// ListTaskPushNotificationConfigs' page parameters.
+pub(crate) fn push_page(params: &Value) -> Result<PushPage, RpcError> {
+    let page_size = match field(params, "pageSize")? {
+        None => None,
+        Some(v) => match v.as_u64() {
+            Some(0) => None,
+            Some(n @ 1..=100) => Some(n as usize),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "`pageSize` must be an integer from 1 to 100",
+                ));
+            }
+        },
+    };
+    let page_token = field(params, "pageToken")?
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    Ok(PushPage {
+        page_size,
+        page_token,
+    })
+}
+
+/// ListTaskPushNotificationConfigs' result: the task's configs in the order of their ids, those
+/// after `pageToken`, at most `pageSize`; `nextPageToken` the page's last id when more follow
+/// (a config deleted between pages moves no other from its page).
+pub(crate) fn push_config_list(configs: &[PushRecord], page: &PushPage) -> Value {
+    let mut after: Vec<&PushRecord> = configs
+        .iter()
+        .filter(|c| {
+            page.page_token
+                .as_deref()
+                .is_none_or(|t| c.config_id.as_str() > t)
+        })
+        .collect();
+    after.sort_by(|a, b| a.config_id.cmp(&b.config_id));
+    let size = page.page_size.unwrap_or(after.len());
+    let more = after.len() > size;
+    after.truncate(size);
+    let next = match after.last() {
+        Some(last) if more => last.config_id.as_str(),
+        _ => "",
+    };
     json!({
-        "configs": configs.iter().map(push_config_doc).collect::<Vec<_>>(),
-        "nextPageToken": "",
+        "configs": after.into_iter().map(push_config_doc).collect::<Vec<_>>(),
+        "nextPageToken": next,
     })
 }
 
@@ -1031,6 +1140,47 @@ fn card(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ListTaskPushNotificationConfigs pages by `pageSize` and `pageToken` in the order of the
+    /// configs' ids, in both spellings; unset (or gRPC's 0) is every config.
+    #[test]
+    fn push_configs_are_listed_in_pages() {
+        let config = |id: &str| PushRecord {
+            task_id: "t".into(),
+            config_id: id.into(),
+            peer: "p".into(),
+            url: "https://h/hook".into(),
+            token: None,
+            auth: Some(("Bearer".into(), "secret".into())),
+            created_at: String::new(),
+        };
+        let configs = [config("c"), config("a"), config("b")];
+        let page = |params: Value| push_config_list(&configs, &push_page(&params).unwrap());
+        let ids = |doc: &Value| -> Vec<String> {
+            doc["configs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        for all in [json!({}), json!({"pageSize": 0})] {
+            let doc = page(all);
+            assert_eq!(ids(&doc), ["a", "b", "c"]);
+            assert_eq!(doc["nextPageToken"], "");
+        }
+        let first = page(json!({"pageSize": 2}));
+        assert_eq!(ids(&first), ["a", "b"]);
+        assert_eq!(first["nextPageToken"], "b");
+        assert!(first["configs"][0].get("authentication").is_some());
+        assert!(!first.to_string().contains("secret"), "{first}");
+        let second = page(json!({"page_size": 2, "page_token": "b"}));
+        assert_eq!(ids(&second), ["c"]);
+        assert_eq!(second["nextPageToken"], "");
+        for bad in [json!({"pageSize": 101}), json!({"pageSize": "x"})] {
+            assert_eq!(push_page(&bad).unwrap_err().code, -32602);
+        }
+    }
 
     #[test]
     fn an_input_required_line_ends_the_reply() {

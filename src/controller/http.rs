@@ -393,6 +393,27 @@ fn overview(s: &super::status::ControllerStatus, queues: &HashMap<String, usize>
     }
 }
 
+/// A push notification from a remote A2A agent that cannot stream, for one of its tasks
+/// (docs/a2a.md "Connecting a remote A2A agent"): taken when the webhook is open and the
+/// `X-A2A-Notification-Token` is the one deepcli gave it.
+async fn remote_push(
+    State(shared): State<Arc<Shared>>,
+    Path(hook): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> StatusCode {
+    use crate::runtime::a2a::PushTaken;
+    let token = headers
+        .get("x-a2a-notification-token")
+        .and_then(|v| v.to_str().ok());
+    match shared.remote_push.take(&hook, token, &body) {
+        PushTaken::Taken => StatusCode::OK,
+        PushTaken::NoSuchHook => StatusCode::NOT_FOUND,
+        PushTaken::WrongToken => StatusCode::UNAUTHORIZED,
+        PushTaken::NotAnUpdate => StatusCode::BAD_REQUEST,
+    }
+}
+
 pub(super) async fn serve(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
@@ -415,6 +436,10 @@ pub(super) async fn serve(
         );
     let app = crate::access::http::operator_only(operator, Arc::from(shared.token.as_str()))
         .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            &format!("{}/{{hook}}", crate::runtime::a2a::PUSH_PATH),
+            axum::routing::post(remote_push),
+        )
         .with_state(shared.clone())
         .merge(crate::access::http::router(
             shared.access.clone(),

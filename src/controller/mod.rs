@@ -129,6 +129,8 @@ struct Live {
     heartbeats: heartbeat::HeartbeatReports,
     /// The platform adapters' live status, and what their HTTP endpoints share.
     adapters: Arc<crate::adapters::AdapterCx>,
+    /// The webhooks remote A2A agents that cannot stream push their tasks' updates to.
+    remote_push: crate::runtime::a2a::PushHooks,
 }
 
 #[derive(Default)]

@@ -237,7 +237,12 @@ pub(super) fn build(start: Start<'_>) -> Result<Wired, ControllerError> {
     // The one store of what is in force; each part reads its piece.
     let generations = Arc::new(ArcSwap::from_pointee(Generation::default()));
 
-    let supervisor = Supervisor::new(runtime_events, permissions, options.timings.runtime.clone());
+    let supervisor = Supervisor::new(
+        runtime_events,
+        permissions,
+        options.timings.runtime.clone(),
+        addr,
+    );
     let heartbeats = super::heartbeat::Heartbeats::new();
     let access_store = AccessStore::open(state)?;
     // Before budgets are counted and before any adapter replays its inbox: a message whose
@@ -292,6 +297,7 @@ pub(super) fn build(start: Start<'_>) -> Result<Wired, ControllerError> {
         runtimes: supervisor.status_handle(),
         heartbeats: heartbeats.reports(),
         adapters: adapters.cx(),
+        remote_push: supervisor.push_hooks(),
     });
     let mut manage = crate::manage::ManageContext::new(&options.config_dir, options.load.clone());
     // Management calls see the live status from here, not over HTTP.

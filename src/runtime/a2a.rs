@@ -1,18 +1,23 @@
 //! A remote A2A agent as a runtime (`runtime.kind: a2a`, docs/a2a.md). Supervision is reading
 //! its Agent Card (`<url>/.well-known/agent-card.json`) now and every few seconds: a card that
-//! names this URL with an A2A 1.0 interface — JSON-RPC, else HTTP+JSON — makes the runtime
-//! `ready` (the status shows the card and the binding), anything else `failed` with the reason.
-//! A ready remote is published in [`RemoteMap`] for the Access layer, which prompts it
-//! ([`Remote::prompt`]: one `SendStreamingMessage` — `POST …/message:stream` over HTTP+JSON — in
-//! the session's `contextId`, the reply streamed) and cancels it ([`Remote::cancel`]:
-//! `CancelTask`, `POST …/tasks/<id>:cancel`), in the binding its card offers at that URL.
+//! names this URL with an A2A 1.0 interface — JSON-RPC, else HTTP+JSON, else gRPC — makes the
+//! runtime `ready` (the status shows the card and the binding), anything else `failed` with the
+//! reason. A ready remote is published in [`RemoteMap`] for the Access layer, which prompts it
+//! ([`Remote::prompt`]: one `SendStreamingMessage` — `POST …/message:stream` over HTTP+JSON, a
+//! server stream over gRPC — in the session's `contextId`, the reply streamed) and cancels it
+//! ([`Remote::cancel`]: `CancelTask`, `POST …/tasks/<id>:cancel`), in the binding its card offers
+//! at that URL. Whatever the binding, the task's events are read as ProtoJSON (a gRPC message is
+//! turned into it by pbjson's serde), so one loop reads them all.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
+
+use crate::a2a_proto as pb;
 
 use super::process::Reporter;
 use super::{Phase, RuntimeSpec, StopAck};
@@ -23,14 +28,153 @@ pub(crate) const CARD_EVERY: Duration = Duration::from_secs(5);
 /// The ready remotes by agent id, for the Access layer to deliver to.
 pub(crate) type RemoteMap = Arc<Mutex<BTreeMap<String, Arc<Remote>>>>;
 
+/// Where the push notifications of remote tasks come in (a remote that cannot stream, docs/a2a.md):
+/// the webhooks open now, by id, each with the token its remote must send back, and the base
+/// URL of the controller's listener that the webhooks' URLs start with.
+#[derive(Clone, Default)]
+pub(crate) struct PushHooks {
+    base: Option<std::net::SocketAddr>,
+    open: Arc<Mutex<HashMap<String, Hook>>>,
+}
+
+struct Hook {
+    token: String,
+    updates: tokio::sync::mpsc::UnboundedSender<Value>,
+}
+
+/// What became of one push notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PushTaken {
+    Taken,
+    /// No webhook by that id is open (never was, or its task's prompt ended).
+    NoSuchHook,
+    /// The `X-A2A-Notification-Token` is missing or not the one deepcli gave.
+    WrongToken,
+    /// The body is not a `StreamResponse` or a task.
+    NotAnUpdate,
+}
+
+/// The path of a remote task's webhook on the controller's listener.
+pub(crate) const PUSH_PATH: &str = "/a2a-remote-push";
+
+impl PushHooks {
+    /// Webhooks on the listener at `addr`, which their URLs name.
+    pub(crate) fn listening_on(addr: std::net::SocketAddr) -> PushHooks {
+        PushHooks {
+            base: Some(addr),
+            open: Arc::default(),
+        }
+    }
+
+    /// Takes a push notification for webhook `id` that came with `token`.
+    pub(crate) fn take(&self, id: &str, token: Option<&str>, body: &[u8]) -> PushTaken {
+        let Ok(open) = self.open.lock() else {
+            return PushTaken::NoSuchHook;
+        };
+        let Some(hook) = open.get(id) else {
+            return PushTaken::NoSuchHook;
+        };
+        let same = token.is_some_and(|t| {
+            subtle::ConstantTimeEq::ct_eq(t.as_bytes(), hook.token.as_bytes()).into()
+        });
+        if !same {
+            return PushTaken::WrongToken;
+        }
+        let Ok(doc) = serde_json::from_slice::<Value>(body) else {
+            return PushTaken::NotAnUpdate;
+        };
+        let update = if ["task", "statusUpdate", "artifactUpdate", "message"]
+            .iter()
+            .any(|k| doc.get(k).is_some())
+        {
+            doc
+        } else if doc.get("id").is_some() && doc.get("status").is_some() {
+            // A bare task (what some senders post): the task as it is now.
+            json!({ "task": doc })
+        } else {
+            return PushTaken::NotAnUpdate;
+        };
+        let _ = hook.updates.send(update);
+        PushTaken::Taken
+    }
+
+    /// A webhook for a task of the remote at `remote_url`: its URL, its token, its updates, and
+    /// a guard that closes it. `None` when the remote could not reach the listener (no address
+    /// yet, an unspecified one, or loopback while the remote is elsewhere).
+    fn open_for(&self, remote_url: &str) -> Option<(String, String, OpenHook)> {
+        let addr = self.base?;
+        if addr.ip().is_unspecified() {
+            return None;
+        }
+        if addr.ip().is_loopback() {
+            let host = remote_url
+                .parse::<tonic::codegen::http::Uri>()
+                .ok()?
+                .host()?
+                .trim_matches(['[', ']'])
+                .to_string();
+            let local = host == "localhost"
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
+            if !local {
+                return None;
+            }
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let token = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let (updates, received) = tokio::sync::mpsc::unbounded_channel();
+        self.open.lock().ok()?.insert(
+            id.clone(),
+            Hook {
+                token: token.clone(),
+                updates,
+            },
+        );
+        let url = format!("http://{addr}{PUSH_PATH}/{id}");
+        Some((
+            url,
+            token,
+            OpenHook {
+                hooks: self.clone(),
+                id,
+                received,
+            },
+        ))
+    }
+}
+
+/// An open webhook's updates; dropping it closes the webhook.
+struct OpenHook {
+    hooks: PushHooks,
+    id: String,
+    received: tokio::sync::mpsc::UnboundedReceiver<Value>,
+}
+
+impl Drop for OpenHook {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.hooks.open.lock() {
+            open.remove(&self.id);
+        }
+    }
+}
+
 /// One remote A2A agent that answered with a good card.
 pub(crate) struct Remote {
     pub agent_id: String,
     pub url: String,
     token: Option<secrecy::SecretString>,
     http: reqwest::Client,
-    /// The binding its card last offered at `url`.
-    wire: Mutex<Wire>,
+    /// HTTP/2 (prior knowledge) for the gRPC binding; it connects when first used.
+    grpc: GrpcChannel,
+    /// Where a remote that cannot stream pushes its tasks' updates.
+    hooks: PushHooks,
+    /// The interface its card last offered at `url`.
+    spoken: Mutex<Spoken>,
     /// The remote task each session's prompt is running as (for `CancelTask`).
     running: Mutex<HashMap<String, String>>,
     /// The remote task each session's last prompt left waiting for input (or authorization):
@@ -39,12 +183,32 @@ pub(crate) struct Remote {
     waiting: Mutex<HashMap<String, String>>,
 }
 
-/// The A2A binding deepcli speaks to a remote: the one its card offers at `runtime.url`,
-/// JSON-RPC when it offers both there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// tonic's client channel: hyper's client over HTTP/2 cleartext (prior knowledge).
+type GrpcChannel = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    tonic::body::Body,
+>;
+
+/// The largest gRPC message taken from a remote (an event carrying a task's file inline).
+const GRPC_MESSAGE_LIMIT: usize = 64 << 20;
+
+fn grpc_channel() -> GrpcChannel {
+    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    // A unary call's trailers are not held back by Nagle's algorithm (a2a.md, Measured).
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build(connector)
+}
+
+/// The A2A binding deepcli speaks to a remote: the one its card offers at `runtime.url`, in
+/// this order of preference (the order of the variants) when it offers more than one there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Wire {
     JsonRpc,
     HttpJson,
+    Grpc,
 }
 
 impl Wire {
@@ -53,6 +217,8 @@ impl Wire {
             Some(Wire::JsonRpc)
         } else if binding.eq_ignore_ascii_case("HTTP+JSON") {
             Some(Wire::HttpJson)
+        } else if binding.eq_ignore_ascii_case("GRPC") {
+            Some(Wire::Grpc)
         } else {
             None
         }
@@ -62,8 +228,49 @@ impl Wire {
         match self {
             Wire::JsonRpc => "JSONRPC",
             Wire::HttpJson => "HTTP+JSON",
+            Wire::Grpc => "GRPC",
         }
     }
+}
+
+/// The interface of the card that deepcli speaks: its binding, the `tenant` it names (a gRPC
+/// request carries it; the HTTP bindings' URL already names the agent), and whether the remote
+/// streams (`capabilities.streaming`: only `false` says it does not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Spoken {
+    wire: Wire,
+    tenant: String,
+    streaming: bool,
+    /// `capabilities.pushNotifications: true`.
+    push: bool,
+}
+
+impl Default for Spoken {
+    fn default() -> Spoken {
+        Spoken {
+            wire: Wire::JsonRpc,
+            tenant: String::new(),
+            streaming: true,
+            push: false,
+        }
+    }
+}
+
+/// A task's events as they arrive, each a `StreamResponse` in ProtoJSON; an error is
+/// `(delivered, why)` as [`Remote::prompt`]'s.
+type Events<'a> = std::pin::Pin<Box<dyn Stream<Item = Result<Value, (bool, String)>> + Send + 'a>>;
+
+/// How long a remote that cannot stream is left before its task is read again: the first
+/// wait, and the longest (each wait doubles).
+const POLL_FIRST: Duration = Duration::from_millis(100);
+const POLL_MAX: Duration = Duration::from_secs(5);
+/// Reads of the task that may fail in a row before the task is given up as unknown.
+const POLL_FAILURES: u32 = 3;
+
+/// A call answered once: `SendMessage` (its params) or `GetTask` (the task's id).
+enum Unary {
+    Send(Value),
+    Get(String),
 }
 
 /// How a remote task ended.
@@ -202,9 +409,19 @@ fn same_url(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
 }
 
-/// Checks a remote's card: it must offer JSON-RPC or HTTP+JSON with protocol 1.0 at `url`.
-/// The binding to speak, and what the status shows of the card.
-fn check_card(card: &Value, url: &str) -> Result<(Wire, Value), String> {
+/// An interface's URL as a URL: a gRPC interface may name its target as `host:port`, which is
+/// `http://host:port`.
+fn interface_url(wire: Wire, url: &str) -> String {
+    if wire == Wire::Grpc && !url.contains("://") {
+        format!("http://{url}")
+    } else {
+        url.to_string()
+    }
+}
+
+/// Checks a remote's card: it must offer JSON-RPC, HTTP+JSON or gRPC with protocol 1.0 at
+/// `url`. The interface to speak, and what the status shows of the card.
+fn check_card(card: &Value, url: &str) -> Result<(Spoken, Value), String> {
     let interfaces = card["supportedInterfaces"]
         .as_array()
         .cloned()
@@ -214,11 +431,15 @@ fn check_card(card: &Value, url: &str) -> Result<(Wire, Value), String> {
         .filter_map(|i| Some((Wire::of(i["protocolBinding"].as_str()?)?, i)))
         .collect();
     if spoken.is_empty() {
-        return Err("the agent card offers neither a JSON-RPC nor an HTTP+JSON interface (A2A 1.0 `supportedInterfaces` with `protocolBinding: JSONRPC` or `HTTP+JSON`)".into());
+        return Err("the agent card offers no JSON-RPC, HTTP+JSON or gRPC interface (A2A 1.0 `supportedInterfaces` with `protocolBinding: JSONRPC`, `HTTP+JSON` or `GRPC`)".into());
     }
     let here: Vec<&(Wire, &Value)> = spoken
         .iter()
-        .filter(|(_, i)| i["url"].as_str().is_some_and(|u| same_url(u, url)))
+        .filter(|(w, i)| {
+            i["url"]
+                .as_str()
+                .is_some_and(|u| same_url(&interface_url(*w, u), url))
+        })
         .collect();
     if here.is_empty() {
         let named: Vec<String> = spoken
@@ -235,18 +456,27 @@ fn check_card(card: &Value, url: &str) -> Result<(Wire, Value), String> {
             .as_str()
             .is_some_and(|v| v == "1.0" || v.starts_with("1.0."))
     };
-    let Some(wire) = here
-        .iter()
-        .filter(current)
-        .map(|(w, _)| *w)
-        .min_by_key(|w| *w != Wire::JsonRpc)
-    else {
+    let Some((wire, interface)) = here.iter().filter(current).min_by_key(|(w, _)| *w) else {
         return Err(
             "the agent card offers this url only in another protocol version than A2A 1.0".into(),
         );
     };
+    let wire = *wire;
+    if wire == Wire::Grpc && !url.starts_with("http://") {
+        return Err(format!(
+            "the agent card offers `runtime.url` {url} only over gRPC, which deepcli speaks to a remote in cleartext only (an `http://` url): put the remote's gRPC behind http://, or give it a JSON-RPC or HTTP+JSON interface"
+        ));
+    }
+    let tenant = interface["tenant"].as_str().unwrap_or_default().to_string();
+    let streaming = card["capabilities"]["streaming"].as_bool() != Some(false);
+    let push = card["capabilities"]["pushNotifications"].as_bool() == Some(true);
     Ok((
-        wire,
+        Spoken {
+            wire,
+            tenant,
+            streaming,
+            push,
+        },
         json!({
             "card": {
                 "name": card["name"],
@@ -316,22 +546,22 @@ impl Remote {
             .json()
             .await
             .map_err(|e| format!("the agent card at {card_url} is not JSON: {e}"))?;
-        let (wire, info) = check_card(&card, &self.url)?;
-        if let Ok(mut w) = self.wire.lock() {
-            *w = wire;
+        let (spoken, info) = check_card(&card, &self.url)?;
+        if let Ok(mut w) = self.spoken.lock() {
+            *w = spoken;
         }
         Ok(info)
     }
 
-    fn wire(&self) -> Wire {
-        self.wire.lock().map_or(Wire::JsonRpc, |w| *w)
+    fn spoken(&self) -> Spoken {
+        self.spoken.lock().map(|w| w.clone()).unwrap_or_default()
     }
 
-    /// A request to `url`, or to `path` under it over HTTP+JSON.
-    fn post(&self, path: &str, body: &Value, stream: bool) -> reqwest::RequestBuilder {
-        let url = match self.wire() {
-            Wire::JsonRpc => self.url.clone(),
+    /// A request to `url` (JSON-RPC), or to `path` under it (HTTP+JSON).
+    fn post(&self, wire: Wire, path: &str, body: &Value, stream: bool) -> reqwest::RequestBuilder {
+        let url = match wire {
             Wire::HttpJson => format!("{}/{path}", self.url.trim_end_matches('/')),
+            Wire::JsonRpc | Wire::Grpc => self.url.clone(),
         };
         let mut req = self
             .http
@@ -361,7 +591,7 @@ impl Remote {
         text: &str,
     ) -> Result<RemoteAnswer, (bool, String)> {
         let context = context_id(&self.agent_id, session_key);
-        let wire = self.wire();
+        let spoken = self.spoken();
         let mut message = json!({
             "messageId": uuid::Uuid::new_v4().to_string(),
             "role": "ROLE_USER",
@@ -377,77 +607,41 @@ impl Remote {
             message["taskId"] = json!(task);
         }
         let params = json!({ "message": message });
-        let body = match wire {
-            Wire::JsonRpc => json!({
-                "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params,
-            }),
-            Wire::HttpJson => params,
+        let mut events = match spoken.wire {
+            _ if !spoken.streaming => self.send_and_poll(&spoken, params).await?,
+            Wire::Grpc => self.stream_grpc(&spoken.tenant, params).await?,
+            wire => self.stream_sse(wire, params).await?,
         };
-        let response = self
-            .post("message:stream", &body, true)
-            .send()
-            .await
-            .map_err(|e| {
-                (
-                    false,
-                    format!("cannot reach {}: {}", self.url, error_chain(&e)),
-                )
-            })?;
-        let status = response.status();
-        let is_sse = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if !status.is_success() || !is_sse {
-            let text = response.text().await.unwrap_or_default();
-            let why = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                .unwrap_or_else(|| text.chars().take(300).collect());
-            return Err((false, format!("the remote answered {status}: {why}")));
-        }
-        use eventsource_stream::{EventStreamError, Eventsource};
-        use futures_util::StreamExt;
-        let mut events = response.bytes_stream().eventsource();
         let mut reply = String::new();
         let mut files = Vec::new();
         let mut task_id: Option<String> = None;
+        let mut first = true;
+        let mut standing: Option<Value> = None;
         let result = loop {
-            let data = match events.next().await {
-                Some(Ok(event)) => event.data,
+            let r = match events.next().await {
+                Some(Ok(r)) => r,
+                Some(Err(e)) => break Err(e),
                 None => {
                     break Err((
                         true,
                         "the remote closed the stream before the task ended".to_string(),
                     ));
                 }
-                Some(Err(EventStreamError::Transport(e))) => {
-                    break Err((true, format!("the stream broke: {}", error_chain(&e))));
-                }
-                Some(Err(e)) => break Err((true, format!("the stream broke: {e}"))),
-            };
-            let Ok(doc) = serde_json::from_str::<Value>(&data) else {
-                break Err((
-                    true,
-                    format!(
-                        "the remote sent an event that is not JSON: {}",
-                        data.chars().take(200).collect::<String>()
-                    ),
-                ));
-            };
-            if let Some(e) = doc.get("error") {
-                break Err((
-                    true,
-                    format!("the remote: {}", e["message"].as_str().unwrap_or("error")),
-                ));
-            }
-            // JSON-RPC wraps each StreamResponse in `result`; HTTP+JSON sends it bare.
-            let r = match wire {
-                Wire::JsonRpc => &doc["result"],
-                Wire::HttpJson => &doc,
             };
             let (task, status) = if let Some(t) = r.get("task") {
+                // A completed task is whole: its artifacts are the reply (a remote polled, or
+                // one that ends its stream with the task).
+                if t["status"]["state"].as_str() == Some("TASK_STATE_COMPLETED")
+                    && let Some(artifacts) = t["artifacts"].as_array().filter(|a| !a.is_empty())
+                {
+                    let texts: Vec<String> =
+                        artifacts.iter().map(|a| text_of(a.get("parts"))).collect();
+                    reply = texts.join("\n");
+                    files = artifacts
+                        .iter()
+                        .flat_map(|a| files_in(a.get("parts")))
+                        .collect();
+                }
                 (t["id"].as_str(), Some(&t["status"]))
             } else if let Some(u) = r.get("statusUpdate") {
                 (u["taskId"].as_str(), Some(&u["status"]))
@@ -477,12 +671,19 @@ impl Remote {
                 }
             }
             // The task as it stands opens the stream: one that waited for this answer still
-            // says so there, and is not asking again.
-            let standing =
-                r.get("task").is_some() && answers.is_some() && task == answers.as_deref();
+            // says so there, and is not asking again — nor is the same status read again from
+            // the task (a remote polled).
+            if std::mem::take(&mut first)
+                && r.get("task").is_some()
+                && answers.is_some()
+                && task == answers.as_deref()
+            {
+                standing = status.cloned();
+            }
             if let Some(status) = status {
                 let state = status["state"].as_str().unwrap_or_default().to_string();
-                let asked_before = standing
+                let asked_before = r.get("task").is_some()
+                    && standing.as_ref() == Some(status)
                     && matches!(
                         state.as_str(),
                         "TASK_STATE_INPUT_REQUIRED" | "TASK_STATE_AUTH_REQUIRED"
@@ -524,6 +725,285 @@ impl Remote {
         result
     }
 
+    /// `SendStreamingMessage` over JSON-RPC or HTTP+JSON: the Server-Sent Events of its answer,
+    /// each event's `StreamResponse` (JSON-RPC wraps it in `result`; HTTP+JSON sends it bare).
+    async fn stream_sse(&self, wire: Wire, params: Value) -> Result<Events<'_>, (bool, String)> {
+        let body = match wire {
+            Wire::JsonRpc => json!({
+                "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params,
+            }),
+            _ => params,
+        };
+        let response = self
+            .post(wire, "message:stream", &body, true)
+            .send()
+            .await
+            .map_err(|e| {
+                (
+                    false,
+                    format!("cannot reach {}: {}", self.url, error_chain(&e)),
+                )
+            })?;
+        let status = response.status();
+        let is_sse = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !status.is_success() || !is_sse {
+            let text = response.text().await.unwrap_or_default();
+            let why = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or_else(|| text.chars().take(300).collect());
+            return Err((false, format!("the remote answered {status}: {why}")));
+        }
+        use eventsource_stream::{EventStreamError, Eventsource};
+        let events = response.bytes_stream().eventsource().map(move |event| {
+            let data = match event {
+                Ok(event) => event.data,
+                Err(EventStreamError::Transport(e)) => {
+                    return Err((true, format!("the stream broke: {}", error_chain(&e))));
+                }
+                Err(e) => return Err((true, format!("the stream broke: {e}"))),
+            };
+            let Ok(mut doc) = serde_json::from_str::<Value>(&data) else {
+                return Err((
+                    true,
+                    format!(
+                        "the remote sent an event that is not JSON: {}",
+                        data.chars().take(200).collect::<String>()
+                    ),
+                ));
+            };
+            if let Some(e) = doc.get("error") {
+                return Err((
+                    true,
+                    format!("the remote: {}", e["message"].as_str().unwrap_or("error")),
+                ));
+            }
+            Ok(match wire {
+                Wire::JsonRpc => doc.get_mut("result").map(Value::take).unwrap_or_default(),
+                _ => doc,
+            })
+        });
+        Ok(Box::pin(events))
+    }
+
+    /// `SendStreamingMessage` over gRPC: the server stream's messages as ProtoJSON.
+    async fn stream_grpc(&self, tenant: &str, params: Value) -> Result<Events<'_>, (bool, String)> {
+        let mut request: pb::SendMessageRequest = serde_json::from_value(params)
+            .map_err(|e| (false, format!("cannot make the gRPC message: {e}")))?;
+        request.tenant = tenant.to_string();
+        let mut client = self.grpc_client().map_err(|why| (false, why))?;
+        let stream = client
+            .send_streaming_message(self.grpc_request(request))
+            .await
+            .map_err(|status| (false, format!("the remote answered {}", said(&status))))?
+            .into_inner();
+        let events = stream.map(|item| match item {
+            Ok(event) => serde_json::to_value(&event)
+                .map_err(|e| (true, format!("the remote's event cannot be read: {e}"))),
+            Err(status) => Err((true, format!("the stream broke: {}", said(&status)))),
+        });
+        Ok(Box::pin(events))
+    }
+
+    /// A remote that cannot stream: `SendMessage` answering at once (`returnImmediately`), then
+    /// the task's updates as the remote pushes them to a webhook of its own (when its card
+    /// offers push notifications and it can reach the listener), and its task read again
+    /// (`GetTask`) after 100 ms, 200 ms, … up to every 5 s (with a webhook: every 5 s, in case
+    /// an update is lost), each update or read an event until the task stops working. A read
+    /// that fails three times in a row ends it: what the remote did is then unknown.
+    async fn send_and_poll(
+        &self,
+        spoken: &Spoken,
+        mut params: Value,
+    ) -> Result<Events<'_>, (bool, String)> {
+        params["configuration"] = json!({"returnImmediately": true});
+        let mut hook = spoken
+            .push
+            .then(|| self.hooks.open_for(&self.url))
+            .flatten();
+        let mut with_hook = params.clone();
+        if let Some((url, token, _)) = &hook {
+            with_hook["configuration"]["taskPushNotificationConfig"] =
+                json!({"url": url, "token": token});
+        }
+        let sent = match self.unary(spoken, Unary::Send(with_hook)).await {
+            Ok(sent) => sent,
+            // A remote that refuses the webhook (its own guard against private targets, say)
+            // took no message: it is sent again without one, and its task read back.
+            Err(_) if hook.is_some() => {
+                hook = None;
+                self.unary(spoken, Unary::Send(params))
+                    .await
+                    .map_err(|why| (false, why))?
+            }
+            Err(why) => return Err((false, why)),
+        };
+        let Some(task) = sent["task"]["id"].as_str().map(str::to_string) else {
+            // A message (or nothing to follow): the whole answer.
+            return Ok(Box::pin(futures_util::stream::iter([Ok(sent)])));
+        };
+        let spoken = spoken.clone();
+        let first_wait = if hook.is_some() { POLL_MAX } else { POLL_FIRST };
+        let reads = futures_util::stream::unfold((first_wait, 0u32), move |(wait, failed)| {
+            let (spoken, task) = (spoken.clone(), task.clone());
+            async move {
+                let mut failed = failed;
+                let mut wait = wait;
+                loop {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(POLL_MAX);
+                    match self.unary(&spoken, Unary::Get(task.clone())).await {
+                        Ok(read) => return Some((Ok(read), (wait, 0))),
+                        Err(why) => {
+                            failed += 1;
+                            if failed >= POLL_FAILURES {
+                                let why = format!("the task cannot be read: {why}");
+                                return Some((Err((true, why)), (wait, failed)));
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        let sent = futures_util::stream::iter([Ok(sent)]);
+        let Some((_, _, hook)) = hook else {
+            return Ok(Box::pin(sent.chain(reads)));
+        };
+        // The webhook stays open as long as the stream: the hook is its state.
+        let pushed = futures_util::stream::unfold(hook, |mut hook| async move {
+            let update = hook.received.recv().await?;
+            Some((Ok(update), hook))
+        });
+        Ok(Box::pin(
+            sent.chain(futures_util::stream::select(pushed, reads)),
+        ))
+    }
+
+    /// A call answered once, in the spoken binding: its result as ProtoJSON (`GetTask`'s task
+    /// as a `StreamResponse`, `{"task": …}`), or why there is none.
+    async fn unary(&self, spoken: &Spoken, call: Unary) -> Result<Value, String> {
+        if spoken.wire == Wire::Grpc {
+            let mut client = self.grpc_client()?;
+            let answered = match call {
+                Unary::Send(params) => {
+                    let mut request: pb::SendMessageRequest = serde_json::from_value(params)
+                        .map_err(|e| format!("cannot make the gRPC message: {e}"))?;
+                    request.tenant.clone_from(&spoken.tenant);
+                    let call = client.send_message(self.grpc_request(request));
+                    match tokio::time::timeout(Duration::from_secs(30), call).await {
+                        Ok(Ok(r)) => serde_json::to_value(r.into_inner()),
+                        Ok(Err(status)) => {
+                            return Err(format!("the remote answered {}", said(&status)));
+                        }
+                        Err(_) => return Err("the remote did not answer within 30 s".into()),
+                    }
+                }
+                Unary::Get(id) => {
+                    let request = pb::GetTaskRequest {
+                        tenant: spoken.tenant.clone(),
+                        id,
+                        ..Default::default()
+                    };
+                    let call = client.get_task(self.grpc_request(request));
+                    match tokio::time::timeout(Duration::from_secs(30), call).await {
+                        Ok(Ok(r)) => {
+                            serde_json::to_value(r.into_inner()).map(|t| json!({"task": t}))
+                        }
+                        Ok(Err(status)) => {
+                            return Err(format!("the remote answered {}", said(&status)));
+                        }
+                        Err(_) => return Err("the remote did not answer within 30 s".into()),
+                    }
+                }
+            };
+            return answered.map_err(|e| format!("the remote's answer cannot be read: {e}"));
+        }
+        let request = match (&call, spoken.wire) {
+            (Unary::Send(params), Wire::JsonRpc) => self.post(
+                Wire::JsonRpc,
+                "",
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}),
+                false,
+            ),
+            (Unary::Get(id), Wire::JsonRpc) => self.post(
+                Wire::JsonRpc,
+                "",
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}}),
+                false,
+            ),
+            (Unary::Send(params), _) => self.post(Wire::HttpJson, "message:send", params, false),
+            (Unary::Get(id), _) => {
+                let url = format!("{}/tasks/{id}", self.url.trim_end_matches('/'));
+                let mut req = self.http.get(url).header("A2A-Version", "1.0");
+                if let Some(token) = &self.token {
+                    req = req.bearer_auth(secrecy::ExposeSecret::expose_secret(token));
+                }
+                req
+            }
+        };
+        let response = request
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach {}: {}", self.url, error_chain(&e)))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        let doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if let Some(why) = doc["error"]["message"].as_str() {
+            return Err(format!("the remote answered {status}: {why}"));
+        }
+        if !status.is_success() || doc.is_null() {
+            let text: String = text.chars().take(300).collect();
+            return Err(format!("the remote answered {status}: {text}"));
+        }
+        let result = match spoken.wire {
+            Wire::JsonRpc => doc["result"].clone(),
+            _ => doc,
+        };
+        Ok(match call {
+            Unary::Get(_) => json!({ "task": result }),
+            Unary::Send(_) => result,
+        })
+    }
+
+    /// A gRPC client of the remote: `url`'s scheme and authority are the origin.
+    fn grpc_client(&self) -> Result<pb::a2a_service_client::A2aServiceClient<GrpcChannel>, String> {
+        let uri: tonic::codegen::http::Uri = self
+            .url
+            .parse()
+            .map_err(|e| format!("runtime.url {} is not a URL: {e}", self.url))?;
+        let origin = tonic::codegen::http::Uri::builder()
+            .scheme(uri.scheme_str().unwrap_or("http"))
+            .authority(uri.authority().map_or("", |a| a.as_str()))
+            .path_and_query("/")
+            .build()
+            .map_err(|e| format!("runtime.url {} has no host: {e}", self.url))?;
+        Ok(
+            pb::a2a_service_client::A2aServiceClient::with_origin(self.grpc.clone(), origin)
+                .max_decoding_message_size(GRPC_MESSAGE_LIMIT),
+        )
+    }
+
+    /// `message` with the metadata every call carries: the protocol version, the token.
+    fn grpc_request<M>(&self, message: M) -> tonic::Request<M> {
+        let mut request = tonic::Request::new(message);
+        let metadata = request.metadata_mut();
+        metadata.insert(
+            "a2a-version",
+            tonic::metadata::MetadataValue::from_static("1.0"),
+        );
+        if let Some(token) = &self.token
+            && let Ok(v) = format!("Bearer {}", secrecy::ExposeSecret::expose_secret(token)).parse()
+        {
+            metadata.insert("authorization", v);
+        }
+        request
+    }
+
     /// Asks the remote to cancel the task session `session_key`'s prompt runs as
     /// (`CancelTask`); whether the remote took the request.
     pub(crate) async fn cancel(&self, session_key: &str) -> bool {
@@ -535,15 +1015,31 @@ impl Remote {
         let Some(task) = task else {
             return false;
         };
-        let (path, body) = match self.wire() {
+        let spoken = self.spoken();
+        let (path, body) = match spoken.wire {
             Wire::JsonRpc => (
                 String::new(),
                 json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task}}),
             ),
             Wire::HttpJson => (format!("tasks/{task}:cancel"), json!({})),
+            Wire::Grpc => {
+                let Ok(mut client) = self.grpc_client() else {
+                    return false;
+                };
+                let request = pb::CancelTaskRequest {
+                    tenant: spoken.tenant,
+                    id: task,
+                    ..Default::default()
+                };
+                let call = client.cancel_task(self.grpc_request(request));
+                return matches!(
+                    tokio::time::timeout(Duration::from_secs(10), call).await,
+                    Ok(Ok(_))
+                );
+            }
         };
         match self
-            .post(&path, &body, false)
+            .post(spoken.wire, &path, &body, false)
             .timeout(Duration::from_secs(10))
             .send()
             .await
@@ -552,6 +1048,11 @@ impl Remote {
             Err(_) => false,
         }
     }
+}
+
+/// A gRPC status as a reason: its code and message.
+fn said(status: &tonic::Status) -> String {
+    format!("{:?}: {}", status.code(), status.message())
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -570,6 +1071,7 @@ pub(super) async fn supervise(
     mut stop: oneshot::Receiver<StopAck>,
     mut report: Reporter,
     remotes: RemoteMap,
+    hooks: PushHooks,
     every: Duration,
 ) {
     let Some(url) = spec.url.clone() else {
@@ -593,7 +1095,9 @@ pub(super) async fn supervise(
         url,
         token: token.clone().ok().flatten(),
         http,
-        wire: Mutex::new(Wire::JsonRpc),
+        grpc: grpc_channel(),
+        hooks,
+        spoken: Mutex::new(Spoken::default()),
         running: Mutex::new(HashMap::new()),
         waiting: Mutex::new(HashMap::new()),
     });
@@ -658,7 +1162,8 @@ mod tests {
         assert_eq!(
             check_card(&card("http://h/a2a/", "1.0"), "http://h/a2a")
                 .unwrap()
-                .0,
+                .0
+                .wire,
             Wire::JsonRpc
         );
         let wrong = check_card(&card("http://other/a2a", "1.0"), "http://h/a2a").unwrap_err();
@@ -680,7 +1185,7 @@ mod tests {
         };
         for order in [true, false] {
             assert_eq!(
-                check_card(&both(order), "http://h/a2a").unwrap().0,
+                check_card(&both(order), "http://h/a2a").unwrap().0.wire,
                 Wire::JsonRpc
             );
         }
@@ -689,17 +1194,112 @@ mod tests {
             {"url": "http://h/a2a", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
             {"url": "http://h/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
         ]});
-        let (wire, info) = check_card(&rest, "http://h/a2a").unwrap();
-        assert_eq!(wire, Wire::HttpJson);
+        let (spoken, info) = check_card(&rest, "http://h/a2a").unwrap();
+        assert_eq!(spoken.wire, Wire::HttpJson);
         assert_eq!(info["card"]["protocolBinding"], "HTTP+JSON");
-        let grpc = json!({"supportedInterfaces": [
-            {"url": "http://h/a2a", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+        let unknown = json!({"supportedInterfaces": [
+            {"url": "http://h/a2a", "protocolBinding": "SLIMRPC", "protocolVersion": "1.0"},
         ]});
         assert!(
-            check_card(&grpc, "http://h/a2a")
+            check_card(&unknown, "http://h/a2a")
                 .unwrap_err()
-                .contains("neither")
+                .contains("no JSON-RPC, HTTP+JSON or gRPC interface")
         );
+    }
+
+    /// gRPC is spoken where the card offers nothing else at the url (its target as `host:port`
+    /// is that url), with the card's tenant; never over TLS (not built).
+    #[test]
+    fn grpc_is_spoken_where_the_card_offers_only_it_with_its_tenant() {
+        let grpc = |url: &str| {
+            json!({"supportedInterfaces": [
+                {"url": url, "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "rev"},
+            ]})
+        };
+        for named in ["http://h:50051", "h:50051", "http://h:50051/"] {
+            let (spoken, info) = check_card(&grpc(named), "http://h:50051").unwrap();
+            assert_eq!(
+                spoken,
+                Spoken {
+                    wire: Wire::Grpc,
+                    tenant: "rev".into(),
+                    streaming: true,
+                    push: false,
+                },
+                "{named}"
+            );
+            assert_eq!(info["card"]["protocolBinding"], "GRPC");
+        }
+        let mut with_rest = grpc("http://h:50051");
+        with_rest["supportedInterfaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"url": "http://h:50051", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}));
+        assert_eq!(
+            check_card(&with_rest, "http://h:50051").unwrap().0.wire,
+            Wire::HttpJson
+        );
+        let mut not_streaming = grpc("h:50051");
+        not_streaming["capabilities"] = json!({"streaming": false});
+        assert!(
+            !check_card(&not_streaming, "http://h:50051")
+                .unwrap()
+                .0
+                .streaming
+        );
+        let tls = check_card(&grpc("https://h:50051"), "https://h:50051").unwrap_err();
+        assert!(tls.contains("cleartext only"), "{tls}");
+        assert!(check_card(&grpc("other:50051"), "http://h:50051").is_err());
+    }
+
+    /// A webhook takes an update only with its token, only while its prompt holds it open,
+    /// and is given only to a remote that can reach the listener.
+    #[test]
+    fn a_push_webhook_takes_updates_with_its_token_while_open() {
+        let hooks = PushHooks::default();
+        assert!(
+            hooks.open_for("http://127.0.0.1:9/a2a").is_none(),
+            "no listener yet"
+        );
+        let hooks = PushHooks::listening_on("127.0.0.1:7430".parse().unwrap());
+        assert!(
+            hooks.open_for("http://agents.example/a2a").is_none(),
+            "a loopback listener is not given to a remote elsewhere"
+        );
+        let (url, token, mut hook) = hooks.open_for("http://127.0.0.1:9/a2a").unwrap();
+        let id = url
+            .strip_prefix("http://127.0.0.1:7430/a2a-remote-push/")
+            .unwrap()
+            .to_string();
+        let update = br#"{"statusUpdate":{"taskId":"t","status":{"state":"TASK_STATE_WORKING"}}}"#;
+        assert_eq!(hooks.take(&id, None, update), PushTaken::WrongToken);
+        assert_eq!(
+            hooks.take(&id, Some("guess"), update),
+            PushTaken::WrongToken
+        );
+        assert_eq!(
+            hooks.take("other", Some(&token), update),
+            PushTaken::NoSuchHook
+        );
+        assert_eq!(
+            hooks.take(&id, Some(&token), b"[1]"),
+            PushTaken::NotAnUpdate
+        );
+        assert_eq!(hooks.take(&id, Some(&token), update), PushTaken::Taken);
+        let bare = br#"{"id":"t","status":{"state":"TASK_STATE_COMPLETED"}}"#;
+        assert_eq!(hooks.take(&id, Some(&token), bare), PushTaken::Taken);
+        assert_eq!(
+            hook.received.try_recv().unwrap()["statusUpdate"]["taskId"],
+            "t"
+        );
+        assert_eq!(
+            hook.received.try_recv().unwrap()["task"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+        drop(hook);
+        assert_eq!(hooks.take(&id, Some(&token), update), PushTaken::NoSuchHook);
+        let unspecified = PushHooks::listening_on("0.0.0.0:7430".parse().unwrap());
+        assert!(unspecified.open_for("http://127.0.0.1:9/a2a").is_none());
     }
 
     #[test]

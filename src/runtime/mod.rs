@@ -431,19 +431,27 @@ pub(crate) struct Supervisor {
     acp: AcpMap,
     asks: acp::PermissionAsks,
     remotes: a2a::RemoteMap,
+    hooks: a2a::PushHooks,
     events: Events,
     timings: Timings,
 }
 
 impl Supervisor {
-    /// The runtimes' status changes go out on `events`; their permission requests to `asks`.
-    pub(crate) fn new(events: Events, asks: acp::PermissionAsks, timings: Timings) -> Supervisor {
+    /// The runtimes' status changes go out on `events`; their permission requests to `asks`;
+    /// remote A2A agents that cannot stream push to webhooks on the listener at `listener`.
+    pub(crate) fn new(
+        events: Events,
+        asks: acp::PermissionAsks,
+        timings: Timings,
+        listener: std::net::SocketAddr,
+    ) -> Supervisor {
         Supervisor {
             running: BTreeMap::new(),
             status: Arc::default(),
             acp: Arc::default(),
             asks,
             remotes: Arc::default(),
+            hooks: a2a::PushHooks::listening_on(listener),
             events,
             timings,
         }
@@ -460,6 +468,12 @@ impl Supervisor {
     /// The ready A2A remotes (`runtime.kind: a2a`), for the Access layer.
     pub(crate) fn remote_handle(&self) -> a2a::RemoteMap {
         self.remotes.clone()
+    }
+
+    /// Where remote A2A agents that cannot stream push their tasks' updates, for the
+    /// controller's listener to take them.
+    pub(crate) fn push_hooks(&self) -> a2a::PushHooks {
+        self.hooks.clone()
     }
 
     /// Brings the running set to `desired`: stops what is gone or changed, starts what is new
@@ -492,6 +506,7 @@ impl Supervisor {
                 stop_rx,
                 report,
                 self.remotes.clone(),
+                self.hooks.clone(),
                 self.timings.a2a_card_every,
             ))
         } else {

@@ -647,3 +647,52 @@ fn the_extended_card_lists_what_each_peer_may_reach_and_needs_a_token() {
         "{answer:#}"
     );
 }
+
+/// ListTaskPushNotificationConfigs pages (`pageSize`, `pageToken`, in the order of the configs'
+/// ids), and A2A 0.3's `tasks/pushNotificationConfig/{set,get,list,delete}` are served in 0.3's
+/// shapes: the official Python SDK, its 1.0 client and its 0.3 compatibility transport
+/// (issue 38).
+#[test]
+fn push_configs_are_listed_in_pages_and_served_under_0_3s_names_to_the_python_sdk() {
+    let up = up(ALLOW_PRIVATE);
+    let url = base(&up, "sdk");
+    let webhook = "http://127.0.0.1:9/hook";
+    let docs = crate::a2a::python_peer("a2a_push_client.py", &[&url, TOKEN, webhook]);
+    let ids = |page: &Value| -> Vec<String> {
+        page["configs"]
+            .as_array()
+            .map(|c| {
+                c.iter()
+                    .map(|c| c["id"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let pages = &docs[0];
+    assert_eq!(ids(&pages["first"]), ["c-1", "c-2"], "{pages:#}");
+    assert_eq!(pages["first"]["nextPageToken"], "c-2", "{pages:#}");
+    assert_eq!(ids(&pages["second"]), ["c-3"], "{pages:#}");
+    assert!(
+        pages["second"]["nextPageToken"]
+            .as_str()
+            .is_none_or(str::is_empty),
+        "{pages:#}"
+    );
+
+    let old = &docs[1];
+    assert_eq!(old["created"]["id"], "v03-1", "{old:#}");
+    assert_eq!(old["created"]["url"], webhook, "{old:#}");
+    assert_eq!(old["got"]["id"], "v03-1", "{old:#}");
+    assert_eq!(old["got"]["token"], "t-v03", "{old:#}");
+    assert_eq!(old["got"]["authentication"]["scheme"], "Bearer", "{old:#}");
+    assert!(
+        !old.to_string().contains("hook-secret"),
+        "the credentials are never shown back: {old:#}"
+    );
+    assert_eq!(
+        ids(&old["listed"]),
+        ["c-1", "c-2", "c-3", "v03-1"],
+        "{old:#}"
+    );
+    assert_eq!(ids(&old["afterDelete"]), ["c-1", "c-2", "c-3"], "{old:#}");
+}

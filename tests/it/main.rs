@@ -6,6 +6,7 @@ mod a2a;
 mod a2a_files;
 mod a2a_grpc;
 mod a2a_push;
+mod a2a_remote;
 mod access;
 mod adapters;
 mod apply;
