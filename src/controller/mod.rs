@@ -461,6 +461,7 @@ async fn prune_state(
                     rows,
                     elapsed_ms = report.elapsed_ms,
                     longest_batch_ms = report.longest_batch_ms,
+                    wal_wait_ms = report.wal_wait_ms,
                     "state.retention: pruned"
                 );
             }

@@ -435,6 +435,54 @@ fn cut_back(conn: &mut Connection) {
     let _ = conn.busy_handler(Some(wait_for_the_lock));
 }
 
+/// The WAL frames (4 KiB pages) a prune lets the WAL file hold: past them it waits for the WAL
+/// to start over ([`keep_the_wal_short`]). A full-size prune that did not wait grew the WAL
+/// past 1 GiB, to [`LAYER_AUTOCHECKPOINT`], where every turn's commit copied the prune's pages
+/// back before it returned: turns stalled up to 700 ms.
+pub(crate) const WAL_CAP: i64 = 16_384;
+
+/// What a prune does after each batch, on its own connection: copies the WAL back
+/// (`PASSIVE`, blocking no one) and, while the WAL holds more than `cap` frames ([`WAL_CAP`]), starts
+/// it over (`RESTART`, given up at once when another writer or a reader is in it: it holds the
+/// write lock only to copy the frames of the last few milliseconds), trying every 5 ms for up
+/// to `patience`. So the prune writes no faster than its pages are copied back, and the WAL
+/// stays short. Returns how long it waited, and the longest it held the write lock.
+pub(crate) fn keep_the_wal_short(
+    conn: &mut Connection,
+    cap: i64,
+    patience: std::time::Duration,
+) -> (std::time::Duration, std::time::Duration) {
+    const TRY: std::time::Duration = std::time::Duration::from_millis(5);
+    let began = std::time::Instant::now();
+    let mut held = std::time::Duration::ZERO;
+    loop {
+        match checkpoint(conn, "PASSIVE") {
+            Ok(Some((log, _))) if log <= cap => break,
+            Ok(Some((_, _))) => {
+                let restart = std::time::Instant::now();
+                let unwaiting = conn.busy_handler(None::<fn(i32) -> bool>);
+                let restarted = unwaiting.and_then(|()| checkpoint(conn, "RESTART"));
+                let _ = conn.busy_handler(Some(wait_for_the_lock));
+                held = held.max(restart.elapsed());
+                if matches!(restarted, Ok(Some(_))) {
+                    break;
+                }
+            }
+            // Another checkpoint is under way: it is copying back; look again.
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "state: the WAL was not copied back");
+                break;
+            }
+        }
+        if began.elapsed() >= patience {
+            break;
+        }
+        std::thread::sleep(TRY);
+    }
+    (began.elapsed(), held)
+}
+
 /// How long a connection waits for another's write lock before it gives up (`SQLITE_BUSY`).
 pub(crate) const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -576,6 +624,59 @@ mod tests {
         }
         assert!(wal() <= super::WAL_KEPT, "the WAL was not cut back");
         drop(checkpointer);
+    }
+
+    /// After a prune's batch the WAL is copied back and started over, so the prune's next
+    /// batch writes at its start; a reader in the WAL holds the prune back, up to its patience.
+    #[test]
+    fn a_prune_waits_for_a_long_wal_to_start_over() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let mut store = StateStore::open(&dir).unwrap();
+        store
+            .conn
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .unwrap();
+        let frames = |conn: &rusqlite::Connection| super::checkpoint(conn, "PASSIVE").unwrap();
+        let write = |conn: &rusqlite::Connection, n: i64| {
+            conn.execute_batch(&format!(
+                "CREATE TABLE IF NOT EXISTS ballast (b BLOB);
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {n})
+                 INSERT INTO ballast SELECT zeroblob(3500) FROM n;"
+            ))
+            .unwrap();
+        };
+        write(&store.conn, 200);
+        // A reader in the WAL (it began before the WAL was copied back): it cannot start
+        // over; the prune waits its patience, no more.
+        let reader = super::connect(&dir.db()).unwrap();
+        reader
+            .execute_batch("BEGIN; SELECT count(*) FROM ballast;")
+            .unwrap();
+        let (long, _) = frames(&store.conn).unwrap();
+        assert!(long > 100, "{long} frames");
+        write(&store.conn, 10);
+        let patience = std::time::Duration::from_millis(60);
+        let (waited, _) = super::keep_the_wal_short(&mut store.conn, 10, patience);
+        assert!(waited >= patience, "{waited:?}");
+        write(&store.conn, 1);
+        assert!(
+            frames(&store.conn).unwrap().0 > long,
+            "it started over under a reader"
+        );
+
+        // The reader gone: it starts over at once, and the next commit writes at the start.
+        reader.execute_batch("COMMIT").unwrap();
+        let (waited, _) = super::keep_the_wal_short(&mut store.conn, 10, patience);
+        assert!(waited < patience, "{waited:?}");
+        write(&store.conn, 1);
+        assert!(
+            frames(&store.conn).unwrap().0 <= 10,
+            "the WAL did not start over"
+        );
+        // A short WAL is left as it is.
+        let (waited, held) = super::keep_the_wal_short(&mut store.conn, 10, patience);
+        assert!(waited < patience && held.is_zero(), "{waited:?} {held:?}");
     }
 
     /// A JSON column that does not parse is a corrupt record, not a `null` passed on.

@@ -4,7 +4,8 @@
 //! only to delete them, and a batch is sized to hold it about [`BATCH_BUDGET`] (halved when a
 //! batch took longer, doubled when it took under half); after each batch the prune rests
 //! [`REST_PER_HELD`] times as long as the batch held it, so it has the lock at most a quarter
-//! of the time. What was
+//! of the time. It writes no faster than its pages are copied back from the WAL: after each
+//! batch it waits for the WAL to be short again (see `keep_the_wal_short`). What was
 //! pruned is recorded (`prunes`, read by the audit timeline) and returned for `/metrics`. The
 //! trash's tables are never touched: a deleted agent's conversations stay while its entry is
 //! restorable.
@@ -54,10 +55,39 @@ fn marks(first: usize, count: usize) -> String {
         .join(", ")
 }
 
-/// The rest after a batch that held the lock `held`: `pause`, and never less than
-/// [`REST_PER_HELD`] times `held`.
-fn rest(pause: Duration, held: Duration) {
-    std::thread::sleep(rest_after(pause, held));
+/// How a prune goes on after each batch, and what it measured of itself.
+struct Pace {
+    /// The least rest after a batch.
+    pause: Duration,
+    /// The longest the write lock was held: a batch, or the WAL started over.
+    longest: Duration,
+    /// The time spent waiting for the WAL to be copied back.
+    wal_waited: Duration,
+}
+
+/// The longest a prune waits after one batch for the WAL to start over before it goes on
+/// (a reader that stays in the WAL keeps it from starting over).
+const WAL_PATIENCE: Duration = Duration::from_secs(10);
+
+impl Pace {
+    fn new(pause: Duration) -> Pace {
+        Pace {
+            pause,
+            longest: Duration::ZERO,
+            wal_waited: Duration::ZERO,
+        }
+    }
+
+    /// After a batch that held the lock `held`: keeps the WAL short
+    /// ([`super::keep_the_wal_short`]), then rests `pause`, and never less than
+    /// [`REST_PER_HELD`] times `held`.
+    fn after_batch(&mut self, conn: &mut Connection, held: Duration) {
+        self.longest = self.longest.max(held);
+        let (waited, restart) = super::keep_the_wal_short(conn, super::WAL_CAP, WAL_PATIENCE);
+        self.longest = self.longest.max(restart);
+        self.wal_waited += waited;
+        std::thread::sleep(rest_after(self.pause, held).saturating_sub(waited));
+    }
 }
 
 fn rest_after(pause: Duration, held: Duration) -> Duration {
@@ -87,6 +117,8 @@ pub struct PruneReport {
     pub elapsed_ms: u64,
     /// The longest one batch held the write lock: what a concurrent turn could wait.
     pub longest_batch_ms: u64,
+    /// How long the prune waited, all told, for the WAL to be copied back before it went on.
+    pub wal_wait_ms: u64,
     /// The artifact store's files no row names any more, removed after the rows
     /// ([`super::artifact_files`]); none with `--dry-run`.
     pub files: super::artifact_files::Swept,
@@ -233,27 +265,28 @@ pub fn prune(
     by: &str,
 ) -> rusqlite::Result<PruneReport> {
     let started = Instant::now();
-    let mut longest = Duration::ZERO;
+    let mut pace = Pace::new(pause);
     let mut pruned = Vec::new();
     for (kind, days) in rules.kinds() {
         let mut rows = 0u64;
         if let Some(days) = days {
             let cut = cutoff(now, days);
             for step in steps(kind) {
-                rows += run_step(conn, step, &cut, dry_run, pause, &mut longest)?;
+                rows += run_step(conn, step, &cut, dry_run, &mut pace)?;
             }
         }
         if kind == "transcripts"
             && let Some(keep) = rules.keep_per_session
         {
-            rows += keep_newest(conn, keep, dry_run, pause, &mut longest)?;
+            rows += keep_newest(conn, keep, dry_run, &mut pace)?;
         }
         pruned.push(Pruned { kind, rows });
     }
     let report = PruneReport {
         dry_run,
         elapsed_ms: millis(started.elapsed()),
-        longest_batch_ms: millis(longest),
+        longest_batch_ms: millis(pace.longest),
+        wal_wait_ms: millis(pace.wal_waited),
         pruned,
         files: super::artifact_files::Swept::default(),
     };
@@ -295,8 +328,7 @@ fn run_step(
     step: &Step,
     cut: &str,
     dry_run: bool,
-    pause: Duration,
-    longest: &mut Duration,
+    pace: &mut Pace,
 ) -> rusqlite::Result<u64> {
     let Step {
         table,
@@ -361,10 +393,9 @@ fn run_step(
         )?;
         tx.commit()?;
         let held = began.elapsed();
-        *longest = (*longest).max(held);
         total += deleted as u64;
         sizer.took(held);
-        rest(pause, held);
+        pace.after_batch(conn, held);
     }
 }
 
@@ -374,8 +405,7 @@ fn keep_newest(
     conn: &mut Connection,
     keep: u32,
     dry_run: bool,
-    pause: Duration,
-    longest: &mut Duration,
+    pace: &mut Pace,
 ) -> rusqlite::Result<u64> {
     let over: Vec<(String, i64)> = conn
         .prepare(
@@ -413,11 +443,10 @@ fn keep_newest(
             )?;
             tx.commit()?;
             let held = began.elapsed();
-            *longest = (*longest).max(held);
             total += deleted as u64;
             let whole = deleted == sizer.rows;
             sizer.took(held);
-            rest(pause, held);
+            pace.after_batch(conn, held);
             if !whole {
                 break;
             }
