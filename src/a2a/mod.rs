@@ -34,7 +34,7 @@ use crate::config::Config;
 use crate::config::model::{A2aSpec, Secret, SecretRef};
 use crate::hub::Hub;
 use crate::hub::a2a::PeerTaskState;
-use crate::hub::store::RunRecord;
+use crate::hub::store::{RunFile, RunRecord};
 use crate::state::RunState;
 use store::{A2aStore, PushAdded, PushRecord, Recorded, TaskFilter, TaskRecord};
 use streams::{StreamCap, StreamSlot, StreamSlots};
@@ -797,12 +797,12 @@ impl A2a {
                 let id = task.task_id.clone();
                 self.db(move |s| s.set_output_modes(&id, &modes)).await?;
             }
-            let text = self
+            let (text, files) = self
                 .with_files(&task.agent_id, &task.task_id, incoming.text, incoming.files)
                 .await?;
             let run = self
                 .hub
-                .a2a_run(&caller.peer, &task.agent_id, &task.session_key, text)
+                .a2a_run(&caller.peer, &task.agent_id, &task.session_key, text, files)
                 .map_err(RpcError::internal)?;
             let (peer, id, r, m) = (
                 caller.peer.clone(),
@@ -867,12 +867,12 @@ impl A2a {
         let task_id = uuid::Uuid::new_v4().to_string();
         // Its deepcli task's title comes from the message's first words.
         let opening: String = incoming.text.chars().take(512).collect();
-        let text = self
+        let (text, files) = self
             .with_files(&caller.agent, &task_id, incoming.text, incoming.files)
             .await?;
         let run = self
             .hub
-            .a2a_run(&caller.peer, &caller.agent, &session_key, text)
+            .a2a_run(&caller.peer, &caller.agent, &session_key, text, files)
             .map_err(RpcError::internal)?;
         let task = TaskRecord {
             task_id,
@@ -933,33 +933,29 @@ impl A2a {
 
     /// The message's text with a line for each file the peer sent: its bytes written into the
     /// agent's workspace first (`.deepcli/a2a/<task>/<name>`, read-only), a URL named as a
-    /// reference the hub did not fetch.
+    /// reference the hub did not fetch; and the files written, for the prompt's content blocks.
     async fn with_files(
         &self,
         agent: &str,
         task_id: &str,
         mut text: String,
         files: Vec<wire::FilePart>,
-    ) -> Result<String, RpcError> {
+    ) -> Result<(String, Vec<RunFile>), RpcError> {
         if files.is_empty() {
-            return Ok(text);
+            return Ok((text, Vec::new()));
         }
         let mut lines = Vec::with_capacity(files.len());
         let mut sent = Vec::new();
         for file in files {
-            let media = file
-                .media_type
-                .as_deref()
-                .unwrap_or("no media type")
-                .to_string();
             match file.content {
                 wire::FileContent::Bytes(bytes) => {
                     sent.push((file.name, bytes));
-                    lines.push(Err(media));
+                    lines.push(Err(file.media_type));
                 }
                 wire::FileContent::Url(url) => lines.push(Ok(format!(
-                    "[file reference from the peer, not fetched by deepcli] {url} ({}{media})",
-                    file.name.map(|n| format!("`{n}`, ")).unwrap_or_default()
+                    "[file reference from the peer, not fetched by deepcli] {url} ({}{})",
+                    file.name.map(|n| format!("`{n}`, ")).unwrap_or_default(),
+                    file.media_type.as_deref().unwrap_or("no media type")
                 ))),
             }
         }
@@ -969,17 +965,31 @@ impl A2a {
             .await
             .map_err(RpcError::internal)?
             .into_iter();
+        let mut written = Vec::new();
         for line in lines {
             let line = match line {
                 Ok(line) => line,
-                Err(media) => {
+                Err(media_type) => {
                     let Some(r) = received.next() else { break };
-                    format!(
-                        "[file from the peer] {} ({media}, {} bytes, sha256 {})",
+                    let line = format!(
+                        "[file from the peer] {} ({}, {} bytes, sha256 {})",
                         r.path.display(),
+                        media_type.as_deref().unwrap_or("no media type"),
                         r.size,
                         r.sha256
-                    )
+                    );
+                    written.push(RunFile {
+                        name: r
+                            .path
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                        path: r.path.to_string_lossy().into_owned(),
+                        media_type,
+                        size: r.size,
+                        sha256: r.sha256,
+                    });
+                    line
                 }
             };
             if !text.is_empty() {
@@ -987,7 +997,7 @@ impl A2a {
             }
             text.push_str(&line);
         }
-        Ok(text)
+        Ok((text, written))
     }
 
     /// Starts the run a task's row already names. A run the Hub did not take leaves the task

@@ -54,6 +54,7 @@ impl Route {
                 timeout: None,
                 run_id: None,
                 begun: None,
+                files: Vec::new(),
             },
             None => SessionOptions::default(),
         }

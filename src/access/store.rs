@@ -800,6 +800,12 @@ pub(crate) struct RefusalRow {
     pub refusal: super::budget::BudgetRefusal,
 }
 
+/// The budget events since `?1`, oldest first, in the order of `budget_events_by_time` (its
+/// rowid too): ordered by `id`, SQLite read all 1.5 M events of a year to skip the sort, 1.2 s
+/// at each start.
+const BUDGET_ROWS: &str = "SELECT agent_id, kind, at_ms, tokens, cost_micros FROM budget_events
+     WHERE at_ms > ?1 AND kind IN ('turn', 'spawn') ORDER BY at_ms, id";
+
 impl AccessStore {
     /// The budget events of the last day, oldest first: what [`super::budget::Budgets::load`]
     /// counts from after a restart.
@@ -809,10 +815,7 @@ impl AccessStore {
     ) -> Result<Vec<super::budget::BudgetRow>, StateError> {
         use super::budget::{BudgetRow, EventKind};
         self.read(|c| {
-            let mut stmt = c.prepare(
-                "SELECT agent_id, kind, at_ms, tokens, cost_micros FROM budget_events
-                 WHERE at_ms > ?1 AND kind IN ('turn', 'spawn') ORDER BY id",
-            )?;
+            let mut stmt = c.prepare(BUDGET_ROWS)?;
             let rows = stmt.query_map([now_ms - 2 * 86_400_000], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
@@ -1481,6 +1484,27 @@ pub(super) fn forget_begun(c: &rusqlite::Connection, key: &DeliveryKey) -> rusql
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The last day's budget events are found through the index on their time, not by
+    /// reading every event of the year.
+    #[test]
+    fn the_last_days_budget_events_are_read_through_their_index() {
+        let tmp = tempfile::tempdir().unwrap();
+        crate::state::create_for_tests(tmp.path());
+        let conn = rusqlite::Connection::open(StateDir::new(tmp.path()).db()).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {BUDGET_ROWS}"))
+            .unwrap()
+            .query_map([0], |r| r.get(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(
+            plan.iter().any(|l| l.contains("budget_events_by_time"))
+                && !plan.iter().any(|l| l.contains("TEMP B-TREE")),
+            "{plan:?}"
+        );
+    }
 
     fn turn(provenance: Provenance, message_id: Option<&str>, text: &str) -> Turn {
         Turn {

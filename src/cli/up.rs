@@ -25,9 +25,19 @@ Exit codes:
   2  could not run: unreadable or empty config directory, damaged state database; nothing
      was created")]
 pub(super) struct UpArgs {
-    /// Where the HTTP API listens.
-    #[arg(long, default_value = "127.0.0.1:7430", value_name = "ADDR")]
+    /// Where the HTTP API listens (the last one given counts).
+    #[arg(
+        long,
+        default_value = "127.0.0.1:7430",
+        value_name = "ADDR",
+        overrides_with = "listen"
+    )]
     listen: SocketAddr,
+    /// The URL others reach this controller's listener at, when not the listen address
+    /// (behind a proxy, or with --listen 0.0.0.0): the base of the webhooks remote A2A agents
+    /// that cannot stream are given (docs/a2a.md).
+    #[arg(long, value_name = "URL", env = "DEEPCLI_PUBLIC_URL", value_parser = public_url)]
+    public_url: Option<url::Url>,
     /// Log format (RUST_LOG selects what is logged).
     #[arg(long, value_enum, default_value_t = LogFormat::Human)]
     log_format: LogFormat,
@@ -66,6 +76,30 @@ pub(super) struct UpArgs {
     otlp_endpoint: Option<String>,
     #[command(flatten)]
     access: AccessArgs,
+}
+
+/// `--public-url`: an `http` or `https` URL with a host, and nothing a remote must not be
+/// given (credentials) or that a path cannot follow (a query, a fragment).
+fn public_url(text: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(text).map_err(|e| {
+        format!("`{text}` is not a URL ({e}); give the base others reach the listener at, e.g. https://hub.example.com")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!(
+            "`{text}` is not an http or https URL with a host, e.g. https://hub.example.com"
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "`{text}` holds credentials, which every remote it is given would see; leave them out"
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "`{text}` has a query or a fragment; give only the scheme, host, port and path"
+        ));
+    }
+    Ok(url)
 }
 
 /// `up --check-config`: what `up` would refuse at start, found without starting anything.
@@ -307,6 +341,7 @@ pub(super) fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
         config_dir: global.config_dir.clone(),
         load: global.load.clone(),
         listen: args.listen,
+        public_url: args.public_url,
         resync: Duration::from_secs(args.resync.max(1)),
         debounce: Duration::from_millis(args.debounce_ms),
         access: args.access.settings(),
@@ -688,6 +723,25 @@ fn budget_line(b: &Value) -> String {
 mod tests {
     use super::*;
     use crate::controller::client::ClientError;
+
+    #[test]
+    fn a_public_url_is_an_http_base_with_nothing_a_remote_must_not_see() {
+        assert_eq!(
+            public_url("https://hub.example/deepcli/").unwrap().as_str(),
+            "https://hub.example/deepcli/"
+        );
+        assert!(public_url("http://127.0.0.1:7430").is_ok());
+        for (bad, says) in [
+            ("hub.example", "is not a URL"),
+            ("ftp://hub.example", "not an http or https URL"),
+            ("https://me:secret@hub.example", "holds credentials"),
+            ("https://hub.example/?a=1", "a query or a fragment"),
+            ("https://hub.example/#x", "a query or a fragment"),
+        ] {
+            let e = public_url(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn a_budget_at_its_limit_is_said_in_words() {

@@ -40,6 +40,8 @@ pub(crate) struct ControllerOptions {
     pub config_dir: PathBuf,
     pub load: LoadOptions,
     pub listen: SocketAddr,
+    /// Where others reach the listener, when not at `listen` (`--public-url`).
+    pub public_url: Option<url::Url>,
     pub resync: Duration,
     pub debounce: Duration,
     pub access: crate::access::AccessSettings,

@@ -241,7 +241,7 @@ pub(super) fn build(start: Start<'_>) -> Result<Wired, ControllerError> {
         runtime_events,
         permissions,
         options.timings.runtime.clone(),
-        addr,
+        (addr, options.public_url.clone()),
     );
     let heartbeats = super::heartbeat::Heartbeats::new();
     let access_store = AccessStore::open(state)?;

@@ -165,20 +165,24 @@ impl Hub {
         agent: &str,
         session_key: &str,
         message: String,
+        files: Vec<super::store::RunFile>,
     ) -> Result<RunRecord, CallError> {
         if !self.policy().agents.contains_key(agent) {
             return Err(CallError::BadArguments(format!(
                 "there is no agent `{agent}` in the config in force"
             )));
         }
-        Ok(RunRecord::new(
-            RunKind::Send,
-            SOURCE_TOOL,
-            (None, Some(requester(peer))),
-            agent,
-            session_key,
-            message,
-        ))
+        Ok(RunRecord {
+            files,
+            ..RunRecord::new(
+                RunKind::Send,
+                SOURCE_TOOL,
+                (None, Some(requester(peer))),
+                agent,
+                session_key,
+                message,
+            )
+        })
     }
 
     /// Starts run `run` (from [`Hub::a2a_run`]); returns once its message holds its place in

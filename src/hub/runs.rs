@@ -412,7 +412,8 @@ impl Hub {
         let (queued, in_line) = tokio::sync::oneshot::channel();
         let carried = async move {
             let begun = Instant::now();
-            let message = hub.run_message(&run, from.as_ref(), None, None);
+            let mut message = hub.run_message(&run, from.as_ref(), None, None);
+            message.options.files = hub.prompt_files(&run).await;
             let reply = hub.deliver_run(&run, &live, message, Some(queued)).await;
             hub.finish(&run.run_id, begun);
             // A task's messages have their own protocol (tasks_update): no reply-back loop.
@@ -426,6 +427,41 @@ impl Hub {
         // Dropped when the message is in line (or its delivery ended).
         let _ = in_line.await;
         Ok(())
+    }
+
+    /// The files `run`'s message carried, as its prompt gives them to the agent: each read
+    /// back from the agent's workspace, if it is still as it was written.
+    async fn prompt_files(&self, run: &RunRecord) -> Vec<crate::sessions::PromptFile> {
+        if run.files.is_empty() {
+            return Vec::new();
+        }
+        let Some(workspace) = self
+            .policy()
+            .agents
+            .get(&run.target_agent_id)
+            .map(|a| a.workspace.clone())
+        else {
+            return Vec::new();
+        };
+        let files = run.files.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            files
+                .into_iter()
+                .map(|f| crate::sessions::PromptFile {
+                    uri: std::path::absolute(workspace.join(&f.path))
+                        .ok()
+                        .and_then(|at| url::Url::from_file_path(at).ok())
+                        .map_or_else(|| format!("file:{}", f.path), String::from),
+                    bytes: crate::tasks::artifacts::read_received(
+                        &workspace, &f.path, &f.sha256, f.size,
+                    ),
+                    name: f.name,
+                    media_type: f.media_type,
+                    size: f.size,
+                })
+                .collect()
+        });
+        read.await.unwrap_or_default()
     }
 
     /// The message a run carries into its target: its text framed for the model (or
@@ -911,6 +947,7 @@ impl Hub {
             timeout: spawn.timeout,
             run_id: None,
             begun: None,
+            files: Vec::new(),
         };
         let hub = self.clone();
         let parent = parent.clone();

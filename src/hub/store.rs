@@ -8,7 +8,7 @@
 //! every call is short and runs on the blocking pool.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::access::store::{AccessStore, ActivityMark};
 pub(crate) use crate::access::store::{FoundRow, HistoryRow};
@@ -53,6 +53,22 @@ pub(crate) struct RunRecord {
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
     pub updated_at: String,
+    /// The files its message carried, in the target agent's workspace (an A2A peer's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<RunFile>,
+}
+
+/// A file a run's message carried: written into the target agent's workspace when the message
+/// came, given to the agent with the prompt ([`crate::sessions::PromptFile`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RunFile {
+    /// Where it is, relative to the agent's workspace.
+    pub path: String,
+    pub name: String,
+    pub media_type: Option<String>,
+    pub size: u64,
+    pub sha256: String,
 }
 
 impl RunRecord {
@@ -87,11 +103,12 @@ impl RunRecord {
             started_at: None,
             finished_at: None,
             updated_at: now,
+            files: Vec::new(),
         }
     }
 }
 
-const RUN_COLUMNS: &str = "run_id, kind, source_tool, state, requester_agent_id, requester_session_key, target_agent_id, target_session_key, correlation_id, mode, cleanup, timeout_seconds, message, reply, error, created_at, started_at, finished_at, updated_at";
+const RUN_COLUMNS: &str = "run_id, kind, source_tool, state, requester_agent_id, requester_session_key, target_agent_id, target_session_key, correlation_id, mode, cleanup, timeout_seconds, message, reply, error, created_at, started_at, finished_at, updated_at, files";
 
 fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
     Ok(RunRecord {
@@ -114,7 +131,23 @@ fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         started_at: r.get(16)?,
         finished_at: r.get(17)?,
         updated_at: r.get(18)?,
+        files: match r.get_ref(19)?.as_str_or_null()? {
+            Some(json) => serde_json::from_str(json).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(19, rusqlite::types::Type::Text, e.into())
+            })?,
+            None => Vec::new(),
+        },
     })
+}
+
+/// The runs not yet in a final state, oldest first: through the partial index
+/// `hub_runs_unfinished` (migration 30), whose condition this is word for word.
+fn unfinished_query() -> String {
+    format!(
+        "SELECT {RUN_COLUMNS} FROM hub_runs INDEXED BY hub_runs_unfinished
+         WHERE state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain', 'paused')
+         ORDER BY created_at, rowid"
+    )
 }
 
 /// One thing that happened to a run.
@@ -365,7 +398,7 @@ impl HubStore {
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             tx.prepare_cached(&format!(
-                "INSERT INTO hub_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+                "INSERT INTO hub_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
             ))?
             .execute(params![
                     run.run_id,
@@ -386,7 +419,11 @@ impl HubStore {
                     run.created_at,
                     run.started_at,
                     run.finished_at,
-                    run.updated_at
+                    run.updated_at,
+                    (!run.files.is_empty())
+                        .then(|| serde_json::to_string(&run.files))
+                        .transpose()
+                        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?
                 ])?;
             tx.prepare_cached(
                 "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, ?3, ?4)",
@@ -523,11 +560,7 @@ impl HubStore {
     /// Every run not yet in a final state, oldest first (what a restart reconciles).
     pub(crate) fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StateError> {
         self.read(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {RUN_COLUMNS} FROM hub_runs
-                 WHERE state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain', 'paused')
-                 ORDER BY created_at, rowid"
-            ))?;
+            let mut stmt = c.prepare(&unfinished_query())?;
             stmt.query_map([], run_row)?.collect()
         })
     }
@@ -822,6 +855,7 @@ mod tests {
             started_at: None,
             finished_at: None,
             updated_at: now,
+            files: Vec::new(),
         }
     }
 
@@ -845,6 +879,36 @@ mod tests {
         );
         assert_eq!(store.token_owner("sha256:2").unwrap(), None);
         assert_eq!(store.live_tokens().unwrap(), 0);
+    }
+
+    /// The files a run's message carried are read back with it, and a run without any has
+    /// none; an unfinished run is found through its index.
+    #[test]
+    fn a_runs_files_are_kept_with_it() {
+        let (_tmp, store) = store();
+        let file = RunFile {
+            path: ".deepcli/a2a/t/r.txt".into(),
+            name: "r.txt".into(),
+            media_type: Some("text/plain".into()),
+            size: 5,
+            sha256: "ab".repeat(32),
+        };
+        store
+            .insert_run(&RunRecord {
+                files: vec![file.clone()],
+                ..run("with")
+            })
+            .unwrap();
+        store.insert_run(&run("without")).unwrap();
+        assert_eq!(store.run("with").unwrap().unwrap().files, [file]);
+        assert!(store.run("without").unwrap().unwrap().files.is_empty());
+        let unfinished: Vec<String> = store
+            .unfinished_runs()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect();
+        assert_eq!(unfinished.len(), 2);
     }
 
     #[test]

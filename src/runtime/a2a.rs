@@ -1,5 +1,6 @@
 //! A remote A2A agent as a runtime (`runtime.kind: a2a`, docs/a2a.md). Supervision is reading
-//! its Agent Card (`<url>/.well-known/agent-card.json`) now and every few seconds: a card that
+//! its Agent Card (`<url>/.well-known/agent-card.json`, else at the well-known place of the
+//! URL's origin) now and every few seconds: a card that
 //! names this URL with an A2A 1.0 interface — JSON-RPC, else HTTP+JSON, else gRPC — makes the
 //! runtime `ready` (the status shows the card and the binding), anything else `failed` with the
 //! reason. A ready remote is published in [`RemoteMap`] for the Access layer, which prompts it
@@ -34,6 +35,8 @@ pub(crate) type RemoteMap = Arc<Mutex<BTreeMap<String, Arc<Remote>>>>;
 #[derive(Clone, Default)]
 pub(crate) struct PushHooks {
     base: Option<std::net::SocketAddr>,
+    /// The listener's URL as others reach it (`--public-url`), when not at `base`.
+    public: Option<url::Url>,
     open: Arc<Mutex<HashMap<String, Hook>>>,
 }
 
@@ -58,10 +61,12 @@ pub(crate) enum PushTaken {
 pub(crate) const PUSH_PATH: &str = "/a2a-remote-push";
 
 impl PushHooks {
-    /// Webhooks on the listener at `addr`, which their URLs name.
-    pub(crate) fn listening_on(addr: std::net::SocketAddr) -> PushHooks {
+    /// Webhooks on the listener at `addr`, which their URLs name — or `public`, the URL others
+    /// reach that listener at, when given.
+    pub(crate) fn listening_on(addr: std::net::SocketAddr, public: Option<url::Url>) -> PushHooks {
         PushHooks {
             base: Some(addr),
+            public,
             open: Arc::default(),
         }
     }
@@ -103,10 +108,10 @@ impl PushHooks {
     /// yet, an unspecified one, or loopback while the remote is elsewhere).
     fn open_for(&self, remote_url: &str) -> Option<(String, String, OpenHook)> {
         let addr = self.base?;
-        if addr.ip().is_unspecified() {
+        if self.public.is_none() && addr.ip().is_unspecified() {
             return None;
         }
-        if addr.ip().is_loopback() {
+        if self.public.is_none() && addr.ip().is_loopback() {
             let host = remote_url
                 .parse::<tonic::codegen::http::Uri>()
                 .ok()?
@@ -135,7 +140,10 @@ impl PushHooks {
                 updates,
             },
         );
-        let url = format!("http://{addr}{PUSH_PATH}/{id}");
+        let url = match &self.public {
+            Some(public) => format!("{}{PUSH_PATH}/{id}", public.as_str().trim_end_matches('/')),
+            None => format!("http://{addr}{PUSH_PATH}/{id}"),
+        };
         Some((
             url,
             token,
@@ -183,23 +191,36 @@ pub(crate) struct Remote {
     waiting: Mutex<HashMap<String, String>>,
 }
 
-/// tonic's client channel: hyper's client over HTTP/2 cleartext (prior knowledge).
+/// tonic's client channel: hyper's client over HTTP/2 — in cleartext (prior knowledge) to an
+/// `http://` remote, over TLS (rustls, the platform's roots, ALPN `h2`) to an `https://` one.
 type GrpcChannel = hyper_util::client::legacy::Client<
-    hyper_util::client::legacy::connect::HttpConnector,
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
     tonic::body::Body,
 >;
 
 /// The largest gRPC message taken from a remote (an event carrying a task's file inline).
 const GRPC_MESSAGE_LIMIT: usize = 64 << 20;
 
-fn grpc_channel() -> GrpcChannel {
+fn grpc_channel() -> Result<GrpcChannel, String> {
     let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
     // A unary call's trailers are not held back by Nagle's algorithm (a2a.md, Measured).
     connector.set_nodelay(true);
     connector.set_connect_timeout(Some(Duration::from_secs(10)));
-    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .http2_only(true)
-        .build(connector)
+    // `https` URIs go on to the TLS layer.
+    connector.enforce_http(false);
+    // One process-wide TLS provider: ring, as `http_client`'s.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let tls = hyper_rustls::HttpsConnectorBuilder::new()
+        .try_with_platform_verifier()
+        .map_err(|e| format!("cannot load the platform's TLS roots for gRPC: {e}"))?
+        .https_or_http()
+        .enable_http2()
+        .wrap_connector(connector);
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .http2_only(true)
+            .build(tls),
+    )
 }
 
 /// The A2A binding deepcli speaks to a remote: the one its card offers at `runtime.url`, in
@@ -462,11 +483,6 @@ fn check_card(card: &Value, url: &str) -> Result<(Spoken, Value), String> {
         );
     };
     let wire = *wire;
-    if wire == Wire::Grpc && !url.starts_with("http://") {
-        return Err(format!(
-            "the agent card offers `runtime.url` {url} only over gRPC, which deepcli speaks to a remote in cleartext only (an `http://` url): put the remote's gRPC behind http://, or give it a JSON-RPC or HTTP+JSON interface"
-        ));
-    }
     let tenant = interface["tenant"].as_str().unwrap_or_default().to_string();
     let streaming = card["capabilities"]["streaming"].as_bool() != Some(false);
     let push = card["capabilities"]["pushNotifications"].as_bool() == Some(true);
@@ -507,8 +523,9 @@ impl Remote {
         &self,
         session_key: &str,
         text: &str,
+        files: &[super::PromptFile],
     ) -> Result<RemoteAnswer, RemoteFailure> {
-        self.prompt(session_key, text)
+        self.prompt(session_key, text, files)
             .await
             .map_err(|(delivered, why)| match delivered {
                 true => RemoteFailure::Broken(why),
@@ -518,34 +535,60 @@ impl Remote {
 }
 
 impl Remote {
+    /// The remote's card: at `<url>/.well-known/agent-card.json` (a hub's agent, as deepcli
+    /// serves its own), or where that is not found, at the well-known place of `url`'s origin
+    /// (A2A's for a server of one agent).
     async fn card(&self) -> Result<Value, String> {
-        let card_url = format!(
+        let mut places = vec![format!(
             "{}/.well-known/agent-card.json",
             self.url.trim_end_matches('/')
-        );
-        let response = self
-            .http
-            .get(&card_url)
-            .header("A2A-Version", "1.0")
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot read the agent card at {card_url}: {}",
-                    error_chain(&e)
-                )
-            })?;
-        if !response.status().is_success() {
-            return Err(format!(
-                "the agent card at {card_url} answered {}",
-                response.status()
-            ));
+        )];
+        if let Ok(url) = url::Url::parse(&self.url)
+            && let Ok(origin) = url.join("/.well-known/agent-card.json")
+            && origin.as_str() != places[0]
+        {
+            places.push(origin.into());
         }
-        let card: Value = response
-            .json()
-            .await
-            .map_err(|e| format!("the agent card at {card_url} is not JSON: {e}"))?;
+        let mut card = None;
+        for (i, card_url) in places.iter().enumerate() {
+            let response = self
+                .http
+                .get(card_url)
+                .header("A2A-Version", "1.0")
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot read the agent card at {card_url}: {}",
+                        error_chain(&e)
+                    )
+                })?;
+            let status = response.status();
+            if status == reqwest::StatusCode::NOT_FOUND && i + 1 < places.len() {
+                continue;
+            }
+            if !status.is_success() {
+                let also = if i > 0 {
+                    format!(" ({} answered 404)", places[0])
+                } else {
+                    String::new()
+                };
+                return Err(format!(
+                    "the agent card at {card_url} answered {status}{also}"
+                ));
+            }
+            card = Some(
+                response
+                    .json::<Value>()
+                    .await
+                    .map_err(|e| format!("the agent card at {card_url} is not JSON: {e}"))?,
+            );
+            break;
+        }
+        let Some(card) = card else {
+            return Err(format!("no agent card at {}", places.join(" or ")));
+        };
         let (spoken, info) = check_card(&card, &self.url)?;
         if let Ok(mut w) = self.spoken.lock() {
             *w = spoken;
@@ -582,21 +625,36 @@ impl Remote {
         req
     }
 
-    /// Sends `text` as a message in session `session_key`'s context and streams the task to
-    /// its end (or until it asks back). Errors: `Err((delivered, why))`, `delivered` when the
-    /// remote may have started on it.
+    /// Sends `text` as a message in session `session_key`'s context, with `files` as file
+    /// parts (their bytes inline; a file whose bytes are gone is left to the text's line), and
+    /// streams the task to its end (or until it asks back). Errors: `Err((delivered, why))`,
+    /// `delivered` when the remote may have started on it.
     pub(crate) async fn prompt(
         &self,
         session_key: &str,
         text: &str,
+        files: &[super::PromptFile],
     ) -> Result<RemoteAnswer, (bool, String)> {
+        use base64::Engine as _;
         let context = context_id(&self.agent_id, session_key);
         let spoken = self.spoken();
+        let mut parts = vec![json!({"text": text})];
+        for file in files {
+            let Some(bytes) = &file.bytes else { continue };
+            let mut part = json!({
+                "raw": base64::engine::general_purpose::STANDARD.encode(bytes),
+                "filename": file.name,
+            });
+            if let Some(media) = &file.media_type {
+                part["mediaType"] = json!(media);
+            }
+            parts.push(part);
+        }
         let mut message = json!({
             "messageId": uuid::Uuid::new_v4().to_string(),
             "role": "ROLE_USER",
             "contextId": context,
-            "parts": [{"text": text}],
+            "parts": parts,
         });
         let answers = self
             .waiting
@@ -1090,12 +1148,23 @@ pub(super) async fn supervise(
         .connect_timeout(Duration::from_secs(10))
         .build()
         .unwrap_or_default();
+    let grpc = match grpc_channel() {
+        Ok(grpc) => grpc,
+        Err(e) => {
+            report.publish(|s| {
+                s.status = Phase::Failed;
+                s.last_error = Some(e);
+            });
+            let _ = stop.await.map(|ack| ack.send(()));
+            return;
+        }
+    };
     let remote = Arc::new(Remote {
         agent_id: spec.agent_id.clone(),
         url,
         token: token.clone().ok().flatten(),
         http,
-        grpc: grpc_channel(),
+        grpc,
         hooks,
         spoken: Mutex::new(Spoken::default()),
         running: Mutex::new(HashMap::new()),
@@ -1208,7 +1277,7 @@ mod tests {
     }
 
     /// gRPC is spoken where the card offers nothing else at the url (its target as `host:port`
-    /// is that url), with the card's tenant; never over TLS (not built).
+    /// is that url), with the card's tenant; over TLS at an `https` url.
     #[test]
     fn grpc_is_spoken_where_the_card_offers_only_it_with_its_tenant() {
         let grpc = |url: &str| {
@@ -1247,8 +1316,8 @@ mod tests {
                 .0
                 .streaming
         );
-        let tls = check_card(&grpc("https://h:50051"), "https://h:50051").unwrap_err();
-        assert!(tls.contains("cleartext only"), "{tls}");
+        let tls = check_card(&grpc("https://h:50051"), "https://h:50051").unwrap();
+        assert_eq!(tls.0.wire, Wire::Grpc);
         assert!(check_card(&grpc("other:50051"), "http://h:50051").is_err());
     }
 
@@ -1261,7 +1330,7 @@ mod tests {
             hooks.open_for("http://127.0.0.1:9/a2a").is_none(),
             "no listener yet"
         );
-        let hooks = PushHooks::listening_on("127.0.0.1:7430".parse().unwrap());
+        let hooks = PushHooks::listening_on("127.0.0.1:7430".parse().unwrap(), None);
         assert!(
             hooks.open_for("http://agents.example/a2a").is_none(),
             "a loopback listener is not given to a remote elsewhere"
@@ -1298,8 +1367,18 @@ mod tests {
         );
         drop(hook);
         assert_eq!(hooks.take(&id, Some(&token), update), PushTaken::NoSuchHook);
-        let unspecified = PushHooks::listening_on("0.0.0.0:7430".parse().unwrap());
+        let unspecified = PushHooks::listening_on("0.0.0.0:7430".parse().unwrap(), None);
         assert!(unspecified.open_for("http://127.0.0.1:9/a2a").is_none());
+        // With the URL others reach it at (`--public-url`): that URL, for every remote.
+        let public = Some("https://hub.example/deepcli/".parse().unwrap());
+        let behind = PushHooks::listening_on("0.0.0.0:7430".parse().unwrap(), public);
+        for remote in ["http://agents.example/a2a", "http://127.0.0.1:9/a2a"] {
+            let (url, _, _) = behind.open_for(remote).unwrap();
+            assert!(
+                url.starts_with("https://hub.example/deepcli/a2a-remote-push/"),
+                "{url}"
+            );
+        }
     }
 
     #[test]

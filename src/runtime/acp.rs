@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AuthenticateRequest, CancelNotification, ClientCapabilities, CloseSessionRequest, ContentBlock,
-    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, McpServer,
-    NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory,
+    AudioContent, AuthenticateRequest, BlobResourceContents, CancelNotification,
+    ClientCapabilities, CloseSessionRequest, ContentBlock, EmbeddedResource,
+    EmbeddedResourceResource, ImageContent, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, McpServer, NewSessionRequest, PermissionOptionKind, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, ResourceLink,
+    SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory,
     SessionConfigSelectOptions, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    TextResourceContents,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
@@ -427,7 +429,12 @@ impl super::SessionRuntime for AcpHandle {
         })
     }
 
-    fn prompt(&self, session_id: &str, text: String) -> super::PendingPrompt {
+    fn prompt(
+        &self,
+        session_id: &str,
+        text: String,
+        files: &[super::PromptFile],
+    ) -> super::PendingPrompt {
         let (tx, mut notifications) = mpsc::unbounded_channel::<SessionNotification>();
         if let Ok(mut subs) = self.subscribers.lock() {
             subs.insert(session_id.to_string(), tx);
@@ -466,7 +473,12 @@ impl super::SessionRuntime for AcpHandle {
             None
         };
         let cx = self.cx.clone();
-        let request = PromptRequest::new(session_id.to_string(), vec![text.into()]);
+        let blocks = prompt_blocks(
+            text,
+            files,
+            &self.info["agentCapabilities"]["promptCapabilities"],
+        );
+        let request = PromptRequest::new(session_id.to_string(), blocks);
         let answer = Box::pin(async move {
             let r = cx
                 .send_request(request)
@@ -554,6 +566,58 @@ pub(crate) fn reject(req: &RequestPermissionRequest) -> RequestPermissionRespons
 
 fn untyped(method: &str, params: &impl serde::Serialize) -> Result<UntypedMessage, String> {
     UntypedMessage::new(method, params).map_err(|e| format!("cannot encode `{method}`: {e}"))
+}
+
+/// A prompt's content: the text, then each file as the block the agent's
+/// `promptCapabilities` (`caps`) take ([`super::PromptFile`]).
+fn prompt_blocks(
+    text: String,
+    files: &[super::PromptFile],
+    caps: &serde_json::Value,
+) -> Vec<ContentBlock> {
+    use base64::Engine as _;
+    let takes = |what: &str| caps[what].as_bool().unwrap_or(false);
+    let mut blocks = vec![ContentBlock::from(text)];
+    for file in files {
+        let media = file.media_type.as_deref().unwrap_or("");
+        let base64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        let block = match &file.bytes {
+            Some(bytes) if media.starts_with("image/") && takes("image") => {
+                ContentBlock::Image(ImageContent::new(base64(bytes), media).uri(file.uri.clone()))
+            }
+            Some(bytes) if media.starts_with("audio/") && takes("audio") => {
+                ContentBlock::Audio(AudioContent::new(base64(bytes), media))
+            }
+            Some(bytes) if takes("embeddedContext") => {
+                let mime = file.media_type.clone();
+                let resource = match std::str::from_utf8(bytes) {
+                    Ok(text) if is_text(media) => EmbeddedResourceResource::TextResourceContents(
+                        TextResourceContents::new(text, file.uri.clone()).mime_type(mime),
+                    ),
+                    _ => EmbeddedResourceResource::BlobResourceContents(
+                        BlobResourceContents::new(base64(bytes), file.uri.clone()).mime_type(mime),
+                    ),
+                };
+                ContentBlock::Resource(EmbeddedResource::new(resource))
+            }
+            _ => ContentBlock::ResourceLink(
+                ResourceLink::new(file.name.clone(), file.uri.clone())
+                    .mime_type(file.media_type.clone())
+                    .size(i64::try_from(file.size).ok()),
+            ),
+        };
+        blocks.push(block);
+    }
+    blocks
+}
+
+/// Whether content of media type `media` is text to an agent (`text/*`, JSON, XML, YAML).
+fn is_text(media: &str) -> bool {
+    let essence = media.split(';').next().unwrap_or("").trim();
+    essence.starts_with("text/")
+        || ["json", "xml", "yaml"]
+            .iter()
+            .any(|t| essence.ends_with(&format!("/{t}")) || essence.ends_with(&format!("+{t}")))
 }
 
 /// The first `env_var` auth method of an `initialize` answer whose variables are all set.
@@ -713,6 +777,72 @@ pub(crate) async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each file is the block the agent takes: bytes where its capabilities say so, a link to
+    /// the workspace file otherwise, and a link when the bytes are gone.
+    #[test]
+    fn a_file_is_the_content_block_the_agent_takes() {
+        let file = |name: &str, media: &str, bytes: Option<&[u8]>| super::super::PromptFile {
+            name: name.to_string(),
+            uri: format!("file:///w/.deepcli/a2a/t/{name}"),
+            media_type: Some(media.to_string()),
+            size: 3,
+            bytes: bytes.map(<[u8]>::to_vec),
+        };
+        let files = [
+            file("p.png", "image/png", Some(b"PNG")),
+            file("a.ogg", "audio/ogg", Some(b"OGG")),
+            file("r.txt", "text/plain; charset=utf-8", Some(b"abc")),
+            file("d.bin", "application/octet-stream", Some(b"\xff\x00\x01")),
+            file("gone.txt", "text/plain", None),
+        ];
+        let kinds = |caps: serde_json::Value| {
+            let blocks = prompt_blocks("hi".into(), &files, &caps);
+            serde_json::to_value(blocks).unwrap()
+        };
+        let all = kinds(serde_json::json!({"image": true, "audio": true, "embeddedContext": true}));
+        assert_eq!(all[0], serde_json::json!({"type": "text", "text": "hi"}));
+        assert_eq!(
+            all[1],
+            serde_json::json!({"type": "image", "data": "UE5H", "mimeType": "image/png", "uri": "file:///w/.deepcli/a2a/t/p.png"})
+        );
+        assert_eq!(
+            all[2],
+            serde_json::json!({"type": "audio", "data": "T0dH", "mimeType": "audio/ogg"})
+        );
+        assert_eq!(
+            all[3]["resource"],
+            serde_json::json!({"text": "abc", "uri": "file:///w/.deepcli/a2a/t/r.txt", "mimeType": "text/plain; charset=utf-8"})
+        );
+        assert_eq!(all[4]["resource"]["blob"], "/wAB");
+        assert_eq!(
+            all[5],
+            serde_json::json!({"type": "resource_link", "name": "gone.txt", "uri": "file:///w/.deepcli/a2a/t/gone.txt", "mimeType": "text/plain", "size": 3})
+        );
+        // No capabilities: links only (ACP's baseline), never bytes.
+        let none = kinds(serde_json::Value::Null);
+        let types: Vec<&str> = none
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "text",
+                "resource_link",
+                "resource_link",
+                "resource_link",
+                "resource_link",
+                "resource_link"
+            ]
+        );
+        // Images only: the rest embedded is not taken, so linked.
+        let images = kinds(serde_json::json!({"image": true}));
+        assert_eq!(images[1]["type"], "image");
+        assert_eq!(images[3]["type"], "resource_link");
+    }
 
     #[test]
     fn the_model_option_is_found_by_category_or_id() {

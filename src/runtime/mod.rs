@@ -179,6 +179,22 @@ pub(crate) struct OpenedSession {
     pub model: acp::SessionModel,
 }
 
+/// A file given to an agent with a prompt (an A2A peer's, already in its workspace): after the
+/// text, an ACP content block of the kind the agent's `promptCapabilities` take — `image` or
+/// `audio` with its bytes, else an embedded `resource` (`embeddedContext`), else a
+/// `resource_link` to where it is, which every ACP agent takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PromptFile {
+    pub name: String,
+    /// `file://` and its path in the workspace, as the agent sees it.
+    pub uri: String,
+    pub media_type: Option<String>,
+    pub size: u64,
+    /// Its bytes as they were written, or `None` when they are no longer there as written
+    /// (the agent changed or removed the file): then only the link is given.
+    pub bytes: Option<Vec<u8>>,
+}
+
 /// A ready runtime that holds sessions and is prompted in them (ACP), as the turn engine
 /// (`crate::sessions`) sees it: the ACP mechanics live beside the ACP client (`acp.rs`), an
 /// in-memory fake stands in for it in the engine's tests.
@@ -223,8 +239,9 @@ pub(crate) trait SessionRuntime: Send + Sync {
         config_id: &str,
         value: &str,
     ) -> futures_util::future::BoxFuture<'static, Result<(), String>>;
-    /// Sends `text` as a prompt in session `session_id`.
-    fn prompt(&self, session_id: &str, text: String) -> PendingPrompt;
+    /// Sends `text` as a prompt in session `session_id`, with `files` after it as the content
+    /// blocks the agent takes.
+    fn prompt(&self, session_id: &str, text: String, files: &[PromptFile]) -> PendingPrompt;
     /// Asks the runtime to cancel the turn running in session `session_id`; whether it was sent.
     fn cancel(&self, session_id: &str) -> bool;
     /// `session/close`.
@@ -438,12 +455,13 @@ pub(crate) struct Supervisor {
 
 impl Supervisor {
     /// The runtimes' status changes go out on `events`; their permission requests to `asks`;
-    /// remote A2A agents that cannot stream push to webhooks on the listener at `listener`.
+    /// remote A2A agents that cannot stream push to webhooks on the listener at `listener`
+    /// (its address, and the URL others reach it at when that is not its address).
     pub(crate) fn new(
         events: Events,
         asks: acp::PermissionAsks,
         timings: Timings,
-        listener: std::net::SocketAddr,
+        listener: (std::net::SocketAddr, Option<url::Url>),
     ) -> Supervisor {
         Supervisor {
             running: BTreeMap::new(),
@@ -451,7 +469,7 @@ impl Supervisor {
             acp: Arc::default(),
             asks,
             remotes: Arc::default(),
-            hooks: a2a::PushHooks::listening_on(listener),
+            hooks: a2a::PushHooks::listening_on(listener.0, listener.1),
             events,
             timings,
         }

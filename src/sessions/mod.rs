@@ -37,8 +37,8 @@ use crate::runtime::{AcpMap, RuntimeMap, SessionRuntime};
 use crate::snapshot::Snapshot;
 use crate::state::{Provenance, StateError};
 
-pub(crate) use crate::runtime::StopReason;
 pub(crate) use crate::runtime::a2a::RemoteFile;
+pub(crate) use crate::runtime::{PromptFile, StopReason};
 pub(crate) use queue::Place;
 pub(crate) use running::{CancelState, CancelWhy};
 pub(crate) use store::{GivenSection, KnownSession, SessionStore, TurnCount, TurnRecord};
@@ -211,6 +211,8 @@ pub(crate) struct SessionOptions {
     pub run_id: Option<String>,
     /// An inbound message's turn, written down as begun once its budget admits it.
     pub begun: Option<BeginHook>,
+    /// Files given with the prompt, after its text (an A2A peer's).
+    pub files: Vec<PromptFile>,
 }
 
 /// The outcome of [`Sessions::turn`]: the runtime's answer to one prompt.

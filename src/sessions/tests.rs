@@ -203,7 +203,12 @@ impl SessionRuntime for FakeRuntime {
             }
         })
     }
-    fn prompt(&self, session_id: &str, text: String) -> PendingPrompt {
+    fn prompt(
+        &self,
+        session_id: &str,
+        text: String,
+        _files: &[crate::runtime::PromptFile],
+    ) -> PendingPrompt {
         self.prompts
             .lock()
             .unwrap()

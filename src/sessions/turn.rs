@@ -14,7 +14,7 @@ use super::{
     StopReason, TurnCount, TurnError, TurnOutcome, budget, cap, model, system,
 };
 use crate::config::model::RuntimeKind;
-use crate::runtime::SessionRuntime;
+use crate::runtime::{PromptFile, SessionRuntime};
 use crate::state::Provenance;
 
 /// The turn a prompt is: whose, in which session, for which run, cancelled why.
@@ -80,7 +80,7 @@ impl Sessions {
             let turn_seconds = limits.turn_seconds.filter(|limit| *limit < timeout);
             let timeout = turn_seconds.unwrap_or(timeout);
             let answered = match self
-                .prompt_remote(agent_id, session_key, text, timeout)
+                .prompt_remote(agent_id, session_key, (text, &options.files), timeout)
                 .await
             {
                 Err(TurnError::TimedOut {
@@ -140,7 +140,13 @@ impl Sessions {
             reply_bytes: limits.reply_bytes,
         };
         let answered = self
-            .prompt_in(&*handle, &turn, &session_id, prompt_text, timeout)
+            .prompt_in(
+                &*handle,
+                &turn,
+                &session_id,
+                (prompt_text, &options.files),
+                timeout,
+            )
             .await;
         if let Some(turns) = &self.turns {
             turns.ended(session_key);
@@ -489,7 +495,7 @@ impl Sessions {
         handle: &dyn SessionRuntime,
         turn: &TurnRef<'_>,
         session_id: &str,
-        prompt_text: String,
+        (prompt_text, files): (String, &[PromptFile]),
         timeout: Duration,
     ) -> Result<(TurnOutcome, budget::TurnUsage), TurnError> {
         let (agent_id, session_key) = (turn.agent_id, turn.session_key);
@@ -498,7 +504,7 @@ impl Sessions {
             stage: Stage::Prompt,
             message,
         };
-        let pending = handle.prompt(session_id, prompt_text);
+        let pending = handle.prompt(session_id, prompt_text, files);
         let crate::runtime::PendingPrompt {
             answer,
             mut updates,
@@ -592,7 +598,7 @@ impl Sessions {
         &self,
         agent_id: &str,
         session_key: &str,
-        text: &str,
+        (text, files): (&str, &[PromptFile]),
         timeout: Duration,
     ) -> Result<TurnOutcome, TurnError> {
         let Some(remote) = self.remote(agent_id) else {
@@ -603,7 +609,7 @@ impl Sessions {
             });
         };
         let begun = Instant::now();
-        let answered = tokio::time::timeout(timeout, remote.ask(session_key, text)).await;
+        let answered = tokio::time::timeout(timeout, remote.ask(session_key, text, files)).await;
         let failed = |stage, message| TurnError::RuntimeFailed {
             agent_id: agent_id.to_string(),
             stage,

@@ -10,7 +10,7 @@ use super::{Result, StateDir, StateError, now};
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 28] = [
+const MIGRATIONS: [&str; 30] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
@@ -39,6 +39,8 @@ const MIGRATIONS: [&str; 28] = [
     include_str!("search_queue.sql"),
     include_str!("gated_lines.sql"),
     include_str!("cluster.sql"),
+    include_str!("run_files.sql"),
+    include_str!("unfinished_runs.sql"),
 ];
 /// The migration that records who created each directory ([`DirOrigin`]).
 const ORIGINS_MIGRATION: usize = 4;

@@ -367,6 +367,45 @@ pub(crate) fn receive(
     Ok(relative)
 }
 
+/// The bytes of a file [`receive`] wrote, `relative` to `workspace` — if they are still what
+/// was written: reached without a link, a regular file of at most `limit` bytes whose SHA-256
+/// is `sha256`. `None` otherwise (the agent may change its workspace: what it put there is not
+/// the peer's file, and a link it planted is never followed by deepcli).
+pub(crate) fn read_received(
+    workspace: &Path,
+    relative: &str,
+    sha256: &str,
+    limit: u64,
+) -> Option<Vec<u8>> {
+    let parts: Vec<&str> = relative.split('/').collect();
+    let (leaf, dirs) = parts.split_last()?;
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || *p == "." || *p == "..")
+    {
+        return None;
+    }
+    let mut dir = open_root(workspace).ok()?;
+    for part in dirs {
+        dir = open_beneath(&dir, part, false).ok()?;
+    }
+    let fd = openat(
+        &dir,
+        *leaf,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let file = File::from(fd);
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > limit {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes).ok()?;
+    (hex::encode(Sha256::digest(&bytes)) == sha256).then_some(bytes)
+}
+
 /// Writes `source` to `<workspace>/<dirs…>/<name>`, mode 0444, each directory opened beneath
 /// the one before without following a link (made when missing), through a temporary file
 /// renamed over the name. `shown`: the path as errors name it.
@@ -587,6 +626,30 @@ mod tests {
         let e = receive(ws.path(), "t-1", &name, b"hi").unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
         assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    }
+
+    /// A received file is read back only as it was written: not changed, not through a link.
+    #[test]
+    fn a_received_file_is_read_back_only_as_written() {
+        let ws = tempfile::tempdir().unwrap();
+        let at = receive(ws.path(), "t-1", &name("r.txt"), b"the peer's").unwrap();
+        let at = at.to_str().unwrap();
+        let sha = hex::encode(Sha256::digest(b"the peer's"));
+        let read = |limit| read_received(ws.path(), at, &sha, limit);
+        assert_eq!(read(100).as_deref(), Some(&b"the peer's"[..]));
+        assert_eq!(read(3), None, "over the limit");
+        assert_eq!(read_received(ws.path(), "../r.txt", &sha, 100), None);
+        // The agent replaced it: not the peer's any more.
+        let path = ws.path().join(at);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "the agent's").unwrap();
+        assert_eq!(read(100), None);
+        // A link to a file of deepcli's with the same bytes: never followed.
+        let secret = tempfile::tempdir().unwrap();
+        std::fs::write(secret.path().join("s"), "the peer's").unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(secret.path().join("s"), &path).unwrap();
+        assert_eq!(read(100), None);
     }
 
     #[test]

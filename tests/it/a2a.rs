@@ -912,6 +912,19 @@ fn a_remote_whose_card_names_another_url_is_an_error_in_the_status() {
     );
 }
 
+/// A remote that serves its card only at its origin's well-known place (A2A's for a server of
+/// one agent), not under `runtime.url`, is found there and answers.
+#[test]
+fn a_remote_whose_card_is_at_its_origin_is_found_there() {
+    let remote = RemoteAgent::start(&[("A2A_REMOTE_CARD_AT_ROOT", "1")]);
+    let up = remote_up(&remote);
+    up.wait_for("the remote ready", |doc| {
+        Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "ready")
+    });
+    let said = sessions(&up, &["send", "agent:remote:main", "hello"]);
+    assert_eq!(said["reply"], "remote: hello (context turn 1)", "{said:#}");
+}
+
 const ROUTED_CHANNELS: &str = "channels:\n  a2a:\n    dmPolicy: allowlist\n    allowFrom: [partner, vendor]\na2a:\n  expose: [research, writer]\n  peers:\n    partner:\n      token: {source: env, id: PARTNER_TOKEN}\n    vendor:\n      token: {source: env, id: VENDOR_TOKEN}\n    stranger:\n      token: {source: env, id: STRANGER_TOKEN}\n";
 const VENDOR_TOKEN: &str = "vendor-token-0123456789abc";
 const STRANGER_TOKEN: &str = "stranger-token-0123456789";

@@ -403,3 +403,107 @@ fn a_peer_that_takes_only_text_gets_no_file_part_and_a_large_file_is_a_url_for_t
     let (status, _) = get("not-a-token-at-all-0000");
     assert_eq!(status, 401);
 }
+
+/// A peer's files reach the agent as the ACP content blocks its `promptCapabilities` take, with
+/// the bytes the peer sent: an image as `image`, text as an embedded text resource, other bytes
+/// as an embedded blob; to an agent that takes none of them, a `resource_link` to the file in
+/// its workspace (ACP's baseline), never the bytes.
+#[test]
+fn a_peers_files_are_the_content_blocks_the_agent_takes() {
+    let agent = common::sdk_echo_agent();
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: sdk\n      runtime: {{kind: acp, command: [node, \"{a}\"]}}\n    - id: rich\n      runtime: {{kind: acp, command: [node, \"{a}\"], env: {{SDK_ECHO_PROMPT_CAPS: \"image,embeddedContext\"}}}}\n",
+        a = agent.display()
+    );
+    let channels = "a2a:\n  expose: [sdk, rich]\n  peers:\n    partner:\n      token: {source: env, id: PARTNER_TOKEN}\n";
+    let up = Up::start_config(&agents, channels, "bindings: []\n", |c| {
+        c.env("PARTNER_TOKEN", TOKEN);
+    });
+    up.wait_for("both agents ready", |doc| {
+        ["sdk", "rich"]
+            .iter()
+            .all(|a| Up::runtime(doc, a).is_some_and(|r| r["status"] == "ready"))
+    });
+    let png = payload(300, 7);
+    let bin = payload(200, 9);
+    let enc = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let parts = json!([
+        {"text": "blocks"},
+        {"raw": enc(&png), "filename": "shot.png", "mediaType": "image/png"},
+        {"raw": enc(b"line one\n"), "filename": "notes.txt", "mediaType": "text/plain"},
+        {"raw": enc(&bin), "filename": "blob.bin", "mediaType": "application/octet-stream"},
+    ]);
+    let ask = |agent: &str| {
+        let auth = format!("Bearer {TOKEN}");
+        let answer = http(
+            up.addr,
+            "POST",
+            &format!("/a2a/{agent}/"),
+            &[
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+            ],
+            send(parts.clone(), json!({})).to_string().as_bytes(),
+        );
+        let task = answer.body["result"]["task"].clone();
+        assert_eq!(
+            task["status"]["state"], "TASK_STATE_COMPLETED",
+            "{:#}",
+            answer.body
+        );
+        let id = task["id"].as_str().unwrap().to_string();
+        let reply = artifacts(&task).0;
+        let lines: Vec<String> = reply
+            .lines()
+            .skip_while(|l| *l != "blocks:")
+            .skip(1)
+            .map(str::to_string)
+            .collect();
+        (id, lines)
+    };
+    let uri = |agent: &str, id: &str, name: &str| {
+        let ws = std::fs::canonicalize(up.state.join("workspaces").join(agent)).unwrap();
+        format!("file://{}/.deepcli/a2a/{id}/{name}", ws.display())
+    };
+
+    let (id, lines) = ask("rich");
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "image image/png {} 300 {}",
+                uri("rich", &id, "shot.png"),
+                sha256(&png)
+            ),
+            format!(
+                "resource/text text/plain {} 9 {}",
+                uri("rich", &id, "notes.txt"),
+                sha256(b"line one\n")
+            ),
+            format!(
+                "resource/blob application/octet-stream {} 200 {}",
+                uri("rich", &id, "blob.bin"),
+                sha256(&bin)
+            ),
+        ]
+    );
+
+    let (id, lines) = ask("sdk");
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "resource_link image/png {} 300 -",
+                uri("sdk", &id, "shot.png")
+            ),
+            format!(
+                "resource_link text/plain {} 9 -",
+                uri("sdk", &id, "notes.txt")
+            ),
+            format!(
+                "resource_link application/octet-stream {} 200 -",
+                uri("sdk", &id, "blob.bin")
+            ),
+        ]
+    );
+}

@@ -15,12 +15,18 @@ const REMOTE_TOKEN: &str = "remote-secret-token";
 struct PyRemote {
     child: std::process::Child,
     port: u16,
+    /// `https` when it serves over TLS.
+    scheme: &'static str,
     log: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl PyRemote {
     fn start(args: &[&str]) -> PyRemote {
+        PyRemote::start_with(args, &[])
+    }
+
+    fn start_with(args: &[&str], env: &[(&str, &std::path::Path)]) -> PyRemote {
         let dir = tempfile::tempdir().unwrap();
         let port_file = dir.path().join("port");
         let log = dir.path().join("stderr");
@@ -31,6 +37,7 @@ impl PyRemote {
             .arg(&port_file)
             .args(args)
             .env("A2A_REMOTE_TOKEN", REMOTE_TOKEN)
+            .envs(env.iter().copied())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
@@ -42,16 +49,18 @@ impl PyRemote {
             .trim()
             .parse()
             .unwrap();
+        let tls = env.iter().any(|(k, _)| *k == "A2A_REMOTE_TLS_CERT");
         PyRemote {
             child,
             port,
+            scheme: if tls { "https" } else { "http" },
             log,
             _dir: dir,
         }
     }
 
     fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.port)
     }
 
     fn log(&self) -> String {
@@ -67,6 +76,12 @@ impl Drop for PyRemote {
 }
 
 fn up_with(remote: &PyRemote) -> Up {
+    up_trusting(remote, None)
+}
+
+/// [`up_with`], the controller trusting only the CA at `ca` when given (`SSL_CERT_FILE`: the
+/// platform's roots, as rustls reads them on Linux).
+fn up_trusting(remote: &PyRemote, ca: Option<&std::path::Path>) -> Up {
     let agents = format!(
         "agents:\n  list:\n    - id: main\n    - id: remote\n      runtime: {{kind: a2a, url: \"{}\", token: {{source: env, id: REMOTE_TOKEN}}}}\n",
         remote.url()
@@ -74,6 +89,9 @@ fn up_with(remote: &PyRemote) -> Up {
     Up::start_config(&agents, "", "bindings: []\n", |c| {
         c.env("REMOTE_TOKEN", REMOTE_TOKEN)
             .env("DEEPCLI_FAILPOINT_RUNTIME_MS", "a2a_card_every=200");
+        if let Some(ca) = ca {
+            c.env("SSL_CERT_FILE", ca);
+        }
     })
 }
 
@@ -269,4 +287,213 @@ fn a_remote_that_cannot_stream_is_followed_by_its_pushes_or_by_reading_its_task(
             );
         }
     }
+}
+
+/// Behind a proxy or on all addresses (`--listen 0.0.0.0:…`) the listener's own address is no
+/// webhook a remote can use; with `--public-url` the webhook is given under that URL, and the
+/// remote's pushes come back through it.
+#[test]
+fn a_remote_is_given_its_webhook_under_the_public_url() {
+    let remote = PyRemote::start(&["push"]);
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: remote\n      runtime: {{kind: a2a, url: \"{}\", token: {{source: env, id: REMOTE_TOKEN}}}}\n",
+        remote.url()
+    );
+    let up = Up::start_config(&agents, "", "bindings: []\n", |c| {
+        c.args(["--listen", &format!("0.0.0.0:{port}")])
+            .env("DEEPCLI_PUBLIC_URL", format!("http://localhost:{port}/"))
+            .env("REMOTE_TOKEN", REMOTE_TOKEN)
+            .env("DEEPCLI_FAILPOINT_RUNTIME_MS", "a2a_card_every=200");
+    });
+    up.wait_for("the remote ready", |doc| {
+        Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "ready")
+    });
+    let said = sessions(&up, &["send", "agent:remote:main", "hello remote"]);
+    assert_eq!(
+        reply(&said),
+        "remote: hello remote (context turn 1)",
+        "{said:#}"
+    );
+    let log = remote.log();
+    assert!(
+        log.contains(&format!(
+            "pushed to http://localhost:{port}/a2a-remote-push/"
+        )) && !log.contains("call GetTask"),
+        "{log}"
+    );
+}
+
+/// A CA and a certificate it signed for 127.0.0.1, made with `openssl` in `dir`: the CA's
+/// certificate, the server's certificate and key.
+fn certificates(dir: &std::path::Path) -> [std::path::PathBuf; 3] {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    run(&[
+        &["req", "-x509"],
+        &ec[..],
+        &[
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=deepcli test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
+        ],
+    ]
+    .concat());
+    run(&[
+        &["req"],
+        &ec[..],
+        &[
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    ]
+    .concat());
+    std::fs::write(
+        dir.join("ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext",
+    ]);
+    ["ca.pem", "server.pem", "server.key"].map(|f| dir.join(f))
+}
+
+/// A remote whose gRPC interface is at an `https` URL is spoken to over TLS (ALPN `h2`), its
+/// certificate checked against the platform's roots: trusted, it answers; signed by a CA the
+/// controller does not trust, the runtime fails and says why.
+#[test]
+fn a_remote_offering_grpc_over_tls_is_spoken_to_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let [ca, cert, key] = certificates(dir.path());
+    let remote = PyRemote::start_with(
+        &[],
+        &[("A2A_REMOTE_TLS_CERT", &cert), ("A2A_REMOTE_TLS_KEY", &key)],
+    );
+    assert!(remote.url().starts_with("https://"));
+
+    let up = up_trusting(&remote, Some(&ca));
+    let ready = up.wait_for("the remote ready", |doc| {
+        Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "ready")
+    });
+    let card = &Up::runtime(&ready, "remote").unwrap()["info"]["card"];
+    assert_eq!(card["protocolBinding"], "GRPC", "{ready:#}");
+    let said = sessions(&up, &["send", "agent:remote:main", "hello over tls"]);
+    assert_eq!(
+        reply(&said),
+        "remote: hello over tls (context turn 1)",
+        "{said:#}"
+    );
+    assert!(
+        remote
+            .log()
+            .contains("call SendStreamingMessage tenant=py-tenant auth=ok"),
+        "{}",
+        remote.log()
+    );
+    drop(up);
+
+    let untrusting = up_trusting(&remote, None);
+    let failed = untrusting.wait_for("the remote failed", |doc| {
+        Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "failed")
+    });
+    let error = Up::runtime(&failed, "remote").unwrap()["lastError"].to_string();
+    assert!(error.to_lowercase().contains("certificate"), "{error}");
+}
+
+/// A file an A2A peer sends to a remote agent (exposed over A2A itself) goes on to the remote
+/// as a file part with the same bytes.
+#[test]
+fn a_peers_file_goes_on_to_a_remote_agent_as_a_file_part() {
+    use base64::Engine as _;
+    let remote = PyRemote::start(&[]);
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n    - id: remote\n      runtime: {{kind: a2a, url: \"{}\", token: {{source: env, id: REMOTE_TOKEN}}}}\n",
+        remote.url()
+    );
+    let channels = "a2a:\n  expose: [remote]\n  peers:\n    partner:\n      token: {source: env, id: PARTNER_TOKEN}\n";
+    let up = Up::start_config(&agents, channels, "bindings: []\n", |c| {
+        c.env("REMOTE_TOKEN", REMOTE_TOKEN)
+            .env("PARTNER_TOKEN", "partner-token-0123456789")
+            .env("DEEPCLI_FAILPOINT_RUNTIME_MS", "a2a_card_every=200");
+    });
+    up.wait_for("the remote ready", |doc| {
+        Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "ready")
+    });
+    let bytes = b"a file for afar\n";
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [
+            {"text": "take this"},
+            {"raw": base64::engine::general_purpose::STANDARD.encode(bytes), "filename": "far.txt", "mediaType": "text/plain"},
+        ]},
+    }});
+    let answer = common::http(
+        up.addr,
+        "POST",
+        "/a2a/remote/",
+        &[
+            ("authorization", "Bearer partner-token-0123456789"),
+            ("content-type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    let task = &answer.body["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_COMPLETED",
+        "{:#}",
+        answer.body
+    );
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes));
+    let log = remote.log();
+    assert!(
+        log.contains(&format!("file far.txt text/plain {} {sha}", bytes.len())),
+        "{log}"
+    );
 }

@@ -8,7 +8,8 @@
 //
 // Listens on a free loopback port and writes `<port>` to PORT_FILE once listening. Its card
 // names `http://127.0.0.1:<port>/a2a` as the JSON-RPC endpoint, or A2A_REMOTE_CARD_URL when set
-// (a card with a wrong URL). With A2A_REMOTE_BINDING=rest it serves the HTTP+JSON binding there
+// (a card with a wrong URL). The card is at `/a2a/.well-known/agent-card.json`, or with
+// A2A_REMOTE_CARD_AT_ROOT=1 at `/.well-known/agent-card.json` only. With A2A_REMOTE_BINDING=rest it serves the HTTP+JSON binding there
 // instead (the SDK's express REST handler), and its card says so. With A2A_REMOTE_TOKEN set, a
 // call without `Authorization: Bearer <it>` gets 401. Each message is answered by a task:
 //   slow     works until CancelTask (or 60 s), then ends TASK_STATE_CANCELED
@@ -119,7 +120,10 @@ const listener = app.listen(0, "127.0.0.1", () => {
     documentationUrl: "", signatures: [],
   };
   const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor);
-  app.use(`/a2a/${sdk.AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: handler }));
+  // A2A_REMOTE_CARD_AT_ROOT=1: the card at the origin's well-known place only (a server of one
+  // agent), not under /a2a.
+  const cardAt = process.env.A2A_REMOTE_CARD_AT_ROOT === "1" ? `/${sdk.AGENT_CARD_PATH}` : `/a2a/${sdk.AGENT_CARD_PATH}`;
+  app.use(cardAt, agentCardHandler({ agentCardProvider: handler }));
   app.use("/a2a", (req, res, next) => {
     if (token && req.headers.authorization !== `Bearer ${token}`) {
       res.status(401).json({ jsonrpc: "2.0", id: null, error: { code: -32000, message: "wrong token" } });

@@ -10,7 +10,9 @@ It offers the gRPC binding only: its card names one interface, `GRPC` at
 `http://127.0.0.1:<port>` with the tenant `py-tenant`. The card itself is read over HTTP at the
 same port (`/.well-known/agent-card.json`), as a hub serving both on one listener does: a
 connection that opens with HTTP/2's preface goes to the SDK's gRPC server, any other is
-answered the card. Writes `<port>` and a newline to PORT_FILE once listening. With
+answered the card. With A2A_REMOTE_TLS_CERT and A2A_REMOTE_TLS_KEY (PEM files) it serves both
+over TLS (ALPN `h2` and `http/1.1`) and its card names `https://127.0.0.1:<port>`. Writes
+`<port>` and a newline to PORT_FILE once listening. With
 `no-streaming` its card says `capabilities.streaming: false` (the SDK's handler then refuses
 SendStreamingMessage); with `push` too, and `pushNotifications: true`: the SDK's push sender
 (httpx) posts each update of a task to the webhook its message gave. Each message is answered
@@ -21,11 +23,14 @@ by a task:
          (`, task continued` when the message named a task that waited for input)
 On stderr: each call as `call <Method> tenant=<the request's tenant> auth=<ok|wrong>` (the
 token is A2A_REMOTE_TOKEN), `working slow` when a slow task starts, `cancel <taskId>` for each
-cancel, `pushed to <url>` for each push notification sent.
+cancel, `pushed to <url>` for each push notification sent, `file <filename> <mediaType> <size>
+<sha256>` for each file part (bytes) a message carries.
 """
 
 import asyncio
+import hashlib
 import os
+import ssl
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".py-peers"))
@@ -72,6 +77,10 @@ class Executor(AgentExecutor):
                 new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=[context.message])
             )
         await updater.start_work()
+        for part in context.message.parts:
+            if part.HasField("raw"):
+                digest = hashlib.sha256(part.raw).hexdigest()
+                log(f"file {part.filename} {part.media_type} {len(part.raw)} {digest}")
         text = context.get_user_input()
         last = text.strip().split("\n")[-1]
         turn = turns.get(context_id, 0) + 1
@@ -168,8 +177,16 @@ async def main(port_file, streaming, push):
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    tls = None
+    if os.environ.get("A2A_REMOTE_TLS_CERT"):
+        # TLS in front of both: ALPN `h2` (a gRPC client) or `http/1.1` (the card's reader);
+        # what comes through decrypted is told apart as above.
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(os.environ["A2A_REMOTE_TLS_CERT"], os.environ["A2A_REMOTE_TLS_KEY"])
+        tls.set_alpn_protocols(["h2", "http/1.1"])
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=tls)
     port = server.sockets[0].getsockname()[1]
+    scheme = "https" if tls else "http"
     grpc_server = grpc.aio.server()
     grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
     card = AgentCard(
@@ -178,7 +195,7 @@ async def main(port_file, streaming, push):
         version="1.0.0",
         supported_interfaces=[
             AgentInterface(
-                url=f"http://127.0.0.1:{port}",
+                url=f"{scheme}://127.0.0.1:{port}",
                 protocol_binding="GRPC",
                 protocol_version="1.0",
                 tenant="py-tenant",

@@ -23,6 +23,10 @@
 //               `permission: <the optionId chosen, or cancelled>`
 //   crash       exits the process with code 3
 //   cwd         replies `cwd: <the session's working directory>`
+//   blocks      replies `blocks:` and a line per content block of the prompt that is not
+//               text: `<type> <mimeType> <uri> <bytes carried, or a link's size> <their sha256>`
+//               (`resource/text` or `resource/blob` for an embedded resource; `-` for none);
+//               SDK_ECHO_PROMPT_CAPS=image,audio,embeddedContext sets its promptCapabilities
 //   raw         replies `raw: <the prompt as deepcli sent it, but its system section>` (with
 //               the line before a chat message that says who speaks and where, which every
 //               other reply leaves out)
@@ -70,7 +74,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { createRequire } from "node:module";
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
 
@@ -117,6 +121,7 @@ const mcpHttp = process.env.SDK_ECHO_MCP_HTTP === "1";
 const cwds = new Map();
 const list = (name) => (process.env[name] ?? "").split(",").filter((m) => m !== "");
 const models = list("SDK_ECHO_MODELS");
+const promptCaps = list("SDK_ECHO_PROMPT_CAPS");
 const refused = list("SDK_ECHO_REFUSE_MODELS");
 // The model of each session, when models are offered.
 const sessionModels = new Map();
@@ -141,6 +146,28 @@ const text = (prompt) =>
     .map((block) => block.text)
     .join("");
 
+// One line per content block of a prompt that is not text: its type, media type, URI, and
+// the size and SHA-256 of what it carries (`-` where it carries nothing).
+const describeBlocks = (prompt) =>
+  prompt
+    .filter((block) => block.type !== "text")
+    .map((block) => {
+      const resource = block.resource ?? {};
+      const carried =
+        block.data !== undefined
+          ? Buffer.from(block.data, "base64")
+          : resource.blob !== undefined
+            ? Buffer.from(resource.blob, "base64")
+            : resource.text !== undefined
+              ? Buffer.from(resource.text, "utf8")
+              : undefined;
+      const kind = block.type === "resource" ? `resource/${resource.text !== undefined ? "text" : "blob"}` : block.type;
+      const size = carried ? carried.length : (block.size ?? "-");
+      const sha = carried ? createHash("sha256").update(carried).digest("hex") : "-";
+      return `${kind} ${block.mimeType ?? resource.mimeType ?? "-"} ${block.uri ?? resource.uri ?? "-"} ${size} ${sha}`;
+    })
+    .join("\n");
+
 const say = (client, sessionId, chunk) =>
   client.notify(methods.client.session.update, {
     sessionId,
@@ -154,6 +181,7 @@ const app = agent({ name: "sdk-echo" })
       loadSession: !sequential,
       sessionCapabilities: { close: {} },
       mcpCapabilities: { http: mcpHttp, sse: false },
+      promptCapabilities: Object.fromEntries(promptCaps.map((c) => [c, true])),
     },
     agentInfo: { name: "sdk-echo", version: sdkVersion },
     authMethods: [],
@@ -347,6 +375,10 @@ const app = agent({ name: "sdk-echo" })
     }
     if (said.startsWith("cwd")) {
       await say(client, sessionId, `cwd: ${cwds.get(sessionId)}`);
+      return { stopReason: "end_turn" };
+    }
+    if (said.startsWith("blocks")) {
+      await say(client, sessionId, `blocks:\n${describeBlocks(params.prompt)}`);
       return { stopReason: "end_turn" };
     }
     await say(client, sessionId, "echo: ");
