@@ -443,9 +443,9 @@ pub(crate) const WAL_CAP: i64 = 16_384;
 
 /// What a prune does after each batch, on its own connection: copies the WAL back
 /// (`PASSIVE`, blocking no one) and, while the WAL holds more than `cap` frames ([`WAL_CAP`]), starts
-/// it over (`RESTART`, given up at once when another writer or a reader is in it: it holds the
-/// write lock only to copy the frames of the last few milliseconds), trying every 5 ms for up
-/// to `patience`. So the prune writes no faster than its pages are copied back, and the WAL
+/// it over once all of it is copied back (`RESTART`, given up at once when another writer or a
+/// reader is in it: it holds the write lock only to copy the frames of the last few
+/// milliseconds), trying every 5 ms for up to `patience`. So the prune writes no faster than its pages are copied back, and the WAL
 /// stays short. Returns how long it waited, and the longest it held the write lock.
 pub(crate) fn keep_the_wal_short(
     conn: &mut Connection,
@@ -458,12 +458,22 @@ pub(crate) fn keep_the_wal_short(
     loop {
         match checkpoint(conn, "PASSIVE") {
             Ok(Some((log, _))) if log <= cap => break,
+            // A reader still in the WAL kept part of it from being copied back: a restart
+            // could not succeed, and would hold the write lock to find that out.
+            Ok(Some((log, done))) if done < log => {}
             Ok(Some((_, _))) => {
                 let restart = std::time::Instant::now();
                 let unwaiting = conn.busy_handler(None::<fn(i32) -> bool>);
                 let restarted = unwaiting.and_then(|()| checkpoint(conn, "RESTART"));
                 let _ = conn.busy_handler(Some(wait_for_the_lock));
-                held = held.max(restart.elapsed());
+                let took = restart.elapsed();
+                held = held.max(took);
+                if took >= std::time::Duration::from_millis(20) {
+                    tracing::info!(
+                        took_ms = took.as_millis() as u64,
+                        "state: a restart of the WAL held the write lock"
+                    );
+                }
                 if matches!(restarted, Ok(Some(_))) {
                     break;
                 }

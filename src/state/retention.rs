@@ -22,6 +22,8 @@ pub const BATCH: usize = 500;
 const MIN_BATCH: usize = 8;
 /// The rows of the first batch of each table.
 const FIRST_BATCH: usize = 64;
+/// A batch that held the write lock this long is said in the log (what a turn may have waited).
+const SLOW_BATCH: Duration = Duration::from_millis(30);
 /// How long a batch should hold the write lock.
 pub const BATCH_BUDGET: Duration = Duration::from_millis(10);
 
@@ -394,6 +396,14 @@ fn run_step(
         tx.commit()?;
         let held = began.elapsed();
         total += deleted as u64;
+        if held >= SLOW_BATCH {
+            tracing::info!(
+                table,
+                rows = deleted,
+                held_ms = held.as_millis() as u64,
+                "state.retention: a batch held the write lock long"
+            );
+        }
         sizer.took(held);
         pace.after_batch(conn, held);
     }
