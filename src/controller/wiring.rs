@@ -242,6 +242,7 @@ pub(super) fn build(start: Start<'_>) -> Result<Wired, ControllerError> {
         permissions,
         options.timings.runtime.clone(),
         (addr, options.public_url.clone()),
+        crate::runtime::remote_waits::RemoteWaits::open(state)?,
     );
     let heartbeats = super::heartbeat::Heartbeats::new();
     let access_store = AccessStore::open(state)?;

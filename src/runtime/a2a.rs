@@ -187,8 +187,8 @@ pub(crate) struct Remote {
     running: Mutex<HashMap<String, String>>,
     /// The remote task each session's last prompt left waiting for input (or authorization):
     /// the session's next message answers it, in that task (A2A: a message naming a task that
-    /// waits for input continues it), not in a new one.
-    waiting: Mutex<HashMap<String, String>>,
+    /// waits for input continues it), not in a new one. Kept in the state: a restart keeps it.
+    waits: Arc<super::remote_waits::RemoteWaits>,
 }
 
 /// tonic's client channel: hyper's client over HTTP/2 — in cleartext (prior knowledge) to an
@@ -656,11 +656,7 @@ impl Remote {
             "contextId": context,
             "parts": parts,
         });
-        let answers = self
-            .waiting
-            .lock()
-            .ok()
-            .and_then(|mut w| w.remove(session_key));
+        let answers = self.waiting(session_key, None).await;
         if let Some(task) = &answers {
             message["taskId"] = json!(task);
         }
@@ -776,11 +772,34 @@ impl Remote {
                 answer.state.as_str(),
                 "TASK_STATE_INPUT_REQUIRED" | "TASK_STATE_AUTH_REQUIRED"
             )
-            && let Ok(mut waiting) = self.waiting.lock()
         {
-            waiting.insert(session_key.to_string(), task);
+            self.waiting(session_key, Some(task)).await;
         }
         result
+    }
+
+    /// Session `session_key`'s remote task waiting for input: taken (it is being answered), or
+    /// with `Some(task)` recorded. A store that fails is said in the log: the answer then goes
+    /// as a new task.
+    async fn waiting(&self, session_key: &str, task: Option<String>) -> Option<String> {
+        let (waits, agent, key) = (
+            self.waits.clone(),
+            self.agent_id.clone(),
+            session_key.to_string(),
+        );
+        let done = tokio::task::spawn_blocking(move || match task {
+            Some(task) => waits.wait(&agent, &key, &task).map(|()| None),
+            None => waits.take(&agent, &key),
+        })
+        .await;
+        match done {
+            Ok(Ok(task)) => task,
+            Ok(Err(e)) => {
+                tracing::warn!(agent = %self.agent_id, error = %e, "a2a remote: the task waiting for input was not kept");
+                None
+            }
+            Err(_) => None,
+        }
     }
 
     /// `SendStreamingMessage` over JSON-RPC or HTTP+JSON: the Server-Sent Events of its answer,
@@ -1129,7 +1148,7 @@ pub(super) async fn supervise(
     mut stop: oneshot::Receiver<StopAck>,
     mut report: Reporter,
     remotes: RemoteMap,
-    hooks: PushHooks,
+    (hooks, waits): (PushHooks, Arc<super::remote_waits::RemoteWaits>),
     every: Duration,
 ) {
     let Some(url) = spec.url.clone() else {
@@ -1168,7 +1187,7 @@ pub(super) async fn supervise(
         hooks,
         spoken: Mutex::new(Spoken::default()),
         running: Mutex::new(HashMap::new()),
-        waiting: Mutex::new(HashMap::new()),
+        waits,
     });
     report.publish(|s| s.started_at = Some(crate::clock::now()));
     loop {

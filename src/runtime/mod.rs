@@ -13,6 +13,7 @@ pub(crate) mod acp;
 pub(crate) mod budget_report;
 pub(crate) mod log;
 mod process;
+pub(crate) mod remote_waits;
 mod tree;
 
 use std::collections::BTreeMap;
@@ -449,6 +450,7 @@ pub(crate) struct Supervisor {
     asks: acp::PermissionAsks,
     remotes: a2a::RemoteMap,
     hooks: a2a::PushHooks,
+    waits: Arc<remote_waits::RemoteWaits>,
     events: Events,
     timings: Timings,
 }
@@ -462,6 +464,7 @@ impl Supervisor {
         asks: acp::PermissionAsks,
         timings: Timings,
         listener: (std::net::SocketAddr, Option<url::Url>),
+        waits: remote_waits::RemoteWaits,
     ) -> Supervisor {
         Supervisor {
             running: BTreeMap::new(),
@@ -470,6 +473,7 @@ impl Supervisor {
             asks,
             remotes: Arc::default(),
             hooks: a2a::PushHooks::listening_on(listener.0, listener.1),
+            waits: Arc::new(waits),
             events,
             timings,
         }
@@ -524,7 +528,7 @@ impl Supervisor {
                 stop_rx,
                 report,
                 self.remotes.clone(),
-                self.hooks.clone(),
+                (self.hooks.clone(), self.waits.clone()),
                 self.timings.a2a_card_every,
             ))
         } else {

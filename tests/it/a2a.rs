@@ -925,6 +925,33 @@ fn a_remote_whose_card_is_at_its_origin_is_found_there() {
     assert_eq!(said["reply"], "remote: hello (context turn 1)", "{said:#}");
 }
 
+/// A remote's question (`TASK_STATE_INPUT_REQUIRED`) is answered in its task after the
+/// controller restarted: which task waits is kept in the state.
+#[test]
+fn a_remotes_question_is_answered_in_its_task_after_a_restart() {
+    let remote = RemoteAgent::start(&[]);
+    let mut up = remote_up(&remote);
+    let ready = |up: &Up| {
+        up.wait_for("the remote ready", |doc| {
+            Up::runtime(doc, "remote").is_some_and(|r| r["status"] == "ready")
+        });
+    };
+    ready(&up);
+    let asked = sessions(&up, &["send", "agent:remote:main", "ask"]);
+    assert_eq!(asked["reply"], "which one?", "{asked:#}");
+    assert!(up.terminate().success());
+    up.restart(|c| {
+        c.env("REMOTE_TOKEN", "remote-secret-token")
+            .env("DEEPCLI_FAILPOINT_RUNTIME_MS", "a2a_card_every=200");
+    });
+    ready(&up);
+    let answered = sessions(&up, &["send", "agent:remote:main", "this one"]);
+    assert_eq!(
+        answered["reply"], "remote: this one (context turn 2, task continued)",
+        "{answered:#}"
+    );
+}
+
 const ROUTED_CHANNELS: &str = "channels:\n  a2a:\n    dmPolicy: allowlist\n    allowFrom: [partner, vendor]\na2a:\n  expose: [research, writer]\n  peers:\n    partner:\n      token: {source: env, id: PARTNER_TOKEN}\n    vendor:\n      token: {source: env, id: VENDOR_TOKEN}\n    stranger:\n      token: {source: env, id: STRANGER_TOKEN}\n";
 const VENDOR_TOKEN: &str = "vendor-token-0123456789abc";
 const STRANGER_TOKEN: &str = "stranger-token-0123456789";

@@ -334,3 +334,13 @@ CREATE TABLE a2a_push_attempts (
 );
 CREATE INDEX a2a_push_attempts_by_at ON a2a_push_attempts (at);
 CREATE INDEX a2a_push_attempts_by_task ON a2a_push_attempts (task_id);
+
+-- SQLite's migration 31 (remote_waits.sql): a remote A2A agent's task waiting for input, per
+-- session.
+CREATE TABLE remote_waits (
+    agent_id    TEXT NOT NULL,
+    session_key TEXT NOT NULL,
+    task_id     TEXT NOT NULL,
+    at          TEXT NOT NULL,
+    PRIMARY KEY (agent_id, session_key)
+);
