@@ -239,6 +239,9 @@ pub struct Runtime {
     /// `kind: a2a`: the bearer token deepcli sends to the remote agent (a secret reference).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<Secret>,
+    /// `kind: a2a`: the public key (a JWK) the remote's Agent Card must be signed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card_key: Option<Secret>,
 }
 
 /// An environment value: plain text, or a secret reference resolved at spawn time.

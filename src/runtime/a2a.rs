@@ -426,6 +426,118 @@ fn file_of(part: &Value) -> Option<String> {
     Some(said)
 }
 
+/// The public key a remote's Agent Card must be signed with (`runtime.cardKey`, a JWK).
+#[derive(Debug, Clone)]
+pub(crate) enum CardKey {
+    /// ES256: the uncompressed point.
+    P256(Vec<u8>),
+    /// EdDSA.
+    Ed25519(Vec<u8>),
+    /// RS256 or PS256: modulus and exponent.
+    Rsa { n: Vec<u8>, e: Vec<u8> },
+}
+
+impl CardKey {
+    /// A JWK (JSON): `EC` on P-256, `OKP` on Ed25519, or `RSA`.
+    pub(crate) fn parse(text: &str) -> Result<CardKey, String> {
+        let jwk: Value =
+            serde_json::from_str(text.trim()).map_err(|e| format!("not a JWK (JSON): {e}"))?;
+        let part = |name: &str| -> Result<Vec<u8>, String> {
+            let text = jwk[name]
+                .as_str()
+                .ok_or_else(|| format!("the JWK has no `{name}`"))?;
+            base64_url(text).map_err(|e| format!("the JWK's `{name}` is not base64url: {e}"))
+        };
+        match (jwk["kty"].as_str(), jwk["crv"].as_str()) {
+            (Some("EC"), Some("P-256")) => {
+                let mut point = vec![4];
+                point.extend(part("x")?);
+                point.extend(part("y")?);
+                Ok(CardKey::P256(point))
+            }
+            (Some("OKP"), Some("Ed25519")) => Ok(CardKey::Ed25519(part("x")?)),
+            (Some("RSA"), _) => Ok(CardKey::Rsa {
+                n: part("n")?,
+                e: part("e")?,
+            }),
+            (kty, crv) => Err(format!(
+                "a JWK of kty {} and crv {} is not taken: give an EC P-256, an OKP Ed25519 or an RSA public key",
+                kty.unwrap_or("(none)"),
+                crv.unwrap_or("(none)")
+            )),
+        }
+    }
+
+    /// At least one of `card`'s signatures (A2A's `signatures`: JWS over the card without
+    /// them, canonicalized by RFC 8785) verifies with this key.
+    fn check(&self, card: &Value) -> Result<(), String> {
+        use base64::Engine as _;
+        let signatures = card["signatures"].as_array().cloned().unwrap_or_default();
+        if signatures.is_empty() {
+            return Err(
+                "the agent card is not signed, and runtime.cardKey asks for a signature".into(),
+            );
+        }
+        let mut unsigned = card.clone();
+        if let Some(map) = unsigned.as_object_mut() {
+            map.remove("signatures");
+        }
+        let payload = serde_jcs::to_vec(&unsigned)
+            .map_err(|e| format!("the agent card cannot be canonicalized: {e}"))?;
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(payload);
+        let mut why = Vec::new();
+        for signature in &signatures {
+            match self.verify(signature, &payload) {
+                Ok(()) => return Ok(()),
+                Err(e) => why.push(e),
+            }
+        }
+        Err(format!(
+            "no signature of the agent card verifies with runtime.cardKey ({})",
+            why.join("; ")
+        ))
+    }
+
+    fn verify(&self, signature: &Value, payload: &str) -> Result<(), String> {
+        use ring::signature as sig;
+        let protected = signature["protected"].as_str().unwrap_or_default();
+        let header: Value = base64_url(protected)
+            .ok()
+            .and_then(|h| serde_json::from_slice(&h).ok())
+            .ok_or("its protected header is not base64url JSON")?;
+        let alg = header["alg"].as_str().unwrap_or_default();
+        let bytes = base64_url(signature["signature"].as_str().unwrap_or_default())
+            .map_err(|_| "its signature is not base64url".to_string())?;
+        let input = format!("{protected}.{payload}");
+        let checked = match (self, alg) {
+            (CardKey::P256(point), "ES256") => {
+                sig::UnparsedPublicKey::new(&sig::ECDSA_P256_SHA256_FIXED, point)
+                    .verify(input.as_bytes(), &bytes)
+            }
+            (CardKey::Ed25519(key), "EdDSA" | "Ed25519") => {
+                sig::UnparsedPublicKey::new(&sig::ED25519, key).verify(input.as_bytes(), &bytes)
+            }
+            (CardKey::Rsa { n, e }, "RS256") => sig::RsaPublicKeyComponents { n, e }.verify(
+                &sig::RSA_PKCS1_2048_8192_SHA256,
+                input.as_bytes(),
+                &bytes,
+            ),
+            (CardKey::Rsa { n, e }, "PS256") => sig::RsaPublicKeyComponents { n, e }.verify(
+                &sig::RSA_PSS_2048_8192_SHA256,
+                input.as_bytes(),
+                &bytes,
+            ),
+            (_, alg) => return Err(format!("alg `{alg}` is not the key's")),
+        };
+        checked.map_err(|_| format!("the {alg} signature does not verify"))
+    }
+}
+
+fn base64_url(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text.trim_end_matches('='))
+}
+
 fn same_url(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
 }
@@ -538,7 +650,7 @@ impl Remote {
     /// The remote's card: at `<url>/.well-known/agent-card.json` (a hub's agent, as deepcli
     /// serves its own), or where that is not found, at the well-known place of `url`'s origin
     /// (A2A's for a server of one agent).
-    async fn card(&self) -> Result<Value, String> {
+    async fn card(&self, key: Option<&CardKey>) -> Result<Value, String> {
         let mut places = vec![format!(
             "{}/.well-known/agent-card.json",
             self.url.trim_end_matches('/')
@@ -589,7 +701,13 @@ impl Remote {
         let Some(card) = card else {
             return Err(format!("no agent card at {}", places.join(" or ")));
         };
-        let (spoken, info) = check_card(&card, &self.url)?;
+        if let Some(key) = key {
+            key.check(&card)?;
+        }
+        let (spoken, mut info) = check_card(&card, &self.url)?;
+        if key.is_some() {
+            info["card"]["signatureVerified"] = json!(true);
+        }
         if let Ok(mut w) = self.spoken.lock() {
             *w = spoken;
         }
@@ -1163,6 +1281,14 @@ pub(super) async fn supervise(
         None => Ok(None),
         Some(r) => crate::runtime::resolve_token(r).map(Some),
     };
+    // A public key: written inline in agents.yaml, or where a reference says.
+    let card_key = match &spec.card_key {
+        None => Ok(None),
+        Some(crate::config::model::Secret::Inline(jwk)) => CardKey::parse(jwk).map(Some),
+        Some(r) => crate::runtime::resolve_token(r)
+            .and_then(|text| CardKey::parse(secrecy::ExposeSecret::expose_secret(&text)))
+            .map(Some),
+    };
     let http = crate::http_client::builder()
         .connect_timeout(Duration::from_secs(10))
         .build()
@@ -1191,9 +1317,10 @@ pub(super) async fn supervise(
     });
     report.publish(|s| s.started_at = Some(crate::clock::now()));
     loop {
-        let checked = match &token {
-            Err(e) => Err(format!("runtime.token: {e}")),
-            Ok(_) => remote.card().await,
+        let checked = match (&token, &card_key) {
+            (Err(e), _) => Err(format!("runtime.token: {e}")),
+            (_, Err(e)) => Err(format!("runtime.cardKey: {e}")),
+            (Ok(_), Ok(key)) => remote.card(key.as_ref()).await,
         };
         match checked {
             Ok(info) => {
@@ -1338,6 +1465,60 @@ mod tests {
         let tls = check_card(&grpc("https://h:50051"), "https://h:50051").unwrap();
         assert_eq!(tls.0.wire, Wire::Grpc);
         assert!(check_card(&grpc("other:50051"), "http://h:50051").is_err());
+    }
+
+    /// A card is taken when one of its signatures verifies with the configured key over the
+    /// card without them, canonicalized (RFC 8785) — not when it was changed after signing,
+    /// not signed, or signed with another algorithm.
+    #[test]
+    fn a_card_is_taken_only_with_a_signature_that_verifies() {
+        use base64::Engine as _;
+        use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+        let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .unwrap();
+        let point = pair.public_key().as_ref();
+        let jwk =
+            json!({"kty": "EC", "crv": "P-256", "x": b64(&point[1..33]), "y": b64(&point[33..])});
+        let key = CardKey::parse(&jwk.to_string()).unwrap();
+        // Keys in an order JCS changes, and text it keeps as it is.
+        let card = json!({"name": "R", "description": "Ünïcode \"q\"", "capabilities": {"streaming": true}, "version": "1.0.0"});
+        let sign = |card: &Value, alg: &str| {
+            let protected = b64(json!({"alg": alg, "kid": "k1"}).to_string().as_bytes());
+            let payload = b64(&serde_jcs::to_vec(card).unwrap());
+            let signature = pair
+                .sign(&rng, format!("{protected}.{payload}").as_bytes())
+                .unwrap();
+            json!({"protected": protected, "signature": b64(signature.as_ref())})
+        };
+        let mut signed = card.clone();
+        signed["signatures"] = json!([sign(&card, "ES256")]);
+        key.check(&signed).unwrap();
+
+        let mut changed = signed.clone();
+        changed["description"] = json!("another");
+        let e = key.check(&changed).unwrap_err();
+        assert!(e.contains("does not verify"), "{e}");
+        let e = key.check(&card).unwrap_err();
+        assert!(e.contains("not signed"), "{e}");
+        let mut other_alg = card.clone();
+        other_alg["signatures"] = json!([sign(&card, "RS256")]);
+        assert!(key.check(&other_alg).unwrap_err().contains("alg `RS256`"));
+        // Two signatures: one that verifies is enough.
+        let mut two = card.clone();
+        two["signatures"] = json!([{"protected": "e30", "signature": "AA"}, sign(&card, "ES256")]);
+        key.check(&two).unwrap();
+
+        let e =
+            CardKey::parse(r#"{"kty": "EC", "crv": "P-384", "x": "AA", "y": "AA"}"#).unwrap_err();
+        assert!(e.contains("is not taken"), "{e}");
+        assert!(
+            CardKey::parse("not json")
+                .unwrap_err()
+                .contains("not a JWK")
+        );
     }
 
     /// A webhook takes an update only with its token, only while its prompt holds it open,

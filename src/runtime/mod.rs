@@ -275,6 +275,8 @@ pub(crate) struct RuntimeSpec {
     /// `kind: a2a`: the remote agent's endpoint and the token deepcli sends it.
     pub url: Option<String>,
     pub token: Option<Secret>,
+    /// `kind: a2a`: where the key the remote's card must be signed with is.
+    pub card_key: Option<Secret>,
     /// Names of the controller's environment passed on as they are (`runtime.inheritEnv`).
     pub inherit_env: Vec<String>,
     /// The sandbox it runs in; `None`: `sandbox.mode: off`.
@@ -346,6 +348,7 @@ impl RuntimeSpec {
             spec_hash: spec_hash(runtime, &agent.workspace),
             url: runtime.url.clone(),
             token: runtime.token.clone(),
+            card_key: runtime.card_key.clone(),
             inherit_env: runtime.inherit_env.clone(),
             sandbox,
             run_dir,

@@ -693,6 +693,7 @@ mod tests {
             spec_hash: String::new(),
             url: None,
             token: None,
+            card_key: None,
             inherit_env: Vec::new(),
             sandbox: None,
             run_dir: None,

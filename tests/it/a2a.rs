@@ -722,6 +722,11 @@ impl RemoteAgent {
         format!("http://127.0.0.1:{}/a2a", self.port)
     }
 
+    /// The public JWK its card is signed with (started with `A2A_REMOTE_SIGN=1`).
+    fn card_key(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("port.jwk")).unwrap()
+    }
+
     fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -949,6 +954,69 @@ fn a_remotes_question_is_answered_in_its_task_after_a_restart() {
     assert_eq!(
         answered["reply"], "remote: this one (context turn 2, task continued)",
         "{answered:#}"
+    );
+}
+
+/// `runtime.cardKey`: a remote whose card (signed by the JS remote itself, RFC 8785 over the
+/// card as served) verifies with the key answers; one whose card changed after signing, or
+/// that is not signed, is `failed` with the reason and takes no message.
+#[test]
+fn a_remotes_card_must_verify_with_its_card_key() {
+    let signed = RemoteAgent::start(&[("A2A_REMOTE_SIGN", "1")]);
+    let tampered = RemoteAgent::start(&[("A2A_REMOTE_SIGN", "1"), ("A2A_REMOTE_SIGN_TAMPER", "1")]);
+    let unsigned = RemoteAgent::start(&[]);
+    let keys = tempfile::tempdir().unwrap();
+    let key_file = keys.path().join("signed.jwk");
+    std::fs::write(&key_file, signed.card_key()).unwrap();
+    let agent = |id: &str, remote: &RemoteAgent, key: &str| {
+        format!(
+            "    - id: {id}\n      runtime: {{kind: a2a, url: \"{}\", token: {{source: env, id: REMOTE_TOKEN}}, cardKey: {key}}}\n",
+            remote.url()
+        )
+    };
+    let inline = |remote: &RemoteAgent| format!("'{}'", remote.card_key());
+    let agents = format!(
+        "agents:\n  list:\n    - id: main\n{}{}{}",
+        agent(
+            "signed",
+            &signed,
+            &format!("{{source: file, path: \"{}\"}}", key_file.display())
+        ),
+        agent("tampered", &tampered, &inline(&tampered)),
+        agent("unsigned", &unsigned, &inline(&signed)),
+    );
+    let up = Up::start_config(&agents, "", "bindings: []\n", |c| {
+        c.env("REMOTE_TOKEN", "remote-secret-token")
+            .env("DEEPCLI_FAILPOINT_RUNTIME_MS", "a2a_card_every=200");
+    });
+    let doc = up.wait_for("each remote checked", |doc| {
+        Up::runtime(doc, "signed").is_some_and(|r| r["status"] == "ready")
+            && ["tampered", "unsigned"]
+                .iter()
+                .all(|a| Up::runtime(doc, a).is_some_and(|r| r["status"] == "failed"))
+    });
+    let signed_status = Up::runtime(&doc, "signed").unwrap();
+    assert_eq!(
+        signed_status["info"]["card"]["signatureVerified"], true,
+        "{signed_status:#}"
+    );
+    let why = |id: &str| Up::runtime(&doc, id).unwrap()["lastError"].to_string();
+    assert!(
+        why("tampered").contains("the ES256 signature does not verify"),
+        "{}",
+        why("tampered")
+    );
+    assert!(
+        why("unsigned").contains("not signed"),
+        "{}",
+        why("unsigned")
+    );
+    let said = sessions(&up, &["send", "agent:signed:main", "hello"]);
+    assert_eq!(said["reply"], "remote: hello (context turn 1)", "{said:#}");
+    let refused = sessions(&up, &["send", "agent:tampered:main", "hello"]);
+    assert!(
+        refused.to_string().contains("cannot take messages now"),
+        "{refused:#}"
     );
 }
 

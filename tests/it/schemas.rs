@@ -218,6 +218,10 @@ const KEYS: &[(&str, Acts)] = &[
         Enforced("runtime::a2a: the bearer token sent to the remote agent"),
     ),
     (
+        "agents.list[].runtime.cardKey",
+        Enforced("runtime::a2a: the remote's card must carry a signature that verifies with it"),
+    ),
+    (
         "agents.list[].tools",
         NotEnforced("deepcli passes no tool policy to a runtime"),
     ),

@@ -9,7 +9,9 @@
 // Listens on a free loopback port and writes `<port>` to PORT_FILE once listening. Its card
 // names `http://127.0.0.1:<port>/a2a` as the JSON-RPC endpoint, or A2A_REMOTE_CARD_URL when set
 // (a card with a wrong URL). The card is at `/a2a/.well-known/agent-card.json`, or with
-// A2A_REMOTE_CARD_AT_ROOT=1 at `/.well-known/agent-card.json` only. With A2A_REMOTE_BINDING=rest it serves the HTTP+JSON binding there
+// A2A_REMOTE_CARD_AT_ROOT=1 at `/.well-known/agent-card.json` only.
+// With A2A_REMOTE_SIGN=1 its card is signed (ES256, a key made at start, the public JWK written
+// to PORT_FILE.jwk); A2A_REMOTE_SIGN_TAMPER=1 changes the card after signing. With A2A_REMOTE_BINDING=rest it serves the HTTP+JSON binding there
 // instead (the SDK's express REST handler), and its card says so. With A2A_REMOTE_TOKEN set, a
 // call without `Authorization: Bearer <it>` gets 401. Each message is answered by a task:
 //   slow     works until CancelTask (or 60 s), then ends TASK_STATE_CANCELED
@@ -106,7 +108,7 @@ const executor = {
 const app = express();
 const token = process.env.A2A_REMOTE_TOKEN;
 const rest = process.env.A2A_REMOTE_BINDING === "rest";
-const listener = app.listen(0, "127.0.0.1", () => {
+const listener = app.listen(0, "127.0.0.1", async () => {
   const port = listener.address().port;
   const url = process.env.A2A_REMOTE_CARD_URL || `http://127.0.0.1:${port}/a2a`;
   const card = {
@@ -133,5 +135,34 @@ const listener = app.listen(0, "127.0.0.1", () => {
   });
   const serve = rest ? restHandler : jsonRpcHandler;
   app.use("/a2a", serve({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
+  if (process.env.A2A_REMOTE_SIGN === "1") {
+    await signCard(card, `http://127.0.0.1:${port}${cardAt}`, `${process.argv[2]}.jwk`);
+  }
   writeFileSync(process.argv[2], String(port));
 });
+
+// Signs the card as it is served (A2A 1.0: a JWS, ES256, whose payload is the served card
+// without `signatures`, canonicalized by RFC 8785 — keys sorted, JSON.stringify's strings and
+// numbers), with a key made here; its public JWK goes to `jwkFile`. With
+// A2A_REMOTE_SIGN_TAMPER=1 the description changes after signing.
+async function signCard(card, url, jwkFile) {
+  const { generateKeyPairSync, sign } = await import("node:crypto");
+  const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  const served = await (await fetch(url)).json();
+  delete served.signatures;
+  const canonical = (v) =>
+    Array.isArray(v)
+      ? `[${v.map(canonical).join(",")}]`
+      : v !== null && typeof v === "object"
+        ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(",")}}`
+        : JSON.stringify(v);
+  const b64 = (bytes) => Buffer.from(bytes).toString("base64url");
+  const header = b64(JSON.stringify({ alg: "ES256", kid: "remote-1" }));
+  const input = `${header}.${b64(canonical(served))}`;
+  const signature = sign("sha256", Buffer.from(input), { key: privateKey, dsaEncoding: "ieee-p1363" });
+  card.signatures = [{ protected: header, signature: b64(signature) }];
+  if (process.env.A2A_REMOTE_SIGN_TAMPER === "1") {
+    card.description = "changed after signing";
+  }
+  writeFileSync(jwkFile, JSON.stringify(publicKey.export({ format: "jwk" })));
+}
