@@ -704,7 +704,10 @@ impl RemoteAgent {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        common::wait_until("the remote A2A agent listening", || port_file.exists());
+        // Its port whole: the file exists before the write that fills it.
+        common::wait_until("the remote A2A agent listening", || {
+            std::fs::read_to_string(&port_file).is_ok_and(|p| p.trim().parse::<u16>().is_ok())
+        });
         let port = std::fs::read_to_string(&port_file)
             .unwrap()
             .trim()
