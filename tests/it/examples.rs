@@ -290,7 +290,12 @@ fn walk(name: &str) {
                 .and_then(|(_, rest)| rest.split_whitespace().next())
                 .expect("the up command names its --state-dir");
             // Healthy, the config applied, every runtime ready: what a person sees before
-            // typing the next command.
+            // typing the next command. A config with runtimes shows them once the supervisor
+            // has them (`runtimes none` a moment before, which is not ready).
+            let agents =
+                std::fs::read_to_string(tmp.path().join("examples").join(name).join("agents.yaml"))
+                    .unwrap_or_default();
+            let runs_runtimes = agents.contains("runtime:");
             let ready = |o: std::process::Output| {
                 let status = String::from_utf8_lossy(&o.stdout).into_owned();
                 status.starts_with("health       healthy")
@@ -301,6 +306,7 @@ fn walk(name: &str) {
                         .lines()
                         .filter(|l| l.starts_with("runtime "))
                         .all(|l| l.contains(" ready "))
+                    && !(runs_runtimes && status.contains("runtimes     none"))
             };
             let deadline = Instant::now() + Duration::from_secs(30);
             while !sh(&format!("deepcli --state-dir {state} status"))
