@@ -393,6 +393,7 @@ fn run_step(
             &format!("DELETE FROM {table} WHERE {key} IN ({among})"),
             params_from_iter(&keys),
         )?;
+        let committing = Instant::now();
         tx.commit()?;
         let held = began.elapsed();
         total += deleted as u64;
@@ -401,6 +402,7 @@ fn run_step(
                 table,
                 rows = deleted,
                 held_ms = held.as_millis() as u64,
+                commit_ms = committing.elapsed().as_millis() as u64,
                 "state.retention: a batch held the write lock long"
             );
         }
