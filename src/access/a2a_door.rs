@@ -87,9 +87,7 @@ impl Access {
                 let sender = peer.to_string();
                 let paired = self
                     .blocking(move |store| {
-                        store.write_db(|c| {
-                            records::is_paired(&*c, CHANNEL, DEFAULT_ACCOUNT, &sender)
-                        })
+                        store.write(|c| records::is_paired(&*c, CHANNEL, DEFAULT_ACCOUNT, &sender))
                     })
                     .await?;
                 if paired {

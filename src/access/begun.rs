@@ -7,10 +7,10 @@
 //! again, however often its platform or the adapter's inbox hands it in. The turn counts
 //! against the agent's budgets like any other.
 
-use rusqlite::params;
 use serde_json::{Value, json};
 
 use super::store::{AccessStore, DeliveryKey, Turn};
+use crate::state::db::{Query, params};
 use crate::state::{Provenance, StateError};
 
 /// An inbound turn about to be prompted.
@@ -46,27 +46,30 @@ impl AccessStore {
     /// Writes `turn` down as begun, at `at_ms` (when its budget admitted it).
     pub(crate) fn begin_turn(&self, turn: &BegunTurn, at_ms: i64) -> Result<(), StateError> {
         let k = &turn.key;
-        self.with(|c| {
-            c.prepare_cached(
-                "INSERT OR REPLACE INTO turns_started (channel, account_id, peer_kind, peer_id, thread_id, message_id,
+        self.write(|c| {
+            c.execute(
+                "INSERT INTO turns_started (channel, account_id, peer_kind, peer_id, thread_id, message_id,
                      session_key, agent_id, at_ms, route, sender, text, at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-            )?
-            .execute(params![
-                k.channel,
-                k.account_id,
-                k.peer_kind,
-                k.peer_id,
-                k.thread_id,
-                k.message_id,
-                turn.session_key,
-                turn.agent_id,
-                at_ms,
-                turn.route.to_string(),
-                turn.sender.as_ref().map(Value::to_string),
-                turn.text,
-                crate::clock::now()
-            ])
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                 ON CONFLICT (channel, account_id, peer_kind, peer_id, thread_id, message_id) DO UPDATE SET
+                     session_key = excluded.session_key, agent_id = excluded.agent_id, at_ms = excluded.at_ms,
+                     route = excluded.route, sender = excluded.sender, text = excluded.text, at = excluded.at",
+                params![
+                    k.channel,
+                    k.account_id,
+                    k.peer_kind,
+                    k.peer_id,
+                    k.thread_id,
+                    k.message_id,
+                    turn.session_key,
+                    turn.agent_id,
+                    at_ms,
+                    turn.route.to_string(),
+                    turn.sender.as_ref().map(Value::to_string),
+                    turn.text,
+                    crate::clock::now()
+                ],
+            )
             .map(drop)
         })
     }
@@ -74,40 +77,40 @@ impl AccessStore {
     /// Takes a begun turn out without a delivery: its prompt never reached the agent, or
     /// failed in a way the caller retries.
     pub(crate) fn forget_turn(&self, key: &DeliveryKey) -> Result<(), StateError> {
-        self.with(|c| super::store::forget_begun(c, key).map(drop))
+        self.write(|c| super::store::forget_begun(&*c, key).map(drop))
     }
 
     /// Settles every turn the last controller began and did not see end: each becomes an
     /// `uncertain` delivery with its transcript rows and its budget turn, in one transaction
     /// per turn. Returns how many there were. Runs before anything is served.
     pub(crate) fn settle_begun_turns(&self) -> Result<usize, StateError> {
-        let begun = self.with(|c| {
-            let mut stmt = c.prepare(
+        let begun = self.write(|c| {
+            c.query_map(
                 "SELECT channel, account_id, peer_kind, peer_id, thread_id, message_id,
                      session_key, agent_id, at_ms, route, sender, text
                  FROM turns_started ORDER BY at_ms",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    BegunTurn {
-                        key: DeliveryKey {
-                            channel: r.get(0)?,
-                            account_id: r.get(1)?,
-                            peer_kind: r.get(2)?,
-                            peer_id: r.get(3)?,
-                            thread_id: r.get(4)?,
-                            message_id: r.get(5)?,
+                params![],
+                |r| {
+                    Ok((
+                        BegunTurn {
+                            key: DeliveryKey {
+                                channel: r.get(0)?,
+                                account_id: r.get(1)?,
+                                peer_kind: r.get(2)?,
+                                peer_id: r.get(3)?,
+                                thread_id: r.get(4)?,
+                                message_id: r.get(5)?,
+                            },
+                            session_key: r.get(6)?,
+                            agent_id: r.get(7)?,
+                            route: parse(r.get::<String>(9)?),
+                            sender: r.get::<Option<String>>(10)?.map(parse),
+                            text: r.get(11)?,
                         },
-                        session_key: r.get(6)?,
-                        agent_id: r.get(7)?,
-                        route: parse(r.get::<_, String>(9)?),
-                        sender: r.get::<_, Option<String>>(10)?.map(parse),
-                        text: r.get(11)?,
-                    },
-                    r.get::<_, i64>(8)?,
-                ))
-            })?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
+                        r.get::<i64>(8)?,
+                    ))
+                },
+            )
         })?;
         for (turn, at_ms) in &begun {
             let response = uncertain_response(&turn.route, &turn.session_key).to_string();
@@ -146,7 +149,7 @@ fn parse(text: String) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::StateDir;
+    use crate::access::store::on_both_backends;
 
     fn key(message_id: &str) -> DeliveryKey {
         DeliveryKey {
@@ -175,37 +178,42 @@ mod tests {
     /// leaves nothing to settle.
     #[test]
     fn a_turn_left_begun_is_settled_uncertain_and_counted() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
-        store.begin_turn(&begun("m1"), 1_000).unwrap();
-        store.begin_turn(&begun("m2"), 2_000).unwrap();
-        // m2 ended: its outcome recorded with its delivery.
-        store
-            .record_turn("agent:a:main", &[], Some((&key("m2"), "{}")), None)
-            .unwrap();
-        assert_eq!(store.settle_begun_turns().unwrap(), 1);
-        assert_eq!(store.settle_begun_turns().unwrap(), 0, "settled once");
+        on_both_backends(|store| {
+            store.begin_turn(&begun("m1"), 1_000).unwrap();
+            store.begin_turn(&begun("m2"), 2_000).unwrap();
+            // Begun again (a retry): one row, as it is now.
+            store.begin_turn(&begun("m2"), 2_500).unwrap();
+            // A turn still running is where its session last took a message from.
+            let route = store.session_route("agent:a:main").unwrap().unwrap();
+            assert_eq!(route.peer_id, "7");
+            // m2 ended: its outcome recorded with its delivery.
+            store
+                .record_turn("agent:a:main", &[], Some((&key("m2"), "{}")), None)
+                .unwrap();
+            assert_eq!(store.settle_begun_turns().unwrap(), 1);
+            assert_eq!(store.settle_begun_turns().unwrap(), 0, "settled once");
 
-        let response: Value =
-            serde_json::from_str(&store.delivered(&key("m1")).unwrap().unwrap()).unwrap();
-        assert_eq!(response["state"], "uncertain");
-        assert_eq!(response["route"], json!({"agentId": "a"}));
-        let said = store.transcript("agent:a:main", 10).unwrap();
-        let texts: Vec<&str> = said.iter().map(|t| t.text.as_str()).collect();
-        assert_eq!(texts, ["do m1", STOPPED_NOTE]);
-        let rows = store.budget_rows(3_000).unwrap();
-        assert_eq!(rows.len(), 1);
-        assert_eq!((rows[0].agent_id.as_str(), rows[0].at_ms), ("a", 1_000));
+            let response: Value =
+                serde_json::from_str(&store.delivered(&key("m1")).unwrap().unwrap()).unwrap();
+            assert_eq!(response["state"], "uncertain");
+            assert_eq!(response["route"], json!({"agentId": "a"}));
+            let said = store.transcript("agent:a:main", 10).unwrap();
+            let texts: Vec<&str> = said.iter().map(|t| t.text.as_str()).collect();
+            assert_eq!(texts, ["do m1", STOPPED_NOTE]);
+            let rows = store.budget_rows(3_000).unwrap();
+            assert_eq!(rows.len(), 1);
+            assert_eq!((rows[0].agent_id.as_str(), rows[0].at_ms), ("a", 1_000));
+        });
     }
 
     /// A turn forgotten (its prompt never reached the agent) is not settled.
     #[test]
     fn a_forgotten_turn_is_not_settled() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
-        store.begin_turn(&begun("m1"), 1_000).unwrap();
-        store.forget_turn(&key("m1")).unwrap();
-        assert_eq!(store.settle_begun_turns().unwrap(), 0);
-        assert_eq!(store.delivered(&key("m1")).unwrap(), None);
+        on_both_backends(|store| {
+            store.begin_turn(&begun("m1"), 1_000).unwrap();
+            store.forget_turn(&key("m1")).unwrap();
+            assert_eq!(store.settle_begun_turns().unwrap(), 0);
+            assert_eq!(store.delivered(&key("m1")).unwrap(), None);
+        });
     }
 }

@@ -566,10 +566,12 @@ mod tests {
         store.outbox_dead(seq, "telegram", &failed).unwrap();
         assert_eq!(store.outbox_head(&said("1", "").to).unwrap(), None);
         let letters: Vec<(String, String)> = store
-            .with(|c| {
-                c.prepare("SELECT message_id, last_error FROM dead_letters")?
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect()
+            .query(|c| {
+                c.query_map(
+                    "SELECT message_id, last_error FROM dead_letters",
+                    params![],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
             })
             .unwrap();
         assert_eq!(letters, [("announce:run-1".into(), "HTTP 500".into())]);

@@ -6,13 +6,13 @@
 //! A connection of its own, so that a delivery never waits for an apply; every call is short
 //! and runs on the blocking pool.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::Connection;
 
 use super::outbox::{
     self, Cause, Conversation, Failed, OutboxCounts, Outgoing, PostedPrompt, Queued,
 };
 use crate::sessions::GivenSection;
-use crate::state::db::{Behavior, Conn, DbResult};
+use crate::state::db::{Backend, Behavior, Conn, DbResult, Optional, Query, Row, ToValue, params};
 use crate::state::{Provenance, StateDir, StateError};
 
 pub(crate) struct AccessStore {
@@ -151,34 +151,27 @@ impl AccessStore {
         }
     }
 
+    /// Runs `f` on the connection that writes (either backend).
     #[track_caller]
-    pub(super) fn with<T>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
-    ) -> Result<T, StateError> {
-        self.db.with(f)
-    }
-
-    /// Runs `f` on the connection that writes, on the backend seam (either backend).
-    #[track_caller]
-    pub(super) fn write_db<T>(
+    pub(super) fn write<T>(
         &self,
         f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
     ) -> Result<T, StateError> {
         self.db.write(f)
     }
 
+    /// Runs `f` on a connection that reads (either backend).
     #[track_caller]
-    pub(super) fn read<T>(
+    pub(super) fn query<T>(
         &self,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
     ) -> Result<T, StateError> {
-        self.db.read(f)
+        self.db.query(f)
     }
 
     /// The response first sent for this envelope, if it was delivered.
     pub(crate) fn delivered(&self, key: &DeliveryKey) -> Result<Option<String>, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 "SELECT response FROM deliveries WHERE channel = ?1 AND account_id = ?2
                  AND peer_kind = ?3 AND peer_id = ?4 AND thread_id = ?5 AND message_id = ?6",
@@ -196,27 +189,27 @@ impl AccessStore {
         })
     }
 
-    /// The runtime session a session key maps to.
     /// When the session was first opened (RFC 3339); `None` before its first turn.
     pub(crate) fn session_started(&self, session_key: &str) -> Result<Option<String>, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 "SELECT created_at FROM sessions WHERE session_key = ?1",
-                [session_key],
+                params![session_key],
                 |r| r.get(0),
             )
             .optional()
         })
     }
 
+    /// The runtime session a session key maps to.
     pub(crate) fn runtime_session(
         &self,
         session_key: &str,
     ) -> Result<Option<RuntimeSession>, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 "SELECT runtime_session_id, runtime_instance FROM sessions WHERE session_key = ?1",
-                [session_key],
+                params![session_key],
                 |r| {
                     let id: Option<String> = r.get(0)?;
                     let instance: Option<String> = r.get(1)?;
@@ -236,7 +229,7 @@ impl AccessStore {
         session: &RuntimeSession,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "INSERT INTO sessions (session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?5)
@@ -252,17 +245,17 @@ impl AccessStore {
         &self,
         session_key: &str,
     ) -> Result<Option<GivenSection>, StateError> {
-        self.read(|c| AccessStore::section_given(c, session_key))
+        self.query(|c| AccessStore::section_given(&*c, session_key))
     }
 
     /// [`AccessStore::given_section`] on connection `c` (the Hub's, for `sessions show`).
     pub(crate) fn section_given(
-        c: &Connection,
+        c: &impl Query,
         session_key: &str,
-    ) -> rusqlite::Result<Option<GivenSection>> {
+    ) -> DbResult<Option<GivenSection>> {
         c.query_row(
             "SELECT runtime_session_id, hash, text, at FROM system_sections WHERE session_key = ?1",
-            [session_key],
+            params![session_key],
             |r| {
                 Ok(GivenSection {
                     runtime_session_id: r.get(0)?,
@@ -282,7 +275,7 @@ impl AccessStore {
         agent_id: &str,
         given: &GivenSection,
     ) -> Result<(), StateError> {
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "INSERT INTO system_sections (session_key, agent_id, runtime_session_id, hash, text, at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -303,10 +296,10 @@ impl AccessStore {
 
     /// Whether a session of `agent_id` was ever given a system section.
     pub(crate) fn agent_was_told(&self, agent_id: &str) -> Result<bool, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 "SELECT EXISTS (SELECT 1 FROM system_sections WHERE agent_id = ?1)",
-                [agent_id],
+                params![agent_id],
                 |r| r.get(0),
             )
         })
@@ -321,17 +314,20 @@ impl AccessStore {
         let fresh =
             crate::routing::session::spawned_key(agent_id, crate::routing::session::Spawned::Acp);
         let now = crate::clock::now();
-        self.with(|c| {
-            c.execute(
+        self.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
+            tx.execute(
                 "INSERT INTO acp_bindings (binding_key, session_key, created_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (binding_key) DO NOTHING",
                 params![binding_key, fresh, now],
             )?;
-            c.query_row(
+            let key = tx.query_row(
                 "SELECT session_key FROM acp_bindings WHERE binding_key = ?1",
-                [binding_key],
+                params![binding_key],
                 |r| r.get(0),
-            )
+            )?;
+            tx.commit()?;
+            Ok(key)
         })
     }
 
@@ -342,23 +338,22 @@ impl AccessStore {
         session_key: &str,
         limit: usize,
     ) -> Result<Vec<TranscriptRow>, StateError> {
-        self.read(|c| {
-            let mut rows = c
-                .prepare(
-                    "SELECT provenance, message_id, text, at FROM transcript WHERE session_key = ?1
-                       AND id >= coalesce((SELECT max(id) FROM transcript
-                                           WHERE session_key = ?1 AND provenance = 'reset'), 0)
-                     ORDER BY id DESC LIMIT ?2",
-                )?
-                .query_map(params![session_key, limit as i64], |r| {
+        self.query(|c| {
+            let mut rows = c.query_map(
+                "SELECT provenance, message_id, text, at FROM transcript WHERE session_key = ?1
+                   AND id >= coalesce((SELECT max(id) FROM transcript
+                                       WHERE session_key = ?1 AND provenance = 'reset'), 0)
+                 ORDER BY id DESC LIMIT ?2",
+                params![session_key, limit as i64],
+                |r| {
                     Ok(TranscriptRow {
                         provenance: r.get(0)?,
                         message_id: r.get(1)?,
                         text: r.get(2)?,
                         at: r.get(3)?,
                     })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                },
+            )?;
             rows.reverse();
             Ok(rows)
         })
@@ -374,8 +369,8 @@ impl AccessStore {
         answered: Option<(&DeliveryKey, &str)>,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             tx.execute(
                 "UPDATE sessions SET runtime_session_id = NULL, runtime_instance = NULL,
                      created_at = ?2, updated_at = ?2
@@ -410,14 +405,15 @@ impl AccessStore {
         &self,
         session_key: &str,
     ) -> Result<Option<(String, String)>, StateError> {
-        self.read(|c| {
-            c.prepare_cached(
+        self.query(|c| {
+            c.query_row(
                 "SELECT s.created_at,
                         coalesce((SELECT t.at FROM transcript t WHERE t.session_key = s.session_key
                                   ORDER BY t.id DESC LIMIT 1), s.created_at)
                  FROM sessions s WHERE s.session_key = ?1",
-            )?
-            .query_row([session_key], |r| Ok((r.get(0)?, r.get(1)?)))
+                params![session_key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()
         })
     }
@@ -431,9 +427,9 @@ impl AccessStore {
         response: &str,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
+        self.write(|c| {
             insert_delivery(
-                c,
+                &*c,
                 key,
                 session_key,
                 response,
@@ -459,8 +455,8 @@ impl AccessStore {
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
         let sender = sender.map(|s| s.to_string());
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             let line = GatedLine {
                 id: next_line_id(&tx)?,
                 sender: sender.as_deref(),
@@ -524,42 +520,42 @@ impl AccessStore {
         said: Option<&Outgoing>,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             if let Some(said) = said {
                 outbox::insert(&tx, said, &now)?;
             }
             if let Some(t) = counted {
-                tx.prepare_cached(
+                tx.execute(
                     "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, run_id, tokens, cost_micros)
                      VALUES (?1, 'turn', ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?
-                .execute(params![
-                    t.agent_id,
-                    t.at_ms,
-                    now,
-                    session_key,
-                    t.run_id,
-                    t.usage.tokens.map(|n| n as i64),
-                    t.usage.cost_micros.map(|n| n as i64)
-                ])?;
+                    params![
+                        t.agent_id,
+                        t.at_ms,
+                        now,
+                        session_key,
+                        t.run_id,
+                        t.usage.tokens.map(|n| n as i64),
+                        t.usage.cost_micros.map(|n| n as i64)
+                    ],
+                )?;
             }
             let mut recorded = Recorded::default();
             for t in turns {
-                tx.prepare_cached(
+                let id: i64 = tx.query_row(
                     "INSERT INTO transcript (session_key, provenance, message_id, sender, text, route, at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?
-                .execute(params![
-                    session_key,
-                    t.provenance,
-                    t.message_id,
-                    t.sender.as_ref().map(|s| s.to_string()),
-                    t.text,
-                    t.route.as_ref().map(|r| r.to_string()),
-                    now
-                ])?;
-                let id = tx.last_insert_rowid();
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                    params![
+                        session_key,
+                        t.provenance,
+                        t.message_id,
+                        t.sender.as_ref().map(|s| s.to_string()),
+                        t.text,
+                        t.route.as_ref().map(|r| r.to_string()),
+                        now
+                    ],
+                    |r| r.get(0),
+                )?;
                 match t.provenance {
                     Provenance::Inbound
                         if delivery.is_some_and(|(k, _)| t.message_id.as_ref() == Some(&k.message_id)) =>
@@ -575,22 +571,22 @@ impl AccessStore {
             if let Some((key, response)) = delivery {
                 // The agent's last external route: where its heartbeat replies go.
                 if let Some(agent) = agent_of(session_key) {
-                    tx.prepare_cached(
+                    tx.execute(
                         "INSERT INTO agent_routes (agent_id, session_key, channel, account_id, peer_kind, peer_id, thread_id, at)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                          ON CONFLICT (agent_id) DO UPDATE SET session_key = ?2, channel = ?3, account_id = ?4,
                              peer_kind = ?5, peer_id = ?6, thread_id = ?7, at = ?8",
-                    )?
-                    .execute(params![
-                        agent,
-                        session_key,
-                        key.channel,
-                        key.account_id,
-                        key.peer_kind,
-                        key.peer_id,
-                        key.thread_id,
-                        now
-                    ])?;
+                        params![
+                            agent,
+                            session_key,
+                            key.channel,
+                            key.account_id,
+                            key.peer_kind,
+                            key.peer_id,
+                            key.thread_id,
+                            now
+                        ],
+                    )?;
                 }
                 insert_delivery(&tx, key, session_key, response, &recorded, None, &now)?;
                 // The turn has an outcome on record: no longer only begun.
@@ -607,7 +603,7 @@ impl AccessStore {
     /// Queues `said` on its own (an approval's prompt: the approval is filed already).
     pub(crate) fn say(&self, said: &Outgoing) -> Result<i64, StateError> {
         let now = crate::clock::now();
-        self.db.write(|c| {
+        self.write(|c| {
             let tx = c.transaction(Behavior::Write)?;
             let seq = outbox::insert(&tx, said, &now)?;
             tx.commit()?;
@@ -695,22 +691,12 @@ impl AccessStore {
     /// Agent `agent_id`'s last external route: the conversation of the last message delivered
     /// to it from a channel account.
     pub(crate) fn last_route(&self, agent_id: &str) -> Result<Option<LastRoute>, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at
                  FROM agent_routes WHERE agent_id = ?1",
-                [agent_id],
-                |r| {
-                    Ok(LastRoute {
-                        session_key: r.get(0)?,
-                        channel: r.get(1)?,
-                        account_id: r.get(2)?,
-                        peer_kind: r.get(3)?,
-                        peer_id: r.get(4)?,
-                        thread_id: r.get(5)?,
-                        at: r.get(6)?,
-                    })
-                },
+                params![agent_id],
+                last_route_of,
             )
             .optional()
         })
@@ -719,10 +705,11 @@ impl AccessStore {
     /// The external conversation session `session_key` last took an envelope from: delivered,
     /// or its turn still running.
     pub(crate) fn session_route(&self, session_key: &str) -> Result<Option<LastRoute>, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 // A turn still running took its envelope too (its delivery is recorded when
-                // it ends): the newest of both, the running one on a tie.
+                // it ends): the newest of both, the running one on a tie. (PostgreSQL's
+                // tables carry a `rowid` of their own.)
                 "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at FROM (
                      SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at,
                             0 AS running, rowid AS n
@@ -730,20 +717,10 @@ impl AccessStore {
                      UNION ALL
                      SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at,
                             1 AS running, rowid AS n
-                       FROM turns_started WHERE session_key = ?1)
+                       FROM turns_started WHERE session_key = ?1) AS routes
                  ORDER BY at DESC, running DESC, n DESC LIMIT 1",
-                [session_key],
-                |r| {
-                    Ok(LastRoute {
-                        session_key: r.get(0)?,
-                        channel: r.get(1)?,
-                        account_id: r.get(2)?,
-                        peer_kind: r.get(3)?,
-                        peer_id: r.get(4)?,
-                        thread_id: r.get(5)?,
-                        at: r.get(6)?,
-                    })
-                },
+                params![session_key],
+                last_route_of,
             )
             .optional()
         })
@@ -758,7 +735,7 @@ impl AccessStore {
         last_error: &str,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "INSERT INTO dead_letters (channel, account_id, peer_kind, peer_id, thread_id, message_id, url, body, attempts, last_error, at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -771,7 +748,7 @@ impl AccessStore {
                     key.message_id,
                     url,
                     body,
-                    attempts,
+                    i64::from(attempts),
                     last_error,
                     now
                 ],
@@ -779,6 +756,20 @@ impl AccessStore {
             .map(drop)
         })
     }
+}
+
+/// A [`LastRoute`] of a row `session_key, channel, account_id, peer_kind, peer_id, thread_id,
+/// at`.
+fn last_route_of(r: &Row<'_>) -> DbResult<LastRoute> {
+    Ok(LastRoute {
+        session_key: r.get(0)?,
+        channel: r.get(1)?,
+        account_id: r.get(2)?,
+        peer_kind: r.get(3)?,
+        peer_id: r.get(4)?,
+        thread_id: r.get(5)?,
+        at: r.get(6)?,
+    })
 }
 
 /// A turn as `budget_events` records it.
@@ -814,32 +805,28 @@ impl AccessStore {
         now_ms: i64,
     ) -> Result<Vec<super::budget::BudgetRow>, StateError> {
         use super::budget::{BudgetRow, EventKind};
-        self.read(|c| {
-            let mut stmt = c.prepare(BUDGET_ROWS)?;
-            let rows = stmt.query_map([now_ms - 2 * 86_400_000], |r| {
+        self.query(|c| {
+            let rows = c.query_map(BUDGET_ROWS, params![now_ms - 2 * 86_400_000], |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, Option<i64>>(3)?,
-                    r.get::<_, Option<i64>>(4)?,
+                    r.get::<String>(0)?,
+                    r.get::<String>(1)?,
+                    r.get::<i64>(2)?,
+                    r.get::<Option<i64>>(3)?,
+                    r.get::<Option<i64>>(4)?,
                 ))
             })?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (agent_id, kind, at_ms, tokens, cost) = row?;
-                let Some(kind) = EventKind::parse(&kind) else {
-                    continue;
-                };
-                out.push(BudgetRow {
-                    agent_id,
-                    kind,
-                    at_ms,
-                    tokens: tokens.map(|n| n.max(0) as u64),
-                    cost_micros: cost.map(|n| n.max(0) as u64),
-                });
-            }
-            Ok(out)
+            Ok(rows
+                .into_iter()
+                .filter_map(|(agent_id, kind, at_ms, tokens, cost)| {
+                    Some(BudgetRow {
+                        agent_id,
+                        kind: EventKind::parse(&kind)?,
+                        at_ms,
+                        tokens: tokens.map(|n| n.max(0) as u64),
+                        cost_micros: cost.map(|n| n.max(0) as u64),
+                    })
+                })
+                .collect())
         })
     }
 
@@ -851,7 +838,7 @@ impl AccessStore {
         at_ms: i64,
         session_key: &str,
     ) -> Result<(), StateError> {
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key)
                  VALUES (?1, 'spawn', ?2, ?3, ?4)",
@@ -863,7 +850,7 @@ impl AccessStore {
 
     /// Records a budget's refusal.
     pub(crate) fn record_refusal(&self, row: &RefusalRow) -> Result<(), StateError> {
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, run_id, budget, detail)
                  VALUES (?1, 'refusal', ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -889,13 +876,13 @@ impl AccessStore {
         run_id: Option<&str>,
         why: &str,
     ) -> Result<i64, StateError> {
-        self.with(|c| {
-            c.execute(
+        self.write(|c| {
+            c.query_row(
                 "INSERT INTO turn_cancels (agent_id, session_key, run_id, why, state, requested_at)
-                 VALUES (?1, ?2, ?3, ?4, 'requested', ?5)",
+                 VALUES (?1, ?2, ?3, ?4, 'requested', ?5) RETURNING id",
                 params![agent_id, session_key, run_id, why, crate::clock::now()],
-            )?;
-            Ok(c.last_insert_rowid())
+                |r| r.get(0),
+            )
         })
     }
 
@@ -906,7 +893,7 @@ impl AccessStore {
         state: &str,
         note: &str,
     ) -> Result<(), StateError> {
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "UPDATE turn_cancels SET state = ?2, note = ?3, decided_at = ?4 WHERE id = ?1",
                 params![id, state, note, crate::clock::now()],
@@ -919,21 +906,21 @@ impl AccessStore {
 impl AccessStore {
     /// Notes the trace delivery `key` was handled in (traces on): the audit shows it.
     pub(crate) fn note_trace(&self, key: &DeliveryKey, trace_id: &str) -> Result<(), StateError> {
-        self.with(|c| {
-            c.prepare_cached(
+        self.write(|c| {
+            c.execute(
                 "UPDATE deliveries SET trace_id = ?7
                  WHERE channel = ?1 AND account_id = ?2 AND peer_kind = ?3 AND peer_id = ?4
                    AND thread_id = ?5 AND message_id = ?6",
-            )?
-            .execute(params![
-                key.channel,
-                key.account_id,
-                key.peer_kind,
-                key.peer_id,
-                key.thread_id,
-                key.message_id,
-                trace_id
-            ])
+                params![
+                    key.channel,
+                    key.account_id,
+                    key.peer_kind,
+                    key.peer_id,
+                    key.thread_id,
+                    key.message_id,
+                    trace_id
+                ],
+            )
             .map(drop)
         })
     }
@@ -957,63 +944,75 @@ struct GatedLine<'a> {
 }
 
 fn insert_delivery(
-    c: &rusqlite::Connection,
+    c: &impl Query,
     key: &DeliveryKey,
     session_key: &str,
     response: &str,
     recorded: &Recorded,
     gated: Option<&GatedLine<'_>>,
     at: &str,
-) -> rusqlite::Result<()> {
+) -> DbResult<()> {
     let asked: Vec<String> = recorded.asked.iter().map(i64::to_string).collect();
-    c.prepare_cached(
+    c.execute(
         "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at,
                                  asked_rows, reply_row, line_id, sender, text)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    )?
-    .execute(params![
-        key.channel,
-        key.account_id,
-        key.peer_kind,
-        key.peer_id,
-        key.thread_id,
-        key.message_id,
-        session_key,
-        response,
-        at,
-        asked.join(","),
-        recorded.reply,
-        gated.map(|g| g.id),
-        gated.and_then(|g| g.sender),
-        gated.map(|g| g.text)
-    ])?;
+        params![
+            key.channel,
+            key.account_id,
+            key.peer_kind,
+            key.peer_id,
+            key.thread_id,
+            key.message_id,
+            session_key,
+            response,
+            at,
+            asked.join(","),
+            recorded.reply,
+            gated.map(|g| g.id),
+            gated.and_then(|g| g.sender),
+            gated.map(|g| g.text)
+        ],
+    )?;
     Ok(())
 }
 
 /// The next number of the transcript's id sequence, taken for a gated message's line: the
-/// transcript's ids are `AUTOINCREMENT`, so SQLite keeps the largest one given in
-/// `sqlite_sequence` and gives every later row a larger one. Taking a number there (in the
-/// caller's write transaction) puts the gated line after every row recorded before it and
-/// before every row recorded after it, and no transcript row is ever given the same id: the
-/// session's history is one sequence of ids, which its pages, `sessions watch` and the live
-/// view's `after` already follow. `max(id)` covers a sequence row that is missing (no row was
-/// ever appended) or behind (rows put back with their ids by a trash restore).
-fn next_line_id(c: &rusqlite::Connection) -> rusqlite::Result<i64> {
+/// transcript's ids are `AUTOINCREMENT` (an identity on PostgreSQL), so the database keeps
+/// the largest one given (SQLite in `sqlite_sequence`) and gives every later row a larger
+/// one. Taking a number there (in the caller's write transaction) puts the gated line after
+/// every row recorded before it and before every row recorded after it, and no transcript row
+/// is ever given the same id: the session's history is one sequence of ids, which its pages,
+/// `sessions watch` and the live view's `after` already follow. `max(id)` covers a sequence
+/// that is missing (no row was ever appended) or behind (rows put back with their ids by a
+/// trash restore).
+fn next_line_id(c: &impl Query) -> DbResult<i64> {
+    if c.backend() == Backend::Postgres {
+        // `nextval` moves the sequence on whatever the `setval` after it finds.
+        return c.query_row(
+            "SELECT setval(pg_get_serial_sequence('transcript', 'id'),
+                           greatest(nextval(pg_get_serial_sequence('transcript', 'id')),
+                                    coalesce((SELECT max(id) FROM transcript), 0) + 1))",
+            params![],
+            |r| r.get(0),
+        );
+    }
     let taken = c
-        .prepare_cached(
+        .query_row(
             "UPDATE sqlite_sequence SET seq = max(seq, coalesce((SELECT max(id) FROM transcript), 0)) + 1
              WHERE name = 'transcript' RETURNING seq",
-        )?
-        .query_row([], |r| r.get(0))
+            params![],
+            |r| r.get(0),
+        )
         .optional()?;
     match taken {
         Some(id) => Ok(id),
-        None => c
-            .prepare_cached(
-                "INSERT INTO sqlite_sequence (name, seq)
-                 VALUES ('transcript', coalesce((SELECT max(id) FROM transcript), 0) + 1) RETURNING seq",
-            )?
-            .query_row([], |r| r.get(0)),
+        None => c.query_row(
+            "INSERT INTO sqlite_sequence (name, seq)
+             VALUES ('transcript', coalesce((SELECT max(id) FROM transcript), 0) + 1) RETURNING seq",
+            params![],
+            |r| r.get(0),
+        ),
     }
 }
 
@@ -1179,44 +1178,55 @@ impl AccessStore {
     /// contains `contains` (any case; the key names the channel, the peer kind and id) if
     /// given: a walk of an index, however many sessions there are.
     pub(crate) fn sessions_by_activity(
-        c: &Connection,
+        c: &impl Query,
         agent: Option<&str>,
         contains: Option<&str>,
         after: Option<&ActivityMark>,
         limit: usize,
-    ) -> rusqlite::Result<Vec<ActiveSession>> {
+    ) -> DbResult<Vec<ActiveSession>> {
         let mut sql = String::from(
             "SELECT a.session_key, a.agent_id, a.last_at,
                     EXISTS (SELECT 1 FROM sessions s WHERE s.session_key = a.session_key)
                     OR EXISTS (SELECT 1 FROM transcript t WHERE t.session_key = a.session_key)
              FROM session_activity a WHERE true",
         );
-        let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
+        let mut args: Vec<&dyn ToValue> = Vec::new();
         if let Some(agent) = &agent {
-            sql.push_str(" AND a.agent_id = ?");
             args.push(agent);
+            sql.push_str(&format!(" AND a.agent_id = ?{}", args.len()));
         }
         if let Some(contains) = &contains {
-            sql.push_str(" AND instr(lower(a.session_key), lower(?)) > 0");
+            let found = match c.backend() {
+                Backend::Sqlite => "instr",
+                Backend::Postgres => "strpos",
+            };
             args.push(contains);
+            let n = args.len();
+            sql.push_str(&format!(
+                " AND {found}(lower(a.session_key), lower(?{n})) > 0"
+            ));
         }
         if let Some((at, key)) = after {
-            sql.push_str(" AND (a.last_at < ? OR (a.last_at = ? AND a.session_key > ?))");
-            args.extend([at as &dyn rusqlite::ToSql, at, key]);
+            args.extend([at as &dyn ToValue, key]);
+            let (at, key) = (args.len() - 1, args.len());
+            sql.push_str(&format!(
+                " AND (a.last_at < ?{at} OR (a.last_at = ?{at} AND a.session_key > ?{key}))"
+            ));
         }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        sql.push_str(" ORDER BY a.last_at DESC, a.session_key LIMIT ?");
         args.push(&limit);
-        let mut stmt = c.prepare_cached(&sql)?;
-        stmt.query_map(args.as_slice(), |r| {
+        sql.push_str(&format!(
+            " ORDER BY a.last_at DESC, a.session_key LIMIT ?{}",
+            args.len()
+        ));
+        c.query_map(&sql, &args, |r| {
             Ok(ActiveSession {
                 session_key: r.get(0)?,
                 agent_id: r.get(1)?,
                 last_at: r.get(2)?,
                 on_record: r.get(3)?,
             })
-        })?
-        .collect()
+        })
     }
 
     /// The transcript lines of every session (not the trashed ones) with every word of
@@ -1241,7 +1251,7 @@ impl AccessStore {
              ORDER BY w.rowid DESC LIMIT ?3",
         )?
         .query_map(
-            params![
+            rusqlite::params![
                 query,
                 before.unwrap_or(i64::MAX),
                 i64::try_from(limit).unwrap_or(i64::MAX)
@@ -1262,7 +1272,7 @@ impl AccessStore {
 
     /// A transcript row of session `session_key` at `at` (for another layer's tests).
     #[cfg(test)]
-    pub(crate) fn put_row_at(c: &Connection, session_key: &str, at: &str) -> rusqlite::Result<()> {
+    pub(crate) fn put_row_at(c: &impl Query, session_key: &str, at: &str) -> DbResult<()> {
         c.execute(
             "INSERT INTO transcript (session_key, provenance, text, at) VALUES (?1, 'inbound', 'hi', ?2)",
             params![session_key, at],
@@ -1274,11 +1284,11 @@ impl AccessStore {
     /// its use moved (for another layer's tests).
     #[cfg(test)]
     pub(crate) fn put_session_at(
-        c: &Connection,
+        c: &impl Query,
         session_key: &str,
         agent: &str,
         at: &str,
-    ) -> rusqlite::Result<()> {
+    ) -> DbResult<()> {
         c.execute(
             "INSERT INTO sessions (session_key, agent_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)
              ON CONFLICT (session_key) DO UPDATE SET updated_at = ?3",
@@ -1288,43 +1298,45 @@ impl AccessStore {
     }
 
     /// Session `session_key`'s newest transcript row.
-    pub(crate) fn last_message(
-        c: &Connection,
-        session_key: &str,
-    ) -> rusqlite::Result<Option<LastMessage>> {
-        c.prepare_cached(
+    pub(crate) fn last_message(c: &impl Query, session_key: &str) -> DbResult<Option<LastMessage>> {
+        c.query_row(
             "SELECT provenance, text FROM transcript WHERE session_key = ?1 ORDER BY id DESC LIMIT 1",
-        )?
-        .query_row([session_key], |r| {
-            Ok(LastMessage {
-                provenance: r.get(0)?,
-                text: r.get(1)?,
-            })
-        })
+            params![session_key],
+            |r| {
+                Ok(LastMessage {
+                    provenance: r.get(0)?,
+                    text: r.get(1)?,
+                })
+            },
+        )
         .optional()
     }
 
     /// Whether a session key has a runtime session or a transcript.
-    pub(crate) fn session_on_record(c: &Connection, session_key: &str) -> rusqlite::Result<bool> {
+    pub(crate) fn session_on_record(c: &impl Query, session_key: &str) -> DbResult<bool> {
         c.query_row(
             "SELECT EXISTS (SELECT 1 FROM sessions WHERE session_key = ?1)
                  OR EXISTS (SELECT 1 FROM transcript WHERE session_key = ?1)",
-            [session_key],
+            params![session_key],
             |r| r.get(0),
         )
     }
 
     /// When session `session_key` last did anything the Access layer saw: its newest
     /// transcript row or its runtime session's last use (RFC 3339); empty when neither.
-    pub(crate) fn session_last_activity(
-        c: &Connection,
-        session_key: &str,
-    ) -> rusqlite::Result<String> {
-        c.prepare_cached(
-            "SELECT max(coalesce((SELECT max(t.at) FROM transcript t WHERE t.session_key = ?1), ''),
-                        coalesce((SELECT x.updated_at FROM sessions x WHERE x.session_key = ?1), ''))",
-        )?
-        .query_row([session_key], |r| r.get(0))
+    pub(crate) fn session_last_activity(c: &impl Query, session_key: &str) -> DbResult<String> {
+        let larger = match c.backend() {
+            Backend::Sqlite => "max",
+            Backend::Postgres => "greatest",
+        };
+        c.query_row(
+            &format!(
+                "SELECT {larger}(coalesce((SELECT max(t.at) FROM transcript t WHERE t.session_key = ?1), ''),
+                        coalesce((SELECT x.updated_at FROM sessions x WHERE x.session_key = ?1), ''))"
+            ),
+            params![session_key],
+            |r| r.get(0),
+        )
     }
 
     /// A page of a session's transcript, newest last: the `limit` rows before the newest
@@ -1334,17 +1346,16 @@ impl AccessStore {
     /// the two, each read newest first through its index. From the trash tables when the
     /// session was trashed (its transcript only).
     pub(crate) fn history_page(
-        c: &Connection,
+        c: &impl Query,
         session_key: &str,
         limit: usize,
         offset: usize,
         all: bool,
         gated: bool,
-    ) -> rusqlite::Result<Vec<HistoryRow>> {
+    ) -> DbResult<Vec<HistoryRow>> {
         let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
-        let read = |sql: &str, key: &str| -> rusqlite::Result<Vec<HistoryRow>> {
-            let mut stmt = c.prepare_cached(sql)?;
-            let rows = stmt.query_map(params![key, limit as i64, offset as i64], |r| {
+        let read = |sql: &str, key: &str| -> DbResult<Vec<HistoryRow>> {
+            c.query_map(sql, params![key, limit as i64, offset as i64], |r| {
                 let provenance = r.get(1)?;
                 let sender: Option<serde_json::Value> = parse(r.get(3)?);
                 let route: Option<serde_json::Value> = parse(r.get(6)?);
@@ -1364,15 +1375,14 @@ impl AccessStore {
                     gated: match reason {
                         Some(reason) => Some(super::gated_line::Gated {
                             reason,
-                            rule: r.get::<_, Option<String>>(8)?.unwrap_or_default(),
+                            rule: r.get::<Option<String>>(8)?.unwrap_or_default(),
                         }),
                         None => None,
                     },
                 })
-            })?;
-            rows.collect()
+            })
         };
-        let mut rows = read(history_sql(all, gated), session_key)?;
+        let mut rows = read(&history_sql(c.backend(), all, gated), session_key)?;
         if offset == 0 && rows.iter().all(|r| r.gated.is_some()) {
             let trashed = read(
                 "SELECT id, provenance, message_id, sender, text, at, route, NULL, NULL
@@ -1388,11 +1398,10 @@ impl AccessStore {
     }
 
     /// Moves a session's transcript and session row into the trash tables, under entry
-    /// `session:<key>`, in one transaction: the session is gone from every listing, its words
-    /// kept for the operator.
-    pub(crate) fn trash_session_on(c: &mut Connection, session_key: &str) -> rusqlite::Result<()> {
+    /// `session:<key>`, in the caller's write transaction `tx`: the session is gone from
+    /// every listing, its words kept for the operator.
+    pub(crate) fn trash_session_in(tx: &impl Query, session_key: &str) -> DbResult<()> {
         let entry = trashed_entry(session_key);
-        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute(
             "INSERT INTO trash_transcript (entry, id, session_key, provenance, message_id, sender, text, route, at)
              SELECT ?1, id, session_key, provenance, message_id, sender, text, route, at FROM transcript WHERE session_key = ?2",
@@ -1400,15 +1409,18 @@ impl AccessStore {
         )?;
         tx.execute(
             "DELETE FROM transcript WHERE session_key = ?1",
-            [session_key],
+            params![session_key],
         )?;
         tx.execute(
             "INSERT INTO trash_sessions (entry, session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at)
              SELECT ?1, session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at FROM sessions WHERE session_key = ?2",
             params![entry, session_key],
         )?;
-        tx.execute("DELETE FROM sessions WHERE session_key = ?1", [session_key])?;
-        tx.commit()
+        tx.execute(
+            "DELETE FROM sessions WHERE session_key = ?1",
+            params![session_key],
+        )?;
+        Ok(())
     }
 }
 
@@ -1416,69 +1428,69 @@ impl AccessStore {
 /// the offset; rows `id, provenance, message_id, sender, text, at, route, gate reason, gate
 /// rule`, newest first. A gated line's reason and rule are read out of its recorded answer
 /// here, so nothing else of that answer (a pairing code) is ever read.
-fn history_sql(all: bool, gated: bool) -> &'static str {
+fn history_sql(backend: Backend, all: bool, gated: bool) -> String {
     // Where the current segment begins: its `reset` line.
-    macro_rules! segment {
-        () => {
-            "WITH segment (first) AS MATERIALIZED (
-                 SELECT coalesce(max(id), 0) FROM transcript
-                  WHERE session_key = ?1 AND provenance = 'reset') "
-        };
-    }
-    macro_rules! lines {
-        () => {
-            "SELECT id, provenance, message_id, sender, text, at, route, NULL, NULL
-               FROM transcript WHERE session_key = ?1 "
-        };
-    }
-    macro_rules! gated_lines {
-        () => {
-            " UNION ALL
-             SELECT line_id, 'inbound', message_id, sender, coalesce(text, ''), at,
-                    json_extract(response, '$.route'), json_extract(response, '$.gated.reason'),
-                    json_extract(response, '$.gated.rule')
-               FROM deliveries WHERE session_key = ?1 AND line_id IS NOT NULL "
-        };
-    }
-    macro_rules! newest_first {
-        () => {
-            " ORDER BY 1 DESC LIMIT ?2 OFFSET ?3"
-        };
-    }
-    match (all, gated) {
-        (true, false) => concat!(lines!(), newest_first!()),
-        (false, false) => concat!(
-            segment!(),
-            lines!(),
-            "AND id >= (SELECT first FROM segment)",
-            newest_first!()
+    const SEGMENT: &str = "WITH segment (first) AS MATERIALIZED (
+             SELECT coalesce(max(id), 0) FROM transcript
+              WHERE session_key = ?1 AND provenance = 'reset') ";
+    const LINES: &str = "SELECT id, provenance, message_id, sender, text, at, route, NULL, NULL
+           FROM transcript WHERE session_key = ?1 ";
+    const IN_SEGMENT: &str = "AND id >= (SELECT first FROM segment)";
+    const NEWEST_FIRST: &str = " ORDER BY 1 DESC LIMIT ?2 OFFSET ?3";
+    // The answer's route (JSON), and its gate's reason and rule (text).
+    let (route, reason, rule) = match backend {
+        Backend::Sqlite => (
+            "json_extract(response, '$.route')",
+            "json_extract(response, '$.gated.reason')",
+            "json_extract(response, '$.gated.rule')",
         ),
-        (true, true) => concat!(lines!(), gated_lines!(), newest_first!()),
-        (false, true) => concat!(
-            segment!(),
-            lines!(),
-            "AND id >= (SELECT first FROM segment)",
-            gated_lines!(),
-            "AND line_id >= (SELECT first FROM segment)",
-            newest_first!()
+        Backend::Postgres => (
+            "(response::jsonb -> 'route')::text",
+            "response::jsonb #>> '{gated,reason}'",
+            "response::jsonb #>> '{gated,rule}'",
+        ),
+    };
+    let gated_lines = format!(
+        " UNION ALL
+         SELECT line_id, 'inbound', message_id, sender, coalesce(text, ''), at, {route}, {reason}, {rule}
+           FROM deliveries WHERE session_key = ?1 AND line_id IS NOT NULL "
+    );
+    match (all, gated) {
+        (true, false) => format!("{LINES}{NEWEST_FIRST}"),
+        (false, false) => format!("{SEGMENT}{LINES}{IN_SEGMENT}{NEWEST_FIRST}"),
+        (true, true) => format!("{LINES}{gated_lines}{NEWEST_FIRST}"),
+        (false, true) => format!(
+            "{SEGMENT}{LINES}{IN_SEGMENT}{gated_lines}AND line_id >= (SELECT first FROM segment){NEWEST_FIRST}"
         ),
     }
 }
 
 /// Deletes `key`'s begun turn, in the caller's transaction.
-pub(super) fn forget_begun(c: &rusqlite::Connection, key: &DeliveryKey) -> rusqlite::Result<usize> {
-    c.prepare_cached(
+pub(super) fn forget_begun(c: &impl Query, key: &DeliveryKey) -> DbResult<usize> {
+    c.execute(
         "DELETE FROM turns_started WHERE channel = ?1 AND account_id = ?2 AND peer_kind = ?3
              AND peer_id = ?4 AND thread_id = ?5 AND message_id = ?6",
-    )?
-    .execute(params![
-        key.channel,
-        key.account_id,
-        key.peer_kind,
-        key.peer_id,
-        key.thread_id,
-        key.message_id
-    ])
+        params![
+            key.channel,
+            key.account_id,
+            key.peer_kind,
+            key.peer_id,
+            key.thread_id,
+            key.message_id
+        ],
+    )
+}
+
+/// Runs `test` on a fresh store on each backend: SQLite in a temporary directory, then
+/// PostgreSQL in a schema of its own.
+#[cfg(test)]
+pub(super) fn on_both_backends(test: impl Fn(&AccessStore)) {
+    let tmp = tempfile::tempdir().unwrap();
+    let sqlite = StateDir::new(tmp.path());
+    test(&AccessStore::open(&sqlite).unwrap());
+    let schema = crate::state::db::testing::PgSchema::new();
+    let postgres = sqlite.with_postgres(schema.url().clone());
+    test(&AccessStore::open(&postgres).unwrap());
 }
 
 #[cfg(test)]
@@ -1518,67 +1530,230 @@ mod tests {
 
     #[test]
     fn a_delivery_keeps_the_transcript_rows_it_recorded() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
-        let key = DeliveryKey {
-            channel: "telegram".into(),
-            account_id: "default".into(),
-            peer_kind: "direct".into(),
-            peer_id: "7".into(),
-            thread_id: String::new(),
-            message_id: "m1".into(),
-        };
-        let session = "agent:a:telegram:direct:7";
-        // Another session's rows first: the ids are the table's, not the session's.
-        store
-            .record(
-                "agent:b:main",
-                &[turn(Provenance::Inbound, Some("x"), "x")],
-                None,
-            )
-            .unwrap();
-        let turns = [
-            turn(Provenance::Acp, None, "opened"),
-            turn(Provenance::Inbound, Some("m1"), "hello"),
-            turn(Provenance::Inbound, Some("m0"), "kept from before"),
-            turn(Provenance::Agent, None, "hi"),
-            turn(Provenance::Agent, None, "and more"),
-        ];
-        store.record(session, &turns, Some((&key, "{}"))).unwrap();
-        let (asked, reply, ids): (String, Option<i64>, Vec<(i64, String)>) = store
-            .with(|c| {
-                let (asked, reply) = c.query_row(
-                    "SELECT asked_rows, reply_row FROM deliveries WHERE message_id = 'm1'",
-                    [],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )?;
-                let ids = c
-                    .prepare("SELECT id, text FROM transcript WHERE session_key = ?1 ORDER BY id")?
-                    .query_map([session], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<rusqlite::Result<_>>()?;
-                Ok((asked, reply, ids))
-            })
-            .unwrap();
-        let id = |text: &str| ids.iter().find(|(_, t)| t == text).unwrap().0;
-        assert_eq!(asked, id("hello").to_string());
-        assert_eq!(reply, Some(id("hi")));
-
-        // A delivery that recorded no message (an approval command's answer): known empty.
-        let other = DeliveryKey {
-            message_id: "m2".into(),
-            ..key
-        };
-        store.record_answer_only(session, &other, "{}").unwrap();
-        let kept: (Option<String>, Option<i64>) = store
-            .with(|c| {
-                c.query_row(
-                    "SELECT asked_rows, reply_row FROM deliveries WHERE message_id = 'm2'",
-                    [],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+        on_both_backends(|store| {
+            let key = DeliveryKey {
+                channel: "telegram".into(),
+                account_id: "default".into(),
+                peer_kind: "direct".into(),
+                peer_id: "7".into(),
+                thread_id: String::new(),
+                message_id: "m1".into(),
+            };
+            let session = "agent:a:telegram:direct:7";
+            // Another session's rows first: the ids are the table's, not the session's.
+            store
+                .record(
+                    "agent:b:main",
+                    &[turn(Provenance::Inbound, Some("x"), "x")],
+                    None,
                 )
-            })
-            .unwrap();
-        assert_eq!(kept, (Some(String::new()), None));
+                .unwrap();
+            let turns = [
+                turn(Provenance::Acp, None, "opened"),
+                turn(Provenance::Inbound, Some("m1"), "hello"),
+                turn(Provenance::Inbound, Some("m0"), "kept from before"),
+                turn(Provenance::Agent, None, "hi"),
+                turn(Provenance::Agent, None, "and more"),
+            ];
+            store.record(session, &turns, Some((&key, "{}"))).unwrap();
+            let (asked, reply, ids): (String, Option<i64>, Vec<(i64, String)>) = store
+                .query(|c| {
+                    let (asked, reply) = c.query_row(
+                        "SELECT asked_rows, reply_row FROM deliveries WHERE message_id = 'm1'",
+                        params![],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )?;
+                    let ids = c.query_map(
+                        "SELECT id, text FROM transcript WHERE session_key = ?1 ORDER BY id",
+                        params![session],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )?;
+                    Ok((asked, reply, ids))
+                })
+                .unwrap();
+            let id = |text: &str| ids.iter().find(|(_, t)| t == text).unwrap().0;
+            assert_eq!(asked, id("hello").to_string());
+            assert_eq!(reply, Some(id("hi")));
+
+            // A delivery that recorded no message (an approval command's answer): known empty.
+            let other = DeliveryKey {
+                message_id: "m2".into(),
+                ..key
+            };
+            store.record_answer_only(session, &other, "{}").unwrap();
+            let kept: (Option<String>, Option<i64>) = store
+                .query(|c| {
+                    c.query_row(
+                        "SELECT asked_rows, reply_row FROM deliveries WHERE message_id = 'm2'",
+                        params![],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                })
+                .unwrap();
+            assert_eq!(kept, (Some(String::new()), None));
+            // The session's route is the delivery's.
+            let route = store.session_route(session).unwrap().unwrap();
+            assert_eq!(
+                (route.peer_id.as_str(), route.channel.as_str()),
+                ("7", "telegram")
+            );
+            assert_eq!(store.last_route("a").unwrap(), Some(route));
+        });
+    }
+
+    /// Every statement of the store, on both backends: what one writes, another reads back.
+    #[test]
+    fn sessions_sections_routes_budgets_and_the_trash_on_both_backends() {
+        on_both_backends(|store| {
+            let session = "agent:a:telegram:direct:7";
+            // A runtime session, mapped and remapped.
+            assert_eq!(store.runtime_session(session).unwrap(), None);
+            assert_eq!(store.session_times(session).unwrap(), None);
+            let first = RuntimeSession {
+                id: "s-1".into(),
+                instance: Some("i-1".into()),
+            };
+            store.set_runtime_session(session, "a", &first).unwrap();
+            let second = RuntimeSession {
+                id: "s-2".into(),
+                instance: None,
+            };
+            store.set_runtime_session(session, "a", &second).unwrap();
+            assert_eq!(store.runtime_session(session).unwrap(), Some(second));
+            let started = store.session_started(session).unwrap().unwrap();
+            // The session's times: its start, and its start again while it has no line.
+            let (began, last) = store.session_times(session).unwrap().unwrap();
+            assert_eq!(
+                (began.as_str(), last.as_str()),
+                (started.as_str(), started.as_str())
+            );
+
+            // An `acp` binding's key is made once.
+            let bound = store.acp_session_key("b-1", "a").unwrap();
+            assert!(bound.starts_with("agent:a:acp:"), "{bound}");
+            assert_eq!(store.acp_session_key("b-1", "a").unwrap(), bound);
+
+            // A system section, replaced.
+            assert!(!store.agent_was_told("a").unwrap());
+            for hash in ["h1", "h2"] {
+                let given = GivenSection {
+                    runtime_session_id: "s-2".into(),
+                    hash: hash.into(),
+                    text: format!("section {hash}"),
+                    at: "2026-01-01T00:00:00Z".into(),
+                };
+                store.record_section(session, "a", &given).unwrap();
+            }
+            assert_eq!(store.given_section(session).unwrap().unwrap().hash, "h2");
+            assert!(store.agent_was_told("a").unwrap());
+
+            // A `/new`: the runtime session forgotten, a segment begun.
+            store
+                .record(
+                    session,
+                    &[turn(Provenance::Inbound, Some("m1"), "before")],
+                    None,
+                )
+                .unwrap();
+            store.restart_session(session, "new session", None).unwrap();
+            assert_eq!(store.runtime_session(session).unwrap(), None);
+            store
+                .record(
+                    session,
+                    &[turn(Provenance::Inbound, Some("m2"), "after")],
+                    None,
+                )
+                .unwrap();
+            let texts: Vec<String> = store
+                .transcript(session, 10)
+                .unwrap()
+                .into_iter()
+                .map(|t| t.text)
+                .collect();
+            assert_eq!(texts, ["new session", "after"]);
+
+            // The sessions by activity: the transcript's and the runtime sessions' triggers.
+            let listed = store
+                .query(|c| {
+                    AccessStore::sessions_by_activity(&*c, Some("a"), Some("TELEGRAM"), None, 10)
+                })
+                .unwrap();
+            assert_eq!(listed.len(), 1, "{listed:?}");
+            assert_eq!(listed[0].session_key, session);
+            assert_eq!(listed[0].agent_id.as_deref(), Some("a"));
+            assert!(listed[0].on_record);
+            let past = (listed[0].last_at.clone(), listed[0].session_key.clone());
+            let rest = store
+                .query(|c| AccessStore::sessions_by_activity(&*c, None, None, Some(&past), 10))
+                .unwrap();
+            assert!(rest.iter().all(|a| a.session_key != session), "{rest:?}");
+            let activity = store
+                .query(|c| AccessStore::session_last_activity(&*c, session))
+                .unwrap();
+            assert!(activity >= started, "{activity} {started}");
+            let last = store
+                .query(|c| AccessStore::last_message(&*c, session))
+                .unwrap()
+                .unwrap();
+            assert_eq!(last.text, "after");
+
+            // Budgets: a turn, a spawn and a refusal; the last day's turns and spawns counted.
+            let now_ms = crate::sessions::budget::now_ms();
+            store
+                .record_turn(
+                    session,
+                    &[],
+                    None,
+                    Some(&CountedTurn {
+                        agent_id: "a".into(),
+                        at_ms: now_ms,
+                        run_id: None,
+                        usage: crate::sessions::budget::TurnUsage {
+                            tokens: Some(12),
+                            cost_micros: None,
+                        },
+                    }),
+                )
+                .unwrap();
+            store.record_spawn("a", now_ms, session).unwrap();
+            let rows = store.budget_rows(now_ms).unwrap();
+            assert_eq!(rows.len(), 2);
+            assert_eq!(rows[0].tokens, Some(12));
+
+            // A cancel asked for and decided.
+            let id = store
+                .cancel_requested("a", session, None, "operator")
+                .unwrap();
+            store.cancel_decided(id, "confirmed", "stopped").unwrap();
+            let state: String = store
+                .query(|c| {
+                    c.query_row(
+                        "SELECT state FROM turn_cancels WHERE id = ?1",
+                        params![id],
+                        |r| r.get(0),
+                    )
+                })
+                .unwrap();
+            assert_eq!(state, "confirmed");
+
+            // To the trash: gone from the listing, the history read from the trash.
+            store
+                .write(|c| {
+                    let tx = c.transaction(Behavior::Write)?;
+                    AccessStore::trash_session_in(&tx, session)?;
+                    tx.commit()
+                })
+                .unwrap();
+            let on_record = store
+                .query(|c| AccessStore::session_on_record(&*c, session))
+                .unwrap();
+            assert!(!on_record);
+            let history = store
+                .query(|c| AccessStore::history_page(&*c, session, 10, 0, true, false))
+                .unwrap();
+            let texts: Vec<&str> = history.iter().map(|r| r.text.as_str()).collect();
+            assert_eq!(texts, ["before", "new session", "after"]);
+        });
     }
 
     #[test]
@@ -1633,7 +1808,8 @@ mod tests {
         said("agent:c:main", "deploy \"quoted\" OR NOT");
         let found = |words: &str, before: Option<i64>, limit: usize| -> Vec<(String, String)> {
             store
-                .with(|c| AccessStore::search_transcript(c, words, before, limit))
+                .db
+                .read(|c| AccessStore::search_transcript(c, words, before, limit))
                 .unwrap()
                 .into_iter()
                 .map(|f| (f.session_key, f.snippet))
@@ -1650,7 +1826,8 @@ mod tests {
         assert_eq!(keys(found("quoted\" OR", None, 10)), ["agent:c:main"]);
         // Paged by line id.
         let first = store
-            .with(|c| AccessStore::search_transcript(c, "deploy", None, 1))
+            .db
+            .read(|c| AccessStore::search_transcript(c, "deploy", None, 1))
             .unwrap();
         assert_eq!(
             keys(found("deploy", Some(first[0].id), 10)),
@@ -1662,7 +1839,11 @@ mod tests {
         );
         // A session moved to the trash leaves the index with its rows (queued by the triggers).
         store
-            .with(|c| AccessStore::trash_session_on(c, "agent:b:slack:group:g1"))
+            .write(|c| {
+                let tx = c.transaction(Behavior::Write)?;
+                AccessStore::trash_session_in(&tx, "agent:b:slack:group:g1")?;
+                tx.commit()
+            })
             .unwrap();
         crate::state::search_index::catch_up(&dir).unwrap();
         assert_eq!(
@@ -1671,7 +1852,8 @@ mod tests {
         );
         // Gone from the index itself, not only hidden by the join.
         let indexed: i64 = store
-            .with(|c| {
+            .db
+            .read(|c| {
                 c.query_row(
                     "SELECT count(*) FROM search.words WHERE words MATCH 'deploy'",
                     [],
@@ -1715,7 +1897,7 @@ mod tests {
         gated: bool,
     ) -> Vec<HistoryRow> {
         store
-            .read(|c| AccessStore::history_page(c, session, limit, offset, all, gated))
+            .query(|c| AccessStore::history_page(&*c, session, limit, offset, all, gated))
             .unwrap()
     }
 
@@ -1730,135 +1912,135 @@ mod tests {
 
     #[test]
     fn gated_messages_are_lines_of_the_operators_history_in_the_order_recorded() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
-        let session = "agent:a:telegram:direct:42";
-        let mut appends = store.transcript_appends();
-        store
-            .record(
-                session,
-                &[
-                    turn(Provenance::Inbound, Some("m1"), "hello"),
-                    turn(Provenance::Agent, None, "hi"),
-                ],
-                None,
-            )
-            .unwrap();
-        gate(&store, session, "m2", "are you there?");
-        // The live view is told of the gated line like of an append.
-        assert_eq!(&*appends.try_recv().unwrap(), session);
-        assert_eq!(&*appends.try_recv().unwrap(), session);
-        // Another session's rows between: the ids are one sequence over every session.
-        store
-            .record(
-                "agent:b:main",
-                &[turn(Provenance::Inbound, Some("x"), "elsewhere")],
-                None,
-            )
-            .unwrap();
-        gate(&store, "agent:b:main", "m3", "elsewhere, gated");
-        store
-            .record(
-                session,
-                &[
-                    turn(Provenance::Inbound, Some("m4"), "again"),
-                    turn(Provenance::Agent, None, "yes"),
-                ],
-                None,
-            )
-            .unwrap();
+        on_both_backends(|store| {
+            let session = "agent:a:telegram:direct:42";
+            let mut appends = store.transcript_appends();
+            store
+                .record(
+                    session,
+                    &[
+                        turn(Provenance::Inbound, Some("m1"), "hello"),
+                        turn(Provenance::Agent, None, "hi"),
+                    ],
+                    None,
+                )
+                .unwrap();
+            gate(store, session, "m2", "are you there?");
+            // The live view is told of the gated line like of an append.
+            assert_eq!(&*appends.try_recv().unwrap(), session);
+            assert_eq!(&*appends.try_recv().unwrap(), session);
+            // Another session's rows between: the ids are one sequence over every session.
+            store
+                .record(
+                    "agent:b:main",
+                    &[turn(Provenance::Inbound, Some("x"), "elsewhere")],
+                    None,
+                )
+                .unwrap();
+            gate(store, "agent:b:main", "m3", "elsewhere, gated");
+            store
+                .record(
+                    session,
+                    &[
+                        turn(Provenance::Inbound, Some("m4"), "again"),
+                        turn(Provenance::Agent, None, "yes"),
+                    ],
+                    None,
+                )
+                .unwrap();
 
-        let rows = page(&store, session, 10, 0, false, true);
-        assert_eq!(
-            texts(&rows),
-            [
-                "hello",
-                "hi",
-                "are you there? [pairing-required]",
-                "again",
-                "yes"
-            ]
-        );
-        assert!(rows.windows(2).all(|w| w[0].id < w[1].id), "{rows:?}");
-        let gated = &rows[2];
-        assert_eq!(gated.provenance, Provenance::Inbound);
-        assert_eq!(gated.message_id.as_deref(), Some("m2"));
-        assert_eq!(gated.sender.label(), "Ada (42) on telegram");
-        assert_eq!(
-            gated.gated.as_ref().map(|g| g.rule.as_str()),
-            Some("dmPolicy (built-in default: pairing)")
-        );
-        // Nothing else of the recorded answer is read: never the pairing code.
-        assert!(!serde_json::to_string(&rows).unwrap().contains("SECRET12"));
-        // Paged newest first as before, gated lines counted like any other.
-        assert_eq!(
-            texts(&page(&store, session, 2, 0, false, true)),
-            ["again", "yes"]
-        );
-        assert_eq!(
-            texts(&page(&store, session, 2, 2, false, true)),
-            ["hi", "are you there? [pairing-required]"]
-        );
-        assert_eq!(texts(&page(&store, session, 2, 4, false, true)), ["hello"]);
-        // An agent's history (the Hub's `sessions_history`) never has them.
-        assert_eq!(
-            texts(&page(&store, session, 10, 0, false, false)),
-            ["hello", "hi", "again", "yes"]
-        );
+            let rows = page(store, session, 10, 0, false, true);
+            assert_eq!(
+                texts(&rows),
+                [
+                    "hello",
+                    "hi",
+                    "are you there? [pairing-required]",
+                    "again",
+                    "yes"
+                ]
+            );
+            assert!(rows.windows(2).all(|w| w[0].id < w[1].id), "{rows:?}");
+            let gated = &rows[2];
+            assert_eq!(gated.provenance, Provenance::Inbound);
+            assert_eq!(gated.message_id.as_deref(), Some("m2"));
+            assert_eq!(gated.sender.label(), "Ada (42) on telegram");
+            assert_eq!(
+                gated.gated.as_ref().map(|g| g.rule.as_str()),
+                Some("dmPolicy (built-in default: pairing)")
+            );
+            // Nothing else of the recorded answer is read: never the pairing code.
+            assert!(!serde_json::to_string(&rows).unwrap().contains("SECRET12"));
+            // Paged newest first as before, gated lines counted like any other.
+            assert_eq!(
+                texts(&page(store, session, 2, 0, false, true)),
+                ["again", "yes"]
+            );
+            assert_eq!(
+                texts(&page(store, session, 2, 2, false, true)),
+                ["hi", "are you there? [pairing-required]"]
+            );
+            assert_eq!(texts(&page(store, session, 2, 4, false, true)), ["hello"]);
+            // An agent's history (the Hub's `sessions_history`) never has them.
+            assert_eq!(
+                texts(&page(store, session, 10, 0, false, false)),
+                ["hello", "hi", "again", "yes"]
+            );
 
-        // A `/new` begins a segment: the gated lines before it are in `all` only.
-        store
-            .record(
-                session,
-                &[turn(Provenance::Reset, None, "new session")],
-                None,
-            )
-            .unwrap();
-        gate(&store, session, "m5", "after the reset");
-        assert_eq!(
-            texts(&page(&store, session, 10, 0, false, true)),
-            ["new session", "after the reset [pairing-required]"]
-        );
-        assert_eq!(page(&store, session, 10, 0, true, true).len(), 7);
-        // A transcript row after a gated line gets a larger id.
-        store
-            .record(
-                session,
-                &[turn(Provenance::Inbound, Some("m6"), "last")],
-                None,
-            )
-            .unwrap();
-        let rows = page(&store, session, 10, 0, false, true);
-        assert_eq!(texts(&rows)[2], "last");
-        assert!(rows[1].id < rows[2].id);
+            // A `/new` begins a segment: the gated lines before it are in `all` only.
+            store
+                .record(
+                    session,
+                    &[turn(Provenance::Reset, None, "new session")],
+                    None,
+                )
+                .unwrap();
+            gate(store, session, "m5", "after the reset");
+            assert_eq!(
+                texts(&page(store, session, 10, 0, false, true)),
+                ["new session", "after the reset [pairing-required]"]
+            );
+            assert_eq!(page(store, session, 10, 0, true, true).len(), 7);
+            // A transcript row after a gated line gets a larger id.
+            store
+                .record(
+                    session,
+                    &[turn(Provenance::Inbound, Some("m6"), "last")],
+                    None,
+                )
+                .unwrap();
+            let rows = page(store, session, 10, 0, false, true);
+            assert_eq!(texts(&rows)[2], "last");
+            assert!(rows[1].id < rows[2].id);
+        });
     }
 
     #[test]
     fn a_session_whose_first_message_was_gated_has_that_line_and_later_rows_after_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
-        let session = "agent:a:telegram:direct:42";
-        // Nothing was ever appended: the transcript's sequence has no row yet.
-        gate(&store, session, "m1", "hello?");
-        let rows = page(&store, session, 10, 0, false, true);
-        assert_eq!(texts(&rows), ["hello? [pairing-required]"]);
-        assert_eq!(rows[0].id, 1);
-        // No trash to read instead: the gated line stays.
-        store
-            .record(
-                session,
-                &[turn(Provenance::Inbound, Some("m2"), "paired now")],
-                None,
-            )
-            .unwrap();
-        let rows = page(&store, session, 10, 0, false, true);
-        assert_eq!(texts(&rows), ["hello? [pairing-required]", "paired now"]);
-        assert_eq!(rows[1].id, 2);
-        // A redelivery is answered from the record, pairing code and all: the answer is kept whole.
-        assert_eq!(
-            store.delivered(&gated_key("m1")).unwrap().as_deref(),
-            Some(GATED)
-        );
+        on_both_backends(|store| {
+            let session = "agent:a:telegram:direct:42";
+            // Nothing was ever appended: the transcript's sequence has no row yet.
+            gate(store, session, "m1", "hello?");
+            let rows = page(store, session, 10, 0, false, true);
+            assert_eq!(texts(&rows), ["hello? [pairing-required]"]);
+            assert_eq!(rows[0].id, 1);
+            // No trash to read instead: the gated line stays.
+            store
+                .record(
+                    session,
+                    &[turn(Provenance::Inbound, Some("m2"), "paired now")],
+                    None,
+                )
+                .unwrap();
+            let rows = page(store, session, 10, 0, false, true);
+            assert_eq!(texts(&rows), ["hello? [pairing-required]", "paired now"]);
+            assert_eq!(rows[1].id, 2);
+            // A redelivery is answered from the record, pairing code and all: the answer is kept whole.
+            assert_eq!(
+                store.delivered(&gated_key("m1")).unwrap().as_deref(),
+                Some(GATED)
+            );
+        });
     }
 
     #[test]
@@ -1867,9 +2049,11 @@ mod tests {
         let store = AccessStore::open(&StateDir::new(tmp.path())).unwrap();
         for (all, gated) in [(false, true), (true, true), (false, false)] {
             let plan: Vec<String> = store
+                .db
                 .read(|c| {
-                    c.prepare(&format!("EXPLAIN QUERY PLAN {}", history_sql(all, gated)))?
-                        .query_map(params!["k", 10, 0], |r| r.get::<_, String>(3))?
+                    let sql = history_sql(Backend::Sqlite, all, gated);
+                    c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?
+                        .query_map(rusqlite::params!["k", 10, 0], |r| r.get::<_, String>(3))?
                         .collect()
                 })
                 .unwrap();

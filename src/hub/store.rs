@@ -708,7 +708,11 @@ impl HubStore {
     /// `session:<key>` (`cleanup: delete`): the session is gone from every listing, its words
     /// kept for the operator.
     pub(crate) fn trash_session(&self, session_key: &str) -> Result<(), StateError> {
-        self.with(|c| AccessStore::trash_session_on(c, session_key))
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            AccessStore::trash_session_in(&tx, session_key)?;
+            tx.commit()
+        })
     }
 
     // ---- sessions, through the Access layer's statements ----
@@ -764,7 +768,7 @@ impl HubStore {
         &self,
         session_key: &str,
     ) -> Result<Option<crate::sessions::GivenSection>, StateError> {
-        self.read(|c| AccessStore::section_given(c, session_key))
+        self.read(|c| Ok(AccessStore::section_given(c, session_key)?))
     }
 
     pub(crate) fn session_exists(&self, session_key: &str) -> Result<bool, StateError> {
@@ -791,7 +795,16 @@ impl HubStore {
         all: bool,
         gated: bool,
     ) -> Result<Vec<HistoryRow>, StateError> {
-        self.read(|c| AccessStore::history_page(c, session_key, limit, offset, all, gated))
+        self.read(|c| {
+            Ok(AccessStore::history_page(
+                c,
+                session_key,
+                limit,
+                offset,
+                all,
+                gated,
+            )?)
+        })
     }
 
     /// The transcript lines of every session with every word of `words`, newest first
@@ -968,7 +981,9 @@ mod tests {
     }
 
     fn transcript_row(store: &HubStore, key: &str, at: &str) {
-        store.with(|c| AccessStore::put_row_at(c, key, at)).unwrap();
+        store
+            .with(|c| Ok(AccessStore::put_row_at(c, key, at)?))
+            .unwrap();
     }
 
     #[test]
@@ -991,7 +1006,7 @@ mod tests {
             transcript_row(&store, key, "2026-01-01T00:00:00Z");
         }
         let named = store
-            .with(|c| AccessStore::sessions_by_activity(c, None, None, None, 100))
+            .with(|c| Ok(AccessStore::sessions_by_activity(c, None, None, None, 100)?))
             .unwrap();
         assert_eq!(named.len(), keys.len());
         for a in named {
