@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::params;
+use crate::state::db::{Backend, Query, params};
 
 use super::Hub;
 use super::policy::HubPolicy;
@@ -68,18 +68,23 @@ impl HubStore {
     /// Every open child whose spawn run is over. Its last activity counts the Access layer's
     /// records of the session too (read through that layer's statements).
     pub(crate) fn kept_children(&self) -> Result<Vec<KeptChild>, StateError> {
-        self.with(|c| {
-            let mut stmt = c.prepare_cached(
-                "SELECT s.session_key, s.agent_id, s.parent_agent_id, s.run_id,
-                    max(s.created_at, coalesce(r.finished_at, '')),
-                    EXISTS (SELECT 1 FROM hub_runs b WHERE b.target_session_key = s.session_key
-                        AND b.state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain'))
-                 FROM hub_sessions s JOIN hub_runs r ON r.run_id = s.run_id
-                 WHERE s.closed_at IS NULL
-                   AND r.state IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain')",
-            )?;
-            let mut kept = stmt
-                .query_map(params![], |r| {
+        self.query(|c| {
+            let larger = match c.backend() {
+                Backend::Sqlite => "max",
+                Backend::Postgres => "greatest",
+            };
+            let mut kept = c.query_map(
+                &format!(
+                    "SELECT s.session_key, s.agent_id, s.parent_agent_id, s.run_id,
+                        {larger}(s.created_at, coalesce(r.finished_at, '')),
+                        EXISTS (SELECT 1 FROM hub_runs b WHERE b.target_session_key = s.session_key
+                            AND b.state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain'))
+                     FROM hub_sessions s JOIN hub_runs r ON r.run_id = s.run_id
+                     WHERE s.closed_at IS NULL
+                       AND r.state IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain')"
+                ),
+                params![],
+                |r| {
                     Ok(KeptChild {
                         session_key: r.get(0)?,
                         agent_id: r.get(1)?,
@@ -88,10 +93,10 @@ impl HubStore {
                         last_at: r.get(4)?,
                         busy: r.get(5)?,
                     })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                },
+            )?;
             for child in &mut kept {
-                let seen = AccessStore::session_last_activity(c, &child.session_key)?;
+                let seen = AccessStore::session_last_activity(&*c, &child.session_key)?;
                 if seen > child.last_at {
                     child.last_at = seen;
                 }

@@ -11,7 +11,7 @@
 use crate::access::outbox::Cause;
 use std::sync::Arc;
 
-use rusqlite::{OptionalExtension, params};
+use crate::state::db::{DbResult, Optional, Query, params};
 
 use super::checks::{self, LoopBounds, LoopCounts, Trip, pair_scope};
 use super::store::{HubStore, RunRecord};
@@ -26,19 +26,21 @@ enum Since {
 }
 
 impl HubStore {
-    fn loop_since(c: &rusqlite::Connection, scope: &str) -> rusqlite::Result<Since> {
+    fn loop_since(c: &impl Query, scope: &str) -> DbResult<Since> {
+        // The newest pause by the order they were filed in (PostgreSQL's table carries a
+        // `rowid` of its own).
         let last: Option<(String, Option<i64>)> = c
             .query_row(
                 "SELECT state, after_rowid FROM loop_pauses WHERE scope = ?1
                  ORDER BY rowid DESC LIMIT 1",
-                [scope],
+                params![scope],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
         // An older pause of the scope may still be open after a newer one was decided.
         let open: bool = c.query_row(
             "SELECT count(*) > 0 FROM loop_pauses WHERE scope = ?1 AND state = 'paused'",
-            [scope],
+            params![scope],
             |r| r.get(0),
         )?;
         Ok(match last {
@@ -57,8 +59,8 @@ impl HubStore {
         since: &str,
     ) -> Result<Option<u64>, StateError> {
         let scope = pair_scope(a, b);
-        self.with(|c| {
-            let Since::After(after) = Self::loop_since(c, &scope)? else {
+        self.query(|c| {
+            let Since::After(after) = Self::loop_since(&*c, &scope)? else {
                 return Ok(None);
             };
             c.query_row(
@@ -66,7 +68,7 @@ impl HubStore {
                      (requester_session_key = ?1 AND target_session_key = ?2)
                      OR (requester_session_key = ?2 AND target_session_key = ?1))",
                 params![a, b, since, after],
-                |r| r.get::<_, i64>(0),
+                |r| r.get::<i64>(0),
             )
             .map(|n| Some(n.max(0) as u64))
         })
@@ -88,17 +90,17 @@ impl HubStore {
     /// Sends started by the sessions of the tree under `root` after its last pause decision;
     /// `None` while a pause of the tree is open.
     pub(super) fn tree_sends(&self, root: &str) -> Result<Option<u64>, StateError> {
-        self.with(|c| {
-            let Since::After(after) = Self::loop_since(c, root)? else {
+        self.query(|c| {
+            let Since::After(after) = Self::loop_since(&*c, root)? else {
                 return Ok(None);
             };
             c.query_row(
                 "WITH RECURSIVE tree(k) AS (
-                     SELECT ?1 UNION SELECT h.session_key FROM hub_sessions h JOIN tree ON h.parent_session_key = tree.k)
+                     SELECT CAST(?1 AS TEXT) UNION SELECT h.session_key FROM hub_sessions h JOIN tree ON h.parent_session_key = tree.k)
                  SELECT count(*) FROM hub_runs
                  WHERE kind = 'send' AND rowid > ?2 AND requester_session_key IN (SELECT k FROM tree)",
                 params![root, after],
-                |r| r.get::<_, i64>(0),
+                |r| r.get::<i64>(0),
             )
             .map(|n| Some(n.max(0) as u64))
         })
@@ -107,7 +109,7 @@ impl HubStore {
     /// Records a paused run and its pause, in one transaction.
     pub(super) fn insert_paused(&self, run: &RunRecord, trip: &Trip) -> Result<(), StateError> {
         self.insert_run(run)?;
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "INSERT INTO loop_pauses (run_id, kind, scope, count, bound, state, created_at, note)
                  VALUES (?1, ?2, ?3, ?4, ?5, 'paused', ?6, ?7)",
@@ -129,7 +131,7 @@ impl HubStore {
     /// Records the operator's decision on the pause of `run_id` (`resumed` | `stopped`);
     /// false when it has no open pause.
     pub(super) fn decide_pause(&self, run_id: &str, state: &str) -> Result<bool, StateError> {
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "UPDATE loop_pauses SET state = ?2, decided_at = ?3,
                      after_rowid = (SELECT coalesce(max(rowid), 0) FROM hub_runs)
@@ -142,12 +144,12 @@ impl HubStore {
 
     /// Open pauses, oldest first: `(run id, sentence)`.
     pub(crate) fn open_pauses(&self) -> Result<Vec<(String, String)>, StateError> {
-        self.with(|c| {
-            let mut stmt = c.prepare(
+        self.query(|c| {
+            c.query_map(
                 "SELECT run_id, coalesce(note, '') FROM loop_pauses WHERE state = 'paused' ORDER BY created_at",
-            )?;
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect()
+                params![],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
         })
     }
 }

@@ -7,11 +7,12 @@
 //! A connection of its own, so that no tool call waits for an apply or a delivery's record;
 //! every call is short and runs on the blocking pool.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use crate::access::store::{AccessStore, ActivityMark};
 pub(crate) use crate::access::store::{FoundRow, HistoryRow};
+use crate::state::db::{Backend, Behavior, Conn, DbError, DbResult, Optional, Query, Row, params};
 use crate::state::{
     ChildKind, Cleanup, Provenance, RunKind, RunState, SpawnMode, StateDir, StateError,
 };
@@ -110,7 +111,7 @@ impl RunRecord {
 
 const RUN_COLUMNS: &str = "run_id, kind, source_tool, state, requester_agent_id, requester_session_key, target_agent_id, target_session_key, correlation_id, mode, cleanup, timeout_seconds, message, reply, error, created_at, started_at, finished_at, updated_at, files";
 
-fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+fn run_row(r: &Row<'_>) -> DbResult<RunRecord> {
     Ok(RunRecord {
         run_id: r.get(0)?,
         kind: r.get(1)?,
@@ -131,20 +132,24 @@ fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         started_at: r.get(16)?,
         finished_at: r.get(17)?,
         updated_at: r.get(18)?,
-        files: match r.get_ref(19)?.as_str_or_null()? {
-            Some(json) => serde_json::from_str(json).map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(19, rusqlite::types::Type::Text, e.into())
-            })?,
+        files: match r.get::<Option<String>>(19)? {
+            Some(json) => serde_json::from_str(&json)
+                .map_err(|e| DbError::Value(format!("column 19 (files): {e}")))?,
             None => Vec::new(),
         },
     })
 }
 
 /// The runs not yet in a final state, oldest first: through the partial index
-/// `hub_runs_unfinished` (migration 30), whose condition this is word for word.
-fn unfinished_query() -> String {
+/// `hub_runs_unfinished` (migration 30), whose condition this is word for word; on SQLite
+/// read `INDEXED BY` it, so a statement that stops matching the index fails in every test.
+fn unfinished_query(backend: Backend) -> String {
+    let index = match backend {
+        Backend::Sqlite => " INDEXED BY hub_runs_unfinished",
+        Backend::Postgres => "",
+    };
     format!(
-        "SELECT {RUN_COLUMNS} FROM hub_runs INDEXED BY hub_runs_unfinished
+        "SELECT {RUN_COLUMNS} FROM hub_runs{index}
          WHERE state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain', 'paused')
          ORDER BY created_at, rowid"
     )
@@ -201,7 +206,7 @@ pub(crate) struct ChildSession {
 
 const CHILD_COLUMNS: &str = "session_key, agent_id, kind, parent_session_key, parent_agent_id, depth, label, cwd, mode, cleanup, run_id, created_at, closed_at";
 
-fn child_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChildSession> {
+fn child_row(r: &Row<'_>) -> DbResult<ChildSession> {
     Ok(ChildSession {
         session_key: r.get(0)?,
         agent_id: r.get(1)?,
@@ -274,6 +279,8 @@ impl HubStore {
         })
     }
 
+    /// Runs `f` on the connection that writes (SQLite only: the audit's timeline, which is
+    /// not on the backend seam yet).
     #[track_caller]
     pub(super) fn with<T>(
         &self,
@@ -282,12 +289,22 @@ impl HubStore {
         self.db.with(f)
     }
 
+    /// Runs `f` on the connection that writes (either backend).
     #[track_caller]
-    pub(super) fn read<T>(
+    pub(super) fn write<T>(
         &self,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
     ) -> Result<T, StateError> {
-        self.db.read(f)
+        self.db.write(f)
+    }
+
+    /// Runs `f` on a connection that reads (either backend).
+    #[track_caller]
+    pub(super) fn query<T>(
+        &self,
+        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
+    ) -> Result<T, StateError> {
+        self.db.query(f)
     }
 
     // ---- tokens ----
@@ -297,8 +314,8 @@ impl HubStore {
     /// how many were revoked.
     pub(crate) fn add_token(&self, hash: &str, owner: &TokenOwner) -> Result<usize, StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             let revoked = tx.execute(
                 "UPDATE hub_tokens SET revoked_at = ?2, revoked_why = 'superseded: the session was opened again'
                  WHERE session_key = ?1 AND revoked_at IS NULL",
@@ -315,10 +332,10 @@ impl HubStore {
 
     /// Who holds the live token with this hash.
     pub(crate) fn token_owner(&self, hash: &str) -> Result<Option<TokenOwner>, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 "SELECT agent_id, session_key FROM hub_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
-                [hash],
+                params![hash],
                 |r| {
                     Ok(TokenOwner {
                         agent_id: r.get(0)?,
@@ -337,7 +354,7 @@ impl HubStore {
         why: &str,
     ) -> Result<usize, StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "UPDATE hub_tokens SET revoked_at = ?2, revoked_why = ?3 WHERE session_key = ?1 AND revoked_at IS NULL",
                 params![session_key, now, why],
@@ -352,7 +369,7 @@ impl HubStore {
         why: &str,
     ) -> Result<usize, StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "UPDATE hub_tokens SET revoked_at = ?2, revoked_why = ?3 WHERE agent_id = ?1 AND revoked_at IS NULL",
                 params![agent_id, now, why],
@@ -363,7 +380,7 @@ impl HubStore {
     /// Revokes every live token; how many.
     pub(crate) fn revoke_all_tokens(&self, why: &str) -> Result<usize, StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "UPDATE hub_tokens SET revoked_at = ?1, revoked_why = ?2 WHERE revoked_at IS NULL",
                 params![now, why],
@@ -373,10 +390,10 @@ impl HubStore {
 
     /// How many tokens are live.
     pub(crate) fn live_tokens(&self) -> Result<u64, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 "SELECT count(*) FROM hub_tokens WHERE revoked_at IS NULL",
-                [],
+                params![],
                 |r| r.get(0),
             )
         })
@@ -386,21 +403,28 @@ impl HubStore {
 
     /// Notes the trace run `run_id` is carried out in (traces on): the audit shows it.
     pub(crate) fn note_run_trace(&self, run_id: &str, trace_id: &str) -> Result<(), StateError> {
-        self.with(|c| {
-            c.prepare_cached("UPDATE hub_runs SET trace_id = ?2 WHERE run_id = ?1")?
-                .execute(params![run_id, trace_id])
-                .map(drop)
+        self.write(|c| {
+            c.execute(
+                "UPDATE hub_runs SET trace_id = ?2 WHERE run_id = ?1",
+                params![run_id, trace_id],
+            )
+            .map(drop)
         })
     }
 
     /// Records a new run, `accepted`.
     pub(crate) fn insert_run(&self, run: &RunRecord) -> Result<(), StateError> {
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            tx.prepare_cached(&format!(
-                "INSERT INTO hub_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
-            ))?
-            .execute(params![
+        let files = (!run.files.is_empty())
+            .then(|| serde_json::to_string(&run.files))
+            .transpose()
+            .map_err(|e| StateError::Corrupt(format!("run {}: its files: {e}", run.run_id)))?;
+        self.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO hub_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
+                ),
+                params![
                     run.run_id,
                     run.kind,
                     run.source_tool,
@@ -420,15 +444,13 @@ impl HubStore {
                     run.started_at,
                     run.finished_at,
                     run.updated_at,
-                    (!run.files.is_empty())
-                        .then(|| serde_json::to_string(&run.files))
-                        .transpose()
-                        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?
-                ])?;
-            tx.prepare_cached(
+                    files
+                ],
+            )?;
+            tx.execute(
                 "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![run.run_id, run.created_at, run.state, "accepted by the Hub"])?;
+                params![run.run_id, run.created_at, run.state, "accepted by the Hub"],
+            )?;
             tx.commit()
         })
     }
@@ -442,11 +464,14 @@ impl HubStore {
         outcome: &RunOutcome,
     ) -> Result<Moved, StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             let current: Option<RunState> = tx
-                .prepare_cached("SELECT state FROM hub_runs WHERE run_id = ?1")?
-                .query_row([run_id], |r| r.get(0))
+                .query_row(
+                    "SELECT state FROM hub_runs WHERE run_id = ?1",
+                    params![run_id],
+                    |r| r.get(0),
+                )
                 .optional()?;
             let Some(current) = current else {
                 return Ok(Moved::Missing);
@@ -465,26 +490,26 @@ impl HubStore {
                 return Ok(Moved::Refused(current));
             }
             let started = next == RunState::Running;
-            tx.prepare_cached(
+            tx.execute(
                 "UPDATE hub_runs SET state = ?2, updated_at = ?3,
                      reply = coalesce(?4, reply), error = coalesce(?5, error),
                      started_at = CASE WHEN ?6 AND started_at IS NULL THEN ?3 ELSE started_at END,
                      finished_at = CASE WHEN ?7 THEN ?3 ELSE finished_at END
                  WHERE run_id = ?1",
-            )?
-            .execute(params![
-                run_id,
-                next,
-                now,
-                outcome.reply,
-                outcome.error,
-                started,
-                next.is_final()
-            ])?;
-            tx.prepare_cached(
+                params![
+                    run_id,
+                    next,
+                    now,
+                    outcome.reply,
+                    outcome.error,
+                    started,
+                    next.is_final()
+                ],
+            )?;
+            tx.execute(
                 "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![run_id, now, next, outcome.note])?;
+                params![run_id, now, next, outcome.note],
+            )?;
             tx.commit()?;
             Ok(Moved::From(current))
         })
@@ -493,7 +518,7 @@ impl HubStore {
     /// Adds a note to a run's events.
     pub(crate) fn note(&self, run_id: &str, note: &str) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, NULL, ?3)",
                 params![run_id, now, note],
@@ -503,11 +528,12 @@ impl HubStore {
     }
 
     pub(crate) fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StateError> {
-        self.read(|c| {
-            c.prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM hub_runs WHERE run_id = ?1"
-            ))?
-            .query_row([run_id], run_row)
+        self.query(|c| {
+            c.query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM hub_runs WHERE run_id = ?1"),
+                params![run_id],
+                run_row,
+            )
             .optional()
         })
     }
@@ -515,17 +541,17 @@ impl HubStore {
     /// Runs, newest first.
     pub(crate) fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StateError> {
         let limit = if filter.limit == 0 { 100 } else { filter.limit };
-        self.read(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {RUN_COLUMNS} FROM hub_runs
-                 WHERE (?1 IS NULL OR state = ?1)
-                   AND (?2 IS NULL OR requester_session_key = ?2)
-                   AND (?3 IS NULL OR target_session_key = ?3)
-                   AND (?4 IS NULL OR target_agent_id = ?4 OR requester_agent_id = ?4)
-                   AND (NOT ?5 OR state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain'))
-                 ORDER BY created_at DESC, rowid DESC LIMIT ?6 OFFSET ?7"
-            ))?;
-            stmt.query_map(
+        self.query(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM hub_runs
+                     WHERE (CAST(?1 AS TEXT) IS NULL OR state = ?1)
+                       AND (CAST(?2 AS TEXT) IS NULL OR requester_session_key = ?2)
+                       AND (CAST(?3 AS TEXT) IS NULL OR target_session_key = ?3)
+                       AND (CAST(?4 AS TEXT) IS NULL OR target_agent_id = ?4 OR requester_agent_id = ?4)
+                       AND (NOT ?5 OR state NOT IN ('completed', 'failed', 'timed_out', 'cancelled', 'uncertain'))
+                     ORDER BY created_at DESC, rowid DESC LIMIT ?6 OFFSET ?7"
+                ),
                 params![
                     filter.state,
                     filter.requester_session_key,
@@ -536,8 +562,7 @@ impl HubStore {
                     filter.offset as i64
                 ],
                 run_row,
-            )?
-            .collect()
+            )
         })
     }
 
@@ -547,7 +572,7 @@ impl HubStore {
         session_key: &str,
         state: RunState,
     ) -> Result<Option<String>, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 "SELECT run_id FROM hub_runs WHERE target_session_key = ?1 AND state = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1",
                 params![session_key, state],
@@ -559,32 +584,29 @@ impl HubStore {
 
     /// Every run not yet in a final state, oldest first (what a restart reconciles).
     pub(crate) fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StateError> {
-        self.read(|c| {
-            let mut stmt = c.prepare(&unfinished_query())?;
-            stmt.query_map([], run_row)?.collect()
-        })
+        self.query(|c| c.query_map(&unfinished_query(c.backend()), params![], run_row))
     }
 
     pub(crate) fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StateError> {
-        self.read(|c| {
-            let mut stmt = c.prepare(
+        self.query(|c| {
+            c.query_map(
                 "SELECT at, state, note FROM hub_run_events WHERE run_id = ?1 ORDER BY id",
-            )?;
-            stmt.query_map([run_id], |r| {
-                Ok(RunEvent {
-                    at: r.get(0)?,
-                    state: r.get(1)?,
-                    note: r.get(2)?,
-                })
-            })?
-            .collect()
+                params![run_id],
+                |r| {
+                    Ok(RunEvent {
+                        at: r.get(0)?,
+                        state: r.get(1)?,
+                        note: r.get(2)?,
+                    })
+                },
+            )
         })
     }
 
     // ---- child sessions ----
 
     pub(crate) fn insert_child(&self, child: &ChildSession) -> Result<(), StateError> {
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 &format!(
                     "INSERT INTO hub_sessions ({CHILD_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
@@ -624,10 +646,10 @@ impl HubStore {
     }
 
     pub(crate) fn child(&self, session_key: &str) -> Result<Option<ChildSession>, StateError> {
-        self.read(|c| {
+        self.query(|c| {
             c.query_row(
                 &format!("SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE session_key = ?1"),
-                [session_key],
+                params![session_key],
                 child_row,
             )
             .optional()
@@ -636,11 +658,14 @@ impl HubStore {
 
     /// The children of one session (open or closed), oldest first.
     pub(crate) fn children_of(&self, parent: &str) -> Result<Vec<ChildSession>, StateError> {
-        self.read(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE parent_session_key = ?1 ORDER BY created_at, rowid"
-            ))?;
-            stmt.query_map([parent], child_row)?.collect()
+        self.query(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE parent_session_key = ?1 ORDER BY created_at, rowid"
+                ),
+                params![parent],
+                child_row,
+            )
         })
     }
 
@@ -655,13 +680,15 @@ impl HubStore {
             .map(|c| format!("s.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "SELECT {cols}, r.state FROM hub_sessions s LEFT JOIN hub_runs r ON r.run_id = s.run_id
-                 WHERE s.parent_session_key = ?1 ORDER BY s.created_at, s.rowid"
-            ))?;
-            stmt.query_map([parent], |r| Ok((child_row(r)?, r.get(13)?)))?
-                .collect()
+        self.query(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {cols}, r.state FROM hub_sessions s LEFT JOIN hub_runs r ON r.run_id = s.run_id
+                     WHERE s.parent_session_key = ?1 ORDER BY s.created_at, s.rowid"
+                ),
+                params![parent],
+                |r| Ok((child_row(r)?, r.get(13)?)),
+            )
         })
     }
 
@@ -671,20 +698,22 @@ impl HubStore {
         agent_id: Option<&str>,
         label: &str,
     ) -> Result<Vec<ChildSession>, StateError> {
-        self.read(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE label = ?1 AND closed_at IS NULL
-                 AND (?2 IS NULL OR agent_id = ?2) ORDER BY created_at DESC, rowid DESC"
-            ))?;
-            stmt.query_map(params![label, agent_id], child_row)?
-                .collect()
+        self.query(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE label = ?1 AND closed_at IS NULL
+                     AND (CAST(?2 AS TEXT) IS NULL OR agent_id = ?2) ORDER BY created_at DESC, rowid DESC"
+                ),
+                params![label, agent_id],
+                child_row,
+            )
         })
     }
 
     /// Marks a child closed; whether it was open.
     pub(crate) fn close_child(&self, session_key: &str) -> Result<bool, StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "UPDATE hub_sessions SET closed_at = ?2 WHERE session_key = ?1 AND closed_at IS NULL",
                 params![session_key, now],
@@ -696,7 +725,7 @@ impl HubStore {
     /// Marks every open child session of agent `agent_id` closed (the agent was deleted).
     pub(crate) fn close_agent_children(&self, agent_id: &str) -> Result<usize, StateError> {
         let now = crate::clock::now();
-        self.with(|c| {
+        self.write(|c| {
             c.execute(
                 "UPDATE hub_sessions SET closed_at = ?2 WHERE agent_id = ?1 AND closed_at IS NULL",
                 params![agent_id, now],
@@ -708,8 +737,8 @@ impl HubStore {
     /// `session:<key>` (`cleanup: delete`): the session is gone from every listing, its words
     /// kept for the operator.
     pub(crate) fn trash_session(&self, session_key: &str) -> Result<(), StateError> {
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.write(|c| {
+            let tx = c.transaction(Behavior::Write)?;
             AccessStore::trash_session_in(&tx, session_key)?;
             tx.commit()
         })
@@ -727,20 +756,20 @@ impl HubStore {
         after: Option<&ActivityMark>,
         chunk: usize,
     ) -> Result<(Vec<KnownSession>, Option<ActivityMark>), StateError> {
-        self.read(|c| {
-            let read = AccessStore::sessions_by_activity(c, agent, contains, after, chunk)?;
+        self.query(|c| {
+            let read = AccessStore::sessions_by_activity(&*c, agent, contains, after, chunk)?;
             let next = (read.len() == chunk)
-                .then(|| read.last().map(|a| (a.last_at.clone(), a.session_key.clone())))
+                .then(|| {
+                    read.last()
+                        .map(|a| (a.last_at.clone(), a.session_key.clone()))
+                })
                 .flatten();
-            let mut spawned = c.prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM hub_sessions WHERE session_key = ?1 AND closed_at IS NULL)",
-            )?;
             let mut out = Vec::with_capacity(read.len());
             for a in read {
                 let Some(agent_id) = a.agent_id.filter(|id| !id.is_empty()) else {
                     continue;
                 };
-                if a.on_record || spawned.query_row([&a.session_key], |r| r.get(0))? {
+                if a.on_record || spawned(&*c, &a.session_key)? {
                     out.push(KnownSession {
                         session_key: a.session_key,
                         agent_id,
@@ -757,28 +786,23 @@ impl HubStore {
         &self,
         session_key: &str,
     ) -> Result<Option<(Provenance, String)>, StateError> {
-        self.read(
-            |c| Ok(AccessStore::last_message(c, session_key)?.map(|m| (m.provenance, m.text))),
-        )
+        self.query(|c| {
+            Ok(AccessStore::last_message(&*c, session_key)?.map(|m| (m.provenance, m.text)))
+        })
     }
 
-    /// Whether a session key has a runtime session, a transcript or an open spawn.
     /// The system section `session_key` was last given (`sessions show --prompt`).
     pub(crate) fn given_section(
         &self,
         session_key: &str,
     ) -> Result<Option<crate::sessions::GivenSection>, StateError> {
-        self.read(|c| Ok(AccessStore::section_given(c, session_key)?))
+        self.query(|c| AccessStore::section_given(&*c, session_key))
     }
 
+    /// Whether a session key has a runtime session, a transcript or an open spawn.
     pub(crate) fn session_exists(&self, session_key: &str) -> Result<bool, StateError> {
-        self.read(|c| {
-            Ok(AccessStore::session_on_record(c, session_key)?
-                || c.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM hub_sessions WHERE session_key = ?1 AND closed_at IS NULL)",
-                    [session_key],
-                    |r| r.get(0),
-                )?)
+        self.query(|c| {
+            Ok(AccessStore::session_on_record(&*c, session_key)? || spawned(&*c, session_key)?)
         })
     }
 
@@ -795,33 +819,34 @@ impl HubStore {
         all: bool,
         gated: bool,
     ) -> Result<Vec<HistoryRow>, StateError> {
-        self.read(|c| {
-            Ok(AccessStore::history_page(
-                c,
-                session_key,
-                limit,
-                offset,
-                all,
-                gated,
-            )?)
-        })
+        self.query(|c| AccessStore::history_page(&*c, session_key, limit, offset, all, gated))
     }
 
     /// The transcript lines of every session with every word of `words`, newest first
-    /// (`sessions/search`).
+    /// (`sessions/search`). SQLite only: the search index is an SQLite file of its own.
     pub(crate) fn search_transcript(
         &self,
         words: &str,
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<FoundRow>, StateError> {
-        self.read(|c| AccessStore::search_transcript(c, words, before, limit))
+        self.db
+            .read(|c| AccessStore::search_transcript(c, words, before, limit))
     }
 
     /// Whether an agent with this id was deleted (its entry is in the trash).
     pub(crate) fn agent_in_trash(&self, agent_id: &str) -> Result<bool, StateError> {
         self.db.agent_in_trash(agent_id)
     }
+}
+
+/// Whether session `session_key` is an open spawn.
+fn spawned(c: &impl Query, session_key: &str) -> DbResult<bool> {
+    c.query_row(
+        "SELECT EXISTS (SELECT 1 FROM hub_sessions WHERE session_key = ?1 AND closed_at IS NULL)",
+        params![session_key],
+        |r| r.get(0),
+    )
 }
 
 #[cfg(test)]
@@ -839,11 +864,15 @@ mod tests {
         assert_eq!(agent_of("research"), None);
     }
 
-    fn store() -> (tempfile::TempDir, HubStore) {
+    /// Runs `test` on a fresh store on each backend: SQLite in a temporary directory, then
+    /// PostgreSQL in a schema of its own.
+    fn on_both_backends(test: impl Fn(&HubStore)) {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = StateDir::new(tmp.path());
-        let store = HubStore::open(&dir).unwrap();
-        (tmp, store)
+        let sqlite = StateDir::new(tmp.path());
+        test(&HubStore::open(&sqlite).unwrap());
+        let schema = crate::state::db::testing::PgSchema::new();
+        let postgres = sqlite.with_postgres(schema.url().clone());
+        test(&HubStore::open(&postgres).unwrap());
     }
 
     fn run(id: &str) -> RunRecord {
@@ -874,101 +903,104 @@ mod tests {
 
     #[test]
     fn a_token_is_found_by_its_hash_until_revoked_or_superseded() {
-        let (_tmp, store) = store();
-        let owner = TokenOwner {
-            agent_id: "a".into(),
-            session_key: "agent:a:main".into(),
-        };
-        assert_eq!(store.add_token("sha256:1", &owner).unwrap(), 0);
-        assert_eq!(store.token_owner("sha256:1").unwrap(), Some(owner.clone()));
-        // Opened again: the new token replaces the old one.
-        assert_eq!(store.add_token("sha256:2", &owner).unwrap(), 1);
-        assert_eq!(store.token_owner("sha256:1").unwrap(), None);
-        assert_eq!(
-            store
-                .revoke_session_tokens("agent:a:main", "closed")
-                .unwrap(),
-            1
-        );
-        assert_eq!(store.token_owner("sha256:2").unwrap(), None);
-        assert_eq!(store.live_tokens().unwrap(), 0);
+        on_both_backends(|store| {
+            let owner = TokenOwner {
+                agent_id: "a".into(),
+                session_key: "agent:a:main".into(),
+            };
+            assert_eq!(store.add_token("sha256:1", &owner).unwrap(), 0);
+            assert_eq!(store.token_owner("sha256:1").unwrap(), Some(owner.clone()));
+            // Opened again: the new token replaces the old one.
+            assert_eq!(store.add_token("sha256:2", &owner).unwrap(), 1);
+            assert_eq!(store.token_owner("sha256:1").unwrap(), None);
+            assert_eq!(
+                store
+                    .revoke_session_tokens("agent:a:main", "closed")
+                    .unwrap(),
+                1
+            );
+            assert_eq!(store.token_owner("sha256:2").unwrap(), None);
+            assert_eq!(store.live_tokens().unwrap(), 0);
+        });
     }
 
     /// The files a run's message carried are read back with it, and a run without any has
     /// none; an unfinished run is found through its index.
     #[test]
     fn a_runs_files_are_kept_with_it() {
-        let (_tmp, store) = store();
-        let file = RunFile {
-            path: ".deepcli/a2a/t/r.txt".into(),
-            name: "r.txt".into(),
-            media_type: Some("text/plain".into()),
-            size: 5,
-            sha256: "ab".repeat(32),
-        };
-        store
-            .insert_run(&RunRecord {
-                files: vec![file.clone()],
-                ..run("with")
-            })
-            .unwrap();
-        store.insert_run(&run("without")).unwrap();
-        assert_eq!(store.run("with").unwrap().unwrap().files, [file]);
-        assert!(store.run("without").unwrap().unwrap().files.is_empty());
-        let unfinished: Vec<String> = store
-            .unfinished_runs()
-            .unwrap()
-            .into_iter()
-            .map(|r| r.run_id)
-            .collect();
-        assert_eq!(unfinished.len(), 2);
+        on_both_backends(|store| {
+            let file = RunFile {
+                path: ".deepcli/a2a/t/r.txt".into(),
+                name: "r.txt".into(),
+                media_type: Some("text/plain".into()),
+                size: 5,
+                sha256: "ab".repeat(32),
+            };
+            store
+                .insert_run(&RunRecord {
+                    files: vec![file.clone()],
+                    ..run("with")
+                })
+                .unwrap();
+            store.insert_run(&run("without")).unwrap();
+            assert_eq!(store.run("with").unwrap().unwrap().files, [file]);
+            assert!(store.run("without").unwrap().unwrap().files.is_empty());
+            let unfinished: Vec<String> = store
+                .unfinished_runs()
+                .unwrap()
+                .into_iter()
+                .map(|r| r.run_id)
+                .collect();
+            assert_eq!(unfinished.len(), 2);
+        });
     }
 
     #[test]
     fn a_final_run_is_never_revived_and_the_attempt_is_noted() {
-        let (_tmp, store) = store();
-        store.insert_run(&run("r1")).unwrap();
-        let o = RunOutcome::default();
-        assert_eq!(
-            store.transition("r1", RunState::Running, &o).unwrap(),
-            Moved::From(RunState::Accepted)
-        );
-        assert_eq!(
-            store
-                .transition("r1", RunState::CancelRequested, &o)
-                .unwrap(),
-            Moved::From(RunState::Running)
-        );
-        assert_eq!(
-            store.transition("r1", RunState::Cancelled, &o).unwrap(),
-            Moved::From(RunState::CancelRequested)
-        );
-        let late = RunOutcome {
-            reply: Some("late words".into()),
-            note: "the runtime answered end_turn".into(),
-            ..RunOutcome::default()
-        };
-        assert_eq!(
-            store.transition("r1", RunState::Completed, &late).unwrap(),
-            Moved::Refused(RunState::Cancelled)
-        );
-        let record = store.run("r1").unwrap().unwrap();
-        assert_eq!(record.state, RunState::Cancelled);
-        assert_eq!(record.reply, None);
-        assert!(record.finished_at.is_some());
-        let events = store.run_events("r1").unwrap();
-        assert_eq!(events.len(), 5, "{events:?}");
-        assert_eq!(events[4].state, None);
-        assert!(
-            events[4]
-                .note
-                .contains("ignored: completed after cancelled")
-        );
-        assert_eq!(
-            store.transition("nope", RunState::Running, &o).unwrap(),
-            Moved::Missing
-        );
-        assert!(store.unfinished_runs().unwrap().is_empty());
+        on_both_backends(|store| {
+            store.insert_run(&run("r1")).unwrap();
+            let o = RunOutcome::default();
+            assert_eq!(
+                store.transition("r1", RunState::Running, &o).unwrap(),
+                Moved::From(RunState::Accepted)
+            );
+            assert_eq!(
+                store
+                    .transition("r1", RunState::CancelRequested, &o)
+                    .unwrap(),
+                Moved::From(RunState::Running)
+            );
+            assert_eq!(
+                store.transition("r1", RunState::Cancelled, &o).unwrap(),
+                Moved::From(RunState::CancelRequested)
+            );
+            let late = RunOutcome {
+                reply: Some("late words".into()),
+                note: "the runtime answered end_turn".into(),
+                ..RunOutcome::default()
+            };
+            assert_eq!(
+                store.transition("r1", RunState::Completed, &late).unwrap(),
+                Moved::Refused(RunState::Cancelled)
+            );
+            let record = store.run("r1").unwrap().unwrap();
+            assert_eq!(record.state, RunState::Cancelled);
+            assert_eq!(record.reply, None);
+            assert!(record.finished_at.is_some());
+            let events = store.run_events("r1").unwrap();
+            assert_eq!(events.len(), 5, "{events:?}");
+            assert_eq!(events[4].state, None);
+            assert!(
+                events[4]
+                    .note
+                    .contains("ignored: completed after cancelled")
+            );
+            assert_eq!(
+                store.transition("nope", RunState::Running, &o).unwrap(),
+                Moved::Missing
+            );
+            assert!(store.unfinished_runs().unwrap().is_empty());
+        });
     }
 
     #[test]
@@ -982,115 +1014,118 @@ mod tests {
 
     fn transcript_row(store: &HubStore, key: &str, at: &str) {
         store
-            .with(|c| Ok(AccessStore::put_row_at(c, key, at)?))
+            .write(|c| AccessStore::put_row_at(&*c, key, at))
             .unwrap();
     }
 
     #[test]
     fn the_state_names_a_sessions_agent_as_agent_of_does() {
-        let (_tmp, store) = store();
-        let keys = [
-            "agent:a:main",
-            "agent:research:telegram:direct:42",
-            "agent::main",
-            "agent:a:",
-            "agent:a",
-            "agent:",
-            "agent:é-ü:x",
-            "agentx:a:main",
-            "Agent:a:main",
-            "a:agent:b:main",
-            "",
-        ];
-        for key in keys {
-            transcript_row(&store, key, "2026-01-01T00:00:00Z");
-        }
-        let named = store
-            .with(|c| Ok(AccessStore::sessions_by_activity(c, None, None, None, 100)?))
-            .unwrap();
-        assert_eq!(named.len(), keys.len());
-        for a in named {
-            assert_eq!(
-                a.agent_id.as_deref(),
-                agent_of(&a.session_key),
-                "{:?}",
-                a.session_key
-            );
-        }
+        on_both_backends(|store| {
+            let keys = [
+                "agent:a:main",
+                "agent:research:telegram:direct:42",
+                "agent::main",
+                "agent:a:",
+                "agent:a",
+                "agent:",
+                "agent:é-ü:x",
+                "agentx:a:main",
+                "Agent:a:main",
+                "a:agent:b:main",
+                "",
+            ];
+            for key in keys {
+                transcript_row(store, key, "2026-01-01T00:00:00Z");
+            }
+            let named = store
+                .query(|c| AccessStore::sessions_by_activity(&*c, None, None, None, 100))
+                .unwrap();
+            assert_eq!(named.len(), keys.len());
+            for a in named {
+                assert_eq!(
+                    a.agent_id.as_deref(),
+                    agent_of(&a.session_key),
+                    "{:?}",
+                    a.session_key
+                );
+            }
+        });
     }
 
     #[test]
     fn sessions_are_walked_by_last_activity_whatever_the_chunk() {
-        let (_tmp, store) = store();
-        // Transcripts, some at the same second (then by key).
-        transcript_row(&store, "agent:a:one", "2026-01-01T00:00:01Z");
-        transcript_row(&store, "agent:a:one", "2026-01-01T00:00:05Z");
-        transcript_row(&store, "agent:b:two", "2026-01-01T00:00:05Z");
-        transcript_row(&store, "agent:a:three", "2026-01-01T00:00:03Z");
-        transcript_row(&store, "agent:b:gone", "2026-01-01T00:00:09Z");
-        store
-            .with(|c| {
-                // A runtime session used later than its transcript's last row.
-                AccessStore::put_session_at(c, "agent:a:three", "a", "2026-01-01T00:00:02Z")?;
-                AccessStore::put_session_at(c, "agent:a:three", "a", "2026-01-01T00:00:07Z")?;
-                // A session whose key names no agent: its record does.
-                AccessStore::put_session_at(c, "legacy", "c", "2026-01-01T00:00:04Z")?;
-                // An open spawn without a word yet, and a closed one.
-                for (key, closed) in [
-                    ("agent:b:subagent:x", None),
-                    ("agent:b:subagent:y", Some("2026-01-01T00:00:08Z")),
-                ] {
-                    c.execute(
-                        "INSERT INTO hub_sessions (session_key, agent_id, kind, parent_session_key, parent_agent_id,
-                             depth, mode, cleanup, run_id, created_at, closed_at)
-                         VALUES (?1, 'b', 'subagent', 'agent:a:main', 'a', 1, 'run', 'keep', 'r', '2026-01-01T00:00:06Z', ?2)",
-                        params![key, closed],
-                    )?;
+        on_both_backends(|store| {
+            // Transcripts, some at the same second (then by key).
+            transcript_row(store, "agent:a:one", "2026-01-01T00:00:01Z");
+            transcript_row(store, "agent:a:one", "2026-01-01T00:00:05Z");
+            transcript_row(store, "agent:b:two", "2026-01-01T00:00:05Z");
+            transcript_row(store, "agent:a:three", "2026-01-01T00:00:03Z");
+            transcript_row(store, "agent:b:gone", "2026-01-01T00:00:09Z");
+            store
+                .write(|c| {
+                    let c = &*c;
+                    // A runtime session used later than its transcript's last row.
+                    AccessStore::put_session_at(c, "agent:a:three", "a", "2026-01-01T00:00:02Z")?;
+                    AccessStore::put_session_at(c, "agent:a:three", "a", "2026-01-01T00:00:07Z")?;
+                    // A session whose key names no agent: its record does.
+                    AccessStore::put_session_at(c, "legacy", "c", "2026-01-01T00:00:04Z")?;
+                    // An open spawn without a word yet, and a closed one.
+                    for (key, closed) in [
+                        ("agent:b:subagent:x", None),
+                        ("agent:b:subagent:y", Some("2026-01-01T00:00:08Z")),
+                    ] {
+                        c.execute(
+                            "INSERT INTO hub_sessions (session_key, agent_id, kind, parent_session_key, parent_agent_id,
+                                 depth, mode, cleanup, run_id, created_at, closed_at)
+                             VALUES (?1, 'b', 'subagent', 'agent:a:main', 'a', 1, 'run', 'keep', 'r', '2026-01-01T00:00:06Z', ?2)",
+                            params![key, closed],
+                        )?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            // A session whose transcript went (to the trash).
+            store.trash_session("agent:b:gone").unwrap();
+            let expected = [
+                ("agent:a:three", "2026-01-01T00:00:07Z"),
+                ("agent:b:subagent:x", "2026-01-01T00:00:06Z"),
+                ("agent:a:one", "2026-01-01T00:00:05Z"),
+                ("agent:b:two", "2026-01-01T00:00:05Z"),
+                ("legacy", "2026-01-01T00:00:04Z"),
+            ];
+            for chunk in [1, 2, 3, 100] {
+                let (mut seen, mut after) = (Vec::new(), None);
+                loop {
+                    let (got, next) = store
+                        .sessions_by_activity(None, None, after.as_ref(), chunk)
+                        .unwrap();
+                    seen.extend(got.into_iter().map(|s| (s.session_key, s.last_at)));
+                    match next {
+                        // Each chunk goes on past the last: never the same again.
+                        Some(mark) if Some(&mark) != after.as_ref() => after = Some(mark),
+                        Some(mark) => panic!("chunk {chunk}: {mark:?} twice"),
+                        None => break,
+                    }
                 }
-                Ok(())
-            })
-            .unwrap();
-        // A session whose transcript went (to the trash).
-        store.trash_session("agent:b:gone").unwrap();
-        let expected = [
-            ("agent:a:three", "2026-01-01T00:00:07Z"),
-            ("agent:b:subagent:x", "2026-01-01T00:00:06Z"),
-            ("agent:a:one", "2026-01-01T00:00:05Z"),
-            ("agent:b:two", "2026-01-01T00:00:05Z"),
-            ("legacy", "2026-01-01T00:00:04Z"),
-        ];
-        for chunk in [1, 2, 3, 100] {
-            let (mut seen, mut after) = (Vec::new(), None);
-            loop {
-                let (got, next) = store
-                    .sessions_by_activity(None, None, after.as_ref(), chunk)
-                    .unwrap();
-                seen.extend(got.into_iter().map(|s| (s.session_key, s.last_at)));
-                match next {
-                    // Each chunk goes on past the last: never the same again.
-                    Some(mark) if Some(&mark) != after.as_ref() => after = Some(mark),
-                    Some(mark) => panic!("chunk {chunk}: {mark:?} twice"),
-                    None => break,
-                }
+                let seen: Vec<(&str, &str)> =
+                    seen.iter().map(|(k, a)| (k.as_str(), a.as_str())).collect();
+                assert_eq!(seen, expected, "chunk {chunk}");
             }
-            let seen: Vec<(&str, &str)> =
-                seen.iter().map(|(k, a)| (k.as_str(), a.as_str())).collect();
-            assert_eq!(seen, expected, "chunk {chunk}");
-        }
-        let (b, _) = store
-            .sessions_by_activity(Some("b"), None, None, 100)
-            .unwrap();
-        let b: Vec<&str> = b.iter().map(|s| s.session_key.as_str()).collect();
-        assert_eq!(b, ["agent:b:subagent:x", "agent:b:two"]);
-        let (c, _) = store
-            .sessions_by_activity(Some("c"), None, None, 100)
-            .unwrap();
-        assert_eq!(c[0].agent_id, "c");
-        // A key that contains the words, in any case: a real query, not a narrowed page.
-        let (two, _) = store
-            .sessions_by_activity(None, Some("TWO"), None, 1)
-            .unwrap();
-        let two: Vec<&str> = two.iter().map(|s| s.session_key.as_str()).collect();
-        assert_eq!(two, ["agent:b:two"]);
+            let (b, _) = store
+                .sessions_by_activity(Some("b"), None, None, 100)
+                .unwrap();
+            let b: Vec<&str> = b.iter().map(|s| s.session_key.as_str()).collect();
+            assert_eq!(b, ["agent:b:subagent:x", "agent:b:two"]);
+            let (c, _) = store
+                .sessions_by_activity(Some("c"), None, None, 100)
+                .unwrap();
+            assert_eq!(c[0].agent_id, "c");
+            // A key that contains the words, in any case: a real query, not a narrowed page.
+            let (two, _) = store
+                .sessions_by_activity(None, Some("TWO"), None, 1)
+                .unwrap();
+            let two: Vec<&str> = two.iter().map(|s| s.session_key.as_str()).collect();
+            assert_eq!(two, ["agent:b:two"]);
+        });
     }
 }
