@@ -13,6 +13,7 @@ use super::outbox::{
 };
 use crate::sessions::GivenSection;
 use crate::state::db::{Backend, Behavior, Conn, DbResult, Optional, Query, Row, ToValue, params};
+use crate::state::search_index::{folded, query_words, word_spans};
 use crate::state::{Provenance, StateDir, StateError};
 
 pub(crate) struct AccessStore {
@@ -1074,15 +1075,7 @@ pub(crate) fn snippet(text: &str, words: &str) -> String {
     if tokens.len() <= SNIPPET_WORDS {
         return text.to_string();
     }
-    let terms: Vec<String> = words
-        .split_whitespace()
-        .flat_map(|w| {
-            word_spans(w)
-                .into_iter()
-                .map(|(a, b)| folded(&w[a..b]))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let terms: Vec<String> = query_words(words);
     let last = terms.len().checked_sub(1);
     let matches = |token: &str| {
         let token = folded(token);
@@ -1111,35 +1104,6 @@ pub(crate) fn snippet(text: &str, words: &str) -> String {
 
 /// The words of a found line a snippet shows.
 const SNIPPET_WORDS: usize = 16;
-
-/// Where each word of `text` is: runs of letters and digits, as the index's tokenizer cuts.
-fn word_spans(text: &str) -> Vec<(usize, usize)> {
-    let mut spans = Vec::new();
-    let mut start = None;
-    for (at, c) in text.char_indices() {
-        match (c.is_alphanumeric(), start) {
-            (true, None) => start = Some(at),
-            (false, Some(s)) => {
-                spans.push((s, at));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(s) = start {
-        spans.push((s, text.len()));
-    }
-    spans
-}
-
-/// `word` in lower case without its accents, as the index compares words.
-fn folded(word: &str) -> String {
-    use unicode_normalization::UnicodeNormalization;
-    word.nfd()
-        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
-        .flat_map(char::to_lowercase)
-        .collect()
-}
 
 /// A session in the order of its last activity (table `session_activity`, migration 22).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1268,6 +1232,56 @@ impl AccessStore {
             },
         )?
         .collect()
+    }
+
+    /// [`AccessStore::search_transcript`] on PostgreSQL: through `transcript_words`, the
+    /// `tsvector` of each line's words ([`crate::state::search_index::pg_step`]) under its GIN
+    /// index, every word of `words` folded as the index keeps them, the last one also as a
+    /// prefix.
+    pub(crate) fn search_postgres(
+        c: &impl Query,
+        words: &str,
+        before: Option<i64>,
+        limit: usize,
+    ) -> DbResult<Vec<FoundRow>> {
+        let terms = query_words(words);
+        let Some(last) = terms.len().checked_sub(1) else {
+            return Ok(Vec::new());
+        };
+        // Letters and digits only: nothing in a term is `tsquery` syntax.
+        let query = terms
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if i == last {
+                    format!("'{t}':*")
+                } else {
+                    format!("'{t}'")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" & ");
+        c.query_map(
+            "SELECT t.id, t.session_key, t.provenance, t.at, t.text
+             FROM transcript_words w JOIN transcript t ON t.id = w.id
+             WHERE w.words @@ CAST(CAST(?1 AS TEXT) AS tsquery) AND w.id < ?2
+             ORDER BY w.id DESC LIMIT ?3",
+            params![
+                query,
+                before.unwrap_or(i64::MAX),
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            ],
+            |r| {
+                let text: String = r.get(4)?;
+                Ok(FoundRow {
+                    id: r.get(0)?,
+                    session_key: r.get(1)?,
+                    provenance: r.get(2)?,
+                    at: r.get(3)?,
+                    snippet: snippet(&text, words),
+                })
+            },
+        )
     }
 
     /// A transcript row of session `session_key` at `at` (for another layer's tests).
@@ -1787,17 +1801,18 @@ mod tests {
         assert_eq!(snippet("is it late?", "late"), "is it late?");
     }
 
-    #[test]
-    fn a_search_finds_the_lines_of_every_session_newest_first_and_forgets_deleted_ones() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = StateDir::new(tmp.path());
-        let store = AccessStore::open(&dir).unwrap();
+    /// What a search finds, on either backend: `catch_up` brings the index up to date (what
+    /// the upkeep does within a checkpoint's interval), `search` searches.
+    fn search_finds_every_sessions_lines_newest_first(
+        store: &AccessStore,
+        catch_up: &dyn Fn(),
+        search: &dyn Fn(&str, Option<i64>, usize) -> Vec<FoundRow>,
+    ) {
         let said = |key: &str, text: &str| {
             store
                 .record(key, &[turn(Provenance::Inbound, None, text)], None)
                 .unwrap();
-            // What the upkeep thread does within a checkpoint's interval.
-            crate::state::search_index::catch_up(&dir).unwrap();
+            catch_up();
         };
         said("agent:a:main", "the deploy failed at noon");
         said(
@@ -1807,10 +1822,7 @@ mod tests {
         said("agent:b:slack:group:g1", "nothing to see");
         said("agent:c:main", "deploy \"quoted\" OR NOT");
         let found = |words: &str, before: Option<i64>, limit: usize| -> Vec<(String, String)> {
-            store
-                .db
-                .read(|c| AccessStore::search_transcript(c, words, before, limit))
-                .unwrap()
+            search(words, before, limit)
                 .into_iter()
                 .map(|f| (f.session_key, f.snippet))
                 .collect()
@@ -1822,13 +1834,10 @@ mod tests {
             ["agent:c:main", "agent:b:slack:group:g1", "agent:a:main"]
         );
         assert_eq!(keys(found("failed DEPLOY", None, 10)), ["agent:a:main"]);
-        // Words that are FTS5 syntax are words.
+        // Words that are the index's syntax are words.
         assert_eq!(keys(found("quoted\" OR", None, 10)), ["agent:c:main"]);
         // Paged by line id.
-        let first = store
-            .db
-            .read(|c| AccessStore::search_transcript(c, "deploy", None, 1))
-            .unwrap();
+        let first = search("deploy", None, 1);
         assert_eq!(
             keys(found("deploy", Some(first[0].id), 10)),
             ["agent:b:slack:group:g1", "agent:a:main"]
@@ -1845,10 +1854,30 @@ mod tests {
                 tx.commit()
             })
             .unwrap();
-        crate::state::search_index::catch_up(&dir).unwrap();
+        catch_up();
         assert_eq!(
             keys(found("deploy", None, 10)),
             ["agent:c:main", "agent:a:main"]
+        );
+        assert!(found("", None, 10).is_empty());
+    }
+
+    #[test]
+    fn a_search_finds_the_lines_of_every_session_newest_first_and_forgets_deleted_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = AccessStore::open(&dir).unwrap();
+        search_finds_every_sessions_lines_newest_first(
+            &store,
+            &|| {
+                crate::state::search_index::catch_up(&dir).unwrap();
+            },
+            &|words, before, limit| {
+                store
+                    .db
+                    .read(|c| AccessStore::search_transcript(c, words, before, limit))
+                    .unwrap()
+            },
         );
         // Gone from the index itself, not only hidden by the join.
         let indexed: i64 = store
@@ -1862,7 +1891,39 @@ mod tests {
             })
             .unwrap();
         assert_eq!(indexed, 2);
-        assert!(found("", None, 10).is_empty());
+    }
+
+    /// PostgreSQL's index (`transcript_words`) finds what SQLite's does.
+    #[test]
+    fn a_search_on_postgresql_finds_what_one_on_sqlite_finds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let schema = crate::state::db::testing::PgSchema::new();
+        let dir = StateDir::new(tmp.path()).with_postgres(schema.url().clone());
+        let store = AccessStore::open(&dir).unwrap();
+        search_finds_every_sessions_lines_newest_first(
+            &store,
+            &|| {
+                store
+                    .write(crate::state::search_index::pg_catch_up)
+                    .unwrap();
+            },
+            &|words, before, limit| {
+                store
+                    .query(|c| AccessStore::search_postgres(&*c, words, before, limit))
+                    .unwrap()
+            },
+        );
+        // Gone from the index itself, not only hidden by the join.
+        let indexed: i64 = store
+            .query(|c| {
+                c.query_row(
+                    "SELECT count(*) FROM transcript_words WHERE words @@ CAST('deploy' AS tsquery)",
+                    params![],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(indexed, 2);
     }
 
     fn gated_key(id: &str) -> DeliveryKey {

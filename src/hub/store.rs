@@ -823,15 +823,17 @@ impl HubStore {
     }
 
     /// The transcript lines of every session with every word of `words`, newest first
-    /// (`sessions/search`). SQLite only: the search index is an SQLite file of its own.
+    /// (`sessions/search`): through `search.db` on SQLite, `transcript_words` on PostgreSQL.
     pub(crate) fn search_transcript(
         &self,
         words: &str,
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<FoundRow>, StateError> {
-        self.db
-            .read(|c| AccessStore::search_transcript(c, words, before, limit))
+        self.query(|c| match &*c {
+            Conn::Sqlite(conn) => Ok(AccessStore::search_transcript(conn, words, before, limit)?),
+            Conn::Postgres(_) => AccessStore::search_postgres(&*c, words, before, limit),
+        })
     }
 
     /// Whether an agent with this id was deleted (its entry is in the trash).

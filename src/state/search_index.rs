@@ -9,12 +9,18 @@
 //! a crash between the two, which changes nothing: indexing a row is "drop its words, add
 //! what it holds now". A new index (none yet, or one made for another state) is filled from
 //! the transcript itself, oldest row first, between the queue's steps.
+//!
+//! On PostgreSQL the same queue (kept by PL/pgSQL triggers) feeds `transcript_words`, a
+//! `tsvector` of each row's words under a GIN index in the state itself: a step there is one
+//! write transaction ([`pg_step`]). Both keep the words as [`words_of`] cuts them, so a search
+//! finds the same lines on either.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
+use super::db::{Behavior, Conn, DbResult, Query, params as db_params};
 use super::{StateDir, wait_for_the_lock};
 
 /// The name the search index is attached under on a connection to the state.
@@ -339,6 +345,99 @@ pub(crate) fn catch_up(dir: &StateDir) -> rusqlite::Result<Indexed> {
         if run.caught_up {
             total.caught_up = true;
             return Ok(total);
+        }
+    }
+}
+
+/// Where each word of `text` is: runs of letters and digits, as the index's tokenizer cuts
+/// (SQLite's `unicode61`).
+pub(crate) fn word_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices() {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(at),
+            (false, Some(s)) => {
+                spans.push((s, at));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        spans.push((s, text.len()));
+    }
+    spans
+}
+
+/// `word` in lower case without its accents, as the index compares words (SQLite's
+/// `remove_diacritics 2`).
+pub(crate) fn folded(word: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    word.nfd()
+        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// The words of `text`, folded, in order: what a search looks for.
+pub(crate) fn query_words(text: &str) -> Vec<String> {
+    word_spans(text)
+        .into_iter()
+        .map(|(a, b)| folded(&text[a..b]))
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// The words of `text` as PostgreSQL's index keeps them: [`query_words`], each once,
+/// separated by spaces (made a `tsvector` as they are, no parser or dictionary between).
+pub(crate) fn words_of(text: &str) -> String {
+    let mut words = query_words(text);
+    words.sort_unstable();
+    words.dedup();
+    words.join(" ")
+}
+
+/// One step of the search queue on PostgreSQL, one write transaction: the words of each
+/// queued row as the transcript holds it now written to `transcript_words` (a row gone, its
+/// words dropped), the ids taken out of the queue. Every writer of the transcript holds the
+/// state's write lock, so the queue read here is all there is until the commit. The rows
+/// taken.
+pub(crate) fn pg_step(conn: &mut Conn<'_>) -> DbResult<u64> {
+    let tx = conn.transaction(Behavior::Write)?;
+    let rows: Vec<(i64, i64, Option<String>)> = tx.query_map(
+        "SELECT q.seq, q.row_id, t.text FROM search_queue q
+         LEFT JOIN transcript t ON t.id = q.row_id
+         ORDER BY q.seq LIMIT ?1",
+        db_params![STEP_ROWS],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    let Some(&(last, _, _)) = rows.last() else {
+        return Ok(0);
+    };
+    for (_, id, text) in &rows {
+        match text {
+            Some(text) => tx.execute(
+                "INSERT INTO transcript_words (id, words)
+                 VALUES (?1, array_to_tsvector(string_to_array(?2, ' ')))
+                 ON CONFLICT (id) DO UPDATE SET words = excluded.words",
+                db_params![id, words_of(text)],
+            )?,
+            None => tx.execute("DELETE FROM transcript_words WHERE id = ?1", db_params![id])?,
+        };
+    }
+    tx.execute("DELETE FROM search_queue WHERE seq <= ?1", db_params![last])?;
+    tx.commit()?;
+    Ok(rows.len() as u64)
+}
+
+/// [`pg_step`] until the queue is empty; the rows taken.
+pub(crate) fn pg_catch_up(conn: &mut Conn<'_>) -> DbResult<u64> {
+    let mut total = 0;
+    loop {
+        match pg_step(conn)? {
+            0 => return Ok(total),
+            n => total += n,
         }
     }
 }
