@@ -1801,12 +1801,15 @@ mod tests {
         assert_eq!(snippet("is it late?", "late"), "is it late?");
     }
 
+    /// A search: words, before which line, how many.
+    type Search<'a> = dyn Fn(&str, Option<i64>, usize) -> Vec<FoundRow> + 'a;
+
     /// What a search finds, on either backend: `catch_up` brings the index up to date (what
     /// the upkeep does within a checkpoint's interval), `search` searches.
     fn search_finds_every_sessions_lines_newest_first(
         store: &AccessStore,
         catch_up: &dyn Fn(),
-        search: &dyn Fn(&str, Option<i64>, usize) -> Vec<FoundRow>,
+        search: &Search<'_>,
     ) {
         let said = |key: &str, text: &str| {
             store
@@ -1924,6 +1927,34 @@ mod tests {
             })
             .unwrap();
         assert_eq!(indexed, 2);
+    }
+
+    /// The upkeep of a PostgreSQL state takes the queue on its own: a line said is found.
+    #[test]
+    fn the_upkeep_indexes_a_postgresql_states_lines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let schema = crate::state::db::testing::PgSchema::new();
+        let dir = StateDir::new(tmp.path()).with_postgres(schema.url().clone());
+        let store = AccessStore::open(&dir).unwrap();
+        let _upkeep = crate::state::Checkpointer::start(&dir).unwrap();
+        store
+            .record(
+                "agent:a:main",
+                &[turn(Provenance::Inbound, None, "the release is tomorrow")],
+                None,
+            )
+            .unwrap();
+        let found = || {
+            store
+                .query(|c| AccessStore::search_postgres(&*c, "release", None, 10))
+                .unwrap()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while found().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "never indexed");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(found()[0].session_key, "agent:a:main");
     }
 
     fn gated_key(id: &str) -> DeliveryKey {

@@ -326,6 +326,9 @@ impl Checkpointer {
 
     /// Starts one on its own connection to `dir`'s database.
     pub fn start(dir: &StateDir) -> Result<Checkpointer> {
+        if let Some(url) = dir.postgres() {
+            return Checkpointer::start_postgres(url);
+        }
         let path = dir.db();
         let mut conn = connect(&path).map_err(|e| sql_error(path.clone(), e))?;
         // Made before the first search can ask for it.
@@ -359,6 +362,46 @@ impl Checkpointer {
             })
             .map_err(|source| StateError::Checkpointer {
                 path: path.clone(),
+                source,
+            })?;
+        Ok(Checkpointer {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Checkpointer {
+    /// On PostgreSQL there is no WAL of deepcli's to copy back: the upkeep takes the search
+    /// queue into `transcript_words` ([`search_index::pg_step`]), every [`Checkpointer::EVERY`]
+    /// for at most [`search_index::RUN`], on a connection of its own.
+    fn start_postgres(url: &db::PgUrl) -> Result<Checkpointer> {
+        let at = |source| StateError::db(url.to_string(), source);
+        let mut conn = db::PgConn::connect(url).map_err(at)?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("search-upkeep".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(Self::EVERY)
+                {
+                    let began = std::time::Instant::now();
+                    let mut c = db::Conn::Postgres(&mut conn);
+                    loop {
+                        match search_index::pg_step(&mut c) {
+                            Ok(0) => break,
+                            Ok(_) if began.elapsed() >= search_index::RUN => break,
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(error = %e, "state: indexing the transcript failed");
+                                break;
+                            }
+                        }
+                    }
+                }
+            })
+            .map_err(|source| StateError::Checkpointer {
+                path: PathBuf::from(url.to_string()),
                 source,
             })?;
         Ok(Checkpointer {

@@ -43,7 +43,7 @@ const TABLES: &str = "
 /// The most rows one step takes.
 const STEP_ROWS: i64 = 1000;
 /// The most time one [`SearchIndexer::run`] takes before the checkpoint has its turn.
-const RUN: Duration = Duration::from_millis(200);
+pub(crate) const RUN: Duration = Duration::from_millis(200);
 
 /// The search index's file beside the state database at `db`.
 pub(crate) fn beside(db: &Path) -> PathBuf {
@@ -431,7 +431,8 @@ pub(crate) fn pg_step(conn: &mut Conn<'_>) -> DbResult<u64> {
     Ok(rows.len() as u64)
 }
 
-/// [`pg_step`] until the queue is empty; the rows taken.
+/// [`pg_step`] until the queue is empty; the rows taken (what the upkeep does, at once).
+#[cfg(test)]
 pub(crate) fn pg_catch_up(conn: &mut Conn<'_>) -> DbResult<u64> {
     let mut total = 0;
     loop {
