@@ -1837,6 +1837,11 @@ mod tests {
             ["agent:c:main", "agent:b:slack:group:g1", "agent:a:main"]
         );
         assert_eq!(keys(found("failed DEPLOY", None, 10)), ["agent:a:main"]);
+        // `Déploy` is found as `deploy` only without its accent.
+        assert_eq!(
+            keys(found("deploy again", None, 10)),
+            ["agent:b:slack:group:g1"]
+        );
         // Words that are the index's syntax are words.
         assert_eq!(keys(found("quoted\" OR", None, 10)), ["agent:c:main"]);
         // Paged by line id.
