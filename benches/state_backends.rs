@@ -1,7 +1,8 @@
 //! What the state's two backends cost a store's call (issue 43), printed, not asserted: the
 //! adapters' store — an event taken into the inbox with its next offset and then done (two
 //! transactions that write), and a Slack thread's round reserved (a read that decides a write)
-//! — on SQLite and on PostgreSQL, N calls from one replica, then N from each of two replicas
+//! — and the Access store — an inbound turn's records (begun, then recorded with its delivery:
+//! two transactions that write) — on SQLite and on PostgreSQL, N calls from one replica, then N from each of two replicas
 //! at once (each its own connections, as two controllers on one state). p50, p99 and the
 //! calls a second.
 //!
@@ -44,9 +45,10 @@ fn main() {
                 StoreBench::event as fn(&StoreBench, usize, u64) -> _,
             ),
             ("thread round reserved", StoreBench::round),
+            ("inbound turn recorded", StoreBench::turn),
         ] {
-            for _ in 0..50 {
-                call(bench, 0, 1 << 40).unwrap();
+            for n in 0..50 {
+                call(bench, 0, (1 << 40) + n).unwrap();
             }
             let started = Instant::now();
             let one: Vec<Duration> = (0..calls).map(|n| call(bench, 0, n).unwrap()).collect();

@@ -87,7 +87,9 @@ impl Access {
                 let sender = peer.to_string();
                 let paired = self
                     .blocking(move |store| {
-                        store.write(|c| records::is_paired(&*c, CHANNEL, DEFAULT_ACCOUNT, &sender))
+                        store
+                            .db
+                            .write(|c| records::is_paired(&*c, CHANNEL, DEFAULT_ACCOUNT, &sender))
                     })
                     .await?;
                 if paired {

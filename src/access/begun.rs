@@ -46,7 +46,7 @@ impl AccessStore {
     /// Writes `turn` down as begun, at `at_ms` (when its budget admitted it).
     pub(crate) fn begin_turn(&self, turn: &BegunTurn, at_ms: i64) -> Result<(), StateError> {
         let k = &turn.key;
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "INSERT INTO turns_started (channel, account_id, peer_kind, peer_id, thread_id, message_id,
                      session_key, agent_id, at_ms, route, sender, text, at)
@@ -77,14 +77,15 @@ impl AccessStore {
     /// Takes a begun turn out without a delivery: its prompt never reached the agent, or
     /// failed in a way the caller retries.
     pub(crate) fn forget_turn(&self, key: &DeliveryKey) -> Result<(), StateError> {
-        self.write(|c| super::store::forget_begun(&*c, key).map(drop))
+        self.db
+            .write(|c| super::store::forget_begun(&*c, key).map(drop))
     }
 
     /// Settles every turn the last controller began and did not see end: each becomes an
     /// `uncertain` delivery with its transcript rows and its budget turn, in one transaction
     /// per turn. Returns how many there were. Runs before anything is served.
     pub(crate) fn settle_begun_turns(&self) -> Result<usize, StateError> {
-        let begun = self.write(|c| {
+        let begun = self.db.write(|c| {
             c.query_map(
                 "SELECT channel, account_id, peer_kind, peer_id, thread_id, message_id,
                      session_key, agent_id, at_ms, route, sender, text

@@ -44,7 +44,7 @@ impl PolicyState {
     /// restarted controller gives them to the agent all the same).
     pub(super) fn load(store: &AccessStore) -> PolicyState {
         let kept = store
-            .write(|conn| records::sessions_with_kept(&*conn))
+            .db.write(|conn| records::sessions_with_kept(&*conn))
             .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "cannot read the kept context: it is given again only once more is kept");
                 Vec::new()
@@ -394,7 +394,7 @@ impl Access {
         &self,
         f: impl FnOnce(&mut Conn<'_>) -> DbResult<T> + Send + 'static,
     ) -> Result<T, AccessError> {
-        self.blocking(move |store: &AccessStore| store.write(f))
+        self.blocking(move |store: &AccessStore| store.db.write(f))
             .await
     }
 }

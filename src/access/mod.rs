@@ -59,6 +59,8 @@ pub(crate) use approval_door::{
 pub(crate) use auth::HandedInBy;
 use auth::authenticate;
 pub use auth::sign;
+#[cfg(feature = "bench-tools")]
+pub(crate) use begun::BegunTurn;
 pub(crate) use delivered::{Delivered, Delivery};
 pub(crate) use envelope::{Envelope, parse_envelope};
 pub(crate) use error::{AccessError, Unauthenticated};

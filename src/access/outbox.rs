@@ -566,6 +566,7 @@ mod tests {
         store.outbox_dead(seq, "telegram", &failed).unwrap();
         assert_eq!(store.outbox_head(&said("1", "").to).unwrap(), None);
         let letters: Vec<(String, String)> = store
+            .db
             .query(|c| {
                 c.query_map(
                     "SELECT message_id, last_error FROM dead_letters",

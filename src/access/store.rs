@@ -12,12 +12,12 @@ use super::outbox::{
     self, Cause, Conversation, Failed, OutboxCounts, Outgoing, PostedPrompt, Queued,
 };
 use crate::sessions::GivenSection;
-use crate::state::db::{Backend, Behavior, Conn, DbResult, Optional, Query, Row, ToValue, params};
+use crate::state::db::{Backend, Behavior, DbResult, Optional, Query, Row, ToValue, params};
 use crate::state::search_index::{folded, query_words, word_spans};
 use crate::state::{Provenance, StateDir, StateError};
 
 pub(crate) struct AccessStore {
-    db: crate::state::LayerConnection,
+    pub(super) db: crate::state::LayerConnection,
     /// The session key of each transcript append, once committed: the console's live view
     /// listens (docs/console.md); nobody listening costs one failed send.
     appended: tokio::sync::broadcast::Sender<std::sync::Arc<str>>,
@@ -152,27 +152,9 @@ impl AccessStore {
         }
     }
 
-    /// Runs `f` on the connection that writes (either backend).
-    #[track_caller]
-    pub(super) fn write<T>(
-        &self,
-        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
-    ) -> Result<T, StateError> {
-        self.db.write(f)
-    }
-
-    /// Runs `f` on a connection that reads (either backend).
-    #[track_caller]
-    pub(super) fn query<T>(
-        &self,
-        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
-    ) -> Result<T, StateError> {
-        self.db.query(f)
-    }
-
     /// The response first sent for this envelope, if it was delivered.
     pub(crate) fn delivered(&self, key: &DeliveryKey) -> Result<Option<String>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT response FROM deliveries WHERE channel = ?1 AND account_id = ?2
                  AND peer_kind = ?3 AND peer_id = ?4 AND thread_id = ?5 AND message_id = ?6",
@@ -192,7 +174,7 @@ impl AccessStore {
 
     /// When the session was first opened (RFC 3339); `None` before its first turn.
     pub(crate) fn session_started(&self, session_key: &str) -> Result<Option<String>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT created_at FROM sessions WHERE session_key = ?1",
                 params![session_key],
@@ -207,7 +189,7 @@ impl AccessStore {
         &self,
         session_key: &str,
     ) -> Result<Option<RuntimeSession>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT runtime_session_id, runtime_instance FROM sessions WHERE session_key = ?1",
                 params![session_key],
@@ -230,7 +212,7 @@ impl AccessStore {
         session: &RuntimeSession,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "INSERT INTO sessions (session_key, agent_id, runtime_session_id, runtime_instance, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?5)
@@ -246,7 +228,8 @@ impl AccessStore {
         &self,
         session_key: &str,
     ) -> Result<Option<GivenSection>, StateError> {
-        self.query(|c| AccessStore::section_given(&*c, session_key))
+        self.db
+            .query(|c| AccessStore::section_given(&*c, session_key))
     }
 
     /// [`AccessStore::given_section`] on connection `c` (the Hub's, for `sessions show`).
@@ -276,7 +259,7 @@ impl AccessStore {
         agent_id: &str,
         given: &GivenSection,
     ) -> Result<(), StateError> {
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "INSERT INTO system_sections (session_key, agent_id, runtime_session_id, hash, text, at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -297,7 +280,7 @@ impl AccessStore {
 
     /// Whether a session of `agent_id` was ever given a system section.
     pub(crate) fn agent_was_told(&self, agent_id: &str) -> Result<bool, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT EXISTS (SELECT 1 FROM system_sections WHERE agent_id = ?1)",
                 params![agent_id],
@@ -315,7 +298,7 @@ impl AccessStore {
         let fresh =
             crate::routing::session::spawned_key(agent_id, crate::routing::session::Spawned::Acp);
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             let tx = c.transaction(Behavior::Write)?;
             tx.execute(
                 "INSERT INTO acp_bindings (binding_key, session_key, created_at) VALUES (?1, ?2, ?3)
@@ -339,7 +322,7 @@ impl AccessStore {
         session_key: &str,
         limit: usize,
     ) -> Result<Vec<TranscriptRow>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             let mut rows = c.query_map(
                 "SELECT provenance, message_id, text, at FROM transcript WHERE session_key = ?1
                    AND id >= coalesce((SELECT max(id) FROM transcript
@@ -370,7 +353,7 @@ impl AccessStore {
         answered: Option<(&DeliveryKey, &str)>,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             let tx = c.transaction(Behavior::Write)?;
             tx.execute(
                 "UPDATE sessions SET runtime_session_id = NULL, runtime_instance = NULL,
@@ -406,7 +389,7 @@ impl AccessStore {
         &self,
         session_key: &str,
     ) -> Result<Option<(String, String)>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT s.created_at,
                         coalesce((SELECT t.at FROM transcript t WHERE t.session_key = s.session_key
@@ -428,7 +411,7 @@ impl AccessStore {
         response: &str,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             insert_delivery(
                 &*c,
                 key,
@@ -456,7 +439,7 @@ impl AccessStore {
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
         let sender = sender.map(|s| s.to_string());
-        self.write(|c| {
+        self.db.write(|c| {
             let tx = c.transaction(Behavior::Write)?;
             let line = GatedLine {
                 id: next_line_id(&tx)?,
@@ -521,7 +504,7 @@ impl AccessStore {
         said: Option<&Outgoing>,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             let tx = c.transaction(Behavior::Write)?;
             if let Some(said) = said {
                 outbox::insert(&tx, said, &now)?;
@@ -604,7 +587,7 @@ impl AccessStore {
     /// Queues `said` on its own (an approval's prompt: the approval is filed already).
     pub(crate) fn say(&self, said: &Outgoing) -> Result<i64, StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             let tx = c.transaction(Behavior::Write)?;
             let seq = outbox::insert(&tx, said, &now)?;
             tx.commit()?;
@@ -692,7 +675,7 @@ impl AccessStore {
     /// Agent `agent_id`'s last external route: the conversation of the last message delivered
     /// to it from a channel account.
     pub(crate) fn last_route(&self, agent_id: &str) -> Result<Option<LastRoute>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT session_key, channel, account_id, peer_kind, peer_id, thread_id, at
                  FROM agent_routes WHERE agent_id = ?1",
@@ -706,7 +689,7 @@ impl AccessStore {
     /// The external conversation session `session_key` last took an envelope from: delivered,
     /// or its turn still running.
     pub(crate) fn session_route(&self, session_key: &str) -> Result<Option<LastRoute>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 // A turn still running took its envelope too (its delivery is recorded when
                 // it ends): the newest of both, the running one on a tie. (PostgreSQL's
@@ -736,7 +719,7 @@ impl AccessStore {
         last_error: &str,
     ) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "INSERT INTO dead_letters (channel, account_id, peer_kind, peer_id, thread_id, message_id, url, body, attempts, last_error, at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -806,7 +789,7 @@ impl AccessStore {
         now_ms: i64,
     ) -> Result<Vec<super::budget::BudgetRow>, StateError> {
         use super::budget::{BudgetRow, EventKind};
-        self.query(|c| {
+        self.db.query(|c| {
             let rows = c.query_map(BUDGET_ROWS, params![now_ms - 2 * 86_400_000], |r| {
                 Ok((
                     r.get::<String>(0)?,
@@ -839,7 +822,7 @@ impl AccessStore {
         at_ms: i64,
         session_key: &str,
     ) -> Result<(), StateError> {
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key)
                  VALUES (?1, 'spawn', ?2, ?3, ?4)",
@@ -851,7 +834,7 @@ impl AccessStore {
 
     /// Records a budget's refusal.
     pub(crate) fn record_refusal(&self, row: &RefusalRow) -> Result<(), StateError> {
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, run_id, budget, detail)
                  VALUES (?1, 'refusal', ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -877,7 +860,7 @@ impl AccessStore {
         run_id: Option<&str>,
         why: &str,
     ) -> Result<i64, StateError> {
-        self.write(|c| {
+        self.db.write(|c| {
             c.query_row(
                 "INSERT INTO turn_cancels (agent_id, session_key, run_id, why, state, requested_at)
                  VALUES (?1, ?2, ?3, ?4, 'requested', ?5) RETURNING id",
@@ -894,7 +877,7 @@ impl AccessStore {
         state: &str,
         note: &str,
     ) -> Result<(), StateError> {
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "UPDATE turn_cancels SET state = ?2, note = ?3, decided_at = ?4 WHERE id = ?1",
                 params![id, state, note, crate::clock::now()],
@@ -907,7 +890,7 @@ impl AccessStore {
 impl AccessStore {
     /// Notes the trace delivery `key` was handled in (traces on): the audit shows it.
     pub(crate) fn note_trace(&self, key: &DeliveryKey, trace_id: &str) -> Result<(), StateError> {
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "UPDATE deliveries SET trace_id = ?7
                  WHERE channel = ?1 AND account_id = ?2 AND peer_kind = ?3 AND peer_id = ?4
@@ -1500,10 +1483,8 @@ pub(super) fn forget_begun(c: &impl Query, key: &DeliveryKey) -> DbResult<usize>
 #[cfg(test)]
 pub(super) fn on_both_backends(test: impl Fn(&AccessStore)) {
     let tmp = tempfile::tempdir().unwrap();
-    let sqlite = StateDir::new(tmp.path());
-    test(&AccessStore::open(&sqlite).unwrap());
-    let schema = crate::state::db::testing::PgSchema::new();
-    let postgres = sqlite.with_postgres(schema.url().clone());
+    test(&AccessStore::open(&StateDir::new(tmp.path())).unwrap());
+    let (_tmp, _schema, postgres) = crate::state::db::testing::postgres_state();
     test(&AccessStore::open(&postgres).unwrap());
 }
 
@@ -1571,6 +1552,7 @@ mod tests {
             ];
             store.record(session, &turns, Some((&key, "{}"))).unwrap();
             let (asked, reply, ids): (String, Option<i64>, Vec<(i64, String)>) = store
+                .db
                 .query(|c| {
                     let (asked, reply) = c.query_row(
                         "SELECT asked_rows, reply_row FROM deliveries WHERE message_id = 'm1'",
@@ -1596,6 +1578,7 @@ mod tests {
             };
             store.record_answer_only(session, &other, "{}").unwrap();
             let kept: (Option<String>, Option<i64>) = store
+                .db
                 .query(|c| {
                     c.query_row(
                         "SELECT asked_rows, reply_row FROM deliveries WHERE message_id = 'm2'",
@@ -1688,6 +1671,7 @@ mod tests {
 
             // The sessions by activity: the transcript's and the runtime sessions' triggers.
             let listed = store
+                .db
                 .query(|c| {
                     AccessStore::sessions_by_activity(&*c, Some("a"), Some("TELEGRAM"), None, 10)
                 })
@@ -1698,14 +1682,17 @@ mod tests {
             assert!(listed[0].on_record);
             let past = (listed[0].last_at.clone(), listed[0].session_key.clone());
             let rest = store
+                .db
                 .query(|c| AccessStore::sessions_by_activity(&*c, None, None, Some(&past), 10))
                 .unwrap();
             assert!(rest.iter().all(|a| a.session_key != session), "{rest:?}");
             let activity = store
+                .db
                 .query(|c| AccessStore::session_last_activity(&*c, session))
                 .unwrap();
             assert!(activity >= started, "{activity} {started}");
             let last = store
+                .db
                 .query(|c| AccessStore::last_message(&*c, session))
                 .unwrap()
                 .unwrap();
@@ -1740,6 +1727,7 @@ mod tests {
                 .unwrap();
             store.cancel_decided(id, "confirmed", "stopped").unwrap();
             let state: String = store
+                .db
                 .query(|c| {
                     c.query_row(
                         "SELECT state FROM turn_cancels WHERE id = ?1",
@@ -1752,6 +1740,7 @@ mod tests {
 
             // To the trash: gone from the listing, the history read from the trash.
             store
+                .db
                 .write(|c| {
                     let tx = c.transaction(Behavior::Write)?;
                     AccessStore::trash_session_in(&tx, session)?;
@@ -1759,10 +1748,12 @@ mod tests {
                 })
                 .unwrap();
             let on_record = store
+                .db
                 .query(|c| AccessStore::session_on_record(&*c, session))
                 .unwrap();
             assert!(!on_record);
             let history = store
+                .db
                 .query(|c| AccessStore::history_page(&*c, session, 10, 0, true, false))
                 .unwrap();
             let texts: Vec<&str> = history.iter().map(|r| r.text.as_str()).collect();
@@ -1856,6 +1847,7 @@ mod tests {
         );
         // A session moved to the trash leaves the index with its rows (queued by the triggers).
         store
+            .db
             .write(|c| {
                 let tx = c.transaction(Behavior::Write)?;
                 AccessStore::trash_session_in(&tx, "agent:b:slack:group:g1")?;
@@ -1904,26 +1896,26 @@ mod tests {
     /// PostgreSQL's index (`transcript_words`) finds what SQLite's does.
     #[test]
     fn a_search_on_postgresql_finds_what_one_on_sqlite_finds() {
-        let tmp = tempfile::tempdir().unwrap();
-        let schema = crate::state::db::testing::PgSchema::new();
-        let dir = StateDir::new(tmp.path()).with_postgres(schema.url().clone());
+        let (_tmp, _schema, dir) = crate::state::db::testing::postgres_state();
         let store = AccessStore::open(&dir).unwrap();
         search_finds_every_sessions_lines_newest_first(
             &store,
             &|| {
                 store
+                    .db
                     .write(crate::state::search_index::pg_catch_up)
                     .unwrap();
             },
             &|words, before, limit| {
                 store
+                    .db
                     .query(|c| AccessStore::search_postgres(&*c, words, before, limit))
                     .unwrap()
             },
         );
         // Gone from the index itself, not only hidden by the join.
         let indexed: i64 = store
-            .query(|c| {
+            .db.query(|c| {
                 c.query_row(
                     "SELECT count(*) FROM transcript_words WHERE words @@ CAST('deploy' AS tsquery)",
                     params![],
@@ -1937,9 +1929,7 @@ mod tests {
     /// The upkeep of a PostgreSQL state takes the queue on its own: a line said is found.
     #[test]
     fn the_upkeep_indexes_a_postgresql_states_lines() {
-        let tmp = tempfile::tempdir().unwrap();
-        let schema = crate::state::db::testing::PgSchema::new();
-        let dir = StateDir::new(tmp.path()).with_postgres(schema.url().clone());
+        let (_tmp, _schema, dir) = crate::state::db::testing::postgres_state();
         let store = AccessStore::open(&dir).unwrap();
         let _upkeep = crate::state::Checkpointer::start(&dir).unwrap();
         store
@@ -1951,6 +1941,7 @@ mod tests {
             .unwrap();
         let found = || {
             store
+                .db
                 .query(|c| AccessStore::search_postgres(&*c, "release", None, 10))
                 .unwrap()
         };
@@ -1994,6 +1985,7 @@ mod tests {
         gated: bool,
     ) -> Vec<HistoryRow> {
         store
+            .db
             .query(|c| AccessStore::history_page(&*c, session, limit, offset, all, gated))
             .unwrap()
     }

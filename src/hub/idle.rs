@@ -68,7 +68,7 @@ impl HubStore {
     /// Every open child whose spawn run is over. Its last activity counts the Access layer's
     /// records of the session too (read through that layer's statements).
     pub(crate) fn kept_children(&self) -> Result<Vec<KeptChild>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             let larger = match c.backend() {
                 Backend::Sqlite => "max",
                 Backend::Postgres => "greatest",

@@ -59,7 +59,7 @@ impl HubStore {
         since: &str,
     ) -> Result<Option<u64>, StateError> {
         let scope = pair_scope(a, b);
-        self.query(|c| {
+        self.db.query(|c| {
             let Since::After(after) = Self::loop_since(&*c, &scope)? else {
                 return Ok(None);
             };
@@ -90,7 +90,7 @@ impl HubStore {
     /// Sends started by the sessions of the tree under `root` after its last pause decision;
     /// `None` while a pause of the tree is open.
     pub(super) fn tree_sends(&self, root: &str) -> Result<Option<u64>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             let Since::After(after) = Self::loop_since(&*c, root)? else {
                 return Ok(None);
             };
@@ -109,7 +109,7 @@ impl HubStore {
     /// Records a paused run and its pause, in one transaction.
     pub(super) fn insert_paused(&self, run: &RunRecord, trip: &Trip) -> Result<(), StateError> {
         self.insert_run(run)?;
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "INSERT INTO loop_pauses (run_id, kind, scope, count, bound, state, created_at, note)
                  VALUES (?1, ?2, ?3, ?4, ?5, 'paused', ?6, ?7)",
@@ -131,7 +131,7 @@ impl HubStore {
     /// Records the operator's decision on the pause of `run_id` (`resumed` | `stopped`);
     /// false when it has no open pause.
     pub(super) fn decide_pause(&self, run_id: &str, state: &str) -> Result<bool, StateError> {
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "UPDATE loop_pauses SET state = ?2, decided_at = ?3,
                      after_rowid = (SELECT coalesce(max(rowid), 0) FROM hub_runs)
@@ -144,7 +144,7 @@ impl HubStore {
 
     /// Open pauses, oldest first: `(run id, sentence)`.
     pub(crate) fn open_pauses(&self) -> Result<Vec<(String, String)>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_map(
                 "SELECT run_id, coalesce(note, '') FROM loop_pauses WHERE state = 'paused' ORDER BY created_at",
                 params![],

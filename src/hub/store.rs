@@ -18,7 +18,7 @@ use crate::state::{
 };
 
 pub(crate) struct HubStore {
-    db: crate::state::LayerConnection,
+    pub(super) db: crate::state::LayerConnection,
 }
 
 /// Who holds a live token: the one identity the Hub acts for.
@@ -289,24 +289,6 @@ impl HubStore {
         self.db.with(f)
     }
 
-    /// Runs `f` on the connection that writes (either backend).
-    #[track_caller]
-    pub(super) fn write<T>(
-        &self,
-        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
-    ) -> Result<T, StateError> {
-        self.db.write(f)
-    }
-
-    /// Runs `f` on a connection that reads (either backend).
-    #[track_caller]
-    pub(super) fn query<T>(
-        &self,
-        f: impl FnOnce(&mut Conn<'_>) -> DbResult<T>,
-    ) -> Result<T, StateError> {
-        self.db.query(f)
-    }
-
     // ---- tokens ----
 
     /// Records a new token (its hash) for `owner`, revoking the session's earlier ones: the
@@ -314,7 +296,7 @@ impl HubStore {
     /// how many were revoked.
     pub(crate) fn add_token(&self, hash: &str, owner: &TokenOwner) -> Result<usize, StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             let tx = c.transaction(Behavior::Write)?;
             let revoked = tx.execute(
                 "UPDATE hub_tokens SET revoked_at = ?2, revoked_why = 'superseded: the session was opened again'
@@ -332,7 +314,7 @@ impl HubStore {
 
     /// Who holds the live token with this hash.
     pub(crate) fn token_owner(&self, hash: &str) -> Result<Option<TokenOwner>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT agent_id, session_key FROM hub_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
                 params![hash],
@@ -354,7 +336,7 @@ impl HubStore {
         why: &str,
     ) -> Result<usize, StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "UPDATE hub_tokens SET revoked_at = ?2, revoked_why = ?3 WHERE session_key = ?1 AND revoked_at IS NULL",
                 params![session_key, now, why],
@@ -369,7 +351,7 @@ impl HubStore {
         why: &str,
     ) -> Result<usize, StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "UPDATE hub_tokens SET revoked_at = ?2, revoked_why = ?3 WHERE agent_id = ?1 AND revoked_at IS NULL",
                 params![agent_id, now, why],
@@ -380,7 +362,7 @@ impl HubStore {
     /// Revokes every live token; how many.
     pub(crate) fn revoke_all_tokens(&self, why: &str) -> Result<usize, StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "UPDATE hub_tokens SET revoked_at = ?1, revoked_why = ?2 WHERE revoked_at IS NULL",
                 params![now, why],
@@ -390,7 +372,7 @@ impl HubStore {
 
     /// How many tokens are live.
     pub(crate) fn live_tokens(&self) -> Result<u64, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT count(*) FROM hub_tokens WHERE revoked_at IS NULL",
                 params![],
@@ -403,7 +385,7 @@ impl HubStore {
 
     /// Notes the trace run `run_id` is carried out in (traces on): the audit shows it.
     pub(crate) fn note_run_trace(&self, run_id: &str, trace_id: &str) -> Result<(), StateError> {
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "UPDATE hub_runs SET trace_id = ?2 WHERE run_id = ?1",
                 params![run_id, trace_id],
@@ -418,7 +400,7 @@ impl HubStore {
             .then(|| serde_json::to_string(&run.files))
             .transpose()
             .map_err(|e| StateError::Corrupt(format!("run {}: its files: {e}", run.run_id)))?;
-        self.write(|c| {
+        self.db.write(|c| {
             let tx = c.transaction(Behavior::Write)?;
             tx.execute(
                 &format!(
@@ -464,7 +446,7 @@ impl HubStore {
         outcome: &RunOutcome,
     ) -> Result<Moved, StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             let tx = c.transaction(Behavior::Write)?;
             let current: Option<RunState> = tx
                 .query_row(
@@ -518,7 +500,7 @@ impl HubStore {
     /// Adds a note to a run's events.
     pub(crate) fn note(&self, run_id: &str, note: &str) -> Result<(), StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, NULL, ?3)",
                 params![run_id, now, note],
@@ -528,7 +510,7 @@ impl HubStore {
     }
 
     pub(crate) fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 &format!("SELECT {RUN_COLUMNS} FROM hub_runs WHERE run_id = ?1"),
                 params![run_id],
@@ -541,7 +523,7 @@ impl HubStore {
     /// Runs, newest first.
     pub(crate) fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StateError> {
         let limit = if filter.limit == 0 { 100 } else { filter.limit };
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_map(
                 &format!(
                     "SELECT {RUN_COLUMNS} FROM hub_runs
@@ -572,7 +554,7 @@ impl HubStore {
         session_key: &str,
         state: RunState,
     ) -> Result<Option<String>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 "SELECT run_id FROM hub_runs WHERE target_session_key = ?1 AND state = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1",
                 params![session_key, state],
@@ -584,11 +566,12 @@ impl HubStore {
 
     /// Every run not yet in a final state, oldest first (what a restart reconciles).
     pub(crate) fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StateError> {
-        self.query(|c| c.query_map(&unfinished_query(c.backend()), params![], run_row))
+        self.db
+            .query(|c| c.query_map(&unfinished_query(c.backend()), params![], run_row))
     }
 
     pub(crate) fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_map(
                 "SELECT at, state, note FROM hub_run_events WHERE run_id = ?1 ORDER BY id",
                 params![run_id],
@@ -606,7 +589,7 @@ impl HubStore {
     // ---- child sessions ----
 
     pub(crate) fn insert_child(&self, child: &ChildSession) -> Result<(), StateError> {
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 &format!(
                     "INSERT INTO hub_sessions ({CHILD_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
@@ -646,7 +629,7 @@ impl HubStore {
     }
 
     pub(crate) fn child(&self, session_key: &str) -> Result<Option<ChildSession>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_row(
                 &format!("SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE session_key = ?1"),
                 params![session_key],
@@ -658,7 +641,7 @@ impl HubStore {
 
     /// The children of one session (open or closed), oldest first.
     pub(crate) fn children_of(&self, parent: &str) -> Result<Vec<ChildSession>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_map(
                 &format!(
                     "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE parent_session_key = ?1 ORDER BY created_at, rowid"
@@ -680,7 +663,7 @@ impl HubStore {
             .map(|c| format!("s.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_map(
                 &format!(
                     "SELECT {cols}, r.state FROM hub_sessions s LEFT JOIN hub_runs r ON r.run_id = s.run_id
@@ -698,7 +681,7 @@ impl HubStore {
         agent_id: Option<&str>,
         label: &str,
     ) -> Result<Vec<ChildSession>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             c.query_map(
                 &format!(
                     "SELECT {CHILD_COLUMNS} FROM hub_sessions WHERE label = ?1 AND closed_at IS NULL
@@ -713,7 +696,7 @@ impl HubStore {
     /// Marks a child closed; whether it was open.
     pub(crate) fn close_child(&self, session_key: &str) -> Result<bool, StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "UPDATE hub_sessions SET closed_at = ?2 WHERE session_key = ?1 AND closed_at IS NULL",
                 params![session_key, now],
@@ -725,7 +708,7 @@ impl HubStore {
     /// Marks every open child session of agent `agent_id` closed (the agent was deleted).
     pub(crate) fn close_agent_children(&self, agent_id: &str) -> Result<usize, StateError> {
         let now = crate::clock::now();
-        self.write(|c| {
+        self.db.write(|c| {
             c.execute(
                 "UPDATE hub_sessions SET closed_at = ?2 WHERE agent_id = ?1 AND closed_at IS NULL",
                 params![agent_id, now],
@@ -737,7 +720,7 @@ impl HubStore {
     /// `session:<key>` (`cleanup: delete`): the session is gone from every listing, its words
     /// kept for the operator.
     pub(crate) fn trash_session(&self, session_key: &str) -> Result<(), StateError> {
-        self.write(|c| {
+        self.db.write(|c| {
             let tx = c.transaction(Behavior::Write)?;
             AccessStore::trash_session_in(&tx, session_key)?;
             tx.commit()
@@ -756,7 +739,7 @@ impl HubStore {
         after: Option<&ActivityMark>,
         chunk: usize,
     ) -> Result<(Vec<KnownSession>, Option<ActivityMark>), StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             let read = AccessStore::sessions_by_activity(&*c, agent, contains, after, chunk)?;
             let next = (read.len() == chunk)
                 .then(|| {
@@ -786,7 +769,7 @@ impl HubStore {
         &self,
         session_key: &str,
     ) -> Result<Option<(Provenance, String)>, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             Ok(AccessStore::last_message(&*c, session_key)?.map(|m| (m.provenance, m.text)))
         })
     }
@@ -796,12 +779,13 @@ impl HubStore {
         &self,
         session_key: &str,
     ) -> Result<Option<crate::sessions::GivenSection>, StateError> {
-        self.query(|c| AccessStore::section_given(&*c, session_key))
+        self.db
+            .query(|c| AccessStore::section_given(&*c, session_key))
     }
 
     /// Whether a session key has a runtime session, a transcript or an open spawn.
     pub(crate) fn session_exists(&self, session_key: &str) -> Result<bool, StateError> {
-        self.query(|c| {
+        self.db.query(|c| {
             Ok(AccessStore::session_on_record(&*c, session_key)? || spawned(&*c, session_key)?)
         })
     }
@@ -819,7 +803,8 @@ impl HubStore {
         all: bool,
         gated: bool,
     ) -> Result<Vec<HistoryRow>, StateError> {
-        self.query(|c| AccessStore::history_page(&*c, session_key, limit, offset, all, gated))
+        self.db
+            .query(|c| AccessStore::history_page(&*c, session_key, limit, offset, all, gated))
     }
 
     /// The transcript lines of every session with every word of `words`, newest first
@@ -830,7 +815,7 @@ impl HubStore {
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<FoundRow>, StateError> {
-        self.query(|c| match &*c {
+        self.db.query(|c| match &*c {
             Conn::Sqlite(conn) => Ok(AccessStore::search_transcript(conn, words, before, limit)?),
             Conn::Postgres(_) => AccessStore::search_postgres(&*c, words, before, limit),
         })
@@ -870,10 +855,8 @@ mod tests {
     /// PostgreSQL in a schema of its own.
     fn on_both_backends(test: impl Fn(&HubStore)) {
         let tmp = tempfile::tempdir().unwrap();
-        let sqlite = StateDir::new(tmp.path());
-        test(&HubStore::open(&sqlite).unwrap());
-        let schema = crate::state::db::testing::PgSchema::new();
-        let postgres = sqlite.with_postgres(schema.url().clone());
+        test(&HubStore::open(&StateDir::new(tmp.path())).unwrap());
+        let (_tmp, _schema, postgres) = crate::state::db::testing::postgres_state();
         test(&HubStore::open(&postgres).unwrap());
     }
 
@@ -1016,6 +999,7 @@ mod tests {
 
     fn transcript_row(store: &HubStore, key: &str, at: &str) {
         store
+            .db
             .write(|c| AccessStore::put_row_at(&*c, key, at))
             .unwrap();
     }
@@ -1040,6 +1024,7 @@ mod tests {
                 transcript_row(store, key, "2026-01-01T00:00:00Z");
             }
             let named = store
+                .db
                 .query(|c| AccessStore::sessions_by_activity(&*c, None, None, None, 100))
                 .unwrap();
             assert_eq!(named.len(), keys.len());
@@ -1064,7 +1049,7 @@ mod tests {
             transcript_row(store, "agent:a:three", "2026-01-01T00:00:03Z");
             transcript_row(store, "agent:b:gone", "2026-01-01T00:00:09Z");
             store
-                .write(|c| {
+                .db.write(|c| {
                     let c = &*c;
                     // A runtime session used later than its transcript's last row.
                     AccessStore::put_session_at(c, "agent:a:three", "a", "2026-01-01T00:00:02Z")?;

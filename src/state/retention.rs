@@ -4,13 +4,12 @@
 //! only to delete them, the pages they are on read before it, and a batch is sized to hold
 //! it about [`BATCH_BUDGET`] (halved when a batch took longer; when one took under half,
 //! doubled until a batch first took longer, grown by an eighth after); after each batch the
-//! prune rests
-//! [`REST_PER_HELD`] times as long as the batch held it, so it has the lock at most a quarter
-//! of the time. It writes no faster than its pages are copied back from the WAL: after each
-//! batch it waits for the WAL to be short again (see `keep_the_wal_short`). What was
-//! pruned is recorded (`prunes`, read by the audit timeline) and returned for `/metrics`. The
-//! trash's tables are never touched: a deleted agent's conversations stay while its entry is
-//! restorable.
+//! prune rests [`REST_PER_HELD`] times as long as the batch held it, so it has the lock at
+//! most a quarter of the time. It writes no faster than its pages are copied back from the
+//! WAL: after each batch it waits for the WAL to be short again (see `keep_the_wal_short`).
+//! What was pruned is recorded (`prunes`, read by the audit timeline) and returned for
+//! `/metrics`. The trash's tables are never touched: a deleted agent's conversations stay
+//! while its entry is restorable.
 
 use std::time::{Duration, Instant};
 
@@ -167,9 +166,9 @@ struct Warm {
 }
 
 impl Warm {
-    /// The reads for `table`'s indexes: every one but a partial index or one on an
-    /// expression, which a statement cannot name unless its condition holds (both are
-    /// small). `?` stands for the batch's keys.
+    /// The reads for `table`'s indexes: every one but a partial index (a statement may read
+    /// through it only where its condition holds) and one on an expression; both are small.
+    /// `{column}` stands for the column the batch's keys are of, `{keys}` for their marks.
     fn of(conn: &Connection, table: &str) -> rusqlite::Result<Warm> {
         let indexes: Vec<(String, bool)> = conn
             .prepare(&format!(
@@ -632,6 +631,17 @@ impl super::StateStore {
 mod tests {
     use super::*;
 
+    /// Every kind a prune deletes by age.
+    const KINDS: [&str; 7] = [
+        "transcripts",
+        "deliveries",
+        "runs",
+        "approvals",
+        "audit",
+        "deadLetters",
+        "a2aTasks",
+    ];
+
     #[test]
     fn a_cutoff_is_whole_days_back_as_the_state_writes_times() {
         let now: jiff::Timestamp = "2026-12-31T10:20:30.456Z".parse().unwrap();
@@ -648,15 +658,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let store =
             crate::state::StateStore::open(&crate::state::StateDir::new(tmp.path())).unwrap();
-        for kind in [
-            "transcripts",
-            "deliveries",
-            "runs",
-            "approvals",
-            "audit",
-            "deadLetters",
-            "a2aTasks",
-        ] {
+        for kind in KINDS {
             for step in steps(kind) {
                 let plan: Vec<String> = store
                     .conn
@@ -684,15 +686,7 @@ mod tests {
             crate::state::StateStore::open(&crate::state::StateDir::new(tmp.path())).unwrap();
         let conn = &store.conn;
         let mut tables = Vec::new();
-        for kind in [
-            "transcripts",
-            "deliveries",
-            "runs",
-            "approvals",
-            "audit",
-            "deadLetters",
-            "a2aTasks",
-        ] {
+        for kind in KINDS {
             for step in steps(kind) {
                 tables.push((step.table, step.key));
                 tables.extend(step.children.iter().copied());
