@@ -756,6 +756,19 @@ fn last_route_of(r: &Row<'_>) -> DbResult<LastRoute> {
     })
 }
 
+/// A [`FoundRow`] of a row `id, session_key, provenance, at, text`, its snippet around
+/// `words`.
+fn found_row(r: &Row<'_>, words: &str) -> DbResult<FoundRow> {
+    let text: String = r.get(4)?;
+    Ok(FoundRow {
+        id: r.get(0)?,
+        session_key: r.get(1)?,
+        provenance: r.get(2)?,
+        at: r.get(3)?,
+        snippet: snippet(&text, words),
+    })
+}
+
 /// A turn as `budget_events` records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CountedTurn {
@@ -1186,35 +1199,24 @@ impl AccessStore {
         words: &str,
         before: Option<i64>,
         limit: usize,
-    ) -> rusqlite::Result<Vec<FoundRow>> {
+    ) -> DbResult<Vec<FoundRow>> {
         let Some(query) = fts_query(words) else {
             return Ok(Vec::new());
         };
         crate::state::search_index::attach(c)?;
-        c.prepare_cached(
+        Query::query_map(
+            c,
             "SELECT t.id, t.session_key, t.provenance, t.at, t.text
              FROM search.words w JOIN transcript t ON t.id = w.rowid
              WHERE w.words MATCH ?1 AND w.rowid < ?2
              ORDER BY w.rowid DESC LIMIT ?3",
-        )?
-        .query_map(
-            rusqlite::params![
+            params![
                 query,
                 before.unwrap_or(i64::MAX),
                 i64::try_from(limit).unwrap_or(i64::MAX)
             ],
-            |r| {
-                let text: String = r.get(4)?;
-                Ok(FoundRow {
-                    id: r.get(0)?,
-                    session_key: r.get(1)?,
-                    provenance: r.get(2)?,
-                    at: r.get(3)?,
-                    snippet: snippet(&text, words),
-                })
-            },
-        )?
-        .collect()
+            |r| found_row(r, words),
+        )
     }
 
     /// [`AccessStore::search_transcript`] on PostgreSQL: through `transcript_words`, the
@@ -1254,16 +1256,7 @@ impl AccessStore {
                 before.unwrap_or(i64::MAX),
                 i64::try_from(limit).unwrap_or(i64::MAX)
             ],
-            |r| {
-                let text: String = r.get(4)?;
-                Ok(FoundRow {
-                    id: r.get(0)?,
-                    session_key: r.get(1)?,
-                    provenance: r.get(2)?,
-                    at: r.get(3)?,
-                    snippet: snippet(&text, words),
-                })
-            },
+            |r| found_row(r, words),
         )
     }
 
@@ -1875,7 +1868,7 @@ mod tests {
             &|words, before, limit| {
                 store
                     .db
-                    .read(|c| AccessStore::search_transcript(c, words, before, limit))
+                    .read(|c| Ok(AccessStore::search_transcript(c, words, before, limit)?))
                     .unwrap()
             },
         );

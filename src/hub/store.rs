@@ -816,7 +816,7 @@ impl HubStore {
         limit: usize,
     ) -> Result<Vec<FoundRow>, StateError> {
         self.db.query(|c| match &*c {
-            Conn::Sqlite(conn) => Ok(AccessStore::search_transcript(conn, words, before, limit)?),
+            Conn::Sqlite(conn) => AccessStore::search_transcript(conn, words, before, limit),
             Conn::Postgres(_) => AccessStore::search_postgres(&*c, words, before, limit),
         })
     }
