@@ -523,9 +523,9 @@ CREATE TABLE system_sections (
 );
 CREATE INDEX system_sections_by_agent ON system_sections (agent_id);
 
--- The Hub's store (src/hub/store.rs, loops.rs, idle.rs): SQLite's migrations 9 (hub.sql), 20
--- (traces.sql: `hub_runs.trace_id`), 21 (year_indexes.sql), 16 (approval_review.sql:
--- `loop_pauses`), 29 (run_files.sql) and 30 (unfinished_runs.sql). `hub_runs`,
+-- The Hub's store (src/hub/store.rs, loops.rs, idle.rs): SQLite's migrations 9 (hub.sql), 11
+-- (budgets.sql: `loop_pauses`), 20 (traces.sql: `hub_runs.trace_id`), 21 (year_indexes.sql),
+-- 29 (run_files.sql) and 30 (unfinished_runs.sql). `hub_runs`,
 -- `hub_sessions` and `loop_pauses` carry the `rowid` SQLite gives every table: runs and
 -- children are ordered by it within a second, and a loop's count resumes after a run's.
 CREATE TABLE hub_tokens (
