@@ -1477,7 +1477,7 @@ pub(super) fn forget_begun(c: &impl Query, key: &DeliveryKey) -> DbResult<usize>
 pub(super) fn on_both_backends(test: impl Fn(&AccessStore)) {
     let tmp = tempfile::tempdir().unwrap();
     test(&AccessStore::open(&StateDir::new(tmp.path())).unwrap());
-    let (_tmp, _schema, postgres) = crate::state::db::testing::postgres_state();
+    let (_tmp, _schema, postgres) = crate::state::postgres_state();
     test(&AccessStore::open(&postgres).unwrap());
 }
 
@@ -1889,7 +1889,7 @@ mod tests {
     /// PostgreSQL's index (`transcript_words`) finds what SQLite's does.
     #[test]
     fn a_search_on_postgresql_finds_what_one_on_sqlite_finds() {
-        let (_tmp, _schema, dir) = crate::state::db::testing::postgres_state();
+        let (_tmp, _schema, dir) = crate::state::postgres_state();
         let store = AccessStore::open(&dir).unwrap();
         search_finds_every_sessions_lines_newest_first(
             &store,
@@ -1922,7 +1922,7 @@ mod tests {
     /// The upkeep of a PostgreSQL state takes the queue on its own: a line said is found.
     #[test]
     fn the_upkeep_indexes_a_postgresql_states_lines() {
-        let (_tmp, _schema, dir) = crate::state::db::testing::postgres_state();
+        let (_tmp, _schema, dir) = crate::state::postgres_state();
         let store = AccessStore::open(&dir).unwrap();
         let _upkeep = crate::state::Checkpointer::start(&dir).unwrap();
         store

@@ -113,7 +113,7 @@ impl StoreBench {
             agent_id: "a".into(),
             at_ms: n as i64,
             run_id: None,
-            usage: crate::sessions::budget::TurnUsage::default(),
+            usage: crate::access::budget::TurnUsage::default(),
         };
         let started = Instant::now();
         store.begin_turn(&begun, n as i64)?;

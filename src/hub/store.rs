@@ -856,7 +856,7 @@ mod tests {
     fn on_both_backends(test: impl Fn(&HubStore)) {
         let tmp = tempfile::tempdir().unwrap();
         test(&HubStore::open(&StateDir::new(tmp.path())).unwrap());
-        let (_tmp, _schema, postgres) = crate::state::db::testing::postgres_state();
+        let (_tmp, _schema, postgres) = crate::state::postgres_state();
         test(&HubStore::open(&postgres).unwrap());
     }
 

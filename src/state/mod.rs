@@ -283,6 +283,16 @@ pub(crate) fn create_for_tests(root: &Path) {
     drop(StateStore::open(&StateDir::new(root)).expect("a new state"));
 }
 
+/// A state in a fresh PostgreSQL schema (the tests' stores on both backends), with what keeps
+/// it: the directory its files would be in, and the schema (dropped with it).
+#[cfg(test)]
+pub(crate) fn postgres_state() -> (tempfile::TempDir, db::testing::PgSchema, StateDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let schema = db::testing::PgSchema::new();
+    let dir = StateDir::new(tmp.path()).with_postgres(schema.url().clone());
+    (tmp, schema, dir)
+}
+
 /// A connection to the existing database at `path`. Never creates one: a file that went away
 /// is an error, not a new state.
 pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {

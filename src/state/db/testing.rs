@@ -125,12 +125,3 @@ impl TestDb {
         }
     }
 }
-
-/// A state in a fresh PostgreSQL schema, with what keeps it: the directory its files would be
-/// in, and the schema (dropped with it).
-pub(crate) fn postgres_state() -> (tempfile::TempDir, PgSchema, crate::state::StateDir) {
-    let tmp = tempfile::tempdir().unwrap();
-    let schema = PgSchema::new();
-    let dir = crate::state::StateDir::new(tmp.path()).with_postgres(schema.url().clone());
-    (tmp, schema, dir)
-}
