@@ -1919,31 +1919,142 @@ mod tests {
         assert_eq!(indexed, 2);
     }
 
-    /// The upkeep of a PostgreSQL state takes the queue on its own: a line said is found.
-    #[test]
-    fn the_upkeep_indexes_a_postgresql_states_lines() {
-        let (_tmp, _schema, dir) = crate::state::postgres_state();
-        let store = AccessStore::open(&dir).unwrap();
-        let _upkeep = crate::state::Checkpointer::start(&dir).unwrap();
-        store
-            .record(
-                "agent:a:main",
-                &[turn(Provenance::Inbound, None, "the release is tomorrow")],
-                None,
+    /// A PostgreSQL state whose sessions say `name` as their application, with what keeps it.
+    fn named_postgres_state(
+        name: &str,
+    ) -> (
+        tempfile::TempDir,
+        crate::state::db::testing::PgSchema,
+        StateDir,
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let schema = crate::state::db::testing::PgSchema::new();
+        let dir = StateDir::new(tmp.path()).with_postgres(schema.url().with_application_name(name));
+        (tmp, schema, dir)
+    }
+
+    /// An application name no other test's sessions have.
+    fn unique_name(what: &str) -> String {
+        format!(
+            "deepcli-{what}-{}-{}",
+            std::process::id(),
+            jiff::Timestamp::now().as_nanosecond()
+        )
+    }
+
+    /// Ends every PostgreSQL session whose application is `name`, as a restart of PostgreSQL
+    /// would, and waits until they are gone and their clients have seen it; how many there
+    /// were.
+    fn end_sessions(name: &str) -> i64 {
+        use crate::state::db::{Conn, PgConn, Query, testing};
+        let mut admin = PgConn::connect(&testing::postgres_url()).unwrap();
+        let admin = Conn::Postgres(&mut admin);
+        let ended: i64 = admin
+            .query_row(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ?1",
+                params![name],
+                |r| r.get(0),
             )
             .unwrap();
-        let found = || {
-            store
-                .db
-                .query(|c| AccessStore::search_postgres(&*c, "release", None, 10))
-                .unwrap()
-        };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while found().is_empty() {
-            assert!(std::time::Instant::now() < deadline, "never indexed");
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let left: i64 = admin
+                .query_row(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = ?1",
+                    params![name],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            if left == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the sessions never ended"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        assert_eq!(found()[0].session_key, "agent:a:main");
+        // The clients see their sockets closed a moment later.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        ended
+    }
+
+    /// The upkeep of a PostgreSQL state takes the queue on its own: a line said is found, and
+    /// still after PostgreSQL ended every session (the upkeep's too).
+    #[test]
+    fn the_upkeep_indexes_a_postgresql_states_lines() {
+        let name = unique_name("upkeep");
+        let (_tmp, _schema, dir) = named_postgres_state(&name);
+        let store = AccessStore::open(&dir).unwrap();
+        let _upkeep = crate::state::Checkpointer::start(&dir).unwrap();
+        let say = |text: &str| {
+            let line = [turn(Provenance::Inbound, None, text)];
+            // A call that finds its session closed may fail; the one after it must not.
+            store
+                .record("agent:a:main", &line, None)
+                .or_else(|_| store.record("agent:a:main", &line, None))
+                .unwrap();
+        };
+        let found = |word: &str| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                let found = store
+                    .db
+                    .query(|c| AccessStore::search_postgres(&*c, word, None, 10))
+                    .unwrap_or_default();
+                if let Some(row) = found.first() {
+                    return row.session_key.clone();
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{word}: never indexed"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        };
+        say("the release is tomorrow");
+        assert_eq!(found("release"), "agent:a:main");
+        assert!(
+            end_sessions(&name) >= 4,
+            "the writer, two readers, the upkeep"
+        );
+        say("the rollback is ready");
+        assert_eq!(found("rollback"), "agent:a:main");
+    }
+
+    /// PostgreSQL ends every session of a store (as its restart would): the store opens them
+    /// again, and goes on with its writes and reads.
+    #[test]
+    fn a_store_goes_on_after_postgresql_ends_its_sessions() {
+        let name = unique_name("reopen");
+        let (_tmp, _schema, dir) = named_postgres_state(&name);
+        let store = AccessStore::open(&dir).unwrap();
+        let session = "agent:a:main";
+        store
+            .record(session, &[turn(Provenance::Inbound, None, "before")], None)
+            .unwrap();
+        assert!(end_sessions(&name) >= 3, "the writer and two readers");
+        // A call that finds its session closed may fail; the one after it must not.
+        let runtime = RuntimeSession {
+            id: "s-1".into(),
+            instance: None,
+        };
+        store
+            .set_runtime_session(session, "a", &runtime)
+            .or_else(|_| store.set_runtime_session(session, "a", &runtime))
+            .unwrap();
+        let found = store
+            .runtime_session(session)
+            .or_else(|_| store.runtime_session(session))
+            .unwrap();
+        assert_eq!(found, Some(runtime));
+        let texts: Vec<String> = store
+            .transcript(session, 10)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.text)
+            .collect();
+        assert_eq!(texts, ["before"]);
     }
 
     fn gated_key(id: &str) -> DeliveryKey {

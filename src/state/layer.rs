@@ -165,8 +165,9 @@ impl LayerConnection {
                 let mut conn = conn.lock().map_err(|_| self.poisoned())?;
                 self.timed(caller, asked, || f(&mut Conn::Sqlite(&mut conn)))
             }
-            Backend::Postgres { conn, .. } => {
+            Backend::Postgres { conn, url, .. } => {
                 let mut conn = conn.lock().map_err(|_| self.poisoned())?;
+                self.reopen_if_closed(&mut conn, url)?;
                 self.timed(caller, asked, || f(&mut Conn::Postgres(&mut conn)))
             }
         }
@@ -186,8 +187,9 @@ impl LayerConnection {
                 let mut conn = self.free(readers)?;
                 self.timed(caller, asked, || f(&mut Conn::Sqlite(&mut conn)))
             }
-            Backend::Postgres { readers, .. } => {
+            Backend::Postgres { readers, url, .. } => {
                 let mut conn = self.free(readers)?;
+                self.reopen_if_closed(&mut conn, url)?;
                 self.timed(caller, asked, || f(&mut Conn::Postgres(&mut conn)))
             }
         }
@@ -203,6 +205,20 @@ impl LayerConnection {
         }
         let turn = self.next_reader.fetch_add(1, Ordering::Relaxed) % readers.len();
         readers[turn].lock().map_err(|_| self.poisoned())
+    }
+
+    /// A PostgreSQL session that PostgreSQL closed (it restarted, or ended the session) is
+    /// made again before the call that would use it. A call under way when it closed, or made
+    /// before its socket showed it, failed; the ones after do not.
+    fn reopen_if_closed(&self, conn: &mut PgConn, url: &PgUrl) -> Result<(), StateError> {
+        if conn.is_closed() {
+            *conn = PgConn::connect(url).map_err(|e| StateError::db(url.to_string(), e))?;
+            tracing::info!(
+                layer = self.layer,
+                "state: a closed PostgreSQL session was opened again"
+            );
+        }
+        Ok(())
     }
 
     fn poisoned(&self) -> StateError {

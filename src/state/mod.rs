@@ -384,17 +384,35 @@ impl Checkpointer {
 impl Checkpointer {
     /// On PostgreSQL there is no WAL of deepcli's to copy back: the upkeep takes the search
     /// queue into `transcript_words` ([`search_index::pg_step`]), every [`Checkpointer::EVERY`]
-    /// for at most [`search_index::RUN`], on a connection of its own.
+    /// for at most [`search_index::RUN`], on a connection of its own, made again when
+    /// PostgreSQL closed it.
     fn start_postgres(url: &db::PgUrl) -> Result<Checkpointer> {
         let at = |source| StateError::db(url.to_string(), source);
         let mut conn = db::PgConn::connect(url).map_err(at)?;
+        let again = url.clone();
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("search-upkeep".into())
             .spawn(move || {
+                let mut said = false;
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(Self::EVERY)
                 {
+                    if conn.is_closed() {
+                        match db::PgConn::connect(&again) {
+                            Ok(fresh) => {
+                                conn = fresh;
+                                said = false;
+                            }
+                            Err(e) => {
+                                // Once an outage, not every 250 ms.
+                                if !std::mem::replace(&mut said, true) {
+                                    tracing::warn!(error = %e, "state: the search upkeep cannot reach PostgreSQL");
+                                }
+                                continue;
+                            }
+                        }
+                    }
                     let began = std::time::Instant::now();
                     let mut c = db::Conn::Postgres(&mut conn);
                     loop {

@@ -45,6 +45,17 @@ impl PgUrl {
         })
     }
 
+    /// A copy whose sessions say `name` as their application (tests: to find them).
+    #[cfg(test)]
+    pub(crate) fn with_application_name(&self, name: &str) -> PgUrl {
+        let mut config = self.config.clone();
+        config.application_name(name);
+        PgUrl {
+            config,
+            shown: self.shown.clone(),
+        }
+    }
+
     /// A copy whose sessions use `schema` (tests: one schema each).
     #[cfg(test)]
     pub(crate) fn with_schema(&self, schema: &str) -> PgUrl {
@@ -114,6 +125,12 @@ pub(crate) struct PgConn {
 const WRITE_LOCK: &str = "SELECT pg_advisory_xact_lock(1684366690, hashtext(current_schema()))";
 
 impl PgConn {
+    /// Whether PostgreSQL closed the session (it restarted, or the session was ended): every
+    /// statement on it fails from then on, and a new one is needed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
     pub(crate) fn connect(url: &PgUrl) -> DbResult<PgConn> {
         let mut config = url.config.clone();
         if config.get_connect_timeout().is_none() {
