@@ -1315,10 +1315,7 @@ impl AccessStore {
     /// When session `session_key` last did anything the Access layer saw: its newest
     /// transcript row or its runtime session's last use (RFC 3339); empty when neither.
     pub(crate) fn session_last_activity(c: &impl Query, session_key: &str) -> DbResult<String> {
-        let larger = match c.backend() {
-            Backend::Sqlite => "max",
-            Backend::Postgres => "greatest",
-        };
+        let larger = c.backend().greatest();
         c.query_row(
             &format!(
                 "SELECT {larger}(coalesce((SELECT max(t.at) FROM transcript t WHERE t.session_key = ?1), ''),
@@ -1919,20 +1916,6 @@ mod tests {
         assert_eq!(indexed, 2);
     }
 
-    /// A PostgreSQL state whose sessions say `name` as their application, with what keeps it.
-    fn named_postgres_state(
-        name: &str,
-    ) -> (
-        tempfile::TempDir,
-        crate::state::db::testing::PgSchema,
-        StateDir,
-    ) {
-        let tmp = tempfile::tempdir().unwrap();
-        let schema = crate::state::db::testing::PgSchema::new();
-        let dir = StateDir::new(tmp.path()).with_postgres(schema.url().with_application_name(name));
-        (tmp, schema, dir)
-    }
-
     /// An application name no other test's sessions have.
     fn unique_name(what: &str) -> String {
         format!(
@@ -1984,7 +1967,7 @@ mod tests {
     #[test]
     fn the_upkeep_indexes_a_postgresql_states_lines() {
         let name = unique_name("upkeep");
-        let (_tmp, _schema, dir) = named_postgres_state(&name);
+        let (_tmp, _schema, dir) = crate::state::postgres_state_as(Some(&name));
         let store = AccessStore::open(&dir).unwrap();
         let _upkeep = crate::state::Checkpointer::start(&dir).unwrap();
         let say = |text: &str| {
@@ -2027,7 +2010,7 @@ mod tests {
     #[test]
     fn a_store_goes_on_after_postgresql_ends_its_sessions() {
         let name = unique_name("reopen");
-        let (_tmp, _schema, dir) = named_postgres_state(&name);
+        let (_tmp, _schema, dir) = crate::state::postgres_state_as(Some(&name));
         let store = AccessStore::open(&dir).unwrap();
         let session = "agent:a:main";
         store

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::state::db::{Backend, Query, params};
+use crate::state::db::{Query, params};
 
 use super::Hub;
 use super::policy::HubPolicy;
@@ -69,10 +69,7 @@ impl HubStore {
     /// records of the session too (read through that layer's statements).
     pub(crate) fn kept_children(&self) -> Result<Vec<KeptChild>, StateError> {
         self.db.query(|c| {
-            let larger = match c.backend() {
-                Backend::Sqlite => "max",
-                Backend::Postgres => "greatest",
-            };
+            let larger = c.backend().greatest();
             let mut kept = c.query_map(
                 &format!(
                     "SELECT s.session_key, s.agent_id, s.parent_agent_id, s.run_id,

@@ -207,12 +207,13 @@ impl LayerConnection {
         readers[turn].lock().map_err(|_| self.poisoned())
     }
 
-    /// A PostgreSQL session that PostgreSQL closed (it restarted, or ended the session) is
-    /// made again before the call that would use it. A call under way when it closed, or made
-    /// before its socket showed it, failed; the ones after do not.
+    /// A PostgreSQL session that PostgreSQL closed is made again before the call that would
+    /// use it ([`PgConn::reopen_if_closed`]).
     fn reopen_if_closed(&self, conn: &mut PgConn, url: &PgUrl) -> Result<(), StateError> {
-        if conn.is_closed() {
-            *conn = PgConn::connect(url).map_err(|e| StateError::db(url.to_string(), e))?;
+        if conn
+            .reopen_if_closed(url)
+            .map_err(|e| StateError::db(url.to_string(), e))?
+        {
             tracing::info!(
                 layer = self.layer,
                 "state: a closed PostgreSQL session was opened again"

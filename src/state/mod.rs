@@ -287,9 +287,22 @@ pub(crate) fn create_for_tests(root: &Path) {
 /// it: the directory its files would be in, and the schema (dropped with it).
 #[cfg(test)]
 pub(crate) fn postgres_state() -> (tempfile::TempDir, db::testing::PgSchema, StateDir) {
+    postgres_state_as(None)
+}
+
+/// [`postgres_state`], its sessions saying `application` as their application name (so a test
+/// can find them) when given.
+#[cfg(test)]
+pub(crate) fn postgres_state_as(
+    application: Option<&str>,
+) -> (tempfile::TempDir, db::testing::PgSchema, StateDir) {
     let tmp = tempfile::tempdir().unwrap();
     let schema = db::testing::PgSchema::new();
-    let dir = StateDir::new(tmp.path()).with_postgres(schema.url().clone());
+    let url = match application {
+        Some(name) => schema.url().with_application_name(name),
+        None => schema.url().clone(),
+    };
+    let dir = StateDir::new(tmp.path()).with_postgres(url);
     (tmp, schema, dir)
 }
 
@@ -398,19 +411,15 @@ impl Checkpointer {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(Self::EVERY)
                 {
-                    if conn.is_closed() {
-                        match db::PgConn::connect(&again) {
-                            Ok(fresh) => {
-                                conn = fresh;
-                                said = false;
+                    match conn.reopen_if_closed(&again) {
+                        Ok(true) => said = false,
+                        Ok(false) => {}
+                        Err(e) => {
+                            // Once an outage, not every 250 ms.
+                            if !std::mem::replace(&mut said, true) {
+                                tracing::warn!(error = %e, "state: the search upkeep cannot reach PostgreSQL");
                             }
-                            Err(e) => {
-                                // Once an outage, not every 250 ms.
-                                if !std::mem::replace(&mut said, true) {
-                                    tracing::warn!(error = %e, "state: the search upkeep cannot reach PostgreSQL");
-                                }
-                                continue;
-                            }
+                            continue;
                         }
                     }
                     let began = std::time::Instant::now();

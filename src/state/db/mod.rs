@@ -31,6 +31,17 @@ pub(crate) enum Backend {
     Postgres,
 }
 
+impl Backend {
+    /// The function that takes the larger of its arguments: SQLite's scalar `max`,
+    /// PostgreSQL's `greatest`.
+    pub(crate) fn greatest(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "max",
+            Backend::Postgres => "greatest",
+        }
+    }
+}
+
 /// What went wrong in a statement.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {

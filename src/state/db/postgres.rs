@@ -125,10 +125,15 @@ pub(crate) struct PgConn {
 const WRITE_LOCK: &str = "SELECT pg_advisory_xact_lock(1684366690, hashtext(current_schema()))";
 
 impl PgConn {
-    /// Whether PostgreSQL closed the session (it restarted, or the session was ended): every
-    /// statement on it fails from then on, and a new one is needed.
-    pub(crate) fn is_closed(&self) -> bool {
-        self.client.is_closed()
+    /// Opens the session again if PostgreSQL closed it (it restarted, or ended the session:
+    /// every statement on it would fail from then on); whether it did. A call under way when
+    /// it closed, or made before its socket showed it, failed; the ones after do not.
+    pub(crate) fn reopen_if_closed(&mut self, url: &PgUrl) -> DbResult<bool> {
+        if !self.client.is_closed() {
+            return Ok(false);
+        }
+        *self = PgConn::connect(url)?;
+        Ok(true)
     }
 
     pub(crate) fn connect(url: &PgUrl) -> DbResult<PgConn> {
