@@ -372,7 +372,6 @@ impl Checkpointer {
                     if let Some(Err(e)) = indexer.as_mut().map(|i| i.run(&conn)) {
                         tracing::warn!(error = %e, "state: indexing the transcript failed");
                     }
-                    let _turn = bulk_turn();
                     match checkpoint(&conn, "PASSIVE") {
                         Ok(frames) => {
                             let long = || std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEPT);
@@ -464,19 +463,6 @@ impl Drop for Checkpointer {
             let _ = thread.join();
         }
     }
-}
-
-/// Waits for, then holds, this process's turn at the state's bulk writes: a prune's batch and
-/// the copy back after it, a step of the search index, a [`Checkpointer`]'s copy back. Each can
-/// end in a flush to disk, and a flush under way can hold up another's writes to the WAL: in a
-/// full-size prune, batches held the write lock up to 65 ms in their commit alone, nothing
-/// read, where most take under 10 ms, while the checkpointer's copies and flushes ran beside
-/// them. So they take turns; a turn's commit, small and never flushed, does not wait for it.
-pub(crate) fn bulk_turn() -> std::sync::MutexGuard<'static, ()> {
-    static BULK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    // Nothing is kept under it: a holder that panicked leaves it as good as before.
-    BULK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The bytes of WAL file past which the [`Checkpointer`] cuts it back, once the hub is quiet.
@@ -662,7 +648,7 @@ mod tests {
     }
 
     /// What a connection that leaves the checkpoints to others commits stays in the WAL until
-    /// the checkpointer copies it into the database file, in its turn at the bulk writes.
+    /// the checkpointer copies it into the database file.
     #[test]
     fn the_checkpointer_copies_the_wal_into_the_database() {
         let tmp = tempfile::tempdir().unwrap();
@@ -684,12 +670,7 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(size(), before, "nothing checkpointed yet");
-        // Not while a prune's batch has the turn at the bulk writes.
-        let turn = super::bulk_turn();
         let checkpointer = Checkpointer::start(&dir).unwrap();
-        std::thread::sleep(Checkpointer::EVERY * 4);
-        assert_eq!(size(), before, "it copied back in another's turn");
-        drop(turn);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while size() == before && std::time::Instant::now() < deadline {
             std::thread::sleep(Checkpointer::EVERY / 5);

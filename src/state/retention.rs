@@ -96,18 +96,12 @@ impl Pace {
         }
     }
 
-    /// After a batch that held the lock `held`, in its `turn` at the bulk writes
-    /// ([`super::bulk_turn`]): keeps the WAL short ([`super::keep_the_wal_short`]), ends the
-    /// turn, then rests `pause`, and never less than [`REST_PER_HELD`] times `held`.
-    fn after_batch(
-        &mut self,
-        conn: &mut Connection,
-        held: Duration,
-        turn: std::sync::MutexGuard<'static, ()>,
-    ) {
+    /// After a batch that held the lock `held`: keeps the WAL short
+    /// ([`super::keep_the_wal_short`]), then rests `pause`, and never less than
+    /// [`REST_PER_HELD`] times `held`.
+    fn after_batch(&mut self, conn: &mut Connection, held: Duration) {
         self.longest = self.longest.max(held);
         let (waited, restart) = super::keep_the_wal_short(conn, super::WAL_CAP, WAL_PATIENCE);
-        drop(turn);
         self.longest = self.longest.max(restart);
         self.wal_waited += waited;
         std::thread::sleep(rest_after(self.pause, held).saturating_sub(waited));
@@ -504,7 +498,6 @@ fn run_step(
             warm.read(conn, table, column, &keys)?;
         }
         let read_before = read_from_disk();
-        let turn = super::bulk_turn();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         // The lock is held from here: what a turn waits for (not the wait for the lock).
         let began = Instant::now();
@@ -548,7 +541,7 @@ fn run_step(
             );
         }
         sizer.took(held);
-        pace.after_batch(conn, held, turn);
+        pace.after_batch(conn, held);
     }
 }
 
@@ -587,7 +580,6 @@ fn keep_newest(
             continue;
         };
         loop {
-            let turn = super::bulk_turn();
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let began = Instant::now();
             let deleted = tx.execute(
@@ -600,7 +592,7 @@ fn keep_newest(
             total += deleted as u64;
             let whole = deleted == sizer.rows;
             sizer.took(held);
-            pace.after_batch(conn, held, turn);
+            pace.after_batch(conn, held);
             if !whole {
                 break;
             }

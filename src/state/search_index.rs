@@ -179,10 +179,8 @@ impl SearchIndexer {
         let mut indexed = Indexed::default();
         loop {
             let step = Instant::now();
-            let turn = super::bulk_turn();
             let queued = self.take_queue(state)?;
             let filled = self.fill(state)?;
-            drop(turn);
             indexed.queued += queued;
             indexed.filled += filled;
             if queued == 0 && filled == 0 {
