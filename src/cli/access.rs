@@ -8,7 +8,6 @@ use clap::{Args, Subcommand};
 
 use super::up::{AccessArgs, LogFormat, async_runtime, init_logging};
 use super::{ExitStatus, GlobalSettings};
-use crate::state::StateDir;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum AccessCommand {
@@ -39,7 +38,7 @@ pub(super) fn run(global: &GlobalSettings, command: AccessCommand) -> ExitStatus
         Ok(runtime) => runtime,
         Err(status) => return status,
     };
-    let state = StateDir::new(&global.load.state_dir);
+    let state = global.state();
     let served = runtime.block_on(crate::access::serve::run(
         args.plan,
         state,

@@ -8,8 +8,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::{ExitStatus, GlobalSettings};
+use crate::state::StateStore;
 use crate::state::audit::{AuditEvent, AuditFilter, parse_since};
-use crate::state::{StateDir, StateStore};
 
 #[derive(Debug, Args)]
 pub(super) struct AuditArgs {
@@ -50,8 +50,8 @@ pub(super) fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
             return ExitStatus::Error;
         }
     };
-    let dir = StateDir::new(&global.load.state_dir);
-    let store = match StateStore::open_existing(&dir) {
+    let dir = global.state();
+    let mut store = match StateStore::open_existing(&dir) {
         Ok(Some(store)) => store,
         Ok(None) => {
             let _ = writeln!(
@@ -92,7 +92,7 @@ pub(super) fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
         return ExitStatus::Failure;
     }
     if args.follow {
-        return follow(&store, filter, events, args.json);
+        return follow(&mut store, filter, events, args.json);
     }
     let text = if args.json {
         let doc = json!({"count": events.len(), "events": events});
@@ -108,7 +108,7 @@ pub(super) fn run(global: &GlobalSettings, args: AuditArgs) -> ExitStatus {
 /// Times are to the second: an event is new when it was not printed among those of the latest
 /// second already shown.
 fn follow(
-    store: &StateStore,
+    store: &mut StateStore,
     mut filter: AuditFilter,
     events: Vec<AuditEvent>,
     json: bool,

@@ -393,7 +393,7 @@ fn ask_controller(
     probe: bool,
     timeout: Duration,
 ) -> Option<channels::StatusResult> {
-    let dir = crate::state::StateDir::new(&global.load.state_dir);
+    let dir = global.state();
     let store = crate::state::StateStore::open_existing(&dir).ok()??;
     let client = crate::controller::client::Client::find(&dir, &store)?;
     let request = serde_json::json!({
@@ -419,7 +419,7 @@ fn ask<T: serde::de::DeserializeOwned>(
     method: &str,
     params: serde_json::Value,
 ) -> Option<crate::manage::Result<T>> {
-    let dir = crate::state::StateDir::new(&global.load.state_dir);
+    let dir = global.state();
     let store = crate::state::StateStore::open_existing(&dir).ok()??;
     let client = crate::controller::client::Client::find(&dir, &store)?;
     let request = serde_json::json!({

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{ExitStatus, GlobalSettings};
 use crate::controller::client::Client;
-use crate::state::{StateDir, StateStore};
+use crate::state::StateStore;
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -25,7 +25,7 @@ pub(super) struct ConsoleArgs {
 }
 
 pub(super) fn run(global: &GlobalSettings, args: ConsoleArgs) -> ExitStatus {
-    let dir = StateDir::new(&global.load.state_dir);
+    let dir = global.state();
     let store = match StateStore::open_existing(&dir) {
         Ok(Some(store)) => store,
         Ok(None) => {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::{ExitStatus, GlobalSettings};
 use crate::doctor::{self, Check, Controller, Doctor, Status};
 use crate::plural::plural;
-use crate::state::{LeasePurpose, StateDir, StateStore};
+use crate::state::{LeasePurpose, StateStore};
 
 /// The most a platform's network checks may take.
 const MAX_TIMEOUT_MS: u64 = 30_000;
@@ -115,7 +115,7 @@ pub(super) fn run(global: &GlobalSettings, args: DoctorArgs) -> ExitStatus {
 
 /// The controller holding the state directory's lease, with the address it recorded.
 fn controller(global: &GlobalSettings) -> Option<Controller> {
-    let dir = StateDir::new(&global.load.state_dir);
+    let dir = global.state();
     let store = StateStore::open_existing(&dir).ok()??;
     let holder = store.lease_holder().ok()??;
     if holder.purpose != LeasePurpose::Controller {

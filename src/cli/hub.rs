@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{ExitStatus, GlobalSettings};
 use crate::controller::client::{Client, ClientError};
-use crate::state::{StateDir, StateStore};
+use crate::state::StateStore;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -364,7 +364,7 @@ pub(super) fn rpc(
     wait: Duration,
 ) -> Result<Value, ExitStatus> {
     let mut err = anstream::stderr();
-    let dir = StateDir::new(&global.load.state_dir);
+    let dir = global.state();
     let client = match StateStore::open_existing(&dir) {
         Ok(Some(store)) => Client::find(&dir, &store),
         Ok(None) => None,
@@ -372,7 +372,7 @@ pub(super) fn rpc(
     };
     let Some(client) = client else {
         // What the state database holds is read from it: a transcript outlives its controller.
-        if dir.db().exists()
+        if dir.has_database()
             && let Some(answer) = crate::hub::operator::offline(&dir, method, params.clone())
         {
             return match answer {
@@ -634,8 +634,8 @@ pub(super) const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 /// read from the state database (the controller writes it there as the turn ends).
 fn watch(global: &GlobalSettings, args: &WatchArgs) -> ExitStatus {
     let mut err = anstream::stderr();
-    let dir = StateDir::new(&global.load.state_dir);
-    if !dir.db().exists() {
+    let dir = global.state();
+    if !dir.has_database() {
         let _ = writeln!(
             err,
             "error: no deepcli state in `{}`\nhint: pass the --state-dir (or DEEPCLI_STATE_DIR) the controller runs with",
@@ -1108,10 +1108,7 @@ fn copy_artifact(
     let out = out.unwrap_or_else(|| {
         std::path::PathBuf::from(std::path::Path::new(name).file_name().unwrap_or_default())
     });
-    let stored = StateDir::new(&global.load.state_dir)
-        .artifacts()
-        .join(&id)
-        .join(&sha256);
+    let stored = global.state().artifacts().join(&id).join(&sha256);
     let copied = (|| -> Result<(), String> {
         let mut from = std::fs::File::open(&stored)
             .map_err(|e| format!("cannot read the stored copy `{}`: {e}", stored.display()))?;

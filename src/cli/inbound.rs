@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{ExitStatus, GlobalSettings};
 use crate::controller::client::{Client, ClientError};
 use crate::routing::Peer;
-use crate::state::{StateDir, StateStore};
+use crate::state::StateStore;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum InboundCommand {
@@ -68,7 +68,7 @@ pub(super) struct SendArgs {
 pub(super) fn run(global: &GlobalSettings, command: InboundCommand) -> ExitStatus {
     let InboundCommand::Send(args) = command;
     let mut err = anstream::stderr();
-    let dir = StateDir::new(&global.load.state_dir);
+    let dir = global.state();
     let client = match StateStore::open_existing(&dir) {
         Ok(Some(store)) => Client::find(&dir, &store),
         Ok(None) => None,

@@ -73,8 +73,8 @@ pub struct Cli {
 }
 
 /// The flags every command takes, before or after its name. A command that does not read one
-/// of the two directories does not show it in its help ([`UNREAD`]), but accepts it: a wrapper
-/// or alias can pass the same flags to every command.
+/// of the directories or the state's URL does not show it in its help ([`UNREAD`]), but
+/// accepts it: a wrapper or alias can pass the same flags to every command.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
 struct GlobalArgs {
@@ -91,6 +91,17 @@ struct GlobalArgs {
     /// ~/.deepcli].
     #[arg(long, global = true, env = "DEEPCLI_STATE_DIR", value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// The state's database in PostgreSQL instead of the state directory's state.db
+    /// (`postgres://user@host:5432/db`), for several controllers on one state
+    /// (docs/scale-out.md). The state directory still holds the files.
+    #[arg(
+        long,
+        global = true,
+        env = "DEEPCLI_STATE_URL",
+        value_name = "URL",
+        value_parser = crate::state::db::PgUrl::parse
+    )]
+    state_url: Option<crate::state::db::PgUrl>,
     /// When to colour the output: auto colours a terminal, unless NO_COLOR is set or
     /// CLICOLOR_FORCE forces it.
     #[arg(long, global = true, value_enum, default_value_t = Color::Auto, value_name = "WHEN")]
@@ -103,6 +114,8 @@ struct GlobalArgs {
 /// Commands that do not read a global directory flag: it is hidden from their help (and
 /// accepted, and ignored). By command path, then the flags' ids.
 const UNREAD: &[(&[&str], &[&str])] = &[
+    // It reads the state directory's place (for the agents' paths), not its database.
+    (&["validate"], &["state_url"]),
     (&["status"], &["config"]),
     (&["history"], &["config"]),
     // `state prune` reads agents.yaml's state.retention; the others only the state.
@@ -112,24 +125,27 @@ const UNREAD: &[(&[&str], &[&str])] = &[
     (&["state", "check"], &["config"]),
     (&["trash", "list"], &["config"]),
     (&["access"], &["config"]),
-    (&["schema"], &["config", "state_dir"]),
-    (&["channels", "capabilities"], &["config", "state_dir"]),
+    (&["schema"], &["config", "state_dir", "state_url"]),
+    (
+        &["channels", "capabilities"],
+        &["config", "state_dir", "state_url"],
+    ),
     // Routing reads the config alone: the state directory changes nothing it prints.
-    (&["route"], &["state_dir"]),
+    (&["route"], &["state_dir", "state_url"]),
     (&["pairing"], &["config"]),
     (&["sessions"], &["config"]),
     (&["runs"], &["config"]),
-    (&["hub"], &["config", "state_dir"]),
+    (&["hub"], &["config", "state_dir", "state_url"]),
     (&["approvals"], &["config"]),
     (&["inbound"], &["config"]),
     (&["audit"], &["config"]),
-    (&["demo-agent"], &["config", "state_dir"]),
-    (&["fake-platform"], &["config", "state_dir"]),
-    (&["a2a"], &["config", "state_dir"]),
-    (&["completions"], &["config", "state_dir"]),
-    (&["man"], &["config", "state_dir"]),
+    (&["demo-agent"], &["config", "state_dir", "state_url"]),
+    (&["fake-platform"], &["config", "state_dir", "state_url"]),
+    (&["a2a"], &["config", "state_dir", "state_url"]),
+    (&["completions"], &["config", "state_dir", "state_url"]),
+    (&["man"], &["config", "state_dir", "state_url"]),
     // Its DIR is the config directory, and the state directory it suggests lies in it.
-    (&["init"], &["config", "state_dir"]),
+    (&["init"], &["config", "state_dir", "state_url"]),
 ];
 
 /// Commands that read a global directory flag for a reason of their own: its help there says
@@ -278,6 +294,8 @@ impl From<ExitStatus> for ExitCode {
 pub(crate) struct GlobalSettings {
     pub config_dir: PathBuf,
     pub load: LoadOptions,
+    /// `--state-url`: the state's database in PostgreSQL.
+    pub state_url: Option<crate::state::db::PgUrl>,
     pub(crate) output: Output,
 }
 
@@ -295,8 +313,14 @@ impl GlobalSettings {
         GlobalSettings {
             config_dir: args.config,
             load,
+            state_url: args.state_url,
             output: Output { quiet: args.quiet },
         }
+    }
+
+    /// The state: the state directory, its database there or at `--state-url`.
+    pub(crate) fn state(&self) -> crate::state::StateDir {
+        crate::state::StateDir::located(&self.load.state_dir, self.state_url.as_ref())
     }
 }
 

@@ -114,7 +114,7 @@ where
     L: FnOnce() -> Result<Option<crate::state::LiveState>, crate::state::StateError> + Send,
 {
     let guard = crate::plan::guard(&global.config_dir, &global.load);
-    let state = StateDir::new(&global.load.state_dir);
+    let state = global.state();
     let prepared = crate::plan::prepare(Inputs {
         config: crate::plan::Source::Dir {
             dir: &global.config_dir,
@@ -194,7 +194,7 @@ pub(super) fn plan(global: &GlobalSettings, args: PlanArgs) -> ExitStatus {
 
 /// Prints (and saves) the plan; whether it has changes, or how the command ends without one.
 fn make_plan(global: &GlobalSettings, args: &PlanArgs) -> Result<bool, ExitStatus> {
-    let state = StateDir::new(&global.load.state_dir);
+    let state = global.state();
     let allowances = Allowances {
         destroy: args.allow_destroy,
         mass_delete: args.allow_mass_delete,
@@ -307,7 +307,7 @@ pub(super) fn apply(global: &GlobalSettings, args: ApplyArgs) -> ExitStatus {
 
 fn run_apply(global: &GlobalSettings, args: &ApplyArgs) -> Result<ExitStatus, ApplyError> {
     let saved = args.plan.as_deref().map(SavedPlan::read).transpose()?;
-    let state = StateDir::new(&global.load.state_dir);
+    let state = global.state();
     // An existing state is leased before it is read: nothing applies in between. A missing one
     // is planned as empty and made only once the plan is to be applied, so that a refused
     // apply (invalid config, blocked plan, no confirmation) creates nothing.

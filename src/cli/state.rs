@@ -139,7 +139,7 @@ fn fail(message: impl std::fmt::Display) -> ExitStatus {
 
 /// The state database, which must already exist: reading commands never create one.
 fn open_existing(global: &GlobalSettings) -> Result<StateStore, ExitStatus> {
-    let dir = StateDir::new(&global.load.state_dir);
+    let dir = global.state();
     match StateStore::open_existing(&dir) {
         Ok(Some(store)) => Ok(store),
         Ok(None) => Err(no_state(&dir)),
@@ -152,6 +152,14 @@ fn no_state(dir: &StateDir) -> ExitStatus {
         "no deepcli state in `{}`; run `deepcli apply` first, or pass --state-dir",
         dir.root().display()
     ))
+}
+
+/// `deepcli state <command>` refused for a state in PostgreSQL: it reads and writes `state.db`.
+fn sqlite_only(dir: &StateDir, command: &str) -> Option<ExitStatus> {
+    let url = dir.postgres()?;
+    Some(fail(format!(
+        "`deepcli state {command}` works on a state.db; the state at `{url}` is in PostgreSQL, which pg_dump backs up and restores and amcheck checks (docs/scale-out.md)"
+    )))
 }
 
 pub(super) fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatus {
@@ -171,7 +179,10 @@ pub(super) fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatu
             }
         }
         StateCommand::Backup { file, json } => {
-            let dir = StateDir::new(&global.load.state_dir);
+            let dir = global.state();
+            if let Some(refused) = sqlite_only(&dir, "backup") {
+                return refused;
+            }
             let trash = match trash_manifests(&dir.trash()) {
                 Ok(trash) => trash,
                 Err(e) => {
@@ -188,7 +199,10 @@ pub(super) fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatu
             }
         }
         StateCommand::Restore { file, json } => {
-            let dir = StateDir::new(&global.load.state_dir);
+            let dir = global.state();
+            if let Some(refused) = sqlite_only(&dir, "restore") {
+                return refused;
+            }
             let restored = match backup::restore(&file, &dir) {
                 Ok(restored) => restored,
                 Err(e) => return backup_error(&e),
@@ -211,7 +225,10 @@ pub(super) fn state(global: &GlobalSettings, command: StateCommand) -> ExitStatu
         }
         StateCommand::Prune { dry_run, json } => prune(global, dry_run, json),
         StateCommand::Check { json } => {
-            let dir = StateDir::new(&global.load.state_dir);
+            let dir = global.state();
+            if let Some(refused) = sqlite_only(&dir, "check") {
+                return refused;
+            }
             let mut findings = match backup::check(&dir) {
                 Ok(findings) => findings,
                 Err(e) => return backup_error(&e),
@@ -436,11 +453,11 @@ pub(super) fn history(global: &GlobalSettings, args: HistoryArgs) -> ExitStatus 
 }
 
 pub(super) fn trash(global: &GlobalSettings, command: TrashCommand) -> ExitStatus {
-    let dir = StateDir::new(&global.load.state_dir);
+    let dir = global.state();
     match command {
         TrashCommand::List { json } => {
             // The trash outlives a lost state.db: only a directory with neither is no state.
-            if !dir.db().exists() && !dir.trash().exists() {
+            if !dir.has_database() && !dir.trash().exists() {
                 return no_state(&dir);
             }
             let listing = match trash::scan(&dir.trash()) {

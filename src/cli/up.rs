@@ -134,7 +134,7 @@ fn check_config(global: &GlobalSettings, args: &UpArgs) -> ExitStatus {
         Ok((_, counts)) => counts,
         Err(_) => return ExitStatus::Failure,
     };
-    let dir = crate::state::StateDir::new(&global.load.state_dir);
+    let dir = global.state();
     let state = match crate::state::StateStore::open_existing(&dir) {
         Ok(Some(store)) => format!(
             "state {} (serial {})",
@@ -340,6 +340,7 @@ pub(super) fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
     let options = ControllerOptions {
         config_dir: global.config_dir.clone(),
         load: global.load.clone(),
+        state: global.state(),
         listen: args.listen,
         public_url: args.public_url,
         resync: Duration::from_secs(args.resync.max(1)),
@@ -393,7 +394,7 @@ pub(super) fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
 }
 
 pub(super) fn status(global: &GlobalSettings, args: StatusArgs) -> ExitStatus {
-    let dir = StateDir::new(&global.load.state_dir);
+    let dir = global.state();
     // A health check that cannot read the state cannot tell: 2, not "degraded".
     let could_not_run = |e: &crate::state::StateError| {
         super::state_error(e);

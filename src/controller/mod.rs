@@ -39,6 +39,8 @@ pub(crate) use wiring::Timings;
 pub(crate) struct ControllerOptions {
     pub config_dir: PathBuf,
     pub load: LoadOptions,
+    /// The state: `load.state_dir`, its database there or in PostgreSQL (`--state-url`).
+    pub state: StateDir,
     pub listen: SocketAddr,
     /// Where others reach the listener, when not at `listen` (`--public-url`).
     pub public_url: Option<url::Url>,
@@ -271,7 +273,7 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(ControllerError::Signal)?;
 
-    let state = StateDir::new(&options.load.state_dir);
+    let state = options.state.clone();
     let mut store = StateStore::open(&state)?;
     store.acquire_lease(LeasePurpose::Controller, Duration::from_millis(500))?;
     let token = crate::state::operator_token(&state)?;
@@ -389,7 +391,7 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
             _ = prune.tick() => {
                 let rules = generations.load().retention.clone();
                 if !rules.is_empty() {
-                    tokio::spawn(prune_state(options.load.state_dir.clone(), rules, shared.clone()));
+                    tokio::spawn(prune_state(options.state.clone(), rules, shared.clone()));
                 }
             }
             _ = heartbeat.tick() => {
@@ -433,13 +435,8 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
 
 /// Applies `state.retention` on a connection of its own, in batches that leave room to turns
 /// (a pause between them); counts what went in the status (and so `/metrics`).
-async fn prune_state(
-    state_dir: std::path::PathBuf,
-    rules: crate::state::retention::Rules,
-    shared: Arc<Shared>,
-) {
+async fn prune_state(dir: StateDir, rules: crate::state::retention::Rules, shared: Arc<Shared>) {
     let done = tokio::task::spawn_blocking(move || {
-        let dir = StateDir::new(&state_dir);
         let mut store = StateStore::open(&dir)?;
         store.prune(
             &rules,
@@ -899,7 +896,7 @@ fn find(
     hashes: &Mutex<HashCache>,
     first_apply: FirstApply,
 ) -> Found {
-    let state = StateDir::new(&options.load.state_dir);
+    let state = options.state.clone();
     let guard = guard(options);
     // git is asked for the commit while the plan is made.
     let (prepared, git_commit) = threads::join(

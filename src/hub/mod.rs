@@ -295,9 +295,7 @@ impl Hub {
         &self,
         filter: crate::state::audit::AuditFilter,
     ) -> Result<AuditTimeline, CallError> {
-        let events = self
-            .db(move |s| s.with(|c| crate::state::audit::timeline(c, &filter)))
-            .await?;
+        let events = self.db(move |s| s.audit(&filter)).await?;
         Ok(AuditTimeline {
             count: events.len(),
             events,

@@ -7,7 +7,6 @@
 //! A connection of its own, so that no tool call waits for an apply or a delivery's record;
 //! every call is short and runs on the blocking pool.
 
-use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use crate::access::store::{AccessStore, ActivityMark};
@@ -279,14 +278,13 @@ impl HubStore {
         })
     }
 
-    /// Runs `f` on the connection that writes (SQLite only: the audit's timeline, which is
-    /// not on the backend seam yet).
-    #[track_caller]
-    pub(super) fn with<T>(
+    /// The audit timeline (approvals.md) `filter` asks for, read on a connection that only
+    /// reads.
+    pub(super) fn audit(
         &self,
-        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
-    ) -> Result<T, StateError> {
-        self.db.with(f)
+        filter: &crate::state::audit::AuditFilter,
+    ) -> Result<Vec<crate::state::audit::AuditEvent>, StateError> {
+        self.db.query(|c| crate::state::audit::timeline(c, filter))
     }
 
     // ---- tokens ----

@@ -15,9 +15,9 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use rusqlite::Connection;
 use serde::Serialize;
 
+use super::db::{Behavior, Conn, Query, params};
 use super::{StateDir, StateError};
 
 /// How old a file no row names must be to go; a temporary file of a hand-in, too.
@@ -108,22 +108,23 @@ fn old(modified: std::io::Result<SystemTime>, now: SystemTime, grace: Duration) 
 }
 
 /// Removes the files of the artifact store `root` that no row names and that are older than
-/// `grace`, and the directories left empty (those already empty and as old); `db`: the
-/// database's path, for errors.
-pub fn sweep(
-    conn: &mut Connection,
-    db: &Path,
+/// `grace`, and the directories left empty (those already empty and as old); `dir`: the
+/// state, for errors.
+pub(crate) fn sweep(
+    conn: &mut Conn<'_>,
+    dir: &StateDir,
     root: &Path,
     grace: Duration,
 ) -> Result<Swept, StateError> {
+    let db_error = |e| super::seam_error(dir, e);
     // deepcli's clock (a test moves it on), not the system's.
     let nanos = u64::try_from(crate::clock::timestamp().as_nanosecond()).unwrap_or(0);
     let now = SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos);
     let mut swept = Swept::default();
-    for (dir, id, owner) in directories(root)? {
+    for (store, id, owner) in directories(root)? {
         let mut files = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(|e| io_error(&dir, e))? {
-            let entry = entry.map_err(|e| io_error(&dir, e))?;
+        for entry in std::fs::read_dir(&store).map_err(|e| io_error(&store, e))? {
+            let entry = entry.map_err(|e| io_error(&store, e))?;
             let meta = entry.metadata().map_err(|e| io_error(&entry.path(), e))?;
             if meta.is_file() {
                 files.push((entry.file_name().to_string_lossy().into_owned(), meta));
@@ -132,23 +133,22 @@ pub fn sweep(
         if files.is_empty() {
             // Empty and as old as the grace: no hand-in is about to write into it.
             if old(
-                std::fs::metadata(&dir).and_then(|m| m.modified()),
+                std::fs::metadata(&store).and_then(|m| m.modified()),
                 now,
                 grace,
             ) {
-                let _ = std::fs::remove_dir(&dir);
+                let _ = std::fs::remove_dir(&store);
             }
             continue;
         }
         // The write lock held from reading the rows to the last unlink: no hand-in records a
         // file of this directory meanwhile (it checks its file in the transaction of its row).
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| sql_error(db, e))?;
+        let tx = conn.transaction(Behavior::Write).map_err(db_error)?;
         let named: HashSet<String> = tx
-            .prepare_cached(owner.query())
-            .and_then(|mut s| s.query_map([&id], |r| r.get(0))?.collect())
-            .map_err(|e| sql_error(db, e))?;
+            .query_map(owner.query(), params![id], |r| r.get(0))
+            .map_err(db_error)?
+            .into_iter()
+            .collect();
         for (name, meta) in files {
             if named.contains(&name) || !old(meta.modified(), now, grace) {
                 continue;
@@ -156,7 +156,7 @@ pub fn sweep(
             if !name.starts_with(TEMPORARY) && !is_hash(&name) {
                 continue;
             }
-            let path = dir.join(&name);
+            let path = store.join(&name);
             match std::fs::remove_file(&path) {
                 Ok(()) => {
                     swept.files += 1;
@@ -166,7 +166,7 @@ pub fn sweep(
                 Err(e) => return Err(io_error(&path, e)),
             }
         }
-        tx.commit().map_err(|e| sql_error(db, e))?;
+        tx.commit().map_err(db_error)?;
     }
     Ok(swept)
 }
@@ -177,7 +177,11 @@ fn is_hash(name: &str) -> bool {
 }
 
 /// The rows whose stored file is missing, each said as `task <id>'s artifact `<name>``.
-pub fn missing(conn: &Connection, db: &Path, root: &Path) -> Result<Vec<String>, StateError> {
+pub(crate) fn missing(
+    conn: &impl Query,
+    dir: &StateDir,
+    root: &Path,
+) -> Result<Vec<String>, StateError> {
     let mut out = Vec::new();
     for (query, kind, under) in [
         (
@@ -192,12 +196,8 @@ pub fn missing(conn: &Connection, db: &Path, root: &Path) -> Result<Vec<String>,
         ),
     ] {
         let rows: Vec<(String, String, String)> = conn
-            .prepare(query)
-            .and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                    .collect()
-            })
-            .map_err(|e| sql_error(db, e))?;
+            .query_map(query, params![], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(|e| super::seam_error(dir, e))?;
         for (owner, name, sha256) in rows {
             let mut path = root.to_path_buf();
             path.extend(under);
@@ -221,8 +221,8 @@ pub fn check(dir: &StateDir) -> Result<(Swept, Vec<String>), StateError> {
     let mut conn = super::connect(&db).map_err(|e| sql_error(&db, e))?;
     conn.busy_timeout(Duration::from_secs(10))
         .map_err(|e| sql_error(&db, e))?;
-    let swept = sweep(&mut conn, &db, &dir.artifacts(), GRACE)?;
-    let missing = missing(&conn, &db, &dir.artifacts())?;
+    let swept = sweep(&mut Conn::Sqlite(&mut conn), dir, &dir.artifacts(), GRACE)?;
+    let missing = missing(&conn, dir, &dir.artifacts())?;
     Ok((swept, missing))
 }
 
@@ -241,9 +241,14 @@ mod tests {
     #[test]
     fn a_file_goes_once_no_row_names_it_and_it_is_older_than_the_grace() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = StateDir::new(tmp.path());
-        drop(crate::state::StateStore::open(&dir).unwrap());
-        let mut conn = super::super::connect(&dir.db()).unwrap();
+        sweeps(&StateDir::new(tmp.path()));
+        let (_tmp, _schema, postgres) = crate::state::postgres_state();
+        sweeps(&postgres);
+    }
+
+    fn sweeps(dir: &StateDir) {
+        let mut store = crate::state::StateStore::open(dir).unwrap();
+        let conn = &mut store.db.conn();
         let root = dir.artifacts();
         let (kept, gone, young) = ("a".repeat(64), "b".repeat(64), "c".repeat(64));
         let task = root.join("task-1");
@@ -260,15 +265,15 @@ mod tests {
         }
         conn.execute(
             "INSERT INTO task_artifacts (task_id, name, sha256, size, handed_in_by, at) VALUES ('task-1', 'r.txt', ?1, 1, 'b', 'now')",
-            [&kept],
+            params![kept],
         )
         .unwrap();
         conn.execute(
             "INSERT INTO run_artifacts (run_id, name, sha256, size, media_type, handed_in_by, at) VALUES ('run-1', 'r.txt', ?1, 1, 'text/plain', 'b', 'now')",
-            [&kept],
+            params![kept],
         )
         .unwrap();
-        let swept = sweep(&mut conn, &dir.db(), &root, GRACE).unwrap();
+        let swept = sweep(conn, dir, &root, GRACE).unwrap();
         assert_eq!(
             swept,
             Swept {
@@ -282,28 +287,28 @@ mod tests {
             assert!(d.join(&young).is_file(), "a young file went");
             assert!(!d.join(".deepcli-crashed").exists());
         }
-        assert!(missing(&conn, &dir.db(), &root).unwrap().is_empty());
+        assert!(missing(&*conn, dir, &root).unwrap().is_empty());
 
         // The rows go (a prune): their files go at the next sweep, and the empty directories
         // at the one after.
-        conn.execute_batch("DELETE FROM task_artifacts; DELETE FROM run_artifacts")
+        conn.batch("DELETE FROM task_artifacts; DELETE FROM run_artifacts")
             .unwrap();
         for d in [&task, &run] {
             backdate(&d.join(&young));
         }
-        let swept = sweep(&mut conn, &dir.db(), &root, GRACE).unwrap();
+        let swept = sweep(conn, dir, &root, GRACE).unwrap();
         assert_eq!(swept.files, 4);
-        let swept = sweep(&mut conn, &dir.db(), &root, Duration::ZERO).unwrap();
+        let swept = sweep(conn, dir, &root, Duration::ZERO).unwrap();
         assert_eq!(swept.files, 0);
         assert!(!task.exists() && !run.exists());
 
         // A row whose file is missing is named.
         conn.execute(
             "INSERT INTO task_artifacts (task_id, name, sha256, size, handed_in_by, at) VALUES ('task-2', 'r.txt', ?1, 1, 'b', 'now')",
-            [&kept],
+            params![kept],
         )
         .unwrap();
-        let named = missing(&conn, &dir.db(), &root).unwrap();
+        let named = missing(&*conn, dir, &root).unwrap();
         assert_eq!(named.len(), 1, "{named:?}");
         assert!(
             named[0].contains("task task-2's artifact `r.txt`"),

@@ -8,11 +8,11 @@
 //! are shown. Each source is one function of [`SOURCES`]: adding a source (the approvals',
 //! say) is adding one function there.
 
-use rusqlite::{Connection, params};
+use super::db::{Backend, Conn, DbResult, Query, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Result, StateError, StateStore};
+use super::{Result, StateStore};
 
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -57,10 +57,10 @@ pub struct AuditFilter {
 }
 
 /// A source of events: reads its tables (from `filter.since` on) and says what happened.
-pub type Source = fn(&Connection, &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>>;
+pub(crate) type Source = fn(&Conn<'_>, &AuditFilter) -> DbResult<Vec<AuditEvent>>;
 
 /// Every source, in the order events of one second are shown.
-pub const SOURCES: &[(&str, Source)] = &[
+pub(crate) const SOURCES: &[(&str, Source)] = &[
     ("applies", applies),
     ("inbound", inbound),
     ("tasks", tasks),
@@ -87,21 +87,27 @@ fn newest(filter: &AuditFilter) -> usize {
     filter.limit.unwrap_or(1000)
 }
 
-/// How many rows a busy source need read, newest first (SQLite's `LIMIT`; -1: all). The
-/// timeline keeps the newest [`newest`] events, so no source needs more than that many of its
-/// own — unless a filter that drops events is left to [`keeps`] after the read: then every row
-/// from `--since` on. `pushed` says which filters the source's query applies itself.
-fn bound(filter: &AuditFilter, pushed: Pushed) -> i64 {
+/// How many rows a busy source need read, newest first (its `LIMIT`). The timeline keeps the
+/// newest [`newest`] events, so no source needs more than that many of its own — unless a
+/// filter that drops events is left to [`keeps`] after the read: then every row from
+/// `--since` on (SQLite's `LIMIT -1`, PostgreSQL's `LIMIT NULL`). `pushed` says which filters
+/// the source's query applies itself.
+fn bound(conn: &Conn<'_>, filter: &AuditFilter, pushed: Pushed) -> Option<i64> {
     let left = filter.run_id.is_some()
         || filter.task_id.is_some()
         || (filter.session_key.is_some() && !pushed.session)
         || (filter.agent_id.is_some() && !pushed.agent);
-    if left {
-        -1
-    } else {
-        i64::try_from(newest(filter)).unwrap_or(-1)
+    let bound = (!left)
+        .then(|| i64::try_from(newest(filter)).ok())
+        .flatten();
+    match conn.backend() {
+        Backend::Sqlite => Some(bound.unwrap_or(-1)),
+        Backend::Postgres => bound,
     }
 }
+
+/// A list of transcript rows' ids, `1,5,9`: the aggregate both backends take.
+const IDS: &str = "string_agg(CAST(t.id AS TEXT), ',')";
 
 /// The filters a source's query applies itself.
 #[derive(Debug, Clone, Copy, Default)]
@@ -112,6 +118,7 @@ struct Pushed {
 
 /// A session key belongs to agent `?` as [`agent_of`] reads it: the SQL of `column`.
 fn of_agent(column: &str, param: &str) -> String {
+    let param = format!("CAST({param} AS TEXT)");
     format!(
         "({param} IS NULL OR {column} = 'agent:' || {param}
           OR substr({column}, 1, length({param}) + 7) = 'agent:' || {param} || ':')"
@@ -119,7 +126,7 @@ fn of_agent(column: &str, param: &str) -> String {
 }
 
 /// The timeline `filter` asks for, oldest first.
-pub fn timeline(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+pub(crate) fn timeline(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
     let mut events = Vec::new();
     for (_, source) in SOURCES {
         events.extend(source(conn, filter)?);
@@ -136,21 +143,19 @@ pub fn timeline(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec
 }
 
 /// The run ids `--run` covers: the run, and the runs its spawned session started (its tree).
-fn runs_of(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<String>> {
+fn runs_of(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<String>> {
     let Some(run) = &filter.run_id else {
         return Ok(Vec::new());
     };
-    let mut stmt = conn.prepare(
+    let tree: Vec<String> = conn.query_map(
         "WITH RECURSIVE tree(k) AS (
              SELECT target_session_key FROM hub_runs WHERE run_id = ?1 AND kind = 'spawn'
              UNION SELECT h.session_key FROM hub_sessions h JOIN tree ON h.parent_session_key = tree.k)
          SELECT run_id FROM hub_runs WHERE requester_session_key IN (SELECT k FROM tree)",
+        params![run],
+        |r| r.get(0),
     )?;
-    let mut out = vec![run.clone()];
-    for id in stmt.query_map([run], |r| r.get::<_, String>(0))? {
-        out.push(id?);
-    }
-    Ok(out)
+    Ok(std::iter::once(run.clone()).chain(tree).collect())
 }
 
 fn keeps(filter: &AuditFilter, runs: &[String], e: &AuditEvent) -> bool {
@@ -183,7 +188,7 @@ fn keeps(filter: &AuditFilter, runs: &[String], e: &AuditEvent) -> bool {
 
 /// Config applies (`history`): who, from where, what changed, the outcome. Not a session's:
 /// shown when no agent, session or run is asked for.
-fn applies(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+fn applies(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
     if filter.agent_id.is_some()
         || filter.session_key.is_some()
         || filter.run_id.is_some()
@@ -191,11 +196,10 @@ fn applies(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
     {
         return Ok(Vec::new());
     }
-    let mut stmt = conn.prepare(
-        "SELECT id, started_at, serial, user, host, source, added, changed, removed, outcome, git_commit
-         FROM history WHERE started_at >= ?1 ORDER BY id",
-    )?;
-    let rows = stmt.query_map([since(filter)], |r| {
+    let rows = conn.query_map(
+        r#"SELECT id, started_at, serial, "user", host, source, added, changed, removed, outcome, git_commit
+         FROM history WHERE started_at >= ?1 ORDER BY id"#,
+        params![since(filter)], |r| {
         let id: i64 = r.get(0)?;
         let git: Option<String> = r.get(10)?;
         Ok(AuditEvent {
@@ -208,24 +212,24 @@ fn applies(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
             trace_id: None,
             summary: format!(
                 "apply #{} by {}@{} ({}): {} added, {} changed, {} removed: {}{}",
-                r.get::<_, i64>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, i64>(6)?,
-                r.get::<_, i64>(7)?,
-                r.get::<_, i64>(8)?,
-                r.get::<_, String>(9)?,
+                r.get::<i64>(2)?,
+                r.get::<String>(3)?,
+                r.get::<String>(4)?,
+                r.get::<String>(5)?,
+                r.get::<i64>(6)?,
+                r.get::<i64>(7)?,
+                r.get::<i64>(8)?,
+                r.get::<String>(9)?,
                 git.map_or(String::new(), |g| format!(" (git {g})")),
             ),
             refs: vec![format!("history#{id}")],
         })
     })?;
-    rows.collect()
+    Ok(rows)
 }
 
 /// What `state.retention` pruned (`prunes`): the hub's, not one agent's.
-fn prunes(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+fn prunes(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
     if filter.agent_id.is_some()
         || filter.session_key.is_some()
         || filter.run_id.is_some()
@@ -233,40 +237,42 @@ fn prunes(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audit
     {
         return Ok(Vec::new());
     }
-    let mut stmt =
-        conn.prepare("SELECT id, at, by, rows, detail FROM prunes WHERE at >= ?1 ORDER BY id")?;
-    let rows = stmt.query_map([since(filter)], |r| {
-        let id: i64 = r.get(0)?;
-        Ok(AuditEvent {
-            at: r.get(1)?,
-            kind: "prune",
-            sessions: Vec::new(),
-            run_id: None,
-            correlation_id: None,
-            task_id: None,
-            trace_id: None,
-            summary: format!(
-                "retention pruned {} rows ({}) by the {}",
-                r.get::<_, i64>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(2)?,
-            ),
-            refs: vec![format!("prunes#{id}")],
-        })
-    })?;
-    rows.collect()
+    let rows = conn.query_map(
+        "SELECT id, at, by, rows, detail FROM prunes WHERE at >= ?1 ORDER BY id",
+        params![since(filter)],
+        |r| {
+            let id: i64 = r.get(0)?;
+            Ok(AuditEvent {
+                at: r.get(1)?,
+                kind: "prune",
+                sessions: Vec::new(),
+                run_id: None,
+                correlation_id: None,
+                task_id: None,
+                trace_id: None,
+                summary: format!(
+                    "retention pruned {} rows ({}) by the {}",
+                    r.get::<i64>(3)?,
+                    r.get::<String>(4)?,
+                    r.get::<String>(2)?,
+                ),
+                refs: vec![format!("prunes#{id}")],
+            })
+        },
+    )?;
+    Ok(rows)
 }
 
 /// Inbound messages (`deliveries`): the conversation, the route, and what became of the
 /// message; the message and the reply by transcript row.
-fn inbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
+fn inbound(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
     // The newest deliveries the timeline can keep, read through the index on their times, put
     // back in time order; the transcript rows each recorded are kept with it (a delivery from
     // before schema 22 has none: they are looked for in its session's transcript).
-    let mut stmt = conn.prepare(&format!(
+    let sql = format!(
         "SELECT d.at, d.channel, d.account_id, d.peer_kind, d.peer_id, d.message_id, d.session_key, d.response,
                 CASE WHEN d.asked_rows IS NOT NULL THEN d.asked_rows ELSE
-                  (SELECT group_concat(t.id) FROM transcript t
+                  (SELECT {IDS} FROM transcript t
                     WHERE t.session_key = d.session_key AND t.message_id = d.message_id AND t.provenance = 'inbound') END,
                 CASE WHEN d.asked_rows IS NOT NULL THEN d.reply_row ELSE
                   (SELECT min(t.id) FROM transcript t
@@ -275,26 +281,26 @@ fn inbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
                                    WHERE i.session_key = d.session_key AND i.message_id = d.message_id)) END,
                 d.trace_id
          FROM (SELECT rowid AS n, * FROM deliveries
-                WHERE at >= ?1 AND (?3 IS NULL OR session_key = ?3) AND {}
+                WHERE at >= ?1 AND (CAST(?3 AS TEXT) IS NULL OR session_key = ?3) AND {}
                 ORDER BY at DESC, rowid DESC LIMIT ?2) d
          ORDER BY d.at, d.n",
         of_agent("session_key", "?4")
-    ))?;
+    );
     let pushed = Pushed {
         session: true,
         agent: true,
     };
     let args = params![
         since(filter),
-        bound(filter, pushed),
+        bound(conn, filter, pushed),
         filter.session_key,
         filter.agent_id
     ];
-    let rows = stmt.query_map(args, |r| {
+    let rows = conn.query_map(&sql, args, |r| {
         let peer_kind: String = r.get(3)?;
         let peer_id: String = r.get(4)?;
         let session: String = r.get(6)?;
-        let response: Value = serde_json::from_str(&r.get::<_, String>(7)?).unwrap_or_default();
+        let response: Value = serde_json::from_str(&r.get::<String>(7)?).unwrap_or_default();
         let asked: Option<String> = r.get(8)?;
         let replied: Option<i64> = r.get(9)?;
         let matched = response["route"]["matchedBy"].as_str().unwrap_or("-");
@@ -331,9 +337,9 @@ fn inbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
             kind: "inbound",
             summary: format!(
                 "{}/{}{peer} message {} → {session} (route {matched}): {outcome}",
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(5)?,
+                r.get::<String>(1)?,
+                r.get::<String>(2)?,
+                r.get::<String>(5)?,
             ),
             sessions: vec![session],
             run_id: None,
@@ -343,28 +349,32 @@ fn inbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<Audi
             refs,
         })
     })?;
-    rows.collect()
+    Ok(rows)
 }
 
 /// Hub runs: each send or spawn (source → target, correlation id), then every state it
 /// entered with deepcli's note; the message and the answer by transcript row (looked up for
 /// the first event only, the one that shows them). In time order, as the index on the events'
 /// times reads them: ordered by id alone, SQLite scanned every event there is.
-fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
-    let mut stmt = conn.prepare(
-        "SELECT r.run_id, r.kind, r.source_tool, r.requester_session_key, r.target_session_key,
+fn runs(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
+    // The run a transcript row was written for, as its route records it.
+    let run_of_row = match conn.backend() {
+        Backend::Sqlite => "CASE WHEN json_valid(t.route) THEN t.route ->> '$.runId' END",
+        Backend::Postgres => "t.route::jsonb ->> 'runId'",
+    };
+    let rows = conn.query_map(
+        &format!(
+            "SELECT r.run_id, r.kind, r.source_tool, r.requester_session_key, r.target_session_key,
                 r.correlation_id, e.at, e.state, e.note, e.id,
                 CASE WHEN e.note = 'accepted by the Hub' THEN
-                  (SELECT group_concat(t.id) FROM transcript t
-                    WHERE t.session_key = r.target_session_key AND json_valid(t.route)
-                      AND json_extract(t.route, '$.runId') = r.run_id) END,
+                  (SELECT {IDS} FROM transcript t
+                    WHERE t.session_key = r.target_session_key AND {run_of_row} = r.run_id) END,
                 r.trace_id
          FROM (SELECT * FROM hub_run_events WHERE at >= ?1 ORDER BY at DESC, id DESC LIMIT ?2) e
          JOIN hub_runs r ON r.run_id = e.run_id
-         ORDER BY e.at, e.id",
-    )?;
-    let rows = stmt.query_map(
-        params![since(filter), bound(filter, Pushed::default())],
+         ORDER BY e.at, e.id"
+        ),
+        params![since(filter), bound(conn, filter, Pushed::default())],
         |r| {
             let run_id: String = r.get(0)?;
             let kind: String = r.get(1)?;
@@ -418,19 +428,17 @@ fn runs(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEv
             })
         },
     )?;
-    rows.collect()
+    Ok(rows)
 }
 
 /// Turns and spawns a budget refused, in time order (the refusals' index on it; by id, SQLite
 /// scanned every budget event).
-fn budget_refusals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
-    let mut stmt = conn.prepare(
+fn budget_refusals(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
+    let rows = conn.query_map(
         "SELECT * FROM (SELECT id, at, agent_id, session_key, run_id, budget, detail FROM budget_events
                         WHERE kind = 'refusal' AND at >= ?1 ORDER BY at DESC, id DESC LIMIT ?2)
-         ORDER BY at, id",
-    )?;
-    let rows = stmt.query_map(
-        params![since(filter), bound(filter, Pushed::default())],
+         AS refusals ORDER BY at, id",
+        params![since(filter), bound(conn, filter, Pushed::default())],
         |r| {
             let agent: String = r.get(2)?;
             let session: Option<String> = r.get(3)?;
@@ -444,175 +452,177 @@ fn budget_refusals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<
                 trace_id: None,
                 summary: format!(
                     "refused by {}: {}",
-                    r.get::<_, String>(5)?,
-                    r.get::<_, String>(6)?
+                    r.get::<String>(5)?,
+                    r.get::<String>(6)?
                 ),
-                refs: vec![format!("budget_events#{}", r.get::<_, i64>(0)?)],
+                refs: vec![format!("budget_events#{}", r.get::<i64>(0)?)],
             })
         },
     )?;
-    rows.collect()
+    Ok(rows)
 }
 
 /// What happened to each approval an agent asked for: asked (what, its content hash), announced,
 /// decided (by whom, which option), refused chat senders, expired, voided, a management
 /// request's result. The action itself stays in its `approvals` row.
-fn approvals(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
-    let mut stmt = conn.prepare(
+fn approvals(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
+    let rows = conn.query_map(
         "SELECT e.id, e.at, e.event, e.actor, e.note, a.id, a.source, a.agent_id, a.session_key,
                 a.run_id, a.content_hash, a.decision
          FROM approval_events e JOIN approvals a ON a.id = e.approval_id
          WHERE e.at >= ?1 ORDER BY e.id",
+        params![since(filter)],
+        |r| {
+            let event: String = r.get(2)?;
+            let actor: Option<String> = r.get(3)?;
+            let note: String = r.get(4)?;
+            let id: String = r.get(5)?;
+            let source: String = r.get(6)?;
+            let agent: String = r.get(7)?;
+            let session: Option<String> = r.get(8)?;
+            let hash: String = r.get(10)?;
+            let decision: Option<String> = r.get(11)?;
+            let what = match source.as_str() {
+                "management" => "management request",
+                _ => "permission request",
+            };
+            let mut summary = match event.as_str() {
+                // The hash's first 12 hex digits name the content well enough to read.
+                "asked" => format!("{what} {id} asked ({})", hash.get(..19).unwrap_or(&hash)),
+                "decided" | "auto" => format!(
+                    "{what} {id} {event}: {}",
+                    decision.as_deref().unwrap_or("answered")
+                ),
+                _ => format!("{what} {id} {event}"),
+            };
+            if let Some(actor) = actor {
+                summary.push_str(&format!(" by {actor}"));
+            }
+            // A decision's note is often the option again: said once.
+            if !note.is_empty() && Some(note.as_str()) != decision.as_deref() {
+                summary.push_str(&format!(": {note}"));
+            }
+            Ok(AuditEvent {
+                at: r.get(1)?,
+                kind: "approval",
+                sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
+                run_id: r.get(9)?,
+                correlation_id: None,
+                task_id: None,
+                trace_id: None,
+                summary,
+                refs: vec![
+                    format!("approvals#{id}"),
+                    format!("approval_events#{}", r.get::<i64>(0)?),
+                ],
+            })
+        },
     )?;
-    let rows = stmt.query_map([since(filter)], |r| {
-        let event: String = r.get(2)?;
-        let actor: Option<String> = r.get(3)?;
-        let note: String = r.get(4)?;
-        let id: String = r.get(5)?;
-        let source: String = r.get(6)?;
-        let agent: String = r.get(7)?;
-        let session: Option<String> = r.get(8)?;
-        let hash: String = r.get(10)?;
-        let decision: Option<String> = r.get(11)?;
-        let what = match source.as_str() {
-            "management" => "management request",
-            _ => "permission request",
-        };
-        let mut summary = match event.as_str() {
-            // The hash's first 12 hex digits name the content well enough to read.
-            "asked" => format!("{what} {id} asked ({})", hash.get(..19).unwrap_or(&hash)),
-            "decided" | "auto" => format!(
-                "{what} {id} {event}: {}",
-                decision.as_deref().unwrap_or("answered")
-            ),
-            _ => format!("{what} {id} {event}"),
-        };
-        if let Some(actor) = actor {
-            summary.push_str(&format!(" by {actor}"));
-        }
-        // A decision's note is often the option again: said once.
-        if !note.is_empty() && Some(note.as_str()) != decision.as_deref() {
-            summary.push_str(&format!(": {note}"));
-        }
-        Ok(AuditEvent {
-            at: r.get(1)?,
-            kind: "approval",
-            sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
-            run_id: r.get(9)?,
-            correlation_id: None,
-            task_id: None,
-            trace_id: None,
-            summary,
-            refs: vec![
-                format!("approvals#{id}"),
-                format!("approval_events#{}", r.get::<_, i64>(0)?),
-            ],
-        })
-    })?;
-    rows.collect()
+    Ok(rows)
 }
 
 /// Cancels of running turns and what came of them.
-fn cancels(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
-    let mut stmt = conn.prepare(
+fn cancels(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
+    let rows = conn.query_map(
         "SELECT id, requested_at, session_key, run_id, why, state, note FROM turn_cancels
          WHERE requested_at >= ?1 ORDER BY id",
+        params![since(filter)],
+        |r| {
+            let note: Option<String> = r.get(6)?;
+            Ok(AuditEvent {
+                at: r.get(1)?,
+                kind: "cancel",
+                sessions: vec![r.get(2)?],
+                run_id: r.get(3)?,
+                correlation_id: None,
+                task_id: None,
+                trace_id: None,
+                summary: format!(
+                    "cancel ({}): {}{}",
+                    r.get::<String>(4)?,
+                    r.get::<String>(5)?,
+                    note.map_or(String::new(), |n| format!(": {n}"))
+                ),
+                refs: vec![format!("turn_cancels#{}", r.get::<i64>(0)?)],
+            })
+        },
     )?;
-    let rows = stmt.query_map([since(filter)], |r| {
-        let note: Option<String> = r.get(6)?;
-        Ok(AuditEvent {
-            at: r.get(1)?,
-            kind: "cancel",
-            sessions: vec![r.get(2)?],
-            run_id: r.get(3)?,
-            correlation_id: None,
-            task_id: None,
-            trace_id: None,
-            summary: format!(
-                "cancel ({}): {}{}",
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
-                note.map_or(String::new(), |n| format!(": {n}"))
-            ),
-            refs: vec![format!("turn_cancels#{}", r.get::<_, i64>(0)?)],
-        })
-    })?;
-    rows.collect()
+    Ok(rows)
 }
 
 /// What the outbox posted, held or dead-lettered (conversations.md): its cause, where it went
 /// and by which carrier; the text stays in the transcript.
-fn outbound(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
-    let mut stmt = conn.prepare(
+fn outbound(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
+    let rows = conn.query_map(
         "SELECT seq, coalesce(done_at, at), session_key, cause, cause_id, channel, account_id,
                 peer_kind, peer_id, thread_id, state, carrier, reason
          FROM outbox WHERE state IN ('posted', 'dead', 'held') AND coalesce(done_at, at) >= ?1",
+        params![since(filter)],
+        |r| {
+            let seq: i64 = r.get(0)?;
+            let cause: String = r.get(3)?;
+            let cause_id: String = r.get(4)?;
+            let mut to = format!("{}/{}", r.get::<String>(5)?, r.get::<String>(6)?);
+            let (kind, peer, thread): (String, String, String) = (r.get(7)?, r.get(8)?, r.get(9)?);
+            if !peer.is_empty() {
+                to.push_str(&format!(" {kind}:{peer}"));
+            }
+            if !thread.is_empty() {
+                to.push_str(&format!(" thread {thread}"));
+            }
+            let state: String = r.get(10)?;
+            let carrier: Option<String> = r.get(11)?;
+            let reason: Option<String> = r.get(12)?;
+            let how = match (state.as_str(), carrier, reason) {
+                ("posted", Some(carrier), _) => format!("posted by {carrier}"),
+                ("dead", carrier, reason) => format!(
+                    "dead-lettered by {}: {}",
+                    carrier.unwrap_or_default(),
+                    reason.unwrap_or_default()
+                ),
+                (_, _, reason) => format!("held: {}", reason.unwrap_or_default()),
+            };
+            // An announce's or a loop pause's id is its run's, which the line names already.
+            let run_id = (cause == "announce" || cause == "loop-pause").then(|| cause_id.clone());
+            // A task's move told to its room: `<task>@<uuid>`.
+            let task_id = cause
+                .starts_with("task")
+                .then(|| cause_id.split('@').next().unwrap_or_default().to_string());
+            let what = match run_id {
+                Some(_) => cause,
+                None => format!("{cause} {cause_id}"),
+            };
+            Ok(AuditEvent {
+                at: r.get(1)?,
+                kind: "outbound",
+                sessions: vec![r.get(2)?],
+                run_id,
+                correlation_id: None,
+                task_id,
+                trace_id: None,
+                summary: format!("{what} to {to}: {how}"),
+                refs: vec![format!("outbox#{seq}")],
+            })
+        },
     )?;
-    let rows = stmt.query_map([since(filter)], |r| {
-        let seq: i64 = r.get(0)?;
-        let cause: String = r.get(3)?;
-        let cause_id: String = r.get(4)?;
-        let mut to = format!("{}/{}", r.get::<_, String>(5)?, r.get::<_, String>(6)?);
-        let (kind, peer, thread): (String, String, String) = (r.get(7)?, r.get(8)?, r.get(9)?);
-        if !peer.is_empty() {
-            to.push_str(&format!(" {kind}:{peer}"));
-        }
-        if !thread.is_empty() {
-            to.push_str(&format!(" thread {thread}"));
-        }
-        let state: String = r.get(10)?;
-        let carrier: Option<String> = r.get(11)?;
-        let reason: Option<String> = r.get(12)?;
-        let how = match (state.as_str(), carrier, reason) {
-            ("posted", Some(carrier), _) => format!("posted by {carrier}"),
-            ("dead", carrier, reason) => format!(
-                "dead-lettered by {}: {}",
-                carrier.unwrap_or_default(),
-                reason.unwrap_or_default()
-            ),
-            (_, _, reason) => format!("held: {}", reason.unwrap_or_default()),
-        };
-        // An announce's or a loop pause's id is its run's, which the line names already.
-        let run_id = (cause == "announce" || cause == "loop-pause").then(|| cause_id.clone());
-        // A task's move told to its room: `<task>@<uuid>`.
-        let task_id = cause
-            .starts_with("task")
-            .then(|| cause_id.split('@').next().unwrap_or_default().to_string());
-        let what = match run_id {
-            Some(_) => cause,
-            None => format!("{cause} {cause_id}"),
-        };
-        Ok(AuditEvent {
-            at: r.get(1)?,
-            kind: "outbound",
-            sessions: vec![r.get(2)?],
-            run_id,
-            correlation_id: None,
-            task_id,
-            trace_id: None,
-            summary: format!("{what} to {to}: {how}"),
-            refs: vec![format!("outbox#{seq}")],
-        })
-    })?;
-    rows.collect()
+    Ok(rows)
 }
 
 /// A task's moves (`task_events`): who, through which door, from which state to which, and
 /// the facts a move carried (an artifact's name and hash, a check's pass or fail); its texts
 /// (the brief, a question, a result, a reason) stay in the event's row, pointed at.
-fn tasks(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
-    let mut stmt = conn.prepare(
+fn tasks(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
+    let rows = conn.query_map(
         "SELECT e.seq, e.at, e.task_id, e.kind, e.actor, e.door, e.from_state, e.to_state, e.detail,
                 t.session_key, t.room
          FROM task_events e JOIN tasks t ON t.id = e.task_id
-         WHERE e.at >= ?1 AND (?2 IS NULL OR e.task_id = ?2) ORDER BY e.seq",
-    )?;
-    let rows = stmt.query_map(rusqlite::params![since(filter), filter.task_id], |r| {
+         WHERE e.at >= ?1 AND (CAST(?2 AS TEXT) IS NULL OR e.task_id = ?2) ORDER BY e.seq",
+        params![since(filter), filter.task_id], |r| {
         let task: String = r.get(2)?;
         let kind: String = r.get(3)?;
         let from: String = r.get(6)?;
         let to: Option<String> = r.get(7)?;
-        let detail: Value = serde_json::from_str(&r.get::<_, String>(8)?).unwrap_or_default();
+        let detail: Value = serde_json::from_str(&r.get::<String>(8)?).unwrap_or_default();
         let room: Option<String> = r.get(10)?;
         let moved = match (&to, from.as_str()) {
             (None, _) => "late: nothing changed".to_string(),
@@ -629,8 +639,8 @@ fn tasks(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditE
             correlation_id: None,
             summary: format!(
                 "task {task} {kind} by {} via {}: {moved}{}",
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
+                r.get::<String>(4)?,
+                r.get::<String>(5)?,
                 if carried.is_empty() {
                     String::new()
                 } else {
@@ -639,10 +649,10 @@ fn tasks(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditE
             ),
             task_id: Some(task),
             trace_id: None,
-            refs: vec![format!("task_events#{}", r.get::<_, i64>(0)?)],
+            refs: vec![format!("task_events#{}", r.get::<i64>(0)?)],
         })
     })?;
-    rows.collect()
+    Ok(rows)
 }
 
 /// The facts of a task event's detail that are deepcli's, not someone's text.
@@ -665,27 +675,27 @@ fn facts(kind: &str, detail: &Value) -> String {
 }
 
 /// Loop pauses, and the operator's decisions on them.
-fn loop_pauses(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
-    let mut stmt = conn.prepare(
+fn loop_pauses(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
+    let rows = conn.query_map(
         "SELECT p.run_id, p.created_at, p.state, p.decided_at, coalesce(p.note, ''),
                 r.requester_session_key, r.target_session_key
          FROM loop_pauses p JOIN hub_runs r ON r.run_id = p.run_id
          WHERE p.created_at >= ?1 OR p.decided_at >= ?1",
+        params![since(filter)],
+        |r| {
+            Ok((
+                r.get::<String>(0)?,
+                r.get::<String>(1)?,
+                r.get::<String>(2)?,
+                r.get::<Option<String>>(3)?,
+                r.get::<String>(4)?,
+                r.get::<Option<String>>(5)?,
+                r.get::<String>(6)?,
+            ))
+        },
     )?;
     let mut out = Vec::new();
-    let rows = stmt.query_map([since(filter)], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, Option<String>>(3)?,
-            r.get::<_, String>(4)?,
-            r.get::<_, Option<String>>(5)?,
-            r.get::<_, String>(6)?,
-        ))
-    })?;
-    for row in rows {
-        let (run_id, created, state, decided, note, from, to) = row?;
+    for (run_id, created, state, decided, note, from, to) in rows {
         let sessions: Vec<String> = from.into_iter().chain([to]).collect();
         let event = |at: String, summary: String| AuditEvent {
             at,
@@ -711,53 +721,52 @@ fn loop_pauses(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<
 
 impl StateStore {
     /// The audit timeline `filter` asks for.
-    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEvent>> {
-        timeline(&self.conn, filter).map_err(|source| StateError::Sqlite {
-            path: self.dir.db(),
-            source,
-        })
+    pub fn audit(&mut self, filter: &AuditFilter) -> Result<Vec<AuditEvent>> {
+        let events = timeline(&self.db.conn(), filter);
+        events.map_err(|e| self.db(e))
     }
 }
 
 /// A2A push notification delivery attempts (a2a.md, "Push notifications"): the task, the
 /// peer, the webhook's host (never its path or query, which may carry a secret), the update,
 /// the attempt, and the HTTP status or why there was none.
-fn push_attempts(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<Vec<AuditEvent>> {
-    let mut stmt = conn.prepare(
+fn push_attempts(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
+    let rows = conn.query_map(
         "SELECT p.id, p.at, p.task_id, p.peer, p.host, p.event, p.attempt, p.status, p.error,
                 t.session_key
          FROM a2a_push_attempts p LEFT JOIN a2a_tasks t ON t.task_id = p.task_id
          WHERE p.at >= ?1 ORDER BY p.id",
+        params![since(filter)],
+        |r| {
+            let status: Option<i64> = r.get(7)?;
+            let error: Option<String> = r.get(8)?;
+            let outcome = match (status, error) {
+                (Some(s), _) => format!("HTTP {s}"),
+                (None, Some(e)) => e,
+                (None, None) => "no answer".to_string(),
+            };
+            let session: Option<String> = r.get(9)?;
+            Ok(AuditEvent {
+                at: r.get(1)?,
+                kind: "push",
+                sessions: session.into_iter().collect(),
+                run_id: None,
+                correlation_id: None,
+                task_id: None,
+                trace_id: None,
+                summary: format!(
+                    "push to {} for A2A task {} of peer {} ({}), attempt {}: {outcome}",
+                    r.get::<String>(4)?,
+                    r.get::<String>(2)?,
+                    r.get::<String>(3)?,
+                    r.get::<String>(5)?,
+                    r.get::<i64>(6)?,
+                ),
+                refs: vec![format!("a2a_push_attempts#{}", r.get::<i64>(0)?)],
+            })
+        },
     )?;
-    let rows = stmt.query_map([since(filter)], |r| {
-        let status: Option<i64> = r.get(7)?;
-        let error: Option<String> = r.get(8)?;
-        let outcome = match (status, error) {
-            (Some(s), _) => format!("HTTP {s}"),
-            (None, Some(e)) => e,
-            (None, None) => "no answer".to_string(),
-        };
-        let session: Option<String> = r.get(9)?;
-        Ok(AuditEvent {
-            at: r.get(1)?,
-            kind: "push",
-            sessions: session.into_iter().collect(),
-            run_id: None,
-            correlation_id: None,
-            task_id: None,
-            trace_id: None,
-            summary: format!(
-                "push to {} for A2A task {} of peer {} ({}), attempt {}: {outcome}",
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, i64>(6)?,
-            ),
-            refs: vec![format!("a2a_push_attempts#{}", r.get::<_, i64>(0)?)],
-        })
-    })?;
-    rows.collect()
+    Ok(rows)
 }
 
 /// A `--since` as written: RFC 3339, or a span back from now (`30m`, `2h`, `7d`, `45s`).
@@ -801,22 +810,23 @@ mod tests {
         assert!(parse_since("yesterday").unwrap_err().contains("RFC 3339"));
     }
 
+    /// Runs `test` on a new state on each backend: SQLite, then PostgreSQL.
+    fn on_both_backends(test: impl Fn(&mut StateStore)) {
+        let tmp = tempfile::tempdir().unwrap();
+        test(&mut StateStore::open(&crate::state::StateDir::new(tmp.path())).unwrap());
+        let (_tmp, _schema, postgres) = crate::state::postgres_state();
+        test(&mut StateStore::open(&postgres).unwrap());
+    }
+
     #[test]
     fn every_source_reads_a_fresh_state() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = crate::state::StateDir::new(tmp.path());
-        let store = StateStore::open(&dir).unwrap();
-        let events = store.audit(&AuditFilter::default()).unwrap();
-        assert!(events.is_empty(), "{events:?}");
+        on_both_backends(|store| {
+            let events = store.audit(&AuditFilter::default()).unwrap();
+            assert!(events.is_empty(), "{events:?}");
+        });
     }
 
-    fn state() -> (tempfile::TempDir, StateStore) {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = StateStore::open(&crate::state::StateDir::new(tmp.path())).unwrap();
-        (tmp, store)
-    }
-
-    fn deliver(conn: &Connection, n: u32, session: &str, rows: Option<(&str, Option<i64>)>) {
+    fn deliver(conn: &Conn<'_>, n: u32, session: &str, rows: Option<(&str, Option<i64>)>) {
         conn.execute(
             "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id,
                                      session_key, response, at, asked_rows, reply_row)
@@ -834,89 +844,146 @@ mod tests {
 
     #[test]
     fn a_delivery_points_at_the_rows_it_recorded_or_else_they_are_looked_for() {
-        let (_tmp, store) = state();
-        let c = &store.conn;
-        for (text, provenance, message) in [("hello", "inbound", Some("m1")), ("hi", "agent", None)]
-        {
-            c.execute(
-                "INSERT INTO transcript (session_key, provenance, message_id, text, at)
+        on_both_backends(|store| {
+            let c = &store.db.conn();
+            for (text, provenance, message) in
+                [("hello", "inbound", Some("m1")), ("hi", "agent", None)]
+            {
+                c.execute(
+                    "INSERT INTO transcript (session_key, provenance, message_id, text, at)
                  VALUES ('agent:a:main', ?1, ?2, ?3, '2026-12-01T00:00:01Z')",
-                params![provenance, message, text],
-            )
-            .unwrap();
-        }
-        // Recorded before schema 22: searched for (rows 1 and 2).
-        deliver(c, 1, "agent:a:main", None);
-        // Kept with it: taken as they are.
-        deliver(c, 2, "agent:a:main", Some(("7,8", Some(9))));
-        // Known to have recorded none.
-        deliver(c, 3, "agent:a:main", Some(("", None)));
-        let events = timeline(c, &AuditFilter::default()).unwrap();
-        let refs: Vec<Vec<String>> = events.into_iter().map(|e| e.refs).collect();
-        assert_eq!(
-            refs,
-            [
-                vec!["transcript#1".to_string(), "transcript#2".into()],
-                vec![
-                    "transcript#7".into(),
-                    "transcript#8".into(),
-                    "transcript#9".into()
-                ],
-                vec![],
-            ]
-        );
+                    params![provenance, message, text],
+                )
+                .unwrap();
+            }
+            // Recorded before schema 22: searched for (rows 1 and 2).
+            deliver(c, 1, "agent:a:main", None);
+            // Kept with it: taken as they are.
+            deliver(c, 2, "agent:a:main", Some(("7,8", Some(9))));
+            // Known to have recorded none.
+            deliver(c, 3, "agent:a:main", Some(("", None)));
+            let events = timeline(c, &AuditFilter::default()).unwrap();
+            let refs: Vec<Vec<String>> = events.into_iter().map(|e| e.refs).collect();
+            assert_eq!(
+                refs,
+                [
+                    vec!["transcript#1".to_string(), "transcript#2".into()],
+                    vec![
+                        "transcript#7".into(),
+                        "transcript#8".into(),
+                        "transcript#9".into()
+                    ],
+                    vec![],
+                ]
+            );
+        });
     }
 
     #[test]
     fn a_short_timeline_is_the_end_of_the_long_one_whatever_the_filter() {
-        let (_tmp, store) = state();
-        let c = &store.conn;
-        for n in 0..120 {
-            let session = ["agent:a:main", "agent:ab:main", "agent:b:x", "agent:a"][n as usize % 4];
-            deliver(c, n, session, Some(("", None)));
-            if n % 3 == 0 {
-                c.execute(
+        on_both_backends(|store| {
+            let c = &store.db.conn();
+            for n in 0..120 {
+                let session =
+                    ["agent:a:main", "agent:ab:main", "agent:b:x", "agent:a"][n as usize % 4];
+                deliver(c, n, session, Some(("", None)));
+                if n % 3 == 0 {
+                    c.execute(
                     "INSERT INTO budget_events (agent_id, kind, at_ms, at, session_key, budget, detail)
                      VALUES ('a', 'refusal', 0, ?1, ?2, 'turns', 'too many')",
                     params![format!("2026-12-01T00:{:02}:{:02}Z", n / 60, n % 60), session],
                 )
                 .unwrap();
+                }
             }
-        }
-        let filters = [
-            AuditFilter::default(),
-            AuditFilter {
-                agent_id: Some("a".into()),
-                ..AuditFilter::default()
-            },
-            AuditFilter {
-                session_key: Some("agent:b:x".into()),
-                ..AuditFilter::default()
-            },
-            AuditFilter {
-                since: Some("2026-12-01T00:01:00Z".into()),
-                ..AuditFilter::default()
-            },
-        ];
-        for filter in filters {
-            let all = timeline(
-                c,
-                &AuditFilter {
-                    limit: Some(100_000),
-                    ..filter.clone()
+            let filters = [
+                AuditFilter::default(),
+                AuditFilter {
+                    agent_id: Some("a".into()),
+                    ..AuditFilter::default()
                 },
+                AuditFilter {
+                    session_key: Some("agent:b:x".into()),
+                    ..AuditFilter::default()
+                },
+                AuditFilter {
+                    since: Some("2026-12-01T00:01:00Z".into()),
+                    ..AuditFilter::default()
+                },
+            ];
+            for filter in filters {
+                let all = timeline(
+                    c,
+                    &AuditFilter {
+                        limit: Some(100_000),
+                        ..filter.clone()
+                    },
+                )
+                .unwrap();
+                assert!(all.len() > 7, "{filter:?}");
+                let short = timeline(
+                    c,
+                    &AuditFilter {
+                        limit: Some(7),
+                        ..filter.clone()
+                    },
+                )
+                .unwrap();
+                assert_eq!(short, all[all.len() - 7..], "{filter:?}");
+            }
+        });
+    }
+
+    /// A run's first event points at the transcript rows its message was written as (their
+    /// route names the run); `--run` keeps the run's events and its child's.
+    #[test]
+    fn a_runs_events_point_at_its_rows_and_a_run_filter_keeps_its_tree() {
+        on_both_backends(|store| {
+            let c = &store.db.conn();
+            let at = "2026-12-01T00:00:01Z";
+            for (run, kind, from, to) in [
+                ("r1", "spawn", "agent:a:main", "agent:b:subagent:1"),
+                ("r2", "send", "agent:b:subagent:1", "agent:c:main"),
+                ("r3", "send", "agent:x:main", "agent:y:main"),
+            ] {
+                c.execute(
+                    "INSERT INTO hub_runs (run_id, kind, source_tool, state, requester_session_key,
+                         target_agent_id, target_session_key, correlation_id, message, created_at, updated_at)
+                     VALUES (?1, ?2, 'tool', 'done', ?3, 'b', ?4, 'c-' || ?1, 'm', ?5, ?5)",
+                    params![run, kind, from, to, at],
+                )
+                .unwrap();
+                c.execute(
+                    "INSERT INTO hub_run_events (run_id, at, state, note) VALUES (?1, ?2, 'accepted', 'accepted by the Hub')",
+                    params![run, at],
+                )
+                .unwrap();
+                c.execute(
+                    "INSERT INTO transcript (session_key, provenance, text, route, at) VALUES (?1, 'inter_session', 'hi', ?2, ?3)",
+                    params![to, format!(r#"{{"runId":"{run}"}}"#), at],
+                )
+                .unwrap();
+            }
+            c.execute(
+                "INSERT INTO hub_sessions (session_key, agent_id, kind, parent_session_key, parent_agent_id,
+                     depth, mode, cleanup, run_id, created_at)
+                 VALUES ('agent:b:subagent:1', 'b', 'subagent', 'agent:a:main', 'a', 1, 'run', 'keep', 'r1', ?1)",
+                params![at],
             )
             .unwrap();
-            assert!(all.len() > 7, "{filter:?}");
-            let short = timeline(
-                c,
-                &AuditFilter {
-                    limit: Some(7),
-                    ..filter.clone()
-                },
-            )
-            .unwrap();
-            assert_eq!(short, all[all.len() - 7..], "{filter:?}");
-        }
+            let events = timeline(c, &AuditFilter::default()).unwrap();
+            let refs: Vec<_> = events.iter().map(|e| e.refs.join(" ")).collect();
+            assert_eq!(refs, ["transcript#1", "transcript#2", "transcript#3"]);
+            let tree = AuditFilter {
+                run_id: Some("r1".into()),
+                ..AuditFilter::default()
+            };
+            let runs: Vec<_> = timeline(c, &tree)
+                .unwrap()
+                .into_iter()
+                .filter_map(|e| e.run_id)
+                .collect();
+            assert_eq!(runs, ["r1", "r2"]);
+        });
     }
 }

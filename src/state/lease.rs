@@ -6,9 +6,9 @@
 use crate::os::hostname;
 use std::time::{Duration, Instant};
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
+use super::db::{Behavior, Optional, Query, params};
 use super::{LeasePurpose, Result, StateError, StateStore, now};
 
 /// A holder on another host that has not renewed for this long is presumed dead.
@@ -49,7 +49,7 @@ fn parse_time(text: &str) -> Option<i64> {
 const HOLDER_SQL: &str =
     "SELECT pid, host, process_start, purpose, acquired_at, heartbeat_at FROM lease WHERE id = 1";
 
-fn holder_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseHolder> {
+fn holder_row(r: &super::db::Row<'_>) -> super::db::DbResult<LeaseHolder> {
     Ok(LeaseHolder {
         pid: r.get(0)?,
         host: r.get(1)?,
@@ -89,19 +89,14 @@ impl StateStore {
         pid: u32,
         start: Option<&str>,
     ) -> Result<Option<LeaseHolder>> {
-        let path = self.dir.db();
-        let sql = |source| StateError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
+        let dir = &self.dir;
+        let error = |e| super::seam_error(dir, e);
+        let mut conn = self.db.conn();
+        let tx = conn.transaction(Behavior::Write).map_err(error)?;
         let holder = tx
-            .query_row(HOLDER_SQL, [], holder_row)
+            .query_row(HOLDER_SQL, params![], holder_row)
             .optional()
-            .map_err(sql)?;
+            .map_err(error)?;
         if let Some(holder) = holder {
             let mine = holder.pid == pid && holder.host == host;
             if !mine && holder.is_alive(host) {
@@ -110,43 +105,45 @@ impl StateStore {
         }
         let at = now();
         tx.execute(
-            "INSERT OR REPLACE INTO lease (id, pid, host, process_start, purpose, acquired_at, heartbeat_at) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?5)",
+            "INSERT INTO lease (id, pid, host, process_start, purpose, acquired_at, heartbeat_at) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?5)
+             ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, host = excluded.host, process_start = excluded.process_start,
+                 purpose = excluded.purpose, acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at",
             params![pid, host, start, purpose, at],
         )
-        .map_err(sql)?;
-        tx.commit().map_err(sql)?;
+        .map_err(error)?;
+        tx.commit().map_err(error)?;
         Ok(None)
     }
 
     /// Proves the holder is alive (long-running holders call this periodically).
     pub fn renew_lease(&mut self) -> Result<()> {
-        self.conn
+        self.db
             .execute(
                 "UPDATE lease SET heartbeat_at = ?1 WHERE id = 1 AND pid = ?2 AND host = ?3",
                 params![now(), std::process::id(), hostname()],
             )
-            .map_err(|e| self.sql(e))?;
+            .map_err(|e| self.db(e))?;
         Ok(())
     }
 
     pub fn release_lease(&mut self) -> Result<()> {
         self.holds_lease = false;
-        self.conn
+        self.db
             .execute(
                 "DELETE FROM lease WHERE id = 1 AND pid = ?1 AND host = ?2",
                 params![std::process::id(), hostname()],
             )
-            .map_err(|e| self.sql(e))?;
+            .map_err(|e| self.db(e))?;
         Ok(())
     }
 
     /// Who holds the lease now, if anyone alive does.
     pub fn lease_holder(&self) -> Result<Option<LeaseHolder>> {
         let holder = self
-            .conn
-            .query_row(HOLDER_SQL, [], holder_row)
+            .db
+            .query_row(HOLDER_SQL, params![], holder_row)
             .optional()
-            .map_err(|e| self.sql(e))?;
+            .map_err(|e| self.db(e))?;
         Ok(holder.filter(|h| h.is_alive(&hostname())))
     }
 }

@@ -33,7 +33,7 @@ mod tx;
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags};
 
 pub use damage::Damage;
 pub use layer::LayerConnection;
@@ -145,7 +145,7 @@ impl StateError {
 /// The database, open.
 pub struct StateStore {
     dir: StateDir,
-    conn: Connection,
+    db: db::Owned,
     holds_lease: bool,
 }
 
@@ -165,8 +165,22 @@ pub use crate::clock::now;
 impl StateStore {
     /// Opens the state database under `dir` and migrates it; creates it only when there is no
     /// file at all. An existing file that is not a deepcli state is refused, untouched
-    /// ([`Damage`]).
+    /// ([`Damage`]). A state in PostgreSQL ([`StateDir::postgres`]) is made or migrated in
+    /// its schema.
     pub fn open(dir: &StateDir) -> Result<StateStore> {
+        if let Some(url) = dir.postgres() {
+            // The directory still holds the state's files (logs, the trash, the token).
+            dir.create()?;
+            dir.make_private()?;
+            let at = |source| StateError::db(url.to_string(), source);
+            let mut conn = db::PgConn::connect(url).map_err(at)?;
+            db::migrate_postgres(&mut conn).map_err(at)?;
+            return Ok(StateStore {
+                dir: dir.clone(),
+                db: db::Owned::Postgres(conn),
+                holds_lease: false,
+            });
+        }
         dir.create()?;
         let path = dir.db();
         if !damage::inspect(dir)? {
@@ -192,7 +206,7 @@ impl StateStore {
         migrate::migrate(&mut conn, dir)?;
         Ok(StateStore {
             dir: dir.clone(),
-            conn,
+            db: db::Owned::Sqlite(conn),
             holds_lease: false,
         })
     }
@@ -200,7 +214,7 @@ impl StateStore {
     /// [`StateStore::open`] for commands that only read: `None` when there is no database, and
     /// none is created.
     pub fn open_existing(dir: &StateDir) -> Result<Option<StateStore>> {
-        if !damage::inspect(dir)? {
+        if dir.postgres().is_none() && !damage::inspect(dir)? {
             return Ok(None);
         }
         StateStore::open(dir).map(Some)
@@ -210,15 +224,25 @@ impl StateStore {
         &self.dir
     }
 
-    fn sql(&self, source: rusqlite::Error) -> StateError {
-        sql_error(self.dir.db(), source)
-    }
-
     /// An error of a statement on the seam ([`db`]), naming the database.
     fn db(&self, source: db::DbError) -> StateError {
-        match source {
-            db::DbError::Sqlite(e) => self.sql(e),
-            other => StateError::db(self.dir.db().display().to_string(), other),
+        seam_error(&self.dir, source)
+    }
+
+    /// The SQLite connection of a test's store.
+    #[cfg(test)]
+    pub(crate) fn sqlite_for_tests(&self) -> &Connection {
+        match &self.db {
+            db::Owned::Sqlite(c) => c,
+            db::Owned::Postgres(_) => panic!("a SQLite state"),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn sqlite_mut_for_tests(&mut self) -> &mut Connection {
+        match &mut self.db {
+            db::Owned::Sqlite(c) => c,
+            db::Owned::Postgres(_) => panic!("a SQLite state"),
         }
     }
 
@@ -226,20 +250,23 @@ impl StateStore {
     fn rows<T>(
         &self,
         sql: &str,
-        params: impl rusqlite::Params,
-        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+        params: &[&dyn db::ToValue],
+        row: impl FnMut(&db::Row<'_>) -> db::DbResult<T>,
     ) -> Result<Vec<T>> {
-        self.conn
-            .prepare_cached(sql)
-            .and_then(|mut s| s.query_map(params, row)?.collect())
-            .map_err(|e| self.sql(e))
+        use db::Query;
+        self.db.query_map(sql, params, row).map_err(|e| self.db(e))
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>> {
-        self.conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        use db::{Optional, Query};
+        self.db
+            .query_row(
+                "SELECT value FROM meta WHERE key = ?1",
+                db::params![key],
+                |r| r.get(0),
+            )
             .optional()
-            .map_err(|e| self.sql(e))
+            .map_err(|e| self.db(e))
     }
 
     pub fn meta_value(&self, key: &str) -> Result<Option<String>> {
@@ -259,20 +286,13 @@ impl StateStore {
 
     /// Runs `f` in one transaction: every record of an apply step lands together or not at all.
     pub fn transaction<T>(&mut self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        let path = self.dir.db();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|source| StateError::Sqlite {
-                path: path.clone(),
-                source,
-            })?;
-        let out = f(&Tx {
-            tx: &tx,
-            path: &path,
-        })?;
-        tx.commit()
-            .map_err(|source| StateError::Sqlite { path, source })?;
+        let dir = &self.dir;
+        let mut conn = self.db.conn();
+        let tx = conn
+            .transaction(db::Behavior::Write)
+            .map_err(|e| seam_error(dir, e))?;
+        let out = f(&Tx { tx: &tx, dir })?;
+        tx.commit().map_err(|e| seam_error(dir, e))?;
         Ok(out)
     }
 }
@@ -601,6 +621,26 @@ pub(crate) fn lock_waits() -> u32 {
     LOCK_WAITS.with(|waits| waits.replace(0))
 }
 
+/// Where the state of `dir` is, for an error: its file, or its URL without the password.
+fn state_at(dir: &StateDir) -> String {
+    match dir.postgres() {
+        Some(url) => url.to_string(),
+        None => dir.db().display().to_string(),
+    }
+}
+
+/// An error of a statement on the seam ([`db`]) in the state of `dir`, naming it (as
+/// [`sql_error`]).
+fn seam_error(dir: &StateDir, source: db::DbError) -> StateError {
+    match source {
+        db::DbError::Sqlite(e) => sql_error(dir.db(), e),
+        db::DbError::Value(what) => {
+            StateError::Corrupt(format!("`{}`: a record's {what}", state_at(dir)))
+        }
+        other => StateError::db(state_at(dir), other),
+    }
+}
+
 /// A database error at `path`; a column that does not hold what its record needs (a JSON column
 /// that does not parse, a word no variant has) is a corrupt record.
 fn sql_error(path: PathBuf, source: rusqlite::Error) -> StateError {
@@ -655,14 +695,14 @@ mod tests {
         let dir = StateDir::new(tmp.path());
         let store = StateStore::open(&dir).unwrap();
         store
-            .conn
+            .sqlite_for_tests()
             .pragma_update(None, "wal_autocheckpoint", 0)
             .unwrap();
         let size = || std::fs::metadata(dir.db()).unwrap().len();
         let before = size();
         for n in 0..200 {
             store
-                .conn
+                .sqlite_for_tests()
                 .execute(
                     "INSERT INTO meta (key, value) VALUES (?1, ?2)",
                     rusqlite::params![format!("k{n}"), "x".repeat(2000)],
@@ -687,11 +727,11 @@ mod tests {
         let dir = StateDir::new(tmp.path());
         let store = StateStore::open(&dir).unwrap();
         store
-            .conn
+            .sqlite_for_tests()
             .pragma_update(None, "wal_autocheckpoint", 0)
             .unwrap();
         store
-            .conn
+            .sqlite_for_tests()
             .execute_batch(
                 "CREATE TABLE ballast (b BLOB);
                  WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
@@ -701,9 +741,9 @@ mod tests {
         let wal = || std::fs::metadata(super::wal_path(&dir.db())).unwrap().len();
         assert!(wal() > super::WAL_KEPT, "the burst made a long WAL");
         // A commit after it is copied back starts the WAL over, but never cuts it.
-        super::checkpoint(&store.conn, "PASSIVE").unwrap();
+        super::checkpoint(store.sqlite_for_tests(), "PASSIVE").unwrap();
         store
-            .conn
+            .sqlite_for_tests()
             .execute("INSERT INTO meta (key, value) VALUES ('k', 'v')", [])
             .unwrap();
         assert!(wal() > super::WAL_KEPT, "a commit cut the WAL");
@@ -724,7 +764,7 @@ mod tests {
         let dir = StateDir::new(tmp.path());
         let mut store = StateStore::open(&dir).unwrap();
         store
-            .conn
+            .sqlite_for_tests()
             .pragma_update(None, "wal_autocheckpoint", 0)
             .unwrap();
         let frames = |conn: &rusqlite::Connection| super::checkpoint(conn, "PASSIVE").unwrap();
@@ -736,36 +776,36 @@ mod tests {
             ))
             .unwrap();
         };
-        write(&store.conn, 200);
+        write(store.sqlite_for_tests(), 200);
         // A reader in the WAL (it began before the WAL was copied back): it cannot start
         // over; the prune waits its patience, no more.
         let reader = super::connect(&dir.db()).unwrap();
         reader
             .execute_batch("BEGIN; SELECT count(*) FROM ballast;")
             .unwrap();
-        let (long, _) = frames(&store.conn).unwrap();
+        let (long, _) = frames(store.sqlite_for_tests()).unwrap();
         assert!(long > 100, "{long} frames");
-        write(&store.conn, 10);
+        write(store.sqlite_for_tests(), 10);
         let patience = std::time::Duration::from_millis(60);
-        let (waited, _) = super::keep_the_wal_short(&mut store.conn, 10, patience);
+        let (waited, _) = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
         assert!(waited >= patience, "{waited:?}");
-        write(&store.conn, 1);
+        write(store.sqlite_for_tests(), 1);
         assert!(
-            frames(&store.conn).unwrap().0 > long,
+            frames(store.sqlite_for_tests()).unwrap().0 > long,
             "it started over under a reader"
         );
 
         // The reader gone: it starts over at once, and the next commit writes at the start.
         reader.execute_batch("COMMIT").unwrap();
-        let (waited, _) = super::keep_the_wal_short(&mut store.conn, 10, patience);
+        let (waited, _) = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
         assert!(waited < patience, "{waited:?}");
-        write(&store.conn, 1);
+        write(store.sqlite_for_tests(), 1);
         assert!(
-            frames(&store.conn).unwrap().0 <= 10,
+            frames(store.sqlite_for_tests()).unwrap().0 <= 10,
             "the WAL did not start over"
         );
         // A short WAL is left as it is.
-        let (waited, held) = super::keep_the_wal_short(&mut store.conn, 10, patience);
+        let (waited, held) = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
         assert!(waited < patience && held.is_zero(), "{waited:?} {held:?}");
     }
 
@@ -775,8 +815,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = StateDir::new(tmp.path());
         let store = StateStore::open(&dir).unwrap();
-        store
-            .conn
+        store.sqlite_for_tests()
             .execute(
                 "INSERT INTO runtimes (agent_id, kind, spec_hash, desired, status, info, updated_at)
                  VALUES ('a', 'acp', 'h', 'run', 'ready', '{oops', 't')",
@@ -789,7 +828,7 @@ mod tests {
             "{err}"
         );
         let other = store
-            .conn
+            .sqlite_for_tests()
             .execute("UPDATE runtimes SET info = NULL, status = 'dancing'", [])
             .map(drop);
         assert!(other.is_ok());

@@ -445,8 +445,8 @@ impl StateStore {
         account_id: Option<&str>,
         now: i64,
     ) -> Result<(Vec<PendingRequest>, Vec<PairedSender>), StateError> {
-        let pending = pending(&self.conn, channel, account_id, now).map_err(|e| self.db(e))?;
-        let paired = paired(&self.conn, channel, account_id).map_err(|e| self.db(e))?;
+        let pending = pending(&self.db, channel, account_id, now).map_err(|e| self.db(e))?;
+        let paired = paired(&self.db, channel, account_id).map_err(|e| self.db(e))?;
         Ok((pending, paired))
     }
 
@@ -460,7 +460,7 @@ impl StateStore {
         guesses: &Guesses,
     ) -> Result<Approval, StateError> {
         approve(
-            &mut Conn::Sqlite(&mut self.conn),
+            &mut self.db.conn(),
             channel,
             account_id,
             code,
@@ -477,13 +477,7 @@ impl StateStore {
         account_id: Option<&str>,
         sender_id: &str,
     ) -> Result<Vec<PairedSender>, StateError> {
-        revoke(
-            &mut Conn::Sqlite(&mut self.conn),
-            channel,
-            account_id,
-            sender_id,
-        )
-        .map_err(|e| self.db(e))
+        revoke(&mut self.db.conn(), channel, account_id, sender_id).map_err(|e| self.db(e))
     }
 }
 

@@ -22,16 +22,30 @@ impl StateDir {
         }
     }
 
-    /// The same directory, its database in PostgreSQL at `url` (the tests' and benchmarks'
-    /// until `--state-url` takes one).
-    #[cfg_attr(not(any(test, feature = "bench-tools")), allow(dead_code))]
+    /// The same directory, its database in PostgreSQL at `url`.
     pub(crate) fn with_postgres(mut self, url: super::db::PgUrl) -> StateDir {
         self.postgres = Some(url);
         self
     }
 
+    /// The state directory `root`, its database in PostgreSQL at `url` when one is given
+    /// (`--state-url`), else its `state.db`.
+    pub(crate) fn located(root: &Path, url: Option<&super::db::PgUrl>) -> StateDir {
+        let dir = StateDir::new(root);
+        match url {
+            Some(url) => dir.with_postgres(url.clone()),
+            None => dir,
+        }
+    }
+
     pub(crate) fn postgres(&self) -> Option<&super::db::PgUrl> {
         self.postgres.as_ref()
+    }
+
+    /// Whether the state's database may be there to read: a `state.db` in the directory, or
+    /// one in PostgreSQL (opening it says whether it is).
+    pub fn has_database(&self) -> bool {
+        self.postgres.is_some() || self.db().exists()
     }
 
     pub fn root(&self) -> &Path {

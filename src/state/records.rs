@@ -336,18 +336,18 @@ fn bool_of(v: i64) -> bool {
 
 pub(super) const AGENT_COLUMNS: &str = "id, spec_hash, spec, workspace, agent_dir, sessions_dir, protect, workspace_origin, agent_dir_origin, sessions_origin, applied_serial";
 
-pub(super) fn agent_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
+pub(super) fn agent_row(r: &super::db::Row<'_>) -> super::db::DbResult<AgentRecord> {
     Ok(AgentRecord {
         id: r.get(0)?,
         spec_hash: r.get(1)?,
-        spec: serde_json::from_str(&r.get::<_, String>(2)?).unwrap_or(serde_json::Value::Null),
-        workspace: PathBuf::from(r.get::<_, String>(3)?),
-        agent_dir: PathBuf::from(r.get::<_, String>(4)?),
-        sessions_dir: PathBuf::from(r.get::<_, String>(5)?),
+        spec: serde_json::from_str(&r.get::<String>(2)?).unwrap_or(serde_json::Value::Null),
+        workspace: PathBuf::from(r.get::<String>(3)?),
+        agent_dir: PathBuf::from(r.get::<String>(4)?),
+        sessions_dir: PathBuf::from(r.get::<String>(5)?),
         protect: bool_of(r.get(6)?),
-        workspace_origin: DirOrigin::parse(&r.get::<_, String>(7)?),
-        agent_dir_origin: DirOrigin::parse(&r.get::<_, String>(8)?),
-        sessions_origin: DirOrigin::parse(&r.get::<_, String>(9)?),
+        workspace_origin: DirOrigin::parse(&r.get::<String>(7)?),
+        agent_dir_origin: DirOrigin::parse(&r.get::<String>(8)?),
+        sessions_origin: DirOrigin::parse(&r.get::<String>(9)?),
         applied_serial: r.get(10)?,
     })
 }

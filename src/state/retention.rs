@@ -17,6 +17,10 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde::Serialize;
 
+// The seam's `Query` is named in the functions that use it: in scope here, its `execute`
+// would stand for rusqlite's on the SQLite prune's transactions.
+use super::db::{Behavior, Conn, DbResult, Optional as _, params as db_params};
+
 /// The most rows one transaction deletes.
 pub const BATCH: usize = 500;
 /// The fewest rows a batch is cut down to.
@@ -140,6 +144,18 @@ pub struct PruneReport {
     /// The artifact store's files no row names any more, removed after the rows
     /// ([`super::artifact_files`]); none with `--dry-run`.
     pub files: super::artifact_files::Swept,
+}
+
+impl PruneReport {
+    /// What was pruned, per kind (`120 transcripts, 4 runs`): the audit's `prune` line.
+    fn detail(&self) -> String {
+        self.pruned
+            .iter()
+            .filter(|p| p.rows > 0)
+            .map(|p| format!("{} {}", p.rows, p.kind))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// One table's part of a kind: the rows `keyed` selects (a key column and the condition, the
@@ -391,22 +407,10 @@ fn prune_on(
 ) -> rusqlite::Result<PruneReport> {
     let started = Instant::now();
     let mut pace = Pace::new(pause);
-    let mut pruned = Vec::new();
-    for (kind, days) in rules.kinds() {
-        let mut rows = 0u64;
-        if let Some(days) = days {
-            let cut = cutoff(now, days);
-            for step in steps(kind) {
-                rows += run_step(conn, step, &cut, dry_run, &mut pace)?;
-            }
-        }
-        if kind == "transcripts"
-            && let Some(keep) = rules.keep_per_session
-        {
-            rows += keep_newest(conn, keep, dry_run, &mut pace)?;
-        }
-        pruned.push(Pruned { kind, rows });
-    }
+    let pruned = each_kind(rules, now, |part| match part {
+        Part::Older(step, cut) => run_step(conn, step, cut, dry_run, &mut pace),
+        Part::PastNewest(keep) => keep_newest(conn, keep, dry_run, &mut pace),
+    })?;
     let report = PruneReport {
         dry_run,
         elapsed_ms: millis(started.elapsed()),
@@ -415,21 +419,52 @@ fn prune_on(
         pruned,
         files: super::artifact_files::Swept::default(),
     };
+    record(&*conn, &report, by)?;
+    Ok(report)
+}
+
+/// What a kind's prune is made of: a step's rows older than a cutoff, or the transcript rows
+/// past the newest `keep` of each session.
+enum Part<'a> {
+    Older(&'a Step, &'a str),
+    PastNewest(u32),
+}
+
+/// Each kind of `rules` as of `now`, with the rows `part` pruned (or counted) of it.
+fn each_kind<E>(
+    rules: &Rules,
+    now: jiff::Timestamp,
+    mut part: impl FnMut(Part<'_>) -> Result<u64, E>,
+) -> Result<Vec<Pruned>, E> {
+    let mut pruned = Vec::new();
+    for (kind, days) in rules.kinds() {
+        let mut rows = 0u64;
+        if let Some(days) = days {
+            let cut = cutoff(now, days);
+            for step in steps(kind) {
+                rows += part(Part::Older(step, &cut))?;
+            }
+        }
+        if kind == "transcripts"
+            && let Some(keep) = rules.keep_per_session
+        {
+            rows += part(Part::PastNewest(keep))?;
+        }
+        pruned.push(Pruned { kind, rows });
+    }
+    Ok(pruned)
+}
+
+/// Records a prune that deleted rows (`prunes`: the audit's `prune` line), on either backend.
+fn record(conn: &impl super::db::Query, report: &PruneReport, by: &str) -> DbResult<()> {
     let total: u64 = report.pruned.iter().map(|p| p.rows).sum();
-    if !dry_run && total > 0 {
-        let detail = report
-            .pruned
-            .iter()
-            .filter(|p| p.rows > 0)
-            .map(|p| format!("{} {}", p.rows, p.kind))
-            .collect::<Vec<_>>()
-            .join(", ");
+    if !report.dry_run && total > 0 {
         conn.execute(
             "INSERT INTO prunes (at, by, rows, detail) VALUES (?1, ?2, ?3, ?4)",
-            params![crate::clock::now(), by, total as i64, detail],
+            db_params![crate::clock::now(), by, total, report.detail()],
         )?;
     }
-    Ok(report)
+    Ok(())
 }
 
 fn millis(d: Duration) -> u64 {
@@ -602,7 +637,8 @@ fn keep_newest(
 }
 
 impl super::StateStore {
-    /// [`prune`] on this store's connection.
+    /// [`prune`] on this store's connection ([`prune_postgres`] on a PostgreSQL state), then the
+    /// artifact store's files no row names any more.
     pub fn prune(
         &mut self,
         rules: &Rules,
@@ -611,20 +647,184 @@ impl super::StateStore {
         pause: Duration,
         by: &str,
     ) -> super::Result<PruneReport> {
-        let path = self.dir.db();
-        let mut report = prune(&mut self.conn, rules, now, dry_run, pause, by)
-            .map_err(|source| super::sql_error(path.clone(), source))?;
+        let dir = self.dir.clone();
+        let mut report = match &mut self.db {
+            super::db::Owned::Sqlite(conn) => prune(conn, rules, now, dry_run, pause, by)
+                .map_err(|source| super::sql_error(dir.db(), source))?,
+            super::db::Owned::Postgres(conn) => {
+                prune_postgres(&mut Conn::Postgres(conn), rules, now, dry_run, pause, by)
+                    .map_err(|e| super::seam_error(&dir, e))?
+            }
+        };
         if !dry_run {
             // After the rows' commit: a crash before this leaves files the next sweep removes.
             report.files = super::artifact_files::sweep(
-                &mut self.conn,
-                &path,
-                &self.dir.artifacts(),
+                &mut self.db.conn(),
+                &dir,
+                &dir.artifacts(),
                 super::artifact_files::GRACE,
             )?;
         }
         Ok(report)
     }
+}
+
+/// [`prune`] on a PostgreSQL state: the same steps, each batch one transaction under the
+/// state's write lock, sized as SQLite's to hold it about [`BATCH_BUDGET`], with the same rest
+/// after it. A batch's rows are chosen and deleted by the statements themselves, children
+/// first (under the lock no other writer changes which rows qualify between the two). No
+/// pages are read ahead and no WAL is waited for: PostgreSQL's readers never wait for a
+/// writer, and its WAL and vacuum are its own.
+fn prune_postgres(
+    conn: &mut Conn<'_>,
+    rules: &Rules,
+    now: jiff::Timestamp,
+    dry_run: bool,
+    pause: Duration,
+    by: &str,
+) -> DbResult<PruneReport> {
+    let started = Instant::now();
+    let mut longest = Duration::ZERO;
+    let pruned = each_kind(rules, now, |part| match part {
+        Part::Older(step, cut) if dry_run => count_step(conn, step, cut),
+        Part::Older(step, cut) => delete_step(conn, step, cut, pause, &mut longest),
+        Part::PastNewest(keep) => keep_newest_on(conn, keep, dry_run, pause, &mut longest),
+    })?;
+    let report = PruneReport {
+        dry_run,
+        elapsed_ms: millis(started.elapsed()),
+        longest_batch_ms: millis(longest),
+        wal_wait_ms: 0,
+        pruned,
+        files: super::artifact_files::Swept::default(),
+    };
+    record(&*conn, &report, by)?;
+    Ok(report)
+}
+
+/// The rows `step` would delete as of `cut` (`--dry-run`), its children's counted.
+fn count_step(conn: &Conn<'_>, step: &Step, cut: &str) -> DbResult<u64> {
+    use super::db::Query;
+    let Step {
+        table,
+        key,
+        condition,
+        children,
+        ..
+    } = step;
+    let mut rows: u64 = conn.query_row(
+        &format!("SELECT count(*) FROM {table} WHERE {condition}"),
+        db_params![cut],
+        |r| r.get(0),
+    )?;
+    for (child, column) in *children {
+        rows += conn.query_row::<u64>(
+            &format!("SELECT count(*) FROM {child} WHERE {column} IN (SELECT {key} FROM {table} WHERE {condition})"),
+            db_params![cut],
+            |r| r.get(0),
+        )?;
+    }
+    Ok(rows)
+}
+
+/// Deletes `step`'s rows older than `cut` in batches, each in one transaction; the rows
+/// deleted, children counted.
+fn delete_step(
+    conn: &mut Conn<'_>,
+    step: &Step,
+    cut: &str,
+    pause: Duration,
+    longest: &mut Duration,
+) -> DbResult<u64> {
+    use super::db::Query;
+    let Step {
+        table,
+        key,
+        children,
+        ..
+    } = step;
+    let chosen = batch_query(step);
+    let mut sizer = Sizer::new();
+    let mut total = 0u64;
+    loop {
+        let tx = conn.transaction(Behavior::Write)?;
+        let began = Instant::now();
+        let rows = db_params![cut, sizer.rows];
+        for (child, column) in *children {
+            total += tx.execute(
+                &format!("DELETE FROM {child} WHERE {column} IN ({chosen})"),
+                rows,
+            )? as u64;
+        }
+        let deleted = tx.execute(
+            &format!("DELETE FROM {table} WHERE {key} IN ({chosen})"),
+            rows,
+        )?;
+        tx.commit()?;
+        let held = began.elapsed();
+        *longest = (*longest).max(held);
+        total += deleted as u64;
+        if deleted < sizer.rows {
+            return Ok(total);
+        }
+        sizer.took(held);
+        std::thread::sleep(rest_after(pause, held));
+    }
+}
+
+/// [`keep_newest`] on the seam: every transcript row past the newest `keep` of its session.
+fn keep_newest_on(
+    conn: &mut Conn<'_>,
+    keep: u32,
+    dry_run: bool,
+    pause: Duration,
+    longest: &mut Duration,
+) -> DbResult<u64> {
+    use super::db::Query;
+    let over: Vec<(String, i64)> = conn.query_map(
+        "SELECT session_key, count(*) FROM transcript GROUP BY session_key HAVING count(*) > ?1",
+        db_params![keep],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    if dry_run {
+        return Ok(over
+            .iter()
+            .map(|(_, n)| (n - i64::from(keep)).max(0) as u64)
+            .sum());
+    }
+    let mut sizer = Sizer::new();
+    let mut total = 0u64;
+    for (session, _) in over {
+        let Some(last) = conn
+            .query_row(
+                "SELECT id FROM transcript WHERE session_key = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2",
+                db_params![session, keep],
+                |r| r.get::<i64>(0),
+            )
+            .optional()?
+        else {
+            continue;
+        };
+        loop {
+            let tx = conn.transaction(Behavior::Write)?;
+            let began = Instant::now();
+            let deleted = tx.execute(
+                "DELETE FROM transcript WHERE id IN
+                   (SELECT id FROM transcript WHERE session_key = ?1 AND id <= ?2 ORDER BY id LIMIT ?3)",
+                db_params![session, last, sizer.rows],
+            )?;
+            tx.commit()?;
+            let held = began.elapsed();
+            *longest = (*longest).max(held);
+            total += deleted as u64;
+            if deleted < sizer.rows {
+                break;
+            }
+            sizer.took(held);
+            std::thread::sleep(rest_after(pause, held));
+        }
+    }
+    Ok(total)
 }
 
 #[cfg(test)]
@@ -661,7 +861,7 @@ mod tests {
         for kind in KINDS {
             for step in steps(kind) {
                 let plan: Vec<String> = store
-                    .conn
+                    .sqlite_for_tests()
                     .prepare(&format!("EXPLAIN QUERY PLAN {}", batch_query(step)))
                     .unwrap()
                     .query_map(params!["2026-12-01T00:00:00Z", 500], |r| r.get(3))
@@ -684,7 +884,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let store =
             crate::state::StateStore::open(&crate::state::StateDir::new(tmp.path())).unwrap();
-        let conn = &store.conn;
+        let conn = store.sqlite_for_tests();
         let mut tables = Vec::new();
         for kind in KINDS {
             for step in steps(kind) {
@@ -772,5 +972,126 @@ mod tests {
         };
         assert_eq!(rules.kinds(), [("transcripts", None), ("runs", Some(30))]);
         assert!(Rules::default().is_empty());
+    }
+
+    /// A year's rows on either backend: the same prune deletes the same rows, records itself
+    /// for the audit, and keeps the newest per session.
+    #[test]
+    fn a_prune_deletes_the_same_rows_on_both_backends() {
+        use crate::state::db::Query;
+        let prunes = |dir: &crate::state::StateDir| {
+            let mut store = crate::state::StateStore::open(dir).unwrap();
+            let conn = &store.db;
+            let (old, new) = ("2026-01-01T00:00:00Z", "2026-12-30T00:00:00Z");
+            for (session, at) in [("agent:a:main", old); 3]
+                .into_iter()
+                .chain([("agent:a:main", new); 2])
+                .chain([("agent:b:main", new)])
+            {
+                conn.execute(
+                    "INSERT INTO transcript (session_key, provenance, text, at) VALUES (?1, 'inbound', 'x', ?2)",
+                    db_params![session, at],
+                )
+                .unwrap();
+            }
+            for (n, at) in [old, old, new].into_iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO deliveries (channel, account_id, peer_kind, peer_id, thread_id, message_id, session_key, response, at)
+                     VALUES ('slack', 'main', 'direct', 'u', '', ?1, 'agent:a:main', '{}', ?2)",
+                    db_params![format!("m{n}"), at],
+                )
+                .unwrap();
+            }
+            for (run, finished) in [("r-old", Some(old)), ("r-open", None)] {
+                conn.execute(
+                    "INSERT INTO hub_runs (run_id, kind, source_tool, state, target_agent_id, target_session_key,
+                         correlation_id, message, created_at, finished_at, updated_at)
+                     VALUES (?1, 'send', 't', 'done', 'a', 'agent:a:main', 'c', 'm', ?2, ?3, ?2)",
+                    db_params![run, old, finished],
+                )
+                .unwrap();
+                for note in ["accepted by the Hub", "done"] {
+                    conn.execute(
+                        "INSERT INTO hub_run_events (run_id, at, note) VALUES (?1, ?2, ?3)",
+                        db_params![run, old, note],
+                    )
+                    .unwrap();
+                }
+            }
+            conn.execute(
+                "INSERT INTO budget_events (agent_id, kind, at_ms, at, budget, detail) VALUES ('a', 'refusal', 0, ?1, 'turns', 'x')",
+                db_params![old],
+            )
+            .unwrap();
+            let rules = Rules {
+                by_age: vec![
+                    ("transcripts", 30),
+                    ("deliveries", 30),
+                    ("runs", 30),
+                    ("audit", 30),
+                ],
+                keep_per_session: Some(1),
+            };
+            let now: jiff::Timestamp = "2026-12-31T00:00:00Z".parse().unwrap();
+            let counts = |report: &PruneReport| {
+                report
+                    .pruned
+                    .iter()
+                    .map(|p| (p.kind, p.rows))
+                    .collect::<Vec<_>>()
+            };
+            let dry = store
+                .prune(&rules, now, true, Duration::ZERO, "cli")
+                .unwrap();
+            let done = store
+                .prune(&rules, now, false, Duration::ZERO, "cli")
+                .unwrap();
+            let left = |table: &str| -> i64 {
+                store
+                    .db
+                    .query_row(
+                        &format!("SELECT count(*) FROM {table}"),
+                        db_params![],
+                        |r| r.get(0),
+                    )
+                    .unwrap()
+            };
+            let left = [
+                left("transcript"),
+                left("deliveries"),
+                left("hub_runs"),
+                left("hub_run_events"),
+                left("budget_events"),
+            ];
+            let audit = store
+                .audit(&crate::state::audit::AuditFilter::default())
+                .unwrap();
+            let said: Vec<String> = audit
+                .into_iter()
+                .filter(|e| e.kind == "prune")
+                .map(|e| e.summary)
+                .collect();
+            (counts(&dry), counts(&done), left, said)
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let on_sqlite = prunes(&crate::state::StateDir::new(tmp.path()));
+        let (_tmp, _schema, postgres) = crate::state::postgres_state();
+        let on_postgres = prunes(&postgres);
+        assert_eq!(
+            on_sqlite.1,
+            [
+                ("transcripts", 4),
+                ("deliveries", 2),
+                ("runs", 3),
+                ("audit", 1)
+            ],
+            "the old rows, then all but the newest of a session"
+        );
+        assert_eq!(on_sqlite.2, [2, 1, 1, 2, 0]);
+        assert_eq!(
+            on_sqlite.3,
+            ["retention pruned 10 rows (4 transcripts, 2 deliveries, 3 runs, 1 audit) by the cli"]
+        );
+        assert_eq!(on_postgres, on_sqlite);
     }
 }

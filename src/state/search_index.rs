@@ -483,7 +483,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = StateDir::new(tmp.path());
         let store = StateStore::open(&dir).unwrap();
-        let state = &store.conn;
+        let state = store.sqlite_for_tests();
         let first = said(state, "the deploy failed");
         let second = said(state, "deploy again");
         assert_eq!(queued(state), 2);
@@ -513,7 +513,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = StateDir::new(tmp.path());
         let store = StateStore::open(&dir).unwrap();
-        let state = &store.conn;
+        let state = store.sqlite_for_tests();
         let ids: Vec<i64> = (0..STEP_ROWS + 5)
             .map(|n| said(state, &format!("line {n} of the deploy")))
             .collect();
@@ -557,7 +557,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = StateDir::new(tmp.path());
         let store = StateStore::open(&dir).unwrap();
-        let id = said(&store.conn, "deploy");
+        let id = said(store.sqlite_for_tests(), "deploy");
         std::fs::write(dir.search_db(), vec![0x5a; 8192]).unwrap();
         catch_up(&dir).unwrap();
         assert_eq!(found(&dir, "deploy"), [id]);
@@ -591,14 +591,17 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = StateDir::new(tmp.path().join("a dir?#%"));
         let store = StateStore::open(&dir).unwrap();
-        assert!(attach(&store.conn).is_err(), "no index yet: an error");
+        assert!(
+            attach(store.sqlite_for_tests()).is_err(),
+            "no index yet: an error"
+        );
         assert!(!dir.search_db().exists(), "and no file made");
-        let id = said(&store.conn, "deploy");
+        let id = said(store.sqlite_for_tests(), "deploy");
         catch_up(&dir).unwrap();
-        attach(&store.conn).unwrap();
-        attach(&store.conn).unwrap();
+        attach(store.sqlite_for_tests()).unwrap();
+        attach(store.sqlite_for_tests()).unwrap();
         let found: i64 = store
-            .conn
+            .sqlite_for_tests()
             .query_row(
                 "SELECT rowid FROM search.words WHERE words MATCH 'deploy'",
                 [],
@@ -607,7 +610,7 @@ mod tests {
             .unwrap();
         assert_eq!(found, id);
         let refused = store
-            .conn
+            .sqlite_for_tests()
             .execute("INSERT INTO search.words (rowid, text) VALUES (7, 'x')", []);
         assert!(refused.is_err(), "read-only");
     }

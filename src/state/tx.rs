@@ -1,14 +1,11 @@
 //! [`Tx`]: the writes of one transaction (an apply step's records land together or not at
 //! all), including the move of a deleted agent's Access rows into its trash entry and back.
 
-use std::path::Path;
-
-use rusqlite::params;
-
+use super::db::{self, Query, params};
 use super::records::AGENT_COLUMNS;
 use super::{
     AccountRecord, AgentRecord, BindingRecord, BootstrapRecord, HistoryRecord, Outcome, PlanRecord,
-    Result, RuntimeObservation, StateError, TrashRecord, Wanted, now,
+    Result, RuntimeObservation, StateDir, TrashRecord, Wanted, now,
 };
 
 /// The Access tables whose rows of an agent go to its trash entry (`trash_<table>` holds them).
@@ -29,24 +26,41 @@ const ROUTE_COLUMNS: &str =
 
 /// One transaction's writes.
 pub struct Tx<'a> {
-    pub(super) tx: &'a rusqlite::Transaction<'a>,
-    pub(super) path: &'a Path,
+    pub(super) tx: &'a db::Tx<'a>,
+    pub(super) dir: &'a StateDir,
+}
+
+/// `INSERT` of a whole row into `table`, replacing the row of the same `key` (SQLite's
+/// `INSERT OR REPLACE`, in the words both backends take).
+fn replace(table: &str, columns: &str, key: &str) -> String {
+    let names: Vec<&str> = columns.split(',').map(str::trim).collect();
+    let keys: Vec<&str> = key.split(',').map(str::trim).collect();
+    let values = (1..=names.len())
+        .map(|n| format!("?{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let set = names
+        .iter()
+        .filter(|name| !keys.contains(name))
+        .map(|name| format!("{name} = excluded.{name}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "INSERT INTO {table} ({columns}) VALUES ({values}) ON CONFLICT ({key}) DO UPDATE SET {set}"
+    )
 }
 
 impl Tx<'_> {
-    fn run(&self, sql: &str, params: impl rusqlite::Params) -> Result<()> {
+    fn run(&self, sql: &str, params: &[&dyn db::ToValue]) -> Result<()> {
         self.tx
             .execute(sql, params)
             .map(drop)
-            .map_err(|source| StateError::Sqlite {
-                path: self.path.to_path_buf(),
-                source,
-            })
+            .map_err(|e| super::seam_error(self.dir, e))
     }
 
     pub fn put_agent(&self, a: &AgentRecord) -> Result<()> {
         self.run(
-            &format!("INSERT OR REPLACE INTO agents ({AGENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+            &replace("agents", AGENT_COLUMNS, "id"),
             params![
                 a.id,
                 a.spec_hash,
@@ -64,13 +78,20 @@ impl Tx<'_> {
     }
 
     pub fn delete_agent(&self, id: &str) -> Result<()> {
-        self.run("DELETE FROM agents WHERE id = ?1", [id])?;
-        self.run("DELETE FROM bootstrap_files WHERE agent_id = ?1", [id])
+        self.run("DELETE FROM agents WHERE id = ?1", params![id])?;
+        self.run(
+            "DELETE FROM bootstrap_files WHERE agent_id = ?1",
+            params![id],
+        )
     }
 
     pub fn put_bootstrap(&self, b: &BootstrapRecord) -> Result<()> {
         self.run(
-            "INSERT OR REPLACE INTO bootstrap_files (agent_id, name, path, hash) VALUES (?1, ?2, ?3, ?4)",
+            &replace(
+                "bootstrap_files",
+                "agent_id, name, path, hash",
+                "agent_id, name",
+            ),
             params![b.agent_id, b.name, b.path.to_string_lossy(), b.hash],
         )
     }
@@ -78,13 +99,17 @@ impl Tx<'_> {
     pub fn delete_bootstrap(&self, agent_id: &str, name: &str) -> Result<()> {
         self.run(
             "DELETE FROM bootstrap_files WHERE agent_id = ?1 AND name = ?2",
-            [agent_id, name],
+            params![agent_id, name],
         )
     }
 
     pub fn put_account(&self, a: &AccountRecord) -> Result<()> {
         self.run(
-            "INSERT OR REPLACE INTO channel_accounts (channel, account, spec, hash) VALUES (?1, ?2, ?3, ?4)",
+            &replace(
+                "channel_accounts",
+                "channel, account, spec, hash",
+                "channel, account",
+            ),
             params![a.channel, a.account, a.spec.to_string(), a.hash],
         )
     }
@@ -92,19 +117,19 @@ impl Tx<'_> {
     pub fn delete_account(&self, channel: &str, account: &str) -> Result<()> {
         self.run(
             "DELETE FROM channel_accounts WHERE channel = ?1 AND account = ?2",
-            [channel, account],
+            params![channel, account],
         )
     }
 
     pub fn put_binding(&self, b: &BindingRecord) -> Result<()> {
         self.run(
-            "INSERT OR REPLACE INTO bindings (key, agent_id, spec, position) VALUES (?1, ?2, ?3, ?4)",
+            &replace("bindings", "key, agent_id, spec, position", "key"),
             params![b.key, b.agent_id, b.spec.as_str(), b.position],
         )
     }
 
     pub fn delete_binding(&self, key: &str) -> Result<()> {
-        self.run("DELETE FROM bindings WHERE key = ?1", [key])
+        self.run("DELETE FROM bindings WHERE key = ?1", params![key])
     }
 
     /// Records what apply wants for an agent's runtime, keeping what the controller observed.
@@ -123,19 +148,36 @@ impl Tx<'_> {
     }
 
     pub fn delete_runtime(&self, agent_id: &str) -> Result<()> {
-        self.run("DELETE FROM runtimes WHERE agent_id = ?1", [agent_id])
+        self.run(
+            "DELETE FROM runtimes WHERE agent_id = ?1",
+            params![agent_id],
+        )
     }
 
     pub fn put_plan(&self, p: &PlanRecord) -> Result<()> {
         self.run(
-            "INSERT OR REPLACE INTO routing_plans (generation, content_hash, config_hash, bindings, published_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![p.generation, p.content_hash, p.config_hash, p.bindings, p.published_at],
+            &replace(
+                "routing_plans",
+                "generation, content_hash, config_hash, bindings, published_at",
+                "generation",
+            ),
+            params![
+                p.generation,
+                p.content_hash,
+                p.config_hash,
+                p.bindings,
+                p.published_at
+            ],
         )
     }
 
     pub fn put_trash(&self, t: &TrashRecord) -> Result<()> {
         self.run(
-            "INSERT OR REPLACE INTO trash (entry, agent_id, dir, serial, created_at, manifest, restored_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            &replace(
+                "trash",
+                "entry, agent_id, dir, serial, created_at, manifest, restored_at",
+                "entry",
+            ),
             params![
                 t.entry,
                 t.agent_id,
@@ -153,10 +195,10 @@ impl Tx<'_> {
         for table in TRASHED_ACCESS_TABLES {
             self.run(
                 &format!("DELETE FROM trash_{table} WHERE entry = ?1"),
-                [entry],
+                params![entry],
             )?;
         }
-        self.run("DELETE FROM trash WHERE entry = ?1", [entry])
+        self.run("DELETE FROM trash WHERE entry = ?1", params![entry])
     }
 
     pub fn mark_restored(&self, entry: &str) -> Result<()> {
@@ -202,7 +244,7 @@ impl Tx<'_> {
             )?;
             self.run(
                 &format!("DELETE FROM {table} WHERE substr(session_key, 1, length(?1)) = ?1"),
-                [&prefix],
+                params![prefix],
             )?;
         }
         self.run(
@@ -211,7 +253,10 @@ impl Tx<'_> {
             ),
             params![entry, agent_id],
         )?;
-        self.run("DELETE FROM agent_routes WHERE agent_id = ?1", [agent_id])
+        self.run(
+            "DELETE FROM agent_routes WHERE agent_id = ?1",
+            params![agent_id],
+        )
     }
 
     /// Moves the Access rows trash entry `entry` holds back into the live tables (a restore).
@@ -228,19 +273,19 @@ impl Tx<'_> {
                 &format!(
                     "INSERT INTO {table} ({columns}) SELECT {columns} FROM trash_{table} WHERE entry = ?1"
                 ),
-                [entry],
+                params![entry],
             )?;
         }
         self.run(
             &format!(
-                "INSERT OR IGNORE INTO agent_routes ({ROUTE_COLUMNS}) SELECT {ROUTE_COLUMNS} FROM trash_agent_routes WHERE entry = ?1"
+                "INSERT INTO agent_routes ({ROUTE_COLUMNS}) SELECT {ROUTE_COLUMNS} FROM trash_agent_routes WHERE entry = ?1 ON CONFLICT DO NOTHING"
             ),
-            [entry],
+            params![entry],
         )?;
         for table in TRASHED_ACCESS_TABLES {
             self.run(
                 &format!("DELETE FROM trash_{table} WHERE entry = ?1"),
-                [entry],
+                params![entry],
             )?;
         }
         Ok(())
@@ -267,10 +312,7 @@ impl Tx<'_> {
     }
 
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
-        self.run(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
-            [key, value],
-        )
+        self.run(&replace("meta", "key, value", "key"), params![key, value])
     }
 
     /// Records what the supervisor observed of a runtime (keeps what apply asked for).
@@ -308,22 +350,24 @@ impl Tx<'_> {
     pub fn set_serial(&self, serial: u64) -> Result<()> {
         self.run(
             "UPDATE meta SET value = ?1 WHERE key = 'serial'",
-            [serial.to_string()],
+            params![serial.to_string()],
         )
     }
 
     pub fn start_history(&self, h: &HistoryRecord) -> Result<i64> {
-        self.run(
-            "INSERT INTO history (serial, started_at, user, host, source, config_hash, git_commit, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running')",
-            params![h.serial, h.started_at, h.user, h.host, h.source, h.config_hash, h.git_commit],
-        )?;
-        Ok(self.tx.last_insert_rowid())
+        self.tx
+            .query_row(
+                r#"INSERT INTO history (serial, started_at, "user", host, source, config_hash, git_commit, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running') RETURNING id"#,
+                params![h.serial, h.started_at, h.user, h.host, h.source, h.config_hash, h.git_commit],
+                |r| r.get(0),
+            )
+            .map_err(|e| super::seam_error(self.dir, e))
     }
 
     pub fn interrupt_history(&self) -> Result<()> {
         self.run(
             "UPDATE history SET outcome = 'interrupted', finished_at = ?1 WHERE outcome = 'running'",
-            [now()],
+            params![now()],
         )
     }
 

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::{Up, open, transcript};
+use crate::common::{PgSchema, Up, open, transcript};
 use serde_json::{Value, json};
 
 const SECRET: &str = "quickstart-webhook-secret";
@@ -88,6 +88,15 @@ fn quickstart_edited(
     edit: impl FnOnce(String) -> String,
     configure: impl FnOnce(&mut std::process::Command),
 ) -> Up {
+    quickstart_on(None, edit, configure)
+}
+
+/// [`quickstart_edited`], the state's database in `postgres` when given (`--state-url`).
+fn quickstart_on(
+    postgres: Option<PgSchema>,
+    edit: impl FnOnce(String) -> String,
+    configure: impl FnOnce(&mut std::process::Command),
+) -> Up {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
     let (agents, channels, bindings) = (
@@ -95,7 +104,12 @@ fn quickstart_edited(
         read("channels.yaml").replace("# webhookSecret:", "webhookSecret:"),
         read("bindings.yaml"),
     );
-    let up = Up::start_config(&agents, &channels, &bindings, |cmd| {
+    let files = [
+        ("agents.yaml", agents.as_str()),
+        ("channels.yaml", channels.as_str()),
+        ("bindings.yaml", bindings.as_str()),
+    ];
+    let up = Up::start_on(&files, postgres, |cmd| {
         cmd.env("DEEPCLI_WEBHOOK_SECRET", SECRET)
             .args(["--body-limit", "4096"]);
         configure(cmd);
@@ -2193,4 +2207,90 @@ fn the_agent_is_told_its_system_section_and_again_when_it_changes() {
         "{linked}"
     );
     assert!(!linked.contains(&token(&up.state)), "{linked}");
+}
+
+/// The quickstart with its state in PostgreSQL (`DEEPCLI_STATE_URL`, docs/scale-out.md): the
+/// same turns answered and recorded there, not in a state.db; a redelivery answered from
+/// there; the CLI reading the same URL; a restarted controller going on with the session.
+#[test]
+fn the_quickstart_runs_on_a_postgres_state() {
+    let schema = PgSchema::new();
+    let mut up = quickstart_on(Some(schema), |agents| agents, |_| {});
+    let research = "-1001234567890";
+    let (status, first) = inbound(up.addr, SECRET, &envelope(group(research), "m-1", "hello"));
+    assert_eq!(status, 200, "{first:#}");
+    assert_eq!(first["reply"]["text"], "echo: hello");
+    let key = first["sessionKey"].as_str().unwrap().to_string();
+    let (status, again) = inbound(up.addr, SECRET, &envelope(group(research), "m-1", "hello"));
+    assert_eq!(status, 200, "{again:#}");
+    assert_eq!(again["duplicate"], true, "{again:#}");
+    assert_eq!(again["reply"]["text"], "echo: hello");
+    assert!(
+        !up.state.join("state.db").exists(),
+        "the state went to the directory's state.db"
+    );
+    let lines = |up: &Up| {
+        let sql = format!(
+            "SELECT count(*) FROM transcript WHERE session_key = '{key}' AND provenance <> 'acp'"
+        );
+        up.postgres.as_ref().unwrap().query(&sql)
+    };
+    assert_eq!(lines(&up).as_deref(), Some("2"));
+
+    // The CLI reads the same state through the same URL.
+    let read = |args: &[&str]| -> Value {
+        let out = up.deepcli(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let history = read(&["sessions", "history", &key, "--json"]);
+    let said: Vec<&str> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["provenance"] != "acp")
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, ["hello", "echo: hello"]);
+    let audit = read(&["audit", "--json"]);
+    assert!(
+        audit["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "inbound" && e["sessions"][0] == key.as_str()),
+        "{audit:#}"
+    );
+    // A backup of a state.db is refused, saying what backs up a PostgreSQL state.
+    let out = up.deepcli(&["state", "backup", "copy.db"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("pg_dump"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Stopped and started again: the same session, where it was.
+    assert!(up.terminate().success());
+    up.restart(|cmd| {
+        cmd.env("DEEPCLI_WEBHOOK_SECRET", SECRET);
+    });
+    up.wait_for("research ready", |s| {
+        Up::runtime(s, "research").is_some_and(|r| r["status"] == "ready")
+    });
+    let (status, next) = inbound(up.addr, SECRET, &envelope(group(research), "m-2", "again"));
+    assert_eq!(status, 200, "{next:#}");
+    assert_eq!(next["sessionKey"], key.as_str());
+    // The demo agent's sessions died with it: the session's transcript, read back from
+    // PostgreSQL, is given to the new one.
+    let reply = next["reply"]["text"].as_str().unwrap();
+    assert!(
+        reply.contains("user: hello\nagent: echo: hello\n") && reply.ends_with("\nagain"),
+        "{reply}"
+    );
+    assert_eq!(lines(&up).as_deref(), Some("4"));
 }

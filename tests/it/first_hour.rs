@@ -268,6 +268,7 @@ fn an_initialised_hub_answers_on_the_command_line() {
         _tmp: tmp,
         config: hub,
         state,
+        postgres: None,
         addr,
     };
     up.wait_for("main ready", |s| {

@@ -441,6 +441,7 @@ fn referenced_secrets_appear_in_no_output_file_or_log() {
         _tmp: tempfile::tempdir().unwrap(),
         config: hub.config.clone(),
         state: hub.state.clone(),
+        postgres: None,
         addr,
     };
     let status = up.wait_for("main ready", |s| {

@@ -118,6 +118,34 @@ impl Conn<'_> {
     }
 }
 
+/// A connection, owned: a store that holds one of its own (the controller's state store).
+pub(crate) enum Owned {
+    Sqlite(rusqlite::Connection),
+    Postgres(PgConn),
+}
+
+impl Owned {
+    /// Borrowed, for a transaction.
+    pub(crate) fn conn(&mut self) -> Conn<'_> {
+        match self {
+            Owned::Sqlite(c) => Conn::Sqlite(c),
+            Owned::Postgres(c) => Conn::Postgres(c),
+        }
+    }
+}
+
+impl Query for Owned {
+    fn target(&self) -> Target<'_> {
+        match self {
+            Owned::Sqlite(c) => Target::Sqlite(c),
+            Owned::Postgres(c) => Target::Postgres {
+                conn: c,
+                in_tx: false,
+            },
+        }
+    }
+}
+
 /// A transaction open on a connection.
 pub(crate) enum Tx<'a> {
     Sqlite(rusqlite::Transaction<'a>),

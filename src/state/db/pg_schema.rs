@@ -26,10 +26,19 @@ pub(crate) fn migrate(conn: &mut PgConn) -> DbResult<Migrated> {
     let migrated = {
         let mut c = Conn::Postgres(conn);
         let tx = c.transaction(Behavior::Write)?;
-        tx.execute(
-            "CREATE TABLE IF NOT EXISTS deepcli_schema (id BIGINT PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL)",
+        // Asked first, not `CREATE TABLE IF NOT EXISTS`: every connection migrates, and
+        // PostgreSQL's notice that it exists would be in the log of each.
+        let made: bool = tx.query_row(
+            "SELECT to_regclass('deepcli_schema') IS NOT NULL",
             params![],
+            |r| r.get(0),
         )?;
+        if !made {
+            tx.execute(
+                "CREATE TABLE deepcli_schema (id BIGINT PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL)",
+                params![],
+            )?;
+        }
         let version: i64 = tx.query_row(
             "SELECT coalesce((SELECT version FROM deepcli_schema WHERE id = 1), 0)",
             params![],

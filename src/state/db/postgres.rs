@@ -27,8 +27,7 @@ pub(crate) struct PgUrl {
 }
 
 impl PgUrl {
-    /// Until `--state-url` reads one (docs/scale-out.md), the tests and the benchmarks do.
-    #[cfg_attr(not(any(test, feature = "bench-tools")), allow(dead_code))]
+    /// `--state-url`'s value; an error says what is wrong with it.
     pub(crate) fn parse(url: &str) -> Result<PgUrl, String> {
         let config: tokio_postgres::Config = url
             .parse()
@@ -81,7 +80,6 @@ impl std::fmt::Debug for PgUrl {
 }
 
 /// `url` with the password of its user part replaced.
-#[cfg_attr(not(any(test, feature = "bench-tools")), allow(dead_code))]
 fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();

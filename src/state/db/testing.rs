@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Conn, PgConn, PgUrl};
+use super::{PgConn, PgUrl};
 
 /// The PostgreSQL the tests use.
 pub(crate) fn postgres_url() -> PgUrl {
@@ -66,19 +66,7 @@ pub(crate) enum TestDb {
 }
 
 /// An open connection of a [`TestDb`].
-pub(crate) enum TestConn {
-    Sqlite(rusqlite::Connection),
-    Postgres(PgConn),
-}
-
-impl TestConn {
-    pub(crate) fn conn(&mut self) -> Conn<'_> {
-        match self {
-            TestConn::Sqlite(c) => Conn::Sqlite(c),
-            TestConn::Postgres(c) => Conn::Postgres(c),
-        }
-    }
-}
+pub(crate) type TestConn = super::Owned;
 
 impl TestDb {
     /// Both backends, SQLite first.
@@ -119,9 +107,9 @@ impl TestDb {
                 conn.busy_timeout(std::time::Duration::from_secs(10))
                     .unwrap();
                 conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-                TestConn::Sqlite(conn)
+                super::Owned::Sqlite(conn)
             }
-            TestDb::Postgres(schema) => TestConn::Postgres(schema.connect()),
+            TestDb::Postgres(schema) => super::Owned::Postgres(schema.connect()),
         }
     }
 }

@@ -113,6 +113,12 @@ impl ToValue for String {
     }
 }
 
+impl ToValue for std::borrow::Cow<'_, str> {
+    fn to_value(&self) -> DbResult<Value<'_>> {
+        Ok(Value::Text(self))
+    }
+}
+
 impl FromColumn for String {
     fn from_column(column: Column<'_>) -> Result<Self, String> {
         match column {

@@ -13,8 +13,67 @@ pub struct Up {
     pub _tmp: tempfile::TempDir,
     pub config: PathBuf,
     pub state: PathBuf,
+    /// The state's database in PostgreSQL (`--state-url`), when not in `state`.
+    pub postgres: Option<PgSchema>,
     /// Where its HTTP API listens.
     pub addr: std::net::SocketAddr,
+}
+
+/// A schema of its own in this machine's PostgreSQL (`DEEPCLI_TEST_POSTGRES`, by default
+/// `postgres://postgres@127.0.0.1:5432/test`), dropped after the test; read with `psql`.
+pub struct PgSchema {
+    base: String,
+    name: String,
+}
+
+impl PgSchema {
+    pub fn new() -> PgSchema {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let base = std::env::var("DEEPCLI_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("deepcli_it_{}_{n}", std::process::id());
+        let schema = PgSchema { base, name };
+        schema.psql(&format!(
+            "DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0}",
+            schema.name
+        ));
+        schema
+    }
+
+    /// The state URL whose sessions use this schema.
+    pub fn url(&self) -> String {
+        format!("{}?options=-c%20search_path%3D{}", self.base, self.name)
+    }
+
+    /// What `sql` prints in this schema, `psql -tA`: `None` when it failed.
+    pub fn query(&self, sql: &str) -> Option<String> {
+        let out = Command::new("psql")
+            .args([self.url().as_str(), "-v", "ON_ERROR_STOP=1", "-tAc", sql])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn psql(&self, sql: &str) {
+        let out = Command::new("psql")
+            .args([self.base.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", sql])
+            .output()
+            .expect("psql runs (.ci/run installs PostgreSQL)");
+        assert!(
+            out.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        self.psql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
+    }
 }
 
 /// A loopback address nothing listens on (a port bound and let go): for a peer that must be
@@ -29,13 +88,23 @@ pub fn free_addr() -> std::net::SocketAddr {
 /// Where the controller `pid` on `state` listens: it binds port 0 and records the address it
 /// got, with its pid, in the state (a restarted controller's address is not the last one's).
 pub fn listening(state: &Path, pid: u32) -> std::net::SocketAddr {
+    listening_at(state, None, pid)
+}
+
+/// [`listening`], the state's database in PostgreSQL when `postgres` is given.
+pub fn listening_at(state: &Path, postgres: Option<&PgSchema>, pid: u32) -> std::net::SocketAddr {
     let read = || {
-        let db = rusqlite::Connection::open_with_flags(
-            state.join("state.db"),
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .ok()?;
-        let meta = |key: &str| {
+        let meta = |key: &str| -> Option<String> {
+            if let Some(schema) = postgres {
+                return schema
+                    .query(&format!("SELECT value FROM meta WHERE key = '{key}'"))
+                    .filter(|v| !v.is_empty());
+            }
+            let db = rusqlite::Connection::open_with_flags(
+                state.join("state.db"),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .ok()?;
             db.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| {
                 r.get::<_, String>(0)
             })
@@ -288,6 +357,16 @@ impl Up {
 
     /// Starts `deepcli up` on a config directory holding `files`.
     pub fn start_files(files: &[(&str, &str)], configure: impl FnOnce(&mut Command)) -> Up {
+        Up::start_on(files, None, configure)
+    }
+
+    /// Starts `deepcli up` on a config directory holding `files`, the state's database in
+    /// `postgres` when given (`--state-url`).
+    pub fn start_on(
+        files: &[(&str, &str)],
+        postgres: Option<PgSchema>,
+        configure: impl FnOnce(&mut Command),
+    ) -> Up {
         let tmp = tempfile::tempdir().unwrap();
         let config = tmp.path().join("config");
         let state = tmp.path().join("state");
@@ -295,13 +374,19 @@ impl Up {
         for (name, text) in files {
             std::fs::write(config.join(name), text).unwrap();
         }
-        let child = controller(tmp.path(), &config, &state, configure);
-        let addr = listening(&state, child.id());
+        let child = controller(tmp.path(), &config, &state, |cmd| {
+            if let Some(schema) = &postgres {
+                cmd.env("DEEPCLI_STATE_URL", schema.url());
+            }
+            configure(cmd);
+        });
+        let addr = listening_at(&state, postgres.as_ref(), child.id());
         Up {
             child,
             _tmp: tmp,
             config,
             state,
+            postgres,
             addr,
         }
     }
@@ -309,21 +394,31 @@ impl Up {
     /// A new controller on the same directories (after the last one died).
     pub fn restart(&mut self, configure: impl FnOnce(&mut Command)) {
         let home = self._tmp.path().to_path_buf();
-        self.child = controller(&home, &self.config, &self.state, configure);
-        self.addr = listening(&self.state, self.child.id());
+        let url = self.postgres.as_ref().map(PgSchema::url);
+        self.child = controller(&home, &self.config, &self.state, |cmd| {
+            if let Some(url) = url {
+                cmd.env("DEEPCLI_STATE_URL", url);
+            }
+            configure(cmd);
+        });
+        self.addr = listening_at(&self.state, self.postgres.as_ref(), self.child.id());
+    }
+
+    /// A `deepcli` command on this controller's state: `--state-dir`, and its
+    /// `DEEPCLI_STATE_URL` when the database is in PostgreSQL.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(bin());
+        cmd.args(["--state-dir", self.state.to_str().unwrap()]);
+        match &self.postgres {
+            Some(schema) => cmd.env("DEEPCLI_STATE_URL", schema.url()),
+            None => cmd.env_remove("DEEPCLI_STATE_URL"),
+        };
+        cmd
     }
 
     /// `deepcli status --json`, whichever source answered.
     fn status_json(&self) -> Option<Value> {
-        let out = Command::new(bin())
-            .args([
-                "--state-dir",
-                self.state.to_str().unwrap(),
-                "status",
-                "--json",
-            ])
-            .output()
-            .ok()?;
+        let out = self.command().args(["status", "--json"]).output().ok()?;
         serde_json::from_slice(&out.stdout).ok()
     }
 
@@ -366,13 +461,8 @@ impl Up {
     /// Runs `deepcli <args…>` on this controller's config and state directory (no colour, no
     /// operator token from the environment).
     pub fn deepcli(&self, args: &[&str]) -> std::process::Output {
-        Command::new(bin())
-            .args([
-                "--config",
-                self.config.to_str().unwrap(),
-                "--state-dir",
-                self.state.to_str().unwrap(),
-            ])
+        self.command()
+            .args(["--config", self.config.to_str().unwrap()])
             .args(args)
             .env("NO_COLOR", "1")
             .env_remove("DEEPCLI_OPERATOR_TOKEN")
