@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use rusqlite::{Connection, params, params_from_iter};
 use serde::Serialize;
 
 // The seam's `Query` is named in the functions that use it: in scope here, its `execute`
@@ -409,7 +409,14 @@ fn prune_on(
     let mut pace = Pace::new(pause);
     let pruned = each_kind(rules, now, |part| match part {
         Part::Older(step, cut) => run_step(conn, step, cut, dry_run, &mut pace),
-        Part::PastNewest(keep) => keep_newest(conn, keep, dry_run, &mut pace),
+        Part::PastNewest(keep) => {
+            let after = |c: &mut Conn<'_>, held| {
+                if let Conn::Sqlite(c) = c {
+                    pace.after_batch(c, held);
+                }
+            };
+            Ok(keep_newest(&mut Conn::Sqlite(conn), keep, dry_run, after)?)
+        }
     })?;
     let report = PruneReport {
         dry_run,
@@ -580,62 +587,6 @@ fn run_step(
     }
 }
 
-/// Deletes every transcript row past the newest `keep` of its session: the sessions with more
-/// found once, then each session's oldest rows in batches.
-fn keep_newest(
-    conn: &mut Connection,
-    keep: u32,
-    dry_run: bool,
-    pace: &mut Pace,
-) -> rusqlite::Result<u64> {
-    let over: Vec<(String, i64)> = conn
-        .prepare(
-            "SELECT session_key, count(*) FROM transcript GROUP BY session_key HAVING count(*) > ?1",
-        )?
-        .query_map([keep], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    if dry_run {
-        return Ok(over
-            .iter()
-            .map(|(_, n)| (n - i64::from(keep)).max(0) as u64)
-            .sum());
-    }
-    let mut sizer = Sizer::new();
-    let mut total = 0u64;
-    for (session, _) in over {
-        // The newest row past the ones kept: it and every older row go.
-        let Some(last) = conn
-            .query_row(
-                "SELECT id FROM transcript WHERE session_key = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2",
-                params![session, keep],
-                |r| r.get::<_, i64>(0),
-            )
-            .optional()?
-        else {
-            continue;
-        };
-        loop {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let began = Instant::now();
-            let deleted = tx.execute(
-                "DELETE FROM transcript WHERE id IN
-                   (SELECT id FROM transcript WHERE session_key = ?1 AND id <= ?2 ORDER BY id LIMIT ?3)",
-                params![session, last, sizer.rows as i64],
-            )?;
-            tx.commit()?;
-            let held = began.elapsed();
-            total += deleted as u64;
-            let whole = deleted == sizer.rows;
-            sizer.took(held);
-            pace.after_batch(conn, held);
-            if !whole {
-                break;
-            }
-        }
-    }
-    Ok(total)
-}
-
 impl super::StateStore {
     /// [`prune`] on this store's connection ([`prune_postgres`] on a PostgreSQL state), then the
     /// artifact store's files no row names any more.
@@ -688,7 +639,10 @@ fn prune_postgres(
     let pruned = each_kind(rules, now, |part| match part {
         Part::Older(step, cut) if dry_run => count_step(conn, step, cut),
         Part::Older(step, cut) => delete_step(conn, step, cut, pause, &mut longest),
-        Part::PastNewest(keep) => keep_newest_on(conn, keep, dry_run, pause, &mut longest),
+        Part::PastNewest(keep) => keep_newest(conn, keep, dry_run, |_, held| {
+            longest = longest.max(held);
+            std::thread::sleep(rest_after(pause, held));
+        }),
     })?;
     let report = PruneReport {
         dry_run,
@@ -772,13 +726,14 @@ fn delete_step(
     }
 }
 
-/// [`keep_newest`] on the seam: every transcript row past the newest `keep` of its session.
-fn keep_newest_on(
+/// Deletes every transcript row past the newest `keep` of its session: the sessions with more
+/// found once, then each session's oldest rows in batches, `after` called after each with
+/// how long it held the write lock.
+fn keep_newest(
     conn: &mut Conn<'_>,
     keep: u32,
     dry_run: bool,
-    pause: Duration,
-    longest: &mut Duration,
+    mut after: impl FnMut(&mut Conn<'_>, Duration),
 ) -> DbResult<u64> {
     use super::db::Query;
     let over: Vec<(String, i64)> = conn.query_map(
@@ -795,6 +750,7 @@ fn keep_newest_on(
     let mut sizer = Sizer::new();
     let mut total = 0u64;
     for (session, _) in over {
+        // The newest row past the ones kept: it and every older row go.
         let Some(last) = conn
             .query_row(
                 "SELECT id FROM transcript WHERE session_key = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2",
@@ -815,13 +771,13 @@ fn keep_newest_on(
             )?;
             tx.commit()?;
             let held = began.elapsed();
-            *longest = (*longest).max(held);
             total += deleted as u64;
-            if deleted < sizer.rows {
+            let whole = deleted == sizer.rows;
+            sizer.took(held);
+            after(conn, held);
+            if !whole {
                 break;
             }
-            sizer.took(held);
-            std::thread::sleep(rest_after(pause, held));
         }
     }
     Ok(total)
