@@ -44,7 +44,10 @@ impl PgSchema {
     /// The state URL whose sessions use this schema.
     pub fn url(&self) -> String {
         let join = if self.base.contains('?') { '&' } else { '?' };
-        format!("{}{join}options=-c%20search_path%3D{}", self.base, self.name)
+        format!(
+            "{}{join}options=-c%20search_path%3D{}",
+            self.base, self.name
+        )
     }
 
     /// What `sql` prints in this schema, `psql -tA`: `None` when it failed.
