@@ -187,11 +187,15 @@ fn a_message_and_a_hub_run_are_each_one_trace_of_their_steps() {
     assert!(say(&up, "gb", "hello").starts_with("echo: "));
     let reply = replies.recv_timeout(Duration::from_secs(30)).unwrap();
     assert_eq!(reply["sessionKey"], BETA, "{reply}");
-    let spans = collector.wait_for("beta's turn and its reply's post", |spans| {
+    // The message's span ends last, after the reply is posted: it may come in a later batch.
+    let spans = collector.wait_for("beta's message, its turn and its reply's post", |spans| {
         find(spans, "runtime.turn", "deepcli.session_key", BETA).is_some_and(|turn| {
-            spans
-                .iter()
-                .any(|s| s.name == "outbound.post" && s.trace == turn.trace)
+            let in_turn = |name: &str| {
+                spans
+                    .iter()
+                    .any(|s| s.name == name && s.trace == turn.trace)
+            };
+            in_turn("outbound.post") && in_turn("inbound")
         })
     });
     let turn = find(&spans, "runtime.turn", "deepcli.session_key", BETA).unwrap();
