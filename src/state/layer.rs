@@ -17,8 +17,8 @@ use super::{StateDir, StateError, StateStore};
 /// `synchronous = NORMAL` (WAL keeps it durable across a process crash) and the busy handler
 /// of [`super::connect`], so the layers wait for each other's writes instead of failing.
 ///
-/// Under WAL a reader waits for no writer: [`LayerConnection::read`] takes one of
-/// [`READERS`] connections opened `query_only`, while [`LayerConnection::with`] (writes, and
+/// Under WAL a reader waits for no writer: [`LayerConnection::query`] takes one of
+/// [`READERS`] connections opened `query_only`, while [`LayerConnection::write`] (writes, and
 /// reads that must see the same snapshot as a write) takes the one that writes. Without them,
 /// every read of a layer queued behind its write that waited for another connection's lock —
 /// under a prune, a turn's reads waited hundreds of milliseconds for others' writes.
@@ -119,10 +119,11 @@ impl LayerConnection {
         })
     }
 
-    /// Runs `f` on the connection that writes; an SQLite error names the database. SQLite
-    /// only: a store on the seam calls [`LayerConnection::write`].
+    /// Runs `f` on SQLite's connection that writes (tests that look at SQLite itself: a store
+    /// calls [`LayerConnection::write`]).
+    #[cfg(test)]
     #[track_caller]
-    pub fn with<T>(
+    pub(crate) fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
@@ -135,11 +136,11 @@ impl LayerConnection {
         self.timed(caller, asked, || f(&mut conn).map_err(DbError::from))
     }
 
-    /// Runs `f`, which only reads, on a connection that only reads: a free one, or else the
-    /// next in turn. Each call sees the database as the last commit before it left it. SQLite
-    /// only: a store on the seam calls [`LayerConnection::query`].
+    /// Runs `f`, which only reads, on SQLite's connection that only reads (tests that look at
+    /// SQLite itself: a store calls [`LayerConnection::query`]).
+    #[cfg(test)]
     #[track_caller]
-    pub fn read<T>(
+    pub(crate) fn read<T>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
@@ -226,6 +227,7 @@ impl LayerConnection {
         StateError::Corrupt(format!("{} store lock poisoned", self.layer))
     }
 
+    #[cfg(test)]
     fn not_on_postgres(&self, caller: &Location<'_>) -> StateError {
         StateError::db(
             self.at(),

@@ -496,13 +496,15 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        for table in [
+        // The Access tables an agent's conversations are in, each with its trash twin.
+        let moved = [
             "sessions",
             "transcript",
             "deliveries",
             "acp_bindings",
             "agent_routes",
-        ] {
+        ];
+        for table in moved {
             assert_eq!(count(&store, table), 0, "{table} left in the live tables");
             assert_eq!(count(&store, &format!("trash_{table}")), 1, "{table}");
         }
@@ -531,13 +533,7 @@ mod tests {
                 tx.mark_restored(entry)
             })
             .unwrap();
-        for table in [
-            "sessions",
-            "transcript",
-            "deliveries",
-            "acp_bindings",
-            "agent_routes",
-        ] {
+        for table in moved {
             assert_eq!(count(&store, table), 1, "{table} not restored");
             assert_eq!(count(&store, &format!("trash_{table}")), 0, "{table}");
         }
