@@ -9,8 +9,9 @@
 
 use serde_json::{Value, json};
 
+use super::placement::Fence;
 use super::store::{AccessStore, DeliveryKey, Turn};
-use crate::state::db::{Query, params};
+use crate::state::db::{Behavior, Query, params};
 use crate::state::{Provenance, StateError};
 
 /// An inbound turn about to be prompted.
@@ -43,11 +44,28 @@ const STOPPED_NOTE: &str =
     "the controller stopped during this turn: its outcome is not known (not prompted again)";
 
 impl AccessStore {
-    /// Writes `turn` down as begun, at `at_ms` (when its budget admitted it).
-    pub(crate) fn begin_turn(&self, turn: &BegunTurn, at_ms: i64) -> Result<(), StateError> {
+    /// Writes `turn` down as begun, at `at_ms` (when its budget admitted it). With a `fence`
+    /// (several replicas), only while its holder still holds the agent's claim: a replica
+    /// whose claim another took while it was frozen prompts nothing.
+    pub(crate) fn begin_turn(
+        &self,
+        turn: &BegunTurn,
+        at_ms: i64,
+        fence: Option<&Fence>,
+    ) -> Result<(), StateError> {
         let k = &turn.key;
         self.db.write(|c| {
-            c.execute(
+            let tx = c.transaction(Behavior::Write)?;
+            if let Some(fence) = fence {
+                crate::state::cluster::check_fence(
+                    &tx,
+                    crate::state::cluster::ClaimKind::Agent,
+                    &turn.agent_id,
+                    &fence.holder,
+                    fence.token,
+                )?;
+            }
+            tx.execute(
                 "INSERT INTO turns_started (channel, account_id, peer_kind, peer_id, thread_id, message_id,
                      session_key, agent_id, at_ms, route, sender, text, at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
@@ -69,8 +87,8 @@ impl AccessStore {
                     turn.text,
                     crate::clock::now()
                 ],
-            )
-            .map(drop)
+            )?;
+            tx.commit()
         })
     }
 
@@ -81,16 +99,17 @@ impl AccessStore {
             .write(|c| super::store::forget_begun(&*c, key).map(drop))
     }
 
-    /// Settles every turn the last controller began and did not see end: each becomes an
+    /// Settles every turn the last controller began and did not see end (of `agent` only,
+    /// when given: the agent a replica takes over from one that died): each becomes an
     /// `uncertain` delivery with its transcript rows and its budget turn, in one transaction
     /// per turn. Returns how many there were. Runs before anything is served.
-    pub(crate) fn settle_begun_turns(&self) -> Result<usize, StateError> {
+    pub(crate) fn settle_begun_turns(&self, agent: Option<&str>) -> Result<usize, StateError> {
         let begun = self.db.write(|c| {
             c.query_map(
                 "SELECT channel, account_id, peer_kind, peer_id, thread_id, message_id,
                      session_key, agent_id, at_ms, route, sender, text
-                 FROM turns_started ORDER BY at_ms",
-                params![],
+                 FROM turns_started WHERE ?1 = '' OR agent_id = ?1 ORDER BY at_ms",
+                params![agent.unwrap_or("")],
                 |r| {
                     Ok((
                         BegunTurn {
@@ -180,10 +199,10 @@ mod tests {
     #[test]
     fn a_turn_left_begun_is_settled_uncertain_and_counted() {
         on_both_backends(|store| {
-            store.begin_turn(&begun("m1"), 1_000).unwrap();
-            store.begin_turn(&begun("m2"), 2_000).unwrap();
+            store.begin_turn(&begun("m1"), 1_000, None).unwrap();
+            store.begin_turn(&begun("m2"), 2_000, None).unwrap();
             // Begun again (a retry): one row, as it is now.
-            store.begin_turn(&begun("m2"), 2_500).unwrap();
+            store.begin_turn(&begun("m2"), 2_500, None).unwrap();
             // A turn still running is where its session last took a message from.
             let route = store.session_route("agent:a:main").unwrap().unwrap();
             assert_eq!(route.peer_id, "7");
@@ -191,8 +210,8 @@ mod tests {
             store
                 .record_turn("agent:a:main", &[], Some((&key("m2"), "{}")), None)
                 .unwrap();
-            assert_eq!(store.settle_begun_turns().unwrap(), 1);
-            assert_eq!(store.settle_begun_turns().unwrap(), 0, "settled once");
+            assert_eq!(store.settle_begun_turns(None).unwrap(), 1);
+            assert_eq!(store.settle_begun_turns(None).unwrap(), 0, "settled once");
 
             let response: Value =
                 serde_json::from_str(&store.delivered(&key("m1")).unwrap().unwrap()).unwrap();
@@ -207,13 +226,52 @@ mod tests {
         });
     }
 
+    /// With several replicas a turn is begun only under its agent's claim, and the replica
+    /// that takes an agent over settles that agent's turns alone.
+    #[test]
+    fn a_turn_begins_under_its_agents_claim_and_is_settled_by_agent() {
+        on_both_backends(|store| {
+            use crate::state::cluster::{self, ClaimKind};
+            let claim = store
+                .db
+                .write(|c| cluster::claim(c, ClaimKind::Agent, "a", "r1", 60_000))
+                .unwrap()
+                .unwrap();
+            let fence = |holder: &str, token| Fence {
+                holder: holder.into(),
+                token,
+            };
+            store
+                .begin_turn(&begun("m1"), 1_000, Some(&fence("r1", claim.token)))
+                .unwrap();
+            // Another replica, or this one with a token it no longer holds: nothing written.
+            for stale in [fence("r2", claim.token), fence("r1", claim.token - 1)] {
+                let e = store
+                    .begin_turn(&begun("m2"), 2_000, Some(&stale))
+                    .unwrap_err();
+                assert!(e.to_string().contains("fenced"), "{e}");
+            }
+            let mut other = begun("m3");
+            other.agent_id = "b".into();
+            store.begin_turn(&other, 3_000, None).unwrap();
+            assert_eq!(store.settle_begun_turns(Some("a")).unwrap(), 1, "m1 only");
+            assert_eq!(store.delivered(&key("m2")).unwrap(), None);
+            assert_eq!(
+                store.delivered(&key("m3")).unwrap(),
+                None,
+                "b's turn runs on"
+            );
+            assert_eq!(store.settle_begun_turns(None).unwrap(), 1);
+        });
+    }
+
     /// A turn forgotten (its prompt never reached the agent) is not settled.
     #[test]
     fn a_forgotten_turn_is_not_settled() {
         on_both_backends(|store| {
-            store.begin_turn(&begun("m1"), 1_000).unwrap();
+            store.begin_turn(&begun("m1"), 1_000, None).unwrap();
             store.forget_turn(&key("m1")).unwrap();
-            assert_eq!(store.settle_begun_turns().unwrap(), 0);
+            assert_eq!(store.settle_begun_turns(None).unwrap(), 0);
             assert_eq!(store.delivered(&key("m1")).unwrap(), None);
         });
     }

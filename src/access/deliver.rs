@@ -52,8 +52,10 @@ impl Access {
                 text: envelope.text.clone(),
             };
             let store = self.store.clone();
+            // Several replicas: written only while this one holds the agent's claim.
+            let fence = self.placement.as_ref().map(|p| p.fence(agent_id));
             options.begun = Some(crate::sessions::BeginHook(Arc::new(move |at_ms| {
-                store.begin_turn(&begun, at_ms)
+                store.begin_turn(&begun, at_ms, fence.as_ref())
             })));
             // Group messages kept while the agent was not mentioned come first.
             let context = self

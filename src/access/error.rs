@@ -73,6 +73,19 @@ pub(crate) enum AccessError {
     Turn(crate::sessions::TurnError),
     #[error("internal error: {0}")]
     Internal(String),
+    /// Another replica runs the message's agent and refused the message (docs/scale-out.md):
+    /// its status and body, passed on whole.
+    #[error("replica {replica} runs agent `{agent}` and answered {status}: {error}")]
+    Forwarded {
+        replica: String,
+        agent: String,
+        status: u16,
+        error: String,
+        body: serde_json::Value,
+    },
+    /// The message's agent runs on no replica that can be reached now (the words say why).
+    #[error("{0}")]
+    Elsewhere(String),
 }
 
 impl AccessError {
@@ -82,7 +95,9 @@ impl AccessError {
     /// envelope or a withdrawn message is refused for good.
     pub(crate) fn is_transient(&self) -> bool {
         match self {
-            AccessError::NoPlan | AccessError::Internal(_) => true,
+            AccessError::NoPlan | AccessError::Internal(_) | AccessError::Elsewhere(_) => true,
+            // As the owner's own refusal would be: a 408, a 429 or a 5xx may be tried again.
+            AccessError::Forwarded { status, .. } => matches!(status, 408 | 429) || *status >= 500,
             AccessError::Turn(turn) => !matches!(turn, crate::sessions::TurnError::Withdrawn(_)),
             AccessError::TooLarge { .. }
             | AccessError::SlowBody { .. }

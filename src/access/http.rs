@@ -38,6 +38,7 @@ pub(crate) fn router(access: Arc<Access>, token: Arc<str>) -> Router {
             counted_operator,
         ))
         .route("/v1/inbound", post(inbound))
+        .route("/internal/turn", post(handed_on))
         .with_state(Ctx { access })
 }
 
@@ -247,6 +248,11 @@ fn refusal(e: &AccessError) -> (StatusCode, Value) {
             }
         },
         AccessError::Internal(_) => said(StatusCode::INTERNAL_SERVER_ERROR),
+        AccessError::Forwarded { status, body, .. } => (
+            StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY),
+            body.clone(),
+        ),
+        AccessError::Elsewhere(_) => said(StatusCode::SERVICE_UNAVAILABLE),
     }
 }
 
@@ -260,29 +266,76 @@ async fn inbound(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Respo
         .get(SIGNATURE_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    answer_envelope(access, body, HandedInBy::Signed(signature.as_deref())).await
+    answer_envelope(
+        access,
+        body,
+        HandedInBy::Signed(signature.as_deref()),
+        false,
+    )
+    .await
+}
+
+/// `POST /internal/turn`: a message another replica took in for an agent that runs here
+/// (docs/scale-out.md), with the cluster token and how the first replica was handed it. A
+/// signed message is verified again here.
+async fn handed_on(State(cx): State<Ctx>, headers: HeaderMap, body: Body) -> Response {
+    let access = &cx.access;
+    let Some(placement) = access.placement() else {
+        let uri = axum::http::Uri::from_static("/internal/turn");
+        return no_such_endpoint(axum::http::Method::POST, uri).await;
+    };
+    if !placement.admits(&headers) {
+        return json_response(
+            StatusCode::UNAUTHORIZED,
+            None,
+            json!({"error": "wrong or missing X-Deepcli-Cluster-Token: only the hub's replicas hand turns on, with the cluster token (--cluster-token-file)"}),
+        );
+    }
+    let Some(caller) = super::placement::Placement::caller(&headers) else {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            None,
+            json!({"error": "X-Deepcli-Caller is not `signed`, `operator` or `adapter`"}),
+        );
+    };
+    answer_envelope(access, body, caller, true).await
 }
 
 /// `POST /v1/send`: an envelope the operator hands in (`deepcli inbound send`), authenticated
 /// by the operator token instead of the account's signature.
 async fn operator_send(State(cx): State<Ctx>, body: Body) -> Response {
-    answer_envelope(&cx.access, body, HandedInBy::Operator).await
+    answer_envelope(&cx.access, body, HandedInBy::Operator, false).await
 }
 
-async fn answer_envelope(access: &Arc<Access>, body: Body, caller: HandedInBy<'_>) -> Response {
+/// `handed_on`: another replica took the message in, and it is answered here.
+async fn answer_envelope(
+    access: &Arc<Access>,
+    body: Body,
+    caller: HandedInBy<'_>,
+    handed_on: bool,
+) -> Response {
     // One trace per message, from its request to its answer and reply.
-    answer_traced(access, body, caller)
+    answer_traced(access, body, caller, handed_on)
         .instrument(crate::traces::inbound())
         .await
 }
 
-async fn answer_traced(access: &Arc<Access>, body: Body, caller: HandedInBy<'_>) -> Response {
+async fn answer_traced(
+    access: &Arc<Access>,
+    body: Body,
+    caller: HandedInBy<'_>,
+    handed_on: bool,
+) -> Response {
     let settings = &access.settings;
     let (generation, outcome) =
         match read_body(body, settings.body_limit, settings.idle_timeout).await {
             Err(e) => (None, answered(access, &[], caller, Err(e)).await),
             Ok(bytes) => {
-                let (generation, outcome) = access.inbound(&bytes, caller).await;
+                let (generation, outcome) = if handed_on {
+                    access.inbound_handed_on(&bytes, caller).await
+                } else {
+                    access.inbound(&bytes, caller).await
+                };
                 (generation, answered(access, &bytes, caller, outcome).await)
             }
         };

@@ -29,6 +29,7 @@ mod internal;
 mod lifecycle;
 pub(crate) mod metrics;
 pub(crate) mod outbox;
+pub(crate) mod placement;
 pub(crate) mod plan;
 pub(crate) mod prompt;
 mod reply;
@@ -167,6 +168,9 @@ impl Publisher {
 pub(crate) struct Hosted {
     pub runtimes: crate::sessions::Runtimes,
     pub approvals: ApprovalAsks,
+    /// Where each agent runs, when several controllers share the state (`None`: every agent
+    /// runs here).
+    pub placement: Option<Arc<placement::Placement>>,
 }
 
 pub(crate) struct Access {
@@ -193,6 +197,8 @@ pub(crate) struct Access {
     origins: Mutex<HashMap<String, TurnOrigin>>,
     /// Rung when a row is queued in the outbox: its carriers look at once.
     outbox_queued: Arc<tokio::sync::Notify>,
+    /// Where each agent runs, when several controllers share the state.
+    placement: Option<Arc<placement::Placement>>,
 }
 
 impl Access {
@@ -217,9 +223,9 @@ impl Access {
                 budget::Budgets::default()
             }
         };
-        let (runtimes, approvals) = match hosted {
-            Some(h) => (Some(h.runtimes), Some(h.approvals)),
-            None => (None, None),
+        let (runtimes, approvals, placement) = match hosted {
+            Some(h) => (Some(h.runtimes), Some(h.approvals), h.placement),
+            None => (None, None, None),
         };
         let sessions = Sessions::new(
             store.clone(),
@@ -249,7 +255,13 @@ impl Access {
             approvals,
             origins: Mutex::default(),
             outbox_queued: Arc::default(),
+            placement,
         }
+    }
+
+    /// Where each agent runs, when several controllers share the state.
+    pub(crate) fn placement(&self) -> Option<&Arc<placement::Placement>> {
+        self.placement.as_ref()
     }
 
     /// Records (or forgets, with `None`) the bot user id an adapter learnt for an account
@@ -400,14 +412,37 @@ impl Access {
             Err(e) => return (None, Err(e)),
         };
         let generation = Some(plan.generation);
-        (generation, self.inbound_with(&plan, body, caller).await)
+        (
+            generation,
+            self.inbound_with(&plan, body, caller, true).await,
+        )
     }
 
+    /// [`Access::inbound`] for a message another replica handed on (`POST /internal/turn`):
+    /// answered here, never handed on again.
+    pub(crate) async fn inbound_handed_on(
+        self: &Arc<Self>,
+        body: &[u8],
+        caller: HandedInBy<'_>,
+    ) -> (Option<u64>, Outcome) {
+        let plan = match self.current() {
+            Ok(plan) => plan,
+            Err(e) => return (None, Err(e)),
+        };
+        let generation = Some(plan.generation);
+        (
+            generation,
+            self.inbound_with(&plan, body, caller, false).await,
+        )
+    }
+
+    /// `may_hand_on`: a message for an agent another replica runs goes there.
     async fn inbound_with(
         self: &Arc<Self>,
         plan: &Arc<AccessPlan>,
         body: &[u8],
         caller: HandedInBy<'_>,
+        may_hand_on: bool,
     ) -> Outcome {
         let envelope = parse_envelope(body)?;
         crate::traces::describe_inbound(
@@ -423,6 +458,30 @@ impl Access {
         let route = self.route(plan, &envelope.route, result).await?;
         self.metrics.route(route.matched_by());
         let key = DeliveryKey::of(&envelope, &route.result);
+        if may_hand_on && let Some(placement) = &self.placement {
+            let agent = route.agent_id().to_owned();
+            match placement.owner(&agent) {
+                placement::Owner::Here(_) => {}
+                owner => {
+                    // A redelivery is answered from the shared record, wherever it arrives.
+                    let done = {
+                        let key = key.clone();
+                        self.blocking(move |store| store.delivered(&key)).await?
+                    };
+                    if let Some(response) = done {
+                        return Ok(Delivered::recorded(response).as_duplicate());
+                    }
+                    return match owner {
+                        placement::Owner::There(holder) => {
+                            placement.forward(&holder, &agent, body, caller).await
+                        }
+                        _ => Err(AccessError::Elsewhere(format!(
+                            "no replica runs agent `{agent}` now (its claim is moving to another replica); try again"
+                        ))),
+                    };
+                }
+            }
+        }
         self.deliver_once(plan, envelope, route, key).await
     }
 

@@ -62,8 +62,13 @@ async fn pass(cx: &Arc<AdapterCx>, draining: &Draining) {
     use std::sync::atomic::Ordering::Relaxed;
     metrics.outbox_waiting.store(counts.waiting, Relaxed);
     metrics.outbox_held.store(counts.held, Relaxed);
+    let placement = cx.access.placement();
     for head in heads {
         let to = head.said.to.clone();
+        // Several replicas: the one that holds the account's claim posts its rows.
+        if placement.is_some_and(|p| !p.carries(&to.channel, &to.account_id)) {
+            continue;
+        }
         let fresh = match draining.lock() {
             Ok(mut d) => d.insert(to.clone()),
             Err(_) => false,

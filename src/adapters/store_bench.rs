@@ -116,7 +116,7 @@ impl StoreBench {
             usage: crate::access::budget::TurnUsage::default(),
         };
         let started = Instant::now();
-        store.begin_turn(&begun, n as i64)?;
+        store.begin_turn(&begun, n as i64, None)?;
         store.record_turn(&session, &turns, Some((&key, "{}")), Some(&counted))?;
         Ok(started.elapsed())
     }

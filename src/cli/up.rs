@@ -74,8 +74,87 @@ pub(super) struct UpArgs {
     /// http://127.0.0.1:4318): one trace per inbound message and per Hub run. Off by default.
     #[arg(long, value_name = "URL", env = "DEEPCLI_OTLP_ENDPOINT")]
     otlp_endpoint: Option<String>,
+    /// This replica's name among the controllers that share a PostgreSQL state
+    /// (docs/scale-out.md): unique to each. Default: the host name.
+    #[arg(long, value_name = "ID", env = "DEEPCLI_REPLICA_ID")]
+    replica_id: Option<String>,
+    /// Where the other replicas reach this one's listener (default: --public-url, else the
+    /// listen address).
+    #[arg(long, value_name = "URL", env = "DEEPCLI_ADVERTISE", value_parser = public_url)]
+    advertise: Option<url::Url>,
+    /// A file holding the secret the replicas share to hand turns to each other (never the
+    /// operator token). Without it (or DEEPCLI_CLUSTER_TOKEN) a replica answers only for the
+    /// agents it runs.
+    #[arg(long, value_name = "FILE")]
+    cluster_token_file: Option<std::path::PathBuf>,
+    /// How long a replica's claims (the leadership, an agent, an account) last unless
+    /// renewed: a dead replica's agents run elsewhere within it.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    claim_ttl_ms: u64,
     #[command(flatten)]
     access: AccessArgs,
+}
+
+/// A replica's options, when the state is in PostgreSQL (`--state-url`): its id, where it is
+/// reached, the cluster token. `Err`: what to fix.
+fn cluster_options(
+    global: &GlobalSettings,
+    args: &UpArgs,
+) -> Result<Option<controller::cluster::ClusterOptions>, String> {
+    if global.state().postgres().is_none() {
+        let given = [
+            (args.replica_id.is_some(), "--replica-id"),
+            (args.advertise.is_some(), "--advertise"),
+            (args.cluster_token_file.is_some(), "--cluster-token-file"),
+        ];
+        if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {
+            return Err(format!(
+                "{flag} is for controllers that share a PostgreSQL state; give --state-url (or DEEPCLI_STATE_URL), or leave it out"
+            ));
+        }
+        return Ok(None);
+    }
+    let id = args.replica_id.clone().unwrap_or_else(crate::os::hostname);
+    if id.is_empty() || id.len() > 128 || id.chars().any(|c| c.is_control() || c == '/') {
+        return Err(format!(
+            "--replica-id `{id}` is not a replica's name: give 1 to 128 characters without `/` or control characters"
+        ));
+    }
+    let advertise = match (&args.advertise, &args.public_url) {
+        (Some(url), _) | (None, Some(url)) => url.clone(),
+        (None, None) => format!("http://{}", args.listen)
+            .parse()
+            .map_err(|e| format!("--listen {} makes no URL: {e}", args.listen))?,
+    };
+    if advertise.host_str() == Some("0.0.0.0") || advertise.host_str() == Some("[::]") {
+        return Err(format!(
+            "the other replicas cannot reach {advertise}; give --advertise URL, the address they reach this host at"
+        ));
+    }
+    let token = match &args.cluster_token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read --cluster-token-file `{}`: {e}", path.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        None => std::env::var("DEEPCLI_CLUSTER_TOKEN").ok(),
+    };
+    let token = match token {
+        Some(t) if t.len() < 16 => {
+            return Err(
+                "the cluster token is shorter than 16 characters; make one with `openssl rand -hex 32`"
+                    .into(),
+            );
+        }
+        token => token.map(std::sync::Arc::from),
+    };
+    Ok(Some(controller::cluster::ClusterOptions {
+        id,
+        advertise,
+        token,
+        ttl: Duration::from_millis(args.claim_ttl_ms.max(300)),
+    }))
 }
 
 /// `--public-url`: an `http` or `https` URL with a host, and nothing a remote must not be
@@ -322,6 +401,13 @@ pub(super) fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
     if args.check_config {
         return check_config(global, &args);
     }
+    let cluster = match cluster_options(global, &args) {
+        Ok(cluster) => cluster,
+        Err(e) => {
+            let _ = writeln!(anstream::stderr(), "error: {e}");
+            return ExitStatus::Error;
+        }
+    };
     let traces = match init_logging(
         args.log_format,
         global.output,
@@ -353,6 +439,7 @@ pub(super) fn up(global: &GlobalSettings, args: UpArgs) -> ExitStatus {
         allow_empty: args.allow_empty,
         // The one place the timings the tests shorten are read from the environment.
         timings: controller::Timings::from_env(),
+        cluster,
     };
     let ran = runtime.block_on(controller::run(options));
     // The runtime first: the exporter's flush blocks, which an async worker may not.

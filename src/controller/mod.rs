@@ -8,6 +8,7 @@
 //! pool with the state store behind a mutex only this loop takes.
 
 pub(crate) mod client;
+pub(crate) mod cluster;
 mod doors;
 pub(crate) mod heartbeat;
 mod http;
@@ -55,6 +56,9 @@ pub(crate) struct ControllerOptions {
     pub allow_empty: bool,
     /// The serving parts' timings, resolved once at start-up.
     pub timings: Timings,
+    /// This controller as one replica of several on a PostgreSQL state (docs/scale-out.md);
+    /// `None` on SQLite: one controller, which runs everything.
+    pub cluster: Option<cluster::ClusterOptions>,
 }
 
 /// Guards lifted for one apply, as `deepcli up --allow-destroy --allow-mass-delete` asks.
@@ -275,14 +279,20 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
 
     let state = options.state.clone();
     let mut store = StateStore::open(&state)?;
-    store.acquire_lease(LeasePurpose::Controller, Duration::from_millis(500))?;
+    // One of several replicas takes the lease when it leads (`cluster_round`).
+    if options.cluster.is_none() {
+        store.acquire_lease(LeasePurpose::Controller, Duration::from_millis(500))?;
+    }
     let token = crate::state::operator_token(&state)?;
 
     // Orphans of runtimes are re-parented here rather than to init, so none is lost.
     if !crate::runtime::adopt_orphans() {
         tracing::debug!("cannot become the child subreaper; orphans of runtimes go to init");
     }
-    stop_leftovers(&store).await?;
+    // (A replica stops what a dead one left of an agent when it takes the agent over.)
+    if options.cluster.is_none() {
+        stop_leftovers(&store, None).await?;
+    }
     // What a controller killed with `kill -9` left of its Landlock runtimes' trees.
     if let Ok(base) = &crate::sandbox::Host::get().cgroup {
         let base = base.clone();
@@ -303,6 +313,22 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
     let _checkpointer = crate::state::Checkpointer::start(&state)?;
     let serial = store.serial()?;
     let addr = listener.local_addr().unwrap_or(options.listen);
+    let mut placed = match &options.cluster {
+        Some(c) => Some(Placed {
+            member: Arc::new(Mutex::new(cluster::Member::open(&state, c.clone())?)),
+            placement: Arc::new(crate::access::placement::Placement::new(
+                &c.id,
+                c.token.clone(),
+                options.access.prompt_timeout,
+            )),
+            agents: Default::default(),
+            accounts: Default::default(),
+            leader: false,
+            leased: false,
+            published: None,
+        }),
+        None => None,
+    };
     let wiring::Wired {
         shared,
         mut supervisor,
@@ -324,12 +350,16 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
                 .to_string(),
             state_dir: state.root().display().to_string(),
             serial,
+            replica: options.cluster.as_ref().map(|c| c.id.clone()),
             ..ControllerStatus::default()
         },
         token,
         file_events,
+        placement: placed.as_ref().map(|p| p.placement.clone()),
     })?;
     let store = Arc::new(Mutex::new(store));
+    // The specs of the generation in force, of which a replica runs its share.
+    let mut specs = Specs::default();
     record_address(&store, addr);
     tracing::info!(%addr, config = %options.config_dir.display(), "deepcli up");
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -340,6 +370,25 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
     let mut resync = tokio::time::interval(options.resync);
     resync.tick().await;
     let mut heartbeat = tokio::time::interval(Duration::from_secs(10));
+    // A replica's rounds: three to a claim's time, so one late round loses nothing.
+    let mut rounds = tokio::time::interval(
+        options
+            .cluster
+            .as_ref()
+            .map_or(Duration::from_secs(3600), |c| c.ttl / 3),
+    );
+    rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    if let Some(p) = placed.as_mut() {
+        // Who leads and what runs here are known before the first reconcile.
+        rounds.tick().await;
+        cluster_round(
+            p,
+            (&store, &shared),
+            (&mut supervisor, &mut heartbeats, &mut adapters),
+            &specs,
+        )
+        .await;
+    }
     // `state.retention`, first a minute after start (or sooner, as the tests ask).
     let prune_every = options.timings.prune_every;
     let mut prune = tokio::time::interval_at(
@@ -354,8 +403,9 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
     // The guards `--allow-*` lift, until the first apply.
     let mut first_apply = options.first_apply;
     // The runs the last controller left unfinished are reconciled once the first config is
-    // in force (their parents are told through the runtimes it starts).
-    let mut runs_reconciled = false;
+    // in force (their parents are told through the runtimes it starts). A replica reconciles
+    // the runs of each agent it takes over, when it takes it.
+    let mut runs_reconciled = placed.is_some();
     loop {
         if pending {
             pending = false;
@@ -365,11 +415,12 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
                 (&shared, &generations),
                 (&mut supervisor, &mut heartbeats, &mut adapters),
                 (ahead.take(), first_apply),
+                (&mut specs, placed.as_ref()),
             )
             .await;
             if !runs_reconciled && shared.access.plan().is_some() {
                 runs_reconciled = true;
-                let n = shared.hub.reconcile_unfinished().await;
+                let n = shared.hub.reconcile_unfinished(None).await;
                 if n > 0 {
                     tracing::warn!(
                         runs = n,
@@ -388,9 +439,21 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
                 pending = true;
             }
             _ = resync.tick() => pending = true,
+            _ = rounds.tick(), if placed.is_some() => {
+                if let Some(p) = placed.as_mut() {
+                    pending |= cluster_round(
+                        p,
+                        (&store, &shared),
+                        (&mut supervisor, &mut heartbeats, &mut adapters),
+                        &specs,
+                    )
+                    .await;
+                }
+            }
             _ = prune.tick() => {
                 let rules = generations.load().retention.clone();
-                if !rules.is_empty() {
+                // With several replicas, the leader prunes.
+                if !rules.is_empty() && placed.as_ref().is_none_or(|p| p.leader) {
                     tokio::spawn(prune_state(options.state.clone(), rules, shared.clone()));
                 }
             }
@@ -422,6 +485,16 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
     adapters.stop_all();
     heartbeats.stop_all();
     supervisor.stop_all().await;
+    // Its claims go once what they ran has stopped: the others take them at once.
+    if let Some(p) = &placed {
+        let member = p.member.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Ok(mut m) = member.lock() {
+                m.leave();
+            }
+        })
+        .await;
+    }
     // The last sender goes with the supervisor: the recorder writes what is left and ends.
     drop(supervisor);
     let _ = tokio::task::spawn_blocking(move || recorder.join()).await;
@@ -475,10 +548,11 @@ const PRUNE_PAUSE: Duration = Duration::from_millis(10);
 
 /// Stops what a killed controller left running: each runtime it recorded (by pid and start
 /// time) with every process it started, side by side; then forgets them.
-async fn stop_leftovers(store: &StateStore) -> Result<(), ControllerError> {
+async fn stop_leftovers(store: &StateStore, agent: Option<&str>) -> Result<(), ControllerError> {
     let stops: Vec<_> = store
         .runtime_processes()?
         .into_iter()
+        .filter(|record| agent.is_none_or(|a| a == record.agent_id))
         .map(|record| {
             tokio::spawn(async move {
                 let leader = record.pid.map(|pid| crate::runtime::ProcessId {
@@ -655,7 +729,22 @@ async fn reconcile(
         &mut crate::adapters::Adapters,
     ),
     (ahead, first_apply): (Option<tokio::task::JoinHandle<Found>>, FirstApply),
+    (specs, placed): (&mut Specs, Option<&Placed>),
 ) -> bool {
+    let role = match placed {
+        None => Role::Alone,
+        Some(p) if p.leader && p.leased => Role::Leader(p.member.clone()),
+        Some(p) => match &p.published {
+            Some(published) => Role::Follower(published.clone()),
+            None => {
+                record_error(
+                    shared,
+                    "waiting for the leader's first apply: a replica that does not lead applies nothing".into(),
+                );
+                return false;
+            }
+        },
+    };
     let found = ahead
         .unwrap_or_else(|| start_find(options, store, hashes, first_apply))
         .await
@@ -663,7 +752,10 @@ async fn reconcile(
     match found {
         Found::Failed(error) => record_error(shared, error),
         Found::Rejected(rejection) => record_rejection(shared, rejection),
-        Found::Planned(planned) if !planned.plan.blocked.is_empty() => {
+        // A follower applies nothing, so no plan of its own waits for an operator.
+        Found::Planned(planned)
+            if !planned.plan.blocked.is_empty() && !matches!(role, Role::Follower(_)) =>
+        {
             record_blocked(shared, &planned.plan)
         }
         Found::Planned(planned) => {
@@ -673,11 +765,225 @@ async fn reconcile(
                 (shared, generations),
                 (supervisor, heartbeats, adapters),
                 *planned,
+                (role, specs, placed),
             )
             .await;
         }
     }
     false
+}
+
+/// What a reconcile does with its plan.
+enum Role {
+    /// The only controller: it applies.
+    Alone,
+    /// The leader of several replicas: it applies and publishes what it applied.
+    Leader(Arc<Mutex<cluster::Member>>),
+    /// A replica that does not lead: it puts in force the generation the leader published,
+    /// when its own files are the ones the leader applied.
+    Follower(cluster::Published),
+}
+
+/// A replica's part: what it runs and whether it leads.
+struct Placed {
+    member: Arc<Mutex<cluster::Member>>,
+    placement: Arc<crate::access::placement::Placement>,
+    agents: std::collections::BTreeSet<String>,
+    accounts: std::collections::BTreeSet<String>,
+    leader: bool,
+    /// It holds the state's lease (a leader applies only with it).
+    leased: bool,
+    published: Option<cluster::Published>,
+}
+
+/// What the generation in force asks to run, of which a replica runs its share.
+#[derive(Default)]
+struct Specs {
+    /// Every agent and platform account (`<channel>/<account>`) of the generation.
+    agents: Vec<String>,
+    accounts: Vec<String>,
+    runtimes: Vec<RuntimeSpec>,
+    heartbeats: Vec<heartbeat::HeartbeatSpec>,
+    adapters: Vec<crate::platform::AdapterSpec>,
+}
+
+/// Runs what `specs` asks, of it what this replica holds when there are several.
+async fn converge(
+    shared: &Shared,
+    (supervisor, heartbeats, adapters): (
+        &mut Supervisor,
+        &mut heartbeat::Heartbeats,
+        &mut crate::adapters::Adapters,
+    ),
+    specs: &Specs,
+    placed: Option<&Placed>,
+) {
+    let runs = |agent: &str| placed.is_none_or(|p| p.agents.contains(agent));
+    let runtimes: Vec<RuntimeSpec> = specs
+        .runtimes
+        .iter()
+        .filter(|r| runs(&r.agent_id))
+        .cloned()
+        .collect();
+    if let Ok(mut doors) = shared.doors.lock() {
+        doors.converge(&runtimes, &shared.hub);
+    }
+    supervisor.converge(&runtimes).await;
+    let beats = specs
+        .heartbeats
+        .iter()
+        .filter(|b| runs(&b.agent_id))
+        .cloned()
+        .collect();
+    heartbeats.converge(beats, &shared.access);
+    // The platform connections start after the routing they deliver by is in force.
+    let accounts = specs
+        .adapters
+        .iter()
+        .filter(|a| {
+            placed.is_none_or(|p| p.accounts.contains(&format!("{}/{}", a.channel, a.account)))
+        })
+        .cloned()
+        .collect();
+    adapters.converge(accounts);
+}
+
+/// One round of a replica (`cluster::Member::round`): its placement put in force, what it
+/// took over settled and started, what it gives back stopped first. Whether a reconcile is
+/// due (it now leads, or the leader published a generation it does not run).
+async fn cluster_round(
+    placed: &mut Placed,
+    (store, shared): (&Arc<Mutex<StateStore>>, &Arc<Shared>),
+    parts: (
+        &mut Supervisor,
+        &mut heartbeat::Heartbeats,
+        &mut crate::adapters::Adapters,
+    ),
+    specs: &Specs,
+) -> bool {
+    let member = placed.member.clone();
+    let (agents, accounts) = (specs.agents.clone(), specs.accounts.clone());
+    let round = tokio::task::spawn_blocking(move || {
+        let mut member = member
+            .lock()
+            .map_err(|_| StateError::Corrupt("cluster member poisoned".into()))?;
+        member.round(&agents, &accounts)
+    })
+    .await;
+    let round = match round {
+        Ok(Ok(round)) => round,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cluster: the round failed; claims not renewed expire");
+            return false;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cluster: the round stopped");
+            return false;
+        }
+    };
+    placed.placement.publish(
+        round.holders.clone(),
+        round.accounts.iter().cloned().collect(),
+    );
+    let mut reconcile = false;
+    if round.leader != placed.leader {
+        placed.leader = round.leader;
+        if round.leader {
+            tracing::info!("cluster: this replica leads: it applies the config");
+        } else {
+            tracing::warn!("cluster: this replica no longer leads: it follows the leader");
+            if placed.leased {
+                placed.leased = false;
+                lease(store, false).await;
+            }
+        }
+    }
+    if placed.leader && !placed.leased {
+        placed.leased = lease(store, true).await;
+        reconcile |= placed.leased;
+    }
+    if !placed.leader && round.published.is_some() && round.published != placed.published {
+        reconcile = true;
+    }
+    placed.published = round.published.clone();
+    // What the last holder of an agent taken over left: its processes on this host, its turns
+    // begun and not ended (uncertain), its Hub runs (uncertain).
+    for agent in round.taken.iter().filter(|a| !placed.agents.contains(*a)) {
+        {
+            let store = store.clone();
+            let agent = agent.clone();
+            let _ = tokio::task::spawn_blocking(move || -> Result<(), ControllerError> {
+                let store = store
+                    .lock()
+                    .map_err(|_| StateError::Corrupt("state store poisoned".into()))?;
+                tokio::runtime::Handle::current().block_on(stop_leftovers(&store, Some(&agent)))
+            })
+            .await;
+        }
+        let access = shared.access.clone();
+        let of = agent.clone();
+        let settled =
+            tokio::task::spawn_blocking(move || access.store().settle_begun_turns(Some(&of))).await;
+        if let Ok(Ok(n)) = settled
+            && n > 0
+        {
+            tracing::warn!(agent = %agent, messages = n, "cluster: inbound turns its last replica began and did not end are uncertain (not prompted again)");
+        }
+        let runs = shared.hub.reconcile_unfinished(Some(agent)).await;
+        if runs > 0 {
+            tracing::warn!(agent = %agent, runs, "cluster: hub runs its last replica left unfinished are uncertain");
+        }
+    }
+    if round.agents != placed.agents || round.accounts != placed.accounts {
+        tracing::info!(
+            agents = round.agents.len(),
+            accounts = round.accounts.len(),
+            "cluster: this replica's share changed"
+        );
+        placed.agents = round.agents;
+        placed.accounts = round.accounts;
+        converge(shared, parts, specs, Some(placed)).await;
+    }
+    // Given back only now that what they ran has stopped.
+    if !round.giving.is_empty() {
+        let member = placed.member.clone();
+        let giving = round.giving;
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Ok(mut m) = member.lock() {
+                for (kind, name, token) in &giving {
+                    m.give_back(*kind, name, *token);
+                }
+            }
+        })
+        .await;
+    }
+    if let Ok(mut s) = shared.status.write() {
+        s.replicas = round.replicas;
+    }
+    reconcile
+}
+
+/// Takes (or lets go of) the state's lease for the leader: whether it holds it.
+async fn lease(store: &Arc<Mutex<StateStore>>, take: bool) -> bool {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || {
+        let Ok(mut s) = store.lock() else {
+            return false;
+        };
+        if !take {
+            let _ = s.release_lease();
+            return false;
+        }
+        match s.acquire_lease(LeasePurpose::Controller, Duration::ZERO) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "cluster: the leader waits for the state's lease");
+                false
+            }
+        }
+    })
+    .await
+    .unwrap_or(false)
 }
 
 fn record_error(shared: &Shared, error: String) {
@@ -734,6 +1040,7 @@ async fn apply_planned(
         &mut crate::adapters::Adapters,
     ),
     planned: Planned,
+    (role, specs, placed): (Role, &mut Specs, Option<&Placed>),
 ) -> bool {
     let Planned {
         desired,
@@ -745,6 +1052,16 @@ async fn apply_planned(
         generation,
         git_commit,
     } = planned;
+    if let Role::Follower(published) = &role
+        && published.config_hash != desired.config_hash
+    {
+        let error = format!(
+            "this replica's config files ({}) are not the ones the leader applied ({}): it serves what it ran before until they are (check out the same commit of the config repository)",
+            desired.config_hash, published.config_hash
+        );
+        record_error(shared, error);
+        return false;
+    }
     // A deleted agent's runtime stops before its files go to trash.
     for action in &plan.actions {
         if let Action::DeleteAgent { id, .. } = action {
@@ -768,9 +1085,31 @@ async fn apply_planned(
                 guard: &guard,
                 progress: &mut progress,
             };
-            let applied =
-                apply::apply(&mut store, &plan, &desired, &mut cx).map_err(|e| e.to_string())?;
+            let applied = match &role {
+                // What the leader applied is in the state already: nothing is written.
+                Role::Follower(published) => apply::Applied {
+                    serial: published.serial,
+                    counts: (0, 0, 0),
+                    generation: published.generation,
+                    trashed: Vec::new(),
+                },
+                Role::Alone | Role::Leader(_) => {
+                    apply::apply(&mut store, &plan, &desired, &mut cx).map_err(|e| e.to_string())?
+                }
+            };
             drop(store);
+            if let Role::Leader(member) = &role {
+                let published = cluster::Published {
+                    config_hash: desired.config_hash.clone(),
+                    generation: applied.generation.or(generation),
+                    serial: applied.serial,
+                };
+                member
+                    .lock()
+                    .map_err(|_| "cluster member poisoned".to_string())?
+                    .publish(&published)
+                    .map_err(|e| e.to_string())?;
+            }
             // The generation in force: the one just published, else the one the state had (a
             // restart on applied state publishes nothing and still serves it).
             let mut desired = desired;
@@ -869,17 +1208,33 @@ async fn apply_planned(
             .map(|p| p.closed.clone())
             .unwrap_or_default();
         s.last_error = None;
-        s.agents = agents;
+        s.agents = agents.clone();
     }
-    if let Ok(mut doors) = shared.doors.lock() {
-        doors.converge(&runtimes, &shared.hub);
-    }
-    supervisor.converge(&runtimes).await;
-    heartbeats.converge(beats, &shared.access);
-    // The platform connections start after the routing they deliver by is in force.
-    adapters.converge(adapter_specs);
+    *specs = Specs {
+        agents,
+        accounts: adapter_accounts(&shared.access),
+        runtimes,
+        heartbeats: beats,
+        adapters: adapter_specs,
+    };
+    converge(shared, (supervisor, heartbeats, adapters), specs, placed).await;
     threads::drop_in_background((desired, config, plan, prev));
     true
+}
+
+/// Every platform account of the routing plan in force, as `<channel>/<account>`: each is
+/// held by one replica, which runs its adapter and posts its outbox rows.
+fn adapter_accounts(access: &Access) -> Vec<String> {
+    let Some(plan) = access.plan() else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = plan
+        .accounts
+        .keys()
+        .map(|k| format!("{}/{}", k.channel, k.account))
+        .collect();
+    names.sort();
+    names
 }
 
 fn guard(options: &ControllerOptions) -> Guard {

@@ -59,6 +59,13 @@ pub(crate) struct ControllerStatus {
     pub reconciles: u64,
     pub rejections: u64,
     pub last_error: Option<String>,
+    /// This controller's id, as one of several replicas on a PostgreSQL state
+    /// (docs/scale-out.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
+    /// The replicas that share the state: which leads, who runs which agent and account.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<super::cluster::ReplicaStatus>,
     /// Rows `state.retention` pruned since start, by kind.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pruned: BTreeMap<String, u64>,

@@ -216,6 +216,8 @@ pub(super) struct Start<'a> {
     pub(super) status: ControllerStatus,
     pub(super) token: String,
     pub(super) file_events: Arc<FileEvents>,
+    /// Where each agent runs, when this controller is one of several replicas.
+    pub(super) placement: Option<Arc<crate::access::placement::Placement>>,
 }
 
 /// Builds the serving parts in dependency order.
@@ -228,6 +230,7 @@ pub(super) fn build(start: Start<'_>) -> Result<Wired, ControllerError> {
         status,
         token,
         file_events,
+        placement,
     } = start;
     // The channels of the real cycles, made first; the approvals serve their receivers.
     let (permissions, permission_asks) = PermissionAsks::channel();
@@ -248,7 +251,11 @@ pub(super) fn build(start: Start<'_>) -> Result<Wired, ControllerError> {
     let access_store = AccessStore::open(state)?;
     // Before budgets are counted and before any adapter replays its inbox: a message whose
     // turn the last controller began and never saw end is never prompted again.
-    let settled = access_store.settle_begun_turns()?;
+    // (With several replicas, each settles the agents it takes over, when it takes them.)
+    let settled = match placement {
+        None => access_store.settle_begun_turns(None)?,
+        Some(_) => 0,
+    };
     if settled > 0 {
         tracing::warn!(
             messages = settled,
@@ -269,6 +276,7 @@ pub(super) fn build(start: Start<'_>) -> Result<Wired, ControllerError> {
                 turns,
             },
             approvals: commands,
+            placement,
         }),
         options.access.clone(),
     ));

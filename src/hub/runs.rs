@@ -1113,10 +1113,15 @@ impl Hub {
     /// After a controller restart, first thing: every run the last controller left unfinished
     /// is reconciled. Its turn died with the last controller's runtimes, so its outcome
     /// cannot be known: `uncertain`, never retried; a spawned run's parent is told once.
-    pub(crate) async fn reconcile_unfinished(self: &Arc<Self>) -> usize {
-        let Ok(runs) = self.db(|s| s.unfinished_runs()).await else {
+    /// (Of `agent`'s runs only, when given: with several replicas, the agent a replica takes
+    /// over from one that died.)
+    pub(crate) async fn reconcile_unfinished(self: &Arc<Self>, agent: Option<&str>) -> usize {
+        let Ok(mut runs) = self.db(|s| s.unfinished_runs()).await else {
             return 0;
         };
+        if let Some(agent) = agent {
+            runs.retain(|run| run.target_agent_id == agent);
+        }
         let n = runs.len();
         for run in runs {
             self.move_run(

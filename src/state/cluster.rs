@@ -13,10 +13,6 @@
 //! a replica that was frozen past its claim's time, and whose claim another took meanwhile,
 //! is refused, whatever it believes.
 
-// Not taken by `deepcli up` yet (docs/scale-out.md, "Several controllers on one state"): until
-// the controller runs on the seam, only the tests call these.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use super::db::{self, Backend, Behavior, Conn, DbResult, Optional, Query, Tx, params};
 
 /// What a claim is for.

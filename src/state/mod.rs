@@ -214,7 +214,23 @@ impl StateStore {
     /// [`StateStore::open`] for commands that only read: `None` when there is no database, and
     /// none is created.
     pub fn open_existing(dir: &StateDir) -> Result<Option<StateStore>> {
-        if dir.postgres().is_none() && !damage::inspect(dir)? {
+        let exists = match dir.postgres() {
+            // Asked before anything is made: a reading command on an empty database leaves
+            // it empty, as one on a directory without `state.db` makes none.
+            Some(url) => {
+                let at = |source| StateError::db(url.to_string(), source);
+                let conn = db::Owned::Postgres(db::PgConn::connect(url).map_err(at)?);
+                db::Query::query_row(
+                    &conn,
+                    "SELECT to_regclass('deepcli_schema') IS NOT NULL",
+                    db::params![],
+                    |r| r.get(0),
+                )
+                .map_err(at)?
+            }
+            None => damage::inspect(dir)?,
+        };
+        if !exists {
             return Ok(None);
         }
         StateStore::open(dir).map(Some)
@@ -271,6 +287,16 @@ impl StateStore {
 
     pub fn meta_value(&self, key: &str) -> Result<Option<String>> {
         self.meta(key)
+    }
+
+    /// Runs `f` on this store's connection: the cluster's calls ([`cluster`]), which take
+    /// their own transactions.
+    pub(crate) fn on_seam<T>(
+        &mut self,
+        f: impl FnOnce(&mut db::Conn<'_>) -> db::DbResult<T>,
+    ) -> Result<T> {
+        let mut conn = self.db.conn();
+        f(&mut conn).map_err(|e| seam_error(&self.dir, e))
     }
 
     pub fn lineage(&self) -> Result<String> {
@@ -664,6 +690,30 @@ impl Drop for StateStore {
 #[cfg(test)]
 mod tests {
     use super::{Checkpointer, Quiet, StateDir, StateStore};
+
+    /// A reading command (`status`, `sessions list`) on a state that was never made finds
+    /// none, and makes nothing there: no `state.db`, no table in PostgreSQL.
+    #[test]
+    fn opening_an_existing_state_where_there_is_none_makes_none() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path().join("state"));
+        assert!(StateStore::open_existing(&dir).unwrap().is_none());
+        assert!(!dir.db().exists());
+
+        let (_tmp, schema, dir) = super::postgres_state();
+        assert!(StateStore::open_existing(&dir).unwrap().is_none());
+        let tables: i64 = super::db::Query::query_row(
+            &super::db::Owned::Postgres(schema.connect()),
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()",
+            super::db::params![],
+            |r| r.get(0),
+        )
+        .unwrap();
+        assert_eq!(tables, 0, "a read made the state's tables");
+        // Once made, it is found.
+        drop(StateStore::open(&dir).unwrap());
+        assert!(StateStore::open_existing(&dir).unwrap().is_some());
+    }
 
     #[test]
     fn the_hub_is_quiet_after_a_second_without_a_commit_and_all_copied_back() {
