@@ -471,13 +471,34 @@ impl Access {
                     if let Some(response) = done {
                         return Ok(Delivered::recorded(response).as_duplicate());
                     }
-                    return match owner {
-                        placement::Owner::There(holder) => {
-                            placement.forward(&holder, &agent, body, caller).await
-                        }
-                        _ => Err(AccessError::Elsewhere(format!(
+                    let tried = match owner {
+                        placement::Owner::There(holder) => Some(holder),
+                        _ => None,
+                    };
+                    let outcome = match &tried {
+                        Some(holder) => placement.forward(holder, &agent, body, caller).await,
+                        None => Err(AccessError::Elsewhere(format!(
                             "no replica runs agent `{agent}` now (its claim is moving to another replica); try again"
                         ))),
+                    };
+                    let Err(AccessError::Elsewhere(_)) = outcome else {
+                        return outcome;
+                    };
+                    // This replica's view is a round old (its holder died, or the claim just
+                    // moved): the state says who holds it now.
+                    let fresh = {
+                        let agent = agent.clone();
+                        self.blocking(move |store| store.agent_holder(&agent))
+                            .await?
+                    };
+                    return match fresh {
+                        Some(holder)
+                            if !placement.is_me(&holder.replica)
+                                && tried.as_ref() != Some(&holder) =>
+                        {
+                            placement.forward(&holder, &agent, body, caller).await
+                        }
+                        _ => outcome,
                     };
                 }
             }

@@ -81,6 +81,11 @@ impl Placement {
         }
     }
 
+    /// Whether `replica` is this one.
+    pub(crate) fn is_me(&self, replica: &str) -> bool {
+        self.me == replica
+    }
+
     /// Puts a round's placement in force: each agent whose claim is held, by whom, and the
     /// accounts this replica holds.
     pub(crate) fn publish(

@@ -131,6 +131,31 @@ pub(crate) struct RuntimeSession {
 }
 
 impl AccessStore {
+    /// Who holds `agent`'s claim now, unexpired, and where it is reached: what a replica
+    /// asks when its own view of the placement is out of date (docs/scale-out.md).
+    pub(crate) fn agent_holder(
+        &self,
+        agent: &str,
+    ) -> Result<Option<super::placement::Holder>, StateError> {
+        use crate::state::db::Optional;
+        self.db.query(|c| {
+            let now = crate::state::cluster::now_ms(c)?;
+            c.query_row(
+                "SELECT c.holder, r.url, c.token FROM claims c JOIN replicas r ON r.id = c.holder
+                 WHERE c.kind = 'agent' AND c.name = ?1 AND c.expires_ms > ?2",
+                params![agent, now],
+                |r| {
+                    Ok(super::placement::Holder {
+                        replica: r.get(0)?,
+                        url: r.get(1)?,
+                        token: r.get(2)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
     /// Opens the state database (migrating it) with a connection for the Access layer.
     pub(crate) fn open(dir: &StateDir) -> Result<AccessStore, StateError> {
         Ok(AccessStore {

@@ -527,6 +527,27 @@ fn delete_agent(
     Ok(trash_root)
 }
 
+/// What a replica that does not lead makes of the leader's apply on its own host
+/// (docs/scale-out.md): each agent's directories and the bootstrap files missing from them,
+/// so that the agents it takes over can run here. It records nothing (the leader did) and
+/// replaces nothing.
+pub(crate) fn materialize(desired: &Desired) -> std::io::Result<()> {
+    for agent in &desired.agents {
+        for dir in [&agent.workspace, &agent.agent_dir, &agent.sessions_dir] {
+            std::fs::create_dir_all(dir)?;
+        }
+        if agent.skip_bootstrap {
+            continue;
+        }
+        for name in workspace::FILES {
+            if let Some(content) = agent.file(name) {
+                crate::durable::write_file(&agent.workspace.join(name), content.as_bytes(), false)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Publishes routing plan generation `to`: the document, then its record.
 fn publish_routing(
     store: &mut StateStore,

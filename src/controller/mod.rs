@@ -313,6 +313,13 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
     let _checkpointer = crate::state::Checkpointer::start(&state)?;
     let serial = store.serial()?;
     let addr = listener.local_addr().unwrap_or(options.listen);
+    // Advertised at the port the listener got, when it was asked for any (`--listen …:0`).
+    let mut options = options;
+    if let Some(c) = &mut options.cluster
+        && c.advertise.port() == Some(0)
+    {
+        let _ = c.advertise.set_port(Some(addr.port()));
+    }
     let mut placed = match &options.cluster {
         Some(c) => Some(Placed {
             member: Arc::new(Mutex::new(cluster::Member::open(&state, c.clone())?)),
@@ -1086,13 +1093,19 @@ async fn apply_planned(
                 progress: &mut progress,
             };
             let applied = match &role {
-                // What the leader applied is in the state already: nothing is written.
-                Role::Follower(published) => apply::Applied {
-                    serial: published.serial,
-                    counts: (0, 0, 0),
-                    generation: published.generation,
-                    trashed: Vec::new(),
-                },
+                // What the leader applied is in the state already: nothing is written there;
+                // the agents' directories are made on this host.
+                Role::Follower(published) => {
+                    apply::materialize(&desired).map_err(|e| {
+                        format!("cannot make the agents' directories on this host: {e}")
+                    })?;
+                    apply::Applied {
+                        serial: published.serial,
+                        counts: (0, 0, 0),
+                        generation: published.generation,
+                        trashed: Vec::new(),
+                    }
+                }
                 Role::Alone | Role::Leader(_) => {
                     apply::apply(&mut store, &plan, &desired, &mut cx).map_err(|e| e.to_string())?
                 }

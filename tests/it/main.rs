@@ -14,6 +14,7 @@ mod approvals;
 mod backup;
 mod budgets;
 mod cli;
+mod cluster;
 mod common;
 mod config_keys;
 mod console;
