@@ -148,13 +148,13 @@ impl Member {
                 // Held, and no longer this replica's (another joined, or it left the
                 // config): given back once stopped, if still held.
                 for ((k, name), token) in &held {
-                    if *k == kind && !wanted.contains(name.as_str()) {
-                        if let Some(claim) = cluster::held(&*c, kind, name)?
-                            && claim.holder == id
-                            && claim.token == *token
-                        {
-                            round.giving.push((kind, name.clone(), *token));
-                        }
+                    if *k == kind
+                        && !wanted.contains(name.as_str())
+                        && let Some(claim) = cluster::held(&*c, kind, name)?
+                        && claim.holder == id
+                        && claim.token == *token
+                    {
+                        round.giving.push((kind, name.clone(), *token));
                     }
                 }
             }

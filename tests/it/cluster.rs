@@ -346,7 +346,7 @@ fn an_agent_runs_on_another_replica_after_its_replica_is_killed() {
     let home = tempfile::tempdir().unwrap();
     let schema = PgSchema::new();
     let (a, b, c) = three(home.path(), &schema);
-    let mut replicas = vec![a, b, c];
+    let mut replicas = [a, b, c];
     let victim = {
         let refs: Vec<&Replica> = replicas.iter().collect();
         owner(&refs, "a2").id.clone()
