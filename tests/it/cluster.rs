@@ -75,6 +75,8 @@ impl Replica {
             cmd.env("DEEPCLI_STATE_URL", schema.url())
                 .env("DEEPCLI_WEBHOOK_SECRET", SECRET)
                 .args(["--replica-id", id, "--claim-ttl-ms", &TTL_MS.to_string()])
+                // Nothing here waits for a resync: what a replica does, its rounds start.
+                .args(["--resync", "3600"])
                 .args(["--cluster-token-file", token.to_str().unwrap()])
                 .stderr(Stdio::piped());
             for (k, v) in extra {
@@ -214,9 +216,15 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn three(home: &Path, schema: &PgSchema) -> (Replica, Replica, Replica) {
+/// Three replicas, `r-a` (started first, so the leader, with `leader_env` besides), `r-b`
+/// and `r-c`, once every agent runs on one of them and each knows where.
+fn three(
+    home: &Path,
+    schema: &PgSchema,
+    leader_env: &[(&str, &str)],
+) -> (Replica, Replica, Replica) {
     config(&home.join("config"));
-    let a = Replica::start(home, schema, "r-a", &[]);
+    let a = Replica::start(home, schema, "r-a", leader_env);
     wait_for(
         "r-a to apply and run every agent",
         Duration::from_secs(60),
@@ -240,7 +248,7 @@ fn three_replicas_share_the_agents_and_any_of_them_answers() {
     let _one = one_at_a_time();
     let home = tempfile::tempdir().unwrap();
     let schema = PgSchema::new();
-    let (a, b, c) = three(home.path(), &schema);
+    let (a, b, c) = three(home.path(), &schema, &[]);
     let replicas = [&a, &b, &c];
 
     // Each replica runs a share; none runs everything.
@@ -345,7 +353,7 @@ fn an_agent_runs_on_another_replica_after_its_replica_is_killed() {
     let _one = one_at_a_time();
     let home = tempfile::tempdir().unwrap();
     let schema = PgSchema::new();
-    let (a, b, c) = three(home.path(), &schema);
+    let (a, b, c) = three(home.path(), &schema, &[]);
     let mut replicas = [a, b, c];
     let victim = {
         let refs: Vec<&Replica> = replicas.iter().collect();
@@ -428,7 +436,7 @@ fn a_frozen_replica_loses_its_claims_and_rejoins_as_a_follower() {
     let _one = one_at_a_time();
     let home = tempfile::tempdir().unwrap();
     let schema = PgSchema::new();
-    let (mut a, b, c) = three(home.path(), &schema);
+    let (mut a, b, c) = three(home.path(), &schema, &[]);
     let held_by_a = a.ready();
     assert!(!held_by_a.is_empty());
     let claim_of = |kind: &str, name: &str| -> (String, i64) {
@@ -488,4 +496,85 @@ fn a_frozen_replica_loses_its_claims_and_rejoins_as_a_follower() {
         .query("SELECT count(*) FROM transcript WHERE text = 'after the thaw' AND provenance = 'inbound'")
         .unwrap();
     assert_eq!(lines, held_by_a.len().to_string());
+}
+
+/// The leader killed in the middle of an apply: another replica takes the lead, finishes the
+/// apply from the journal (the step that was under way resumed), and the new agent answers.
+#[test]
+fn another_replica_finishes_the_apply_of_a_leader_killed_during_it() {
+    let _one = one_at_a_time();
+    let home = tempfile::tempdir().unwrap();
+    let schema = PgSchema::new();
+    let pause = home.path().join("paused");
+    let pause_text = pause.to_str().unwrap().to_owned();
+    let (mut a, b, c) = three(
+        home.path(),
+        &schema,
+        &[
+            ("DEEPCLI_FAILPOINT", "after:agent.create:a5"),
+            ("DEEPCLI_FAILPOINT_PAUSE", &pause_text),
+        ],
+    );
+    // A new agent, on a group of its own.
+    let config = home.path().join("config");
+    let agents = std::fs::read_to_string(config.join("agents.yaml")).unwrap()
+        + "    - id: a5\n      runtime: {kind: acp, command: [deepcli, demo-agent]}\n";
+    let bindings = std::fs::read_to_string(config.join("bindings.yaml")).unwrap()
+        + "  - agentId: a5\n    match: {channel: telegram, peer: {kind: group, id: \"-1005\"}}\n";
+    let channels =
+        std::fs::read_to_string(config.join("channels.yaml")).unwrap() + "      \"-1005\": {}\n";
+    std::fs::write(config.join("channels.yaml"), channels).unwrap();
+    std::fs::write(config.join("bindings.yaml"), bindings).unwrap();
+    std::fs::write(config.join("agents.yaml"), agents).unwrap();
+    wait_for(
+        "the leader to stop inside the apply",
+        Duration::from_secs(30),
+        || pause.exists(),
+    );
+    let open = schema
+        .query("SELECT count(*) FROM history WHERE outcome = 'running'")
+        .unwrap();
+    assert_eq!(open, "1", "the apply is under way");
+    a.kill(nix::sys::signal::Signal::SIGKILL);
+    let _ = a.child.wait();
+    let alive = [&b, &c];
+    wait_for(
+        "a5 to run on a replica left",
+        Duration::from_secs(60),
+        || alive.iter().any(|r| r.ready().iter().any(|x| x == "a5")),
+    );
+    let leader = schema
+        .query("SELECT holder FROM claims WHERE kind = 'leader'")
+        .unwrap();
+    assert!(leader == "r-b" || leader == "r-c", "{leader}");
+    // The interrupted apply is on record as such, and the one that finished it as applied.
+    let outcomes = schema
+        .query("SELECT string_agg(outcome, ',' ORDER BY id) FROM history WHERE id > 1")
+        .unwrap();
+    assert_eq!(outcomes, "interrupted,applied", "{outcomes}");
+    let left_open = schema
+        .query("SELECT count(*) FROM journal WHERE status = 'started'")
+        .unwrap();
+    assert_eq!(left_open, "0");
+    // Both replicas put the new generation in force: either door answers for a5.
+    let message = json!({"channel": "telegram", "peer": {"kind": "group", "id": "-1005"},
+        "sender": {"id": SENDER, "name": "Ada"}, "mentions": [BOT]});
+    for (i, r) in alive.iter().enumerate() {
+        let mut m = message.clone();
+        m["messageId"] = format!("new-{i}").into();
+        m["text"] = format!("hello a5 {i}").into();
+        let mut answered = None;
+        wait_for("a5 answered", Duration::from_secs(20), || {
+            let (status, answer) = signed_inbound(r.addr, SECRET.as_bytes(), &m);
+            answered = Some(answer);
+            status == 200
+        });
+        let answer = answered.unwrap();
+        assert_eq!(
+            answer["reply"]["text"],
+            format!("echo: hello a5 {i}"),
+            "{answer:#}"
+        );
+        assert_eq!(answer["route"]["agentId"], "a5");
+    }
 }
