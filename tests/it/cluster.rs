@@ -163,6 +163,11 @@ impl Drop for Replica {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failed test shows what each replica logged.
+        if std::thread::panicking() {
+            let lines: Vec<String> = self._logs.try_iter().collect();
+            eprintln!("---- replica {} logged:\n{}", self.id, lines.join("\n"));
+        }
     }
 }
 
@@ -390,7 +395,7 @@ fn an_agent_runs_on_another_replica_after_its_replica_is_killed() {
         .filter(|(i, _)| *i != at)
         .map(|(_, r)| r)
         .collect();
-    wait_for("a2 to run again", Duration::from_secs(30), || {
+    wait_for("a2 to run again", Duration::from_secs(60), || {
         alive.iter().any(|r| r.ready().iter().any(|x| x == "a2"))
     });
     let moved = killed_at.elapsed();
@@ -418,7 +423,7 @@ fn an_agent_runs_on_another_replica_after_its_replica_is_killed() {
     // Every agent runs on the two replicas left.
     wait_for(
         "every agent on the replicas left",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || settled(&alive),
     );
     let prompted = schema
@@ -454,7 +459,7 @@ fn a_frozen_replica_loses_its_claims_and_rejoins_as_a_follower() {
     a.kill(Signal::SIGSTOP);
     wait_for(
         "the others to take a's agents and the lead",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || placed(&[&b, &c]) && claim_of("leader", "").0 != "r-a",
     );
     let taken = claim_of("agent", &held_by_a[0]);
@@ -463,7 +468,7 @@ fn a_frozen_replica_loses_its_claims_and_rejoins_as_a_follower() {
     a.kill(Signal::SIGCONT);
     wait_for(
         "r-a to rejoin as a follower",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || {
             settled(&[&a, &b, &c])
                 && a.status().is_some_and(|s| {
@@ -528,7 +533,7 @@ fn another_replica_finishes_the_apply_of_a_leader_killed_during_it() {
     std::fs::write(config.join("agents.yaml"), agents).unwrap();
     wait_for(
         "the leader to stop inside the apply",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || pause.exists(),
     );
     let open = schema
