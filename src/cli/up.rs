@@ -627,6 +627,38 @@ fn human(doc: &Value) -> String {
         text(&doc["serial"]),
         text(&doc["routingGeneration"])
     ));
+    // Several controllers on one PostgreSQL state (docs/scale-out.md): which one answered,
+    // which leads, who runs what.
+    for r in doc["replicas"].as_array().into_iter().flatten() {
+        let list = |key: &str| {
+            let names: Vec<String> = r[key].as_array().into_iter().flatten().map(text).collect();
+            if names.is_empty() {
+                "—".to_owned()
+            } else {
+                names.join(", ")
+            }
+        };
+        let mut marks = Vec::new();
+        if r["leader"] == true {
+            marks.push("leader");
+        }
+        if r["id"] == doc["replica"] {
+            marks.push("this one");
+        }
+        out.push_str(&format!(
+            "replica      {:<16} {}{}  seen {}\n               agents: {}\n               accounts: {}\n",
+            text(&r["id"]),
+            text(&r["url"]),
+            if marks.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", marks.join(", "))
+            },
+            text(&r["lastSeen"]),
+            list("agents"),
+            list("accounts"),
+        ));
+    }
     if let Some(rejected) = doc.get("rejected").filter(|r| !r.is_null()) {
         out.push_str(&format!(
             "rejected     edit {} since {} (the last good config keeps running):\n",
@@ -842,6 +874,25 @@ mod tests {
         ));
         let under = serde_json::json!({"turnsLastHour": 5, "turnsPerHour": 6});
         assert!(!budget_line(&under).contains("over budget"));
+    }
+
+    #[test]
+    fn the_replicas_are_shown_with_the_leader_and_what_each_runs() {
+        let doc = serde_json::json!({
+            "source": "controller", "health": {"status": "healthy", "reasons": []},
+            "pid": 7, "startedAt": "2026-12-06T12:00:00Z", "configDir": "/hub",
+            "configHash": "sha256:ab", "appliedAt": "2026-12-06T12:00:01Z",
+            "serial": 3, "routingGeneration": 2, "replica": "hub-b",
+            "replicas": [
+                {"id": "hub-a", "url": "http://10.0.0.11:7430", "leader": true,
+                 "agents": ["coder", "main"], "accounts": ["telegram/default"],
+                 "lastSeen": "2026-12-06T12:00:09Z"},
+                {"id": "hub-b", "url": "http://10.0.0.12:7430", "leader": false,
+                 "agents": ["reviewer"], "accounts": [], "lastSeen": "2026-12-06T12:00:10Z"}
+            ],
+            "runtimes": []
+        });
+        insta::assert_snapshot!(human(&doc));
     }
 
     #[test]
