@@ -583,3 +583,93 @@ fn another_replica_finishes_the_apply_of_a_leader_killed_during_it() {
         assert_eq!(answer["route"]["agentId"], "a5");
     }
 }
+
+/// The replica that holds a Telegram account (long polling on the fake Bot API) killed: the
+/// other takes the account within the claim's time and polls from the offset on record, so
+/// the update that came meanwhile is answered, and the one answered before is not again.
+#[test]
+fn a_telegram_account_moves_to_another_replica_with_its_offset() {
+    use crate::adapters::telegram_fake::{Server, TOKEN, Waits};
+    let _one = one_at_a_time();
+    let home = tempfile::tempdir().unwrap();
+    let schema = PgSchema::new();
+    let server = Server::start().unwrap();
+    let fake = &server.fake;
+    let config = home.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        "agents:\n  list:\n    - id: main\n      default: true\n      runtime: {kind: acp, command: [deepcli, demo-agent]}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("channels.yaml"),
+        format!(
+            "channels:\n  telegram:\n    accounts:\n      default:\n        botToken: {{source: env, id: TG_TOKEN}}\n        apiBase: \"{}\"\n        dmPolicy: open\n        allowFrom: [\"*\"]\n",
+            server.base()
+        ),
+    )
+    .unwrap();
+    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    let env = [
+        ("TG_TOKEN", TOKEN),
+        ("DEEPCLI_FAILPOINT_ADAPTER", crate::adapters::FAST),
+    ];
+    let a = Replica::start(home.path(), &schema, "r-a", &env);
+    let b = Replica::start(home.path(), &schema, "r-b", &env);
+    let polling = |r: &Replica| {
+        r.status().is_some_and(|s| {
+            s["channels"]["telegram"]["accounts"]["default"]["adapter"]["state"] == "connected"
+        })
+    };
+    let mut replicas = [a, b];
+    let mut holder = None;
+    wait_for(
+        "one replica to hold the account",
+        Duration::from_secs(60),
+        || {
+            let both = replicas.iter().all(|r| {
+                r.status()
+                    .is_some_and(|s| s["replicas"].as_array().is_some_and(|r| r.len() == 2))
+            });
+            let holding: Vec<usize> = (0..2).filter(|i| polling(&replicas[*i])).collect();
+            holder = (holding.len() == 1).then(|| holding[0]);
+            both && holder.is_some()
+        },
+    );
+    let held = holder.unwrap();
+    let dm = json!({"id": 5, "type": "private", "first_name": "Ada"});
+    let ada = json!({"id": 5, "is_bot": false, "first_name": "Ada"});
+    let first = fake.message(dm.clone(), ada.clone(), "one", json!({}));
+    fake.wait_sent(1);
+
+    replicas[held].kill(nix::sys::signal::Signal::SIGKILL);
+    let _ = replicas[held].child.wait();
+    let polls_before = fake.calls_of("getUpdates").len();
+    // While no replica polls.
+    fake.message(dm, ada, "two", json!({}));
+    let other = &replicas[1 - held];
+    wait_for("the other replica to poll", Duration::from_secs(60), || {
+        polling(other)
+    });
+    let sent = fake.wait_sent(2);
+    let texts: Vec<&str> = sent.iter().map(|s| s["text"].as_str().unwrap()).collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts[0].ends_with("one") && texts[1].ends_with("two"),
+        "{texts:?}"
+    );
+    // The new holder asked from past the update answered before.
+    let polls = fake.calls_of("getUpdates");
+    let first_poll = &polls[polls_before..]
+        .iter()
+        .find(|c| c.body.get("offset").is_some())
+        .expect("a poll with an offset")
+        .body;
+    assert!(
+        first_poll["offset"].as_i64().unwrap() > first["update_id"].as_i64().unwrap(),
+        "{first_poll}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(fake.sent().len(), 2, "an update was answered twice");
+}
