@@ -118,7 +118,12 @@ impl Member {
                 .into_iter()
                 .map(|r| r.id)
                 .collect();
-            let leader = cluster::claim(c, ClaimKind::Leader, "", &id, ttl)?.map(|c| c.token);
+            // What it holds, renewed in one statement; only what it lacks is claimed one by one.
+            let renewed = cluster::renew_all(c, &id, ttl)?;
+            let leader = match renewed.get(&(ClaimKind::Leader, String::new())) {
+                Some(token) => Some(*token),
+                None => cluster::claim(c, ClaimKind::Leader, "", &id, ttl)?.map(|c| c.token),
+            };
             let mut round = Round {
                 leader: leader.is_some(),
                 ..Round::default()
@@ -131,29 +136,28 @@ impl Member {
                     .map(String::as_str)
                     .collect();
                 for name in &wanted {
-                    let Some(claim) = cluster::claim(c, kind, name, &id, ttl)? else {
-                        // Its last holder has not given it back yet: next round.
-                        continue;
-                    };
                     let key = (kind, (*name).to_owned());
-                    if kind == ClaimKind::Agent && held.get(&key) != Some(&claim.token) {
+                    let token = match renewed.get(&key) {
+                        Some(token) => *token,
+                        None => match cluster::claim(c, kind, name, &id, ttl)? {
+                            Some(claim) => claim.token,
+                            // Its last holder has not given it back yet: next round.
+                            None => continue,
+                        },
+                    };
+                    if kind == ClaimKind::Agent && held.get(&key) != Some(&token) {
                         round.taken.push((*name).to_owned());
                     }
                     match kind {
                         ClaimKind::Agent => round.agents.insert((*name).to_owned()),
                         _ => round.accounts.insert((*name).to_owned()),
                     };
-                    now_held.insert(key, claim.token);
+                    now_held.insert(key, token);
                 }
                 // Held, and no longer this replica's (another joined, or it left the
                 // config): given back once stopped, if still held.
-                for ((k, name), token) in &held {
-                    if *k == kind
-                        && !wanted.contains(name.as_str())
-                        && let Some(claim) = cluster::held(&*c, kind, name)?
-                        && claim.holder == id
-                        && claim.token == *token
-                    {
+                for ((k, name), token) in &renewed {
+                    if *k == kind && !wanted.contains(name.as_str()) {
                         round.giving.push((kind, name.clone(), *token));
                     }
                 }

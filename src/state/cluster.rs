@@ -34,6 +34,12 @@ impl ClaimKind {
             ClaimKind::Account => "account",
         }
     }
+
+    fn parse(text: &str) -> Option<ClaimKind> {
+        [ClaimKind::Leader, ClaimKind::Agent, ClaimKind::Account]
+            .into_iter()
+            .find(|k| k.as_str() == text)
+    }
 }
 
 /// A claim held.
@@ -136,6 +142,29 @@ pub(crate) fn claim(
         token,
         expires_ms,
     }))
+}
+
+/// Renews, in one statement, every claim `holder` has that has not expired: the claims it
+/// still holds, by kind and name, with their tokens (unchanged). What expired is not renewed:
+/// [`claim`] takes it again, with a new token.
+pub(crate) fn renew_all(
+    conn: &mut Conn<'_>,
+    holder: &str,
+    ttl_ms: i64,
+) -> DbResult<std::collections::HashMap<(ClaimKind, String), i64>> {
+    let tx = conn.transaction(Behavior::Write)?;
+    let now = now_ms(&tx)?;
+    let renewed = tx.query_map(
+        "UPDATE claims SET expires_ms = ?3 WHERE holder = ?1 AND expires_ms > ?2
+         RETURNING kind, name, token",
+        params![holder, now, now + ttl_ms],
+        |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<i64>(2)?)),
+    )?;
+    tx.commit()?;
+    Ok(renewed
+        .into_iter()
+        .filter_map(|(kind, name, token)| Some(((ClaimKind::parse(&kind)?, name), token)))
+        .collect())
 }
 
 fn next_token(tx: &Tx<'_>) -> DbResult<i64> {

@@ -198,3 +198,53 @@ fn the_states_clock_is_milliseconds_since_1970() {
         assert!((ms - here).abs() < 5_000, "{}: {ms} vs {here}", db.name());
     }
 }
+
+/// A round renews what a replica holds in one statement: its unexpired claims, with their
+/// tokens, and none of another's or of its own that expired.
+#[test]
+fn every_claim_a_replica_holds_is_renewed_at_once_and_no_other() {
+    for db in TestDb::states() {
+        let mut c = db.connect();
+        let name = db.name();
+        let echo = claim(&mut c.conn(), ClaimKind::Agent, "echo", "a", 60_000)
+            .unwrap()
+            .unwrap();
+        let tg = claim(
+            &mut c.conn(),
+            ClaimKind::Account,
+            "telegram/default",
+            "a",
+            60_000,
+        )
+        .unwrap()
+        .unwrap();
+        claim(&mut c.conn(), ClaimKind::Agent, "other", "b", 60_000)
+            .unwrap()
+            .unwrap();
+        claim(&mut c.conn(), ClaimKind::Agent, "stale", "a", 1)
+            .unwrap()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let renewed = renew_all(&mut c.conn(), "a", 120_000).unwrap();
+        let mut got: Vec<(ClaimKind, &str, i64)> = renewed
+            .iter()
+            .map(|((k, n), t)| (*k, n.as_str(), *t))
+            .collect();
+        got.sort_by_key(|(_, n, _)| n.to_string());
+        assert_eq!(
+            got,
+            [
+                (ClaimKind::Agent, "echo", echo.token),
+                (ClaimKind::Account, "telegram/default", tg.token)
+            ],
+            "{name}"
+        );
+        let now = held(&c.conn(), ClaimKind::Agent, "echo").unwrap().unwrap();
+        assert!(now.expires_ms > echo.expires_ms, "{name}: renewed");
+        let stale = held(&c.conn(), ClaimKind::Agent, "stale").unwrap().unwrap();
+        assert!(
+            stale.expires_ms < now.expires_ms - 60_000,
+            "{name}: not renewed"
+        );
+    }
+}
