@@ -105,6 +105,15 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// The header a platform's (or bridge's) HMAC-SHA256 of the body comes in.
+pub(crate) const SIGNATURE_HEADER: &str = "x-deepcli-signature";
+
+/// Compares in constant time (tokens, signatures); a length that differs is told at once.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

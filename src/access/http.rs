@@ -19,7 +19,7 @@ use crate::routing::RouteInput;
 use crate::sessions::TurnError;
 
 pub(crate) const GENERATION_HEADER: &str = "x-deepcli-plan-generation";
-pub(crate) const SIGNATURE_HEADER: &str = "x-deepcli-signature";
+pub(crate) use super::auth::{SIGNATURE_HEADER, constant_time_eq};
 
 #[derive(Clone)]
 struct Ctx {
@@ -105,12 +105,6 @@ pub(crate) async fn wrong_method(method: axum::http::Method, uri: axum::http::Ur
         None,
         json!({"error": format!("`{}` does not take `{method}`: see docs/access.md and docs/controller.md", uri.path())}),
     )
-}
-
-/// Compares in constant time (tokens, signatures); a length that differs is told at once.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    use subtle::ConstantTimeEq;
-    a.ct_eq(b).into()
 }
 
 /// `Authorization: Bearer <operator token>`, or the 401 that says how to get it: what

@@ -133,7 +133,7 @@ impl Placement {
         ) else {
             return false;
         };
-        super::http::constant_time_eq(token.as_bytes(), given.as_bytes())
+        super::auth::constant_time_eq(token.as_bytes(), given.as_bytes())
     }
 
     /// Hands the message `body` on to `holder`, which runs `agent`: its answer, or why there
@@ -166,7 +166,7 @@ impl Placement {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_vec());
         if let Some(signature) = signature {
-            request = request.header(super::http::SIGNATURE_HEADER, signature);
+            request = request.header(super::auth::SIGNATURE_HEADER, signature);
         }
         let unreachable = |why: String| {
             AccessError::Elsewhere(format!(
@@ -207,7 +207,7 @@ impl Placement {
     /// How a forwarded call says who handed the message in at the first replica.
     pub(crate) fn caller<'h>(headers: &'h HeaderMap) -> Option<HandedInBy<'h>> {
         let signature = headers
-            .get(super::http::SIGNATURE_HEADER)
+            .get(super::auth::SIGNATURE_HEADER)
             .and_then(|v| v.to_str().ok());
         match headers.get(CALLER_HEADER).and_then(|v| v.to_str().ok())? {
             "signed" => Some(HandedInBy::Signed(signature)),

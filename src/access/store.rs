@@ -137,23 +137,15 @@ impl AccessStore {
         &self,
         agent: &str,
     ) -> Result<Option<super::placement::Holder>, StateError> {
-        use crate::state::db::Optional;
-        self.db.query(|c| {
-            let now = crate::state::cluster::now_ms(c)?;
-            c.query_row(
-                "SELECT c.holder, r.url, c.token FROM claims c JOIN replicas r ON r.id = c.holder
-                 WHERE c.kind = 'agent' AND c.name = ?1 AND c.expires_ms > ?2",
-                params![agent, now],
-                |r| {
-                    Ok(super::placement::Holder {
-                        replica: r.get(0)?,
-                        url: r.get(1)?,
-                        token: r.get(2)?,
-                    })
-                },
-            )
-            .optional()
-        })
+        use crate::state::cluster::{self, ClaimKind};
+        let found = self
+            .db
+            .query(|c| cluster::holder_at(c, ClaimKind::Agent, agent))?;
+        Ok(found.map(|(claim, url)| super::placement::Holder {
+            replica: claim.holder,
+            url,
+            token: claim.token,
+        }))
     }
 
     /// Opens the state database (migrating it) with a connection for the Access layer.

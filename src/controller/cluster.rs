@@ -17,8 +17,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::access::placement::Holder;
+
 use crate::state::cluster::{self, ClaimKind};
-use crate::state::db::{Behavior, DbResult, Optional, Query, params};
+use crate::state::db::{DbResult, Query};
 use crate::state::{StateDir, StateError, StateStore};
 
 /// How a replica names itself and is reached (`deepcli up --replica-id --advertise
@@ -193,16 +194,8 @@ impl Member {
         };
         let id = self.options.id.clone();
         let value = serde_json::to_string(published).unwrap_or_default();
-        self.store.on_seam(|c| {
-            let tx = c.transaction(Behavior::Write)?;
-            cluster::check_fence(&tx, ClaimKind::Leader, "", &id, token)?;
-            tx.execute(
-                "INSERT INTO meta (key, value) VALUES (?1, ?2)
-                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                params![PUBLISHED_KEY, value],
-            )?;
-            tx.commit()
-        })
+        self.store
+            .on_seam(|c| cluster::publish(c, &id, token, PUBLISHED_KEY, &value))
     }
 
     /// A replica that stops: its row and claims go, so the others take them at once.
@@ -289,13 +282,7 @@ fn view(
 }
 
 fn published(db: &impl Query) -> DbResult<Option<Published>> {
-    let text: Option<String> = db
-        .query_row(
-            "SELECT value FROM meta WHERE key = ?1",
-            params![PUBLISHED_KEY],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let text = cluster::published(db, PUBLISHED_KEY)?;
     Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }
 

@@ -811,7 +811,7 @@ struct Specs {
     accounts: Vec<String>,
     runtimes: Vec<RuntimeSpec>,
     heartbeats: Vec<heartbeat::HeartbeatSpec>,
-    adapters: Vec<crate::platform::AdapterSpec>,
+    adapters: Vec<crate::adapters::AdapterSpec>,
 }
 
 /// Runs what `specs` asks, of it what this replica holds when there are several.

@@ -245,6 +245,58 @@ pub(crate) fn check_fence(
     }
 }
 
+/// The leader's record of what it published (`meta` key `key`), written only while `holder`
+/// holds the lead with `token`.
+pub(crate) fn publish(
+    conn: &mut Conn<'_>,
+    holder: &str,
+    token: i64,
+    key: &str,
+    value: &str,
+) -> DbResult<()> {
+    let tx = conn.transaction(Behavior::Write)?;
+    check_fence(&tx, ClaimKind::Leader, "", holder, token)?;
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        params![key, value],
+    )?;
+    tx.commit()
+}
+
+/// What the leader last published under `key`.
+pub(crate) fn published(db: &impl Query, key: &str) -> DbResult<Option<String>> {
+    db.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| {
+        r.get(0)
+    })
+    .optional()
+}
+
+/// Who holds `(kind, name)` now, unexpired, and the URL that replica advertises.
+pub(crate) fn holder_at(
+    db: &impl Query,
+    kind: ClaimKind,
+    name: &str,
+) -> DbResult<Option<(Claim, String)>> {
+    let now = now_ms(db)?;
+    db.query_row(
+        "SELECT c.holder, c.token, c.expires_ms, r.url FROM claims c JOIN replicas r ON r.id = c.holder
+         WHERE c.kind = ?1 AND c.name = ?2 AND c.expires_ms > ?3",
+        params![kind.as_str(), name, now],
+        |r| {
+            Ok((
+                Claim {
+                    holder: r.get(0)?,
+                    token: r.get(1)?,
+                    expires_ms: r.get(2)?,
+                },
+                r.get(3)?,
+            ))
+        },
+    )
+    .optional()
+}
+
 fn fenced(kind: ClaimKind, name: &str, holder: &str, token: i64, found: Option<Claim>) -> String {
     let now = match found {
         Some(c) if c.holder == holder && c.token == token => "it expired".to_owned(),
