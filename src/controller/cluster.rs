@@ -97,6 +97,35 @@ impl Member {
         })
     }
 
+    /// Waits until no other process runs as this replica: a row of its id seen within a
+    /// claim's time is a replica that died a moment ago (its row goes stale) or another
+    /// process given the same `--replica-id` (its row stays fresh). `Err` with what to do
+    /// when it stays fresh for two claims' time.
+    pub(crate) fn wait_for_id(&mut self) -> Result<(), String> {
+        let id = self.options.id.clone();
+        let ttl = self.options.ttl;
+        let deadline = std::time::Instant::now() + ttl * 2;
+        loop {
+            let seen = self
+                .store
+                .on_seam(|c| cluster::replicas(&*c, ttl.as_millis() as i64))
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .any(|r| r.id == id);
+            if !seen {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "another deepcli up runs as replica `{id}` on this state (it renewed its row within the last {} ms); give each replica its own --replica-id",
+                    ttl.as_millis()
+                ));
+            }
+            tracing::warn!(replica = %id, "cluster: a replica of this id was seen a moment ago; waiting for its row to go stale");
+            std::thread::sleep(ttl / 3);
+        }
+    }
+
     /// One round for the agents and accounts of the generation in force.
     pub(crate) fn round(
         &mut self,

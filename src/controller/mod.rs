@@ -95,6 +95,9 @@ pub(crate) enum ControllerError {
     Thread(std::io::Error),
     #[error("cannot listen for SIGTERM: {0}")]
     Signal(std::io::Error),
+    /// Another process runs as this replica (`--replica-id`).
+    #[error("{0}")]
+    Replica(String),
 }
 
 /// What the HTTP handlers and the reconcile loop share: the live parts, the approvals, the
@@ -386,6 +389,14 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
     );
     rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     if let Some(p) = placed.as_mut() {
+        let member = p.member.clone();
+        tokio::task::spawn_blocking(move || match member.lock() {
+            Ok(mut m) => m.wait_for_id(),
+            Err(_) => Err("cluster member poisoned".into()),
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()))
+        .map_err(ControllerError::Replica)?;
         // Who leads and what runs here are known before the first reconcile.
         rounds.tick().await;
         cluster_round(

@@ -673,3 +673,43 @@ fn a_telegram_account_moves_to_another_replica_with_its_offset() {
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(fake.sent().len(), 2, "an update was answered twice");
 }
+
+/// Two processes given one `--replica-id`: the second does not run as the first; it says
+/// what to do and exits.
+#[test]
+fn a_second_process_with_a_replicas_id_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let schema = PgSchema::new();
+    config(&home.path().join("config"));
+    let _a = Replica::start(home.path(), &schema, "r-a", &[]);
+    let config = home.path().join("config");
+    let state = home.path().join("state-twin");
+    let twin = controller(home.path(), &config, &state, |cmd| {
+        cmd.env("DEEPCLI_STATE_URL", schema.url())
+            .env("DEEPCLI_WEBHOOK_SECRET", SECRET)
+            .args(["--replica-id", "r-a", "--claim-ttl-ms", &TTL_MS.to_string()])
+            .stderr(Stdio::piped());
+    });
+    let mut twin = twin;
+    let stderr = twin.stderr.take().unwrap();
+    let read = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = twin.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = twin.kill();
+            let _ = twin.wait();
+            panic!("a second r-a ran: {}", read.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let said = read.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("another deepcli up runs as replica `r-a`")
+            && said.contains("give each replica its own --replica-id"),
+        "{said}"
+    );
+}
