@@ -335,6 +335,7 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
             accounts: Default::default(),
             leader: false,
             leased: false,
+            lease_waiting: false,
             published: None,
         }),
         None => None,
@@ -811,6 +812,8 @@ struct Placed {
     leader: bool,
     /// It holds the state's lease (a leader applies only with it).
     leased: bool,
+    /// It leads, and the lease was held by another at its last try.
+    lease_waiting: bool,
     published: Option<cluster::Published>,
 }
 
@@ -910,14 +913,16 @@ async fn cluster_round(
             tracing::info!("cluster: this replica leads: it applies the config");
         } else {
             tracing::warn!("cluster: this replica no longer leads: it follows the leader");
+            placed.lease_waiting = false;
             if placed.leased {
                 placed.leased = false;
-                lease(store, false).await;
+                lease(store, false, false).await;
             }
         }
     }
     if placed.leader && !placed.leased {
-        placed.leased = lease(store, true).await;
+        placed.leased = lease(store, true, placed.lease_waiting).await;
+        placed.lease_waiting = !placed.leased;
         reconcile |= placed.leased;
     }
     if !placed.leader && round.published.is_some() && round.published != placed.published {
@@ -981,8 +986,9 @@ async fn cluster_round(
     reconcile
 }
 
-/// Takes (or lets go of) the state's lease for the leader: whether it holds it.
-async fn lease(store: &Arc<Mutex<StateStore>>, take: bool) -> bool {
+/// Takes (or lets go of) the state's lease for the leader: whether it holds it. `waiting`: an
+/// earlier round found it held already, and said so.
+async fn lease(store: &Arc<Mutex<StateStore>>, take: bool, waiting: bool) -> bool {
     let store = store.clone();
     tokio::task::spawn_blocking(move || {
         let Ok(mut s) = store.lock() else {
@@ -995,7 +1001,10 @@ async fn lease(store: &Arc<Mutex<StateStore>>, take: bool) -> bool {
         match s.acquire_lease(LeasePurpose::Controller, Duration::ZERO) {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!(error = %e, "cluster: the leader waits for the state's lease");
+                // Once a wait: a frozen leader may hold it for long.
+                if !waiting {
+                    tracing::warn!(error = %e, "cluster: the leader waits for the state's lease");
+                }
                 false
             }
         }
