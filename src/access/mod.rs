@@ -407,15 +407,7 @@ impl Access {
         body: &[u8],
         caller: HandedInBy<'_>,
     ) -> (Option<u64>, Outcome) {
-        let plan = match self.current() {
-            Ok(plan) => plan,
-            Err(e) => return (None, Err(e)),
-        };
-        let generation = Some(plan.generation);
-        (
-            generation,
-            self.inbound_with(&plan, body, caller, true).await,
-        )
+        self.inbound_on_plan(body, caller, true).await
     }
 
     /// [`Access::inbound`] for a message another replica handed on (`POST /internal/turn`):
@@ -425,15 +417,22 @@ impl Access {
         body: &[u8],
         caller: HandedInBy<'_>,
     ) -> (Option<u64>, Outcome) {
+        self.inbound_on_plan(body, caller, false).await
+    }
+
+    async fn inbound_on_plan(
+        self: &Arc<Self>,
+        body: &[u8],
+        caller: HandedInBy<'_>,
+        may_hand_on: bool,
+    ) -> (Option<u64>, Outcome) {
         let plan = match self.current() {
             Ok(plan) => plan,
             Err(e) => return (None, Err(e)),
         };
         let generation = Some(plan.generation);
-        (
-            generation,
-            self.inbound_with(&plan, body, caller, false).await,
-        )
+        let outcome = self.inbound_with(&plan, body, caller, may_hand_on).await;
+        (generation, outcome)
     }
 
     /// `may_hand_on`: a message for an agent another replica runs goes there.

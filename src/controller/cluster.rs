@@ -204,6 +204,26 @@ impl Member {
         Ok(round)
     }
 
+    /// Renews this replica's row and every claim it holds, nothing else: what keeps its
+    /// claims while the controller's loop is busy (a long apply) between two rounds.
+    pub(crate) fn renew(&mut self) -> Result<(), StateError> {
+        if !self.joined {
+            return Ok(());
+        }
+        let id = self.options.id.clone();
+        let url = self
+            .options
+            .advertise
+            .as_str()
+            .trim_end_matches('/')
+            .to_owned();
+        let ttl = self.options.ttl.as_millis() as i64;
+        self.store.on_seam(|c| {
+            cluster::heartbeat(c, &id, &url, false)?;
+            cluster::renew_all(c, &id, ttl).map(drop)
+        })
+    }
+
     /// Gives a claim back, once what it ran has stopped.
     pub(crate) fn give_back(&mut self, kind: ClaimKind, name: &str, token: i64) {
         let id = self.options.id.clone();

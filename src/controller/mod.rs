@@ -336,6 +336,9 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
             leader: false,
             leased: false,
             lease_waiting: false,
+            seen: Vec::new(),
+            ttl: c.ttl,
+            renewed: std::time::Instant::now(),
             published: None,
         }),
         None => None,
@@ -376,7 +379,7 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(http::serve(listener, shared.clone(), shutdown_rx.clone()));
     // Kept children idle past subagents.keptIdleSeconds are closed (hub.md).
-    tokio::spawn(shared.hub.clone().sweep_idle_children(shutdown_rx));
+    tokio::spawn(shared.hub.clone().sweep_idle_children(shutdown_rx.clone()));
 
     let mut resync = tokio::time::interval(options.resync);
     resync.tick().await;
@@ -398,6 +401,16 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
         .await
         .unwrap_or_else(|e| Err(e.to_string()))
         .map_err(ControllerError::Replica)?;
+        // Claims renewed between rounds too: the loop that runs the rounds also applies,
+        // and an apply may take longer than a claim's time.
+        tokio::spawn(renew_between_rounds(
+            p.member.clone(),
+            options
+                .cluster
+                .as_ref()
+                .map_or(Duration::from_secs(1), |c| c.ttl / 3),
+            shutdown_rx.clone(),
+        ));
         // Who leads and what runs here are known before the first reconcile.
         rounds.tick().await;
         cluster_round(
@@ -450,6 +463,25 @@ pub(crate) async fn run(options: ControllerOptions) -> Result<(), ControllerErro
             if applied && first_apply != FirstApply::default() {
                 tracing::info!("the first apply is done: every plan is guarded again");
                 first_apply = FirstApply::default();
+            }
+            // A generation whose agents or accounts changed: placed now, not a round later.
+            if applied && let Some(p) = placed.as_mut() {
+                let names: Vec<String> = specs
+                    .agents
+                    .iter()
+                    .chain(&specs.accounts)
+                    .cloned()
+                    .collect();
+                if p.seen != names {
+                    p.seen = names;
+                    pending |= cluster_round(
+                        p,
+                        (&store, &shared),
+                        (&mut supervisor, &mut heartbeats, &mut adapters),
+                        &specs,
+                    )
+                    .await;
+                }
             }
         }
         tokio::select! {
@@ -814,6 +846,11 @@ struct Placed {
     leased: bool,
     /// It leads, and the lease was held by another at its last try.
     lease_waiting: bool,
+    /// The agents and accounts of the generation it last placed.
+    seen: Vec<String>,
+    /// The claims' time, and when its last round renewed them.
+    ttl: Duration,
+    renewed: std::time::Instant,
     published: Option<cluster::Published>,
 }
 
@@ -893,15 +930,31 @@ async fn cluster_round(
     .await;
     let round = match round {
         Ok(Ok(round)) => round,
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "cluster: the round failed; claims not renewed expire");
-            return false;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cluster: the round stopped");
+        failed => {
+            let error = match failed {
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => e.to_string(),
+                Ok(Ok(_)) => unreachable!(),
+            };
+            // Past its claims' time without a round, it may no longer hold them: what they
+            // ran stops, so that nothing runs on two replicas.
+            if placed.renewed.elapsed() >= placed.ttl
+                && !(placed.agents.is_empty() && placed.accounts.is_empty())
+            {
+                tracing::error!(%error, "cluster: no round for a claim's time; stopping what this replica ran");
+                placed.agents.clear();
+                placed.accounts.clear();
+                placed
+                    .placement
+                    .publish(Default::default(), Default::default());
+                converge(shared, parts, specs, Some(placed)).await;
+            } else {
+                tracing::warn!(%error, "cluster: the round failed; claims not renewed expire");
+            }
             return false;
         }
     };
+    placed.renewed = std::time::Instant::now();
     placed.placement.publish(
         round.holders.clone(),
         round.accounts.iter().cloned().collect(),
@@ -984,6 +1037,32 @@ async fn cluster_round(
         s.replicas = round.replicas;
     }
     reconcile
+}
+
+/// Renews a replica's claims every `every` until the controller stops
+/// (`cluster::Member::renew`).
+async fn renew_between_rounds(
+    member: Arc<Mutex<cluster::Member>>,
+    every: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let member = member.clone();
+        let renewed = tokio::task::spawn_blocking(move || match member.lock() {
+            Ok(mut m) => m.renew().map_err(|e| e.to_string()),
+            Err(_) => Err("cluster member poisoned".into()),
+        })
+        .await;
+        if let Ok(Err(e)) = renewed {
+            tracing::warn!(error = %e, "cluster: cannot renew the claims between rounds");
+        }
+    }
 }
 
 /// Takes (or lets go of) the state's lease for the leader: whether it holds it. `waiting`: an

@@ -540,6 +540,16 @@ fn another_replica_finishes_the_apply_of_a_leader_killed_during_it() {
         .query("SELECT count(*) FROM history WHERE outcome = 'running'")
         .unwrap();
     assert_eq!(open, "1", "the apply is under way");
+    // An apply longer than the claims' time keeps them: they are renewed beside it.
+    let claims = || {
+        schema
+            .query("SELECT string_agg(kind || ':' || name || '=' || holder || '/' || token, ' ' ORDER BY kind, name) FROM claims")
+            .unwrap()
+    };
+    let before = claims();
+    assert!(before.contains("leader:=r-a/"), "{before}");
+    std::thread::sleep(Duration::from_millis(3 * TTL_MS));
+    assert_eq!(claims(), before, "claims moved while the leader applied");
     a.kill(nix::sys::signal::Signal::SIGKILL);
     let _ = a.child.wait();
     let alive = [&b, &c];
