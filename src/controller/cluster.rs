@@ -192,7 +192,13 @@ impl Member {
                     }
                 }
             }
-            let (holders, replicas) = view(&*c, ttl, leader.is_some().then_some(id.as_str()))?;
+            let (mut holders, replicas) = view(&*c, ttl, leader.is_some().then_some(id.as_str()))?;
+            // What it is giving back it no longer answers for: its runtime stops now.
+            for (kind, name, _) in &round.giving {
+                if *kind == ClaimKind::Agent {
+                    holders.remove(name);
+                }
+            }
             round.holders = holders;
             round.replicas = replicas;
             round.published = published(&*c)?;

@@ -1158,6 +1158,7 @@ async fn apply_planned(
         generation,
         git_commit,
     } = planned;
+    let followed = matches!(role, Role::Follower(_));
     if let Role::Follower(published) = &role
         && published.config_hash != desired.config_hash
     {
@@ -1284,7 +1285,19 @@ async fn apply_planned(
             shared.hub.agent_deleted(id).await;
         }
     }
-    if !plan.is_empty() {
+    if followed {
+        let changed = shared
+            .status
+            .read()
+            .is_ok_and(|s| s.config_hash.as_deref() != Some(config_hash.as_str()));
+        if changed {
+            tracing::info!(
+                serial = applied.serial,
+                generation = in_force,
+                "the leader's generation is in force"
+            );
+        }
+    } else if !plan.is_empty() {
         match applied.generation {
             Some(g) => tracing::info!(
                 serial = applied.serial,

@@ -205,6 +205,17 @@ fn settled(replicas: &[&Replica]) -> bool {
         })
 }
 
+/// [`settled`], and still so with the same agents on each replica a round and more later: a
+/// replica that joined may still be taking its share from the others.
+fn steady(replicas: &[&Replica]) -> bool {
+    if !settled(replicas) {
+        return false;
+    }
+    let shares: Vec<Vec<String>> = replicas.iter().map(|r| r.ready()).collect();
+    std::thread::sleep(Duration::from_millis(TTL_MS / 2 + 200));
+    settled(replicas) && replicas.iter().map(|r| r.ready()).collect::<Vec<_>>() == shares
+}
+
 /// Who runs `agent` among `replicas`.
 fn owner<'r>(replicas: &[&'r Replica], agent: &str) -> &'r Replica {
     replicas
@@ -240,7 +251,7 @@ fn three(
     wait_for(
         "the agents spread over three replicas",
         Duration::from_secs(60),
-        || settled(&[&a, &b, &c]) && [&a, &b, &c].iter().all(|r| !r.ready().is_empty()),
+        || steady(&[&a, &b, &c]) && [&a, &b, &c].iter().all(|r| !r.ready().is_empty()),
     );
     (a, b, c)
 }
@@ -470,7 +481,7 @@ fn a_frozen_replica_loses_its_claims_and_rejoins_as_a_follower() {
         "r-a to rejoin as a follower",
         Duration::from_secs(60),
         || {
-            settled(&[&a, &b, &c])
+            steady(&[&a, &b, &c])
                 && a.status().is_some_and(|s| {
                     s["replicas"].as_array().is_some_and(|r| {
                         r.len() == 3 && r.iter().any(|r| r["id"] == "r-a" && r["leader"] == false)
