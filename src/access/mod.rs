@@ -458,51 +458,63 @@ impl Access {
         self.metrics.route(route.matched_by());
         let key = DeliveryKey::of(&envelope, &route.result);
         if may_hand_on && let Some(placement) = &self.placement {
-            let agent = route.agent_id().to_owned();
-            match placement.owner(&agent) {
-                placement::Owner::Here(_) => {}
-                owner => {
-                    // A redelivery is answered from the shared record, wherever it arrives.
-                    let done = {
-                        let key = key.clone();
-                        self.blocking(move |store| store.delivered(&key)).await?
-                    };
-                    if let Some(response) = done {
-                        return Ok(Delivered::recorded(response).as_duplicate());
-                    }
-                    let tried = match owner {
-                        placement::Owner::There(holder) => Some(holder),
-                        _ => None,
-                    };
-                    let outcome = match &tried {
-                        Some(holder) => placement.forward(holder, &agent, body, caller).await,
-                        None => Err(AccessError::Elsewhere(format!(
-                            "no replica runs agent `{agent}` now (its claim is moving to another replica); try again"
-                        ))),
-                    };
-                    let Err(AccessError::Elsewhere(_)) = outcome else {
-                        return outcome;
-                    };
-                    // This replica's view is a round old (its holder died, or the claim just
-                    // moved): the state says who holds it now.
-                    let fresh = {
-                        let agent = agent.clone();
-                        self.blocking(move |store| store.agent_holder(&agent))
-                            .await?
-                    };
-                    return match fresh {
-                        Some(holder)
-                            if !placement.is_me(&holder.replica)
-                                && tried.as_ref() != Some(&holder) =>
-                        {
-                            placement.forward(&holder, &agent, body, caller).await
-                        }
-                        _ => outcome,
-                    };
-                }
+            let agent = route.agent_id();
+            let owner = placement.owner(agent);
+            if !matches!(owner, placement::Owner::Here(_)) {
+                return self
+                    .hand_on(placement, owner, agent, &key, body, caller)
+                    .await;
             }
         }
         self.deliver_once(plan, envelope, route, key).await
+    }
+
+    /// A message for an agent this replica does not run: answered from its delivery record
+    /// when it was answered before, else handed on to the replica that runs the agent. This
+    /// replica's view is a round old (its holder died, or the claim just moved), so when the
+    /// owner in it cannot be reached, or it names none, the state says who holds it now.
+    async fn hand_on(
+        &self,
+        placement: &placement::Placement,
+        owner: placement::Owner,
+        agent: &str,
+        key: &DeliveryKey,
+        body: &[u8],
+        caller: HandedInBy<'_>,
+    ) -> Outcome {
+        let done = {
+            let key = key.clone();
+            self.blocking(move |store| store.delivered(&key)).await?
+        };
+        if let Some(response) = done {
+            return Ok(Delivered::recorded(response).as_duplicate());
+        }
+        let tried = match owner {
+            placement::Owner::There(holder) => Some(holder),
+            _ => None,
+        };
+        let outcome = match &tried {
+            Some(holder) => placement.forward(holder, agent, body, caller).await,
+            None => Err(AccessError::Elsewhere(format!(
+                "no replica runs agent `{agent}` now (its claim is moving to another replica); try again"
+            ))),
+        };
+        let Err(AccessError::Elsewhere(_)) = outcome else {
+            return outcome;
+        };
+        let fresh = {
+            let agent = agent.to_owned();
+            self.blocking(move |store| store.agent_holder(&agent))
+                .await?
+        };
+        match fresh {
+            Some(holder)
+                if !placement.is_me(&holder.replica) && tried.as_ref() != Some(&holder) =>
+            {
+                placement.forward(&holder, agent, body, caller).await
+            }
+            _ => outcome,
+        }
     }
 
     /// Where an authenticated envelope goes: an `acp` binding of its exact conversation first

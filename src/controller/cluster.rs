@@ -141,8 +141,9 @@ impl Member {
             .to_owned();
         let ttl = self.options.ttl.as_millis() as i64;
         let joined = !self.joined;
-        let held = std::mem::take(&mut self.held);
-        let (leader, round, held) = self.store.on_seam(|c| {
+        // (Kept whole if the round fails: the next one tells what changed hands since.)
+        let held = &self.held;
+        let (leader, round, now_held) = self.store.on_seam(|c| {
             cluster::heartbeat(c, &id, &url, joined)?;
             let live: Vec<String> = cluster::replicas(&*c, ttl)?
                 .into_iter()
@@ -206,7 +207,7 @@ impl Member {
         })?;
         self.joined = true;
         self.leader = leader;
-        self.held = held;
+        self.held = now_held;
         Ok(round)
     }
 
