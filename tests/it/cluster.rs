@@ -734,3 +734,67 @@ fn a_second_process_with_a_replicas_id_is_refused() {
         "{said}"
     );
 }
+
+/// What a replica's flags refuse, before anything is made: the flags on a `state.db`, a short
+/// cluster token, an address the others cannot reach.
+#[test]
+fn a_replicas_flags_are_checked_before_anything_starts() {
+    let home = tempfile::tempdir().unwrap();
+    let schema = PgSchema::new();
+    config(&home.path().join("config"));
+    let state = home.path().join("state");
+    let up = |url: Option<&str>, env: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = std::process::Command::new(crate::common::bin());
+        cmd.args(["--config", home.path().join("config").to_str().unwrap()])
+            .args(["--state-dir", state.to_str().unwrap(), "up"])
+            .args(args)
+            .env_remove("DEEPCLI_STATE_URL")
+            .env_remove("DEEPCLI_CLUSTER_TOKEN")
+            .env("NO_COLOR", "1");
+        if let Some(url) = url {
+            cmd.env("DEEPCLI_STATE_URL", url);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        // A build that does not refuse would run on: stopped after a while, no exit code.
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let read = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let code = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        (code, read.join().unwrap())
+    };
+    let (code, said) = up(None, &[], &["--replica-id", "a", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("--replica-id is for controllers that share a PostgreSQL state"),
+        "{said}"
+    );
+    let url = schema.url();
+    let (code, said) = up(
+        Some(&url),
+        &[("DEEPCLI_CLUSTER_TOKEN", "short")],
+        &["--listen", "127.0.0.1:0"],
+    );
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("shorter than 16 characters"), "{said}");
+    let (code, said) = up(Some(&url), &[], &["--listen", "0.0.0.0:0"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("give --advertise URL"), "{said}");
+    assert!(!state.exists(), "a refused start made the state directory");
+}
