@@ -482,12 +482,8 @@ impl Access {
         body: &[u8],
         caller: HandedInBy<'_>,
     ) -> Outcome {
-        let done = {
-            let key = key.clone();
-            self.blocking(move |store| store.delivered(&key)).await?
-        };
-        if let Some(response) = done {
-            return Ok(Delivered::recorded(response).as_duplicate());
+        if let Some(first) = self.answered_before(key).await? {
+            return Ok(first);
         }
         let tried = match owner {
             placement::Owner::There(holder) => Some(holder),
@@ -564,12 +560,8 @@ impl Access {
         route: route::Route,
         key: DeliveryKey,
     ) -> Outcome {
-        let done = {
-            let key = key.clone();
-            self.blocking(move |store| store.delivered(&key)).await?
-        };
-        if let Some(response) = done {
-            return Ok(Delivered::recorded(response).as_duplicate());
+        if let Some(first) = self.answered_before(&key).await? {
+            return Ok(first);
         }
         let sender = {
             let mut inflight = self.inflight.lock().map_err(|_| internal("inflight map"))?;
@@ -665,6 +657,13 @@ impl Access {
         delivery
             .await
             .unwrap_or_else(|e| Err(internal(&format!("the delivery failed: {e}"))))
+    }
+
+    /// The recorded answer to a delivery answered before, as a duplicate's.
+    async fn answered_before(&self, key: &DeliveryKey) -> Result<Option<Delivered>, AccessError> {
+        let key = key.clone();
+        let done = self.blocking(move |store| store.delivered(&key)).await?;
+        Ok(done.map(|response| Delivered::recorded(response).as_duplicate()))
     }
 
     async fn blocking<T: Send + 'static>(

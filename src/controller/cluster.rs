@@ -97,6 +97,12 @@ impl Member {
         })
     }
 
+    /// Where the other replicas reach this one, as its row records it.
+    fn advertised(&self) -> String {
+        let url = self.options.advertise.as_str();
+        url.trim_end_matches('/').to_owned()
+    }
+
     /// Waits until no other process runs as this replica: a row of its id seen within a
     /// claim's time is a replica that died a moment ago (its row goes stale) or another
     /// process given the same `--replica-id` (its row stays fresh). `Err` with what to do
@@ -133,12 +139,7 @@ impl Member {
         accounts: &[String],
     ) -> Result<Round, StateError> {
         let id = self.options.id.clone();
-        let url = self
-            .options
-            .advertise
-            .as_str()
-            .trim_end_matches('/')
-            .to_owned();
+        let url = self.advertised();
         let ttl = self.options.ttl.as_millis() as i64;
         let joined = !self.joined;
         // (Kept whole if the round fails: the next one tells what changed hands since.)
@@ -218,12 +219,7 @@ impl Member {
             return Ok(());
         }
         let id = self.options.id.clone();
-        let url = self
-            .options
-            .advertise
-            .as_str()
-            .trim_end_matches('/')
-            .to_owned();
+        let url = self.advertised();
         let ttl = self.options.ttl.as_millis() as i64;
         self.store.on_seam(|c| {
             cluster::heartbeat(c, &id, &url, false)?;
