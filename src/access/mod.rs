@@ -264,6 +264,15 @@ impl Access {
         self.placement.as_ref()
     }
 
+    /// Who holds `agent`'s claim now, as the state says (this replica's view is a round old).
+    pub(crate) async fn holder_now(&self, agent: &str) -> Option<placement::Holder> {
+        let agent = agent.to_owned();
+        self.blocking(move |store| store.agent_holder(&agent))
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// Records (or forgets, with `None`) the bot user id an adapter learnt for an account
     /// (normalized ids): self-loop, mentions and replies to the bot count by it when
     /// channels.yaml sets no `botUserId`.

@@ -60,7 +60,17 @@ pub(crate) struct Placement {
     /// outbox rows are posted from here, and from no other replica.
     accounts: ArcSwap<std::collections::HashSet<String>>,
     client: reqwest::Client,
+    /// For the Hub's turns and session calls, which stream their answer: no total timeout (a
+    /// spawned run may take hours), but the owner says it is working every second, so a read
+    /// that waits [`SILENCE`] is an owner that is gone.
+    streaming: reqwest::Client,
 }
+
+/// How often the owner of a turn handed on by the Hub says it is still working on it.
+pub(crate) const WORKING_EVERY: Duration = Duration::from_secs(1);
+/// How long a replica waits for the next word of a turn it handed on before it counts the
+/// owner as gone.
+const SILENCE: Duration = Duration::from_secs(15);
 
 impl Placement {
     /// The placement of replica `me`; without a cluster token it neither hands turns on nor
@@ -72,12 +82,18 @@ impl Placement {
             .timeout(prompt_timeout + Duration::from_secs(30))
             .build()
             .unwrap_or_default();
+        let streaming = crate::http_client::direct()
+            .connect_timeout(Duration::from_secs(5))
+            .read_timeout(SILENCE)
+            .build()
+            .unwrap_or_default();
         Placement {
             me: me.to_owned(),
             token,
             agents: ArcSwap::default(),
             accounts: ArcSwap::default(),
             client,
+            streaming,
         }
     }
 
@@ -202,6 +218,30 @@ impl Placement {
             error: body["error"].as_str().unwrap_or("").to_owned(),
             body,
         })
+    }
+
+    /// A call to `path` of `holder`'s internal door with JSON `body`, carrying the cluster
+    /// token: what the Hub hands a turn or a session call on with. Its answer streams; `Err`
+    /// says why it cannot be made (no cluster token here).
+    pub(crate) fn call(
+        &self,
+        holder: &Holder,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<reqwest::RequestBuilder, String> {
+        let Some(token) = &self.token else {
+            return Err(format!(
+                "replica {} runs it, and this replica ({}) has no cluster token to hand it on with; start every replica with --cluster-token-file (or DEEPCLI_CLUSTER_TOKEN)",
+                holder.replica, self.me
+            ));
+        };
+        Ok(self
+            .streaming
+            .post(format!("{}{path}", holder.url.trim_end_matches('/')))
+            .header(TOKEN_HEADER, token.as_ref())
+            .header(FORWARDED_BY_HEADER, &self.me)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body))
     }
 
     /// How a forwarded call says who handed the message in at the first replica.

@@ -1005,7 +1005,7 @@ async fn cluster_round(
         {
             tracing::warn!(agent = %agent, messages = n, "cluster: inbound turns its last replica began and did not end are uncertain (not prompted again)");
         }
-        let runs = shared.hub.reconcile_unfinished(Some(agent)).await;
+        let runs = shared.hub.taken_over(agent).await;
         if runs > 0 {
             tracing::warn!(agent = %agent, runs, "cluster: hub runs its last replica left unfinished are uncertain");
         }

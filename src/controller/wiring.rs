@@ -262,7 +262,13 @@ pub(super) fn build(start: Start<'_>) -> Result<Wired, ControllerError> {
             "inbound turns the last controller began and did not see end are uncertain (not prompted again)"
         );
     }
-    let hub_core = HubCore::open(state, addr, Snapshot::of(&generations, |g| g.hub.clone()))?;
+    // Session tokens likewise: a replica revokes those of the agents it takes over.
+    let hub_core = HubCore::open(
+        state,
+        addr,
+        Snapshot::of(&generations, |g| g.hub.clone()),
+        placement.is_none(),
+    )?;
     let access = Arc::new(Access::new(
         access_store,
         state,

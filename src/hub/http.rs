@@ -410,6 +410,11 @@ pub(crate) fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
         Arc::new(NeverSessionManager::default()),
         config,
     );
+    // Between replicas, with the cluster token (docs/scale-out.md).
+    let internal = Router::new()
+        .route("/internal/hub-turn", post(super::elsewhere::hub_turn))
+        .route("/internal/hub-session", post(super::elsewhere::hub_session))
+        .with_state(hub.clone());
     let cx = Ctx {
         hub,
         only_agent: None,
@@ -434,4 +439,5 @@ pub(crate) fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
         .route("/v1/hub/call", post(call))
         .with_state(cx)
         .merge(mcp)
+        .merge(internal)
 }

@@ -19,6 +19,8 @@
 //! * `results.rs` — the typed tool results and their OpenClaw shapes.
 //! * `runs.rs` — runs (`Runs`: the runs in flight, the acceptance order): delivery, states,
 //!   the reply-back loop, announces, cancel, restart.
+//! * `elsewhere.rs` — a run's turn into an agent another replica runs, handed to that
+//!   replica (`/internal/hub-turn`), and the calls on its sessions (`/internal/hub-session`).
 //! * `spawns.rs` — spawned-run slots (`Spawns`).
 //! * `tokens.rs` — session tokens (`Tokens`): mint, resolve, revoke.
 //! * `loops.rs` — loop pauses across runs (approvals.md): a send past a bound waits, `paused`,
@@ -33,6 +35,7 @@ pub(crate) mod a2a;
 mod approval;
 mod calls;
 mod checks;
+mod elsewhere;
 pub(crate) mod http;
 pub(crate) mod idle;
 mod loops;
@@ -208,18 +211,23 @@ pub(crate) struct HubCore {
 }
 
 impl HubCore {
-    /// The Hub's store on `state`, for a controller listening on `listen`. Every token of an
-    /// earlier controller is revoked (its runtimes, which held them, are gone).
+    /// The Hub's store on `state`, for a controller listening on `listen`. With `alone`, every
+    /// token of an earlier controller is revoked (its runtimes, which held them, are gone);
+    /// a replica among others revokes only the tokens of the agents it takes over
+    /// ([`Hub::taken_over`]): the others' runtimes hold theirs.
     pub(crate) fn open(
         state: &StateDir,
         listen: std::net::SocketAddr,
         policy: Snapshot<Arc<HubPolicy>>,
+        alone: bool,
     ) -> Result<HubCore, StateError> {
         let store = Arc::new(HubStore::open(state)?);
         let tokens = Arc::new(Tokens::new(store.clone()));
-        let revoked = tokens.revoke_all("the controller restarted")?;
-        if revoked > 0 {
-            tracing::info!(revoked, "hub: tokens of the last controller revoked");
+        if alone {
+            let revoked = tokens.revoke_all("the controller restarted")?;
+            if revoked > 0 {
+                tracing::info!(revoked, "hub: tokens of the last controller revoked");
+            }
         }
         Ok(HubCore {
             store,
@@ -490,6 +498,24 @@ impl Hub {
                     .collect(),
             ),
         );
+    }
+
+    /// This replica took over agent `agent_id` (docs/scale-out.md): the tokens of its last
+    /// replica's runtime sessions are revoked (that runtime is stopped), and the runs it left
+    /// unfinished are settled ([`Hub::reconcile_unfinished`]). How many runs.
+    pub(crate) async fn taken_over(self: &Arc<Self>, agent_id: &str) -> usize {
+        let (agent, tokens) = (agent_id.to_string(), self.tokens.clone());
+        let revoked = self
+            .db(move |_| tokens.revoke_agent(&agent, "its replica stopped running it"))
+            .await;
+        if let Ok(n @ 1..) = revoked {
+            tracing::info!(
+                agent = agent_id,
+                tokens = n,
+                "hub: the last replica's session tokens revoked"
+            );
+        }
+        self.reconcile_unfinished(Some(agent_id)).await
     }
 
     /// Agent `agent_id` was deleted: its sessions' tokens are revoked, its children closed,

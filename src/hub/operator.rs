@@ -493,11 +493,7 @@ impl Hub {
         if runs.is_empty()
             && let Some(agent) = super::store::agent_of(key)
         {
-            turn_cancel = Some(
-                self.access
-                    .cancel_running_turn(agent, key, self.cancel_grace)
-                    .await,
-            );
+            turn_cancel = Some(self.stop_turn(agent, key, self.cancel_grace).await);
         }
         Ok(SessionCancel {
             session_key: key.to_string(),

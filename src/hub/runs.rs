@@ -46,7 +46,7 @@ pub(super) struct LiveRun {
     /// `true` once the run is final.
     done: watch::Sender<bool>,
     /// A cancel asked for before the turn began: the message is withdrawn.
-    cancelled: AtomicBool,
+    pub(super) cancelled: AtomicBool,
 }
 
 /// The runs this controller carries out, and the order in which runs into one session are
@@ -67,7 +67,7 @@ impl Runs {
     }
 
     /// Run `run_id` into agent `target_agent` is carried out here from now on.
-    fn register(&self, run_id: &str, target_agent: &str) -> Arc<LiveRun> {
+    pub(super) fn register(&self, run_id: &str, target_agent: &str) -> Arc<LiveRun> {
         let (done, _) = watch::channel(false);
         let live = Arc::new(LiveRun {
             target_agent: target_agent.to_string(),
@@ -80,7 +80,7 @@ impl Runs {
     }
 
     /// Run `run_id` is over here: whoever waits for it is woken.
-    fn finish(&self, run_id: &str) {
+    pub(super) fn finish(&self, run_id: &str) {
         if let Some(live) = self.live_map().remove(run_id) {
             let _ = live.done.send(true);
         }
@@ -412,8 +412,7 @@ impl Hub {
         let (queued, in_line) = tokio::sync::oneshot::channel();
         let carried = async move {
             let begun = Instant::now();
-            let mut message = hub.run_message(&run, from.as_ref(), None, None);
-            message.options.files = hub.prompt_files(&run).await;
+            let message = hub.run_message(&run, from.as_ref(), None, None);
             let reply = hub.deliver_run(&run, &live, message, Some(queued)).await;
             hub.finish(&run.run_id, begun);
             // A task's messages have their own protocol (tasks_update): no reply-back loop.
@@ -431,7 +430,7 @@ impl Hub {
 
     /// The files `run`'s message carried, as its prompt gives them to the agent: each read
     /// back from the agent's workspace, if it is still as it was written.
-    async fn prompt_files(&self, run: &RunRecord) -> Vec<crate::sessions::PromptFile> {
+    pub(super) async fn prompt_files(&self, run: &RunRecord) -> Vec<crate::sessions::PromptFile> {
         if run.files.is_empty() {
             return Vec::new();
         }
@@ -506,7 +505,7 @@ impl Hub {
 
     /// What runs when a run's turn begins: the checks again over the policy in force then
     /// (a refusal withdraws the message, counted), and the run moved to `running`.
-    fn turn_start(
+    pub(super) fn turn_start(
         self: &Arc<Self>,
         run: &RunRecord,
         live: &Arc<LiveRun>,
@@ -528,6 +527,12 @@ impl Hub {
             })
             .flatten();
         move || {
+            // A cancel is recorded before it reaches the replica that takes the turn.
+            if !live.cancelled.load(Relaxed)
+                && matches!(hub.store.run(&run_id), Ok(Some(r)) if r.state == RunState::Cancelled)
+            {
+                live.cancelled.store(true, Relaxed);
+            }
             let policy = hub.policy();
             let turn = TurnStart {
                 cancelled: live.cancelled.load(Relaxed),
@@ -577,20 +582,36 @@ impl Hub {
     }
 
     /// One turn in session `key` of agent `agent`: the one place the Hub hands a message to
-    /// the turn engine (`Sessions::turn`, that session's FIFO) and reads how it ended.
-    /// `queued` is dropped once the message holds its place; `started` runs as its turn begins
-    /// and withdraws it with its `Err`.
-    async fn turn(
-        &self,
+    /// the turn engine (`Sessions::turn`, that session's FIFO) and reads how it ended — here,
+    /// or on the replica that runs the agent (`elsewhere.rs`). `queued` is dropped once the
+    /// message holds its place; `run`, the run the turn carries, is checked again as its turn
+    /// begins ([`Hub::turn_start`]) and withdrawn if the checks refuse.
+    pub(super) async fn turn(
+        self: &Arc<Self>,
         agent: &str,
         key: &str,
-        message: InternalMessage,
+        mut message: InternalMessage,
         queued: Option<tokio::sync::oneshot::Sender<()>>,
-        started: impl FnOnce() -> Result<(), String> + Send + 'static,
+        run: Option<(&RunRecord, &Arc<LiveRun>)>,
     ) -> TurnEnd {
-        let request = TurnRequest::internal(agent, key, message)
-            .queued(queued)
-            .on_start(started);
+        if let Some(holder) = self.held_elsewhere(agent).await {
+            let run_id = run.map(|(r, _)| r.run_id.as_str());
+            return self
+                .turn_there(&holder, agent, key, message, queued, run_id)
+                .await;
+        }
+        let mut start = None;
+        if let Some((run, live)) = run {
+            // Read where the agent runs: from its workspace, on this host.
+            if message.options.files.is_empty() {
+                message.options.files = self.prompt_files(run).await;
+            }
+            start = Some(self.turn_start(run, live));
+        }
+        let mut request = TurnRequest::internal(agent, key, message).queued(queued);
+        if let Some(start) = start {
+            request = request.on_start(start);
+        }
         match self.access.sessions().turn(request).await {
             Ok(answer) => TurnEnd::Answered {
                 text: answer.text,
@@ -622,14 +643,13 @@ impl Hub {
         message: InternalMessage,
         queued: Option<tokio::sync::oneshot::Sender<()>>,
     ) -> Option<String> {
-        let started = self.turn_start(run, live);
         let end = self
             .turn(
                 &run.target_agent_id,
                 &run.target_session_key,
                 message,
                 queued,
-                started,
+                Some((run, live)),
             )
             .await;
         if let TurnEnd::Answered { runtime, .. } = &end {
@@ -644,7 +664,7 @@ impl Hub {
 
     /// Records that run `run_id` ended `next`; the reply when it completed. A record that
     /// refuses the end moves the run where [`after_record`] says.
-    async fn record_end(
+    pub(super) async fn record_end(
         &self,
         run_id: &str,
         next: RunState,
@@ -677,15 +697,25 @@ impl Hub {
         timeout: Duration,
     ) -> Result<RunRecord, CallError> {
         let live = self.runs.get(run_id);
+        let deadline = Instant::now() + timeout;
+        let carried_here = live.is_some();
         if let Some(live) = live {
             let mut rx = live.done.subscribe();
             drop(live);
             let _ = tokio::time::timeout(timeout, rx.wait_for(|done| *done)).await;
         }
-        let id = run_id.to_string();
-        self.db(move |s| s.run(&id))
-            .await?
-            .ok_or_else(|| CallError::Internal(format!("run `{run_id}` is not on record")))
+        loop {
+            let id = run_id.to_string();
+            let run = self
+                .db(move |s| s.run(&id))
+                .await?
+                .ok_or_else(|| CallError::Internal(format!("run `{run_id}` is not on record")))?;
+            // A run another replica carries out: its record is read until it is final.
+            if carried_here || run.state.is_final() || Instant::now() >= deadline {
+                return Ok(run);
+            }
+            tokio::time::sleep(Duration::from_millis(100).min(deadline - Instant::now())).await;
+        }
     }
 
     /// Cancels run `run_id`: withdrawn if its turn has not begun (`cancelled`); else
@@ -736,7 +766,6 @@ impl Hub {
         )
         .await;
         let sent = self
-            .access
             .cancel_turn(&run.target_agent_id, &run.target_session_key)
             .await;
         if !sent {
@@ -859,7 +888,7 @@ impl Hub {
             unbounded: false,
         };
         match self
-            .turn(&to.agent_id, &to.session_key, message, None, || Ok(()))
+            .turn(&to.agent_id, &to.session_key, message, None, None)
             .await
         {
             TurnEnd::Answered { text, .. } => Some(text),
@@ -1025,7 +1054,7 @@ impl Hub {
                     &parent.session_key,
                     message.clone(),
                     None,
-                    || Ok(()),
+                    None,
                 )
                 .await;
             match end {
@@ -1083,7 +1112,7 @@ impl Hub {
     ) -> SessionClosed {
         let (k, why) = (key.to_string(), why.to_string());
         let tokens = self.db(move |s| s.revoke_session_tokens(&k, &why)).await;
-        let runtime = self.access.close_runtime_session(agent_id, key).await;
+        let runtime = self.close_runtime_session(agent_id, key).await;
         let k = key.to_string();
         let done = self
             .db(move |s| {
@@ -1113,24 +1142,31 @@ impl Hub {
     /// After a controller restart, first thing: every run the last controller left unfinished
     /// is reconciled. Its turn died with the last controller's runtimes, so its outcome
     /// cannot be known: `uncertain`, never retried; a spawned run's parent is told once.
-    /// (Of `agent`'s runs only, when given: with several replicas, the agent a replica takes
-    /// over from one that died.)
+    /// (With several replicas, when a replica takes `agent` over: the runs into it whose turn
+    /// began on its last replica. One still waiting is carried out by a live replica, which
+    /// hands its turn to this one.)
     pub(crate) async fn reconcile_unfinished(self: &Arc<Self>, agent: Option<&str>) -> usize {
         let Ok(mut runs) = self.db(|s| s.unfinished_runs()).await else {
             return 0;
         };
-        if let Some(agent) = agent {
-            runs.retain(|run| run.target_agent_id == agent);
-        }
+        let why = match agent {
+            None => "the controller restarted during the run",
+            Some(agent) => {
+                runs.retain(|run| {
+                    run.target_agent_id == agent
+                        && matches!(run.state, RunState::Running | RunState::CancelRequested)
+                });
+                "the replica that ran its agent stopped during the run"
+            }
+        };
         let n = runs.len();
         for run in runs {
             self.move_run(
                 &run.run_id,
                 RunState::Uncertain,
                 RunOutcome {
-                    note: "the controller restarted during the run: its outcome cannot be known"
-                        .into(),
-                    error: Some("the controller restarted during the run".into()),
+                    note: format!("{why}: its outcome cannot be known"),
+                    error: Some(why.into()),
                     ..RunOutcome::default()
                 },
             )

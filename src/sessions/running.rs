@@ -117,7 +117,7 @@ impl Drop for HeldSpan<'_> {
 }
 
 /// What came of an operator's cancel of the turn running in a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum CancelState {
     /// No turn was running there: nothing to cancel.

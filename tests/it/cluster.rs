@@ -32,8 +32,9 @@ fn config(dir: &Path) {
     let mut bindings = String::from("bindings:\n");
     let mut groups = String::new();
     for agent in AGENTS {
+        // Each may spawn children on any other (the Hub across replicas).
         agents.push_str(&format!(
-            "    - id: {agent}\n      runtime: {{kind: acp, command: [deepcli, demo-agent]}}\n"
+            "    - id: {agent}\n      runtime: {{kind: acp, command: [deepcli, demo-agent]}}\n      subagents: {{allowAgents: [\"*\"]}}\n"
         ));
         let group = group_of(agent);
         bindings.push_str(&format!(
@@ -123,6 +124,31 @@ impl Replica {
             .collect();
         ready.sort();
         ready
+    }
+
+    /// The operator's call `method` (`sessions/send`, `runs/cancel`, …) at this replica: its
+    /// result.
+    fn rpc(&self, method: &str, params: Value) -> Value {
+        let token = std::fs::read_to_string(self.state.join("operator-token")).unwrap();
+        let body = json!({"jsonrpc": "2.0", "id": 1,
+            "method": format!("_mustang.agent/{method}"), "params": params});
+        let answer = http(
+            self.addr,
+            "POST",
+            "/rpc",
+            &[
+                ("authorization", &format!("Bearer {token}")),
+                ("content-type", "application/json"),
+            ],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(answer.status, 200, "{method}: {:#}", answer.body);
+        assert!(
+            answer.body["error"].is_null(),
+            "{method}: {:#}",
+            answer.body
+        );
+        answer.body["result"].clone()
     }
 
     fn kill(&mut self, signal: nix::sys::signal::Signal) {
@@ -359,6 +385,194 @@ fn three_replicas_share_the_agents_and_any_of_them_answers() {
             .ends_with(&format!(":{}", b.addr.port())),
         "{status:#}"
     );
+}
+
+/// The result of the Hub tool an agent's reply reports (the demo agent's `CALL`).
+fn called(tool: &str, answer: &Value) -> Value {
+    let reply = answer["reply"]["text"].as_str().unwrap_or("");
+    let Some(json) = reply.strip_prefix(&format!("{tool}: ")) else {
+        panic!("not a {tool} result: {answer:#}");
+    };
+    serde_json::from_str(json).unwrap_or_else(|_| panic!("not JSON: {reply}"))
+}
+
+/// The notes on run `run_id`'s events, in order.
+fn notes(schema: &PgSchema, run_id: &str) -> String {
+    schema
+        .query(&format!(
+            "SELECT string_agg(coalesce(state, '') || ': ' || coalesce(note, ''), E'\n' ORDER BY id)
+             FROM hub_run_events WHERE run_id = '{run_id}'"
+        ))
+        .unwrap_or_default()
+}
+
+fn run_state(schema: &PgSchema, run_id: &str) -> String {
+    schema
+        .query(&format!(
+            "SELECT state FROM hub_runs WHERE run_id = '{run_id}'"
+        ))
+        .unwrap_or_default()
+}
+
+/// Hub runs between agents that run on different replicas (docs/scale-out.md, "The Hub across
+/// replicas"): a send answered, with its reply-back loop and announce going both ways; a
+/// spawned child run on the other replica, announced to its parent and closed there; the
+/// operator's send, close and cancel, asked of a replica that runs neither agent.
+#[test]
+fn hub_runs_reach_agents_that_run_on_other_replicas() {
+    let _one = one_at_a_time();
+    let home = tempfile::tempdir().unwrap();
+    let schema = PgSchema::new();
+    let (a, b, c) = three(home.path(), &schema, &[]);
+    let replicas = [&a, &b, &c];
+    let runs_on = |agent: &str| {
+        replicas
+            .iter()
+            .position(|r| r.ready().iter().any(|a| a == agent))
+            .unwrap()
+    };
+    let (x, y) = AGENTS
+        .iter()
+        .flat_map(|x| AGENTS.iter().map(move |y| (*x, *y)))
+        .find(|(x, y)| runs_on(x) != runs_on(y))
+        .expect("two agents on different replicas");
+    let third = replicas[3 - runs_on(x) - runs_on(y)];
+    let y_main = format!("agent:{y}:main");
+    let inter_session = |like: &str| {
+        schema
+            .query(&format!(
+                "SELECT count(*) FROM transcript WHERE session_key LIKE '{like}' AND provenance = 'inter_session'"
+            ))
+            .unwrap()
+    };
+
+    // x sends to y (through the third replica's door): y's answer comes back to x's tool call.
+    let call = json!({"agentId": y, "message": "SAY pong from the other replica"});
+    let (status, answer) = third.send(x, "send-1", &format!("CALL sessions_send {call}"));
+    assert_eq!(status, 200, "{answer:#}");
+    let sent = called("sessions_send", &answer);
+    assert_eq!(sent["status"], "ok", "{sent:#}");
+    assert_eq!(sent["reply"], "pong from the other replica", "{sent:#}");
+    let run = sent["runId"].as_str().unwrap().to_owned();
+    // The reply-back loop (five turns, x first) and the announce step into y: each turn once.
+    wait_for("the announce step", Duration::from_secs(60), || {
+        notes(&schema, &run).contains("announce step")
+    });
+    assert_eq!(
+        run_state(&schema, &run),
+        "completed",
+        "{}",
+        notes(&schema, &run)
+    );
+    assert!(
+        notes(&schema, &run).contains("reply-back loop: 5 turns"),
+        "{}",
+        notes(&schema, &run)
+    );
+    assert_eq!(
+        inter_session(&y_main),
+        "4",
+        "the send, two reply-backs, the announce"
+    );
+    assert_eq!(inter_session(&format!("agent:{x}:telegram:%")), "3");
+
+    // x spawns a child on y, which runs where y runs: its answer is announced to x, and the
+    // child (cleanup: delete) is closed.
+    let call = json!({"agentId": y, "task": "SAY the child's answer", "cleanup": "delete"});
+    let (status, answer) = third.send(x, "spawn-1", &format!("CALL sessions_spawn {call}"));
+    assert_eq!(status, 200, "{answer:#}");
+    let spawned = called("sessions_spawn", &answer);
+    assert_eq!(spawned["status"], "accepted", "{spawned:#}");
+    let run = spawned["runId"].as_str().unwrap().to_owned();
+    let child = spawned["childSessionKey"].as_str().unwrap().to_owned();
+    assert!(
+        child.starts_with(&format!("agent:{y}:subagent:")),
+        "{child}"
+    );
+    wait_for("the child's run announced", Duration::from_secs(60), || {
+        notes(&schema, &run).contains("announced to the parent")
+    });
+    assert_eq!(
+        run_state(&schema, &run),
+        "completed",
+        "{}",
+        notes(&schema, &run)
+    );
+    let reply = schema
+        .query(&format!(
+            "SELECT reply FROM hub_runs WHERE run_id = '{run}'"
+        ))
+        .unwrap();
+    assert_eq!(reply, "the child's answer");
+    // Closed (its transcript in the trash: cleanup delete) once announced.
+    wait_for("the child closed", Duration::from_secs(30), || {
+        schema
+            .query(&format!(
+                "SELECT count(*) FROM hub_sessions WHERE session_key = '{child}' AND closed_at IS NOT NULL"
+            ))
+            .as_deref()
+            == Some("1")
+    });
+
+    // The operator, at the replica that runs neither: a send into y, answered by y.
+    let sent = third.rpc(
+        "sessions/send",
+        json!({"sessionKey": y_main, "message": "SAY the operator was heard", "timeoutSeconds": 30}),
+    );
+    assert_eq!(sent["status"], "ok", "{sent:#}");
+    assert_eq!(sent["reply"], "the operator was heard", "{sent:#}");
+    // A close of y's session ends its runtime session where y runs.
+    let closed = third.rpc("sessions/close", json!({"sessionKey": y_main}));
+    assert!(closed["runtime"].is_string(), "{closed:#}");
+
+    // A run x carries into y, cancelled by the operator at the third replica mid-turn: the
+    // cancel reaches y's runtime, which confirms it.
+    let call = json!({"agentId": y, "message": "SLOW 60", "timeoutSeconds": 0});
+    let (status, answer) = third.send(x, "slow-1", &format!("CALL sessions_send {call}"));
+    assert_eq!(status, 200, "{answer:#}");
+    let slow = called("sessions_send", &answer);
+    assert_eq!(slow["status"], "accepted", "{slow:#}");
+    let run = slow["runId"].as_str().unwrap().to_owned();
+    wait_for(
+        "the slow run's turn to begin",
+        Duration::from_secs(30),
+        || run_state(&schema, &run) == "running",
+    );
+    let cancelled = third.rpc("runs/cancel", json!({"runId": run}));
+    assert_eq!(
+        cancelled["state"],
+        "cancelled",
+        "{cancelled:#}\n{}",
+        notes(&schema, &run)
+    );
+
+    // The replica that carries a run killed during its turn: the replica that takes the turn
+    // records how it ended (no run is left `running`).
+    let call = json!({"agentId": y, "message": "SLOW 3", "timeoutSeconds": 0});
+    let (status, answer) = third.send(x, "slow-2", &format!("CALL sessions_send {call}"));
+    assert_eq!(status, 200, "{answer:#}");
+    let run = called("sessions_send", &answer)["runId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for(
+        "the second slow run's turn to begin",
+        Duration::from_secs(30),
+        || run_state(&schema, &run) == "running",
+    );
+    let carrier = nix::unistd::Pid::from_raw(replicas[runs_on(x)].child.id() as i32);
+    nix::sys::signal::kill(carrier, nix::sys::signal::Signal::SIGKILL).unwrap();
+    wait_for(
+        "the run recorded by y's replica",
+        Duration::from_secs(30),
+        || run_state(&schema, &run) == "completed",
+    );
+    let reply = schema
+        .query(&format!(
+            "SELECT reply FROM hub_runs WHERE run_id = '{run}'"
+        ))
+        .unwrap();
+    assert_eq!(reply, "slow: done after 3 s");
 }
 
 /// The replica that runs an agent killed mid-turn: the turn is `uncertain` and never prompted
