@@ -379,6 +379,18 @@ impl Access {
             .unwrap_or_default()
     }
 
+    /// Counts agent `agent_id`'s budgets again from the state: a replica that takes the agent
+    /// over counts the turns its last replica ran (docs/scale-out.md).
+    pub(crate) async fn recount_budgets(&self, agent_id: &str) -> Result<(), AccessError> {
+        let now_ms = budget::now_ms();
+        let agent = agent_id.to_owned();
+        let rows = self
+            .blocking(move |store| store.budget_rows_of(Some(&agent), now_ms))
+            .await?;
+        self.sessions.recount_budget(agent_id, &rows, now_ms);
+        Ok(())
+    }
+
     /// Whether agent `agent_id`'s budgets let a turn begin now (nothing is taken): what the
     /// Hub asks before it accepts a run.
     pub(crate) fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::BudgetRefusal> {

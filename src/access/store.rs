@@ -811,6 +811,11 @@ pub(crate) struct RefusalRow {
 const BUDGET_ROWS: &str = "SELECT agent_id, kind, at_ms, tokens, cost_micros FROM budget_events
      WHERE at_ms > ?1 AND kind IN ('turn', 'spawn') ORDER BY at_ms, id";
 
+/// [`BUDGET_ROWS`] of one agent.
+const AGENT_BUDGET_ROWS: &str =
+    "SELECT agent_id, kind, at_ms, tokens, cost_micros FROM budget_events
+     WHERE at_ms > ?1 AND kind IN ('turn', 'spawn') AND agent_id = ?2 ORDER BY at_ms, id";
+
 impl AccessStore {
     /// The budget events of the last day, oldest first: what [`super::budget::Budgets::load`]
     /// counts from after a restart.
@@ -818,9 +823,19 @@ impl AccessStore {
         &self,
         now_ms: i64,
     ) -> Result<Vec<super::budget::BudgetRow>, StateError> {
+        self.budget_rows_of(None, now_ms)
+    }
+
+    /// [`AccessStore::budget_rows`] of `agent` only, when given.
+    pub(crate) fn budget_rows_of(
+        &self,
+        agent: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Vec<super::budget::BudgetRow>, StateError> {
         use super::budget::{BudgetRow, EventKind};
         self.db.query(|c| {
-            let rows = c.query_map(BUDGET_ROWS, params![now_ms - 2 * 86_400_000], |r| {
+            let since = now_ms - 2 * 86_400_000;
+            let row = |r: &Row<'_>| {
                 Ok((
                     r.get::<String>(0)?,
                     r.get::<String>(1)?,
@@ -828,7 +843,11 @@ impl AccessStore {
                     r.get::<Option<i64>>(3)?,
                     r.get::<Option<i64>>(4)?,
                 ))
-            })?;
+            };
+            let rows = match agent {
+                None => c.query_map(BUDGET_ROWS, params![since], row)?,
+                Some(agent) => c.query_map(AGENT_BUDGET_ROWS, params![since, agent], row)?,
+            };
             Ok(rows
                 .into_iter()
                 .filter_map(|(agent_id, kind, at_ms, tokens, cost)| {

@@ -1005,6 +1005,9 @@ async fn cluster_round(
         {
             tracing::warn!(agent = %agent, messages = n, "cluster: inbound turns its last replica began and did not end are uncertain (not prompted again)");
         }
+        if let Err(e) = shared.access.recount_budgets(agent).await {
+            tracing::error!(agent = %agent, error = %e, "cluster: cannot count the budgets of an agent taken over; they count from its last count here");
+        }
         let runs = shared.hub.taken_over(agent).await;
         if runs > 0 {
             tracing::warn!(agent = %agent, runs, "cluster: hub runs its last replica left unfinished are uncertain");

@@ -547,20 +547,23 @@ impl Hub {
     }
 }
 
-/// Refuses a call between replicas without the cluster token (or on a replica that is not
-/// one).
+/// Refuses a call between replicas without the cluster token; on a controller that is no
+/// replica, there is no such endpoint.
 fn refused(hub: &Hub, headers: &HeaderMap) -> Option<Response> {
-    let admitted = hub
-        .access
-        .placement()
-        .is_some_and(|placement| placement.admits(headers));
-    (!admitted).then(|| {
-        (
+    let error = |status, error: &str| {
+        Some((status, axum::Json(serde_json::json!({ "error": error }))).into_response())
+    };
+    match hub.access.placement() {
+        None => error(
+            StatusCode::NOT_FOUND,
+            "no such endpoint: this controller is not one of several replicas",
+        ),
+        Some(placement) if !placement.admits(headers) => error(
             StatusCode::UNAUTHORIZED,
-            axum::Json(serde_json::json!({"error": "wrong or missing X-Deepcli-Cluster-Token: only the hub's replicas hand turns on, with the cluster token (--cluster-token-file)"})),
-        )
-            .into_response()
-    })
+            "wrong or missing X-Deepcli-Cluster-Token: only the hub's replicas hand turns on, with the cluster token (--cluster-token-file)",
+        ),
+        Some(_) => None,
+    }
 }
 
 /// `POST /internal/hub-turn`: a Hub turn another replica hands on for an agent this one runs.

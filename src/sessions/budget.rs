@@ -303,6 +303,30 @@ impl Budgets {
         budgets
     }
 
+    /// Counts agent `agent_id` again from `rows`, its recorded events of the last day: what a
+    /// replica that takes the agent over from another counts from (its turns ran there). The
+    /// turns it runs here now, if any, stay counted as running.
+    pub fn recount(&self, agent_id: &str, rows: &[BudgetRow], now_ms: i64) {
+        let fresh = Budgets::load(rows, now_ms);
+        let fresh = lock(&fresh.counts).remove(agent_id);
+        let mut counts = lock(&self.counts);
+        let running = counts.get(agent_id).map_or(0, |c| c.running);
+        match fresh {
+            Some(mut c) => {
+                c.running = running;
+                counts.insert(agent_id.to_owned(), c);
+            }
+            None => {
+                counts.remove(agent_id);
+                if running > 0 {
+                    let c = counts.entry(agent_id.to_owned()).or_default();
+                    c.day = now_ms.div_euclid(DAY_MS);
+                    c.running = running;
+                }
+            }
+        }
+    }
+
     /// Whether agent `agent_id` may begin a turn now, without taking it: what the Hub asks
     /// before it accepts a run.
     pub fn check_turn(
@@ -689,5 +713,35 @@ mod tests {
             b.admit_spawn("a", &limits(), T0).err().unwrap().limit,
             Limit::SpawnsPerHour
         );
+    }
+
+    #[test]
+    fn an_agent_taken_over_is_counted_from_what_its_last_replica_recorded() {
+        let row = |at_ms| BudgetRow {
+            agent_id: "a".into(),
+            kind: EventKind::Turn,
+            at_ms,
+            tokens: Some(10),
+            cost_micros: None,
+        };
+        // This replica started before the agent's turns ran elsewhere: it counts none.
+        let b = Budgets::default();
+        let other = b.admit_turn("b", &limits(), T0).unwrap();
+        assert!(b.check_turn("a", &limits(), T0).is_ok());
+        b.recount("a", &[row(T0 - 20), row(T0 - 10)], T0);
+        assert_eq!(
+            b.check_turn("a", &limits(), T0).err().unwrap().limit,
+            Limit::TurnsPerHour
+        );
+        assert_eq!(b.report("a", &limits(), T0).tokens_today, Usage::Known(20));
+        // Another agent's counters, its running turn included, are untouched.
+        assert_eq!(
+            b.check_turn("b", &limits(), T0).err().unwrap().limit,
+            Limit::ConcurrentTurns
+        );
+        drop(other);
+        // Nothing recorded: nothing counted.
+        b.recount("a", &[], T0);
+        assert!(b.check_turn("a", &limits(), T0).is_ok());
     }
 }

@@ -685,6 +685,12 @@ impl Sessions {
         }
     }
 
+    /// Agent `agent_id` counted again from `rows`, its budget events as recorded at `now_ms`
+    /// ([`budget::Budgets::recount`]).
+    pub(crate) fn recount_budget(&self, agent_id: &str, rows: &[budget::BudgetRow], now_ms: i64) {
+        self.budgets.recount(agent_id, rows, now_ms);
+    }
+
     /// Whether agent `agent_id`'s budgets let a turn begin now (nothing is taken).
     pub(crate) fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::BudgetRefusal> {
         self.budgets

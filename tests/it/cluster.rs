@@ -15,6 +15,8 @@ const SECRET: &str = "cluster-webhook-secret";
 const TOKEN: &str = "cluster-token-for-the-tests-0123456789";
 const BOT: &str = "7000000001";
 const SENDER: &str = "111111111";
+/// The A2A peer's token.
+const PARTNER: &str = "partner-token-0123456789";
 /// The claims' time in these tests: a dead replica's agents move within it.
 const TTL_MS: u64 = 2_000;
 /// The agents, each bound to a Telegram group of its own (`group_of`).
@@ -43,7 +45,7 @@ fn config(dir: &Path) {
         groups.push_str(&format!("      \"{group}\": {{}}\n"));
     }
     let channels = format!(
-        "channels:\n  telegram:\n    accounts:\n      default:\n        botToken: {{source: env, id: TELEGRAM_BOT_TOKEN}}\n        mode: bridge\n        botUserId: \"{BOT}\"\n        dmPolicy: allowlist\n        allowFrom: [\"{SENDER}\"]\n        webhookSecret: {{source: env, id: DEEPCLI_WEBHOOK_SECRET}}\n    groups:\n{groups}"
+        "a2a:\n  expose: [a1, a2, a3, a4]\n  peers:\n    partner:\n      token: {{source: env, id: PARTNER_TOKEN}}\nchannels:\n  telegram:\n    accounts:\n      default:\n        botToken: {{source: env, id: TELEGRAM_BOT_TOKEN}}\n        mode: bridge\n        botUserId: \"{BOT}\"\n        dmPolicy: allowlist\n        allowFrom: [\"{SENDER}\"]\n        webhookSecret: {{source: env, id: DEEPCLI_WEBHOOK_SECRET}}\n    groups:\n{groups}"
     );
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join("agents.yaml"), agents).unwrap();
@@ -75,6 +77,7 @@ impl Replica {
         let mut child = controller(home, &config, &state, |cmd| {
             cmd.env("DEEPCLI_STATE_URL", schema.url())
                 .env("DEEPCLI_WEBHOOK_SECRET", SECRET)
+                .env("PARTNER_TOKEN", PARTNER)
                 .args(["--replica-id", id, "--claim-ttl-ms", &TTL_MS.to_string()])
                 // Nothing here waits for a resync: what a replica does, its rounds start.
                 .args(["--resync", "3600"])
@@ -351,8 +354,14 @@ fn three_replicas_share_the_agents_and_any_of_them_answers() {
         if let Some(token) = token {
             headers.push(("x-deepcli-cluster-token", token));
         }
-        let answer = http(a.addr, "POST", "/internal/turn", &headers, body.as_bytes());
-        assert_eq!(answer.status, 401, "{token:?}: {:#}", answer.body);
+        for door in [
+            "/internal/turn",
+            "/internal/hub-turn",
+            "/internal/hub-session",
+        ] {
+            let answer = http(a.addr, "POST", door, &headers, body.as_bytes());
+            assert_eq!(answer.status, 401, "{door}, {token:?}: {:#}", answer.body);
+        }
     }
 
     // `status`: three replicas, one leader, every agent on one of them.
@@ -521,6 +530,31 @@ fn hub_runs_reach_agents_that_run_on_other_replicas() {
     );
     assert_eq!(sent["status"], "ok", "{sent:#}");
     assert_eq!(sent["reply"], "the operator was heard", "{sent:#}");
+    // An A2A peer's message to y, at the replica that runs neither: y's answer.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": "peer-1", "role": "ROLE_USER", "parts": [{"text": "SAY the peer was heard"}]}}});
+    let answer = http(
+        third.addr,
+        "POST",
+        &format!("/a2a/{y}/"),
+        &[
+            ("authorization", &format!("Bearer {PARTNER}")),
+            ("content-type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(answer.status, 200, "{:#}", answer.body);
+    let task = &answer.body["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_COMPLETED",
+        "{:#}",
+        answer.body
+    );
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"], "the peer was heard",
+        "{:#}",
+        answer.body
+    );
     // A close of y's session ends its runtime session where y runs.
     let closed = third.rpc("sessions/close", json!({"sessionKey": y_main}));
     assert!(closed["runtime"].is_string(), "{closed:#}");
