@@ -128,6 +128,18 @@ impl Placement {
         }
     }
 
+    /// The other replicas that run agents, as this replica's view of the placement has them.
+    pub(crate) fn others(&self) -> Vec<Holder> {
+        let mut seen = std::collections::BTreeMap::new();
+        for holder in self.agents.load().values() {
+            if holder.replica != self.me {
+                seen.entry(holder.replica.clone())
+                    .or_insert_with(|| holder.clone());
+            }
+        }
+        seen.into_values().collect()
+    }
+
     /// The fence of a write for `agent`'s turn: this replica's claim as it last knew it (one
     /// it does not hold fails the check).
     pub(crate) fn fence(&self, agent: &str) -> Fence {

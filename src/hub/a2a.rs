@@ -112,27 +112,38 @@ impl Hub {
         run_ids: Vec<String>,
         inline: u64,
     ) -> Result<Vec<RunFile>, CallError> {
-        let (tasks, root) = (self.tasks.clone(), self.artifacts.clone());
-        tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            for run_id in run_ids {
-                let store = run_store(&root, &run_id);
-                for (row, media_type) in tasks.run_artifacts(&run_id)? {
-                    let bytes = crate::tasks::artifacts::bytes_of(&store, &row.stored(), inline);
-                    out.push(RunFile {
-                        run_id: run_id.clone(),
-                        name: row.name,
-                        sha256: row.sha256,
-                        size: row.size,
-                        media_type,
-                        bytes,
-                    });
-                }
-            }
-            Ok(out)
+        let tasks = self.tasks.clone();
+        let ids = run_ids.clone();
+        let rows = tokio::task::spawn_blocking(move || {
+            ids.into_iter()
+                .map(|id| tasks.run_artifacts(&id).map(|rows| (id, rows)))
+                .collect::<Result<Vec<_>, _>>()
         })
         .await
-        .map_err(|e| CallError::Internal(e.to_string()))?
+        .map_err(|e| CallError::Internal(e.to_string()))??;
+        let mut out = Vec::new();
+        for (run_id, rows) in rows {
+            let store = run_store(&self.artifacts, &run_id);
+            for (row, media_type) in rows {
+                // Stored by the replica whose agent handed it in (docs/scale-out.md).
+                self.artifact_here(&store, &row.sha256).await;
+                let (at, stored) = (store.clone(), row.stored());
+                let bytes = tokio::task::spawn_blocking(move || {
+                    crate::tasks::artifacts::bytes_of(&at, &stored, inline)
+                })
+                .await
+                .map_err(|e| CallError::Internal(e.to_string()))?;
+                out.push(RunFile {
+                    run_id: run_id.clone(),
+                    name: row.name,
+                    sha256: row.sha256,
+                    size: row.size,
+                    media_type,
+                    bytes,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// The stored copy of file `name` handed to the A2A peer in run `run_id`: its path and

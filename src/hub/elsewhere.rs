@@ -12,7 +12,9 @@
 //! once it began, and the message undelivered before.
 //!
 //! The calls on a session the agent's runtime holds — a cancel, a close, the operator's stop —
-//! go to the owner the same way, over `POST <owner>/internal/hub-session`.
+//! go to the owner the same way, over `POST <owner>/internal/hub-session`. And a stored
+//! artifact is on the disk of the replica whose agent handed it in: another fetches it from
+//! there when it needs it (`POST <replica>/internal/artifact`), checked against its hash.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -547,6 +549,87 @@ impl Hub {
     }
 }
 
+/// Which stored file of the artifacts' store another replica asks for.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArtifactAsked {
+    /// Relative to the artifacts' store: `<task>/<sha256>`, `a2a-runs/<run>/<sha256>`.
+    path: String,
+}
+
+/// Whether `path` names a file beneath the artifacts' store, and nothing else: plain names
+/// only, no `.` or `..`, no empty part.
+fn plain_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        })
+}
+
+impl Hub {
+    /// Makes sure stored file `sha256` of `store` (a directory of the artifacts' store) is on
+    /// this replica's disk. Each replica keeps the files its own door took; one another
+    /// replica took is fetched from it, checked against its SHA-256 and stored here. Whether
+    /// it is here now.
+    pub(super) async fn artifact_here(&self, store: &std::path::Path, sha256: &str) -> bool {
+        if tokio::fs::try_exists(store.join(sha256))
+            .await
+            .unwrap_or(false)
+        {
+            return true;
+        }
+        let (Some(placement), Ok(relative)) =
+            (self.access.placement(), store.strip_prefix(&self.artifacts))
+        else {
+            return false;
+        };
+        let asked = ArtifactAsked {
+            path: format!("{}/{sha256}", relative.to_string_lossy()),
+        };
+        let Ok(body) = serde_json::to_vec(&asked) else {
+            return false;
+        };
+        for holder in placement.others() {
+            let fetched = async {
+                let response = placement
+                    .call(&holder, "/internal/artifact", body.clone())
+                    .ok()?
+                    .send()
+                    .await
+                    .ok()?;
+                if !response.status().is_success() {
+                    return None;
+                }
+                response.bytes().await.ok()
+            };
+            let Some(bytes) = fetched.await else {
+                continue;
+            };
+            let (store, sha256) = (store.to_owned(), sha256.to_owned());
+            let kept = tokio::task::spawn_blocking(move || {
+                use sha2::Digest as _;
+                if hex::encode(sha2::Sha256::digest(&bytes)) != sha256 {
+                    return false;
+                }
+                let name = crate::tasks::artifacts::ArtifactName::stored(sha256);
+                crate::tasks::artifacts::store_bytes(&bytes, &name, &store, u64::MAX).is_ok()
+            })
+            .await
+            .unwrap_or(false);
+            if kept {
+                return true;
+            }
+            tracing::warn!(replica = %holder.replica, file = %asked.path, "hub: a stored file fetched from another replica is not what was stored");
+        }
+        false
+    }
+}
+
 /// Refuses a call between replicas without the cluster token; on a controller that is no
 /// replica, there is no such endpoint.
 fn refused(hub: &Hub, headers: &HeaderMap) -> Option<Response> {
@@ -601,6 +684,40 @@ pub(crate) async fn hub_turn(
         .into_response()
 }
 
+/// `POST /internal/artifact`: a stored file of this replica's artifacts' store, for another
+/// replica (its bytes, or 404).
+pub(crate) async fn artifact(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = refused(&hub, &headers) {
+        return refused;
+    }
+    let asked = match serde_json::from_slice::<ArtifactAsked>(&body) {
+        Ok(asked) if plain_path(&asked.path) => asked,
+        _ => {
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(serde_json::json!({"error": "not a stored file's path"})),
+            )
+                .into_response();
+        }
+    };
+    match tokio::fs::read(hub.artifacts.join(&asked.path)).await {
+        Ok(bytes) => (
+            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({"error": "not stored here"})),
+        )
+            .into_response(),
+    }
+}
+
 /// `POST /internal/hub-session`: a cancel, stop or close another replica hands on for a
 /// session of an agent this one runs.
 pub(crate) async fn hub_session(
@@ -618,5 +735,63 @@ pub(crate) async fn hub_session(
             axum::Json(serde_json::json!({"error": format!("not a session call: {e}")})),
         )
             .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_plain_path_beneath_the_store_is_served() {
+        assert!(plain_path("t-1/ab12"));
+        assert!(plain_path("a2a-runs/r_1/ab12.x"));
+        // A name of three dots is a name, not a way up.
+        assert!(plain_path("t/..."));
+        for bad in [
+            "",
+            "/etc/passwd",
+            "t/../x",
+            "./x",
+            "t//x",
+            "t/x/",
+            "t/a b",
+            "t/\\x",
+        ] {
+            assert!(!plain_path(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_turn_end_crosses_the_wire_whole() {
+        let ends = [
+            TurnEnd::Answered {
+                text: "done".into(),
+                stop_reason: Some(StopReason::InputRequired),
+                runtime: Duration::from_micros(1234),
+                files: vec![RemoteFile {
+                    name: Some("a.bin".into()),
+                    media_type: Some("application/octet-stream".into()),
+                    bytes: Some(vec![0, 1, 255]),
+                    url: None,
+                }],
+            },
+            TurnEnd::Withdrawn("w".into()),
+            TurnEnd::RuntimeDown("d".into()),
+            TurnEnd::Uncertain("u".into()),
+            TurnEnd::TimedOut("t".into()),
+            TurnEnd::OverBudget("o".into()),
+            TurnEnd::Failed("f".into()),
+        ];
+        for end in ends {
+            let line = serde_json::to_string(&Line::End {
+                end: end.clone().into(),
+            })
+            .unwrap();
+            let Line::End { end: back } = serde_json::from_str(&line).unwrap() else {
+                panic!("{line}");
+            };
+            assert_eq!(TurnEnd::from(back), end, "{line}");
+        }
     }
 }

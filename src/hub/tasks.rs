@@ -762,6 +762,8 @@ impl Hub {
             return Ok(error(format!("no agent `{}` in force", caller.agent_id)));
         };
         let store = self.artifacts.join(&task.id);
+        // Stored by the replica whose agent handed it in (docs/scale-out.md).
+        self.artifact_here(&store, &row.sha256).await;
         let id = task.id.clone();
         let placed = tokio::task::spawn_blocking(move || {
             let stored = row.stored();
@@ -1294,7 +1296,9 @@ impl Hub {
                     "task `{id}` has no artifact `{name}`; GET /v1/tasks/{id} lists them"
                 ))
             })?;
-        let stored = self.artifacts.join(id).join(&row.sha256);
+        let store = self.artifacts.join(id);
+        self.artifact_here(&store, &row.sha256).await;
+        let stored = store.join(&row.sha256);
         Ok((row, stored))
     }
 

@@ -523,6 +523,39 @@ fn hub_runs_reach_agents_that_run_on_other_replicas() {
             == Some("1")
     });
 
+    // x asks y for a note as a task; y hands it in where y runs, and x gets it where x runs
+    // (fetched from y's replica, checked against its hash).
+    let y_workspace = replicas[runs_on(y)].state.join("workspaces").join(y);
+    std::fs::write(y_workspace.join("note.txt"), "the note's words").unwrap();
+    let put = json!({"taskId": "$TASK", "path": "note.txt"});
+    let call = json!({"agentId": y, "title": format!("CALL artifacts_put {put}"),
+                      "acceptance": "the note is handed in"});
+    let (status, answer) = third.send(x, "task-1", &format!("CALL tasks_create {call}"));
+    assert_eq!(status, 200, "{answer:#}");
+    let task = called("tasks_create", &answer)["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for("y to hand the note in", Duration::from_secs(30), || {
+        schema
+            .query(&format!(
+                "SELECT count(*) FROM task_artifacts WHERE task_id = '{task}' AND name = 'note.txt'"
+            ))
+            .as_deref()
+            == Some("1")
+    });
+    let get = json!({"taskId": task, "name": "note.txt"});
+    let (status, answer) = third.send(x, "task-2", &format!("CALL artifacts_get {get}"));
+    assert_eq!(status, 200, "{answer:#}");
+    let got = called("artifacts_get", &answer);
+    assert_eq!(got["text"], "the note's words", "{got:#}");
+    let placed = replicas[runs_on(x)]
+        .state
+        .join("workspaces")
+        .join(x)
+        .join(got["path"].as_str().unwrap());
+    assert_eq!(std::fs::read_to_string(placed).unwrap(), "the note's words");
+
     // The operator, at the replica that runs neither: a send into y, answered by y.
     let sent = third.rpc(
         "sessions/send",
