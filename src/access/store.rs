@@ -1952,57 +1952,11 @@ mod tests {
         assert_eq!(indexed, 2);
     }
 
-    /// An application name no other test's sessions have.
-    fn unique_name(what: &str) -> String {
-        format!(
-            "deepcli-{what}-{}-{}",
-            std::process::id(),
-            jiff::Timestamp::now().as_nanosecond()
-        )
-    }
-
-    /// Ends every PostgreSQL session whose application is `name`, as a restart of PostgreSQL
-    /// would, and waits until they are gone and their clients have seen it; how many there
-    /// were.
-    fn end_sessions(name: &str) -> i64 {
-        use crate::state::db::{Conn, PgConn, Query, testing};
-        let mut admin = PgConn::connect(&testing::postgres_url()).unwrap();
-        let admin = Conn::Postgres(&mut admin);
-        let ended: i64 = admin
-            .query_row(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ?1",
-                params![name],
-                |r| r.get(0),
-            )
-            .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let left: i64 = admin
-                .query_row(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = ?1",
-                    params![name],
-                    |r| r.get(0),
-                )
-                .unwrap();
-            if left == 0 {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the sessions never ended"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        // The clients see their sockets closed a moment later.
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        ended
-    }
-
     /// The upkeep of a PostgreSQL state takes the queue on its own: a line said is found, and
     /// still after PostgreSQL ended every session (the upkeep's too).
     #[test]
     fn the_upkeep_indexes_a_postgresql_states_lines() {
-        let name = unique_name("upkeep");
+        let name = crate::state::db::testing::unique_name("upkeep");
         let (_tmp, _schema, dir) = crate::state::postgres_state_as(Some(&name));
         let store = AccessStore::open(&dir).unwrap();
         let _upkeep = crate::state::Checkpointer::start(&dir).unwrap();
@@ -2034,7 +1988,7 @@ mod tests {
         say("the release is tomorrow");
         assert_eq!(found("release"), "agent:a:main");
         assert!(
-            end_sessions(&name) >= 4,
+            crate::state::db::testing::end_sessions(&name) >= 4,
             "the writer, two readers, the upkeep"
         );
         say("the rollback is ready");
@@ -2045,14 +1999,17 @@ mod tests {
     /// again, and goes on with its writes and reads.
     #[test]
     fn a_store_goes_on_after_postgresql_ends_its_sessions() {
-        let name = unique_name("reopen");
+        let name = crate::state::db::testing::unique_name("reopen");
         let (_tmp, _schema, dir) = crate::state::postgres_state_as(Some(&name));
         let store = AccessStore::open(&dir).unwrap();
         let session = "agent:a:main";
         store
             .record(session, &[turn(Provenance::Inbound, None, "before")], None)
             .unwrap();
-        assert!(end_sessions(&name) >= 3, "the writer and two readers");
+        assert!(
+            crate::state::db::testing::end_sessions(&name) >= 3,
+            "the writer and two readers"
+        );
         // A call that finds its session closed may fail; the one after it must not.
         let runtime = RuntimeSession {
             id: "s-1".into(),

@@ -715,6 +715,20 @@ mod tests {
         assert!(StateStore::open_existing(&dir).unwrap().is_some());
     }
 
+    /// The controller's own session (its applies, a replica's rounds) is opened again once
+    /// PostgreSQL ended it: a replica cut off from PostgreSQL rejoins when it is back.
+    #[test]
+    fn the_stores_postgresql_session_is_opened_again_after_postgresql_ended_it() {
+        use super::db::{Query, params, testing};
+        let name = testing::unique_name("store");
+        let (_tmp, _schema, dir) = super::postgres_state_as(Some(&name));
+        let mut store = StateStore::open(&dir).unwrap();
+        assert_eq!(testing::end_sessions(&name), 1);
+        let one = store.on_seam(|c| c.query_row("SELECT 1", params![], |r| r.get::<i64>(0)));
+        assert_eq!(one.unwrap(), 1);
+        assert!(store.serial().is_ok());
+    }
+
     #[test]
     fn the_hub_is_quiet_after_a_second_without_a_commit_and_all_copied_back() {
         let mut quiet = Quiet::default();

@@ -70,12 +70,17 @@ struct Replica {
 
 impl Replica {
     fn start(home: &Path, schema: &PgSchema, id: &str, extra: &[(&str, &str)]) -> Replica {
+        Replica::start_at(home, &schema.url(), id, extra)
+    }
+
+    /// [`Replica::start`] on the state at `url`.
+    fn start_at(home: &Path, url: &str, id: &str, extra: &[(&str, &str)]) -> Replica {
         let config = home.join("config");
         let state = home.join(format!("state-{id}"));
         let token = home.join("cluster-token");
         std::fs::write(&token, TOKEN).unwrap();
         let mut child = controller(home, &config, &state, |cmd| {
-            cmd.env("DEEPCLI_STATE_URL", schema.url())
+            cmd.env("DEEPCLI_STATE_URL", url)
                 .env("DEEPCLI_WEBHOOK_SECRET", SECRET)
                 .env("PARTNER_TOKEN", PARTNER)
                 .args(["--replica-id", id, "--claim-ttl-ms", &TTL_MS.to_string()])
@@ -394,6 +399,151 @@ fn three_replicas_share_the_agents_and_any_of_them_answers() {
             .ends_with(&format!(":{}", b.addr.port())),
         "{status:#}"
     );
+}
+
+/// A TCP proxy to this machine's PostgreSQL that can be cut — every connection through it
+/// closed, new ones refused — and mended: PostgreSQL unreachable for one replica.
+struct Proxy {
+    addr: SocketAddr,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    /// A proxy to the host and port of `url`.
+    fn to(url: &str) -> Proxy {
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::Ordering::SeqCst;
+        let rest = url.split_once('@').map_or(url, |(_, rest)| rest);
+        let target = rest.split(['/', '?']).next().unwrap().to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy = Proxy {
+            addr: listener.local_addr().unwrap(),
+            cut: Default::default(),
+            open: Default::default(),
+        };
+        let (cut, open) = (proxy.cut.clone(), proxy.open.clone());
+        let pipe = |mut from: TcpStream, mut to: TcpStream| {
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut from, &mut to);
+                let _ = to.shutdown(Shutdown::Write);
+            });
+        };
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                if cut.load(SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&target) else {
+                    continue;
+                };
+                let mut open = open.lock().unwrap();
+                open.push(client.try_clone().unwrap());
+                open.push(server.try_clone().unwrap());
+                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+                pipe(server, client);
+            }
+        });
+        proxy
+    }
+
+    /// `url` with its host and port this proxy's.
+    fn url(&self, url: &str) -> String {
+        let (user, rest) = url.split_once('@').unwrap();
+        let at = rest.find(['/', '?']).unwrap();
+        format!("{user}@{}{}", self.addr, &rest[at..])
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for stream in self.open.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn mend(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The live processes `replica` runs (its agents' runtimes, in their sandboxes).
+fn children(replica: &Replica) -> usize {
+    let pid = replica.child.id();
+    let live = |child: &str| {
+        std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, s)| !s.starts_with('Z'))
+        })
+    };
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .map(|children| children.split_whitespace().filter(|c| live(c)).count())
+        .sum()
+}
+
+/// A replica that cannot reach PostgreSQL stops what it ran once its claims' time has passed,
+/// and the other takes it all over; with PostgreSQL back, it rejoins and takes a share again.
+#[test]
+fn a_replica_cut_off_from_postgresql_stops_its_agents_and_rejoins() {
+    let _one = one_at_a_time();
+    let home = tempfile::tempdir().unwrap();
+    let schema = PgSchema::new();
+    config(&home.path().join("config"));
+    let a = Replica::start(home.path(), &schema, "r-a", &[]);
+    wait_for("r-a to run every agent", Duration::from_secs(60), || {
+        placed(&[&a])
+    });
+    let proxy = Proxy::to(&schema.url());
+    let b = Replica::start_at(home.path(), &proxy.url(&schema.url()), "r-b", &[]);
+    wait_for(
+        "the agents spread over both",
+        Duration::from_secs(60),
+        || steady(&[&a, &b]) && !b.ready().is_empty(),
+    );
+    let share = b.ready();
+    assert!(children(&b) > 0);
+
+    proxy.cut();
+    let cut_at = Instant::now();
+    // Its runtimes stop within its claims' time and a round; the other runs everything.
+    wait_for("r-b to stop its runtimes", Duration::from_secs(30), || {
+        children(&b) == 0
+    });
+    wait_for(
+        "r-a to run every agent again",
+        Duration::from_secs(30),
+        || placed(&[&a]),
+    );
+    eprintln!(
+        "r-b's agents {share:?} run on r-a {} ms after PostgreSQL was cut off",
+        cut_at.elapsed().as_millis()
+    );
+    for agent in AGENTS {
+        let (status, answer) = a.send(agent, &format!("{agent}-cut"), "while cut off");
+        assert_eq!(status, 200, "{agent}: {answer:#}");
+        assert_eq!(answer["reply"]["text"], "echo: while cut off");
+    }
+
+    // PostgreSQL back: r-b rejoins, takes a share, and answers through its door.
+    proxy.mend();
+    wait_for("r-b to rejoin", Duration::from_secs(60), || {
+        steady(&[&a, &b]) && !b.ready().is_empty()
+    });
+    for agent in AGENTS {
+        let (status, answer) = b.send(agent, &format!("{agent}-back"), "back");
+        assert_eq!(status, 200, "{agent}: {answer:#}");
+        // (An agent that moved back begins a new runtime session, given the conversation so
+        // far.)
+        let reply = answer["reply"]["text"].as_str().unwrap();
+        assert!(
+            reply.starts_with("echo: ") && reply.ends_with("back"),
+            "{reply}"
+        );
+    }
 }
 
 /// The result of the Hub tool an agent's reply reports (the demo agent's `CALL`).

@@ -125,11 +125,18 @@ pub(crate) enum Owned {
 }
 
 impl Owned {
-    /// Borrowed, for a transaction.
+    /// Borrowed, for a transaction. A PostgreSQL session that PostgreSQL closed (it
+    /// restarted, or could not be reached) is opened again first, if it can be: else the
+    /// call fails as on the closed one, and the next tries again.
     pub(crate) fn conn(&mut self) -> Conn<'_> {
         match self {
             Owned::Sqlite(c) => Conn::Sqlite(c),
-            Owned::Postgres(c) => Conn::Postgres(c),
+            Owned::Postgres(c) => {
+                if let Ok(true) = c.reopen() {
+                    tracing::info!("state: a closed PostgreSQL session was opened again");
+                }
+                Conn::Postgres(c)
+            }
         }
     }
 }

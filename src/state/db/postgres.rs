@@ -116,6 +116,8 @@ pub(crate) struct PgConn {
     client: Client,
     /// Prepared statements by their PostgreSQL text (SQLite's `prepare_cached`).
     statements: Mutex<HashMap<String, Statement>>,
+    /// Where it was opened, to open it again.
+    url: PgUrl,
 }
 
 /// The advisory lock a transaction that writes holds: one per schema, so states in separate
@@ -134,7 +136,14 @@ impl PgConn {
         Ok(true)
     }
 
+    /// [`PgConn::reopen_if_closed`] at the URL it was opened with.
+    pub(crate) fn reopen(&mut self) -> DbResult<bool> {
+        let url = self.url.clone();
+        self.reopen_if_closed(&url)
+    }
+
     pub(crate) fn connect(url: &PgUrl) -> DbResult<PgConn> {
+        let opened_at = url.clone();
         let mut config = url.config.clone();
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
@@ -152,6 +161,7 @@ impl PgConn {
         Ok(PgConn {
             client,
             statements: Mutex::default(),
+            url: opened_at,
         })
     }
 

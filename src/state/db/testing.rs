@@ -113,3 +113,49 @@ impl TestDb {
         }
     }
 }
+
+/// An application name no other test's sessions have.
+pub(crate) fn unique_name(what: &str) -> String {
+    format!(
+        "deepcli-{what}-{}-{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    )
+}
+
+/// Ends every PostgreSQL session whose application is `name`, as a restart of PostgreSQL
+/// would, and waits until they are gone and their clients have seen it; how many there
+/// were.
+pub(crate) fn end_sessions(name: &str) -> i64 {
+    use super::{Conn, Query, params};
+    let mut admin = PgConn::connect(&postgres_url()).unwrap();
+    let admin = Conn::Postgres(&mut admin);
+    let ended: i64 = admin
+        .query_row(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ?1",
+            params![name],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left: i64 = admin
+            .query_row(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = ?1",
+                params![name],
+                |r| r.get(0),
+            )
+            .unwrap();
+        if left == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sessions never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The clients see their sockets closed a moment later.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    ended
+}
