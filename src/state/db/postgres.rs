@@ -117,7 +117,7 @@ pub(crate) struct PgConn {
     /// Prepared statements by their PostgreSQL text (SQLite's `prepare_cached`).
     statements: Mutex<HashMap<String, Statement>>,
     /// Where it was opened, to open it again.
-    url: PgUrl,
+    url: Box<PgUrl>,
 }
 
 /// The advisory lock a transaction that writes holds: one per schema, so states in separate
@@ -143,7 +143,7 @@ impl PgConn {
     }
 
     pub(crate) fn connect(url: &PgUrl) -> DbResult<PgConn> {
-        let opened_at = url.clone();
+        let opened_at = Box::new(url.clone());
         let mut config = url.config.clone();
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));

@@ -127,7 +127,7 @@ pub(crate) fn unique_name(what: &str) -> String {
 /// would, and waits until they are gone and their clients have seen it; how many there
 /// were.
 pub(crate) fn end_sessions(name: &str) -> i64 {
-    use super::{Conn, Query, params};
+    use super::{Conn, Query};
     let mut admin = PgConn::connect(&postgres_url()).unwrap();
     let admin = Conn::Postgres(&mut admin);
     let ended: i64 = admin
