@@ -33,9 +33,7 @@ use super::Hub;
 use super::runs::{TurnEnd, settle};
 use crate::access::placement::{Holder, Owner, WORKING_EVERY};
 use crate::access::{InternalMessage, SessionOptions};
-use crate::runtime::StopReason;
-use crate::runtime::a2a::RemoteFile;
-use crate::sessions::CancelState;
+use crate::sessions::{CancelState, RemoteFile, StopReason};
 use crate::state::Provenance;
 
 /// A turn handed to the replica that runs its agent.
@@ -293,28 +291,31 @@ impl Hub {
         let mut first = true;
         let mut holder = holder.clone();
         loop {
-            match self.stream_turn(&holder, agent, &body, &mut queued).await {
-                Err(Unreached(why)) if first => {
-                    first = false;
-                    match self.access.holder_now(agent).await {
-                        Some(now) if now != holder => {
-                            if self
-                                .access
-                                .placement()
-                                .is_some_and(|p| p.is_me(&now.replica))
-                            {
-                                // It moved here since this replica's last round.
-                                return TurnEnd::RuntimeDown(format!(
-                                    "agent `{agent}` is starting on this replica (it moved here); send it again later"
-                                ));
-                            }
-                            holder = now;
-                        }
-                        _ => return TurnEnd::RuntimeDown(why),
-                    }
-                }
-                Err(Unreached(why)) => return TurnEnd::RuntimeDown(why),
+            // Nothing reached it, or it does not run the agent (it moved): asked of the state
+            // again, once.
+            let why = match self.stream_turn(&holder, agent, &body, &mut queued).await {
+                Err(Unreached(why)) => why,
+                Ok(TurnEnd::RuntimeDown(why)) => why,
                 Ok(end) => return end,
+            };
+            if !std::mem::replace(&mut first, false) {
+                return TurnEnd::RuntimeDown(why);
+            }
+            match self.access.holder_now(agent).await {
+                Some(now) if now != holder => {
+                    if self
+                        .access
+                        .placement()
+                        .is_some_and(|p| p.is_me(&now.replica))
+                    {
+                        // It moved here since this replica's last round.
+                        return TurnEnd::RuntimeDown(format!(
+                            "agent `{agent}` is starting on this replica (it moved here); send it again later"
+                        ));
+                    }
+                    holder = now;
+                }
+                _ => return TurnEnd::RuntimeDown(why),
             }
         }
     }
@@ -402,7 +403,10 @@ impl Hub {
         let mut message = handed.message();
         // The run's files are read where the agent runs (`Hub::turn`).
         message.options.files = Vec::new();
-        let turn = self.turn(
+        // Taken here, never handed on again: a view of the placement a round old on either
+        // side could send it back and forth. An agent that moved meanwhile is not running
+        // here, and the caller asks the state where it runs now.
+        let turn = self.turn_here(
             &agent,
             &key,
             message,
@@ -630,6 +634,72 @@ impl Hub {
     }
 }
 
+/// A file an A2A peer sent that another replica wrote into an agent's workspace.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReceivedAsked {
+    agent: String,
+    /// Relative to the workspace: `.deepcli/a2a/<task>/<name>`.
+    path: String,
+    sha256: String,
+    size: u64,
+}
+
+impl Hub {
+    /// The bytes of `file`, a file an A2A peer sent with a run's message to `agent` that another
+    /// replica (the one the peer called) wrote into its copy of the agent's workspace: fetched
+    /// from it, checked against its SHA-256, and written into `workspace` here as it was there.
+    /// `None` when no replica has it as it was written.
+    pub(super) async fn received_elsewhere(
+        &self,
+        agent: &str,
+        workspace: &std::path::Path,
+        file: &super::store::RunFile,
+    ) -> Option<Vec<u8>> {
+        let placement = self.access.placement()?;
+        let asked = ReceivedAsked {
+            agent: agent.to_owned(),
+            path: file.path.clone(),
+            sha256: file.sha256.clone(),
+            size: file.size,
+        };
+        let body = serde_json::to_vec(&asked).ok()?;
+        for holder in placement.others() {
+            let fetched = async {
+                let response = placement
+                    .call(&holder, "/internal/received", body.clone())
+                    .ok()?
+                    .send()
+                    .await
+                    .ok()?;
+                if !response.status().is_success() {
+                    return None;
+                }
+                response.bytes().await.ok()
+            };
+            let Some(bytes) = fetched.await else {
+                continue;
+            };
+            let (workspace, path, sha256) =
+                (workspace.to_owned(), file.path.clone(), file.sha256.clone());
+            let kept = tokio::task::spawn_blocking(move || {
+                use sha2::Digest as _;
+                let (task, name) = crate::tasks::artifacts::received_at(&path)?;
+                (hex::encode(sha2::Sha256::digest(&bytes)) == sha256).then_some(())?;
+                crate::tasks::artifacts::receive(&workspace, task, &name, &bytes).ok()?;
+                Some(bytes.to_vec())
+            })
+            .await
+            .ok()
+            .flatten();
+            if kept.is_some() {
+                return kept;
+            }
+        }
+        None
+    }
+}
+
 /// Refuses a call between replicas without the cluster token; on a controller that is no
 /// replica, there is no such endpoint.
 fn refused(hub: &Hub, headers: &HeaderMap) -> Option<Response> {
@@ -713,6 +783,51 @@ pub(crate) async fn artifact(
         Err(_) => (
             StatusCode::NOT_FOUND,
             axum::Json(serde_json::json!({"error": "not stored here"})),
+        )
+            .into_response(),
+    }
+}
+
+/// `POST /internal/received`: a file an A2A peer sent that this replica wrote into an agent's
+/// workspace, for the replica that runs the agent: its bytes if it is still as written (read
+/// without following a link), or 404.
+pub(crate) async fn received(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = refused(&hub, &headers) {
+        return refused;
+    }
+    let Ok(asked) = serde_json::from_slice::<ReceivedAsked>(&body) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(serde_json::json!({"error": "not a received file"})),
+        )
+            .into_response();
+    };
+    let workspace = hub
+        .policy()
+        .agents
+        .get(&asked.agent)
+        .map(|a| a.workspace.clone());
+    let read = tokio::task::spawn_blocking(move || {
+        let workspace = workspace?;
+        crate::tasks::artifacts::received_at(&asked.path)?;
+        crate::tasks::artifacts::read_received(&workspace, &asked.path, &asked.sha256, asked.size)
+    })
+    .await
+    .ok()
+    .flatten();
+    match read {
+        Some(bytes) => (
+            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({"error": "not received here"})),
         )
             .into_response(),
     }

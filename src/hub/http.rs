@@ -415,6 +415,7 @@ pub(crate) fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
         .route("/internal/hub-turn", post(super::elsewhere::hub_turn))
         .route("/internal/hub-session", post(super::elsewhere::hub_session))
         .route("/internal/artifact", post(super::elsewhere::artifact))
+        .route("/internal/received", post(super::elsewhere::received))
         .with_state(hub.clone());
     let cx = Ctx {
         hub,

@@ -443,6 +443,7 @@ impl Hub {
             return Vec::new();
         };
         let files = run.files.clone();
+        let at = workspace.clone();
         let read = tokio::task::spawn_blocking(move || {
             files
                 .into_iter()
@@ -458,9 +459,18 @@ impl Hub {
                     media_type: f.media_type,
                     size: f.size,
                 })
-                .collect()
+                .collect::<Vec<_>>()
         });
-        read.await.unwrap_or_default()
+        let mut files = read.await.unwrap_or_default();
+        // Written where the peer's message came in: with several replicas, maybe another.
+        for (file, given) in files.iter_mut().zip(&run.files) {
+            if file.bytes.is_none() {
+                file.bytes = self
+                    .received_elsewhere(&run.target_agent_id, &at, given)
+                    .await;
+            }
+        }
+        files
     }
 
     /// The message a run carries into its target: its text framed for the model (or
@@ -527,8 +537,10 @@ impl Hub {
             })
             .flatten();
         move || {
-            // A cancel is recorded before it reaches the replica that takes the turn.
+            // With several replicas, a cancel is recorded before it reaches the one that takes
+            // the turn.
             if !live.cancelled.load(Relaxed)
+                && hub.access.placement().is_some()
                 && matches!(hub.store.run(&run_id), Ok(Some(r)) if r.state == RunState::Cancelled)
             {
                 live.cancelled.store(true, Relaxed);
@@ -590,7 +602,7 @@ impl Hub {
         self: &Arc<Self>,
         agent: &str,
         key: &str,
-        mut message: InternalMessage,
+        message: InternalMessage,
         queued: Option<tokio::sync::oneshot::Sender<()>>,
         run: Option<(&RunRecord, &Arc<LiveRun>)>,
     ) -> TurnEnd {
@@ -600,6 +612,18 @@ impl Hub {
                 .turn_there(&holder, agent, key, message, queued, run_id)
                 .await;
         }
+        self.turn_here(agent, key, message, queued, run).await
+    }
+
+    /// [`Hub::turn`] in this replica's engine, never handed on.
+    pub(super) async fn turn_here(
+        self: &Arc<Self>,
+        agent: &str,
+        key: &str,
+        mut message: InternalMessage,
+        queued: Option<tokio::sync::oneshot::Sender<()>>,
+        run: Option<(&RunRecord, &Arc<LiveRun>)>,
+    ) -> TurnEnd {
         let mut start = None;
         if let Some((run, live)) = run {
             // Read where the agent runs: from its workspace, on this host.

@@ -343,6 +343,18 @@ pub(crate) fn received_name(given: Option<&str>, fallback: &str) -> ArtifactName
     })
 }
 
+/// The task and name of a file [`receive`] wrote, from its path relative to the workspace:
+/// `None` for any other path.
+pub(crate) fn received_at(relative: &str) -> Option<(&str, ArtifactName)> {
+    let parts: Vec<&str> = relative.split('/').collect();
+    let [a, b, task, name] = parts[..] else {
+        return None;
+    };
+    let plain = |p: &str| !p.is_empty() && p != "." && p != "..";
+    ([a, b] == RECEIVED && plain(task) && plain(name))
+        .then(|| (task, received_name(Some(name), "file")))
+}
+
 /// Writes `bytes` a peer sent into `workspace` as `.deepcli/a2a/<task>/<name>`, mode 0444
 /// (a file there before is replaced, a link there is replaced, not followed; no directory on
 /// the way is followed through a link). Returns the path it is at, relative to the workspace.
@@ -518,6 +530,22 @@ pub(crate) fn text_of(store: &Path, stored: &Stored, limit: u64) -> Option<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_received_files_task_and_name_come_from_its_path_and_nothing_else_does() {
+        let (task, name) = received_at(".deepcli/a2a/t-1/data.bin").unwrap();
+        assert_eq!((task, name.as_str()), ("t-1", "data.bin"));
+        for other in [
+            ".deepcli/a2a/t-1",
+            ".deepcli/a2a/../data.bin",
+            ".deepcli/a2a/t-1/..",
+            ".deepcli/other/t-1/data.bin",
+            "AGENTS.md",
+            ".deepcli/a2a/t-1/x/data.bin",
+        ] {
+            assert!(received_at(other).is_none(), "{other}");
+        }
+    }
 
     fn name(text: &str) -> ArtifactName {
         ArtifactName::parse(text, Path::new("/ws")).unwrap()

@@ -738,6 +738,39 @@ fn hub_runs_reach_agents_that_run_on_other_replicas() {
         "{:#}",
         answer.body
     );
+    // A peer's file, at the replica that runs neither: y is given it where y runs (fetched
+    // from the replica the peer called, checked by its hash).
+    use base64::Engine as _;
+    let raw = base64::engine::general_purpose::STANDARD.encode(b"the peer's bytes");
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
+        "messageId": "peer-2", "role": "ROLE_USER", "parts": [{"text": "SAY got it"},
+            {"raw": raw, "filename": "data.txt", "mediaType": "text/plain"}]}}});
+    let answer = http(
+        third.addr,
+        "POST",
+        &format!("/a2a/{y}/"),
+        &[
+            ("authorization", &format!("Bearer {PARTNER}")),
+            ("content-type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(answer.status, 200, "{:#}", answer.body);
+    let task = &answer.body["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_COMPLETED",
+        "{:#}",
+        answer.body
+    );
+    let given = replicas[runs_on(y)]
+        .state
+        .join("workspaces")
+        .join(y)
+        .join(".deepcli/a2a")
+        .join(task["id"].as_str().unwrap())
+        .join("data.txt");
+    assert_eq!(std::fs::read(&given).unwrap(), b"the peer's bytes");
+
     // A close of y's session ends its runtime session where y runs.
     let closed = third.rpc("sessions/close", json!({"sessionKey": y_main}));
     assert!(closed["runtime"].is_string(), "{closed:#}");
