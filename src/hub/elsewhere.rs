@@ -599,19 +599,7 @@ impl Hub {
             return false;
         };
         for holder in placement.others() {
-            let fetched = async {
-                let response = placement
-                    .call(&holder, "/internal/artifact", body.clone())
-                    .ok()?
-                    .send()
-                    .await
-                    .ok()?;
-                if !response.status().is_success() {
-                    return None;
-                }
-                response.bytes().await.ok()
-            };
-            let Some(bytes) = fetched.await else {
+            let Some(bytes) = fetch(placement, &holder, "/internal/artifact", &body).await else {
                 continue;
             };
             let (store, sha256) = (store.to_owned(), sha256.to_owned());
@@ -632,6 +620,26 @@ impl Hub {
         }
         false
     }
+}
+
+/// The bytes `holder` answers a call to `path` with: `None` when it cannot be reached or does
+/// not have them.
+async fn fetch(
+    placement: &crate::access::placement::Placement,
+    holder: &Holder,
+    path: &str,
+    body: &[u8],
+) -> Option<Bytes> {
+    let response = placement
+        .call(holder, path, body.to_vec())
+        .ok()?
+        .send()
+        .await
+        .ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    response.bytes().await.ok()
 }
 
 /// A file an A2A peer sent that another replica wrote into an agent's workspace.
@@ -665,19 +673,7 @@ impl Hub {
         };
         let body = serde_json::to_vec(&asked).ok()?;
         for holder in placement.others() {
-            let fetched = async {
-                let response = placement
-                    .call(&holder, "/internal/received", body.clone())
-                    .ok()?
-                    .send()
-                    .await
-                    .ok()?;
-                if !response.status().is_success() {
-                    return None;
-                }
-                response.bytes().await.ok()
-            };
-            let Some(bytes) = fetched.await else {
+            let Some(bytes) = fetch(placement, &holder, "/internal/received", &body).await else {
                 continue;
             };
             let (workspace, path, sha256) =
@@ -700,21 +696,35 @@ impl Hub {
     }
 }
 
+/// An error answer between replicas.
+fn error(status: StatusCode, error: &str) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": error }))).into_response()
+}
+
+/// A file's bytes, or 404 saying `missing`.
+fn file(bytes: Option<Vec<u8>>, missing: &str) -> Response {
+    match bytes {
+        Some(bytes) => (
+            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        None => error(StatusCode::NOT_FOUND, missing),
+    }
+}
+
 /// Refuses a call between replicas without the cluster token; on a controller that is no
 /// replica, there is no such endpoint.
 fn refused(hub: &Hub, headers: &HeaderMap) -> Option<Response> {
-    let error = |status, error: &str| {
-        Some((status, axum::Json(serde_json::json!({ "error": error }))).into_response())
-    };
     match hub.access.placement() {
-        None => error(
+        None => Some(error(
             StatusCode::NOT_FOUND,
             "no such endpoint: this controller is not one of several replicas",
-        ),
-        Some(placement) if !placement.admits(headers) => error(
+        )),
+        Some(placement) if !placement.admits(headers) => Some(error(
             StatusCode::UNAUTHORIZED,
             "wrong or missing X-Deepcli-Cluster-Token: only the hub's replicas hand turns on, with the cluster token (--cluster-token-file)",
-        ),
+        )),
         Some(_) => None,
     }
 }
@@ -732,11 +742,10 @@ pub(crate) async fn hub_turn(
     let handed: HandedTurn = match serde_json::from_slice(&body) {
         Ok(handed) => handed,
         Err(e) => {
-            return (
+            return error(
                 StatusCode::BAD_REQUEST,
-                axum::Json(serde_json::json!({"error": format!("not a handed-on turn: {e}")})),
-            )
-                .into_response();
+                &format!("not a handed-on turn: {e}"),
+            );
         }
     };
     let (tx, rx) = mpsc::channel::<Line>(8);
@@ -766,26 +775,10 @@ pub(crate) async fn artifact(
     }
     let asked = match serde_json::from_slice::<ArtifactAsked>(&body) {
         Ok(asked) if plain_path(&asked.path) => asked,
-        _ => {
-            return (
-                StatusCode::BAD_REQUEST,
-                axum::Json(serde_json::json!({"error": "not a stored file's path"})),
-            )
-                .into_response();
-        }
+        _ => return error(StatusCode::BAD_REQUEST, "not a stored file's path"),
     };
-    match tokio::fs::read(hub.artifacts.join(&asked.path)).await {
-        Ok(bytes) => (
-            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
-            bytes,
-        )
-            .into_response(),
-        Err(_) => (
-            StatusCode::NOT_FOUND,
-            axum::Json(serde_json::json!({"error": "not stored here"})),
-        )
-            .into_response(),
-    }
+    let bytes = tokio::fs::read(hub.artifacts.join(&asked.path)).await.ok();
+    file(bytes, "not stored here")
 }
 
 /// `POST /internal/received`: a file an A2A peer sent that this replica wrote into an agent's
@@ -800,11 +793,7 @@ pub(crate) async fn received(
         return refused;
     }
     let Ok(asked) = serde_json::from_slice::<ReceivedAsked>(&body) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            axum::Json(serde_json::json!({"error": "not a received file"})),
-        )
-            .into_response();
+        return error(StatusCode::BAD_REQUEST, "not a received file");
     };
     let workspace = hub
         .policy()
@@ -819,18 +808,7 @@ pub(crate) async fn received(
     .await
     .ok()
     .flatten();
-    match read {
-        Some(bytes) => (
-            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
-            bytes,
-        )
-            .into_response(),
-        None => (
-            StatusCode::NOT_FOUND,
-            axum::Json(serde_json::json!({"error": "not received here"})),
-        )
-            .into_response(),
-    }
+    file(read, "not received here")
 }
 
 /// `POST /internal/hub-session`: a cancel, stop or close another replica hands on for a
@@ -845,11 +823,7 @@ pub(crate) async fn hub_session(
     }
     match serde_json::from_slice::<SessionCall>(&body) {
         Ok(call) => axum::Json(hub.answer_session_call(call).await).into_response(),
-        Err(e) => (
-            StatusCode::BAD_REQUEST,
-            axum::Json(serde_json::json!({"error": format!("not a session call: {e}")})),
-        )
-            .into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a session call: {e}")),
     }
 }
 

@@ -546,6 +546,27 @@ fn a_replica_cut_off_from_postgresql_stops_its_agents_and_rejoins() {
     }
 }
 
+/// The partner peer's A2A message `id` with `parts` to `agent`, at `replica`: the task, once
+/// completed.
+fn a2a_send(replica: &Replica, agent: &str, id: &str, parts: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": id, "role": "ROLE_USER", "parts": parts}}});
+    let answer = http(
+        replica.addr,
+        "POST",
+        &format!("/a2a/{agent}/"),
+        &[
+            ("authorization", &format!("Bearer {PARTNER}")),
+            ("content-type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(answer.status, 200, "{:#}", answer.body);
+    let task = answer.body["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task:#}");
+    task
+}
+
 /// The result of the Hub tool an agent's reply reports (the demo agent's `CALL`).
 fn called(tool: &str, answer: &Value) -> Value {
     let reply = answer["reply"]["text"].as_str().unwrap_or("");
@@ -714,54 +735,23 @@ fn hub_runs_reach_agents_that_run_on_other_replicas() {
     assert_eq!(sent["status"], "ok", "{sent:#}");
     assert_eq!(sent["reply"], "the operator was heard", "{sent:#}");
     // An A2A peer's message to y, at the replica that runs neither: y's answer.
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": "peer-1", "role": "ROLE_USER", "parts": [{"text": "SAY the peer was heard"}]}}});
-    let answer = http(
-        third.addr,
-        "POST",
-        &format!("/a2a/{y}/"),
-        &[
-            ("authorization", &format!("Bearer {PARTNER}")),
-            ("content-type", "application/json"),
-        ],
-        body.to_string().as_bytes(),
-    );
-    assert_eq!(answer.status, 200, "{:#}", answer.body);
-    let task = &answer.body["result"]["task"];
-    assert_eq!(
-        task["status"]["state"], "TASK_STATE_COMPLETED",
-        "{:#}",
-        answer.body
+    let task = a2a_send(
+        third,
+        y,
+        "peer-1",
+        json!([{"text": "SAY the peer was heard"}]),
     );
     assert_eq!(
         task["artifacts"][0]["parts"][0]["text"], "the peer was heard",
-        "{:#}",
-        answer.body
+        "{task:#}"
     );
     // A peer's file, at the replica that runs neither: y is given it where y runs (fetched
     // from the replica the peer called, checked by its hash).
     use base64::Engine as _;
     let raw = base64::engine::general_purpose::STANDARD.encode(b"the peer's bytes");
-    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
-        "messageId": "peer-2", "role": "ROLE_USER", "parts": [{"text": "SAY got it"},
-            {"raw": raw, "filename": "data.txt", "mediaType": "text/plain"}]}}});
-    let answer = http(
-        third.addr,
-        "POST",
-        &format!("/a2a/{y}/"),
-        &[
-            ("authorization", &format!("Bearer {PARTNER}")),
-            ("content-type", "application/json"),
-        ],
-        body.to_string().as_bytes(),
-    );
-    assert_eq!(answer.status, 200, "{:#}", answer.body);
-    let task = &answer.body["result"]["task"];
-    assert_eq!(
-        task["status"]["state"], "TASK_STATE_COMPLETED",
-        "{:#}",
-        answer.body
-    );
+    let parts = json!([{"text": "SAY got it"},
+        {"raw": raw, "filename": "data.txt", "mediaType": "text/plain"}]);
+    let task = a2a_send(third, y, "peer-2", parts);
     let given = replicas[runs_on(y)]
         .state
         .join("workspaces")
