@@ -463,10 +463,7 @@ impl Hub {
             agent: agent.to_owned(),
             session_key: key.to_owned(),
         };
-        match self.session_call(call).await {
-            Some(answer) => answer.sent,
-            None => self.access.cancel_turn(agent, key).await,
-        }
+        self.session_call(call).await.sent
     }
 
     /// The operator's cancel of the turn running in session `key` of `agent`, where the agent
@@ -477,10 +474,8 @@ impl Hub {
             session_key: key.to_owned(),
             grace_ms: grace.as_millis() as u64,
         };
-        match self.session_call(call).await {
-            Some(answer) => answer.stopped.unwrap_or(CancelState::NotRunning),
-            None => self.access.cancel_running_turn(agent, key, grace).await,
-        }
+        let answer = self.session_call(call).await;
+        answer.stopped.unwrap_or(CancelState::NotRunning)
     }
 
     /// Ends session `key`'s runtime session where `agent` runs; a note on what happened,
@@ -490,18 +485,18 @@ impl Hub {
             agent: agent.to_owned(),
             session_key: key.to_owned(),
         };
-        match self.session_call(call).await {
-            Some(answer) => answer.closed,
-            None => self.access.close_runtime_session(agent, key).await,
-        }
+        self.session_call(call).await.closed
     }
 
-    /// `call` made on the replica that runs its agent, when that is another one: its answer
-    /// (an empty one when that replica cannot be reached: its runtime sessions end with it).
-    /// `None` when the agent runs here.
-    async fn session_call(&self, call: SessionCall) -> Option<SessionAnswer> {
-        let holder = self.held_elsewhere(call.agent()).await?;
-        let placement = self.access.placement()?;
+    /// `call` made where its agent runs: here, or on the replica that runs it (an empty
+    /// answer when that replica cannot be reached: its runtime sessions end with it).
+    async fn session_call(&self, call: SessionCall) -> SessionAnswer {
+        let (Some(holder), Some(placement)) = (
+            self.held_elsewhere(call.agent()).await,
+            self.access.placement(),
+        ) else {
+            return self.answer_session_call(call).await;
+        };
         let answered = async {
             let body = serde_json::to_vec(&call).map_err(|e| e.to_string())?;
             let response = placement
@@ -517,13 +512,13 @@ impl Hub {
                 .await
                 .map_err(crate::http_client::error_text)
         };
-        Some(answered.await.unwrap_or_else(|why| {
+        answered.await.unwrap_or_else(|why| {
             tracing::warn!(replica = %holder.replica, agent = call.agent(), error = %why, "hub: a session call on another replica failed");
             SessionAnswer::default()
-        }))
+        })
     }
 
-    /// Makes a [`SessionCall`] another replica handed on, here.
+    /// Makes a [`SessionCall`] here.
     async fn answer_session_call(&self, call: SessionCall) -> SessionAnswer {
         match call {
             SessionCall::Cancel { agent, session_key } => SessionAnswer {
