@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -708,32 +708,29 @@ fn file(bytes: Option<Vec<u8>>, missing: &str) -> Response {
     }
 }
 
-/// Refuses a call between replicas without the cluster token; on a controller that is no
-/// replica, there is no such endpoint.
-fn refused(hub: &Hub, headers: &HeaderMap) -> Option<Response> {
+/// Lets a call between replicas through only with the cluster token; on a controller that is
+/// no replica, there is no such endpoint. The one check of every `/internal/hub-*` route.
+pub(crate) async fn admit(
+    State(hub): State<Arc<Hub>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
     match hub.access.placement() {
-        None => Some(error(
+        None => error(
             StatusCode::NOT_FOUND,
             "no such endpoint: this controller is not one of several replicas",
-        )),
-        Some(placement) if !placement.admits(headers) => Some(error(
+        ),
+        Some(placement) if !placement.admits(request.headers()) => error(
             StatusCode::UNAUTHORIZED,
             "wrong or missing X-Deepcli-Cluster-Token: only the hub's replicas hand turns on, with the cluster token (--cluster-token-file)",
-        )),
-        Some(_) => None,
+        ),
+        Some(_) => next.run(request).await,
     }
 }
 
 /// `POST /internal/hub-turn`: a Hub turn another replica hands on for an agent this one runs.
 /// Its answer streams as lines of JSON (`application/x-ndjson`).
-pub(crate) async fn hub_turn(
-    State(hub): State<Arc<Hub>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Some(refused) = refused(&hub, &headers) {
-        return refused;
-    }
+pub(crate) async fn hub_turn(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
     let handed: HandedTurn = match serde_json::from_slice(&body) {
         Ok(handed) => handed,
         Err(e) => {
@@ -760,14 +757,7 @@ pub(crate) async fn hub_turn(
 
 /// `POST /internal/artifact`: a stored file of this replica's artifacts' store, for another
 /// replica (its bytes, or 404).
-pub(crate) async fn artifact(
-    State(hub): State<Arc<Hub>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Some(refused) = refused(&hub, &headers) {
-        return refused;
-    }
+pub(crate) async fn artifact(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
     let asked = match serde_json::from_slice::<ArtifactAsked>(&body) {
         Ok(asked) if plain_path(&asked.path) => asked,
         _ => return error(StatusCode::BAD_REQUEST, "not a stored file's path"),
@@ -779,14 +769,7 @@ pub(crate) async fn artifact(
 /// `POST /internal/received`: a file an A2A peer sent that this replica wrote into an agent's
 /// workspace, for the replica that runs the agent: its bytes if it is still as written (read
 /// without following a link), or 404.
-pub(crate) async fn received(
-    State(hub): State<Arc<Hub>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Some(refused) = refused(&hub, &headers) {
-        return refused;
-    }
+pub(crate) async fn received(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
     let Ok(asked) = serde_json::from_slice::<ReceivedAsked>(&body) else {
         return error(StatusCode::BAD_REQUEST, "not a received file");
     };
@@ -808,14 +791,7 @@ pub(crate) async fn received(
 
 /// `POST /internal/hub-session`: a cancel, stop or close another replica hands on for a
 /// session of an agent this one runs.
-pub(crate) async fn hub_session(
-    State(hub): State<Arc<Hub>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Some(refused) = refused(&hub, &headers) {
-        return refused;
-    }
+pub(crate) async fn hub_session(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
     match serde_json::from_slice::<SessionCall>(&body) {
         Ok(call) => axum::Json(hub.answer_session_call(call).await).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a session call: {e}")),

@@ -416,6 +416,10 @@ pub(crate) fn router(hub: Arc<Hub>, operator_token: Arc<str>) -> Router {
         .route("/internal/hub-session", post(super::elsewhere::hub_session))
         .route("/internal/artifact", post(super::elsewhere::artifact))
         .route("/internal/received", post(super::elsewhere::received))
+        .route_layer(axum::middleware::from_fn_with_state(
+            hub.clone(),
+            super::elsewhere::admit,
+        ))
         .with_state(hub.clone());
     let cx = Ctx {
         hub,

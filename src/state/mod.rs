@@ -727,6 +727,15 @@ mod tests {
         let one = store.on_seam(|c| c.query_row("SELECT 1", params![], |r| r.get::<i64>(0)));
         assert_eq!(one.unwrap(), 1);
         assert!(store.serial().is_ok());
+        // A session stopped inside a transaction is ended by PostgreSQL, its locks with it.
+        let idle = store.on_seam(|c| {
+            c.query_row(
+                "SELECT setting FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'",
+                params![],
+                |r| r.get::<String>(0),
+            )
+        });
+        assert_eq!(idle.unwrap(), "10000");
     }
 
     #[test]

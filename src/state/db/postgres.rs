@@ -120,6 +120,10 @@ pub(crate) struct PgConn {
     url: Box<PgUrl>,
 }
 
+/// How long a session may sit inside a transaction waiting for deepcli before PostgreSQL ends
+/// it (and the transaction, and its locks).
+pub(crate) const IDLE_IN_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The advisory lock a transaction that writes holds: one per schema, so states in separate
 /// schemas of one database (tests) do not wait for each other.
 const WRITE_LOCK: &str = "SELECT pg_advisory_xact_lock(1684366690, hashtext(current_schema()))";
@@ -158,6 +162,13 @@ impl PgConn {
                 tracing::warn!(error = %e, "the PostgreSQL connection closed");
             }
         });
+        // A process stopped inside a transaction (frozen, swapped out) would hold the state's
+        // write lock for as long as it is stopped, and every replica's writes would wait:
+        // PostgreSQL ends such a session instead (every transaction of deepcli is short).
+        wait(client.batch_execute(&format!(
+            "SET idle_in_transaction_session_timeout = {}",
+            IDLE_IN_TRANSACTION.as_millis()
+        )))?;
         Ok(PgConn {
             client,
             statements: Mutex::default(),
