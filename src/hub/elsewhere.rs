@@ -12,9 +12,11 @@
 //! once it began, and the message undelivered before.
 //!
 //! The calls on a session the agent's runtime holds — a cancel, a close, the operator's stop —
-//! go to the owner the same way, over `POST <owner>/internal/hub-session`. And a stored
-//! artifact is on the disk of the replica whose agent handed it in: another fetches it from
-//! there when it needs it (`POST <replica>/internal/artifact`), checked against its hash.
+//! go to the owner the same way, over `POST <owner>/internal/hub-session`. And a file is on the
+//! disk of the replica that took it — a stored artifact, of the replica whose agent handed it
+//! in; a file an A2A peer sent, of the replica the peer called: another fetches it from there
+//! when it needs it (`POST <replica>/internal/artifact`, `/internal/received`), checked
+//! against its hash.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -274,7 +276,8 @@ impl Hub {
     }
 
     /// [`Hub::turn`] for an agent `holder` runs: handed on, and its answer read as it streams.
-    /// A holder that cannot be reached is asked of the state again, once.
+    /// When the holder cannot be reached, or no longer runs the agent, the state is asked
+    /// where it runs now, once.
     pub(super) async fn turn_there(
         self: &Arc<Self>,
         holder: &Holder,
