@@ -393,6 +393,7 @@ impl Access {
 
     /// Whether agent `agent_id`'s budgets let a turn begin now (nothing is taken): what the
     /// Hub asks before it accepts a run.
+    ///
     /// With several replicas, only the replica that runs the agent counts its turns: for an
     /// agent another runs, that replica checks when the turn comes.
     pub(crate) fn budget_allows_turn(&self, agent_id: &str) -> Result<(), budget::BudgetRefusal> {
