@@ -1120,12 +1120,16 @@ fn a_telegram_account_moves_to_another_replica_with_its_offset() {
     // Killed only once the update is done with (out of the adapter's inbox): a kill between
     // the platform's accept of the reply and its record has the next holder post it again
     // (at least once: docs/conversations.md), which is not what this test is about.
-    wait_for("the first update done with", Duration::from_secs(30), || {
-        schema
-            .query("SELECT count(*) FROM adapter_inbox")
-            .as_deref()
-            == Some("0")
-    });
+    wait_for(
+        "the first update done with",
+        Duration::from_secs(30),
+        || {
+            schema
+                .query("SELECT count(*) FROM adapter_inbox")
+                .as_deref()
+                == Some("0")
+        },
+    );
 
     replicas[held].kill(nix::sys::signal::Signal::SIGKILL);
     let _ = replicas[held].child.wait();
