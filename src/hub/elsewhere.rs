@@ -596,48 +596,59 @@ impl Hub {
         let Ok(body) = serde_json::to_vec(&asked) else {
             return false;
         };
-        for holder in placement.others() {
-            let Some(bytes) = fetch(placement, &holder, "/internal/artifact", &body).await else {
-                continue;
-            };
-            let (store, sha256) = (store.to_owned(), sha256.to_owned());
-            let kept = tokio::task::spawn_blocking(move || {
-                use sha2::Digest as _;
-                if hex::encode(sha2::Sha256::digest(&bytes)) != sha256 {
-                    return false;
-                }
-                let name = crate::tasks::artifacts::ArtifactName::stored(sha256);
-                crate::tasks::artifacts::store_bytes(&bytes, &name, &store, u64::MAX).is_ok()
-            })
-            .await
-            .unwrap_or(false);
-            if kept {
-                return true;
-            }
-            tracing::warn!(replica = %holder.replica, file = %asked.path, "hub: a stored file fetched from another replica is not what was stored");
-        }
-        false
+        let Some(bytes) = fetch_checked(placement, "/internal/artifact", &body, sha256).await
+        else {
+            return false;
+        };
+        let (store, name) = (
+            store.to_owned(),
+            crate::tasks::artifacts::ArtifactName::stored(sha256.to_owned()),
+        );
+        tokio::task::spawn_blocking(move || {
+            crate::tasks::artifacts::store_bytes(&bytes, &name, &store, u64::MAX).is_ok()
+        })
+        .await
+        .unwrap_or(false)
     }
 }
 
-/// The bytes `holder` answers a call to `path` with: `None` when it cannot be reached or does
-/// not have them.
-async fn fetch(
+/// The bytes the first of the replicas that run agents answers a call to `path` with, whose
+/// SHA-256 is `sha256`: `None` when none can be reached or has them as they were.
+async fn fetch_checked(
     placement: &crate::access::placement::Placement,
-    holder: &Holder,
     path: &str,
     body: &[u8],
+    sha256: &str,
 ) -> Option<Bytes> {
-    let response = placement
-        .call(holder, path, body.to_vec())
-        .ok()?
-        .send()
+    for holder in placement.others() {
+        let fetched = async {
+            let response = placement
+                .call(&holder, path, body.to_vec())
+                .ok()?
+                .send()
+                .await
+                .ok()?;
+            if !response.status().is_success() {
+                return None;
+            }
+            response.bytes().await.ok()
+        };
+        let Some(bytes) = fetched.await else {
+            continue;
+        };
+        let (checked, wanted) = (bytes.clone(), sha256.to_owned());
+        let same = tokio::task::spawn_blocking(move || {
+            use sha2::Digest as _;
+            hex::encode(sha2::Sha256::digest(&checked)) == wanted
+        })
         .await
-        .ok()?;
-    if !response.status().is_success() {
-        return None;
+        .unwrap_or(false);
+        if same {
+            return Some(bytes);
+        }
+        tracing::warn!(replica = %holder.replica, %path, "hub: a file fetched from another replica is not what was stored");
     }
-    response.bytes().await.ok()
+    None
 }
 
 /// A file an A2A peer sent that another replica wrote into an agent's workspace.
@@ -670,27 +681,16 @@ impl Hub {
             size: file.size,
         };
         let body = serde_json::to_vec(&asked).ok()?;
-        for holder in placement.others() {
-            let Some(bytes) = fetch(placement, &holder, "/internal/received", &body).await else {
-                continue;
-            };
-            let (workspace, path, sha256) =
-                (workspace.to_owned(), file.path.clone(), file.sha256.clone());
-            let kept = tokio::task::spawn_blocking(move || {
-                use sha2::Digest as _;
-                let (task, name) = crate::tasks::artifacts::received_at(&path)?;
-                (hex::encode(sha2::Sha256::digest(&bytes)) == sha256).then_some(())?;
-                crate::tasks::artifacts::receive(&workspace, task, &name, &bytes).ok()?;
-                Some(bytes.to_vec())
-            })
-            .await
-            .ok()
-            .flatten();
-            if kept.is_some() {
-                return kept;
-            }
-        }
-        None
+        let bytes = fetch_checked(placement, "/internal/received", &body, &file.sha256).await?;
+        let (workspace, path) = (workspace.to_owned(), file.path.clone());
+        tokio::task::spawn_blocking(move || {
+            let (task, name) = crate::tasks::artifacts::received_at(&path)?;
+            crate::tasks::artifacts::receive(&workspace, task, &name, &bytes).ok()?;
+            Some(bytes.to_vec())
+        })
+        .await
+        .ok()
+        .flatten()
     }
 }
 

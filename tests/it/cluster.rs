@@ -586,12 +586,17 @@ fn notes(schema: &PgSchema, run_id: &str) -> String {
         .unwrap_or_default()
 }
 
-fn run_state(schema: &PgSchema, run_id: &str) -> String {
+/// Column `column` of run `run_id`'s record (empty when there is none).
+fn run_field(schema: &PgSchema, run_id: &str, column: &str) -> String {
     schema
         .query(&format!(
-            "SELECT state FROM hub_runs WHERE run_id = '{run_id}'"
+            "SELECT {column} FROM hub_runs WHERE run_id = '{run_id}'"
         ))
         .unwrap_or_default()
+}
+
+fn run_state(schema: &PgSchema, run_id: &str) -> String {
+    run_field(schema, run_id, "state")
 }
 
 /// Hub runs between agents that run on different replicas (docs/scale-out.md, "The Hub across
@@ -678,11 +683,7 @@ fn hub_runs_reach_agents_that_run_on_other_replicas() {
         "{}",
         notes(&schema, &run)
     );
-    let reply = schema
-        .query(&format!(
-            "SELECT reply FROM hub_runs WHERE run_id = '{run}'"
-        ))
-        .unwrap();
+    let reply = run_field(&schema, &run, "reply");
     assert_eq!(reply, "the child's answer");
     // Closed (its transcript in the trash: cleanup delete) once announced.
     wait_for("the child closed", Duration::from_secs(30), || {
@@ -807,11 +808,7 @@ fn hub_runs_reach_agents_that_run_on_other_replicas() {
         Duration::from_secs(30),
         || run_state(&schema, &run) == "completed",
     );
-    let reply = schema
-        .query(&format!(
-            "SELECT reply FROM hub_runs WHERE run_id = '{run}'"
-        ))
-        .unwrap();
+    let reply = run_field(&schema, &run, "reply");
     assert_eq!(reply, "slow: done after 3 s");
 }
 
