@@ -153,6 +153,7 @@ fn cluster_options(
         id,
         advertise,
         token,
+        token_file: args.cluster_token_file.clone(),
         ttl: Duration::from_millis(args.claim_ttl_ms.max(300)),
     }))
 }

@@ -45,6 +45,49 @@ pub struct Config {
     pub bindings: Vec<Binding>,
 }
 
+impl Config {
+    /// The files that hold the config's secrets (`{source: file, path}`): an agent's
+    /// `runtime.env` and `runtime.token`, a channel account's, an A2A peer's token. As written:
+    /// a relative path is read from the controller's working directory.
+    pub fn secret_files(&self) -> Vec<&str> {
+        use super::model::{EnvValue, Secret, SecretRef};
+        fn file(secret: &SecretRef) -> Option<&str> {
+            match secret {
+                SecretRef::File { path } => Some(path),
+                SecretRef::Env { .. } => None,
+            }
+        }
+        fn of(secret: &Secret) -> Option<&str> {
+            match secret {
+                Secret::Ref(reference) => file(reference),
+                Secret::Inline(_) => None,
+            }
+        }
+        let runtimes = self.agents.iter().filter_map(|a| a.spec.runtime.as_ref());
+        let env = runtimes.clone().flat_map(|r| {
+            r.env.values().filter_map(|v| match v {
+                EnvValue::Secret(reference) => file(reference),
+                EnvValue::Text(_) => None,
+            })
+        });
+        let tokens = runtimes.filter_map(|r| r.token.as_ref().and_then(of));
+        let accounts = self
+            .channels
+            .iter()
+            .flat_map(|c| c.spec.accounts.values())
+            .flat_map(|a| a.secrets.values().filter_map(of));
+        let peers = self
+            .a2a
+            .iter()
+            .flat_map(|a| a.peers.values())
+            .filter_map(|p| of(&p.token));
+        let mut out: Vec<&str> = env.chain(tokens).chain(accounts).chain(peers).collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
 /// An agent with defaults applied and paths resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Agent {

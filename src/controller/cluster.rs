@@ -31,6 +31,8 @@ pub(crate) struct ClusterOptions {
     pub advertise: url::Url,
     /// The secret the replicas share; none: this replica hands no turn on and takes none.
     pub token: Option<std::sync::Arc<str>>,
+    /// The file the token was read from (`--cluster-token-file`): hidden from every agent.
+    pub token_file: Option<std::path::PathBuf>,
     /// How long a claim lasts unless renewed.
     pub ttl: Duration,
 }
@@ -394,6 +396,7 @@ mod tests {
             id: id.into(),
             advertise: format!("http://{id}.test:7430").parse().unwrap(),
             token: None,
+            token_file: None,
             ttl: Duration::from_millis(ttl),
         };
         let agents = names(40);

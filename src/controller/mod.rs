@@ -1433,11 +1433,15 @@ fn find(
         Err(e) => return Found::Failed(e.to_string()),
     };
     let config = report.config;
-    let around = crate::sandbox::Surroundings::of(
+    let mut around = crate::sandbox::Surroundings::of(
         &config,
         &options.load.state_dir,
         options.load.home.as_deref(),
     );
+    let token_file = options.cluster.as_ref().and_then(|c| c.token_file.as_ref());
+    around
+        .secret_files
+        .extend(token_file.map(|f| crate::sandbox::real(f)));
     let runtimes = config
         .agents
         .iter()

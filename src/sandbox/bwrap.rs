@@ -56,6 +56,9 @@ pub(crate) fn args(layout: &Layout, cwd: &Path, run_dir: Option<&Path>) -> Vec<O
                 push(&[flag.as_ref(), path.as_os_str(), path.as_os_str()]);
             }
             Mount::Empty { path } => push(&["--tmpfs".as_ref(), path.as_os_str()]),
+            Mount::Unreadable { path } => {
+                push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]);
+            }
         }
     }
     if let Some(run_dir) = run_dir {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::{Host, Layout, Mount, Network, SYSTEM, choose};
+use super::{Host, Layout, Mount, Network, SYSTEM, choose, is_system};
 
 /// One agent's sandbox, explained.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -144,11 +144,11 @@ pub(crate) fn explain(
                         .into(),
                 });
             }
-            Mount::Empty { .. } => {}
+            Mount::Empty { .. } | Mount::Unreadable { .. } => {}
         }
     }
     for path in &layout.hidden {
-        let why = if layout.grants.iter().any(|g| path.starts_with(&g.path)) {
+        let why = if layout.grants.iter().any(|g| path.starts_with(&g.path)) || is_system(path) {
             "hidden although it lies inside a readable path"
         } else if landlock {
             "never granted"

@@ -122,6 +122,10 @@ pub(crate) struct Surroundings {
     pub agents: Vec<(String, PathBuf, PathBuf)>,
     /// What `~/` means in `binds`.
     pub user_home: Option<PathBuf>,
+    /// The files that hold deepcli's secrets: the config's (`{source: file}`), the cluster
+    /// token's. Hidden wherever an agent could otherwise read them (`/etc`, the config
+    /// directory, a bind).
+    pub secret_files: Vec<PathBuf>,
 }
 
 impl Surroundings {
@@ -140,6 +144,11 @@ impl Surroundings {
                 .map(|a| (a.id().to_string(), real(&a.workspace), real(&a.agent_dir)))
                 .collect(),
             user_home: user_home.map(Path::to_path_buf),
+            secret_files: config
+                .secret_files()
+                .into_iter()
+                .map(|path| real(Path::new(path)))
+                .collect(),
         }
     }
 }
@@ -256,6 +265,13 @@ impl Layout {
                 {
                     hidden.push(dir.clone());
                 }
+            }
+        }
+        // isolation.md: the system is readable "minus deepcli's own files", and so is every
+        // grant: a secret kept under `/etc` or beside the config is not the agent's.
+        for file in &around.secret_files {
+            if is_system(file) || grants.iter().any(|g| file.starts_with(&g.path)) {
+                hidden.push(file.clone());
             }
         }
         // A hidden path that holds one of the agent's own stays: its own is mounted over it.
@@ -535,7 +551,7 @@ pub(crate) fn command_paths(command: &[String], cwd: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn is_system(path: &Path) -> bool {
+pub(crate) fn is_system(path: &Path) -> bool {
     SYSTEM.iter().any(|s| path.starts_with(s))
 }
 
@@ -593,6 +609,9 @@ pub(crate) enum Mount {
     },
     /// An empty private directory over a path: what hides it.
     Empty { path: PathBuf },
+    /// Nothing readable over a file (`/dev/null`, which the sandbox may not open): what
+    /// hides a secret's file.
+    Unreadable { path: PathBuf },
 }
 
 impl Layout {
@@ -635,13 +654,13 @@ impl Layout {
             if covered || !hidden.exists() {
                 continue;
             }
-            steps.push((
-                depth(hidden),
-                0,
-                Mount::Empty {
-                    path: hidden.clone(),
-                },
-            ));
+            let path = hidden.clone();
+            let mount = if hidden.is_dir() {
+                Mount::Empty { path }
+            } else {
+                Mount::Unreadable { path }
+            };
+            steps.push((depth(hidden), 0, mount));
         }
         if let Some(scratch) = &self.scratch {
             steps.push((

@@ -20,6 +20,7 @@ fn around() -> Surroundings {
             ),
         ],
         user_home: Some("/home/op".into()),
+        secret_files: vec![],
     }
 }
 
@@ -44,7 +45,7 @@ fn binds(mounts: &[Mount]) -> Vec<(PathBuf, bool)> {
         .iter()
         .filter_map(|m| match m {
             Mount::Bind { path, writable, .. } => Some((path.clone(), *writable)),
-            Mount::Empty { .. } => None,
+            Mount::Empty { .. } | Mount::Unreadable { .. } => None,
         })
         .collect()
 }
@@ -181,6 +182,91 @@ fn own_dirs_are_mounted_after_the_emptiness_over_the_state_dir() {
             .iter()
             .any(|(p, _)| p.ends_with("operator-token")),
         "{mounts:?}"
+    );
+}
+
+#[test]
+fn a_secret_file_the_agent_could_read_is_hidden_and_unreadable_under_bubblewrap() {
+    let root = tempfile::tempdir().unwrap();
+    let config = root.path().join("config");
+    let bound = root.path().join("shared");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::create_dir_all(&bound).unwrap();
+    let beside_config = config.join("slack.token");
+    let in_bind = bound.join("cluster-token");
+    let elsewhere = root.path().join("vault/peer.token");
+    for file in [&beside_config, &in_bind] {
+        std::fs::write(file, "secret").unwrap();
+    }
+    let around = Surroundings {
+        config_dir: config.clone(),
+        secret_files: vec![
+            "/etc/deepcli/cluster-token".into(),
+            beside_config.clone(),
+            in_bind.clone(),
+            elsewhere.clone(),
+        ],
+        ..around()
+    };
+    let command = vec!["/usr/bin/true".to_string()];
+    let sandbox = SandboxConfig {
+        binds: Some(vec![SandboxBind {
+            path: bound.display().to_string(),
+            mode: BindMode::Ro,
+        }]),
+        ..SandboxConfig::default()
+    };
+    let layout = Layout::of(
+        &Subject {
+            agent_id: "a",
+            workspace: Path::new("/srv/hub/state/workspaces/a"),
+            agent_dir: Path::new("/srv/hub/state/agents/a/agent"),
+            home: Path::new("/srv/hub/state/agents/a/agent/home"),
+            command: &command,
+            cwd: Path::new("/srv/hub/state/workspaces/a"),
+            config: Some(&sandbox),
+        },
+        &around,
+    )
+    .unwrap();
+    // Hidden where it could be read: under /etc, beside the config, in a bind; a file no
+    // grant reaches needs nothing.
+    for file in [
+        Path::new("/etc/deepcli/cluster-token"),
+        &beside_config,
+        &in_bind,
+    ] {
+        assert!(
+            layout.hidden.iter().any(|h| h == file),
+            "{file:?}: {layout:?}"
+        );
+    }
+    assert!(!layout.hidden.contains(&elsewhere), "{layout:?}");
+    // bubblewrap puts /dev/null (which no sandbox may open) over each existing file, after
+    // the grant that holds it.
+    let args: Vec<String> = bwrap::args(&layout, Path::new("/"), None)
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    for file in [&beside_config, &in_bind] {
+        let file = file.display().to_string();
+        let at = args
+            .windows(3)
+            .position(|w| w == ["--ro-bind", "/dev/null", file.as_str()])
+            .unwrap_or_else(|| panic!("{file} not masked: {args:?}"));
+        let grant = args
+            .iter()
+            .position(|a| file.starts_with(a.as_str()) && a.len() > 1);
+        assert!(
+            grant.is_some_and(|g| g < at),
+            "{file} masked before its grant: {args:?}"
+        );
+    }
+    // Landlock only grants: it cannot hide a file inside /etc or a grant.
+    assert!(
+        layout
+            .beyond_landlock()
+            .is_some_and(|why| why.contains("must stay hidden"))
     );
 }
 

@@ -103,6 +103,19 @@ fn other_workspace(up: &Up) -> std::path::PathBuf {
     line.into()
 }
 
+/// A controller stopped however the test ends (a failed assertion included).
+struct Stop(std::process::Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.0.wait();
+    }
+}
+
 /// The pids of processes whose command line holds `marker`.
 fn processes_with(marker: &str) -> Vec<i32> {
     std::fs::read_dir("/proc")
@@ -463,17 +476,6 @@ fn a_state_directory_inside_the_agents_own_package_stays_hidden() {
     )
     .unwrap();
     std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
-    // Stopped however the test ends (a failed assertion included).
-    struct Stop(std::process::Child);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(self.0.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let _ = self.0.wait();
-        }
-    }
     let child = Stop(crate::common::controller(
         tmp.path(),
         &config,
@@ -501,6 +503,95 @@ fn a_state_directory_inside_the_agents_own_package_stays_hidden() {
         rc("db-rc"),
         "0",
         "the state database beside its command was read"
+    );
+    drop(child);
+}
+
+/// deepcli's own secret files stay unreadable from inside an agent's sandbox wherever they lie
+/// (isolation.md: the system "minus deepcli's own files"): a channel's token kept beside the
+/// config, which every agent reads, and the cluster token in a directory the agent binds.
+#[test]
+fn deepclis_secret_files_stay_unreadable_beside_the_config_and_in_a_bind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, shared, state) = (
+        tmp.path().join("config"),
+        tmp.path().join("shared"),
+        tmp.path().join("state"),
+    );
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::create_dir_all(&shared).unwrap();
+    let slack_token = config.join("slack.token");
+    let cluster_token = shared.join("cluster.token");
+    std::fs::write(&slack_token, "xoxb-kept-in-a-file\n").unwrap();
+    std::fs::write(&cluster_token, "c".repeat(32)).unwrap();
+    std::fs::write(shared.join("notes.txt"), "shared with the agent").unwrap();
+    // Tries each file and writes how it went into its workspace, which the test reads.
+    let probes = [
+        ("slack", slack_token.clone()),
+        ("cluster", cluster_token.clone()),
+        ("notes", shared.join("notes.txt")),
+        ("config", config.join("agents.yaml")),
+    ];
+    let mut script = String::new();
+    for (name, path) in &probes {
+        script.push_str(&format!(
+            "cat {} >/dev/null 2>&1; echo $? > ./{name}.rc\n",
+            path.display()
+        ));
+    }
+    script.push_str("exec sleep 600\n");
+    std::fs::write(tmp.path().join("probe.sh"), script).unwrap();
+    std::fs::write(
+        config.join("agents.yaml"),
+        format!(
+            "agents:\n  list:\n    - id: main\n    - id: probe\n      runtime: {{kind: process, command: [sh, \"{}\"]}}\n      sandbox: {{binds: [{{path: \"{}\", mode: ro}}]}}\n",
+            tmp.path().join("probe.sh").display(),
+            shared.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("channels.yaml"),
+        format!(
+            "channels:\n  slack:\n    accounts:\n      default: {{botToken: {{source: file, path: \"{}\"}}, mode: bridge}}\n",
+            slack_token.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
+    // The cluster token needs a state in PostgreSQL: a replica, alone.
+    let schema = crate::common::PgSchema::new();
+    let child = Stop(crate::common::controller(
+        tmp.path(),
+        &config,
+        &state,
+        |cmd| {
+            cmd.env("DEEPCLI_STATE_URL", schema.url())
+                .args(["--cluster-token-file", cluster_token.to_str().unwrap()]);
+        },
+    ));
+    let _addr = crate::common::listening_at(&state, Some(&schema), child.0.id());
+    let workspace = state.join("workspaces/probe");
+    crate::common::wait_until("the probe's answers", || {
+        workspace.join("config.rc").exists()
+    });
+    let rc = |name: &str| {
+        std::fs::read_to_string(workspace.join(format!("{name}.rc")))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(rc("notes"), "0", "the bind is readable");
+    assert_eq!(rc("config"), "0", "the config is readable");
+    assert_ne!(
+        rc("slack"),
+        "0",
+        "a channel's token file beside the config was read"
+    );
+    assert_ne!(
+        rc("cluster"),
+        "0",
+        "the cluster token file in a bind was read"
     );
     drop(child);
 }
