@@ -25,6 +25,11 @@ fn around() -> Surroundings {
 }
 
 fn layout(config: Option<SandboxConfig>) -> Option<Layout> {
+    layout_in(config, &around())
+}
+
+/// The layout of agent `a` (its dirs in the state directory) among `around`.
+fn layout_in(config: Option<SandboxConfig>, around: &Surroundings) -> Option<Layout> {
     let command = vec!["/usr/bin/true".to_string()];
     Layout::of(
         &Subject {
@@ -36,7 +41,7 @@ fn layout(config: Option<SandboxConfig>) -> Option<Layout> {
             cwd: Path::new("/srv/hub/state/workspaces/a"),
             config: config.as_ref(),
         },
-        &around(),
+        around,
     )
 }
 
@@ -208,7 +213,6 @@ fn a_secret_file_the_agent_could_read_is_hidden_and_unreadable_under_bubblewrap(
         ],
         ..around()
     };
-    let command = vec!["/usr/bin/true".to_string()];
     let sandbox = SandboxConfig {
         binds: Some(vec![SandboxBind {
             path: bound.display().to_string(),
@@ -216,19 +220,7 @@ fn a_secret_file_the_agent_could_read_is_hidden_and_unreadable_under_bubblewrap(
         }]),
         ..SandboxConfig::default()
     };
-    let layout = Layout::of(
-        &Subject {
-            agent_id: "a",
-            workspace: Path::new("/srv/hub/state/workspaces/a"),
-            agent_dir: Path::new("/srv/hub/state/agents/a/agent"),
-            home: Path::new("/srv/hub/state/agents/a/agent/home"),
-            command: &command,
-            cwd: Path::new("/srv/hub/state/workspaces/a"),
-            config: Some(&sandbox),
-        },
-        &around,
-    )
-    .unwrap();
+    let layout = layout_in(Some(sandbox), &around).unwrap();
     // Hidden where it could be read: under /etc, beside the config, in a bind; a file no
     // grant reaches needs nothing.
     for file in [

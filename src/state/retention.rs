@@ -244,15 +244,50 @@ impl Warm {
     }
 }
 
-/// The bytes this thread has read from storage so far (`/proc/thread-self/io`): what a slow
-/// batch's log line says it read with the lock held.
-fn read_from_disk() -> Option<u64> {
-    let io = std::fs::read_to_string("/proc/thread-self/io").ok()?;
-    io.lines()
-        .find_map(|line| line.strip_prefix("read_bytes:"))?
-        .trim()
-        .parse()
-        .ok()
+/// What the kernel has counted of this thread so far (`/proc/thread-self`): the bytes it read
+/// from storage, how long it waited for a CPU, how often it blocked (slept in the kernel: I/O,
+/// a page lock) and how often it was preempted. A slow batch's log line says, of its hold,
+/// what went where.
+#[derive(Debug, Clone, Copy, Default)]
+struct ThreadCounts {
+    read_bytes: u64,
+    cpu_wait: Duration,
+    blocked: u64,
+    preempted: u64,
+}
+
+impl ThreadCounts {
+    fn now() -> ThreadCounts {
+        let field = |file: &str, name: &str| -> u64 {
+            std::fs::read_to_string(format!("/proc/thread-self/{file}"))
+                .ok()
+                .and_then(|text| {
+                    let line = text.lines().find_map(|l| l.strip_prefix(name))?;
+                    line.trim().parse().ok()
+                })
+                .unwrap_or(0)
+        };
+        // schedstat: time on a CPU, time waiting for one, timeslices (ns, ns, count).
+        let cpu_wait = std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|text| text.split_whitespace().nth(1)?.parse().ok())
+            .map_or(Duration::ZERO, Duration::from_nanos);
+        ThreadCounts {
+            read_bytes: field("io", "read_bytes:"),
+            cpu_wait,
+            blocked: field("status", "voluntary_ctxt_switches:"),
+            preempted: field("status", "nonvoluntary_ctxt_switches:"),
+        }
+    }
+
+    fn since(self, before: ThreadCounts) -> ThreadCounts {
+        ThreadCounts {
+            read_bytes: self.read_bytes.saturating_sub(before.read_bytes),
+            cpu_wait: self.cpu_wait.saturating_sub(before.cpu_wait),
+            blocked: self.blocked.saturating_sub(before.blocked),
+            preempted: self.preempted.saturating_sub(before.preempted),
+        }
+    }
 }
 
 /// What each kind prunes, by age (`?1`: the cutoff, as stored: RFC 3339 UTC text).
@@ -539,7 +574,7 @@ fn run_step(
         for (table, column, warm) in &warming {
             warm.read(conn, table, column, &keys)?;
         }
-        let read_before = read_from_disk();
+        let counts = ThreadCounts::now();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         // The lock is held from here: what a turn waits for (not the wait for the lock).
         let began = Instant::now();
@@ -571,14 +606,16 @@ fn run_step(
         let held = began.elapsed();
         total += deleted as u64;
         if held >= SLOW_BATCH {
+            let spent = ThreadCounts::now().since(counts);
             tracing::info!(
                 table,
                 rows = deleted,
                 held_ms = held.as_millis() as u64,
                 commit_ms = committing.elapsed().as_millis() as u64,
-                read_kb = read_from_disk()
-                    .zip(read_before)
-                    .map_or(0, |(after, before)| after.saturating_sub(before) / 1024),
+                read_kb = spent.read_bytes / 1024,
+                cpu_wait_ms = spent.cpu_wait.as_millis() as u64,
+                blocked = spent.blocked,
+                preempted = spent.preempted,
                 "state.retention: a batch held the write lock long"
             );
         }

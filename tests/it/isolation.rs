@@ -300,16 +300,6 @@ fn landlock_on_a_layout_that_needs_hiding_leaves_the_runtime_stopped_with_the_re
     )
     .unwrap();
     std::fs::write(config.join("bindings.yaml"), "bindings: []\n").unwrap();
-    struct Stop(std::process::Child);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(self.0.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let _ = self.0.wait();
-        }
-    }
     let child = Stop(crate::common::controller(
         tmp.path(),
         &config,
