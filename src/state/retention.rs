@@ -258,25 +258,25 @@ struct ThreadCounts {
 
 impl ThreadCounts {
     fn now() -> ThreadCounts {
-        let field = |file: &str, name: &str| -> u64 {
-            std::fs::read_to_string(format!("/proc/thread-self/{file}"))
-                .ok()
-                .and_then(|text| {
-                    let line = text.lines().find_map(|l| l.strip_prefix(name))?;
-                    line.trim().parse().ok()
-                })
-                .unwrap_or(0)
+        let read = |file: &str| std::fs::read_to_string(format!("/proc/thread-self/{file}"));
+        let field = |text: &str, name: &str| -> u64 {
+            let line = text.lines().find_map(|l| l.strip_prefix(name));
+            line.and_then(|l| l.trim().parse().ok()).unwrap_or(0)
         };
+        let (io, status) = (
+            read("io").unwrap_or_default(),
+            read("status").unwrap_or_default(),
+        );
         // schedstat: time on a CPU, time waiting for one, timeslices (ns, ns, count).
-        let cpu_wait = std::fs::read_to_string("/proc/thread-self/schedstat")
+        let cpu_wait = read("schedstat")
             .ok()
             .and_then(|text| text.split_whitespace().nth(1)?.parse().ok())
             .map_or(Duration::ZERO, Duration::from_nanos);
         ThreadCounts {
-            read_bytes: field("io", "read_bytes:"),
+            read_bytes: field(&io, "read_bytes:"),
             cpu_wait,
-            blocked: field("status", "voluntary_ctxt_switches:"),
-            preempted: field("status", "nonvoluntary_ctxt_switches:"),
+            blocked: field(&status, "voluntary_ctxt_switches:"),
+            preempted: field(&status, "nonvoluntary_ctxt_switches:"),
         }
     }
 
