@@ -755,7 +755,8 @@ async fn debounce(
     }
 }
 
-/// Runs [`find`] on the blocking pool.
+/// Runs [`find`] on the blocking pool, as upkeep ([`threads::as_upkeep`]): a resync of a large
+/// config plans on every core, and turns come first.
 fn start_find(
     options: &ControllerOptions,
     store: &Arc<Mutex<StateStore>>,
@@ -765,7 +766,11 @@ fn start_find(
     let options = options.clone();
     let store = store.clone();
     let hashes = hashes.clone();
-    tokio::task::spawn_blocking(move || find(&options, &store, &hashes, first_apply))
+    tokio::task::spawn_blocking(move || {
+        threads::as_upkeep("deepcli-plan", || {
+            find(&options, &store, &hashes, first_apply)
+        })
+    })
 }
 
 /// One reconcile: find what to do (or take the look-ahead of the debounce), apply it, serve

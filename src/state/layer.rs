@@ -269,6 +269,16 @@ impl LayerConnection {
                 "state: a slow operation (queued: for the layer's connection; \
                  lock_waits: milliseconds waiting for another connection's write)"
             );
+        } else if took >= NOTED {
+            // What a slow one queued behind: `RUST_LOG=deepcli::state::layer=debug`.
+            tracing::debug!(
+                layer = self.layer,
+                at = %caller,
+                took_ms = took.as_millis(),
+                queued_ms = got.duration_since(asked).as_millis(),
+                lock_waits = tries,
+                "state: an operation"
+            );
         }
         done.map_err(|source| match (source, &self.backend) {
             (DbError::Sqlite(source), Backend::Sqlite { path, .. }) => StateError::Sqlite {
@@ -283,6 +293,9 @@ impl LayerConnection {
 /// An operation on a layer's connection that takes this long, its wait for the connection
 /// included, is logged with what it waited for: a turn waits on each of its operations.
 const SLOW: Duration = Duration::from_millis(50);
+
+/// An operation that takes this long is in the debug log, with the same fields.
+const NOTED: Duration = Duration::from_millis(10);
 
 #[cfg(test)]
 mod tests {

@@ -383,7 +383,8 @@ pub(crate) const LAYER_AUTOCHECKPOINT: i64 = 262_144;
 /// commit returns — under a prune's writes, a turn's, again and again. After a second with no
 /// commit and all of the WAL copied back, it cuts a WAL file past [`WAL_KEPT`] back to nothing
 /// (`TRUNCATE`, given up at once if a reader is in it). Before each checkpoint it brings the
-/// transcript's search index up to date ([`search_index`], migration 26). Stops when dropped.
+/// transcript's search index up to date ([`search_index`], migration 26). It runs behind the
+/// threads that serve ([`crate::threads::UPKEEP_NICE`]). Stops when dropped.
 pub struct Checkpointer {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -408,6 +409,7 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("wal-checkpointer".into())
             .spawn(move || {
+                crate::threads::lower_to_upkeep();
                 let mut quiet = Quiet::default();
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(Self::EVERY)
@@ -453,6 +455,7 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("search-upkeep".into())
             .spawn(move || {
+                crate::threads::lower_to_upkeep();
                 let mut said = false;
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(Self::EVERY)

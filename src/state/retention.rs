@@ -1,7 +1,8 @@
 //! `state.retention` applied: the records older than each kind's days deleted in small
 //! batches, each its own short transaction, so a turn waiting to write waits for one batch at
-//! most. A batch's rows are chosen by a read, before the write lock is taken; the lock is held
-//! only to delete them, the pages they are on read before it, and a batch is sized to hold
+//! most. A batch's rows are chosen by a read, before the write lock is taken, on a thread of
+//! upkeep priority (see `Reader`); the lock is held, at the process's priority, only to delete
+//! them, the pages they are on read before it, and a batch is sized to hold
 //! it about [`BATCH_BUDGET`] (halved when a batch took longer; when one took under half,
 //! doubled until a batch first took longer, grown by an eighth after); after each batch the
 //! prune rests [`REST_PER_HELD`] times as long as the batch held it, so it has the lock at
@@ -244,6 +245,118 @@ impl Warm {
     }
 }
 
+/// Where a prune's batches are chosen and their pages read ([`Warm`]): most of its work, and
+/// none of it under the write lock. `Away` does it on a thread of its own at upkeep priority
+/// ([`crate::threads::UPKEEP_NICE`]), on a connection of its own, so that it takes a core from
+/// no turn. The batches' holds of the lock stay on the prune's thread, at the priority of the
+/// process: a thread holding a lock that turns wait for must get a core when it asks (with the
+/// whole prune at nice 10, a batch's logged hold reached 53 ms, 49 of them waiting for a
+/// CPU). The pages come in through the kernel's cache: the prune's connection drops its own
+/// cache anyway whenever a turn commits. `Here` (a dry run, an in-memory database, no thread
+/// to be had) does it on the prune's connection.
+enum Reader {
+    Here(Warming),
+    Away {
+        asks: std::sync::mpsc::Sender<(&'static Step, String, usize)>,
+        answers: std::sync::mpsc::Receiver<rusqlite::Result<Vec<Value>>>,
+    },
+}
+
+impl Reader {
+    /// Starts the reader's thread in `scope`, on `path`'s database; `Here` when it cannot be.
+    fn start<'scope>(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        path: &std::path::Path,
+    ) -> Reader {
+        let opened = super::connect(path)
+            .and_then(|conn| conn.pragma_update(None, "query_only", true).map(|()| conn));
+        let conn = match opened {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::debug!(error = %e, "state.retention: batches are chosen on the prune's connection");
+                return Reader::Here(Warming::default());
+            }
+        };
+        let (asks, asked) = std::sync::mpsc::channel::<(&'static Step, String, usize)>();
+        let (answer, answers) = std::sync::mpsc::channel();
+        let started = std::thread::Builder::new()
+            .name("prune-reads".into())
+            .spawn_scoped(scope, move || {
+                crate::threads::lower_to_upkeep();
+                let mut warming = Warming::default();
+                for (step, cut, rows) in asked {
+                    if answer
+                        .send(choose(&conn, &mut warming, step, &cut, rows))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+        match started {
+            Ok(_) => Reader::Away { asks, answers },
+            Err(e) => {
+                tracing::debug!(error = %e, "state.retention: batches are chosen on the prune's connection");
+                Reader::Here(Warming::default())
+            }
+        }
+    }
+
+    /// The keys of `step`'s next batch of at most `rows` older than `cut`, their pages read.
+    fn choose(
+        &mut self,
+        conn: &Connection,
+        step: &'static Step,
+        cut: &str,
+        rows: usize,
+    ) -> rusqlite::Result<Vec<Value>> {
+        match self {
+            Reader::Here(warming) => choose(conn, warming, step, cut, rows),
+            Reader::Away { asks, answers } => {
+                if asks.send((step, cut.to_string(), rows)).is_ok()
+                    && let Ok(answer) = answers.recv()
+                {
+                    return answer;
+                }
+                // Its thread is gone (a panic, raised again when the prune's scope ends).
+                *self = Reader::Here(Warming::default());
+                self.choose(conn, step, cut, rows)
+            }
+        }
+    }
+}
+
+/// Each table's [`Warm`] reads, made once per table for a prune.
+#[derive(Default)]
+struct Warming(std::collections::HashMap<&'static str, Warm>);
+
+/// Chooses a batch of `step` on `conn` (a read: no lock held) and reads its pages in.
+fn choose(
+    conn: &Connection,
+    warming: &mut Warming,
+    step: &'static Step,
+    cut: &str,
+    rows: usize,
+) -> rusqlite::Result<Vec<Value>> {
+    let keys: Vec<Value> = conn
+        .prepare_cached(&batch_query(step))?
+        .query_map(params![cut, rows as i64], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if keys.is_empty() {
+        return Ok(keys);
+    }
+    for (table, column) in
+        std::iter::once((step.table, step.key)).chain(step.children.iter().copied())
+    {
+        let warm = match warming.0.entry(table) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Warm::of(conn, table)?),
+        };
+        warm.read(conn, table, column, &keys)?;
+    }
+    Ok(keys)
+}
+
 /// What the kernel has counted of this thread so far (`/proc/thread-self`): the bytes it read
 /// from storage, how long it waited for a CPU, how often it blocked (slept in the kernel: I/O,
 /// a page lock) and how often it was preempted. A slow batch's log line says, of its hold,
@@ -442,16 +555,27 @@ fn prune_on(
 ) -> rusqlite::Result<PruneReport> {
     let started = Instant::now();
     let mut pace = Pace::new(pause);
-    let pruned = each_kind(rules, now, |part| match part {
-        Part::Older(step, cut) => run_step(conn, step, cut, dry_run, &mut pace),
-        Part::PastNewest(keep) => {
-            let after = |c: &mut Conn<'_>, held| {
-                if let Conn::Sqlite(c) = c {
-                    pace.after_batch(c, held);
-                }
-            };
-            Ok(keep_newest(&mut Conn::Sqlite(conn), keep, dry_run, after)?)
-        }
+    // An in-memory database has no path another connection could open ("").
+    let path = conn
+        .path()
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from);
+    let pruned = std::thread::scope(|scope| {
+        let mut reader = match (dry_run, path) {
+            (false, Some(path)) => Reader::start(scope, &path),
+            _ => Reader::Here(Warming::default()),
+        };
+        each_kind(rules, now, |part| match part {
+            Part::Older(step, cut) => run_step(conn, &mut reader, step, cut, dry_run, &mut pace),
+            Part::PastNewest(keep) => {
+                let after = |c: &mut Conn<'_>, held| {
+                    if let Conn::Sqlite(c) = c {
+                        pace.after_batch(c, held);
+                    }
+                };
+                Ok(keep_newest(&mut Conn::Sqlite(conn), keep, dry_run, after)?)
+            }
+        })
     })?;
     let report = PruneReport {
         dry_run,
@@ -468,7 +592,7 @@ fn prune_on(
 /// What a kind's prune is made of: a step's rows older than a cutoff, or the transcript rows
 /// past the newest `keep` of each session.
 enum Part<'a> {
-    Older(&'a Step, &'a str),
+    Older(&'static Step, &'a str),
     PastNewest(u32),
 }
 
@@ -527,7 +651,8 @@ fn batch_query(step: &Step) -> String {
 
 fn run_step(
     conn: &mut Connection,
-    step: &Step,
+    reader: &mut Reader,
+    step: &'static Step,
     cut: &str,
     dry_run: bool,
     pace: &mut Pace,
@@ -554,25 +679,13 @@ fn run_step(
         }
         return Ok(rows.max(0) as u64);
     }
-    let chosen = batch_query(step);
-    let warming = std::iter::once((*table, *key))
-        .chain(children.iter().copied())
-        .map(|(table, column)| Ok((table, column, Warm::of(conn, table)?)))
-        .collect::<rusqlite::Result<Vec<_>>>()?;
     let mut sizer = Sizer::new();
     let mut total = 0u64;
     loop {
-        // Chosen by a read: no lock held while the batch is found.
-        let rows = sizer.rows;
-        let keys: Vec<Value> = conn
-            .prepare_cached(&chosen)?
-            .query_map(params![cut, rows as i64], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        // Chosen by a read, its pages read too: no lock held meanwhile.
+        let keys = reader.choose(conn, step, cut, sizer.rows)?;
         if keys.is_empty() {
             return Ok(total);
-        }
-        for (table, column, warm) in &warming {
-            warm.read(conn, table, column, &keys)?;
         }
         let counts = ThreadCounts::now();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;

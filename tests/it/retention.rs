@@ -32,6 +32,29 @@ fn deepcli(config: &Path, state: &Path, clock: &Path, args: &[&str]) -> Output {
 
 const FORTY_DAYS: &str = "3456000";
 
+/// The nice value of `pid`'s thread named `name` (as the kernel cuts it, 15 bytes), looked for
+/// every millisecond for up to 10 s: a prune's thread lives only while the prune runs.
+fn nice_of_thread(pid: u32, name: &str) -> i64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        for task in tasks.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim_end() != name {
+                continue;
+            }
+            // stat's fields after the name in parentheses: the nice value is the 19th field.
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+            if let Some(nice) = after.split(' ').nth(16).and_then(|n| n.parse().ok()) {
+                return nice;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!("no thread {name} in process {pid} within 10 s");
+}
+
 #[test]
 fn the_controller_prunes_what_retention_lets_go_and_says_so() {
     let tmp = tempfile::tempdir().unwrap();
@@ -48,6 +71,11 @@ fn the_controller_prunes_what_retention_lets_go_and_says_so() {
     up.wait_for("main ready", |s| {
         Up::runtime(s, "main").is_some_and(|r| r["status"] == "ready")
     });
+    // Upkeep runs behind the turns: the checkpointer always, a prune's reads while it runs
+    // (every 300 ms here).
+    let pid = up.child.id();
+    assert_eq!(nice_of_thread(pid, "wal-checkpointe"), 10);
+    assert_eq!(nice_of_thread(pid, "prune-reads"), 10);
     for n in 0..3 {
         let out = deepcli(
             &up.config,
