@@ -21,8 +21,8 @@ pub(crate) fn drop_in_background<T: Send + 'static>(value: T) {
 }
 
 /// The nice value of upkeep: a reconcile's plan, a prune's reads, the WAL checkpointer and the
-/// search index (never a thread that holds the state's write lock: turns would wait for it to
-/// get a core). Under a busy hub the threads that serve turns get the cores first (CFS gives a
+/// search index (not a prune's batches, which hold the state's write lock while turns write:
+/// they would wait for it to get a core). Under a busy hub the threads that serve turns get the cores first (CFS gives a
 /// nice-0 thread about nine times the share of a nice-10 one); an idle hub gives upkeep all of
 /// them.
 pub(crate) const UPKEEP_NICE: i32 = 10;
