@@ -253,7 +253,8 @@ impl Warm {
 /// whole prune at nice 10, a batch's logged hold reached 53 ms, 49 of them waiting for a
 /// CPU). The pages come in through the kernel's cache: the prune's connection drops its own
 /// cache anyway whenever a turn commits. `Here` (a dry run, an in-memory database, no thread
-/// to be had) does it on the prune's connection.
+/// to be had) does it on the prune's connection, as `keepPerSession`'s session-by-session
+/// reads ([`keep_newest`]) always are.
 enum Reader {
     Here(Warming),
     Away {
@@ -268,14 +269,15 @@ impl Reader {
         scope: &'scope std::thread::Scope<'scope, '_>,
         path: &std::path::Path,
     ) -> Reader {
+        let here = |e: &dyn std::fmt::Display| {
+            tracing::debug!(error = %e, "state.retention: batches are chosen on the prune's connection");
+            Reader::Here(Warming::default())
+        };
         let opened = super::connect(path)
             .and_then(|conn| conn.pragma_update(None, "query_only", true).map(|()| conn));
         let conn = match opened {
             Ok(conn) => conn,
-            Err(e) => {
-                tracing::debug!(error = %e, "state.retention: batches are chosen on the prune's connection");
-                return Reader::Here(Warming::default());
-            }
+            Err(e) => return here(&e),
         };
         let (asks, asked) = std::sync::mpsc::channel::<(&'static Step, String, usize)>();
         let (answer, answers) = std::sync::mpsc::channel();
@@ -295,10 +297,7 @@ impl Reader {
             });
         match started {
             Ok(_) => Reader::Away { asks, answers },
-            Err(e) => {
-                tracing::debug!(error = %e, "state.retention: batches are chosen on the prune's connection");
-                Reader::Here(Warming::default())
-            }
+            Err(e) => here(&e),
         }
     }
 
