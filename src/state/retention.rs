@@ -2,11 +2,12 @@
 //! batches, each its own short transaction, so a turn waiting to write waits for one batch at
 //! most. A batch's rows are chosen by a read, before the write lock is taken, on a thread of
 //! upkeep priority (see `Reader`); the lock is held, at the process's priority, only to delete
-//! them, the pages they are on read before it, and a batch is sized to hold
-//! it about [`BATCH_BUDGET`] (halved when a batch took longer; when one took under half,
+//! them, the pages they are on read before it, and a batch is sized for its write to take
+//! about [`BATCH_BUDGET`] (halved when a batch took longer; when one took under half,
 //! doubled until a batch first took longer, grown by an eighth after); after each batch the
-//! prune rests [`REST_PER_HELD`] times as long as the batch held it, so it has the lock at
-//! most a quarter of the time. It writes no faster than its pages are copied back from the
+//! prune rests [`REST_PER_HELD`] times as long as its write took, so it has the lock at
+//! most a quarter of the time. A batch's hold is timed to the moment its commit let the lock
+//! go (see `Commits`). It writes no faster than its pages are copied back from the
 //! WAL: after each batch it waits for the WAL to be short again (see `keep_the_wal_short`).
 //! What was pruned is recorded (`prunes`, read by the audit timeline) and returned for
 //! `/metrics`. The trash's tables are never touched: a deleted agent's conversations stay
@@ -30,10 +31,11 @@ const MIN_BATCH: usize = 8;
 const FIRST_BATCH: usize = 64;
 /// A batch that held the write lock this long is said in the log (what a turn may have waited).
 const SLOW_BATCH: Duration = Duration::from_millis(30);
-/// How long a batch should hold the write lock.
+/// How long a batch's write should take: the write lock held, and the copy back SQLite may
+/// make in the commit call after it.
 pub const BATCH_BUDGET: Duration = Duration::from_millis(10);
 
-/// The size of batches: each next one from how long the last held the lock. Doubled while
+/// The size of batches: each next one from how long the last one's write took. Doubled while
 /// no batch has been over its budget, then grown by an eighth at a time, and halved after
 /// each batch over it. Doubling back into the size that was slow had every other batch over
 /// it: at a year's size, 500 deliveries held the lock 40–53 ms and 250 under 5, and the size
@@ -53,11 +55,11 @@ impl Sizer {
         }
     }
 
-    fn took(&mut self, held: Duration) {
-        self.rows = if held > BATCH_BUDGET {
+    fn took(&mut self, took: Duration) {
+        self.rows = if took > BATCH_BUDGET {
             self.overrun = true;
             (self.rows / 2).max(MIN_BATCH)
-        } else if held < BATCH_BUDGET / 2 {
+        } else if took < BATCH_BUDGET / 2 {
             let grown = if self.overrun {
                 self.rows + (self.rows / 8).max(1)
             } else {
@@ -101,15 +103,15 @@ impl Pace {
         }
     }
 
-    /// After a batch that held the lock `held`: keeps the WAL short
-    /// ([`super::keep_the_wal_short`]), then rests `pause`, and never less than
-    /// [`REST_PER_HELD`] times `held`.
-    fn after_batch(&mut self, conn: &mut Connection, held: Duration) {
+    /// After a batch that held the lock `held`, its write `took` in all (SQLite's copy back in
+    /// the commit call too): keeps the WAL short ([`super::keep_the_wal_short`]), then rests
+    /// `pause`, and never less than [`REST_PER_HELD`] times `took`.
+    fn after_batch(&mut self, conn: &mut Connection, held: Duration, took: Duration) {
         self.longest = self.longest.max(held);
         let (waited, restart) = super::keep_the_wal_short(conn, super::WAL_CAP, WAL_PATIENCE);
         self.longest = self.longest.max(restart);
         self.wal_waited += waited;
-        std::thread::sleep(rest_after(self.pause, held).saturating_sub(waited));
+        std::thread::sleep(rest_after(self.pause, took).saturating_sub(waited));
     }
 }
 
@@ -535,10 +537,54 @@ pub fn prune(
     // `transcript_by_session` alone may sit on 500 leaf pages), and a page that does not fit
     // is read again, or written to the WAL before the commit, with the lock held.
     let kept: i64 = conn.pragma_query_value(None, "cache_size", |r| r.get(0))?;
+    let threshold: i64 = conn.pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0))?;
     conn.pragma_update(None, "cache_size", PRUNE_CACHE)?;
-    let pruned = prune_on(conn, rules, now, dry_run, pause, by);
-    conn.pragma_update(None, "cache_size", kept)?;
-    pruned
+    let pruned = Commits::watch(conn, threshold)
+        .and_then(|commits| prune_on(conn, &commits, rules, now, dry_run, pause, by));
+    // SQLite's own hook again (setting the threshold sets it), whatever became of the prune.
+    let restored = conn
+        .wal_hook(None::<fn(&mut rusqlite::hooks::Wal, std::ffi::c_int) -> rusqlite::Result<()>>)
+        .and_then(|()| conn.pragma_update(None, "wal_autocheckpoint", threshold))
+        .and_then(|()| conn.pragma_update(None, "cache_size", kept));
+    let pruned = pruned?;
+    restored?;
+    Ok(pruned)
+}
+
+/// When the prune's last commit let the write lock go, and how many pages the WAL held then.
+/// SQLite calls a connection's WAL hook once a commit has let the lock go; its automatic
+/// checkpoint is that hook, and copies the WAL back (writes and two `fsync`s) inside the commit
+/// call, with no lock a turn waits for held. So a batch holds the lock from `BEGIN` to this
+/// hook, not to the commit call's return: timed to the return, a batch's logged hold was an
+/// upper bound.
+#[derive(Clone, Default)]
+struct Commits(std::sync::Arc<std::sync::Mutex<Option<(Instant, i64)>>>);
+
+impl Commits {
+    /// Watches `conn`'s commits with a hook that then does what SQLite's would have: a
+    /// `PASSIVE` copy back once the WAL holds `threshold` pages (none if it is 0 or less).
+    fn watch(conn: &mut Connection, threshold: i64) -> rusqlite::Result<Commits> {
+        let commits = Commits::default();
+        let seen = commits.clone();
+        conn.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages| {
+            let pages = i64::from(pages);
+            if let Ok(mut last) = seen.0.lock() {
+                *last = Some((Instant::now(), pages));
+            }
+            if threshold > 0 && pages >= threshold {
+                // As SQLite's own hook: a copy back that could not be made is tried again by the
+                // next commit's, or by the prune after the batch.
+                let _ = wal.checkpoint();
+            }
+            Ok(())
+        }))?;
+        Ok(commits)
+    }
+
+    /// The last commit's, forgotten here (none since: an in-memory database has no WAL).
+    fn take(&self) -> Option<(Instant, i64)> {
+        self.0.lock().ok().and_then(|mut last| last.take())
+    }
 }
 
 /// The page cache of a prune's connection, in SQLite's terms (negative: KiB): 32 MiB.
@@ -546,6 +592,7 @@ const PRUNE_CACHE: i64 = -32 * 1024;
 
 fn prune_on(
     conn: &mut Connection,
+    commits: &Commits,
     rules: &Rules,
     now: jiff::Timestamp,
     dry_run: bool,
@@ -565,11 +612,13 @@ fn prune_on(
             _ => Reader::Here(Warming::default()),
         };
         each_kind(rules, now, |part| match part {
-            Part::Older(step, cut) => run_step(conn, &mut reader, step, cut, dry_run, &mut pace),
+            Part::Older(step, cut) => {
+                run_step(conn, commits, &mut reader, step, cut, dry_run, &mut pace)
+            }
             Part::PastNewest(keep) => {
                 let after = |c: &mut Conn<'_>, held| {
                     if let Conn::Sqlite(c) = c {
-                        pace.after_batch(c, held);
+                        pace.after_batch(c, held, held);
                     }
                 };
                 Ok(keep_newest(&mut Conn::Sqlite(conn), keep, dry_run, after)?)
@@ -650,6 +699,7 @@ fn batch_query(step: &Step) -> String {
 
 fn run_step(
     conn: &mut Connection,
+    commits: &Commits,
     reader: &mut Reader,
     step: &'static Step,
     cut: &str,
@@ -714,8 +764,14 @@ fn run_step(
             params_from_iter(&keys),
         )?;
         let committing = Instant::now();
+        commits.take();
         tx.commit()?;
-        let held = began.elapsed();
+        let returned = Instant::now();
+        // The whole write, the copy back in the commit call too: what the batch cost the disk,
+        // by which the batches are sized and paced.
+        let took = returned - began;
+        let (released, wal_pages) = commits.take().unwrap_or((returned, -1));
+        let held = released.saturating_duration_since(began);
         total += deleted as u64;
         if held >= SLOW_BATCH {
             let spent = ThreadCounts::now().since(counts);
@@ -723,7 +779,9 @@ fn run_step(
                 table,
                 rows = deleted,
                 held_ms = held.as_millis() as u64,
-                commit_ms = committing.elapsed().as_millis() as u64,
+                commit_ms = released.saturating_duration_since(committing).as_millis() as u64,
+                copied_back_ms = (returned - released).as_millis() as u64,
+                wal_pages,
                 read_kb = spent.read_bytes / 1024,
                 cpu_wait_ms = spent.cpu_wait.as_millis() as u64,
                 blocked = spent.blocked,
@@ -731,8 +789,8 @@ fn run_step(
                 "state.retention: a batch held the write lock long"
             );
         }
-        sizer.took(held);
-        pace.after_batch(conn, held);
+        sizer.took(took);
+        pace.after_batch(conn, held, took);
     }
 }
 
@@ -1067,6 +1125,60 @@ mod tests {
                 assert!(held * 4 <= cycle, "held {held:?} of {cycle:?}");
             }
         }
+    }
+
+    /// A prune's hook on its connection sees each commit as it lets the write lock go, and
+    /// copies the WAL back where SQLite's own would have; after the prune SQLite's own is back.
+    #[test]
+    fn a_commit_is_seen_as_it_lets_the_lock_go_and_the_wal_is_still_copied_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = crate::state::StateDir::new(tmp.path());
+        let mut store = crate::state::StateStore::open(&dir).unwrap();
+        let db_len = || std::fs::metadata(dir.db()).unwrap().len();
+        let conn = store.sqlite_mut_for_tests();
+        conn.execute_batch("CREATE TABLE scratch (x BLOB)").unwrap();
+        // 256 KiB a commit: 64 pages and more in the WAL.
+        let write = |conn: &Connection| {
+            conn.execute("INSERT INTO scratch VALUES (zeroblob(262144))", [])
+                .unwrap();
+        };
+        let commits = Commits::watch(conn, 0).unwrap();
+        let before = db_len();
+        let asked = Instant::now();
+        write(conn);
+        let (at, pages) = commits.take().expect("the commit was seen");
+        assert!(at >= asked && pages >= 64, "{pages} pages");
+        assert_eq!(db_len(), before, "no copy back at a threshold of 0");
+        assert!(commits.take().is_none(), "taken once");
+
+        let commits = Commits::watch(conn, 1).unwrap();
+        write(conn);
+        assert!(commits.take().is_some());
+        assert!(
+            db_len() >= before + 2 * 262_144,
+            "both copied back at a threshold of 1"
+        );
+
+        conn.pragma_update(None, "wal_autocheckpoint", 1).unwrap();
+        let before = db_len();
+        prune(
+            conn,
+            &Rules::default(),
+            jiff::Timestamp::now(),
+            false,
+            Duration::ZERO,
+            "cli",
+        )
+        .unwrap();
+        let threshold: i64 = conn
+            .pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0))
+            .unwrap();
+        assert_eq!(threshold, 1);
+        write(conn);
+        assert!(
+            db_len() >= before + 262_144,
+            "SQLite's own copy back after the prune"
+        );
     }
 
     #[test]
