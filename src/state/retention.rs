@@ -616,9 +616,12 @@ fn prune_on(
                 run_step(conn, commits, &mut reader, step, cut, dry_run, &mut pace)
             }
             Part::PastNewest(keep) => {
-                let after = |c: &mut Conn<'_>, held| {
+                let after = |c: &mut Conn<'_>, began: Instant, took| {
                     if let Conn::Sqlite(c) = c {
-                        pace.after_batch(c, held, held);
+                        let held = commits.take().map_or(took, |(released, _)| {
+                            released.saturating_duration_since(began)
+                        });
+                        pace.after_batch(c, held, took);
                     }
                 };
                 Ok(keep_newest(&mut Conn::Sqlite(conn), keep, dry_run, after)?)
@@ -846,7 +849,7 @@ fn prune_postgres(
     let pruned = each_kind(rules, now, |part| match part {
         Part::Older(step, cut) if dry_run => count_step(conn, step, cut),
         Part::Older(step, cut) => delete_step(conn, step, cut, pause, &mut longest),
-        Part::PastNewest(keep) => keep_newest(conn, keep, dry_run, |_, held| {
+        Part::PastNewest(keep) => keep_newest(conn, keep, dry_run, |_, _, held| {
             longest = longest.max(held);
             std::thread::sleep(rest_after(pause, held));
         }),
@@ -935,12 +938,12 @@ fn delete_step(
 
 /// Deletes every transcript row past the newest `keep` of its session: the sessions with more
 /// found once, then each session's oldest rows in batches, `after` called after each with
-/// how long it held the write lock.
+/// when it took the write lock and how long its write took to the commit's return.
 fn keep_newest(
     conn: &mut Conn<'_>,
     keep: u32,
     dry_run: bool,
-    mut after: impl FnMut(&mut Conn<'_>, Duration),
+    mut after: impl FnMut(&mut Conn<'_>, Instant, Duration),
 ) -> DbResult<u64> {
     use super::db::Query;
     let over: Vec<(String, i64)> = conn.query_map(
@@ -977,11 +980,11 @@ fn keep_newest(
                 db_params![session, last, sizer.rows],
             )?;
             tx.commit()?;
-            let held = began.elapsed();
+            let took = began.elapsed();
             total += deleted as u64;
             let whole = deleted == sizer.rows;
-            sizer.took(held);
-            after(conn, held);
+            sizer.took(took);
+            after(conn, began, took);
             if !whole {
                 break;
             }
