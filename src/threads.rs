@@ -22,9 +22,9 @@ pub(crate) fn drop_in_background<T: Send + 'static>(value: T) {
 
 /// The nice value of upkeep: a reconcile's plan, a prune's reads, the WAL checkpointer and the
 /// search index (not a prune's batches, which hold the state's write lock while turns write:
-/// they would wait for it to get a core). Under a busy hub the threads that serve turns get the cores first (CFS gives a
-/// nice-0 thread about nine times the share of a nice-10 one); an idle hub gives upkeep all of
-/// them.
+/// they would wait for it to get a core). Under a busy hub the threads that serve turns get
+/// the cores first (CFS gives a nice-0 thread about nine times the share of a nice-10 one); an
+/// idle hub gives upkeep all of them.
 pub(crate) const UPKEEP_NICE: i32 = 10;
 
 /// Runs `f` on a thread of its own at [`UPKEEP_NICE`], and returns what it returns; the
@@ -63,9 +63,12 @@ pub(crate) fn lower_to_upkeep() {
     use rustix::process::{getpriority_process, setpriority_process};
     // On Linux the nice value is the thread's: `PRIO_PROCESS` of no pid is the calling thread
     // alone (setpriority(2), NOTES). A process started nicer than upkeep stays so.
-    let lowered = getpriority_process(None).and_then(|now| match now < UPKEEP_NICE {
-        true => setpriority_process(None, UPKEEP_NICE),
-        false => Ok(()),
+    let lowered = getpriority_process(None).and_then(|now| {
+        if now < UPKEEP_NICE {
+            setpriority_process(None, UPKEEP_NICE)
+        } else {
+            Ok(())
+        }
     });
     if let Err(e) = lowered {
         tracing::debug!(error = %e, "the upkeep thread keeps its priority");

@@ -585,6 +585,12 @@ impl Commits {
     fn take(&self) -> Option<(Instant, i64)> {
         self.0.lock().ok().and_then(|mut last| last.take())
     }
+
+    /// When the commit whose call `returned` then let the lock go, and the WAL's pages then:
+    /// its return, and -1, when none was seen.
+    fn released(&self, returned: Instant) -> (Instant, i64) {
+        self.take().unwrap_or((returned, -1))
+    }
 }
 
 /// The page cache of a prune's connection, in SQLite's terms (negative: KiB): 32 MiB.
@@ -618,10 +624,8 @@ fn prune_on(
             Part::PastNewest(keep) => {
                 let after = |c: &mut Conn<'_>, began: Instant, took| {
                     if let Conn::Sqlite(c) = c {
-                        let held = commits.take().map_or(took, |(released, _)| {
-                            released.saturating_duration_since(began)
-                        });
-                        pace.after_batch(c, held, took);
+                        let (released, _) = commits.released(began + took);
+                        pace.after_batch(c, released.saturating_duration_since(began), took);
                     }
                 };
                 Ok(keep_newest(&mut Conn::Sqlite(conn), keep, dry_run, after)?)
@@ -773,7 +777,7 @@ fn run_step(
         // The whole write, the copy back in the commit call too: what the batch cost the disk,
         // by which the batches are sized and paced.
         let took = returned - began;
-        let (released, wal_pages) = commits.take().unwrap_or((returned, -1));
+        let (released, wal_pages) = commits.released(returned);
         let held = released.saturating_duration_since(began);
         total += deleted as u64;
         if held >= SLOW_BATCH {
