@@ -84,14 +84,14 @@ fn marks(first: usize, count: usize) -> String {
 struct Pace {
     /// The least rest after a batch.
     pause: Duration,
-    /// The longest the write lock was held: a batch, or the WAL started over.
+    /// The longest a batch held the write lock.
     longest: Duration,
     /// The time spent waiting for the WAL to be copied back.
     wal_waited: Duration,
 }
 
-/// The longest a prune waits after one batch for the WAL to start over before it goes on
-/// (a reader that stays in the WAL keeps it from starting over).
+/// The longest a prune waits after one batch for the WAL to be copied back before it goes on
+/// (a reader that stays in the WAL keeps part of it from being copied back).
 const WAL_PATIENCE: Duration = Duration::from_secs(10);
 
 impl Pace {
@@ -108,8 +108,7 @@ impl Pace {
     /// `pause`, and never less than [`REST_PER_HELD`] times `took`.
     fn after_batch(&mut self, conn: &mut Connection, held: Duration, took: Duration) {
         self.longest = self.longest.max(held);
-        let (waited, restart) = super::keep_the_wal_short(conn, super::WAL_CAP, WAL_PATIENCE);
-        self.longest = self.longest.max(restart);
+        let waited = super::keep_the_wal_short(conn, super::WAL_CAP, WAL_PATIENCE);
         self.wal_waited += waited;
         std::thread::sleep(rest_after(self.pause, took).saturating_sub(waited));
     }
