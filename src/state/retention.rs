@@ -8,7 +8,8 @@
 //! prune rests [`REST_PER_HELD`] times as long as its write took, so it has the lock at
 //! most a quarter of the time. A batch's hold is timed to the moment its commit let the lock
 //! go (see `Commits`). It writes no faster than its pages are copied back from the
-//! WAL: after each batch it waits for the WAL to be short again (see `keep_the_wal_short`).
+//! WAL: after each batch, while the WAL is long, it waits for it to be copied back (see
+//! `keep_the_wal_short`).
 //! What was pruned is recorded (`prunes`, read by the audit timeline) and returned for
 //! `/metrics`. The trash's tables are never touched: a deleted agent's conversations stay
 //! while its entry is restorable.
