@@ -1,5 +1,6 @@
 //! What this host can sandbox with, looked at once per process.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -51,10 +52,15 @@ fn bwrap() -> Result<PathBuf, String> {
     let path = super::on_path("bwrap").ok_or_else(|| "`bwrap` not found on PATH".to_string())?;
     // The namespaces every sandbox asks for: a kernel or container that refuses them (user
     // namespaces turned off, a seccomp profile) is found here, not at the first agent's start.
+    // `--as-pid-1`: no init of bubblewrap's in the new namespace, which outlives the `bwrap`
+    // waited for here and, orphaned, would be a zombie of the controller (it adopts orphans)
+    // for as long as it runs. Its own process group all the same, so the controller reaps
+    // whatever else it may leave (`crate::runtime::reap_adopted`).
     let probe = Command::new(&path)
         .args([
             "--unshare-user",
             "--unshare-pid",
+            "--as-pid-1",
             "--unshare-net",
             "--ro-bind",
             "/",
@@ -67,6 +73,7 @@ fn bwrap() -> Result<PathBuf, String> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
+        .process_group(0)
         .output()
         .map_err(|e| format!("`{}` does not run: {e}", path.display()))?;
     if !probe.status.success() {

@@ -1004,3 +1004,29 @@ impl Drop for KillGroups {
         }
     }
 }
+
+/// The controller adopts orphans, and looks at what the host can sandbox with when it starts
+/// (bubblewrap asked for its namespaces): that look leaves it no zombie child. It left one, the
+/// probe's init, for as long as the controller ran.
+#[test]
+fn the_sandbox_probe_at_start_leaves_no_zombie() {
+    let mut up = Up::start(AGENTS, "bindings: []\n");
+    up.wait_for("the first apply", |s| s["routingGeneration"] == 1);
+    let me = up.child.id().to_string();
+    let zombies = || -> Vec<String> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+            .filter(|stat| {
+                // `pid (comm) state ppid …`: the comm may hold spaces, so after its `)`.
+                let after = stat.rsplit_once(") ").map_or("", |(_, after)| after);
+                let fields: Vec<&str> = after.split_whitespace().collect();
+                fields.first() == Some(&"Z") && fields.get(1) == Some(&me.as_str())
+            })
+            .collect()
+    };
+    // Time for an orphan's exit to land, were there one.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(zombies(), Vec::<String>::new(), "zombies of the controller");
+    assert!(up.terminate().success());
+}
