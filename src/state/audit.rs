@@ -462,149 +462,170 @@ fn budget_refusals(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditE
     Ok(rows)
 }
 
+// The sources whose tables grow with the hub, each read from `--since` on through an index on
+// its time (migrations 21 and 32), never by scanning the table: a year of them is a busy hub's
+// hundreds of thousands of rows. `ORDER BY +id` sorts the rows found; a bare `ORDER BY id`
+// has SQLite read the whole table in `id` order instead of seeking the time.
+
+/// [`approvals`]' rows.
+const APPROVAL_EVENTS: &str =
+    "SELECT e.id, e.at, e.event, e.actor, e.note, a.id, a.source, a.agent_id,
+        a.session_key, a.run_id, a.content_hash, a.decision
+     FROM approval_events e JOIN approvals a ON a.id = e.approval_id
+     WHERE e.at >= ?1 ORDER BY +e.id";
+
+/// [`cancels`]' rows.
+const CANCELS: &str =
+    "SELECT id, requested_at, session_key, run_id, why, state, note FROM turn_cancels
+     WHERE requested_at >= ?1 ORDER BY +id";
+
+/// [`outbound`]'s rows: `coalesce(done_at, at) >= ?1`, written so an index can find it.
+const OUTBOUND: &str =
+    "SELECT seq, coalesce(done_at, at), session_key, cause, cause_id, channel, account_id,
+        peer_kind, peer_id, thread_id, state, carrier, reason
+     FROM outbox
+     WHERE state IN ('posted', 'dead', 'held') AND (done_at >= ?1 OR (done_at IS NULL AND at >= ?1))
+     ORDER BY +seq";
+
+/// [`tasks`]' rows.
+const TASK_EVENTS: &str =
+    "SELECT e.seq, e.at, e.task_id, e.kind, e.actor, e.door, e.from_state, e.to_state,
+        e.detail, t.session_key, t.room
+     FROM task_events e JOIN tasks t ON t.id = e.task_id
+     WHERE e.at >= ?1 AND (CAST(?2 AS TEXT) IS NULL OR e.task_id = ?2) ORDER BY +e.seq";
+
+/// [`push_attempts`]' rows.
+const PUSH_ATTEMPTS: &str =
+    "SELECT p.id, p.at, p.task_id, p.peer, p.host, p.event, p.attempt, p.status, p.error,
+        t.session_key
+     FROM a2a_push_attempts p LEFT JOIN a2a_tasks t ON t.task_id = p.task_id
+     WHERE p.at >= ?1 ORDER BY +p.id";
+
 /// What happened to each approval an agent asked for: asked (what, its content hash), announced,
 /// decided (by whom, which option), refused chat senders, expired, voided, a management
 /// request's result. The action itself stays in its `approvals` row.
 fn approvals(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
-    let rows = conn.query_map(
-        "SELECT e.id, e.at, e.event, e.actor, e.note, a.id, a.source, a.agent_id, a.session_key,
-                a.run_id, a.content_hash, a.decision
-         FROM approval_events e JOIN approvals a ON a.id = e.approval_id
-         WHERE e.at >= ?1 ORDER BY e.id",
-        params![since(filter)],
-        |r| {
-            let event: String = r.get(2)?;
-            let actor: Option<String> = r.get(3)?;
-            let note: String = r.get(4)?;
-            let id: String = r.get(5)?;
-            let source: String = r.get(6)?;
-            let agent: String = r.get(7)?;
-            let session: Option<String> = r.get(8)?;
-            let hash: String = r.get(10)?;
-            let decision: Option<String> = r.get(11)?;
-            let what = match source.as_str() {
-                "management" => "management request",
-                _ => "permission request",
-            };
-            let mut summary = match event.as_str() {
-                // The hash's first 12 hex digits name the content well enough to read.
-                "asked" => format!("{what} {id} asked ({})", hash.get(..19).unwrap_or(&hash)),
-                "decided" | "auto" => format!(
-                    "{what} {id} {event}: {}",
-                    decision.as_deref().unwrap_or("answered")
-                ),
-                _ => format!("{what} {id} {event}"),
-            };
-            if let Some(actor) = actor {
-                summary.push_str(&format!(" by {actor}"));
-            }
-            // A decision's note is often the option again: said once.
-            if !note.is_empty() && Some(note.as_str()) != decision.as_deref() {
-                summary.push_str(&format!(": {note}"));
-            }
-            Ok(AuditEvent {
-                at: r.get(1)?,
-                kind: "approval",
-                sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
-                run_id: r.get(9)?,
-                correlation_id: None,
-                task_id: None,
-                trace_id: None,
-                summary,
-                refs: vec![
-                    format!("approvals#{id}"),
-                    format!("approval_events#{}", r.get::<i64>(0)?),
-                ],
-            })
-        },
-    )?;
+    let rows = conn.query_map(APPROVAL_EVENTS, params![since(filter)], |r| {
+        let event: String = r.get(2)?;
+        let actor: Option<String> = r.get(3)?;
+        let note: String = r.get(4)?;
+        let id: String = r.get(5)?;
+        let source: String = r.get(6)?;
+        let agent: String = r.get(7)?;
+        let session: Option<String> = r.get(8)?;
+        let hash: String = r.get(10)?;
+        let decision: Option<String> = r.get(11)?;
+        let what = match source.as_str() {
+            "management" => "management request",
+            _ => "permission request",
+        };
+        let mut summary = match event.as_str() {
+            // The hash's first 12 hex digits name the content well enough to read.
+            "asked" => format!("{what} {id} asked ({})", hash.get(..19).unwrap_or(&hash)),
+            "decided" | "auto" => format!(
+                "{what} {id} {event}: {}",
+                decision.as_deref().unwrap_or("answered")
+            ),
+            _ => format!("{what} {id} {event}"),
+        };
+        if let Some(actor) = actor {
+            summary.push_str(&format!(" by {actor}"));
+        }
+        // A decision's note is often the option again: said once.
+        if !note.is_empty() && Some(note.as_str()) != decision.as_deref() {
+            summary.push_str(&format!(": {note}"));
+        }
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "approval",
+            sessions: vec![session.unwrap_or_else(|| format!("agent:{agent}:main"))],
+            run_id: r.get(9)?,
+            correlation_id: None,
+            task_id: None,
+            trace_id: None,
+            summary,
+            refs: vec![
+                format!("approvals#{id}"),
+                format!("approval_events#{}", r.get::<i64>(0)?),
+            ],
+        })
+    })?;
     Ok(rows)
 }
 
 /// Cancels of running turns and what came of them.
 fn cancels(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
-    let rows = conn.query_map(
-        "SELECT id, requested_at, session_key, run_id, why, state, note FROM turn_cancels
-         WHERE requested_at >= ?1 ORDER BY id",
-        params![since(filter)],
-        |r| {
-            let note: Option<String> = r.get(6)?;
-            Ok(AuditEvent {
-                at: r.get(1)?,
-                kind: "cancel",
-                sessions: vec![r.get(2)?],
-                run_id: r.get(3)?,
-                correlation_id: None,
-                task_id: None,
-                trace_id: None,
-                summary: format!(
-                    "cancel ({}): {}{}",
-                    r.get::<String>(4)?,
-                    r.get::<String>(5)?,
-                    note.map_or(String::new(), |n| format!(": {n}"))
-                ),
-                refs: vec![format!("turn_cancels#{}", r.get::<i64>(0)?)],
-            })
-        },
-    )?;
+    let rows = conn.query_map(CANCELS, params![since(filter)], |r| {
+        let note: Option<String> = r.get(6)?;
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "cancel",
+            sessions: vec![r.get(2)?],
+            run_id: r.get(3)?,
+            correlation_id: None,
+            task_id: None,
+            trace_id: None,
+            summary: format!(
+                "cancel ({}): {}{}",
+                r.get::<String>(4)?,
+                r.get::<String>(5)?,
+                note.map_or(String::new(), |n| format!(": {n}"))
+            ),
+            refs: vec![format!("turn_cancels#{}", r.get::<i64>(0)?)],
+        })
+    })?;
     Ok(rows)
 }
 
 /// What the outbox posted, held or dead-lettered (conversations.md): its cause, where it went
 /// and by which carrier; the text stays in the transcript.
 fn outbound(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
-    let rows = conn.query_map(
-        "SELECT seq, coalesce(done_at, at), session_key, cause, cause_id, channel, account_id,
-                peer_kind, peer_id, thread_id, state, carrier, reason
-         FROM outbox WHERE state IN ('posted', 'dead', 'held') AND coalesce(done_at, at) >= ?1",
-        params![since(filter)],
-        |r| {
-            let seq: i64 = r.get(0)?;
-            let cause: String = r.get(3)?;
-            let cause_id: String = r.get(4)?;
-            let mut to = format!("{}/{}", r.get::<String>(5)?, r.get::<String>(6)?);
-            let (kind, peer, thread): (String, String, String) = (r.get(7)?, r.get(8)?, r.get(9)?);
-            if !peer.is_empty() {
-                to.push_str(&format!(" {kind}:{peer}"));
-            }
-            if !thread.is_empty() {
-                to.push_str(&format!(" thread {thread}"));
-            }
-            let state: String = r.get(10)?;
-            let carrier: Option<String> = r.get(11)?;
-            let reason: Option<String> = r.get(12)?;
-            let how = match (state.as_str(), carrier, reason) {
-                ("posted", Some(carrier), _) => format!("posted by {carrier}"),
-                ("dead", carrier, reason) => format!(
-                    "dead-lettered by {}: {}",
-                    carrier.unwrap_or_default(),
-                    reason.unwrap_or_default()
-                ),
-                (_, _, reason) => format!("held: {}", reason.unwrap_or_default()),
-            };
-            // An announce's or a loop pause's id is its run's, which the line names already.
-            let run_id = (cause == "announce" || cause == "loop-pause").then(|| cause_id.clone());
-            // A task's move told to its room: `<task>@<uuid>`.
-            let task_id = cause
-                .starts_with("task")
-                .then(|| cause_id.split('@').next().unwrap_or_default().to_string());
-            let what = match run_id {
-                Some(_) => cause,
-                None => format!("{cause} {cause_id}"),
-            };
-            Ok(AuditEvent {
-                at: r.get(1)?,
-                kind: "outbound",
-                sessions: vec![r.get(2)?],
-                run_id,
-                correlation_id: None,
-                task_id,
-                trace_id: None,
-                summary: format!("{what} to {to}: {how}"),
-                refs: vec![format!("outbox#{seq}")],
-            })
-        },
-    )?;
+    let rows = conn.query_map(OUTBOUND, params![since(filter)], |r| {
+        let seq: i64 = r.get(0)?;
+        let cause: String = r.get(3)?;
+        let cause_id: String = r.get(4)?;
+        let mut to = format!("{}/{}", r.get::<String>(5)?, r.get::<String>(6)?);
+        let (kind, peer, thread): (String, String, String) = (r.get(7)?, r.get(8)?, r.get(9)?);
+        if !peer.is_empty() {
+            to.push_str(&format!(" {kind}:{peer}"));
+        }
+        if !thread.is_empty() {
+            to.push_str(&format!(" thread {thread}"));
+        }
+        let state: String = r.get(10)?;
+        let carrier: Option<String> = r.get(11)?;
+        let reason: Option<String> = r.get(12)?;
+        let how = match (state.as_str(), carrier, reason) {
+            ("posted", Some(carrier), _) => format!("posted by {carrier}"),
+            ("dead", carrier, reason) => format!(
+                "dead-lettered by {}: {}",
+                carrier.unwrap_or_default(),
+                reason.unwrap_or_default()
+            ),
+            (_, _, reason) => format!("held: {}", reason.unwrap_or_default()),
+        };
+        // An announce's or a loop pause's id is its run's, which the line names already.
+        let run_id = (cause == "announce" || cause == "loop-pause").then(|| cause_id.clone());
+        // A task's move told to its room: `<task>@<uuid>`.
+        let task_id = cause
+            .starts_with("task")
+            .then(|| cause_id.split('@').next().unwrap_or_default().to_string());
+        let what = match run_id {
+            Some(_) => cause,
+            None => format!("{cause} {cause_id}"),
+        };
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "outbound",
+            sessions: vec![r.get(2)?],
+            run_id,
+            correlation_id: None,
+            task_id,
+            trace_id: None,
+            summary: format!("{what} to {to}: {how}"),
+            refs: vec![format!("outbox#{seq}")],
+        })
+    })?;
     Ok(rows)
 }
 
@@ -612,12 +633,7 @@ fn outbound(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> 
 /// the facts a move carried (an artifact's name and hash, a check's pass or fail); its texts
 /// (the brief, a question, a result, a reason) stay in the event's row, pointed at.
 fn tasks(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
-    let rows = conn.query_map(
-        "SELECT e.seq, e.at, e.task_id, e.kind, e.actor, e.door, e.from_state, e.to_state, e.detail,
-                t.session_key, t.room
-         FROM task_events e JOIN tasks t ON t.id = e.task_id
-         WHERE e.at >= ?1 AND (CAST(?2 AS TEXT) IS NULL OR e.task_id = ?2) ORDER BY e.seq",
-        params![since(filter), filter.task_id], |r| {
+    let rows = conn.query_map(TASK_EVENTS, params![since(filter), filter.task_id], |r| {
         let task: String = r.get(2)?;
         let kind: String = r.get(3)?;
         let from: String = r.get(6)?;
@@ -731,41 +747,34 @@ impl StateStore {
 /// peer, the webhook's host (never its path or query, which may carry a secret), the update,
 /// the attempt, and the HTTP status or why there was none.
 fn push_attempts(conn: &Conn<'_>, filter: &AuditFilter) -> DbResult<Vec<AuditEvent>> {
-    let rows = conn.query_map(
-        "SELECT p.id, p.at, p.task_id, p.peer, p.host, p.event, p.attempt, p.status, p.error,
-                t.session_key
-         FROM a2a_push_attempts p LEFT JOIN a2a_tasks t ON t.task_id = p.task_id
-         WHERE p.at >= ?1 ORDER BY p.id",
-        params![since(filter)],
-        |r| {
-            let status: Option<i64> = r.get(7)?;
-            let error: Option<String> = r.get(8)?;
-            let outcome = match (status, error) {
-                (Some(s), _) => format!("HTTP {s}"),
-                (None, Some(e)) => e,
-                (None, None) => "no answer".to_string(),
-            };
-            let session: Option<String> = r.get(9)?;
-            Ok(AuditEvent {
-                at: r.get(1)?,
-                kind: "push",
-                sessions: session.into_iter().collect(),
-                run_id: None,
-                correlation_id: None,
-                task_id: None,
-                trace_id: None,
-                summary: format!(
-                    "push to {} for A2A task {} of peer {} ({}), attempt {}: {outcome}",
-                    r.get::<String>(4)?,
-                    r.get::<String>(2)?,
-                    r.get::<String>(3)?,
-                    r.get::<String>(5)?,
-                    r.get::<i64>(6)?,
-                ),
-                refs: vec![format!("a2a_push_attempts#{}", r.get::<i64>(0)?)],
-            })
-        },
-    )?;
+    let rows = conn.query_map(PUSH_ATTEMPTS, params![since(filter)], |r| {
+        let status: Option<i64> = r.get(7)?;
+        let error: Option<String> = r.get(8)?;
+        let outcome = match (status, error) {
+            (Some(s), _) => format!("HTTP {s}"),
+            (None, Some(e)) => e,
+            (None, None) => "no answer".to_string(),
+        };
+        let session: Option<String> = r.get(9)?;
+        Ok(AuditEvent {
+            at: r.get(1)?,
+            kind: "push",
+            sessions: session.into_iter().collect(),
+            run_id: None,
+            correlation_id: None,
+            task_id: None,
+            trace_id: None,
+            summary: format!(
+                "push to {} for A2A task {} of peer {} ({}), attempt {}: {outcome}",
+                r.get::<String>(4)?,
+                r.get::<String>(2)?,
+                r.get::<String>(3)?,
+                r.get::<String>(5)?,
+                r.get::<i64>(6)?,
+            ),
+            refs: vec![format!("a2a_push_attempts#{}", r.get::<i64>(0)?)],
+        })
+    })?;
     Ok(rows)
 }
 
@@ -816,6 +825,34 @@ mod tests {
         test(&mut StateStore::open(&crate::state::StateDir::new(tmp.path())).unwrap());
         let (_tmp, _schema, postgres) = crate::state::postgres_state();
         test(&mut StateStore::open(&postgres).unwrap());
+    }
+
+    /// The sources of the tables that grow with the hub seek `--since` through an index: none
+    /// reads its whole table (a year's outbox, approvals, tasks, cancels, pushes).
+    #[test]
+    fn the_growing_sources_seek_their_time_and_scan_no_table() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = StateStore::open(&crate::state::StateDir::new(tmp.path())).unwrap();
+        let conn = store.sqlite_for_tests();
+        for sql in [
+            APPROVAL_EVENTS,
+            CANCELS,
+            OUTBOUND,
+            TASK_EVENTS,
+            PUSH_ATTEMPTS,
+        ] {
+            let mut plan = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let nulls = vec![rusqlite::types::Null; plan.parameter_count()];
+            let lines: Vec<String> = plan
+                .query_map(rusqlite::params_from_iter(nulls), |r| r.get(3))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            assert!(
+                !lines.iter().any(|l| l.starts_with("SCAN ")),
+                "{sql}: {lines:?}"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::{Result, StateDir, StateError, now};
 /// The newest schema this build knows. A database with a higher `user_version` was written by
 /// a newer deepcli and is refused.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-const MIGRATIONS: [&str; 31] = [
+const MIGRATIONS: [&str; 32] = [
     include_str!("schema.sql"),
     include_str!("access.sql"),
     include_str!("conversations.sql"),
@@ -42,6 +42,7 @@ const MIGRATIONS: [&str; 31] = [
     include_str!("run_files.sql"),
     include_str!("unfinished_runs.sql"),
     include_str!("remote_waits.sql"),
+    include_str!("audit_indexes.sql"),
 ];
 /// The migration that records who created each directory ([`DirOrigin`]).
 const ORIGINS_MIGRATION: usize = 4;

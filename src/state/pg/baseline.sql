@@ -115,6 +115,8 @@ CREATE TABLE outbox (
 );
 CREATE INDEX outbox_open ON outbox (seq) WHERE state IN ('waiting', 'held');
 CREATE INDEX outbox_session ON outbox (session_key, seq);
+-- SQLite's migration 32 (audit_indexes.sql): `audit --since` seeks its time.
+CREATE INDEX outbox_by_done ON outbox (done_at, at);
 
 -- SQLite's migrations 10 (approvals.sql), 15 (approval_review.sql: `preview`, `title_match`,
 -- `input_shape`). SQLite orders rows that tie on their time by their implicit `rowid`; the
@@ -154,6 +156,7 @@ CREATE TABLE approval_events (
     note        TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX approval_events_of ON approval_events (approval_id, id);
+CREATE INDEX approval_events_by_at ON approval_events (at);  -- migration 32
 CREATE TABLE approval_rules (
     id            TEXT PRIMARY KEY,
     agent_id      TEXT NOT NULL,
@@ -248,6 +251,7 @@ CREATE TABLE task_events (
     at         TEXT NOT NULL
 );
 CREATE INDEX task_events_by_task ON task_events (task_id, seq);
+CREATE INDEX task_events_by_at ON task_events (at);  -- migration 32
 CREATE TABLE task_steps (
     task_id      TEXT NOT NULL,
     step_id      TEXT NOT NULL,
@@ -513,6 +517,7 @@ CREATE TABLE turn_cancels (
     decided_at   TEXT
 );
 CREATE INDEX turn_cancels_by_session ON turn_cancels (session_key);
+CREATE INDEX turn_cancels_by_requested ON turn_cancels (requested_at);  -- migration 32
 CREATE TABLE system_sections (
     session_key        TEXT PRIMARY KEY,
     agent_id           TEXT NOT NULL,
