@@ -585,6 +585,8 @@ async fn prune_state(dir: StateDir, rules: crate::state::retention::Rules, share
                     elapsed_ms = report.elapsed_ms,
                     longest_batch_ms = report.longest_batch_ms,
                     wal_wait_ms = report.wal_wait_ms,
+                    wal_restarts = report.wal_restarts,
+                    longest_restart_ms = report.longest_restart_ms,
                     "state.retention: pruned"
                 );
             }

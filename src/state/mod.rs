@@ -574,21 +574,24 @@ pub(crate) const WAL_CAP: i64 = 16_384;
 /// (`PASSIVE`, blocking no one), and while the WAL holds more than `cap` frames ([`WAL_CAP`])
 /// and a reader keeps part of it from being copied back, tries again every 5 ms for up to
 /// `patience`. So the prune writes no faster than its pages are copied back, and the WAL stays
-/// short. Once all of it is copied back, the next commit (a turn's, or the prune's next batch)
-/// starts the WAL over by itself, syncing only its new header: the prune never asks for a
-/// `RESTART`, which copies and syncs the WAL and the database with the write lock held (76 ms
-/// at a year's size). Returns how long it waited.
+/// short. It never asks for a `RESTART`, which copies and syncs the WAL and the database with
+/// the write lock held (76 ms at a year's size): once all of the WAL is copied back, the prune
+/// starts it over itself ([`start_the_wal_over`]).
 pub(crate) fn keep_the_wal_short(
     conn: &mut Connection,
     cap: i64,
     patience: std::time::Duration,
-) -> std::time::Duration {
+) -> WalKept {
     const TRY: std::time::Duration = std::time::Duration::from_millis(5);
     let began = std::time::Instant::now();
+    let mut copied_back = false;
     loop {
         match checkpoint(conn, "PASSIVE") {
-            // Short, or all copied back: the next commit starts it over.
-            Ok(Some((log, done))) if log <= cap || done == log => break,
+            Ok(Some((log, done))) if log > 0 && done == log => {
+                copied_back = true;
+                break;
+            }
+            Ok(Some((log, _))) if log <= cap => break,
             // A reader still in the WAL kept part of it from being copied back.
             Ok(Some(_)) => {}
             // Another checkpoint is under way: it is copying back; look again.
@@ -603,7 +606,44 @@ pub(crate) fn keep_the_wal_short(
         }
         std::thread::sleep(TRY);
     }
-    began.elapsed()
+    WalKept {
+        waited: began.elapsed(),
+        copied_back,
+    }
+}
+
+/// What [`keep_the_wal_short`] found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WalKept {
+    /// How long it took, waiting for the WAL to be copied back.
+    pub waited: std::time::Duration,
+    /// Whether its last copy back took all of the WAL back: the next commit starts it over.
+    pub copied_back: bool,
+}
+
+/// Starts the WAL over now, once a copy back took all of it, with a write that changes nothing
+/// (the database's `application_id` set to what it is). The commit that starts the WAL over
+/// syncs the WAL's new header with the write lock held; just after the copy back's own syncs
+/// the disk has little to write before it. Left to the next commit, a turn's or the prune's
+/// next batch, that sync came whenever the disk was busy: such commits held the lock 80–226 ms
+/// at a year's size. Takes the lock only if it is free (another writer's commit starts the WAL
+/// over); returns how long it held it. A reader that is still in the WAL keeps it from starting
+/// over, as it keeps any commit: this one then adds a page to it.
+pub(crate) fn start_the_wal_over(conn: &mut Connection) -> Option<std::time::Duration> {
+    if conn.busy_handler(None::<fn(i32) -> bool>).is_err() {
+        return None;
+    }
+    let held = (|| {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let began = std::time::Instant::now();
+        let id: i64 = tx.pragma_query_value(None, "application_id", |r| r.get(0))?;
+        tx.pragma_update(None, "application_id", id)?;
+        tx.commit()?;
+        Ok::<_, rusqlite::Error>(began.elapsed())
+    })();
+    let _ = conn.busy_handler(Some(wait_for_the_lock));
+    held.inspect_err(|e| tracing::debug!(error = %e, "state: the WAL was not started over"))
+        .ok()
 }
 
 /// How long a connection waits for another's write lock before it gives up (`SQLITE_BUSY`).
@@ -816,8 +856,8 @@ mod tests {
         drop(checkpointer);
     }
 
-    /// After a prune's batch the WAL is copied back, so the next commit starts it over and
-    /// writes at its start; a reader in the WAL holds the prune back, up to its patience.
+    /// After a prune's batch the WAL is copied back and the prune starts it over, so the WAL
+    /// is written from its start; a reader in the WAL holds the prune back, up to its patience.
     #[test]
     fn a_prune_waits_for_a_long_wal_to_start_over() {
         let tmp = tempfile::tempdir().unwrap();
@@ -847,40 +887,62 @@ mod tests {
         assert!(long > 100, "{long} frames");
         write(store.sqlite_for_tests(), 10);
         let patience = std::time::Duration::from_millis(60);
-        let waited = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
-        assert!(waited >= patience, "{waited:?}");
+        let kept = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
+        assert!(kept.waited >= patience, "{kept:?}");
+        assert!(!kept.copied_back, "{kept:?}");
         write(store.sqlite_for_tests(), 1);
         assert!(
             frames(store.sqlite_for_tests()).unwrap().0 > long,
             "it started over under a reader"
         );
 
-        // The reader gone: it is all copied back at once, and the next commit starts the WAL
-        // over, writing at its start.
+        // The reader gone: it is all copied back at once, and the prune starts the WAL over
+        // itself, before any other commit.
         reader.execute_batch("COMMIT").unwrap();
-        let waited = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
-        assert!(waited < patience, "{waited:?}");
-        write(store.sqlite_for_tests(), 1);
-        assert!(
-            frames(store.sqlite_for_tests()).unwrap().0 <= 10,
-            "the WAL did not start over"
+        let kept = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
+        assert!(kept.waited < patience && kept.copied_back, "{kept:?}");
+        assert!(super::start_the_wal_over(store.sqlite_mut_for_tests()).is_some());
+        assert_eq!(
+            frames(&reader).unwrap().0,
+            1,
+            "the WAL did not start over with the one page written"
         );
+        let id: i64 = reader
+            .pragma_query_value(None, "application_id", |r| r.get(0))
+            .unwrap();
+        assert_eq!(id, 0, "starting over changed the database");
+
         // All of a long WAL copied back while another connection holds the write lock: the
-        // prune goes on at once, for it never takes the lock to start the WAL over.
+        // prune goes on at once, for it never waits for the lock to start the WAL over.
         write(store.sqlite_for_tests(), 200);
         let writer = super::connect(&dir.db()).unwrap();
         writer
             .execute_batch("BEGIN IMMEDIATE; INSERT INTO ballast VALUES (zeroblob(10));")
             .unwrap();
-        let waited = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
-        assert!(
-            waited < patience,
-            "it waited for the write lock: {waited:?}"
+        let began = std::time::Instant::now();
+        let kept = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
+        assert!(kept.copied_back, "{kept:?}");
+        assert_eq!(
+            super::start_the_wal_over(store.sqlite_mut_for_tests()),
+            None
         );
+        assert!(
+            began.elapsed() < patience,
+            "it waited for the write lock: {:?}",
+            began.elapsed()
+        );
+        // The prune's connection waits for the lock again, as every connection does.
         writer.execute_batch("COMMIT").unwrap();
+        writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let waiter = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            writer.execute_batch("COMMIT").unwrap();
+        });
+        write(store.sqlite_for_tests(), 1);
+        waiter.join().unwrap();
         // A short WAL is left as it is.
-        let waited = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
-        assert!(waited < patience, "{waited:?}");
+        let kept = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
+        assert!(kept.waited < patience, "{kept:?}");
     }
 
     /// A JSON column that does not parse is a corrupt record, not a `null` passed on.

@@ -89,6 +89,10 @@ struct Pace {
     longest: Duration,
     /// The time spent waiting for the WAL to be copied back.
     wal_waited: Duration,
+    /// How often it started the WAL over, and the longest its write held the write lock (a
+    /// reader still in the WAL kept some from starting it over).
+    restarts: u64,
+    longest_restart: Duration,
 }
 
 /// The longest a prune waits after one batch for the WAL to be copied back before it goes on
@@ -101,19 +105,56 @@ impl Pace {
             pause,
             longest: Duration::ZERO,
             wal_waited: Duration::ZERO,
+            restarts: 0,
+            longest_restart: Duration::ZERO,
         }
     }
 
     /// After a batch that held the lock `held`, its write `took` in all (SQLite's copy back in
-    /// the commit call too): keeps the WAL short ([`super::keep_the_wal_short`]), then rests
-    /// `pause`, and never less than [`REST_PER_HELD`] times `took`.
-    fn after_batch(&mut self, conn: &mut Connection, held: Duration, took: Duration) {
+    /// the commit call too): keeps the WAL short ([`super::keep_the_wal_short`]) and, once it
+    /// is all copied back, starts it over ([`super::start_the_wal_over`]); then rests `pause`,
+    /// and never less than [`REST_PER_HELD`] times `took`.
+    fn after_batch(
+        &mut self,
+        conn: &mut Connection,
+        commits: &Commits,
+        held: Duration,
+        took: Duration,
+    ) {
         self.longest = self.longest.max(held);
-        let waited = super::keep_the_wal_short(conn, super::WAL_CAP, WAL_PATIENCE);
-        self.wal_waited += waited;
+        let kept = super::keep_the_wal_short(conn, super::WAL_CAP, WAL_PATIENCE);
+        self.wal_waited += kept.waited;
+        let mut waited = kept.waited;
+        if kept.copied_back {
+            let counts = ThreadCounts::now();
+            commits.take();
+            let began = Instant::now();
+            if let Some(held) = super::start_the_wal_over(conn) {
+                // 1 if the WAL started over: a reader still in it keeps it from doing so.
+                let (_, wal_pages) = commits.released(Instant::now());
+                self.restarts += u64::from(wal_pages == 1);
+                self.longest_restart = self.longest_restart.max(held);
+                if held >= SLOW_RESTART {
+                    let spent = ThreadCounts::now().since(counts);
+                    tracing::info!(
+                        held_ms = held.as_millis() as u64,
+                        wal_pages,
+                        cpu_wait_ms = spent.cpu_wait.as_millis() as u64,
+                        blocked = spent.blocked,
+                        preempted = spent.preempted,
+                        "state.retention: starting the WAL over held the write lock long"
+                    );
+                }
+            }
+            waited += began.elapsed();
+        }
         std::thread::sleep(rest_after(self.pause, took).saturating_sub(waited));
     }
 }
+
+/// A start of the WAL over that held the write lock this long is said in the log: its commit
+/// syncs the WAL's new header, which a quiet disk writes in a millisecond or two.
+const SLOW_RESTART: Duration = Duration::from_millis(20);
 
 fn rest_after(pause: Duration, held: Duration) -> Duration {
     pause.max(held * REST_PER_HELD)
@@ -144,6 +185,10 @@ pub struct PruneReport {
     pub longest_batch_ms: u64,
     /// How long the prune waited, all told, for the WAL to be copied back before it went on.
     pub wal_wait_ms: u64,
+    /// How often the prune started the WAL over ([`super::start_the_wal_over`]), and the
+    /// longest that held the write lock.
+    pub wal_restarts: u64,
+    pub longest_restart_ms: u64,
     /// The artifact store's files no row names any more, removed after the rows
     /// ([`super::artifact_files`]); none with `--dry-run`.
     pub files: super::artifact_files::Swept,
@@ -625,7 +670,12 @@ fn prune_on(
                 let after = |c: &mut Conn<'_>, began: Instant, took| {
                     if let Conn::Sqlite(c) = c {
                         let (released, _) = commits.released(began + took);
-                        pace.after_batch(c, released.saturating_duration_since(began), took);
+                        pace.after_batch(
+                            c,
+                            commits,
+                            released.saturating_duration_since(began),
+                            took,
+                        );
                     }
                 };
                 Ok(keep_newest(&mut Conn::Sqlite(conn), keep, dry_run, after)?)
@@ -637,6 +687,8 @@ fn prune_on(
         elapsed_ms: millis(started.elapsed()),
         longest_batch_ms: millis(pace.longest),
         wal_wait_ms: millis(pace.wal_waited),
+        wal_restarts: pace.restarts,
+        longest_restart_ms: millis(pace.longest_restart),
         pruned,
         files: super::artifact_files::Swept::default(),
     };
@@ -797,7 +849,7 @@ fn run_step(
             );
         }
         sizer.took(took);
-        pace.after_batch(conn, held, took);
+        pace.after_batch(conn, commits, held, took);
     }
 }
 
@@ -863,6 +915,8 @@ fn prune_postgres(
         elapsed_ms: millis(started.elapsed()),
         longest_batch_ms: millis(longest),
         wal_wait_ms: 0,
+        wal_restarts: 0,
+        longest_restart_ms: 0,
         pruned,
         files: super::artifact_files::Swept::default(),
     };
@@ -1132,6 +1186,39 @@ mod tests {
                 assert!(held * 4 <= cycle, "held {held:?} of {cycle:?}");
             }
         }
+    }
+
+    /// After each batch the prune copies the WAL back and, once all of it is, starts it over
+    /// itself: no later commit, a turn's, syncs the new WAL's header with the lock held.
+    #[test]
+    fn a_prune_starts_the_wal_over_after_its_batches() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = crate::state::StateDir::new(tmp.path());
+        let mut store = crate::state::StateStore::open(&dir).unwrap();
+        let conn = store.sqlite_mut_for_tests();
+        conn.execute_batch(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300)
+             INSERT INTO transcript (session_key, provenance, text, at)
+             SELECT 'agent:a:main', 'inbound', 'x', '2026-01-01T00:00:00Z' FROM n;",
+        )
+        .unwrap();
+        let rules = Rules {
+            by_age: vec![("transcripts", 30)],
+            keep_per_session: None,
+        };
+        let now: jiff::Timestamp = "2026-12-31T00:00:00Z".parse().unwrap();
+        let report = prune(conn, &rules, now, false, Duration::ZERO, "cli").unwrap();
+        assert_eq!(report.pruned[0].rows, 300);
+        assert!(report.wal_restarts >= 1, "{report:?}");
+        let (log, done): (i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert!(
+            log < 64 && log == done,
+            "the WAL holds {log} pages, {done} copied back"
+        );
     }
 
     /// A prune's hook on its connection sees each commit as it lets the write lock go, and
