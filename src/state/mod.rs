@@ -627,22 +627,23 @@ pub(crate) struct WalKept {
 /// the disk has little to write before it. Left to the next commit, a turn's or the prune's
 /// next batch, that sync came whenever the disk was busy: such commits held the lock 80–226 ms
 /// at a year's size. Takes the lock only if it is free (another writer's commit starts the WAL
-/// over); returns how long it held it. A reader that is still in the WAL keeps it from starting
+/// over); returns when it took it. A reader that is still in the WAL keeps it from starting
 /// over, as it keeps any commit: this one then adds a page to it.
-pub(crate) fn start_the_wal_over(conn: &mut Connection) -> Option<std::time::Duration> {
+pub(crate) fn start_the_wal_over(conn: &mut Connection) -> Option<std::time::Instant> {
     if conn.busy_handler(None::<fn(i32) -> bool>).is_err() {
         return None;
     }
-    let held = (|| {
+    let taken = (|| {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let began = std::time::Instant::now();
+        let taken = std::time::Instant::now();
         let id: i64 = tx.pragma_query_value(None, "application_id", |r| r.get(0))?;
         tx.pragma_update(None, "application_id", id)?;
         tx.commit()?;
-        Ok::<_, rusqlite::Error>(began.elapsed())
+        Ok::<_, rusqlite::Error>(taken)
     })();
     let _ = conn.busy_handler(Some(wait_for_the_lock));
-    held.inspect_err(|e| tracing::debug!(error = %e, "state: the WAL was not started over"))
+    taken
+        .inspect_err(|e| tracing::debug!(error = %e, "state: the WAL was not started over"))
         .ok()
 }
 
