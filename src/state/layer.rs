@@ -256,12 +256,12 @@ impl LayerConnection {
     ) -> Result<T, StateError> {
         let got = Instant::now();
         super::lock_waits();
-        let before = ThreadUsage::now();
+        let before = super::ThreadUsage::now();
         let done = f();
         let tries = super::lock_waits();
         let took = asked.elapsed();
         if took >= SLOW {
-            let spent = ThreadUsage::now().since(before);
+            let spent = super::ThreadUsage::now().since(before);
             tracing::warn!(
                 layer = self.layer,
                 at = %caller,
@@ -295,35 +295,6 @@ impl LayerConnection {
     }
 }
 
-/// What the kernel counted of this thread (`getrusage(RUSAGE_THREAD)`): a slow operation's
-/// line says whether it read from the disk or slept in the kernel without reading (a `fsync`:
-/// the commit that starts the WAL over syncs its new header).
-#[derive(Debug, Clone, Copy, Default)]
-struct ThreadUsage {
-    read_kb: i64,
-    blocked: i64,
-}
-
-impl ThreadUsage {
-    fn now() -> ThreadUsage {
-        use nix::sys::resource::{UsageWho, getrusage};
-        getrusage(UsageWho::RUSAGE_THREAD)
-            .map(|u| ThreadUsage {
-                // 512-byte blocks on Linux.
-                read_kb: u.block_reads() / 2,
-                blocked: u.voluntary_context_switches(),
-            })
-            .unwrap_or_default()
-    }
-
-    fn since(self, before: ThreadUsage) -> ThreadUsage {
-        ThreadUsage {
-            read_kb: self.read_kb - before.read_kb,
-            blocked: self.blocked - before.blocked,
-        }
-    }
-}
-
 /// An operation on a layer's connection that takes this long, its wait for the connection
 /// included, is logged with what it waited for: a turn waits on each of its operations.
 const SLOW: Duration = Duration::from_millis(50);
@@ -342,37 +313,6 @@ mod tests {
                 Backend::Postgres { conn, .. } => conn.try_lock().is_ok(),
             }
         }
-    }
-
-    /// A slow operation's line tells a read from the disk from a sleep in the kernel.
-    #[test]
-    fn the_threads_reads_from_the_disk_and_sleeps_are_counted() {
-        use std::io::{Read as _, Write as _};
-        let before = ThreadUsage::now();
-        std::thread::sleep(Duration::from_millis(2));
-        assert!(ThreadUsage::now().since(before).blocked >= 1);
-
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("cold");
-        let mut file = std::fs::File::create(&path).unwrap();
-        file.write_all(&[7u8; 256 * 1024]).unwrap();
-        file.sync_all().unwrap();
-        // Out of the kernel's cache: the read below goes to the disk (not on tmpfs).
-        nix::fcntl::posix_fadvise(
-            &file,
-            0,
-            0,
-            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-        )
-        .unwrap();
-        let before = ThreadUsage::now();
-        let mut read = Vec::new();
-        std::fs::File::open(&path)
-            .unwrap()
-            .read_to_end(&mut read)
-            .unwrap();
-        let spent = ThreadUsage::now().since(before);
-        assert!(spent.read_kb >= 4, "{spent:?}");
     }
 
     #[test]

@@ -675,6 +675,39 @@ pub(crate) fn lock_waits() -> u32 {
     LOCK_WAITS.with(|waits| waits.replace(0))
 }
 
+/// What the kernel counted of this thread (`getrusage(RUSAGE_THREAD)`): what it read from the
+/// disk, how often it slept in the kernel (blocked: on I/O, a lock, a `fsync` — the commit
+/// that starts the WAL over syncs its new header) and how often it was preempted. A slow
+/// operation's or batch's log line says, of its time, what went where.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ThreadUsage {
+    pub read_kb: i64,
+    pub blocked: i64,
+    pub preempted: i64,
+}
+
+impl ThreadUsage {
+    pub(crate) fn now() -> ThreadUsage {
+        use nix::sys::resource::{UsageWho, getrusage};
+        getrusage(UsageWho::RUSAGE_THREAD)
+            .map(|u| ThreadUsage {
+                // 512-byte blocks on Linux.
+                read_kb: u.block_reads() / 2,
+                blocked: u.voluntary_context_switches(),
+                preempted: u.involuntary_context_switches(),
+            })
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn since(self, before: ThreadUsage) -> ThreadUsage {
+        ThreadUsage {
+            read_kb: self.read_kb - before.read_kb,
+            blocked: self.blocked - before.blocked,
+            preempted: self.preempted - before.preempted,
+        }
+    }
+}
+
 /// Where the state of `dir` is, for an error: its file, or its URL without the password.
 fn state_at(dir: &StateDir) -> String {
     match dir.postgres() {
@@ -944,6 +977,37 @@ mod tests {
         // A short WAL is left as it is.
         let kept = super::keep_the_wal_short(store.sqlite_mut_for_tests(), 10, patience);
         assert!(kept.waited < patience, "{kept:?}");
+    }
+
+    /// A slow operation's line tells a read from the disk from a sleep in the kernel.
+    #[test]
+    fn the_threads_reads_from_the_disk_and_sleeps_are_counted() {
+        use std::io::{Read as _, Write as _};
+        let before = super::ThreadUsage::now();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(super::ThreadUsage::now().since(before).blocked >= 1);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("cold");
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(&[7u8; 256 * 1024]).unwrap();
+        file.sync_all().unwrap();
+        // Out of the kernel's cache: the read below goes to the disk (not on tmpfs).
+        nix::fcntl::posix_fadvise(
+            &file,
+            0,
+            0,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        )
+        .unwrap();
+        let before = super::ThreadUsage::now();
+        let mut read = Vec::new();
+        std::fs::File::open(&path)
+            .unwrap()
+            .read_to_end(&mut read)
+            .unwrap();
+        let spent = super::ThreadUsage::now().since(before);
+        assert!(spent.read_kb >= 4, "{spent:?}");
     }
 
     /// A JSON column that does not parse is a corrupt record, not a `null` passed on.

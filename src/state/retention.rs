@@ -143,8 +143,8 @@ impl Pace {
                         held_ms = held.as_millis() as u64,
                         wal_pages,
                         cpu_wait_ms = spent.cpu_wait.as_millis() as u64,
-                        blocked = spent.blocked,
-                        preempted = spent.preempted,
+                        blocked = spent.usage.blocked,
+                        preempted = spent.usage.preempted,
                         "state.retention: starting the WAL over held the write lock long"
                     );
                 }
@@ -406,48 +406,32 @@ fn choose(
     Ok(keys)
 }
 
-/// What the kernel has counted of this thread so far (`/proc/thread-self`): the bytes it read
-/// from storage, how long it waited for a CPU, how often it blocked (slept in the kernel: I/O,
-/// a page lock) and how often it was preempted. A slow batch's log line says, of its hold,
-/// what went where.
+/// What the kernel has counted of this thread so far: its [`super::ThreadUsage`], and how long
+/// it waited for a CPU (`/proc/thread-self/schedstat`). A slow batch's log line says, of its
+/// hold, what went where.
 #[derive(Debug, Clone, Copy, Default)]
 struct ThreadCounts {
-    read_bytes: u64,
+    usage: super::ThreadUsage,
     cpu_wait: Duration,
-    blocked: u64,
-    preempted: u64,
 }
 
 impl ThreadCounts {
     fn now() -> ThreadCounts {
-        let read = |file: &str| std::fs::read_to_string(format!("/proc/thread-self/{file}"));
-        let field = |text: &str, name: &str| -> u64 {
-            let line = text.lines().find_map(|l| l.strip_prefix(name));
-            line.and_then(|l| l.trim().parse().ok()).unwrap_or(0)
-        };
-        let (io, status) = (
-            read("io").unwrap_or_default(),
-            read("status").unwrap_or_default(),
-        );
         // schedstat: time on a CPU, time waiting for one, timeslices (ns, ns, count).
-        let cpu_wait = read("schedstat")
+        let cpu_wait = std::fs::read_to_string("/proc/thread-self/schedstat")
             .ok()
             .and_then(|text| text.split_whitespace().nth(1)?.parse().ok())
             .map_or(Duration::ZERO, Duration::from_nanos);
         ThreadCounts {
-            read_bytes: field(&io, "read_bytes:"),
+            usage: super::ThreadUsage::now(),
             cpu_wait,
-            blocked: field(&status, "voluntary_ctxt_switches:"),
-            preempted: field(&status, "nonvoluntary_ctxt_switches:"),
         }
     }
 
     fn since(self, before: ThreadCounts) -> ThreadCounts {
         ThreadCounts {
-            read_bytes: self.read_bytes.saturating_sub(before.read_bytes),
+            usage: self.usage.since(before.usage),
             cpu_wait: self.cpu_wait.saturating_sub(before.cpu_wait),
-            blocked: self.blocked.saturating_sub(before.blocked),
-            preempted: self.preempted.saturating_sub(before.preempted),
         }
     }
 }
@@ -865,10 +849,10 @@ fn run_step(
                 commit_ms = released.saturating_duration_since(committing).as_millis() as u64,
                 copied_back_ms = (returned - released).as_millis() as u64,
                 wal_pages,
-                read_kb = spent.read_bytes / 1024,
+                read_kb = spent.usage.read_kb,
                 cpu_wait_ms = spent.cpu_wait.as_millis() as u64,
-                blocked = spent.blocked,
-                preempted = spent.preempted,
+                blocked = spent.usage.blocked,
+                preempted = spent.usage.preempted,
                 "state.retention: a batch held the write lock long"
             );
         }
