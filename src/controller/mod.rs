@@ -587,6 +587,7 @@ async fn prune_state(dir: StateDir, rules: crate::state::retention::Rules, share
                     wal_wait_ms = report.wal_wait_ms,
                     wal_restarts = report.wal_restarts,
                     longest_restart_ms = report.longest_restart_ms,
+                    wal_read_ahead_kb = report.wal_read_ahead_kb,
                     "state.retention: pruned"
                 );
             }

@@ -585,8 +585,13 @@ pub(crate) fn keep_the_wal_short(
     const TRY: std::time::Duration = std::time::Duration::from_millis(5);
     let began = std::time::Instant::now();
     let mut copied_back = false;
+    let mut frames = 0;
     loop {
-        match checkpoint(conn, "PASSIVE") {
+        let looked = checkpoint(conn, "PASSIVE");
+        if let Ok(Some((log, _))) = looked {
+            frames = log;
+        }
+        match looked {
             Ok(Some((log, done))) if log > 0 && done == log => {
                 copied_back = true;
                 break;
@@ -609,6 +614,7 @@ pub(crate) fn keep_the_wal_short(
     WalKept {
         waited: began.elapsed(),
         copied_back,
+        frames,
     }
 }
 
@@ -619,6 +625,8 @@ pub(crate) struct WalKept {
     pub waited: std::time::Duration,
     /// Whether its last copy back took all of the WAL back: the next commit starts it over.
     pub copied_back: bool,
+    /// The WAL's frames at its last look (0 when it could not look).
+    pub frames: i64,
 }
 
 /// Starts the WAL over now, once a copy back took all of it, with a write that changes nothing
@@ -645,6 +653,79 @@ pub(crate) fn start_the_wal_over(conn: &mut Connection) -> Option<std::time::Ins
     taken
         .inspect_err(|e| tracing::debug!(error = %e, "state: the WAL was not started over"))
         .ok()
+}
+
+/// The WAL file of a prune's database, read ahead of its writes. A commit writes each page to
+/// the WAL as a frame: a 24-byte header, then the page. So frames do not fall on the file's
+/// pages, and writing one over a part of the WAL file the kernel no longer caches reads that
+/// part from the disk first, with the write lock held. The WAL file is written over from its
+/// start each time the WAL starts over, and its far parts only when a reader kept it from
+/// starting over: by then the kernel may have dropped them (this machine kind's kernel pages
+/// out file pages not read for a minute). At a year's size a batch's commit read 80 KiB so,
+/// under a prune's copies back, and held the lock 63 ms. Read ahead, with no lock held, the
+/// part the next writes go to is in the kernel's cache when they come.
+pub(crate) struct WalAhead {
+    /// `None` for a database in memory.
+    path: Option<PathBuf>,
+    /// Opened at the first read that finds the file.
+    file: Option<std::fs::File>,
+    /// The bytes of one frame.
+    frame: u64,
+    buf: Vec<u8>,
+}
+
+impl WalAhead {
+    /// The bytes of the WAL file's header, before its first frame.
+    const HEADER: u64 = 32;
+    /// The bytes of a frame's header, before its page.
+    const FRAME_HEADER: u64 = 24;
+
+    /// The WAL file of `conn`'s database.
+    pub(crate) fn of(conn: &Connection) -> WalAhead {
+        let page: u64 = conn
+            .pragma_query_value(None, "page_size", |r| r.get(0))
+            .unwrap_or(4096);
+        WalAhead {
+            path: conn
+                .path()
+                .filter(|p| !p.is_empty())
+                .map(|db| wal_path(Path::new(db))),
+            file: None,
+            frame: page + Self::FRAME_HEADER,
+            buf: vec![0; 256 * 1024],
+        }
+    }
+
+    /// Reads the part of the WAL file the `frames` frames after the first `after` go to, as far
+    /// as the file goes (past its end a write reads nothing). What the kernel caches is copied
+    /// from its cache, and what it dropped is read from the disk.
+    pub(crate) fn read(&mut self, after: i64, frames: i64) {
+        use std::os::unix::fs::FileExt as _;
+        if self.file.is_none() {
+            self.file = self
+                .path
+                .as_ref()
+                .and_then(|path| std::fs::File::open(path).ok());
+        }
+        let Some(file) = &self.file else { return };
+        let from = Self::HEADER + after.max(0).unsigned_abs() * self.frame;
+        let to = from + frames.max(0).unsigned_abs() * self.frame;
+        let mut at = from;
+        while at < to {
+            let want = usize::try_from(to - at)
+                .unwrap_or(usize::MAX)
+                .min(self.buf.len());
+            match file.read_at(&mut self.buf[..want], at) {
+                Ok(0) => break,
+                Ok(read) => at += read as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "state: the WAL was not read ahead");
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// How long a connection waits for another's write lock before it gives up (`SQLITE_BUSY`).

@@ -93,37 +93,65 @@ struct Pace {
     /// reader still in the WAL kept some from starting it over).
     restarts: u64,
     longest_restart: Duration,
+    /// The WAL file, read ahead of the next batch's writes, and where they go: after the WAL's
+    /// first `wal_end` frames, `ahead` of them (twice the last batch's, and a turn's few
+    /// meanwhile).
+    wal: super::WalAhead,
+    wal_end: i64,
+    ahead: i64,
+    /// What reading it ahead read from the disk: the parts the kernel had dropped.
+    wal_read_kb: i64,
 }
 
 /// The longest a prune waits after one batch for the WAL to be copied back before it goes on
 /// (a reader that stays in the WAL keeps part of it from being copied back).
 const WAL_PATIENCE: Duration = Duration::from_secs(10);
 
+/// The fewest and the most frames read ahead of a batch's writes (1 MiB and 16 MiB of 4 KiB
+/// pages).
+const MIN_AHEAD: i64 = 256;
+const MAX_AHEAD: i64 = 4096;
+
 impl Pace {
-    fn new(pause: Duration) -> Pace {
+    fn new(conn: &Connection, pause: Duration) -> Pace {
         Pace {
             pause,
             longest: Duration::ZERO,
             wal_waited: Duration::ZERO,
             restarts: 0,
             longest_restart: Duration::ZERO,
+            wal: super::WalAhead::of(conn),
+            wal_end: 0,
+            ahead: MIN_AHEAD,
+            wal_read_kb: 0,
         }
     }
 
     /// After a batch that held the lock `held`, its write `took` in all (SQLite's copy back in
-    /// the commit call too): keeps the WAL short ([`super::keep_the_wal_short`]) and, once it
-    /// is all copied back, starts it over ([`super::start_the_wal_over`]); then rests `pause`,
-    /// and never less than [`REST_PER_HELD`] times `took`.
+    /// the commit call too), the WAL at `wal_pages` pages as its commit let the lock go (-1:
+    /// not seen): keeps the WAL short ([`super::keep_the_wal_short`]) and, once it is all
+    /// copied back, starts it over ([`super::start_the_wal_over`]); reads the WAL file ahead of
+    /// the next batch's writes ([`super::WalAhead`]); then rests `pause`, and never less than
+    /// [`REST_PER_HELD`] times `took`.
     fn after_batch(
         &mut self,
         conn: &mut Connection,
         commits: &Commits,
         held: Duration,
         took: Duration,
+        wal_pages: i64,
     ) {
         self.longest = self.longest.max(held);
+        // The frames this batch wrote (the WAL started over meanwhile: all it holds).
+        let wrote = if wal_pages >= self.wal_end {
+            wal_pages - self.wal_end
+        } else {
+            wal_pages
+        };
+        self.ahead = ((2 * wrote).max(0) + MIN_AHEAD).min(MAX_AHEAD);
         let kept = super::keep_the_wal_short(conn, super::WAL_CAP, WAL_PATIENCE);
         self.wal_waited += kept.waited;
+        self.wal_end = kept.frames;
         let mut waited = kept.waited;
         if kept.copied_back {
             let counts = ThreadCounts::now();
@@ -136,6 +164,9 @@ impl Pace {
                 let (released, wal_pages) = commits.released(Instant::now());
                 let held = released.saturating_duration_since(taken);
                 self.restarts += u64::from(wal_pages == 1);
+                if wal_pages > 0 {
+                    self.wal_end = wal_pages;
+                }
                 self.longest_restart = self.longest_restart.max(held);
                 if held >= SLOW_RESTART {
                     let spent = ThreadCounts::now().since(counts);
@@ -151,6 +182,15 @@ impl Pace {
             }
             waited += began.elapsed();
         }
+        let began = Instant::now();
+        let before = super::ThreadUsage::now();
+        self.wal.read(self.wal_end, self.ahead);
+        if kept.copied_back && self.wal_end > 1 {
+            // A reader kept it from starting over: the next commit may, from the file's start.
+            self.wal.read(0, self.ahead);
+        }
+        self.wal_read_kb += super::ThreadUsage::now().since(before).read_kb;
+        waited += began.elapsed();
         std::thread::sleep(rest_after(self.pause, took).saturating_sub(waited));
     }
 }
@@ -192,6 +232,9 @@ pub struct PruneReport {
     /// longest that held the write lock.
     pub wal_restarts: u64,
     pub longest_restart_ms: u64,
+    /// What reading the WAL file ahead of the batches' writes read from the disk: the parts
+    /// of it the kernel had dropped from its cache ([`super::WalAhead`]).
+    pub wal_read_ahead_kb: u64,
     /// The artifact store's files no row names any more, removed after the rows
     /// ([`super::artifact_files`]); none with `--dry-run`.
     pub files: super::artifact_files::Swept,
@@ -659,7 +702,7 @@ fn prune_on(
     by: &str,
 ) -> rusqlite::Result<PruneReport> {
     let started = Instant::now();
-    let mut pace = Pace::new(pause);
+    let mut pace = Pace::new(conn, pause);
     // An in-memory database has no path another connection could open ("").
     let path = conn
         .path()
@@ -677,12 +720,13 @@ fn prune_on(
             Part::PastNewest(keep) => {
                 let after = |c: &mut Conn<'_>, began: Instant, took| {
                     if let Conn::Sqlite(c) = c {
-                        let (released, _) = commits.released(began + took);
+                        let (released, wal_pages) = commits.released(began + took);
                         pace.after_batch(
                             c,
                             commits,
                             released.saturating_duration_since(began),
                             took,
+                            wal_pages,
                         );
                     }
                 };
@@ -697,6 +741,7 @@ fn prune_on(
         wal_wait_ms: millis(pace.wal_waited),
         wal_restarts: pace.restarts,
         longest_restart_ms: millis(pace.longest_restart),
+        wal_read_ahead_kb: pace.wal_read_kb.max(0).unsigned_abs(),
         pruned,
         files: super::artifact_files::Swept::default(),
     };
@@ -857,7 +902,7 @@ fn run_step(
             );
         }
         sizer.took(took);
-        pace.after_batch(conn, commits, held, took);
+        pace.after_batch(conn, commits, held, took, wal_pages);
     }
 }
 
@@ -925,6 +970,7 @@ fn prune_postgres(
         wal_wait_ms: 0,
         wal_restarts: 0,
         longest_restart_ms: 0,
+        wal_read_ahead_kb: 0,
         pruned,
         files: super::artifact_files::Swept::default(),
     };
@@ -1227,6 +1273,60 @@ mod tests {
             log < 64 && log == done,
             "the WAL holds {log} pages, {done} copied back"
         );
+    }
+
+    /// A commit that writes its frames over a part of the WAL file the kernel dropped reads
+    /// that part from the disk first (a frame is not a page of the file), with the write lock
+    /// held; after a batch the prune reads the part its next writes go to, so they read nothing.
+    #[test]
+    fn a_prune_reads_the_wal_ahead_of_its_next_batch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = crate::state::StateDir::new(tmp.path());
+        let mut store = crate::state::StateStore::open(&dir).unwrap();
+        let wal = std::fs::File::open(super::super::wal_path(&dir.db())).unwrap();
+        let conn = store.sqlite_mut_for_tests();
+        conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        conn.execute_batch("CREATE TABLE scratch (x BLOB)").unwrap();
+        // About 100 pages a commit; the first makes the WAL file 1,000 frames long.
+        let write = |conn: &Connection, bytes: i64| {
+            conn.execute("INSERT INTO scratch VALUES (zeroblob(?1))", [bytes])
+                .unwrap();
+        };
+        write(conn, 4 << 20);
+        // All of it copied back (the WAL synced, its pages clean), then out of the kernel's
+        // cache: the next commit starts the WAL over and writes over the file's start.
+        let copy_back_and_drop = |conn: &Connection| {
+            conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                .unwrap();
+            nix::fcntl::posix_fadvise(
+                &wal,
+                0,
+                0,
+                nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+            )
+            .unwrap();
+        };
+        let read_by = |write: &dyn Fn()| {
+            let before = super::super::ThreadUsage::now();
+            write();
+            super::super::ThreadUsage::now().since(before).read_kb
+        };
+
+        copy_back_and_drop(conn);
+        let unread = read_by(&|| write(conn, 400_000));
+        assert!(unread >= 100, "the commit read {unread} KiB");
+
+        copy_back_and_drop(conn);
+        let commits = Commits::watch(conn, 0).unwrap();
+        let mut pace = Pace::new(conn, Duration::ZERO);
+        pace.after_batch(conn, &commits, Duration::ZERO, Duration::ZERO, -1);
+        assert!(
+            pace.wal_read_kb >= 100,
+            "read ahead {} KiB",
+            pace.wal_read_kb
+        );
+        let read = read_by(&|| write(conn, 400_000));
+        assert_eq!(read, 0, "the commit after the read ahead read {read} KiB");
     }
 
     /// A prune's hook on its connection sees each commit as it lets the write lock go, and
