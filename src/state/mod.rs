@@ -383,8 +383,9 @@ pub(crate) const LAYER_AUTOCHECKPOINT: i64 = 262_144;
 /// commit returns — under a prune's writes, a turn's, again and again. After a second with no
 /// commit and all of the WAL copied back, it cuts a WAL file past [`WAL_KEPT`] back to nothing
 /// (`TRUNCATE`, given up at once if a reader is in it). Before each checkpoint it brings the
-/// transcript's search index up to date ([`search_index`], migration 26). It runs behind the
-/// threads that serve ([`crate::threads::UPKEEP_NICE`]). Stops when dropped.
+/// transcript's search index up to date ([`search_index`], migration 26), and after it reads
+/// the WAL file ahead of the next commits ([`WalAhead`]). It runs behind the threads that
+/// serve ([`crate::threads::UPKEEP_NICE`]). Stops when dropped.
 pub struct Checkpointer {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -400,35 +401,16 @@ impl Checkpointer {
             return Checkpointer::start_postgres(url);
         }
         let path = dir.db();
-        let mut conn = connect(&path).map_err(|e| sql_error(path.clone(), e))?;
-        // Made before the first search can ask for it.
-        let mut indexer = open_index(dir, &conn);
-        let dir = dir.clone();
+        let mut upkeep = Upkeep::open(dir).map_err(|e| sql_error(path.clone(), e))?;
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let wal = wal_path(&path);
         let thread = std::thread::Builder::new()
             .name("wal-checkpointer".into())
             .spawn(move || {
                 crate::threads::lower_to_upkeep();
-                let mut quiet = Quiet::default();
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(Self::EVERY)
                 {
-                    if indexer.is_none() {
-                        indexer = open_index(&dir, &conn);
-                    }
-                    if let Some(Err(e)) = indexer.as_mut().map(|i| i.run(&conn)) {
-                        tracing::warn!(error = %e, "state: indexing the transcript failed");
-                    }
-                    match checkpoint(&conn, "PASSIVE") {
-                        Ok(frames) => {
-                            let long = || std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEPT);
-                            if quiet.saw(frames) && long() {
-                                cut_back(&mut conn);
-                            }
-                        }
-                        Err(e) => tracing::warn!(error = %e, "state: WAL checkpoint failed"),
-                    }
+                    upkeep.once();
                 }
             })
             .map_err(|source| StateError::Checkpointer {
@@ -439,6 +421,62 @@ impl Checkpointer {
             stop: Some(stop),
             thread: Some(thread),
         })
+    }
+}
+
+/// What the [`Checkpointer`] does every [`Checkpointer::EVERY`], on its own connection.
+struct Upkeep {
+    conn: Connection,
+    dir: StateDir,
+    indexer: Option<search_index::SearchIndexer>,
+    quiet: Quiet,
+    wal: PathBuf,
+    ahead: WalAhead,
+}
+
+impl Upkeep {
+    /// The frames read ahead of the WAL's end ([`WalAhead`]): 1 MiB of 4 KiB pages, more than
+    /// a quarter of a second of turns commit.
+    const AHEAD: i64 = 256;
+
+    fn open(dir: &StateDir) -> rusqlite::Result<Upkeep> {
+        let conn = connect(&dir.db())?;
+        Ok(Upkeep {
+            // Made before the first search can ask for it.
+            indexer: open_index(dir, &conn),
+            ahead: WalAhead::of(&conn),
+            wal: wal_path(&dir.db()),
+            dir: dir.clone(),
+            quiet: Quiet::default(),
+            conn,
+        })
+    }
+
+    /// Brings the search index up to date, copies the WAL back, and reads the WAL file ahead
+    /// of the next commits; once the hub is quiet, cuts a long WAL file back.
+    fn once(&mut self) {
+        if self.indexer.is_none() {
+            self.indexer = open_index(&self.dir, &self.conn);
+        }
+        if let Some(Err(e)) = self.indexer.as_mut().map(|i| i.run(&self.conn)) {
+            tracing::warn!(error = %e, "state: indexing the transcript failed");
+        }
+        match checkpoint(&self.conn, "PASSIVE") {
+            Ok(frames) => {
+                if let Some((log, done)) = frames {
+                    self.ahead.read(log, Self::AHEAD);
+                    if log == done && log > 0 {
+                        // All copied back: the next commit starts the WAL over, at its start.
+                        self.ahead.read(0, Self::AHEAD);
+                    }
+                }
+                let long = || std::fs::metadata(&self.wal).is_ok_and(|m| m.len() > WAL_KEPT);
+                if self.quiet.saw(frames) && long() {
+                    cut_back(&mut self.conn);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "state: WAL checkpoint failed"),
+        }
     }
 }
 
@@ -969,6 +1007,71 @@ mod tests {
         }
         assert!(wal() <= super::WAL_KEPT, "the WAL was not cut back");
         drop(checkpointer);
+    }
+
+    /// The checkpointer reads the WAL file ahead of the next commits, so a turn's commit does
+    /// not read, from the disk, a part of the file the kernel dropped (it did, before).
+    #[test]
+    fn the_checkpointer_reads_the_wal_ahead_of_the_next_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = StateStore::open(&dir).unwrap();
+        let conn = store.sqlite_for_tests();
+        conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        conn.execute_batch("CREATE TABLE scratch (x BLOB)").unwrap();
+        let write = |bytes: i64| {
+            conn.execute("INSERT INTO scratch VALUES (zeroblob(?1))", [bytes])
+                .unwrap();
+        };
+        // A WAL file 1,000 frames long; each next write about 100 pages.
+        write(4 << 20);
+        let wal = std::fs::File::open(super::wal_path(&dir.db())).unwrap();
+        let copy_back_and_drop = || {
+            super::checkpoint(conn, "PASSIVE").unwrap();
+            nix::fcntl::posix_fadvise(
+                &wal,
+                0,
+                0,
+                nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+            )
+            .unwrap();
+        };
+        let read_by = |bytes| {
+            let before = super::ThreadUsage::now();
+            write(bytes);
+            super::ThreadUsage::now().since(before).read_kb
+        };
+        copy_back_and_drop();
+        let unread = read_by(400_000);
+        assert!(unread >= 100, "the commit read {unread} KiB");
+
+        let mut upkeep = super::Upkeep::open(&dir).unwrap();
+        copy_back_and_drop();
+        upkeep.once();
+        let read = read_by(400_000);
+        assert_eq!(read, 0, "the commit after the upkeep read {read} KiB");
+
+        // Where a reader keeps the WAL from starting over, the next commit goes on after it.
+        let reader = super::connect(&dir.db()).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        reader
+            .query_row("SELECT count(*) FROM scratch", [], |_| Ok(()))
+            .unwrap();
+        write(400_000);
+        copy_back_and_drop();
+        // The last write's frames are not copied back, so not synced: synced here, then dropped.
+        wal.sync_data().unwrap();
+        nix::fcntl::posix_fadvise(
+            &wal,
+            0,
+            0,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        )
+        .unwrap();
+        upkeep.once();
+        let read = read_by(400_000);
+        assert_eq!(read, 0, "the commit after the upkeep read {read} KiB");
+        reader.execute_batch("COMMIT").unwrap();
     }
 
     /// After a prune's batch the WAL is copied back and the prune starts it over, so the WAL
