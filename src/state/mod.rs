@@ -429,6 +429,7 @@ struct Upkeep {
     conn: Connection,
     dir: StateDir,
     indexer: Option<search_index::SearchIndexer>,
+    drops: search_index::QueueDrops,
     quiet: Quiet,
     wal: PathBuf,
     ahead: WalAhead,
@@ -439,11 +440,17 @@ impl Upkeep {
     /// a quarter of a second of turns commit.
     const AHEAD: i64 = 256;
 
+    /// On the thread that starts the checkpointer: the search queue's deletes run at its
+    /// priority ([`search_index::QueueDrops`]). The upkeep's own connection writes no row
+    /// (`query_only`): at nice 10, it would hold the write lock while it waited for a core.
     fn open(dir: &StateDir) -> rusqlite::Result<Upkeep> {
         let conn = connect(&dir.db())?;
+        // Made before the first search can ask for it (making it writes none of the state).
+        let indexer = open_index(dir, &conn);
+        conn.pragma_update(None, "query_only", true)?;
         Ok(Upkeep {
-            // Made before the first search can ask for it.
-            indexer: open_index(dir, &conn),
+            indexer,
+            drops: search_index::QueueDrops::start(dir),
             ahead: WalAhead::of(&conn),
             wal: wal_path(&dir.db()),
             dir: dir.clone(),
@@ -458,7 +465,8 @@ impl Upkeep {
         if self.indexer.is_none() {
             self.indexer = open_index(&self.dir, &self.conn);
         }
-        if let Some(Err(e)) = self.indexer.as_mut().map(|i| i.run(&self.conn)) {
+        let drops = &mut self.drops;
+        if let Some(Err(e)) = self.indexer.as_mut().map(|i| i.run(&self.conn, drops)) {
             tracing::warn!(error = %e, "state: indexing the transcript failed");
         }
         match checkpoint(&self.conn, "PASSIVE") {
@@ -693,13 +701,14 @@ pub(crate) fn start_the_wal_over(conn: &mut Connection) -> Option<std::time::Ins
         .ok()
 }
 
-/// The WAL file of a prune's database, read ahead of its writes. A commit writes each page to
-/// the WAL as a frame: a 24-byte header, then the page. So frames do not fall on the file's
-/// pages, and writing one over a part of the WAL file the kernel no longer caches reads that
-/// part from the disk first, with the write lock held. The WAL file is written over from its
-/// start each time the WAL starts over, and its far parts only when a reader kept it from
-/// starting over: by then the kernel may have dropped them (this machine kind's kernel pages
-/// out file pages not read for a minute). At a year's size a batch's commit read 80 KiB so,
+/// A database's WAL file, read ahead of the next commits (a prune's batch, a turn's) by the
+/// prune and the [`Checkpointer`]. A commit writes each page to the WAL as a frame: a 24-byte
+/// header, then the page. So frames do not fall on the file's pages, and writing one over a
+/// part of the WAL file the kernel no longer caches reads that part from the disk first, with
+/// the write lock held. The WAL file is written over from its start each time the WAL starts
+/// over, and its far parts only when a reader kept it from starting over: by then the kernel
+/// may have dropped them (one that reclaims cold pages on its own, as DAMON's reclaim does,
+/// drops file pages not read for a minute). At a year's size a batch's commit read 80 KiB so,
 /// under a prune's copies back, and held the lock 63 ms. Read ahead, with no lock held, the
 /// part the next writes go to is in the kernel's cache when they come.
 pub(crate) struct WalAhead {
@@ -1007,6 +1016,64 @@ mod tests {
         }
         assert!(wal() <= super::WAL_KEPT, "the WAL was not cut back");
         drop(checkpointer);
+    }
+
+    /// The upkeep takes the search queue and deletes what it took on a thread at the priority
+    /// of the one that started it, not at its own nice 10: a delete holds the state's write
+    /// lock, which a turn would wait for while a niced holder waited for a core. Its own
+    /// connection writes no row.
+    #[test]
+    fn the_upkeep_drops_the_search_queue_at_the_priority_of_the_serving_threads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = StateStore::open(&dir).unwrap();
+        let mut upkeep = super::Upkeep::open(&dir).unwrap();
+        store
+            .sqlite_for_tests()
+            .execute_batch(
+                "INSERT INTO transcript (session_key, provenance, text, at)
+                 VALUES ('agent:a:main', 'inbound', 'hello there', '2026-01-01T00:00:00Z'),
+                        ('agent:a:main', 'agent', 'general kenobi', '2026-01-01T00:00:01Z');",
+            )
+            .unwrap();
+        let queued = || -> i64 {
+            store
+                .sqlite_for_tests()
+                .query_row("SELECT count(*) FROM search_queue", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(queued(), 2);
+        let here = rustix::process::getpriority_process(None).unwrap();
+        // As in the checkpointer: its thread at nice 10.
+        crate::threads::as_upkeep("test-upkeep", || upkeep.once());
+        assert_eq!(queued(), 0, "the queue was not taken");
+        let found: i64 = rusqlite::Connection::open(dir.search_db())
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM words WHERE words MATCH 'kenobi'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(found, 1, "the row was not indexed");
+
+        let nices: Vec<i32> = std::fs::read_dir("/proc/thread-self/..")
+            .unwrap()
+            .filter_map(|task| {
+                let task = task.ok()?.path();
+                let comm = std::fs::read_to_string(task.join("comm")).ok()?;
+                let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+                // The fields after the command's closing parenthesis; nice is the 19th of stat.
+                let after = &stat[stat.rfind(')')? + 2..];
+                (comm.trim() == "search-queue").then(|| after.split(' ').nth(16)?.parse().ok())?
+            })
+            .collect();
+        assert!(!nices.is_empty(), "no thread drops the search queue");
+        assert!(nices.iter().all(|&n| n == here), "{nices:?}, not {here}");
+        assert!(
+            upkeep.conn.execute("DELETE FROM search_queue", []).is_err(),
+            "the upkeep's connection writes rows"
+        );
     }
 
     /// The checkpointer reads the WAL file ahead of the next commits, so a turn's commit does

@@ -45,6 +45,71 @@ const STEP_ROWS: i64 = 1000;
 /// The most time one [`SearchIndexer::run`] takes before the checkpoint has its turn.
 pub(crate) const RUN: Duration = Duration::from_millis(200);
 
+/// Where the indexer deletes the queue's rows it took: a write of the state's database, so
+/// one that holds its write lock. The upkeep thread runs at nice 10, and a turn waiting for a
+/// niced holder waits for it to get a core: under a prune's millions of queued rows, a
+/// turn's write waited 103 ms for the lock with no batch of the prune's holding it 30 ms.
+/// `Away` deletes on a thread of the priority of the one that started it, on a connection of
+/// its own; `Here`, on the indexer's connection to the state (`catch_up`, a thread that
+/// could not start).
+pub(crate) enum QueueDrops {
+    Here,
+    Away {
+        asks: std::sync::mpsc::Sender<i64>,
+        answers: std::sync::mpsc::Receiver<rusqlite::Result<usize>>,
+    },
+}
+
+impl QueueDrops {
+    /// Starts the thread that deletes, at the calling thread's priority, on a connection of
+    /// its own to `dir`'s state; `Here` when it cannot be.
+    pub(crate) fn start(dir: &StateDir) -> QueueDrops {
+        let conn = match super::connect(&dir.db()) {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::debug!(error = %e, "state: the search queue is dropped on the upkeep's connection");
+                return QueueDrops::Here;
+            }
+        };
+        let (asks, asked) = std::sync::mpsc::channel::<i64>();
+        let (answer, answers) = std::sync::mpsc::channel();
+        let started = std::thread::Builder::new()
+            .name("search-queue".into())
+            .spawn(move || {
+                for through in asked {
+                    if answer.send(drop_through(&conn, through)).is_err() {
+                        break;
+                    }
+                }
+            });
+        match started {
+            Ok(_) => QueueDrops::Away { asks, answers },
+            Err(e) => {
+                tracing::debug!(error = %e, "state: the search queue is dropped on the upkeep's connection");
+                QueueDrops::Here
+            }
+        }
+    }
+
+    /// Deletes the queue's rows through `through`: how many.
+    fn through(&mut self, state: &Connection, through: i64) -> rusqlite::Result<usize> {
+        if let QueueDrops::Away { asks, answers } = self {
+            if asks.send(through).is_ok()
+                && let Ok(answer) = answers.recv()
+            {
+                return answer;
+            }
+            // Its thread is gone (a panic): here from now on.
+            *self = QueueDrops::Here;
+        }
+        drop_through(state, through)
+    }
+}
+
+fn drop_through(state: &Connection, through: i64) -> rusqlite::Result<usize> {
+    state.execute("DELETE FROM search_queue WHERE seq <= ?1", [through])
+}
+
 /// The search index's file beside the state database at `db`.
 pub(crate) fn beside(db: &Path) -> PathBuf {
     db.with_file_name("search.db")
@@ -174,12 +239,16 @@ impl SearchIndexer {
     /// after each step as long as it took: the index is kept on at most half of a core, the
     /// rest left to the turns (a prune queues millions of rows; the index may lag behind it,
     /// never the turns).
-    pub(crate) fn run(&mut self, state: &Connection) -> rusqlite::Result<Indexed> {
+    pub(crate) fn run(
+        &mut self,
+        state: &Connection,
+        drops: &mut QueueDrops,
+    ) -> rusqlite::Result<Indexed> {
         let start = Instant::now();
         let mut indexed = Indexed::default();
         loop {
             let step = Instant::now();
-            let queued = self.take_queue(state)?;
+            let queued = self.take_queue(state, drops)?;
             let filled = self.fill(state)?;
             indexed.queued += queued;
             indexed.filled += filled;
@@ -197,7 +266,7 @@ impl SearchIndexer {
     /// One step of the queue: the rows it names, each as the transcript holds it now. The
     /// step holds the index's write lock from its read of the queue to its delete of the ids,
     /// so two processes' indexers never interleave.
-    fn take_queue(&self, state: &Connection) -> rusqlite::Result<u64> {
+    fn take_queue(&self, state: &Connection, drops: &mut QueueDrops) -> rusqlite::Result<u64> {
         self.in_step(|index| {
             let skip = progress(index, "skip")?.and_then(|s| s.parse::<i64>().ok());
             if let Some(skip) = skip {
@@ -206,9 +275,7 @@ impl SearchIndexer {
                     state.query_row("SELECT min(seq) FROM search_queue", [], |r| r.get(0))?;
                 match first {
                     Some(first) if first <= skip => {
-                        let through = skip.min(first + STEP_ROWS - 1);
-                        let dropped =
-                            state.execute("DELETE FROM search_queue WHERE seq <= ?1", [through])?;
+                        let dropped = drops.through(state, skip.min(first + STEP_ROWS - 1))?;
                         return Ok(dropped as u64);
                     }
                     _ => {
@@ -232,7 +299,7 @@ impl SearchIndexer {
             }
             // Once the words are in the index; a crash before this takes the step again.
             index.execute_batch("COMMIT; BEGIN IMMEDIATE")?;
-            state.execute("DELETE FROM search_queue WHERE seq <= ?1", [last])?;
+            drops.through(state, last)?;
             Ok(rows.len() as u64)
         })
     }
@@ -339,7 +406,7 @@ pub(crate) fn catch_up(dir: &StateDir) -> rusqlite::Result<Indexed> {
     let mut indexer = SearchIndexer::open(dir, &state)?;
     let mut total = Indexed::default();
     loop {
-        let run = indexer.run(&state)?;
+        let run = indexer.run(&state, &mut QueueDrops::Here)?;
         total.queued += run.queued;
         total.filled += run.filled;
         if run.caught_up {
@@ -519,16 +586,19 @@ mod tests {
             .collect();
         // What was queued before the index was made is in the fill: dropped, not indexed.
         let indexer = SearchIndexer::open(&dir, state).unwrap();
-        assert_eq!(indexer.take_queue(state).unwrap(), STEP_ROWS as u64);
-        assert_eq!(indexer.take_queue(state).unwrap(), 5);
-        assert_eq!(indexer.take_queue(state).unwrap(), 0);
+        assert_eq!(
+            indexer.take_queue(state, &mut QueueDrops::Here).unwrap(),
+            STEP_ROWS as u64
+        );
+        assert_eq!(indexer.take_queue(state, &mut QueueDrops::Here).unwrap(), 5);
+        assert_eq!(indexer.take_queue(state, &mut QueueDrops::Here).unwrap(), 0);
         assert_eq!(queued(state), 0);
         assert!(found(&dir, "deploy").is_empty(), "dropped, not indexed");
         assert_eq!(indexer.fill(state).unwrap(), STEP_ROWS as u64);
         // A restart between two steps of the fill: it goes on.
         drop(indexer);
         let mut indexer = SearchIndexer::open(&dir, state).unwrap();
-        assert!(indexer.run(state).unwrap().caught_up);
+        assert!(indexer.run(state, &mut QueueDrops::Here).unwrap().caught_up);
         assert_eq!(found(&dir, "deploy"), ids);
         // Another state's index: emptied, then filled with this one's rows.
         indexer
