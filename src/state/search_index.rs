@@ -64,7 +64,13 @@ impl QueueDrops {
     /// Starts the thread that deletes, at the calling thread's priority, on a connection of
     /// its own to `dir`'s state; `Here` when it cannot be.
     pub(crate) fn start(dir: &StateDir) -> QueueDrops {
-        let conn = match super::connect(&dir.db()) {
+        // Its commits leave the WAL to the checkpointer, as a layer's do: copied back here, at
+        // the serving priority, it would take a core from the turns.
+        let opened = super::connect(&dir.db()).and_then(|conn| {
+            conn.pragma_update(None, "wal_autocheckpoint", super::LAYER_AUTOCHECKPOINT)
+                .map(|()| conn)
+        });
+        let conn = match opened {
             Ok(conn) => conn,
             Err(e) => {
                 tracing::debug!(error = %e, "state: the search queue is dropped on the upkeep's connection");
@@ -571,6 +577,32 @@ mod tests {
         catch_up(&dir).unwrap();
         assert!(found(&dir, "deploy").is_empty());
         assert_eq!(found(&dir, "rolled"), [second]);
+    }
+
+    /// The queue's deletes run on a connection of their own, whose commits leave even a long
+    /// WAL to the checkpointer: none copies it back on the serving threads' priority.
+    #[test]
+    fn the_queue_is_dropped_without_copying_the_wal_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::new(tmp.path());
+        let store = StateStore::open(&dir).unwrap();
+        let state = store.sqlite_for_tests();
+        state.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        // Past SQLite's own threshold of 1,000 pages.
+        state
+            .execute_batch(
+                "CREATE TABLE ballast (b BLOB);
+                 INSERT INTO ballast VALUES (zeroblob(8 * 1024 * 1024));",
+            )
+            .unwrap();
+        let last = said(state, "queued");
+        let db_len = || std::fs::metadata(dir.db()).unwrap().len();
+        let before = db_len();
+        let mut drops = QueueDrops::start(&dir);
+        assert!(matches!(drops, QueueDrops::Away { .. }));
+        assert!(drops.through(state, last).unwrap() >= 1);
+        assert_eq!(queued(state), 0);
+        assert_eq!(db_len(), before, "the delete's commit copied the WAL back");
     }
 
     /// An index of another state (a restore; a state made anew beside an old index) is
