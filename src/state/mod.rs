@@ -323,6 +323,19 @@ impl StateStore {
     }
 }
 
+/// Drops `file`'s clean pages from the kernel's cache: the next read of them goes to the disk
+/// (a test's state is on a disk, not tmpfs).
+#[cfg(test)]
+pub(crate) fn drop_from_the_page_cache(file: &std::fs::File) {
+    nix::fcntl::posix_fadvise(
+        file,
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )
+    .unwrap();
+}
+
 /// A new state in the directory `root`, every migration run (the seam's tests).
 #[cfg(test)]
 pub(crate) fn create_for_tests(root: &Path) {
@@ -1095,13 +1108,7 @@ mod tests {
         let wal = std::fs::File::open(super::wal_path(&dir.db())).unwrap();
         let copy_back_and_drop = || {
             super::checkpoint(conn, "PASSIVE").unwrap();
-            nix::fcntl::posix_fadvise(
-                &wal,
-                0,
-                0,
-                nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-            )
-            .unwrap();
+            super::drop_from_the_page_cache(&wal);
         };
         let read_by = |bytes| {
             let before = super::ThreadUsage::now();
@@ -1128,13 +1135,7 @@ mod tests {
         copy_back_and_drop();
         // The last write's frames are not copied back, so not synced: synced here, then dropped.
         wal.sync_data().unwrap();
-        nix::fcntl::posix_fadvise(
-            &wal,
-            0,
-            0,
-            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-        )
-        .unwrap();
+        super::drop_from_the_page_cache(&wal);
         upkeep.once();
         let read = read_by(400_000);
         assert_eq!(read, 0, "the commit after the upkeep read {read} KiB");
@@ -1244,13 +1245,7 @@ mod tests {
         file.write_all(&[7u8; 256 * 1024]).unwrap();
         file.sync_all().unwrap();
         // Out of the kernel's cache: the read below goes to the disk (not on tmpfs).
-        nix::fcntl::posix_fadvise(
-            &file,
-            0,
-            0,
-            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-        )
-        .unwrap();
+        super::drop_from_the_page_cache(&file);
         let before = super::ThreadUsage::now();
         let mut read = Vec::new();
         std::fs::File::open(&path)

@@ -1298,13 +1298,7 @@ mod tests {
         let copy_back_and_drop = |conn: &Connection| {
             conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
                 .unwrap();
-            nix::fcntl::posix_fadvise(
-                &wal,
-                0,
-                0,
-                nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-            )
-            .unwrap();
+            super::super::drop_from_the_page_cache(&wal);
         };
         let read_by = |write: &dyn Fn()| {
             let before = super::super::ThreadUsage::now();
