@@ -454,16 +454,20 @@ impl Upkeep {
     const AHEAD: i64 = 256;
 
     /// On the thread that starts the checkpointer: the search queue's deletes run at its
-    /// priority ([`search_index::QueueDrops`]). The upkeep's own connection writes no row
+    /// priority ([`search_index::QueueDrops`]). The upkeep's own connection then writes no row
     /// (`query_only`): at nice 10, it would hold the write lock while it waited for a core.
+    /// Without that thread, the deletes are made here after all.
     fn open(dir: &StateDir) -> rusqlite::Result<Upkeep> {
         let conn = connect(&dir.db())?;
         // Made before the first search can ask for it (making it writes none of the state).
         let indexer = open_index(dir, &conn);
-        conn.pragma_update(None, "query_only", true)?;
+        let drops = search_index::QueueDrops::start(dir);
+        if matches!(drops, search_index::QueueDrops::Away { .. }) {
+            conn.pragma_update(None, "query_only", true)?;
+        }
         Ok(Upkeep {
             indexer,
-            drops: search_index::QueueDrops::start(dir),
+            drops,
             ahead: WalAhead::of(&conn),
             wal: wal_path(&dir.db()),
             dir: dir.clone(),

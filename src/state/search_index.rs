@@ -51,7 +51,7 @@ pub(crate) const RUN: Duration = Duration::from_millis(200);
 /// turn's write waited 103 ms for the lock with no batch of the prune's holding it 30 ms.
 /// `Away` deletes on a thread of the priority of the one that started it, on a connection of
 /// its own; `Here`, on the indexer's connection to the state (`catch_up`, a thread that
-/// could not start).
+/// could not start or is gone).
 pub(crate) enum QueueDrops {
     Here,
     Away {
@@ -105,8 +105,9 @@ impl QueueDrops {
             {
                 return answer;
             }
-            // Its thread is gone (a panic): here from now on.
+            // Its thread is gone (a panic): here from now on, on a connection that may write.
             *self = QueueDrops::Here;
+            state.pragma_update(None, "query_only", false)?;
         }
         drop_through(state, through)
     }
