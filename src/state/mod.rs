@@ -489,11 +489,8 @@ impl Upkeep {
         match checkpoint(&self.conn, "PASSIVE") {
             Ok(frames) => {
                 if let Some((log, done)) = frames {
-                    self.ahead.read(log, Self::AHEAD);
-                    if log == done && log > 0 {
-                        // All copied back: the next commit starts the WAL over, at its start.
-                        self.ahead.read(0, Self::AHEAD);
-                    }
+                    self.ahead
+                        .read_for_the_next_commit(log, log == done && log > 0, Self::AHEAD);
                 }
                 let long = || std::fs::metadata(&self.wal).is_ok_and(|m| m.len() > WAL_KEPT);
                 if self.quiet.saw(frames) && long() {
@@ -760,10 +757,25 @@ impl WalAhead {
         }
     }
 
+    /// Reads the part of the WAL file the next commit's `frames` frames go to, the WAL holding
+    /// `wal_frames`: after them, and from the file's start too when all of the WAL was
+    /// `copied_back` (the next commit may start it over there).
+    pub(crate) fn read_for_the_next_commit(
+        &mut self,
+        wal_frames: i64,
+        copied_back: bool,
+        frames: i64,
+    ) {
+        self.read(wal_frames, frames);
+        if copied_back && wal_frames > 1 {
+            self.read(0, frames);
+        }
+    }
+
     /// Reads the part of the WAL file the `frames` frames after the first `after` go to, as far
     /// as the file goes (past its end a write reads nothing). What the kernel caches is copied
     /// from its cache, and what it dropped is read from the disk.
-    pub(crate) fn read(&mut self, after: i64, frames: i64) {
+    fn read(&mut self, after: i64, frames: i64) {
         use std::os::unix::fs::FileExt as _;
         if self.file.is_none() {
             self.file = self

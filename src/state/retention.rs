@@ -184,11 +184,9 @@ impl Pace {
         }
         let began = Instant::now();
         let before = super::ThreadUsage::now();
-        self.wal.read(self.wal_end, self.ahead);
-        if kept.copied_back && self.wal_end > 1 {
-            // A reader kept it from starting over: the next commit may, from the file's start.
-            self.wal.read(0, self.ahead);
-        }
+        // Where a reader kept it from starting over, the next commit may, from the file's start.
+        self.wal
+            .read_for_the_next_commit(self.wal_end, kept.copied_back, self.ahead);
         self.wal_read_kb += super::ThreadUsage::now().since(before).read_kb;
         waited += began.elapsed();
         std::thread::sleep(rest_after(self.pause, took).saturating_sub(waited));
